@@ -1,0 +1,3 @@
+from ampgan.cli import main
+
+main()

@@ -1,0 +1,135 @@
+"""The `ampgan` command: parse, validate, call one function per subcommand.
+
+Every user-fixable problem becomes one `error:` line and exit code 2; warnings are one
+`warning:` line each. Tracebacks are for bugs only.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import sys
+import warnings
+from pathlib import Path
+
+import click
+
+from ampgan.config import PRECISIONS, TrainConfig, parse_duration, parse_loss_scale
+from ampgan.errors import AmpganError, AmpganWarning
+
+EXIT_USAGE = 2
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    if issubclass(category, AmpganWarning):
+        click.echo(f"warning: {message}", err=True)
+    else:
+        click.echo(warnings.formatwarning(message, category, filename, lineno, line).rstrip(), err=True)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="ampgan")
+def cli() -> None:
+    """Does mixed precision make my GAN train faster and cheaper, without making it worse?"""
+
+
+@cli.command()
+@click.option("--dataset", default="digits", show_default=True, help="digits (embedded), synthetic, ...")
+@click.option("--precision", default="fp32", show_default=True, help=f"One of {', '.join(PRECISIONS)}.")
+@click.option("--loss-scale", default="dynamic", show_default=True,
+              help="fp16 only: 'dynamic' (GradScaler) or a fixed number such as 128.")
+@click.option("--batch-size", type=int, default=64, show_default=True)
+@click.option("--steps", type=int, default=None, help="Stop after this many steps (default 1000 if no --time-budget).")
+@click.option("--time-budget", default=None, help="Stop after this much training wall time, e.g. 7m, 90s, 1h.")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--device", default="auto", show_default=True, help="auto, cpu or cuda.")
+@click.option("--out", "out", type=click.Path(path_type=Path), default=None,
+              help="Run folder (default runs/<dataset>-<precision>-<time>).")
+@click.option("--overwrite", is_flag=True, help="Replace an existing, non-empty run folder.")
+@click.option("--sample-every", type=int, default=500, show_default=True, help="Steps between sample grids.")
+@click.option("--log-every", type=int, default=10, show_default=True, help="Steps between metric records.")
+@click.option("--image-size", type=int, default=None, help="28, 32 or 64 (default: the dataset's).")
+@click.option("--channels", type=int, default=None, help="1 or 3 (default: the dataset's).")
+@click.option("--data-dir", default=None, help="Where a file-based dataset lives.")
+@click.option("--width", type=int, default=64, show_default=True, help="Network width w (channels w, 2w, 4w).")
+@click.option("--z-dim", type=int, default=128, show_default=True, help="Noise size.")
+@click.option("--lr", type=float, default=2e-4, show_default=True)
+@click.option("--tensorboard", is_flag=True, help="Also write TensorBoard event files.")
+@click.option("--dry-run", is_flag=True, help="Print the resolved config and exit.")
+@click.option("--quiet", is_flag=True, help="No progress bar.")
+def train(**options) -> None:
+    """Train an AC-GAN in one precision and write a run folder."""
+    from ampgan.run_folder import claim_run_dir
+    from ampgan.train import DEFAULT_STEPS, prepare_run, run_training
+
+    config = TrainConfig(
+        dataset=options["dataset"],
+        precision=options["precision"],
+        loss_scale=parse_loss_scale(options["loss_scale"]) if options["precision"] == "fp16" or options["loss_scale"] != "dynamic" else None,
+        batch_size=options["batch_size"],
+        steps=options["steps"],
+        time_budget_s=parse_duration(options["time_budget"]) if options["time_budget"] else None,
+        seed=options["seed"],
+        device=options["device"],
+        sample_every=options["sample_every"],
+        log_every=options["log_every"],
+        image_size=options["image_size"],
+        channels=options["channels"],
+        data_dir=options["data_dir"],
+        width=options["width"],
+        z_dim=options["z_dim"],
+        lr=options["lr"],
+        tensorboard=options["tensorboard"],
+    )
+    prepared = prepare_run(config)
+    out = options["out"] or Path("runs") / (
+        f"{config.dataset}-{config.precision}-{dt.datetime.now():%Y%m%d-%H%M%S}"
+    )
+    if options["dry_run"]:
+        budget = config.to_dict()
+        if not config.budget_is_set:
+            budget["steps"] = DEFAULT_STEPS
+        click.echo(json.dumps({
+            "config": budget,
+            "precision": prepared.policy.describe(),
+            "device": str(prepared.policy.device),
+            "dataset": {"images": len(prepared.dataset), "classes": list(prepared.dataset.class_names),
+                        "image_shape": [prepared.dataset.channels, prepared.dataset.image_size,
+                                        prepared.dataset.image_size]},
+            "out": str(out),
+        }, indent=2))
+        return
+    claim_run_dir(out, options["overwrite"])
+    summary = run_training(prepared, out, show_progress=not options["quiet"])
+    last = summary["last"]
+    click.echo(
+        f"trained {summary['steps']} steps in {summary['train_seconds']:.1f} s "
+        f"({last.get('images_per_second', 0):.0f} img/s); D class accuracy on fakes "
+        f"{last.get('class_acc_fake', float('nan')):.2f} | {summary['stamp']}"
+    )
+    click.echo(f"run folder: {summary['run_dir']}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("default", AmpganWarning)
+        warnings.showwarning = _show_warning
+        _run(argv)
+
+
+def _run(argv: list[str] | None) -> None:
+    try:
+        cli.main(args=argv, prog_name="ampgan", standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        sys.exit(130)
+    except click.UsageError as error:
+        hint = f" (see 'ampgan {error.ctx.command.name} --help')" if error.ctx and error.ctx.command.name != "cli" else " (see 'ampgan --help')"
+        click.echo(f"error: {error.format_message()}{hint}", err=True)
+        sys.exit(EXIT_USAGE)
+    except click.ClickException as error:
+        click.echo(f"error: {error.format_message()}", err=True)
+        sys.exit(error.exit_code)
+    except AmpganError as error:
+        click.echo(f"error: {error}", err=True)
+        sys.exit(EXIT_USAGE)

@@ -1,0 +1,144 @@
+"""The training configuration: one frozen, keyword-only dataclass that validates itself.
+
+The resolved config is written to every run folder as `config.json`, so a run can always be
+traced back to exactly what produced it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from ampgan.errors import AmpganError
+
+PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
+DEVICES = ("auto", "cpu", "cuda")
+IMAGE_SIZES = (28, 32, 64)
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainConfig:
+    # What to train on.
+    dataset: str = "digits"
+    image_size: int | None = None  # None: the dataset's own size
+    channels: int | None = None  # None: the dataset's own channel count
+    data_dir: str | None = None
+
+    # How to compute.
+    precision: str = "fp32"
+    loss_scale: float | None = None  # fp16 only; None means dynamic scaling
+    device: str = "auto"
+
+    # The model.
+    z_dim: int = 128
+    width: int = 64
+
+    # The optimisation (Adam, as in DCGAN and the study).
+    batch_size: int = 64
+    lr: float = 2e-4
+    beta1: float = 0.5
+    beta2: float = 0.999
+
+    # The budget: a number of steps, a wall-clock budget in seconds, or both (first reached wins).
+    steps: int | None = None
+    time_budget_s: float | None = None
+
+    seed: int = 0
+    sample_every: int = 500
+    log_every: int = 10
+    samples_per_class: int = 8
+    tensorboard: bool = False
+
+    def __post_init__(self) -> None:
+        if self.precision not in PRECISIONS:
+            raise AmpganError(
+                f"unknown precision {self.precision!r}: choose one of {', '.join(PRECISIONS)}"
+            )
+        if self.device not in DEVICES:
+            raise AmpganError(f"unknown device {self.device!r}: choose one of {', '.join(DEVICES)}")
+        if self.loss_scale is not None:
+            if self.precision != "fp16":
+                raise AmpganError(
+                    f"--loss-scale applies to fp16 only, not {self.precision}: drop the option"
+                )
+            if not self.loss_scale > 0:
+                raise AmpganError(
+                    f"--loss-scale must be 'dynamic' or a positive number, got {self.loss_scale}"
+                )
+        _require_positive("--batch-size", self.batch_size)
+        _require_positive("--z-dim", self.z_dim)
+        _require_positive("--width", self.width)
+        _require_positive("--sample-every", self.sample_every)
+        _require_positive("--log-every", self.log_every)
+        _require_positive("--samples-per-class", self.samples_per_class)
+        if self.steps is not None:
+            _require_positive("--steps", self.steps)
+        if self.time_budget_s is not None and not self.time_budget_s > 0:
+            raise AmpganError(f"--time-budget must be positive, got {self.time_budget_s} s")
+        if self.image_size is not None and self.image_size not in IMAGE_SIZES:
+            raise AmpganError(
+                f"--image-size {self.image_size} is not supported: choose one of "
+                f"{', '.join(map(str, IMAGE_SIZES))}"
+            )
+        if self.channels is not None and self.channels not in (1, 3):
+            raise AmpganError(f"--channels must be 1 or 3, got {self.channels}")
+        if not self.lr > 0:
+            raise AmpganError(f"--lr must be positive, got {self.lr}")
+        for name, beta in (("beta1", self.beta1), ("beta2", self.beta2)):
+            if not 0 <= beta < 1:
+                raise AmpganError(f"Adam {name} must be in [0, 1), got {beta}")
+
+    @property
+    def budget_is_set(self) -> bool:
+        return self.steps is not None or self.time_budget_s is not None
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> TrainConfig:
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise AmpganError(
+                f"config has unknown keys {unknown}: it was written by another ampgan version"
+            )
+        return cls(**values)
+
+
+def _require_positive(option: str, value: int) -> None:
+    if not (isinstance(value, int) and value >= 1):
+        raise AmpganError(f"{option} must be a whole number of at least 1, got {value}")
+
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)([hms])")
+_UNIT_SECONDS = {"h": 3600.0, "m": 60.0, "s": 1.0}
+
+
+def parse_duration(text: str) -> float:
+    """'7m' -> 420.0, '1h30m' -> 5400.0, '90s' or '90' -> 90.0 (seconds)."""
+    cleaned = text.strip().lower()
+    try:
+        return float(cleaned)
+    except ValueError:
+        pass
+    parts = _DURATION_PART.findall(cleaned)
+    if not parts or "".join(number + unit for number, unit in parts) != cleaned:
+        raise AmpganError(
+            f"cannot read the duration {text!r}: write it like 90s, 7m or 1h30m"
+        )
+    return sum(float(number) * _UNIT_SECONDS[unit] for number, unit in parts)
+
+
+def parse_loss_scale(text: str) -> float | None:
+    """'dynamic' -> None (GradScaler decides); '128' -> 128.0 (a fixed scale, as in the study)."""
+    if text.strip().lower() == "dynamic":
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        raise AmpganError(
+            f"--loss-scale must be 'dynamic' or a number such as 128, got {text!r}"
+        ) from None

@@ -1,0 +1,49 @@
+"""Batches drawn by index from a dataset that lives on the training device.
+
+The whole uint8 dataset is copied to the device once; each batch is an index gather plus a
+scale to [-1, 1], so no loader processes or host-to-device copies sit in the training loop.
+Order: a fresh seeded permutation per epoch, consumed B indices at a time (a batch may span
+two epochs, so any batch size works, even one larger than the dataset).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ampgan.data.dataset import ImageDataset
+
+
+class BatchStream:
+    def __init__(self, dataset: ImageDataset, batch_size: int, device: torch.device, seed: int):
+        self.images = dataset.images.to(device)  # (N, C, H, W) uint8
+        self.labels = dataset.labels.to(device)  # (N,) int64
+        self.batch_size = batch_size
+        self.seed = seed
+        self.epoch = 0
+        self._order = self._permutation(0)
+        self._position = 0
+
+    def _permutation(self, epoch: int) -> torch.Tensor:
+        # Seeded by (seed, epoch) alone, so the data order never depends on the precision or on
+        # what else consumed random numbers: every precision in a comparison sees the same batches.
+        generator = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch)
+        return torch.randperm(len(self.labels), generator=generator).to(self.images.device)
+
+    def next_indices(self) -> torch.Tensor:
+        parts, needed = [], self.batch_size
+        while needed:
+            if self._position == len(self._order):
+                self.epoch += 1
+                self._order = self._permutation(self.epoch)
+                self._position = 0
+            take = min(needed, len(self._order) - self._position)
+            parts.append(self._order[self._position : self._position + take])
+            self._position += take
+            needed -= take
+        return parts[0] if len(parts) == 1 else torch.cat(parts)
+
+    def next_batch(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """(images (B, C, H, W) float32 in [-1, 1], labels (B,) int64), on the device."""
+        indices = self.next_indices()
+        images = self.images[indices].float().div_(127.5).sub_(1.0)
+        return images, self.labels[indices]

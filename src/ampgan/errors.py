@@ -1,0 +1,22 @@
+"""What ampgan tells a user who gave it something it cannot use.
+
+Every problem the user can fix raises `AmpganError` with one sentence naming the problem and the
+fix; the CLI prints it as one line and exits with code 2, never with a traceback. Advice that
+does not stop the run is an `AmpganWarning`, printed as one `warning:` line.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+
+class AmpganError(Exception):
+    """A problem the user can fix; the message says what it is and how."""
+
+
+class AmpganWarning(UserWarning):
+    """Advice about a choice that works but is likely not what the user wants."""
+
+
+def warn(message: str) -> None:
+    warnings.warn(message, AmpganWarning, stacklevel=2)

@@ -1,0 +1,188 @@
+"""The precision policy: one object that says how a training step computes.
+
+Built once from the `--precision` string (as nanoGPT maps one dtype string to an autocast
+context and a GradScaler), so fp32, tf32, bf16 and fp16 all run the very same lines of the
+training step. What stays FP32 in every mode, and why:
+
+- master weights and optimizer state: parameters are created in FP32 and never cast; autocast
+  only casts the inputs of selected ops (convolutions, matmuls) to the compute dtype;
+- batch-norm statistics: autocast keeps `running_mean`/`running_var` FP32 buffers on CPU and
+  CUDA, and the kernels accumulate the batch statistics in FP32 (tests check both);
+- the losses: the training step casts the logits to FP32 before BCE/cross-entropy, so the
+  softmax and log-sum-exp run in FP32 on every device, whatever autocast's op lists say.
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
+
+import torch
+
+from ampgan.errors import AmpganError, warn
+
+COMPUTE_DTYPES = {
+    "fp32": torch.float32,
+    "tf32": torch.float32,  # FP32 storage; the matmul units round inputs to TF32
+    "bf16": torch.bfloat16,
+    "fp16": torch.float16,
+}
+
+
+@dataclass(frozen=True)
+class PrecisionPolicy:
+    name: str
+    device: torch.device
+    loss_scale: float | None = None  # fp16 only: None = dynamic, a number = static
+
+    @property
+    def compute_dtype(self) -> torch.dtype:
+        return COMPUTE_DTYPES[self.name]
+
+    @property
+    def uses_autocast(self) -> bool:
+        return self.name in ("bf16", "fp16")
+
+    @property
+    def uses_loss_scaling(self) -> bool:
+        # bf16 has FP32's exponent range, so gradients do not underflow: no scaling needed.
+        return self.name == "fp16"
+
+    def autocast(self) -> AbstractContextManager:
+        if not self.uses_autocast:
+            return nullcontext()
+        return torch.autocast(self.device.type, dtype=self.compute_dtype)
+
+    def apply_backend_settings(self) -> None:
+        """TF32 is a process-wide switch in PyTorch; set it so fp32 really means FP32."""
+        if self.device.type == "cuda":
+            allow_tf32 = self.name == "tf32"
+            torch.backends.cuda.matmul.allow_tf32 = allow_tf32
+            torch.backends.cudnn.allow_tf32 = allow_tf32
+
+    def make_loss_scaler(self) -> LossScaler:
+        return LossScaler(self)
+
+    def describe(self) -> str:
+        if not self.uses_loss_scaling:
+            return self.name
+        scaling = "dynamic" if self.loss_scale is None else f"static {self.loss_scale:g}"
+        return f"{self.name} (loss scale {scaling})"
+
+
+class LossScaler:
+    """Backward + optimizer step for one network, with loss scaling when the policy needs it.
+
+    The training step keeps one scaler per network rather than PyTorch's one-for-all recipe:
+    D's and G's losses have different gradient ranges, and D is updated before G's forward
+    pass, so an overflow in D should neither skip G's step nor lower G's scale.
+    """
+
+    def __init__(self, policy: PrecisionPolicy):
+        self.static_scale = policy.loss_scale
+        self._scaler = torch.amp.GradScaler(
+            policy.device.type,
+            init_scale=policy.loss_scale or 2.0**16,
+            enabled=policy.uses_loss_scaling,
+        )
+        self._no_skip = torch.zeros((), device=policy.device)
+
+    @property
+    def enabled(self) -> bool:
+        return self._scaler.is_enabled()
+
+    def backward_and_step(self, loss: torch.Tensor, optimizer: torch.optim.Optimizer) -> torch.Tensor:
+        """Returns a 0-dim tensor, 1.0 if the step was skipped for inf/NaN gradients, else 0.0.
+
+        It stays a tensor so that the step never waits on the device; read it when logging.
+        """
+        self._scaler.scale(loss).backward()
+        self._scaler.step(optimizer)
+        if not self.enabled:
+            return self._no_skip
+        # GradScaler has no public accessor for "did this step find inf/NaN"; this private one
+        # returns the on-device flags step() just used, so reading it costs no synchronisation.
+        found_inf = sum(self._scaler._found_inf_per_device(optimizer).values())
+        skipped = (found_inf > 0).float()
+        if self.static_scale is None:
+            self._scaler.update()
+        else:
+            # A static scale (the study used 128): skip overflowing steps, never change the scale.
+            self._scaler.update(self.static_scale)
+        return skipped
+
+    def scale(self) -> float:
+        """The current loss scale (1.0 when not scaling). Synchronises: call when logging only."""
+        return self._scaler.get_scale() if self.enabled else 1.0
+
+    def state_dict(self) -> dict:
+        return self._scaler.state_dict()
+
+    def load_state_dict(self, state: dict) -> None:
+        self._scaler.load_state_dict(state)
+
+
+def resolve_device(requested: str) -> torch.device:
+    if requested == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if requested == "cuda" and not torch.cuda.is_available():
+        raise AmpganError("--device cuda was asked for but no CUDA GPU is visible: use --device cpu")
+    return torch.device(requested)
+
+
+def build_policy(name: str, device: torch.device, loss_scale: float | None = None) -> PrecisionPolicy:
+    """The policy for this device, refusing modes it cannot run and warning about slow ones."""
+    if name == "tf32":
+        if device.type != "cuda":
+            raise AmpganError(
+                "tf32 is a CUDA tensor-core mode and this run is on the CPU: use fp32 or bf16"
+            )
+        if torch.cuda.get_device_capability(device)[0] < 8:
+            raise AmpganError(
+                f"tf32 needs an Ampere or newer GPU, {torch.cuda.get_device_name(device)} has none:"
+                " use fp32 or fp16"
+            )
+    if name == "bf16" and device.type == "cuda" and not torch.cuda.is_bf16_supported():
+        raise AmpganError(
+            f"{torch.cuda.get_device_name(device)} has no bf16 support: use fp16 instead"
+        )
+    policy = PrecisionPolicy(name=name, device=device, loss_scale=loss_scale)
+    if name == "fp16" and device.type == "cpu":
+        _warn_if_fp16_is_slow_on_cpu()
+    return policy
+
+
+def time_conv(dtype: torch.dtype | None, device: torch.device, repeats: int = 3) -> float:
+    """Best-of-N seconds for one small convolution under autocast to `dtype` (None: FP32).
+
+    A short measurement rather than trusting CPU flags: whether fast fp16 kernels exist depends
+    on the PyTorch build as much as on the instruction set.
+    """
+    x = torch.randn(32, 64, 16, 16, device=device)
+    conv = torch.nn.Conv2d(64, 64, 3, padding=1).to(device)
+    best = float("inf")
+    for _ in range(repeats + 1):  # the first call pays one-off kernel selection
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        start = time.perf_counter()
+        with torch.no_grad(), torch.autocast(
+            device.type, dtype=dtype or torch.bfloat16, enabled=dtype is not None
+        ):
+            conv(x)
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def _warn_if_fp16_is_slow_on_cpu() -> None:
+    device = torch.device("cpu")
+    fp32_s = time_conv(None, device)
+    fp16_s = time_conv(torch.float16, device)
+    if fp16_s > 1.5 * fp32_s:
+        warn(
+            f"fp16 on this CPU is {fp16_s / fp32_s:.0f}x slower than fp32 (a 64-channel 3x3 "
+            f"convolution took {fp16_s * 1e3:.1f} ms vs {fp32_s * 1e3:.1f} ms): PyTorch has no "
+            "fast fp16 kernels here; use bf16 for mixed precision on a CPU"
+        )

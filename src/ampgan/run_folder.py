@@ -1,0 +1,133 @@
+"""The run folder: config.json, metrics.jsonl, samples/, checkpoints/ (and tensorboard/).
+
+    RUN_DIR/
+      config.json            resolved config + dataset source + environment stamp
+      metrics.jsonl          one JSON object per log point
+      samples/step-XXXXXX.png fixed-noise grids, one row per class
+      checkpoints/final.pt   networks, optimizers, scalers (weights_only-loadable)
+      tensorboard/           only with --tensorboard
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+from pathlib import Path
+
+from ampgan.atomic import write_json_atomically
+from ampgan.checkpoint import save_checkpoint
+from ampgan.environment import environment_stamp, stamp_line
+from ampgan.errors import AmpganError
+from ampgan.samples import fixed_noise, render_samples, save_png
+
+
+def claim_run_dir(path: Path, overwrite: bool) -> None:
+    """Refuse to mix a new run into an existing one, unless told to replace it.
+
+    Called only after every input was validated, so a bad flag never touches an old run.
+    """
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise AmpganError(f"--out {path} is a file, not a folder: choose another path")
+    if path.is_dir() and any(path.iterdir()):
+        if not overwrite:
+            raise AmpganError(
+                f"--out {path} already holds files: choose a new folder or add --overwrite to replace it"
+            )
+        shutil.rmtree(path)
+    path.mkdir(parents=True, exist_ok=True)
+
+
+class RunWriter:
+    def __init__(self, run_dir: Path, prepared, state):
+        self.run_dir = Path(run_dir)
+        self.prepared = prepared
+        self.state = state
+        config, dataset = prepared.config, prepared.dataset
+        self.environment = environment_stamp(prepared.policy.device)
+        self.stamp = stamp_line(self.environment, prepared.policy.describe(), config.batch_size)
+        self.last_record: dict = {}
+        write_json_atomically(self.run_dir / "config.json", self._config_document())
+        self._metrics = open(self.run_dir / "metrics.jsonl", "a", encoding="utf-8")
+        self._noise = fixed_noise(dataset.num_classes, config.samples_per_class, config.z_dim, config.seed)
+        self._tensorboard = _open_tensorboard(self.run_dir) if config.tensorboard else None
+
+    def _config_document(self) -> dict:
+        config, dataset, shape = self.prepared.config, self.prepared.dataset, self.prepared.shape
+        parameters = {
+            "generator": sum(p.numel() for p in self.state.generator.parameters()),
+            "discriminator": sum(p.numel() for p in self.state.discriminator.parameters()),
+        }
+        return {
+            "config": config.to_dict(),
+            "precision": self.prepared.policy.describe(),
+            "device": str(self.prepared.policy.device),
+            "dataset": {
+                "name": config.dataset,
+                "images": len(dataset),
+                "image_shape": [dataset.channels, dataset.image_size, dataset.image_size],
+                "class_names": list(dataset.class_names),
+                "counts_per_class": dataset.counts_per_class(),
+                "source": dataset.source,
+            },
+            "model": {"shape": dataclasses.asdict(shape), "parameters": parameters},
+            "environment": self.environment,
+            "stamp": self.stamp,
+        }
+
+    def log_metrics(self, record: dict) -> None:
+        self.last_record = record
+        self._metrics.write(json.dumps(record) + "\n")
+        self._metrics.flush()
+        if self._tensorboard is not None:
+            for name, value in record.items():
+                if name != "step":
+                    self._tensorboard.add_scalar(name, value, record["step"])
+
+    def save_samples(self, step: int) -> Path:
+        z, labels = self._noise
+        grid = render_samples(
+            self.state.generator, z, labels, rows=self.prepared.dataset.num_classes,
+            autocast=self.prepared.policy.autocast,
+        )
+        path = self.run_dir / "samples" / f"step-{step:06d}.png"
+        save_png(grid, path)
+        if self._tensorboard is not None:
+            self._tensorboard.add_image("samples", grid, step, dataformats="HWC")
+        return path
+
+    def save_final_checkpoint(self) -> Path:
+        path = self.run_dir / "checkpoints" / "final.pt"
+        save_checkpoint(path, self.state, self.prepared.config.to_dict())
+        return path
+
+    def summary(self, train_seconds: float) -> dict:
+        return {
+            "run_dir": str(self.run_dir),
+            "steps": self.state.step,
+            "train_seconds": round(train_seconds, 2),
+            "last": self.last_record,
+            "stamp": self.stamp,
+        }
+
+    def close(self) -> None:
+        self._metrics.close()
+        if self._tensorboard is not None:
+            self._tensorboard.close()
+
+
+def require_tensorboard() -> None:
+    """Checked while validating, so a missing package never costs an existing run folder."""
+    try:
+        import tensorboard  # noqa: F401
+    except ImportError:
+        raise AmpganError(
+            "--tensorboard needs the tensorboard package: pip install 'ampgan[tensorboard]'"
+        ) from None
+
+
+def _open_tensorboard(run_dir: Path):
+    from torch.utils.tensorboard import SummaryWriter
+
+    return SummaryWriter(log_dir=str(run_dir / "tensorboard"))

@@ -1,0 +1,252 @@
+"""The training state, the training step, and the loop that runs it against a budget."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from ampgan.config import TrainConfig
+from ampgan.data import DataRequest, ImageDataset, load_dataset
+from ampgan.data.batches import BatchStream
+from ampgan.errors import warn
+from ampgan.models import Discriminator, Generator, ModelShape, misaligned_dimensions
+from ampgan.precision import LossScaler, PrecisionPolicy, build_policy, resolve_device
+
+
+@dataclass
+class TrainState:
+    generator: Generator
+    discriminator: Discriminator
+    optimizer_g: torch.optim.Optimizer
+    optimizer_d: torch.optim.Optimizer
+    scaler_g: LossScaler
+    scaler_d: LossScaler
+    policy: PrecisionPolicy
+    rng: torch.Generator  # noise and fake labels, on the training device
+    step: int = 0
+
+
+def model_shape_for(config: TrainConfig, dataset: ImageDataset) -> ModelShape:
+    return ModelShape(
+        image_size=dataset.image_size,
+        channels=dataset.channels,
+        num_classes=dataset.num_classes,
+        z_dim=config.z_dim,
+        width=config.width,
+    )
+
+
+def build_train_state(config: TrainConfig, shape: ModelShape, policy: PrecisionPolicy) -> TrainState:
+    """Fresh networks and optimizers; the initial weights depend on the seed alone."""
+    device = policy.device
+    torch.manual_seed(config.seed)
+    generator = Generator(shape).to(device)
+    discriminator = Discriminator(shape).to(device)
+
+    def adam(module: torch.nn.Module) -> torch.optim.Optimizer:
+        # foreach: one multi-tensor kernel per update instead of one per parameter.
+        return torch.optim.Adam(
+            module.parameters(), lr=config.lr, betas=(config.beta1, config.beta2), foreach=True
+        )
+
+    rng = torch.Generator(device=device).manual_seed(config.seed + 1)
+    return TrainState(
+        generator=generator,
+        discriminator=discriminator,
+        optimizer_g=adam(generator),
+        optimizer_d=adam(discriminator),
+        scaler_g=policy.make_loss_scaler(),
+        scaler_d=policy.make_loss_scaler(),
+        policy=policy,
+        rng=rng,
+    )
+
+
+def _real_fake_loss(logits: torch.Tensor, is_real: bool) -> torch.Tensor:
+    # .float(): the sigmoid/log-sum-exp of the losses run in FP32 whatever the compute dtype.
+    logits = logits.float()
+    target = torch.ones_like(logits) if is_real else torch.zeros_like(logits)
+    return F.binary_cross_entropy_with_logits(logits, target)
+
+
+def _class_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    return F.cross_entropy(logits.float(), labels)
+
+
+def train_step(state: TrainState, real: torch.Tensor, labels: torch.Tensor) -> dict[str, torch.Tensor]:
+    """One D update then one G update on B real and B generated images.
+
+    Returns 0-dim tensors (never Python numbers): reading them would make the host wait for the
+    device, so the loop reads them only when it logs.
+    """
+    G, D, policy = state.generator, state.discriminator, state.policy
+    batch = real.shape[0]
+    z = torch.randn(batch, G.shape.z_dim, device=real.device, generator=state.rng)
+    fake_labels = torch.randint(G.shape.num_classes, (batch,), device=real.device, generator=state.rng)
+
+    # (1) Update D: real -> 1, fake -> 0, and the class of both.
+    with policy.autocast():
+        fake = G(z, fake_labels)  # (B, C, H, W)
+        real_fake_real, class_real = D(real)
+        real_fake_fake, class_fake = D(fake.detach())
+        loss_d = (
+            _real_fake_loss(real_fake_real, True)
+            + _real_fake_loss(real_fake_fake, False)
+            + _class_loss(class_real, labels)
+            + _class_loss(class_fake, fake_labels)
+        )
+    state.optimizer_d.zero_grad(set_to_none=True)
+    skipped_d = state.scaler_d.backward_and_step(loss_d, state.optimizer_d)
+
+    # (2) Update G: make D call the fakes real, and of the class they were drawn for.
+    with policy.autocast():
+        real_fake_g, class_g = D(fake)
+        loss_g = _real_fake_loss(real_fake_g, True) + _class_loss(class_g, fake_labels)
+    state.optimizer_g.zero_grad(set_to_none=True)
+    skipped_g = state.scaler_g.backward_and_step(loss_g, state.optimizer_g)
+
+    state.step += 1
+    with torch.no_grad():
+        return {
+            "loss_d": loss_d.detach(),
+            "loss_g": loss_g.detach(),
+            # D's accuracy: real/fake head on each half, class head on real and on fake images.
+            "d_real_acc": (real_fake_real > 0).float().mean(),
+            "d_fake_acc": (real_fake_fake < 0).float().mean(),
+            "class_acc_real": (class_real.argmax(1) == labels).float().mean(),
+            "class_acc_fake": (class_fake.argmax(1) == fake_labels).float().mean(),
+            "skipped_d": skipped_d,
+            "skipped_g": skipped_g,
+        }
+
+
+@dataclass(frozen=True)
+class PreparedRun:
+    """Everything a run needs, resolved and validated before anything is written."""
+
+    config: TrainConfig
+    policy: PrecisionPolicy
+    dataset: ImageDataset
+    shape: ModelShape
+
+
+def prepare_run(config: TrainConfig) -> PreparedRun:
+    device = resolve_device(config.device)
+    policy = build_policy(config.precision, device, config.loss_scale)
+    request = DataRequest(
+        image_size=config.image_size, channels=config.channels, data_dir=config.data_dir, seed=config.seed
+    )
+    dataset = load_dataset(config.dataset, request)
+    shape = model_shape_for(config, dataset)
+    if config.tensorboard:
+        from ampgan.run_folder import require_tensorboard
+
+        require_tensorboard()
+    misaligned = misaligned_dimensions(shape)
+    if misaligned:
+        warn(
+            "dimensions that are not multiples of 8 keep tensor cores/AMX from full speed: "
+            + ", ".join(misaligned)
+        )
+    return PreparedRun(config=config, policy=policy, dataset=dataset, shape=shape)
+
+
+def run_training(prepared: PreparedRun, run_dir: Path, *, show_progress: bool = True) -> dict:
+    """Train until the budget is spent, writing the run folder as it goes. Returns a summary."""
+    from ampgan.run_folder import RunWriter
+
+    config, policy = prepared.config, prepared.policy
+    policy.apply_backend_settings()
+    state = build_train_state(config, prepared.shape, policy)
+    stream = BatchStream(prepared.dataset, config.batch_size, policy.device, config.seed)
+    writer = RunWriter(run_dir, prepared, state)
+    budget = Budget(config.steps if config.budget_is_set else DEFAULT_STEPS, config.time_budget_s)
+    progress = _progress_bar(budget, show_progress)
+    window = MetricWindow()
+    train_seconds = 0.0
+    try:
+        while not budget.spent(state.step, train_seconds):
+            started = time.perf_counter()
+            real, labels = stream.next_batch()
+            window.add(train_step(state, real, labels))
+            if state.step % config.log_every == 0 or budget.spent(state.step, train_seconds):
+                record = window.flush(state)  # reads the device: the only sync point
+                train_seconds += time.perf_counter() - started
+                record.update(step=state.step, train_seconds=round(train_seconds, 4),
+                              images_per_second=round(state.step * config.batch_size / train_seconds, 2))
+                writer.log_metrics(record)
+                progress.update(state.step - progress.n)
+                progress.set_postfix_str(_postfix(record), refresh=False)
+            else:
+                train_seconds += time.perf_counter() - started
+            if state.step % config.sample_every == 0:
+                writer.save_samples(state.step)
+        if state.step % config.sample_every:
+            writer.save_samples(state.step)
+        writer.save_final_checkpoint()
+    finally:
+        progress.close()
+        writer.close()
+    return writer.summary(train_seconds)
+
+
+DEFAULT_STEPS = 1000  # when neither --steps nor --time-budget is given
+
+
+@dataclass(frozen=True)
+class Budget:
+    steps: int | None
+    seconds: float | None
+
+    def spent(self, step: int, train_seconds: float) -> bool:
+        return (self.steps is not None and step >= self.steps) or (
+            self.seconds is not None and train_seconds >= self.seconds
+        )
+
+
+class MetricWindow:
+    """Sums step metrics on the device between log points; flush() averages and reads them."""
+
+    def __init__(self) -> None:
+        self._sums: dict[str, torch.Tensor] = {}
+        self._count = 0
+        self.skipped_total = {"skipped_d": 0, "skipped_g": 0}
+
+    def add(self, metrics: dict[str, torch.Tensor]) -> None:
+        for name, value in metrics.items():
+            self._sums[name] = self._sums[name] + value if name in self._sums else value.clone()
+        self._count += 1
+
+    def flush(self, state: TrainState) -> dict:
+        values = {name: total.item() for name, total in self._sums.items()}
+        record = {}
+        for name, total in values.items():
+            if name.startswith("skipped"):
+                self.skipped_total[name] += int(round(total))
+                record[f"{name}_total"] = self.skipped_total[name]
+            else:
+                record[name] = round(total / self._count, 5)
+        if state.scaler_d.enabled:
+            record["loss_scale_d"] = state.scaler_d.scale()
+            record["loss_scale_g"] = state.scaler_g.scale()
+        self._sums, self._count = {}, 0
+        return record
+
+
+def _progress_bar(budget: Budget, enabled: bool):
+    from tqdm.auto import tqdm
+
+    return tqdm(total=budget.steps, unit="step", disable=not enabled, dynamic_ncols=True, leave=True)
+
+
+def _postfix(record: dict) -> str:
+    text = (f"{record['images_per_second']:.0f} img/s D {record['loss_d']:.3f} "
+            f"G {record['loss_g']:.3f}")
+    if "loss_scale_d" in record:
+        text += (f" scale {record['loss_scale_d']:g}/{record['loss_scale_g']:g}"
+                 f" skipped {record['skipped_d_total']}/{record['skipped_g_total']}")
+    return text

@@ -1,0 +1,38 @@
+from __future__ import annotations
+
+import pytest
+import torch
+
+from ampgan.config import TrainConfig
+from ampgan.data.synthetic import make_synthetic
+from ampgan.models import ModelShape
+from ampgan.precision import PrecisionPolicy
+from ampgan.train import build_train_state
+
+CPU = torch.device("cpu")
+
+
+@pytest.fixture(autouse=True)
+def _deterministic_threads():
+    # Two threads on the 2-core CI machine; fixed so float reductions run in one order.
+    torch.set_num_threads(2)
+
+
+def tiny_config(**overrides) -> TrainConfig:
+    values = dict(dataset="synthetic", width=8, z_dim=16, batch_size=8, steps=3, device="cpu")
+    values.update(overrides)
+    return TrainConfig(**values)
+
+
+def tiny_state(precision: str = "fp32", loss_scale=None, image_size=32, channels=3, **overrides):
+    config = tiny_config(precision=precision, loss_scale=loss_scale, **overrides)
+    shape = ModelShape(image_size=image_size, channels=channels, num_classes=4,
+                       z_dim=config.z_dim, width=config.width)
+    policy = PrecisionPolicy(precision, CPU, loss_scale)
+    return build_train_state(config, shape, policy)
+
+
+def tiny_batch(image_size=32, channels=3, batch=8, num_classes=4, seed=0):
+    data = make_synthetic(count=batch, num_classes=num_classes, channels=channels,
+                          image_size=image_size, seed=seed)
+    return data.images.float() / 127.5 - 1, data.labels

@@ -1,0 +1,131 @@
+"""The `ampgan` command end to end, on the tiny synthetic dataset."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from ampgan.cli import main
+
+TINY = ["--dataset", "synthetic", "--width", "8", "--z-dim", "16", "--batch-size", "8", "--device", "cpu", "--quiet"]
+
+
+def run_cli(capsys, *args):
+    """(exit code, stdout, stderr) of `ampgan ARGS`, run in-process."""
+    try:
+        main(list(args))
+        code = 0
+    except SystemExit as exit_:
+        code = exit_.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_train_writes_a_complete_run_folder(tmp_path, capsys):
+    run = tmp_path / "run"
+    code, out, err = run_cli(capsys, "train", *TINY, "--steps", "6", "--log-every", "2", "--sample-every", "4", "--out", str(run))
+    assert code == 0, err
+    assert "trained 6 steps" in out and "fp32 | batch 8 | torch" in out
+    config = json.loads((run / "config.json").read_text())
+    assert config["config"]["precision"] == "fp32" and config["config"]["steps"] == 6
+    assert config["dataset"]["class_names"][0] == "grating-0" and len(config["dataset"]["source"]["sha256"]) == 64
+    assert config["environment"]["versions"]["torch"] == torch.__version__
+    assert config["environment"]["hardware"]["cpu_cores"] >= 1
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records] == [2, 4, 6]
+    assert {"loss_d", "loss_g", "class_acc_real", "class_acc_fake", "skipped_d_total", "train_seconds"} <= set(records[0])
+    assert sorted(p.name for p in (run / "samples").iterdir()) == ["step-000004.png", "step-000006.png"]
+    from PIL import Image
+
+    grid = Image.open(run / "samples" / "step-000006.png")
+    # 10 classes x 8 samples of 32 px, 2 px gutters; synthetic has 3 channels.
+    assert grid.size == (8 * 34 + 2, 10 * 34 + 2) and grid.mode == "RGB"
+    checkpoint = torch.load(run / "checkpoints" / "final.pt", weights_only=True)
+    assert checkpoint["step"] == 6 and "generator" in checkpoint and "scaler_d" in checkpoint
+
+
+def test_fp16_run_logs_the_loss_scale_and_skipped_steps(tmp_path, capsys):
+    run = tmp_path / "run"
+    code, _, err = run_cli(capsys, "train", *TINY, "--precision", "fp16", "--loss-scale", "128", "--steps", "2",
+                           "--log-every", "1", "--out", str(run))
+    assert code == 0, err
+    record = json.loads((run / "metrics.jsonl").read_text().splitlines()[-1])
+    assert record["loss_scale_d"] == 128.0 and record["skipped_g_total"] >= 0
+
+
+def test_samples_use_the_same_noise_for_every_precision(tmp_path, capsys):
+    """Step-0 grids would be pixel-identical; after one step they differ only by rounding."""
+    from ampgan.samples import fixed_noise
+
+    z_a, labels_a = fixed_noise(10, 8, 16, seed=5)
+    z_b, labels_b = fixed_noise(10, 8, 16, seed=5)
+    assert torch.equal(z_a, z_b) and torch.equal(labels_a, labels_b)
+    assert torch.equal(labels_a[:8], torch.zeros(8, dtype=torch.long))  # row 0 is class 0
+    assert torch.equal(z_a[:8], z_a[8:16])  # column j shares its noise across classes
+
+
+def test_dry_run_prints_the_resolved_config_and_writes_nothing(tmp_path, capsys):
+    run = tmp_path / "run"
+    code, out, _ = run_cli(capsys, "train", *TINY, "--precision", "bf16", "--dry-run", "--out", str(run))
+    assert code == 0
+    resolved = json.loads(out)
+    assert resolved["config"]["precision"] == "bf16" and resolved["config"]["steps"] == 1000
+    assert resolved["dataset"]["image_shape"] == [3, 32, 32]
+    assert not run.exists()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--precision", "fp8"], "error: unknown precision 'fp8'"),
+    (["--dataset", "digitz"], "error: unknown dataset 'digitz' (did you mean 'digits'?)"),
+    (["--batch-size", "0"], "error: --batch-size must be a whole number of at least 1, got 0"),
+    (["--precision", "tf32"], "error: tf32 is a CUDA tensor-core mode"),
+    (["--time-budget", "soon"], "error: cannot read the duration 'soon'"),
+    (["--batch-size", "many"], "error: Invalid value for '--batch-size'"),
+    (["--no-such-flag"], "error: No such option '--no-such-flag'"),
+])
+def test_bad_input_is_one_line_and_exit_code_2(tmp_path, capsys, args, message):
+    code, out, err = run_cli(capsys, "train", *TINY, "--out", str(tmp_path / "run"), *args)
+    assert code == 2
+    assert err.startswith(message) and err.count("\n") == 1, err
+    assert not (tmp_path / "run").exists()
+
+
+def test_an_existing_run_folder_is_never_touched_without_overwrite(tmp_path, capsys):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "precious.txt").write_text("keep me")
+    code, _, err = run_cli(capsys, "train", *TINY, "--steps", "1", "--out", str(run))
+    assert code == 2 and "add --overwrite" in err
+    assert [p.name for p in run.iterdir()] == ["precious.txt"]
+    # A bad flag together with --overwrite must not destroy the old run either.
+    code, _, _ = run_cli(capsys, "train", *TINY, "--precision", "fp8", "--overwrite", "--out", str(run))
+    assert code == 2 and (run / "precious.txt").exists()
+    code, _, err = run_cli(capsys, "train", *TINY, "--steps", "1", "--overwrite", "--out", str(run))
+    assert code == 0, err
+    assert not (run / "precious.txt").exists() and (run / "config.json").exists()
+
+
+def test_misaligned_width_warns_in_one_line(tmp_path, capsys):
+    code, _, err = run_cli(capsys, "train", *TINY, "--width", "12", "--dry-run")
+    assert code == 0
+    assert "warning: dimensions that are not multiples of 8" in err and "width=12 (try 16)" in err
+
+
+def test_tensorboard_writes_event_files(tmp_path, capsys):
+    pytest.importorskip("tensorboard")
+    run = tmp_path / "run"
+    code, _, err = run_cli(capsys, "train", *TINY, "--steps", "2", "--log-every", "1", "--tensorboard", "--out", str(run))
+    assert code == 0, err
+    assert list((run / "tensorboard").glob("events.out.tfevents.*"))
+
+
+def test_console_script_and_module_entry_points_work(tmp_path):
+    """The real process: exit code and a one-line error, no traceback."""
+    result = subprocess.run([sys.executable, "-m", "ampgan", "train", "--precision", "fp8"],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2
+    assert result.stderr.startswith("error: unknown precision 'fp8'") and "Traceback" not in result.stderr
+    result = subprocess.run([sys.executable, "-m", "ampgan", "--help"], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0 and "train" in result.stdout

@@ -1,0 +1,49 @@
+import pytest
+
+from ampgan.config import TrainConfig, parse_duration, parse_loss_scale
+from ampgan.errors import AmpganError
+
+
+@pytest.mark.parametrize("text, seconds", [("7m", 420), ("90s", 90), ("90", 90), ("1h30m", 5400), ("0.5m", 30)])
+def test_parse_duration(text, seconds):
+    assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["7 minutes", "m7", "", "7x"])
+def test_parse_duration_rejects_nonsense(text):
+    with pytest.raises(AmpganError, match="duration"):
+        parse_duration(text)
+
+
+def test_parse_loss_scale():
+    assert parse_loss_scale("dynamic") is None
+    assert parse_loss_scale("128") == 128.0
+    with pytest.raises(AmpganError, match="loss-scale"):
+        parse_loss_scale("big")
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (dict(precision="fp8"), "unknown precision 'fp8'"),
+    (dict(batch_size=0), "--batch-size must be"),
+    (dict(device="tpu"), "unknown device"),
+    (dict(precision="bf16", loss_scale=128.0), "fp16 only"),
+    (dict(precision="fp16", loss_scale=-1.0), "positive"),
+    (dict(image_size=48), "--image-size 48"),
+    (dict(channels=2), "--channels"),
+    (dict(steps=0), "--steps"),
+])
+def test_config_refuses_bad_values(overrides, message):
+    with pytest.raises(AmpganError, match=message):
+        TrainConfig(**overrides)
+
+
+def test_config_round_trips_through_a_dict():
+    config = TrainConfig(dataset="synthetic", precision="fp16", loss_scale=128.0, steps=5)
+    assert TrainConfig.from_dict(config.to_dict()) == config
+    with pytest.raises(AmpganError, match="unknown keys"):
+        TrainConfig.from_dict({**config.to_dict(), "warp_drive": True})
+
+
+def test_config_is_frozen():
+    with pytest.raises(Exception):
+        TrainConfig().batch_size = 3

@@ -1,0 +1,61 @@
+import pytest
+import torch
+
+from ampgan.models import Discriminator, Generator, ModelShape, misaligned_dimensions
+from ampgan.precision import PrecisionPolicy
+
+CPU = torch.device("cpu")
+
+
+@pytest.mark.parametrize("image_size", [28, 32, 64])
+@pytest.mark.parametrize("channels", [1, 3])
+def test_shapes_and_value_range(image_size, channels):
+    shape = ModelShape(image_size=image_size, channels=channels, num_classes=10, z_dim=16, width=8)
+    G, D = Generator(shape), Discriminator(shape)
+    z, labels = torch.randn(5, 16), torch.arange(5)
+    images = G(z, labels)
+    assert images.shape == (5, channels, image_size, image_size)
+    assert images.dtype == torch.float32
+    assert images.abs().max() <= 1.0  # tanh output
+    real_fake, classes = D(images)
+    assert real_fake.shape == (5,) and classes.shape == (5, 10)
+
+
+def test_generator_channel_schedule_for_32_px():
+    shape = ModelShape(image_size=32, channels=3, num_classes=10, z_dim=128, width=64)
+    convs = [m for m in Generator(shape).modules() if isinstance(m, torch.nn.ConvTranspose2d)]
+    assert [(c.in_channels, c.out_channels) for c in convs] == [(256, 128), (128, 64), (64, 3)]
+    d_convs = [m for m in Discriminator(shape).modules() if isinstance(m, torch.nn.Conv2d)]
+    assert [c.out_channels for c in d_convs] == [64, 128, 256]
+
+
+def test_bf16_autocast_computes_convolutions_in_bfloat16_and_keeps_fp32_parameters():
+    shape = ModelShape(image_size=32, channels=3, num_classes=4, z_dim=16, width=8)
+    D = Discriminator(shape)
+    seen = {}
+    conv = D.features[2]  # the second convolution: its input is the first one's bf16 output
+    conv.register_forward_hook(lambda module, inputs, output: seen.update(input=inputs[0].dtype, output=output.dtype))
+    policy = PrecisionPolicy("bf16", CPU)
+    with policy.autocast():
+        real_fake, _ = D(torch.randn(4, 3, 32, 32))
+    assert seen == {"input": torch.bfloat16, "output": torch.bfloat16}
+    real_fake.float().sum().backward()
+    assert all(p.dtype == torch.float32 for p in D.parameters())
+    assert all(p.grad.dtype == torch.float32 for p in D.parameters() if p.grad is not None)
+
+
+def test_batch_norm_statistics_stay_fp32_under_bf16():
+    bn = torch.nn.BatchNorm2d(8)
+    x = torch.randn(16, 8, 4, 4) * 3 + 2
+    with PrecisionPolicy("bf16", CPU).autocast():
+        bn(x.to(torch.bfloat16))
+    assert bn.running_mean.dtype == torch.float32
+    # Statistics of the bf16 values, accumulated in FP32 (momentum 0.1 from zero).
+    expected = 0.1 * x.to(torch.bfloat16).float().mean(dim=(0, 2, 3))
+    torch.testing.assert_close(bn.running_mean, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_misaligned_dimensions_are_named_with_a_suggestion():
+    assert misaligned_dimensions(ModelShape(32, 3, 10, z_dim=128, width=64)) == []
+    problems = misaligned_dimensions(ModelShape(32, 3, 10, z_dim=100, width=60))
+    assert problems == ["z_dim=100 (try 104)", "width=60 (try 64)"]

@@ -1,0 +1,97 @@
+import math
+
+import pytest
+import torch
+
+from ampgan.errors import AmpganError, AmpganWarning
+from ampgan.precision import build_policy
+from ampgan.train import train_step
+from conftest import CPU, tiny_batch, tiny_state
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16", "fp16"])
+def test_every_precision_trains_a_few_steps_with_finite_losses(precision):
+    state = tiny_state(precision)
+    real, labels = tiny_batch()
+    # Six steps: dynamic fp16 scaling starts at 2**16 and backs off through a few skipped steps.
+    for _ in range(6):
+        metrics = train_step(state, real, labels)
+    assert state.step == 6
+    assert math.isfinite(metrics["loss_d"].item()) and math.isfinite(metrics["loss_g"].item())
+    assert all(p.dtype == torch.float32 for p in state.generator.parameters())
+    # Optimizer state (Adam moments) stays FP32 too: the master copy is never reduced.
+    moments = [s["exp_avg"] for s in state.optimizer_g.state.values()]
+    assert moments and all(m.dtype == torch.float32 for m in moments)
+
+
+def _poison_next_discriminator_gradient(state, value=float("inf")):
+    parameter = state.discriminator.real_fake_head.weight
+    handle = parameter.register_hook(lambda grad: torch.full_like(grad, value))
+    return parameter, handle
+
+
+def test_dynamic_loss_scaling_skips_an_overflowing_step_lowers_the_scale_and_counts_it():
+    state = tiny_state("fp16")
+    real, labels = tiny_batch()
+    for _ in range(5):  # let the scale back off from 2**16 until steps are clean
+        train_step(state, real, labels)
+    assert train_step(state, real, labels)["skipped_d"].item() == 0.0
+    scale_before = state.scaler_d.scale()
+    parameter, handle = _poison_next_discriminator_gradient(state)
+    weights_before = parameter.detach().clone()
+    metrics = train_step(state, real, labels)
+    handle.remove()
+    assert metrics["skipped_d"].item() == 1.0
+    assert metrics["skipped_g"].item() == 0.0  # G's own scaler is untouched by D's overflow
+    assert state.scaler_d.scale() == scale_before / 2
+    assert torch.equal(parameter.detach(), weights_before)  # the step really was skipped
+    assert train_step(state, real, labels)["skipped_d"].item() == 0.0
+
+
+def test_static_loss_scale_is_honoured_and_still_skips_overflow():
+    state = tiny_state("fp16", loss_scale=128.0)
+    real, labels = tiny_batch()
+    train_step(state, real, labels)
+    assert state.scaler_d.scale() == 128.0 and state.scaler_g.scale() == 128.0
+    _, handle = _poison_next_discriminator_gradient(state, float("nan"))
+    metrics = train_step(state, real, labels)
+    handle.remove()
+    assert metrics["skipped_d"].item() == 1.0
+    assert state.scaler_d.scale() == 128.0  # a static scale never moves
+
+
+def test_bf16_and_fp32_do_not_scale():
+    for precision in ("fp32", "bf16"):
+        state = tiny_state(precision)
+        assert not state.scaler_d.enabled and state.scaler_d.scale() == 1.0
+
+
+def test_losses_are_computed_in_fp32_under_autocast(monkeypatch):
+    import torch.nn.functional as F
+
+    seen = []
+    original = F.cross_entropy
+    monkeypatch.setattr(F, "cross_entropy", lambda logits, *a, **k: seen.append(logits.dtype) or original(logits, *a, **k))
+    state = tiny_state("bf16")
+    train_step(state, *tiny_batch())
+    assert seen and set(seen) == {torch.float32}
+
+
+def test_tf32_on_cpu_is_refused_with_a_clear_message():
+    with pytest.raises(AmpganError, match="tf32 is a CUDA tensor-core mode"):
+        build_policy("tf32", CPU)
+
+
+def test_fp16_on_a_cpu_without_fast_kernels_warns_with_the_measured_reason(monkeypatch):
+    import ampgan.precision as precision
+
+    timings = {None: 0.002, torch.float16: 0.080}
+    monkeypatch.setattr(precision, "time_conv", lambda dtype, device, repeats=3: timings[dtype])
+    with pytest.warns(AmpganWarning, match=r"fp16 on this CPU is 40x slower than fp32 .*80\.0 ms vs 2\.0 ms"):
+        build_policy("fp16", CPU)
+    timings[torch.float16] = 0.002
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        build_policy("fp16", CPU)  # a CPU with fast fp16 gets no warning
