@@ -16,6 +16,7 @@ import click
 
 from ampgan.config import PRECISIONS, TrainConfig, parse_duration, parse_loss_scale
 from ampgan.errors import AmpganError, AmpganWarning
+from ampgan.precision import build_policy, resolve_device
 
 EXIT_USAGE = 2
 
@@ -108,6 +109,84 @@ def train(**options) -> None:
         f"{last.get('class_acc_fake', float('nan')):.2f} | {summary['stamp']}"
     )
     click.echo(f"run folder: {summary['run_dir']}")
+
+
+def _int_list(text: str, option: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise AmpganError(f"{option} takes whole numbers separated by commas, e.g. 16,64,256; got {text!r}") from None
+    if not values or min(values) < 1:
+        raise AmpganError(f"{option} needs at least one value, each at least 1; got {text!r}")
+    return values
+
+
+@cli.command()
+@click.option("--dataset", default="synthetic", show_default=True, help="Synthetic by default, so data never limits.")
+@click.option("--batch-sizes", default="16,64,256,1024,2048", show_default=True)
+@click.option("--precisions", default=None,
+              help="Comma-separated; default: every precision this device runs at useful speed.")
+@click.option("--device", default="auto", show_default=True)
+@click.option("--warmup", type=int, default=2, show_default=True, help="Discarded steps per configuration.")
+@click.option("--steps", type=int, default=5, show_default=True, help="Timed, interleaved rounds per configuration.")
+@click.option("--max-seconds", type=float, default=120.0, show_default=True,
+              help="Per configuration; one that would take longer is recorded as too slow.")
+@click.option("--width", type=int, default=64, show_default=True)
+@click.option("--z-dim", type=int, default=128, show_default=True)
+@click.option("--image-size", type=int, default=None)
+@click.option("--channels", type=int, default=None)
+@click.option("--compile", "compile_", is_flag=True, help="torch.compile the networks (compile time reported apart).")
+@click.option("--peak-tflops", type=float, default=None, help="Override the device's peak for the % of peak column.")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--out", type=click.Path(path_type=Path), default=None, help="Output folder (default runs/bench-<time>).")
+@click.option("--overwrite", is_flag=True, help="Replace an existing, non-empty output folder.")
+@click.option("--from", "from_", type=click.Path(path_type=Path), default=None,
+              help="Re-draw figures and table from an existing results.json; measures nothing.")
+def bench(**options) -> None:
+    """Time per batch vs batch size for each precision (the study's Figures 1 and 2)."""
+    from ampgan.bench import BenchSpec, run_bench
+    from ampgan.bench_output import load_results, render, write_results
+    from ampgan.run_folder import claim_run_dir
+
+    if options["from_"]:
+        results = load_results(options["from_"])
+        out = options["out"] or Path(options["from_"]).parent
+        click.echo(render(results, out))
+        click.echo(f"figures and results.csv re-drawn in {out}")
+        return
+    precisions = tuple(p.strip() for p in options["precisions"].split(",")) if options["precisions"] else ()
+    for precision in precisions:
+        TrainConfig(precision=precision)  # validates the name with the usual message
+    for option in ("warmup", "steps"):
+        if options[option] < 1:
+            raise AmpganError(f"--{option} must be at least 1, got {options[option]}")
+    if not options["max_seconds"] > 0:
+        raise AmpganError(f"--max-seconds must be positive, got {options['max_seconds']}")
+    spec = BenchSpec(
+        dataset=options["dataset"], batch_sizes=_int_list(options["batch_sizes"], "--batch-sizes"),
+        precisions=precisions, device=options["device"], warmup=options["warmup"], steps=options["steps"],
+        max_seconds=options["max_seconds"], width=options["width"], z_dim=options["z_dim"],
+        image_size=options["image_size"], channels=options["channels"], seed=options["seed"],
+        compile=options["compile_"], peak_tflops=options["peak_tflops"],
+    )
+    device = resolve_device(spec.device)
+    for precision in precisions:
+        build_policy(precision, device)  # refuses tf32 on a CPU before anything runs
+    spec.train_config(precisions[0] if precisions else "fp32", spec.batch_sizes[0])  # validates sizes
+    out = options["out"] or Path("runs") / f"bench-{dt.datetime.now():%Y%m%d-%H%M%S}"
+    claim_run_dir(out, options["overwrite"])
+
+    def report(result) -> None:
+        if result.samples_s:
+            median = sorted(result.samples_s)[len(result.samples_s) // 2]
+            click.echo(f"  batch {result.batch_size:>5} {result.precision:>5}: {median * 1e3:9.2f} ms/step", err=True)
+        else:
+            click.echo(f"  batch {result.batch_size:>5} {result.precision:>5}: {result.status} ({result.reason})", err=True)
+
+    results = run_bench(spec, device, on_config=report)
+    write_results(results, out)
+    click.echo(render(results, out))
+    click.echo(f"results: {out / 'results.json'}")
 
 
 def main(argv: list[str] | None = None) -> None:

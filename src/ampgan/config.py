@@ -35,6 +35,10 @@ class TrainConfig:
     z_dim: int = 128
     width: int = 64
 
+    # Speed options (see README, "Speed of the step").
+    channels_last: bool = False
+    compile: bool = False
+
     # The optimisation (Adam, as in DCGAN and the study).
     batch_size: int = 64
     lr: float = 2e-4

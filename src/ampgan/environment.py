@@ -12,6 +12,7 @@ import numpy as np
 import torch
 
 import ampgan
+from ampgan.cpu_tuning import tuning_state
 from ampgan.hardware import detect_hardware
 
 
@@ -48,6 +49,7 @@ def environment_stamp(device: torch.device) -> dict:
             "numpy": np.__version__,
         },
         "platform": platform.platform(),
+        "process_tuning": tuning_state(),
         "git_commit": git_commit(),
         "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "command": " ".join(sys.argv),

@@ -8,8 +8,10 @@ from dataclasses import asdict, dataclass, field
 
 import torch
 
-# CPU flags that decide which reduced-precision matrix kernels exist (from /proc/cpuinfo).
-MATRIX_FLAGS = ("avx512f", "avx512_bf16", "avx512_fp16", "amx_bf16", "amx_fp16", "amx_tile", "avx512_vnni")
+# CPU flags (from /proc/cpuinfo) that decide the vector width and which reduced-precision
+# matrix kernels exist; the summary line shows the reduced-precision ones.
+SIMD_FLAGS = ("fma", "avx2", "avx512f", "avx512_bf16", "avx512_fp16", "avx512_vnni", "amx_tile", "amx_bf16", "amx_fp16")
+_SHOWN_FLAGS = ("avx512_bf16", "avx512_fp16", "avx512_vnni", "amx_bf16", "amx_fp16")
 
 
 @dataclass(frozen=True)
@@ -22,21 +24,23 @@ class Hardware:
     cpu_flags: tuple[str, ...] = ()
     cuda_capability: tuple[int, int] | None = None
     cuda_memory_gib: float | None = None
+    cpu_mhz: float | None = None
+    cpu_family: int | None = None  # x86 family: AMD 25 = Zen 3/4, 26 = Zen 5
     extra: dict = field(default_factory=dict)
 
     def summary(self) -> str:
         if self.device_type == "cuda":
             major, minor = self.cuda_capability or (0, 0)
             return f"{self.name} (sm_{major}{minor})"
-        flags = ", ".join(f for f in self.cpu_flags if f != "avx512f") or "no AVX-512 bf16/fp16 or AMX"
+        flags = ", ".join(f for f in self.cpu_flags if f in _SHOWN_FLAGS) or "no AVX-512 bf16/fp16 or AMX"
         return f"{self.cpu_model}, {self.cpu_cores} cores, {self.torch_threads} threads [{flags}]"
 
     def to_dict(self) -> dict:
         return asdict(self)
 
 
-def _cpuinfo() -> tuple[str, set[str]]:
-    model, flags = platform.processor() or platform.machine(), set()
+def _cpuinfo() -> tuple[str, set[str], float | None, int | None]:
+    model, flags, mhz, family = platform.processor() or platform.machine(), set(), None, None
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as handle:
             for line in handle:
@@ -46,21 +50,36 @@ def _cpuinfo() -> tuple[str, set[str]]:
                     model = value.strip()
                 elif key == "flags":
                     flags = set(value.split())
+                elif key == "cpu MHz" and mhz is None:
+                    mhz = float(value)
+                elif key == "cpu family" and family is None:
+                    family = int(value)
                 if flags and key == "":  # the first processor's block is enough
                     break
     except OSError:
         pass
-    return model, flags
+    return model, flags, _max_mhz() or mhz, family
+
+
+def _max_mhz() -> float | None:
+    """The rated maximum clock where the kernel exposes it (not on most VMs)."""
+    try:
+        with open("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq", encoding="utf-8") as handle:
+            return int(handle.read()) / 1000.0
+    except (OSError, ValueError):
+        return None
 
 
 def detect_hardware(device: torch.device) -> Hardware:
-    cpu_model, flags = _cpuinfo()
+    cpu_model, flags, mhz, family = _cpuinfo()
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     common = dict(
         cpu_model=cpu_model,
         cpu_cores=cores,
         torch_threads=torch.get_num_threads(),
-        cpu_flags=tuple(f for f in MATRIX_FLAGS if f in flags),
+        cpu_flags=tuple(f for f in SIMD_FLAGS if f in flags),
+        cpu_mhz=mhz,
+        cpu_family=family,
     )
     if device.type == "cuda":
         props = torch.cuda.get_device_properties(device)
@@ -72,3 +91,74 @@ def detect_hardware(device: torch.device) -> Hardware:
             **common,
         )
     return Hardware(device_type="cpu", name=cpu_model, **common)
+
+
+# Dense (no sparsity) peak TFLOP/s from NVIDIA's datasheets; the fp16/bf16/tf32 figures are
+# tensor-core rates. None: the precision has no fast path there. Keys match device names.
+# Sources: V100 (SXM2) datasheet 2020; T4 datasheet; P100 datasheet (SXM2 and PCIe);
+# A100 datasheet (SXM); L4 datasheet; H100 datasheet (SXM5 and PCIe); H200 datasheet (SXM).
+GPU_PEAK_TFLOPS: dict[str, dict[str, float | None]] = {
+    "V100": {"fp32": 15.7, "tf32": None, "bf16": None, "fp16": 125.0},
+    "T4": {"fp32": 8.1, "tf32": None, "bf16": None, "fp16": 65.0},
+    "P100-PCIE": {"fp32": 9.3, "tf32": None, "bf16": None, "fp16": 18.7},
+    "P100": {"fp32": 10.6, "tf32": None, "bf16": None, "fp16": 21.2},
+    "A100": {"fp32": 19.5, "tf32": 156.0, "bf16": 312.0, "fp16": 312.0},
+    "L4": {"fp32": 30.3, "tf32": 60.0, "bf16": 121.0, "fp16": 121.0},
+    "H100 PCIe": {"fp32": 51.0, "tf32": 378.0, "bf16": 756.0, "fp16": 756.0},
+    "H100": {"fp32": 67.0, "tf32": 494.7, "bf16": 989.5, "fp16": 989.5},
+    "H200": {"fp32": 67.0, "tf32": 494.7, "bf16": 989.5, "fp16": 989.5},
+}
+
+
+def gpu_peak_tflops(name: str, precision: str) -> float | None:
+    """The table's entry whose key occurs in the device name; the longest key wins
+    ("H100 PCIe" before "H100")."""
+    for key in sorted(GPU_PEAK_TFLOPS, key=len, reverse=True):
+        if key.lower() in name.lower():
+            return GPU_PEAK_TFLOPS[key].get(precision)
+    return None
+
+
+def cpu_flops_per_cycle(
+    cpu_model: str, flags: tuple[str, ...] | set[str], precision: str, family: int | None = None
+) -> int | None:
+    """Peak FLOPs per cycle per core for the vector/matrix units this CPU has.
+
+    - FP32, AVX-512: Intel Xeon cores have two 512-bit FMA units: 2 x 16 lanes x 2 = 64.
+      AMD Zen 4 (family 25) runs AVX-512 on two 256-bit FMA pipes: 2 x 8 x 2 = 32; Zen 5
+      (family 26) has full 512-bit pipes: 64. AVX2 only: 2 x 8 x 2 = 32.
+    - BF16: AMX tiles (Sapphire Rapids and later): 1024 per core (Intel's figure). Without AMX,
+      AVX512_BF16's dot-product instruction does two multiply-adds per FP32 lane: twice FP32.
+    - FP16: AMX-FP16 (Granite Rapids) 1024; otherwise None (no fast fp16 path in PyTorch's CPU
+      kernels, which convert to FP32).
+    """
+    flags = set(flags)
+    amd = "amd" in cpu_model.lower()
+    if "avx512f" in flags:
+        fp32 = 32 if amd and (family or 0) < 26 else 64
+    elif "avx2" in flags or "fma" in flags:
+        fp32 = 32
+    else:
+        return None
+    if precision == "fp32":
+        return fp32
+    if precision == "bf16":
+        if "amx_bf16" in flags:
+            return 1024
+        return 2 * fp32 if "avx512_bf16" in flags else None
+    if precision == "fp16":
+        return 1024 if "amx_fp16" in flags else None
+    return None  # tf32 is a CUDA mode
+
+
+def peak_tflops(hardware: Hardware, precision: str) -> tuple[float | None, str]:
+    """(peak TFLOP/s or None, how it was obtained) for this device and precision."""
+    if hardware.device_type == "cuda":
+        peak = gpu_peak_tflops(hardware.name, precision)
+        return peak, ("NVIDIA datasheet (dense)" if peak else f"{hardware.name} is not in the peak table")
+    per_cycle = cpu_flops_per_cycle(hardware.cpu_model, hardware.cpu_flags, precision, hardware.cpu_family)
+    if per_cycle is None or not hardware.cpu_mhz:
+        return None, f"no known {precision} peak for {hardware.cpu_model}"
+    peak = hardware.cpu_cores * hardware.cpu_mhz * 1e6 * per_cycle / 1e12
+    return peak, f"{hardware.cpu_cores} cores x {hardware.cpu_mhz:.0f} MHz x {per_cycle} FLOP/cycle"
+

@@ -176,7 +176,14 @@ def time_conv(dtype: torch.dtype | None, device: torch.device, repeats: int = 3)
     return best
 
 
+_fp16_cpu_warned = False
+
+
 def _warn_if_fp16_is_slow_on_cpu() -> None:
+    global _fp16_cpu_warned
+    if _fp16_cpu_warned:  # once per process: the benchmark builds many fp16 policies
+        return
+    _fp16_cpu_warned = True
     device = torch.device("cpu")
     fp32_s = time_conv(None, device)
     fp16_s = time_conv(torch.float16, device)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import torch
 import torch.nn.functional as F
 
 from ampgan.config import TrainConfig
+from ampgan.cpu_tuning import keep_freed_memory_for_reuse
 from ampgan.data import DataRequest, ImageDataset, load_dataset
 from ampgan.data.batches import BatchStream
 from ampgan.errors import warn
@@ -28,6 +30,16 @@ class TrainState:
     policy: PrecisionPolicy
     rng: torch.Generator  # noise and fake labels, on the training device
     step: int = 0
+    # What the step calls: the modules themselves, or their torch.compile'd wrappers (kept apart
+    # so checkpoints always hold the plain modules' state dicts).
+    run_generator: Callable | None = None
+    run_discriminator: Callable | None = None
+
+    def __post_init__(self) -> None:
+        if self.run_generator is None:
+            self.run_generator = self.generator
+        if self.run_discriminator is None:
+            self.run_discriminator = self.discriminator
 
 
 def model_shape_for(config: TrainConfig, dataset: ImageDataset) -> ModelShape:
@@ -46,6 +58,10 @@ def build_train_state(config: TrainConfig, shape: ModelShape, policy: PrecisionP
     torch.manual_seed(config.seed)
     generator = Generator(shape).to(device)
     discriminator = Discriminator(shape).to(device)
+    if config.channels_last:
+        # NHWC lets oneDNN/cuDNN pick their fastest convolution kernels without layout reorders.
+        generator.to(memory_format=torch.channels_last)
+        discriminator.to(memory_format=torch.channels_last)
 
     def adam(module: torch.nn.Module) -> torch.optim.Optimizer:
         # foreach: one multi-tensor kernel per update instead of one per parameter.
@@ -63,6 +79,8 @@ def build_train_state(config: TrainConfig, shape: ModelShape, policy: PrecisionP
         scaler_d=policy.make_loss_scaler(),
         policy=policy,
         rng=rng,
+        run_generator=torch.compile(generator) if config.compile else None,
+        run_discriminator=torch.compile(discriminator) if config.compile else None,
     )
 
 
@@ -77,16 +95,22 @@ def _class_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     return F.cross_entropy(logits.float(), labels)
 
 
+def _set_requires_grad(module: torch.nn.Module, flag: bool) -> None:
+    for parameter in module.parameters():
+        parameter.requires_grad_(flag)
+
+
 def train_step(state: TrainState, real: torch.Tensor, labels: torch.Tensor) -> dict[str, torch.Tensor]:
     """One D update then one G update on B real and B generated images.
 
     Returns 0-dim tensors (never Python numbers): reading them would make the host wait for the
     device, so the loop reads them only when it logs.
     """
-    G, D, policy = state.generator, state.discriminator, state.policy
+    G, D, policy = state.run_generator, state.run_discriminator, state.policy
+    shape = state.generator.shape
     batch = real.shape[0]
-    z = torch.randn(batch, G.shape.z_dim, device=real.device, generator=state.rng)
-    fake_labels = torch.randint(G.shape.num_classes, (batch,), device=real.device, generator=state.rng)
+    z = torch.randn(batch, shape.z_dim, device=real.device, generator=state.rng)
+    fake_labels = torch.randint(shape.num_classes, (batch,), device=real.device, generator=state.rng)
 
     # (1) Update D: real -> 1, fake -> 0, and the class of both.
     with policy.autocast():
@@ -103,11 +127,17 @@ def train_step(state: TrainState, real: torch.Tensor, labels: torch.Tensor) -> d
     skipped_d = state.scaler_d.backward_and_step(loss_d, state.optimizer_d)
 
     # (2) Update G: make D call the fakes real, and of the class they were drawn for.
-    with policy.autocast():
-        real_fake_g, class_g = D(fake)
-        loss_g = _real_fake_loss(real_fake_g, True) + _class_loss(class_g, fake_labels)
-    state.optimizer_g.zero_grad(set_to_none=True)
-    skipped_g = state.scaler_g.backward_and_step(loss_g, state.optimizer_g)
+    # D's weights are frozen for this pass: G's backward needs D's input gradients only, and
+    # skipping D's weight gradients (discarded anyway) saves about a third of D's backward work.
+    _set_requires_grad(state.discriminator, False)
+    try:
+        with policy.autocast():
+            real_fake_g, class_g = D(fake)
+            loss_g = _real_fake_loss(real_fake_g, True) + _class_loss(class_g, fake_labels)
+        state.optimizer_g.zero_grad(set_to_none=True)
+        skipped_g = state.scaler_g.backward_and_step(loss_g, state.optimizer_g)
+    finally:
+        _set_requires_grad(state.discriminator, True)
 
     state.step += 1
     with torch.no_grad():
@@ -161,6 +191,8 @@ def run_training(prepared: PreparedRun, run_dir: Path, *, show_progress: bool = 
 
     config, policy = prepared.config, prepared.policy
     policy.apply_backend_settings()
+    if policy.device.type == "cpu":
+        keep_freed_memory_for_reuse()
     state = build_train_state(config, prepared.shape, policy)
     stream = BatchStream(prepared.dataset, config.batch_size, policy.device, config.seed)
     writer = RunWriter(run_dir, prepared, state)

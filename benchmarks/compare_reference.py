@@ -1,0 +1,93 @@
+"""Time ampgan's train_step against the plain reference loop, interleaved, in one run.
+
+    python benchmarks/compare_reference.py --batch-sizes 64,1024 --precisions fp32,bf16 --rounds 7
+
+Prints, per batch size and precision, both medians and the pairwise median speedup of ampgan
+over the reference (>1: ampgan is faster), with the environment stamp.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from reference_loop import ReferenceLoop  # noqa: E402
+
+from ampgan.config import TrainConfig  # noqa: E402
+from ampgan.cpu_tuning import keep_freed_memory_for_reuse, tuning_state  # noqa: E402
+from ampgan.data import load_dataset  # noqa: E402
+from ampgan.data.batches import BatchStream  # noqa: E402
+from ampgan.environment import environment_stamp  # noqa: E402
+from ampgan.precision import build_policy  # noqa: E402
+from ampgan.stats import pairwise_speedup, timing_stats  # noqa: E402
+from ampgan.train import build_train_state, model_shape_for, train_step  # noqa: E402
+
+
+def clock(device, run):
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    start = time.perf_counter()
+    run()
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--batch-sizes", default="64,1024")
+    parser.add_argument("--precisions", default="fp32,bf16")
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--channels-last", action="store_true", help="ampgan side only")
+    parser.add_argument("--default-malloc", action="store_true",
+                        help="leave glibc malloc as it is (both loops), to measure what the tuning buys")
+    parser.add_argument("--out", type=Path, default=None, help="write the numbers as JSON here")
+    args = parser.parse_args()
+    device = torch.device(args.device)
+    if device.type == "cpu" and not args.default_malloc:
+        keep_freed_memory_for_reuse()  # process-wide: both loops below get it alike
+    dataset = load_dataset("digits")
+    report = {"environment": environment_stamp(device), "rows": []}
+    for batch_size in map(int, args.batch_sizes.split(",")):
+        for precision in args.precisions.split(","):
+            config = TrainConfig(precision=precision, batch_size=batch_size, device=args.device,
+                                 channels_last=args.channels_last)
+            policy = build_policy(precision, device)
+            state = build_train_state(config, model_shape_for(config, dataset), policy)
+            reference = ReferenceLoop(precision, device=args.device, nc=dataset.channels)
+            ours_params = sum(p.numel() for p in state.generator.parameters()) + sum(p.numel() for p in state.discriminator.parameters())
+            ref_params = sum(p.numel() for p in reference.netG.parameters()) + sum(p.numel() for p in reference.netD.parameters())
+            assert ours_params == ref_params, (ours_params, ref_params)
+            real, labels = BatchStream(dataset, batch_size, device, 0).next_batch()
+            for _ in range(args.warmup):
+                train_step(state, real, labels)
+                reference.step(real, labels)
+            ours, theirs = [], []
+            for _ in range(args.rounds):  # interleaved: A B A B ...
+                ours.append(clock(device, lambda: train_step(state, real, labels)))
+                theirs.append(clock(device, lambda: reference.step(real, labels)))
+            speedup = pairwise_speedup(theirs, ours)
+            row = {"batch_size": batch_size, "precision": precision,
+                   "ampgan_median_ms": timing_stats(ours).median_s * 1e3,
+                   "reference_median_ms": timing_stats(theirs).median_s * 1e3,
+                   "speedup": speedup["median"], "speedup_iqr": [speedup["q1"], speedup["q3"]]}
+            report["rows"].append(row)
+            print(f"batch {batch_size:>5} {precision}: ampgan {row['ampgan_median_ms']:.1f} ms, "
+                  f"reference {row['reference_median_ms']:.1f} ms, speedup {row['speedup']:.3f}x "
+                  f"(IQR {speedup['q1']:.3f}-{speedup['q3']:.3f})", flush=True)
+    print(f"{report['environment']['hardware_summary']} | torch {torch.__version__} | "
+          f"channels_last={args.channels_last} | {tuning_state()}")
+    if args.out:
+        args.out.write_text(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()

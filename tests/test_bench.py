@@ -1,0 +1,97 @@
+"""`ampgan bench` end to end on a tiny model, and its failure modes."""
+
+import csv
+import json
+
+import pytest
+import torch
+
+import ampgan.bench as bench_module
+from ampgan.bench import BenchSpec, run_bench, speedups
+from test_cli import run_cli
+
+TINY = ["--width", "8", "--z-dim", "16", "--device", "cpu", "--warmup", "1", "--steps", "3"]
+
+
+def test_tiny_bench_writes_results_figures_and_table(tmp_path, capsys):
+    out = tmp_path / "bench"
+    code, stdout, err = run_cli(capsys, "bench", *TINY, "--batch-sizes", "4,8", "--precisions", "fp32,bf16", "--out", str(out))
+    assert code == 0, err
+    results = json.loads((out / "results.json").read_text())
+    assert results["format"] == "ampgan-bench/1"
+    assert results["environment"]["versions"]["torch"] == torch.__version__
+    assert [(c["batch_size"], c["precision"], c["status"]) for c in results["configs"]] == [
+        (4, "fp32", "ok"), (4, "bf16", "ok"), (8, "fp32", "ok"), (8, "bf16", "ok")]
+    row = results["configs"][0]
+    assert len(row["samples_s"]) == 3 and len(row["warmup_s"]) == 1
+    assert row["stats"]["median_s"] > 0 and row["images_per_s"] == pytest.approx(4 / row["stats"]["median_s"])
+    assert row["flops_per_step"] > 0 and row["achieved_tflops"] > 0
+    assert [(s["batch_size"], s["precision"], s["baseline"]) for s in results["speedups"]] == [(4, "bf16", "fp32"), (8, "bf16", "fp32")]
+    with open(out / "results.csv") as handle:
+        rows = list(csv.DictReader(handle))
+    assert len(rows) == 4 and rows[1]["speedup_vs_baseline"] != ""
+    for figure in ("fig1_time_per_batch.png", "fig2_time_per_1000_samples.png"):
+        assert (out / figure).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "speedup" in stdout and "bf16" in stdout and "peaks:" in stdout
+
+
+def test_from_re_renders_without_measuring(tmp_path, capsys, monkeypatch):
+    out = tmp_path / "bench"
+    assert run_cli(capsys, "bench", *TINY, "--batch-sizes", "4", "--precisions", "fp32", "--out", str(out))[0] == 0
+    (out / "fig1_time_per_batch.png").unlink()
+    monkeypatch.setattr(bench_module, "run_bench", lambda *a, **k: pytest.fail("measured again"))
+    code, stdout, _ = run_cli(capsys, "bench", "--from", str(out / "results.json"))
+    assert code == 0 and (out / "fig1_time_per_batch.png").exists() and "fp32" in stdout
+
+
+def test_from_a_bad_file_is_a_clear_error(tmp_path, capsys):
+    bad = tmp_path / "results.json"
+    bad.write_text("{not json")
+    code, _, err = run_cli(capsys, "bench", "--from", str(bad))
+    assert code == 2 and err.startswith(f"error: {bad} is not valid JSON")
+    code, _, err = run_cli(capsys, "bench", "--from", str(tmp_path / "missing.json"))
+    assert code == 2 and "no bench results at" in err
+
+
+def test_too_slow_configurations_are_recorded_not_waited_for(tmp_path):
+    spec = BenchSpec(batch_sizes=(4,), precisions=("fp32",), device="cpu", width=8, z_dim=16,
+                     warmup=1, steps=3, max_seconds=1e-6)
+    results = run_bench(spec, torch.device("cpu"))
+    (row,) = results["configs"]
+    assert row["status"] == "too_slow" and "--max-seconds" in row["reason"] and row["samples_s"] == []
+
+
+def test_out_of_memory_is_recorded_and_the_rest_goes_on(monkeypatch):
+    real_step = bench_module.train_step
+
+    def step_that_runs_out_of_memory_at_batch_8(state, real, labels):
+        if real.shape[0] == 8:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        return real_step(state, real, labels)
+
+    monkeypatch.setattr(bench_module, "train_step", step_that_runs_out_of_memory_at_batch_8)
+    spec = BenchSpec(batch_sizes=(4, 8, 4), precisions=("fp32",), device="cpu", width=8, z_dim=16, warmup=1, steps=2)
+    results = run_bench(spec, torch.device("cpu"))
+    assert [c["status"] for c in results["configs"]] == ["ok", "oom", "ok"]
+    assert "out of memory" in results["configs"][1]["reason"]
+
+
+def test_speedups_pair_rounds_against_fp32():
+    rows = [
+        {"batch_size": 64, "precision": "fp32", "samples_s": [1.0, 2.0, 1.0]},
+        {"batch_size": 64, "precision": "bf16", "samples_s": [0.5, 0.5, 1.0]},
+    ]
+    (result,) = speedups(rows, ("fp32", "bf16"))
+    assert result["median"] == 2.0 and result["rounds"] == 3  # ratios 2, 4, 1
+
+
+def test_bad_bench_options_are_one_line_errors(tmp_path, capsys):
+    for args, message in [
+        (["--batch-sizes", "16,x"], "--batch-sizes takes whole numbers"),
+        (["--precisions", "fp32,fp9"], "unknown precision 'fp9'"),
+        (["--precisions", "tf32"], "tf32 is a CUDA tensor-core mode"),
+        (["--steps", "0"], "--steps must be at least 1"),
+    ]:
+        code, _, err = run_cli(capsys, "bench", *TINY[:6], *args, "--out", str(tmp_path / "b"))
+        assert code == 2 and message in err and err.count("\n") == 1, err
+        assert not (tmp_path / "b").exists()
