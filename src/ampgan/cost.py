@@ -1,0 +1,76 @@
+"""Cost arithmetic: pure functions of times, counts and an hourly price (no I/O).
+
+The study's Figure 3 is `cost_of_batches(0.70, 1e6, price)` against `cost_of_batches(0.41, ...)`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+SECONDS_PER_HOUR = 3600.0
+
+
+def _require_positive_price(price_per_hour: float) -> None:
+    if not price_per_hour > 0:
+        raise ValueError(f"price per hour must be positive, got {price_per_hour}")
+
+
+def cost_of_seconds(seconds: float, price_per_hour: float) -> dict:
+    """A wall-clock budget: {'hours', 'cost'}."""
+    _require_positive_price(price_per_hour)
+    hours = seconds / SECONDS_PER_HOUR
+    return {"hours": hours, "cost": hours * price_per_hour}
+
+
+def cost_of_batches(seconds_per_batch: float, batches: float, price_per_hour: float) -> dict:
+    return cost_of_seconds(seconds_per_batch * batches, price_per_hour)
+
+
+def cost_of_samples(seconds_per_batch: float, batch_size: int, samples: float, price_per_hour: float) -> dict:
+    """N samples take ceil-free N / B batches (a fraction of a batch costs its fraction)."""
+    return cost_of_batches(seconds_per_batch, samples / batch_size, price_per_hour)
+
+
+def cost_per_sample(seconds_per_batch: float, batch_size: int, price_per_hour: float) -> float:
+    return cost_of_samples(seconds_per_batch, batch_size, 1, price_per_hour)["cost"]
+
+
+def saving(baseline_cost: float, candidate_cost: float) -> dict:
+    """What the candidate saves over the baseline: {'amount', 'percent'} (negative: it costs more)."""
+    amount = baseline_cost - candidate_cost
+    return {"amount": amount, "percent": 100.0 * amount / baseline_cost if baseline_cost else 0.0}
+
+
+def cheapest_per_sample(rows: Iterable[dict], price_per_hour: float) -> dict | None:
+    """Of rows {'batch_size', 'precision', 'seconds_per_batch'}, the one with the lowest cost per
+    sample on this instance (on one instance that is also the fastest per sample)."""
+    best = None
+    for row in rows:
+        per_sample = cost_per_sample(row["seconds_per_batch"], row["batch_size"], price_per_hour)
+        if best is None or per_sample < best["cost_per_sample"]:
+            best = dict(row, cost_per_sample=per_sample)
+    return best
+
+
+def time_to_quality(curve: Sequence[tuple[float, float]], target: float, higher_is_better: bool = True) -> float | None:
+    """Training seconds at which a quality curve [(seconds, value), ...] first reaches the target,
+    interpolated linearly between the two evaluations around it; None if it never does."""
+    previous = None
+    for seconds, value in curve:
+        reached = value >= target if higher_is_better else value <= target
+        if reached:
+            if previous is None or previous[1] == value:
+                return seconds
+            fraction = (target - previous[1]) / (value - previous[1])
+            return previous[0] + fraction * (seconds - previous[0])
+        previous = (seconds, value)
+    return None
+
+
+def cost_to_quality(curve: Sequence[tuple[float, float]], target: float, price_per_hour: float,
+                    higher_is_better: bool = True) -> dict | None:
+    """{'seconds', 'hours', 'cost'} to first reach the quality target, or None if never reached."""
+    seconds = time_to_quality(curve, target, higher_is_better)
+    if seconds is None:
+        return None
+    return {"seconds": seconds, **cost_of_seconds(seconds, price_per_hour)}

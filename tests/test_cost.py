@@ -1,0 +1,138 @@
+import json
+
+import pytest
+
+from ampgan.catalog import REQUIRED_COLUMNS, find_instance, load_catalog
+from ampgan.cost import (cheapest_per_sample, cost_of_batches, cost_of_samples, cost_of_seconds, cost_per_sample,
+                         cost_to_quality, saving, time_to_quality)
+from ampgan.errors import AmpganError
+from test_cli import run_cli
+
+
+def test_the_studys_arithmetic():
+    # 1M batches at 0.70 s (fp32) vs 0.41 s (mixed) on a T4 billed at 0.915/h.
+    fp32 = cost_of_batches(0.70, 1e6, 0.915)
+    mixed = cost_of_batches(0.41, 1e6, 0.915)
+    assert fp32["hours"] == pytest.approx(194.444, abs=1e-3) and fp32["cost"] == pytest.approx(177.92, abs=0.01)
+    assert mixed["hours"] == pytest.approx(113.889, abs=1e-3) and mixed["cost"] == pytest.approx(104.21, abs=0.01)
+    found = saving(fp32["cost"], mixed["cost"])
+    assert found["amount"] == pytest.approx(73.71, abs=0.01) and found["percent"] == pytest.approx(100 * 0.29 / 0.70)
+
+
+def test_samples_budget_and_per_sample_costs():
+    # 2048 samples per 0.5 s batch; 1,024,000 samples = 500 batches = 250 s.
+    assert cost_of_samples(0.5, 2048, 1_024_000, 3.6) == pytest.approx({"hours": 250 / 3600, "cost": 0.25})
+    assert cost_of_seconds(420, 0.526) == pytest.approx({"hours": 420 / 3600, "cost": 0.526 * 420 / 3600})
+    assert cost_per_sample(1.0, 100, 3.6) == pytest.approx(1e-5)
+    with pytest.raises(ValueError, match="positive"):
+        cost_of_seconds(10, 0)
+
+
+def test_cheapest_configuration_per_sample():
+    rows = [{"batch_size": 64, "precision": "fp32", "seconds_per_batch": 0.10},   # 1.56 ms/sample
+            {"batch_size": 2048, "precision": "fp32", "seconds_per_batch": 2.0},  # 0.98 ms/sample
+            {"batch_size": 2048, "precision": "bf16", "seconds_per_batch": 1.2}]  # 0.59 ms/sample
+    best = cheapest_per_sample(rows, 1.0)
+    assert (best["batch_size"], best["precision"]) == (2048, "bf16")
+    assert best["cost_per_sample"] == pytest.approx(1.2 / 2048 / 3600)
+
+
+def test_time_and_cost_to_reach_a_quality_target():
+    curve = [(0, 0.1), (60, 0.3), (120, 0.7), (180, 0.9)]
+    assert time_to_quality(curve, 0.5) == pytest.approx(90.0)  # halfway between 60 s and 120 s
+    assert time_to_quality(curve, 0.95) is None
+    assert time_to_quality([(0, 50.0), (10, 20.0)], 35.0, higher_is_better=False) == pytest.approx(5.0)
+    assert cost_to_quality(curve, 0.7, 3.6) == pytest.approx({"seconds": 120, "hours": 120 / 3600, "cost": 0.12})
+    assert cost_to_quality(curve, 0.99, 3.6) is None
+
+
+def test_the_shipped_catalog_has_a_source_and_date_on_every_row():
+    catalog = load_catalog()
+    assert len(catalog) >= 20
+    for item in catalog:
+        assert item.source.startswith("https://") and len(item.date) >= 7 and item.price_per_hour > 0
+    for gpu in ("T4", "P100", "V100", "L4", "A100-40GB", "A100-80GB", "H100", "H200"):
+        providers = {i.provider for i in catalog if i.hardware == gpu}
+        assert len(providers) >= 2, (gpu, providers)
+    assert any(i.hardware == "Xeon" and "AMX" in i.note for i in catalog)
+
+
+def test_instance_lookup_and_hardware_matching():
+    catalog = load_catalog()
+    t4 = find_instance(catalog, "g4dn.xlarge")
+    assert t4.price_per_hour == 0.526 and t4.matches_hardware("Tesla T4")
+    assert find_instance(catalog, "aws/p4d.24xlarge").matches_hardware("NVIDIA A100-SXM4-40GB")
+    assert not find_instance(catalog, "aws/p4d.24xlarge").matches_hardware("NVIDIA A100-SXM4-80GB")
+    with pytest.raises(AmpganError, match="close matches: g4dn.xlarge"):
+        find_instance(catalog, "g4dn.xlarg")
+
+
+@pytest.mark.parametrize("text, message", [
+    ("provider,instance\naws,x\n", "lacks the columns"),
+    (",".join(REQUIRED_COLUMNS) + "\naws,us,x,T4,1,0.5,USD,,2025-01\n", "empty source"),
+    (",".join(REQUIRED_COLUMNS) + "\naws,us,x,T4,1,-2,USD,https://x,2025-01\n", "must be positive"),
+    (",".join(REQUIRED_COLUMNS) + "\naws,us,x,T4,one,0.5,USD,https://x,2025-01\n", "must be numbers"),
+])
+def test_user_catalogs_are_validated(tmp_path, text, message):
+    path = tmp_path / "prices.csv"
+    path.write_text(text)
+    with pytest.raises(AmpganError, match=message):
+        load_catalog(path)
+
+
+def bench_results(device_name="Tesla T4", device_type="cuda"):
+    """A small results document in bench's format: T4 times close to the study's."""
+    def config(batch, precision, median):
+        return {"batch_size": batch, "precision": precision, "status": "ok", "samples_s": [median] * 3,
+                "stats": {"median_s": median, "q1_s": median, "q3_s": median, "iqr_s": 0.0, "min_s": median}}
+    return {"format": "ampgan-bench/1", "spec": {"precisions": ["fp32", "fp16"], "dataset": "synthetic", "width": 64},
+            "hardware": {"device_type": device_type, "name": device_name, "cpu_model": "Intel Xeon"},
+            "environment": {"versions": {"torch": "2.5.0"}}, "peaks": {}, "left_out": [], "speedups": [],
+            "configs": [config(64, "fp32", 0.03), config(64, "fp16", 0.028),
+                        config(2048, "fp32", 0.70), config(2048, "fp16", 0.41)]}
+
+
+def test_cost_cli_writes_table_files_and_figure(tmp_path, capsys):
+    results = tmp_path / "results.json"
+    results.write_text(json.dumps(bench_results()))
+    code, out, err = run_cli(capsys, "cost", str(results), "--instance", "g4dn.xlarge", "--out", str(tmp_path / "c"))
+    assert code == 0, err
+    document = json.loads((tmp_path / "c" / "cost.json").read_text())
+    row = next(r for r in document["rows"] if r["batch_size"] == 2048 and r["precision"] == "fp16")
+    assert row["cost"] == pytest.approx(0.41 * 1e6 / 3600 * 0.526)
+    assert row["saving_percent"] == pytest.approx(100 * 0.29 / 0.70)
+    assert document["basis"]["projection"] is False and document["catalog_date"]
+    assert (tmp_path / "c" / "cost.csv").read_text().startswith("batch_size,precision")
+    assert (tmp_path / "c" / "fig3_cost.png").read_bytes()[:4] == b"\x89PNG"
+    assert "saving vs fp32" in out and "catalog prices dated from" in out and "measured on Tesla T4" in out
+
+
+def test_projection_onto_other_hardware_needs_consent_and_is_labelled(tmp_path, capsys):
+    results = tmp_path / "results.json"
+    results.write_text(json.dumps(bench_results("AMD EPYC", "cpu") | {"hardware": {"device_type": "cpu", "name": "AMD EPYC", "cpu_model": "AMD EPYC"}}))
+    code, _, err = run_cli(capsys, "cost", str(results), "--instance", "p4d.24xlarge")
+    assert code == 2 and "add --assume-same-speed" in err and not (tmp_path / "cost.json").exists()
+    code, out, _ = run_cli(capsys, "cost", str(results), "--instance", "p4d.24xlarge", "--assume-same-speed", "--samples", "1e6")
+    assert code == 0 and "PROJECTION" in out and "1/8 of the instance" in out
+    document = json.loads((tmp_path / "cost.json").read_text())
+    assert document["basis"]["projection"] is True and document["workload"] == {"samples": 1e6}
+
+
+def test_cost_cli_errors(tmp_path, capsys):
+    t4, cpu = tmp_path / "t4.json", tmp_path / "cpu.json"
+    t4.write_text(json.dumps(bench_results()))
+    cpu.write_text(json.dumps(bench_results("AMD EPYC", "cpu") | {"hardware": {"device_type": "cpu", "name": "AMD EPYC", "cpu_model": "AMD EPYC"}}))
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"format": "ampgan-bench/1", "configs"')
+    for args, message in [
+        ([str(t4), str(cpu), "--price-per-hour", "1"], "measured on different hardware"),
+        ([str(broken), "--price-per-hour", "1"], "is not valid JSON"),
+        ([str(tmp_path / "none.json"), "--price-per-hour", "1"], "no bench results at"),
+        ([str(t4), "--price-per-hour", "0"], "--price-per-hour must be positive"),
+        ([str(t4), "--price-per-hour", "-3"], "--price-per-hour must be positive"),
+        ([str(t4), "--instance", "nope.large"], "unknown instance 'nope.large'"),
+        ([str(t4)], "exactly one of --instance NAME or --price-per-hour X"),
+        ([str(t4), "--price-per-hour", "1", "--batches", "lots"], "--batches takes a number"),
+    ]:
+        code, _, err = run_cli(capsys, "cost", *args)
+        assert code == 2 and message in err and err.count("\n") == 1, (args, err)
