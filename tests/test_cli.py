@@ -42,8 +42,8 @@ def test_train_writes_a_complete_run_folder(tmp_path, capsys):
     grid = Image.open(run / "samples" / "step-000006.png")
     # 10 classes x 8 samples of 32 px, 2 px gutters; synthetic has 3 channels.
     assert grid.size == (8 * 34 + 2, 10 * 34 + 2) and grid.mode == "RGB"
-    checkpoint = torch.load(run / "checkpoints" / "final.pt", weights_only=True)
-    assert checkpoint["step"] == 6 and "generator" in checkpoint and "scaler_d" in checkpoint
+    checkpoint = torch.load(run / "checkpoints" / "step-000006.pt", weights_only=True)
+    assert checkpoint["step"] == 6 and "generator" in checkpoint and "scaler_d" in checkpoint and "rng" in checkpoint
 
 
 def test_fp16_run_logs_the_loss_scale_and_skipped_steps(tmp_path, capsys):

@@ -16,6 +16,7 @@ import click
 
 from ampgan.config import PRECISIONS, TrainConfig, parse_duration, parse_loss_scale
 from ampgan.errors import AmpganError, AmpganWarning
+from ampgan.interruption import TrainingInterrupted
 from ampgan.precision import build_policy, resolve_device
 
 EXIT_USAGE = 2
@@ -34,6 +35,60 @@ def cli() -> None:
     """Does mixed precision make my GAN train faster and cheaper, without making it worse?"""
 
 
+# CLI option name -> TrainConfig field, for options that map one to one.
+_TRAIN_FIELDS = {
+    "dataset": "dataset", "precision": "precision", "batch_size": "batch_size", "steps": "steps",
+    "seed": "seed", "device": "device", "sample_every": "sample_every", "log_every": "log_every",
+    "image_size": "image_size", "channels": "channels", "data_dir": "data_dir", "width": "width",
+    "z_dim": "z_dim", "lr": "lr", "tensorboard": "tensorboard", "keep": "keep",
+    "channels_last": "channels_last", "compile": "compile",
+}
+
+
+def _train_config_values(options: dict) -> dict:
+    """TrainConfig fields from the parsed options (durations and loss scale parsed here)."""
+    values = {field: options[name] for name, field in _TRAIN_FIELDS.items()}
+    values["loss_scale"] = parse_loss_scale(options["loss_scale"]) if (
+        options["precision"] == "fp16" or options["loss_scale"] != "dynamic") else None
+    values["time_budget_s"] = parse_duration(options["time_budget"]) if options["time_budget"] else None
+    every = options["checkpoint_every"].strip().lower()
+    if every.isdigit():
+        values["checkpoint_every_steps"], values["checkpoint_every_s"] = int(every), None
+    else:
+        values["checkpoint_every_steps"], values["checkpoint_every_s"] = None, parse_duration(every)
+    return values
+
+
+def _given_on_command_line(ctx: click.Context) -> set[str]:
+    return {name for name in ctx.params
+            if ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE}
+
+
+def _resumed_config(run_dir: Path, options: dict, given: set[str]) -> TrainConfig:
+    """The run's own config, with only the options that are safe to change taken from the command line."""
+    from ampgan.config import SAFE_TO_CHANGE_ON_RESUME
+    from ampgan.run_folder import read_run_config
+
+    saved = read_run_config(run_dir)["config"]
+    requested = _train_config_values(options)
+    option_of = {field: name for name, field in _TRAIN_FIELDS.items()} | {
+        "loss_scale": "loss_scale", "time_budget_s": "time_budget",
+        "checkpoint_every_steps": "checkpoint_every", "checkpoint_every_s": "checkpoint_every"}
+    merged = dict(saved)
+    for field, value in requested.items():
+        if option_of.get(field) not in given or value == saved.get(field):
+            continue
+        if field not in SAFE_TO_CHANGE_ON_RESUME:
+            raise AmpganError(
+                f"--{option_of[field].replace('_', '-')} {value} differs from the run's {saved.get(field)} and would make "
+                f"the resumed run a different experiment: drop it, or start a new run with --out"
+            )
+        merged[field] = value
+    if "time_budget" in given and "steps" not in given:
+        merged["steps"] = None  # a new budget given as time alone replaces the run's step budget
+    return TrainConfig.from_dict(merged)
+
+
 @cli.command()
 @click.option("--dataset", default="digits", show_default=True, help="digits (embedded), synthetic, ...")
 @click.option("--precision", default="fp32", show_default=True, help=f"One of {', '.join(PRECISIONS)}.")
@@ -47,6 +102,11 @@ def cli() -> None:
 @click.option("--out", "out", type=click.Path(path_type=Path), default=None,
               help="Run folder (default runs/<dataset>-<precision>-<time>).")
 @click.option("--overwrite", is_flag=True, help="Replace an existing, non-empty run folder.")
+@click.option("--resume", type=click.Path(path_type=Path), default=None,
+              help="Continue the run in this folder from its last checkpoint.")
+@click.option("--checkpoint-every", default="500", show_default=True,
+              help="Steps (500) or training time (10m) between checkpoints.")
+@click.option("--keep", type=int, default=3, show_default=True, help="How many recent checkpoints to keep.")
 @click.option("--sample-every", type=int, default=500, show_default=True, help="Steps between sample grids.")
 @click.option("--log-every", type=int, default=10, show_default=True, help="Steps between metric records.")
 @click.option("--image-size", type=int, default=None, help="28, 32 or 64 (default: the dataset's).")
@@ -55,37 +115,28 @@ def cli() -> None:
 @click.option("--width", type=int, default=64, show_default=True, help="Network width w (channels w, 2w, 4w).")
 @click.option("--z-dim", type=int, default=128, show_default=True, help="Noise size.")
 @click.option("--lr", type=float, default=2e-4, show_default=True)
+@click.option("--channels-last", is_flag=True, help="NHWC memory format for the convolutions.")
+@click.option("--compile", is_flag=True, help="torch.compile the networks.")
 @click.option("--tensorboard", is_flag=True, help="Also write TensorBoard event files.")
 @click.option("--dry-run", is_flag=True, help="Print the resolved config and exit.")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
-def train(**options) -> None:
+@click.pass_context
+def train(ctx: click.Context, **options) -> None:
     """Train an AC-GAN in one precision and write a run folder."""
+    from ampgan.checkpoint import latest_checkpoint, load_checkpoint
     from ampgan.run_folder import claim_run_dir
     from ampgan.train import DEFAULT_STEPS, prepare_run, run_training
 
-    config = TrainConfig(
-        dataset=options["dataset"],
-        precision=options["precision"],
-        loss_scale=parse_loss_scale(options["loss_scale"]) if options["precision"] == "fp16" or options["loss_scale"] != "dynamic" else None,
-        batch_size=options["batch_size"],
-        steps=options["steps"],
-        time_budget_s=parse_duration(options["time_budget"]) if options["time_budget"] else None,
-        seed=options["seed"],
-        device=options["device"],
-        sample_every=options["sample_every"],
-        log_every=options["log_every"],
-        image_size=options["image_size"],
-        channels=options["channels"],
-        data_dir=options["data_dir"],
-        width=options["width"],
-        z_dim=options["z_dim"],
-        lr=options["lr"],
-        tensorboard=options["tensorboard"],
-    )
+    resume_dir = options["resume"]
+    if resume_dir is not None:
+        if options["out"] is not None and Path(options["out"]) != resume_dir:
+            raise AmpganError("--resume continues the run in its own folder: drop --out")
+        config = _resumed_config(resume_dir, options, _given_on_command_line(ctx))
+        out = resume_dir
+    else:
+        config = TrainConfig(**_train_config_values(options))
+        out = options["out"] or Path("runs") / f"{config.dataset}-{config.precision}-{dt.datetime.now():%Y%m%d-%H%M%S}"
     prepared = prepare_run(config)
-    out = options["out"] or Path("runs") / (
-        f"{config.dataset}-{config.precision}-{dt.datetime.now():%Y%m%d-%H%M%S}"
-    )
     if options["dry_run"]:
         budget = config.to_dict()
         if not config.budget_is_set:
@@ -98,17 +149,27 @@ def train(**options) -> None:
                         "image_shape": [prepared.dataset.channels, prepared.dataset.image_size,
                                         prepared.dataset.image_size]},
             "out": str(out),
+            "resume": str(resume_dir) if resume_dir else None,
         }, indent=2))
         return
-    claim_run_dir(out, options["overwrite"])
-    summary = run_training(prepared, out, show_progress=not options["quiet"])
+    payload = None
+    if resume_dir is not None:
+        checkpoint = latest_checkpoint(resume_dir)
+        payload = load_checkpoint(checkpoint, map_location=prepared.policy.device)
+        if config.steps is not None and payload["step"] >= config.steps and config.time_budget_s is None:
+            raise AmpganError(f"{resume_dir} already reached step {payload['step']} of --steps {config.steps}: "
+                              "give a larger --steps to train further")
+    else:
+        claim_run_dir(out, options["overwrite"])
+    summary = run_training(prepared, out, show_progress=not options["quiet"], resume_from=payload)
     last = summary["last"]
     click.echo(
         f"trained {summary['steps']} steps in {summary['train_seconds']:.1f} s "
         f"({last.get('images_per_second', 0):.0f} img/s); D class accuracy on fakes "
         f"{last.get('class_acc_fake', float('nan')):.2f} | {summary['stamp']}"
     )
-    click.echo(f"run folder: {summary['run_dir']}")
+    resumed = f" (resumed from {checkpoint.name})" if payload is not None else ""
+    click.echo(f"run folder: {summary['run_dir']}{resumed}")
 
 
 def _int_list(text: str, option: str) -> tuple[int, ...]:
@@ -261,6 +322,9 @@ def _run(argv: list[str] | None) -> None:
     except click.ClickException as error:
         click.echo(f"error: {error.format_message()}", err=True)
         sys.exit(error.exit_code)
+    except TrainingInterrupted as stop:
+        click.echo(f"stopped: {stop}", err=True)
+        sys.exit(stop.exit_code)
     except AmpganError as error:
         click.echo(f"error: {error}", err=True)
-        sys.exit(EXIT_USAGE)
+        sys.exit(getattr(error, "exit_code", EXIT_USAGE))

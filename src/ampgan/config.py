@@ -49,6 +49,11 @@ class TrainConfig:
     steps: int | None = None
     time_budget_s: float | None = None
 
+    # Checkpoints: every N steps and/or every N seconds of training; the last `keep` are kept.
+    checkpoint_every_steps: int | None = 500
+    checkpoint_every_s: float | None = None
+    keep: int = 3
+
     seed: int = 0
     sample_every: int = 500
     log_every: int = 10
@@ -77,6 +82,11 @@ class TrainConfig:
         _require_positive("--sample-every", self.sample_every)
         _require_positive("--log-every", self.log_every)
         _require_positive("--samples-per-class", self.samples_per_class)
+        _require_positive("--keep", self.keep)
+        if self.checkpoint_every_steps is not None:
+            _require_positive("--checkpoint-every", self.checkpoint_every_steps)
+        if self.checkpoint_every_s is not None and not self.checkpoint_every_s > 0:
+            raise AmpganError(f"--checkpoint-every must be positive, got {self.checkpoint_every_s} s")
         if self.steps is not None:
             _require_positive("--steps", self.steps)
         if self.time_budget_s is not None and not self.time_budget_s > 0:
@@ -115,6 +125,16 @@ class TrainConfig:
 def _require_positive(option: str, value: int) -> None:
     if not (isinstance(value, int) and value >= 1):
         raise AmpganError(f"{option} must be a whole number of at least 1, got {value}")
+
+
+# Options that may differ when a run is resumed: they change how long it runs and what it writes,
+# not what it computes. Anything else would make the resumed run a different experiment.
+SAFE_TO_CHANGE_ON_RESUME = frozenset({
+    "steps", "time_budget_s", "sample_every", "log_every", "checkpoint_every_steps", "checkpoint_every_s",
+    "keep", "tensorboard", "samples_per_class",
+})
+
+RUN_FORMAT_VERSION = 1  # of config.json; bumped when a run folder's layout changes
 
 
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)([hms])")

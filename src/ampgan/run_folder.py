@@ -4,7 +4,7 @@
       config.json            resolved config + dataset source + environment stamp
       metrics.jsonl          one JSON object per log point
       samples/step-XXXXXX.png fixed-noise grids, one row per class
-      checkpoints/final.pt   networks, optimizers, scalers (weights_only-loadable)
+      checkpoints/step-XXXXXX.pt  the last --keep checkpoints (weights_only-loadable)
       tensorboard/           only with --tensorboard
 """
 
@@ -15,8 +15,9 @@ import json
 import shutil
 from pathlib import Path
 
-from ampgan.atomic import write_json_atomically
-from ampgan.checkpoint import save_checkpoint
+from ampgan.atomic import write_atomically, write_json_atomically
+from ampgan.checkpoint import checkpoint_path, prune_checkpoints, save_checkpoint
+from ampgan.config import RUN_FORMAT_VERSION
 from ampgan.environment import environment_stamp, stamp_line
 from ampgan.errors import AmpganError
 from ampgan.samples import fixed_noise, render_samples, save_png
@@ -40,7 +41,7 @@ def claim_run_dir(path: Path, overwrite: bool) -> None:
 
 
 class RunWriter:
-    def __init__(self, run_dir: Path, prepared, state):
+    def __init__(self, run_dir: Path, prepared, state, resumed_at: int | None = None):
         self.run_dir = Path(run_dir)
         self.prepared = prepared
         self.state = state
@@ -48,7 +49,14 @@ class RunWriter:
         self.environment = environment_stamp(prepared.policy.device)
         self.stamp = stamp_line(self.environment, prepared.policy.describe(), config.batch_size)
         self.last_record: dict = {}
-        write_json_atomically(self.run_dir / "config.json", self._config_document())
+        self.last_logged_step = 0
+        document = self._config_document()
+        if resumed_at is not None:
+            previous = read_run_config(self.run_dir)
+            document["resumed"] = previous.get("resumed", []) + [
+                {"at_step": resumed_at, "date": self.environment["date"], "command": self.environment["command"]}]
+            self.last_logged_step = truncate_metrics(self.run_dir / "metrics.jsonl", resumed_at)
+        write_json_atomically(self.run_dir / "config.json", document)
         self._metrics = open(self.run_dir / "metrics.jsonl", "a", encoding="utf-8")
         self._noise = fixed_noise(dataset.num_classes, config.samples_per_class, config.z_dim, config.seed)
         self._tensorboard = _open_tensorboard(self.run_dir) if config.tensorboard else None
@@ -60,6 +68,7 @@ class RunWriter:
             "discriminator": sum(p.numel() for p in self.state.discriminator.parameters()),
         }
         return {
+            "format_version": RUN_FORMAT_VERSION,
             "config": config.to_dict(),
             "precision": self.prepared.policy.describe(),
             "device": str(self.prepared.policy.device),
@@ -78,6 +87,7 @@ class RunWriter:
 
     def log_metrics(self, record: dict) -> None:
         self.last_record = record
+        self.last_logged_step = record["step"]
         self._metrics.write(json.dumps(record) + "\n")
         self._metrics.flush()
         if self._tensorboard is not None:
@@ -97,9 +107,10 @@ class RunWriter:
             self._tensorboard.add_image("samples", grid, step, dataformats="HWC")
         return path
 
-    def save_final_checkpoint(self) -> Path:
-        path = self.run_dir / "checkpoints" / "final.pt"
-        save_checkpoint(path, self.state, self.prepared.config.to_dict())
+    def save_checkpoint(self, progress: dict) -> Path:
+        path = checkpoint_path(self.run_dir, self.state.step)
+        save_checkpoint(path, self.state, self.prepared.config.to_dict(), progress)
+        prune_checkpoints(self.run_dir, self.prepared.config.keep)
         return path
 
     def summary(self, train_seconds: float) -> dict:
@@ -115,6 +126,40 @@ class RunWriter:
         self._metrics.close()
         if self._tensorboard is not None:
             self._tensorboard.close()
+
+
+def read_run_config(run_dir: Path) -> dict:
+    """config.json of an existing run folder, checked for a format this ampgan understands."""
+    path = Path(run_dir) / "config.json"
+    if not path.is_file():
+        raise AmpganError(f"{run_dir} is not an ampgan run folder (no config.json)")
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise AmpganError(f"{path} is damaged (not valid JSON): this run cannot be resumed") from None
+    version = document.get("format_version")
+    if not isinstance(version, int) or version > RUN_FORMAT_VERSION:
+        raise AmpganError(f"{run_dir} was written by a newer ampgan (run format {version}, this one reads "
+                          f"{RUN_FORMAT_VERSION}): upgrade ampgan to use it")
+    return document
+
+
+def truncate_metrics(path: Path, last_step: int) -> int:
+    """Keep the records up to `last_step` (the checkpoint's), dropping any the lost part of the run
+    wrote after it and a line cut short by a crash; rewritten atomically. Returns the last kept step."""
+    kept, last = [], 0
+    if path.exists():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(record, dict) and record.get("step", last_step + 1) <= last_step:
+                kept.append(line)
+                last = record["step"]
+    text = "".join(line + "\n" for line in kept)
+    write_atomically(path, lambda stream: stream.write(text.encode("utf-8")))
+    return last
 
 
 def require_tensorboard() -> None:

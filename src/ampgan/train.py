@@ -14,7 +14,10 @@ from ampgan.config import TrainConfig
 from ampgan.cpu_tuning import keep_freed_memory_for_reuse
 from ampgan.data import DataRequest, ImageDataset, load_dataset
 from ampgan.data.batches import BatchStream
+from ampgan.checkpoint import restore_train_state
 from ampgan.errors import warn
+from ampgan.faults import FaultMonitor, FaultRules, NumericFault
+from ampgan.interruption import TrainingInterrupted, stop_on_signals
 from ampgan.models import Discriminator, Generator, ModelShape, misaligned_dimensions
 from ampgan.precision import LossScaler, PrecisionPolicy, build_policy, resolve_device
 
@@ -185,8 +188,14 @@ def prepare_run(config: TrainConfig) -> PreparedRun:
     return PreparedRun(config=config, policy=policy, dataset=dataset, shape=shape)
 
 
-def run_training(prepared: PreparedRun, run_dir: Path, *, show_progress: bool = True) -> dict:
-    """Train until the budget is spent, writing the run folder as it goes. Returns a summary."""
+def run_training(prepared: PreparedRun, run_dir: Path, *, show_progress: bool = True,
+                 resume_from: dict | None = None, fault_rules: FaultRules = FaultRules()) -> dict:
+    """Train until the budget is spent, writing the run folder as it goes. Returns a summary.
+
+    `resume_from`: a loaded checkpoint of this run folder; the run continues exactly where it left
+    off (weights, optimizers, scalers, RNGs, data order, wall time, metrics).
+    Raises NumericFault or TrainingInterrupted after saving what should be saved.
+    """
     from ampgan.run_folder import RunWriter
 
     config, policy = prepared.config, prepared.policy
@@ -195,35 +204,75 @@ def run_training(prepared: PreparedRun, run_dir: Path, *, show_progress: bool = 
         keep_freed_memory_for_reuse()
     state = build_train_state(config, prepared.shape, policy)
     stream = BatchStream(prepared.dataset, config.batch_size, policy.device, config.seed)
-    writer = RunWriter(run_dir, prepared, state)
-    budget = Budget(config.steps if config.budget_is_set else DEFAULT_STEPS, config.time_budget_s)
-    progress = _progress_bar(budget, show_progress)
     window = MetricWindow()
     train_seconds = 0.0
+    if resume_from is not None:
+        restore_train_state(state, resume_from, run_dir)
+        progress_state = resume_from["progress"]
+        stream.load_state_dict(progress_state["data"])
+        window.skipped_total = dict(progress_state["skipped_total"])
+        train_seconds = progress_state["train_seconds"]
+    writer = RunWriter(run_dir, prepared, state, resumed_at=state.step if resume_from else None)
+    budget = Budget(config.steps if config.budget_is_set else DEFAULT_STEPS, config.time_budget_s)
+    faults = FaultMonitor(policy.uses_loss_scaling, fault_rules)
+    progress = _progress_bar(budget, show_progress, initial=state.step)
+    last_checkpoint = {"step": state.step, "seconds": train_seconds}
+
+    def save_checkpoint_now() -> None:
+        writer.save_checkpoint(progress={
+            "train_seconds": train_seconds, "data": stream.state_dict(),
+            "skipped_total": dict(window.skipped_total), "metrics_last_step": writer.last_logged_step,
+        })
+        last_checkpoint.update(step=state.step, seconds=train_seconds)
+
     try:
-        while not budget.spent(state.step, train_seconds):
-            started = time.perf_counter()
-            real, labels = stream.next_batch()
-            window.add(train_step(state, real, labels))
-            if state.step % config.log_every == 0 or budget.spent(state.step, train_seconds):
-                record = window.flush(state)  # reads the device: the only sync point
-                train_seconds += time.perf_counter() - started
-                record.update(step=state.step, train_seconds=round(train_seconds, 4),
-                              images_per_second=round(state.step * config.batch_size / train_seconds, 2))
-                writer.log_metrics(record)
-                progress.update(state.step - progress.n)
-                progress.set_postfix_str(_postfix(record), refresh=False)
-            else:
-                train_seconds += time.perf_counter() - started
-            if state.step % config.sample_every == 0:
+        with stop_on_signals() as stop_request:
+            if resume_from is None:
+                save_checkpoint_now()  # step 0: from here on a crash at any moment leaves a resumable run
+            while not budget.spent(state.step, train_seconds):
+                started = time.perf_counter()
+                real, labels = stream.next_batch()
+                window.add(train_step(state, real, labels))
+                # Without a device sync this undercounts on CUDA; the flush below syncs and recounts.
+                seconds_so_far = train_seconds + time.perf_counter() - started
+                checkpoint_due = _checkpoint_due(config, state.step, seconds_so_far, last_checkpoint)
+                finishing = budget.spent(state.step, seconds_so_far) or bool(stop_request)
+                if state.step % config.log_every == 0 or checkpoint_due or finishing:
+                    steps_in_window = window.count
+                    record = window.flush(state)  # reads the device: the only sync point
+                    train_seconds += time.perf_counter() - started
+                    record.update(step=state.step, train_seconds=round(train_seconds, 4),
+                                  images_per_second=round(state.step * config.batch_size / train_seconds, 2)
+                                  if train_seconds else 0.0)
+                    writer.log_metrics(record)
+                    progress.update(state.step - progress.n)
+                    progress.set_postfix_str(_postfix(record), refresh=False)
+                    reason = faults.check(record, steps_in_window, window.last_skipped)
+                    if reason:
+                        # The weights may already be poisoned: keep the last good checkpoint, add none.
+                        raise NumericFault(f"{reason}; the last good checkpoint is step {last_checkpoint['step']} in {run_dir}")
+                else:
+                    train_seconds += time.perf_counter() - started
+                if state.step % config.sample_every == 0:
+                    writer.save_samples(state.step)
+                if checkpoint_due or (stop_request and state.step != last_checkpoint["step"]):
+                    save_checkpoint_now()
+                if stop_request:
+                    raise TrainingInterrupted(stop_request.signum, state.step, str(run_dir))
+            if state.step % config.sample_every:
                 writer.save_samples(state.step)
-        if state.step % config.sample_every:
-            writer.save_samples(state.step)
-        writer.save_final_checkpoint()
+            if state.step != last_checkpoint["step"]:
+                save_checkpoint_now()
     finally:
         progress.close()
         writer.close()
     return writer.summary(train_seconds)
+
+
+def _checkpoint_due(config: TrainConfig, step: int, train_seconds: float, last: dict) -> bool:
+    by_steps = config.checkpoint_every_steps is not None and step % config.checkpoint_every_steps == 0
+    by_time = config.checkpoint_every_s is not None and train_seconds - last["seconds"] >= config.checkpoint_every_s
+    return by_steps or by_time
 
 
 DEFAULT_STEPS = 1000  # when neither --steps nor --time-budget is given
@@ -245,34 +294,37 @@ class MetricWindow:
 
     def __init__(self) -> None:
         self._sums: dict[str, torch.Tensor] = {}
-        self._count = 0
+        self.count = 0
         self.skipped_total = {"skipped_d": 0, "skipped_g": 0}
+        self.last_skipped = 0  # optimizer updates skipped in the window just flushed (D and G)
 
     def add(self, metrics: dict[str, torch.Tensor]) -> None:
         for name, value in metrics.items():
             self._sums[name] = self._sums[name] + value if name in self._sums else value.clone()
-        self._count += 1
+        self.count += 1
 
     def flush(self, state: TrainState) -> dict:
         values = {name: total.item() for name, total in self._sums.items()}
         record = {}
+        self.last_skipped = 0
         for name, total in values.items():
             if name.startswith("skipped"):
                 self.skipped_total[name] += int(round(total))
+                self.last_skipped += int(round(total))
                 record[f"{name}_total"] = self.skipped_total[name]
             else:
-                record[name] = round(total / self._count, 5)
+                record[name] = round(total / self.count, 5)
         if state.scaler_d.enabled:
             record["loss_scale_d"] = state.scaler_d.scale()
             record["loss_scale_g"] = state.scaler_g.scale()
-        self._sums, self._count = {}, 0
+        self._sums, self.count = {}, 0
         return record
 
 
-def _progress_bar(budget: Budget, enabled: bool):
+def _progress_bar(budget: Budget, enabled: bool, initial: int = 0):
     from tqdm.auto import tqdm
 
-    return tqdm(total=budget.steps, unit="step", disable=not enabled, dynamic_ncols=True, leave=True)
+    return tqdm(total=budget.steps, initial=initial, unit="step", disable=not enabled, dynamic_ncols=True, leave=True)
 
 
 def _postfix(record: dict) -> str:

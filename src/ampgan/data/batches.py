@@ -29,6 +29,14 @@ class BatchStream:
         generator = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch)
         return torch.randperm(len(self.labels), generator=generator).to(self.images.device)
 
+    def state_dict(self) -> dict:
+        return {"epoch": self.epoch, "position": self._position}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Continue the data order exactly where a checkpoint left it."""
+        self.epoch, self._position = state["epoch"], state["position"]
+        self._order = self._permutation(self.epoch)
+
     def next_indices(self) -> torch.Tensor:
         parts, needed = [], self.batch_size
         while needed:

@@ -1,0 +1,60 @@
+"""Numeric faults: when a run must stop rather than loop on NaN or a collapsed loss scale.
+
+Checked at every log point (the only place the step's numbers are read from the device):
+- fp32/tf32/bf16: a non-finite loss anywhere in the window (the window's mean is then NaN/inf);
+  there is no loss scaler to skip the step, so the weights are already poisoned.
+- fp16: overflowing steps are skipped by the scaler and counted; the run stops when the scale
+  falls below `min_loss_scale` or when more than `max_skipped_fraction` of the last
+  `window_steps` steps were skipped (the scaler can no longer find a working scale).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass
+
+from ampgan.errors import AmpganError
+
+
+class NumericFault(AmpganError):
+    """The run stopped on a numeric fault; the last checkpoint before it is intact."""
+
+    exit_code = 3
+
+
+@dataclass(frozen=True)
+class FaultRules:
+    min_loss_scale: float = 2.0**-14
+    max_skipped_fraction: float = 0.5
+    window_steps: int = 200
+
+
+class FaultMonitor:
+    def __init__(self, uses_loss_scaling: bool, rules: FaultRules = FaultRules()):
+        self.uses_loss_scaling = uses_loss_scaling
+        self.rules = rules
+        self._windows: deque[tuple[int, int]] = deque()  # (steps, skipped steps) per log window
+
+    def check(self, record: dict, steps_in_window: int, skipped_in_window: int) -> str | None:
+        """A sentence saying why the run must stop, or None."""
+        if not self.uses_loss_scaling:
+            bad = [name for name in ("loss_d", "loss_g") if not math.isfinite(record[name])]
+            if bad:
+                return (f"{' and '.join(bad)} became non-finite (NaN or inf) by step {record['step']}: "
+                        "lower --lr, or train in fp32 if this was bf16")
+            return None
+        for name in ("loss_scale_d", "loss_scale_g"):
+            if record[name] < self.rules.min_loss_scale:
+                return (f"the fp16 loss scale collapsed ({name} = {record[name]:.3g} < {self.rules.min_loss_scale:.3g}) "
+                        f"by step {record['step']}: gradients overflow at any scale; use bf16 or fp32, or lower --lr")
+        self._windows.append((steps_in_window, skipped_in_window))
+        while sum(s for s, _ in self._windows) - self._windows[0][0] >= self.rules.window_steps:
+            self._windows.popleft()
+        steps = sum(s for s, _ in self._windows)
+        skipped = sum(k for _, k in self._windows)
+        if steps >= self.rules.window_steps and skipped > self.rules.max_skipped_fraction * steps:
+            return (f"{skipped} of the last {steps} fp16 optimizer updates were skipped for overflow "
+                    f"(limit {self.rules.max_skipped_fraction:.0%}) by step {record['step']}: use bf16 or fp32, "
+                    "or lower --lr")
+        return None

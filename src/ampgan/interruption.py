@@ -1,0 +1,48 @@
+"""SIGINT/SIGTERM: finish the current step, write a checkpoint, exit 130/143 with a resume hint."""
+
+from __future__ import annotations
+
+import signal
+import threading
+from contextlib import contextmanager
+
+
+class TrainingInterrupted(Exception):
+    def __init__(self, signum: int, step: int, run_dir: str):
+        self.signum, self.step, self.run_dir = signum, step, run_dir
+        name = signal.Signals(signum).name
+        super().__init__(f"{name} received: stopped after step {step} and saved a checkpoint; "
+                         f"continue with: ampgan train --resume {run_dir}")
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum  # the shell's convention: 130 for SIGINT, 143 for SIGTERM
+
+
+class StopRequest:
+    """Set by the signal handler, read by the loop between steps."""
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+
+    def __bool__(self) -> bool:
+        return self.signum is not None
+
+
+@contextmanager
+def stop_on_signals():
+    """Within the block, SIGINT/SIGTERM only set the request; the loop decides when to stop."""
+    request = StopRequest()
+    if threading.current_thread() is not threading.main_thread():
+        yield request  # signal handlers can only be installed from the main thread
+        return
+
+    def handle(signum, frame):
+        request.signum = signum
+
+    previous = {sig: signal.signal(sig, handle) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield request
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

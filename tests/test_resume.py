@@ -1,0 +1,211 @@
+"""Runs that survive: bit-exact resume, kill -9, SIGTERM, numeric faults, damaged files."""
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+from ampgan.checkpoint import FORMAT_VERSION, latest_checkpoint, list_checkpoints, load_checkpoint
+from ampgan.config import TrainConfig
+from ampgan.errors import AmpganError
+from ampgan.faults import FaultRules, NumericFault
+from ampgan.train import prepare_run, run_training
+from test_cli import run_cli
+
+TINY = ["--dataset", "synthetic", "--width", "8", "--z-dim", "16", "--batch-size", "8", "--device", "cpu",
+        "--quiet", "--log-every", "2", "--sample-every", "1000"]
+
+
+def weights(run_dir, step):
+    payload = torch.load(run_dir / "checkpoints" / f"step-{step:06d}.pt", weights_only=True)
+    return payload["generator"] | {f"D.{k}": v for k, v in payload["discriminator"].items()}
+
+
+def metric_lines(run_dir):
+    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_resume_is_bit_exact(tmp_path, capsys, precision):
+    straight, halves = tmp_path / "straight", tmp_path / "halves"
+    args = [*TINY, "--precision", precision, "--checkpoint-every", "4"]
+    assert run_cli(capsys, "train", *args, "--steps", "12", "--out", str(straight))[0] == 0
+    assert run_cli(capsys, "train", *args, "--steps", "6", "--out", str(halves))[0] == 0
+    code, _, err = run_cli(capsys, "train", "--resume", str(halves), "--steps", "12", "--quiet")
+    assert code == 0, err
+    a, b = weights(straight, 12), weights(halves, 12)
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    drop_time = lambda r: {k: v for k, v in r.items() if k not in ("train_seconds", "images_per_second")}  # noqa: E731
+    assert [drop_time(r) for r in metric_lines(straight)] == [drop_time(r) for r in metric_lines(halves)]
+    assert [r["step"] for r in metric_lines(halves)] == [2, 4, 6, 8, 10, 12]  # none missing, none twice
+    config = json.loads((halves / "config.json").read_text())
+    assert config["config"]["steps"] == 12 and config["resumed"][0]["at_step"] == 6
+
+
+def test_keep_limits_the_checkpoints_and_a_time_budget_continues(tmp_path, capsys):
+    run = tmp_path / "run"
+    assert run_cli(capsys, "train", *TINY, "--steps", "10", "--checkpoint-every", "2", "--keep", "2", "--out", str(run))[0] == 0
+    assert [p.name for p in list_checkpoints(run)] == ["step-000008.pt", "step-000010.pt"]
+    payload = load_checkpoint(latest_checkpoint(run))
+    assert payload["progress"]["train_seconds"] > 0 and payload["progress"]["data"]["position"] > 0
+    spent = payload["progress"]["train_seconds"]
+    code, _, err = run_cli(capsys, "train", "--resume", str(run), "--time-budget", f"{spent + 0.3:.3f}s", "--quiet")
+    assert code == 0, err
+    last = metric_lines(run)[-1]
+    assert last["step"] > 10 and spent + 0.3 <= last["train_seconds"] < spent + 5
+
+
+def test_resume_refuses_changes_that_alter_the_run(tmp_path, capsys):
+    run = tmp_path / "run"
+    assert run_cli(capsys, "train", *TINY, "--steps", "4", "--out", str(run))[0] == 0
+    before = (run / "metrics.jsonl").read_text()
+    for args, message in [
+        (["--batch-size", "16"], "--batch-size 16 differs from the run's 8"),
+        (["--precision", "bf16"], "--precision bf16 differs from the run's fp32"),
+        (["--steps", "4"], "already reached step 4 of --steps 4"),
+        (["--out", str(tmp_path / "other")], "drop --out"),
+    ]:
+        code, _, err = run_cli(capsys, "train", "--resume", str(run), *args)
+        assert code == 2 and message in err, err
+    assert (run / "metrics.jsonl").read_text() == before
+
+
+def _start_run(run_dir, steps=400, extra=()):
+    command = [sys.executable, "-m", "ampgan", "train", *TINY, "--steps", str(steps), "--checkpoint-every", "3",
+               "--out", str(run_dir), *extra]
+    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _wait_for_first_checkpoint(run_dir, process, timeout=60):
+    deadline = time.monotonic() + timeout
+    while not list_checkpoints(run_dir):
+        assert process.poll() is None, process.communicate()
+        assert time.monotonic() < deadline, "no checkpoint appeared"
+        time.sleep(0.05)
+
+
+def test_kill_9_at_random_moments_always_leaves_a_resumable_run(tmp_path, capsys):
+    moments = random.Random(7)
+    for trial in range(3):
+        run = tmp_path / f"trial{trial}"
+        process = _start_run(run)
+        _wait_for_first_checkpoint(run, process)
+        time.sleep(moments.uniform(0.0, 1.0))
+        process.kill()  # SIGKILL: no handler, no cleanup
+        process.wait(timeout=30)
+        payload = load_checkpoint(latest_checkpoint(run))  # loads: never half-written
+        assert payload["step"] >= 0
+        target = payload["step"] + 6
+        code, _, err = run_cli(capsys, "train", "--resume", str(run), "--steps", str(target), "--quiet")
+        assert code == 0, err
+        steps = [r["step"] for r in metric_lines(run)]
+        assert steps == sorted(set(steps)) and steps[-1] == target
+
+
+def test_sigterm_saves_a_checkpoint_and_exits_143(tmp_path):
+    run = tmp_path / "run"
+    process = _start_run(run)
+    _wait_for_first_checkpoint(run, process)
+    time.sleep(0.3)
+    process.send_signal(signal.SIGTERM)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 143
+    assert "SIGTERM received: stopped after step" in err and f"ampgan train --resume {run}" in err
+    stopped_at = int(err.split("stopped after step ")[1].split()[0])
+    assert load_checkpoint(latest_checkpoint(run))["step"] == stopped_at
+    assert metric_lines(run)[-1]["step"] == stopped_at
+
+
+def _poisoning(monkeypatch, from_step, value, target="grad"):
+    """From `from_step` on, D's real/fake head gets inf/NaN gradients (or weights)."""
+    import ampgan.train as train_module
+
+    real_step = train_module.train_step
+
+    def poisoned_step(state, real, labels):
+        if state.step + 1 >= from_step:
+            head = state.discriminator.real_fake_head.weight
+            if target == "grad" and not getattr(head, "_poisoned", False):
+                head.register_hook(lambda grad: torch.full_like(grad, value))
+                head._poisoned = True
+            elif target == "weight":
+                with torch.no_grad():
+                    head.fill_(value)
+        return real_step(state, real, labels)
+
+    monkeypatch.setattr(train_module, "train_step", poisoned_step)
+
+
+def _tiny_config(**overrides):
+    values = dict(dataset="synthetic", width=8, z_dim=16, batch_size=8, device="cpu", log_every=2,
+                  sample_every=1000, checkpoint_every_steps=4, keep=10)
+    return TrainConfig(**(values | overrides))
+
+
+def test_fp16_overflow_is_skipped_counted_and_a_collapsed_scale_stops_the_run(tmp_path, monkeypatch):
+    _poisoning(monkeypatch, from_step=9, value=float("inf"))
+    run = tmp_path / "run"
+    with pytest.raises(NumericFault, match=r"fp16 loss scale collapsed .* the last good checkpoint is step \d+"):
+        run_training(prepare_run(_tiny_config(precision="fp16", steps=200)), run, show_progress=False,
+                     fault_rules=FaultRules(min_loss_scale=1.0, window_steps=1000))
+    records = metric_lines(run)
+    assert records[-1]["skipped_d_total"] >= 10 and records[-1]["loss_scale_d"] < 1.0
+    assert records[-1]["skipped_g_total"] < records[-1]["skipped_d_total"]
+    # Every D update from step 9 on was skipped, so every checkpoint since holds step 8's D weights:
+    # intact, and loadable.
+    at_8 = torch.load(run / "checkpoints" / "step-000008.pt", weights_only=True)["discriminator"]
+    latest = load_checkpoint(latest_checkpoint(run))
+    assert latest["step"] > 8
+    assert all(torch.equal(at_8[k], latest["discriminator"][k]) for k in at_8 if "running" not in k and "num_batches" not in k)
+
+
+def test_fp16_skip_fraction_rule(tmp_path, monkeypatch):
+    _poisoning(monkeypatch, from_step=5, value=float("nan"))
+    with pytest.raises(NumericFault, match=r"of the last \d+ fp16 optimizer updates were skipped"):
+        run_training(prepare_run(_tiny_config(precision="fp16", steps=200)), tmp_path / "run", show_progress=False,
+                     fault_rules=FaultRules(min_loss_scale=0.0, window_steps=10, max_skipped_fraction=0.4))
+
+
+def test_fp32_nan_stops_the_run_and_keeps_the_checkpoint_before_it(tmp_path, monkeypatch, capsys):
+    _poisoning(monkeypatch, from_step=7, value=float("nan"), target="weight")
+    run = tmp_path / "run"
+    with pytest.raises(NumericFault, match=r"loss_d and loss_g became non-finite .* by step 8.* last good checkpoint is step 4"):
+        run_training(prepare_run(_tiny_config(steps=100)), run, show_progress=False)
+    payload = load_checkpoint(latest_checkpoint(run))
+    assert payload["step"] == 4 and all(torch.isfinite(v).all() for v in payload["discriminator"].values() if v.is_floating_point())
+
+
+def test_damaged_and_foreign_checkpoints_give_one_clear_line(tmp_path, capsys):
+    run = tmp_path / "run"
+    assert run_cli(capsys, "train", *TINY, "--steps", "4", "--checkpoint-every", "2", "--out", str(run))[0] == 0
+    latest = latest_checkpoint(run)
+    data = latest.read_bytes()
+
+    latest.write_bytes(data[: len(data) // 2])  # truncated
+    code, _, err = run_cli(capsys, "train", "--resume", str(run), "--steps", "8")
+    assert code == 2 and err.startswith(f"error: cannot read checkpoint {latest}") and err.count("\n") == 1
+
+    payload = torch.load(__import__("io").BytesIO(data), weights_only=True)
+    torch.save(payload | {"format_version": FORMAT_VERSION + 1}, latest)
+    with pytest.raises(AmpganError, match="newer than this ampgan reads"):
+        load_checkpoint(latest)
+
+    other = tmp_path / "wide"
+    assert run_cli(capsys, "train", *TINY, "--width", "16", "--steps", "2", "--out", str(other))[0] == 0
+    torch.save(load_checkpoint(latest_checkpoint(other)), latest)  # a wider model under this run's name
+    code, _, err = run_cli(capsys, "train", "--resume", str(run), "--steps", "8")
+    assert code == 2 and "holds a model of another shape" in err and err.count("\n") == 1
+
+    config = json.loads((run / "config.json").read_text())
+    (run / "config.json").write_text(json.dumps(config | {"format_version": 99}))
+    code, _, err = run_cli(capsys, "train", "--resume", str(run), "--steps", "8")
+    assert code == 2 and "written by a newer ampgan" in err
+
+    code, _, err = run_cli(capsys, "train", "--resume", str(tmp_path / "nothing"), "--steps", "8")
+    assert code == 2 and "not an ampgan run folder" in err
