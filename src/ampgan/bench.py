@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 import torch
 
 from ampgan.config import TrainConfig
-from ampgan.data import DataRequest, load_dataset
+from ampgan.data import load_dataset
 from ampgan.data.batches import BatchStream
 from ampgan.cpu_tuning import keep_freed_memory_for_reuse
 from ampgan.environment import environment_stamp
@@ -171,7 +171,7 @@ def run_bench(spec: BenchSpec, device: torch.device, on_config=lambda result: No
     for name in precisions:
         value, source = (spec.peak_tflops, "--peak-tflops") if spec.peak_tflops else peak_tflops(hardware, name)
         peaks[name] = {"tflops": value, "source": source}
-    dataset = load_dataset(spec.dataset, DataRequest(image_size=spec.image_size, channels=spec.channels, seed=spec.seed))
+    dataset = load_dataset(spec.dataset, spec.train_config("fp32", spec.batch_sizes[0]).data_request())
     results: list[ConfigResult] = []
     for batch_size in spec.batch_sizes:
         results += _bench_batch_size(spec, precisions, batch_size, dataset, device, on_config)

@@ -41,7 +41,8 @@ _TRAIN_FIELDS = {
     "seed": "seed", "device": "device", "sample_every": "sample_every", "log_every": "log_every",
     "image_size": "image_size", "channels": "channels", "data_dir": "data_dir", "width": "width",
     "z_dim": "z_dim", "lr": "lr", "tensorboard": "tensorboard", "keep": "keep",
-    "channels_last": "channels_last", "compile": "compile",
+    "channels_last": "channels_last", "compile": "compile", "classes": "classes",
+    "max_per_class": "max_per_class", "download": "download", "cache": "cache",
 }
 
 
@@ -111,7 +112,11 @@ def _resumed_config(run_dir: Path, options: dict, given: set[str]) -> TrainConfi
 @click.option("--log-every", type=int, default=10, show_default=True, help="Steps between metric records.")
 @click.option("--image-size", type=int, default=None, help="28, 32 or 64 (default: the dataset's).")
 @click.option("--channels", type=int, default=None, help="1 or 3 (default: the dataset's).")
-@click.option("--data-dir", default=None, help="Where a file-based dataset lives.")
+@click.option("--data-dir", default=None, help="Where a file-based dataset lives (cifar10, quickdraw, mnist).")
+@click.option("--classes", default=None, help="Quick, Draw! classes, comma-separated (default: the study's ten).")
+@click.option("--max-per-class", type=int, default=None, help="Quick, Draw!: rows read per class (default 10000).")
+@click.option("--download", is_flag=True, help="Fetch missing dataset files (cifar10, quickdraw).")
+@click.option("--cache", is_flag=True, help="folder:PATH: keep a verified .npz cache next to the images.")
 @click.option("--width", type=int, default=64, show_default=True, help="Network width w (channels w, 2w, 4w).")
 @click.option("--z-dim", type=int, default=128, show_default=True, help="Noise size.")
 @click.option("--lr", type=float, default=2e-4, show_default=True)
@@ -170,6 +175,90 @@ def train(ctx: click.Context, **options) -> None:
     )
     resumed = f" (resumed from {checkpoint.name})" if payload is not None else ""
     click.echo(f"run folder: {summary['run_dir']}{resumed}")
+
+
+def _data_options(function):
+    """The dataset options shared by the `data` subcommands."""
+    for decorator in reversed([
+        click.argument("dataset"),
+        click.option("--data-dir", default=None, help="Where the dataset's files are."),
+        click.option("--split", default="train", show_default=True, help="train or test."),
+        click.option("--classes", default=None, help="Quick, Draw! classes, comma-separated."),
+        click.option("--max-per-class", type=int, default=None),
+        click.option("--image-size", type=int, default=None),
+        click.option("--channels", type=int, default=None),
+        click.option("--download", is_flag=True),
+        click.option("--cache", is_flag=True),
+        click.option("--seed", type=int, default=0, show_default=True),
+    ]):
+        function = decorator(function)
+    return function
+
+
+def _load_for_data_command(options: dict):
+    from ampgan.data import load_dataset
+
+    config = TrainConfig(dataset=options["dataset"], data_dir=options["data_dir"], classes=options["classes"],
+                         max_per_class=options["max_per_class"], image_size=options["image_size"],
+                         channels=options["channels"], download=options["download"], cache=options["cache"],
+                         seed=options["seed"])
+    return load_dataset(config.dataset, config.data_request(options["split"]))
+
+
+@cli.group()
+def data() -> None:
+    """Look at a dataset before training on it."""
+
+
+@data.command("info")
+@_data_options
+def data_info(**options) -> None:
+    """Classes, counts, image size, source and checksum state."""
+    dataset = _load_for_data_command(options)
+    source = dataset.source
+    click.echo(f"{options['dataset']} ({options['split']}): {len(dataset)} images, "
+               f"{dataset.channels}x{dataset.image_size}x{dataset.image_size} uint8, "
+               f"{dataset.images.numel() / 2**20:.1f} MiB in memory")
+    width = max(len(name) for name in dataset.class_names)
+    for name, count in zip(dataset.class_names, dataset.counts_per_class()):
+        click.echo(f"  {name:<{width}}  {count:>7}")
+    click.echo(f"source: {source.get('origin', source.get('generator', source.get('name')))}")
+    if "md5" in source:
+        click.echo(f"checksums: MD5 of {len(source['md5'])} files verified against the published values")
+    elif "manifest" in source:
+        click.echo(f"checksums: SHA-256 of {len(source['sha256'])} files match the manifest {source['manifest']}")
+    elif isinstance(source.get("sha256"), dict):
+        click.echo(f"checksums: SHA-256 recorded for {', '.join(source['sha256'])} (no published values to check against)")
+    if "cache" in source:
+        click.echo(f"cache: {source['cache']} ({'hit' if source.get('cache_hit') else 'written'})")
+    click.echo(f"content SHA-256: {dataset.content_sha256()}")
+
+
+@data.command("grid")
+@_data_options
+@click.option("--out", type=click.Path(path_type=Path), required=True, help="PNG file to write.")
+@click.option("--per-class", type=int, default=8, show_default=True)
+def data_grid(out, per_class, **options) -> None:
+    """Save a grid of real images, one row per class."""
+    import torch
+
+    from ampgan.samples import image_grid, save_png
+
+    if per_class < 1:
+        raise AmpganError(f"--per-class must be at least 1, got {per_class}")
+    dataset = _load_for_data_command(options)
+    rows = []
+    generator = torch.Generator().manual_seed(options["seed"])
+    for label in range(dataset.num_classes):
+        indices = torch.nonzero(dataset.labels == label).flatten()
+        chosen = indices[torch.randperm(len(indices), generator=generator)[:per_class]]
+        picked = dataset.images[chosen]
+        if len(picked) < per_class:  # a small class: pad its row with black
+            picked = torch.cat([picked, torch.zeros(per_class - len(picked), *picked.shape[1:], dtype=torch.uint8)])
+        rows.append(picked)
+    grid = image_grid(torch.cat(rows).permute(0, 2, 3, 1).numpy(), rows=dataset.num_classes)
+    save_png(grid, out)
+    click.echo(f"wrote {out}: {dataset.num_classes} classes x {per_class} images ({', '.join(dataset.class_names)})")
 
 
 def _int_list(text: str, option: str) -> tuple[int, ...]:

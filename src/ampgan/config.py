@@ -25,6 +25,10 @@ class TrainConfig:
     image_size: int | None = None  # None: the dataset's own size
     channels: int | None = None  # None: the dataset's own channel count
     data_dir: str | None = None
+    classes: str | None = None  # comma-separated class names (Quick, Draw!)
+    max_per_class: int | None = None
+    download: bool = False
+    cache: bool = False
 
     # How to compute.
     precision: str = "fp32"
@@ -83,6 +87,8 @@ class TrainConfig:
         _require_positive("--log-every", self.log_every)
         _require_positive("--samples-per-class", self.samples_per_class)
         _require_positive("--keep", self.keep)
+        if self.max_per_class is not None:
+            _require_positive("--max-per-class", self.max_per_class)
         if self.checkpoint_every_steps is not None:
             _require_positive("--checkpoint-every", self.checkpoint_every_steps)
         if self.checkpoint_every_s is not None and not self.checkpoint_every_s > 0:
@@ -103,6 +109,14 @@ class TrainConfig:
         for name, beta in (("beta1", self.beta1), ("beta2", self.beta2)):
             if not 0 <= beta < 1:
                 raise AmpganError(f"Adam {name} must be in [0, 1), got {beta}")
+
+    def data_request(self, split: str = "train"):
+        from ampgan.data import DataRequest
+
+        classes = tuple(c.strip() for c in self.classes.split(",") if c.strip()) if self.classes else None
+        return DataRequest(image_size=self.image_size, channels=self.channels, data_dir=self.data_dir,
+                           seed=self.seed, split=split, classes=classes, max_per_class=self.max_per_class,
+                           download=self.download, cache=self.cache)
 
     @property
     def budget_is_set(self) -> bool:
@@ -131,7 +145,7 @@ def _require_positive(option: str, value: int) -> None:
 # not what it computes. Anything else would make the resumed run a different experiment.
 SAFE_TO_CHANGE_ON_RESUME = frozenset({
     "steps", "time_budget_s", "sample_every", "log_every", "checkpoint_every_steps", "checkpoint_every_s",
-    "keep", "tensorboard", "samples_per_class",
+    "keep", "tensorboard", "samples_per_class", "download", "cache",
 })
 
 RUN_FORMAT_VERSION = 1  # of config.json; bumped when a run folder's layout changes

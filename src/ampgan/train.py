@@ -12,7 +12,7 @@ import torch.nn.functional as F
 
 from ampgan.config import TrainConfig
 from ampgan.cpu_tuning import keep_freed_memory_for_reuse
-from ampgan.data import DataRequest, ImageDataset, load_dataset
+from ampgan.data import ImageDataset, load_dataset
 from ampgan.data.batches import BatchStream
 from ampgan.checkpoint import restore_train_state
 from ampgan.errors import warn
@@ -170,10 +170,7 @@ class PreparedRun:
 def prepare_run(config: TrainConfig) -> PreparedRun:
     device = resolve_device(config.device)
     policy = build_policy(config.precision, device, config.loss_scale)
-    request = DataRequest(
-        image_size=config.image_size, channels=config.channels, data_dir=config.data_dir, seed=config.seed
-    )
-    dataset = load_dataset(config.dataset, request)
+    dataset = load_dataset(config.dataset, config.data_request())
     shape = model_shape_for(config, dataset)
     if config.tensorboard:
         from ampgan.run_folder import require_tensorboard

@@ -18,6 +18,11 @@ class DataRequest:
     channels: int | None = None
     data_dir: str | None = None
     seed: int = 0
+    split: str = "train"
+    classes: tuple[str, ...] | None = None  # Quick, Draw! class names
+    max_per_class: int | None = None
+    download: bool = False
+    cache: bool = False
 
 
 Loader = Callable[[DataRequest], ImageDataset]
@@ -38,11 +43,17 @@ def dataset_names() -> list[str]:
 
 def load_dataset(name: str, request: DataRequest = DataRequest()) -> ImageDataset:
     """The named dataset, shaped as requested (size and channels) and stamped with its source."""
+    if name.startswith("folder:"):
+        from ampgan.data.folder import load_folder
+
+        dataset = load_folder(name.removeprefix("folder:"), request.image_size, request.channels, request.cache)
+        dataset.source.setdefault("sha256", dataset.content_sha256())
+        return dataset
     if name not in _LOADERS:
         close = difflib.get_close_matches(name, _LOADERS, n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         raise AmpganError(
-            f"unknown dataset {name!r}{hint}: choose one of {', '.join(dataset_names())}"
+            f"unknown dataset {name!r}{hint}: choose one of {', '.join(dataset_names())} or folder:PATH"
         )
     dataset = _LOADERS[name](request).with_shape(request.image_size, request.channels)
     dataset.source.setdefault("sha256", dataset.content_sha256())
@@ -63,3 +74,25 @@ def _synthetic(request: DataRequest) -> ImageDataset:
     return make_synthetic(
         channels=request.channels or 3, image_size=request.image_size or 32, seed=request.seed
     )
+
+
+@register("cifar10")
+def _cifar10(request: DataRequest) -> ImageDataset:
+    from ampgan.data.cifar10 import load_cifar10
+
+    return load_cifar10(request.data_dir, request.split, request.download)
+
+
+@register("quickdraw")
+def _quickdraw(request: DataRequest) -> ImageDataset:
+    from ampgan.data.quickdraw import load_quickdraw
+
+    return load_quickdraw(request.data_dir, request.classes, request.max_per_class, request.split,
+                          request.seed, request.download)
+
+
+@register("mnist")
+def _mnist(request: DataRequest) -> ImageDataset:
+    from ampgan.data.mnist import load_mnist
+
+    return load_mnist(request.data_dir, request.split)

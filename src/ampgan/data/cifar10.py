@@ -1,0 +1,150 @@
+"""`cifar10`: the official python-version archive (cifar-10-python.tar.gz) or its extracted folder.
+
+Layout: `cifar-10-batches-py/data_batch_1..5`, `test_batch` (pickled dicts: b'data' (N, 3072)
+uint8 in CHW order, b'labels'), `batches.meta` (b'label_names'). Every batch file is checked
+against the MD5 the dataset's authors (and torchvision) publish; the pickles are read with an
+unpickler that only rebuilds numpy arrays, so a tampered file cannot run code.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import pickle
+import tarfile
+import zlib
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ampgan.data.dataset import ImageDataset
+from ampgan.data.files import download, file_digest, require_data_dir
+from ampgan.errors import AmpganError
+
+URL = "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz"
+ARCHIVE_NAME = "cifar-10-python.tar.gz"
+FOLDER_NAME = "cifar-10-batches-py"
+ARCHIVE_MD5 = "c58f30108f718f92721af3b95e74349a"
+FILE_MD5 = {
+    "data_batch_1": "c99cafc152244af753f735de768cd75f",
+    "data_batch_2": "d4bba439e000b95fd0a9bffe97cbabec",
+    "data_batch_3": "54ebc095f3ab1f0389bbae665268c751",
+    "data_batch_4": "634d18415352ddfa80567beed471001a",
+    "data_batch_5": "482c414d41f54cd18b22e5b47cb7c3cb",
+    "test_batch": "40351d587109b95175f43aff81a1287e",
+    "batches.meta": "5ff9c542aee3614f3951f8cda6e48888",
+}
+SPLITS = {"train": [f"data_batch_{i}" for i in range(1, 6)], "test": ["test_batch"]}
+
+_ALLOWED_GLOBALS = {
+    ("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
+    ("numpy.core.multiarray", "scalar"), ("numpy._core.multiarray", "scalar"),
+    ("numpy", "ndarray"), ("numpy", "dtype"), ("_codecs", "encode"),
+}
+
+
+class _ArraysOnlyUnpickler(pickle.Unpickler):
+    def find_class(self, module: str, name: str):
+        if (module, name) not in _ALLOWED_GLOBALS:
+            raise pickle.UnpicklingError(f"refusing to load {module}.{name}")
+        return super().find_class(module, name)
+
+
+def _unpickle(blob: bytes, origin: str) -> dict:
+    try:
+        return _ArraysOnlyUnpickler(io.BytesIO(blob), encoding="bytes").load()
+    except Exception as error:  # noqa: BLE001 - any failure here means a damaged file
+        raise AmpganError(f"{origin} is not a CIFAR-10 batch ({type(error).__name__}): the file is damaged; "
+                          "fetch the archive again") from None
+
+
+def _check_md5(blob: bytes, name: str, origin: str) -> str:
+    found = hashlib.md5(blob).hexdigest()
+    if found != FILE_MD5[name]:
+        raise AmpganError(f"checksum mismatch for {origin}: MD5 {found}, expected {FILE_MD5[name]}; the file is damaged "
+                          "or not the official CIFAR-10, fetch the archive again")
+    return found
+
+
+class _Source:
+    """Reads named members from the archive or from the extracted folder, whichever is present."""
+
+    def __init__(self, root: Path):
+        self.archive = root / ARCHIVE_NAME if (root / ARCHIVE_NAME).is_file() else None
+        if root.name == FOLDER_NAME:
+            self.folder = root
+        elif (root / FOLDER_NAME).is_dir():
+            self.folder = root / FOLDER_NAME
+        else:
+            self.folder = None
+        if root.is_file() and root.name.endswith((".tar.gz", ".tgz")):
+            self.archive, self.folder = root, None
+        self._tar = None
+
+    def __enter__(self):
+        if self.folder is None and self.archive is not None:
+            try:
+                self._tar = tarfile.open(self.archive, "r:gz")
+            except (tarfile.TarError, OSError, EOFError) as error:
+                raise AmpganError(f"{self.archive} is not a readable tar.gz ({error}): it is truncated or corrupted; "
+                                  "delete it and fetch it again") from None
+        return self
+
+    def __exit__(self, *exc):
+        if self._tar is not None:
+            self._tar.close()
+
+    def read(self, name: str) -> tuple[bytes, str]:
+        if self.folder is not None:
+            path = self.folder / name
+            if not path.is_file():
+                raise AmpganError(f"{path} is missing: the CIFAR-10 folder is incomplete, extract the archive again")
+            return path.read_bytes(), str(path)
+        origin = f"{self.archive}:{FOLDER_NAME}/{name}"
+        try:
+            member = self._tar.extractfile(f"{FOLDER_NAME}/{name}")
+            if member is None:
+                raise KeyError(name)
+            return member.read(), origin
+        except KeyError:
+            raise AmpganError(f"{self.archive} has no {FOLDER_NAME}/{name}: not the CIFAR-10 python archive") from None
+        except (tarfile.TarError, OSError, EOFError, zlib.error) as error:
+            raise AmpganError(f"{self.archive} is truncated or corrupted ({type(error).__name__}): delete it and "
+                              "fetch it again") from None
+
+
+def load_cifar10(data_dir: str | None, split: str = "train", download_missing: bool = False) -> ImageDataset:
+    if split not in SPLITS:
+        raise AmpganError(f"CIFAR-10 has the splits train and test, not {split!r}")
+    root = require_data_dir(data_dir, "cifar10", download_missing)
+    source = _Source(root)
+    if source.folder is None and source.archive is None:
+        if not download_missing:
+            raise AmpganError(f"no {ARCHIVE_NAME} or {FOLDER_NAME}/ in {root}: add --download, or put the archive "
+                              f"from {URL} there by hand")
+        download(URL, root / ARCHIVE_NAME, expected_md5=ARCHIVE_MD5)
+        source = _Source(root)
+    names = SPLITS[split]
+    checksums = {}
+    with source:
+        meta_blob, meta_origin = source.read("batches.meta")
+        checksums["batches.meta"] = _check_md5(meta_blob, "batches.meta", meta_origin)
+        class_names = tuple(n.decode() if isinstance(n, bytes) else str(n)
+                            for n in _unpickle(meta_blob, meta_origin)[b"label_names"])
+        images, labels = [], []
+        for name in names:
+            blob, origin = source.read(name)
+            checksums[name] = _check_md5(blob, name, origin)
+            batch = _unpickle(blob, origin)
+            data = np.asarray(batch[b"data"])
+            if data.dtype != np.uint8 or data.ndim != 2 or data.shape[1] != 3072:
+                raise AmpganError(f"{origin} holds {data.dtype} {data.shape}, not (N, 3072) uint8")
+            images.append(torch.from_numpy(data.reshape(-1, 3, 32, 32).copy()))
+            labels.append(torch.tensor(batch[b"labels"], dtype=torch.int64))
+            del blob, batch, data  # keep peak memory near one batch beyond the result
+    origin = str(source.archive if source.folder is None else source.folder)
+    record = {"name": "cifar10", "split": split, "origin": origin, "md5": checksums, "md5_verified": True}
+    if source.folder is None:
+        record["archive_md5"] = file_digest(source.archive, "md5")
+    return ImageDataset(torch.cat(images), torch.cat(labels), class_names, record)

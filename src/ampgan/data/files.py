@@ -1,0 +1,117 @@
+"""Files behind datasets: checksums, downloads that never leave half a file, a SHA-256 manifest."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from ampgan.atomic import write_json_atomically
+from ampgan.errors import AmpganError
+
+MANIFEST_NAME = "ampgan-manifest.json"
+
+
+def file_digest(path: Path, algorithm: str = "sha256", chunk: int = 1 << 20) -> str:
+    digest = hashlib.new(algorithm)
+    with open(path, "rb") as handle:
+        while block := handle.read(chunk):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def require_data_dir(data_dir: str | None, dataset: str, download: bool) -> Path:
+    if data_dir is None:
+        raise AmpganError(f"{dataset} needs --data-dir DIR (where its files are, or where --download should put them)")
+    path = Path(data_dir).expanduser()
+    if not path.exists():
+        if download:
+            path.mkdir(parents=True)
+            return path
+        raise AmpganError(f"data dir {path} does not exist: create it and put the {dataset} files there, or add --download")
+    if not path.is_dir():
+        raise AmpganError(f"--data-dir {path} is a file, not a folder")
+    return path
+
+
+def download(url: str, target: Path, *, expected_md5: str | None = None, timeout: float = 60.0) -> Path:
+    """Fetch `url` into `target`: streamed into `target.part`, checked (length, MD5), then renamed.
+
+    Any failure removes the partial file, so the final name only ever holds a complete download.
+    """
+    partial = target.with_name(target.name + ".part")
+    manual = f"download {url} by hand and put it at {target}"
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response, open(partial, "wb") as out:
+            expected_length = response.headers.get("Content-Length")
+            received = 0
+            while block := response.read(1 << 20):
+                out.write(block)
+                received += len(block)
+            out.flush()
+            os.fsync(out.fileno())
+        if expected_length is not None and received != int(expected_length):
+            raise AmpganError(f"the download of {url} broke off after {received} of {expected_length} bytes: "
+                              f"try again, or {manual}")
+        if expected_md5 is not None and (found := file_digest(partial, "md5")) != expected_md5:
+            raise AmpganError(f"the download of {url} has MD5 {found}, expected {expected_md5}: "
+                              f"the server sent something else; {manual}")
+        os.replace(partial, target)
+        return target
+    except AmpganError:
+        partial.unlink(missing_ok=True)
+        raise
+    except urllib.error.HTTPError as error:
+        partial.unlink(missing_ok=True)
+        raise AmpganError(f"cannot download {url} (HTTP {error.code}): check the name, or {manual}") from None
+    except (urllib.error.URLError, OSError, ValueError) as error:
+        partial.unlink(missing_ok=True)
+        reason = getattr(error, "reason", error)
+        raise AmpganError(f"cannot download {url} ({reason}): no network? {manual[0].upper() + manual[1:]}") from None
+
+
+def _manifest_locations(data_dir: Path) -> list[Path]:
+    """Beside the data first; for a read-only data folder, the user's cache folder instead."""
+    key = hashlib.sha256(str(data_dir.resolve()).encode()).hexdigest()[:16]
+    cache_root = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "ampgan" / "manifests"
+    return [data_dir / MANIFEST_NAME, cache_root / f"{data_dir.name}-{key}.json"]
+
+
+def verify_with_manifest(data_dir: Path, files: list[Path]) -> tuple[dict[str, str], str]:
+    """SHA-256 of each file, recorded in a manifest on first sight and checked on every later load.
+    Returns (checksums, where the manifest lives).
+
+    For datasets with no published checksums (Quick, Draw!): a file that changes after it was first
+    used is caught instead of silently training on different data.
+    """
+    locations = _manifest_locations(data_dir)
+    manifest_path = next((p for p in locations if p.exists()), locations[0])
+    manifest: dict[str, str] = {}
+    if manifest_path.exists():
+        try:
+            manifest = json.loads(manifest_path.read_text(encoding="utf-8"))["sha256"]
+        except (json.JSONDecodeError, KeyError, TypeError):
+            raise AmpganError(f"{manifest_path} is damaged: delete it to record the checksums anew") from None
+    sums, changed = {}, False
+    for path in files:
+        digest = file_digest(path)
+        recorded = manifest.get(path.name)
+        if recorded is None:
+            manifest[path.name], changed = digest, True
+        elif recorded != digest:
+            raise AmpganError(
+                f"checksum mismatch: {path} has changed since it was first used (SHA-256 {digest[:12]}..., "
+                f"manifest says {recorded[:12]}...): restore the file, or delete its line in {manifest_path} to accept it"
+            )
+        sums[path.name] = digest
+    if changed:
+        document = {"sha256": dict(sorted(manifest.items()))}
+        try:
+            write_json_atomically(manifest_path, document)
+        except OSError:  # a read-only data folder: keep the manifest in the cache folder
+            manifest_path = locations[1]
+            write_json_atomically(manifest_path, document)
+    return sums, str(manifest_path)
