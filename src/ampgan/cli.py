@@ -391,6 +391,143 @@ def cost(results, instance, price_per_hour, batches, samples, prices, assume_sam
     click.echo(f"cost: {target / 'cost.json'}")
 
 
+@cli.command()
+@click.option("--dataset", default="digits", show_default=True)
+@click.option("--precisions", default=None, help="Comma-separated; default fp32 and this device's best mixed mode.")
+@click.option("--time-budget", default="60s", show_default=True, help="Training wall time per precision (the study: 7m).")
+@click.option("--batch-size", type=int, default=64, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--device", default="auto", show_default=True)
+@click.option("--width", type=int, default=64, show_default=True)
+@click.option("--z-dim", type=int, default=128, show_default=True)
+@click.option("--eval-points", type=int, default=6, show_default=True, help="Evaluations during training.")
+@click.option("--eval-samples", type=int, default=1000, show_default=True, help="Generated samples per evaluation.")
+@click.option("--bench", "bench_file", type=click.Path(path_type=Path), default=None,
+              help="Reuse these bench results instead of measuring.")
+@click.option("--bench-batch-sizes", default="16,64,256", show_default=True)
+@click.option("--instance", default=None, help="Price the runs on this catalog instance.")
+@click.option("--price-per-hour", type=float, default=None)
+@click.option("--target-accuracy", type=float, default=None, help="Quality target (default: 80% of the best final).")
+@click.option("--data-dir", default=None)
+@click.option("--classes", default=None)
+@click.option("--max-per-class", type=int, default=None)
+@click.option("--out", type=click.Path(path_type=Path), default=None, help="Default runs/compare-<time>.")
+@click.option("--overwrite", is_flag=True)
+@click.option("--quiet", is_flag=True)
+def compare(**options) -> None:
+    """FP32 vs mixed precision: same start, same budget; speed, quality, cost and a report."""
+    from ampgan.compare import CompareSpec, run_compare
+    from ampgan.report import render_report
+    from ampgan.run_folder import claim_run_dir
+
+    precisions = tuple(p.strip() for p in options["precisions"].split(",")) if options["precisions"] else ()
+    for precision in precisions:
+        TrainConfig(precision=precision)
+    for option in ("eval_points", "eval_samples"):
+        if options[option] < 1:
+            raise AmpganError(f"--{option.replace('_', '-')} must be at least 1, got {options[option]}")
+    if options["target_accuracy"] is not None and not 0 < options["target_accuracy"] <= 1:
+        raise AmpganError(f"--target-accuracy is a fraction in (0, 1], got {options['target_accuracy']}")
+    spec = CompareSpec(
+        dataset=options["dataset"], precisions=precisions, time_budget_s=parse_duration(options["time_budget"]),
+        batch_size=options["batch_size"], seed=options["seed"], device=options["device"], width=options["width"],
+        z_dim=options["z_dim"], eval_points=options["eval_points"], eval_samples=options["eval_samples"],
+        bench=options["bench_file"], bench_batch_sizes=_int_list(options["bench_batch_sizes"], "--bench-batch-sizes"),
+        instance=options["instance"], price_per_hour=options["price_per_hour"],
+        target_accuracy=options["target_accuracy"], data_dir=options["data_dir"], classes=options["classes"],
+        max_per_class=options["max_per_class"],
+    )
+    spec.train_config(precisions[0] if precisions else "fp32")  # validates the shared options
+    out = options["out"] or Path("runs") / f"compare-{dt.datetime.now():%Y%m%d-%H%M%S}"
+    claim_run_dir(out, options["overwrite"])
+    document = run_compare(spec, out, show_progress=not options["quiet"], log=lambda line: click.echo(line, err=True))
+    md_path, html_path = render_report(out)
+    from ampgan.report import verdict
+
+    for line in verdict(document | {"bench_speedups": json.loads((out / "bench" / "results.json").read_text())["speedups"]}):
+        click.echo(line)
+    click.echo(f"report: {html_path} (and {md_path.name})")
+
+
+@cli.command()
+@click.argument("out_dir", type=click.Path(path_type=Path))
+def report(out_dir) -> None:
+    """Re-render report.md and report.html of a comparison from its files."""
+    from ampgan.report import render_report
+
+    md_path, html_path = render_report(out_dir)
+    click.echo(f"report: {html_path} (and {md_path.name})")
+
+
+@cli.command()
+@click.argument("run_dirs", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--samples", type=int, default=1000, show_default=True, help="Generated samples, classes in equal shares.")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--evaluator-cache", type=click.Path(path_type=Path), default=None)
+def evaluate(run_dirs, samples, seed, evaluator_cache) -> None:
+    """Quality of trained generators: evaluator accuracy, Fréchet distance, KID -> quality.json."""
+    from ampgan.atomic import write_json_atomically
+    from ampgan.data import load_dataset
+    from ampgan.evaluate import evaluator_for, generate_evenly, quality_of_images, reference_floor
+    from ampgan.runs import load_run
+
+    if samples < 2:
+        raise AmpganError(f"--samples must be at least 2, got {samples}")
+    loaded = [load_run(run_dir) for run_dir in run_dirs]
+    rows, evaluators = [], {}
+    for run in loaded:
+        key = (run.config.dataset, run.config.data_dir, run.config.classes, run.config.image_size, run.config.channels)
+        if key not in evaluators:
+            dataset = load_dataset(run.config.dataset, run.config.data_request())
+            evaluators[key] = evaluator_for(dataset, cache_dir=evaluator_cache, seed=seed)
+        evaluator = evaluators[key]
+        images, labels = generate_evenly(run.generator, len(run.class_names), samples, run.config.z_dim, seed + 12345, "cpu")
+        quality = quality_of_images(evaluator, images, labels)
+        write_json_atomically(run.run_dir / "quality.json", {"final": quality | {"step": run.step},
+                                                              "evaluator": evaluator.info,
+                                                              "floor": reference_floor(evaluator, samples)})
+        rows.append((str(run.run_dir), run.config.precision, run.step, quality))
+    click.echo(f"{'run':<40} {'precision':>9} {'step':>7} {'eval acc':>9} {'Fréchet':>9} {'KID':>8}")
+    for run_dir, precision, step, quality in rows:
+        click.echo(f"{run_dir[-40:]:<40} {precision:>9} {step:>7} {quality['evaluator_accuracy']:>9.3f} "
+                   f"{quality['frechet_distance']:>9.2f} {quality['kid']:>8.4f}")
+    click.echo(f"{samples} samples each | evaluator held-out accuracy {next(iter(evaluators.values())).held_out_accuracy:.3f}")
+
+
+@cli.command()
+@click.argument("run_dir", type=click.Path(path_type=Path))
+@click.option("--class", "class_", required=True, help="Class name or index.")
+@click.option("--n", type=int, default=64, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--out", type=click.Path(path_type=Path), required=True)
+@click.option("--format", "format_", type=click.Choice(["png", "npz"]), default="png", show_default=True)
+def generate(run_dir, class_, n, seed, out, format_) -> None:
+    """Samples of one class from a trained generator; the same seed gives the same images."""
+    import io
+
+    import numpy as np
+    import torch
+
+    from ampgan.atomic import write_atomically
+    from ampgan.runs import class_index, load_run
+    from ampgan.samples import image_grid, save_png, to_uint8
+
+    if n < 1:
+        raise AmpganError(f"--n must be at least 1, got {n}")
+    run = load_run(run_dir)
+    label = class_index(run.class_names, class_)
+    z = torch.randn(n, run.config.z_dim, generator=torch.Generator().manual_seed(seed))
+    with torch.no_grad():
+        images = to_uint8(run.generator(z, torch.full((n,), label, dtype=torch.long)))  # (n, H, W, C)
+    if format_ == "npz":
+        buffer = io.BytesIO()
+        np.savez(buffer, images=images, labels=np.full(n, label), class_name=np.array(run.class_names[label]))
+        write_atomically(out, lambda stream: stream.write(buffer.getvalue()))
+    else:
+        save_png(image_grid(images, rows=max(1, int(np.sqrt(n)))), out)
+    click.echo(f"wrote {out}: {n} samples of class {run.class_names[label]!r} from step {run.step} of {run_dir}")
+
+
 def main(argv: list[str] | None = None) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("default", AmpganWarning)

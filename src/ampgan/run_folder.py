@@ -5,6 +5,7 @@
       metrics.jsonl          one JSON object per log point
       samples/step-XXXXXX.png fixed-noise grids, one row per class
       checkpoints/step-XXXXXX.pt  the last --keep checkpoints (weights_only-loadable)
+      generator.safetensors  the final generator alone (metadata: shape, class names)
       tensorboard/           only with --tensorboard
 """
 
@@ -111,6 +112,19 @@ class RunWriter:
         path = checkpoint_path(self.run_dir, self.state.step)
         save_checkpoint(path, self.state, self.prepared.config.to_dict(), progress)
         prune_checkpoints(self.run_dir, self.prepared.config.keep)
+        return path
+
+    def export_generator(self) -> Path:
+        """generator.safetensors: the trained generator alone, loadable without ampgan or pickle."""
+        from safetensors.torch import save
+
+        tensors = {k: v.detach().contiguous().cpu() for k, v in self.state.generator.state_dict().items()}
+        metadata = {"model_shape": json.dumps(dataclasses.asdict(self.prepared.shape)),
+                    "class_names": json.dumps(list(self.prepared.dataset.class_names)),
+                    "step": str(self.state.step), "ampgan_stamp": self.stamp}
+        path = self.run_dir / "generator.safetensors"
+        blob = save(tensors, metadata=metadata)
+        write_atomically(path, lambda stream: stream.write(blob))
         return path
 
     def summary(self, train_seconds: float) -> dict:

@@ -167,10 +167,11 @@ class PreparedRun:
     shape: ModelShape
 
 
-def prepare_run(config: TrainConfig) -> PreparedRun:
+def prepare_run(config: TrainConfig, dataset: ImageDataset | None = None) -> PreparedRun:
+    """Validate everything a run needs; `dataset`: one already loaded (a comparison loads it once)."""
     device = resolve_device(config.device)
     policy = build_policy(config.precision, device, config.loss_scale)
-    dataset = load_dataset(config.dataset, config.data_request())
+    dataset = dataset if dataset is not None else load_dataset(config.dataset, config.data_request())
     shape = model_shape_for(config, dataset)
     if config.tensorboard:
         from ampgan.run_folder import require_tensorboard
@@ -186,11 +187,14 @@ def prepare_run(config: TrainConfig) -> PreparedRun:
 
 
 def run_training(prepared: PreparedRun, run_dir: Path, *, show_progress: bool = True,
-                 resume_from: dict | None = None, fault_rules: FaultRules = FaultRules()) -> dict:
+                 resume_from: dict | None = None, fault_rules: FaultRules = FaultRules(),
+                 on_log: Callable[[TrainState, dict], None] | None = None) -> dict:
     """Train until the budget is spent, writing the run folder as it goes. Returns a summary.
 
     `resume_from`: a loaded checkpoint of this run folder; the run continues exactly where it left
     off (weights, optimizers, scalers, RNGs, data order, wall time, metrics).
+    `on_log(state, record)`: called at each log point outside the timed region (evaluation during
+    a comparison happens there, so it never eats into the training budget).
     Raises NumericFault or TrainingInterrupted after saving what should be saved.
     """
     from ampgan.run_folder import RunWriter
@@ -248,6 +252,8 @@ def run_training(prepared: PreparedRun, run_dir: Path, *, show_progress: bool = 
                     if reason:
                         # The weights may already be poisoned: keep the last good checkpoint, add none.
                         raise NumericFault(f"{reason}; the last good checkpoint is step {last_checkpoint['step']} in {run_dir}")
+                    if on_log is not None:
+                        on_log(state, record)
                 else:
                     train_seconds += time.perf_counter() - started
                 if state.step % config.sample_every == 0:
@@ -260,6 +266,7 @@ def run_training(prepared: PreparedRun, run_dir: Path, *, show_progress: bool = 
                 writer.save_samples(state.step)
             if state.step != last_checkpoint["step"]:
                 save_checkpoint_now()
+            writer.export_generator()
     finally:
         progress.close()
         writer.close()

@@ -1,0 +1,161 @@
+"""Quality metrics, and `ampgan compare` / `report` / `evaluate` / `generate` end to end."""
+
+import json
+import os
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+import torch
+
+from ampgan.metrics import accuracy, frechet_distance, frechet_distance_of_gaussians, kernel_inception_distance
+from test_cli import run_cli
+
+
+def test_frechet_distance_of_known_gaussians():
+    # Diagonal covariances: |mu1 - mu2|^2 + sum(s1 + s2 - 2 sqrt(s1 s2)).
+    mu1, mu2 = np.array([0.0, 1.0]), np.array([3.0, 5.0])
+    s1, s2 = np.array([1.0, 4.0]), np.array([9.0, 1.0])
+    expected = 9 + 16 + (1 + 9 - 2 * 3) + (4 + 1 - 2 * 2)
+    assert frechet_distance_of_gaussians(mu1, np.diag(s1), mu2, np.diag(s2)) == pytest.approx(expected)
+    assert frechet_distance_of_gaussians(mu1, np.diag(s1), mu1, np.diag(s1)) == pytest.approx(0.0, abs=1e-9)
+
+
+def test_frechet_distance_and_kid_of_samples():
+    rng = np.random.default_rng(0)
+    a = rng.normal(size=(2000, 4))
+    assert frechet_distance(a, a) == pytest.approx(0.0, abs=1e-6)
+    shifted = a + np.array([2.0, 0, 0, 0])
+    assert frechet_distance(a, shifted) == pytest.approx(4.0, rel=1e-6)  # a pure mean shift of 2
+    same_distribution = rng.normal(size=(2000, 4))
+    kid_same, _ = kernel_inception_distance(a, same_distribution, subsets=20, subset_size=300)
+    kid_shifted, _ = kernel_inception_distance(a, shifted, subsets=20, subset_size=300)
+    assert abs(kid_same) < 0.01 and kid_shifted > 0.5  # unbiased: ~0 for one distribution, even at N=300
+    assert accuracy(np.array([1, 2, 3, 4]), np.array([1, 2, 0, 4])) == 0.75
+
+
+@pytest.fixture(scope="module")
+def tiny_compare(tmp_path_factory):
+    """One small comparison on `synthetic`, shared by the tests below (its evaluator cached in tmp)."""
+    out = tmp_path_factory.mktemp("compare") / "out"
+    cache = tmp_path_factory.mktemp("cache")
+    previous = os.environ.get("XDG_CACHE_HOME")
+    os.environ["XDG_CACHE_HOME"] = str(cache)
+    try:
+        from ampgan.cli import main
+
+        try:
+            main(["compare", "--dataset", "synthetic", "--precisions", "fp32,bf16", "--width", "8", "--z-dim", "16",
+                  "--batch-size", "16", "--time-budget", "3s", "--eval-points", "2", "--eval-samples", "100",
+                  "--bench-batch-sizes", "8", "--device", "cpu", "--quiet", "--out", str(out)])
+        except SystemExit as exit_:
+            assert exit_.code in (0, None)
+    finally:
+        if previous is None:
+            os.environ.pop("XDG_CACHE_HOME", None)
+        else:
+            os.environ["XDG_CACHE_HOME"] = previous
+    return out
+
+
+def test_compare_writes_every_file(tiny_compare):
+    out = tiny_compare
+    for name in ("compare.json", "report.md", "report.html", "fig4_samples.png", "fig5_quality_vs_time.png",
+                 "fig6_losses.png", "bench/results.json", "bench/fig1_time_per_batch.png",
+                 "bench/fig2_time_per_1000_samples.png", "cost/cost.json", "cost/fig3_cost.png"):
+        assert (out / name).is_file(), name
+    document = json.loads((out / "compare.json").read_text())
+    assert list(document["runs"]) == ["fp32", "bf16"]
+    for precision in ("fp32", "bf16"):
+        run = out / "runs" / precision
+        quality = json.loads((run / "quality.json").read_text())
+        assert len(quality["curve"]) >= 2 and quality["final"]["samples"] == 100
+        assert (run / "generator.safetensors").is_file()
+        assert 3.0 <= document["runs"][precision]["train_seconds"] < 6.0  # the same budget for both
+    assert document["floor"]["evaluator_accuracy"] >= 0.5 and document["cost"]["basis"]["label"]
+    report = (out / "report.md").read_text()
+    assert "## Verdict" in report and "real images (floor)" in report and "torch" in report
+    html = (out / "report.html").read_text()
+    assert html.count("data:image/png;base64,") >= 6 and "<table>" in html
+
+
+def test_every_precision_starts_from_the_same_weights(tiny_compare):
+    start = {p: torch.load(tiny_compare / "runs" / p / "checkpoints" / "step-000000.pt", weights_only=True)
+             for p in ("fp32", "bf16")}
+    for network in ("generator", "discriminator"):
+        a, b = start["fp32"][network], start["bf16"][network]
+        assert all(torch.equal(a[k], b[k]) for k in a)
+    assert torch.equal(start["fp32"]["rng"]["step_generator"], start["bf16"]["rng"]["step_generator"])
+
+
+def test_report_re_renders_from_the_files(tiny_compare, capsys):
+    (tiny_compare / "report.html").unlink()
+    code, out, err = run_cli(capsys, "report", str(tiny_compare))
+    assert code == 0, err and (tiny_compare / "report.html").is_file()
+    code, _, err = run_cli(capsys, "report", str(tiny_compare / "runs"))
+    assert code == 2 and "has no compare.json" in err
+
+
+def test_generate_gives_the_class_and_the_same_images_for_the_same_seed(tiny_compare, tmp_path, capsys):
+    run = tiny_compare / "runs" / "bf16"
+    paths = [tmp_path / f"{n}.npz" for n in ("a", "b", "c")]
+    for path, seed in zip(paths, (5, 5, 6)):
+        code, out, err = run_cli(capsys, "generate", str(run), "--class", "grating-3", "--n", "12", "--seed", str(seed),
+                                 "--out", str(path), "--format", "npz")
+        assert code == 0, err
+    a, b, c = (np.load(p) for p in paths)
+    assert a["images"].shape == (12, 32, 32, 3) and a["images"].dtype == np.uint8
+    assert (a["labels"] == 3).all() and str(a["class_name"]) == "grating-3"
+    assert np.array_equal(a["images"], b["images"]) and not np.array_equal(a["images"], c["images"])
+    code, _, _ = run_cli(capsys, "generate", str(run), "--class", "2", "--n", "9", "--out", str(tmp_path / "g.png"))
+    assert code == 0 and (tmp_path / "g.png").is_file()
+    code, _, err = run_cli(capsys, "generate", str(run), "--class", "zebra", "--out", str(tmp_path / "x.png"))
+    assert code == 2 and "no class 'zebra'" in err
+    code, _, err = run_cli(capsys, "generate", str(tmp_path), "--class", "0", "--out", str(tmp_path / "x.png"))
+    assert code == 2 and "not an ampgan run folder" in err and err.count("\n") == 1
+
+
+def test_safetensors_export_loads_without_ampgan(tiny_compare):
+    from safetensors import safe_open
+
+    with safe_open(str(tiny_compare / "runs" / "fp32" / "generator.safetensors"), "pt") as handle:
+        metadata = handle.metadata()
+        assert json.loads(metadata["class_names"])[0] == "grating-0"
+        assert json.loads(metadata["model_shape"])["width"] == 8
+        assert "label_embedding.weight" in handle.keys()
+
+
+def test_evaluate_writes_quality_json(tiny_compare, capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    run = tiny_compare / "runs" / "fp32"
+    code, out, err = run_cli(capsys, "evaluate", str(run), "--samples", "50")
+    assert code == 0, err
+    quality = json.loads((run / "quality.json").read_text())
+    assert quality["final"]["samples"] == 50 and 0 <= quality["final"]["evaluator_accuracy"] <= 1
+    assert "fp32" in out and "Fréchet" in out
+
+
+def _browser():
+    return shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+
+
+@pytest.mark.skipif(_browser() is None, reason="no headless Chromium installed")
+def test_report_opens_in_a_real_headless_browser(tiny_compare, tmp_path):
+    """Chromium loads the page and reports how many images decoded with a real size."""
+    command = [_browser(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+               "--disable-background-networking", "--disable-component-update", "--disable-sync",
+               f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=5000", "--dump-dom",
+               (tiny_compare / "report.html").as_uri()]
+    page = tiny_compare / "report.html"
+    original = page.read_text()
+    probe = ("<script>window.addEventListener('load',()=>{const ok=[...document.images].filter(i=>i.complete&&i.naturalWidth>0)"
+             ".length;document.body.setAttribute('data-images-ok',ok)})</script></body>")
+    page.write_text(original.replace("</body>", probe))
+    try:
+        result = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    finally:
+        page.write_text(original)
+    assert result.returncode == 0, result.stderr[-2000:]
+    images = original.count("<img")
+    assert f'data-images-ok="{images}"' in result.stdout and images >= 6
