@@ -6,6 +6,7 @@ Every user-fixable problem becomes one `error:` line and exit code 2; warnings a
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import sys
@@ -413,6 +414,7 @@ def cost(results, instance, price_per_hour, batches, samples, prices, assume_sam
 @click.option("--max-per-class", type=int, default=None)
 @click.option("--out", type=click.Path(path_type=Path), default=None, help="Default runs/compare-<time>.")
 @click.option("--overwrite", is_flag=True)
+@click.option("--doctor", "with_doctor", is_flag=True, help="Also run 'ampgan doctor' and put its summary in the report.")
 @click.option("--quiet", is_flag=True)
 def compare(**options) -> None:
     """FP32 vs mixed precision: same start, same budget; speed, quality, cost and a report."""
@@ -441,6 +443,14 @@ def compare(**options) -> None:
     out = options["out"] or Path("runs") / f"compare-{dt.datetime.now():%Y%m%d-%H%M%S}"
     claim_run_dir(out, options["overwrite"])
     document = run_compare(spec, out, show_progress=not options["quiet"], log=lambda line: click.echo(line, err=True))
+    if options["with_doctor"]:
+        from ampgan.doctor_run import diagnose_gan, write_doctor
+
+        click.echo("doctor: recording ranges over 3 fp32 steps ...", err=True)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", AmpganWarning)
+            report = diagnose_gan(spec.train_config("fp32"), steps=3, fp16_steps=0 if resolve_device(spec.device).type == "cpu" else 30)
+        write_doctor(report, out / "doctor")
     md_path, html_path = render_report(out)
     from ampgan.report import verdict
 
@@ -526,6 +536,53 @@ def generate(run_dir, class_, n, seed, out, format_) -> None:
     else:
         save_png(image_grid(images, rows=max(1, int(np.sqrt(n)))), out)
     click.echo(f"wrote {out}: {n} samples of class {run.class_names[label]!r} from step {run.step} of {run_dir}")
+
+
+@cli.command()
+@click.option("--dataset", default="digits", show_default=True)
+@click.option("--run", "run_dir", type=click.Path(path_type=Path), default=None,
+              help="Diagnose this run's model (its config and latest weights).")
+@click.option("--steps", type=int, default=5, show_default=True, help="FP32 steps recorded.")
+@click.option("--fp16-steps", type=int, default=None,
+              help="Real fp16 steps to see where dynamic scaling settles (default 50 on CUDA, 8 on CPU; 0: skip).")
+@click.option("--batch-size", type=int, default=32, show_default=True)
+@click.option("--width", type=int, default=64, show_default=True)
+@click.option("--z-dim", type=int, default=128, show_default=True)
+@click.option("--device", default="auto", show_default=True)
+@click.option("--data-dir", default=None)
+@click.option("--classes", default=None)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--out", type=click.Path(path_type=Path), default=None, help="Default runs/doctor-<time>.")
+@click.option("--overwrite", is_flag=True)
+def doctor(**options) -> None:
+    """Will this model train in fp16 or bf16? Ranges per layer, a loss scale, alignment, hardware."""
+    from ampgan.doctor_run import diagnose_gan, write_doctor
+    from ampgan.run_folder import claim_run_dir, read_run_config
+
+    if options["steps"] < 1:
+        raise AmpganError(f"--steps must be at least 1, got {options['steps']}")
+    if options["run_dir"] is not None:
+        config = TrainConfig.from_dict(read_run_config(options["run_dir"])["config"])
+        config = dataclasses.replace(config, batch_size=options["batch_size"], device=options["device"])
+    else:
+        config = TrainConfig(dataset=options["dataset"], batch_size=options["batch_size"], width=options["width"],
+                             z_dim=options["z_dim"], device=options["device"], data_dir=options["data_dir"],
+                             classes=options["classes"], seed=options["seed"])
+    device = resolve_device(config.device)
+    fp16_steps = options["fp16_steps"]
+    if fp16_steps is None:
+        fp16_steps = 50 if device.type == "cuda" else 8
+    out = options["out"] or Path("runs") / f"doctor-{dt.datetime.now():%Y%m%d-%H%M%S}"
+    claim_run_dir(out, options["overwrite"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", AmpganWarning)  # fp16-on-CPU speed is part of the report itself
+        report = diagnose_gan(config, options["steps"], fp16_steps, options["run_dir"])
+    write_doctor(report, out)
+    for line in report["summary_lines"]:
+        click.echo(f"- {line}")
+    click.echo(f"{report['environment']['hardware_summary']} | batch {config.batch_size} | "
+               f"torch {report['environment']['versions']['torch']}")
+    click.echo(f"doctor: {out / 'doctor.json'} (figures doctor_gradients.png, doctor_layers.png)")
 
 
 def main(argv: list[str] | None = None) -> None:

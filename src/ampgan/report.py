@@ -217,7 +217,7 @@ def render_report(out_dir: Path) -> tuple[Path, Path]:
                 "## Final metrics", "", "| " + " | ".join(_TABLE_HEADER) + " |",
                 "|---|" + "---:|" * (len(_TABLE_HEADER) - 1), *["| " + " | ".join(r) + " |" for r in rows], "",
                 price_note, ""]
-    doctor = out_dir / "doctor.json"
+    doctor = next((p for p in (out_dir / "doctor.json", out_dir / "doctor" / "doctor.json") if p.is_file()), out_dir / "doctor.json")
     doctor_lines = json.loads(doctor.read_text()).get("summary_lines", []) if doctor.is_file() else []
     if doctor_lines:
         markdown += ["## Precision doctor", "", *[f"- {line}" for line in doctor_lines], ""]

@@ -1,0 +1,123 @@
+"""`ampgan doctor`: range arithmetic, flagged layers, the loss-scale recommendation, alignment."""
+
+import json
+
+import pytest
+import torch
+from torch import nn
+
+from ampgan.doctor import (LayerRecorder, flagged, fractions_at_scale, gradient_histogram, misaligned_layers,
+                           recommend_loss_scale, summarize_layers, HIST_LOW)
+from ampgan.ranges import BF16, FP16, classify
+from test_cli import run_cli
+
+
+@pytest.mark.parametrize("value, expected", [
+    (65504.0, "normal"),          # fp16's largest finite value
+    (65519.0, "normal"),          # still rounds down to 65504
+    (65520.0, "overflow"),        # halfway to 2^16: rounds to inf
+    (2.0**-14, "normal"),         # smallest normal
+    (0.99 * 2.0**-14, "subnormal"),
+    (2.0**-24, "subnormal"),      # smallest subnormal survives
+    (1.5 * 2.0**-25, "subnormal"),  # rounds up to 2^-24
+    (2.0**-25, "flush_to_zero"),  # exactly half the smallest subnormal: ties to even, i.e. zero
+    (1e-9, "flush_to_zero"),
+])
+def test_fp16_limits_by_hand_and_by_torch(value, expected):
+    counts = classify(torch.tensor([value], dtype=torch.float64), FP16)
+    kind = next((k for k in ("overflow", "flush_to_zero", "subnormal") if counts[k]), "normal")
+    assert kind == expected
+    cast = torch.tensor([value], dtype=torch.float32).half()  # what the hardware format really does
+    truth = ("overflow" if torch.isinf(cast) else "flush_to_zero" if cast == 0
+             else "subnormal" if cast.abs() < torch.finfo(torch.float16).tiny else "normal")
+    assert truth == expected
+
+
+def test_bf16_limits_and_agreement_with_torch_on_random_values():
+    assert classify(torch.tensor([1e38, 3.3e38]), BF16)["overflow"] == 0
+    assert classify(torch.tensor([3.4e38]), BF16)["overflow"] == 1
+    assert classify(torch.tensor([2.0**-126]), BF16)["subnormal"] == 0
+    assert classify(torch.tensor([2.0**-130]), BF16)["subnormal"] == 1
+    assert classify(torch.tensor([0.0, 1.0]), BF16)["zeros"] == 1
+    values = torch.exp2(torch.empty(20000).uniform_(-140, 128)).float()
+    values = values[torch.isfinite(values)]
+    cast = values.bfloat16().float()
+    counts = classify(values, BF16)
+    assert counts["overflow"] == int(torch.isinf(cast).sum())
+    assert counts["flush_to_zero"] == int((cast == 0).sum())
+    cast16 = values.half().float()
+    counts16 = classify(values, FP16)
+    assert counts16["overflow"] == int(torch.isinf(cast16).sum()) and counts16["flush_to_zero"] == int((cast16 == 0).sum())
+
+
+class HugeAndTiny(nn.Module):
+    """`huge` makes activations of ~1e5 (beyond fp16, fine in bf16); the loss is scaled by 1e-9, so
+    `tiny`'s weight gradients are ~1e-10 (flushed to zero in fp16, fine in bf16)."""
+
+    def __init__(self):
+        super().__init__()
+        self.huge = nn.Linear(8, 8)
+        self.tiny = nn.Linear(8, 8)
+        with torch.no_grad():
+            self.huge.weight.fill_(2e4)
+            self.tiny.weight.fill_(0.1)
+
+    def forward(self, x):
+        return self.tiny(self.huge(x) * 1e-6)
+
+
+def test_huge_activations_and_tiny_gradients_are_flagged_and_the_scale_rescues_them():
+    torch.manual_seed(0)
+    model = HugeAndTiny()
+    recorder = LayerRecorder({"M": model})
+    x = torch.randn(64, 8).abs() + 0.5
+    (model(x).sum() * 1e-9).backward()
+    recorder.after_backward()
+    recorder.close()
+    flags = flagged(summarize_layers(recorder.records))
+    assert any(item.startswith("M.huge (activations") for item in flags["fp16_overflow"])
+    assert "bf16_overflow" not in flags
+    assert any(item.startswith("M.tiny (weight_grads") for item in flags["fp16_flush_to_zero"])
+    assert "bf16_flush_to_zero" not in flags
+    recommendation = recommend_loss_scale(gradient_histogram(recorder.records))
+    assert recommendation["scaled"]["overflow"] == 0.0 and recommendation["rescued_fraction"] > 0.1
+    tiny_grads = recorder.records["M.tiny"].histograms["weight_grads"]
+    assert fractions_at_scale(tiny_grads, 0)["flush_to_zero"] > 0.5  # most of them lost unscaled
+    assert fractions_at_scale(tiny_grads, recommendation["exponent"])["flush_to_zero"] == 0.0  # all rescued
+
+
+def test_loss_scale_recommendation_by_hand():
+    histogram = [0] * 281
+    histogram[-20 - HIST_LOW] = 3   # values in [2^-20, 2^-19): fp16 subnormals
+    histogram[-30 - HIST_LOW] = 1   # [2^-30, 2^-29): flushed to zero
+    histogram[2 - HIST_LOW] = 6     # the largest, in [4, 8)
+    assert fractions_at_scale(histogram, 0) == {"overflow": 0.0, "flush_to_zero": 0.1, "subnormal": 0.3}
+    recommendation = recommend_loss_scale(histogram)
+    # 15 - 1 (safety) - 2 = 12: the largest values land in [2^14, 2^15), one power of two below overflow.
+    assert recommendation["exponent"] == 12 and recommendation["scale"] == 4096.0
+    assert recommendation["scaled"] == {"overflow": 0.0, "flush_to_zero": 0.0, "subnormal": 0.1}
+    assert fractions_at_scale(histogram, 14)["overflow"] == pytest.approx(0.6)
+
+
+def test_misaligned_dimensions_are_found_and_aligned_ones_are_not():
+    model = nn.Sequential(nn.Conv2d(3, 12, 3), nn.Conv2d(12, 16, 3), nn.Flatten(), nn.Linear(16, 32), nn.Linear(32, 10))
+    found = {(f["layer"], f["dimension"]): f for f in misaligned_layers({"M": model})}
+    assert set(found) == {("M.0", "in_channels"), ("M.0", "out_channels"), ("M.1", "in_channels"), ("M.4", "out_features")}
+    assert found[("M.0", "out_channels")]["suggested"] == 16 and not found[("M.0", "out_channels")]["fixed_by_task"]
+    assert found[("M.0", "in_channels")]["fixed_by_task"]  # 3 image channels
+
+
+def test_doctor_command_writes_json_figures_and_summary(tmp_path, capsys):
+    out = tmp_path / "doctor"
+    code, stdout, err = run_cli(capsys, "doctor", "--dataset", "synthetic", "--width", "12", "--z-dim", "16",
+                                "--batch-size", "8", "--steps", "2", "--fp16-steps", "2", "--device", "cpu",
+                                "--out", str(out))
+    assert code == 0, err
+    report = json.loads((out / "doctor.json").read_text())
+    layers = {row["layer"] for row in report["layers"]}
+    assert {"G.project.0", "D.features.0", "D.class_head"} <= layers
+    assert report["loss_scale"]["scale"] >= 1 and report["dynamic_scaling"]["steps"] == 2
+    assert any(a["value"] == 12 for a in report["alignment"])  # width 12 is not a multiple of 8
+    assert set(report["hardware"]["speedup_vs_fp32"]) == {"bf16", "fp16"}
+    assert (out / "doctor_gradients.png").is_file() and (out / "doctor_layers.png").is_file()
+    assert "fp16 loss scale: recommend 2^" in stdout and "try 16" in stdout
