@@ -53,7 +53,7 @@ def test_keep_limits_the_checkpoints_and_a_time_budget_continues(tmp_path, capsy
     assert run_cli(capsys, "train", *TINY, "--steps", "10", "--checkpoint-every", "2", "--keep", "2", "--out", str(run))[0] == 0
     assert [p.name for p in list_checkpoints(run)] == ["step-000008.pt", "step-000010.pt"]
     payload = load_checkpoint(latest_checkpoint(run))
-    assert payload["progress"]["train_seconds"] > 0 and payload["progress"]["data"]["position"] > 0
+    assert payload["progress"]["train_seconds"] > 0 and payload["progress"]["data"]["ranks"][0]["position"] > 0
     spent = payload["progress"]["train_seconds"]
     code, _, err = run_cli(capsys, "train", "--resume", str(run), "--time-budget", f"{spent + 0.3:.3f}s", "--quiet")
     assert code == 0, err

@@ -11,7 +11,7 @@ from __future__ import annotations
 import gc
 import resource
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 import torch
 
@@ -19,6 +19,7 @@ from ampgan.config import TrainConfig
 from ampgan.data import load_dataset
 from ampgan.data.batches import BatchStream
 from ampgan.cpu_tuning import keep_freed_memory_for_reuse
+from ampgan.distributed import any_rank, gather_objects, world, wrap_for_data_parallel
 from ampgan.environment import environment_stamp
 from ampgan.flops import count_flops
 from ampgan.hardware import detect_hardware, peak_tflops
@@ -63,16 +64,29 @@ class ConfigResult:
     flops_per_step: int | None = None
     peak_memory_bytes: int | None = None
     skipped_steps: int = 0
+    # With several processes: samples_s holds the slowest rank's time of each round (it bounds the
+    # wall clock); per_rank_samples_s every rank's; local_samples_s each rank's step without DDP,
+    # timed alongside (the "1 process" reference for scaling efficiency).
+    processes: int = 1
+    per_rank_samples_s: list[list[float]] = field(default_factory=list)
+    local_samples_s: list[float] = field(default_factory=list)
 
-    def to_dict(self, peak: float | None) -> dict:
+    def to_dict(self, peak: float | None, processes_per_peak: int = 1) -> dict:
+        """`processes_per_peak`: how many processes share the device whose peak is given (all
+        local processes on a CPU, one per GPU)."""
         row = asdict(self)
         if self.samples_s:
             stats = timing_stats(self.samples_s)
             row["stats"] = stats.to_dict()
-            row.update(throughput(self.batch_size, stats.median_s))
+            row.update(throughput(self.batch_size * self.processes, stats.median_s))
             if self.flops_per_step:
-                achieved, percent = achieved_fraction_of_peak(self.flops_per_step, stats.median_s, peak)
+                achieved, percent = achieved_fraction_of_peak(self.flops_per_step * processes_per_peak,
+                                                              stats.median_s, peak)
                 row["achieved_tflops"], row["percent_of_peak"] = achieved, percent
+            if self.local_samples_s:
+                # throughput(N) / (N x throughput(1)) with both measured per process:
+                # (N B / t_ddp) / (N B / t_local) = t_local / t_ddp.
+                row["scaling_efficiency"] = timing_stats(self.local_samples_s).median_s / stats.median_s
         return row
 
 
@@ -123,17 +137,26 @@ def _peak_rss_bytes() -> int:
 class _Contender:
     """One precision at one batch size: its state, its resident batch, its timings."""
 
-    def __init__(self, spec: BenchSpec, precision: str, batch_size: int, dataset, device):
+    def __init__(self, spec: BenchSpec, precision: str, batch_size: int, dataset, device, data_parallel: bool = True,
+                 batch: tuple[torch.Tensor, torch.Tensor] | None = None):
+        ranks = world()
         config = spec.train_config(precision, batch_size)
         self.policy = build_policy(precision, device)
         self.policy.apply_backend_settings()
-        self.state = build_train_state(config, model_shape_for(config, dataset), self.policy)
-        self.real, self.labels = BatchStream(dataset, batch_size, device, spec.seed).next_batch()
-        self.result = ConfigResult(batch_size=batch_size, precision=precision)
+        self.state = build_train_state(config, model_shape_for(config, dataset), self.policy, rank=ranks.rank)
+        self.data_parallel = data_parallel and ranks.distributed
+        if self.data_parallel:
+            wrap_for_data_parallel(self.state, sync_batch_norm=False)
+        if batch is None:  # this rank's shard, resident on the device
+            batch = BatchStream(dataset, batch_size, device, spec.seed, ranks.rank, ranks.size).next_batch()
+        self.real, self.labels = batch
+        self.dataset = dataset
+        self.result = ConfigResult(batch_size=batch_size, precision=precision, processes=ranks.size)
         self.device = device
         self._skipped = torch.zeros((), device=device)
 
     def timed_step(self) -> float:
+        """This step's time; with DDP, the slowest rank's (every rank's is kept too)."""
         self.policy.apply_backend_settings()  # TF32 is process-wide: set it for this contender
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
@@ -143,18 +166,22 @@ class _Contender:
             torch.cuda.synchronize(self.device)
         elapsed = time.perf_counter() - start
         self._skipped += metrics["skipped_d"] + metrics["skipped_g"]  # stays on the device
+        if world().distributed:
+            self.last_per_rank = gather_objects(elapsed)  # after the clock: not part of the measured step
+            elapsed = max(self.last_per_rank)
         return elapsed
 
     def count_step_flops(self) -> int:
         # Counted on the eager modules: the FLOPs are the same, and the counter's global module
         # hooks would otherwise make compiled modules warn and recompile.
         state = self.state
-        compiled = state.run_generator, state.run_discriminator
+        wrapped = state.run_generator, state.run_discriminator, state.run_discriminator_for_g
         state.run_generator, state.run_discriminator = state.generator, state.discriminator
+        state.run_discriminator_for_g = state.discriminator
         try:
             return count_flops(lambda: train_step(state, self.real, self.labels))
         finally:
-            state.run_generator, state.run_discriminator = compiled
+            state.run_generator, state.run_discriminator, state.run_discriminator_for_g = wrapped
 
     def finish(self) -> ConfigResult:
         self.result.skipped_steps = int(self._skipped.item())
@@ -175,13 +202,15 @@ def run_bench(spec: BenchSpec, device: torch.device, on_config=lambda result: No
     results: list[ConfigResult] = []
     for batch_size in spec.batch_sizes:
         results += _bench_batch_size(spec, precisions, batch_size, dataset, device, on_config)
-    rows = [r.to_dict(peaks[r.precision]["tflops"]) for r in results]
+    sharing = world().local_size if device.type == "cpu" else 1
+    rows = [r.to_dict(peaks[r.precision]["tflops"], sharing) for r in results]
     if spec.compile:
         for row in rows:  # the first warm-up step of a compiled step is mostly compilation
             row["compile_s"] = row["warmup_s"][0] if row["warmup_s"] else None
     return {
         "format": "ampgan-bench/1",
         "environment": environment_stamp(device),
+        "processes": world().size,
         "spec": asdict(spec) | {"precisions": list(precisions)},
         "hardware": hardware.to_dict(),
         "peaks": peaks,
@@ -235,7 +264,7 @@ def _warm_up(spec: BenchSpec, contender: _Contender) -> None:
         elapsed = contender.timed_step()
         contender.result.warmup_s.append(elapsed)
         projected = elapsed * (spec.warmup + spec.steps + 1)  # +1: the FLOP-counting step
-        if index == 0 and projected > spec.max_seconds and not spec.compile:
+        if index == 0 and not spec.compile and any_rank([projected > spec.max_seconds], contender.device)[0]:
             contender.result.status = "too_slow"
             contender.result.reason = (
                 f"one step took {elapsed:.2f} s; {spec.warmup + spec.steps + 1} steps would exceed "
@@ -247,14 +276,28 @@ def _warm_up(spec: BenchSpec, contender: _Contender) -> None:
 def _time_interleaved(spec: BenchSpec, contenders: list[_Contender]) -> None:
     spent = {id(c): sum(c.result.warmup_s) for c in contenders}
     active = list(contenders)
+    locals_ = {id(c): _local_twin(spec, c) for c in contenders} if world().distributed else {}
     for _ in range(spec.steps):
         for contender in list(active):
             elapsed = contender.timed_step()
             contender.result.samples_s.append(elapsed)
+            if contender.data_parallel:
+                contender.result.per_rank_samples_s.append(contender.last_per_rank)
+            if id(contender) in locals_:
+                contender.result.local_samples_s.append(locals_[id(contender)].timed_step())
             spent[id(contender)] += elapsed
             if spent[id(contender)] > spec.max_seconds:
                 contender.result.reason = f"stopped after {len(contender.result.samples_s)} timed steps: --max-seconds reached"
                 active.remove(contender)
+
+
+def _local_twin(spec: BenchSpec, contender: _Contender) -> _Contender:
+    """The same configuration without DDP, warmed up: every rank steps alone, all at once."""
+    twin = _Contender(spec, contender.result.precision, contender.result.batch_size, contender.dataset,
+                      contender.device, data_parallel=False, batch=(contender.real, contender.labels))
+    for _ in range(max(1, spec.warmup)):
+        twin.timed_step()
+    return twin
 
 
 def speedups(rows: list[dict], precisions) -> list[dict]:

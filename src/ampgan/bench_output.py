@@ -17,7 +17,7 @@ from ampgan.errors import AmpganError
 CSV_COLUMNS = [
     "batch_size", "precision", "status", "median_ms", "q1_ms", "q3_ms", "iqr_ms", "min_ms", "noisy",
     "images_per_s", "s_per_1000_samples", "gflops_per_step", "achieved_tflops", "percent_of_peak",
-    "peak_memory_mib", "skipped_steps", "speedup_vs_baseline", "reason",
+    "peak_memory_mib", "skipped_steps", "speedup_vs_baseline", "processes", "scaling_efficiency", "reason",
 ]
 PRECISION_COLOURS = {"fp32": "#1f77b4", "tf32": "#9467bd", "bf16": "#2ca02c", "fp16": "#d62728"}
 
@@ -53,6 +53,8 @@ def csv_rows(results: dict) -> list[dict]:
             "peak_memory_mib": _round(config["peak_memory_bytes"] / 2**20 if config.get("peak_memory_bytes") is not None else None, 1),
             "skipped_steps": config.get("skipped_steps", ""),
             "speedup_vs_baseline": _round(speedup.get((config["batch_size"], config["precision"])), 3),
+            "processes": config.get("processes", 1),
+            "scaling_efficiency": _round(config.get("scaling_efficiency"), 3),
             "reason": config.get("reason", ""),
         })
     return rows
@@ -129,6 +131,7 @@ def _figure(results: dict, path: Path, per_sample: bool) -> None:
 
 def table(results: dict) -> str:
     speedup = {(s["batch_size"], s["precision"]): s for s in results["speedups"]}
+    processes = results.get("processes", 1)
     lines = [f"{'batch':>6} {'precision':>9} {'median ms':>10} {'IQR ms':>8} {'img/s':>9} "
              f"{'TFLOP/s':>8} {'% peak':>7} {'speedup':>8}  note"]
     for config in results["configs"]:
@@ -139,6 +142,9 @@ def table(results: dict) -> str:
             continue
         pair = speedup.get((config["batch_size"], config["precision"]))
         note = "noisy (IQR > 10% of median)" if stats["noisy"] else ""
+        if "scaling_efficiency" in config:
+            note = (f"{config['processes']} processes, slowest rank; scaling efficiency "
+                    f"{config['scaling_efficiency']:.0%} {note}").strip()
         if config.get("skipped_steps"):
             note = (note + f" {config['skipped_steps']} skipped steps").strip()
         percent = f"{config['percent_of_peak']:.1f}" if config.get("percent_of_peak") is not None else "-"
@@ -153,5 +159,7 @@ def table(results: dict) -> str:
     peaks = ", ".join(f"{name} {p['tflops']:.3g} TFLOP/s ({p['source']})" if p["tflops"] else f"{name}: {p['source']}"
                       for name, p in results["peaks"].items())
     lines.append(f"peaks: {peaks}")
+    if processes > 1:
+        lines.append(f"{processes} processes: batch is per process, img/s is for all of them")
     lines.append(stamp_text(results))
     return "\n".join(lines)

@@ -111,8 +111,11 @@ def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dic
     return payload
 
 
-def restore_train_state(state, payload: dict, path: Path) -> None:
-    """Load networks, optimizers, scalers and RNGs into a freshly built state of the same shape."""
+def restore_train_state(state, payload: dict, path: Path, rank: int = 0, world_size: int = 1) -> None:
+    """Load networks, optimizers, scalers and RNGs into a freshly built state of the same shape.
+
+    Each rank takes its own noise generator back when the number of processes is unchanged; on
+    another number, ranks re-seed theirs from (seed, rank, step)."""
     try:
         state.generator.load_state_dict(payload["generator"])
         state.discriminator.load_state_dict(payload["discriminator"])
@@ -128,6 +131,12 @@ def restore_train_state(state, payload: dict, path: Path) -> None:
         state.scaler_d.load_state_dict(payload["scaler_d"])
     restore_rng_states(state, payload["rng"])
     state.step = payload["step"]
+    generators = payload["progress"].get("step_generators", [])
+    if len(generators) == world_size:
+        state.rng.set_state(generators[rank])
+    else:
+        seed = payload["config"]["seed"]
+        state.rng.manual_seed(seed + 1 + 7919 * rank + 1_000_003 * state.step)
 
 
 def prune_checkpoints(run_dir: Path, keep: int) -> None:

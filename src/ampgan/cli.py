@@ -43,13 +43,13 @@ _TRAIN_FIELDS = {
     "image_size": "image_size", "channels": "channels", "data_dir": "data_dir", "width": "width",
     "z_dim": "z_dim", "lr": "lr", "tensorboard": "tensorboard", "keep": "keep",
     "channels_last": "channels_last", "compile": "compile", "classes": "classes",
-    "max_per_class": "max_per_class", "download": "download", "cache": "cache",
+    "max_per_class": "max_per_class", "download": "download", "cache": "cache", "sync_bn": "sync_bn",
 }
 
 
 def _train_config_values(options: dict) -> dict:
     """TrainConfig fields from the parsed options (durations and loss scale parsed here)."""
-    values = {field: options[name] for name, field in _TRAIN_FIELDS.items()}
+    values = {field: options[name] for name, field in _TRAIN_FIELDS.items() if name in options}
     values["loss_scale"] = parse_loss_scale(options["loss_scale"]) if (
         options["precision"] == "fp16" or options["loss_scale"] != "dynamic") else None
     values["time_budget_s"] = parse_duration(options["time_budget"]) if options["time_budget"] else None
@@ -59,6 +59,51 @@ def _train_config_values(options: dict) -> dict:
     else:
         values["checkpoint_every_steps"], values["checkpoint_every_s"] = None, parse_duration(every)
     return values
+
+
+def _relaunch_under_torchrun(nproc: int) -> None:
+    """`--nproc N` outside torchrun: start N processes of the same command; inside: refuse."""
+    from ampgan.distributed import launch_with_torchrun, launched_by_torchrun
+
+    if nproc < 1:
+        raise AmpganError(f"--nproc must be at least 1, got {nproc}")
+    if launched_by_torchrun():
+        raise AmpganError("--nproc is for launching on this machine; under torchrun use its --nproc-per-node instead")
+    argv = []
+    skip = False
+    for index, word in enumerate(_ARGV):
+        if skip:
+            skip = False
+            continue
+        if word == "--nproc":
+            skip = True
+            continue
+        if word.startswith("--nproc="):
+            continue
+        argv.append(word)
+    sys.exit(launch_with_torchrun(nproc, argv))
+
+
+_ARGV: list[str] = []
+
+
+def _claim_on_main_rank(out: Path, overwrite: bool, device) -> None:
+    """Rank 0 alone claims the run folder; the other ranks learn whether it could, instead of
+    waiting in the first collective for a rank that has already exited."""
+    from ampgan.distributed import any_rank, world
+    from ampgan.run_folder import claim_run_dir
+
+    failure = None
+    if world().is_main:
+        try:
+            claim_run_dir(out, overwrite)
+        except AmpganError as error:
+            failure = error
+    (failed,) = any_rank([failure is not None], device)
+    if failure is not None:
+        raise failure
+    if failed:
+        raise AmpganError("rank 0 could not claim the run folder (see its message)")
 
 
 def _given_on_command_line(ctx: click.Context) -> set[str]:
@@ -123,6 +168,9 @@ def _resumed_config(run_dir: Path, options: dict, given: set[str]) -> TrainConfi
 @click.option("--lr", type=float, default=2e-4, show_default=True)
 @click.option("--channels-last", is_flag=True, help="NHWC memory format for the convolutions.")
 @click.option("--compile", is_flag=True, help="torch.compile the networks.")
+@click.option("--nproc", type=int, default=1, show_default=True,
+              help="Data-parallel processes on this machine (launches torchrun); --batch-size is per process.")
+@click.option("--sync-bn", is_flag=True, help="With several processes: SyncBatchNorm (CUDA only).")
 @click.option("--tensorboard", is_flag=True, help="Also write TensorBoard event files.")
 @click.option("--dry-run", is_flag=True, help="Print the resolved config and exit.")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
@@ -133,6 +181,8 @@ def train(ctx: click.Context, **options) -> None:
     from ampgan.run_folder import claim_run_dir
     from ampgan.train import DEFAULT_STEPS, prepare_run, run_training
 
+    if options["nproc"] != 1:
+        _relaunch_under_torchrun(options["nproc"])
     resume_dir = options["resume"]
     if resume_dir is not None:
         if options["out"] is not None and Path(options["out"]) != resume_dir:
@@ -166,8 +216,12 @@ def train(ctx: click.Context, **options) -> None:
             raise AmpganError(f"{resume_dir} already reached step {payload['step']} of --steps {config.steps}: "
                               "give a larger --steps to train further")
     else:
-        claim_run_dir(out, options["overwrite"])
+        _claim_on_main_rank(out, options["overwrite"], prepared.policy.device)
     summary = run_training(prepared, out, show_progress=not options["quiet"], resume_from=payload)
+    from ampgan.distributed import world
+
+    if not world().is_main:
+        return
     last = summary["last"]
     click.echo(
         f"trained {summary['steps']} steps in {summary['train_seconds']:.1f} s "
@@ -320,14 +374,19 @@ def bench(**options) -> None:
         image_size=options["image_size"], channels=options["channels"], seed=options["seed"],
         compile=options["compile_"], peak_tflops=options["peak_tflops"],
     )
-    device = resolve_device(spec.device)
+    from ampgan.distributed import init_from_environment, world
+
+    _, distributed_device = init_from_environment(spec.device)  # under torchrun: join, pick this rank's device
+    device = distributed_device or resolve_device(spec.device)
     for precision in precisions:
         build_policy(precision, device)  # refuses tf32 on a CPU before anything runs
     spec.train_config(precisions[0] if precisions else "fp32", spec.batch_sizes[0])  # validates sizes
     out = options["out"] or Path("runs") / f"bench-{dt.datetime.now():%Y%m%d-%H%M%S}"
-    claim_run_dir(out, options["overwrite"])
+    _claim_on_main_rank(out, options["overwrite"], device)
 
     def report(result) -> None:
+        if not world().is_main:
+            return
         if result.samples_s:
             median = sorted(result.samples_s)[len(result.samples_s) // 2]
             click.echo(f"  batch {result.batch_size:>5} {result.precision:>5}: {median * 1e3:9.2f} ms/step", err=True)
@@ -335,6 +394,8 @@ def bench(**options) -> None:
             click.echo(f"  batch {result.batch_size:>5} {result.precision:>5}: {result.status} ({result.reason})", err=True)
 
     results = run_bench(spec, device, on_config=report)
+    if not world().is_main:
+        return
     write_results(results, out)
     click.echo(render(results, out))
     click.echo(f"results: {out / 'results.json'}")
@@ -586,6 +647,8 @@ def doctor(**options) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
+    global _ARGV
+    _ARGV = list(sys.argv[1:] if argv is None else argv)
     with warnings.catch_warnings():
         warnings.simplefilter("default", AmpganWarning)
         warnings.showwarning = _show_warning
@@ -593,6 +656,21 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def _run(argv: list[str] | None) -> None:
+    from ampgan.distributed import shutdown, world
+
+    try:
+        _dispatch(argv)
+    finally:
+        shutdown()
+
+
+def _rank_prefix() -> str:
+    from ampgan.distributed import world
+
+    return f" (rank {world().rank})" if world().distributed else ""
+
+
+def _dispatch(argv: list[str] | None) -> None:
     try:
         cli.main(args=argv, prog_name="ampgan", standalone_mode=False)
     except click.exceptions.Abort:
@@ -606,8 +684,8 @@ def _run(argv: list[str] | None) -> None:
         click.echo(f"error: {error.format_message()}", err=True)
         sys.exit(error.exit_code)
     except TrainingInterrupted as stop:
-        click.echo(f"stopped: {stop}", err=True)
+        click.echo(f"stopped{_rank_prefix()}: {stop}", err=True)
         sys.exit(stop.exit_code)
     except AmpganError as error:
-        click.echo(f"error: {error}", err=True)
+        click.echo(f"error{_rank_prefix()}: {error}", err=True)
         sys.exit(getattr(error, "exit_code", EXIT_USAGE))

@@ -42,6 +42,7 @@ class TrainConfig:
     # Speed options (see README, "Speed of the step").
     channels_last: bool = False
     compile: bool = False
+    sync_bn: bool = False  # with several processes: batch-norm statistics over the global batch
 
     # The optimisation (Adam, as in DCGAN and the study).
     batch_size: int = 64

@@ -56,7 +56,7 @@ def environment_stamp(device: torch.device) -> dict:
     }
 
 
-def stamp_line(stamp: dict, precision: str, batch_size: int) -> str:
+def stamp_line(stamp: dict, precision: str, batch_size: int | str) -> str:
     """One line naming what produced a figure: hardware, precision, batch, versions."""
     versions = stamp["versions"]
     return (

@@ -92,12 +92,13 @@ class LossScaler:
     def enabled(self) -> bool:
         return self._scaler.is_enabled()
 
-    def backward_and_step(self, loss: torch.Tensor, optimizer: torch.optim.Optimizer) -> torch.Tensor:
-        """Returns a 0-dim tensor, 1.0 if the step was skipped for inf/NaN gradients, else 0.0.
-
-        It stays a tensor so that the step never waits on the device; read it when logging.
-        """
+    def backward(self, loss: torch.Tensor) -> None:
+        """Accumulate the (scaled) gradients of one loss; several may precede one step()."""
         self._scaler.scale(loss).backward()
+
+    def step(self, optimizer: torch.optim.Optimizer) -> torch.Tensor:
+        """Unscale, skip on inf/NaN, update the scale. Returns a 0-dim tensor: 1.0 if the step was
+        skipped, else 0.0. It stays a tensor so the step never waits on the device."""
         self._scaler.step(optimizer)
         if not self.enabled:
             return self._no_skip
@@ -111,6 +112,10 @@ class LossScaler:
             # A static scale (the study used 128): skip overflowing steps, never change the scale.
             self._scaler.update(self.static_scale)
         return skipped
+
+    def backward_and_step(self, loss: torch.Tensor, optimizer: torch.optim.Optimizer) -> torch.Tensor:
+        self.backward(loss)
+        return self.step(optimizer)
 
     def scale(self) -> float:
         """The current loss scale (1.0 when not scaling). Synchronises: call when logging only."""

@@ -48,7 +48,10 @@ class RunWriter:
         self.state = state
         config, dataset = prepared.config, prepared.dataset
         self.environment = environment_stamp(prepared.policy.device)
-        self.stamp = stamp_line(self.environment, prepared.policy.describe(), config.batch_size)
+        from ampgan.distributed import world
+
+        batch = config.batch_size if world().size == 1 else f"{config.batch_size} x {world().size} processes"
+        self.stamp = stamp_line(self.environment, prepared.policy.describe(), batch)
         self.last_record: dict = {}
         self.last_logged_step = 0
         document = self._config_document()
@@ -68,9 +71,13 @@ class RunWriter:
             "generator": sum(p.numel() for p in self.state.generator.parameters()),
             "discriminator": sum(p.numel() for p in self.state.discriminator.parameters()),
         }
+        from ampgan.distributed import world
+
         return {
             "format_version": RUN_FORMAT_VERSION,
             "config": config.to_dict(),
+            "processes": world().size,
+            "global_batch_size": config.batch_size * world().size,
             "precision": self.prepared.policy.describe(),
             "device": str(self.prepared.policy.device),
             "dataset": {
@@ -140,6 +147,34 @@ class RunWriter:
         self._metrics.close()
         if self._tensorboard is not None:
             self._tensorboard.close()
+
+
+class NullWriter:
+    """What ranks other than 0 write: nothing (rank 0 alone owns the run folder)."""
+
+    def __init__(self, state):
+        self.state = state
+        self.last_logged_step = 0
+        self.last_record: dict = {}
+
+    def log_metrics(self, record: dict) -> None:
+        self.last_record, self.last_logged_step = record, record["step"]
+
+    def save_samples(self, step: int) -> None:
+        pass
+
+    def save_checkpoint(self, progress: dict) -> None:
+        pass
+
+    def export_generator(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def summary(self, train_seconds: float) -> dict:
+        return {"run_dir": None, "steps": self.state.step, "train_seconds": round(train_seconds, 2),
+                "last": self.last_record, "stamp": ""}
 
 
 def read_run_config(run_dir: Path) -> dict:

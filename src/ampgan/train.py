@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -15,6 +16,7 @@ from ampgan.cpu_tuning import keep_freed_memory_for_reuse
 from ampgan.data import ImageDataset, load_dataset
 from ampgan.data.batches import BatchStream
 from ampgan.checkpoint import restore_train_state
+from ampgan.distributed import average_over_ranks, any_rank, gather_objects, init_from_environment, world, wrap_for_data_parallel
 from ampgan.errors import warn
 from ampgan.faults import FaultMonitor, FaultRules, NumericFault
 from ampgan.interruption import TrainingInterrupted, stop_on_signals
@@ -35,14 +37,19 @@ class TrainState:
     step: int = 0
     # What the step calls: the modules themselves, or their torch.compile'd wrappers (kept apart
     # so checkpoints always hold the plain modules' state dicts).
+    # Under DDP, run_generator/run_discriminator are the DDP wrappers; D's pass inside G's update
+    # uses run_discriminator_for_g, never wrapped.
     run_generator: Callable | None = None
     run_discriminator: Callable | None = None
+    run_discriminator_for_g: Callable | None = None
 
     def __post_init__(self) -> None:
         if self.run_generator is None:
             self.run_generator = self.generator
         if self.run_discriminator is None:
             self.run_discriminator = self.discriminator
+        if self.run_discriminator_for_g is None:
+            self.run_discriminator_for_g = self.run_discriminator
 
 
 def model_shape_for(config: TrainConfig, dataset: ImageDataset) -> ModelShape:
@@ -55,8 +62,9 @@ def model_shape_for(config: TrainConfig, dataset: ImageDataset) -> ModelShape:
     )
 
 
-def build_train_state(config: TrainConfig, shape: ModelShape, policy: PrecisionPolicy) -> TrainState:
-    """Fresh networks and optimizers; the initial weights depend on the seed alone."""
+def build_train_state(config: TrainConfig, shape: ModelShape, policy: PrecisionPolicy, rank: int = 0) -> TrainState:
+    """Fresh networks and optimizers; the initial weights depend on the seed alone (the same on
+    every rank), the noise generator on the seed and the rank (each rank draws its own fakes)."""
     device = policy.device
     torch.manual_seed(config.seed)
     generator = Generator(shape).to(device)
@@ -72,7 +80,7 @@ def build_train_state(config: TrainConfig, shape: ModelShape, policy: PrecisionP
             module.parameters(), lr=config.lr, betas=(config.beta1, config.beta2), foreach=True
         )
 
-    rng = torch.Generator(device=device).manual_seed(config.seed + 1)
+    rng = torch.Generator(device=device).manual_seed(config.seed + 1 + 7919 * rank)
     return TrainState(
         generator=generator,
         discriminator=discriminator,
@@ -115,27 +123,29 @@ def train_step(state: TrainState, real: torch.Tensor, labels: torch.Tensor) -> d
     z = torch.randn(batch, shape.z_dim, device=real.device, generator=state.rng)
     fake_labels = torch.randint(shape.num_classes, (batch,), device=real.device, generator=state.rng)
 
-    # (1) Update D: real -> 1, fake -> 0, and the class of both.
+    # (1) Update D: real -> 1, fake -> 0, and the class of both. The real and the fake half each get
+    # their own backward pass, as in dcgan/main.py: the real half's graph is freed before the fake
+    # half is built, and under DDP each pass is one complete forward/backward of the wrapped D.
+    state.optimizer_d.zero_grad(set_to_none=True)
     with policy.autocast():
         fake = G(z, fake_labels)  # (B, C, H, W)
         real_fake_real, class_real = D(real)
+        loss_d_real = _real_fake_loss(real_fake_real, True) + _class_loss(class_real, labels)
+    state.scaler_d.backward(loss_d_real)
+    with policy.autocast():
         real_fake_fake, class_fake = D(fake.detach())
-        loss_d = (
-            _real_fake_loss(real_fake_real, True)
-            + _real_fake_loss(real_fake_fake, False)
-            + _class_loss(class_real, labels)
-            + _class_loss(class_fake, fake_labels)
-        )
-    state.optimizer_d.zero_grad(set_to_none=True)
-    skipped_d = state.scaler_d.backward_and_step(loss_d, state.optimizer_d)
+        loss_d_fake = _real_fake_loss(real_fake_fake, False) + _class_loss(class_fake, fake_labels)
+    state.scaler_d.backward(loss_d_fake)
+    skipped_d = state.scaler_d.step(state.optimizer_d)
 
     # (2) Update G: make D call the fakes real, and of the class they were drawn for.
     # D's weights are frozen for this pass: G's backward needs D's input gradients only, and
     # skipping D's weight gradients (discarded anyway) saves about a third of D's backward work.
+    # D runs unwrapped here (never DDP): no D gradient is reduced in G's update.
     _set_requires_grad(state.discriminator, False)
     try:
         with policy.autocast():
-            real_fake_g, class_g = D(fake)
+            real_fake_g, class_g = state.run_discriminator_for_g(fake)
             loss_g = _real_fake_loss(real_fake_g, True) + _class_loss(class_g, fake_labels)
         state.optimizer_g.zero_grad(set_to_none=True)
         skipped_g = state.scaler_g.backward_and_step(loss_g, state.optimizer_g)
@@ -145,7 +155,7 @@ def train_step(state: TrainState, real: torch.Tensor, labels: torch.Tensor) -> d
     state.step += 1
     with torch.no_grad():
         return {
-            "loss_d": loss_d.detach(),
+            "loss_d": (loss_d_real + loss_d_fake).detach(),
             "loss_g": loss_g.detach(),
             # D's accuracy: real/fake head on each half, class head on real and on fake images.
             "d_real_acc": (real_fake_real > 0).float().mean(),
@@ -168,8 +178,10 @@ class PreparedRun:
 
 
 def prepare_run(config: TrainConfig, dataset: ImageDataset | None = None) -> PreparedRun:
-    """Validate everything a run needs; `dataset`: one already loaded (a comparison loads it once)."""
-    device = resolve_device(config.device)
+    """Validate everything a run needs; `dataset`: one already loaded (a comparison loads it once).
+    Under torchrun this also joins the process group and picks this rank's device."""
+    _, distributed_device = init_from_environment(config.device)
+    device = distributed_device or resolve_device(config.device)
     policy = build_policy(config.precision, device, config.loss_scale)
     dataset = dataset if dataset is not None else load_dataset(config.dataset, config.data_request())
     shape = model_shape_for(config, dataset)
@@ -197,32 +209,39 @@ def run_training(prepared: PreparedRun, run_dir: Path, *, show_progress: bool = 
     a comparison happens there, so it never eats into the training budget).
     Raises NumericFault or TrainingInterrupted after saving what should be saved.
     """
-    from ampgan.run_folder import RunWriter
+    from ampgan.run_folder import NullWriter, RunWriter
 
     config, policy = prepared.config, prepared.policy
+    ranks = world()
     policy.apply_backend_settings()
     if policy.device.type == "cpu":
         keep_freed_memory_for_reuse()
-    state = build_train_state(config, prepared.shape, policy)
-    stream = BatchStream(prepared.dataset, config.batch_size, policy.device, config.seed)
+    state = build_train_state(config, prepared.shape, policy, rank=ranks.rank)
+    stream = BatchStream(prepared.dataset, config.batch_size, policy.device, config.seed, ranks.rank, ranks.size)
     window = MetricWindow()
     train_seconds = 0.0
     if resume_from is not None:
-        restore_train_state(state, resume_from, run_dir)
+        restore_train_state(state, resume_from, run_dir, rank=ranks.rank, world_size=ranks.size)
         progress_state = resume_from["progress"]
-        stream.load_state_dict(progress_state["data"])
+        _restore_data_position(stream, progress_state["data"], ranks)
         window.skipped_total = dict(progress_state["skipped_total"])
         train_seconds = progress_state["train_seconds"]
-    writer = RunWriter(run_dir, prepared, state, resumed_at=state.step if resume_from else None)
+    wrap_for_data_parallel(state, config.sync_bn)
+    resumed_at = state.step if resume_from else None
+    writer = RunWriter(run_dir, prepared, state, resumed_at) if ranks.is_main else NullWriter(state)
     budget = Budget(config.steps if config.budget_is_set else DEFAULT_STEPS, config.time_budget_s)
     faults = FaultMonitor(policy.uses_loss_scaling, fault_rules)
-    progress = _progress_bar(budget, show_progress, initial=state.step)
+    progress = _progress_bar(budget, show_progress and ranks.is_main, initial=state.step)
     last_checkpoint = {"step": state.step, "seconds": train_seconds}
 
     def save_checkpoint_now() -> None:
+        # Collective: every rank contributes its data position and noise generator.
+        per_rank = gather_objects({"data": stream.state_dict(), "step_generator": state.rng.get_state()})
         writer.save_checkpoint(progress={
-            "train_seconds": train_seconds, "data": stream.state_dict(),
-            "skipped_total": dict(window.skipped_total), "metrics_last_step": writer.last_logged_step,
+            "train_seconds": train_seconds, "skipped_total": dict(window.skipped_total),
+            "data": {"world_size": ranks.size, "ranks": [r["data"] for r in per_rank]},
+            "step_generators": [r["step_generator"] for r in per_rank],
+            "metrics_last_step": writer.last_logged_step,
         })
         last_checkpoint.update(step=state.step, seconds=train_seconds)
 
@@ -230,20 +249,26 @@ def run_training(prepared: PreparedRun, run_dir: Path, *, show_progress: bool = 
         with stop_on_signals() as stop_request:
             if resume_from is None:
                 save_checkpoint_now()  # step 0: from here on a crash at any moment leaves a resumable run
-            while not budget.spent(state.step, train_seconds):
+            finished = budget.spent(state.step, train_seconds)
+            while not finished:
                 started = time.perf_counter()
                 real, labels = stream.next_batch()
                 window.add(train_step(state, real, labels))
                 # Without a device sync this undercounts on CUDA; the flush below syncs and recounts.
                 seconds_so_far = train_seconds + time.perf_counter() - started
-                checkpoint_due = _checkpoint_due(config, state.step, seconds_so_far, last_checkpoint)
-                finishing = budget.spent(state.step, seconds_so_far) or bool(stop_request)
-                if state.step % config.log_every == 0 or checkpoint_due or finishing:
+                # Every branch below must be taken by all ranks alike (flushes and checkpoints are
+                # collective), so the per-rank clock- and signal-driven decisions are OR-ed over ranks.
+                stopping, out_of_budget, checkpoint_by_time = any_rank(
+                    [bool(stop_request), budget.spent(state.step, seconds_so_far),
+                     _checkpoint_due_by_time(config, seconds_so_far, last_checkpoint)], policy.device)
+                checkpoint_due = checkpoint_by_time or _checkpoint_due_by_steps(config, state.step)
+                finished = out_of_budget or stopping
+                if state.step % config.log_every == 0 or checkpoint_due or finished:
                     steps_in_window = window.count
                     record = window.flush(state)  # reads the device: the only sync point
                     train_seconds += time.perf_counter() - started
                     record.update(step=state.step, train_seconds=round(train_seconds, 4),
-                                  images_per_second=round(state.step * config.batch_size / train_seconds, 2)
+                                  images_per_second=round(state.step * config.batch_size * ranks.size / train_seconds, 2)
                                   if train_seconds else 0.0)
                     writer.log_metrics(record)
                     progress.update(state.step - progress.n)
@@ -258,10 +283,10 @@ def run_training(prepared: PreparedRun, run_dir: Path, *, show_progress: bool = 
                     train_seconds += time.perf_counter() - started
                 if state.step % config.sample_every == 0:
                     writer.save_samples(state.step)
-                if checkpoint_due or (stop_request and state.step != last_checkpoint["step"]):
+                if checkpoint_due or (stopping and state.step != last_checkpoint["step"]):
                     save_checkpoint_now()
-                if stop_request:
-                    raise TrainingInterrupted(stop_request.signum, state.step, str(run_dir))
+                if stopping:
+                    raise TrainingInterrupted(stop_request.signum or signal.SIGTERM, state.step, str(run_dir))
             if state.step % config.sample_every:
                 writer.save_samples(state.step)
             if state.step != last_checkpoint["step"]:
@@ -273,10 +298,21 @@ def run_training(prepared: PreparedRun, run_dir: Path, *, show_progress: bool = 
     return writer.summary(train_seconds)
 
 
-def _checkpoint_due(config: TrainConfig, step: int, train_seconds: float, last: dict) -> bool:
-    by_steps = config.checkpoint_every_steps is not None and step % config.checkpoint_every_steps == 0
-    by_time = config.checkpoint_every_s is not None and train_seconds - last["seconds"] >= config.checkpoint_every_s
-    return by_steps or by_time
+def _restore_data_position(stream: BatchStream, saved: dict, ranks) -> None:
+    """Same number of processes: each rank continues its own shard exactly. Another number: the
+    shards are cut anew, so every rank starts the epoch after the furthest one saved."""
+    if saved["world_size"] == ranks.size:
+        stream.load_state_dict(saved["ranks"][ranks.rank])
+    else:
+        stream.start_epoch(max(r["epoch"] for r in saved["ranks"]) + 1)
+
+
+def _checkpoint_due_by_steps(config: TrainConfig, step: int) -> bool:
+    return config.checkpoint_every_steps is not None and step % config.checkpoint_every_steps == 0
+
+
+def _checkpoint_due_by_time(config: TrainConfig, train_seconds: float, last: dict) -> bool:
+    return config.checkpoint_every_s is not None and train_seconds - last["seconds"] >= config.checkpoint_every_s
 
 
 DEFAULT_STEPS = 1000  # when neither --steps nor --time-budget is given
@@ -308,7 +344,7 @@ class MetricWindow:
         self.count += 1
 
     def flush(self, state: TrainState) -> dict:
-        values = {name: total.item() for name, total in self._sums.items()}
+        values = {name: total.item() for name, total in average_over_ranks(self._sums).items()}
         record = {}
         self.last_skipped = 0
         for name, total in values.items():

@@ -3,7 +3,9 @@
 The whole uint8 dataset is copied to the device once; each batch is an index gather plus a
 scale to [-1, 1], so no loader processes or host-to-device copies sit in the training loop.
 Order: a fresh seeded permutation per epoch, consumed B indices at a time (a batch may span
-two epochs, so any batch size works, even one larger than the dataset).
+two epochs, so any batch size works, even one larger than the dataset). Under data parallelism
+every rank draws the same permutation and keeps its shard, permutation[rank::world_size]: the
+shards of an epoch are disjoint and together cover the dataset.
 """
 
 from __future__ import annotations
@@ -14,11 +16,13 @@ from ampgan.data.dataset import ImageDataset
 
 
 class BatchStream:
-    def __init__(self, dataset: ImageDataset, batch_size: int, device: torch.device, seed: int):
+    def __init__(self, dataset: ImageDataset, batch_size: int, device: torch.device, seed: int,
+                 rank: int = 0, world_size: int = 1):
         self.images = dataset.images.to(device)  # (N, C, H, W) uint8
         self.labels = dataset.labels.to(device)  # (N,) int64
         self.batch_size = batch_size
         self.seed = seed
+        self.rank, self.world_size = rank, world_size
         self.epoch = 0
         self._order = self._permutation(0)
         self._position = 0
@@ -27,7 +31,8 @@ class BatchStream:
         # Seeded by (seed, epoch) alone, so the data order never depends on the precision or on
         # what else consumed random numbers: every precision in a comparison sees the same batches.
         generator = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch)
-        return torch.randperm(len(self.labels), generator=generator).to(self.images.device)
+        order = torch.randperm(len(self.labels), generator=generator)[self.rank :: self.world_size]
+        return order.to(self.images.device)
 
     def state_dict(self) -> dict:
         return {"epoch": self.epoch, "position": self._position}
@@ -36,6 +41,11 @@ class BatchStream:
         """Continue the data order exactly where a checkpoint left it."""
         self.epoch, self._position = state["epoch"], state["position"]
         self._order = self._permutation(self.epoch)
+
+    def start_epoch(self, epoch: int) -> None:
+        """Continue from the start of an epoch (a run resumed on another number of processes)."""
+        self.epoch, self._position = epoch, 0
+        self._order = self._permutation(epoch)
 
     def next_indices(self) -> torch.Tensor:
         parts, needed = [], self.batch_size

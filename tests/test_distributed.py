@@ -1,0 +1,148 @@
+"""Data parallelism with torchrun: CPU, gloo, 2 processes, a small model."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from ampgan.data.batches import BatchStream
+from ampgan.data.synthetic import make_synthetic
+from test_cli import run_cli
+
+TINY = ["--dataset", "synthetic", "--width", "8", "--z-dim", "16", "--batch-size", "8", "--device", "cpu",
+        "--quiet", "--log-every", "2", "--sample-every", "1000"]
+
+
+def torchrun(*args, timeout=240, script=None):
+    target = [str(script)] if script else ["-m", "ampgan"]
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2", *target, *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=timeout,
+                          env=os.environ | {"PYTHONUNBUFFERED": "1"})
+
+
+def test_shards_are_disjoint_and_cover_each_epoch():
+    data = make_synthetic(count=23, num_classes=3, image_size=28, channels=1)
+    shards = [BatchStream(data, 4, torch.device("cpu"), seed=5, rank=r, world_size=3) for r in range(3)]
+    epoch = [s._order.tolist() for s in shards]
+    assert sorted(sum(epoch, [])) == list(range(23))  # complete
+    assert all(set(a).isdisjoint(b) for i, a in enumerate(epoch) for b in epoch[i + 1:])  # disjoint
+    assert [len(e) for e in epoch] == [8, 8, 7]
+    again = BatchStream(data, 4, torch.device("cpu"), seed=5, rank=1, world_size=3)
+    assert again._order.tolist() == epoch[1]  # seeded
+
+
+def test_two_processes_keep_identical_parameters_and_only_rank_0_writes(tmp_path):
+    script = tmp_path / "train_and_dump.py"
+    script.write_text(textwrap.dedent(f"""
+        import hashlib, json, sys, torch
+        import ampgan.train as train_module
+        from ampgan.config import TrainConfig
+        from ampgan.distributed import world
+        captured = {{}}
+        original = train_module.run_training
+        def remember(prepared, run_dir, **kw):
+            build = train_module.build_train_state
+            def keep(*a, **k):
+                captured["state"] = build(*a, **k)
+                return captured["state"]
+            train_module.build_train_state = keep
+            return original(prepared, run_dir, **kw)
+        config = TrainConfig(dataset="synthetic", width=8, z_dim=16, batch_size=8, device="cpu", steps=6,
+                             log_every=2, sample_every=1000, checkpoint_every_steps=3)
+        prepared = train_module.prepare_run(config)
+        summary = remember(prepared, "{tmp_path / 'run'}", show_progress=False)
+        state = captured["state"]
+        digest = hashlib.sha256()
+        for p in list(state.generator.parameters()) + list(state.discriminator.parameters()):
+            digest.update(p.detach().numpy().tobytes())
+        loss = summary["last"]["loss_d"]
+        open("{tmp_path}/rank%d.json" % world().rank, "w").write(json.dumps({{"digest": digest.hexdigest(), "loss": loss}}))
+    """))
+    result = torchrun(script=script)
+    assert result.returncode == 0, result.stderr[-3000:]
+    ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
+    assert ranks[0]["digest"] == ranks[1]["digest"]
+    assert all(abs(r["loss"]) < 1e3 for r in ranks)
+    run = tmp_path / "run"
+    steps = [json.loads(line)["step"] for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert steps == [2, 3, 4, 6]  # every 2nd step and the checkpoint at 3; one writer: none twice
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["step-000000.pt", "step-000003.pt", "step-000006.pt"]
+    config = json.loads((run / "config.json").read_text())
+    assert config["processes"] == 2 and config["global_batch_size"] == 16
+
+
+def test_a_two_process_checkpoint_resumes_in_one_process_and_back(tmp_path, capsys):
+    run = tmp_path / "run"
+    result = torchrun("train", *TINY, "--steps", "6", "--checkpoint-every", "3", "--out", str(run))
+    assert result.returncode == 0, result.stderr[-3000:]
+    code, _, err = run_cli(capsys, "train", "--resume", str(run), "--steps", "10", "--quiet")
+    assert code == 0, err
+    result = torchrun("train", "--resume", str(run), "--steps", "14", "--quiet")
+    assert result.returncode == 0, result.stderr[-3000:]
+    steps = [json.loads(line)["step"] for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert steps == sorted(set(steps)) and steps[-1] == 14, (steps, err, result.stdout[-2000:], result.stderr[-3000:])
+    assert set(range(2, 15, 2)) <= set(steps)  # none missing
+    assert [r["at_step"] for r in json.loads((run / "config.json").read_text())["resumed"]] == [6, 10]
+
+
+def test_bench_under_two_processes_reports_per_rank_times_max_and_efficiency(tmp_path):
+    out = tmp_path / "bench"
+    result = torchrun("bench", "--batch-sizes", "8", "--precisions", "fp32", "--width", "8", "--z-dim", "16",
+                      "--device", "cpu", "--warmup", "1", "--steps", "3", "--out", str(out))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.count("results:") == 1  # rank 0 alone reports
+    (row,) = json.loads((out / "results.json").read_text())["configs"]
+    assert row["processes"] == 2 and len(row["per_rank_samples_s"]) == 3
+    assert all(len(times) == 2 for times in row["per_rank_samples_s"])
+    assert row["samples_s"] == [max(times) for times in row["per_rank_samples_s"]]
+    assert 0 < row["scaling_efficiency"] <= 1.5 and len(row["local_samples_s"]) == 3
+
+
+def test_a_killed_rank_ends_the_job_with_a_clear_error(tmp_path):
+    script = tmp_path / "die.py"
+    script.write_text(textwrap.dedent("""
+        import os, signal, sys
+        import ampgan.train as train_module
+        from ampgan.cli import main
+        original = train_module.train_step
+        def step(state, real, labels):
+            if os.environ["RANK"] == "1" and state.step == 4:
+                os.kill(os.getpid(), signal.SIGKILL)
+            return original(state, real, labels)
+        train_module.train_step = step
+        main(sys.argv[1:])
+    """))
+    from ampgan.distributed import launch_with_torchrun
+
+    started = time.monotonic()
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2", str(script),
+               "train", *TINY, "--steps", "200", "--out", str(tmp_path / "run")]
+    result = subprocess.run([sys.executable, "-c", textwrap.dedent(f"""
+        import sys
+        from ampgan.distributed import launch_with_torchrun
+        sys.exit(launch_with_torchrun(2, {["train", *TINY, "--steps", "200", "--out", str(tmp_path / "run")]!r},
+                                      target=[{str(script)!r}]))
+    """)], capture_output=True, text=True, timeout=240)
+    elapsed = time.monotonic() - started
+    assert result.returncode != 0
+    assert "error: rank 1 was killed by signal 9" in result.stderr, result.stderr[-3000:]
+    assert elapsed < 120
+
+
+def test_wrong_launcher_settings_are_one_line_errors(tmp_path):
+    env = os.environ | {"RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "0"}
+    env.pop("MASTER_ADDR", None)
+    env.pop("MASTER_PORT", None)
+    result = subprocess.run([sys.executable, "-m", "ampgan", "train", *TINY, "--steps", "1", "--out", str(tmp_path / "r")],
+                            capture_output=True, text=True, timeout=120, env=env)
+    assert result.returncode == 2 and "MASTER_ADDR is not set: start ampgan with torchrun" in result.stderr
+    env = os.environ | {"RANK": "3", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29999"}
+    result = subprocess.run([sys.executable, "-m", "ampgan", "train", *TINY, "--steps", "1", "--out", str(tmp_path / "r")],
+                            capture_output=True, text=True, timeout=120, env=env)
+    assert result.returncode == 2 and "inconsistent launcher settings" in result.stderr
