@@ -6,9 +6,7 @@ import subprocess
 import sys
 import textwrap
 import time
-from pathlib import Path
 
-import pytest
 import torch
 
 from ampgan.data.batches import BatchStream
@@ -118,11 +116,7 @@ def test_a_killed_rank_ends_the_job_with_a_clear_error(tmp_path):
         train_module.train_step = step
         main(sys.argv[1:])
     """))
-    from ampgan.distributed import launch_with_torchrun
-
     started = time.monotonic()
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2", str(script),
-               "train", *TINY, "--steps", "200", "--out", str(tmp_path / "run")]
     result = subprocess.run([sys.executable, "-c", textwrap.dedent(f"""
         import sys
         from ampgan.distributed import launch_with_torchrun

@@ -1,7 +1,6 @@
 """Runs that survive: bit-exact resume, kill -9, SIGTERM, numeric faults, damaged files."""
 
 import json
-import os
 import random
 import signal
 import subprocess

@@ -11,7 +11,7 @@ from __future__ import annotations
 import gc
 import resource
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 
 import torch
 

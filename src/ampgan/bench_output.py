@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 from pathlib import Path
 
 from ampgan.atomic import write_atomically, write_json_atomically
 from ampgan.errors import AmpganError
+from ampgan.jsonfile import read_json
 
 CSV_COLUMNS = [
     "batch_size", "precision", "status", "median_ms", "q1_ms", "q3_ms", "iqr_ms", "min_ms", "noisy",
@@ -24,12 +24,8 @@ PRECISION_COLOURS = {"fp32": "#1f77b4", "tf32": "#9467bd", "bf16": "#2ca02c", "f
 
 def load_results(path: Path) -> dict:
     path = Path(path)
-    if not path.is_file():
-        raise AmpganError(f"no bench results at {path}: run 'ampgan bench' first or give the path to its results.json")
-    try:
-        results = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise AmpganError(f"{path} is not valid JSON ({error.msg if hasattr(error, 'msg') else error}): re-run 'ampgan bench'") from None
+    results = read_json(path, missing=f"no bench results at {path}: run 'ampgan bench' first or give the path to its results.json",
+                        damaged=f"{path} is not valid JSON: re-run 'ampgan bench'")
     if not isinstance(results, dict) or results.get("format") != "ampgan-bench/1" or "configs" not in results:
         raise AmpganError(f"{path} is not an ampgan bench results file (format ampgan-bench/1)")
     return results

@@ -178,7 +178,6 @@ def _resumed_config(run_dir: Path, options: dict, given: set[str]) -> TrainConfi
 def train(ctx: click.Context, **options) -> None:
     """Train an AC-GAN in one precision and write a run folder."""
     from ampgan.checkpoint import latest_checkpoint, load_checkpoint
-    from ampgan.run_folder import claim_run_dir
     from ampgan.train import DEFAULT_STEPS, prepare_run, run_training
 
     if options["nproc"] != 1:
@@ -351,7 +350,6 @@ def bench(**options) -> None:
     """Time per batch vs batch size for each precision (the study's Figures 1 and 2)."""
     from ampgan.bench import BenchSpec, run_bench
     from ampgan.bench_output import load_results, render, write_results
-    from ampgan.run_folder import claim_run_dir
 
     if options["from_"]:
         results = load_results(options["from_"])
@@ -656,7 +654,7 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def _run(argv: list[str] | None) -> None:
-    from ampgan.distributed import shutdown, world
+    from ampgan.distributed import shutdown
 
     try:
         _dispatch(argv)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-from ampgan.ranges import FORMATS, FP16, classify, log2_histogram
+from ampgan.ranges import FORMATS, classify, log2_histogram
 
 KINDS = ("weights", "activations", "activation_grads", "weight_grads")
 HIST_LOW, HIST_HIGH = -150, 130

@@ -6,7 +6,6 @@ import dataclasses
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from ampgan.atomic import write_atomically, write_json_atomically
 from ampgan.config import TrainConfig

@@ -17,18 +17,15 @@ from PIL import Image
 from ampgan.atomic import write_atomically
 from ampgan.bench_output import PRECISION_COLOURS
 from ampgan.errors import AmpganError
+from ampgan.jsonfile import read_json
 from ampgan.runs import read_jsonl
 
 
 def load_compare(out_dir: Path) -> dict:
     path = Path(out_dir) / "compare.json"
-    if not path.is_file():
-        raise AmpganError(f"{out_dir} has no compare.json: give the --out folder of an 'ampgan compare' run")
-    try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError:
-        raise AmpganError(f"{path} is damaged (not valid JSON): run 'ampgan compare' again") from None
-    if document.get("format") != "ampgan-compare/1":
+    document = read_json(path, missing=f"{out_dir} has no compare.json: give the --out folder of an 'ampgan compare' run",
+                         damaged=f"{path} is damaged (not valid JSON): run 'ampgan compare' again")
+    if not isinstance(document, dict) or document.get("format") != "ampgan-compare/1":
         raise AmpganError(f"{path} is not an ampgan comparison (format ampgan-compare/1)")
     return document
 

@@ -21,6 +21,7 @@ from ampgan.checkpoint import checkpoint_path, prune_checkpoints, save_checkpoin
 from ampgan.config import RUN_FORMAT_VERSION
 from ampgan.environment import environment_stamp, stamp_line
 from ampgan.errors import AmpganError
+from ampgan.jsonfile import read_json
 from ampgan.samples import fixed_noise, render_samples, save_png
 
 
@@ -180,13 +181,9 @@ class NullWriter:
 def read_run_config(run_dir: Path) -> dict:
     """config.json of an existing run folder, checked for a format this ampgan understands."""
     path = Path(run_dir) / "config.json"
-    if not path.is_file():
-        raise AmpganError(f"{run_dir} is not an ampgan run folder (no config.json)")
-    try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        raise AmpganError(f"{path} is damaged (not valid JSON): this run cannot be resumed") from None
-    version = document.get("format_version")
+    document = read_json(path, missing=f"{run_dir} is not an ampgan run folder (no config.json)",
+                         damaged=f"{path} is damaged (not valid JSON): this run cannot be resumed")
+    version = document.get("format_version") if isinstance(document, dict) else None
     if not isinstance(version, int) or version > RUN_FORMAT_VERSION:
         raise AmpganError(f"{run_dir} was written by a newer ampgan (run format {version}, this one reads "
                           f"{RUN_FORMAT_VERSION}): upgrade ampgan to use it")
@@ -213,12 +210,10 @@ def truncate_metrics(path: Path, last_step: int) -> int:
 
 def require_tensorboard() -> None:
     """Checked while validating, so a missing package never costs an existing run folder."""
-    try:
-        import tensorboard  # noqa: F401
-    except ImportError:
-        raise AmpganError(
-            "--tensorboard needs the tensorboard package: pip install 'ampgan[tensorboard]'"
-        ) from None
+    import importlib.util
+
+    if importlib.util.find_spec("tensorboard") is None:
+        raise AmpganError("--tensorboard needs the tensorboard package: pip install 'ampgan[tensorboard]'")
 
 
 def _open_tensorboard(run_dir: Path):

@@ -1,0 +1,60 @@
+"""How much the bench harness adds to the step it measures.
+
+    python benchmarks/harness_overhead.py --batch-size 64 --rounds 30
+
+Times the same training step two ways, interleaved in blocks: a bare loop of `train_step` calls
+around one clock, and the harness's per-step `timed_step` (clock reads, flag bookkeeping). The
+overhead is the ratio of their medians minus one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+from ampgan.bench import BenchSpec, _Contender  # noqa: E402
+from ampgan.cpu_tuning import keep_freed_memory_for_reuse  # noqa: E402
+from ampgan.data import load_dataset  # noqa: E402
+from ampgan.environment import environment_stamp  # noqa: E402
+from ampgan.stats import timing_stats  # noqa: E402
+from ampgan.train import train_step  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--precision", default="bf16")
+    parser.add_argument("--rounds", type=int, default=30)
+    parser.add_argument("--block", type=int, default=5, help="steps per timed block")
+    args = parser.parse_args()
+    device = torch.device("cpu")
+    keep_freed_memory_for_reuse()
+    spec = BenchSpec(precisions=(args.precision,), device="cpu")
+    dataset = load_dataset("synthetic")
+    contender = _Contender(spec, args.precision, args.batch_size, dataset, device)
+    for _ in range(3):
+        contender.timed_step()
+    bare, harness = [], []
+    for _ in range(args.rounds):
+        start = time.perf_counter()
+        for _ in range(args.block):
+            train_step(contender.state, contender.real, contender.labels)
+        bare.append((time.perf_counter() - start) / args.block)
+        start = time.perf_counter()
+        for _ in range(args.block):
+            contender.timed_step()
+        harness.append((time.perf_counter() - start) / args.block)
+    bare_median, harness_median = timing_stats(bare).median_s, timing_stats(harness).median_s
+    print(f"bare step {bare_median * 1e3:.2f} ms, harness step {harness_median * 1e3:.2f} ms, "
+          f"overhead {100 * (harness_median / bare_median - 1):+.2f}% "
+          f"({args.precision}, batch {args.batch_size}, {args.rounds} rounds of {args.block})")
+    print(environment_stamp(device)["hardware_summary"], "| torch", torch.__version__)
+
+
+if __name__ == "__main__":
+    main()
