@@ -40,15 +40,22 @@ def main() -> None:
     for _ in range(3):
         contender.timed_step()
     bare, harness = [], []
-    for _ in range(args.rounds):
+
+    def bare_block() -> None:
         start = time.perf_counter()
         for _ in range(args.block):
             train_step(contender.state, contender.real, contender.labels)
         bare.append((time.perf_counter() - start) / args.block)
+
+    def harness_block() -> None:
         start = time.perf_counter()
         for _ in range(args.block):
             contender.timed_step()
         harness.append((time.perf_counter() - start) / args.block)
+
+    for round_index in range(args.rounds):  # alternate which goes first, so drift favours neither
+        for block in ((bare_block, harness_block) if round_index % 2 == 0 else (harness_block, bare_block)):
+            block()
     bare_median, harness_median = timing_stats(bare).median_s, timing_stats(harness).median_s
     print(f"bare step {bare_median * 1e3:.2f} ms, harness step {harness_median * 1e3:.2f} ms, "
           f"overhead {100 * (harness_median / bare_median - 1):+.2f}% "

@@ -153,7 +153,7 @@ class _Contender:
         self.dataset = dataset
         self.result = ConfigResult(batch_size=batch_size, precision=precision, processes=ranks.size)
         self.device = device
-        self._skipped = torch.zeros((), device=device)
+        self._skipped: list[torch.Tensor] = []  # per-step flags, summed once at the end
 
     def timed_step(self) -> float:
         """This step's time; with DDP, the slowest rank's (every rank's is kept too)."""
@@ -165,7 +165,7 @@ class _Contender:
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
         elapsed = time.perf_counter() - start
-        self._skipped += metrics["skipped_d"] + metrics["skipped_g"]  # stays on the device
+        self._skipped += [metrics["skipped_d"], metrics["skipped_g"]]  # stays on the device, no op
         if world().distributed:
             self.last_per_rank = gather_objects(elapsed)  # after the clock: not part of the measured step
             elapsed = max(self.last_per_rank)
@@ -184,7 +184,7 @@ class _Contender:
             state.run_generator, state.run_discriminator, state.run_discriminator_for_g = wrapped
 
     def finish(self) -> ConfigResult:
-        self.result.skipped_steps = int(self._skipped.item())
+        self.result.skipped_steps = int(sum(t.item() for t in self._skipped))
         return self.result
 
 
