@@ -1,6 +1,6 @@
 """How much the bench harness adds to the step it measures.
 
-    python benchmarks/harness_overhead.py --batch-size 64 --rounds 30
+    python benchmarks/harness_overhead.py --batch-size 64 --rounds 60
 
 Times the same training step two ways, interleaved in blocks: a bare loop of `train_step` calls
 around one clock, and the harness's per-step `timed_step` (clock reads, flag bookkeeping). The
@@ -21,7 +21,7 @@ from ampgan.bench import BenchSpec, _Contender  # noqa: E402
 from ampgan.cpu_tuning import keep_freed_memory_for_reuse  # noqa: E402
 from ampgan.data import load_dataset  # noqa: E402
 from ampgan.environment import environment_stamp  # noqa: E402
-from ampgan.stats import timing_stats  # noqa: E402
+from ampgan.stats import pairwise_speedup, timing_stats  # noqa: E402
 from ampgan.train import train_step  # noqa: E402
 
 
@@ -29,7 +29,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--precision", default="bf16")
-    parser.add_argument("--rounds", type=int, default=30)
+    parser.add_argument("--rounds", type=int, default=60)
     parser.add_argument("--block", type=int, default=5, help="steps per timed block")
     args = parser.parse_args()
     device = torch.device("cpu")
@@ -57,8 +57,10 @@ def main() -> None:
         for block in ((bare_block, harness_block) if round_index % 2 == 0 else (harness_block, bare_block)):
             block()
     bare_median, harness_median = timing_stats(bare).median_s, timing_stats(harness).median_s
-    print(f"bare step {bare_median * 1e3:.2f} ms, harness step {harness_median * 1e3:.2f} ms, "
-          f"overhead {100 * (harness_median / bare_median - 1):+.2f}% "
+    pair = pairwise_speedup(bare, harness)  # bare/harness per round: < 1 means the harness is slower
+    print(f"bare step {bare_median * 1e3:.2f} ms, harness step {harness_median * 1e3:.2f} ms; harness overhead "
+          f"{100 * (1 / pair['median'] - 1):+.2f}% (median of per-round ratios; IQR "
+          f"{100 * (1 / pair['q3'] - 1):+.2f}% .. {100 * (1 / pair['q1'] - 1):+.2f}%) "
           f"({args.precision}, batch {args.batch_size}, {args.rounds} rounds of {args.block})")
     print(environment_stamp(device)["hardware_summary"], "| torch", torch.__version__)
 
