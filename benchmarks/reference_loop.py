@@ -27,7 +27,7 @@ class NetG(nn.Module):
         super().__init__()
         self.nz, self.ngf = nz, ngf
         self.emb = nn.Embedding(n_classes, nz)
-        self.fc = nn.Sequential(nn.Linear(nz, ngf * 4 * 4 * 4, bias=False), nn.BatchNorm1d(ngf * 4 * 4 * 4), nn.ReLU(True))
+        self.fc = nn.Sequential(nn.Linear(2 * nz, ngf * 4 * 4 * 4, bias=False), nn.BatchNorm1d(ngf * 4 * 4 * 4), nn.ReLU(True))
         self.main = nn.Sequential(
             nn.ConvTranspose2d(ngf * 4, ngf * 2, 4, 2, 1, bias=False), nn.BatchNorm2d(ngf * 2), nn.ReLU(True),
             nn.ConvTranspose2d(ngf * 2, ngf, 4, 2, 1, bias=False), nn.BatchNorm2d(ngf), nn.ReLU(True),
@@ -35,7 +35,7 @@ class NetG(nn.Module):
         )
 
     def forward(self, z, y):
-        x = self.fc(z * self.emb(y)).view(-1, self.ngf * 4, 4, 4)
+        x = self.fc(torch.cat([z, self.emb(y)], 1)).view(-1, self.ngf * 4, 4, 4)
         return self.main(x)
 
 

@@ -35,10 +35,10 @@ def test_time_budget_stops_the_run(tmp_path):
 def test_a_few_hundred_steps_on_digits_teach_the_class_head(tmp_path):
     """The AC-GAN learns: D's class accuracy on generated digits rises far above chance (0.1)."""
     config = TrainConfig(dataset="digits", precision="bf16", width=16, z_dim=32, batch_size=32,
-                         steps=300, device="cpu", log_every=25, sample_every=10_000, seed=0)
+                         steps=300, device="cpu", log_every=2, sample_every=10_000, seed=0)
     run_training(prepare_run(config), tmp_path / "run", show_progress=False)
     records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     first, last = records[0], records[-1]
     assert first["class_acc_fake"] < 0.3
-    assert last["class_acc_fake"] > 0.5  # chance is 0.1; 0.63 at the time of writing
+    assert last["class_acc_fake"] > 0.7  # chance is 0.1; 0.16 at step 2, 1.0 at step 300 when written
     assert last["class_acc_real"] > 0.8

@@ -47,7 +47,7 @@ def _init_dcgan_weights(module: nn.Module) -> None:
 class Generator(nn.Module):
     """(z, label) -> image in [-1, 1].
 
-    For 32 px and width w: z*embed(label) -> linear -> (B, 4w, 4, 4) -> (B, 2w, 8, 8)
+    For 32 px and width w: [z, embed(label)] -> linear -> (B, 4w, 4, 4) -> (B, 2w, 8, 8)
     -> (B, w, 16, 16) -> (B, C, 32, 32). For 28 px the map starts at (B, 2w, 7, 7).
     """
 
@@ -58,7 +58,7 @@ class Generator(nn.Module):
         start_channels = shape.width * 2 ** (n_up - 1)
         self.label_embedding = nn.Embedding(shape.num_classes, shape.z_dim)
         self.project = nn.Sequential(
-            nn.Linear(shape.z_dim, start_channels * shape.base_size**2, bias=False),
+            nn.Linear(2 * shape.z_dim, start_channels * shape.base_size**2, bias=False),
             nn.BatchNorm1d(start_channels * shape.base_size**2),
             nn.ReLU(inplace=True),
         )
@@ -74,12 +74,13 @@ class Generator(nn.Module):
             channels //= 2
         layers += [nn.ConvTranspose2d(channels, shape.channels, 4, stride=2, padding=1), nn.Tanh()]
         self.upsample = nn.Sequential(*layers)
-        # The embedding keeps PyTorch's N(0, 1) initialisation: each class starts with its own
-        # random sign/scale pattern over z, so the label changes G's input from the first step.
+        # The label enters as a learned embedding concatenated to z (kept at PyTorch's N(0, 1)
+        # initialisation, as strong as the noise). Multiplying z by the embedding instead gave
+        # samples the evaluator recognised far less often (0.13 vs 0.47 after 300 bf16 steps on digits).
         self.apply(_init_dcgan_weights)
 
     def forward(self, z: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        conditioned = z * self.label_embedding(labels)  # (B, z_dim)
+        conditioned = torch.cat([z, self.label_embedding(labels)], dim=1)  # (B, 2 z_dim)
         x = self.project(conditioned).view(-1, *self._start)  # (B, start_channels, base, base)
         return self.upsample(x)  # (B, C, H, W)
 
