@@ -61,6 +61,8 @@ def test_two_processes_keep_identical_parameters_and_only_rank_0_writes(tmp_path
             digest.update(p.detach().numpy().tobytes())
         loss = summary["last"]["loss_d"]
         open("{tmp_path}/rank%d.json" % world().rank, "w").write(json.dumps({{"digest": digest.hexdigest(), "loss": loss}}))
+        from ampgan.distributed import shutdown
+        shutdown()
     """))
     result = torchrun(script=script)
     assert result.returncode == 0, result.stderr[-3000:]

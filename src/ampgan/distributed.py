@@ -91,8 +91,14 @@ def init_from_environment(device_request: str) -> tuple[World, torch.device]:
 
 
 def shutdown() -> None:
+    """Leave the process group together: a rank that tears gloo down while a peer is still in its
+    last collective makes that peer abort (SIGABRT) at exit."""
     global _world
     if dist.is_initialized():
+        try:
+            dist.barrier()
+        except Exception:  # noqa: BLE001 - a peer already gone: nothing left to wait for
+            pass
         dist.destroy_process_group()
     _world = World()
 
