@@ -33,6 +33,7 @@ from ampgan.environment import environment_stamp
 from ampgan.errors import AmpganError
 from ampgan.evaluate import evaluator_for, generate_evenly, quality_of_images, reference_floor
 from ampgan.precision import resolve_device
+from ampgan.runs import load_run
 from ampgan.train import prepare_run, run_training
 
 
@@ -143,8 +144,6 @@ def run_compare(spec: CompareSpec, out_dir: Path, show_progress: bool = True, lo
         log(f"train: {precision} for {spec.time_budget_s:g} s of training ...")
         tracker = _QualityTracker(evaluator, run_dir, spec, prepared[precision].policy.autocast, dataset.num_classes)
         summary = run_training(prepared[precision], run_dir, show_progress=show_progress, on_log=tracker)
-        from ampgan.runs import load_run
-
         final_state = _FinalState(load_run(run_dir, prepared[precision].policy.device).generator,
                                   prepared[precision].policy)
         final = tracker.evaluate(final_state, {"step": summary["steps"], "train_seconds": summary["train_seconds"]})

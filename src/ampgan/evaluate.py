@@ -63,6 +63,13 @@ class TrainedEvaluator:
     held_out_images: torch.Tensor  # uint8, the real reference set for FD/KID
     train_images: torch.Tensor  # uint8, for the real-vs-real floor
     info: dict
+    _held_out_features: np.ndarray | None = None
+
+    def held_out_features(self) -> np.ndarray:
+        """The real reference features, computed once (every evaluation of a comparison reuses them)."""
+        if self._held_out_features is None:
+            self._held_out_features, _ = _features_and_predictions(self.network, self.held_out_images)
+        return self._held_out_features
 
 
 def _to_input(images_uint8: torch.Tensor) -> torch.Tensor:
@@ -177,7 +184,7 @@ def generate_evenly(generator_net, num_classes: int, count: int, z_dim: int, see
 def quality_of_images(evaluator: TrainedEvaluator, images: torch.Tensor, intended: torch.Tensor) -> dict:
     """Evaluator accuracy, Fréchet distance and KID of images against the held-out real set."""
     features, predicted = _features_and_predictions(evaluator.network, images)
-    real_features, _ = _features_and_predictions(evaluator.network, evaluator.held_out_images)
+    real_features = evaluator.held_out_features()
     kid, kid_std = kernel_inception_distance(features, real_features)
     return {"evaluator_accuracy": accuracy(predicted, intended.numpy()),
             "frechet_distance": frechet_distance(features, real_features),
@@ -190,7 +197,7 @@ def reference_floor(evaluator: TrainedEvaluator, count: int) -> dict:
     count = min(count, len(evaluator.train_images))
     chosen = torch.randperm(len(evaluator.train_images), generator=generator)[:count]
     real_features, _ = _features_and_predictions(evaluator.network, evaluator.train_images[chosen])
-    held_features, _ = _features_and_predictions(evaluator.network, evaluator.held_out_images)
+    held_features = evaluator.held_out_features()
     kid, kid_std = kernel_inception_distance(real_features, held_features)
     return {"evaluator_accuracy": evaluator.held_out_accuracy,
             "frechet_distance": frechet_distance(real_features, held_features), "kid": kid, "kid_std": kid_std,
