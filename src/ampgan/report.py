@@ -160,8 +160,12 @@ def verdict(document: dict) -> list[str]:
         else:
             text += ", while fp32 did not reach it within the same budget"
         lines.append(text + "." + noise)
-    lines.append("Quality numbers come from one training run per precision: differences of a few hundredths in "
-                 "accuracy are within run-to-run noise; repeat with other --seed values before relying on them.")
+    spec = document["spec"]
+    interval = spec["time_budget_s"] / spec["eval_points"]
+    lines.append(f"Times to the target are interpolated between evaluations {interval:.0f} s of training apart, and GAN "
+                 "quality curves are not monotonic (see the quality figure). Quality numbers come from one training "
+                 "run per precision: differences of a few hundredths in accuracy are within run-to-run noise; repeat "
+                 "with other --seed values (and more --eval-points) before relying on them.")
     return lines
 
 
