@@ -174,14 +174,8 @@ class _Contender:
     def count_step_flops(self) -> int:
         # Counted on the eager modules: the FLOPs are the same, and the counter's global module
         # hooks would otherwise make compiled modules warn and recompile.
-        state = self.state
-        wrapped = state.run_generator, state.run_discriminator, state.run_discriminator_for_g
-        state.run_generator, state.run_discriminator = state.generator, state.discriminator
-        state.run_discriminator_for_g = state.discriminator
-        try:
+        with self.state.eager() as state:
             return count_flops(lambda: train_step(state, self.real, self.labels))
-        finally:
-            state.run_generator, state.run_discriminator, state.run_discriminator_for_g = wrapped
 
     def finish(self) -> ConfigResult:
         self.result.skipped_steps = int(sum(t.item() for t in self._skipped))

@@ -135,8 +135,9 @@ def restore_train_state(state, payload: dict, path: Path, rank: int = 0, world_s
     if len(generators) == world_size:
         state.rng.set_state(generators[rank])
     else:
-        seed = payload["config"]["seed"]
-        state.rng.manual_seed(seed + 1 + 7919 * rank + 1_000_003 * state.step)
+        from ampgan.train import noise_seed
+
+        state.rng.manual_seed(noise_seed(payload["config"]["seed"], rank, state.step))
 
 
 def prune_checkpoints(run_dir: Path, keep: int) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import signal
 import time
 from collections.abc import Callable
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,6 +52,17 @@ class TrainState:
         if self.run_discriminator_for_g is None:
             self.run_discriminator_for_g = self.run_discriminator
 
+    @contextmanager
+    def eager(self):
+        """Run the step on the plain modules (no DDP, no torch.compile) inside the block."""
+        wrapped = self.run_generator, self.run_discriminator, self.run_discriminator_for_g
+        self.run_generator, self.run_discriminator = self.generator, self.discriminator
+        self.run_discriminator_for_g = self.discriminator
+        try:
+            yield self
+        finally:
+            self.run_generator, self.run_discriminator, self.run_discriminator_for_g = wrapped
+
 
 def model_shape_for(config: TrainConfig, dataset: ImageDataset) -> ModelShape:
     return ModelShape(
@@ -60,6 +72,12 @@ def model_shape_for(config: TrainConfig, dataset: ImageDataset) -> ModelShape:
         z_dim=config.z_dim,
         width=config.width,
     )
+
+
+def noise_seed(seed: int, rank: int, step: int = 0) -> int:
+    """The seed of a rank's noise generator: distinct per rank, and per step for a rank that
+    joins a resumed run without a saved generator of its own."""
+    return seed + 1 + 7919 * rank + 1_000_003 * step
 
 
 def build_train_state(config: TrainConfig, shape: ModelShape, policy: PrecisionPolicy, rank: int = 0) -> TrainState:
@@ -80,7 +98,7 @@ def build_train_state(config: TrainConfig, shape: ModelShape, policy: PrecisionP
             module.parameters(), lr=config.lr, betas=(config.beta1, config.beta2), foreach=True
         )
 
-    rng = torch.Generator(device=device).manual_seed(config.seed + 1 + 7919 * rank)
+    rng = torch.Generator(device=device).manual_seed(noise_seed(config.seed, rank))
     return TrainState(
         generator=generator,
         discriminator=discriminator,

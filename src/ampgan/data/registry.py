@@ -47,15 +47,14 @@ def load_dataset(name: str, request: DataRequest = DataRequest()) -> ImageDatase
         from ampgan.data.folder import load_folder
 
         dataset = load_folder(name.removeprefix("folder:"), request.image_size, request.channels, request.cache)
-        dataset.source.setdefault("sha256", dataset.content_sha256())
-        return dataset
-    if name not in _LOADERS:
+    elif name not in _LOADERS:
         close = difflib.get_close_matches(name, _LOADERS, n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         raise AmpganError(
             f"unknown dataset {name!r}{hint}: choose one of {', '.join(dataset_names())} or folder:PATH"
         )
-    dataset = _LOADERS[name](request).with_shape(request.image_size, request.channels)
+    else:
+        dataset = _LOADERS[name](request).with_shape(request.image_size, request.channels)
     dataset.source.setdefault("sha256", dataset.content_sha256())
     return dataset
 
