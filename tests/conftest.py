@@ -3,11 +3,12 @@ from __future__ import annotations
 import pytest
 import torch
 
+from ampgan.cli import main
 from ampgan.config import TrainConfig
 from ampgan.data.synthetic import make_synthetic
-from ampgan.models import ModelShape
-from ampgan.precision import PrecisionPolicy
-from ampgan.train import build_train_state
+from ampgan.training.models import ModelShape
+from ampgan.training.precision import PrecisionPolicy
+from ampgan.training.state import build_train_state
 
 CPU = torch.device("cpu")
 
@@ -36,3 +37,14 @@ def tiny_batch(image_size=32, channels=3, batch=8, num_classes=4, seed=0):
     data = make_synthetic(count=batch, num_classes=num_classes, channels=channels,
                           image_size=image_size, seed=seed)
     return data.images.float() / 127.5 - 1, data.labels
+
+
+def run_cli(capsys, *args):
+    """(exit code, stdout, stderr) of `ampgan ARGS`, run in-process."""
+    try:
+        main(list(args))
+        code = 0
+    except SystemExit as exit_:
+        code = exit_.code
+    out, err = capsys.readouterr()
+    return code, out, err

@@ -6,13 +6,14 @@ import json
 import pytest
 import torch
 
-import ampgan.bench as bench_module
-from ampgan.bench import BenchSpec, run_bench, speedups
-from test_cli import run_cli
+import ampgan.bench.harness as bench_module
+from ampgan.bench.harness import BenchSpec, run_bench, speedups
+from conftest import run_cli
 
 TINY = ["--width", "8", "--z-dim", "16", "--device", "cpu", "--warmup", "1", "--steps", "3"]
 
 
+@pytest.mark.slow
 def test_tiny_bench_writes_results_figures_and_table(tmp_path, capsys):
     out = tmp_path / "bench"
     code, stdout, err = run_cli(capsys, "bench", *TINY, "--batch-sizes", "4,8", "--precisions", "fp32,bf16", "--out", str(out))

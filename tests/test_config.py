@@ -1,3 +1,5 @@
+import dataclasses
+
 import pytest
 
 from ampgan.config import TrainConfig, parse_duration, parse_loss_scale
@@ -45,5 +47,5 @@ def test_config_round_trips_through_a_dict():
 
 
 def test_config_is_frozen():
-    with pytest.raises(Exception):
+    with pytest.raises(dataclasses.FrozenInstanceError):
         TrainConfig().batch_size = 3

@@ -2,11 +2,11 @@ import json
 
 import pytest
 
-from ampgan.catalog import REQUIRED_COLUMNS, find_instance, load_catalog
-from ampgan.cost import (cheapest_per_sample, cost_of_batches, cost_of_samples, cost_of_seconds, cost_per_sample,
+from ampgan.cost.catalog import REQUIRED_COLUMNS, find_instance, load_catalog
+from ampgan.cost.arithmetic import (cheapest_per_sample, cost_of_batches, cost_of_samples, cost_of_seconds, cost_per_sample,
                          cost_to_quality, saving, time_to_quality)
 from ampgan.errors import AmpganError
-from test_cli import run_cli
+from conftest import run_cli
 
 
 def test_the_studys_arithmetic():

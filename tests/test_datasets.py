@@ -16,7 +16,7 @@ from ampgan.data import DataRequest, load_dataset
 from ampgan.errors import AmpganError
 from fixtures import (CIFAR_CLASSES, cifar_batches, cifar_md5s, write_cifar_archive, write_image_folder,
                       write_quickdraw)
-from test_cli import run_cli
+from conftest import run_cli
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 
@@ -227,6 +227,7 @@ needs_shared = pytest.mark.skipif(not SHARED.is_dir(), reason="../shared/data is
 
 
 @needs_shared
+@pytest.mark.slow
 def test_real_quickdraw_sample_loads_and_trains(tmp_path, capsys):
     # Linked into a temporary folder: the manifest is written there, never into the shared data.
     folder = tmp_path / "qd"
@@ -245,6 +246,7 @@ def test_real_quickdraw_sample_loads_and_trains(tmp_path, capsys):
 
 
 @needs_shared
+@pytest.mark.slow
 def test_real_cifar10_jpeg_folder_loads_and_trains(tmp_path, capsys):
     dataset = load_dataset("folder:" + str(SHARED / "cifar10-test-jpg"))
     assert dataset.images.shape == (10000, 3, 32, 32) and dataset.class_names[0] == "airplane"
@@ -256,6 +258,7 @@ def test_real_cifar10_jpeg_folder_loads_and_trains(tmp_path, capsys):
 
 
 @needs_shared
+@pytest.mark.slow
 def test_real_mnist_idx_loads_and_trains(tmp_path, capsys):
     dataset = load_dataset("mnist", DataRequest(data_dir=str(SHARED / "mnist-idx"), split="test"))
     assert dataset.images.shape == (10000, 1, 28, 28)

@@ -6,10 +6,10 @@ import pytest
 import torch
 from torch import nn
 
-from ampgan.doctor import (LayerRecorder, flagged, fractions_at_scale, gradient_histogram, misaligned_layers,
+from ampgan.doctor.recorder import (LayerRecorder, flagged, fractions_at_scale, gradient_histogram, misaligned_layers,
                            recommend_loss_scale, summarize_layers, HIST_LOW)
-from ampgan.ranges import BF16, FP16, classify
-from test_cli import run_cli
+from ampgan.doctor.ranges import BF16, FP16, classify
+from conftest import run_cli
 
 
 @pytest.mark.parametrize("value, expected", [

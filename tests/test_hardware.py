@@ -1,6 +1,6 @@
 import pytest
 
-from ampgan.hardware import Hardware, cpu_flops_per_cycle, gpu_peak_tflops, peak_tflops
+from ampgan.system.hardware import Hardware, cpu_flops_per_cycle, gpu_peak_tflops, peak_tflops
 
 
 def cpu(model, flags, mhz=2000.0, cores=4, family=6):

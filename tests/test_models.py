@@ -1,8 +1,8 @@
 import pytest
 import torch
 
-from ampgan.models import Discriminator, Generator, ModelShape, misaligned_dimensions
-from ampgan.precision import PrecisionPolicy
+from ampgan.training.models import Discriminator, Generator, ModelShape, misaligned_dimensions
+from ampgan.training.precision import PrecisionPolicy
 
 CPU = torch.device("cpu")
 

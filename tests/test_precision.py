@@ -4,8 +4,8 @@ import pytest
 import torch
 
 from ampgan.errors import AmpganError, AmpganWarning
-from ampgan.precision import build_policy
-from ampgan.train import train_step
+from ampgan.training.precision import build_policy
+from ampgan.training.step import train_step
 from conftest import CPU, tiny_batch, tiny_state
 
 
@@ -83,7 +83,7 @@ def test_tf32_on_cpu_is_refused_with_a_clear_message():
 
 
 def test_fp16_on_a_cpu_without_fast_kernels_warns_with_the_measured_reason(monkeypatch):
-    import ampgan.precision as precision
+    import ampgan.training.precision as precision
 
     timings = {None: 0.002, torch.float16: 0.080}
     monkeypatch.setattr(precision, "time_conv", lambda dtype, device, repeats=3: timings[dtype])

@@ -1,8 +1,8 @@
 import pytest
 import torch
 
-from ampgan.flops import count_flops
-from ampgan.stats import achieved_fraction_of_peak, pairwise_speedup, throughput, timing_stats
+from ampgan.bench.flops import count_flops
+from ampgan.bench.stats import achieved_fraction_of_peak, pairwise_speedup, throughput, timing_stats
 
 
 def test_timing_stats_against_hand_computed_quartiles():

@@ -149,9 +149,6 @@ SAFE_TO_CHANGE_ON_RESUME = frozenset({
     "keep", "tensorboard", "samples_per_class", "download", "cache",
 })
 
-RUN_FORMAT_VERSION = 1  # of config.json; bumped when a run folder's layout changes
-
-
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)([hms])")
 _UNIT_SECONDS = {"h": 3600.0, "m": 60.0, "s": 1.0}
 

@@ -13,15 +13,17 @@ from __future__ import annotations
 import torch
 
 from ampgan.data.dataset import ImageDataset
+from ampgan.seeds import CURRENT_SCHEME, data_order_seed
 
 
 class BatchStream:
     def __init__(self, dataset: ImageDataset, batch_size: int, device: torch.device, seed: int,
-                 rank: int = 0, world_size: int = 1):
+                 rank: int = 0, world_size: int = 1, seed_scheme: int = CURRENT_SCHEME):
         self.images = dataset.images.to(device)  # (N, C, H, W) uint8
         self.labels = dataset.labels.to(device)  # (N,) int64
         self.batch_size = batch_size
         self.seed = seed
+        self.seed_scheme = seed_scheme  # a resumed run keeps the scheme it started with (seeds.py)
         self.rank, self.world_size = rank, world_size
         self.epoch = 0
         self._order = self._permutation(0)
@@ -30,7 +32,7 @@ class BatchStream:
     def _permutation(self, epoch: int) -> torch.Tensor:
         # Seeded by (seed, epoch) alone, so the data order never depends on the precision or on
         # what else consumed random numbers: every precision in a comparison sees the same batches.
-        generator = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch)
+        generator = torch.Generator().manual_seed(data_order_seed(self.seed, epoch, self.seed_scheme))
         order = torch.randperm(len(self.labels), generator=generator)[self.rank :: self.world_size]
         return order.to(self.images.device)
 

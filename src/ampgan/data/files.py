@@ -9,7 +9,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from ampgan.atomic import write_json_atomically
+from ampgan.files.atomic import write_json_atomically
 from ampgan.errors import AmpganError
 
 MANIFEST_NAME = "ampgan-manifest.json"

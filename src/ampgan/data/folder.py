@@ -17,7 +17,7 @@ import numpy as np
 import torch
 from PIL import Image, UnidentifiedImageError
 
-from ampgan.atomic import write_atomically
+from ampgan.files.atomic import write_atomically
 from ampgan.data.dataset import ImageDataset
 from ampgan.errors import AmpganError
 

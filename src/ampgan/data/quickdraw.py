@@ -19,6 +19,7 @@ import torch
 from ampgan.data.dataset import ImageDataset
 from ampgan.data.files import download, require_data_dir, verify_with_manifest
 from ampgan.errors import AmpganError
+from ampgan.seeds import data_split_seed
 
 URL_PATTERN = "https://storage.googleapis.com/quickdraw_dataset/full/numpy_bitmap/{}.npy"
 STUDY_CLASSES = ("airplane", "apple", "bee", "bird", "book", "clock", "cow", "dog", "eye", "fish")
@@ -67,7 +68,7 @@ def load_quickdraw(data_dir: str | None, classes: tuple[str, ...] | None = None,
     for label, path in enumerate(paths):
         bitmaps = _open_bitmaps(path)
         rows = min(max_per_class, bitmaps.shape[0])
-        order = np.random.default_rng([seed, label]).permutation(rows)
+        order = np.random.default_rng(data_split_seed(seed, label)).permutation(rows)
         test_count = max(1, int(round(rows * TEST_FRACTION)))
         chosen = np.sort(order[:test_count] if split == "test" else order[test_count:])
         block = np.asarray(bitmaps[:rows])[chosen]  # reads only the first `rows` rows from disk

@@ -1,0 +1,1 @@
+"""`ampgan bench`: timing the training step per batch size and precision, its statistics and output."""

@@ -1,0 +1,153 @@
+"""Bench results on disk and on screen: results.json, results.csv, Figures 1 and 2, the table.
+
+Reads only the results document, so `ampgan bench --from results.json` re-renders everything
+without measuring again.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+
+from ampgan.files.atomic import write_atomically, write_json_atomically
+from ampgan.errors import AmpganError
+from ampgan.files.jsonfile import read_json
+from ampgan.plotting import PRECISION_COLOURS, pyplot, save_figure
+
+CSV_COLUMNS = [
+    "batch_size", "precision", "status", "median_ms", "q1_ms", "q3_ms", "iqr_ms", "min_ms", "noisy",
+    "images_per_s", "s_per_1000_samples", "gflops_per_step", "achieved_tflops", "percent_of_peak",
+    "peak_memory_mib", "skipped_steps", "speedup_vs_baseline", "processes", "scaling_efficiency", "reason",
+]
+
+
+def load_results(path: Path) -> dict:
+    path = Path(path)
+    results = read_json(path, missing=f"no bench results at {path}: run 'ampgan bench' first or give the path to its results.json",
+                        damaged=f"{path} is not valid JSON: re-run 'ampgan bench'")
+    if not isinstance(results, dict) or results.get("format") != "ampgan-bench/1" or "configs" not in results:
+        raise AmpganError(f"{path} is not an ampgan bench results file (format ampgan-bench/1)")
+    return results
+
+
+def csv_rows(results: dict) -> list[dict]:
+    speedup = {(s["batch_size"], s["precision"]): s["median"] for s in results["speedups"]}
+    rows = []
+    for config in results["configs"]:
+        stats = config.get("stats") or {}
+        ms = lambda key: round(stats[key] * 1e3, 3) if key in stats else ""  # noqa: E731
+        rows.append({
+            "batch_size": config["batch_size"], "precision": config["precision"], "status": config["status"],
+            "median_ms": ms("median_s"), "q1_ms": ms("q1_s"), "q3_ms": ms("q3_s"), "iqr_ms": ms("iqr_s"),
+            "min_ms": ms("min_s"), "noisy": stats.get("noisy", ""),
+            "images_per_s": _round(config.get("images_per_s"), 1),
+            "s_per_1000_samples": _round(config.get("s_per_1000_samples"), 4),
+            "gflops_per_step": _round(config["flops_per_step"] / 1e9 if config.get("flops_per_step") else None, 3),
+            "achieved_tflops": _round(config.get("achieved_tflops"), 4),
+            "percent_of_peak": _round(config.get("percent_of_peak"), 1),
+            "peak_memory_mib": _round(config["peak_memory_bytes"] / 2**20 if config.get("peak_memory_bytes") is not None else None, 1),
+            "skipped_steps": config.get("skipped_steps", ""),
+            "speedup_vs_baseline": _round(speedup.get((config["batch_size"], config["precision"])), 3),
+            "processes": config.get("processes", 1),
+            "scaling_efficiency": _round(config.get("scaling_efficiency"), 3),
+            "reason": config.get("reason", ""),
+        })
+    return rows
+
+
+def _round(value, digits):
+    return "" if value is None else round(value, digits)
+
+
+def write_results(results: dict, out_dir: Path) -> None:
+    out_dir = Path(out_dir)
+    write_json_atomically(out_dir / "results.json", results)
+    render(results, out_dir)
+
+
+def render(results: dict, out_dir: Path) -> str:
+    """Writes results.csv and both figures; returns the console table."""
+    out_dir = Path(out_dir)
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=CSV_COLUMNS)
+    writer.writeheader()
+    writer.writerows(csv_rows(results))
+    write_atomically(out_dir / "results.csv", lambda stream: stream.write(buffer.getvalue().encode()))
+    _figure(results, out_dir / "fig1_time_per_batch.png", per_sample=False)
+    _figure(results, out_dir / "fig2_time_per_1000_samples.png", per_sample=True)
+    return table(results)
+
+
+def stamp_text(results: dict) -> str:
+    env = results.get("environment", {})
+    versions = env.get("versions", {})
+    spec = results["spec"]
+    return (f"{env.get('hardware_summary', results['hardware'].get('name'))} | {spec['dataset']}, width {spec['width']}"
+            f"{', compiled' if spec.get('compile') else ''} | torch {versions.get('torch', '?')}, "
+            f"ampgan {versions.get('ampgan', '?')} | {env.get('date', '')}")
+
+
+def _figure(results: dict, path: Path, per_sample: bool) -> None:
+    figure, axes = pyplot().subplots(figsize=(7, 4.5), dpi=120)
+    for precision in results["spec"]["precisions"]:
+        rows = [c for c in results["configs"] if c["precision"] == precision and c.get("stats")]
+        if not rows:
+            continue
+        batch = [r["batch_size"] for r in rows]
+        scale = [1000.0 / r["batch_size"] if per_sample else 1.0 for r in rows]
+        median = [r["stats"]["median_s"] * s * 1e3 for r, s in zip(rows, scale)]
+        low = [(r["stats"]["median_s"] - r["stats"]["q1_s"]) * s * 1e3 for r, s in zip(rows, scale)]
+        high = [(r["stats"]["q3_s"] - r["stats"]["median_s"]) * s * 1e3 for r, s in zip(rows, scale)]
+        axes.errorbar(batch, median, yerr=[low, high], marker="o", capsize=3, label=precision,
+                      color=PRECISION_COLOURS.get(precision))
+    axes.set_xscale("log", base=2)
+    axes.set_yscale("log")
+    batch_sizes = sorted({c["batch_size"] for c in results["configs"]})
+    axes.set_xticks(batch_sizes, [str(b) for b in batch_sizes])
+    axes.minorticks_off()
+    axes.set_xlabel("batch size")
+    axes.set_ylabel("ms per 1000 samples" if per_sample else "ms per batch (D + G step)")
+    axes.set_title(("Time per 1000 samples" if per_sample else "Average time per batch") + " (median, IQR bars)")
+    axes.grid(True, which="both", alpha=0.3)
+    if axes.get_legend_handles_labels()[0]:
+        axes.legend()
+    else:
+        axes.text(0.5, 0.5, "no configuration finished", transform=axes.transAxes, ha="center")
+    save_figure(figure, path, stamp_text(results))
+
+
+def table(results: dict) -> str:
+    speedup = {(s["batch_size"], s["precision"]): s for s in results["speedups"]}
+    processes = results.get("processes", 1)
+    lines = [f"{'batch':>6} {'precision':>9} {'median ms':>10} {'IQR ms':>8} {'img/s':>9} "
+             f"{'TFLOP/s':>8} {'% peak':>7} {'speedup':>8}  note"]
+    for config in results["configs"]:
+        stats = config.get("stats")
+        if not stats:
+            lines.append(f"{config['batch_size']:>6} {config['precision']:>9} {'-':>10} {'':>8} {'':>9} {'':>8} "
+                         f"{'':>7} {'':>8}  {config['status']}: {config.get('reason', '')}")
+            continue
+        pair = speedup.get((config["batch_size"], config["precision"]))
+        note = "noisy (IQR > 10% of median)" if stats["noisy"] else ""
+        if "scaling_efficiency" in config:
+            note = (f"{config['processes']} processes, slowest rank; scaling efficiency "
+                    f"{config['scaling_efficiency']:.0%} {note}").strip()
+        if config.get("skipped_steps"):
+            note = (note + f" {config['skipped_steps']} skipped steps").strip()
+        percent = f"{config['percent_of_peak']:.1f}" if config.get("percent_of_peak") is not None else "-"
+        achieved = f"{config['achieved_tflops']:.3f}" if config.get("achieved_tflops") is not None else "-"
+        lines.append(
+            f"{config['batch_size']:>6} {config['precision']:>9} {stats['median_s'] * 1e3:>10.2f} "
+            f"{stats['iqr_s'] * 1e3:>8.2f} {config['images_per_s']:>9.1f} {achieved:>8} {percent:>7} "
+            f"{(format(pair['median'], '.2f') + 'x') if pair else '':>8}  {note}"
+        )
+    for item in results.get("left_out", []):
+        lines.append(f"left out {item['precision']}: {item['reason']}")
+    peaks = ", ".join(f"{name} {p['tflops']:.3g} TFLOP/s ({p['source']})" if p["tflops"] else f"{name}: {p['source']}"
+                      for name, p in results["peaks"].items())
+    lines.append(f"peaks: {peaks}")
+    if processes > 1:
+        lines.append(f"{processes} processes: batch is per process, img/s is for all of them")
+    lines.append(stamp_text(results))
+    return "\n".join(lines)

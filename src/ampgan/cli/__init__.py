@@ -1,0 +1,90 @@
+"""The `ampgan` command: one module per subcommand, one place that turns problems into one line.
+
+Every user-fixable problem becomes one `error:` line and exit code 2 (3 for a numeric fault,
+130/143 for an interruption); warnings are one `warning:` line each. Tracebacks are for bugs only.
+"""
+
+from __future__ import annotations
+
+import sys
+import warnings
+
+import click
+
+from ampgan.errors import AmpganError, AmpganWarning
+from ampgan.training.distributed import shutdown, world
+from ampgan.training.interruption import TrainingInterrupted
+
+EXIT_USAGE = 2
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="ampgan")
+def cli() -> None:
+    """Does mixed precision make my GAN train faster and cheaper, without making it worse?"""
+
+
+def _register() -> None:
+    from ampgan.cli import bench, compare, cost, data, doctor, runs, train
+
+    for module in (train, data, bench, cost, compare, doctor):
+        cli.add_command(module.command)
+    for command in runs.commands:
+        cli.add_command(command)
+
+
+_register()
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    with warnings.catch_warnings():
+        warnings.simplefilter("default", AmpganWarning)
+        warnings.showwarning = _show_warning
+        try:
+            _dispatch(argv)
+        finally:
+            shutdown()
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    if issubclass(category, AmpganWarning):
+        click.echo(f"warning: {message}", err=True)
+    else:
+        click.echo(warnings.formatwarning(message, category, filename, lineno, line).rstrip(), err=True)
+
+
+def _rank_prefix() -> str:
+    return f" (rank {world().rank})" if world().distributed else ""
+
+
+def _usage_message(error: click.UsageError) -> str:
+    if isinstance(error, click.BadParameter) and error.param is not None:
+        hint = error.param.opts[0] if error.param.opts else error.param.name
+        if isinstance(error.param, click.Argument):
+            hint = error.param.human_readable_name
+        return f"{hint} {error.message}"
+    return error.format_message()
+
+
+def _dispatch(argv: list[str]) -> None:
+    try:
+        # obj: the command line as given, for `--nproc N` to relaunch the same command.
+        cli.main(args=argv, prog_name="ampgan", standalone_mode=False, obj={"argv": argv})
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        sys.exit(130)
+    except click.UsageError as error:
+        name = error.ctx.command.name if error.ctx and error.ctx.command else "cli"
+        hint = f" (see 'ampgan {name} --help')" if name != "cli" else " (see 'ampgan --help')"
+        click.echo(f"error: {_usage_message(error)}{hint}", err=True)
+        sys.exit(EXIT_USAGE)
+    except click.ClickException as error:
+        click.echo(f"error: {error.format_message()}", err=True)
+        sys.exit(error.exit_code)
+    except TrainingInterrupted as stop:
+        click.echo(f"stopped{_rank_prefix()}: {stop}", err=True)
+        sys.exit(stop.exit_code)
+    except AmpganError as error:
+        click.echo(f"error{_rank_prefix()}: {error}", err=True)
+        sys.exit(getattr(error, "exit_code", EXIT_USAGE))

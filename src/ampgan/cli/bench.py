@@ -1,0 +1,75 @@
+"""`ampgan bench`: time per batch vs batch size for each precision (the study's Figures 1 and 2)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from ampgan.cli.options import (IntList, PositiveNumber, PrecisionList, WholeNumber, dataset_option, default_out,
+                                device_option, image_shape_options, model_options, out_options, seed_option)
+from ampgan.training.distributed import join_process_group, world
+from ampgan.training.precision import build_policy, resolve_device
+from ampgan.training.start import claim_on_main_rank
+
+
+@click.command("bench")
+@dataset_option("synthetic", "Synthetic by default, so data never limits.")
+@click.option("--batch-sizes", type=IntList(), default="16,64,256,1024,2048", show_default=True)
+@click.option("--precisions", type=PrecisionList(), default=None,
+              help="Comma-separated; default: every precision this device runs at useful speed.")
+@device_option
+@click.option("--warmup", type=WholeNumber(), default=2, show_default=True, help="Discarded steps per configuration.")
+@click.option("--steps", type=WholeNumber(), default=5, show_default=True, help="Timed, interleaved rounds per configuration.")
+@click.option("--max-seconds", type=PositiveNumber(), default=120.0, show_default=True,
+              help="Per configuration; one that would take longer is recorded as too slow.")
+@model_options
+@image_shape_options
+@click.option("--compile", "compile_", is_flag=True, help="torch.compile the networks (compile time reported apart).")
+@click.option("--peak-tflops", type=PositiveNumber(), default=None, help="Override the device's peak for the % of peak column.")
+@seed_option
+@out_options("bench")
+@click.option("--from", "from_", type=click.Path(path_type=Path), default=None,
+              help="Re-draw figures and table from an existing results.json; measures nothing.")
+def command(**options) -> None:
+    """Time per batch vs batch size for each precision (the study's Figures 1 and 2)."""
+    from ampgan.bench.harness import BenchSpec, run_bench
+    from ampgan.bench.output import load_results, render, write_results
+
+    if options["from_"]:
+        results = load_results(options["from_"])
+        out = options["out"] or Path(options["from_"]).parent
+        click.echo(render(results, out))
+        click.echo(f"figures and results.csv re-drawn in {out}")
+        return
+    precisions = options["precisions"] or ()
+    spec = BenchSpec(
+        dataset=options["dataset"], batch_sizes=options["batch_sizes"], precisions=precisions,
+        device=options["device"], warmup=options["warmup"], steps=options["steps"],
+        max_seconds=options["max_seconds"], width=options["width"], z_dim=options["z_dim"],
+        image_size=options["image_size"], channels=options["channels"], seed=options["seed"],
+        compile=options["compile_"], peak_tflops=options["peak_tflops"],
+    )
+    device = join_process_group(spec.device) or resolve_device(spec.device)
+    for precision in precisions:
+        build_policy(precision, device)  # refuses tf32 on a CPU before anything runs
+    spec.train_config(precisions[0] if precisions else "fp32", spec.batch_sizes[0])  # validates sizes
+    out = options["out"] or default_out("bench")
+    claim_on_main_rank(out, options["overwrite"], device)
+    results = run_bench(spec, device, on_config=_report_config)
+    if not world().is_main:
+        return
+    write_results(results, out)
+    click.echo(render(results, out))
+    click.echo(f"results: {out / 'results.json'}")
+
+
+def _report_config(result) -> None:
+    """One line per finished configuration, as it finishes (rank 0 only)."""
+    if not world().is_main:
+        return
+    if result.samples_s:
+        median = sorted(result.samples_s)[len(result.samples_s) // 2]
+        click.echo(f"  batch {result.batch_size:>5} {result.precision:>5}: {median * 1e3:9.2f} ms/step", err=True)
+    else:
+        click.echo(f"  batch {result.batch_size:>5} {result.precision:>5}: {result.status} ({result.reason})", err=True)

@@ -1,0 +1,68 @@
+"""`ampgan data info|grid`: look at a dataset before training on it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from ampgan.cli.options import WholeNumber, compose, data_source_options, fetch_options, image_shape_options, seed_option
+from ampgan.config import TrainConfig
+from ampgan.data import ImageDataset, load_dataset
+
+_options = compose(
+    click.argument("dataset"),
+    click.option("--split", type=click.Choice(["train", "test"]), default="train", show_default=True),
+    data_source_options, image_shape_options, fetch_options, seed_option,
+)
+
+
+def _load(options: dict) -> ImageDataset:
+    config = TrainConfig(dataset=options["dataset"], data_dir=options["data_dir"], classes=options["classes"],
+                         max_per_class=options["max_per_class"], image_size=options["image_size"],
+                         channels=options["channels"], download=options["download"], cache=options["cache"],
+                         seed=options["seed"])
+    return load_dataset(config.dataset, config.data_request(options["split"]))
+
+
+@click.group("data")
+def command() -> None:
+    """Look at a dataset before training on it."""
+
+
+@command.command("info")
+@_options
+def info(**options) -> None:
+    """Classes, counts, image size, source and checksum state."""
+    dataset = _load(options)
+    source = dataset.source
+    click.echo(f"{options['dataset']} ({options['split']}): {len(dataset)} images, "
+               f"{dataset.channels}x{dataset.image_size}x{dataset.image_size} uint8, "
+               f"{dataset.images.numel() / 2**20:.1f} MiB in memory")
+    width = max(len(name) for name in dataset.class_names)
+    for name, count in zip(dataset.class_names, dataset.counts_per_class()):
+        click.echo(f"  {name:<{width}}  {count:>7}")
+    click.echo(f"source: {source.get('origin', source.get('generator', source.get('name')))}")
+    if "md5" in source:
+        click.echo(f"checksums: MD5 of {len(source['md5'])} files verified against the published values")
+    elif "manifest" in source:
+        click.echo(f"checksums: SHA-256 of {len(source['sha256'])} files match the manifest {source['manifest']}")
+    elif isinstance(source.get("sha256"), dict):
+        click.echo(f"checksums: SHA-256 recorded for {', '.join(source['sha256'])} (no published values to check against)")
+    if "cache" in source:
+        click.echo(f"cache: {source['cache']} ({'hit' if source.get('cache_hit') else 'written'})")
+    click.echo(f"content SHA-256: {dataset.content_sha256()}")
+
+
+@command.command("grid")
+@_options
+@click.option("--out", type=click.Path(path_type=Path), required=True, help="PNG file to write.")
+@click.option("--per-class", type=WholeNumber(), default=8, show_default=True)
+def grid(out, per_class, **options) -> None:
+    """Save a grid of real images, one row per class."""
+    from ampgan.data.grid import class_rows_grid
+    from ampgan.files.images import save_png
+
+    dataset = _load(options)
+    save_png(class_rows_grid(dataset, per_class, options["seed"]), out)
+    click.echo(f"wrote {out}: {dataset.num_classes} classes x {per_class} images ({', '.join(dataset.class_names)})")

@@ -1,0 +1,200 @@
+"""Options shared by several commands, declared once, and the click types that validate values.
+
+A bad value fails in its type, before the command runs, and reads as one line:
+`error: --steps must be at least 1, got 0`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from pathlib import Path
+
+import click
+
+from ampgan.config import PRECISIONS, parse_duration, parse_loss_scale
+from ampgan.errors import AmpganError
+
+
+class WholeNumber(click.ParamType):
+    name = "integer"
+
+    def __init__(self, minimum: int = 1):
+        self.minimum = minimum
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, int) and not isinstance(value, bool):
+            number = value
+        else:
+            try:
+                number = int(str(value).strip())
+            except ValueError:
+                self.fail(f"must be a whole number, got {value!r}", param, ctx)
+        if number < self.minimum:
+            self.fail(f"must be at least {self.minimum}, got {number}", param, ctx)
+        return number
+
+
+class PositiveNumber(click.ParamType):
+    """A finite number > 0 (a price, a peak, a number of seconds)."""
+
+    name = "number"
+
+    def convert(self, value, param, ctx):
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"takes a number such as 1e6, got {value!r}", param, ctx)
+        if not (math.isfinite(number) and number > 0):
+            self.fail(f"must be positive and finite, got {value}", param, ctx)
+        return number
+
+
+class Fraction(click.ParamType):
+    name = "fraction"
+
+    def convert(self, value, param, ctx):
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"is a fraction in (0, 1], got {value!r}", param, ctx)
+        if not 0 < number <= 1:
+            self.fail(f"is a fraction in (0, 1], got {value}", param, ctx)
+        return number
+
+
+class Duration(click.ParamType):
+    """90s, 7m, 1h30m or plain seconds -> seconds."""
+
+    name = "duration"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, float):
+            return value
+        try:
+            seconds = parse_duration(str(value))
+        except AmpganError as error:
+            self.fail(str(error), param, ctx)
+        if not seconds > 0:
+            self.fail(f"must be positive, got {value}", param, ctx)
+        return seconds
+
+
+class LossScale(click.ParamType):
+    """'dynamic' -> None, a number -> that static scale."""
+
+    name = "scale"
+
+    def convert(self, value, param, ctx):
+        if value is None or isinstance(value, float):
+            return value
+        try:
+            return parse_loss_scale(str(value))
+        except AmpganError as error:
+            self.fail(str(error), param, ctx)
+
+
+class StepsOrDuration(click.ParamType):
+    """'500' -> ('steps', 500); '10m' -> ('seconds', 600.0)."""
+
+    name = "steps|duration"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, tuple):
+            return value
+        text = str(value).strip().lower()
+        if text.isdigit() and int(text) >= 1:
+            return ("steps", int(text))
+        return ("seconds", Duration().convert(text, param, ctx))
+
+
+class IntList(click.ParamType):
+    name = "list"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, tuple):
+            return value
+        try:
+            values = tuple(int(part) for part in str(value).split(",") if part.strip())
+        except ValueError:
+            self.fail(f"takes whole numbers separated by commas, e.g. 16,64,256; got {value!r}", param, ctx)
+        if not values or min(values) < 1:
+            self.fail(f"needs at least one value, each at least 1; got {value!r}", param, ctx)
+        return values
+
+
+class PrecisionList(click.ParamType):
+    name = "precisions"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, tuple):
+            return value
+        names = tuple(p.strip() for p in str(value).split(",") if p.strip())
+        if not names:
+            self.fail(f"needs at least one of {', '.join(PRECISIONS)}", param, ctx)
+        for name in names:
+            if name not in PRECISIONS:
+                self.fail(f"has unknown precision {name!r}: choose from {', '.join(PRECISIONS)}", param, ctx)
+        return names
+
+
+class NameList(click.ParamType):
+    """Comma-separated names; an empty list is refused rather than read as 'the default'."""
+
+    name = "names"
+
+    def convert(self, value, param, ctx):
+        names = [n.strip() for n in str(value).split(",") if n.strip()]
+        if not names:
+            self.fail(f"needs at least one name, got {value!r}", param, ctx)
+        return ",".join(names)
+
+
+def compose(*decorators):
+    """Several click decorators applied as one, in the order written."""
+    def apply(function):
+        for decorator in reversed(decorators):
+            function = decorator(function)
+        return function
+    return apply
+
+
+def default_out(kind: str) -> Path:
+    return Path("runs") / f"{kind}-{dt.datetime.now():%Y%m%d-%H%M%S}"
+
+
+seed_option = click.option("--seed", type=WholeNumber(0), default=0, show_default=True,
+                           help="Seeds weights, data order, noise and evaluation.")
+device_option = click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto",
+                             show_default=True)
+model_options = compose(
+    click.option("--width", type=WholeNumber(), default=64, show_default=True, help="Network width w (channels w, 2w, 4w)."),
+    click.option("--z-dim", type=WholeNumber(), default=128, show_default=True, help="Noise size."),
+)
+image_shape_options = compose(
+    click.option("--image-size", type=click.Choice(["28", "32", "64"]), default=None,
+                 callback=lambda ctx, param, value: int(value) if value else None, help="Default: the dataset's."),
+    click.option("--channels", type=click.Choice(["1", "3"]), default=None,
+                 callback=lambda ctx, param, value: int(value) if value else None, help="Default: the dataset's."),
+)
+data_source_options = compose(
+    click.option("--data-dir", default=None, help="Where a file-based dataset lives (cifar10, quickdraw, mnist)."),
+    click.option("--classes", type=NameList(), default=None,
+                 help="Quick, Draw! classes, comma-separated (default: the study's ten)."),
+    click.option("--max-per-class", type=WholeNumber(), default=None, help="Quick, Draw!: rows read per class (10000)."),
+)
+fetch_options = compose(
+    click.option("--download", is_flag=True, help="Fetch missing dataset files (cifar10, quickdraw)."),
+    click.option("--cache", is_flag=True, help="folder:PATH: keep a verified .npz cache next to the images."),
+)
+
+
+def out_options(what: str):
+    return compose(
+        click.option("--out", type=click.Path(path_type=Path), default=None, help=f"Output folder (default runs/{what}-<time>)."),
+        click.option("--overwrite", is_flag=True, help="Replace an existing, non-empty output folder."),
+    )
+
+
+def dataset_option(default: str = "digits", help_text: str = "digits (embedded), synthetic, cifar10, quickdraw, mnist, folder:PATH."):
+    return click.option("--dataset", default=default, show_default=True, help=help_text)

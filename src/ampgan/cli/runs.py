@@ -1,0 +1,58 @@
+"""Commands on finished runs: `ampgan evaluate`, `generate` and `report`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from ampgan.cli.options import WholeNumber, seed_option
+
+
+@click.command("evaluate")
+@click.argument("run_dirs", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--samples", type=WholeNumber(2), default=1000, show_default=True,
+              help="Generated samples, classes in equal shares.")
+@seed_option
+@click.option("--evaluator-cache", type=click.Path(path_type=Path), default=None)
+def evaluate(run_dirs, samples, seed, evaluator_cache) -> None:
+    """Quality of trained generators: evaluator accuracy, Fréchet distance, KID -> quality.json."""
+    from ampgan.quality.assess import evaluate_runs
+
+    results = evaluate_runs(list(run_dirs), samples, seed, evaluator_cache)
+    click.echo(f"{'run':<40} {'precision':>9} {'step':>7} {'eval acc':>9} {'Fréchet':>9} {'KID':>8}")
+    for item in results:
+        quality = item.quality
+        click.echo(f"{str(item.run_dir)[-40:]:<40} {item.precision:>9} {item.step:>7} "
+                   f"{quality['evaluator_accuracy']:>9.3f} {quality['frechet_distance']:>9.2f} {quality['kid']:>8.4f}")
+    click.echo(f"{samples} samples each | evaluator held-out accuracy {results[0].evaluator.held_out_accuracy:.3f}")
+
+
+@click.command("generate")
+@click.argument("run_dir", type=click.Path(path_type=Path))
+@click.option("--class", "class_", required=True, help="Class name or index.")
+@click.option("--n", type=WholeNumber(), default=64, show_default=True)
+@seed_option
+@click.option("--out", type=click.Path(path_type=Path), required=True)
+@click.option("--format", "format_", type=click.Choice(["png", "npz"]), default="png", show_default=True)
+def generate(run_dir, class_, n, seed, out, format_) -> None:
+    """Samples of one class from a trained generator; the same seed gives the same images."""
+    from ampgan.training.trained import class_index, class_samples, load_trained_run, write_class_samples
+
+    run = load_trained_run(run_dir)
+    label = class_index(run.class_names, class_)
+    write_class_samples(class_samples(run, label, n, seed), label, run.class_names[label], out, format_)
+    click.echo(f"wrote {out}: {n} samples of class {run.class_names[label]!r} from step {run.step} of {run_dir}")
+
+
+@click.command("report")
+@click.argument("out_dir", type=click.Path(path_type=Path))
+def report(out_dir) -> None:
+    """Re-render report.md and report.html of a comparison from its files."""
+    from ampgan.study.report import render_report
+
+    md_path, html_path = render_report(out_dir)
+    click.echo(f"report: {html_path} (and {md_path.name})")
+
+
+commands = (evaluate, generate, report)

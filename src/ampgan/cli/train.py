@@ -1,0 +1,139 @@
+"""`ampgan train`: one precision, one run folder (or `--resume` one)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from ampgan.cli.options import (Duration, LossScale, StepsOrDuration, WholeNumber, compose, data_source_options,
+                                dataset_option, default_out, device_option, fetch_options, image_shape_options,
+                                model_options, seed_option)
+from ampgan.config import PRECISIONS, TrainConfig
+from ampgan.errors import AmpganError
+from ampgan.training.distributed import join_process_group, world
+from ampgan.training.loop import DEFAULT_STEPS, run_training
+from ampgan.training.start import RunStart, resume_run, resumed_config, start_new_run
+
+# Options whose TrainConfig field has another name; the rest map one to one.
+_FIELD_OF_OPTION = {"time_budget": "time_budget_s"}
+
+_options = compose(
+    dataset_option(),
+    click.option("--precision", type=click.Choice(PRECISIONS), default="fp32", show_default=True),
+    click.option("--loss-scale", type=LossScale(), default="dynamic", show_default=True,
+                 help="fp16 only: 'dynamic' (GradScaler) or a fixed number such as 128."),
+    click.option("--batch-size", type=WholeNumber(), default=64, show_default=True, help="Per process."),
+    click.option("--steps", type=WholeNumber(), default=None, help=f"Stop after this many steps ({DEFAULT_STEPS} if no --time-budget)."),
+    click.option("--time-budget", type=Duration(), default=None, help="Stop after this much training wall time, e.g. 7m, 90s, 1h."),
+    seed_option, device_option,
+    click.option("--out", type=click.Path(path_type=Path), default=None,
+                 help="Run folder (default runs/<dataset>-<precision>-<time>)."),
+    click.option("--overwrite", is_flag=True, help="Replace an existing, non-empty run folder."),
+    click.option("--resume", type=click.Path(path_type=Path), default=None,
+                 help="Continue the run in this folder from its last checkpoint."),
+    click.option("--checkpoint-every", type=StepsOrDuration(), default="500", show_default=True,
+                 help="Steps (500) or training time (10m) between checkpoints."),
+    click.option("--keep", type=WholeNumber(), default=3, show_default=True, help="How many recent checkpoints to keep."),
+    click.option("--sample-every", type=WholeNumber(), default=500, show_default=True, help="Steps between sample grids."),
+    click.option("--log-every", type=WholeNumber(), default=10, show_default=True, help="Steps between metric records."),
+    image_shape_options, data_source_options, fetch_options, model_options,
+    click.option("--lr", type=float, default=2e-4, show_default=True),
+    click.option("--channels-last", is_flag=True, help="NHWC memory format for the convolutions."),
+    click.option("--compile", is_flag=True, help="torch.compile the networks."),
+    click.option("--nproc", type=WholeNumber(), default=1, show_default=True,
+                 help="Data-parallel processes on this machine (launches them); --batch-size is per process."),
+    click.option("--sync-bn", is_flag=True, help="With several processes: SyncBatchNorm (CUDA only)."),
+    click.option("--tensorboard", is_flag=True, help="Also write TensorBoard event files."),
+    click.option("--dry-run", is_flag=True, help="Print the resolved config and exit."),
+    click.option("--quiet", is_flag=True, help="No progress bar."),
+)
+
+
+def config_values(options: dict) -> dict:
+    """TrainConfig fields from the parsed options."""
+    fields = set(TrainConfig.__dataclass_fields__)
+    values = {_FIELD_OF_OPTION.get(name, name): value for name, value in options.items()
+              if _FIELD_OF_OPTION.get(name, name) in fields}
+    unit, every = options["checkpoint_every"]
+    values["checkpoint_every_steps"] = every if unit == "steps" else None
+    values["checkpoint_every_s"] = every if unit == "seconds" else None
+    return values
+
+
+def given_fields(ctx: click.Context) -> set[str]:
+    """The TrainConfig fields the user set on the command line (not left at their defaults)."""
+    given = {name for name in ctx.params if ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE}
+    fields = {_FIELD_OF_OPTION.get(name, name) for name in given}
+    if "checkpoint_every" in given:
+        fields |= {"checkpoint_every_steps", "checkpoint_every_s"}
+    return fields
+
+
+@click.command("train")
+@_options
+@click.pass_context
+def command(ctx: click.Context, **options) -> None:
+    """Train an AC-GAN in one precision and write a run folder."""
+    if options["nproc"] != 1:
+        from ampgan.training.launcher import launch_on_this_machine
+
+        argv = _without_nproc(ctx.obj["argv"])
+        sys.exit(launch_on_this_machine(options["nproc"], argv))
+    device = join_process_group(options["device"])  # under torchrun: this rank's device
+    resume_dir = options["resume"]
+    if resume_dir is not None:
+        if options["out"] is not None and Path(options["out"]) != resume_dir:
+            raise AmpganError("--resume continues the run in its own folder: drop --out")
+        option_names = {field: name for name, field in _FIELD_OF_OPTION.items()}
+        config = resumed_config(resume_dir, config_values(options), given_fields(ctx), option_names)
+    else:
+        config = TrainConfig(**config_values(options))
+    out = resume_dir or options["out"] or default_out(f"{config.dataset}-{config.precision}")
+    if options["dry_run"]:
+        _print_dry_run(config, out, resume_dir, device)
+        return
+    start = resume_run(config, out, device) if resume_dir else start_new_run(config, out, options["overwrite"], device)
+    _train_and_report(start, quiet=options["quiet"])
+
+
+def _train_and_report(start: RunStart, quiet: bool) -> None:
+    result = run_training(start.prepared, start.run_dir, show_progress=not quiet, resume_from=start.resume_from)
+    if not world().is_main:
+        return
+    last = result.last_record
+    click.echo(f"trained {result.steps} steps in {result.train_seconds:.1f} s "
+               f"({last.get('images_per_second', 0):.0f} img/s); D class accuracy on fakes "
+               f"{last.get('class_acc_fake', float('nan')):.2f} | {result.stamp}")
+    resumed = f" (resumed from {start.checkpoint.name})" if start.checkpoint is not None else ""
+    click.echo(f"run folder: {result.run_dir}{resumed}")
+
+
+def _print_dry_run(config: TrainConfig, out: Path, resume_dir: Path | None, device) -> None:
+    from ampgan.training.loop import prepare_run
+
+    prepared = prepare_run(config, device=device)
+    resolved = config.to_dict()
+    if not config.budget_is_set:
+        resolved["steps"] = DEFAULT_STEPS
+    dataset = prepared.dataset
+    click.echo(json.dumps({
+        "config": resolved, "precision": prepared.policy.describe(), "device": str(prepared.policy.device),
+        "dataset": {"images": len(dataset), "classes": list(dataset.class_names),
+                    "image_shape": [dataset.channels, dataset.image_size, dataset.image_size]},
+        "out": str(out), "resume": str(resume_dir) if resume_dir else None,
+    }, indent=2))
+
+
+def _without_nproc(argv: list[str]) -> list[str]:
+    kept, skip = [], False
+    for word in argv:
+        if skip:
+            skip = False
+        elif word == "--nproc":
+            skip = True
+        elif not word.startswith("--nproc="):
+            kept.append(word)
+    return kept

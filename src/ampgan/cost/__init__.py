@@ -1,0 +1,1 @@
+"""What training costs: the arithmetic, the price catalog, and the cost report."""

@@ -1,0 +1,93 @@
+"""The price catalog: hourly instance prices with their source and date (prices.csv here)."""
+
+from __future__ import annotations
+
+import csv
+import difflib
+import io
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from ampgan.errors import AmpganError
+
+REQUIRED_COLUMNS = ("provider", "region", "instance", "hardware", "gpu_count", "price_per_hour", "currency", "source", "date")
+
+
+@dataclass(frozen=True)
+class Instance:
+    provider: str
+    region: str
+    instance: str
+    hardware: str  # a name the measured device's name contains: "T4", "A100-40GB", "Xeon", ...
+    gpu_count: int
+    price_per_hour: float
+    currency: str
+    source: str
+    date: str
+    vcpus: int | None = None
+    note: str = ""
+
+    @property
+    def label(self) -> str:
+        return f"{self.provider}/{self.instance}"
+
+    def matches_hardware(self, device_name: str) -> bool:
+        """Does the measured device look like this instance's hardware? 'A100-40GB' matches
+        'NVIDIA A100-SXM4-40GB' (every dash-separated part must occur in the name)."""
+        name = device_name.lower()
+        return all(part.lower() in name for part in self.hardware.split("-"))
+
+
+def load_catalog(path: Path | None = None) -> list[Instance]:
+    """The shipped catalog, or a user's CSV file in the same format (validated row by row)."""
+    if path is None:
+        text, origin = resources.files("ampgan.cost").joinpath("prices.csv").read_text("utf-8"), "built-in catalog"
+    else:
+        path = Path(path)
+        if not path.is_file():
+            raise AmpganError(f"no price catalog at {path}: give a CSV with columns {', '.join(REQUIRED_COLUMNS)}")
+        text, origin = path.read_text("utf-8"), str(path)
+    reader = csv.DictReader(io.StringIO(text))
+    missing = [c for c in REQUIRED_COLUMNS if c not in (reader.fieldnames or [])]
+    if missing:
+        raise AmpganError(f"{origin} lacks the columns {', '.join(missing)}: every row needs {', '.join(REQUIRED_COLUMNS)}")
+    instances = []
+    for line, row in enumerate(reader, start=2):
+        empty = [c for c in REQUIRED_COLUMNS if not (row.get(c) or "").strip()]
+        if empty:
+            raise AmpganError(f"{origin} line {line}: empty {', '.join(empty)} (every price needs a source and a date)")
+        try:
+            price = float(row["price_per_hour"])
+            gpus = int(row["gpu_count"])
+        except ValueError:
+            raise AmpganError(f"{origin} line {line}: price_per_hour and gpu_count must be numbers") from None
+        if not price > 0:
+            raise AmpganError(f"{origin} line {line}: price_per_hour must be positive, got {price}")
+        instances.append(Instance(
+            provider=row["provider"].strip(), region=row["region"].strip(), instance=row["instance"].strip(),
+            hardware=row["hardware"].strip(), gpu_count=gpus, price_per_hour=price,
+            currency=row["currency"].strip(), source=row["source"].strip(), date=row["date"].strip(),
+            vcpus=int(row["vcpus"]) if (row.get("vcpus") or "").strip() else None, note=(row.get("note") or "").strip(),
+        ))
+    if not instances:
+        raise AmpganError(f"{origin} has no price rows")
+    return instances
+
+
+def find_instance(catalog: list[Instance], name: str) -> Instance:
+    """By instance name ('g4dn.xlarge') or provider/instance ('aws/g4dn.xlarge'), case-insensitive."""
+    wanted = name.strip().lower()
+    hits = [i for i in catalog if wanted in (i.instance.lower(), i.label.lower())]
+    if len(hits) == 1:
+        return hits[0]
+    if len(hits) > 1:
+        raise AmpganError(f"instance {name!r} is in several providers' lists: name one of {', '.join(i.label for i in hits)}")
+    close = difflib.get_close_matches(wanted, [i.instance.lower() for i in catalog] + [i.label.lower() for i in catalog], n=3, cutoff=0.5)
+    hint = f"; close matches: {', '.join(close)}" if close else ""
+    raise AmpganError(f"unknown instance {name!r}{hint} (see 'ampgan cost --list-instances')")
+
+
+def catalog_date(catalog: list[Instance]) -> str:
+    """The oldest price date in the catalog: the age a report should admit to."""
+    return min(i.date for i in catalog)

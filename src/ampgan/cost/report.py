@@ -1,0 +1,163 @@
+"""`ampgan cost`: bench results + a price -> the cost table, cost.json, cost.csv, Figure 3."""
+
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import asdict
+from pathlib import Path
+
+from ampgan.files.atomic import write_atomically, write_json_atomically
+from ampgan.bench.output import load_results
+from ampgan.cost.catalog import Instance
+from ampgan.cost.arithmetic import cheapest_per_sample, cost_of_batches, cost_of_samples, saving
+from ampgan.errors import AmpganError
+from ampgan.plotting import PRECISION_COLOURS, pyplot, save_figure
+
+
+def measured_device(results: dict) -> str:
+    hardware = results["hardware"]
+    return hardware["name"] if hardware["device_type"] == "cuda" else hardware["cpu_model"]
+
+
+def load_same_hardware(paths: list[Path]) -> tuple[list[dict], str]:
+    """Every results file, refusing a mix of machines (their times are not one cost curve)."""
+    documents = [load_results(p) for p in paths]
+    devices = {measured_device(d) for d in documents}
+    if len(devices) > 1:
+        raise AmpganError(
+            f"the results were measured on different hardware ({', '.join(sorted(devices))}): cost one machine at a time"
+        )
+    return documents, devices.pop()
+
+
+def price_basis(instance: Instance | None, price_per_hour: float | None, device: str,
+                assume_same_speed: bool) -> dict:
+    """The hourly price to charge one measured device, and what it rests on."""
+    if price_per_hour is not None:
+        if not price_per_hour > 0:
+            raise AmpganError(f"--price-per-hour must be positive, got {price_per_hour}")
+        return {"price_per_hour": price_per_hour, "currency": "USD", "label": "--price-per-hour",
+                "projection": False, "explanation": f"{price_per_hour:g}/h as given"}
+    assert instance is not None
+    projection = not instance.matches_hardware(device)
+    if projection and not assume_same_speed:
+        raise AmpganError(
+            f"{instance.label} runs on {instance.hardware}, but these times were measured on {device}: "
+            "add --assume-same-speed to project them onto its price (labelled as a projection), or bench on that hardware"
+        )
+    devices = max(1, instance.gpu_count)
+    price = instance.price_per_hour / devices
+    explanation = f"{instance.label} {instance.price_per_hour:g} {instance.currency}/h ({instance.source}, {instance.date})"
+    if devices > 1:
+        explanation += f", per GPU: 1/{devices} of the instance, assuming its other GPUs do equal work"
+    if projection:
+        explanation += f"; PROJECTION: times measured on {device}, not on {instance.hardware}"
+    return {"price_per_hour": price, "currency": instance.currency, "label": instance.label,
+            "projection": projection, "explanation": explanation, "instance": asdict(instance)}
+
+
+def cost_rows(documents: list[dict], price_per_hour: float, batches: float | None, samples: float | None) -> list[dict]:
+    rows = []
+    for document in documents:
+        for config in document["configs"]:
+            if not config.get("stats"):
+                continue
+            seconds = config["stats"]["median_s"]
+            if samples is not None:
+                amount = cost_of_samples(seconds, config["batch_size"], samples, price_per_hour)
+            else:
+                amount = cost_of_batches(seconds, batches, price_per_hour)
+            rows.append({"batch_size": config["batch_size"], "precision": config["precision"],
+                         "seconds_per_batch": seconds, "hours": amount["hours"], "cost": amount["cost"]})
+    baseline = {r["batch_size"]: r["cost"] for r in rows if r["precision"] == "fp32"}
+    for row in rows:
+        if row["precision"] != "fp32" and row["batch_size"] in baseline:
+            found = saving(baseline[row["batch_size"]], row["cost"])
+            row["saving_vs_fp32"], row["saving_percent"] = found["amount"], found["percent"]
+    order = ("fp32", "tf32", "bf16", "fp16")
+    return sorted(rows, key=lambda r: (r["batch_size"], order.index(r["precision"]) if r["precision"] in order else 9))
+
+
+def build_cost_document(documents: list[dict], device: str, basis: dict, batches: float | None,
+                        samples: float | None, catalog_date: str | None) -> dict:
+    rows = cost_rows(documents, basis["price_per_hour"], batches, samples)
+    if not rows:
+        raise AmpganError("the results hold no finished configuration to cost: re-run 'ampgan bench'")
+    return {
+        "format": "ampgan-cost/1",
+        "measured_on": device,
+        "environment": documents[0].get("environment", {}),
+        "basis": basis,
+        "catalog_date": catalog_date,
+        "workload": {"batches": batches} if samples is None else {"samples": samples},
+        "rows": rows,
+        "cheapest_per_sample": cheapest_per_sample(rows, basis["price_per_hour"]),
+    }
+
+
+def write_cost(document: dict, out_dir: Path) -> str:
+    out_dir = Path(out_dir)
+    write_json_atomically(out_dir / "cost.json", document)
+    buffer = io.StringIO()
+    columns = ["batch_size", "precision", "seconds_per_batch", "hours", "cost", "saving_vs_fp32", "saving_percent"]
+    writer = csv.DictWriter(buffer, fieldnames=columns, extrasaction="ignore")
+    writer.writeheader()
+    writer.writerows(document["rows"])
+    write_atomically(out_dir / "cost.csv", lambda stream: stream.write(buffer.getvalue().encode()))
+    _figure(document, out_dir / "fig3_cost.png")
+    return cost_table(document)
+
+
+def _workload_text(document: dict) -> str:
+    workload = document["workload"]
+    if "samples" in workload:
+        return f"{workload['samples']:,.0f} samples"
+    return f"{workload['batches']:,.0f} batches"
+
+
+def cost_table(document: dict) -> str:
+    basis, currency = document["basis"], document["basis"]["currency"]
+    lines = [f"cost of {_workload_text(document)} at {basis['price_per_hour']:.4g} {currency}/h per device",
+             f"{'batch':>6} {'precision':>9} {'s/batch':>9} {'hours':>10} {'cost':>12} {'saving vs fp32':>16}"]
+    for row in document["rows"]:
+        saving_text = ""
+        if "saving_vs_fp32" in row:
+            saving_text = f"{row['saving_vs_fp32']:,.2f} ({row['saving_percent']:.0f}%)"
+        lines.append(f"{row['batch_size']:>6} {row['precision']:>9} {row['seconds_per_batch']:>9.4f} "
+                     f"{row['hours']:>10,.1f} {row['cost']:>12,.2f} {saving_text:>16}")
+    best = document["cheapest_per_sample"]
+    lines.append(f"cheapest per sample: {best['precision']} at batch {best['batch_size']} "
+                 f"({best['cost_per_sample'] * 1e6:.3g} {currency} per million samples)")
+    lines.append(f"price: {basis['explanation']}")
+    if document.get("catalog_date"):
+        lines.append(f"catalog prices dated from {document['catalog_date']}: prices age, check the sources")
+    lines.append(f"measured on {document['measured_on']} | torch {document['environment'].get('versions', {}).get('torch', '?')}")
+    return "\n".join(lines)
+
+
+def _figure(document: dict, path: Path) -> None:
+    rows = document["rows"]
+    batch_sizes = sorted({r["batch_size"] for r in rows})
+    precisions = [p for p in ("fp32", "tf32", "bf16", "fp16") if any(r["precision"] == p for r in rows)]
+    width = 0.8 / len(precisions)
+    figure, axes = pyplot().subplots(figsize=(7, 4.5), dpi=120)
+    for index, precision in enumerate(precisions):
+        costs = {r["batch_size"]: r["cost"] for r in rows if r["precision"] == precision}
+        xs = [i + (index - (len(precisions) - 1) / 2) * width for i, b in enumerate(batch_sizes) if b in costs]
+        ys = [costs[b] for b in batch_sizes if b in costs]
+        bars = axes.bar(xs, ys, width, label=precision, color=PRECISION_COLOURS.get(precision))
+        axes.bar_label(bars, labels=[f"{y:,.0f}" if y >= 10 else f"{y:.2f}" for y in ys], fontsize=7)
+    axes.set_xticks(range(len(batch_sizes)), [str(b) for b in batch_sizes])
+    axes.set_xlabel("batch size")
+    currency = document["basis"]["currency"]
+    axes.set_ylabel(f"cost ({currency})")
+    title = f"Cost of {_workload_text(document)} on {document['basis']['label']}"
+    if document["basis"]["projection"]:
+        title += " (PROJECTION)"
+    axes.set_title(title, fontsize=10)
+    axes.legend()
+    axes.grid(True, axis="y", alpha=0.3)
+    versions = document["environment"].get("versions", {})
+    save_figure(figure, path, f"measured on {document['measured_on']} | torch {versions.get('torch', '?')} | "
+                              f"{document['basis']['explanation']}")

@@ -1,0 +1,209 @@
+"""`ampgan doctor`: will this model train in fp16 or bf16? Layer by layer, before you spend money.
+
+Runs K FP32 training steps with hooks on every layer of G and D and records the magnitudes of
+weights, activations (layer outputs), activation gradients (gradients of layer outputs) and weight
+gradients: exact counts of what would overflow, flush to zero or turn subnormal in fp16 and bf16,
+and log2 histograms. From the gradient histogram it recommends an fp16 loss scale (the largest
+power of two whose scaled maximum stays `SAFETY_BITS` powers of two below fp16's overflow) and
+says how much gradient mass that scale rescues from flushing to zero.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+
+from ampgan.doctor.ranges import FORMATS, classify, log2_histogram
+
+KINDS = ("weights", "activations", "activation_grads", "weight_grads")
+HIST_LOW, HIST_HIGH = -150, 130
+SAFETY_BITS = 1  # headroom kept below the overflow limit: gradients grow during training
+MAX_SCALE_EXPONENT = 24
+
+
+def _zeros_histogram() -> list[int]:
+    return [0] * (HIST_HIGH - HIST_LOW + 1)
+
+
+@dataclass
+class LayerRecord:
+    name: str
+    counts: dict = field(default_factory=lambda: defaultdict(lambda: defaultdict(int)))  # kind -> fmt.key -> n
+    histograms: dict = field(default_factory=lambda: defaultdict(_zeros_histogram))  # kind -> log2 counts
+    max_abs: dict = field(default_factory=lambda: defaultdict(float))
+
+    def add(self, kind: str, tensor: torch.Tensor) -> None:
+        if tensor is None or not tensor.is_floating_point() or tensor.numel() == 0:
+            return
+        for fmt_name, fmt in FORMATS.items():
+            for key, value in classify(tensor, fmt).items():
+                if key in ("values", "zeros") and fmt_name != "fp16":
+                    continue  # counted once
+                self.counts[kind][key if key in ("values", "zeros") else f"{fmt_name}_{key}"] += value
+        histogram, _ = log2_histogram(tensor, HIST_LOW, HIST_HIGH)
+        merged = self.histograms[kind]
+        for index, count in enumerate(histogram):
+            merged[index] += count
+        finite = tensor.detach()[torch.isfinite(tensor.detach())]
+        if finite.numel():
+            self.max_abs[kind] = max(self.max_abs[kind], float(finite.abs().max()))
+
+    def fractions(self, kind: str) -> dict[str, float]:
+        counts = self.counts.get(kind)
+        if not counts or not counts["values"]:
+            return {}
+        return {key: value / counts["values"] for key, value in counts.items() if key not in ("values", "zeros")}
+
+
+class LayerRecorder:
+    """Forward/backward hooks on every leaf layer that has parameters (conv, linear, norm, embedding)."""
+
+    def __init__(self, networks: dict[str, nn.Module]):
+        self.records: dict[str, LayerRecord] = {}
+        self._handles = []
+        self._parameters = []
+        for prefix, network in networks.items():
+            for name, module in network.named_modules():
+                if list(module.children()) or not list(module.parameters(recurse=False)):
+                    continue
+                record = self.records.setdefault(f"{prefix}.{name}", LayerRecord(f"{prefix}.{name}"))
+                self._handles.append(module.register_forward_hook(self._on_forward(record)))
+                self._parameters += [(record, p) for p in module.parameters(recurse=False)]
+
+    @staticmethod
+    def _on_forward(record: LayerRecord):
+        # A tensor hook on the output (not a module backward hook): it sees the gradient of the
+        # layer's output and tolerates the in-place activations that follow the layer.
+        def hook(module, inputs, output):
+            output = output if isinstance(output, torch.Tensor) else output[0]
+            record.add("activations", output)
+            if output.requires_grad:
+                output.register_hook(lambda grad: record.add("activation_grads", grad))
+        return hook
+
+    def after_backward(self) -> None:
+        """Read the weight gradients (call after each backward, before the optimizer zeroes them)."""
+        for record, parameter in self._parameters:
+            if parameter.grad is not None:
+                record.add("weight_grads", parameter.grad)
+
+    def record_weights(self) -> None:
+        for record, parameter in self._parameters:
+            record.add("weights", parameter.detach())
+
+    def close(self) -> None:
+        for handle in self._handles:
+            handle.remove()
+
+
+def gradient_histogram(records: dict[str, LayerRecord]) -> list[int]:
+    total = _zeros_histogram()
+    for record in records.values():
+        for kind in ("activation_grads", "weight_grads"):
+            for index, count in enumerate(record.histograms.get(kind, [])):
+                total[index] += count
+    return total
+
+
+def fractions_at_scale(histogram: list[int], scale_exponent: int) -> dict[str, float]:
+    """fp16 overflow / flush / subnormal fractions of a log2 histogram multiplied by 2^scale_exponent.
+
+    Bucket b holds magnitudes in [2^b, 2^(b+1)). Scaled by a power of two, a bucket moves whole, so
+    the fp16 limits (powers of two, except overflow at 65520 which sits inside bucket 15: counted as
+    overflow from bucket 16 on) fall on bucket edges.
+    """
+    total = sum(histogram)
+    if total == 0:
+        return {"overflow": 0.0, "flush_to_zero": 0.0, "subnormal": 0.0}
+    overflow = flush = subnormal = 0
+    for index, count in enumerate(histogram):
+        exponent = index + HIST_LOW + scale_exponent
+        if exponent >= 16:
+            overflow += count
+        elif exponent < -25:  # entirely at or below 2^-25: rounds to zero
+            flush += count
+        elif exponent < -14:
+            subnormal += count
+    return {"overflow": overflow / total, "flush_to_zero": flush / total, "subnormal": subnormal / total}
+
+
+def recommend_loss_scale(histogram: list[int]) -> dict:
+    """The largest 2^k (0 <= k <= 24) keeping every recorded gradient SAFETY_BITS below overflow."""
+    occupied = [index + HIST_LOW for index, count in enumerate(histogram) if count]
+    if not occupied:
+        return {"scale": 1.0, "exponent": 0, "reason": "no gradients recorded"}
+    top = max(occupied)  # the largest gradient is in [2^top, 2^(top+1))
+    exponent = max(0, min(MAX_SCALE_EXPONENT, 15 - SAFETY_BITS - top))
+    before, after = fractions_at_scale(histogram, 0), fractions_at_scale(histogram, exponent)
+    return {"scale": 2.0**exponent, "exponent": exponent, "largest_gradient_log2": top,
+            "unscaled": before, "scaled": after,
+            "rescued_fraction": before["flush_to_zero"] - after["flush_to_zero"]}
+
+
+def misaligned_layers(networks: dict[str, nn.Module]) -> list[dict]:
+    """Every conv/linear dimension that is not a multiple of 8, with the layer and a suggestion.
+    Dimensions fixed by the data (image channels) or the task (head outputs) are marked as such."""
+    found = []
+    for prefix, network in networks.items():
+        for name, module in network.named_modules():
+            if isinstance(module, (nn.Conv2d, nn.ConvTranspose2d)):
+                dims = {"in_channels": module.in_channels, "out_channels": module.out_channels}
+            elif isinstance(module, nn.Linear):
+                dims = {"in_features": module.in_features, "out_features": module.out_features}
+            else:
+                continue
+            for dim, value in dims.items():
+                if value % 8:
+                    fixed = value in (1, 3) and "channels" in dim or ("head" in name and dim == "out_features")
+                    found.append({"layer": f"{prefix}.{name}", "dimension": dim, "value": value,
+                                  "suggested": (value + 7) // 8 * 8, "fixed_by_task": bool(fixed)})
+    return found
+
+
+def summarize_layers(records: dict[str, LayerRecord]) -> list[dict]:
+    rows = []
+    for name, record in records.items():
+        row = {"layer": name, "max_abs": dict(record.max_abs)}
+        for kind in KINDS:
+            row[kind] = record.fractions(kind)
+        rows.append(row)
+    return rows
+
+
+def flagged(rows: list[dict], threshold: float = 1e-4) -> dict[str, list[str]]:
+    """Layers where some kind of value overflows / flushes, per format."""
+    flags = defaultdict(list)
+    for row in rows:
+        for kind in KINDS:
+            for key, fraction in row.get(kind, {}).items():
+                if key.endswith(("overflow", "flush_to_zero")) and fraction > threshold:
+                    flags[key].append(f"{row['layer']} ({kind}: {fraction:.3%})")
+    return dict(flags)
+
+
+def hardware_advice(device: torch.device) -> dict:
+    """Measured, not assumed: one small convolution per dtype under autocast."""
+    from ampgan.training.precision import COMPUTE_DTYPES, time_conv
+
+    fp32 = time_conv(None, device)
+    ratios = {name: fp32 / time_conv(COMPUTE_DTYPES[name], device) for name in ("bf16", "fp16")}
+    fast = {name: ratio for name, ratio in ratios.items() if ratio >= 1.1}
+    if device.type == "cuda":
+        best = "bf16" if torch.cuda.is_bf16_supported() and "bf16" in fast else ("fp16" if "fp16" in fast else "fp32")
+    else:
+        best = max(fast, key=fast.get) if fast else "fp32"
+    return {"speedup_vs_fp32": ratios, "fast_modes": sorted(fast), "recommended_mode": best,
+            "fp32_conv_ms": fp32 * 1e3}
+
+
+def loss_scale_history(scales: list[float]) -> dict:
+    """Where dynamic scaling settled: the last scale, and the most common over the last half."""
+    if not scales:
+        return {}
+    tail = scales[len(scales) // 2:]
+    common = max(set(tail), key=tail.count)
+    return {"final": scales[-1], "settled": common, "settled_log2": math.log2(common) if common > 0 else None}

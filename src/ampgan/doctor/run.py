@@ -1,0 +1,184 @@
+"""Running the doctor on the AC-GAN, and what it writes: doctor.json, figures, a summary."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+
+from ampgan.files.atomic import write_json_atomically
+from ampgan.config import TrainConfig
+from ampgan.data.batches import BatchStream
+from ampgan.doctor.recorder import (HIST_LOW, KINDS, LayerRecorder, flagged, fractions_at_scale, gradient_histogram,
+                           hardware_advice, loss_scale_history, misaligned_layers, recommend_loss_scale,
+                           summarize_layers)
+from ampgan.plotting import pyplot, save_figure
+from ampgan.system.environment import environment_stamp
+from ampgan.training.precision import PrecisionPolicy
+from ampgan.doctor.ranges import BF16, FP16
+from ampgan.training.loop import prepare_run
+from ampgan.training.state import build_train_state
+from ampgan.training.step import train_step
+
+
+def diagnose_gan(config: TrainConfig, steps: int, fp16_steps: int, run_dir: Path | None = None) -> dict:
+    """K FP32 steps with recording hooks, plus (optionally) a short real fp16 run for comparison."""
+    fp32_config = dataclasses.replace(config, precision="fp32", loss_scale=None)
+    prepared = prepare_run(fp32_config)
+    state = build_train_state(fp32_config, prepared.shape, prepared.policy)
+    if run_dir is not None:
+        from ampgan.runs.checkpoint import latest_checkpoint, load_checkpoint
+
+        payload = load_checkpoint(latest_checkpoint(run_dir), map_location=prepared.policy.device)
+        state.generator.load_state_dict(payload["generator"])
+        state.discriminator.load_state_dict(payload["discriminator"])
+    networks = {"G": state.generator, "D": state.discriminator}
+    stream = BatchStream(prepared.dataset, config.batch_size, prepared.policy.device, config.seed)
+    recorder = LayerRecorder(networks)
+    try:
+        recorder.record_weights()
+        for _ in range(steps):
+            train_step(state, *stream.next_batch())
+            recorder.after_backward()
+    finally:
+        recorder.close()
+    histogram = gradient_histogram(recorder.records)
+    recommendation = recommend_loss_scale(histogram)
+    rows = summarize_layers(recorder.records)
+    report = {
+        "format": "ampgan-doctor/1",
+        "config": config.to_dict(),
+        "steps": steps,
+        "environment": environment_stamp(prepared.policy.device),
+        "formats": {f.name: dataclasses.asdict(f) for f in (FP16, BF16)},
+        "layers": rows,
+        "flags": flagged(rows),
+        "gradient_histogram": {"low_exponent": HIST_LOW, "counts": histogram},
+        "loss_scale": recommendation,
+        "scale_table": {str(e): fractions_at_scale(histogram, e) for e in range(0, 25, 2)},
+        "alignment": misaligned_layers(networks),
+        "hardware": hardware_advice(prepared.policy.device),
+    }
+    report["dynamic_scaling"] = _dynamic_fp16_run(config, prepared, fp16_steps, run_dir)
+    report["summary_lines"] = summary_lines(report)
+    return report
+
+
+def _dynamic_fp16_run(config, prepared, steps: int, run_dir: Path | None) -> dict:
+    """Where GradScaler's dynamic scale settles in a real fp16 run: read from an fp16 run folder's
+    metrics, or measured over `steps` fresh fp16 steps (slow on CPUs without fp16 kernels)."""
+    if run_dir is not None and config.precision == "fp16":
+        from ampgan.files.jsonfile import read_jsonl
+
+        scales = [m["loss_scale_d"] for m in read_jsonl(Path(run_dir) / "metrics.jsonl") if "loss_scale_d" in m]
+        return loss_scale_history(scales) | {"source": f"{run_dir}/metrics.jsonl", "steps": len(scales)}
+    if steps <= 0:
+        return {"source": "not measured (--fp16-steps 0)"}
+    policy = PrecisionPolicy("fp16", prepared.policy.device)
+    state = build_train_state(config, prepared.shape, policy)
+    stream = BatchStream(prepared.dataset, config.batch_size, policy.device, config.seed)
+    scales_d, scales_g = [], []
+    for _ in range(steps):
+        train_step(state, *stream.next_batch())
+        scales_d.append(state.scaler_d.scale())
+        scales_g.append(state.scaler_g.scale())
+    return {"D": loss_scale_history(scales_d), "G": loss_scale_history(scales_g),
+            "source": f"{steps} fresh fp16 steps with dynamic scaling from 2^16", "steps": steps}
+
+
+def summary_lines(report: dict) -> list[str]:
+    lines = []
+    recommendation = report["loss_scale"]
+    flags = report["flags"]
+    for fmt in ("fp16", "bf16"):
+        overflow = flags.get(f"{fmt}_overflow", [])
+        flush = flags.get(f"{fmt}_flush_to_zero", [])
+        if not overflow and not flush:
+            lines.append(f"{fmt}: no layer's weights, activations or gradients leave the {fmt} range (unscaled).")
+        if overflow:
+            lines.append(f"{fmt}: OVERFLOW in {len(overflow)} place(s): {'; '.join(overflow[:4])}")
+        if flush:
+            lines.append(f"{fmt}: values flush to zero in {len(flush)} place(s) (unscaled): {'; '.join(flush[:4])}")
+    if "scale" in recommendation and "unscaled" in recommendation:
+        lines.append(
+            f"fp16 loss scale: recommend 2^{recommendation['exponent']} = {recommendation['scale']:g} (largest gradient "
+            f"~2^{recommendation['largest_gradient_log2']}); gradients flushed to zero: "
+            f"{_percent(recommendation['unscaled']['flush_to_zero'])} unscaled, "
+            f"{_percent(recommendation['scaled']['flush_to_zero'])} scaled; subnormal: "
+            f"{_percent(recommendation['unscaled']['subnormal'])} -> {_percent(recommendation['scaled']['subnormal'])}; "
+            f"overflowing when scaled: {_percent(recommendation['scaled']['overflow'])}."
+        )
+    dynamic = report.get("dynamic_scaling", {})
+    settled = (dynamic.get("D") or dynamic).get("settled")
+    if settled:
+        lines.append(f"dynamic scaling settled at {settled:g} for D ({dynamic['source']}).")
+    hardware = report["hardware"]
+    ratios = ", ".join(f"{k} {v:.2f}x" for k, v in hardware["speedup_vs_fp32"].items())
+    lines.append(f"this device: convolution speed vs fp32 {ratios}; use {hardware['recommended_mode']} here.")
+    adjustable = [a for a in report["alignment"] if not a["fixed_by_task"]]
+    if adjustable:
+        lines.append("not multiples of 8: " + ", ".join(f"{a['layer']} {a['dimension']}={a['value']} (try {a['suggested']})"
+                                                      for a in adjustable[:6]))
+    else:
+        lines.append("alignment: every choosable conv/linear dimension is a multiple of 8.")
+    return lines
+
+
+def _percent(fraction: float) -> str:
+    if fraction == 0:
+        return "0%"
+    return f"{fraction:.3%}" if fraction >= 1e-5 else "<0.001%"
+
+
+def write_doctor(report: dict, out_dir: Path) -> None:
+    out_dir = Path(out_dir)
+    write_json_atomically(out_dir / "doctor.json", report)
+    _gradient_figure(report, out_dir / "doctor_gradients.png")
+    _layer_heatmap(report, out_dir / "doctor_layers.png")
+
+
+def _footer(report: dict) -> str:
+    env = report["environment"]
+    return (f"{env['hardware_summary']} | fp32 diagnostic, batch {report['config']['batch_size']}, {report['steps']} steps | "
+            f"torch {env['versions']['torch']}, ampgan {env['versions']['ampgan']}")
+
+
+def _gradient_figure(report: dict, path: Path) -> None:
+    plt = pyplot()
+    counts = np.asarray(report["gradient_histogram"]["counts"], dtype=float)
+    exponents = np.arange(len(counts)) + report["gradient_histogram"]["low_exponent"]
+    scale_exponent = report["loss_scale"].get("exponent", 0)
+    figure, axis = plt.subplots(figsize=(9, 4.5), dpi=120)
+    total = counts.sum() or 1
+    axis.bar(exponents, counts / total, width=1.0, alpha=0.6, label="gradients (unscaled)", color="#1f77b4")
+    axis.bar(exponents + scale_exponent, counts / total, width=1.0, alpha=0.5,
+             label=f"scaled by 2^{scale_exponent} (recommended)", color="#ff7f0e")
+    axis.axvspan(-24, 16, color="#2ca02c", alpha=0.08, label="fp16 representable (subnormal from 2^-24)")
+    axis.axvspan(-14, 16, color="#2ca02c", alpha=0.12)
+    axis.axvline(-25, color="#d62728", ls=":", label="fp16 flush to zero below")
+    axis.axvline(16, color="#d62728", ls="--", label="fp16 overflow (65504)")
+    occupied = exponents[counts > 0]
+    low = min(occupied.min() if occupied.size else -40, -40)
+    high = max(occupied.max() + scale_exponent if occupied.size else 20, 20)
+    axis.set_xlim(low - 2, high + 2)
+    axis.text(low, axis.get_ylim()[1] * 0.9, "bf16 covers 2^-133 .. 2^127: all of this", fontsize=8, color="#555")
+    axis.set(xlabel="log2 |gradient|", ylabel="fraction of gradient values",
+             title="Gradient magnitudes against the fp16 range")
+    axis.legend(fontsize=7, loc="upper right")
+    save_figure(figure, path, _footer(report))
+
+
+def _layer_heatmap(report: dict, path: Path) -> None:
+    plt = pyplot()
+    columns = [(kind, key) for kind in KINDS for key in ("fp16_overflow", "fp16_flush_to_zero", "fp16_subnormal",
+                                                          "bf16_overflow", "bf16_flush_to_zero")]
+    layers = report["layers"]
+    matrix = np.array([[row.get(kind, {}).get(key, 0.0) for kind, key in columns] for row in layers])
+    figure, axis = plt.subplots(figsize=(12, 0.32 * len(layers) + 2.5), dpi=120)
+    image = axis.imshow(np.log10(matrix + 1e-7), aspect="auto", cmap="magma_r", vmin=-7, vmax=0)
+    axis.set_yticks(range(len(layers)), [row["layer"] for row in layers], fontsize=7)
+    axis.set_xticks(range(len(columns)), [f"{kind}\n{key}" for kind, key in columns], rotation=90, fontsize=6)
+    figure.colorbar(image, label="log10 fraction of values out of range")
+    axis.set_title("Per-layer fraction of values that overflow / flush / turn subnormal (unscaled)")
+    save_figure(figure, path, _footer(report))

@@ -1,0 +1,1 @@
+"""How good are the samples: the evaluator network and the metrics on its features."""

@@ -1,0 +1,44 @@
+"""`ampgan evaluate`: the quality of finished runs, one evaluator per dataset, quality.json per run."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from ampgan.data import load_dataset
+from ampgan.files.atomic import write_json_atomically
+from ampgan.quality.evaluator import TrainedEvaluator, evaluator_for, generate_evenly, quality_of_images, reference_floor
+from ampgan.seeds import evaluation_noise_seed
+from ampgan.training.trained import load_trained_run
+
+
+@dataclass(frozen=True)
+class RunQuality:
+    run_dir: Path
+    precision: str
+    step: int
+    quality: dict
+    evaluator: TrainedEvaluator
+
+
+def evaluate_runs(run_dirs: list[Path], samples: int, seed: int, evaluator_cache: Path | None) -> list[RunQuality]:
+    """Every run's final generator against the evaluator of its dataset (trained once per dataset);
+    writes RUN_DIR/quality.json with the metrics, the evaluator and the real-image floor."""
+    loaded = [load_trained_run(run_dir) for run_dir in run_dirs]  # all readable before any work
+    evaluators: dict[tuple, TrainedEvaluator] = {}
+    results = []
+    for run in loaded:
+        config = run.config
+        key = (config.dataset, config.data_dir, config.classes, config.image_size, config.channels)
+        if key not in evaluators:
+            dataset = load_dataset(config.dataset, config.data_request())
+            evaluators[key] = evaluator_for(dataset, cache_dir=evaluator_cache, seed=seed)
+        evaluator = evaluators[key]
+        images, labels = generate_evenly(run.generator, len(run.class_names), samples, config.z_dim,
+                                         evaluation_noise_seed(seed), "cpu")
+        quality = quality_of_images(evaluator, images, labels)
+        write_json_atomically(run.run_dir / "quality.json", {"final": quality | {"step": run.step},
+                                                              "evaluator": evaluator.info,
+                                                              "floor": reference_floor(evaluator, samples)})
+        results.append(RunQuality(run.run_dir, config.precision, run.step, quality, evaluator))
+    return results

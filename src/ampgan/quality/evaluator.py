@@ -1,0 +1,205 @@
+"""The evaluator network and the quality of a generator, measured without any download.
+
+Inception weights cannot be fetched here, and ImageNet features say little about 28-pixel
+doodles anyway, so quality is measured with a domain classifier trained on the dataset itself
+(the AC-GAN paper's "Inception accuracy" with a classifier of the right domain):
+- evaluator accuracy: how often the evaluator recognises the class each sample was drawn for;
+- Fréchet distance and KID between the evaluator's penultimate features of generated images and
+  of held-out real images; the same numbers for real training vs held-out images are the floor.
+
+The evaluator trains on a seeded 80% of the training split and is scored on the other 20%; it
+is cached per dataset content and refused below MIN_EVALUATOR_ACCURACY held-out accuracy.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ampgan.files.atomic import write_atomically, write_json_atomically
+from ampgan.data import ImageDataset
+from ampgan.errors import AmpganError
+from ampgan.quality.metrics import accuracy, frechet_distance, kernel_inception_distance
+from ampgan.seeds import reference_subset_seed
+
+MIN_EVALUATOR_ACCURACY = 0.5  # 5x chance for 10 classes; a weaker classifier's features mean little
+HELD_OUT_FRACTION = 0.2
+FEATURE_DIM = 128
+
+
+class Evaluator(nn.Module):
+    """A small CNN: (B, C, H, W) in [-1, 1] -> (features (B, 128), class logits (B, K))."""
+
+    def __init__(self, channels: int, num_classes: int):
+        super().__init__()
+
+        def block(cin, cout):
+            return [nn.Conv2d(cin, cout, 3, padding=1, bias=False), nn.BatchNorm2d(cout), nn.ReLU(inplace=True)]
+
+        self.trunk = nn.Sequential(
+            *block(channels, 32), nn.MaxPool2d(2),  # (B, 32, H/2, W/2)
+            *block(32, 64), nn.MaxPool2d(2),  # (B, 64, H/4, W/4)
+            *block(64, FEATURE_DIM), nn.AdaptiveAvgPool2d(1), nn.Flatten(),  # (B, 128)
+        )
+        self.head = nn.Linear(FEATURE_DIM, num_classes)
+
+    def forward(self, images: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        features = self.trunk(images)
+        return features, self.head(features)
+
+
+@dataclass
+class TrainedEvaluator:
+    network: Evaluator
+    held_out_accuracy: float
+    held_out_images: torch.Tensor  # uint8, the real reference set for FD/KID
+    train_images: torch.Tensor  # uint8, for the real-vs-real floor
+    info: dict
+    _held_out_features: np.ndarray | None = None
+
+    def held_out_features(self) -> np.ndarray:
+        """The real reference features, computed once (every evaluation of a comparison reuses them)."""
+        if self._held_out_features is None:
+            self._held_out_features, _ = _features_and_predictions(self.network, self.held_out_images)
+        return self._held_out_features
+
+
+def _to_input(images_uint8: torch.Tensor) -> torch.Tensor:
+    return images_uint8.float().div(127.5).sub(1.0)
+
+
+def split_for_evaluation(dataset: ImageDataset, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """(train indices, held-out indices): a seeded, class-stratified 80/20 split."""
+    generator = torch.Generator().manual_seed(seed)
+    train, held_out = [], []
+    for label in range(dataset.num_classes):
+        indices = torch.nonzero(dataset.labels == label).flatten()
+        indices = indices[torch.randperm(len(indices), generator=generator)]
+        cut = max(1, int(round(len(indices) * HELD_OUT_FRACTION)))
+        held_out.append(indices[:cut])
+        train.append(indices[cut:])
+    return torch.cat(train), torch.cat(held_out)
+
+
+def default_cache_dir() -> Path:
+    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "ampgan" / "evaluators"
+
+
+def evaluator_for(dataset: ImageDataset, cache_dir: Path | None = None, epochs: int = 8, seed: int = 0,
+                  min_accuracy: float = MIN_EVALUATOR_ACCURACY, device: torch.device | None = None) -> TrainedEvaluator:
+    """The cached evaluator of this dataset (by content hash), trained first if there is none."""
+    device = device or torch.device("cpu")
+    train_idx, held_idx = split_for_evaluation(dataset, seed)
+    key = hashlib.sha256(f"{dataset.content_sha256()}:{epochs}:{seed}:v1".encode()).hexdigest()[:20]
+    cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
+    weights_path, info_path = cache_dir / f"{key}.pt", cache_dir / f"{key}.json"
+    network = Evaluator(dataset.channels, dataset.num_classes)
+    if weights_path.is_file() and info_path.is_file():
+        network.load_state_dict(torch.load(weights_path, map_location="cpu", weights_only=True))
+        info = json.loads(info_path.read_text())
+    else:
+        started = time.perf_counter()
+        _train_classifier(network, dataset.images[train_idx], dataset.labels[train_idx], epochs, seed, device)
+        network.cpu()
+        held_accuracy = _classify_accuracy(network, dataset.images[held_idx], dataset.labels[held_idx])
+        info = {"held_out_accuracy": held_accuracy, "epochs": epochs, "train_images": len(train_idx),
+                "held_out_images": len(held_idx), "train_seconds": round(time.perf_counter() - started, 2),
+                "dataset_sha256": dataset.content_sha256(), "min_accuracy": min_accuracy}
+        write_atomically(weights_path, lambda stream: torch.save(network.state_dict(), stream))
+        write_json_atomically(info_path, info)
+    info = dict(info, cache=str(weights_path))
+    if info["held_out_accuracy"] < min_accuracy:
+        raise AmpganError(
+            f"the evaluator reaches only {info['held_out_accuracy']:.2f} accuracy on held-out real images "
+            f"(threshold {min_accuracy:.2f}): its features cannot judge samples of this dataset; use more data or epochs"
+        )
+    network.eval().to(device)
+    return TrainedEvaluator(network, info["held_out_accuracy"], dataset.images[held_idx], dataset.images[train_idx], info)
+
+
+def _train_classifier(network, images, labels, epochs, seed, device, batch_size=128) -> None:
+    torch.manual_seed(seed)
+    network.to(device).train()
+    optimizer = torch.optim.Adam(network.parameters(), lr=2e-3)
+    generator = torch.Generator().manual_seed(seed)
+    for _ in range(epochs):
+        order = torch.randperm(len(labels), generator=generator)
+        for start in range(0, len(order), batch_size):
+            batch = order[start:start + batch_size]
+            _, logits = network(_to_input(images[batch]).to(device))
+            loss = F.cross_entropy(logits, labels[batch].to(device))
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+    network.eval()
+
+
+@torch.no_grad()
+def _features_and_predictions(network: Evaluator, images: torch.Tensor, batch_size: int = 500):
+    device = next(network.parameters()).device
+    features, predictions = [], []
+    for start in range(0, len(images), batch_size):
+        batch = images[start:start + batch_size]
+        batch = _to_input(batch) if batch.dtype == torch.uint8 else batch.float()
+        f, logits = network(batch.to(device))
+        features.append(f.cpu())
+        predictions.append(logits.argmax(1).cpu())
+    return torch.cat(features).numpy().astype(np.float64), torch.cat(predictions).numpy()
+
+
+def _classify_accuracy(network, images, labels) -> float:
+    _, predicted = _features_and_predictions(network, images)
+    return accuracy(predicted, labels.numpy())
+
+
+@torch.no_grad()
+def generate_evenly(generator_net, num_classes: int, count: int, z_dim: int, seed: int, device,
+                    autocast=None, batch_size: int = 500) -> tuple[torch.Tensor, torch.Tensor]:
+    """`count` samples, classes in equal shares, from seeded noise; float images in [-1, 1] on the CPU."""
+    rng = torch.Generator().manual_seed(seed)
+    labels = torch.arange(count) % num_classes
+    z = torch.randn(count, z_dim, generator=rng)
+    was_training = generator_net.training
+    generator_net.eval()
+    images = []
+    try:
+        for start in range(0, count, batch_size):
+            context = autocast() if autocast else torch.autocast("cpu", enabled=False)
+            with context:
+                images.append(generator_net(z[start:start + batch_size].to(device),
+                                            labels[start:start + batch_size].to(device)).float().cpu())
+    finally:
+        generator_net.train(was_training)
+    return torch.cat(images), labels
+
+
+def quality_of_images(evaluator: TrainedEvaluator, images: torch.Tensor, intended: torch.Tensor) -> dict:
+    """Evaluator accuracy, Fréchet distance and KID of images against the held-out real set."""
+    features, predicted = _features_and_predictions(evaluator.network, images)
+    real_features = evaluator.held_out_features()
+    kid, kid_std = kernel_inception_distance(features, real_features)
+    return {"evaluator_accuracy": accuracy(predicted, intended.numpy()),
+            "frechet_distance": frechet_distance(features, real_features),
+            "kid": kid, "kid_std": kid_std, "samples": len(images)}
+
+
+def reference_floor(evaluator: TrainedEvaluator, count: int) -> dict:
+    """The same metrics for real training images vs the held-out set: what a perfect generator scores."""
+    generator = torch.Generator().manual_seed(reference_subset_seed())
+    count = min(count, len(evaluator.train_images))
+    chosen = torch.randperm(len(evaluator.train_images), generator=generator)[:count]
+    real_features, _ = _features_and_predictions(evaluator.network, evaluator.train_images[chosen])
+    held_features = evaluator.held_out_features()
+    kid, kid_std = kernel_inception_distance(real_features, held_features)
+    return {"evaluator_accuracy": evaluator.held_out_accuracy,
+            "frechet_distance": frechet_distance(real_features, held_features), "kid": kid, "kid_std": kid_std,
+            "samples": count}

@@ -1,0 +1,228 @@
+"""The run folder: config.json, metrics.jsonl, samples/, checkpoints/ (and tensorboard/).
+
+    RUN_DIR/
+      config.json            resolved config + dataset source + environment stamp
+      metrics.jsonl          one JSON object per log point
+      samples/step-XXXXXX.png fixed-noise grids, one row per class
+      checkpoints/step-XXXXXX.pt  the last --keep checkpoints (weights_only-loadable)
+      generator.safetensors  the final generator alone (metadata: shape, class names)
+      tensorboard/           only with --tensorboard
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+from pathlib import Path
+
+from ampgan.errors import AmpganError
+from ampgan.files.atomic import write_atomically, write_json_atomically
+from ampgan.files.images import save_png
+from ampgan.files.jsonfile import read_json
+from ampgan.runs.checkpoint import checkpoint_path, prune_checkpoints, save_checkpoint
+from ampgan.runs.samples import fixed_noise, render_samples
+from ampgan.system.environment import environment_stamp, stamp_line
+
+RUN_FORMAT_VERSION = 1  # of config.json; bumped when a run folder's layout changes
+
+
+def claim_run_dir(path: Path, overwrite: bool) -> None:
+    """Refuse to mix a new run into an existing one, unless told to replace it.
+
+    Called only after every input was validated, so a bad flag never touches an old run.
+    """
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise AmpganError(f"--out {path} is a file, not a folder: choose another path")
+    if path.is_dir() and any(path.iterdir()):
+        if not overwrite:
+            raise AmpganError(
+                f"--out {path} already holds files: choose a new folder or add --overwrite to replace it"
+            )
+        shutil.rmtree(path)
+    path.mkdir(parents=True, exist_ok=True)
+
+
+class RunWriter:
+    """What rank 0 writes into the run folder while a run trains.
+
+    `prepared`: the run's config, policy, dataset and model shape (training.loop.PreparedRun);
+    `state`: the TrainState whose generator is sampled and exported; `processes`: the world size.
+    """
+
+    def __init__(self, run_dir: Path, prepared, state, processes: int = 1, resumed_at: int | None = None):
+        self.run_dir = Path(run_dir)
+        self.prepared = prepared
+        self.state = state
+        self.processes = processes
+        config, dataset = prepared.config, prepared.dataset
+        self.environment = environment_stamp(prepared.policy.device)
+        batch = config.batch_size if processes == 1 else f"{config.batch_size} x {processes} processes"
+        self.stamp = stamp_line(self.environment, prepared.policy.describe(), batch)
+        self.last_record: dict = {}
+        self.last_logged_step = 0
+        document = self._config_document()
+        if resumed_at is not None:
+            previous = read_run_config(self.run_dir)
+            document["resumed"] = previous.get("resumed", []) + [
+                {"at_step": resumed_at, "date": self.environment["date"], "command": self.environment["command"]}]
+            self.last_logged_step = truncate_metrics(self.run_dir / "metrics.jsonl", resumed_at)
+        write_json_atomically(self.run_dir / "config.json", document)
+        self._metrics = open(self.run_dir / "metrics.jsonl", "a", encoding="utf-8")
+        self._noise = fixed_noise(dataset.num_classes, config.samples_per_class, config.z_dim, config.seed)
+        self._tensorboard = _open_tensorboard(self.run_dir) if config.tensorboard else None
+
+    def _config_document(self) -> dict:
+        config, dataset, shape = self.prepared.config, self.prepared.dataset, self.prepared.shape
+        parameters = {
+            "generator": sum(p.numel() for p in self.state.generator.parameters()),
+            "discriminator": sum(p.numel() for p in self.state.discriminator.parameters()),
+        }
+        return {
+            "format_version": RUN_FORMAT_VERSION,
+            "config": config.to_dict(),
+            "processes": self.processes,
+            "global_batch_size": config.batch_size * self.processes,
+            "precision": self.prepared.policy.describe(),
+            "device": str(self.prepared.policy.device),
+            "dataset": {
+                "name": config.dataset,
+                "images": len(dataset),
+                "image_shape": [dataset.channels, dataset.image_size, dataset.image_size],
+                "class_names": list(dataset.class_names),
+                "counts_per_class": dataset.counts_per_class(),
+                "source": dataset.source,
+            },
+            "model": {"shape": dataclasses.asdict(shape), "parameters": parameters},
+            "environment": self.environment,
+            "stamp": self.stamp,
+        }
+
+    def log_metrics(self, record: dict) -> None:
+        self.last_record = record
+        self.last_logged_step = record["step"]
+        self._metrics.write(json.dumps(record) + "\n")
+        self._metrics.flush()
+        if self._tensorboard is not None:
+            for name, value in record.items():
+                if name != "step":
+                    self._tensorboard.add_scalar(name, value, record["step"])
+
+    def save_samples(self, step: int) -> Path:
+        z, labels = self._noise
+        grid = render_samples(
+            self.state.generator, z, labels, rows=self.prepared.dataset.num_classes,
+            autocast=self.prepared.policy.autocast,
+        )
+        path = self.run_dir / "samples" / f"step-{step:06d}.png"
+        save_png(grid, path)
+        if self._tensorboard is not None:
+            self._tensorboard.add_image("samples", grid, step, dataformats="HWC")
+        return path
+
+    def save_checkpoint(self, payload: dict) -> Path:
+        """`payload`: what the run state saves of itself (RunState.state_dict())."""
+        path = checkpoint_path(self.run_dir, self.state.step)
+        save_checkpoint(path, {"config": self.prepared.config.to_dict(), **payload})
+        prune_checkpoints(self.run_dir, self.prepared.config.keep)
+        return path
+
+    def export_generator(self) -> Path:
+        """generator.safetensors: the trained generator alone, loadable without ampgan or pickle."""
+        from safetensors.torch import save
+
+        tensors = {k: v.detach().contiguous().cpu() for k, v in self.state.generator.state_dict().items()}
+        metadata = {"model_shape": json.dumps(dataclasses.asdict(self.prepared.shape)),
+                    "class_names": json.dumps(list(self.prepared.dataset.class_names)),
+                    "step": str(self.state.step), "ampgan_stamp": self.stamp}
+        path = self.run_dir / "generator.safetensors"
+        blob = save(tensors, metadata=metadata)
+        write_atomically(path, lambda stream: stream.write(blob))
+        return path
+
+    def summary(self, train_seconds: float) -> dict:
+        return {
+            "run_dir": str(self.run_dir),
+            "steps": self.state.step,
+            "train_seconds": round(train_seconds, 2),
+            "last": self.last_record,
+            "stamp": self.stamp,
+        }
+
+    def close(self) -> None:
+        self._metrics.close()
+        if self._tensorboard is not None:
+            self._tensorboard.close()
+
+
+class NullWriter:
+    """What ranks other than 0 write: nothing (rank 0 alone owns the run folder)."""
+
+    def __init__(self, state):
+        self.state = state
+        self.last_logged_step = 0
+        self.last_record: dict = {}
+
+    def log_metrics(self, record: dict) -> None:
+        self.last_record, self.last_logged_step = record, record["step"]
+
+    def save_samples(self, step: int) -> None:
+        pass
+
+    def save_checkpoint(self, payload: dict) -> None:
+        pass
+
+    def export_generator(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def summary(self, train_seconds: float) -> dict:
+        return {"run_dir": None, "steps": self.state.step, "train_seconds": round(train_seconds, 2),
+                "last": self.last_record, "stamp": ""}
+
+
+def read_run_config(run_dir: Path) -> dict:
+    """config.json of an existing run folder, checked for a format this ampgan understands."""
+    path = Path(run_dir) / "config.json"
+    document = read_json(path, missing=f"{run_dir} is not an ampgan run folder (no config.json)",
+                         damaged=f"{path} is damaged (not valid JSON): this run cannot be resumed")
+    version = document.get("format_version") if isinstance(document, dict) else None
+    if not isinstance(version, int) or version > RUN_FORMAT_VERSION:
+        raise AmpganError(f"{run_dir} was written by a newer ampgan (run format {version}, this one reads "
+                          f"{RUN_FORMAT_VERSION}): upgrade ampgan to use it")
+    return document
+
+
+def truncate_metrics(path: Path, last_step: int) -> int:
+    """Keep the records up to `last_step` (the checkpoint's), dropping any the lost part of the run
+    wrote after it and a line cut short by a crash; rewritten atomically. Returns the last kept step."""
+    kept, last = [], 0
+    if path.exists():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(record, dict) and record.get("step", last_step + 1) <= last_step:
+                kept.append(line)
+                last = record["step"]
+    text = "".join(line + "\n" for line in kept)
+    write_atomically(path, lambda stream: stream.write(text.encode("utf-8")))
+    return last
+
+
+def require_tensorboard() -> None:
+    """Checked while validating, so a missing package never costs an existing run folder."""
+    import importlib.util
+
+    if importlib.util.find_spec("tensorboard") is None:
+        raise AmpganError("--tensorboard needs the tensorboard package: pip install 'ampgan[tensorboard]'")
+
+
+def _open_tensorboard(run_dir: Path):
+    from torch.utils.tensorboard import SummaryWriter
+
+    return SummaryWriter(log_dir=str(run_dir / "tensorboard"))

@@ -1,0 +1,37 @@
+"""Sample grids: fixed noise, one row per class, the same for every precision.
+
+The noise comes from a CPU generator seeded by the run's seed alone (seeds.sample_grid_seed), so an
+fp32 run and a bf16 run with the same seed draw the very same z vectors and can be compared image
+by image.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ampgan.files.images import image_grid, to_uint8
+from ampgan.seeds import sample_grid_seed
+
+
+def fixed_noise(num_classes: int, per_class: int, z_dim: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(z (K*n, z_dim), labels (K*n,)): row k of the grid is class k; column j reuses z_j."""
+    generator = torch.Generator().manual_seed(sample_grid_seed(seed))
+    z_row = torch.randn(per_class, z_dim, generator=generator)
+    z = z_row.repeat(num_classes, 1)
+    labels = torch.arange(num_classes).repeat_interleave(per_class)
+    return z, labels
+
+
+@torch.no_grad()
+def render_samples(generator_net: torch.nn.Module, z: torch.Tensor, labels: torch.Tensor, rows: int, autocast) -> np.ndarray:
+    """The grid the generator draws for the fixed noise, in eval mode (running BN statistics)."""
+    device = next(generator_net.parameters()).device
+    was_training = generator_net.training
+    generator_net.eval()
+    try:
+        with autocast():
+            images = generator_net(z.to(device), labels.to(device))
+    finally:
+        generator_net.train(was_training)
+    return image_grid(to_uint8(images), rows)

@@ -1,0 +1,1 @@
+"""`ampgan compare`: the study in one command, its verdict and its report."""

@@ -1,0 +1,214 @@
+"""`ampgan compare`: the study in one command.
+
+Same start (one seed: identical initial weights, data order and sample noise for every precision),
+same wall-clock training budget per precision (evaluation time excluded and reported), quality
+measured during and after training, times from a bench of the same step, costs from the cost
+model, and a report that puts it together.
+
+    OUT/
+      compare.json           everything the report needs, in one document
+      bench/                 results.json, Figures 1-2 (a short bench, or the one given)
+      cost/                  cost.json/csv, Figure 3
+      runs/<precision>/      a run folder per precision, with quality.json and quality.jsonl
+      report.md, report.html
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from ampgan.files.atomic import write_json_atomically
+from ampgan.bench.harness import BenchSpec, default_precisions, run_bench
+from ampgan.bench.output import load_results, write_results
+from ampgan.config import TrainConfig
+from ampgan.cost.arithmetic import cost_of_seconds, cost_to_quality
+from ampgan.data import load_dataset
+from ampgan.system.environment import environment_stamp
+from ampgan.errors import AmpganError
+from ampgan.quality.evaluator import evaluator_for, generate_evenly, quality_of_images, reference_floor
+from ampgan.seeds import evaluation_noise_seed
+from ampgan.study.verdict import verdict
+from ampgan.training.loop import prepare_run, run_training
+from ampgan.training.precision import resolve_device
+
+
+@dataclass(frozen=True, kw_only=True)
+class CompareSpec:
+    dataset: str = "digits"
+    precisions: tuple[str, ...] = ()  # empty: fp32 and the best mixed mode of this device
+    time_budget_s: float = 60.0
+    batch_size: int = 64
+    seed: int = 0
+    device: str = "auto"
+    width: int = 64
+    z_dim: int = 128
+    eval_points: int = 6
+    eval_samples: int = 1000
+    bench: Path | None = None  # reuse these bench results instead of measuring
+    bench_batch_sizes: tuple[int, ...] = (16, 64, 256)
+    bench_steps: int = 5
+    instance: str | None = None
+    price_per_hour: float | None = None
+    target_accuracy: float | None = None  # None: 80% of the best final evaluator accuracy
+    data_dir: str | None = None
+    classes: str | None = None
+    max_per_class: int | None = None
+    image_size: int | None = None
+    channels: int | None = None
+    evaluator_cache: Path | None = None
+
+    def train_config(self, precision: str) -> TrainConfig:
+        return TrainConfig(
+            dataset=self.dataset, precision=precision, batch_size=self.batch_size, time_budget_s=self.time_budget_s,
+            seed=self.seed, device=self.device, width=self.width, z_dim=self.z_dim, data_dir=self.data_dir,
+            classes=self.classes, max_per_class=self.max_per_class, image_size=self.image_size,
+            channels=self.channels, sample_every=10**9, checkpoint_every_steps=None, checkpoint_every_s=None,
+        )
+
+
+def choose_precisions(device: torch.device) -> tuple[tuple[str, ...], list[dict]]:
+    """fp32 against the best mixed mode this device runs fast: bf16 where it is fast, else fp16."""
+    fast, left_out = default_precisions(device)
+    mixed = next((p for p in ("bf16", "fp16") if p in fast), None)
+    if mixed is None:
+        raise AmpganError("this device has no fast mixed-precision mode to compare with fp32: give --precisions")
+    return ("fp32", mixed), left_out
+
+
+class _QualityTracker:
+    """Evaluates the generator every `interval` seconds of training time, at log points."""
+
+    def __init__(self, evaluator, run_dir: Path, spec: CompareSpec, autocast, num_classes: int):
+        self.evaluator, self.run_dir, self.spec = evaluator, run_dir, spec
+        self.autocast, self.num_classes = autocast, num_classes
+        self.interval = spec.time_budget_s / spec.eval_points
+        self.next_at = 0.0
+        self.curve: list[dict] = []
+        self.eval_seconds = 0.0
+
+    def evaluate(self, state, record: dict) -> dict:
+        started = time.perf_counter()
+        images, labels = generate_evenly(state.generator, self.num_classes, self.spec.eval_samples,
+                                         self.spec.z_dim, seed=evaluation_noise_seed(self.spec.seed),
+                                         device=state.policy.device, autocast=self.autocast)
+        quality = quality_of_images(self.evaluator, images, labels)
+        spent = time.perf_counter() - started
+        self.eval_seconds += spent
+        point = {"step": record["step"], "train_seconds": record["train_seconds"], "eval_seconds": round(spent, 3),
+                 **quality}
+        self.curve.append(point)
+        with open(self.run_dir / "quality.jsonl", "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(point) + "\n")
+        return point
+
+    def __call__(self, state, record: dict) -> None:
+        if record["train_seconds"] >= self.next_at:
+            self.evaluate(state, record)
+            while self.next_at <= record["train_seconds"]:
+                self.next_at += self.interval
+
+
+def run_compare(spec: CompareSpec, out_dir: Path, show_progress: bool = True, log=print) -> dict:
+    out_dir = Path(out_dir)
+    device = resolve_device(spec.device)
+    precisions, left_out = (spec.precisions, []) if spec.precisions else choose_precisions(device)
+    if "fp32" not in precisions:
+        raise AmpganError("a comparison needs fp32 as its baseline: add it to --precisions")
+    probe = spec.train_config(precisions[0])
+    dataset = load_dataset(spec.dataset, probe.data_request())
+    prepared = {p: prepare_run(spec.train_config(p), dataset) for p in precisions}  # validates all first
+    log(f"evaluator: training or loading the {spec.dataset} classifier ...")
+    evaluator = evaluator_for(dataset, cache_dir=spec.evaluator_cache, seed=spec.seed)
+    log(f"evaluator: held-out accuracy {evaluator.held_out_accuracy:.3f} ({evaluator.info['cache']})")
+
+    if spec.bench is not None:
+        bench_results = load_results(spec.bench)
+    else:
+        sizes = tuple(sorted(set(spec.bench_batch_sizes) | {spec.batch_size}))
+        log(f"bench: batch sizes {', '.join(map(str, sizes))} x {', '.join(precisions)} ...")
+        bench_results = run_bench(BenchSpec(dataset=spec.dataset, batch_sizes=sizes, precisions=precisions,
+                                            device=spec.device, warmup=1, steps=spec.bench_steps, width=spec.width,
+                                            z_dim=spec.z_dim, seed=spec.seed, image_size=dataset.image_size,
+                                            channels=dataset.channels), device)
+    write_results(bench_results, out_dir / "bench")
+
+    runs, curves = {}, {}
+    for precision in precisions:
+        run_dir = out_dir / "runs" / precision
+        run_dir.mkdir(parents=True, exist_ok=True)
+        log(f"train: {precision} for {spec.time_budget_s:g} s of training ...")
+        tracker = _QualityTracker(evaluator, run_dir, spec, prepared[precision].policy.autocast, dataset.num_classes)
+        result = run_training(prepared[precision], run_dir, show_progress=show_progress, on_log=tracker)
+        # The final state is still in memory: evaluate its generator as it ended, no reload from disk.
+        final = tracker.evaluate(result.state.train, {"step": result.steps, "train_seconds": result.train_seconds})
+        quality = {"final": final, "curve": tracker.curve, "eval_seconds_total": round(tracker.eval_seconds, 2),
+                   "evaluator": evaluator.info}
+        write_json_atomically(run_dir / "quality.json", quality)
+        curves[precision] = tracker.curve
+        runs[precision] = {"run_dir": str(run_dir.relative_to(out_dir)), "steps": result.steps,
+                           "train_seconds": result.train_seconds, "final": final,
+                           "eval_seconds_total": quality["eval_seconds_total"], "stamp": result.stamp}
+        log(f"  {precision}: {result.steps} steps, evaluator accuracy {final['evaluator_accuracy']:.3f}, "
+            f"Fréchet distance {final['frechet_distance']:.2f}")
+
+    floor = reference_floor(evaluator, spec.eval_samples)
+    document = {
+        "format": "ampgan-compare/1",
+        "spec": _jsonable(dataclasses.asdict(spec)) | {"precisions": list(precisions)},
+        "environment": environment_stamp(device),
+        "left_out": left_out,
+        "dataset": {"name": spec.dataset, "images": len(dataset), "class_names": list(dataset.class_names),
+                    "source": dataset.source},
+        "evaluator": evaluator.info,
+        "floor": floor,
+        "runs": runs,
+    }
+    document["cost"] = _costs(document, bench_results, curves, out_dir)
+    document["verdict"] = verdict(document, bench_results["speedups"])
+    write_json_atomically(out_dir / "compare.json", document)
+    return document
+
+
+def _jsonable(values: dict) -> dict:
+    return {k: str(v) if isinstance(v, Path) else list(v) if isinstance(v, tuple) else v for k, v in values.items()}
+
+
+def _costs(document: dict, bench_results: dict, curves: dict[str, list[dict]], out_dir: Path) -> dict:
+    """Cost tables from the bench, and time/cost to the quality target per precision."""
+    from ampgan.cost.catalog import catalog_date, find_instance, load_catalog
+    from ampgan.cost.report import build_cost_document, measured_device, price_basis, write_cost
+
+    spec = document["spec"]
+    device_name = measured_device(bench_results)
+    catalog = load_catalog()
+    if spec["price_per_hour"] is not None or spec["instance"] is not None:
+        instance = find_instance(catalog, spec["instance"]) if spec["instance"] else None
+        basis = price_basis(instance, spec["price_per_hour"], device_name, assume_same_speed=False)
+    else:
+        matching = [i for i in catalog if i.matches_hardware(device_name)]
+        if not matching:
+            return {"basis": None, "note": f"no catalog instance runs on {device_name}: give --instance or --price-per-hour"}
+        cheapest = min(matching, key=lambda i: i.price_per_hour / max(1, i.gpu_count))
+        basis = price_basis(cheapest, None, device_name, assume_same_speed=False)
+    cost_document = build_cost_document([bench_results], device_name, basis, 1e6, None, catalog_date(catalog))
+    write_cost(cost_document, out_dir / "cost")
+    runs = document["runs"]
+    target = spec["target_accuracy"]
+    if target is None:
+        # 80% of the way from chance to the best final accuracy; no target when nothing beat chance clearly.
+        chance = 1.0 / len(document["dataset"]["class_names"])
+        best = max(r["final"]["evaluator_accuracy"] for r in runs.values())
+        target = round(chance + 0.8 * (best - chance), 3) if best >= 2 * chance else None
+    to_target = {}
+    for precision in runs:
+        curve = [(p["train_seconds"], p["evaluator_accuracy"]) for p in curves[precision]]
+        to_target[precision] = cost_to_quality(curve, target, basis["price_per_hour"]) if target else None
+    budget = {p: cost_of_seconds(r["train_seconds"], basis["price_per_hour"]) for p, r in runs.items()}
+    return {"basis": basis, "target_accuracy": target, "to_target": to_target, "budget": budget,
+            "table": cost_document["rows"], "catalog_date": cost_document["catalog_date"]}

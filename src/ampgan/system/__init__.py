@@ -1,0 +1,1 @@
+"""The machine: what hardware this is, its peak FLOP/s, process tuning, and the stamp on every result."""

@@ -1,0 +1,65 @@
+"""The environment stamp: hardware, software versions, code version, date, command line."""
+
+from __future__ import annotations
+
+import datetime as dt
+import platform
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+
+import ampgan
+from ampgan.system.cpu_tuning import tuning_state
+from ampgan.system.hardware import detect_hardware
+
+
+def git_commit() -> str | None:
+    """The commit of the ampgan checkout, if it runs from one (None for an installed wheel)."""
+    here = Path(__file__).resolve().parent
+    try:
+        result = subprocess.run(
+            ["git", "-C", str(here), "rev-parse", "--short", "HEAD"],
+            capture_output=True, text=True, timeout=5, check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if result.returncode != 0:
+        return None
+    dirty = subprocess.run(
+        ["git", "-C", str(here), "status", "--porcelain", "--untracked-files=no"],
+        capture_output=True, text=True, timeout=5, check=False,
+    ).stdout.strip()
+    return result.stdout.strip() + ("-dirty" if dirty else "")
+
+
+def environment_stamp(device: torch.device) -> dict:
+    hardware = detect_hardware(device)
+    return {
+        "hardware": hardware.to_dict(),
+        "hardware_summary": hardware.summary(),
+        "versions": {
+            "ampgan": ampgan.__version__,
+            "python": platform.python_version(),
+            "torch": torch.__version__,
+            "cuda": torch.version.cuda,
+            "cudnn": torch.backends.cudnn.version() if torch.cuda.is_available() else None,
+            "numpy": np.__version__,
+        },
+        "platform": platform.platform(),
+        "process_tuning": tuning_state(),
+        "git_commit": git_commit(),
+        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "command": " ".join(sys.argv),
+    }
+
+
+def stamp_line(stamp: dict, precision: str, batch_size: int | str) -> str:
+    """One line naming what produced a figure: hardware, precision, batch, versions."""
+    versions = stamp["versions"]
+    return (
+        f"{stamp['hardware_summary']} | {precision} | batch {batch_size} | "
+        f"torch {versions['torch']}, ampgan {versions['ampgan']}"
+    )

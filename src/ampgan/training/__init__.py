@@ -1,0 +1,1 @@
+"""Training the AC-GAN: models, precision policy, state, the step, the budgeted loop, many processes."""

@@ -1,0 +1,134 @@
+"""Many processes: torchrun's environment, the process group, DDP wrapping, collective decisions.
+
+ampgan uses PyTorch's own engine: `torchrun` starts the processes and sets RANK, WORLD_SIZE,
+LOCAL_RANK, LOCAL_WORLD_SIZE and the rendezvous; ampgan joins with gloo on CPUs and NCCL on
+GPUs (one GPU per process, cuda:LOCAL_RANK) when the command calls `join_process_group`, and
+every clock- or signal-driven decision is agreed by all ranks here. Outside torchrun everything
+here is a no-op. (DDP wrapping: state.wrap_modules; launching: launcher.py.)
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+from ampgan.errors import AmpganError
+
+# A rank that dies leaves the others blocked in a collective; this bounds the wait (torchrun
+# also stops the survivors as soon as it sees one worker exit).
+COLLECTIVE_TIMEOUT = dt.timedelta(seconds=int(os.environ.get("AMPGAN_COLLECTIVE_TIMEOUT_S", "120")))
+
+
+@dataclass(frozen=True)
+class World:
+    rank: int = 0
+    size: int = 1
+    local_rank: int = 0
+    local_size: int = 1
+
+    @property
+    def distributed(self) -> bool:
+        return self.size > 1
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+
+_world = World()
+
+
+def world() -> World:
+    return _world
+
+
+def launched_by_torchrun() -> bool:
+    return "RANK" in os.environ and "WORLD_SIZE" in os.environ
+
+
+def _env_int(name: str) -> int:
+    value = os.environ.get(name)
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise AmpganError(f"{name}={value!r} is not a number: start ampgan with torchrun, which sets it") from None
+
+
+def join_process_group(device_request: str) -> torch.device | None:
+    """Under torchrun: join the process group it set up and return this rank's device.
+    Outside torchrun: nothing to join, None (the caller resolves the device itself)."""
+    global _world
+    if not launched_by_torchrun():
+        return None
+    rank, size = _env_int("RANK"), _env_int("WORLD_SIZE")
+    local_rank = _env_int("LOCAL_RANK") if "LOCAL_RANK" in os.environ else rank
+    local_size = _env_int("LOCAL_WORLD_SIZE") if "LOCAL_WORLD_SIZE" in os.environ else size
+    if not (0 <= rank < size and 0 <= local_rank < local_size):
+        raise AmpganError(f"inconsistent launcher settings RANK={rank} WORLD_SIZE={size} LOCAL_RANK={local_rank}: "
+                          "start ampgan with torchrun")
+    for name in ("MASTER_ADDR", "MASTER_PORT"):
+        if name not in os.environ:
+            raise AmpganError(f"{name} is not set: start ampgan with torchrun (it sets the rendezvous), not by hand")
+    use_cuda = device_request == "cuda" or (device_request == "auto" and torch.cuda.is_available())
+    if use_cuda:
+        if torch.cuda.device_count() < local_size:
+            raise AmpganError(f"{local_size} processes per node but {torch.cuda.device_count()} GPUs visible: "
+                              "use --nproc-per-node at most the GPU count")
+        device = torch.device("cuda", local_rank)
+        torch.cuda.set_device(device)
+        backend = "nccl"
+    else:
+        device = torch.device("cpu")
+        backend = "gloo"
+        # N processes on one machine share its cores: give each its share, never more threads than cores.
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // local_size))
+    if not dist.is_initialized():
+        dist.init_process_group(backend=backend, rank=rank, world_size=size, timeout=COLLECTIVE_TIMEOUT)
+    _world = World(rank=rank, size=size, local_rank=local_rank, local_size=local_size)
+    return device
+
+
+def shutdown() -> None:
+    """Leave the process group together: a rank that tears gloo down while a peer is still in its
+    last collective makes that peer abort (SIGABRT) at exit."""
+    global _world
+    if dist.is_initialized():
+        try:
+            dist.barrier()
+        except Exception:  # noqa: BLE001 - a peer already gone: nothing left to wait for
+            pass
+        dist.destroy_process_group()
+    _world = World()
+
+
+def any_rank(flags: list[bool], device: torch.device) -> list[bool]:
+    """Element-wise OR of per-rank flags, so every rank takes the same branch (stop, log, save)."""
+    if not world().distributed:
+        return flags
+    tensor = torch.tensor([float(f) for f in flags], device=device)
+    dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
+    return [bool(v) for v in tensor.tolist()]
+
+
+def average_over_ranks(values: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Metric sums averaged over ranks, in one collective. Skipped-step counts are identical on
+    every rank (DDP reduces the gradients before the inf check), so their average is the count."""
+    if not world().distributed or not values:
+        return values
+    names = sorted(values)
+    stacked = torch.stack([values[n].float().reshape(()) for n in names])
+    dist.all_reduce(stacked, op=dist.ReduceOp.SUM)
+    return {n: stacked[i] / world().size for i, n in enumerate(names)}
+
+
+def gather_objects(value):
+    """[value of rank 0, rank 1, ...] on every rank (a plain list outside torchrun)."""
+    if not world().distributed:
+        return [value]
+    gathered = [None] * world().size
+    dist.all_gather_object(gathered, value)
+    return gathered

@@ -1,0 +1,323 @@
+"""The budgeted training loop: prepare a run, train it until the budget is spent, save as it goes.
+
+    prepare_run(config)          validate everything (device, precision, data, model shape); no files
+    run_training(prepared, dir)  build or restore the RunState, train, log, sample, checkpoint
+                                 -> RunResult (the final state in memory, and the summary)
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from ampgan.config import TrainConfig
+from ampgan.data import ImageDataset, load_dataset
+from ampgan.data.batches import BatchStream
+from ampgan.errors import warn
+from ampgan.runs.run_folder import NullWriter, RunWriter, require_tensorboard
+from ampgan.seeds import CURRENT_SCHEME, step_noise_seed
+from ampgan.system.cpu_tuning import keep_freed_memory_for_reuse
+from ampgan.training.distributed import any_rank, average_over_ranks, gather_objects, world
+from ampgan.training.faults import FaultMonitor, FaultRules, NumericFault
+from ampgan.training.interruption import TrainingInterrupted, stop_on_signals
+from ampgan.training.models import ModelShape, misaligned_dimensions
+from ampgan.training.precision import PrecisionPolicy, build_policy, resolve_device
+from ampgan.training.state import (TrainState, build_train_state, capture_global_rngs, restore_global_rngs,
+                                   wrap_modules)
+from ampgan.training.step import train_step
+
+DEFAULT_STEPS = 1000  # when neither --steps nor --time-budget is given
+
+
+@dataclass(frozen=True)
+class PreparedRun:
+    """Everything a run needs, resolved and validated before anything is written."""
+
+    config: TrainConfig
+    policy: PrecisionPolicy
+    dataset: ImageDataset
+    shape: ModelShape
+
+
+def model_shape_for(config: TrainConfig, dataset: ImageDataset) -> ModelShape:
+    return ModelShape(image_size=dataset.image_size, channels=dataset.channels, num_classes=dataset.num_classes,
+                      z_dim=config.z_dim, width=config.width)
+
+
+def prepare_run(config: TrainConfig, dataset: ImageDataset | None = None,
+                device: torch.device | None = None) -> PreparedRun:
+    """Validate everything a run needs. `dataset`: one already loaded (a comparison loads it once);
+    `device`: this rank's device under torchrun (distributed.join_process_group), else resolved here."""
+    device = device or resolve_device(config.device)
+    policy = build_policy(config.precision, device, config.loss_scale)
+    dataset = dataset if dataset is not None else load_dataset(config.dataset, config.data_request())
+    shape = model_shape_for(config, dataset)
+    if config.tensorboard:
+        require_tensorboard()
+    misaligned = misaligned_dimensions(shape)
+    if misaligned:
+        warn("dimensions that are not multiples of 8 keep tensor cores/AMX from full speed: " + ", ".join(misaligned))
+    return PreparedRun(config=config, policy=policy, dataset=dataset, shape=shape)
+
+
+class MetricWindow:
+    """Sums step metrics on the device between log points; flush() averages and reads them."""
+
+    def __init__(self) -> None:
+        self._sums: dict[str, torch.Tensor] = {}
+        self.count = 0
+        self.skipped_total = {"skipped_d": 0, "skipped_g": 0}
+        self.last_skipped = 0  # optimizer updates skipped in the window just flushed (D and G)
+
+    def add(self, metrics: dict[str, torch.Tensor]) -> None:
+        for name, value in metrics.items():
+            self._sums[name] = self._sums[name] + value if name in self._sums else value.clone()
+        self.count += 1
+
+    def flush(self, state: TrainState) -> dict:
+        values = {name: total.item() for name, total in average_over_ranks(self._sums).items()}
+        record = {}
+        self.last_skipped = 0
+        for name, total in values.items():
+            if name.startswith("skipped"):
+                self.skipped_total[name] += int(round(total))
+                self.last_skipped += int(round(total))
+                record[f"{name}_total"] = self.skipped_total[name]
+            else:
+                record[name] = round(total / self.count, 5)
+        if state.scaler_d.enabled:
+            record["loss_scale_d"] = state.scaler_d.scale()
+            record["loss_scale_g"] = state.scaler_g.scale()
+        self._sums, self.count = {}, 0
+        return record
+
+
+@dataclass
+class RunState:
+    """Everything a checkpoint holds, saving and restoring itself: the train state, every rank's
+    data position and noise generator, the process RNGs, the training time spent, the metrics."""
+
+    config: TrainConfig
+    train: TrainState
+    stream: BatchStream
+    window: MetricWindow = field(default_factory=MetricWindow)
+    train_seconds: float = 0.0
+    metrics_last_step: int = 0
+    seed_scheme: int = CURRENT_SCHEME
+
+    def state_dict(self) -> dict:
+        """Collective under torchrun: every rank contributes its data position and noise generator."""
+        per_rank = gather_objects({"data": self.stream.state_dict(), "step_generator": self.train.rng.get_state()})
+        return {
+            **self.train.state_dict(),
+            "seed_scheme": self.seed_scheme,
+            "rng": capture_global_rngs(),
+            "progress": {
+                "train_seconds": self.train_seconds, "skipped_total": dict(self.window.skipped_total),
+                "data": {"world_size": world().size, "ranks": [r["data"] for r in per_rank]},
+                "step_generators": [r["step_generator"] for r in per_rank],
+                "metrics_last_step": self.metrics_last_step,
+            },
+        }
+
+    def load_state_dict(self, saved: dict, origin: str) -> None:
+        """Continue exactly where `saved` left off. On the same number of processes each rank takes
+        its own data position and noise generator back; on another number the shards are cut anew
+        (every rank starts the epoch after the furthest one saved) and noise generators are re-seeded
+        from (seed, rank, step)."""
+        self.train.load_state_dict(saved, origin)
+        restore_global_rngs(saved["rng"])
+        progress, ranks = saved["progress"], world()
+        generators = progress.get("step_generators", [])
+        if len(generators) == ranks.size:
+            self.train.rng.set_state(generators[ranks.rank])
+        else:
+            self.train.rng.manual_seed(step_noise_seed(self.config.seed, ranks.rank, self.train.step, self.seed_scheme))
+        data = progress["data"]
+        if data["world_size"] == ranks.size:
+            self.stream.load_state_dict(data["ranks"][ranks.rank])
+        else:
+            self.stream.start_epoch(max(r["epoch"] for r in data["ranks"]) + 1)
+        self.window.skipped_total = dict(progress["skipped_total"])
+        self.train_seconds = progress["train_seconds"]
+
+
+def build_run_state(prepared: PreparedRun, resume_from: dict | None, origin: str = "") -> RunState:
+    """A fresh RunState, or the one `resume_from` (a loaded checkpoint) saved, with this run's seed scheme."""
+    config, policy, ranks = prepared.config, prepared.policy, world()
+    scheme = resume_from["seed_scheme"] if resume_from is not None else CURRENT_SCHEME
+    train = build_train_state(config, prepared.shape, policy, rank=ranks.rank, seed_scheme=scheme)
+    stream = BatchStream(prepared.dataset, config.batch_size, policy.device, config.seed, ranks.rank, ranks.size,
+                         seed_scheme=scheme)
+    state = RunState(config=config, train=train, stream=stream, seed_scheme=scheme)
+    if resume_from is not None:
+        state.load_state_dict(resume_from, origin)
+    wrap_modules(train, compile=config.compile, sync_batch_norm=config.sync_bn)
+    return state
+
+
+@dataclass(frozen=True)
+class Budget:
+    steps: int | None
+    seconds: float | None
+
+    @classmethod
+    def of(cls, config: TrainConfig) -> Budget:
+        return cls(config.steps if config.budget_is_set else DEFAULT_STEPS, config.time_budget_s)
+
+    def spent(self, step: int, train_seconds: float) -> bool:
+        return (self.steps is not None and step >= self.steps) or (
+            self.seconds is not None and train_seconds >= self.seconds
+        )
+
+
+@dataclass
+class RunResult:
+    """What a finished run leaves in memory: its final state (a comparison evaluates it directly)
+    and the summary the command prints."""
+
+    state: RunState
+    run_dir: Path | None  # None on ranks other than 0, which write nothing
+    last_record: dict
+    stamp: str
+
+    @property
+    def steps(self) -> int:
+        return self.state.train.step
+
+    @property
+    def train_seconds(self) -> float:
+        return round(self.state.train_seconds, 2)
+
+
+def run_training(prepared: PreparedRun, run_dir: Path, *, show_progress: bool = True,
+                 resume_from: dict | None = None, fault_rules: FaultRules = FaultRules(),
+                 on_log: Callable[[TrainState, dict], None] | None = None) -> RunResult:
+    """Train until the budget is spent, writing the run folder as it goes.
+
+    `resume_from`: a loaded checkpoint of this run folder; the run continues exactly where it left
+    off (weights, optimizers, scalers, RNGs, data order, wall time, metrics).
+    `on_log(state, record)`: called at each log point outside the timed region (evaluation during
+    a comparison happens there, so it never eats into the training budget).
+    Raises NumericFault or TrainingInterrupted after saving what should be saved.
+    """
+    prepared.policy.apply_backend_settings()
+    if prepared.policy.device.type == "cpu":
+        keep_freed_memory_for_reuse()
+    state = build_run_state(prepared, resume_from, origin=f"the checkpoint in {run_dir}")
+    ranks = world()
+    resumed_at = state.train.step if resume_from is not None else None
+    writer = (RunWriter(run_dir, prepared, state.train, ranks.size, resumed_at) if ranks.is_main
+              else NullWriter(state.train))
+    state.metrics_last_step = writer.last_logged_step
+    loop = _Loop(prepared, state, writer, Path(run_dir), FaultMonitor(prepared.policy.uses_loss_scaling, fault_rules),
+                 on_log, show_progress and ranks.is_main)
+    try:
+        loop.run(fresh=resume_from is None)
+    finally:
+        loop.progress.close()
+        writer.close()
+    return RunResult(state=state, run_dir=Path(run_dir) if ranks.is_main else None, last_record=writer.last_record,
+                     stamp=getattr(writer, "stamp", ""))
+
+
+class _Loop:
+    """The loop's moving parts; each method is one decision of a step's bookkeeping."""
+
+    def __init__(self, prepared: PreparedRun, state: RunState, writer, run_dir: Path, faults: FaultMonitor,
+                 on_log, show_progress: bool):
+        self.config, self.device = prepared.config, prepared.policy.device
+        self.state, self.writer, self.run_dir, self.faults, self.on_log = state, writer, run_dir, faults, on_log
+        self.budget = Budget.of(self.config)
+        self.progress = _progress_bar(self.budget, show_progress, initial=state.train.step)
+        self.last_checkpoint = {"step": state.train.step, "seconds": state.train_seconds}
+
+    def run(self, fresh: bool) -> None:
+        train = self.state.train
+        with stop_on_signals() as stop_request:
+            if fresh:
+                self.save_checkpoint()  # step 0: from here on a crash at any moment leaves a resumable run
+            finished = self.budget.spent(train.step, self.state.train_seconds)
+            while not finished:
+                finished = self.one_step(stop_request)
+            if train.step % self.config.sample_every:
+                self.writer.save_samples(train.step)
+            if train.step != self.last_checkpoint["step"]:
+                self.save_checkpoint()
+            self.writer.export_generator()
+
+    def one_step(self, stop_request) -> bool:
+        """Train one step and do what is due after it; True when the run is over."""
+        config, train = self.config, self.state.train
+        started = time.perf_counter()
+        real, labels = self.state.stream.next_batch()
+        self.state.window.add(train_step(train, real, labels))
+        # Without a device sync this undercounts on CUDA; the flush below syncs and recounts.
+        seconds_so_far = self.state.train_seconds + time.perf_counter() - started
+        # Every branch below must be taken by all ranks alike (flushes and checkpoints are
+        # collective), so the per-rank clock- and signal-driven decisions are OR-ed over ranks.
+        stopping, out_of_budget, checkpoint_by_time = any_rank(
+            [bool(stop_request), self.budget.spent(train.step, seconds_so_far),
+             self.checkpoint_due_by_time(seconds_so_far)], self.device)
+        checkpoint_due = checkpoint_by_time or (
+            config.checkpoint_every_steps is not None and train.step % config.checkpoint_every_steps == 0)
+        finished = out_of_budget or stopping
+        if train.step % config.log_every == 0 or checkpoint_due or finished:
+            self.log(started)
+        else:
+            self.state.train_seconds += time.perf_counter() - started
+        if train.step % config.sample_every == 0:
+            self.writer.save_samples(train.step)
+        if checkpoint_due or (stopping and train.step != self.last_checkpoint["step"]):
+            self.save_checkpoint()
+        if stopping:
+            raise TrainingInterrupted(stop_request.signum or signal.SIGTERM, train.step, str(self.run_dir))
+        return finished
+
+    def log(self, started: float) -> None:
+        """Read the window's metrics (the loop's only device sync), record them, check for faults."""
+        state, train = self.state, self.state.train
+        steps_in_window = state.window.count
+        record = state.window.flush(train)
+        state.train_seconds += time.perf_counter() - started
+        images = train.step * self.config.batch_size * world().size
+        record.update(step=train.step, train_seconds=round(state.train_seconds, 4),
+                      images_per_second=round(images / state.train_seconds, 2) if state.train_seconds else 0.0)
+        self.writer.log_metrics(record)
+        state.metrics_last_step = self.writer.last_logged_step
+        self.progress.update(train.step - self.progress.n)
+        self.progress.set_postfix_str(_postfix(record), refresh=False)
+        reason = self.faults.check(record, steps_in_window, state.window.last_skipped)
+        if reason:
+            # The weights may already be poisoned: keep the last good checkpoint, add none.
+            raise NumericFault(f"{reason}; the last good checkpoint is step {self.last_checkpoint['step']} in {self.run_dir}")
+        if self.on_log is not None:
+            self.on_log(train, record)
+
+    def checkpoint_due_by_time(self, train_seconds: float) -> bool:
+        every = self.config.checkpoint_every_s
+        return every is not None and train_seconds - self.last_checkpoint["seconds"] >= every
+
+    def save_checkpoint(self) -> None:
+        self.writer.save_checkpoint(self.state.state_dict())  # collective: every rank takes part
+        self.last_checkpoint.update(step=self.state.train.step, seconds=self.state.train_seconds)
+
+
+def _progress_bar(budget: Budget, enabled: bool, initial: int = 0):
+    from tqdm.auto import tqdm
+
+    return tqdm(total=budget.steps, initial=initial, unit="step", disable=not enabled, dynamic_ncols=True, leave=True)
+
+
+def _postfix(record: dict) -> str:
+    text = (f"{record['images_per_second']:.0f} img/s D {record['loss_d']:.3f} "
+            f"G {record['loss_g']:.3f}")
+    if "loss_scale_d" in record:
+        text += (f" scale {record['loss_scale_d']:g}/{record['loss_scale_g']:g}"
+                 f" skipped {record['skipped_d_total']}/{record['skipped_g_total']}")
+    return text

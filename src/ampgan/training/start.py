@@ -1,0 +1,84 @@
+"""Starting a new run or resuming one, in one place: the config, the run folder, the checkpoint.
+
+    new run:  config from the options  -> prepare (validate) -> claim the folder (rank 0) -> train
+    resume:   the folder's config + the options safe to change -> prepare -> its latest checkpoint -> train
+
+Nothing is written before every input was validated, so a bad option never touches a run folder.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from ampgan.config import SAFE_TO_CHANGE_ON_RESUME, TrainConfig
+from ampgan.errors import AmpganError
+from ampgan.runs.checkpoint import latest_checkpoint, load_checkpoint
+from ampgan.runs.run_folder import claim_run_dir, read_run_config
+from ampgan.training.distributed import any_rank, world
+from ampgan.training.loop import PreparedRun, prepare_run
+
+
+def resumed_config(run_dir: Path, requested: dict, given: set[str], option_names: dict[str, str]) -> TrainConfig:
+    """The run's own config, with only the fields that are safe to change taken from `requested`.
+
+    `given`: the fields the user set explicitly; `option_names`: field -> the option that sets it
+    (for the message that refuses a change)."""
+    saved = read_run_config(run_dir)["config"]
+    merged = dict(saved)
+    for name, value in requested.items():
+        if name not in given or value == saved.get(name):
+            continue
+        if name not in SAFE_TO_CHANGE_ON_RESUME:
+            option = option_names.get(name, name).replace("_", "-")
+            raise AmpganError(
+                f"--{option} {value} differs from the run's {saved.get(name)} and would make "
+                f"the resumed run a different experiment: drop it, or start a new run with --out"
+            )
+        merged[name] = value
+    if "time_budget_s" in given and "steps" not in given:
+        merged["steps"] = None  # a new budget given as time alone replaces the run's step budget
+    return TrainConfig.from_dict(merged)
+
+
+@dataclass(frozen=True)
+class RunStart:
+    prepared: PreparedRun
+    run_dir: Path
+    resume_from: dict | None = None  # the loaded checkpoint to continue from
+    checkpoint: Path | None = None
+
+
+def start_new_run(config: TrainConfig, run_dir: Path, overwrite: bool, device: torch.device | None = None) -> RunStart:
+    prepared = prepare_run(config, device=device)
+    claim_on_main_rank(run_dir, overwrite, prepared.policy.device)
+    return RunStart(prepared=prepared, run_dir=Path(run_dir))
+
+
+def resume_run(config: TrainConfig, run_dir: Path, device: torch.device | None = None) -> RunStart:
+    """`config`: from resumed_config(); refuses a budget the run has already reached."""
+    prepared = prepare_run(config, device=device)
+    checkpoint = latest_checkpoint(run_dir)
+    payload = load_checkpoint(checkpoint, map_location=prepared.policy.device)
+    if config.steps is not None and payload["step"] >= config.steps and config.time_budget_s is None:
+        raise AmpganError(f"{run_dir} already reached step {payload['step']} of --steps {config.steps}: "
+                          "give a larger --steps to train further")
+    return RunStart(prepared=prepared, run_dir=Path(run_dir), resume_from=payload, checkpoint=checkpoint)
+
+
+def claim_on_main_rank(out: Path, overwrite: bool, device: torch.device) -> None:
+    """Rank 0 alone claims the output folder; the other ranks learn whether it could, instead of
+    waiting in the first collective for a rank that has already exited."""
+    failure = None
+    if world().is_main:
+        try:
+            claim_run_dir(out, overwrite)
+        except AmpganError as error:
+            failure = error
+    (failed,) = any_rank([failure is not None], device)
+    if failure is not None:
+        raise failure
+    if failed:
+        raise AmpganError("rank 0 could not claim the output folder (see its message)")

@@ -1,0 +1,190 @@
+"""The training state, which saves and restores itself (torchtitan's `Stateful` pattern).
+
+`TrainState` is what the training step changes: both networks, both optimizers, both loss scalers
+and the noise generator. Its `state_dict()` / `load_state_dict()` own exactly what a checkpoint
+holds of it; `runs.checkpoint` only stores the payload. The process-wide RNGs (torch, CUDA, numpy,
+Python) are captured beside it by `capture_global_rngs()`.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from collections.abc import Callable
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from ampgan.config import TrainConfig
+from ampgan.errors import AmpganError
+from ampgan.seeds import CURRENT_SCHEME, step_noise_seed, weights_seed
+from ampgan.training.distributed import world
+from ampgan.training.models import Discriminator, Generator, ModelShape
+from ampgan.training.precision import LossScaler, PrecisionPolicy
+
+
+@dataclass
+class TrainState:
+    generator: Generator
+    discriminator: Discriminator
+    optimizer_g: torch.optim.Optimizer
+    optimizer_d: torch.optim.Optimizer
+    scaler_g: LossScaler
+    scaler_d: LossScaler
+    policy: PrecisionPolicy
+    rng: torch.Generator  # noise and fake labels, on the training device
+    step: int = 0
+    # What the step calls: the plain modules, or their torch.compile'd and/or DDP wrappers (kept
+    # apart so checkpoints always hold the plain modules' state dicts). D's pass inside G's update
+    # uses run_discriminator_for_g, never DDP-wrapped (no D gradient is reduced there).
+    run_generator: Callable | None = None
+    run_discriminator: Callable | None = None
+    run_discriminator_for_g: Callable | None = None
+
+    def __post_init__(self) -> None:
+        if self.run_generator is None:
+            self.run_generator = self.generator
+        if self.run_discriminator is None:
+            self.run_discriminator = self.discriminator
+        if self.run_discriminator_for_g is None:
+            self.run_discriminator_for_g = self.run_discriminator
+
+    @contextmanager
+    def eager(self):
+        """Run the step on the plain modules (no DDP, no torch.compile) inside the block."""
+        wrapped = self.run_generator, self.run_discriminator, self.run_discriminator_for_g
+        self.run_generator, self.run_discriminator = self.generator, self.discriminator
+        self.run_discriminator_for_g = self.discriminator
+        try:
+            yield self
+        finally:
+            self.run_generator, self.run_discriminator, self.run_discriminator_for_g = wrapped
+
+    def state_dict(self) -> dict:
+        return {
+            "step": self.step,
+            "generator": self.generator.state_dict(),
+            "discriminator": self.discriminator.state_dict(),
+            "optimizer_g": self.optimizer_g.state_dict(),
+            "optimizer_d": self.optimizer_d.state_dict(),
+            "scaler_g": self.scaler_g.state_dict(),
+            "scaler_d": self.scaler_d.state_dict(),
+            "step_generator": self.rng.get_state(),
+        }
+
+    def load_state_dict(self, saved: dict, origin: str = "the checkpoint") -> None:
+        """Networks, optimizers, scalers and step; the noise generator when `saved` has one."""
+        try:
+            self.generator.load_state_dict(saved["generator"])
+            self.discriminator.load_state_dict(saved["discriminator"])
+            self.optimizer_g.load_state_dict(saved["optimizer_g"])
+            self.optimizer_d.load_state_dict(saved["optimizer_d"])
+        except (RuntimeError, KeyError, ValueError) as error:
+            raise AmpganError(f"{origin} holds a model of another shape than this run's config "
+                              f"({_first_reason(error)})") from None
+        if saved["scaler_g"]:  # empty when the saving run did not scale its losses
+            self.scaler_g.load_state_dict(saved["scaler_g"])
+            self.scaler_d.load_state_dict(saved["scaler_d"])
+        self.step = saved["step"]
+        if "step_generator" in saved:
+            self.rng.set_state(saved["step_generator"])
+
+
+def _first_reason(error: BaseException) -> str:
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    detail = next((line for line in lines if line.startswith("size mismatch")), lines[0] if lines else type(error).__name__)
+    return detail[:200]
+
+
+def build_train_state(config: TrainConfig, shape: ModelShape, policy: PrecisionPolicy, rank: int = 0,
+                      seed_scheme: int = CURRENT_SCHEME) -> TrainState:
+    """Fresh networks and optimizers; the initial weights depend on the seed alone (the same on
+    every rank), the noise generator on the seed and the rank (each rank draws its own fakes).
+    The modules run plain; `wrap_for_speed_and_ranks` compiles and/or DDP-wraps them."""
+    device = policy.device
+    torch.manual_seed(weights_seed(config.seed))
+    generator = Generator(shape).to(device)
+    discriminator = Discriminator(shape).to(device)
+    if config.channels_last:
+        # NHWC lets oneDNN/cuDNN pick their fastest convolution kernels without layout reorders.
+        generator.to(memory_format=torch.channels_last)
+        discriminator.to(memory_format=torch.channels_last)
+
+    def adam(module: torch.nn.Module) -> torch.optim.Optimizer:
+        # foreach: one multi-tensor kernel per update instead of one per parameter.
+        return torch.optim.Adam(
+            module.parameters(), lr=config.lr, betas=(config.beta1, config.beta2), foreach=True
+        )
+
+    rng = torch.Generator(device=device).manual_seed(step_noise_seed(config.seed, rank, scheme=seed_scheme))
+    return TrainState(
+        generator=generator,
+        discriminator=discriminator,
+        optimizer_g=adam(generator),
+        optimizer_d=adam(discriminator),
+        scaler_g=policy.make_loss_scaler(),
+        scaler_d=policy.make_loss_scaler(),
+        policy=policy,
+        rng=rng,
+    )
+
+
+def capture_global_rngs() -> dict:
+    """The process-wide RNG states (torch CPU and CUDA, numpy, Python) as tensors and plain values."""
+    numpy_state = np.random.get_state()
+    python_version, python_internal, python_gauss = random.getstate()
+    return {
+        "torch_cpu": torch.get_rng_state(),
+        "torch_cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+        "numpy": {"kind": numpy_state[0], "keys": torch.from_numpy(numpy_state[1].astype(np.int64)),
+                  "pos": int(numpy_state[2]), "has_gauss": int(numpy_state[3]), "cached_gaussian": float(numpy_state[4])},
+        "python": {"version": python_version, "internal": list(python_internal), "gauss_next": python_gauss},
+    }
+
+
+def restore_global_rngs(saved: dict) -> None:
+    torch.set_rng_state(saved["torch_cpu"])
+    if torch.cuda.is_available() and saved["torch_cuda"]:
+        torch.cuda.set_rng_state_all(saved["torch_cuda"])
+    numpy_state = saved["numpy"]
+    np.random.set_state((numpy_state["kind"], numpy_state["keys"].numpy().astype(np.uint32), numpy_state["pos"],
+                         numpy_state["has_gauss"], numpy_state["cached_gaussian"]))
+    python_state = saved["python"]
+    random.setstate((python_state["version"], tuple(python_state["internal"]), python_state["gauss_next"]))
+
+
+def compile_backend() -> str:
+    """torch.compile's backend: inductor (generated kernels), or AMPGAN_COMPILE_BACKEND (e.g. `eager`:
+    graph capture without code generation, to check what compiles in seconds)."""
+    return os.environ.get("AMPGAN_COMPILE_BACKEND", "inductor")
+
+
+def wrap_modules(state: TrainState, *, compile: bool, sync_batch_norm: bool = False, data_parallel: bool = True) -> None:
+    """What the step runs: torch.compile'd modules (with `compile`), wrapped in DDP under torchrun.
+
+    Compile first, then wrap (nanoGPT's order): DDP then reduces the gradients of the compiled
+    module's parameters, which are the plain module's own. D's pass inside G's update runs the
+    compiled D without DDP: no D gradient is reduced there. `data_parallel=False`: never DDP (the
+    bench's single-process reference, timed beside the DDP step).
+    """
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    distributed = data_parallel and world().distributed
+    if sync_batch_norm and distributed:
+        if state.policy.device.type != "cuda":
+            raise AmpganError("--sync-bn needs CUDA (PyTorch's SyncBatchNorm has no CPU kernel): drop it on CPUs")
+        # Converted in place of the plain modules, so checkpoints and samples use the same weights.
+        state.generator = torch.nn.SyncBatchNorm.convert_sync_batchnorm(state.generator)
+        state.discriminator = torch.nn.SyncBatchNorm.convert_sync_batchnorm(state.discriminator)
+    generator, discriminator = state.generator, state.discriminator
+    if compile:
+        generator = torch.compile(generator, backend=compile_backend())
+        discriminator = torch.compile(discriminator, backend=compile_backend())
+    state.run_discriminator_for_g = discriminator
+    if distributed:
+        device_ids = [state.policy.device.index] if state.policy.device.type == "cuda" else None
+        generator = DDP(generator, device_ids=device_ids)
+        discriminator = DDP(discriminator, device_ids=device_ids)
+    state.run_generator, state.run_discriminator = generator, discriminator
