@@ -47,6 +47,29 @@ def test_resume_is_bit_exact(tmp_path, capsys, precision):
     assert config["config"]["steps"] == 12 and config["resumed"][0]["at_step"] == 6
 
 
+def test_a_version_1_run_resumes_on_the_seed_scheme_it_started_with(tmp_path, capsys, monkeypatch):
+    """Checkpoints of ampgan 0.1 (format 1, no seed scheme) continue drawing the data order they
+    would have drawn: 6 steps + resume to 12 equals 12 straight, both on scheme 1, across epochs."""
+    import ampgan.training.loop as loop
+
+    args = [*TINY[:8], "--batch-size", "512", "--quiet", "--log-every", "2", "--checkpoint-every", "6"]  # 4 steps an epoch
+    straight, old = tmp_path / "straight", tmp_path / "old"
+    monkeypatch.setattr(loop, "CURRENT_SCHEME", 1)
+    assert run_cli(capsys, "train", *args, "--steps", "12", "--out", str(straight))[0] == 0
+    assert run_cli(capsys, "train", *args, "--steps", "6", "--out", str(old))[0] == 0
+    monkeypatch.undo()
+    path = latest_checkpoint(old)
+    payload = torch.load(path, weights_only=True)
+    assert payload["seed_scheme"] == 1
+    payload = {k: v for k, v in payload.items() if k not in ("seed_scheme", "step_generator")} | {"format_version": 1}
+    torch.save(payload, path)  # as ampgan 0.1 wrote it
+    code, _, err = run_cli(capsys, "train", "--resume", str(old), "--steps", "12", "--quiet")
+    assert code == 0, err
+    a, b = weights(straight, 12), weights(old, 12)
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert load_checkpoint(latest_checkpoint(old))["seed_scheme"] == 1  # it stays on its scheme
+
+
 def test_keep_limits_the_checkpoints_and_a_time_budget_continues(tmp_path, capsys):
     run = tmp_path / "run"
     assert run_cli(capsys, "train", *TINY, "--steps", "10", "--checkpoint-every", "2", "--keep", "2", "--out", str(run))[0] == 0
