@@ -20,13 +20,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from reference_loop import ReferenceLoop  # noqa: E402
 
 from ampgan.config import TrainConfig  # noqa: E402
-from ampgan.cpu_tuning import keep_freed_memory_for_reuse, tuning_state  # noqa: E402
+from ampgan.system.cpu_tuning import keep_freed_memory_for_reuse, tuning_state  # noqa: E402
 from ampgan.data import load_dataset  # noqa: E402
 from ampgan.data.batches import BatchStream  # noqa: E402
-from ampgan.environment import environment_stamp  # noqa: E402
-from ampgan.precision import build_policy  # noqa: E402
-from ampgan.stats import pairwise_speedup, timing_stats  # noqa: E402
-from ampgan.train import build_train_state, model_shape_for, train_step  # noqa: E402
+from ampgan.system.environment import environment_stamp  # noqa: E402
+from ampgan.training.precision import build_policy  # noqa: E402
+from ampgan.bench.stats import pairwise_speedup, timing_stats  # noqa: E402
+from ampgan.training.loop import model_shape_for  # noqa: E402
+from ampgan.training.state import build_train_state  # noqa: E402
+from ampgan.training.step import train_step  # noqa: E402
 
 
 def clock(device, run):

@@ -17,12 +17,12 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-from ampgan.bench import BenchSpec, _Contender  # noqa: E402
-from ampgan.cpu_tuning import keep_freed_memory_for_reuse  # noqa: E402
+from ampgan.bench.harness import BenchSpec, _Contender  # noqa: E402
+from ampgan.system.cpu_tuning import keep_freed_memory_for_reuse  # noqa: E402
 from ampgan.data import load_dataset  # noqa: E402
-from ampgan.environment import environment_stamp  # noqa: E402
-from ampgan.stats import pairwise_speedup, timing_stats  # noqa: E402
-from ampgan.train import train_step  # noqa: E402
+from ampgan.system.environment import environment_stamp  # noqa: E402
+from ampgan.bench.stats import pairwise_speedup, timing_stats  # noqa: E402
+from ampgan.training.step import train_step  # noqa: E402
 
 
 def main() -> None:

@@ -35,32 +35,31 @@ class WholeNumber(click.ParamType):
         return number
 
 
-class PositiveNumber(click.ParamType):
-    """A finite number > 0 (a price, a peak, a number of seconds)."""
+class Number(click.ParamType):
+    """A number that `accept`s; `requirement` completes 'OPTION ... got VALUE' when it does not."""
 
     name = "number"
+
+    def __init__(self, accept, requirement: str):
+        self.accept, self.requirement = accept, requirement
 
     def convert(self, value, param, ctx):
         try:
             number = float(value)
         except (TypeError, ValueError):
             self.fail(f"takes a number such as 1e6, got {value!r}", param, ctx)
-        if not (math.isfinite(number) and number > 0):
-            self.fail(f"must be positive and finite, got {value}", param, ctx)
+        if not self.accept(number):
+            self.fail(f"{self.requirement}, got {value}", param, ctx)
         return number
 
 
-class Fraction(click.ParamType):
-    name = "fraction"
+def PositiveNumber() -> Number:  # noqa: N802 - reads like the other types where it is used
+    """A finite number > 0 (a price, a peak, a count, a number of seconds)."""
+    return Number(lambda x: math.isfinite(x) and x > 0, "must be positive and finite")
 
-    def convert(self, value, param, ctx):
-        try:
-            number = float(value)
-        except (TypeError, ValueError):
-            self.fail(f"is a fraction in (0, 1], got {value!r}", param, ctx)
-        if not 0 < number <= 1:
-            self.fail(f"is a fraction in (0, 1], got {value}", param, ctx)
-        return number
+
+def Fraction() -> Number:  # noqa: N802
+    return Number(lambda x: 0 < x <= 1, "is a fraction in (0, 1]")
 
 
 class Duration(click.ParamType):
