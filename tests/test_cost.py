@@ -70,7 +70,7 @@ def test_instance_lookup_and_hardware_matching():
 @pytest.mark.parametrize("text, message", [
     ("provider,instance\naws,x\n", "lacks the columns"),
     (",".join(REQUIRED_COLUMNS) + "\naws,us,x,T4,1,0.5,USD,,2025-01\n", "empty source"),
-    (",".join(REQUIRED_COLUMNS) + "\naws,us,x,T4,1,-2,USD,https://x,2025-01\n", "must be positive"),
+    (",".join(REQUIRED_COLUMNS) + "\naws,us,x,T4,1,-2,USD,https://x,2025-01\n", "must be a positive, finite number"),
     (",".join(REQUIRED_COLUMNS) + "\naws,us,x,T4,one,0.5,USD,https://x,2025-01\n", "must be numbers"),
 ])
 def test_user_catalogs_are_validated(tmp_path, text, message):

@@ -10,7 +10,7 @@ from ampgan.cli.options import (IntList, PositiveNumber, PrecisionList, WholeNum
                                 device_option, image_shape_options, model_options, out_options, seed_option)
 from ampgan.training.distributed import join_process_group, world
 from ampgan.training.precision import build_policy, resolve_device
-from ampgan.training.start import claim_on_main_rank
+from ampgan.training.start import claimed_on_main_rank
 
 
 @click.command("bench")
@@ -55,11 +55,11 @@ def command(**options) -> None:
         build_policy(precision, device)  # refuses tf32 on a CPU before anything runs
     spec.train_config(precisions[0] if precisions else "fp32", spec.batch_sizes[0])  # validates sizes
     out = options["out"] or default_out("bench")
-    claim_on_main_rank(out, options["overwrite"], device)
-    results = run_bench(spec, device, on_config=_report_config)
-    if not world().is_main:
-        return
-    write_results(results, out)
+    with claimed_on_main_rank(out, options["overwrite"], device):
+        results = run_bench(spec, device, on_config=_report_config)
+        if not world().is_main:
+            return
+        write_results(results, out)
     click.echo(render(results, out))
     click.echo(f"results: {out / 'results.json'}")
 

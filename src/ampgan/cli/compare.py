@@ -38,7 +38,7 @@ from ampgan.errors import AmpganWarning
 @click.option("--quiet", is_flag=True)
 def command(**options) -> None:
     """FP32 vs mixed precision: same start, same budget; speed, quality, cost and a report."""
-    from ampgan.runs.run_folder import claim_run_dir
+    from ampgan.runs.claim import claimed_folder
     from ampgan.study.compare import CompareSpec, run_compare
     from ampgan.study.report import render_report
 
@@ -53,11 +53,11 @@ def command(**options) -> None:
     )
     spec.train_config(spec.precisions[0] if spec.precisions else "fp32")  # validates the shared options
     out = options["out"] or default_out("compare")
-    claim_run_dir(out, options["overwrite"])
-    document = run_compare(spec, out, show_progress=not options["quiet"], log=lambda line: click.echo(line, err=True))
-    if options["with_doctor"]:
-        _add_doctor(spec, out)
-    md_path, html_path = render_report(out)
+    with claimed_folder(out, options["overwrite"]):
+        document = run_compare(spec, out, show_progress=not options["quiet"], log=lambda line: click.echo(line, err=True))
+        if options["with_doctor"]:
+            _add_doctor(spec, out)
+        md_path, html_path = render_report(out)
     for line in document["verdict"]:
         click.echo(line)
     click.echo(f"report: {html_path} (and {md_path.name})")

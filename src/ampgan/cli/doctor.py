@@ -30,7 +30,8 @@ from ampgan.errors import AmpganWarning
 def command(**options) -> None:
     """Will this model train in fp16 or bf16? Ranges per layer, a loss scale, alignment, hardware."""
     from ampgan.doctor.run import diagnose_gan, write_doctor
-    from ampgan.runs.run_folder import claim_run_dir, read_run_config
+    from ampgan.runs.claim import claimed_folder
+    from ampgan.runs.run_folder import read_run_config
     from ampgan.training.precision import resolve_device
 
     if options["run_dir"] is not None:
@@ -45,11 +46,10 @@ def command(**options) -> None:
     if fp16_steps is None:
         fp16_steps = 50 if device.type == "cuda" else 8
     out = options["out"] or default_out("doctor")
-    claim_run_dir(out, options["overwrite"])
-    with warnings.catch_warnings():
+    with claimed_folder(out, options["overwrite"]), warnings.catch_warnings():
         warnings.simplefilter("ignore", AmpganWarning)  # fp16-on-CPU speed is part of the report itself
         report = diagnose_gan(config, options["steps"], fp16_steps, options["run_dir"])
-    write_doctor(report, out)
+        write_doctor(report, out)
     for line in report["summary_lines"]:
         click.echo(f"- {line}")
     click.echo(f"{report['environment']['hardware_summary']} | batch {config.batch_size} | "

@@ -15,7 +15,7 @@ from ampgan.config import PRECISIONS, TrainConfig
 from ampgan.errors import AmpganError
 from ampgan.training.distributed import join_process_group, world
 from ampgan.training.loop import DEFAULT_STEPS, run_training
-from ampgan.training.start import RunStart, resume_run, resumed_config, start_new_run
+from ampgan.training.start import RunStart, new_run, resumed_config, resumed_run
 
 # Options whose TrainConfig field has another name; the rest map one to one.
 _FIELD_OF_OPTION = {"time_budget": "time_budget_s"}
@@ -95,8 +95,9 @@ def command(ctx: click.Context, **options) -> None:
     if options["dry_run"]:
         _print_dry_run(config, out, resume_dir, device)
         return
-    start = resume_run(config, out, device) if resume_dir else start_new_run(config, out, options["overwrite"], device)
-    _train_and_report(start, quiet=options["quiet"])
+    starting = resumed_run(config, out, device) if resume_dir else new_run(config, out, options["overwrite"], device)
+    with starting as start:
+        _train_and_report(start, quiet=options["quiet"])
 
 
 def _train_and_report(start: RunStart, quiet: bool) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import difflib
 import io
+import math
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -47,7 +48,11 @@ def load_catalog(path: Path | None = None) -> list[Instance]:
         path = Path(path)
         if not path.is_file():
             raise AmpganError(f"no price catalog at {path}: give a CSV with columns {', '.join(REQUIRED_COLUMNS)}")
-        text, origin = path.read_text("utf-8"), str(path)
+        try:
+            # utf-8-sig: spreadsheet programs save "CSV UTF-8" with a byte-order mark.
+            text, origin = path.read_text("utf-8-sig"), str(path)
+        except UnicodeDecodeError:
+            raise AmpganError(f"{path} is not a text CSV file (not UTF-8): export the catalog as CSV") from None
     reader = csv.DictReader(io.StringIO(text))
     missing = [c for c in REQUIRED_COLUMNS if c not in (reader.fieldnames or [])]
     if missing:
@@ -62,8 +67,8 @@ def load_catalog(path: Path | None = None) -> list[Instance]:
             gpus = int(row["gpu_count"])
         except ValueError:
             raise AmpganError(f"{origin} line {line}: price_per_hour and gpu_count must be numbers") from None
-        if not price > 0:
-            raise AmpganError(f"{origin} line {line}: price_per_hour must be positive, got {price}")
+        if not (math.isfinite(price) and price > 0):
+            raise AmpganError(f"{origin} line {line}: price_per_hour must be a positive, finite number, got {price}")
         instances.append(Instance(
             provider=row["provider"].strip(), region=row["region"].strip(), instance=row["instance"].strip(),
             hardware=row["hardware"].strip(), gpu_count=gpus, price_per_hour=price,

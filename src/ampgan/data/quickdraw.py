@@ -63,10 +63,12 @@ def load_quickdraw(data_dir: str | None, classes: tuple[str, ...] | None = None,
                 hint = f" (did you mean {', '.join(close)}?)" if close else ""
                 raise AmpganError(f"no Quick, Draw! class {name!r} in {root}{hint}: put {name}.npy there, or add --download")
         paths.append(path)
+    # Every file is validated before the manifest records it: a bad file replaced by a good one must
+    # not be refused later as a "checksum mismatch" against the bad one's digest.
+    opened = [_open_bitmaps(path) for path in paths]
     checksums, manifest = verify_with_manifest(root, paths)
     images, labels = [], []
-    for label, path in enumerate(paths):
-        bitmaps = _open_bitmaps(path)
+    for label, bitmaps in enumerate(opened):
         rows = min(max_per_class, bitmaps.shape[0])
         order = np.random.default_rng(data_split_seed(seed, label)).permutation(rows)
         test_count = max(1, int(round(rows * TEST_FRACTION)))

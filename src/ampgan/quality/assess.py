@@ -7,6 +7,7 @@ from pathlib import Path
 
 from ampgan.data import load_dataset
 from ampgan.files.atomic import write_json_atomically
+from ampgan.runs.claim import FolderLock
 from ampgan.quality.evaluator import TrainedEvaluator, evaluator_for, generate_evenly, quality_of_images, reference_floor
 from ampgan.seeds import evaluation_noise_seed
 from ampgan.training.trained import load_trained_run
@@ -37,8 +38,12 @@ def evaluate_runs(run_dirs: list[Path], samples: int, seed: int, evaluator_cache
         images, labels = generate_evenly(run.generator, len(run.class_names), samples, config.z_dim,
                                          evaluation_noise_seed(seed), "cpu")
         quality = quality_of_images(evaluator, images, labels)
-        write_json_atomically(run.run_dir / "quality.json", {"final": quality | {"step": run.step},
-                                                              "evaluator": evaluator.info,
-                                                              "floor": reference_floor(evaluator, samples)})
+        lock = FolderLock(run.run_dir)  # not while a training process still writes this run
+        try:
+            write_json_atomically(run.run_dir / "quality.json", {"final": quality | {"step": run.step},
+                                                                  "evaluator": evaluator.info,
+                                                                  "floor": reference_floor(evaluator, samples)})
+        finally:
+            lock.release()
         results.append(RunQuality(run.run_dir, config.precision, run.step, quality, evaluator))
     return results

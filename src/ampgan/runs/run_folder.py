@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import shutil
 from pathlib import Path
 
 from ampgan.errors import AmpganError
@@ -25,23 +24,6 @@ from ampgan.runs.samples import fixed_noise, render_samples
 from ampgan.system.environment import environment_stamp, stamp_line
 
 RUN_FORMAT_VERSION = 1  # of config.json; bumped when a run folder's layout changes
-
-
-def claim_run_dir(path: Path, overwrite: bool) -> None:
-    """Refuse to mix a new run into an existing one, unless told to replace it.
-
-    Called only after every input was validated, so a bad flag never touches an old run.
-    """
-    path = Path(path)
-    if path.exists() and not path.is_dir():
-        raise AmpganError(f"--out {path} is a file, not a folder: choose another path")
-    if path.is_dir() and any(path.iterdir()):
-        if not overwrite:
-            raise AmpganError(
-                f"--out {path} already holds files: choose a new folder or add --overwrite to replace it"
-            )
-        shutil.rmtree(path)
-    path.mkdir(parents=True, exist_ok=True)
 
 
 class RunWriter:

@@ -8,6 +8,7 @@ Nothing is written before every input was validated, so a bad option never touch
 
 from __future__ import annotations
 
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,8 +16,9 @@ import torch
 
 from ampgan.config import SAFE_TO_CHANGE_ON_RESUME, TrainConfig
 from ampgan.errors import AmpganError
-from ampgan.runs.checkpoint import latest_checkpoint, load_checkpoint
-from ampgan.runs.run_folder import claim_run_dir, read_run_config
+from ampgan.runs.checkpoint import latest_checkpoint, list_checkpoints, load_checkpoint
+from ampgan.runs.claim import FolderLock, claimed_folder
+from ampgan.runs.run_folder import read_run_config
 from ampgan.training.distributed import any_rank, world
 from ampgan.training.loop import PreparedRun, prepare_run
 
@@ -51,34 +53,51 @@ class RunStart:
     checkpoint: Path | None = None
 
 
-def start_new_run(config: TrainConfig, run_dir: Path, overwrite: bool, device: torch.device | None = None) -> RunStart:
+def has_progress(run_dir: Path) -> bool:
+    """A checkpoint past step 0: the run trained, and can be resumed. A run folder without one is
+    removed when its command fails (nothing of it would be worth keeping)."""
+    return any(path.name != "step-000000.pt" for path in list_checkpoints(run_dir))
+
+
+@contextmanager
+def new_run(config: TrainConfig, run_dir: Path, overwrite: bool, device: torch.device | None = None):
+    """Validate, then claim the folder (rank 0) for the block: a run that fails before its first
+    checkpoint past step 0 leaves no folder behind (a replaced one comes back)."""
     prepared = prepare_run(config, device=device)
-    claim_on_main_rank(run_dir, overwrite, prepared.policy.device)
-    return RunStart(prepared=prepared, run_dir=Path(run_dir))
+    with claimed_on_main_rank(run_dir, overwrite, prepared.policy.device, worth_keeping=has_progress):
+        yield RunStart(prepared=prepared, run_dir=Path(run_dir))
 
 
-def resume_run(config: TrainConfig, run_dir: Path, device: torch.device | None = None) -> RunStart:
-    """`config`: from resumed_config(); refuses a budget the run has already reached."""
+@contextmanager
+def resumed_run(config: TrainConfig, run_dir: Path, device: torch.device | None = None):
+    """`config`: from resumed_config(); the folder is locked for the block (rank 0). Refuses a budget
+    the run has already reached."""
     prepared = prepare_run(config, device=device)
-    checkpoint = latest_checkpoint(run_dir)
-    payload = load_checkpoint(checkpoint, map_location=prepared.policy.device)
-    if config.steps is not None and payload["step"] >= config.steps and config.time_budget_s is None:
-        raise AmpganError(f"{run_dir} already reached step {payload['step']} of --steps {config.steps}: "
-                          "give a larger --steps to train further")
-    return RunStart(prepared=prepared, run_dir=Path(run_dir), resume_from=payload, checkpoint=checkpoint)
+    with ExitStack() as stack:
+        if world().is_main:
+            stack.callback(FolderLock(run_dir).release)
+        checkpoint = latest_checkpoint(run_dir)
+        payload = load_checkpoint(checkpoint, map_location=prepared.policy.device)
+        if config.steps is not None and payload["step"] >= config.steps and config.time_budget_s is None:
+            raise AmpganError(f"{run_dir} already reached step {payload['step']} of --steps {config.steps}: "
+                              "give a larger --steps to train further")
+        yield RunStart(prepared=prepared, run_dir=Path(run_dir), resume_from=payload, checkpoint=checkpoint)
 
 
-def claim_on_main_rank(out: Path, overwrite: bool, device: torch.device) -> None:
-    """Rank 0 alone claims the output folder; the other ranks learn whether it could, instead of
-    waiting in the first collective for a rank that has already exited."""
-    failure = None
-    if world().is_main:
-        try:
-            claim_run_dir(out, overwrite)
-        except AmpganError as error:
-            failure = error
-    (failed,) = any_rank([failure is not None], device)
-    if failure is not None:
-        raise failure
-    if failed:
-        raise AmpganError("rank 0 could not claim the output folder (see its message)")
+@contextmanager
+def claimed_on_main_rank(out: Path, overwrite: bool, device: torch.device, worth_keeping=lambda folder: False):
+    """Rank 0 alone claims the output folder (runs.claim) for the block; the other ranks learn whether
+    it could, instead of waiting in the first collective for a rank that has already exited."""
+    with ExitStack() as stack:
+        failure = None
+        if world().is_main:
+            try:
+                stack.enter_context(claimed_folder(out, overwrite, worth_keeping))
+            except AmpganError as error:
+                failure = error
+        (failed,) = any_rank([failure is not None], device)
+        if failure is not None:
+            raise failure
+        if failed:
+            raise AmpganError("rank 0 could not claim the output folder (see its message)")
+        yield

@@ -1,0 +1,131 @@
+"""Never lose a user's files, never mix two runs: claiming, replacing and locking output folders."""
+
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from ampgan.cost.catalog import load_catalog
+from ampgan.data import DataRequest, load_dataset
+from ampgan.errors import AmpganError
+from ampgan.runs.claim import LOCK, MARKER, claimed_folder
+from conftest import run_cli
+from fixtures import write_quickdraw
+
+TINY = ["--dataset", "synthetic", "--width", "8", "--z-dim", "16", "--batch-size", "8", "--device", "cpu", "--quiet"]
+
+
+def test_an_empty_or_enclosing_out_is_refused_and_nothing_is_deleted(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "thesis.tex").write_text("years of work")
+    for out in ("", ".", str(tmp_path), str(tmp_path.parent)):
+        code, _, err = run_cli(capsys, "train", *TINY, "--steps", "1", "--out", out, "--overwrite")
+        assert code == 2 and err.startswith("error: --out") and err.count("\n") == 1, (out, err)
+    assert (tmp_path / "thesis.tex").read_text() == "years of work"
+
+
+def test_overwrite_replaces_only_folders_ampgan_wrote(tmp_path, capsys):
+    mine = tmp_path / "notes"
+    (mine / "docs").mkdir(parents=True)
+    (mine / "docs" / "thesis.tex").write_text("keep me")
+    code, _, err = run_cli(capsys, "train", *TINY, "--steps", "1", "--out", str(mine), "--overwrite")
+    assert code == 2 and "holds files ampgan did not write" in err
+    assert (mine / "docs" / "thesis.tex").read_text() == "keep me"
+    run = tmp_path / "run"
+    assert run_cli(capsys, "train", *TINY, "--steps", "2", "--out", str(run))[0] == 0
+    assert (run / MARKER).is_file()
+    assert run_cli(capsys, "train", *TINY, "--steps", "3", "--out", str(run), "--overwrite")[0] == 0
+    assert (run / "checkpoints" / "step-000003.pt").is_file() and not (run / "checkpoints" / "step-000002.pt").exists()
+    assert not list(tmp_path.glob(".run.replaced-*"))  # the old run is gone once the new one finished
+
+
+def test_a_replacement_that_fails_before_training_puts_the_old_run_back(tmp_path):
+    old = tmp_path / "run"
+    with claimed_folder(old, overwrite=False):
+        (old / "config.json").write_text('{"format_version": 1}')
+    with pytest.raises(RuntimeError):
+        with claimed_folder(old, overwrite=True):
+            assert not (old / "config.json").exists()  # the new folder starts empty ...
+            raise RuntimeError("out of memory at step 0")
+    assert (old / "config.json").read_text() == '{"format_version": 1}'  # ... and the old one came back
+    assert not list(tmp_path.glob(".run.replaced-*"))
+
+
+def test_a_run_that_fails_at_its_first_step_leaves_no_folder(tmp_path, capsys, monkeypatch):
+    import ampgan.training.loop as loop
+
+    def out_of_memory(*args, **kwargs):
+        raise AmpganError("simulated: not enough memory for this batch")
+
+    monkeypatch.setattr(loop, "train_step", out_of_memory)
+    run = tmp_path / "run"
+    code, _, err = run_cli(capsys, "train", *TINY, "--steps", "3", "--out", str(run))
+    assert code == 2 and "not enough memory" in err
+    assert not run.exists()  # a retry is not refused as "already holds files"
+
+
+def test_a_second_process_is_refused_while_the_first_holds_the_folder(tmp_path, capsys):
+    run = tmp_path / "run"
+    assert run_cli(capsys, "train", *TINY, "--steps", "2", "--out", str(run))[0] == 0
+    holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        import fcntl, os, sys, time
+        fd = os.open({str(run / LOCK)!r}, os.O_RDWR)
+        fcntl.flock(fd, fcntl.LOCK_EX)  # as a training process holds it
+        os.ftruncate(fd, 0); os.pwrite(fd, str(os.getpid()).encode(), 0)
+        print("held", flush=True)
+        sys.stdin.read()
+    """)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        code, _, err = run_cli(capsys, "train", "--resume", str(run), "--steps", "5", "--quiet")
+        assert code == 2 and f"is in use by another ampgan process (pid {holder.pid})" in err
+        code, _, err = run_cli(capsys, "train", *TINY, "--steps", "1", "--out", str(run), "--overwrite")
+        assert code == 2 and "in use by another ampgan process" in err
+    finally:
+        holder.kill()
+        holder.wait()
+    # The holder died without unlocking: the kernel released its lock, nothing blocks the next claim.
+    with claimed_folder(run, overwrite=True):
+        pass
+
+
+def test_two_runs_started_together_on_one_folder_never_mix(tmp_path):
+    run = tmp_path / "run"
+    command = [sys.executable, "-m", "ampgan", "train", *TINY, "--steps", "30", "--out", str(run)]
+    first = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
+    second = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
+    results = [(p.wait(timeout=240), p.stderr.read()) for p in (first, second)]
+    codes = sorted(code for code, _ in results)
+    assert codes == [0, 2], results
+    refusal = next(err for code, err in results if code == 2)
+    assert "already holds files" in refusal or "in use by another ampgan process" in refusal
+    steps = [line for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert len(steps) == 3  # one run's records (steps 10, 20, 30), none from the other
+
+
+def test_quickdraw_manifest_records_only_files_that_loaded(tmp_path):
+    folder = write_quickdraw(tmp_path / "qd", classes=("apple",))
+    good = np.load(folder / "apple.npy")
+    np.save(folder / "apple.npy", np.zeros((5, 28, 28), dtype=np.uint8))  # a bad file first
+    with pytest.raises(AmpganError, match="not Quick, Draw! bitmaps"):
+        load_dataset("quickdraw", DataRequest(data_dir=str(folder), classes=("apple",)))
+    np.save(folder / "apple.npy", good)  # replaced by a good one: accepted, not a "checksum mismatch"
+    assert len(load_dataset("quickdraw", DataRequest(data_dir=str(folder), classes=("apple",)))) > 0
+
+
+def test_price_catalogs_from_spreadsheets_and_bad_files(tmp_path):
+    header = "provider,region,instance,hardware,gpu_count,vcpus,price_per_hour,currency,source,date,note\n"
+    row = "aws,us-east-1,g4dn.xlarge,T4,1,4,{price},USD,my invoice,2026-11,\n"
+    bom = tmp_path / "bom.csv"
+    bom.write_bytes(("\ufeff" + header + row.format(price="0.526")).encode("utf-8"))
+    assert load_catalog(bom)[0].price_per_hour == 0.526
+    binary = tmp_path / "prices.xlsx"
+    binary.write_bytes(bytes(range(256)) * 4)
+    with pytest.raises(AmpganError, match="not a text CSV file"):
+        load_catalog(binary)
+    infinite = tmp_path / "inf.csv"
+    infinite.write_text(header + row.format(price="inf"))
+    with pytest.raises(AmpganError, match="positive, finite number, got inf"):
+        load_catalog(infinite)
