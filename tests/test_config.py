@@ -49,3 +49,15 @@ def test_config_round_trips_through_a_dict():
 def test_config_is_frozen():
     with pytest.raises(dataclasses.FrozenInstanceError):
         TrainConfig().batch_size = 3
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (dict(dataset="synthetic", classes="foo,bar"), "--classes applies to quickdraw only, not to synthetic"),
+    (dict(dataset="quickdraw", classes=""), "--classes needs at least one class name"),
+    (dict(dataset="digits", data_dir="/data"), "--data-dir applies to cifar10 and quickdraw and mnist only"),
+    (dict(dataset="digits", cache=True), "--cache applies to folder:PATH datasets only"),
+    (dict(dataset="mnist", download=True), "--download applies to cifar10 and quickdraw only"),
+])
+def test_options_the_dataset_would_ignore_are_refused(overrides, message):
+    with pytest.raises(AmpganError, match=message):
+        TrainConfig(**overrides)

@@ -129,3 +129,28 @@ def test_price_catalogs_from_spreadsheets_and_bad_files(tmp_path):
     infinite.write_text(header + row.format(price="inf"))
     with pytest.raises(AmpganError, match="positive, finite number, got inf"):
         load_catalog(infinite)
+
+
+def test_image_folders_refuse_links_that_leave_them_and_decompression_bombs(tmp_path):
+    import struct
+    import zlib
+
+    from fixtures import write_image_folder
+
+    root = write_image_folder(tmp_path / "images")
+    elsewhere = write_image_folder(tmp_path / "elsewhere", classes=("secret",))
+    (root / "linked").symlink_to(elsewhere / "secret", target_is_directory=True)
+    with pytest.raises(AmpganError, match="is a link to .*outside the dataset folder"):
+        load_dataset(f"folder:{root}")
+    (root / "linked").unlink()
+    assert len(load_dataset(f"folder:{root}")) == 6
+
+    def chunk(kind, data):
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    # A valid PNG header claiming 50000 x 50000 pixels (2.5 gigapixels) and almost no data.
+    header = struct.pack(">IIBBBBB", 50000, 50000, 8, 0, 0, 0, 0)
+    bomb = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(b"\0" * 100)) + chunk(b"IEND", b"")
+    (root / "cats" / "bomb.png").write_bytes(bomb)
+    with pytest.raises(AmpganError, match="bomb.png claims more pixels than any dataset image should"):
+        load_dataset(f"folder:{root}")

@@ -105,11 +105,25 @@ class TrainConfig:
             )
         if self.channels is not None and self.channels not in (1, 3):
             raise AmpganError(f"--channels must be 1 or 3, got {self.channels}")
+        self._refuse_options_that_do_not_apply()
         if not self.lr > 0:
             raise AmpganError(f"--lr must be positive, got {self.lr}")
         for name, beta in (("beta1", self.beta1), ("beta2", self.beta2)):
             if not 0 <= beta < 1:
                 raise AmpganError(f"Adam {name} must be in [0, 1), got {beta}")
+
+    def _refuse_options_that_do_not_apply(self) -> None:
+        """A data option the chosen dataset ignores is refused, not silently dropped."""
+        if self.classes is not None and not any(c.strip() for c in self.classes.split(",")):
+            raise AmpganError("--classes needs at least one class name, e.g. apple,eye,fish")
+        applies_to = {"classes": ("quickdraw",), "max_per_class": ("quickdraw",),
+                      "data_dir": ("cifar10", "quickdraw", "mnist"), "download": ("cifar10", "quickdraw")}
+        for field_name, datasets in applies_to.items():
+            if getattr(self, field_name) not in (None, False) and self.dataset not in datasets:
+                option = "--" + field_name.replace("_", "-")
+                raise AmpganError(f"{option} applies to {' and '.join(datasets)} only, not to {self.dataset}: drop it")
+        if self.cache and not self.dataset.startswith("folder:"):
+            raise AmpganError(f"--cache applies to folder:PATH datasets only, not to {self.dataset}: drop it")
 
     def data_request(self, split: str = "train"):
         from ampgan.data import DataRequest

@@ -29,13 +29,25 @@ def _class_folders(root: Path) -> list[Path]:
     if not root.is_dir():
         raise AmpganError(f"image folder {root} does not exist: give folder:PATH with one sub-folder per class")
     folders = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+    for folder in folders:
+        _refuse_links_that_leave(folder, root)
     if not folders:
         raise AmpganError(f"{root} has no class sub-folders: put each class's images in a folder named after the class")
     return folders
 
 
+def _refuse_links_that_leave(path: Path, root: Path) -> None:
+    """A dataset is what lies inside its folder: a symbolic link that leads out of it (a linked
+    directory would silently become a class) is refused rather than followed."""
+    if path.is_symlink() and not path.resolve().is_relative_to(root.resolve()):
+        raise AmpganError(f"{path} is a link to {path.resolve()}, outside the dataset folder {root}: copy the "
+                          "images in, or remove the link")
+
+
 def _image_files(folder: Path) -> list[Path]:
     files = sorted(p for p in folder.iterdir() if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES)
+    for path in files:
+        _refuse_links_that_leave(path, folder.parent)
     if not files:
         raise AmpganError(f"class folder {folder} has no images ({', '.join(sorted(IMAGE_SUFFIXES))}): add some or remove it")
     return files
@@ -56,6 +68,9 @@ def _decode(path: Path, size: int, channels: int) -> np.ndarray:
             if image.size != (size, size):
                 image = image.resize((size, size), Image.Resampling.BILINEAR, reducing_gap=None)
             array = np.asarray(image, dtype=np.uint8)
+    except Image.DecompressionBombError:
+        raise AmpganError(f"{path} claims more pixels than any dataset image should (Pillow's decompression-bomb "
+                          "limit): fix or remove the file") from None
     except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as error:
         raise AmpganError(f"cannot read image {path} ({type(error).__name__}): fix or remove the file") from None
     return array[None] if channels == 1 else array.transpose(2, 0, 1)  # (C, H, W)
