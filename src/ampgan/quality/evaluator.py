@@ -14,7 +14,6 @@ is cached per dataset content and refused below MIN_EVALUATOR_ACCURACY held-out 
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import time
 from dataclasses import dataclass
@@ -26,6 +25,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ampgan.files.atomic import write_atomically, write_json_atomically
+from ampgan.files.jsonfile import read_json
 from ampgan.data import ImageDataset
 from ampgan.errors import AmpganError
 from ampgan.quality.metrics import accuracy, frechet_distance, kernel_inception_distance
@@ -105,7 +105,8 @@ def evaluator_for(dataset: ImageDataset, cache_dir: Path | None = None, epochs: 
     network = Evaluator(dataset.channels, dataset.num_classes)
     if weights_path.is_file() and info_path.is_file():
         network.load_state_dict(torch.load(weights_path, map_location="cpu", weights_only=True))
-        info = json.loads(info_path.read_text())
+        info = read_json(info_path, missing=f"{info_path} disappeared while reading the evaluator cache: run again",
+                         damaged=f"{info_path} is damaged: delete it and its .pt to train the evaluator anew")
     else:
         started = time.perf_counter()
         _train_classifier(network, dataset.images[train_idx], dataset.labels[train_idx], epochs, seed, device)

@@ -8,7 +8,6 @@ so a report can be rebuilt (or restyled) without training again.
 from __future__ import annotations
 
 import base64
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -134,7 +133,8 @@ def report_sections(document: dict, out_dir: Path) -> list[Section]:
         Section("Final metrics", table=[_TABLE_HEADER, *_metrics_rows(document)], paragraph=_price_note(document)),
     ]
     doctor = next((p for p in (out_dir / "doctor.json", out_dir / "doctor" / "doctor.json") if p.is_file()), None)
-    doctor_lines = json.loads(doctor.read_text()).get("summary_lines", []) if doctor else []
+    doctor_lines = read_json(doctor, missing="", damaged=f"{doctor} is damaged: run 'ampgan doctor' again").get(
+        "summary_lines", []) if doctor else []
     if doctor_lines:
         sections.append(Section("Precision doctor", lines=doctor_lines))
     losses, scale = figure_losses(document, out_dir, footer)
