@@ -1,0 +1,1 @@
+"""Run folders on disk: config.json, metrics.jsonl, sample grids, checkpoints (storage only)."""
