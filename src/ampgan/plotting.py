@@ -3,12 +3,14 @@ footer naming what produced it (hardware, precision, batch, versions), and an at
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 from ampgan.files.atomic import write_atomically
 
 PRECISION_COLOURS = {"fp32": "#1f77b4", "tf32": "#9467bd", "bf16": "#2ca02c", "fp16": "#d62728"}
-FOOTER_CHARS = 200  # longer footers are cut: one line at the figure's foot
+FOOTER_FONT_SIZE = 5.5
+_CHAR_WIDTH_IN_POINTS = 0.55 * FOOTER_FONT_SIZE  # a DejaVu Sans character is about 0.55 em wide
 
 
 def pyplot():
@@ -22,9 +24,13 @@ def pyplot():
 
 
 def save_figure(figure, path: Path, footer: str) -> Path:
-    """Stamp the footer, lay out, write the PNG atomically, free the figure."""
-    figure.text(0.01, 0.005, footer[:FOOTER_CHARS], fontsize=5.5, color="#555555")
-    figure.tight_layout(rect=(0, 0.03, 1, 1))
+    """Stamp the footer (wrapped to the figure's width, never cut), lay out, write the PNG atomically,
+    free the figure."""
+    width_in, height_in = figure.get_size_inches()
+    lines = textwrap.wrap(footer, width=max(40, int(0.98 * width_in * 72 / _CHAR_WIDTH_IN_POINTS)))
+    figure.text(0.01, 0.005, "\n".join(lines), fontsize=FOOTER_FONT_SIZE, color="#555555", va="bottom")
+    footer_height = (len(lines) * 1.3 * FOOTER_FONT_SIZE / 72 + 0.05) / height_in  # figure fraction
+    figure.tight_layout(rect=(0, footer_height, 1, 1))
     write_atomically(Path(path), lambda stream: figure.savefig(stream, format="png"))
     pyplot().close(figure)
     return Path(path)

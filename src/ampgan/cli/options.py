@@ -62,35 +62,36 @@ def Fraction() -> Number:  # noqa: N802
     return Number(lambda x: 0 < x <= 1, "is a fraction in (0, 1]")
 
 
-class Duration(click.ParamType):
-    """90s, 7m, 1h30m or plain seconds -> seconds."""
+class Parsed(click.ParamType):
+    """A value read by one of config.py's parsers; the parser's AmpganError becomes the option's error."""
 
-    name = "duration"
-
-    def convert(self, value, param, ctx):
-        if isinstance(value, float):
-            return value
-        try:
-            seconds = parse_duration(str(value))
-        except AmpganError as error:
-            self.fail(str(error), param, ctx)
-        if not seconds > 0:
-            self.fail(f"must be positive, got {value}", param, ctx)
-        return seconds
-
-
-class LossScale(click.ParamType):
-    """'dynamic' -> None, a number -> that static scale."""
-
-    name = "scale"
+    def __init__(self, parse, name: str):
+        self.parse, self.name = parse, name
 
     def convert(self, value, param, ctx):
-        if value is None or isinstance(value, float):
+        if not isinstance(value, str):  # a default already converted, or None
             return value
         try:
-            return parse_loss_scale(str(value))
+            return self.parse(value)
         except AmpganError as error:
             self.fail(str(error), param, ctx)
+
+
+def _positive_duration(text: str) -> float:
+    seconds = parse_duration(text)
+    if not seconds > 0:
+        raise AmpganError(f"must be positive, got {text}")
+    return seconds
+
+
+def Duration() -> Parsed:  # noqa: N802 - reads like the other types where it is used
+    """90s, 7m, 1h30m or plain seconds -> seconds (> 0)."""
+    return Parsed(_positive_duration, "duration")
+
+
+def LossScale() -> Parsed:  # noqa: N802
+    """'dynamic' -> None (GradScaler decides), a number -> that static scale."""
+    return Parsed(parse_loss_scale, "scale")
 
 
 class StepsOrDuration(click.ParamType):

@@ -49,6 +49,7 @@ class FolderLock:
         os.pwrite(self._fd, str(os.getpid()).encode(), 0)
 
     def release(self) -> None:
+        """Unlock and close; a second call does nothing."""
         if self._fd is not None:
             fcntl.flock(self._fd, fcntl.LOCK_UN)
             os.close(self._fd)
@@ -141,5 +142,7 @@ def claimed_folder(path: Path, overwrite: bool,
         else:
             claim.abandon()
         raise
-    claim.finish()
-    claim.lock.release()
+    else:
+        claim.finish()
+    finally:
+        claim.lock.release()  # releasing twice (after abandon) is harmless
