@@ -96,3 +96,29 @@ def test_bad_bench_options_are_one_line_errors(tmp_path, capsys):
         code, _, err = run_cli(capsys, "bench", *TINY[:6], *args, "--out", str(tmp_path / "b"))
         assert code == 2 and message in err and err.count("\n") == 1, err
         assert not (tmp_path / "b").exists()
+
+
+@pytest.mark.slow
+def test_sigterm_keeps_the_finished_batch_sizes_marked_incomplete(tmp_path):
+    """A real process, a real signal: the batch sizes measured before SIGTERM are written, the one
+    being measured is left out, and the exit says so (143)."""
+    import signal
+    import subprocess
+    import sys
+
+    out = tmp_path / "bench"
+    command = [sys.executable, "-m", "ampgan", "bench", *TINY, "--warmup", "3", "--batch-sizes", "4,8,4096",
+               "--precisions", "fp32", "--max-seconds", "600", "--out", str(out)]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    for line in process.stderr:  # one line per finished configuration
+        if line.strip().startswith("batch     8"):
+            break
+    process.send_signal(signal.SIGTERM)
+    stdout, rest = process.communicate(timeout=120)
+    assert process.returncode == 143, rest
+    assert "Traceback" not in rest and rest.strip().splitlines()[-1].startswith("stopped: SIGTERM received:"), rest
+    assert "finished batch sizes 4, 8; not measured 4096" in rest
+    results = json.loads((out / "results.json").read_text())
+    assert [c["batch_size"] for c in results["configs"]] == [4, 8]
+    assert results["incomplete"]["not_measured"] == [4096] and results["incomplete"]["signal"] == "SIGTERM"
+    assert "incomplete: stopped by SIGTERM" in stdout

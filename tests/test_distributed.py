@@ -121,6 +121,11 @@ def test_a_killed_rank_ends_the_job_with_a_clear_error(tmp_path):
     """)], capture_output=True, text=True, timeout=240)
     assert result.returncode != 0
     assert "error: rank 1 was killed by signal 9" in result.stderr, result.stderr[-3000:]
+    # The survivor says one line (no backend traceback) and the launcher's line comes last.
+    assert "Traceback" not in result.stderr, result.stderr[-3000:]
+    lines = result.stderr.strip().splitlines()
+    assert lines[-1].startswith("error: rank 1 was killed by signal 9")
+    assert all(line.startswith(("error", "warning", "stopped")) for line in lines), lines
 
 
 def test_wrong_launcher_settings_are_one_line_errors(tmp_path):

@@ -6,6 +6,7 @@ import textwrap
 
 import numpy as np
 import pytest
+import torch
 
 from ampgan.cost.catalog import load_catalog
 from ampgan.data import DataRequest, load_dataset
@@ -154,3 +155,111 @@ def test_image_folders_refuse_links_that_leave_them_and_decompression_bombs(tmp_
     (root / "cats" / "bomb.png").write_bytes(bomb)
     with pytest.raises(AmpganError, match="bomb.png claims more pixels than any dataset image should"):
         load_dataset(f"folder:{root}")
+
+
+def _disk_fills_at_checkpoint(monkeypatch, step: int) -> None:
+    """torch.save of checkpoint `step` hits a full disk half-way, as a real one does (the stream's
+    write raises ENOSPC, torch reports 'unexpected pos')."""
+    import errno
+    import io
+
+    import torch
+
+    import ampgan.runs.checkpoint as checkpoint
+
+    real_save = torch.save
+
+    class FullDisk(io.RawIOBase):
+        def __init__(self, stream):
+            self.stream, self.written = stream, 0
+
+        def writable(self):
+            return True
+
+        def write(self, data):
+            if self.written > 4096:
+                raise OSError(errno.ENOSPC, "No space left on device")
+            self.written += len(data)
+            return self.stream.write(data)
+
+    def save(payload, stream):
+        if payload["step"] == step:
+            return real_save(payload, FullDisk(stream))
+        return real_save(payload, stream)
+
+    monkeypatch.setattr(checkpoint.torch, "save", save)
+
+
+def test_a_full_disk_during_a_checkpoint_stops_with_one_line_and_the_run_resumes(tmp_path, capsys, monkeypatch):
+    run = tmp_path / "run"
+    _disk_fills_at_checkpoint(monkeypatch, step=4)
+    code, _, err = run_cli(capsys, "train", *TINY, "--steps", "6", "--checkpoint-every", "2", "--out", str(run))
+    assert code == 2 and err.count("\n") == 1 and "Traceback" not in err, err
+    assert "No space left on device" in err and "checkpoints/step-000002.pt" in err
+    assert f"ampgan train --resume {run}" in err
+    checkpoints = sorted(p.name for p in (run / "checkpoints").iterdir())
+    assert checkpoints == ["step-000000.pt", "step-000002.pt"]  # no temporary file left, nothing damaged
+    monkeypatch.undo()
+    assert run_cli(capsys, "train", "--resume", str(run), "--quiet")[0] == 0
+    assert (run / "checkpoints" / "step-000006.pt").is_file()
+
+
+def test_a_full_disk_before_any_training_was_saved_leaves_no_folder(tmp_path, capsys, monkeypatch):
+    run = tmp_path / "run"
+    _disk_fills_at_checkpoint(monkeypatch, step=0)
+    code, _, err = run_cli(capsys, "train", *TINY, "--steps", "6", "--out", str(run))
+    assert code == 2 and err.count("\n") == 1 and "run the command again" in err, err
+    assert not run.exists()
+
+
+def test_generate_refuses_unusable_destinations_before_any_work(tmp_path, capsys):
+    run = tmp_path / "run"
+    assert run_cli(capsys, "train", *TINY, "--steps", "1", "--out", str(run))[0] == 0
+    (tmp_path / "afile").write_text("x")
+    (tmp_path / "kept.png").write_bytes(b"my picture")
+    cases = {
+        str(tmp_path / "afile" / "x.png"): "cannot create the folder",
+        str(tmp_path / "out.txt"): "ending in .png or .npz",
+        str(tmp_path): "is a folder",
+        str(tmp_path / "kept.png"): "already exists",
+    }
+    for out, reason in cases.items():
+        code, _, err = run_cli(capsys, "generate", str(run), "--class", "0", "--n", "4", "--out", out)
+        assert code == 2 and reason in err and err.count("\n") == 1, (out, err)
+    assert (tmp_path / "kept.png").read_bytes() == b"my picture"
+    code, _, err = run_cli(capsys, "generate", str(run), "--class", "0", "--out", str(tmp_path / "a.png"), "--format", "npz")
+    assert code == 2 and "ending in .npz" in err
+    # A destination whose filesystem refuses the write at the last moment (here /proc) is one line too.
+    code, _, err = run_cli(capsys, "generate", str(run), "--class", "0", "--n", "4", "--out", "/proc/ampgan-x.png")
+    assert code == 2 and err.startswith("error:") and err.count("\n") == 1, err
+    code, _, _ = run_cli(capsys, "generate", str(run), "--class", "0", "--n", "4", "--out", str(tmp_path / "kept.png"),
+                         "--overwrite")
+    assert code == 0 and (tmp_path / "kept.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_a_batch_that_cannot_fit_is_refused_with_the_estimate_before_anything_is_written(tmp_path, capsys):
+    run = tmp_path / "run"
+    code, _, err = run_cli(capsys, "train", *TINY[:-3], "--steps", "1", "--batch-size", "1000000000", "--out", str(run))
+    assert code == 2 and err.count("\n") == 1, err
+    assert "--batch-size 1000000000 needs at least" in err and "TiB" in err and "memory available now" in err
+    assert not run.exists()
+
+
+def test_the_memory_estimate_counts_the_discriminators_layer_outputs_and_adam_state(monkeypatch):
+    from ampgan.training import memory
+    from ampgan.training.models import Discriminator, Generator, ModelShape
+
+    shape = ModelShape(image_size=32, channels=3, num_classes=4, z_dim=16, width=8)
+    # D for 32 px, width 8, per sample: conv 8x16x16 + leaky 8x16x16, conv 16x8x8 + bn + leaky,
+    # conv 32x4x4 + bn + leaky, flatten 512, heads 1 + 4.
+    per_sample = 2 * 8 * 16 * 16 + 3 * 16 * 8 * 8 + 3 * 32 * 4 * 4 + 512 + 1 + 4
+    parameters = sum(p.numel() for m in (Generator(shape), Discriminator(shape)) for p in m.parameters())
+    estimate = memory.estimate_step_memory(shape, batch_size=10, compute_bytes=2)
+    assert estimate.activations_bytes == 2 * per_sample * 10 * 2
+    assert estimate.parameters_bytes == parameters * 4 * 4
+    # Injected machine sizes: refused with the largest batch that fits by the same estimate.
+    monkeypatch.setattr(memory, "available_memory_bytes", lambda device: estimate.total_bytes - 1)
+    with pytest.raises(AmpganError, match="use a batch size of at most 9$"):
+        memory.refuse_what_cannot_fit(shape, 10, torch.device("cpu"), 2)
+    monkeypatch.setattr(memory, "available_memory_bytes", lambda device: estimate.total_bytes)
+    memory.refuse_what_cannot_fit(shape, 10, torch.device("cpu"), 2)  # fits exactly: no error

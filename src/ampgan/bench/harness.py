@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gc
 import resource
+import signal
 import time
 from dataclasses import asdict, dataclass, field
 
@@ -20,6 +21,7 @@ from ampgan.data import load_dataset
 from ampgan.data.batches import BatchStream
 from ampgan.system.cpu_tuning import keep_freed_memory_for_reuse
 from ampgan.training.distributed import any_rank, gather_objects, world
+from ampgan.training.interruption import stop_on_signals
 from ampgan.system.environment import environment_stamp
 from ampgan.bench.flops import count_flops
 from ampgan.system.hardware import detect_hardware, peak_tflops
@@ -195,8 +197,19 @@ def run_bench(spec: BenchSpec, device: torch.device, on_config=lambda result: No
         peaks[name] = {"tflops": value, "source": source}
     dataset = load_dataset(spec.dataset, spec.train_config("fp32", spec.batch_sizes[0]).data_request())
     results: list[ConfigResult] = []
-    for batch_size in spec.batch_sizes:
-        results += _bench_batch_size(spec, precisions, batch_size, dataset, device, on_config)
+    incomplete = None
+    with stop_on_signals() as stop_request:
+        for index, batch_size in enumerate(spec.batch_sizes):
+            try:
+                results += _bench_batch_size(spec, precisions, batch_size, dataset, device, on_config,
+                                             _StopCheck(stop_request, device))
+            except _StopRequested:
+                # The batch size being measured has too few rounds to be compared: it is left out.
+                incomplete = {"signal": signal.Signals(stop_request.signum or signal.SIGTERM).name,
+                              "signum": stop_request.signum or signal.SIGTERM,
+                              "finished_batch_sizes": list(spec.batch_sizes[:index]),
+                              "not_measured": list(spec.batch_sizes[index:])}
+                break
     sharing = world().local_size if device.type == "cpu" else 1
     rows = [r.to_dict(peaks[r.precision]["tflops"], sharing) for r in results]
     if spec.compile:
@@ -212,20 +225,37 @@ def run_bench(spec: BenchSpec, device: torch.device, on_config=lambda result: No
         "left_out": left_out,
         "configs": rows,
         "speedups": speedups(rows, precisions),
+        "incomplete": incomplete,
     }
 
 
-def _bench_batch_size(spec, precisions, batch_size, dataset, device, on_config) -> list[ConfigResult]:
+class _StopRequested(Exception):
+    """SIGINT/SIGTERM arrived: stop measuring, keep the batch sizes already finished."""
+
+
+class _StopCheck:
+    """Asked between steps; every rank stops at the same point (the answer is OR-ed over ranks)."""
+
+    def __init__(self, request, device: torch.device):
+        self.request, self.device = request, device
+
+    def __call__(self) -> None:
+        if any_rank([bool(self.request)], self.device)[0]:
+            raise _StopRequested
+
+
+def _bench_batch_size(spec, precisions, batch_size, dataset, device, on_config, stop_check) -> list[ConfigResult]:
     contenders: list[_Contender] = []
     finished: list[ConfigResult] = []
     for precision in precisions:
+        stop_check()
         contender = None
         try:
             rss_before = _peak_rss_bytes()
             if device.type == "cuda":
                 torch.cuda.reset_peak_memory_stats(device)
             contender = _Contender(spec, precision, batch_size, dataset, device)
-            _warm_up(spec, contender)
+            _warm_up(spec, contender, stop_check)
             if contender.result.status == "ok":
                 contender.result.flops_per_step = contender.count_step_flops()
                 contender.result.peak_memory_bytes = (
@@ -235,6 +265,8 @@ def _bench_batch_size(spec, precisions, batch_size, dataset, device, on_config) 
                 contenders.append(contender)
             else:
                 finished.append(contender.finish())
+        except _StopRequested:
+            raise
         except Exception as error:  # noqa: BLE001 - a failed configuration is a result, not a crash
             result = contender.result if contender else ConfigResult(batch_size=batch_size, precision=precision)
             result.status = "oom" if _is_out_of_memory(error) else "error"
@@ -242,7 +274,7 @@ def _bench_batch_size(spec, precisions, batch_size, dataset, device, on_config) 
             finished.append(result)
             contender = None
             _free_memory(device)
-    _time_interleaved(spec, contenders)
+    _time_interleaved(spec, contenders, stop_check)
     finished += [c.finish() for c in contenders]
     contenders.clear()
     _free_memory(device)
@@ -252,10 +284,12 @@ def _bench_batch_size(spec, precisions, batch_size, dataset, device, on_config) 
     return finished
 
 
-def _warm_up(spec: BenchSpec, contender: _Contender) -> None:
+def _warm_up(spec: BenchSpec, contender: _Contender, stop_check=lambda: None) -> None:
     """Discarded steps (kernel selection, compilation, allocator growth). The first one also
     tells whether the configuration fits in --max-seconds at all."""
     for index in range(max(1, spec.warmup)):
+        if index:
+            stop_check()
         elapsed = contender.timed_step()
         contender.result.warmup_s.append(elapsed)
         projected = elapsed * (spec.warmup + spec.steps + 1)  # +1: the FLOP-counting step
@@ -268,7 +302,7 @@ def _warm_up(spec: BenchSpec, contender: _Contender) -> None:
             return
 
 
-def _time_interleaved(spec: BenchSpec, contenders: list[_Contender]) -> None:
+def _time_interleaved(spec: BenchSpec, contenders: list[_Contender], stop_check=lambda: None) -> None:
     spent = {id(c): sum(c.result.warmup_s) for c in contenders}
     active = list(contenders)
     locals_ = {id(c): _local_twin(spec, c) for c in contenders} if world().distributed else {}
@@ -284,6 +318,7 @@ def _time_interleaved(spec: BenchSpec, contenders: list[_Contender]) -> None:
             if spent[id(contender)] > spec.max_seconds:
                 contender.result.reason = f"stopped after {len(contender.result.samples_s)} timed steps: --max-seconds reached"
                 active.remove(contender)
+        stop_check()
 
 
 def _local_twin(spec: BenchSpec, contender: _Contender) -> _Contender:

@@ -83,9 +83,19 @@ def stamp_text(results: dict) -> str:
     env = results.get("environment", {})
     versions = env.get("versions", {})
     spec = results["spec"]
-    return (f"{env.get('hardware_summary', results['hardware'].get('name'))} | {spec['dataset']}, width {spec['width']}"
+    text = (f"{env.get('hardware_summary', results['hardware'].get('name'))} | {spec['dataset']}, width {spec['width']}"
             f"{', compiled' if spec.get('compile') else ''} | torch {versions.get('torch', '?')}, "
             f"ampgan {versions.get('ampgan', '?')} | {env.get('date', '')}")
+    if results.get("incomplete"):
+        text += f" | INCOMPLETE: {incomplete_text(results['incomplete'])}"
+    return text
+
+
+def incomplete_text(incomplete: dict) -> str:
+    """What a benchmark stopped by a signal kept and left out."""
+    finished = ", ".join(map(str, incomplete["finished_batch_sizes"])) or "none"
+    missing = ", ".join(map(str, incomplete["not_measured"]))
+    return f"stopped by {incomplete['signal']}; finished batch sizes {finished}; not measured {missing}"
 
 
 def _figure(results: dict, path: Path, per_sample: bool) -> None:
@@ -144,6 +154,8 @@ def table(results: dict) -> str:
         )
     for item in results.get("left_out", []):
         lines.append(f"left out {item['precision']}: {item['reason']}")
+    if results.get("incomplete"):
+        lines.append(f"incomplete: {incomplete_text(results['incomplete'])}")
     peaks = ", ".join(f"{name} {p['tflops']:.3g} TFLOP/s ({p['source']})" if p["tflops"] else f"{name}: {p['source']}"
                       for name, p in results["peaks"].items())
     lines.append(f"peaks: {peaks}")

@@ -12,8 +12,8 @@ import warnings
 import click
 
 from ampgan.errors import AmpganError, AmpganWarning
-from ampgan.training.distributed import shutdown, world
-from ampgan.training.interruption import TrainingInterrupted
+from ampgan.training.distributed import lost_contact_with_ranks, shutdown, world
+from ampgan.training.interruption import Interrupted
 
 EXIT_USAGE = 2
 
@@ -59,7 +59,8 @@ def _rank_prefix() -> str:
 
 
 def _usage_message(error: click.UsageError) -> str:
-    if isinstance(error, click.BadParameter) and error.param is not None:
+    if isinstance(error, click.BadParameter) and not isinstance(error, click.MissingParameter) \
+            and error.param is not None:
         hint = error.param.opts[0] if error.param.opts else error.param.name
         if isinstance(error.param, click.Argument):
             hint = error.param.human_readable_name
@@ -82,9 +83,16 @@ def _dispatch(argv: list[str]) -> None:
     except click.ClickException as error:
         click.echo(f"error: {error.format_message()}", err=True)
         sys.exit(error.exit_code)
-    except TrainingInterrupted as stop:
+    except Interrupted as stop:
         click.echo(f"stopped{_rank_prefix()}: {stop}", err=True)
         sys.exit(stop.exit_code)
     except AmpganError as error:
         click.echo(f"error{_rank_prefix()}: {error}", err=True)
         sys.exit(getattr(error, "exit_code", EXIT_USAGE))
+    except RuntimeError as error:
+        reason = lost_contact_with_ranks(error)
+        if reason is None:
+            raise  # a bug: its traceback is what a developer needs
+        click.echo(f"error{_rank_prefix()}: lost contact with another rank ({reason}); the launcher's line "
+                   "below names the rank that failed", err=True)
+        sys.exit(1)

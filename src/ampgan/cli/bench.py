@@ -62,6 +62,13 @@ def command(**options) -> None:
         write_results(results, out)
     click.echo(render(results, out))
     click.echo(f"results: {out / 'results.json'}")
+    if results.get("incomplete"):
+        from ampgan.bench.output import incomplete_text
+        from ampgan.training.interruption import Interrupted
+
+        stopped = results["incomplete"]
+        raise Interrupted(stopped["signum"], f"{incomplete_text(stopped)}; what finished is in "
+                                             f"{out / 'results.json'}, marked incomplete")
 
 
 def _report_config(result) -> None:

@@ -33,15 +33,20 @@ def evaluate(run_dirs, samples, seed, evaluator_cache) -> None:
 @click.option("--class", "class_", required=True, help="Class name or index.")
 @click.option("--n", type=WholeNumber(), default=64, show_default=True)
 @seed_option
-@click.option("--out", type=click.Path(path_type=Path), required=True)
-@click.option("--format", "format_", type=click.Choice(["png", "npz"]), default="png", show_default=True)
-def generate(run_dir, class_, n, seed, out, format_) -> None:
+@click.option("--out", type=click.Path(path_type=Path), required=True,
+              help="A .png file (an image grid) or a .npz file (images, labels, class name).")
+@click.option("--format", "format_", type=click.Choice(["png", "npz"]), default=None,
+              help="Checked against --out's ending, which decides the format when this is not given.")
+@click.option("--overwrite", is_flag=True, help="Replace --out if it exists.")
+def generate(run_dir, class_, n, seed, out, format_, overwrite) -> None:
     """Samples of one class from a trained generator; the same seed gives the same images."""
+    from ampgan.runs.claim import output_file
     from ampgan.training.trained import class_index, class_samples, load_trained_run, write_class_samples
 
+    out = output_file(out, (f".{format_}",) if format_ else (".png", ".npz"), overwrite)
     run = load_trained_run(run_dir)
     label = class_index(run.class_names, class_)
-    write_class_samples(class_samples(run, label, n, seed), label, run.class_names[label], out, format_)
+    write_class_samples(class_samples(run, label, n, seed), label, run.class_names[label], out)
     click.echo(f"wrote {out}: {n} samples of class {run.class_names[label]!r} from step {run.step} of {run_dir}")
 
 

@@ -35,6 +35,18 @@ def write_json_atomically(path: Path, value: Any) -> None:
     write_atomically(path, lambda stream: stream.write(text.encode("utf-8")))
 
 
+def os_error_behind(error: BaseException) -> OSError | None:
+    """The operating system's error behind `error`, if any: torch.save reports a full disk as a
+    RuntimeError ("unexpected pos ...") whose context is the OSError that says what happened."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        if isinstance(error, OSError):
+            return error
+        seen.add(id(error))
+        error = error.__cause__ or error.__context__
+    return None
+
+
 def _fsync_directory(directory: Path) -> None:
     try:
         fd = os.open(directory, os.O_RDONLY)

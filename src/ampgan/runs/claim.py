@@ -146,3 +146,23 @@ def claimed_folder(path: Path, overwrite: bool,
         claim.finish()
     finally:
         claim.lock.release()  # releasing twice (after abandon) is harmless
+
+
+def output_file(path: Path, suffixes: tuple[str, ...], overwrite: bool) -> Path:
+    """A single output file (`generate --out`): checked before any work is done, so an unusable path
+    costs nothing. Its folder is created; an existing file is replaced only with `overwrite`."""
+    path = Path(path)
+    if path.is_dir():
+        raise AmpganError(f"--out {path} is a folder: give a file name such as {path / ('samples' + suffixes[0])}")
+    if path.suffix.lower() not in suffixes:
+        raise AmpganError(f"--out {path}: give a file name ending in {' or '.join(suffixes)}")
+    if path.exists() and not overwrite:
+        raise AmpganError(f"--out {path} already exists: choose another name or add --overwrite to replace it")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise AmpganError(f"cannot create the folder of --out {path} ({error.strerror}): choose a writable "
+                          "place") from None
+    if not os.access(path.parent, os.W_OK):
+        raise AmpganError(f"cannot write in {path.parent} (permission denied): choose a writable --out")
+    return path

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from contextlib import contextmanager
 from pathlib import Path
 
 from ampgan.errors import AmpganError
-from ampgan.files.atomic import write_atomically, write_json_atomically
+from ampgan.files.atomic import os_error_behind, write_atomically, write_json_atomically
 from ampgan.files.images import save_png
 from ampgan.files.jsonfile import read_json
-from ampgan.runs.checkpoint import checkpoint_path, prune_checkpoints, save_checkpoint
+from ampgan.runs.checkpoint import checkpoint_path, list_checkpoints, prune_checkpoints, save_checkpoint
 from ampgan.runs.samples import fixed_noise, render_samples
 from ampgan.system.environment import environment_stamp, stamp_line
 
@@ -44,13 +45,15 @@ class RunWriter:
         self.stamp = stamp_line(self.environment, prepared.policy.describe(), batch)
         self.last_record: dict = {}
         self.last_logged_step = 0
+        self.resumed = resumed_at is not None
         document = self._config_document()
         if resumed_at is not None:
             previous = read_run_config(self.run_dir)
             document["resumed"] = previous.get("resumed", []) + [
                 {"at_step": resumed_at, "date": self.environment["date"], "command": self.environment["command"]}]
             self.last_logged_step = truncate_metrics(self.run_dir / "metrics.jsonl", resumed_at)
-        write_json_atomically(self.run_dir / "config.json", document)
+        with self._stopping_cleanly_if_unwritable(self.run_dir / "config.json"):
+            write_json_atomically(self.run_dir / "config.json", document)
         self._metrics = open(self.run_dir / "metrics.jsonl", "a", encoding="utf-8")
         self._noise = fixed_noise(dataset.num_classes, config.samples_per_class, config.z_dim, config.seed)
         self._tensorboard = _open_tensorboard(self.run_dir) if config.tensorboard else None
@@ -84,8 +87,9 @@ class RunWriter:
     def log_metrics(self, record: dict) -> None:
         self.last_record = record
         self.last_logged_step = record["step"]
-        self._metrics.write(json.dumps(record) + "\n")
-        self._metrics.flush()
+        with self._stopping_cleanly_if_unwritable(self.run_dir / "metrics.jsonl"):
+            self._metrics.write(json.dumps(record) + "\n")
+            self._metrics.flush()
         if self._tensorboard is not None:
             for name, value in record.items():
                 if name != "step":
@@ -98,7 +102,8 @@ class RunWriter:
             autocast=self.prepared.policy.autocast,
         )
         path = self.run_dir / "samples" / f"step-{step:06d}.png"
-        save_png(grid, path)
+        with self._stopping_cleanly_if_unwritable(path):
+            save_png(grid, path)
         if self._tensorboard is not None:
             self._tensorboard.add_image("samples", grid, step, dataformats="HWC")
         return path
@@ -106,7 +111,8 @@ class RunWriter:
     def save_checkpoint(self, payload: dict) -> Path:
         """`payload`: what the run state saves of itself (RunState.state_dict())."""
         path = checkpoint_path(self.run_dir, self.state.step)
-        save_checkpoint(path, {"config": self.prepared.config.to_dict(), **payload})
+        with self._stopping_cleanly_if_unwritable(path):
+            save_checkpoint(path, {"config": self.prepared.config.to_dict(), **payload})
         prune_checkpoints(self.run_dir, self.prepared.config.keep)
         return path
 
@@ -120,8 +126,35 @@ class RunWriter:
                     "step": str(self.state.step), "ampgan_stamp": self.stamp}
         path = self.run_dir / "generator.safetensors"
         blob = save(tensors, metadata=metadata)
-        write_atomically(path, lambda stream: stream.write(blob))
+        with self._stopping_cleanly_if_unwritable(path):
+            write_atomically(path, lambda stream: stream.write(blob))
         return path
+
+    @contextmanager
+    def _stopping_cleanly_if_unwritable(self, path: Path):
+        """A full disk, a quota or a folder gone read-only mid-run: stop with one line that says the
+        run's saved data is intact and how to continue (every file here is written atomically or
+        appended, so a failed write never damages what was written before)."""
+        try:
+            yield
+        except (OSError, RuntimeError) as error:
+            cause = os_error_behind(error)
+            if cause is None:
+                raise
+            raise AmpganError(self._unwritable_message(path, cause)) from None
+
+    def _unwritable_message(self, path: Path, cause: OSError) -> str:
+        reason = cause.strerror or str(cause)
+        checkpoints = list_checkpoints(self.run_dir)
+        head = f"could not write {path.relative_to(self.run_dir)} in {self.run_dir} ({reason}); the run stopped"
+        trained_checkpoints = [p for p in checkpoints if p.name != "step-000000.pt"]
+        if self.resumed or trained_checkpoints:
+            last = checkpoints[-1]
+            return (f"{head}. What it saved is intact: the last good checkpoint is "
+                    f"{last.relative_to(self.run_dir)}. Free space, then continue with "
+                    f"'ampgan train --resume {self.run_dir}'")
+        return (f"{head} before it saved any training, so nothing of it is kept: free space (or choose "
+                "another --out) and run the command again")
 
     def summary(self, train_seconds: float) -> dict:
         return {

@@ -132,3 +132,21 @@ def gather_objects(value):
     gathered = [None] * world().size
     dist.all_gather_object(gathered, value)
     return gathered
+
+
+_LOST_PEER_SIGNS = ("Connection reset by peer", "Connection closed by peer", "Broken pipe", "Socket Timeout",
+                    "NCCL communicator was aborted", "ProcessGroupGloo", "gloo/transport")
+
+
+def lost_contact_with_ranks(error: BaseException) -> str | None:
+    """Why a collective failed when another rank died (its reason, in a few words), or None when
+    `error` is not such a failure. The surviving ranks see the loss first; the launcher then names
+    the rank that failed, so a survivor should say one line, not print the backend's traceback."""
+    if not world().distributed:
+        return None
+    if isinstance(error, getattr(torch.distributed, "DistError", ())):
+        return type(error).__name__
+    text = str(error)
+    if isinstance(error, RuntimeError) and any(sign in text for sign in _LOST_PEER_SIGNS):
+        return next(sign for sign in _LOST_PEER_SIGNS if sign in text)
+    return None

@@ -1,4 +1,7 @@
-"""SIGINT/SIGTERM: finish the current step, write a checkpoint, exit 130/143 with a resume hint."""
+"""SIGINT/SIGTERM: finish the current step, save what is finished, exit 130/143 saying what was kept.
+
+Training writes a checkpoint and prints a resume hint; a benchmark writes the batch sizes it
+finished, marked incomplete."""
 
 from __future__ import annotations
 
@@ -7,16 +10,23 @@ import threading
 from contextlib import contextmanager
 
 
-class TrainingInterrupted(Exception):
-    def __init__(self, signum: int, step: int, run_dir: str):
-        self.signum, self.step, self.run_dir = signum, step, run_dir
-        name = signal.Signals(signum).name
-        super().__init__(f"{name} received: stopped after step {step} and saved a checkpoint; "
-                         f"continue with: ampgan train --resume {run_dir}")
+class Interrupted(Exception):
+    """A command stopped by a signal after saving what it had finished; the message says what."""
+
+    def __init__(self, signum: int, message: str):
+        self.signum = signum
+        super().__init__(f"{signal.Signals(signum).name} received: {message}")
 
     @property
     def exit_code(self) -> int:
         return 128 + self.signum  # the shell's convention: 130 for SIGINT, 143 for SIGTERM
+
+
+class TrainingInterrupted(Interrupted):
+    def __init__(self, signum: int, step: int, run_dir: str):
+        self.step, self.run_dir = step, run_dir
+        super().__init__(signum, f"stopped after step {step} and saved a checkpoint; "
+                                 f"continue with: ampgan train --resume {run_dir}")
 
 
 class StopRequest:

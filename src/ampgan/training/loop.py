@@ -25,6 +25,7 @@ from ampgan.system.cpu_tuning import keep_freed_memory_for_reuse
 from ampgan.training.distributed import any_rank, average_over_ranks, gather_objects, world
 from ampgan.training.faults import FaultMonitor, FaultRules, NumericFault
 from ampgan.training.interruption import TrainingInterrupted, stop_on_signals
+from ampgan.training.memory import refuse_what_cannot_fit
 from ampgan.training.models import ModelShape, misaligned_dimensions
 from ampgan.training.precision import PrecisionPolicy, build_policy, resolve_device
 from ampgan.training.state import (TrainState, build_train_state, capture_global_rngs, restore_global_rngs,
@@ -59,6 +60,8 @@ def prepare_run(config: TrainConfig, dataset: ImageDataset | None = None,
     shape = model_shape_for(config, dataset)
     if config.tensorboard:
         require_tensorboard()
+    refuse_what_cannot_fit(shape, config.batch_size, device, policy.compute_dtype.itemsize,
+                           world().local_size if device.type == "cpu" else 1)
     misaligned = misaligned_dimensions(shape)
     if misaligned:
         warn("dimensions that are not multiples of 8 keep tensor cores/AMX from full speed: " + ", ".join(misaligned))

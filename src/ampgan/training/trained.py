@@ -66,11 +66,15 @@ def class_samples(run: TrainedRun, label: int, count: int, seed: int) -> np.ndar
     return to_uint8(run.generator(z, torch.full((count,), label, dtype=torch.long)))
 
 
-def write_class_samples(images: np.ndarray, label: int, class_name: str, out: Path, file_format: str) -> None:
-    """A PNG grid (about square), or an .npz with the images, labels and class name."""
-    if file_format == "npz":
-        buffer = io.BytesIO()
-        np.savez(buffer, images=images, labels=np.full(len(images), label), class_name=np.array(class_name))
-        write_atomically(out, lambda stream: stream.write(buffer.getvalue()))
-    else:
-        save_png(image_grid(images, rows=max(1, int(np.sqrt(len(images))))), out)
+def write_class_samples(images: np.ndarray, label: int, class_name: str, out: Path) -> None:
+    """`out` ending in .npz: the images, labels and class name; otherwise a PNG grid (about square).
+    A destination that refuses the write (a read-only or special filesystem, a full disk) is one error."""
+    try:
+        if Path(out).suffix.lower() == ".npz":
+            buffer = io.BytesIO()
+            np.savez(buffer, images=images, labels=np.full(len(images), label), class_name=np.array(class_name))
+            write_atomically(out, lambda stream: stream.write(buffer.getvalue()))
+        else:
+            save_png(image_grid(images, rows=max(1, int(np.sqrt(len(images))))), out)
+    except OSError as error:
+        raise AmpganError(f"cannot write --out {out} ({error.strerror or error}): choose a writable place") from None
