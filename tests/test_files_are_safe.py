@@ -263,3 +263,25 @@ def test_the_memory_estimate_counts_the_discriminators_layer_outputs_and_adam_st
         memory.refuse_what_cannot_fit(shape, 10, torch.device("cpu"), 2)
     monkeypatch.setattr(memory, "available_memory_bytes", lambda device: estimate.total_bytes)
     memory.refuse_what_cannot_fit(shape, 10, torch.device("cpu"), 2)  # fits exactly: no error
+
+
+def test_unwritable_out_folders_are_one_line_each(tmp_path, capsys, monkeypatch):
+    import errno
+    import pathlib
+
+    (tmp_path / "afile").write_text("x")
+    cases = {"/proc/ampgan-x": "No such file or directory", str(tmp_path / "afile" / "sub"): "Not a directory"}
+    for out, reason in cases.items():
+        code, _, err = run_cli(capsys, "train", *TINY, "--steps", "1", "--out", out)
+        assert code == 2 and f"cannot create --out {out} ({reason})" in err and err.count("\n") == 1, err
+    # A read-only filesystem (injected: root ignores permission bits, and mounting needs privileges).
+    real_mkdir = pathlib.Path.mkdir
+
+    def read_only(self, *args, **kwargs):
+        if self.is_relative_to(tmp_path / "ro"):
+            raise OSError(errno.EROFS, "Read-only file system")
+        return real_mkdir(self, *args, **kwargs)
+
+    monkeypatch.setattr(pathlib.Path, "mkdir", read_only)
+    code, _, err = run_cli(capsys, "train", *TINY, "--steps", "1", "--out", str(tmp_path / "ro" / "run"))
+    assert code == 2 and "(Read-only file system): choose a writable folder" in err and err.count("\n") == 1, err
