@@ -48,3 +48,17 @@ def run_cli(capsys, *args):
         code = exit_.code
     out, err = capsys.readouterr()
     return code, out, err
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _private_cache(tmp_path_factory):
+    """Speed decisions and evaluators are cached per test session, never in the user's ~/.cache."""
+    import os
+
+    previous = os.environ.get("AMPGAN_CACHE_DIR")
+    os.environ["AMPGAN_CACHE_DIR"] = str(tmp_path_factory.mktemp("ampgan-cache"))
+    yield
+    if previous is None:
+        os.environ.pop("AMPGAN_CACHE_DIR", None)
+    else:
+        os.environ["AMPGAN_CACHE_DIR"] = previous

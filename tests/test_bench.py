@@ -10,7 +10,7 @@ import ampgan.bench.harness as bench_module
 from ampgan.bench.harness import BenchSpec, run_bench, speedups
 from conftest import run_cli
 
-TINY = ["--width", "8", "--z-dim", "16", "--device", "cpu", "--warmup", "1", "--steps", "3"]
+TINY = ["--width", "8", "--z-dim", "16", "--device", "cpu", "--warmup", "1", "--steps", "3", "--min-seconds", "0"]
 
 
 @pytest.mark.slow
@@ -24,13 +24,17 @@ def test_tiny_bench_writes_results_figures_and_table(tmp_path, capsys):
     assert [(c["batch_size"], c["precision"], c["status"]) for c in results["configs"]] == [
         (4, "fp32", "ok"), (4, "bf16", "ok"), (8, "fp32", "ok"), (8, "bf16", "ok")]
     row = results["configs"][0]
-    assert len(row["samples_s"]) == 3 and len(row["warmup_s"]) == 1
+    # At least --steps rounds, more until settled; every precision timed in every round.
+    measured = {m["batch_size"]: m for m in results["measurements"]}
+    assert len(row["samples_s"]) == measured[4]["rounds"] >= 3 and len(row["warmup_s"]) == 1
+    assert len(results["configs"][1]["samples_s"]) == measured[4]["rounds"]
     assert row["stats"]["median_s"] > 0 and row["images_per_s"] == pytest.approx(4 / row["stats"]["median_s"])
     assert row["flops_per_step"] > 0 and row["achieved_tflops"] > 0
     assert [(s["batch_size"], s["precision"], s["baseline"]) for s in results["speedups"]] == [(4, "bf16", "fp32"), (8, "bf16", "fp32")]
+    assert all(s["low"] <= s["estimate"] <= s["high"] for s in results["speedups"])
     with open(out / "results.csv") as handle:
         rows = list(csv.DictReader(handle))
-    assert len(rows) == 4 and rows[1]["speedup_vs_baseline"] != ""
+    assert len(rows) == 4 and rows[1]["speedup_vs_baseline"] != "" and rows[1]["speedup_ci_low"] != ""
     for figure in ("fig1_time_per_batch.png", "fig2_time_per_1000_samples.png"):
         assert (out / figure).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "speedup" in stdout and "bf16" in stdout and "peaks:" in stdout
@@ -71,19 +75,25 @@ def test_out_of_memory_is_recorded_and_the_rest_goes_on(monkeypatch):
         return real_step(state, real, labels)
 
     monkeypatch.setattr(bench_module, "train_step", step_that_runs_out_of_memory_at_batch_8)
-    spec = BenchSpec(batch_sizes=(4, 8, 4), precisions=("fp32",), device="cpu", width=8, z_dim=16, warmup=1, steps=2)
+    spec = BenchSpec(batch_sizes=(4, 8, 4), precisions=("fp32",), device="cpu", width=8, z_dim=16, warmup=1, steps=2,
+                     min_seconds=0)
     results = run_bench(spec, torch.device("cpu"))
     assert [c["status"] for c in results["configs"]] == ["ok", "oom", "ok"]
     assert "out of memory" in results["configs"][1]["reason"]
 
 
-def test_speedups_pair_rounds_against_fp32():
-    rows = [
-        {"batch_size": 64, "precision": "fp32", "samples_s": [1.0, 2.0, 1.0]},
-        {"batch_size": 64, "precision": "bf16", "samples_s": [0.5, 0.5, 1.0]},
-    ]
-    (result,) = speedups(rows, ("fp32", "bf16"))
-    assert result["median"] == 2.0 and result["rounds"] == 3  # ratios 2, 4, 1
+def test_speedups_carry_each_batch_sizes_interval():
+    from ampgan.speed.rounds import RoundsResult, measure_rounds, StoppingRule
+
+    times = {"fp32": iter([1.0, 1.0, 1.0]), "bf16": iter([0.5, 0.4, 0.625])}
+    rounds = measure_rounds({name: lambda name=name: next(times[name]) for name in times}, "fp32",
+                            StoppingRule(min_rounds=3, max_seconds=3.0))
+    (result,) = speedups([{"batch_size": 64, **rounds.to_dict()}])
+    # Ratios 2, 2.5, 1.6 (see test_speed.test_speedup_interval_by_hand).
+    assert (result["batch_size"], result["precision"], result["baseline"]) == (64, "bf16", "fp32")
+    assert result["estimate"] == pytest.approx(2.0) and result["low"] == pytest.approx(1.1489, rel=1e-3)
+    assert result["rounds"] == 3 and result["settled"] is False and result["stopped_by"] == "time cap"
+    assert isinstance(rounds, RoundsResult)
 
 
 def test_bad_bench_options_are_one_line_errors(tmp_path, capsys):
@@ -91,7 +101,8 @@ def test_bad_bench_options_are_one_line_errors(tmp_path, capsys):
         (["--batch-sizes", "16,x"], "--batch-sizes takes whole numbers"),
         (["--precisions", "fp32,fp9"], "unknown precision 'fp9'"),
         (["--precisions", "tf32"], "tf32 is a CUDA tensor-core mode"),
-        (["--steps", "0"], "--steps must be at least 1"),
+        (["--steps", "1"], "--steps must be at least 2"),
+        (["--min-seconds", "-1"], "--min-seconds must be 0 or more"),
     ]:
         code, _, err = run_cli(capsys, "bench", *TINY[:6], *args, "--out", str(tmp_path / "b"))
         assert code == 2 and message in err and err.count("\n") == 1, err
@@ -122,3 +133,12 @@ def test_sigterm_keeps_the_finished_batch_sizes_marked_incomplete(tmp_path):
     assert [c["batch_size"] for c in results["configs"]] == [4, 8]
     assert results["incomplete"]["not_measured"] == [4096] and results["incomplete"]["signal"] == "SIGTERM"
     assert "incomplete: stopped by SIGTERM" in stdout
+
+
+def test_log_axes_get_plain_number_ticks_a_reader_can_read():
+    from ampgan.bench.output import plain_log_ticks
+
+    assert plain_log_ticks(45, 720) == [50.0, 100.0, 200.0, 500.0]
+    narrow = plain_log_ticks(2090, 3230)
+    assert len(narrow) >= 3 and min(narrow) <= 2090 * 1.15 and max(narrow) >= 3230 / 1.15
+    assert all(float(f"{t:g}") == t for t in narrow)  # printed as plain numbers

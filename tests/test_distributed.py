@@ -88,15 +88,21 @@ def test_a_two_process_checkpoint_resumes_in_one_process_and_back(tmp_path, caps
 
 def test_bench_under_two_processes_reports_per_rank_times_max_and_efficiency(tmp_path):
     out = tmp_path / "bench"
-    result = torchrun("bench", "--batch-sizes", "8", "--precisions", "fp32", "--width", "8", "--z-dim", "16",
-                      "--device", "cpu", "--warmup", "1", "--steps", "3", "--out", str(out))
+    result = torchrun("bench", "--batch-sizes", "8", "--precisions", "fp32,bf16", "--width", "8", "--z-dim", "16",
+                      "--device", "cpu", "--warmup", "1", "--steps", "3", "--min-seconds", "0", "--max-seconds", "20",
+                      "--out", str(out))
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.count("results:") == 1  # rank 0 alone reports
-    (row,) = json.loads((out / "results.json").read_text())["configs"]
-    assert row["processes"] == 2 and len(row["per_rank_samples_s"]) == 3
+    results = json.loads((out / "results.json").read_text())
+    row, other = results["configs"]
+    # Every rank timed the same rounds in the same shuffled order and stopped at the same round
+    # (the stopping rule reads the slowest rank's times, which all ranks share).
+    rounds = results["measurements"][0]["rounds"]
+    assert rounds >= 3 and len(row["samples_s"]) == len(other["samples_s"]) == rounds
+    assert row["processes"] == 2 and len(row["per_rank_samples_s"]) == rounds
     assert all(len(times) == 2 for times in row["per_rank_samples_s"])
     assert row["samples_s"] == [max(times) for times in row["per_rank_samples_s"]]
-    assert 0 < row["scaling_efficiency"] <= 1.5 and len(row["local_samples_s"]) == 3
+    assert 0 < row["scaling_efficiency"] <= 1.5 and len(row["local_samples_s"]) == rounds
 
 
 def test_a_killed_rank_ends_the_job_with_a_clear_error(tmp_path):

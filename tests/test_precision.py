@@ -82,18 +82,3 @@ def test_tf32_on_cpu_is_refused_with_a_clear_message():
         build_policy("tf32", CPU)
 
 
-def test_fp16_on_a_cpu_without_fast_kernels_warns_with_the_measured_reason(monkeypatch):
-    import ampgan.training.precision as precision
-
-    timings = {None: 0.002, torch.float16: 0.080}
-    monkeypatch.setattr(precision, "time_conv", lambda dtype, device, repeats=3: timings[dtype])
-    monkeypatch.setattr(precision, "_fp16_cpu_warned", False)
-    with pytest.warns(AmpganWarning, match=r"fp16 on this CPU is 40x slower than fp32 .*80\.0 ms vs 2\.0 ms"):
-        build_policy("fp16", CPU)
-    timings[torch.float16] = 0.002
-    monkeypatch.setattr(precision, "_fp16_cpu_warned", False)
-    import warnings
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        build_policy("fp16", CPU)  # a CPU with fast fp16 gets no warning

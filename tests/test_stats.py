@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from ampgan.bench.flops import count_flops
-from ampgan.bench.stats import achieved_fraction_of_peak, pairwise_speedup, throughput, timing_stats
+from ampgan.bench.stats import achieved_fraction_of_peak, throughput, timing_stats
 
 
 def test_timing_stats_against_hand_computed_quartiles():
@@ -17,15 +17,6 @@ def test_quiet_samples_are_not_flagged_noisy():
     stats = timing_stats([0.100, 0.101, 0.102, 0.103, 0.104])
     assert stats.relative_iqr == pytest.approx(0.002 / 0.102)
     assert not stats.noisy
-
-
-def test_pairwise_speedup_is_the_median_of_per_round_ratios():
-    fp32 = [0.70, 0.72, 0.80, 0.69]  # a disturbed third round hits both sides
-    mixed = [0.41, 0.40, 0.50, 0.46]
-    # Ratios: 1.7073, 1.8, 1.6, 1.5; median of the four = (1.6 + 1.7073) / 2.
-    result = pairwise_speedup(fp32, mixed)
-    assert result["median"] == pytest.approx((1.6 + 0.70 / 0.41) / 2)
-    assert result["rounds"] == 4
 
 
 def test_throughput_and_fraction_of_peak():

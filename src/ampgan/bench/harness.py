@@ -1,9 +1,10 @@
 """The timing harness: the very `train_step` that `ampgan train` runs, on resident batches.
 
 Per batch size, every precision gets its own state (same seed, same initial weights) and one
-resident batch on the device; warm-up steps are discarded; then the precisions are timed in
-interleaved rounds (fp32, bf16, fp32, bf16, ...) so drift on a shared machine hits all alike.
-The clock is read only after the device has finished (CUDA is synchronised around each sample).
+resident batch on the device (speed.step_timer); warm-up steps are discarded; then the precisions
+are timed in interleaved rounds, in random order within each round, until every speedup over fp32
+is known to +-5% at 95% confidence or the time cap is spent (speed.rounds) -- then it is marked
+unsettled. The clock is read only after the device has finished.
 """
 
 from __future__ import annotations
@@ -11,24 +12,22 @@ from __future__ import annotations
 import gc
 import resource
 import signal
-import time
 from dataclasses import asdict, dataclass, field
 
 import torch
 
 from ampgan.config import TrainConfig
 from ampgan.data import load_dataset
-from ampgan.data.batches import BatchStream
 from ampgan.system.cpu_tuning import keep_freed_memory_for_reuse
 from ampgan.training.distributed import any_rank, gather_objects, world
 from ampgan.training.interruption import stop_on_signals
 from ampgan.system.environment import environment_stamp
 from ampgan.bench.flops import count_flops
 from ampgan.system.hardware import detect_hardware, peak_tflops
-from ampgan.training.precision import COMPUTE_DTYPES, build_policy, time_conv
-from ampgan.bench.stats import achieved_fraction_of_peak, pairwise_speedup, throughput, timing_stats
-from ampgan.training.loop import model_shape_for
-from ampgan.training.state import build_train_state, wrap_modules
+from ampgan.bench.stats import achieved_fraction_of_peak, throughput, timing_stats
+from ampgan.speed.decision import decide_for_run
+from ampgan.speed.rounds import UNTIL_SETTLED, RoundsResult, StoppingRule, measure_rounds
+from ampgan.speed.step_timer import StepTimer
 from ampgan.training.step import train_step
 
 
@@ -39,8 +38,11 @@ class BenchSpec:
     precisions: tuple[str, ...] = ()  # empty: every precision this device runs at useful speed
     device: str = "auto"
     warmup: int = 2
-    steps: int = 5  # timed rounds per configuration
-    max_seconds: float = 120.0  # per configuration, warm-up included
+    steps: int = 5  # the fewest timed rounds per batch size; more until every speedup is settled
+    max_seconds: float = 60.0  # per batch size: measured rounds of every precision together
+    # Per batch size, measure at least this long: neighbours' load on a shared machine shifts over
+    # tens of seconds, and an answer drawn from a few seconds describes one such state only.
+    min_seconds: float = 20.0
     width: int = 64
     z_dim: int = 128
     image_size: int | None = None
@@ -94,31 +96,17 @@ class ConfigResult:
         return row
 
 
-def default_precisions(device: torch.device) -> tuple[tuple[str, ...], list[dict]]:
-    """(precisions to run, [{precision, reason}] left out): only modes that run at useful speed."""
-    left_out = []
-    if device.type == "cuda":
-        chosen = ["fp32"]
-        major, _ = torch.cuda.get_device_capability(device)
-        if major >= 8:
-            chosen.append("tf32")
-        else:
-            left_out.append({"precision": "tf32", "reason": "needs an Ampere or newer GPU"})
-        if torch.cuda.is_bf16_supported():
-            chosen.append("bf16")
-        else:
-            left_out.append({"precision": "bf16", "reason": "not supported by this GPU"})
-        chosen.append("fp16")
-        return tuple(chosen), left_out
-    chosen = ["fp32"]
-    left_out.append({"precision": "tf32", "reason": "a CUDA-only mode"})
-    fp32_s = time_conv(None, device)
-    for name in ("bf16", "fp16"):
-        ratio = time_conv(COMPUTE_DTYPES[name], device) / fp32_s
-        if ratio <= 1.5:
-            chosen.append(name)
-        else:
-            left_out.append({"precision": name, "reason": f"a 3x3 convolution ran {ratio:.0f}x slower than fp32 here"})
+def default_precisions(spec: BenchSpec, dataset, device: torch.device,
+                       log=lambda line: None) -> tuple[tuple[str, ...], list[dict]]:
+    """(precisions to run, [{precision, reason}] left out): fp32 and every mode that the speed decision
+    (speed.decision) does not find slower than fp32 at the first batch size. Modes with no clear
+    difference there stay in: a bench charts where a mode starts to gain."""
+    config = spec.train_config("fp32", spec.batch_sizes[0])
+    decisions, cannot_run = decide_for_run(config, dataset, device, log=log) if world().is_main else ({}, [])
+    decisions, cannot_run = gather_objects((decisions, cannot_run))[0]  # rank 0's answer for every rank
+    chosen = ["fp32"] + [name for name, d in decisions.items() if d.verdict != "slower"]
+    left_out = cannot_run + [{"precision": name, "reason": d.reason()} for name, d in decisions.items()
+                             if d.verdict == "slower"]
     return tuple(chosen), left_out
 
 
@@ -139,70 +127,52 @@ def _peak_rss_bytes() -> int:
 
 
 class _Contender:
-    """One precision at one batch size: its state, its resident batch, its timings."""
+    """One precision at one batch size: its step timer and its results."""
 
     def __init__(self, spec: BenchSpec, precision: str, batch_size: int, dataset, device, data_parallel: bool = True,
                  batch: tuple[torch.Tensor, torch.Tensor] | None = None):
-        ranks = world()
-        config = spec.train_config(precision, batch_size)
-        self.policy = build_policy(precision, device)
-        self.policy.apply_backend_settings()
-        self.state = build_train_state(config, model_shape_for(config, dataset), self.policy, rank=ranks.rank)
-        self.data_parallel = data_parallel and ranks.distributed
-        wrap_modules(self.state, compile=spec.compile, data_parallel=self.data_parallel)
-        if batch is None:  # this rank's shard, resident on the device
-            batch = BatchStream(dataset, batch_size, device, spec.seed, ranks.rank, ranks.size).next_batch()
-        self.real, self.labels = batch
-        self.dataset = dataset
-        self.result = ConfigResult(batch_size=batch_size, precision=precision, processes=ranks.size)
+        self.timer = StepTimer(spec.train_config(precision, batch_size), dataset, device, data_parallel, batch)
+        self.result = ConfigResult(batch_size=batch_size, precision=precision, processes=world().size)
         self.device = device
-        self._skipped: list[torch.Tensor] = []  # per-step flags, summed once at the end
 
     def timed_step(self) -> float:
-        """This step's time; with DDP, the slowest rank's (every rank's is kept too)."""
-        self.policy.apply_backend_settings()  # TF32 is process-wide: set it for this contender
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
-        start = time.perf_counter()
-        metrics = train_step(self.state, self.real, self.labels)
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
-        elapsed = time.perf_counter() - start
-        self._skipped += [metrics["skipped_d"], metrics["skipped_g"]]  # stays on the device, no op
-        if world().distributed:
-            self.last_per_rank = gather_objects(elapsed)  # after the clock: not part of the measured step
-            elapsed = max(self.last_per_rank)
-        return elapsed
+        return self.timer()
 
     def count_step_flops(self) -> int:
         # Counted on the eager modules: the FLOPs are the same, and the counter's global module
         # hooks would otherwise make compiled modules warn and recompile.
-        with self.state.eager() as state:
-            return count_flops(lambda: train_step(state, self.real, self.labels))
+        timer = self.timer
+        with timer.state.eager() as state:
+            return count_flops(lambda: train_step(state, timer.real, timer.labels))
 
     def finish(self) -> ConfigResult:
-        self.result.skipped_steps = int(sum(t.item() for t in self._skipped))
+        self.result.skipped_steps = self.timer.skipped_steps()
         return self.result
 
 
-def run_bench(spec: BenchSpec, device: torch.device, on_config=lambda result: None) -> dict:
-    """Measure every (batch size, precision) and return the results document."""
+def run_bench(spec: BenchSpec, device: torch.device, on_config=lambda result: None, log=lambda line: None) -> dict:
+    """Measure every (batch size, precision) and return the results document. `log`: progress lines
+    (the speed decision's, when the precisions are chosen here)."""
     hardware = detect_hardware(device)
     if device.type == "cpu":
         keep_freed_memory_for_reuse()
-    precisions, left_out = (spec.precisions, []) if spec.precisions else default_precisions(device)
+    dataset = load_dataset(spec.dataset, spec.train_config("fp32", spec.batch_sizes[0]).data_request())
+    precisions, left_out = (spec.precisions, []) if spec.precisions else default_precisions(spec, dataset, device, log)
     peaks = {}
     for name in precisions:
         value, source = (spec.peak_tflops, "--peak-tflops") if spec.peak_tflops else peak_tflops(hardware, name)
         peaks[name] = {"tflops": value, "source": source}
-    dataset = load_dataset(spec.dataset, spec.train_config("fp32", spec.batch_sizes[0]).data_request())
     results: list[ConfigResult] = []
+    measurements: list[dict] = []
     incomplete = None
     with stop_on_signals() as stop_request:
         for index, batch_size in enumerate(spec.batch_sizes):
             try:
-                results += _bench_batch_size(spec, precisions, batch_size, dataset, device, on_config,
-                                             _StopCheck(stop_request, device))
+                finished, rounds = _bench_batch_size(spec, precisions, batch_size, dataset, device, on_config,
+                                                     _StopCheck(stop_request, device))
+                results += finished
+                if rounds is not None:
+                    measurements.append({"batch_size": batch_size, **rounds.to_dict()})
             except _StopRequested:
                 # The batch size being measured has too few rounds to be compared: it is left out.
                 incomplete = {"signal": signal.Signals(stop_request.signum or signal.SIGTERM).name,
@@ -224,7 +194,8 @@ def run_bench(spec: BenchSpec, device: torch.device, on_config=lambda result: No
         "peaks": peaks,
         "left_out": left_out,
         "configs": rows,
-        "speedups": speedups(rows, precisions),
+        "measurements": measurements,
+        "speedups": speedups(measurements),
         "incomplete": incomplete,
     }
 
@@ -244,7 +215,8 @@ class _StopCheck:
             raise _StopRequested
 
 
-def _bench_batch_size(spec, precisions, batch_size, dataset, device, on_config, stop_check) -> list[ConfigResult]:
+def _bench_batch_size(spec, precisions, batch_size, dataset, device, on_config,
+                      stop_check) -> tuple[list[ConfigResult], RoundsResult | None]:
     contenders: list[_Contender] = []
     finished: list[ConfigResult] = []
     for precision in precisions:
@@ -274,14 +246,14 @@ def _bench_batch_size(spec, precisions, batch_size, dataset, device, on_config, 
             finished.append(result)
             contender = None
             _free_memory(device)
-    _time_interleaved(spec, contenders, stop_check)
+    rounds = _time_interleaved(spec, contenders, stop_check)
     finished += [c.finish() for c in contenders]
     contenders.clear()
     _free_memory(device)
     finished.sort(key=lambda r: precisions.index(r.precision))
     for result in finished:
         on_config(result)
-    return finished
+    return finished, rounds
 
 
 def _warm_up(spec: BenchSpec, contender: _Contender, stop_check=lambda: None) -> None:
@@ -302,43 +274,59 @@ def _warm_up(spec: BenchSpec, contender: _Contender, stop_check=lambda: None) ->
             return
 
 
-def _time_interleaved(spec: BenchSpec, contenders: list[_Contender], stop_check=lambda: None) -> None:
-    spent = {id(c): sum(c.result.warmup_s) for c in contenders}
-    active = list(contenders)
-    locals_ = {id(c): _local_twin(spec, c) for c in contenders} if world().distributed else {}
-    for _ in range(spec.steps):
-        for contender in list(active):
+def _time_interleaved(spec: BenchSpec, contenders: list[_Contender], stop_check=lambda: None) -> RoundsResult | None:
+    """Rounds in random order until every speedup over fp32 is settled (speed.rounds), at least
+    --steps of them, at most --max-seconds of measured steps for the batch size."""
+    if not contenders:
+        return None
+    twins = {id(c): _local_twin(spec, c) for c in contenders} if world().distributed else {}
+
+    def timer_of(contender: _Contender):
+        def timed() -> float:
             elapsed = contender.timed_step()
             contender.result.samples_s.append(elapsed)
-            if contender.data_parallel:
-                contender.result.per_rank_samples_s.append(contender.last_per_rank)
-            if id(contender) in locals_:
-                contender.result.local_samples_s.append(locals_[id(contender)].timed_step())
-            spent[id(contender)] += elapsed
-            if spent[id(contender)] > spec.max_seconds:
-                contender.result.reason = f"stopped after {len(contender.result.samples_s)} timed steps: --max-seconds reached"
-                active.remove(contender)
-        stop_check()
+            if contender.timer.data_parallel:
+                contender.result.per_rank_samples_s.append(contender.timer.last_per_rank)
+            if id(contender) in twins:
+                contender.result.local_samples_s.append(twins[id(contender)]())
+            return elapsed
+        return timed
+
+    names = [c.result.precision for c in contenders]
+    baseline = "fp32" if "fp32" in names else names[0]
+    rule = StoppingRule(min_rounds=max(2, spec.steps), max_seconds=spec.max_seconds, until=UNTIL_SETTLED,
+                        min_seconds=min(spec.min_seconds, spec.max_seconds))
+    rounds = measure_rounds({c.result.precision: timer_of(c) for c in contenders}, baseline, rule, seed=spec.seed,
+                            stop_check=stop_check)
+    for contender in contenders:  # after a re-measurement only the last attempt's rounds count
+        result, kept = contender.result, len(rounds.samples_s[contender.result.precision])
+        result.samples_s = result.samples_s[len(result.samples_s) - kept:]
+        result.per_rank_samples_s = result.per_rank_samples_s[len(result.per_rank_samples_s) - kept:]
+        result.local_samples_s = result.local_samples_s[len(result.local_samples_s) - kept:]
+        if result.precision in rounds.hopeless:
+            result.reason = f"left out after {kept} round(s): {rounds.hopeless[result.precision]}"
+    return rounds
 
 
 def _local_twin(spec: BenchSpec, contender: _Contender) -> _Contender:
     """The same configuration without DDP, warmed up: every rank steps alone, all at once."""
-    twin = _Contender(spec, contender.result.precision, contender.result.batch_size, contender.dataset,
-                      contender.device, data_parallel=False, batch=(contender.real, contender.labels))
+    timer = contender.timer
+    twin = StepTimer(spec.train_config(contender.result.precision, contender.result.batch_size), timer.dataset,
+                     contender.device, data_parallel=False, batch=(timer.real, timer.labels))
     for _ in range(max(1, spec.warmup)):
-        twin.timed_step()
+        twin()
     return twin
 
 
-def speedups(rows: list[dict], precisions) -> list[dict]:
-    """Per batch size, each precision's pairwise median speedup over the first (fp32 if run)."""
-    baseline = "fp32" if "fp32" in precisions else precisions[0]
-    by_key = {(r["batch_size"], r["precision"]): r for r in rows if r["samples_s"]}
+def speedups(measurements: list[dict]) -> list[dict]:
+    """Per batch size, each precision's speedup over the baseline with its 95% interval."""
     out = []
-    for (batch_size, precision), row in sorted(by_key.items()):
-        base = by_key.get((batch_size, baseline))
-        if precision == baseline or base is None:
-            continue
-        out.append({"batch_size": batch_size, "precision": precision, "baseline": baseline,
-                    **pairwise_speedup(base["samples_s"], row["samples_s"])})
+    for measured in measurements:
+        for precision, interval in measured["intervals"].items():
+            if interval is None:
+                continue
+            medians = measured.get("median_s", {})
+            out.append({"batch_size": measured["batch_size"], "precision": precision, "baseline": measured["baseline"],
+                        **interval, "stopped_by": measured["stopped_by"], "load_changed": measured["load_changed"],
+                        "baseline_step_s": medians.get(measured["baseline"]), "step_s": medians.get(precision)})
     return out

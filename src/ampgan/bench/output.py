@@ -10,6 +10,8 @@ import csv
 import io
 from pathlib import Path
 
+import numpy as np
+
 from ampgan.files.atomic import write_atomically, write_json_atomically
 from ampgan.errors import AmpganError
 from ampgan.files.jsonfile import read_json
@@ -18,8 +20,22 @@ from ampgan.plotting import PRECISION_COLOURS, pyplot, save_figure
 CSV_COLUMNS = [
     "batch_size", "precision", "status", "median_ms", "q1_ms", "q3_ms", "iqr_ms", "min_ms", "noisy",
     "images_per_s", "s_per_1000_samples", "gflops_per_step", "achieved_tflops", "percent_of_peak",
-    "peak_memory_mib", "skipped_steps", "speedup_vs_baseline", "processes", "scaling_efficiency", "reason",
+    "peak_memory_mib", "skipped_steps", "speedup_vs_baseline", "speedup_ci_low", "speedup_ci_high", "rounds",
+    "settled", "load_changed", "processes", "scaling_efficiency", "reason",
 ]
+
+
+def speedup_estimate(pair: dict) -> float:
+    """A speedup entry's estimate (results written before intervals stored the median ratio)."""
+    return pair["estimate"] if "estimate" in pair else pair["median"]
+
+
+def speedup_text(pair: dict) -> str:
+    """'1.84x (95% CI 1.79-1.90, 14 rounds)', with 'unsettled' inside when the interval is wider than +-5%."""
+    if "low" not in pair:
+        return f"{speedup_estimate(pair):.2f}x (median of {pair.get('rounds', '?')} rounds, no interval)"
+    unsettled = "" if pair.get("settled", True) else ", unsettled"
+    return f"{pair['estimate']:.2f}x (95% CI {pair['low']:.2f}-{pair['high']:.2f}, {pair['rounds']} rounds{unsettled})"
 
 
 def load_results(path: Path) -> dict:
@@ -32,7 +48,7 @@ def load_results(path: Path) -> dict:
 
 
 def csv_rows(results: dict) -> list[dict]:
-    speedup = {(s["batch_size"], s["precision"]): s["median"] for s in results["speedups"]}
+    speedup = {(s["batch_size"], s["precision"]): s for s in results["speedups"]}
     rows = []
     for config in results["configs"]:
         stats = config.get("stats") or {}
@@ -48,12 +64,21 @@ def csv_rows(results: dict) -> list[dict]:
             "percent_of_peak": _round(config.get("percent_of_peak"), 1),
             "peak_memory_mib": _round(config["peak_memory_bytes"] / 2**20 if config.get("peak_memory_bytes") is not None else None, 1),
             "skipped_steps": config.get("skipped_steps", ""),
-            "speedup_vs_baseline": _round(speedup.get((config["batch_size"], config["precision"])), 3),
+            **_speedup_columns(speedup.get((config["batch_size"], config["precision"]))),
             "processes": config.get("processes", 1),
             "scaling_efficiency": _round(config.get("scaling_efficiency"), 3),
             "reason": config.get("reason", ""),
         })
     return rows
+
+
+def _speedup_columns(pair: dict | None) -> dict:
+    if pair is None:
+        return {"speedup_vs_baseline": "", "speedup_ci_low": "", "speedup_ci_high": "", "rounds": "",
+                "settled": "", "load_changed": ""}
+    return {"speedup_vs_baseline": round(speedup_estimate(pair), 3), "speedup_ci_low": _round(pair.get("low"), 3),
+            "speedup_ci_high": _round(pair.get("high"), 3), "rounds": pair.get("rounds", ""),
+            "settled": pair.get("settled", ""), "load_changed": pair.get("load_changed", "")}
 
 
 def _round(value, digits):
@@ -98,8 +123,25 @@ def incomplete_text(incomplete: dict) -> str:
     return f"stopped by {incomplete['signal']}; finished batch sizes {finished}; not measured {missing}"
 
 
+def plain_log_ticks(low: float, high: float) -> list[float]:
+    """At least three ticks covering [low, high] for a log axis labelled in plain numbers a reader
+    can read a time off: 1-2-5 x 10^k, else every digit x 10^k, else evenly spaced round values."""
+    import math
+
+    span = range(math.floor(math.log10(low)) - 1, math.ceil(math.log10(high)) + 1)
+    for mantissas in ((1, 2, 5), range(1, 10)):
+        ticks = [float(f"{m * 10.0**e:.6g}") for e in span for m in mantissas
+                 if low / 1.15 <= m * 10.0**e <= high * 1.15]
+        if len(ticks) >= 3:
+            return ticks
+    step = 10 ** math.floor(math.log10((high - low) / 3 or high))
+    return sorted({float(f"{round(v / step) * step:.6g}") for v in np.linspace(low, high, 4)})
+
+
 def _figure(results: dict, path: Path, per_sample: bool) -> None:
     figure, axes = pyplot().subplots(figsize=(7, 4.5), dpi=120)
+    speedups = {(s["batch_size"], s["precision"]): s for s in results["speedups"]}
+    plotted: list[float] = []
     for precision in results["spec"]["precisions"]:
         rows = [c for c in results["configs"] if c["precision"] == precision and c.get("stats")]
         if not rows:
@@ -111,14 +153,28 @@ def _figure(results: dict, path: Path, per_sample: bool) -> None:
         high = [(r["stats"]["q3_s"] - r["stats"]["median_s"]) * s * 1e3 for r, s in zip(rows, scale)]
         axes.errorbar(batch, median, yerr=[low, high], marker="o", capsize=3, label=precision,
                       color=PRECISION_COLOURS.get(precision))
+        for row, y in zip(rows, median):
+            pair = speedups.get((row["batch_size"], precision))
+            if pair and "low" in pair:  # the speedup over the baseline, with its interval, beside the point
+                axes.annotate(f"{pair['estimate']:.2f}x [{pair['low']:.2f}-{pair['high']:.2f}]"
+                              + ("" if pair.get("settled", True) else "?"), (row["batch_size"], y),
+                              textcoords="offset points", xytext=(6, -10), fontsize=6.5,
+                              color=PRECISION_COLOURS.get(precision))
+        plotted += median
     axes.set_xscale("log", base=2)
     axes.set_yscale("log")
     batch_sizes = sorted({c["batch_size"] for c in results["configs"]})
     axes.set_xticks(batch_sizes, [str(b) for b in batch_sizes])
+    axes.set_xlim(min(batch_sizes) / 1.4, max(batch_sizes) * 2.2)  # room for the speedup labels
     axes.minorticks_off()
+    if plotted:
+        ticks = plain_log_ticks(min(plotted), max(plotted))
+        axes.set_yticks(ticks, [f"{t:g}" for t in ticks])
     axes.set_xlabel("batch size")
     axes.set_ylabel("ms per 1000 samples" if per_sample else "ms per batch (D + G step)")
-    axes.set_title(("Time per 1000 samples" if per_sample else "Average time per batch") + " (median, IQR bars)")
+    axes.set_title(("Time per 1000 samples" if per_sample else "Average time per batch")
+                   + " (median, IQR bars)\nlabels: speedup vs fp32 [95% CI], ? = unsettled (CI wider than +-5%)",
+                   fontsize=9)
     axes.grid(True, which="both", alpha=0.3)
     if axes.get_legend_handles_labels()[0]:
         axes.legend()
@@ -127,16 +183,24 @@ def _figure(results: dict, path: Path, per_sample: bool) -> None:
     save_figure(figure, path, stamp_text(results))
 
 
+def _speedup_cell(pair: dict | None) -> str:
+    if pair is None:
+        return ""
+    if "low" not in pair:
+        return f"{speedup_estimate(pair):.2f}x"
+    return f"{pair['estimate']:.2f}x [{pair['low']:.2f}-{pair['high']:.2f}]"
+
+
 def table(results: dict) -> str:
     speedup = {(s["batch_size"], s["precision"]): s for s in results["speedups"]}
     processes = results.get("processes", 1)
     lines = [f"{'batch':>6} {'precision':>9} {'median ms':>10} {'IQR ms':>8} {'img/s':>9} "
-             f"{'TFLOP/s':>8} {'% peak':>7} {'speedup':>8}  note"]
+             f"{'TFLOP/s':>8} {'% peak':>7} {'speedup [95% CI]':>19}  note"]
     for config in results["configs"]:
         stats = config.get("stats")
         if not stats:
             lines.append(f"{config['batch_size']:>6} {config['precision']:>9} {'-':>10} {'':>8} {'':>9} {'':>8} "
-                         f"{'':>7} {'':>8}  {config['status']}: {config.get('reason', '')}")
+                         f"{'':>7} {'':>19}  {config['status']}: {config.get('reason', '')}")
             continue
         pair = speedup.get((config["batch_size"], config["precision"]))
         note = "noisy (IQR > 10% of median)" if stats["noisy"] else ""
@@ -145,12 +209,18 @@ def table(results: dict) -> str:
                     f"{config['scaling_efficiency']:.0%} {note}").strip()
         if config.get("skipped_steps"):
             note = (note + f" {config['skipped_steps']} skipped steps").strip()
+        if pair and not pair.get("settled", True):
+            note = (note + f" unsettled: CI wider than +-5% after {pair['rounds']} rounds").strip()
+        if pair and pair.get("load_changed"):
+            note = (note + " the machine's load changed during the measurement").strip()
+        if config.get("reason"):
+            note = (note + " " + config["reason"]).strip()
         percent = f"{config['percent_of_peak']:.1f}" if config.get("percent_of_peak") is not None else "-"
         achieved = f"{config['achieved_tflops']:.3f}" if config.get("achieved_tflops") is not None else "-"
         lines.append(
             f"{config['batch_size']:>6} {config['precision']:>9} {stats['median_s'] * 1e3:>10.2f} "
             f"{stats['iqr_s'] * 1e3:>8.2f} {config['images_per_s']:>9.1f} {achieved:>8} {percent:>7} "
-            f"{(format(pair['median'], '.2f') + 'x') if pair else '':>8}  {note}"
+            f"{_speedup_cell(pair):>19}  {note}"
         )
     for item in results.get("left_out", []):
         lines.append(f"left out {item['precision']}: {item['reason']}")

@@ -52,18 +52,6 @@ def timing_stats(samples_s: Sequence[float]) -> TimingStats:
     )
 
 
-def pairwise_speedup(baseline_s: Sequence[float], candidate_s: Sequence[float]) -> dict:
-    """Speedup of candidate over baseline from interleaved rounds: round i's baseline time over
-    round i's candidate time, then the median (drift on a shared machine hits both sides of a pair
-    alike, and the median ignores the odd disturbed round)."""
-    rounds = min(len(baseline_s), len(candidate_s))
-    if rounds == 0:
-        raise ValueError("no paired rounds")
-    ratios = np.asarray(baseline_s[:rounds], dtype=np.float64) / np.asarray(candidate_s[:rounds], dtype=np.float64)
-    q1, median, q3 = np.percentile(ratios, [25, 50, 75])
-    return {"median": float(median), "q1": float(q1), "q3": float(q3), "rounds": rounds}
-
-
 def throughput(batch_size: int, step_s: float) -> dict:
     """Images per second and seconds per 1000 samples (the study's Figure 2) for one step time."""
     return {"images_per_s": batch_size / step_s, "s_per_1000_samples": 1000.0 * step_s / batch_size}

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import click
 
-from ampgan.cli.options import (IntList, PositiveNumber, PrecisionList, WholeNumber, dataset_option, default_out,
+from ampgan.cli.options import (IntList, Number, PositiveNumber, PrecisionList, WholeNumber, dataset_option, default_out,
                                 device_option, image_shape_options, model_options, out_options, seed_option)
 from ampgan.training.distributed import join_process_group, world
 from ampgan.training.precision import build_policy, resolve_device
@@ -20,9 +21,13 @@ from ampgan.training.start import claimed_on_main_rank
               help="Comma-separated; default: every precision this device runs at useful speed.")
 @device_option
 @click.option("--warmup", type=WholeNumber(), default=2, show_default=True, help="Discarded steps per configuration.")
-@click.option("--steps", type=WholeNumber(), default=5, show_default=True, help="Timed, interleaved rounds per configuration.")
-@click.option("--max-seconds", type=PositiveNumber(), default=120.0, show_default=True,
-              help="Per configuration; one that would take longer is recorded as too slow.")
+@click.option("--steps", type=WholeNumber(2), default=5, show_default=True,
+              help="The fewest timed rounds per batch size; more run until every speedup's 95% CI is within +-5%.")
+@click.option("--max-seconds", type=PositiveNumber(), default=60.0, show_default=True,
+              help="Cap on measured rounds per batch size (the speedup is then marked unsettled); a "
+                   "configuration whose warm-up projects beyond it is recorded as too slow.")
+@click.option("--min-seconds", type=Number(lambda x: math.isfinite(x) and x >= 0, "must be 0 or more"), default=20.0, show_default=True,
+              help="Measure each batch size at least this long (a shared machine's load shifts over tens of seconds).")
 @model_options
 @image_shape_options
 @click.option("--compile", "compile_", is_flag=True, help="torch.compile the networks (compile time reported apart).")
@@ -46,7 +51,7 @@ def command(**options) -> None:
     spec = BenchSpec(
         dataset=options["dataset"], batch_sizes=options["batch_sizes"], precisions=precisions,
         device=options["device"], warmup=options["warmup"], steps=options["steps"],
-        max_seconds=options["max_seconds"], width=options["width"], z_dim=options["z_dim"],
+        max_seconds=options["max_seconds"], min_seconds=options["min_seconds"], width=options["width"], z_dim=options["z_dim"],
         image_size=options["image_size"], channels=options["channels"], seed=options["seed"],
         compile=options["compile_"], peak_tflops=options["peak_tflops"],
     )
@@ -54,9 +59,13 @@ def command(**options) -> None:
     for precision in precisions:
         build_policy(precision, device)  # refuses tf32 on a CPU before anything runs
     spec.train_config(precisions[0] if precisions else "fp32", spec.batch_sizes[0])  # validates sizes
+    if precisions and world().is_main:
+        from ampgan.speed.decision import warn_about_named_modes
+
+        warn_about_named_modes(spec.train_config("fp32", spec.batch_sizes[0]), device, list(precisions))
     out = options["out"] or default_out("bench")
     with claimed_on_main_rank(out, options["overwrite"], device):
-        results = run_bench(spec, device, on_config=_report_config)
+        results = run_bench(spec, device, on_config=_report_config, log=_progress)
         if not world().is_main:
             return
         write_results(results, out)
@@ -69,6 +78,11 @@ def command(**options) -> None:
         stopped = results["incomplete"]
         raise Interrupted(stopped["signum"], f"{incomplete_text(stopped)}; what finished is in "
                                              f"{out / 'results.json'}, marked incomplete")
+
+
+def _progress(line: str) -> None:
+    if world().is_main:
+        click.echo(line, err=True)
 
 
 def _report_config(result) -> None:

@@ -100,7 +100,24 @@ def command(ctx: click.Context, **options) -> None:
         _train_and_report(start, quiet=options["quiet"])
 
 
+def _warn_if_not_faster(start: RunStart, quiet: bool) -> None:
+    """A new mixed-precision run learns (once per machine and model: cached) whether its mode is
+    faster than fp32 here, and is warned when it is not. The run goes on either way."""
+    from ampgan.errors import warn
+    from ampgan.speed.decision import decide_for_run
+
+    config, prepared = start.prepared.config, start.prepared
+    if config.precision == "fp32" or start.resume_from is not None or not world().is_main:
+        return
+    decisions, _ = decide_for_run(config, prepared.dataset, prepared.policy.device, precisions=[config.precision],
+                                  log=(lambda line: None) if quiet else (lambda line: click.echo(line, err=True)))
+    decision = decisions[config.precision]
+    if not decision.useful:
+        warn(f"{decision.describe()}: fp32 would train at least as fast on this machine")
+
+
 def _train_and_report(start: RunStart, quiet: bool) -> None:
+    _warn_if_not_faster(start, quiet)
     result = run_training(start.prepared, start.run_dir, show_progress=not quiet, resume_from=start.resume_from)
     if not world().is_main:
         return

@@ -71,10 +71,16 @@ def cost_rows(documents: list[dict], price_per_hour: float, batches: float | Non
             rows.append({"batch_size": config["batch_size"], "precision": config["precision"],
                          "seconds_per_batch": seconds, "hours": amount["hours"], "cost": amount["cost"]})
     baseline = {r["batch_size"]: r["cost"] for r in rows if r["precision"] == "fp32"}
+    intervals = {(p["batch_size"], p["precision"]): p for d in documents for p in d.get("speedups", []) if "low" in p}
     for row in rows:
         if row["precision"] != "fp32" and row["batch_size"] in baseline:
             found = saving(baseline[row["batch_size"]], row["cost"])
             row["saving_vs_fp32"], row["saving_percent"] = found["amount"], found["percent"]
+            pair = intervals.get((row["batch_size"], row["precision"]))
+            if pair:
+                # A speedup s saves 1 - 1/s of the cost: the speedup's interval maps onto the saving's.
+                row["saving_percent_low"] = 100.0 * (1 - 1 / pair["low"])
+                row["saving_percent_high"] = 100.0 * (1 - 1 / pair["high"])
     order = ("fp32", "tf32", "bf16", "fp16")
     return sorted(rows, key=lambda r: (r["batch_size"], order.index(r["precision"]) if r["precision"] in order else 9))
 
@@ -100,7 +106,8 @@ def write_cost(document: dict, out_dir: Path) -> str:
     out_dir = Path(out_dir)
     write_json_atomically(out_dir / "cost.json", document)
     buffer = io.StringIO()
-    columns = ["batch_size", "precision", "seconds_per_batch", "hours", "cost", "saving_vs_fp32", "saving_percent"]
+    columns = ["batch_size", "precision", "seconds_per_batch", "hours", "cost", "saving_vs_fp32", "saving_percent",
+               "saving_percent_low", "saving_percent_high"]
     writer = csv.DictWriter(buffer, fieldnames=columns, extrasaction="ignore")
     writer.writeheader()
     writer.writerows(document["rows"])
@@ -119,13 +126,16 @@ def _workload_text(document: dict) -> str:
 def cost_table(document: dict) -> str:
     basis, currency = document["basis"], document["basis"]["currency"]
     lines = [f"cost of {_workload_text(document)} at {basis['price_per_hour']:.4g} {currency}/h per device",
-             f"{'batch':>6} {'precision':>9} {'s/batch':>9} {'hours':>10} {'cost':>12} {'saving vs fp32':>16}"]
+             f"{'batch':>6} {'precision':>9} {'s/batch':>9} {'hours':>10} {'cost':>12} {'saving vs fp32 [95% CI]':>28}"]
     for row in document["rows"]:
         saving_text = ""
         if "saving_vs_fp32" in row:
-            saving_text = f"{row['saving_vs_fp32']:,.2f} ({row['saving_percent']:.0f}%)"
+            saving_text = f"{row['saving_vs_fp32']:,.2f} ({row['saving_percent']:.0f}%"
+            if "saving_percent_low" in row:
+                saving_text += f" [{row['saving_percent_low']:.0f}-{row['saving_percent_high']:.0f}%]"
+            saving_text += ")"
         lines.append(f"{row['batch_size']:>6} {row['precision']:>9} {row['seconds_per_batch']:>9.4f} "
-                     f"{row['hours']:>10,.1f} {row['cost']:>12,.2f} {saving_text:>16}")
+                     f"{row['hours']:>10,.1f} {row['cost']:>12,.2f} {saving_text:>28}")
     best = document["cheapest_per_sample"]
     lines.append(f"cheapest per sample: {best['precision']} at batch {best['batch_size']} "
                  f"({best['cost_per_sample'] * 1e6:.3g} {currency} per million samples)")

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from ampgan.files.atomic import write_json_atomically
 from ampgan.errors import AmpganError
+from ampgan.files.cache_dir import cache_dir
 
 MANIFEST_NAME = "ampgan-manifest.json"
 
@@ -76,7 +77,7 @@ def download(url: str, target: Path, *, expected_md5: str | None = None, timeout
 def _manifest_locations(data_dir: Path) -> list[Path]:
     """Beside the data first; for a read-only data folder, the user's cache folder instead."""
     key = hashlib.sha256(str(data_dir.resolve()).encode()).hexdigest()[:16]
-    cache_root = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "ampgan" / "manifests"
+    cache_root = cache_dir() / "manifests"
     return [data_dir / MANIFEST_NAME, cache_root / f"{data_dir.name}-{key}.json"]
 
 

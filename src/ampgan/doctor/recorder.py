@@ -10,6 +10,8 @@ says how much gradient mass that scale rescues from flushing to zero.
 
 from __future__ import annotations
 
+import dataclasses
+
 import math
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -185,19 +187,18 @@ def flagged(rows: list[dict], threshold: float = 1e-4) -> dict[str, list[str]]:
     return dict(flags)
 
 
-def hardware_advice(device: torch.device) -> dict:
-    """Measured, not assumed: one small convolution per dtype under autocast."""
-    from ampgan.training.precision import COMPUTE_DTYPES, time_conv
+def hardware_advice(config, dataset, device: torch.device, log=lambda line: None) -> dict:
+    """Which precision to train in here: the speed decision (speed.decision) for every mode this
+    device can run, on the diagnosed configuration's own training step, and the fastest useful one."""
+    from ampgan.speed.decision import decide_for_run
 
-    fp32 = time_conv(None, device)
-    ratios = {name: fp32 / time_conv(COMPUTE_DTYPES[name], device) for name in ("bf16", "fp16")}
-    fast = {name: ratio for name, ratio in ratios.items() if ratio >= 1.1}
-    if device.type == "cuda":
-        best = "bf16" if torch.cuda.is_bf16_supported() and "bf16" in fast else ("fp16" if "fp16" in fast else "fp32")
-    else:
-        best = max(fast, key=fast.get) if fast else "fp32"
-    return {"speedup_vs_fp32": ratios, "fast_modes": sorted(fast), "recommended_mode": best,
-            "fp32_conv_ms": fp32 * 1e3}
+    decisions, cannot_run = decide_for_run(dataclasses.replace(config, precision="fp32", loss_scale=None),
+                                           dataset, device, log=log)
+    useful = {name: d for name, d in decisions.items() if d.useful}
+    best = max(useful, key=lambda name: useful[name].interval["estimate"]) if useful else "fp32"
+    return {"speedup_vs_fp32": {name: d.interval["estimate"] if d.interval else None for name, d in decisions.items()},
+            "decisions": {name: d.to_dict() for name, d in decisions.items()}, "cannot_run": cannot_run,
+            "fast_modes": sorted(useful), "recommended_mode": best, "batch_size": config.batch_size}
 
 
 def loss_scale_history(scales: list[float]) -> dict:

@@ -58,7 +58,7 @@ def diagnose_gan(config: TrainConfig, steps: int, fp16_steps: int, run_dir: Path
         "loss_scale": recommendation,
         "scale_table": {str(e): fractions_at_scale(histogram, e) for e in range(0, 25, 2)},
         "alignment": misaligned_layers(networks),
-        "hardware": hardware_advice(prepared.policy.device),
+        "hardware": hardware_advice(config, prepared.dataset, prepared.policy.device),
     }
     report["dynamic_scaling"] = _dynamic_fp16_run(config, prepared, fp16_steps, run_dir)
     report["summary_lines"] = summary_lines(report)
@@ -114,8 +114,10 @@ def summary_lines(report: dict) -> list[str]:
     if settled:
         lines.append(f"dynamic scaling settled at {settled:g} for D ({dynamic['source']}).")
     hardware = report["hardware"]
-    ratios = ", ".join(f"{k} {v:.2f}x" for k, v in hardware["speedup_vs_fp32"].items())
-    lines.append(f"this device: convolution speed vs fp32 {ratios}; use {hardware['recommended_mode']} here.")
+    for decision in hardware.get("decisions", {}).values():
+        lines.append(f"training step vs fp32 here: {decision['description']}")
+    lines.append(f"use {hardware['recommended_mode']} here (the fastest mode measured faster than fp32 at batch "
+                 f"{hardware.get('batch_size', '?')}; fp32 when none is).")
     adjustable = [a for a in report["alignment"] if not a["fixed_by_task"]]
     if adjustable:
         lines.append("not multiples of 8: " + ", ".join(f"{a['layer']} {a['dimension']}={a['value']} (try {a['suggested']})"

@@ -14,7 +14,6 @@ is cached per dataset content and refused below MIN_EVALUATOR_ACCURACY held-out 
 from __future__ import annotations
 
 import hashlib
-import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,8 +27,10 @@ from ampgan.files.atomic import write_atomically, write_json_atomically
 from ampgan.files.jsonfile import read_json
 from ampgan.data import ImageDataset
 from ampgan.errors import AmpganError
-from ampgan.quality.metrics import accuracy, frechet_distance, kernel_inception_distance
+from ampgan.quality.metrics import (accuracy, confusion_matrix, density_coverage, frechet_distance,
+                                    intra_class_diversity, kernel_inception_distance, precision_recall, quality_flags)
 from ampgan.seeds import reference_subset_seed
+from ampgan.files.cache_dir import cache_dir
 
 MIN_EVALUATOR_ACCURACY = 0.5  # 5x chance for 10 classes; a weaker classifier's features mean little
 HELD_OUT_FRACTION = 0.2
@@ -64,6 +65,9 @@ class TrainedEvaluator:
     held_out_images: torch.Tensor  # uint8, the real reference set for FD/KID
     train_images: torch.Tensor  # uint8, for the real-vs-real floor
     info: dict
+    held_out_labels: torch.Tensor | None = None  # for the per-class metrics
+    train_labels: torch.Tensor | None = None
+    class_names: tuple[str, ...] = ()
     _held_out_features: np.ndarray | None = None
 
     def held_out_features(self) -> np.ndarray:
@@ -91,7 +95,7 @@ def split_for_evaluation(dataset: ImageDataset, seed: int = 0) -> tuple[torch.Te
 
 
 def default_cache_dir() -> Path:
-    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "ampgan" / "evaluators"
+    return cache_dir() / "evaluators"
 
 
 def evaluator_for(dataset: ImageDataset, cache_dir: Path | None = None, epochs: int = 8, seed: int = 0,
@@ -124,7 +128,9 @@ def evaluator_for(dataset: ImageDataset, cache_dir: Path | None = None, epochs: 
             f"(threshold {min_accuracy:.2f}): its features cannot judge samples of this dataset; use more data or epochs"
         )
     network.eval().to(device)
-    return TrainedEvaluator(network, info["held_out_accuracy"], dataset.images[held_idx], dataset.images[train_idx], info)
+    return TrainedEvaluator(network, info["held_out_accuracy"], dataset.images[held_idx], dataset.images[train_idx], info,
+                            held_out_labels=dataset.labels[held_idx], train_labels=dataset.labels[train_idx],
+                            class_names=tuple(dataset.class_names))
 
 
 def _train_classifier(network, images, labels, epochs, seed, device, batch_size=128) -> None:
@@ -184,13 +190,42 @@ def generate_evenly(generator_net, num_classes: int, count: int, z_dim: int, see
 
 
 def quality_of_images(evaluator: TrainedEvaluator, images: torch.Tensor, intended: torch.Tensor) -> dict:
-    """Evaluator accuracy, Fréchet distance and KID of images against the held-out real set."""
+    """Every quality figure of generated images against the held-out real set: evaluator accuracy,
+    Fréchet distance, KID, precision/recall and density/coverage (overall and per class), each
+    class's diversity relative to its real images, the confusion matrix and the flags it raises."""
     features, predicted = _features_and_predictions(evaluator.network, images)
     real_features = evaluator.held_out_features()
     kid, kid_std = kernel_inception_distance(features, real_features)
-    return {"evaluator_accuracy": accuracy(predicted, intended.numpy()),
-            "frechet_distance": frechet_distance(features, real_features),
-            "kid": kid, "kid_std": kid_std, "samples": len(images)}
+    quality = {"evaluator_accuracy": accuracy(predicted, intended.numpy()),
+               "frechet_distance": frechet_distance(features, real_features),
+               "kid": kid, "kid_std": kid_std, "samples": len(images)}
+    if evaluator.held_out_labels is not None:
+        quality.update(manifold_and_class_metrics(features, intended.numpy(), predicted, real_features,
+                                                  evaluator.held_out_labels.numpy(), evaluator.class_names))
+    return quality
+
+
+def manifold_and_class_metrics(features: np.ndarray, intended: np.ndarray, predicted: np.ndarray,
+                               real_features: np.ndarray, real_labels: np.ndarray, class_names) -> dict:
+    """Precision/recall (k=3) and density/coverage (k=5) on as many samples as real images (the
+    k-NN radii depend on the set sizes, so equal sizes keep them comparable), overall and per class."""
+    num_classes = len(class_names)
+    rng = np.random.default_rng(0)
+    chosen = rng.choice(len(features), min(len(features), len(real_features)), replace=False)
+    overall = precision_recall(real_features, features[chosen]) | density_coverage(real_features, features[chosen])
+    diversity = intra_class_diversity(features, intended, real_features, real_labels, num_classes)
+    confusion = confusion_matrix(intended, predicted, num_classes)
+    per_class = []
+    for label in range(num_classes):
+        mine, reals = features[intended == label], real_features[real_labels == label]
+        row = {"class": class_names[label], "accuracy": float((predicted[intended == label] == label).mean())
+               if len(mine) else None, "diversity": diversity[label]}
+        if len(mine) > 5 and len(reals) > 5:
+            mine = mine[:len(reals)] if len(mine) > len(reals) else mine
+            row |= precision_recall(reals, mine) | {"coverage": density_coverage(reals, mine)["coverage"]}
+        per_class.append(row)
+    return overall | {"per_class": per_class, "confusion": confusion.tolist(),
+                      "flags": quality_flags(diversity, confusion, list(class_names))}
 
 
 def reference_floor(evaluator: TrainedEvaluator, count: int) -> dict:
@@ -198,9 +233,15 @@ def reference_floor(evaluator: TrainedEvaluator, count: int) -> dict:
     generator = torch.Generator().manual_seed(reference_subset_seed())
     count = min(count, len(evaluator.train_images))
     chosen = torch.randperm(len(evaluator.train_images), generator=generator)[:count]
-    real_features, _ = _features_and_predictions(evaluator.network, evaluator.train_images[chosen])
+    real_features, predicted = _features_and_predictions(evaluator.network, evaluator.train_images[chosen])
     held_features = evaluator.held_out_features()
     kid, kid_std = kernel_inception_distance(real_features, held_features)
-    return {"evaluator_accuracy": evaluator.held_out_accuracy,
-            "frechet_distance": frechet_distance(real_features, held_features), "kid": kid, "kid_std": kid_std,
-            "samples": count}
+    floor = {"evaluator_accuracy": evaluator.held_out_accuracy,
+             "frechet_distance": frechet_distance(real_features, held_features), "kid": kid, "kid_std": kid_std,
+             "samples": count}
+    if evaluator.held_out_labels is not None and evaluator.train_labels is not None:
+        metrics = manifold_and_class_metrics(real_features, evaluator.train_labels[chosen].numpy(), predicted,
+                                             held_features, evaluator.held_out_labels.numpy(), evaluator.class_names)
+        floor.update({key: metrics[key] for key in ("precision", "recall", "density", "coverage")})
+        floor["diversity"] = [row["diversity"] for row in metrics["per_class"]]
+    return floor

@@ -55,3 +55,99 @@ def kernel_inception_distance(features_a: np.ndarray, features_b: np.ndarray, su
 
 def accuracy(predicted: np.ndarray, intended: np.ndarray) -> float:
     return float((np.asarray(predicted) == np.asarray(intended)).mean())
+
+
+# ---------------------------------------------------------------- manifolds: does it look real, is all of real covered
+
+def _pairwise_distances(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Euclidean distances (len(a), len(b)) in float64."""
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    squared = (a * a).sum(1)[:, None] + (b * b).sum(1)[None, :] - 2.0 * a @ b.T
+    return np.sqrt(np.clip(squared, 0.0, None))
+
+
+def knn_radii(features: np.ndarray, k: int) -> np.ndarray:
+    """Each point's distance to its k-th nearest other point of the same set."""
+    if len(features) <= k:
+        raise ValueError(f"k-nearest-neighbour radii need more than k={k} points, got {len(features)}")
+    distances = _pairwise_distances(features, features)
+    return np.sort(distances, axis=1)[:, k]  # column 0 is the point itself (distance 0)
+
+
+def precision_recall(real: np.ndarray, fake: np.ndarray, k: int = 3) -> dict:
+    """Improved precision and recall (Kynkäänniemi et al. 2019): a set's manifold is the union of
+    balls around its points, each as wide as the distance to its k-th nearest neighbour.
+    precision: share of fakes inside the real manifold (do samples look real?);
+    recall: share of reals inside the fake manifold (is all of the data reproduced?)."""
+    real_radii, fake_radii = knn_radii(real, k), knn_radii(fake, k)
+    real_to_fake = _pairwise_distances(real, fake)  # (N real, M fake)
+    precision = float((real_to_fake <= real_radii[:, None]).any(axis=0).mean())
+    recall = float((real_to_fake <= fake_radii[None, :]).any(axis=1).mean())
+    return {"precision": precision, "recall": recall}
+
+
+def density_coverage(real: np.ndarray, fake: np.ndarray, k: int = 5) -> dict:
+    """Density and coverage (Naeem et al. 2020), both built on the real manifold only, so an outlier
+    among the fakes cannot inflate them. density: how many real balls hold each fake, over k (1 when
+    fakes are spread like reals; above 1 when they crowd dense regions); coverage: share of real
+    balls holding at least one fake (low when modes are missing, the mark of collapse)."""
+    real_radii = knn_radii(real, k)
+    inside = _pairwise_distances(real, fake) <= real_radii[:, None]  # (N real, M fake)
+    return {"density": float(inside.sum() / (k * fake.shape[0])), "coverage": float(inside.any(axis=1).mean())}
+
+
+def mean_pairwise_distance(features: np.ndarray) -> float:
+    """Mean Euclidean distance over all pairs of distinct points (0 for identical points)."""
+    if len(features) < 2:
+        raise ValueError("pairwise distances need at least two points")
+    distances = _pairwise_distances(features, features)
+    count = len(features)
+    return float(distances.sum() / (count * (count - 1)))
+
+
+def intra_class_diversity(fake: np.ndarray, fake_labels: np.ndarray, real: np.ndarray, real_labels: np.ndarray,
+                          num_classes: int) -> list[float | None]:
+    """Per class: mean pairwise feature distance of its samples over that of its real images
+    (1.0 = as varied as the data, near 0 = one image repeated). None where a class has fewer than
+    two samples or two real images."""
+    ratios = []
+    for label in range(num_classes):
+        fakes, reals = fake[fake_labels == label], real[real_labels == label]
+        if len(fakes) < 2 or len(reals) < 2:
+            ratios.append(None)
+            continue
+        reference = mean_pairwise_distance(reals)
+        ratios.append(mean_pairwise_distance(fakes) / reference if reference > 0 else None)
+    return ratios
+
+
+def confusion_matrix(intended: np.ndarray, predicted: np.ndarray, num_classes: int) -> np.ndarray:
+    """counts[i, j]: samples drawn for class i that the evaluator reads as class j."""
+    counts = np.zeros((num_classes, num_classes), dtype=np.int64)
+    np.add.at(counts, (np.asarray(intended), np.asarray(predicted)), 1)
+    return counts
+
+
+# Thresholds for the report's flags (documented in the README).
+COLLAPSE_BELOW = 0.25  # a class whose samples vary less than a quarter as much as its real images
+PERMUTED_ABOVE = 0.5  # a class drawn as one other class in more than half of its samples
+
+
+def quality_flags(diversity: list[float | None], confusion: np.ndarray, class_names: list[str]) -> list[str]:
+    """Plain-language warnings: collapsed classes and classes drawn as another class."""
+    flags = []
+    for label, ratio in enumerate(diversity):
+        if ratio is not None and ratio < COLLAPSE_BELOW:
+            flags.append(f"class {class_names[label]}: diversity {ratio:.0%} of real (collapsed: its samples "
+                         "are nearly one image)")
+    for label, row in enumerate(confusion):
+        total = row.sum()
+        if total == 0:
+            continue
+        others = row.copy()
+        others[label] = 0
+        drawn_as = int(others.argmax())
+        if others[drawn_as] / total > PERMUTED_ABOVE:
+            flags.append(f"class {class_names[label]}: drawn as {class_names[drawn_as]} in "
+                         f"{others[drawn_as] / total:.0%} of its samples")
+    return flags

@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 
 from ampgan.files.atomic import write_json_atomically
-from ampgan.bench.harness import BenchSpec, default_precisions, run_bench
+from ampgan.bench.harness import BenchSpec, run_bench
 from ampgan.bench.output import load_results, write_results
 from ampgan.config import TrainConfig
 from ampgan.cost.arithmetic import cost_of_seconds, cost_to_quality
@@ -33,9 +33,16 @@ from ampgan.system.environment import environment_stamp
 from ampgan.errors import AmpganError
 from ampgan.quality.evaluator import evaluator_for, generate_evenly, quality_of_images, reference_floor
 from ampgan.seeds import evaluation_noise_seed
+from ampgan.speed.decision import choose_for_comparison, decide_for_run, warn_about_named_modes
 from ampgan.study.verdict import verdict
 from ampgan.training.loop import prepare_run, run_training
 from ampgan.training.precision import resolve_device
+
+
+# The comparison's own bench is shorter than `ampgan bench`'s default (it has three batch sizes
+# and two training runs to fit in a few minutes); its intervals say how settled it got.
+COMPARE_BENCH_MIN_SECONDS = 10.0
+COMPARE_BENCH_MAX_SECONDS = 30.0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -72,13 +79,13 @@ class CompareSpec:
         )
 
 
-def choose_precisions(device: torch.device) -> tuple[tuple[str, ...], list[dict]]:
-    """fp32 against the best mixed mode this device runs fast: bf16 where it is fast, else fp16."""
-    fast, left_out = default_precisions(device)
-    mixed = next((p for p in ("bf16", "fp16") if p in fast), None)
-    if mixed is None:
-        raise AmpganError("this device has no fast mixed-precision mode to compare with fp32: give --precisions")
-    return ("fp32", mixed), left_out
+def choose_precisions(spec: CompareSpec, dataset, device: torch.device, log=print) -> tuple[tuple[str, ...], list[dict]]:
+    """fp32 against the fastest mixed mode that is faster than fp32 on this machine, at the comparison's
+    own batch size and model (speed.decision); one error line when no mode is."""
+    decisions, cannot_run = decide_for_run(spec.train_config("fp32"), dataset, device, log=log)
+    for decision in decisions.values():
+        log(f"  {decision.describe()}")
+    return choose_for_comparison(decisions, cannot_run)
 
 
 class _QualityTracker:
@@ -117,11 +124,15 @@ class _QualityTracker:
 def run_compare(spec: CompareSpec, out_dir: Path, show_progress: bool = True, log=print) -> dict:
     out_dir = Path(out_dir)
     device = resolve_device(spec.device)
-    precisions, left_out = (spec.precisions, []) if spec.precisions else choose_precisions(device)
-    if "fp32" not in precisions:
+    if spec.precisions and "fp32" not in spec.precisions:
         raise AmpganError("a comparison needs fp32 as its baseline: add it to --precisions")
-    probe = spec.train_config(precisions[0])
-    dataset = load_dataset(spec.dataset, probe.data_request())
+    dataset = load_dataset(spec.dataset, spec.train_config("fp32").data_request())
+    prepare_run(spec.train_config("fp32"), dataset)  # validates the options before any measuring
+    if spec.precisions:
+        precisions, left_out = spec.precisions, []
+        warn_about_named_modes(spec.train_config("fp32"), device, list(precisions))
+    else:
+        precisions, left_out = choose_precisions(spec, dataset, device, log)
     prepared = {p: prepare_run(spec.train_config(p), dataset) for p in precisions}  # validates all first
     log(f"evaluator: training or loading the {spec.dataset} classifier ...")
     evaluator = evaluator_for(dataset, cache_dir=spec.evaluator_cache, seed=spec.seed)
@@ -135,7 +146,8 @@ def run_compare(spec: CompareSpec, out_dir: Path, show_progress: bool = True, lo
         bench_results = run_bench(BenchSpec(dataset=spec.dataset, batch_sizes=sizes, precisions=precisions,
                                             device=spec.device, warmup=1, steps=spec.bench_steps, width=spec.width,
                                             z_dim=spec.z_dim, seed=spec.seed, image_size=dataset.image_size,
-                                            channels=dataset.channels), device)
+                                            channels=dataset.channels, min_seconds=COMPARE_BENCH_MIN_SECONDS,
+                                            max_seconds=COMPARE_BENCH_MAX_SECONDS), device)
     write_results(bench_results, out_dir / "bench")
 
     runs, curves = {}, {}
@@ -152,7 +164,10 @@ def run_compare(spec: CompareSpec, out_dir: Path, show_progress: bool = True, lo
         write_json_atomically(run_dir / "quality.json", quality)
         curves[precision] = tracker.curve
         runs[precision] = {"run_dir": str(run_dir.relative_to(out_dir)), "steps": result.steps,
-                           "train_seconds": result.train_seconds, "final": final,
+                           "train_seconds": result.train_seconds,
+                           # The training clock only (evaluation and checkpoints excluded): what the
+                           # report sets beside the bench's step time.
+                           "seconds_per_step": result.train_seconds / max(1, result.steps), "final": final,
                            "eval_seconds_total": quality["eval_seconds_total"], "stamp": result.stamp}
         log(f"  {precision}: {result.steps} steps, evaluator accuracy {final['evaluator_accuracy']:.3f}, "
             f"Fréchet distance {final['frechet_distance']:.2f}")

@@ -15,7 +15,7 @@ import jinja2
 import numpy as np
 from PIL import Image
 
-from ampgan.bench.output import load_results
+from ampgan.bench.output import load_results, speedup_text
 from ampgan.errors import AmpganError
 from ampgan.files.atomic import write_atomically
 from ampgan.files.jsonfile import read_json, read_jsonl
@@ -131,6 +131,8 @@ def report_sections(document: dict, out_dir: Path) -> list[Section]:
         Section("Verdict", lines=document.get("verdict") or verdict(document, _bench_speedups(out_dir))),
         Section("Environment", lines=_environment_lines(document)),
         Section("Final metrics", table=[_TABLE_HEADER, *_metrics_rows(document)], paragraph=_price_note(document)),
+        Section("Speed: the bench against the budgeted runs", table=_speed_rows(document, out_dir),
+                paragraph=_SPEED_NOTE),
     ]
     doctor = next((p for p in (out_dir / "doctor.json", out_dir / "doctor" / "doctor.json") if p.is_file()), None)
     doctor_lines = read_json(doctor, missing="", damaged=f"{doctor} is damaged: run 'ampgan doctor' again").get(
@@ -198,6 +200,33 @@ def render_report(out_dir: Path) -> tuple[Path, Path]:
         write_atomically(out_dir / name, lambda stream, text=text: stream.write(text.encode("utf-8")))
         paths.append(out_dir / name)
     return paths[0], paths[1]
+
+
+_SPEED_NOTE = ("The bench times the training step alone on a batch kept on the device, in interleaved rounds "
+               "until the speedup is known to +-5% (95% interval); the runs' time per step is their training "
+               "clock divided by their steps, with data loading and logging included and evaluation excluded.")
+
+
+def _speed_rows(document: dict, out_dir: Path) -> list[list[str]]:
+    batch = document["spec"]["batch_size"]
+    path = out_dir / "bench" / "results.json"
+    bench = load_results(path) if path.is_file() else {"configs": [], "speedups": []}
+    bench_ms = {c["precision"]: c["stats"]["median_s"] * 1e3 for c in bench["configs"]
+                if c["batch_size"] == batch and c.get("stats")}
+    pairs = {s["precision"]: s for s in bench["speedups"] if s["batch_size"] == batch}
+    runs = document["runs"]
+    fp32_step = runs.get("fp32", {}).get("seconds_per_step")
+    rows = [["precision", f"bench ms/step (batch {batch})", "bench speedup [95% CI]", "run ms/step",
+             "run speedup"]]
+    for precision, run in runs.items():
+        step = run.get("seconds_per_step")
+        pair = pairs.get(precision)
+        rows.append([precision, f"{bench_ms[precision]:.1f}" if precision in bench_ms else "-",
+                     speedup_text(pair) if pair else ("baseline" if precision == "fp32" else "-"),
+                     f"{step * 1e3:.1f}" if step else "-",
+                     f"{fp32_step / step:.2f}x" if step and fp32_step and precision != "fp32" else
+                     ("baseline" if precision == "fp32" else "-")])
+    return rows
 
 
 _TABLE_HEADER = ["precision", "steps", "train s", "eval s", "evaluator acc.", "Fréchet distance", "KID",

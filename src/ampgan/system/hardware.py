@@ -25,6 +25,7 @@ class Hardware:
     cuda_capability: tuple[int, int] | None = None
     cuda_memory_gib: float | None = None
     cpu_mhz: float | None = None
+    cpu_mhz_source: str = ""  # where cpu_mhz came from (a rated maximum, or the clock at detection)
     cpu_family: int | None = None  # x86 family: AMD 25 = Zen 3/4, 26 = Zen 5
     extra: dict = field(default_factory=dict)
 
@@ -39,7 +40,7 @@ class Hardware:
         return asdict(self)
 
 
-def _cpuinfo() -> tuple[str, set[str], float | None, int | None]:
+def _cpuinfo() -> tuple[str, set[str], float | None, int | None, str]:
     model, flags, mhz, family = platform.processor() or platform.machine(), set(), None, None
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as handle:
@@ -58,7 +59,11 @@ def _cpuinfo() -> tuple[str, set[str], float | None, int | None]:
                     break
     except OSError:
         pass
-    return model, flags, _max_mhz() or mhz, family
+    rated = _max_mhz()
+    if rated:
+        return model, flags, rated, family, "the maximum clock the OS reports (cpufreq)"
+    source = "the clock /proc/cpuinfo showed at detection; the OS reports no maximum" if mhz else ""
+    return model, flags, mhz, family, source
 
 
 def _max_mhz() -> float | None:
@@ -71,7 +76,7 @@ def _max_mhz() -> float | None:
 
 
 def detect_hardware(device: torch.device) -> Hardware:
-    cpu_model, flags, mhz, family = _cpuinfo()
+    cpu_model, flags, mhz, family, mhz_source = _cpuinfo()
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     common = dict(
         cpu_model=cpu_model,
@@ -79,6 +84,7 @@ def detect_hardware(device: torch.device) -> Hardware:
         torch_threads=torch.get_num_threads(),
         cpu_flags=tuple(f for f in SIMD_FLAGS if f in flags),
         cpu_mhz=mhz,
+        cpu_mhz_source=mhz_source,
         cpu_family=family,
     )
     if device.type == "cuda":
@@ -160,5 +166,6 @@ def peak_tflops(hardware: Hardware, precision: str) -> tuple[float | None, str]:
     if per_cycle is None or not hardware.cpu_mhz:
         return None, f"no known {precision} peak for {hardware.cpu_model}"
     peak = hardware.cpu_cores * hardware.cpu_mhz * 1e6 * per_cycle / 1e12
-    return peak, f"{hardware.cpu_cores} cores x {hardware.cpu_mhz:.0f} MHz x {per_cycle} FLOP/cycle"
+    clock = f" ({hardware.cpu_mhz_source})" if hardware.cpu_mhz_source else ""
+    return peak, f"{hardware.cpu_cores} cores x {hardware.cpu_mhz:.0f} MHz{clock} x {per_cycle} FLOP/cycle"
 

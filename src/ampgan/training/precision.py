@@ -14,13 +14,12 @@ training step. What stays FP32 in every mode, and why:
 
 from __future__ import annotations
 
-import time
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 
 import torch
 
-from ampgan.errors import AmpganError, warn
+from ampgan.errors import AmpganError
 
 COMPUTE_DTYPES = {
     "fp32": torch.float32,
@@ -137,7 +136,7 @@ def resolve_device(requested: str) -> torch.device:
 
 
 def build_policy(name: str, device: torch.device, loss_scale: float | None = None) -> PrecisionPolicy:
-    """The policy for this device, refusing modes it cannot run and warning about slow ones."""
+    """The policy for this device, refusing modes it cannot run."""
     if name == "tf32":
         if device.type != "cuda":
             raise AmpganError(
@@ -152,49 +151,5 @@ def build_policy(name: str, device: torch.device, loss_scale: float | None = Non
         raise AmpganError(
             f"{torch.cuda.get_device_name(device)} has no bf16 support: use fp16 instead"
         )
-    policy = PrecisionPolicy(name=name, device=device, loss_scale=loss_scale)
-    if name == "fp16" and device.type == "cpu":
-        _warn_if_fp16_is_slow_on_cpu()
-    return policy
-
-
-def time_conv(dtype: torch.dtype | None, device: torch.device, repeats: int = 3) -> float:
-    """Best-of-N seconds for one small convolution under autocast to `dtype` (None: FP32).
-
-    A short measurement rather than trusting CPU flags: whether fast fp16 kernels exist depends
-    on the PyTorch build as much as on the instruction set.
-    """
-    x = torch.randn(32, 64, 16, 16, device=device)
-    conv = torch.nn.Conv2d(64, 64, 3, padding=1).to(device)
-    best = float("inf")
-    for _ in range(repeats + 1):  # the first call pays one-off kernel selection
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        start = time.perf_counter()
-        with torch.no_grad(), torch.autocast(
-            device.type, dtype=dtype or torch.bfloat16, enabled=dtype is not None
-        ):
-            conv(x)
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        best = min(best, time.perf_counter() - start)
-    return best
-
-
-_fp16_cpu_warned = False
-
-
-def _warn_if_fp16_is_slow_on_cpu() -> None:
-    global _fp16_cpu_warned
-    if _fp16_cpu_warned:  # once per process: the benchmark builds many fp16 policies
-        return
-    _fp16_cpu_warned = True
-    device = torch.device("cpu")
-    fp32_s = time_conv(None, device)
-    fp16_s = time_conv(torch.float16, device)
-    if fp16_s > 1.5 * fp32_s:
-        warn(
-            f"fp16 on this CPU is {fp16_s / fp32_s:.0f}x slower than fp32 (a 64-channel 3x3 "
-            f"convolution took {fp16_s * 1e3:.1f} ms vs {fp32_s * 1e3:.1f} ms): PyTorch has no "
-            "fast fp16 kernels here; use bf16 for mixed precision on a CPU"
-        )
+    # Whether the mode is fast here is measured on the real step by speed.decision, not assumed.
+    return PrecisionPolicy(name=name, device=device, loss_scale=loss_scale)

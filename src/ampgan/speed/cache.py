@@ -1,0 +1,52 @@
+"""Decisions already measured on this machine, so repeated runs do not pay for them again.
+
+One JSON file, `precision-decisions.json`, in ampgan's cache folder (files.cache_dir). Keyed by everything that changes the answer: the
+hardware (CPU model and flags or GPU and capability), the thread count, the torch version, the
+model's shape, the batch size, whether the step is compiled, and the precision. The file is a
+convenience: a damaged or unwritable one is ignored (and rebuilt), never an error.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ampgan.errors import warn
+from ampgan.files.atomic import write_json_atomically
+from ampgan.files.cache_dir import cache_dir
+
+FORMAT = "ampgan-precision-decisions/1"
+FILE_NAME = "precision-decisions.json"
+
+
+def decision_key(**parts) -> str:
+    """A stable text key from the parts that decide a measurement's outcome."""
+    return json.dumps(parts, sort_keys=True, default=str)
+
+
+class DecisionCache:
+    def __init__(self, folder: Path | None = None):
+        self.path = Path(folder or cache_dir()) / FILE_NAME
+
+    def _read(self) -> dict:
+        try:
+            document = json.loads(self.path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        if not isinstance(document, dict) or document.get("format") != FORMAT:
+            return {}
+        decisions = document.get("decisions")
+        return decisions if isinstance(decisions, dict) else {}
+
+    def get(self, key: str) -> dict | None:
+        value = self._read().get(key)
+        return value if isinstance(value, dict) else None
+
+    def put(self, key: str, decision: dict) -> None:
+        decisions = self._read()
+        decisions[key] = decision
+        try:
+            write_json_atomically(self.path, {"format": FORMAT, "decisions": decisions})
+        except OSError as error:
+            warn(f"could not write the speed-decision cache {self.path} ({error.strerror}): the measurement "
+                 "will be repeated next time; set AMPGAN_CACHE_DIR to a writable folder")

@@ -1,0 +1,263 @@
+"""Is a precision worth using here? One rule, measured on the run's own training step.
+
+The rule: a mode is *useful* when its real training step (the run's model, batch size and
+compile setting) is faster than fp32's beyond the measurement's uncertainty, that is when the
+95% interval of its speedup lies above 1. It is *slower* when the interval lies below 1 (or
+when one of its steps took more than 5x fp32's, see rounds.py), and otherwise there is *no clear
+difference* -- not useful either. The verdict is printed with its numbers, and cached per
+machine, torch version, model shape, batch size and precision (cache.py), so it is paid once.
+
+Who uses it: `bench` leaves out modes that are slower at its first batch size (a mode that only
+breaks even there may still gain at larger batches, which is what the bench charts); `compare`
+races fp32 against the fastest useful mixed mode, and refuses when there is none; `doctor`
+recommends the fastest useful mode; `train` warns when its precision is not useful here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from ampgan.errors import AmpganError, warn
+from ampgan.speed.cache import DecisionCache, decision_key
+from ampgan.speed.intervals import SpeedupInterval
+from ampgan.speed.rounds import UNTIL_DECIDED, RoundsResult, StoppingRule, measure_rounds
+
+BASELINE = "fp32"
+MIXED = ("bf16", "fp16")  # the study's mixed precision: 16-bit compute, fp32 master weights
+DECISION_RULE = StoppingRule(min_rounds=3, max_seconds=30.0, until=UNTIL_DECIDED)
+WARMUP_STEPS = 2
+# A first (warm-up) step this many times slower than fp32's first is hopeless at once: one-off costs
+# (kernel selection, allocation) never make such a gap, and more such steps would cost minutes.
+HOPELESS_FIRST_STEP = 20.0
+
+
+def candidate_modes(device_type: str, cuda_capability: tuple[int, int] | None = None) -> tuple[list[str], list[dict]]:
+    """(precisions worth measuring against fp32, [{precision, reason}] that cannot run here at all)."""
+    if device_type != "cuda":
+        return ["bf16", "fp16"], [{"precision": "tf32", "reason": "a CUDA-only mode"}]
+    if cuda_capability is not None and cuda_capability[0] >= 8:
+        return ["tf32", "bf16", "fp16"], []
+    reason = "needs an Ampere or newer GPU (compute capability 8.0)"
+    return ["fp16"], [{"precision": "tf32", "reason": reason}, {"precision": "bf16", "reason": reason}]
+
+
+def candidates_for(device: torch.device) -> tuple[list[str], list[dict]]:
+    capability = torch.cuda.get_device_capability(device) if device.type == "cuda" else None
+    return candidate_modes(device.type, capability)
+
+
+@dataclass(frozen=True)
+class Decision:
+    precision: str
+    batch_size: int
+    verdict: str  # faster | slower | no clear difference
+    fp32_step_s: float | None
+    step_s: float | None
+    interval: dict | None  # SpeedupInterval.to_dict(), when two or more rounds were paired
+    rounds: int
+    note: str = ""  # why measuring stopped early, or what disturbed it
+    measured_on: str = ""
+    cached: bool = False
+
+    @property
+    def useful(self) -> bool:
+        return self.verdict == "faster"
+
+    def describe(self) -> str:
+        """'bf16: 84.1 ms per step vs fp32 143 ms at batch 64, 1.70x (95% CI 1.62-1.79, 6 rounds): faster'."""
+        return f"{self.precision}: {self.reason()}"
+
+    def reason(self) -> str:
+        """describe() without the precision's name (for lines that already name it)."""
+        times = (f"{duration_text(self.step_s)} per step vs fp32 {duration_text(self.fp32_step_s)} at batch {self.batch_size}"
+                 if self.step_s and self.fp32_step_s else f"at batch {self.batch_size}")
+        measured = ""
+        if self.interval:
+            interval = SpeedupInterval(self.interval["estimate"], self.interval["low"], self.interval["high"],
+                                       self.interval["rounds"])
+            measured = f", {interval.describe()}"
+        note = f" ({self.note})" if self.note else ""
+        cached = f" [cached, measured {self.measured_on}]" if self.cached else ""
+        return f"{times}{measured}{note}: {self.verdict}{cached}"
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self) | {"useful": self.useful, "description": self.describe()}
+
+    @classmethod
+    def from_dict(cls, document: dict, cached: bool = False) -> Decision:
+        fields = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in document.items() if k in fields} | {"cached": cached})
+
+
+def duration_text(seconds: float | None) -> str:
+    if seconds is None:
+        return "?"
+    return f"{seconds:.2f} s" if seconds >= 1 else f"{seconds * 1e3:.1f} ms"
+
+
+def decisions_from_rounds(result: RoundsResult, batch_size: int,
+                          hopeless_at_warmup: dict[str, tuple[float, float]]) -> dict[str, Decision]:
+    """The verdict of every candidate measured in `result` (pure: testable with injected rounds).
+    `hopeless_at_warmup`: candidate -> (its first step's seconds, fp32's first step's seconds)."""
+    today = datetime.date.today().isoformat()
+    fp32 = result.samples_s[result.baseline]
+    fp32_step = _median(fp32)
+    decisions = {}
+    for name, (first, fp32_first) in hopeless_at_warmup.items():
+        decisions[name] = Decision(name, batch_size, "slower", fp32_first, first, None, 0, measured_on=today,
+                                   note=f"first steps: more than {HOPELESS_FIRST_STEP:g}x slower, left out at once")
+    for name, samples in result.samples_s.items():
+        if name == result.baseline:
+            continue
+        interval = result.intervals.get(name)
+        notes = []
+        if name in result.hopeless:
+            verdict = "slower"
+            notes.append(result.hopeless[name])
+        elif interval is None:
+            verdict = "no clear difference"
+            notes.append("fewer than two rounds fit in the time cap")
+        else:
+            verdict = interval.verdict
+            if result.stopped_by == "time cap" and verdict == "no clear difference":
+                notes.append(f"unsettled after {result.seconds:.0f} s")
+        if result.load_changed:
+            notes.append(f"the machine's load changed during the measurement (fp32 {result.drift:+.0%})")
+        decisions[name] = Decision(name, batch_size, verdict, fp32_step, _median(samples),
+                                   interval.to_dict() if interval else None, len(samples),
+                                   note="; ".join(notes), measured_on=today)
+    return decisions
+
+
+def _median(samples: list[float]) -> float | None:
+    if not samples:
+        return None
+    ordered = sorted(samples)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+
+
+Measure = Callable[[list[str]], tuple[RoundsResult, dict[str, tuple[float, float]]]]
+
+
+def decide(precisions: list[str], batch_size: int, key_parts: dict, measure: Measure,
+           cache: DecisionCache | None, log: Callable[[str], None] = lambda line: None) -> dict[str, Decision]:
+    """The decision for each of `precisions`: from the cache when it holds one for `key_parts`,
+    else measured (`measure(names)` -> rounds against fp32 and the candidates hopeless at warm-up)."""
+    decisions, missing = {}, []
+    for name in precisions:
+        document = cache.get(decision_key(**key_parts, batch_size=batch_size, precision=name)) if cache else None
+        if document is not None:
+            decisions[name] = Decision.from_dict(document, cached=True)
+        else:
+            missing.append(name)
+    if missing:
+        log(f"measuring {', '.join(missing)} against fp32 on the real training step at batch {batch_size} "
+            "(once for this machine and model; the answer is cached) ...")
+        result, hopeless = measure(missing)
+        measured = decisions_from_rounds(result, batch_size, hopeless)
+        for name in missing:
+            decisions[name] = measured[name]
+            if cache:
+                cache.put(decision_key(**key_parts, batch_size=batch_size, precision=name), measured[name].to_dict())
+    return {name: decisions[name] for name in precisions}
+
+
+def fastest_useful_mixed(decisions: dict[str, Decision]) -> str | None:
+    useful = [d for d in decisions.values() if d.precision in MIXED and d.useful]
+    if not useful:
+        return None
+    return max(useful, key=lambda d: d.interval["estimate"] if d.interval else 0.0).precision
+
+
+def choose_for_comparison(decisions: dict[str, Decision], left_out: list[dict]) -> tuple[tuple[str, str], list[dict]]:
+    """fp32 against the fastest useful mixed mode; one error line when there is none."""
+    best = fastest_useful_mixed(decisions)
+    left = left_out + [{"precision": d.precision, "reason": d.reason()} for d in decisions.values()
+                       if d.precision != best]
+    if best is None:
+        found = "; ".join(d.describe() for d in decisions.values() if d.precision in MIXED)
+        raise AmpganError(f"no mixed-precision mode is faster than fp32 on this machine ({found}): there is no "
+                          "speedup to compare; to race them anyway, name them with --precisions fp32,bf16")
+    return ("fp32", best), left
+
+
+def machine_key(device: torch.device, config) -> dict:
+    """What, besides the batch size and precision, changes a decision (cache.py's key)."""
+    from ampgan.system.hardware import detect_hardware
+
+    hardware = detect_hardware(device)
+    return {"hardware": hardware.name, "flags": hardware.cpu_flags, "capability": hardware.cuda_capability,
+            "threads": torch.get_num_threads(), "torch": torch.__version__, "device": device.type,
+            "width": config.width, "z_dim": config.z_dim, "dataset": config.dataset,
+            "image_size": config.image_size, "channels": config.channels, "compile": config.compile}
+
+
+def measure_with(make_timer: Callable[[str], Callable[[], float]], rule: StoppingRule = DECISION_RULE,
+                 seed: int = 0) -> Measure:
+    """`measure` for decide(): fp32 and the candidates, one timer each (`make_timer(precision)`), a
+    first step (a candidate more than 20x slower than fp32 there is left out at once), the rest of
+    the warm-up, then interleaved rounds until decided (rounds.py)."""
+
+    def measure(names: list[str]) -> tuple[RoundsResult, dict[str, tuple[float, float]]]:
+        timers = {name: make_timer(name) for name in [BASELINE, *names]}
+        first = {name: timer() for name, timer in timers.items()}
+        hopeless = {name: (first[name], first[BASELINE]) for name in names
+                    if first[name] > HOPELESS_FIRST_STEP * first[BASELINE]}
+        for name in hopeless:
+            del timers[name]
+        for _ in range(WARMUP_STEPS - 1):
+            for timer in timers.values():
+                timer()
+        return measure_rounds(timers, BASELINE, rule, seed=seed), hopeless
+
+    return measure
+
+
+def measure_on_training_step(config, dataset, device: torch.device) -> Measure:
+    """measure_with() on the real step: a StepTimer per precision at the config's batch size and
+    model, timing this process alone."""
+    from ampgan.speed.step_timer import StepTimer
+
+    def make_timer(name: str) -> StepTimer:
+        return StepTimer(dataclasses.replace(config, precision=name, loss_scale=None), dataset, device,
+                         data_parallel=False, across_ranks=False)
+
+    return measure_with(make_timer, seed=config.seed)
+
+
+def decide_for_run(config, dataset, device: torch.device, precisions: list[str] | None = None,
+                   use_cache: bool = True, log: Callable[[str], None] = lambda line: None) -> tuple[dict[str, Decision], list[dict]]:
+    """Decisions for this machine at the config's batch size: (decisions, modes that cannot run here)."""
+    candidates, cannot_run = candidates_for(device)
+    names = [p for p in (precisions or candidates) if p != BASELINE]
+    decisions = decide(names, config.batch_size, machine_key(device, config),
+                       measure_on_training_step(config, dataset, device),
+                       DecisionCache() if use_cache else None, log)
+    return decisions, cannot_run
+
+
+def cached_decisions(config, device: torch.device, precisions: list[str]) -> dict[str, Decision]:
+    """The decisions the cache already holds for these modes at the config's batch size (no measuring)."""
+    cache, key = DecisionCache(), machine_key(device, config)
+    found = {}
+    for name in precisions:
+        if name == BASELINE:
+            continue
+        document = cache.get(decision_key(**key, batch_size=config.batch_size, precision=name))
+        if document is not None:
+            found[name] = Decision.from_dict(document, cached=True)
+    return found
+
+
+def warn_about_named_modes(config, device: torch.device, precisions: list[str]) -> None:
+    """An explicit --precisions is obeyed; a named mode already measured as no faster than fp32 at
+    this batch size gets a warning with the measurement."""
+    for decision in cached_decisions(config, device, precisions).values():
+        if not decision.useful:
+            warn(f"{decision.describe()}; it is run because --precisions names it")

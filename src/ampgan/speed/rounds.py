@@ -1,0 +1,145 @@
+"""Interleaved rounds until the answer is settled: the measuring loop behind bench and decision.
+
+Each round times every contender once, in an order shuffled per round (a seeded generator, the
+same on every rank), so interference that comes and goes with a period never lands on one
+contender only. After each round every candidate's speedup over the baseline gets its 95%
+interval (intervals.py); measuring stops when every interval is settled (within +-5%) -- or, for
+a yes/no decision, excludes 1 -- or when the time cap is spent, and then the result says it is
+unsettled. The time counted is the sum of the measured steps (the same on every rank under DDP,
+so all ranks stop at the same round). When the baseline's own step time moved by more than 10%
+during the rounds, the machine's load changed: the rounds are measured once more if the cap allows.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ampgan.speed.intervals import SpeedupInterval, load_changed, reference_drift, speedup_interval
+
+UNTIL_SETTLED = "settled"  # every speedup known to +-5%: what a benchmark table reports
+UNTIL_DECIDED = "decided"  # enough to say faster / slower / no clear difference: what a choice needs
+
+
+@dataclass(frozen=True)
+class StoppingRule:
+    min_rounds: int = 5
+    max_seconds: float = 60.0  # of measured steps, all contenders together
+    # Neighbours' load on a shared machine shifts over tens of seconds: an answer drawn from a few
+    # seconds would describe one such state, not the machine. Measure at least this long.
+    min_seconds: float = 0.0
+    until: str = UNTIL_SETTLED
+    # A candidate this many times slower than the baseline within one round is left out at once:
+    # no shared machine's noise makes such a gap, and its steps would eat the whole cap.
+    hopeless_factor: float = 5.0
+
+
+@dataclass
+class RoundsResult:
+    baseline: str
+    samples_s: dict[str, list[float]]
+    intervals: dict[str, SpeedupInterval | None] = field(default_factory=dict)
+    hopeless: dict[str, str] = field(default_factory=dict)  # candidate -> why it was left out early
+    stopped_by: str = ""  # settled | decided | time cap | only a baseline
+    drift: float | None = None  # the baseline's change from the first to the last third of the rounds
+    remeasured_after_drift: float | None = None  # the first attempt's drift, when it was measured again
+    seconds: float = 0.0
+
+    @property
+    def rounds(self) -> int:
+        return len(self.samples_s[self.baseline])
+
+    @property
+    def settled(self) -> bool:
+        return all(interval is not None and interval.settled for name, interval in self.intervals.items()
+                   if name not in self.hopeless)
+
+    @property
+    def load_changed(self) -> bool:
+        return load_changed(self.samples_s[self.baseline])
+
+    def to_dict(self) -> dict:
+        return {"baseline": self.baseline, "rounds": self.rounds, "stopped_by": self.stopped_by,
+                "settled": self.settled, "seconds": self.seconds, "drift": self.drift,
+                "load_changed": self.load_changed, "remeasured_after_drift": self.remeasured_after_drift,
+                "hopeless": self.hopeless,
+                "median_s": {name: float(np.median(samples)) if samples else None
+                             for name, samples in self.samples_s.items()},
+                "intervals": {name: i.to_dict() if i else None for name, i in self.intervals.items()}}
+
+
+def measure_rounds(timers: dict[str, Callable[[], float]], baseline: str, rule: StoppingRule, seed: int = 0,
+                   stop_check: Callable[[], None] = lambda: None) -> RoundsResult:
+    """`timers`: contender -> a callable that runs one step and returns its seconds (warmed up
+    already). `stop_check()` is called after every round (it raises to abandon the measurement)."""
+    result = _attempt(timers, baseline, rule, seed, stop_check, budget=rule.max_seconds)
+    spent = result.seconds
+    if result.load_changed and result.stopped_by != "only a baseline" and spent <= rule.max_seconds / 2:
+        first_drift = result.drift
+        result = _attempt(timers, baseline, rule, seed + 1, stop_check, budget=rule.max_seconds - spent)
+        result.remeasured_after_drift = first_drift
+        result.seconds += spent
+    return result
+
+
+def _attempt(timers, baseline, rule, seed, stop_check, budget) -> RoundsResult:
+    order_source = random.Random(seed)
+    result = RoundsResult(baseline=baseline, samples_s={name: [] for name in timers})
+    active = list(timers)
+    while True:
+        order = list(active)
+        order_source.shuffle(order)
+        for name in order:
+            elapsed = timers[name]()
+            result.samples_s[name].append(elapsed)
+            result.seconds += elapsed
+        stop_check()
+        for name in active[:]:
+            if name != baseline and _hopeless(result.samples_s[name][-1], result.samples_s[baseline][-1], rule):
+                result.hopeless[name] = (f"a round's step took {result.samples_s[name][-1]:.3g} s against "
+                                         f"{baseline}'s {result.samples_s[baseline][-1]:.3g} s: more than "
+                                         f"{rule.hopeless_factor:g}x slower")
+                active.remove(name)
+        _update_intervals(result, active)
+        stop = _why_stop(result, active, rule, budget)
+        if stop:
+            result.stopped_by = stop
+            result.drift = reference_drift(result.samples_s[baseline])
+            return result
+
+
+def _hopeless(candidate_s: float, baseline_s: float, rule: StoppingRule) -> bool:
+    return candidate_s > rule.hopeless_factor * baseline_s
+
+
+def _update_intervals(result: RoundsResult, active: list[str]) -> None:
+    for name, samples in result.samples_s.items():
+        if name == result.baseline:
+            continue
+        paired = min(len(samples), result.rounds)
+        result.intervals[name] = (speedup_interval(result.samples_s[result.baseline][:paired], samples[:paired])
+                                  if paired >= 2 else None)
+
+
+def _why_stop(result: RoundsResult, active: list[str], rule: StoppingRule, budget: float) -> str:
+    rounds = result.rounds
+    candidates = [name for name in active if name != result.baseline]
+    if rounds >= max(2, rule.min_rounds) and result.seconds >= min(rule.min_seconds, budget):
+        if not candidates:
+            return "only a baseline"
+        if all(_answered(result.intervals[name], rule) for name in candidates):
+            return rule.until
+    if result.seconds >= budget and (rounds >= 2 or not candidates):
+        return "time cap"
+    if result.seconds >= 2 * budget:  # even two rounds do not fit: stop with what there is
+        return "time cap"
+    return ""
+
+
+def _answered(interval: SpeedupInterval | None, rule: StoppingRule) -> bool:
+    if interval is None:
+        return False
+    return interval.settled or (rule.until == UNTIL_DECIDED and interval.verdict != "no clear difference")

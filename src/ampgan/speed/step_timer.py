@@ -1,0 +1,62 @@
+"""One precision's real training step, timed: both updates, forward, backward, optimizer.
+
+The step is `training.step.train_step`, the very function `ampgan train` runs, on one batch kept
+resident on the device (so data loading never enters the clock). The clock is read after the
+device has finished (CUDA is synchronised around the step). With data parallelism the step's time
+is the slowest rank's, the one that bounds the wall clock, and every rank's is kept.
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+from ampgan.config import TrainConfig
+from ampgan.data.batches import BatchStream
+from ampgan.training.distributed import gather_objects, world
+from ampgan.training.loop import model_shape_for
+from ampgan.training.precision import build_policy
+from ampgan.training.state import build_train_state, wrap_modules
+from ampgan.training.step import train_step
+
+
+class StepTimer:
+    """`config`: the run's (precision, batch size, model, seed, compile); `data_parallel`: wrap in
+    DDP (under torchrun); `across_ranks`: report the slowest rank's time (a collective: every rank
+    must time the same steps); `batch`: reuse another timer's resident batch."""
+
+    def __init__(self, config: TrainConfig, dataset, device: torch.device, data_parallel: bool = True,
+                 batch: tuple[torch.Tensor, torch.Tensor] | None = None, across_ranks: bool = True):
+        ranks = world()
+        self.config, self.dataset, self.device = config, dataset, device
+        self.policy = build_policy(config.precision, device)
+        self.policy.apply_backend_settings()
+        self.state = build_train_state(config, model_shape_for(config, dataset), self.policy, rank=ranks.rank)
+        self.data_parallel = data_parallel and ranks.distributed
+        self.across_ranks = across_ranks and ranks.distributed
+        wrap_modules(self.state, compile=config.compile, data_parallel=self.data_parallel)
+        if batch is None:  # this rank's shard, resident on the device
+            batch = BatchStream(dataset, config.batch_size, device, config.seed, ranks.rank, ranks.size).next_batch()
+        self.real, self.labels = batch
+        self.last_per_rank: list[float] = []
+        self.skipped: list[torch.Tensor] = []  # per-step flags, summed once at the end (no sync per step)
+
+    def __call__(self) -> float:
+        """One step's seconds; with DDP, the slowest rank's."""
+        self.policy.apply_backend_settings()  # TF32 is process-wide: set it for this precision
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        start = time.perf_counter()
+        metrics = train_step(self.state, self.real, self.labels)
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        elapsed = time.perf_counter() - start
+        self.skipped += [metrics["skipped_d"], metrics["skipped_g"]]
+        if self.across_ranks:
+            self.last_per_rank = gather_objects(elapsed)  # after the clock: not part of the measured step
+            elapsed = max(self.last_per_rank)
+        return elapsed
+
+    def skipped_steps(self) -> int:
+        return int(sum(flag.item() for flag in self.skipped))

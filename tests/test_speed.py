@@ -1,0 +1,276 @@
+"""The speed decision: interval arithmetic, the stopping rule, drift, and the choice per machine.
+
+No test here times anything: every timing is injected, so the rules are checked exactly.
+"""
+
+import math
+import random
+
+import pytest
+
+from ampgan.errors import AmpganError
+from ampgan.speed.cache import DecisionCache
+from ampgan.speed.decision import (candidate_modes, choose_for_comparison, decide, fastest_useful_mixed,
+                                   measure_with)
+from ampgan.speed.intervals import (block_means, load_changed, reference_drift, speedup_interval,
+                                    t_quantile_975)
+from ampgan.speed.rounds import UNTIL_DECIDED, StoppingRule, measure_rounds
+
+# ---------------------------------------------------------------- interval arithmetic
+
+
+def test_speedup_interval_by_hand():
+    # Ratios 2, 2.5, 1.6: their logs have mean ln 2 (2 x 2.5 x 1.6 = 8) and sample sd 0.22314;
+    # t(0.975, 2) = 4.303, so the half width is 4.303 x 0.22314 / sqrt(3) = 0.55436 in logs.
+    interval = speedup_interval([1.0, 1.0, 1.0], [0.5, 0.4, 0.625])
+    assert interval.estimate == pytest.approx(2.0)
+    assert interval.low == pytest.approx(2 * math.exp(-0.55436), rel=1e-4)
+    assert interval.high == pytest.approx(2 * math.exp(0.55436), rel=1e-4)
+    assert interval.rounds == 3 and interval.verdict == "faster" and not interval.settled
+
+
+def test_identical_ratios_give_a_point_and_slower_is_symmetric():
+    faster = speedup_interval([2.0] * 4, [1.0] * 4)
+    assert (faster.low, faster.estimate, faster.high) == pytest.approx((2.0, 2.0, 2.0)) and faster.settled
+    slower = speedup_interval([1.0, 1.0, 1.0], [2.0, 2.5, 1.6])
+    assert slower.estimate == pytest.approx(0.5) and slower.verdict == "slower"
+    assert slower.relative_half_width == pytest.approx(speedup_interval([1.0] * 3, [0.5, 0.4, 0.625]).relative_half_width)
+
+
+def test_an_interval_across_one_is_no_clear_difference():
+    assert speedup_interval([1.0, 1.0, 1.0, 1.0], [0.9, 1.1, 0.95, 1.05]).verdict == "no clear difference"
+    with pytest.raises(ValueError):
+        speedup_interval([1.0], [1.0])
+
+
+def test_t_quantiles_match_the_tables():
+    assert t_quantile_975(1) == 12.706 and t_quantile_975(9) == 2.262
+    for df, table in ((40, 2.021), (60, 2.000), (120, 1.980), (1000, 1.962)):
+        assert t_quantile_975(df) == pytest.approx(table, abs=1e-3)
+
+
+def test_block_means_group_consecutive_rounds():
+    assert list(block_means([1, 2, 3, 4], 10)) == [1, 2, 3, 4]
+    assert list(block_means(list(range(20)), 10)) == [0.5, 2.5, 4.5, 6.5, 8.5, 10.5, 12.5, 14.5, 16.5, 18.5]
+
+
+def test_a_load_change_between_blocks_widens_the_interval():
+    """Ten rounds at ratio 2.0, then ten at 1.5 (a neighbour's load arrives): rounds taken one by
+    one look precise within each state; block means see the change."""
+    rng = random.Random(0)
+    ratios = [2.0 * rng.uniform(0.99, 1.01) for _ in range(10)] + [1.5 * rng.uniform(0.99, 1.01) for _ in range(10)]
+    interval = speedup_interval([1.0] * 20, [1 / r for r in ratios])
+    assert interval.low < 1.6 and interval.high > 1.85 and not interval.settled
+
+
+def test_drift_compares_the_first_and_last_third():
+    assert reference_drift([1.0] * 5) is None
+    assert reference_drift([1.0] * 9) == pytest.approx(0.0)
+    assert reference_drift([1.0, 1.0, 1.0, 1.1, 1.1, 1.1, 1.2, 1.2, 1.2]) == pytest.approx(0.2)
+    assert load_changed([1.0, 1.0, 1.0, 1.1, 1.1, 1.1, 1.2, 1.2, 1.2])
+    assert not load_changed([1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.09, 1.09, 1.09])
+
+
+# ---------------------------------------------------------------- the stopping rule
+
+
+def steady(seconds: float, noise: float = 0.02, seed: int = 0):
+    """A timer that returns `seconds` within +-noise (seeded)."""
+    rng = random.Random(seed)
+    return lambda: seconds * rng.uniform(1 - noise, 1 + noise)
+
+
+def test_steady_timings_settle_at_the_fewest_rounds():
+    result = measure_rounds({"fp32": steady(0.2), "bf16": steady(0.1, seed=1)}, "fp32", StoppingRule(min_rounds=5))
+    assert result.stopped_by == "settled" and result.rounds == 5 and result.settled
+    assert result.intervals["bf16"].estimate == pytest.approx(2.0, rel=0.03)
+
+
+def test_noisy_timings_run_into_the_cap_and_say_unsettled():
+    result = measure_rounds({"fp32": steady(0.2, 0.5), "bf16": steady(0.15, 0.5, seed=1)}, "fp32",
+                            StoppingRule(min_rounds=3, max_seconds=4.0))
+    assert result.stopped_by == "time cap" and not result.settled
+    assert 4.0 <= result.seconds < 4.0 + 2 * 0.3 * 1.5  # stops within one round of the cap
+
+
+def test_a_decision_stops_as_soon_as_the_interval_excludes_one():
+    timers = {"fp32": steady(0.2, 0.15), "bf16": steady(0.1, 0.15, seed=1)}
+    decided = measure_rounds(timers, "fp32", StoppingRule(min_rounds=3, max_seconds=100, until=UNTIL_DECIDED))
+    timers = {"fp32": steady(0.2, 0.15), "bf16": steady(0.1, 0.15, seed=1)}
+    settled = measure_rounds(timers, "fp32", StoppingRule(min_rounds=3, max_seconds=100))
+    assert decided.stopped_by == "decided" and decided.intervals["bf16"].verdict == "faster"
+    assert decided.rounds < settled.rounds and settled.settled
+
+
+def test_a_hopeless_candidate_is_left_out_after_one_round():
+    calls = {"fp16": 0}
+
+    def fp16():
+        calls["fp16"] += 1
+        return 18.0
+
+    result = measure_rounds({"fp32": steady(0.2), "fp16": fp16}, "fp32", StoppingRule(min_rounds=5))
+    assert calls["fp16"] == 1 and "more than 5x slower" in result.hopeless["fp16"]
+    assert result.stopped_by == "only a baseline"
+
+
+def test_min_seconds_keeps_measuring_past_a_quick_settle():
+    result = measure_rounds({"fp32": steady(0.2), "bf16": steady(0.1, seed=1)}, "fp32",
+                            StoppingRule(min_rounds=3, min_seconds=6.0, max_seconds=60))
+    assert result.seconds >= 6.0 and result.rounds > 3
+
+
+def test_a_load_change_is_flagged_and_measured_again_when_the_cap_allows():
+    def slowing(seconds):  # a neighbour's load slows every step by up to 60% over 12 steps, then stays
+        calls = [0]
+
+        def timed():
+            calls[0] += 1
+            return seconds * (1 + 0.6 * min(calls[0], 12) / 12)
+        return timed
+
+    # Both precisions slow alike: the paired ratio stays 2.0 and settles, but the load changed.
+    result = measure_rounds({"fp32": slowing(0.2), "bf16": slowing(0.1)}, "fp32",
+                            StoppingRule(min_rounds=12, max_seconds=100))
+    # First third of the rounds at 1.125x the unloaded time on average, last third at 1.525x: +35.6%.
+    assert result.remeasured_after_drift == pytest.approx(1.525 / 1.125 - 1)
+    assert not result.load_changed and result.rounds == 12  # the second attempt ran at a steady load
+    assert result.intervals["bf16"].estimate == pytest.approx(2.0)
+    capped = measure_rounds({"fp32": slowing(0.2), "bf16": slowing(0.1)}, "fp32",
+                            StoppingRule(min_rounds=12, max_seconds=5))
+    assert capped.remeasured_after_drift is None and capped.load_changed  # no room to measure again: flagged
+
+
+def test_the_round_order_is_shuffled_and_seeded():
+    def recorder(name, log):
+        def timed():
+            log.append(name)
+            return 0.1
+        return timed
+
+    orders = []
+    for _ in range(2):
+        log = []
+        measure_rounds({n: recorder(n, log) for n in ("fp32", "bf16", "fp16")}, "fp32", StoppingRule(min_rounds=6),
+                       seed=3)
+        orders.append(log)
+    rounds = [tuple(orders[0][i:i + 3]) for i in range(0, len(orders[0]), 3)]
+    assert orders[0] == orders[1] and len(set(rounds)) > 1  # same seed, same orders; orders vary by round
+
+
+# ---------------------------------------------------------------- the choice, per machine
+
+
+def machine(times: dict[str, float], noise: float = 0.03):
+    """make_timer for decide(): each precision's step time on an imagined machine."""
+    return lambda name: steady(times[name], noise, seed=hash(name) % 1000)
+
+
+def decide_on(times: dict[str, float], device_type: str, capability=None, cache=None, noise=0.03):
+    candidates, cannot_run = candidate_modes(device_type, capability)
+    decisions = decide(candidates, 64, {"machine": device_type}, measure_with(machine(times, noise)), cache)
+    return decisions, cannot_run
+
+
+def test_an_amx_cpu_whose_fp16_step_is_slow_chooses_bf16():
+    decisions, cannot_run = decide_on({"fp32": 0.21, "bf16": 0.115, "fp16": 18.2}, "cpu")
+    assert decisions["bf16"].useful and decisions["fp16"].verdict == "slower"
+    # Left out at its first step, not after more 18-second steps:
+    assert "first steps: more than 20x slower, left out at once" == decisions["fp16"].note
+    assert choose_for_comparison(decisions, cannot_run)[0] == ("fp32", "bf16")
+    assert [item["precision"] for item in cannot_run] == ["tf32"]
+
+
+def test_a_zen4_cpu_chooses_bf16_at_one_and_a_half():
+    # fp16 15x slower: under the 20x first-step cut, so the rounds leave it out (more than 5x in one).
+    decisions, cannot_run = decide_on({"fp32": 0.20, "bf16": 0.133, "fp16": 3.0}, "cpu")
+    assert decisions["bf16"].useful and decisions["bf16"].interval["estimate"] == pytest.approx(1.5, rel=0.05)
+    assert decisions["fp16"].verdict == "slower" and "more than 5x slower" in decisions["fp16"].note
+    assert fastest_useful_mixed(decisions) == "bf16"
+
+
+def test_a_cpu_without_bf16_support_makes_compare_refuse_naming_precisions():
+    decisions, cannot_run = decide_on({"fp32": 0.20, "bf16": 0.6, "fp16": 5.0}, "cpu")
+    assert not any(d.useful for d in decisions.values())
+    with pytest.raises(AmpganError, match="no mixed-precision mode is faster than fp32.*--precisions"):
+        choose_for_comparison(decisions, cannot_run)
+
+
+@pytest.mark.parametrize("capability", [(7, 0), (7, 5)])
+def test_volta_and_turing_measure_fp16_only(capability):
+    decisions, cannot_run = decide_on({"fp32": 0.70, "fp16": 0.41}, "cuda", capability)
+    assert list(decisions) == ["fp16"] and decisions["fp16"].useful
+    assert {item["precision"] for item in cannot_run} == {"tf32", "bf16"}
+    assert choose_for_comparison(decisions, cannot_run)[0] == ("fp32", "fp16")
+
+
+def test_ampere_and_newer_measure_tf32_bf16_and_fp16():
+    decisions, cannot_run = decide_on({"fp32": 0.30, "tf32": 0.18, "bf16": 0.10, "fp16": 0.12}, "cuda", (8, 0))
+    assert list(decisions) == ["tf32", "bf16", "fp16"] and not cannot_run
+    assert all(d.useful for d in decisions.values())
+    assert choose_for_comparison(decisions, cannot_run)[0] == ("fp32", "bf16")  # tf32 is not mixed precision
+
+
+def test_decisions_are_cached_and_say_so(tmp_path):
+    cache = DecisionCache(tmp_path)
+    first, _ = decide_on({"fp32": 0.21, "bf16": 0.115, "fp16": 18.2}, "cpu", cache=cache)
+
+    def must_not_measure(names):
+        raise AssertionError(f"measured {names} again")
+
+    again = decide(["bf16", "fp16"], 64, {"machine": "cpu"}, must_not_measure, cache)
+    assert all(d.cached for d in again.values()) and "[cached, measured" in again["bf16"].describe()
+    assert again["bf16"].interval == first["bf16"].interval and again["fp16"].verdict == "slower"
+    other_batch = decide(["bf16"], 256, {"machine": "cpu"}, measure_with(machine({"fp32": 0.8, "bf16": 0.4})), cache)
+    assert not other_batch["bf16"].cached  # another batch size is another question
+    (tmp_path / "precision-decisions.json").write_text("{ damaged")
+    assert decide(["bf16"], 64, {"machine": "cpu"}, measure_with(machine({"fp32": 0.2, "bf16": 0.1})), cache)["bf16"].useful
+
+
+def test_the_decision_line_carries_the_numbers():
+    decisions, _ = decide_on({"fp32": 0.21, "bf16": 0.105, "fp16": 18.2}, "cpu", noise=0.0)
+    line = decisions["bf16"].describe()
+    assert line.startswith("bf16: 105.0 ms per step vs fp32 210.0 ms at batch 64, 2.00x (95% CI 2.00-2.00, 3 rounds)")
+    assert line.endswith(": faster")
+    assert decisions["fp16"].describe() == ("fp16: 18.20 s per step vs fp32 210.0 ms at batch 64 (first steps: more "
+                                            "than 20x slower, left out at once): slower")
+
+
+# ---------------------------------------------------------------- the commands that use it
+
+TINY = ["--dataset", "synthetic", "--width", "8", "--z-dim", "16", "--batch-size", "8", "--device", "cpu"]
+
+
+def _machine_for_commands(monkeypatch, times):
+    import ampgan.speed.decision as decision
+
+    monkeypatch.setattr(decision, "measure_on_training_step",
+                        lambda config, dataset, device: measure_with(machine(times)))
+
+
+def test_train_warns_when_its_precision_is_not_faster_here(tmp_path, capsys, monkeypatch):
+    from conftest import run_cli
+
+    monkeypatch.setenv("AMPGAN_CACHE_DIR", str(tmp_path / "cache"))
+    _machine_for_commands(monkeypatch, {"fp32": 0.2, "bf16": 0.6, "fp16": 5.0})
+    code, _, err = run_cli(capsys, "train", *TINY, "--precision", "bf16", "--steps", "1", "--out", str(tmp_path / "r"),
+                           "--quiet")
+    assert code == 0, err
+    (warning,) = [line for line in err.splitlines() if line.startswith("warning: bf16:")]
+    assert "ms per step vs fp32" in warning and "at batch 8" in warning and "95% CI" in warning
+    assert warning.endswith(": slower: fp32 would train at least as fast on this machine")
+    # The second run reads the cached decision and says so.
+    code, _, err = run_cli(capsys, "train", *TINY, "--precision", "bf16", "--steps", "1", "--out", str(tmp_path / "r2"),
+                           "--quiet")
+    assert code == 0 and "[cached, measured" in err, err
+
+
+def test_compare_refuses_when_no_mixed_mode_is_faster(tmp_path, capsys, monkeypatch):
+    from conftest import run_cli
+
+    monkeypatch.setenv("AMPGAN_CACHE_DIR", str(tmp_path / "cache"))
+    _machine_for_commands(monkeypatch, {"fp32": 0.2, "bf16": 0.6, "fp16": 5.0})
+    code, _, err = run_cli(capsys, "compare", *TINY, "--time-budget", "5s", "--out", str(tmp_path / "c"))
+    last = err.strip().splitlines()[-1]
+    assert code == 2 and last.startswith("error: no mixed-precision mode is faster than fp32") and "--precisions" in last
+    assert not (tmp_path / "c").exists()
