@@ -14,13 +14,18 @@ from PIL import Image
 CIFAR_CLASSES = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
 
 
-def cifar_batches(per_batch: int = 20, seed: int = 0) -> dict[str, bytes]:
-    """The seven members of cifar-10-batches-py, pickled the way the official files are (protocol 2)."""
+def cifar_batches(per_batch: int = 20, seed: int = 0, learnable: bool = False) -> dict[str, bytes]:
+    """The seven members of cifar-10-batches-py, pickled the way the official files are (protocol 2).
+    `learnable`: each class lights its own band of pixels, so a classifier can tell them apart."""
     rng = np.random.default_rng(seed)
     members = {}
     for name in [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]:
         data = rng.integers(0, 256, size=(per_batch, 3072), dtype=np.uint8)
         labels = [int(x) for x in rng.integers(0, 10, size=per_batch)]
+        if learnable:
+            data //= 4
+            for row, label in enumerate(labels):
+                data[row, label * 300:(label + 1) * 300] = 255
         members[name] = pickle.dumps({b"batch_label": name.encode(), b"labels": labels, b"data": data,
                                       b"filenames": [b"x.png"] * per_batch}, protocol=2)
     members["batches.meta"] = pickle.dumps({b"label_names": [c.encode() for c in CIFAR_CLASSES],
@@ -60,3 +65,22 @@ def write_image_folder(root: Path, classes=("cats", "dogs"), per_class: int = 3,
             suffix = ".png" if item % 2 == 0 else ".jpg"
             Image.new("RGB", (size, size), colour).save(folder / f"img{item}{suffix}")
     return root
+
+
+def write_mnist(folder: Path, count: int = 60, split: str = "train", seed: int = 0) -> Path:
+    """IDX files as MNIST ships them (gzip, big-endian headers); each digit lights its own rows."""
+    import gzip
+    import struct
+
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    labels = (np.arange(count) % 10).astype(np.uint8)
+    images = (rng.integers(0, 40, size=(count, 28, 28))).astype(np.uint8)
+    for index, label in enumerate(labels):
+        images[index, 2 * label:2 * label + 3, :] = 255
+    prefix = "train" if split == "train" else "t10k"
+    with gzip.open(folder / f"{prefix}-images-idx3-ubyte.gz", "wb") as handle:
+        handle.write(struct.pack(">IIII", 0x00000803, count, 28, 28) + images.tobytes())
+    with gzip.open(folder / f"{prefix}-labels-idx1-ubyte.gz", "wb") as handle:
+        handle.write(struct.pack(">II", 0x00000801, count) + labels.tobytes())
+    return folder

@@ -48,7 +48,7 @@ def tiny_compare(tmp_path_factory):
         try:
             main(["compare", "--dataset", "synthetic", "--precisions", "fp32,bf16", "--width", "8", "--z-dim", "16",
                   "--batch-size", "16", "--time-budget", "3s", "--eval-points", "2", "--eval-samples", "100",
-                  "--bench-batch-sizes", "8", "--device", "cpu", "--quiet", "--out", str(out)])
+                  "--bench-batch-sizes", "8", "--device", "cpu", "--seeds", "2", "--quiet", "--out", str(out)])
         except SystemExit as exit_:
             assert exit_.code in (0, None)
     finally:
@@ -69,21 +69,30 @@ def test_compare_writes_every_file(tiny_compare):
     document = json.loads((out / "compare.json").read_text())
     assert list(document["runs"]) == ["fp32", "bf16"]
     for precision in ("fp32", "bf16"):
-        run = out / "runs" / precision
-        quality = json.loads((run / "quality.json").read_text())
-        assert len(quality["curve"]) >= 2 and quality["final"]["samples"] == 100
-        assert (run / "generator.safetensors").is_file()
-        assert 3.0 <= document["runs"][precision]["train_seconds"] < 6.0  # the same budget for both
+        summary = document["runs"][precision]
+        assert summary["seeds"] == [0, 1] and set(summary["per_seed"]) == {"0", "1"}
+        for seed in (0, 1):
+            run = out / "runs" / f"{precision}-seed{seed}"
+            quality = json.loads((run / "quality.json").read_text())
+            assert len(quality["curve"]) >= 2 and quality["final"]["samples"] == 100
+            assert {"precision", "recall", "coverage", "confusion", "per_class", "flags"} <= set(quality["final"])
+            assert (run / "generator.safetensors").is_file()
+            assert 3.0 <= summary["per_seed"][str(seed)]["train_seconds"] < 6.0  # the same budget for all
+        interval = summary["final_interval"]["evaluator_accuracy"]
+        assert interval["n"] == 2 and interval["low"] <= summary["final"]["evaluator_accuracy"] <= interval["high"]
+    paired = document["seed_comparison"]["bf16"]["evaluator_accuracy"]
+    assert paired["n"] == 2 and set(paired["per_seed"]) == {"0", "1"}
     assert document["floor"]["evaluator_accuracy"] >= 0.5 and document["cost"]["basis"]["label"]
     report = (out / "report.md").read_text()
     assert "## Verdict" in report and "real images (floor)" in report and "torch" in report
+    assert "Paired by seed" in report and "confusion matrix" in report and "per class" in report
     html = (out / "report.html").read_text()
     assert html.count("data:image/png;base64,") >= 6 and "<table>" in html
 
 
 @pytest.mark.slow
 def test_every_precision_starts_from_the_same_weights(tiny_compare):
-    start = {p: torch.load(tiny_compare / "runs" / p / "checkpoints" / "step-000000.pt", weights_only=True)
+    start = {p: torch.load(tiny_compare / "runs" / f"{p}-seed0" / "checkpoints" / "step-000000.pt", weights_only=True)
              for p in ("fp32", "bf16")}
     for network in ("generator", "discriminator"):
         a, b = start["fp32"][network], start["bf16"][network]
@@ -103,7 +112,7 @@ def test_report_re_renders_from_the_files(tiny_compare, capsys):
 
 @pytest.mark.slow
 def test_generate_gives_the_class_and_the_same_images_for_the_same_seed(tiny_compare, tmp_path, capsys):
-    run = tiny_compare / "runs" / "bf16"
+    run = tiny_compare / "runs" / "bf16-seed0"
     paths = [tmp_path / f"{n}.npz" for n in ("a", "b", "c")]
     for path, seed in zip(paths, (5, 5, 6)):
         code, out, err = run_cli(capsys, "generate", str(run), "--class", "grating-3", "--n", "12", "--seed", str(seed),
@@ -125,7 +134,7 @@ def test_generate_gives_the_class_and_the_same_images_for_the_same_seed(tiny_com
 def test_safetensors_export_loads_without_ampgan(tiny_compare):
     from safetensors import safe_open
 
-    with safe_open(str(tiny_compare / "runs" / "fp32" / "generator.safetensors"), "pt") as handle:
+    with safe_open(str(tiny_compare / "runs" / "fp32-seed0" / "generator.safetensors"), "pt") as handle:
         metadata = handle.metadata()
         assert json.loads(metadata["class_names"])[0] == "grating-0"
         assert json.loads(metadata["model_shape"])["width"] == 8
@@ -135,7 +144,7 @@ def test_safetensors_export_loads_without_ampgan(tiny_compare):
 @pytest.mark.slow
 def test_evaluate_writes_quality_json(tiny_compare, capsys, tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    run = tiny_compare / "runs" / "fp32"
+    run = tiny_compare / "runs" / "fp32-seed0"
     code, out, err = run_cli(capsys, "evaluate", str(run), "--samples", "50")
     assert code == 0, err
     quality = json.loads((run / "quality.json").read_text())
@@ -167,3 +176,38 @@ def test_report_opens_in_a_real_headless_browser(tiny_compare, tmp_path):
     assert result.returncode == 0, result.stderr[-2000:]
     images = original.count("<img")
     assert f'data-images-ok="{images}"' in result.stdout and images >= 6
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["quickdraw", "cifar10", "mnist", "folder"])
+def test_compare_runs_on_every_dataset_kind(kind, tmp_path, capsys, monkeypatch):
+    """The bench inside compare gets the dataset's own files and options (it used to get the name
+    alone and fail with 'quickdraw needs --data-dir')."""
+    from fixtures import cifar_batches, cifar_md5s, write_cifar_archive, write_image_folder, write_mnist, write_quickdraw
+
+    import ampgan.data.cifar10 as cifar10
+
+    data = tmp_path / "data"
+    if kind == "quickdraw":
+        source = ["--dataset", "quickdraw", "--data-dir", str(write_quickdraw(data)), "--classes", "apple,eye,fish"]
+    elif kind == "cifar10":
+        members = cifar_batches(per_batch=30, learnable=True)
+        monkeypatch.setattr(cifar10, "FILE_MD5", cifar_md5s(members))
+        data.mkdir()
+        write_cifar_archive(data / "cifar-10-python.tar.gz", members)
+        source = ["--dataset", "cifar10", "--data-dir", str(data)]
+    elif kind == "mnist":
+        source = ["--dataset", "mnist", "--data-dir", str(write_mnist(data, count=100))]
+    else:
+        source = ["--dataset", f"folder:{write_image_folder(data, per_class=6)}"]
+    out = tmp_path / "out"
+    code, _, err = run_cli(capsys, "compare", *source, "--precisions", "fp32,bf16", "--width", "8", "--z-dim", "16",
+                           "--batch-size", "8", "--time-budget", "2s", "--seeds", "1", "--eval-points", "1",
+                           "--eval-samples", "40", "--bench-batch-sizes", "8", "--device", "cpu", "--quiet",
+                           "--out", str(out))
+    assert code == 0, err
+    document = json.loads((out / "compare.json").read_text())
+    bench = json.loads((out / "bench" / "results.json").read_text())
+    assert bench["spec"]["dataset"] == source[1] and {c["status"] for c in bench["configs"]} == {"ok"}
+    assert set(document["runs"]) == {"fp32", "bf16"} and (out / "report.html").is_file()
+    assert "cannot tell a difference from seed-to-seed spread" in " ".join(document["verdict"])

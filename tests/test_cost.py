@@ -104,7 +104,8 @@ def test_cost_cli_writes_table_files_and_figure(tmp_path, capsys):
     assert document["basis"]["projection"] is False and document["catalog_date"]
     assert (tmp_path / "c" / "cost.csv").read_text().startswith("batch_size,precision")
     assert (tmp_path / "c" / "fig3_cost.png").read_bytes()[:4] == b"\x89PNG"
-    assert "saving vs fp32" in out and "catalog prices dated from" in out and "measured on Tesla T4" in out
+    assert "saving vs fp32" in out and "catalog: ampgan's built-in catalog" in out and "measured on Tesla T4" in out
+    assert "(unverified price)" in out and "prices may be stale" in out  # g4dn.xlarge: a 2025-01 list price
 
 
 def test_projection_onto_other_hardware_needs_consent_and_is_labelled(tmp_path, capsys):

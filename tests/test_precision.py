@@ -3,7 +3,7 @@ import math
 import pytest
 import torch
 
-from ampgan.errors import AmpganError, AmpganWarning
+from ampgan.errors import AmpganError
 from ampgan.training.precision import build_policy
 from ampgan.training.step import train_step
 from conftest import CPU, tiny_batch, tiny_state

@@ -7,6 +7,7 @@ traced back to exactly what produced it.
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -49,6 +50,14 @@ class TrainConfig:
     lr: float = 2e-4
     beta1: float = 0.5
     beta2: float = 0.999
+
+    # The AC-GAN's losses (training/step.py says why; benchmarks/gan_trials.py measured them).
+    # mode_seeking: weight of the mode-seeking term that keeps G from drawing one image per class;
+    # class_loss_on_fakes: also train D's class head on generated images (the original AC-GAN, which
+    # lets G and D agree on a permuted class mapping). Configs written before these fields existed
+    # load with the old step's values (0, True), so such runs resume exactly as they began.
+    mode_seeking: float = 0.3
+    class_loss_on_fakes: bool = False
 
     # The budget: a number of steps, a wall-clock budget in seconds, or both (first reached wins).
     steps: int | None = None
@@ -108,6 +117,8 @@ class TrainConfig:
         self._refuse_options_that_do_not_apply()
         if not self.lr > 0:
             raise AmpganError(f"--lr must be positive, got {self.lr}")
+        if not (math.isfinite(self.mode_seeking) and self.mode_seeking >= 0):
+            raise AmpganError(f"--mode-seeking must be 0 or more, got {self.mode_seeking}")
         for name, beta in (("beta1", self.beta1), ("beta2", self.beta2)):
             if not 0 <= beta < 1:
                 raise AmpganError(f"Adam {name} must be in [0, 1), got {beta}")
@@ -148,7 +159,11 @@ class TrainConfig:
             raise AmpganError(
                 f"config has unknown keys {unknown}: it was written by another ampgan version"
             )
-        return cls(**values)
+        return cls(**(_BEFORE_THE_LOSS_FIELDS | dict(values)))
+
+
+# What the step did before `mode_seeking` and `class_loss_on_fakes` were fields (ampgan 0.1).
+_BEFORE_THE_LOSS_FIELDS = {"mode_seeking": 0.0, "class_loss_on_fakes": True}
 
 
 def _require_positive(option: str, value: int) -> None:

@@ -34,6 +34,9 @@ from ampgan.training.step import train_step
 @dataclass(frozen=True, kw_only=True)
 class BenchSpec:
     dataset: str = "synthetic"
+    data_dir: str | None = None  # where the dataset's files are (quickdraw, cifar10, mnist)
+    classes: str | None = None
+    max_per_class: int | None = None
     batch_sizes: tuple[int, ...] = (16, 64, 256, 1024, 2048)
     precisions: tuple[str, ...] = ()  # empty: every precision this device runs at useful speed
     device: str = "auto"
@@ -53,7 +56,8 @@ class BenchSpec:
 
     def train_config(self, precision: str, batch_size: int) -> TrainConfig:
         return TrainConfig(
-            dataset=self.dataset, precision=precision, batch_size=batch_size, device=self.device,
+            dataset=self.dataset, data_dir=self.data_dir, classes=self.classes, max_per_class=self.max_per_class,
+            precision=precision, batch_size=batch_size, device=self.device,
             width=self.width, z_dim=self.z_dim, image_size=self.image_size, channels=self.channels,
             seed=self.seed, steps=1, compile=self.compile,
         )
@@ -150,13 +154,16 @@ class _Contender:
         return self.result
 
 
-def run_bench(spec: BenchSpec, device: torch.device, on_config=lambda result: None, log=lambda line: None) -> dict:
+def run_bench(spec: BenchSpec, device: torch.device, on_config=lambda result: None, log=lambda line: None,
+              dataset=None) -> dict:
     """Measure every (batch size, precision) and return the results document. `log`: progress lines
-    (the speed decision's, when the precisions are chosen here)."""
+    (the speed decision's, when the precisions are chosen here); `dataset`: one already loaded
+    (a comparison's), else loaded from the spec."""
     hardware = detect_hardware(device)
     if device.type == "cpu":
         keep_freed_memory_for_reuse()
-    dataset = load_dataset(spec.dataset, spec.train_config("fp32", spec.batch_sizes[0]).data_request())
+    if dataset is None:
+        dataset = load_dataset(spec.dataset, spec.train_config("fp32", spec.batch_sizes[0]).data_request())
     precisions, left_out = (spec.precisions, []) if spec.precisions else default_precisions(spec, dataset, device, log)
     peaks = {}
     for name in precisions:

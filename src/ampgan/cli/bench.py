@@ -7,7 +7,8 @@ from pathlib import Path
 
 import click
 
-from ampgan.cli.options import (IntList, Number, PositiveNumber, PrecisionList, WholeNumber, dataset_option, default_out,
+from ampgan.cli.options import (IntList, Number, PositiveNumber, PrecisionList, WholeNumber, data_source_options,
+                                dataset_option, default_out,
                                 device_option, image_shape_options, model_options, out_options, seed_option)
 from ampgan.training.distributed import join_process_group, world
 from ampgan.training.precision import build_policy, resolve_device
@@ -16,6 +17,7 @@ from ampgan.training.start import claimed_on_main_rank
 
 @click.command("bench")
 @dataset_option("synthetic", "Synthetic by default, so data never limits.")
+@data_source_options
 @click.option("--batch-sizes", type=IntList(), default="16,64,256,1024,2048", show_default=True)
 @click.option("--precisions", type=PrecisionList(), default=None,
               help="Comma-separated; default: every precision this device runs at useful speed.")
@@ -49,7 +51,8 @@ def command(**options) -> None:
         return
     precisions = options["precisions"] or ()
     spec = BenchSpec(
-        dataset=options["dataset"], batch_sizes=options["batch_sizes"], precisions=precisions,
+        dataset=options["dataset"], data_dir=options["data_dir"], classes=options["classes"],
+        max_per_class=options["max_per_class"], batch_sizes=options["batch_sizes"], precisions=precisions,
         device=options["device"], warmup=options["warmup"], steps=options["steps"],
         max_seconds=options["max_seconds"], min_seconds=options["min_seconds"], width=options["width"], z_dim=options["z_dim"],
         image_size=options["image_size"], channels=options["channels"], seed=options["seed"],

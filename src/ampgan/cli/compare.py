@@ -17,13 +17,16 @@ from ampgan.errors import AmpganWarning
 @dataset_option()
 @click.option("--precisions", type=PrecisionList(), default=None,
               help="Comma-separated; default fp32 and this device's best mixed mode.")
-@click.option("--time-budget", type=Duration(), default="60s", show_default=True,
-              help="Training wall time per precision (the study: 7m).")
+@click.option("--time-budget", type=Duration(), default="40s", show_default=True,
+              help="Training wall time per precision and seed (the study: 7m).")
 @click.option("--batch-size", type=WholeNumber(), default=64, show_default=True)
 @seed_option
+@click.option("--seeds", type=WholeNumber(), default=3, show_default=True,
+              help="Seeds per precision (--seed, --seed + 1, ...), each an identical start for every precision; "
+                   "the verdict pairs them.")
 @device_option
 @model_options
-@click.option("--eval-points", type=WholeNumber(), default=6, show_default=True, help="Evaluations during training.")
+@click.option("--eval-points", type=WholeNumber(), default=4, show_default=True, help="Evaluations during training.")
 @click.option("--eval-samples", type=WholeNumber(2), default=1000, show_default=True,
               help="Generated samples per evaluation.")
 @click.option("--bench", "bench_file", type=click.Path(path_type=Path), default=None,
@@ -44,7 +47,8 @@ def command(**options) -> None:
 
     spec = CompareSpec(
         dataset=options["dataset"], precisions=options["precisions"] or (), time_budget_s=options["time_budget"],
-        batch_size=options["batch_size"], seed=options["seed"], device=options["device"], width=options["width"],
+        batch_size=options["batch_size"], seed=options["seed"], seeds=options["seeds"], device=options["device"],
+        width=options["width"],
         z_dim=options["z_dim"], eval_points=options["eval_points"], eval_samples=options["eval_samples"],
         bench=options["bench_file"], bench_batch_sizes=options["bench_batch_sizes"],
         instance=options["instance"], price_per_hour=options["price_per_hour"],

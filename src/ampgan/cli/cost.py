@@ -17,20 +17,33 @@ from ampgan.errors import AmpganError
 @click.option("--batches", type=PositiveNumber(), default=None, help="Cost this many batches (default 1e6, the study's).")
 @click.option("--samples", type=PositiveNumber(), default=None, help="Cost this many samples instead of batches.")
 @click.option("--prices", type=click.Path(path_type=Path), default=None, help="Your own catalog CSV (same columns).")
+@click.option("--prices-from", default=None, metavar="skypilot[:DIR]",
+              help="Read SkyPilot's catalogs (DIR default ~/.sky/catalogs): on-demand prices of AWS, GCP, Azure.")
+@click.option("--spot", is_flag=True, help="With --prices-from: spot prices instead of on-demand (labelled so).")
+@click.option("--region", "regions", multiple=True, metavar="CLOUD=REGION",
+              help="With --prices-from: the region to price in (default aws=us-east-1, gcp=us-central1, azure=eastus).")
 @click.option("--assume-same-speed", is_flag=True, help="Allow projecting these times onto other hardware's price.")
 @click.option("--list-instances", is_flag=True, help="Print the catalog and exit.")
 @click.option("--out", type=click.Path(path_type=Path), default=None,
               help="Where cost.json/csv/fig3 go (default: beside the first results file).")
-def command(results, instance, price_per_hour, batches, samples, prices, assume_same_speed, list_instances, out) -> None:
+def command(results, instance, price_per_hour, batches, samples, prices, prices_from, spot, regions, assume_same_speed,
+            list_instances, out) -> None:
     """What training costs per precision and batch size, from bench results (the study's Figure 3)."""
-    from ampgan.cost.catalog import catalog_date, find_instance, load_catalog
+    from ampgan.cost.catalog import catalog_date, find_instance
     from ampgan.cost.report import build_cost_document, load_same_hardware, price_basis, write_cost
 
-    catalog = load_catalog(prices) if (instance or list_instances or prices) else None
+    if prices and prices_from:
+        raise AmpganError("give --prices FILE or --prices-from skypilot[:DIR], not both")
+    if (spot or regions) and not prices_from:
+        raise AmpganError("--spot and --region apply to --prices-from skypilot[:DIR]: add it")
+    catalog, source = (_catalog(prices, prices_from, spot, regions) if (instance or list_instances or prices or prices_from)
+                       else (None, None))
     if list_instances:
+        click.echo(f"catalog: {source}")
         for item in catalog:
+            checked = "" if item.verified else "  (unverified)"
             click.echo(f"{item.label:<28} {item.hardware:<10} x{max(1, item.gpu_count)} {item.price_per_hour:>9.4f} "
-                       f"{item.currency}/h  {item.region:<12} {item.date}  {item.source}")
+                       f"{item.currency}/h  {item.region:<12} {item.date}  {item.source}{checked}")
         return
     if not results:
         raise AmpganError("give at least one bench results.json (from 'ampgan bench')")
@@ -43,7 +56,30 @@ def command(results, instance, price_per_hour, batches, samples, prices, assume_
     documents, device = load_same_hardware(list(results))
     basis = price_basis(find_instance(catalog, instance) if instance else None, price_per_hour, device, assume_same_speed)
     document = build_cost_document(documents, device, basis, batches, samples,
-                                   catalog_date(catalog) if catalog and instance else None)
+                                   catalog_date(catalog) if catalog and instance else None,
+                                   source if catalog and instance else None)
     target = out or Path(results[0]).parent
     click.echo(write_cost(document, target))
     click.echo(f"cost: {target / 'cost.json'}")
+
+
+def _catalog(prices, prices_from, spot, regions):
+    """(instances, where they came from): the built-in catalog, a CSV, or SkyPilot's catalogs."""
+    from ampgan.cost.catalog import load_catalog
+
+    if not prices_from:
+        return load_catalog(prices), (str(prices) if prices else "ampgan's built-in catalog (src/ampgan/cost/prices.csv)")
+    from ampgan.cost.skypilot import CLOUDS, find_catalogs, load_skypilot
+
+    kind, _, folder = prices_from.partition(":")
+    if kind != "skypilot":
+        raise AmpganError(f"--prices-from {prices_from}: the one catalog kind read is skypilot[:DIR]")
+    chosen = {}
+    for item in regions:
+        cloud, _, region = item.partition("=")
+        if cloud not in CLOUDS or not region:
+            raise AmpganError(f"--region {item}: give CLOUD=REGION with CLOUD one of {', '.join(CLOUDS)}")
+        chosen[cloud] = region
+    source = find_catalogs(folder or None)
+    kind_text = "spot" if spot else "on-demand"
+    return load_skypilot(source, spot=spot, regions=chosen), f"{source.describe()} ({kind_text} prices)"

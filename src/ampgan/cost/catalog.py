@@ -1,8 +1,15 @@
-"""The price catalog: hourly instance prices with their source and date (prices.csv here)."""
+"""The price catalog: hourly instance prices with their source and date (prices.csv here).
+
+Every row names its source and the date of its price; `checked` says where the price was last
+confirmed (a public catalog, path and commit). A row without it is shown as unverified beside its
+number. Prices age: a catalog older than STALE_AFTER_DAYS says so wherever it is used, with the
+way to pass a fresh one (`--prices-from skypilot`, cost/skypilot.py, or `--prices FILE`).
+"""
 
 from __future__ import annotations
 
 import csv
+import datetime
 import difflib
 import io
 import math
@@ -28,6 +35,11 @@ class Instance:
     date: str
     vcpus: int | None = None
     note: str = ""
+    checked: str = ""  # where the price was confirmed; empty: unverified
+
+    @property
+    def verified(self) -> bool:
+        return bool(self.checked)
 
     @property
     def label(self) -> str:
@@ -74,6 +86,7 @@ def load_catalog(path: Path | None = None) -> list[Instance]:
             hardware=row["hardware"].strip(), gpu_count=gpus, price_per_hour=price,
             currency=row["currency"].strip(), source=row["source"].strip(), date=row["date"].strip(),
             vcpus=int(row["vcpus"]) if (row.get("vcpus") or "").strip() else None, note=(row.get("note") or "").strip(),
+            checked=(row.get("checked") or "").strip(),
         ))
     if not instances:
         raise AmpganError(f"{origin} has no price rows")
@@ -82,8 +95,9 @@ def load_catalog(path: Path | None = None) -> list[Instance]:
 
 def find_instance(catalog: list[Instance], name: str) -> Instance:
     """By instance name ('g4dn.xlarge') or provider/instance ('aws/g4dn.xlarge'), case-insensitive."""
-    wanted = name.strip().lower()
-    hits = [i for i in catalog if wanted in (i.instance.lower(), i.label.lower())]
+    wanted = name.strip().lower().removeprefix("standard_")  # Azure names come with or without it
+    hits = [i for i in catalog if wanted in (i.instance.lower().removeprefix("standard_"), i.label.lower(),
+                                             f"{i.provider}/{i.instance.lower().removeprefix('standard_')}")]
     if len(hits) == 1:
         return hits[0]
     if len(hits) > 1:
@@ -96,3 +110,21 @@ def find_instance(catalog: list[Instance], name: str) -> Instance:
 def catalog_date(catalog: list[Instance]) -> str:
     """The oldest price date in the catalog: the age a report should admit to."""
     return min(i.date for i in catalog)
+
+
+STALE_AFTER_DAYS = 180
+
+
+def staleness_warning(date: str, today: datetime.date | None = None) -> str | None:
+    """A sentence when prices dated `date` ('2025-01' or '2025-01-31') are older than STALE_AFTER_DAYS."""
+    today = today or datetime.date.today()
+    try:
+        parts = [int(p) for p in date.split("-")]
+        dated = datetime.date(parts[0], parts[1] if len(parts) > 1 else 1, parts[2] if len(parts) > 2 else 1)
+    except (ValueError, IndexError):
+        return f"prices dated {date!r} cannot be aged: check them before budgeting"
+    age = (today - dated).days
+    if age <= STALE_AFTER_DAYS:
+        return None
+    return (f"prices may be stale: some date from {date}, {age} days ago; pass a fresh catalog with "
+            "--prices-from skypilot[:DIR] (SkyPilot's own, refreshed by it) or --prices FILE")

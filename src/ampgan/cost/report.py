@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ampgan.files.atomic import write_atomically, write_json_atomically
 from ampgan.bench.output import load_results
-from ampgan.cost.catalog import Instance
+from ampgan.cost.catalog import Instance, staleness_warning
 from ampgan.cost.arithmetic import cheapest_per_sample, cost_of_batches, cost_of_samples, saving
 from ampgan.errors import AmpganError
 from ampgan.plotting import PRECISION_COLOURS, pyplot, save_figure
@@ -48,13 +48,17 @@ def price_basis(instance: Instance | None, price_per_hour: float | None, device:
         )
     devices = max(1, instance.gpu_count)
     price = instance.price_per_hour / devices
-    explanation = f"{instance.label} {instance.price_per_hour:g} {instance.currency}/h ({instance.source}, {instance.date})"
+    checked = f"checked: {instance.checked}" if instance.verified else "UNVERIFIED: no public catalog confirmed it"
+    explanation = (f"{instance.label} {instance.price_per_hour:g} {instance.currency}/h ({instance.source}, "
+                   f"{instance.date}; {checked})")
     if devices > 1:
         explanation += f", per GPU: 1/{devices} of the instance, assuming its other GPUs do equal work"
     if projection:
         explanation += f"; PROJECTION: times measured on {device}, not on {instance.hardware}"
     return {"price_per_hour": price, "currency": instance.currency, "label": instance.label,
-            "projection": projection, "explanation": explanation, "instance": asdict(instance)}
+            "projection": projection, "explanation": explanation, "instance": asdict(instance),
+            "verified": instance.verified, "price_date": instance.date,
+            "stale": staleness_warning(instance.date)}
 
 
 def cost_rows(documents: list[dict], price_per_hour: float, batches: float | None, samples: float | None) -> list[dict]:
@@ -86,7 +90,7 @@ def cost_rows(documents: list[dict], price_per_hour: float, batches: float | Non
 
 
 def build_cost_document(documents: list[dict], device: str, basis: dict, batches: float | None,
-                        samples: float | None, catalog_date: str | None) -> dict:
+                        samples: float | None, catalog_date: str | None, catalog_source: str | None = None) -> dict:
     rows = cost_rows(documents, basis["price_per_hour"], batches, samples)
     if not rows:
         raise AmpganError("the results hold no finished configuration to cost: re-run 'ampgan bench'")
@@ -96,6 +100,7 @@ def build_cost_document(documents: list[dict], device: str, basis: dict, batches
         "environment": documents[0].get("environment", {}),
         "basis": basis,
         "catalog_date": catalog_date,
+        "catalog_source": catalog_source,
         "workload": {"batches": batches} if samples is None else {"samples": samples},
         "rows": rows,
         "cheapest_per_sample": cheapest_per_sample(rows, basis["price_per_hour"]),
@@ -125,7 +130,8 @@ def _workload_text(document: dict) -> str:
 
 def cost_table(document: dict) -> str:
     basis, currency = document["basis"], document["basis"]["currency"]
-    lines = [f"cost of {_workload_text(document)} at {basis['price_per_hour']:.4g} {currency}/h per device",
+    unverified = "" if basis.get("verified", True) else " (unverified price)"
+    lines = [f"cost of {_workload_text(document)} at {basis['price_per_hour']:.4g} {currency}/h per device{unverified}",
              f"{'batch':>6} {'precision':>9} {'s/batch':>9} {'hours':>10} {'cost':>12} {'saving vs fp32 [95% CI]':>28}"]
     for row in document["rows"]:
         saving_text = ""
@@ -140,8 +146,10 @@ def cost_table(document: dict) -> str:
     lines.append(f"cheapest per sample: {best['precision']} at batch {best['batch_size']} "
                  f"({best['cost_per_sample'] * 1e6:.3g} {currency} per million samples)")
     lines.append(f"price: {basis['explanation']}")
-    if document.get("catalog_date"):
-        lines.append(f"catalog prices dated from {document['catalog_date']}: prices age, check the sources")
+    if basis.get("stale"):
+        lines.append(f"warning: {basis['stale']}")
+    if document.get("catalog_source"):
+        lines.append(f"catalog: {document['catalog_source']}")
     lines.append(f"measured on {document['measured_on']} | torch {document['environment'].get('versions', {}).get('torch', '?')}")
     return "\n".join(lines)
 

@@ -205,6 +205,9 @@ def quality_of_images(evaluator: TrainedEvaluator, images: torch.Tensor, intende
     return quality
 
 
+_MANIFOLD_K = 5  # the larger of the two k's: precision/recall use 3, density/coverage 5
+
+
 def manifold_and_class_metrics(features: np.ndarray, intended: np.ndarray, predicted: np.ndarray,
                                real_features: np.ndarray, real_labels: np.ndarray, class_names) -> dict:
     """Precision/recall (k=3) and density/coverage (k=5) on as many samples as real images (the
@@ -212,7 +215,9 @@ def manifold_and_class_metrics(features: np.ndarray, intended: np.ndarray, predi
     num_classes = len(class_names)
     rng = np.random.default_rng(0)
     chosen = rng.choice(len(features), min(len(features), len(real_features)), replace=False)
-    overall = precision_recall(real_features, features[chosen]) | density_coverage(real_features, features[chosen])
+    overall = {}
+    if len(chosen) > _MANIFOLD_K:  # k-NN radii need more than k points (tiny datasets have fewer)
+        overall = precision_recall(real_features, features[chosen]) | density_coverage(real_features, features[chosen])
     diversity = intra_class_diversity(features, intended, real_features, real_labels, num_classes)
     confusion = confusion_matrix(intended, predicted, num_classes)
     per_class = []
@@ -220,7 +225,7 @@ def manifold_and_class_metrics(features: np.ndarray, intended: np.ndarray, predi
         mine, reals = features[intended == label], real_features[real_labels == label]
         row = {"class": class_names[label], "accuracy": float((predicted[intended == label] == label).mean())
                if len(mine) else None, "diversity": diversity[label]}
-        if len(mine) > 5 and len(reals) > 5:
+        if len(mine) > _MANIFOLD_K and len(reals) > _MANIFOLD_K:
             mine = mine[:len(reals)] if len(mine) > len(reals) else mine
             row |= precision_recall(reals, mine) | {"coverage": density_coverage(reals, mine)["coverage"]}
         per_class.append(row)
@@ -242,6 +247,6 @@ def reference_floor(evaluator: TrainedEvaluator, count: int) -> dict:
     if evaluator.held_out_labels is not None and evaluator.train_labels is not None:
         metrics = manifold_and_class_metrics(real_features, evaluator.train_labels[chosen].numpy(), predicted,
                                              held_features, evaluator.held_out_labels.numpy(), evaluator.class_names)
-        floor.update({key: metrics[key] for key in ("precision", "recall", "density", "coverage")})
+        floor.update({key: metrics[key] for key in ("precision", "recall", "density", "coverage") if key in metrics})
         floor["diversity"] = [row["diversity"] for row in metrics["per_class"]]
     return floor

@@ -34,6 +34,7 @@ from ampgan.errors import AmpganError
 from ampgan.quality.evaluator import evaluator_for, generate_evenly, quality_of_images, reference_floor
 from ampgan.seeds import evaluation_noise_seed
 from ampgan.speed.decision import choose_for_comparison, decide_for_run, warn_about_named_modes
+from ampgan.study.over_seeds import compare_seeds, summarize_seeds
 from ampgan.study.verdict import verdict
 from ampgan.training.loop import prepare_run, run_training
 from ampgan.training.precision import resolve_device
@@ -49,13 +50,14 @@ COMPARE_BENCH_MAX_SECONDS = 30.0
 class CompareSpec:
     dataset: str = "digits"
     precisions: tuple[str, ...] = ()  # empty: fp32 and the best mixed mode of this device
-    time_budget_s: float = 60.0
+    time_budget_s: float = 40.0
     batch_size: int = 64
-    seed: int = 0
+    seed: int = 0  # the first seed; --seeds N trains seeds seed .. seed + N - 1 for every precision
+    seeds: int = 3
     device: str = "auto"
     width: int = 64
     z_dim: int = 128
-    eval_points: int = 6
+    eval_points: int = 4
     eval_samples: int = 1000
     bench: Path | None = None  # reuse these bench results instead of measuring
     bench_batch_sizes: tuple[int, ...] = (16, 64, 256)
@@ -70,10 +72,14 @@ class CompareSpec:
     channels: int | None = None
     evaluator_cache: Path | None = None
 
-    def train_config(self, precision: str) -> TrainConfig:
+    @property
+    def seed_list(self) -> list[int]:
+        return [self.seed + index for index in range(self.seeds)]
+
+    def train_config(self, precision: str, seed: int | None = None) -> TrainConfig:
         return TrainConfig(
             dataset=self.dataset, precision=precision, batch_size=self.batch_size, time_budget_s=self.time_budget_s,
-            seed=self.seed, device=self.device, width=self.width, z_dim=self.z_dim, data_dir=self.data_dir,
+            seed=self.seed if seed is None else seed, device=self.device, width=self.width, z_dim=self.z_dim, data_dir=self.data_dir,
             classes=self.classes, max_per_class=self.max_per_class, image_size=self.image_size,
             channels=self.channels, sample_every=10**9, checkpoint_every_steps=None, checkpoint_every_s=None,
         )
@@ -91,8 +97,8 @@ def choose_precisions(spec: CompareSpec, dataset, device: torch.device, log=prin
 class _QualityTracker:
     """Evaluates the generator every `interval` seconds of training time, at log points."""
 
-    def __init__(self, evaluator, run_dir: Path, spec: CompareSpec, autocast, num_classes: int):
-        self.evaluator, self.run_dir, self.spec = evaluator, run_dir, spec
+    def __init__(self, evaluator, run_dir: Path, spec: CompareSpec, autocast, num_classes: int, seed: int):
+        self.evaluator, self.run_dir, self.spec, self.seed = evaluator, run_dir, spec, seed
         self.autocast, self.num_classes = autocast, num_classes
         self.interval = spec.time_budget_s / spec.eval_points
         self.next_at = 0.0
@@ -102,7 +108,7 @@ class _QualityTracker:
     def evaluate(self, state, record: dict) -> dict:
         started = time.perf_counter()
         images, labels = generate_evenly(state.generator, self.num_classes, self.spec.eval_samples,
-                                         self.spec.z_dim, seed=evaluation_noise_seed(self.spec.seed),
+                                         self.spec.z_dim, seed=evaluation_noise_seed(self.seed),
                                          device=state.policy.device, autocast=self.autocast)
         quality = quality_of_images(self.evaluator, images, labels)
         spent = time.perf_counter() - started
@@ -133,69 +139,83 @@ def run_compare(spec: CompareSpec, out_dir: Path, show_progress: bool = True, lo
         warn_about_named_modes(spec.train_config("fp32"), device, list(precisions))
     else:
         precisions, left_out = choose_precisions(spec, dataset, device, log)
-    prepared = {p: prepare_run(spec.train_config(p), dataset) for p in precisions}  # validates all first
+    prepared = {(p, seed): prepare_run(spec.train_config(p, seed), dataset)  # validates all first
+                for seed in spec.seed_list for p in precisions}
     log(f"evaluator: training or loading the {spec.dataset} classifier ...")
     evaluator = evaluator_for(dataset, cache_dir=spec.evaluator_cache, seed=spec.seed)
     log(f"evaluator: held-out accuracy {evaluator.held_out_accuracy:.3f} ({evaluator.info['cache']})")
-
-    if spec.bench is not None:
-        bench_results = load_results(spec.bench)
-    else:
-        sizes = tuple(sorted(set(spec.bench_batch_sizes) | {spec.batch_size}))
-        log(f"bench: batch sizes {', '.join(map(str, sizes))} x {', '.join(precisions)} ...")
-        bench_results = run_bench(BenchSpec(dataset=spec.dataset, batch_sizes=sizes, precisions=precisions,
-                                            device=spec.device, warmup=1, steps=spec.bench_steps, width=spec.width,
-                                            z_dim=spec.z_dim, seed=spec.seed, image_size=dataset.image_size,
-                                            channels=dataset.channels, min_seconds=COMPARE_BENCH_MIN_SECONDS,
-                                            max_seconds=COMPARE_BENCH_MAX_SECONDS), device)
+    bench_results = _bench(spec, dataset, precisions, device, log)
     write_results(bench_results, out_dir / "bench")
 
-    runs, curves = {}, {}
-    for precision in precisions:
-        run_dir = out_dir / "runs" / precision
-        run_dir.mkdir(parents=True, exist_ok=True)
-        log(f"train: {precision} for {spec.time_budget_s:g} s of training ...")
-        tracker = _QualityTracker(evaluator, run_dir, spec, prepared[precision].policy.autocast, dataset.num_classes)
-        result = run_training(prepared[precision], run_dir, show_progress=show_progress, on_log=tracker)
-        # The final state is still in memory: evaluate its generator as it ended, no reload from disk.
-        final = tracker.evaluate(result.state.train, {"step": result.steps, "train_seconds": result.train_seconds})
-        quality = {"final": final, "curve": tracker.curve, "eval_seconds_total": round(tracker.eval_seconds, 2),
-                   "evaluator": evaluator.info}
-        write_json_atomically(run_dir / "quality.json", quality)
-        curves[precision] = tracker.curve
-        runs[precision] = {"run_dir": str(run_dir.relative_to(out_dir)), "steps": result.steps,
-                           "train_seconds": result.train_seconds,
-                           # The training clock only (evaluation and checkpoints excluded): what the
-                           # report sets beside the bench's step time.
-                           "seconds_per_step": result.train_seconds / max(1, result.steps), "final": final,
-                           "eval_seconds_total": quality["eval_seconds_total"], "stamp": result.stamp}
-        log(f"  {precision}: {result.steps} steps, evaluator accuracy {final['evaluator_accuracy']:.3f}, "
-            f"Fréchet distance {final['frechet_distance']:.2f}")
+    per_seed: dict[str, dict[int, dict]] = {p: {} for p in precisions}
+    curves: dict[str, dict[int, list[dict]]] = {p: {} for p in precisions}
+    for seed in spec.seed_list:
+        for precision in precisions:  # one seed at a time: a change of the machine's load hits both alike
+            run, curve = _train_and_evaluate(spec, prepared[(precision, seed)], evaluator, dataset, out_dir,
+                                             seed, show_progress, log)
+            per_seed[precision][seed], curves[precision][seed] = run, curve
 
     floor = reference_floor(evaluator, spec.eval_samples)
     document = {
         "format": "ampgan-compare/1",
-        "spec": _jsonable(dataclasses.asdict(spec)) | {"precisions": list(precisions)},
+        "spec": _jsonable(dataclasses.asdict(spec)) | {"precisions": list(precisions), "seed_list": spec.seed_list},
         "environment": environment_stamp(device),
         "left_out": left_out,
         "dataset": {"name": spec.dataset, "images": len(dataset), "class_names": list(dataset.class_names),
                     "source": dataset.source},
         "evaluator": evaluator.info,
         "floor": floor,
-        "runs": runs,
+        "runs": {p: summarize_seeds(per_seed[p]) for p in precisions},
     }
     document["cost"] = _costs(document, bench_results, curves, out_dir)
+    document["seed_comparison"] = compare_seeds(document)
     document["verdict"] = verdict(document, bench_results["speedups"])
     write_json_atomically(out_dir / "compare.json", document)
     return document
+
+
+def _bench(spec: CompareSpec, dataset, precisions, device, log) -> dict:
+    if spec.bench is not None:
+        return load_results(spec.bench)
+    sizes = tuple(sorted(set(spec.bench_batch_sizes) | {spec.batch_size}))
+    log(f"bench: batch sizes {', '.join(map(str, sizes))} x {', '.join(precisions)} ...")
+    bench_spec = BenchSpec(dataset=spec.dataset, data_dir=spec.data_dir, classes=spec.classes,
+                           max_per_class=spec.max_per_class, batch_sizes=sizes, precisions=precisions,
+                           device=spec.device, warmup=1, steps=spec.bench_steps, width=spec.width, z_dim=spec.z_dim,
+                           seed=spec.seed, image_size=dataset.image_size, channels=dataset.channels,
+                           min_seconds=COMPARE_BENCH_MIN_SECONDS, max_seconds=COMPARE_BENCH_MAX_SECONDS)
+    return run_bench(bench_spec, device, dataset=dataset)
+
+
+def _train_and_evaluate(spec, prepared, evaluator, dataset, out_dir: Path, seed: int, show_progress, log):
+    precision = prepared.config.precision
+    run_dir = out_dir / "runs" / f"{precision}-seed{seed}"
+    run_dir.mkdir(parents=True, exist_ok=True)
+    log(f"train: {precision}, seed {seed}, for {spec.time_budget_s:g} s of training ...")
+    tracker = _QualityTracker(evaluator, run_dir, spec, prepared.policy.autocast, dataset.num_classes, seed)
+    result = run_training(prepared, run_dir, show_progress=show_progress, on_log=tracker)
+    # The final state is still in memory: evaluate its generator as it ended, no reload from disk.
+    final = tracker.evaluate(result.state.train, {"step": result.steps, "train_seconds": result.train_seconds})
+    quality = {"final": final, "curve": tracker.curve, "eval_seconds_total": round(tracker.eval_seconds, 2),
+               "evaluator": evaluator.info}
+    write_json_atomically(run_dir / "quality.json", quality)
+    run = {"run_dir": str(run_dir.relative_to(out_dir)), "steps": result.steps, "train_seconds": result.train_seconds,
+           # The training clock only (evaluation and checkpoints excluded): what the report sets
+           # beside the bench's step time.
+           "seconds_per_step": result.train_seconds / max(1, result.steps), "final": final,
+           "eval_seconds_total": quality["eval_seconds_total"], "stamp": result.stamp}
+    flags = "; ".join(final.get("flags", [])) or "no class collapsed or drawn as another"
+    log(f"  {precision} seed {seed}: {result.steps} steps, evaluator accuracy {final['evaluator_accuracy']:.3f}, "
+        f"recall {final.get('recall', float('nan')):.2f}, Fréchet distance {final['frechet_distance']:.2f}; {flags}")
+    return run, tracker.curve
 
 
 def _jsonable(values: dict) -> dict:
     return {k: str(v) if isinstance(v, Path) else list(v) if isinstance(v, tuple) else v for k, v in values.items()}
 
 
-def _costs(document: dict, bench_results: dict, curves: dict[str, list[dict]], out_dir: Path) -> dict:
-    """Cost tables from the bench, and time/cost to the quality target per precision."""
+def _costs(document: dict, bench_results: dict, curves: dict[str, dict[int, list[dict]]], out_dir: Path) -> dict:
+    """Cost tables from the bench, and time/cost to the quality target per precision and seed."""
     from ampgan.cost.catalog import catalog_date, find_instance, load_catalog
     from ampgan.cost.report import build_cost_document, measured_device, price_basis, write_cost
 
@@ -216,14 +236,23 @@ def _costs(document: dict, bench_results: dict, curves: dict[str, list[dict]], o
     runs = document["runs"]
     target = spec["target_accuracy"]
     if target is None:
-        # 80% of the way from chance to the best final accuracy; no target when nothing beat chance clearly.
+        # 80% of the way from chance to the best mean final accuracy; none when nothing beat chance clearly.
         chance = 1.0 / len(document["dataset"]["class_names"])
         best = max(r["final"]["evaluator_accuracy"] for r in runs.values())
         target = round(chance + 0.8 * (best - chance), 3) if best >= 2 * chance else None
     to_target = {}
     for precision in runs:
-        curve = [(p["train_seconds"], p["evaluator_accuracy"]) for p in curves[precision]]
-        to_target[precision] = cost_to_quality(curve, target, basis["price_per_hour"]) if target else None
+        per_seed = {}
+        for seed, points in curves[precision].items():
+            curve = [(p["train_seconds"], p["evaluator_accuracy"]) for p in points]
+            per_seed[str(seed)] = cost_to_quality(curve, target, basis["price_per_hour"]) if target else None
+        reached = [r for r in per_seed.values() if r]
+        to_target[precision] = {
+            "per_seed": per_seed, "reached": len(reached), "seeds": len(per_seed),
+            # Means over the seeds that reached the target (how many did is beside them).
+            "seconds": float(sum(r["seconds"] for r in reached) / len(reached)) if reached else None,
+            "cost": float(sum(r["cost"] for r in reached) / len(reached)) if reached else None,
+        } if target else None
     budget = {p: cost_of_seconds(r["train_seconds"], basis["price_per_hour"]) for p, r in runs.items()}
     return {"basis": basis, "target_accuracy": target, "to_target": to_target, "budget": budget,
             "table": cost_document["rows"], "catalog_date": cost_document["catalog_date"]}

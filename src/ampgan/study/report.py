@@ -20,7 +20,7 @@ from ampgan.errors import AmpganError
 from ampgan.files.atomic import write_atomically
 from ampgan.files.jsonfile import read_json, read_jsonl
 from ampgan.plotting import PRECISION_COLOURS, pyplot, save_figure
-from ampgan.study.verdict import verdict
+from ampgan.study.verdict import interval_text, verdict
 
 
 def load_compare(out_dir: Path) -> dict:
@@ -48,34 +48,56 @@ def figure_samples(document: dict, out_dir: Path, footer: str) -> Path:
             grid = np.asarray(Image.open(grid_path))
             axis.imshow(grid, cmap="gray" if grid.ndim == 2 else None, interpolation="nearest")
         final = run["final"]
-        axis.set_title(f"{precision}: {run['steps']} steps in {run['train_seconds']:.0f} s\n"
-                       f"evaluator acc. {final['evaluator_accuracy']:.2f}, FD {final['frechet_distance']:.1f}", fontsize=9)
+        seed = run["seeds"][0] if "seeds" in run else ""
+        first = run["per_seed"][str(seed)]["final"] if "per_seed" in run else final
+        axis.set_title(f"{precision}, seed {seed}: {run['per_seed'][str(seed)]['steps'] if 'per_seed' in run else run['steps']}"
+                       f" steps in {run['train_seconds']:.0f} s\n"
+                       f"evaluator acc. {first['evaluator_accuracy']:.2f}, recall {first.get('recall', float('nan')):.2f}",
+                       fontsize=9)
         axis.axis("off")
     figure.suptitle("Figure 4: samples after the same training time (same noise, one row per class)", fontsize=10)
     return save_figure(figure, out_dir / "fig4_samples.png", footer)
 
 
+def _curves_over_seeds(document: dict, out_dir: Path, precision: str, metric: str):
+    """(mean seconds, mean value, lowest, highest) per evaluation index over the precision's seeds
+    (every seed evaluates at the same training-time marks, so index k is the same moment)."""
+    run = document["runs"][precision]
+    folders = [r["run_dir"] for r in run["per_seed"].values()] if "per_seed" in run else [run["run_dir"]]
+    curves = [read_jsonl(out_dir / folder / "quality.jsonl") for folder in folders]
+    length = min(len(c) for c in curves)
+    curves = [[p for p in c[:length]] for c in curves]
+    seconds = np.mean([[p["train_seconds"] for p in c] for c in curves], axis=0)
+    values = np.array([[p.get(metric, np.nan) for p in c] for c in curves], dtype=float)
+    return seconds, values.mean(0), values.min(0), values.max(0), len(curves)
+
+
 def figure_quality(document: dict, out_dir: Path, footer: str) -> Path:
     plt = pyplot()
-    figure, (left, right) = plt.subplots(1, 2, figsize=(10, 4), dpi=120)
-    for precision, run in document["runs"].items():
-        curve = read_jsonl(out_dir / run["run_dir"] / "quality.jsonl")
-        seconds = [p["train_seconds"] for p in curve]
-        colour = PRECISION_COLOURS.get(precision)
-        left.plot(seconds, [p["evaluator_accuracy"] for p in curve], marker="o", label=precision, color=colour)
-        right.plot(seconds, [p["frechet_distance"] for p in curve], marker="o", label=precision, color=colour)
+    panels = [("evaluator_accuracy", "evaluator accuracy (intended class)"), ("recall", "recall (share of real covered)"),
+              ("frechet_distance", "Fréchet distance (evaluator features)")]
+    figure, axes = plt.subplots(1, 3, figsize=(13, 4), dpi=120)
     floor = document["floor"]
-    left.axhline(floor["evaluator_accuracy"], ls="--", color="#888", label="real held-out images")
-    right.axhline(floor["frechet_distance"], ls="--", color="#888", label="real vs real")
-    target = (document.get("cost") or {}).get("target_accuracy")
-    if target:
-        left.axhline(target, ls=":", color="#d62728", label=f"target {target:.2f}")
-    left.set(xlabel="training time (s)", ylabel="evaluator accuracy", title="Quality vs wall time: accuracy")
-    right.set(xlabel="training time (s)", ylabel="Fréchet distance (evaluator features)", title="... and Fréchet distance")
-    right.set_yscale("log")
-    for axis in (left, right):
+    seeds = 1
+    for axis, (metric, label) in zip(axes, panels):
+        for precision in document["runs"]:
+            seconds, mean, low, high, seeds = _curves_over_seeds(document, out_dir, precision, metric)
+            colour = PRECISION_COLOURS.get(precision)
+            axis.plot(seconds, mean, marker="o", label=precision, color=colour)
+            if seeds > 1:
+                axis.fill_between(seconds, low, high, color=colour, alpha=0.2)
+        if floor.get(metric) is not None:
+            axis.axhline(floor[metric], ls="--", color="#888", label="real images")
+        axis.set(xlabel="training time (s)", ylabel=label)
         axis.grid(True, alpha=0.3)
         axis.legend(fontsize=8)
+    target = (document.get("cost") or {}).get("target_accuracy")
+    if target:
+        axes[0].axhline(target, ls=":", color="#d62728", label=f"target {target:.2f}")
+        axes[0].legend(fontsize=8)
+    axes[2].set_yscale("log")
+    band = f"mean of {seeds} seeds, band: lowest to highest seed" if seeds > 1 else "one seed"
+    figure.suptitle(f"Quality vs training time ({band})", fontsize=10)
     return save_figure(figure, out_dir / "fig5_quality_vs_time.png", footer)
 
 
@@ -134,6 +156,7 @@ def report_sections(document: dict, out_dir: Path) -> list[Section]:
         Section("Speed: the bench against the budgeted runs", table=_speed_rows(document, out_dir),
                 paragraph=_SPEED_NOTE),
     ]
+    sections += _class_sections(document)
     doctor = next((p for p in (out_dir / "doctor.json", out_dir / "doctor" / "doctor.json") if p.is_file()), None)
     doctor_lines = read_json(doctor, missing="", damaged=f"{doctor} is damaged: run 'ampgan doctor' again").get(
         "summary_lines", []) if doctor else []
@@ -165,8 +188,9 @@ def _environment_lines(document: dict) -> list[str]:
         f"hardware: {environment['hardware_summary']}",
         f"software: torch {versions['torch']}, ampgan {versions['ampgan']}, python {versions['python']}",
         f"date: {environment['date']}; commit {environment.get('git_commit')}",
-        f"protocol: same seed ({spec['seed']}) and initial weights for every precision, {spec['time_budget_s']:g} s of "
-        f"training each at batch {spec['batch_size']}, evaluation excluded; {spec['eval_samples']} samples per evaluation",
+        f"protocol: seeds {', '.join(map(str, spec.get('seed_list') or [spec['seed']]))}, each an identical start "
+        f"(weights, data order, noise) for every precision; {spec['time_budget_s']:g} s of training per precision and "
+        f"seed at batch {spec['batch_size']}, evaluation excluded; {spec['eval_samples']} samples per evaluation",
         f"evaluator: held-out real accuracy {document['evaluator']['held_out_accuracy']:.3f} "
         f"(refused below {document['evaluator'].get('min_accuracy', 0.5):.2f})",
     ] + [f"left out {item['precision']}: {item['reason']}" for item in document.get("left_out", [])]
@@ -229,8 +253,8 @@ def _speed_rows(document: dict, out_dir: Path) -> list[list[str]]:
     return rows
 
 
-_TABLE_HEADER = ["precision", "steps", "train s", "eval s", "evaluator acc.", "Fréchet distance", "KID",
-                 "time to target", "cost to target"]
+_TABLE_HEADER = ["precision", "seeds", "steps (mean)", "evaluator acc. [95% CI]", "recall", "coverage",
+                 "Fréchet distance", "KID", "time to target (reached)", "cost to target"]
 
 
 def _metrics_rows(document: dict) -> list[list[str]]:
@@ -239,14 +263,50 @@ def _metrics_rows(document: dict) -> list[list[str]]:
     currency = (cost.get("basis") or {}).get("currency", "")
     rows = []
     for precision, run in document["runs"].items():
-        final, reached = run["final"], to_target.get(precision)
-        rows.append([precision, str(run["steps"]), f"{run['train_seconds']:.1f}", f"{run['eval_seconds_total']:.1f}",
-                     f"{final['evaluator_accuracy']:.3f}", f"{final['frechet_distance']:.2f}", f"{final['kid']:.4f}",
-                     f"{reached['seconds']:.0f} s" if reached else "not reached",
-                     f"{reached['cost']:.6f} {currency}" if reached else "-"])
+        reached = to_target.get(precision) or {}
+        seeds = len(run.get("seeds", [0]))
+        time_text = (f"{reached['seconds']:.0f} s ({reached['reached']}/{reached['seeds']})" if reached.get("seconds")
+                     else f"not reached (0/{seeds})")
+        rows.append([precision, str(seeds), str(run["steps"]), _cell(run, "evaluator_accuracy"), _cell(run, "recall"),
+                     _cell(run, "coverage"), _cell(run, "frechet_distance", 2), _cell(run, "kid", 4), time_text,
+                     f"{reached['cost']:.6f} {currency}" if reached.get("cost") else "-"])
     floor = document["floor"]
-    rows.append(["real images (floor)", "", "", "", f"{floor['evaluator_accuracy']:.3f}",
+    rows.append(["real images (floor)", "", "", f"{floor['evaluator_accuracy']:.3f}",
+                 f"{floor['recall']:.3f}" if "recall" in floor else "", f"{floor['coverage']:.3f}" if "coverage" in floor else "",
                  f"{floor['frechet_distance']:.2f}", f"{floor['kid']:.4f}", "", ""])
     return rows
 
 
+def _cell(run: dict, metric: str, digits: int = 3) -> str:
+    interval = (run.get("final_interval") or {}).get(metric)
+    if interval and interval.get("low") is not None:
+        return f"{interval['mean']:.{digits}f} [{interval_text(metric, interval, digits)}]"
+    value = run["final"].get(metric)
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def _class_sections(document: dict) -> list[Section]:
+    """Per precision: each class's accuracy, recall, coverage and diversity (mean over seeds), the
+    flags, and the confusion matrix summed over seeds (rows: intended class, columns: as read)."""
+    names = document["dataset"]["class_names"]
+    sections = []
+    for precision, run in document["runs"].items():
+        finals = [r["final"] for r in run.get("per_seed", {"0": run}).values()]
+        if not all("per_class" in f for f in finals):
+            continue
+        rows = [["class", "accuracy", "recall", "coverage", "diversity vs real"]]
+        for index, name in enumerate(names):
+            def mean(key):
+                values = [f["per_class"][index].get(key) for f in finals]
+                values = [v for v in values if v is not None]
+                return f"{np.mean(values):.2f}" if values else "-"
+            rows.append([name, mean("accuracy"), mean("recall"), mean("coverage"), mean("diversity")])
+        flags = [flag for flag in run["final"].get("flags", [])]
+        sections.append(Section(f"{precision}: per class (mean of {len(finals)} seeds)", table=rows,
+                                paragraph=("Flags: " + "; ".join(flags)) if flags else
+                                "No class collapsed (diversity below 25% of real) or drawn as another class (over 50%)."))
+        confusion = np.sum([f["confusion"] for f in finals], axis=0)
+        sections.append(Section(f"{precision}: confusion matrix (rows: intended class, columns: evaluator's reading)",
+                                table=[["intended \\ read", *names]] + [[name, *map(str, row)] for name, row in
+                                                                        zip(names, confusion.tolist())]))
+    return sections

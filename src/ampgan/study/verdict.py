@@ -1,5 +1,6 @@
 """The comparison's verdict in plain language: which precision reached the quality target, how
-much sooner and cheaper, and how sure the numbers are."""
+much sooner and cheaper, whether the difference is larger than the seed-to-seed spread, and how
+sure the speed numbers are."""
 
 from __future__ import annotations
 
@@ -11,44 +12,97 @@ def verdict(document: dict, bench_speedups: list[dict]) -> list[str]:
     its uncertainty. Computed once by `ampgan compare` and stored in compare.json."""
     cost, runs = document.get("cost") or {}, document["runs"]
     hardware = document["environment"]["hardware_summary"].split(",")[0]
-    lines = []
-    target = cost.get("target_accuracy")
-    to_target = cost.get("to_target") or {}
-    baseline = to_target.get("fp32")
+    seeds = document["spec"].get("seed_list") or [document["spec"]["seed"]]
+    comparison = document.get("seed_comparison") or {}
     speedups = {(s["batch_size"], s["precision"]): s for s in bench_speedups}
     batch = document["spec"]["batch_size"]
+    target = cost.get("target_accuracy")
+    lines = []
     for precision, run in runs.items():
         if precision == "fp32":
             continue
-        reached = to_target.get(precision)
         pair = speedups.get((batch, precision))
-        noise = (f" On the bench, {precision}'s training step was faster than fp32's at batch {batch} by "
-                 f"{speedup_text(pair)}." if pair else "")
-        noise += _achieved_text(precision, run, runs["fp32"], pair)
-        if target is None:
-            lines.append(f"On this {hardware}, neither precision's samples were recognised clearly above chance "
-                         f"(final evaluator accuracy: {precision} {run['final']['evaluator_accuracy']:.2f}, fp32 "
-                         f"{runs['fp32']['final']['evaluator_accuracy']:.2f}): train longer before comparing quality.{noise}")
-            continue
-        if reached is None:
-            lines.append(f"On this {hardware}, {precision} did not reach the target evaluator accuracy within the "
-                         f"budget; its final accuracy was {run['final']['evaluator_accuracy']:.2f} against fp32's "
-                         f"{runs['fp32']['final']['evaluator_accuracy']:.2f}.{noise}")
-            continue
-        text = f"On this {hardware}, {precision} reached evaluator accuracy {target:.2f} in {reached['seconds']:.0f} s of training"
-        if baseline:
-            text += (f", {baseline['seconds'] / reached['seconds']:.1f}x sooner than fp32 ({baseline['seconds']:.0f} s), "
-                     f"at {100 * reached['cost'] / baseline['cost']:.0f}% of the cost")
+        lines.append(_speed_line(precision, run, runs["fp32"], pair, batch, hardware))
+        lines.append(_quality_line(precision, run, runs["fp32"], comparison.get(precision, {}), len(seeds)))
+        if target is not None:
+            lines.append(_target_line(precision, cost, comparison.get(precision, {}), target, len(seeds)))
         else:
-            text += ", while fp32 did not reach it within the same budget"
-        lines.append(text + "." + noise)
+            lines.append("Neither precision's samples were recognised clearly above chance on average (the target is "
+                         "set only when the best mean final accuracy is at least twice chance): train longer before "
+                         "comparing time to quality.")
+    flags = [f"{precision}, {flag}" for precision, run in runs.items() for flag in run["final"].get("flags", [])]
+    if flags:
+        lines.append("Flags at the end of training: " + "; ".join(flags[:8]) + ("; ..." if len(flags) > 8 else "") + ".")
     spec = document["spec"]
     interval = spec["time_budget_s"] / spec["eval_points"]
-    lines.append(f"Times to the target are interpolated between evaluations {interval:.0f} s of training apart, and GAN "
-                 "quality curves are not monotonic (see the quality figure). Quality numbers come from one training "
-                 "run per precision: differences of a few hundredths in accuracy are within run-to-run noise; repeat "
-                 "with other --seed values (and more --eval-points) before relying on them.")
+    lines.append(f"Times to the target are interpolated between evaluations {interval:.0f} s of training apart; GAN "
+                 "quality curves are not monotonic (see the quality figure).")
     return lines
+
+
+def _speed_line(precision: str, run: dict, fp32_run: dict, pair: dict | None, batch: int, hardware: str) -> str:
+    text = f"On this {hardware}, "
+    if pair:
+        text += f"{precision}'s training step was faster than fp32's at batch {batch} by {speedup_text(pair)} on the bench."
+    else:
+        text += f"the bench has no {precision} speedup at batch {batch}."
+    return text + _achieved_text(precision, run, fp32_run, pair)
+
+
+def _quality_line(precision: str, run: dict, fp32_run: dict, comparison: dict, seeds: int) -> str:
+    mine, theirs = run["final"], fp32_run["final"]
+    text = (f"Final evaluator accuracy: {precision} {_with_interval(run, 'evaluator_accuracy')}, fp32 "
+            f"{_with_interval(fp32_run, 'evaluator_accuracy')}")
+    if "recall" in mine and "recall" in theirs:
+        text += f"; recall {precision} {_with_interval(run, 'recall')}, fp32 {_with_interval(fp32_run, 'recall')}"
+    if seeds < 2:
+        return text + (". With one seed per precision the verdict cannot tell a difference from seed-to-seed "
+                       "spread: run with --seeds 3 or more.")
+    difference = comparison.get("evaluator_accuracy")
+    if difference and difference["low"] is not None:
+        judged = ("larger than the seed-to-seed spread" if difference["beyond_seed_spread"]
+                  else "within the seed-to-seed spread")
+        text += (f". Paired by seed, {precision} minus fp32 is {difference['mean']:+.3f} in accuracy (95% CI "
+                 f"{difference['low']:+.3f} to {difference['high']:+.3f}, {difference['n']} seeds): {judged}")
+    return text + "."
+
+
+def _target_line(precision: str, cost: dict, comparison: dict, target: float, seeds: int) -> str:
+    to_target = cost.get("to_target") or {}
+    mine, theirs = to_target.get(precision) or {}, to_target.get("fp32") or {}
+    text = (f"Target evaluator accuracy {target:.2f}: {precision} reached it in {mine.get('reached', 0)} of "
+            f"{mine.get('seeds', seeds)} seeds"
+            + (f" (mean {mine['seconds']:.0f} s of training)" if mine.get("seconds") else "")
+            + f", fp32 in {theirs.get('reached', 0)} of {theirs.get('seeds', seeds)}"
+            + (f" (mean {theirs['seconds']:.0f} s)" if theirs.get("seconds") else ""))
+    ratio = comparison.get("time_to_target_ratio") or {}
+    if ratio.get("n", 0) >= 2 and ratio.get("low") is not None:
+        judged = "beyond the seed-to-seed spread" if ratio["beyond_seed_spread"] else "within the seed-to-seed spread"
+        text += (f". Where both reached it, {precision} got there {ratio['mean']:.2f}x sooner (95% CI "
+                 f"{ratio['low']:.2f}-{ratio['high']:.2f}, {ratio['n']} seeds, paired): {judged}")
+        if mine.get("cost") and theirs.get("cost"):
+            text += f", at {100 * mine['cost'] / theirs['cost']:.0f}% of fp32's cost"
+    elif ratio.get("n") == 1:
+        text += f". In the one seed where both reached it, {precision} was {ratio['mean']:.2f}x sooner"
+    return text + "."
+
+
+def _with_interval(run: dict, metric: str) -> str:
+    interval = (run.get("final_interval") or {}).get(metric)
+    if interval and interval.get("low") is not None:
+        return f"{interval['mean']:.3f} [95% CI {interval_text(metric, interval)}]"
+    return f"{run['final'][metric]:.3f}"
+
+
+_FRACTIONS = {"evaluator_accuracy", "precision", "recall", "coverage"}
+
+
+def interval_text(metric: str, interval: dict, digits: int = 3) -> str:
+    """'0.897 to 0.989'; a share's interval is cut to [0, 1], where the t-interval may overshoot."""
+    low, high = interval["low"], interval["high"]
+    if metric in _FRACTIONS:
+        low, high = max(0.0, low), min(1.0, high)
+    return f"{low:.{digits}f} to {high:.{digits}f}"
 
 
 def _achieved_text(precision: str, run: dict, fp32_run: dict, pair: dict | None) -> str:
@@ -77,5 +131,8 @@ def _why_the_runs_differ(precision: str, run: dict, fp32_run: dict, pair: dict) 
                               (precision, run["seconds_per_step"], pair["step_s"])):
         parts.append(f"{name} ran {step * 1e3:.0f} ms per step against the bench's {bench * 1e3:.0f} ms "
                      f"({step / bench - 1:+.0%})")
-    return ": " + " and ".join(parts) + (", so the runs met other load or per-step costs than the bench "
-                                         "(fresh batches from the data pipeline, logging)")
+    slower = fp32_run["seconds_per_step"] / pair["baseline_step_s"] + run["seconds_per_step"] / pair["step_s"] > 2
+    reason = (", so the runs paid per-step costs the bench does not (fresh batches from the data pipeline, logging) "
+              "or met more load from the machine's other tenants" if slower else
+              ", so the machine was less loaded during the runs than during the bench")
+    return ": " + " and ".join(parts) + reason

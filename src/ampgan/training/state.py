@@ -36,6 +36,9 @@ class TrainState:
     policy: PrecisionPolicy
     rng: torch.Generator  # noise and fake labels, on the training device
     step: int = 0
+    # The losses' settings (config.py: mode_seeking, class_loss_on_fakes; training/step.py says why).
+    mode_seeking: float = 0.0
+    class_loss_on_fakes: bool = True
     # What the step calls: the plain modules, or their torch.compile'd and/or DDP wrappers (kept
     # apart so checkpoints always hold the plain modules' state dicts). D's pass inside G's update
     # uses run_discriminator_for_g, never DDP-wrapped (no D gradient is reduced there).
@@ -128,6 +131,8 @@ def build_train_state(config: TrainConfig, shape: ModelShape, policy: PrecisionP
         scaler_d=policy.make_loss_scaler(),
         policy=policy,
         rng=rng,
+        mode_seeking=config.mode_seeking,
+        class_loss_on_fakes=config.class_loss_on_fakes,
     )
 
 

@@ -1,0 +1,103 @@
+"""Several seeds per precision: means with 95% intervals, and differences paired by seed.
+
+Every seed starts both precisions from the same weights, data order and noise, so the fair
+question is per seed: how much better (or sooner) did the mixed-precision run do than its fp32
+twin? The differences over seeds get a Student-t interval; when it excludes zero, the difference
+between precisions is larger than the seed-to-seed spread. With one seed nothing can be said,
+and the verdict says so.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ampgan.speed.intervals import t_quantile_975
+
+METRICS = ("evaluator_accuracy", "frechet_distance", "kid", "precision", "recall", "density", "coverage")
+HIGHER_IS_BETTER = {"evaluator_accuracy": True, "frechet_distance": False, "kid": False, "precision": True,
+                    "recall": True, "density": True, "coverage": True}
+
+
+def mean_interval(values) -> dict:
+    """{'mean', 'low', 'high', 'n'}: the mean and its 95% t-interval (low/high None below two values)."""
+    values = [float(v) for v in values]
+    n = len(values)
+    if n == 0:
+        return {"mean": None, "low": None, "high": None, "n": 0}
+    mean = float(np.mean(values))
+    if n < 2:
+        return {"mean": mean, "low": None, "high": None, "n": 1}
+    half = t_quantile_975(n - 1) * float(np.std(values, ddof=1)) / math.sqrt(n)
+    return {"mean": mean, "low": mean - half, "high": mean + half, "n": n}
+
+
+def summarize_seeds(per_seed: dict[int, dict]) -> dict:
+    """One precision's runs over seeds, in the shape of a single run (means), plus every seed's run
+    and each final metric's interval. `run_dir` and `stamp` are the first seed's (Figure 4 shows it)."""
+    seeds = sorted(per_seed)
+    runs = [per_seed[seed] for seed in seeds]
+    metrics = [m for m in METRICS if all(m in run["final"] for run in runs)]
+    intervals = {m: mean_interval([run["final"][m] for run in runs]) for m in metrics}
+    flags = [f"seed {seed}: {flag}" for seed in seeds for flag in per_seed[seed]["final"].get("flags", [])]
+    return {
+        "seeds": seeds,
+        "per_seed": {str(seed): per_seed[seed] for seed in seeds},
+        "run_dir": runs[0]["run_dir"],
+        "stamp": runs[0]["stamp"],
+        "steps": int(round(np.mean([run["steps"] for run in runs]))),
+        "train_seconds": float(np.mean([run["train_seconds"] for run in runs])),
+        "seconds_per_step": float(np.mean([run["seconds_per_step"] for run in runs])),
+        "eval_seconds_total": float(sum(run["eval_seconds_total"] for run in runs)),
+        "final": {m: intervals[m]["mean"] for m in metrics} | {"flags": flags},
+        "final_interval": intervals,
+    }
+
+
+def paired_differences(candidate: dict[str, float], baseline: dict[str, float]) -> dict:
+    """candidate - baseline per seed (seeds present in both), with the mean's 95% interval and
+    whether the interval excludes 0 (None with fewer than two seeds)."""
+    seeds = sorted(set(candidate) & set(baseline), key=int)
+    result = mean_interval([candidate[s] - baseline[s] for s in seeds])
+    result["per_seed"] = {s: candidate[s] - baseline[s] for s in seeds}
+    result["beyond_seed_spread"] = None if result["low"] is None else (result["low"] > 0 or result["high"] < 0)
+    return result
+
+
+def paired_ratios(candidate: dict[str, float | None], baseline: dict[str, float | None]) -> dict:
+    """baseline / candidate per seed where both reached a value (e.g. fp32's time to target over
+    bf16's: > 1 = sooner), as a geometric mean with a t-interval on the logs."""
+    seeds = sorted((s for s in set(candidate) & set(baseline) if candidate[s] and baseline[s]), key=int)
+    logs = [math.log(baseline[s] / candidate[s]) for s in seeds]
+    interval = mean_interval(logs)
+    out = {"n": interval["n"], "per_seed": {s: baseline[s] / candidate[s] for s in seeds}}
+    for key in ("mean", "low", "high"):
+        out[key] = math.exp(interval[key]) if interval[key] is not None else None
+    out["beyond_seed_spread"] = None if interval["low"] is None else (interval["low"] > 0 or interval["high"] < 0)
+    return out
+
+
+def compare_seeds(document: dict) -> dict:
+    """For each precision other than fp32: the paired differences of the final metrics and the
+    paired ratio of times to the quality target."""
+    runs = document["runs"]
+    to_target = (document.get("cost") or {}).get("to_target") or {}
+    baseline = runs["fp32"]
+    comparison = {}
+    for precision, run in runs.items():
+        if precision == "fp32":
+            continue
+        entry = {"seeds": len(run["seeds"])}
+        for metric in ("evaluator_accuracy", "recall", "coverage", "frechet_distance"):
+            mine = {s: r["final"][metric] for s, r in run["per_seed"].items() if metric in r["final"]}
+            theirs = {s: r["final"][metric] for s, r in baseline["per_seed"].items() if metric in r["final"]}
+            if mine and theirs:
+                entry[metric] = paired_differences(mine, theirs)
+        reached = (to_target.get(precision) or {}).get("per_seed", {})
+        reached_fp32 = (to_target.get("fp32") or {}).get("per_seed", {})
+        entry["time_to_target_ratio"] = paired_ratios(
+            {s: (r or {}).get("seconds") for s, r in reached.items()},
+            {s: (r or {}).get("seconds") for s, r in reached_fp32.items()})
+        comparison[precision] = entry
+    return comparison
