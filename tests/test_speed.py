@@ -274,3 +274,25 @@ def test_compare_refuses_when_no_mixed_mode_is_faster(tmp_path, capsys, monkeypa
     last = err.strip().splitlines()[-1]
     assert code == 2 and last.startswith("error: no mixed-precision mode is faster than fp32") and "--precisions" in last
     assert not (tmp_path / "c").exists()
+
+
+def test_a_decision_measured_while_the_load_changed_is_used_but_not_cached(tmp_path):
+    cache = DecisionCache(tmp_path)
+
+    def slowing(seconds):
+        calls = [0]
+
+        def timed():
+            calls[0] += 1
+            return seconds * (1 + 3.0 * calls[0] / 10)  # a neighbour's job arrives and grows
+        return timed
+
+    def measure(names):
+        timers = {"fp32": slowing(0.2), **{n: slowing(0.1) for n in names}}
+        return measure_rounds(timers, "fp32", StoppingRule(min_rounds=9, max_seconds=100, until=UNTIL_DECIDED)), {}
+
+    lines = []
+    first = decide(["bf16"], 64, {"machine": "cpu"}, measure, cache, log=lines.append)
+    assert "load changed" in first["bf16"].note and any("not cached" in line for line in lines)
+    assert cache.get('{"batch_size": 64, "machine": "cpu", "precision": "bf16"}') is None
+    assert not (tmp_path / "precision-decisions.json").exists()

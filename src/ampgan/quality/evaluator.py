@@ -103,7 +103,8 @@ def evaluator_for(dataset: ImageDataset, cache_dir: Path | None = None, epochs: 
     """The cached evaluator of this dataset (by content hash), trained first if there is none."""
     device = device or torch.device("cpu")
     train_idx, held_idx = split_for_evaluation(dataset, seed)
-    key = hashlib.sha256(f"{dataset.content_sha256()}:{epochs}:{seed}:v1".encode()).hexdigest()[:20]
+    # v2: the one-cycle schedule and shifts of _train_classifier (a v1 evaluator is not reused).
+    key = hashlib.sha256(f"{dataset.content_sha256()}:{epochs}:{seed}:v2".encode()).hexdigest()[:20]
     cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
     weights_path, info_path = cache_dir / f"{key}.pt", cache_dir / f"{key}.json"
     network = Evaluator(dataset.channels, dataset.num_classes)
@@ -134,19 +135,30 @@ def evaluator_for(dataset: ImageDataset, cache_dir: Path | None = None, epochs: 
 
 
 def _train_classifier(network, images, labels, epochs, seed, device, batch_size=128) -> None:
+    """Adam under a one-cycle learning-rate schedule, each batch shifted by up to 2 pixels.
+
+    Measured on the six-class Quick, Draw! sample (16200 drawings, 8 epochs, seed 0): a constant
+    learning rate reached 0.742 held-out accuracy, the one-cycle schedule 0.946, with the shifts 0.952
+    (16 epochs: 0.957, for twice the time). A judge that misreads a quarter of real drawings would cap
+    every accuracy it reports."""
     torch.manual_seed(seed)
     network.to(device).train()
     optimizer = torch.optim.Adam(network.parameters(), lr=2e-3)
+    batches_per_epoch = (len(labels) + batch_size - 1) // batch_size
+    schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=3e-3, total_steps=epochs * batches_per_epoch)
     generator = torch.Generator().manual_seed(seed)
     for _ in range(epochs):
         order = torch.randperm(len(labels), generator=generator)
         for start in range(0, len(order), batch_size):
             batch = order[start:start + batch_size]
-            _, logits = network(_to_input(images[batch]).to(device))
+            shift_y, shift_x = torch.randint(-2, 3, (2,), generator=generator).tolist()
+            inputs = torch.roll(_to_input(images[batch]), shifts=(shift_y, shift_x), dims=(2, 3))
+            _, logits = network(inputs.to(device))
             loss = F.cross_entropy(logits, labels[batch].to(device))
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
+            schedule.step()
     network.eval()
 
 

@@ -163,8 +163,12 @@ def decide(precisions: list[str], batch_size: int, key_parts: dict, measure: Mea
         measured = decisions_from_rounds(result, batch_size, hopeless)
         for name in missing:
             decisions[name] = measured[name]
-            if cache:
+            # A measurement during which the machine's load changed answers for that moment only:
+            # it is used now but not kept, so the next run measures again.
+            if cache and not result.load_changed:
                 cache.put(decision_key(**key_parts, batch_size=batch_size, precision=name), measured[name].to_dict())
+        if result.load_changed:
+            log("  (the machine's load changed during this measurement: the decision is not cached)")
     return {name: decisions[name] for name in precisions}
 
 

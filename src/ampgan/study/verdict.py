@@ -23,7 +23,8 @@ def verdict(document: dict, bench_speedups: list[dict]) -> list[str]:
             continue
         pair = speedups.get((batch, precision))
         lines.append(_speed_line(precision, run, runs["fp32"], pair, batch, hardware))
-        lines.append(_quality_line(precision, run, runs["fp32"], comparison.get(precision, {}), len(seeds)))
+        lines.append(_quality_line(precision, run, runs["fp32"], comparison.get(precision, {}), len(seeds),
+                                   document.get("floor", {})))
         if target is not None:
             lines.append(_target_line(precision, cost, comparison.get(precision, {}), target, len(seeds)))
         else:
@@ -49,12 +50,15 @@ def _speed_line(precision: str, run: dict, fp32_run: dict, pair: dict | None, ba
     return text + _achieved_text(precision, run, fp32_run, pair)
 
 
-def _quality_line(precision: str, run: dict, fp32_run: dict, comparison: dict, seeds: int) -> str:
+def _quality_line(precision: str, run: dict, fp32_run: dict, comparison: dict, seeds: int, floor: dict) -> str:
     mine, theirs = run["final"], fp32_run["final"]
+    ceiling = (f" (the evaluator's ceiling: {floor['evaluator_accuracy']:.3f} on real held-out images)"
+               if "evaluator_accuracy" in floor else "")
     text = (f"Final evaluator accuracy: {precision} {_with_interval(run, 'evaluator_accuracy')}, fp32 "
-            f"{_with_interval(fp32_run, 'evaluator_accuracy')}")
-    if "recall" in mine and "recall" in theirs:
-        text += f"; recall {precision} {_with_interval(run, 'recall')}, fp32 {_with_interval(fp32_run, 'recall')}"
+            f"{_with_interval(fp32_run, 'evaluator_accuracy')}{ceiling}")
+    if "coverage" in mine and "coverage" in theirs:
+        text += (f"; coverage {precision} {_with_interval(run, 'coverage')}, fp32 {_with_interval(fp32_run, 'coverage')}"
+                 + (f" (real images: {floor['coverage']:.2f})" if "coverage" in floor else ""))
     if seeds < 2:
         return text + (". With one seed per precision the verdict cannot tell a difference from seed-to-seed "
                        "spread: run with --seeds 3 or more.")
