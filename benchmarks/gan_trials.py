@@ -176,6 +176,12 @@ VARIANTS = {
     "mode-seeking-0.1": _config_change(mode_seeking=0.1),
     "mode-seeking-1": _config_change(mode_seeking=1.0),
     "mode-seeking-with-fake-class-term": _config_change(class_loss_on_fakes=True),
+    # Against a discriminator that wins (Quick, Draw!: D tells real from fake 98% of the time):
+    "spectral-norm-d": spectral_norm_discriminator(),
+    "smooth-0.9": step_variant(d_class_on_fakes=0.0, mode_seeking=0.3, real_label=0.9),
+    "lr-1e-4": _config_change(lr=1e-4),
+    "spectral-norm-d+smooth-0.9": both(spectral_norm_discriminator(),
+                                       step_variant(d_class_on_fakes=0.0, mode_seeking=0.3, real_label=0.9)),
 }
 
 
@@ -184,7 +190,7 @@ def train_variant(name: str, seed: int, seconds: float, out: Path, base: dict) -
         values = dict(dataset="digits", precision="bf16", batch_size=64, time_budget_s=seconds, seed=seed,
                       device="cpu", sample_every=10**9, checkpoint_every_steps=None) | base | changes
         config = TrainConfig(**values)
-        dataset = load_dataset("digits", config.data_request())
+        dataset = load_dataset(config.dataset, config.data_request())
         prepared = prepare_run(config, dataset)
         with tempfile.TemporaryDirectory() as folder:
             result = run_training(prepared, Path(folder) / "run", show_progress=False)
@@ -225,7 +231,8 @@ def main(argv=None) -> None:
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--seeds", default="0")
     parser.add_argument("--out", type=Path, default=Path("runs/gan-trials"))
-    parser.add_argument("--set", action="append", default=[], help="config field=value for every variant")
+    parser.add_argument("--set", action="append", default=[],
+                        help='config field=JSON value for every variant, e.g. dataset=\"quickdraw\"')
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     base = {}
