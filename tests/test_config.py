@@ -31,6 +31,9 @@ def test_parse_loss_scale():
     (dict(precision="bf16", loss_scale=128.0), "fp16 only"),
     (dict(precision="fp16", loss_scale=-1.0), "positive"),
     (dict(image_size=48), "--image-size 48"),
+    (dict(mode_seeking=-0.1), "--mode-seeking must be 0 or more"),
+    (dict(class_weight_g=float("nan")), "--class-weight-g must be 0 or more"),
+    (dict(real_label=1.2), r"--real-label must be in \(0, 1\]"),
     (dict(channels=2), "--channels"),
     (dict(steps=0), "--steps"),
 ])
@@ -61,3 +64,12 @@ def test_config_is_frozen():
 def test_options_the_dataset_would_ignore_are_refused(overrides, message):
     with pytest.raises(AmpganError, match=message):
         TrainConfig(**overrides)
+
+
+def test_a_config_from_before_the_loss_options_keeps_the_published_losses():
+    from ampgan.config import TrainConfig
+
+    old = {k: v for k, v in TrainConfig().to_dict().items()
+           if k not in ("mode_seeking", "class_loss_on_fakes", "real_label", "class_weight_g")}
+    config = TrainConfig.from_dict(old)
+    assert (config.mode_seeking, config.class_loss_on_fakes, config.real_label, config.class_weight_g) == (0.0, True, 1.0, 1.0)

@@ -120,23 +120,29 @@ def test_min_seconds_keeps_measuring_past_a_quick_settle():
     assert result.seconds >= 6.0 and result.rounds > 3
 
 
-def test_a_load_change_is_flagged_and_measured_again_when_the_cap_allows():
-    def slowing(seconds):  # a neighbour's load slows every step by up to 60% over 12 steps, then stays
-        calls = [0]
+def slowing(seconds: float, growth: float, steps: int, until: int | None = None):
+    """A timer slowed by a neighbour's load that grows by `growth` every `steps` calls (up to call
+    `until`, then stays)."""
+    calls = [0]
 
-        def timed():
-            calls[0] += 1
-            return seconds * (1 + 0.6 * min(calls[0], 12) / 12)
-        return timed
+    def timed():
+        calls[0] += 1
+        return seconds * (1 + growth * min(calls[0], until or calls[0]) / steps)
+    return timed
+
+
+def test_a_load_change_is_flagged_and_measured_again_when_the_cap_allows():
+    def slowing_60(seconds):  # slows every step by up to 60% over 12 steps, then stays
+        return slowing(seconds, 0.6, 12, until=12)
 
     # Both precisions slow alike: the paired ratio stays 2.0 and settles, but the load changed.
-    result = measure_rounds({"fp32": slowing(0.2), "bf16": slowing(0.1)}, "fp32",
+    result = measure_rounds({"fp32": slowing_60(0.2), "bf16": slowing_60(0.1)}, "fp32",
                             StoppingRule(min_rounds=12, max_seconds=100))
     # First third of the rounds at 1.125x the unloaded time on average, last third at 1.525x: +35.6%.
     assert result.remeasured_after_drift == pytest.approx(1.525 / 1.125 - 1)
     assert not result.load_changed and result.rounds == 12  # the second attempt ran at a steady load
     assert result.intervals["bf16"].estimate == pytest.approx(2.0)
-    capped = measure_rounds({"fp32": slowing(0.2), "bf16": slowing(0.1)}, "fp32",
+    capped = measure_rounds({"fp32": slowing_60(0.2), "bf16": slowing_60(0.1)}, "fp32",
                             StoppingRule(min_rounds=12, max_seconds=5))
     assert capped.remeasured_after_drift is None and capped.load_changed  # no room to measure again: flagged
 
@@ -279,16 +285,8 @@ def test_compare_refuses_when_no_mixed_mode_is_faster(tmp_path, capsys, monkeypa
 def test_a_decision_measured_while_the_load_changed_is_used_but_not_cached(tmp_path):
     cache = DecisionCache(tmp_path)
 
-    def slowing(seconds):
-        calls = [0]
-
-        def timed():
-            calls[0] += 1
-            return seconds * (1 + 3.0 * calls[0] / 10)  # a neighbour's job arrives and grows
-        return timed
-
-    def measure(names):
-        timers = {"fp32": slowing(0.2), **{n: slowing(0.1) for n in names}}
+    def measure(names):  # a neighbour's job arrives and keeps growing
+        timers = {"fp32": slowing(0.2, 3.0, 10), **{n: slowing(0.1, 3.0, 10) for n in names}}
         return measure_rounds(timers, "fp32", StoppingRule(min_rounds=9, max_seconds=100, until=UNTIL_DECIDED)), {}
 
     lines = []

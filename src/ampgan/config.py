@@ -58,6 +58,10 @@ class TrainConfig:
     # load with the old step's values (0, True), so such runs resume exactly as they began.
     mode_seeking: float = 0.3
     class_loss_on_fakes: bool = False
+    # real_label: D's target for real images (below 1: one-sided label smoothing);
+    # class_weight_g: the weight of the class loss in G's update.
+    real_label: float = 1.0
+    class_weight_g: float = 1.0
 
     # The budget: a number of steps, a wall-clock budget in seconds, or both (first reached wins).
     steps: int | None = None
@@ -117,8 +121,11 @@ class TrainConfig:
         self._refuse_options_that_do_not_apply()
         if not self.lr > 0:
             raise AmpganError(f"--lr must be positive, got {self.lr}")
-        if not (math.isfinite(self.mode_seeking) and self.mode_seeking >= 0):
-            raise AmpganError(f"--mode-seeking must be 0 or more, got {self.mode_seeking}")
+        for option, value in (("--mode-seeking", self.mode_seeking), ("--class-weight-g", self.class_weight_g)):
+            if not (math.isfinite(value) and value >= 0):
+                raise AmpganError(f"{option} must be 0 or more, got {value}")
+        if not 0 < self.real_label <= 1:
+            raise AmpganError(f"--real-label must be in (0, 1], got {self.real_label}")
         for name, beta in (("beta1", self.beta1), ("beta2", self.beta2)):
             if not 0 <= beta < 1:
                 raise AmpganError(f"Adam {name} must be in [0, 1), got {beta}")

@@ -16,6 +16,7 @@ m7a = AMD, ...), else they are skipped: ampgan could not match them to a measure
 from __future__ import annotations
 
 import csv
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -126,7 +127,7 @@ def _price(row: dict, column: str, path: Path, line: int) -> float | None:
         value = float(text)
     except ValueError:
         raise AmpganError(f"{path} line {line}: {column} {text!r} is not a number") from None
-    if not value > 0 or value != value or value == float("inf"):
+    if not (math.isfinite(value) and value > 0):
         raise AmpganError(f"{path} line {line}: {column} must be a positive, finite number, got {text}")
     return None if value >= _PLACEHOLDER_PRICE else value
 

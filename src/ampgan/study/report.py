@@ -66,7 +66,7 @@ def _curves_over_seeds(document: dict, out_dir: Path, precision: str, metric: st
     folders = [r["run_dir"] for r in run["per_seed"].values()] if "per_seed" in run else [run["run_dir"]]
     curves = [read_jsonl(out_dir / folder / "quality.jsonl") for folder in folders]
     length = min(len(c) for c in curves)
-    curves = [[p for p in c[:length]] for c in curves]
+    curves = [c[:length] for c in curves]
     seconds = np.mean([[p["train_seconds"] for p in c] for c in curves], axis=0)
     values = np.array([[p.get(metric, np.nan) for p in c] for c in curves], dtype=float)
     return seconds, values.mean(0), values.min(0), values.max(0), len(curves)

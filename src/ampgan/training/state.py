@@ -12,7 +12,7 @@ import os
 import random
 from collections.abc import Callable
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -23,6 +23,22 @@ from ampgan.seeds import CURRENT_SCHEME, step_noise_seed, weights_seed
 from ampgan.training.distributed import world
 from ampgan.training.models import Discriminator, Generator, ModelShape
 from ampgan.training.precision import LossScaler, PrecisionPolicy
+
+
+@dataclass(frozen=True)
+class LossSettings:
+    """How the step weighs its losses (config.py documents each; training/step.py says why).
+    The defaults are the published AC-GAN's; a run's come from its config."""
+
+    mode_seeking: float = 0.0
+    class_loss_on_fakes: bool = True
+    real_label: float = 1.0
+    class_weight_g: float = 1.0
+
+    @classmethod
+    def of(cls, config: TrainConfig) -> LossSettings:
+        return cls(mode_seeking=config.mode_seeking, class_loss_on_fakes=config.class_loss_on_fakes,
+                   real_label=config.real_label, class_weight_g=config.class_weight_g)
 
 
 @dataclass
@@ -36,9 +52,7 @@ class TrainState:
     policy: PrecisionPolicy
     rng: torch.Generator  # noise and fake labels, on the training device
     step: int = 0
-    # The losses' settings (config.py: mode_seeking, class_loss_on_fakes; training/step.py says why).
-    mode_seeking: float = 0.0
-    class_loss_on_fakes: bool = True
+    losses: LossSettings = field(default_factory=lambda: LossSettings())
     # What the step calls: the plain modules, or their torch.compile'd and/or DDP wrappers (kept
     # apart so checkpoints always hold the plain modules' state dicts). D's pass inside G's update
     # uses run_discriminator_for_g, never DDP-wrapped (no D gradient is reduced there).
@@ -131,8 +145,7 @@ def build_train_state(config: TrainConfig, shape: ModelShape, policy: PrecisionP
         scaler_d=policy.make_loss_scaler(),
         policy=policy,
         rng=rng,
-        mode_seeking=config.mode_seeking,
-        class_loss_on_fakes=config.class_loss_on_fakes,
+        losses=LossSettings.of(config),
     )
 
 

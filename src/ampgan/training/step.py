@@ -20,11 +20,11 @@ import torch.nn.functional as F
 from ampgan.training.state import TrainState
 
 
-def _real_fake_loss(logits: torch.Tensor, is_real: bool) -> torch.Tensor:
-    # .float(): the sigmoid/log-sum-exp of the losses run in FP32 whatever the compute dtype.
+def _real_fake_loss(logits: torch.Tensor, target: float) -> torch.Tensor:
+    """`target`: 1 for "real" (0.9 with one-sided smoothing), 0 for "fake".
+    .float(): the sigmoid/log-sum-exp of the losses run in FP32 whatever the compute dtype."""
     logits = logits.float()
-    target = torch.ones_like(logits) if is_real else torch.zeros_like(logits)
-    return F.binary_cross_entropy_with_logits(logits, target)
+    return F.binary_cross_entropy_with_logits(logits, torch.full_like(logits, target))
 
 
 def _class_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
@@ -52,13 +52,12 @@ def train_step(state: TrainState, real: torch.Tensor, labels: torch.Tensor) -> d
     Returns 0-dim tensors (never Python numbers): reading them would make the host wait for the
     device, so the loop reads them only when it logs.
     """
-    G, D, policy = state.run_generator, state.run_discriminator, state.policy
+    G, D, policy, losses = state.run_generator, state.run_discriminator, state.policy, state.losses
     shape = state.generator.shape
     batch = real.shape[0]
     z = torch.randn(batch, shape.z_dim, device=real.device, generator=state.rng)
     fake_labels = torch.randint(shape.num_classes, (batch,), device=real.device, generator=state.rng)
-    mode_seeking = state.mode_seeking
-    if mode_seeking:
+    if losses.mode_seeking:
         half = batch // 2  # pairs (i, i + half) share a class and differ in their noise
         fake_labels = torch.cat([fake_labels[:half], fake_labels[:batch - half]])
 
@@ -69,12 +68,12 @@ def train_step(state: TrainState, real: torch.Tensor, labels: torch.Tensor) -> d
     with policy.autocast():
         fake = G(z, fake_labels)  # (B, C, H, W)
         real_fake_real, class_real = D(real)
-        loss_d_real = _real_fake_loss(real_fake_real, True) + _class_loss(class_real, labels)
+        loss_d_real = _real_fake_loss(real_fake_real, losses.real_label) + _class_loss(class_real, labels)
     state.scaler_d.backward(loss_d_real)
     with policy.autocast():
         real_fake_fake, class_fake = D(fake.detach())
-        loss_d_fake = _real_fake_loss(real_fake_fake, False)
-        if state.class_loss_on_fakes:
+        loss_d_fake = _real_fake_loss(real_fake_fake, 0.0)
+        if losses.class_loss_on_fakes:
             loss_d_fake = loss_d_fake + _class_loss(class_fake, fake_labels)
         else:
             # The class head takes no part in this pass, but DDP expects every parameter of the
@@ -92,9 +91,9 @@ def train_step(state: TrainState, real: torch.Tensor, labels: torch.Tensor) -> d
     try:
         with policy.autocast():
             real_fake_g, class_g = state.run_discriminator_for_g(fake)
-            loss_g = _real_fake_loss(real_fake_g, True) + _class_loss(class_g, fake_labels)
-            if mode_seeking:
-                loss_g = loss_g + mode_seeking * _mode_seeking_penalty(fake, z)
+            loss_g = _real_fake_loss(real_fake_g, 1.0) + losses.class_weight_g * _class_loss(class_g, fake_labels)
+            if losses.mode_seeking:
+                loss_g = loss_g + losses.mode_seeking * _mode_seeking_penalty(fake, z)
         state.optimizer_g.zero_grad(set_to_none=True)
         skipped_g = state.scaler_g.backward_and_step(loss_g, state.optimizer_g)
     finally:
