@@ -69,7 +69,16 @@ def test_options_the_dataset_would_ignore_are_refused(overrides, message):
 def test_a_config_from_before_the_loss_options_keeps_the_published_losses():
     from ampgan.config import TrainConfig
 
-    old = {k: v for k, v in TrainConfig().to_dict().items()
-           if k not in ("mode_seeking", "class_loss_on_fakes", "real_label", "class_weight_g")}
+    later_fields = ("mode_seeking", "class_loss_on_fakes", "real_label", "class_weight_g", "spectral_norm_d")
+    old = {k: v for k, v in TrainConfig().to_dict().items() if k not in later_fields}
     config = TrainConfig.from_dict(old)
-    assert (config.mode_seeking, config.class_loss_on_fakes, config.real_label, config.class_weight_g) == (0.0, True, 1.0, 1.0)
+    assert [getattr(config, name) for name in later_fields] == [0.0, True, 1.0, 1.0, False]
+
+
+def test_a_config_from_between_two_added_fields_keeps_what_it_had_and_the_old_value_of_the_rest():
+    from ampgan.config import TrainConfig
+
+    # Written when mode seeking existed but smoothing and spectral norm did not.
+    old = {k: v for k, v in TrainConfig().to_dict().items() if k not in ("real_label", "spectral_norm_d")}
+    config = TrainConfig.from_dict(old)
+    assert (config.mode_seeking, config.real_label, config.spectral_norm_d) == (0.3, 1.0, False)

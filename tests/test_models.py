@@ -59,3 +59,45 @@ def test_misaligned_dimensions_are_named_with_a_suggestion():
     assert misaligned_dimensions(ModelShape(32, 3, 10, z_dim=128, width=64)) == []
     problems = misaligned_dimensions(ModelShape(32, 3, 10, z_dim=100, width=60))
     assert problems == ["z_dim=100 (try 104)", "width=60 (try 64)"]
+
+
+def _largest_singular_value(weight: torch.Tensor) -> float:
+    return torch.linalg.matrix_norm(weight.detach().reshape(weight.shape[0], -1).double(), ord=2).item()
+
+
+def test_spectral_norm_divides_each_weight_by_its_largest_singular_value_in_fp32_under_autocast():
+    shape = ModelShape(image_size=32, channels=3, num_classes=4, z_dim=16, width=8)
+    D = Discriminator(shape, spectral_norm=True)
+    normalised = [m for m in D.modules() if hasattr(m, "normalised_weight")]
+    assert len(normalised) == 4  # three convolutions and the real/fake head, not the class head
+    for _ in range(200):  # one power iteration per training pass: it converges over passes
+        with PrecisionPolicy("bf16", CPU).autocast():
+            D(torch.randn(4, 3, 32, 32))
+    for module in normalised:
+        with PrecisionPolicy("bf16", CPU).autocast():
+            weight = module.normalised_weight()
+        assert weight.dtype == torch.float32
+        assert _largest_singular_value(weight) == pytest.approx(1.0, rel=1e-3)
+        assert module.spectral_u.dtype == torch.float32
+
+
+def test_spectral_norm_keeps_the_weight_names_and_adds_its_vectors_as_buffers():
+    shape = ModelShape(image_size=28, channels=1, num_classes=4, z_dim=16, width=8)
+    plain, normalised = Discriminator(shape), Discriminator(shape, spectral_norm=True)
+    assert [n for n, _ in plain.named_parameters()] == [n for n, _ in normalised.named_parameters()]
+    extra = set(normalised.state_dict()) - set(plain.state_dict())
+    assert extra == {"features.0.spectral_u", "features.0.spectral_v", "features.2.spectral_u",
+                     "features.2.spectral_v", "real_fake_head.spectral_u", "real_fake_head.spectral_v"}
+
+
+def test_spectral_norm_backward_runs_after_two_passes_and_eval_passes_leave_the_vectors_alone():
+    shape = ModelShape(image_size=28, channels=1, num_classes=4, z_dim=16, width=8)
+    D = Discriminator(shape, spectral_norm=True)
+    # D's update scores a real and a fake batch, then runs one backward: the in-place power
+    # iteration of the second pass must not invalidate what the first saved.
+    (D(torch.randn(4, 1, 28, 28))[0].sum() + D(torch.randn(4, 1, 28, 28))[0].sum()).backward()
+    assert all(p.grad is not None for n, p in D.named_parameters() if not n.startswith("class_head"))
+    D.eval()
+    before = D.real_fake_head.spectral_u.clone()
+    D(torch.randn(4, 1, 28, 28))
+    assert torch.equal(D.real_fake_head.spectral_u, before)

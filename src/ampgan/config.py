@@ -54,14 +54,17 @@ class TrainConfig:
     # The AC-GAN's losses (training/step.py says why; benchmarks/gan_trials.py measured them).
     # mode_seeking: weight of the mode-seeking term that keeps G from drawing one image per class;
     # class_loss_on_fakes: also train D's class head on generated images (the original AC-GAN, which
-    # lets G and D agree on a permuted class mapping). Configs written before these fields existed
-    # load with the old step's values (0, True), so such runs resume exactly as they began.
+    # lets G and D agree on a permuted class mapping). A config written before one of these fields
+    # existed loads with what ampgan did then (_BEFORE_EACH_FIELD), so its run resumes as it began.
     mode_seeking: float = 0.3
     class_loss_on_fakes: bool = False
     # real_label: D's target for real images (below 1: one-sided label smoothing);
-    # class_weight_g: the weight of the class loss in G's update.
-    real_label: float = 1.0
+    # class_weight_g: the weight of the class loss in G's update;
+    # spectral_norm_d: D's convolutions and real/fake head spectrally normalised (training/models.py).
+    # Smoothing and spectral norm keep D from winning outright on Quick, Draw! (README, "The GAN").
+    real_label: float = 0.9
     class_weight_g: float = 1.0
+    spectral_norm_d: bool = True
 
     # The budget: a number of steps, a wall-clock budget in seconds, or both (first reached wins).
     steps: int | None = None
@@ -166,11 +169,13 @@ class TrainConfig:
             raise AmpganError(
                 f"config has unknown keys {unknown}: it was written by another ampgan version"
             )
-        return cls(**(_BEFORE_THE_LOSS_FIELDS | dict(values)))
+        return cls(**(_BEFORE_EACH_FIELD | dict(values)))
 
 
-# What the step did before `mode_seeking` and `class_loss_on_fakes` were fields (ampgan 0.1).
-_BEFORE_THE_LOSS_FIELDS = {"mode_seeking": 0.0, "class_loss_on_fakes": True}
+# What training did before each of these fields existed: the published AC-GAN's losses and D.
+# A field added later with a new default must be listed here, or older runs would change on resume.
+_BEFORE_EACH_FIELD = {"mode_seeking": 0.0, "class_loss_on_fakes": True, "real_label": 1.0,
+                      "class_weight_g": 1.0, "spectral_norm_d": False}
 
 
 def _require_positive(option: str, value: int) -> None:

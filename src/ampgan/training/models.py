@@ -10,6 +10,7 @@ import math
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 # The generator starts from a small map and doubles it with each transposed convolution.
@@ -85,16 +86,68 @@ class Generator(nn.Module):
         return self.upsample(x)  # (B, C, H, W)
 
 
-class Discriminator(nn.Module):
-    """image -> (real/fake logit (B,), class logits (B, K)), from one shared feature trunk."""
+class _SpectralNormalisation:
+    """Divides a layer's weight by its largest singular value (Miyato et al. 2018), so D's real/fake
+    score cannot sharpen faster than G can follow: on the six Quick, Draw! classes D otherwise told
+    real from fake 98% of the time and G learned little (benchmarks/gan_trials.py; README).
 
-    def __init__(self, shape: ModelShape):
+    The singular value comes from one power iteration per training pass, in fp32 whatever autocast
+    says: the policy keeps reductions like this one out of bf16/fp16, as it does batch-norm's. The
+    vectors `spectral_u`, `spectral_v` are buffers, so checkpoints restore them and DDP broadcasts them.
+    Written here rather than with torch.nn.utils.parametrizations.spectral_norm, which runs its power
+    iteration under the caller's autocast and renames the weight (`parametrizations.weight.original`).
+    """
+
+    weight: nn.Parameter
+    training: bool
+
+    def _start_power_iteration(self, iterations: int = 15) -> None:
+        matrix = self.weight.detach().reshape(self.weight.shape[0], -1).float()  # (out, in * k * k)
+        self.register_buffer("spectral_u", F.normalize(torch.randn(matrix.shape[0], device=matrix.device), dim=0))
+        self.register_buffer("spectral_v", torch.zeros(matrix.shape[1], device=matrix.device))
+        for _ in range(iterations):
+            self._power_iteration(matrix)
+
+    @torch.no_grad()
+    def _power_iteration(self, matrix: torch.Tensor) -> None:
+        self.spectral_v.copy_(F.normalize(matrix.t() @ self.spectral_u, dim=0, eps=1e-12))
+        self.spectral_u.copy_(F.normalize(matrix @ self.spectral_v, dim=0, eps=1e-12))
+
+    def normalised_weight(self) -> torch.Tensor:
+        with torch.autocast(self.weight.device.type, enabled=False):
+            matrix = self.weight.reshape(self.weight.shape[0], -1).float()
+            if self.training:
+                self._power_iteration(matrix.detach())
+            # Copies: the buffers change in place on D's next pass, before this one's backward.
+            sigma = torch.dot(self.spectral_u.clone(), matrix @ self.spectral_v.clone())
+            return self.weight / sigma
+
+
+class SpectralNormConv2d(_SpectralNormalisation, nn.Conv2d):
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        return self._conv_forward(images, self.normalised_weight(), self.bias)
+
+
+class SpectralNormLinear(_SpectralNormalisation, nn.Linear):
+    def forward(self, features: torch.Tensor) -> torch.Tensor:
+        return F.linear(features, self.normalised_weight(), self.bias)
+
+
+class Discriminator(nn.Module):
+    """image -> (real/fake logit (B,), class logits (B, K)), from one shared feature trunk.
+
+    `spectral_norm`: the convolutions and the real/fake head are spectrally normalised (the class
+    head is not: it is a plain classifier of real images). Off, this is the published AC-GAN's D.
+    """
+
+    def __init__(self, shape: ModelShape, *, spectral_norm: bool = False):
         super().__init__()
         self.shape = shape
+        conv, linear = (SpectralNormConv2d, SpectralNormLinear) if spectral_norm else (nn.Conv2d, nn.Linear)
         layers: list[nn.Module] = []
         in_channels, out_channels = shape.channels, shape.width
         for index in range(shape.upsamplings):
-            layers.append(nn.Conv2d(in_channels, out_channels, 4, stride=2, padding=1, bias=index == 0))
+            layers.append(conv(in_channels, out_channels, 4, stride=2, padding=1, bias=index == 0))
             if index > 0:  # DCGAN: no batch-norm on the layer that sees the images
                 layers.append(nn.BatchNorm2d(out_channels))
             layers.append(nn.LeakyReLU(0.2, inplace=True))
@@ -103,9 +156,12 @@ class Discriminator(nn.Module):
         self.features = nn.Sequential(*layers)
         feature_size = shape.image_size // 2**shape.upsamplings
         feature_dim = in_channels * feature_size**2  # (B, 4w * 4 * 4) for 32 px
-        self.real_fake_head = nn.Linear(feature_dim, 1)
+        self.real_fake_head = linear(feature_dim, 1)
         self.class_head = nn.Linear(feature_dim, shape.num_classes)  # the auxiliary classifier
         self.apply(_init_dcgan_weights)
+        for module in self.modules():
+            if isinstance(module, _SpectralNormalisation):
+                module._start_power_iteration()
 
     def forward(self, images: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         features = self.features(images)

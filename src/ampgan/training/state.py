@@ -123,7 +123,7 @@ def build_train_state(config: TrainConfig, shape: ModelShape, policy: PrecisionP
     device = policy.device
     torch.manual_seed(weights_seed(config.seed))
     generator = Generator(shape).to(device)
-    discriminator = Discriminator(shape).to(device)
+    discriminator = Discriminator(shape, spectral_norm=config.spectral_norm_d).to(device)
     if config.channels_last:
         # NHWC lets oneDNN/cuDNN pick their fastest convolution kernels without layout reorders.
         generator.to(memory_format=torch.channels_last)
