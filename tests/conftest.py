@@ -19,6 +19,20 @@ def _deterministic_threads():
     torch.set_num_threads(2)
 
 
+@pytest.fixture(autouse=True)
+def _memory_format_makes_no_difference(request, monkeypatch):
+    """Every command that decides its memory format (speed/layout.py) meets a machine where NCHW
+    and channels-last take exactly as long, so it keeps NCHW without timing anything: a timing
+    would make the tests slow and their runs' layout depend on the machine's load. Tests of the
+    decision itself inject their own machine (tests/test_layout.py) or ask for the real one."""
+    if "real_layout_measurement" in request.keywords:
+        return
+    import ampgan.speed.layout as layout
+
+    monkeypatch.setattr(layout, "measure_layouts_on_training_step",
+                        lambda config, dataset, device: layout.measure_layouts_with(lambda name: lambda: 0.01))
+
+
 def tiny_config(**overrides) -> TrainConfig:
     values = dict(dataset="synthetic", width=8, z_dim=16, batch_size=8, steps=3, device="cpu")
     values.update(overrides)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import gc
 import resource
 import signal
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 import torch
 
@@ -22,10 +22,12 @@ from ampgan.system.cpu_tuning import keep_freed_memory_for_reuse
 from ampgan.training.distributed import any_rank, gather_objects, world
 from ampgan.training.interruption import stop_on_signals
 from ampgan.system.environment import environment_stamp
+from ampgan.bench.compile_time import measure_compile_times
 from ampgan.bench.flops import count_flops
 from ampgan.system.hardware import detect_hardware, peak_tflops
 from ampgan.bench.stats import achieved_fraction_of_peak, throughput, timing_stats
 from ampgan.speed.decision import decide_for_run
+from ampgan.speed.layout import channels_last_precisions
 from ampgan.speed.rounds import UNTIL_SETTLED, RoundsResult, StoppingRule, measure_rounds
 from ampgan.speed.step_timer import StepTimer
 from ampgan.training.step import train_step
@@ -52,6 +54,9 @@ class BenchSpec:
     channels: int | None = None
     seed: int = 0
     compile: bool = False
+    # The precisions whose step runs channels-last (NHWC); None: measured per precision at the first
+    # batch size, on this machine (speed/layout.py).
+    channels_last: tuple[str, ...] | None = None
     peak_tflops: float | None = None  # overrides the table for every precision
 
     def train_config(self, precision: str, batch_size: int) -> TrainConfig:
@@ -59,7 +64,7 @@ class BenchSpec:
             dataset=self.dataset, data_dir=self.data_dir, classes=self.classes, max_per_class=self.max_per_class,
             precision=precision, batch_size=batch_size, device=self.device,
             width=self.width, z_dim=self.z_dim, image_size=self.image_size, channels=self.channels,
-            seed=self.seed, steps=1, compile=self.compile,
+            seed=self.seed, steps=1, compile=self.compile, channels_last=precision in (self.channels_last or ()),
         )
 
 
@@ -165,6 +170,14 @@ def run_bench(spec: BenchSpec, device: torch.device, on_config=lambda result: No
     if dataset is None:
         dataset = load_dataset(spec.dataset, spec.train_config("fp32", spec.batch_sizes[0]).data_request())
     precisions, left_out = (spec.precisions, []) if spec.precisions else default_precisions(spec, dataset, device, log)
+    layouts = {}
+    if spec.channels_last is None:
+        channels_last, layouts = channels_last_precisions(
+            lambda precision: spec.train_config(precision, spec.batch_sizes[0]), precisions, dataset, device, log)
+        spec = replace(spec, channels_last=channels_last)
+    # Compile time as the next run meets it (fresh processes, cold then warm cache): rank 0 alone.
+    compile_times = ({name: measure_compile_times(spec.train_config(name, spec.batch_sizes[0])) for name in precisions}
+                     if spec.compile and world().is_main else {})
     peaks = {}
     for name in precisions:
         value, source = (spec.peak_tflops, "--peak-tflops") if spec.peak_tflops else peak_tflops(hardware, name)
@@ -200,6 +213,8 @@ def run_bench(spec: BenchSpec, device: torch.device, on_config=lambda result: No
         "hardware": hardware.to_dict(),
         "peaks": peaks,
         "left_out": left_out,
+        "layouts": layouts,
+        "compile_times": compile_times,  # per precision at the first batch size: {cold_s, warm_s, compiled_step_s}  # the memory-format decisions measured for this bench (none when given)
         "configs": rows,
         "measurements": measurements,
         "speedups": speedups(measurements),

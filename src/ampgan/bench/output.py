@@ -109,11 +109,17 @@ def stamp_text(results: dict) -> str:
     versions = env.get("versions", {})
     spec = results["spec"]
     text = (f"{env.get('hardware_summary', results['hardware'].get('name'))} | {spec['dataset']}, width {spec['width']}"
-            f"{', compiled' if spec.get('compile') else ''} | torch {versions.get('torch', '?')}, "
+            f"{', compiled' if spec.get('compile') else ''}{layout_text(spec)} | torch {versions.get('torch', '?')}, "
             f"ampgan {versions.get('ampgan', '?')} | {env.get('date', '')}")
     if results.get("incomplete"):
         text += f" | INCOMPLETE: {incomplete_text(results['incomplete'])}"
     return text
+
+
+def layout_text(spec: dict) -> str:
+    """', channels-last: bf16' when some precisions ran NHWC (results from before the option: NCHW)."""
+    channels_last = spec.get("channels_last") or []
+    return f", channels-last: {', '.join(channels_last)}" if channels_last else ""
 
 
 def incomplete_text(incomplete: dict) -> str:
@@ -224,6 +230,11 @@ def table(results: dict) -> str:
         )
     for item in results.get("left_out", []):
         lines.append(f"left out {item['precision']}: {item['reason']}")
+    if results.get("compile_times"):
+        batch = results["spec"]["batch_sizes"][0]
+        times = "; ".join(f"{name} cold {t['cold_s']:.1f} s, warm {t['warm_s']:.1f} s" for name, t in
+                          results["compile_times"].items())
+        lines.append(f"compile time before the first step (batch {batch}, a fresh process each): {times}")
     if results.get("incomplete"):
         lines.append(f"incomplete: {incomplete_text(results['incomplete'])}")
     peaks = ", ".join(f"{name} {p['tflops']:.3g} TFLOP/s ({p['source']})" if p["tflops"] else f"{name}: {p['source']}"

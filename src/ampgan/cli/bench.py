@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from ampgan.cli.options import (IntList, Number, PositiveNumber, PrecisionList, WholeNumber, data_source_options,
+                                channels_last_option, channels_last_precisions_given,
                                 dataset_option, default_out,
                                 device_option, image_shape_options, model_options, out_options, seed_option)
 from ampgan.training.distributed import join_process_group, world
@@ -33,6 +34,7 @@ from ampgan.training.start import claimed_on_main_rank
 @model_options
 @image_shape_options
 @click.option("--compile", "compile_", is_flag=True, help="torch.compile the networks (compile time reported apart).")
+@channels_last_option
 @click.option("--peak-tflops", type=PositiveNumber(), default=None, help="Override the device's peak for the % of peak column.")
 @seed_option
 @out_options("bench")
@@ -57,6 +59,7 @@ def command(**options) -> None:
         max_seconds=options["max_seconds"], min_seconds=options["min_seconds"], width=options["width"], z_dim=options["z_dim"],
         image_size=options["image_size"], channels=options["channels"], seed=options["seed"],
         compile=options["compile_"], peak_tflops=options["peak_tflops"],
+        channels_last=channels_last_precisions_given(options["channels_last"]),
     )
     device = join_process_group(spec.device) or resolve_device(spec.device)
     for precision in precisions:

@@ -167,6 +167,17 @@ seed_option = click.option("--seed", type=WholeNumber(0), default=0, show_defaul
                            help="Seeds weights, data order, noise and evaluation.")
 device_option = click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto",
                              show_default=True)
+channels_last_option = click.option(
+    "--channels-last/--no-channels-last", default=None,
+    help="NHWC (or, with --no-, NCHW) memory format for every precision; default: measured per precision on this "
+         "machine (cached), channels-last where it is faster.")
+
+
+def channels_last_precisions_given(flag: bool | None, precisions=PRECISIONS) -> tuple[str, ...] | None:
+    """--channels-last: every precision; --no-channels-last: none; neither: None (measured)."""
+    return None if flag is None else (tuple(precisions) if flag else ())
+
+
 model_options = compose(
     click.option("--width", type=WholeNumber(), default=64, show_default=True, help="Network width w (channels w, 2w, 4w)."),
     click.option("--z-dim", type=WholeNumber(), default=128, show_default=True, help="Noise size."),

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from pathlib import Path
 
 import click
 
-from ampgan.cli.options import (Duration, LossScale, StepsOrDuration, WholeNumber, compose, data_source_options,
+from ampgan.cli.options import (Duration, LossScale, StepsOrDuration, WholeNumber, channels_last_option, compose,
+                                data_source_options,
                                 dataset_option, default_out, device_option, fetch_options, image_shape_options,
                                 model_options, seed_option)
 from ampgan.config import PRECISIONS, TrainConfig
@@ -51,7 +53,7 @@ _options = compose(
                  help="Weight of the class loss in G's update."),
     click.option("--spectral-norm-d/--no-spectral-norm-d", default=True, show_default=True,
                  help="Spectrally normalise D's convolutions and real/fake head."),
-    click.option("--channels-last", is_flag=True, help="NHWC memory format for the convolutions."),
+    channels_last_option,
     click.option("--compile", is_flag=True, help="torch.compile the networks."),
     click.option("--nproc", type=WholeNumber(), default=1, show_default=True,
                  help="Data-parallel processes on this machine (launches them); --batch-size is per process."),
@@ -67,6 +69,7 @@ def config_values(options: dict) -> dict:
     fields = set(TrainConfig.__dataclass_fields__)
     values = {_FIELD_OF_OPTION.get(name, name): value for name, value in options.items()
               if _FIELD_OF_OPTION.get(name, name) in fields}
+    values["channels_last"] = bool(options["channels_last"])  # not given: NCHW until measured (_decide_layout)
     unit, every = options["checkpoint_every"]
     values["checkpoint_every_steps"] = every if unit == "steps" else None
     values["checkpoint_every_s"] = every if unit == "seconds" else None
@@ -107,7 +110,23 @@ def command(ctx: click.Context, **options) -> None:
         return
     starting = resumed_run(config, out, device) if resume_dir else new_run(config, out, options["overwrite"], device)
     with starting as start:
+        if resume_dir is None and options["channels_last"] is None:
+            start = _decide_layout(start, options["quiet"])
         _train_and_report(start, quiet=options["quiet"])
+
+
+def _decide_layout(start: RunStart, quiet: bool) -> RunStart:
+    """A new run without --channels-last/--no-channels-last trains in the memory format measured faster
+    for its precision and batch size on this machine (cached after the first time; speed/layout.py).
+    The choice goes into config.json, so a resumed run keeps it."""
+    from ampgan.speed.layout import channels_last_precisions
+
+    prepared = start.prepared
+    log = (lambda line: None) if quiet else (lambda line: click.echo(line, err=True))
+    channels_last, _ = channels_last_precisions(lambda precision: prepared.config, [prepared.config.precision],
+                                                prepared.dataset, prepared.policy.device, log)
+    config = dataclasses.replace(prepared.config, channels_last=bool(channels_last))
+    return dataclasses.replace(start, prepared=dataclasses.replace(prepared, config=config))
 
 
 def _warn_if_not_faster(start: RunStart, quiet: bool) -> None:

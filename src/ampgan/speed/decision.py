@@ -199,7 +199,8 @@ def machine_key(device: torch.device, config) -> dict:
     return {"hardware": hardware.name, "flags": hardware.cpu_flags, "capability": hardware.cuda_capability,
             "threads": torch.get_num_threads(), "torch": torch.__version__, "device": device.type,
             "width": config.width, "z_dim": config.z_dim, "dataset": config.dataset,
-            "image_size": config.image_size, "channels": config.channels, "compile": config.compile}
+            "image_size": config.image_size, "channels": config.channels, "compile": config.compile,
+            "channels_last": config.channels_last}
 
 
 def measure_with(make_timer: Callable[[str], Callable[[], float]], rule: StoppingRule = DECISION_RULE,

@@ -193,7 +193,17 @@ def _environment_lines(document: dict) -> list[str]:
         f"seed at batch {spec['batch_size']}, evaluation excluded; {spec['eval_samples']} samples per evaluation",
         f"evaluator: held-out real accuracy {document['evaluator']['held_out_accuracy']:.3f} "
         f"(refused below {document['evaluator'].get('min_accuracy', 0.5):.2f})",
-    ] + [f"left out {item['precision']}: {item['reason']}" for item in document.get("left_out", [])]
+    ] + _layout_lines(document) + [f"left out {item['precision']}: {item['reason']}"
+                                    for item in document.get("left_out", [])]
+
+
+def _layout_lines(document: dict) -> list[str]:
+    """Which memory format each precision trained in, and the measurement behind it."""
+    channels_last = document["spec"].get("channels_last") or []
+    precisions = document["spec"].get("precisions", [])
+    formats = ", ".join(f"{p} {'channels-last' if p in channels_last else 'NCHW'}" for p in precisions)
+    measured = [f"memory format measured: {decision['description']}" for decision in document.get("layouts", {}).values()]
+    return [f"memory format: {formats}" + ("" if measured else " (as given)")] + measured
 
 
 def _price_note(document: dict) -> str:

@@ -20,6 +20,7 @@ import torch
 from ampgan.config import TrainConfig
 from ampgan.errors import AmpganError
 from ampgan.seeds import CURRENT_SCHEME, step_noise_seed, weights_seed
+from ampgan.training.compile_cache import use_persistent_compile_cache
 from ampgan.training.distributed import world
 from ampgan.training.models import Discriminator, Generator, ModelShape
 from ampgan.training.precision import LossScaler, PrecisionPolicy
@@ -198,6 +199,7 @@ def wrap_modules(state: TrainState, *, compile: bool, sync_batch_norm: bool = Fa
         state.discriminator = torch.nn.SyncBatchNorm.convert_sync_batchnorm(state.discriminator)
     generator, discriminator = state.generator, state.discriminator
     if compile:
+        use_persistent_compile_cache()
         generator = torch.compile(generator, backend=compile_backend())
         discriminator = torch.compile(discriminator, backend=compile_backend())
     state.run_discriminator_for_g = discriminator

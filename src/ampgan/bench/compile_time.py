@@ -1,0 +1,61 @@
+"""How long does torch.compile take before the first step, cold and warm? Measured as a new run sees it.
+
+Within one process a second compile reuses in-memory caches that the next run would not have, so
+each measurement is a fresh Python process running the bench's step with compilation on: *cold*
+with an empty compile cache folder, *warm* with the folder the cold one filled (what a second run
+on this machine meets, training/compile_cache.py). Each process times its first step (compiling
+plus one step) and three more (the compiled step alone); compile time = first - their median.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+from ampgan.config import TrainConfig
+from ampgan.errors import AmpganError
+from ampgan.training.compile_cache import ENV
+
+PROBE_TIMEOUT_S = 900
+
+
+def measure_compile_times(config: TrainConfig) -> dict:
+    """{"cold_s", "warm_s", "compiled_step_s"} for the config's step (its precision and batch size)."""
+    with tempfile.TemporaryDirectory(prefix="ampgan-compile-") as folder:
+        cold, warm = _probe(config, folder), _probe(config, folder)
+    return {"cold_s": cold["first_step_s"] - cold["step_s"], "warm_s": warm["first_step_s"] - warm["step_s"],
+            "compiled_step_s": warm["step_s"]}
+
+
+def _probe(config: TrainConfig, cache_folder: str) -> dict:
+    command = [sys.executable, "-m", "ampgan.bench.compile_time", json.dumps(config.to_dict())]
+    try:
+        done = subprocess.run(command, env=os.environ | {ENV: cache_folder}, capture_output=True, text=True,
+                              timeout=PROBE_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        raise AmpganError(f"measuring the compile time took over {PROBE_TIMEOUT_S} s: drop --compile") from None
+    if done.returncode != 0:
+        reason = (done.stderr.strip().splitlines() or ["no message"])[-1]
+        raise AmpganError(f"measuring the compile time failed ({reason}): drop --compile")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _probe_main(config_json: str) -> None:
+    from ampgan.data import load_dataset
+    from ampgan.speed.step_timer import StepTimer
+    from ampgan.training.precision import resolve_device
+
+    config = TrainConfig.from_dict(json.loads(config_json))
+    dataset = load_dataset(config.dataset, config.data_request())
+    timer = StepTimer(config, dataset, resolve_device(config.device), data_parallel=False, across_ranks=False)
+    first = timer()
+    step = statistics.median(timer() for _ in range(3))
+    print(json.dumps({"first_step_s": first, "step_s": step}))
+
+
+if __name__ == "__main__":
+    _probe_main(sys.argv[1])

@@ -1,0 +1,170 @@
+"""NCHW or channels-last: which memory format makes this run's step faster here? Measured, not assumed.
+
+oneDNN's AMX kernels and cuDNN's tensor-core kernels work in NHWC ("channels-last"): with NCHW
+tensors they reorder around each convolution. That is worth 1.15x per bf16 step at batch 256 on a
+2-core Xeon with AMX, yet it did not pay on a Zen 4 EPYC (AVX-512, no AMX), where NCHW kernels
+are as fast. So the format is a per-machine decision, made like the precision decision
+(decision.py): the run's real step in both formats, interleaved rounds, a 95% interval of the
+speedup, channels-last only when the interval lies above 1 (else NCHW, the format every other
+code path is written for), cached per machine, model, batch size and precision.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from ampgan.speed.cache import DecisionCache, decision_key
+from ampgan.speed.decision import DECISION_RULE, WARMUP_STEPS, duration_text, machine_key
+from ampgan.speed.intervals import SpeedupInterval
+from ampgan.speed.rounds import RoundsResult, StoppingRule, measure_rounds
+
+NCHW, CHANNELS_LAST = "nchw", "channels-last"
+
+
+@dataclass(frozen=True)
+class LayoutDecision:
+    precision: str
+    batch_size: int
+    verdict: str  # channels-last is: faster | slower | no clear difference
+    nchw_step_s: float | None
+    channels_last_step_s: float | None
+    interval: dict | None  # channels-last's speedup over NCHW (SpeedupInterval.to_dict())
+    rounds: int
+    note: str = ""
+    measured_on: str = ""
+    cached: bool = False
+
+    @property
+    def channels_last(self) -> bool:
+        return self.verdict == "faster"
+
+    @property
+    def chosen(self) -> str:
+        return CHANNELS_LAST if self.channels_last else NCHW
+
+    def describe(self) -> str:
+        """'bf16 at batch 64: channels-last 70.1 ms vs NCHW 80.6 ms per step, 1.15x (95% CI 1.10-1.20,
+        6 rounds): channels-last'."""
+        measured = ""
+        if self.interval:
+            interval = SpeedupInterval(self.interval["estimate"], self.interval["low"], self.interval["high"],
+                                       self.interval["rounds"])
+            measured = f", {interval.describe()}"
+        note = f" ({self.note})" if self.note else ""
+        cached = f" [cached, measured {self.measured_on}]" if self.cached else ""
+        return (f"{self.precision} at batch {self.batch_size}: channels-last {duration_text(self.channels_last_step_s)} "
+                f"vs NCHW {duration_text(self.nchw_step_s)} per step{measured}{note}: {self.chosen}{cached}")
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self) | {"channels_last": self.channels_last, "description": self.describe()}
+
+    @classmethod
+    def from_dict(cls, document: dict, cached: bool = False) -> LayoutDecision:
+        fields = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in document.items() if k in fields} | {"cached": cached})
+
+
+def layout_from_rounds(result: RoundsResult, precision: str, batch_size: int) -> LayoutDecision:
+    """The decision from interleaved rounds of NCHW (the baseline) and channels-last (pure)."""
+    nchw, channels_last = result.samples_s[NCHW], result.samples_s[CHANNELS_LAST]
+    interval = result.intervals.get(CHANNELS_LAST)
+    notes = []
+    if CHANNELS_LAST in result.hopeless:
+        verdict = "slower"
+        notes.append(result.hopeless[CHANNELS_LAST])
+    elif interval is None:
+        verdict = "no clear difference"
+        notes.append("fewer than two rounds fit in the time cap")
+    else:
+        verdict = interval.verdict
+    if result.load_changed:
+        notes.append(f"the machine's load changed during the measurement (NCHW {result.drift:+.0%})")
+    return LayoutDecision(precision, batch_size, verdict, _median(nchw), _median(channels_last),
+                          interval.to_dict() if interval else None, len(channels_last), note="; ".join(notes),
+                          measured_on=datetime.date.today().isoformat())
+
+
+def _median(samples: list[float]) -> float | None:
+    return float(torch.tensor(samples).median()) if samples else None
+
+
+def decide_layout(precision: str, batch_size: int, key_parts: dict, measure: Callable[[], RoundsResult],
+                  cache: DecisionCache | None, log: Callable[[str], None] = lambda line: None) -> LayoutDecision:
+    """From the cache when it holds this question's answer, else measured (`measure()`: rounds of
+    NCHW against channels-last) and cached unless the machine's load changed meanwhile."""
+    key = decision_key(**key_parts, batch_size=batch_size, precision=precision, question="memory format")
+    document = cache.get(key) if cache else None
+    if document is not None:
+        return LayoutDecision.from_dict(document, cached=True)
+    log(f"measuring channels-last against NCHW for {precision} at batch {batch_size} "
+        "(once for this machine and model; the answer is cached) ...")
+    result = measure()
+    decision = layout_from_rounds(result, precision, batch_size)
+    if cache and not result.load_changed:
+        cache.put(key, decision.to_dict())
+    return decision
+
+
+# A format gain worth having shows within seconds; a tie is answered NCHW after at most this long.
+LAYOUT_RULE = StoppingRule(min_rounds=3, max_seconds=20.0, until=DECISION_RULE.until)
+
+
+def measure_layouts_with(make_timer: Callable[[str], Callable[[], float]], rule: StoppingRule = LAYOUT_RULE,
+                         seed: int = 0) -> Callable[[], RoundsResult]:
+    """`measure` for decide_layout(): one timer per format (`make_timer(NCHW or CHANNELS_LAST)`), a
+    warm-up, then interleaved rounds until decided (rounds.py)."""
+
+    def measure() -> RoundsResult:
+        timers = {name: make_timer(name) for name in (NCHW, CHANNELS_LAST)}
+        for _ in range(WARMUP_STEPS):
+            for timer in timers.values():
+                timer()
+        return measure_rounds(timers, NCHW, rule, seed=seed)
+
+    return measure
+
+
+def measure_layouts_on_training_step(config, dataset, device: torch.device) -> Callable[[], RoundsResult]:
+    """measure_layouts_with() on the run's real step, this process alone."""
+    from ampgan.speed.step_timer import StepTimer
+
+    def make_timer(name: str) -> StepTimer:
+        return StepTimer(dataclasses.replace(config, channels_last=name == CHANNELS_LAST), dataset, device,
+                         data_parallel=False, across_ranks=False)
+
+    return measure_layouts_with(make_timer, seed=config.seed)
+
+
+def layout_key(device: torch.device, config) -> dict:
+    """machine_key without the format itself (the thing decided)."""
+    return {k: v for k, v in machine_key(device, config).items() if k != "channels_last"}
+
+
+def decide_layout_for_run(config, dataset, device: torch.device, use_cache: bool = True,
+                          log: Callable[[str], None] = lambda line: None) -> LayoutDecision:
+    """The memory format for the config's precision and batch size on this machine."""
+    return decide_layout(config.precision, config.batch_size, layout_key(device, config),
+                         measure_layouts_on_training_step(config, dataset, device),
+                         DecisionCache() if use_cache else None, log)
+
+
+def channels_last_precisions(config_for: Callable[[str], object], precisions, dataset, device: torch.device,
+                             log: Callable[[str], None] = lambda line: None) -> tuple[tuple[str, ...], dict[str, dict]]:
+    """(the precisions that run faster channels-last here, {precision: its decision as a dict}).
+    `config_for(precision)`: the run's config in that precision. Under torchrun rank 0 measures
+    alone and every rank gets its answer (a timing on a shared CPU would mix the ranks' load)."""
+    from ampgan.training.distributed import gather_objects, world
+
+    decisions = {}
+    if world().is_main:
+        for precision in precisions:
+            decision = decide_layout_for_run(config_for(precision), dataset, device, log=log)
+            log(f"  {decision.describe()}")
+            decisions[precision] = decision.to_dict()
+    decisions = gather_objects(decisions)[0]
+    return tuple(p for p in precisions if decisions[p]["channels_last"]), decisions
