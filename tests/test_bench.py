@@ -119,7 +119,7 @@ def test_sigterm_keeps_the_finished_batch_sizes_marked_incomplete(tmp_path):
 
     out = tmp_path / "bench"
     command = [sys.executable, "-m", "ampgan", "bench", *TINY, "--warmup", "3", "--batch-sizes", "4,8,4096",
-               "--precisions", "fp32", "--max-seconds", "600", "--out", str(out)]
+               "--precisions", "fp32", "--max-seconds", "600", "--no-channels-last", "--out", str(out)]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     for line in process.stderr:  # one line per finished configuration
         if line.strip().startswith("batch     8"):

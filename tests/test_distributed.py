@@ -18,8 +18,9 @@ from conftest import run_cli
 # Every test here starts real processes under the launcher.
 pytestmark = pytest.mark.slow
 
+# Subprocesses do not get conftest's injected memory-format tie: they name the format (no timing).
 TINY = ["--dataset", "synthetic", "--width", "8", "--z-dim", "16", "--batch-size", "8", "--device", "cpu",
-        "--quiet", "--log-every", "2", "--sample-every", "1000"]
+        "--quiet", "--log-every", "2", "--sample-every", "1000", "--no-channels-last"]
 
 
 def torchrun(*args, timeout=240, script=None):
@@ -90,7 +91,7 @@ def test_bench_under_two_processes_reports_per_rank_times_max_and_efficiency(tmp
     out = tmp_path / "bench"
     result = torchrun("bench", "--batch-sizes", "8", "--precisions", "fp32,bf16", "--width", "8", "--z-dim", "16",
                       "--device", "cpu", "--warmup", "1", "--steps", "3", "--min-seconds", "0", "--max-seconds", "20",
-                      "--out", str(out))
+                      "--no-channels-last", "--out", str(out))
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.count("results:") == 1  # rank 0 alone reports
     results = json.loads((out / "results.json").read_text())

@@ -96,8 +96,12 @@ def test_a_format_that_is_hopeless_in_a_round_is_slower():
     assert decision.verdict == "slower" and "more than 5x slower" in decision.note
 
 
-def _faster_channels_last(monkeypatch):
+def _faster_channels_last(monkeypatch, tmp_path):
+    """A machine where bf16 runs faster channels-last; a cache of its own (the session's cache holds the
+    injected ties that other tests measured)."""
     import ampgan.speed.layout as layout
+
+    monkeypatch.setenv("AMPGAN_CACHE_DIR", str(tmp_path / "cache"))
 
     monkeypatch.setattr(layout, "measure_layouts_on_training_step",
                         lambda config, dataset, device: measure_layouts_with(
@@ -105,7 +109,7 @@ def _faster_channels_last(monkeypatch):
 
 
 def test_train_runs_channels_last_where_measured_faster_and_keeps_it_on_resume(tmp_path, capsys, monkeypatch):
-    _faster_channels_last(monkeypatch)
+    _faster_channels_last(monkeypatch, tmp_path)
     run = tmp_path / "r"
     code, _, err = run_cli(capsys, "train", *TINY, "--precision", "bf16", "--steps", "2", "--out", str(run))
     assert code == 0, err
@@ -128,7 +132,7 @@ def test_train_runs_channels_last_where_measured_faster_and_keeps_it_on_resume(t
 
 
 def test_compare_and_its_bench_use_each_precisions_measured_format(tmp_path, capsys, monkeypatch):
-    _faster_channels_last(monkeypatch)
+    _faster_channels_last(monkeypatch, tmp_path)
     out = tmp_path / "c"
     code, _, err = run_cli(capsys, "compare", *TINY, "--precisions", "fp32,bf16", "--seeds", "1", "--time-budget", "2s",
                            "--eval-points", "1", "--eval-samples", "20", "--bench-batch-sizes", "8", "--out", str(out),
@@ -149,7 +153,7 @@ def test_compare_and_its_bench_use_each_precisions_measured_format(tmp_path, cap
 def test_bench_decides_per_precision_and_stamps_its_figures(tmp_path, capsys, monkeypatch):
     from ampgan.bench.output import load_results, stamp_text
 
-    _faster_channels_last(monkeypatch)
+    _faster_channels_last(monkeypatch, tmp_path)
     out = tmp_path / "b"
     code, _, err = run_cli(capsys, "bench", *TINY[:-4], "--width", "8", "--z-dim", "16", "--device", "cpu",
                            "--batch-sizes", "4", "--precisions", "fp32,bf16", "--steps", "2", "--min-seconds", "0",
@@ -170,3 +174,19 @@ def test_the_real_step_is_timed_in_both_formats():
     result = measure_layouts_on_training_step(config, dataset, torch.device("cpu"))()
     assert set(result.samples_s) == {NCHW, CHANNELS_LAST} and result.rounds >= 3
     assert all(seconds > 0 for samples in result.samples_s.values() for seconds in samples)
+
+
+def test_a_decision_times_the_step_with_the_runs_malloc_setting(monkeypatch):
+    import platform
+
+    import ampgan.system.cpu_tuning as cpu_tuning
+    from ampgan.data import load_dataset
+    from ampgan.speed.step_timer import StepTimer
+    from conftest import tiny_config
+
+    if platform.libc_ver()[0] != "glibc":
+        pytest.skip("the setting is glibc's")
+    monkeypatch.setattr(cpu_tuning, "_applied", None)  # as in a fresh process
+    config = tiny_config()
+    StepTimer(config, load_dataset("synthetic", config.data_request()), torch.device("cpu"), across_ranks=False)
+    assert cpu_tuning.tuning_state() == {"glibc_malloc_keeps_freed_memory": True}

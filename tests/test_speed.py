@@ -114,6 +114,18 @@ def test_a_hopeless_candidate_is_left_out_after_one_round():
     assert result.stopped_by == "only a baseline"
 
 
+def test_one_step_slowed_by_a_burst_does_not_leave_a_candidate_out():
+    bf16 = steady(0.1, seed=1)
+    calls = [0]
+
+    def bf16_with_a_burst():
+        calls[0] += 1
+        return 1.7 if calls[0] == 8 else bf16()  # one step 8x fp32's, in the eighth round
+
+    result = measure_rounds({"fp32": steady(0.2), "bf16": bf16_with_a_burst}, "fp32", StoppingRule(min_rounds=12))
+    assert not result.hopeless and result.rounds >= 12 and result.intervals["bf16"].estimate > 1.5
+
+
 def test_min_seconds_keeps_measuring_past_a_quick_settle():
     result = measure_rounds({"fp32": steady(0.2), "bf16": steady(0.1, seed=1)}, "fp32",
                             StoppingRule(min_rounds=3, min_seconds=6.0, max_seconds=60))
