@@ -88,6 +88,10 @@ def _target_line(precision: str, cost: dict, comparison: dict, target: float, se
             text += f", at {100 * mine['cost'] / theirs['cost']:.0f}% of fp32's cost"
     elif ratio.get("n") == 1:
         text += f". In the one seed where both reached it, {precision} was {ratio['mean']:.2f}x sooner"
+    if all(run.get("reached") and run.get("by_first_evaluation") == run["reached"] for run in (mine, theirs)):
+        text += (". Every run was already above the target at its first evaluation after the start, so these "
+                 "times only say \"before that evaluation\" and cannot tell the precisions apart: use more "
+                 "--eval-points (or a higher --target-accuracy)")
     return text + "."
 
 
