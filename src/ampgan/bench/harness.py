@@ -18,7 +18,6 @@ import torch
 
 from ampgan.config import TrainConfig
 from ampgan.data import load_dataset
-from ampgan.system.cpu_tuning import keep_freed_memory_for_reuse
 from ampgan.training.distributed import any_rank, gather_objects, world
 from ampgan.training.interruption import stop_on_signals
 from ampgan.system.environment import environment_stamp
@@ -165,8 +164,6 @@ def run_bench(spec: BenchSpec, device: torch.device, on_config=lambda result: No
     (the speed decision's, when the precisions are chosen here); `dataset`: one already loaded
     (a comparison's), else loaded from the spec."""
     hardware = detect_hardware(device)
-    if device.type == "cpu":
-        keep_freed_memory_for_reuse()
     if dataset is None:
         dataset = load_dataset(spec.dataset, spec.train_config("fp32", spec.batch_sizes[0]).data_request())
     precisions, left_out = (spec.precisions, []) if spec.precisions else default_precisions(spec, dataset, device, log)

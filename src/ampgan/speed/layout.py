@@ -19,8 +19,8 @@ from dataclasses import dataclass
 import torch
 
 from ampgan.speed.cache import DecisionCache, decision_key
-from ampgan.speed.decision import DECISION_RULE, WARMUP_STEPS, duration_text, machine_key
-from ampgan.speed.intervals import SpeedupInterval
+from ampgan.speed.decision import (DECISION_RULE, WARMUP_STEPS, duration_text, interval_text, machine_key,
+                                   median_s, rounds_verdict)
 from ampgan.speed.rounds import RoundsResult, StoppingRule, measure_rounds
 
 NCHW, CHANNELS_LAST = "nchw", "channels-last"
@@ -50,15 +50,11 @@ class LayoutDecision:
     def describe(self) -> str:
         """'bf16 at batch 64: channels-last 70.1 ms vs NCHW 80.6 ms per step, 1.15x (95% CI 1.10-1.20,
         6 rounds): channels-last'."""
-        measured = ""
-        if self.interval:
-            interval = SpeedupInterval(self.interval["estimate"], self.interval["low"], self.interval["high"],
-                                       self.interval["rounds"])
-            measured = f", {interval.describe()}"
         note = f" ({self.note})" if self.note else ""
         cached = f" [cached, measured {self.measured_on}]" if self.cached else ""
         return (f"{self.precision} at batch {self.batch_size}: channels-last {duration_text(self.channels_last_step_s)} "
-                f"vs NCHW {duration_text(self.nchw_step_s)} per step{measured}{note}: {self.chosen}{cached}")
+                f"vs NCHW {duration_text(self.nchw_step_s)} per step{interval_text(self.interval)}{note}: "
+                f"{self.chosen}{cached}")
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self) | {"channels_last": self.channels_last, "description": self.describe()}
@@ -71,26 +67,12 @@ class LayoutDecision:
 
 def layout_from_rounds(result: RoundsResult, precision: str, batch_size: int) -> LayoutDecision:
     """The decision from interleaved rounds of NCHW (the baseline) and channels-last (pure)."""
-    nchw, channels_last = result.samples_s[NCHW], result.samples_s[CHANNELS_LAST]
+    verdict, notes = rounds_verdict(result, CHANNELS_LAST)
     interval = result.intervals.get(CHANNELS_LAST)
-    notes = []
-    if CHANNELS_LAST in result.hopeless:
-        verdict = "slower"
-        notes.append(result.hopeless[CHANNELS_LAST])
-    elif interval is None:
-        verdict = "no clear difference"
-        notes.append("fewer than two rounds fit in the time cap")
-    else:
-        verdict = interval.verdict
-    if result.load_changed:
-        notes.append(f"the machine's load changed during the measurement (NCHW {result.drift:+.0%})")
-    return LayoutDecision(precision, batch_size, verdict, _median(nchw), _median(channels_last),
+    channels_last = result.samples_s[CHANNELS_LAST]
+    return LayoutDecision(precision, batch_size, verdict, median_s(result.samples_s[NCHW]), median_s(channels_last),
                           interval.to_dict() if interval else None, len(channels_last), note="; ".join(notes),
                           measured_on=datetime.date.today().isoformat())
-
-
-def _median(samples: list[float]) -> float | None:
-    return float(torch.tensor(samples).median()) if samples else None
 
 
 def decide_layout(precision: str, batch_size: int, key_parts: dict, measure: Callable[[], RoundsResult],
