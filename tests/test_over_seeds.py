@@ -62,3 +62,13 @@ def test_the_verdict_says_when_every_run_was_above_the_target_at_its_first_evalu
     coarse = _target_line("bf16", cost(3), comparison, 0.79, 3)
     assert "Every run was already above the target at its first evaluation" in coarse and "--eval-points" in coarse
     assert "Every run was already" not in _target_line("bf16", cost(2), comparison, 0.79, 3)
+
+
+def test_the_speed_line_says_slower_when_the_bench_measured_slower():
+    # A mode named with --precisions may be slower than fp32 here (bf16 at batch 8 on a tiny model).
+    from ampgan.study.verdict import _speed_relation
+
+    assert _speed_relation({"estimate": 1.57, "low": 1.49, "high": 1.64}) == "faster than fp32's"
+    assert _speed_relation({"estimate": 0.90, "low": 0.89, "high": 0.91}) == "slower than fp32's"
+    assert _speed_relation({"estimate": 1.02, "low": 0.97, "high": 1.08}) == "not clearly different from fp32's"
+    assert _speed_relation({"median": 1.3}) == "faster than fp32's"  # results from before intervals

@@ -44,10 +44,21 @@ def verdict(document: dict, bench_speedups: list[dict]) -> list[str]:
 def _speed_line(precision: str, run: dict, fp32_run: dict, pair: dict | None, batch: int, hardware: str) -> str:
     text = f"On this {hardware}, "
     if pair:
-        text += f"{precision}'s training step was faster than fp32's at batch {batch} by {speedup_text(pair)} on the bench."
+        text += f"{precision}'s training step was {_speed_relation(pair)} at batch {batch}: {speedup_text(pair)} on the bench."
     else:
         text += f"the bench has no {precision} speedup at batch {batch}."
     return text + _achieved_text(precision, run, fp32_run, pair)
+
+
+def _speed_relation(pair: dict) -> str:
+    """What the bench's interval says (a named --precisions mode may be slower than fp32 here)."""
+    estimate = speedup_estimate(pair)
+    low, high = pair.get("low", estimate), pair.get("high", estimate)
+    if low > 1:
+        return "faster than fp32's"
+    if high < 1:
+        return "slower than fp32's"
+    return "not clearly different from fp32's"
 
 
 def _quality_line(precision: str, run: dict, fp32_run: dict, comparison: dict, seeds: int, floor: dict) -> str:
