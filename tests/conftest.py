@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -31,6 +33,29 @@ def _memory_format_makes_no_difference(request, monkeypatch):
 
     monkeypatch.setattr(layout, "measure_layouts_on_training_step",
                         lambda config, dataset, device: layout.measure_layouts_with(lambda name: lambda: 0.01))
+
+
+@pytest.fixture(autouse=True)
+def _compiling_never_measured_faster(request, monkeypatch):
+    """Every command that decides whether to compile (speed/compilation.py) meets a machine where an
+    eager step takes 10 ms and the compiled one exactly as long, so short runs are not measured and
+    long ones learn that compiling never pays, without compiling or timing anything. Tests of the
+    decision itself inject their own probe (tests/test_compilation.py)."""
+    if "real_compile_measurement" in request.keywords:
+        return
+    import ampgan.speed.compilation as compilation
+    from ampgan.speed.rounds import measure_rounds
+
+    class NoGain(compilation.CompileProbe):
+        def eager_step_s(self):
+            return 0.01
+
+        def measure(self):
+            rounds = measure_rounds({compilation.EAGER: lambda: 0.01, compilation.COMPILED: lambda: 0.01},
+                                    compilation.EAGER, compilation.DECISION_RULE)
+            return compilation.CompileMeasurement(rounds, first_compile_s=1.0, compile_s=1.0)
+
+    monkeypatch.setattr(compilation, "compile_probe_for", lambda config, dataset, device: NoGain())
 
 
 def tiny_config(**overrides) -> TrainConfig:
@@ -76,3 +101,16 @@ def _private_cache(tmp_path_factory):
         os.environ.pop("AMPGAN_CACHE_DIR", None)
     else:
         os.environ["AMPGAN_CACHE_DIR"] = previous
+
+
+def own_decision_cache(monkeypatch, tmp_path):
+    """A speed-decision cache of the test's own (its imagined machine's answers stay there), sharing
+    the session's trained evaluators (they do not depend on the machine; training one takes seconds)."""
+    import os
+
+    shared = Path(os.environ["AMPGAN_CACHE_DIR"]) / "evaluators"
+    shared.mkdir(parents=True, exist_ok=True)
+    own = tmp_path / "cache"
+    own.mkdir()
+    (own / "evaluators").symlink_to(shared, target_is_directory=True)
+    monkeypatch.setenv("AMPGAN_CACHE_DIR", str(own))

@@ -1,5 +1,5 @@
 """torch.compile's cache outlives the process (training/compile_cache.py), and bench measures the
-compile time cold and warm in fresh processes (bench/compile_time.py)."""
+compile time cold and warm in fresh processes (speed/compile_time.py)."""
 
 import math
 
@@ -20,7 +20,7 @@ def test_the_compile_cache_goes_to_ampgans_cache_folder_unless_the_user_chose_on
 
 @pytest.mark.slow
 def test_compile_time_is_measured_cold_and_warm_in_fresh_processes(tmp_path, monkeypatch):
-    from ampgan.bench.compile_time import measure_compile_times
+    from ampgan.speed.compile_time import measure_compile_times
 
     # Graph capture without code generation keeps this to seconds; the probes inherit the setting.
     monkeypatch.setenv("AMPGAN_COMPILE_BACKEND", "eager")
@@ -30,7 +30,7 @@ def test_compile_time_is_measured_cold_and_warm_in_fresh_processes(tmp_path, mon
 
 
 def test_a_probe_that_fails_is_one_line_naming_the_fix(monkeypatch):
-    from ampgan.bench.compile_time import measure_compile_times
+    from ampgan.speed.compile_time import measure_compile_times
 
     monkeypatch.setenv("AMPGAN_COMPILE_BACKEND", "no-such-backend")
     with pytest.raises(AmpganError, match=r"^measuring the compile time failed \(.*\): drop --compile$"):

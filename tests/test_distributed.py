@@ -20,7 +20,7 @@ pytestmark = pytest.mark.slow
 
 # Subprocesses do not get conftest's injected memory-format tie: they name the format (no timing).
 TINY = ["--dataset", "synthetic", "--width", "8", "--z-dim", "16", "--batch-size", "8", "--device", "cpu",
-        "--quiet", "--log-every", "2", "--sample-every", "1000", "--no-channels-last"]
+        "--quiet", "--log-every", "2", "--sample-every", "1000", "--no-channels-last", "--no-compile"]
 
 
 def torchrun(*args, timeout=240, script=None):

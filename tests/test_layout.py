@@ -14,7 +14,7 @@ from ampgan.speed.cache import DecisionCache
 from ampgan.speed.layout import (CHANNELS_LAST, NCHW, decide_layout, layout_from_rounds, measure_layouts_with,
                                  measure_layouts_on_training_step)
 from ampgan.speed.rounds import UNTIL_DECIDED, StoppingRule, measure_rounds
-from conftest import run_cli
+from conftest import own_decision_cache, run_cli
 
 TINY = ["--dataset", "synthetic", "--width", "8", "--z-dim", "16", "--batch-size", "8", "--device", "cpu"]
 
@@ -101,7 +101,8 @@ def _faster_channels_last(monkeypatch, tmp_path):
     injected ties that other tests measured)."""
     import ampgan.speed.layout as layout
 
-    monkeypatch.setenv("AMPGAN_CACHE_DIR", str(tmp_path / "cache"))
+    own_decision_cache(monkeypatch, tmp_path)
+    monkeypatch.setattr("ampgan.study.compare.COMPARE_BENCH_MIN_SECONDS", 0.0)  # the bench's plumbing, not its timing
 
     monkeypatch.setattr(layout, "measure_layouts_on_training_step",
                         lambda config, dataset, device: measure_layouts_with(

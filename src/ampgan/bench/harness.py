@@ -21,7 +21,7 @@ from ampgan.data import load_dataset
 from ampgan.training.distributed import any_rank, gather_objects, world
 from ampgan.training.interruption import stop_on_signals
 from ampgan.system.environment import environment_stamp
-from ampgan.bench.compile_time import measure_compile_times
+from ampgan.speed.compile_time import measure_compile_times
 from ampgan.bench.flops import count_flops
 from ampgan.system.hardware import detect_hardware, peak_tflops
 from ampgan.bench.stats import achieved_fraction_of_peak, throughput, timing_stats
@@ -52,7 +52,10 @@ class BenchSpec:
     image_size: int | None = None
     channels: int | None = None
     seed: int = 0
-    compile: bool = False
+    compile: tuple[str, ...] = ()  # the precisions whose step is torch.compile'd (compile time reported apart)
+    # Measure the compiled precisions' compile time, cold and warm, in fresh processes (a minute or
+    # more each); a comparison has its compile decisions' numbers already and skips it.
+    measure_compile_times: bool = True
     # The precisions whose step runs channels-last (NHWC); None: measured per precision at the first
     # batch size, on this machine (speed/layout.py).
     channels_last: tuple[str, ...] | None = None
@@ -63,7 +66,7 @@ class BenchSpec:
             dataset=self.dataset, data_dir=self.data_dir, classes=self.classes, max_per_class=self.max_per_class,
             precision=precision, batch_size=batch_size, device=self.device,
             width=self.width, z_dim=self.z_dim, image_size=self.image_size, channels=self.channels,
-            seed=self.seed, steps=1, compile=self.compile, channels_last=precision in (self.channels_last or ()),
+            seed=self.seed, steps=1, compile=precision in self.compile, channels_last=precision in (self.channels_last or ()),
         )
 
 
@@ -173,8 +176,9 @@ def run_bench(spec: BenchSpec, device: torch.device, on_config=lambda result: No
             lambda precision: spec.train_config(precision, spec.batch_sizes[0]), precisions, dataset, device, log)
         spec = replace(spec, channels_last=channels_last)
     # Compile time as the next run meets it (fresh processes, cold then warm cache): rank 0 alone.
-    compile_times = ({name: measure_compile_times(spec.train_config(name, spec.batch_sizes[0])) for name in precisions}
-                     if spec.compile and world().is_main else {})
+    compile_times = ({name: measure_compile_times(spec.train_config(name, spec.batch_sizes[0]))
+                      for name in precisions if name in spec.compile}
+                     if spec.measure_compile_times and world().is_main else {})
     peaks = {}
     for name in precisions:
         value, source = (spec.peak_tflops, "--peak-tflops") if spec.peak_tflops else peak_tflops(hardware, name)
@@ -199,8 +203,8 @@ def run_bench(spec: BenchSpec, device: torch.device, on_config=lambda result: No
                 break
     sharing = world().local_size if device.type == "cpu" else 1
     rows = [r.to_dict(peaks[r.precision]["tflops"], sharing) for r in results]
-    if spec.compile:
-        for row in rows:  # the first warm-up step of a compiled step is mostly compilation
+    for row in rows:  # the first warm-up step of a compiled step is mostly compilation
+        if row["precision"] in spec.compile:
             row["compile_s"] = row["warmup_s"][0] if row["warmup_s"] else None
     return {
         "format": "ampgan-bench/1",
@@ -211,7 +215,7 @@ def run_bench(spec: BenchSpec, device: torch.device, on_config=lambda result: No
         "peaks": peaks,
         "left_out": left_out,
         "layouts": layouts,
-        "compile_times": compile_times,  # per precision at the first batch size: {cold_s, warm_s, compiled_step_s}  # the memory-format decisions measured for this bench (none when given)
+        "compile_times": compile_times,  # per compiled precision at the first batch size: {cold_s, warm_s, compiled_step_s}
         "configs": rows,
         "measurements": measurements,
         "speedups": speedups(measurements),
@@ -284,7 +288,7 @@ def _warm_up(spec: BenchSpec, contender: _Contender, stop_check=lambda: None) ->
         elapsed = contender.timed_step()
         contender.result.warmup_s.append(elapsed)
         projected = elapsed * (spec.warmup + spec.steps + 1)  # +1: the FLOP-counting step
-        if index == 0 and not spec.compile and any_rank([projected > spec.max_seconds], contender.device)[0]:
+        if index == 0 and contender.result.precision not in spec.compile and any_rank([projected > spec.max_seconds], contender.device)[0]:
             contender.result.status = "too_slow"
             contender.result.reason = (
                 f"one step took {elapsed:.2f} s; {spec.warmup + spec.steps + 1} steps would exceed "

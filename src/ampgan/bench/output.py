@@ -109,7 +109,7 @@ def stamp_text(results: dict) -> str:
     versions = env.get("versions", {})
     spec = results["spec"]
     text = (f"{env.get('hardware_summary', results['hardware'].get('name'))} | {spec['dataset']}, width {spec['width']}"
-            f"{', compiled' if spec.get('compile') else ''}{layout_text(spec)} | torch {versions.get('torch', '?')}, "
+            f"{compile_text(spec)}{layout_text(spec)} | torch {versions.get('torch', '?')}, "
             f"ampgan {versions.get('ampgan', '?')} | {env.get('date', '')}")
     if results.get("incomplete"):
         text += f" | INCOMPLETE: {incomplete_text(results['incomplete'])}"
@@ -120,6 +120,16 @@ def layout_text(spec: dict) -> str:
     """', channels-last: bf16' when some precisions ran NHWC (results from before the option: NCHW)."""
     channels_last = spec.get("channels_last") or []
     return f", channels-last: {', '.join(channels_last)}" if channels_last else ""
+
+
+def compile_text(spec: dict) -> str:
+    """', compiled' when every precision's step was compiled, ', compiled: bf16' when some were
+    (results from before per-precision compiling hold true or false)."""
+    compiled = spec.get("compile")
+    if compiled is True or (compiled and set(spec.get("precisions", [])) <= set(compiled)):
+        return ", compiled"
+    named = [p for p in spec.get("precisions", []) if p in (compiled or [])]
+    return f", compiled: {', '.join(named)}" if named else ""
 
 
 def incomplete_text(incomplete: dict) -> str:

@@ -11,6 +11,7 @@ from ampgan.cli.options import (IntList, Number, PositiveNumber, PrecisionList, 
                                 channels_last_option, channels_last_precisions_given,
                                 dataset_option, default_out,
                                 device_option, image_shape_options, model_options, out_options, seed_option)
+from ampgan.config import PRECISIONS
 from ampgan.training.distributed import join_process_group, world
 from ampgan.training.precision import build_policy, resolve_device
 from ampgan.training.start import claimed_on_main_rank
@@ -58,7 +59,7 @@ def command(**options) -> None:
         device=options["device"], warmup=options["warmup"], steps=options["steps"],
         max_seconds=options["max_seconds"], min_seconds=options["min_seconds"], width=options["width"], z_dim=options["z_dim"],
         image_size=options["image_size"], channels=options["channels"], seed=options["seed"],
-        compile=options["compile_"], peak_tflops=options["peak_tflops"],
+        compile=tuple(PRECISIONS) if options["compile_"] else (), peak_tflops=options["peak_tflops"],
         channels_last=channels_last_precisions_given(options["channels_last"]),
     )
     device = join_process_group(spec.device) or resolve_device(spec.device)

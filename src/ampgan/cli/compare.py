@@ -8,7 +8,8 @@ from pathlib import Path
 import click
 
 from ampgan.cli.options import (Duration, Fraction, IntList, PositiveNumber, PrecisionList, WholeNumber,
-                                channels_last_option, channels_last_precisions_given,
+                                channels_last_option, channels_last_precisions_given, compile_option,
+                                compile_precisions_given,
                                 data_source_options, dataset_option, default_out, device_option, model_options,
                                 out_options, seed_option)
 from ampgan.errors import AmpganWarning
@@ -28,6 +29,7 @@ from ampgan.errors import AmpganWarning
 @device_option
 @model_options
 @channels_last_option
+@compile_option
 @click.option("--eval-points", type=WholeNumber(), default=4, show_default=True, help="Evaluations during training.")
 @click.option("--eval-samples", type=WholeNumber(2), default=1000, show_default=True,
               help="Generated samples per evaluation.")
@@ -57,6 +59,7 @@ def command(**options) -> None:
         target_accuracy=options["target_accuracy"], data_dir=options["data_dir"], classes=options["classes"],
         max_per_class=options["max_per_class"],
         channels_last=channels_last_precisions_given(options["channels_last"]),
+        compile=compile_precisions_given(options["compile"]),
     )
     spec.train_config(spec.precisions[0] if spec.precisions else "fp32")  # validates the shared options
     out = options["out"] or default_out("compare")

@@ -173,6 +173,17 @@ channels_last_option = click.option(
          "machine (cached), channels-last where it is faster.")
 
 
+compile_option = click.option(
+    "--compile/--no-compile", default=None,
+    help="torch.compile the networks (or, with --no-, run them eager); default: compiled where it pays for its "
+         "compile time over the run's length on this machine (measured once, cached; runs of 5 minutes or more measure it).")
+
+
+def compile_precisions_given(flag: bool | None, precisions=PRECISIONS) -> tuple[str, ...] | None:
+    """--compile: every precision; --no-compile: none; neither: None (decided per precision)."""
+    return channels_last_precisions_given(flag, precisions)
+
+
 def channels_last_precisions_given(flag: bool | None, precisions=PRECISIONS) -> tuple[str, ...] | None:
     """--channels-last: every precision; --no-channels-last: none; neither: None (measured)."""
     return None if flag is None else (tuple(precisions) if flag else ())

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import click
 
-from ampgan.cli.options import (Duration, LossScale, StepsOrDuration, WholeNumber, channels_last_option, compose,
+from ampgan.cli.options import (Duration, LossScale, StepsOrDuration, WholeNumber, channels_last_option, compile_option,
+                                compose,
                                 data_source_options,
                                 dataset_option, default_out, device_option, fetch_options, image_shape_options,
                                 model_options, seed_option)
@@ -54,7 +55,7 @@ _options = compose(
     click.option("--spectral-norm-d/--no-spectral-norm-d", default=True, show_default=True,
                  help="Spectrally normalise D's convolutions and real/fake head."),
     channels_last_option,
-    click.option("--compile", is_flag=True, help="torch.compile the networks."),
+    compile_option,
     click.option("--nproc", type=WholeNumber(), default=1, show_default=True,
                  help="Data-parallel processes on this machine (launches them); --batch-size is per process."),
     click.option("--sync-bn", is_flag=True, help="With several processes: SyncBatchNorm (CUDA only)."),
@@ -70,6 +71,7 @@ def config_values(options: dict) -> dict:
     values = {_FIELD_OF_OPTION.get(name, name): value for name, value in options.items()
               if _FIELD_OF_OPTION.get(name, name) in fields}
     values["channels_last"] = bool(options["channels_last"])  # not given: NCHW until measured (_decide_layout)
+    values["compile"] = bool(options["compile"])  # not given: eager until decided (_decide_compile)
     unit, every = options["checkpoint_every"]
     values["checkpoint_every_steps"] = every if unit == "steps" else None
     values["checkpoint_every_s"] = every if unit == "seconds" else None
@@ -112,6 +114,8 @@ def command(ctx: click.Context, **options) -> None:
     with starting as start:
         if resume_dir is None and options["channels_last"] is None:
             start = _decide_layout(start, options["quiet"])
+        if resume_dir is None and options["compile"] is None:
+            start = _decide_compile(start, options["quiet"])
         _train_and_report(start, quiet=options["quiet"])
 
 
@@ -129,6 +133,20 @@ def _decide_layout(start: RunStart, quiet: bool) -> RunStart:
     return dataclasses.replace(start, prepared=dataclasses.replace(prepared, config=config))
 
 
+def _decide_compile(start: RunStart, quiet: bool) -> RunStart:
+    """A new run without --compile/--no-compile compiles when compiling was measured to pay for itself
+    over the run's length on this machine (speed/compilation.py; after the memory format, which the
+    compiled step depends on). The choice goes into config.json, so a resumed run keeps it."""
+    from ampgan.speed.compilation import compiled_precisions
+
+    prepared = start.prepared
+    log = (lambda line: None) if quiet else (lambda line: click.echo(line, err=True))
+    compiled, _ = compiled_precisions(lambda precision: prepared.config, [prepared.config.precision],
+                                      prepared.dataset, prepared.policy.device, log)
+    config = dataclasses.replace(prepared.config, compile=bool(compiled))
+    return dataclasses.replace(start, prepared=dataclasses.replace(prepared, config=config))
+
+
 def _warn_if_not_faster(start: RunStart, quiet: bool) -> None:
     """A new mixed-precision run learns (once per machine and model: cached) whether its mode is
     faster than fp32 here, and is warned when it is not. The run goes on either way."""
@@ -138,7 +156,9 @@ def _warn_if_not_faster(start: RunStart, quiet: bool) -> None:
     config, prepared = start.prepared.config, start.prepared
     if config.precision == "fp32" or start.resume_from is not None or not world().is_main:
         return
-    decisions, _ = decide_for_run(config, prepared.dataset, prepared.policy.device, precisions=[config.precision],
+    # Whether the precision is faster is asked of the eager step: answered (and cached) without a compile.
+    decisions, _ = decide_for_run(dataclasses.replace(config, compile=False), prepared.dataset, prepared.policy.device,
+                                  precisions=[config.precision],
                                   log=(lambda line: None) if quiet else (lambda line: click.echo(line, err=True)))
     decision = decisions[config.precision]
     if not decision.useful:

@@ -5,6 +5,7 @@ each measurement is a fresh Python process running the bench's step with compila
 with an empty compile cache folder, *warm* with the folder the cold one filled (what a second run
 on this machine meets, training/compile_cache.py). Each process times its first step (compiling
 plus one step) and three more (the compiled step alone); compile time = first - their median.
+`ampgan bench --compile` reports both; the compile decision (compilation.py) uses the warm one.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import tempfile
 
 from ampgan.config import TrainConfig
 from ampgan.errors import AmpganError
-from ampgan.training.compile_cache import ENV
+from ampgan.training.compile_cache import ENV, use_persistent_compile_cache
 
 PROBE_TIMEOUT_S = 900
 
@@ -31,16 +32,23 @@ def measure_compile_times(config: TrainConfig) -> dict:
             "compiled_step_s": warm["step_s"]}
 
 
-def _probe(config: TrainConfig, cache_folder: str) -> dict:
-    command = [sys.executable, "-m", "ampgan.bench.compile_time", json.dumps(config.to_dict())]
+def measure_warm_compile_s(config: TrainConfig, fix: str = "drop --compile") -> float:
+    """What a new run on this machine pays before its first compiled step, with the compile cache
+    as this process left it (call it after compiling the same step here: the cache is then warm)."""
+    probe = _probe(config, str(use_persistent_compile_cache()), fix)
+    return max(probe["first_step_s"] - probe["step_s"], 0.0)
+
+
+def _probe(config: TrainConfig, cache_folder: str, fix: str = "drop --compile") -> dict:
+    command = [sys.executable, "-m", "ampgan.speed.compile_time", json.dumps(config.to_dict())]
     try:
         done = subprocess.run(command, env=os.environ | {ENV: cache_folder}, capture_output=True, text=True,
                               timeout=PROBE_TIMEOUT_S)
     except subprocess.TimeoutExpired:
-        raise AmpganError(f"measuring the compile time took over {PROBE_TIMEOUT_S} s: drop --compile") from None
+        raise AmpganError(f"measuring the compile time took over {PROBE_TIMEOUT_S} s: {fix}") from None
     if done.returncode != 0:
         reason = (done.stderr.strip().splitlines() or ["no message"])[-1]
-        raise AmpganError(f"measuring the compile time failed ({reason}): drop --compile")
+        raise AmpganError(f"measuring the compile time failed ({reason}): {fix}")
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 

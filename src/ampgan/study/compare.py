@@ -34,6 +34,7 @@ from ampgan.errors import AmpganError
 from ampgan.quality.evaluator import evaluator_for, generate_evenly, quality_of_images, reference_floor
 from ampgan.seeds import evaluation_noise_seed
 from ampgan.speed.decision import choose_for_comparison, decide_for_run, warn_about_named_modes
+from ampgan.speed.compilation import compiled_precisions
 from ampgan.speed.layout import channels_last_precisions
 from ampgan.study.over_seeds import compare_seeds, summarize_seeds
 from ampgan.study.verdict import verdict
@@ -75,6 +76,9 @@ class CompareSpec:
     # The precisions trained (and benched) channels-last; None: measured per precision at the
     # comparison's batch size (speed/layout.py).
     channels_last: tuple[str, ...] | None = None
+    # The precisions whose runs (and bench steps) are torch.compile'd; None: decided per precision,
+    # where compiling pays for itself over the time budget on this machine (speed/compilation.py).
+    compile: tuple[str, ...] | None = None
 
     @property
     def seed_list(self) -> list[int]:
@@ -86,7 +90,7 @@ class CompareSpec:
             seed=self.seed if seed is None else seed, device=self.device, width=self.width, z_dim=self.z_dim, data_dir=self.data_dir,
             classes=self.classes, max_per_class=self.max_per_class, image_size=self.image_size,
             channels=self.channels, sample_every=10**9, checkpoint_every_steps=None, checkpoint_every_s=None,
-            channels_last=precision in (self.channels_last or ()),
+            channels_last=precision in (self.channels_last or ()), compile=precision in (self.compile or ()),
         )
 
 
@@ -148,6 +152,10 @@ def run_compare(spec: CompareSpec, out_dir: Path, show_progress: bool = True, lo
     if spec.channels_last is None:
         channels_last, layouts = channels_last_precisions(spec.train_config, precisions, dataset, device, log)
         spec = dataclasses.replace(spec, channels_last=channels_last)
+    compile_decisions = {}
+    if spec.compile is None:  # after the memory format: the compiled step depends on it
+        compiled, compile_decisions = compiled_precisions(spec.train_config, precisions, dataset, device, log)
+        spec = dataclasses.replace(spec, compile=compiled)
     prepared = {(p, seed): prepare_run(spec.train_config(p, seed), dataset)  # validates all first
                 for seed in spec.seed_list for p in precisions}
     log(f"evaluator: training or loading the {spec.dataset} classifier ...")
@@ -171,6 +179,7 @@ def run_compare(spec: CompareSpec, out_dir: Path, show_progress: bool = True, lo
         "environment": environment_stamp(device),
         "left_out": left_out,
         "layouts": layouts,  # the memory-format decisions measured for this comparison (none when given)
+        "compile_decisions": compile_decisions,  # compiled or eager, per precision (none when given or not measured)
         "dataset": {"name": spec.dataset, "images": len(dataset), "class_names": list(dataset.class_names),
                     "source": dataset.source},
         "evaluator": evaluator.info,
@@ -193,7 +202,7 @@ def _bench(spec: CompareSpec, dataset, precisions, device, log) -> dict:
                            max_per_class=spec.max_per_class, batch_sizes=sizes, precisions=precisions,
                            device=spec.device, warmup=1, steps=spec.bench_steps, width=spec.width, z_dim=spec.z_dim,
                            seed=spec.seed, image_size=dataset.image_size, channels=dataset.channels,
-                           channels_last=spec.channels_last,
+                           channels_last=spec.channels_last, compile=spec.compile or (), measure_compile_times=False,
                            min_seconds=COMPARE_BENCH_MIN_SECONDS, max_seconds=COMPARE_BENCH_MAX_SECONDS)
     return run_bench(bench_spec, device, dataset=dataset)
 

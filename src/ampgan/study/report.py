@@ -193,7 +193,7 @@ def _environment_lines(document: dict) -> list[str]:
         f"seed at batch {spec['batch_size']}, evaluation excluded; {spec['eval_samples']} samples per evaluation",
         f"evaluator: held-out real accuracy {document['evaluator']['held_out_accuracy']:.3f} "
         f"(refused below {document['evaluator'].get('min_accuracy', 0.5):.2f})",
-    ] + _layout_lines(document) + [f"left out {item['precision']}: {item['reason']}"
+    ] + _layout_lines(document) + _compile_lines(document) + [f"left out {item['precision']}: {item['reason']}"
                                     for item in document.get("left_out", [])]
 
 
@@ -204,6 +204,17 @@ def _layout_lines(document: dict) -> list[str]:
     formats = ", ".join(f"{p} {'channels-last' if p in channels_last else 'NCHW'}" for p in precisions)
     measured = [f"memory format measured: {decision['description']}" for decision in document.get("layouts", {}).values()]
     return [f"memory format: {formats}" + ("" if measured else " (as given)")] + measured
+
+
+def _compile_lines(document: dict) -> list[str]:
+    """Which precisions ran compiled, and the measurement behind it (comparisons from before the
+    option ran eager)."""
+    compiled = document["spec"].get("compile") or []
+    precisions = document["spec"].get("precisions", [])
+    modes = ", ".join(f"{p} {'compiled' if p in compiled else 'eager'}" for p in precisions)
+    measured = [f"compile measured: {decision['description']}"
+                for decision in document.get("compile_decisions", {}).values()]
+    return [f"torch.compile: {modes}" + ("" if measured else " (as given, or not measured for a run this short)")] + measured
 
 
 def _price_note(document: dict) -> str:

@@ -180,6 +180,19 @@ def compile_backend() -> str:
     return os.environ.get("AMPGAN_COMPILE_BACKEND", "inductor")
 
 
+# Graphs one process may compile per network function. D alone runs three ways per step (real images
+# in fp32, fakes in the compute dtype, frozen weights in G's update), per precision; a comparison's
+# decisions, bench batch sizes and seeds add more. torch's default (8) was hit by measuring two
+# precisions at two batch sizes in one process, after which dynamo silently ran D eager.
+RECOMPILE_LIMIT = 64
+
+
+def allow_every_variant_of_the_step() -> None:
+    config = torch._dynamo.config
+    name = "recompile_limit" if hasattr(config, "recompile_limit") else "cache_size_limit"
+    setattr(config, name, max(getattr(config, name), RECOMPILE_LIMIT))
+
+
 def wrap_modules(state: TrainState, *, compile: bool, sync_batch_norm: bool = False, data_parallel: bool = True) -> None:
     """What the step runs: torch.compile'd modules (with `compile`), wrapped in DDP under torchrun.
 
@@ -200,6 +213,7 @@ def wrap_modules(state: TrainState, *, compile: bool, sync_batch_norm: bool = Fa
     generator, discriminator = state.generator, state.discriminator
     if compile:
         use_persistent_compile_cache()
+        allow_every_variant_of_the_step()
         generator = torch.compile(generator, backend=compile_backend())
         discriminator = torch.compile(discriminator, backend=compile_backend())
     state.run_discriminator_for_g = discriminator
