@@ -16,7 +16,7 @@ from ampgan.speed.compilation import (CANNOT_COMPILE, COMPILED, EAGER, MEASURE_F
                                       expected_run_s)
 from ampgan.speed.decision import DECISION_RULE
 from ampgan.speed.rounds import measure_rounds
-from conftest import own_decision_cache, CPU, run_cli, tiny_config
+from conftest import CPU, own_decision_cache, run_cli, tiny_config
 
 TINY = ["--dataset", "synthetic", "--width", "8", "--z-dim", "16", "--batch-size", "8", "--device", "cpu",
         "--no-channels-last"]
