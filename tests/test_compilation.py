@@ -240,3 +240,11 @@ def test_compiling_allows_every_variant_of_the_step(monkeypatch):
     monkeypatch.setattr(torch._dynamo.config, "recompile_limit", 8)
     wrap_modules(tiny_state(), compile=True, data_parallel=False)
     assert torch._dynamo.config.recompile_limit == RECOMPILE_LIMIT >= 24
+
+
+def test_compare_figures_say_how_each_precision_ran():
+    from ampgan.study.report import _setup_text
+
+    spec = {"precisions": ["fp32", "bf16"], "channels_last": ["bf16"], "compile": ["fp32"]}
+    assert _setup_text(spec) == "fp32 NCHW compiled, bf16 channels-last"
+    assert _setup_text({"precisions": ["fp32", "bf16"]}) == "fp32 NCHW, bf16 NCHW"  # comparisons from before both

@@ -147,7 +147,7 @@ def report_sections(document: dict, out_dir: Path) -> list[Section]:
     """Verdict, environment, final metrics, the doctor's summary (if any), then every figure."""
     environment = document["environment"]
     versions = environment["versions"]
-    footer = (f"{environment['hardware_summary']} | batch {document['spec']['batch_size']} | "
+    footer = (f"{environment['hardware_summary']} | batch {document['spec']['batch_size']}, {_setup_text(document['spec'])} | "
               f"torch {versions['torch']}, ampgan {versions['ampgan']} | {environment['date']}")
     sections = [
         Section("Verdict", lines=document.get("verdict") or verdict(document, _bench_speedups(out_dir))),
@@ -195,6 +195,13 @@ def _environment_lines(document: dict) -> list[str]:
         f"(refused below {document['evaluator'].get('min_accuracy', 0.5):.2f})",
     ] + _layout_lines(document) + _compile_lines(document) + [f"left out {item['precision']}: {item['reason']}"
                                     for item in document.get("left_out", [])]
+
+
+def _setup_text(spec: dict) -> str:
+    """'fp32 NCHW, bf16 channels-last compiled': how each precision's step ran (for figure footers)."""
+    channels_last, compiled = spec.get("channels_last") or [], spec.get("compile") or []
+    return ", ".join(f"{p} {'channels-last' if p in channels_last else 'NCHW'}{' compiled' if p in compiled else ''}"
+                     for p in spec.get("precisions", []))
 
 
 def _layout_lines(document: dict) -> list[str]:
