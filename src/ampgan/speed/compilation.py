@@ -1,7 +1,7 @@
 """Compiled or eager: does torch.compile pay for itself over this run? Measured, then paid once.
 
-Compiling the step (fusing batch-norm with its activation, the element-wise tail) makes it faster,
-but a run pays first: about a minute the first time on a 2-core CPU, then seconds from the
+Compiling the step (fusing batch-norm with its activation, the element-wise tail) can make it faster,
+but a run pays first: half a minute to a minute the first time on a 2-core CPU, then seconds from the
 compile cache (training/compile_cache.py), and the time budget counts it, since the first step
 compiles. So the question is not "is the compiled step faster" but "does the gain over this run's
 length repay what a new run pays to compile". The answer comes from three measured numbers,
