@@ -16,7 +16,7 @@ from ampgan.speed.compilation import (CANNOT_COMPILE, COMPILED, EAGER, MEASURE_F
                                       expected_run_s)
 from ampgan.speed.decision import DECISION_RULE
 from ampgan.speed.rounds import measure_rounds
-from conftest import CPU, own_decision_cache, run_cli, tiny_config
+from conftest import CPU, own_decision_cache, run_cli, run_short_compare, tiny_config
 
 TINY = ["--dataset", "synthetic", "--width", "8", "--z-dim", "16", "--batch-size", "8", "--device", "cpu",
         "--no-channels-last"]
@@ -200,9 +200,7 @@ def test_compare_compiles_the_precisions_where_it_pays_and_says_so(tmp_path, cap
     own_decision_cache(monkeypatch, tmp_path)
     monkeypatch.setattr("ampgan.study.compare.COMPARE_BENCH_MIN_SECONDS", 0.0)  # the bench's plumbing, not its timing
     out = tmp_path / "c"
-    code, _, err = run_cli(capsys, "compare", *TINY, "--precisions", "fp32,bf16", "--seeds", "1", "--time-budget", "2s",
-                           "--eval-points", "1", "--eval-samples", "20", "--bench-batch-sizes", "8", "--out", str(out),
-                           "--quiet")
+    code, _, err = run_short_compare(capsys, TINY, out)
     assert code == 0, err
     document = json.loads((out / "compare.json").read_text())
     assert document["spec"]["compile"] == ["bf16"]

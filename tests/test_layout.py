@@ -14,7 +14,7 @@ from ampgan.speed.cache import DecisionCache
 from ampgan.speed.layout import (CHANNELS_LAST, NCHW, decide_layout, layout_from_rounds, measure_layouts_with,
                                  measure_layouts_on_training_step)
 from ampgan.speed.rounds import UNTIL_DECIDED, StoppingRule, measure_rounds
-from conftest import own_decision_cache, run_cli
+from conftest import own_decision_cache, run_cli, run_short_compare
 
 TINY = ["--dataset", "synthetic", "--width", "8", "--z-dim", "16", "--batch-size", "8", "--device", "cpu"]
 
@@ -135,9 +135,7 @@ def test_train_runs_channels_last_where_measured_faster_and_keeps_it_on_resume(t
 def test_compare_and_its_bench_use_each_precisions_measured_format(tmp_path, capsys, monkeypatch):
     _faster_channels_last(monkeypatch, tmp_path)
     out = tmp_path / "c"
-    code, _, err = run_cli(capsys, "compare", *TINY, "--precisions", "fp32,bf16", "--seeds", "1", "--time-budget", "2s",
-                           "--eval-points", "1", "--eval-samples", "20", "--bench-batch-sizes", "8", "--out", str(out),
-                           "--quiet")
+    code, _, err = run_short_compare(capsys, TINY, out)
     assert code == 0, err
     document = json.loads((out / "compare.json").read_text())
     assert document["spec"]["channels_last"] == ["bf16"]

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from ampgan.cli.options import (IntList, Number, PositiveNumber, PrecisionList, WholeNumber, data_source_options,
-                                channels_last_option, channels_last_precisions_given,
+                                channels_last_option, precisions_given,
                                 dataset_option, default_out,
                                 device_option, image_shape_options, model_options, out_options, seed_option)
 from ampgan.config import PRECISIONS
@@ -60,7 +60,7 @@ def command(**options) -> None:
         max_seconds=options["max_seconds"], min_seconds=options["min_seconds"], width=options["width"], z_dim=options["z_dim"],
         image_size=options["image_size"], channels=options["channels"], seed=options["seed"],
         compile=tuple(PRECISIONS) if options["compile_"] else (), peak_tflops=options["peak_tflops"],
-        channels_last=channels_last_precisions_given(options["channels_last"]),
+        channels_last=precisions_given(options["channels_last"]),
     )
     device = join_process_group(spec.device) or resolve_device(spec.device)
     for precision in precisions:

@@ -8,8 +8,7 @@ from pathlib import Path
 import click
 
 from ampgan.cli.options import (Duration, Fraction, IntList, PositiveNumber, PrecisionList, WholeNumber,
-                                channels_last_option, channels_last_precisions_given, compile_option,
-                                compile_precisions_given,
+                                channels_last_option, compile_option, precisions_given,
                                 data_source_options, dataset_option, default_out, device_option, model_options,
                                 out_options, seed_option)
 from ampgan.errors import AmpganWarning
@@ -58,8 +57,8 @@ def command(**options) -> None:
         instance=options["instance"], price_per_hour=options["price_per_hour"],
         target_accuracy=options["target_accuracy"], data_dir=options["data_dir"], classes=options["classes"],
         max_per_class=options["max_per_class"],
-        channels_last=channels_last_precisions_given(options["channels_last"]),
-        compile=compile_precisions_given(options["compile"]),
+        channels_last=precisions_given(options["channels_last"]),
+        compile=precisions_given(options["compile"]),
     )
     spec.train_config(spec.precisions[0] if spec.precisions else "fp32")  # validates the shared options
     out = options["out"] or default_out("compare")

@@ -179,13 +179,9 @@ compile_option = click.option(
          "compile time over the run's length on this machine (measured once, cached; runs of 5 minutes or more measure it).")
 
 
-def compile_precisions_given(flag: bool | None, precisions=PRECISIONS) -> tuple[str, ...] | None:
-    """--compile: every precision; --no-compile: none; neither: None (decided per precision)."""
-    return channels_last_precisions_given(flag, precisions)
-
-
-def channels_last_precisions_given(flag: bool | None, precisions=PRECISIONS) -> tuple[str, ...] | None:
-    """--channels-last: every precision; --no-channels-last: none; neither: None (measured)."""
+def precisions_given(flag: bool | None, precisions=PRECISIONS) -> tuple[str, ...] | None:
+    """The precisions an --X/--no-X speed option (--channels-last, --compile) names: every one, none,
+    or, when neither was given, None (decided per precision by measuring)."""
     return None if flag is None else (tuple(precisions) if flag else ())
 
 

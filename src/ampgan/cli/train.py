@@ -121,30 +121,35 @@ def command(ctx: click.Context, **options) -> None:
 
 def _decide_layout(start: RunStart, quiet: bool) -> RunStart:
     """A new run without --channels-last/--no-channels-last trains in the memory format measured faster
-    for its precision and batch size on this machine (cached after the first time; speed/layout.py).
-    The choice goes into config.json, so a resumed run keeps it."""
+    for its precision and batch size on this machine (cached after the first time; speed/layout.py)."""
     from ampgan.speed.layout import channels_last_precisions
 
-    prepared = start.prepared
-    log = (lambda line: None) if quiet else (lambda line: click.echo(line, err=True))
-    channels_last, _ = channels_last_precisions(lambda precision: prepared.config, [prepared.config.precision],
-                                                prepared.dataset, prepared.policy.device, log)
-    config = dataclasses.replace(prepared.config, channels_last=bool(channels_last))
-    return dataclasses.replace(start, prepared=dataclasses.replace(prepared, config=config))
+    return _decided(start, "channels_last", channels_last_precisions, quiet)
 
 
 def _decide_compile(start: RunStart, quiet: bool) -> RunStart:
     """A new run without --compile/--no-compile compiles when compiling was measured to pay for itself
     over the run's length on this machine (speed/compilation.py; after the memory format, which the
-    compiled step depends on). The choice goes into config.json, so a resumed run keeps it."""
+    compiled step depends on)."""
     from ampgan.speed.compilation import compiled_precisions
 
+    return _decided(start, "compile", compiled_precisions, quiet)
+
+
+def _decided(start: RunStart, field: str, decide, quiet: bool) -> RunStart:
+    """The run with config field `field` set by `decide` (channels_last_precisions or
+    compiled_precisions: the precisions, of those asked, where the setting is measured to pay). The
+    choice goes into config.json, so a resumed run keeps it."""
     prepared = start.prepared
-    log = (lambda line: None) if quiet else (lambda line: click.echo(line, err=True))
-    compiled, _ = compiled_precisions(lambda precision: prepared.config, [prepared.config.precision],
-                                      prepared.dataset, prepared.policy.device, log)
-    config = dataclasses.replace(prepared.config, compile=bool(compiled))
+    chosen, _ = decide(lambda precision: prepared.config, [prepared.config.precision], prepared.dataset,
+                       prepared.policy.device, _log(quiet))
+    config = dataclasses.replace(prepared.config, **{field: bool(chosen)})
     return dataclasses.replace(start, prepared=dataclasses.replace(prepared, config=config))
+
+
+def _log(quiet: bool):
+    """Where the speed decisions say what they measured: stderr, or nowhere with --quiet."""
+    return (lambda line: None) if quiet else (lambda line: click.echo(line, err=True))
 
 
 def _warn_if_not_faster(start: RunStart, quiet: bool) -> None:
@@ -158,8 +163,7 @@ def _warn_if_not_faster(start: RunStart, quiet: bool) -> None:
         return
     # Whether the precision is faster is asked of the eager step: answered (and cached) without a compile.
     decisions, _ = decide_for_run(dataclasses.replace(config, compile=False), prepared.dataset, prepared.policy.device,
-                                  precisions=[config.precision],
-                                  log=(lambda line: None) if quiet else (lambda line: click.echo(line, err=True)))
+                                  precisions=[config.precision], log=_log(quiet))
     decision = decisions[config.precision]
     if not decision.useful:
         warn(f"{decision.describe()}: fp32 would train at least as fast on this machine")

@@ -8,6 +8,7 @@ convenience: a damaged or unwritable one is ignored (and rebuilt), never an erro
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -17,6 +18,16 @@ from ampgan.files.cache_dir import cache_dir
 
 FORMAT = "ampgan-precision-decisions/1"
 FILE_NAME = "precision-decisions.json"
+
+
+class StoredDecision:
+    """What every cached decision (a frozen dataclass with a `cached` field) reads itself back with."""
+
+    @classmethod
+    def from_dict(cls, document: dict, cached: bool = False):
+        """The decision from its stored dict; keys of fields it no longer has are ignored."""
+        fields = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in document.items() if k in fields} | {"cached": cached})
 
 
 def decision_key(**parts) -> str:

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import torch
 
 from ampgan.errors import AmpganError
-from ampgan.speed.cache import DecisionCache, decision_key
+from ampgan.speed.cache import DecisionCache, StoredDecision, decision_key
 from ampgan.speed.decision import (DECISION_RULE, WARMUP_STEPS, duration_text, interval_text, machine_key,
                                    median_s, rounds_verdict)
 from ampgan.speed.rounds import RoundsResult, measure_rounds
@@ -41,7 +41,7 @@ ESTIMATE_STEPS = 2  # eager steps timed (after one warm-up) to estimate a step-b
 
 
 @dataclass(frozen=True)
-class CompileDecision:
+class CompileDecision(StoredDecision):
     precision: str
     batch_size: int
     verdict: str  # the compiled step is: faster | slower | no clear difference | cannot compile here
@@ -84,11 +84,6 @@ class CompileDecision:
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self) | {"break_even_s": self.break_even_s, "description": self.describe()}
-
-    @classmethod
-    def from_dict(cls, document: dict, cached: bool = False) -> CompileDecision:
-        fields = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in document.items() if k in fields} | {"cached": cached})
 
 
 @dataclass(frozen=True)

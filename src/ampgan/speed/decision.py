@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import torch
 
 from ampgan.errors import AmpganError, warn
-from ampgan.speed.cache import DecisionCache, decision_key
+from ampgan.speed.cache import DecisionCache, StoredDecision, decision_key
 from ampgan.speed.intervals import SpeedupInterval
 from ampgan.speed.rounds import UNTIL_DECIDED, RoundsResult, StoppingRule, measure_rounds
 
@@ -52,7 +52,7 @@ def candidates_for(device: torch.device) -> tuple[list[str], list[dict]]:
 
 
 @dataclass(frozen=True)
-class Decision:
+class Decision(StoredDecision):
     precision: str
     batch_size: int
     verdict: str  # faster | slower | no clear difference
@@ -82,11 +82,6 @@ class Decision:
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self) | {"useful": self.useful, "description": self.describe()}
-
-    @classmethod
-    def from_dict(cls, document: dict, cached: bool = False) -> Decision:
-        fields = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in document.items() if k in fields} | {"cached": cached})
 
 
 def duration_text(seconds: float | None) -> str:

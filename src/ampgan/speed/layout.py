@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ampgan.speed.cache import DecisionCache, decision_key
+from ampgan.speed.cache import DecisionCache, StoredDecision, decision_key
 from ampgan.speed.decision import (DECISION_RULE, WARMUP_STEPS, duration_text, interval_text, machine_key,
                                    median_s, rounds_verdict)
 from ampgan.speed.rounds import RoundsResult, StoppingRule, measure_rounds
@@ -27,7 +27,7 @@ NCHW, CHANNELS_LAST = "nchw", "channels-last"
 
 
 @dataclass(frozen=True)
-class LayoutDecision:
+class LayoutDecision(StoredDecision):
     precision: str
     batch_size: int
     verdict: str  # channels-last is: faster | slower | no clear difference
@@ -58,11 +58,6 @@ class LayoutDecision:
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self) | {"channels_last": self.channels_last, "description": self.describe()}
-
-    @classmethod
-    def from_dict(cls, document: dict, cached: bool = False) -> LayoutDecision:
-        fields = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in document.items() if k in fields} | {"cached": cached})
 
 
 def layout_from_rounds(result: RoundsResult, precision: str, batch_size: int) -> LayoutDecision:
