@@ -42,28 +42,29 @@ def probe(precision: str, batch_size: int, steps: int, mallopt: bool) -> dict:
     """In the fresh process: the real step's median over `steps`, after two warm-up steps."""
     import torch
 
-    from ampgan.config import TrainConfig
+    from ampgan.config import config_from_options
     from ampgan.data import load_dataset
-    from ampgan.data.batches import BatchStream
     from ampgan.system.cpu_tuning import keep_freed_memory_for_reuse
-    from ampgan.training.loop import model_shape_for
-    from ampgan.training.precision import build_policy
+    from ampgan.training.prepared import prepare_run
     from ampgan.training.state import build_train_state
     from ampgan.training.step import train_step
+    from ampgan.data.batches import BatchStream
 
     if mallopt:
         keep_freed_memory_for_reuse()
-    config = TrainConfig(precision=precision, batch_size=batch_size, device="cpu",
-                         channels_last=precision == "bf16")
-    dataset = load_dataset("digits")
-    state = build_train_state(config, model_shape_for(config, dataset), build_policy(precision, torch.device("cpu")))
-    real, labels = BatchStream(dataset, batch_size, torch.device("cpu"), 0).next_batch()
+    config = config_from_options(precision=precision, batch_size=batch_size, device="cpu",
+                                 channels_last=precision == "bf16")
+    dataset = load_dataset(config.data)
+    # Not StepTimer: it applies the malloc setting itself, which is what this script varies.
+    prepared = prepare_run(config, dataset)
+    state = build_train_state(prepared.config, prepared.model, prepared.data, prepared.policy)
+    batch = BatchStream(dataset, batch_size, torch.device("cpu"), 0).next_batch()
     for _ in range(2):
-        train_step(state, real, labels)
+        train_step(state, lambda: batch)
     times = []
     for _ in range(steps):
         started = time.perf_counter()
-        train_step(state, real, labels)
+        train_step(state, lambda: batch)
         times.append(time.perf_counter() - started)
     return {"median_s": statistics.median(times), "threads": torch.get_num_threads()}
 

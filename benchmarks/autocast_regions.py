@@ -18,8 +18,8 @@ import sys
 
 import torch
 
-from ampgan.config import TrainConfig
-from ampgan.data import load_dataset
+from ampgan.config import config_from_options
+from ampgan.data import DataConfig, load_dataset
 from ampgan.speed.rounds import UNTIL_DECIDED, StoppingRule, measure_rounds
 from ampgan.speed.step_timer import StepTimer
 from ampgan.system.environment import environment_stamp
@@ -34,11 +34,11 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
     device = torch.device("cpu")
-    dataset = load_dataset("digits")
+    dataset = load_dataset(DataConfig(dataset="digits"))
     rows = []
     for batch_size in map(int, args.batch_sizes.split(",")):
-        config = TrainConfig(precision=args.precision, batch_size=batch_size, device="cpu",
-                             channels_last=args.precision == "bf16")
+        config = config_from_options(precision=args.precision, batch_size=batch_size, device="cpu",
+                                     channels_last=args.precision == "bf16")
         today, one_region = StepTimer(config, dataset, device), StepTimer(config, dataset, device)
         outer = one_region.policy.autocast
 

@@ -19,15 +19,14 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from reference_loop import ReferenceLoop  # noqa: E402
 
-from ampgan.config import TrainConfig  # noqa: E402
+from ampgan.config import config_from_options  # noqa: E402
 from ampgan.system.cpu_tuning import keep_freed_memory_for_reuse, tuning_state  # noqa: E402
-from ampgan.data import load_dataset  # noqa: E402
+from ampgan.data import DataConfig, load_dataset  # noqa: E402
 from ampgan.data.batches import BatchStream  # noqa: E402
 from ampgan.system.environment import environment_stamp  # noqa: E402
-from ampgan.training.precision import build_policy  # noqa: E402
 from ampgan.bench.stats import timing_stats  # noqa: E402
 from ampgan.speed.intervals import speedup_interval  # noqa: E402
-from ampgan.training.loop import model_shape_for  # noqa: E402
+from ampgan.training.prepared import prepare_run  # noqa: E402
 from ampgan.training.state import build_train_state, wrap_modules  # noqa: E402
 from ampgan.training.step import train_step  # noqa: E402
 
@@ -60,28 +59,29 @@ def main() -> None:
     device = torch.device(args.device)
     if device.type == "cpu" and not args.default_malloc:
         keep_freed_memory_for_reuse()  # process-wide: both loops below get it alike
-    dataset = load_dataset("digits")
+    dataset = load_dataset(DataConfig(dataset="digits"))
     report = {"environment": environment_stamp(device), "rows": []}
     for batch_size in map(int, args.batch_sizes.split(",")):
         for precision in args.precisions.split(","):
             # Spectral norm off: the reference's D has none, so both loops compute the same networks.
-            config = TrainConfig(precision=precision, batch_size=batch_size, device=args.device,
-                                 channels_last=precision in args.channels_last.split(","),
-                                 compile=args.compile, spectral_norm_d=False)
-            policy = build_policy(precision, device)
-            state = build_train_state(config, model_shape_for(config, dataset), policy)
-            wrap_modules(state, compile=config.compile, data_parallel=False)
+            config = config_from_options(precision=precision, batch_size=batch_size, device=args.device,
+                                         channels_last=precision in args.channels_last.split(","),
+                                         compile=args.compile, sets=["model.spectral_norm_d=false"])
+            prepared = prepare_run(config, dataset, device)
+            state = build_train_state(prepared.config, prepared.model, prepared.data, prepared.policy)
+            wrap_modules(state, compile=config.compute.compile, data_parallel=False)
             reference = ReferenceLoop(precision, device=args.device, nc=dataset.channels)
             ours_params = sum(p.numel() for p in state.generator.parameters()) + sum(p.numel() for p in state.discriminator.parameters())
             ref_params = sum(p.numel() for p in reference.netG.parameters()) + sum(p.numel() for p in reference.netD.parameters())
             assert ours_params == ref_params, (ours_params, ref_params)
             real, labels = BatchStream(dataset, batch_size, device, 0).next_batch()
+            batch = lambda: (real, labels)  # noqa: E731
             for _ in range(args.warmup):
-                train_step(state, real, labels)
+                train_step(state, batch)
                 reference.step(real, labels)
             ours, theirs = [], []
             for _ in range(args.rounds):  # interleaved: A B A B ...
-                ours.append(clock(device, lambda: train_step(state, real, labels)))
+                ours.append(clock(device, lambda: train_step(state, batch)))
                 theirs.append(clock(device, lambda: reference.step(real, labels)))
             speedup = speedup_interval(theirs, ours)  # >1: ampgan is faster
             row = {"batch_size": batch_size, "precision": precision,

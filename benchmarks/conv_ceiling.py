@@ -24,13 +24,14 @@ from torch import nn
 from ampgan.system.cpu_tuning import keep_freed_memory_for_reuse
 from ampgan.system.environment import environment_stamp
 from ampgan.system.hardware import detect_hardware, peak_tflops
-from ampgan.training.models import Discriminator, Generator, ModelShape
+from ampgan.gan import DataSpec
+from ampgan.gan.acgan import Discriminator, Generator
 
 
 def layer_inputs(batch_size: int, width: int) -> list[tuple[str, nn.Module, tuple[int, ...]]]:
     """(name, layer, input shape) for every convolution, recorded by running G and D once."""
-    shape = ModelShape(image_size=32, channels=1, num_classes=10, z_dim=128, width=width)
-    generator, discriminator = Generator(shape), Discriminator(shape)
+    data = DataSpec(image_size=32, channels=1, num_classes=10)
+    generator, discriminator = Generator(data, 128, width), Discriminator(data, width)
     found = []
 
     def record(name):

@@ -18,6 +18,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 from ampgan.bench.harness import BenchSpec, _Contender  # noqa: E402
+from ampgan.config import config_from_options  # noqa: E402
 from ampgan.system.cpu_tuning import keep_freed_memory_for_reuse  # noqa: E402
 from ampgan.data import load_dataset  # noqa: E402
 from ampgan.system.environment import environment_stamp  # noqa: E402
@@ -34,8 +35,8 @@ def main() -> None:
     args = parser.parse_args()
     device = torch.device("cpu")
     keep_freed_memory_for_reuse()
-    spec = BenchSpec(precisions=(args.precision,), device="cpu")
-    dataset = load_dataset("synthetic")
+    spec = BenchSpec(base=config_from_options(dataset="synthetic", device="cpu"), precisions=(args.precision,))
+    dataset = load_dataset(spec.base.data)
     contender = _Contender(spec, args.precision, args.batch_size, dataset, device)
     for _ in range(3):
         contender.timed_step()
@@ -44,7 +45,7 @@ def main() -> None:
     def bare_block() -> None:
         start = time.perf_counter()
         for _ in range(args.block):
-            train_step(contender.state, contender.real, contender.labels)
+            train_step(contender.timer.state, contender.timer.resident_batch)
         bare.append((time.perf_counter() - start) / args.block)
 
     def harness_block() -> None:

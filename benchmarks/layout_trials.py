@@ -15,7 +15,7 @@ import sys
 
 import torch
 
-from ampgan.config import TrainConfig
+from ampgan.config import config_from_options
 from ampgan.data import load_dataset
 from ampgan.speed.layout import decide_layout_for_run
 from ampgan.system.environment import environment_stamp
@@ -32,8 +32,8 @@ def main(argv: list[str]) -> None:
     decisions = []
     for batch_size in map(int, args.batch_sizes.split(",")):
         for precision in args.precisions.split(","):
-            config = TrainConfig(dataset=args.dataset, precision=precision, batch_size=batch_size, device="cpu")
-            dataset = load_dataset(config.dataset, config.data_request())
+            config = config_from_options(dataset=args.dataset, precision=precision, batch_size=batch_size, device="cpu")
+            dataset = load_dataset(config.data)
             decision = decide_layout_for_run(config, dataset, device, use_cache=False)
             print(decision.describe(), flush=True)
             decisions.append(decision.to_dict())

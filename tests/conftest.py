@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from ampgan.cli import main
-from ampgan.config import TrainConfig
+from ampgan.config import TrainConfig, config_from_options
 from ampgan.data.synthetic import make_synthetic
-from ampgan.training.models import ModelShape
+from ampgan.gan import DataSpec, resolve_model
 from ampgan.training.precision import PrecisionPolicy
 from ampgan.training.state import build_train_state
 
@@ -58,18 +58,25 @@ def _compiling_never_measured_faster(request, monkeypatch):
     monkeypatch.setattr(compilation, "compile_probe_for", lambda config, dataset, device: NoGain())
 
 
-def tiny_config(**overrides) -> TrainConfig:
+def tiny_config(sets=(), **overrides) -> TrainConfig:
+    """A small config by the command line's option names (config_from_options); `sets`: --set texts."""
     values = dict(dataset="synthetic", width=8, z_dim=16, batch_size=8, steps=3, device="cpu")
+    if overrides.get("model", "acgan") != "acgan":  # other models have other options
+        values.pop("width"), values.pop("z_dim")
     values.update(overrides)
-    return TrainConfig(**values)
+    return config_from_options(sets=sets, **values)
 
 
-def tiny_state(precision: str = "fp32", loss_scale=None, image_size=32, channels=3, **overrides):
+def tiny_state(precision: str = "fp32", loss_scale=None, image_size=32, channels=3, num_classes=4, **overrides):
     config = tiny_config(precision=precision, loss_scale=loss_scale, **overrides)
-    shape = ModelShape(image_size=image_size, channels=channels, num_classes=4,
-                       z_dim=config.z_dim, width=config.width)
+    data = DataSpec(image_size=image_size, channels=channels, num_classes=num_classes)
     policy = PrecisionPolicy(precision, CPU, loss_scale)
-    return build_train_state(config, shape, policy)
+    return build_train_state(config, resolve_model(config.model.name, config.model.options), data, policy)
+
+
+def step_on(batch):
+    """What train_step takes: the same batch for every D update of the step."""
+    return lambda: batch
 
 
 def tiny_batch(image_size=32, channels=3, batch=8, num_classes=4, seed=0):

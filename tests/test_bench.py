@@ -8,7 +8,7 @@ import torch
 
 import ampgan.bench.harness as bench_module
 from ampgan.bench.harness import BenchSpec, run_bench, speedups
-from conftest import run_cli
+from conftest import run_cli, tiny_config
 
 TINY = ["--width", "8", "--z-dim", "16", "--device", "cpu", "--warmup", "1", "--steps", "3", "--min-seconds", "0"]
 
@@ -59,8 +59,7 @@ def test_from_a_bad_file_is_a_clear_error(tmp_path, capsys):
 
 
 def test_too_slow_configurations_are_recorded_not_waited_for(tmp_path):
-    spec = BenchSpec(batch_sizes=(4,), precisions=("fp32",), device="cpu", width=8, z_dim=16,
-                     warmup=1, steps=3, max_seconds=1e-6)
+    spec = BenchSpec(base=tiny_config(), batch_sizes=(4,), precisions=("fp32",), warmup=1, steps=3, max_seconds=1e-6)
     results = run_bench(spec, torch.device("cpu"))
     (row,) = results["configs"]
     assert row["status"] == "too_slow" and "--max-seconds" in row["reason"] and row["samples_s"] == []
@@ -69,14 +68,13 @@ def test_too_slow_configurations_are_recorded_not_waited_for(tmp_path):
 def test_out_of_memory_is_recorded_and_the_rest_goes_on(monkeypatch):
     real_step = bench_module.train_step
 
-    def step_that_runs_out_of_memory_at_batch_8(state, real, labels):
-        if real.shape[0] == 8:
+    def step_that_runs_out_of_memory_at_batch_8(state, next_batch):
+        if next_batch()[0].shape[0] == 8:
             raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
-        return real_step(state, real, labels)
+        return real_step(state, next_batch)
 
     monkeypatch.setattr(bench_module, "train_step", step_that_runs_out_of_memory_at_batch_8)
-    spec = BenchSpec(batch_sizes=(4, 8, 4), precisions=("fp32",), device="cpu", width=8, z_dim=16, warmup=1, steps=2,
-                     min_seconds=0)
+    spec = BenchSpec(base=tiny_config(), batch_sizes=(4, 8, 4), precisions=("fp32",), warmup=1, steps=2, min_seconds=0)
     results = run_bench(spec, torch.device("cpu"))
     assert [c["status"] for c in results["configs"]] == ["ok", "oom", "ok"]
     assert "out of memory" in results["configs"][1]["reason"]

@@ -137,7 +137,8 @@ def test_safetensors_export_loads_without_ampgan(tiny_compare):
     with safe_open(str(tiny_compare / "runs" / "fp32-seed0" / "generator.safetensors"), "pt") as handle:
         metadata = handle.metadata()
         assert json.loads(metadata["class_names"])[0] == "grating-0"
-        assert json.loads(metadata["model_shape"])["width"] == 8
+        model = json.loads(metadata["model"])
+        assert model["name"] == "acgan" and model["options"]["width"] == 8
         assert "label_embedding.weight" in handle.keys()
 
 

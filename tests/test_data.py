@@ -1,14 +1,14 @@
 import pytest
 import torch
 
-from ampgan.data import DataRequest, load_dataset
+from ampgan.data import DataConfig, load_dataset
 from ampgan.data.batches import BatchStream
 from ampgan.data.synthetic import make_synthetic
 from ampgan.errors import AmpganError
 
 
 def test_digits_is_real_embedded_data_at_32_px():
-    digits = load_dataset("digits")
+    digits = load_dataset(DataConfig(dataset="digits"))
     assert digits.images.shape == (1797, 1, 32, 32) and digits.images.dtype == torch.uint8
     assert digits.class_names == tuple("0123456789")
     assert sum(digits.counts_per_class()) == 1797 and min(digits.counts_per_class()) >= 170
@@ -17,10 +17,10 @@ def test_digits_is_real_embedded_data_at_32_px():
 
 
 def test_datasets_can_be_reshaped_to_what_the_model_wants():
-    digits = load_dataset("digits", DataRequest(image_size=28, channels=3))
+    digits = load_dataset(DataConfig(dataset="digits", image_size=28, channels=3))
     assert digits.images.shape == (1797, 3, 28, 28)
     assert torch.equal(digits.images[:, 0], digits.images[:, 2])  # grey copied into RGB
-    grey = load_dataset("synthetic", DataRequest(channels=1, image_size=64))
+    grey = load_dataset(DataConfig(dataset="synthetic", channels=1, image_size=64))
     assert grey.images.shape[1:] == (1, 64, 64)
 
 
@@ -35,7 +35,7 @@ def test_synthetic_is_deterministic_and_balanced():
 
 def test_unknown_dataset_suggests_a_close_name():
     with pytest.raises(AmpganError, match=r"unknown dataset 'synthetc' \(did you mean 'synthetic'\?\)"):
-        load_dataset("synthetc")
+        load_dataset(DataConfig(dataset="synthetc"))
 
 
 def test_batches_cover_every_image_once_per_epoch_and_are_scaled():

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import ampgan.data.cifar10 as cifar10
-from ampgan.data import DataRequest, load_dataset
+from ampgan.data import DataConfig, load_dataset
 from ampgan.errors import AmpganError
 from fixtures import (CIFAR_CLASSES, cifar_batches, cifar_md5s, write_cifar_archive, write_image_folder,
                       write_quickdraw)
@@ -32,16 +32,16 @@ def cifar_fixture(tmp_path, monkeypatch):
 
 def test_cifar10_loads_from_the_archive_and_from_the_extracted_folder(cifar_fixture, tmp_path):
     data_dir, members, archive = cifar_fixture
-    train = load_dataset("cifar10", DataRequest(data_dir=str(data_dir)))
+    train = load_dataset(DataConfig(dataset="cifar10", data_dir=str(data_dir)))
     assert train.images.shape == (100, 3, 32, 32) and train.class_names == tuple(CIFAR_CLASSES)
     first = np.frombuffer(__import__("pickle").loads(members["data_batch_1"], encoding="bytes")[b"data"][0].tobytes(), np.uint8)
     assert torch.equal(train.images[0].flatten(), torch.from_numpy(first.copy()))  # CHW order kept
     assert train.source["md5_verified"] and set(train.source["md5"]) == {f"data_batch_{i}" for i in range(1, 6)} | {"batches.meta"}
-    test = load_dataset("cifar10", DataRequest(data_dir=str(data_dir), split="test"))
+    test = load_dataset(DataConfig(dataset="cifar10", data_dir=str(data_dir)), "test")
     assert len(test) == 20
     extracted = tmp_path / "extracted"
     shutil.unpack_archive(archive, extracted)
-    again = load_dataset("cifar10", DataRequest(data_dir=str(extracted)))
+    again = load_dataset(DataConfig(dataset="cifar10", data_dir=str(extracted)))
     assert torch.equal(again.images, train.images) and torch.equal(again.labels, train.labels)
 
 
@@ -67,9 +67,9 @@ def test_cifar10_bad_input(cifar_fixture, tmp_path):
     cases.append((tmp_path / "missing", "does not exist"))
     for folder, message in cases:
         with pytest.raises(AmpganError, match=message):
-            load_dataset("cifar10", DataRequest(data_dir=str(folder)))
+            load_dataset(DataConfig(dataset="cifar10", data_dir=str(folder)))
     with pytest.raises(AmpganError, match="needs --data-dir"):
-        load_dataset("cifar10")
+        load_dataset(DataConfig(dataset="cifar10"))
 
 
 def test_cifar10_pickles_cannot_run_code(cifar_fixture, tmp_path, monkeypatch):
@@ -84,7 +84,7 @@ def test_cifar10_pickles_cannot_run_code(cifar_fixture, tmp_path, monkeypatch):
     folder.mkdir()
     write_cifar_archive(folder / "cifar-10-python.tar.gz", evil)
     with pytest.raises(AmpganError, match="is not a CIFAR-10 batch"):
-        load_dataset("cifar10", DataRequest(data_dir=str(folder), split="test"))
+        load_dataset(DataConfig(dataset="cifar10", data_dir=str(folder)), "test")
 
 
 class _ArchiveServer:
@@ -127,12 +127,12 @@ def test_cifar10_download(cifar_fixture, tmp_path, monkeypatch, variant):
     target = tmp_path / "downloads"
     try:
         if variant == "good":
-            dataset = load_dataset("cifar10", DataRequest(data_dir=str(target), download=True))
+            dataset = load_dataset(DataConfig(dataset="cifar10", data_dir=str(target), download=True))
             assert len(dataset) == 100 and (target / "cifar-10-python.tar.gz").read_bytes() == payload
         else:
             message = {"corrupted": "has MD5", "interrupted": "broke off", "no network": "put it at"}[variant]
             with pytest.raises(AmpganError, match=message):
-                load_dataset("cifar10", DataRequest(data_dir=str(target), download=True))
+                load_dataset(DataConfig(dataset="cifar10", data_dir=str(target), download=True))
             assert not (target / "cifar-10-python.tar.gz").exists()  # never a half file under the final name
             assert not list(target.glob("*.part"))
     finally:
@@ -141,34 +141,34 @@ def test_cifar10_download(cifar_fixture, tmp_path, monkeypatch, variant):
 
 def test_quickdraw_loads_splits_deterministically_and_keeps_a_manifest(tmp_path):
     folder = write_quickdraw(tmp_path / "qd")
-    request = DataRequest(data_dir=str(folder), classes=("apple", "eye", "fish"), max_per_class=40, seed=3)
-    train = load_dataset("quickdraw", request)
-    test = load_dataset("quickdraw", DataRequest(**{**request.__dict__, "split": "test"}))
+    request = DataConfig(dataset="quickdraw", data_dir=str(folder), classes="apple,eye,fish", max_per_class=40)
+    train = load_dataset(request, seed=3)
+    test = load_dataset(request, "test", seed=3)
     assert train.images.shape == (108, 1, 28, 28) and len(test) == 12 and train.class_names == ("apple", "eye", "fish")
     row_ids = lambda d, label: set(d.images[d.labels == label].flatten(1)[:, 700].tolist())  # noqa: E731
     for label in range(3):
         assert row_ids(train, label).isdisjoint(row_ids(test, label))
         assert row_ids(train, label) | row_ids(test, label) == set(range(40))  # only the first 40 rows read
-    assert torch.equal(load_dataset("quickdraw", request).images, train.images)  # same seed, same split
+    assert torch.equal(load_dataset(request, seed=3).images, train.images)  # same seed, same split
     manifest = json.loads((folder / "ampgan-manifest.json").read_text())["sha256"]
     assert set(manifest) == {"apple.npy", "eye.npy", "fish.npy"}
 
 
 def test_quickdraw_bad_input(tmp_path):
     folder = write_quickdraw(tmp_path / "qd")
-    request = lambda **kw: DataRequest(data_dir=str(folder), **kw)  # noqa: E731
-    load_dataset("quickdraw", request(classes=("apple",)))  # records the manifest
+    request = lambda **kw: DataConfig(dataset="quickdraw", data_dir=str(folder), **kw)  # noqa: E731
+    load_dataset(request(classes="apple"))  # records the manifest
     with pytest.raises(AmpganError, match=r"no Quick, Draw! class 'aple' .*did you mean apple"):
-        load_dataset("quickdraw", request(classes=("aple",)))
+        load_dataset(request(classes="aple"))
     np.save(folder / "apple.npy", np.zeros((5, 784), dtype=np.uint8))
     with pytest.raises(AmpganError, match="checksum mismatch: .*apple.npy has changed"):
-        load_dataset("quickdraw", request(classes=("apple",)))
+        load_dataset(request(classes="apple"))
     np.save(folder / "bee.npy", np.zeros((5, 28, 28), dtype=np.uint8))
     with pytest.raises(AmpganError, match=r"bee.npy holds uint8 \(5, 28, 28\), not Quick, Draw! bitmaps"):
-        load_dataset("quickdraw", request(classes=("bee",)))
+        load_dataset(request(classes="bee"))
     np.save(folder / "cow.npy", np.zeros((5, 784), dtype=np.float32))
     with pytest.raises(AmpganError, match="cow.npy holds float32"):
-        load_dataset("quickdraw", request(classes=("cow",)))
+        load_dataset(request(classes="cow"))
 
 
 def test_quickdraw_download_url_encodes_spaces():
@@ -179,15 +179,15 @@ def test_quickdraw_download_url_encodes_spaces():
 
 def test_image_folder_loads_resizes_and_caches(tmp_path):
     root = write_image_folder(tmp_path / "pets")
-    dataset = load_dataset("folder:" + str(root), DataRequest(image_size=32, channels=3, cache=True))
+    dataset = load_dataset(DataConfig(dataset="folder:" + str(root), image_size=32, channels=3, cache=True))
     assert dataset.images.shape == (6, 3, 32, 32) and dataset.class_names == ("cats", "dogs")
     assert dataset.counts_per_class() == [3, 3] and dataset.source["cache_hit"] is False
-    again = load_dataset("folder:" + str(root), DataRequest(image_size=32, channels=3, cache=True))
+    again = load_dataset(DataConfig(dataset="folder:" + str(root), image_size=32, channels=3, cache=True))
     assert again.source["cache_hit"] is True and torch.equal(again.images, dataset.images)
-    grey = load_dataset("folder:" + str(root), DataRequest(image_size=28, channels=1))
+    grey = load_dataset(DataConfig(dataset="folder:" + str(root), image_size=28, channels=1))
     assert grey.images.shape == (6, 1, 28, 28)
     (root / "dogs" / "img9.png").write_bytes((root / "dogs" / "img0.png").read_bytes())  # the folder changes
-    third = load_dataset("folder:" + str(root), DataRequest(image_size=32, channels=3, cache=True))
+    third = load_dataset(DataConfig(dataset="folder:" + str(root), image_size=32, channels=3, cache=True))
     assert third.source["cache_hit"] is False and len(third) == 7
 
 
@@ -195,15 +195,15 @@ def test_image_folder_bad_input(tmp_path):
     root = write_image_folder(tmp_path / "pets")
     (root / "birds").mkdir()
     with pytest.raises(AmpganError, match="class folder .*birds has no images"):
-        load_dataset("folder:" + str(root))
+        load_dataset(DataConfig(dataset="folder:" + str(root)))
     (root / "birds" / "broken.png").write_bytes(b"not a png at all")
     with pytest.raises(AmpganError, match=r"cannot read image .*birds/broken.png"):
-        load_dataset("folder:" + str(root))
+        load_dataset(DataConfig(dataset="folder:" + str(root)))
     with pytest.raises(AmpganError, match="does not exist"):
-        load_dataset("folder:" + str(tmp_path / "nowhere"))
+        load_dataset(DataConfig(dataset="folder:" + str(tmp_path / "nowhere")))
     (tmp_path / "flat").mkdir()
     with pytest.raises(AmpganError, match="no class sub-folders"):
-        load_dataset("folder:" + str(tmp_path / "flat"))
+        load_dataset(DataConfig(dataset="folder:" + str(tmp_path / "flat")))
 
 
 def test_data_commands(tmp_path, capsys):
@@ -234,7 +234,7 @@ def test_real_quickdraw_sample_loads_and_trains(tmp_path, capsys):
     folder.mkdir()
     for name in ("apple", "eye", "fish"):
         (folder / f"{name}.npy").symlink_to(SHARED / "quickdraw-numpy-bitmap" / f"{name}.npy")
-    dataset = load_dataset("quickdraw", DataRequest(data_dir=str(folder), classes=("apple", "eye", "fish")))
+    dataset = load_dataset(DataConfig(dataset="quickdraw", data_dir=str(folder), classes="apple,eye,fish"))
     assert dataset.images.shape == (8100, 1, 28, 28) and dataset.source["sha256"]["apple.npy"].startswith("3fb70890")
     assert 20 < dataset.images.float().mean() < 80  # white strokes on black
     code, _, err = run_cli(capsys, "train", "--dataset", "quickdraw", "--data-dir", str(folder), "--classes", "apple,eye,fish",
@@ -248,7 +248,7 @@ def test_real_quickdraw_sample_loads_and_trains(tmp_path, capsys):
 @needs_shared
 @pytest.mark.slow
 def test_real_cifar10_jpeg_folder_loads_and_trains(tmp_path, capsys):
-    dataset = load_dataset("folder:" + str(SHARED / "cifar10-test-jpg"))
+    dataset = load_dataset(DataConfig(dataset="folder:" + str(SHARED / "cifar10-test-jpg")))
     assert dataset.images.shape == (10000, 3, 32, 32) and dataset.class_names[0] == "airplane"
     assert dataset.counts_per_class() == [1000] * 10
     code, _, err = run_cli(capsys, "train", "--dataset", f"folder:{SHARED / 'cifar10-test-jpg'}", "--width", "8",
@@ -260,7 +260,7 @@ def test_real_cifar10_jpeg_folder_loads_and_trains(tmp_path, capsys):
 @needs_shared
 @pytest.mark.slow
 def test_real_mnist_idx_loads_and_trains(tmp_path, capsys):
-    dataset = load_dataset("mnist", DataRequest(data_dir=str(SHARED / "mnist-idx"), split="test"))
+    dataset = load_dataset(DataConfig(dataset="mnist", data_dir=str(SHARED / "mnist-idx")), "test")
     assert dataset.images.shape == (10000, 1, 28, 28)
     assert dataset.counts_per_class()[:3] == [980, 1135, 1032]  # the MNIST test set's known counts
     code, _, err = run_cli(capsys, "train", "--dataset", "mnist", "--data-dir", str(SHARED / "mnist-idx"), "--width", "8",

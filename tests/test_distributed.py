@@ -45,11 +45,11 @@ def test_two_processes_keep_identical_parameters_and_only_rank_0_writes(tmp_path
     script = tmp_path / "train_and_dump.py"
     script.write_text(textwrap.dedent(f"""
         import hashlib, json
-        from ampgan.config import TrainConfig
+        from ampgan.config import config_from_options
         from ampgan.training.distributed import join_process_group, shutdown, world
         from ampgan.training.loop import prepare_run, run_training
-        config = TrainConfig(dataset="synthetic", width=8, z_dim=16, batch_size=8, device="cpu", steps=6,
-                             log_every=2, sample_every=1000, checkpoint_every_steps=3)
+        config = config_from_options(dataset="synthetic", width=8, z_dim=16, batch_size=8, device="cpu", steps=6,
+                                     log_every=2, sample_every=1000, checkpoint_every_steps=3)
         device = join_process_group("cpu")
         result = run_training(prepare_run(config, device=device), "{tmp_path / 'run'}", show_progress=False)
         state = result.state.train
@@ -113,10 +113,10 @@ def test_a_killed_rank_ends_the_job_with_a_clear_error(tmp_path):
         import ampgan.training.loop as train_module
         from ampgan.cli import main
         original = train_module.train_step
-        def step(state, real, labels):
+        def step(state, next_batch):
             if os.environ["RANK"] == "1" and state.step == 4:
                 os.kill(os.getpid(), signal.SIGKILL)
-            return original(state, real, labels)
+            return original(state, next_batch)
         train_module.train_step = step
         main(sys.argv[1:])
     """))
@@ -158,11 +158,11 @@ def test_compile_under_ddp_runs_the_compiled_modules(tmp_path):
         import torch
         from torch._dynamo.eval_frame import OptimizedModule
         from torch._dynamo.utils import counters
-        from ampgan.config import TrainConfig
+        from ampgan.config import config_from_options
         from ampgan.training.distributed import join_process_group, shutdown, world
         from ampgan.training.loop import prepare_run, run_training
-        config = TrainConfig(dataset="synthetic", width=8, z_dim=16, batch_size=8, device="cpu", steps=2,
-                             log_every=1, sample_every=1000, compile=True)
+        config = config_from_options(dataset="synthetic", width=8, z_dim=16, batch_size=8, device="cpu", steps=2,
+                                     log_every=1, sample_every=1000, compile=True)
         device = join_process_group("cpu")
         result = run_training(prepare_run(config, device=device), "{tmp_path / 'run'}", show_progress=False)
         train = result.state.train

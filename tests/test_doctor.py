@@ -6,8 +6,9 @@ import pytest
 import torch
 from torch import nn
 
-from ampgan.doctor.recorder import (LayerRecorder, flagged, fractions_at_scale, gradient_histogram, misaligned_layers,
-                           recommend_loss_scale, summarize_layers, HIST_LOW)
+from ampgan.doctor.recorder import (LayerRecorder, flagged, fractions_at_scale, gradient_histogram, recommend_loss_scale,
+                                   summarize_layers, HIST_LOW)
+from ampgan.gan.alignment import misaligned_layers
 from ampgan.doctor.ranges import BF16, FP16, classify
 from conftest import run_cli
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from ampgan.cost.catalog import load_catalog
-from ampgan.data import DataRequest, load_dataset
+from ampgan.data import DataConfig, load_dataset
 from ampgan.errors import AmpganError
 from ampgan.runs.claim import LOCK, MARKER, claimed_folder
 from conftest import run_cli
@@ -111,9 +111,9 @@ def test_quickdraw_manifest_records_only_files_that_loaded(tmp_path):
     good = np.load(folder / "apple.npy")
     np.save(folder / "apple.npy", np.zeros((5, 28, 28), dtype=np.uint8))  # a bad file first
     with pytest.raises(AmpganError, match="not Quick, Draw! bitmaps"):
-        load_dataset("quickdraw", DataRequest(data_dir=str(folder), classes=("apple",)))
+        load_dataset(DataConfig(dataset="quickdraw", data_dir=str(folder), classes="apple"))
     np.save(folder / "apple.npy", good)  # replaced by a good one: accepted, not a "checksum mismatch"
-    assert len(load_dataset("quickdraw", DataRequest(data_dir=str(folder), classes=("apple",)))) > 0
+    assert len(load_dataset(DataConfig(dataset="quickdraw", data_dir=str(folder), classes="apple"))) > 0
 
 
 def test_price_catalogs_from_spreadsheets_and_bad_files(tmp_path):
@@ -142,9 +142,9 @@ def test_image_folders_refuse_links_that_leave_them_and_decompression_bombs(tmp_
     elsewhere = write_image_folder(tmp_path / "elsewhere", classes=("secret",))
     (root / "linked").symlink_to(elsewhere / "secret", target_is_directory=True)
     with pytest.raises(AmpganError, match="is a link to .*outside the dataset folder"):
-        load_dataset(f"folder:{root}")
+        load_dataset(DataConfig(dataset=f"folder:{root}"))
     (root / "linked").unlink()
-    assert len(load_dataset(f"folder:{root}")) == 6
+    assert len(load_dataset(DataConfig(dataset=f"folder:{root}"))) == 6
 
     def chunk(kind, data):
         return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
@@ -154,7 +154,7 @@ def test_image_folders_refuse_links_that_leave_them_and_decompression_bombs(tmp_
     bomb = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(b"\0" * 100)) + chunk(b"IEND", b"")
     (root / "cats" / "bomb.png").write_bytes(bomb)
     with pytest.raises(AmpganError, match="bomb.png claims more pixels than any dataset image should"):
-        load_dataset(f"folder:{root}")
+        load_dataset(DataConfig(dataset=f"folder:{root}"))
 
 
 def _disk_fills_at_checkpoint(monkeypatch, step: int) -> None:
@@ -245,24 +245,30 @@ def test_a_batch_that_cannot_fit_is_refused_with_the_estimate_before_anything_is
     assert not run.exists()
 
 
-def test_the_memory_estimate_counts_the_discriminators_layer_outputs_and_adam_state(monkeypatch):
+def test_the_memory_estimate_counts_every_layer_output_of_the_step_and_adam_state(monkeypatch):
+    from ampgan.gan import DataSpec, resolve_model
+    from ampgan.gan.registry import build_on_meta
     from ampgan.training import memory
-    from ampgan.training.models import Discriminator, Generator, ModelShape
 
-    shape = ModelShape(image_size=32, channels=3, num_classes=4, z_dim=16, width=8)
-    # D for 32 px, width 8, per sample: conv 8x16x16 + leaky 8x16x16, conv 16x8x8 + bn + leaky,
-    # conv 32x4x4 + bn + leaky, flatten 512, heads 1 + 4.
-    per_sample = 2 * 8 * 16 * 16 + 3 * 16 * 8 * 8 + 3 * 32 * 4 * 4 + 512 + 1 + 4
-    parameters = sum(p.numel() for m in (Generator(shape), Discriminator(shape)) for p in m.parameters())
-    estimate = memory.estimate_step_memory(shape, batch_size=10, compute_bytes=2)
-    assert estimate.activations_bytes == 2 * per_sample * 10 * 2
+    data = DataSpec(image_size=32, channels=3, num_classes=4)
+    recipe = resolve_model("acgan", {"width": 8, "z_dim": 16})
+    gan = build_on_meta(recipe, data)
+    # Per sample. G (32 px, width 8): embedding 16; linear + bn + relu 3 x 512; deconv + bn + relu
+    # 3 x 16x8x8 and 3 x 8x16x16; deconv + tanh 2 x 3x32x32. D, once for the real and once for the fake
+    # batch: conv + leaky 2 x 8x16x16, conv + bn + leaky 3 x 16x8x8, conv + bn + leaky 3 x 32x4x4,
+    # flatten 512, heads 1 + 4.
+    g = 16 + 3 * 512 + 3 * 1024 + 3 * 2048 + 2 * 3072
+    d = 2 * 8 * 16 * 16 + 3 * 16 * 8 * 8 + 3 * 32 * 4 * 4 + 512 + 1 + 4
+    parameters = sum(p.numel() for m in (gan.generator, gan.discriminator) for p in m.parameters())
+    estimate = memory.estimate_step_memory(gan, data, batch_size=10, compute_bytes=2)
+    assert estimate.activations_bytes == (g + 2 * d) * 10 * 2
     assert estimate.parameters_bytes == parameters * 4 * 4
     # Injected machine sizes: refused with the largest batch that fits by the same estimate.
     monkeypatch.setattr(memory, "available_memory_bytes", lambda device: estimate.total_bytes - 1)
     with pytest.raises(AmpganError, match="use a batch size of at most 9$"):
-        memory.refuse_what_cannot_fit(shape, 10, torch.device("cpu"), 2)
+        memory.refuse_what_cannot_fit(gan, data, 10, torch.device("cpu"), 2)
     monkeypatch.setattr(memory, "available_memory_bytes", lambda device: estimate.total_bytes)
-    memory.refuse_what_cannot_fit(shape, 10, torch.device("cpu"), 2)  # fits exactly: no error
+    memory.refuse_what_cannot_fit(gan, data, 10, torch.device("cpu"), 2)  # fits exactly: no error
 
 
 def test_unwritable_out_folders_are_one_line_each(tmp_path, capsys, monkeypatch):

@@ -106,7 +106,7 @@ def _faster_channels_last(monkeypatch, tmp_path):
 
     monkeypatch.setattr(layout, "measure_layouts_on_training_step",
                         lambda config, dataset, device: measure_layouts_with(
-                            formats(0.080, 0.070 if config.precision == "bf16" else 0.081, noise=0.0)))
+                            formats(0.080, 0.070 if config.precision.name == "bf16" else 0.081, noise=0.0)))
 
 
 def test_train_runs_channels_last_where_measured_faster_and_keeps_it_on_resume(tmp_path, capsys, monkeypatch):
@@ -115,7 +115,7 @@ def test_train_runs_channels_last_where_measured_faster_and_keeps_it_on_resume(t
     code, _, err = run_cli(capsys, "train", *TINY, "--precision", "bf16", "--steps", "2", "--out", str(run))
     assert code == 0, err
     assert "bf16 at batch 8: channels-last 70.0 ms vs NCHW 80.0 ms per step" in err and err.count(": channels-last") >= 1
-    assert json.loads((run / "config.json").read_text())["config"]["channels_last"] is True
+    assert json.loads((run / "config.json").read_text())["config"]["compute"]["channels_last"] is True
 
     def must_not_measure(config, dataset, device):
         raise AssertionError("a resumed run measured its layout again")
@@ -124,12 +124,12 @@ def test_train_runs_channels_last_where_measured_faster_and_keeps_it_on_resume(t
     monkeypatch.setattr(layout, "measure_layouts_on_training_step", must_not_measure)
     code, _, err = run_cli(capsys, "train", "--resume", str(run), "--steps", "3", "--quiet")
     assert code == 0, err
-    assert json.loads((run / "config.json").read_text())["config"]["channels_last"] is True
+    assert json.loads((run / "config.json").read_text())["config"]["compute"]["channels_last"] is True
     # An explicit choice is obeyed without measuring.
     code, _, err = run_cli(capsys, "train", *TINY, "--precision", "bf16", "--steps", "1", "--no-channels-last",
                            "--out", str(tmp_path / "explicit"), "--quiet")
     assert code == 0, err
-    assert json.loads((tmp_path / "explicit" / "config.json").read_text())["config"]["channels_last"] is False
+    assert json.loads((tmp_path / "explicit" / "config.json").read_text())["config"]["compute"]["channels_last"] is False
 
 
 def test_compare_and_its_bench_use_each_precisions_measured_format(tmp_path, capsys, monkeypatch):
@@ -140,8 +140,8 @@ def test_compare_and_its_bench_use_each_precisions_measured_format(tmp_path, cap
     document = json.loads((out / "compare.json").read_text())
     assert document["spec"]["channels_last"] == ["bf16"]
     assert document["layouts"]["fp32"]["channels_last"] is False and document["layouts"]["bf16"]["channels_last"] is True
-    assert json.loads((out / "runs" / "bf16-seed0" / "config.json").read_text())["config"]["channels_last"] is True
-    assert json.loads((out / "runs" / "fp32-seed0" / "config.json").read_text())["config"]["channels_last"] is False
+    assert json.loads((out / "runs" / "bf16-seed0" / "config.json").read_text())["config"]["compute"]["channels_last"] is True
+    assert json.loads((out / "runs" / "fp32-seed0" / "config.json").read_text())["config"]["compute"]["channels_last"] is False
     bench = json.loads((out / "bench" / "results.json").read_text())
     assert bench["spec"]["channels_last"] == ["bf16"] and bench["layouts"] == {}  # given by the comparison
     report = (out / "report.md").read_text()
@@ -169,7 +169,7 @@ def test_the_real_step_is_timed_in_both_formats():
     from conftest import tiny_config
 
     config = tiny_config(precision="bf16")
-    dataset = load_dataset("synthetic", config.data_request())
+    dataset = load_dataset(config.data)
     result = measure_layouts_on_training_step(config, dataset, torch.device("cpu"))()
     assert set(result.samples_s) == {NCHW, CHANNELS_LAST} and result.rounds >= 3
     assert all(seconds > 0 for samples in result.samples_s.values() for seconds in samples)
@@ -187,5 +187,5 @@ def test_a_decision_times_the_step_with_the_runs_malloc_setting(monkeypatch):
         pytest.skip("the setting is glibc's")
     monkeypatch.setattr(cpu_tuning, "_applied", None)  # as in a fresh process
     config = tiny_config()
-    StepTimer(config, load_dataset("synthetic", config.data_request()), torch.device("cpu"), across_ranks=False)
+    StepTimer(config, load_dataset(config.data), torch.device("cpu"), across_ranks=False)
     assert cpu_tuning.tuning_state() == {"glibc_malloc_keeps_freed_memory": True}

@@ -1,17 +1,23 @@
 import pytest
 import torch
 
-from ampgan.training.models import Discriminator, Generator, ModelShape, misaligned_dimensions
+from ampgan.gan import DataSpec
+from ampgan.gan.acgan import Discriminator, Generator
+from ampgan.gan.alignment import alignment_warning
 from ampgan.training.precision import PrecisionPolicy
 
 CPU = torch.device("cpu")
 
 
+def acgan_networks(image_size=32, channels=3, num_classes=10, z_dim=16, width=8, spectral_norm=False):
+    data = DataSpec(image_size=image_size, channels=channels, num_classes=num_classes)
+    return Generator(data, z_dim, width), Discriminator(data, width, spectral_norm=spectral_norm)
+
+
 @pytest.mark.parametrize("image_size", [28, 32, 64])
 @pytest.mark.parametrize("channels", [1, 3])
 def test_shapes_and_value_range(image_size, channels):
-    shape = ModelShape(image_size=image_size, channels=channels, num_classes=10, z_dim=16, width=8)
-    G, D = Generator(shape), Discriminator(shape)
+    G, D = acgan_networks(image_size, channels)
     z, labels = torch.randn(5, 16), torch.arange(5)
     images = G(z, labels)
     assert images.shape == (5, channels, image_size, image_size)
@@ -22,16 +28,15 @@ def test_shapes_and_value_range(image_size, channels):
 
 
 def test_generator_channel_schedule_for_32_px():
-    shape = ModelShape(image_size=32, channels=3, num_classes=10, z_dim=128, width=64)
-    convs = [m for m in Generator(shape).modules() if isinstance(m, torch.nn.ConvTranspose2d)]
+    G, D = acgan_networks(z_dim=128, width=64)
+    convs = [m for m in G.modules() if isinstance(m, torch.nn.ConvTranspose2d)]
     assert [(c.in_channels, c.out_channels) for c in convs] == [(256, 128), (128, 64), (64, 3)]
-    d_convs = [m for m in Discriminator(shape).modules() if isinstance(m, torch.nn.Conv2d)]
+    d_convs = [m for m in D.modules() if isinstance(m, torch.nn.Conv2d)]
     assert [c.out_channels for c in d_convs] == [64, 128, 256]
 
 
 def test_bf16_autocast_computes_convolutions_in_bfloat16_and_keeps_fp32_parameters():
-    shape = ModelShape(image_size=32, channels=3, num_classes=4, z_dim=16, width=8)
-    D = Discriminator(shape)
+    _, D = acgan_networks(num_classes=4)
     seen = {}
     conv = D.features[2]  # the second convolution: its input is the first one's bf16 output
     conv.register_forward_hook(lambda module, inputs, output: seen.update(input=inputs[0].dtype, output=output.dtype))
@@ -56,9 +61,13 @@ def test_batch_norm_statistics_stay_fp32_under_bf16():
 
 
 def test_misaligned_dimensions_are_named_with_a_suggestion():
-    assert misaligned_dimensions(ModelShape(32, 3, 10, z_dim=128, width=64)) == []
-    problems = misaligned_dimensions(ModelShape(32, 3, 10, z_dim=100, width=60))
-    assert problems == ["z_dim=100 (try 104)", "width=60 (try 64)"]
+    data = DataSpec(image_size=32, channels=3, num_classes=10)
+    aligned = dict(zip("GD", acgan_networks(z_dim=128, width=64)))
+    assert alignment_warning(aligned, data) is None
+    warning = alignment_warning(dict(zip("GD", acgan_networks(z_dim=100, width=60))), data)
+    # The heads' 1 and 10 outputs and the 3 image channels are the task's, never flagged.
+    assert "G.project.0 in_features=200 (try 200)" not in warning and "D.features.0 out_channels=60 (try 64)" in warning
+    assert "D.real_fake_head" not in warning and "in_channels=3" not in warning
 
 
 def _largest_singular_value(weight: torch.Tensor) -> float:
@@ -66,8 +75,7 @@ def _largest_singular_value(weight: torch.Tensor) -> float:
 
 
 def test_spectral_norm_divides_each_weight_by_its_largest_singular_value_in_fp32_under_autocast():
-    shape = ModelShape(image_size=32, channels=3, num_classes=4, z_dim=16, width=8)
-    D = Discriminator(shape, spectral_norm=True)
+    _, D = acgan_networks(num_classes=4, spectral_norm=True)
     normalised = [m for m in D.modules() if hasattr(m, "normalised_weight")]
     assert len(normalised) == 4  # three convolutions and the real/fake head, not the class head
     for _ in range(200):  # one power iteration per training pass: it converges over passes
@@ -82,8 +90,7 @@ def test_spectral_norm_divides_each_weight_by_its_largest_singular_value_in_fp32
 
 
 def test_spectral_norm_keeps_the_weight_names_and_adds_its_vectors_as_buffers():
-    shape = ModelShape(image_size=28, channels=1, num_classes=4, z_dim=16, width=8)
-    plain, normalised = Discriminator(shape), Discriminator(shape, spectral_norm=True)
+    (_, plain), (_, normalised) = (acgan_networks(28, 1, 4), acgan_networks(28, 1, 4, spectral_norm=True))
     assert [n for n, _ in plain.named_parameters()] == [n for n, _ in normalised.named_parameters()]
     extra = set(normalised.state_dict()) - set(plain.state_dict())
     assert extra == {"features.0.spectral_u", "features.0.spectral_v", "features.2.spectral_u",
@@ -91,8 +98,7 @@ def test_spectral_norm_keeps_the_weight_names_and_adds_its_vectors_as_buffers():
 
 
 def test_spectral_norm_backward_runs_after_two_passes_and_eval_passes_leave_the_vectors_alone():
-    shape = ModelShape(image_size=28, channels=1, num_classes=4, z_dim=16, width=8)
-    D = Discriminator(shape, spectral_norm=True)
+    _, D = acgan_networks(28, 1, 4, spectral_norm=True)
     # D's update scores a real and a fake batch, then runs one backward: the in-place power
     # iteration of the second pass must not invalidate what the first saved.
     (D(torch.randn(4, 1, 28, 28))[0].sum() + D(torch.randn(4, 1, 28, 28))[0].sum()).backward()

@@ -6,7 +6,7 @@ import torch
 from ampgan.errors import AmpganError
 from ampgan.training.precision import build_policy
 from ampgan.training.step import train_step
-from conftest import CPU, tiny_batch, tiny_state
+from conftest import CPU, step_on, tiny_batch, tiny_state
 
 
 @pytest.mark.parametrize("precision", ["fp32", "bf16", "fp16"])
@@ -15,7 +15,7 @@ def test_every_precision_trains_a_few_steps_with_finite_losses(precision):
     real, labels = tiny_batch()
     # Six steps: dynamic fp16 scaling starts at 2**16 and backs off through a few skipped steps.
     for _ in range(6):
-        metrics = train_step(state, real, labels)
+        metrics = train_step(state, step_on((real, labels)))
     assert state.step == 6
     assert math.isfinite(metrics["loss_d"].item()) and math.isfinite(metrics["loss_g"].item())
     assert all(p.dtype == torch.float32 for p in state.generator.parameters())
@@ -34,27 +34,27 @@ def test_dynamic_loss_scaling_skips_an_overflowing_step_lowers_the_scale_and_cou
     state = tiny_state("fp16")
     real, labels = tiny_batch()
     for _ in range(5):  # let the scale back off from 2**16 until steps are clean
-        train_step(state, real, labels)
-    assert train_step(state, real, labels)["skipped_d"].item() == 0.0
+        train_step(state, step_on((real, labels)))
+    assert train_step(state, step_on((real, labels)))["skipped_d"].item() == 0.0
     scale_before = state.scaler_d.scale()
     parameter, handle = _poison_next_discriminator_gradient(state)
     weights_before = parameter.detach().clone()
-    metrics = train_step(state, real, labels)
+    metrics = train_step(state, step_on((real, labels)))
     handle.remove()
     assert metrics["skipped_d"].item() == 1.0
     assert metrics["skipped_g"].item() == 0.0  # G's own scaler is untouched by D's overflow
     assert state.scaler_d.scale() == scale_before / 2
     assert torch.equal(parameter.detach(), weights_before)  # the step really was skipped
-    assert train_step(state, real, labels)["skipped_d"].item() == 0.0
+    assert train_step(state, step_on((real, labels)))["skipped_d"].item() == 0.0
 
 
 def test_static_loss_scale_is_honoured_and_still_skips_overflow():
     state = tiny_state("fp16", loss_scale=128.0)
     real, labels = tiny_batch()
-    train_step(state, real, labels)
+    train_step(state, step_on((real, labels)))
     assert state.scaler_d.scale() == 128.0 and state.scaler_g.scale() == 128.0
     _, handle = _poison_next_discriminator_gradient(state, float("nan"))
-    metrics = train_step(state, real, labels)
+    metrics = train_step(state, step_on((real, labels)))
     handle.remove()
     assert metrics["skipped_d"].item() == 1.0
     assert state.scaler_d.scale() == 128.0  # a static scale never moves
@@ -73,7 +73,7 @@ def test_losses_are_computed_in_fp32_under_autocast(monkeypatch):
     original = F.cross_entropy
     monkeypatch.setattr(F, "cross_entropy", lambda logits, *a, **k: seen.append(logits.dtype) or original(logits, *a, **k))
     state = tiny_state("bf16")
-    train_step(state, *tiny_batch())
+    train_step(state, step_on(tiny_batch()))
     assert seen and set(seen) == {torch.float32}
 
 

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from ampgan.runs.checkpoint import FORMAT_VERSION, latest_checkpoint, list_checkpoints, load_checkpoint
-from ampgan.config import TrainConfig
+from ampgan.config import config_from_options
 from ampgan.errors import AmpganError
 from ampgan.training.faults import FaultRules, NumericFault
 from ampgan.training.loop import prepare_run, run_training
@@ -44,7 +44,7 @@ def test_resume_is_bit_exact(tmp_path, capsys, precision):
     assert [drop_time(r) for r in metric_lines(straight)] == [drop_time(r) for r in metric_lines(halves)]
     assert [r["step"] for r in metric_lines(halves)] == [2, 4, 6, 8, 10, 12]  # none missing, none twice
     config = json.loads((halves / "config.json").read_text())
-    assert config["config"]["steps"] == 12 and config["resumed"][0]["at_step"] == 6
+    assert config["config"]["budget"]["steps"] == 12 and config["resumed"][0]["at_step"] == 6
 
 
 def test_a_version_1_run_resumes_on_the_seed_scheme_it_started_with(tmp_path, capsys, monkeypatch):
@@ -154,7 +154,7 @@ def _poisoning(monkeypatch, from_step, value, target="grad"):
 
     real_step = train_module.train_step
 
-    def poisoned_step(state, real, labels):
+    def poisoned_step(state, next_batch):
         if state.step + 1 >= from_step:
             head = state.discriminator.real_fake_head.weight
             if target == "grad" and not getattr(head, "_poisoned", False):
@@ -163,7 +163,7 @@ def _poisoning(monkeypatch, from_step, value, target="grad"):
             elif target == "weight":
                 with torch.no_grad():
                     head.fill_(value)
-        return real_step(state, real, labels)
+        return real_step(state, next_batch)
 
     monkeypatch.setattr(train_module, "train_step", poisoned_step)
 
@@ -171,7 +171,7 @@ def _poisoning(monkeypatch, from_step, value, target="grad"):
 def _tiny_config(**overrides):
     values = dict(dataset="synthetic", width=8, z_dim=16, batch_size=8, device="cpu", log_every=2,
                   sample_every=1000, checkpoint_every_steps=4, keep=10)
-    return TrainConfig(**(values | overrides))
+    return config_from_options(**(values | overrides))
 
 
 def test_fp16_overflow_is_skipped_counted_and_a_collapsed_scale_stops_the_run(tmp_path, monkeypatch):

@@ -3,17 +3,16 @@ import json
 import pytest
 import torch
 
-from ampgan.config import TrainConfig
 from ampgan.training.loop import prepare_run, run_training
 from ampgan.training.step import train_step
-from conftest import tiny_batch, tiny_state
+from conftest import step_on, tiny_batch, tiny_config, tiny_state
 
 
 def test_same_seed_gives_the_same_first_losses_in_fp32():
     def first_losses():
         state = tiny_state("fp32", seed=3)
         real, labels = tiny_batch(seed=1)
-        return [tuple(train_step(state, real, labels)[k].item() for k in ("loss_d", "loss_g")) for _ in range(3)]
+        return [tuple(train_step(state, step_on((real, labels)))[k].item() for k in ("loss_d", "loss_g")) for _ in range(3)]
 
     assert first_losses() == first_losses()
 
@@ -24,8 +23,7 @@ def test_different_seeds_give_different_initial_weights():
 
 
 def test_time_budget_stops_the_run(tmp_path):
-    config = TrainConfig(dataset="synthetic", width=8, z_dim=16, batch_size=8, device="cpu",
-                         time_budget_s=1.0, log_every=1, sample_every=10_000)
+    config = tiny_config(steps=None, time_budget=1.0, log_every=1, sample_every=10_000)
     result = run_training(prepare_run(config), tmp_path / "run", show_progress=False)
     assert result.train_seconds >= 1.0
     records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
@@ -35,8 +33,8 @@ def test_time_budget_stops_the_run(tmp_path):
 @pytest.mark.slow
 def test_a_few_hundred_steps_on_digits_teach_the_class_head(tmp_path):
     """The AC-GAN learns: D's class accuracy on generated digits rises far above chance (0.1)."""
-    config = TrainConfig(dataset="digits", precision="bf16", width=16, z_dim=32, batch_size=32,
-                         steps=300, device="cpu", log_every=2, sample_every=10_000, seed=0)
+    config = tiny_config(dataset="digits", precision="bf16", width=16, z_dim=32, batch_size=32,
+                         steps=300, log_every=2, sample_every=10_000, seed=0)
     run_training(prepare_run(config), tmp_path / "run", show_progress=False)
     records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     first, last = records[0], records[-1]

@@ -20,3 +20,12 @@ class AmpganWarning(UserWarning):
 
 def warn(message: str) -> None:
     warnings.warn(message, AmpganWarning, stacklevel=2)
+
+
+class ConfigError(AmpganError):
+    """A config field with a value it cannot take. `field` is its path in the config tree
+    (`budget.batch_size`), so the command line can name the flag that set it."""
+
+    def __init__(self, field: str, problem: str):
+        self.field, self.problem = field, problem
+        super().__init__(f"{field} {problem}")

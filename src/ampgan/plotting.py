@@ -7,8 +7,10 @@ import textwrap
 from pathlib import Path
 
 from ampgan.files.atomic import write_atomically
+from ampgan.precisions import colour as precision_colour
 
-PRECISION_COLOURS = {"fp32": "#1f77b4", "tf32": "#9467bd", "bf16": "#2ca02c", "fp16": "#d62728"}
+__all__ = ["precision_colour", "pyplot", "save_figure"]
+
 FOOTER_FONT_SIZE = 5.5
 _CHAR_WIDTH_IN_POINTS = 0.55 * FOOTER_FONT_SIZE  # a DejaVu Sans character is about 0.55 em wide
 

@@ -12,12 +12,12 @@ from __future__ import annotations
 import gc
 import resource
 import signal
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 
 import torch
 
 from ampgan.config import TrainConfig
-from ampgan.data import load_dataset
+from ampgan.data import DataConfig, load_dataset
 from ampgan.training.distributed import any_rank, gather_objects, world
 from ampgan.training.interruption import stop_on_signals
 from ampgan.system.environment import environment_stamp
@@ -32,26 +32,24 @@ from ampgan.speed.step_timer import StepTimer
 from ampgan.training.step import train_step
 
 
+def _synthetic_data() -> TrainConfig:
+    return TrainConfig(data=DataConfig(dataset="synthetic"))
+
+
 @dataclass(frozen=True, kw_only=True)
 class BenchSpec:
-    dataset: str = "synthetic"
-    data_dir: str | None = None  # where the dataset's files are (quickdraw, cifar10, mnist)
-    classes: str | None = None
-    max_per_class: int | None = None
+    # The run being timed: data, model and its options, optimizer, device, seed (its precision, batch
+    # size, budget, memory format and compile setting are the bench's to vary). Synthetic data by
+    # default, so data never limits.
+    base: TrainConfig = field(default_factory=_synthetic_data)
     batch_sizes: tuple[int, ...] = (16, 64, 256, 1024, 2048)
     precisions: tuple[str, ...] = ()  # empty: every precision this device runs at useful speed
-    device: str = "auto"
     warmup: int = 2
     steps: int = 5  # the fewest timed rounds per batch size; more until every speedup is settled
     max_seconds: float = 60.0  # per batch size: measured rounds of every precision together
     # Per batch size, measure at least this long: neighbours' load on a shared machine shifts over
     # tens of seconds, and an answer drawn from a few seconds describes one such state only.
     min_seconds: float = 20.0
-    width: int = 64
-    z_dim: int = 128
-    image_size: int | None = None
-    channels: int | None = None
-    seed: int = 0
     compile: tuple[str, ...] = ()  # the precisions whose step is torch.compile'd (compile time reported apart)
     # Measure the compiled precisions' compile time, cold and warm, in fresh processes (a minute or
     # more each); a comparison has its compile decisions' numbers already and skips it.
@@ -61,13 +59,23 @@ class BenchSpec:
     channels_last: tuple[str, ...] | None = None
     peak_tflops: float | None = None  # overrides the table for every precision
 
+    @property
+    def seed(self) -> int:
+        return self.base.seed
+
     def train_config(self, precision: str, batch_size: int) -> TrainConfig:
-        return TrainConfig(
-            dataset=self.dataset, data_dir=self.data_dir, classes=self.classes, max_per_class=self.max_per_class,
-            precision=precision, batch_size=batch_size, device=self.device,
-            width=self.width, z_dim=self.z_dim, image_size=self.image_size, channels=self.channels,
-            seed=self.seed, steps=1, compile=precision in self.compile, channels_last=precision in (self.channels_last or ()),
-        )
+        return self.base.with_fields({
+            "precision.name": precision, "precision.loss_scale": None, "budget.batch_size": batch_size,
+            "budget.steps": 1, "budget.time_budget_s": None, "compute.compile": precision in self.compile,
+            "compute.channels_last": precision in (self.channels_last or ()),
+        })
+
+    def to_dict(self) -> dict:
+        """What results.json records of the spec: the bench's own settings beside the base config."""
+        own = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "base"}
+        return {"dataset": self.base.data.dataset, "model": self.base.model.name,
+                "model_options": dict(self.base.model.options), "seed": self.seed,
+                "config": self.base.to_dict(), **{k: list(v) if isinstance(v, tuple) else v for k, v in own.items()}}
 
 
 @dataclass
@@ -153,8 +161,9 @@ class _Contender:
         # Counted on the eager modules: the FLOPs are the same, and the counter's global module
         # hooks would otherwise make compiled modules warn and recompile.
         timer = self.timer
-        with timer.state.eager() as state:
-            return count_flops(lambda: train_step(state, timer.real, timer.labels))
+        with timer.state.eager() as state:  # per step: a cycle's FLOPs over its steps
+            cycle = count_flops(lambda: [train_step(state, timer.resident_batch) for _ in range(timer.cycle_steps)])
+            return cycle // timer.cycle_steps
 
     def finish(self) -> ConfigResult:
         self.result.skipped_steps = self.timer.skipped_steps()
@@ -168,7 +177,7 @@ def run_bench(spec: BenchSpec, device: torch.device, on_config=lambda result: No
     (a comparison's), else loaded from the spec."""
     hardware = detect_hardware(device)
     if dataset is None:
-        dataset = load_dataset(spec.dataset, spec.train_config("fp32", spec.batch_sizes[0]).data_request())
+        dataset = load_dataset(spec.base.data, seed=spec.seed)
     precisions, left_out = (spec.precisions, []) if spec.precisions else default_precisions(spec, dataset, device, log)
     layouts = {}
     if spec.channels_last is None:
@@ -210,7 +219,7 @@ def run_bench(spec: BenchSpec, device: torch.device, on_config=lambda result: No
         "format": "ampgan-bench/1",
         "environment": environment_stamp(device),
         "processes": world().size,
-        "spec": asdict(spec) | {"precisions": list(precisions)},
+        "spec": spec.to_dict() | {"precisions": list(precisions)},
         "hardware": hardware.to_dict(),
         "peaks": peaks,
         "left_out": left_out,

@@ -15,7 +15,7 @@ import numpy as np
 from ampgan.files.atomic import write_atomically, write_json_atomically
 from ampgan.errors import AmpganError
 from ampgan.files.jsonfile import read_json
-from ampgan.plotting import PRECISION_COLOURS, pyplot, save_figure
+from ampgan.plotting import precision_colour, pyplot, save_figure
 
 CSV_COLUMNS = [
     "batch_size", "precision", "status", "median_ms", "q1_ms", "q3_ms", "iqr_ms", "min_ms", "noisy",
@@ -108,12 +108,22 @@ def stamp_text(results: dict) -> str:
     env = results.get("environment", {})
     versions = env.get("versions", {})
     spec = results["spec"]
-    text = (f"{env.get('hardware_summary', results['hardware'].get('name'))} | {spec['dataset']}, width {spec['width']}"
-            f"{compile_text(spec)}{layout_text(spec)} | torch {versions.get('torch', '?')}, "
+    text = (f"{env.get('hardware_summary', results['hardware'].get('name'))} | {spec.get('dataset', '?')}, "
+            f"{model_text(spec)}{compile_text(spec)}{layout_text(spec)} | torch {versions.get('torch', '?')}, "
             f"ampgan {versions.get('ampgan', '?')} | {env.get('date', '')}")
     if results.get("incomplete"):
         text += f" | INCOMPLETE: {incomplete_text(results['incomplete'])}"
     return text
+
+
+def model_text(spec: dict) -> str:
+    """'model acgan (width 64, z_dim 128)': the model and the options that size it (results from before the
+    model seam name a width only: the AC-GAN)."""
+    if "model" not in spec:
+        return f"model acgan (width {spec.get('width', '?')})"
+    options = spec.get("model_options") or {}
+    sizes = [f"{name} {options[name]}" for name in ("width", "z_dim") if name in options]
+    return f"model {spec['model']}" + (f" ({', '.join(sizes)})" if sizes else "")
 
 
 def layout_text(spec: dict) -> str:
@@ -168,14 +178,14 @@ def _figure(results: dict, path: Path, per_sample: bool) -> None:
         low = [(r["stats"]["median_s"] - r["stats"]["q1_s"]) * s * 1e3 for r, s in zip(rows, scale)]
         high = [(r["stats"]["q3_s"] - r["stats"]["median_s"]) * s * 1e3 for r, s in zip(rows, scale)]
         axes.errorbar(batch, median, yerr=[low, high], marker="o", capsize=3, label=precision,
-                      color=PRECISION_COLOURS.get(precision))
+                      color=precision_colour(precision))
         for row, y in zip(rows, median):
             pair = speedups.get((row["batch_size"], precision))
             if pair and "low" in pair:  # the speedup over the baseline, with its interval, beside the point
                 axes.annotate(f"{pair['estimate']:.2f}x [{pair['low']:.2f}-{pair['high']:.2f}]"
                               + ("" if pair.get("settled", True) else "?"), (row["batch_size"], y),
                               textcoords="offset points", xytext=(6, -10), fontsize=6.5,
-                              color=PRECISION_COLOURS.get(precision))
+                              color=precision_colour(precision))
         plotted += median
     axes.set_xscale("log", base=2)
     axes.set_yscale("log")

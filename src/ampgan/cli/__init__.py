@@ -11,7 +11,7 @@ import warnings
 
 import click
 
-from ampgan.errors import AmpganError, AmpganWarning
+from ampgan.errors import AmpganError, AmpganWarning, ConfigError
 from ampgan.training.distributed import lost_contact_with_ranks, shutdown, world
 from ampgan.training.interruption import Interrupted
 
@@ -86,6 +86,13 @@ def _dispatch(argv: list[str]) -> None:
     except Interrupted as stop:
         click.echo(f"stopped{_rank_prefix()}: {stop}", err=True)
         sys.exit(stop.exit_code)
+    except ConfigError as error:
+        from ampgan.cli.options import flag_of
+
+        flag = flag_of(error.field)
+        named = f"{error.field} ({flag})" if flag else error.field
+        click.echo(f"error{_rank_prefix()}: {named} {error.problem}", err=True)
+        sys.exit(EXIT_USAGE)
     except AmpganError as error:
         click.echo(f"error{_rank_prefix()}: {error}", err=True)
         sys.exit(getattr(error, "exit_code", EXIT_USAGE))

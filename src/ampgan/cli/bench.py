@@ -7,42 +7,35 @@ from pathlib import Path
 
 import click
 
-from ampgan.cli.options import (IntList, Number, PositiveNumber, PrecisionList, WholeNumber, data_source_options,
-                                channels_last_option, precisions_given,
-                                dataset_option, default_out,
-                                device_option, image_shape_options, model_options, out_options, seed_option)
-from ampgan.config import PRECISIONS
+from ampgan.cli.options import (DATA_FLAGS, MODEL_FLAGS, IntList, Number, PositiveNumber, PrecisionList, WholeNumber,
+                                config_flags, config_from_cli, default_out, out_options, precisions_given)
+from ampgan.precisions import NAMES as PRECISION_NAMES
 from ampgan.training.distributed import join_process_group, world
 from ampgan.training.precision import build_policy, resolve_device
 from ampgan.training.start import claimed_on_main_rank
 
 
 @click.command("bench")
-@dataset_option("synthetic", "Synthetic by default, so data never limits.")
-@data_source_options
+@config_flags(*DATA_FLAGS, *MODEL_FLAGS, "device", "seed", "channels_last")
 @click.option("--batch-sizes", type=IntList(), default="16,64,256,1024,2048", show_default=True)
 @click.option("--precisions", type=PrecisionList(), default=None,
               help="Comma-separated; default: every precision this device runs at useful speed.")
-@device_option
 @click.option("--warmup", type=WholeNumber(), default=2, show_default=True, help="Discarded steps per configuration.")
-@click.option("--steps", type=WholeNumber(2), default=5, show_default=True,
+@click.option("--steps", "rounds", type=WholeNumber(2), default=5, show_default=True,
               help="The fewest timed rounds per batch size; more run until every speedup's 95% CI is within +-5%.")
 @click.option("--max-seconds", type=PositiveNumber(), default=60.0, show_default=True,
               help="Cap on measured rounds per batch size (the speedup is then marked unsettled); a "
                    "configuration whose warm-up projects beyond it is recorded as too slow.")
 @click.option("--min-seconds", type=Number(lambda x: math.isfinite(x) and x >= 0, "must be 0 or more"), default=20.0, show_default=True,
               help="Measure each batch size at least this long (a shared machine's load shifts over tens of seconds).")
-@model_options
-@image_shape_options
 @click.option("--compile", "compile_", is_flag=True, help="torch.compile the networks (compile time reported apart).")
-@channels_last_option
 @click.option("--peak-tflops", type=PositiveNumber(), default=None, help="Override the device's peak for the % of peak column.")
-@seed_option
 @out_options("bench")
 @click.option("--from", "from_", type=click.Path(path_type=Path), default=None,
               help="Re-draw figures and table from an existing results.json; measures nothing.")
-def command(**options) -> None:
-    """Time per batch vs batch size for each precision (the study's Figures 1 and 2)."""
+@click.pass_context
+def command(ctx: click.Context, **options) -> None:
+    """Time per batch vs batch size for each precision (the study's Figures 1 and 2), for any GAN."""
     from ampgan.bench.harness import BenchSpec, run_bench
     from ampgan.bench.output import load_results, render, write_results
 
@@ -53,16 +46,15 @@ def command(**options) -> None:
         click.echo(f"figures and results.csv re-drawn in {out}")
         return
     precisions = options["precisions"] or ()
+    # Synthetic data by default, so data never limits the step.
+    base = config_from_cli(ctx, options, defaults={"data.dataset": "synthetic"})
     spec = BenchSpec(
-        dataset=options["dataset"], data_dir=options["data_dir"], classes=options["classes"],
-        max_per_class=options["max_per_class"], batch_sizes=options["batch_sizes"], precisions=precisions,
-        device=options["device"], warmup=options["warmup"], steps=options["steps"],
-        max_seconds=options["max_seconds"], min_seconds=options["min_seconds"], width=options["width"], z_dim=options["z_dim"],
-        image_size=options["image_size"], channels=options["channels"], seed=options["seed"],
-        compile=tuple(PRECISIONS) if options["compile_"] else (), peak_tflops=options["peak_tflops"],
+        base=base, batch_sizes=options["batch_sizes"], precisions=precisions, warmup=options["warmup"],
+        steps=options["rounds"], max_seconds=options["max_seconds"], min_seconds=options["min_seconds"],
+        compile=tuple(PRECISION_NAMES) if options["compile_"] else (), peak_tflops=options["peak_tflops"],
         channels_last=precisions_given(options["channels_last"]),
     )
-    device = join_process_group(spec.device) or resolve_device(spec.device)
+    device = join_process_group(base.compute.device) or resolve_device(base.compute.device)
     for precision in precisions:
         build_policy(precision, device)  # refuses tf32 on a CPU before anything runs
     spec.train_config(precisions[0] if precisions else "fp32", spec.batch_sizes[0])  # validates sizes

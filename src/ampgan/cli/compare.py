@@ -7,28 +7,19 @@ from pathlib import Path
 
 import click
 
-from ampgan.cli.options import (Duration, Fraction, IntList, PositiveNumber, PrecisionList, WholeNumber,
-                                channels_last_option, compile_option, precisions_given,
-                                data_source_options, dataset_option, default_out, device_option, model_options,
-                                out_options, seed_option)
+from ampgan.cli.options import (DATA_FLAGS, MODEL_FLAGS, Fraction, IntList, PositiveNumber, PrecisionList, WholeNumber,
+                                config_flags, config_from_cli, default_out, out_options, precisions_given)
 from ampgan.errors import AmpganWarning
 
 
 @click.command("compare")
-@dataset_option()
+@config_flags(*DATA_FLAGS, *MODEL_FLAGS, "batch_size", "time_budget", "steps", "seed", "device", "channels_last",
+              "compile")
 @click.option("--precisions", type=PrecisionList(), default=None,
               help="Comma-separated; default fp32 and this device's best mixed mode.")
-@click.option("--time-budget", type=Duration(), default="40s", show_default=True,
-              help="Training wall time per precision and seed (the study: 7m).")
-@click.option("--batch-size", type=WholeNumber(), default=64, show_default=True)
-@seed_option
 @click.option("--seeds", type=WholeNumber(), default=3, show_default=True,
               help="Seeds per precision (--seed, --seed + 1, ...), each an identical start for every precision; "
                    "the verdict pairs them.")
-@device_option
-@model_options
-@channels_last_option
-@compile_option
 @click.option("--eval-points", type=WholeNumber(), default=4, show_default=True, help="Evaluations during training.")
 @click.option("--eval-samples", type=WholeNumber(2), default=1000, show_default=True,
               help="Generated samples per evaluation.")
@@ -38,29 +29,30 @@ from ampgan.errors import AmpganWarning
 @click.option("--instance", default=None, help="Price the runs on this catalog instance.")
 @click.option("--price-per-hour", type=PositiveNumber(), default=None)
 @click.option("--target-accuracy", type=Fraction(), default=None, help="Quality target (default: 80% of the best final).")
-@data_source_options
 @out_options("compare")
 @click.option("--doctor", "with_doctor", is_flag=True, help="Also run 'ampgan doctor' and put its summary in the report.")
 @click.option("--quiet", is_flag=True)
-def command(**options) -> None:
-    """FP32 vs mixed precision: same start, same budget; speed, quality, cost and a report."""
+@click.pass_context
+def command(ctx: click.Context, **options) -> None:
+    """FP32 vs mixed precision on any GAN: same start, same budget; speed, quality, cost and a report.
+    Every run trains the config `train` would (--set reaches any field or model option); the default
+    budget is 40 s of training per precision and seed."""
     from ampgan.runs.claim import claimed_folder
     from ampgan.study.compare import CompareSpec, run_compare
     from ampgan.study.report import render_report
 
+    base = config_from_cli(ctx, options, defaults={"budget.time_budget_s": 40.0})
+    if base.budget.steps is not None and "budget.time_budget_s" not in _given_paths(ctx, options):
+        base = base.with_fields({"budget.time_budget_s": None})  # --steps alone: a step budget
     spec = CompareSpec(
-        dataset=options["dataset"], precisions=options["precisions"] or (), time_budget_s=options["time_budget"],
-        batch_size=options["batch_size"], seed=options["seed"], seeds=options["seeds"], device=options["device"],
-        width=options["width"],
-        z_dim=options["z_dim"], eval_points=options["eval_points"], eval_samples=options["eval_samples"],
+        base=base, precisions=options["precisions"] or (), seeds=options["seeds"],
+        eval_points=options["eval_points"], eval_samples=options["eval_samples"],
         bench=options["bench_file"], bench_batch_sizes=options["bench_batch_sizes"],
         instance=options["instance"], price_per_hour=options["price_per_hour"],
-        target_accuracy=options["target_accuracy"], data_dir=options["data_dir"], classes=options["classes"],
-        max_per_class=options["max_per_class"],
+        target_accuracy=options["target_accuracy"],
         channels_last=precisions_given(options["channels_last"]),
         compile=precisions_given(options["compile"]),
     )
-    spec.train_config(spec.precisions[0] if spec.precisions else "fp32")  # validates the shared options
     out = options["out"] or default_out("compare")
     with claimed_folder(out, options["overwrite"]):
         document = run_compare(spec, out, show_progress=not options["quiet"], log=lambda line: click.echo(line, err=True))
@@ -72,6 +64,12 @@ def command(**options) -> None:
     click.echo(f"report: {html_path} (and {md_path.name})")
 
 
+def _given_paths(ctx, options) -> set[str]:
+    from ampgan.cli.options import given_changes
+
+    return set(given_changes(ctx, options))
+
+
 def _add_doctor(spec, out: Path) -> None:
     from ampgan.doctor.run import diagnose_gan, write_doctor
     from ampgan.training.precision import resolve_device
@@ -79,6 +77,6 @@ def _add_doctor(spec, out: Path) -> None:
     click.echo("doctor: recording ranges over 3 fp32 steps ...", err=True)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", AmpganWarning)
-        fp16_steps = 0 if resolve_device(spec.device).type == "cpu" else 30
+        fp16_steps = 0 if resolve_device(spec.base.compute.device).type == "cpu" else 30
         report = diagnose_gan(spec.train_config("fp32"), steps=3, fp16_steps=fp16_steps)
     write_doctor(report, out / "doctor")

@@ -6,23 +6,22 @@ from pathlib import Path
 
 import click
 
-from ampgan.cli.options import WholeNumber, compose, data_source_options, fetch_options, image_shape_options, seed_option
-from ampgan.config import TrainConfig
-from ampgan.data import ImageDataset, load_dataset
+from ampgan.cli.options import CONFIG_FLAGS, WholeNumber, compose
+from ampgan.data import DataConfig, ImageDataset, load_dataset
 
 _options = compose(
     click.argument("dataset"),
     click.option("--split", type=click.Choice(["train", "test"]), default="train", show_default=True),
-    data_source_options, image_shape_options, fetch_options, seed_option,
+    *(CONFIG_FLAGS[name] for name in ("data_dir", "classes", "max_per_class", "image_size", "channels", "download",
+                                      "cache", "seed")),
 )
 
 
 def _load(options: dict) -> ImageDataset:
-    config = TrainConfig(dataset=options["dataset"], data_dir=options["data_dir"], classes=options["classes"],
-                         max_per_class=options["max_per_class"], image_size=options["image_size"],
-                         channels=options["channels"], download=options["download"], cache=options["cache"],
-                         seed=options["seed"])
-    return load_dataset(config.dataset, config.data_request(options["split"]))
+    data = DataConfig(dataset=options["dataset"], data_dir=options["data_dir"], classes=options["classes"],
+                      max_per_class=options["max_per_class"], image_size=options["image_size"],
+                      channels=options["channels"], download=bool(options["download"]), cache=bool(options["cache"]))
+    return load_dataset(data, options["split"], seed=options["seed"] or 0)
 
 
 @click.group("data")
@@ -64,5 +63,5 @@ def grid(out, per_class, **options) -> None:
     from ampgan.files.images import save_png
 
     dataset = _load(options)
-    save_png(class_rows_grid(dataset, per_class, options["seed"]), out)
+    save_png(class_rows_grid(dataset, per_class, options["seed"] or 0), out)
     click.echo(f"wrote {out}: {dataset.num_classes} classes x {per_class} images ({', '.join(dataset.class_names)})")

@@ -12,8 +12,11 @@ from pathlib import Path
 
 import click
 
-from ampgan.config import PRECISIONS, parse_duration, parse_loss_scale
+from ampgan.config import TrainConfig, build_config, parse_duration, parse_loss_scale, parse_set
+from ampgan.config.sources import OPTION_PATHS, file_changes, option_changes
+from ampgan.config.tree import DEVICES
 from ampgan.errors import AmpganError
+from ampgan.precisions import NAMES as PRECISION_NAMES
 
 
 class WholeNumber(click.ParamType):
@@ -131,10 +134,10 @@ class PrecisionList(click.ParamType):
             return value
         names = tuple(p.strip() for p in str(value).split(",") if p.strip())
         if not names:
-            self.fail(f"needs at least one of {', '.join(PRECISIONS)}", param, ctx)
+            self.fail(f"needs at least one of {', '.join(PRECISION_NAMES)}", param, ctx)
         for name in names:
-            if name not in PRECISIONS:
-                self.fail(f"has unknown precision {name!r}: choose from {', '.join(PRECISIONS)}", param, ctx)
+            if name not in PRECISION_NAMES:
+                self.fail(f"has unknown precision {name!r}: choose from {', '.join(PRECISION_NAMES)}", param, ctx)
         return names
 
 
@@ -163,48 +166,120 @@ def default_out(kind: str) -> Path:
     return Path("runs") / f"{kind}-{dt.datetime.now():%Y%m%d-%H%M%S}"
 
 
-seed_option = click.option("--seed", type=WholeNumber(0), default=0, show_default=True,
-                           help="Seeds weights, data order, noise and evaluation.")
-device_option = click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto",
-                             show_default=True)
-channels_last_option = click.option(
-    "--channels-last/--no-channels-last", default=None,
-    help="NHWC (or, with --no-, NCHW) memory format for every precision; default: measured per precision on this "
-         "machine (cached), channels-last where it is faster.")
+def _int_choice(ctx, param, value):
+    return int(value) if value else None
 
 
-compile_option = click.option(
-    "--compile/--no-compile", default=None,
-    help="torch.compile the networks (or, with --no-, run them eager); default: compiled where it pays for its "
-         "compile time over the run's length on this machine (measured once, cached; runs of 5 minutes or more measure it).")
+# Every flag that sets a config field, declared once: (click option, help). Defaults are None, so a
+# flag applies only when given; the config's own defaults (or a command's) fill in the rest, and help
+# texts say what those are. `--set section.field=value` reaches every field and model option.
+CONFIG_FLAGS = {
+    "dataset": click.option("--dataset", default=None,
+                            help="digits (embedded, the default), synthetic, cifar10, quickdraw, mnist, folder:PATH."),
+    "data_dir": click.option("--data-dir", default=None, help="Where a file-based dataset lives (cifar10, quickdraw, mnist)."),
+    "classes": click.option("--classes", type=NameList(), default=None,
+                            help="Quick, Draw! classes, comma-separated (default: the study's ten)."),
+    "max_per_class": click.option("--max-per-class", type=WholeNumber(), default=None,
+                                  help="Quick, Draw!: rows read per class (10000)."),
+    "download": click.option("--download", is_flag=True, default=None, help="Fetch missing dataset files (cifar10, quickdraw)."),
+    "cache": click.option("--cache", is_flag=True, default=None, help="folder:PATH: keep a verified .npz cache next to the images."),
+    "image_size": click.option("--image-size", type=WholeNumber(4), default=None,
+                               help="Resize the data (default: the dataset's size; the model says which it draws)."),
+    "channels": click.option("--channels", type=click.Choice(["1", "3"]), default=None, callback=_int_choice,
+                             help="Grey or colour (default: the dataset's)."),
+    "model": click.option("--model", default=None,
+                          help="The GAN: acgan (default), acgan-2019 (the study's network), or your own as "
+                               "path/to/file.py:FUNCTION or package.module:FUNCTION (imported and run)."),
+    "width": click.option("--width", type=WholeNumber(), default=None,
+                          help="Model option `width` (the AC-GAN's channels w, 2w, 4w; default 64)."),
+    "z_dim": click.option("--z-dim", type=WholeNumber(), default=None, help="Model option `z_dim`: the noise size."),
+    "lr": click.option("--lr", type=PositiveNumber(), default=None,
+                       help="Adam's learning rate for both networks (default: the model's, 2e-4 for the AC-GANs)."),
+    "precision": click.option("--precision", type=click.Choice(PRECISION_NAMES), default=None,
+                              help="fp32 (default), tf32, bf16 or fp16."),
+    "loss_scale": click.option("--loss-scale", type=LossScale(), default=None,
+                               help="fp16 only: 'dynamic' (GradScaler, the default) or a fixed number such as 128."),
+    "device": click.option("--device", type=click.Choice(DEVICES), default=None, help="auto (default), cpu or cuda."),
+    "channels_last": click.option(
+        "--channels-last/--no-channels-last", default=None,
+        help="NHWC (or, with --no-, NCHW) memory format for every precision; default: measured per precision on "
+             "this machine (cached), channels-last where it is faster."),
+    "compile": click.option(
+        "--compile/--no-compile", default=None,
+        help="torch.compile the networks (or, with --no-, run them eager); default: compiled where it pays for its "
+             "compile time over the run's length on this machine (measured once, cached; runs of 5 minutes or more "
+             "measure it)."),
+    "sync_bn": click.option("--sync-bn", is_flag=True, default=None, help="With several processes: SyncBatchNorm (CUDA only)."),
+    "batch_size": click.option("--batch-size", type=WholeNumber(), default=None, help="Per process (default 64)."),
+    "steps": click.option("--steps", type=WholeNumber(), default=None,
+                          help="Stop after this many steps (one step: one G update)."),
+    "time_budget": click.option("--time-budget", type=Duration(), default=None,
+                                help="Stop after this much training wall time, e.g. 7m, 90s, 1h."),
+    "checkpoint_every": click.option("--checkpoint-every", type=StepsOrDuration(), default=None,
+                                     help="Steps (default 500) or training time (10m) between checkpoints."),
+    "keep": click.option("--keep", type=WholeNumber(), default=None, help="How many recent checkpoints to keep (3)."),
+    "sample_every": click.option("--sample-every", type=WholeNumber(), default=None, help="Steps between sample grids (500)."),
+    "log_every": click.option("--log-every", type=WholeNumber(), default=None, help="Steps between metric records (10)."),
+    "tensorboard": click.option("--tensorboard", is_flag=True, default=None, help="Also write TensorBoard event files."),
+    "seed": click.option("--seed", type=WholeNumber(0), default=None, help="Seeds weights, data order, noise and evaluation (0)."),
+}
+_SOURCES = compose(
+    click.option("--config", "config_file", type=click.Path(path_type=Path), default=None,
+                 help="A config file (TOML or JSON; a run's config.json too) below the flags."),
+    click.option("--set", "sets", multiple=True, metavar="SECTION.FIELD=VALUE",
+                 help="Set any config field or model option, e.g. --set model.mode_seeking=0 (repeatable; applied last)."),
+)
+DATA_FLAGS = ("dataset", "data_dir", "classes", "max_per_class", "download", "cache", "image_size", "channels")
+MODEL_FLAGS = ("model", "width", "z_dim", "lr")
 
 
-def precisions_given(flag: bool | None, precisions=PRECISIONS) -> tuple[str, ...] | None:
+def config_flags(*names: str):
+    """The named config flags, plus --config and --set."""
+    return compose(*(CONFIG_FLAGS[name] for name in names), _SOURCES)
+
+
+def flag_of(path: str) -> str | None:
+    """The flag that sets a config path ('budget.batch_size' -> '--batch-size'), if one does."""
+    for name, paths in OPTION_PATHS.items():
+        if path in paths:
+            return "--" + {"checkpoint_every_steps": "checkpoint_every", "checkpoint_every_s": "checkpoint_every"}.get(
+                name, name).replace("_", "-")
+    return None
+
+
+def given_changes(ctx: click.Context, options: dict) -> dict:
+    """{config path: value} the user set: the config file's, then the flags given on the command line,
+    then every --set (each later one wins)."""
+    changes = dict(file_changes(options["config_file"])) if options.get("config_file") else {}
+    given = {name for name in ctx.params
+             if ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE and name in CONFIG_FLAGS}
+    flat = {name: options[name] for name in given if name != "checkpoint_every"}
+    if "checkpoint_every" in given:
+        unit, every = options["checkpoint_every"]
+        flat["checkpoint_every_steps"] = every if unit == "steps" else None
+        flat["checkpoint_every_s"] = every if unit == "seconds" else None
+    changes.update(option_changes(flat))
+    for text in options.get("sets") or ():
+        path, value = parse_set(text)
+        changes[path] = value
+    return changes
+
+
+def config_from_cli(ctx: click.Context, options: dict, defaults: dict | None = None) -> TrainConfig:
+    """The config a command runs: the defaults, the command's own (`defaults`, {path: value}), then what
+    the user gave (given_changes)."""
+    return build_config(dict(defaults or {}), given_changes(ctx, options))
+
+
+def precisions_given(flag: bool | None, precisions=PRECISION_NAMES) -> tuple[str, ...] | None:
     """The precisions an --X/--no-X speed option (--channels-last, --compile) names: every one, none,
     or, when neither was given, None (decided per precision by measuring)."""
     return None if flag is None else (tuple(precisions) if flag else ())
 
 
-model_options = compose(
-    click.option("--width", type=WholeNumber(), default=64, show_default=True, help="Network width w (channels w, 2w, 4w)."),
-    click.option("--z-dim", type=WholeNumber(), default=128, show_default=True, help="Noise size."),
-)
-image_shape_options = compose(
-    click.option("--image-size", type=click.Choice(["28", "32", "64"]), default=None,
-                 callback=lambda ctx, param, value: int(value) if value else None, help="Default: the dataset's."),
-    click.option("--channels", type=click.Choice(["1", "3"]), default=None,
-                 callback=lambda ctx, param, value: int(value) if value else None, help="Default: the dataset's."),
-)
-data_source_options = compose(
-    click.option("--data-dir", default=None, help="Where a file-based dataset lives (cifar10, quickdraw, mnist)."),
-    click.option("--classes", type=NameList(), default=None,
-                 help="Quick, Draw! classes, comma-separated (default: the study's ten)."),
-    click.option("--max-per-class", type=WholeNumber(), default=None, help="Quick, Draw!: rows read per class (10000)."),
-)
-fetch_options = compose(
-    click.option("--download", is_flag=True, help="Fetch missing dataset files (cifar10, quickdraw)."),
-    click.option("--cache", is_flag=True, help="folder:PATH: keep a verified .npz cache next to the images."),
-)
+# A seed that is not a run's config (the noise of `evaluate` and `generate`).
+seed_option = click.option("--seed", type=WholeNumber(0), default=0, show_default=True,
+                           help="Seeds the noise of the generated samples.")
 
 
 def out_options(what: str):
@@ -212,7 +287,3 @@ def out_options(what: str):
         click.option("--out", type=click.Path(path_type=Path), default=None, help=f"Output folder (default runs/{what}-<time>)."),
         click.option("--overwrite", is_flag=True, help="Replace an existing, non-empty output folder."),
     )
-
-
-def dataset_option(default: str = "digits", help_text: str = "digits (embedded), synthetic, cifar10, quickdraw, mnist, folder:PATH."):
-    return click.option("--dataset", default=default, show_default=True, help=help_text)

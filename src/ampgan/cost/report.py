@@ -12,7 +12,8 @@ from ampgan.bench.output import load_results
 from ampgan.cost.catalog import Instance, staleness_warning
 from ampgan.cost.arithmetic import cheapest_per_sample, cost_of_batches, cost_of_samples, saving
 from ampgan.errors import AmpganError
-from ampgan.plotting import PRECISION_COLOURS, pyplot, save_figure
+from ampgan.plotting import precision_colour, pyplot, save_figure
+from ampgan.precisions import BASELINE, in_order
 
 
 def measured_device(results: dict) -> str:
@@ -74,10 +75,10 @@ def cost_rows(documents: list[dict], price_per_hour: float, batches: float | Non
                 amount = cost_of_batches(seconds, batches, price_per_hour)
             rows.append({"batch_size": config["batch_size"], "precision": config["precision"],
                          "seconds_per_batch": seconds, "hours": amount["hours"], "cost": amount["cost"]})
-    baseline = {r["batch_size"]: r["cost"] for r in rows if r["precision"] == "fp32"}
+    baseline = {r["batch_size"]: r["cost"] for r in rows if r["precision"] == BASELINE}
     intervals = {(p["batch_size"], p["precision"]): p for d in documents for p in d.get("speedups", []) if "low" in p}
     for row in rows:
-        if row["precision"] != "fp32" and row["batch_size"] in baseline:
+        if row["precision"] != BASELINE and row["batch_size"] in baseline:
             found = saving(baseline[row["batch_size"]], row["cost"])
             row["saving_vs_fp32"], row["saving_percent"] = found["amount"], found["percent"]
             pair = intervals.get((row["batch_size"], row["precision"]))
@@ -85,8 +86,8 @@ def cost_rows(documents: list[dict], price_per_hour: float, batches: float | Non
                 # A speedup s saves 1 - 1/s of the cost: the speedup's interval maps onto the saving's.
                 row["saving_percent_low"] = 100.0 * (1 - 1 / pair["low"])
                 row["saving_percent_high"] = 100.0 * (1 - 1 / pair["high"])
-    order = ("fp32", "tf32", "bf16", "fp16")
-    return sorted(rows, key=lambda r: (r["batch_size"], order.index(r["precision"]) if r["precision"] in order else 9))
+    order = in_order({r["precision"] for r in rows})
+    return sorted(rows, key=lambda r: (r["batch_size"], order.index(r["precision"])))
 
 
 def build_cost_document(documents: list[dict], device: str, basis: dict, batches: float | None,
@@ -157,14 +158,14 @@ def cost_table(document: dict) -> str:
 def _figure(document: dict, path: Path) -> None:
     rows = document["rows"]
     batch_sizes = sorted({r["batch_size"] for r in rows})
-    precisions = [p for p in ("fp32", "tf32", "bf16", "fp16") if any(r["precision"] == p for r in rows)]
+    precisions = in_order({r["precision"] for r in rows})
     width = 0.8 / len(precisions)
     figure, axes = pyplot().subplots(figsize=(7, 4.5), dpi=120)
     for index, precision in enumerate(precisions):
         costs = {r["batch_size"]: r["cost"] for r in rows if r["precision"] == precision}
         xs = [i + (index - (len(precisions) - 1) / 2) * width for i, b in enumerate(batch_sizes) if b in costs]
         ys = [costs[b] for b in batch_sizes if b in costs]
-        bars = axes.bar(xs, ys, width, label=precision, color=PRECISION_COLOURS.get(precision))
+        bars = axes.bar(xs, ys, width, label=precision, color=precision_colour(precision))
         axes.bar_label(bars, labels=[f"{y:,.0f}" if y >= 10 else f"{y:.2f}" for y in ys], fontsize=7)
     axes.set_xticks(range(len(batch_sizes)), [str(b) for b in batch_sizes])
     axes.set_xlabel("batch size")

@@ -1,6 +1,7 @@
-"""Datasets: one in-memory type (`ImageDataset`), one registry of named loaders."""
+"""Datasets: one in-memory type (`ImageDataset`), the `data` config section, one registry of loaders."""
 
 from ampgan.data.dataset import ImageDataset
-from ampgan.data.registry import DataRequest, dataset_names, load_dataset
+from ampgan.data.registry import dataset_names, load_dataset
+from ampgan.data.request import DataConfig
 
-__all__ = ["DataRequest", "ImageDataset", "dataset_names", "load_dataset"]
+__all__ = ["DataConfig", "ImageDataset", "dataset_names", "load_dataset"]

@@ -13,18 +13,25 @@ from __future__ import annotations
 import torch
 
 from ampgan.data.dataset import ImageDataset
+from ampgan.errors import AmpganError
 from ampgan.seeds import CURRENT_SCHEME, data_order_seed
 
 
 class BatchStream:
     def __init__(self, dataset: ImageDataset, batch_size: int, device: torch.device, seed: int,
-                 rank: int = 0, world_size: int = 1, seed_scheme: int = CURRENT_SCHEME):
+                 rank: int = 0, world_size: int = 1, seed_scheme: int = CURRENT_SCHEME,
+                 image_range: tuple[float, float] = (-1.0, 1.0)):
+        if len(dataset) < world_size:
+            # An empty shard would make next_indices() look for images forever.
+            raise AmpganError(f"the dataset has {len(dataset)} training image(s), fewer than the {world_size} "
+                              "process(es) that share it: give a dataset with more images, or fewer processes")
         self.images = dataset.images.to(device)  # (N, C, H, W) uint8
         self.labels = dataset.labels.to(device)  # (N,) int64
         self.batch_size = batch_size
         self.seed = seed
         self.seed_scheme = seed_scheme  # a resumed run keeps the scheme it started with (seeds.py)
         self.rank, self.world_size = rank, world_size
+        self.image_range = image_range  # what the model's images are in: the data is scaled to it
         self.epoch = 0
         self._order = self._permutation(0)
         self._position = 0
@@ -63,7 +70,14 @@ class BatchStream:
         return parts[0] if len(parts) == 1 else torch.cat(parts)
 
     def next_batch(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """(images (B, C, H, W) float32 in [-1, 1], labels (B,) int64), on the device."""
+        """(images (B, C, H, W) float32 in the model's image range, labels (B,) int64), on the device."""
         indices = self.next_indices()
-        images = self.images[indices].float().div_(127.5).sub_(1.0)
-        return images, self.labels[indices]
+        return scale_images(self.images[indices], self.image_range), self.labels[indices]
+
+
+def scale_images(images: torch.Tensor, image_range: tuple[float, float]) -> torch.Tensor:
+    """uint8 (0 black .. 255 white) -> float32 in [low, high]."""
+    low, high = image_range
+    if (low, high) == (-1.0, 1.0):
+        return images.float().div_(127.5).sub_(1.0)
+    return images.float().mul_((high - low) / 255.0).add_(low)

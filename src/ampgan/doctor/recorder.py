@@ -10,7 +10,6 @@ says how much gradient mass that scale rescues from flushing to zero.
 
 from __future__ import annotations
 
-import dataclasses
 
 import math
 from collections import defaultdict
@@ -146,26 +145,6 @@ def recommend_loss_scale(histogram: list[int]) -> dict:
             "rescued_fraction": before["flush_to_zero"] - after["flush_to_zero"]}
 
 
-def misaligned_layers(networks: dict[str, nn.Module]) -> list[dict]:
-    """Every conv/linear dimension that is not a multiple of 8, with the layer and a suggestion.
-    Dimensions fixed by the data (image channels) or the task (head outputs) are marked as such."""
-    found = []
-    for prefix, network in networks.items():
-        for name, module in network.named_modules():
-            if isinstance(module, (nn.Conv2d, nn.ConvTranspose2d)):
-                dims = {"in_channels": module.in_channels, "out_channels": module.out_channels}
-            elif isinstance(module, nn.Linear):
-                dims = {"in_features": module.in_features, "out_features": module.out_features}
-            else:
-                continue
-            for dim, value in dims.items():
-                if value % 8:
-                    fixed = value in (1, 3) and "channels" in dim or ("head" in name and dim == "out_features")
-                    found.append({"layer": f"{prefix}.{name}", "dimension": dim, "value": value,
-                                  "suggested": (value + 7) // 8 * 8, "fixed_by_task": bool(fixed)})
-    return found
-
-
 def summarize_layers(records: dict[str, LayerRecord]) -> list[dict]:
     rows = []
     for name, record in records.items():
@@ -192,13 +171,13 @@ def hardware_advice(config, dataset, device: torch.device, log=lambda line: None
     device can run, on the diagnosed configuration's own training step, and the fastest useful one."""
     from ampgan.speed.decision import decide_for_run
 
-    decisions, cannot_run = decide_for_run(dataclasses.replace(config, precision="fp32", loss_scale=None),
+    decisions, cannot_run = decide_for_run(config.with_fields({"precision.name": "fp32", "precision.loss_scale": None}),
                                            dataset, device, log=log)
     useful = {name: d for name, d in decisions.items() if d.useful}
     best = max(useful, key=lambda name: useful[name].interval["estimate"]) if useful else "fp32"
     return {"speedup_vs_fp32": {name: d.interval["estimate"] if d.interval else None for name, d in decisions.items()},
             "decisions": {name: d.to_dict() for name, d in decisions.items()}, "cannot_run": cannot_run,
-            "fast_modes": sorted(useful), "recommended_mode": best, "batch_size": config.batch_size}
+            "fast_modes": sorted(useful), "recommended_mode": best, "batch_size": config.budget.batch_size}
 
 
 def loss_scale_history(scales: list[float]) -> dict:

@@ -1,4 +1,4 @@
-"""Running the doctor on the AC-GAN, and what it writes: doctor.json, figures, a summary."""
+"""Running the doctor on any GAN, and what it writes: doctor.json, figures, a summary."""
 
 from __future__ import annotations
 
@@ -11,35 +11,33 @@ from ampgan.files.atomic import write_json_atomically
 from ampgan.config import TrainConfig
 from ampgan.data.batches import BatchStream
 from ampgan.doctor.recorder import (HIST_LOW, KINDS, LayerRecorder, flagged, fractions_at_scale, gradient_histogram,
-                           hardware_advice, loss_scale_history, misaligned_layers, recommend_loss_scale,
-                           summarize_layers)
+                                   hardware_advice, loss_scale_history, recommend_loss_scale, summarize_layers)
+from ampgan.gan.alignment import misaligned_layers
 from ampgan.plotting import pyplot, save_figure
 from ampgan.system.environment import environment_stamp
 from ampgan.training.precision import PrecisionPolicy
 from ampgan.doctor.ranges import BF16, FP16
-from ampgan.training.loop import prepare_run
+from ampgan.training.prepared import prepare_run
 from ampgan.training.state import build_train_state
 from ampgan.training.step import train_step
 
 
 def diagnose_gan(config: TrainConfig, steps: int, fp16_steps: int, run_dir: Path | None = None) -> dict:
     """K FP32 steps with recording hooks, plus (optionally) a short real fp16 run for comparison."""
-    fp32_config = dataclasses.replace(config, precision="fp32", loss_scale=None)
+    fp32_config = config.with_fields({"precision.name": "fp32", "precision.loss_scale": None})
     prepared = prepare_run(fp32_config)
-    state = build_train_state(fp32_config, prepared.shape, prepared.policy)
+    config = prepared.config.with_fields({"precision.name": config.precision.name,
+                                          "precision.loss_scale": config.precision.loss_scale})
+    state = build_train_state(prepared.config, prepared.model, prepared.data, prepared.policy)
     if run_dir is not None:
-        from ampgan.runs.checkpoint import latest_checkpoint, load_checkpoint
-
-        payload = load_checkpoint(latest_checkpoint(run_dir), map_location=prepared.policy.device)
-        state.generator.load_state_dict(payload["generator"])
-        state.discriminator.load_state_dict(payload["discriminator"])
+        _load_run_weights(state, run_dir)
     networks = {"G": state.generator, "D": state.discriminator}
-    stream = BatchStream(prepared.dataset, config.batch_size, prepared.policy.device, config.seed)
+    stream = _stream(prepared, state, config)
     recorder = LayerRecorder(networks)
     try:
         recorder.record_weights()
         for _ in range(steps):
-            train_step(state, *stream.next_batch())
+            train_step(state, stream.next_batch)
             recorder.after_backward()
     finally:
         recorder.close()
@@ -57,18 +55,37 @@ def diagnose_gan(config: TrainConfig, steps: int, fp16_steps: int, run_dir: Path
         "gradient_histogram": {"low_exponent": HIST_LOW, "counts": histogram},
         "loss_scale": recommendation,
         "scale_table": {str(e): fractions_at_scale(histogram, e) for e in range(0, 25, 2)},
-        "alignment": misaligned_layers(networks),
-        "hardware": hardware_advice(config, prepared.dataset, prepared.policy.device),
+        "alignment": misaligned_layers(networks, prepared.data),
+        "hardware": hardware_advice(prepared.config, prepared.dataset, prepared.policy.device),
     }
     report["dynamic_scaling"] = _dynamic_fp16_run(config, prepared, fp16_steps, run_dir)
     report["summary_lines"] = summary_lines(report)
     return report
 
 
+def _load_run_weights(state, run_dir: Path) -> None:
+    from ampgan.runs.checkpoint import latest_checkpoint, load_checkpoint
+
+    payload = load_checkpoint(latest_checkpoint(run_dir), map_location="cpu")
+    try:
+        state.generator.load_state_dict(payload["generator"])
+        state.discriminator.load_state_dict(payload["discriminator"])
+    except (RuntimeError, KeyError) as error:
+        from ampgan.errors import AmpganError
+
+        raise AmpganError(f"the checkpoint in {run_dir} does not match its config.json ({str(error).splitlines()[0]}):"
+                          " the folder is damaged") from None
+
+
+def _stream(prepared, state, config) -> BatchStream:
+    return BatchStream(prepared.dataset, config.budget.batch_size, prepared.policy.device, config.seed,
+                       image_range=state.gan.image_range)
+
+
 def _dynamic_fp16_run(config, prepared, steps: int, run_dir: Path | None) -> dict:
     """Where GradScaler's dynamic scale settles in a real fp16 run: read from an fp16 run folder's
     metrics, or measured over `steps` fresh fp16 steps (slow on CPUs without fp16 kernels)."""
-    if run_dir is not None and config.precision == "fp16":
+    if run_dir is not None and config.precision.name == "fp16":
         from ampgan.files.jsonfile import read_jsonl
 
         scales = [m["loss_scale_d"] for m in read_jsonl(Path(run_dir) / "metrics.jsonl") if "loss_scale_d" in m]
@@ -76,11 +93,11 @@ def _dynamic_fp16_run(config, prepared, steps: int, run_dir: Path | None) -> dic
     if steps <= 0:
         return {"source": "not measured (--fp16-steps 0)"}
     policy = PrecisionPolicy("fp16", prepared.policy.device)
-    state = build_train_state(config, prepared.shape, policy)
-    stream = BatchStream(prepared.dataset, config.batch_size, policy.device, config.seed)
+    state = build_train_state(prepared.config, prepared.model, prepared.data, policy)
+    stream = _stream(prepared, state, config)
     scales_d, scales_g = [], []
     for _ in range(steps):
-        train_step(state, *stream.next_batch())
+        train_step(state, stream.next_batch)
         scales_d.append(state.scaler_d.scale())
         scales_g.append(state.scaler_g.scale())
     return {"D": loss_scale_history(scales_d), "G": loss_scale_history(scales_g),
@@ -142,7 +159,10 @@ def write_doctor(report: dict, out_dir: Path) -> None:
 
 def _footer(report: dict) -> str:
     env = report["environment"]
-    return (f"{env['hardware_summary']} | fp32 diagnostic, batch {report['config']['batch_size']}, {report['steps']} steps | "
+    config = report["config"]
+    batch = config["budget"]["batch_size"] if "budget" in config else config.get("batch_size")
+    model = config.get("model", {}).get("name", "acgan") if isinstance(config.get("model"), dict) else "acgan"
+    return (f"{env['hardware_summary']} | model {model}, fp32 diagnostic, batch {batch}, {report['steps']} steps | "
             f"torch {env['versions']['torch']}, ampgan {env['versions']['ampgan']}")
 
 

@@ -30,13 +30,12 @@ def evaluate_runs(run_dirs: list[Path], samples: int, seed: int, evaluator_cache
     results = []
     for run in loaded:
         config = run.config
-        key = (config.dataset, config.data_dir, config.classes, config.image_size, config.channels)
+        key = (config.data, config.seed)
         if key not in evaluators:
-            dataset = load_dataset(config.dataset, config.data_request())
+            dataset = load_dataset(config.data, seed=config.seed)
             evaluators[key] = evaluator_for(dataset, cache_dir=evaluator_cache, seed=seed)
         evaluator = evaluators[key]
-        images, labels = generate_evenly(run.generator, len(run.class_names), samples, config.z_dim,
-                                         evaluation_noise_seed(seed), "cpu")
+        images, labels = generate_evenly(run.gan, len(run.class_names), samples, evaluation_noise_seed(seed), "cpu")
         quality = quality_of_images(evaluator, images, labels)
         lock = FolderLock(run.run_dir)  # not while a training process still writes this run
         try:
@@ -45,5 +44,5 @@ def evaluate_runs(run_dirs: list[Path], samples: int, seed: int, evaluator_cache
                                                                   "floor": reference_floor(evaluator, samples)})
         finally:
             lock.release()
-        results.append(RunQuality(run.run_dir, config.precision, run.step, quality, evaluator))
+        results.append(RunQuality(run.run_dir, config.precision.name, run.step, quality, evaluator))
     return results

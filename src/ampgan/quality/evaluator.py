@@ -187,21 +187,25 @@ def _classify_accuracy(network, images, labels) -> float:
 
 
 @torch.no_grad()
-def generate_evenly(generator_net, num_classes: int, count: int, z_dim: int, seed: int, device,
-                    autocast=None, batch_size: int = 500) -> tuple[torch.Tensor, torch.Tensor]:
-    """`count` samples, classes in equal shares, from seeded noise; float images in [-1, 1] on the CPU."""
+def generate_evenly(gan, num_classes: int, count: int, seed: int, device, autocast=None,
+                    batch_size: int = 500) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """`count` samples of the GAN (gan/contract.py) from seeded noise (its own distribution), float images
+    in [-1, 1] on the CPU, with the classes they were drawn for in equal shares (None for an
+    unconditional GAN: its samples have no intended class)."""
     rng = torch.Generator().manual_seed(seed)
-    labels = torch.arange(count) % num_classes
-    z = torch.randn(count, z_dim, generator=rng)
+    labels = torch.arange(count) % num_classes if gan.conditional else None
+    z = gan.draw_z(count, rng)
+    generator_net = gan.generator
     was_training = generator_net.training
     generator_net.eval()
     images = []
     try:
         for start in range(0, count, batch_size):
             context = autocast() if autocast else torch.autocast("cpu", enabled=False)
+            part = labels[start:start + batch_size].to(device) if labels is not None else None
             with context:
-                images.append(generator_net(z[start:start + batch_size].to(device),
-                                            labels[start:start + batch_size].to(device)).float().cpu())
+                drawn = gan.generate(generator_net, z[start:start + batch_size].to(device), part)
+            images.append(gan.to_unit_range(drawn.float()).cpu())
     finally:
         generator_net.train(was_training)
     return torch.cat(images), labels

@@ -5,13 +5,12 @@
       metrics.jsonl          one JSON object per log point
       samples/step-XXXXXX.png fixed-noise grids, one row per class
       checkpoints/step-XXXXXX.pt  the last --keep checkpoints (weights_only-loadable)
-      generator.safetensors  the final generator alone (metadata: shape, class names)
+      generator.safetensors  the final generator alone (metadata: model and options, class names)
       tensorboard/           only with --tensorboard
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from contextlib import contextmanager
 from pathlib import Path
@@ -24,13 +23,15 @@ from ampgan.runs.checkpoint import checkpoint_path, list_checkpoints, prune_chec
 from ampgan.runs.samples import fixed_noise, render_samples
 from ampgan.system.environment import environment_stamp, stamp_line
 
-RUN_FORMAT_VERSION = 1  # of config.json; bumped when a run folder's layout changes
+# Of config.json; bumped when a run folder's layout changes. 2: the config tree and any GAN (1: ampgan 0.1's
+# flat config of the AC-GAN, still read: config/legacy.py).
+RUN_FORMAT_VERSION = 2
 
 
 class RunWriter:
     """What rank 0 writes into the run folder while a run trains.
 
-    `prepared`: the run's config, policy, dataset and model shape (training.loop.PreparedRun);
+    `prepared`: the run's config, policy, dataset and model (training.prepared.PreparedRun);
     `state`: the TrainState whose generator is sampled and exported; `processes`: the world size.
     """
 
@@ -41,8 +42,8 @@ class RunWriter:
         self.processes = processes
         config, dataset = prepared.config, prepared.dataset
         self.environment = environment_stamp(prepared.policy.device)
-        batch = config.batch_size if processes == 1 else f"{config.batch_size} x {processes} processes"
-        self.stamp = stamp_line(self.environment, prepared.policy.describe(), batch)
+        batch = config.budget.batch_size if processes == 1 else f"{config.budget.batch_size} x {processes} processes"
+        self.stamp = stamp_line(self.environment, prepared.policy.describe(), batch, model=config.model.name)
         self.last_record: dict = {}
         self.last_logged_step = 0
         self.resumed = resumed_at is not None
@@ -55,11 +56,11 @@ class RunWriter:
         with self._stopping_cleanly_if_unwritable(self.run_dir / "config.json"):
             write_json_atomically(self.run_dir / "config.json", document)
         self._metrics = open(self.run_dir / "metrics.jsonl", "a", encoding="utf-8")
-        self._noise = fixed_noise(dataset.num_classes, config.samples_per_class, config.z_dim, config.seed)
-        self._tensorboard = _open_tensorboard(self.run_dir) if config.tensorboard else None
+        self._noise = fixed_noise(state.gan, dataset.num_classes, config.logging.samples_per_class, config.seed)
+        self._tensorboard = _open_tensorboard(self.run_dir) if config.logging.tensorboard else None
 
     def _config_document(self) -> dict:
-        config, dataset, shape = self.prepared.config, self.prepared.dataset, self.prepared.shape
+        config, dataset, gan = self.prepared.config, self.prepared.dataset, self.state.gan
         parameters = {
             "generator": sum(p.numel() for p in self.state.generator.parameters()),
             "discriminator": sum(p.numel() for p in self.state.discriminator.parameters()),
@@ -68,18 +69,20 @@ class RunWriter:
             "format_version": RUN_FORMAT_VERSION,
             "config": config.to_dict(),
             "processes": self.processes,
-            "global_batch_size": config.batch_size * self.processes,
+            "global_batch_size": config.budget.batch_size * self.processes,
             "precision": self.prepared.policy.describe(),
             "device": str(self.prepared.policy.device),
             "dataset": {
-                "name": config.dataset,
+                "name": config.data.dataset,
                 "images": len(dataset),
                 "image_shape": [dataset.channels, dataset.image_size, dataset.image_size],
                 "class_names": list(dataset.class_names),
                 "counts_per_class": dataset.counts_per_class(),
                 "source": dataset.source,
             },
-            "model": {"shape": dataclasses.asdict(shape), "parameters": parameters},
+            "model": {"name": config.model.name, "description": gan.description, "conditional": gan.conditional,
+                      "z_dim": gan.z_dim, "image_range": list(gan.image_range), "parameters": parameters,
+                      "fingerprint": self.prepared.fingerprint, "source_sha256": self.prepared.model.source_sha256},
             "environment": self.environment,
             "stamp": self.stamp,
         }
@@ -97,10 +100,9 @@ class RunWriter:
 
     def save_samples(self, step: int) -> Path:
         z, labels = self._noise
-        grid = render_samples(
-            self.state.generator, z, labels, rows=self.prepared.dataset.num_classes,
-            autocast=self.prepared.policy.autocast,
-        )
+        grid = render_samples(self.state.gan, z, labels, rows=self.prepared.config.logging.samples_per_class
+                              if not self.state.gan.conditional else self.prepared.dataset.num_classes,
+                              autocast=self.prepared.policy.autocast)
         path = self.run_dir / "samples" / f"step-{step:06d}.png"
         with self._stopping_cleanly_if_unwritable(path):
             save_png(grid, path)
@@ -113,7 +115,7 @@ class RunWriter:
         path = checkpoint_path(self.run_dir, self.state.step)
         with self._stopping_cleanly_if_unwritable(path):
             save_checkpoint(path, {"config": self.prepared.config.to_dict(), **payload})
-        prune_checkpoints(self.run_dir, self.prepared.config.keep)
+        prune_checkpoints(self.run_dir, self.prepared.config.checkpoints.keep)
         return path
 
     def export_generator(self) -> Path:
@@ -121,7 +123,9 @@ class RunWriter:
         from safetensors.torch import save
 
         tensors = {k: v.detach().contiguous().cpu() for k, v in self.state.generator.state_dict().items()}
-        metadata = {"model_shape": json.dumps(dataclasses.asdict(self.prepared.shape)),
+        model = self.prepared.config.model
+        metadata = {"model": json.dumps({"name": model.name, "options": model.options}),
+                    "image_range": json.dumps(list(self.state.gan.image_range)),
                     "class_names": json.dumps(list(self.prepared.dataset.class_names)),
                     "step": str(self.state.step), "ampgan_stamp": self.stamp}
         path = self.run_dir / "generator.safetensors"
@@ -204,10 +208,17 @@ def read_run_config(run_dir: Path) -> dict:
     path = Path(run_dir) / "config.json"
     document = read_json(path, missing=f"{run_dir} is not an ampgan run folder (no config.json)",
                          damaged=f"{path} is damaged (not valid JSON): this run cannot be resumed")
-    version = document.get("format_version") if isinstance(document, dict) else None
-    if not isinstance(version, int) or version > RUN_FORMAT_VERSION:
+    if not isinstance(document, dict):
+        raise AmpganError(f"{path} holds {type(document).__name__}, not an ampgan run's config document: the file "
+                          "is damaged or foreign")
+    version = document.get("format_version")
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise AmpganError(f"{path} has no valid format_version ({version!r}): the file is damaged or foreign")
+    if version > RUN_FORMAT_VERSION:
         raise AmpganError(f"{run_dir} was written by a newer ampgan (run format {version}, this one reads "
                           f"{RUN_FORMAT_VERSION}): upgrade ampgan to use it")
+    if not isinstance(document.get("config"), dict):
+        raise AmpganError(f"{path} has no \"config\" table: the file is damaged; the run cannot be resumed or read")
     return document
 
 

@@ -176,7 +176,7 @@ class TrainingStepCompileProbe(CompileProbe):
         from ampgan.speed.step_timer import StepTimer
 
         if self._eager is None:
-            self._eager = StepTimer(dataclasses.replace(self.config, compile=False), self.dataset, self.device,
+            self._eager = StepTimer(self.config.with_fields({"compute.compile": False}), self.dataset, self.device,
                                     data_parallel=False, across_ranks=False)
             self._eager()  # the first step allocates and selects kernels
         return self._eager
@@ -191,13 +191,13 @@ class TrainingStepCompileProbe(CompileProbe):
 
         eager = self._eager_timer()
         eager_first = eager()
-        compiled = StepTimer(dataclasses.replace(self.config, compile=True), self.dataset, self.device,
+        compiled = StepTimer(self.config.with_fields({"compute.compile": True}), self.dataset, self.device,
                              data_parallel=False, across_ranks=False)
         first_compile_s = max(compiled() - eager_first, 0.0)
         for _ in range(WARMUP_STEPS):
             eager(), compiled()
         rounds = measure_rounds({EAGER: eager, COMPILED: compiled}, EAGER, DECISION_RULE, seed=self.config.seed)
-        compile_s = measure_warm_compile_s(dataclasses.replace(self.config, compile=True),
+        compile_s = measure_warm_compile_s(self.config.with_fields({"compute.compile": True}),
                                            fix="pass --no-compile to train eager")
         return CompileMeasurement(rounds, first_compile_s, compile_s)
 
@@ -226,7 +226,7 @@ def compiled_precisions(config_for: Callable[[str], object], precisions, dataset
         for precision in precisions:
             config = config_for(precision)
             budget = Budget.of(config)
-            compile_it, decision = decide_compile(precision, config.batch_size, compile_key(device, config),
+            compile_it, decision = decide_compile(precision, config.budget.batch_size, compile_key(device, config),
                                                   (budget.steps, budget.seconds), compile_probe_for(config, dataset, device),
                                                   cache, log)
             if decision is not None:

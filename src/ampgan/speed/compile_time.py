@@ -58,8 +58,8 @@ def _probe_main(config_json: str) -> None:
     from ampgan.training.precision import resolve_device
 
     config = TrainConfig.from_dict(json.loads(config_json))
-    dataset = load_dataset(config.dataset, config.data_request())
-    timer = StepTimer(config, dataset, resolve_device(config.device), data_parallel=False, across_ranks=False)
+    dataset = load_dataset(config.data, seed=config.seed)
+    timer = StepTimer(config, dataset, resolve_device(config.compute.device), data_parallel=False, across_ranks=False)
     first = timer()
     step = statistics.median(timer() for _ in range(3))
     print(json.dumps({"first_step_s": first, "step_s": step}))

@@ -22,13 +22,14 @@ from dataclasses import dataclass
 
 import torch
 
+from ampgan import precisions
 from ampgan.errors import AmpganError, warn
 from ampgan.speed.cache import DecisionCache, StoredDecision, decision_key
 from ampgan.speed.intervals import SpeedupInterval
 from ampgan.speed.rounds import UNTIL_DECIDED, RoundsResult, StoppingRule, measure_rounds
 
-BASELINE = "fp32"
-MIXED = ("bf16", "fp16")  # the study's mixed precision: 16-bit compute, fp32 master weights
+BASELINE = precisions.BASELINE
+MIXED = tuple(name for name, mode in precisions.PRECISIONS.items() if mode.mixed)  # 16-bit compute, fp32 weights
 DECISION_RULE = StoppingRule(min_rounds=3, max_seconds=30.0, until=UNTIL_DECIDED)
 WARMUP_STEPS = 2
 # A first (warm-up) step this many times slower than fp32's first is hopeless at once: one-off costs
@@ -38,12 +39,16 @@ HOPELESS_FIRST_STEP = 20.0
 
 def candidate_modes(device_type: str, cuda_capability: tuple[int, int] | None = None) -> tuple[list[str], list[dict]]:
     """(precisions worth measuring against fp32, [{precision, reason}] that cannot run here at all)."""
-    if device_type != "cuda":
-        return ["bf16", "fp16"], [{"precision": "tf32", "reason": "a CUDA-only mode"}]
-    if cuda_capability is not None and cuda_capability[0] >= 8:
-        return ["tf32", "bf16", "fp16"], []
-    reason = "needs an Ampere or newer GPU (compute capability 8.0)"
-    return ["fp16"], [{"precision": "tf32", "reason": reason}, {"precision": "bf16", "reason": reason}]
+    candidates, cannot_run = [], []
+    for name, mode in precisions.PRECISIONS.items():
+        if name == BASELINE:
+            continue
+        reason = mode.unavailable_reason(device_type, cuda_capability)
+        if reason is None:
+            candidates.append(name)
+        else:
+            cannot_run.append({"precision": name, "reason": reason})
+    return candidates, cannot_run
 
 
 def candidates_for(device: torch.device) -> tuple[list[str], list[dict]]:
@@ -196,15 +201,19 @@ def choose_for_comparison(decisions: dict[str, Decision], left_out: list[dict]) 
 
 
 def machine_key(device: torch.device, config) -> dict:
-    """What, besides the batch size and precision, changes a decision (cache.py's key)."""
+    """What, besides the batch size and precision, changes a decision (cache.py's key): the machine, and
+    the model by name, every option and the source of the file that defines it (a GAN that differs in
+    any of them never shares a cached answer with another)."""
+    from ampgan.gan.registry import resolve_model
     from ampgan.system.hardware import detect_hardware
 
     hardware = detect_hardware(device)
+    model = resolve_model(config.model.name, config.model.options)
     return {"hardware": hardware.name, "flags": hardware.cpu_flags, "capability": hardware.cuda_capability,
             "threads": torch.get_num_threads(), "torch": torch.__version__, "device": device.type,
-            "width": config.width, "z_dim": config.z_dim, "dataset": config.dataset,
-            "image_size": config.image_size, "channels": config.channels, "compile": config.compile,
-            "channels_last": config.channels_last}
+            "model": model.name, "model_options": model.options, "model_source": model.source_sha256,
+            "dataset": config.data.dataset, "image_size": config.data.image_size, "channels": config.data.channels,
+            "compile": config.compute.compile, "channels_last": config.compute.channels_last}
 
 
 def measure_with(make_timer: Callable[[str], Callable[[], float]], rule: StoppingRule = DECISION_RULE,
@@ -234,8 +243,8 @@ def measure_on_training_step(config, dataset, device: torch.device) -> Measure:
     from ampgan.speed.step_timer import StepTimer
 
     def make_timer(name: str) -> StepTimer:
-        return StepTimer(dataclasses.replace(config, precision=name, loss_scale=None), dataset, device,
-                         data_parallel=False, across_ranks=False)
+        return StepTimer(config.with_fields({"precision.name": name, "precision.loss_scale": None}), dataset,
+                         device, data_parallel=False, across_ranks=False)
 
     return measure_with(make_timer, seed=config.seed)
 
@@ -245,7 +254,7 @@ def decide_for_run(config, dataset, device: torch.device, precisions: list[str] 
     """Decisions for this machine at the config's batch size: (decisions, modes that cannot run here)."""
     candidates, cannot_run = candidates_for(device)
     names = [p for p in (precisions or candidates) if p != BASELINE]
-    decisions = decide(names, config.batch_size, machine_key(device, config),
+    decisions = decide(names, config.budget.batch_size, machine_key(device, config),
                        measure_on_training_step(config, dataset, device),
                        DecisionCache() if use_cache else None, log)
     return decisions, cannot_run
@@ -258,7 +267,7 @@ def cached_decisions(config, device: torch.device, precisions: list[str]) -> dic
     for name in precisions:
         if name == BASELINE:
             continue
-        document = cache.get(decision_key(**key, batch_size=config.batch_size, precision=name))
+        document = cache.get(decision_key(**key, batch_size=config.budget.batch_size, precision=name))
         if document is not None:
             found[name] = Decision.from_dict(document, cached=True)
     return found

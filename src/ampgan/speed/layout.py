@@ -111,7 +111,7 @@ def measure_layouts_on_training_step(config, dataset, device: torch.device) -> C
     from ampgan.speed.step_timer import StepTimer
 
     def make_timer(name: str) -> StepTimer:
-        return StepTimer(dataclasses.replace(config, channels_last=name == CHANNELS_LAST), dataset, device,
+        return StepTimer(config.with_fields({"compute.channels_last": name == CHANNELS_LAST}), dataset, device,
                          data_parallel=False, across_ranks=False)
 
     return measure_layouts_with(make_timer, seed=config.seed)
@@ -125,7 +125,7 @@ def layout_key(device: torch.device, config) -> dict:
 def decide_layout_for_run(config, dataset, device: torch.device, use_cache: bool = True,
                           log: Callable[[str], None] = lambda line: None) -> LayoutDecision:
     """The memory format for the config's precision and batch size on this machine."""
-    return decide_layout(config.precision, config.batch_size, layout_key(device, config),
+    return decide_layout(config.precision.name, config.budget.batch_size, layout_key(device, config),
                          measure_layouts_on_training_step(config, dataset, device),
                          DecisionCache() if use_cache else None, log)
 

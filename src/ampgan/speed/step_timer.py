@@ -16,48 +16,66 @@ from ampgan.config import TrainConfig
 from ampgan.data.batches import BatchStream
 from ampgan.system.cpu_tuning import keep_freed_memory_for_reuse
 from ampgan.training.distributed import gather_objects, world
-from ampgan.training.loop import model_shape_for
 from ampgan.training.precision import build_policy
+from ampgan.training.prepared import PreparedRun, prepare_run
 from ampgan.training.state import build_train_state, wrap_modules
 from ampgan.training.step import train_step
+
+
+def prepared_for_timing(config: TrainConfig, dataset, device: torch.device) -> PreparedRun:
+    """The run's model resolved against the dataset, with nothing else of a run (no folder, no writer)."""
+    return prepare_run(config, dataset, device)
 
 
 class StepTimer:
     """`config`: the run's (precision, batch size, model, seed, compile); `data_parallel`: wrap in
     DDP (under torchrun); `across_ranks`: report the slowest rank's time (a collective: every rank
-    must time the same steps); `batch`: reuse another timer's resident batch."""
+    must time the same steps); `batch`: reuse another timer's resident batch.
+
+    One call times one *cycle* of the GAN's schedule (gan.cycle_steps training steps: every lazy
+    update runs once in it) and returns its mean seconds per step, so a precision is never judged on
+    the steps where a penalty does not run.
+    """
 
     def __init__(self, config: TrainConfig, dataset, device: torch.device, data_parallel: bool = True,
                  batch: tuple[torch.Tensor, torch.Tensor] | None = None, across_ranks: bool = True):
         ranks = world()
-        self.config, self.dataset, self.device = config, dataset, device
+        self.dataset, self.device = dataset, device
         if device.type == "cpu":
             # The runs' malloc setting (training/loop.py): a decision timed without it measures page
             # faults (fp32 at batch 1024 was 4.65 s without it against 2.4 s with it), not the step.
             keep_freed_memory_for_reuse()
-        self.policy = build_policy(config.precision, device)
+        prepared = prepared_for_timing(config, dataset, device)
+        self.config = config = prepared.config
+        self.policy = build_policy(config.precision.name, device, config.precision.loss_scale)
         self.policy.apply_backend_settings()
-        self.state = build_train_state(config, model_shape_for(config, dataset), self.policy, rank=ranks.rank)
+        self.state = build_train_state(config, prepared.model, prepared.data, self.policy, rank=ranks.rank)
+        self.cycle_steps = self.state.gan.cycle_steps
         self.data_parallel = data_parallel and ranks.distributed
         self.across_ranks = across_ranks and ranks.distributed
-        wrap_modules(self.state, compile=config.compile, data_parallel=self.data_parallel)
+        wrap_modules(self.state, compile=config.compute.compile, data_parallel=self.data_parallel)
         if batch is None:  # this rank's shard, resident on the device
-            batch = BatchStream(dataset, config.batch_size, device, config.seed, ranks.rank, ranks.size).next_batch()
+            batch = BatchStream(dataset, config.budget.batch_size, device, config.seed, ranks.rank, ranks.size,
+                                image_range=self.state.gan.image_range).next_batch()
         self.real, self.labels = batch
         self.last_per_rank: list[float] = []
         self.skipped: list[torch.Tensor] = []  # per-step flags, summed once at the end (no sync per step)
 
+    def resident_batch(self) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.real, self.labels
+
     def __call__(self) -> float:
-        """One step's seconds; with DDP, the slowest rank's."""
+        """Seconds per step over one cycle; with DDP, the slowest rank's."""
         self.policy.apply_backend_settings()  # TF32 is process-wide: set it for this precision
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
         start = time.perf_counter()
-        metrics = train_step(self.state, self.real, self.labels)
+        for _ in range(self.cycle_steps):
+            metrics = train_step(self.state, self.resident_batch)
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
-        elapsed = time.perf_counter() - start
-        self.skipped += [metrics["skipped_d"], metrics["skipped_g"]]
+        elapsed = (time.perf_counter() - start) / self.cycle_steps
+        self.skipped += [value for name, value in metrics.items() if name.startswith("skipped")]
         if self.across_ranks:
             self.last_per_rank = gather_objects(elapsed)  # after the clock: not part of the measured step
             elapsed = max(self.last_per_rank)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 import torch
@@ -26,7 +26,7 @@ import torch
 from ampgan.files.atomic import write_json_atomically
 from ampgan.bench.harness import BenchSpec, run_bench
 from ampgan.bench.output import load_results, write_results
-from ampgan.config import TrainConfig
+from ampgan.config import BudgetConfig, TrainConfig
 from ampgan.cost.arithmetic import cost_of_seconds, cost_to_quality
 from ampgan.data import load_dataset
 from ampgan.system.environment import environment_stamp
@@ -38,7 +38,7 @@ from ampgan.speed.compilation import compiled_precisions
 from ampgan.speed.layout import channels_last_precisions
 from ampgan.study.over_seeds import compare_seeds, summarize_seeds
 from ampgan.study.verdict import verdict
-from ampgan.training.loop import prepare_run, run_training
+from ampgan.training.loop import DEFAULT_STEPS, prepare_run, run_training
 from ampgan.training.precision import resolve_device
 
 
@@ -48,17 +48,18 @@ COMPARE_BENCH_MIN_SECONDS = 10.0
 COMPARE_BENCH_MAX_SECONDS = 30.0
 
 
+def _compare_defaults() -> TrainConfig:
+    return TrainConfig(budget=BudgetConfig(time_budget_s=40.0))
+
+
 @dataclass(frozen=True, kw_only=True)
 class CompareSpec:
-    dataset: str = "digits"
+    # What every run trains: data, model and its options, optimizer, device, batch size, budget, seed
+    # (the first seed). Each run takes it whole, in its own precision: `compare` studies whatever
+    # `train` would train.
+    base: TrainConfig = field(default_factory=_compare_defaults)
     precisions: tuple[str, ...] = ()  # empty: fp32 and the best mixed mode of this device
-    time_budget_s: float = 40.0
-    batch_size: int = 64
-    seed: int = 0  # the first seed; --seeds N trains seeds seed .. seed + N - 1 for every precision
-    seeds: int = 3
-    device: str = "auto"
-    width: int = 64
-    z_dim: int = 128
+    seeds: int = 3  # seeds base.seed .. base.seed + seeds - 1 for every precision
     eval_points: int = 4
     eval_samples: int = 1000
     bench: Path | None = None  # reuse these bench results instead of measuring
@@ -67,11 +68,6 @@ class CompareSpec:
     instance: str | None = None
     price_per_hour: float | None = None
     target_accuracy: float | None = None  # None: 80% of the best final evaluator accuracy
-    data_dir: str | None = None
-    classes: str | None = None
-    max_per_class: int | None = None
-    image_size: int | None = None
-    channels: int | None = None
     evaluator_cache: Path | None = None
     # The precisions trained (and benched) channels-last; None: measured per precision at the
     # comparison's batch size (speed/layout.py).
@@ -81,17 +77,38 @@ class CompareSpec:
     compile: tuple[str, ...] | None = None
 
     @property
+    def seed(self) -> int:
+        return self.base.seed
+
+    @property
+    def batch_size(self) -> int:
+        return self.base.budget.batch_size
+
+    @property
+    def time_budget_s(self) -> float | None:
+        return self.base.budget.time_budget_s
+
+    @property
     def seed_list(self) -> list[int]:
         return [self.seed + index for index in range(self.seeds)]
 
     def train_config(self, precision: str, seed: int | None = None) -> TrainConfig:
-        return TrainConfig(
-            dataset=self.dataset, precision=precision, batch_size=self.batch_size, time_budget_s=self.time_budget_s,
-            seed=self.seed if seed is None else seed, device=self.device, width=self.width, z_dim=self.z_dim, data_dir=self.data_dir,
-            classes=self.classes, max_per_class=self.max_per_class, image_size=self.image_size,
-            channels=self.channels, sample_every=10**9, checkpoint_every_steps=None, checkpoint_every_s=None,
-            channels_last=precision in (self.channels_last or ()), compile=precision in (self.compile or ()),
-        )
+        return self.base.with_fields({
+            "precision.name": precision, "precision.loss_scale": None, "seed": self.seed if seed is None else seed,
+            "logging.sample_every": 10**9, "checkpoints.every_steps": None, "checkpoints.every_s": None,
+            "compute.channels_last": precision in (self.channels_last or ()),
+            "compute.compile": precision in (self.compile or ()),
+        })
+
+    def to_document(self, precisions) -> dict:
+        """What compare.json records of the spec: the comparison's own settings, the shared config, and
+        the fields the report reads at the top level."""
+        own = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "base"}
+        return {**_jsonable(own), "config": self.base.to_dict(), "dataset": self.base.data.dataset,
+                "model": self.base.model.name, "model_options": dict(self.base.model.options),
+                "batch_size": self.batch_size, "time_budget_s": self.time_budget_s,
+                "steps": self.base.budget.steps, "seed": self.seed, "precisions": list(precisions),
+                "seed_list": self.seed_list}
 
 
 def choose_precisions(spec: CompareSpec, dataset, device: torch.device, log=print) -> tuple[tuple[str, ...], list[dict]]:
@@ -104,21 +121,26 @@ def choose_precisions(spec: CompareSpec, dataset, device: torch.device, log=prin
 
 
 class _QualityTracker:
-    """Evaluates the generator every `interval` seconds of training time, at log points."""
+    """Evaluates the generator at log points, every 1/eval_points of the budget: of its training time
+    when it has a time budget, else of its steps (a step budget makes the evaluation points, and so the
+    whole comparison, repeat exactly)."""
 
     def __init__(self, evaluator, run_dir: Path, spec: CompareSpec, autocast, num_classes: int, seed: int):
         self.evaluator, self.run_dir, self.spec, self.seed = evaluator, run_dir, spec, seed
         self.autocast, self.num_classes = autocast, num_classes
-        self.interval = spec.time_budget_s / spec.eval_points
+        budget = spec.base.budget
+        self.clock = "train_seconds" if budget.time_budget_s is not None else "step"
+        total = budget.time_budget_s if budget.time_budget_s is not None else budget.steps or DEFAULT_STEPS
+        self.interval = total / spec.eval_points
         self.next_at = 0.0
         self.curve: list[dict] = []
         self.eval_seconds = 0.0
 
     def evaluate(self, state, record: dict) -> dict:
         started = time.perf_counter()
-        images, labels = generate_evenly(state.generator, self.num_classes, self.spec.eval_samples,
-                                         self.spec.z_dim, seed=evaluation_noise_seed(self.seed),
-                                         device=state.policy.device, autocast=self.autocast)
+        images, labels = generate_evenly(state.gan, self.num_classes, self.spec.eval_samples,
+                                         seed=evaluation_noise_seed(self.seed), device=state.policy.device,
+                                         autocast=self.autocast)
         quality = quality_of_images(self.evaluator, images, labels)
         spent = time.perf_counter() - started
         self.eval_seconds += spent
@@ -130,18 +152,18 @@ class _QualityTracker:
         return point
 
     def __call__(self, state, record: dict) -> None:
-        if record["train_seconds"] >= self.next_at:
+        if record[self.clock] >= self.next_at:
             self.evaluate(state, record)
-            while self.next_at <= record["train_seconds"]:
+            while self.next_at <= record[self.clock]:
                 self.next_at += self.interval
 
 
 def run_compare(spec: CompareSpec, out_dir: Path, show_progress: bool = True, log=print) -> dict:
     out_dir = Path(out_dir)
-    device = resolve_device(spec.device)
+    device = resolve_device(spec.base.compute.device)
     if spec.precisions and "fp32" not in spec.precisions:
         raise AmpganError("a comparison needs fp32 as its baseline: add it to --precisions")
-    dataset = load_dataset(spec.dataset, spec.train_config("fp32").data_request())
+    dataset = load_dataset(spec.base.data, seed=spec.seed)
     prepare_run(spec.train_config("fp32"), dataset)  # validates the options before any measuring
     if spec.precisions:
         precisions, left_out = spec.precisions, []
@@ -158,7 +180,7 @@ def run_compare(spec: CompareSpec, out_dir: Path, show_progress: bool = True, lo
         spec = dataclasses.replace(spec, compile=compiled)
     prepared = {(p, seed): prepare_run(spec.train_config(p, seed), dataset)  # validates all first
                 for seed in spec.seed_list for p in precisions}
-    log(f"evaluator: training or loading the {spec.dataset} classifier ...")
+    log(f"evaluator: training or loading the {spec.base.data.dataset} classifier ...")
     evaluator = evaluator_for(dataset, cache_dir=spec.evaluator_cache, seed=spec.seed)
     log(f"evaluator: held-out accuracy {evaluator.held_out_accuracy:.3f} ({evaluator.info['cache']})")
     bench_results = _bench(spec, dataset, precisions, device, log)
@@ -175,12 +197,12 @@ def run_compare(spec: CompareSpec, out_dir: Path, show_progress: bool = True, lo
     floor = reference_floor(evaluator, spec.eval_samples)
     document = {
         "format": "ampgan-compare/1",
-        "spec": _jsonable(dataclasses.asdict(spec)) | {"precisions": list(precisions), "seed_list": spec.seed_list},
+        "spec": spec.to_document(precisions),
         "environment": environment_stamp(device),
         "left_out": left_out,
         "layouts": layouts,  # the memory-format decisions measured for this comparison (none when given)
         "compile_decisions": compile_decisions,  # compiled or eager, per precision (none when given or not measured)
-        "dataset": {"name": spec.dataset, "images": len(dataset), "class_names": list(dataset.class_names),
+        "dataset": {"name": spec.base.data.dataset, "images": len(dataset), "class_names": list(dataset.class_names),
                     "source": dataset.source},
         "evaluator": evaluator.info,
         "floor": floor,
@@ -198,20 +220,17 @@ def _bench(spec: CompareSpec, dataset, precisions, device, log) -> dict:
         return load_results(spec.bench)
     sizes = tuple(sorted(set(spec.bench_batch_sizes) | {spec.batch_size}))
     log(f"bench: batch sizes {', '.join(map(str, sizes))} x {', '.join(precisions)} ...")
-    bench_spec = BenchSpec(dataset=spec.dataset, data_dir=spec.data_dir, classes=spec.classes,
-                           max_per_class=spec.max_per_class, batch_sizes=sizes, precisions=precisions,
-                           device=spec.device, warmup=1, steps=spec.bench_steps, width=spec.width, z_dim=spec.z_dim,
-                           seed=spec.seed, image_size=dataset.image_size, channels=dataset.channels,
+    bench_spec = BenchSpec(base=spec.base, batch_sizes=sizes, precisions=precisions, warmup=1, steps=spec.bench_steps,
                            channels_last=spec.channels_last, compile=spec.compile or (), measure_compile_times=False,
                            min_seconds=COMPARE_BENCH_MIN_SECONDS, max_seconds=COMPARE_BENCH_MAX_SECONDS)
     return run_bench(bench_spec, device, dataset=dataset)
 
 
 def _train_and_evaluate(spec, prepared, evaluator, dataset, out_dir: Path, seed: int, show_progress, log):
-    precision = prepared.config.precision
+    precision = prepared.config.precision.name
     run_dir = out_dir / "runs" / f"{precision}-seed{seed}"
     run_dir.mkdir(parents=True, exist_ok=True)
-    log(f"train: {precision}, seed {seed}, for {spec.time_budget_s:g} s of training ...")
+    log(f"train: {precision}, seed {seed}, for {_budget_text(prepared.config)} ...")
     tracker = _QualityTracker(evaluator, run_dir, spec, prepared.policy.autocast, dataset.num_classes, seed)
     result = run_training(prepared, run_dir, show_progress=show_progress, on_log=tracker)
     # The final state is still in memory: evaluate its generator as it ended, no reload from disk.
@@ -228,6 +247,15 @@ def _train_and_evaluate(spec, prepared, evaluator, dataset, out_dir: Path, seed:
     log(f"  {precision} seed {seed}: {result.steps} steps, evaluator accuracy {final['evaluator_accuracy']:.3f}, "
         f"recall {final.get('recall', float('nan')):.2f}, Fréchet distance {final['frechet_distance']:.2f}; {flags}")
     return run, tracker.curve
+
+
+def _budget_text(config: TrainConfig) -> str:
+    parts = []
+    if config.budget.time_budget_s is not None:
+        parts.append(f"{config.budget.time_budget_s:g} s of training")
+    if config.budget.steps is not None:
+        parts.append(f"{config.budget.steps} steps")
+    return " or ".join(parts) or "the default budget"
 
 
 def _jsonable(values: dict) -> dict:

@@ -19,7 +19,7 @@ from ampgan.bench.output import load_results, speedup_text
 from ampgan.errors import AmpganError
 from ampgan.files.atomic import write_atomically
 from ampgan.files.jsonfile import read_json, read_jsonl
-from ampgan.plotting import PRECISION_COLOURS, pyplot, save_figure
+from ampgan.plotting import precision_colour, pyplot, save_figure
 from ampgan.study.verdict import interval_text, verdict
 
 
@@ -82,7 +82,7 @@ def figure_quality(document: dict, out_dir: Path, footer: str) -> Path:
     for axis, (metric, label) in zip(axes, panels):
         for precision in document["runs"]:
             seconds, mean, low, high, seeds = _curves_over_seeds(document, out_dir, precision, metric)
-            colour = PRECISION_COLOURS.get(precision)
+            colour = precision_colour(precision)
             axis.plot(seconds, mean, marker="o", label=precision, color=colour)
             if seeds > 1:
                 axis.fill_between(seconds, low, high, color=colour, alpha=0.2)
@@ -108,7 +108,7 @@ def figure_losses(document: dict, out_dir: Path, footer: str) -> tuple[Path, Pat
     for precision, run in document["runs"].items():
         metrics = read_jsonl(out_dir / run["run_dir"] / "metrics.jsonl")
         seconds = [m["train_seconds"] for m in metrics]
-        colour = PRECISION_COLOURS.get(precision)
+        colour = precision_colour(precision)
         axis.plot(seconds, [m["loss_d"] for m in metrics], color=colour, label=f"{precision} D")
         axis.plot(seconds, [m["loss_g"] for m in metrics], color=colour, ls="--", label=f"{precision} G")
         if metrics and "loss_scale_d" in metrics[0]:

@@ -35,8 +35,11 @@ def verdict(document: dict, bench_speedups: list[dict]) -> list[str]:
     if flags:
         lines.append("Flags at the end of training: " + "; ".join(flags[:8]) + ("; ..." if len(flags) > 8 else "") + ".")
     spec = document["spec"]
-    interval = spec["time_budget_s"] / spec["eval_points"]
-    lines.append(f"Times to the target are interpolated between evaluations {interval:.0f} s of training apart; GAN "
+    if spec.get("time_budget_s"):
+        apart = f"{spec['time_budget_s'] / spec['eval_points']:.0f} s of training apart"
+    else:
+        apart = f"{(spec.get('steps') or 0) / spec['eval_points']:.0f} steps apart"
+    lines.append(f"Times to the target are interpolated between evaluations {apart}; GAN "
                  "quality curves are not monotonic (see the quality figure).")
     return lines
 

@@ -56,10 +56,11 @@ def environment_stamp(device: torch.device) -> dict:
     }
 
 
-def stamp_line(stamp: dict, precision: str, batch_size: int | str) -> str:
-    """One line naming what produced a figure: hardware, precision, batch, versions."""
+def stamp_line(stamp: dict, precision: str, batch_size: int | str, model: str | None = None) -> str:
+    """One line naming what produced a figure: hardware, precision, batch, model, versions."""
     versions = stamp["versions"]
+    model_part = f"model {model} | " if model else ""
     return (
-        f"{stamp['hardware_summary']} | {precision} | batch {batch_size} | "
+        f"{stamp['hardware_summary']} | {precision} | batch {batch_size} | {model_part}"
         f"torch {versions['torch']}, ampgan {versions['ampgan']}"
     )

@@ -1,6 +1,6 @@
 """The budgeted training loop: prepare a run, train it until the budget is spent, save as it goes.
 
-    prepare_run(config)          validate everything (device, precision, data, model shape); no files
+    prepare_run(config)          validate everything (device, precision, data, model); no files (prepared.py)
     run_training(prepared, dir)  build or restore the RunState, train, log, sample, checkpoint
                                  -> RunResult (the final state in memory, and the summary)
 """
@@ -16,56 +16,20 @@ from pathlib import Path
 import torch
 
 from ampgan.config import TrainConfig
-from ampgan.data import ImageDataset, load_dataset
 from ampgan.data.batches import BatchStream
-from ampgan.errors import warn
-from ampgan.runs.run_folder import NullWriter, RunWriter, require_tensorboard
+from ampgan.runs.run_folder import NullWriter, RunWriter
 from ampgan.seeds import CURRENT_SCHEME, step_noise_seed
 from ampgan.system.cpu_tuning import keep_freed_memory_for_reuse
 from ampgan.training.distributed import any_rank, average_over_ranks, gather_objects, world
 from ampgan.training.faults import FaultMonitor, FaultRules, NumericFault
 from ampgan.training.interruption import TrainingInterrupted, stop_on_signals
-from ampgan.training.memory import refuse_what_cannot_fit
-from ampgan.training.models import ModelShape, misaligned_dimensions
-from ampgan.training.precision import PrecisionPolicy, build_policy, resolve_device
-from ampgan.training.state import (TrainState, build_train_state, capture_global_rngs, restore_global_rngs,
-                                   wrap_modules)
+from ampgan.training.prepared import PreparedRun, prepare_run
+from ampgan.training.state import TrainState, build_train_state, capture_global_rngs, restore_global_rngs, wrap_modules
 from ampgan.training.step import train_step
 
+__all__ = ["DEFAULT_STEPS", "PreparedRun", "RunResult", "RunState", "prepare_run", "run_training"]
+
 DEFAULT_STEPS = 1000  # when neither --steps nor --time-budget is given
-
-
-@dataclass(frozen=True)
-class PreparedRun:
-    """Everything a run needs, resolved and validated before anything is written."""
-
-    config: TrainConfig
-    policy: PrecisionPolicy
-    dataset: ImageDataset
-    shape: ModelShape
-
-
-def model_shape_for(config: TrainConfig, dataset: ImageDataset) -> ModelShape:
-    return ModelShape(image_size=dataset.image_size, channels=dataset.channels, num_classes=dataset.num_classes,
-                      z_dim=config.z_dim, width=config.width)
-
-
-def prepare_run(config: TrainConfig, dataset: ImageDataset | None = None,
-                device: torch.device | None = None) -> PreparedRun:
-    """Validate everything a run needs. `dataset`: one already loaded (a comparison loads it once);
-    `device`: this rank's device under torchrun (distributed.join_process_group), else resolved here."""
-    device = device or resolve_device(config.device)
-    policy = build_policy(config.precision, device, config.loss_scale)
-    dataset = dataset if dataset is not None else load_dataset(config.dataset, config.data_request())
-    shape = model_shape_for(config, dataset)
-    if config.tensorboard:
-        require_tensorboard()
-    refuse_what_cannot_fit(shape, config.batch_size, device, policy.compute_dtype.itemsize,
-                           world().local_size if device.type == "cpu" else 1)
-    misaligned = misaligned_dimensions(shape)
-    if misaligned:
-        warn("dimensions that are not multiples of 8 keep tensor cores/AMX from full speed: " + ", ".join(misaligned))
-    return PreparedRun(config=config, policy=policy, dataset=dataset, shape=shape)
 
 
 class MetricWindow:
@@ -73,6 +37,7 @@ class MetricWindow:
 
     def __init__(self) -> None:
         self._sums: dict[str, torch.Tensor] = {}
+        self._counts: dict[str, int] = {}  # a lazy update's metrics appear only on the steps it runs
         self.count = 0
         self.skipped_total = {"skipped_d": 0, "skipped_g": 0}
         self.last_skipped = 0  # optimizer updates skipped in the window just flushed (D and G)
@@ -80,6 +45,7 @@ class MetricWindow:
     def add(self, metrics: dict[str, torch.Tensor]) -> None:
         for name, value in metrics.items():
             self._sums[name] = self._sums[name] + value if name in self._sums else value.clone()
+            self._counts[name] = self._counts.get(name, 0) + 1
         self.count += 1
 
     def flush(self, state: TrainState) -> dict:
@@ -88,15 +54,15 @@ class MetricWindow:
         self.last_skipped = 0
         for name, total in values.items():
             if name.startswith("skipped"):
-                self.skipped_total[name] += int(round(total))
+                self.skipped_total[name] = self.skipped_total.get(name, 0) + int(round(total))
                 self.last_skipped += int(round(total))
                 record[f"{name}_total"] = self.skipped_total[name]
             else:
-                record[name] = round(total / self.count, 5)
+                record[name] = round(total / self._counts[name], 5)
         if state.scaler_d.enabled:
             record["loss_scale_d"] = state.scaler_d.scale()
             record["loss_scale_g"] = state.scaler_g.scale()
-        self._sums, self.count = {}, 0
+        self._sums, self._counts, self.count = {}, {}, 0
         return record
 
 
@@ -154,13 +120,13 @@ def build_run_state(prepared: PreparedRun, resume_from: dict | None, origin: str
     """A fresh RunState, or the one `resume_from` (a loaded checkpoint) saved, with this run's seed scheme."""
     config, policy, ranks = prepared.config, prepared.policy, world()
     scheme = resume_from["seed_scheme"] if resume_from is not None else CURRENT_SCHEME
-    train = build_train_state(config, prepared.shape, policy, rank=ranks.rank, seed_scheme=scheme)
-    stream = BatchStream(prepared.dataset, config.batch_size, policy.device, config.seed, ranks.rank, ranks.size,
-                         seed_scheme=scheme)
+    train = build_train_state(config, prepared.model, prepared.data, policy, rank=ranks.rank, seed_scheme=scheme)
+    stream = BatchStream(prepared.dataset, config.budget.batch_size, policy.device, config.seed, ranks.rank, ranks.size,
+                         seed_scheme=scheme, image_range=train.gan.image_range)
     state = RunState(config=config, train=train, stream=stream, seed_scheme=scheme)
     if resume_from is not None:
         state.load_state_dict(resume_from, origin)
-    wrap_modules(train, compile=config.compile, sync_batch_norm=config.sync_bn)
+    wrap_modules(train, compile=config.compute.compile, sync_batch_norm=config.compute.sync_bn)
     return state
 
 
@@ -171,7 +137,7 @@ class Budget:
 
     @classmethod
     def of(cls, config: TrainConfig) -> Budget:
-        return cls(config.steps if config.budget_is_set else DEFAULT_STEPS, config.time_budget_s)
+        return cls(config.budget.steps if config.budget_is_set else DEFAULT_STEPS, config.budget.time_budget_s)
 
     def spent(self, step: int, train_seconds: float) -> bool:
         return (self.steps is not None and step >= self.steps) or (
@@ -248,7 +214,7 @@ class _Loop:
             finished = self.budget.spent(train.step, self.state.train_seconds)
             while not finished:
                 finished = self.one_step(stop_request)
-            if train.step % self.config.sample_every:
+            if train.step % self.config.logging.sample_every:
                 self.writer.save_samples(train.step)
             if train.step != self.last_checkpoint["step"]:
                 self.save_checkpoint()
@@ -258,8 +224,7 @@ class _Loop:
         """Train one step and do what is due after it; True when the run is over."""
         config, train = self.config, self.state.train
         started = time.perf_counter()
-        real, labels = self.state.stream.next_batch()
-        self.state.window.add(train_step(train, real, labels))
+        self.state.window.add(train_step(train, self.state.stream.next_batch))
         # Without a device sync this undercounts on CUDA; the flush below syncs and recounts.
         seconds_so_far = self.state.train_seconds + time.perf_counter() - started
         # Every branch below must be taken by all ranks alike (flushes and checkpoints are
@@ -268,13 +233,13 @@ class _Loop:
             [bool(stop_request), self.budget.spent(train.step, seconds_so_far),
              self.checkpoint_due_by_time(seconds_so_far)], self.device)
         checkpoint_due = checkpoint_by_time or (
-            config.checkpoint_every_steps is not None and train.step % config.checkpoint_every_steps == 0)
+            config.checkpoints.every_steps is not None and train.step % config.checkpoints.every_steps == 0)
         finished = out_of_budget or stopping
-        if train.step % config.log_every == 0 or checkpoint_due or finished:
+        if train.step % config.logging.log_every == 0 or checkpoint_due or finished:
             self.log(started)
         else:
             self.state.train_seconds += time.perf_counter() - started
-        if train.step % config.sample_every == 0:
+        if train.step % config.logging.sample_every == 0:
             self.writer.save_samples(train.step)
         if checkpoint_due or (stopping and train.step != self.last_checkpoint["step"]):
             self.save_checkpoint()
@@ -288,7 +253,7 @@ class _Loop:
         steps_in_window = state.window.count
         record = state.window.flush(train)
         state.train_seconds += time.perf_counter() - started
-        images = train.step * self.config.batch_size * world().size
+        images = train.step * self.config.budget.batch_size * world().size
         record.update(step=train.step, train_seconds=round(state.train_seconds, 4),
                       images_per_second=round(images / state.train_seconds, 2) if state.train_seconds else 0.0)
         self.writer.log_metrics(record)
@@ -303,7 +268,7 @@ class _Loop:
             self.on_log(train, record)
 
     def checkpoint_due_by_time(self, train_seconds: float) -> bool:
-        every = self.config.checkpoint_every_s
+        every = self.config.checkpoints.every_s
         return every is not None and train_seconds - self.last_checkpoint["seconds"] >= every
 
     def save_checkpoint(self) -> None:

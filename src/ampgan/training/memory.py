@@ -1,12 +1,12 @@
 """Will a configuration fit in memory? A lower bound, checked before anything is allocated.
 
 A batch size far beyond the machine (say 10^9) would otherwise be found out by the allocator after
-a long wait, or by the kernel's out-of-memory killer, with no message at all. The estimate traces
-the networks on PyTorch's `meta` device (shapes only, no memory, no arithmetic) and adds up what a
-training step must hold at once: weights, gradients and Adam's two moments in fp32, and the
-discriminator's layer outputs kept for its backward pass on a real and a fake batch. It leaves out
-the generator's activations, temporaries and the allocator's slack, so it errs low: a configuration
-refused here cannot fit; one accepted may still not.
+a long wait, or by the kernel's out-of-memory killer, with no message at all. The estimate traces the
+GAN on PyTorch's `meta` device (shapes only, no memory, no arithmetic): G's forward pass and D's loss
+terms on a batch, counting every leaf layer's output (what autograd keeps for the backward pass), plus
+the weights, gradients and Adam's two moments in fp32. It leaves out temporaries, the backward pass's
+own buffers and the allocator's slack, so it errs low: a configuration refused here cannot fit; one
+accepted may still not. The same trace refuses, in one line, a batch too small for batch norm.
 """
 
 from __future__ import annotations
@@ -18,52 +18,106 @@ import torch
 from torch import nn
 
 from ampgan.errors import AmpganError
-from ampgan.training.models import Discriminator, Generator, ModelShape
+from ampgan.gan.context import LossContext, draw_inputs
+from ampgan.gan.contract import GAN, DataSpec
 
 _FP32_BYTES = 4
 _COPIES_PER_PARAMETER = 4  # weight, gradient, Adam's first and second moment
+_TRACE_BATCH = 2  # batch norm needs two samples in training mode
 
 
 @dataclass(frozen=True)
 class MemoryEstimate:
     parameters_bytes: int
-    activations_bytes: int
+    activations_bytes_per_sample: int
+    batch_size: int
+
+    @property
+    def activations_bytes(self) -> int:
+        return self.activations_bytes_per_sample * self.batch_size
 
     @property
     def total_bytes(self) -> int:
         return self.parameters_bytes + self.activations_bytes
 
 
-def estimate_step_memory(shape: ModelShape, batch_size: int, compute_bytes: int = _FP32_BYTES) -> MemoryEstimate:
-    """`compute_bytes`: bytes per activation element (2 under bf16/fp16 autocast)."""
-    with torch.device("meta"):
-        generator, discriminator = Generator(shape), Discriminator(shape)
-    parameters = sum(p.numel() for module in (generator, discriminator) for p in module.parameters())
-    per_sample = _layer_output_elements(discriminator, torch.empty(1, shape.channels, shape.image_size,
-                                                                    shape.image_size, device="meta"))
-    # D's update holds the activations of a real and a fake batch for one backward pass.
-    activations = 2 * per_sample * batch_size * compute_bytes
-    return MemoryEstimate(parameters_bytes=parameters * _FP32_BYTES * _COPIES_PER_PARAMETER,
-                          activations_bytes=activations)
+class _NoScaling:
+    def __init__(self, device):
+        self.one = torch.ones((), device=device)
+
+    def scale_tensor(self):
+        return self.one
 
 
-def _layer_output_elements(module: nn.Module, example: torch.Tensor) -> int:
-    """Elements of every leaf layer's output for one sample (what autograd keeps for backward)."""
+def trace_step_elements(gan: GAN, data: DataSpec, batch_size: int) -> int:
+    """Elements of every leaf layer's output over G's forward and D's loss terms, for `batch_size`
+    images, traced on the meta device (`gan` built there). Raises ValueError/RuntimeError as the real
+    step would for shape problems (a batch too small for batch norm, say)."""
     total = 0
 
     def count(_module, _inputs, output):
         nonlocal total
         for tensor in output if isinstance(output, tuple) else (output,):
-            total += tensor.numel()
+            if isinstance(tensor, torch.Tensor):
+                total += tensor.numel()
 
-    hooks = [m.register_forward_hook(count) for m in module.modules() if not list(m.children())]
+    leaves = [m for network in (gan.generator, gan.discriminator) for m in network.modules() if not list(m.children())]
+    hooks = [m.register_forward_hook(count) for m in leaves]
+    meta = torch.device("meta")
     try:
-        with torch.no_grad():
-            module(example)
+        real = torch.empty(batch_size, data.channels, data.image_size, data.image_size, device=meta)
+        labels = torch.zeros(batch_size, dtype=torch.long, device=meta)
+        context = LossContext(G=gan.generator, D=gan.discriminator, real=real, labels=labels, z=None, fake_labels=None,
+                              fake=None, step=0, rng=None, gan=gan, scaler=_NoScaling(meta), device=meta)
+        context.z, context.fake_labels = _meta_inputs(gan, context, batch_size)
+        fake = gan.generate(gan.generator, context.z, context.fake_labels)
+        wanted = (batch_size, data.channels, data.image_size, data.image_size)
+        if not isinstance(fake, torch.Tensor) or tuple(fake.shape) != wanted:
+            got = tuple(fake.shape) if isinstance(fake, torch.Tensor) else type(fake).__name__
+            raise AmpganError(f"model {gan.name}: the generator returned {got} for a batch of {batch_size}, not "
+                              f"(B, C, H, W) = {wanted} as the data is: make G's output match the data's shape")
+        context.fake = fake.detach()
+        for term in gan.d_loss_terms:
+            term(context)
     finally:
         for hook in hooks:
             hook.remove()
     return total
+
+
+def _meta_inputs(gan: GAN, context: LossContext, batch_size: int):
+    """(z, labels) on the meta device: the GAN's own draw when it can draw there, else zeros."""
+    try:
+        z, labels = draw_inputs(gan, context, batch_size)
+        if z.device.type == "meta":
+            return z, labels
+    except Exception:  # noqa: BLE001 - drawing needs a generator on a real device; shapes suffice here
+        pass
+    labels = torch.zeros(batch_size, dtype=torch.long, device="meta") if gan.conditional else None
+    return torch.empty(batch_size, gan.z_dim, device="meta"), labels
+
+
+def estimate_step_memory(gan: GAN, data: DataSpec, batch_size: int, compute_bytes: int = _FP32_BYTES) -> MemoryEstimate:
+    """`gan`: built on the meta device; `compute_bytes`: bytes per activation element (2 under bf16/fp16)."""
+    parameters = sum(p.numel() for network in (gan.generator, gan.discriminator) for p in network.parameters())
+    per_sample = trace_step_elements(gan, data, _TRACE_BATCH) // _TRACE_BATCH
+    return MemoryEstimate(parameters_bytes=parameters * _FP32_BYTES * _COPIES_PER_PARAMETER,
+                          activations_bytes_per_sample=per_sample * compute_bytes,
+                          batch_size=batch_size)
+
+
+def check_batch_shapes(gan: GAN, data: DataSpec, batch_size: int) -> None:
+    """One error line when the step cannot run at this batch size (traced on meta, costs nothing)."""
+    try:
+        trace_step_elements(gan, data, batch_size)
+    except AmpganError:
+        raise
+    except ValueError as error:
+        if "Expected more than 1 value per channel" in str(error):
+            raise AmpganError(f"model {gan.name} cannot train at --batch-size {batch_size}: batch normalisation "
+                              "needs at least 2 images per process in training mode; use --batch-size 2 or more") from None
+    except Exception:  # noqa: BLE001 - an op without a meta kernel: the real step will tell
+        pass
 
 
 def available_memory_bytes(device: torch.device) -> int | None:
@@ -85,26 +139,27 @@ def available_memory_bytes(device: torch.device) -> int | None:
         return None
 
 
-def refuse_what_cannot_fit(shape: ModelShape, batch_size: int, device: torch.device, compute_bytes: int,
+def refuse_what_cannot_fit(gan: GAN | None, data: DataSpec, batch_size: int, device: torch.device, compute_bytes: int,
                            processes_sharing_memory: int = 1) -> None:
-    """One error line with the estimate and the machine's memory when a step cannot fit."""
+    """One error line with the estimate and the machine's memory when a step cannot fit. `gan`: built
+    on the meta device (None: the model cannot be traced there, and nothing is checked)."""
     available = available_memory_bytes(device)
-    if available is None:
+    if available is None or gan is None:
         return
-    needed = estimate_step_memory(shape, batch_size, compute_bytes).total_bytes * processes_sharing_memory
+    try:
+        estimate = estimate_step_memory(gan, data, batch_size, compute_bytes)
+    except Exception:  # noqa: BLE001 - a model the meta trace cannot follow is not refused for it
+        return
+    needed = estimate.total_bytes * processes_sharing_memory
     if needed > available:
         sharing = f" x {processes_sharing_memory} processes" if processes_sharing_memory > 1 else ""
+        largest = max(1, (available // processes_sharing_memory - estimate.parameters_bytes)
+                      // max(1, estimate.activations_bytes_per_sample))
         raise AmpganError(
             f"--batch-size {batch_size}{sharing} needs at least {_size(needed)} for one training step, "
             f"and {device.type.upper()} memory available now is {_size(available)}: use a batch size of at most "
-            f"{_largest_fitting_batch(shape, available, compute_bytes, processes_sharing_memory)}"
+            f"{largest}"
         )
-
-
-def _largest_fitting_batch(shape: ModelShape, available: int, compute_bytes: int, processes: int) -> int:
-    fixed = estimate_step_memory(shape, 0, compute_bytes).total_bytes
-    per_sample = estimate_step_memory(shape, 1, compute_bytes).total_bytes - fixed
-    return max(1, (available // processes - fixed) // per_sample)
 
 
 def _size(count: int) -> str:
@@ -112,3 +167,7 @@ def _size(count: int) -> str:
         if count >= scale:
             return f"{count / scale:.1f} {unit}"
     return f"{count / 2**10:.1f} KiB"
+
+
+def parameter_count(network: nn.Module) -> int:
+    return sum(p.numel() for p in network.parameters())

@@ -1,14 +1,13 @@
 """The precision policy: one object that says how a training step computes.
 
-Built once from the `--precision` string (as nanoGPT maps one dtype string to an autocast
-context and a GradScaler), so fp32, tf32, bf16 and fp16 all run the very same lines of the
-training step. What stays FP32 in every mode, and why:
+Built once from the run's precision (precisions.py holds each mode's facts), so fp32, tf32, bf16 and
+fp16 all run the very same lines of the training step. What stays FP32 in every mode, and why:
 
 - master weights and optimizer state: parameters are created in FP32 and never cast; autocast
   only casts the inputs of selected ops (convolutions, matmuls) to the compute dtype;
 - batch-norm statistics: autocast keeps `running_mean`/`running_var` FP32 buffers on CPU and
   CUDA, and the kernels accumulate the batch statistics in FP32 (tests check both);
-- the losses: the training step casts the logits to FP32 before BCE/cross-entropy, so the
+- the losses: the built-in GANs cast logits to FP32 before BCE/cross-entropy (gan/layers.py), so the
   softmax and log-sum-exp run in FP32 on every device, whatever autocast's op lists say.
 """
 
@@ -20,13 +19,7 @@ from dataclasses import dataclass
 import torch
 
 from ampgan.errors import AmpganError
-
-COMPUTE_DTYPES = {
-    "fp32": torch.float32,
-    "tf32": torch.float32,  # FP32 storage; the matmul units round inputs to TF32
-    "bf16": torch.bfloat16,
-    "fp16": torch.float16,
-}
+from ampgan.precisions import Precision, precision
 
 
 @dataclass(frozen=True)
@@ -36,17 +29,21 @@ class PrecisionPolicy:
     loss_scale: float | None = None  # fp16 only: None = dynamic, a number = static
 
     @property
+    def mode(self) -> Precision:
+        return precision(self.name)
+
+    @property
     def compute_dtype(self) -> torch.dtype:
-        return COMPUTE_DTYPES[self.name]
+        return self.mode.compute_dtype
 
     @property
     def uses_autocast(self) -> bool:
-        return self.name in ("bf16", "fp16")
+        return self.mode.autocast
 
     @property
     def uses_loss_scaling(self) -> bool:
         # bf16 has FP32's exponent range, so gradients do not underflow: no scaling needed.
-        return self.name == "fp16"
+        return self.mode.loss_scaling
 
     def autocast(self) -> AbstractContextManager:
         if not self.uses_autocast:
@@ -56,7 +53,7 @@ class PrecisionPolicy:
     def apply_backend_settings(self) -> None:
         """TF32 is a process-wide switch in PyTorch; set it so fp32 really means FP32."""
         if self.device.type == "cuda":
-            allow_tf32 = self.name == "tf32"
+            allow_tf32 = self.mode.tf32_matmul
             torch.backends.cuda.matmul.allow_tf32 = allow_tf32
             torch.backends.cudnn.allow_tf32 = allow_tf32
 
@@ -85,6 +82,7 @@ class LossScaler:
             init_scale=policy.loss_scale or 2.0**16,
             enabled=policy.uses_loss_scaling,
         )
+        self._one = torch.ones((), device=policy.device)
         self._no_skip = torch.zeros((), device=policy.device)
 
     @property
@@ -94,6 +92,11 @@ class LossScaler:
     def backward(self, loss: torch.Tensor) -> None:
         """Accumulate the (scaled) gradients of one loss; several may precede one step()."""
         self._scaler.scale(loss).backward()
+
+    def scale_tensor(self) -> torch.Tensor:
+        """The current scale as a 0-dim fp32 tensor on the device (1 without scaling), with no host
+        synchronisation: what a gradient penalty multiplies its backward pass by (gan/context.py)."""
+        return self._scaler.scale(self._one) if self.enabled else self._one
 
     def step(self, optimizer: torch.optim.Optimizer) -> torch.Tensor:
         """Unscale, skip on inf/NaN, update the scale. Returns a 0-dim tensor: 1.0 if the step was
@@ -136,20 +139,15 @@ def resolve_device(requested: str) -> torch.device:
 
 
 def build_policy(name: str, device: torch.device, loss_scale: float | None = None) -> PrecisionPolicy:
-    """The policy for this device, refusing modes it cannot run."""
-    if name == "tf32":
-        if device.type != "cuda":
-            raise AmpganError(
-                "tf32 is a CUDA tensor-core mode and this run is on the CPU: use fp32 or bf16"
-            )
-        if torch.cuda.get_device_capability(device)[0] < 8:
-            raise AmpganError(
-                f"tf32 needs an Ampere or newer GPU, {torch.cuda.get_device_name(device)} has none:"
-                " use fp32 or fp16"
-            )
-    if name == "bf16" and device.type == "cuda" and not torch.cuda.is_bf16_supported():
-        raise AmpganError(
-            f"{torch.cuda.get_device_name(device)} has no bf16 support: use fp16 instead"
-        )
+    """The policy for this device, refusing modes it cannot run (by the device's own capability:
+    torch.cuda.is_bf16_supported() answers yes for emulated bf16 on a T4 and asks the current device)."""
+    mode = precision(name)
+    capability = torch.cuda.get_device_capability(device) if device.type == "cuda" else None
+    reason = mode.unavailable_reason(device.type, capability)
+    if reason is not None:
+        if device.type == "cuda":
+            raise AmpganError(f"{name} {reason}, and {torch.cuda.get_device_name(device)} is sm_"
+                              f"{capability[0]}{capability[1]}: use fp32 or fp16")
+        raise AmpganError(f"{name} is {reason} and this run is on the CPU: use fp32 or bf16")
     # Whether the mode is fast here is measured on the real step by speed.decision, not assumed.
     return PrecisionPolicy(name=name, device=device, loss_scale=loss_scale)

@@ -14,35 +14,46 @@ from pathlib import Path
 
 import torch
 
-from ampgan.config import SAFE_TO_CHANGE_ON_RESUME, TrainConfig
-from ampgan.errors import AmpganError
+from ampgan.config import TrainConfig, safe_to_change
+from ampgan.errors import AmpganError, ConfigError
 from ampgan.runs.checkpoint import latest_checkpoint, list_checkpoints, load_checkpoint
 from ampgan.runs.claim import FolderLock, claimed_folder
 from ampgan.runs.run_folder import read_run_config
 from ampgan.training.distributed import any_rank, world
-from ampgan.training.loop import PreparedRun, prepare_run
+from ampgan.training.prepared import PreparedRun, prepare_run
 
 
-def resumed_config(run_dir: Path, requested: dict, given: set[str], option_names: dict[str, str]) -> TrainConfig:
-    """The run's own config, with only the fields that are safe to change taken from `requested`.
+def saved_config(run_dir: Path) -> TrainConfig:
+    """The config a run folder's config.json records (a flat one from ampgan 0.1 included), or one
+    error line saying the file is damaged."""
+    path = Path(run_dir) / "config.json"
+    try:
+        return TrainConfig.from_dict(read_run_config(run_dir)["config"])
+    except ConfigError as error:
+        raise AmpganError(f"{path} is damaged or foreign ({error}): it cannot be resumed or read; start a new "
+                          "run, or restore the file") from None
 
-    `given`: the fields the user set explicitly; `option_names`: field -> the option that sets it
-    (for the message that refuses a change)."""
-    saved = read_run_config(run_dir)["config"]
-    merged = dict(saved)
-    for name, value in requested.items():
-        if name not in given or value == saved.get(name):
+
+def resumed_config(run_dir: Path, changes: dict, option_names: dict[str, str]) -> TrainConfig:
+    """The run's own config, with only the changes that are safe to make on resume applied.
+
+    `changes`: {config path: value} the user set explicitly; `option_names`: path -> the flag that sets
+    it (for the message that refuses a change)."""
+    config = saved_config(run_dir)
+    applied = {}
+    for path, value in changes.items():
+        if value == config.get(path):
             continue
-        if name not in SAFE_TO_CHANGE_ON_RESUME:
-            option = option_names.get(name, name).replace("_", "-")
+        if not safe_to_change(path):
+            option = option_names.get(path, f"--set {path}=")
             raise AmpganError(
-                f"--{option} {value} differs from the run's {saved.get(name)} and would make "
+                f"{option} {value} differs from the run's {config.get(path)} and would make "
                 f"the resumed run a different experiment: drop it, or start a new run with --out"
             )
-        merged[name] = value
-    if "time_budget_s" in given and "steps" not in given:
-        merged["steps"] = None  # a new budget given as time alone replaces the run's step budget
-    return TrainConfig.from_dict(merged)
+        applied[path] = value
+    if "budget.time_budget_s" in changes and "budget.steps" not in changes:
+        applied["budget.steps"] = None  # a new budget given as time alone replaces the run's step budget
+    return config.with_fields(applied)
 
 
 @dataclass(frozen=True)
@@ -77,9 +88,12 @@ def resumed_run(config: TrainConfig, run_dir: Path, device: torch.device | None 
         if world().is_main:
             stack.callback(FolderLock(run_dir).release)
         checkpoint = latest_checkpoint(run_dir)
-        payload = load_checkpoint(checkpoint, map_location=prepared.policy.device)
-        if config.steps is not None and payload["step"] >= config.steps and config.time_budget_s is None:
-            raise AmpganError(f"{run_dir} already reached step {payload['step']} of --steps {config.steps}: "
+        # Loaded to the CPU: RNG states must be CPU tensors, and the optimizers move their state to
+        # the parameters' device themselves (keeping Adam's step counters on the CPU).
+        payload = load_checkpoint(checkpoint, map_location="cpu")
+        steps = config.budget.steps
+        if steps is not None and payload["step"] >= steps and config.budget.time_budget_s is None:
+            raise AmpganError(f"{run_dir} already reached step {payload['step']} of --steps {steps}: "
                               "give a larger --steps to train further")
         yield RunStart(prepared=prepared, run_dir=Path(run_dir), resume_from=payload, checkpoint=checkpoint)
 

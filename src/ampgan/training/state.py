@@ -1,9 +1,10 @@
 """The training state, which saves and restores itself (torchtitan's `Stateful` pattern).
 
-`TrainState` is what the training step changes: both networks, both optimizers, both loss scalers
-and the noise generator. Its `state_dict()` / `load_state_dict()` own exactly what a checkpoint
-holds of it; `runs.checkpoint` only stores the payload. The process-wide RNGs (torch, CUDA, numpy,
-Python) are captured beside it by `capture_global_rngs()`.
+`TrainState` is what the training step changes: the GAN's two networks, their optimizers and loss
+scalers (and those of any update with an optimizer of its own), and the noise generator. Its
+`state_dict()` / `load_state_dict()` own exactly what a checkpoint holds of it; `runs.checkpoint`
+only stores the payload. The process-wide RNGs (torch, CUDA, numpy, Python) are captured beside it by
+`capture_global_rngs()`.
 """
 
 from __future__ import annotations
@@ -19,33 +20,17 @@ import torch
 
 from ampgan.config import TrainConfig
 from ampgan.errors import AmpganError
+from ampgan.gan.contract import GAN, Adam, DataSpec
+from ampgan.gan.registry import ModelRecipe
 from ampgan.seeds import CURRENT_SCHEME, step_noise_seed, weights_seed
 from ampgan.training.compile_cache import use_persistent_compile_cache
 from ampgan.training.distributed import world
-from ampgan.training.models import Discriminator, Generator, ModelShape
 from ampgan.training.precision import LossScaler, PrecisionPolicy
-
-
-@dataclass(frozen=True)
-class LossSettings:
-    """How the step weighs its losses (config.py documents each; training/step.py says why).
-    The defaults are the published AC-GAN's; a run's come from its config."""
-
-    mode_seeking: float = 0.0
-    class_loss_on_fakes: bool = True
-    real_label: float = 1.0
-    class_weight_g: float = 1.0
-
-    @classmethod
-    def of(cls, config: TrainConfig) -> LossSettings:
-        return cls(mode_seeking=config.mode_seeking, class_loss_on_fakes=config.class_loss_on_fakes,
-                   real_label=config.real_label, class_weight_g=config.class_weight_g)
 
 
 @dataclass
 class TrainState:
-    generator: Generator
-    discriminator: Discriminator
+    gan: GAN
     optimizer_g: torch.optim.Optimizer
     optimizer_d: torch.optim.Optimizer
     scaler_g: LossScaler
@@ -53,35 +38,48 @@ class TrainState:
     policy: PrecisionPolicy
     rng: torch.Generator  # noise and fake labels, on the training device
     step: int = 0
-    losses: LossSettings = field(default_factory=lambda: LossSettings())
+    # Updates with an optimizer of their own (gan.Update with `optimizer`), by name.
+    extra_optimizers: dict[str, torch.optim.Optimizer] = field(default_factory=dict)
+    extra_scalers: dict[str, LossScaler] = field(default_factory=dict)
     # What the step calls: the plain modules, or their torch.compile'd and/or DDP wrappers (kept
-    # apart so checkpoints always hold the plain modules' state dicts). D's pass inside G's update
-    # uses run_discriminator_for_g, never DDP-wrapped (no D gradient is reduced there).
+    # apart so checkpoints always hold the plain modules' state dicts). A network that is frozen in an
+    # update runs without DDP (`*_unwrapped`: compiled or plain): no gradient of its is reduced there.
     run_generator: Callable | None = None
     run_discriminator: Callable | None = None
+    run_generator_unwrapped: Callable | None = None
     run_discriminator_for_g: Callable | None = None
 
     def __post_init__(self) -> None:
-        if self.run_generator is None:
-            self.run_generator = self.generator
-        if self.run_discriminator is None:
-            self.run_discriminator = self.discriminator
-        if self.run_discriminator_for_g is None:
-            self.run_discriminator_for_g = self.run_discriminator
+        self.run_generator = self.run_generator or self.generator
+        self.run_discriminator = self.run_discriminator or self.discriminator
+        self.run_generator_unwrapped = self.run_generator_unwrapped or self.run_generator
+        self.run_discriminator_for_g = self.run_discriminator_for_g or self.run_discriminator
+
+    @property
+    def generator(self) -> torch.nn.Module:
+        return self.gan.generator
+
+    @property
+    def discriminator(self) -> torch.nn.Module:
+        return self.gan.discriminator
+
+    def _wrappers(self) -> tuple:
+        return (self.run_generator, self.run_discriminator, self.run_generator_unwrapped, self.run_discriminator_for_g)
 
     @contextmanager
     def eager(self):
         """Run the step on the plain modules (no DDP, no torch.compile) inside the block."""
-        wrapped = self.run_generator, self.run_discriminator, self.run_discriminator_for_g
-        self.run_generator, self.run_discriminator = self.generator, self.discriminator
-        self.run_discriminator_for_g = self.discriminator
+        wrapped = self._wrappers()
+        self.run_generator = self.run_generator_unwrapped = self.generator
+        self.run_discriminator = self.run_discriminator_for_g = self.discriminator
         try:
             yield self
         finally:
-            self.run_generator, self.run_discriminator, self.run_discriminator_for_g = wrapped
+            (self.run_generator, self.run_discriminator, self.run_generator_unwrapped,
+             self.run_discriminator_for_g) = wrapped
 
     def state_dict(self) -> dict:
-        return {
+        saved = {
             "step": self.step,
             "generator": self.generator.state_dict(),
             "discriminator": self.discriminator.state_dict(),
@@ -91,6 +89,10 @@ class TrainState:
             "scaler_d": self.scaler_d.state_dict(),
             "step_generator": self.rng.get_state(),
         }
+        if self.extra_optimizers:
+            saved["extra_optimizers"] = {name: opt.state_dict() for name, opt in self.extra_optimizers.items()}
+            saved["extra_scalers"] = {name: scaler.state_dict() for name, scaler in self.extra_scalers.items()}
+        return saved
 
     def load_state_dict(self, saved: dict, origin: str = "the checkpoint") -> None:
         """Networks, optimizers, scalers and step; the noise generator when `saved` has one."""
@@ -99,12 +101,20 @@ class TrainState:
             self.discriminator.load_state_dict(saved["discriminator"])
             self.optimizer_g.load_state_dict(saved["optimizer_g"])
             self.optimizer_d.load_state_dict(saved["optimizer_d"])
+            extra = saved.get("extra_optimizers", {})
+            if set(extra) != set(self.extra_optimizers):
+                raise KeyError(f"optimizers {sorted(extra)} saved, {sorted(self.extra_optimizers)} in this model")
+            for name, optimizer in self.extra_optimizers.items():
+                optimizer.load_state_dict(extra[name])
         except (RuntimeError, KeyError, ValueError) as error:
             raise AmpganError(f"{origin} holds a model of another shape than this run's config "
                               f"({_first_reason(error)})") from None
         if saved["scaler_g"]:  # empty when the saving run did not scale its losses
             self.scaler_g.load_state_dict(saved["scaler_g"])
             self.scaler_d.load_state_dict(saved["scaler_d"])
+        for name, scaler in self.extra_scalers.items():
+            if saved.get("extra_scalers", {}).get(name):
+                scaler.load_state_dict(saved["extra_scalers"][name])
         self.step = saved["step"]
         if "step_generator" in saved:
             self.rng.set_state(saved["step_generator"])
@@ -116,37 +126,53 @@ def _first_reason(error: BaseException) -> str:
     return detail[:200]
 
 
-def build_train_state(config: TrainConfig, shape: ModelShape, policy: PrecisionPolicy, rank: int = 0,
+def optimizer_settings(model: Adam, config: TrainConfig, network: str) -> Adam:
+    """The model's Adam with the run's `optim` overrides applied (network: "g" or "d")."""
+    optim = config.optim
+    lr = optim.lr_g if network == "g" else optim.lr_d
+    betas = (optim.beta1 if optim.beta1 is not None else model.betas[0],
+             optim.beta2 if optim.beta2 is not None else model.betas[1])
+    return Adam(lr=lr if lr is not None else model.lr, betas=betas, eps=model.eps, weight_decay=model.weight_decay)
+
+
+def make_adam(parameters, settings: Adam) -> torch.optim.Optimizer:
+    # foreach: one multi-tensor kernel per update instead of one per parameter.
+    return torch.optim.Adam(list(parameters), lr=settings.lr, betas=settings.betas, eps=settings.eps,
+                            weight_decay=settings.weight_decay, foreach=True)
+
+
+def build_train_state(config: TrainConfig, model: ModelRecipe, data: DataSpec, policy: PrecisionPolicy, rank: int = 0,
                       seed_scheme: int = CURRENT_SCHEME) -> TrainState:
-    """Fresh networks and optimizers; the initial weights depend on the seed alone (the same on
-    every rank), the noise generator on the seed and the rank (each rank draws its own fakes).
-    The modules run plain; `wrap_for_speed_and_ranks` compiles and/or DDP-wraps them."""
+    """A fresh GAN and its optimizers; the initial weights depend on the seed alone (the same on
+    every rank and in every precision), the noise generator on the seed and the rank (each rank draws
+    its own fakes). The modules run plain; `wrap_modules` compiles and/or DDP-wraps them."""
     device = policy.device
     torch.manual_seed(weights_seed(config.seed))
-    generator = Generator(shape).to(device)
-    discriminator = Discriminator(shape, spectral_norm=config.spectral_norm_d).to(device)
-    if config.channels_last:
+    gan = model.build(data)
+    gan.generator.to(device)
+    gan.discriminator.to(device)
+    if config.compute.channels_last:
         # NHWC lets oneDNN/cuDNN pick their fastest convolution kernels without layout reorders.
-        generator.to(memory_format=torch.channels_last)
-        discriminator.to(memory_format=torch.channels_last)
-
-    def adam(module: torch.nn.Module) -> torch.optim.Optimizer:
-        # foreach: one multi-tensor kernel per update instead of one per parameter.
-        return torch.optim.Adam(
-            module.parameters(), lr=config.lr, betas=(config.beta1, config.beta2), foreach=True
-        )
-
+        gan.generator.to(memory_format=torch.channels_last)
+        gan.discriminator.to(memory_format=torch.channels_last)
+    networks = {"generator": gan.generator, "discriminator": gan.discriminator}
+    extra_optimizers, extra_scalers = {}, {}
+    for update in gan.extra_updates:
+        if update.optimizer is not None:
+            parameters = [p for name in update.networks for p in networks[name].parameters()]
+            extra_optimizers[update.name] = make_adam(parameters, update.optimizer)
+            extra_scalers[update.name] = policy.make_loss_scaler()
     rng = torch.Generator(device=device).manual_seed(step_noise_seed(config.seed, rank, scheme=seed_scheme))
     return TrainState(
-        generator=generator,
-        discriminator=discriminator,
-        optimizer_g=adam(generator),
-        optimizer_d=adam(discriminator),
+        gan=gan,
+        optimizer_g=make_adam(gan.generator.parameters(), optimizer_settings(gan.optimizer_g, config, "g")),
+        optimizer_d=make_adam(gan.discriminator.parameters(), optimizer_settings(gan.optimizer_d, config, "d")),
         scaler_g=policy.make_loss_scaler(),
         scaler_d=policy.make_loss_scaler(),
         policy=policy,
         rng=rng,
-        losses=LossSettings.of(config),
+        extra_optimizers=extra_optimizers,
+        extra_scalers=extra_scalers,
     )
 
 
@@ -197,9 +223,9 @@ def wrap_modules(state: TrainState, *, compile: bool, sync_batch_norm: bool = Fa
     """What the step runs: torch.compile'd modules (with `compile`), wrapped in DDP under torchrun.
 
     Compile first, then wrap (nanoGPT's order): DDP then reduces the gradients of the compiled
-    module's parameters, which are the plain module's own. D's pass inside G's update runs the
-    compiled D without DDP: no D gradient is reduced there. `data_parallel=False`: never DDP (the
-    bench's single-process reference, timed beside the DDP step).
+    module's parameters, which are the plain module's own. A frozen network (D in G's update) runs
+    the compiled module without DDP: no gradient of its is reduced there. `data_parallel=False`: never
+    DDP (the bench's single-process reference, timed beside the DDP step).
     """
     from torch.nn.parallel import DistributedDataParallel as DDP
 
@@ -208,15 +234,15 @@ def wrap_modules(state: TrainState, *, compile: bool, sync_batch_norm: bool = Fa
         if state.policy.device.type != "cuda":
             raise AmpganError("--sync-bn needs CUDA (PyTorch's SyncBatchNorm has no CPU kernel): drop it on CPUs")
         # Converted in place of the plain modules, so checkpoints and samples use the same weights.
-        state.generator = torch.nn.SyncBatchNorm.convert_sync_batchnorm(state.generator)
-        state.discriminator = torch.nn.SyncBatchNorm.convert_sync_batchnorm(state.discriminator)
+        state.gan.generator = torch.nn.SyncBatchNorm.convert_sync_batchnorm(state.generator)
+        state.gan.discriminator = torch.nn.SyncBatchNorm.convert_sync_batchnorm(state.discriminator)
     generator, discriminator = state.generator, state.discriminator
     if compile:
         use_persistent_compile_cache()
         allow_every_variant_of_the_step()
         generator = torch.compile(generator, backend=compile_backend())
         discriminator = torch.compile(discriminator, backend=compile_backend())
-    state.run_discriminator_for_g = discriminator
+    state.run_generator_unwrapped, state.run_discriminator_for_g = generator, discriminator
     if distributed:
         device_ids = [state.policy.device.index] if state.policy.device.type == "cuda" else None
         generator = DDP(generator, device_ids=device_ids)

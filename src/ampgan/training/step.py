@@ -1,44 +1,25 @@
-"""One training step: (1) update D, (2) update G, in whatever precision the policy says.
+"""One training step of any GAN: (1) update D (`d_steps` times), (2) update G, (3) the extra updates due.
 
-Two changes to the original AC-GAN losses, each found by measurement on the embedded digits
-(benchmarks/gan_trials.py; numbers in the README, "Making the AC-GAN learn"):
-- D's class head learns from real images only. Trained on fakes with their intended labels too, D
-  and G can agree on any consistent class mapping: rows drew the wrong digit (evaluator accuracy
-  0.20-0.43 instead of 0.97 at the same budget).
-- G's loss has a mode-seeking term (Mao et al. 2019, "Mode Seeking GANs"): the batch is drawn in
-  pairs with one class and two noise vectors, and G is rewarded for images that differ as much as
-  their noise does. Without it each class collapses to one image whatever the noise (diversity
-  12-25% of the real images' at the budgets tried, with or without the class loss, a minibatch
-  standard-deviation feature, label smoothing or a lower class-loss weight).
+The GAN (gan/contract.py) says what its losses are; this function does the rest the same way for
+every GAN and precision: each loss function runs under the policy's autocast, each loss is
+backpropagated through its network's loss scaler, and each optimizer steps through that scaler
+(unscale, skip on inf/NaN, update the scale). D is frozen while G updates: G's backward needs D's
+input gradients only, and skipping D's weight gradients (discarded anyway) saves about a third of
+D's backward work. A frozen network runs without DDP, so no gradient of its is reduced.
 """
 
 from __future__ import annotations
 
-import torch
-import torch.nn.functional as F
+from collections.abc import Callable, Sequence
 
+import torch
+
+from ampgan.errors import AmpganError
+from ampgan.gan.context import LossContext, draw_inputs
+from ampgan.training.precision import LossScaler, PrecisionPolicy
 from ampgan.training.state import TrainState
 
-
-def _real_fake_loss(logits: torch.Tensor, target: float) -> torch.Tensor:
-    """`target`: 1 for "real" (0.9 with one-sided smoothing), 0 for "fake".
-    .float(): the sigmoid/log-sum-exp of the losses run in FP32 whatever the compute dtype."""
-    logits = logits.float()
-    return F.binary_cross_entropy_with_logits(logits, torch.full_like(logits, target))
-
-
-def _class_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    return F.cross_entropy(logits.float(), labels)
-
-
-def _mode_seeking_penalty(fake: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
-    """1 / (image distance / noise distance) over the pairs (i, i + B/2), which share a class: small
-    when G turns different noise into different images. FP32 whatever the compute dtype."""
-    half = fake.shape[0] // 2
-    images = fake.float()
-    image_distance = (images[:half] - images[half:2 * half]).abs().mean()
-    noise_distance = (z[:half] - z[half:2 * half]).abs().mean()
-    return 1.0 / (image_distance / noise_distance + 1e-5)
+Batch = tuple[torch.Tensor, torch.Tensor]
 
 
 def _set_requires_grad(module: torch.nn.Module, flag: bool) -> None:
@@ -46,69 +27,120 @@ def _set_requires_grad(module: torch.nn.Module, flag: bool) -> None:
         parameter.requires_grad_(flag)
 
 
-def train_step(state: TrainState, real: torch.Tensor, labels: torch.Tensor) -> dict[str, torch.Tensor]:
-    """One D update then one G update on B real and B generated images.
+def _as_loss(result, origin: str) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """A loss function's result as (loss, metrics), checked: a scalar floating tensor (a shape check
+    only, which costs no device synchronisation)."""
+    loss, metrics = result if isinstance(result, tuple) and len(result) == 2 else (result, {})
+    if not isinstance(loss, torch.Tensor) or not loss.is_floating_point() or loss.numel() != 1:
+        what = f"a {tuple(loss.shape)} {loss.dtype} tensor" if isinstance(loss, torch.Tensor) else type(loss).__name__
+        raise AmpganError(f"{origin} returned {what}, not a scalar loss: reduce it to one number (e.g. .mean())")
+    if not isinstance(metrics, dict):
+        raise AmpganError(f"{origin} returned metrics of type {type(metrics).__name__}: return (loss, {{name: tensor}})")
+    return loss.reshape(()), metrics
+
+
+def _backward_terms(terms: Sequence[Callable], context: LossContext, scaler: LossScaler, policy: PrecisionPolicy,
+                    metrics: dict, origin: str, multiplier: float = 1.0) -> torch.Tensor:
+    """Each loss term under autocast, then its own (scaled) backward pass; their detached sum."""
+    total = None
+    for term in terms:
+        with policy.autocast():
+            loss, extra = _as_loss(term(context), f"{origin} ({getattr(term, '__name__', 'loss')})")
+        if multiplier != 1.0:
+            loss = loss * multiplier
+        scaler.backward(loss)
+        metrics.update({name: value.detach() for name, value in extra.items()})
+        total = loss.detach() if total is None else total + loss.detach()
+    return total
+
+
+def train_step(state: TrainState, next_batch: Callable[[], Batch]) -> dict[str, torch.Tensor]:
+    """One G update after the GAN's D updates, each D update on a batch from `next_batch()` ((B, C, H, W)
+    images in the GAN's image_range, (B,) labels, on the device).
 
     Returns 0-dim tensors (never Python numbers): reading them would make the host wait for the
     device, so the loop reads them only when it logs.
     """
-    G, D, policy, losses = state.run_generator, state.run_discriminator, state.policy, state.losses
-    shape = state.generator.shape
-    batch = real.shape[0]
-    z = torch.randn(batch, shape.z_dim, device=real.device, generator=state.rng)
-    fake_labels = torch.randint(shape.num_classes, (batch,), device=real.device, generator=state.rng)
-    if losses.mode_seeking:
-        half = batch // 2  # pairs (i, i + half) share a class and differ in their noise
-        fake_labels = torch.cat([fake_labels[:half], fake_labels[:batch - half]])
+    gan, policy = state.gan, state.policy
+    metrics: dict[str, torch.Tensor] = {}
+    skipped_d = None
+    model = f"model {gan.name or 'GAN'}"
 
-    # (1) Update D: real -> 1, fake -> 0, and the class of real images. The real and the fake half each get
-    # their own backward pass, as in dcgan/main.py: the real half's graph is freed before the fake
-    # half is built, and under DDP each pass is one complete forward/backward of the wrapped D.
-    state.optimizer_d.zero_grad(set_to_none=True)
-    with policy.autocast():
-        fake = G(z, fake_labels)  # (B, C, H, W)
-        real_fake_real, class_real = D(real)
-        loss_d_real = _real_fake_loss(real_fake_real, losses.real_label) + _class_loss(class_real, labels)
-    state.scaler_d.backward(loss_d_real)
-    with policy.autocast():
-        real_fake_fake, class_fake = D(fake.detach())
-        loss_d_fake = _real_fake_loss(real_fake_fake, 0.0)
-        if losses.class_loss_on_fakes:
-            loss_d_fake = loss_d_fake + _class_loss(class_fake, fake_labels)
-        else:
-            # The class head takes no part in this pass, but DDP expects every parameter of the
-            # wrapped D to receive a gradient in each backward: a zero-weighted term gives it one
-            # (an exact zero, so the update is unchanged) without find_unused_parameters.
-            loss_d_fake = loss_d_fake + 0.0 * class_fake.float().sum()
-    state.scaler_d.backward(loss_d_fake)
-    skipped_d = state.scaler_d.step(state.optimizer_d)
+    # (1) Update D: its loss terms on real and generated images, one backward pass each.
+    for index in range(gan.d_steps):
+        last = index == gan.d_steps - 1
+        real, labels = next_batch()
+        context = LossContext(G=state.run_generator, D=state.run_discriminator, real=real, labels=labels, z=None,
+                              fake_labels=None, fake=None, step=state.step, rng=state.rng, gan=gan,
+                              scaler=state.scaler_d, device=real.device)
+        context.z, context.fake_labels = draw_inputs(gan, context, real.shape[0])
+        state.optimizer_d.zero_grad(set_to_none=True)
+        if last:  # these fakes also feed G's update: G's graph is kept (through DDP's G, when wrapped)
+            with policy.autocast():
+                fake = gan.generate(state.run_generator, context.z, context.fake_labels)  # (B, C, H, W)
+        else:  # only D learns from these: no graph, and no DDP forward without its backward
+            with torch.no_grad(), policy.autocast():
+                fake = gan.generate(state.run_generator_unwrapped, context.z, context.fake_labels)
+        context.fake = fake.detach()
+        loss_d = _backward_terms(gan.d_loss_terms, context, state.scaler_d, policy, metrics, f"{model} d_loss")
+        skipped = state.scaler_d.step(state.optimizer_d)
+        skipped_d = skipped if skipped_d is None else skipped_d + skipped
 
-    # (2) Update G: make D call the fakes real, and of the class they were drawn for.
-    # D's weights are frozen for this pass: G's backward needs D's input gradients only, and
-    # skipping D's weight gradients (discarded anyway) saves about a third of D's backward work.
-    # D runs unwrapped here (never DDP): no D gradient is reduced in G's update.
+    # (2) Update G: its loss on the last fakes, through a frozen D.
     _set_requires_grad(state.discriminator, False)
     try:
+        context.D, context.fake, context.scaler = state.run_discriminator_for_g, fake, state.scaler_g
         with policy.autocast():
-            real_fake_g, class_g = state.run_discriminator_for_g(fake)
-            loss_g = _real_fake_loss(real_fake_g, 1.0) + losses.class_weight_g * _class_loss(class_g, fake_labels)
-            if losses.mode_seeking:
-                loss_g = loss_g + losses.mode_seeking * _mode_seeking_penalty(fake, z)
+            loss_g, extra = _as_loss(gan.g_loss(context), f"{model} g_loss")
+        metrics.update({name: value.detach() for name, value in extra.items()})
         state.optimizer_g.zero_grad(set_to_none=True)
         skipped_g = state.scaler_g.backward_and_step(loss_g, state.optimizer_g)
     finally:
         _set_requires_grad(state.discriminator, True)
-
     state.step += 1
+
+    # (3) Extra updates due after this step (lazy regularisers, extra optimizers).
+    for update in gan.extra_updates:
+        if state.step % update.every:
+            continue
+        metrics[f"loss_{update.name}"], skipped = _extra_update(state, update, context, metrics, model)
+        if update.optimizer is not None:
+            metrics[f"skipped_{update.name}"] = skipped
+        elif update.networks == ("discriminator",):
+            skipped_d = skipped_d + skipped
+        else:
+            skipped_g = skipped_g + skipped
+
     with torch.no_grad():
-        return {
-            "loss_d": (loss_d_real + loss_d_fake).detach(),
-            "loss_g": loss_g.detach(),
-            # D's accuracy: real/fake head on each half, class head on real and on fake images.
-            "d_real_acc": (real_fake_real > 0).float().mean(),
-            "d_fake_acc": (real_fake_fake < 0).float().mean(),
-            "class_acc_real": (class_real.argmax(1) == labels).float().mean(),
-            "class_acc_fake": (class_fake.argmax(1) == fake_labels).float().mean(),
-            "skipped_d": skipped_d,
-            "skipped_g": skipped_g,
-        }
+        return {"loss_d": loss_d, "loss_g": loss_g.detach(), **metrics, "skipped_d": skipped_d, "skipped_g": skipped_g}
+
+
+def _extra_update(state: TrainState, update, step_context: LossContext, metrics: dict,
+                  model: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """One extra update on the step's last real batch and noise; the networks it does not change are
+    frozen (and run without DDP) meanwhile."""
+    trains_g, trains_d = "generator" in update.networks, "discriminator" in update.networks
+    if update.optimizer is not None:
+        optimizer, scaler = state.extra_optimizers[update.name], state.extra_scalers[update.name]
+    elif trains_d:
+        optimizer, scaler = state.optimizer_d, state.scaler_d
+    else:
+        optimizer, scaler = state.optimizer_g, state.scaler_g
+    frozen = [network for network, trains in ((state.generator, trains_g), (state.discriminator, trains_d))
+              if not trains]
+    context = LossContext(G=state.run_generator if trains_g else state.run_generator_unwrapped,
+                          D=state.run_discriminator if trains_d else state.run_discriminator_for_g,
+                          real=step_context.real, labels=step_context.labels, z=step_context.z,
+                          fake_labels=step_context.fake_labels, fake=None, step=state.step, rng=state.rng,
+                          gan=state.gan, scaler=scaler, device=step_context.device)
+    for network in frozen:
+        _set_requires_grad(network, False)
+    try:
+        optimizer.zero_grad(set_to_none=True)
+        terms = update.loss if isinstance(update.loss, (list, tuple)) else (update.loss,)
+        loss = _backward_terms(terms, context, scaler, state.policy, metrics, f"{model} update {update.name!r}",
+                               multiplier=float(update.every) if update.scale_by_interval else 1.0)
+        return loss, scaler.step(optimizer)
+    finally:
+        for network in frozen:
+            _set_requires_grad(network, True)

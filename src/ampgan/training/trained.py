@@ -14,8 +14,10 @@ from ampgan.errors import AmpganError
 from ampgan.files.atomic import write_atomically
 from ampgan.files.images import image_grid, save_png, to_uint8
 from ampgan.runs.checkpoint import latest_checkpoint, load_checkpoint
+from ampgan.gan.contract import GAN, DataSpec
+from ampgan.gan.registry import resolve_model
 from ampgan.runs.run_folder import read_run_config
-from ampgan.training.models import Generator, ModelShape
+from ampgan.training.start import saved_config
 
 
 @dataclass
@@ -23,31 +25,50 @@ class TrainedRun:
     run_dir: Path
     document: dict  # config.json
     config: TrainConfig
-    generator: Generator
+    gan: GAN  # its generator holds the latest checkpoint's weights, in eval mode
     step: int
+
+    @property
+    def generator(self) -> torch.nn.Module:
+        return self.gan.generator
 
     @property
     def class_names(self) -> list[str]:
         return self.document["dataset"]["class_names"]
 
 
+def _data_of(document: dict, path: Path) -> DataSpec:
+    """The data a run trained on, as its config.json describes it (checked: a damaged description
+    would build a model of another shape, or score samples against the wrong classes)."""
+    dataset = document.get("dataset")
+    shape = dataset.get("image_shape") if isinstance(dataset, dict) else None
+    names = dataset.get("class_names") if isinstance(dataset, dict) else None
+    counts = dataset.get("counts_per_class") if isinstance(dataset, dict) else None
+    if not (isinstance(shape, list) and len(shape) == 3 and all(isinstance(v, int) and v > 0 for v in shape)
+            and isinstance(names, list) and names and all(isinstance(n, str) for n in names)):
+        raise AmpganError(f"{path} lacks a valid dataset description (image_shape, class_names): the file is damaged")
+    if isinstance(counts, list) and len(counts) != len(names):
+        raise AmpganError(f"{path} names {len(names)} classes but counts images of {len(counts)}: the file is damaged")
+    return DataSpec(image_size=shape[1], channels=shape[0], num_classes=len(names), class_names=tuple(names))
+
+
 def load_trained_run(run_dir: Path, device: torch.device | str = "cpu") -> TrainedRun:
-    """The run's generator at its latest checkpoint, in eval mode."""
+    """The run's generator at its latest checkpoint, in eval mode. A run of a user's model imports its
+    model file again (as training did)."""
     run_dir = Path(run_dir)
     document = read_run_config(run_dir)
+    config = saved_config(run_dir)
+    data = _data_of(document, run_dir / "config.json")
+    recipe = resolve_model(config.model.name, config.model.options)
+    payload = load_checkpoint(latest_checkpoint(run_dir), map_location="cpu")
+    with torch.random.fork_rng(devices=[]):
+        gan = recipe.build(data)
     try:
-        shape = ModelShape(**document["model"]["shape"])
-        config = TrainConfig.from_dict(document["config"])
-    except (KeyError, TypeError) as error:
-        raise AmpganError(f"{run_dir}/config.json lacks {error}: not a complete ampgan run folder") from None
-    payload = load_checkpoint(latest_checkpoint(run_dir), map_location=device)
-    generator = Generator(shape).to(device)
-    try:
-        generator.load_state_dict(payload["generator"])
-    except RuntimeError:
+        gan.generator.load_state_dict(payload["generator"])
+    except (RuntimeError, KeyError, TypeError):
         raise AmpganError(f"the checkpoint in {run_dir} does not match its config.json: the folder is damaged") from None
-    generator.eval()
-    return TrainedRun(run_dir, document, config, generator, payload["step"])
+    gan.generator.to(device).eval()
+    return TrainedRun(run_dir, document, config, gan, payload["step"])
 
 
 def class_index(class_names: list[str], wanted: str) -> int:
@@ -61,9 +82,13 @@ def class_index(class_names: list[str], wanted: str) -> int:
 
 @torch.no_grad()
 def class_samples(run: TrainedRun, label: int, count: int, seed: int) -> np.ndarray:
-    """uint8 (count, H, W, C) samples of one class; the same seed draws the same images."""
-    z = torch.randn(count, run.config.z_dim, generator=torch.Generator().manual_seed(seed))
-    return to_uint8(run.generator(z, torch.full((count,), label, dtype=torch.long)))
+    """uint8 (count, H, W, C) samples of one class (any class: an unconditional GAN ignores it); the
+    same seed draws the same images."""
+    gan = run.gan
+    device = next(gan.generator.parameters()).device
+    z = gan.draw_z(count, torch.Generator().manual_seed(seed)).to(device)
+    labels = torch.full((count,), label, dtype=torch.long, device=device) if gan.conditional else None
+    return to_uint8(gan.to_unit_range(gan.generate(gan.generator, z, labels).float()))
 
 
 def write_class_samples(images: np.ndarray, label: int, class_name: str, out: Path) -> None:

@@ -1,0 +1,138 @@
+"""Where a config's values come from, lowest first: the defaults, a command's own defaults, a config file
+(`--config FILE`, TOML or JSON), the command's flags, then `--set section.field=value` (repeatable).
+
+Flags are shortcuts for fields (`--batch-size 128` is `--set budget.batch_size=128`): OPTION_PATHS
+is that mapping, declared once for the command line and for `config_from_options`, the same thing
+from Python (`config_from_options(dataset="digits", precision="bf16", width=32)`). New knobs need
+no new flag: every field and every model option can be set with --set.
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from ampgan.config.tree import TrainConfig, set_path
+from ampgan.errors import AmpganError, ConfigError
+
+# option name (a flag's, with underscores) -> the config paths it sets.
+OPTION_PATHS: dict[str, tuple[str, ...]] = {
+    "dataset": ("data.dataset",), "image_size": ("data.image_size",), "channels": ("data.channels",),
+    "data_dir": ("data.data_dir",), "classes": ("data.classes",), "max_per_class": ("data.max_per_class",),
+    "download": ("data.download",), "cache": ("data.cache",),
+    "model": ("model.name",), "width": ("model.width",), "z_dim": ("model.z_dim",),
+    "lr": ("optim.lr_g", "optim.lr_d"),
+    "precision": ("precision.name",), "loss_scale": ("precision.loss_scale",),
+    "device": ("compute.device",), "channels_last": ("compute.channels_last",), "compile": ("compute.compile",),
+    "sync_bn": ("compute.sync_bn",),
+    "batch_size": ("budget.batch_size",), "steps": ("budget.steps",), "time_budget": ("budget.time_budget_s",),
+    "checkpoint_every_steps": ("checkpoints.every_steps",), "checkpoint_every_s": ("checkpoints.every_s",),
+    "keep": ("checkpoints.keep",),
+    "sample_every": ("logging.sample_every",), "log_every": ("logging.log_every",),
+    "samples_per_class": ("logging.samples_per_class",), "tensorboard": ("logging.tensorboard",),
+    "seed": ("seed",),
+}
+
+
+def option_changes(options: dict[str, Any]) -> dict[str, Any]:
+    """{config path: value} for the named options (see OPTION_PATHS)."""
+    changes = {}
+    for name, value in options.items():
+        if name not in OPTION_PATHS:
+            raise AmpganError(f"{name!r} is not a config option: use one of {', '.join(OPTION_PATHS)}, "
+                              "or a config path such as budget.batch_size")
+        for path in OPTION_PATHS[name]:
+            changes[path] = value
+    return changes
+
+
+def parse_value(raw: str) -> Any:
+    """A --set value as TOML or JSON would read it (numbers, true/false, null, "quoted", [lists]);
+    anything else is the text itself."""
+    text = raw.strip()
+    lowered = text.lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    if lowered in ("null", "none"):
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        pass
+    try:
+        return tomllib.loads(f"value = {text}")["value"]
+    except (tomllib.TOMLDecodeError, KeyError):
+        return text
+
+
+def parse_set(text: str) -> tuple[str, Any]:
+    """'budget.batch_size=128' -> ('budget.batch_size', 128)."""
+    path, equals, raw = text.partition("=")
+    if not equals or not path.strip() or any(c.isspace() for c in path.strip()):
+        raise AmpganError(f"--set takes section.field=value (e.g. --set model.width=32), got {text!r}")
+    return path.strip(), parse_value(raw)
+
+
+def read_config_file(path: Path) -> dict:
+    """A config file as a dict: TOML (.toml) or JSON; a run folder's config.json gives the config the run
+    trained with. One error line when it is missing or damaged."""
+    path = Path(path)
+    if not path.is_file():
+        raise AmpganError(f"no config file {path}: give a .toml or .json file (or a run's config.json)")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise AmpganError(f"cannot read config file {path} ({error}): give a UTF-8 TOML or JSON file") from None
+    try:
+        document = tomllib.loads(text) if path.suffix.lower() == ".toml" else json.loads(text)
+    except (tomllib.TOMLDecodeError, ValueError) as error:
+        kind = "TOML" if path.suffix.lower() == ".toml" else "JSON"
+        raise AmpganError(f"config file {path} is not valid {kind} ({str(error).splitlines()[0]})") from None
+    if isinstance(document, dict) and isinstance(document.get("config"), dict) and "format_version" in document:
+        document = document["config"]  # a run folder's config.json
+    if not isinstance(document, dict):
+        raise AmpganError(f"config file {path} holds {type(document).__name__}, not a table of sections")
+    return document
+
+
+def file_changes(path: Path) -> dict[str, Any]:
+    """A config file's values as {config path: value}, checked on their own first so that a bad one is
+    reported with the file's name."""
+    from ampgan.config.legacy import is_flat_config, tree_from_flat
+
+    document = read_config_file(path)
+    if is_flat_config(document):
+        document = tree_from_flat(document)
+    try:
+        TrainConfig.from_dict(document)
+    except ConfigError as error:
+        raise AmpganError(f"config file {path}: {error}") from None
+    changes = {}
+    for section, values in document.items():
+        if isinstance(values, dict):
+            changes.update({f"{section}.{name}": value for name, value in values.items()})
+        else:
+            changes[section] = values
+    return changes
+
+
+def build_config(*layers: dict[str, Any], file: Path | None = None, base: TrainConfig | None = None) -> TrainConfig:
+    """`base` (the defaults when None), then `file`, then each layer of {path: value} in order. A layer
+    that names another model drops the options set for the previous one."""
+    tree = (base or TrainConfig()).to_dict()
+    for layer in ([file_changes(file)] if file is not None else []) + list(layers):
+        new_model = layer.get("model.name")
+        if new_model is not None and new_model != tree["model"].get("name"):
+            tree["model"] = {"name": new_model}
+        for path, value in layer.items():
+            set_path(tree, path, value)
+    return TrainConfig.from_dict(tree)
+
+
+def config_from_options(base: TrainConfig | None = None, *, sets: Iterable[str] = (), **options) -> TrainConfig:
+    """A TrainConfig from the command line's option names, from Python: `config_from_options(dataset=
+    "digits", precision="bf16", batch_size=128, width=32, sets=["model.mode_seeking=0"])`."""
+    return build_config(option_changes(options), dict(parse_set(text) for text in sets), base=base)

@@ -1,0 +1,245 @@
+"""The config tree: one frozen section per concern, assembled in `TrainConfig`, written to config.json.
+
+    data         what to train on (data/request.py)
+    model        which GAN (a built-in name or path/to/file.py:FUNCTION) and its options
+    optim        Adam's learning rates and betas (None: the model's own)
+    precision    the mode and, for fp16, the loss scale
+    compute      device, memory format, compile, SyncBatchNorm
+    budget       batch size per process, steps and/or training seconds
+    checkpoints  how often to save, how many to keep
+    logging      metrics, sample grids, TensorBoard
+    seed
+
+Declared once and shared by `train`, `bench`, `compare` and `doctor` (each command adds its own few
+settings beside a TrainConfig, never a copy of its fields). Every field is validated by its path,
+whoever set it: a flag, `--set section.field=value`, a config file or a Python caller.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ampgan.data.request import DataConfig
+from ampgan.errors import ConfigError
+from ampgan.precisions import NAMES as PRECISION_NAMES
+from ampgan.precisions import precision as precision_mode
+from ampgan.sections import Section, close_match_hint
+
+DEVICES = ("auto", "cpu", "cuda")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelConfig(Section):
+    """`name`: a built-in GAN (gan/registry.py) or path/to/file.py:FUNCTION or package.module:FUNCTION.
+    `options`: the model function's keyword options; config.json records every one (defaults included)."""
+
+    NAME = "model"
+
+    name: str = "acgan"
+    options: dict = field(default_factory=dict)
+
+    def check(self) -> None:
+        if not self.name.strip():
+            raise ConfigError(self.path("name"), "is empty: name a model such as acgan or path/to/file.py:FUNCTION")
+        for key in self.options:
+            if not isinstance(key, str) or not key.isidentifier():
+                raise ConfigError(f"model.{key}", "is not an option name (options are Python identifiers)")
+        object.__setattr__(self, "options", dict(self.options))
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, **self.options}
+
+    @classmethod
+    def from_dict(cls, values: Any) -> ModelConfig:
+        if not isinstance(values, dict):
+            raise ConfigError("model", f"must be a table of fields, got {values!r}")
+        values = dict(values)
+        name = values.pop("name", cls.name)
+        if "options" in values and isinstance(values["options"], dict):  # also read {"name", "options": {...}}
+            values = {**values.pop("options"), **values}
+        return cls(name=name, options=values)
+
+
+@dataclass(frozen=True, kw_only=True)
+class OptimConfig(Section):
+    """Adam for both networks; None takes the model's own value (the AC-GANs: 2e-4, (0.5, 0.999))."""
+
+    NAME = "optim"
+
+    lr_g: float | None = None
+    lr_d: float | None = None
+    beta1: float | None = None
+    beta2: float | None = None
+
+    def check(self) -> None:
+        self.positive("lr_g", optional=True)
+        self.positive("lr_d", optional=True)
+        for name in ("beta1", "beta2"):
+            value = getattr(self, name)
+            if value is not None and not 0 <= value < 1:
+                raise ConfigError(self.path(name), f"must be in [0, 1), got {value}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class PrecisionConfig(Section):
+    """`loss_scale` (fp16 only): None for dynamic scaling (torch.amp.GradScaler), a number for a fixed
+    scale (the study used 128)."""
+
+    NAME = "precision"
+
+    name: str = "fp32"
+    loss_scale: float | None = None
+
+    def check(self) -> None:
+        if self.name not in PRECISION_NAMES:
+            raise ConfigError(self.path("name"), f"is {self.name!r}: choose one of {', '.join(PRECISION_NAMES)}")
+        if self.loss_scale is not None:
+            if not precision_mode(self.name).loss_scaling:
+                raise ConfigError(self.path("loss_scale"), f"applies to fp16 only, not {self.name}: drop it")
+            self.positive("loss_scale")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ComputeConfig(Section):
+    NAME = "compute"
+
+    device: str = "auto"
+    channels_last: bool = False  # NHWC; a new run without --channels-last/--no-... measures which is faster
+    compile: bool = False  # torch.compile; a new run without --compile/--no-... decides whether it pays
+    sync_bn: bool = False  # with several processes: batch-norm statistics over the global batch (CUDA)
+
+    def check(self) -> None:
+        if self.device not in DEVICES:
+            raise ConfigError(self.path("device"), f"is {self.device!r}: choose one of {', '.join(DEVICES)}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class BudgetConfig(Section):
+    """A number of steps, a training time, or both (the first reached ends the run). A step is one G
+    update (after the model's D updates)."""
+
+    NAME = "budget"
+
+    batch_size: int = 64  # per process
+    steps: int | None = None
+    time_budget_s: float | None = None
+
+    def check(self) -> None:
+        self.whole("batch_size")
+        self.whole("steps", optional=True)
+        self.positive("time_budget_s", optional=True)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CheckpointConfig(Section):
+    NAME = "checkpoints"
+
+    every_steps: int | None = 500
+    every_s: float | None = None  # of training time
+    keep: int = 3
+
+    def check(self) -> None:
+        self.whole("every_steps", optional=True)
+        self.positive("every_s", optional=True)
+        self.whole("keep")
+
+
+@dataclass(frozen=True, kw_only=True)
+class LoggingConfig(Section):
+    NAME = "logging"
+
+    log_every: int = 10  # steps between metric records
+    sample_every: int = 500  # steps between sample grids
+    samples_per_class: int = 8  # columns of a grid
+    tensorboard: bool = False
+
+    def check(self) -> None:
+        for name in ("log_every", "sample_every", "samples_per_class"):
+            self.whole(name)
+
+
+SECTIONS: dict[str, type[Section]] = {section.NAME: section for section in (
+    DataConfig, ModelConfig, OptimConfig, PrecisionConfig, ComputeConfig, BudgetConfig, CheckpointConfig,
+    LoggingConfig)}
+TOP_LEVEL = ("seed",)
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainConfig:
+    data: DataConfig = field(default_factory=DataConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    precision: PrecisionConfig = field(default_factory=PrecisionConfig)
+    compute: ComputeConfig = field(default_factory=ComputeConfig)
+    budget: BudgetConfig = field(default_factory=BudgetConfig)
+    checkpoints: CheckpointConfig = field(default_factory=CheckpointConfig)
+    logging: LoggingConfig = field(default_factory=LoggingConfig)
+    seed: int = 0  # weights, data order, noise and evaluation (seeds.py derives each stream)
+
+    def __post_init__(self) -> None:
+        for name, section in SECTIONS.items():
+            if not isinstance(getattr(self, name), section):
+                raise ConfigError(name, f"must be a {section.__name__}, got {type(getattr(self, name)).__name__}")
+        if not (isinstance(self.seed, int) and not isinstance(self.seed, bool) and self.seed >= 0):
+            raise ConfigError("seed", f"must be a whole number of at least 0, got {self.seed!r}")
+
+    @property
+    def budget_is_set(self) -> bool:
+        return self.budget.steps is not None or self.budget.time_budget_s is not None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {name: getattr(self, name).to_dict() for name in SECTIONS} | {"seed": self.seed}
+
+    @classmethod
+    def from_dict(cls, values: Any) -> TrainConfig:
+        """The config from its dict (config.json's "config", a config file); a flat config written before
+        the tree existed is read as what that ampgan trained (config/legacy.py)."""
+        from ampgan.config.legacy import is_flat_config, tree_from_flat
+
+        if not isinstance(values, dict):
+            raise ConfigError("config", f"must be a table of sections, got {type(values).__name__}")
+        if is_flat_config(values):
+            values = tree_from_flat(values)
+        unknown = sorted(set(values) - set(SECTIONS) - set(TOP_LEVEL))
+        if unknown:
+            raise ConfigError(unknown[0], f"is not a config section{close_match_hint(unknown[0], [*SECTIONS, *TOP_LEVEL])}"
+                                          f" (the sections: {', '.join([*SECTIONS, *TOP_LEVEL])})")
+        sections = {name: SECTIONS[name].from_dict(values[name]) for name in SECTIONS if name in values}
+        return cls(**sections, **{name: values[name] for name in TOP_LEVEL if name in values})
+
+    def get(self, path: str) -> Any:
+        section, _, name = path.partition(".")
+        if not name:
+            return getattr(self, section)
+        part = getattr(self, section)
+        if isinstance(part, ModelConfig) and name != "name":
+            return part.options.get(name)
+        return getattr(part, name)
+
+    def with_fields(self, changes: dict[str, Any]) -> TrainConfig:
+        """A copy with `changes` ({"budget.batch_size": 8, "model.width": 16, "seed": 3}) applied."""
+        tree = self.to_dict()
+        for path, value in changes.items():
+            set_path(tree, path, value)
+        return TrainConfig.from_dict(tree)
+
+
+def set_path(tree: dict, path: str, value: Any) -> None:
+    """Set `section.field` (or a top-level field) in a config dict, refusing names that do not exist."""
+    section, dot, name = path.partition(".")
+    if not dot:
+        if section not in TOP_LEVEL:
+            raise ConfigError(path, f"is not a config field{close_match_hint(section, [*SECTIONS, *TOP_LEVEL])}: "
+                                    "write section.field (e.g. budget.batch_size)")
+        tree[section] = value
+        return
+    if section not in SECTIONS:
+        raise ConfigError(path, f"names no config section{close_match_hint(section, SECTIONS)} (the sections: "
+                                f"{', '.join(SECTIONS)})")
+    if section != "model" and name not in SECTIONS[section].field_names():
+        fields = SECTIONS[section].field_names()
+        raise ConfigError(path, f"is not a field of {section}{close_match_hint(name, fields)} (its fields: "
+                                f"{', '.join(fields)})")
+    tree.setdefault(section, {})[name] = value
+

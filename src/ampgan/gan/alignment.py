@@ -1,0 +1,40 @@
+"""Which matrix dimensions keep tensor cores and AMX from full speed: those not a multiple of 8."""
+
+from __future__ import annotations
+
+from torch import nn
+
+from ampgan.gan.contract import DataSpec
+
+
+def misaligned_layers(networks: dict[str, nn.Module], data: DataSpec | None = None) -> list[dict]:
+    """Every conv/linear dimension that is not a multiple of 8, with the layer and a suggestion.
+    Dimensions fixed by the data (image channels) or the task (a real/fake head's 1 output, the class
+    count) are marked as such: only the others are the model's to choose."""
+    fixed_values = {1, 3} if data is None else {1, data.channels, data.num_classes}
+    found = []
+    for prefix, network in networks.items():
+        for name, module in network.named_modules():
+            if isinstance(module, (nn.Conv2d, nn.ConvTranspose2d)):
+                dims = {"in_channels": module.in_channels, "out_channels": module.out_channels}
+            elif isinstance(module, nn.Linear):
+                dims = {"in_features": module.in_features, "out_features": module.out_features}
+            else:
+                continue
+            for dim, value in dims.items():
+                if value % 8:
+                    fixed = value in fixed_values and ("channels" in dim or dim == "out_features") or (
+                        "head" in name and dim == "out_features")
+                    found.append({"layer": f"{prefix}.{name}", "dimension": dim, "value": value,
+                                  "suggested": (value + 7) // 8 * 8, "fixed_by_task": bool(fixed)})
+    return found
+
+
+def alignment_warning(networks: dict[str, nn.Module], data: DataSpec) -> str | None:
+    """One line naming the adjustable misaligned dimensions, or None."""
+    adjustable = [a for a in misaligned_layers(networks, data) if not a["fixed_by_task"]]
+    if not adjustable:
+        return None
+    shown = ", ".join(f"{a['layer']} {a['dimension']}={a['value']} (try {a['suggested']})" for a in adjustable[:6])
+    more = f" and {len(adjustable) - 6} more" if len(adjustable) > 6 else ""
+    return f"dimensions that are not multiples of 8 keep tensor cores/AMX from full speed: {shown}{more}"

@@ -1,0 +1,75 @@
+"""What a loss function receives: the batch, the networks as this step runs them, and the one helper a
+gradient penalty needs to stay right under loss scaling.
+
+Gradient penalties (WGAN-GP, R1) differentiate D's output with respect to its *input*, inside the loss.
+Under fp16 that backward pass underflows unless it starts from the scaled output, and the gradients it
+returns must then be unscaled before they are squared (PyTorch's AMP examples, "gradient penalty").
+`LossContext.input_gradients` does both, in fp32, for every precision: a loss function never sees a
+loss scaler.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass
+class LossContext:
+    """Fields a loss may read. In D's update `fake` is detached; in G's update it carries G's graph (D is
+    frozen); in an extra update it is None unless the update draws its own with `generate`."""
+
+    G: Callable  # the generator as the step runs it (DDP and/or compiled); call through `generate`
+    D: Callable  # the discriminator as this update runs it
+    real: torch.Tensor | None  # (B, C, H, W) in the GAN's image_range
+    labels: torch.Tensor | None  # (B,) the real images' classes
+    z: torch.Tensor | None  # (B, z_dim) the fakes' noise
+    fake_labels: torch.Tensor | None  # (B,) the fakes' classes (conditional GANs), else None
+    fake: torch.Tensor | None
+    step: int  # G updates finished before this one
+    rng: torch.Generator  # the step's noise generator, on the training device
+    gan: object  # the GAN (gan/contract.py)
+    scaler: object  # the loss scaler of the network this update steps (training/precision.py)
+    device: torch.device
+
+    @property
+    def batch_size(self) -> int:
+        return self.real.shape[0] if self.real is not None else self.z.shape[0]
+
+    @property
+    def scale(self) -> torch.Tensor:
+        """0-dim fp32: the loss scale of the network this update steps (1 without scaling), on the device."""
+        return self.scaler.scale_tensor()
+
+    def input_gradients(self, outputs: torch.Tensor, inputs, create_graph: bool = True):
+        """d(sum of `outputs`)/d(`inputs`) in fp32, as fp32 would compute it: the backward pass starts
+        from the loss-scaled sum (so fp16 gradients do not flush to zero) and the result is unscaled.
+        `inputs`: a tensor that requires grad, or a tuple of them (the result has the same form).
+        `create_graph`: keep the graph so the penalty built from them can be backpropagated."""
+        single = isinstance(inputs, torch.Tensor)
+        wanted = (inputs,) if single else tuple(inputs)
+        scale = self.scale
+        scaled_total = outputs.float().sum() * scale
+        gradients = torch.autograd.grad(scaled_total, wanted, create_graph=create_graph)
+        unscaled = tuple(gradient.float() / scale for gradient in gradients)
+        return unscaled[0] if single else unscaled
+
+    def generate(self, z: torch.Tensor, labels: torch.Tensor | None = None) -> torch.Tensor:
+        """G's images for (z, labels), through the generator the step runs."""
+        return self.gan.generate(self.G, z, labels)
+
+    def draw(self, batch_size: int | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """A fresh (z, labels) for `batch_size` fakes, drawn the way training draws them."""
+        return draw_inputs(self.gan, self, batch_size or self.batch_size)
+
+
+def draw_inputs(gan, context: LossContext, batch_size: int) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The GAN's own draw_inputs when it has one, else z from its distribution and uniform labels."""
+    if gan.draw_inputs is not None:
+        return gan.draw_inputs(context)
+    z = gan.draw_z(batch_size, context.rng, context.device)
+    labels = (torch.randint(gan.num_classes, (batch_size,), device=context.device, generator=context.rng)
+              if gan.conditional else None)
+    return z, labels

@@ -1,0 +1,227 @@
+"""The seam every GAN comes through: what a GAN is, as far as ampgan needs to know.
+
+A GAN is the object a model function returns: its two networks, how its inputs are drawn, its losses,
+and the few facts that change how a step runs. ampgan does everything else the same way for every GAN,
+which is what makes fp32 and mixed precision comparable: the precision policy (autocast around every
+forward pass, losses reduced in fp32), one loss scaler per network, backward / unscale / skip / step,
+freezing D during G's update, memory format, compile and DDP wrapping, timing, checkpoints, resume,
+fault detection and evaluation.
+
+    def my_gan(data: DataSpec, *, width: int = 64) -> GAN:   # keyword options: `--set model.width=32`
+        G, D = MyGenerator(data, width), MyDiscriminator(data, width)
+        return GAN(generator=G, discriminator=D, z_dim=128, d_loss=..., g_loss=...)
+
+One training step of ampgan is one G update (for WGAN-style critics, after `d_steps` D updates):
+
+    for each of d_steps:  real, labels = next batch;  z, fake_labels = draw_inputs;  fake = G(z[, fake_labels])
+                          D loss term(s) under autocast -> backward (scaled) -> D optimizer step
+    G update:             D frozen;  g_loss under autocast -> backward (scaled) -> G optimizer step
+    extra updates:        each one due at this step (lazy regularisers, a third optimizer) the same way
+
+docs/your-gan.md walks through the contract with complete examples (examples/).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+
+from ampgan.errors import AmpganError
+
+# What a loss function returns: the loss (a scalar tensor), or (the loss, {name: scalar tensor}) with
+# metrics to log beside it. Metrics stay tensors: the step never waits for the device.
+LossResult = torch.Tensor | tuple[torch.Tensor, dict[str, torch.Tensor]]
+LossFunction = Callable[["LossContext"], LossResult]  # noqa: F821 - gan/context.py
+
+
+@dataclass(frozen=True)
+class DataSpec:
+    """What the data is: what a model function receives to size its networks."""
+
+    image_size: int
+    channels: int
+    num_classes: int  # classes of the dataset (1 for a dataset without labels); unconditional GANs ignore it
+    class_names: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Adam:
+    """An optimizer's settings: ampgan's step uses Adam (foreach) for every network. The `optim`
+    config section can override lr and betas per run."""
+
+    lr: float = 2e-4
+    betas: tuple[float, float] = (0.5, 0.999)
+    eps: float = 1e-8
+    weight_decay: float = 0.0
+
+
+@dataclass(frozen=True)
+class Update:
+    """An update beside D's and G's, run after G's at every `every`-th step (the step count after the
+    update, as StyleGAN2 schedules its lazy regularisation):
+
+    - `networks`: which parameters it changes: ("discriminator",), ("generator",) or both;
+    - `optimizer`: None steps the network's own optimizer (and its loss scaler); an `Adam` gets an
+      optimizer and scaler of its own (the study's third optimizer over D, its classifier and G);
+    - `loss`: one loss function or a sequence (one backward pass each, in order);
+    - `scale_by_interval`: multiply the loss by `every` (lazy regularisation keeps the penalty's
+      strength per image when it runs every N steps).
+    """
+
+    name: str
+    loss: LossFunction | Sequence[LossFunction]
+    networks: tuple[str, ...] = ("discriminator",)
+    every: int = 1
+    optimizer: Adam | None = None
+    scale_by_interval: bool = False
+
+
+Z_DISTRIBUTIONS = ("normal", "uniform")  # N(0, 1), or U(-1, 1) as the study's TF code drew it
+NETWORKS = ("generator", "discriminator")
+
+
+@dataclass
+class GAN:
+    """`generator(z)` (or `generator(z, labels)` when `conditional`) returns images in `image_range`,
+    (B, C, H, W) as the data is; `discriminator` is called by the loss functions, so its signature is
+    theirs to choose. Both are plain nn.Modules built on the CPU: ampgan moves, wraps and compiles them.
+
+    - `d_loss`: D's loss; a sequence of loss functions runs one backward pass each, in order (the real
+      half's graph is freed before the fake half is built, as pytorch/examples' DCGAN does);
+    - `g_loss`: G's loss; D is frozen while it runs (only D's input gradients are needed);
+    - `d_steps`: D updates per G update (WGAN-GP's critic: 5), each on its own real batch;
+    - `extra_updates`: lazy regularisers and extra optimizers (`Update`);
+    - `fp32_modules`: submodules that must compute in fp32 whatever the precision (autocast is switched
+      off inside them and their floating inputs are cast to fp32);
+    - `draw_inputs(context) -> (z, labels or None)`: how a training batch's inputs are drawn, when not
+      z from `z_distribution` and labels uniform over the classes (the AC-GAN draws its labels in pairs).
+    """
+
+    generator: nn.Module
+    discriminator: nn.Module
+    z_dim: int
+    d_loss: LossFunction | Sequence[LossFunction]
+    g_loss: LossFunction
+    conditional: bool = False
+    num_classes: int = 1
+    z_distribution: str = "normal"
+    image_range: tuple[float, float] = (-1.0, 1.0)
+    d_steps: int = 1
+    extra_updates: Sequence[Update] = ()
+    optimizer_g: Adam = field(default_factory=Adam)
+    optimizer_d: Adam = field(default_factory=Adam)
+    fp32_modules: Sequence[nn.Module] = ()
+    draw_inputs: Callable | None = None
+    description: str = ""
+    name: str = ""  # the model name it was built from (ampgan sets it)
+
+    @property
+    def d_loss_terms(self) -> tuple[LossFunction, ...]:
+        return _as_terms(self.d_loss)
+
+    @property
+    def cycle_steps(self) -> int:
+        """Steps after which the schedule repeats (every lazy update has run): the unit a speed
+        measurement must time, so a mode is not judged on the steps where a penalty does not run."""
+        cycle = 1
+        for update in self.extra_updates:
+            cycle = cycle * update.every // _gcd(cycle, update.every)
+        return cycle
+
+    def draw_z(self, count: int, rng: torch.Generator, device: torch.device | str = "cpu") -> torch.Tensor:
+        """(count, z_dim) noise from `z_distribution`, drawn with `rng` (on `rng`'s device)."""
+        if self.z_distribution == "uniform":
+            return torch.rand(count, self.z_dim, device=device, generator=rng).mul_(2).sub_(1)
+        return torch.randn(count, self.z_dim, device=device, generator=rng)
+
+    def generate(self, generator: Callable, z: torch.Tensor, labels: torch.Tensor | None) -> torch.Tensor:
+        """G's images for (z, labels): the one place that knows G's signature."""
+        return generator(z, labels) if self.conditional else generator(z)
+
+    def to_unit_range(self, images: torch.Tensor) -> torch.Tensor:
+        """Images in `image_range` -> [-1, 1], the range evaluators, grids and PNGs read."""
+        low, high = self.image_range
+        if (low, high) == (-1.0, 1.0):
+            return images
+        return (images - low) * (2.0 / (high - low)) - 1.0
+
+
+def _as_terms(loss) -> tuple[LossFunction, ...]:
+    return tuple(loss) if isinstance(loss, (list, tuple)) else (loss,)
+
+
+def _gcd(a: int, b: int) -> int:
+    while b:
+        a, b = b, a % b
+    return a
+
+
+def check_gan(gan, origin: str) -> GAN:
+    """The object a model function returned, checked field by field: one error line naming `origin`
+    (the model function) and what to fix."""
+    if not isinstance(gan, GAN):
+        raise AmpganError(f"{origin} returned {type(gan).__name__}, not an ampgan GAN: return "
+                          "ampgan.GAN(generator=..., discriminator=..., z_dim=..., d_loss=..., g_loss=...)")
+    for name in NETWORKS:
+        if not isinstance(getattr(gan, name), nn.Module):
+            raise AmpganError(f"{origin}: GAN.{name} is {type(getattr(gan, name)).__name__}, not a torch.nn.Module")
+    if gan.generator is gan.discriminator:
+        raise AmpganError(f"{origin}: the generator and the discriminator are the same module: give two networks")
+    shared = {id(p) for p in gan.generator.parameters()} & {id(p) for p in gan.discriminator.parameters()}
+    if shared:
+        raise AmpganError(f"{origin}: the generator and the discriminator share {len(shared)} parameter(s): each "
+                          "network needs its own (each has its own optimizer and loss scaler)")
+    if not isinstance(gan.z_dim, int) or isinstance(gan.z_dim, bool) or gan.z_dim < 1:
+        raise AmpganError(f"{origin}: GAN.z_dim must be a whole number of at least 1, got {gan.z_dim!r}")
+    if gan.z_distribution not in Z_DISTRIBUTIONS:
+        raise AmpganError(f"{origin}: GAN.z_distribution must be one of {', '.join(Z_DISTRIBUTIONS)}, "
+                          f"got {gan.z_distribution!r}")
+    if not isinstance(gan.d_steps, int) or isinstance(gan.d_steps, bool) or gan.d_steps < 1:
+        raise AmpganError(f"{origin}: GAN.d_steps must be a whole number of at least 1, got {gan.d_steps!r}")
+    for name in ("d_loss", "g_loss"):
+        for term in _as_terms(getattr(gan, name)):
+            if not callable(term):
+                raise AmpganError(f"{origin}: GAN.{name} must be a function of the loss context (or a list of "
+                                  f"them), got {type(term).__name__}")
+    low_high = gan.image_range
+    if not (isinstance(low_high, tuple) and len(low_high) == 2 and all(isinstance(v, (int, float)) for v in low_high)
+            and low_high[0] < low_high[1]):
+        raise AmpganError(f"{origin}: GAN.image_range must be (low, high) with low < high, e.g. (-1, 1) for tanh "
+                          f"or (0, 1) for sigmoid, got {low_high!r}")
+    gan.image_range = (float(low_high[0]), float(low_high[1]))
+    if gan.conditional and (not isinstance(gan.num_classes, int) or gan.num_classes < 1):
+        raise AmpganError(f"{origin}: a conditional GAN needs num_classes (the data's number of classes), "
+                          f"got {gan.num_classes!r}")
+    names = set()
+    for update in gan.extra_updates:
+        if not isinstance(update, Update):
+            raise AmpganError(f"{origin}: GAN.extra_updates holds {type(update).__name__}: use ampgan.Update(...)")
+        if update.name in names or update.name in ("d", "g"):
+            raise AmpganError(f"{origin}: two updates are called {update.name!r} (or it is 'd'/'g'): name each once")
+        names.add(update.name)
+        if not update.networks or any(n not in NETWORKS for n in update.networks):
+            raise AmpganError(f"{origin}: Update {update.name!r} networks must be among {NETWORKS}, "
+                              f"got {update.networks!r}")
+        if update.optimizer is None and len(update.networks) != 1:
+            raise AmpganError(f"{origin}: Update {update.name!r} changes both networks, so it needs an optimizer "
+                              "of its own (optimizer=ampgan.Adam(...))")
+        if not isinstance(update.every, int) or update.every < 1:
+            raise AmpganError(f"{origin}: Update {update.name!r} every must be a whole number of at least 1")
+        for term in _as_terms(update.loss):
+            if not callable(term):
+                raise AmpganError(f"{origin}: Update {update.name!r} loss must be a function of the loss context")
+    for module in gan.fp32_modules:
+        if not isinstance(module, nn.Module) or not any(module is m for m in _modules_of(gan)):
+            raise AmpganError(f"{origin}: every GAN.fp32_modules entry must be a submodule of the generator or "
+                              "the discriminator")
+    if gan.draw_inputs is not None and not callable(gan.draw_inputs):
+        raise AmpganError(f"{origin}: GAN.draw_inputs must be a function of the loss context")
+    return gan
+
+
+def _modules_of(gan: GAN):
+    yield from gan.generator.modules()
+    yield from gan.discriminator.modules()

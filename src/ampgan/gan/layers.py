@@ -1,0 +1,125 @@
+"""Building blocks the built-in GANs share: initialisations, spectral normalisation, fp32 islands."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+def autocast_off(device_type: str):
+    """Autocast switched off on this device type (nothing to switch off on the meta device, where
+    ampgan traces shapes)."""
+    if torch.amp.is_autocast_available(device_type):
+        return torch.autocast(device_type, enabled=False)
+    return contextlib.nullcontext()
+
+
+def init_dcgan_weights(module: nn.Module) -> None:
+    """DCGAN's initialisation: N(0, 0.02) weights; batch-norm scale N(1, 0.02), shift 0."""
+    if isinstance(module, (nn.Conv2d, nn.ConvTranspose2d, nn.Linear)):
+        nn.init.normal_(module.weight, 0.0, 0.02)
+        if module.bias is not None:
+            nn.init.zeros_(module.bias)
+    elif isinstance(module, (nn.BatchNorm1d, nn.BatchNorm2d)):
+        nn.init.normal_(module.weight, 1.0, 0.02)
+        nn.init.zeros_(module.bias)
+
+
+class _SpectralNormalisation:
+    """Divides a layer's weight by its largest singular value (Miyato et al. 2018), so D's real/fake
+    score cannot sharpen faster than G can follow.
+
+    The singular value comes from one power iteration per training pass, in fp32 whatever autocast
+    says: the policy keeps reductions like this one out of bf16/fp16, as it does batch-norm's. The
+    vectors `spectral_u`, `spectral_v` are buffers, so checkpoints restore them and DDP broadcasts them.
+    Written here rather than with torch.nn.utils.parametrizations.spectral_norm, which runs its power
+    iteration under the caller's autocast and renames the weight (`parametrizations.weight.original`).
+    Call `start_power_iteration` once the layer's weight is initialised.
+    """
+
+    weight: nn.Parameter
+    training: bool
+
+    def start_power_iteration(self, iterations: int = 15) -> None:
+        matrix = self.weight.detach().reshape(self.weight.shape[0], -1).float()  # (out, in * k * k)
+        self.register_buffer("spectral_u", F.normalize(torch.randn(matrix.shape[0], device=matrix.device), dim=0))
+        self.register_buffer("spectral_v", torch.zeros(matrix.shape[1], device=matrix.device))
+        for _ in range(iterations):
+            self._power_iteration(matrix)
+
+    @torch.no_grad()
+    def _power_iteration(self, matrix: torch.Tensor) -> None:
+        self.spectral_v.copy_(F.normalize(matrix.t() @ self.spectral_u, dim=0, eps=1e-12))
+        self.spectral_u.copy_(F.normalize(matrix @ self.spectral_v, dim=0, eps=1e-12))
+
+    def normalised_weight(self) -> torch.Tensor:
+        with autocast_off(self.weight.device.type):
+            matrix = self.weight.reshape(self.weight.shape[0], -1).float()
+            if self.training:
+                self._power_iteration(matrix.detach())
+            # Copies: the buffers change in place on D's next pass, before this one's backward.
+            sigma = torch.dot(self.spectral_u.clone(), matrix @ self.spectral_v.clone())
+            return self.weight / sigma
+
+
+class SpectralNormConv2d(_SpectralNormalisation, nn.Conv2d):
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        return self._conv_forward(images, self.normalised_weight(), self.bias)
+
+
+class SpectralNormLinear(_SpectralNormalisation, nn.Linear):
+    def forward(self, features: torch.Tensor) -> torch.Tensor:
+        return F.linear(features, self.normalised_weight(), self.bias)
+
+
+def start_spectral_normalisation(network: nn.Module) -> None:
+    """Start the power iteration of every spectrally normalised layer (after the weights' initialisation)."""
+    for module in network.modules():
+        if isinstance(module, _SpectralNormalisation):
+            module.start_power_iteration()
+
+
+def keep_in_fp32(module: nn.Module) -> None:
+    """Run `module` in fp32 whatever the precision: autocast off inside it, floating inputs cast to fp32.
+    (Its parameters are fp32 already: ampgan never casts master weights.)"""
+    if getattr(module, "_ampgan_fp32", False):
+        return
+    original = module.forward
+
+    @functools.wraps(original)
+    def forward(*args, **kwargs):
+        device_type = next((t.device.type for t in (*args, *kwargs.values()) if isinstance(t, torch.Tensor)), "cpu")
+        with autocast_off(device_type):
+            args = tuple(a.float() if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args)
+            kwargs = {k: v.float() if isinstance(v, torch.Tensor) and v.is_floating_point() else v
+                      for k, v in kwargs.items()}
+            return original(*args, **kwargs)
+
+    module.forward = forward
+    module._ampgan_fp32 = True
+
+
+def real_fake_loss(logits: torch.Tensor, target: float) -> torch.Tensor:
+    """BCE-with-logits against a constant target (1 real, 0 fake; 0.9 with one-sided smoothing),
+    in fp32 whatever the compute dtype (the sigmoid's log-sum-exp)."""
+    logits = logits.float()
+    return F.binary_cross_entropy_with_logits(logits, torch.full_like(logits, target))
+
+
+def class_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Cross-entropy in fp32 (the softmax's log-sum-exp)."""
+    return F.cross_entropy(logits.float(), labels)
+
+
+def unused_but_reduced(*outputs: torch.Tensor) -> torch.Tensor:
+    """An exact zero that touches `outputs`: DDP expects every parameter of a wrapped network to get a
+    gradient in each backward pass, and a head a loss does not use gets one from this (zero, so the
+    update is unchanged) without find_unused_parameters."""
+    total = 0.0 * outputs[0].float().sum()
+    for output in outputs[1:]:
+        total = total + 0.0 * output.float().sum()
+    return total

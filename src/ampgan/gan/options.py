@@ -1,0 +1,99 @@
+"""A model's options are its function's keyword parameters: `def acgan(data, *, width=64, ...)` has the
+option `width`, set with `--set model.width=32` (or `--width 32`), defaulting to 64.
+
+Resolving a model's options checks each given one by name against the function's signature and by type
+against its default's (an int where a float is wanted becomes a float; a bool is never a number), fills
+in the defaults, and returns every option with its value, which is what config.json records: a run
+resumes with exactly the options it started with, whatever the defaults become later.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from collections.abc import Callable
+from typing import Any
+
+from ampgan.errors import ConfigError
+from ampgan.sections import close_match_hint
+
+
+def option_parameters(builder: Callable) -> tuple[dict[str, inspect.Parameter], bool]:
+    """({option name: its parameter}, whether the function takes **options as well)."""
+    signature = inspect.signature(builder)
+    parameters = list(signature.parameters.values())
+    if not parameters or parameters[0].kind not in (inspect.Parameter.POSITIONAL_ONLY,
+                                                   inspect.Parameter.POSITIONAL_OR_KEYWORD):
+        raise TypeError("a model function takes the data description as its first (positional) argument")
+    options, any_keyword = {}, False
+    for parameter in parameters[1:]:
+        if parameter.kind is inspect.Parameter.VAR_KEYWORD:
+            any_keyword = True
+        elif parameter.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY):
+            options[parameter.name] = parameter
+    return options, any_keyword
+
+
+def resolve_options(model: str, builder: Callable, given: dict[str, Any]) -> dict[str, Any]:
+    """Every option of `builder` with its value: `given` ones checked and converted, the rest defaulted."""
+    parameters, any_keyword = option_parameters(builder)
+    resolved = {}
+    for name, value in given.items():
+        if name not in parameters and not any_keyword:
+            choices = ", ".join(parameters) or "none"
+            raise ConfigError(f"model.{name}", f"is not an option of model {model}"
+                                               f"{close_match_hint(name, parameters)} (its options: {choices})")
+        default = parameters[name].default if name in parameters else inspect.Parameter.empty
+        resolved[name] = _converted(f"model.{name}", value, default)
+    for name, parameter in parameters.items():
+        if name in resolved:
+            continue
+        if parameter.default is inspect.Parameter.empty:
+            raise ConfigError(f"model.{name}", f"is required by model {model}: add --set model.{name}=VALUE")
+        resolved[name] = parameter.default
+    return resolved
+
+
+def _converted(path: str, value: Any, default: Any) -> Any:
+    """`value` as the default's type wants it; anything goes when there is no typed default."""
+    if default is inspect.Parameter.empty or default is None:
+        return value
+    wanted = type(default)
+    if wanted is bool:
+        if isinstance(value, bool):
+            return value
+        raise ConfigError(path, f"takes true or false, got {value!r}")
+    if wanted in (int, float):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(path, f"takes a number, got {value!r}")
+        if wanted is int:
+            if isinstance(value, float) and not value.is_integer():
+                raise ConfigError(path, f"takes a whole number, got {value!r}")
+            return int(value)
+        return float(value)
+    if wanted is tuple and isinstance(value, list):
+        return tuple(value)
+    if not isinstance(value, wanted):
+        raise ConfigError(path, f"takes {wanted.__name__}, got {value!r}")
+    return value
+
+
+# Range checks a model function calls on its own options; each names the option by its config path.
+def require_whole(name: str, value: int, minimum: int = 1) -> None:
+    if not (isinstance(value, int) and not isinstance(value, bool) and value >= minimum):
+        raise ConfigError(f"model.{name}", f"must be a whole number of at least {minimum}, got {value!r}")
+
+
+def require_non_negative(name: str, value: float) -> None:
+    if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
+        raise ConfigError(f"model.{name}", f"must be 0 or more, got {value!r}")
+
+
+def require_positive(name: str, value: float) -> None:
+    if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+        raise ConfigError(f"model.{name}", f"must be positive and finite, got {value!r}")
+
+
+def require_fraction(name: str, value: float) -> None:
+    if not (isinstance(value, (int, float)) and 0 < value <= 1):
+        raise ConfigError(f"model.{name}", f"must be in (0, 1], got {value!r}")

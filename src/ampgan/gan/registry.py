@@ -1,0 +1,200 @@
+"""Model names -> model functions: the built-in GANs, a user's `path/to/file.py:FUNCTION`, or an
+importable `package.module:FUNCTION`.
+
+A user's file is imported into this process like any Python import (it runs that code; nothing
+ampgan *reads* back, run folders, caches or checkpoints, ever runs code). Its folder is put on
+sys.path first, as `python file.py` would, so it can import the modules beside it.
+
+A built-in GAN is added by writing its module (a model function returning gan.GAN) and one line
+in BUILT_IN below.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import importlib
+import importlib.util
+import inspect
+import sys
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ampgan.errors import AmpganError, ConfigError
+from ampgan.gan.contract import GAN, DataSpec, check_gan
+from ampgan.gan.layers import keep_in_fp32
+from ampgan.gan.options import option_parameters, resolve_options
+
+# name -> "module:function" inside ampgan.gan; one line per built-in GAN.
+BUILT_IN = {
+    "acgan": "ampgan.gan.acgan:acgan",
+    "acgan-2019": "ampgan.gan.acgan_2019:acgan_2019",
+}
+
+
+def model_names() -> list[str]:
+    return list(BUILT_IN)
+
+
+@dataclass(frozen=True)
+class ModelRecipe:
+    """A model function with its options resolved: everything needed to build the same GAN again."""
+
+    name: str  # as the user wrote it: "acgan", "examples/dcgan.py:build", "mypkg.gans:build"
+    builder: Callable = field(repr=False, compare=False)
+    options: dict[str, Any] = field(default_factory=dict)
+    source_sha256: str = ""  # of the file that defines the function: a changed file is another model
+
+    @property
+    def built_in(self) -> bool:
+        return self.name in BUILT_IN
+
+    def build(self, data: DataSpec) -> GAN:
+        """A new GAN (fresh weights from torch's current RNG state), checked against the contract."""
+        origin = f"model {self.name}"
+        try:
+            gan = self.builder(data, **self.options)
+        except (AmpganError, KeyboardInterrupt):
+            raise
+        except Exception as error:  # noqa: BLE001 - the user's code failing is one line naming it
+            raise AmpganError(f"{origin} raised {type(error).__name__}: {_first_line(error)}{_where(error)}: fix the "
+                              "model function") from None
+        gan = check_gan(gan, origin)
+        gan.name = self.name
+        for module in gan.fp32_modules:
+            keep_in_fp32(module)
+        return gan
+
+    def fingerprint(self, gan: GAN | None = None) -> str:
+        """What makes two GANs the same for a cached measurement: the name, the options, the source
+        and, when given, the parameter shapes."""
+        digest = hashlib.sha256(f"{self.name}|{sorted(self.options.items())!r}|{self.source_sha256}".encode())
+        if gan is not None:
+            for network in (gan.generator, gan.discriminator):
+                for name, parameter in network.named_parameters():
+                    digest.update(f"{name}:{tuple(parameter.shape)};".encode())
+        return digest.hexdigest()[:20]
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "options": dict(self.options), "source_sha256": self.source_sha256}
+
+
+def resolve_model(name: str, given_options: dict[str, Any]) -> ModelRecipe:
+    """The model called `name` with `given_options` checked and every default filled in."""
+    builder, source = _find_builder(name)
+    try:
+        option_parameters(builder)
+    except (TypeError, ValueError) as error:
+        raise AmpganError(f"model {name}: {error}: define it as def FUNCTION(data, *, option=default, ...)") from None
+    options = resolve_options(name, builder, dict(given_options))
+    return ModelRecipe(name=name, builder=builder, options=options, source_sha256=_sha256_of(source))
+
+
+def _find_builder(name: str) -> tuple[Callable, Path | None]:
+    if not isinstance(name, str) or not name.strip():
+        raise ConfigError("model.name", "is empty: name a built-in model (" + ", ".join(BUILT_IN) +
+                          ") or path/to/file.py:FUNCTION")
+    target = BUILT_IN.get(name, name)
+    if ":" not in target:
+        close = difflib.get_close_matches(name, list(BUILT_IN), n=1)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        raise ConfigError("model.name", f"{name!r} is not a built-in model{hint}: choose one of {', '.join(BUILT_IN)}, "
+                                        "or give your own as path/to/file.py:FUNCTION or package.module:FUNCTION")
+    where, _, function_name = target.rpartition(":")
+    if not function_name.isidentifier():
+        raise ConfigError("model.name", f"{name!r}: {function_name!r} after the colon is not a function name")
+    module = _import_file(where) if where.endswith(".py") or "/" in where else _import_module(where)
+    builder = getattr(module, function_name, None)
+    if builder is None:
+        available = sorted(n for n, v in vars(module).items() if inspect.isfunction(v) and not n.startswith("_")
+                           and getattr(v, "__module__", None) == module.__name__)
+        close = difflib.get_close_matches(function_name, available, n=1)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        raise AmpganError(f"{where} has no function {function_name!r}{hint}; its functions: "
+                          f"{', '.join(available) or 'none'}")
+    if not callable(builder):
+        raise AmpganError(f"{where}:{function_name} is a {type(builder).__name__}, not a function")
+    source = getattr(module, "__file__", None)
+    return builder, Path(source) if source else None
+
+
+def _import_file(path_text: str):
+    path = Path(path_text).expanduser()
+    if not path.is_file():
+        raise AmpganError(f"no model file {path}: give path/to/file.py:FUNCTION (the path relative to here)")
+    resolved = path.resolve()
+    module_name = "ampgan_user_model_" + hashlib.sha256(str(resolved).encode()).hexdigest()[:12]
+    if module_name in sys.modules:
+        return sys.modules[module_name]
+    folder = str(resolved.parent)
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    spec = importlib.util.spec_from_file_location(module_name, resolved)
+    if spec is None or spec.loader is None:
+        raise AmpganError(f"{path} cannot be imported as a Python module: give a .py file")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException as error:  # noqa: BLE001 - the user's file failing to import is one line
+        del sys.modules[module_name]
+        if isinstance(error, KeyboardInterrupt):
+            raise
+        raise AmpganError(f"importing {path} failed: {type(error).__name__}: {_first_line(error)}"
+                          f"{_where(error, resolved)}") from None
+    return module
+
+
+def _import_module(name: str):
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as error:
+        raise AmpganError(f"cannot import {name} ({error}): give path/to/file.py:FUNCTION, or install the package") from None
+    except Exception as error:  # noqa: BLE001
+        raise AmpganError(f"importing {name} failed: {type(error).__name__}: {_first_line(error)}{_where(error)}") from None
+
+
+def _sha256_of(path: Path | None) -> str:
+    if path is None:
+        return ""
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return ""
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    return (text[0] if text else type(error).__name__)[:300]
+
+
+def _where(error: BaseException, path: Path | None = None) -> str:
+    """' (file.py, line 12)': the deepest frame of the user's code (outside torch and ampgan)."""
+    frames = traceback.extract_tb(error.__traceback__)
+    if isinstance(error, SyntaxError) and error.filename:
+        return f" ({Path(error.filename).name}, line {error.lineno})"
+    own = [f for f in frames if "site-packages" not in f.filename and "/ampgan/" not in f.filename.replace("\\", "/")
+           and not f.filename.startswith("<")]
+    if path is not None:
+        own = [f for f in own if Path(f.filename).resolve() == path] or own
+    if not own:
+        return ""
+    frame = own[-1]
+    return f" ({Path(frame.filename).name}, line {frame.lineno})"
+
+
+def build_on_meta(recipe: ModelRecipe, data: DataSpec) -> GAN | None:
+    """The GAN built on PyTorch's meta device (shapes only, no memory), or None when its function
+    cannot build there (it loads weights from a file, say, or is broken: the real build says how)."""
+    try:
+        with torch.device("meta"):
+            return check_gan(recipe.builder(data, **recipe.options), f"model {recipe.name}")
+    except KeyboardInterrupt:
+        raise
+    except Exception:  # noqa: BLE001 - not every model builds on meta; the caller does without
+        return None
