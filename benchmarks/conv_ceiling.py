@@ -25,7 +25,7 @@ from ampgan.system.cpu_tuning import keep_freed_memory_for_reuse
 from ampgan.system.environment import environment_stamp
 from ampgan.system.hardware import detect_hardware, peak_tflops
 from ampgan.gan import DataSpec
-from ampgan.gan.acgan import Discriminator, Generator
+from ampgan.gan.models.acgan import Discriminator, Generator
 
 
 def layer_inputs(batch_size: int, width: int) -> list[tuple[str, nn.Module, tuple[int, ...]]]:

@@ -24,7 +24,7 @@ import torch
 
 from ampgan.config import config_from_options, parse_set
 from ampgan.data import load_dataset
-from ampgan.gan.acgan import Discriminator, acgan
+from ampgan.gan.models.acgan import Discriminator, acgan
 from ampgan.quality.evaluator import evaluator_for, generate_evenly, quality_of_images
 from ampgan.training.loop import prepare_run, run_training
 

@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from ampgan.gan import DataSpec
-from ampgan.gan.acgan import Discriminator, Generator
+from ampgan.gan.models.acgan import Discriminator, Generator
 from ampgan.gan.alignment import alignment_warning
 from ampgan.training.precision import PrecisionPolicy
 

@@ -79,6 +79,17 @@ class Update:
     scale_by_interval: bool = False
 
 
+BUILT_IN: dict[str, Callable] = {}  # name -> model function, filled by @built_in in gan/models/
+
+
+def built_in(name: str):
+    """Register a model function of gan/models/ under `name` (`--model name`)."""
+    def register(builder: Callable) -> Callable:
+        BUILT_IN[name] = builder
+        return builder
+    return register
+
+
 Z_DISTRIBUTIONS = ("normal", "uniform")  # N(0, 1), or U(-1, 1) as the study's TF code drew it
 NETWORKS = ("generator", "discriminator")
 

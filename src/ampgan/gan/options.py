@@ -14,7 +14,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from ampgan.errors import ConfigError
+from ampgan.errors import AmpganError, ConfigError
 from ampgan.sections import close_match_hint
 
 
@@ -76,6 +76,14 @@ def _converted(path: str, value: Any, default: Any) -> Any:
     if not isinstance(value, wanted):
         raise ConfigError(path, f"takes {wanted.__name__}, got {value!r}")
     return value
+
+
+def require_image_size(model: str, data, sizes) -> None:
+    """One error line when the data's image size is not one the model draws (`data`: gan.DataSpec)."""
+    if data.image_size not in sizes:
+        closest = min(sizes, key=lambda size: abs(size - data.image_size))
+        raise AmpganError(f"model {model} draws {', '.join(map(str, sizes))} px images, not {data.image_size} px: "
+                          f"add --image-size {closest}")
 
 
 # Range checks a model function calls on its own options; each names the option by its config path.

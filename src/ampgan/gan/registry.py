@@ -5,17 +5,19 @@ A user's file is imported into this process like any Python import (it runs that
 ampgan *reads* back, run folders, caches or checkpoints, ever runs code). Its folder is put on
 sys.path first, as `python file.py` would, so it can import the modules beside it.
 
-A built-in GAN is added by writing its module (a model function returning gan.GAN) and one line
-in BUILT_IN below.
+A built-in GAN is added by writing its module in gan/models/ (a model function returning gan.GAN,
+decorated with @built_in("name")): the registry imports every module there.
 """
 
 from __future__ import annotations
 
 import difflib
+import functools
 import hashlib
 import importlib
 import importlib.util
 import inspect
+import pkgutil
 import sys
 import traceback
 from collections.abc import Callable
@@ -26,19 +28,22 @@ from typing import Any
 import torch
 
 from ampgan.errors import AmpganError, ConfigError
-from ampgan.gan.contract import GAN, DataSpec, check_gan
+from ampgan.gan.contract import BUILT_IN, GAN, DataSpec, check_gan
 from ampgan.gan.layers import keep_in_fp32
 from ampgan.gan.options import option_parameters, resolve_options
 
-# name -> "module:function" inside ampgan.gan; one line per built-in GAN.
-BUILT_IN = {
-    "acgan": "ampgan.gan.acgan:acgan",
-    "acgan-2019": "ampgan.gan.acgan_2019:acgan_2019",
-}
+@functools.cache
+def _built_in() -> dict[str, Callable]:
+    """Every model function of gan/models/ by name (each module imported once)."""
+    from ampgan.gan import models
+
+    for found in pkgutil.iter_modules(models.__path__):
+        importlib.import_module(f"{models.__name__}.{found.name}")
+    return BUILT_IN
 
 
 def model_names() -> list[str]:
-    return list(BUILT_IN)
+    return list(_built_in())
 
 
 @dataclass(frozen=True)
@@ -52,7 +57,7 @@ class ModelRecipe:
 
     @property
     def built_in(self) -> bool:
-        return self.name in BUILT_IN
+        return self.name in _built_in()
 
     def build(self, data: DataSpec) -> GAN:
         """A new GAN (fresh weights from torch's current RNG state), checked against the contract."""
@@ -97,15 +102,18 @@ def resolve_model(name: str, given_options: dict[str, Any]) -> ModelRecipe:
 
 def _find_builder(name: str) -> tuple[Callable, Path | None]:
     if not isinstance(name, str) or not name.strip():
-        raise ConfigError("model.name", "is empty: name a built-in model (" + ", ".join(BUILT_IN) +
+        raise ConfigError("model.name", "is empty: name a built-in model (" + ", ".join(model_names()) +
                           ") or path/to/file.py:FUNCTION")
-    target = BUILT_IN.get(name, name)
-    if ":" not in target:
-        close = difflib.get_close_matches(name, list(BUILT_IN), n=1)
+    built_in = _built_in()
+    if name in built_in:
+        builder = built_in[name]
+        return builder, Path(inspect.getsourcefile(builder))
+    if ":" not in name:
+        close = difflib.get_close_matches(name, list(built_in), n=1)
         hint = f" (did you mean {close[0]}?)" if close else ""
-        raise ConfigError("model.name", f"{name!r} is not a built-in model{hint}: choose one of {', '.join(BUILT_IN)}, "
+        raise ConfigError("model.name", f"{name!r} is not a built-in model{hint}: choose one of {', '.join(built_in)}, "
                                         "or give your own as path/to/file.py:FUNCTION or package.module:FUNCTION")
-    where, _, function_name = target.rpartition(":")
+    where, _, function_name = name.rpartition(":")
     if not function_name.isidentifier():
         raise ConfigError("model.name", f"{name!r}: {function_name!r} after the colon is not a function name")
     module = _import_file(where) if where.endswith(".py") or "/" in where else _import_module(where)

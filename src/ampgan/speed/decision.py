@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import torch
 
 from ampgan import precisions
-from ampgan.errors import AmpganError, warn
+from ampgan.errors import warn
 from ampgan.speed.cache import DecisionCache, StoredDecision, decision_key
 from ampgan.speed.intervals import SpeedupInterval
 from ampgan.speed.rounds import UNTIL_DECIDED, RoundsResult, StoppingRule, measure_rounds
@@ -188,16 +188,13 @@ def fastest_useful_mixed(decisions: dict[str, Decision]) -> str | None:
     return max(useful, key=lambda d: d.interval["estimate"] if d.interval else 0.0).precision
 
 
-def choose_for_comparison(decisions: dict[str, Decision], left_out: list[dict]) -> tuple[tuple[str, str], list[dict]]:
-    """fp32 against the fastest useful mixed mode; one error line when there is none."""
+def choose_for_comparison(decisions: dict[str, Decision], left_out: list[dict]) -> tuple[tuple[str, ...], list[dict]]:
+    """(fp32 and the fastest useful mixed mode, or fp32 alone when no mode is faster here; what was left
+    out and why)."""
     best = fastest_useful_mixed(decisions)
     left = left_out + [{"precision": d.precision, "reason": d.reason()} for d in decisions.values()
                        if d.precision != best]
-    if best is None:
-        found = "; ".join(d.describe() for d in decisions.values() if d.precision in MIXED)
-        raise AmpganError(f"no mixed-precision mode is faster than fp32 on this machine ({found}): there is no "
-                          "speedup to compare; to race them anyway, name them with --precisions fp32,bf16")
-    return ("fp32", best), left
+    return (("fp32", best) if best else ("fp32",)), left
 
 
 def machine_key(device: torch.device, config) -> dict:

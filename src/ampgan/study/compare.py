@@ -37,7 +37,7 @@ from ampgan.speed.decision import choose_for_comparison, decide_for_run, warn_ab
 from ampgan.speed.compilation import compiled_precisions
 from ampgan.speed.layout import channels_last_precisions
 from ampgan.study.over_seeds import compare_seeds, summarize_seeds
-from ampgan.study.verdict import verdict
+from ampgan.study.verdict import no_faster_mode_verdict, verdict
 from ampgan.training.loop import DEFAULT_STEPS, prepare_run, run_training
 from ampgan.training.precision import resolve_device
 
@@ -111,13 +111,15 @@ class CompareSpec:
                 "seed_list": self.seed_list}
 
 
-def choose_precisions(spec: CompareSpec, dataset, device: torch.device, log=print) -> tuple[tuple[str, ...], list[dict]]:
+def choose_precisions(spec: CompareSpec, dataset, device: torch.device,
+                      log=print) -> tuple[tuple[str, ...], list[dict], dict]:
     """fp32 against the fastest mixed mode that is faster than fp32 on this machine, at the comparison's
-    own batch size and model (speed.decision); one error line when no mode is."""
+    own batch size and model (speed.decision), or fp32 alone when none is; the decisions behind it."""
     decisions, cannot_run = decide_for_run(spec.train_config("fp32"), dataset, device, log=log)
     for decision in decisions.values():
         log(f"  {decision.describe()}")
-    return choose_for_comparison(decisions, cannot_run)
+    precisions, left_out = choose_for_comparison(decisions, cannot_run)
+    return precisions, left_out, {name: decision.to_dict() for name, decision in decisions.items()}
 
 
 class _QualityTracker:
@@ -169,7 +171,9 @@ def run_compare(spec: CompareSpec, out_dir: Path, show_progress: bool = True, lo
         precisions, left_out = spec.precisions, []
         warn_about_named_modes(spec.train_config("fp32"), device, list(precisions))
     else:
-        precisions, left_out = choose_precisions(spec, dataset, device, log)
+        precisions, left_out, decisions = choose_precisions(spec, dataset, device, log)
+        if precisions == ("fp32",):
+            return _no_faster_mode(spec, out_dir, device, dataset, left_out, decisions)
     layouts = {}
     if spec.channels_last is None:
         channels_last, layouts = channels_last_precisions(spec.train_config, precisions, dataset, device, log)
@@ -211,6 +215,24 @@ def run_compare(spec: CompareSpec, out_dir: Path, show_progress: bool = True, lo
     document["cost"] = _costs(document, bench_results, curves, out_dir)
     document["seed_comparison"] = compare_seeds(document)
     document["verdict"] = verdict(document, bench_results["speedups"])
+    write_json_atomically(out_dir / "compare.json", document)
+    return document
+
+
+def _no_faster_mode(spec: CompareSpec, out_dir: Path, device: torch.device, dataset, left_out: list[dict],
+                    decisions: dict) -> dict:
+    """The study's answer on a machine where no mixed-precision mode trains faster than fp32: there is no
+    speed to gain, so no race is trained (a mode several times slower would make a handful of steps in the
+    budget); the measurements behind the answer, and how to race anyway."""
+    document = {
+        "format": "ampgan-compare/1", "outcome": "no faster mode",
+        "spec": spec.to_document(("fp32",)), "environment": environment_stamp(device), "left_out": left_out,
+        "decisions": decisions,
+        "dataset": {"name": spec.base.data.dataset, "images": len(dataset), "class_names": list(dataset.class_names),
+                    "source": dataset.source},
+        "runs": {},
+    }
+    document["verdict"] = no_faster_mode_verdict(document)
     write_json_atomically(out_dir / "compare.json", document)
     return document
 

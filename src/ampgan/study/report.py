@@ -143,8 +143,37 @@ class Section:
     figure: Path | None = None
 
 
+def _no_faster_mode_sections(document: dict) -> list[Section]:
+    """The report of a study that found no mode faster than fp32: the verdict, the machine, the decisions."""
+    environment, spec = document["environment"], document["spec"]
+    versions = environment["versions"]
+    rows = [["precision", "ms per step", "fp32 ms per step", "speedup [95% CI]", "rounds", "verdict"]]
+    for name, decision in document.get("decisions", {}).items():
+        interval = decision.get("interval")
+        rows.append([name, _ms(decision.get("step_s")), _ms(decision.get("fp32_step_s")),
+                     f"{interval['estimate']:.2f}x [{interval['low']:.2f}-{interval['high']:.2f}]" if interval else "-",
+                     str(decision.get("rounds", "")), decision["verdict"] + (f" ({decision['note']})" if decision.get("note") else "")])
+    return [
+        Section("Verdict", lines=document["verdict"]),
+        Section("Environment", lines=[
+            f"hardware: {environment['hardware_summary']}",
+            f"software: torch {versions['torch']}, ampgan {versions['ampgan']}, python {versions['python']}",
+            f"date: {environment['date']}; commit {environment.get('git_commit')}",
+            f"model {spec.get('model', 'acgan')} on {document['dataset']['name']}, batch {spec['batch_size']}"]),
+        Section("Speed decisions: the real training step against fp32", table=rows,
+                paragraph="Each mode's training step timed in interleaved rounds against fp32's until the 95% "
+                          "interval of the speedup says faster, slower or no clear difference (speed/decision.py)."),
+    ]
+
+
+def _ms(seconds: float | None) -> str:
+    return f"{seconds * 1e3:.1f}" if seconds else "-"
+
+
 def report_sections(document: dict, out_dir: Path) -> list[Section]:
     """Verdict, environment, final metrics, the doctor's summary (if any), then every figure."""
+    if document.get("outcome") == "no faster mode":
+        return _no_faster_mode_sections(document)
     environment = document["environment"]
     versions = environment["versions"]
     footer = (f"{environment['hardware_summary']} | batch {document['spec']['batch_size']}, {_setup_text(document['spec'])} | "
@@ -243,7 +272,8 @@ def render_report(out_dir: Path) -> tuple[Path, Path]:
     """report.md (figures linked) and report.html (figures embedded) from the same sections."""
     out_dir = Path(out_dir)
     document = load_compare(out_dir)
-    context = {"title": f"ampgan comparison: {', '.join(document['runs'])} on {document['dataset']['name']}",
+    compared = ", ".join(document["runs"]) or "no mode faster than fp32"
+    context = {"title": f"ampgan comparison: {compared} on {document['dataset']['name']}",
                "sections": report_sections(document, out_dir),
                "relative": lambda path: path.relative_to(out_dir).as_posix(), "data_uri": _data_uri}
     paths = []

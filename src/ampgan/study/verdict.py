@@ -44,6 +44,42 @@ def verdict(document: dict, bench_speedups: list[dict]) -> list[str]:
     return lines
 
 
+def no_faster_mode_verdict(document: dict) -> list[str]:
+    """The verdict of a study on a machine where every mixed-precision mode is slower than fp32 (or not
+    clearly faster): the measurements, what it means, what would change it."""
+    hardware = document["environment"]["hardware_summary"]
+    batch, model = document["spec"]["batch_size"], document["spec"].get("model", "acgan")
+    measured = "; ".join(_slower_text(name, decision) for name, decision in document.get("decisions", {}).items())
+    cannot = "; ".join(f"{item['precision']}: {item['reason']}" for item in document.get("left_out", [])
+                       if item["precision"] not in document.get("decisions", {}))
+    lines = [f"On this machine ({hardware}) no mixed-precision mode trains model {model} faster than fp32 at batch "
+             f"{batch}, so mixed precision would make training slower and dearer here, not faster: train in fp32 "
+             f"on it. Measured on the real training step: {measured}."]
+    if cannot:
+        lines.append(f"Not available here: {cannot}.")
+    if not any(flag in hardware for flag in ("avx512_bf16", "amx_bf16", "sm_")):
+        lines.append("This CPU has no bf16 or fp16 matrix instructions (AVX512_BF16, AMX): its bf16 and fp16 run "
+                     "through conversions to fp32. Mixed precision gains on CPUs that have them and on NVIDIA GPUs "
+                     "with tensor cores.")
+    lines.append("No quality race was trained: with no speed to gain, there is no trade-off to measure. To race "
+                 "them anyway (each mode gets the same training time): ampgan compare --precisions fp32,bf16.")
+    return lines
+
+
+def _slower_text(name: str, decision: dict) -> str:
+    """'bf16 6.00 s per step against fp32's 339 ms (17.7x slower)'."""
+    step, fp32 = decision.get("step_s"), decision.get("fp32_step_s")
+    if not step or not fp32:
+        return f"{name}: {decision['verdict']}"
+    ratio = step / fp32
+    relation = f"{ratio:.1f}x slower" if ratio > 1.05 else f"{1 / ratio:.2f}x, {decision['verdict']}"
+    return f"{name} {_duration(step)} per step against fp32's {_duration(fp32)} ({relation})"
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds:.2f} s" if seconds >= 1 else f"{seconds * 1e3:.0f} ms"
+
+
 def _speed_line(precision: str, run: dict, fp32_run: dict, pair: dict | None, batch: int, hardware: str) -> str:
     text = f"On this {hardware}, "
     if pair:

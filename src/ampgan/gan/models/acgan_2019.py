@@ -28,10 +28,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ampgan.gan.acgan import check_image_size
-from ampgan.gan.contract import GAN, Adam, DataSpec, Update
+from ampgan.gan.contract import GAN, Adam, DataSpec, Update, built_in
 from ampgan.gan.layers import class_loss, real_fake_loss, unused_but_reduced
-from ampgan.gan.options import require_whole
+from ampgan.gan.options import require_image_size, require_whole
 
 SIZES = (28, 32)
 STUDY_ADAM = Adam(lr=2e-4, betas=(0.5, 0.999))
@@ -91,9 +90,10 @@ class StudyDiscriminator(nn.Module):
         return self.real_fake(features).squeeze(1), self.classifier(features)
 
 
+@built_in("acgan-2019")
 def acgan_2019(data: DataSpec, *, z_dim: int = 100) -> GAN:
     """The study's network and losses (z_dim 100 as the study; not a multiple of 8)."""
-    check_image_size("acgan-2019", data, SIZES)
+    require_image_size("acgan-2019", data, SIZES)
     require_whole("z_dim", z_dim)
     generator, discriminator = StudyGenerator(data, z_dim), StudyDiscriminator(data)
 

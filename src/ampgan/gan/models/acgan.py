@@ -21,11 +21,10 @@ import math
 import torch
 from torch import nn
 
-from ampgan.errors import AmpganError
-from ampgan.gan.contract import GAN, DataSpec
+from ampgan.gan.contract import GAN, DataSpec, built_in
 from ampgan.gan.layers import (SpectralNormConv2d, SpectralNormLinear, class_loss, init_dcgan_weights,
                                real_fake_loss, start_spectral_normalisation)
-from ampgan.gan.options import require_fraction, require_non_negative, require_whole
+from ampgan.gan.options import require_fraction, require_image_size, require_non_negative, require_whole
 
 # The generator starts from a small map and doubles it with each transposed convolution.
 BASE_SIZE = {28: 7, 32: 4, 64: 4}
@@ -118,17 +117,12 @@ def _mode_seeking_penalty(fake: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
     return 1.0 / (image_distance / noise_distance + 1e-5)
 
 
-def check_image_size(model: str, data: DataSpec, sizes) -> None:
-    if data.image_size not in sizes:
-        raise AmpganError(f"model {model} draws {', '.join(map(str, sizes))} px images, not {data.image_size} px: "
-                          f"add --image-size {min(sizes, key=lambda s: abs(s - data.image_size))}")
-
-
+@built_in("acgan")
 def acgan(data: DataSpec, *, width: int = 64, z_dim: int = 128, spectral_norm_d: bool = True,
           mode_seeking: float = 0.3, real_label: float = 0.9, class_weight_g: float = 1.0,
           class_loss_on_fakes: bool = False) -> GAN:
     """ampgan's AC-GAN: width w (channels w, 2w, 4w), noise size z_dim; the loss options above."""
-    check_image_size("acgan", data, tuple(BASE_SIZE))
+    require_image_size("acgan", data, tuple(BASE_SIZE))
     require_whole("width", width)
     require_whole("z_dim", z_dim)
     require_non_negative("mode_seeking", mode_seeking)
