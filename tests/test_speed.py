@@ -8,7 +8,6 @@ import random
 
 import pytest
 
-from ampgan.errors import AmpganError
 from ampgan.speed.cache import DecisionCache
 from ampgan.speed.decision import (candidate_modes, choose_for_comparison, decide, fastest_useful_mixed,
                                    measure_with)
