@@ -240,9 +240,11 @@ def test_compiling_allows_every_variant_of_the_step(monkeypatch):
     from conftest import tiny_state
 
     monkeypatch.setenv("AMPGAN_COMPILE_BACKEND", "eager")
-    monkeypatch.setattr(torch._dynamo.config, "recompile_limit", 8)
-    wrap_modules(tiny_state(), compile=True, data_parallel=False)
-    assert torch._dynamo.config.recompile_limit == RECOMPILE_LIMIT >= 24
+    # config.patch, not monkeypatch: undoing a setattr on dynamo's config module hides the option for
+    # every later test in the process.
+    with torch._dynamo.config.patch(recompile_limit=8):
+        wrap_modules(tiny_state(), compile=True, data_parallel=False)
+        assert torch._dynamo.config.recompile_limit == RECOMPILE_LIMIT >= 24
 
 
 def test_compare_figures_say_how_each_precision_ran():

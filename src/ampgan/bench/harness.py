@@ -22,7 +22,7 @@ from ampgan.training.distributed import any_rank, gather_objects, world
 from ampgan.training.interruption import stop_on_signals
 from ampgan.system.environment import environment_stamp
 from ampgan.speed.compile_time import measure_compile_times
-from ampgan.bench.flops import count_flops
+from ampgan.bench.flops import count_flops_by_kind
 from ampgan.system.hardware import detect_hardware, peak_tflops
 from ampgan.bench.stats import achieved_fraction_of_peak, throughput, timing_stats
 from ampgan.speed.decision import decide_for_run
@@ -87,6 +87,7 @@ class ConfigResult:
     samples_s: list[float] = field(default_factory=list)
     warmup_s: list[float] = field(default_factory=list)
     flops_per_step: int | None = None
+    flops_by_kind: dict[str, int] = field(default_factory=dict)  # convolution / matmul / other, per step
     peak_memory_bytes: int | None = None
     skipped_steps: int = 0
     # With several processes: samples_s holds the slowest rank's time of each round (it bounds the
@@ -105,6 +106,7 @@ class ConfigResult:
             row["stats"] = stats.to_dict()
             row.update(throughput(self.batch_size * self.processes, stats.median_s))
             if self.flops_per_step:
+                row["matmul_share"] = self.flops_by_kind.get("matmul", 0) / self.flops_per_step
                 achieved, percent = achieved_fraction_of_peak(self.flops_per_step * processes_per_peak,
                                                               stats.median_s, peak)
                 row["achieved_tflops"], row["percent_of_peak"] = achieved, percent
@@ -157,13 +159,14 @@ class _Contender:
     def timed_step(self) -> float:
         return self.timer()
 
-    def count_step_flops(self) -> int:
-        # Counted on the eager modules: the FLOPs are the same, and the counter's global module
-        # hooks would otherwise make compiled modules warn and recompile.
+    def count_step_flops(self) -> dict[str, int]:
+        """FLOPs per step by kind (a cycle's over its steps). Counted on the eager modules: the FLOPs are
+        the same, and the counter's global module hooks would otherwise make compiled modules recompile."""
         timer = self.timer
-        with timer.state.eager() as state:  # per step: a cycle's FLOPs over its steps
-            cycle = count_flops(lambda: [train_step(state, timer.resident_batch) for _ in range(timer.cycle_steps)])
-            return cycle // timer.cycle_steps
+        with timer.state.eager() as state:
+            cycle = count_flops_by_kind(lambda: [train_step(state, timer.resident_batch)
+                                                 for _ in range(timer.cycle_steps)])
+        return {kind: flops // timer.cycle_steps for kind, flops in cycle.items()}
 
     def finish(self) -> ConfigResult:
         self.result.skipped_steps = self.timer.skipped_steps()
@@ -261,7 +264,8 @@ def _bench_batch_size(spec, precisions, batch_size, dataset, device, on_config,
             contender = _Contender(spec, precision, batch_size, dataset, device)
             _warm_up(spec, contender, stop_check)
             if contender.result.status == "ok":
-                contender.result.flops_per_step = contender.count_step_flops()
+                contender.result.flops_by_kind = contender.count_step_flops()
+                contender.result.flops_per_step = sum(contender.result.flops_by_kind.values())
                 contender.result.peak_memory_bytes = (
                     torch.cuda.max_memory_allocated(device) if device.type == "cuda"
                     else max(0, _peak_rss_bytes() - rss_before)

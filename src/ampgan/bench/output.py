@@ -19,7 +19,7 @@ from ampgan.plotting import precision_colour, pyplot, save_figure
 
 CSV_COLUMNS = [
     "batch_size", "precision", "status", "median_ms", "q1_ms", "q3_ms", "iqr_ms", "min_ms", "noisy",
-    "images_per_s", "s_per_1000_samples", "gflops_per_step", "achieved_tflops", "percent_of_peak",
+    "images_per_s", "s_per_1000_samples", "gflops_per_step", "matmul_share", "achieved_tflops", "percent_of_peak",
     "peak_memory_mib", "skipped_steps", "speedup_vs_baseline", "speedup_ci_low", "speedup_ci_high", "rounds",
     "settled", "load_changed", "processes", "scaling_efficiency", "reason",
 ]
@@ -60,6 +60,7 @@ def csv_rows(results: dict) -> list[dict]:
             "images_per_s": _round(config.get("images_per_s"), 1),
             "s_per_1000_samples": _round(config.get("s_per_1000_samples"), 4),
             "gflops_per_step": _round(config["flops_per_step"] / 1e9 if config.get("flops_per_step") else None, 3),
+            "matmul_share": _round(config.get("matmul_share"), 3),
             "achieved_tflops": _round(config.get("achieved_tflops"), 4),
             "percent_of_peak": _round(config.get("percent_of_peak"), 1),
             "peak_memory_mib": _round(config["peak_memory_bytes"] / 2**20 if config.get("peak_memory_bytes") is not None else None, 1),
@@ -220,13 +221,13 @@ def _speedup_cell(pair: dict | None) -> str:
 def table(results: dict) -> str:
     speedup = {(s["batch_size"], s["precision"]): s for s in results["speedups"]}
     processes = results.get("processes", 1)
-    lines = [f"{'batch':>6} {'precision':>9} {'median ms':>10} {'IQR ms':>8} {'img/s':>9} "
+    lines = [f"{'batch':>6} {'precision':>9} {'median ms':>10} {'IQR ms':>8} {'img/s':>9} {'GFLOP':>8} {'matmul':>6} "
              f"{'TFLOP/s':>8} {'% peak':>7} {'speedup [95% CI]':>19}  note"]
     for config in results["configs"]:
         stats = config.get("stats")
         if not stats:
-            lines.append(f"{config['batch_size']:>6} {config['precision']:>9} {'-':>10} {'':>8} {'':>9} {'':>8} "
-                         f"{'':>7} {'':>19}  {config['status']}: {config.get('reason', '')}")
+            lines.append(f"{config['batch_size']:>6} {config['precision']:>9} {'-':>10} {'':>8} {'':>9} {'':>8} {'':>6} "
+                         f"{'':>8} {'':>7} {'':>19}  {config['status']}: {config.get('reason', '')}")
             continue
         pair = speedup.get((config["batch_size"], config["precision"]))
         note = "noisy (IQR > 10% of median)" if stats["noisy"] else ""
@@ -243,9 +244,11 @@ def table(results: dict) -> str:
             note = (note + " " + config["reason"]).strip()
         percent = f"{config['percent_of_peak']:.1f}" if config.get("percent_of_peak") is not None else "-"
         achieved = f"{config['achieved_tflops']:.3f}" if config.get("achieved_tflops") is not None else "-"
+        gflop = f"{config['flops_per_step'] / 1e9:.2f}" if config.get("flops_per_step") else "-"
+        share = f"{config['matmul_share']:.0%}" if config.get("matmul_share") is not None else "-"
         lines.append(
             f"{config['batch_size']:>6} {config['precision']:>9} {stats['median_s'] * 1e3:>10.2f} "
-            f"{stats['iqr_s'] * 1e3:>8.2f} {config['images_per_s']:>9.1f} {achieved:>8} {percent:>7} "
+            f"{stats['iqr_s'] * 1e3:>8.2f} {config['images_per_s']:>9.1f} {gflop:>8} {share:>6} {achieved:>8} {percent:>7} "
             f"{_speedup_cell(pair):>19}  {note}"
         )
     for item in results.get("left_out", []):
@@ -260,6 +263,8 @@ def table(results: dict) -> str:
     peaks = ", ".join(f"{name} {p['tflops']:.3g} TFLOP/s ({p['source']})" if p["tflops"] else f"{name}: {p['source']}"
                       for name, p in results["peaks"].items())
     lines.append(f"peaks: {peaks}")
+    lines.append("GFLOP: counted per training step (torch.utils.flop_counter); matmul: the share of it in matrix "
+                 "products, the rest convolutions")
     if processes > 1:
         lines.append(f"{processes} processes: batch is per process, img/s is for all of them")
     lines.append(stamp_text(results))
