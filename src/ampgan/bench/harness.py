@@ -198,12 +198,16 @@ def run_bench(spec: BenchSpec, device: torch.device, on_config=lambda result: No
     results: list[ConfigResult] = []
     measurements: list[dict] = []
     incomplete = None
+    slow_per_image: dict[str, tuple[int, float]] = {}  # precision -> (batch size, seconds per image) when too slow
     with stop_on_signals() as stop_request:
         for index, batch_size in enumerate(spec.batch_sizes):
             try:
                 finished, rounds = _bench_batch_size(spec, precisions, batch_size, dataset, device, on_config,
-                                                     _StopCheck(stop_request, device))
+                                                     _StopCheck(stop_request, device), slow_per_image)
                 results += finished
+                for result in finished:
+                    if result.status == "too_slow" and result.warmup_s:
+                        slow_per_image.setdefault(result.precision, (batch_size, result.warmup_s[0] / batch_size))
                 if rounds is not None:
                     measurements.append({"batch_size": batch_size, **rounds.to_dict()})
             except _StopRequested:
@@ -250,12 +254,37 @@ class _StopCheck:
             raise _StopRequested
 
 
-def _bench_batch_size(spec, precisions, batch_size, dataset, device, on_config,
-                      stop_check) -> tuple[list[ConfigResult], RoundsResult | None]:
+# A precision too slow at a smaller batch size is not run at a larger one when even twice its per-image
+# speed there (larger batches use the machine better) would not fit --max-seconds: a bf16 step that
+# took 10 s at batch 64 on a CPU without bf16 instructions would take minutes at batch 1024, to no end.
+BETTER_AT_LARGER_BATCHES = 2.0
+
+
+def _projected_too_slow(spec: BenchSpec, precision: str, batch_size: int,
+                        slow_per_image: dict[str, tuple[int, float]], device) -> ConfigResult | None:
+    if precision not in slow_per_image or precision in spec.compile:
+        return None
+    measured_batch, per_image = slow_per_image[precision]
+    projected = per_image * batch_size / BETTER_AT_LARGER_BATCHES
+    steps = spec.warmup + spec.steps + 1
+    if not any_rank([projected * steps > spec.max_seconds], device)[0]:
+        return None
+    return ConfigResult(batch_size=batch_size, precision=precision, status="too_slow",
+                        reason=f"not run: a step took {per_image * measured_batch:.2f} s at batch {measured_batch}, so "
+                               f"one here would take at least {projected:.1f} s; {steps} steps would exceed "
+                               f"--max-seconds {spec.max_seconds:g}")
+
+
+def _bench_batch_size(spec, precisions, batch_size, dataset, device, on_config, stop_check,
+                      slow_per_image: dict | None = None) -> tuple[list[ConfigResult], RoundsResult | None]:
     contenders: list[_Contender] = []
     finished: list[ConfigResult] = []
     for precision in precisions:
         stop_check()
+        skipped = _projected_too_slow(spec, precision, batch_size, slow_per_image or {}, device)
+        if skipped is not None:
+            finished.append(skipped)
+            continue
         contender = None
         try:
             rss_before = _peak_rss_bytes()

@@ -15,6 +15,7 @@ import numpy as np
 from ampgan.files.atomic import write_atomically, write_json_atomically
 from ampgan.errors import AmpganError
 from ampgan.files.jsonfile import read_json
+from ampgan.files.schema import check_shape
 from ampgan.plotting import precision_colour, pyplot, save_figure
 
 CSV_COLUMNS = [
@@ -38,12 +39,32 @@ def speedup_text(pair: dict) -> str:
     return f"{pair['estimate']:.2f}x (95% CI {pair['low']:.2f}-{pair['high']:.2f}, {pair['rounds']} rounds{unsettled})"
 
 
+# What the table, the figures, cost and compare read of results.json.
+_SPEEDUP = {"batch_size": int, "precision": str, "baseline": str, "?estimate": (int, float), "?low": (int, float),
+            "?high": (int, float), "?rounds": int}
+RESULTS_SHAPE = {
+    "format": str, "environment": {"hardware_summary": str, "versions": dict, "?date": str},
+    "spec": {"precisions": [str], "?batch_sizes": [int]}, "hardware": {"name": str, "device_type": str},
+    "peaks": {"*": {"tflops": (int, float, None), "source": str}},
+    "configs": [{"batch_size": int, "precision": str, "status": str, "?stats": (dict, None),
+                 "?samples_s": [(int, float)], "?warmup_s": [(int, float)], "?flops_per_step": (int, None)}],
+    "speedups": [_SPEEDUP], "?left_out": [{"precision": str, "reason": str}], "?incomplete": (dict, None),
+}
+_STATS = {"median_s": (int, float), "q1_s": (int, float), "q3_s": (int, float), "iqr_s": (int, float),
+          "min_s": (int, float), "noisy": bool}
+
+
 def load_results(path: Path) -> dict:
     path = Path(path)
     results = read_json(path, missing=f"no bench results at {path}: run 'ampgan bench' first or give the path to its results.json",
                         damaged=f"{path} is not valid JSON: re-run 'ampgan bench'")
     if not isinstance(results, dict) or results.get("format") != "ampgan-bench/1" or "configs" not in results:
         raise AmpganError(f"{path} is not an ampgan bench results file (format ampgan-bench/1)")
+    fix = "re-run 'ampgan bench' (or the comparison) to measure again"
+    check_shape(results, RESULTS_SHAPE, str(path), fix)
+    for index, config in enumerate(results["configs"]):
+        if config.get("stats"):
+            check_shape(config["stats"], _STATS, f"{path} (configs[{index}].stats)", fix)
     return results
 
 
@@ -190,7 +211,7 @@ def _figure(results: dict, path: Path, per_sample: bool) -> None:
         plotted += median
     axes.set_xscale("log", base=2)
     axes.set_yscale("log")
-    batch_sizes = sorted({c["batch_size"] for c in results["configs"]})
+    batch_sizes = sorted({c["batch_size"] for c in results["configs"]}) or list(results["spec"].get("batch_sizes", [1]))
     axes.set_xticks(batch_sizes, [str(b) for b in batch_sizes])
     axes.set_xlim(min(batch_sizes) / 1.4, max(batch_sizes) * 2.2)  # room for the speedup labels
     axes.minorticks_off()
@@ -207,7 +228,27 @@ def _figure(results: dict, path: Path, per_sample: bool) -> None:
         axes.legend()
     else:
         axes.text(0.5, 0.5, "no configuration finished", transform=axes.transAxes, ha="center")
+    unplotted = _not_plotted(results)
+    if unplotted:
+        axes.text(0.02, 0.98, "\n".join(unplotted), transform=axes.transAxes, va="top", fontsize=7, color="#555")
     save_figure(figure, path, stamp_text(results))
+
+
+def _not_plotted(results: dict) -> list[str]:
+    """One line per precision with configurations that were not timed, and why ('bf16 not timed at batch
+    1024: too slow, one step took 159 s'): a figure shows what is missing from it, not just what is there."""
+    lines = []
+    for precision in results["spec"]["precisions"]:
+        missing = [c for c in results["configs"] if c["precision"] == precision and not c.get("stats")]
+        if not missing:
+            continue
+        batches = ", ".join(str(c["batch_size"]) for c in missing)
+        slowest = [c["warmup_s"][0] for c in missing if c.get("warmup_s")]
+        why = {c["status"] for c in missing}
+        detail = (f"too slow, one step took {min(slowest):.3g}-{max(slowest):.3g} s" if slowest and why == {"too_slow"}
+                  else ", ".join(sorted(why)))
+        lines.append(f"{precision} not timed at batch {batches}: {detail}")
+    return lines
 
 
 def _speedup_cell(pair: dict | None) -> str:
