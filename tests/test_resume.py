@@ -225,9 +225,14 @@ def test_damaged_and_foreign_checkpoints_give_one_clear_line(tmp_path, capsys):
 
     other = tmp_path / "wide"
     assert run_cli(capsys, "train", *TINY, "--width", "16", "--steps", "2", "--out", str(other))[0] == 0
-    torch.save(load_checkpoint(latest_checkpoint(other)), latest)  # a wider model under this run's name
+    foreign = load_checkpoint(latest_checkpoint(other))
+    torch.save(foreign, latest)  # a wider model's checkpoint under this run's name
     code, _, err = run_cli(capsys, "train", "--resume", str(run), "--steps", "8")
-    assert code == 2 and "holds a model of another shape" in err and err.count("\n") == 1
+    assert code == 2 and f"{latest} was saved by another run" in err and err.count("\n") == 1
+    own_id = json.loads((run / "config.json").read_text())["run_id"]
+    torch.save(foreign | {"run_id": own_id}, latest)  # ... even disguised as this run's: its config says width 16
+    code, _, err = run_cli(capsys, "train", "--resume", str(run), "--steps", "8")
+    assert code == 2 and "was trained with model.width = 16, but" in err and "says 8" in err and err.count("\n") == 1
 
     config = json.loads((run / "config.json").read_text())
     (run / "config.json").write_text(json.dumps(config | {"format_version": 99}))

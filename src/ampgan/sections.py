@@ -25,6 +25,17 @@ def _allowed_types(annotation: str) -> tuple[type, ...]:
     return tuple(_SIMPLE[name.split("[")[0]] for name in names)
 
 
+def fits(annotation: str, value: Any) -> bool:
+    """Does `value` have the type a dataclass field annotated `annotation` (e.g. 'float | None') takes?
+    An int fits a float; a bool fits only bool."""
+    allowed = _allowed_types(annotation)
+    if isinstance(value, bool):
+        return bool in allowed
+    if float in allowed and isinstance(value, int):
+        return True
+    return isinstance(value, allowed)
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Section:
     NAME: ClassVar[str] = ""

@@ -43,15 +43,15 @@ def speedup_text(pair: dict) -> str:
 _SPEEDUP = {"batch_size": int, "precision": str, "baseline": str, "?estimate": (int, float), "?low": (int, float),
             "?high": (int, float), "?rounds": int}
 RESULTS_SHAPE = {
-    "format": str, "environment": {"hardware_summary": str, "versions": dict, "?date": str},
+    "format": str, "environment": {"?hardware_summary": str, "?versions": dict, "?date": str},
     "spec": {"precisions": [str], "?batch_sizes": [int]}, "hardware": {"name": str, "device_type": str},
     "peaks": {"*": {"tflops": (int, float, None), "source": str}},
     "configs": [{"batch_size": int, "precision": str, "status": str, "?stats": (dict, None),
                  "?samples_s": [(int, float)], "?warmup_s": [(int, float)], "?flops_per_step": (int, None)}],
     "speedups": [_SPEEDUP], "?left_out": [{"precision": str, "reason": str}], "?incomplete": (dict, None),
 }
-_STATS = {"median_s": (int, float), "q1_s": (int, float), "q3_s": (int, float), "iqr_s": (int, float),
-          "min_s": (int, float), "noisy": bool}
+_STATS = {"median_s": (int, float), "q1_s": (int, float), "q3_s": (int, float), "?iqr_s": (int, float),
+          "?min_s": (int, float), "?noisy": bool}
 
 
 def load_results(path: Path) -> dict:
@@ -271,7 +271,7 @@ def table(results: dict) -> str:
                          f"{'':>8} {'':>7} {'':>19}  {config['status']}: {config.get('reason', '')}")
             continue
         pair = speedup.get((config["batch_size"], config["precision"]))
-        note = "noisy (IQR > 10% of median)" if stats["noisy"] else ""
+        note = "noisy (IQR > 10% of median)" if stats.get("noisy") else ""
         if "scaling_efficiency" in config:
             note = (f"{config['processes']} processes, slowest rank; scaling efficiency "
                     f"{config['scaling_efficiency']:.0%} {note}").strip()
@@ -289,7 +289,7 @@ def table(results: dict) -> str:
         share = f"{config['matmul_share']:.0%}" if config.get("matmul_share") is not None else "-"
         lines.append(
             f"{config['batch_size']:>6} {config['precision']:>9} {stats['median_s'] * 1e3:>10.2f} "
-            f"{stats['iqr_s'] * 1e3:>8.2f} {config['images_per_s']:>9.1f} {gflop:>8} {share:>6} {achieved:>8} {percent:>7} "
+            f"{stats.get('iqr_s', 0.0) * 1e3:>8.2f} {config.get('images_per_s', 0.0):>9.1f} {gflop:>8} {share:>6} {achieved:>8} {percent:>7} "
             f"{_speedup_cell(pair):>19}  {note}"
         )
     for item in results.get("left_out", []):

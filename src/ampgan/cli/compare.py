@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import warnings
+from contextlib import ExitStack
 from pathlib import Path
 
 import click
 
 from ampgan.cli.options import (DATA_FLAGS, MODEL_FLAGS, Fraction, IntList, PositiveNumber, PrecisionList, WholeNumber,
                                 config_flags, config_from_cli, default_out, out_options, precisions_given)
-from ampgan.errors import AmpganWarning
+from ampgan.errors import AmpganError, AmpganWarning
 
 
 @click.command("compare")
@@ -26,21 +27,35 @@ from ampgan.errors import AmpganWarning
 @click.option("--bench", "bench_file", type=click.Path(path_type=Path), default=None,
               help="Reuse these bench results instead of measuring.")
 @click.option("--bench-batch-sizes", type=IntList(), default="16,64,256", show_default=True)
+@click.option("--bench-seconds", type=PositiveNumber(), default=10.0, show_default=True,
+              help="Measure the bench at least this long per batch size (at most three times as long).")
 @click.option("--instance", default=None, help="Price the runs on this catalog instance.")
 @click.option("--price-per-hour", type=PositiveNumber(), default=None)
 @click.option("--target-accuracy", type=Fraction(), default=None, help="Quality target (default: 80% of the best final).")
 @out_options("compare")
+@click.option("--resume", type=click.Path(path_type=Path), default=None,
+              help="Continue the interrupted study in this folder, with the options it was started with.")
 @click.option("--doctor", "with_doctor", is_flag=True, help="Also run 'ampgan doctor' and put its summary in the report.")
 @click.option("--quiet", is_flag=True)
 @click.pass_context
 def command(ctx: click.Context, **options) -> None:
     """FP32 vs mixed precision on any GAN: same start, same budget; speed, quality, cost and a report.
     Every run trains the config `train` would (--set reaches any field or model option); the default
-    budget is 40 s of training per precision and seed."""
-    from ampgan.runs.claim import claimed_folder
-    from ampgan.study.compare import CompareSpec, run_compare
-    from ampgan.study.report import render_report
+    budget is 40 s of training per precision and seed. An interrupted study keeps what it finished:
+    --resume DIR, or the same command again, continues it."""
+    from ampgan.study.compare import CompareSpec
+    from ampgan.study.progress import has_study, load_progress
 
+    resume = options["resume"]
+    if resume is not None:
+        given = sorted(name for name in ctx.params if name not in _RESUME_MAY_GIVE and
+                       ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE)
+        if given:
+            raise AmpganError(f"--resume continues the study with the options it was started with: drop "
+                              f"{', '.join('--' + name.replace('_', '-') for name in given)}")
+        spec = CompareSpec.from_document(load_progress(resume).spec)
+        _study(spec, resume, options, reopen=True)
+        return
     base = config_from_cli(ctx, options, defaults={"budget.time_budget_s": 40.0})
     if base.budget.steps is not None and "budget.time_budget_s" not in _given_paths(ctx, options):
         base = base.with_fields({"budget.time_budget_s": None})  # --steps alone: a step budget
@@ -48,14 +63,35 @@ def command(ctx: click.Context, **options) -> None:
         base=base, precisions=options["precisions"] or (), seeds=options["seeds"],
         eval_points=options["eval_points"], eval_samples=options["eval_samples"],
         bench=options["bench_file"], bench_batch_sizes=options["bench_batch_sizes"],
-        instance=options["instance"], price_per_hour=options["price_per_hour"],
-        target_accuracy=options["target_accuracy"],
+        bench_seconds=options["bench_seconds"], instance=options["instance"],
+        price_per_hour=options["price_per_hour"], target_accuracy=options["target_accuracy"],
         channels_last=precisions_given(options["channels_last"]),
         compile=precisions_given(options["compile"]),
     )
     out = options["out"] or default_out("compare")
-    with claimed_folder(out, options["overwrite"]):
-        document = run_compare(spec, out, show_progress=not options["quiet"], log=lambda line: click.echo(line, err=True))
+    # The same command again on a folder it was interrupted in continues there (study.json says so).
+    _study(spec, out, options, reopen=has_study(out) and not options["overwrite"])
+
+
+_RESUME_MAY_GIVE = {"resume", "quiet", "with_doctor"}
+
+
+def _study(spec, out: Path, options: dict, reopen: bool) -> None:
+    """Run (or continue) the study in `out` and render its report. A new folder is claimed; one with an
+    interrupted study is locked and reopened. Whatever stops it, a folder that holds finished work is kept."""
+    from ampgan.runs.claim import FolderLock, claimed_folder
+    from ampgan.study.compare import run_compare
+    from ampgan.study.progress import has_progress
+    from ampgan.study.report import render_report
+
+    log = lambda line: click.echo(line, err=True)  # noqa: E731
+    with ExitStack() as stack:
+        if reopen:
+            log(f"continuing the study in {out} ...")
+            stack.callback(FolderLock(out).release)
+        else:
+            stack.enter_context(claimed_folder(out, options["overwrite"], worth_keeping=has_progress))
+        document = run_compare(spec, out, show_progress=not options["quiet"], log=log)
         if options["with_doctor"]:
             _add_doctor(spec, out)
         md_path, html_path = render_report(out)

@@ -208,6 +208,16 @@ class TrainConfig:
         sections = {name: SECTIONS[name].from_dict(values[name]) for name in SECTIONS if name in values}
         return cls(**sections, **{name: values[name] for name in TOP_LEVEL if name in values})
 
+    def paths(self) -> dict[str, Any]:
+        """Every field by its path: {"budget.batch_size": 64, "model.width": 64, "seed": 0, ...}."""
+        found = {}
+        for name, values in self.to_dict().items():
+            if isinstance(values, dict):
+                found.update({f"{name}.{field_name}": value for field_name, value in values.items()})
+            else:
+                found[name] = values
+        return found
+
     def get(self, path: str) -> Any:
         section, _, name = path.partition(".")
         if not name:

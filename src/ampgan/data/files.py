@@ -11,6 +11,7 @@ from pathlib import Path
 
 from ampgan.files.atomic import write_json_atomically
 from ampgan.errors import AmpganError
+from ampgan.files.schema import has_shape
 from ampgan.files.cache_dir import cache_dir
 
 MANIFEST_NAME = "ampgan-manifest.json"
@@ -93,9 +94,12 @@ def verify_with_manifest(data_dir: Path, files: list[Path]) -> tuple[dict[str, s
     manifest: dict[str, str] = {}
     if manifest_path.exists():
         try:
-            manifest = json.loads(manifest_path.read_text(encoding="utf-8"))["sha256"]
-        except (json.JSONDecodeError, KeyError, TypeError):
-            raise AmpganError(f"{manifest_path} is damaged: delete it to record the checksums anew") from None
+            document = json.loads(manifest_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            document = None
+        if not has_shape(document, {"sha256": {"*": str}}):
+            raise AmpganError(f"{manifest_path} is damaged: delete it to record the checksums anew")
+        manifest = document["sha256"]
     sums, changed = {}, False
     for path in files:
         digest = file_digest(path)

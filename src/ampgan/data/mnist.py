@@ -27,20 +27,46 @@ def _find(root: Path, stem: str) -> Path:
     raise AmpganError(f"no {stem}(.gz) in {root}: put the MNIST IDX files there")
 
 
-def _read_idx(path: Path, magic: int, header_ints: int) -> tuple[tuple[int, ...], bytes]:
+# The largest IDX payload read (MNIST's train images: 47 MB): a header claiming more is refused before any
+# of it is decompressed. A 1.5 MB .gz can inflate to gigabytes; reading it whole first is what a bomb needs.
+MAX_IDX_BYTES = 2**31
+
+
+def _read_idx(path: Path, magic: int, header_ints: int, item_bytes: int = 1) -> tuple[tuple[int, ...], bytes]:
+    """(the header's sizes, exactly the payload they announce). The header is read first and the payload
+    size computed from it, checked against MAX_IDX_BYTES, then read in bounded chunks: a file with more
+    (or less) data than its header says is refused, and no decompression runs past the announced size."""
     opener = gzip.open if path.suffix == ".gz" else open
+    header_size = 4 * (1 + header_ints)
     try:
         with opener(path, "rb") as handle:
-            blob = handle.read()
+            header = handle.read(header_size)
+            if len(header) < header_size:
+                raise AmpganError(f"{path} is too short to be an IDX file")
+            fields = struct.unpack(f">{1 + header_ints}I", header)
+            if fields[0] != magic:
+                raise AmpganError(f"{path} has IDX magic {fields[0]:#010x}, expected {magic:#010x}: wrong file")
+            expected = item_bytes
+            for size in fields[1:]:
+                expected *= size
+            if expected > MAX_IDX_BYTES:
+                raise AmpganError(f"{path}'s header announces {expected / 2**30:.1f} GiB of data, more than an IDX "
+                                  f"dataset this tool reads ({MAX_IDX_BYTES / 2**30:.0f} GiB): the file is damaged or not MNIST")
+            chunks, left = [], expected
+            while left:
+                chunk = handle.read(min(left, 2**24))
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                left -= len(chunk)
+            payload = b"".join(chunks)
+            trailing = handle.read(1)
     except (OSError, EOFError) as error:
         raise AmpganError(f"{path} is truncated or not gzip ({error}): fetch it again") from None
-    header_size = 4 * (1 + header_ints)
-    if len(blob) < header_size:
-        raise AmpganError(f"{path} is too short to be an IDX file")
-    fields = struct.unpack(f">{1 + header_ints}I", blob[:header_size])
-    if fields[0] != magic:
-        raise AmpganError(f"{path} has IDX magic {fields[0]:#010x}, expected {magic:#010x}: wrong file")
-    return fields[1:], blob[header_size:]
+    if len(payload) != expected or trailing:
+        raise AmpganError(f"{path} holds {'less' if len(payload) < expected else 'more'} data than its header "
+                          f"announces ({expected} bytes): the file is truncated or damaged; fetch it again")
+    return fields[1:], payload
 
 
 def load_mnist(data_dir: str | None, split: str = "train") -> ImageDataset:
@@ -49,12 +75,17 @@ def load_mnist(data_dir: str | None, split: str = "train") -> ImageDataset:
     root = require_data_dir(data_dir, "mnist", False)
     images_path = _find(root, f"{PREFIX[split]}-images-idx3-ubyte")
     labels_path = _find(root, f"{PREFIX[split]}-labels-idx1-ubyte")
-    (count, rows, cols), pixels = _read_idx(images_path, 0x00000803, 3)
     (label_count,), label_bytes = _read_idx(labels_path, 0x00000801, 1)
-    if len(pixels) != count * rows * cols or len(label_bytes) != label_count or count != label_count:
-        raise AmpganError(f"{images_path} and {labels_path} disagree on their sizes: one of them is truncated")
+    (count, rows, cols), pixels = _read_idx(images_path, 0x00000803, 3)
+    if count != label_count:
+        raise AmpganError(f"{images_path} holds {count} images but {labels_path} {label_count} labels: one of them "
+                          "is from another set; fetch both again")
+    if count == 0:
+        raise AmpganError(f"{images_path} holds no images: fetch the MNIST files again")
     images = torch.from_numpy(np.frombuffer(pixels, dtype=np.uint8).reshape(count, 1, rows, cols).copy())
     labels = torch.from_numpy(np.frombuffer(label_bytes, dtype=np.uint8).astype(np.int64))
+    if len(labels) and int(labels.max()) > 9:
+        raise AmpganError(f"{labels_path} has the label {int(labels.max())}, but MNIST's are 0-9: wrong file")
     source = {"name": "mnist", "split": split, "origin": str(root),
               "sha256": {p.name: file_digest(p) for p in (images_path, labels_path)}}
     return ImageDataset(images, labels, tuple(str(d) for d in range(10)), source)

@@ -86,9 +86,10 @@ def _dynamic_fp16_run(config, prepared, steps: int, run_dir: Path | None) -> dic
     """Where GradScaler's dynamic scale settles in a real fp16 run: read from an fp16 run folder's
     metrics, or measured over `steps` fresh fp16 steps (slow on CPUs without fp16 kernels)."""
     if run_dir is not None and config.precision.name == "fp16":
-        from ampgan.files.jsonfile import read_jsonl
+        from ampgan.runs.run_folder import read_metrics
 
-        scales = [m["loss_scale_d"] for m in read_jsonl(Path(run_dir) / "metrics.jsonl") if "loss_scale_d" in m]
+        scales = [m["loss_scale_d"] for m in read_metrics(Path(run_dir) / "metrics.jsonl")
+                  if isinstance(m.get("loss_scale_d"), (int, float))]
         return loss_scale_history(scales) | {"source": f"{run_dir}/metrics.jsonl", "steps": len(scales)}
     if steps <= 0:
         return {"source": "not measured (--fp16-steps 0)"}

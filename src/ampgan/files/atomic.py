@@ -14,10 +14,20 @@ from pathlib import Path
 from typing import IO, Any
 
 
+def _file_mode() -> int:
+    """The mode an ordinary open() would give a new file here: 0666 less the process's umask."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
 def write_atomically(path: Path, write: Callable[[IO[bytes]], Any]) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    # mkstemp creates the file 0600 and never follows a link (O_EXCL); the final file gets the mode
+    # an ordinary write would have given it, so a report can be served or shared.
     handle, temp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.fchmod(handle, _file_mode())
     try:
         with os.fdopen(handle, "wb") as stream:
             write(stream)
@@ -33,6 +43,21 @@ def write_atomically(path: Path, write: Callable[[IO[bytes]], Any]) -> None:
 def write_json_atomically(path: Path, value: Any) -> None:
     text = json.dumps(value, indent=2, sort_keys=False) + "\n"
     write_atomically(path, lambda stream: stream.write(text.encode("utf-8")))
+
+
+def open_for_append(path: Path) -> IO[str]:
+    """A log ampgan appends to (metrics.jsonl, quality.jsonl), opened without following a symbolic link:
+    a link planted at that name would otherwise have ampgan write into whatever it points to."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o666)
+    except OSError:
+        if Path(path).is_symlink():
+            from ampgan.errors import AmpganError
+
+            raise AmpganError(f"{path} is a symbolic link: ampgan never writes through links in its own folders; "
+                              "remove the link") from None
+        raise
+    return os.fdopen(fd, "a", encoding="utf-8")
 
 
 def os_error_behind(error: BaseException) -> OSError | None:

@@ -16,19 +16,28 @@ def read_json(path: Path, *, missing: str, damaged: str) -> Any:
         raise AmpganError(missing)
     try:
         return json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError):
+    except (json.JSONDecodeError, UnicodeDecodeError, OSError):
         raise AmpganError(damaged) from None
 
 
 def read_jsonl(path: Path) -> list[dict]:
-    """The records of a JSON-lines file ([] when it does not exist); a line cut short by a crash is skipped."""
+    """The records of a JSON-lines file ([] when it does not exist). Its last line may be cut short by a
+    crash (an append is not atomic): such a line is skipped. Any other line that is not a JSON object
+    means the file was damaged: one error line naming it."""
     path = Path(path)
     if not path.is_file():
         return []
+    lines = path.read_bytes().decode("utf-8", errors="replace").splitlines()
     records = []
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for number, line in enumerate(lines, start=1):
         try:
-            records.append(json.loads(line))
+            record = json.loads(line)
         except json.JSONDecodeError:
-            continue
+            record = None
+        if not isinstance(record, dict):
+            if number == len(lines):
+                continue  # the crash-cut last line
+            raise AmpganError(f"{path} is damaged (line {number} is not a JSON record): delete the file's damaged "
+                              "lines, or resume from an earlier checkpoint")
+        records.append(record)
     return records

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ampgan.data import load_dataset
+from ampgan.errors import AmpganError
 from ampgan.files.atomic import write_json_atomically
 from ampgan.runs.claim import FolderLock
 from ampgan.quality.evaluator import TrainedEvaluator, evaluator_for, generate_evenly, quality_of_images, reference_floor
@@ -22,6 +23,11 @@ class RunQuality:
     evaluator: TrainedEvaluator
 
 
+def _names(names) -> str:
+    shown = ", ".join(names[:5]) + (f", ... ({len(names)} in all)" if len(names) > 5 else "")
+    return f"[{shown}]"
+
+
 def evaluate_runs(run_dirs: list[Path], samples: int, seed: int, evaluator_cache: Path | None) -> list[RunQuality]:
     """Every run's final generator against the evaluator of its dataset (trained once per dataset);
     writes RUN_DIR/quality.json with the metrics, the evaluator and the real-image floor."""
@@ -35,6 +41,10 @@ def evaluate_runs(run_dirs: list[Path], samples: int, seed: int, evaluator_cache
             dataset = load_dataset(config.data, seed=config.seed)
             evaluators[key] = evaluator_for(dataset, cache_dir=evaluator_cache, seed=seed)
         evaluator = evaluators[key]
+        if tuple(run.class_names) != evaluator.class_names:
+            raise AmpganError(f"{run.run_dir}/config.json names the classes {_names(run.class_names)} but its dataset "
+                              f"has {_names(evaluator.class_names)}: the file is damaged, or the data changed since "
+                              "the run; scores against other classes would be wrong")
         images, labels = generate_evenly(run.gan, len(run.class_names), samples, evaluation_noise_seed(seed), "cpu")
         quality = quality_of_images(evaluator, images, labels)
         lock = FolderLock(run.run_dir)  # not while a training process still writes this run

@@ -14,6 +14,8 @@ is cached per dataset content and refused below MIN_EVALUATOR_ACCURACY held-out 
 from __future__ import annotations
 
 import hashlib
+import io
+import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,9 +26,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from ampgan.files.atomic import write_atomically, write_json_atomically
-from ampgan.files.jsonfile import read_json
 from ampgan.data import ImageDataset
-from ampgan.errors import AmpganError
+from ampgan.errors import AmpganError, warn
+from ampgan.files.schema import has_shape
 from ampgan.quality.metrics import (accuracy, confusion_matrix, density_coverage, frechet_distance,
                                     intra_class_diversity, kernel_inception_distance, precision_recall, quality_flags)
 from ampgan.seeds import reference_subset_seed
@@ -104,16 +106,14 @@ def evaluator_for(dataset: ImageDataset, cache_dir: Path | None = None, epochs: 
     """The cached evaluator of this dataset (by content hash), trained first if there is none."""
     device = device or torch.device("cpu")
     train_idx, held_idx = split_for_evaluation(dataset, seed)
-    # v3: the one-cycle schedule, shifts and minimum steps of _train_classifier (older ones are not reused).
-    key = hashlib.sha256(f"{dataset.content_sha256()}:{epochs}:{seed}:v3".encode()).hexdigest()[:20]
+    # v4: entries carry their weights' digest (v3: the one-cycle schedule, shifts and minimum steps of
+    # _train_classifier); older ones are not reused.
+    key = hashlib.sha256(f"{dataset.content_sha256()}:{epochs}:{seed}:v4".encode()).hexdigest()[:20]
     cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
     weights_path, info_path = cache_dir / f"{key}.pt", cache_dir / f"{key}.json"
     network = Evaluator(dataset.channels, dataset.num_classes)
-    if weights_path.is_file() and info_path.is_file():
-        network.load_state_dict(torch.load(weights_path, map_location="cpu", weights_only=True))
-        info = read_json(info_path, missing=f"{info_path} disappeared while reading the evaluator cache: run again",
-                         damaged=f"{info_path} is damaged: delete it and its .pt to train the evaluator anew")
-    else:
+    info = _cached_evaluator(network, weights_path, info_path, dataset)
+    if info is None:
         started = time.perf_counter()
         ran = _train_classifier(network, dataset.images[train_idx], dataset.labels[train_idx], epochs, seed, device)
         network.cpu()
@@ -121,7 +121,10 @@ def evaluator_for(dataset: ImageDataset, cache_dir: Path | None = None, epochs: 
         info = {"held_out_accuracy": held_accuracy, "epochs": ran, "train_images": len(train_idx),
                 "held_out_images": len(held_idx), "train_seconds": round(time.perf_counter() - started, 2),
                 "dataset_sha256": dataset.content_sha256(), "min_accuracy": min_accuracy}
-        write_atomically(weights_path, lambda stream: torch.save(network.state_dict(), stream))
+        buffer = io.BytesIO()
+        torch.save(network.state_dict(), buffer)
+        info["weights_sha256"] = hashlib.sha256(buffer.getvalue()).hexdigest()
+        write_atomically(weights_path, lambda stream: stream.write(buffer.getvalue()))
         write_json_atomically(info_path, info)
     info = dict(info, cache=str(weights_path))
     if info["held_out_accuracy"] < min_accuracy:
@@ -133,6 +136,40 @@ def evaluator_for(dataset: ImageDataset, cache_dir: Path | None = None, epochs: 
     return TrainedEvaluator(network, info["held_out_accuracy"], dataset.images[held_idx], dataset.images[train_idx], info,
                             held_out_labels=dataset.labels[held_idx], train_labels=dataset.labels[train_idx],
                             class_names=tuple(dataset.class_names))
+
+
+_INFO_SHAPE = {"held_out_accuracy": (int, float), "epochs": int, "train_images": int, "held_out_images": int,
+               "dataset_sha256": str, "weights_sha256": str}
+
+
+def _cached_evaluator(network: Evaluator, weights_path: Path, info_path: Path, dataset: ImageDataset) -> dict | None:
+    """The cached evaluator's info with its weights loaded into `network`, or None (trained anew) when
+    there is none, or the entry does not hold what it claims: weights of another digest (replaced, cut
+    short or damaged), info of another dataset or of the wrong shape. The cache is ampgan's own and
+    rebuildable: a bad entry is replaced, with a warning line, never trusted and never fatal."""
+    if not (weights_path.is_file() and info_path.is_file()):
+        return None
+    try:
+        blob = weights_path.read_bytes()
+        info = json.loads(info_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        info, blob = None, b""
+    reason = None
+    if not has_shape(info, _INFO_SHAPE):
+        reason = "its description is damaged or from an older ampgan"
+    elif info["weights_sha256"] != hashlib.sha256(blob).hexdigest():
+        reason = "its weights are not the ones it was saved with"
+    elif info["dataset_sha256"] != dataset.content_sha256():
+        reason = "it was trained on other data"
+    else:
+        try:
+            network.load_state_dict(torch.load(io.BytesIO(blob), map_location="cpu", weights_only=True))
+        except Exception:  # noqa: BLE001 - any unreadable weights mean: train anew
+            reason = "its weights cannot be loaded"
+    if reason is not None:
+        warn(f"the cached evaluator {weights_path} is not usable ({reason}): training it anew")
+        return None
+    return info
 
 
 def _train_classifier(network, images, labels, epochs, seed, device, batch_size=128) -> int:

@@ -19,8 +19,19 @@ import torch
 
 from ampgan.errors import AmpganError
 from ampgan.files.atomic import write_atomically
+from ampgan.files.schema import check_shape
 
 FORMAT_VERSION = 2
+# What resuming reads (training/state.py, training/loop.py): checked before any of it is trusted.
+_SHAPE = {
+    "format_version": int, "step": int, "seed_scheme": int, "?run_id": str, "?config": dict,
+    "generator": dict, "discriminator": dict, "optimizer_g": dict, "optimizer_d": dict, "scaler_g": dict,
+    "scaler_d": dict, "?extra_optimizers": dict, "?extra_scalers": dict,
+    "?rng": {"torch_cpu": torch.Tensor, "?torch_cuda": list, "numpy": dict, "python": dict},
+    "?progress": {"train_seconds": (int, float), "skipped_total": {"*": int},
+                  "data": {"world_size": int, "ranks": [{"epoch": int, "position": int}]},
+                  "?step_generators": [torch.Tensor], "?metrics_last_step": int},
+}
 OLDEST_READABLE_VERSION = 1
 _NAME = re.compile(r"^step-(\d{6,})\.pt$")
 
@@ -73,7 +84,7 @@ def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dic
                           f"reads ({OLDEST_READABLE_VERSION}-{FORMAT_VERSION}): continue it with the ampgan version "
                           "that wrote it")
     payload.setdefault("seed_scheme", 1)  # version 1 predates seeds.py's scheme 2
-    return payload
+    return check_shape(payload, _SHAPE, f"checkpoint {path}", "delete it to resume from the one before")
 
 
 def prune_checkpoints(run_dir: Path, keep: int) -> None:

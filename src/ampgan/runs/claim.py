@@ -28,15 +28,33 @@ LOCK = ".ampgan-lock"
 _LEGACY_DOCUMENTS = ("config.json", "compare.json", "results.json", "doctor.json")
 
 
+def refuse_link(path: Path) -> None:
+    """ampgan's control files (lock, marker) are never opened through a symbolic link: one error line."""
+    if Path(path).is_symlink():
+        raise AmpganError(f"{path} is a symbolic link: ampgan never opens its own control files through a link "
+                          f"(it would write into whatever the link points to); remove the link, or use another folder")
+
+
+def _write_marker(folder: Path) -> None:
+    path = folder / MARKER
+    refuse_link(path)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write("written by ampgan; --overwrite may replace this folder\n")
+
+
 class FolderLock:
     """An exclusive lock on a folder for as long as this object (or the process) lives."""
 
     def __init__(self, folder: Path):
         self.folder = Path(folder)
         path = self.folder / LOCK
+        refuse_link(path)
         try:
-            self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            # O_NOFOLLOW: a link planted at this name would have ampgan truncate and write its target.
+            self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
         except OSError as error:
+            refuse_link(path)
             raise AmpganError(f"cannot write in {self.folder} ({error.strerror}): choose a writable --out") from None
         try:
             fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -59,7 +77,7 @@ class FolderLock:
 def is_ampgan_folder(folder: Path) -> bool:
     """Written by ampgan: it holds the marker, or the documents an older ampgan wrote."""
     folder = Path(folder)
-    if (folder / MARKER).is_file():
+    if (folder / MARKER).is_file() and not (folder / MARKER).is_symlink():
         return True
     for name in _LEGACY_DOCUMENTS:
         try:
@@ -103,7 +121,7 @@ class FolderClaim:
             os.replace(self.path, self.aside)
         try:
             self.path.mkdir(parents=True, exist_ok=True)
-            (self.path / MARKER).write_text("written by ampgan; --overwrite may replace this folder\n", encoding="utf-8")
+            _write_marker(self.path)
         except OSError as error:
             self._restore()
             raise AmpganError(f"cannot create --out {self.path} ({error.strerror}): choose a writable folder") from None

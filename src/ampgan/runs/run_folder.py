@@ -12,13 +12,15 @@
 from __future__ import annotations
 
 import json
+import uuid
 from contextlib import contextmanager
 from pathlib import Path
 
 from ampgan.errors import AmpganError
-from ampgan.files.atomic import os_error_behind, write_atomically, write_json_atomically
+from ampgan.files.atomic import open_for_append, os_error_behind, write_atomically, write_json_atomically
 from ampgan.files.images import save_png
-from ampgan.files.jsonfile import read_json
+from ampgan.files.jsonfile import read_json, read_jsonl
+from ampgan.files.schema import check_shape
 from ampgan.runs.checkpoint import checkpoint_path, list_checkpoints, prune_checkpoints, save_checkpoint
 from ampgan.runs.samples import fixed_noise, render_samples
 from ampgan.system.environment import environment_stamp, stamp_line
@@ -47,15 +49,17 @@ class RunWriter:
         self.last_record: dict = {}
         self.last_logged_step = 0
         self.resumed = resumed_at is not None
+        previous = read_run_config(self.run_dir) if self.resumed else {}
+        # Every checkpoint carries the run's identity, so one copied in from another run is refused.
+        self.run_id = previous.get("run_id") if isinstance(previous.get("run_id"), str) else uuid.uuid4().hex
         document = self._config_document()
         if resumed_at is not None:
-            previous = read_run_config(self.run_dir)
             document["resumed"] = previous.get("resumed", []) + [
                 {"at_step": resumed_at, "date": self.environment["date"], "command": self.environment["command"]}]
             self.last_logged_step = truncate_metrics(self.run_dir / "metrics.jsonl", resumed_at)
         with self._stopping_cleanly_if_unwritable(self.run_dir / "config.json"):
             write_json_atomically(self.run_dir / "config.json", document)
-        self._metrics = open(self.run_dir / "metrics.jsonl", "a", encoding="utf-8")
+        self._metrics = open_for_append(self.run_dir / "metrics.jsonl")
         self._noise = fixed_noise(state.gan, dataset.num_classes, config.logging.samples_per_class, config.seed)
         self._tensorboard = _open_tensorboard(self.run_dir) if config.logging.tensorboard else None
 
@@ -67,6 +71,7 @@ class RunWriter:
         }
         return {
             "format_version": RUN_FORMAT_VERSION,
+            "run_id": self.run_id,
             "config": config.to_dict(),
             "processes": self.processes,
             "global_batch_size": config.budget.batch_size * self.processes,
@@ -114,7 +119,7 @@ class RunWriter:
         """`payload`: what the run state saves of itself (RunState.state_dict())."""
         path = checkpoint_path(self.run_dir, self.state.step)
         with self._stopping_cleanly_if_unwritable(path):
-            save_checkpoint(path, {"config": self.prepared.config.to_dict(), **payload})
+            save_checkpoint(path, {"config": self.prepared.config.to_dict(), "run_id": self.run_id, **payload})
         prune_checkpoints(self.run_dir, self.prepared.config.checkpoints.keep)
         return path
 
@@ -222,22 +227,26 @@ def read_run_config(run_dir: Path) -> dict:
     return document
 
 
+METRICS_RECORD = {"step": int, "train_seconds": (int, float)}
+
+
+def read_metrics(path: Path) -> list[dict]:
+    """metrics.jsonl's records, each checked for the fields every reader relies on (one error line for a
+    damaged file; a last line cut short by a crash is skipped)."""
+    records = read_jsonl(path)
+    for record in records:
+        check_shape(record, METRICS_RECORD, str(path),
+                    "remove the damaged line, or resume from an earlier checkpoint")
+    return records
+
+
 def truncate_metrics(path: Path, last_step: int) -> int:
     """Keep the records up to `last_step` (the checkpoint's), dropping any the lost part of the run
     wrote after it and a line cut short by a crash; rewritten atomically. Returns the last kept step."""
-    kept, last = [], 0
-    if path.exists():
-        for line in path.read_text(encoding="utf-8").splitlines():
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if isinstance(record, dict) and record.get("step", last_step + 1) <= last_step:
-                kept.append(line)
-                last = record["step"]
-    text = "".join(line + "\n" for line in kept)
+    kept = [record for record in read_metrics(path) if record["step"] <= last_step]
+    text = "".join(json.dumps(record) + "\n" for record in kept)
     write_atomically(path, lambda stream: stream.write(text.encode("utf-8")))
-    return last
+    return kept[-1]["step"] if kept else 0
 
 
 def require_tensorboard() -> None:

@@ -133,9 +133,8 @@ def decide_compile(precision: str, batch_size: int, key_parts: dict, budget: tup
     run is long enough to repay a first compile (and cached unless the load changed or compiling failed)."""
     steps, seconds = budget
     key = decision_key(**key_parts, batch_size=batch_size, precision=precision, question="compile")
-    document = cache.get(key) if cache else None
-    if document is not None:
-        decision = CompileDecision.from_dict(document, cached=True)
+    decision = CompileDecision.from_cache(cache.get(key) if cache else None)
+    if decision is not None:
         return decision.pays_for(expected_run_s(steps, seconds, decision.eager_step_s or 0.0)), decision
     run_s = seconds if steps is None else expected_run_s(steps, seconds, probe.eager_step_s())
     if run_s is not None and run_s < MEASURE_FROM_RUN_S:

@@ -160,9 +160,10 @@ def decide(precisions: list[str], batch_size: int, key_parts: dict, measure: Mea
     else measured (`measure(names)` -> rounds against fp32 and the candidates hopeless at warm-up)."""
     decisions, missing = {}, []
     for name in precisions:
-        document = cache.get(decision_key(**key_parts, batch_size=batch_size, precision=name)) if cache else None
-        if document is not None:
-            decisions[name] = Decision.from_dict(document, cached=True)
+        cached = Decision.from_cache(cache.get(decision_key(**key_parts, batch_size=batch_size, precision=name))
+                                     if cache else None)
+        if cached is not None:
+            decisions[name] = cached
         else:
             missing.append(name)
     if missing:
@@ -264,9 +265,9 @@ def cached_decisions(config, device: torch.device, precisions: list[str]) -> dic
     for name in precisions:
         if name == BASELINE:
             continue
-        document = cache.get(decision_key(**key, batch_size=config.budget.batch_size, precision=name))
-        if document is not None:
-            found[name] = Decision.from_dict(document, cached=True)
+        cached = Decision.from_cache(cache.get(decision_key(**key, batch_size=config.budget.batch_size, precision=name)))
+        if cached is not None:
+            found[name] = cached
     return found
 
 

@@ -75,9 +75,9 @@ def decide_layout(precision: str, batch_size: int, key_parts: dict, measure: Cal
     """From the cache when it holds this question's answer, else measured (`measure()`: rounds of
     NCHW against channels-last) and cached unless the machine's load changed meanwhile."""
     key = decision_key(**key_parts, batch_size=batch_size, precision=precision, question="memory format")
-    document = cache.get(key) if cache else None
-    if document is not None:
-        return LayoutDecision.from_dict(document, cached=True)
+    cached = LayoutDecision.from_cache(cache.get(key) if cache else None)
+    if cached is not None:
+        return cached
     log(f"measuring channels-last against NCHW for {precision} at batch {batch_size} "
         "(once for this machine and model; the answer is cached) ...")
     result = measure()

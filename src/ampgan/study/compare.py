@@ -9,7 +9,8 @@ model, and a report that puts it together.
       compare.json           everything the report needs, in one document
       bench/                 results.json, Figures 1-2 (a short bench, or the one given)
       cost/                  cost.json/csv, Figure 3
-      runs/<precision>/      a run folder per precision, with quality.json and quality.jsonl
+      runs/<precision>-seed<N>/  a run folder per precision and seed, with quality.json and quality.jsonl
+      study.json             what is finished (study/progress.py): an interrupted study resumes from it
       report.md, report.html
 """
 
@@ -17,13 +18,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
 import time
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 import torch
 
-from ampgan.files.atomic import write_json_atomically
+from ampgan.files.atomic import open_for_append, write_atomically, write_json_atomically
 from ampgan.bench.harness import BenchSpec, run_bench
 from ampgan.bench.output import load_results, write_results
 from ampgan.config import BudgetConfig, TrainConfig
@@ -37,15 +39,22 @@ from ampgan.speed.decision import choose_for_comparison, decide_for_run, warn_ab
 from ampgan.speed.compilation import compiled_precisions
 from ampgan.speed.layout import channels_last_precisions
 from ampgan.study.over_seeds import compare_seeds, summarize_seeds
+from ampgan.runs.checkpoint import list_checkpoints, load_checkpoint
+from ampgan.study.progress import StudyProgress, open_progress
 from ampgan.study.verdict import no_faster_mode_verdict, verdict
+from ampgan.training.interruption import Interrupted, TrainingInterrupted, stop_on_signals
 from ampgan.training.loop import DEFAULT_STEPS, prepare_run, run_training
+from ampgan.training.start import check_checkpoint_belongs
 from ampgan.training.precision import resolve_device
 
 
 # The comparison's own bench is shorter than `ampgan bench`'s default (it has three batch sizes
 # and two training runs to fit in a few minutes); its intervals say how settled it got.
 COMPARE_BENCH_MIN_SECONDS = 10.0
-COMPARE_BENCH_MAX_SECONDS = 30.0
+COMPARE_BENCH_MAX_FACTOR = 3.0  # measured at most this many times --bench-seconds per batch size
+# A study's runs save a checkpoint this often (training time), so a crash or kill -9 loses at most this
+# much of a run: the rest continues from it (checkpoints cost no training time: the clock excludes them).
+STUDY_CHECKPOINT_EVERY_S = 30.0
 
 
 def _compare_defaults() -> TrainConfig:
@@ -65,6 +74,7 @@ class CompareSpec:
     bench: Path | None = None  # reuse these bench results instead of measuring
     bench_batch_sizes: tuple[int, ...] = (16, 64, 256)
     bench_steps: int = 5
+    bench_seconds: float = COMPARE_BENCH_MIN_SECONDS  # per batch size at least; at most three times as long
     instance: str | None = None
     price_per_hour: float | None = None
     target_accuracy: float | None = None  # None: 80% of the best final evaluator accuracy
@@ -95,10 +105,26 @@ class CompareSpec:
     def train_config(self, precision: str, seed: int | None = None) -> TrainConfig:
         return self.base.with_fields({
             "precision.name": precision, "precision.loss_scale": None, "seed": self.seed if seed is None else seed,
-            "logging.sample_every": 10**9, "checkpoints.every_steps": None, "checkpoints.every_s": None,
+            "logging.sample_every": 10**9, "checkpoints.every_steps": None,
+            "checkpoints.every_s": STUDY_CHECKPOINT_EVERY_S, "checkpoints.keep": 2,
             "compute.channels_last": precision in (self.channels_last or ()),
             "compute.compile": precision in (self.compile or ()),
         })
+
+    @classmethod
+    def from_document(cls, document: dict) -> CompareSpec:
+        """The spec a study.json or compare.json recorded (to_document's inverse)."""
+        own = {}
+        for spec_field in fields(cls):
+            if spec_field.name == "base" or spec_field.name not in document:
+                continue
+            value = document[spec_field.name]
+            if isinstance(value, list):
+                value = tuple(value)
+            if spec_field.name in ("bench", "evaluator_cache") and value is not None:
+                value = Path(value)
+            own[spec_field.name] = value
+        return cls(base=TrainConfig.from_dict(document["config"]), **own)
 
     def to_document(self, precisions) -> dict:
         """What compare.json records of the spec: the comparison's own settings, the shared config, and
@@ -125,11 +151,14 @@ def choose_precisions(spec: CompareSpec, dataset, device: torch.device,
 class _QualityTracker:
     """Evaluates the generator at log points, every 1/eval_points of the budget: of its training time
     when it has a time budget, else of its steps (a step budget makes the evaluation points, and so the
-    whole comparison, repeat exactly)."""
+    whole comparison, repeat exactly). Only the regular log points count (steps that are multiples of
+    --log-every): the extra ones a stop or a timed checkpoint adds would move the evaluations of a study
+    that was interrupted and resumed."""
 
-    def __init__(self, evaluator, run_dir: Path, spec: CompareSpec, autocast, num_classes: int, seed: int):
+    def __init__(self, evaluator, run_dir: Path, spec: CompareSpec, autocast, num_classes: int, seed: int,
+                 log_every: int):
         self.evaluator, self.run_dir, self.spec, self.seed = evaluator, run_dir, spec, seed
-        self.autocast, self.num_classes = autocast, num_classes
+        self.autocast, self.num_classes, self.log_every = autocast, num_classes, log_every
         budget = spec.base.budget
         self.clock = "train_seconds" if budget.time_budget_s is not None else "step"
         total = budget.time_budget_s if budget.time_budget_s is not None else budget.steps or DEFAULT_STEPS
@@ -138,7 +167,11 @@ class _QualityTracker:
         self.curve: list[dict] = []
         self.eval_seconds = 0.0
 
-    def evaluate(self, state, record: dict) -> dict:
+    @property
+    def path(self) -> Path:
+        return self.run_dir / "quality.jsonl"
+
+    def evaluate(self, state, record: dict, final: bool = False) -> dict:
         started = time.perf_counter()
         images, labels = generate_evenly(state.gan, self.num_classes, self.spec.eval_samples,
                                          seed=evaluation_noise_seed(self.seed), device=state.policy.device,
@@ -147,65 +180,89 @@ class _QualityTracker:
         spent = time.perf_counter() - started
         self.eval_seconds += spent
         point = {"step": record["step"], "train_seconds": record["train_seconds"], "eval_seconds": round(spent, 3),
-                 **quality}
+                 **({"final": True} if final else {}), **quality}
         self.curve.append(point)
-        with open(self.run_dir / "quality.jsonl", "a", encoding="utf-8") as handle:
+        with open_for_append(self.path) as handle:
             handle.write(json.dumps(point) + "\n")
         return point
 
     def __call__(self, state, record: dict) -> None:
-        if record[self.clock] >= self.next_at:
+        if record["step"] % self.log_every == 0 and record[self.clock] >= self.next_at:
             self.evaluate(state, record)
-            while self.next_at <= record[self.clock]:
-                self.next_at += self.interval
+            self._advance(record[self.clock])
+
+    def _advance(self, at: float) -> None:
+        while self.next_at <= at:
+            self.next_at += self.interval
+
+    def restore(self, step: int) -> None:
+        """Continue the curve of a run resumed from its checkpoint at `step`: the evaluations made up to
+        it stay (rewritten without any made later, or at the end), the schedule goes on after them."""
+        self.curve = [point for point in read_quality_curve(self.path) if point["step"] <= step and not point.get("final")]
+        text = "".join(json.dumps(point) + "\n" for point in self.curve)
+        write_atomically(self.path, lambda stream: stream.write(text.encode("utf-8")))
+        self.eval_seconds = sum(point.get("eval_seconds", 0.0) for point in self.curve)
+        for point in self.curve:
+            self._advance(point[self.clock])
+
+
+class StudyInterrupted(Interrupted):
+    """SIGINT/SIGTERM during a comparison: what finished is kept, and how to continue."""
+
+    def __init__(self, signum: int, out_dir: Path, progress: StudyProgress):
+        super().__init__(signum, f"the study is kept in {out_dir}: {progress.describe()}; continue with: "
+                                 f"ampgan compare --resume {out_dir} (or the same command again)")
 
 
 def run_compare(spec: CompareSpec, out_dir: Path, show_progress: bool = True, log=print) -> dict:
+    """The study, resumed where its study.json says it stopped (a new one when the folder has none).
+    Interrupted by SIGINT/SIGTERM, it keeps what finished and raises StudyInterrupted."""
     out_dir = Path(out_dir)
     device = resolve_device(spec.base.compute.device)
     if spec.precisions and "fp32" not in spec.precisions:
         raise AmpganError("a comparison needs fp32 as its baseline: add it to --precisions")
     dataset = load_dataset(spec.base.data, seed=spec.seed)
     prepare_run(spec.train_config("fp32"), dataset)  # validates the options before any measuring
-    if spec.precisions:
-        precisions, left_out = spec.precisions, []
-        warn_about_named_modes(spec.train_config("fp32"), device, list(precisions))
-    else:
-        precisions, left_out, decisions = choose_precisions(spec, dataset, device, log)
-        if precisions == ("fp32",):
-            return _no_faster_mode(spec, out_dir, device, dataset, left_out, decisions)
-    layouts = {}
-    if spec.channels_last is None:
-        channels_last, layouts = channels_last_precisions(spec.train_config, precisions, dataset, device, log)
-        spec = dataclasses.replace(spec, channels_last=channels_last)
-    compile_decisions = {}
-    if spec.compile is None:  # after the memory format: the compiled step depends on it
-        compiled, compile_decisions = compiled_precisions(spec.train_config, precisions, dataset, device, log)
-        spec = dataclasses.replace(spec, compile=compiled)
-    prepared = {(p, seed): prepare_run(spec.train_config(p, seed), dataset)  # validates all first
-                for seed in spec.seed_list for p in precisions}
-    log(f"evaluator: training or loading the {spec.base.data.dataset} classifier ...")
-    evaluator = evaluator_for(dataset, cache_dir=spec.evaluator_cache, seed=spec.seed)
-    log(f"evaluator: held-out accuracy {evaluator.held_out_accuracy:.3f} ({evaluator.info['cache']})")
-    bench_results = _bench(spec, dataset, precisions, device, log)
-    write_results(bench_results, out_dir / "bench")
+    progress = open_progress(out_dir, spec.to_document(spec.precisions))
+    with stop_on_signals() as stop:
+        def stop_here() -> None:
+            if stop:
+                raise StudyInterrupted(stop.signum, out_dir, progress)
 
-    per_seed: dict[str, dict[int, dict]] = {p: {} for p in precisions}
-    curves: dict[str, dict[int, list[dict]]] = {p: {} for p in precisions}
-    for seed in spec.seed_list:
-        for precision in precisions:  # one seed at a time: a change of the machine's load hits both alike
-            run, curve = _train_and_evaluate(spec, prepared[(precision, seed)], evaluator, dataset, out_dir,
-                                             seed, show_progress, log)
-            per_seed[precision][seed], curves[precision][seed] = run, curve
+        if progress.decided is None:
+            progress.decided = _decide(spec, dataset, device, log)
+            progress.save()
+        decided = progress.decided
+        spec = dataclasses.replace(spec, channels_last=tuple(decided["channels_last"]), compile=tuple(decided["compile"]))
+        precisions = tuple(decided["precisions"])
+        if precisions == ("fp32",):
+            return _no_faster_mode(spec, out_dir, device, dataset, decided["left_out"], decided["decisions"])
+        stop_here()
+        prepared = {(p, seed): prepare_run(spec.train_config(p, seed), dataset)  # validates all first
+                    for seed in spec.seed_list for p in precisions}
+        log(f"evaluator: training or loading the {spec.base.data.dataset} classifier ...")
+        evaluator = evaluator_for(dataset, cache_dir=spec.evaluator_cache, seed=spec.seed)
+        log(f"evaluator: held-out accuracy {evaluator.held_out_accuracy:.3f} ({evaluator.info['cache']})")
+        stop_here()
+        bench_results = _bench_once(spec, dataset, precisions, device, log, out_dir, progress)
+        stop_here()
+        per_seed: dict[str, dict[int, dict]] = {p: {} for p in precisions}
+        curves: dict[str, dict[int, list[dict]]] = {p: {} for p in precisions}
+        for seed in spec.seed_list:
+            for precision in precisions:  # one seed at a time: a change of the machine's load hits both alike
+                run, curve = _run_once(spec, prepared[(precision, seed)], evaluator, dataset, out_dir, seed,
+                                       show_progress, log, progress)
+                per_seed[precision][seed], curves[precision][seed] = run, curve
+                stop_here()
 
     floor = reference_floor(evaluator, spec.eval_samples)
     document = {
         "format": "ampgan-compare/1",
         "spec": spec.to_document(precisions),
         "environment": environment_stamp(device),
-        "left_out": left_out,
-        "layouts": layouts,  # the memory-format decisions measured for this comparison (none when given)
-        "compile_decisions": compile_decisions,  # compiled or eager, per precision (none when given or not measured)
+        "left_out": decided["left_out"],
+        "layouts": decided["layouts"],  # the memory-format decisions measured for this comparison (none when given)
+        "compile_decisions": decided["compile_decisions"],  # compiled or eager, per precision (none when given)
         "dataset": {"name": spec.base.data.dataset, "images": len(dataset), "class_names": list(dataset.class_names),
                     "source": dataset.source},
         "evaluator": evaluator.info,
@@ -217,6 +274,28 @@ def run_compare(spec: CompareSpec, out_dir: Path, show_progress: bool = True, lo
     document["verdict"] = verdict(document, bench_results["speedups"])
     write_json_atomically(out_dir / "compare.json", document)
     return document
+
+
+def _decide(spec: CompareSpec, dataset, device: torch.device, log) -> dict:
+    """The precisions to race and how each runs (memory format, compile), with the measurements: the
+    study's first stage, kept in study.json so a resumed study races what it began with."""
+    decisions: dict = {}
+    if spec.precisions:
+        precisions, left_out = spec.precisions, []
+        warn_about_named_modes(spec.train_config("fp32"), device, list(precisions))
+    else:
+        precisions, left_out, decisions = choose_precisions(spec, dataset, device, log)
+    layouts, compile_decisions = {}, {}
+    channels_last, compiled = spec.channels_last, spec.compile
+    if precisions != ("fp32",):
+        if channels_last is None:
+            channels_last, layouts = channels_last_precisions(spec.train_config, precisions, dataset, device, log)
+        spec = dataclasses.replace(spec, channels_last=channels_last)
+        if compiled is None:  # after the memory format: the compiled step depends on it
+            compiled, compile_decisions = compiled_precisions(spec.train_config, precisions, dataset, device, log)
+    return {"precisions": list(precisions), "left_out": left_out, "decisions": decisions,
+            "channels_last": list(channels_last or ()), "compile": list(compiled or ()), "layouts": layouts,
+            "compile_decisions": compile_decisions}
 
 
 def _no_faster_mode(spec: CompareSpec, out_dir: Path, device: torch.device, dataset, left_out: list[dict],
@@ -237,26 +316,67 @@ def _no_faster_mode(spec: CompareSpec, out_dir: Path, device: torch.device, data
     return document
 
 
-def _bench(spec: CompareSpec, dataset, precisions, device, log) -> dict:
+def _bench_once(spec: CompareSpec, dataset, precisions, device, log, out_dir: Path, progress: StudyProgress) -> dict:
+    """The bench of the study's step (or the one --bench gave), measured once: a resumed study reads it back.
+    Interrupted, it is measured again on resume (a bench cut short compares too few rounds)."""
+    if progress.bench_done:
+        return load_results(out_dir / "bench" / "results.json")
     if spec.bench is not None:
-        return load_results(spec.bench)
-    sizes = tuple(sorted(set(spec.bench_batch_sizes) | {spec.batch_size}))
-    log(f"bench: batch sizes {', '.join(map(str, sizes))} x {', '.join(precisions)} ...")
-    bench_spec = BenchSpec(base=spec.base, batch_sizes=sizes, precisions=precisions, warmup=1, steps=spec.bench_steps,
-                           channels_last=spec.channels_last, compile=spec.compile or (), measure_compile_times=False,
-                           min_seconds=COMPARE_BENCH_MIN_SECONDS, max_seconds=COMPARE_BENCH_MAX_SECONDS)
-    return run_bench(bench_spec, device, dataset=dataset)
+        results = load_results(spec.bench)
+    else:
+        sizes = tuple(sorted(set(spec.bench_batch_sizes) | {spec.batch_size}))
+        log(f"bench: batch sizes {', '.join(map(str, sizes))} x {', '.join(precisions)} ...")
+        bench_spec = BenchSpec(base=spec.base, batch_sizes=sizes, precisions=precisions, warmup=1,
+                               steps=spec.bench_steps, channels_last=spec.channels_last, compile=spec.compile or (),
+                               measure_compile_times=False, min_seconds=spec.bench_seconds,
+                               max_seconds=COMPARE_BENCH_MAX_FACTOR * spec.bench_seconds)
+        results = run_bench(bench_spec, device, dataset=dataset)
+        if results.get("incomplete"):
+            raise StudyInterrupted(results["incomplete"]["signum"], out_dir, progress)
+    write_results(results, out_dir / "bench")
+    progress.bench_done = True
+    progress.save()
+    return results
 
 
-def _train_and_evaluate(spec, prepared, evaluator, dataset, out_dir: Path, seed: int, show_progress, log):
+def _run_once(spec, prepared, evaluator, dataset, out_dir: Path, seed: int, show_progress, log,
+              progress: StudyProgress) -> tuple[dict, list[dict]]:
+    """A run of the study: read back when finished, continued from its latest checkpoint when it was
+    stopped, trained otherwise."""
     precision = prepared.config.precision.name
-    run_dir = out_dir / "runs" / f"{precision}-seed{seed}"
-    run_dir.mkdir(parents=True, exist_ok=True)
-    log(f"train: {precision}, seed {seed}, for {_budget_text(prepared.config)} ...")
-    tracker = _QualityTracker(evaluator, run_dir, spec, prepared.policy.autocast, dataset.num_classes, seed)
-    result = run_training(prepared, run_dir, show_progress=show_progress, on_log=tracker)
+    key = f"{precision}-seed{seed}"
+    run_dir = out_dir / "runs" / key
+    finished = progress.run_done(key)
+    if finished is not None:
+        log(f"train: {precision}, seed {seed}: finished before, read back")
+        return finished, read_quality_curve(run_dir / "quality.jsonl")
+    checkpoints = list_checkpoints(run_dir)
+    tracker = _QualityTracker(evaluator, run_dir, spec, prepared.policy.autocast, dataset.num_classes, seed,
+                              prepared.config.logging.log_every)
+    resume_from = None
+    if checkpoints:
+        resume_from = load_checkpoint(checkpoints[-1], map_location="cpu")
+        check_checkpoint_belongs(resume_from, checkpoints[-1], run_dir, prepared.config)
+        tracker.restore(resume_from["step"])
+        log(f"train: {precision}, seed {seed}: continuing from step {resume_from['step']} ...")
+    else:
+        shutil.rmtree(run_dir, ignore_errors=True)  # a start cut short before its first checkpoint: nothing to keep
+        run_dir.mkdir(parents=True)
+        log(f"train: {precision}, seed {seed}, for {_budget_text(prepared.config)} ...")
+    progress.mark_run(key, "started")
+    try:
+        result = run_training(prepared, run_dir, show_progress=show_progress, on_log=tracker, resume_from=resume_from)
+    except TrainingInterrupted as stopped:
+        raise StudyInterrupted(stopped.signum, out_dir, progress) from None
+    run, curve = _finish_run(spec, result, tracker, evaluator, out_dir, run_dir, precision, seed, log)
+    progress.mark_run(key, "done", run)
+    return run, curve
+
+
+def _finish_run(spec, result, tracker, evaluator, out_dir: Path, run_dir: Path, precision: str, seed: int, log):
     # The final state is still in memory: evaluate its generator as it ended, no reload from disk.
-    final = tracker.evaluate(result.state.train, {"step": result.steps, "train_seconds": result.train_seconds})
+    final = tracker.evaluate(result.state.train, {"step": result.steps, "train_seconds": result.train_seconds},
+                             final=True)
     quality = {"final": final, "curve": tracker.curve, "eval_seconds_total": round(tracker.eval_seconds, 2),
                "evaluator": evaluator.info}
     write_json_atomically(run_dir / "quality.json", quality)
@@ -269,6 +389,22 @@ def _train_and_evaluate(spec, prepared, evaluator, dataset, out_dir: Path, seed:
     log(f"  {precision} seed {seed}: {result.steps} steps, evaluator accuracy {final['evaluator_accuracy']:.3f}, "
         f"recall {final.get('recall', float('nan')):.2f}, Fréchet distance {final['frechet_distance']:.2f}; {flags}")
     return run, tracker.curve
+
+
+_CURVE_POINT = {"step": int, "train_seconds": (int, float), "evaluator_accuracy": (int, float, None)}
+
+
+def read_quality_curve(path: Path) -> list[dict]:
+    """A run's quality.jsonl: its evaluations in order; a line cut short by a crash is skipped, a record
+    without the fields a curve needs is one error line naming the file."""
+    from ampgan.files.jsonfile import read_jsonl
+    from ampgan.files.schema import check_shape
+
+    records = read_jsonl(path)
+    for record in records:
+        check_shape(record, _CURVE_POINT, str(path), "delete the run's folder to train it again, or start the study "
+                                                     "again with --overwrite")
+    return records
 
 
 def _budget_text(config: TrainConfig) -> str:

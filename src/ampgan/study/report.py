@@ -8,6 +8,7 @@ so a report can be rebuilt (or restyled) without training again.
 from __future__ import annotations
 
 import base64
+import html
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -18,8 +19,10 @@ from PIL import Image
 from ampgan.bench.output import load_results, speedup_text
 from ampgan.errors import AmpganError
 from ampgan.files.atomic import write_atomically
-from ampgan.files.jsonfile import read_json, read_jsonl
+from ampgan.files.jsonfile import read_json
+from ampgan.runs.run_folder import read_metrics
 from ampgan.plotting import precision_colour, pyplot, save_figure
+from ampgan.study.compare import read_quality_curve
 from ampgan.study.verdict import interval_text, verdict
 
 
@@ -64,7 +67,7 @@ def _curves_over_seeds(document: dict, out_dir: Path, precision: str, metric: st
     (every seed evaluates at the same training-time marks, so index k is the same moment)."""
     run = document["runs"][precision]
     folders = [r["run_dir"] for r in run["per_seed"].values()] if "per_seed" in run else [run["run_dir"]]
-    curves = [read_jsonl(out_dir / folder / "quality.jsonl") for folder in folders]
+    curves = [read_quality_curve(out_dir / folder / "quality.jsonl") for folder in folders]
     length = min(len(c) for c in curves)
     curves = [c[:length] for c in curves]
     seconds = np.mean([[p["train_seconds"] for p in c] for c in curves], axis=0)
@@ -106,11 +109,11 @@ def figure_losses(document: dict, out_dir: Path, footer: str) -> tuple[Path, Pat
     figure, axis = plt.subplots(figsize=(7, 4), dpi=120)
     scaled = {}
     for precision, run in document["runs"].items():
-        metrics = read_jsonl(out_dir / run["run_dir"] / "metrics.jsonl")
+        metrics = [m for m in read_metrics(out_dir / run["run_dir"] / "metrics.jsonl") if "loss_d" in m]
         seconds = [m["train_seconds"] for m in metrics]
         colour = precision_colour(precision)
         axis.plot(seconds, [m["loss_d"] for m in metrics], color=colour, label=f"{precision} D")
-        axis.plot(seconds, [m["loss_g"] for m in metrics], color=colour, ls="--", label=f"{precision} G")
+        axis.plot(seconds, [m.get("loss_g") for m in metrics], color=colour, ls="--", label=f"{precision} G")
         if metrics and "loss_scale_d" in metrics[0]:
             scaled[precision] = metrics
     axis.set(xlabel="training time (s)", ylabel="loss", title="Losses per precision")
@@ -264,8 +267,21 @@ def _data_uri(path: Path) -> str:
     return "data:image/png;base64," + base64.b64encode(path.read_bytes()).decode()
 
 
+def markdown_text(text) -> str:
+    """Text as Markdown shows it literally: HTML is escaped (a viewer would render `<img onerror=...>`),
+    a line break becomes a space (it would end a list item or a table row)."""
+    return html.escape(" ".join(str(text).splitlines()), quote=False)
+
+
+def markdown_cell(text) -> str:
+    """A table cell: markdown_text, with `|` escaped (it would split the cell)."""
+    return markdown_text(text).replace("|", "\\|")
+
+
 _TEMPLATES = jinja2.Environment(loader=jinja2.PackageLoader("ampgan.study", "templates"),
                                 autoescape=jinja2.select_autoescape(enabled_extensions=("html.j2",), default_for_string=False), keep_trailing_newline=True)
+_TEMPLATES.filters["md"] = markdown_text
+_TEMPLATES.filters["md_cell"] = markdown_cell
 
 
 def render_report(out_dir: Path) -> tuple[Path, Path]:

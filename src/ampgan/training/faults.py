@@ -1,11 +1,16 @@
 """Numeric faults: when a run must stop rather than loop on NaN or a collapsed loss scale.
 
-Checked at every log point (the only place the step's numbers are read from the device):
+Checked at every log point (the only place the step's numbers are read from the device), so before
+every checkpoint, sample grid and exported generator:
+- every precision: a non-finite weight in G or D. Losses can stay finite while the weights have already
+  overflowed (--lr 1e10: losses of 1e22, a thousand inf weights), so the weights are what is checked.
 - fp32/tf32/bf16: a non-finite loss anywhere in the window (the window's mean is then NaN/inf);
   there is no loss scaler to skip the step, so the weights are already poisoned.
 - fp16: overflowing steps are skipped by the scaler and counted; the run stops when the scale
-  falls below `min_loss_scale` or when more than `max_skipped_fraction` of the last
-  `window_steps` steps were skipped (the scaler can no longer find a working scale).
+  falls below `min_loss_scale`, when more than `max_skipped_fraction` of the last `window_steps`
+  steps were skipped (the scaler can no longer find a working scale), or, with a static scale,
+  when every update of a network was skipped over the first `static_steps` steps (a fixed scale
+  that overflows at the start never stops overflowing).
 """
 
 from __future__ import annotations
@@ -13,6 +18,8 @@ from __future__ import annotations
 import math
 from collections import deque
 from dataclasses import dataclass
+
+import torch
 
 from ampgan.errors import AmpganError
 
@@ -28,13 +35,35 @@ class FaultRules:
     min_loss_scale: float = 2.0**-14
     max_skipped_fraction: float = 0.5
     window_steps: int = 200
+    static_steps: int = 10
+
+
+def non_finite_weights(networks: dict[str, torch.nn.Module]) -> list[str]:
+    """The networks (by name) with a NaN or inf weight. One multi-tensor norm per network: a norm is
+    non-finite exactly when some element is."""
+    found = []
+    for name, network in networks.items():
+        parameters = [p.detach() for p in network.parameters()]
+        if parameters and not bool(torch.stack(torch._foreach_norm(parameters)).isfinite().all()):
+            found.append(name)
+    return found
 
 
 class FaultMonitor:
-    def __init__(self, uses_loss_scaling: bool, rules: FaultRules = FaultRules()):
+    def __init__(self, uses_loss_scaling: bool, rules: FaultRules = FaultRules(), static_scale: bool = False,
+                 d_updates_per_step: int = 1):
         self.uses_loss_scaling = uses_loss_scaling
         self.rules = rules
+        self.static_scale = static_scale
+        self.d_updates_per_step = d_updates_per_step
         self._windows: deque[tuple[int, int]] = deque()  # (steps, skipped steps) per log window
+
+    def check_weights(self, networks: dict[str, torch.nn.Module], step: int) -> str | None:
+        bad = non_finite_weights(networks)
+        if bad:
+            return (f"{' and '.join(bad)} has non-finite (NaN or inf) weights by step {step}: the updates "
+                    "overflowed; lower --lr, or train in fp32 if this was a 16-bit precision")
+        return None
 
     def check(self, record: dict, steps_in_window: int, skipped_in_window: int) -> str | None:
         """A sentence saying why the run must stop, or None."""
@@ -44,6 +73,12 @@ class FaultMonitor:
                 return (f"{' and '.join(bad)} became non-finite (NaN or inf) by step {record['step']}: "
                         "lower --lr, or train in fp32 if this was bf16")
             return None
+        if self.static_scale and record["step"] >= self.rules.static_steps:
+            for network, total, updates in (("D", "skipped_d_total", self.d_updates_per_step), ("G", "skipped_g_total", 1)):
+                if record.get(total, 0) >= updates * record["step"]:
+                    return (f"every fp16 update of {network} was skipped for overflow in the first {record['step']} "
+                            f"steps at the static loss scale {record['loss_scale_d']:g}: it overflows at every step; "
+                            "give a lower --loss-scale, or 'dynamic'")
         for name in ("loss_scale_d", "loss_scale_g"):
             if record[name] < self.rules.min_loss_scale:
                 return (f"the fp16 loss scale collapsed ({name} = {record[name]:.3g} < {self.rules.min_loss_scale:.3g}) "

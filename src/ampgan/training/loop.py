@@ -184,7 +184,9 @@ def run_training(prepared: PreparedRun, run_dir: Path, *, show_progress: bool = 
     writer = (RunWriter(run_dir, prepared, state.train, ranks.size, resumed_at) if ranks.is_main
               else NullWriter(state.train))
     state.metrics_last_step = writer.last_logged_step
-    loop = _Loop(prepared, state, writer, Path(run_dir), FaultMonitor(prepared.policy.uses_loss_scaling, fault_rules),
+    faults = FaultMonitor(prepared.policy.uses_loss_scaling, fault_rules,
+                          static_scale=prepared.policy.loss_scale is not None, d_updates_per_step=state.train.gan.d_steps)
+    loop = _Loop(prepared, state, writer, Path(run_dir), faults,
                  on_log, show_progress and ranks.is_main)
     try:
         loop.run(fresh=resume_from is None)
@@ -260,7 +262,8 @@ class _Loop:
         state.metrics_last_step = self.writer.last_logged_step
         self.progress.update(train.step - self.progress.n)
         self.progress.set_postfix_str(_postfix(record), refresh=False)
-        reason = self.faults.check(record, steps_in_window, state.window.last_skipped)
+        reason = (self.faults.check(record, steps_in_window, state.window.last_skipped)
+                  or self.faults.check_weights({"G": train.generator, "D": train.discriminator}, train.step))
         if reason:
             # The weights may already be poisoned: keep the last good checkpoint, add none.
             raise NumericFault(f"{reason}; the last good checkpoint is step {self.last_checkpoint['step']} in {self.run_dir}")

@@ -56,6 +56,27 @@ def resumed_config(run_dir: Path, changes: dict, option_names: dict[str, str]) -
     return config.with_fields(applied)
 
 
+def check_checkpoint_belongs(payload: dict, checkpoint: Path, run_dir: Path, config: TrainConfig) -> None:
+    """A checkpoint resumes only the run that saved it: the same run identity (config.json's run_id,
+    which every checkpoint carries) and the same experiment (every field that may not change on resume).
+    One error line otherwise: config.json was edited, or the checkpoint was copied from another run."""
+    document = read_run_config(run_dir)
+    saved_id, own_id = payload.get("run_id"), document.get("run_id")
+    if saved_id is not None and own_id is not None and saved_id != own_id:
+        raise AmpganError(f"{checkpoint} was saved by another run (run {saved_id}, this folder's is {own_id}): it was "
+                          "copied in from elsewhere; remove it to resume from this run's own checkpoints")
+    try:
+        saved = TrainConfig.from_dict(payload.get("config")).paths()
+    except (ConfigError, AmpganError):
+        raise AmpganError(f"{checkpoint} holds no readable config: it is damaged or foreign; remove it to resume "
+                          "from the one before") from None
+    for path, value in config.paths().items():
+        if not safe_to_change(path) and saved.get(path) != value:
+            raise AmpganError(f"{checkpoint} was trained with {path} = {saved.get(path)!r}, but {run_dir}/config.json "
+                              f"says {value!r}: config.json was edited, or the checkpoint comes from another run; "
+                              "restore config.json, or start a new run")
+
+
 @dataclass(frozen=True)
 class RunStart:
     prepared: PreparedRun
@@ -91,6 +112,7 @@ def resumed_run(config: TrainConfig, run_dir: Path, device: torch.device | None 
         # Loaded to the CPU: RNG states must be CPU tensors, and the optimizers move their state to
         # the parameters' device themselves (keeping Adam's step counters on the CPU).
         payload = load_checkpoint(checkpoint, map_location="cpu")
+        check_checkpoint_belongs(payload, checkpoint, run_dir, prepared.config)
         steps = config.budget.steps
         if steps is not None and payload["step"] >= steps and config.budget.time_budget_s is None:
             raise AmpganError(f"{run_dir} already reached step {payload['step']} of --steps {steps}: "

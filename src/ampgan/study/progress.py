@@ -1,0 +1,131 @@
+"""What a comparison has finished, kept in `study.json` so an interrupted study resumes instead of
+starting over (or being lost).
+
+    OUT/study.json   {"format": "ampgan-study/1", "identity": <digest of the study's options>,
+                      "spec": {...}, "decided": {...} | null, "bench_done": bool,
+                      "runs": {"fp32-seed0": {"status": "done", "summary": {...}}, "bf16-seed0": {"status": "started"}}}
+
+Written atomically after every finished stage (the speed decisions, the bench, each run); a run that was
+stopped keeps its checkpoints in its run folder and continues from the latest. The identity is a digest of
+everything that changes the study's result, so the same command again resumes, and a command with other
+options is refused rather than mixed into it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ampgan.errors import AmpganError
+from ampgan.files.atomic import write_json_atomically
+from ampgan.files.jsonfile import read_json
+from ampgan.files.schema import check_shape
+
+FILE_NAME = "study.json"
+FORMAT = "ampgan-study/1"
+_SHAPE = {"format": str, "identity": str, "spec": dict, "decided": (dict, None), "bench_done": bool,
+          "runs": {"*": {"status": str, "?summary": dict}}}
+
+
+def study_identity(spec_document: dict) -> str:
+    """A digest of the options that change a study's result (its spec, as compare.json records it)."""
+    text = json.dumps(spec_document, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:20]
+
+
+@dataclass
+class StudyProgress:
+    folder: Path
+    identity: str
+    spec: dict
+    decided: dict | None = None  # precisions, what was left out, the speed/layout/compile decisions
+    bench_done: bool = False
+    runs: dict[str, dict] = field(default_factory=dict)
+
+    @property
+    def path(self) -> Path:
+        return self.folder / FILE_NAME
+
+    def save(self) -> None:
+        write_json_atomically(self.path, {"format": FORMAT, "identity": self.identity, "spec": self.spec,
+                                          "decided": self.decided, "bench_done": self.bench_done, "runs": self.runs})
+
+    def run_done(self, key: str) -> dict | None:
+        entry = self.runs.get(key)
+        return entry.get("summary") if entry and entry.get("status") == "done" else None
+
+    def mark_run(self, key: str, status: str, summary: dict | None = None) -> None:
+        self.runs[key] = {"status": status, **({"summary": summary} if summary is not None else {})}
+        self.save()
+
+    def finished_parts(self) -> list[str]:
+        parts = ["the speed decisions"] if self.decided else []
+        if self.bench_done:
+            parts.append("the bench")
+        parts += [f"run {key}" for key, entry in self.runs.items() if entry.get("status") == "done"]
+        return parts
+
+    def describe(self) -> str:
+        """'the speed decisions, the bench, run fp32-seed0 (and run bf16-seed0 in progress)'."""
+        done = ", ".join(self.finished_parts()) or "nothing yet"
+        started = [key for key, entry in self.runs.items() if entry.get("status") == "started"]
+        return done + (f"; run {', '.join(started)} stopped at its last checkpoint" if started else "")
+
+
+def has_study(folder: Path) -> bool:
+    return (Path(folder) / FILE_NAME).is_file()
+
+
+def has_progress(folder: Path) -> bool:
+    """The folder holds a study that got past its start (something finished or under way): worth
+    keeping when the command stops. A study.json that cannot be read says yes: it is not ampgan's to delete."""
+    if not has_study(folder):
+        return False
+    try:
+        progress = load_progress(folder)
+    except AmpganError:
+        return True
+    return bool(progress.decided or progress.bench_done or progress.runs)
+
+
+def load_progress(folder: Path) -> StudyProgress:
+    path = Path(folder) / FILE_NAME
+    document = read_json(path, missing=f"{folder} holds no interrupted study ({FILE_NAME} is missing): start it with "
+                                       "ampgan compare --out",
+                         damaged=f"{path} is damaged (not valid JSON): start the study again with --overwrite")
+    check_shape(document, _SHAPE, str(path), "start the study again with --overwrite")
+    if document["format"] != FORMAT:
+        raise AmpganError(f"{path} has format {document['format']!r}, not {FORMAT}: it was written by another ampgan "
+                          "version; start the study again with --overwrite")
+    return StudyProgress(Path(folder), document["identity"], document["spec"], document["decided"],
+                         document["bench_done"], document["runs"])
+
+
+def open_progress(folder: Path, spec_document: dict) -> StudyProgress:
+    """The folder's progress when it holds this study (same identity), a new one when it holds none;
+    one error line naming the first option that differs when it holds another study."""
+    identity = study_identity(spec_document)
+    if not has_study(folder):
+        progress = StudyProgress(Path(folder), identity, spec_document)
+        progress.save()
+        return progress
+    progress = load_progress(folder)
+    if progress.identity != identity:
+        differing = _first_difference(progress.spec, spec_document)
+        raise AmpganError(f"{folder} holds a study with other options ({differing}): resume it as it was with "
+                          f"'ampgan compare --resume {folder}', or start this one with another --out (or --overwrite)")
+    return progress
+
+
+def _first_difference(saved: dict, given: dict, prefix: str = "") -> str:
+    for key in sorted(set(saved) | set(given)):
+        a, b = saved.get(key), given.get(key)
+        if isinstance(a, dict) and isinstance(b, dict):
+            found = _first_difference(a, b, f"{prefix}{key}.")
+            if found:
+                return found
+        elif a != b:
+            return f"{prefix}{key} was {a!r}, now {b!r}"
+    return ""
