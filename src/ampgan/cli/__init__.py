@@ -86,6 +86,10 @@ def _dispatch(argv: list[str]) -> None:
     except Interrupted as stop:
         click.echo(f"stopped{_rank_prefix()}: {stop}", err=True)
         sys.exit(stop.exit_code)
+    except KeyboardInterrupt:
+        # Ctrl-C where no stage was listening for it (loading data, say): nothing was being saved.
+        click.echo(f"stopped{_rank_prefix()}: SIGINT received before any work was saved", err=True)
+        sys.exit(130)
     except ConfigError as error:
         from ampgan.cli.options import flag_of
 

@@ -53,7 +53,12 @@ def command(ctx: click.Context, **options) -> None:
         if given:
             raise AmpganError(f"--resume continues the study with the options it was started with: drop "
                               f"{', '.join('--' + name.replace('_', '-') for name in given)}")
-        spec = CompareSpec.from_document(load_progress(resume).spec)
+        progress = load_progress(resume)
+        try:
+            spec = CompareSpec.from_document(progress.spec)
+        except (AmpganError, KeyError, TypeError, ValueError) as error:
+            raise AmpganError(f"{progress.path} is damaged or foreign (its spec: {error}): start the study again "
+                              "with --overwrite") from None
         _study(spec, resume, options, reopen=True)
         return
     base = config_from_cli(ctx, options, defaults={"budget.time_budget_s": 40.0})
@@ -80,9 +85,10 @@ def _study(spec, out: Path, options: dict, reopen: bool) -> None:
     """Run (or continue) the study in `out` and render its report. A new folder is claimed; one with an
     interrupted study is locked and reopened. Whatever stops it, a folder that holds finished work is kept."""
     from ampgan.runs.claim import FolderLock, claimed_folder
-    from ampgan.study.compare import run_compare
-    from ampgan.study.progress import has_progress
+    from ampgan.study.compare import StudyInterrupted, run_compare
+    from ampgan.study.progress import has_progress, load_progress
     from ampgan.study.report import render_report
+    from ampgan.training.interruption import stop_on_signals
 
     log = lambda line: click.echo(line, err=True)  # noqa: E731
     with ExitStack() as stack:
@@ -92,9 +98,12 @@ def _study(spec, out: Path, options: dict, reopen: bool) -> None:
         else:
             stack.enter_context(claimed_folder(out, options["overwrite"], worth_keeping=has_progress))
         document = run_compare(spec, out, show_progress=not options["quiet"], log=log)
-        if options["with_doctor"]:
-            _add_doctor(spec, out)
-        md_path, html_path = render_report(out)
+        with stop_on_signals() as stop:  # the last stages: finished, then stopped if a signal came meanwhile
+            if options["with_doctor"]:
+                _add_doctor(spec, out)
+            md_path, html_path = render_report(out)
+        if stop:
+            raise StudyInterrupted(stop.signum, out, load_progress(out))
     for line in document["verdict"]:
         click.echo(line)
     click.echo(f"report: {html_path} (and {md_path.name})")

@@ -235,7 +235,7 @@ def run_compare(spec: CompareSpec, out_dir: Path, show_progress: bool = True, lo
         decided = progress.decided
         spec = dataclasses.replace(spec, channels_last=tuple(decided["channels_last"]), compile=tuple(decided["compile"]))
         precisions = tuple(decided["precisions"])
-        if precisions == ("fp32",):
+        if precisions == ("fp32",) and not spec.precisions:
             return _no_faster_mode(spec, out_dir, device, dataset, decided["left_out"], decided["decisions"])
         stop_here()
         prepared = {(p, seed): prepare_run(spec.train_config(p, seed), dataset)  # validates all first
@@ -287,7 +287,7 @@ def _decide(spec: CompareSpec, dataset, device: torch.device, log) -> dict:
         precisions, left_out, decisions = choose_precisions(spec, dataset, device, log)
     layouts, compile_decisions = {}, {}
     channels_last, compiled = spec.channels_last, spec.compile
-    if precisions != ("fp32",):
+    if precisions != ("fp32",) or spec.precisions:
         if channels_last is None:
             channels_last, layouts = channels_last_precisions(spec.train_config, precisions, dataset, device, log)
         spec = dataclasses.replace(spec, channels_last=channels_last)

@@ -20,10 +20,28 @@ from ampgan.bench.output import load_results, speedup_text
 from ampgan.errors import AmpganError
 from ampgan.files.atomic import write_atomically
 from ampgan.files.jsonfile import read_json
+from ampgan.files.schema import check_shape
 from ampgan.runs.run_folder import read_metrics
 from ampgan.plotting import precision_colour, pyplot, save_figure
 from ampgan.study.compare import read_quality_curve
 from ampgan.study.verdict import interval_text, verdict
+
+
+_NUMBER = (int, float)
+_FINAL = {"evaluator_accuracy": (int, float, None), "frechet_distance": _NUMBER, "?flags": [str], "?per_class": list,
+          "?confusion": list}
+_RUN = {"run_dir": str, "steps": int, "train_seconds": _NUMBER, "final": _FINAL, "?seconds_per_step": _NUMBER,
+        "?seeds": [int], "?per_seed": {"*": {"run_dir": str, "steps": int, "final": _FINAL}}, "?final_interval": dict}
+# What the report reads of compare.json (a study that found no faster mode has no runs, no evaluator).
+COMPARE_SHAPE = {
+    "format": str, "?outcome": str,
+    "spec": {"batch_size": int, "?eval_samples": int, "?eval_points": int, "?seed_list": [int], "?precisions": [str]},
+    "environment": {"hardware_summary": str, "versions": {"torch": str, "ampgan": str, "python": str}, "date": str},
+    "dataset": {"name": str, "class_names": [str]}, "runs": {"*": _RUN}, "?verdict": [str],
+    "?evaluator": {"held_out_accuracy": _NUMBER}, "?floor": dict, "?cost": (dict, None),
+    "?left_out": [{"precision": str, "reason": str}], "?decisions": {"*": {"verdict": str}},
+    "?layouts": {"*": {"description": str}}, "?compile_decisions": {"*": {"description": str}},
+}
 
 
 def load_compare(out_dir: Path) -> dict:
@@ -32,6 +50,11 @@ def load_compare(out_dir: Path) -> dict:
                          damaged=f"{path} is damaged (not valid JSON): run 'ampgan compare' again")
     if not isinstance(document, dict) or document.get("format") != "ampgan-compare/1":
         raise AmpganError(f"{path} is not an ampgan comparison (format ampgan-compare/1)")
+    fix = f"continue the study with 'ampgan compare --resume {out_dir}' to write it anew, or run it again"
+    check_shape(document, COMPARE_SHAPE, str(path), fix)
+    if document.get("outcome") != "no faster mode":
+        check_shape(document, {"evaluator": dict, "floor": dict, "spec": {"eval_samples": int, "eval_points": int}},
+                    str(path), fix)
     return document
 
 
@@ -190,7 +213,8 @@ def report_sections(document: dict, out_dir: Path) -> list[Section]:
     ]
     sections += _class_sections(document)
     doctor = next((p for p in (out_dir / "doctor.json", out_dir / "doctor" / "doctor.json") if p.is_file()), None)
-    doctor_lines = read_json(doctor, missing="", damaged=f"{doctor} is damaged: run 'ampgan doctor' again").get(
+    doctor_lines = check_shape(read_json(doctor, missing="", damaged=f"{doctor} is damaged: run 'ampgan doctor' again"),
+                               {"?summary_lines": [str]}, str(doctor), "run 'ampgan doctor' again").get(
         "summary_lines", []) if doctor else []
     if doctor_lines:
         sections.append(Section("Precision doctor", lines=doctor_lines))
@@ -221,12 +245,26 @@ def _environment_lines(document: dict) -> list[str]:
         f"software: torch {versions['torch']}, ampgan {versions['ampgan']}, python {versions['python']}",
         f"date: {environment['date']}; commit {environment.get('git_commit')}",
         f"protocol: seeds {', '.join(map(str, spec.get('seed_list') or [spec['seed']]))}, each an identical start "
-        f"(weights, data order, noise) for every precision; {spec['time_budget_s']:g} s of training per precision and "
+        f"(weights, data order, noise) for every precision; {_budget_of(spec)} per precision and "
         f"seed at batch {spec['batch_size']}, evaluation excluded; {spec['eval_samples']} samples per evaluation",
+        f"model: {spec.get('model', 'acgan')} {_options_text(spec.get('model_options') or {})}".rstrip(),
         f"evaluator: held-out real accuracy {document['evaluator']['held_out_accuracy']:.3f} "
         f"(refused below {document['evaluator'].get('min_accuracy', 0.5):.2f})",
     ] + _layout_lines(document) + _compile_lines(document) + [f"left out {item['precision']}: {item['reason']}"
                                     for item in document.get("left_out", [])]
+
+
+def _budget_of(spec: dict) -> str:
+    parts = []
+    if spec.get("time_budget_s"):
+        parts.append(f"{spec['time_budget_s']:g} s of training")
+    if spec.get("steps"):
+        parts.append(f"{spec['steps']} steps")
+    return " or ".join(parts) or "the default budget"
+
+
+def _options_text(options: dict) -> str:
+    return f"({', '.join(f'{k}={v}' for k, v in options.items())})" if options else ""
 
 
 def _setup_text(spec: dict) -> str:

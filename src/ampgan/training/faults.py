@@ -39,12 +39,14 @@ class FaultRules:
 
 
 def non_finite_weights(networks: dict[str, torch.nn.Module]) -> list[str]:
-    """The networks (by name) with a NaN or inf weight. One multi-tensor norm per network: a norm is
-    non-finite exactly when some element is."""
+    """The networks (by name) with a NaN or inf weight or statistic (batch norm's running variance
+    overflows first: the samples, drawn in eval mode, are then NaN while every parameter is finite).
+    One multi-tensor norm per network: a norm is non-finite exactly when some element is."""
     found = []
     for name, network in networks.items():
-        parameters = [p.detach() for p in network.parameters()]
-        if parameters and not bool(torch.stack(torch._foreach_norm(parameters)).isfinite().all()):
+        tensors = [p.detach() for p in network.parameters()]
+        tensors += [b for b in network.buffers() if b.is_floating_point() and b.numel()]
+        if tensors and not bool(torch.stack(torch._foreach_norm(tensors)).isfinite().all()):
             found.append(name)
     return found
 
@@ -61,7 +63,8 @@ class FaultMonitor:
     def check_weights(self, networks: dict[str, torch.nn.Module], step: int) -> str | None:
         bad = non_finite_weights(networks)
         if bad:
-            return (f"{' and '.join(bad)} has non-finite (NaN or inf) weights by step {step}: the updates "
+            return (f"{' and '.join(bad)} {'have' if len(bad) > 1 else 'has'} non-finite (NaN or inf) weights or "
+                    f"statistics by step {step}: the updates "
                     "overflowed; lower --lr, or train in fp32 if this was a 16-bit precision")
         return None
 

@@ -266,6 +266,8 @@ class _Loop:
                   or self.faults.check_weights({"G": train.generator, "D": train.discriminator}, train.step))
         if reason:
             # The weights may already be poisoned: keep the last good checkpoint, add none.
+            if self.last_checkpoint["step"] == 0:  # a new run's folder holds nothing worth keeping (training/start.py)
+                raise NumericFault(f"{reason}; it stopped before saving any training, so its folder is not kept")
             raise NumericFault(f"{reason}; the last good checkpoint is step {self.last_checkpoint['step']} in {self.run_dir}")
         if self.on_log is not None:
             self.on_log(train, record)

@@ -1,0 +1,138 @@
+"""Every document ampgan reads back, damaged five ways: cut short, a field of the wrong type, a field
+missing, another program's content, bytes that are not UTF-8. Each gives one `error:` line naming the
+file, exit 2, no traceback (a JSON-lines log cut short is the one damage a crash makes; it is read)."""
+
+import json
+import shutil
+
+import pytest
+import torch
+
+from conftest import run_cli
+
+TINY = ["--dataset", "synthetic", "--width", "8", "--z-dim", "16", "--batch-size", "8", "--device", "cpu", "--quiet",
+        "--no-channels-last", "--no-compile"]
+DAMAGES = ["truncated", "wrong type", "missing field", "foreign", "not utf-8"]
+
+
+@pytest.fixture(scope="module")
+def originals(tmp_path_factory):
+    """A run folder and a finished comparison, made once; each test damages a copy."""
+    root = tmp_path_factory.mktemp("originals")
+    from ampgan.cli import main
+
+    def call(*args):
+        try:
+            main(list(args))
+        except SystemExit as exit_:
+            assert exit_.code in (0, None)
+
+    call("train", *TINY, "--steps", "4", "--log-every", "2", "--out", str(root / "run"))
+    call("compare", "--dataset", "synthetic", "--width", "8", "--z-dim", "16", "--batch-size", "8", "--steps", "4",
+         "--precisions", "fp32,bf16", "--seeds", "1", "--eval-points", "2", "--eval-samples", "20",
+         "--bench-batch-sizes", "8", "--bench-seconds", "0.2", "--no-channels-last", "--no-compile", "--device", "cpu",
+         "--quiet", "--set", "logging.log_every=2", "--out", str(root / "study"))
+    return root
+
+
+def _json_damage(path, damage, wrong_type, missing):
+    """Damage a JSON (or JSON-lines: its first record) document in place."""
+    text = path.read_text()
+    if damage == "truncated":
+        path.write_text(text[: len(text) // 2])
+    elif damage == "not utf-8":
+        path.write_bytes(b"\xff\xfe\x00" + text.encode()[3:])
+    elif damage == "foreign":
+        path.write_text('{"hello": "world"}\n' * (2 if path.suffix == ".jsonl" else 1))
+    else:
+        lines = text.splitlines()
+        record = json.loads(lines[0] if path.suffix == ".jsonl" else text)
+        (wrong_type if damage == "wrong type" else missing)(record)
+        if path.suffix == ".jsonl":
+            path.write_text("\n".join([json.dumps(record), *lines[1:]]) + "\n")
+        else:
+            path.write_text(json.dumps(record))
+
+
+def _set(path_in_document, value):
+    def change(document):
+        *parents, last = path_in_document
+        for key in parents:
+            document = document[key]
+        document[last] = value
+    return change
+
+
+def _drop(path_in_document):
+    def change(document):
+        *parents, last = path_in_document
+        for key in parents:
+            document = document[key]
+        del document[last]
+    return change
+
+
+# document -> (its file in the originals, the command that reads it back, wrong type, missing field)
+DOCUMENTS = {
+    "run config.json": ("run/config.json", lambda d: ["train", "--resume", str(d / "run"), "--steps", "8"],
+                        _set(("config", "budget", "batch_size"), "many"), _drop(("config",))),
+    "metrics.jsonl": ("run/metrics.jsonl", lambda d: ["train", "--resume", str(d / "run"), "--steps", "8"],
+                      _set(("step",), "two"), _drop(("step",))),
+    "compare.json": ("study/compare.json", lambda d: ["report", str(d / "study")],
+                     _set(("runs", "fp32", "steps"), "four"), _drop(("environment",))),
+    "quality.jsonl": ("study/runs/fp32-seed0/quality.jsonl", lambda d: ["report", str(d / "study")],
+                      _set(("step",), [2]), _drop(("train_seconds",))),
+    "bench results.json": ("study/bench/results.json", lambda d: ["bench", "--from", str(d / "study/bench/results.json")],
+                           _set(("configs", 0, "batch_size"), "eight"), _drop(("speedups",))),
+    "study.json": ("study/study.json", lambda d: ["compare", "--resume", str(d / "study")],
+                   _set(("runs",), "all of them"), _drop(("identity",))),
+}
+
+
+@pytest.mark.parametrize("damage", DAMAGES)
+@pytest.mark.parametrize("document", list(DOCUMENTS))
+def test_a_damaged_document_is_one_line_and_exit_2(originals, tmp_path, capsys, document, damage):
+    folder = tmp_path / "copy"
+    shutil.copytree(originals, folder)
+    relative, command, wrong_type, missing = DOCUMENTS[document]
+    _json_damage(folder / relative, damage, wrong_type, missing)
+    code, _, err = run_cli(capsys, *command(folder))
+    if damage == "truncated" and relative.endswith(".jsonl"):
+        # A log's last line cut short is what a crash leaves: it is skipped, and the command goes on.
+        assert code == 0, err
+        return
+    assert code == 2, (document, damage, err)
+    assert err.startswith("error: ") and err.count("\n") == 1 and "Traceback" not in err, err
+    assert relative.rsplit("/", 1)[-1] in err or str(folder / relative.rsplit("/", 1)[0]) in err, err
+
+
+@pytest.mark.parametrize("damage", DAMAGES)
+def test_a_damaged_checkpoint_is_one_line_and_exit_2(originals, tmp_path, capsys, damage):
+    folder = tmp_path / "copy"
+    shutil.copytree(originals / "run", folder)
+    latest = sorted((folder / "checkpoints").glob("*.pt"))[-1]
+    payload = torch.load(latest, weights_only=True)
+    if damage == "truncated":
+        latest.write_bytes(latest.read_bytes()[:1000])
+    elif damage == "not utf-8":
+        latest.write_bytes(b"\xff\xfe\x00 not a checkpoint")
+    elif damage == "foreign":
+        torch.save({"hello": torch.zeros(3)}, latest)
+    elif damage == "wrong type":
+        torch.save(payload | {"step": "four"}, latest)
+    else:
+        torch.save({k: v for k, v in payload.items() if k != "optimizer_d"}, latest)
+    code, _, err = run_cli(capsys, "train", "--resume", str(folder), "--steps", "8")
+    assert code == 2 and err.startswith("error: ") and err.count("\n") == 1, err
+    assert latest.name in err
+
+
+def test_a_damaged_quickdraw_manifest_is_one_line(tmp_path, capsys):
+    from fixtures import write_quickdraw
+
+    folder = write_quickdraw(tmp_path / "qd")
+    assert run_cli(capsys, "data", "info", "quickdraw", "--data-dir", str(folder), "--classes", "apple")[0] == 0
+    for content in (b'{"sha256": {"apple.npy": 5}}', b'["apple.npy"]', b"\xff\xfe\x00", b'{"sha2'):
+        (folder / "ampgan-manifest.json").write_bytes(content)
+        code, _, err = run_cli(capsys, "data", "info", "quickdraw", "--data-dir", str(folder), "--classes", "apple")
+        assert code == 2 and "ampgan-manifest.json is damaged: delete it" in err and err.count("\n") == 1

@@ -1,0 +1,227 @@
+"""Nothing lost, nothing silently wrong: runs that diverge stop loudly, checkpoints resume only their own
+run, caches and logs are checked before they are trusted, links are never followed, data cannot hang a run."""
+
+import gzip
+import json
+import os
+import signal
+import stat
+import struct
+
+import pytest
+import torch
+
+from ampgan.errors import AmpganError
+from conftest import run_cli
+from fixtures import write_mnist, write_quickdraw
+
+TINY = ["--dataset", "synthetic", "--width", "8", "--z-dim", "16", "--batch-size", "8", "--device", "cpu", "--quiet",
+        "--no-channels-last", "--no-compile"]
+
+
+def test_a_dataset_without_training_images_is_refused_before_training(tmp_path, capsys):
+    mnist = write_mnist(tmp_path / "mnist", count=0)
+    code, _, err = run_cli(capsys, "train", "--dataset", "mnist", "--data-dir", str(mnist), "--steps", "2",
+                           "--out", str(tmp_path / "a"), "--quiet")
+    assert code == 2 and "holds no images" in err and err.count("\n") == 1 and not (tmp_path / "a").exists()
+    # One drawing per class: the test split takes it, the training split is empty.
+    quickdraw = write_quickdraw(tmp_path / "qd", rows=1)
+    code, _, err = run_cli(capsys, "train", "--dataset", "quickdraw", "--data-dir", str(quickdraw),
+                           "--classes", "apple,eye,fish", "--steps", "2", "--out", str(tmp_path / "b"), "--quiet")
+    assert code == 2 and "has no training images" in err and err.count("\n") == 1
+
+
+def test_a_diverged_run_stops_with_exit_3_and_writes_no_non_finite_generator(tmp_path, capsys):
+    run = tmp_path / "run"
+    code, _, err = run_cli(capsys, "train", *TINY, "--lr", "1e10", "--steps", "40", "--log-every", "1", "--out", str(run))
+    assert code == 3, err
+    assert "non-finite (NaN or inf) weights or statistics by step" in err and "folder is not kept" in err
+    assert not run.exists()
+    # Checkpointing every step: the fault names the last good one, and no generator is exported.
+    code, _, err = run_cli(capsys, "train", *TINY, "--lr", "1e10", "--steps", "40", "--log-every", "1",
+                           "--checkpoint-every", "1", "--out", str(run))
+    assert code == 3 and "the last good checkpoint is step 1" in err, err
+    assert not (run / "generator.safetensors").exists()
+    saved = torch.load(sorted((run / "checkpoints").glob("*.pt"))[-1], weights_only=True)
+    assert saved["step"] == 1 and all(torch.isfinite(v).all() for v in saved["generator"].values()
+                                      if v.is_floating_point())
+    # The losses stayed finite (about 1e22): only the weights and their statistics told.
+    assert all(abs(json.loads(line)["loss_d"]) < float("inf") for line in (run / "metrics.jsonl").read_text().splitlines())
+
+
+def test_a_static_fp16_scale_that_overflows_every_update_is_caught_early(tmp_path, capsys):
+    code, _, err = run_cli(capsys, "train", *TINY, "--precision", "fp16", "--loss-scale", "1e30", "--steps", "30",
+                           "--log-every", "2", "--out", str(tmp_path / "run"))
+    assert code == 3 and "every fp16 update of D was skipped for overflow in the first 10 steps" in err
+    for scale in ("inf", "nan", "-5"):
+        code, _, err = run_cli(capsys, "train", *TINY, "--precision", "fp16", "--loss-scale", scale, "--dry-run")
+        assert code == 2 and "--loss-scale" in err and err.count("\n") == 1
+
+
+def test_a_checkpoint_resumes_only_the_run_that_saved_it(tmp_path, capsys):
+    one, two = tmp_path / "one", tmp_path / "two"
+    for folder, seed in ((one, "0"), (two, "1")):
+        assert run_cli(capsys, "train", *TINY, "--steps", "4", "--seed", seed, "--out", str(folder))[0] == 0
+    # config.json edited: the fp32 checkpoint must not continue as bf16.
+    document = json.loads((one / "config.json").read_text())
+    document["config"]["precision"]["name"] = "bf16"
+    (one / "config.json").write_text(json.dumps(document))
+    code, _, err = run_cli(capsys, "train", "--resume", str(one), "--steps", "8")
+    assert code == 2 and "was trained with precision.name = 'fp32', but" in err and "says 'bf16'" in err
+    # Another seed's checkpoint copied in: another run.
+    latest = sorted((two / "checkpoints").glob("*.pt"))[-1]
+    target = sorted((one / "checkpoints").glob("*.pt"))[-1]
+    document["config"]["precision"]["name"] = "fp32"
+    (one / "config.json").write_text(json.dumps(document))
+    target.write_bytes(latest.read_bytes())
+    code, _, err = run_cli(capsys, "train", "--resume", str(one), "--steps", "8")
+    assert code == 2 and "was saved by another run" in err and err.count("\n") == 1
+
+
+def test_a_cached_evaluator_whose_weights_were_replaced_is_trained_anew(tmp_path):
+    from ampgan.data.synthetic import make_synthetic
+    from ampgan.quality.evaluator import Evaluator, evaluator_for
+
+    dataset = make_synthetic(count=160, num_classes=4, channels=3, image_size=32, seed=0)
+    first = evaluator_for(dataset, cache_dir=tmp_path, epochs=1)
+    weights = next(tmp_path.glob("*.pt"))
+    torch.save(Evaluator(3, 4).state_dict(), weights)  # the right shape, the wrong weights
+    with pytest.warns(Warning, match="its weights are not the ones it was saved with"):
+        again = evaluator_for(dataset, cache_dir=tmp_path, epochs=1)
+    assert again.held_out_accuracy == first.held_out_accuracy  # retrained, deterministically
+    weights.write_bytes(b"garbage")
+    with pytest.warns(Warning, match="not usable"):
+        evaluator_for(dataset, cache_dir=tmp_path, epochs=1)
+
+
+def test_an_evaluation_refuses_a_run_whose_class_list_disagrees_with_its_data(tmp_path, capsys):
+    run = tmp_path / "run"
+    assert run_cli(capsys, "train", *TINY, "--steps", "2", "--out", str(run))[0] == 0
+    document = json.loads((run / "config.json").read_text())
+    document["dataset"]["class_names"] = document["dataset"]["class_names"][:3]
+    (run / "config.json").write_text(json.dumps(document))
+    code, _, err = run_cli(capsys, "evaluate", str(run), "--samples", "20")
+    assert code == 2 and "names 3 classes but counts images of 10" in err and err.count("\n") == 1
+
+
+def test_a_link_planted_at_the_lock_or_a_log_is_never_written_through(tmp_path, capsys):
+    run = tmp_path / "run"
+    assert run_cli(capsys, "train", *TINY, "--steps", "2", "--out", str(run))[0] == 0
+    precious = tmp_path / "precious.txt"
+    precious.write_text("keep me")
+    (run / ".ampgan-lock").unlink()
+    (run / ".ampgan-lock").symlink_to(precious)
+    code, _, err = run_cli(capsys, "train", "--resume", str(run), "--steps", "4")
+    assert code == 2 and ".ampgan-lock is a symbolic link" in err and err.count("\n") == 1
+    code, _, err = run_cli(capsys, "train", *TINY, "--steps", "2", "--overwrite", "--out", str(run))
+    assert code == 2 and ".ampgan-lock is a symbolic link" in err
+    assert precious.read_text() == "keep me"
+    (run / ".ampgan-lock").unlink()
+    (run / "metrics.jsonl").unlink()
+    (run / "metrics.jsonl").symlink_to(precious)
+    code, _, err = run_cli(capsys, "train", "--resume", str(run), "--steps", "4")
+    # Resuming rewrites the log under its own name (replacing the link, not writing through it).
+    assert precious.read_text() == "keep me" and not (run / "metrics.jsonl").is_symlink()
+
+
+def test_report_markdown_shows_names_literally():
+    from ampgan.study.report import _TEMPLATES, Section
+
+    evil = '<img src=x onerror=alert(1)> a|b\n"><script>'
+    text = _TEMPLATES.get_template("report.md.j2").render(
+        title=evil, sections=[Section("Classes", lines=[evil], table=[["class", "n"], [evil, "1"]])],
+        relative=str, data_uri=str)
+    assert "<img" not in text and "<script>" not in text and "&lt;img src=x onerror=alert(1)&gt;" in text
+    assert "| &lt;img src=x onerror=alert(1)&gt; a\\|b &quot;&gt;&lt;script&gt; | 1 |" in text.replace('"', "&quot;")
+
+
+def test_an_idx_file_is_read_only_as_far_as_its_header_announces(tmp_path, capsys):
+    folder = write_mnist(tmp_path / "mnist", count=20)
+    images = folder / "train-images-idx3-ubyte.gz"
+    with gzip.open(images, "rb") as handle:
+        original = handle.read()
+    with gzip.open(images, "wb") as handle:  # 20 images announced, 64 MiB of zeros after them (compresses to KiBs)
+        handle.write(original + bytes(64 * 2**20))
+    assert images.stat().st_size < 2**20
+    code, _, err = run_cli(capsys, "data", "info", "mnist", "--data-dir", str(folder))
+    assert code == 2 and "holds more data than its header announces" in err
+    with gzip.open(images, "wb") as handle:  # a header announcing 10^9 images: refused before reading them
+        handle.write(struct.pack(">IIII", 0x00000803, 10**9, 28, 28))
+    code, _, err = run_cli(capsys, "data", "info", "mnist", "--data-dir", str(folder))
+    assert code == 2 and "announces 730.2 GiB" in err
+
+
+def test_files_written_atomically_get_the_umasks_mode(tmp_path):
+    from ampgan.files.atomic import write_json_atomically
+
+    previous = os.umask(0o022)
+    try:
+        write_json_atomically(tmp_path / "a.json", {"a": 1})
+        os.umask(0o077)
+        write_json_atomically(tmp_path / "b.json", {"b": 1})
+    finally:
+        os.umask(previous)
+    assert stat.S_IMODE((tmp_path / "a.json").stat().st_mode) == 0o644
+    assert stat.S_IMODE((tmp_path / "b.json").stat().st_mode) == 0o600
+
+
+def test_sigterm_before_the_first_batch_size_finishes_keeps_an_empty_incomplete_bench(tmp_path, capsys, monkeypatch):
+    import ampgan.bench.harness as harness
+
+    real = harness._Contender.timed_step
+
+    def signalled(contender):
+        os.kill(os.getpid(), signal.SIGTERM)  # a real signal, to the handler the bench installed
+        return real(contender)
+
+    monkeypatch.setattr(harness._Contender, "timed_step", signalled)
+    out = tmp_path / "bench"
+    code, stdout, err = run_cli(capsys, "bench", "--dataset", "synthetic", "--width", "8", "--z-dim", "16", "--device",
+                                "cpu", "--no-channels-last", "--precisions", "fp32", "--batch-sizes", "4,8",
+                                "--out", str(out))
+    assert code == 143 and "finished batch sizes none; not measured 4, 8" in err.replace("sizes ;", "sizes none;"), err
+    results = json.loads((out / "results.json").read_text())
+    assert results["configs"] == [] and results["incomplete"]["signal"] == "SIGTERM"
+    assert (out / "fig1_time_per_batch.png").is_file()
+
+
+def test_a_cached_speed_decision_with_a_missing_or_mistyped_field_is_measured_again(tmp_path):
+    from ampgan.speed.cache import DecisionCache
+    from ampgan.speed.decision import decide
+    from ampgan.speed.rounds import StoppingRule, measure_rounds
+
+    cache = DecisionCache(tmp_path)
+    measured = []
+
+    def measure(names):
+        measured.append(names)
+        timers = {"fp32": lambda: 0.2, **{n: (lambda: 0.1) for n in names}}
+        return measure_rounds(timers, "fp32", StoppingRule(min_rounds=3, max_seconds=10)), {}
+
+    key = {"machine": "cpu"}
+    first = decide(["bf16"], 64, key, measure, cache)["bf16"]
+    document = json.loads(cache.path.read_text())
+    entry = next(iter(document["decisions"]))
+    for damaged in ({"verdict": 3}, {"interval": {"estimate": "fast"}}, {"rounds": None}):
+        document["decisions"][entry] = first.to_dict() | damaged
+        cache.path.write_text(json.dumps(document))
+        again = decide(["bf16"], 64, key, measure, cache)["bf16"]
+        assert again.cached is False and again.verdict == "faster"
+    assert len(measured) == 4
+    cache.path.write_bytes(b"\xff\xfe not even text")
+    assert decide(["bf16"], 64, key, measure, cache)["bf16"].verdict == "faster" and len(measured) == 5
+
+
+def test_damaged_decision_json_line_in_the_middle_of_metrics_is_one_line(tmp_path, capsys):
+    run = tmp_path / "run"
+    assert run_cli(capsys, "train", *TINY, "--steps", "6", "--log-every", "2", "--out", str(run))[0] == 0
+    lines = (run / "metrics.jsonl").read_text().splitlines()
+    lines[1] = json.dumps(json.loads(lines[1]) | {"step": "two"})
+    (run / "metrics.jsonl").write_text("\n".join(lines) + "\n")
+    code, _, err = run_cli(capsys, "train", "--resume", str(run), "--steps", "8")
+    assert code == 2 and "metrics.jsonl is damaged or foreign (step should be int" in err
+    with pytest.raises(AmpganError, match="line 1 is not a JSON record"):
+        from ampgan.files.jsonfile import read_jsonl
+
+        (run / "broken.jsonl").write_bytes(b"\xff\xfe\n{\"step\": 1}\n")
+        read_jsonl(run / "broken.jsonl")
