@@ -250,7 +250,7 @@ class _StopCheck:
         self.request, self.device = request, device
 
     def __call__(self) -> None:
-        if any_rank([bool(self.request)], self.device)[0]:
+        if any_rank([bool(self.request)])[0]:
             raise _StopRequested
 
 
@@ -267,7 +267,7 @@ def _projected_too_slow(spec: BenchSpec, precision: str, batch_size: int,
     measured_batch, per_image = slow_per_image[precision]
     projected = per_image * batch_size / BETTER_AT_LARGER_BATCHES
     steps = spec.warmup + spec.steps + 1
-    if not any_rank([projected * steps > spec.max_seconds], device)[0]:
+    if not any_rank([projected * steps > spec.max_seconds])[0]:
         return None
     return ConfigResult(batch_size=batch_size, precision=precision, status="too_slow",
                         reason=f"not run: a step took {per_image * measured_batch:.2f} s at batch {measured_batch}, so "
@@ -287,7 +287,9 @@ def _bench_batch_size(spec, precisions, batch_size, dataset, device, on_config, 
             continue
         contender = None
         try:
+            # This contender's own peak: the contenders before it stay allocated while it warms up.
             rss_before = _peak_rss_bytes()
+            held_before = torch.cuda.memory_allocated(device) if device.type == "cuda" else 0
             if device.type == "cuda":
                 torch.cuda.reset_peak_memory_stats(device)
             contender = _Contender(spec, precision, batch_size, dataset, device)
@@ -296,7 +298,7 @@ def _bench_batch_size(spec, precisions, batch_size, dataset, device, on_config, 
                 contender.result.flops_by_kind = contender.count_step_flops()
                 contender.result.flops_per_step = sum(contender.result.flops_by_kind.values())
                 contender.result.peak_memory_bytes = (
-                    torch.cuda.max_memory_allocated(device) if device.type == "cuda"
+                    torch.cuda.max_memory_allocated(device) - held_before if device.type == "cuda"
                     else max(0, _peak_rss_bytes() - rss_before)
                 )
                 contenders.append(contender)
@@ -330,7 +332,7 @@ def _warm_up(spec: BenchSpec, contender: _Contender, stop_check=lambda: None) ->
         elapsed = contender.timed_step()
         contender.result.warmup_s.append(elapsed)
         projected = elapsed * (spec.warmup + spec.steps + 1)  # +1: the FLOP-counting step
-        if index == 0 and contender.result.precision not in spec.compile and any_rank([projected > spec.max_seconds], contender.device)[0]:
+        if index == 0 and contender.result.precision not in spec.compile and any_rank([projected > spec.max_seconds])[0]:
             contender.result.status = "too_slow"
             contender.result.reason = (
                 f"one step took {elapsed:.2f} s; {spec.warmup + spec.steps + 1} steps would exceed "

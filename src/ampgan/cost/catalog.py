@@ -47,9 +47,10 @@ class Instance:
 
     def matches_hardware(self, device_name: str) -> bool:
         """Does the measured device look like this instance's hardware? 'A100-40GB' matches
-        'NVIDIA A100-SXM4-40GB' (every dash-separated part must occur in the name)."""
-        name = device_name.lower()
-        return all(part.lower() in name for part in self.hardware.split("-"))
+        'NVIDIA A100-SXM4-40GB' (every token of it is a whole token of the name: 'L4' is not 'L40S')."""
+        from ampgan.system.hardware import names_device
+
+        return names_device(self.hardware, device_name)
 
 
 def load_catalog(path: Path | None = None) -> list[Instance]:

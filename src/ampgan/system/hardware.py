@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import os
 import platform
 from dataclasses import asdict, dataclass, field
@@ -116,13 +118,31 @@ GPU_PEAK_TFLOPS: dict[str, dict[str, float | None]] = {
 }
 
 
+def name_tokens(text: str) -> list[str]:
+    """'NVIDIA A100-SXM4-80GB' -> ['nvidia', 'a100', 'sxm4', '80gb']."""
+    return [token for token in re.split(r"[^0-9a-z]+", text.lower()) if token]
+
+
+def names_device(key: str, device_name: str) -> bool:
+    """Does a table's key ('A100-80GB', 'H100 PCIe', 'T4') name this device? Every token of the key must
+    be a whole token of the device's name: 'L4' names 'NVIDIA L4', not 'NVIDIA L40S' (a substring match
+    gave the L40S the L4's peak and price, about 3x off)."""
+    tokens = set(name_tokens(device_name))
+    return all(token in tokens for token in name_tokens(key))
+
+
+def gpu_table_key(name: str) -> str | None:
+    """The GPU_PEAK_TFLOPS key that names this device, the most specific first ("H100 PCIe" before
+    "H100"); None for a GPU the table does not know."""
+    matching = [key for key in GPU_PEAK_TFLOPS if names_device(key, name)]
+    return max(matching, key=lambda key: len(name_tokens(key))) if matching else None
+
+
 def gpu_peak_tflops(name: str, precision: str) -> float | None:
-    """The table's entry whose key occurs in the device name; the longest key wins
-    ("H100 PCIe" before "H100")."""
-    for key in sorted(GPU_PEAK_TFLOPS, key=len, reverse=True):
-        if key.lower() in name.lower():
-            return GPU_PEAK_TFLOPS[key].get(precision)
-    return None
+    """The datasheet peak of this GPU in this precision; None for a GPU the table does not know (the
+    caller says so and asks for --peak-tflops rather than guess) or a precision without a fast path."""
+    key = gpu_table_key(name)
+    return GPU_PEAK_TFLOPS[key].get(precision) if key else None
 
 
 def cpu_flops_per_cycle(

@@ -21,6 +21,12 @@ from ampgan.errors import AmpganError
 # A rank that dies leaves the others blocked in a collective; this bounds the wait (torchrun
 # also stops the survivors as soon as it sees one worker exit).
 COLLECTIVE_TIMEOUT = dt.timedelta(seconds=int(os.environ.get("AMPGAN_COLLECTIVE_TIMEOUT_S", "120")))
+# Control traffic (stop/log/save flags, decisions measured on rank 0) travels on a gloo group of CPU
+# tensors: under NCCL a flag on the GPU would be read back to the host every step, serialising the ranks,
+# and ranks waiting minutes for rank 0's speed decisions would meet NCCL's watchdog (a C++ abort) at
+# COLLECTIVE_TIMEOUT. Waiting here is bounded by CONTROL_TIMEOUT instead.
+CONTROL_TIMEOUT = dt.timedelta(seconds=int(os.environ.get("AMPGAN_CONTROL_TIMEOUT_S", "3600")))
+_control_group = None
 
 
 @dataclass(frozen=True)
@@ -86,8 +92,10 @@ def join_process_group(device_request: str) -> torch.device | None:
         backend = "gloo"
         # N processes on one machine share its cores: give each its share, never more threads than cores.
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // local_size))
+    global _control_group
     if not dist.is_initialized():
         dist.init_process_group(backend=backend, rank=rank, world_size=size, timeout=COLLECTIVE_TIMEOUT)
+    _control_group = dist.new_group(backend="gloo", timeout=CONTROL_TIMEOUT)
     _world = World(rank=rank, size=size, local_rank=local_rank, local_size=local_size)
     return device
 
@@ -95,7 +103,8 @@ def join_process_group(device_request: str) -> torch.device | None:
 def shutdown() -> None:
     """Leave the process group together: a rank that tears gloo down while a peer is still in its
     last collective makes that peer abort (SIGABRT) at exit."""
-    global _world
+    global _world, _control_group
+    _control_group = None
     if dist.is_initialized():
         try:
             dist.barrier()
@@ -105,12 +114,13 @@ def shutdown() -> None:
     _world = World()
 
 
-def any_rank(flags: list[bool], device: torch.device) -> list[bool]:
-    """Element-wise OR of per-rank flags, so every rank takes the same branch (stop, log, save)."""
+def any_rank(flags: list[bool]) -> list[bool]:
+    """Element-wise OR of per-rank flags, so every rank takes the same branch (stop, log, save). A CPU
+    tensor on the control group: no device read-back."""
     if not world().distributed:
         return flags
-    tensor = torch.tensor([float(f) for f in flags], device=device)
-    dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
+    tensor = torch.tensor([float(f) for f in flags])
+    dist.all_reduce(tensor, op=dist.ReduceOp.MAX, group=_control_group)
     return [bool(v) for v in tensor.tolist()]
 
 
@@ -130,7 +140,7 @@ def gather_objects(value):
     if not world().distributed:
         return [value]
     gathered = [None] * world().size
-    dist.all_gather_object(gathered, value)
+    dist.all_gather_object(gathered, value, group=_control_group)
     return gathered
 
 

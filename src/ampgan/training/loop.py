@@ -233,7 +233,7 @@ class _Loop:
         # collective), so the per-rank clock- and signal-driven decisions are OR-ed over ranks.
         stopping, out_of_budget, checkpoint_by_time = any_rank(
             [bool(stop_request), self.budget.spent(train.step, seconds_so_far),
-             self.checkpoint_due_by_time(seconds_so_far)], self.device)
+             self.checkpoint_due_by_time(seconds_so_far)])
         checkpoint_due = checkpoint_by_time or (
             config.checkpoints.every_steps is not None and train.step % config.checkpoints.every_steps == 0)
         finished = out_of_budget or stopping

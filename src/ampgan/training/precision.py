@@ -51,11 +51,15 @@ class PrecisionPolicy:
         return torch.autocast(self.device.type, dtype=self.compute_dtype)
 
     def apply_backend_settings(self) -> None:
-        """TF32 is a process-wide switch in PyTorch; set it so fp32 really means FP32."""
+        """TF32 is a process-wide switch in PyTorch; set it so fp32 really means FP32. cuDNN's autotuner is
+        switched on: a GAN's shapes are the same every step, so the first step of each shape tries cuDNN's
+        algorithms and keeps the fastest (without it every precision is timed on cuDNN's heuristic pick,
+        which favours none of them reliably). Decisions and the bench discard those first steps."""
         if self.device.type == "cuda":
             allow_tf32 = self.mode.tf32_matmul
             torch.backends.cuda.matmul.allow_tf32 = allow_tf32
             torch.backends.cudnn.allow_tf32 = allow_tf32
+            torch.backends.cudnn.benchmark = True
 
     def make_loss_scaler(self) -> LossScaler:
         return LossScaler(self)
@@ -132,10 +136,40 @@ class LossScaler:
 
 def resolve_device(requested: str) -> torch.device:
     if requested == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if requested == "cuda" and not torch.cuda.is_available():
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    elif requested == "cuda" and not torch.cuda.is_available():
         raise AmpganError("--device cuda was asked for but no CUDA GPU is visible: use --device cpu")
-    return torch.device(requested)
+    else:
+        device = torch.device(requested)
+    if device.type == "cuda":
+        check_kernels_for(device)
+    return device
+
+
+def check_kernels_for(device: torch.device) -> None:
+    """Refuse a GPU this PyTorch build has no kernels for, before the first kernel fails with "no kernel
+    image is available": recent CUDA wheels dropped Pascal (sm_60, the P100) and Volta (sm_70, the V100).
+    A build runs a GPU with kernels compiled for its exact architecture (sm_XY), or for an older one of
+    the same major version, or from PTX (compute_XY) at or below it, which the driver compiles."""
+    arch_list = torch.cuda.get_arch_list()
+    if not arch_list:  # a build that does not say: nothing to check against
+        return
+    major, minor = torch.cuda.get_device_capability(device)
+    runs = False
+    for arch in arch_list:
+        kind, _, number = arch.partition("_")
+        if not number.isdigit() or len(number) < 2:
+            continue
+        arch_major, arch_minor = int(number[:-1]), int(number[-1])
+        if kind == "sm" and arch_major == major and arch_minor <= minor:
+            runs = True
+        elif kind == "compute" and (arch_major, arch_minor) <= (major, minor):
+            runs = True
+    if not runs:
+        name = torch.cuda.get_device_name(device)
+        raise AmpganError(f"this PyTorch build ({torch.__version__}) has no kernels for {name} (sm_{major}{minor}); it "
+                          f"has {', '.join(arch_list)}: install a PyTorch wheel built for sm_{major}{minor} (an older "
+                          "CUDA build, e.g. --index-url https://download.pytorch.org/whl/cu118), or use --device cpu")
 
 
 def build_policy(name: str, device: torch.device, loss_scale: float | None = None) -> PrecisionPolicy:

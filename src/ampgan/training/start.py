@@ -131,7 +131,7 @@ def claimed_on_main_rank(out: Path, overwrite: bool, device: torch.device, worth
                 stack.enter_context(claimed_folder(out, overwrite, worth_keeping))
             except AmpganError as error:
                 failure = error
-        (failed,) = any_rank([failure is not None], device)
+        (failed,) = any_rank([failure is not None])
         if failure is not None:
             raise failure
         if failed:
