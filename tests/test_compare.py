@@ -47,8 +47,8 @@ def tiny_compare(tmp_path_factory):
 
         try:
             main(["compare", "--dataset", "synthetic", "--precisions", "fp32,bf16", "--width", "8", "--z-dim", "16",
-                  "--batch-size", "16", "--time-budget", "3s", "--eval-points", "2", "--eval-samples", "100",
-                  "--bench-batch-sizes", "8", "--device", "cpu", "--seeds", "2", "--quiet", "--out", str(out)])
+                  "--batch-size", "16", "--steps", "20", "--eval-points", "2", "--eval-samples", "100",
+                  "--bench-batch-sizes", "8", "--bench-seconds", "0.3", "--device", "cpu", "--seeds", "2", "--quiet", "--out", str(out)])
         except SystemExit as exit_:
             assert exit_.code in (0, None)
     finally:
@@ -77,7 +77,7 @@ def test_compare_writes_every_file(tiny_compare):
             assert len(quality["curve"]) >= 2 and quality["final"]["samples"] == 100
             assert {"precision", "recall", "coverage", "confusion", "per_class", "flags"} <= set(quality["final"])
             assert (run / "generator.safetensors").is_file()
-            assert 3.0 <= summary["per_seed"][str(seed)]["train_seconds"] < 6.0  # the same budget for all
+            assert summary["per_seed"][str(seed)]["steps"] == 20  # the same budget for all
         interval = summary["final_interval"]["evaluator_accuracy"]
         assert interval["n"] == 2 and interval["low"] <= summary["final"]["evaluator_accuracy"] <= interval["high"]
     paired = document["seed_comparison"]["bf16"]["evaluator_accuracy"]
@@ -203,8 +203,8 @@ def test_compare_runs_on_every_dataset_kind(kind, tmp_path, capsys, monkeypatch)
         source = ["--dataset", f"folder:{write_image_folder(data, per_class=6)}"]
     out = tmp_path / "out"
     code, _, err = run_cli(capsys, "compare", *source, "--precisions", "fp32,bf16", "--width", "8", "--z-dim", "16",
-                           "--batch-size", "8", "--time-budget", "2s", "--seeds", "1", "--eval-points", "1",
-                           "--eval-samples", "40", "--bench-batch-sizes", "8", "--device", "cpu", "--quiet",
+                           "--batch-size", "8", "--steps", "4", "--seeds", "1", "--eval-points", "1",
+                           "--eval-samples", "40", "--bench-batch-sizes", "8", "--bench-seconds", "0.3", "--device", "cpu", "--quiet",
                            "--out", str(out))
     assert code == 0, err
     document = json.loads((out / "compare.json").read_text())

@@ -1,7 +1,10 @@
-"""FLOPs of a real training step, counted by PyTorch's own FLOP counter, and what kind of work they are.
+"""FLOPs of a real training step, counted with PyTorch's own FLOP formulas, and what kind of work they are.
 
-`torch.utils.flop_counter.FlopCounterMode` counts the matrix work (convolutions, matmuls, their
-backward passes) that dispatches through it: 2 FLOPs per multiply-add. Element-wise work
+The formulas of `torch.utils.flop_counter` count the matrix work (convolutions, matmuls, their
+backward passes) that dispatches through them: 2 FLOPs per multiply-add. They are applied by a
+dispatch mode of ours rather than by FlopCounterMode, whose module tracker hooks every module's
+backward and fails inside `torch.autograd.grad` on a leaf input (a gradient penalty's interpolated
+images: "A leaf node was passed to _will_engine_execute_node"). Element-wise work
 (activations, batch-norm, Adam) is not counted; for these networks it is a few percent at most.
 The split between matrix products and convolutions matters for mixed precision: tensor cores and AMX
 reach a larger share of their peak on large matrix products than on small convolutions.
@@ -11,7 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from torch.utils.flop_counter import FlopCounterMode
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils.flop_counter import flop_registry
 
 MATMUL_OPS = ("mm", "addmm", "bmm", "baddbmm", "matmul", "linear")
 
@@ -28,13 +32,24 @@ def kind_of(op_name: str) -> str:
 
 def count_flops_by_kind(run: Callable[[], object]) -> dict[str, int]:
     """{"convolution": n, "matmul": n, "other": n} FLOPs of everything `run` computes (it runs once)."""
-    counter = FlopCounterMode(display=False)
+    counter = _FlopCounter()
     with counter:
         run()
-    kinds = {"convolution": 0, "matmul": 0, "other": 0}
-    for op, flops in counter.get_flop_counts().get("Global", {}).items():
-        kinds[kind_of(str(op))] += int(flops)
-    return kinds
+    return counter.kinds
+
+
+class _FlopCounter(TorchDispatchMode):
+    def __init__(self):
+        super().__init__()
+        self.kinds = {"convolution": 0, "matmul": 0, "other": 0}
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        packet = func._overloadpacket
+        if packet in flop_registry:
+            self.kinds[kind_of(str(packet))] += int(flop_registry[packet](*args, **kwargs, out_val=out))
+        return out
 
 
 def count_flops(run: Callable[[], object]) -> int:

@@ -163,10 +163,13 @@ class _Contender:
         """FLOPs per step by kind (a cycle's over its steps). Counted on the eager modules: the FLOPs are
         the same, and the counter's global module hooks would otherwise make compiled modules recompile."""
         timer = self.timer
+        total: dict[str, int] = {}
         with timer.state.eager() as state:
-            cycle = count_flops_by_kind(lambda: [train_step(state, timer.resident_batch)
-                                                 for _ in range(timer.cycle_steps)])
-        return {kind: flops // timer.cycle_steps for kind, flops in cycle.items()}
+            for before, count in timer.step_kinds:
+                state.step = before
+                for kind, flops in count_flops_by_kind(lambda: train_step(state, timer.resident_batch)).items():
+                    total[kind] = total.get(kind, 0) + flops * count
+        return {kind: flops // timer.cycle_steps for kind, flops in total.items()}
 
     def finish(self) -> ConfigResult:
         self.result.skipped_steps = self.timer.skipped_steps()

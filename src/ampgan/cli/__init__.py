@@ -25,9 +25,9 @@ def cli() -> None:
 
 
 def _register() -> None:
-    from ampgan.cli import bench, compare, cost, data, doctor, runs, train
+    from ampgan.cli import bench, compare, cost, data, doctor, preflight, runs, train
 
-    for module in (train, data, bench, cost, compare, doctor):
+    for module in (train, data, bench, cost, compare, doctor, preflight):
         cli.add_command(module.command)
     for command in runs.commands:
         cli.add_command(command)

@@ -2,15 +2,25 @@
 
 from __future__ import annotations
 
-import warnings
-from contextlib import ExitStack
 from pathlib import Path
 
 import click
 
-from ampgan.cli.options import (DATA_FLAGS, MODEL_FLAGS, Fraction, IntList, PositiveNumber, PrecisionList, WholeNumber,
-                                config_flags, config_from_cli, default_out, out_options, precisions_given)
-from ampgan.errors import AmpganError, AmpganWarning
+from ampgan.cli.options import (
+    DATA_FLAGS,
+    MODEL_FLAGS,
+    Fraction,
+    IntList,
+    PositiveNumber,
+    PrecisionList,
+    WholeNumber,
+    config_flags,
+    config_from_cli,
+    default_out,
+    out_options,
+    precisions_given,
+)
+from ampgan.errors import AmpganError
 
 
 @click.command("compare")
@@ -82,28 +92,12 @@ _RESUME_MAY_GIVE = {"resume", "quiet", "with_doctor"}
 
 
 def _study(spec, out: Path, options: dict, reopen: bool) -> None:
-    """Run (or continue) the study in `out` and render its report. A new folder is claimed; one with an
-    interrupted study is locked and reopened. Whatever stops it, a folder that holds finished work is kept."""
-    from ampgan.runs.claim import FolderLock, claimed_folder
-    from ampgan.study.compare import StudyInterrupted, run_compare
-    from ampgan.study.progress import has_progress, load_progress
-    from ampgan.study.report import render_report
-    from ampgan.training.interruption import stop_on_signals
+    from ampgan.study.session import run_study
 
-    log = lambda line: click.echo(line, err=True)  # noqa: E731
-    with ExitStack() as stack:
-        if reopen:
-            log(f"continuing the study in {out} ...")
-            stack.callback(FolderLock(out).release)
-        else:
-            stack.enter_context(claimed_folder(out, options["overwrite"], worth_keeping=has_progress))
-        document = run_compare(spec, out, show_progress=not options["quiet"], log=log)
-        with stop_on_signals() as stop:  # the last stages: finished, then stopped if a signal came meanwhile
-            if options["with_doctor"]:
-                _add_doctor(spec, out)
-            md_path, html_path = render_report(out)
-        if stop:
-            raise StudyInterrupted(stop.signum, out, load_progress(out))
+    document, md_path, html_path = run_study(spec, out, overwrite=options["overwrite"], reopen=reopen,
+                                             show_progress=not options["quiet"],
+                                             log=lambda line: click.echo(line, err=True),
+                                             with_doctor=options["with_doctor"])
     for line in document["verdict"]:
         click.echo(line)
     click.echo(f"report: {html_path} (and {md_path.name})")
@@ -113,15 +107,3 @@ def _given_paths(ctx, options) -> set[str]:
     from ampgan.cli.options import given_changes
 
     return set(given_changes(ctx, options))
-
-
-def _add_doctor(spec, out: Path) -> None:
-    from ampgan.doctor.run import diagnose_gan, write_doctor
-    from ampgan.training.precision import resolve_device
-
-    click.echo("doctor: recording ranges over 3 fp32 steps ...", err=True)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", AmpganWarning)
-        fp16_steps = 0 if resolve_device(spec.base.compute.device).type == "cpu" else 30
-        report = diagnose_gan(spec.train_config("fp32"), steps=3, fp16_steps=fp16_steps)
-    write_doctor(report, out / "doctor")

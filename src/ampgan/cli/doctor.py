@@ -44,9 +44,16 @@ def command(ctx: click.Context, **options) -> None:
     if fp16_steps is None:
         fp16_steps = 50 if device.type == "cuda" else 8
     out = options["out"] or default_out("doctor")
+    from ampgan.doctor.preflight import check_before_training
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", AmpganWarning)
+        findings = check_before_training(config, log=click.echo)  # what cannot work stops here, exit 2
     with claimed_folder(out, options["overwrite"]), warnings.catch_warnings():
         warnings.simplefilter("ignore", AmpganWarning)  # fp16-on-CPU speed is part of the report itself
         report = diagnose_gan(config, options["record_steps"], fp16_steps, options["run_dir"])
+        report["preflight"] = [{"severity": f.severity, "check": f.check, "text": f.text} for f in findings]
+        report["summary_lines"] = [f"preflight: {f.line()}" for f in findings] + report["summary_lines"]
         write_doctor(report, out)
     for line in report["summary_lines"]:
         click.echo(f"- {line}")

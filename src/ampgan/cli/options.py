@@ -188,10 +188,11 @@ CONFIG_FLAGS = {
     "channels": click.option("--channels", type=click.Choice(["1", "3"]), default=None, callback=_int_choice,
                              help="Grey or colour (default: the dataset's)."),
     "model": click.option("--model", default=None,
-                          help="The GAN: acgan (default), acgan-2019 (the study's network), or your own as "
-                               "path/to/file.py:FUNCTION or package.module:FUNCTION (imported and run)."),
+                          help="The GAN: acgan (default), acgan-2019 (the study's network), dcgan, wgan-gp, r1, or "
+                               "your own as path/to/file.py:FUNCTION or package.module:FUNCTION (imported and "
+                               "run; docs/your-gan.md)."),
     "width": click.option("--width", type=WholeNumber(), default=None,
-                          help="Model option `width` (the AC-GAN's channels w, 2w, 4w; default 64)."),
+                          help="Model option `width` (the built-ins' channels w, 2w, 4w; acgan 64, dcgan/wgan-gp 32, r1 16)."),
     "z_dim": click.option("--z-dim", type=WholeNumber(), default=None, help="Model option `z_dim`: the noise size."),
     "lr": click.option("--lr", type=PositiveNumber(), default=None,
                        help="Adam's learning rate for both networks (default: the model's, 2e-4 for the AC-GANs)."),

@@ -50,10 +50,14 @@ class LossContext:
         `create_graph`: keep the graph so the penalty built from them can be backpropagated."""
         single = isinstance(inputs, torch.Tensor)
         wanted = (inputs,) if single else tuple(inputs)
-        scale = self.scale
-        scaled_total = outputs.float().sum() * scale
-        gradients = torch.autograd.grad(scaled_total, wanted, create_graph=create_graph)
-        unscaled = tuple(gradient.float() / scale for gradient in gradients)
+        # The backward pass starts from the scaled *mean* of the outputs, as a mean loss's would: each
+        # output's seed is scale / N. Seeded with the scale itself (the scaled sum), it overflows fp16 at
+        # the scale ampgan starts from (65536 > fp16's 65504) and the penalty is NaN until the scaler
+        # has skipped enough steps to come down.
+        count = outputs.numel()
+        seed = self.scale / count
+        gradients = torch.autograd.grad(outputs.float().sum() * seed, wanted, create_graph=create_graph)
+        unscaled = tuple(gradient.float() / seed for gradient in gradients)
         return unscaled[0] if single else unscaled
 
     def generate(self, z: torch.Tensor, labels: torch.Tensor | None = None) -> torch.Tensor:

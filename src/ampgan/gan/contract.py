@@ -142,6 +142,16 @@ class GAN:
             cycle = cycle * update.every // _gcd(cycle, update.every)
         return cycle
 
+    def cycle_kinds(self) -> list[tuple[int, int]]:
+        """The cycle's steps grouped by which extra updates run in them: [(a step count before such a
+        step, how many steps of the cycle are of its kind)]. A cycle of 16 with a lazy penalty is 15 plain
+        steps and 1 with the penalty: timing one of each (weighted 15 : 1) times the whole cycle."""
+        kinds: dict[tuple[str, ...], list[int]] = {}
+        for position in range(1, self.cycle_steps + 1):  # the step count after the step
+            due = tuple(u.name for u in self.extra_updates if position % u.every == 0)
+            kinds.setdefault(due, [position - 1, 0])[1] += 1
+        return [(before, count) for before, count in kinds.values()]
+
     def draw_z(self, count: int, rng: torch.Generator, device: torch.device | str = "cpu") -> torch.Tensor:
         """(count, z_dim) noise from `z_distribution`, drawn with `rng` (on `rng`'s device)."""
         if self.z_distribution == "uniform":

@@ -9,6 +9,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ampgan.errors import AmpganError
+
 
 def autocast_off(device_type: str):
     """Autocast switched off on this device type (nothing to switch off on the meta device, where
@@ -105,13 +107,21 @@ def keep_in_fp32(module: nn.Module) -> None:
 
 def real_fake_loss(logits: torch.Tensor, target: float) -> torch.Tensor:
     """BCE-with-logits against a constant target (1 real, 0 fake; 0.9 with one-sided smoothing),
-    in fp32 whatever the compute dtype (the sigmoid's log-sum-exp)."""
+    in fp32 whatever the compute dtype (the sigmoid's log-sum-exp). `logits`: one per image, (B,) or (B, 1)."""
+    if not isinstance(logits, torch.Tensor) or not (logits.dim() == 1 or (logits.dim() == 2 and logits.shape[1] == 1)):
+        got = tuple(logits.shape) if isinstance(logits, torch.Tensor) else type(logits).__name__
+        raise AmpganError(f"real_fake_loss takes D's real/fake logits, one per image ((B,) or (B, 1)), got {got}: "
+                          "end D in a linear layer to one output (a tuple from D? pass its real/fake part)")
     logits = logits.float()
     return F.binary_cross_entropy_with_logits(logits, torch.full_like(logits, target))
 
 
 def class_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """Cross-entropy in fp32 (the softmax's log-sum-exp)."""
+    """Cross-entropy in fp32 (the softmax's log-sum-exp). `logits`: (B, K); `labels`: (B,) class indices."""
+    if not isinstance(logits, torch.Tensor) or logits.dim() != 2 or labels is None or logits.shape[0] != labels.shape[0]:
+        got = tuple(logits.shape) if isinstance(logits, torch.Tensor) else type(logits).__name__
+        raise AmpganError(f"class_loss takes class logits (B, K) and labels (B,), got {got} and "
+                          f"{None if labels is None else tuple(labels.shape)}: give D's class head and the batch's labels")
     return F.cross_entropy(logits.float(), labels)
 
 

@@ -46,6 +46,31 @@ def model_names() -> list[str]:
     return list(_built_in())
 
 
+_IN_PROCESS: dict[str, tuple[Callable, str]] = {}  # "python:NAME" -> (model function, its source's digest)
+
+
+def model_name_for(function: Callable) -> str:
+    """The model name of a model function handed over from Python (ampgan.compare(my_gan)): its file's
+    `path.py:NAME` when it is a module-level function of a .py file, so the run folder names a model
+    that `ampgan` can build again from the command line; else (a notebook cell, a closure) `python:NAME`,
+    known to this process only."""
+    if not callable(function):
+        raise AmpganError(f"a model is a name or a model function, got {type(function).__name__}")
+    source = inspect.getsourcefile(function) if inspect.isfunction(function) else None
+    module = sys.modules.get(getattr(function, "__module__", "") or "")
+    name = getattr(function, "__name__", "")
+    if (source and source.endswith(".py") and Path(source).is_file() and module is not None
+            and getattr(module, name, None) is function and "<" not in function.__qualname__):
+        return f"{Path(source).resolve()}:{name}"
+    try:
+        text = inspect.getsource(function)
+    except (OSError, TypeError):
+        text = repr(function)
+    key = f"python:{name or 'model'}"
+    _IN_PROCESS[key] = (function, hashlib.sha256(text.encode()).hexdigest())
+    return key
+
+
 @dataclass(frozen=True)
 class ModelRecipe:
     """A model function with its options resolved: everything needed to build the same GAN again."""
@@ -97,7 +122,8 @@ def resolve_model(name: str, given_options: dict[str, Any]) -> ModelRecipe:
     except (TypeError, ValueError) as error:
         raise AmpganError(f"model {name}: {error}: define it as def FUNCTION(data, *, option=default, ...)") from None
     options = resolve_options(name, builder, dict(given_options))
-    return ModelRecipe(name=name, builder=builder, options=options, source_sha256=_sha256_of(source))
+    digest = _IN_PROCESS[name][1] if name in _IN_PROCESS else _sha256_of(source)
+    return ModelRecipe(name=name, builder=builder, options=options, source_sha256=digest)
 
 
 def _find_builder(name: str) -> tuple[Callable, Path | None]:
@@ -105,6 +131,11 @@ def _find_builder(name: str) -> tuple[Callable, Path | None]:
         raise ConfigError("model.name", "is empty: name a built-in model (" + ", ".join(model_names()) +
                           ") or path/to/file.py:FUNCTION")
     built_in = _built_in()
+    if name.startswith("python:"):
+        if name not in _IN_PROCESS:
+            raise AmpganError(f"model {name} was handed over from Python in another process: run it from the same "
+                              "script or notebook again, or save the function in a .py file and give path.py:FUNCTION")
+        return _IN_PROCESS[name][0], None
     if name in built_in:
         builder = built_in[name]
         return builder, Path(inspect.getsourcefile(builder))
@@ -201,7 +232,9 @@ def build_on_meta(recipe: ModelRecipe, data: DataSpec) -> GAN | None:
     cannot build there (it loads weights from a file, say, or is broken: the real build says how)."""
     try:
         with torch.device("meta"):
-            return check_gan(recipe.builder(data, **recipe.options), f"model {recipe.name}")
+            gan = check_gan(recipe.builder(data, **recipe.options), f"model {recipe.name}")
+        gan.name = recipe.name
+        return gan
     except KeyboardInterrupt:
         raise
     except Exception:  # noqa: BLE001 - not every model builds on meta; the caller does without

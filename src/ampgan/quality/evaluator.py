@@ -29,8 +29,9 @@ from ampgan.files.atomic import write_atomically, write_json_atomically
 from ampgan.data import ImageDataset
 from ampgan.errors import AmpganError, warn
 from ampgan.files.schema import has_shape
-from ampgan.quality.metrics import (accuracy, confusion_matrix, density_coverage, frechet_distance,
-                                    intra_class_diversity, kernel_inception_distance, precision_recall, quality_flags)
+from ampgan.quality.metrics import (accuracy, class_shares, confusion_matrix, density_coverage, frechet_distance,
+                                    intra_class_diversity, kernel_inception_distance, mean_pairwise_distance,
+                                    precision_recall, quality_flags, unconditional_flags)
 from ampgan.seeds import reference_subset_seed
 from ampgan.files.cache_dir import cache_dir
 
@@ -248,20 +249,42 @@ def generate_evenly(gan, num_classes: int, count: int, seed: int, device, autoca
     return torch.cat(images), labels
 
 
-def quality_of_images(evaluator: TrainedEvaluator, images: torch.Tensor, intended: torch.Tensor) -> dict:
-    """Every quality figure of generated images against the held-out real set: evaluator accuracy,
-    Fréchet distance, KID, precision/recall and density/coverage (overall and per class), each
-    class's diversity relative to its real images, the confusion matrix and the flags it raises."""
+def quality_of_images(evaluator: TrainedEvaluator, images: torch.Tensor, intended: torch.Tensor | None) -> dict:
+    """Every quality figure of generated images against the held-out real set: Fréchet distance, KID,
+    precision/recall and density/coverage; for a conditional GAN (`intended`: the classes the images
+    were drawn for) the evaluator's accuracy on them, the same per class, each class's diversity, the
+    confusion matrix and its flags; for an unconditional one (`intended` None) the overall diversity,
+    the share of each class the evaluator reads, and flags for collapse and dropped modes."""
     features, predicted = _features_and_predictions(evaluator.network, images)
     real_features = evaluator.held_out_features()
     kid, kid_std = kernel_inception_distance(features, real_features)
-    quality = {"evaluator_accuracy": accuracy(predicted, intended.numpy()),
-               "frechet_distance": frechet_distance(features, real_features),
-               "kid": kid, "kid_std": kid_std, "samples": len(images)}
+    quality = {"frechet_distance": frechet_distance(features, real_features), "kid": kid, "kid_std": kid_std,
+               "samples": len(images)}
+    if intended is None:
+        return quality | unconditional_metrics(features, predicted, real_features, evaluator)
+    quality = {"evaluator_accuracy": accuracy(predicted, intended.numpy())} | quality
     if evaluator.held_out_labels is not None:
         quality.update(manifold_and_class_metrics(features, intended.numpy(), predicted, real_features,
                                                   evaluator.held_out_labels.numpy(), evaluator.class_names))
     return quality
+
+
+def unconditional_metrics(features: np.ndarray, predicted: np.ndarray, real_features: np.ndarray,
+                          evaluator: TrainedEvaluator) -> dict:
+    """Precision/recall, density/coverage, diversity against real images, and the classes read."""
+    metrics: dict = {}
+    rng = np.random.default_rng(0)
+    chosen = rng.choice(len(features), min(len(features), len(real_features)), replace=False)
+    if len(chosen) > _MANIFOLD_K:
+        metrics |= precision_recall(real_features, features[chosen]) | density_coverage(real_features, features[chosen])
+    reference = mean_pairwise_distance(real_features) if len(real_features) > 1 else 0.0
+    diversity = mean_pairwise_distance(features) / reference if len(features) > 1 and reference > 0 else None
+    names = list(evaluator.class_names)
+    shares = class_shares(predicted, len(names))
+    real_shares = (class_shares(evaluator.held_out_labels.numpy(), len(names))
+                   if evaluator.held_out_labels is not None else np.full(len(names), 1 / len(names)))
+    return metrics | {"diversity": diversity, "class_shares": [round(float(s), 4) for s in shares],
+                      "flags": unconditional_flags(diversity, shares, real_shares, names)}
 
 
 _MANIFOLD_K = 5  # the larger of the two k's: precision/recall use 3, density/coverage 5
@@ -308,4 +331,6 @@ def reference_floor(evaluator: TrainedEvaluator, count: int) -> dict:
                                              held_features, evaluator.held_out_labels.numpy(), evaluator.class_names)
         floor.update({key: metrics[key] for key in ("precision", "recall", "density", "coverage") if key in metrics})
         floor["diversity"] = [row["diversity"] for row in metrics["per_class"]]
+        floor["class_shares"] = [round(float(v), 4) for v in class_shares(evaluator.held_out_labels.numpy(),
+                                                                            len(evaluator.class_names))]
     return floor

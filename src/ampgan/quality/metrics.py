@@ -151,3 +151,28 @@ def quality_flags(diversity: list[float | None], confusion: np.ndarray, class_na
             flags.append(f"class {class_names[label]}: drawn as {class_names[drawn_as]} in "
                          f"{others[drawn_as] / total:.0%} of its samples")
     return flags
+
+
+DROPPED_BELOW = 0.25  # a class an unconditional GAN draws at less than a quarter of its share of the data
+
+
+def class_shares(predicted: np.ndarray, num_classes: int) -> np.ndarray:
+    """The share of samples the evaluator reads as each class."""
+    return np.bincount(np.asarray(predicted), minlength=num_classes)[:num_classes] / max(1, len(predicted))
+
+
+def unconditional_flags(diversity: float | None, shares: np.ndarray, real_shares: np.ndarray,
+                        class_names: list[str]) -> list[str]:
+    """Plain-language warnings for a GAN that draws no intended class: collapse, and modes it drops
+    (classes the evaluator finds far less often in its samples than in the data)."""
+    flags = []
+    if diversity is not None and diversity < COLLAPSE_BELOW:
+        flags.append(f"diversity {diversity:.0%} of real (collapsed: the samples are nearly one image)")
+    dropped = [f"{class_names[label]} ({share:.0%} of the samples, {real_share:.0%} of real)"
+               for label, (share, real_share) in enumerate(zip(shares, real_shares))
+               if real_share > 0 and share < DROPPED_BELOW * real_share]
+    if dropped:
+        shown = ", ".join(dropped[:4]) + (f" and {len(dropped) - 4} more" if len(dropped) > 4 else "")
+        flags.append(f"{len(dropped)} of {len(class_names)} classes dropped (drawn under a quarter as often as in "
+                     f"the data): {shown}")
+    return flags

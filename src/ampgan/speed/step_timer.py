@@ -34,7 +34,9 @@ class StepTimer:
 
     One call times one *cycle* of the GAN's schedule (gan.cycle_steps training steps: every lazy
     update runs once in it) and returns its mean seconds per step, so a precision is never judged on
-    the steps where a penalty does not run.
+    the steps where a penalty does not run. It runs one step of each kind the cycle has (plain, with
+    the penalty, ...) and weights each by its share of the cycle: a lazy R1 every 16 steps costs two
+    steps per call, not sixteen.
     """
 
     def __init__(self, config: TrainConfig, dataset, device: torch.device, data_parallel: bool = True,
@@ -51,6 +53,7 @@ class StepTimer:
         self.policy.apply_backend_settings()
         self.state = build_train_state(config, prepared.model, prepared.data, self.policy, rank=ranks.rank)
         self.cycle_steps = self.state.gan.cycle_steps
+        self.step_kinds = self.state.gan.cycle_kinds()
         self.data_parallel = data_parallel and ranks.distributed
         self.across_ranks = across_ranks and ranks.distributed
         wrap_modules(self.state, compile=config.compute.compile, data_parallel=self.data_parallel)
@@ -69,13 +72,16 @@ class StepTimer:
         self.policy.apply_backend_settings()  # TF32 is process-wide: set it for this precision
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
-        start = time.perf_counter()
-        for _ in range(self.cycle_steps):
+        elapsed = 0.0
+        for before, count in self.step_kinds:
+            self.state.step = before  # which extra updates are due depends on the step count only
+            start = time.perf_counter()
             metrics = train_step(self.state, self.resident_batch)
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
-        elapsed = (time.perf_counter() - start) / self.cycle_steps
-        self.skipped += [value for name, value in metrics.items() if name.startswith("skipped")]
+            if self.device.type == "cuda":
+                torch.cuda.synchronize(self.device)
+            elapsed += (time.perf_counter() - start) * count
+            self.skipped += [value for name, value in metrics.items() if name.startswith("skipped")]
+        elapsed /= self.cycle_steps
         if self.across_ranks:
             self.last_per_rank = gather_objects(elapsed)  # after the clock: not part of the measured step
             elapsed = max(self.last_per_rank)

@@ -34,6 +34,8 @@ from ampgan.data import load_dataset
 from ampgan.system.environment import environment_stamp
 from ampgan.errors import AmpganError
 from ampgan.quality.evaluator import evaluator_for, generate_evenly, quality_of_images, reference_floor
+from ampgan.doctor.preflight import check_before_training
+from ampgan.quality.headline import default_target, headline_for, headline_of
 from ampgan.seeds import evaluation_noise_seed
 from ampgan.speed.decision import choose_for_comparison, decide_for_run, warn_about_named_modes
 from ampgan.speed.compilation import compiled_precisions
@@ -222,7 +224,11 @@ def run_compare(spec: CompareSpec, out_dir: Path, show_progress: bool = True, lo
     if spec.precisions and "fp32" not in spec.precisions:
         raise AmpganError("a comparison needs fp32 as its baseline: add it to --precisions")
     dataset = load_dataset(spec.base.data, seed=spec.seed)
-    prepare_run(spec.train_config("fp32"), dataset)  # validates the options before any measuring
+    first = prepare_run(spec.train_config("fp32"), dataset)  # validates the options before any measuring
+    if spec.target_accuracy is not None and not first.conditional:
+        raise AmpganError(f"--target-accuracy needs a conditional GAN: model {spec.base.model.name} draws no class, so "
+                          "its study races on the Fréchet distance (its target is set from the runs); leave it out")
+    check_before_training(spec.train_config("fp32"), dataset, log=log)  # before anything is measured or trained
     progress = open_progress(out_dir, spec.to_document(spec.precisions))
     with stop_on_signals() as stop:
         def stop_here() -> None:
@@ -267,6 +273,9 @@ def run_compare(spec: CompareSpec, out_dir: Path, show_progress: bool = True, lo
                     "source": dataset.source},
         "evaluator": evaluator.info,
         "floor": floor,
+        # What the study races on: accuracy for a conditional GAN, the Fréchet distance otherwise.
+        "headline": headline_for(prepared[("fp32" if "fp32" in precisions else precisions[0], spec.seed)]
+                                 .conditional).as_dict(),
         "runs": {p: summarize_seeds(per_seed[p]) for p in precisions},
     }
     document["cost"] = _costs(document, bench_results, curves, out_dir)
@@ -385,13 +394,15 @@ def _finish_run(spec, result, tracker, evaluator, out_dir: Path, run_dir: Path, 
            # beside the bench's step time.
            "seconds_per_step": result.train_seconds / max(1, result.steps), "final": final,
            "eval_seconds_total": quality["eval_seconds_total"], "stamp": result.stamp}
-    flags = "; ".join(final.get("flags", [])) or "no class collapsed or drawn as another"
-    log(f"  {precision} seed {seed}: {result.steps} steps, evaluator accuracy {final['evaluator_accuracy']:.3f}, "
-        f"recall {final.get('recall', float('nan')):.2f}, Fréchet distance {final['frechet_distance']:.2f}; {flags}")
+    flags = "; ".join(final.get("flags", [])) or "no class collapsed, dropped or drawn as another"
+    accuracy = f"evaluator accuracy {final['evaluator_accuracy']:.3f}, " if "evaluator_accuracy" in final else ""
+    log(f"  {precision} seed {seed}: {result.steps} steps, {accuracy}recall {final.get('recall', float('nan')):.2f}, "
+        f"Fréchet distance {final['frechet_distance']:.2f}; {flags}")
     return run, tracker.curve
 
 
-_CURVE_POINT = {"step": int, "train_seconds": (int, float), "evaluator_accuracy": (int, float, None)}
+_CURVE_POINT = {"step": int, "train_seconds": (int, float), "?evaluator_accuracy": (int, float, None),
+                "frechet_distance": (int, float)}
 
 
 def read_quality_curve(path: Path) -> list[dict]:
@@ -440,23 +451,26 @@ def _costs(document: dict, bench_results: dict, curves: dict[str, dict[int, list
     cost_document = build_cost_document([bench_results], device_name, basis, 1e6, None, catalog_date(catalog))
     write_cost(cost_document, out_dir / "cost")
     runs = document["runs"]
-    target = spec["target_accuracy"]
+    headline = headline_of(document)
+    metric = headline.metric
+    target = spec["target_accuracy"] if headline.higher_is_better else None
     if target is None:
-        # 80% of the way from chance to the best mean final accuracy; none when nothing beat chance clearly.
-        chance = 1.0 / len(document["dataset"]["class_names"])
-        best = max(r["final"]["evaluator_accuracy"] for r in runs.values())
-        target = round(chance + 0.8 * (best - chance), 3) if best >= 2 * chance else None
+        finals = [r["final"][metric] for r in runs.values()]
+        starts = [points[0][metric] for per_seed in curves.values() for points in per_seed.values()
+                  if points and points[0]["step"] == 0 and points[0].get(metric) is not None]
+        target = default_target(headline, finals, starts, len(document["dataset"]["class_names"]))
     to_target = {}
     for precision in runs:
         per_seed = {}
         for seed, points in curves[precision].items():
-            curve = [(p["train_seconds"], p["evaluator_accuracy"]) for p in points]
-            reached_at = cost_to_quality(curve, target, basis["price_per_hour"]) if target else None
+            curve = [(p["train_seconds"], p[metric]) for p in points if p.get(metric) is not None]
+            reached_at = (cost_to_quality(curve, target, basis["price_per_hour"], headline.higher_is_better)
+                          if target else None)
             if reached_at:
-                # Above the target at the first evaluation after the start: the time is interpolated
+                # Past the target at the first evaluation after the start: the time is interpolated
                 # from the start and says only "before that evaluation".
-                first_above = next(i for i, (_, accuracy) in enumerate(curve) if accuracy >= target)
-                reached_at = reached_at | {"by_first_evaluation": first_above <= 1}
+                first_past = next(i for i, (_, value) in enumerate(curve) if headline.reached(value, target))
+                reached_at = reached_at | {"by_first_evaluation": first_past <= 1}
             per_seed[str(seed)] = reached_at
         reached = [r for r in per_seed.values() if r]
         to_target[precision] = {
@@ -467,5 +481,6 @@ def _costs(document: dict, bench_results: dict, curves: dict[str, dict[int, list
             "cost": float(sum(r["cost"] for r in reached) / len(reached)) if reached else None,
         } if target else None
     budget = {p: cost_of_seconds(r["train_seconds"], basis["price_per_hour"]) for p, r in runs.items()}
-    return {"basis": basis, "target_accuracy": target, "to_target": to_target, "budget": budget,
+    return {"basis": basis, "target": target, "target_metric": metric,
+            "target_accuracy": target if headline.higher_is_better else None, "to_target": to_target, "budget": budget,
             "table": cost_document["rows"], "catalog_date": cost_document["catalog_date"]}

@@ -15,9 +15,8 @@ import numpy as np
 
 from ampgan.speed.intervals import t_quantile_975
 
-METRICS = ("evaluator_accuracy", "frechet_distance", "kid", "precision", "recall", "density", "coverage")
-HIGHER_IS_BETTER = {"evaluator_accuracy": True, "frechet_distance": False, "kid": False, "precision": True,
-                    "recall": True, "density": True, "coverage": True}
+# "diversity" is a single number for an unconditional GAN only (a conditional one has one per class).
+METRICS = ("evaluator_accuracy", "frechet_distance", "kid", "precision", "recall", "density", "coverage", "diversity")
 
 
 def mean_interval(values) -> dict:
@@ -38,7 +37,7 @@ def summarize_seeds(per_seed: dict[int, dict]) -> dict:
     and each final metric's interval. `run_dir` and `stamp` are the first seed's (Figure 4 shows it)."""
     seeds = sorted(per_seed)
     runs = [per_seed[seed] for seed in seeds]
-    metrics = [m for m in METRICS if all(m in run["final"] for run in runs)]
+    metrics = [m for m in METRICS if all(isinstance(run["final"].get(m), (int, float)) for run in runs)]
     intervals = {m: mean_interval([run["final"][m] for run in runs]) for m in metrics}
     flags = [f"seed {seed}: {flag}" for seed in seeds for flag in per_seed[seed]["final"].get("flags", [])]
     return {

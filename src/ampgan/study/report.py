@@ -24,11 +24,12 @@ from ampgan.files.schema import check_shape
 from ampgan.runs.run_folder import read_metrics
 from ampgan.plotting import precision_colour, pyplot, save_figure
 from ampgan.study.compare import read_quality_curve
+from ampgan.quality.headline import headline_of
 from ampgan.study.verdict import interval_text, verdict
 
 
 _NUMBER = (int, float)
-_FINAL = {"evaluator_accuracy": (int, float, None), "frechet_distance": _NUMBER, "?flags": [str], "?per_class": list,
+_FINAL = {"?evaluator_accuracy": (int, float, None), "frechet_distance": _NUMBER, "?flags": [str], "?per_class": list,
           "?confusion": list}
 _RUN = {"run_dir": str, "steps": int, "train_seconds": _NUMBER, "final": _FINAL, "?seconds_per_step": _NUMBER,
         "?seeds": [int], "?per_seed": {"*": {"run_dir": str, "steps": int, "final": _FINAL}}, "?final_interval": dict}
@@ -76,12 +77,15 @@ def figure_samples(document: dict, out_dir: Path, footer: str) -> Path:
         final = run["final"]
         seed = run["seeds"][0] if "seeds" in run else ""
         first = run["per_seed"][str(seed)]["final"] if "per_seed" in run else final
+        quality = (f"evaluator acc. {first['evaluator_accuracy']:.2f}" if "evaluator_accuracy" in first
+                   else f"Fréchet distance {first['frechet_distance']:.2f}")
         axis.set_title(f"{precision}, seed {seed}: {run['per_seed'][str(seed)]['steps'] if 'per_seed' in run else run['steps']}"
                        f" steps in {run['train_seconds']:.0f} s\n"
-                       f"evaluator acc. {first['evaluator_accuracy']:.2f}, recall {first.get('recall', float('nan')):.2f}",
+                       f"{quality}, recall {first.get('recall', float('nan')):.2f}",
                        fontsize=9)
         axis.axis("off")
-    figure.suptitle("Figure 4: samples after the same training time (same noise, one row per class)", fontsize=10)
+    rows = "one row per class" if headline_of(document).higher_is_better else "unconditional: no class per row"
+    figure.suptitle(f"Figure 4: samples after the same training time (same noise, {rows})", fontsize=10)
     return save_figure(figure, out_dir / "fig4_samples.png", footer)
 
 
@@ -100,7 +104,9 @@ def _curves_over_seeds(document: dict, out_dir: Path, precision: str, metric: st
 
 def figure_quality(document: dict, out_dir: Path, footer: str) -> Path:
     plt = pyplot()
-    panels = [("evaluator_accuracy", "evaluator accuracy (intended class)"), ("recall", "recall (share of real covered)"),
+    headline = headline_of(document)
+    panels = [("evaluator_accuracy", "evaluator accuracy (intended class)") if headline.higher_is_better
+              else ("coverage", "coverage (share of real covered, k=5)"), ("recall", "recall (share of real covered)"),
               ("frechet_distance", "Fréchet distance (evaluator features)")]
     figure, axes = plt.subplots(1, 3, figsize=(13, 4), dpi=120)
     floor = document["floor"]
@@ -117,10 +123,12 @@ def figure_quality(document: dict, out_dir: Path, footer: str) -> Path:
         axis.set(xlabel="training time (s)", ylabel=label)
         axis.grid(True, alpha=0.3)
         axis.legend(fontsize=8)
-    target = (document.get("cost") or {}).get("target_accuracy")
+    cost = document.get("cost") or {}
+    target = cost.get("target", cost.get("target_accuracy"))
     if target:
-        axes[0].axhline(target, ls=":", color="#d62728", label=f"target {target:.2f}")
-        axes[0].legend(fontsize=8)
+        target_axis = axes[0] if headline.higher_is_better else axes[2]
+        target_axis.axhline(target, ls=":", color="#d62728", label=f"target {target:.2f}")
+        target_axis.legend(fontsize=8)
     axes[2].set_yscale("log")
     band = f"mean of {seeds} seeds, band: lowest to highest seed" if seeds > 1 else "one seed"
     figure.suptitle(f"Quality vs training time ({band})", fontsize=10)
@@ -297,6 +305,10 @@ def _compile_lines(document: dict) -> list[str]:
 def _price_note(document: dict) -> str:
     cost = document.get("cost") or {}
     basis = (cost.get("basis") or {}).get("explanation", cost.get("note", "none"))
+    if not headline_of(document).higher_is_better:
+        return (f"Target Fréchet distance: {cost.get('target')} (80% of the way from the untrained generator's to "
+                "the best final distance; none when no precision halved it). An unconditional GAN draws no class: "
+                f"accuracy does not apply. Price: {basis}.")
     return (f"Target accuracy: {cost.get('target_accuracy')} (80% of the way from chance to the best final "
             f"accuracy unless --target-accuracy; none when no precision reached twice chance). Price: {basis}.")
 
@@ -383,7 +395,8 @@ def _metrics_rows(document: dict) -> list[list[str]]:
                      _cell(run, "coverage"), _cell(run, "frechet_distance", 2), _cell(run, "kid", 4), time_text,
                      f"{reached['cost']:.6f} {currency}" if reached.get("cost") else "-"])
     floor = document["floor"]
-    rows.append(["real images (floor)", "", "", f"{floor['evaluator_accuracy']:.3f}",
+    conditional = headline_of(document).higher_is_better
+    rows.append(["real images (floor)", "", "", f"{floor['evaluator_accuracy']:.3f}" if conditional else "-",
                  f"{floor['recall']:.3f}" if "recall" in floor else "", f"{floor['coverage']:.3f}" if "coverage" in floor else "",
                  f"{floor['frechet_distance']:.2f}", f"{floor['kid']:.4f}", "", ""])
     return rows
@@ -404,6 +417,9 @@ def _class_sections(document: dict) -> list[Section]:
     sections = []
     for precision, run in document["runs"].items():
         finals = [r["final"] for r in run.get("per_seed", {"0": run}).values()]
+        if all("class_shares" in f for f in finals):
+            sections.append(_shares_section(precision, run, finals, names, document.get("floor", {})))
+            continue
         if not all("per_class" in f for f in finals):
             continue
         rows = [["class", "accuracy", "recall", "coverage", "diversity vs real"]]
@@ -422,3 +438,18 @@ def _class_sections(document: dict) -> list[Section]:
                                 table=[["intended \\ read", *names]] + [[name, *map(str, row)] for name, row in
                                                                         zip(names, confusion.tolist())]))
     return sections
+
+
+def _shares_section(precision: str, run: dict, finals: list[dict], names: list[str], floor: dict) -> Section:
+    """An unconditional GAN's classes as the evaluator reads its samples (mean over seeds): a class
+    drawn far less often than the data has it is a dropped mode."""
+    shares = np.mean([f["class_shares"] for f in finals], axis=0)
+    rows = [["class", "share of samples", *(["share of real (held out)"] if "class_shares" in floor else [])]]
+    for index, name in enumerate(names):
+        real = [f"{floor['class_shares'][index]:.1%}"] if "class_shares" in floor else []
+        rows.append([name, f"{shares[index]:.1%}", *real])
+    flags = run["final"].get("flags", [])
+    return Section(f"{precision}: classes the evaluator reads in the samples (mean of {len(finals)} seeds)", table=rows,
+                   paragraph=("Flags: " + "; ".join(flags)) if flags else
+                   "No collapse (diversity below 25% of real) and no dropped mode (a class under a quarter of its "
+                   "real share).")

@@ -5,6 +5,7 @@ sure the speed numbers are."""
 from __future__ import annotations
 
 from ampgan.bench.output import speedup_estimate, speedup_text
+from ampgan.quality.headline import ACCURACY, headline_of
 
 
 def verdict(document: dict, bench_speedups: list[dict]) -> list[str]:
@@ -16,7 +17,8 @@ def verdict(document: dict, bench_speedups: list[dict]) -> list[str]:
     comparison = document.get("seed_comparison") or {}
     speedups = {(s["batch_size"], s["precision"]): s for s in bench_speedups}
     batch = document["spec"]["batch_size"]
-    target = cost.get("target_accuracy")
+    headline = headline_of(document)
+    target = cost.get("target", cost.get("target_accuracy"))
     lines = []
     for precision, run in runs.items():
         if precision == "fp32":
@@ -24,13 +26,16 @@ def verdict(document: dict, bench_speedups: list[dict]) -> list[str]:
         pair = speedups.get((batch, precision))
         lines.append(_speed_line(precision, run, runs["fp32"], pair, batch, hardware))
         lines.append(_quality_line(precision, run, runs["fp32"], comparison.get(precision, {}), len(seeds),
-                                   document.get("floor", {})))
+                                   document.get("floor", {}), headline))
         if target is not None:
-            lines.append(_target_line(precision, cost, comparison.get(precision, {}), target, len(seeds)))
-        else:
+            lines.append(_target_line(precision, cost, comparison.get(precision, {}), target, len(seeds), headline))
+        elif headline.higher_is_better:
             lines.append("Neither precision's samples were recognised clearly above chance on average (the target is "
                          "set only when the best mean final accuracy is at least twice chance): train longer before "
                          "comparing time to quality.")
+        else:
+            lines.append("Neither precision brought the Fréchet distance below half of the untrained generator's (the "
+                         "target is set only then): train longer before comparing time to quality.")
     flags = [f"{precision}, {flag}" for precision, run in runs.items() for flag in run["final"].get("flags", [])]
     if flags:
         lines.append("Flags at the end of training: " + "; ".join(flags[:8]) + ("; ..." if len(flags) > 8 else "") + ".")
@@ -100,31 +105,42 @@ def _speed_relation(pair: dict) -> str:
     return "not clearly different from fp32's"
 
 
-def _quality_line(precision: str, run: dict, fp32_run: dict, comparison: dict, seeds: int, floor: dict) -> str:
+def _quality_line(precision: str, run: dict, fp32_run: dict, comparison: dict, seeds: int, floor: dict,
+                  headline=ACCURACY) -> str:
     mine, theirs = run["final"], fp32_run["final"]
-    ceiling = (f" (the evaluator's ceiling: {floor['evaluator_accuracy']:.3f} on real held-out images)"
-               if "evaluator_accuracy" in floor else "")
-    text = (f"Final evaluator accuracy: {precision} {_with_interval(run, 'evaluator_accuracy')}, fp32 "
-            f"{_with_interval(fp32_run, 'evaluator_accuracy')}{ceiling}")
+    metric = headline.metric
+    if metric == "evaluator_accuracy":
+        ceiling = (f" (the evaluator's ceiling: {floor['evaluator_accuracy']:.3f} on real held-out images)"
+                   if "evaluator_accuracy" in floor else "")
+        text = (f"Final evaluator accuracy: {precision} {_with_interval(run, metric)}, fp32 "
+                f"{_with_interval(fp32_run, metric)}{ceiling}")
+    else:
+        ceiling = (f" (real images: {floor['frechet_distance']:.2f}; lower is better)"
+                   if "frechet_distance" in floor else " (lower is better)")
+        text = (f"Final Fréchet distance (an unconditional GAN: no class to recognise): {precision} "
+                f"{_with_interval(run, metric)}, fp32 {_with_interval(fp32_run, metric)}{ceiling}")
     if "coverage" in mine and "coverage" in theirs:
         text += (f"; coverage {precision} {_with_interval(run, 'coverage')}, fp32 {_with_interval(fp32_run, 'coverage')}"
                  + (f" (real images: {floor['coverage']:.2f})" if "coverage" in floor else ""))
     if seeds < 2:
         return text + (". With one seed per precision the verdict cannot tell a difference from seed-to-seed "
                        "spread: run with --seeds 3 or more.")
-    difference = comparison.get("evaluator_accuracy")
+    difference = comparison.get(metric)
     if difference and difference["low"] is not None:
         judged = ("larger than the seed-to-seed spread" if difference["beyond_seed_spread"]
                   else "within the seed-to-seed spread")
-        text += (f". Paired by seed, {precision} minus fp32 is {difference['mean']:+.3f} in accuracy (95% CI "
+        unit = "accuracy" if metric == "evaluator_accuracy" else "Fréchet distance"
+        text += (f". Paired by seed, {precision} minus fp32 is {difference['mean']:+.3f} in {unit} (95% CI "
                  f"{difference['low']:+.3f} to {difference['high']:+.3f}, {difference['n']} seeds): {judged}")
     return text + "."
 
 
-def _target_line(precision: str, cost: dict, comparison: dict, target: float, seeds: int) -> str:
+def _target_line(precision: str, cost: dict, comparison: dict, target: float, seeds: int, headline=ACCURACY) -> str:
     to_target = cost.get("to_target") or {}
     mine, theirs = to_target.get(precision) or {}, to_target.get("fp32") or {}
-    text = (f"Target evaluator accuracy {target:.2f}: {precision} reached it in {mine.get('reached', 0)} of "
+    named = (f"Target evaluator accuracy {target:.2f}" if headline.higher_is_better
+             else f"Target Fréchet distance {target:.2f} or lower")
+    text = (f"{named}: {precision} reached it in {mine.get('reached', 0)} of "
             f"{mine.get('seeds', seeds)} seeds"
             + (f" (mean {mine['seconds']:.0f} s of training)" if mine.get("seconds") else "")
             + f", fp32 in {theirs.get('reached', 0)} of {theirs.get('seeds', seeds)}"
@@ -139,9 +155,9 @@ def _target_line(precision: str, cost: dict, comparison: dict, target: float, se
     elif ratio.get("n") == 1:
         text += f". In the one seed where both reached it, {precision} was {ratio['mean']:.2f}x sooner"
     if all(run.get("reached") and run.get("by_first_evaluation") == run["reached"] for run in (mine, theirs)):
-        text += (". Every run was already above the target at its first evaluation after the start, so these "
+        text += (". Every run was already past the target at its first evaluation after the start, so these "
                  "times only say \"before that evaluation\" and cannot tell the precisions apart: use more "
-                 "--eval-points (or a higher --target-accuracy)")
+                 "--eval-points" + (" (or a higher --target-accuracy)" if headline.higher_is_better else ""))
     return text + "."
 
 

@@ -36,6 +36,7 @@ class PreparedRun:
     data: DataSpec
     model: ModelRecipe
     fingerprint: str  # the model's (gan/registry.py): what cached speed decisions are keyed by
+    conditional: bool = True  # the GAN draws its samples for a class (quality then has an intended class)
 
 
 def data_spec_of(dataset: ImageDataset) -> DataSpec:
@@ -83,4 +84,4 @@ def prepare_run(config: TrainConfig, dataset: ImageDataset | None = None,
     if message:
         warn(message)
     return PreparedRun(config=config, policy=policy, dataset=dataset, data=data, model=recipe,
-                       fingerprint=recipe.fingerprint(gan))
+                       fingerprint=recipe.fingerprint(gan), conditional=gan.conditional)

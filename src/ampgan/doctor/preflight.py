@@ -1,0 +1,335 @@
+"""Before anything trains: will this GAN work under ampgan, and under mixed precision?
+
+One training step of the real GAN on a small real batch, on the CPU, watched: what G returns (shape,
+range), what D ends in, which parameters no backward pass reaches, which operations the losses run on
+bf16/fp16 tensors, whether its state saves as plain tensors, whether it casts its own weights, and
+whether each loss comes out the same under fp16 loss scaling as in fp32 (a gradient penalty that keeps
+the loss scale is off by the scale squared). Each finding is one line; an "error" is what cannot work
+(the command stops with exit 2), a "warning" what will train, worse or slower than it could.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from torch.overrides import TorchFunctionMode
+
+from ampgan.config import TrainConfig
+from ampgan.data.batches import BatchStream
+from ampgan.errors import AmpganError
+from ampgan.gan.context import LossContext, draw_inputs
+from ampgan.training.precision import build_policy
+from ampgan.training.prepared import prepare_run
+from ampgan.training.state import build_train_state
+from ampgan.training.step import train_step
+
+PREFLIGHT_BATCH = 8
+CPU = torch.device("cpu")
+# Operations that lose what they compute when their input is bf16/fp16 (an epsilon under the format's
+# resolution vanishes, a square of a small score flushes to zero, a log of a saturated sigmoid is -inf).
+_FRAGILE = {"sqrt", "rsqrt", "log", "log1p", "exp", "pow", "norm", "normalize", "var", "std", "mse_loss", "logsumexp"}
+_REFUSED = {"binary_cross_entropy"}  # autocast refuses it on CUDA: BCE on probabilities
+
+
+@dataclass(frozen=True)
+class Finding:
+    severity: str  # "error" (cannot work) or "warning"
+    check: str
+    text: str
+
+    def line(self) -> str:
+        return f"{self.severity}: {self.text}"
+
+
+def preflight(config: TrainConfig, dataset=None) -> list[Finding]:
+    """The findings for `config`'s GAN on its data, one fp32 step and one look under mixed precision."""
+    config = config.with_fields({"precision.name": "fp32", "precision.loss_scale": None, "compute.device": "cpu",
+                                 "compute.compile": False, "compute.channels_last": False,
+                                 "budget.batch_size": PREFLIGHT_BATCH})
+    prepared = prepare_run(config, dataset)
+    state = build_train_state(prepared.config, prepared.model, prepared.data, prepared.policy)
+    gan, data = state.gan, prepared.data
+    stream = BatchStream(prepared.dataset, PREFLIGHT_BATCH, CPU, config.seed, image_range=gan.image_range)
+    findings = _own_precision(gan) + _generator_output(gan, data) + _discriminator_ends(gan, stream)
+    if any(f.severity == "error" for f in findings):
+        return findings
+    witness = _GradientWitness(state)
+    try:
+        with _OpsInLosses(gan) as ops:
+            metrics = train_step(state, stream.next_batch)
+    except AmpganError as error:
+        return findings + [Finding("error", "step", str(error))]
+    finally:
+        witness.remove()
+    bad = [name for name, value in metrics.items() if name.startswith("loss") and not torch.isfinite(value).all()]
+    if bad:
+        findings.append(Finding("error", "finite", f"the first fp32 step's {', '.join(bad)} is not finite: the losses "
+                                                   "or the initialisation are broken before any precision enters"))
+    findings += witness.findings() + ops.findings(gan.name) + _saves_as_tensors(state)
+    findings += _losses_under_loss_scaling(prepared, stream)
+    return findings
+
+
+def _own_precision(gan) -> list[Finding]:
+    """A model that casts its own weights: ampgan keeps fp32 master weights and lets autocast cast compute."""
+    cast = [f"{prefix}.{name} ({tensor.dtype})" for prefix, network in (("G", gan.generator), ("D", gan.discriminator))
+            for name, tensor in [*network.named_parameters(), *network.named_buffers()]
+            if tensor.is_floating_point() and tensor.dtype != torch.float32]
+    if not cast:
+        return []
+    return [Finding("error", "dtype", f"{len(cast)} weights are not fp32 ({', '.join(cast[:3])}): the model casts "
+                                      "itself (.half(), .to(torch.float16)); remove that: ampgan keeps fp32 master "
+                                      "weights and autocasts the compute in each precision")]
+
+
+def _generator_output(gan, data) -> list[Finding]:
+    rng = torch.Generator().manual_seed(0)
+    z = gan.draw_z(PREFLIGHT_BATCH, rng)
+    labels = torch.randint(gan.num_classes, (PREFLIGHT_BATCH,), generator=rng) if gan.conditional else None
+    with torch.no_grad():
+        try:
+            images = gan.generate(gan.generator, z, labels)
+        except Exception as error:  # noqa: BLE001 - the user's generator failing is one finding
+            return [Finding("error", "generator", f"G({'z, labels' if gan.conditional else 'z'}) raised "
+                                                  f"{type(error).__name__}: {str(error).splitlines()[0][:200]}")]
+    wanted = (PREFLIGHT_BATCH, data.channels, data.image_size, data.image_size)
+    if not isinstance(images, torch.Tensor) or tuple(images.shape) != wanted:
+        got = tuple(images.shape) if isinstance(images, torch.Tensor) else type(images).__name__
+        return [Finding("error", "generator", f"G returns {got}, the data is {wanted} (B, C, H, W): make G draw "
+                                              f"{data.channels}-channel {data.image_size} px images, or change "
+                                              "--image-size/--channels")]
+    low, high = gan.image_range
+    slack = 1e-3 * (high - low)
+    outside = ((images < low - slack) | (images > high + slack)).float().mean().item()
+    if outside > 0:
+        return [Finding("warning", "range", f"{outside:.0%} of G's output lies outside the data range [{low:g}, "
+                                            f"{high:g}] (G spans {images.min().item():.2f} to {images.max().item():.2f}): "
+                                            "D can tell fakes by their range; end G in tanh for [-1, 1] or sigmoid "
+                                            "for [0, 1] and set GAN.image_range to match")]
+    return []
+
+
+def _discriminator_ends(gan, stream) -> list[Finding]:
+    """A D whose last operation is a sigmoid returns probabilities: BCE on them is refused by autocast on
+    CUDA and saturates in fp16 (log(0) = -inf)."""
+    order: list[nn.Module] = []
+    hooks = [m.register_forward_hook(lambda module, args, out: order.append(module))
+             for m in gan.discriminator.modules() if not list(m.children())]
+    real, labels = stream.next_batch()
+    try:
+        with torch.no_grad():
+            try:
+                gan.discriminator(real)
+            except Exception:  # noqa: BLE001 - D may take more than images (its losses say what); the step
+                pass           # below calls it as they do and reports a failure with its origin
+    finally:
+        for hook in hooks:
+            hook.remove()
+    shaping = (nn.Flatten, nn.Unflatten, nn.Identity, nn.Dropout)  # change no value: look past them
+    last = next((module for module in reversed(order) if not isinstance(module, shaping)), None)
+    if isinstance(last, nn.Sigmoid):
+        return [Finding("warning", "logits", "D ends in a Sigmoid (it returns probabilities): BCE on probabilities is "
+                                             "refused by autocast on CUDA and saturates in fp16; drop the Sigmoid and "
+                                             "take the loss on logits (ampgan.real_fake_loss)")]
+    return []
+
+
+class _GradientWitness:
+    """Which trainable parameters each backward pass of the step reaches: under DDP every parameter of the
+    wrapped network must get a gradient in every backward pass (or DDP stops with 'Expected to have
+    finished reduction')."""
+
+    def __init__(self, state):
+        self.missing: dict[str, set[str]] = {}
+        self._restore = []
+        networks = {"discriminator": state.discriminator, "generator": state.generator}
+        # Only a network that ran forward in a loss needs all its gradients from that backward (DDP
+        # waits only for the networks it ran).
+        self.called: set[str] = set()
+        self._hooks = [network.register_forward_pre_hook(lambda module, args, name=name: self.called.add(name))
+                       for name, network in networks.items()]
+        scalers = [("D's update", state.scaler_d, ("discriminator",)), ("G's update", state.scaler_g, ("generator",))]
+        for update in state.gan.extra_updates:
+            scaler = state.extra_scalers.get(update.name) if update.optimizer is not None else None
+            if scaler is not None:
+                scalers.append((f"update {update.name!r}", scaler, update.networks))
+        wrapped: set[int] = set()
+        for label, scaler, names in scalers:
+            if id(scaler) in wrapped:
+                continue
+            wrapped.add(id(scaler))
+            params = [(n, f"{'G' if n == 'generator' else 'D'}.{p_name}", p) for n in names
+                      for p_name, p in networks[n].named_parameters()]
+            self._wrap(scaler, label, params)
+
+    def _wrap(self, scaler, label, params) -> None:
+        original = scaler.backward
+
+        def backward(loss):
+            trainable = [(name, p) for network, name, p in params if p.requires_grad and network in self.called]
+            self.called.clear()
+            if trainable and loss.requires_grad:
+                grads = torch.autograd.grad(loss, [p for _, p in trainable], allow_unused=True, retain_graph=True)
+                unused = {name for (name, _), g in zip(trainable, grads) if g is None}
+                if unused:
+                    self.missing.setdefault(label, set()).update(unused)
+            original(loss)
+
+        scaler.backward = backward
+        self._restore.append((scaler, original))
+
+    def remove(self) -> None:
+        for hook in self._hooks:
+            hook.remove()
+        for scaler, original in self._restore:
+            scaler.backward = original
+
+    def findings(self) -> list[Finding]:
+        out = []
+        for label, names in self.missing.items():
+            shown = ", ".join(sorted(names)[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+            out.append(Finding("warning", "unused", f"{len(names)} parameter(s) get no gradient in a backward pass of "
+                                                    f"{label} ({shown}): under torchrun DDP stops there; use them in "
+                                                    "every loss term (a zero-weighted term: ampgan's "
+                                                    "unused_but_reduced) or leave them out of the network"))
+        return out
+
+
+class _OpsInLosses(TorchFunctionMode):
+    """Records, during the step, the functions the loss code (outside G's and D's forward) runs on bf16/fp16
+    tensors that lose precision there, and the ones autocast refuses anywhere."""
+
+    def __init__(self, gan):
+        super().__init__()
+        self.depth = 0
+        self.fragile: set[str] = set()
+        self.refused: set[str] = set()
+        self._hooks = []
+        for network in (gan.generator, gan.discriminator):
+            self._hooks.append(network.register_forward_pre_hook(lambda *a: self._enter()))
+            self._hooks.append(network.register_forward_hook(lambda *a: self._leave()))
+
+    def _enter(self):
+        self.depth += 1
+
+    def _leave(self):
+        self.depth -= 1
+
+    def __exit__(self, *exc):
+        for hook in self._hooks:
+            hook.remove()
+        return super().__exit__(*exc)
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        name = getattr(func, "__name__", "")
+        if name in _REFUSED:
+            self.refused.add(name)
+        elif name in _FRAGILE and (self.depth == 0 or name == "normalize"):
+            low = [a for a in (*args, *(kwargs or {}).values()) if isinstance(a, torch.Tensor)
+                   and a.dtype in (torch.float16, torch.bfloat16)]
+            if low:
+                self.fragile.add(name)
+        return func(*args, **(kwargs or {}))
+
+    def findings(self, model: str) -> list[Finding]:
+        out = []
+        if self.refused:
+            out.append(Finding("warning", "autocast", f"model {model} computes {', '.join(sorted(self.refused))} (BCE "
+                                                      "on probabilities), which autocast refuses on CUDA: return "
+                                                      "logits and use BCE-with-logits (ampgan.real_fake_loss)"))
+        return out
+
+
+def _saves_as_tensors(state) -> list[Finding]:
+    """Checkpoints are read back with weights_only=True: anything in the state that is not plain tensors and
+    containers cannot be resumed."""
+    buffer = io.BytesIO()
+    try:
+        torch.save(state.state_dict(), buffer)
+        buffer.seek(0)
+        torch.load(buffer, weights_only=True)
+    except Exception as error:  # noqa: BLE001 - what the unpickler refuses is the finding
+        return [Finding("error", "checkpoint", f"the model's state cannot be read back with weights_only=True "
+                                               f"({type(error).__name__}: {str(error).splitlines()[0][:160]}): keep "
+                                               "only tensors in its state_dict (buffers, not Python objects)")]
+    return []
+
+
+def _losses_under_loss_scaling(prepared, stream) -> list[Finding]:
+    """Each loss term on one batch in fp32 and under fp16 with the loss scale training starts at: a loss
+    that carries the scale (a penalty taken from the scaled score and not unscaled) is off by orders of
+    magnitude; one that turns non-finite only in fp16 overflows there. The operations the losses run on
+    fp16 tensors that lose precision are named too."""
+    values, fragile = {}, set()
+    batch = stream.next_batch()
+    for name in ("fp32", "fp16"):
+        policy = build_policy(name, CPU)
+        state = build_train_state(prepared.config, prepared.model, prepared.data, policy)
+        with _OpsInLosses(state.gan) as ops:
+            values[name] = _loss_terms(state, policy, batch)
+        if name == "fp16":
+            fragile = ops.fragile
+    findings = []
+    for term, fp32 in values["fp32"].items():
+        fp16 = values["fp16"].get(term)
+        if fp16 is None or not math.isfinite(fp32):
+            continue
+        if not math.isfinite(fp16):
+            findings.append(Finding("warning", "scaling", f"{term} is {fp16} under fp16 loss scaling and {fp32:.4g} in "
+                                                          "fp32: it overflows fp16; compute it in fp32 (.float())"))
+        elif abs(fp16 - fp32) > max(1.0, 10 * abs(fp32)):
+            findings.append(Finding("error", "scaling", f"{term} is {fp16:.4g} under fp16 loss scaling and {fp32:.4g} "
+                                                        "in fp32: it carries the loss scale (a gradient penalty taken "
+                                                        "from the scaled score and not unscaled?); take input "
+                                                        "gradients with ctx.input_gradients(outputs, inputs)"))
+    if fragile:
+        findings.append(Finding("warning", "fragile", f"the losses compute {', '.join(sorted(fragile))} on fp16/bf16 "
+                                                      "tensors (an epsilon under the format's resolution vanishes, "
+                                                      "small squares flush to zero): call .float() on D's output "
+                                                      "before the loss"))
+    return findings
+
+
+def _loss_terms(state, policy, batch) -> dict[str, float]:
+    """Every loss term's value on the same batch and noise, as the step's first D and G updates see them."""
+    gan = state.gan
+    torch.manual_seed(0)
+    real, labels = batch
+    rng = torch.Generator().manual_seed(1)
+    context = LossContext(G=state.generator, D=state.discriminator, real=real, labels=labels, z=None, fake_labels=None,
+                          fake=None, step=0, rng=rng, gan=gan, scaler=state.scaler_d, device=CPU)
+    context.z, context.fake_labels = draw_inputs(gan, context, real.shape[0])
+    with torch.no_grad(), policy.autocast():
+        context.fake = gan.generate(state.generator, context.z, context.fake_labels).detach()
+    values = {}
+    terms = [(f"d_loss term {i + 1}", term, state.scaler_d) for i, term in enumerate(gan.d_loss_terms)]
+    terms.append(("g_loss", gan.g_loss, state.scaler_g))
+    for update in gan.extra_updates:
+        loss = update.loss if isinstance(update.loss, (list, tuple)) else (update.loss,)
+        scaler = state.extra_scalers.get(update.name) or (state.scaler_d if "discriminator" in update.networks
+                                                          else state.scaler_g)
+        terms += [(f"update {update.name!r} term {i + 1}", term, scaler) for i, term in enumerate(loss)]
+    for name, term, scaler in terms:
+        context.scaler = scaler
+        context.rng.manual_seed(2)
+        with policy.autocast():
+            result = term(context)
+        loss = result[0] if isinstance(result, tuple) else result
+        values[name] = float(loss.detach().float().reshape(-1)[0])
+    return values
+
+
+def check_before_training(config: TrainConfig, dataset=None, log=print) -> list[Finding]:
+    """Preflight as a gate: every finding logged as one line; stops (AmpganError, exit 2) on an error."""
+    findings = preflight(config, dataset)
+    for finding in findings:
+        log(f"preflight: {finding.line()}")
+    errors = [finding for finding in findings if finding.severity == "error"]
+    if errors:
+        raise AmpganError(f"preflight: model {config.model.name} cannot train as it is ({len(errors)} error(s) above): "
+                          "fix them and check again with 'ampgan preflight --model ...'")
+    return findings

@@ -1,0 +1,89 @@
+"""`dcgan`: the unconditional DCGAN of Radford et al. (2016), as pytorch/examples trains it.
+
+G: z (N(0, 1)) -> linear -> (B, 4w, 4, 4) -> transposed convolutions, batch norm, ReLU -> tanh;
+D: strided convolutions, batch norm (not on the first), leaky ReLU -> one logit. BCE-with-logits,
+non-saturating G loss, Adam 2e-4, beta1 0.5. Its precision risk is the common one: batch norm in both
+networks (the policy keeps its statistics in fp32) and a sigmoid loss that must stay on logits.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from ampgan.gan.contract import GAN, DataSpec, built_in
+from ampgan.gan.layers import init_dcgan_weights, real_fake_loss
+from ampgan.gan.models.acgan import BASE_SIZE, upsamplings
+from ampgan.gan.options import require_image_size, require_whole
+
+
+class Generator(nn.Module):
+    """z -> image in [-1, 1]: (B, z) -> (B, 4w, 4, 4) -> (B, 2w, 8, 8) -> (B, w, 16, 16) -> (B, C, 32, 32)
+    at 32 px (28 px starts at 7 x 7; 64 px has one more doubling). `norm=False` leaves batch norm out."""
+
+    def __init__(self, data: DataSpec, z_dim: int, width: int):
+        super().__init__()
+        n_up, base = upsamplings(data.image_size), BASE_SIZE[data.image_size]
+        channels = width * 2 ** (n_up - 1)
+        self._start = (channels, base, base)
+        self.project = nn.Sequential(nn.Linear(z_dim, channels * base**2, bias=False),
+                                     nn.BatchNorm1d(channels * base**2), nn.ReLU(inplace=True))
+        layers: list[nn.Module] = []
+        for _ in range(n_up - 1):
+            layers += [nn.ConvTranspose2d(channels, channels // 2, 4, stride=2, padding=1, bias=False),
+                       nn.BatchNorm2d(channels // 2), nn.ReLU(inplace=True)]
+            channels //= 2
+        layers += [nn.ConvTranspose2d(channels, data.channels, 4, stride=2, padding=1), nn.Tanh()]
+        self.upsample = nn.Sequential(*layers)
+        self.apply(init_dcgan_weights)
+
+    def forward(self, z: torch.Tensor) -> torch.Tensor:
+        return self.upsample(self.project(z).view(-1, *self._start))  # (B, C, H, W)
+
+
+class Discriminator(nn.Module):
+    """image -> one logit (B,). `batch_norm=False` gives a critic a gradient penalty can be taken
+    through (batch norm mixes the images of a batch, so D's input gradient of one image would depend on
+    the others)."""
+
+    def __init__(self, data: DataSpec, width: int, *, batch_norm: bool = True):
+        super().__init__()
+        layers: list[nn.Module] = []
+        in_channels, out_channels = data.channels, width
+        n_down = upsamplings(data.image_size)
+        for index in range(n_down):
+            layers.append(nn.Conv2d(in_channels, out_channels, 4, stride=2, padding=1, bias=index == 0 or not batch_norm))
+            if index > 0 and batch_norm:  # DCGAN: no batch norm on the layer that sees the images
+                layers.append(nn.BatchNorm2d(out_channels))
+            layers.append(nn.LeakyReLU(0.2, inplace=True))
+            in_channels, out_channels = out_channels, out_channels * 2
+        feature_size = data.image_size // 2**n_down
+        layers += [nn.Flatten(), nn.Linear(in_channels * feature_size**2, 1)]
+        self.score = nn.Sequential(*layers)
+        self.apply(init_dcgan_weights)
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        return self.score(images).squeeze(1)
+
+
+@built_in("dcgan")
+def dcgan(data: DataSpec, *, width: int = 32, z_dim: int = 128) -> GAN:
+    """Unconditional DCGAN: width w (channels w, 2w, 4w), noise size z_dim (128, not the paper's 100: a
+    multiple of 8 keeps the first matrix product on tensor cores / AMX)."""
+    require_image_size("dcgan", data, tuple(BASE_SIZE))
+    require_whole("width", width)
+    require_whole("z_dim", z_dim)
+
+    def d_real(context):
+        logits = context.D(context.real)
+        return real_fake_loss(logits, 1.0), {"d_real_acc": (logits > 0).float().mean()}
+
+    def d_fake(context):
+        logits = context.D(context.fake)
+        return real_fake_loss(logits, 0.0), {"d_fake_acc": (logits < 0).float().mean()}
+
+    def g_loss(context):
+        return real_fake_loss(context.D(context.fake), 1.0)  # non-saturating: -log D(G(z))
+
+    return GAN(generator=Generator(data, z_dim, width), discriminator=Discriminator(data, width), z_dim=z_dim,
+               d_loss=(d_real, d_fake), g_loss=g_loss, description=f"DCGAN, unconditional, width {width}, z {z_dim}")

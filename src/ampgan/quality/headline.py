@@ -1,0 +1,52 @@
+"""The one number a study races on: the evaluator's accuracy on the intended class for a conditional
+GAN, the Fréchet distance for an unconditional one (its samples have no intended class to check).
+
+Time to quality, the target a study sets itself and the verdict's quality sentence all read it from
+here, so a conditional and an unconditional GAN go through the same comparison."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Headline:
+    metric: str  # the key in a quality record
+    name: str  # how a sentence names it
+    higher_is_better: bool
+
+    def as_dict(self) -> dict:
+        return {"metric": self.metric, "name": self.name, "higher_is_better": self.higher_is_better}
+
+    def reached(self, value: float, target: float) -> bool:
+        return value >= target if self.higher_is_better else value <= target
+
+
+ACCURACY = Headline("evaluator_accuracy", "evaluator accuracy", True)
+FRECHET = Headline("frechet_distance", "Fréchet distance", False)
+
+
+def headline_for(conditional: bool) -> Headline:
+    return ACCURACY if conditional else FRECHET
+
+
+def headline_of(document: dict) -> Headline:
+    """The headline a comparison document names (documents written before unconditional GANs: accuracy)."""
+    stored = document.get("headline") or {}
+    return FRECHET if stored.get("metric") == FRECHET.metric else ACCURACY
+
+
+def default_target(headline: Headline, final_values: list[float], start_values: list[float],
+                   num_classes: int) -> float | None:
+    """80% of the way from where training starts to the best mean final value, or None when nothing
+    moved clearly: accuracy from chance (1/K; set only when the best is at least twice chance), the
+    Fréchet distance from the untrained generator's (set only when the best is under half of it)."""
+    if not final_values:
+        return None
+    if headline.higher_is_better:
+        chance, best = 1.0 / num_classes, max(final_values)
+        return round(chance + 0.8 * (best - chance), 3) if best >= 2 * chance else None
+    if not start_values:
+        return None
+    start, best = sum(start_values) / len(start_values), min(final_values)
+    return round(start - 0.8 * (start - best), 3) if best <= 0.5 * start else None

@@ -1,0 +1,291 @@
+"""Any GAN through the seam: the examples a user starts from run through `compare`, the built-in families
+train in fp32 and bf16, a bad model file is one line, preflight names what would go wrong, the Python API
+returns the verdict as data, and a lazy penalty is timed over its whole cycle."""
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+import ampgan
+from ampgan.config import config_from_options
+from ampgan.doctor.preflight import preflight
+from ampgan.gan import GAN, DataSpec, Update, resolve_model
+from conftest import run_cli
+
+ROOT = Path(__file__).resolve().parents[1]
+QUICK = ["--precisions", "fp32,bf16", "--seeds", "1", "--steps", "2", "--eval-points", "1", "--eval-samples", "40",
+         "--bench-batch-sizes", "8", "--bench-seconds", "0.2", "--batch-size", "8", "--device", "cpu", "--quiet"]
+
+
+def test_the_pytorch_examples_dcgan_benches_and_trains_at_64_px(tmp_path, capsys):
+    """(Through `bench` and `train`: a study at 64 px spends a minute and a half training its evaluator on
+    2 cores; its own plumbing is the same as the examples' below.)"""
+    model = ["--model", str(ROOT / "examples" / "pytorch_dcgan.py:dcgan"), "--image-size", "64",
+             "--set", "model.ngf=8", "--set", "model.ndf=8"]
+    code, out, err = run_cli(capsys, "bench", *model, "--batch-sizes", "8", "--precisions", "fp32,bf16", "--steps", "3",
+                             "--min-seconds", "0.2", "--out", str(tmp_path / "bench"))
+    assert code == 0, err[-2000:]
+    results = json.loads((tmp_path / "bench" / "results.json").read_text())
+    assert [(c["precision"], c["status"]) for c in results["configs"]] == [("fp32", "ok"), ("bf16", "ok")]
+    code, out, err = run_cli(capsys, "train", *model, "--steps", "2", "--batch-size", "8", "--precision", "bf16",
+                             "--quiet", "--out", str(tmp_path / "run"))
+    assert code == 0, err[-2000:]
+    assert (tmp_path / "run" / "generator.safetensors").is_file()
+    code, out, err = run_cli(capsys, "preflight", *model)
+    assert code == 0 and "nothing found" in out, out + err
+    code, out, err = run_cli(capsys, "preflight", "--model", str(ROOT / "examples" / "pytorch_dcgan.py:dcgan"))
+    assert code == 2 and "written for 64 px images, the data is 32 px: add --image-size 64" in err
+
+
+@pytest.mark.parametrize(("example", "extra"), [
+    ("wgan_gp.py:wgan_gp", ["--image-size", "28", "--set", "model.dim=8", "--set", "model.critic_iters=2"]),
+    ("conditional_mlp.py:cgan", ["--set", "model.hidden=64"]),
+])
+def test_each_example_runs_through_compare(example, extra, tmp_path, capsys):
+    out = tmp_path / "out"
+    code, stdout, err = run_cli(capsys, "compare", "--model", str(ROOT / "examples" / example), *extra, *QUICK,
+                                "--out", str(out))
+    assert code == 0, err[-2000:]
+    document = json.loads((out / "compare.json").read_text())
+    assert set(document["runs"]) == {"fp32", "bf16"}
+    conditional = example.startswith("conditional")
+    assert document["headline"]["metric"] == ("evaluator_accuracy" if conditional else "frechet_distance")
+    final = document["runs"]["bf16"]["final"]
+    assert ("evaluator_accuracy" in final) == conditional and "frechet_distance" in final
+    verdict = " ".join(document["verdict"])
+    assert ("Final evaluator accuracy" if conditional else "Final Fréchet distance") in verdict
+    config = json.loads((out / "runs" / "bf16-seed0" / "config.json").read_text())
+    assert config["model"]["name"].endswith(example)
+    report = (out / "report.md").read_text()
+    assert ("classes the evaluator reads" in report) != conditional
+
+
+@pytest.mark.parametrize(("model", "options"), [
+    ("dcgan", {"width": 8}), ("wgan-gp", {"width": 8, "critic_steps": 2}), ("r1", {"width": 4, "r1_every": 2})])
+def test_each_built_in_family_takes_a_real_step_in_fp32_and_bf16(model, options):
+    from ampgan.data.synthetic import make_synthetic
+    from ampgan.training.precision import build_policy
+    from ampgan.training.prepared import prepare_run
+    from ampgan.training.state import build_train_state
+    from ampgan.training.step import train_step
+    from ampgan.data.batches import BatchStream
+
+    dataset = make_synthetic(image_size=32, count=80)
+    for precision in ("fp32", "bf16"):
+        config = config_from_options(model=model, precision=precision, batch_size=8,
+                                     sets=[f"model.{k}={v}" for k, v in options.items()])
+        prepared = prepare_run(config, dataset)
+        state = build_train_state(prepared.config, prepared.model, prepared.data, build_policy(precision, torch.device("cpu")))
+        stream = BatchStream(dataset, 8, torch.device("cpu"), 0, image_range=state.gan.image_range)
+        before = [p.detach().clone() for p in state.discriminator.parameters()]
+        for _ in range(2):
+            metrics = train_step(state, stream.next_batch)
+        assert all(torch.isfinite(v).all() for v in metrics.values()), metrics
+        assert any(not torch.equal(a, b) for a, b in zip(before, state.discriminator.parameters()))
+        if model == "r1":
+            assert "loss_r1" in metrics and metrics["r1_penalty"] > 0  # the lazy penalty ran at step 2
+        if model == "wgan-gp":
+            assert "gradient_penalty" in metrics
+
+
+BAD_MODELS = textwrap.dedent('''
+    import torch
+    from torch import nn
+    import ampgan
+
+    def nets(data, out_size=None, d_out=1):
+        size = out_size or data.image_size
+        G = nn.Sequential(nn.Linear(8, data.channels * size * size), nn.Tanh(), nn.Unflatten(1, (data.channels, size, size)))
+        D = nn.Sequential(nn.Flatten(), nn.Linear(data.channels * data.image_size ** 2, d_out))
+        return G, D
+
+    def loss(ctx):
+        return ampgan.real_fake_loss(ctx.D(ctx.real), 1.0)
+
+    def raises(data):
+        raise RuntimeError("out of ideas")
+
+    def not_a_gan(data):
+        return nets(data)
+
+    def small_images(data):
+        G, D = nets(data, out_size=8)
+        return ampgan.GAN(generator=G, discriminator=D, z_dim=8, d_loss=loss, g_loss=loss)
+
+    def three_logits(data):
+        G, D = nets(data, d_out=3)
+        return ampgan.GAN(generator=G, discriminator=D, z_dim=8, d_loss=loss, g_loss=loss)
+''')
+
+
+@pytest.mark.parametrize(("function", "expected"), [
+    ("missing", "has no function 'missing'"),
+    ("raises", "raised RuntimeError: out of ideas (bad_models.py, line"),
+    ("not_a_gan", "returned tuple, not an ampgan GAN"),
+    ("small_images", "the generator returned (8, 3, 8, 8) for a batch of 8, not (B, C, H, W) = (8, 3, 32, 32)"),
+    ("three_logits", "real_fake_loss takes D's real/fake logits, one per image ((B,) or (B, 1)), got (8, 3)"),
+])
+def test_a_bad_model_file_is_one_line_naming_it(function, expected, tmp_path, capsys):
+    path = tmp_path / "bad_models.py"
+    path.write_text(BAD_MODELS)
+    code, out, err = run_cli(capsys, "train", "--model", f"{path}:{function}", "--dataset", "synthetic", "--steps", "1",
+                             "--batch-size", "8", "--quiet", "--out", str(tmp_path / "run"))
+    assert code == 2, err
+    lines = [line for line in err.splitlines() if line.startswith("error:")]
+    assert len(lines) == 1 and expected in lines[0], err
+    assert "Traceback" not in err and not (tmp_path / "run").exists()
+
+
+PREFLIGHT_MODELS = textwrap.dedent('''
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
+    import ampgan
+
+    def nets(data, sigmoid=False, tanh=True):
+        pixels = data.channels * data.image_size ** 2
+        G = nn.Sequential(nn.Linear(16, pixels), nn.Tanh() if tanh else nn.Identity(),
+                          nn.Unflatten(1, (data.channels, data.image_size, data.image_size)))
+        D = nn.Sequential(nn.Flatten(), nn.Linear(pixels, 1), *([nn.Sigmoid()] if sigmoid else []), nn.Flatten(0))
+        return G, D
+
+    def d_loss(ctx):
+        return ampgan.real_fake_loss(ctx.D(ctx.real), 1.0) + ampgan.real_fake_loss(ctx.D(ctx.fake), 0.0)
+
+    def g_loss(ctx):
+        return ampgan.real_fake_loss(ctx.D(ctx.fake), 1.0)
+
+    def clean(data):
+        G, D = nets(data)
+        return ampgan.GAN(generator=G, discriminator=D, z_dim=16, d_loss=d_loss, g_loss=g_loss)
+
+    def probabilities(data):
+        G, D = nets(data, sigmoid=True)
+        ones, zeros = torch.ones(8), torch.zeros(8)
+        def d(ctx):
+            return F.binary_cross_entropy(ctx.D(ctx.real), ones) + F.binary_cross_entropy(ctx.D(ctx.fake), zeros)
+        return ampgan.GAN(generator=G, discriminator=D, z_dim=16, d_loss=d,
+                          g_loss=lambda ctx: F.binary_cross_entropy(ctx.D(ctx.fake), ones))
+
+    def unbounded(data):
+        G, D = nets(data, tanh=False)
+        G[0].weight.data *= 50
+        return ampgan.GAN(generator=G, discriminator=D, z_dim=16, d_loss=d_loss, g_loss=g_loss)
+
+    def casts_itself(data):
+        G, D = nets(data)
+        D.half()
+        return ampgan.GAN(generator=G, discriminator=D, z_dim=16, d_loss=d_loss, g_loss=g_loss)
+
+    def keeps_the_scale(data):
+        G, D = nets(data)
+        def d(ctx):
+            x = ctx.real.detach().requires_grad_(True)
+            grad, = torch.autograd.grad(ctx.D(x).float().mean() * ctx.scale, x, create_graph=True)
+            return d_loss(ctx) + 10 * grad.pow(2).sum()
+        return ampgan.GAN(generator=G, discriminator=D, z_dim=16, d_loss=d, g_loss=g_loss)
+
+    class WithSpare(nn.Module):
+        def __init__(self, pixels):
+            super().__init__()
+            self.score, self.spare = nn.Linear(pixels, 1), nn.Linear(4, 4)
+        def forward(self, x):
+            return self.score(x.flatten(1)).squeeze(1)
+
+    def unused(data):
+        G, _ = nets(data)
+        return ampgan.GAN(generator=G, discriminator=WithSpare(data.channels * data.image_size ** 2), z_dim=16,
+                          d_loss=d_loss, g_loss=g_loss)
+
+    def squares_in_low_precision(data):
+        G, D = nets(data)
+        return ampgan.GAN(generator=G, discriminator=D, z_dim=16, g_loss=lambda ctx: ((ctx.D(ctx.fake) - 1) ** 2).mean(),
+                          d_loss=lambda ctx: ((ctx.D(ctx.real) - 1) ** 2).mean() + (ctx.D(ctx.fake) ** 2).mean())
+''')
+
+
+def test_preflight_names_what_would_go_wrong(tmp_path):
+    path = tmp_path / "models.py"
+    path.write_text(PREFLIGHT_MODELS)
+    from ampgan.data.synthetic import make_synthetic
+
+    dataset = make_synthetic(image_size=16, count=80)
+
+    def findings(function):
+        config = config_from_options(model=f"{path}:{function}", dataset="synthetic", image_size=16)
+        return {(f.severity, f.check): f.text for f in preflight(config, dataset)}
+
+    assert findings("clean") == {}
+    assert ("warning", "logits") in findings("probabilities") and ("warning", "autocast") in findings("probabilities")
+    assert "outside the data range [-1, 1]" in findings("unbounded")[("warning", "range")]
+    assert "D.1.weight (torch.float16)" in findings("casts_itself")[("error", "dtype")]
+    assert "carries the loss scale" in findings("keeps_the_scale")[("error", "scaling")]
+    assert "D.spare.bias, D.spare.weight" in findings("unused")[("warning", "unused")]
+    assert "pow" in findings("squares_in_low_precision")[("warning", "fragile")]
+    built_in_data = make_synthetic(image_size=28, count=80, channels=1)
+    for model in ("dcgan", "wgan-gp", "r1", "acgan"):  # the built-ins are clean
+        config = config_from_options(model=model, dataset="synthetic", image_size=28, channels=1, width=4)
+        assert preflight(config, built_in_data) == [], model
+
+
+def test_preflight_stops_compare_before_anything_is_measured(tmp_path, capsys):
+    path = tmp_path / "models.py"
+    path.write_text(PREFLIGHT_MODELS)
+    out = tmp_path / "out"
+    code, _, err = run_cli(capsys, "compare", "--model", f"{path}:keeps_the_scale", "--dataset", "synthetic", *QUICK,
+                           "--out", str(out))
+    assert code == 2 and "preflight: error: d_loss term 1 is" in err
+    assert not out.exists()
+
+
+def tiny_gan(data: DataSpec, *, width: int = 4) -> GAN:
+    """A module-level model function: the API records it as this file's path."""
+    from torch import nn
+
+    pixels = data.channels * data.image_size ** 2
+    generator = nn.Sequential(nn.Linear(8, pixels), nn.Tanh(), nn.Unflatten(1, (data.channels, data.image_size,
+                                                                             data.image_size)))
+    discriminator = nn.Sequential(nn.Flatten(), nn.Linear(pixels, width), nn.LeakyReLU(0.2), nn.Linear(width, 1),
+                                  nn.Flatten(0))
+    return GAN(generator=generator, discriminator=discriminator, z_dim=8,
+               d_loss=lambda c: ampgan.real_fake_loss(c.D(c.real), 1.0) + ampgan.real_fake_loss(c.D(c.fake), 0.0),
+               g_loss=lambda c: ampgan.real_fake_loss(c.D(c.fake), 1.0))
+
+
+def test_the_python_api_returns_the_verdict_as_data(tmp_path):
+    study = ampgan.compare(tiny_gan, tmp_path / "study", settings={"data.dataset": "synthetic", "budget.steps": 2,
+                                                                   "budget.batch_size": 8, "compute.device": "cpu"},
+                           precisions=["fp32", "bf16"], seeds=1, eval_points=1, eval_samples=40,
+                           bench_batch_sizes=[8], bench_seconds=0.2)
+    assert study.outcome == "raced" and study.precisions == ["fp32", "bf16"]
+    assert study.headline == "frechet_distance" and study.verdict == study.document["verdict"]
+    assert study.speedup["bf16"]["low"] <= study.speedup["bf16"]["estimate"] <= study.speedup["bf16"]["high"]
+    assert study.final["bf16"]["frechet_distance"] > 0 and study.report.is_file()
+    config = json.loads((tmp_path / "study" / "runs" / "fp32-seed0" / "config.json").read_text())
+    assert config["model"]["name"] == f"{Path(__file__).resolve()}:tiny_gan"  # the command line can build it again
+
+
+def test_a_notebook_function_is_known_to_its_process_only():
+    from ampgan.gan.registry import model_name_for
+
+    def in_a_cell(data):
+        return tiny_gan(data)
+
+    name = model_name_for(in_a_cell)
+    assert name == "python:in_a_cell"
+    assert resolve_model(name, {}).build(DataSpec(8, 1, 1)).z_dim == 8
+    assert model_name_for(tiny_gan).endswith("test_your_gan.py:tiny_gan")
+
+
+def test_a_cycle_is_timed_by_its_kinds_of_step():
+    data = DataSpec(8, 1, 1)
+    base = tiny_gan(data)
+    base.extra_updates = (Update("r1", lambda c: c.real.sum(), every=16),)
+    assert base.cycle_steps == 16 and base.cycle_kinds() == [(0, 15), (15, 1)]
+    base.extra_updates = (Update("a", lambda c: 0, every=2), Update("b", lambda c: 0, every=3))
+    kinds = dict(base.cycle_kinds())
+    assert base.cycle_steps == 6 and sum(kinds.values()) == 6
+    assert kinds == {0: 2, 1: 2, 2: 1, 5: 1}  # plain (steps 1, 5), a (2, 4), b (3), both (6)
