@@ -78,9 +78,12 @@ def test_a_checkpoint_resumes_only_the_run_that_saved_it(tmp_path, capsys):
     assert code == 2 and "was saved by another run" in err and err.count("\n") == 1
 
 
-def test_a_cached_evaluator_whose_weights_were_replaced_is_trained_anew(tmp_path):
+def test_a_cached_evaluator_whose_weights_were_replaced_is_trained_anew(tmp_path, monkeypatch):
     from ampgan.data.synthetic import make_synthetic
+    from ampgan.quality import evaluator as evaluator_module
     from ampgan.quality.evaluator import Evaluator, evaluator_for
+
+    monkeypatch.setattr(evaluator_module, "MIN_TRAINING_STEPS", 10)  # the cache's behaviour, not its accuracy
 
     dataset = make_synthetic(count=160, num_classes=4, channels=3, image_size=32, seed=0)
     first = evaluator_for(dataset, cache_dir=tmp_path, epochs=1)

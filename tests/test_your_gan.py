@@ -61,6 +61,11 @@ def test_each_example_runs_through_compare(example, extra, tmp_path, capsys):
     assert config["model"]["name"].endswith(example)
     report = (out / "report.md").read_text()
     assert ("classes the evaluator reads" in report) != conditional
+    run = out / "runs" / "bf16-seed0"
+    code, stdout, err = run_cli(capsys, "generate", str(run), "--n", "4", "--out", str(tmp_path / "four.png"))
+    assert (code == 0) != conditional, err  # a conditional GAN needs --class, an unconditional one refuses it
+    code, stdout, err = run_cli(capsys, "generate", str(run), "--class", "0", "--n", "4", "--out", str(tmp_path / "c.png"))
+    assert (code == 0) == conditional and ("draws no class" in err) != conditional, err
 
 
 @pytest.mark.parametrize(("model", "options"), [
@@ -289,3 +294,12 @@ def test_a_cycle_is_timed_by_its_kinds_of_step():
     kinds = dict(base.cycle_kinds())
     assert base.cycle_steps == 6 and sum(kinds.values()) == 6
     assert kinds == {0: 2, 1: 2, 2: 1, 5: 1}  # plain (steps 1, 5), a (2, 4), b (3), both (6)
+
+
+def test_compiling_a_gradient_penalty_is_one_line_not_a_traceback(tmp_path, capsys):
+    # aot_autograd has no double backward (torch 2.13): the penalty's backward through a compiled critic fails.
+    code, _, err = run_cli(capsys, "train", "--model", "wgan-gp", "--width", "4", "--set", "model.critic_steps=1",
+                           "--dataset", "synthetic", "--image-size", "28", "--steps", "2", "--batch-size", "8",
+                           "--compile", "--quiet", "--out", str(tmp_path / "run"))
+    assert code == 2 and "takes gradients of gradients" in err and "--no-compile" in err
+    assert "Traceback" not in err

@@ -9,7 +9,7 @@ __version__ = "0.1.0"
 _EXPORTS = {
     "GAN": "ampgan.gan.contract", "Adam": "ampgan.gan.contract", "DataSpec": "ampgan.gan.contract",
     "Update": "ampgan.gan.contract", "LossContext": "ampgan.gan.context", "compare": "ampgan.api",
-    "Study": "ampgan.api", "real_fake_loss": "ampgan.gan.layers", "class_loss": "ampgan.gan.layers",
+    "Study": "ampgan.study.answer", "real_fake_loss": "ampgan.gan.layers", "class_loss": "ampgan.gan.layers",
 }
 __all__ = sorted(_EXPORTS)
 

@@ -20,26 +20,10 @@ continued from another one.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ampgan.bench.output import speedup_estimate
-
-
-@dataclass(frozen=True)
-class Study:
-    """What a study found. `document` is compare.json as written; the fields are its answer."""
-
-    out_dir: Path
-    outcome: str  # "raced": fp32 against the mixed modes; "no faster mode": no mode was faster, none raced
-    verdict: list[str]
-    precisions: list[str]
-    headline: str  # the quality metric raced on: "evaluator_accuracy" (conditional) or "frechet_distance"
-    speedup: dict[str, dict] = field(default_factory=dict)  # precision -> the bench's speedup at the batch size
-    final: dict[str, dict] = field(default_factory=dict)  # precision -> final quality (means over seeds)
-    report: Path | None = None
-    document: dict = field(default_factory=dict, repr=False)
+from ampgan.study.answer import Study, study_of
 
 
 def compare(model: str | Callable = "acgan", out: str | Path = "runs/compare", *,
@@ -71,22 +55,3 @@ def compare(model: str | Callable = "acgan", out: str | Path = "runs/compare", *
     document, _, html = run_study(spec, out, overwrite=overwrite, reopen=has_study(out) and not overwrite,
                                   show_progress=show_progress, log=log or (lambda line: None))
     return study_of(document, out, html)
-
-
-def study_of(document: dict, out_dir: Path, report: Path | None = None) -> Study:
-    """A Study from a compare.json document."""
-    from ampgan.bench.output import load_results
-    from ampgan.quality.headline import headline_of
-
-    runs = document.get("runs") or {}
-    speedup = {}
-    bench = Path(out_dir) / "bench" / "results.json"
-    if runs and bench.is_file():
-        batch = document["spec"]["batch_size"]
-        for pair in load_results(bench)["speedups"]:
-            if pair["batch_size"] == batch and pair["precision"] in runs:
-                speedup[pair["precision"]] = pair | {"estimate": speedup_estimate(pair)}
-    return Study(out_dir=Path(out_dir), outcome=document.get("outcome", "raced"), verdict=list(document["verdict"]),
-                 precisions=list(runs) or ["fp32"], headline=headline_of(document).metric, speedup=speedup,
-                 final={p: {k: v for k, v in run["final"].items() if k != "flags"} for p, run in runs.items()},
-                 report=report, document=document)

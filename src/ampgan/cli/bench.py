@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import math
 from pathlib import Path
 
@@ -13,6 +15,15 @@ from ampgan.precisions import NAMES as PRECISION_NAMES
 from ampgan.training.distributed import join_process_group, world
 from ampgan.training.precision import build_policy, resolve_device
 from ampgan.training.start import claimed_on_main_rank
+
+
+def bench_summary(results: dict, out: Path) -> dict:
+    """The key numbers of a bench as plain data (--json)."""
+    return {"results": str(out / "results.json"), "device": results.get("environment", {}).get("hardware_summary"),
+            "configs": [{"batch_size": c["batch_size"], "precision": c["precision"], "status": c["status"],
+                         "median_ms": c.get("median_ms")} for c in results["configs"]],
+            "speedups": [{k: s.get(k) for k in ("batch_size", "precision", "baseline", "estimate", "low", "high",
+                                                "verdict")} for s in results["speedups"]]}
 
 
 @click.command("bench")
@@ -33,6 +44,9 @@ from ampgan.training.start import claimed_on_main_rank
 @out_options("bench")
 @click.option("--from", "from_", type=click.Path(path_type=Path), default=None,
               help="Re-draw figures and table from an existing results.json; measures nothing.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print one JSON object (each configuration's median step and each speedup with its interval) "
+                   "instead of the table.")
 @click.pass_context
 def command(ctx: click.Context, **options) -> None:
     """Time per batch vs batch size for each precision (the study's Figures 1 and 2), for any GAN."""
@@ -68,8 +82,12 @@ def command(ctx: click.Context, **options) -> None:
         if not world().is_main:
             return
         write_results(results, out)
-    click.echo(render(results, out))
-    click.echo(f"results: {out / 'results.json'}")
+    if options["as_json"]:
+        render(results, out)  # the figures and results.csv all the same
+        click.echo(json.dumps(bench_summary(results, out)))
+    else:
+        click.echo(render(results, out))
+        click.echo(f"results: {out / 'results.json'}")
     if results.get("incomplete"):
         from ampgan.bench.output import incomplete_text
         from ampgan.training.interruption import Interrupted

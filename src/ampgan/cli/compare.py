@@ -46,7 +46,10 @@ from ampgan.errors import AmpganError
 @click.option("--resume", type=click.Path(path_type=Path), default=None,
               help="Continue the interrupted study in this folder, with the options it was started with.")
 @click.option("--doctor", "with_doctor", is_flag=True, help="Also run 'ampgan doctor' and put its summary in the report.")
-@click.option("--quiet", is_flag=True)
+@click.option("--quiet", is_flag=True, help="No progress bar.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the answer as one JSON object on stdout (verdict, speedups, final quality, cost to the "
+                   "target) instead of the verdict's sentences; the log stays on stderr.")
 @click.pass_context
 def command(ctx: click.Context, **options) -> None:
     """FP32 vs mixed precision on any GAN: same start, same budget; speed, quality, cost and a report.
@@ -88,7 +91,7 @@ def command(ctx: click.Context, **options) -> None:
     _study(spec, out, options, reopen=has_study(out) and not options["overwrite"])
 
 
-_RESUME_MAY_GIVE = {"resume", "quiet", "with_doctor"}
+_RESUME_MAY_GIVE = {"resume", "quiet", "with_doctor", "as_json"}
 
 
 def _study(spec, out: Path, options: dict, reopen: bool) -> None:
@@ -98,6 +101,13 @@ def _study(spec, out: Path, options: dict, reopen: bool) -> None:
                                              show_progress=not options["quiet"],
                                              log=lambda line: click.echo(line, err=True),
                                              with_doctor=options["with_doctor"])
+    if options.get("as_json"):
+        import json
+
+        from ampgan.study.answer import study_of
+
+        click.echo(json.dumps(study_of(document, out, html_path).to_dict()))
+        return
     for line in document["verdict"]:
         click.echo(line)
     click.echo(f"report: {html_path} (and {md_path.name})")

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import click
 
+from ampgan.errors import AmpganError
+
 from ampgan.cli.options import WholeNumber, seed_option
 
 
@@ -23,14 +25,16 @@ def evaluate(run_dirs, samples, seed, evaluator_cache) -> None:
     click.echo(f"{'run':<40} {'precision':>9} {'step':>7} {'eval acc':>9} {'Fréchet':>9} {'KID':>8}")
     for item in results:
         quality = item.quality
+        accuracy = f"{quality['evaluator_accuracy']:>9.3f}" if "evaluator_accuracy" in quality else f"{'-':>9}"
         click.echo(f"{str(item.run_dir)[-40:]:<40} {item.precision:>9} {item.step:>7} "
-                   f"{quality['evaluator_accuracy']:>9.3f} {quality['frechet_distance']:>9.2f} {quality['kid']:>8.4f}")
+                   f"{accuracy} {quality['frechet_distance']:>9.2f} {quality['kid']:>8.4f}")
     click.echo(f"{samples} samples each | evaluator held-out accuracy {results[0].evaluator.held_out_accuracy:.3f}")
 
 
 @click.command("generate")
 @click.argument("run_dir", type=click.Path(path_type=Path))
-@click.option("--class", "class_", required=True, help="Class name or index.")
+@click.option("--class", "class_", default=None,
+              help="Class name or index (a conditional GAN needs it; an unconditional one draws no class).")
 @click.option("--n", type=WholeNumber(), default=64, show_default=True)
 @seed_option
 @click.option("--out", type=click.Path(path_type=Path), required=True,
@@ -39,12 +43,21 @@ def evaluate(run_dirs, samples, seed, evaluator_cache) -> None:
               help="Checked against --out's ending, which decides the format when this is not given.")
 @click.option("--overwrite", is_flag=True, help="Replace --out if it exists.")
 def generate(run_dir, class_, n, seed, out, format_, overwrite) -> None:
-    """Samples of one class from a trained generator; the same seed gives the same images."""
+    """Samples of a trained generator (of one class, for a conditional GAN); the same seed gives the same images."""
     from ampgan.runs.claim import output_file
     from ampgan.training.trained import class_index, class_samples, load_trained_run, write_class_samples
 
     out = output_file(out, (f".{format_}",) if format_ else (".png", ".npz"), overwrite)
     run = load_trained_run(run_dir)
+    if not run.gan.conditional:
+        if class_ is not None:
+            raise AmpganError(f"model {run.gan.name} of {run_dir} is unconditional: it draws no class; leave out --class")
+        write_class_samples(class_samples(run, 0, n, seed), -1, "", out)
+        click.echo(f"wrote {out}: {n} samples from step {run.step} of {run_dir}")
+        return
+    if class_ is None:
+        raise AmpganError(f"model {run.gan.name} of {run_dir} is conditional: name the class with --class "
+                          f"(one of {', '.join(run.class_names[:10])}{', ...' if len(run.class_names) > 10 else ''})")
     label = class_index(run.class_names, class_)
     write_class_samples(class_samples(run, label, n, seed), label, run.class_names[label], out)
     click.echo(f"wrote {out}: {n} samples of class {run.class_names[label]!r} from step {run.step} of {run_dir}")

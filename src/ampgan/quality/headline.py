@@ -40,7 +40,8 @@ def default_target(headline: Headline, final_values: list[float], start_values: 
                    num_classes: int) -> float | None:
     """80% of the way from where training starts to the best mean final value, or None when nothing
     moved clearly: accuracy from chance (1/K; set only when the best is at least twice chance), the
-    Fréchet distance from the untrained generator's (set only when the best is under half of it)."""
+    Fréchet distance from the runs' first evaluations (`start_values`; set only when the best final is
+    under half of their mean)."""
     if not final_values:
         return None
     if headline.higher_is_better:

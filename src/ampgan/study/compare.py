@@ -273,6 +273,9 @@ def run_compare(spec: CompareSpec, out_dir: Path, show_progress: bool = True, lo
                     "source": dataset.source},
         "evaluator": evaluator.info,
         "floor": floor,
+        # Why a bench configuration has no speedup (left out as hopeless, too slow, failed): the verdict says so.
+        "bench_notes": {f"{c['precision']}@{c['batch_size']}": c["reason"] for c in bench_results["configs"]
+                        if c.get("reason")},
         # What the study races on: accuracy for a conditional GAN, the Fréchet distance otherwise.
         "headline": headline_for(prepared[("fp32" if "fp32" in precisions else precisions[0], spec.seed)]
                                  .conditional).as_dict(),
@@ -457,7 +460,7 @@ def _costs(document: dict, bench_results: dict, curves: dict[str, dict[int, list
     if target is None:
         finals = [r["final"][metric] for r in runs.values()]
         starts = [points[0][metric] for per_seed in curves.values() for points in per_seed.values()
-                  if points and points[0]["step"] == 0 and points[0].get(metric) is not None]
+                  if points and points[0].get(metric) is not None]  # each run's first evaluation
         target = default_target(headline, finals, starts, len(document["dataset"]["class_names"]))
     to_target = {}
     for precision in runs:

@@ -175,6 +175,7 @@ class Section:
     table: list[list[str]] | None = None
     paragraph: str = ""
     figure: Path | None = None
+    folded: bool = False  # HTML: inside <details>, open on a click (per-class tables, confusion matrices)
 
 
 def _no_faster_mode_sections(document: dict) -> list[Section]:
@@ -205,19 +206,30 @@ def _ms(seconds: float | None) -> str:
 
 
 def report_sections(document: dict, out_dir: Path) -> list[Section]:
-    """Verdict, environment, final metrics, the doctor's summary (if any), then every figure."""
+    """What a reader looks at first comes first: the verdict, the pictures (Figure 4, then quality against
+    time, then speed and cost), the final metrics; the environment, the per-class tables, the doctor's
+    summary and the losses after them."""
     if document.get("outcome") == "no faster mode":
         return _no_faster_mode_sections(document)
     environment = document["environment"]
     versions = environment["versions"]
     footer = (f"{environment['hardware_summary']} | batch {document['spec']['batch_size']}, {_setup_text(document['spec'])} | "
               f"torch {versions['torch']}, ampgan {versions['ampgan']} | {environment['date']}")
-    sections = [
-        Section("Verdict", lines=document.get("verdict") or verdict(document, _bench_speedups(out_dir))),
-        Section("Environment", lines=_environment_lines(document)),
+    losses, scale = figure_losses(document, out_dir, footer)
+    pictures = [
+        ("Figure 4: samples after the same training time", figure_samples(document, out_dir, footer)),
+        ("Quality vs training time", figure_quality(document, out_dir, footer)),
+        ("Figure 1: time per batch vs batch size", out_dir / "bench" / "fig1_time_per_batch.png"),
+        ("Figure 2: time per 1000 samples", out_dir / "bench" / "fig2_time_per_1000_samples.png"),
+        ("Figure 3: cost of 1M batches", out_dir / "cost" / "fig3_cost.png"),
+    ]
+    sections = [Section("Verdict", lines=document.get("verdict") or verdict(document, _bench_speedups(out_dir)))]
+    sections += [Section(title, figure=path) for title, path in pictures if path is not None and path.is_file()]
+    sections += [
         Section("Final metrics", table=[_TABLE_HEADER, *_metrics_rows(document)], paragraph=_price_note(document)),
         Section("Speed: the bench against the budgeted runs", table=_speed_rows(document, out_dir),
                 paragraph=_SPEED_NOTE),
+        Section("Environment", lines=_environment_lines(document)),
     ]
     sections += _class_sections(document)
     doctor = next((p for p in (out_dir / "doctor.json", out_dir / "doctor" / "doctor.json") if p.is_file()), None)
@@ -226,17 +238,9 @@ def report_sections(document: dict, out_dir: Path) -> list[Section]:
         "summary_lines", []) if doctor else []
     if doctor_lines:
         sections.append(Section("Precision doctor", lines=doctor_lines))
-    losses, scale = figure_losses(document, out_dir, footer)
-    figures = [
-        ("Figure 1: time per batch vs batch size", out_dir / "bench" / "fig1_time_per_batch.png"),
-        ("Figure 2: time per 1000 samples", out_dir / "bench" / "fig2_time_per_1000_samples.png"),
-        ("Figure 3: cost of 1M batches", out_dir / "cost" / "fig3_cost.png"),
-        ("Figure 4: samples after the same training time", figure_samples(document, out_dir, footer)),
-        ("Quality vs training time", figure_quality(document, out_dir, footer)),
-        ("Losses", losses),
-        ("fp16 loss scale and skipped steps", scale),
-    ]
-    sections += [Section(title, figure=path) for title, path in figures if path is not None and path.is_file()]
+    sections += [Section(title, figure=path) for title, path in (("Losses", losses),
+                                                                ("fp16 loss scale and skipped steps", scale))
+                 if path is not None and path.is_file()]
     return sections
 
 
@@ -306,7 +310,7 @@ def _price_note(document: dict) -> str:
     cost = document.get("cost") or {}
     basis = (cost.get("basis") or {}).get("explanation", cost.get("note", "none"))
     if not headline_of(document).higher_is_better:
-        return (f"Target Fréchet distance: {cost.get('target')} (80% of the way from the untrained generator's to "
+        return (f"Target Fréchet distance: {cost.get('target')} (80% of the way from the runs' first evaluations to "
                 "the best final distance; none when no precision halved it). An unconditional GAN draws no class: "
                 f"accuracy does not apply. Price: {basis}.")
     return (f"Target accuracy: {cost.get('target_accuracy')} (80% of the way from chance to the best final "
@@ -430,11 +434,12 @@ def _class_sections(document: dict) -> list[Section]:
                 return f"{np.mean(values):.2f}" if values else "-"
             rows.append([name, mean("accuracy"), mean("recall"), mean("coverage"), mean("diversity")])
         flags = [flag for flag in run["final"].get("flags", [])]
-        sections.append(Section(f"{precision}: per class (mean of {len(finals)} seeds)", table=rows,
+        sections.append(Section(f"{precision}: per class (mean of {len(finals)} seeds)", table=rows, folded=True,
                                 paragraph=("Flags: " + "; ".join(flags)) if flags else
                                 "No class collapsed (diversity below 25% of real) or drawn as another class (over 50%)."))
         confusion = np.sum([f["confusion"] for f in finals], axis=0)
         sections.append(Section(f"{precision}: confusion matrix (rows: intended class, columns: evaluator's reading)",
+                                folded=True,
                                 table=[["intended \\ read", *names]] + [[name, *map(str, row)] for name, row in
                                                                         zip(names, confusion.tolist())]))
     return sections
@@ -450,6 +455,7 @@ def _shares_section(precision: str, run: dict, finals: list[dict], names: list[s
         rows.append([name, f"{shares[index]:.1%}", *real])
     flags = run["final"].get("flags", [])
     return Section(f"{precision}: classes the evaluator reads in the samples (mean of {len(finals)} seeds)", table=rows,
+                   folded=True,
                    paragraph=("Flags: " + "; ".join(flags)) if flags else
                    "No collapse (diversity below 25% of real) and no dropped mode (a class under a quarter of its "
                    "real share).")

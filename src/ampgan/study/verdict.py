@@ -24,7 +24,8 @@ def verdict(document: dict, bench_speedups: list[dict]) -> list[str]:
         if precision == "fp32":
             continue
         pair = speedups.get((batch, precision))
-        lines.append(_speed_line(precision, run, runs["fp32"], pair, batch, hardware))
+        note = (document.get("bench_notes") or {}).get(f"{precision}@{batch}")
+        lines.append(_speed_line(precision, run, runs["fp32"], pair, batch, hardware, note))
         lines.append(_quality_line(precision, run, runs["fp32"], comparison.get(precision, {}), len(seeds),
                                    document.get("floor", {}), headline))
         if target is not None:
@@ -34,7 +35,7 @@ def verdict(document: dict, bench_speedups: list[dict]) -> list[str]:
                          "set only when the best mean final accuracy is at least twice chance): train longer before "
                          "comparing time to quality.")
         else:
-            lines.append("Neither precision brought the Fréchet distance below half of the untrained generator's (the "
+            lines.append("Neither precision brought the Fréchet distance below half of its first evaluation's (the "
                          "target is set only then): train longer before comparing time to quality.")
     flags = [f"{precision}, {flag}" for precision, run in runs.items() for flag in run["final"].get("flags", [])]
     if flags:
@@ -85,10 +86,13 @@ def _duration(seconds: float) -> str:
     return f"{seconds:.2f} s" if seconds >= 1 else f"{seconds * 1e3:.0f} ms"
 
 
-def _speed_line(precision: str, run: dict, fp32_run: dict, pair: dict | None, batch: int, hardware: str) -> str:
+def _speed_line(precision: str, run: dict, fp32_run: dict, pair: dict | None, batch: int, hardware: str,
+                note: str | None = None) -> str:
     text = f"On this {hardware}, "
     if pair:
         text += f"{precision}'s training step was {_speed_relation(pair)} at batch {batch}: {speedup_text(pair)} on the bench."
+    elif note:
+        text += f"the bench has no {precision} speedup at batch {batch} (it measured {precision}: {note})."
     else:
         text += f"the bench has no {precision} speedup at batch {batch}."
     return text + _achieved_text(precision, run, fp32_run, pair)

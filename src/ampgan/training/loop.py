@@ -282,8 +282,13 @@ class _Loop:
 
 
 def _progress_bar(budget: Budget, enabled: bool, initial: int = 0):
+    """tqdm on stderr, only when stderr is a terminal: in a CI log or through `| tee` its carriage-return
+    redraws would pile up as one line of step/s fragments between the log lines."""
+    import sys
+
     from tqdm.auto import tqdm
 
+    enabled = enabled and sys.stderr.isatty()
     return tqdm(total=budget.steps, initial=initial, unit="step", disable=not enabled, dynamic_ncols=True, leave=True)
 
 

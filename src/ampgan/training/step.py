@@ -39,6 +39,17 @@ def _as_loss(result, origin: str) -> tuple[torch.Tensor, dict[str, torch.Tensor]
     return loss.reshape(()), metrics
 
 
+def _backward(scaler: LossScaler, loss: torch.Tensor, origin: str) -> None:
+    try:
+        scaler.backward(loss)
+    except RuntimeError as error:
+        if "double backward" not in str(error):
+            raise
+        raise AmpganError(f"{origin} takes gradients of gradients (a gradient penalty), which torch.compile cannot "
+                          "compile yet (aot_autograd has no double backward): train this model without --compile "
+                          "(--no-compile)") from None
+
+
 def _backward_terms(terms: Sequence[Callable], context: LossContext, scaler: LossScaler, policy: PrecisionPolicy,
                     metrics: dict, origin: str, multiplier: float = 1.0) -> torch.Tensor:
     """Each loss term under autocast, then its own (scaled) backward pass; their detached sum."""
@@ -48,7 +59,7 @@ def _backward_terms(terms: Sequence[Callable], context: LossContext, scaler: Los
             loss, extra = _as_loss(term(context), f"{origin} ({getattr(term, '__name__', 'loss')})")
         if multiplier != 1.0:
             loss = loss * multiplier
-        scaler.backward(loss)
+        _backward(scaler, loss, origin)
         metrics.update({name: value.detach() for name, value in extra.items()})
         total = loss.detach() if total is None else total + loss.detach()
     return total

@@ -1,0 +1,55 @@
+"""A study's answer as data: what `ampgan.compare` returns and `ampgan compare --json` prints."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ampgan.bench.output import speedup_estimate
+
+
+@dataclass(frozen=True)
+class Study:
+    """What a study found. `document` is compare.json as written; the fields are its answer."""
+
+    out_dir: Path
+    outcome: str  # "raced": fp32 against the mixed modes; "no faster mode": no mode was faster, none raced
+    verdict: list[str]
+    precisions: list[str]
+    headline: str  # the quality metric raced on: "evaluator_accuracy" (conditional) or "frechet_distance"
+    speedup: dict[str, dict] = field(default_factory=dict)  # precision -> the bench's speedup at the batch size
+    final: dict[str, dict] = field(default_factory=dict)  # precision -> final quality (means over seeds)
+    report: Path | None = None
+    cost: dict = field(default_factory=dict)  # the target and, per precision, the time and cost to reach it
+    document: dict = field(default_factory=dict, repr=False)
+
+    def to_dict(self) -> dict:
+        """Everything but the document, as JSON-ready data (`ampgan compare --json`)."""
+        return {"out_dir": str(self.out_dir), "outcome": self.outcome, "verdict": self.verdict,
+                "precisions": self.precisions, "headline": self.headline, "speedup": self.speedup,
+                "final": self.final, "cost": self.cost, "report": str(self.report) if self.report else None}
+
+
+def study_of(document: dict, out_dir: Path, report: Path | None = None) -> Study:
+    """A Study from a compare.json document."""
+    from ampgan.bench.output import load_results
+    from ampgan.quality.headline import headline_of
+
+    runs = document.get("runs") or {}
+    speedup = {}
+    bench = Path(out_dir) / "bench" / "results.json"
+    if runs and bench.is_file():
+        batch = document["spec"]["batch_size"]
+        for pair in load_results(bench)["speedups"]:
+            if pair["batch_size"] == batch and pair["precision"] in runs:
+                speedup[pair["precision"]] = pair | {"estimate": speedup_estimate(pair)}
+    cost = document.get("cost") or {}
+    to_target = {p: {k: (entry or {}).get(k) for k in ("reached", "seeds", "seconds", "cost")}
+                 for p, entry in (cost.get("to_target") or {}).items()}
+    cost_summary = {"target": cost.get("target", cost.get("target_accuracy")), "to_target": to_target,
+                    "currency": (cost.get("basis") or {}).get("currency")} if cost else {}
+    return Study(out_dir=Path(out_dir), outcome=document.get("outcome", "raced"), verdict=list(document["verdict"]),
+                 cost=cost_summary,
+                 precisions=list(runs) or ["fp32"], headline=headline_of(document).metric, speedup=speedup,
+                 final={p: {k: v for k, v in run["final"].items() if k != "flags"} for p, run in runs.items()},
+                 report=report, document=document)

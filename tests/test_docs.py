@@ -1,0 +1,59 @@
+"""The front page and the docs a newcomer reads: short, every link resolving, the example answer in the
+format the code prints today."""
+
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from readme_answer import recorded_block  # noqa: E402
+
+
+def test_the_readme_is_a_front_page():
+    lines = (ROOT / "README.md").read_text().splitlines()
+    assert len(lines) <= 150
+    text = "\n".join(lines)
+    # The two commands a newcomer needs, and the one CI runs verbatim.
+    assert ".venv/bin/ampgan compare --out runs/compare" in text
+    ci = (ROOT / ".ci" / "run").read_text().strip().splitlines()[-1]
+    assert ci in text
+
+
+def test_every_relative_link_in_the_readme_and_the_docs_resolves():
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "benchmarks" / "RESULTS.md"]
+    broken = []
+    for page in pages:
+        for target in re.findall(r"\]\(([^)\s]+)\)", page.read_text()):
+            if re.match(r"[a-z]+://", target) or target.startswith("#"):
+                continue
+            if not (page.parent / target.split("#")[0]).exists():
+                broken.append(f"{page.relative_to(ROOT)} -> {target}")
+    assert not broken, broken
+
+
+def _shape(line: str) -> str:
+    """A verdict line's format: its words, with every number (and the machine's name) left out."""
+    line = re.sub(r"\(on this machine \([^)]*\)\)|On this machine \([^)]*\)|On this [^,]*,", "On this MACHINE,", line)
+    return re.sub(r"[-+]?\d[\d.,]*", "N", line)
+
+
+def test_the_recorded_answer_has_the_format_the_code_prints(tmp_path):
+    from ampgan.study.verdict import no_faster_mode_verdict
+
+    recorded = recorded_block((ROOT / "README.md").read_text())
+    assert recorded and not any(line.startswith("error") for line in recorded)
+    if recorded[0].startswith("On this machine (") and "no mixed-precision mode" in recorded[0]:
+        document = {"environment": {"hardware_summary": "AMD EPYC, 2 cores, 2 threads [no AVX-512 bf16/fp16 or AMX]"},
+                    "spec": {"batch_size": 64, "model": "acgan"},
+                    "decisions": {"bf16": {"verdict": "slower", "step_s": 6.0, "fp32_step_s": 0.339},
+                                  "fp16": {"verdict": "slower", "step_s": 7.1, "fp32_step_s": 0.339}},
+                    "left_out": [{"precision": "tf32", "reason": "a CUDA tensor-core mode"}]}
+        printed = no_faster_mode_verdict(document)
+        assert [_shape(line)[:60] for line in recorded] == [_shape(line)[:60] for line in printed]
+    else:  # a race: each line opens as one of the verdict's sentences does today (study/verdict.py)
+        openings = ("On this MACHINE, ", "Final evaluator accuracy: ", "Final Fréchet distance ", "Target evaluator accuracy ",
+                    "Target Fréchet distance ", "Neither precision", "Flags at the end of training: ",
+                    "Times to the target are interpolated")
+        assert all(_shape(line).startswith(openings) for line in recorded), recorded
