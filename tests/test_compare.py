@@ -47,7 +47,7 @@ def tiny_compare(tmp_path_factory):
 
         try:
             main(["compare", "--dataset", "synthetic", "--precisions", "fp32,bf16", "--width", "8", "--z-dim", "16",
-                  "--batch-size", "16", "--steps", "20", "--eval-points", "2", "--eval-samples", "100",
+                  "--batch-size", "16", "--steps", "12", "--set", "logging.log_every=4", "--eval-points", "2", "--eval-samples", "100",
                   "--bench-batch-sizes", "8", "--bench-seconds", "0.3", "--device", "cpu", "--seeds", "2", "--quiet", "--out", str(out)])
         except SystemExit as exit_:
             assert exit_.code in (0, None)
@@ -77,7 +77,7 @@ def test_compare_writes_every_file(tiny_compare):
             assert len(quality["curve"]) >= 2 and quality["final"]["samples"] == 100
             assert {"precision", "recall", "coverage", "confusion", "per_class", "flags"} <= set(quality["final"])
             assert (run / "generator.safetensors").is_file()
-            assert summary["per_seed"][str(seed)]["steps"] == 20  # the same budget for all
+            assert summary["per_seed"][str(seed)]["steps"] == 12  # the same budget for all
         interval = summary["final_interval"]["evaluator_accuracy"]
         assert interval["n"] == 2 and interval["low"] <= summary["final"]["evaluator_accuracy"] <= interval["high"]
     paired = document["seed_comparison"]["bf16"]["evaluator_accuracy"]

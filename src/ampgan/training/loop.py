@@ -7,6 +7,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import signal
 import time
 from collections.abc import Callable
@@ -206,6 +208,9 @@ class _Loop:
         self.state, self.writer, self.run_dir, self.faults, self.on_log = state, writer, run_dir, faults, on_log
         self.budget = Budget.of(self.config)
         self.progress = _progress_bar(self.budget, show_progress, initial=state.train.step)
+        # Not on a terminal (a CI log, `| tee`): a plain line every LOG_LINE_EVERY_S of training instead.
+        self.log_lines = show_progress and self.progress.disable and world().is_main
+        self.next_line_at = state.train_seconds + LOG_LINE_EVERY_S
         self.last_checkpoint = {"step": state.train.step, "seconds": state.train_seconds}
 
     def run(self, fresh: bool) -> None:
@@ -262,6 +267,11 @@ class _Loop:
         state.metrics_last_step = self.writer.last_logged_step
         self.progress.update(train.step - self.progress.n)
         self.progress.set_postfix_str(_postfix(record), refresh=False)
+        if self.log_lines and state.train_seconds >= self.next_line_at:
+            total = f"/{self.budget.steps}" if self.budget.steps else ""
+            print(f"  step {train.step}{total}, {state.train_seconds:.0f} s: {_postfix(record)}", file=sys.stderr,
+                  flush=True)
+            self.next_line_at = state.train_seconds + LOG_LINE_EVERY_S
         reason = (self.faults.check(record, steps_in_window, state.window.last_skipped)
                   or self.faults.check_weights({"G": train.generator, "D": train.discriminator}, train.step))
         if reason:
@@ -281,11 +291,12 @@ class _Loop:
         self.last_checkpoint.update(step=self.state.train.step, seconds=self.state.train_seconds)
 
 
+LOG_LINE_EVERY_S = 30.0
+
+
 def _progress_bar(budget: Budget, enabled: bool, initial: int = 0):
     """tqdm on stderr, only when stderr is a terminal: in a CI log or through `| tee` its carriage-return
     redraws would pile up as one line of step/s fragments between the log lines."""
-    import sys
-
     from tqdm.auto import tqdm
 
     enabled = enabled and sys.stderr.isatty()
