@@ -116,6 +116,23 @@ def real_fake_loss(logits: torch.Tensor, target: float) -> torch.Tensor:
     return F.binary_cross_entropy_with_logits(logits, torch.full_like(logits, target))
 
 
+def d_real_term(context):
+    """D's loss on real images (BCE on logits, target 1) for a D that returns one logit per image."""
+    logits = context.D(context.real)
+    return real_fake_loss(logits, 1.0), {"d_real_acc": (logits > 0).float().mean()}
+
+
+def d_fake_term(context):
+    """D's loss on the (detached) fakes, target 0."""
+    logits = context.D(context.fake)
+    return real_fake_loss(logits, 0.0), {"d_fake_acc": (logits < 0).float().mean()}
+
+
+def non_saturating_g_loss(context):
+    """G's non-saturating loss, -log D(G(z)): BCE on the fakes' logits with target 1."""
+    return real_fake_loss(context.D(context.fake), 1.0)
+
+
 def class_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     """Cross-entropy in fp32 (the softmax's log-sum-exp). `logits`: (B, K); `labels`: (B,) class indices."""
     if not isinstance(logits, torch.Tensor) or logits.dim() != 2 or labels is None or logits.shape[0] != labels.shape[0]:

@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from ampgan.gan.contract import GAN, DataSpec, built_in
-from ampgan.gan.layers import init_dcgan_weights, real_fake_loss
+from ampgan.gan.layers import d_fake_term, d_real_term, init_dcgan_weights, non_saturating_g_loss
 from ampgan.gan.models.acgan import BASE_SIZE, upsamplings
 from ampgan.gan.options import require_image_size, require_whole
 
@@ -74,16 +74,5 @@ def dcgan(data: DataSpec, *, width: int = 32, z_dim: int = 128) -> GAN:
     require_whole("width", width)
     require_whole("z_dim", z_dim)
 
-    def d_real(context):
-        logits = context.D(context.real)
-        return real_fake_loss(logits, 1.0), {"d_real_acc": (logits > 0).float().mean()}
-
-    def d_fake(context):
-        logits = context.D(context.fake)
-        return real_fake_loss(logits, 0.0), {"d_fake_acc": (logits < 0).float().mean()}
-
-    def g_loss(context):
-        return real_fake_loss(context.D(context.fake), 1.0)  # non-saturating: -log D(G(z))
-
     return GAN(generator=Generator(data, z_dim, width), discriminator=Discriminator(data, width), z_dim=z_dim,
-               d_loss=(d_real, d_fake), g_loss=g_loss, description=f"DCGAN, unconditional, width {width}, z {z_dim}")
+               d_loss=(d_real_term, d_fake_term), g_loss=non_saturating_g_loss, description=f"DCGAN, unconditional, width {width}, z {z_dim}")

@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ampgan.gan.contract import GAN, DataSpec, Update, built_in
-from ampgan.gan.layers import real_fake_loss
+from ampgan.gan.layers import d_fake_term, d_real_term, non_saturating_g_loss
 from ampgan.gan.models.acgan import BASE_SIZE, upsamplings
 from ampgan.gan.options import require_image_size, require_non_negative, require_whole
 
@@ -107,22 +107,12 @@ def r1(data: DataSpec, *, width: int = 16, z_dim: int = 128, gamma: float = 1.0,
     require_non_negative("gamma", gamma)
     require_whole("r1_every", r1_every)
 
-    def d_real(context):
-        logits = context.D(context.real)
-        return real_fake_loss(logits, 1.0), {"d_real_acc": (logits > 0).float().mean()}
-
-    def d_fake(context):
-        return real_fake_loss(context.D(context.fake), 0.0)
-
-    def g_loss(context):
-        return real_fake_loss(context.D(context.fake), 1.0)
-
     def lazy_r1(context):
         penalty = r1_penalty(context)
         return gamma / 2 * penalty, {"r1_penalty": penalty.detach()}
 
     return GAN(generator=Generator(data, z_dim, width), discriminator=Discriminator(data, width), z_dim=z_dim,
-               d_loss=(d_real, d_fake), g_loss=g_loss,
+               d_loss=(d_real_term, d_fake_term), g_loss=non_saturating_g_loss,
                extra_updates=(Update("r1", lazy_r1, networks=("discriminator",), every=r1_every,
                                      scale_by_interval=True),),
                description=f"residual GAN, R1 {gamma:g} every {r1_every} steps, width {width}, z {z_dim}")
