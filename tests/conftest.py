@@ -36,6 +36,19 @@ def _memory_format_makes_no_difference(request, monkeypatch):
 
 
 @pytest.fixture(autouse=True)
+def _steps_not_traced_for_projection(request, monkeypatch):
+    """A bench traces its step's operations in three precisions for `ampgan project` (a few seconds
+    even for a tiny model); tests that do not project skip it. tests/test_projection.py traces for real."""
+    if "real_op_trace" in request.keywords:
+        return
+    import ampgan.bench.harness as harness
+
+    monkeypatch.setattr(harness, "trace_op_tables", lambda spec, dataset, device, log=None: {
+        "op_tables": {}, "op_tables_failed": [{"precision": name, "reason": "not traced in this test"}
+                                              for name in harness.OP_TABLE_PRECISIONS]})
+
+
+@pytest.fixture(autouse=True)
 def _compiling_never_measured_faster(request, monkeypatch):
     """Every command that decides whether to compile (speed/compilation.py) meets a machine where an
     eager step takes 10 ms and the compiled one exactly as long, so short runs are not measured and

@@ -13,7 +13,7 @@ from ampgan.training.state import adam_implementation
 
 REAL_NAMES = {
     "Tesla T4": "T4", "Tesla V100-SXM2-16GB": "V100", "Tesla P100-PCIE-16GB": "P100-PCIE",
-    "Tesla P100-SXM2-16GB": "P100", "NVIDIA A100-SXM4-80GB": "A100", "NVIDIA H100 80GB HBM3": "H100",
+    "Tesla P100-SXM2-16GB": "P100", "NVIDIA A100-SXM4-80GB": "A100-80GB", "NVIDIA H100 80GB HBM3": "H100",
     "NVIDIA H100 PCIe": "H100 PCIe", "NVIDIA H200": "H200", "NVIDIA L4": "L4", "NVIDIA L40S": None,
     "NVIDIA GeForce RTX 4090": None,
 }

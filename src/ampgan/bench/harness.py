@@ -23,6 +23,8 @@ from ampgan.training.interruption import stop_on_signals
 from ampgan.system.environment import environment_stamp
 from ampgan.speed.compile_time import measure_compile_times
 from ampgan.bench.flops import count_flops_by_kind
+from ampgan.bench.ops import trace_op_table
+from ampgan.errors import AmpganError
 from ampgan.system.hardware import detect_hardware, peak_tflops
 from ampgan.bench.stats import achieved_fraction_of_peak, throughput, timing_stats
 from ampgan.speed.decision import decide_for_run
@@ -58,6 +60,9 @@ class BenchSpec:
     # batch size, on this machine (speed/layout.py).
     channels_last: tuple[str, ...] | None = None
     peak_tflops: float | None = None  # overrides the table for every precision
+    # Trace the step's operations in fp32, bf16 and fp16 (a few steps at batch 8 and 16) for
+    # `ampgan project`; a bench whose tables are not wanted (the speed decisions' own) skips it.
+    trace_ops: bool = True
 
     @property
     def seed(self) -> int:
@@ -239,7 +244,33 @@ def run_bench(spec: BenchSpec, device: torch.device, on_config=lambda result: No
         "measurements": measurements,
         "speedups": speedups(measurements),
         "incomplete": incomplete,
+        **(trace_op_tables(spec, dataset, device, log) if spec.trace_ops and world().is_main and not incomplete
+           else {}),
     }
+
+
+OP_TABLE_PRECISIONS = ("fp32", "bf16", "fp16")
+
+
+def trace_op_tables(spec: BenchSpec, dataset, device: torch.device, log=lambda line: None) -> dict:
+    """{"op_tables": {precision: table}, "op_tables_failed": [...]}: the step's operations per precision
+    (bench/ops.py), traced eager on this rank alone, whatever the bench measured."""
+    tables, failed = {}, []
+    for name in OP_TABLE_PRECISIONS:
+        def make_timer(batch_size, name=name):
+            config = spec.train_config(name, batch_size).with_fields({"compute.compile": False})
+            return StepTimer(config, dataset, device, data_parallel=False, across_ranks=False)
+
+        try:
+            tables[name] = trace_op_table(make_timer, name).to_dict()
+        except AmpganError as error:
+            failed.append({"precision": name, "reason": str(error)})
+        except Exception as error:  # noqa: BLE001 - a step that cannot be traced is reported, not fatal
+            failed.append({"precision": name, "reason": f"{type(error).__name__}: {str(error).splitlines()[0][:200]}"
+                           if str(error) else type(error).__name__})
+    if failed:
+        log("op tables not traced for " + "; ".join(f"{f['precision']}: {f['reason']}" for f in failed))
+    return {"op_tables": tables, "op_tables_failed": failed}
 
 
 class _StopRequested(Exception):

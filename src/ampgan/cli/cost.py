@@ -54,13 +54,42 @@ def command(results, instance, price_per_hour, batches, samples, prices, prices_
     if batches is None and samples is None:
         batches = 1e6
     documents, device = load_same_hardware(list(results))
-    basis = price_basis(find_instance(catalog, instance) if instance else None, price_per_hour, device, assume_same_speed)
+    chosen = find_instance(catalog, instance) if instance else None
+    projected = None
+    if chosen is not None and not chosen.matches_hardware(device) and not assume_same_speed:
+        documents, device, projected = _projected_onto(chosen, documents, device, results)
+    basis = price_basis(chosen, price_per_hour, device, assume_same_speed, projected)
     document = build_cost_document(documents, device, basis, batches, samples,
                                    catalog_date(catalog) if catalog and instance else None,
                                    source if catalog and instance else None)
     target = out or Path(results[0]).parent
     click.echo(write_cost(document, target))
     click.echo(f"cost: {target / 'cost.json'}")
+
+
+def _projected_onto(chosen, documents, device, paths):
+    """The results projected onto the instance's GPU (ampgan project's roofline) instead of charging
+    another machine's times to it; one error line when its GPU is not in the table."""
+    from ampgan.projection.assumptions import launch_assumption, measure_dispatch_seconds
+    from ampgan.projection.document import as_bench_document, gpu_of_instance
+    from ampgan.projection.tables import op_tables_of
+    from ampgan.system.gpus import gpu_table
+
+    gpu = gpu_of_instance(chosen, list(gpu_table().values()))
+    untraced = not all(d.get("op_tables") for d in documents)
+    if gpu is None or untraced:
+        why = ("the GPU table has no row to project onto" if gpu is None else
+               "these results hold no op tables to project from (re-run 'ampgan bench': it traces them)")
+        raise AmpganError(
+            f"{chosen.label} runs on {chosen.hardware}, but these times were measured on {device} and {why}: add "
+            "--assume-same-speed to charge these times to its price (labelled as a projection), or bench on that "
+            "hardware")
+    launch = launch_assumption(measure_dispatch_seconds(), device)
+    projected = [as_bench_document(d, op_tables_of(d, Path(p), log=lambda line: click.echo(line, err=True)), gpu, launch)
+                 for d, p in zip(documents, paths)]
+    click.echo(f"{chosen.label} runs on {gpu.key}, not on {device}: costing PROJECTED times (roofline), not "
+               "measured ones", err=True)
+    return [document for document, _ in projected], f"{gpu.name} (projected)", projected[0][1]
 
 
 def _catalog(prices, prices_from, spot, regions):

@@ -33,16 +33,17 @@ def load_same_hardware(paths: list[Path]) -> tuple[list[dict], str]:
 
 
 def price_basis(instance: Instance | None, price_per_hour: float | None, device: str,
-                assume_same_speed: bool) -> dict:
-    """The hourly price to charge one measured device, and what it rests on."""
+                assume_same_speed: bool, projected: str | None = None) -> dict:
+    """The hourly price to charge one measured device, and what it rests on. `projected`: the times
+    are a roofline projection onto the instance's GPU, and this says how they were made."""
     if price_per_hour is not None:
         if not price_per_hour > 0:
             raise AmpganError(f"--price-per-hour must be positive, got {price_per_hour}")
         return {"price_per_hour": price_per_hour, "currency": "USD", "label": "--price-per-hour",
                 "projection": False, "explanation": f"{price_per_hour:g}/h as given"}
     assert instance is not None
-    projection = not instance.matches_hardware(device)
-    if projection and not assume_same_speed:
+    projection = bool(projected) or not instance.matches_hardware(device)
+    if projection and not assume_same_speed and not projected:
         raise AmpganError(
             f"{instance.label} runs on {instance.hardware}, but these times were measured on {device}: "
             "add --assume-same-speed to project them onto its price (labelled as a projection), or bench on that hardware"
@@ -54,7 +55,9 @@ def price_basis(instance: Instance | None, price_per_hour: float | None, device:
                    f"{instance.date}; {checked})")
     if devices > 1:
         explanation += f", per GPU: 1/{devices} of the instance, assuming its other GPUs do equal work"
-    if projection:
+    if projected:
+        explanation += f"; PROJECTED times, not measured: {projected}"
+    elif projection:
         explanation += f"; PROJECTION: times measured on {device}, not on {instance.hardware}"
     return {"price_per_hour": price, "currency": instance.currency, "label": instance.label,
             "projection": projection, "explanation": explanation, "instance": asdict(instance),

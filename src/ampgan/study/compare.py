@@ -282,6 +282,7 @@ def run_compare(spec: CompareSpec, out_dir: Path, show_progress: bool = True, lo
         "runs": {p: summarize_seeds(per_seed[p]) for p in precisions},
     }
     document["cost"] = _costs(document, bench_results, curves, out_dir)
+    document["projection"] = project_elsewhere(spec, dataset, bench_results, out_dir, device)
     document["seed_comparison"] = compare_seeds(document)
     document["verdict"] = verdict(document, bench_results["speedups"])
     write_json_atomically(out_dir / "compare.json", document)
@@ -323,9 +324,49 @@ def _no_faster_mode(spec: CompareSpec, out_dir: Path, device: torch.device, data
                     "source": dataset.source},
         "runs": {},
     }
+    # No mode pays here; what would one pay on a GPU? The step is traced (a few steps at batch 8 and 16).
+    document["projection"] = project_elsewhere(spec, dataset, None, out_dir, device)
     document["verdict"] = no_faster_mode_verdict(document)
     write_json_atomically(out_dir / "compare.json", document)
     return document
+
+
+PROJECTED_BATCH_SIZES = (2048,)  # besides the study's own: the batch of the published study's T4 result
+
+
+def project_elsewhere(spec: CompareSpec, dataset, bench_results: dict | None, out_dir: Path, device) -> dict:
+    """projection/ of the study: its step projected onto the table's GPUs at the study's batch size and
+    at 2048 (a roofline over the bench's op tables, or over a trace made here when there is no bench).
+    {"path": ..} when written, {"note": why not} otherwise."""
+    from ampgan.bench.harness import trace_op_tables
+    from ampgan.bench.ops import OpTable
+    from ampgan.cost.catalog import load_catalog
+    from ampgan.projection.assumptions import launch_assumption, measure_dispatch_seconds
+    from ampgan.projection.document import DEFAULT_DEVICES, build_projection, summary_line
+    from ampgan.projection.output import write_projection
+    from ampgan.system.gpus import gpu_spec
+
+    environment = environment_stamp(device)
+    if bench_results is None:
+        traced = trace_op_tables(BenchSpec(base=spec.base), dataset, device)
+        bench_results = {"spec": {"model": spec.base.model.name, "model_options": dict(spec.base.model.options),
+                                  "dataset": spec.base.data.dataset}, "environment": environment, "configs": [],
+                         **traced}
+    stored = bench_results.get("op_tables") or {}
+    if not stored:
+        reasons = "; ".join(f"{f['precision']}: {f['reason']}" for f in bench_results.get("op_tables_failed") or [])
+        return {"note": f"not projected: no op table of the step ({reasons or 'the bench predates them'})"}
+    try:
+        tables = {name: OpTable.from_dict(table) for name, table in stored.items()}
+    except ValueError as error:
+        return {"note": f"not projected: {error}"}
+    launch = launch_assumption(measure_dispatch_seconds(), environment["hardware_summary"])
+    sizes = sorted({spec.batch_size, *PROJECTED_BATCH_SIZES})
+    projection = build_projection(bench_results, tables, [gpu_spec(name) for name in DEFAULT_DEVICES], sizes, launch,
+                                  load_catalog(), "ampgan's built-in catalog (src/ampgan/cost/prices.csv)")
+    write_projection(projection, out_dir / "projection")
+    return {"path": "projection/projection.json", "batch_sizes": sizes, "devices": list(DEFAULT_DEVICES),
+            "line": summary_line(projection)}
 
 
 def _bench_once(spec: CompareSpec, dataset, precisions, device, log, out_dir: Path, progress: StudyProgress) -> dict:

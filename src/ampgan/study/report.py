@@ -21,6 +21,7 @@ from ampgan.errors import AmpganError
 from ampgan.files.atomic import write_atomically
 from ampgan.files.jsonfile import read_json
 from ampgan.files.schema import check_shape
+from ampgan.projection.document import DOCUMENT_SHAPE
 from ampgan.runs.run_folder import read_metrics
 from ampgan.plotting import precision_colour, pyplot, save_figure
 from ampgan.study.compare import read_quality_curve
@@ -178,7 +179,7 @@ class Section:
     folded: bool = False  # HTML: inside <details>, open on a click (per-class tables, confusion matrices)
 
 
-def _no_faster_mode_sections(document: dict) -> list[Section]:
+def _no_faster_mode_sections(document: dict, out_dir: Path) -> list[Section]:
     """The report of a study that found no mode faster than fp32: the verdict, the machine, the decisions."""
     environment, spec = document["environment"], document["spec"]
     versions = environment["versions"]
@@ -190,6 +191,7 @@ def _no_faster_mode_sections(document: dict) -> list[Section]:
                      str(decision.get("rounds", "")), decision["verdict"] + (f" ({decision['note']})" if decision.get("note") else "")])
     return [
         Section("Verdict", lines=document["verdict"]),
+        *projection_sections(out_dir),
         Section("Environment", lines=[
             f"hardware: {environment['hardware_summary']}",
             f"software: torch {versions['torch']}, ampgan {versions['ampgan']}, python {versions['python']}",
@@ -210,7 +212,7 @@ def report_sections(document: dict, out_dir: Path) -> list[Section]:
     time, then speed and cost), the final metrics; the environment, the per-class tables, the doctor's
     summary and the losses after them."""
     if document.get("outcome") == "no faster mode":
-        return _no_faster_mode_sections(document)
+        return _no_faster_mode_sections(document, out_dir)
     environment = document["environment"]
     versions = environment["versions"]
     footer = (f"{environment['hardware_summary']} | batch {document['spec']['batch_size']}, {_setup_text(document['spec'])} | "
@@ -229,6 +231,7 @@ def report_sections(document: dict, out_dir: Path) -> list[Section]:
         Section("Final metrics", table=[_TABLE_HEADER, *_metrics_rows(document)], paragraph=_price_note(document)),
         Section("Speed: the bench against the budgeted runs", table=_speed_rows(document, out_dir),
                 paragraph=_SPEED_NOTE),
+        *projection_sections(out_dir),
         Section("Environment", lines=_environment_lines(document)),
     ]
     sections += _class_sections(document)
@@ -242,6 +245,41 @@ def report_sections(document: dict, out_dir: Path) -> list[Section]:
                                                                 ("fp16 loss scale and skipped steps", scale))
                  if path is not None and path.is_file()]
     return sections
+
+
+def projection_sections(out_dir: Path) -> list[Section]:
+    """"On other hardware": per GPU and batch size, fp32 against the fastest mixed mode the roofline
+    projects (projection/projection.json), and its figure. Nothing when the study made no projection."""
+    path = out_dir / "projection" / "projection.json"
+    if not path.is_file():
+        return []
+    document = read_json(path, missing="", damaged=f"{path} is damaged: run 'ampgan project' on the bench results")
+    check_shape(document, DOCUMENT_SHAPE, str(path), "run 'ampgan project' on the study's bench/results.json")
+    rows = [["GPU", "batch", "fp32 ms", "fastest mixed mode", "its ms", "speedup [band]", "bound", "cost of 1M batches, fp32 to mixed"]]
+    ok = [r for r in document["rows"] if r.get("status") == "ok"]
+    for (device, batch) in dict.fromkeys((r["device"], r["batch_size"]) for r in ok):
+        mine = {r["precision"]: r for r in ok if r["device"] == device and r["batch_size"] == batch}
+        mixed = [mine[n] for n in ("bf16", "fp16") if n in mine and "speedup" in mine[n]]
+        if "fp32" not in mine or not mixed:
+            continue
+        best, base = max(mixed, key=lambda r: r["speedup"]), mine["fp32"]
+        cost = (f"{_money(base['cost']['mid'])} to {_money(best['cost']['mid'])}" if "cost" in base and "cost" in best
+                else "no price")
+        rows.append([device, str(batch), f"{base['ms_per_step']:.1f}", best["precision"], f"{best['ms_per_step']:.1f}",
+                     f"{best['speedup']:.2f}x [{best['speedup_low']:.2f}-{best['speedup_high']:.2f}]", best["bound"], cost])
+    if len(rows) == 1:
+        return []
+    paragraph = (f"PROJECTED, not measured: a roofline over this step's operations (traced on {document['traced_on']}) "
+                 "with NVIDIA's datasheet peaks and bandwidths and an assumed band of attainable fractions; cost of 1M "
+                 "batches at the cheapest catalog price per GPU. Every precision, the bands and the sources: "
+                 "projection/projection.md; any GPU or batch size: ampgan project bench/results.json.")
+    figure = out_dir / "projection" / "fig_projection.png"
+    return [Section("On other hardware (PROJECTED, not measured)", table=rows, paragraph=paragraph),
+            *([Section("Projected time and speedup on other GPUs", figure=figure)] if figure.is_file() else [])]
+
+
+def _money(amount: float) -> str:
+    return f"{amount:,.0f}" if amount >= 10 else f"{amount:.2f}"
 
 
 def _bench_speedups(out_dir: Path) -> list[dict]:

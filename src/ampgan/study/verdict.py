@@ -47,7 +47,7 @@ def verdict(document: dict, bench_speedups: list[dict]) -> list[str]:
         apart = f"{(spec.get('steps') or 0) / spec['eval_points']:.0f} steps apart"
     lines.append(f"Times to the target are interpolated between evaluations {apart}; GAN "
                  "quality curves are not monotonic (see the quality figure).")
-    return lines
+    return lines + _projection_line(document)
 
 
 def no_faster_mode_verdict(document: dict) -> list[str]:
@@ -69,7 +69,12 @@ def no_faster_mode_verdict(document: dict) -> list[str]:
                      "with tensor cores.")
     lines.append("No quality race was trained: with no speed to gain, there is no trade-off to measure. To race "
                  "them anyway (each mode gets the same training time): ampgan compare --precisions fp32,bf16.")
-    return lines
+    return lines + _projection_line(document)
+
+
+def _projection_line(document: dict) -> list[str]:
+    line = (document.get("projection") or {}).get("line")
+    return [line] if line else []
 
 
 def _slower_text(name: str, decision: dict) -> str:

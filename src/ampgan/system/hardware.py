@@ -10,6 +10,8 @@ from dataclasses import asdict, dataclass, field
 
 import torch
 
+from ampgan.system.gpus import gpu_table
+
 # CPU flags (from /proc/cpuinfo) that decide the vector width and which reduced-precision
 # matrix kernels exist; the summary line shows the reduced-precision ones.
 SIMD_FLAGS = ("fma", "avx2", "avx512f", "avx512_bf16", "avx512_fp16", "avx512_vnni", "amx_tile", "amx_bf16", "amx_fp16")
@@ -101,21 +103,9 @@ def detect_hardware(device: torch.device) -> Hardware:
     return Hardware(device_type="cpu", name=cpu_model, **common)
 
 
-# Dense (no sparsity) peak TFLOP/s from NVIDIA's datasheets; the fp16/bf16/tf32 figures are
-# tensor-core rates. None: the precision has no fast path there. Keys match device names.
-# Sources: V100 (SXM2) datasheet 2020; T4 datasheet; P100 datasheet (SXM2 and PCIe);
-# A100 datasheet (SXM); L4 datasheet; H100 datasheet (SXM5 and PCIe); H200 datasheet (SXM).
-GPU_PEAK_TFLOPS: dict[str, dict[str, float | None]] = {
-    "V100": {"fp32": 15.7, "tf32": None, "bf16": None, "fp16": 125.0},
-    "T4": {"fp32": 8.1, "tf32": None, "bf16": None, "fp16": 65.0},
-    "P100-PCIE": {"fp32": 9.3, "tf32": None, "bf16": None, "fp16": 18.7},
-    "P100": {"fp32": 10.6, "tf32": None, "bf16": None, "fp16": 21.2},
-    "A100": {"fp32": 19.5, "tf32": 156.0, "bf16": 312.0, "fp16": 312.0},
-    "L4": {"fp32": 30.3, "tf32": 60.0, "bf16": 121.0, "fp16": 121.0},
-    "H100 PCIe": {"fp32": 51.0, "tf32": 378.0, "bf16": 756.0, "fp16": 756.0},
-    "H100": {"fp32": 67.0, "tf32": 494.7, "bf16": 989.5, "fp16": 989.5},
-    "H200": {"fp32": 67.0, "tf32": 494.7, "bf16": 989.5, "fp16": 989.5},
-}
+# Dense (no sparsity) peak TFLOP/s from NVIDIA's datasheets (system/gpus.csv names each one); the
+# fp16/bf16/tf32 figures are tensor-core rates. None: the precision has no fast path there.
+GPU_PEAK_TFLOPS: dict[str, dict[str, float | None]] = {key: spec.peak_tflops for key, spec in gpu_table().items()}
 
 
 def name_tokens(text: str) -> list[str]:

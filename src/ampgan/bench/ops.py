@@ -1,0 +1,301 @@
+"""What one real training step does, operation by operation: FLOPs, bytes moved, and which unit does it.
+
+Every ATen operation the step dispatches (both updates, forward, backward, the penalty's double
+backward, the loss scaler, the optimizer) is recorded by a dispatch mode with its FLOPs (PyTorch's
+own formulas, as bench/flops.py counts them), the bytes of every tensor it reads and writes (in the
+dtypes they run in under this precision), and its unit: "matrix" work (convolutions, matrix products
+and their backward passes) or "memory" work (everything else: element-wise ops, normalisation,
+reductions, casts). Views and allocations launch no kernel and move no data; they are left out.
+
+The table is traced at two small batch sizes and written as `intercept + slope x batch` per
+operation, which is exact for operations whose cost is affine in the batch (every convolution,
+matrix product, normalisation and element-wise op of these networks; the weights' casts and the
+optimizer are the intercept). So it describes the step at any batch size, including ones this
+machine could never run; `trace_op_table` refuses a step whose operations change with the batch.
+
+Optimizer updates are marked: on CUDA ampgan steps Adam with the fused implementation (one pass
+over weights, gradients and moments), where the CPU runs foreach kernels, so each optimizer step also
+gets a row `cuda.fused_adam` with what the fused update moves, and a projection onto a GPU uses it
+instead of the traced kernels (`OpTable.on_cuda`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+from torch.utils.flop_counter import flop_registry
+
+from ampgan.bench.flops import kind_of
+from ampgan.errors import AmpganError
+from ampgan.training.step import train_step
+
+FORMAT = "ampgan-ops/1"
+FUSED_ADAM = "cuda.fused_adam"  # not traced: the update CUDA runs instead of the optimizer's traced kernels
+FUSED_ADAM_PASSES = 7
+# Multiples of 8, so that a matrix dimension that is the batch (a linear layer's rows) is aligned as it is
+# at the batch sizes people train at, and large enough for batch norm.
+TRACE_BATCH_SIZES = (8, 16)
+
+# Operations that allocate or relabel memory without a kernel over it.
+_NO_KERNEL = {"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "lift_fresh", "detach",
+              "alias", "set_", "resize_", "_local_scalar_dense", "sym_size", "sym_stride", "sym_numel"}
+
+
+@dataclass(frozen=True)
+class OpRecord:
+    """One operation as it ran: `weight` is how many of it one step runs (a cycle's average)."""
+
+    op: str  # "aten.convolution" (the overload packet)
+    unit: str  # "matrix" | "memory"
+    dtype: str  # the dtype a matrix op computes in ("float32", "bfloat16", "float16"); memory ops: their widest input
+    alignment: int  # the largest of 8, 4, 1 that divides every matrix dimension (tensor cores want 8 in 16 bit, 4 in tf32)
+    flops: float
+    bytes: float
+    optimizer: bool  # inside an optimizer's step()
+    weight: float = 1.0
+
+
+@dataclass(frozen=True)
+class OpRow:
+    """One operation of the op table: its cost at batch size B is intercept + slope x B."""
+
+    op: str
+    unit: str
+    dtype: str
+    alignment: int
+    flops: tuple[float, float]  # (intercept, slope)
+    bytes: tuple[float, float]
+    optimizer: bool
+    weight: float
+
+    def flops_at(self, batch_size: float) -> float:
+        return max(0.0, self.flops[0] + self.flops[1] * batch_size)
+
+    def bytes_at(self, batch_size: float) -> float:
+        return max(0.0, self.bytes[0] + self.bytes[1] * batch_size)
+
+    def to_list(self) -> list:
+        return [self.op, self.unit, self.dtype, self.alignment, list(self.flops), list(self.bytes), self.optimizer,
+                self.weight]
+
+    @classmethod
+    def from_list(cls, item: list) -> OpRow:
+        op, unit, dtype, alignment, flops, data, optimizer, weight = item
+        if unit not in ("matrix", "memory") or not isinstance(op, str) or not isinstance(dtype, str):
+            raise ValueError(f"not an op row: {item!r:.80}")
+        return cls(op, unit, dtype, int(alignment), (float(flops[0]), float(flops[1])), (float(data[0]), float(data[1])),
+                   bool(optimizer), float(weight))
+
+
+def _alignment(*dims: int) -> int:
+    for step in (8, 4):
+        if all(int(d) % step == 0 for d in dims):
+            return step
+    return 1
+
+
+def _matrix_dims(name: str, args) -> tuple[str, tuple[int, ...]]:
+    """(compute dtype, the dimensions tensor cores tile) of a matrix op."""
+    def shape(index):
+        value = args[index] if len(args) > index else None
+        return tuple(value.shape) if isinstance(value, torch.Tensor) else ()
+
+    if name == "convolution_backward":  # (grad_output, input, weight, ...)
+        weight, dtype = shape(2), args[0].dtype
+        return str(dtype).removeprefix("torch."), weight[:2]
+    if "convolution" in name:  # (input, weight, ...): out and in channels (either order when transposed)
+        return str(args[0].dtype).removeprefix("torch."), shape(1)[:2]
+    first = 1 if name in ("addmm", "baddbmm") else 0
+    a, b = shape(first), shape(first + 1)
+    dtype = args[first].dtype if isinstance(args[first], torch.Tensor) else torch.float32
+    return str(dtype).removeprefix("torch."), tuple(a[-2:]) + tuple(b[-1:])
+
+
+def _tensors(tree) -> list[torch.Tensor]:
+    leaves, _ = tree_flatten(tree)
+    return [leaf for leaf in leaves if isinstance(leaf, torch.Tensor)]
+
+
+def _bytes_of(tensors: list[torch.Tensor]) -> int:
+    seen, total = set(), 0
+    for tensor in tensors:
+        if id(tensor) in seen:
+            continue
+        seen.add(id(tensor))
+        total += tensor.numel() * tensor.element_size()
+    return total
+
+
+class _OpRecorder(TorchDispatchMode):
+    def __init__(self):
+        super().__init__()
+        self.records: list[OpRecord] = []
+        self.in_optimizer = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        packet = func._overloadpacket
+        name = str(packet).rsplit(".", 1)[-1]
+        if not str(packet).startswith("aten.") or func.is_view or name in _NO_KERNEL:
+            return out
+        inputs, outputs = _tensors((args, kwargs)), _tensors(out)
+        if kind_of(str(packet)) == "other":
+            widest = max((t for t in inputs if t.is_floating_point()), key=lambda t: t.element_size(), default=None)
+            dtype, alignment, unit = (str(widest.dtype).removeprefix("torch.") if widest is not None else "none"), 1, "memory"
+        else:
+            dtype, dims = _matrix_dims(name, args)
+            alignment, unit = _alignment(*dims), "matrix"
+        flops = float(flop_registry[packet](*args, **kwargs, out_val=out)) if packet in flop_registry else 0.0
+        self.records.append(OpRecord(op=str(packet), unit=unit, dtype=dtype, alignment=alignment, flops=flops,
+                                     bytes=float(_bytes_of(inputs + outputs)), optimizer=self.in_optimizer > 0))
+        return out
+
+
+def record_ops(run: Callable[[], object]) -> list[OpRecord]:
+    """Every kernel-launching operation `run` dispatches, in order (it runs once, for real)."""
+    recorder = _OpRecorder()
+
+    def enter(optimizer, *_):
+        recorder.in_optimizer += 1
+        stepped = [p for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
+        if stepped:  # what the fused update would move: read weight, gradient, 2 moments; write 3
+            moved = sum(p.numel() * p.element_size() for p in stepped) * FUSED_ADAM_PASSES
+            recorder.records.append(OpRecord(op=FUSED_ADAM, unit="memory", dtype="float32", alignment=1, flops=0.0,
+                                             bytes=float(moved), optimizer=True))
+
+    def leave(*_):
+        recorder.in_optimizer -= 1
+
+    handles = [register_optimizer_step_pre_hook(enter), register_optimizer_step_post_hook(leave)]
+    try:
+        with recorder:
+            run()
+    finally:
+        for handle in handles:
+            handle.remove()
+    return recorder.records
+
+
+def affine_rows(small: list[OpRecord], large: list[OpRecord], small_batch: int, large_batch: int) -> list[OpRow]:
+    """Op rows from the same step traced at two batch sizes (operation for operation), merged where
+    identical. Raises AmpganError when the two traces are not the same operations in the same order."""
+    same = len(small) == len(large) and all(
+        (a.op, a.unit, a.dtype, a.optimizer, a.weight) == (b.op, b.unit, b.dtype, b.optimizer, b.weight)
+        for a, b in zip(small, large))
+    if not same:
+        raise AmpganError(f"the training step runs different operations at batch {small_batch} and {large_batch} "
+                          f"({len(small)} against {len(large)}): its cost cannot be written as a function of the "
+                          "batch size, so it is not projected")
+    merged: dict[tuple, float] = {}
+    span = large_batch - small_batch
+    for a, b in zip(small, large):
+        flop_slope = (b.flops - a.flops) / span
+        byte_slope = (b.bytes - a.bytes) / span
+        key = (a.op, a.unit, a.dtype, min(a.alignment, b.alignment),
+               (a.flops - flop_slope * small_batch, flop_slope), (a.bytes - byte_slope * small_batch, byte_slope),
+               a.optimizer)
+        merged[key] = merged.get(key, 0.0) + a.weight
+    return [OpRow(*key, weight=weight) for key, weight in merged.items()]
+
+
+@dataclass(frozen=True)
+class OpTable:
+    """One precision's step as op rows, with what it was traced on."""
+
+    precision: str
+    rows: tuple[OpRow, ...]
+    traced_at: tuple[int, int]
+    device: str  # where the trace ran ("cpu")
+
+    def flops_at(self, batch_size: float, unit: str | None = None) -> float:
+        return sum(r.flops_at(batch_size) * r.weight for r in self.rows if unit is None or r.unit == unit)
+
+    def bytes_at(self, batch_size: float) -> float:
+        return sum(r.bytes_at(batch_size) * r.weight for r in self.rows)
+
+    def kernels(self) -> float:
+        return sum(r.weight for r in self.rows)
+
+    def on_cuda(self) -> tuple[OpRow, ...]:
+        """The rows a CUDA step runs: the traced optimizer kernels replaced by the fused update."""
+        return tuple(r for r in self.rows if not r.optimizer or r.op == FUSED_ADAM)
+
+    def on_this_device(self) -> tuple[OpRow, ...]:
+        """The rows as traced (without the fused update that only CUDA runs)."""
+        return tuple(r for r in self.rows if r.op != FUSED_ADAM)
+
+    def to_dict(self) -> dict:
+        return {"format": FORMAT, "precision": self.precision, "traced_at": list(self.traced_at),
+                "device": self.device,
+                "columns": ["op", "unit", "dtype", "alignment", "flops", "bytes", "optimizer", "weight"],
+                "rows": [r.to_list() for r in self.rows]}
+
+    @classmethod
+    def from_dict(cls, document: dict) -> OpTable:
+        """Raises ValueError naming what is wrong with a table read back from a file."""
+        if not isinstance(document, dict) or document.get("format") != FORMAT:
+            raise ValueError(f"not an op table (format {document.get('format') if isinstance(document, dict) else None!r})")
+        rows = document.get("rows")
+        if not isinstance(rows, list) or not rows:
+            raise ValueError("an op table without rows")
+        try:
+            parsed = tuple(OpRow.from_list(item) for item in rows)
+            traced_at = tuple(int(b) for b in document["traced_at"])
+        except (TypeError, ValueError, KeyError, IndexError) as error:
+            raise ValueError(f"a damaged op table: {error}") from None
+        return cls(precision=str(document.get("precision")), rows=parsed, traced_at=traced_at,
+                   device=str(document.get("device")))
+
+
+def trace_cycle(timer, batch: tuple[torch.Tensor, torch.Tensor]) -> list[OpRecord] | None:
+    """One cycle of a StepTimer's GAN on `batch` (every kind of step once, weighted by its share),
+    traced on the eager modules. None when the loss scaler skipped an update in it (an fp16 overflow:
+    that step runs no optimizer, which is not the step a run spends its time in)."""
+    records: list[OpRecord] = []
+    skipped = False
+    with timer.state.eager() as state:
+        for before, count in timer.step_kinds:
+            state.step = before
+            metrics = {}
+
+            def step(metrics=metrics):
+                metrics.update(train_step(state, lambda: batch))
+
+            for record in record_ops(step):
+                records.append(OpRecord(**{**record.__dict__, "weight": count / timer.cycle_steps}))
+            skipped |= any(bool(v) for name, v in metrics.items() if name.startswith("skipped"))
+    return None if skipped else records
+
+
+# fp16's dynamic scale starts at 2^16 and halves at each overflow; the first update that is not skipped
+# also creates Adam's moments, so a trace is kept once two cycles in a row ran the same operations.
+MAX_TRACE_ATTEMPTS = 16
+
+
+def _settled_trace(timer, batch, precision: str) -> list[OpRecord]:
+    previous = None
+    for _ in range(MAX_TRACE_ATTEMPTS):
+        records = trace_cycle(timer, batch)
+        if records is not None and previous is not None and [r.op for r in records] == [r.op for r in previous]:
+            return records
+        previous = records
+    raise AmpganError(f"the {precision} step did not settle into the same operations in {MAX_TRACE_ATTEMPTS} steps "
+                      f"at batch {len(batch[0])} (the loss scaler kept skipping updates): its step is not traced")
+
+
+def trace_op_table(make_timer: Callable[[int], object], precision: str,
+                   batch_sizes: tuple[int, int] = TRACE_BATCH_SIZES) -> OpTable:
+    """The op table of one precision's step: `make_timer(batch_size)` gives a StepTimer with a
+    resident batch of the larger size; the smaller batch is its first images."""
+    small, large = sorted(batch_sizes)
+    timer = make_timer(large)
+    real, labels = timer.resident_batch()
+    traces = [_settled_trace(timer, (real[:size], labels[:size]), precision) for size in (small, large)]
+    rows = affine_rows(traces[0], traces[1], small, large)
+    return OpTable(precision=precision, rows=tuple(rows), traced_at=(small, large), device=timer.device.type)

@@ -1,0 +1,61 @@
+"""`ampgan project`: what the measured GAN's step would take on GPUs this machine does not have."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from ampgan.cli.options import IntList, NameList
+from ampgan.errors import AmpganError
+
+
+@click.command("project")
+@click.argument("results", type=click.Path(path_type=Path))
+@click.option("--devices", type=NameList(), default=None,
+              help="GPUs from src/ampgan/system/gpus.csv, comma-separated (default T4,P100,V100,A100,L4,H100,H200).")
+@click.option("--batch-sizes", type=IntList(), default=None,
+              help="Batch sizes to project, any size (default: the bench's).")
+@click.option("--prices", type=click.Path(path_type=Path), default=None,
+              help="Your own price catalog CSV for the cost column (default: the built-in one).")
+@click.option("--out", type=click.Path(path_type=Path), default=None,
+              help="Output folder (default: projection/ beside the results).")
+@click.option("--overwrite", is_flag=True, help="Replace an existing, non-empty output folder.")
+@click.option("--json", "as_json", is_flag=True, help="Print the rows as one JSON object instead of the table.")
+def command(results, devices, batch_sizes, prices, out, overwrite, as_json) -> None:
+    """Project ms per step and cost per precision onto datasheet GPUs (a roofline over the step's
+    operations, traced with the bench): PROJECTED, never measured, with its band."""
+    from ampgan.bench.output import load_results
+    from ampgan.cost.catalog import load_catalog
+    from ampgan.projection.assumptions import (
+        launch_assumption,
+        measure_dispatch_seconds,
+    )
+    from ampgan.projection.document import DEFAULT_DEVICES, build_projection
+    from ampgan.projection.output import write_projection
+    from ampgan.projection.tables import op_tables_of
+    from ampgan.runs.claim import claimed_folder
+    from ampgan.system.gpus import gpu_spec
+
+    path = Path(results)
+    if path.is_dir():
+        path = next((p for p in (path / "results.json", path / "bench" / "results.json") if p.is_file()), path / "results.json")
+    document = load_results(path)
+    gpus = [gpu_spec(name) for name in (devices.split(",") if devices else DEFAULT_DEVICES)]
+    sizes = list(batch_sizes or document["spec"].get("batch_sizes") or [])
+    if not sizes:
+        raise AmpganError(f"{path} names no batch sizes: give --batch-sizes")
+    tables = op_tables_of(document, path, log=lambda line: click.echo(line, err=True))
+    catalog = load_catalog(prices)
+    launch = launch_assumption(measure_dispatch_seconds(), document.get("environment", {}).get("hardware_summary", "this machine"))
+    projection = build_projection(document, tables, gpus, sizes, launch, catalog,
+                                  str(prices) if prices else "ampgan's built-in catalog (src/ampgan/cost/prices.csv)")
+    target = out or path.parent / "projection"
+    with claimed_folder(target, overwrite):
+        text = write_projection(projection, target)
+    if as_json:
+        click.echo(json.dumps({"projection": str(target / "projection.json"), "rows": projection["rows"]}))
+    else:
+        click.echo(text)
+        click.echo(f"projection: {target / 'projection.json'} (PROJECTED, not measured)")

@@ -1,0 +1,1 @@
+"""Hardware this machine is not: the step's op table projected onto datasheet GPUs by a roofline."""

@@ -1,0 +1,215 @@
+"""`ampgan project`: bench results -> projected ms per step and cost per GPU, precision and batch size.
+
+Measure (the op tables, traced with the bench) -> roofline (pure) -> this document -> render. Every
+row says it is projected, what bounds it, its band, and which datasheet row and op table it rests
+on; the measured rows of this machine sit beside it, labelled measured.
+"""
+
+from __future__ import annotations
+
+from ampgan.bench.ops import OpTable
+from ampgan.cost.arithmetic import cost_of_batches
+from ampgan.cost.catalog import Instance
+from ampgan.errors import AmpganError
+from ampgan.precisions import BASELINE, in_order
+from ampgan.precisions import precision as precision_mode
+from ampgan.projection.assumptions import all_assumptions, efficiency_points
+from ampgan.projection.roofline import step_time
+from ampgan.system.gpus import GpuSpec
+
+FORMAT = "ampgan-projection/1"
+DEFAULT_DEVICES = ("T4", "P100", "V100", "A100", "L4", "H100", "H200")
+PROJECTED_PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
+BATCHES_COSTED = 1e6  # the study's
+_NUMBER = (int, float)
+# What a reader of projection.json relies on (files/schema.py): the report's section reads these.
+ROW_SHAPE = {"device": str, "precision": str, "batch_size": int, "status": str, "projected": bool,
+             "?ms_per_step": _NUMBER, "?ms_low": _NUMBER, "?ms_high": _NUMBER, "?speedup": _NUMBER,
+             "?speedup_low": _NUMBER, "?speedup_high": _NUMBER, "?bound": str,
+             "?cost": {"fast": _NUMBER, "mid": _NUMBER, "slow": _NUMBER}}
+DOCUMENT_SHAPE = {"format": str, "model": (str, None), "traced_on": (str, None), "rows": [ROW_SHAPE]}
+
+
+def table_for(precision: str, tables: dict[str, OpTable]) -> tuple[OpTable | None, str]:
+    """The op table that describes `precision`'s step, and how: tf32 runs fp32's operations (only the
+    matrix unit differs); fp16 and bf16 move the same bytes, so one stands in for the other."""
+    if precision in tables:
+        return tables[precision], f"op table traced in {precision}"
+    stand_in = {"tf32": "fp32", "fp16": "bf16", "bf16": "fp16"}.get(precision)
+    if stand_in in tables:
+        return tables[stand_in], f"{stand_in}'s op table (the same operations and bytes as {precision})"
+    return None, f"no op table for {precision} or a stand-in"
+
+
+def unsupported_reason(gpu: GpuSpec, precision: str) -> str | None:
+    reason = precision_mode(precision).unavailable_reason("cuda", gpu.cuda_capability)
+    if reason:
+        return reason
+    if precision == "tf32" and not gpu.peak_tflops.get("tf32"):
+        return "no TF32 tensor cores"
+    return None
+
+
+def cheapest_instance(catalog: list[Instance] | None, gpu: GpuSpec) -> Instance | None:
+    """The cheapest catalog instance per GPU whose hardware is this GPU."""
+    matching = [i for i in catalog or () if i.matches_hardware(gpu.name)]
+    return min(matching, key=lambda i: i.price_per_hour / max(1, i.gpu_count), default=None)
+
+
+def project(tables: dict[str, OpTable], gpus: list[GpuSpec], batch_sizes: list[int], launch, *,
+            precisions: tuple[str, ...] = PROJECTED_PRECISIONS, catalog: list[Instance] | None = None) -> list[dict]:
+    """One row per GPU x precision x batch size: the projected ms per step at the band's three
+    points, its bound, its speedup over fp32 and the cost of the study's 1M batches."""
+    points = efficiency_points(launch)
+    rows = []
+    for gpu in gpus:
+        instance = cheapest_instance(catalog, gpu)
+        price = instance.price_per_hour / max(1, instance.gpu_count) if instance else None
+        for batch_size in batch_sizes:
+            baseline = None
+            for name in precisions:
+                row = {"device": gpu.key, "precision": name, "batch_size": batch_size, "projected": True}
+                table, table_note = table_for(name, tables)
+                reason = unsupported_reason(gpu, name) or (None if table else table_note)
+                if reason:
+                    rows.append({**row, "status": "not projected", "reason": reason})
+                    continue
+                timed = {point: step_time(table.on_cuda(), batch_size, gpu, name, efficiency)
+                         for point, efficiency in points.items()}
+                ms = {point: t.seconds * 1e3 for point, t in timed.items()}
+                mid = timed["mid"]
+                row.update({
+                    "status": "ok", "ms_per_step": ms["mid"], "ms_low": ms["fast"], "ms_high": ms["slow"],
+                    "bound": mid.bound, "seconds_by_bound": mid.by_bound, "tensor_flops_share": mid.tensor_flops_share,
+                    "kernels": mid.kernels, "flops_per_step": table.flops_at(batch_size),
+                    "bytes_per_step": sum(r.bytes_at(batch_size) * r.weight for r in table.on_cuda()),
+                    "source": f"roofline: {gpu.key} datasheet row ({gpu.source}); {table_note}, traced on "
+                              f"{table.device} at batch {table.traced_at[0]} and {table.traced_at[1]}",
+                })
+                if name == BASELINE:
+                    baseline = timed
+                if baseline is not None:
+                    # The same assumptions at both ends: a fast GPU is fast in every precision.
+                    ratios = [baseline[p].seconds / timed[p].seconds for p in points]
+                    row.update({"speedup": ratios[1], "speedup_low": min(ratios), "speedup_high": max(ratios)})
+                if price is not None:
+                    row["cost"] = {point: cost_of_batches(ms[point] / 1e3, BATCHES_COSTED, price)["cost"]
+                                   for point in ("fast", "mid", "slow")}
+                    row["instance"] = f"{instance.label} ({instance.price_per_hour:g} {instance.currency}/h, " \
+                                      f"{instance.date}, {instance.source})"
+                rows.append(row)
+    return rows
+
+
+def gpu_of_instance(instance: Instance, gpus: list[GpuSpec]) -> GpuSpec | None:
+    """The table's row for an instance's GPU: the row its hardware names exactly, else the first whose
+    device name it matches ('A100-40GB' -> the A100 SXM 40 GB row)."""
+    exact = [gpu for gpu in gpus if gpu.key.lower() == instance.hardware.lower()]
+    return (exact or [gpu for gpu in gpus if instance.matches_hardware(gpu.name)] or [None])[0]
+
+
+def as_bench_document(results: dict, tables: dict[str, OpTable], gpu: GpuSpec, launch) -> tuple[dict, str]:
+    """The projection onto one GPU at the results' batch sizes, shaped as bench results (each
+    precision's mid time as its median, the band as the speedup's interval) for `ampgan cost`; and
+    one line saying how it was made."""
+    sizes = sorted({c["batch_size"] for c in results.get("configs", [])}) or list(results["spec"]["batch_sizes"])
+    rows = [r for r in project(tables, [gpu], sizes, launch) if r["status"] == "ok"]
+    if not rows:
+        raise AmpganError(f"nothing of these results can be projected onto {gpu.key}")
+    configs = [{"batch_size": r["batch_size"], "precision": r["precision"], "status": "ok",
+                "stats": {"median_s": r["ms_per_step"] / 1e3}} for r in rows]
+    speedups = [{"batch_size": r["batch_size"], "precision": r["precision"], "baseline": BASELINE,
+                 "estimate": r["speedup"], "low": r["speedup_low"], "high": r["speedup_high"]}
+                for r in rows if r["precision"] != BASELINE and "speedup" in r]
+    traced = next(iter(tables.values()))
+    how = (f"a roofline over the step's operations onto {gpu.name} (datasheet row {gpu.key}), op tables traced on "
+           f"{results.get('environment', {}).get('hardware_summary', traced.device)}; see 'ampgan project' for the band")
+    return {**results, "configs": configs, "speedups": speedups}, how
+
+
+def measured_rows(results: dict) -> list[dict]:
+    """This machine's measured ms per step (the bench's medians), labelled measured."""
+    device = results.get("environment", {}).get("hardware_summary") or results.get("hardware", {}).get("name")
+    return [{"device": device, "precision": c["precision"], "batch_size": c["batch_size"], "projected": False,
+             "ms_per_step": c["stats"]["median_s"] * 1e3, "source": "measured by ampgan bench on this machine"}
+            for c in results.get("configs", []) if c.get("stats")]
+
+
+def build_projection(results: dict, tables: dict[str, OpTable], gpus: list[GpuSpec], batch_sizes: list[int], launch,
+                     catalog: list[Instance] | None, catalog_source: str | None) -> dict:
+    if not tables:
+        raise AmpganError("no op table to project from: re-run 'ampgan bench' (it traces the step's operations)")
+    rows = project(tables, gpus, batch_sizes, launch, catalog=catalog)
+    spec = results.get("spec", {})
+    return {
+        "format": FORMAT,
+        "what": "PROJECTED times and costs (a roofline over the step's operations), not measurements",
+        "model": spec.get("model"), "model_options": spec.get("model_options", {}), "dataset": spec.get("dataset"),
+        "traced_on": results.get("environment", {}).get("hardware_summary"),
+        "software": results.get("environment", {}).get("versions", {}),
+        "batches_costed": BATCHES_COSTED, "price_catalog": catalog_source,
+        "devices": [gpu.to_dict() for gpu in gpus],
+        "assumptions": all_assumptions(launch),
+        "op_tables": {name: {"kernels": t.kernels(), "traced_at": list(t.traced_at), "rows": len(t.rows)}
+                      for name, t in tables.items()},
+        "rows": rows,
+        "measured_here": measured_rows(results),
+    }
+
+
+def _band(low: float, mid: float, high: float, digits: int = 0) -> str:
+    return f"{mid:.{digits}f} [{low:.{digits}f}-{high:.{digits}f}]"
+
+
+def table_text(document: dict) -> str:
+    """The projection as a Markdown table, measured rows of this machine after it."""
+    lines = [(f"**Projected, not measured** (roofline over the step's operations; model {document['model']}, traced "
+              f"on {document['traced_on']}). ms per step and cost of {document['batches_costed']:.0e} batches, "
+              "mid [fast-slow] of the assumptions' band."), "",
+             "| GPU | batch | precision | ms per step | speedup over fp32 | bound | tensor-core share | cost |",
+             "|---|---:|---|---:|---:|---|---:|---:|"]
+    for row in document["rows"]:
+        if row["status"] != "ok":
+            continue
+        speedup = _band(row["speedup_low"], row["speedup"], row["speedup_high"], 2) + "x" if "speedup" in row else "-"
+        cost = _band(row["cost"]["fast"], row["cost"]["mid"], row["cost"]["slow"]) if "cost" in row else "no price"
+        lines.append(f"| {row['device']} | {row['batch_size']} | {row['precision']} | "
+                     f"{_band(row['ms_low'], row['ms_per_step'], row['ms_high'], 1)} | {speedup} | {row['bound']} | "
+                     f"{row['tensor_flops_share']:.0%} | {cost} |")
+    skipped = sorted({f"{r['device']} {r['precision']}: {r['reason']}" for r in document["rows"] if r["status"] != "ok"})
+    if skipped:
+        lines += ["", "Not projected: " + "; ".join(skipped) + "."]
+    if document["measured_here"]:
+        lines += ["", f"Measured on this machine ({document['traced_on']}):", "",
+                  "| batch | precision | ms per step (measured) |", "|---:|---|---:|"]
+        for row in sorted(document["measured_here"], key=lambda r: (r["batch_size"], in_order([r["precision"]]))):
+            lines.append(f"| {row['batch_size']} | {row['precision']} | {row['ms_per_step']:.1f} |")
+    lines += ["", "Assumptions:"] + [f"- {a['name']}: {a['low']:g}-{a['high']:g} {a['unit']} ({a['source']})"
+                                     for a in document["assumptions"]]
+    return "\n".join(lines)
+
+
+def fastest_mixed(rows: list[dict], device: str, batch_size: int) -> tuple[dict, dict] | None:
+    """(fp32's row, the mixed mode's row with the largest projected speedup) of one GPU at one batch."""
+    mine = {r["precision"]: r for r in rows if r.get("status") == "ok" and r["device"] == device
+            and r["batch_size"] == batch_size}
+    mixed = [mine[name] for name in ("bf16", "fp16") if name in mine and "speedup" in mine[name]]
+    if BASELINE not in mine or not mixed:
+        return None
+    return mine[BASELINE], max(mixed, key=lambda r: r["speedup"])
+
+
+def summary_line(document: dict, devices: tuple[str, ...] = ("T4", "V100", "A100", "H100")) -> str | None:
+    """One sentence for a verdict: per batch size, each GPU's fastest mixed mode over fp32, PROJECTED."""
+    parts = []
+    for batch_size in sorted({r["batch_size"] for r in document["rows"]}):
+        found = [(d, fastest_mixed(document["rows"], d, batch_size)) for d in devices]
+        cells = [f"{d} {best['precision']} {best['speedup']:.2f}x [{best['speedup_low']:.2f}-{best['speedup_high']:.2f}]"
+                 for d, pair in found if pair for best in pair[1:]]
+        if cells:
+            parts.append(f"at batch {batch_size} " + ", ".join(cells))
+    if not parts:
+        return None
+    return ("On GPUs this machine does not have, PROJECTED (a roofline over this step's operations and the "
+            "datasheets, not measured), the fastest mixed mode over fp32: " + "; ".join(parts)
+            + " (report section 'On other hardware').")

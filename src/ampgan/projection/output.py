@@ -1,0 +1,101 @@
+"""Writing a projection: projection.json (one row per GPU x precision x batch), projection.csv,
+projection.md and the figure, every one of them saying PROJECTED."""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+
+from ampgan.files.atomic import write_atomically, write_json_atomically
+from ampgan.plotting import precision_colour, pyplot, save_figure
+from ampgan.projection.document import table_text
+
+CSV_COLUMNS = ["device", "precision", "batch_size", "status", "ms_per_step", "ms_low", "ms_high", "speedup",
+               "speedup_low", "speedup_high", "bound", "tensor_flops_share", "cost_mid", "cost_low", "cost_high",
+               "reason", "source"]
+
+
+def _csv_row(row: dict) -> dict:
+    out = {column: row.get(column, "") for column in CSV_COLUMNS}
+    if "cost" in row:
+        out.update(cost_mid=row["cost"]["mid"], cost_low=row["cost"]["fast"], cost_high=row["cost"]["slow"])
+    return out
+
+
+def footer(document: dict) -> str:
+    software = document.get("software", {})
+    return (f"PROJECTED (roofline over the step's operations), not measured | model {document['model']} "
+            f"{document.get('model_options') or ''} on {document.get('dataset')} | op tables traced on "
+            f"{document['traced_on']} | torch {software.get('torch', '?')}, ampgan {software.get('ampgan', '?')} | "
+            "peaks and bandwidths: NVIDIA datasheets (src/ampgan/system/gpus.csv); band: the assumptions' range")
+
+
+def write_projection(document: dict, out: Path) -> str:
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    write_json_atomically(out / "projection.json", document)
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=CSV_COLUMNS)
+    writer.writeheader()
+    writer.writerows(_csv_row(r) for r in document["rows"])
+    write_atomically(out / "projection.csv", lambda stream: stream.write(buffer.getvalue().encode()))
+    text = table_text(document)
+    write_atomically(out / "projection.md", lambda stream: stream.write((text + "\n").encode()))
+    figure(document, out / "fig_projection.png")
+    return text
+
+
+def figure(document: dict, path: Path) -> Path | None:
+    """Left: projected ms per step against batch size, per GPU, fp32 solid and the fastest mixed mode
+    dashed, the band shaded. Right: the projected speedup of each mode over fp32 at the largest batch."""
+    rows = [r for r in document["rows"] if r["status"] == "ok"]
+    if not rows:
+        return None
+    plt = pyplot()
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.6))
+    devices = list(dict.fromkeys(r["device"] for r in rows))
+    colours = plt.get_cmap("tab10")
+    for index, device in enumerate(devices):
+        mine = [r for r in rows if r["device"] == device]
+        for name, style in (("fp32", "-"), (_fastest_mixed(mine), "--")):
+            line = sorted((r for r in mine if r["precision"] == name), key=lambda r: r["batch_size"])
+            if not name or not line:
+                continue
+            xs = [r["batch_size"] for r in line]
+            left.plot(xs, [r["ms_per_step"] for r in line], style, marker="o", markersize=3, color=colours(index % 10),
+                      label=f"{device} {name}")
+    sizes = sorted({r["batch_size"] for r in rows})
+    left.set(xscale="log", yscale="log", xlabel="batch size", ylabel="ms per step (projected, mid of the band)",
+             title="Projected time per batch (fp32 solid, fastest mixed mode dashed)")
+    left.set_xticks(sizes, [str(size) for size in sizes])
+    left.minorticks_off()
+    left.legend(fontsize=6, ncol=2)
+    largest = max(r["batch_size"] for r in rows)
+    at_largest = [r for r in rows if r["batch_size"] == largest and "speedup" in r and r["precision"] != "fp32"]
+    names = sorted({r["precision"] for r in at_largest}, key=["tf32", "bf16", "fp16"].index)
+    width = 0.8 / max(1, len(names))
+    for offset, name in enumerate(names):
+        xs, ys, errors = [], [], [[], []]
+        for index, device in enumerate(devices):
+            match = [r for r in at_largest if r["device"] == device and r["precision"] == name]
+            if match:
+                r = match[0]
+                xs.append(index + offset * width)
+                ys.append(r["speedup"])
+                errors[0].append(r["speedup"] - r["speedup_low"])
+                errors[1].append(r["speedup_high"] - r["speedup"])
+        right.bar(xs, ys, width, yerr=errors, capsize=2, color=precision_colour(name), label=name)
+    right.axhline(1.0, color="#444444", linewidth=0.8)
+    right.set_xticks([i + width * (len(names) - 1) / 2 for i in range(len(devices))], devices, fontsize=7)
+    right.set(ylabel="speedup over fp32 (projected)", title=f"Projected speedup at batch {largest}")
+    right.legend(fontsize=7)
+    fig.suptitle(f"PROJECTED, not measured: {document['model']} on GPUs this machine does not have", fontsize=10)
+    return save_figure(fig, path, footer(document))
+
+
+def _fastest_mixed(rows: list[dict]) -> str | None:
+    """The mixed mode with the lowest projected time at the largest batch, for the left panel."""
+    largest = max(r["batch_size"] for r in rows)
+    mixed = [r for r in rows if r["batch_size"] == largest and r["precision"] in ("bf16", "fp16")]
+    return min(mixed, key=lambda r: r["ms_per_step"])["precision"] if mixed else None

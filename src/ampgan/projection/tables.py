@@ -1,0 +1,49 @@
+"""The op tables a projection rests on: read back from bench results and checked, or traced here from
+the results' own config when the results predate them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from ampgan.bench.harness import BenchSpec, trace_op_tables
+from ampgan.bench.ops import OpTable
+from ampgan.config import TrainConfig
+from ampgan.data import load_dataset
+from ampgan.errors import AmpganError, ConfigError
+
+
+def op_tables_of(results: dict, path: Path, log=lambda line: None) -> dict[str, OpTable]:
+    """{precision: OpTable} of a bench results document; one error line for a damaged table."""
+    stored = results.get("op_tables")
+    if stored is None:
+        log(f"{path} has no op tables (a bench from before ampgan traced the step's operations): tracing the "
+            "step here from the results' config")
+        stored = _trace_from_config(results, path, log)
+    if not isinstance(stored, dict):
+        raise AmpganError(f"{path}: op_tables is not a mapping: re-run 'ampgan bench'")
+    if not stored:
+        failed = "; ".join(f"{f.get('precision')}: {f.get('reason')}" for f in results.get("op_tables_failed") or [])
+        raise AmpganError(f"{path} has no op tables to project from (tracing failed: {failed or 'no reason recorded'})")
+    tables = {}
+    for name, table in stored.items():
+        try:
+            tables[name] = OpTable.from_dict(table)
+        except ValueError as error:
+            raise AmpganError(f"{path}: the {name} op table is damaged ({error}): re-run 'ampgan bench'") from None
+    return tables
+
+
+def _trace_from_config(results: dict, path: Path, log) -> dict:
+    try:
+        config = TrainConfig.from_dict(results["spec"]["config"])
+    except (KeyError, TypeError, ConfigError) as error:
+        raise AmpganError(f"{path} has neither op tables nor a config to trace them from ({error}): re-run "
+                          "'ampgan bench'") from None
+    dataset = load_dataset(config.data, seed=config.seed)
+    traced = trace_op_tables(BenchSpec(base=config), dataset, torch.device("cpu"), log)
+    if not traced["op_tables"]:
+        reasons = "; ".join(f"{f['precision']}: {f['reason']}" for f in traced["op_tables_failed"])
+        raise AmpganError(f"cannot trace the step of {path}'s model ({reasons})")
+    return traced["op_tables"]

@@ -1,0 +1,68 @@
+"""NVIDIA GPUs as their datasheets describe them: peak rates per precision, memory bandwidth, sources.
+
+One table (gpus.csv beside this file) serves the bench's "% of peak" column and the projection onto
+GPUs this machine does not have. Rates are dense (no 2:4 sparsity); the fp16/bf16/tf32 rates are
+tensor-core rates, except on a GPU whose fp16_units is "half2" (the P100): its fp16 figure is packed
+half-precision arithmetic that also accumulates in fp16, which autocast's matrix products (fp32
+accumulation) do not use. Each row names the datasheet and how it was checked.
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+
+from ampgan.errors import AmpganError
+
+
+@dataclass(frozen=True)
+class GpuSpec:
+    key: str  # as device names and the price catalog spell it: "T4", "A100-80GB", "H100 PCIe"
+    name: str  # as torch.cuda.get_device_name spells it (the price catalog matches on it)
+    peak_tflops: dict[str, float | None]  # precision -> dense peak; None: no fast path in that precision
+    fp16_units: str  # "tensor" or "half2"
+    bandwidth_gbs: float
+    memory_gib: float
+    cuda_capability: tuple[int, int]
+    source: str
+    checked: str
+
+    @property
+    def tensor_cores(self) -> bool:
+        return self.fp16_units == "tensor"
+
+    def to_dict(self) -> dict:
+        return {"key": self.key, "name": self.name, "peak_tflops": dict(self.peak_tflops),
+                "fp16_units": self.fp16_units, "bandwidth_gbs": self.bandwidth_gbs, "memory_gib": self.memory_gib,
+                "cuda_capability": list(self.cuda_capability), "source": self.source, "checked": self.checked}
+
+
+def _number(text: str) -> float | None:
+    return float(text) if text.strip() else None
+
+
+@lru_cache(maxsize=1)
+def gpu_table() -> dict[str, GpuSpec]:
+    """Every row of gpus.csv by key, in the file's order."""
+    text = resources.files("ampgan.system").joinpath("gpus.csv").read_text(encoding="utf-8")
+    table = {}
+    for row in csv.DictReader(text.splitlines()):
+        major, minor = row["cuda_capability"].split(".")
+        table[row["key"]] = GpuSpec(
+            key=row["key"], name=row["name"],
+            peak_tflops={name: _number(row[f"{name}_tflops"]) for name in ("fp32", "tf32", "bf16", "fp16")},
+            fp16_units=row["fp16_units"], bandwidth_gbs=float(row["bandwidth_gbs"]),
+            memory_gib=float(row["memory_gib"]), cuda_capability=(int(major), int(minor)),
+            source=row["source"], checked=row["checked"])
+    return table
+
+
+def gpu_spec(key: str) -> GpuSpec:
+    """The row called `key` (case-insensitive); one error line listing the table otherwise."""
+    table = gpu_table()
+    for name, spec in table.items():
+        if name.lower() == key.strip().lower():
+            return spec
+    raise AmpganError(f"unknown GPU {key!r}: choose from {', '.join(table)} (the table is src/ampgan/system/gpus.csv)")

@@ -1,0 +1,196 @@
+"""The projection onto GPUs this machine does not have: the roofline arithmetic against hand-computed
+cases, the op table of a real step, and `ampgan project` end to end with its failure modes."""
+
+import json
+
+import pytest
+import torch
+from conftest import run_cli
+from torch import nn
+
+from ampgan.bench.ops import OpRecord, OpRow, OpTable, affine_rows, record_ops
+from ampgan.errors import AmpganError
+from ampgan.projection.roofline import Efficiency, op_time, step_time
+from ampgan.system.gpus import GpuSpec, gpu_spec, gpu_table
+
+pytestmark = pytest.mark.real_op_trace
+
+TENSOR_GPU = GpuSpec(key="X", name="Test X", peak_tflops={"fp32": 10.0, "tf32": 40.0, "bf16": 100.0, "fp16": 100.0},
+                     fp16_units="tensor", bandwidth_gbs=1000.0, memory_gib=16, cuda_capability=(8, 0), source="test",
+                     checked="test")
+HALF2_GPU = GpuSpec(key="P", name="Test P", peak_tflops={"fp32": 10.0, "tf32": None, "bf16": None, "fp16": 20.0},
+                    fp16_units="half2", bandwidth_gbs=1000.0, memory_gib=16, cuda_capability=(6, 0), source="test",
+                    checked="test")
+IDEAL = Efficiency(tensor=0.5, fp32=1.0, bandwidth=0.8, launch_s=0.0)
+N = 4096
+MATMUL_FLOPS = 2.0 * N**3  # 1.374e11
+
+
+def row(op="aten.mm", unit="matrix", dtype="float16", alignment=8, flops=MATMUL_FLOPS, data=3.0 * N * N * 2, weight=1.0,
+        flops_slope=0.0, bytes_slope=0.0):
+    return OpRow(op, unit, dtype, alignment, (flops, flops_slope), (data, bytes_slope), False, weight)
+
+
+def test_an_aligned_half_matmul_runs_on_tensor_cores_at_their_attainable_rate():
+    timed = op_time(row(), 1, TENSOR_GPU, "fp16", IDEAL)
+    # 1.374e11 FLOP / (100 TFLOP/s x 0.5) = 2.749 ms; its 100.7 MB at 800 GB/s take 0.126 ms
+    assert timed.unit == "tensor" and timed.bound == "compute"
+    assert timed.seconds == pytest.approx(MATMUL_FLOPS / 50e12)
+    assert timed.memory_s == pytest.approx(3 * N * N * 2 / 800e9)
+
+
+def test_misaligned_or_fp32_or_tensorless_matrix_work_runs_at_the_fp32_rate():
+    fp32_time = MATMUL_FLOPS / 10e12  # 13.7 ms at 100% of 10 TFLOP/s
+    assert op_time(row(alignment=1), 1, TENSOR_GPU, "fp16", IDEAL).seconds == pytest.approx(fp32_time)
+    assert op_time(row(dtype="float32"), 1, TENSOR_GPU, "fp16", IDEAL).seconds == pytest.approx(fp32_time)
+    assert op_time(row(dtype="float32"), 1, TENSOR_GPU, "fp32", IDEAL).seconds == pytest.approx(fp32_time)
+    # A P100's 20 TFLOP/s of fp16 is half2 arithmetic that autocast's fp32-accumulating products do not use
+    assert op_time(row(), 1, HALF2_GPU, "fp16", IDEAL).seconds == pytest.approx(fp32_time)
+    # tf32 wants multiples of 4: 40 TFLOP/s x 0.5
+    assert op_time(row(dtype="float32", alignment=4), 1, TENSOR_GPU, "tf32", IDEAL).seconds == pytest.approx(
+        MATMUL_FLOPS / 20e12)
+
+
+def test_element_wise_work_is_bound_by_bandwidth():
+    relu = row(op="aten.relu", unit="memory", dtype="float32", flops=0.0, data=4e8)
+    timed = op_time(relu, 1, TENSOR_GPU, "fp32", IDEAL)
+    assert timed.bound == "memory" and timed.seconds == pytest.approx(4e8 / 800e9)  # 0.5 ms
+
+
+def test_tiny_kernels_are_bound_by_launching_them():
+    tiny = row(op="aten.add", unit="memory", dtype="float32", flops=0.0, data=16.0, weight=1000)
+    timed = step_time([tiny], 1, TENSOR_GPU, "fp32", Efficiency(0.5, 1.0, 0.8, launch_s=5e-6))
+    assert timed.bound == "launch" and timed.kernels == 1000
+    assert timed.seconds == pytest.approx(1000 * (5e-6 + 16 / 800e9))
+
+
+def test_a_step_sums_its_rows_by_weight_and_batch_size():
+    conv = row(op="aten.convolution", flops=0.0, flops_slope=1e9, data=1e6, bytes_slope=1e6, weight=2)
+    norm = row(op="aten.native_batch_norm", unit="memory", dtype="float32", flops=0.0, data=0.0, bytes_slope=8e6)
+    timed = step_time([conv, norm], 100, TENSOR_GPU, "fp16", IDEAL)
+    conv_s = 100 * 1e9 / 50e12  # 2 ms: compute-bound (its 101 MB take 0.126 ms)
+    norm_s = 100 * 8e6 / 800e9  # 1 ms
+    assert timed.seconds == pytest.approx(2 * conv_s + norm_s)
+    assert timed.by_bound["compute"] == pytest.approx(2 * conv_s) and timed.by_bound["memory"] == pytest.approx(norm_s)
+    assert timed.tensor_flops_share == 1.0
+
+
+def test_record_ops_counts_kernels_flops_and_bytes_and_skips_views():
+    linear = nn.Linear(16, 8)
+    x = torch.randn(4, 16)
+
+    def run():
+        y = linear(x).view(-1).relu()
+        y.sum().backward()
+
+    records = record_ops(run)
+    ops = [r.op for r in records]
+    assert "aten.view" not in ops and "aten.t" not in ops and "aten.detach" not in ops
+    addmm = next(r for r in records if r.op == "aten.addmm")
+    assert addmm.unit == "matrix" and addmm.flops == 2 * 4 * 16 * 8 and addmm.alignment == 4  # M = 4
+    # reads bias (8) + x (4x16) + weight (16x8), writes (4x8), all fp32
+    assert addmm.bytes == 4 * (8 + 64 + 128 + 32)
+    relu = next(r for r in records if r.op == "aten.relu")
+    assert relu.unit == "memory" and relu.bytes == 4 * (32 + 32) and relu.flops == 0
+
+
+def test_the_step_cost_is_affine_in_the_batch_and_a_third_batch_checks_it():
+    def conv_step(batch):
+        conv = nn.Conv2d(8, 16, 3, padding=1)
+        torch.manual_seed(0)
+        return record_ops(lambda: conv(torch.randn(batch, 8, 12, 12)).sum().backward())
+
+    rows = affine_rows(conv_step(8), conv_step(16), 8, 16)
+    table = OpTable("fp32", tuple(rows), (8, 16), "cpu")
+    at_24 = conv_step(24)
+    assert table.flops_at(24) == pytest.approx(sum(r.flops for r in at_24))
+    assert table.bytes_at(24) == pytest.approx(sum(r.bytes for r in at_24))
+    assert OpTable.from_dict(json.loads(json.dumps(table.to_dict()))) == table
+
+
+def test_a_step_whose_operations_change_with_the_batch_is_refused():
+    one = [OpRecord("aten.relu", "memory", "float32", 1, 0.0, 64.0, False)]
+    with pytest.raises(AmpganError, match="different operations at batch 8 and 16"):
+        affine_rows(one, one * 2, 8, 16)
+
+
+def test_the_gpu_table_has_a_source_for_every_row_and_the_study_s_gpus():
+    table = gpu_table()
+    assert {"T4", "P100", "V100", "A100", "L4", "H100", "H200"} <= set(table)
+    assert all(spec.source.startswith("https://") and spec.checked for spec in table.values())
+    assert gpu_spec("t4").peak_tflops["fp16"] == 65 and gpu_spec("P100").tensor_cores is False
+    with pytest.raises(AmpganError, match="unknown GPU 'Z9'"):
+        gpu_spec("Z9")
+
+
+@pytest.fixture(scope="module")
+def tiny_bench(tmp_path_factory):
+    from ampgan.cli import main
+
+    out = tmp_path_factory.mktemp("projection") / "bench"
+    main(["bench", "--width", "8", "--z-dim", "16", "--device", "cpu", "--warmup", "1", "--steps", "2",
+          "--min-seconds", "0", "--max-seconds", "5", "--batch-sizes", "8", "--precisions", "fp32", "--out", str(out)])
+    return out / "results.json"
+
+
+def test_project_writes_one_projected_row_per_gpu_precision_and_batch(tiny_bench, tmp_path, capsys):
+    out = tmp_path / "projection"
+    code, stdout, err = run_cli(capsys, "project", str(tiny_bench), "--devices", "T4,A100", "--batch-sizes", "8,4096",
+                                "--out", str(out))
+    assert code == 0, err
+    document = json.loads((out / "projection.json").read_text())
+    assert document["format"] == "ampgan-projection/1" and "PROJECTED" in document["what"]
+    rows = {(r["device"], r["precision"], r["batch_size"]): r for r in document["rows"]}
+    assert len(rows) == 2 * 4 * 2 and all(r["projected"] for r in rows.values())
+    assert rows[("T4", "bf16", 8)]["status"] == "not projected" and "Ampere" in rows[("T4", "bf16", 8)]["reason"]
+    for key in (("T4", "fp16", 4096), ("A100", "bf16", 8), ("A100", "fp32", 4096)):
+        r = rows[key]
+        assert r["status"] == "ok" and r["ms_low"] <= r["ms_per_step"] <= r["ms_high"]
+        assert r["speedup_low"] <= r["speedup"] <= r["speedup_high"] and r["bound"] in ("compute", "memory", "launch")
+        assert "datasheet" in r["source"] and r["cost"]["fast"] <= r["cost"]["mid"] <= r["cost"]["slow"]
+    # a batch this machine never ran costs more than one it did
+    assert rows[("T4", "fp32", 4096)]["ms_per_step"] > rows[("T4", "fp32", 8)]["ms_per_step"]
+    assert [m["projected"] for m in document["measured_here"]] == [False]
+    assert (out / "fig_projection.png").read_bytes()[:4] == b"\x89PNG"
+    assert "Projected, not measured" in stdout and "Measured on this machine" in stdout
+
+
+def test_project_failures_are_one_line_and_keep_what_exists(tiny_bench, tmp_path, capsys):
+    code, _, err = run_cli(capsys, "project", str(tiny_bench), "--devices", "T4,Z9", "--out", str(tmp_path / "p"))
+    assert code == 2 and "unknown GPU 'Z9'" in err and "Traceback" not in err
+    damaged = json.loads(tiny_bench.read_text())
+    damaged["op_tables"]["fp32"]["rows"][0] = ["aten.mm", "gpu"]
+    (tmp_path / "damaged.json").write_text(json.dumps(damaged))
+    code, _, err = run_cli(capsys, "project", str(tmp_path / "damaged.json"), "--out", str(tmp_path / "p"))
+    assert code == 2 and "fp32 op table is damaged" in err and len(err.strip().splitlines()) == 1
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    (kept / "mine.txt").write_text("mine")
+    code, _, err = run_cli(capsys, "project", str(tiny_bench), "--devices", "T4", "--out", str(kept))
+    assert code == 2 and (kept / "mine.txt").read_text() == "mine"
+
+
+def test_cost_on_a_gpu_instance_prices_projected_times_labelled_so(tiny_bench, tmp_path, capsys):
+    code, out, err = run_cli(capsys, "cost", str(tiny_bench), "--instance", "g4dn.xlarge", "--out", str(tmp_path))
+    assert code == 0, err
+    document = json.loads((tmp_path / "cost.json").read_text())
+    assert document["basis"]["projection"] is True and "PROJECTED times, not measured" in document["basis"]["explanation"]
+    assert {r["precision"] for r in document["rows"]} == {"fp32", "fp16"}  # a T4 has no bf16 or tf32
+    assert "PROJECTED" in err and "PROJECTED" in out and "(projected)" in document["measured_on"]
+
+
+def test_the_study_report_shows_the_projection_as_projected_and_refuses_a_damaged_one(tiny_bench, tmp_path, capsys):
+    from ampgan.study.report import projection_sections
+
+    code, _, err = run_cli(capsys, "project", str(tiny_bench), "--devices", "T4,H100", "--batch-sizes", "64,2048",
+                           "--out", str(tmp_path / "projection"))
+    assert code == 0, err
+    table, figure = projection_sections(tmp_path)
+    assert "PROJECTED" in table.title and table.table[0][0] == "GPU"
+    assert [row[:2] for row in table.table[1:]] == [["T4", "64"], ["T4", "2048"], ["H100", "64"], ["H100", "2048"]]
+    assert {row[3] for row in table.table[1:]} <= {"fp16", "bf16"} and figure.figure.is_file()
+    document = json.loads((tmp_path / "projection" / "projection.json").read_text())
+    document["rows"][0]["batch_size"] = "many"
+    (tmp_path / "projection" / "projection.json").write_text(json.dumps(document))
+    with pytest.raises(AmpganError, match="projection.json"):
+        projection_sections(tmp_path)
