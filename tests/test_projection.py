@@ -194,3 +194,26 @@ def test_the_study_report_shows_the_projection_as_projected_and_refuses_a_damage
     (tmp_path / "projection" / "projection.json").write_text(json.dumps(document))
     with pytest.raises(AmpganError, match="projection.json"):
         projection_sections(tmp_path)
+
+
+def test_the_op_table_of_a_real_training_step_predicts_a_batch_it_was_not_traced_at():
+    from ampgan.bench.ops import trace_cycle, trace_op_table
+    from ampgan.data import DataConfig, load_dataset
+    from ampgan.speed.step_timer import StepTimer
+    from conftest import tiny_config
+
+    config = tiny_config()
+    dataset = load_dataset(DataConfig(dataset="synthetic"), seed=0)
+
+    def timer(batch_size):
+        return StepTimer(config.with_fields({"budget.batch_size": batch_size}), dataset, torch.device("cpu"),
+                         data_parallel=False, across_ranks=False)
+
+    table = trace_op_table(timer, "fp32")
+    at_24 = timer(24)
+    at_24()
+    records = trace_cycle(at_24, at_24.resident_batch())
+    assert table.flops_at(24) == pytest.approx(sum(r.flops * r.weight for r in records))
+    assert table.bytes_at(24) == pytest.approx(sum(r.bytes * r.weight for r in records))
+    assert table.kernels() == pytest.approx(sum(r.weight for r in records))
+    assert any(r.optimizer and r.op == "cuda.fused_adam" for r in table.rows)
