@@ -40,6 +40,7 @@ def _shape(line: str) -> str:
 
 
 def test_the_recorded_answer_has_the_format_the_code_prints(tmp_path):
+    from ampgan.projection.document import summary_line
     from ampgan.study.verdict import no_faster_mode_verdict
 
     recorded = recorded_block((ROOT / "README.md").read_text())
@@ -50,10 +51,14 @@ def test_the_recorded_answer_has_the_format_the_code_prints(tmp_path):
                     "decisions": {"bf16": {"verdict": "slower", "step_s": 6.0, "fp32_step_s": 0.339},
                                   "fp16": {"verdict": "slower", "step_s": 7.1, "fp32_step_s": 0.339}},
                     "left_out": [{"precision": "tf32", "reason": "a CUDA tensor-core mode"}]}
+        document["projection"] = {"line": summary_line({"rows": [
+            {"device": device, "batch_size": batch, "status": "ok", "precision": name, "speedup": 1.5,
+             "speedup_low": 1.4, "speedup_high": 1.9} for device in ("T4", "V100", "A100", "H100")
+            for batch in (64, 2048) for name in ("fp32", "fp16")]})}
         printed = no_faster_mode_verdict(document)
         assert [_shape(line)[:60] for line in recorded] == [_shape(line)[:60] for line in printed]
     else:  # a race: each line opens as one of the verdict's sentences does today (study/verdict.py)
         openings = ("On this MACHINE, ", "Final evaluator accuracy: ", "Final Fréchet distance ", "Target evaluator accuracy ",
                     "Target Fréchet distance ", "Neither precision", "Flags at the end of training: ",
-                    "Times to the target are interpolated")
+                    "Times to the target are interpolated", "On GPUs this machine does not have, PROJECTED")
         assert all(_shape(line).startswith(openings) for line in recorded), recorded
