@@ -7,8 +7,10 @@
 2. `bench` fp32, tf32, bf16, fp16 at batch 64 to 4096 for acgan at width 64 and 128, and for the study's
    own network (acgan-2019, 28 px);
 3. the compiled step against eager at batch 1024;
-4. a one-minute `compare` (25 s of training per precision) (fp32 against the best mixed mode of this GPU);
-5. `train` stopped by SIGTERM and resumed with --resume.
+4. `project` of the study's network from this GPU's op tables onto every GPU of the table, beside what
+   was measured here;
+5. a one-minute `compare` (25 s of training per precision) (fp32 against the best mixed mode of this GPU);
+6. `train` stopped by SIGTERM and resumed with --resume.
 Each command has its own time limit; one that fails or runs out is recorded and the sweep goes on.
 OUT_DIR/sweep.json lists every command, its exit status and seconds, and the GPU, driver and versions.
 """
@@ -42,7 +44,12 @@ def commands(out: Path) -> list[dict]:
     steps.append({"name": "bench-compiled", "limit": 70, "argv": [
         *AMPGAN, "bench", "--device", "cuda", "--batch-sizes", "1024", "--precisions", "fp32,bf16", "--compile",
         "--steps", "5", "--max-seconds", "4", "--out", str(out / "bench-compiled"), "--overwrite"]})
-    steps.append({"name": "compare-60s", "limit": 120, "argv": [  # 2 x 25 s of training, 60 s in all
+    # The study's network projected onto every GPU of the table from this GPU's own op tables, its measured
+    # rows beside: projection against measurement on the same machine.
+    steps.append({"name": "project-acgan-2019", "limit": 10, "argv": [
+        *AMPGAN, "project", str(out / "bench-acgan-2019" / "results.json"), "--batch-sizes", BATCHES,
+        "--out", str(out / "projection-acgan-2019"), "--overwrite"]})
+    steps.append({"name": "compare-60s", "limit": 110, "argv": [  # 2 x 25 s of training, 60 s in all
         *AMPGAN, "compare", "--device", "cuda", "--time-budget", "25s", "--seeds", "1", "--eval-points", "3",
         "--bench-seconds", "3", "--quiet", "--out", str(out / "compare-60s"), "--overwrite"]})
     run = out / "resume-run"
