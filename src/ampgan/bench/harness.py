@@ -22,6 +22,7 @@ from ampgan.training.distributed import any_rank, gather_objects, world
 from ampgan.training.interruption import stop_on_signals
 from ampgan.system.environment import environment_stamp
 from ampgan.speed.compile_time import measure_compile_times
+from ampgan.bench.attainable import attainable_comparison, ops_alone, summarise
 from ampgan.bench.flops import count_flops_by_kind
 from ampgan.bench.ops import trace_op_table
 from ampgan.errors import AmpganError
@@ -63,6 +64,9 @@ class BenchSpec:
     # Trace the step's operations in fp32, bf16 and fp16 (a few steps at batch 8 and 16) for
     # `ampgan project`; a bench whose tables are not wanted (the speed decisions' own) skips it.
     trace_ops: bool = True
+    # Time every operation of each configuration's real step alone, in each precision, and report the
+    # attainable speedup (their sums' ratio) beside the measured one (bench/attainable.py).
+    attainable: bool = False
 
     @property
     def seed(self) -> int:
@@ -101,6 +105,7 @@ class ConfigResult:
     processes: int = 1
     per_rank_samples_s: list[list[float]] = field(default_factory=list)
     local_samples_s: list[float] = field(default_factory=list)
+    attainable: dict = field(default_factory=dict)  # the step's operations timed alone (bench/attainable.py)
 
     def to_dict(self, peak: float | None, processes_per_peak: int = 1) -> dict:
         """`processes_per_peak`: how many processes share the device whose peak is given (all
@@ -243,6 +248,7 @@ def run_bench(spec: BenchSpec, device: torch.device, on_config=lambda result: No
         "configs": rows,
         "measurements": measurements,
         "speedups": speedups(measurements),
+        "attainable": attainable_rows(rows, speedups(measurements)),
         "incomplete": incomplete,
         **(trace_op_tables(spec, dataset, device, log) if spec.trace_ops and world().is_main and not incomplete
            else {}),
@@ -331,6 +337,8 @@ def _bench_batch_size(spec, precisions, batch_size, dataset, device, on_config, 
             if contender.result.status == "ok":
                 contender.result.flops_by_kind = contender.count_step_flops()
                 contender.result.flops_per_step = sum(contender.result.flops_by_kind.values())
+                if spec.attainable:
+                    contender.result.attainable = summarise(ops_alone(contender.timer))
                 contender.result.peak_memory_bytes = (
                     torch.cuda.max_memory_allocated(device) - held_before if device.type == "cuda"
                     else max(0, _peak_rss_bytes() - rss_before)
@@ -417,6 +425,20 @@ def _local_twin(spec: BenchSpec, contender: _Contender) -> _Contender:
     for _ in range(max(1, spec.warmup)):
         twin()
     return twin
+
+
+def attainable_rows(rows: list[dict], pairs: list[dict]) -> list[dict]:
+    """Per batch size and mixed precision with operations timed alone: attainable against achieved."""
+    by_key = {(r["batch_size"], r["precision"]): r for r in rows if r.get("attainable")}
+    achieved = {(p["batch_size"], p["precision"]): p["estimate"] for p in pairs}
+    out = []
+    for (batch_size, precision), row in by_key.items():
+        base = by_key.get((batch_size, "fp32"))
+        if precision == "fp32" or base is None:
+            continue
+        out.append({"batch_size": batch_size, "precision": precision, "baseline": "fp32",
+                    **attainable_comparison(base["attainable"], row["attainable"], achieved.get((batch_size, precision)))})
+    return out
 
 
 def speedups(measurements: list[dict]) -> list[dict]:

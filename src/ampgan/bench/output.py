@@ -259,6 +259,24 @@ def _speedup_cell(pair: dict | None) -> str:
     return f"{pair['estimate']:.2f}x [{pair['low']:.2f}-{pair['high']:.2f}]"
 
 
+def attainable_lines(results: dict) -> list[str]:
+    """'attainable at batch 256, bf16: 1.80x with every operation timed alone; achieved 1.52x = 84% ...'."""
+    lines = []
+    for row in results.get("attainable") or []:
+        if row.get("attainable_speedup") is None:
+            continue
+        text = (f"attainable at batch {row['batch_size']}, {row['precision']}: {row['attainable_speedup']:.2f}x over "
+                "fp32 with every operation of the step timed alone")
+        if row.get("achieved_of_attainable") is not None:
+            text += f"; achieved {row['achieved_speedup']:.2f}x = {row['achieved_of_attainable']:.0%} of it"
+        gaps = [g for g in row.get("biggest_gaps", []) if g.get("speedup") is not None][:3]
+        if gaps:
+            text += "; slowest to gain: " + ", ".join(
+                f"{g['op'].removeprefix('aten.')} {g['mixed_s'] * 1e3:.1f} ms ({g['speedup']:.2f}x)" for g in gaps)
+        lines.append(text)
+    return lines
+
+
 def table(results: dict) -> str:
     speedup = {(s["batch_size"], s["precision"]): s for s in results["speedups"]}
     processes = results.get("processes", 1)
@@ -294,6 +312,7 @@ def table(results: dict) -> str:
         )
     for item in results.get("left_out", []):
         lines.append(f"left out {item['precision']}: {item['reason']}")
+    lines += attainable_lines(results)
     if results.get("compile_times"):
         batch = results["spec"]["batch_sizes"][0]
         times = "; ".join(f"{name} cold {t['cold_s']:.1f} s, warm {t['warm_s']:.1f} s" for name, t in

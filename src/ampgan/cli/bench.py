@@ -41,6 +41,12 @@ def bench_summary(results: dict, out: Path) -> dict:
               help="Measure each batch size at least this long (a shared machine's load shifts over tens of seconds).")
 @click.option("--compile", "compile_", is_flag=True, help="torch.compile the networks (compile time reported apart).")
 @click.option("--peak-tflops", type=PositiveNumber(), default=None, help="Override the device's peak for the % of peak column.")
+@click.option("--sweep", "sweeps", multiple=True, metavar="PATH=V1,V2,...",
+              help="Bench every value of a model or data setting (repeat for a grid), e.g. --sweep model.width=16,32,64 "
+                   "--sweep model.name=acgan,acgan-2019: one bench folder per cell and a speedup map per precision.")
+@click.option("--attainable", is_flag=True,
+              help="Also time every operation of each configuration's step alone: the attainable speedup (what "
+                   "these kernels allow) beside the measured one.")
 @out_options("bench")
 @click.option("--from", "from_", type=click.Path(path_type=Path), default=None,
               help="Re-draw figures and table from an existing results.json; measures nothing.")
@@ -66,7 +72,7 @@ def command(ctx: click.Context, **options) -> None:
         base=base, batch_sizes=options["batch_sizes"], precisions=precisions, warmup=options["warmup"],
         steps=options["rounds"], max_seconds=options["max_seconds"], min_seconds=options["min_seconds"],
         compile=tuple(PRECISION_NAMES) if options["compile_"] else (), peak_tflops=options["peak_tflops"],
-        channels_last=precisions_given(options["channels_last"]),
+        channels_last=precisions_given(options["channels_last"]), attainable=options["attainable"],
     )
     device = join_process_group(base.compute.device) or resolve_device(base.compute.device)
     for precision in precisions:
@@ -77,6 +83,9 @@ def command(ctx: click.Context, **options) -> None:
 
         warn_about_named_modes(spec.train_config("fp32", spec.batch_sizes[0]), device, list(precisions))
     out = options["out"] or default_out("bench")
+    if options["sweeps"]:
+        _sweep(spec, options, out, device)
+        return
     with claimed_on_main_rank(out, options["overwrite"], device):
         results = run_bench(spec, device, on_config=_report_config, log=_progress)
         if not world().is_main:
@@ -95,6 +104,30 @@ def command(ctx: click.Context, **options) -> None:
         stopped = results["incomplete"]
         raise Interrupted(stopped["signum"], f"{incomplete_text(stopped)}; what finished is in "
                                              f"{out / 'results.json'}, marked incomplete")
+
+
+def _sweep(spec, options: dict, out: Path, device) -> None:
+    from ampgan.bench.sweep import draw_maps, parse_axes, run_sweep, sweep_table
+
+    axes = parse_axes(options["sweeps"])
+    with claimed_on_main_rank(out, options["overwrite"], device):
+        document = run_sweep(spec, axes, out, device, log=_progress, on_config=_report_config)
+        if not world().is_main:
+            return
+        maps = draw_maps(document, out)
+    if options["as_json"]:
+        click.echo(json.dumps({"sweep": str(out / "sweep.json"), "cells": document["cells"],
+                               "maps": [str(p) for p in maps]}))
+    else:
+        click.echo(sweep_table(document, out))
+        click.echo(f"sweep: {out / 'sweep.json'}; maps: {', '.join(p.name for p in maps) or 'none (no mixed precision measured)'}")
+    if document.get("incomplete"):
+        from ampgan.bench.output import incomplete_text
+        from ampgan.training.interruption import Interrupted
+
+        stopped = document["incomplete"]
+        raise Interrupted(stopped["signum"], f"{incomplete_text(stopped)}; the cells that finished are in "
+                                             f"{out / 'sweep.json'}")
 
 
 def _progress(line: str) -> None:

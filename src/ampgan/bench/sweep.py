@@ -1,0 +1,199 @@
+"""Model size as an axis: the bench over a grid of model settings, and the speedup map it draws.
+
+`ampgan bench --sweep model.width=16,32,64 [--sweep model.name=acgan,acgan-2019]` runs the bench once
+per cell of the grid (the product of the axes), each into its own folder, and draws, per precision, the
+speedup over fp32 as a map of model setting x batch size: each cell with its 95% interval, the FLOPs of
+one step, and (with --attainable) the achieved share of the attainable speedup. sweep.json indexes the
+cells and is rewritten after each one, so an interrupted sweep keeps what finished.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import replace
+from pathlib import Path
+
+from ampgan.bench.harness import BenchSpec, run_bench
+from ampgan.bench.output import load_results, write_results
+from ampgan.config import parse_set
+from ampgan.data import load_dataset
+from ampgan.errors import AmpganError, ConfigError
+from ampgan.files.atomic import write_json_atomically
+from ampgan.plotting import pyplot, save_figure
+from ampgan.precisions import BASELINE, in_order
+from ampgan.system.environment import environment_stamp
+from ampgan.training.prepared import prepare_run
+
+FORMAT = "ampgan-sweep/1"
+
+
+def parse_axes(texts: tuple[str, ...]) -> dict[str, list]:
+    """('model.width=16,32',) -> {"model.width": [16, 32]}; one error line for a malformed axis."""
+    axes: dict[str, list] = {}
+    for text in texts:
+        path, equals, raw = text.partition("=")
+        values = [part for part in raw.split(",") if part.strip()]
+        if not equals or not path.strip() or not values:
+            raise AmpganError(f"--sweep takes section.field=V1,V2,... (e.g. --sweep model.width=16,32,64), got {text!r}")
+        if path.strip() in axes:
+            raise AmpganError(f"--sweep {path.strip()} is given twice: give its values once, comma-separated")
+        axes[path.strip()] = [parse_set(f"{path.strip()}={value.strip()}")[1] for value in values]
+    return axes
+
+
+def cells(axes: dict[str, list]) -> list[dict]:
+    """Every combination of the axes' values, in the order given."""
+    names = list(axes)
+    return [dict(zip(names, combination)) for combination in itertools.product(*(axes[n] for n in names))]
+
+
+def cell_label(values: dict) -> str:
+    return ",".join(f"{path}={value}" for path, value in values.items())
+
+
+def cell_folder(values: dict) -> str:
+    return "".join(c if c.isalnum() or c in "._=-" else "_" for c in cell_label(values).replace(",", "+"))
+
+
+def run_sweep(spec: BenchSpec, axes: dict[str, list], out: Path, device, log=lambda line: None,
+              on_config=lambda result: None) -> dict:
+    """Bench every cell into out/cells/<cell>/, rewriting out/sweep.json after each. A cell whose
+    settings the model refuses is recorded with the reason; an interrupted cell ends the sweep."""
+    document = {"format": FORMAT, "axes": axes, "environment": environment_stamp(device),
+                "spec": spec.to_dict(), "cells": []}
+    datasets = {}
+    for values in cells(axes):
+        label = cell_label(values)
+        log(f"sweep: {label}")
+        folder = Path("cells") / cell_folder(values)
+        try:
+            cell_spec = replace(spec, base=spec.base.with_fields(values))
+            config = cell_spec.train_config(BASELINE, spec.batch_sizes[0])
+            key = repr(config.data.to_dict())
+            if key not in datasets:
+                datasets[key] = load_dataset(config.data, seed=config.seed)
+            prepare_run(config, datasets[key], device)  # the model's own checks, before anything is measured
+        except (AmpganError, ConfigError) as error:
+            document["cells"].append({"values": values, "label": label, "status": "error", "reason": str(error)})
+            write_json_atomically(out / "sweep.json", document)
+            continue
+        results = run_bench(cell_spec, device, on_config=on_config, log=log, dataset=datasets[key])
+        write_results(results, out / folder)
+        document["cells"].append({"values": values, "label": label, "status": "incomplete" if results.get("incomplete")
+                                  else "ok", "results": str(folder / "results.json")})
+        write_json_atomically(out / "sweep.json", document)
+        if results.get("incomplete"):
+            document["incomplete"] = results["incomplete"]
+            write_json_atomically(out / "sweep.json", document)
+            break
+    return document
+
+
+def load_cells(document: dict, out: Path) -> list[tuple[dict, dict | None]]:
+    """(cell, its bench results or None) for every cell of a sweep document."""
+    return [(cell, load_results(out / cell["results"]) if cell.get("results") else None) for cell in document["cells"]]
+
+
+def map_rows(loaded: list[tuple[dict, dict | None]], precision: str) -> list[dict]:
+    """One row per cell: per batch size, the speedup over fp32 with its interval, the FLOPs per step,
+    and the achieved share of the attainable speedup when it was measured."""
+    rows = []
+    for cell, results in loaded:
+        row = {"label": cell["label"], "status": cell["status"], "reason": cell.get("reason", ""), "cells": {}}
+        if results is not None:
+            pairs = {(s["batch_size"], s["precision"]): s for s in results["speedups"]}
+            flops = {(c["batch_size"], c["precision"]): c.get("flops_per_step") for c in results["configs"]}
+            attained = {(a["batch_size"], a["precision"]): a for a in results.get("attainable") or []}
+            status = {(c["batch_size"], c["precision"]): c["status"] for c in results["configs"]}
+            for batch_size in results["spec"]["batch_sizes"]:
+                pair = pairs.get((batch_size, precision))
+                found = attained.get((batch_size, precision), {})
+                row["cells"][batch_size] = {
+                    "speedup": pair["estimate"] if pair else None, "low": pair["low"] if pair else None,
+                    "high": pair["high"] if pair else None, "flops": flops.get((batch_size, BASELINE)),
+                    "attainable": found.get("attainable_speedup"), "achieved_of_attainable": found.get("achieved_of_attainable"),
+                    "status": status.get((batch_size, precision), "not run")}
+        rows.append(row)
+    return rows
+
+
+def sweep_precisions(loaded: list[tuple[dict, dict | None]]) -> list[str]:
+    names = {s["precision"] for _, results in loaded if results for s in results["speedups"]}
+    return in_order(names - {BASELINE})
+
+
+def sweep_table(document: dict, out: Path) -> str:
+    loaded = load_cells(document, out)
+    lines = []
+    for precision in sweep_precisions(loaded):
+        rows = map_rows(loaded, precision)
+        sizes = sorted({b for row in rows for b in row["cells"]})
+        lines.append(f"{precision} over fp32, speedup [95% CI] (GFLOP per step; achieved share of the attainable "
+                     "speedup when measured)")
+        lines.append(f"{'cell':<32}" + "".join(f"  {'batch ' + str(b):>32}" for b in sizes))
+        for row in rows:
+            if row["status"] == "error":
+                lines.append(f"{row['label']:<32}  {row['reason']}")
+                continue
+            texts = []
+            for size in sizes:
+                item = row["cells"].get(size) or {}
+                text = f"{item['speedup']:.2f} [{item['low']:.2f}-{item['high']:.2f}]" if item.get("speedup") else "-"
+                if item.get("flops"):
+                    text += f" ({item['flops'] / 1e9:.3g})"
+                if item.get("achieved_of_attainable") is not None:
+                    text += f" {item['achieved_of_attainable']:.0%}"
+                texts.append(f"  {text:>32}")
+            lines.append(f"{row['label']:<32}" + "".join(texts))
+        lines.append("")
+    lines.append(sweep_footer(document, next((results for _, results in loaded if results), None)))
+    return "\n".join(lines)
+
+
+def draw_maps(document: dict, out: Path) -> list[Path]:
+    """fig_speedup_map_<precision>.png for every mixed precision of the sweep."""
+    loaded = load_cells(document, out)
+    first = next((results for _, results in loaded if results), None)
+    paths = []
+    for precision in sweep_precisions(loaded):
+        rows = [row for row in map_rows(loaded, precision) if row["status"] != "error"]
+        sizes = sorted({b for row in rows for b in row["cells"]})
+        if not rows or not sizes:
+            continue
+        plt = pyplot()
+        figure, axes = plt.subplots(figsize=(1.6 + 1.5 * len(sizes), 1.2 + 0.75 * len(rows)), dpi=120)
+        values = [[(row["cells"].get(b) or {}).get("speedup") or float("nan") for b in sizes] for row in rows]
+        image = axes.imshow(values, cmap="RdYlGn", vmin=0.5, vmax=2.0, aspect="auto")
+        for y, row in enumerate(rows):
+            for x, size in enumerate(sizes):
+                item = row["cells"].get(size) or {}
+                if not item.get("speedup"):
+                    why = {"too_slow": "too slow\nhere", "oom": "out of\nmemory"}.get(item.get("status"), "no speedup\nmeasured")
+                    flops = f"\n{item['flops'] / 1e9:.3g} GFLOP" if item.get("flops") else ""
+                    axes.text(x, y, why + flops, ha="center", va="center", fontsize=6, color="#555555")
+                    continue
+                text = f"{item['speedup']:.2f}x\n[{item['low']:.2f}-{item['high']:.2f}]"
+                if item.get("flops"):
+                    text += f"\n{item['flops'] / 1e9:.3g} GFLOP"
+                if item.get("achieved_of_attainable") is not None:
+                    text += f"\n{item['achieved_of_attainable']:.0%} of {item['attainable']:.2f}x"
+                axes.text(x, y, text, ha="center", va="center", fontsize=6)
+        axes.set_xticks(range(len(sizes)), [str(b) for b in sizes])
+        axes.set_yticks(range(len(rows)), [row["label"] for row in rows], fontsize=7)
+        axes.set_xlabel("batch size")
+        axes.set_title(f"{precision} speedup over fp32 by model setting and batch size (measured)", fontsize=9)
+        figure.colorbar(image, ax=axes, label="speedup over fp32")
+        path = out / f"fig_speedup_map_{precision}.png"
+        paths.append(save_figure(figure, path, sweep_footer(document, first)))
+    return paths
+
+
+def sweep_footer(document: dict, first: dict | None) -> str:
+    environment = document["environment"]
+    versions = environment.get("versions", {})
+    spec = (first or {}).get("spec", {})
+    return (f"{environment.get('hardware_summary')} | {spec.get('dataset', '?')}, rows: "
+            f"{', '.join(document['axes'])} (the rest of the model as the row says) | measured by ampgan bench, "
+            f"interleaved rounds per batch size | torch {versions.get('torch', '?')}, ampgan {versions.get('ampgan', '?')} "
+            f"| {environment.get('date', '')} | cell: speedup [95% CI], GFLOP per fp32 step, achieved share of the "
+            "attainable speedup (every operation timed alone)")
