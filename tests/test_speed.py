@@ -21,15 +21,34 @@ from ampgan.speed.rounds import UNTIL_DECIDED, StoppingRule, measure_rounds
 def test_speedup_interval_by_hand():
     # Ratios 2, 2.5, 1.6: their logs have mean ln 2 (2 x 2.5 x 1.6 = 8) and sample sd 0.22314;
     # t(0.975, 2) = 4.303, so the half width is 4.303 x 0.22314 / sqrt(3) = 0.55436 in logs.
-    interval = speedup_interval([1.0, 1.0, 1.0], [0.5, 0.4, 0.625])
+    interval = speedup_interval([1.0, 1.0, 1.0], [0.5, 0.4, 0.625], between_run_sd=0.0)
     assert interval.estimate == pytest.approx(2.0)
     assert interval.low == pytest.approx(2 * math.exp(-0.55436), rel=1e-4)
     assert interval.high == pytest.approx(2 * math.exp(0.55436), rel=1e-4)
     assert interval.rounds == 3 and interval.verdict == "faster" and not interval.settled
+    # With the between-run spread (sd 0.015 in logs): half widths in quadrature, 1.96 x 0.015 = 0.0294
+    widened = speedup_interval([1.0, 1.0, 1.0], [0.5, 0.4, 0.625])
+    assert widened.low == pytest.approx(2 * math.exp(-math.hypot(0.55436, 0.0294)), rel=1e-4)
+
+
+def test_identical_rounds_still_carry_the_between_run_spread():
+    # A run whose every round says 1.5x: a rerun would still find 1.5 x exp(+-1.96 x 0.015)
+    interval = speedup_interval([1.5] * 6, [1.0] * 6)
+    assert (interval.low, interval.high) == pytest.approx((1.5 * math.exp(-0.0294), 1.5 * math.exp(0.0294)), rel=1e-3)
+    assert interval.settled and interval.verdict == "faster"
+
+
+def test_a_gain_below_the_minimum_effect_is_not_faster():
+    # 1.5% faster in every round: the interval (1.5% +- 2.9%) does not clear 1.02, and more rounds
+    # cannot make it: decided, no clear difference
+    interval = speedup_interval([1.015] * 8, [1.0] * 8, between_run_sd=0.0)
+    assert interval.low > 1.0 and interval.verdict == "no clear difference" and interval.decided
+    assert speedup_interval([1.05] * 8, [1.0] * 8).verdict == "no clear difference"  # a rerun may find 1.019
+    assert speedup_interval([1.06] * 8, [1.0] * 8).verdict == "faster"
 
 
 def test_identical_ratios_give_a_point_and_slower_is_symmetric():
-    faster = speedup_interval([2.0] * 4, [1.0] * 4)
+    faster = speedup_interval([2.0] * 4, [1.0] * 4, between_run_sd=0.0)
     assert (faster.low, faster.estimate, faster.high) == pytest.approx((2.0, 2.0, 2.0)) and faster.settled
     slower = speedup_interval([1.0, 1.0, 1.0], [2.0, 2.5, 1.6])
     assert slower.estimate == pytest.approx(0.5) and slower.verdict == "slower"
@@ -248,7 +267,7 @@ def test_decisions_are_cached_and_say_so(tmp_path):
 def test_the_decision_line_carries_the_numbers():
     decisions, _ = decide_on({"fp32": 0.21, "bf16": 0.105, "fp16": 18.2}, "cpu", noise=0.0)
     line = decisions["bf16"].describe()
-    assert line.startswith("bf16: 105.0 ms per step vs fp32 210.0 ms at batch 64, 2.00x (95% CI 2.00-2.00, 3 rounds)")
+    assert line.startswith("bf16: 105.0 ms per step vs fp32 210.0 ms at batch 64, 2.00x (95% CI 1.94-2.06, 3 rounds)")
     assert line.endswith(": faster")
     assert decisions["fp16"].describe() == ("fp16: 18.20 s per step vs fp32 210.0 ms at batch 64 (first steps: more "
                                             "than 20x slower, left out at once): slower")

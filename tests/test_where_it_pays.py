@@ -5,11 +5,16 @@ import json
 
 import pytest
 import torch
+from conftest import run_cli
 
-from ampgan.bench.attainable import TensorSpec, attainable_comparison, ops_alone, summarise
+from ampgan.bench.attainable import (
+    TensorSpec,
+    attainable_comparison,
+    ops_alone,
+    summarise,
+)
 from ampgan.bench.sweep import cells, parse_axes
 from ampgan.errors import AmpganError
-from conftest import run_cli
 
 TINY = ["--z-dim", "16", "--device", "cpu", "--warmup", "1", "--steps", "2", "--min-seconds", "0", "--max-seconds", "4"]
 
@@ -43,9 +48,10 @@ def test_attainable_arithmetic_against_hand_computed_values():
 
 
 def test_every_operation_of_a_real_step_replays_alone_and_sums_near_the_step(tmp_path):
+    from conftest import tiny_config
+
     from ampgan.data import DataConfig, load_dataset
     from ampgan.speed.step_timer import StepTimer
-    from conftest import tiny_config
 
     timer = StepTimer(tiny_config(), load_dataset(DataConfig(dataset="synthetic"), seed=0), torch.device("cpu"))
     step_s = min(timer() for _ in range(3))

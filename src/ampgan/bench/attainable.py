@@ -90,7 +90,7 @@ def _time_alone(func, args, kwargs, device: torch.device) -> float:
     except RuntimeError as error:
         if "more than one element of the written-to tensor" not in str(error):
             raise
-        dense = lambda value: _materialise(value, dense=True)  # noqa: E731
+        dense = lambda value: _materialise(value, dense=True)
         inputs = (tree_map(dense, args), tree_map(dense, kwargs))
         func(*inputs[0], **inputs[1])
     if device.type == "cuda":

@@ -2,7 +2,8 @@
 
 The rule: a mode is *useful* when its real training step (the run's model, batch size and
 compile setting) is faster than fp32's beyond the measurement's uncertainty, that is when the
-95% interval of its speedup lies above 1. It is *slower* when the interval lies below 1 (or
+95% interval of its speedup (the spread between runs included) lies above the minimum effect,
+1.02 (speed/intervals.py). It is *slower* when the interval lies below 1 (or
 when one of its steps took more than 5x fp32's, see rounds.py), and otherwise there is *no clear
 difference* -- not useful either. The verdict is printed with its numbers, and cached per
 machine, torch version, model shape, batch size and precision (cache.py), so it is paid once.

@@ -7,7 +7,10 @@ is the 95% interval of the speedup (a ratio of geometric means). Logs make 2x fa
 slower symmetric; the t-interval is honest for the few rounds a benchmark can afford; and blocks
 keep it honest on a shared machine, where a neighbour's load lasts tens of seconds, so
 consecutive rounds are not independent: one-round "samples" would make the interval too narrow,
-while block means differ when the load changed between blocks, and widen it.
+while block means differ when the load changed between blocks, and widen it. Two things no run's own
+rounds can see are added: the spread between back-to-back runs (BETWEEN_RUN_SD, in quadrature), so an
+interval describes what a rerun would find; and a minimum effect (MIN_EFFECT): a mode, layout or
+compilation is "faster" only when its whole interval is above 1.02.
 """
 
 from __future__ import annotations
@@ -20,6 +23,15 @@ import numpy as np
 
 CONFIDENCE = 0.95
 SETTLED_WITHIN = 0.05  # an interval within +-5% of its estimate answers the question
+# "Faster" needs the whole interval above this: with optional stopping (measure until the interval
+# excludes 1), an interval that merely clears 1 favours "faster" for gains of a percent or two that a
+# rerun does not find. A gain below 2% is not one a run would choose a precision or a layout for.
+MIN_EFFECT = 1.02
+# The spread of a speedup between back-to-back runs that no run's own rounds can see (a process's
+# memory layout, which cores it lands on, the load in the minutes around it): a standard deviation in
+# log speedup added to every interval's own, so that two runs' intervals cover each other's estimates.
+# From five back-to-back benches on a 2-core Zen 5 (issue 25): 0.8% at batch 64, 3.0% at batch 256.
+BETWEEN_RUN_SD = 0.015
 MAX_BLOCKS = 10
 DRIFT_LIMIT = 0.10  # the reference moving more than this between first and last third: load changed
 
@@ -60,12 +72,19 @@ class SpeedupInterval:
 
     @property
     def verdict(self) -> str:
-        """'faster' or 'slower' when the interval excludes 1, else 'no clear difference'."""
-        if self.low > 1.0:
+        """'faster' when the whole interval is above MIN_EFFECT, 'slower' when it is below 1, else
+        'no clear difference' (which includes a gain that is surely below MIN_EFFECT)."""
+        if self.low > MIN_EFFECT:
             return "faster"
         if self.high < 1.0:
             return "slower"
         return "no clear difference"
+
+    @property
+    def decided(self) -> bool:
+        """More rounds cannot change the answer to "is it worth choosing?": faster, slower, or a gain
+        that is surely below MIN_EFFECT."""
+        return self.verdict != "no clear difference" or self.high <= MIN_EFFECT
 
     def describe(self) -> str:
         return f"{self.estimate:.2f}x (95% CI {self.low:.2f}-{self.high:.2f}, {self.rounds} rounds)"
@@ -75,15 +94,18 @@ class SpeedupInterval:
                                "verdict": self.verdict}
 
 
-def speedup_interval(baseline_s: Sequence[float], candidate_s: Sequence[float]) -> SpeedupInterval:
-    """The candidate's speedup over the baseline from paired rounds (round i of each)."""
+def speedup_interval(baseline_s: Sequence[float], candidate_s: Sequence[float],
+                     between_run_sd: float = BETWEEN_RUN_SD) -> SpeedupInterval:
+    """The candidate's speedup over the baseline from paired rounds (round i of each): the rounds'
+    own t-interval widened by the between-run spread (their half-widths add in quadrature)."""
     rounds = min(len(baseline_s), len(candidate_s))
     if rounds < 2:
         raise ValueError("a speedup interval needs at least two paired rounds")
     logs = np.log(np.asarray(baseline_s[:rounds], dtype=np.float64) / np.asarray(candidate_s[:rounds], dtype=np.float64))
     blocks = block_means(logs, MAX_BLOCKS)
     mean = float(logs.mean())
-    half = t_quantile_975(len(blocks) - 1) * float(np.std(blocks, ddof=1)) / math.sqrt(len(blocks))
+    within = t_quantile_975(len(blocks) - 1) * float(np.std(blocks, ddof=1)) / math.sqrt(len(blocks))
+    half = math.hypot(within, _Z975 * between_run_sd)
     return SpeedupInterval(estimate=math.exp(mean), low=math.exp(mean - half), high=math.exp(mean + half),
                            rounds=rounds)
 

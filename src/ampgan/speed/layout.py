@@ -5,7 +5,7 @@ tensors they reorder around each convolution. That is worth 1.15x per bf16 step 
 2-core Xeon with AMX, yet it did not pay on a Zen 4 EPYC (AVX-512, no AMX), where NCHW kernels
 are as fast. So the format is a per-machine decision, made like the precision decision
 (decision.py): the run's real step in both formats, interleaved rounds, a 95% interval of the
-speedup, channels-last only when the interval lies above 1 (else NCHW, the format every other
+speedup, channels-last only when the interval lies above 1.02 (else NCHW, the format every other
 code path is written for), cached per machine, model, batch size and precision.
 """
 

@@ -4,7 +4,8 @@ Each round times every contender once, in an order shuffled per round (a seeded 
 same on every rank), so interference that comes and goes with a period never lands on one
 contender only. After each round every candidate's speedup over the baseline gets its 95%
 interval (intervals.py); measuring stops when every interval is settled (within +-5%) -- or, for
-a yes/no decision, excludes 1 -- or when the time cap is spent, and then the result says it is
+a yes/no decision, is decided (above 1.02, below 1, or surely below 1.02) -- or when the time cap is
+spent, and then the result says it is
 unsettled. The time counted is the sum of the measured steps (the same on every rank under DDP,
 so all ranks stop at the same round). When the baseline's own step time moved by more than 10%
 during the rounds, the machine's load changed: the rounds are measured once more if the cap allows.
@@ -146,4 +147,4 @@ def _why_stop(result: RoundsResult, active: list[str], rule: StoppingRule, budge
 def _answered(interval: SpeedupInterval | None, rule: StoppingRule) -> bool:
     if interval is None:
         return False
-    return interval.settled or (rule.until == UNTIL_DECIDED and interval.verdict != "no clear difference")
+    return interval.settled or (rule.until == UNTIL_DECIDED and interval.decided)
