@@ -2,6 +2,7 @@
 
 import csv
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -140,3 +141,14 @@ def test_log_axes_get_plain_number_ticks_a_reader_can_read():
     narrow = plain_log_ticks(2090, 3230)
     assert len(narrow) >= 3 and min(narrow) <= 2090 * 1.15 and max(narrow) >= 3230 / 1.15
     assert all(float(f"{t:g}") == t for t in narrow)  # printed as plain numbers
+
+
+def test_the_json_summary_carries_each_configurations_median_and_why_one_has_none():
+    from ampgan.cli.bench import bench_summary
+
+    results = {"environment": {"hardware_summary": "a CPU"}, "speedups": [],
+               "configs": [{"batch_size": 64, "precision": "fp32", "status": "ok", "stats": {"median_s": 0.25}},
+                           {"batch_size": 64, "precision": "bf16", "status": "too_slow", "reason": "one step took 9 s"}]}
+    summary = bench_summary(results, Path("out"))
+    assert summary["configs"][0]["median_ms"] == 250.0
+    assert summary["configs"][1]["median_ms"] is None and summary["configs"][1]["reason"] == "one step took 9 s"

@@ -5,6 +5,7 @@ No test here times anything: every timing is injected, so the rules are checked 
 
 import math
 import random
+import statistics
 
 import pytest
 
@@ -314,3 +315,24 @@ def test_a_decision_measured_while_the_load_changed_is_used_but_not_cached(tmp_p
     assert "load changed" in first["bf16"].note and any("not cached" in line for line in lines)
     assert cache.get('{"batch_size": 64, "machine": "cpu", "precision": "bf16"}') is None
     assert not (tmp_path / "precision-decisions.json").exists()
+
+
+def test_the_between_run_spread_is_learned_from_this_machines_earlier_runs(tmp_path):
+    from ampgan.speed.history import SpeedupHistory
+    from ampgan.speed.intervals import BETWEEN_RUN_SD
+
+    history = SpeedupHistory(tmp_path)
+    assert history.between_run_sd("k")[0] == BETWEEN_RUN_SD  # nothing yet: the default
+    for estimate in (1.50, 1.60):
+        history.record("k", estimate)
+    assert history.between_run_sd("k")[0] == BETWEEN_RUN_SD  # two runs are not enough to trust
+    history.record("k", 1.70)
+    sd, source = history.between_run_sd("k")
+    assert sd == pytest.approx(statistics.stdev(math.log(v) for v in (1.5, 1.6, 1.7))) and "learned" in source
+    for estimate in (1.500, 1.501, 1.502):  # runs that agree keep the default floor
+        history.record("steady", estimate)
+    assert history.between_run_sd("steady")[0] == BETWEEN_RUN_SD
+    (tmp_path / "speedup-history.json").write_text("{damaged")
+    assert history.between_run_sd("k")[0] == BETWEEN_RUN_SD
+    history.record("k", 1.6)  # a damaged file is rebuilt, not an error
+    assert history.estimates("k") == [1.6]

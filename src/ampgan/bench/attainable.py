@@ -21,7 +21,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_map
 
-from ampgan.bench.ops import _NO_KERNEL
+from ampgan.bench.ops import NO_KERNEL
 from ampgan.training.step import train_step
 
 MIN_TIMED_S = 0.005  # per operation: repeat it until this much time has passed (or MAX_REPEATS)
@@ -70,7 +70,7 @@ class _CallRecorder(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         name = str(func._overloadpacket)
-        if name.startswith("aten.") and not func.is_view and name.rsplit(".", 1)[-1] not in _NO_KERNEL:
+        if name.startswith("aten.") and not func.is_view and name.rsplit(".", 1)[-1] not in NO_KERNEL:
             self.calls.append((func, tree_map(_template, args), tree_map(_template, kwargs)))
         return func(*args, **kwargs)
 

@@ -28,7 +28,10 @@ from ampgan.bench.ops import trace_op_table
 from ampgan.errors import AmpganError
 from ampgan.system.hardware import detect_hardware, peak_tflops
 from ampgan.bench.stats import achieved_fraction_of_peak, throughput, timing_stats
-from ampgan.speed.decision import decide_for_run
+from ampgan.speed.cache import decision_key
+from ampgan.speed.decision import decide_for_run, machine_key
+from ampgan.speed.history import SpeedupHistory
+from ampgan.speed.intervals import BETWEEN_RUN_SD
 from ampgan.speed.layout import channels_last_precisions
 from ampgan.speed.rounds import UNTIL_SETTLED, RoundsResult, StoppingRule, measure_rounds
 from ampgan.speed.step_timer import StepTimer
@@ -403,10 +406,19 @@ def _time_interleaved(spec: BenchSpec, contenders: list[_Contender], stop_check=
 
     names = [c.result.precision for c in contenders]
     baseline = "fp32" if "fp32" in names else names[0]
+    history, keys = SpeedupHistory(), {c.result.precision: _history_key(c) for c in contenders
+                                       if c.result.precision != baseline}
+    learned = max((history.between_run_sd(key) for key in keys.values()), default=(BETWEEN_RUN_SD, "default"))
     rule = StoppingRule(min_rounds=max(2, spec.steps), max_seconds=spec.max_seconds, until=UNTIL_SETTLED,
-                        min_seconds=min(spec.min_seconds, spec.max_seconds))
+                        min_seconds=min(spec.min_seconds, spec.max_seconds), between_run_sd=learned[0])
     rounds = measure_rounds({c.result.precision: timer_of(c) for c in contenders}, baseline, rule, seed=spec.seed,
                             stop_check=stop_check)
+    rounds.between_run_source = learned[1]
+    if world().is_main:
+        for name, key in keys.items():
+            interval = rounds.intervals.get(name)
+            if interval is not None and name not in rounds.hopeless:
+                history.record(key, interval.estimate)
     for contender in contenders:  # after a re-measurement only the last attempt's rounds count
         result, kept = contender.result, len(rounds.samples_s[contender.result.precision])
         result.samples_s = result.samples_s[len(result.samples_s) - kept:]
@@ -415,6 +427,14 @@ def _time_interleaved(spec: BenchSpec, contenders: list[_Contender], stop_check=
         if result.precision in rounds.hopeless:
             result.reason = f"left out after {kept} round(s): {rounds.hopeless[result.precision]}"
     return rounds
+
+
+def _history_key(contender: _Contender) -> str:
+    """The speedup history's key (speed/history.py): the decisions' machine and model key, the batch
+    size, the precision, the number of processes."""
+    config = contender.timer.config
+    return decision_key(**machine_key(contender.device, config), batch_size=contender.result.batch_size,
+                        precision=contender.result.precision, processes=world().size)
 
 
 def _local_twin(spec: BenchSpec, contender: _Contender) -> _Contender:

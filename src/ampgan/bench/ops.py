@@ -42,7 +42,7 @@ FUSED_ADAM_PASSES = 7
 TRACE_BATCH_SIZES = (8, 16)
 
 # Operations that allocate or relabel memory without a kernel over it.
-_NO_KERNEL = {"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "lift_fresh", "detach",
+NO_KERNEL = {"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "lift_fresh", "detach",
               "alias", "set_", "resize_", "_local_scalar_dense", "sym_size", "sym_stride", "sym_numel"}
 
 
@@ -142,7 +142,7 @@ class _OpRecorder(TorchDispatchMode):
         out = func(*args, **kwargs)
         packet = func._overloadpacket
         name = str(packet).rsplit(".", 1)[-1]
-        if not str(packet).startswith("aten.") or func.is_view or name in _NO_KERNEL:
+        if not str(packet).startswith("aten.") or func.is_view or name in NO_KERNEL:
             return out
         inputs, outputs = _tensors((args, kwargs)), _tensors(out)
         if kind_of(str(packet)) == "other":

@@ -105,6 +105,8 @@ def map_rows(loaded: list[tuple[dict, dict | None]], precision: str) -> list[dic
             flops = {(c["batch_size"], c["precision"]): c.get("flops_per_step") for c in results["configs"]}
             attained = {(a["batch_size"], a["precision"]): a for a in results.get("attainable") or []}
             status = {(c["batch_size"], c["precision"]): c["status"] for c in results["configs"]}
+            medians = {(c["batch_size"], c["precision"]): c["stats"]["median_s"] for c in results["configs"]
+                       if c.get("stats")}
             for batch_size in results["spec"]["batch_sizes"]:
                 pair = pairs.get((batch_size, precision))
                 found = attained.get((batch_size, precision), {})
@@ -112,7 +114,11 @@ def map_rows(loaded: list[tuple[dict, dict | None]], precision: str) -> list[dic
                     "speedup": pair["estimate"] if pair else None, "low": pair["low"] if pair else None,
                     "high": pair["high"] if pair else None, "flops": flops.get((batch_size, BASELINE)),
                     "attainable": found.get("attainable_speedup"), "achieved_of_attainable": found.get("achieved_of_attainable"),
-                    "status": status.get((batch_size, precision), "not run")}
+                    "status": status.get((batch_size, precision), "not run"),
+                    # Left out after a round or two (far slower than fp32): the medians' ratio, no interval.
+                    "median_ratio": (medians[(batch_size, BASELINE)] / medians[(batch_size, precision)]
+                                     if not pair and (batch_size, precision) in medians
+                                     and (batch_size, BASELINE) in medians else None)}
         rows.append(row)
     return rows
 
@@ -138,11 +144,14 @@ def sweep_table(document: dict, out: Path) -> str:
             texts = []
             for size in sizes:
                 item = row["cells"].get(size) or {}
-                text = f"{item['speedup']:.2f} [{item['low']:.2f}-{item['high']:.2f}]" if item.get("speedup") else "-"
+                text = (f"{item['speedup']:.2f} [{item['low']:.2f}-{item['high']:.2f}]" if item.get("speedup") else
+                        f"~{item['median_ratio']:.2f} left out" if item.get("median_ratio") else "-")
                 if item.get("flops"):
                     text += f" ({item['flops'] / 1e9:.3g})"
                 if item.get("achieved_of_attainable") is not None:
                     text += f" {item['achieved_of_attainable']:.0%}"
+                elif item.get("attainable"):
+                    text += f" att. {item['attainable']:.2f}"
                 texts.append(f"  {text:>32}")
             lines.append(f"{row['label']:<32}" + "".join(texts))
         lines.append("")
@@ -162,11 +171,23 @@ def draw_maps(document: dict, out: Path) -> list[Path]:
             continue
         plt = pyplot()
         figure, axes = plt.subplots(figsize=(1.6 + 1.5 * len(sizes), 1.2 + 0.75 * len(rows)), dpi=120)
-        values = [[(row["cells"].get(b) or {}).get("speedup") or float("nan") for b in sizes] for row in rows]
-        image = axes.imshow(values, cmap="RdYlGn", vmin=0.5, vmax=2.0, aspect="auto")
+        values = [[(row["cells"].get(b) or {}).get("speedup") or (row["cells"].get(b) or {}).get("median_ratio")
+                   or float("nan") for b in sizes] for row in rows]
+        from matplotlib.colors import TwoSlopeNorm
+
+        present = [v for line in values for v in line if v == v]
+        # 1.0 (no gain) in the middle of the scale whatever the range: red slower, green faster.
+        norm = TwoSlopeNorm(vcenter=1.0, vmin=min([0.5, *present]) * 0.95, vmax=max([2.0, *present]) * 1.05)
+        image = axes.imshow(values, cmap="RdYlGn", norm=norm, aspect="auto")
         for y, row in enumerate(rows):
             for x, size in enumerate(sizes):
                 item = row["cells"].get(size) or {}
+                if not item.get("speedup") and item.get("median_ratio"):
+                    flops = f"\n{item['flops'] / 1e9:.3g} GFLOP" if item.get("flops") else ""
+                    attainable = f"\nattainable {item['attainable']:.2f}x" if item.get("attainable") else ""
+                    axes.text(x, y, f"~{item['median_ratio']:.2f}x\nleft out:\nfar slower{flops}{attainable}",
+                              ha="center", va="center", fontsize=6)
+                    continue
                 if not item.get("speedup"):
                     why = {"too_slow": "too slow\nhere", "oom": "out of\nmemory"}.get(item.get("status"), "no speedup\nmeasured")
                     flops = f"\n{item['flops'] / 1e9:.3g} GFLOP" if item.get("flops") else ""

@@ -21,7 +21,8 @@ def bench_summary(results: dict, out: Path) -> dict:
     """The key numbers of a bench as plain data (--json)."""
     return {"results": str(out / "results.json"), "device": results.get("environment", {}).get("hardware_summary"),
             "configs": [{"batch_size": c["batch_size"], "precision": c["precision"], "status": c["status"],
-                         "median_ms": c.get("median_ms")} for c in results["configs"]],
+                         "median_ms": c["stats"]["median_s"] * 1e3 if c.get("stats") else None,
+                         **({"reason": c["reason"]} if c.get("reason") else {})} for c in results["configs"]],
             "speedups": [{k: s.get(k) for k in ("batch_size", "precision", "baseline", "estimate", "low", "high",
                                                 "verdict")} for s in results["speedups"]]}
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ampgan.speed.intervals import SpeedupInterval, load_changed, reference_drift, speedup_interval
+from ampgan.speed.intervals import BETWEEN_RUN_SD, SpeedupInterval, load_changed, reference_drift, speedup_interval
 
 UNTIL_SETTLED = "settled"  # every speedup known to +-5%: what a benchmark table reports
 UNTIL_DECIDED = "decided"  # enough to say faster / slower / no clear difference: what a choice needs
@@ -36,6 +36,8 @@ class StoppingRule:
     # A candidate whose median step so far is this many times the baseline's is left out at once (after
     # one round, that round): no shared machine's noise makes such a gap, and its steps would eat the cap.
     hopeless_factor: float = 5.0
+    # The spread between runs that every interval carries (speed/intervals.py; speed/history.py learns it).
+    between_run_sd: float = BETWEEN_RUN_SD
 
 
 @dataclass
@@ -48,6 +50,8 @@ class RoundsResult:
     drift: float | None = None  # the baseline's change from the first to the last third of the rounds
     remeasured_after_drift: float | None = None  # the first attempt's drift, when it was measured again
     seconds: float = 0.0
+    between_run_sd: float = BETWEEN_RUN_SD  # what the intervals carry, and where it came from
+    between_run_source: str = "default"
 
     @property
     def rounds(self) -> int:
@@ -67,6 +71,7 @@ class RoundsResult:
                 "settled": self.settled, "seconds": self.seconds, "drift": self.drift,
                 "load_changed": self.load_changed, "remeasured_after_drift": self.remeasured_after_drift,
                 "hopeless": self.hopeless,
+                "between_run_sd": self.between_run_sd, "between_run_source": self.between_run_source,
                 "median_s": {name: float(np.median(samples)) if samples else None
                              for name, samples in self.samples_s.items()},
                 "intervals": {name: i.to_dict() if i else None for name, i in self.intervals.items()}}
@@ -88,7 +93,8 @@ def measure_rounds(timers: dict[str, Callable[[], float]], baseline: str, rule: 
 
 def _attempt(timers, baseline, rule, seed, stop_check, budget) -> RoundsResult:
     order_source = random.Random(seed)
-    result = RoundsResult(baseline=baseline, samples_s={name: [] for name in timers})
+    result = RoundsResult(baseline=baseline, samples_s={name: [] for name in timers},
+                          between_run_sd=rule.between_run_sd)
     active = list(timers)
     while True:
         order = list(active)
@@ -108,7 +114,7 @@ def _attempt(timers, baseline, rule, seed, stop_check, budget) -> RoundsResult:
                                          f"{baseline_s:.3g} s over {len(result.samples_s[name])} round(s): more "
                                          f"than {rule.hopeless_factor:g}x slower")
                 active.remove(name)
-        _update_intervals(result, active)
+        _update_intervals(result, active, rule.between_run_sd)
         stop = _why_stop(result, active, rule, budget)
         if stop:
             result.stopped_by = stop
@@ -120,13 +126,13 @@ def _hopeless(candidate_s: float, baseline_s: float, rule: StoppingRule) -> bool
     return candidate_s > rule.hopeless_factor * baseline_s
 
 
-def _update_intervals(result: RoundsResult, active: list[str]) -> None:
+def _update_intervals(result: RoundsResult, active: list[str], between_run_sd: float = BETWEEN_RUN_SD) -> None:
     for name, samples in result.samples_s.items():
         if name == result.baseline:
             continue
         paired = min(len(samples), result.rounds)
-        result.intervals[name] = (speedup_interval(result.samples_s[result.baseline][:paired], samples[:paired])
-                                  if paired >= 2 else None)
+        result.intervals[name] = (speedup_interval(result.samples_s[result.baseline][:paired], samples[:paired],
+                                                   between_run_sd) if paired >= 2 else None)
 
 
 def _why_stop(result: RoundsResult, active: list[str], rule: StoppingRule, budget: float) -> str:

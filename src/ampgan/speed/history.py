@@ -1,0 +1,67 @@
+"""How much a speedup moves between runs on this machine, learned from the runs themselves.
+
+A run's rounds see the noise within the run; the spread between back-to-back runs (another process,
+another memory layout, the next minutes' load) they cannot see. Every bench adds each speedup it
+measured to `speedup-history.json` in ampgan's cache folder, keyed like the speed decisions (machine,
+torch, threads, model and its options, data shape, layout, compile, batch size, precision). Once a key
+has three or more earlier estimates, their standard deviation in log speedup (if larger than the
+default, intervals.BETWEEN_RUN_SD) widens that key's intervals. The file is a convenience: a damaged or
+unwritable one is ignored, and the default is used.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from pathlib import Path
+
+from ampgan.errors import warn
+from ampgan.files.atomic import write_json_atomically
+from ampgan.files.cache_dir import cache_dir
+from ampgan.speed.intervals import BETWEEN_RUN_SD
+
+FORMAT = "ampgan-speedup-history/1"
+FILE_NAME = "speedup-history.json"
+KEPT = 20  # the latest estimates per key
+LEARNED_FROM = 3  # estimates before a key's own spread is trusted
+
+
+class SpeedupHistory:
+    def __init__(self, folder: Path | None = None):
+        self.path = Path(folder or cache_dir()) / FILE_NAME
+
+    def _read(self) -> dict[str, list[float]]:
+        try:
+            document = json.loads(self.path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        if not isinstance(document, dict) or document.get("format") != FORMAT or not isinstance(document.get("keys"), dict):
+            return {}
+        return {key: [float(v) for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)
+                      and math.isfinite(v) and v > 0]
+                for key, values in document["keys"].items() if isinstance(values, list)}
+
+    def estimates(self, key: str) -> list[float]:
+        return self._read().get(key, [])
+
+    def between_run_sd(self, key: str) -> tuple[float, str]:
+        """(sd in log speedup, where it comes from) for intervals measured under `key`."""
+        earlier = self.estimates(key)
+        if len(earlier) < LEARNED_FROM:
+            return BETWEEN_RUN_SD, f"default {BETWEEN_RUN_SD:.1%} ({len(earlier)} earlier runs of this configuration)"
+        learned = statistics.stdev(math.log(v) for v in earlier)
+        if learned <= BETWEEN_RUN_SD:
+            return BETWEEN_RUN_SD, f"default {BETWEEN_RUN_SD:.1%} (the {len(earlier)} earlier runs spread {learned:.1%})"
+        return learned, f"learned {learned:.1%} from {len(earlier)} earlier runs of this configuration on this machine"
+
+    def record(self, key: str, estimate: float) -> None:
+        if not (math.isfinite(estimate) and estimate > 0):
+            return
+        keys = self._read()
+        keys[key] = (keys.get(key, []) + [float(estimate)])[-KEPT:]
+        try:
+            write_json_atomically(self.path, {"format": FORMAT, "keys": keys})
+        except OSError as error:
+            warn(f"could not write the speedup history {self.path} ({error.strerror}): intervals keep the default "
+                 "between-run spread; set AMPGAN_CACHE_DIR to a writable folder")
