@@ -409,6 +409,8 @@ def _time_interleaved(spec: BenchSpec, contenders: list[_Contender], stop_check=
     history, keys = SpeedupHistory(), {c.result.precision: _history_key(c) for c in contenders
                                        if c.result.precision != baseline}
     learned = max((history.between_run_sd(key) for key in keys.values()), default=(BETWEEN_RUN_SD, "default"))
+    if world().distributed:  # rank 0's history for every rank: the ranks must stop at the same round
+        learned = gather_objects(learned)[0]
     rule = StoppingRule(min_rounds=max(2, spec.steps), max_seconds=spec.max_seconds, until=UNTIL_SETTLED,
                         min_seconds=min(spec.min_seconds, spec.max_seconds), between_run_sd=learned[0])
     rounds = measure_rounds({c.result.precision: timer_of(c) for c in contenders}, baseline, rule, seed=spec.seed,
