@@ -28,8 +28,8 @@ import torch
 
 from ampgan.errors import AmpganError
 from ampgan.speed.cache import DecisionCache, StoredDecision, decision_key
-from ampgan.speed.decision import (DECISION_RULE, WARMUP_STEPS, duration_text, interval_text, machine_key,
-                                   median_s, rounds_verdict)
+from ampgan.speed.ab import cached_or_measured, median_s, outcome_of
+from ampgan.speed.decision import DECISION_RULE, WARMUP_STEPS, duration_text, interval_text, machine_key
 from ampgan.speed.rounds import RoundsResult, measure_rounds
 
 EAGER, COMPILED = "eager", "compiled"
@@ -108,13 +108,11 @@ class CompileProbe:
 
 def compile_from_measurement(found: CompileMeasurement, precision: str, batch_size: int) -> CompileDecision:
     """The decision from rounds of eager (the baseline) against compiled (pure)."""
-    verdict, notes = rounds_verdict(found.rounds, COMPILED)
-    interval = found.rounds.intervals.get(COMPILED)
-    compiled = found.rounds.samples_s[COMPILED]
-    return CompileDecision(precision, batch_size, verdict, median_s(found.rounds.samples_s[EAGER]), median_s(compiled),
-                           interval.to_dict() if interval else None, len(compiled), compile_s=round(found.compile_s, 2),
-                           first_compile_s=round(found.first_compile_s, 2), note="; ".join(notes),
-                           measured_on=datetime.date.today().isoformat())
+    outcome = outcome_of(found.rounds, COMPILED)
+    return CompileDecision(precision, batch_size, outcome.verdict, outcome.baseline_step_s, outcome.candidate_step_s,
+                           outcome.interval, outcome.rounds, compile_s=round(found.compile_s, 2),
+                           first_compile_s=round(found.first_compile_s, 2), note=outcome.note,
+                           measured_on=outcome.measured_on)
 
 
 def expected_run_s(steps: int | None, seconds: float | None, eager_step_s: float) -> float | None:
@@ -144,15 +142,17 @@ def decide_compile(precision: str, batch_size: int, key_parts: dict, budget: tup
         return False, None
     log(f"measuring the compiled step against the eager one for {precision} at batch {batch_size} "
         "(a first compile; once for this machine and model, the answer is cached) ...")
-    try:
+
+    def measured() -> tuple[CompileDecision, bool]:
         found = probe.measure()
+        return compile_from_measurement(found, precision, batch_size), found.rounds.load_changed
+
+    try:
+        decision, _ = cached_or_measured(cache, key, lambda stored: None, measured)  # the cache was read above
     except AmpganError as error:
         return False, _cannot_compile(precision, batch_size, str(error))
     except Exception as error:  # noqa: BLE001 - a compiler failure of any kind means: train eager
         return False, _cannot_compile(precision, batch_size, f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}")
-    decision = compile_from_measurement(found, precision, batch_size)
-    if cache and not found.rounds.load_changed:
-        cache.put(key, decision.to_dict())
     return decision.pays_for(run_s), decision
 
 

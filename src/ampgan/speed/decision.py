@@ -1,4 +1,5 @@
-"""Is a precision worth using here? One rule, measured on the run's own training step.
+"""Is a precision worth using here? One rule, measured on the run's own training step (the A/B
+decision of speed/ab.py, shared with the memory format and compilation).
 
 The rule: a mode is *useful* when its real training step (the run's model, batch size and
 compile setting) is faster than fp32's beyond the measurement's uncertainty, that is when the
@@ -25,6 +26,7 @@ import torch
 
 from ampgan import precisions
 from ampgan.errors import warn
+from ampgan.speed.ab import outcome_of
 from ampgan.speed.cache import DecisionCache, StoredDecision, decision_key
 from ampgan.speed.intervals import SpeedupInterval
 from ampgan.speed.rounds import UNTIL_DECIDED, RoundsResult, StoppingRule, measure_rounds
@@ -101,40 +103,17 @@ def decisions_from_rounds(result: RoundsResult, batch_size: int,
     """The verdict of every candidate measured in `result` (pure: testable with injected rounds).
     `hopeless_at_warmup`: candidate -> (its first step's seconds, fp32's first step's seconds)."""
     today = datetime.date.today().isoformat()
-    fp32 = result.samples_s[result.baseline]
     decisions = {}
     for name, (first, fp32_first) in hopeless_at_warmup.items():
         decisions[name] = Decision(name, batch_size, "slower", fp32_first, first, None, 0, measured_on=today,
                                    note=f"first steps: more than {HOPELESS_FIRST_STEP:g}x slower, left out at once")
-    for name, samples in result.samples_s.items():
+    for name in result.samples_s:
         if name == result.baseline:
             continue
-        verdict, notes = rounds_verdict(result, name)
-        interval = result.intervals.get(name)
-        decisions[name] = Decision(name, batch_size, verdict, median_s(fp32), median_s(samples),
-                                   interval.to_dict() if interval else None, len(samples),
-                                   note="; ".join(notes), measured_on=today)
+        found = outcome_of(result, name)
+        decisions[name] = Decision(name, batch_size, found.verdict, found.baseline_step_s, found.candidate_step_s,
+                                   found.interval, found.rounds, note=found.note, measured_on=found.measured_on)
     return decisions
-
-
-def rounds_verdict(result: RoundsResult, name: str) -> tuple[str, list[str]]:
-    """A candidate's verdict against the rounds' baseline (faster | slower | no clear difference) and the
-    notes that qualify it. The one rule for precisions and memory formats alike."""
-    interval = result.intervals.get(name)
-    notes = []
-    if name in result.hopeless:
-        verdict = "slower"
-        notes.append(result.hopeless[name])
-    elif interval is None:
-        verdict = "no clear difference"
-        notes.append("fewer than two rounds fit in the time cap")
-    else:
-        verdict = interval.verdict
-        if result.stopped_by == "time cap" and verdict == "no clear difference":
-            notes.append(f"unsettled after {result.seconds:.0f} s")
-    if result.load_changed:
-        notes.append(f"the machine's load changed during the measurement ({result.baseline} {result.drift:+.0%})")
-    return verdict, notes
 
 
 def interval_text(interval: dict | None) -> str:
@@ -142,14 +121,6 @@ def interval_text(interval: dict | None) -> str:
     if not interval:
         return ""
     return ", " + SpeedupInterval(interval["estimate"], interval["low"], interval["high"], interval["rounds"]).describe()
-
-
-def median_s(samples: list[float]) -> float | None:
-    if not samples:
-        return None
-    ordered = sorted(samples)
-    middle = len(ordered) // 2
-    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
 
 
 Measure = Callable[[list[str]], tuple[RoundsResult, dict[str, tuple[float, float]]]]
@@ -174,8 +145,7 @@ def decide(precisions: list[str], batch_size: int, key_parts: dict, measure: Mea
         measured = decisions_from_rounds(result, batch_size, hopeless)
         for name in missing:
             decisions[name] = measured[name]
-            # A measurement during which the machine's load changed answers for that moment only:
-            # it is used now but not kept, so the next run measures again.
+            # Kept as speed/ab.py keeps every answer: not when the machine's load changed meanwhile.
             if cache and not result.load_changed:
                 cache.put(decision_key(**key_parts, batch_size=batch_size, precision=name), measured[name].to_dict())
         if result.load_changed:

@@ -12,15 +12,14 @@ code path is written for), cached per machine, model, batch size and precision.
 from __future__ import annotations
 
 import dataclasses
-import datetime
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 
 from ampgan.speed.cache import DecisionCache, StoredDecision, decision_key
-from ampgan.speed.decision import (DECISION_RULE, WARMUP_STEPS, duration_text, interval_text, machine_key,
-                                   median_s, rounds_verdict)
+from ampgan.speed.ab import cached_or_measured, outcome_of
+from ampgan.speed.decision import DECISION_RULE, WARMUP_STEPS, duration_text, interval_text, machine_key
 from ampgan.speed.rounds import RoundsResult, StoppingRule, measure_rounds
 
 NCHW, CHANNELS_LAST = "nchw", "channels-last"
@@ -62,29 +61,24 @@ class LayoutDecision(StoredDecision):
 
 def layout_from_rounds(result: RoundsResult, precision: str, batch_size: int) -> LayoutDecision:
     """The decision from interleaved rounds of NCHW (the baseline) and channels-last (pure)."""
-    verdict, notes = rounds_verdict(result, CHANNELS_LAST)
-    interval = result.intervals.get(CHANNELS_LAST)
-    channels_last = result.samples_s[CHANNELS_LAST]
-    return LayoutDecision(precision, batch_size, verdict, median_s(result.samples_s[NCHW]), median_s(channels_last),
-                          interval.to_dict() if interval else None, len(channels_last), note="; ".join(notes),
-                          measured_on=datetime.date.today().isoformat())
+    found = outcome_of(result, CHANNELS_LAST)
+    return LayoutDecision(precision, batch_size, found.verdict, found.baseline_step_s, found.candidate_step_s,
+                          found.interval, found.rounds, note=found.note, measured_on=found.measured_on)
 
 
 def decide_layout(precision: str, batch_size: int, key_parts: dict, measure: Callable[[], RoundsResult],
                   cache: DecisionCache | None, log: Callable[[str], None] = lambda line: None) -> LayoutDecision:
     """From the cache when it holds this question's answer, else measured (`measure()`: rounds of
-    NCHW against channels-last) and cached unless the machine's load changed meanwhile."""
+    NCHW against channels-last) and cached unless the machine's load changed meanwhile (speed/ab.py)."""
     key = decision_key(**key_parts, batch_size=batch_size, precision=precision, question="memory format")
-    cached = LayoutDecision.from_cache(cache.get(key) if cache else None)
-    if cached is not None:
-        return cached
-    log(f"measuring channels-last against NCHW for {precision} at batch {batch_size} "
-        "(once for this machine and model; the answer is cached) ...")
-    result = measure()
-    decision = layout_from_rounds(result, precision, batch_size)
-    if cache and not result.load_changed:
-        cache.put(key, decision.to_dict())
-    return decision
+
+    def measured() -> tuple[LayoutDecision, bool]:
+        log(f"measuring channels-last against NCHW for {precision} at batch {batch_size} "
+            "(once for this machine and model; the answer is cached) ...")
+        result = measure()
+        return layout_from_rounds(result, precision, batch_size), result.load_changed
+
+    return cached_or_measured(cache, key, LayoutDecision.from_cache, measured)[0]
 
 
 # A format gain worth having shows within seconds; a tie is answered NCHW after at most this long.

@@ -1,0 +1,80 @@
+"""One A/B decision, three uses: is the candidate (a precision, channels-last, the compiled step)
+faster than the baseline (fp32, NCHW, eager) on this machine's real training step?
+
+What every use shares lives here: the verdict of interleaved rounds (`outcome_of`: the interval's
+verdict against the minimum effect, the rounds' notes), and the cache (`cached_or_measured`: the
+answer for a key, read back and checked, or measured, and kept unless the machine's load changed
+during the measurement, which answers for that moment only). Each use adds what is its own: what is
+measured (decision.py: several precisions in one set of rounds; layout.py; compilation.py with the
+compile time and the break-even run length) and how its answer reads.
+"""
+
+from __future__ import annotations
+
+import datetime
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ampgan.speed.cache import DecisionCache
+from ampgan.speed.rounds import RoundsResult
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one candidate's rounds against the baseline say, in the fields every decision stores."""
+
+    verdict: str  # faster | slower | no clear difference
+    baseline_step_s: float | None
+    candidate_step_s: float | None
+    interval: dict | None  # SpeedupInterval.to_dict(), when two or more rounds were paired
+    rounds: int
+    note: str
+    measured_on: str
+
+
+def median_s(samples: list[float]) -> float | None:
+    return statistics.median(samples) if samples else None
+
+
+def rounds_verdict(result: RoundsResult, name: str) -> tuple[str, list[str]]:
+    """A candidate's verdict against the rounds' baseline (faster | slower | no clear difference) and the
+    notes that qualify it. The one rule for precisions, memory formats and compilation alike."""
+    interval = result.intervals.get(name)
+    notes = []
+    if name in result.hopeless:
+        verdict = "slower"
+        notes.append(result.hopeless[name])
+    elif interval is None:
+        verdict = "no clear difference"
+        notes.append("fewer than two rounds fit in the time cap")
+    else:
+        verdict = interval.verdict
+        if result.stopped_by == "time cap" and verdict == "no clear difference":
+            notes.append(f"unsettled after {result.seconds:.0f} s")
+    if result.load_changed:
+        notes.append(f"the machine's load changed during the measurement ({result.baseline} {result.drift:+.0%})")
+    return verdict, notes
+
+
+def outcome_of(result: RoundsResult, candidate: str) -> Outcome:
+    """The outcome for `candidate` in `result` (pure: testable with injected rounds)."""
+    verdict, notes = rounds_verdict(result, candidate)
+    interval = result.intervals.get(candidate)
+    samples = result.samples_s[candidate]
+    return Outcome(verdict, median_s(result.samples_s[result.baseline]), median_s(samples),
+                   interval.to_dict() if interval else None, len(samples), "; ".join(notes),
+                   datetime.date.today().isoformat())
+
+
+def cached_or_measured(cache: DecisionCache | None, key: str, read: Callable[[dict | None], object | None],
+                       measure: Callable[[], tuple[object, bool]]):
+    """(decision, measured now?): `read(stored)` gives the cached decision (None when absent or not
+    trusted); else `measure()` -> (decision, load changed?), kept in the cache unless the load changed."""
+    cached = read(cache.get(key) if cache else None)
+    if cached is not None:
+        return cached, False
+    decision, load_changed = measure()
+    if cache and not load_changed:
+        cache.put(key, decision.to_dict())
+    return decision, True
