@@ -217,3 +217,20 @@ def test_the_op_table_of_a_real_training_step_predicts_a_batch_it_was_not_traced
     assert table.bytes_at(24) == pytest.approx(sum(r.bytes * r.weight for r in records))
     assert table.kernels() == pytest.approx(sum(r.weight for r in records))
     assert any(r.optimizer and r.op == "cuda.fused_adam" for r in table.rows)
+
+
+def test_a_batch_too_large_for_a_gpu_is_flagged_from_the_step_memory_lower_bound(tiny_bench, tmp_path, capsys):
+    memory = json.loads(tiny_bench.read_text())["step_memory"]
+    assert memory["parameters_bytes"] > 0 and set(memory["activation_bytes_per_sample"]) == {"fp32", "bf16", "fp16"}
+    # the 16-bit step keeps its activations in 2 bytes: about half the fp32 bound per sample
+    per_sample = memory["activation_bytes_per_sample"]
+    assert per_sample["bf16"] == pytest.approx(per_sample["fp32"] / 2, rel=0.01)
+    huge = int(16 * 2**30 / per_sample["fp32"]) * 2  # twice what a T4's 16 GiB holds in fp32
+    code, stdout, err = run_cli(capsys, "project", str(tiny_bench), "--devices", "T4,H200", "--batch-sizes",
+                                f"8,{huge}", "--out", str(tmp_path / "p"))
+    assert code == 0, err
+    rows = {(r["device"], r["precision"], r["batch_size"]): r for r in
+            json.loads((tmp_path / "p" / "projection.json").read_text())["rows"]}
+    assert rows[("T4", "fp32", 8)]["fits"] is True and rows[("T4", "fp32", huge)]["fits"] is False
+    assert rows[("H200", "fp32", huge)]["fits"] is True  # 141 GB holds it
+    assert "Does not fit in the GPU's memory" in stdout and f"T4 fp32 at batch {huge}" in stdout

@@ -24,7 +24,7 @@ from ampgan.system.environment import environment_stamp
 from ampgan.speed.compile_time import measure_compile_times
 from ampgan.bench.attainable import attainable_comparison, ops_alone, summarise
 from ampgan.bench.flops import count_flops_by_kind
-from ampgan.bench.ops import trace_op_table
+from ampgan.bench.ops import TRACE_BATCH_SIZES, trace_op_table
 from ampgan.errors import AmpganError
 from ampgan.system.hardware import detect_hardware, peak_tflops
 from ampgan.bench.stats import achieved_fraction_of_peak, throughput, timing_stats
@@ -35,6 +35,8 @@ from ampgan.speed.intervals import BETWEEN_RUN_SD
 from ampgan.speed.layout import channels_last_precisions
 from ampgan.speed.rounds import UNTIL_SETTLED, RoundsResult, StoppingRule, measure_rounds
 from ampgan.speed.step_timer import StepTimer
+from ampgan.training.memory import estimate_step_memory
+from ampgan.training.prepared import resolve_config
 from ampgan.training.step import train_step
 
 
@@ -279,7 +281,25 @@ def trace_op_tables(spec: BenchSpec, dataset, device: torch.device, log=lambda l
                            if str(error) else type(error).__name__})
     if failed:
         log("op tables not traced for " + "; ".join(f"{f['precision']}: {f['reason']}" for f in failed))
-    return {"op_tables": tables, "op_tables_failed": failed}
+    return {"op_tables": tables, "op_tables_failed": failed, "step_memory": step_memory(spec, dataset)}
+
+
+def step_memory(spec: BenchSpec, dataset) -> dict | None:
+    """A lower bound on one step's memory as a function of the batch (training/memory.py's estimate on
+    the meta device): {"parameters_bytes", "activation_bytes_per_sample": {precision: bytes}}; None when
+    the model cannot be traced there."""
+    try:
+        _, _, gan, data = resolve_config(spec.train_config("fp32", TRACE_BATCH_SIZES[0]), dataset)
+        if not any(p.is_meta for p in gan.generator.parameters()):
+            return None
+        per_precision = {name: estimate_step_memory(gan, data, 1, 4 if name == "fp32" else 2)
+                         for name in OP_TABLE_PRECISIONS}
+    except Exception:  # noqa: BLE001 - a model the meta trace cannot follow has no estimate, not an error
+        return None
+    return {"parameters_bytes": per_precision["fp32"].parameters_bytes,
+            "activation_bytes_per_sample": {name: e.activations_bytes_per_sample for name, e in per_precision.items()},
+            "what": "a lower bound (training/memory.py): weights, gradients and Adam's moments in fp32, every layer's "
+                    "output; no temporaries, no allocator slack"}
 
 
 class _StopRequested(Exception):

@@ -26,7 +26,8 @@ _NUMBER = (int, float)
 ROW_SHAPE = {"device": str, "precision": str, "batch_size": int, "status": str, "projected": bool,
              "?ms_per_step": _NUMBER, "?ms_low": _NUMBER, "?ms_high": _NUMBER, "?speedup": _NUMBER,
              "?speedup_low": _NUMBER, "?speedup_high": _NUMBER, "?bound": str,
-             "?cost": {"fast": _NUMBER, "mid": _NUMBER, "slow": _NUMBER}}
+             "?cost": {"fast": _NUMBER, "mid": _NUMBER, "slow": _NUMBER}, "?fits": bool,
+             "?memory_gib_at_least": _NUMBER}
 DOCUMENT_SHAPE = {"format": str, "model": (str, None), "traced_on": (str, None), "rows": [ROW_SHAPE]}
 
 
@@ -56,8 +57,22 @@ def cheapest_instance(catalog: list[Instance] | None, gpu: GpuSpec) -> Instance 
     return min(matching, key=lambda i: i.price_per_hour / max(1, i.gpu_count), default=None)
 
 
+def memory_at_least(memory: dict | None, precision: str, batch_size: int) -> float | None:
+    """The lower bound on one step's memory in bytes (bench's step_memory), or None without one."""
+    if not isinstance(memory, dict):
+        return None
+    per_sample = memory.get("activation_bytes_per_sample") or {}
+    stand_in = {"tf32": "fp32", "fp16": "bf16", "bf16": "fp16"}.get(precision)
+    value = per_sample.get(precision, per_sample.get(stand_in))
+    parameters = memory.get("parameters_bytes")
+    if not isinstance(value, (int, float)) or not isinstance(parameters, (int, float)):
+        return None
+    return float(parameters) + float(value) * batch_size
+
+
 def project(tables: dict[str, OpTable], gpus: list[GpuSpec], batch_sizes: list[int], launch, *,
-            precisions: tuple[str, ...] = PROJECTED_PRECISIONS, catalog: list[Instance] | None = None) -> list[dict]:
+            precisions: tuple[str, ...] = PROJECTED_PRECISIONS, catalog: list[Instance] | None = None,
+            memory: dict | None = None) -> list[dict]:
     """One row per GPU x precision x batch size: the projected ms per step at the band's three
     points, its bound, its speedup over fp32 and the cost of the study's 1M batches."""
     points = efficiency_points(launch)
@@ -86,6 +101,11 @@ def project(tables: dict[str, OpTable], gpus: list[GpuSpec], batch_sizes: list[i
                     "source": f"roofline: {gpu.key} datasheet row ({gpu.source}); {table_note}, traced on "
                               f"{table.device} at batch {table.traced_at[0]} and {table.traced_at[1]}",
                 })
+                needed = memory_at_least(memory, name, batch_size)
+                if needed is not None:
+                    # A lower bound: a row that does not fit cannot; one that fits may still not.
+                    row["memory_gib_at_least"] = needed / 2**30
+                    row["fits"] = needed <= gpu.memory_gib * 2**30
                 if name == BASELINE:
                     baseline = timed
                 if baseline is not None:
@@ -139,7 +159,7 @@ def build_projection(results: dict, tables: dict[str, OpTable], gpus: list[GpuSp
                      catalog: list[Instance] | None, catalog_source: str | None) -> dict:
     if not tables:
         raise AmpganError("no op table to project from: re-run 'ampgan bench' (it traces the step's operations)")
-    rows = project(tables, gpus, batch_sizes, launch, catalog=catalog)
+    rows = project(tables, gpus, batch_sizes, launch, catalog=catalog, memory=results.get("step_memory"))
     spec = results.get("spec", {})
     return {
         "format": FORMAT,
@@ -168,17 +188,24 @@ def table_text(document: dict) -> str:
               "mid [fast-slow] of the assumptions' band."), "",
              "| GPU | batch | precision | ms per step | speedup over fp32 | bound | tensor-core share | cost |",
              "|---|---:|---|---:|---:|---|---:|---:|"]
+    too_big = []
     for row in document["rows"]:
         if row["status"] != "ok":
             continue
         speedup = _band(row["speedup_low"], row["speedup"], row["speedup_high"], 2) + "x" if "speedup" in row else "-"
         cost = _band(row["cost"]["fast"], row["cost"]["mid"], row["cost"]["slow"]) if "cost" in row else "no price"
+        if row.get("fits") is False:
+            too_big.append(f"{row['device']} {row['precision']} at batch {row['batch_size']} "
+                           f"(at least {row['memory_gib_at_least']:.1f} GiB)")
         lines.append(f"| {row['device']} | {row['batch_size']} | {row['precision']} | "
                      f"{_band(row['ms_low'], row['ms_per_step'], row['ms_high'], 1)} | {speedup} | {row['bound']} | "
                      f"{row['tensor_flops_share']:.0%} | {cost} |")
     skipped = sorted({f"{r['device']} {r['precision']}: {r['reason']}" for r in document["rows"] if r["status"] != "ok"})
     if skipped:
         lines += ["", "Not projected: " + "; ".join(skipped) + "."]
+    if too_big:
+        lines += ["", "Does not fit in the GPU's memory (a lower bound on one step; the time is what it would take "
+                  "if it did): " + "; ".join(too_big) + "."]
     if document["measured_here"]:
         lines += ["", f"Measured on this machine ({document['traced_on']}):", "",
                   "| batch | precision | ms per step (measured) |", "|---:|---|---:|"]

@@ -12,7 +12,7 @@ from ampgan.plotting import precision_colour, pyplot, save_figure
 from ampgan.projection.document import table_text
 
 CSV_COLUMNS = ["device", "precision", "batch_size", "status", "ms_per_step", "ms_low", "ms_high", "speedup",
-               "speedup_low", "speedup_high", "bound", "tensor_flops_share", "cost_mid", "cost_low", "cost_high",
+               "speedup_low", "speedup_high", "bound", "tensor_flops_share", "fits", "memory_gib_at_least", "cost_mid", "cost_low", "cost_high",
                "reason", "source"]
 
 

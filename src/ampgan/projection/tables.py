@@ -43,6 +43,7 @@ def _trace_from_config(results: dict, path: Path, log) -> dict:
                           "'ampgan bench'") from None
     dataset = load_dataset(config.data, seed=config.seed)
     traced = trace_op_tables(BenchSpec(base=config), dataset, torch.device("cpu"), log)
+    results["step_memory"] = traced.get("step_memory")  # for the memory check, as a bench would have stored it
     if not traced["op_tables"]:
         reasons = "; ".join(f"{f['precision']}: {f['reason']}" for f in traced["op_tables_failed"])
         raise AmpganError(f"cannot trace the step of {path}'s model ({reasons})")

@@ -266,7 +266,8 @@ def projection_sections(out_dir: Path) -> list[Section]:
         cost = (f"{_money(base['cost']['mid'])} to {_money(best['cost']['mid'])}" if "cost" in base and "cost" in best
                 else "no price")
         rows.append([device, str(batch), f"{base['ms_per_step']:.1f}", best["precision"], f"{best['ms_per_step']:.1f}",
-                     f"{best['speedup']:.2f}x [{best['speedup_low']:.2f}-{best['speedup_high']:.2f}]", best["bound"], cost])
+                     f"{best['speedup']:.2f}x [{best['speedup_low']:.2f}-{best['speedup_high']:.2f}]",
+                     best["bound"] + (" (does not fit)" if best.get("fits") is False else ""), cost])
     if len(rows) == 1:
         return []
     paragraph = (f"PROJECTED, not measured: a roofline over this step's operations (traced on {document['traced_on']}) "
