@@ -337,7 +337,17 @@ PROJECTED_BATCH_SIZES = (2048,)  # besides the study's own: the batch of the pub
 def project_elsewhere(spec: CompareSpec, dataset, bench_results: dict | None, out_dir: Path, device) -> dict:
     """projection/ of the study: its step projected onto the table's GPUs at the study's batch size and
     at 2048 (a roofline over the bench's op tables, or over a trace made here when there is no bench).
-    {"path": ..} when written, {"note": why not} otherwise."""
+    {"path": ..} when written, {"note": why not} otherwise: a projection that fails costs the study
+    nothing but its section."""
+    try:
+        return _project_elsewhere(spec, dataset, bench_results, out_dir, device)
+    except (KeyboardInterrupt, Interrupted):
+        raise
+    except Exception as error:  # noqa: BLE001 - the study's measured answer must not depend on it
+        return {"note": f"not projected: {type(error).__name__}: {str(error).splitlines()[0][:200] if str(error) else ''}"}
+
+
+def _project_elsewhere(spec: CompareSpec, dataset, bench_results: dict | None, out_dir: Path, device) -> dict:
     from ampgan.bench.harness import trace_op_tables
     from ampgan.bench.ops import OpTable
     from ampgan.cost.catalog import load_catalog
