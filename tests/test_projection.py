@@ -234,3 +234,21 @@ def test_a_batch_too_large_for_a_gpu_is_flagged_from_the_step_memory_lower_bound
     assert rows[("T4", "fp32", 8)]["fits"] is True and rows[("T4", "fp32", huge)]["fits"] is False
     assert rows[("H200", "fp32", huge)]["fits"] is True  # 141 GB holds it
     assert "Does not fit in the GPU's memory" in stdout and f"T4 fp32 at batch {huge}" in stdout
+
+
+def test_project_reads_the_step_a_study_traced_when_it_ran_no_bench(tiny_bench, tmp_path, capsys):
+    from ampgan.projection.tables import TRACED_FORMAT
+
+    bench = json.loads(tiny_bench.read_text())
+    study = tmp_path / "study"
+    (study / "projection").mkdir(parents=True)
+    traced = {"format": TRACED_FORMAT, "spec": {"model": "acgan", "batch_sizes": [64]}, "environment": bench["environment"],
+              "configs": [], "op_tables": bench["op_tables"], "step_memory": bench["step_memory"]}
+    (study / "projection" / "op_tables.json").write_text(json.dumps(traced))
+    code, stdout, err = run_cli(capsys, "project", str(study), "--devices", "L4", "--out", str(tmp_path / "p"))
+    assert code == 0, err
+    rows = json.loads((tmp_path / "p" / "projection.json").read_text())["rows"]
+    assert {(r["device"], r["batch_size"]) for r in rows} == {("L4", 64)}
+    (study / "projection" / "op_tables.json").write_text(json.dumps({**traced, "spec": {"model": "acgan"}}))
+    code, _, err = run_cli(capsys, "project", str(study), "--out", str(tmp_path / "q"))
+    assert code == 2 and "op_tables.json" in err and "Traceback" not in err

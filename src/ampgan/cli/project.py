@@ -34,14 +34,15 @@ def command(results, devices, batch_sizes, prices, out, overwrite, as_json) -> N
     )
     from ampgan.projection.document import DEFAULT_DEVICES, build_projection
     from ampgan.projection.output import write_projection
-    from ampgan.projection.tables import op_tables_of
+    from ampgan.projection.tables import load_traced_step, op_tables_of
     from ampgan.runs.claim import claimed_folder
     from ampgan.system.gpus import gpu_spec
 
     path = Path(results)
     if path.is_dir():
-        path = next((p for p in (path / "results.json", path / "bench" / "results.json") if p.is_file()), path / "results.json")
-    document = load_results(path)
+        candidates = (path / "results.json", path / "bench" / "results.json", path / "projection" / "op_tables.json")
+        path = next((p for p in candidates if p.is_file()), path / "results.json")
+    document = load_traced_step(path) if path.name == "op_tables.json" else load_results(path)
     gpus = [gpu_spec(name) for name in (devices.split(",") if devices else DEFAULT_DEVICES)]
     sizes = list(batch_sizes or document["spec"].get("batch_sizes") or [])
     if not sizes:

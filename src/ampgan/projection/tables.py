@@ -12,6 +12,21 @@ from ampgan.bench.ops import OpTable
 from ampgan.config import TrainConfig
 from ampgan.data import load_dataset
 from ampgan.errors import AmpganError, ConfigError
+from ampgan.files.jsonfile import read_json
+from ampgan.files.schema import check_shape
+
+TRACED_FORMAT = "ampgan-traced-step/1"
+_TRACED = {"format": str, "spec": {"model": str, "batch_sizes": [int]}, "environment": dict, "op_tables": dict}
+
+
+def load_traced_step(path: Path) -> dict:
+    """A study's projection/op_tables.json (the step traced when no bench ran), checked."""
+    document = read_json(path, missing=f"no traced step at {path}", damaged=f"{path} is not valid JSON: run the "
+                         "study again or 'ampgan bench' for this model")
+    check_shape(document, _TRACED, str(path), "run the study again or 'ampgan bench' for this model")
+    if document["format"] != TRACED_FORMAT:
+        raise AmpganError(f"{path} is not a traced step ({TRACED_FORMAT})")
+    return document
 
 
 def op_tables_of(results: dict, path: Path, log=lambda line: None) -> dict[str, OpTable]:
