@@ -234,3 +234,23 @@ def test_a_machine_where_no_mode_is_faster_gets_that_answer_and_trains_no_race(t
     assert document["outcome"] == "no faster mode" and document["runs"] == {} and not (out / "runs").exists()
     report = (out / "report.md").read_text()
     assert "Speed decisions" in report and "| bf16 | 100.0 | 10.0 |" in report
+
+
+@pytest.mark.real_op_trace
+def test_with_no_faster_mode_the_study_still_projects_its_step_onto_gpus(tmp_path, capsys, monkeypatch):
+    import ampgan.speed.decision as decision
+    from conftest import own_decision_cache
+
+    own_decision_cache(monkeypatch, tmp_path)
+    steps = {"fp32": 0.01, "bf16": 0.1, "fp16": 0.2}
+    monkeypatch.setattr(decision, "measure_on_training_step", lambda config, dataset, device: decision.measure_with(
+        lambda name: lambda: steps[name]))
+    out = tmp_path / "study"
+    code, stdout, err = run_cli(capsys, "compare", "--dataset", "synthetic", "--width", "8", "--z-dim", "16",
+                                "--batch-size", "8", "--device", "cpu", "--out", str(out), "--quiet")
+    assert code == 0, err
+    document = json.loads((out / "compare.json").read_text())
+    assert document["projection"]["path"] == "projection/projection.json" and document["projection"]["batch_sizes"] == [8, 2048]
+    assert "PROJECTED" in document["verdict"][-1] and "at batch 2048 T4 fp16" in document["verdict"][-1]
+    assert (out / "projection" / "op_tables.json").is_file()
+    assert "On other hardware (PROJECTED, not measured)" in (out / "report.md").read_text()
