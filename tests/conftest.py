@@ -43,7 +43,7 @@ def _steps_not_traced_for_projection(request, monkeypatch):
         return
     import ampgan.bench.harness as harness
 
-    monkeypatch.setattr(harness, "trace_op_tables", lambda spec, dataset, device, log=None: {
+    monkeypatch.setattr(harness, "trace_op_tables", lambda spec, dataset, device, log=None, stop_check=None: {
         "op_tables": {}, "op_tables_failed": [{"precision": name, "reason": "not traced in this test"}
                                               for name in harness.OP_TABLE_PRECISIONS]})
 

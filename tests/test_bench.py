@@ -153,3 +153,20 @@ def test_the_json_summary_carries_each_configurations_median_and_why_one_has_non
     summary = bench_summary(results, Path("out"))
     assert summary["configs"][0]["median_ms"] == 250.0
     assert summary["configs"][1]["median_ms"] is None and summary["configs"][1]["reason"] == "one step took 9 s"
+
+
+def test_a_signal_during_the_op_trace_stops_it_and_keeps_every_measurement(monkeypatch):
+    import os
+    import signal
+
+    def trace(spec, dataset, device, log=None, stop_check=None):
+        os.kill(os.getpid(), signal.SIGINT)  # caught by the bench's guard: recorded, not raised
+        assert stop_check()
+        return {"op_tables": {}, "op_tables_failed": [{"precision": "fp32", "reason": "not traced: asked to stop"}]}
+
+    monkeypatch.setattr(bench_module, "trace_op_tables", trace)
+    spec = BenchSpec(base=tiny_config(), batch_sizes=(4,), precisions=("fp32",), warmup=1, steps=2, min_seconds=0,
+                     max_seconds=2, channels_last=())
+    results = run_bench(spec, torch.device("cpu"))
+    assert results["incomplete"]["signal"] == "SIGINT" and results["incomplete"]["not_measured"] == []
+    assert results["configs"][0]["status"] == "ok" and results["configs"][0]["samples_s"]

@@ -230,11 +230,15 @@ def run_bench(spec: BenchSpec, device: torch.device, on_config=lambda result: No
                     measurements.append({"batch_size": batch_size, **rounds.to_dict()})
             except _StopRequested:
                 # The batch size being measured has too few rounds to be compared: it is left out.
-                incomplete = {"signal": signal.Signals(stop_request.signum or signal.SIGTERM).name,
-                              "signum": stop_request.signum or signal.SIGTERM,
-                              "finished_batch_sizes": list(spec.batch_sizes[:index]),
-                              "not_measured": list(spec.batch_sizes[index:])}
+                incomplete = _stopped(stop_request, spec.batch_sizes[:index], spec.batch_sizes[index:])
                 break
+        # The op tables, inside the same guard: a signal now stops them (between precisions), never the
+        # process, so what was measured is written.
+        traced = {}
+        if incomplete is None and not stop_request and spec.trace_ops and world().is_main:
+            traced = trace_op_tables(spec, dataset, device, log, stop_check=lambda: bool(stop_request))
+        if incomplete is None and stop_request:  # after the last check: everything measured, but asked to stop
+            incomplete = _stopped(stop_request, spec.batch_sizes, ())
     sharing = world().local_size if device.type == "cpu" else 1
     rows = [r.to_dict(peaks[r.precision]["tflops"], sharing) for r in results]
     for row in rows:  # the first warm-up step of a compiled step is mostly compilation
@@ -255,19 +259,29 @@ def run_bench(spec: BenchSpec, device: torch.device, on_config=lambda result: No
         "speedups": speedups(measurements),
         "attainable": attainable_rows(rows, speedups(measurements)),
         "incomplete": incomplete,
-        **(trace_op_tables(spec, dataset, device, log) if spec.trace_ops and world().is_main and not incomplete
-           else {}),
+        **traced,
     }
+
+
+def _stopped(stop_request, finished, not_measured) -> dict:
+    return {"signal": signal.Signals(stop_request.signum or signal.SIGTERM).name,
+            "signum": stop_request.signum or signal.SIGTERM,
+            "finished_batch_sizes": list(finished), "not_measured": list(not_measured)}
 
 
 OP_TABLE_PRECISIONS = ("fp32", "bf16", "fp16")
 
 
-def trace_op_tables(spec: BenchSpec, dataset, device: torch.device, log=lambda line: None) -> dict:
+def trace_op_tables(spec: BenchSpec, dataset, device: torch.device, log=lambda line: None,
+                    stop_check=lambda: False) -> dict:
     """{"op_tables": {precision: table}, "op_tables_failed": [...]}: the step's operations per precision
-    (bench/ops.py), traced eager on this rank alone, whatever the bench measured."""
+    (bench/ops.py), traced eager on this rank alone, whatever the bench measured. `stop_check()` true:
+    the precisions not traced yet are left out (a signal arrived)."""
     tables, failed = {}, []
     for name in OP_TABLE_PRECISIONS:
+        if stop_check():
+            failed.append({"precision": name, "reason": "not traced: the bench was asked to stop"})
+            continue
         def make_timer(batch_size, name=name):
             config = spec.train_config(name, batch_size).with_fields({"compute.compile": False})
             return StepTimer(config, dataset, device, data_parallel=False, across_ranks=False)

@@ -168,6 +168,8 @@ def incomplete_text(incomplete: dict) -> str:
     """What a benchmark stopped by a signal kept and left out."""
     finished = ", ".join(map(str, incomplete["finished_batch_sizes"])) or "none"
     missing = ", ".join(map(str, incomplete["not_measured"]))
+    if not missing:
+        return f"stopped by {incomplete['signal']} after every batch size was measured ({finished}); op tables not traced"
     return f"stopped by {incomplete['signal']}; finished batch sizes {finished}; not measured {missing}"
 
 
