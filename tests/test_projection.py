@@ -252,3 +252,16 @@ def test_project_reads_the_step_a_study_traced_when_it_ran_no_bench(tiny_bench, 
     (study / "projection" / "op_tables.json").write_text(json.dumps({**traced, "spec": {"model": "acgan"}}))
     code, _, err = run_cli(capsys, "project", str(study), "--out", str(tmp_path / "q"))
     assert code == 2 and "op_tables.json" in err and "Traceback" not in err
+
+
+def test_results_measured_on_a_gpu_of_the_table_put_its_projection_beside_each_measurement(tiny_bench, tmp_path, capsys):
+    results = json.loads(tiny_bench.read_text())
+    results["hardware"] = {**results["hardware"], "device_type": "cuda", "name": "NVIDIA H200"}
+    (tmp_path / "gpu.json").write_text(json.dumps(results))
+    code, stdout, err = run_cli(capsys, "project", str(tmp_path / "gpu.json"), "--devices", "T4",
+                                "--out", str(tmp_path / "p"))
+    assert code == 0, err
+    (measured,) = json.loads((tmp_path / "p" / "projection.json").read_text())["measured_here"]
+    assert measured["projected"] is False and measured["projected_for_it_ms"] > 0
+    assert measured["measured_over_projected"] == pytest.approx(measured["ms_per_step"] / measured["projected_for_it_ms"])
+    assert "measured / projected" in stdout

@@ -147,12 +147,40 @@ def as_bench_document(results: dict, tables: dict[str, OpTable], gpu: GpuSpec, l
     return {**results, "configs": configs, "speedups": speedups}, how
 
 
-def measured_rows(results: dict) -> list[dict]:
-    """This machine's measured ms per step (the bench's medians), labelled measured."""
+def measured_gpu(results: dict, gpus: dict[str, GpuSpec]) -> GpuSpec | None:
+    """The table's row for the GPU that measured these results (None for a CPU or an unknown GPU)."""
+    hardware = results.get("hardware") or {}
+    if hardware.get("device_type") != "cuda" or not isinstance(hardware.get("name"), str):
+        return None
+    from ampgan.system.hardware import gpu_table_key  # noqa: PLC0415 - beside its one use
+
+    key = gpu_table_key(hardware["name"])
+    return gpus.get(key) if key else None
+
+
+def measured_rows(results: dict, tables: dict[str, OpTable] | None = None, launch=None) -> list[dict]:
+    """This machine's measured ms per step (the bench's medians), labelled measured. Measured on a GPU of
+    the table, each row also holds the projection for that GPU and measured / projected: the check of the
+    roofline against a measurement (nothing is scaled by it)."""
+    from ampgan.system.gpus import gpu_table  # noqa: PLC0415
+
     device = results.get("environment", {}).get("hardware_summary") or results.get("hardware", {}).get("name")
-    return [{"device": device, "precision": c["precision"], "batch_size": c["batch_size"], "projected": False,
-             "ms_per_step": c["stats"]["median_s"] * 1e3, "source": "measured by ampgan bench on this machine"}
-            for c in results.get("configs", []) if c.get("stats")]
+    gpu = measured_gpu(results, gpu_table()) if tables and launch else None
+    rows = []
+    for config in results.get("configs", []):
+        if not config.get("stats"):
+            continue
+        row = {"device": device, "precision": config["precision"], "batch_size": config["batch_size"],
+               "projected": False, "ms_per_step": config["stats"]["median_s"] * 1e3,
+               "source": "measured by ampgan bench on this machine"}
+        if gpu is not None:
+            (projected,) = project(tables, [gpu], [config["batch_size"]], launch, precisions=(config["precision"],))
+            if projected["status"] == "ok":
+                row.update({"projected_for_it_ms": projected["ms_per_step"], "projected_low_ms": projected["ms_low"],
+                            "projected_high_ms": projected["ms_high"],
+                            "measured_over_projected": row["ms_per_step"] / projected["ms_per_step"]})
+        rows.append(row)
+    return rows
 
 
 def build_projection(results: dict, tables: dict[str, OpTable], gpus: list[GpuSpec], batch_sizes: list[int], launch,
@@ -173,7 +201,7 @@ def build_projection(results: dict, tables: dict[str, OpTable], gpus: list[GpuSp
         "op_tables": {name: {"kernels": t.kernels(), "traced_at": list(t.traced_at), "rows": len(t.rows)}
                       for name, t in tables.items()},
         "rows": rows,
-        "measured_here": measured_rows(results),
+        "measured_here": measured_rows(results, tables, launch),
     }
 
 
@@ -207,10 +235,17 @@ def table_text(document: dict) -> str:
         lines += ["", "Does not fit in the GPU's memory (a lower bound on one step; the time is what it would take "
                   "if it did): " + "; ".join(too_big) + "."]
     if document["measured_here"]:
+        checked = any("projected_for_it_ms" in row for row in document["measured_here"])
         lines += ["", f"Measured on this machine ({document['traced_on']}):", "",
-                  "| batch | precision | ms per step (measured) |", "|---:|---|---:|"]
+                  "| batch | precision | ms per step (measured) |" + (" projected for it | measured / projected |"
+                                                                     if checked else ""),
+                  "|---:|---|---:|" + ("---:|---:|" if checked else "")]
         for row in sorted(document["measured_here"], key=lambda r: (r["batch_size"], in_order([r["precision"]]))):
-            lines.append(f"| {row['batch_size']} | {row['precision']} | {row['ms_per_step']:.1f} |")
+            line = f"| {row['batch_size']} | {row['precision']} | {row['ms_per_step']:.1f} |"
+            if checked:
+                line += (f" {_band(row['projected_low_ms'], row['projected_for_it_ms'], row['projected_high_ms'], 1)} | "
+                         f"{row['measured_over_projected']:.2f} |" if "projected_for_it_ms" in row else " - | - |")
+            lines.append(line)
     lines += ["", "Assumptions:"] + [f"- {a['name']}: {a['low']:g}-{a['high']:g} {a['unit']} ({a['source']})"
                                      for a in document["assumptions"]]
     return "\n".join(lines)
