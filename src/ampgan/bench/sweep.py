@@ -124,7 +124,7 @@ def map_rows(loaded: list[tuple[dict, dict | None]], precision: str) -> list[dic
 
 
 def sweep_precisions(loaded: list[tuple[dict, dict | None]]) -> list[str]:
-    names = {s["precision"] for _, results in loaded if results for s in results["speedups"]}
+    names = {c["precision"] for _, results in loaded if results for c in results["configs"]}
     return in_order(names - {BASELINE})
 
 
@@ -145,7 +145,8 @@ def sweep_table(document: dict, out: Path) -> str:
             for size in sizes:
                 item = row["cells"].get(size) or {}
                 text = (f"{item['speedup']:.2f} [{item['low']:.2f}-{item['high']:.2f}]" if item.get("speedup") else
-                        f"~{item['median_ratio']:.2f} left out" if item.get("median_ratio") else "-")
+                        f"~{item['median_ratio']:.2f} left out" if item.get("median_ratio") else
+                        {"too_slow": "too slow", "oom": "out of memory", "error": "failed"}.get(item.get("status"), "-"))
                 if item.get("flops"):
                     text += f" ({item['flops'] / 1e9:.3g})"
                 if item.get("achieved_of_attainable") is not None:
