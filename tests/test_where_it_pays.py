@@ -73,5 +73,6 @@ def test_a_sweep_writes_a_bench_per_cell_a_map_per_precision_and_keeps_a_refused
     assert results["spec"]["model_options"]["width"] == 8
     (row,) = results["attainable"]
     assert row["precision"] == "bf16" and row["attainable_speedup"] > 0
+    assert (out / "cells" / "model.width=8" / "fig_attainable.png").read_bytes()[:4] == b"\x89PNG"
     assert (out / "fig_speedup_map_bf16.png").read_bytes()[:4] == b"\x89PNG"
     assert "model.width=4" in stdout and "bf16 over fp32" in stdout

@@ -17,6 +17,7 @@ from ampgan.errors import AmpganError
 from ampgan.files.jsonfile import read_json
 from ampgan.files.schema import check_shape
 from ampgan.plotting import precision_colour, pyplot, save_figure
+from ampgan.precisions import in_order
 
 CSV_COLUMNS = [
     "batch_size", "precision", "status", "median_ms", "q1_ms", "q3_ms", "iqr_ms", "min_ms", "noisy",
@@ -123,7 +124,45 @@ def render(results: dict, out_dir: Path) -> str:
     write_atomically(out_dir / "results.csv", lambda stream: stream.write(buffer.getvalue().encode()))
     _figure(results, out_dir / "fig1_time_per_batch.png", per_sample=False)
     _figure(results, out_dir / "fig2_time_per_1000_samples.png", per_sample=True)
+    if any(row.get("attainable_speedup") for row in results.get("attainable") or []):
+        _attainable_figure(results, out_dir / "fig_attainable.png")
     return table(results)
+
+
+def _attainable_figure(results: dict, path: Path) -> None:
+    """Per batch size and mixed precision: the measured speedup (with its interval) beside the
+    attainable one (every operation of the step timed alone, summed)."""
+    rows = [r for r in results["attainable"] if r.get("attainable_speedup")]
+    sizes = sorted({r["batch_size"] for r in rows})
+    names = in_order({r["precision"] for r in rows})
+    pairs = {(s["batch_size"], s["precision"]): s for s in results["speedups"]}
+    figure, axes = pyplot().subplots(figsize=(7, 4.2), dpi=120)
+    width = 0.8 / (2 * len(names))
+    for index, name in enumerate(names):
+        for x, size in enumerate(sizes):
+            row = next((r for r in rows if r["batch_size"] == size and r["precision"] == name), None)
+            if row is None:
+                continue
+            left = x + (2 * index - len(names)) * width + width / 2
+            pair = pairs.get((size, name))
+            if pair:
+                axes.bar(left, pair["estimate"], width, color=precision_colour(name),
+                         yerr=[[pair["estimate"] - pair["low"]], [pair["high"] - pair["estimate"]]], capsize=2,
+                         label=f"{name} measured" if x == 0 else None)
+            axes.bar(left + width, row["attainable_speedup"], width, color=precision_colour(name), alpha=0.35,
+                     hatch="//", label=f"{name} attainable (each op alone)" if x == 0 else None)
+            if row.get("achieved_of_attainable") is not None:
+                axes.annotate(f"{row['achieved_of_attainable']:.0%}", (left + width / 2, max(
+                    row["attainable_speedup"], pair["estimate"] if pair else 0)), textcoords="offset points",
+                    xytext=(0, 3), ha="center", fontsize=7)
+    axes.axhline(1.0, color="#444444", linewidth=0.8)
+    axes.set_xticks(range(len(sizes)), [str(b) for b in sizes])
+    axes.set_xlabel("batch size")
+    axes.set_ylabel("speedup over fp32")
+    axes.set_title("Measured speedup against the attainable one (every operation of the step alone)\n"
+                   "label: measured / attainable", fontsize=9)
+    axes.legend(fontsize=7)
+    save_figure(figure, path, stamp_text(results))
 
 
 def stamp_text(results: dict) -> str:
