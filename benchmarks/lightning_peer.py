@@ -32,6 +32,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from compare_reference import clock  # noqa: E402
 from reference_loop import NetD, NetG, ReferenceLoop, weights_init  # noqa: E402
 
 from ampgan.bench.stats import timing_stats  # noqa: E402
@@ -113,15 +114,6 @@ def measure(precision: str, batch_size: int, rounds: int, warmup: int, device, d
     times = {"lightning": [], "ampgan": [], "plain": []}
     order = random.Random(0)
 
-    def clocked(run) -> float:
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        start = time.perf_counter()
-        run()
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        return time.perf_counter() - start
-
     class Interleave(L.Callback):
         def __init__(self):
             self.started, self.seen = 0.0, 0
@@ -138,7 +130,7 @@ def measure(precision: str, batch_size: int, rounds: int, warmup: int, device, d
             others = [("ampgan", lambda: train_step(state, lambda: (real, labels))),
                       ("plain", lambda: reference.step(real, labels))]
             order.shuffle(others)
-            measured = {name: clocked(run) for name, run in others}
+            measured = {name: clock(device, run) for name, run in others}
             self.seen += 1
             if self.seen > warmup:
                 times["lightning"].append(lightning_s)

@@ -214,9 +214,8 @@ def test_compare_runs_on_every_dataset_kind(kind, tmp_path, capsys, monkeypatch)
     assert "cannot tell a difference from seed-to-seed spread" in " ".join(document["verdict"])
 
 
-def test_a_machine_where_no_mode_is_faster_gets_that_answer_and_trains_no_race(tmp_path, capsys, monkeypatch):
-    """A CPU without bf16/fp16 matrix instructions (injected: bf16 10x, fp16 20x fp32's step): the study's
-    answer is a verdict with the measurements, exit 0, and a report, not an error."""
+def _compare_where_no_mode_is_faster(tmp_path, capsys, monkeypatch, out):
+    """`ampgan compare` on a tiny model, the speed decision injected: bf16 10x, fp16 20x fp32's step."""
     import ampgan.speed.decision as decision
     from conftest import own_decision_cache
 
@@ -224,9 +223,15 @@ def test_a_machine_where_no_mode_is_faster_gets_that_answer_and_trains_no_race(t
     steps = {"fp32": 0.01, "bf16": 0.1, "fp16": 0.2}
     monkeypatch.setattr(decision, "measure_on_training_step", lambda config, dataset, device: decision.measure_with(
         lambda name: lambda: steps[name]))
+    return run_cli(capsys, "compare", "--dataset", "synthetic", "--width", "8", "--z-dim", "16",
+                   "--batch-size", "8", "--device", "cpu", "--out", str(out), "--quiet")
+
+
+def test_a_machine_where_no_mode_is_faster_gets_that_answer_and_trains_no_race(tmp_path, capsys, monkeypatch):
+    """A CPU without bf16/fp16 matrix instructions (injected: bf16 10x, fp16 20x fp32's step): the study's
+    answer is a verdict with the measurements, exit 0, and a report, not an error."""
     out = tmp_path / "study"
-    code, stdout, err = run_cli(capsys, "compare", "--dataset", "synthetic", "--width", "8", "--z-dim", "16",
-                                "--batch-size", "8", "--device", "cpu", "--out", str(out), "--quiet")
+    code, stdout, err = _compare_where_no_mode_is_faster(tmp_path, capsys, monkeypatch, out)
     assert code == 0, err
     assert "no mixed-precision mode trains model acgan faster than fp32 at batch 8" in stdout
     assert "bf16 100 ms per step against fp32's 10 ms (10.0x slower)" in stdout and "--precisions fp32,bf16" in stdout
@@ -238,16 +243,8 @@ def test_a_machine_where_no_mode_is_faster_gets_that_answer_and_trains_no_race(t
 
 @pytest.mark.real_op_trace
 def test_with_no_faster_mode_the_study_still_projects_its_step_onto_gpus(tmp_path, capsys, monkeypatch):
-    import ampgan.speed.decision as decision
-    from conftest import own_decision_cache
-
-    own_decision_cache(monkeypatch, tmp_path)
-    steps = {"fp32": 0.01, "bf16": 0.1, "fp16": 0.2}
-    monkeypatch.setattr(decision, "measure_on_training_step", lambda config, dataset, device: decision.measure_with(
-        lambda name: lambda: steps[name]))
     out = tmp_path / "study"
-    code, stdout, err = run_cli(capsys, "compare", "--dataset", "synthetic", "--width", "8", "--z-dim", "16",
-                                "--batch-size", "8", "--device", "cpu", "--out", str(out), "--quiet")
+    code, stdout, err = _compare_where_no_mode_is_faster(tmp_path, capsys, monkeypatch, out)
     assert code == 0, err
     document = json.loads((out / "compare.json").read_text())
     assert document["projection"]["path"] == "projection/projection.json" and document["projection"]["batch_sizes"] == [8, 2048]

@@ -241,6 +241,7 @@ def run_bench(spec: BenchSpec, device: torch.device, on_config=lambda result: No
             incomplete = _stopped(stop_request, spec.batch_sizes, ())
     sharing = world().local_size if device.type == "cpu" else 1
     rows = [r.to_dict(peaks[r.precision]["tflops"], sharing) for r in results]
+    pairs = speedups(measurements)
     for row in rows:  # the first warm-up step of a compiled step is mostly compilation
         if row["precision"] in spec.compile:
             row["compile_s"] = row["warmup_s"][0] if row["warmup_s"] else None
@@ -256,8 +257,8 @@ def run_bench(spec: BenchSpec, device: torch.device, on_config=lambda result: No
         "compile_times": compile_times,  # per compiled precision at the first batch size: {cold_s, warm_s, compiled_step_s}
         "configs": rows,
         "measurements": measurements,
-        "speedups": speedups(measurements),
-        "attainable": attainable_rows(rows, speedups(measurements)),
+        "speedups": pairs,
+        "attainable": attainable_rows(rows, pairs),
         "incomplete": incomplete,
         **traced,
     }

@@ -226,10 +226,6 @@ class OpTable:
         """The rows a CUDA step runs: the traced optimizer kernels replaced by the fused update."""
         return tuple(r for r in self.rows if not r.optimizer or r.op == FUSED_ADAM)
 
-    def on_this_device(self) -> tuple[OpRow, ...]:
-        """The rows as traced (without the fused update that only CUDA runs)."""
-        return tuple(r for r in self.rows if r.op != FUSED_ADAM)
-
     def to_dict(self) -> dict:
         return {"format": FORMAT, "precision": self.precision, "traced_at": list(self.traced_at),
                 "device": self.device,

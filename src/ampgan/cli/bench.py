@@ -98,13 +98,7 @@ def command(ctx: click.Context, **options) -> None:
     else:
         click.echo(render(results, out))
         click.echo(f"results: {out / 'results.json'}")
-    if results.get("incomplete"):
-        from ampgan.bench.output import incomplete_text
-        from ampgan.training.interruption import Interrupted
-
-        stopped = results["incomplete"]
-        raise Interrupted(stopped["signum"], f"{incomplete_text(stopped)}; what finished is in "
-                                             f"{out / 'results.json'}, marked incomplete")
+    _raise_if_stopped(results, f"what finished is in {out / 'results.json'}, marked incomplete")
 
 
 def _sweep(spec, options: dict, out: Path, device) -> None:
@@ -122,13 +116,17 @@ def _sweep(spec, options: dict, out: Path, device) -> None:
     else:
         click.echo(sweep_table(document, out))
         click.echo(f"sweep: {out / 'sweep.json'}; maps: {', '.join(p.name for p in maps) or 'none (no mixed precision measured)'}")
+    _raise_if_stopped(document, f"the cells that finished are in {out / 'sweep.json'}")
+
+
+def _raise_if_stopped(document: dict, kept: str) -> None:
+    """Exit as a signal asks (130/143) when the bench or sweep was stopped, saying what was kept."""
     if document.get("incomplete"):
         from ampgan.bench.output import incomplete_text
         from ampgan.training.interruption import Interrupted
 
         stopped = document["incomplete"]
-        raise Interrupted(stopped["signum"], f"{incomplete_text(stopped)}; the cells that finished are in "
-                                             f"{out / 'sweep.json'}")
+        raise Interrupted(stopped["signum"], f"{incomplete_text(stopped)}; {kept}")
 
 
 def _progress(line: str) -> None:

@@ -21,7 +21,7 @@ from ampgan.errors import AmpganError
 from ampgan.files.atomic import write_atomically
 from ampgan.files.jsonfile import read_json
 from ampgan.files.schema import check_shape
-from ampgan.projection.document import DOCUMENT_SHAPE
+from ampgan.projection.document import DOCUMENT_SHAPE, fastest_mixed
 from ampgan.runs.run_folder import read_metrics
 from ampgan.plotting import precision_colour, pyplot, save_figure
 from ampgan.study.compare import read_quality_curve
@@ -258,11 +258,10 @@ def projection_sections(out_dir: Path) -> list[Section]:
     rows = [["GPU", "batch", "fp32 ms", "fastest mixed mode", "its ms", "speedup [band]", "bound", "cost of 1M batches, fp32 to mixed"]]
     ok = [r for r in document["rows"] if r.get("status") == "ok"]
     for (device, batch) in dict.fromkeys((r["device"], r["batch_size"]) for r in ok):
-        mine = {r["precision"]: r for r in ok if r["device"] == device and r["batch_size"] == batch}
-        mixed = [mine[n] for n in ("bf16", "fp16") if n in mine and "speedup" in mine[n]]
-        if "fp32" not in mine or not mixed:
+        pair = fastest_mixed(ok, device, batch)
+        if pair is None:
             continue
-        best, base = max(mixed, key=lambda r: r["speedup"]), mine["fp32"]
+        base, best = pair
         cost = (f"{_money(base['cost']['mid'])} to {_money(best['cost']['mid'])}" if "cost" in base and "cost" in best
                 else "no price")
         rows.append([device, str(batch), f"{base['ms_per_step']:.1f}", best["precision"], f"{best['ms_per_step']:.1f}",
