@@ -142,3 +142,13 @@ def own_decision_cache(monkeypatch, tmp_path):
     own.mkdir()
     (own / "evaluators").symlink_to(shared, target_is_directory=True)
     monkeypatch.setenv("AMPGAN_CACHE_DIR", str(own))
+
+
+@pytest.fixture(autouse=True)
+def _no_model_consent_carried_between_tests(monkeypatch):
+    """The model trust rule's consent (gan/registry.py) lives for a process: each test starts with none,
+    as a new `ampgan` command does."""
+    import ampgan.gan.registry as registry
+
+    monkeypatch.setattr(registry, "_CONSENTED", set())
+    monkeypatch.delenv(registry.MODEL_CONSENT_ENV, raising=False)

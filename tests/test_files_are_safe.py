@@ -32,7 +32,7 @@ def test_overwrite_replaces_only_folders_ampgan_wrote(tmp_path, capsys):
     (mine / "docs").mkdir(parents=True)
     (mine / "docs" / "thesis.tex").write_text("keep me")
     code, _, err = run_cli(capsys, "train", *TINY, "--steps", "1", "--out", str(mine), "--overwrite")
-    assert code == 2 and "holds files ampgan did not write" in err
+    assert code == 2 and "no ampgan marker" in err
     assert (mine / "docs" / "thesis.tex").read_text() == "keep me"
     run = tmp_path / "run"
     assert run_cli(capsys, "train", *TINY, "--steps", "2", "--out", str(run))[0] == 0
@@ -44,10 +44,10 @@ def test_overwrite_replaces_only_folders_ampgan_wrote(tmp_path, capsys):
 
 def test_a_replacement_that_fails_before_training_puts_the_old_run_back(tmp_path):
     old = tmp_path / "run"
-    with claimed_folder(old, overwrite=False):
+    with claimed_folder(old, overwrite=False, kind="run"):
         (old / "config.json").write_text('{"format_version": 1}')
     with pytest.raises(RuntimeError):
-        with claimed_folder(old, overwrite=True):
+        with claimed_folder(old, overwrite=True, kind="run"):
             assert not (old / "config.json").exists()  # the new folder starts empty ...
             raise RuntimeError("out of memory at step 0")
     assert (old / "config.json").read_text() == '{"format_version": 1}'  # ... and the old one came back
@@ -88,7 +88,7 @@ def test_a_second_process_is_refused_while_the_first_holds_the_folder(tmp_path, 
         holder.kill()
         holder.wait()
     # The holder died without unlocking: the kernel released its lock, nothing blocks the next claim.
-    with claimed_folder(run, overwrite=True):
+    with claimed_folder(run, overwrite=True, kind="run"):
         pass
 
 

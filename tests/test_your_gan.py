@@ -62,9 +62,11 @@ def test_each_example_runs_through_compare(example, extra, tmp_path, capsys):
     report = (out / "report.md").read_text()
     assert ("classes the evaluator reads" in report) != conditional
     run = out / "runs" / "bf16-seed0"
-    code, stdout, err = run_cli(capsys, "generate", str(run), "--n", "4", "--out", str(tmp_path / "four.png"))
+    code, stdout, err = run_cli(capsys, "generate", str(run), "--n", "4", "--out", str(tmp_path / "four.png"),
+                                "--trust-model")
     assert (code == 0) != conditional, err  # a conditional GAN needs --class, an unconditional one refuses it
-    code, stdout, err = run_cli(capsys, "generate", str(run), "--class", "0", "--n", "4", "--out", str(tmp_path / "c.png"))
+    code, stdout, err = run_cli(capsys, "generate", str(run), "--class", "0", "--n", "4", "--out", str(tmp_path / "c.png"),
+                                "--trust-model")
     assert (code == 0) == conditional and ("draws no class" in err) != conditional, err
 
 

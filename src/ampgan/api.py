@@ -38,13 +38,14 @@ def compare(model: str | Callable = "acgan", out: str | Path = "runs/compare", *
     `budget.time_budget_s` says otherwise. `precisions` empty: fp32 and this machine's best mixed mode.
     The same call on a folder holding an interrupted study continues it."""
     from ampgan.config.sources import build_config
-    from ampgan.gan.registry import model_name_for
+    from ampgan.gan.registry import consent_to_import, model_name_for
     from ampgan.study.compare import CompareSpec
     from ampgan.study.progress import has_study
     from ampgan.study.session import run_study
 
     changes = dict(settings or {})
     name = model if isinstance(model, str) else model_name_for(model)
+    consent_to_import(name)  # named by the caller: the model trust rule lets it be imported
     layer = {"model.name": name, **{k: v for k, v in changes.items() if k != "model.name"}}
     if "budget.time_budget_s" not in changes:
         layer["budget.time_budget_s"] = None if "budget.steps" in changes else 40.0

@@ -18,6 +18,12 @@ class AmpganWarning(UserWarning):
     """Advice about a choice that works but is likely not what the user wants."""
 
 
+def one_line(text: object) -> str:
+    """`text` as one printable line: control characters (a newline in a file's name, an escape sequence)
+    are shown escaped, so no name inside a message can start a line of its own or forge one."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
+
+
 def warn(message: str) -> None:
     warnings.warn(message, AmpganWarning, stacklevel=2)
 

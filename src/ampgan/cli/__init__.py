@@ -11,7 +11,7 @@ import warnings
 
 import click
 
-from ampgan.errors import AmpganError, AmpganWarning, ConfigError
+from ampgan.errors import AmpganError, AmpganWarning, ConfigError, one_line
 from ampgan.training.distributed import lost_contact_with_ranks, shutdown, world
 from ampgan.training.interruption import Interrupted
 
@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> None:
 
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
     if issubclass(category, AmpganWarning):
-        click.echo(f"warning: {message}", err=True)
+        click.echo(f"warning: {one_line(message)}", err=True)
     else:
         click.echo(warnings.formatwarning(message, category, filename, lineno, line).rstrip(), err=True)
 
@@ -78,13 +78,13 @@ def _dispatch(argv: list[str]) -> None:
     except click.UsageError as error:
         name = error.ctx.command.name if error.ctx and error.ctx.command else "cli"
         hint = f" (see 'ampgan {name} --help')" if name != "cli" else " (see 'ampgan --help')"
-        click.echo(f"error: {_usage_message(error)}{hint}", err=True)
+        click.echo(f"error: {one_line(_usage_message(error))}{hint}", err=True)
         sys.exit(EXIT_USAGE)
     except click.ClickException as error:
-        click.echo(f"error: {error.format_message()}", err=True)
+        click.echo(f"error: {one_line(error.format_message())}", err=True)
         sys.exit(error.exit_code)
     except Interrupted as stop:
-        click.echo(f"stopped{_rank_prefix()}: {stop}", err=True)
+        click.echo(f"stopped{_rank_prefix()}: {one_line(stop)}", err=True)
         sys.exit(stop.exit_code)
     except KeyboardInterrupt:
         # Ctrl-C where no stage was listening for it (loading data, say): nothing was being saved.
@@ -95,10 +95,10 @@ def _dispatch(argv: list[str]) -> None:
 
         flag = flag_of(error.field)
         named = f"{error.field} ({flag})" if flag else error.field
-        click.echo(f"error{_rank_prefix()}: {named} {error.problem}", err=True)
+        click.echo(f"error{_rank_prefix()}: {one_line(f'{named} {error.problem}')}", err=True)
         sys.exit(EXIT_USAGE)
     except AmpganError as error:
-        click.echo(f"error{_rank_prefix()}: {error}", err=True)
+        click.echo(f"error{_rank_prefix()}: {one_line(error)}", err=True)
         sys.exit(getattr(error, "exit_code", EXIT_USAGE))
     except RuntimeError as error:
         reason = lost_contact_with_ranks(error)

@@ -87,7 +87,7 @@ def command(ctx: click.Context, **options) -> None:
     if options["sweeps"]:
         _sweep(spec, options, out, device)
         return
-    with claimed_on_main_rank(out, options["overwrite"], device):
+    with claimed_on_main_rank(out, options["overwrite"], device, "bench"):
         results = run_bench(spec, device, on_config=_report_config, log=_progress)
         if not world().is_main:
             return
@@ -105,7 +105,7 @@ def _sweep(spec, options: dict, out: Path, device) -> None:
     from ampgan.bench.sweep import draw_maps, parse_axes, run_sweep, sweep_table
 
     axes = parse_axes(options["sweeps"])
-    with claimed_on_main_rank(out, options["overwrite"], device):
+    with claimed_on_main_rank(out, options["overwrite"], device, "bench"):
         document = run_sweep(spec, axes, out, device, log=_progress, on_config=_report_config)
         if not world().is_main:
             return

@@ -63,15 +63,17 @@ def command(ctx: click.Context, **options) -> None:
     if resume is not None:
         given = sorted(name for name in ctx.params if name not in _RESUME_MAY_GIVE and
                        ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE)
-        if given:
-            raise AmpganError(f"--resume continues the study with the options it was started with: drop "
-                              f"{', '.join('--' + name.replace('_', '-') for name in given)}")
         progress = load_progress(resume)
         try:
             spec = CompareSpec.from_document(progress.spec)
         except (AmpganError, KeyError, TypeError, ValueError) as error:
             raise AmpganError(f"{progress.path} is damaged or foreign (its spec: {error}): start the study again "
                               "with --overwrite") from None
+        if "model" in given and options["model"] == spec.base.model.name:
+            given.remove("model")  # naming the study's own model: consent to import it (gan/registry.py)
+        if given:
+            raise AmpganError(f"--resume continues the study with the options it was started with: drop "
+                              f"{', '.join('--' + name.replace('_', '-') for name in given)}")
         _study(spec, resume, options, reopen=True)
         return
     base = config_from_cli(ctx, options, defaults={"budget.time_budget_s": 40.0})

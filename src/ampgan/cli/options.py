@@ -13,7 +13,7 @@ from pathlib import Path
 import click
 
 from ampgan.config import TrainConfig, build_config, parse_duration, parse_loss_scale, parse_set
-from ampgan.config.sources import OPTION_PATHS, file_changes, option_changes
+from ampgan.config.sources import OPTION_PATHS, file_changes, option_changes, parse_value
 from ampgan.config.tree import DEVICES
 from ampgan.errors import AmpganError
 from ampgan.precisions import NAMES as PRECISION_NAMES
@@ -170,6 +170,41 @@ def _int_choice(ctx, param, value):
     return int(value) if value else None
 
 
+def _consent_to_named_model(ctx, param, value):
+    """A model named on the command line may be imported (gan/registry.py: the model trust rule)."""
+    if value:
+        from ampgan.gan.registry import consent_to_import  # imports torch: only when a model is named
+
+        consent_to_import(value)
+    return value
+
+
+def _consent_to_set_model(ctx, param, values):
+    for text in values or ():
+        path, equals, raw = text.partition("=")
+        if equals and path.strip() == "model.name":
+            name = parse_value(raw)
+            if isinstance(name, str):
+                _consent_to_named_model(ctx, param, name)
+    return values
+
+
+def _consent_to_any_model(ctx, param, value):
+    if value:
+        from ampgan.gan.registry import ANY_MODEL
+
+        _consent_to_named_model(ctx, param, ANY_MODEL)
+    return value
+
+
+# Consent to import the model that a folder or file names (the model trust rule): without it, such a
+# model is refused with one line saying to name it or pass this flag.
+trust_model_option = click.option(
+    "--trust-model", is_flag=True, expose_value=False, callback=_consent_to_any_model,
+    help="Import the model (not built in) that a run folder, study or config file names, running its code; "
+         "without this, ampgan imports only a model you name with --model.")
+
+
 # Every flag that sets a config field, declared once: (click option, help). Defaults are None, so a
 # flag applies only when given; the config's own defaults (or a command's) fill in the rest, and help
 # texts say what those are. `--set section.field=value` reaches every field and model option.
@@ -187,7 +222,7 @@ CONFIG_FLAGS = {
                                help="Resize the data (default: the dataset's size; the model says which it draws)."),
     "channels": click.option("--channels", type=click.Choice(["1", "3"]), default=None, callback=_int_choice,
                              help="Grey or colour (default: the dataset's)."),
-    "model": click.option("--model", default=None,
+    "model": click.option("--model", default=None, callback=_consent_to_named_model,
                           help="The GAN: acgan (default), acgan-2019 (the study's network), dcgan, wgan-gp, r1, or "
                                "your own as path/to/file.py:FUNCTION or package.module:FUNCTION (imported and "
                                "run; docs/your-gan.md)."),
@@ -227,7 +262,8 @@ CONFIG_FLAGS = {
 _SOURCES = compose(
     click.option("--config", "config_file", type=click.Path(path_type=Path), default=None,
                  help="A config file (TOML or JSON; a run's config.json too) below the flags."),
-    click.option("--set", "sets", multiple=True, metavar="SECTION.FIELD=VALUE",
+    trust_model_option,
+    click.option("--set", "sets", multiple=True, metavar="SECTION.FIELD=VALUE", callback=_consent_to_set_model,
                  help="Set any config field or model option, e.g. --set model.mode_seeking=0 (repeatable; applied last)."),
 )
 DATA_FLAGS = ("dataset", "data_dir", "classes", "max_per_class", "download", "cache", "image_size", "channels")

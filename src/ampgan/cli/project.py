@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from ampgan.cli.options import IntList, NameList
+from ampgan.cli.options import IntList, NameList, trust_model_option
 from ampgan.errors import AmpganError
 
 
@@ -23,6 +23,7 @@ from ampgan.errors import AmpganError
               help="Output folder (default: projection/ beside the results).")
 @click.option("--overwrite", is_flag=True, help="Replace an existing, non-empty output folder.")
 @click.option("--json", "as_json", is_flag=True, help="Print the rows as one JSON object instead of the table.")
+@trust_model_option
 def command(results, devices, batch_sizes, prices, out, overwrite, as_json) -> None:
     """Project ms per step and cost per precision onto datasheet GPUs (a roofline over the step's
     operations, traced with the bench): PROJECTED, never measured, with its band."""
@@ -53,7 +54,7 @@ def command(results, devices, batch_sizes, prices, out, overwrite, as_json) -> N
     projection = build_projection(document, tables, gpus, sizes, launch, catalog,
                                   str(prices) if prices else "ampgan's built-in catalog (src/ampgan/cost/prices.csv)")
     target = out or path.parent / "projection"
-    with claimed_folder(target, overwrite):
+    with claimed_folder(target, overwrite, "projection"):
         text = write_projection(projection, target)
     if as_json:
         click.echo(json.dumps({"projection": str(target / "projection.json"), "rows": projection["rows"]}))

@@ -8,7 +8,7 @@ import click
 
 from ampgan.errors import AmpganError
 
-from ampgan.cli.options import WholeNumber, seed_option
+from ampgan.cli.options import WholeNumber, seed_option, trust_model_option
 
 
 @click.command("evaluate")
@@ -17,6 +17,7 @@ from ampgan.cli.options import WholeNumber, seed_option
               help="Generated samples, classes in equal shares.")
 @seed_option
 @click.option("--evaluator-cache", type=click.Path(path_type=Path), default=None)
+@trust_model_option
 def evaluate(run_dirs, samples, seed, evaluator_cache) -> None:
     """Quality of trained generators: evaluator accuracy, Fréchet distance, KID -> quality.json."""
     from ampgan.quality.assess import evaluate_runs
@@ -42,6 +43,7 @@ def evaluate(run_dirs, samples, seed, evaluator_cache) -> None:
 @click.option("--format", "format_", type=click.Choice(["png", "npz"]), default=None,
               help="Checked against --out's ending, which decides the format when this is not given.")
 @click.option("--overwrite", is_flag=True, help="Replace --out if it exists.")
+@trust_model_option
 def generate(run_dir, class_, n, seed, out, format_, overwrite) -> None:
     """Samples of a trained generator (of one class, for a conditional GAN); the same seed gives the same images."""
     from ampgan.runs.claim import output_file

@@ -1,9 +1,13 @@
 """Model names -> model functions: the built-in GANs, a user's `path/to/file.py:FUNCTION`, or an
 importable `package.module:FUNCTION`.
 
-A user's file is imported into this process like any Python import (it runs that code; nothing
-ampgan *reads* back, run folders, caches or checkpoints, ever runs code). Its folder is put on
-sys.path first, as `python file.py` would, so it can import the modules beside it.
+A user's file is imported into this process like any Python import (it runs that code), so it is
+imported only when the person running ampgan named it: on the command line (`--model`, `--set
+model.name=`), in a Python call, or by consenting with `--trust-model` to the model a file names. A
+name read from a file ampgan was given (a run folder's config.json, a study.json, a config file, a
+results file) is data: building it without that consent is refused with the flag to pass (the model
+trust rule, docs/training.md). Its folder is put on sys.path first, as `python file.py` would, so it
+can import the modules beside it.
 
 A built-in GAN is added by writing its module in gan/models/ (a model function returning gan.GAN,
 decorated with @built_in("name")): the registry imports every module there.
@@ -17,7 +21,9 @@ import hashlib
 import importlib
 import importlib.util
 import inspect
+import os
 import pkgutil
+import shlex
 import sys
 import traceback
 from collections.abc import Callable
@@ -47,6 +53,54 @@ def model_names() -> list[str]:
 
 
 _IN_PROCESS: dict[str, tuple[Callable, str]] = {}  # "python:NAME" -> (model function, its source's digest)
+
+# The model trust rule. The names the person running this process named (consent_to_import): only these,
+# the built-in models and functions handed over from Python are ever imported. ANY_MODEL is --trust-model's
+# consent to whichever model the command's files name. Processes that ampgan starts itself inherit the
+# consent through MODEL_CONSENT_ENV (consent_environment()).
+MODEL_CONSENT_ENV = "AMPGAN_TRUSTED_MODELS"
+ANY_MODEL = "*"
+_CONSENTED: set[str] = set()
+
+
+class UntrustedModel(AmpganError):
+    """A model that is not built in, named by a file rather than by the person running ampgan."""
+
+
+def consent_to_import(name: str) -> None:
+    """The person running ampgan named this model (or ANY_MODEL): it may be imported in this process."""
+    if isinstance(name, str) and name.strip():
+        _CONSENTED.add(name if name == ANY_MODEL else _consent_key(name))
+
+
+def consent_environment() -> dict[str, str]:
+    """The environment entry that carries this process's consent to a process it starts."""
+    inherited = [n for n in os.environ.get(MODEL_CONSENT_ENV, "").split("\n") if n]
+    return {MODEL_CONSENT_ENV: "\n".join(sorted(_CONSENTED | set(inherited)))}
+
+
+def import_consented(name: str) -> bool:
+    inherited = set(os.environ.get(MODEL_CONSENT_ENV, "").split("\n"))
+    consented = _CONSENTED | inherited
+    return ANY_MODEL in consented or _consent_key(name) in consented
+
+
+def _consent_key(name: str) -> str:
+    """One key per model however its file's path was written (relative, ./, absolute)."""
+    where, colon, function_name = name.rpartition(":")
+    if colon and (where.endswith(".py") or "/" in where):
+        return f"{Path(where).expanduser().resolve()}:{function_name}"
+    return name
+
+
+def refuse_unless_consented(name: str) -> None:
+    """One line, before any import, for a model that is not built in and that nobody named."""
+    if name in _built_in() or name.startswith("python:") or ":" not in name or import_consented(name):
+        return
+    quoted = shlex.quote(name)
+    raise UntrustedModel(f"model {name} is not built in and was named by a file, not by you: building it imports "
+                         f"and runs that code, which ampgan never does on a file's word; read the code, then name it "
+                         f"yourself with --model {quoted} (or pass --trust-model)")
 
 
 def model_name_for(function: Callable) -> str:
@@ -147,6 +201,7 @@ def _find_builder(name: str) -> tuple[Callable, Path | None]:
     where, _, function_name = name.rpartition(":")
     if not function_name.isidentifier():
         raise ConfigError("model.name", f"{name!r}: {function_name!r} after the colon is not a function name")
+    refuse_unless_consented(name)
     module = _import_file(where) if where.endswith(".py") or "/" in where else _import_module(where)
     builder = getattr(module, function_name, None)
     if builder is None:

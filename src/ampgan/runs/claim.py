@@ -1,8 +1,12 @@
 """Output folders that are never lost and never shared: claiming, replacing, locking.
 
-- A folder ampgan creates gets a marker file (`.ampgan-folder`); `--overwrite` replaces only a folder
-  with that marker (or one an older ampgan wrote, recognised by its documents). Anything else is
-  refused with the reason: ampgan never empties a folder it did not write.
+- A folder ampgan creates gets a marker file (`.ampgan-folder`): a small JSON document naming what the
+  folder is (a run, a study, a bench, ...) and what ampgan may write in it (FOLDER_KINDS).
+- `--overwrite` replaces only a folder with a valid marker, and only when everything inside is something
+  ampgan writes in a folder of that kind: a file anyone else put there (notes, a thesis, a script) makes
+  `--overwrite` refuse, naming the file. A folder without a marker is never replaced, whatever it holds.
+- A folder inside another ampgan folder (a study's run, a bench inside a study) is that folder's part:
+  `--overwrite` never replaces it from outside (its parent's documents describe it).
 - Replacing moves the old folder aside (`.NAME.replaced-PID`, beside it) and deletes it only once the
   new run has something to put there; a command that fails before that moves the old one back.
 - While a command writes into a folder it holds an exclusive lock (`flock` on `.ampgan-lock`, with its
@@ -13,6 +17,7 @@
 from __future__ import annotations
 
 import fcntl
+import fnmatch
 import json
 import os
 import shutil
@@ -20,12 +25,40 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from ampgan.errors import AmpganError
+from ampgan.errors import AmpganError, one_line
 
 MARKER = ".ampgan-folder"
 LOCK = ".ampgan-lock"
-# Documents that identify a folder written by ampgan before markers existed.
-_LEGACY_DOCUMENTS = ("config.json", "compare.json", "results.json", "doctor.json")
+MARKER_FORMAT = "ampgan-folder/2"
+
+# What ampgan writes in a folder of each kind, as paths relative to it (fnmatch patterns: `*` spans
+# folders). Every kind also holds its marker, its lock and the temporary files of atomic writes.
+_RUN = ("config.json", "metrics.jsonl", "quality.json", "quality.jsonl", "generator.safetensors",
+        "samples/step-*.png", "checkpoints/step-*.pt", "tensorboard/*")
+_BENCH = ("results.json", "results.csv", "fig*.png", "sweep.json")
+_COST = ("cost.json", "cost.csv", "fig3_cost.png", "vms.csv")
+_PROJECTION = ("projection.json", "projection.csv", "projection.md", "fig_projection.png", "kernels.csv",
+               "op_tables.json")
+_DOCTOR = ("doctor.json", "doctor_*.png")
+
+
+def _under(folder: str, patterns: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(f"{folder}/{pattern}" for pattern in patterns)
+
+
+FOLDER_KINDS: dict[str, tuple[str, ...]] = {
+    "run": _RUN,
+    "bench": _BENCH + _under("cells/*", _BENCH) + _under("projection", _PROJECTION),
+    "cost": _COST,
+    "projection": _PROJECTION,
+    "doctor": _DOCTOR,
+    "study": ("study.json", "compare.json", "report.md", "report.html", "fig*.png") + _under("runs/*", _RUN)
+             + _under("bench", _BENCH + _under("projection", _PROJECTION)) + _under("cost", _COST)
+             + _under("projection", _PROJECTION) + _under("doctor", _DOCTOR),
+}
+_ALWAYS = (MARKER, LOCK, ".*.tmp")
+# Folders made wholly from their parent's files (a projection of a bench): replaceable inside it.
+_DERIVED_KINDS = {"projection"}
 
 
 def refuse_link(path: Path) -> None:
@@ -35,12 +68,65 @@ def refuse_link(path: Path) -> None:
                           f"(it would write into whatever the link points to); remove the link, or use another folder")
 
 
-def _write_marker(folder: Path) -> None:
+def _write_marker(folder: Path, kind: str) -> None:
     path = folder / MARKER
     refuse_link(path)
+    document = {"format": MARKER_FORMAT, "written_by": "ampgan", "kind": kind,
+                "note": "--overwrite may replace this folder while it holds only what ampgan writes here",
+                "may_contain": list(FOLDER_KINDS[kind])}
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write("written by ampgan; --overwrite may replace this folder\n")
+        handle.write(json.dumps(document, indent=1) + "\n")
+
+
+def marker_kind(folder: Path) -> str | None:
+    """The kind a folder's marker names, or None when it has no valid marker. A marker of the first format
+    (a line of text) names no kind: such a folder is taken for what its own documents say."""
+    path = Path(folder) / MARKER
+    if path.is_symlink() or not path.is_file():
+        return None
+    try:
+        text = path.read_text(encoding="utf-8")[:100_000]
+    except (OSError, UnicodeDecodeError):
+        return None
+    if text.startswith("written by ampgan"):  # ampgan's first marker
+        return _kind_by_documents(Path(folder))
+    try:
+        document = json.loads(text)
+    except ValueError:
+        return None
+    kind = document.get("kind") if isinstance(document, dict) and document.get("format") == MARKER_FORMAT else None
+    return kind if kind in FOLDER_KINDS else None
+
+
+def _kind_by_documents(folder: Path) -> str | None:
+    for name, kind in (("compare.json", "study"), ("study.json", "study"), ("config.json", "run"),
+                       ("results.json", "bench"), ("sweep.json", "bench"), ("doctor.json", "doctor"),
+                       ("projection.json", "projection"), ("cost.json", "cost")):
+        if (folder / name).is_file():
+            return kind
+    return None
+
+
+def foreign_entries(folder: Path, kind: str) -> list[str]:
+    """The paths under `folder` (relative, sorted) that ampgan does not write in a folder of `kind`:
+    files, links and special files alike (a link is never followed)."""
+    patterns = FOLDER_KINDS[kind] + _ALWAYS + tuple(f"*/{p}" for p in _ALWAYS)
+    foreign = []
+    for root, folders, files in os.walk(folder):
+        for name in files + [f for f in folders if Path(root, f).is_symlink()]:
+            relative = Path(root, name).relative_to(folder).as_posix()
+            if Path(root, name).is_symlink() or not any(fnmatch.fnmatchcase(relative, p) for p in patterns):
+                foreign.append(relative)
+    return sorted(foreign)
+
+
+def _owning_folder(path: Path) -> Path | None:
+    """The nearest folder above `path` that ampgan claimed (a study holding this run), if any."""
+    for parent in path.resolve().parents:
+        if (parent / MARKER).is_file() and not (parent / MARKER).is_symlink():
+            return parent
+    return None
 
 
 class FolderLock:
@@ -75,18 +161,28 @@ class FolderLock:
 
 
 def is_ampgan_folder(folder: Path) -> bool:
-    """Written by ampgan: it holds the marker, or the documents an older ampgan wrote."""
-    folder = Path(folder)
-    if (folder / MARKER).is_file() and not (folder / MARKER).is_symlink():
-        return True
-    for name in _LEGACY_DOCUMENTS:
-        try:
-            document = json.loads((folder / name).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        if isinstance(document, dict) and ("format_version" in document or str(document.get("format", "")).startswith("ampgan-")):
-            return True
-    return False
+    """Written by ampgan: it holds a valid marker."""
+    return marker_kind(folder) is not None
+
+
+def check_replaceable(path: Path) -> None:
+    """One error line unless --overwrite may replace `path`: ampgan's own folder, holding only what
+    ampgan writes in a folder of its kind, and no part of another ampgan folder."""
+    shown = one_line(path)
+    kind = marker_kind(path)
+    if kind is None:
+        raise AmpganError(f"--out {shown} holds files but no ampgan marker ({MARKER}): --overwrite replaces only "
+                          "folders ampgan created; choose a new folder, or empty this one yourself")
+    owner = _owning_folder(path)
+    if owner is not None and kind not in _DERIVED_KINDS:
+        raise AmpganError(f"--out {shown} is part of {one_line(owner)} (ampgan's {marker_kind(owner) or 'folder'}), "
+                          "whose documents describe it: replacing it alone would leave them describing something "
+                          "else; give a folder outside it (or rerun the command that made it)")
+    foreign = foreign_entries(path, kind)
+    if foreign:
+        more = f" and {len(foreign) - 1} more" if len(foreign) > 1 else ""
+        raise AmpganError(f"--out {shown} holds {one_line(foreign[0])}{more}, which ampgan did not write: "
+                          f"--overwrite would delete it; move it out first, or choose a new folder")
 
 
 def _refuse_dangerous(path: Path) -> None:
@@ -103,7 +199,9 @@ class FolderClaim:
     """A claimed output folder: new or replaced, locked; `finish()` when the command has succeeded or
     its folder holds something worth keeping, `abandon()` otherwise (the old folder comes back)."""
 
-    def __init__(self, path: Path, overwrite: bool):
+    def __init__(self, path: Path, overwrite: bool, kind: str):
+        if kind not in FOLDER_KINDS:
+            raise ValueError(f"unknown folder kind {kind!r}")
         self.path = Path(path)
         _refuse_dangerous(self.path)
         self.aside: Path | None = None
@@ -113,15 +211,13 @@ class FolderClaim:
             if not overwrite:
                 raise AmpganError(f"--out {self.path} already holds files: choose a new folder or add --overwrite "
                                   "to replace it")
-            if not is_ampgan_folder(self.path):
-                raise AmpganError(f"--out {self.path} holds files ampgan did not write: --overwrite replaces only "
-                                  "ampgan's own output folders; choose a new folder")
+            check_replaceable(self.path)
             FolderLock(self.path).release()  # refuses when a live process still writes there
             self.aside = self.path.with_name(f".{self.path.name}.replaced-{os.getpid()}")
             os.replace(self.path, self.aside)
         try:
             self.path.mkdir(parents=True, exist_ok=True)
-            _write_marker(self.path)
+            _write_marker(self.path, kind)
         except OSError as error:
             self._restore()
             raise AmpganError(f"cannot create --out {self.path} ({error.strerror}): choose a writable folder") from None
@@ -147,11 +243,11 @@ class FolderClaim:
 
 
 @contextmanager
-def claimed_folder(path: Path, overwrite: bool,
+def claimed_folder(path: Path, overwrite: bool, kind: str,
                    worth_keeping: Callable[[Path], bool] = lambda folder: False) -> Iterator[FolderClaim]:
     """Claim the folder for the block. On success the replaced folder (if any) is deleted; on failure
     the new folder is kept only if `worth_keeping(folder)` (a resumable run), else the old one comes back."""
-    claim = FolderClaim(path, overwrite)
+    claim = FolderClaim(path, overwrite, kind)
     try:
         yield claim
     except BaseException:

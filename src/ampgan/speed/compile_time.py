@@ -40,9 +40,12 @@ def measure_warm_compile_s(config: TrainConfig, fix: str = "drop --compile") -> 
 
 
 def _probe(config: TrainConfig, cache_folder: str, fix: str = "drop --compile") -> dict:
+    from ampgan.gan.registry import consent_environment
+
     command = [sys.executable, "-m", "ampgan.speed.compile_time", json.dumps(config.to_dict())]
     try:
-        done = subprocess.run(command, env=os.environ | {ENV: cache_folder}, capture_output=True, text=True,
+        # The probe builds the model this process was allowed to import, and no other (gan/registry.py).
+        done = subprocess.run(command, env=os.environ | {ENV: cache_folder} | consent_environment(), capture_output=True, text=True,
                               timeout=PROBE_TIMEOUT_S)
     except subprocess.TimeoutExpired:
         raise AmpganError(f"measuring the compile time took over {PROBE_TIMEOUT_S} s: {fix}") from None

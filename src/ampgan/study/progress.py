@@ -114,6 +114,10 @@ def open_progress(folder: Path, spec_document: dict) -> StudyProgress:
     progress = load_progress(folder)
     if progress.identity != identity:
         differing = _first_difference(progress.spec, spec_document)
+        if not differing:  # the same options under another identity: the file itself was changed
+            raise AmpganError(f"{progress.path} records these very options under identity {progress.identity!r}, "
+                              f"not {identity!r}: the file was edited or written by another ampgan version; "
+                              "restore it, or start the study again with another --out (or --overwrite)")
         raise AmpganError(f"{folder} holds a study with other options ({differing}): resume it as it was with "
                           f"'ampgan compare --resume {folder}', or start this one with another --out (or --overwrite)")
     return progress

@@ -96,7 +96,7 @@ def new_run(config: TrainConfig, run_dir: Path, overwrite: bool, device: torch.d
     """Validate, then claim the folder (rank 0) for the block: a run that fails before its first
     checkpoint past step 0 leaves no folder behind (a replaced one comes back)."""
     prepared = prepare_run(config, device=device)
-    with claimed_on_main_rank(run_dir, overwrite, prepared.policy.device, worth_keeping=has_progress):
+    with claimed_on_main_rank(run_dir, overwrite, prepared.policy.device, "run", worth_keeping=has_progress):
         yield RunStart(prepared=prepared, run_dir=Path(run_dir))
 
 
@@ -104,31 +104,34 @@ def new_run(config: TrainConfig, run_dir: Path, overwrite: bool, device: torch.d
 def resumed_run(config: TrainConfig, run_dir: Path, device: torch.device | None = None):
     """`config`: from resumed_config(); the folder is locked for the block (rank 0). Refuses a budget
     the run has already reached."""
-    prepared = prepare_run(config, device=device)
     with ExitStack() as stack:
         if world().is_main:
             stack.callback(FolderLock(run_dir).release)
+        # Every check of the folder comes before the model is built: building a user's model imports
+        # its code, which must not happen for a folder that is refused anyway.
         checkpoint = latest_checkpoint(run_dir)
         # Loaded to the CPU: RNG states must be CPU tensors, and the optimizers move their state to
         # the parameters' device themselves (keeping Adam's step counters on the CPU).
         payload = load_checkpoint(checkpoint, map_location="cpu")
-        check_checkpoint_belongs(payload, checkpoint, run_dir, prepared.config)
+        check_checkpoint_belongs(payload, checkpoint, run_dir, config)
         steps = config.budget.steps
         if steps is not None and payload["step"] >= steps and config.budget.time_budget_s is None:
             raise AmpganError(f"{run_dir} already reached step {payload['step']} of --steps {steps}: "
                               "give a larger --steps to train further")
+        prepared = prepare_run(config, device=device)
         yield RunStart(prepared=prepared, run_dir=Path(run_dir), resume_from=payload, checkpoint=checkpoint)
 
 
 @contextmanager
-def claimed_on_main_rank(out: Path, overwrite: bool, device: torch.device, worth_keeping=lambda folder: False):
+def claimed_on_main_rank(out: Path, overwrite: bool, device: torch.device, kind: str,
+                         worth_keeping=lambda folder: False):
     """Rank 0 alone claims the output folder (runs.claim) for the block; the other ranks learn whether
     it could, instead of waiting in the first collective for a rank that has already exited."""
     with ExitStack() as stack:
         failure = None
         if world().is_main:
             try:
-                stack.enter_context(claimed_folder(out, overwrite, worth_keeping))
+                stack.enter_context(claimed_folder(out, overwrite, kind, worth_keeping))
             except AmpganError as error:
                 failure = error
         (failed,) = any_rank([failure is not None])
