@@ -96,7 +96,7 @@ def test_an_existing_run_folder_is_never_touched_without_overwrite(tmp_path, cap
     assert code == 2 and (run / "precious.txt").exists()
     # --overwrite replaces ampgan's own folders only: this one holds the user's file.
     code, _, err = run_cli(capsys, "train", *TINY, "--steps", "1", "--overwrite", "--out", str(run))
-    assert code == 2 and "holds files ampgan did not write" in err and (run / "precious.txt").exists()
+    assert code == 2 and "no ampgan marker" in err and (run / "precious.txt").exists()
     assert run_cli(capsys, "train", *TINY, "--steps", "1", "--out", str(tmp_path / "mine"))[0] == 0
     code, _, err = run_cli(capsys, "train", *TINY, "--steps", "2", "--overwrite", "--out", str(tmp_path / "mine"))
     assert code == 0, err

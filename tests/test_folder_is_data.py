@@ -196,3 +196,66 @@ def test_a_name_with_a_newline_cannot_forge_a_line(capsys, tmp_path):
     (out / "f").write_text("x")
     code, _, err = _train(capsys, out)
     assert code == 2 and err.count("\n") == 1 and "\\n" in err
+
+
+def test_an_unfinished_folder_is_replaced_by_the_same_command_again(tmp_path):
+    """What a killed `ampgan project` leaves (its first file and a temporary figure) does not block the
+    rerun; a finished one, or one holding a user's file, still needs --overwrite or is refused."""
+    from ampgan.errors import AmpganError
+    from ampgan.runs.claim import claimed_folder
+
+    finished = ("projection.json", "fig_projection.png")
+    unfinished = lambda folder: not all((folder / name).is_file() for name in finished)  # noqa: E731
+    out = tmp_path / "projection"
+    with claimed_folder(out, overwrite=False, kind="projection", unfinished=unfinished):
+        (out / "projection.json").write_text("{}")
+        (out / ".fig_projection.png.x1.tmp").write_bytes(b"\x89PNG")  # killed while drawing
+    with claimed_folder(out, overwrite=False, kind="projection", unfinished=unfinished):
+        assert not (out / "projection.json").exists()  # replaced: a fresh start
+        for name in finished:
+            (out / name).write_text("done")
+    with pytest.raises(AmpganError, match="already holds files"):
+        with claimed_folder(out, overwrite=False, kind="projection", unfinished=unfinished):
+            pass
+    (out / "fig_projection.png").unlink()
+    (out / "mine.txt").write_text("mine")
+    with pytest.raises(AmpganError, match="mine.txt, which ampgan did not write"):
+        with claimed_folder(out, overwrite=False, kind="projection", unfinished=unfinished):
+            pass
+    assert (out / "mine.txt").read_text() == "mine"
+
+
+def test_a_path_recorded_in_a_document_stays_inside_its_folder(tmp_path):
+    from ampgan.errors import AmpganError
+    from ampgan.files.paths import inside
+
+    folder = tmp_path / "study"
+    (folder / "runs" / "a").mkdir(parents=True)
+    (tmp_path / "secret").mkdir()
+    (folder / "runs" / "link").symlink_to(tmp_path / "secret", target_is_directory=True)
+    assert inside(folder, "runs/a", folder / "compare.json") == folder / "runs" / "a"
+    for recorded in ("/etc", "../secret", "runs/../../secret", "runs/link", "~/x", "runs/a\n", 7, None, ""):
+        with pytest.raises(AmpganError, match="not inside"):
+            inside(folder, recorded, folder / "compare.json")
+
+
+def test_a_study_whose_document_points_outside_is_refused_by_report(capsys, tmp_path):
+    """compare.json's run_dir set to an absolute path or ../.. never makes the report read or embed it."""
+    from ampgan.study.report import load_compare
+
+    study = tmp_path / "study"
+    study.mkdir()
+    document = {"format": "ampgan-compare/1", "outcome": "no faster mode",
+                "spec": {"batch_size": 8}, "dataset": {"name": "x", "class_names": ["a"]},
+                "environment": {"hardware_summary": "h", "date": "d",
+                                "versions": {"torch": "t", "ampgan": "a", "python": "p"}},
+                "runs": {"fp32": {"run_dir": "/home/someone/private", "steps": 1, "train_seconds": 1.0,
+                                  "final": {"frechet_distance": 1.0}}}}
+    (study / "compare.json").write_text(json.dumps(document))
+    code, _, err = run_cli(capsys, "report", str(study))
+    assert code == 2 and "runs.fp32.run_dir should be a path inside its folder" in err
+    document["runs"]["fp32"]["run_dir"] = "runs/fp32-seed0"
+    document["runs"]["fp32"]["train_seconds"] = float("nan")
+    (study / "compare.json").write_text(json.dumps(document))
+    code, _, err = run_cli(capsys, "report", str(study))
+    assert code == 2 and "train_seconds should be int or a finite number, got nan" in err

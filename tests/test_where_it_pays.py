@@ -76,3 +76,27 @@ def test_a_sweep_writes_a_bench_per_cell_a_map_per_precision_and_keeps_a_refused
     assert (out / "cells" / "model.width=8" / "fig_attainable.png").read_bytes()[:4] == b"\x89PNG"
     assert (out / "fig_speedup_map_bf16.png").read_bytes()[:4] == b"\x89PNG"
     assert "model.width=4" in stdout and "bf16 over fp32" in stdout
+
+
+def test_an_interrupted_sweep_continues_with_the_same_command_and_keeps_its_cells(tmp_path, capsys):
+    out = tmp_path / "sweep"
+    command = ("bench", *TINY, "--batch-sizes", "4", "--precisions", "fp32", "--sweep", "model.width=4,8",
+               "--out", str(out))
+    assert run_cli(capsys, *command)[0] == 0
+    document = json.loads((out / "sweep.json").read_text())
+    kept = (out / document["cells"][0]["results"]).read_bytes()
+    # As a stop during the second cell leaves it: the first finished, the second incomplete.
+    document["cells"][1]["status"] = "incomplete"
+    (out / "sweep.json").write_text(json.dumps(document))
+    code, _, err = run_cli(capsys, *command)
+    assert code == 0, err
+    assert "continuing the sweep" in err and "model.width=4 (finished before, kept)" in err
+    assert (out / document["cells"][0]["results"]).read_bytes() == kept
+    assert [c["status"] for c in json.loads((out / "sweep.json").read_text())["cells"]] == ["ok", "ok"]
+    # Another sweep in the same folder is refused, naming what differs; a path leading outside too.
+    code, _, err = run_cli(capsys, *command[:-3], "model.width=4,16", "--out", str(out))
+    assert code == 2 and "other settings (axes model.width)" in err
+    document["cells"][0]["results"] = "../../elsewhere/results.json"
+    (out / "sweep.json").write_text(json.dumps(document))
+    code, _, err = run_cli(capsys, *command)
+    assert code == 2 and "should be a path inside its folder" in err

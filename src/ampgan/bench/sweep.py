@@ -10,6 +10,7 @@ cells and is rewritten after each one, so an interrupted sweep keeps what finish
 from __future__ import annotations
 
 import itertools
+import json
 from dataclasses import replace
 from pathlib import Path
 
@@ -18,7 +19,10 @@ from ampgan.bench.output import load_results, write_results
 from ampgan.config import parse_set
 from ampgan.data import load_dataset
 from ampgan.errors import AmpganError, ConfigError
+from ampgan.files.paths import inside
 from ampgan.files.atomic import write_json_atomically
+from ampgan.files.jsonfile import read_json
+from ampgan.files.schema import RelativePath, check_shape
 from ampgan.plotting import pyplot, save_figure
 from ampgan.precisions import BASELINE, in_order
 from ampgan.system.environment import environment_stamp
@@ -56,14 +60,22 @@ def cell_folder(values: dict) -> str:
 
 
 def run_sweep(spec: BenchSpec, axes: dict[str, list], out: Path, device, log=lambda line: None,
-              on_config=lambda result: None) -> dict:
+              on_config=lambda result: None, previous: dict | None = None) -> dict:
     """Bench every cell into out/cells/<cell>/, rewriting out/sweep.json after each. A cell whose
-    settings the model refuses is recorded with the reason; an interrupted cell ends the sweep."""
+    settings the model refuses is recorded with the reason; an interrupted cell ends the sweep.
+    `previous`: the sweep.json of an interrupted run of this very sweep (read_sweep): its finished cells
+    are kept as they are, the rest are benched."""
     document = {"format": FORMAT, "axes": axes, "environment": environment_stamp(device),
                 "spec": spec.to_dict(), "cells": []}
+    finished = _finished_cells(previous, out)
     datasets = {}
     for values in cells(axes):
         label = cell_label(values)
+        if label in finished:
+            log(f"sweep: {label} (finished before, kept)")
+            document["cells"].append(finished[label])
+            write_json_atomically(out / "sweep.json", document)
+            continue
         log(f"sweep: {label}")
         folder = Path("cells") / cell_folder(values)
         try:
@@ -89,9 +101,49 @@ def run_sweep(spec: BenchSpec, axes: dict[str, list], out: Path, device, log=lam
     return document
 
 
+_SWEEP_SHAPE = {"format": str, "axes": {"*": list}, "spec": dict,
+                "cells": [{"values": dict, "label": str, "status": str, "?results": RelativePath, "?reason": str}]}
+
+
+def read_sweep(out: Path, spec: BenchSpec, axes: dict[str, list]) -> dict:
+    """The sweep.json of an interrupted sweep in `out`, checked: its shape, and that it is this sweep (the
+    same settings and axes); one error line otherwise."""
+    path = Path(out) / "sweep.json"
+    fix = "run this sweep in a new --out (or add --overwrite to replace that one)"
+    document = read_json(path, missing=f"{out} holds no sweep.json: {fix}", damaged=f"{path} is damaged: {fix}")
+    check_shape(document, _SWEEP_SHAPE, str(path), fix)
+    if document["format"] != FORMAT:
+        raise AmpganError(f"{path} has format {document['format']!r}, not {FORMAT}: {fix}")
+    given = json.loads(json.dumps({"spec": spec.to_dict(), "axes": axes}, default=str))
+    for part in ("spec", "axes"):
+        if document[part] != given[part]:
+            differing = sorted(k for k in set(document[part]) | set(given[part])
+                               if document[part].get(k) != given[part].get(k))
+            raise AmpganError(f"{out} holds a sweep with other settings ({part} {', '.join(differing)[:200]}): "
+                              f"continue it with the command that started it, or {fix}")
+    return document
+
+
+def _finished_cells(previous: dict | None, out: Path) -> dict[str, dict]:
+    """{label: cell} of the previous document's cells that finished: refused by the model, or benched
+    with readable results. A cell whose results are missing or damaged is benched again."""
+    kept = {}
+    for cell in (previous or {}).get("cells", []):
+        if cell["status"] == "error":
+            kept[cell["label"]] = cell
+        elif cell["status"] == "ok" and cell.get("results"):
+            try:
+                load_results(inside(out, cell["results"], out / "sweep.json"))
+            except AmpganError:
+                continue
+            kept[cell["label"]] = cell
+    return kept
+
+
 def load_cells(document: dict, out: Path) -> list[tuple[dict, dict | None]]:
     """(cell, its bench results or None) for every cell of a sweep document."""
-    return [(cell, load_results(out / cell["results"]) if cell.get("results") else None) for cell in document["cells"]]
+    return [(cell, load_results(inside(out, cell["results"], out / "sweep.json")) if cell.get("results") else None)
+            for cell in document["cells"]]
 
 
 def map_rows(loaded: list[tuple[dict, dict | None]], precision: str) -> list[dict]:

@@ -14,7 +14,7 @@ from ampgan.cli.options import (DATA_FLAGS, MODEL_FLAGS, IntList, Number, Positi
 from ampgan.precisions import NAMES as PRECISION_NAMES
 from ampgan.training.distributed import join_process_group, world
 from ampgan.training.precision import build_policy, resolve_device
-from ampgan.training.start import claimed_on_main_rank
+from ampgan.training.start import claimed_on_main_rank, reopened_on_main_rank
 
 
 def bench_summary(results: dict, out: Path) -> dict:
@@ -105,8 +105,16 @@ def _sweep(spec, options: dict, out: Path, device) -> None:
     from ampgan.bench.sweep import draw_maps, parse_axes, run_sweep, sweep_table
 
     axes = parse_axes(options["sweeps"])
-    with claimed_on_main_rank(out, options["overwrite"], device, "bench"):
-        document = run_sweep(spec, axes, out, device, log=_progress, on_config=_report_config)
+    # The same command again on a folder where it was interrupted continues there (sweep.json says so).
+    previous = None
+    if (out / "sweep.json").is_file() and not options["overwrite"]:
+        from ampgan.bench.sweep import read_sweep
+
+        previous = read_sweep(out, spec, axes)
+        click.echo(f"continuing the sweep in {out}", err=True)
+    with reopened_on_main_rank(out) if previous is not None else claimed_on_main_rank(out, options["overwrite"],
+                                                                                     device, "bench"):
+        document = run_sweep(spec, axes, out, device, log=_progress, on_config=_report_config, previous=previous)
         if not world().is_main:
             return
         maps = draw_maps(document, out)

@@ -54,7 +54,10 @@ def command(results, devices, batch_sizes, prices, out, overwrite, as_json) -> N
     projection = build_projection(document, tables, gpus, sizes, launch, catalog,
                                   str(prices) if prices else "ampgan's built-in catalog (src/ampgan/cost/prices.csv)")
     target = out or path.parent / "projection"
-    with claimed_folder(target, overwrite, "projection"):
+    # A projection stopped before its last file (killed, say) is replaced by the same command again.
+    finished = ("projection.json", "projection.csv", "projection.md", "fig_projection.png")
+    with claimed_folder(target, overwrite, "projection",
+                        unfinished=lambda folder: not all((folder / name).is_file() for name in finished)):
         text = write_projection(projection, target)
     if as_json:
         click.echo(json.dumps({"projection": str(target / "projection.json"), "rows": projection["rows"]}))

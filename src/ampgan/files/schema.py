@@ -7,7 +7,10 @@ what to do, never a KeyError or TypeError three calls later.
 
 A shape is a type (or a tuple of types), a dict of field -> shape (a field named "?name" may be
 absent; the field "*" gives the shape of every value of a table), or a one-item list: a list whose
-items all have that shape. `None` in a tuple allows null. bool is never taken for a number.
+items all have that shape. `None` in a tuple allows null. bool is never taken for a number, and a
+number is finite unless the shape names `NonFinite` (a diverged loss): NaN or infinity in a count, a time
+or a score would otherwise reach a table or a figure. `RelativePath` is a path inside the document's
+own folder (relative, no `..`, no control characters); resolve it with files.paths.inside().
 """
 
 from __future__ import annotations
@@ -20,6 +23,23 @@ from ampgan.errors import AmpganError
 Number = (int, float)
 
 
+class NonFinite:
+    """In a shape's tuple: a float that may be NaN or infinite."""
+
+
+class RelativePath:
+    """A shape: a path inside the folder of the document that records it."""
+
+
+def is_relative_inside(text: Any) -> bool:
+    from pathlib import PurePosixPath
+
+    if not isinstance(text, str) or not text or any(not c.isprintable() for c in text) or "\\" in text:
+        return False
+    path = PurePosixPath(text)
+    return not path.is_absolute() and ".." not in path.parts and not text.startswith("~")
+
+
 class ShapeError(Exception):
     def __init__(self, where: str, problem: str):
         self.where, self.problem = where, problem
@@ -28,11 +48,14 @@ class ShapeError(Exception):
 
 def _type_names(wanted) -> str:
     kinds = wanted if isinstance(wanted, tuple) else (wanted,)
-    return " or ".join("null" if kind is None else getattr(kind, "__name__", str(kind)) for kind in kinds)
+    return " or ".join("null" if kind is None else "a finite number" if kind is float else
+                       getattr(kind, "__name__", str(kind)) for kind in kinds if kind is not NonFinite)
 
 
 def _matches(value: Any, wanted) -> bool:
     kinds = wanted if isinstance(wanted, tuple) else (wanted,)
+    if isinstance(value, float) and not math.isfinite(value):
+        return NonFinite in kinds
     for kind in kinds:
         if kind is None:
             if value is None:
@@ -40,9 +63,7 @@ def _matches(value: Any, wanted) -> bool:
         elif isinstance(value, bool):
             if kind is bool:
                 return True
-        elif isinstance(value, kind):
-            if isinstance(value, float) and not math.isfinite(value) and kind is not float:
-                continue
+        elif kind is not NonFinite and isinstance(value, kind):
             return True
     return False
 
@@ -63,6 +84,9 @@ def _check(value: Any, shape, where: str) -> None:
                     continue
                 raise ShapeError(f"{where}.{name}" if where else name, "is missing")
             _check(value[name], inner, f"{where}.{name}" if where else name)
+    elif shape is RelativePath:
+        if not is_relative_inside(value):
+            raise ShapeError(where or "the document", f"should be a path inside its folder, got {_short(value)}")
     elif isinstance(shape, list):
         if not isinstance(value, list):
             raise ShapeError(where or "the document", f"should be a list, got {type(value).__name__}")

@@ -199,15 +199,19 @@ class FolderClaim:
     """A claimed output folder: new or replaced, locked; `finish()` when the command has succeeded or
     its folder holds something worth keeping, `abandon()` otherwise (the old folder comes back)."""
 
-    def __init__(self, path: Path, overwrite: bool, kind: str):
+    def __init__(self, path: Path, overwrite: bool, kind: str, unfinished: Callable[[Path], bool] | None = None):
         if kind not in FOLDER_KINDS:
             raise ValueError(f"unknown folder kind {kind!r}")
         self.path = Path(path)
         _refuse_dangerous(self.path)
         self.aside: Path | None = None
         if self.path.exists() and not self.path.is_dir():
-            raise AmpganError(f"--out {self.path} is a file, not a folder: choose another path")
+            raise AmpganError(f"--out {one_line(self.path)} is a file, not a folder: choose another path")
         if self.path.is_dir() and any(self.path.iterdir()):
+            # A folder of this kind that a stopped command left unfinished is replaced by the same command
+            # again, as a finished one is by --overwrite (and by the same rule).
+            overwrite = overwrite or (unfinished is not None and marker_kind(self.path) == kind
+                                      and unfinished(self.path))
             if not overwrite:
                 raise AmpganError(f"--out {self.path} already holds files: choose a new folder or add --overwrite "
                                   "to replace it")
@@ -244,10 +248,11 @@ class FolderClaim:
 
 @contextmanager
 def claimed_folder(path: Path, overwrite: bool, kind: str,
-                   worth_keeping: Callable[[Path], bool] = lambda folder: False) -> Iterator[FolderClaim]:
+                   worth_keeping: Callable[[Path], bool] = lambda folder: False,
+                   unfinished: Callable[[Path], bool] | None = None) -> Iterator[FolderClaim]:
     """Claim the folder for the block. On success the replaced folder (if any) is deleted; on failure
     the new folder is kept only if `worth_keeping(folder)` (a resumable run), else the old one comes back."""
-    claim = FolderClaim(path, overwrite, kind)
+    claim = FolderClaim(path, overwrite, kind, unfinished)
     try:
         yield claim
     except BaseException:

@@ -20,7 +20,8 @@ from ampgan.bench.output import load_results, speedup_text
 from ampgan.errors import AmpganError
 from ampgan.files.atomic import write_atomically
 from ampgan.files.jsonfile import read_json
-from ampgan.files.schema import check_shape
+from ampgan.files.paths import inside
+from ampgan.files.schema import RelativePath, check_shape
 from ampgan.projection.document import DOCUMENT_SHAPE, fastest_mixed
 from ampgan.runs.run_folder import read_metrics
 from ampgan.plotting import precision_colour, pyplot, save_figure
@@ -32,8 +33,8 @@ from ampgan.study.verdict import interval_text, verdict
 _NUMBER = (int, float)
 _FINAL = {"?evaluator_accuracy": (int, float, None), "frechet_distance": _NUMBER, "?flags": [str], "?per_class": list,
           "?confusion": list}
-_RUN = {"run_dir": str, "steps": int, "train_seconds": _NUMBER, "final": _FINAL, "?seconds_per_step": _NUMBER,
-        "?seeds": [int], "?per_seed": {"*": {"run_dir": str, "steps": int, "final": _FINAL}}, "?final_interval": dict}
+_RUN = {"run_dir": RelativePath, "steps": int, "train_seconds": _NUMBER, "final": _FINAL, "?seconds_per_step": _NUMBER,
+        "?seeds": [int], "?per_seed": {"*": {"run_dir": RelativePath, "steps": int, "final": _FINAL}}, "?final_interval": dict}
 # What the report reads of compare.json (a study that found no faster mode has no runs, no evaluator).
 COMPARE_SHAPE = {
     "format": str, "?outcome": str,
@@ -60,6 +61,11 @@ def load_compare(out_dir: Path) -> dict:
     return document
 
 
+def _run_folder(out_dir: Path, recorded: str) -> Path:
+    """A run folder compare.json names: inside the study, or the document is refused (files/paths.py)."""
+    return inside(out_dir, recorded, Path(out_dir) / "compare.json", "run 'ampgan compare' again")
+
+
 def _latest_samples(run_dir: Path) -> Path | None:
     grids = sorted((run_dir / "samples").glob("step-*.png"))
     return grids[-1] if grids else None
@@ -71,7 +77,7 @@ def figure_samples(document: dict, out_dir: Path, footer: str) -> Path:
     runs = document["runs"]
     figure, axes = plt.subplots(1, len(runs), figsize=(4.2 * len(runs), 5.2), dpi=120, squeeze=False)
     for axis, (precision, run) in zip(axes[0], runs.items()):
-        grid_path = _latest_samples(out_dir / run["run_dir"])
+        grid_path = _latest_samples(_run_folder(out_dir, run["run_dir"]))
         if grid_path is not None:
             grid = np.asarray(Image.open(grid_path))
             axis.imshow(grid, cmap="gray" if grid.ndim == 2 else None, interpolation="nearest")
@@ -95,7 +101,7 @@ def _curves_over_seeds(document: dict, out_dir: Path, precision: str, metric: st
     (every seed evaluates at the same training-time marks, so index k is the same moment)."""
     run = document["runs"][precision]
     folders = [r["run_dir"] for r in run["per_seed"].values()] if "per_seed" in run else [run["run_dir"]]
-    curves = [read_quality_curve(out_dir / folder / "quality.jsonl") for folder in folders]
+    curves = [read_quality_curve(_run_folder(out_dir, folder) / "quality.jsonl") for folder in folders]
     length = min(len(c) for c in curves)
     curves = [c[:length] for c in curves]
     seconds = np.mean([[p["train_seconds"] for p in c] for c in curves], axis=0)
@@ -141,7 +147,7 @@ def figure_losses(document: dict, out_dir: Path, footer: str) -> tuple[Path, Pat
     figure, axis = plt.subplots(figsize=(7, 4), dpi=120)
     scaled = {}
     for precision, run in document["runs"].items():
-        metrics = [m for m in read_metrics(out_dir / run["run_dir"] / "metrics.jsonl") if "loss_d" in m]
+        metrics = [m for m in read_metrics(_run_folder(out_dir, run["run_dir"]) / "metrics.jsonl") if "loss_d" in m]
         seconds = [m["train_seconds"] for m in metrics]
         colour = precision_colour(precision)
         axis.plot(seconds, [m["loss_d"] for m in metrics], color=colour, label=f"{precision} D")

@@ -140,3 +140,12 @@ def claimed_on_main_rank(out: Path, overwrite: bool, device: torch.device, kind:
         if failed:
             raise AmpganError("rank 0 could not claim the output folder (see its message)")
         yield
+
+
+@contextmanager
+def reopened_on_main_rank(folder: Path):
+    """An interrupted output folder continued in place: rank 0 holds its lock for the block."""
+    with ExitStack() as stack:
+        if world().is_main:
+            stack.callback(FolderLock(folder).release)
+        yield
