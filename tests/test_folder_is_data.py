@@ -259,3 +259,47 @@ def test_a_study_whose_document_points_outside_is_refused_by_report(capsys, tmp_
     (study / "compare.json").write_text(json.dumps(document))
     code, _, err = run_cli(capsys, "report", str(study))
     assert code == 2 and "train_seconds should be int or a finite number, got nan" in err
+
+
+# ---- values read back are validated before use ------------------------------------------------------
+@pytest.fixture(scope="module")
+def _built_in_run(tmp_path_factory):
+    from ampgan.cli import main
+
+    run = tmp_path_factory.mktemp("built-in") / "run"
+    try:
+        main(["train", *TINY, "--width", "8", "--z-dim", "16", "--steps", "2", "--out", str(run)])
+    except SystemExit as exit_:
+        assert exit_.code in (0, None)
+    return run
+
+
+@pytest.mark.parametrize("damage", ["nan weight", "int64 weight", "negative step", "renamed"])
+def test_a_checkpoint_with_impossible_values_is_refused_by_every_reader(capsys, tmp_path, _built_in_run, damage):
+    import torch
+
+    run = tmp_path / "run"
+    shutil.copytree(_built_in_run, run)
+    (checkpoint,) = sorted((run / "checkpoints").glob("step-*.pt"))[-1:]
+    payload = torch.load(checkpoint, weights_only=True)
+    name = next(k for k, v in payload["generator"].items() if v.is_floating_point())
+    if damage == "nan weight":
+        payload["generator"][name] = payload["generator"][name].clone().fill_(float("nan"))
+        expected = "non-finite values in generator."
+    elif damage == "int64 weight":
+        payload["generator"][name] = payload["generator"][name].long()
+        expected = "int64, where this run's model has"
+    elif damage == "negative step":
+        payload["step"] = -5
+        expected = "says step -5"
+    else:
+        payload["step"] = 1
+        expected = "says step 1"
+    torch.save(payload, checkpoint)
+    before = (run / "metrics.jsonl").read_bytes()
+    for command in (("generate", str(run), "--class", "0", "--out", str(tmp_path / "g.png")),
+                    ("evaluate", str(run), "--samples", "4"),
+                    ("train", "--resume", str(run), "--steps", "4", "--quiet")):
+        code, out, err = run_cli(capsys, *command)
+        assert code == 2 and expected in err and len(err.strip().splitlines()) == 1, (command, err)
+    assert not (tmp_path / "g.png").exists() and (run / "metrics.jsonl").read_bytes() == before

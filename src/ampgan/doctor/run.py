@@ -64,17 +64,11 @@ def diagnose_gan(config: TrainConfig, steps: int, fp16_steps: int, run_dir: Path
 
 
 def _load_run_weights(state, run_dir: Path) -> None:
-    from ampgan.runs.checkpoint import latest_checkpoint, load_checkpoint
+    from ampgan.runs.checkpoint import latest_checkpoint, load_checkpoint, load_weights
 
     payload = load_checkpoint(latest_checkpoint(run_dir), map_location="cpu")
-    try:
-        state.generator.load_state_dict(payload["generator"])
-        state.discriminator.load_state_dict(payload["discriminator"])
-    except (RuntimeError, KeyError) as error:
-        from ampgan.errors import AmpganError
-
-        raise AmpganError(f"the checkpoint in {run_dir} does not match its config.json ({str(error).splitlines()[0]}):"
-                          " the folder is damaged") from None
+    load_weights(state.generator, payload["generator"], f"the checkpoint in {run_dir} (generator)")
+    load_weights(state.discriminator, payload["discriminator"], f"the checkpoint in {run_dir} (discriminator)")
 
 
 def _stream(prepared, state, config) -> BatchStream:

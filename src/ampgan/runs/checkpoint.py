@@ -12,12 +12,13 @@ run started by ampgan 0.1 resumes drawing exactly the data order and noise it wo
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 
 import torch
 
-from ampgan.errors import AmpganError
+from ampgan.errors import AmpganError, one_line
 from ampgan.files.atomic import write_atomically
 from ampgan.files.schema import check_shape
 
@@ -84,7 +85,58 @@ def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dic
                           f"reads ({OLDEST_READABLE_VERSION}-{FORMAT_VERSION}): continue it with the ampgan version "
                           "that wrote it")
     payload.setdefault("seed_scheme", 1)  # version 1 predates seeds.py's scheme 2
-    return check_shape(payload, _SHAPE, f"checkpoint {path}", "delete it to resume from the one before")
+    check_shape(payload, _SHAPE, f"checkpoint {path}", "delete it to resume from the one before")
+    named = _NAME.match(path.name)
+    if payload["step"] < 0 or (named and int(named.group(1)) != payload["step"]):
+        raise AmpganError(f"checkpoint {one_line(path)} says step {payload['step']}, not the step its name gives: it "
+                          "was edited or renamed; delete it to resume from the one before")
+    where = _first_non_finite(payload)
+    if where:
+        raise AmpganError(f"checkpoint {one_line(path)} holds non-finite values in {where}: the run had diverged when "
+                          "it was saved, or the file was altered; delete it to resume from the one before")
+    return payload
+
+
+def _first_non_finite(value, where: str = "") -> str | None:
+    """The path of the first floating-point tensor or number holding NaN or infinity, else None."""
+    if isinstance(value, torch.Tensor):
+        if value.is_floating_point() and not bool(torch.isfinite(value).all()):
+            return where
+        return None
+    if isinstance(value, float):
+        return where if not math.isfinite(value) else None
+    if isinstance(value, dict):
+        items = value.items()
+    elif isinstance(value, (list, tuple)):
+        items = enumerate(value)
+    else:
+        return None
+    for key, item in items:
+        if where.startswith("scaler") or key in ("rng", "torch_cpu", "torch_cuda"):
+            continue  # a loss scale may be inf mid-search; RNG states are bytes
+        found = _first_non_finite(item, f"{where}.{key}" if where else str(key))
+        if found:
+            return found
+    return None
+
+
+def load_weights(module: torch.nn.Module, saved: dict, origin: str) -> None:
+    """`saved` into `module`, once every tensor has the name, shape and dtype the module's own has (an
+    int64 or float16 copy of a float32 weight would load silently, rounded or truncated)."""
+    own = module.state_dict()
+    if not isinstance(saved, dict) or set(saved) != set(own):
+        missing, extra = sorted(set(own) - set(saved or {})), sorted(set(saved or {}) - set(own))
+        raise AmpganError(f"{origin} holds a model of another shape than this run's config (missing "
+                          f"{', '.join(missing[:3]) or 'none'}; unexpected {', '.join(map(str, extra[:3])) or 'none'})")
+    for name, tensor in own.items():
+        value = saved[name]
+        if not isinstance(value, torch.Tensor) or value.shape != tensor.shape or value.dtype != tensor.dtype:
+            found = (f"{tuple(value.shape)} {str(value.dtype).removeprefix('torch.')}" if isinstance(value, torch.Tensor)
+                     else type(value).__name__)
+            raise AmpganError(f"{origin} holds {name} as {found}, where this run's model has "
+                              f"{tuple(tensor.shape)} {str(tensor.dtype).removeprefix('torch.')}: it is damaged or "
+                              "belongs to another model")
+    module.load_state_dict(saved)
 
 
 def prune_checkpoints(run_dir: Path, keep: int) -> None:

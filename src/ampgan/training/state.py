@@ -26,6 +26,7 @@ from ampgan.seeds import CURRENT_SCHEME, step_noise_seed, weights_seed
 from ampgan.training.compile_cache import use_persistent_compile_cache
 from ampgan.training.distributed import world
 from ampgan.training.precision import LossScaler, PrecisionPolicy
+from ampgan.runs.checkpoint import load_weights
 
 
 @dataclass
@@ -96,9 +97,9 @@ class TrainState:
 
     def load_state_dict(self, saved: dict, origin: str = "the checkpoint") -> None:
         """Networks, optimizers, scalers and step; the noise generator when `saved` has one."""
+        load_weights(self.generator, saved["generator"], f"{origin} (generator)")
+        load_weights(self.discriminator, saved["discriminator"], f"{origin} (discriminator)")
         try:
-            self.generator.load_state_dict(saved["generator"])
-            self.discriminator.load_state_dict(saved["discriminator"])
             self.optimizer_g.load_state_dict(saved["optimizer_g"])
             self.optimizer_d.load_state_dict(saved["optimizer_d"])
             extra = saved.get("extra_optimizers", {})

@@ -13,7 +13,7 @@ from ampgan.config import TrainConfig
 from ampgan.errors import AmpganError
 from ampgan.files.atomic import write_atomically
 from ampgan.files.images import image_grid, save_png, to_uint8
-from ampgan.runs.checkpoint import latest_checkpoint, load_checkpoint
+from ampgan.runs.checkpoint import latest_checkpoint, load_checkpoint, load_weights
 from ampgan.gan.contract import GAN, DataSpec
 from ampgan.gan.registry import resolve_model
 from ampgan.runs.run_folder import read_run_config
@@ -63,10 +63,7 @@ def load_trained_run(run_dir: Path, device: torch.device | str = "cpu") -> Train
     payload = load_checkpoint(latest_checkpoint(run_dir), map_location="cpu")
     with torch.random.fork_rng(devices=[]):
         gan = recipe.build(data)
-    try:
-        gan.generator.load_state_dict(payload["generator"])
-    except (RuntimeError, KeyError, TypeError):
-        raise AmpganError(f"the checkpoint in {run_dir} does not match its config.json: the folder is damaged") from None
+    load_weights(gan.generator, payload["generator"], f"the checkpoint in {run_dir} (generator)")
     gan.generator.to(device).eval()
     return TrainedRun(run_dir, document, config, gan, payload["step"])
 
