@@ -152,3 +152,48 @@ def _no_model_consent_carried_between_tests(monkeypatch):
 
     monkeypatch.setattr(registry, "_CONSENTED", set())
     monkeypatch.delenv(registry.MODEL_CONSENT_ENV, raising=False)
+
+
+def _mount(*args) -> bool:
+    import subprocess
+
+    try:
+        return subprocess.run(["mount", *args], capture_output=True, timeout=30).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
+
+
+def _unmount(path) -> None:
+    import subprocess
+
+    subprocess.run(["umount", "-l", str(path)], capture_output=True, timeout=30)
+
+
+@pytest.fixture
+def read_only_view(tmp_path):
+    """make(folder) -> a read-only bind mount of `folder` (EROFS on every write, root included); skips
+    where this machine cannot mount."""
+    mounted = []
+
+    def make(folder):
+        view = tmp_path / f"read-only-{len(mounted)}"
+        view.mkdir()
+        if not (_mount("--bind", str(folder), str(view)) and (mounted.append(view) or True)
+                and _mount("-o", "remount,ro,bind", str(view))):
+            pytest.skip("this machine cannot make a read-only bind mount")
+        return view
+
+    yield make
+    for view in mounted:
+        _unmount(view)
+
+
+@pytest.fixture
+def tiny_disk(tmp_path):
+    """A 2 MiB tmpfs: writes past it fail with ENOSPC, as on a full disk; skips where it cannot be mounted."""
+    disk = tmp_path / "tiny-disk"
+    disk.mkdir()
+    if not _mount("-t", "tmpfs", "-o", "size=2m", "tmpfs", str(disk)):
+        pytest.skip("this machine cannot mount a tmpfs")
+    yield disk
+    _unmount(disk)

@@ -1,9 +1,15 @@
 """`folder:PATH`: the user's own images, one sub-folder per class (PNG, JPEG, ...).
 
-Images are decoded with Pillow, converted to 1 or 3 channels and resized (bilinear, antialiased)
-to the model's size. `--cache` writes the decoded tensor as an .npz next to the data, keyed by a
-fingerprint of the file list (names, sizes, modification times) and verified by SHA-256, so a
-second load is instant and a changed folder is re-read rather than served stale.
+Images are decoded with Pillow, converted to 1 or 3 channels by their real range (a 16-bit image is
+scaled, not clipped; transparency is flattened onto white and said so) and resized (bilinear,
+antialiased) to the model's size. A class's images may sit in nested folders inside its folder (as
+torchvision's ImageFolder reads them); files that are not images, and images outside any class
+folder, are counted in one warning, never dropped without a word.
+
+`--cache` writes the decoded tensor as an .npz next to the data, keyed by a fingerprint of the file
+list (names, sizes, modification times) and checked against the folder it claims to be (count,
+shape, dtype, labels per class, SHA-256) before use: it is only a cache, so a damaged or foreign one
+is rebuilt with one warning, and a folder that cannot be written to trains without one.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ from PIL import Image, UnidentifiedImageError
 
 from ampgan.files.atomic import write_atomically
 from ampgan.data.dataset import ImageDataset
-from ampgan.errors import AmpganError
+from ampgan.errors import AmpganError, one_line, warn
 
 IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff"}
 DEFAULT_SIZE = 32
@@ -45,12 +51,32 @@ def _refuse_links_that_leave(path: Path, root: Path) -> None:
 
 
 def _image_files(folder: Path) -> list[Path]:
-    files = sorted(p for p in folder.iterdir() if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES)
+    """Every image in the class folder and in folders nested inside it."""
+    files = sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES
+                   and not any(part.startswith(".") for part in p.relative_to(folder).parts))
     for path in files:
         _refuse_links_that_leave(path, folder.parent)
     if not files:
-        raise AmpganError(f"class folder {folder} has no images ({', '.join(sorted(IMAGE_SUFFIXES))}): add some or remove it")
+        raise AmpganError(f"class folder {one_line(folder)} has no images ({', '.join(sorted(IMAGE_SUFFIXES))}): "
+                          "add some or remove it")
     return files
+
+
+def _warn_about_what_is_not_read(root: Path, folders: list[Path]) -> None:
+    """One warning naming what the dataset leaves out: images outside a class folder, other files."""
+    loose = [p for p in root.iterdir() if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES]
+    other = [p for folder in folders for p in folder.rglob("*")
+             if p.is_file() and p.suffix.lower() not in IMAGE_SUFFIXES and not p.name.startswith(".")]
+    parts = []
+    if loose:
+        parts.append(f"{len(loose)} image(s) directly in {one_line(root)} belong to no class folder "
+                     f"(e.g. {one_line(loose[0].name)})")
+    if other:
+        suffixes = sorted({p.suffix.lower() or p.name for p in other})[:5]
+        parts.append(f"{len(other)} file(s) that are not images ({', '.join(map(one_line, suffixes))})")
+    if parts:
+        warn(f"folder:{one_line(root)} leaves out " + " and ".join(parts) + ": move images into a class folder to "
+             "use them")
 
 
 def _fingerprint(files: list[Path], size: int, channels: int) -> str:
@@ -61,19 +87,42 @@ def _fingerprint(files: list[Path], size: int, channels: int) -> str:
     return digest.hexdigest()
 
 
-def _decode(path: Path, size: int, channels: int) -> np.ndarray:
+def _decode(path: Path, size: int, channels: int, flattened: list[Path]) -> np.ndarray:
     try:
         with Image.open(path) as image:
-            image = image.convert("L" if channels == 1 else "RGB")
+            image = _to_8_bit(image, path, channels, flattened)
             if image.size != (size, size):
                 image = image.resize((size, size), Image.Resampling.BILINEAR, reducing_gap=None)
             array = np.asarray(image, dtype=np.uint8)
     except Image.DecompressionBombError:
-        raise AmpganError(f"{path} claims more pixels than any dataset image should (Pillow's decompression-bomb "
-                          "limit): fix or remove the file") from None
+        raise AmpganError(f"{one_line(path)} claims more pixels than any dataset image should (Pillow's "
+                          "decompression-bomb limit): fix or remove the file") from None
     except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as error:
-        raise AmpganError(f"cannot read image {path} ({type(error).__name__}): fix or remove the file") from None
+        raise AmpganError(f"cannot read image {one_line(path)} ({type(error).__name__}): fix or remove the file") from None
     return array[None] if channels == 1 else array.transpose(2, 0, 1)  # (C, H, W)
+
+
+def _to_8_bit(image: Image.Image, path: Path, channels: int, flattened: list[Path]) -> Image.Image:
+    """`image` as 8-bit grey ("L") or RGB by its real range: 16-bit grey is scaled from 0-65535 (Pillow's
+    convert would clip it to white), transparency is flattened onto white (recorded in `flattened`)."""
+    if image.mode in ("I;16", "I;16L", "I;16B", "I;16N", "I"):
+        values = np.asarray(image, dtype=np.float64)
+        if values.min() < 0 or values.max() > 65535:
+            raise AmpganError(f"{one_line(path)} holds 32-bit pixel values outside 0-65535: save it as an 8- or "
+                              "16-bit image")
+        grey = Image.fromarray(np.round(values / 257.0).astype(np.uint8), mode="L")
+        return grey if channels == 1 else grey.convert("RGB")
+    if image.mode == "F":
+        raise AmpganError(f"{one_line(path)} holds floating-point pixels, whose range an image does not state: save "
+                          "it as an 8- or 16-bit image")
+    if image.mode in ("RGBA", "LA", "PA") or (image.mode == "P" and "transparency" in image.info) or \
+            (image.mode in ("L", "RGB") and "transparency" in image.info):
+        rgba = image.convert("RGBA")
+        if rgba.getextrema()[3][0] < 255:  # some pixel is not opaque
+            flattened.append(path)
+        white = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
+        image = Image.alpha_composite(white, rgba)
+    return image.convert("L" if channels == 1 else "RGB")
 
 
 def load_folder(path: str, image_size: int | None = None, channels: int | None = None, cache: bool = False) -> ImageDataset:
@@ -81,26 +130,31 @@ def load_folder(path: str, image_size: int | None = None, channels: int | None =
     size, channels = image_size or DEFAULT_SIZE, channels or 3
     folders = _class_folders(root)
     files_per_class = [_image_files(folder) for folder in folders]
+    _warn_about_what_is_not_read(root, folders)
     all_files = [f for files in files_per_class for f in files]
     fingerprint = _fingerprint(all_files, size, channels)
     class_names = tuple(folder.name for folder in folders)
+    counts = [len(files) for files in files_per_class]
     cache_path = root / f".ampgan-cache-{size}px-{channels}ch.npz"
     source = {"name": "folder", "origin": str(root), "files": len(all_files), "fingerprint": fingerprint}
     if cache and cache_path.is_file():
-        cached = _read_cache(cache_path, fingerprint, class_names)
+        cached = _read_cache(cache_path, fingerprint, class_names, counts, (channels, size, size))
         if cached is not None:
             images, labels = cached
             return ImageDataset(images, labels, class_names, source | {"cache": str(cache_path), "cache_hit": True})
     images = np.empty((len(all_files), channels, size, size), dtype=np.uint8)
     labels = np.empty(len(all_files), dtype=np.int64)
+    flattened: list[Path] = []
     index = 0
     for label, files in enumerate(files_per_class):
         for file in files:
-            images[index] = _decode(file, size, channels)
+            images[index] = _decode(file, size, channels, flattened)
             labels[index] = label
             index += 1
-    if cache:
-        _write_cache(cache_path, images, labels, fingerprint, class_names)
+    if flattened:
+        warn(f"{len(flattened)} image(s) of folder:{one_line(root)} have transparent pixels (e.g. "
+             f"{one_line(flattened[0].relative_to(root))}): flattened onto white, the transparency is dropped")
+    if cache and _write_cache(cache_path, images, labels, fingerprint, class_names):
         source |= {"cache": str(cache_path), "cache_hit": False}
     return ImageDataset(torch.from_numpy(images), torch.from_numpy(labels), class_names, source)
 
@@ -109,23 +163,47 @@ def _content_hash(images: np.ndarray, labels: np.ndarray) -> str:
     return hashlib.sha256(images.tobytes() + labels.tobytes()).hexdigest()
 
 
-def _write_cache(path: Path, images, labels, fingerprint: str, class_names) -> None:
+def _labels_match(labels: np.ndarray, counts: list[int]) -> bool:
+    """Labels in 0..classes-1, sorted by class, as many of each class as its folder has images."""
+    if labels.size and (labels.min() < 0 or labels.max() >= len(counts)):
+        return False
+    return np.bincount(labels, minlength=len(counts)).tolist() == counts and bool(np.all(np.diff(labels) >= 0))
+
+
+def _write_cache(path: Path, images, labels, fingerprint: str, class_names) -> bool:
+    """Whether the cache was written: a folder that refuses the write (read-only, full) trains without one."""
     meta = json.dumps({"fingerprint": fingerprint, "class_names": list(class_names), "sha256": _content_hash(images, labels)})
     buffer = io.BytesIO()
     np.savez(buffer, images=images, labels=labels, meta=np.frombuffer(meta.encode(), dtype=np.uint8))
-    write_atomically(path, lambda stream: stream.write(buffer.getvalue()))
+    try:
+        write_atomically(path, lambda stream: stream.write(buffer.getvalue()))
+    except OSError as error:
+        warn(f"cannot write the dataset cache {one_line(path)} ({error.strerror or error}): training goes on "
+             "without it; drop --cache, or make the folder writable")
+        return False
+    return True
 
 
-def _read_cache(path: Path, fingerprint: str, class_names) -> tuple[torch.Tensor, torch.Tensor] | None:
-    """The cached tensors, or None when the folder changed or the cache does not verify."""
+def _read_cache(path: Path, fingerprint: str, class_names, counts: list[int],
+                image_shape: tuple[int, int, int]) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """The cached tensors when they are this folder's, else None (the folder changed: re-read it). A
+    cache that is damaged or holds anything but this folder's images is rebuilt, with one warning."""
     try:
         with np.load(path, allow_pickle=False) as archive:
             meta = json.loads(archive["meta"].tobytes().decode())
             images, labels = archive["images"], archive["labels"]
-    except (OSError, ValueError, KeyError, json.JSONDecodeError):
+        if not isinstance(meta, dict):
+            raise ValueError("its description is not a table")
+    except Exception as error:  # noqa: BLE001 - truncated, garbage, not a zip, wrong types: only a cache
+        warn(f"the dataset cache {one_line(path)} is damaged ({type(error).__name__}): rebuilding it from the images")
         return None
     if meta.get("fingerprint") != fingerprint or meta.get("class_names") != list(class_names):
         return None
-    if meta.get("sha256") != _content_hash(images, labels):
+    expected = (sum(counts), *image_shape)
+    if (images.dtype != np.uint8 or images.shape != expected or labels.dtype != np.int64 or labels.shape != expected[:1]
+            or not _labels_match(labels, counts)
+            or meta.get("sha256") != _content_hash(images, labels)):
+        warn(f"the dataset cache {one_line(path)} does not hold this folder's {sum(counts)} images at "
+             f"{image_shape[1]} px: rebuilding it from the images")
         return None
     return torch.from_numpy(images), torch.from_numpy(labels)

@@ -1,0 +1,142 @@
+"""folder:PATH reads what is in the images, says what it leaves out, and keeps its cache honest."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import warnings
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from ampgan.data.folder import load_folder
+from ampgan.errors import AmpganError, AmpganWarning
+
+
+def _load(path, **kwargs):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", AmpganWarning)
+        dataset = load_folder(str(path), **kwargs)
+    return dataset, [str(w.message) for w in caught if issubclass(w.category, AmpganWarning)]
+
+
+def test_a_16_bit_image_is_scaled_by_its_range_not_clipped(tmp_path):
+    (tmp_path / "a").mkdir()
+    ramp = np.linspace(0, 65535, 16 * 16).reshape(16, 16).astype(np.uint16)
+    Image.fromarray(ramp).save(tmp_path / "a" / "ramp.png")  # a real 16-bit grey PNG
+    dataset, _ = _load(tmp_path, image_size=16, channels=1)
+    pixels = dataset.images[0, 0].numpy().astype(int)
+    assert pixels.min() == 0 and pixels.max() == 255
+    assert abs(pixels.mean() - 127.5) < 2  # the ramp, not 99.6% white
+    assert (pixels == 255).mean() < 0.05
+
+
+def test_transparency_is_flattened_and_said(tmp_path):
+    (tmp_path / "a").mkdir()
+    rgba = np.zeros((8, 8, 4), np.uint8)
+    rgba[..., 0] = 200
+    rgba[:4, :, 3] = 255  # top half opaque red, bottom half fully transparent
+    Image.fromarray(rgba, "RGBA").save(tmp_path / "a" / "x.png")
+    dataset, said = _load(tmp_path, image_size=8, channels=3)
+    image = dataset.images[0].numpy()
+    assert tuple(image[:, 0, 0]) == (200, 0, 0) and tuple(image[:, 7, 0]) == (255, 255, 255)
+    assert any("transparent pixels" in line and "flattened onto white" in line for line in said)
+
+
+def test_nested_images_belong_to_their_class_and_what_is_left_out_is_said(tmp_path):
+    for relative in ("cats/a.png", "cats/indoor/b.png", "cats/indoor/deep/c.png", "dogs/d.png", "stray.png"):
+        (tmp_path / relative).parent.mkdir(parents=True, exist_ok=True)
+        Image.new("RGB", (8, 8), (10, 20, 30)).save(tmp_path / relative)
+    (tmp_path / "dogs" / "notes.txt").write_text("not an image")
+    dataset, said = _load(tmp_path, image_size=8)
+    assert dataset.class_names == ("cats", "dogs") and dataset.labels.tolist() == [0, 0, 0, 1]
+    (line,) = [line for line in said if "leaves out" in line]
+    assert "1 image(s) directly in" in line and "stray.png" in line and "1 file(s) that are not images (.txt)" in line
+
+
+@pytest.mark.parametrize("damage", ["truncated", "garbage", "not a table", "float images", "foreign content"])
+def test_a_damaged_or_foreign_cache_is_rebuilt_with_one_warning(tmp_path, damage):
+    data = tmp_path / "data"
+    for index in range(15):
+        (data / f"c{index % 3}").mkdir(parents=True, exist_ok=True)
+        Image.new("RGB", (32, 32), (index * 10, 50, 90)).save(data / f"c{index % 3}" / f"{index}.png")
+    first, _ = _load(data, cache=True)
+    (cache,) = data.glob(".ampgan-cache-*.npz")
+    stat = cache.stat()
+    if damage == "truncated":
+        cache.write_bytes(cache.read_bytes()[:300])
+    elif damage == "garbage":
+        cache.write_bytes(os.urandom(2000))
+    else:
+        with np.load(cache) as archive:
+            meta = json.loads(archive["meta"].tobytes().decode())
+            images, labels = archive["images"], archive["labels"]
+        if damage == "not a table":
+            meta = ["x"]
+        elif damage == "float images":
+            images = images.astype(np.float32)
+        else:  # 3 images at 8 px, with a digest that matches them: not this folder's 15 at 32 px
+            from ampgan.data.folder import _content_hash
+
+            images, labels = images[:3, :, :8, :8].copy(), np.array([0, 1, 2])
+            meta["sha256"] = _content_hash(images, labels)
+        buffer = io.BytesIO()
+        np.savez(buffer, images=images, labels=labels, meta=np.frombuffer(json.dumps(meta).encode(), np.uint8))
+        cache.write_bytes(buffer.getvalue())
+    os.utime(cache, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    again, said = _load(data, cache=True)
+    assert len(again) == 15 and again.images.equal(first.images) and again.labels.equal(first.labels)
+    assert len([line for line in said if "dataset cache" in line]) == 1
+    third, said = _load(data, cache=True)  # rebuilt: served from the cache, silently
+    assert third.source["cache_hit"] and not said
+
+
+def test_a_read_only_folder_trains_without_its_cache(tmp_path, read_only_view):
+    (tmp_path / "data" / "a").mkdir(parents=True)
+    Image.new("RGB", (8, 8)).save(tmp_path / "data" / "a" / "x.png")
+    view = read_only_view(tmp_path / "data")
+    dataset, said = _load(view, image_size=8, cache=True)
+    assert len(dataset) == 1 and any("cannot write the dataset cache" in line and "Read-only" in line for line in said)
+
+
+def test_a_full_disk_costs_only_the_cache(tmp_path, tiny_disk):
+    for index in range(3):
+        (tiny_disk / "a").mkdir(exist_ok=True)
+        Image.fromarray(np.random.default_rng(index).integers(0, 255, (200, 200, 3), dtype=np.uint8)).save(
+            tiny_disk / "a" / f"{index}.png")
+    filler = tiny_disk / "filler"
+    with open(filler, "wb") as handle:  # fill what is left
+        try:
+            while True:
+                handle.write(b"\0" * 65536)
+        except OSError:
+            pass
+    dataset, said = _load(tiny_disk, image_size=128, cache=True)
+    assert len(dataset) == 3 and any("No space left" in line for line in said)
+    assert not list(tiny_disk.glob(".ampgan-cache*")) and not list(tiny_disk.glob(".*.tmp"))
+
+
+def test_a_cache_write_that_fails_costs_only_the_cache(tmp_path, monkeypatch):
+    """ENOSPC, EROFS or EACCES while writing the cache: one warning, the data still loads."""
+    import errno
+
+    import ampgan.data.folder as folder
+
+    (tmp_path / "a").mkdir()
+    Image.new("RGB", (8, 8)).save(tmp_path / "a" / "x.png")
+    for code in (errno.ENOSPC, errno.EROFS, errno.EACCES):
+        def refuse(path, write, code=code):
+            raise OSError(code, os.strerror(code))
+
+        monkeypatch.setattr(folder, "write_atomically", refuse)
+        dataset, said = _load(tmp_path, image_size=8, cache=True)
+        assert len(dataset) == 1 and any(os.strerror(code) in line for line in said)
+
+
+def test_floating_point_pixels_are_refused(tmp_path):
+    (tmp_path / "a").mkdir()
+    Image.fromarray(np.full((8, 8), 0.5, np.float32), mode="F").save(tmp_path / "a" / "x.tiff")
+    with pytest.raises(AmpganError, match="floating-point pixels"):
+        load_folder(str(tmp_path), image_size=8)
