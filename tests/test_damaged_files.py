@@ -3,7 +3,9 @@ missing, another program's content, bytes that are not UTF-8. Each gives one `er
 file, exit 2, no traceback (a JSON-lines log cut short is the one damage a crash makes; it is read)."""
 
 import json
+import os
 import shutil
+import struct
 
 import pytest
 import torch
@@ -136,3 +138,49 @@ def test_a_damaged_quickdraw_manifest_is_one_line(tmp_path, capsys):
         (folder / "ampgan-manifest.json").write_bytes(content)
         code, _, err = run_cli(capsys, "data", "info", "quickdraw", "--data-dir", str(folder), "--classes", "apple")
         assert code == 2 and "ampgan-manifest.json is damaged: delete it" in err and err.count("\n") == 1
+
+
+def test_everything_a_command_writes_is_in_its_folder_kind(originals):
+    """--overwrite may replace what ampgan wrote (runs/claim.py FOLDER_KINDS): a study and a run as the
+    commands leave them hold nothing the marker's list leaves out."""
+    from ampgan.runs.claim import foreign_entries, marker_kind
+
+    assert marker_kind(originals / "study") == "study" and foreign_entries(originals / "study", "study") == []
+    assert marker_kind(originals / "run") == "run" and foreign_entries(originals / "run", "run") == []
+
+
+@pytest.mark.parametrize("damage", ["random bytes", "30000 x 30000 header"])
+def test_a_damaged_sample_grid_costs_its_panel_not_the_report(originals, tmp_path, capsys, damage):
+    import zlib
+
+    study = tmp_path / "study"
+    shutil.copytree(originals / "study", study)
+    grids = sorted(study.glob("runs/*/samples/step-*.png"))
+    assert grids
+    for grid in grids:
+        if damage == "random bytes":
+            grid.write_bytes(os.urandom(3000))
+        else:  # a valid header claiming 9e8 pixels, almost no data
+            header = struct.pack(">IIBBBBB", 30000, 30000, 8, 0, 0, 0, 0)
+            chunk = b"IHDR" + header
+            grid.write_bytes(b"\x89PNG\r\n\x1a\n" + struct.pack(">I", 13) + chunk
+                             + struct.pack(">I", zlib.crc32(chunk)) + b"\0" * 64)
+    code, out, err = run_cli(capsys, "report", str(study))
+    assert code == 0, err
+    assert (study / "report.html").stat().st_size > 1000 and (study / "fig4_samples.png").is_file()
+
+
+def test_a_report_on_a_full_disk_is_one_line_and_keeps_the_old_report(originals, tiny_disk, capsys):
+    study = tiny_disk / "study"
+    shutil.copytree(originals / "study", study, ignore=shutil.ignore_patterns("*.pt", "fig*.png"))
+    before = (study / "report.html").read_bytes()
+    with open(tiny_disk / "filler", "wb") as handle:
+        try:
+            while True:
+                handle.write(b"\0" * 65536)
+        except OSError:
+            pass
+    code, _, err = run_cli(capsys, "report", str(study))
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "No space left on device" in err
+    assert (study / "report.html").read_bytes() == before and (study / "compare.json").is_file()
+    assert not list(study.rglob(".*.tmp"))

@@ -35,3 +35,17 @@ class ConfigError(AmpganError):
     def __init__(self, field: str, problem: str):
         self.field, self.problem = field, problem
         super().__init__(f"{field} {problem}")
+
+
+class UnwritableFile(AmpganError, OSError):
+    """A write the filesystem refused (full, read-only, no permission). Still an OSError, so code that
+    copes with a failed write (a cache, a run that stops cleanly) keeps coping; printed as one line.
+    Nothing written before is lost: every file ampgan keeps is written whole or not at all."""
+
+    def __init__(self, path, error: OSError):
+        OSError.__init__(self, error.errno, error.strerror, str(path))
+        self.message = (f"cannot write {one_line(path)} ({one_line(error.strerror or error)}): free some space or "
+                        "choose a writable place, then run the command again; every file written before is intact")
+
+    def __str__(self) -> str:
+        return self.message

@@ -6,12 +6,15 @@ final name (atomic on POSIX), then fsync the directory so the rename itself is d
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
+
+from ampgan.errors import UnwritableFile
 
 
 def _file_mode() -> int:
@@ -21,8 +24,25 @@ def _file_mode() -> int:
     return 0o666 & ~umask
 
 
+# The filesystem's refusals a user fixes (space, a read-only mount, permissions): one line, not a traceback.
+_REFUSALS = {errno.ENOSPC, errno.EROFS, errno.EACCES, errno.EPERM, errno.EDQUOT, errno.EFBIG}
+
+
 def write_atomically(path: Path, write: Callable[[IO[bytes]], Any]) -> None:
-    path = Path(path)
+    """Write `path` whole or not at all. A refusal by the filesystem raises errors.UnwritableFile (an
+    OSError and an AmpganError: one line) and leaves no temporary file behind."""
+    try:
+        _write_atomically(Path(path), write)
+    except UnwritableFile:
+        raise
+    except BaseException as error:
+        behind = os_error_behind(error)
+        if behind is not None and behind.errno in _REFUSALS:
+            raise UnwritableFile(path, behind) from None
+        raise
+
+
+def _write_atomically(path: Path, write: Callable[[IO[bytes]], Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     # mkstemp creates the file 0600 and never follows a link (O_EXCL); the final file gets the mode
     # an ordinary write would have given it, so a report can be served or shared.

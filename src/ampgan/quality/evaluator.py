@@ -27,7 +27,7 @@ from torch import nn
 
 from ampgan.files.atomic import write_atomically, write_json_atomically
 from ampgan.data import ImageDataset
-from ampgan.errors import AmpganError, warn
+from ampgan.errors import AmpganError, one_line, warn
 from ampgan.files.schema import has_shape
 from ampgan.quality.metrics import (accuracy, class_shares, confusion_matrix, density_coverage, frechet_distance,
                                     intra_class_diversity, kernel_inception_distance, mean_pairwise_distance,
@@ -125,8 +125,12 @@ def evaluator_for(dataset: ImageDataset, cache_dir: Path | None = None, epochs: 
         buffer = io.BytesIO()
         torch.save(network.state_dict(), buffer)
         info["weights_sha256"] = hashlib.sha256(buffer.getvalue()).hexdigest()
-        write_atomically(weights_path, lambda stream: stream.write(buffer.getvalue()))
-        write_json_atomically(info_path, info)
+        try:
+            write_atomically(weights_path, lambda stream: stream.write(buffer.getvalue()))
+            write_json_atomically(info_path, info)  # last: an entry without it is never reused
+        except OSError as error:  # only a cache: the trained evaluator is used all the same
+            warn(f"cannot keep the evaluator in its cache {one_line(cache_dir)} ({error.strerror or error}): it "
+                 "is used without being kept, and trained again next time; set AMPGAN_CACHE_DIR to a writable folder")
     info = dict(info, cache=str(weights_path))
     if info["held_out_accuracy"] < min_accuracy:
         raise AmpganError(

@@ -66,6 +66,22 @@ def _run_folder(out_dir: Path, recorded: str) -> Path:
     return inside(out_dir, recorded, Path(out_dir) / "compare.json", "run 'ampgan compare' again")
 
 
+# A sample grid is a few hundred pixels a side; anything far larger is not ampgan's and is not decoded.
+MAX_GRID_PIXELS = 4096 * 4096
+
+
+def _read_grid(path: Path) -> tuple[np.ndarray | None, str]:
+    """(the grid's pixels, "") or (None, why it is not shown): a damaged or oversized PNG costs its panel,
+    never the report."""
+    try:
+        with Image.open(path) as image:
+            if image.width * image.height > MAX_GRID_PIXELS:
+                return None, f"{path.name} is {image.width}x{image.height} px, not a sample grid"
+            return np.asarray(image.convert("RGB") if image.mode not in ("L", "RGB") else image), ""
+    except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as error:
+        return None, f"{path.name} cannot be read ({type(error).__name__})"
+
+
 def _latest_samples(run_dir: Path) -> Path | None:
     grids = sorted((run_dir / "samples").glob("step-*.png"))
     return grids[-1] if grids else None
@@ -78,9 +94,11 @@ def figure_samples(document: dict, out_dir: Path, footer: str) -> Path:
     figure, axes = plt.subplots(1, len(runs), figsize=(4.2 * len(runs), 5.2), dpi=120, squeeze=False)
     for axis, (precision, run) in zip(axes[0], runs.items()):
         grid_path = _latest_samples(_run_folder(out_dir, run["run_dir"]))
-        if grid_path is not None:
-            grid = np.asarray(Image.open(grid_path))
+        grid, problem = _read_grid(grid_path) if grid_path is not None else (None, "no sample grid")
+        if grid is not None:
             axis.imshow(grid, cmap="gray" if grid.ndim == 2 else None, interpolation="nearest")
+        else:
+            axis.text(0.5, 0.5, f"samples not shown:\n{problem}", ha="center", va="center", fontsize=8, wrap=True)
         final = run["final"]
         seed = run["seeds"][0] if "seeds" in run else ""
         first = run["per_seed"][str(seed)]["final"] if "per_seed" in run else final
