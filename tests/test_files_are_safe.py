@@ -269,6 +269,11 @@ def test_the_memory_estimate_counts_every_layer_output_of_the_step_and_adam_stat
         memory.refuse_what_cannot_fit(gan, data, 10, torch.device("cpu"), 2)
     monkeypatch.setattr(memory, "available_memory_bytes", lambda device: estimate.total_bytes)
     memory.refuse_what_cannot_fit(gan, data, 10, torch.device("cpu"), 2)  # fits exactly: no error
+    # Not even batch norm's 2 images fit: no batch size would, so the advice is a smaller model.
+    monkeypatch.setattr(memory, "available_memory_bytes", lambda device: estimate.total_bytes_at(2) - 1)
+    with pytest.raises(AmpganError, match="no batch size fits; make the model smaller") as refused:
+        memory.refuse_what_cannot_fit(gan, data, 10, torch.device("cpu"), 2)
+    assert "batch size of at most" not in str(refused.value)
 
 
 def test_unwritable_out_folders_are_one_line_each(tmp_path, capsys, monkeypatch):

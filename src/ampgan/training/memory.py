@@ -40,6 +40,9 @@ class MemoryEstimate:
     def total_bytes(self) -> int:
         return self.parameters_bytes + self.activations_bytes
 
+    def total_bytes_at(self, batch_size: int) -> int:
+        return self.parameters_bytes + self.activations_bytes_per_sample * batch_size
+
 
 class _NoScaling:
     def __init__(self, device):
@@ -153,8 +156,16 @@ def refuse_what_cannot_fit(gan: GAN | None, data: DataSpec, batch_size: int, dev
     needed = estimate.total_bytes * processes_sharing_memory
     if needed > available:
         sharing = f" x {processes_sharing_memory} processes" if processes_sharing_memory > 1 else ""
-        largest = max(1, (available // processes_sharing_memory - estimate.parameters_bytes)
-                      // max(1, estimate.activations_bytes_per_sample))
+        largest = (available // processes_sharing_memory - estimate.parameters_bytes) \
+            // max(1, estimate.activations_bytes_per_sample)
+        # Batch norm needs 2 images per step: below that no batch size fits, only a smaller model does.
+        if largest < 2:
+            raise AmpganError(
+                f"model {gan.name} needs at least {_size(estimate.parameters_bytes * processes_sharing_memory)} for "
+                f"its weights, gradients and Adam's moments{sharing} before any image, and "
+                f"{_size(estimate.total_bytes_at(2) * processes_sharing_memory)} at batch size 2, while "
+                f"{device.type.upper()} memory available now is {_size(available)}: no batch size fits; make the "
+                "model smaller (a lower --width or model option) or use a machine with more memory")
         raise AmpganError(
             f"--batch-size {batch_size}{sharing} needs at least {_size(needed)} for one training step, "
             f"and {device.type.upper()} memory available now is {_size(available)}: use a batch size of at most "
