@@ -32,11 +32,14 @@ def command(ctx: click.Context, **options) -> None:
 
     if options["run_dir"] is not None:
         changes = given_changes(ctx, options)
+        saved = saved_config(options["run_dir"])
+        if changes.get("model.name") == saved.model.name:
+            del changes["model.name"]  # naming the run's own model: consent to import it (gan/registry.py)
         foreign = sorted(set(changes) - _RUN_CHANGES)
         if foreign:
             raise AmpganError(f"--run diagnoses that run's own model and data: drop {', '.join(foreign)} "
                               "(only --batch-size, --device and --seed may differ)")
-        config = saved_config(options["run_dir"]).with_fields({"budget.batch_size": 32} | changes)
+        config = saved.with_fields({"budget.batch_size": 32} | changes)
     else:
         config = config_from_cli(ctx, options, defaults={"budget.batch_size": 32})
     device = resolve_device(config.compute.device)
