@@ -62,3 +62,43 @@ def test_the_recorded_answer_has_the_format_the_code_prints(tmp_path):
                     "Target Fréchet distance ", "Neither precision", "Flags at the end of training: ",
                     "Times to the target are interpolated", "On GPUs this machine does not have, PROJECTED")
         assert all(_shape(line).startswith(openings) for line in recorded), recorded
+
+
+def test_the_layout_page_names_every_module_and_every_layer():
+    """docs/layout.md's map of the tree and its chain of layers match the code (a module added or a layer
+    added to pyproject.toml without a line there fails here)."""
+    import re
+    import tomllib
+
+    root = Path(__file__).resolve().parents[1]
+    text = (root / "docs" / "layout.md").read_text()
+    block = text.split("```\nsrc/ampgan/\n", 1)[1].split("```", 1)[0]
+    sections, current = {}, ""
+    for line in block.splitlines():
+        match = re.match(r"^  (\w+)(/|\.py)\s", line)
+        if match:
+            current = match.group(1) + match.group(2)
+            sections[current] = line
+        elif line.startswith("    ") and current:
+            sections[current] += " " + line
+    missing = []
+    package_root = root / "src" / "ampgan"
+    for path in sorted(package_root.rglob("*.py")):
+        relative = path.relative_to(package_root)
+        if path.name in ("__init__.py", "__main__.py") or "templates" in relative.parts:
+            continue
+        if len(relative.parts) == 1:
+            if f"{path.stem}.py" not in sections and path.stem not in ("api",):
+                missing.append(str(relative))
+            continue
+        package = relative.parts[0] + "/"
+        words = set(re.findall(r"[\w.]+", sections.get(package, "")))
+        if package not in sections or not ({path.stem, path.name, f"{path.stem}.py"} & words
+                                           or relative.parts[1] + "/" in sections[package]):
+            missing.append(str(relative))
+    assert not missing, f"docs/layout.md does not name: {', '.join(missing)}"
+    layers = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"][0]["layers"]
+    chain = text.split("imports point down only (", 1)[1].split(")", 1)[0]
+    named = set(re.findall(r"`(\w+)`", chain))
+    packages = {name.strip().removeprefix("ampgan.") for layer in layers for name in layer.split("|")}
+    assert packages - {"api"} <= named, f"the layer chain leaves out {sorted(packages - {'api'} - named)}"
