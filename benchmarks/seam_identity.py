@@ -23,13 +23,13 @@ from pathlib import Path
 
 import torch
 
-COMMON = ["--no-channels-last", "--no-compile", "--quiet", "--device", "cpu", "--log-every", "5",
-          "--sample-every", "1000", "--checkpoint-every", "1000"]
-SMALL = ["--width", "16", "--z-dim", "32", "--batch-size", "16"]
-TINY = ["--width", "8", "--z-dim", "16", "--batch-size", "8"]
+COMMON = ["--no-channels-last", "--no-compile", "--quiet", "--device", "cpu", "--set", "logging.log_every=5",
+          "--set", "logging.sample_every=1000", "--checkpoint-every", "1000"]
+SMALL = ["--width", "16", "--set", "model.z_dim=32", "--batch-size", "16"]
+TINY = ["--width", "8", "--set", "model.z_dim=16", "--batch-size", "8"]
 QUICKDRAW = ["--dataset", "quickdraw", "--data-dir", str(Path(__file__).resolve().parents[2] / "shared" / "data" /
-                                                          "quickdraw-numpy-bitmap"), "--classes", "apple,eye,fish",
-             "--max-per-class", "200"]
+                                                          "quickdraw-numpy-bitmap"), "--set", "data.classes=apple,eye,fish",
+             "--set", "data.max_per_class=200"]
 # name -> (arguments for both, the old code's extra flags, the new code's equivalent --set)
 CONFIGS = {
     "fp32": (SMALL + ["--steps", "25"], [], []),
@@ -40,10 +40,10 @@ CONFIGS = {
                          ["--mode-seeking", "0", "--class-loss-on-fakes", "--real-label", "1", "--no-spectral-norm-d"],
                          ["--set", "model.mode_seeking=0", "--set", "model.class_loss_on_fakes=true",
                           "--set", "model.real_label=1", "--set", "model.spectral_norm_d=false"]),
-    "synthetic-64px-bf16": (["--dataset", "synthetic", "--image-size", "64", "--channels", "3", *TINY,
+    "synthetic-64px-bf16": (["--dataset", "synthetic", "--image-size", "64", "--set", "data.channels=3", *TINY,
                              "--steps", "10", "--precision", "bf16"], [], []),
     "quickdraw-28px-seed3": (QUICKDRAW + SMALL + ["--steps", "20", "--seed", "3"], [], []),
-    "odd-sizes-lr-weights": (["--width", "12", "--z-dim", "20", "--batch-size", "9", "--steps", "12", "--lr", "1e-3"],
+    "odd-sizes-lr-weights": (["--width", "12", "--set", "model.z_dim=20", "--batch-size", "9", "--steps", "12", "--set", "optim.lr_g=1e-3", "--set", "optim.lr_d=1e-3"],
                              ["--class-weight-g", "0.5", "--mode-seeking", "1.0"],
                              ["--set", "model.class_weight_g=0.5", "--set", "model.mode_seeking=1.0"]),
 }

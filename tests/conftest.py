@@ -113,7 +113,7 @@ def run_short_compare(capsys, model_args, out):
     """`ampgan compare` of fp32 and bf16, one seed, 2 s each, one evaluation of 20 samples, the bench at
     batch 8 only: the plumbing of a comparison in seconds. (exit code, stdout, stderr)."""
     return run_cli(capsys, "compare", *model_args, "--precisions", "fp32,bf16", "--seeds", "1", "--time-budget", "2s",
-                   "--eval-points", "1", "--eval-samples", "20", "--bench-batch-sizes", "8", "--bench-seconds", "0.3",
+                   "--set", "compare.eval_points=1", "--set", "compare.eval_samples=20", "--set", "compare.bench_batch_sizes=8", "--set", "compare.bench_seconds=0.3",
                    "--out", str(out), "--quiet")
 
 

@@ -11,7 +11,7 @@ import ampgan.bench.harness as bench_module
 from ampgan.bench.harness import BenchSpec, run_bench, speedups
 from conftest import run_cli, tiny_config
 
-TINY = ["--width", "8", "--z-dim", "16", "--device", "cpu", "--warmup", "1", "--steps", "3", "--min-seconds", "0",
+TINY = ["--width", "8", "--set", "model.z_dim=16", "--device", "cpu", "--warmup", "1", "--steps", "3", "--min-seconds", "0",
         "--max-seconds", "5"]
 
 

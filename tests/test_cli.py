@@ -9,12 +9,12 @@ import torch
 
 from conftest import run_cli, tiny_state
 
-TINY = ["--dataset", "synthetic", "--width", "8", "--z-dim", "16", "--batch-size", "8", "--device", "cpu", "--quiet"]
+TINY = ["--dataset", "synthetic", "--width", "8", "--set", "model.z_dim=16", "--batch-size", "8", "--device", "cpu", "--quiet"]
 
 
 def test_train_writes_a_complete_run_folder(tmp_path, capsys):
     run = tmp_path / "run"
-    code, out, err = run_cli(capsys, "train", *TINY, "--steps", "6", "--log-every", "2", "--sample-every", "4", "--out", str(run))
+    code, out, err = run_cli(capsys, "train", *TINY, "--steps", "6", "--set", "logging.log_every=2", "--set", "logging.sample_every=4", "--out", str(run))
     assert code == 0, err
     assert "trained 6 steps" in out and "fp32 | batch 8 | model acgan | torch" in out
     config = json.loads((run / "config.json").read_text())
@@ -38,7 +38,7 @@ def test_train_writes_a_complete_run_folder(tmp_path, capsys):
 def test_fp16_run_logs_the_loss_scale_and_skipped_steps(tmp_path, capsys):
     run = tmp_path / "run"
     code, _, err = run_cli(capsys, "train", *TINY, "--precision", "fp16", "--loss-scale", "128", "--steps", "2",
-                           "--log-every", "1", "--out", str(run))
+                           "--set", "logging.log_every=1", "--out", str(run))
     assert code == 0, err
     record = json.loads((run / "metrics.jsonl").read_text().splitlines()[-1])
     # A static 128 neither grows nor shrinks; these tiny networks' gradients never overflow at it.
@@ -112,7 +112,7 @@ def test_misaligned_width_warns_in_one_line(tmp_path, capsys):
 def test_tensorboard_writes_event_files(tmp_path, capsys):
     pytest.importorskip("tensorboard")
     run = tmp_path / "run"
-    code, _, err = run_cli(capsys, "train", *TINY, "--steps", "2", "--log-every", "1", "--tensorboard", "--out", str(run))
+    code, _, err = run_cli(capsys, "train", *TINY, "--steps", "2", "--set", "logging.log_every=1", "--set", "logging.tensorboard=true", "--out", str(run))
     assert code == 0, err
     assert list((run / "tensorboard").glob("events.out.tfevents.*"))
 

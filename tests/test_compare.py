@@ -46,9 +46,9 @@ def tiny_compare(tmp_path_factory):
         from ampgan.cli import main
 
         try:
-            main(["compare", "--dataset", "synthetic", "--precisions", "fp32,bf16", "--width", "8", "--z-dim", "16",
-                  "--batch-size", "16", "--steps", "12", "--set", "logging.log_every=4", "--eval-points", "2", "--eval-samples", "100",
-                  "--bench-batch-sizes", "8", "--bench-seconds", "0.3", "--device", "cpu", "--seeds", "2", "--quiet", "--out", str(out)])
+            main(["compare", "--dataset", "synthetic", "--precisions", "fp32,bf16", "--width", "8", "--set", "model.z_dim=16",
+                  "--batch-size", "16", "--steps", "12", "--set", "logging.log_every=4", "--set", "compare.eval_points=2", "--set", "compare.eval_samples=100",
+                  "--set", "compare.bench_batch_sizes=8", "--set", "compare.bench_seconds=0.3", "--device", "cpu", "--seeds", "2", "--quiet", "--out", str(out)])
         except SystemExit as exit_:
             assert exit_.code in (0, None)
     finally:
@@ -190,7 +190,7 @@ def test_compare_runs_on_every_dataset_kind(kind, tmp_path, capsys, monkeypatch)
 
     data = tmp_path / "data"
     if kind == "quickdraw":
-        source = ["--dataset", "quickdraw", "--data-dir", str(write_quickdraw(data)), "--classes", "apple,eye,fish"]
+        source = ["--dataset", "quickdraw", "--data-dir", str(write_quickdraw(data)), "--set", "data.classes=apple,eye,fish"]
     elif kind == "cifar10":
         members = cifar_batches(per_batch=30, learnable=True)
         monkeypatch.setattr(cifar10, "FILE_MD5", cifar_md5s(members))
@@ -202,9 +202,9 @@ def test_compare_runs_on_every_dataset_kind(kind, tmp_path, capsys, monkeypatch)
     else:
         source = ["--dataset", f"folder:{write_image_folder(data, per_class=6)}"]
     out = tmp_path / "out"
-    code, _, err = run_cli(capsys, "compare", *source, "--precisions", "fp32,bf16", "--width", "8", "--z-dim", "16",
-                           "--batch-size", "8", "--steps", "4", "--seeds", "1", "--eval-points", "1",
-                           "--eval-samples", "40", "--bench-batch-sizes", "8", "--bench-seconds", "0.3", "--device", "cpu", "--quiet",
+    code, _, err = run_cli(capsys, "compare", *source, "--precisions", "fp32,bf16", "--width", "8", "--set", "model.z_dim=16",
+                           "--batch-size", "8", "--steps", "4", "--seeds", "1", "--set", "compare.eval_points=1",
+                           "--set", "compare.eval_samples=40", "--set", "compare.bench_batch_sizes=8", "--set", "compare.bench_seconds=0.3", "--device", "cpu", "--quiet",
                            "--out", str(out))
     assert code == 0, err
     document = json.loads((out / "compare.json").read_text())
@@ -223,7 +223,7 @@ def _compare_where_no_mode_is_faster(tmp_path, capsys, monkeypatch, out):
     steps = {"fp32": 0.01, "bf16": 0.1, "fp16": 0.2}
     monkeypatch.setattr(decision, "measure_on_training_step", lambda config, dataset, device: decision.measure_with(
         lambda name: lambda: steps[name]))
-    return run_cli(capsys, "compare", "--dataset", "synthetic", "--width", "8", "--z-dim", "16",
+    return run_cli(capsys, "compare", "--dataset", "synthetic", "--width", "8", "--set", "model.z_dim=16",
                    "--batch-size", "8", "--device", "cpu", "--out", str(out), "--quiet")
 
 

@@ -18,7 +18,7 @@ from ampgan.speed.decision import DECISION_RULE
 from ampgan.speed.rounds import measure_rounds
 from conftest import CPU, own_decision_cache, run_cli, run_short_compare, tiny_config
 
-TINY = ["--dataset", "synthetic", "--width", "8", "--z-dim", "16", "--batch-size", "8", "--device", "cpu",
+TINY = ["--dataset", "synthetic", "--width", "8", "--set", "model.z_dim=16", "--batch-size", "8", "--device", "cpu",
         "--no-channels-last"]
 
 

@@ -106,7 +106,7 @@ def test_layers_apply_in_order_and_a_new_model_drops_the_old_ones_options(tmp_pa
 
 def test_a_run_folders_config_json_is_a_config_file(tmp_path, capsys):
     run = tmp_path / "run"
-    code, _, err = run_cli(capsys, "train", "--dataset", "synthetic", "--width", "8", "--z-dim", "16", "--batch-size", "4",
+    code, _, err = run_cli(capsys, "train", "--dataset", "synthetic", "--width", "8", "--set", "model.z_dim=16", "--batch-size", "4",
                            "--steps", "1", "--device", "cpu", "--no-channels-last", "--no-compile", "--out", str(run),
                            "--quiet", "--set", "model.mode_seeking=0.7")
     assert code == 0, err

@@ -12,7 +12,7 @@ import torch
 
 from conftest import run_cli
 
-TINY = ["--dataset", "synthetic", "--width", "8", "--z-dim", "16", "--batch-size", "8", "--device", "cpu", "--quiet",
+TINY = ["--dataset", "synthetic", "--width", "8", "--set", "model.z_dim=16", "--batch-size", "8", "--device", "cpu", "--quiet",
         "--no-channels-last", "--no-compile"]
 DAMAGES = ["truncated", "wrong type", "missing field", "foreign", "not utf-8"]
 
@@ -29,10 +29,10 @@ def originals(tmp_path_factory):
         except SystemExit as exit_:
             assert exit_.code in (0, None)
 
-    call("train", *TINY, "--steps", "4", "--log-every", "2", "--out", str(root / "run"))
-    call("compare", "--dataset", "synthetic", "--width", "8", "--z-dim", "16", "--batch-size", "8", "--steps", "4",
-         "--precisions", "fp32,bf16", "--seeds", "1", "--eval-points", "2", "--eval-samples", "20",
-         "--bench-batch-sizes", "8", "--bench-seconds", "0.2", "--no-channels-last", "--no-compile", "--device", "cpu",
+    call("train", *TINY, "--steps", "4", "--set", "logging.log_every=2", "--out", str(root / "run"))
+    call("compare", "--dataset", "synthetic", "--width", "8", "--set", "model.z_dim=16", "--batch-size", "8", "--steps", "4",
+         "--precisions", "fp32,bf16", "--seeds", "1", "--set", "compare.eval_points=2", "--set", "compare.eval_samples=20",
+         "--set", "compare.bench_batch_sizes=8", "--set", "compare.bench_seconds=0.2", "--no-channels-last", "--no-compile", "--device", "cpu",
          "--quiet", "--set", "logging.log_every=2", "--out", str(root / "study"))
     return root
 
@@ -133,10 +133,10 @@ def test_a_damaged_quickdraw_manifest_is_one_line(tmp_path, capsys):
     from fixtures import write_quickdraw
 
     folder = write_quickdraw(tmp_path / "qd")
-    assert run_cli(capsys, "data", "info", "quickdraw", "--data-dir", str(folder), "--classes", "apple")[0] == 0
+    assert run_cli(capsys, "data", "info", "quickdraw", "--data-dir", str(folder), "--set", "data.classes=apple")[0] == 0
     for content in (b'{"sha256": {"apple.npy": 5}}', b'["apple.npy"]', b"\xff\xfe\x00", b'{"sha2'):
         (folder / "ampgan-manifest.json").write_bytes(content)
-        code, _, err = run_cli(capsys, "data", "info", "quickdraw", "--data-dir", str(folder), "--classes", "apple")
+        code, _, err = run_cli(capsys, "data", "info", "quickdraw", "--data-dir", str(folder), "--set", "data.classes=apple")
         assert code == 2 and "ampgan-manifest.json is damaged: delete it" in err and err.count("\n") == 1
 
 

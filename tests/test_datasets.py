@@ -208,10 +208,10 @@ def test_image_folder_bad_input(tmp_path):
 
 def test_data_commands(tmp_path, capsys):
     folder = write_quickdraw(tmp_path / "qd")
-    code, out, err = run_cli(capsys, "data", "info", "quickdraw", "--data-dir", str(folder), "--classes", "apple,eye")
+    code, out, err = run_cli(capsys, "data", "info", "quickdraw", "--data-dir", str(folder), "--set", "data.classes=apple,eye")
     assert code == 0, err
     assert "quickdraw (train): 90 images, 1x28x28" in out and "apple" in out and "match the manifest" in out
-    code, out, _ = run_cli(capsys, "data", "grid", "quickdraw", "--data-dir", str(folder), "--classes", "apple,eye",
+    code, out, _ = run_cli(capsys, "data", "grid", "quickdraw", "--data-dir", str(folder), "--set", "data.classes=apple,eye",
                            "--out", str(tmp_path / "grid.png"), "--per-class", "4")
     assert code == 0 and (tmp_path / "grid.png").exists()
     from PIL import Image
@@ -237,8 +237,8 @@ def test_real_quickdraw_sample_loads_and_trains(tmp_path, capsys):
     dataset = load_dataset(DataConfig(dataset="quickdraw", data_dir=str(folder), classes="apple,eye,fish"))
     assert dataset.images.shape == (8100, 1, 28, 28) and dataset.source["sha256"]["apple.npy"].startswith("3fb70890")
     assert 20 < dataset.images.float().mean() < 80  # white strokes on black
-    code, _, err = run_cli(capsys, "train", "--dataset", "quickdraw", "--data-dir", str(folder), "--classes", "apple,eye,fish",
-                           "--width", "8", "--z-dim", "16", "--batch-size", "16", "--steps", "3", "--device", "cpu",
+    code, _, err = run_cli(capsys, "train", "--dataset", "quickdraw", "--data-dir", str(folder), "--set", "data.classes=apple,eye,fish",
+                           "--width", "8", "--set", "model.z_dim=16", "--batch-size", "16", "--steps", "3", "--device", "cpu",
                            "--quiet", "--out", str(tmp_path / "run"))
     assert code == 0, err
     config = json.loads((tmp_path / "run" / "config.json").read_text())
@@ -252,7 +252,7 @@ def test_real_cifar10_jpeg_folder_loads_and_trains(tmp_path, capsys):
     assert dataset.images.shape == (10000, 3, 32, 32) and dataset.class_names[0] == "airplane"
     assert dataset.counts_per_class() == [1000] * 10
     code, _, err = run_cli(capsys, "train", "--dataset", f"folder:{SHARED / 'cifar10-test-jpg'}", "--width", "8",
-                           "--z-dim", "16", "--batch-size", "16", "--steps", "3", "--device", "cpu", "--quiet",
+                           "--set", "model.z_dim=16", "--batch-size", "16", "--steps", "3", "--device", "cpu", "--quiet",
                            "--out", str(tmp_path / "run"))
     assert code == 0, err
 
@@ -264,6 +264,6 @@ def test_real_mnist_idx_loads_and_trains(tmp_path, capsys):
     assert dataset.images.shape == (10000, 1, 28, 28)
     assert dataset.counts_per_class()[:3] == [980, 1135, 1032]  # the MNIST test set's known counts
     code, _, err = run_cli(capsys, "train", "--dataset", "mnist", "--data-dir", str(SHARED / "mnist-idx"), "--width", "8",
-                           "--z-dim", "16", "--batch-size", "16", "--steps", "3", "--device", "cpu", "--quiet",
+                           "--set", "model.z_dim=16", "--batch-size", "16", "--steps", "3", "--device", "cpu", "--quiet",
                            "--out", str(tmp_path / "run"))
     assert code == 2 and "no train-images-idx3-ubyte" in err  # the sample holds the test split only

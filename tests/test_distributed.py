@@ -19,8 +19,8 @@ from conftest import run_cli
 pytestmark = pytest.mark.slow
 
 # Subprocesses do not get conftest's injected memory-format tie: they name the format (no timing).
-TINY = ["--dataset", "synthetic", "--width", "8", "--z-dim", "16", "--batch-size", "8", "--device", "cpu",
-        "--quiet", "--log-every", "2", "--sample-every", "1000", "--no-channels-last", "--no-compile"]
+TINY = ["--dataset", "synthetic", "--width", "8", "--set", "model.z_dim=16", "--batch-size", "8", "--device", "cpu",
+        "--quiet", "--set", "logging.log_every=2", "--set", "logging.sample_every=1000", "--no-channels-last", "--no-compile"]
 
 
 def torchrun(*args, timeout=240, script=None):
@@ -89,7 +89,7 @@ def test_a_two_process_checkpoint_resumes_in_one_process_and_back(tmp_path, caps
 
 def test_bench_under_two_processes_reports_per_rank_times_max_and_efficiency(tmp_path):
     out = tmp_path / "bench"
-    result = torchrun("bench", "--batch-sizes", "8", "--precisions", "fp32,bf16", "--width", "8", "--z-dim", "16",
+    result = torchrun("bench", "--batch-sizes", "8", "--precisions", "fp32,bf16", "--width", "8", "--set", "model.z_dim=16",
                       "--device", "cpu", "--warmup", "1", "--steps", "3", "--min-seconds", "0", "--max-seconds", "20",
                       "--no-channels-last", "--out", str(out))
     assert result.returncode == 0, result.stderr[-3000:]

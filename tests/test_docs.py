@@ -102,3 +102,24 @@ def test_the_layout_page_names_every_module_and_every_layer():
     named = set(re.findall(r"`(\w+)`", chain))
     packages = {name.strip().removeprefix("ampgan.") for layer in layers for name in layer.split("|")}
     assert packages - {"api"} <= named, f"the layer chain leaves out {sorted(packages - {'api'} - named)}"
+
+
+def test_the_settings_table_and_the_help_come_from_the_declarations(capsys):
+    """docs/config.md's table is what `ampgan config --markdown` prints now; --help lists at most 25 options
+    per command, and a flag that moved under --set still works, with one notice."""
+    import click
+
+    from ampgan.cli import cli
+    from conftest import run_cli
+
+    root = Path(__file__).resolve().parents[1]
+    code, table, _ = run_cli(capsys, "config", "--markdown")
+    assert code == 0
+    documented = (root / "docs" / "config.md").read_text().split("<!-- settings:begin -->\n")[1].split("<!--")[0]
+    assert documented == table, "docs/config.md's settings table is stale: paste 'ampgan config --markdown' there"
+    for name, command in cli.commands.items():
+        shown = [p for p in command.params if isinstance(p, click.Option) and not p.hidden]
+        assert len(shown) <= 25, f"ampgan {name} --help lists {len(shown)} options"
+    code, out, err = run_cli(capsys, "train", "--dataset", "synthetic", "--z-dim", "12", "--dry-run", "--device", "cpu")
+    assert code == 0 and "--z-dim is now --set model.z_dim=VALUE" in err
+    assert '"z_dim": 12' in out

@@ -110,7 +110,7 @@ def test_misaligned_dimensions_are_found_and_aligned_ones_are_not():
 
 def test_doctor_command_writes_json_figures_and_summary(tmp_path, capsys):
     out = tmp_path / "doctor"
-    code, stdout, err = run_cli(capsys, "doctor", "--dataset", "synthetic", "--width", "12", "--z-dim", "16",
+    code, stdout, err = run_cli(capsys, "doctor", "--dataset", "synthetic", "--width", "12", "--set", "model.z_dim=16",
                                 "--batch-size", "8", "--steps", "2", "--fp16-steps", "2", "--device", "cpu",
                                 "--out", str(out))
     assert code == 0, err

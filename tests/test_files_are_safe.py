@@ -15,7 +15,7 @@ from ampgan.runs.claim import LOCK, MARKER, claimed_folder
 from conftest import run_cli
 from fixtures import write_quickdraw
 
-TINY = ["--dataset", "synthetic", "--width", "8", "--z-dim", "16", "--batch-size", "8", "--device", "cpu", "--quiet"]
+TINY = ["--dataset", "synthetic", "--width", "8", "--set", "model.z_dim=16", "--batch-size", "8", "--device", "cpu", "--quiet"]
 
 
 def test_an_empty_or_enclosing_out_is_refused_and_nothing_is_deleted(tmp_path, capsys, monkeypatch):

@@ -139,7 +139,7 @@ def test_a_module_path_name_is_data_too(capsys, tmp_path, monkeypatch, user_mode
 
 # ---- --overwrite: one marker, one rule --------------------------------------------------------------
 def _train(capsys, out, *extra):
-    return run_cli(capsys, "train", *TINY, "--width", "8", "--z-dim", "16", "--steps", "2", "--out", str(out), *extra)
+    return run_cli(capsys, "train", *TINY, "--width", "8", "--set", "model.z_dim=16", "--steps", "2", "--out", str(out), *extra)
 
 
 def test_a_format_version_key_is_no_licence_to_delete(capsys, tmp_path):
@@ -268,7 +268,7 @@ def _built_in_run(tmp_path_factory):
 
     run = tmp_path_factory.mktemp("built-in") / "run"
     try:
-        main(["train", *TINY, "--width", "8", "--z-dim", "16", "--steps", "2", "--out", str(run)])
+        main(["train", *TINY, "--width", "8", "--set", "model.z_dim=16", "--steps", "2", "--out", str(run)])
     except SystemExit as exit_:
         assert exit_.code in (0, None)
     return run

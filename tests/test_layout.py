@@ -16,7 +16,7 @@ from ampgan.speed.layout import (CHANNELS_LAST, NCHW, decide_layout, layout_from
 from ampgan.speed.rounds import UNTIL_DECIDED, StoppingRule, measure_rounds
 from conftest import own_decision_cache, run_cli, run_short_compare
 
-TINY = ["--dataset", "synthetic", "--width", "8", "--z-dim", "16", "--batch-size", "8", "--device", "cpu"]
+TINY = ["--dataset", "synthetic", "--width", "8", "--set", "model.z_dim=16", "--batch-size", "8", "--device", "cpu"]
 
 
 def formats(nchw_s: float, channels_last_s: float, noise: float = 0.02):
@@ -154,7 +154,7 @@ def test_bench_decides_per_precision_and_stamps_its_figures(tmp_path, capsys, mo
 
     _faster_channels_last(monkeypatch, tmp_path)
     out = tmp_path / "b"
-    code, _, err = run_cli(capsys, "bench", *TINY[:-4], "--width", "8", "--z-dim", "16", "--device", "cpu",
+    code, _, err = run_cli(capsys, "bench", *TINY[:-4], "--width", "8", "--set", "model.z_dim=16", "--device", "cpu",
                            "--batch-sizes", "4", "--precisions", "fp32,bf16", "--steps", "2", "--min-seconds", "0",
                            "--out", str(out))
     assert code == 0, err

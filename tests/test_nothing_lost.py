@@ -15,7 +15,7 @@ from ampgan.errors import AmpganError
 from conftest import run_cli
 from fixtures import write_mnist, write_quickdraw
 
-TINY = ["--dataset", "synthetic", "--width", "8", "--z-dim", "16", "--batch-size", "8", "--device", "cpu", "--quiet",
+TINY = ["--dataset", "synthetic", "--width", "8", "--set", "model.z_dim=16", "--batch-size", "8", "--device", "cpu", "--quiet",
         "--no-channels-last", "--no-compile"]
 
 
@@ -27,18 +27,18 @@ def test_a_dataset_without_training_images_is_refused_before_training(tmp_path, 
     # One drawing per class: the test split takes it, the training split is empty.
     quickdraw = write_quickdraw(tmp_path / "qd", rows=1)
     code, _, err = run_cli(capsys, "train", "--dataset", "quickdraw", "--data-dir", str(quickdraw),
-                           "--classes", "apple,eye,fish", "--steps", "2", "--out", str(tmp_path / "b"), "--quiet")
+                           "--set", "data.classes=apple,eye,fish", "--steps", "2", "--out", str(tmp_path / "b"), "--quiet")
     assert code == 2 and "has no training images" in err and err.count("\n") == 1
 
 
 def test_a_diverged_run_stops_with_exit_3_and_writes_no_non_finite_generator(tmp_path, capsys):
     run = tmp_path / "run"
-    code, _, err = run_cli(capsys, "train", *TINY, "--lr", "1e10", "--steps", "40", "--log-every", "1", "--out", str(run))
+    code, _, err = run_cli(capsys, "train", *TINY, "--set", "optim.lr_g=1e10", "--set", "optim.lr_d=1e10", "--steps", "40", "--set", "logging.log_every=1", "--out", str(run))
     assert code == 3, err
     assert "non-finite (NaN or inf) weights or statistics by step" in err and "folder is not kept" in err
     assert not run.exists()
     # Checkpointing every step: the fault names the last good one, and no generator is exported.
-    code, _, err = run_cli(capsys, "train", *TINY, "--lr", "1e10", "--steps", "40", "--log-every", "1",
+    code, _, err = run_cli(capsys, "train", *TINY, "--set", "optim.lr_g=1e10", "--set", "optim.lr_d=1e10", "--steps", "40", "--set", "logging.log_every=1",
                            "--checkpoint-every", "1", "--out", str(run))
     assert code == 3 and "the last good checkpoint is step 1" in err, err
     assert not (run / "generator.safetensors").exists()
@@ -51,7 +51,7 @@ def test_a_diverged_run_stops_with_exit_3_and_writes_no_non_finite_generator(tmp
 
 def test_a_static_fp16_scale_that_overflows_every_update_is_caught_early(tmp_path, capsys):
     code, _, err = run_cli(capsys, "train", *TINY, "--precision", "fp16", "--loss-scale", "1e30", "--steps", "30",
-                           "--log-every", "2", "--out", str(tmp_path / "run"))
+                           "--set", "logging.log_every=2", "--out", str(tmp_path / "run"))
     assert code == 3 and "every fp16 update of D was skipped for overflow in the first 10 steps" in err
     for scale in ("inf", "nan", "-5"):
         code, _, err = run_cli(capsys, "train", *TINY, "--precision", "fp16", "--loss-scale", scale, "--dry-run")
@@ -179,7 +179,7 @@ def test_sigterm_before_the_first_batch_size_finishes_keeps_an_empty_incomplete_
 
     monkeypatch.setattr(harness._Contender, "timed_step", signalled)
     out = tmp_path / "bench"
-    code, stdout, err = run_cli(capsys, "bench", "--dataset", "synthetic", "--width", "8", "--z-dim", "16", "--device",
+    code, stdout, err = run_cli(capsys, "bench", "--dataset", "synthetic", "--width", "8", "--set", "model.z_dim=16", "--device",
                                 "cpu", "--no-channels-last", "--precisions", "fp32", "--batch-sizes", "4,8",
                                 "--out", str(out))
     assert code == 143 and "finished batch sizes none; not measured 4, 8" in err.replace("sizes ;", "sizes none;"), err
@@ -217,7 +217,7 @@ def test_a_cached_speed_decision_with_a_missing_or_mistyped_field_is_measured_ag
 
 def test_damaged_decision_json_line_in_the_middle_of_metrics_is_one_line(tmp_path, capsys):
     run = tmp_path / "run"
-    assert run_cli(capsys, "train", *TINY, "--steps", "6", "--log-every", "2", "--out", str(run))[0] == 0
+    assert run_cli(capsys, "train", *TINY, "--steps", "6", "--set", "logging.log_every=2", "--out", str(run))[0] == 0
     lines = (run / "metrics.jsonl").read_text().splitlines()
     lines[1] = json.dumps(json.loads(lines[1]) | {"step": "two"})
     (run / "metrics.jsonl").write_text("\n".join(lines) + "\n")

@@ -60,7 +60,7 @@ def test_the_verdict_says_when_every_run_was_above_the_target_at_its_first_evalu
                               "fp32": {"reached": 3, "seeds": 3, "seconds": 53.0, "by_first_evaluation": 3}}}
 
     coarse = _target_line("bf16", cost(3), comparison, 0.79, 3)
-    assert "Every run was already past the target at its first evaluation" in coarse and "--eval-points" in coarse
+    assert "Every run was already past the target at its first evaluation" in coarse and "compare.eval_points" in coarse
     assert "Every run was already" not in _target_line("bf16", cost(2), comparison, 0.79, 3)
 
 

@@ -128,7 +128,7 @@ def tiny_bench(tmp_path_factory):
     from ampgan.cli import main
 
     out = tmp_path_factory.mktemp("projection") / "bench"
-    main(["bench", "--width", "8", "--z-dim", "16", "--device", "cpu", "--warmup", "1", "--steps", "2",
+    main(["bench", "--width", "8", "--set", "model.z_dim=16", "--device", "cpu", "--warmup", "1", "--steps", "2",
           "--min-seconds", "0", "--max-seconds", "5", "--batch-sizes", "8", "--precisions", "fp32", "--out", str(out)])
     return out / "results.json"
 

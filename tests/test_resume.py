@@ -17,8 +17,8 @@ from ampgan.training.faults import FaultRules, NumericFault
 from ampgan.training.loop import prepare_run, run_training
 from conftest import run_cli
 
-TINY = ["--dataset", "synthetic", "--width", "8", "--z-dim", "16", "--batch-size", "8", "--device", "cpu",
-        "--quiet", "--log-every", "2", "--sample-every", "1000"]
+TINY = ["--dataset", "synthetic", "--width", "8", "--set", "model.z_dim=16", "--batch-size", "8", "--device", "cpu",
+        "--quiet", "--set", "logging.log_every=2", "--set", "logging.sample_every=1000"]
 
 
 def weights(run_dir, step):
@@ -52,7 +52,7 @@ def test_a_version_1_run_resumes_on_the_seed_scheme_it_started_with(tmp_path, ca
     would have drawn: 6 steps + resume to 12 equals 12 straight, both on scheme 1, across epochs."""
     import ampgan.training.loop as loop
 
-    args = [*TINY[:8], "--batch-size", "512", "--quiet", "--log-every", "2", "--checkpoint-every", "6"]  # 4 steps an epoch
+    args = [*TINY[:8], "--batch-size", "512", "--quiet", "--set", "logging.log_every=2", "--checkpoint-every", "6"]  # 4 steps an epoch
     straight, old = tmp_path / "straight", tmp_path / "old"
     monkeypatch.setattr(loop, "CURRENT_SCHEME", 1)
     assert run_cli(capsys, "train", *args, "--steps", "12", "--out", str(straight))[0] == 0
@@ -72,7 +72,7 @@ def test_a_version_1_run_resumes_on_the_seed_scheme_it_started_with(tmp_path, ca
 
 def test_keep_limits_the_checkpoints_and_a_time_budget_continues(tmp_path, capsys):
     run = tmp_path / "run"
-    assert run_cli(capsys, "train", *TINY, "--steps", "10", "--checkpoint-every", "2", "--keep", "2", "--out", str(run))[0] == 0
+    assert run_cli(capsys, "train", *TINY, "--steps", "10", "--checkpoint-every", "2", "--set", "checkpoints.keep=2", "--out", str(run))[0] == 0
     assert [p.name for p in list_checkpoints(run)] == ["step-000008.pt", "step-000010.pt"]
     payload = load_checkpoint(latest_checkpoint(run))
     assert payload["progress"]["train_seconds"] > 0 and payload["progress"]["data"]["ranks"][0]["position"] > 0

@@ -276,7 +276,7 @@ def test_the_decision_line_carries_the_numbers():
 
 # ---------------------------------------------------------------- the commands that use it
 
-TINY = ["--dataset", "synthetic", "--width", "8", "--z-dim", "16", "--batch-size", "8", "--device", "cpu"]
+TINY = ["--dataset", "synthetic", "--width", "8", "--set", "model.z_dim=16", "--batch-size", "8", "--device", "cpu"]
 
 
 def _machine_for_commands(monkeypatch, times):

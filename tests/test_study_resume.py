@@ -15,9 +15,9 @@ import textwrap
 import pytest
 import torch
 
-STUDY = ["compare", "--dataset", "synthetic", "--width", "8", "--z-dim", "16", "--batch-size", "8", "--steps", "8",
-         "--precisions", "fp32,bf16", "--seeds", "1", "--eval-points", "2", "--eval-samples", "20",
-         "--bench-batch-sizes", "8", "--bench-seconds", "0.3", "--no-channels-last", "--no-compile", "--device", "cpu",
+STUDY = ["compare", "--dataset", "synthetic", "--width", "8", "--set", "model.z_dim=16", "--batch-size", "8", "--steps", "8",
+         "--precisions", "fp32,bf16", "--seeds", "1", "--set", "compare.eval_points=2", "--set", "compare.eval_samples=20",
+         "--set", "compare.bench_batch_sizes=8", "--set", "compare.bench_seconds=0.3", "--no-channels-last", "--no-compile", "--device", "cpu",
          "--quiet", "--set", "logging.log_every=2"]
 
 DRIVER = textwrap.dedent("""

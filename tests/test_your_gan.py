@@ -16,8 +16,8 @@ from ampgan.gan import GAN, DataSpec, Update, resolve_model
 from conftest import run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
-QUICK = ["--precisions", "fp32,bf16", "--seeds", "1", "--steps", "2", "--eval-points", "1", "--eval-samples", "40",
-         "--bench-batch-sizes", "8", "--bench-seconds", "0.2", "--batch-size", "8", "--device", "cpu", "--quiet"]
+QUICK = ["--precisions", "fp32,bf16", "--seeds", "1", "--steps", "2", "--set", "compare.eval_points=1", "--set", "compare.eval_samples=40",
+         "--set", "compare.bench_batch_sizes=8", "--set", "compare.bench_seconds=0.2", "--batch-size", "8", "--device", "cpu", "--quiet"]
 
 
 def test_the_pytorch_examples_dcgan_benches_and_trains_at_64_px(tmp_path, capsys):

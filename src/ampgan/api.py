@@ -27,31 +27,35 @@ from ampgan.study.answer import Study, study_of
 
 
 def compare(model: str | Callable = "acgan", out: str | Path = "runs/compare", *,
-            settings: dict[str, Any] | None = None, precisions: Iterable[str] = (), seeds: int = 3,
-            eval_points: int = 4, eval_samples: int = 1000, bench_batch_sizes: Iterable[int] = (16, 64, 256),
-            bench_seconds: float = 10.0, overwrite: bool = False, show_progress: bool = False,
-            log: Callable[[str], None] | None = None) -> Study:
+            settings: dict[str, Any] | None = None, overwrite: bool = False, show_progress: bool = False,
+            log: Callable[[str], None] | None = None, **study_settings) -> Study:
     """FP32 against mixed precision for `model` (a built-in name, "path.py:FUNCTION", "package.module:
     FUNCTION", or a model function), as `ampgan compare` runs it. `settings`: config paths and values
     (`{"data.dataset": "digits", "budget.steps": 300, "model.width": 16}`; the model's options are
     `model.NAME`); the budget is 40 s of training per run unless `budget.steps` or
-    `budget.time_budget_s` says otherwise. `precisions` empty: fp32 and this machine's best mixed mode.
+    `budget.time_budget_s` says otherwise. `study_settings`: the study's own settings, the fields of
+    study.compare.CompareSpec with the command's defaults (`precisions=["fp32", "bf16"]`, `seeds=3`,
+    `eval_points`, `eval_samples`, `bench_batch_sizes`, `bench_seconds`, ...; `ampgan config --list`).
     The same call on a folder holding an interrupted study continues it."""
-    from ampgan.config.sources import build_config
+    from dataclasses import fields
+
+    from ampgan.errors import AmpganError
     from ampgan.gan.registry import consent_to_import, model_name_for
-    from ampgan.study.compare import CompareSpec
+    from ampgan.study.compare import CompareSpec, compare_base
     from ampgan.study.progress import has_study
     from ampgan.study.session import run_study
 
+    known = {f.name for f in fields(CompareSpec)} - {"base"}
+    unknown = sorted(set(study_settings) - known)
+    if unknown:
+        raise AmpganError(f"ampgan.compare has no setting {unknown[0]!r}: its settings are {', '.join(sorted(known))} "
+                          "(config fields go in settings={'section.field': value})")
     changes = dict(settings or {})
     name = model if isinstance(model, str) else model_name_for(model)
     consent_to_import(name)  # named by the caller: the model trust rule lets it be imported
-    layer = {"model.name": name, **{k: v for k, v in changes.items() if k != "model.name"}}
-    if "budget.time_budget_s" not in changes:
-        layer["budget.time_budget_s"] = None if "budget.steps" in changes else 40.0
-    base = build_config(layer)
-    spec = CompareSpec(base=base, precisions=tuple(precisions), seeds=seeds, eval_points=eval_points,
-                       eval_samples=eval_samples, bench_batch_sizes=tuple(bench_batch_sizes), bench_seconds=bench_seconds)
+    base = compare_base({**{k: v for k, v in changes.items() if k != "model.name"}, "model.name": name})
+    spec = CompareSpec(base=base, **{key: tuple(value) if isinstance(value, list) else value
+                                     for key, value in study_settings.items()})
     out = Path(out)
     document, _, html = run_study(spec, out, overwrite=overwrite, reopen=has_study(out) and not overwrite,
                                   show_progress=show_progress, log=log or (lambda line: None))

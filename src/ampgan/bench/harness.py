@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 import torch
 
 from ampgan.config import TrainConfig
+from ampgan.config.flags import spec_field
 from ampgan.data import DataConfig, load_dataset
 from ampgan.training.distributed import any_rank, gather_objects, world
 from ampgan.training.interruption import stop_on_signals
@@ -50,14 +51,19 @@ class BenchSpec:
     # size, budget, memory format and compile setting are the bench's to vary). Synthetic data by
     # default, so data never limits.
     base: TrainConfig = field(default_factory=_synthetic_data)
-    batch_sizes: tuple[int, ...] = (16, 64, 256, 1024, 2048)
-    precisions: tuple[str, ...] = ()  # empty: every precision this device runs at useful speed
-    warmup: int = 2
-    steps: int = 5  # the fewest timed rounds per batch size; more until every speedup is settled
-    max_seconds: float = 60.0  # per batch size: measured rounds of every precision together
+    batch_sizes: tuple[int, ...] = spec_field((16, 64, 256, 1024, 2048), "Batch sizes to time.", "int_list")
+    precisions: tuple[str, ...] = spec_field((), "Comma-separated; default: every precision this device runs at "
+                                                 "useful speed.", "precision_list")
+    warmup: int = spec_field(2, "Discarded steps per configuration.", "whole", common=False)
+    steps: int = spec_field(5, "The fewest timed rounds per batch size; more run until every speedup's 95% CI is "
+                               "within +-5%.", "whole2")
+    max_seconds: float = spec_field(60.0, "Cap on measured rounds per batch size (the speedup is then marked "
+                                          "unsettled); a configuration whose warm-up projects beyond it is recorded "
+                                          "as too slow.", "positive")
     # Per batch size, measure at least this long: neighbours' load on a shared machine shifts over
     # tens of seconds, and an answer drawn from a few seconds describes one such state only.
-    min_seconds: float = 20.0
+    min_seconds: float = spec_field(20.0, "Measure each batch size at least this long (a shared machine's load "
+                                          "shifts over tens of seconds).", "nonnegative", common=False)
     compile: tuple[str, ...] = ()  # the precisions whose step is torch.compile'd (compile time reported apart)
     # Measure the compiled precisions' compile time, cold and warm, in fresh processes (a minute or
     # more each); a comparison has its compile decisions' numbers already and skips it.
@@ -65,13 +71,16 @@ class BenchSpec:
     # The precisions whose step runs channels-last (NHWC); None: measured per precision at the first
     # batch size, on this machine (speed/layout.py).
     channels_last: tuple[str, ...] | None = None
-    peak_tflops: float | None = None  # overrides the table for every precision
+    peak_tflops: float | None = spec_field(None, "Override the device's peak (TFLOP/s) for the % of peak column.",
+                                           "positive", common=False)
     # Trace the step's operations in fp32, bf16 and fp16 (a few steps at batch 8 and 16) for
     # `ampgan project`; a bench whose tables are not wanted (the speed decisions' own) skips it.
     trace_ops: bool = True
     # Time every operation of each configuration's real step alone, in each precision, and report the
     # attainable speedup (their sums' ratio) beside the measured one (bench/attainable.py).
-    attainable: bool = False
+    attainable: bool = spec_field(False, "Also time every operation of each configuration's step alone: the "
+                                         "attainable speedup (what these kernels allow) beside the measured one.",
+                                  "flag")
 
     @property
     def seed(self) -> int:

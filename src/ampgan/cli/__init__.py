@@ -25,9 +25,9 @@ def cli() -> None:
 
 
 def _register() -> None:
-    from ampgan.cli import bench, compare, cost, data, doctor, preflight, project, runs, train
+    from ampgan.cli import bench, compare, config, cost, data, doctor, preflight, project, runs, train
 
-    for module in (train, data, bench, cost, project, compare, doctor, preflight):
+    for module in (train, data, bench, cost, project, compare, doctor, preflight, config):
         cli.add_command(module.command)
     for command in runs.commands:
         cli.add_command(command)

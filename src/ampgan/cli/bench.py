@@ -9,8 +9,9 @@ from pathlib import Path
 
 import click
 
-from ampgan.cli.options import (DATA_FLAGS, MODEL_FLAGS, IntList, Number, PositiveNumber, PrecisionList, WholeNumber,
-                                config_flags, config_from_cli, default_out, out_options, precisions_given)
+from ampgan.bench.harness import BenchSpec
+from ampgan.cli.options import (DATA_FLAGS, MODEL_FLAGS, config_flags, config_from_cli, config_sets, default_out,
+                                out_options, precisions_given, spec_option_flags, spec_values)
 from ampgan.precisions import NAMES as PRECISION_NAMES
 from ampgan.training.distributed import join_process_group, world
 from ampgan.training.precision import build_policy, resolve_device
@@ -29,25 +30,11 @@ def bench_summary(results: dict, out: Path) -> dict:
 
 @click.command("bench")
 @config_flags(*DATA_FLAGS, *MODEL_FLAGS, "device", "seed", "channels_last")
-@click.option("--batch-sizes", type=IntList(), default="16,64,256,1024,2048", show_default=True)
-@click.option("--precisions", type=PrecisionList(), default=None,
-              help="Comma-separated; default: every precision this device runs at useful speed.")
-@click.option("--warmup", type=WholeNumber(), default=2, show_default=True, help="Discarded steps per configuration.")
-@click.option("--steps", "rounds", type=WholeNumber(2), default=5, show_default=True,
-              help="The fewest timed rounds per batch size; more run until every speedup's 95% CI is within +-5%.")
-@click.option("--max-seconds", type=PositiveNumber(), default=60.0, show_default=True,
-              help="Cap on measured rounds per batch size (the speedup is then marked unsettled); a "
-                   "configuration whose warm-up projects beyond it is recorded as too slow.")
-@click.option("--min-seconds", type=Number(lambda x: math.isfinite(x) and x >= 0, "must be 0 or more"), default=20.0, show_default=True,
-              help="Measure each batch size at least this long (a shared machine's load shifts over tens of seconds).")
+@spec_option_flags(BenchSpec, "bench")
 @click.option("--compile", "compile_", is_flag=True, help="torch.compile the networks (compile time reported apart).")
-@click.option("--peak-tflops", type=PositiveNumber(), default=None, help="Override the device's peak for the % of peak column.")
 @click.option("--sweep", "sweeps", multiple=True, metavar="PATH=V1,V2,...",
               help="Bench every value of a model or data setting (repeat for a grid), e.g. --sweep model.width=16,32,64 "
                    "--sweep model.name=acgan,acgan-2019: one bench folder per cell and a speedup map per precision.")
-@click.option("--attainable", is_flag=True,
-              help="Also time every operation of each configuration's step alone: the attainable speedup (what "
-                   "these kernels allow) beside the measured one.")
 @out_options("bench")
 @click.option("--from", "from_", type=click.Path(path_type=Path), default=None,
               help="Re-draw figures and table from an existing results.json; measures nothing.")
@@ -57,7 +44,7 @@ def bench_summary(results: dict, out: Path) -> dict:
 @click.pass_context
 def command(ctx: click.Context, **options) -> None:
     """Time per batch vs batch size for each precision (the study's Figures 1 and 2), for any GAN."""
-    from ampgan.bench.harness import BenchSpec, run_bench
+    from ampgan.bench.harness import run_bench
     from ampgan.bench.output import load_results, render, write_results
 
     if options["from_"]:
@@ -66,15 +53,12 @@ def command(ctx: click.Context, **options) -> None:
         click.echo(render(results, out))
         click.echo(f"figures and results.csv re-drawn in {out}")
         return
-    precisions = options["precisions"] or ()
     # Synthetic data by default, so data never limits the step.
-    base = config_from_cli(ctx, options, defaults={"data.dataset": "synthetic"})
-    spec = BenchSpec(
-        base=base, batch_sizes=options["batch_sizes"], precisions=precisions, warmup=options["warmup"],
-        steps=options["rounds"], max_seconds=options["max_seconds"], min_seconds=options["min_seconds"],
-        compile=tuple(PRECISION_NAMES) if options["compile_"] else (), peak_tflops=options["peak_tflops"],
-        channels_last=precisions_given(options["channels_last"]), attainable=options["attainable"],
-    )
+    base = config_from_cli(ctx, config_sets(options, ("bench",)), defaults={"data.dataset": "synthetic"})
+    spec = BenchSpec(base=base, **spec_values(BenchSpec, "bench", options),
+                     compile=tuple(PRECISION_NAMES) if options["compile_"] else (),
+                     channels_last=precisions_given(options["channels_last"]))
+    precisions = spec.precisions
     device = join_process_group(base.compute.device) or resolve_device(base.compute.device)
     for precision in precisions:
         build_policy(precision, device)  # refuses tf32 on a CPU before anything runs

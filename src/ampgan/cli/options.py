@@ -13,7 +13,8 @@ from pathlib import Path
 import click
 
 from ampgan.config import TrainConfig, build_config, parse_duration, parse_loss_scale, parse_set
-from ampgan.config.sources import OPTION_PATHS, file_changes, option_changes, parse_value
+from ampgan.config.flags import FLAGS, FLAGS_BY_NAME, Flag, flag_for_path, spec_default, spec_options
+from ampgan.config.sources import file_changes, option_changes, parse_value
 from ampgan.config.tree import DEVICES
 from ampgan.errors import AmpganError
 from ampgan.precisions import NAMES as PRECISION_NAMES
@@ -205,60 +206,115 @@ trust_model_option = click.option(
          "without this, ampgan imports only a model you name with --model.")
 
 
-# Every flag that sets a config field, declared once: (click option, help). Defaults are None, so a
-# flag applies only when given; the config's own defaults (or a command's) fill in the rest, and help
-# texts say what those are. `--set section.field=value` reaches every field and model option.
-CONFIG_FLAGS = {
-    "dataset": click.option("--dataset", default=None,
-                            help="digits (embedded, the default), synthetic, cifar10, quickdraw, mnist, folder:PATH."),
-    "data_dir": click.option("--data-dir", default=None, help="Where a file-based dataset lives (cifar10, quickdraw, mnist)."),
-    "classes": click.option("--classes", type=NameList(), default=None,
-                            help="Quick, Draw! classes, comma-separated (default: the study's ten)."),
-    "max_per_class": click.option("--max-per-class", type=WholeNumber(), default=None,
-                                  help="Quick, Draw!: rows read per class (10000)."),
-    "download": click.option("--download", is_flag=True, default=None, help="Fetch missing dataset files (cifar10, quickdraw)."),
-    "cache": click.option("--cache", is_flag=True, default=None, help="folder:PATH: keep a verified .npz cache next to the images."),
-    "image_size": click.option("--image-size", type=WholeNumber(4), default=None,
-                               help="Resize the data (default: the dataset's size; the model says which it draws)."),
-    "channels": click.option("--channels", type=click.Choice(["1", "3"]), default=None, callback=_int_choice,
-                             help="Grey or colour (default: the dataset's)."),
-    "model": click.option("--model", default=None, callback=_consent_to_named_model,
-                          help="The GAN: acgan (default), acgan-2019 (the study's network), dcgan, wgan-gp, r1, or "
-                               "your own as path/to/file.py:FUNCTION or package.module:FUNCTION (imported and "
-                               "run; docs/your-gan.md)."),
-    "width": click.option("--width", type=WholeNumber(), default=None,
-                          help="Model option `width` (the built-ins' channels w, 2w, 4w; acgan 64, dcgan/wgan-gp 32, r1 16)."),
-    "z_dim": click.option("--z-dim", type=WholeNumber(), default=None, help="Model option `z_dim`: the noise size."),
-    "lr": click.option("--lr", type=PositiveNumber(), default=None,
-                       help="Adam's learning rate for both networks (default: the model's, 2e-4 for the AC-GANs)."),
-    "precision": click.option("--precision", type=click.Choice(PRECISION_NAMES), default=None,
-                              help="fp32 (default), tf32, bf16 or fp16."),
-    "loss_scale": click.option("--loss-scale", type=LossScale(), default=None,
-                               help="fp16 only: 'dynamic' (GradScaler, the default) or a fixed number such as 128."),
-    "device": click.option("--device", type=click.Choice(DEVICES), default=None, help="auto (default), cpu or cuda."),
-    "channels_last": click.option(
-        "--channels-last/--no-channels-last", default=None,
-        help="NHWC (or, with --no-, NCHW) memory format for every precision; default: measured per precision on "
-             "this machine (cached), channels-last where it is faster."),
-    "compile": click.option(
-        "--compile/--no-compile", default=None,
-        help="torch.compile the networks (or, with --no-, run them eager); default: compiled where it pays for its "
-             "compile time over the run's length on this machine (measured once, cached; runs of 5 minutes or more "
-             "measure it)."),
-    "sync_bn": click.option("--sync-bn", is_flag=True, default=None, help="With several processes: SyncBatchNorm (CUDA only)."),
-    "batch_size": click.option("--batch-size", type=WholeNumber(), default=None, help="Per process (default 64)."),
-    "steps": click.option("--steps", type=WholeNumber(), default=None,
-                          help="Stop after this many steps (one step: one G update)."),
-    "time_budget": click.option("--time-budget", type=Duration(), default=None,
-                                help="Stop after this much training wall time, e.g. 7m, 90s, 1h."),
-    "checkpoint_every": click.option("--checkpoint-every", type=StepsOrDuration(), default=None,
-                                     help="Steps (default 500) or training time (10m) between checkpoints."),
-    "keep": click.option("--keep", type=WholeNumber(), default=None, help="How many recent checkpoints to keep (3)."),
-    "sample_every": click.option("--sample-every", type=WholeNumber(), default=None, help="Steps between sample grids (500)."),
-    "log_every": click.option("--log-every", type=WholeNumber(), default=None, help="Steps between metric records (10)."),
-    "tensorboard": click.option("--tensorboard", is_flag=True, default=None, help="Also write TensorBoard event files."),
-    "seed": click.option("--seed", type=WholeNumber(0), default=None, help="Seeds weights, data order, noise and evaluation (0)."),
-}
+def _moved_under_set(ctx, param, value):
+    """A flag that is no longer listed by --help still works, with one notice naming its --set path."""
+    if ctx.get_parameter_source(param.name) is click.core.ParameterSource.COMMANDLINE:
+        from ampgan.errors import warn
+
+        flag = FLAGS_BY_NAME[param.name]
+        warn(f"{flag.option} is now --set {flag.paths[0]}=VALUE ('ampgan config --list' shows every setting); the "
+             "flag keeps working in this release")
+    return value
+
+
+def _click_type(flag: Flag):
+    return {"whole": WholeNumber(), "whole0": WholeNumber(0), "whole4": WholeNumber(4), "positive": PositiveNumber(),
+            "duration": Duration(), "loss_scale": LossScale(), "precision": click.Choice(PRECISION_NAMES),
+            "device": click.Choice(DEVICES), "channels": click.Choice(["1", "3"]), "names": NameList(),
+            "steps_or_duration": StepsOrDuration()}.get(flag.value)
+
+
+def _help_with_default(flag: Flag) -> str:
+    """The flag's help, ending with the config's own default (read from the tree, never written twice)."""
+    if len(flag.paths) != 1 or "default" in flag.help:
+        return flag.help
+    default = TrainConfig().get(flag.paths[0])
+    return flag.help if default is None or default is False or default == "" else f"{flag.help} [default: {default}]"
+
+
+def _config_option(flag: Flag):
+    """The click option of a config flag (config/flags.py). Its default is None, so it applies only when
+    given; the config's own defaults (or a command's) fill in the rest."""
+    extra = {"hidden": True, "callback": _moved_under_set} if not flag.common else {}
+    if flag.name == "model":
+        extra["callback"] = _consent_to_named_model
+    if flag.value == "channels":
+        extra["callback"] = lambda ctx, param, value: _int_choice(ctx, param, _moved_under_set(ctx, param, value))
+    if flag.value == "switch":
+        return click.option(f"{flag.option}/--no-{flag.option[2:]}", flag.name, default=None,
+                            help=_help_with_default(flag), **extra)
+    if flag.value == "flag":
+        return click.option(flag.option, flag.name, is_flag=True, default=None, help=_help_with_default(flag), **extra)
+    return click.option(flag.option, flag.name, type=_click_type(flag), default=None, help=_help_with_default(flag),
+                        **extra)
+
+
+def _spec_click_type(value: str):
+    return {"precision_list": PrecisionList(), "int_list": IntList(), "fraction": Fraction(), "whole2": WholeNumber(2),
+            "path": click.Path(path_type=Path), "nonnegative": Number(lambda x: math.isfinite(x) and x >= 0,
+                                                                      "must be 0 or more")}.get(value) \
+        or _click_type(Flag("", (), "", value))
+
+
+def spec_option_flags(spec_class, section: str):
+    """The click options of a command's own spec (config/flags.py spec_field), each field's default and
+    help declared once on the dataclass; a field that is not common is hidden and reached as
+    `--set SECTION.FIELD=VALUE` (its old flag still works, with a notice)."""
+    decorators = []
+    for name, declared in spec_options(spec_class):
+        option = declared["flag"] or "--" + name.replace("_", "-")
+        default = spec_default(spec_class, name)
+        shown = ",".join(map(str, default)) if isinstance(default, tuple) else default
+        help_text = declared["help"] + (f" [default: {shown}]" if shown not in (None, "") else "")
+
+        def notice(ctx, param, value, option=option, name=name):
+            if ctx.get_parameter_source(param.name) is click.core.ParameterSource.COMMANDLINE:
+                from ampgan.errors import warn
+
+                warn(f"{option} is now --set {section}.{name}=VALUE ('ampgan config --list' shows every setting); "
+                     "the flag keeps working in this release")
+            return value
+
+        extra = {} if declared["common"] else {"hidden": True, "callback": notice}
+        if declared["value"] == "flag":
+            decorators.append(click.option(option, name, is_flag=True, default=None, help=declared["help"], **extra))
+            continue
+        decorators.append(click.option(option, name, type=_spec_click_type(declared["value"]), default=None,
+                                       help=help_text, **extra))
+    return compose(*decorators)
+
+
+def spec_values(spec_class, section: str, options: dict) -> dict:
+    """{field: value} of the spec fields given on the command line, then by `--set SECTION.FIELD=VALUE`
+    (checked by the field's own type; one error line naming the field otherwise)."""
+    declared = dict(spec_options(spec_class))
+    values = {name: options[name] for name in declared if options.get(name) is not None}
+    for text in options.get("sets") or ():
+        path, _, raw = text.partition("=")
+        head, dot, name = path.strip().partition(".")
+        if head != section or not dot:
+            continue
+        if name not in declared:
+            raise AmpganError(f"--set {path.strip()}: {section} has no setting {name!r} (its settings: "
+                              f"{', '.join(declared)})")
+        try:
+            kind = declared[name]["value"]
+            values[name] = raw.strip() if kind == "text" else parse_value(raw) is True if kind == "flag" \
+                else _spec_click_type(kind).convert(raw.strip(), None, None)
+        except click.BadParameter as error:
+            raise AmpganError(f"--set {path.strip()} {error.message}") from None
+    return values
+
+
+def config_sets(options: dict, spec_sections: tuple[str, ...]) -> dict:
+    """`options` with the --set texts that name a command's spec (`compare.seeds=2`) left out: the rest
+    set config fields."""
+    sets = tuple(text for text in options.get("sets") or () if text.partition(".")[0].strip() not in spec_sections)
+    return {**options, "sets": sets}
+
+
+# Every flag that sets a config field (config/flags.py), as a click option.
+CONFIG_FLAGS = {flag.name: _config_option(flag) for flag in FLAGS}
 _SOURCES = compose(
     click.option("--config", "config_file", type=click.Path(path_type=Path), default=None,
                  help="A config file (TOML or JSON; a run's config.json too) below the flags."),
@@ -277,11 +333,8 @@ def config_flags(*names: str):
 
 def flag_of(path: str) -> str | None:
     """The flag that sets a config path ('budget.batch_size' -> '--batch-size'), if one does."""
-    for name, paths in OPTION_PATHS.items():
-        if path in paths:
-            return "--" + {"checkpoint_every_steps": "checkpoint_every", "checkpoint_every_s": "checkpoint_every"}.get(
-                name, name).replace("_", "-")
-    return None
+    flag = flag_for_path(path)
+    return flag.option if flag is not None else None
 
 
 def given_changes(ctx: click.Context, options: dict) -> dict:

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import click
 
-from ampgan.cli.options import WholeNumber, compose, config_flags, config_from_cli, default_out, flag_of, given_changes
+from ampgan.cli.options import WholeNumber, compose, config_flags, config_from_cli, default_out, given_changes
 from ampgan.config import TrainConfig
-from ampgan.config.sources import OPTION_PATHS
+from ampgan.config.flags import FLAGS
 from ampgan.errors import AmpganError
 from ampgan.training.distributed import join_process_group, world
 from ampgan.training.loop import DEFAULT_STEPS, run_training
@@ -49,7 +49,7 @@ def command(ctx: click.Context, **options) -> None:
     if resume_dir is not None:
         if options["out"] is not None and Path(options["out"]) != resume_dir:
             raise AmpganError("--resume continues the run in its own folder: drop --out")
-        option_names = {path: flag_of(path) for paths in OPTION_PATHS.values() for path in paths if flag_of(path)}
+        option_names = {path: flag.option for flag in FLAGS for path in flag.paths}
         config = resumed_config(resume_dir, explicit, option_names)
     else:
         config = config_from_cli(ctx, options)

@@ -1,10 +1,10 @@
 """Where a config's values come from, lowest first: the defaults, a command's own defaults, a config file
 (`--config FILE`, TOML or JSON), the command's flags, then `--set section.field=value` (repeatable).
 
-Flags are shortcuts for fields (`--batch-size 128` is `--set budget.batch_size=128`): OPTION_PATHS
-is that mapping, declared once for the command line and for `config_from_options`, the same thing
-from Python (`config_from_options(dataset="digits", precision="bf16", width=32)`). New knobs need
-no new flag: every field and every model option can be set with --set.
+Flags are shortcuts for fields (`--batch-size 128` is `--set budget.batch_size=128`), declared once in
+config/flags.py for the command line and for `config_from_options`, the same thing from Python
+(`config_from_options(dataset="digits", precision="bf16", width=32)`). New knobs need no new flag: every
+field and every model option can be set with --set.
 """
 
 from __future__ import annotations
@@ -15,26 +15,14 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from ampgan.config.flags import FLAGS
 from ampgan.config.tree import TrainConfig, set_path
 from ampgan.errors import AmpganError, ConfigError
 
-# option name (a flag's, with underscores) -> the config paths it sets.
-OPTION_PATHS: dict[str, tuple[str, ...]] = {
-    "dataset": ("data.dataset",), "image_size": ("data.image_size",), "channels": ("data.channels",),
-    "data_dir": ("data.data_dir",), "classes": ("data.classes",), "max_per_class": ("data.max_per_class",),
-    "download": ("data.download",), "cache": ("data.cache",),
-    "model": ("model.name",), "width": ("model.width",), "z_dim": ("model.z_dim",),
-    "lr": ("optim.lr_g", "optim.lr_d"),
-    "precision": ("precision.name",), "loss_scale": ("precision.loss_scale",),
-    "device": ("compute.device",), "channels_last": ("compute.channels_last",), "compile": ("compute.compile",),
-    "sync_bn": ("compute.sync_bn",),
-    "batch_size": ("budget.batch_size",), "steps": ("budget.steps",), "time_budget": ("budget.time_budget_s",),
-    "checkpoint_every_steps": ("checkpoints.every_steps",), "checkpoint_every_s": ("checkpoints.every_s",),
-    "keep": ("checkpoints.keep",),
-    "sample_every": ("logging.sample_every",), "log_every": ("logging.log_every",),
-    "samples_per_class": ("logging.samples_per_class",), "tensorboard": ("logging.tensorboard",),
-    "seed": ("seed",),
-}
+# option name (a flag's, with underscores) -> the config paths it sets (config/flags.py declares them);
+# --checkpoint-every's two meanings have a name each here.
+OPTION_PATHS: dict[str, tuple[str, ...]] = {flag.name: flag.paths for flag in FLAGS if flag.name != "checkpoint_every"} | {
+    "checkpoint_every_steps": ("checkpoints.every_steps",), "checkpoint_every_s": ("checkpoints.every_s",)}
 
 
 def option_changes(options: dict[str, Any]) -> dict[str, Any]:

@@ -101,7 +101,7 @@ def _generator_output(gan, data) -> list[Finding]:
         got = tuple(images.shape) if isinstance(images, torch.Tensor) else type(images).__name__
         return [Finding("error", "generator", f"G returns {got}, the data is {wanted} (B, C, H, W): make G draw "
                                               f"{data.channels}-channel {data.image_size} px images, or change "
-                                              "--image-size/--channels")]
+                                              "--image-size/--set data.channels=")]
     low, high = gan.image_range
     slack = 1e-3 * (high - low)
     outside = ((images < low - slack) | (images > high + slack)).float().mean().item()

@@ -28,7 +28,8 @@ import torch
 from ampgan.files.atomic import open_for_append, write_atomically, write_json_atomically
 from ampgan.bench.harness import BenchSpec, run_bench
 from ampgan.bench.output import load_results, write_results
-from ampgan.config import BudgetConfig, TrainConfig
+from ampgan.config import BudgetConfig, TrainConfig, build_config
+from ampgan.config.flags import spec_field
 from ampgan.cost.arithmetic import cost_of_seconds, cost_to_quality
 from ampgan.data import load_dataset
 from ampgan.system.environment import environment_stamp
@@ -59,27 +60,49 @@ COMPARE_BENCH_MAX_FACTOR = 3.0  # measured at most this many times --bench-secon
 STUDY_CHECKPOINT_EVERY_S = 30.0
 
 
+# A study's training budget when it names none: this much training time per precision and seed.
+DEFAULT_BUDGET_S = 40.0
+
+
 def _compare_defaults() -> TrainConfig:
-    return TrainConfig(budget=BudgetConfig(time_budget_s=40.0))
+    return TrainConfig(budget=BudgetConfig(time_budget_s=DEFAULT_BUDGET_S))
+
+
+def compare_base(changes: dict) -> TrainConfig:
+    """The config every run of a study trains, from {config path: value}: DEFAULT_BUDGET_S of training
+    unless the changes give a time budget, and a step budget alone when they give only steps."""
+    changes = dict(changes)
+    if "budget.time_budget_s" not in changes:
+        changes["budget.time_budget_s"] = None if changes.get("budget.steps") is not None else DEFAULT_BUDGET_S
+    return build_config(changes)
 
 
 @dataclass(frozen=True, kw_only=True)
 class CompareSpec:
+    """What `ampgan compare` (and `ampgan.compare`) is given besides the config, declared once: each field's
+    default, help and command-line option (config/flags.py spec_field; `--set compare.FIELD=VALUE` reaches
+    every one)."""
+
     # What every run trains: data, model and its options, optimizer, device, batch size, budget, seed
     # (the first seed). Each run takes it whole, in its own precision: `compare` studies whatever
     # `train` would train.
     base: TrainConfig = field(default_factory=_compare_defaults)
-    precisions: tuple[str, ...] = ()  # empty: fp32 and the best mixed mode of this device
-    seeds: int = 3  # seeds base.seed .. base.seed + seeds - 1 for every precision
-    eval_points: int = 4
-    eval_samples: int = 1000
-    bench: Path | None = None  # reuse these bench results instead of measuring
-    bench_batch_sizes: tuple[int, ...] = (16, 64, 256)
+    precisions: tuple[str, ...] = spec_field((), "Comma-separated; default fp32 and this device's best mixed mode.",
+                                             "precision_list")
+    seeds: int = spec_field(3, "Seeds per precision (--seed, --seed + 1, ...), each an identical start for every "
+                               "precision; the verdict pairs them.", "whole")
+    eval_points: int = spec_field(4, "Evaluations during training.", "whole", common=False)
+    eval_samples: int = spec_field(1000, "Generated samples per evaluation.", "whole2", common=False)
+    bench: Path | None = spec_field(None, "Reuse these bench results instead of measuring.", "path", common=False)
+    bench_batch_sizes: tuple[int, ...] = spec_field((16, 64, 256), "Batch sizes the bench measures.", "int_list",
+                                                    common=False)
     bench_steps: int = 5
-    bench_seconds: float = COMPARE_BENCH_MIN_SECONDS  # per batch size at least; at most three times as long
-    instance: str | None = None
-    price_per_hour: float | None = None
-    target_accuracy: float | None = None  # None: 80% of the best final evaluator accuracy
+    bench_seconds: float = spec_field(COMPARE_BENCH_MIN_SECONDS, "Measure the bench at least this long per batch "
+                                      "size (at most three times as long).", "positive", common=False)
+    instance: str | None = spec_field(None, "Price the runs on this catalog instance.")
+    price_per_hour: float | None = spec_field(None, "Price the runs at this hourly price.", "positive", common=False)
+    target_accuracy: float | None = spec_field(None, "Quality target (default: 80% of the best final).", "fraction",
+                                               common=False)
     evaluator_cache: Path | None = None
     # The precisions trained (and benched) channels-last; None: measured per precision at the
     # comparison's batch size (speed/layout.py).
@@ -226,7 +249,7 @@ def run_compare(spec: CompareSpec, out_dir: Path, show_progress: bool = True, lo
     dataset = load_dataset(spec.base.data, seed=spec.seed)
     first = prepare_run(spec.train_config("fp32"), dataset)  # validates the options before any measuring
     if spec.target_accuracy is not None and not first.conditional:
-        raise AmpganError(f"--target-accuracy needs a conditional GAN: model {spec.base.model.name} draws no class, so "
+        raise AmpganError(f"compare.target_accuracy needs a conditional GAN: model {spec.base.model.name} draws no class, so "
                           "its study races on the Fréchet distance (its target is set from the runs); leave it out")
     check_before_training(spec.train_config("fp32"), dataset, log=log)  # before anything is measured or trained
     progress = open_progress(out_dir, spec.to_document(spec.precisions))
@@ -503,7 +526,7 @@ def _costs(document: dict, bench_results: dict, curves: dict[str, dict[int, list
     else:
         matching = [i for i in catalog if i.matches_hardware(device_name)]
         if not matching:
-            return {"basis": None, "note": f"no catalog instance runs on {device_name}: give --instance or --price-per-hour"}
+            return {"basis": None, "note": f"no catalog instance runs on {device_name}: give --instance or --set compare.price_per_hour=PRICE"}
         cheapest = min(matching, key=lambda i: i.price_per_hour / max(1, i.gpu_count))
         basis = price_basis(cheapest, None, device_name, assume_same_speed=False)
     cost_document = build_cost_document([bench_results], device_name, basis, 1e6, None, catalog_date(catalog))

@@ -376,7 +376,7 @@ def _price_note(document: dict) -> str:
                 "the best final distance; none when no precision halved it). An unconditional GAN draws no class: "
                 f"accuracy does not apply. Price: {basis}.")
     return (f"Target accuracy: {cost.get('target_accuracy')} (80% of the way from chance to the best final "
-            f"accuracy unless --target-accuracy; none when no precision reached twice chance). Price: {basis}.")
+            f"accuracy unless compare.target_accuracy; none when no precision reached twice chance). Price: {basis}.")
 
 
 def _data_uri(path: Path) -> str:

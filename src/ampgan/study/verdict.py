@@ -166,7 +166,7 @@ def _target_line(precision: str, cost: dict, comparison: dict, target: float, se
     if all(run.get("reached") and run.get("by_first_evaluation") == run["reached"] for run in (mine, theirs)):
         text += (". Every run was already past the target at its first evaluation after the start, so these "
                  "times only say \"before that evaluation\" and cannot tell the precisions apart: use more "
-                 "--eval-points" + (" (or a higher --target-accuracy)" if headline.higher_is_better else ""))
+                 "--set compare.eval_points=N" + (" (or a higher --set compare.target_accuracy=X)" if headline.higher_is_better else ""))
     return text + "."
 
 

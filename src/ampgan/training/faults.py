@@ -65,7 +65,7 @@ class FaultMonitor:
         if bad:
             return (f"{' and '.join(bad)} {'have' if len(bad) > 1 else 'has'} non-finite (NaN or inf) weights or "
                     f"statistics by step {step}: the updates "
-                    "overflowed; lower --lr, or train in fp32 if this was a 16-bit precision")
+                    "overflowed; lower the learning rate (--set optim.lr_g=... --set optim.lr_d=...), or train in fp32 if this was a 16-bit precision")
         return None
 
     def check(self, record: dict, steps_in_window: int, skipped_in_window: int) -> str | None:
@@ -74,7 +74,7 @@ class FaultMonitor:
             bad = [name for name in ("loss_d", "loss_g") if not math.isfinite(record[name])]
             if bad:
                 return (f"{' and '.join(bad)} became non-finite (NaN or inf) by step {record['step']}: "
-                        "lower --lr, or train in fp32 if this was bf16")
+                        "lower the learning rate (--set optim.lr_g=... --set optim.lr_d=...), or train in fp32 if this was bf16")
             return None
         if self.static_scale and record["step"] >= self.rules.static_steps:
             for network, total, updates in (("D", "skipped_d_total", self.d_updates_per_step), ("G", "skipped_g_total", 1)):
@@ -85,7 +85,7 @@ class FaultMonitor:
         for name in ("loss_scale_d", "loss_scale_g"):
             if record[name] < self.rules.min_loss_scale:
                 return (f"the fp16 loss scale collapsed ({name} = {record[name]:.3g} < {self.rules.min_loss_scale:.3g}) "
-                        f"by step {record['step']}: gradients overflow at any scale; use bf16 or fp32, or lower --lr")
+                        f"by step {record['step']}: gradients overflow at any scale; use bf16 or fp32, or lower the learning rate (--set optim.lr_g=... --set optim.lr_d=...)")
         self._windows.append((steps_in_window, skipped_in_window))
         while sum(s for s, _ in self._windows) - self._windows[0][0] >= self.rules.window_steps:
             self._windows.popleft()
@@ -94,5 +94,5 @@ class FaultMonitor:
         if steps >= self.rules.window_steps and skipped > self.rules.max_skipped_fraction * steps:
             return (f"{skipped} of the last {steps} fp16 optimizer updates were skipped for overflow "
                     f"(limit {self.rules.max_skipped_fraction:.0%}) by step {record['step']}: use bf16 or fp32, "
-                    "or lower --lr")
+                    "or lower the learning rate (--set optim.lr_g=... --set optim.lr_d=...)")
         return None

@@ -72,7 +72,7 @@ def prepare_run(config: TrainConfig, dataset: ImageDataset | None = None,
     dataset = dataset if dataset is not None else load_dataset(config.data, seed=config.seed)
     if len(dataset) == 0:
         raise AmpganError(f"dataset {config.data.dataset} has no training images: give a dataset with images "
-                          "(check --data-dir, --classes and --max-per-class)")
+                          "(check --data-dir, data.classes and data.max_per_class)")
     config, recipe, gan, data = resolve_config(config, dataset)
     if config.logging.tensorboard:
         require_tensorboard()

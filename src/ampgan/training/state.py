@@ -241,7 +241,7 @@ def wrap_modules(state: TrainState, *, compile: bool, sync_batch_norm: bool = Fa
     distributed = data_parallel and world().distributed
     if sync_batch_norm and distributed:
         if state.policy.device.type != "cuda":
-            raise AmpganError("--sync-bn needs CUDA (PyTorch's SyncBatchNorm has no CPU kernel): drop it on CPUs")
+            raise AmpganError("compute.sync_bn needs CUDA (PyTorch's SyncBatchNorm has no CPU kernel): drop it on CPUs")
         # Converted in place of the plain modules, so checkpoints and samples use the same weights.
         state.gan.generator = torch.nn.SyncBatchNorm.convert_sync_batchnorm(state.generator)
         state.gan.discriminator = torch.nn.SyncBatchNorm.convert_sync_batchnorm(state.discriminator)
