@@ -67,7 +67,7 @@ def test_config_is_frozen():
 @pytest.mark.parametrize("options, message", [
     (dict(dataset="synthetic", classes="foo,bar"), "data.classes applies to quickdraw only, not to synthetic"),
     (dict(dataset="quickdraw", classes=" , "), "data.classes needs at least one class name"),
-    (dict(dataset="digits", data_dir="/data"), "data.data_dir applies to cifar10 and quickdraw and mnist only"),
+    (dict(dataset="digits", data_dir="/data"), "data.data_dir applies to cifar10 and mnist and quickdraw only"),
     (dict(dataset="digits", cache=True), "data.cache applies to folder:PATH datasets only"),
     (dict(dataset="mnist", download=True), "data.download applies to cifar10 and quickdraw only"),
 ])

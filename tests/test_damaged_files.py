@@ -133,10 +133,10 @@ def test_a_damaged_quickdraw_manifest_is_one_line(tmp_path, capsys):
     from fixtures import write_quickdraw
 
     folder = write_quickdraw(tmp_path / "qd")
-    assert run_cli(capsys, "data", "info", "quickdraw", "--data-dir", str(folder), "--set", "data.classes=apple")[0] == 0
+    assert run_cli(capsys, "data", "info", "quickdraw", "--data-dir", str(folder), "--classes", "apple")[0] == 0
     for content in (b'{"sha256": {"apple.npy": 5}}', b'["apple.npy"]', b"\xff\xfe\x00", b'{"sha2'):
         (folder / "ampgan-manifest.json").write_bytes(content)
-        code, _, err = run_cli(capsys, "data", "info", "quickdraw", "--data-dir", str(folder), "--set", "data.classes=apple")
+        code, _, err = run_cli(capsys, "data", "info", "quickdraw", "--data-dir", str(folder), "--classes", "apple")
         assert code == 2 and "ampgan-manifest.json is damaged: delete it" in err and err.count("\n") == 1
 
 

@@ -208,10 +208,10 @@ def test_image_folder_bad_input(tmp_path):
 
 def test_data_commands(tmp_path, capsys):
     folder = write_quickdraw(tmp_path / "qd")
-    code, out, err = run_cli(capsys, "data", "info", "quickdraw", "--data-dir", str(folder), "--set", "data.classes=apple,eye")
+    code, out, err = run_cli(capsys, "data", "info", "quickdraw", "--data-dir", str(folder), "--classes", "apple,eye")
     assert code == 0, err
     assert "quickdraw (train): 90 images, 1x28x28" in out and "apple" in out and "match the manifest" in out
-    code, out, _ = run_cli(capsys, "data", "grid", "quickdraw", "--data-dir", str(folder), "--set", "data.classes=apple,eye",
+    code, out, _ = run_cli(capsys, "data", "grid", "quickdraw", "--data-dir", str(folder), "--classes", "apple,eye",
                            "--out", str(tmp_path / "grid.png"), "--per-class", "4")
     assert code == 0 and (tmp_path / "grid.png").exists()
     from PIL import Image

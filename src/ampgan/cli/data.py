@@ -6,14 +6,13 @@ from pathlib import Path
 
 import click
 
-from ampgan.cli.options import CONFIG_FLAGS, WholeNumber, compose
+from ampgan.cli.options import WholeNumber, compose, shown_config_flags
 from ampgan.data import DataConfig, ImageDataset, load_dataset
 
 _options = compose(
     click.argument("dataset"),
     click.option("--split", type=click.Choice(["train", "test"]), default="train", show_default=True),
-    *(CONFIG_FLAGS[name] for name in ("data_dir", "classes", "max_per_class", "image_size", "channels", "download",
-                                      "cache", "seed")),
+    shown_config_flags("data_dir", "classes", "max_per_class", "image_size", "channels", "download", "cache", "seed"),
 )
 
 

@@ -232,14 +232,16 @@ def _help_with_default(flag: Flag) -> str:
     return flag.help if default is None or default is False or default == "" else f"{flag.help} [default: {default}]"
 
 
-def _config_option(flag: Flag):
+def _config_option(flag: Flag, always_shown: bool = False):
     """The click option of a config flag (config/flags.py). Its default is None, so it applies only when
-    given; the config's own defaults (or a command's) fill in the rest."""
-    extra = {"hidden": True, "callback": _moved_under_set} if not flag.common else {}
+    given; the config's own defaults (or a command's) fill in the rest. `always_shown`: for a command
+    without --set (`ampgan data`), where the flag is the only way to the field."""
+    extra = {"hidden": True, "callback": _moved_under_set} if not (flag.common or always_shown) else {}
     if flag.name == "model":
         extra["callback"] = _consent_to_named_model
     if flag.value == "channels":
-        extra["callback"] = lambda ctx, param, value: _int_choice(ctx, param, _moved_under_set(ctx, param, value))
+        extra["callback"] = (_int_choice if always_shown else
+                             lambda ctx, param, value: _int_choice(ctx, param, _moved_under_set(ctx, param, value)))
     if flag.value == "switch":
         return click.option(f"{flag.option}/--no-{flag.option[2:]}", flag.name, default=None,
                             help=_help_with_default(flag), **extra)
@@ -315,6 +317,11 @@ def config_sets(options: dict, spec_sections: tuple[str, ...]) -> dict:
 
 # Every flag that sets a config field (config/flags.py), as a click option.
 CONFIG_FLAGS = {flag.name: _config_option(flag) for flag in FLAGS}
+
+
+def shown_config_flags(*names: str):
+    """The named config flags, every one listed by --help (for commands that have no --set)."""
+    return compose(*(_config_option(FLAGS_BY_NAME[name], always_shown=True) for name in names))
 _SOURCES = compose(
     click.option("--config", "config_file", type=click.Path(path_type=Path), default=None,
                  help="A config file (TOML or JSON; a run's config.json too) below the flags."),

@@ -22,13 +22,15 @@ def evaluate(run_dirs, samples, seed, evaluator_cache) -> None:
     """Quality of trained generators: evaluator accuracy, Fréchet distance, KID -> quality.json."""
     from ampgan.quality.assess import evaluate_runs
 
+    from ampgan.quality.registry import format_value, table_metrics
+
     results = evaluate_runs(list(run_dirs), samples, seed, evaluator_cache)
-    click.echo(f"{'run':<40} {'precision':>9} {'step':>7} {'eval acc':>9} {'Fréchet':>9} {'KID':>8}")
+    shown = table_metrics(conditional=any("evaluator_accuracy" in item.quality for item in results))
+    width = {m.key: max(9, len(m.label)) for m in shown}
+    click.echo(f"{'run':<40} {'precision':>9} {'step':>7} " + " ".join(f"{m.label:>{width[m.key]}}" for m in shown))
     for item in results:
-        quality = item.quality
-        accuracy = f"{quality['evaluator_accuracy']:>9.3f}" if "evaluator_accuracy" in quality else f"{'-':>9}"
-        click.echo(f"{str(item.run_dir)[-40:]:<40} {item.precision:>9} {item.step:>7} "
-                   f"{accuracy} {quality['frechet_distance']:>9.2f} {quality['kid']:>8.4f}")
+        values = " ".join(f"{format_value(m, item.quality.get(m.key)):>{width[m.key]}}" for m in shown)
+        click.echo(f"{str(item.run_dir)[-40:]:<40} {item.precision:>9} {item.step:>7} {values}")
     click.echo(f"{samples} samples each | evaluator held-out accuracy {results[0].evaluator.held_out_accuracy:.3f}")
 
 

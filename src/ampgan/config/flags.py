@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ampgan.data.registry import dataset_names
+
 
 @dataclass(frozen=True)
 class Flag:
@@ -30,8 +32,8 @@ class Flag:
 
 
 FLAGS: tuple[Flag, ...] = (
-    Flag("dataset", ("data.dataset",), "digits (embedded, the default), synthetic, cifar10, quickdraw, mnist, "
-         "folder:PATH."),
+    Flag("dataset", ("data.dataset",), "A registered dataset (" + ", ".join(dataset_names()) + "; digits is "
+         "embedded) or folder:PATH."),
     Flag("data_dir", ("data.data_dir",), "Where a file-based dataset lives (cifar10, quickdraw, mnist)."),
     Flag("image_size", ("data.image_size",), "Resize the data (default: the dataset's size; the model says which "
          "it draws).", "whole4"),

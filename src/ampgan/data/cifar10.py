@@ -21,6 +21,8 @@ import torch
 from ampgan.data.dataset import ImageDataset
 from ampgan.data.files import download, file_digest, require_data_dir
 from ampgan.errors import AmpganError
+from ampgan.data.registry import register
+from ampgan.data.request import DataConfig
 
 URL = "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz"
 ARCHIVE_NAME = "cifar-10-python.tar.gz"
@@ -148,3 +150,8 @@ def load_cifar10(data_dir: str | None, split: str = "train", download_missing: b
     if source.folder is None:
         record["archive_md5"] = file_digest(source.archive, "md5")
     return ImageDataset(torch.cat(images), torch.cat(labels), class_names, record)
+
+
+@register("cifar10", uses=("data_dir", "download"))
+def _cifar10(data: DataConfig, split: str, seed: int) -> ImageDataset:
+    return load_cifar10(data.data_dir, split, data.download)

@@ -13,6 +13,8 @@ import numpy as np
 import torch
 
 from ampgan.data.dataset import ImageDataset, resize_uint8
+from ampgan.data.registry import register
+from ampgan.data.request import DataConfig
 
 DEFAULT_SIZE = 32
 
@@ -31,3 +33,8 @@ def load_digits_dataset(image_size: int | None = None) -> ImageDataset:
         "raw_sha256": hashlib.sha256(grey.tobytes()).hexdigest(),
     }
     return ImageDataset(images, labels, tuple(str(d) for d in range(10)), source)
+
+
+@register("digits")
+def _digits(data: DataConfig, split: str, seed: int) -> ImageDataset:
+    return load_digits_dataset(data.image_size)

@@ -16,6 +16,8 @@ import torch
 from ampgan.data.dataset import ImageDataset
 from ampgan.data.files import file_digest, require_data_dir
 from ampgan.errors import AmpganError
+from ampgan.data.registry import register
+from ampgan.data.request import DataConfig
 
 PREFIX = {"train": "train", "test": "t10k"}
 
@@ -89,3 +91,8 @@ def load_mnist(data_dir: str | None, split: str = "train") -> ImageDataset:
     source = {"name": "mnist", "split": split, "origin": str(root),
               "sha256": {p.name: file_digest(p) for p in (images_path, labels_path)}}
     return ImageDataset(images, labels, tuple(str(d) for d in range(10)), source)
+
+
+@register("mnist", uses=("data_dir",))
+def _mnist(data: DataConfig, split: str, seed: int) -> ImageDataset:
+    return load_mnist(data.data_dir, split)

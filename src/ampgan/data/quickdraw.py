@@ -20,6 +20,8 @@ from ampgan.data.dataset import ImageDataset
 from ampgan.data.files import download, require_data_dir, verify_with_manifest
 from ampgan.errors import AmpganError
 from ampgan.seeds import data_split_seed
+from ampgan.data.registry import register
+from ampgan.data.request import DataConfig
 
 URL_PATTERN = "https://storage.googleapis.com/quickdraw_dataset/full/numpy_bitmap/{}.npy"
 STUDY_CLASSES = ("airplane", "apple", "bee", "bird", "book", "clock", "cow", "dog", "eye", "fish")
@@ -79,3 +81,8 @@ def load_quickdraw(data_dir: str | None, classes: tuple[str, ...] | None = None,
     source = {"name": "quickdraw", "split": split, "origin": str(root), "classes": list(classes),
               "max_per_class": max_per_class, "split_seed": seed, "sha256": checksums, "manifest": manifest}
     return ImageDataset(torch.cat(images), torch.cat(labels), classes, source)
+
+
+@register("quickdraw", uses=("data_dir", "download", "classes", "max_per_class"))
+def _quickdraw(data: DataConfig, split: str, seed: int) -> ImageDataset:
+    return load_quickdraw(data.data_dir, data.class_list, data.max_per_class, split, seed, data.download)

@@ -9,9 +9,9 @@ from ampgan.errors import ConfigError
 from ampgan.sections import Section
 
 CHANNEL_COUNTS = (1, 3)
-# Which data fields apply to which datasets: one that the chosen dataset would ignore is refused.
-_APPLIES_TO = {"classes": ("quickdraw",), "max_per_class": ("quickdraw",),
-               "data_dir": ("cifar10", "quickdraw", "mnist"), "download": ("cifar10", "quickdraw")}
+# Fields only some datasets read (each dataset's module says which: data/registry.py): one that the
+# chosen dataset would ignore is refused.
+_DATASET_FIELDS = ("classes", "max_per_class", "data_dir", "download")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -36,7 +36,10 @@ class DataConfig(Section):
         self.whole("max_per_class", optional=True)
         if self.classes is not None and not self.class_list:
             raise ConfigError(self.path("classes"), "needs at least one class name, e.g. apple,eye,fish")
-        for name, datasets in _APPLIES_TO.items():
+        from ampgan.data.registry import fields_used_by  # the registry reads this section: imported late
+
+        for name in _DATASET_FIELDS:
+            datasets = fields_used_by(name)
             if getattr(self, name) not in (None, False) and self.dataset not in datasets:
                 raise ConfigError(self.path(name), f"applies to {' and '.join(datasets)} only, not to "
                                                    f"{self.dataset}: drop it")

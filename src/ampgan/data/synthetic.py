@@ -13,6 +13,8 @@ import numpy as np
 import torch
 
 from ampgan.data.dataset import ImageDataset
+from ampgan.data.registry import register
+from ampgan.data.request import DataConfig
 
 
 def make_synthetic(
@@ -40,3 +42,8 @@ def make_synthetic(
     }
     class_names = tuple(f"grating-{k}" for k in range(num_classes))
     return ImageDataset(torch.from_numpy(images), torch.from_numpy(labels.astype(np.int64)), class_names, source)
+
+
+@register("synthetic")
+def _synthetic(data: DataConfig, split: str, seed: int) -> ImageDataset:
+    return make_synthetic(channels=data.channels or 3, image_size=data.image_size or 32, seed=seed)

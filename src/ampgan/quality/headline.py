@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ampgan.quality.registry import EVALUATOR_ACCURACY, FRECHET_DISTANCE, Metric
+
 
 @dataclass(frozen=True)
 class Headline:
@@ -22,8 +24,12 @@ class Headline:
         return value >= target if self.higher_is_better else value <= target
 
 
-ACCURACY = Headline("evaluator_accuracy", "evaluator accuracy", True)
-FRECHET = Headline("frechet_distance", "Fréchet distance", False)
+def _headline(metric: Metric) -> Headline:
+    return Headline(metric.key, metric.name, metric.higher_is_better)
+
+
+ACCURACY = _headline(EVALUATOR_ACCURACY)
+FRECHET = _headline(FRECHET_DISTANCE)
 
 
 def headline_for(conditional: bool) -> Headline:

@@ -15,8 +15,9 @@ import numpy as np
 
 from ampgan.speed.intervals import t_quantile_975
 
-# "diversity" is a single number for an unconditional GAN only (a conditional one has one per class).
-METRICS = ("evaluator_accuracy", "frechet_distance", "kid", "precision", "recall", "density", "coverage", "diversity")
+from ampgan.quality.registry import METRICS as _REGISTERED
+
+METRICS = tuple(_REGISTERED)  # every registered metric (quality/registry.py) gets a mean and an interval
 
 
 def mean_interval(values) -> dict:
@@ -88,7 +89,7 @@ def compare_seeds(document: dict) -> dict:
         if precision == "fp32":
             continue
         entry = {"seeds": len(run["seeds"])}
-        for metric in ("evaluator_accuracy", "recall", "coverage", "frechet_distance"):
+        for metric in (key for key, described in _REGISTERED.items() if described.paired):
             mine = {s: r["final"][metric] for s, r in run["per_seed"].items() if metric in r["final"]}
             theirs = {s: r["final"][metric] for s, r in baseline["per_seed"].items() if metric in r["final"]}
             if mine and theirs:

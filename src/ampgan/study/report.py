@@ -27,6 +27,7 @@ from ampgan.runs.run_folder import read_metrics
 from ampgan.plotting import precision_colour, pyplot, save_figure
 from ampgan.study.compare import read_quality_curve
 from ampgan.quality.headline import headline_of
+from ampgan.quality.registry import format_value, table_metrics
 from ampgan.study.verdict import interval_text, verdict
 
 
@@ -252,7 +253,7 @@ def report_sections(document: dict, out_dir: Path) -> list[Section]:
     sections = [Section("Verdict", lines=document.get("verdict") or verdict(document, _bench_speedups(out_dir)))]
     sections += [Section(title, figure=path) for title, path in pictures if path is not None and path.is_file()]
     sections += [
-        Section("Final metrics", table=[_TABLE_HEADER, *_metrics_rows(document)], paragraph=_price_note(document)),
+        Section("Final metrics", table=[_metrics_header(document), *_metrics_rows(document)], paragraph=_price_note(document)),
         Section("Speed: the bench against the budgeted runs", table=_speed_rows(document, out_dir),
                 paragraph=_SPEED_NOTE),
         *projection_sections(out_dir),
@@ -443,28 +444,31 @@ def _speed_rows(document: dict, out_dir: Path) -> list[list[str]]:
     return rows
 
 
-_TABLE_HEADER = ["precision", "seeds", "steps (mean)", "evaluator acc. [95% CI]", "recall", "coverage",
-                 "Fréchet distance", "KID", "time to target (reached)", "cost to target"]
+def _metrics_header(document: dict) -> list[str]:
+    shown = table_metrics(headline_of(document).higher_is_better)
+    return (["precision", "seeds", "steps (mean)"]
+            + [f"{m.label} [95% CI]" if m.key == headline_of(document).metric else m.label for m in shown]
+            + ["time to target (reached)", "cost to target"])
 
 
 def _metrics_rows(document: dict) -> list[list[str]]:
+    """One row per precision (each registered table metric with its interval over seeds), then the real
+    images' floor."""
     cost = document.get("cost") or {}
     to_target = cost.get("to_target") or {}
     currency = (cost.get("basis") or {}).get("currency", "")
+    shown = table_metrics(headline_of(document).higher_is_better)
     rows = []
     for precision, run in document["runs"].items():
         reached = to_target.get(precision) or {}
         seeds = len(run.get("seeds", [0]))
         time_text = (f"{reached['seconds']:.0f} s ({reached['reached']}/{reached['seeds']})" if reached.get("seconds")
                      else f"not reached (0/{seeds})")
-        rows.append([precision, str(seeds), str(run["steps"]), _cell(run, "evaluator_accuracy"), _cell(run, "recall"),
-                     _cell(run, "coverage"), _cell(run, "frechet_distance", 2), _cell(run, "kid", 4), time_text,
-                     f"{reached['cost']:.6f} {currency}" if reached.get("cost") else "-"])
+        rows.append([precision, str(seeds), str(run["steps"]), *(_cell(run, m.key, m.digits) for m in shown),
+                     time_text, f"{reached['cost']:.6f} {currency}" if reached.get("cost") else "-"])
     floor = document["floor"]
-    conditional = headline_of(document).higher_is_better
-    rows.append(["real images (floor)", "", "", f"{floor['evaluator_accuracy']:.3f}" if conditional else "-",
-                 f"{floor['recall']:.3f}" if "recall" in floor else "", f"{floor['coverage']:.3f}" if "coverage" in floor else "",
-                 f"{floor['frechet_distance']:.2f}", f"{floor['kid']:.4f}", "", ""])
+    rows.append(["real images (floor)", "", "", *(format_value(m, floor.get(m.key)) if m.key in floor else ""
+                                                  for m in shown), "", ""])
     return rows
 
 
