@@ -303,3 +303,21 @@ def test_a_checkpoint_with_impossible_values_is_refused_by_every_reader(capsys, 
         code, out, err = run_cli(capsys, *command)
         assert code == 2 and expected in err and len(err.strip().splitlines()) == 1, (command, err)
     assert not (tmp_path / "g.png").exists() and (run / "metrics.jsonl").read_bytes() == before
+
+
+def test_cost_never_replaces_someone_elses_cost_file(capsys, tmp_path):
+    """`ampgan cost` writes beside the results only in ampgan's own folder, and --out is claimed like every
+    output folder."""
+    from test_cost import bench_results
+
+    results = tmp_path / "theirs" / "results.json"
+    results.parent.mkdir()
+    results.write_text(json.dumps(bench_results()))
+    (tmp_path / "theirs" / "cost.json").write_text('{"mine": true}')
+    code, _, err = run_cli(capsys, "cost", str(results), "--price-per-hour", "1")
+    assert code == 2 and "give --out" in err and json.loads((tmp_path / "theirs" / "cost.json").read_text()) == {"mine": True}
+    assert run_cli(capsys, "cost", str(results), "--price-per-hour", "1", "--out", str(tmp_path / "c"))[0] == 0
+    code, _, err = run_cli(capsys, "cost", str(results), "--price-per-hour", "2", "--out", str(tmp_path / "c"))
+    assert code == 2 and "already holds files" in err
+    assert run_cli(capsys, "cost", str(results), "--price-per-hour", "2", "--out", str(tmp_path / "c"),
+                   "--overwrite")[0] == 0

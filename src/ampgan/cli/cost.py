@@ -25,9 +25,10 @@ from ampgan.errors import AmpganError
 @click.option("--assume-same-speed", is_flag=True, help="Allow projecting these times onto other hardware's price.")
 @click.option("--list-instances", is_flag=True, help="Print the catalog and exit.")
 @click.option("--out", type=click.Path(path_type=Path), default=None,
-              help="Where cost.json/csv/fig3 go (default: beside the first results file).")
+              help="A new folder for cost.json/csv/fig3 (default: beside the first results file).")
+@click.option("--overwrite", is_flag=True, help="Replace --out when it holds an earlier cost (ampgan's own).")
 def command(results, instance, price_per_hour, batches, samples, prices, prices_from, spot, regions, assume_same_speed,
-            list_instances, out) -> None:
+            list_instances, out, overwrite) -> None:
     """What training costs per precision and batch size, from bench results (the study's Figure 3)."""
     from ampgan.cost.catalog import catalog_date, find_instance
     from ampgan.cost.report import build_cost_document, load_same_hardware, price_basis, write_cost
@@ -62,9 +63,29 @@ def command(results, instance, price_per_hour, batches, samples, prices, prices_
     document = build_cost_document(documents, device, basis, batches, samples,
                                    catalog_date(catalog) if catalog and instance else None,
                                    source if catalog and instance else None)
-    target = out or Path(results[0]).parent
+    if out is not None:  # a folder of its own, claimed like every output folder (runs/claim.py)
+        from ampgan.runs.claim import claimed_folder
+
+        with claimed_folder(out, overwrite, "cost", unfinished=lambda folder: not (folder / "fig3_cost.png").is_file()):
+            click.echo(write_cost(document, out))
+        click.echo(f"cost: {out / 'cost.json'}")
+        return
+    target = Path(results[0]).parent
+    _refuse_foreign_cost_files(target)
     click.echo(write_cost(document, target))
     click.echo(f"cost: {target / 'cost.json'}")
+
+
+def _refuse_foreign_cost_files(folder: Path) -> None:
+    """Beside the results, the cost files are rewritten only in ampgan's own folder: a cost.json of
+    someone else's there is never replaced by surprise."""
+    from ampgan.errors import one_line
+    from ampgan.runs.claim import is_ampgan_folder
+
+    present = [name for name in ("cost.json", "cost.csv", "fig3_cost.png") if (folder / name).exists()]
+    if present and not is_ampgan_folder(folder):
+        raise AmpganError(f"{one_line(folder)} holds {present[0]}, and is not a folder ampgan created: give --out "
+                          "for the cost files")
 
 
 def _projected_onto(chosen, documents, device, paths):

@@ -48,7 +48,7 @@ def _under(folder: str, patterns: tuple[str, ...]) -> tuple[str, ...]:
 
 FOLDER_KINDS: dict[str, tuple[str, ...]] = {
     "run": _RUN,
-    "bench": _BENCH + _under("cells/*", _BENCH) + _under("projection", _PROJECTION),
+    "bench": _BENCH + _COST + _under("cells/*", _BENCH) + _under("projection", _PROJECTION),
     "cost": _COST,
     "projection": _PROJECTION,
     "doctor": _DOCTOR,
