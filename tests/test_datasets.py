@@ -217,6 +217,9 @@ def test_data_commands(tmp_path, capsys):
     from PIL import Image
 
     assert Image.open(tmp_path / "grid.png").size == (4 * 30 + 2, 2 * 30 + 2)
+    code, _, err = run_cli(capsys, "data", "grid", "quickdraw", "--data-dir", str(folder), "--classes", "apple",
+                           "--out", str(tmp_path / "grid.png"))
+    assert code == 2 and "already exists" in err and Image.open(tmp_path / "grid.png").size[1] == 2 * 30 + 2
     code, _, err = run_cli(capsys, "data", "info", "quickdraw", "--data-dir", str(tmp_path / "none"))
     assert code == 2 and err.count("\n") == 1 and "does not exist" in err
 

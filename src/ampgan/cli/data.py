@@ -55,12 +55,15 @@ def info(**options) -> None:
 @command.command("grid")
 @_options
 @click.option("--out", type=click.Path(path_type=Path), required=True, help="PNG file to write.")
+@click.option("--overwrite", is_flag=True, help="Replace --out if it exists.")
 @click.option("--per-class", type=WholeNumber(), default=8, show_default=True)
-def grid(out, per_class, **options) -> None:
+def grid(out, overwrite, per_class, **options) -> None:
     """Save a grid of real images, one row per class."""
     from ampgan.data.grid import class_rows_grid
     from ampgan.files.images import save_png
+    from ampgan.runs.claim import output_file
 
+    out = output_file(out, (".png",), overwrite)  # checked before the data is read; never replaced by surprise
     dataset = _load(options)
     save_png(class_rows_grid(dataset, per_class, options["seed"] or 0), out)
     click.echo(f"wrote {out}: {dataset.num_classes} classes x {per_class} images ({', '.join(dataset.class_names)})")
