@@ -60,39 +60,27 @@ def command(ctx: click.Context, **options) -> None:
         return
     starting = resumed_run(config, out, device) if resume_dir else new_run(config, out, options["overwrite"], device)
     with starting as start:
-        if resume_dir is None and "compute.channels_last" not in explicit:
-            start = _decide_layout(start, options["quiet"])
-        if resume_dir is None and "compute.compile" not in explicit:
-            start = _decide_compile(start, options["quiet"])
+        if resume_dir is None:
+            start = _planned(start, explicit, options["quiet"])
         _train_and_report(start, quiet=options["quiet"])
 
 
-def _decide_layout(start: RunStart, quiet: bool) -> RunStart:
-    """A new run without --channels-last/--no-channels-last trains in the memory format measured faster
-    for its precision and batch size on this machine (cached after the first time; speed/layout.py)."""
-    from ampgan.speed.layout import channels_last_precisions
+def _planned(start: RunStart, explicit: dict, quiet: bool) -> RunStart:
+    """A new run's memory format and compile setting, where the user set neither, as measured faster for
+    its precision and batch size on this machine (speed/plan.py; cached after the first time). The choice
+    goes into config.json, so a resumed run keeps it."""
+    from ampgan.speed.plan import plan_run
 
-    return _decided(start, "channels_last", channels_last_precisions, quiet)
-
-
-def _decide_compile(start: RunStart, quiet: bool) -> RunStart:
-    """A new run without --compile/--no-compile compiles when compiling was measured to pay for itself
-    over the run's length on this machine (speed/compilation.py; after the memory format, which the
-    compiled step depends on)."""
-    from ampgan.speed.compilation import compiled_precisions
-
-    return _decided(start, "compile", compiled_precisions, quiet)
-
-
-def _decided(start: RunStart, field: str, decide, quiet: bool) -> RunStart:
-    """The run with config field `field` set by `decide` (channels_last_precisions or
-    compiled_precisions: the precisions, of those asked, where the setting is measured to pay). The
-    choice goes into config.json, so a resumed run keeps it."""
     prepared = start.prepared
-    chosen, _ = decide(lambda precision: prepared.config, [prepared.config.precision.name], prepared.dataset,
-                       prepared.policy.device, _log(quiet))
-    config = prepared.config.with_fields({f"compute.{field}": bool(chosen)})
-    return dataclasses.replace(start, prepared=dataclasses.replace(prepared, config=config))
+    config, name = prepared.config, prepared.config.precision.name
+    plan = plan_run(lambda precision: config, prepared.dataset, prepared.policy.device, precisions=(name,),
+                    channels_last=None if "compute.channels_last" not in explicit else
+                    ((name,) if config.compute.channels_last else ()),
+                    compile=None if "compute.compile" not in explicit else ((name,) if config.compute.compile else ()),
+                    warn_named=False, log=_log(quiet))
+    planned = config.with_fields({"compute.channels_last": name in plan.channels_last,
+                                  "compute.compile": name in plan.compile})
+    return dataclasses.replace(start, prepared=dataclasses.replace(prepared, config=planned))
 
 
 def _log(quiet: bool):
