@@ -138,17 +138,6 @@ class Calibration:
     residuals: dict  # class -> precision -> {"low": q, "high": q} of log(measured / predicted), cross-validated
     document: dict  # the whole JSON, for provenance
 
-    def band(self, op: str, irregular: bool, precision: str) -> tuple[float, float]:
-        """(low, high) factors on a kernel's time: its class's cross-validated residual quantiles."""
-        classes = self.residuals["classes"]
-        key = f"{op}:{'irregular' if irregular else 'regular'}"
-        entry = classes.get(key) or classes[f"{op}:regular"]
-        quantiles = entry[path_of(precision)]
-        return math.exp(quantiles["low"]), math.exp(quantiles["high"])
-
-
-ARCHITECTURE_OF_CAPABILITY = {6: "pascal", 7: "volta"}  # calibrated; everything else borrows volta's, wider
-
 
 def calibration_for(gpu: GpuSpec) -> tuple[Calibration, bool]:
     """(the calibration a GPU's kernels are projected with, whether it was fitted on this architecture)."""

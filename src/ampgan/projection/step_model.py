@@ -35,7 +35,7 @@ from ampgan.projection.kernel_model import (
     peak_tflops,
     predict_seconds,
 )
-from ampgan.projection.kernel_fit import kernel_class
+from ampgan.projection.kernel_fit import class_candidates, kernel_class
 from ampgan.projection.kernels import GEMM, Kernel
 from ampgan.system.gpus import GpuSpec
 
@@ -128,8 +128,7 @@ def kernel_times(kernels: list[Kernel], gpu: GpuSpec, precision: str, calibratio
 
 def _class_entry(calibration: Calibration, name: str) -> dict:
     classes = calibration.residuals["classes"]
-    op, shape, *small = name.split(":")
-    for candidate in (name, f"{op}:{shape}", f"{op}:regular:small", f"{op}:regular"):
+    for candidate in class_candidates(name):
         if candidate in classes and "speedup" in classes[candidate]:
             return classes[candidate]
     raise KeyError(name)
