@@ -224,6 +224,11 @@ def test_the_study_report_shows_the_projection_as_projected_and_refuses_a_damage
     assert "PROJECTED" in table.title and table.table[0][0] == "GPU"
     assert [row[:2] for row in table.table[1:]] == [["T4", "64"], ["T4", "2048"], ["H100", "64"], ["H100", "2048"]]
     assert {row[3] for row in table.table[1:]} <= {"fp16", "bf16"} and figure.figure.is_file()
+    # an H100 user who changes nothing runs TF32 convolutions: that speedup comes first; no table calibrates Hopper
+    h100 = table.table[-1]
+    assert h100[5].index("over the default (TF32 convolutions)") < h100[5].index("over strict fp32")
+    assert h100[-1].startswith("NOT calibrated") and table.table[1][-1].startswith("NOT calibrated")  # T4: Turing
+    assert "off by" in table.paragraph and "band holds" in table.paragraph
     document = json.loads((tmp_path / "projection" / "projection.json").read_text())
     document["rows"][0]["batch_size"] = "many"
     (tmp_path / "projection" / "projection.json").write_text(json.dumps(document))
