@@ -182,7 +182,8 @@ def as_bench_document(results: dict, tables: dict[str, OpTable], gpu: GpuSpec, l
                  "estimate": r["speedup"], "low": r["speedup_low"], "high": r["speedup_high"]}
                 for r in rows if r["precision"] != BASELINE and "speedup" in r]
     traced = next(iter(tables.values()))
-    how = (f"a roofline over the step's operations onto {gpu.name} (datasheet row {gpu.key}), op tables traced on "
+    how = (f"a kernel model calibrated on measured GPU kernels, over the step's operations, onto {gpu.name} "
+           f"(datasheet row {gpu.key}), op tables traced on "
            f"{results.get('environment', {}).get('hardware_summary', traced.device)}; see 'ampgan project' for the band")
     return {**results, "configs": configs, "speedups": speedups}, how
 
@@ -201,7 +202,7 @@ def measured_gpu(results: dict, gpus: dict[str, GpuSpec]) -> GpuSpec | None:
 def measured_rows(results: dict, tables: dict[str, OpTable] | None = None, launch=None) -> list[dict]:
     """This machine's measured ms per step (the bench's medians), labelled measured. Measured on a GPU of
     the table, each row also holds the projection for that GPU and measured / projected: the check of the
-    roofline against a measurement (nothing is scaled by it)."""
+    model against a measurement (nothing is scaled by it)."""
     from ampgan.system.gpus import gpu_table  # noqa: PLC0415
 
     device = results.get("environment", {}).get("hardware_summary") or results.get("hardware", {}).get("name")

@@ -248,7 +248,7 @@ def report_sections(document: dict, out_dir: Path) -> list[Section]:
 
 
 def projection_sections(out_dir: Path) -> list[Section]:
-    """"On other hardware": per GPU and batch size, fp32 against the fastest mixed mode the roofline
+    """"On other hardware": per GPU and batch size, fp32 against the fastest mixed mode the model
     projects (projection/projection.json), and its figure. Nothing when the study made no projection."""
     path = out_dir / "projection" / "projection.json"
     if not path.is_file():
