@@ -91,7 +91,7 @@ def figure(document: dict, path: Path) -> Path | None:
         right.bar(xs, ys, width, yerr=errors, capsize=2, color=precision_colour(name), label=name)
     right.axhline(1.0, color="#444444", linewidth=0.8)
     right.set_xticks([i + width * (len(names) - 1) / 2 for i in range(len(devices))], devices, fontsize=7)
-    right.set(ylabel="speedup over PyTorch's default (projected)\n(TF32 convolutions where the GPU has TF32, else fp32)",
+    right.set(ylabel="speedup over PyTorch's default, projected\n(TF32 convolutions on a TF32 GPU, else fp32)",
               title=f"Projected speedup at batch {largest}")
     right.legend(fontsize=7)
     fig.suptitle(f"PROJECTED, not measured: {document['model']} on GPUs this machine does not have", fontsize=10)
