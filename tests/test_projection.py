@@ -1,4 +1,4 @@
-"""The projection onto GPUs this machine does not have: the roofline arithmetic against hand-computed
+"""The projection onto GPUs this machine does not have: the kernel and step models against hand-computed
 cases, the op table of a real step, and `ampgan project` end to end with its failure modes."""
 
 import json
@@ -305,3 +305,26 @@ def test_results_measured_on_a_gpu_of_the_table_put_its_projection_beside_each_m
     assert measured["projected"] is False and measured["projected_for_it_ms"] > 0
     assert measured["measured_over_projected"] == pytest.approx(measured["ms_per_step"] / measured["projected_for_it_ms"])
     assert "measured / projected" in stdout
+
+
+def test_an_op_table_traced_before_kernels_were_recorded_still_projects_and_says_how():
+    from ampgan.projection.assumptions import launch_assumption
+    from ampgan.projection.document import project
+
+    old = ["aten.mm", "matrix", "float16", 8, [0.0, 2e9], [0.0, 4e6], False, 3.0]  # 8 columns: no kernels
+    table = OpTable("fp16", (OpRow.from_list(old),), (8, 16), "cpu")
+    fp32 = OpTable("fp32", (OpRow.from_list(["aten.mm", "matrix", "float32", 8, [0.0, 2e9], [0.0, 8e6], False, 3.0]),),
+                   (8, 16), "cpu")
+    rows = project({"fp16": table, "fp32": fp32}, [gpu_spec("V100")], [64], launch_assumption(5e-6, "test"))
+    fp16 = next(r for r in rows if r["precision"] == "fp16")
+    assert fp16["status"] == "ok" and "1 matrix ops without recorded shapes" in fp16["source"]
+    assert fp16["speedup_low"] <= fp16["speedup"] <= fp16["speedup_high"] and fp16["calibrated"] is True
+
+
+def test_a_transposed_convolution_is_recorded_as_the_ordinary_one_run_the_other_way():
+    generator = nn.ConvTranspose2d(64, 1, 4, stride=2, padding=1)  # (B, 64, 14, 14) -> (B, 1, 28, 28)
+    z = torch.randn(8, 64, 14, 14, requires_grad=True)
+    records = [r for r in record_ops(lambda: generator(z).sum().backward()) if r.unit == "matrix"]
+    shape = (8, 1, 28, 28, 64, 4, 4, 1, 1, 2, 2)  # the ordinary convolution 1 -> 64 channels at 28x28
+    assert records[0].kernels == (("conv_bwd_data", shape),)
+    assert records[1].kernels == (("conv_fwd", shape), ("conv_bwd_weight", shape))
