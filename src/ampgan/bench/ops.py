@@ -97,6 +97,9 @@ class OpRow:
         if unit not in ("matrix", "memory") or not isinstance(op, str) or not isinstance(dtype, str) or len(rest) > 1:
             raise ValueError(f"not an op row: {item!r:.80}")
         kernels = tuple((str(kind), tuple((float(a), float(b)) for a, b in dims)) for kind, dims in (rest[0] if rest else []))
+        if any(KERNEL_DIMS.get(kind) != len(dims) for kind, dims in kernels):
+            raise ValueError(f"a kernel of an op row is not one of {', '.join(KERNEL_DIMS)} with its dimensions: "
+                             f"{item!r:.80}")
         return cls(op, unit, dtype, int(alignment), (float(flops[0]), float(flops[1])), (float(data[0]), float(data[1])),
                    bool(optimizer), float(weight), kernels)
 
@@ -123,6 +126,10 @@ def _matrix_dims(name: str, args) -> tuple[str, tuple[int, ...]]:
     a, b = shape(first), shape(first + 1)
     dtype = args[first].dtype if isinstance(args[first], torch.Tensor) else torch.float32
     return str(dtype).removeprefix("torch."), tuple(a[-2:]) + tuple(b[-1:])
+
+
+# The kernels kernel_shapes records and how many dimensions each has.
+KERNEL_DIMS = {"gemm": 5, "conv_fwd": 11, "conv_bwd_data": 11, "conv_bwd_weight": 11}
 
 
 def _is_transposed(matrix: torch.Tensor) -> bool:
