@@ -91,6 +91,7 @@ class PathData:
     """One precision's measured kernels of one GPU, ready for the model."""
 
     precision: str
+    gpu: GpuSpec
     names: list[str]
     kernels: list[Kernel]
     features: Features
@@ -100,14 +101,12 @@ class PathData:
 
     def subset(self, keep: np.ndarray) -> PathData:
         picked = [i for i in range(len(self.names)) if keep[i]]
-        return path_data([self.kernels[i] for i in picked], self.log_ms[picked], self.precision, self._gpu)
-
-    _gpu: GpuSpec | None = None
+        return path_data([self.kernels[i] for i in picked], self.log_ms[picked], self.precision, self.gpu)
 
 
 def path_data(kernels: list[Kernel], log_ms: np.ndarray, precision: str, gpu: GpuSpec) -> PathData:
-    return PathData(precision, [k.name for k in kernels], kernels, features(kernels, gpu.sms, precision),
-                    np.asarray(log_ms, dtype=float), peak_tflops(gpu, precision), BYTES[precision], gpu)
+    return PathData(precision, gpu, [k.name for k in kernels], kernels, features(kernels, gpu.sms, precision),
+                    np.asarray(log_ms, dtype=float), peak_tflops(gpu, precision), BYTES[precision])
 
 
 def _unpack(theta: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray]:
