@@ -27,13 +27,30 @@ from ampgan.projection.kernel_fit import (
     residual_quantiles,
     speedup_check,
 )
-from ampgan.projection.kernel_model import PATH_PARAMETERS, SHARED_PARAMETERS
+from ampgan.projection.kernel_model import PATH_PARAMETERS, SHARED_PARAMETERS, irregular
 from ampgan.system.gpus import gpu_spec
 
 HERE = Path(__file__).resolve().parent
 OUT = HERE.parents[1] / "src" / "ampgan" / "projection" / "calibration"
 # architecture -> (the GPU row of gpus.csv the table was measured on, the tables fitted)
 FITTED = {"volta": ("V100", ["deepbench_v100.csv"]), "pascal": ("P100", ["deepbench_p100.csv"])}
+
+
+# The cases issue 34 named where the fixed-fraction roofline went wrong, reported out of sample.
+CASES = {"aligned convolutions": lambda k: k.op != "gemm" and not irregular(k, "fp16"),
+         "1-channel convolutions": lambda k: k.op != "gemm" and k.c == 1,
+         "GEMMs not multiples of 8": lambda k: k.op == "gemm" and irregular(k, "fp16"),
+         "aligned GEMMs": lambda k: k.op == "gemm" and not irregular(k, "fp16")}
+
+
+def cases(check, kernels: dict) -> dict:
+    out = {}
+    for name, belongs in CASES.items():
+        picked = [i for i, n in enumerate(check.names) if belongs(kernels[n])]
+        held = [check.low[i] <= check.measured[i] <= check.high[i] for i in picked]
+        out[name] = {"kernels": len(picked), "measured_median": float(np.median(check.measured[picked])),
+                     "predicted_median": float(np.median(check.predicted[picked])), "band_holds": float(np.mean(held))}
+    return out
 
 
 def calibrate(architecture: str) -> dict:
@@ -43,6 +60,7 @@ def calibrate(architecture: str) -> dict:
     tables = paired(measured, gpu)
     paths, shared = fit(list(tables.values()), gpu)
     residuals = cross_validated_log_residuals(tables, gpu)
+    check = speedup_check(tables, residuals)
     sidecars = [json.loads((HERE / f"{name}.json").read_text(encoding="utf-8")) for name in files]
     return {
         "format": "ampgan-kernel-calibration/1",
@@ -57,7 +75,8 @@ def calibrate(architecture: str) -> dict:
         "cross_validation": {
             "folds": FOLDS, "quantiles": list(BAND_QUANTILES), "small_flops": SMALL_FLOPS,
             "classes": residual_quantiles(tables, residuals),
-            "speedup_fp32_to_fp16": speedup_check(tables, residuals).summary(),
+            "speedup_fp32_to_fp16": check.summary(),
+            "cases": cases(check, {k.name: k for k in tables["fp32"].kernels}),
             "time_error": {p: {"median": float(np.exp(np.median(np.abs(r)))),
                                "p90": float(np.exp(np.quantile(np.abs(r), 0.9)))} for p, r in residuals.items()},
         },
@@ -70,6 +89,9 @@ def main() -> int:
         document = calibrate(architecture)
         (OUT / f"{architecture}.json").write_text(json.dumps(document, indent=1) + "\n", encoding="utf-8")
         print(architecture, json.dumps(document["cross_validation"]["speedup_fp32_to_fp16"]))
+        for case, numbers in document["cross_validation"]["cases"].items():
+            print(f"  {case}: {numbers['kernels']} kernels, measured {numbers['measured_median']:.2f}x, predicted "
+                  f"{numbers['predicted_median']:.2f}x (medians), band holds {numbers['band_holds']:.0%}")
     return 0
 
 
