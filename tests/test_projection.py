@@ -1,8 +1,10 @@
-"""The projection onto GPUs this machine does not have: the roofline arithmetic against hand-computed
+"""The projection onto GPUs this machine does not have: the kernel and step models against hand-computed
 cases, the op table of a real step, and `ampgan project` end to end with its failure modes."""
 
 import json
+import math
 
+import numpy as np
 import pytest
 import torch
 from conftest import run_cli
@@ -10,69 +12,102 @@ from torch import nn
 
 from ampgan.bench.ops import OpRecord, OpRow, OpTable, affine_rows, record_ops
 from ampgan.errors import AmpganError
-from ampgan.projection.roofline import Efficiency, op_time, step_time
+from ampgan.projection.kernel_model import (
+    PATH_PARAMETERS,
+    TILES,
+    _tile_utilisation,
+    calibration_for,
+    features,
+    peak_tflops,
+    predict_seconds,
+)
+from ampgan.projection.kernels import Kernel
+from ampgan.projection.step_model import speedup_band, step_estimate
 from ampgan.system.gpus import GpuSpec, gpu_spec, gpu_table
 
 pytestmark = pytest.mark.real_op_trace
 
 TENSOR_GPU = GpuSpec(key="X", name="Test X", peak_tflops={"fp32": 10.0, "tf32": 40.0, "bf16": 100.0, "fp16": 100.0},
                      fp16_units="tensor", bandwidth_gbs=1000.0, memory_gib=16, cuda_capability=(8, 0), source="test",
-                     checked="test")
+                     checked="test", sms=80)
 HALF2_GPU = GpuSpec(key="P", name="Test P", peak_tflops={"fp32": 10.0, "tf32": None, "bf16": None, "fp16": 20.0},
                     fp16_units="half2", bandwidth_gbs=1000.0, memory_gib=16, cuda_capability=(6, 0), source="test",
-                    checked="test")
-IDEAL = Efficiency(tensor=0.5, fp32=1.0, bandwidth=0.8, launch_s=0.0)
+                    checked="test", sms=56)
 N = 4096
-MATMUL_FLOPS = 2.0 * N**3  # 1.374e11
 
 
-def row(op="aten.mm", unit="matrix", dtype="float16", alignment=8, flops=MATMUL_FLOPS, data=3.0 * N * N * 2, weight=1.0,
-        flops_slope=0.0, bytes_slope=0.0):
-    return OpRow(op, unit, dtype, alignment, (flops, flops_slope), (data, bytes_slope), False, weight)
+def row(op="aten.mm", unit="matrix", dtype="float16", alignment=8, flops=2.0 * N**3, data=3.0 * N * N * 2, weight=1.0,
+        flops_slope=0.0, bytes_slope=0.0, kernels=()):
+    return OpRow(op, unit, dtype, alignment, (flops, flops_slope), (data, bytes_slope), False, weight, kernels)
 
 
-def test_an_aligned_half_matmul_runs_on_tensor_cores_at_their_attainable_rate():
-    timed = op_time(row(), 1, TENSOR_GPU, "fp16", IDEAL)
-    # 1.374e11 FLOP / (100 TFLOP/s x 0.5) = 2.749 ms; its 100.7 MB at 800 GB/s take 0.126 ms
-    assert timed.unit == "tensor" and timed.bound == "compute"
-    assert timed.seconds == pytest.approx(MATMUL_FLOPS / 50e12)
-    assert timed.memory_s == pytest.approx(3 * N * N * 2 / 800e9)
+def test_a_kernel_s_arithmetic_and_implicit_gemm_by_hand():
+    conv = Kernel("c", "conv_fwd", batch=8, c=3, h=32, w=32, out_channels=64, r=4, s=4, pad_h=1, pad_w=1,
+                  stride_h=2, stride_w=2)
+    assert conv.output_hw == (16, 16)  # (32 + 2 - 4) // 2 + 1
+    assert conv.implicit_gemm() == (8 * 16 * 16, 64, 3 * 4 * 4)
+    assert conv.flops() == 2.0 * 8 * 64 * 16 * 16 * 3 * 16
+    assert conv.elements() == 8 * 3 * 32 * 32 + 64 * 3 * 16 + 8 * 64 * 16 * 16
+    data = Kernel("d", "conv_bwd_data", **{f: getattr(conv, f) for f in ("batch", "c", "h", "w", "out_channels", "r",
+                                                                        "s", "pad_h", "pad_w", "stride_h", "stride_w")})
+    assert data.implicit_gemm() == (8 * 32 * 32, 3, 64 * 16) and data.flops() == conv.flops()
 
 
-def test_misaligned_or_fp32_or_tensorless_matrix_work_runs_at_the_fp32_rate():
-    fp32_time = MATMUL_FLOPS / 10e12  # 13.7 ms at 100% of 10 TFLOP/s
-    assert op_time(row(alignment=1), 1, TENSOR_GPU, "fp16", IDEAL).seconds == pytest.approx(fp32_time)
-    assert op_time(row(dtype="float32"), 1, TENSOR_GPU, "fp16", IDEAL).seconds == pytest.approx(fp32_time)
-    assert op_time(row(dtype="float32"), 1, TENSOR_GPU, "fp32", IDEAL).seconds == pytest.approx(fp32_time)
-    # A P100's 20 TFLOP/s of fp16 is half2 arithmetic that autocast's fp32-accumulating products do not use
-    assert op_time(row(), 1, HALF2_GPU, "fp16", IDEAL).seconds == pytest.approx(fp32_time)
-    # tf32 wants multiples of 4: 40 TFLOP/s x 0.5
-    assert op_time(row(dtype="float32", alignment=4), 1, TENSOR_GPU, "tf32", IDEAL).seconds == pytest.approx(
-        MATMUL_FLOPS / 20e12)
+def test_tile_and_wave_quantisation_over_the_multiprocessors():
+    # 80 tiles of 128x128 fill 80 SMs exactly; one tile leaves 79 idle unless K is long enough to split
+    full = _tile_utilisation(1280, 1024, 128, 80)
+    assert full[TILES.index((128, 128))] == pytest.approx(0.0)
+    one = _tile_utilisation(128, 128, 128, 80)
+    assert one[TILES.index((128, 128))] == pytest.approx(math.log(1 / 80))
+    split = _tile_utilisation(128, 128, 128 * 256, 80)  # K / 256 = 128 splits: 80 of them fill the GPU
+    assert split[TILES.index((128, 128))] == pytest.approx(0.0)
+    # 129 rows need 2 tiles of 128: the second is almost empty
+    ragged = _tile_utilisation(129 * 10, 1024, 128, 80)
+    assert ragged[TILES.index((128, 128))] == pytest.approx(math.log(1290 / 1280 / 2 * 160 / 160))
 
 
-def test_element_wise_work_is_bound_by_bandwidth():
+def test_the_model_at_neutral_parameters_is_the_roofline_plus_a_launch():
+    # base 0 (100% of peak), no tile-size cost, K0 -> 0, no other effect; 1 us launch, full bandwidth
+    path = np.zeros(len(PATH_PARAMETERS))
+    path[PATH_PARAMETERS.index("log_small_k")] = -30.0
+    shared = np.array([math.log(1e-6), 0.0])
+    big = Kernel("g", "gemm", m=1280, n=1024, k=4096)  # 80 tiles of 128x128: one full wave
+    seconds, compute, memory = predict_seconds(features([big], 80, "fp16"), path, shared, 100.0, 1000.0, 2)
+    assert compute[0] == pytest.approx(2 * 1280 * 1024 * 4096 / 100e12)
+    assert memory[0] == pytest.approx((1280 * 4096 + 4096 * 1024 + 1280 * 1024) * 2 / 1000e9)
+    assert seconds[0] == pytest.approx(1e-6 + (compute[0] ** 4 + memory[0] ** 4) ** 0.25)
+
+
+def test_a_p100_runs_autocast_s_16_bit_products_at_its_fp32_rate_and_a_t4_on_tensor_cores():
+    assert peak_tflops(HALF2_GPU, "fp16") == 10.0 and peak_tflops(TENSOR_GPU, "fp16") == 100.0
+    assert peak_tflops(TENSOR_GPU, "tf32") == 40.0
+    assert calibration_for(gpu_spec("P100")) [0].architecture == "pascal"
+    assert calibration_for(gpu_spec("V100")) [1] is True and calibration_for(gpu_spec("T4")) [1] is False
+
+
+def test_element_wise_work_is_bandwidth_plus_a_launch_gap_and_many_tiny_ops_are_host_bound():
     relu = row(op="aten.relu", unit="memory", dtype="float32", flops=0.0, data=4e8)
-    timed = op_time(relu, 1, TENSOR_GPU, "fp32", IDEAL)
-    assert timed.bound == "memory" and timed.seconds == pytest.approx(4e8 / 800e9)  # 0.5 ms
-
-
-def test_tiny_kernels_are_bound_by_launching_them():
+    timed = step_estimate([relu], 1, TENSOR_GPU, "fp32", dispatch_s=0.0)
+    assert timed.seconds == pytest.approx(4e8 / (1000e9 * 0.75) + 4e-6)  # mid bandwidth fraction and launch gap
+    assert timed.low == pytest.approx(4e8 / (1000e9 * 0.90) + 2e-6)
+    assert timed.high == pytest.approx(4e8 / (1000e9 * 0.60) + 6e-6)
     tiny = row(op="aten.add", unit="memory", dtype="float32", flops=0.0, data=16.0, weight=1000)
-    timed = step_time([tiny], 1, TENSOR_GPU, "fp32", Efficiency(0.5, 1.0, 0.8, launch_s=5e-6))
-    assert timed.bound == "launch" and timed.kernels == 1000
-    assert timed.seconds == pytest.approx(1000 * (5e-6 + 16 / 800e9))
+    hosted = step_estimate([tiny], 1, TENSOR_GPU, "fp32", dispatch_s=10e-6)
+    assert hosted.bound == "host" and hosted.seconds == pytest.approx(1000 * 10e-6)
+    assert hosted.high == pytest.approx(1000 * 10e-6 + 1000 * (6e-6 + 16 / 600e9))  # host and GPU in series
 
 
-def test_a_step_sums_its_rows_by_weight_and_batch_size():
-    conv = row(op="aten.convolution", flops=0.0, flops_slope=1e9, data=1e6, bytes_slope=1e6, weight=2)
-    norm = row(op="aten.native_batch_norm", unit="memory", dtype="float32", flops=0.0, data=0.0, bytes_slope=8e6)
-    timed = step_time([conv, norm], 100, TENSOR_GPU, "fp16", IDEAL)
-    conv_s = 100 * 1e9 / 50e12  # 2 ms: compute-bound (its 101 MB take 0.126 ms)
-    norm_s = 100 * 8e6 / 800e9  # 1 ms
-    assert timed.seconds == pytest.approx(2 * conv_s + norm_s)
-    assert timed.by_bound["compute"] == pytest.approx(2 * conv_s) and timed.by_bound["memory"] == pytest.approx(norm_s)
-    assert timed.tensor_flops_share == 1.0
+def test_a_speedup_band_holds_its_mid_and_is_wider_without_a_calibration():
+    conv = (("conv_fwd", tuple((float(d), 0.0) for d in (256, 64, 32, 32, 128, 3, 3, 1, 1, 1, 1))),)
+    rows32 = [row(dtype="float32", kernels=conv)]
+    rows16 = [row(kernels=conv)]
+    widths = {}
+    for key in ("V100", "T4"):
+        gpu = gpu_spec(key)
+        mid, low, high = speedup_band(step_estimate(rows32, 1, gpu, "fp32", 0.0), step_estimate(rows16, 1, gpu, "fp16", 0.0))
+        assert low < mid < high and mid > 1.5  # an aligned 3x3 convolution gains on tensor cores
+        widths[key] = high / low
+    assert widths["T4"] > widths["V100"] * 1.5  # x1.27 each way for an architecture no table calibrates
 
 
 def test_record_ops_counts_kernels_flops_and_bytes_and_skips_views():
@@ -146,7 +181,7 @@ def test_project_writes_one_projected_row_per_gpu_precision_and_batch(tiny_bench
     for key in (("T4", "fp16", 4096), ("A100", "bf16", 8), ("A100", "fp32", 4096)):
         r = rows[key]
         assert r["status"] == "ok" and r["ms_low"] <= r["ms_per_step"] <= r["ms_high"]
-        assert r["speedup_low"] <= r["speedup"] <= r["speedup_high"] and r["bound"] in ("compute", "memory", "launch")
+        assert r["speedup_low"] <= r["speedup"] <= r["speedup_high"] and r["bound"] in ("compute", "memory", "launch", "host")
         assert "datasheet" in r["source"] and r["cost"]["fast"] <= r["cost"]["mid"] <= r["cost"]["slow"]
     # a batch this machine never ran costs more than one it did
     assert rows[("T4", "fp32", 4096)]["ms_per_step"] > rows[("T4", "fp32", 8)]["ms_per_step"]
@@ -189,6 +224,11 @@ def test_the_study_report_shows_the_projection_as_projected_and_refuses_a_damage
     assert "PROJECTED" in table.title and table.table[0][0] == "GPU"
     assert [row[:2] for row in table.table[1:]] == [["T4", "64"], ["T4", "2048"], ["H100", "64"], ["H100", "2048"]]
     assert {row[3] for row in table.table[1:]} <= {"fp16", "bf16"} and figure.figure.is_file()
+    # an H100 user who changes nothing runs TF32 convolutions: that speedup comes first; no table calibrates Hopper
+    h100 = table.table[-1]
+    assert h100[5].index("over the default (TF32 convolutions)") < h100[5].index("over strict fp32")
+    assert h100[-1].startswith("NOT calibrated") and table.table[1][-1].startswith("NOT calibrated")  # T4: Turing
+    assert "off by" in table.paragraph and "band holds" in table.paragraph
     document = json.loads((tmp_path / "projection" / "projection.json").read_text())
     document["rows"][0]["batch_size"] = "many"
     (tmp_path / "projection" / "projection.json").write_text(json.dumps(document))
@@ -265,3 +305,26 @@ def test_results_measured_on_a_gpu_of_the_table_put_its_projection_beside_each_m
     assert measured["projected"] is False and measured["projected_for_it_ms"] > 0
     assert measured["measured_over_projected"] == pytest.approx(measured["ms_per_step"] / measured["projected_for_it_ms"])
     assert "measured / projected" in stdout
+
+
+def test_an_op_table_traced_before_kernels_were_recorded_still_projects_and_says_how():
+    from ampgan.projection.assumptions import launch_assumption
+    from ampgan.projection.document import project
+
+    old = ["aten.mm", "matrix", "float16", 8, [0.0, 2e9], [0.0, 4e6], False, 3.0]  # 8 columns: no kernels
+    table = OpTable("fp16", (OpRow.from_list(old),), (8, 16), "cpu")
+    fp32 = OpTable("fp32", (OpRow.from_list(["aten.mm", "matrix", "float32", 8, [0.0, 2e9], [0.0, 8e6], False, 3.0]),),
+                   (8, 16), "cpu")
+    rows = project({"fp16": table, "fp32": fp32}, [gpu_spec("V100")], [64], launch_assumption(5e-6, "test"))
+    fp16 = next(r for r in rows if r["precision"] == "fp16")
+    assert fp16["status"] == "ok" and "1 matrix ops without recorded shapes" in fp16["source"]
+    assert fp16["speedup_low"] <= fp16["speedup"] <= fp16["speedup_high"] and fp16["calibrated"] is True
+
+
+def test_a_transposed_convolution_is_recorded_as_the_ordinary_one_run_the_other_way():
+    generator = nn.ConvTranspose2d(64, 1, 4, stride=2, padding=1)  # (B, 64, 14, 14) -> (B, 1, 28, 28)
+    z = torch.randn(8, 64, 14, 14, requires_grad=True)
+    records = [r for r in record_ops(lambda: generator(z).sum().backward()) if r.unit == "matrix"]
+    shape = (8, 1, 28, 28, 64, 4, 4, 1, 1, 2, 2)  # the ordinary convolution 1 -> 64 channels at 28x28
+    assert records[0].kernels == (("conv_bwd_data", shape),)
+    assert records[1].kernels == (("conv_fwd", shape), ("conv_bwd_weight", shape))

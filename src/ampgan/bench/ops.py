@@ -58,6 +58,7 @@ class OpRecord:
     bytes: float
     optimizer: bool  # inside an optimizer's step()
     weight: float = 1.0
+    kernels: tuple = ()  # the GEMM / convolution-pass kernels a matrix op launches: ((op, (dims...)), ...)
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,12 @@ class OpRow:
     bytes: tuple[float, float]
     optimizer: bool
     weight: float
+    # The kernels a matrix op launches, by shape, each dimension affine in the batch like flops:
+    # ((kind, ((intercept, slope), ...)), ...), kind and dimensions as kernel_shapes() gives them.
+    kernels: tuple = ()
+
+    def kernels_at(self, batch_size: float) -> list[tuple[str, tuple[int, ...]]]:
+        return [(kind, tuple(max(0, round(a + b * batch_size)) for a, b in dims)) for kind, dims in self.kernels]
 
     def flops_at(self, batch_size: float) -> float:
         return max(0.0, self.flops[0] + self.flops[1] * batch_size)
@@ -81,15 +88,20 @@ class OpRow:
 
     def to_list(self) -> list:
         return [self.op, self.unit, self.dtype, self.alignment, list(self.flops), list(self.bytes), self.optimizer,
-                self.weight]
+                self.weight, [[kind, [list(d) for d in dims]] for kind, dims in self.kernels]]
 
     @classmethod
     def from_list(cls, item: list) -> OpRow:
-        op, unit, dtype, alignment, flops, data, optimizer, weight = item
-        if unit not in ("matrix", "memory") or not isinstance(op, str) or not isinstance(dtype, str):
+        # Tables written before kernels were recorded have 8 columns.
+        op, unit, dtype, alignment, flops, data, optimizer, weight, *rest = item
+        if unit not in ("matrix", "memory") or not isinstance(op, str) or not isinstance(dtype, str) or len(rest) > 1:
             raise ValueError(f"not an op row: {item!r:.80}")
+        kernels = tuple((str(kind), tuple((float(a), float(b)) for a, b in dims)) for kind, dims in (rest[0] if rest else []))
+        if any(KERNEL_DIMS.get(kind) != len(dims) for kind, dims in kernels):
+            raise ValueError(f"a kernel of an op row is not one of {', '.join(KERNEL_DIMS)} with its dimensions: "
+                             f"{item!r:.80}")
         return cls(op, unit, dtype, int(alignment), (float(flops[0]), float(flops[1])), (float(data[0]), float(data[1])),
-                   bool(optimizer), float(weight))
+                   bool(optimizer), float(weight), kernels)
 
 
 def _alignment(*dims: int) -> int:
@@ -114,6 +126,58 @@ def _matrix_dims(name: str, args) -> tuple[str, tuple[int, ...]]:
     a, b = shape(first), shape(first + 1)
     dtype = args[first].dtype if isinstance(args[first], torch.Tensor) else torch.float32
     return str(dtype).removeprefix("torch."), tuple(a[-2:]) + tuple(b[-1:])
+
+
+# The kernels kernel_shapes records and how many dimensions each has.
+KERNEL_DIMS = {"gemm": 5, "conv_fwd": 11, "conv_bwd_data": 11, "conv_bwd_weight": 11}
+
+
+def _is_transposed(matrix: torch.Tensor) -> bool:
+    """A 2-D operand stored column-major (a linear layer's weight.t()): cuBLAS reads it transposed."""
+    return matrix.dim() == 2 and matrix.stride(0) == 1 and matrix.stride(1) != 1
+
+
+def kernel_shapes(name: str, args) -> tuple:
+    """The kernels a matrix op launches, by shape: ("gemm", (m, n, k, transpose_a, transpose_b)) or
+    (conv pass, (batch, c, h, w, out_channels, r, s, pad_h, pad_w, stride_h, stride_w)) with the pass one of
+    conv_fwd, conv_bwd_data, conv_bwd_weight of an ordinary convolution. A transposed convolution is the
+    ordinary one run the other way: its forward is that one's data gradient, and its data gradient that
+    one's forward. Empty for what the kernel model does not describe (grouped, dilated, batched products)."""
+    tensors = [a for a in args if isinstance(a, torch.Tensor)]
+    if name in ("mm", "addmm"):
+        a, b = tensors[-2], tensors[-1]
+        if a.dim() != 2 or b.dim() != 2:
+            return ()
+        return (("gemm", (a.shape[0], b.shape[1], a.shape[1], int(_is_transposed(a)), int(_is_transposed(b)))),)
+    if name not in ("convolution", "convolution_backward"):
+        return ()
+    backward = name == "convolution_backward"
+    # convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups)
+    # convolution_backward(grad_output, input, weight, bias_sizes, stride, padding, dilation, transposed,
+    #                      output_padding, groups, output_mask)
+    first = 1 if backward else 0
+    data, weight = args[first], args[first + 1]
+    stride, padding, dilation, transposed, _, groups = args[first + 3:first + 9]
+    if data.dim() != 4 or groups != 1 or any(d != 1 for d in dilation):
+        return ()
+    r, s = weight.shape[2:]
+    common = (r, s, padding[0], padding[1], stride[0], stride[1])
+    if not transposed:  # input (N, C, H, W), weight (K, C, r, s)
+        shape = (*data.shape, weight.shape[0], *common)
+        passes = ("conv_fwd",) if not backward else tuple(
+            kind for kind, wanted in zip(("conv_bwd_data", "conv_bwd_weight"), args[10][:2]) if wanted)
+    else:  # input (N, Cin, H, W), weight (Cin, Cout, r, s): the ordinary convolution maps Cout -> Cin
+        outer = args[0] if backward else None
+        if outer is None:  # the forward's output size, as conv_transpose computes it (no output padding here)
+            height = (data.shape[2] - 1) * stride[0] - 2 * padding[0] + r + args[7][0]
+            width = (data.shape[3] - 1) * stride[1] - 2 * padding[1] + s + args[7][1]
+            outer_shape = (data.shape[0], weight.shape[1], height, width)
+        else:
+            outer_shape = tuple(outer.shape)
+        shape = (*outer_shape, weight.shape[0], *common)
+        passes = ("conv_bwd_data",) if not backward else tuple(
+            kind for kind, wanted in zip(("conv_fwd", "conv_bwd_weight"), args[10][:2]) if wanted)
+    return tuple((kind, tuple(int(d) for d in shape)) for kind in passes)
 
 
 def _tensors(tree) -> list[torch.Tensor]:
@@ -145,15 +209,18 @@ class _OpRecorder(TorchDispatchMode):
         if not str(packet).startswith("aten.") or func.is_view or name in NO_KERNEL:
             return out
         inputs, outputs = _tensors((args, kwargs)), _tensors(out)
+        kernels = ()
         if kind_of(str(packet)) == "other":
             widest = max((t for t in inputs if t.is_floating_point()), key=lambda t: t.element_size(), default=None)
             dtype, alignment, unit = (str(widest.dtype).removeprefix("torch.") if widest is not None else "none"), 1, "memory"
         else:
             dtype, dims = _matrix_dims(name, args)
             alignment, unit = _alignment(*dims), "matrix"
+            kernels = kernel_shapes(name, args)
         flops = float(flop_registry[packet](*args, **kwargs, out_val=out)) if packet in flop_registry else 0.0
         self.records.append(OpRecord(op=str(packet), unit=unit, dtype=dtype, alignment=alignment, flops=flops,
-                                     bytes=float(_bytes_of(inputs + outputs)), optimizer=self.in_optimizer > 0))
+                                     bytes=float(_bytes_of(inputs + outputs)), optimizer=self.in_optimizer > 0,
+                                     kernels=kernels))
         return out
 
 
@@ -186,7 +253,8 @@ def affine_rows(small: list[OpRecord], large: list[OpRecord], small_batch: int, 
     """Op rows from the same step traced at two batch sizes (operation for operation), merged where
     identical. Raises AmpganError when the two traces are not the same operations in the same order."""
     same = len(small) == len(large) and all(
-        (a.op, a.unit, a.dtype, a.optimizer, a.weight) == (b.op, b.unit, b.dtype, b.optimizer, b.weight)
+        (a.op, a.unit, a.dtype, a.optimizer, a.weight, [k for k, _ in a.kernels])
+        == (b.op, b.unit, b.dtype, b.optimizer, b.weight, [k for k, _ in b.kernels])
         for a, b in zip(small, large))
     if not same:
         raise AmpganError(f"the training step runs different operations at batch {small_batch} and {large_batch} "
@@ -197,11 +265,13 @@ def affine_rows(small: list[OpRecord], large: list[OpRecord], small_batch: int, 
     for a, b in zip(small, large):
         flop_slope = (b.flops - a.flops) / span
         byte_slope = (b.bytes - a.bytes) / span
+        kernels = tuple((kind, tuple((x - (y - x) / span * small_batch, (y - x) / span) for x, y in zip(dims, other)))
+                        for (kind, dims), (_, other) in zip(a.kernels, b.kernels))
         key = (a.op, a.unit, a.dtype, min(a.alignment, b.alignment),
                (a.flops - flop_slope * small_batch, flop_slope), (a.bytes - byte_slope * small_batch, byte_slope),
-               a.optimizer)
+               a.optimizer, kernels)
         merged[key] = merged.get(key, 0.0) + a.weight
-    return [OpRow(*key, weight=weight) for key, weight in merged.items()]
+    return [OpRow(*key[:7], weight=weight, kernels=key[7]) for key, weight in merged.items()]
 
 
 @dataclass(frozen=True)
@@ -229,7 +299,7 @@ class OpTable:
     def to_dict(self) -> dict:
         return {"format": FORMAT, "precision": self.precision, "traced_at": list(self.traced_at),
                 "device": self.device,
-                "columns": ["op", "unit", "dtype", "alignment", "flops", "bytes", "optimizer", "weight"],
+                "columns": ["op", "unit", "dtype", "alignment", "flops", "bytes", "optimizer", "weight", "kernels"],
                 "rows": [r.to_list() for r in self.rows]}
 
     @classmethod

@@ -89,7 +89,7 @@ def _refuse_foreign_cost_files(folder: Path) -> None:
 
 
 def _projected_onto(chosen, documents, device, paths):
-    """The results projected onto the instance's GPU (ampgan project's roofline) instead of charging
+    """The results projected onto the instance's GPU (ampgan project's kernel model) instead of charging
     another machine's times to it; one error line when its GPU is not in the table."""
     from ampgan.projection.assumptions import launch_assumption, measure_dispatch_seconds
     from ampgan.projection.document import as_bench_document, gpu_of_instance
@@ -108,7 +108,7 @@ def _projected_onto(chosen, documents, device, paths):
     launch = launch_assumption(measure_dispatch_seconds(), device)
     projected = [as_bench_document(d, op_tables_of(d, Path(p), log=lambda line: click.echo(line, err=True)), gpu, launch)
                  for d, p in zip(documents, paths)]
-    click.echo(f"{chosen.label} runs on {gpu.key}, not on {device}: costing PROJECTED times (roofline), not "
+    click.echo(f"{chosen.label} runs on {gpu.key}, not on {device}: costing PROJECTED times (kernel model), not "
                "measured ones", err=True)
     return [document for document, _ in projected], f"{gpu.name} (projected)", projected[0][1]
 

@@ -12,7 +12,11 @@ from ampgan.errors import AmpganError
 
 
 @click.command("project")
-@click.argument("results", type=click.Path(path_type=Path))
+@click.argument("results", type=click.Path(path_type=Path), required=False)
+@click.option("--kernels", type=click.Path(path_type=Path), default=None,
+              help="Instead of RESULTS: a CSV of kernels (name,op,m,n,k,transpose_a,transpose_b,batch,c,h,w,"
+                   "out_channels,r,s,pad_h,pad_w,stride_h,stride_w): writes OUT/kernels.csv with each one's "
+                   "projected ms and band per GPU and precision.")
 @click.option("--devices", type=NameList(), default=None,
               help="GPUs from src/ampgan/system/gpus.csv, comma-separated (default T4,P100,V100,A100,L4,H100,H200).")
 @click.option("--batch-sizes", type=IntList(), default=None,
@@ -24,9 +28,15 @@ from ampgan.errors import AmpganError
 @click.option("--overwrite", is_flag=True, help="Replace an existing, non-empty output folder.")
 @click.option("--json", "as_json", is_flag=True, help="Print the rows as one JSON object instead of the table.")
 @trust_model_option
-def command(results, devices, batch_sizes, prices, out, overwrite, as_json) -> None:
-    """Project ms per step and cost per precision onto datasheet GPUs (a roofline over the step's
-    operations, traced with the bench): PROJECTED, never measured, with its band."""
+def command(results, kernels, devices, batch_sizes, prices, out, overwrite, as_json) -> None:
+    """Project ms per step and cost per precision onto datasheet GPUs (a kernel model calibrated on
+    measured GPU kernels, over the step's operations traced with the bench): PROJECTED, never measured,
+    with its band. With --kernels: the same model on a table of kernels."""
+    if (results is None) == (kernels is None):
+        raise AmpganError("give either RESULTS (a bench's results.json or a compare folder) or --kernels FILE.csv")
+    if kernels is not None:
+        _project_kernels(kernels, devices, out, overwrite, as_json)
+        return
     from ampgan.bench.output import load_results
     from ampgan.cost.catalog import load_catalog
     from ampgan.projection.assumptions import (
@@ -64,3 +74,23 @@ def command(results, devices, batch_sizes, prices, out, overwrite, as_json) -> N
     else:
         click.echo(text)
         click.echo(f"projection: {target / 'projection.json'} (PROJECTED, not measured)")
+
+
+def _project_kernels(path: Path, devices: str | None, out: Path | None, overwrite: bool, as_json: bool) -> None:
+    from ampgan.projection.document import DEFAULT_DEVICES
+    from ampgan.projection.kernel_table import project_kernels, read_kernels, write_kernel_projection
+    from ampgan.runs.claim import claimed_folder
+    from ampgan.system.gpus import gpu_spec
+
+    table = read_kernels(Path(path))  # every row checked before anything is written
+    gpus = [gpu_spec(name) for name in (devices.split(",") if devices else DEFAULT_DEVICES)]
+    rows = project_kernels(table, gpus)
+    target = out or Path(path).parent / "projection"
+    with claimed_folder(target, overwrite, "projection",
+                        unfinished=lambda folder: not (folder / "kernels.csv").is_file()):
+        written = write_kernel_projection(rows, target)
+    if as_json:
+        click.echo(json.dumps({"kernels": str(written), "rows": rows}))
+    else:
+        click.echo(f"{len(table)} kernels x {len(gpus)} GPUs: {written} (PROJECTED by the kernel model, not measured; "
+                   "its error: docs/projection.md)")

@@ -35,7 +35,7 @@ def load_same_hardware(paths: list[Path]) -> tuple[list[dict], str]:
 def price_basis(instance: Instance | None, price_per_hour: float | None, device: str,
                 assume_same_speed: bool, projected: str | None = None) -> dict:
     """The hourly price to charge one measured device, and what it rests on. `projected`: the times
-    are a roofline projection onto the instance's GPU, and this says how they were made."""
+    are a kernel-model projection onto the instance's GPU, and this says how they were made."""
     if price_per_hour is not None:
         if not price_per_hour > 0:
             raise AmpganError(f"--price-per-hour must be positive, got {price_per_hour}")

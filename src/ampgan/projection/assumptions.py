@@ -1,9 +1,10 @@
-"""What the roofline assumes beyond the datasheets, each with its band and where it comes from.
+"""What the step model assumes beyond the calibrated kernel model, each with its band and source.
 
-Nothing here is fitted to anyone's measurements (the study's T4 times included): the attainable
-fractions are ranges read from how such kernels are known to behave, the per-kernel cost is measured
-on this machine plus an assumed GPU launch gap. The projection is drawn at the band's optimistic end,
-its middle and its pessimistic end; the spread is its uncertainty, and it is shown with every number.
+The matrix kernels (convolutions, products) are calibrated on measured kernels (kernel_model.py,
+calibration/*.json). What no calibration table measures is assumed here and said so: the bandwidth
+fraction of element-wise, normalisation and reduction kernels, their launch gap, and the host's
+dispatch cost per operation (measured on the machine that traced the step). Nothing here is fitted
+to anyone's step times (the study's included).
 """
 
 from __future__ import annotations
@@ -13,8 +14,6 @@ import time
 from dataclasses import dataclass
 
 import torch
-
-from ampgan.projection.roofline import Efficiency
 
 
 @dataclass(frozen=True)
@@ -31,15 +30,6 @@ class Assumption:
                 "source": self.source}
 
 
-TENSOR_FRACTION = Assumption(
-    "tensor-core fraction of peak", 0.30, 0.50, 0.75, "fraction",
-    "assumption. NVIDIA, Matrix Multiplication Background User's Guide (DU-09799-001): cuBLAS reaches most of "
-    "the tensor peak only on large aligned products, tile and wave quantization cost the rest; a GAN's "
-    "convolutions (cuDNN implicit GEMM) at training shapes are taken to reach 30-75%")
-FP32_FRACTION = Assumption(
-    "FP32-unit fraction of peak", 0.50, 0.70, 0.85, "fraction",
-    "assumption. SGEMM and FP32 cuDNN convolutions on CUDA cores are compute-dense kernels that reach well over "
-    "half of the FP32 peak on large problems; taken as 50-85%")
 BANDWIDTH_FRACTION = Assumption(
     "memory-bandwidth fraction of peak", 0.60, 0.75, 0.90, "fraction",
     "assumption. STREAM-style kernels (McCalpin 1995; BabelStream, Deakin et al. 2016) reach 70-90% of a GPU's "
@@ -62,25 +52,23 @@ def measure_dispatch_seconds(repeats: int = 2000, blocks: int = 5) -> float:
 
 
 def launch_assumption(dispatch_s: float, where: str) -> Assumption:
-    """The per-kernel cost: from an assumed launch gap alone (kernels queued ahead of the GPU) to this
-    machine's dispatch time plus the gap (the GPU waits for the host at every kernel)."""
-    low, high = LAUNCH_GAP_S[0], dispatch_s + LAUNCH_GAP_S[1]
+    """The host's cost per operation: PyTorch's dispatch time measured here. No precision shrinks it
+    (a mixed step runs more operations: autocast's casts, the scaler's checks)."""
     return Assumption(
-        "cost per kernel", low, (low + high) / 2, high, "seconds",
-        f"measured + assumption: PyTorch's dispatch time per operation measured on {where} "
-        f"({dispatch_s * 1e6:.1f} us) plus an assumed 2-6 us launch gap per kernel (NVIDIA, 'Getting Started with "
-        "CUDA Graphs': launch overheads of microseconds per kernel)")
+        "host dispatch per operation", dispatch_s, dispatch_s, dispatch_s, "seconds",
+        f"measured: PyTorch's dispatch time per operation on {where} ({dispatch_s * 1e6:.1f} us); the step takes "
+        "max(GPU, host) when the host runs ahead of the GPU and GPU + host when it cannot, the band both")
 
 
-def efficiency_points(launch: Assumption) -> dict[str, Efficiency]:
-    """The three points the projection is drawn at: "fast" (the band's optimistic end), "mid", "slow"."""
-    fractions = (TENSOR_FRACTION, FP32_FRACTION, BANDWIDTH_FRACTION)
-    return {
-        "fast": Efficiency(*(a.high for a in fractions), launch_s=launch.low),
-        "mid": Efficiency(*(a.mid for a in fractions), launch_s=launch.mid),
-        "slow": Efficiency(*(a.low for a in fractions), launch_s=launch.high),
-    }
+def host_seconds_per_op(launch: Assumption) -> float:
+    return launch.mid
+
+
+LAUNCH_GAP = Assumption(
+    "launch gap per non-matrix kernel", LAUNCH_GAP_S[0], sum(LAUNCH_GAP_S) / 2, LAUNCH_GAP_S[1], "seconds",
+    "assumption. NVIDIA, 'Getting Started with CUDA Graphs': launch overheads of microseconds per kernel; a matrix "
+    "kernel's own cost is in its calibration (fitted on isolated kernels)")
 
 
 def all_assumptions(launch: Assumption) -> list[dict]:
-    return [a.to_dict() for a in (TENSOR_FRACTION, FP32_FRACTION, BANDWIDTH_FRACTION, launch)]
+    return [a.to_dict() for a in (BANDWIDTH_FRACTION, LAUNCH_GAP, launch)]

@@ -1,8 +1,9 @@
 """`ampgan project`: bench results -> projected ms per step and cost per GPU, precision and batch size.
 
-Measure (the op tables, traced with the bench) -> roofline (pure) -> this document -> render. Every
-row says it is projected, what bounds it, its band, and which datasheet row and op table it rests
-on; the measured rows of this machine sit beside it, labelled measured.
+Measure (the op tables, traced with the bench) -> step model (pure: calibrated kernels, bandwidth, host)
+-> this document -> render. Every row says it is projected, what bounds it, its band, which calibration
+and datasheet row and op table it rests on; on a TF32 GPU its speedup over PyTorch's default (TF32
+convolutions) comes before the one over strict fp32; the measured rows of this machine sit beside it.
 """
 
 from __future__ import annotations
@@ -13,8 +14,9 @@ from ampgan.cost.catalog import Instance
 from ampgan.errors import AmpganError
 from ampgan.precisions import BASELINE, in_order
 from ampgan.precisions import precision as precision_mode
-from ampgan.projection.assumptions import all_assumptions, efficiency_points
-from ampgan.projection.roofline import step_time
+from ampgan.projection.assumptions import all_assumptions, host_seconds_per_op
+from ampgan.projection.kernel_model import calibration_for
+from ampgan.projection.step_model import DEFAULT, UNCALIBRATED_WIDENING, StepEstimate, speedup_band, step_estimate
 from ampgan.system.gpus import GpuSpec
 
 FORMAT = "ampgan-projection/1"
@@ -27,7 +29,8 @@ ROW_SHAPE = {"device": str, "precision": str, "batch_size": int, "status": str, 
              "?ms_per_step": _NUMBER, "?ms_low": _NUMBER, "?ms_high": _NUMBER, "?speedup": _NUMBER,
              "?speedup_low": _NUMBER, "?speedup_high": _NUMBER, "?bound": str,
              "?cost": {"fast": _NUMBER, "mid": _NUMBER, "slow": _NUMBER}, "?fits": bool,
-             "?memory_gib_at_least": _NUMBER}
+             "?memory_gib_at_least": _NUMBER, "?speedup_over_default": _NUMBER,
+             "?speedup_over_default_low": _NUMBER, "?speedup_over_default_high": _NUMBER, "?calibrated": bool}
 DOCUMENT_SHAPE = {"format": str, "model": (str, None), "traced_on": (str, None), "rows": [ROW_SHAPE]}
 
 
@@ -70,18 +73,46 @@ def memory_at_least(memory: dict | None, precision: str, batch_size: int) -> flo
     return float(parameters) + float(value) * batch_size
 
 
+def _calibration_note(gpu: GpuSpec) -> dict:
+    calibration, own = calibration_for(gpu)
+    tables = "; ".join(f"{t['file']} (CUDA {t['software'].get('cuda')}, cuDNN {t['software'].get('cudnn')})"
+                       for t in calibration.document.get("tables", []))
+    error = calibration.residuals.get("speedup_fp32_to_fp16", {})
+    measured = (f"cross-validated on {calibration.document.get('gpu')}: fp32->fp16 kernel speedups off by "
+                f"{error.get('median_speedup_error', float('nan')):.2f}x in the median, band holds "
+                f"{error.get('band_coverage', float('nan')):.0%}")
+    if own:
+        note = f"calibrated on {gpu.key}'s architecture ({calibration.architecture}: {tables}); {measured}"
+    else:
+        note = (f"NO calibration for this architecture (capability {gpu.cuda_capability[0]}.{gpu.cuda_capability[1]}): "
+                f"{calibration.architecture}'s ({tables}) with this GPU's datasheet, band widened "
+                f"x{UNCALIBRATED_WIDENING} each way; {measured}")
+    return {"architecture": calibration.architecture, "own": own, "note": note}
+
+
+def has_tf32_default(gpu: GpuSpec) -> bool:
+    """PyTorch runs convolutions in TF32 by default (torch.backends.cudnn.allow_tf32) on capability >= 8.0."""
+    return gpu.cuda_capability >= (8, 0) and bool(gpu.peak_tflops.get("tf32"))
+
+
 def project(tables: dict[str, OpTable], gpus: list[GpuSpec], batch_sizes: list[int], launch, *,
             precisions: tuple[str, ...] = PROJECTED_PRECISIONS, catalog: list[Instance] | None = None,
             memory: dict | None = None) -> list[dict]:
-    """One row per GPU x precision x batch size: the projected ms per step at the band's three
-    points, its bound, its speedup over fp32 and the cost of the study's 1M batches."""
-    points = efficiency_points(launch)
+    """One row per GPU x precision x batch size: the projected ms per step with its band, its bound, its
+    speedup over strict fp32 and (on a TF32 GPU) over PyTorch's default, and the cost of the study's 1M
+    batches. The model: projection/step_model.py."""
+    dispatch_s = host_seconds_per_op(launch)
     rows = []
     for gpu in gpus:
         instance = cheapest_instance(catalog, gpu)
         price = instance.price_per_hour / max(1, instance.gpu_count) if instance else None
+        calibration = _calibration_note(gpu)
         for batch_size in batch_sizes:
-            baseline = None
+            estimates: dict[str, StepEstimate] = {}
+            fp32_table, _ = table_for(BASELINE, tables)
+            default = None
+            if has_tf32_default(gpu) and fp32_table is not None:
+                default = step_estimate(fp32_table.on_cuda(), batch_size, gpu, DEFAULT, dispatch_s)
             for name in precisions:
                 row = {"device": gpu.key, "precision": name, "batch_size": batch_size, "projected": True}
                 table, table_note = table_for(name, tables)
@@ -89,29 +120,38 @@ def project(tables: dict[str, OpTable], gpus: list[GpuSpec], batch_sizes: list[i
                 if reason:
                     rows.append({**row, "status": "not projected", "reason": reason})
                     continue
-                timed = {point: step_time(table.on_cuda(), batch_size, gpu, name, efficiency)
-                         for point, efficiency in points.items()}
-                ms = {point: t.seconds * 1e3 for point, t in timed.items()}
-                mid = timed["mid"]
+                estimate = estimates[name] = step_estimate(table.on_cuda(), batch_size, gpu, name, dispatch_s)
+                ms = {"fast": estimate.low * 1e3, "mid": estimate.seconds * 1e3, "slow": estimate.high * 1e3}
                 row.update({
                     "status": "ok", "ms_per_step": ms["mid"], "ms_low": ms["fast"], "ms_high": ms["slow"],
-                    "bound": mid.bound, "seconds_by_bound": mid.by_bound, "tensor_flops_share": mid.tensor_flops_share,
-                    "kernels": mid.kernels, "flops_per_step": table.flops_at(batch_size),
+                    "bound": estimate.bound, "seconds_by_bound": estimate.by_bound,
+                    "tensor_flops_share": estimate.tensor_flops_share, "kernels": estimate.kernels,
+                    "host_ms": estimate.host_s * 1e3,
+                    "flops_per_step": table.flops_at(batch_size),
                     "bytes_per_step": sum(r.bytes_at(batch_size) * r.weight for r in table.on_cuda()),
-                    "source": f"roofline: {gpu.key} datasheet row ({gpu.source}); {table_note}, traced on "
-                              f"{table.device} at batch {table.traced_at[0]} and {table.traced_at[1]}",
+                    "calibration": calibration["note"], "calibrated": calibration["own"],
+                    "source": f"kernel model ({calibration['architecture']} calibration) on the {gpu.key} datasheet row "
+                              f"({gpu.source}); {table_note}, traced on {table.device} at batch {table.traced_at[0]} "
+                              f"and {table.traced_at[1]}"
+                              + (f"; {estimate.guessed_kernels} matrix ops without recorded shapes (an older trace) "
+                                 "taken as square products" if estimate.guessed_kernels else ""),
                 })
                 needed = memory_at_least(memory, name, batch_size)
                 if needed is not None:
                     # A lower bound: a row that does not fit cannot; one that fits may still not.
                     row["memory_gib_at_least"] = needed / 2**30
                     row["fits"] = needed <= gpu.memory_gib * 2**30
-                if name == BASELINE:
-                    baseline = timed
-                if baseline is not None:
-                    # The same assumptions at both ends: a fast GPU is fast in every precision.
-                    ratios = [baseline[p].seconds / timed[p].seconds for p in points]
-                    row.update({"speedup": ratios[1], "speedup_low": min(ratios), "speedup_high": max(ratios)})
+                if BASELINE in estimates:
+                    mid, low, high = speedup_band(estimates[BASELINE], estimate)
+                    row.update({"speedup": mid, "speedup_low": low, "speedup_high": high})
+                if default is not None:
+                    if name == BASELINE:
+                        row.update({"default_ms_per_step": default.seconds * 1e3, "default_ms_low": default.low * 1e3,
+                                    "default_ms_high": default.high * 1e3})
+                    else:
+                        mid, low, high = speedup_band(default, estimate)
+                        row.update({"speedup_over_default": mid, "speedup_over_default_low": low,
+                                    "speedup_over_default_high": high})
                 if price is not None:
                     row["cost"] = {point: cost_of_batches(ms[point] / 1e3, BATCHES_COSTED, price)["cost"]
                                    for point in ("fast", "mid", "slow")}
@@ -142,7 +182,8 @@ def as_bench_document(results: dict, tables: dict[str, OpTable], gpu: GpuSpec, l
                  "estimate": r["speedup"], "low": r["speedup_low"], "high": r["speedup_high"]}
                 for r in rows if r["precision"] != BASELINE and "speedup" in r]
     traced = next(iter(tables.values()))
-    how = (f"a roofline over the step's operations onto {gpu.name} (datasheet row {gpu.key}), op tables traced on "
+    how = (f"a kernel model calibrated on measured GPU kernels, over the step's operations, onto {gpu.name} "
+           f"(datasheet row {gpu.key}), op tables traced on "
            f"{results.get('environment', {}).get('hardware_summary', traced.device)}; see 'ampgan project' for the band")
     return {**results, "configs": configs, "speedups": speedups}, how
 
@@ -161,7 +202,7 @@ def measured_gpu(results: dict, gpus: dict[str, GpuSpec]) -> GpuSpec | None:
 def measured_rows(results: dict, tables: dict[str, OpTable] | None = None, launch=None) -> list[dict]:
     """This machine's measured ms per step (the bench's medians), labelled measured. Measured on a GPU of
     the table, each row also holds the projection for that GPU and measured / projected: the check of the
-    roofline against a measurement (nothing is scaled by it)."""
+    model against a measurement (nothing is scaled by it)."""
     from ampgan.system.gpus import gpu_table  # noqa: PLC0415
 
     device = results.get("environment", {}).get("hardware_summary") or results.get("hardware", {}).get("name")
@@ -191,7 +232,9 @@ def build_projection(results: dict, tables: dict[str, OpTable], gpus: list[GpuSp
     spec = results.get("spec", {})
     return {
         "format": FORMAT,
-        "what": "PROJECTED times and costs (a roofline over the step's operations), not measurements",
+        "what": "PROJECTED times and costs (a kernel model calibrated on measured GPU kernels, over the step's "
+                "operations), not measurements",
+        "calibration_error": calibration_error_lines(),
         "model": spec.get("model"), "model_options": spec.get("model_options", {}), "dataset": spec.get("dataset"),
         "traced_on": results.get("environment", {}).get("hardware_summary"),
         "software": results.get("environment", {}).get("versions", {}),
@@ -209,31 +252,71 @@ def _band(low: float, mid: float, high: float, digits: int = 0) -> str:
     return f"{mid:.{digits}f} [{low:.{digits}f}-{high:.{digits}f}]"
 
 
+def speedup_text(row: dict) -> str:
+    """'2.10x [1.40-3.00] over the default (TF32 convolutions), 4.20x [..] over strict fp32' on a TF32 GPU,
+    '2.10x [1.40-3.00] over fp32' elsewhere: PyTorch's default first, since a user who changes nothing runs it."""
+    parts = []
+    if "speedup_over_default" in row:
+        parts.append(_band(row["speedup_over_default_low"], row["speedup_over_default"],
+                           row["speedup_over_default_high"], 2) + "x over the default (TF32 convolutions)")
+    if "speedup" in row:
+        parts.append(_band(row["speedup_low"], row["speedup"], row["speedup_high"], 2) + "x over "
+                     + ("strict fp32" if parts else "fp32"))
+    return ", ".join(parts) or "-"
+
+
+def calibration_error_lines() -> list[str]:
+    """Per calibrated architecture: the cross-validated error of the kernel model (calibration/*.json)."""
+    from ampgan.projection.kernel_model import load_calibration  # noqa: PLC0415
+
+    lines = []
+    for architecture in ("volta", "pascal"):
+        calibration = load_calibration(architecture)
+        error = calibration.residuals["speedup_fp32_to_fp16"]
+        times = calibration.residuals["time_error"]
+        lines.append(f"{architecture} ({calibration.document['gpu']}, DeepBench, {error['kernels']} kernels, "
+                     f"{calibration.residuals['folds']}-fold cross-validated): fp32->fp16 speedup off by "
+                     f"{error['median_speedup_error']:.2f}x in the median, {error['p90_speedup_error']:.2f}x at the "
+                     f"90th percentile; its band holds {error['band_coverage']:.0%} of the measured speedups "
+                     f"(median width {error['median_band_ratio']:.2f}x); kernel times off by "
+                     f"{times['fp32']['median']:.2f}x (fp32) and {times['fp16']['median']:.2f}x (fp16) in the median")
+    return lines
+
+
 def table_text(document: dict) -> str:
     """The projection as a Markdown table, measured rows of this machine after it."""
-    lines = [(f"**Projected, not measured** (roofline over the step's operations; model {document['model']}, traced "
-              f"on {document['traced_on']}). ms per step and cost of {document['batches_costed']:.0e} batches, "
-              "mid [fast-slow] of the assumptions' band."), "",
-             "| GPU | batch | precision | ms per step | speedup over fp32 | bound | tensor-core share | cost |",
-             "|---|---:|---|---:|---:|---|---:|---:|"]
+    lines = [(f"**Projected, not measured** (a kernel model calibrated on measured GPU kernels, over the step's "
+              f"operations; model {document['model']}, traced on {document['traced_on']}). ms per step and cost of "
+              f"{document['batches_costed']:.0e} batches, mid [band]. On a TF32 GPU the speedup is first over "
+              "PyTorch's default (convolutions in TF32, products in fp32), then over strict fp32."), "",
+             "| GPU | batch | precision | ms per step | speedup | bound | tensor-core share | cost | calibration |",
+             "|---|---:|---|---:|---|---|---:|---:|---|"]
     too_big = []
     for row in document["rows"]:
         if row["status"] != "ok":
             continue
-        speedup = _band(row["speedup_low"], row["speedup"], row["speedup_high"], 2) + "x" if "speedup" in row else "-"
         cost = _band(row["cost"]["fast"], row["cost"]["mid"], row["cost"]["slow"]) if "cost" in row else "no price"
         if row.get("fits") is False:
             too_big.append(f"{row['device']} {row['precision']} at batch {row['batch_size']} "
                            f"(at least {row['memory_gib_at_least']:.1f} GiB)")
-        lines.append(f"| {row['device']} | {row['batch_size']} | {row['precision']} | "
-                     f"{_band(row['ms_low'], row['ms_per_step'], row['ms_high'], 1)} | {speedup} | {row['bound']} | "
-                     f"{row['tensor_flops_share']:.0%} | {cost} |")
+        ms = _band(row["ms_low"], row["ms_per_step"], row["ms_high"], 1)
+        if "default_ms_per_step" in row:
+            ms += f" (default, TF32 convolutions: {_band(row['default_ms_low'], row['default_ms_per_step'], row['default_ms_high'], 1)})"
+        lines.append(f"| {row['device']} | {row['batch_size']} | {row['precision']} | {ms} | "
+                     f"{speedup_text(row) if row['precision'] != BASELINE else '-'} | {row['bound']} | "
+                     f"{row['tensor_flops_share']:.0%} | {cost} | "
+                     f"{'calibrated' if row.get('calibrated') else 'NOT calibrated: band widened'} |")
     skipped = sorted({f"{r['device']} {r['precision']}: {r['reason']}" for r in document["rows"] if r["status"] != "ok"})
     if skipped:
         lines += ["", "Not projected: " + "; ".join(skipped) + "."]
     if too_big:
         lines += ["", "Does not fit in the GPU's memory (a lower bound on one step; the time is what it would take "
                   "if it did): " + "; ".join(too_big) + "."]
+    notes = sorted({f"{r['device']}: {r['calibration']}" for r in document["rows"] if r.get("calibration")})
+    if notes:
+        lines += ["", "Calibration per GPU:"] + [f"- {note}" for note in notes]
+    lines += ["", "The kernel model's error, measured on kernels no fit saw (docs/projection.md):"] + [
+        f"- {line}" for line in calibration_error_lines()]
     if document["measured_here"]:
         checked = any("projected_for_it_ms" in row for row in document["measured_here"])
         lines += ["", f"Measured on this machine ({document['traced_on']}):", "",
@@ -252,7 +335,8 @@ def table_text(document: dict) -> str:
 
 
 def fastest_mixed(rows: list[dict], device: str, batch_size: int) -> tuple[dict, dict] | None:
-    """(fp32's row, the mixed mode's row with the largest projected speedup) of one GPU at one batch."""
+    """(fp32's row, the mixed mode's row with the largest projected speedup) of one GPU at one batch
+    (its row also holds the speedup over PyTorch's TF32 default where the GPU has one)."""
     mine = {r["precision"]: r for r in rows if r.get("status") == "ok" and r["device"] == device
             and r["batch_size"] == batch_size}
     mixed = [mine[name] for name in ("bf16", "fp16") if name in mine and "speedup" in mine[name]]
@@ -262,16 +346,17 @@ def fastest_mixed(rows: list[dict], device: str, batch_size: int) -> tuple[dict,
 
 
 def summary_line(document: dict, devices: tuple[str, ...] = ("T4", "V100", "A100", "H100")) -> str | None:
-    """One sentence for a verdict: per batch size, each GPU's fastest mixed mode over fp32, PROJECTED."""
+    """One sentence for a verdict: per batch size, each GPU's fastest mixed mode, PROJECTED: over PyTorch's
+    default (TF32 convolutions) first on GPUs that have it, then over strict fp32."""
     parts = []
     for batch_size in sorted({r["batch_size"] for r in document["rows"]}):
         found = [(d, fastest_mixed(document["rows"], d, batch_size)) for d in devices]
-        cells = [f"{d} {best['precision']} {best['speedup']:.2f}x [{best['speedup_low']:.2f}-{best['speedup_high']:.2f}]"
+        cells = [f"{d} {best['precision']} {speedup_text(best)}" + ("" if best.get("calibrated") else " (uncalibrated)")
                  for d, pair in found if pair for best in pair[1:]]
         if cells:
-            parts.append(f"at batch {batch_size} " + ", ".join(cells))
+            parts.append(f"at batch {batch_size} " + "; ".join(cells))
     if not parts:
         return None
-    return ("On GPUs this machine does not have, PROJECTED (a roofline over this step's operations and the "
-            "datasheets, not measured), the fastest mixed mode over fp32: " + "; ".join(parts)
-            + " (report section 'On other hardware').")
+    return ("On GPUs this machine does not have, PROJECTED (a kernel model calibrated on DeepBench's V100 and P100 "
+            "kernels over this step's operations, not measured), the fastest mixed mode: " + " | ".join(parts)
+            + " (report section 'On other hardware', with the model's error).")

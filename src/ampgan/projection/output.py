@@ -11,8 +11,9 @@ from ampgan.files.atomic import write_atomically, write_json_atomically
 from ampgan.plotting import precision_colour, pyplot, save_figure
 from ampgan.projection.document import table_text
 
-CSV_COLUMNS = ["device", "precision", "batch_size", "status", "ms_per_step", "ms_low", "ms_high", "speedup",
-               "speedup_low", "speedup_high", "bound", "tensor_flops_share", "fits", "memory_gib_at_least", "cost_mid", "cost_low", "cost_high",
+CSV_COLUMNS = ["device", "precision", "batch_size", "status", "ms_per_step", "ms_low", "ms_high",
+               "speedup_over_default", "speedup_over_default_low", "speedup_over_default_high", "speedup",
+               "speedup_low", "speedup_high", "calibrated", "bound", "tensor_flops_share", "fits", "memory_gib_at_least", "cost_mid", "cost_low", "cost_high",
                "reason", "source"]
 
 
@@ -25,10 +26,10 @@ def _csv_row(row: dict) -> dict:
 
 def footer(document: dict) -> str:
     software = document.get("software", {})
-    return (f"PROJECTED (roofline over the step's operations), not measured | model {document['model']} "
+    return (f"PROJECTED (kernel model calibrated on DeepBench V100/P100 kernels), not measured | model {document['model']} "
             f"{document.get('model_options') or ''} on {document.get('dataset')} | op tables traced on "
             f"{document['traced_on']} | torch {software.get('torch', '?')}, ampgan {software.get('ampgan', '?')} | "
-            "peaks and bandwidths: NVIDIA datasheets (src/ampgan/system/gpus.csv); band: the assumptions' range")
+            "peaks and bandwidths: NVIDIA datasheets (src/ampgan/system/gpus.csv); band: cross-validated error")
 
 
 def write_projection(document: dict, out: Path) -> str:
@@ -81,14 +82,17 @@ def figure(document: dict, path: Path) -> Path | None:
             match = [r for r in at_largest if r["device"] == device and r["precision"] == name]
             if match:
                 r = match[0]
+                # Against what the user runs without changing anything: TF32 convolutions where the GPU has them.
+                key = "speedup_over_default" if "speedup_over_default" in r else "speedup"
                 xs.append(index + offset * width)
-                ys.append(r["speedup"])
-                errors[0].append(r["speedup"] - r["speedup_low"])
-                errors[1].append(r["speedup_high"] - r["speedup"])
+                ys.append(r[key])
+                errors[0].append(r[key] - r[f"{key}_low"])
+                errors[1].append(r[f"{key}_high"] - r[key])
         right.bar(xs, ys, width, yerr=errors, capsize=2, color=precision_colour(name), label=name)
     right.axhline(1.0, color="#444444", linewidth=0.8)
     right.set_xticks([i + width * (len(names) - 1) / 2 for i in range(len(devices))], devices, fontsize=7)
-    right.set(ylabel="speedup over fp32 (projected)", title=f"Projected speedup at batch {largest}")
+    right.set(ylabel="speedup over PyTorch's default, projected\n(TF32 convolutions on a TF32 GPU, else fp32)",
+              title=f"Projected speedup at batch {largest}")
     right.legend(fontsize=7)
     fig.suptitle(f"PROJECTED, not measured: {document['model']} on GPUs this machine does not have", fontsize=10)
     return save_figure(fig, path, footer(document))

@@ -359,7 +359,7 @@ PROJECTED_BATCH_SIZES = (2048,)  # besides the study's own: the batch of the pub
 
 def project_elsewhere(spec: CompareSpec, dataset, bench_results: dict | None, out_dir: Path, device) -> dict:
     """projection/ of the study: its step projected onto the table's GPUs at the study's batch size and
-    at 2048 (a roofline over the bench's op tables, or over a trace made here when there is no bench).
+    at 2048 (the kernel model over the bench's op tables, or over a trace made here when there is no bench).
     {"path": ..} when written, {"note": why not} otherwise: a projection that fails costs the study
     nothing but its section."""
     try:

@@ -22,7 +22,8 @@ from ampgan.files.atomic import write_atomically
 from ampgan.files.jsonfile import read_json
 from ampgan.files.paths import inside
 from ampgan.files.schema import RelativePath, check_shape
-from ampgan.projection.document import DOCUMENT_SHAPE, fastest_mixed
+from ampgan.projection.document import DOCUMENT_SHAPE, calibration_error_lines, fastest_mixed
+from ampgan.projection.document import speedup_text as projected_speedup_text
 from ampgan.runs.run_folder import read_metrics
 from ampgan.plotting import precision_colour, pyplot, save_figure
 from ampgan.study.compare import read_quality_curve
@@ -273,14 +274,15 @@ def report_sections(document: dict, out_dir: Path) -> list[Section]:
 
 
 def projection_sections(out_dir: Path) -> list[Section]:
-    """"On other hardware": per GPU and batch size, fp32 against the fastest mixed mode the roofline
+    """"On other hardware": per GPU and batch size, fp32 against the fastest mixed mode the model
     projects (projection/projection.json), and its figure. Nothing when the study made no projection."""
     path = out_dir / "projection" / "projection.json"
     if not path.is_file():
         return []
     document = read_json(path, missing="", damaged=f"{path} is damaged: run 'ampgan project' on the bench results")
     check_shape(document, DOCUMENT_SHAPE, str(path), "run 'ampgan project' on the study's bench/results.json")
-    rows = [["GPU", "batch", "fp32 ms", "fastest mixed mode", "its ms", "speedup [band]", "bound", "cost of 1M batches, fp32 to mixed"]]
+    rows = [["GPU", "batch", "fp32 ms", "fastest mixed mode", "its ms", "speedup [band]: over the TF32 default first",
+             "bound", "cost of 1M batches, fp32 to mixed", "calibration"]]
     ok = [r for r in document["rows"] if r.get("status") == "ok"]
     for (device, batch) in dict.fromkeys((r["device"], r["batch_size"]) for r in ok):
         pair = fastest_mixed(ok, device, batch)
@@ -290,14 +292,17 @@ def projection_sections(out_dir: Path) -> list[Section]:
         cost = (f"{_money(base['cost']['mid'])} to {_money(best['cost']['mid'])}" if "cost" in base and "cost" in best
                 else "no price")
         rows.append([device, str(batch), f"{base['ms_per_step']:.1f}", best["precision"], f"{best['ms_per_step']:.1f}",
-                     f"{best['speedup']:.2f}x [{best['speedup_low']:.2f}-{best['speedup_high']:.2f}]",
-                     best["bound"] + (" (does not fit)" if best.get("fits") is False else ""), cost])
+                     projected_speedup_text(best), best["bound"] + (" (does not fit)" if best.get("fits") is False else ""), cost,
+                     "calibrated" if best.get("calibrated") else "NOT calibrated (band widened)"])
     if len(rows) == 1:
         return []
-    paragraph = (f"PROJECTED, not measured: a roofline over this step's operations (traced on {document['traced_on']}) "
-                 "with NVIDIA's datasheet peaks and bandwidths and an assumed band of attainable fractions; cost of 1M "
-                 "batches at the cheapest catalog price per GPU. Every precision, the bands and the sources: "
-                 "projection/projection.md; any GPU or batch size: ampgan project bench/results.json.")
+    paragraph = (f"PROJECTED, not measured: a kernel model calibrated on measured GPU kernels (DeepBench V100 and P100) "
+                 f"over this step's operations (traced on {document['traced_on']}), with NVIDIA's datasheet peaks and "
+                 "bandwidths; on GPUs with TF32 the speedup is first over PyTorch's default (TF32 convolutions), then "
+                 "over strict fp32. Cost of 1M batches at the cheapest catalog price per GPU. The model's error on "
+                 "kernels it was not fitted to: " + "; ".join(document.get("calibration_error") or calibration_error_lines())
+                 + ". Every precision, the bands and the sources: projection/projection.md; any GPU or batch size: "
+                 "ampgan project bench/results.json.")
     figure = out_dir / "projection" / "fig_projection.png"
     return [Section("On other hardware (PROJECTED, not measured)", table=rows, paragraph=paragraph),
             *([Section("Projected time and speedup on other GPUs", figure=figure)] if figure.is_file() else [])]

@@ -28,6 +28,7 @@ class GpuSpec:
     cuda_capability: tuple[int, int]
     source: str
     checked: str
+    sms: int = 80  # streaming multiprocessors: the kernel model spreads tiles over them in waves
 
     @property
     def tensor_cores(self) -> bool:
@@ -36,7 +37,8 @@ class GpuSpec:
     def to_dict(self) -> dict:
         return {"key": self.key, "name": self.name, "peak_tflops": dict(self.peak_tflops),
                 "fp16_units": self.fp16_units, "bandwidth_gbs": self.bandwidth_gbs, "memory_gib": self.memory_gib,
-                "cuda_capability": list(self.cuda_capability), "source": self.source, "checked": self.checked}
+                "cuda_capability": list(self.cuda_capability), "sms": self.sms, "source": self.source,
+                "checked": self.checked}
 
 
 def _number(text: str) -> float | None:
@@ -55,7 +57,7 @@ def gpu_table() -> dict[str, GpuSpec]:
             peak_tflops={name: _number(row[f"{name}_tflops"]) for name in ("fp32", "tf32", "bf16", "fp16")},
             fp16_units=row["fp16_units"], bandwidth_gbs=float(row["bandwidth_gbs"]),
             memory_gib=float(row["memory_gib"]), cuda_capability=(int(major), int(minor)),
-            source=row["source"], checked=row["checked"])
+            source=row["source"], checked=row["checked"], sms=int(row["sms"]))
     return table
 
 

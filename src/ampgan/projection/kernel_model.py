@@ -1,0 +1,166 @@
+"""A kernel's time on a GPU: the roofline with an efficiency that depends on the kernel's shape.
+
+    time = launch + (compute^4 + memory^4)^(1/4)         (a smooth max of the two)
+    compute = FLOPs / (peak of the unit x efficiency),  memory = bytes / (bandwidth x bandwidth fraction)
+    log efficiency = base[op] + tiles + log(K / (K + K0)) + misaligned + tiny channels + strided + 3x3 + transposed
+
+`tiles` is tile and wave quantisation: the implicit GEMM's M x N cut into tiles (128x128 down to 32x32,
+smaller tiles paying `tile_exponent` for their lower reuse), the tiles spread over the GPU's
+multiprocessors in waves (split along K when there are too few), the best choice kept, as cuBLAS
+and cuDNN's heuristics pick one. The other terms are what the measurements show that a datasheet
+does not: a short reduction (K) costs its prologue, 16-bit kernels whose channels are not multiples
+of 8 take another code path, a 1-3 channel convolution runs a slow kernel (in fp16 slower than in
+fp32), strided data gradients and 3x3 filters (Winograd) differ. Each is one number per GPU
+architecture and unit path (fp32 on CUDA cores; 16 bit on tensor cores or, on a P100, converted to
+fp32), fitted by least squares on log time to measured kernels (kernel_fit.py) and shipped with its
+source in calibration/<architecture>.json. Pure numpy, vectorised over a table of kernels.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+
+import numpy as np
+
+from ampgan.errors import AmpganError
+from ampgan.projection.kernels import CONV_OPS, GEMM, Kernel
+from ampgan.system.gpus import GpuSpec
+
+PATH_PARAMETERS = ("gemm", "conv_fwd", "conv_bwd_data", "conv_bwd_weight", "tile_exponent", "log_small_k",
+                   "misaligned_gemm", "misaligned_conv", "tiny_c_fwd", "tiny_c_bwd_data", "tiny_c_bwd_weight",
+                   "strided_bwd_data", "winograd_3x3", "transposed_a")
+SHARED_PARAMETERS = ("log_launch_s", "log_bandwidth_fraction")
+PATHS = ("fp32", "fp16")  # a calibration's two unit paths: 32-bit, and 16-bit inputs with fp32 accumulation
+TILES = ((128, 128), (128, 64), (64, 64), (64, 32), (32, 32))
+TINY_CHANNELS = 4  # 1-3 channel images (and a 4-channel one) are the measured slow case
+BYTES = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2}
+ALIGNMENT = {"fp32": 4, "tf32": 4, "fp16": 8, "bf16": 8}
+
+
+def path_of(precision: str) -> str:
+    """The calibrated path a precision runs on: tf32 is a tensor-core path like fp16 (its own peak)."""
+    return "fp32" if precision == "fp32" else "fp16"
+
+
+def peak_tflops(gpu: GpuSpec, precision: str) -> float:
+    """The unit's peak a kernel in `precision` runs at: a GPU without 16-bit tensor cores (P100: half2
+    accumulates in fp16) converts autocast's 16-bit inputs and multiplies at its fp32 rate."""
+    fp32 = gpu.peak_tflops["fp32"] or 0.0
+    if precision == "fp32":
+        return fp32
+    if precision == "tf32":
+        return gpu.peak_tflops.get("tf32") or fp32
+    return (gpu.peak_tflops.get(precision) or fp32) if gpu.tensor_cores else fp32
+
+
+@dataclass(frozen=True)
+class Features:
+    """What the model reads of each kernel, as arrays (one entry per kernel)."""
+
+    flops: np.ndarray
+    elements: np.ndarray
+    op_index: np.ndarray  # into PATH_PARAMETERS[:4]
+    log_tile_util: np.ndarray  # (kernels, len(TILES)): log of tile x wave utilisation per tile choice
+    k: np.ndarray
+    misaligned_gemm: np.ndarray
+    misaligned_conv: np.ndarray
+    tiny_c: np.ndarray  # (kernels, 3): fwd, bwd_data, bwd_weight
+    strided_bwd_data: np.ndarray
+    winograd: np.ndarray
+    transposed_a: np.ndarray
+
+
+def _tile_utilisation(m: int, n: int, k: int, sms: int) -> list[float]:
+    out = []
+    for tm, tn in TILES:
+        rows, cols = math.ceil(m / tm), math.ceil(n / tn)
+        tiles = rows * cols
+        # Too few tiles to fill the GPU: the libraries split the reduction (split-K) when K allows.
+        split = max(1, min(sms // tiles, k // 256)) if tiles < sms else 1
+        work = tiles * split
+        wave = work / (math.ceil(work / sms) * sms)
+        fill = (m * n) / (rows * tm * cols * tn)
+        out.append(math.log(fill * wave))
+    return out
+
+
+def features(kernels: list[Kernel], sms: int, precision: str) -> Features:
+    align = ALIGNMENT[precision]
+    ops = [GEMM, *CONV_OPS]
+    rows = []
+    for kernel in kernels:
+        m, n, k = kernel.implicit_gemm()
+        conv = kernel.op != GEMM
+        misaligned = any(d % align for d in kernel.channel_dims())
+        tiny = conv and kernel.c <= TINY_CHANNELS
+        rows.append((kernel.flops(), kernel.elements(), ops.index(kernel.op), _tile_utilisation(m, n, k, sms), k,
+                     misaligned and not conv, misaligned and conv and not tiny,
+                     [tiny and kernel.op == op for op in CONV_OPS],
+                     kernel.op == "conv_bwd_data" and (kernel.stride_h > 1 or kernel.stride_w > 1),
+                     conv and kernel.r == 3 and kernel.s == 3 and kernel.stride_h == 1 and kernel.stride_w == 1,
+                     kernel.op == GEMM and kernel.transpose_a))
+    columns = list(zip(*rows)) if rows else [[] for _ in range(11)]
+    as_float = [np.asarray(c, dtype=float) for c in columns]
+    return Features(as_float[0], as_float[1], np.asarray(columns[2], dtype=int),
+                    as_float[3].reshape(len(kernels), len(TILES)), as_float[4], *as_float[5:7],
+                    as_float[7].reshape(len(kernels), 3), *as_float[8:])
+
+
+def log_efficiency(f: Features, path: np.ndarray) -> np.ndarray:
+    """log of the fraction of the unit's peak each kernel reaches (`path`: one path's parameters)."""
+    base = path[:4][f.op_index]
+    area = np.log(np.array([tm * tn for tm, tn in TILES]) / (128 * 128))
+    tiles = np.max(f.log_tile_util + path[4] * area[None, :], axis=1)
+    small_k = np.log(f.k / (f.k + np.exp(path[5])))
+    return (base + tiles + small_k + path[6] * f.misaligned_gemm + path[7] * f.misaligned_conv
+            + f.tiny_c @ path[8:11] + path[11] * f.strided_bwd_data + path[12] * f.winograd + path[13] * f.transposed_a)
+
+
+def predict_seconds(f: Features, path: np.ndarray, shared: np.ndarray, peak_tflops_: float, bandwidth_gbs: float,
+                    element_bytes: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(time, compute time, memory time) in seconds per kernel; the launch cost is shared[0]."""
+    compute = f.flops / (peak_tflops_ * 1e12 * np.exp(log_efficiency(f, path)))
+    memory = f.elements * element_bytes / (bandwidth_gbs * 1e9 * np.exp(shared[1]))
+    return np.exp(shared[0]) + (compute**4 + memory**4) ** 0.25, compute, memory
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """One GPU architecture's fitted parameters, their source, and their cross-validated error."""
+
+    architecture: str
+    paths: dict[str, np.ndarray]  # "fp32" / "fp16" -> PATH_PARAMETERS values
+    shared: np.ndarray  # SHARED_PARAMETERS values
+    residuals: dict  # class -> precision -> {"low": q, "high": q} of log(measured / predicted), cross-validated
+    document: dict  # the whole JSON, for provenance
+
+
+def calibration_for(gpu: GpuSpec) -> tuple[Calibration, bool]:
+    """(the calibration a GPU's kernels are projected with, whether it was fitted on this architecture)."""
+    major, minor = gpu.cuda_capability
+    own = {(6, 0): "pascal", (7, 0): "volta"}.get((major, minor))
+    return load_calibration(own or ("volta" if gpu.tensor_cores else "pascal")), own is not None
+
+
+@lru_cache(maxsize=None)
+def load_calibration(architecture: str) -> Calibration:
+    try:
+        text = resources.files("ampgan.projection").joinpath("calibration", f"{architecture}.json").read_text("utf-8")
+        document = json.loads(text)
+        paths = {p: np.array([document["parameters"][p][name] for name in PATH_PARAMETERS], dtype=float) for p in PATHS}
+        shared = np.array([document["parameters"]["shared"][name] for name in SHARED_PARAMETERS], dtype=float)
+        return Calibration(architecture, paths, shared, document["cross_validation"], document)
+    except (FileNotFoundError, KeyError, TypeError, ValueError) as error:
+        raise AmpganError(f"the {architecture} kernel calibration shipped with ampgan is missing or damaged ({error}): "
+                          "rebuild it with benchmarks/calibration/fit.py") from None
+
+
+def irregular(kernel: Kernel, precision: str) -> bool:
+    """A kernel in the calibration's wide-error class: tiny channels, or channels a 16-bit path needs aligned."""
+    if kernel.op != GEMM and kernel.c <= TINY_CHANNELS:
+        return True
+    return any(d % ALIGNMENT[precision] for d in kernel.channel_dims())

@@ -1,0 +1,79 @@
+"""`ampgan project --kernels FILE.csv`: the kernel model on a table of kernels, so that anyone can hold
+it against their own measurements. One row per kernel x GPU x precision the GPU runs:
+
+    name,device,precision,ms,ms_low,ms_high,bound
+
+ms is the model's mid, [ms_low, ms_high] its band (the kernel class's cross-validated residuals, widened
+for a GPU whose architecture has no calibration), bound what limits it: compute, memory or launch.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+
+from ampgan.errors import AmpganError
+from ampgan.files.atomic import write_atomically
+from ampgan.precisions import precision as precision_mode
+from ampgan.projection.kernel_fit import read_kernel_rows
+from ampgan.projection.kernels import Kernel, kernel_from_row
+from ampgan.projection.step_model import UNCALIBRATED_WIDENING, kernel_times
+from ampgan.projection.kernel_model import calibration_for
+from ampgan.system.gpus import GpuSpec
+
+OUTPUT_COLUMNS = ("name", "device", "precision", "ms", "ms_low", "ms_high", "bound")
+KERNEL_PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
+
+
+def read_kernels(path: Path) -> list[Kernel]:
+    """Every kernel of an input table, checked row by row (one error line naming the row)."""
+    kernels = [kernel_from_row(row, f"{path} line {number}") for number, row in read_kernel_rows(path, measured=False)]
+    if not kernels:
+        raise AmpganError(f"{path} holds no kernels: one row per kernel under the header")
+    seen: dict[str, int] = {}
+    for number, kernel in enumerate(kernels, start=2):
+        if kernel.name in seen:
+            raise AmpganError(f"{path} line {number}: the name {kernel.name!r} is already used on line "
+                              f"{seen[kernel.name]}: give every kernel its own name")
+        seen[kernel.name] = number
+    return kernels
+
+
+def precisions_of(gpu: GpuSpec) -> list[str]:
+    """fp32 and fp16 on every GPU (a P100's fp16 converts to fp32 arithmetic), tf32 and bf16 where it has them."""
+    out = []
+    for name in KERNEL_PRECISIONS:
+        if precision_mode(name).unavailable_reason("cuda", gpu.cuda_capability):
+            continue
+        if name == "tf32" and not gpu.peak_tflops.get("tf32"):
+            continue
+        out.append(name)
+    return out
+
+
+def project_kernels(kernels: list[Kernel], gpus: list[GpuSpec]) -> list[dict]:
+    rows = []
+    for gpu in gpus:
+        calibration, own = calibration_for(gpu)
+        for precision in precisions_of(gpu):
+            timed = kernel_times(kernels, gpu, precision, calibration, 1.0 if own else UNCALIBRATED_WIDENING)
+            for i, kernel in enumerate(kernels):
+                launch = float(timed.seconds[i] - (timed.compute[i] ** 4 + timed.memory[i] ** 4) ** 0.25)
+                parts = {"compute": timed.compute[i], "memory": timed.memory[i], "launch": launch}
+                ms = float(timed.seconds[i]) * 1e3
+                rows.append({"name": kernel.name, "device": gpu.key, "precision": precision, "ms": ms,
+                             "ms_low": ms * float(timed.time_low[i]), "ms_high": ms * float(timed.time_high[i]),
+                             "bound": max(parts, key=parts.get)})
+    return rows
+
+
+def write_kernel_projection(rows: list[dict], out: Path) -> Path:
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=OUTPUT_COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({**row, **{k: f"{row[k]:.6g}" for k in ("ms", "ms_low", "ms_high")}})
+    path = Path(out) / "kernels.csv"
+    write_atomically(path, lambda stream: stream.write(buffer.getvalue().encode()))
+    return path

@@ -1,0 +1,132 @@
+"""One GPU kernel by its shape: a GEMM or one of a convolution's three passes, and its arithmetic.
+
+The calibration tables (benchmarks/calibration/*.csv), `ampgan project --kernels FILE.csv` and the
+op tables of a traced step all describe kernels this way:
+
+    name,op,m,n,k,transpose_a,transpose_b,batch,c,h,w,out_channels,r,s,pad_h,pad_w,stride_h,stride_w
+
+op is gemm (A is m x k, B k x n) or conv_fwd | conv_bwd_data | conv_bwd_weight (input batch x c x h x w,
+filter out_channels x c x r x s: r its height). Every kernel is also an implicit GEMM (M x N x K), the
+form cuBLAS and cuDNN tile onto the GPU's multiprocessors: that is where its efficiency comes from.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ampgan.errors import AmpganError
+
+GEMM, CONV_OPS = "gemm", ("conv_fwd", "conv_bwd_data", "conv_bwd_weight")
+OPS = (GEMM, *CONV_OPS)
+GEMM_FIELDS = ("m", "n", "k")
+GEMM_FLAGS = ("transpose_a", "transpose_b")
+CONV_FIELDS = ("batch", "c", "h", "w", "out_channels", "r", "s", "pad_h", "pad_w", "stride_h", "stride_w")
+COLUMNS = ("name", "op", *GEMM_FIELDS, *GEMM_FLAGS, *CONV_FIELDS)
+
+
+@dataclass(frozen=True)
+class Kernel:
+    name: str
+    op: str
+    m: int = 0
+    n: int = 0
+    k: int = 0
+    transpose_a: bool = False
+    transpose_b: bool = False
+    batch: int = 0
+    c: int = 0
+    h: int = 0
+    w: int = 0
+    out_channels: int = 0
+    r: int = 0
+    s: int = 0
+    pad_h: int = 0
+    pad_w: int = 0
+    stride_h: int = 1
+    stride_w: int = 1
+
+    @property
+    def output_hw(self) -> tuple[int, int]:
+        """(P, Q): the convolution's output height and width."""
+        return ((self.h + 2 * self.pad_h - self.r) // self.stride_h + 1,
+                (self.w + 2 * self.pad_w - self.s) // self.stride_w + 1)
+
+    def implicit_gemm(self) -> tuple[int, int, int]:
+        """(M, N, K) of the product the kernel computes: N and K are what tensor cores need aligned."""
+        if self.op == GEMM:
+            return self.m, self.n, self.k
+        p, q = self.output_hw
+        if self.op == "conv_fwd":
+            return self.batch * p * q, self.out_channels, self.c * self.r * self.s
+        if self.op == "conv_bwd_data":
+            return self.batch * self.h * self.w, self.c, self.out_channels * self.r * self.s
+        return self.out_channels, self.c * self.r * self.s, self.batch * p * q
+
+    def flops(self) -> float:
+        if self.op == GEMM:
+            return 2.0 * self.m * self.n * self.k
+        p, q = self.output_hw
+        return 2.0 * self.batch * self.out_channels * p * q * self.c * self.r * self.s
+
+    def elements(self) -> float:
+        """Elements read and written once: both operands and the result."""
+        if self.op == GEMM:
+            return float(self.m * self.k + self.k * self.n + self.m * self.n)
+        p, q = self.output_hw
+        return float(self.batch * self.c * self.h * self.w + self.out_channels * self.c * self.r * self.s
+                     + self.batch * self.out_channels * p * q)
+
+    def channel_dims(self) -> tuple[int, ...]:
+        """The dimensions a library needs to be multiples of 8 (16 bit) or 4 (tf32) for tensor cores."""
+        return (self.m, self.n, self.k) if self.op == GEMM else (self.c, self.out_channels)
+
+    def to_row(self) -> dict:
+        row = {"name": self.name, "op": self.op}
+        fields = GEMM_FIELDS + GEMM_FLAGS if self.op == GEMM else CONV_FIELDS
+        row.update({f: int(getattr(self, f)) for f in fields})
+        return row
+
+
+def _whole(row: dict, field: str, where: str, least: int) -> int:
+    text = str(row.get(field) if row.get(field) is not None else "").strip()
+    try:
+        value = int(float(text))
+        if value != float(text):
+            raise ValueError
+    except ValueError:
+        raise AmpganError(f"{where}: {field} is {text!r}, not a whole number: give every {row.get('op')} "
+                          f"row its {field}") from None
+    if value < least:
+        raise AmpganError(f"{where}: {field} is {value}; it must be at least {least}")
+    return value
+
+
+def _flag(row: dict, field: str, where: str) -> bool:
+    text = str(row.get(field) if row.get(field) is not None else "").strip().lower()
+    if text in ("", "0", "n", "false"):
+        return False
+    if text in ("1", "t", "true"):
+        return True
+    raise AmpganError(f"{where}: {field} is {text!r}: write 0 or 1 (or N/T)")
+
+
+def kernel_from_row(row: dict, where: str) -> Kernel:
+    """A Kernel from one CSV row (strings); one AmpganError naming `where` and the column otherwise."""
+    name = str(row.get("name") or "").strip()
+    op = str(row.get("op") or "").strip()
+    if not name:
+        raise AmpganError(f"{where}: no name: give every kernel a name")
+    if op not in OPS:
+        raise AmpganError(f"{where} ({name}): op is {op!r}: choose from {', '.join(OPS)}")
+    if op == GEMM:
+        values = {f: _whole(row, f, f"{where} ({name})", 1) for f in GEMM_FIELDS}
+        flags = {f: _flag(row, f, f"{where} ({name})") for f in GEMM_FLAGS}
+        return Kernel(name, op, **values, **flags)
+    least = {"pad_h": 0, "pad_w": 0}
+    values = {f: _whole(row, f, f"{where} ({name})", least.get(f, 1)) for f in CONV_FIELDS}
+    kernel = Kernel(name, op, **values)
+    p, q = kernel.output_hw
+    if p < 1 or q < 1:
+        raise AmpganError(f"{where} ({name}): a {kernel.r}x{kernel.s} filter does not fit a {kernel.h}x{kernel.w} "
+                          f"input padded by {kernel.pad_h}x{kernel.pad_w}")
+    return kernel

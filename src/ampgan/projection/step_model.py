@@ -1,0 +1,214 @@
+"""A training step's time on a GPU: its matrix kernels through the calibrated kernel model, its other
+operations through the bandwidth roofline, and the host's cost per operation that no precision shrinks.
+
+    GPU time  = sum over matrix kernels of the kernel model's time (kernel_model.py, fitted on measured kernels)
+              + sum over the other operations of bytes / (bandwidth x fraction) + a launch gap each
+    host time = operations x PyTorch's dispatch time per operation (measured on the tracing machine)
+    step      = max(GPU, host) when the host runs ahead of the GPU (the usual case), GPU + host when it
+                cannot: the band takes both
+
+The band: each matrix kernel's time varies by its class's cross-validated residuals (5th-95th
+percentile of log measured/predicted, calibration/<architecture>.json), the bandwidth fraction by its
+assumed range. A speedup's band varies each 16-bit kernel against its fp32 counterpart by the
+residuals of the measured fp32 -> 16-bit speedups of its class (a kernel's errors in the two precisions
+move together: the same shape costs both), the other operations and the host being the same in both.
+A GPU whose architecture has no calibration of its own borrows Volta's (tensor cores) or Pascal's
+and its band is widened by UNCALIBRATED_WIDENING each way.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+
+from ampgan.bench.ops import OpRow
+from ampgan.projection.assumptions import BANDWIDTH_FRACTION, LAUNCH_GAP_S
+from ampgan.projection.kernel_model import (
+    BYTES,
+    Calibration,
+    calibration_for,
+    features,
+    irregular,
+    peak_tflops,
+    predict_seconds,
+)
+from ampgan.projection.kernel_fit import class_candidates, kernel_class
+from ampgan.projection.kernels import GEMM, Kernel
+from ampgan.system.gpus import GpuSpec
+
+# Moving a calibration across architectures (benchmarks/calibration/fit.py's transfer check: Volta's fp32
+# parameters on P100 kernels, Pascal's on V100's) biased its times by up to 1.27x in the median, beyond
+# the cross-validated error: a GPU without its own calibration gets its band widened by that, each way.
+UNCALIBRATED_WIDENING = 1.27
+DEFAULT = "default"  # PyTorch's default on TF32 GPUs: convolutions in TF32 (cudnn.allow_tf32), products in fp32
+
+
+def kernel_precision(precision: str, kernel: Kernel) -> str:
+    if precision == DEFAULT:
+        return "tf32" if kernel.op != GEMM else "fp32"
+    return precision
+
+
+def kernel_of(kind: str, dims: tuple[int, ...], name: str) -> Kernel:
+    if kind == GEMM:
+        m, n, k, ta, tb = dims
+        return Kernel(name, kind, m=m, n=n, k=k, transpose_a=bool(ta), transpose_b=bool(tb))
+    fields = ("batch", "c", "h", "w", "out_channels", "r", "s", "pad_h", "pad_w", "stride_h", "stride_w")
+    return Kernel(name, kind, **dict(zip(fields, dims)))
+
+
+def equivalent_gemm(row: OpRow, batch_size: float, name: str) -> Kernel:
+    """A matrix op traced before kernels were recorded: the square product of its FLOPs, aligned as it was."""
+    side = max(1, round((row.flops_at(batch_size) / 2) ** (1 / 3)))
+    side = side - side % 8 if row.alignment == 8 and side >= 8 else side | 1 if row.alignment == 1 else side
+    return Kernel(name, GEMM, m=side, n=side, k=side)
+
+
+def row_kernels(rows: Iterable[OpRow], batch_size: float) -> tuple[list[Kernel], list[float], int]:
+    """The step's matrix kernels at a batch size, their weights, and how many came from FLOPs alone."""
+    kernels, weights, guessed = [], [], 0
+    for index, row in enumerate(rows):
+        if row.unit != "matrix" or row.flops_at(batch_size) <= 0:
+            continue
+        shaped = row.kernels_at(batch_size)
+        if not shaped:
+            guessed += 1
+            kernels.append(equivalent_gemm(row, batch_size, f"{row.op}#{index}"))
+            weights.append(row.weight)
+            continue
+        for kind, dims in shaped:
+            if min(dims[:4] if kind != GEMM else dims[:3]) > 0:
+                kernels.append(kernel_of(kind, dims, f"{row.op}#{index}"))
+                weights.append(row.weight)
+    return kernels, weights, guessed
+
+
+@dataclass(frozen=True)
+class KernelTimes:
+    """The matrix kernels of a step on one GPU in one precision: seconds each (mid) and band factors."""
+
+    seconds: np.ndarray
+    compute: np.ndarray
+    memory: np.ndarray
+    time_low: np.ndarray  # factors on seconds
+    time_high: np.ndarray
+    speedup_low: np.ndarray  # log factors on the kernel's speedup over fp32
+    speedup_high: np.ndarray
+    tensor: np.ndarray  # on tensor cores
+
+
+def kernel_times(kernels: list[Kernel], gpu: GpuSpec, precision: str, calibration: Calibration,
+                 widening: float) -> KernelTimes:
+    n = len(kernels)
+    out = {name: np.zeros(n) for name in ("seconds", "compute", "memory", "time_low", "time_high", "speedup_low",
+                                          "speedup_high", "tensor")}
+    by_precision: dict[str, list[int]] = {}
+    for i, kernel in enumerate(kernels):
+        by_precision.setdefault(kernel_precision(precision, kernel), []).append(i)
+    for used, indices in by_precision.items():
+        picked = [kernels[i] for i in indices]
+        path = calibration.paths["fp32" if used == "fp32" else "fp16"]
+        seconds, compute, memory = predict_seconds(features(picked, gpu.sms, used), path, calibration.shared,
+                                                   peak_tflops(gpu, used), gpu.bandwidth_gbs, BYTES[used])
+        out["seconds"][indices], out["compute"][indices], out["memory"][indices] = seconds, compute, memory
+        for i, kernel in zip(indices, picked):
+            entry = _class_entry(calibration, kernel_class(kernel, "fp16"))
+            band = entry["fp32" if used == "fp32" else "fp16"]
+            out["time_low"][i] = math.exp(band["low"]) / widening
+            out["time_high"][i] = math.exp(band["high"]) * widening
+            if used != "fp32":
+                out["speedup_low"][i] = entry["speedup"]["low"] - math.log(widening)
+                out["speedup_high"][i] = entry["speedup"]["high"] + math.log(widening)
+            out["tensor"][i] = float(used != "fp32" and gpu.tensor_cores and not irregular(kernel, used))
+    return KernelTimes(**out)
+
+
+def _class_entry(calibration: Calibration, name: str) -> dict:
+    classes = calibration.residuals["classes"]
+    for candidate in class_candidates(name):
+        if candidate in classes and "speedup" in classes[candidate]:
+            return classes[candidate]
+    raise KeyError(name)
+
+
+@dataclass(frozen=True)
+class StepEstimate:
+    """One step's projected time: mid and band, where it goes, and what made it."""
+
+    seconds: float
+    low: float
+    high: float
+    gpu_s: float
+    host_s: float
+    by_bound: dict[str, float]
+    tensor_flops_share: float
+    kernels: float
+    matrix_seconds: np.ndarray  # per matrix kernel, weighted: for the speedup band
+    matrix_log_speedup_band: tuple[np.ndarray, np.ndarray]
+    other_s: float
+    guessed_kernels: int
+
+    @property
+    def bound(self) -> str:
+        return max(self.by_bound, key=self.by_bound.get)
+
+
+def step_estimate(rows: Iterable[OpRow], batch_size: float, gpu: GpuSpec, precision: str, dispatch_s: float
+                  ) -> StepEstimate:
+    rows = list(rows)
+    calibration, own = calibration_for(gpu)
+    widening = 1.0 if own else UNCALIBRATED_WIDENING
+    kernels, weights, guessed = row_kernels(rows, batch_size)
+    w = np.asarray(weights, dtype=float)
+    timed = kernel_times(kernels, gpu, precision, calibration, widening)
+    matrix = timed.seconds * w
+    flops = np.array([k.flops() for k in kernels]) * w
+    # The other operations: memory traffic at the assumed bandwidth fraction, a launch gap each.
+    other = {"mid": 0.0, "low": 0.0, "high": 0.0}
+    memory_rows = [r for r in rows if r.unit != "matrix"]
+    for row in memory_rows:
+        data = row.bytes_at(batch_size) * row.weight / (gpu.bandwidth_gbs * 1e9)
+        other["mid"] += data / BANDWIDTH_FRACTION.mid + row.weight * sum(LAUNCH_GAP_S) / 2
+        other["low"] += data / BANDWIDTH_FRACTION.high + row.weight * LAUNCH_GAP_S[0]
+        other["high"] += data / BANDWIDTH_FRACTION.low + row.weight * LAUNCH_GAP_S[1]
+    operations = sum(r.weight for r in rows)
+    host = operations * dispatch_s
+    gpu_mid = float(matrix.sum()) + other["mid"]
+    gpu_low = float((matrix * timed.time_low).sum()) + other["low"]
+    gpu_high = float((matrix * timed.time_high).sum()) + other["high"]
+    launch_part = sum(r.weight for r in memory_rows) * sum(LAUNCH_GAP_S) / 2
+    by_bound = {"compute": float((w * np.where(timed.compute >= timed.memory, timed.seconds, 0)).sum()),
+                "memory": float((w * np.where(timed.compute < timed.memory, timed.seconds, 0)).sum())
+                + other["mid"] - launch_part,
+                "launch": launch_part, "host": host if host > gpu_mid else 0.0}
+    return StepEstimate(
+        seconds=max(gpu_mid, host), low=max(gpu_low, host), high=gpu_high + host, gpu_s=gpu_mid, host_s=host,
+        by_bound=by_bound, tensor_flops_share=float((flops * timed.tensor).sum() / flops.sum()) if flops.sum() else 0.0,
+        kernels=operations, matrix_seconds=matrix, matrix_log_speedup_band=(timed.speedup_low, timed.speedup_high),
+        other_s=other["mid"], guessed_kernels=guessed)
+
+
+def _gpu_range(estimate: StepEstimate) -> tuple[float, float]:
+    """(fast, slow) GPU seconds of a step with each matrix kernel at the ends of its speedup band
+    relative to fp32 (an fp32 step has none: both ends are its mid)."""
+    low_log, high_log = estimate.matrix_log_speedup_band
+    fast = float((estimate.matrix_seconds * np.exp(-high_log)).sum()) + estimate.other_s
+    slow = float((estimate.matrix_seconds * np.exp(-low_log)).sum()) + estimate.other_s
+    return fast, slow
+
+
+def speedup_band(baseline: StepEstimate, faster: StepEstimate) -> tuple[float, float, float]:
+    """(mid, low, high) speedup of `faster` over `baseline`: each matrix kernel off fp32 varied by its
+    class's measured-speedup residuals (an fp32 baseline's kernels held at mid, since the residuals are
+    measured against fp32; a TF32 default varies by its own), the other operations and the host cost the
+    same in both, the host either overlapping the GPU or not."""
+    mid = baseline.seconds / faster.seconds
+    scenarios = [mid]
+    for base in _gpu_range(baseline):
+        for this in _gpu_range(faster):
+            scenarios.append(max(base, baseline.host_s) / max(this, faster.host_s))
+            scenarios.append((base + baseline.host_s) / (this + faster.host_s))
+    return mid, min(scenarios), max(scenarios)
