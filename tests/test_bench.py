@@ -11,7 +11,7 @@ import ampgan.bench.harness as bench_module
 from ampgan.bench.harness import BenchSpec, run_bench, speedups
 from conftest import run_cli, tiny_config
 
-TINY = ["--width", "8", "--set", "model.z_dim=16", "--device", "cpu", "--warmup", "1", "--steps", "3", "--min-seconds", "0",
+TINY = ["--width", "8", "--set", "model.z_dim=16", "--device", "cpu", "--set", "bench.warmup=1", "--steps", "3", "--set", "bench.min_seconds=0",
         "--max-seconds", "5"]
 
 
@@ -102,7 +102,7 @@ def test_bad_bench_options_are_one_line_errors(tmp_path, capsys):
         (["--precisions", "fp32,fp9"], "unknown precision 'fp9'"),
         (["--precisions", "tf32"], "tf32 is a CUDA tensor-core mode"),
         (["--steps", "1"], "--steps must be at least 2"),
-        (["--min-seconds", "-1"], "--min-seconds must be 0 or more"),
+        (["--set", "bench.min_seconds=-1"], "--min-seconds must be 0 or more"),
     ]:
         code, _, err = run_cli(capsys, "bench", *TINY[:6], *args, "--out", str(tmp_path / "b"))
         assert code == 2 and message in err and err.count("\n") == 1, err
@@ -118,7 +118,7 @@ def test_sigterm_keeps_the_finished_batch_sizes_marked_incomplete(tmp_path):
     import sys
 
     out = tmp_path / "bench"
-    command = [sys.executable, "-m", "ampgan", "bench", *TINY, "--warmup", "3", "--batch-sizes", "4,8,4096",
+    command = [sys.executable, "-m", "ampgan", "bench", *TINY, "--set", "bench.warmup=3", "--batch-sizes", "4,8,4096",
                "--precisions", "fp32", "--max-seconds", "600", "--no-channels-last", "--out", str(out)]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     for line in process.stderr:  # one line per finished configuration

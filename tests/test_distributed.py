@@ -90,7 +90,7 @@ def test_a_two_process_checkpoint_resumes_in_one_process_and_back(tmp_path, caps
 def test_bench_under_two_processes_reports_per_rank_times_max_and_efficiency(tmp_path):
     out = tmp_path / "bench"
     result = torchrun("bench", "--batch-sizes", "8", "--precisions", "fp32,bf16", "--width", "8", "--set", "model.z_dim=16",
-                      "--device", "cpu", "--warmup", "1", "--steps", "3", "--min-seconds", "0", "--max-seconds", "20",
+                      "--device", "cpu", "--set", "bench.warmup=1", "--steps", "3", "--set", "bench.min_seconds=0", "--max-seconds", "20",
                       "--no-channels-last", "--out", str(out))
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.count("results:") == 1  # rank 0 alone reports

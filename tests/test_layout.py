@@ -155,7 +155,7 @@ def test_bench_decides_per_precision_and_stamps_its_figures(tmp_path, capsys, mo
     _faster_channels_last(monkeypatch, tmp_path)
     out = tmp_path / "b"
     code, _, err = run_cli(capsys, "bench", *TINY[:-4], "--width", "8", "--set", "model.z_dim=16", "--device", "cpu",
-                           "--batch-sizes", "4", "--precisions", "fp32,bf16", "--steps", "2", "--min-seconds", "0",
+                           "--batch-sizes", "4", "--precisions", "fp32,bf16", "--steps", "2", "--set", "bench.min_seconds=0",
                            "--out", str(out))
     assert code == 0, err
     results = load_results(out / "results.json")

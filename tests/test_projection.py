@@ -163,8 +163,8 @@ def tiny_bench(tmp_path_factory):
     from ampgan.cli import main
 
     out = tmp_path_factory.mktemp("projection") / "bench"
-    main(["bench", "--width", "8", "--set", "model.z_dim=16", "--device", "cpu", "--warmup", "1", "--steps", "2",
-          "--min-seconds", "0", "--max-seconds", "5", "--batch-sizes", "8", "--precisions", "fp32", "--out", str(out)])
+    main(["bench", "--width", "8", "--set", "model.z_dim=16", "--device", "cpu", "--set", "bench.warmup=1", "--steps", "2",
+          "--set", "bench.min_seconds=0", "--max-seconds", "5", "--batch-sizes", "8", "--precisions", "fp32", "--out", str(out)])
     return out / "results.json"
 
 

@@ -16,7 +16,7 @@ from ampgan.bench.attainable import (
 from ampgan.bench.sweep import cells, parse_axes
 from ampgan.errors import AmpganError
 
-TINY = ["--set", "model.z_dim=16", "--device", "cpu", "--warmup", "1", "--steps", "2", "--min-seconds", "0", "--max-seconds", "4"]
+TINY = ["--set", "model.z_dim=16", "--device", "cpu", "--set", "bench.warmup=1", "--steps", "2", "--set", "bench.min_seconds=0", "--max-seconds", "4"]
 
 
 def test_sweep_axes_parse_into_a_grid_and_bad_ones_are_one_line():

@@ -26,7 +26,7 @@ def test_the_pytorch_examples_dcgan_benches_and_trains_at_64_px(tmp_path, capsys
     model = ["--model", str(ROOT / "examples" / "pytorch_dcgan.py:dcgan"), "--image-size", "64",
              "--set", "model.ngf=8", "--set", "model.ndf=8"]
     code, out, err = run_cli(capsys, "bench", *model, "--batch-sizes", "8", "--precisions", "fp32,bf16", "--steps", "3",
-                             "--min-seconds", "0.2", "--out", str(tmp_path / "bench"))
+                             "--set", "bench.min_seconds=0.2", "--out", str(tmp_path / "bench"))
     assert code == 0, err[-2000:]
     results = json.loads((tmp_path / "bench" / "results.json").read_text())
     assert [(c["precision"], c["status"]) for c in results["configs"]] == [("fp32", "ok"), ("bf16", "ok")]

@@ -2,18 +2,46 @@
 
 Everything that differs between fp32, tf32, bf16 and fp16 lives in its `Precision` object (nanoGPT maps
 one dtype string to an autocast context and a scaler; this is that mapping, written once). The training
-policy (training/precision.py), the speed decisions, the tables and figures all look a mode up here by
-name, so adding a mode means adding one entry below (and, for the % of peak column, its peak figures in
-system/hardware.py).
+policy (training/precision.py), the speed decisions, the projection, the doctor, the tables and figures
+all look a mode up here by name: what a mode stores per element, the alignment its matrix kernels want,
+the mode whose traced operations stand in for it, the range of its 16-bit format, its colour and order.
+Adding a mode means adding one entry below (and its peak figures: a `NAME_tflops` column in
+system/gpus.csv, and the CPU rule in system/hardware.py).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import math
+
 import torch
 
 from ampgan.errors import AmpganError
+
+
+@dataclass(frozen=True)
+class FormatRange:
+    """What a floating-point format represents. Round-to-nearest decides the edges: a value overflows to
+    inf from halfway between the largest finite value and the next one (65520 for fp16), and flushes to
+    zero at or below half the smallest subnormal."""
+
+    name: str
+    max_finite: float
+    overflow_at: float  # |x| >= this rounds to inf
+    min_normal: float
+    min_subnormal: float
+
+    @classmethod
+    def of(cls, name: str, dtype: torch.dtype) -> FormatRange:
+        info = torch.finfo(dtype)
+        ulp_at_max = info.eps * 2.0 ** math.floor(math.log2(info.max))
+        return cls(name, max_finite=info.max, overflow_at=info.max + ulp_at_max / 2,
+                   min_normal=info.smallest_normal, min_subnormal=info.smallest_normal * info.eps)
+
+    @property
+    def flush_at_or_below(self) -> float:
+        return self.min_subnormal / 2  # ties round to even, i.e. to zero
 
 
 @dataclass(frozen=True)
@@ -30,6 +58,31 @@ class Precision:
     order: int  # in tables and legends
     mixed: bool  # the study's "mixed precision": 16-bit compute, fp32 master weights
     summary: str  # one line for the README's table and --help
+    # The mode whose traced operations describe this one's step when it was not traced itself: tf32 runs
+    # fp32's operations (only the matrix unit differs); fp16 and bf16 move the same bytes.
+    stand_in: str | None = None
+
+    @property
+    def element_bytes(self) -> int:
+        """Bytes per element of the tensors its matrix kernels read (tf32 stores fp32)."""
+        return self.compute_dtype.itemsize
+
+    @property
+    def alignment(self) -> int:
+        """Elements per 16-byte access: the multiple cuBLAS and cuDNN want of a matrix kernel's dimensions
+        for their vectorised (tensor-core) paths (8 for 16-bit, 4 for 32-bit)."""
+        return 16 // self.element_bytes
+
+    @property
+    def tensor_cores(self) -> bool:
+        """Its matrix kernels run on NVIDIA tensor cores where the GPU has them for this mode."""
+        return self.mixed or self.tf32_matmul
+
+    @property
+    def format_range(self) -> FormatRange | None:
+        """The limits of its 16-bit compute format, or None for a 32-bit mode."""
+        return FormatRange.of(self.name, self.compute_dtype) if self.element_bytes == 2 else None
+
 
     def unavailable_reason(self, device_type: str, capability: tuple[int, int] | None = None) -> str | None:
         """Why this mode cannot run on that device, or None when it can."""
@@ -48,20 +101,22 @@ _MODES = (
               summary="strict FP32 (TF32 switched off on CUDA)"),
     Precision("tf32", torch.float32, autocast=False, loss_scaling=False, tf32_matmul=True, cpu=False,
               cuda_capability=(8, 0), cuda_requirement="needs an Ampere or newer GPU (compute capability 8.0)",
-              colour="#9467bd", order=1, mixed=False, summary="FP32 storage, TF32 tensor-core matmuls"),
+              colour="#9467bd", order=1, mixed=False, summary="FP32 storage, TF32 tensor-core matmuls", stand_in="fp32"),
     Precision("bf16", torch.bfloat16, autocast=True, loss_scaling=False, tf32_matmul=False, cpu=True,
               cuda_capability=(8, 0), cuda_requirement="needs an Ampere or newer GPU (compute capability 8.0)",
-              colour="#2ca02c", order=2, mixed=True, summary="autocast to bfloat16, no loss scaling"),
+              colour="#2ca02c", order=2, mixed=True, summary="autocast to bfloat16, no loss scaling", stand_in="fp16"),
     # fp16 runs on every NVIDIA GPU (a P100 has fp16 units but no tensor cores: the study measured no gain
     # there); whether it is faster is the speed decision's question.
     Precision("fp16", torch.float16, autocast=True, loss_scaling=True, tf32_matmul=False, cpu=True,
               cuda_capability=None, cuda_requirement="",
-              colour="#d62728", order=3, mixed=True, summary="autocast to float16 with loss scaling"),
+              colour="#d62728", order=3, mixed=True, summary="autocast to float16 with loss scaling",
+              stand_in="bf16"),
 )
 
 PRECISIONS: dict[str, Precision] = {mode.name: mode for mode in sorted(_MODES, key=lambda m: m.order)}
 NAMES: tuple[str, ...] = tuple(PRECISIONS)
 BASELINE = "fp32"
+MIXED: tuple[str, ...] = tuple(name for name, mode in PRECISIONS.items() if mode.mixed)
 
 
 def precision(name: str) -> Precision:

@@ -8,28 +8,15 @@ subnormals with fewer significant bits ("precision loss").
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 
-
-@dataclass(frozen=True)
-class FormatRange:
-    name: str
-    max_finite: float
-    overflow_at: float  # |x| >= this rounds to inf
-    min_normal: float
-    min_subnormal: float
-
-    @property
-    def flush_at_or_below(self) -> float:
-        return self.min_subnormal / 2  # ties round to even, i.e. to zero
+from ampgan.precisions import PRECISIONS, FormatRange  # noqa: F401 - FormatRange: this module's readers use it
 
 
-FP16 = FormatRange("fp16", max_finite=65504.0, overflow_at=65520.0, min_normal=2.0**-14, min_subnormal=2.0**-24)
-BF16 = FormatRange("bf16", max_finite=(2 - 2**-7) * 2.0**127, overflow_at=(2 - 2**-8) * 2.0**127,
-                   min_normal=2.0**-126, min_subnormal=2.0**-133)
-FORMATS = {"fp16": FP16, "bf16": BF16}
+FP16 = PRECISIONS["fp16"].format_range
+BF16 = PRECISIONS["bf16"].format_range
+# Every 16-bit mode's format (precisions.py), by name.
+FORMATS = {name: mode.format_range for name, mode in PRECISIONS.items() if mode.format_range is not None}
 
 
 def classify(values: torch.Tensor, fmt: FormatRange, scale: float = 1.0) -> dict[str, int]:

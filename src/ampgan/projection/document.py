@@ -12,7 +12,7 @@ from ampgan.bench.ops import OpTable
 from ampgan.cost.arithmetic import cost_of_batches
 from ampgan.cost.catalog import Instance
 from ampgan.errors import AmpganError
-from ampgan.precisions import BASELINE, in_order
+from ampgan.precisions import BASELINE, MIXED, NAMES, in_order
 from ampgan.precisions import precision as precision_mode
 from ampgan.projection.assumptions import all_assumptions, host_seconds_per_op
 from ampgan.projection.kernel_model import calibration_for
@@ -21,7 +21,7 @@ from ampgan.system.gpus import GpuSpec
 
 FORMAT = "ampgan-projection/1"
 DEFAULT_DEVICES = ("T4", "P100", "V100", "A100", "L4", "H100", "H200")
-PROJECTED_PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
+PROJECTED_PRECISIONS = NAMES
 BATCHES_COSTED = 1e6  # the study's
 _NUMBER = (int, float)
 # What a reader of projection.json relies on (files/schema.py): the report's section reads these.
@@ -39,7 +39,7 @@ def table_for(precision: str, tables: dict[str, OpTable]) -> tuple[OpTable | Non
     matrix unit differs); fp16 and bf16 move the same bytes, so one stands in for the other."""
     if precision in tables:
         return tables[precision], f"op table traced in {precision}"
-    stand_in = {"tf32": "fp32", "fp16": "bf16", "bf16": "fp16"}.get(precision)
+    stand_in = precision_mode(precision).stand_in
     if stand_in in tables:
         return tables[stand_in], f"{stand_in}'s op table (the same operations and bytes as {precision})"
     return None, f"no op table for {precision} or a stand-in"
@@ -65,7 +65,7 @@ def memory_at_least(memory: dict | None, precision: str, batch_size: int) -> flo
     if not isinstance(memory, dict):
         return None
     per_sample = memory.get("activation_bytes_per_sample") or {}
-    stand_in = {"tf32": "fp32", "fp16": "bf16", "bf16": "fp16"}.get(precision)
+    stand_in = precision_mode(precision).stand_in
     value = per_sample.get(precision, per_sample.get(stand_in))
     parameters = memory.get("parameters_bytes")
     if not isinstance(value, (int, float)) or not isinstance(parameters, (int, float)):
@@ -339,7 +339,7 @@ def fastest_mixed(rows: list[dict], device: str, batch_size: int) -> tuple[dict,
     (its row also holds the speedup over PyTorch's TF32 default where the GPU has one)."""
     mine = {r["precision"]: r for r in rows if r.get("status") == "ok" and r["device"] == device
             and r["batch_size"] == batch_size}
-    mixed = [mine[name] for name in ("bf16", "fp16") if name in mine and "speedup" in mine[name]]
+    mixed = [mine[name] for name in MIXED if name in mine and "speedup" in mine[name]]
     if BASELINE not in mine or not mixed:
         return None
     return mine[BASELINE], max(mixed, key=lambda r: r["speedup"])

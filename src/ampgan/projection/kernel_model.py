@@ -27,6 +27,7 @@ from importlib import resources
 import numpy as np
 
 from ampgan.errors import AmpganError
+from ampgan.precisions import PRECISIONS
 from ampgan.projection.kernels import CONV_OPS, GEMM, Kernel
 from ampgan.system.gpus import GpuSpec
 
@@ -37,8 +38,9 @@ SHARED_PARAMETERS = ("log_launch_s", "log_bandwidth_fraction")
 PATHS = ("fp32", "fp16")  # a calibration's two unit paths: 32-bit, and 16-bit inputs with fp32 accumulation
 TILES = ((128, 128), (128, 64), (64, 64), (64, 32), (32, 32))
 TINY_CHANNELS = 4  # 1-3 channel images (and a 4-channel one) are the measured slow case
-BYTES = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2}
-ALIGNMENT = {"fp32": 4, "tf32": 4, "fp16": 8, "bf16": 8}
+# Per precision (precisions.py): bytes per element its kernels read, and the multiple of it they want.
+BYTES = {name: mode.element_bytes for name, mode in PRECISIONS.items()}
+ALIGNMENT = {name: mode.alignment for name, mode in PRECISIONS.items()}
 
 
 def path_of(precision: str) -> str:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from ampgan.files.atomic import write_atomically, write_json_atomically
 from ampgan.plotting import precision_colour, pyplot, save_figure
+from ampgan.precisions import MIXED, in_order
 from ampgan.projection.document import table_text
 
 CSV_COLUMNS = ["device", "precision", "batch_size", "status", "ms_per_step", "ms_low", "ms_high",
@@ -74,7 +75,7 @@ def figure(document: dict, path: Path) -> Path | None:
     left.legend(fontsize=6, ncol=2)
     largest = max(r["batch_size"] for r in rows)
     at_largest = [r for r in rows if r["batch_size"] == largest and "speedup" in r and r["precision"] != "fp32"]
-    names = sorted({r["precision"] for r in at_largest}, key=["tf32", "bf16", "fp16"].index)
+    names = in_order({r["precision"] for r in at_largest})
     width = 0.8 / max(1, len(names))
     for offset, name in enumerate(names):
         xs, ys, errors = [], [], [[], []]
@@ -101,5 +102,5 @@ def figure(document: dict, path: Path) -> Path | None:
 def _fastest_mixed(rows: list[dict]) -> str | None:
     """The mixed mode with the lowest projected time at the largest batch, for the left panel."""
     largest = max(r["batch_size"] for r in rows)
-    mixed = [r for r in rows if r["batch_size"] == largest and r["precision"] in ("bf16", "fp16")]
+    mixed = [r for r in rows if r["batch_size"] == largest and r["precision"] in MIXED]
     return min(mixed, key=lambda r: r["ms_per_step"])["precision"] if mixed else None

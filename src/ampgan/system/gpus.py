@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 
+from ampgan.precisions import NAMES as PRECISION_NAMES
 from ampgan.errors import AmpganError
 
 
@@ -54,7 +55,7 @@ def gpu_table() -> dict[str, GpuSpec]:
         major, minor = row["cuda_capability"].split(".")
         table[row["key"]] = GpuSpec(
             key=row["key"], name=row["name"],
-            peak_tflops={name: _number(row[f"{name}_tflops"]) for name in ("fp32", "tf32", "bf16", "fp16")},
+            peak_tflops={name: _number(row[f"{name}_tflops"]) for name in PRECISION_NAMES},
             fp16_units=row["fp16_units"], bandwidth_gbs=float(row["bandwidth_gbs"]),
             memory_gib=float(row["memory_gib"]), cuda_capability=(int(major), int(minor)),
             source=row["source"], checked=row["checked"], sms=int(row["sms"]))
