@@ -38,9 +38,7 @@ from ampgan.quality.evaluator import evaluator_for, generate_evenly, quality_of_
 from ampgan.doctor.preflight import check_before_training
 from ampgan.quality.headline import default_target, headline_for, headline_of
 from ampgan.seeds import evaluation_noise_seed
-from ampgan.speed.decision import choose_for_comparison, decide_for_run, warn_about_named_modes
-from ampgan.speed.compilation import compiled_precisions
-from ampgan.speed.layout import channels_last_precisions
+from ampgan.speed.plan import FASTEST_MIXED, plan_run
 from ampgan.study.over_seeds import compare_seeds, summarize_seeds
 from ampgan.runs.checkpoint import list_checkpoints, load_checkpoint
 from ampgan.study.progress import StudyProgress, open_progress
@@ -160,17 +158,6 @@ class CompareSpec:
                 "batch_size": self.batch_size, "time_budget_s": self.time_budget_s,
                 "steps": self.base.budget.steps, "seed": self.seed, "precisions": list(precisions),
                 "seed_list": self.seed_list}
-
-
-def choose_precisions(spec: CompareSpec, dataset, device: torch.device,
-                      log=print) -> tuple[tuple[str, ...], list[dict], dict]:
-    """fp32 against the fastest mixed mode that is faster than fp32 on this machine, at the comparison's
-    own batch size and model (speed.decision), or fp32 alone when none is; the decisions behind it."""
-    decisions, cannot_run = decide_for_run(spec.train_config("fp32"), dataset, device, log=log)
-    for decision in decisions.values():
-        log(f"  {decision.describe()}")
-    precisions, left_out = choose_for_comparison(decisions, cannot_run)
-    return precisions, left_out, {name: decision.to_dict() for name, decision in decisions.items()}
 
 
 class _QualityTracker:
@@ -314,24 +301,14 @@ def run_compare(spec: CompareSpec, out_dir: Path, show_progress: bool = True, lo
 
 def _decide(spec: CompareSpec, dataset, device: torch.device, log) -> dict:
     """The precisions to race and how each runs (memory format, compile), with the measurements: the
-    study's first stage, kept in study.json so a resumed study races what it began with."""
-    decisions: dict = {}
-    if spec.precisions:
-        precisions, left_out = spec.precisions, []
-        warn_about_named_modes(spec.train_config("fp32"), device, list(precisions))
-    else:
-        precisions, left_out, decisions = choose_precisions(spec, dataset, device, log)
-    layouts, compile_decisions = {}, {}
-    channels_last, compiled = spec.channels_last, spec.compile
-    if precisions != ("fp32",) or spec.precisions:
-        if channels_last is None:
-            channels_last, layouts = channels_last_precisions(spec.train_config, precisions, dataset, device, log)
-        spec = dataclasses.replace(spec, channels_last=channels_last)
-        if compiled is None:  # after the memory format: the compiled step depends on it
-            compiled, compile_decisions = compiled_precisions(spec.train_config, precisions, dataset, device, log)
-    return {"precisions": list(precisions), "left_out": left_out, "decisions": decisions,
-            "channels_last": list(channels_last or ()), "compile": list(compiled or ()), "layouts": layouts,
-            "compile_decisions": compile_decisions}
+    study's first stage (speed/plan.py), kept in study.json so a resumed study races what it began with.
+    With no mode faster than fp32 there is nothing to race, and no format or compile is decided."""
+    plan = plan_run(spec.train_config, dataset, device, precisions=spec.precisions, choose=FASTEST_MIXED,
+                    channels_last=spec.channels_last, compile=spec.compile, decide_layout_and_compile_alone=False,
+                    log=log)
+    return {"precisions": list(plan.precisions), "left_out": plan.left_out, "decisions": plan.precision_decisions,
+            "channels_last": list(plan.channels_last), "compile": list(plan.compile), "layouts": plan.layouts,
+            "compile_decisions": plan.compile_decisions}
 
 
 def _no_faster_mode(spec: CompareSpec, out_dir: Path, device: torch.device, dataset, left_out: list[dict],
