@@ -6,6 +6,7 @@ import io
 import json
 import os
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -140,3 +141,22 @@ def test_floating_point_pixels_are_refused(tmp_path):
     Image.fromarray(np.full((8, 8), 0.5, np.float32), mode="F").save(tmp_path / "a" / "x.tiff")
     with pytest.raises(AmpganError, match="floating-point pixels"):
         load_folder(str(tmp_path), image_size=8)
+
+
+def test_an_evaluator_cache_that_cannot_be_written_costs_only_the_cache(tmp_path, read_only_view, monkeypatch):
+    """A trained evaluator whose cache folder refuses the write is used all the same, with one warning."""
+    from ampgan.data.synthetic import make_synthetic
+    from ampgan.quality import evaluator as evaluator_module
+    from ampgan.quality.evaluator import evaluator_for
+
+    monkeypatch.setattr(evaluator_module, "MIN_TRAINING_STEPS", 10)  # the cache's behaviour, not its accuracy
+
+    dataset = make_synthetic(count=200, num_classes=4, image_size=16, seed=0)
+    (tmp_path / "cache").mkdir()
+    cache = read_only_view(tmp_path / "cache")  # a full disk is the same refusal (ENOSPC): tested on the data cache
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", AmpganWarning)
+        evaluator = evaluator_for(dataset, cache_dir=cache, epochs=1, min_accuracy=0.0)
+    said = [str(w.message) for w in caught if issubclass(w.category, AmpganWarning)]
+    assert evaluator.held_out_accuracy >= 0 and any("cannot keep the evaluator in its cache" in line for line in said)
+    assert not list(Path(cache).glob("*.pt")) and not list(Path(cache).glob(".*.tmp"))
