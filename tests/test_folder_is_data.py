@@ -255,10 +255,19 @@ def test_a_study_whose_document_points_outside_is_refused_by_report(capsys, tmp_
     code, _, err = run_cli(capsys, "report", str(study))
     assert code == 2 and "runs.fp32.run_dir should be a path inside its folder" in err
     document["runs"]["fp32"]["run_dir"] = "runs/fp32-seed0"
-    document["runs"]["fp32"]["train_seconds"] = float("nan")
-    (study / "compare.json").write_text(json.dumps(document))
+    for field, value, said in (("train_seconds", float("nan"), "train_seconds should be a number from 0 to inf, got nan"),
+                               ("train_seconds", -3.0, "train_seconds should be a number from 0 to inf, got -3.0"),
+                               ("steps", 1.5, "steps should be int, got 1.5")):
+        damaged = json.loads(json.dumps(document))
+        damaged["runs"]["fp32"][field] = value
+        (study / "compare.json").write_text(json.dumps(damaged))
+        code, _, err = run_cli(capsys, "report", str(study))
+        assert code == 2 and said in err, err
+    damaged = json.loads(json.dumps(document))
+    damaged["runs"]["fp32"]["final"]["recall"] = 7.5
+    (study / "compare.json").write_text(json.dumps(damaged))
     code, _, err = run_cli(capsys, "report", str(study))
-    assert code == 2 and "train_seconds should be int or a finite number, got nan" in err
+    assert code == 2 and "final.recall should be a number from 0 to 1, got 7.5" in err
 
 
 # ---- values read back are validated before use ------------------------------------------------------

@@ -31,6 +31,19 @@ class RelativePath:
     """A shape: a path inside the folder of the document that records it."""
 
 
+class Between:
+    """A shape: a finite number from `low` to `high` (a share, an accuracy); null too when `or_null`."""
+
+    def __init__(self, low: float, high: float, or_null: bool = False):
+        self.low, self.high, self.or_null = low, high, or_null
+
+    def holds(self, value: Any) -> bool:
+        if value is None:
+            return self.or_null
+        return (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+                and self.low <= value <= self.high)
+
+
 def is_relative_inside(text: Any) -> bool:
     from pathlib import PurePosixPath
 
@@ -84,6 +97,10 @@ def _check(value: Any, shape, where: str) -> None:
                     continue
                 raise ShapeError(f"{where}.{name}" if where else name, "is missing")
             _check(value[name], inner, f"{where}.{name}" if where else name)
+    elif isinstance(shape, Between):
+        if not shape.holds(value):
+            raise ShapeError(where or "the document", f"should be a number from {shape.low:g} to {shape.high:g}, "
+                                                      f"got {_short(value)}")
     elif shape is RelativePath:
         if not is_relative_inside(value):
             raise ShapeError(where or "the document", f"should be a path inside its folder, got {_short(value)}")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import html
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,7 +22,7 @@ from ampgan.errors import AmpganError
 from ampgan.files.atomic import write_atomically
 from ampgan.files.jsonfile import read_json
 from ampgan.files.paths import inside
-from ampgan.files.schema import RelativePath, check_shape
+from ampgan.files.schema import Between, RelativePath, check_shape
 from ampgan.projection.document import DOCUMENT_SHAPE, calibration_error_lines, fastest_mixed
 from ampgan.projection.document import speedup_text as projected_speedup_text
 from ampgan.runs.run_folder import read_metrics
@@ -33,9 +34,11 @@ from ampgan.study.verdict import interval_text, verdict
 
 
 _NUMBER = (int, float)
-_FINAL = {"?evaluator_accuracy": (int, float, None), "frechet_distance": _NUMBER, "?flags": [str], "?per_class": list,
+_SHARE = Between(0.0, 1.0)
+_FINAL = {"?evaluator_accuracy": Between(0.0, 1.0, or_null=True), "frechet_distance": _NUMBER,
+          "?recall": _SHARE, "?precision": _SHARE, "?coverage": _SHARE, "?kid": _NUMBER, "?flags": [str], "?per_class": list,
           "?confusion": list}
-_RUN = {"run_dir": RelativePath, "steps": int, "train_seconds": _NUMBER, "final": _FINAL, "?seconds_per_step": _NUMBER,
+_RUN = {"run_dir": RelativePath, "steps": int, "train_seconds": Between(0.0, math.inf), "final": _FINAL, "?seconds_per_step": _NUMBER,
         "?seeds": [int], "?per_seed": {"*": {"run_dir": RelativePath, "steps": int, "final": _FINAL}}, "?final_interval": dict}
 # What the report reads of compare.json (a study that found no faster mode has no runs, no evaluator).
 COMPARE_SHAPE = {
@@ -43,7 +46,7 @@ COMPARE_SHAPE = {
     "spec": {"batch_size": int, "?eval_samples": int, "?eval_points": int, "?seed_list": [int], "?precisions": [str]},
     "environment": {"hardware_summary": str, "versions": {"torch": str, "ampgan": str, "python": str}, "date": str},
     "dataset": {"name": str, "class_names": [str]}, "runs": {"*": _RUN}, "?verdict": [str],
-    "?evaluator": {"held_out_accuracy": _NUMBER}, "?floor": dict, "?cost": (dict, None),
+    "?evaluator": {"held_out_accuracy": _SHARE}, "?floor": dict, "?cost": (dict, None),
     "?left_out": [{"precision": str, "reason": str}], "?decisions": {"*": {"verdict": str}},
     "?layouts": {"*": {"description": str}}, "?compile_decisions": {"*": {"description": str}},
 }
