@@ -19,6 +19,7 @@ import torch
 
 from ampgan.config import TrainConfig
 from ampgan.data.batches import BatchStream
+from ampgan.errors import warn
 from ampgan.runs.run_folder import NullWriter, RunWriter
 from ampgan.seeds import CURRENT_SCHEME, step_noise_seed
 from ampgan.system.cpu_tuning import keep_freed_memory_for_reuse
@@ -26,7 +27,8 @@ from ampgan.training.distributed import any_rank, average_over_ranks, gather_obj
 from ampgan.training.faults import FaultMonitor, FaultRules, NumericFault
 from ampgan.training.interruption import TrainingInterrupted, stop_on_signals
 from ampgan.training.prepared import PreparedRun, prepare_run
-from ampgan.training.state import TrainState, build_train_state, capture_global_rngs, restore_global_rngs, wrap_modules
+from ampgan.training.state import (TrainState, build_train_state, capture_global_rngs, restore_global_rngs,
+                                   set_generator_state, wrap_modules)
 from ampgan.training.step import train_step
 
 __all__ = ["DEFAULT_STEPS", "PreparedRun", "RunResult", "RunState", "prepare_run", "run_training"]
@@ -82,40 +84,58 @@ class RunState:
     seed_scheme: int = CURRENT_SCHEME
 
     def state_dict(self) -> dict:
-        """Collective under torchrun: every rank contributes its data position and noise generator."""
-        per_rank = gather_objects({"data": self.stream.state_dict(), "step_generator": self.train.rng.get_state()})
+        """Collective under torchrun: every rank contributes its data position, noise generator and RNGs."""
+        device = self.train.policy.device
+        per_rank = gather_objects({"data": self.stream.state_dict(), "step_generator": self.train.rng.get_state(),
+                                   "rng": capture_global_rngs(device)})
         return {
             **self.train.state_dict(),
             "seed_scheme": self.seed_scheme,
-            "rng": capture_global_rngs(),
+            "rng": per_rank[0]["rng"],  # rank 0's, where checkpoints before per-rank RNGs kept them
             "progress": {
                 "train_seconds": self.train_seconds, "skipped_total": dict(self.window.skipped_total),
                 "data": {"world_size": world().size, "ranks": [r["data"] for r in per_rank]},
                 "step_generators": [r["step_generator"] for r in per_rank],
+                "step_generator_device": device.type,
+                "rngs": [r["rng"] for r in per_rank],
                 "metrics_last_step": self.metrics_last_step,
             },
         }
 
-    def load_state_dict(self, saved: dict, origin: str) -> None:
-        """Continue exactly where `saved` left off. On the same number of processes each rank takes
-        its own data position and noise generator back; on another number the shards are cut anew
-        (every rank starts the epoch after the furthest one saved) and noise generators are re-seeded
-        from (seed, rank, step)."""
+    def load_state_dict(self, saved: dict, origin: str) -> list[str]:
+        """Continue where `saved` left off; returns what could not be restored, in words (empty: all of it).
+
+        Always restored: weights, optimizers, loss scalers, the step, the training time, the data order.
+        On the same number of processes each rank takes its own data position, noise generator and RNGs
+        back; on another number the shards are cut anew (every rank starts the epoch after the furthest
+        one saved), noise generators are re-seeded from (seed, rank, step) and every rank takes rank 0's
+        CPU-side RNGs. A generator saved on another device kind (a run saved on the CPU resumed on a GPU,
+        or the reverse) cannot continue: the noise generator is re-seeded from (seed, rank, step) and the
+        CUDA global generator keeps what the seed gave it. The run goes on correctly; its losses then
+        differ from the uninterrupted run's."""
         self.train.load_state_dict(saved, origin)
-        restore_global_rngs(saved["rng"])
         progress, ranks = saved["progress"], world()
+        device = self.train.policy.device
+        same_world = progress["data"]["world_size"] == ranks.size
+        rngs = progress.get("rngs") or [saved["rng"]]
+        not_restored = restore_global_rngs(rngs[ranks.rank] if same_world and len(rngs) == ranks.size else rngs[0],
+                                           device)
         generators = progress.get("step_generators", [])
-        if len(generators) == ranks.size:
-            self.train.rng.set_state(generators[ranks.rank])
-        else:
+        saved_kind = progress.get("step_generator_device", saved.get("step_generator_device"))
+        same_kind = saved_kind in (None, device.type)
+        if not (same_world and len(generators) == ranks.size and same_kind
+                and set_generator_state(self.train.rng, generators[ranks.rank])):
             self.train.rng.manual_seed(step_noise_seed(self.config.seed, ranks.rank, self.train.step, self.seed_scheme))
+            why = "another number of processes" if not same_world else f"{saved_kind or 'another device kind'}"
+            not_restored.append(f"the noise generator (saved on {why}: re-seeded from seed, rank and step)")
         data = progress["data"]
-        if data["world_size"] == ranks.size:
+        if same_world:
             self.stream.load_state_dict(data["ranks"][ranks.rank])
         else:
             self.stream.start_epoch(max(r["epoch"] for r in data["ranks"]) + 1)
         self.window.skipped_total = dict(progress["skipped_total"])
         self.train_seconds = progress["train_seconds"]
+        return not_restored
 
 
 def build_run_state(prepared: PreparedRun, resume_from: dict | None, origin: str = "") -> RunState:
@@ -127,7 +147,10 @@ def build_run_state(prepared: PreparedRun, resume_from: dict | None, origin: str
                          seed_scheme=scheme, image_range=train.gan.image_range)
     state = RunState(config=config, train=train, stream=stream, seed_scheme=scheme)
     if resume_from is not None:
-        state.load_state_dict(resume_from, origin)
+        not_restored = state.load_state_dict(resume_from, origin)
+        if not_restored and ranks.is_main:
+            warn(f"resumed with everything but {'; '.join(not_restored)}: training continues correctly, but its "
+                 "losses will not match an uninterrupted run's")
     wrap_modules(train, compile=config.compute.compile, sync_batch_norm=config.compute.sync_bn)
     return state
 
