@@ -261,6 +261,23 @@ def compile_backend() -> str:
 RECOMPILE_LIMIT = 64
 
 
+# Inductor generates Triton kernels on CUDA, and Triton runs on compute capability 7.0 (Volta) and newer.
+TRITON_MIN_CAPABILITY = (7, 0)
+
+
+def check_compile_runs_on(device: torch.device) -> None:
+    """Refuse --compile where its code generator cannot run, in one line, before inductor's traceback at
+    the first step: a GPU below TRITON_MIN_CAPABILITY (the P100 is sm_60). Graph capture alone
+    (AMPGAN_COMPILE_BACKEND=eager) runs everywhere."""
+    if device.type != "cuda" or compile_backend() != "inductor":
+        return
+    capability = torch.cuda.get_device_capability(device)
+    if tuple(capability) < TRITON_MIN_CAPABILITY:
+        name = torch.cuda.get_device_name(device)
+        raise AmpganError(f"--compile needs a GPU of compute capability 7.0 or newer (its kernels are Triton's), and "
+                          f"{name} is sm_{capability[0]}{capability[1]}: drop --compile (the eager step runs there)")
+
+
 def allow_every_variant_of_the_step() -> None:
     config = torch._dynamo.config
     name = "recompile_limit" if hasattr(config, "recompile_limit") else "cache_size_limit"
@@ -286,6 +303,7 @@ def wrap_modules(state: TrainState, *, compile: bool, sync_batch_norm: bool = Fa
         state.gan.discriminator = torch.nn.SyncBatchNorm.convert_sync_batchnorm(state.discriminator)
     generator, discriminator = state.generator, state.discriminator
     if compile:
+        check_compile_runs_on(state.policy.device)
         use_persistent_compile_cache()
         allow_every_variant_of_the_step()
         generator = torch.compile(generator, backend=compile_backend())
