@@ -118,9 +118,7 @@ class RunState:
         progress, ranks = saved["progress"], world()
         device = self.train.policy.device
         same_world = progress["data"]["world_size"] == ranks.size
-        rngs = progress.get("rngs") or [saved["rng"]]
-        not_restored = restore_global_rngs(rngs[ranks.rank] if same_world and len(rngs) == ranks.size else rngs[0],
-                                           device)
+        not_restored = restore_global_rngs(saved_rngs_for(saved, ranks.rank, ranks.size), device)
         generators = progress.get("step_generators", [])
         saved_kind = progress.get("step_generator_device", saved.get("step_generator_device"))
         same_kind = saved_kind in (None, device.type)
@@ -137,6 +135,14 @@ class RunState:
         self.window.skipped_total = dict(progress["skipped_total"])
         self.train_seconds = progress["train_seconds"]
         return not_restored
+
+
+def saved_rngs_for(saved: dict, rank: int, world_size: int) -> dict:
+    """The process RNG states a rank restores: its own when the checkpoint was saved by as many processes
+    (each saved its own), else rank 0's (checkpoints before per-rank states hold rank 0's alone)."""
+    progress = saved["progress"]
+    rngs = progress.get("rngs") or [saved["rng"]]
+    return rngs[rank] if progress["data"]["world_size"] == world_size == len(rngs) else rngs[0]
 
 
 def build_run_state(prepared: PreparedRun, resume_from: dict | None, origin: str = "") -> RunState:
