@@ -67,6 +67,7 @@ class Sizes:
     compiled_batch: str
     bench_max_seconds: str
     train_precision: str
+    train_size: tuple[str, ...]  # train-sigterm's model and batch options (none: the defaults)
     after_checkpoint_s: float  # train-sigterm: SIGTERM this long after the first checkpoint appears
     resume_more_s: float  # train-resume: train this much longer than the run had
 
@@ -74,12 +75,13 @@ class Sizes:
 GPU = Sizes(device="cuda", study_model=("--model", "acgan-2019", "--image-size", "28", "--channels", "1"),
             calibration_models="acgan-2019,acgan", precisions="fp32,tf32,bf16,fp16", batches_2019="64,256,1024,2048,4096",
             batches_acgan="64,256,1024,2048", acgan_width="64", calibration_batches="256,2048", compiled_batch="1024",
-            bench_max_seconds="3", train_precision="fp16", after_checkpoint_s=6.0, resume_more_s=6.0)
+            bench_max_seconds="3", train_precision="fp16", train_size=(), after_checkpoint_s=6.0, resume_more_s=6.0)
 # The rehearsal's stand-in for acgan-2019 is acgan at width 8: the study's network (a 6272-wide dense layer)
 # takes seconds a step on a 2-core CPU, and its op tables minutes.
 REHEARSAL = Sizes(device="cpu", study_model=("--model", "acgan", "--width", "8"), calibration_models="acgan",
                   precisions="fp32,bf16", batches_2019="4", batches_acgan="4", acgan_width="8",
-                  calibration_batches="4", compiled_batch="4", bench_max_seconds="10", train_precision="fp32",
+                  calibration_batches="4", compiled_batch="4", bench_max_seconds="4", train_precision="fp32",
+                  train_size=("--width", "8", "--batch-size", "8"),
                   after_checkpoint_s=1.0, resume_more_s=1.0)
 
 
@@ -97,8 +99,8 @@ class Step:
 
     @property
     def grace(self) -> int:
-        """SIGTERM this long before the limit: the time to write what was finished."""
-        return max(3, min(10, self.limit // 4))
+        """SIGTERM this long before the limit: the time to write what was finished (a bench draws its figures)."""
+        return max(3, min(15, self.limit // 3))
 
 
 def _bench(name: str, out: Path, model: list[str], batches: str, sizes: Sizes, limit: int, extra=()) -> Step:
@@ -147,7 +149,8 @@ def plan(work: Path, rehearse: bool = False) -> list[Step]:
                         sizes, 50))
     run = work / "resume-run"
     steps.append(Step("train-sigterm", [*AMPGAN, "train", "--device", sizes.device, "--precision",
-                                        sizes.train_precision, "--no-compile", "--no-channels-last",
+                                        sizes.train_precision, *sizes.train_size, "--no-compile",
+                                        "--no-channels-last",
                                         "--time-budget", "120s", "--checkpoint-every", "50", "--quiet",
                                         "--out", str(run), "--overwrite"], 30, writes="resume-run/checkpoints",
                       ok_exits=(143,), sigterm_once=str(run / "checkpoints" / "step-000000.pt"),

@@ -2,6 +2,9 @@
 without a GPU (names, capabilities, architecture lists, optimizer choice, control traffic)."""
 
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -94,20 +97,64 @@ def test_control_flags_travel_as_cpu_tensors(monkeypatch):
 
 
 
-def test_the_gpu_sweep_lists_its_commands_within_eight_minutes(tmp_path):
-    import subprocess
-    import sys
-    from pathlib import Path
+SWEEP = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu_sweep.py"
 
-    script = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu_sweep.py"
-    result = subprocess.run([sys.executable, str(script), str(tmp_path / "sweep"), "--dry-run"], capture_output=True,
+
+def test_the_gpu_sweep_lists_its_commands_within_six_minutes(tmp_path):
+    result = subprocess.run([sys.executable, str(SWEEP), str(tmp_path / "sweep"), "--dry-run"], capture_output=True,
                             text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert any("bench --model acgan-2019" in line and "fp32,tf32,bf16,fp16" in line for line in lines)
-    assert any("train --resume" in line for line in lines) and any(" compare " in line for line in lines)
+    assert any("kernel_calibration.py" in line and "--device cuda" in line for line in lines)
+    assert any("train --resume" in line for line in lines) and any("--compiled-bench" in line for line in lines)
+    # The decisions the sweep names as skipped are skipped: no layout, precision or compile decision runs.
+    benches = [line for line in lines if " bench " in line]
+    assert benches and all("--no-channels-last" in line and "--precisions" in line for line in benches)
     total = int(lines[-1].split("at most ")[1].split()[0])
-    assert total <= 480 and not (tmp_path / "sweep").exists()  # a dry run writes nothing
+    assert total <= 360 and not (tmp_path / "sweep").exists()  # a dry run writes nothing
+
+
+@pytest.mark.slow  # eight processes in turn, each importing torch: a minute and a half on an idle 2-core machine
+def test_the_sweep_rehearsed_on_the_cpu_checks_itself_and_delivers_the_calibration(tmp_path):
+    import csv
+    import json
+    import tarfile
+
+    from ampgan.bench.calibration import COLUMNS
+
+    work, deliver = tmp_path / "work", tmp_path / "out"
+    env = {**__import__("os").environ, "PYTHONPATH": str(SWEEP.parents[1] / "src")}
+    result = subprocess.run([sys.executable, str(SWEEP), str(work), "--rehearse", "--deliver", str(deliver)],
+                            capture_output=True, text=True, timeout=600, env=env, cwd=SWEEP.parents[1])
+    summary = json.loads((deliver / "summary.json").read_text())
+    statuses = {step["name"]: step["status"] for step in summary["steps"]}
+    assert result.returncode == (0 if summary["ok"] else 1)
+    # The self-check is printed last, and says what each step did.
+    printed = result.stdout.splitlines()
+    assert printed[printed.index(summary["self_check"][0]):] == summary["self_check"]
+    assert all(f"  {name}" in result.stdout for name in statuses)
+    assert statuses["train-sigterm"] == "ok"  # stopped by SIGTERM after its first checkpoint: exit 143, resumable
+    assert statuses["calibrate"] == "ok" and statuses["cuda-tests"] == "ok"
+    # What comes back: at most 8 files, one tarball without checkpoints.
+    delivered = sorted(p.name for p in deliver.iterdir())
+    assert delivered == ["calibration-kernels.csv", "calibration-kernels.json", "summary.json", "summary.txt",
+                         "sweep.tar.gz"]
+    with tarfile.open(deliver / "sweep.tar.gz") as archive:
+        names = archive.getnames()
+    assert not any(name.endswith(".pt") for name in names) and any(name.endswith("sweep.json") for name in names)
+    # The calibration table, in the projection's format, with its sidecar.
+    with open(deliver / "calibration-kernels.csv", newline="") as handle:
+        reader = csv.DictReader(handle)
+        rows = list(reader)
+    assert tuple(reader.fieldnames) == COLUMNS
+    assert {row["op"] for row in rows} == {"gemm", "conv_fwd", "conv_bwd_data", "conv_bwd_weight"}
+    assert {row["precision"] for row in rows} == {"fp32", "bf16"} and all(float(row["ms"]) > 0 for row in rows)
+    gemm = next(row for row in rows if row["op"] == "gemm")
+    assert gemm["m"] and gemm["c"] == "" and gemm["out_channels"] == ""  # unused columns empty
+    sidecar = json.loads((deliver / "calibration-kernels.json").read_text())
+    assert {"gpu", "architecture", "source", "licence", "date", "software", "measured_by"} <= set(sidecar)
+    assert sidecar["software"]["torch"] == torch.__version__
 
 
 # --- Resume on other hardware: what a checkpoint's RNG states can and cannot continue ---------------------
@@ -377,3 +424,48 @@ def test_a_layout_tie_on_a_launch_bound_gpu_is_capped_in_rounds():
     assert capped_for(LAYOUT_RULE, 0.006).max_seconds == 2.0  # 3 ms steps: 2 s, not 20 s, for a tie
     assert capped_for(LAYOUT_RULE, 0.1).max_seconds == pytest.approx(6.0)
     assert capped_for(LAYOUT_RULE, 1.0).max_seconds == 20.0
+
+
+# --- The calibration table: aten's matrix ops as the projection's rows ---------------------------------------
+
+def _rows_of(run):
+    from ampgan.bench.calibration import _MatrixCalls, kernel_rows
+
+    recorder = _MatrixCalls()
+    with recorder:
+        run()
+    return [row.as_dict() for row in kernel_rows(recorder.calls, tf32=False)[0]]
+
+
+def test_a_linear_layer_is_gemm_rows_with_their_transposes():
+    layer = torch.nn.Linear(24, 16)
+    x = torch.randn(8, 24, requires_grad=True)
+    rows = _rows_of(lambda: layer(x).sum().backward())
+    forward = rows[0]  # addmm(bias, x (8 x 24), W^T: W is stored (16, 24), so B is column-major)
+    assert forward == {"op": "gemm", "m": 8, "n": 16, "k": 24, "transpose_a": 0, "transpose_b": 1, "batch": "",
+                       "precision": "fp32"}
+    assert {(r["m"], r["n"], r["k"]) for r in rows[1:]} == {(8, 24, 16), (16, 24, 8)}  # dX = dY W, dW = dY^T X
+
+
+def test_a_transposed_convolution_is_the_data_gradient_of_the_direct_one():
+    up = torch.nn.ConvTranspose2d(8, 4, kernel_size=4, stride=2, padding=1)  # (2, 8, 7, 7) -> (2, 4, 14, 14)
+    x = torch.randn(2, 8, 7, 7, requires_grad=True)
+    rows = _rows_of(lambda: up(x).sum().backward())
+    geometry = {"batch": 2, "c": 4, "h": 14, "w": 14, "out_channels": 8, "r": 4, "s": 4, "pad_h": 1, "pad_w": 1,
+                "stride_h": 2, "stride_w": 2, "precision": "fp32"}
+    assert rows == [geometry | {"op": op} for op in ("conv_bwd_data", "conv_fwd", "conv_bwd_weight")]
+    direct = torch.nn.Conv2d(4, 8, kernel_size=4, stride=2, padding=1)  # the direct convolution it stands for
+    y = torch.randn(2, 4, 14, 14, requires_grad=True)
+    assert _rows_of(lambda: direct(y).sum().backward()) == [
+        geometry | {"op": op} for op in ("conv_fwd", "conv_bwd_data", "conv_bwd_weight")]
+
+
+def test_grouped_convolutions_are_counted_apart_not_dropped():
+    from ampgan.bench.calibration import _MatrixCalls, kernel_rows
+
+    grouped = torch.nn.Conv2d(4, 4, 3, groups=2)
+    recorder = _MatrixCalls()
+    with recorder:
+        grouped(torch.randn(1, 4, 8, 8))
+    rows, skipped = kernel_rows(recorder.calls, tf32=True)
+    assert rows == [] and "groups 2" in skipped[0]
