@@ -1,4 +1,8 @@
-"""What only a CUDA GPU can show (skipped elsewhere; benchmarks/gpu_sweep.py runs these on a lent GPU)."""
+"""What only a CUDA GPU can show (skipped elsewhere; benchmarks/gpu_sweep.py runs these on a lent GPU).
+
+Synthetic data throughout: the lent machine has no scikit-learn (the digits dataset's source). A compiled
+step is the sweep's bench-compiled step, not a test here: inductor's first compile takes longer than the
+sweep gives these tests."""
 
 import pytest
 import torch
@@ -10,7 +14,7 @@ pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs an 
 
 def test_train_resumes_on_cuda(tmp_path, capsys):
     run = tmp_path / "run"
-    code, _, err = run_cli(capsys, "train", "--device", "cuda", "--precision", "fp16", "--steps", "4",
+    code, _, err = run_cli(capsys, "train", "--device", "cuda", "--precision", "fp16", "--dataset", "synthetic", "--steps", "4",
                            "--checkpoint-every", "2", "--quiet", "--out", str(run))
     assert code == 0, err
     code, _, err = run_cli(capsys, "train", "--resume", str(run), "--steps", "8", "--quiet")
@@ -25,7 +29,7 @@ def test_one_mixed_step_reads_nothing_back_to_the_host(precision):
 
     if precision == "bf16" and torch.cuda.get_device_capability() < (8, 0):
         pytest.skip("bf16 needs sm_80")
-    config = config_from_options(precision=precision, batch_size=64, device="cuda")
+    config = config_from_options(dataset="synthetic", precision=precision, batch_size=64, device="cuda")
     from ampgan.data import load_dataset
 
     timer = StepTimer(config, load_dataset(config.data, seed=0), torch.device("cuda"))
@@ -101,7 +105,8 @@ def test_channels_last_runs_on_cudnn():
     from ampgan.data import load_dataset
     from ampgan.speed.step_timer import StepTimer
 
-    config = config_from_options(precision="fp16", batch_size=64, device="cuda", channels_last=True, compile=False)
+    config = config_from_options(dataset="synthetic", precision="fp16", batch_size=64, device="cuda", channels_last=True,
+                                 compile=False)
     timer = StepTimer(config, load_dataset(config.data, seed=0), torch.device("cuda"))
     assert all(timer() > 0 for _ in range(2))
     weight = next(p for p in timer.state.discriminator.parameters() if p.dim() == 4)
@@ -114,7 +119,8 @@ def test_the_calibration_times_cuda_kernels_with_events():
     from ampgan.data import load_dataset
     from ampgan.speed.step_timer import StepTimer
 
-    config = config_from_options(precision="bf16" if torch.cuda.is_bf16_supported() else "fp16", batch_size=64,
+    config = config_from_options(dataset="synthetic", precision="bf16" if torch.cuda.is_bf16_supported() else "fp16",
+                                 batch_size=64,
                                  device="cuda", width=16, compile=False, channels_last=False)
     timer = StepTimer(config, load_dataset(config.data, seed=0), torch.device("cuda"))
     timer()
