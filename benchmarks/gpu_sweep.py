@@ -43,7 +43,7 @@ import subprocess
 import sys
 import tarfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -80,7 +80,7 @@ GPU = Sizes(device="cuda", study_model=("--model", "acgan-2019", "--image-size",
 # takes seconds a step on a 2-core CPU, and its op tables minutes.
 REHEARSAL = Sizes(device="cpu", study_model=("--model", "acgan", "--width", "8"), calibration_models="acgan",
                   precisions="fp32,bf16", batches_2019="4", batches_acgan="4", acgan_width="8",
-                  calibration_batches="4", compiled_batch="4", bench_max_seconds="4", train_precision="fp32",
+                  calibration_batches="4", compiled_batch="4", bench_max_seconds="5", train_precision="fp32",
                   train_size=("--width", "8", "--batch-size", "8"),
                   after_checkpoint_s=1.0, resume_more_s=1.0)
 
@@ -125,9 +125,12 @@ def _resume_argv(run: Path, more_s: float):
     return argv
 
 
-def plan(work: Path, rehearse: bool = False) -> list[Step]:
-    """Every step, in order; their limits sum to at most TOTAL_LIMIT_S."""
+def plan(work: Path, rehearse: bool = False, time_scale: float = 1.0) -> list[Step]:
+    """Every step, in order; their limits sum to at most TOTAL_LIMIT_S (times `time_scale`, which also
+    scales the benches' --max-seconds: a rehearsal on a loaded machine)."""
     sizes = REHEARSAL if rehearse else GPU
+    if time_scale != 1.0:
+        sizes = replace(sizes, bench_max_seconds=f"{float(sizes.bench_max_seconds) * time_scale:g}")
     # On the GPU the injected CUDA paths run too (on torch 2.11 there); a rehearsal shows the GPU tests skip.
     tests = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_on_gpu.py",
              *([] if rehearse else ["tests/test_cuda_paths.py", "-k", "not sweep"]),
@@ -165,6 +168,8 @@ def plan(work: Path, rehearse: bool = False) -> list[Step]:
                 "--max-seconds", sizes.bench_max_seconds]
     steps.append(Step("bench-compiled", compiled, 55, writes="bench-compiled/results.json",
                       env={"AMPGAN_COMPILE_BACKEND": "eager"} if rehearse else {}))
+    for step in steps:
+        step.limit = round(step.limit * time_scale)
     return steps
 
 
@@ -250,10 +255,11 @@ def measured_speedups(work: Path) -> list[dict]:
     return rows
 
 
-def projected_against_measured(work: Path) -> list[dict]:
+def projected_against_measured(work: Path) -> list[dict] | None:
+    """Each measured configuration of the study's network beside this GPU's projection; None: no projection."""
     document = _json(work / "projection-acgan-2019" / "projection.json")
     if not isinstance(document, dict):
-        return []
+        return None
     return [{"batch_size": row.get("batch_size"), "precision": row.get("precision"),
              "measured_ms": row.get("ms_per_step"), "projected_ms": row.get("projected_for_it_ms"),
              "measured_over_projected": row.get("measured_over_projected")}
@@ -300,19 +306,22 @@ def self_check(document: dict, work: Path) -> list[str]:
                          f"({row['reason']})")
     if not document["speedups"]:
         lines.append("    none measured")
-    compared = [r for r in document["projected_vs_measured"] if r["projected_ms"] is not None]
+    projected = document["projected_vs_measured"]
+    compared = [r for r in projected or [] if r["projected_ms"] is not None]
     lines.append("  projected vs measured (acgan-2019 on this device, ms per step; measured / projected):")
     for row in compared:
         lines.append(f"    batch {row['batch_size']:>5} {row['precision']:>5}: measured {_fmt(row['measured_ms'], 2)}, "
                      f"projected {_fmt(row['projected_ms'], 2)}, ratio {_fmt(row['measured_over_projected'])}")
     if not compared:
-        lines.append("    none: " + ("this device is not a GPU of the table (system/gpus.csv)"
-                                       if document["projected_vs_measured"] else "no projection was written"))
+        lines.append("    none: " + ("no projection was written" if projected is None
+                                       else "no configuration was measured" if not projected
+                                       else "this device is not a GPU of the table (system/gpus.csv)"))
     calibration = document["calibration"]
     lines.append(f"  calibration: {calibration['rows']} kernels {calibration.get('by_op', {})}, "
                  f"sidecar {'written' if calibration.get('sidecar') else 'missing'}")
     lines.append(f"  CUDA tests: {document['cuda_tests']}")
-    lines.append(f"  RESULT: {'every step did what it should' if document['ok'] else 'NOT every step succeeded'}")
+    lines.append("  RESULT: " + ("every step did what it should" if document["ok"] else
+                                 "NOT every step did what it should, or the study's network has no measured speedup"))
     return lines
 
 
@@ -403,9 +412,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.compiled_bench:
         return compiled_bench(args.work, args.device, args.width, args.batch_size, args.max_seconds)
     work = args.work.resolve()
-    steps = plan(work, rehearse=args.rehearse)
-    for step in steps:
-        step.limit = round(step.limit * args.time_scale)
+    steps = plan(work, rehearse=args.rehearse, time_scale=args.time_scale)
     if args.dry_run:
         for step in steps:
             command = step.argv_after(work) if step.argv_after else step.argv
@@ -436,7 +443,9 @@ def main(argv: list[str] | None = None) -> int:
     document["projected_vs_measured"] = projected_against_measured(work)
     document["calibration"] = calibration_summary(work)
     document["cuda_tests"] = cuda_test_result(work, by_name.get("cuda-tests"))
-    document["ok"] = not document["not_run"] and all(s["status"] == "ok" for s in document["steps"])
+    # Every step did what it should, and the study's network has a measured speedup: the sweep's point.
+    document["ok"] = (not document["not_run"] and all(s["status"] == "ok" for s in document["steps"])
+                      and any(r["bench"] == "bench-acgan-2019" and "speedup" in r for r in document["speedups"]))
     document["self_check"] = self_check(document, work)
     (work / "sweep.json").write_text(json.dumps(document, indent=2))
     delivered = deliver(document, work, deliver_dir)
