@@ -135,7 +135,7 @@ def plan(work: Path, rehearse: bool = False, time_scale: float = 1.0) -> list[St
     tests = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_on_gpu.py",
              *([] if rehearse else ["tests/test_cuda_paths.py", "-k", "not sweep"]),
              "--junitxml", str(work / "cuda-tests.xml")]
-    steps = [Step("cuda-tests", tests, 50, writes="cuda-tests.xml")]
+    steps = [Step("cuda-tests", tests, 60, writes="cuda-tests.xml")]
     steps.append(_bench("bench-acgan-2019", work, list(sizes.study_model), sizes.batches_2019, sizes, 75))
     calibration_precisions = sizes.precisions if not rehearse else "fp32,bf16"
     steps.append(Step("calibrate", [sys.executable, str(ROOT / "benchmarks" / "kernel_calibration.py"),

@@ -40,7 +40,7 @@ def sidecar(device, batch_sizes, precisions, models, finished) -> dict:
         "source": (f"ampgan's real training step ({', '.join(models)}; batch {', '.join(map(str, batch_sizes))}; "
                    f"{', '.join(precisions)}): every GEMM and convolution recorded by a dispatch mode and timed alone "
                    "(benchmarks/kernel_calibration.py, src/ampgan/bench/calibration.py)"),
-        "licence": "measured by the ampgan project; free to reuse with this sidecar",
+        "licence": "measured by the ampgan project; the repository's terms apply (it names no licence yet)",
         "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "software": {"torch": torch.__version__, "cuda": torch.version.cuda,
                      "cudnn": torch.backends.cudnn.version() if device.type == "cuda" else None,
