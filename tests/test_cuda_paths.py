@@ -1,6 +1,11 @@
 """The CUDA paths, checked on the CPU: torch.cuda's answers are injected where a behaviour can be judged
 without a GPU (names, capabilities, architecture lists, optimizer choice, control traffic)."""
 
+import re
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -92,17 +97,383 @@ def test_control_flags_travel_as_cpu_tensors(monkeypatch):
 
 
 
-def test_the_gpu_sweep_lists_its_commands_within_eight_minutes(tmp_path):
-    import subprocess
-    import sys
-    from pathlib import Path
+SWEEP = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu_sweep.py"
 
-    script = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu_sweep.py"
-    result = subprocess.run([sys.executable, str(script), str(tmp_path / "sweep"), "--dry-run"], capture_output=True,
+
+def test_the_gpu_sweep_lists_its_commands_within_six_minutes(tmp_path):
+    result = subprocess.run([sys.executable, str(SWEEP), str(tmp_path / "sweep"), "--dry-run"], capture_output=True,
                             text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert any("bench --model acgan-2019" in line and "fp32,tf32,bf16,fp16" in line for line in lines)
-    assert any("train --resume" in line for line in lines) and any(" compare " in line for line in lines)
+    assert any("kernel_calibration.py" in line and "--device cuda" in line for line in lines)
+    assert any("train --resume" in line for line in lines) and any("--compiled-bench" in line for line in lines)
+    # The decisions the sweep names as skipped are skipped: no layout, precision or compile decision runs.
+    benches = [line for line in lines if " bench " in line]
+    assert benches and all("--no-channels-last" in line and "--precisions" in line for line in benches)
     total = int(lines[-1].split("at most ")[1].split()[0])
-    assert total <= 480 and not (tmp_path / "sweep").exists()  # a dry run writes nothing
+    assert total <= 360 and not (tmp_path / "sweep").exists()  # a dry run writes nothing
+
+
+@pytest.mark.slow  # eight processes in turn, each importing torch: a minute and a half on an idle 2-core machine
+def test_the_sweep_rehearsed_on_the_cpu_checks_itself_and_delivers_the_calibration(tmp_path):
+    import csv
+    import json
+    import tarfile
+
+    from ampgan.bench.calibration import COLUMNS
+
+    work, deliver = tmp_path / "work", tmp_path / "out"
+    env = {**__import__("os").environ, "PYTHONPATH": str(SWEEP.parents[1] / "src")}
+    # Limits four times the sweep's own: a loaded 2-core machine must not decide the outcome.
+    result = subprocess.run([sys.executable, str(SWEEP), str(work), "--rehearse", "--time-scale", "4", "--deliver",
+                             str(deliver)], capture_output=True, text=True, timeout=1500, env=env, cwd=SWEEP.parents[1])
+    summary = json.loads((deliver / "summary.json").read_text())
+    statuses = {step["name"]: step["status"] for step in summary["steps"]}
+    assert result.returncode == 0 and summary["ok"], statuses
+    assert set(statuses) == {"cuda-tests", "bench-acgan-2019", "calibrate", "project-acgan-2019", "bench-acgan",
+                             "train-sigterm", "train-resume", "bench-compiled"}
+    # The self-check is printed last, and says what each step did.
+    printed = result.stdout.splitlines()
+    assert printed[printed.index(summary["self_check"][0]):] == summary["self_check"]
+    assert all(f"  {name}" in result.stdout for name in statuses)
+    # Measured speedups reach the self-check, per precision and batch size.
+    measured = {(row["bench"], row["precision"], row["batch_size"]) for row in summary["speedups"] if "speedup" in row}
+    assert {("bench-acgan-2019", "bf16", 4), ("bench-acgan", "bf16", 4)} <= measured
+    compiled = json.loads((work / "bench-compiled" / "results.json").read_text())
+    assert [(c["precision"], c["batch_size"]) for c in compiled["configs"]] == [("fp32", 4), ("bf16", 4)]
+    assert compiled["compile_times"] == {} and compiled["spec"]["compile"] == ["fp32", "bf16"]
+    assert summary["cuda_tests"].startswith("8 skipped")  # no GPU here: every GPU test skips, none fails
+    # What comes back: at most 8 files, one tarball without checkpoints.
+    delivered = sorted(p.name for p in deliver.iterdir())
+    assert delivered == ["calibration-kernels.csv", "calibration-kernels.json", "summary.json", "summary.txt",
+                         "sweep.tar.gz"]
+    with tarfile.open(deliver / "sweep.tar.gz") as archive:
+        names = archive.getnames()
+    assert not any(name.endswith(".pt") for name in names) and any(name.endswith("sweep.json") for name in names)
+    # The calibration table, in the projection's format, with its sidecar.
+    with open(deliver / "calibration-kernels.csv", newline="") as handle:
+        reader = csv.DictReader(handle)
+        rows = list(reader)
+    assert tuple(reader.fieldnames) == COLUMNS
+    assert {row["op"] for row in rows} == {"gemm", "conv_fwd", "conv_bwd_data", "conv_bwd_weight"}
+    assert {row["precision"] for row in rows} == {"fp32", "bf16"} and all(float(row["ms"]) > 0 for row in rows)
+    gemm = next(row for row in rows if row["op"] == "gemm")
+    assert gemm["m"] and gemm["c"] == "" and gemm["out_channels"] == ""  # unused columns empty
+    sidecar = json.loads((deliver / "calibration-kernels.json").read_text())
+    assert {"gpu", "architecture", "source", "licence", "date", "software", "measured_by"} <= set(sidecar)
+    assert sidecar["software"]["torch"] == torch.__version__
+
+
+# --- Resume on other hardware: what a checkpoint's RNG states can and cannot continue ---------------------
+
+def _fake_cuda_generators(monkeypatch, count):
+    """`count` visible GPUs whose global generators hold 16-byte Philox states (seed, offset)."""
+    states = {index: torch.full((16,), index, dtype=torch.uint8) for index in range(count)}
+    restored = {}
+
+    def get_rng_state(device="cuda"):
+        index = torch.device(device).index or 0
+        if index >= count:
+            raise IndexError(f"no GPU {index}")
+        return states[index].clone()
+
+    def set_rng_state(state, device="cuda"):
+        restored[torch.device(device).index or 0] = state.clone()
+
+    monkeypatch.setattr(torch.cuda, "get_rng_state", get_rng_state)
+    monkeypatch.setattr(torch.cuda, "set_rng_state", set_rng_state)
+    return restored
+
+
+def test_only_the_training_gpus_generator_is_saved_and_fewer_gpus_still_restore(monkeypatch):
+    from ampgan.training.state import capture_global_rngs, restore_global_rngs
+
+    _fake_cuda_generators(monkeypatch, count=4)
+    saved = capture_global_rngs(torch.device("cuda", 3))
+    assert saved["device"] == "cuda" and len(saved["torch_cuda"]) == 1 and int(saved["torch_cuda"][0][0]) == 3
+    restored = _fake_cuda_generators(monkeypatch, count=1)  # resumed where one GPU is visible: cuda:0
+    assert restore_global_rngs(saved, torch.device("cuda", 0)) == []
+    assert int(restored[0][0]) == 3  # the saving process's own generator, onto this process's GPU
+    # A checkpoint of the previous format held every visible GPU's state: this device's index is taken when
+    # there is one, and its absence is said, never an IndexError.
+    old = {k: v for k, v in saved.items() if k != "device"} | {"torch_cuda": [torch.zeros(16, dtype=torch.uint8)] * 2}
+    assert restore_global_rngs(old, torch.device("cuda", 0)) == []
+    assert restore_global_rngs(old | {"torch_cuda": []}, torch.device("cuda", 0)) != []
+
+
+def test_a_cpu_checkpoint_on_a_gpu_restores_what_is_the_same_kind(monkeypatch):
+    import random
+
+    import numpy as np
+
+    from ampgan.training.state import capture_global_rngs, restore_global_rngs, set_generator_state
+
+    random.seed(5), np.random.seed(5), torch.manual_seed(5)
+    saved = capture_global_rngs(torch.device("cpu"))
+    expected = (random.random(), float(np.random.rand()), float(torch.rand(())))
+    restored = _fake_cuda_generators(monkeypatch, count=1)
+    not_restored = restore_global_rngs(saved, torch.device("cuda", 0))
+    assert (random.random(), float(np.random.rand()), float(torch.rand(()))) == expected  # CPU-side: continued
+    assert restored == {} and "cuda:0 global generator" in not_restored[0] and "saved on cpu" in not_restored[0]
+    # The noise generator: a CUDA state (16 bytes) cannot continue a CPU generator (5056), nor the reverse.
+    generator = torch.Generator().manual_seed(1)
+    before = generator.get_state()
+    assert not set_generator_state(generator, torch.zeros(16, dtype=torch.uint8))
+    assert torch.equal(generator.get_state(), before)
+    assert set_generator_state(generator, torch.Generator().manual_seed(2).get_state())
+
+
+def test_each_rank_restores_its_own_rngs_and_another_world_takes_rank_0s():
+    from ampgan.training.loop import saved_rngs_for
+
+    rngs = [{"torch_cpu": torch.full((1,), rank)} for rank in range(2)]
+    saved = {"rng": rngs[0], "progress": {"data": {"world_size": 2}, "rngs": rngs}}
+    assert saved_rngs_for(saved, 1, 2) is rngs[1]
+    assert saved_rngs_for(saved, 0, 1) is rngs[0] and saved_rngs_for(saved, 2, 3) is rngs[0]
+    older = {"rng": rngs[0], "progress": {"data": {"world_size": 2}}}  # before per-rank states
+    assert saved_rngs_for(older, 1, 2) is rngs[0]
+
+
+RESUME_TINY = ["--dataset", "synthetic", "--width", "8", "--z-dim", "16", "--batch-size", "8", "--device", "cpu",
+               "--quiet", "--log-every", "2", "--sample-every", "1000", "--no-compile", "--no-channels-last"]
+
+
+def test_a_run_saved_on_a_gpu_resumes_on_the_cpu_and_says_what_it_reseeded(tmp_path, capsys):
+    from conftest import run_cli
+    from ampgan.runs.checkpoint import latest_checkpoint, save_checkpoint
+
+    run = tmp_path / "run"
+    code, _, err = run_cli(capsys, "train", *RESUME_TINY, "--precision", "fp32", "--steps", "2", "--out", str(run))
+    assert code == 0, err
+    path = latest_checkpoint(run)
+    payload = torch.load(path, weights_only=True)
+    cuda_state = torch.zeros(16, dtype=torch.uint8)  # what a CUDA generator's get_state() returns
+    payload["step_generator"], payload["step_generator_device"] = cuda_state, "cuda"
+    payload["progress"] |= {"step_generators": [cuda_state], "step_generator_device": "cuda"}
+    payload["progress"]["rngs"] = [payload["rng"] | {"device": "cuda", "torch_cuda": [cuda_state]}]
+    save_checkpoint(path, {k: v for k, v in payload.items() if k != "format_version"})
+    code, _, err = run_cli(capsys, "train", "--resume", str(run), "--steps", "4", "--quiet")
+    assert code == 0, err
+    assert "warning: resumed with everything but the noise generator (saved on cuda: re-seeded" in err
+    assert err.count("\n") == 1
+
+
+def test_a_resume_whose_budget_is_spent_says_so_instead_of_training_nothing(tmp_path, capsys):
+    from conftest import run_cli
+
+    run = tmp_path / "run"
+    assert run_cli(capsys, "train", *RESUME_TINY, "--steps", "2", "--out", str(run))[0] == 0
+    # The time budget counts the whole run's training: 1 ms is spent already.
+    code, _, err = run_cli(capsys, "train", "--resume", str(run), "--time-budget", "0.001s", "--quiet")
+    assert code == 2 and re.search(r"has already trained \d+ s of training, all of the budget", err)
+    assert "resume with a larger --steps or --time-budget" in err
+    assert err.count("\n") == 1
+
+
+# --- Backend switches: fp32 is strict FP32, and every switch comes back ---------------------------------
+
+def _switches():
+    return precision_module.snapshot_backend_switches()
+
+
+@pytest.mark.parametrize(("mode", "tf32"), [("fp32", False), ("tf32", True), ("bf16", False)])
+def test_backend_settings_set_every_tf32_switch_and_restore_them(monkeypatch, mode, tf32):
+    monkeypatch.delenv(precision_module.DETERMINISTIC_ENV, raising=False)
+    torch.set_float32_matmul_precision("medium")  # a caller's setting: oneDNN may then run fp32 matmuls in bf16
+    torch.backends.cudnn.benchmark = False
+    before = _switches()
+    try:
+        policy = precision_module.PrecisionPolicy(mode, torch.device("cuda", 0))
+        with pytest.raises(RuntimeError, match="inside"), policy.backend_settings():
+            assert torch.get_float32_matmul_precision() == ("high" if tf32 else "highest")
+            # cuDNN's convolutions (TF32 by default) and cuBLAS's matrix products
+            assert torch.backends.cudnn.allow_tf32 == tf32 and torch.backends.cuda.matmul.allow_tf32 == tf32
+            assert torch.backends.cudnn.benchmark and not torch.backends.cudnn.deterministic
+            raise RuntimeError("inside")  # restored whatever happens in the block
+        assert _switches() == before
+    finally:
+        torch.set_float32_matmul_precision("highest")
+
+
+def test_deterministic_runs_switch_autotuning_off_on_cuda(monkeypatch):
+    monkeypatch.setenv(precision_module.DETERMINISTIC_ENV, "1")
+    before = _switches()
+    with precision_module.PrecisionPolicy("fp16", torch.device("cuda", 0)).backend_settings():
+        assert not torch.backends.cudnn.benchmark and torch.backends.cudnn.deterministic
+        assert torch.are_deterministic_algorithms_enabled()
+    assert _switches() == before and not torch.are_deterministic_algorithms_enabled()
+
+
+# --- Out of memory, compile, launch ------------------------------------------------------------------------
+
+def test_out_of_memory_names_a_batch_size_that_fits(monkeypatch):
+    from ampgan.training.out_of_memory import batch_that_fits, out_of_memory_error
+
+    assert batch_that_fits(4096, needed_bytes=200 * 2**30, total_bytes=141 * 2**30) == 2048
+    assert batch_that_fits(4096, needed_bytes=900 * 2**30, total_bytes=80 * 2**30) == 256
+    assert batch_that_fits(8, needed_bytes=10**15, total_bytes=10**9) == 1
+    monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda device=None: 70 * 2**30)
+    monkeypatch.setattr(torch.cuda, "get_device_properties",
+                        lambda device=None: type("Props", (), {"total_memory": 80 * 2**30})())
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "NVIDIA A100-SXM4-80GB")
+    error = torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB. GPU 0 has a total capacity ...")
+    message = str(out_of_memory_error(error, 2048, torch.device("cuda", 0), "a training step"))
+    assert message == ("a training step at batch 2048 ran out of memory on NVIDIA A100-SXM4-80GB (80.0 GiB): it had "
+                       "asked for at least 90.0 GiB when it failed; try --batch-size 1024 (or fewer images per process)")
+
+
+def test_out_of_memory_in_train_is_one_line(tmp_path, capsys, monkeypatch):
+    import ampgan.training.loop as loop_module
+    from conftest import run_cli
+
+    def step_out_of_memory(state, next_batch):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+    monkeypatch.setattr(loop_module, "train_step", step_out_of_memory)
+    code, _, err = run_cli(capsys, "train", *RESUME_TINY, "--steps", "2", "--out", str(tmp_path / "run"))
+    assert code == 2 and err.count("\n") == 1
+    assert "a training step at batch 8 ran out of memory on the cpu: try --batch-size 4" in err
+
+
+def test_a_failure_on_one_rank_is_every_ranks_result_before_any_collective(monkeypatch):
+    import ampgan.bench.harness as harness
+    from ampgan.bench.harness import BenchSpec
+    from ampgan.data import load_dataset
+    from ampgan.training.distributed import World
+    from conftest import tiny_config
+
+    # This rank's trial step runs (really, alone); rank 1's ran out of memory: both record it.
+    gathered = []
+    monkeypatch.setattr(harness, "world", lambda: World(rank=0, size=2, local_rank=0, local_size=2))
+    monkeypatch.setattr(harness, "gather_objects",
+                        lambda value: gathered.append(value) or [value, ("oom", "CUDA out of memory.")])
+    spec = BenchSpec(base=tiny_config(), batch_sizes=(4,), precisions=("fp32",), warmup=1, steps=2)
+    dataset = load_dataset(spec.base.data, seed=0)
+    result = harness._agreed_local_trial(spec, "fp32", 4, dataset, torch.device("cpu"))
+    assert gathered == [None] and result.status == "oom" and result.reason == "rank 1: CUDA out of memory."
+    monkeypatch.setattr(harness, "gather_objects", lambda value: [value, None])
+    assert harness._agreed_local_trial(spec, "fp32", 4, dataset, torch.device("cpu")) is None
+
+
+@pytest.mark.parametrize(("capability", "backend", "refused"), [
+    ((6, 0), "inductor", True), ((7, 0), "inductor", False), ((6, 1), "eager", False)])
+def test_compile_below_sm70_is_one_line(monkeypatch, capability, backend, refused):
+    from ampgan.training.state import check_compile_runs_on
+
+    _fake_gpu(monkeypatch, capability, ["sm_60", "sm_70"], name="Tesla P100-PCIE-16GB")
+    monkeypatch.setenv("AMPGAN_COMPILE_BACKEND", backend)
+    if refused:
+        with pytest.raises(AmpganError, match=r"^--compile needs a GPU of compute capability 7.0 or newer .* Tesla "
+                                              r"P100-PCIE-16GB is sm_60: drop --compile"):
+            check_compile_runs_on(torch.device("cuda", 0))
+    else:
+        check_compile_runs_on(torch.device("cuda", 0))
+    check_compile_runs_on(torch.device("cpu"))  # CPUs: inductor's own C++ path, nothing to refuse here
+
+
+@pytest.mark.parametrize(("local_rank", "local_size", "visible", "index"), [
+    (3, 4, 4, 3), (3, 4, 8, 3), (3, 4, 1, 0), (0, 1, 1, 0), (3, 4, 2, None), (0, 2, 0, None)])
+def test_torchrun_with_one_gpu_visible_per_process(local_rank, local_size, visible, index):
+    from ampgan.training.distributed import device_index_for
+
+    if index is None:
+        with pytest.raises(AmpganError, match="GPU"):
+            device_index_for(local_rank, local_size, visible)
+    else:
+        assert device_index_for(local_rank, local_size, visible) == index
+
+
+@pytest.mark.parametrize(("name", "precision", "peak"), [
+    ("NVIDIA H200 NVL", "bf16", 835.5), ("NVIDIA H100 NVL", "fp16", 835.5), ("NVIDIA H200", "bf16", 989.5),
+    ("NVIDIA H200 MIG 1g.18gb", "bf16", 989.5 / 7), ("NVIDIA A100-SXM4-40GB MIG 3g.20gb", "tf32", 156 * 3 / 7),
+    ("NVIDIA H100 80GB HBM3 MIG 7g.80gb", "fp32", 67.0)])
+def test_mig_slices_and_nvl_parts_get_their_own_peaks(name, precision, peak):
+    assert gpu_peak_tflops(name, precision) == pytest.approx(peak)
+
+
+def test_the_shuffle_order_reaches_the_gpu_through_pinned_memory(monkeypatch):
+    from ampgan.data.batches import copy_to_device
+
+    calls = []
+    monkeypatch.setattr(torch.Tensor, "pin_memory", lambda self: calls.append("pin") or self)
+    real_to = torch.Tensor.to
+    monkeypatch.setattr(torch.Tensor, "to", lambda self, device, **kwargs: calls.append(
+        (str(device), kwargs.get("non_blocking", False))) or real_to(self, "cpu"))
+    copy_to_device(torch.arange(4), torch.device("cuda", 0))
+    assert calls == ["pin", ("cuda:0", True)]
+
+
+def test_too_slow_is_judged_after_the_autotuning_step():
+    from ampgan.bench.harness import BenchSpec, ConfigResult, _warm_up
+
+    class Contender:  # a configuration whose step times are given
+        def __init__(self, times):
+            self.times, self.result = iter(times), ConfigResult(batch_size=1024, precision="bf16")
+
+        def timed_step(self):
+            return next(self.times)
+
+    spec = BenchSpec(warmup=1, steps=5, max_seconds=3.0)
+    autotuning = Contender([2.0, 0.05])  # the first step selects cuDNN's kernels
+    _warm_up(spec, autotuning)
+    assert autotuning.result.status == "ok" and autotuning.result.warmup_s == [2.0, 0.05]
+    slow = Contender([2.0, 1.0])
+    _warm_up(spec, slow)
+    assert slow.result.status == "too_slow" and "a step took 1.00 s after the first" in slow.result.reason
+    fast = Contender([0.1])
+    _warm_up(spec, fast)
+    assert fast.result.warmup_s == [0.1]  # a first step within the budget is judged at once
+
+
+def test_a_layout_tie_on_a_launch_bound_gpu_is_capped_in_rounds():
+    from ampgan.speed.layout import LAYOUT_RULE, capped_for
+
+    assert capped_for(LAYOUT_RULE, 0.006).max_seconds == 2.0  # 3 ms steps: 2 s, not 20 s, for a tie
+    assert capped_for(LAYOUT_RULE, 0.1).max_seconds == pytest.approx(6.0)
+    assert capped_for(LAYOUT_RULE, 1.0).max_seconds == 20.0
+
+
+# --- The calibration table: aten's matrix ops as the projection's rows ---------------------------------------
+
+def _rows_of(run):
+    from ampgan.bench.calibration import _MatrixCalls, kernel_rows
+
+    recorder = _MatrixCalls()
+    with recorder:
+        run()
+    return [row.as_dict() for row in kernel_rows(recorder.calls, tf32=False)[0]]
+
+
+def test_a_linear_layer_is_gemm_rows_with_their_transposes():
+    layer = torch.nn.Linear(24, 16)
+    x = torch.randn(8, 24, requires_grad=True)
+    rows = _rows_of(lambda: layer(x).sum().backward())
+    forward = rows[0]  # addmm(bias, x (8 x 24), W^T: W is stored (16, 24), so B is column-major)
+    assert forward == {"op": "gemm", "m": 8, "n": 16, "k": 24, "transpose_a": 0, "transpose_b": 1, "batch": "",
+                       "precision": "fp32"}
+    assert {(r["m"], r["n"], r["k"]) for r in rows[1:]} == {(8, 24, 16), (16, 24, 8)}  # dX = dY W, dW = dY^T X
+
+
+def test_a_transposed_convolution_is_the_data_gradient_of_the_direct_one():
+    up = torch.nn.ConvTranspose2d(8, 4, kernel_size=4, stride=2, padding=1)  # (2, 8, 7, 7) -> (2, 4, 14, 14)
+    x = torch.randn(2, 8, 7, 7, requires_grad=True)
+    rows = _rows_of(lambda: up(x).sum().backward())
+    geometry = {"batch": 2, "c": 4, "h": 14, "w": 14, "out_channels": 8, "r": 4, "s": 4, "pad_h": 1, "pad_w": 1,
+                "stride_h": 2, "stride_w": 2, "precision": "fp32"}
+    assert rows == [geometry | {"op": op} for op in ("conv_bwd_data", "conv_fwd", "conv_bwd_weight")]
+    direct = torch.nn.Conv2d(4, 8, kernel_size=4, stride=2, padding=1)  # the direct convolution it stands for
+    y = torch.randn(2, 4, 14, 14, requires_grad=True)
+    assert _rows_of(lambda: direct(y).sum().backward()) == [
+        geometry | {"op": op} for op in ("conv_fwd", "conv_bwd_data", "conv_bwd_weight")]
+
+
+def test_grouped_convolutions_are_counted_apart_not_dropped():
+    from ampgan.bench.calibration import _MatrixCalls, kernel_rows
+
+    grouped = torch.nn.Conv2d(4, 4, 3, groups=2)
+    recorder = _MatrixCalls()
+    with recorder:
+        grouped(torch.randn(1, 4, 8, 8))
+    rows, skipped = kernel_rows(recorder.calls, tf32=True)
+    assert rows == [] and "groups 2" in skipped[0]

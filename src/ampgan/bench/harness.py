@@ -19,7 +19,8 @@ import torch
 from ampgan.config import TrainConfig
 from ampgan.config.flags import spec_field
 from ampgan.data import DataConfig, load_dataset
-from ampgan.training.distributed import any_rank, gather_objects, world
+from ampgan.training.distributed import any_rank, gather_objects, leave_without_peers, world
+from ampgan.training.out_of_memory import is_out_of_memory, out_of_memory_error
 from ampgan.training.interruption import stop_on_signals
 from ampgan.system.environment import environment_stamp
 from ampgan.speed.compile_time import measure_compile_times
@@ -155,12 +156,6 @@ def default_precisions(spec: BenchSpec, dataset, device: torch.device,
     return tuple(chosen), left_out
 
 
-def _is_out_of_memory(error: BaseException) -> bool:
-    return isinstance(error, torch.OutOfMemoryError) or "out of memory" in str(error).lower() or (
-        "can't allocate memory" in str(error).lower()
-    )
-
-
 def _free_memory(device: torch.device) -> None:
     gc.collect()
     if device.type == "cuda":
@@ -234,7 +229,7 @@ def run_bench(spec: BenchSpec, device: torch.device, on_config=lambda result: No
                 results += finished
                 for result in finished:
                     if result.status == "too_slow" and result.warmup_s:
-                        slow_per_image.setdefault(result.precision, (batch_size, result.warmup_s[0] / batch_size))
+                        slow_per_image.setdefault(result.precision, (batch_size, result.warmup_s[-1] / batch_size))
                 if rounds is not None:
                     measurements.append({"batch_size": batch_size, **rounds.to_dict()})
             except _StopRequested:
@@ -372,6 +367,13 @@ def _bench_batch_size(spec, precisions, batch_size, dataset, device, on_config, 
         if skipped is not None:
             finished.append(skipped)
             continue
+        if world().distributed:
+            # A configuration that fails on one rank only (out of memory on the fullest GPU, say) must fail
+            # on every rank before any of them enters a collective the failed one would never join.
+            refused = _agreed_local_trial(spec, precision, batch_size, dataset, device)
+            if refused is not None:
+                finished.append(refused)
+                continue
         contender = None
         try:
             # This contender's own peak: the contenders before it stay allocated while it warms up.
@@ -380,25 +382,32 @@ def _bench_batch_size(spec, precisions, batch_size, dataset, device, on_config, 
             if device.type == "cuda":
                 torch.cuda.reset_peak_memory_stats(device)
             contender = _Contender(spec, precision, batch_size, dataset, device)
-            _warm_up(spec, contender, stop_check)
+            _warm_up(spec, contender, stop_check, after_first=lambda: _forget_autotuning_peak(spec, device))
             if contender.result.status == "ok":
-                contender.result.flops_by_kind = contender.count_step_flops()
-                contender.result.flops_per_step = sum(contender.result.flops_by_kind.values())
-                if spec.attainable:
-                    contender.result.attainable = summarise(ops_alone(contender.timer))
                 contender.result.peak_memory_bytes = (
                     torch.cuda.max_memory_allocated(device) - held_before if device.type == "cuda"
                     else max(0, _peak_rss_bytes() - rss_before)
                 )
+                contender.result.flops_by_kind = contender.count_step_flops()
+                contender.result.flops_per_step = sum(contender.result.flops_by_kind.values())
+                if spec.attainable:
+                    contender.result.attainable = summarise(ops_alone(contender.timer))
                 contenders.append(contender)
             else:
                 finished.append(contender.finish())
         except _StopRequested:
             raise
         except Exception as error:  # noqa: BLE001 - a failed configuration is a result, not a crash
+            if world().distributed:
+                # Past the agreed trial, a failure may be this rank's alone, inside a collective: it ends the
+                # job in one line (torchrun stops the other ranks) rather than leave them waiting.
+                if is_out_of_memory(error):
+                    leave_without_peers()
+                    raise out_of_memory_error(error, batch_size, device, f"the {precision} bench step") from None
+                raise
             result = contender.result if contender else ConfigResult(batch_size=batch_size, precision=precision)
-            result.status = "oom" if _is_out_of_memory(error) else "error"
-            result.reason = str(error).splitlines()[0][:300] if str(error) else type(error).__name__
+            result.status = "oom" if is_out_of_memory(error) else "error"
+            result.reason = _first_line(error)
             finished.append(result)
             contender = None
             _free_memory(device)
@@ -412,22 +421,65 @@ def _bench_batch_size(spec, precisions, batch_size, dataset, device, on_config, 
     return finished, rounds
 
 
-def _warm_up(spec: BenchSpec, contender: _Contender, stop_check=lambda: None) -> None:
-    """Discarded steps (kernel selection, compilation, allocator growth). The first one also
-    tells whether the configuration fits in --max-seconds at all."""
-    for index in range(max(1, spec.warmup)):
+def _warm_up(spec: BenchSpec, contender: _Contender, stop_check=lambda: None, after_first=lambda: None) -> None:
+    """Discarded steps (kernel selection, compilation, allocator growth). Whether the configuration fits
+    in --max-seconds at all is judged on a step after the first: the first one also autotunes cuDNN's
+    (or creates oneDNN's) kernels for each shape, several times a step's own time, and judged on it the
+    large batches where mixed precision pays would be dropped. One more step is run when needed to judge."""
+    steps = spec.warmup + spec.steps + 1  # +1: the FLOP-counting step
+    judged = contender.result.precision in spec.compile  # compilation dominates its first step: never judged
+    index = 0
+    while index < max(1, spec.warmup) or not judged:
         if index:
             stop_check()
         elapsed = contender.timed_step()
         contender.result.warmup_s.append(elapsed)
-        projected = elapsed * (spec.warmup + spec.steps + 1)  # +1: the FLOP-counting step
-        if index == 0 and contender.result.precision not in spec.compile and any_rank([projected > spec.max_seconds])[0]:
-            contender.result.status = "too_slow"
-            contender.result.reason = (
-                f"one step took {elapsed:.2f} s; {spec.warmup + spec.steps + 1} steps would exceed "
-                f"--max-seconds {spec.max_seconds:g}"
-            )
-            return
+        if index == 0:
+            after_first()
+        if not judged:
+            # The first step is the slowest: when even it fits, every later one does.
+            over = any_rank([elapsed * steps > spec.max_seconds])[0]
+            if not over:
+                judged = True
+            elif index > 0:
+                contender.result.status = "too_slow"
+                contender.result.reason = (f"a step took {elapsed:.2f} s after the first (which selects kernels); "
+                                           f"{steps} steps would exceed --max-seconds {spec.max_seconds:g}")
+                return
+        index += 1
+
+
+def _forget_autotuning_peak(spec: BenchSpec, device: torch.device) -> None:
+    """After the first step: the peak memory from here on is the step's own, without the workspaces
+    cuDNN's autotuner tried in the first one. With a single warm-up step there is no later one to
+    measure, and the peak keeps them (a bench's --warmup is at least 2 by default)."""
+    if device.type == "cuda" and spec.warmup >= 2:
+        torch.cuda.reset_peak_memory_stats(device)
+
+
+def _first_line(error: BaseException) -> str:
+    return str(error).splitlines()[0][:300] if str(error) else type(error).__name__
+
+
+def _agreed_local_trial(spec: BenchSpec, precision: str, batch_size: int, dataset, device) -> ConfigResult | None:
+    """One step of the configuration on this rank alone (no DDP, no collective inside), then every rank
+    learns whether any failed: None when it ran everywhere, else the result every rank records."""
+    outcome = None
+    try:
+        trial = StepTimer(spec.train_config(precision, batch_size), dataset, device, data_parallel=False,
+                          across_ranks=False)
+        trial()
+    except Exception as error:  # noqa: BLE001 - reported on every rank below
+        outcome = ("oom" if is_out_of_memory(error) else "error", _first_line(error))
+    trial = None
+    _free_memory(device)
+    outcomes = gather_objects(outcome)
+    failed = [(rank, found) for rank, found in enumerate(outcomes) if found is not None]
+    if not failed:
+        return None
+    rank, (status, reason) = failed[0]
+    return ConfigResult(batch_size=batch_size, precision=precision, status=status, processes=world().size,
+                        reason=f"rank {rank}: {reason}")
 
 
 def _time_interleaved(spec: BenchSpec, contenders: list[_Contender], stop_check=lambda: None) -> RoundsResult | None:

@@ -107,7 +107,8 @@ def _warn_if_not_faster(start: RunStart, quiet: bool) -> None:
 
 def _train_and_report(start: RunStart, quiet: bool) -> None:
     _warn_if_not_faster(start, quiet)
-    result = run_training(start.prepared, start.run_dir, show_progress=not quiet, resume_from=start.resume_from)
+    result = run_training(start.prepared, start.run_dir, show_progress=not quiet, resume_from=start.resume_from,
+                          refuse_spent_budget=True)
     if not world().is_main:
         return
     last = result.last_record

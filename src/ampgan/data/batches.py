@@ -41,7 +41,7 @@ class BatchStream:
         # what else consumed random numbers: every precision in a comparison sees the same batches.
         generator = torch.Generator().manual_seed(data_order_seed(self.seed, epoch, self.seed_scheme))
         order = torch.randperm(len(self.labels), generator=generator)[self.rank :: self.world_size]
-        return order.to(self.images.device)
+        return copy_to_device(order, self.images.device)
 
     def state_dict(self) -> dict:
         return {"epoch": self.epoch, "position": self._position}
@@ -73,6 +73,15 @@ class BatchStream:
         """(images (B, C, H, W) float32 in the model's image range, labels (B,) int64), on the device."""
         indices = self.next_indices()
         return scale_images(self.images[indices], self.image_range), self.labels[indices]
+
+
+def copy_to_device(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """`tensor` (on the CPU) on `device`. To a GPU through pinned memory, without waiting: a copy from
+    pageable memory blocks the host until the GPU has taken it, a stall in the middle of the training loop
+    once per epoch (the pinned buffer is PyTorch's caching host allocator's, kept until the copy is done)."""
+    if device.type != "cuda":
+        return tensor.to(device)
+    return tensor.pin_memory().to(device, non_blocking=True)
 
 
 def scale_images(images: torch.Tensor, image_range: tuple[float, float]) -> torch.Tensor:

@@ -15,7 +15,7 @@ from ampgan.doctor.recorder import (HIST_LOW, KINDS, LayerRecorder, flagged, fra
 from ampgan.gan.alignment import misaligned_layers
 from ampgan.plotting import pyplot, save_figure
 from ampgan.system.environment import environment_stamp
-from ampgan.training.precision import PrecisionPolicy
+from ampgan.training.precision import PrecisionPolicy, restore_backend_switches, snapshot_backend_switches
 from ampgan.doctor.ranges import BF16, FP16
 from ampgan.training.prepared import prepare_run
 from ampgan.training.state import build_train_state
@@ -23,7 +23,17 @@ from ampgan.training.step import train_step
 
 
 def diagnose_gan(config: TrainConfig, steps: int, fp16_steps: int, run_dir: Path | None = None) -> dict:
-    """K FP32 steps with recording hooks, plus (optionally) a short real fp16 run for comparison."""
+    """K FP32 steps with recording hooks, plus (optionally) a short real fp16 run for comparison. The
+    process's backend switches (TF32, cuDNN autotuning) are as the caller left them afterwards: the
+    speed decisions inside set them per precision."""
+    saved = snapshot_backend_switches()
+    try:
+        return _diagnose(config, steps, fp16_steps, run_dir)
+    finally:
+        restore_backend_switches(saved)
+
+
+def _diagnose(config: TrainConfig, steps: int, fp16_steps: int, run_dir: Path | None) -> dict:
     fp32_config = config.with_fields({"precision.name": "fp32", "precision.loss_scale": None})
     prepared = prepare_run(fp32_config)
     config = prepared.config.with_fields({"precision.name": config.precision.name,
@@ -34,13 +44,15 @@ def diagnose_gan(config: TrainConfig, steps: int, fp16_steps: int, run_dir: Path
     networks = {"G": state.generator, "D": state.discriminator}
     stream = _stream(prepared, state, config)
     recorder = LayerRecorder(networks)
-    try:
-        recorder.record_weights()
-        for _ in range(steps):
-            train_step(state, stream.next_batch)
-            recorder.after_backward()
-    finally:
-        recorder.close()
+    # Strict FP32 (no TF32 in cuBLAS or cuDNN) for the reference steps, the caller's switches back after.
+    with prepared.policy.backend_settings():
+        try:
+            recorder.record_weights()
+            for _ in range(steps):
+                train_step(state, stream.next_batch)
+                recorder.after_backward()
+        finally:
+            recorder.close()
     histogram = gradient_histogram(recorder.records)
     recommendation = recommend_loss_scale(histogram)
     rows = summarize_layers(recorder.records)
@@ -91,10 +103,11 @@ def _dynamic_fp16_run(config, prepared, steps: int, run_dir: Path | None) -> dic
     state = build_train_state(prepared.config, prepared.model, prepared.data, policy)
     stream = _stream(prepared, state, config)
     scales_d, scales_g = [], []
-    for _ in range(steps):
-        train_step(state, stream.next_batch)
-        scales_d.append(state.scaler_d.scale())
-        scales_g.append(state.scaler_g.scale())
+    with policy.backend_settings():
+        for _ in range(steps):
+            train_step(state, stream.next_batch)
+            scales_d.append(state.scaler_d.scale())
+            scales_g.append(state.scaler_g.scale())
     return {"D": loss_scale_history(scales_d), "G": loss_scale_history(scales_g),
             "source": f"{steps} fresh fp16 steps with dynamic scaling from 2^16", "steps": steps}
 

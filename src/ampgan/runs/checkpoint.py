@@ -23,15 +23,18 @@ from ampgan.files.atomic import write_atomically
 from ampgan.files.schema import check_shape
 
 FORMAT_VERSION = 2
+# One process's RNG states (training/state.py capture_global_rngs); `device` since per-rank states.
+_RNG = {"torch_cpu": torch.Tensor, "?device": str, "?torch_cuda": [torch.Tensor], "numpy": dict, "python": dict}
 # What resuming reads (training/state.py, training/loop.py): checked before any of it is trusted.
 _SHAPE = {
     "format_version": int, "step": int, "seed_scheme": int, "?run_id": str, "?config": dict,
     "generator": dict, "discriminator": dict, "optimizer_g": dict, "optimizer_d": dict, "scaler_g": dict,
     "scaler_d": dict, "?extra_optimizers": dict, "?extra_scalers": dict,
-    "?rng": {"torch_cpu": torch.Tensor, "?torch_cuda": list, "numpy": dict, "python": dict},
+    "?rng": _RNG, "?step_generator_device": str,
     "?progress": {"train_seconds": (int, float), "skipped_total": {"*": int},
                   "data": {"world_size": int, "ranks": [{"epoch": int, "position": int}]},
-                  "?step_generators": [torch.Tensor], "?metrics_last_step": int},
+                  "?step_generators": [torch.Tensor], "?step_generator_device": str, "?rngs": [_RNG],
+                  "?metrics_last_step": int},
 }
 OLDEST_READABLE_VERSION = 1
 _NAME = re.compile(r"^step-(\d{6,})\.pt$")

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -83,6 +83,17 @@ def decide_layout(precision: str, batch_size: int, key_parts: dict, measure: Cal
 
 # A format gain worth having shows within seconds; a tie is answered NCHW after at most this long.
 LAYOUT_RULE = StoppingRule(min_rounds=3, max_seconds=20.0, until=DECISION_RULE.until)
+# ... or after this many rounds, when they take less: a launch-bound GPU step (a few ms at batch 64) ties
+# the formats, and rounds that never settle a tie would otherwise run to the cap for every precision.
+LAYOUT_MAX_ROUNDS = 60
+LAYOUT_MIN_SECONDS_CAP = 2.0
+
+
+def capped_for(rule: StoppingRule, round_s: float) -> StoppingRule:
+    """`rule` with its time cap cut to LAYOUT_MAX_ROUNDS rounds of `round_s` (both formats' last warm-up
+    steps), never below LAYOUT_MIN_SECONDS_CAP nor above the rule's own cap."""
+    cap = min(rule.max_seconds, max(LAYOUT_MIN_SECONDS_CAP, LAYOUT_MAX_ROUNDS * round_s))
+    return replace(rule, max_seconds=cap, min_seconds=min(rule.min_seconds, cap))
 
 
 def measure_layouts_with(make_timer: Callable[[str], Callable[[], float]], rule: StoppingRule = LAYOUT_RULE,
@@ -92,10 +103,11 @@ def measure_layouts_with(make_timer: Callable[[str], Callable[[], float]], rule:
 
     def measure() -> RoundsResult:
         timers = {name: make_timer(name) for name in (NCHW, CHANNELS_LAST)}
+        last = {}
         for _ in range(WARMUP_STEPS):
-            for timer in timers.values():
-                timer()
-        return measure_rounds(timers, NCHW, rule, seed=seed)
+            for name, timer in timers.items():
+                last[name] = timer()
+        return measure_rounds(timers, NCHW, capped_for(rule, sum(last.values())), seed=seed)
 
     return measure
 

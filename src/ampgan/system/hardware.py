@@ -128,11 +128,27 @@ def gpu_table_key(name: str) -> str | None:
     return max(matching, key=lambda key: len(name_tokens(key))) if matching else None
 
 
+# A MIG instance is named after its GPU and its profile: "NVIDIA H200 MIG 1g.18gb", "NVIDIA A100-SXM4-40GB MIG
+# 3g.20gb". The GPUs of the table that have MIG (A100, H100, H200) are cut into seven compute slices.
+_MIG_PROFILE = re.compile(r"\bMIG\s+(\d+)g\.(\d+)gb\b", re.IGNORECASE)
+MIG_COMPUTE_SLICES = 7
+
+
+def mig_compute_share(name: str) -> float | None:
+    """The share of its GPU's compute a MIG instance has (a "3g" profile: 3/7), or None when `name` is a
+    whole GPU."""
+    found = _MIG_PROFILE.search(name)
+    return min(1.0, int(found.group(1)) / MIG_COMPUTE_SLICES) if found else None
+
+
 def gpu_peak_tflops(name: str, precision: str) -> float | None:
-    """The datasheet peak of this GPU in this precision; None for a GPU the table does not know (the
-    caller says so and asks for --peak-tflops rather than guess) or a precision without a fast path."""
-    key = gpu_table_key(name)
-    return GPU_PEAK_TFLOPS[key].get(precision) if key else None
+    """The datasheet peak of this GPU in this precision (a MIG instance: its share of the whole GPU's);
+    None for a GPU the table does not know (the caller says so and asks for --peak-tflops rather than
+    guess) or a precision without a fast path."""
+    key = gpu_table_key(_MIG_PROFILE.sub("", name))
+    peak = GPU_PEAK_TFLOPS[key].get(precision) if key else None
+    share = mig_compute_share(name)
+    return peak * share if peak is not None and share is not None else peak
 
 
 def cpu_flops_per_cycle(
@@ -171,7 +187,10 @@ def peak_tflops(hardware: Hardware, precision: str) -> tuple[float | None, str]:
     """(peak TFLOP/s or None, how it was obtained) for this device and precision."""
     if hardware.device_type == "cuda":
         peak = gpu_peak_tflops(hardware.name, precision)
-        return peak, ("NVIDIA datasheet (dense)" if peak else f"{hardware.name} is not in the peak table")
+        share = mig_compute_share(hardware.name)
+        source = "NVIDIA datasheet (dense)" if share is None else (
+            f"NVIDIA datasheet (dense) x {share * MIG_COMPUTE_SLICES:.0f}/{MIG_COMPUTE_SLICES} compute slices (MIG)")
+        return peak, (source if peak else f"{hardware.name} is not in the peak table")
     per_cycle = cpu_flops_per_cycle(hardware.cpu_model, hardware.cpu_flags, precision, hardware.cpu_family)
     if per_cycle is None or not hardware.cpu_mhz:
         return None, f"no known {precision} peak for {hardware.cpu_model}"

@@ -81,10 +81,7 @@ def join_process_group(device_request: str) -> torch.device | None:
             raise AmpganError(f"{name} is not set: start ampgan with torchrun (it sets the rendezvous), not by hand")
     use_cuda = device_request == "cuda" or (device_request == "auto" and torch.cuda.is_available())
     if use_cuda:
-        if torch.cuda.device_count() < local_size:
-            raise AmpganError(f"{local_size} processes per node but {torch.cuda.device_count()} GPUs visible: "
-                              "use --nproc-per-node at most the GPU count")
-        device = torch.device("cuda", local_rank)
+        device = torch.device("cuda", device_index_for(local_rank, local_size, torch.cuda.device_count()))
         torch.cuda.set_device(device)
         backend = "nccl"
     else:
@@ -100,18 +97,45 @@ def join_process_group(device_request: str) -> torch.device | None:
     return device
 
 
+def device_index_for(local_rank: int, local_size: int, visible: int) -> int:
+    """This process's GPU: cuda:LOCAL_RANK when the node's processes share every GPU (one each), or
+    LOCAL_RANK % count when a scheduler shows each process only its own (CUDA_VISIBLE_DEVICES set per
+    process: one GPU, cuda:0). Refused when the processes of a node would share a GPU."""
+    if visible < 1:
+        raise AmpganError("no CUDA GPU is visible to this process: check CUDA_VISIBLE_DEVICES, or use --device cpu")
+    if visible >= local_size:
+        return local_rank
+    if visible == 1:
+        return 0
+    raise AmpganError(f"{local_size} processes per node but {visible} GPUs visible to each: use --nproc-per-node at "
+                      "most the GPU count, or show each process one GPU of its own")
+
+
+_left_alone = False
+
+
+def leave_without_peers() -> None:
+    """This rank failed on its own (out of memory, say) and may have left the others inside a collective:
+    shutdown() then leaves the process group without waiting for them (they would never arrive);
+    torchrun stops them when this process exits."""
+    global _left_alone
+    _left_alone = True
+
+
 def shutdown() -> None:
     """Leave the process group together: a rank that tears gloo down while a peer is still in its
-    last collective makes that peer abort (SIGABRT) at exit."""
-    global _world, _control_group
+    last collective makes that peer abort (SIGABRT) at exit. A rank that failed alone does not wait."""
+    global _world, _control_group, _left_alone
     _control_group = None
-    if dist.is_initialized():
+    if dist.is_initialized() and not _left_alone:
+        # (A rank left alone skips even the destruction: NCCL's would wait on the collective it left.)
         try:
             dist.barrier()
         except Exception:  # noqa: BLE001 - a peer already gone: nothing left to wait for
             pass
         dist.destroy_process_group()
     _world = World()
+    _left_alone = False
 
 
 def any_rank(flags: list[bool]) -> list[bool]:

@@ -19,14 +19,17 @@ import torch
 
 from ampgan.config import TrainConfig
 from ampgan.data.batches import BatchStream
+from ampgan.errors import AmpganError, warn
 from ampgan.runs.run_folder import NullWriter, RunWriter
 from ampgan.seeds import CURRENT_SCHEME, step_noise_seed
 from ampgan.system.cpu_tuning import keep_freed_memory_for_reuse
-from ampgan.training.distributed import any_rank, average_over_ranks, gather_objects, world
+from ampgan.training.distributed import any_rank, average_over_ranks, gather_objects, leave_without_peers, world
 from ampgan.training.faults import FaultMonitor, FaultRules, NumericFault
+from ampgan.training.out_of_memory import is_out_of_memory, out_of_memory_error
 from ampgan.training.interruption import TrainingInterrupted, stop_on_signals
 from ampgan.training.prepared import PreparedRun, prepare_run
-from ampgan.training.state import TrainState, build_train_state, capture_global_rngs, restore_global_rngs, wrap_modules
+from ampgan.training.state import (TrainState, build_train_state, capture_global_rngs, restore_global_rngs,
+                                   set_generator_state, wrap_modules)
 from ampgan.training.step import train_step
 
 __all__ = ["DEFAULT_STEPS", "PreparedRun", "RunResult", "RunState", "prepare_run", "run_training"]
@@ -82,40 +85,64 @@ class RunState:
     seed_scheme: int = CURRENT_SCHEME
 
     def state_dict(self) -> dict:
-        """Collective under torchrun: every rank contributes its data position and noise generator."""
-        per_rank = gather_objects({"data": self.stream.state_dict(), "step_generator": self.train.rng.get_state()})
+        """Collective under torchrun: every rank contributes its data position, noise generator and RNGs."""
+        device = self.train.policy.device
+        per_rank = gather_objects({"data": self.stream.state_dict(), "step_generator": self.train.rng.get_state(),
+                                   "rng": capture_global_rngs(device)})
         return {
             **self.train.state_dict(),
             "seed_scheme": self.seed_scheme,
-            "rng": capture_global_rngs(),
+            "rng": per_rank[0]["rng"],  # rank 0's, where checkpoints before per-rank RNGs kept them
             "progress": {
                 "train_seconds": self.train_seconds, "skipped_total": dict(self.window.skipped_total),
                 "data": {"world_size": world().size, "ranks": [r["data"] for r in per_rank]},
                 "step_generators": [r["step_generator"] for r in per_rank],
+                "step_generator_device": device.type,
+                "rngs": [r["rng"] for r in per_rank],
                 "metrics_last_step": self.metrics_last_step,
             },
         }
 
-    def load_state_dict(self, saved: dict, origin: str) -> None:
-        """Continue exactly where `saved` left off. On the same number of processes each rank takes
-        its own data position and noise generator back; on another number the shards are cut anew
-        (every rank starts the epoch after the furthest one saved) and noise generators are re-seeded
-        from (seed, rank, step)."""
+    def load_state_dict(self, saved: dict, origin: str) -> list[str]:
+        """Continue where `saved` left off; returns what could not be restored, in words (empty: all of it).
+
+        Always restored: weights, optimizers, loss scalers, the step, the training time, the data order.
+        On the same number of processes each rank takes its own data position, noise generator and RNGs
+        back; on another number the shards are cut anew (every rank starts the epoch after the furthest
+        one saved), noise generators are re-seeded from (seed, rank, step) and every rank takes rank 0's
+        CPU-side RNGs. A generator saved on another device kind (a run saved on the CPU resumed on a GPU,
+        or the reverse) cannot continue: the noise generator is re-seeded from (seed, rank, step) and the
+        CUDA global generator keeps what the seed gave it. The run goes on correctly; its losses then
+        differ from the uninterrupted run's."""
         self.train.load_state_dict(saved, origin)
-        restore_global_rngs(saved["rng"])
         progress, ranks = saved["progress"], world()
+        device = self.train.policy.device
+        same_world = progress["data"]["world_size"] == ranks.size
+        not_restored = restore_global_rngs(saved_rngs_for(saved, ranks.rank, ranks.size), device)
         generators = progress.get("step_generators", [])
-        if len(generators) == ranks.size:
-            self.train.rng.set_state(generators[ranks.rank])
-        else:
+        saved_kind = progress.get("step_generator_device", saved.get("step_generator_device"))
+        same_kind = saved_kind in (None, device.type)
+        if not (same_world and len(generators) == ranks.size and same_kind
+                and set_generator_state(self.train.rng, generators[ranks.rank])):
             self.train.rng.manual_seed(step_noise_seed(self.config.seed, ranks.rank, self.train.step, self.seed_scheme))
+            why = "another number of processes" if not same_world else f"{saved_kind or 'another device kind'}"
+            not_restored.append(f"the noise generator (saved on {why}: re-seeded from seed, rank and step)")
         data = progress["data"]
-        if data["world_size"] == ranks.size:
+        if same_world:
             self.stream.load_state_dict(data["ranks"][ranks.rank])
         else:
             self.stream.start_epoch(max(r["epoch"] for r in data["ranks"]) + 1)
         self.window.skipped_total = dict(progress["skipped_total"])
         self.train_seconds = progress["train_seconds"]
+        return not_restored
+
+
+def saved_rngs_for(saved: dict, rank: int, world_size: int) -> dict:
+    """The process RNG states a rank restores: its own when the checkpoint was saved by as many processes
+    (each saved its own), else rank 0's (checkpoints before per-rank states hold rank 0's alone)."""
+    progress = saved["progress"]
+    rngs = progress.get("rngs") or [saved["rng"]]
+    return rngs[rank] if progress["data"]["world_size"] == world_size == len(rngs) else rngs[0]
 
 
 def build_run_state(prepared: PreparedRun, resume_from: dict | None, origin: str = "") -> RunState:
@@ -127,7 +154,10 @@ def build_run_state(prepared: PreparedRun, resume_from: dict | None, origin: str
                          seed_scheme=scheme, image_range=train.gan.image_range)
     state = RunState(config=config, train=train, stream=stream, seed_scheme=scheme)
     if resume_from is not None:
-        state.load_state_dict(resume_from, origin)
+        not_restored = state.load_state_dict(resume_from, origin)
+        if not_restored and ranks.is_main:
+            warn(f"resumed with everything but {'; '.join(not_restored)}: training continues correctly, but its "
+                 "losses will not match an uninterrupted run's")
     wrap_modules(train, compile=config.compute.compile, sync_batch_norm=config.compute.sync_bn)
     return state
 
@@ -145,6 +175,16 @@ class Budget:
         return (self.steps is not None and step >= self.steps) or (
             self.seconds is not None and train_seconds >= self.seconds
         )
+
+
+def refuse_a_spent_budget(budget: Budget, state: RunState, run_dir: Path) -> None:
+    """A resumed run whose budget is already spent would train nothing and exit 0: say so instead. Budgets
+    count the whole run (steps from 0, training time since its start), not this resumption."""
+    if budget.spent(state.train.step, state.train_seconds):
+        spent = (f"{state.train.step} steps" if budget.steps is not None and state.train.step >= budget.steps
+                 else f"{state.train_seconds:.0f} s of training")
+        raise AmpganError(f"{run_dir} has already trained {spent}, all of the budget asked for (it counts the whole "
+                          "run from its start): resume with a larger --steps or --time-budget")
 
 
 @dataclass
@@ -168,33 +208,49 @@ class RunResult:
 
 def run_training(prepared: PreparedRun, run_dir: Path, *, show_progress: bool = True,
                  resume_from: dict | None = None, fault_rules: FaultRules = FaultRules(),
-                 on_log: Callable[[TrainState, dict], None] | None = None) -> RunResult:
+                 on_log: Callable[[TrainState, dict], None] | None = None, refuse_spent_budget: bool = False) -> RunResult:
     """Train until the budget is spent, writing the run folder as it goes.
 
     `resume_from`: a loaded checkpoint of this run folder; the run continues exactly where it left
     off (weights, optimizers, scalers, RNGs, data order, wall time, metrics).
     `on_log(state, record)`: called at each log point outside the timed region (evaluation during
     a comparison happens there, so it never eats into the training budget).
+    `refuse_spent_budget`: a resumption whose budget is already spent is an error (`train --resume` with
+    a budget the run has used up), not a run of zero steps; a comparison finishing its runs keeps it off.
     Raises NumericFault or TrainingInterrupted after saving what should be saved.
     """
     prepared.policy.apply_backend_settings()
     if prepared.policy.device.type == "cpu":
         keep_freed_memory_for_reuse()
-    state = build_run_state(prepared, resume_from, origin=f"the checkpoint in {run_dir}")
-    ranks = world()
-    resumed_at = state.train.step if resume_from is not None else None
-    writer = (RunWriter(run_dir, prepared, state.train, ranks.size, resumed_at) if ranks.is_main
-              else NullWriter(state.train))
-    state.metrics_last_step = writer.last_logged_step
-    faults = FaultMonitor(prepared.policy.uses_loss_scaling, fault_rules,
-                          static_scale=prepared.policy.loss_scale is not None, d_updates_per_step=state.train.gan.d_steps)
-    loop = _Loop(prepared, state, writer, Path(run_dir), faults,
-                 on_log, show_progress and ranks.is_main)
-    try:
-        loop.run(fresh=resume_from is None)
-    finally:
-        loop.progress.close()
-        writer.close()
+    # From here a signal only asks to stop: one that arrives while the state is built or compiled is acted
+    # on right after the step-0 checkpoint, so the run can still be resumed.
+    with stop_on_signals() as stop_request:
+        state = build_run_state(prepared, resume_from, origin=f"the checkpoint in {run_dir}")
+        ranks = world()
+        resumed_at = state.train.step if resume_from is not None else None
+        if resume_from is not None and refuse_spent_budget:
+            refuse_a_spent_budget(Budget.of(prepared.config), state, run_dir)
+        writer = (RunWriter(run_dir, prepared, state.train, ranks.size, resumed_at) if ranks.is_main
+                  else NullWriter(state.train))
+        state.metrics_last_step = writer.last_logged_step
+        faults = FaultMonitor(prepared.policy.uses_loss_scaling, fault_rules,
+                              static_scale=prepared.policy.loss_scale is not None,
+                              d_updates_per_step=state.train.gan.d_steps)
+        loop = _Loop(prepared, state, writer, Path(run_dir), faults,
+                     on_log, show_progress and ranks.is_main)
+        try:
+            loop.run(stop_request, fresh=resume_from is None)
+        except Exception as error:
+            if not is_out_of_memory(error):
+                raise
+            # This rank alone failed, maybe inside a collective the others now wait in: it leaves without
+            # waiting for them, and torchrun stops them when it exits.
+            leave_without_peers()
+            raise out_of_memory_error(error, prepared.config.budget.batch_size, prepared.policy.device,
+                                      "a training step") from None
+        finally:
+            loop.progress.close()
+            writer.close()
     return RunResult(state=state, run_dir=Path(run_dir) if ranks.is_main else None, last_record=writer.last_record,
                      stamp=getattr(writer, "stamp", ""))
 
@@ -213,19 +269,20 @@ class _Loop:
         self.next_line_at = state.train_seconds + LOG_LINE_EVERY_S
         self.last_checkpoint = {"step": state.train.step, "seconds": state.train_seconds}
 
-    def run(self, fresh: bool) -> None:
+    def run(self, stop_request, fresh: bool) -> None:
         train = self.state.train
-        with stop_on_signals() as stop_request:
-            if fresh:
-                self.save_checkpoint()  # step 0: from here on a crash at any moment leaves a resumable run
-            finished = self.budget.spent(train.step, self.state.train_seconds)
-            while not finished:
-                finished = self.one_step(stop_request)
-            if train.step % self.config.logging.sample_every:
-                self.writer.save_samples(train.step)
-            if train.step != self.last_checkpoint["step"]:
-                self.save_checkpoint()
-            self.writer.export_generator()
+        if fresh:
+            self.save_checkpoint()  # step 0: from here on a crash at any moment leaves a resumable run
+        if any_rank([bool(stop_request)])[0]:  # asked to stop while the run was being set up
+            raise TrainingInterrupted(stop_request.signum or signal.SIGTERM, train.step, str(self.run_dir))
+        finished = self.budget.spent(train.step, self.state.train_seconds)
+        while not finished:
+            finished = self.one_step(stop_request)
+        if train.step % self.config.logging.sample_every:
+            self.writer.save_samples(train.step)
+        if train.step != self.last_checkpoint["step"]:
+            self.save_checkpoint()
+        self.writer.export_generator()
 
     def one_step(self, stop_request) -> bool:
         """Train one step and do what is due after it; True when the run is over."""

@@ -13,7 +13,9 @@ fp16 all run the very same lines of the training step. What stays FP32 in every 
 
 from __future__ import annotations
 
-from contextlib import AbstractContextManager, nullcontext
+import os
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 
 import torch
@@ -51,15 +53,44 @@ class PrecisionPolicy:
         return torch.autocast(self.device.type, dtype=self.compute_dtype)
 
     def apply_backend_settings(self) -> None:
-        """TF32 is a process-wide switch in PyTorch; set it so fp32 really means FP32. cuDNN's autotuner is
-        switched on: a GAN's shapes are the same every step, so the first step of each shape tries cuDNN's
-        algorithms and keeps the fastest (without it every precision is timed on cuDNN's heuristic pick,
-        which favours none of them reliably). Decisions and the bench discard those first steps."""
-        if self.device.type == "cuda":
-            allow_tf32 = self.mode.tf32_matmul
-            torch.backends.cuda.matmul.allow_tf32 = allow_tf32
-            torch.backends.cudnn.allow_tf32 = allow_tf32
+        """Set PyTorch's process-wide backend switches for this mode (and leave them set: a training run
+        or a step timer owns its process). `backend_settings()` is the same, restored on leaving.
+
+        TF32: off in fp32, so fp32 really means FP32 (cuDNN's convolutions default to TF32 on Ampere and
+        later, whatever the matmul switch says); on in tf32. cuDNN's autotuner is switched on: a GAN's shapes
+        are the same every step, so the first step of each shape tries cuDNN's algorithms and keeps the
+        fastest (without it every precision is timed on cuDNN's heuristic pick, which favours none of them
+        reliably). Decisions and the bench discard those first steps. The autotuner's pick may differ
+        between processes, so runs are not bit-identical on CUDA unless deterministic_requested()."""
+        allow_tf32 = self.device.type == "cuda" and self.mode.tf32_matmul
+        # Matrix products on every backend: "highest" is strict FP32 (a caller's "medium" would let oneDNN
+        # run them in bf16 on a CPU); "high" lets cuBLAS use TF32.
+        torch.set_float32_matmul_precision("high" if allow_tf32 else "highest")
+        if self.device.type != "cuda":
+            return
+        torch.backends.cuda.matmul.allow_tf32 = allow_tf32
+        torch.backends.cudnn.allow_tf32 = allow_tf32  # convolutions: cuDNN's own switch, on by default
+        if deterministic_requested():
+            # Same kernels in every process, so a resumed run repeats the uninterrupted one bit for bit.
+            torch.backends.cudnn.benchmark = False
+            torch.backends.cudnn.deterministic = True
+            # cuBLAS reads this when its first handle is made: the run applies these settings before its
+            # first matrix product.
+            os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+            torch.use_deterministic_algorithms(True, warn_only=True)
+        else:
             torch.backends.cudnn.benchmark = True
+
+    @contextmanager
+    def backend_settings(self) -> Iterator[None]:
+        """apply_backend_settings() inside the block; every switch it may touch is restored on leaving,
+        whatever happened inside (the doctor's fp32 reference steps run inside one)."""
+        saved = snapshot_backend_switches()
+        try:
+            self.apply_backend_settings()
+            yield
+        finally:
+            restore_backend_switches(saved)
 
     def make_loss_scaler(self) -> LossScaler:
         return LossScaler(self)
@@ -69,6 +100,64 @@ class PrecisionPolicy:
             return self.name
         scaling = "dynamic" if self.loss_scale is None else f"static {self.loss_scale:g}"
         return f"{self.name} (loss scale {scaling})"
+
+
+DETERMINISTIC_ENV = "AMPGAN_DETERMINISTIC"
+
+
+def deterministic_requested() -> bool:
+    """AMPGAN_DETERMINISTIC=1, or torch.use_deterministic_algorithms(True) set by the caller: the same
+    kernels every time on CUDA (no cuDNN autotuning, deterministic algorithms), at some speed."""
+    return os.environ.get(DETERMINISTIC_ENV, "") not in ("", "0") or torch.are_deterministic_algorithms_enabled()
+
+
+# Every process-wide switch that decides which kernels an fp32 operation may use, as (object, attribute):
+# the legacy TF32 flags and, where this torch has them (2.9 and later), the per-backend `fp32_precision`
+# settings the flags are written through; restored in this order, finest last, so each ends as saved.
+_SWITCH_PATHS = (
+    ("backends", "fp32_precision"),
+    ("backends.cuda.matmul", "fp32_precision"), ("backends.cudnn", "fp32_precision"),
+    ("backends.cudnn.conv", "fp32_precision"), ("backends.cudnn.rnn", "fp32_precision"),
+    ("backends.mkldnn", "fp32_precision"), ("backends.mkldnn.matmul", "fp32_precision"),
+    ("backends.mkldnn.conv", "fp32_precision"), ("backends.mkldnn.rnn", "fp32_precision"),
+    ("backends.cudnn", "benchmark"), ("backends.cudnn", "deterministic"),
+)
+_LEGACY_PATHS = (("backends.cuda.matmul", "allow_tf32"), ("backends.cudnn", "allow_tf32"))
+
+
+def _resolve(path: str):
+    target = torch
+    for part in path.split("."):
+        target = getattr(target, part, None)
+        if target is None:
+            return None
+    return target
+
+
+def snapshot_backend_switches() -> dict:
+    """The current value of every backend switch this torch has (see _SWITCH_PATHS), plus the
+    float32 matmul precision and whether deterministic algorithms are on."""
+    saved = {}
+    has_fp32_precision = hasattr(torch.backends.cudnn, "conv") and hasattr(torch.backends.cudnn.conv, "fp32_precision")
+    # Without the fp32_precision API (torch < 2.9) the legacy flags are the switches themselves; with it,
+    # they are views of it, and writing them back as well could only undo it.
+    for path, attribute in _SWITCH_PATHS + (() if has_fp32_precision else _LEGACY_PATHS):
+        target = _resolve(path)
+        if target is not None and hasattr(target, attribute):
+            saved[(path, attribute)] = getattr(target, attribute)
+    saved["float32_matmul_precision"] = torch.get_float32_matmul_precision()
+    saved["deterministic_algorithms"] = (torch.are_deterministic_algorithms_enabled(),
+                                         torch.is_deterministic_algorithms_warn_only_enabled())
+    return saved
+
+
+def restore_backend_switches(saved: dict) -> None:
+    saved = dict(saved)
+    enabled, warn_only = saved.pop("deterministic_algorithms")
+    torch.use_deterministic_algorithms(enabled, warn_only=warn_only)
+    torch.set_float32_matmul_precision(saved.pop("float32_matmul_precision"))
+    for (path, attribute), value in saved.items():
+        setattr(_resolve(path), attribute, value)
 
 
 class LossScaler:

@@ -89,6 +89,7 @@ class TrainState:
             "scaler_g": self.scaler_g.state_dict(),
             "scaler_d": self.scaler_d.state_dict(),
             "step_generator": self.rng.get_state(),
+            "step_generator_device": self.rng.device.type,
         }
         if self.extra_optimizers:
             saved["extra_optimizers"] = {name: opt.state_dict() for name, opt in self.extra_optimizers.items()}
@@ -118,7 +119,7 @@ class TrainState:
                 scaler.load_state_dict(saved["extra_scalers"][name])
         self.step = saved["step"]
         if "step_generator" in saved:
-            self.rng.set_state(saved["step_generator"])
+            set_generator_state(self.rng, saved["step_generator"])
 
 
 def _first_reason(error: BaseException) -> str:
@@ -185,28 +186,67 @@ def build_train_state(config: TrainConfig, model: ModelRecipe, data: DataSpec, p
     )
 
 
-def capture_global_rngs() -> dict:
-    """The process-wide RNG states (torch CPU and CUDA, numpy, Python) as tensors and plain values."""
+def set_generator_state(generator: torch.Generator, saved: torch.Tensor) -> bool:
+    """Restore `generator` from `saved` when it is a state of the same kind; False (nothing changed) when
+    not: a CPU generator's state (mt19937, 5056 bytes) cannot continue a CUDA one (Philox seed and
+    offset, 16 bytes) or the reverse, as happens when a run saved on one device kind resumes on another."""
+    if not isinstance(saved, torch.Tensor) or saved.dtype != torch.uint8 or saved.numel() != generator.get_state().numel():
+        return False
+    generator.set_state(saved)
+    return True
+
+
+def capture_global_rngs(device: torch.device | None = None) -> dict:
+    """This process's RNG states (torch CPU, numpy, Python, and the global generator of the CUDA device it
+    trains on) as tensors and plain values. Only the training device's CUDA state is saved: another GPU's
+    generator is never drawn from, and the GPUs visible on resume may be fewer or numbered otherwise."""
     numpy_state = np.random.get_state()
     python_version, python_internal, python_gauss = random.getstate()
+    device = device or torch.device("cpu")
+    on_cuda = device.type == "cuda"
     return {
         "torch_cpu": torch.get_rng_state(),
-        "torch_cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+        "device": device.type,
+        "torch_cuda": [torch.cuda.get_rng_state(device)] if on_cuda else [],
         "numpy": {"kind": numpy_state[0], "keys": torch.from_numpy(numpy_state[1].astype(np.int64)),
                   "pos": int(numpy_state[2]), "has_gauss": int(numpy_state[3]), "cached_gaussian": float(numpy_state[4])},
         "python": {"version": python_version, "internal": list(python_internal), "gauss_next": python_gauss},
     }
 
 
-def restore_global_rngs(saved: dict) -> None:
+def _saved_cuda_state(saved: dict, device: torch.device) -> torch.Tensor | None:
+    """The CUDA generator state `saved` holds for a process training on `device`, or None. Since this
+    version a checkpoint holds its process's own device's state alone (`device` says where it ran); older
+    ones held every visible GPU's, in order, so the one at this device's index is taken when present."""
+    states = saved.get("torch_cuda") or []
+    if device.type != "cuda" or not states:
+        return None
+    if "device" in saved:
+        return states[0] if saved["device"] == "cuda" else None
+    index = device.index or 0
+    return states[index] if index < len(states) else None
+
+
+def restore_global_rngs(saved: dict, device: torch.device | None = None) -> list[str]:
+    """Restore what `saved` (capture_global_rngs' output) holds for this process; returns what could not be
+    restored, in words (empty when everything was). The CPU, numpy and Python generators are the same
+    kind everywhere and always restored; the CUDA device's generator only when the saving process trained
+    on a CUDA device too (a CPU run has no CUDA state to give): otherwise it keeps the state the run's
+    seed gave it at start."""
+    device = device or torch.device("cpu")
     torch.set_rng_state(saved["torch_cpu"])
-    if torch.cuda.is_available() and saved["torch_cuda"]:
-        torch.cuda.set_rng_state_all(saved["torch_cuda"])
     numpy_state = saved["numpy"]
     np.random.set_state((numpy_state["kind"], numpy_state["keys"].numpy().astype(np.uint32), numpy_state["pos"],
                          numpy_state["has_gauss"], numpy_state["cached_gaussian"]))
     python_state = saved["python"]
     random.setstate((python_state["version"], tuple(python_state["internal"]), python_state["gauss_next"]))
+    if device.type != "cuda":
+        return []
+    state = _saved_cuda_state(saved, device)
+    if state is None or state.numel() != torch.cuda.get_rng_state(device).numel():
+        return [f"the {device} global generator (the checkpoint was saved on {saved.get('device', 'another device')})"]
+    torch.cuda.set_rng_state(state, device)
+    return []
 
 
 def compile_backend() -> str:
@@ -220,6 +260,23 @@ def compile_backend() -> str:
 # decisions, bench batch sizes and seeds add more. torch's default (8) was hit by measuring two
 # precisions at two batch sizes in one process, after which dynamo silently ran D eager.
 RECOMPILE_LIMIT = 64
+
+
+# Inductor generates Triton kernels on CUDA, and Triton runs on compute capability 7.0 (Volta) and newer.
+TRITON_MIN_CAPABILITY = (7, 0)
+
+
+def check_compile_runs_on(device: torch.device) -> None:
+    """Refuse --compile where its code generator cannot run, in one line, before inductor's traceback at
+    the first step: a GPU below TRITON_MIN_CAPABILITY (the P100 is sm_60). Graph capture alone
+    (AMPGAN_COMPILE_BACKEND=eager) runs everywhere."""
+    if device.type != "cuda" or compile_backend() != "inductor":
+        return
+    capability = torch.cuda.get_device_capability(device)
+    if tuple(capability) < TRITON_MIN_CAPABILITY:
+        name = torch.cuda.get_device_name(device)
+        raise AmpganError(f"--compile needs a GPU of compute capability 7.0 or newer (its kernels are Triton's), and "
+                          f"{name} is sm_{capability[0]}{capability[1]}: drop --compile (the eager step runs there)")
 
 
 def allow_every_variant_of_the_step() -> None:
@@ -247,6 +304,7 @@ def wrap_modules(state: TrainState, *, compile: bool, sync_batch_norm: bool = Fa
         state.gan.discriminator = torch.nn.SyncBatchNorm.convert_sync_batchnorm(state.discriminator)
     generator, discriminator = state.generator, state.discriminator
     if compile:
+        check_compile_runs_on(state.policy.device)
         use_persistent_compile_cache()
         allow_every_variant_of_the_step()
         generator = torch.compile(generator, backend=compile_backend())

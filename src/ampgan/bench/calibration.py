@@ -1,0 +1,234 @@
+"""Every GEMM and convolution of the real training step, timed alone: rows of the projection's calibration.
+
+The projection (projection/) predicts a step's time on GPUs this machine does not have from op tables
+and datasheet peaks; its calibration is a table of measured kernels on real GPUs, in one format shared
+with it (DeepBench's idea: every kernel's shape, precision and time, with the GPU and software that
+produced it). This module writes that table from ampgan's own step:
+
+- the step's matrix operations are recorded by a dispatch mode as they run (aten.mm, addmm and bmm;
+  aten.convolution and aten.convolution_backward), with their shapes and strides;
+- each becomes one row per kernel it stands for: a GEMM (A is m x k, B is k x n, `transpose_x` when that
+  operand is stored column-major), or a convolution pass (conv_fwd, conv_bwd_data, conv_bwd_weight) of
+  the direct convolution it computes. A transposed convolution (the generator's upsampling) is the data
+  gradient of the direct convolution from its output to its input, so its forward is a conv_bwd_data row
+  of that convolution, and its backward passes conv_fwd and conv_bwd_weight rows; convolution_backward is
+  split by its output_mask, so data and weight gradients are timed apart;
+- each row is run alone on fresh tensors of the recorded shapes and strides and timed (CUDA events on a
+  GPU, the clock on a CPU), in milliseconds per kernel call.
+
+Grouped or dilated convolutions have no row in the format and are counted apart, never dropped silently.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_map
+
+from ampgan.bench.attainable import TensorSpec
+from ampgan.files.atomic import write_atomically, write_json_atomically
+from ampgan.training.step import train_step
+
+COLUMNS = ("name", "op", "m", "n", "k", "transpose_a", "transpose_b", "batch", "c", "h", "w", "out_channels", "r",
+           "s", "pad_h", "pad_w", "stride_h", "stride_w", "precision", "ms")
+OPS = ("gemm", "conv_fwd", "conv_bwd_data", "conv_bwd_weight")
+_GEMMS = {"aten.mm": 0, "aten.addmm": 1, "aten.bmm": 0}  # index of operand A in the call's arguments
+_CONVOLUTIONS = ("aten.convolution", "aten.convolution_backward")
+MIN_TIMED_MS = 2.0  # repeat a kernel until this much device time has passed ...
+MAX_REPEATS = 100  # ... or this many calls
+
+
+def _spec(value):
+    if isinstance(value, torch.Tensor):
+        return TensorSpec(tuple(value.shape), tuple(value.stride()), value.dtype, value.device)
+    return value
+
+
+class _MatrixCalls(TorchDispatchMode):
+    """The GEMM and convolution calls a block dispatches, as (op, args with TensorSpecs), in order."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls: list[tuple] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = str(func._overloadpacket)
+        if name in _GEMMS or name in _CONVOLUTIONS:
+            self.calls.append((func, tree_map(_spec, tuple(args)), tree_map(_spec, kwargs)))
+        return func(*args, **kwargs)
+
+
+def precision_of(dtype: torch.dtype, tf32: bool) -> str:
+    """The format's precision of a matrix kernel computing in `dtype` (fp32 inputs run TF32 when allowed)."""
+    if dtype == torch.float32:
+        return "tf32" if tf32 else "fp32"
+    return {torch.bfloat16: "bf16", torch.float16: "fp16"}.get(dtype, str(dtype).removeprefix("torch."))
+
+
+def _column_major(spec: TensorSpec) -> int:
+    """1 when a matrix is stored transposed (its rows are contiguous in memory columns)."""
+    return int(spec.stride[-2] == 1 and spec.stride[-1] != 1 and spec.shape[-2] > 1)
+
+
+@dataclass(frozen=True)
+class KernelRow:
+    """One row of the table, without its name and time: what was run, and how to run it again."""
+
+    fields: tuple[tuple[str, int | str], ...]  # the format's columns this kernel fills, in COLUMNS order
+    func: object
+    args: tuple
+    kwargs: dict
+
+    @property
+    def key(self) -> tuple:
+        return self.fields
+
+    def as_dict(self) -> dict:
+        return dict(self.fields)
+
+
+def _gemm_rows(name: str, func, args, kwargs, tf32: bool) -> list[KernelRow]:
+    a, b = args[_GEMMS[name]], args[_GEMMS[name] + 1]
+    fields = {"op": "gemm", "m": a.shape[-2], "n": b.shape[-1], "k": a.shape[-1], "transpose_a": _column_major(a),
+              "transpose_b": _column_major(b), "batch": a.shape[0] if len(a.shape) == 3 else "",
+              "precision": precision_of(a.dtype, tf32)}
+    return [KernelRow(tuple((c, fields[c]) for c in COLUMNS if c in fields), func, args, kwargs)]
+
+
+def _conv_geometry(x_shape, k: int, weight_shape, stride, padding) -> dict:
+    """The direct convolution of input (N, C, H, W) to `k` channels with an R x S filter."""
+    return {"batch": x_shape[0], "c": x_shape[1], "h": x_shape[2], "w": x_shape[3], "out_channels": k,
+            "r": weight_shape[2], "s": weight_shape[3], "pad_h": padding[0], "pad_w": padding[1],
+            "stride_h": stride[0], "stride_w": stride[1]}
+
+
+def _transposed_output_shape(x_shape, weight_shape, stride, padding, output_padding) -> tuple[int, ...]:
+    spatial = [(size - 1) * stride[i] - 2 * padding[i] + (weight_shape[2 + i] - 1) + output_padding[i] + 1
+               for i, size in enumerate(x_shape[2:])]
+    return (x_shape[0], weight_shape[1], *spatial)
+
+
+def _conv_rows(name: str, func, args, kwargs, tf32: bool) -> tuple[list[KernelRow], str | None]:
+    """(rows, None), or ([], why) for a convolution the format cannot describe."""
+    if name == "aten.convolution":
+        x, weight, _, stride, padding, dilation, transposed, output_padding, groups = args[:9]
+        grad_output = None
+    else:
+        grad_output, x, weight, _, stride, padding, dilation, transposed, output_padding, groups, mask = args[:11]
+    if len(x.shape) != 4 or groups != 1 or any(d != 1 for d in dilation):
+        return [], f"{name} with {len(x.shape) - 2}-d input, groups {groups}, dilation {list(dilation)}"
+    precision = precision_of(x.dtype, tf32)
+    if transposed:  # the direct convolution from this op's output back to its input
+        output_shape = (grad_output.shape if grad_output is not None
+                        else _transposed_output_shape(x.shape, weight.shape, stride, padding, output_padding))
+        geometry = _conv_geometry(output_shape, x.shape[1], weight.shape, stride, padding)
+        forward, data_grad = "conv_bwd_data", "conv_fwd"
+    else:
+        geometry = _conv_geometry(x.shape, weight.shape[0], weight.shape, stride, padding)
+        forward, data_grad = "conv_fwd", "conv_bwd_data"
+
+    def row(op: str, call_args) -> KernelRow:
+        fields = geometry | {"op": op, "precision": precision}
+        return KernelRow(tuple((c, fields[c]) for c in COLUMNS if c in fields), func, tuple(call_args), kwargs)
+
+    if name == "aten.convolution":
+        return [row(forward, (x, weight, None, *args[3:]))], None  # the bias is a kernel of its own
+    rows = []
+    if mask[0]:
+        rows.append(row(data_grad, (*args[:10], [True, False, False])))
+    if mask[1]:
+        rows.append(row("conv_bwd_weight", (*args[:10], [False, True, False])))
+    return rows, None
+
+
+def kernel_rows(calls: list[tuple], tf32: bool) -> tuple[list[KernelRow], list[str]]:
+    """The distinct kernels of recorded calls, in first-seen order, and what could not be described."""
+    rows: dict[tuple, KernelRow] = {}
+    skipped = []
+    for func, args, kwargs in calls:
+        name = str(func._overloadpacket)
+        if name in _GEMMS:
+            found = _gemm_rows(name, func, args, kwargs, tf32)
+        else:
+            found, why = _conv_rows(name, func, args, kwargs, tf32)
+            if why:
+                skipped.append(why)
+        for item in found:
+            rows.setdefault(item.key, item)
+    return list(rows.values()), skipped
+
+
+def record_matrix_calls(timer) -> list[tuple]:
+    """Every GEMM and convolution call of one cycle of a StepTimer's real step (eager modules)."""
+    recorder = _MatrixCalls()
+    with timer.state.eager() as state:
+        for before, _ in timer.step_kinds:
+            state.step = before
+            with recorder:
+                train_step(state, timer.resident_batch)
+    return recorder.calls
+
+
+def _materialise(value):
+    return value.make() if isinstance(value, TensorSpec) else value
+
+
+def time_kernel_ms(run: Callable[[], object], device: torch.device, repeats: int | None = None) -> float:
+    """Milliseconds per call of `run`, alone: one call to warm (kernel selection, cuDNN autotuning), one
+    to size the repeats, then repeated between CUDA events (the clock on a CPU). `repeats`: exactly that
+    many timed calls, no warm-up (a rehearsal's rough number)."""
+    if repeats is not None:
+        return timed_calls_ms(run, device, repeats)
+    run()
+    once = timed_calls_ms(run, device, 1)
+    return timed_calls_ms(run, device, max(3, min(MAX_REPEATS, int(MIN_TIMED_MS / max(once, 1e-4)))))
+
+
+def timed_calls_ms(run: Callable[[], object], device: torch.device, repeats: int) -> float:
+    if device.type == "cuda":
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(repeats):
+            run()
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) / repeats
+    began = time.perf_counter()
+    for _ in range(repeats):
+        run()
+    return (time.perf_counter() - began) * 1e3 / repeats
+
+
+def measure_kernels(timer, name: str, tf32: bool, repeats: int | None = None) -> tuple[list[dict], list[str]]:
+    """(calibration rows of a StepTimer's step, each timed alone; what had no row). `name`: the rows'
+    name prefix (model, batch size, the step's precision)."""
+    rows, skipped = kernel_rows(record_matrix_calls(timer), tf32)
+    measured = []
+    with timer.policy.backend_settings():  # TF32 as the step's precision has it
+        for index, row in enumerate(rows):
+            args, kwargs = tree_map(_materialise, row.args), tree_map(_materialise, row.kwargs)
+            ms = time_kernel_ms(lambda: row.func(*args, **kwargs), timer.device, repeats)
+            measured.append({"name": f"{name}/{index:03d}", **row.as_dict(), "ms": round(ms, 6)})
+            del args, kwargs
+    return measured, skipped
+
+
+def write_calibration(rows: list[dict], csv_path: Path, sidecar: dict) -> None:
+    """The table (COLUMNS, unused columns empty) and its sidecar JSON beside it (same name, .json)."""
+    def write(stream) -> None:
+        text = io.StringIO()
+        writer = csv.DictWriter(text, fieldnames=COLUMNS, restval="", lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+        stream.write(text.getvalue().encode())
+
+    write_atomically(Path(csv_path), write)
+    write_json_atomically(Path(csv_path).with_suffix(".json"), sidecar)
