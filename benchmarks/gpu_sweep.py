@@ -72,7 +72,7 @@ class Sizes:
     resume_more_s: float  # train-resume: train this much longer than the run had
 
 
-GPU = Sizes(device="cuda", study_model=("--model", "acgan-2019", "--image-size", "28", "--channels", "1"),
+GPU = Sizes(device="cuda", study_model=("--model", "acgan-2019", "--image-size", "28", "--set", "data.channels=1"),
             calibration_models="acgan-2019,acgan", precisions="fp32,tf32,bf16,fp16", batches_2019="64,256,1024,2048,4096",
             batches_acgan="64,256,1024,2048", acgan_width="64", calibration_batches="256,2048", compiled_batch="1024",
             bench_max_seconds="3", train_precision="fp16", train_size=(), after_checkpoint_s=6.0, resume_more_s=6.0)
@@ -105,8 +105,8 @@ class Step:
 
 def _bench(name: str, out: Path, model: list[str], batches: str, sizes: Sizes, limit: int, extra=()) -> Step:
     return Step(name, [*AMPGAN, "bench", *model, "--device", sizes.device, "--batch-sizes", batches,
-                       "--precisions", sizes.precisions, "--no-channels-last", "--warmup", "2", "--steps", "3",
-                       "--min-seconds", "0", "--max-seconds", sizes.bench_max_seconds, *extra,
+                       "--precisions", sizes.precisions, "--no-channels-last", "--set", "bench.warmup=2", "--steps", "3",
+                       "--set", "bench.min_seconds=0", "--max-seconds", sizes.bench_max_seconds, *extra,
                        "--out", str(out / name), "--overwrite"], limit, writes=f"{name}/results.json")
 
 

@@ -73,7 +73,7 @@ def test_deterministic_resume_repeats_the_straight_run_on_cuda(tmp_path, capsys,
     monkeypatch.setenv("AMPGAN_DETERMINISTIC", "1")
     monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     args = ["--device", "cuda", "--precision", "fp16", "--dataset", "synthetic", "--width", "16", "--batch-size", "64",
-            "--no-compile", "--no-channels-last", "--quiet", "--log-every", "2"]
+            "--no-compile", "--no-channels-last", "--quiet", "--set", "logging.log_every=2"]
     straight, halves = tmp_path / "straight", tmp_path / "halves"
     assert run_cli(capsys, "train", *args, "--steps", "6", "--out", str(straight))[0] == 0
     assert run_cli(capsys, "train", *args, "--steps", "3", "--out", str(halves))[0] == 0
