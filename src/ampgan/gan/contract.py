@@ -189,6 +189,9 @@ def check_gan(gan, origin: str) -> GAN:
     for name in NETWORKS:
         if not isinstance(getattr(gan, name), nn.Module):
             raise AmpganError(f"{origin}: GAN.{name} is {type(getattr(gan, name)).__name__}, not a torch.nn.Module")
+        if not any(parameter.requires_grad for parameter in getattr(gan, name).parameters()):
+            raise AmpganError(f"{origin}: every parameter of GAN.{name} is frozen (requires_grad=False): nothing "
+                              "would train; leave the layers that should learn trainable")
     if gan.generator is gan.discriminator:
         raise AmpganError(f"{origin}: the generator and the discriminator are the same module: give two networks")
     shared = {id(p) for p in gan.generator.parameters()} & {id(p) for p in gan.discriminator.parameters()}

@@ -142,6 +142,13 @@ def adam_implementation(device_type: str) -> dict:
     return {"fused": True} if device_type == "cuda" else {"foreach": True}
 
 
+def trainable(network: torch.nn.Module) -> list[torch.nn.Parameter]:
+    """The parameters an optimizer may change: those the model did not freeze (`requires_grad=False`: a
+    fixed blur, a pretrained feature stem). A frozen parameter never reaches an optimizer, so neither
+    weight decay nor a stale moment can move it."""
+    return [parameter for parameter in network.parameters() if parameter.requires_grad]
+
+
 def make_adam(parameters, settings: Adam) -> torch.optim.Optimizer:
     parameters = list(parameters)
     device_type = parameters[0].device.type if parameters else "cpu"
@@ -167,14 +174,14 @@ def build_train_state(config: TrainConfig, model: ModelRecipe, data: DataSpec, p
     extra_optimizers, extra_scalers = {}, {}
     for update in gan.extra_updates:
         if update.optimizer is not None:
-            parameters = [p for name in update.networks for p in networks[name].parameters()]
+            parameters = [p for name in update.networks for p in trainable(networks[name])]
             extra_optimizers[update.name] = make_adam(parameters, update.optimizer)
             extra_scalers[update.name] = policy.make_loss_scaler()
     rng = torch.Generator(device=device).manual_seed(step_noise_seed(config.seed, rank, scheme=seed_scheme))
     return TrainState(
         gan=gan,
-        optimizer_g=make_adam(gan.generator.parameters(), optimizer_settings(gan.optimizer_g, config, "g")),
-        optimizer_d=make_adam(gan.discriminator.parameters(), optimizer_settings(gan.optimizer_d, config, "d")),
+        optimizer_g=make_adam(trainable(gan.generator), optimizer_settings(gan.optimizer_g, config, "g")),
+        optimizer_d=make_adam(trainable(gan.discriminator), optimizer_settings(gan.optimizer_d, config, "d")),
         scaler_g=policy.make_loss_scaler(),
         scaler_d=policy.make_loss_scaler(),
         policy=policy,

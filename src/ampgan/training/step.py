@@ -10,7 +10,8 @@ D's backward work. A frozen network runs without DDP, so no gradient of its is r
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 
 import torch
 
@@ -22,9 +23,19 @@ from ampgan.training.state import TrainState
 Batch = tuple[torch.Tensor, torch.Tensor]
 
 
-def _set_requires_grad(module: torch.nn.Module, flag: bool) -> None:
-    for parameter in module.parameters():
-        parameter.requires_grad_(flag)
+@contextmanager
+def _frozen(modules: Sequence[torch.nn.Module]) -> Iterator[None]:
+    """The modules' parameters need no gradient inside the block; afterwards each parameter gets its own
+    `requires_grad` back, so a parameter the user froze (a fixed blur, a pretrained feature stem) stays
+    frozen instead of being switched on with the rest."""
+    switched = [p for module in modules for p in module.parameters() if p.requires_grad]
+    for parameter in switched:
+        parameter.requires_grad_(False)
+    try:
+        yield
+    finally:
+        for parameter in switched:
+            parameter.requires_grad_(True)
 
 
 def _as_loss(result, origin: str) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
@@ -98,16 +109,13 @@ def train_step(state: TrainState, next_batch: Callable[[], Batch]) -> dict[str, 
         skipped_d = skipped if skipped_d is None else skipped_d + skipped
 
     # (2) Update G: its loss on the last fakes, through a frozen D.
-    _set_requires_grad(state.discriminator, False)
-    try:
+    with _frozen([state.discriminator]):
         context.D, context.fake, context.scaler = state.run_discriminator_for_g, fake, state.scaler_g
         with policy.autocast():
             loss_g, extra = _as_loss(gan.g_loss(context), f"{model} g_loss")
         metrics.update({name: value.detach() for name, value in extra.items()})
         state.optimizer_g.zero_grad(set_to_none=True)
         skipped_g = state.scaler_g.backward_and_step(loss_g, state.optimizer_g)
-    finally:
-        _set_requires_grad(state.discriminator, True)
     state.step += 1
 
     # (3) Extra updates due after this step (lazy regularisers, extra optimizers).
@@ -144,14 +152,9 @@ def _extra_update(state: TrainState, update, step_context: LossContext, metrics:
                           real=step_context.real, labels=step_context.labels, z=step_context.z,
                           fake_labels=step_context.fake_labels, fake=None, step=state.step, rng=state.rng,
                           gan=state.gan, scaler=scaler, device=step_context.device)
-    for network in frozen:
-        _set_requires_grad(network, False)
-    try:
+    with _frozen(frozen):
         optimizer.zero_grad(set_to_none=True)
         terms = update.loss if isinstance(update.loss, (list, tuple)) else (update.loss,)
         loss = _backward_terms(terms, context, scaler, state.policy, metrics, f"{model} update {update.name!r}",
                                multiplier=float(update.every) if update.scale_by_interval else 1.0)
         return loss, scaler.step(optimizer)
-    finally:
-        for network in frozen:
-            _set_requires_grad(network, True)

@@ -1,0 +1,79 @@
+"""What ampgan's step must never do to a user's GAN: train a parameter the user froze, train on through an
+update that is non-finite or skipped every time, or fail inside its step with a traceback."""
+
+import pytest
+import torch
+from torch import nn
+
+import ampgan
+from ampgan.config import config_from_options
+from ampgan.data.batches import BatchStream
+from ampgan.data.synthetic import make_synthetic
+from ampgan.gan.registry import model_name_for
+from ampgan.training.precision import build_policy
+from ampgan.training.prepared import prepare_run
+from ampgan.training.state import build_train_state
+from ampgan.training.step import train_step
+
+CPU = torch.device("cpu")
+SIZE = 8
+
+
+class BlurStemD(nn.Module):
+    """A D behind a fixed 3x3 blur (a Projected-GAN-style frozen stem), with a frozen bias beside its head."""
+
+    def __init__(self, channels: int):
+        super().__init__()
+        self.blur = nn.Conv2d(channels, channels, 3, padding=1, groups=channels, bias=False)
+        nn.init.constant_(self.blur.weight, 1 / 9)
+        self.blur.weight.requires_grad_(False)
+        self.head = nn.Linear(channels * SIZE * SIZE, 1)
+        self.offset = nn.Parameter(torch.full((1,), 0.25), requires_grad=False)
+
+    def forward(self, images):  # (B, C, 8, 8) -> (B,)
+        return (self.head(self.blur(images).flatten(1)) + self.offset).squeeze(1)
+
+
+def frozen_stem_gan(data: ampgan.DataSpec) -> ampgan.GAN:
+    pixels = data.channels * data.image_size ** 2
+    generator = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, pixels), nn.Tanh(),
+                              nn.Unflatten(1, (data.channels, data.image_size, data.image_size)))
+    generator[0].weight.requires_grad_(False)  # a frozen layer of G's too
+    discriminator = BlurStemD(data.channels)
+
+    def r1(ctx):
+        real = ctx.real.detach().float().requires_grad_(True)
+        return ctx.input_gradients(ctx.D(real), real).flatten(1).pow(2).sum(1).mean()
+
+    return ampgan.GAN(generator=generator, discriminator=discriminator, z_dim=8,
+                      d_loss=lambda c: ampgan.real_fake_loss(c.D(c.real), 1.0) + ampgan.real_fake_loss(c.D(c.fake), 0.0),
+                      g_loss=lambda c: ampgan.real_fake_loss(c.D(c.fake), 1.0),
+                      extra_updates=[ampgan.Update("r1", r1, every=2)])
+
+
+def _state(model, precision: str, dataset):
+    config = config_from_options(model=model_name_for(model), dataset="synthetic", image_size=SIZE,
+                                 precision=precision, batch_size=8)
+    prepared = prepare_run(config, dataset)
+    state = build_train_state(prepared.config, prepared.model, prepared.data, build_policy(precision, CPU))
+    stream = BatchStream(prepared.dataset, 8, CPU, 0, image_range=state.gan.image_range)
+    return state, stream
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16", "fp16"])
+def test_a_frozen_parameter_is_never_trained(precision):
+    state, stream = _state(frozen_stem_gan, precision, make_synthetic(image_size=SIZE, count=32))
+    frozen = {"D.blur": state.discriminator.blur.weight, "D.offset": state.discriminator.offset,
+              "G.0": state.generator[0].weight}
+    before = {name: p.detach().clone() for name, p in frozen.items()}
+    head_before = state.discriminator.head.weight.detach().clone()
+    for _ in range(4):  # two with the R1 update, where G is frozen by ampgan
+        train_step(state, stream.next_batch)
+    for name, parameter in frozen.items():
+        assert torch.equal(parameter, before[name]), name
+        assert not parameter.requires_grad, f"{name} was switched back on"
+    assert not torch.equal(state.discriminator.head.weight, head_before)  # D did learn
+    in_optimizers = {id(p) for opt in (state.optimizer_g, state.optimizer_d) for g in opt.param_groups
+                     for p in g["params"]}
+    assert not in_optimizers & {id(p) for p in frozen.values()}
+    assert all(p.requires_grad for p in state.discriminator.head.parameters())  # restored after G's update
