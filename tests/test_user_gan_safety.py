@@ -77,3 +77,60 @@ def test_a_frozen_parameter_is_never_trained(precision):
                      for p in g["params"]}
     assert not in_optimizers & {id(p) for p in frozen.values()}
     assert all(p.requires_grad for p in state.discriminator.head.parameters())  # restored after G's update
+
+
+FAILING_MODELS = '''
+import torch
+from torch import nn
+import ampgan
+
+
+def nets(data):
+    pixels = data.channels * data.image_size ** 2
+    G = nn.Sequential(nn.Linear(8, pixels), nn.Tanh(), nn.Unflatten(1, (data.channels, data.image_size, data.image_size)))
+    D = nn.Sequential(nn.Flatten(), nn.Linear(pixels, 1), nn.Flatten(0))
+    return G, D
+
+
+def d_loss(ctx):
+    return ampgan.real_fake_loss(ctx.D(ctx.real), 1.0) + ampgan.real_fake_loss(ctx.D(ctx.fake), 0.0)
+
+
+def g_loss(ctx):
+    return ampgan.real_fake_loss(ctx.D(ctx.fake), 1.0)
+
+
+def reaches_nothing(data):
+    """An update of G's whose loss reads only D on real images: no gradient reaches G."""
+    G, D = nets(data)
+    return ampgan.GAN(generator=G, discriminator=D, z_dim=8, d_loss=d_loss, g_loss=g_loss,
+                      extra_updates=[ampgan.Update("reg", lambda ctx: ctx.D(ctx.real).float().pow(2).mean(),
+                                                   networks=("generator",), every=2)])
+
+
+def raises(data):
+    G, D = nets(data)
+    return ampgan.GAN(generator=G, discriminator=D, z_dim=8, d_loss=d_loss,
+                      g_loss=lambda ctx: ampgan.real_fake_loss(ctx.D(ctx.fake, ctx.labels), 1.0))
+'''
+
+
+@pytest.mark.parametrize(("function", "command", "expected"), [
+    ("reaches_nothing", ["train", "--precision", "fp16", "--steps", "2"],
+     "update 'reg' (of the generator): its loss reaches no trainable parameter of the generator"),
+    ("reaches_nothing", ["preflight"], "update 'reg' (of the generator): its loss reaches no trainable parameter"),
+    ("raises", ["preflight"], "G's update, g_loss failed: TypeError: Sequential.forward() takes 2 positional"),
+    ("raises", ["train", "--precision", "bf16", "--steps", "1"], "G's update, g_loss failed: TypeError"),
+])
+def test_a_failure_inside_the_step_is_one_line_naming_network_and_update(function, command, expected, tmp_path,
+                                                                         capsys):
+    from conftest import run_cli
+
+    path = tmp_path / "models.py"
+    path.write_text(FAILING_MODELS)
+    extra = (["--batch-size", "8", "--device", "cpu", "--quiet", "--out", str(tmp_path / "run")]
+             if command[0] == "train" else [])
+    code, out, err = run_cli(capsys, *command, "--model", f"{path}:{function}", "--dataset", "synthetic",
+                             "--image-size", "8", *extra)
+    assert code == 2, out + err
+    assert "Traceback" not in err and expected in out + err, out + err
