@@ -134,3 +134,34 @@ def test_a_failure_inside_the_step_is_one_line_naming_network_and_update(functio
                              "--image-size", "8", *extra)
     assert code == 2, out + err
     assert "Traceback" not in err and expected in out + err, out + err
+
+
+def nan_penalty_gan(data: ampgan.DataSpec) -> ampgan.GAN:
+    """A lazy penalty that is NaN at every application (as a path-length term from a pre-summed tensor is
+    under fp16 scaling): its update is skipped each time while D and G train on."""
+    pixels = data.channels * data.image_size ** 2
+    generator = nn.Sequential(nn.Linear(8, pixels), nn.Tanh(), nn.Unflatten(1, (data.channels, data.image_size,
+                                                                             data.image_size)))
+    discriminator = nn.Sequential(nn.Flatten(), nn.Linear(pixels, 1), nn.Flatten(0))
+
+    def broken_penalty(ctx):
+        real = ctx.real.detach().float().requires_grad_(True)
+        return ctx.input_gradients(ctx.D(real), real).pow(2).sum().sqrt() * float("nan")
+
+    return ampgan.GAN(generator=generator, discriminator=discriminator, z_dim=8,
+                      d_loss=lambda c: ampgan.real_fake_loss(c.D(c.real), 1.0) + ampgan.real_fake_loss(c.D(c.fake), 0.0),
+                      g_loss=lambda c: ampgan.real_fake_loss(c.D(c.fake), 1.0),
+                      extra_updates=[ampgan.Update("penalty", broken_penalty, every=2)])
+
+
+def test_a_run_whose_lazy_update_is_nan_at_every_application_stops(tmp_path):
+    from ampgan.training.faults import NumericFault
+    from ampgan.training.loop import FAILED_APPLICATIONS_TO_STOP, run_training
+
+    config = config_from_options(model=model_name_for(nan_penalty_gan), dataset="synthetic", image_size=SIZE,
+                                 precision="fp16", batch_size=8, steps=100, device="cpu", log_every=2)
+    with pytest.raises(NumericFault, match=r"update 'penalty' was skipped or non-finite at each of its last 8 "
+                                           r"applications \(by step 16, fp16"):
+        run_training(prepare_run(config, make_synthetic(image_size=SIZE, count=32)), tmp_path / "run",
+                     show_progress=False)
+    assert FAILED_APPLICATIONS_TO_STOP == 8

@@ -22,6 +22,7 @@ from ampgan.training.precision import LossScaler, PrecisionPolicy
 from ampgan.training.state import TrainState
 
 Batch = tuple[torch.Tensor, torch.Tensor]
+FAILED = "failed_"  # metrics named failed_<update>: per application, 1.0 when it was skipped or non-finite
 
 
 @contextmanager
@@ -168,6 +169,10 @@ def train_step(state: TrainState, next_batch: Callable[[], Batch]) -> dict[str, 
         if state.step % update.every:
             continue
         metrics[f"loss_{update.name}"], skipped = _extra_update(state, update, context, metrics, model)
+        # 1 when this application changed nothing (skipped for overflow) or its loss is NaN/inf: the loop
+        # stops a run whose lazy update fails at every application (training/loop.py, FailingUpdates).
+        non_finite = (~torch.isfinite(metrics[f"loss_{update.name}"])).float()
+        metrics[f"{FAILED}{update.name}"] = torch.maximum(skipped, non_finite)
         if update.optimizer is not None:
             metrics[f"skipped_{update.name}"] = skipped
         elif update.networks == ("discriminator",):
