@@ -165,3 +165,26 @@ def test_a_run_whose_lazy_update_is_nan_at_every_application_stops(tmp_path):
         run_training(prepare_run(config, make_synthetic(image_size=SIZE, count=32)), tmp_path / "run",
                      show_progress=False)
     assert FAILED_APPLICATIONS_TO_STOP == 8
+
+
+def test_a_study_whose_bench_finished_nothing_keeps_its_runs_and_reports(tmp_path, capsys):
+    """The bench marks every configuration too slow (--bench-seconds far under one step): the runs still
+    train, the cost stage says why it could not run, compare.json is written and `ampgan report` renders it."""
+    import json
+
+    from conftest import run_cli
+
+    out = tmp_path / "study"
+    code, stdout, err = run_cli(capsys, "compare", "--model", f"{__file__}:frozen_stem_gan", "--dataset", "synthetic",
+                                "--image-size", str(SIZE), "--precisions", "fp32,bf16", "--seeds", "1", "--steps", "2",
+                                "--eval-points", "1", "--eval-samples", "40", "--bench-batch-sizes", "8",
+                                "--bench-seconds", "0.0001", "--batch-size", "8", "--device", "cpu", "--out", str(out))
+    assert code == 0, err[-2000:]
+    assert "bench: no configuration finished" in stdout + err  # said before training
+    document = json.loads((out / "compare.json").read_text())
+    assert set(document["runs"]) == {"fp32", "bf16"}
+    assert document["cost"]["basis"] is None and "the cost stage could not run" in document["cost"]["note"]
+    assert any(line.startswith("Cost: not computed") for line in document["verdict"])
+    code, stdout, err = run_cli(capsys, "report", str(out))
+    assert code == 0, err[-2000:]
+    assert "Cost: not computed" in (out / "report.md").read_text()
