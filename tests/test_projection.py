@@ -129,7 +129,7 @@ def tiny_bench(tmp_path_factory):
 
     out = tmp_path_factory.mktemp("projection") / "bench"
     main(["bench", "--width", "8", "--z-dim", "16", "--device", "cpu", "--warmup", "1", "--steps", "2",
-          "--min-seconds", "0", "--max-seconds", "5", "--batch-sizes", "8", "--precisions", "fp32", "--out", str(out)])
+          "--min-seconds", "0", "--max-seconds", "60", "--batch-sizes", "8", "--precisions", "fp32", "--out", str(out)])
     return out / "results.json"
 
 

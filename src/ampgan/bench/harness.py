@@ -12,6 +12,7 @@ from __future__ import annotations
 import gc
 import resource
 import signal
+import time
 from dataclasses import asdict, dataclass, field, fields, replace
 
 import torch
@@ -199,12 +200,20 @@ def run_bench(spec: BenchSpec, device: torch.device, on_config=lambda result: No
     hardware = detect_hardware(device)
     if dataset is None:
         dataset = load_dataset(spec.base.data, seed=spec.seed)
+    # The decisions made before anything is measured are timed and said, with how to skip each.
+    started = time.perf_counter()
     precisions, left_out = (spec.precisions, []) if spec.precisions else default_precisions(spec, dataset, device, log)
+    if not spec.precisions:
+        log(f"decisions: the precisions to bench chosen in {time.perf_counter() - started:.1f} s "
+            "(skip: give --precisions)")
     layouts = {}
     if spec.channels_last is None:
+        started = time.perf_counter()
         channels_last, layouts = channels_last_precisions(
             lambda precision: spec.train_config(precision, spec.batch_sizes[0]), precisions, dataset, device, log)
         spec = replace(spec, channels_last=channels_last)
+        log(f"decisions: the memory format measured in {time.perf_counter() - started:.1f} s "
+            "(skip: give --channels-last or --no-channels-last)")
     # Compile time as the next run meets it (fresh processes, cold then warm cache): rank 0 alone.
     compile_times = ({name: measure_compile_times(spec.train_config(name, spec.batch_sizes[0]))
                       for name in precisions if name in spec.compile}
@@ -271,32 +280,54 @@ def _stopped(stop_request, finished, not_measured) -> dict:
 
 
 OP_TABLE_PRECISIONS = ("fp32", "bf16", "fp16")
+# The op tables (for `ampgan project`) may take this share of the bench's own budget (--max-seconds per
+# batch size), never more: a precision whose trace would not fit is left out and says so.
+TRACE_SHARE = 0.5
+
+
+def trace_budget_s(spec: BenchSpec) -> float:
+    return TRACE_SHARE * spec.max_seconds * len(spec.batch_sizes)
 
 
 def trace_op_tables(spec: BenchSpec, dataset, device: torch.device, log=lambda line: None,
                     stop_check=lambda: False) -> dict:
-    """{"op_tables": {precision: table}, "op_tables_failed": [...]}: the step's operations per precision
-    (bench/ops.py), traced eager on this rank alone, whatever the bench measured. `stop_check()` true:
-    the precisions not traced yet are left out (a signal arrived)."""
+    """{"op_tables": {precision: table}, "op_tables_failed": [...], "op_tables_seconds"}: the step's
+    operations per precision (bench/ops.py), traced eager on this rank alone: the precisions the bench was
+    asked for (--precisions) first, then the others a projection onto GPUs reads, all within TRACE_SHARE of
+    the bench's budget (a trace stops before a cycle that would end past it, and says so). `stop_check()` true: the precisions not traced
+    yet are left out (a signal arrived)."""
     tables, failed = {}, []
-    for name in OP_TABLE_PRECISIONS:
+    budget = trace_budget_s(spec)
+    started = time.perf_counter()
+    deadline = started + budget
+    asked = tuple(spec.precisions) or OP_TABLE_PRECISIONS
+    for name in (*asked, *(p for p in OP_TABLE_PRECISIONS if p not in asked)):
+        if name not in asked and deadline - time.perf_counter() < budget / 2:
+            failed.append({"precision": name, "reason": "not traced: --precisions left it out and under half the "
+                                                        "trace's share of the budget was left for it"})
+            continue
         if stop_check():
             failed.append({"precision": name, "reason": "not traced: the bench was asked to stop"})
             continue
+
         def make_timer(batch_size, name=name):
             config = spec.train_config(name, batch_size).with_fields({"compute.compile": False})
             return StepTimer(config, dataset, device, data_parallel=False, across_ranks=False)
 
         try:
-            tables[name] = trace_op_table(make_timer, name).to_dict()
+            tables[name] = trace_op_table(make_timer, name, deadline=deadline).to_dict()
         except AmpganError as error:
             failed.append({"precision": name, "reason": str(error)})
         except Exception as error:  # noqa: BLE001 - a step that cannot be traced is reported, not fatal
             failed.append({"precision": name, "reason": f"{type(error).__name__}: {str(error).splitlines()[0][:200]}"
                            if str(error) else type(error).__name__})
+    spent = time.perf_counter() - started
+    log(f"op tables: {', '.join(tables) or 'none'} traced in {spent:.1f} s (their share: at most {TRACE_SHARE:.0%} of "
+        f"the bench's --max-seconds x batch sizes = {budget:.0f} s; skip them with --no-trace)")
     if failed:
         log("op tables not traced for " + "; ".join(f"{f['precision']}: {f['reason']}" for f in failed))
-    return {"op_tables": tables, "op_tables_failed": failed, "step_memory": step_memory(spec, dataset)}
+    return {"op_tables": tables, "op_tables_failed": failed, "op_tables_seconds": round(spent, 3),
+            "step_memory": step_memory(spec, dataset)}
 
 
 def step_memory(spec: BenchSpec, dataset) -> dict | None:

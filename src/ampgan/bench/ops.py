@@ -21,6 +21,7 @@ instead of the traced kernels (`OpTable.on_cuda`).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -274,10 +275,15 @@ def trace_cycle(timer, batch: tuple[torch.Tensor, torch.Tensor]) -> list[OpRecor
 MAX_TRACE_ATTEMPTS = 16
 
 
-def _settled_trace(timer, batch, precision: str) -> list[OpRecord]:
-    previous = None
+def _settled_trace(timer, batch, precision: str, deadline: float | None = None) -> list[OpRecord]:
+    previous, last_cycle_s = None, 0.0
     for _ in range(MAX_TRACE_ATTEMPTS):
+        if deadline is not None and time.perf_counter() + last_cycle_s > deadline:
+            raise AmpganError(f"not traced: another {precision} cycle at batch {len(batch[0])} ({last_cycle_s:.1f} s) "
+                              "would run past the trace's share of the bench's budget; give a larger --max-seconds")
+        started = time.perf_counter()
         records = trace_cycle(timer, batch)
+        last_cycle_s = time.perf_counter() - started
         if records is not None and previous is not None and [r.op for r in records] == [r.op for r in previous]:
             return records
         previous = records
@@ -286,12 +292,13 @@ def _settled_trace(timer, batch, precision: str) -> list[OpRecord]:
 
 
 def trace_op_table(make_timer: Callable[[int], object], precision: str,
-                   batch_sizes: tuple[int, int] = TRACE_BATCH_SIZES) -> OpTable:
+                   batch_sizes: tuple[int, int] = TRACE_BATCH_SIZES, deadline: float | None = None) -> OpTable:
     """The op table of one precision's step: `make_timer(batch_size)` gives a StepTimer with a
-    resident batch of the larger size; the smaller batch is its first images."""
+    resident batch of the larger size; the smaller batch is its first images. Past `deadline`
+    (time.perf_counter()) it stops between cycles with an AmpganError saying so."""
     small, large = sorted(batch_sizes)
     timer = make_timer(large)
     real, labels = timer.resident_batch()
-    traces = [_settled_trace(timer, (real[:size], labels[:size]), precision) for size in (small, large)]
+    traces = [_settled_trace(timer, (real[:size], labels[:size]), precision, deadline) for size in (small, large)]
     rows = affine_rows(traces[0], traces[1], small, large)
     return OpTable(precision=precision, rows=tuple(rows), traced_at=(small, large), device=timer.device.type)

@@ -45,6 +45,8 @@ def bench_summary(results: dict, out: Path) -> dict:
 @click.option("--sweep", "sweeps", multiple=True, metavar="PATH=V1,V2,...",
               help="Bench every value of a model or data setting (repeat for a grid), e.g. --sweep model.width=16,32,64 "
                    "--sweep model.name=acgan,acgan-2019: one bench folder per cell and a speedup map per precision.")
+@click.option("--no-trace", "no_trace", is_flag=True,
+              help="Do not trace the step's operations for 'ampgan project' (otherwise at most half the budget).")
 @click.option("--attainable", is_flag=True,
               help="Also time every operation of each configuration's step alone: the attainable speedup (what "
                    "these kernels allow) beside the measured one.")
@@ -74,6 +76,7 @@ def command(ctx: click.Context, **options) -> None:
         steps=options["rounds"], max_seconds=options["max_seconds"], min_seconds=options["min_seconds"],
         compile=tuple(PRECISION_NAMES) if options["compile_"] else (), peak_tflops=options["peak_tflops"],
         channels_last=precisions_given(options["channels_last"]), attainable=options["attainable"],
+        trace_ops=not options["no_trace"],
     )
     device = join_process_group(base.compute.device) or resolve_device(base.compute.device)
     for precision in precisions:
