@@ -188,3 +188,31 @@ def test_a_study_whose_bench_finished_nothing_keeps_its_runs_and_reports(tmp_pat
     code, stdout, err = run_cli(capsys, "report", str(out))
     assert code == 0, err[-2000:]
     assert "Cost: not computed" in (out / "report.md").read_text()
+
+
+def _image_folder(root, counts: dict[str, int], size: int = 8):
+    import numpy as np
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    for name, count in counts.items():
+        (root / name).mkdir(parents=True)
+        for index in range(count):
+            Image.fromarray(rng.integers(0, 255, (size, size, 3), dtype=np.uint8)).save(root / name / f"{index}.png")
+    return root
+
+
+@pytest.mark.parametrize(("counts", "expected"), [
+    ({"cats": 24}, "the data has one class (cats): ampgan's evaluator learns its features by telling the classes apart"),
+    ({"cats": 24, "dogs": 3}, "class 'dogs' has 3 image(s): the evaluator needs at least 8 per class"),
+])
+def test_data_no_evaluator_can_learn_from_is_refused_before_anything_runs(counts, expected, tmp_path, capsys):
+    from conftest import run_cli
+
+    folder = _image_folder(tmp_path / "images", counts)
+    out = tmp_path / "study"
+    code, stdout, err = run_cli(capsys, "compare", "--model", f"{__file__}:frozen_stem_gan", "--dataset", f"folder:{folder}",
+                                "--image-size", str(SIZE), "--precisions", "fp32,bf16", "--seeds", "1", "--steps", "2",
+                                "--device", "cpu", "--out", str(out))
+    assert code == 2 and expected in err and "Traceback" not in err, err
+    assert not out.exists() and "preflight" not in stdout + err  # said before any step ran

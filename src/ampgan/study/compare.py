@@ -33,7 +33,8 @@ from ampgan.cost.arithmetic import cost_of_seconds, cost_to_quality
 from ampgan.data import load_dataset
 from ampgan.system.environment import environment_stamp
 from ampgan.errors import AmpganError
-from ampgan.quality.evaluator import evaluator_for, generate_evenly, quality_of_images, reference_floor
+from ampgan.quality.evaluator import (check_evaluable, evaluator_for, generate_evenly, quality_of_images,
+                                     reference_floor)
 from ampgan.doctor.preflight import check_before_training
 from ampgan.quality.headline import default_target, headline_for, headline_of
 from ampgan.seeds import evaluation_noise_seed
@@ -228,6 +229,7 @@ def run_compare(spec: CompareSpec, out_dir: Path, show_progress: bool = True, lo
     if spec.target_accuracy is not None and not first.conditional:
         raise AmpganError(f"--target-accuracy needs a conditional GAN: model {spec.base.model.name} draws no class, so "
                           "its study races on the Fréchet distance (its target is set from the runs); leave it out")
+    check_evaluable(dataset)  # one class, or too few images per class: no evaluator could judge the runs
     check_before_training(spec.train_config("fp32"), dataset, log=log)  # before anything is measured or trained
     progress = open_progress(out_dir, spec.to_document(spec.precisions))
     with stop_on_signals() as stop:
