@@ -11,7 +11,9 @@ The table is traced at two small batch sizes and written as `intercept + slope x
 operation, which is exact for operations whose cost is affine in the batch (every convolution,
 matrix product, normalisation and element-wise op of these networks; the weights' casts and the
 optimizer are the intercept). So it describes the step at any batch size, including ones this
-machine could never run; `trace_op_table` refuses a step whose operations change with the batch.
+machine could never run. A run of one operation whose length follows the batch (a grouped convolution with
+groups = batch runs its double backward group by group) is taken as one row; `trace_op_table` refuses a
+step whose operations otherwise change with the batch.
 
 Optimizer updates are marked: on CUDA ampgan steps Adam with the fused implementation (one pass
 over weights, gradients and moments), where the CPU runs foreach kernels, so each optimizer step also
@@ -183,12 +185,53 @@ def record_ops(run: Callable[[], object]) -> list[OpRecord]:
     return recorder.records
 
 
+def _kind(record: OpRecord) -> tuple:
+    return record.op, record.unit, record.dtype, record.optimizer, record.weight
+
+
+def _runs(records: list[OpRecord]) -> list[list[OpRecord]]:
+    """Consecutive records of the same kind, grouped."""
+    runs: list[list[OpRecord]] = []
+    for record in records:
+        if runs and _kind(runs[-1][0]) == _kind(record):
+            runs[-1].append(record)
+        else:
+            runs.append([record])
+    return runs
+
+
+def _merged(run: list[OpRecord]) -> OpRecord:
+    first = run[0]
+    return OpRecord(first.op, first.unit, first.dtype, min(r.alignment for r in run), sum(r.flops for r in run),
+                    sum(r.bytes for r in run), first.optimizer, first.weight)
+
+
+def match_batch_dependent_runs(small: list[OpRecord], large: list[OpRecord]) -> tuple[list[OpRecord], list[OpRecord]]:
+    """The two traces with each run of one operation whose length changes with the batch merged into one
+    record (its FLOPs and bytes summed, which stay affine in the batch). A grouped convolution with
+    groups = batch (StyleGAN2's modulated convolution) runs its double backward as one convolution per
+    group, so its penalty's trace holds as many convolutions as images. The merged row counts as one
+    kernel launch; the work is all there. Unchanged when the traces' operations do not line up run for run."""
+    small_runs, large_runs = _runs(small), _runs(large)
+    if len(small_runs) != len(large_runs) or any(_kind(a[0]) != _kind(b[0]) for a, b in zip(small_runs, large_runs)):
+        return small, large
+    out_small, out_large = [], []
+    for a, b in zip(small_runs, large_runs):
+        if len(a) == len(b):
+            out_small += a
+            out_large += b
+        else:
+            out_small.append(_merged(a))
+            out_large.append(_merged(b))
+    return out_small, out_large
+
+
 def affine_rows(small: list[OpRecord], large: list[OpRecord], small_batch: int, large_batch: int) -> list[OpRow]:
-    """Op rows from the same step traced at two batch sizes (operation for operation), merged where
-    identical. Raises AmpganError when the two traces are not the same operations in the same order."""
-    same = len(small) == len(large) and all(
-        (a.op, a.unit, a.dtype, a.optimizer, a.weight) == (b.op, b.unit, b.dtype, b.optimizer, b.weight)
-        for a, b in zip(small, large))
+    """Op rows from the same step traced at two batch sizes (operation for operation, a run of one operation
+    whose length follows the batch taken as one), merged where identical. Raises AmpganError when the two
+    traces are not the same operations in the same order."""
+    small, large = match_batch_dependent_runs(small, large)
+    same = len(small) == len(large) and all(_kind(a) == _kind(b) for a, b in zip(small, large))
     if not same:
         raise AmpganError(f"the training step runs different operations at batch {small_batch} and {large_batch} "
                           f"({len(small)} against {len(large)}): its cost cannot be written as a function of the "
