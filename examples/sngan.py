@@ -1,4 +1,4 @@
-"""SNGAN (Miyato et al. 2018) for 16-64 px images: a ResNet generator, a ResNet discriminator whose every
+"""SNGAN (Miyato et al. 2018) for 8-64 px images: a ResNet generator, a ResNet discriminator whose every
 layer is spectrally normalised with PyTorch's own `torch.nn.utils.parametrizations.spectral_norm`, the
 hinge loss, and 5 critic steps per G step, through ampgan's contract.
 
@@ -71,8 +71,8 @@ class Discriminator(nn.Module):
 
 # ---- the glue ---------------------------------------------------------------------------------------
 def sngan(data: ampgan.DataSpec, *, width: int = 128, z_dim: int = 128, n_critic: int = 5) -> ampgan.GAN:
-    if data.image_size not in (16, 32, 64):
-        raise ValueError(f"this SNGAN draws 16, 32 or 64 px images, the data is {data.image_size} px: "
+    if data.image_size not in (8, 16, 32, 64):
+        raise ValueError(f"this SNGAN draws 8, 16, 32 or 64 px images, the data is {data.image_size} px: "
                          "use --image-size 32")
     adam = ampgan.Adam(lr=2e-4, betas=(0.0, 0.9))  # the paper's ResNet settings
 
