@@ -122,7 +122,10 @@ def stylegan2_lite(data: ampgan.DataSpec, *, width: int = 64, z_dim: int = 128, 
     return ampgan.GAN(
         generator=G, discriminator=Discriminator(width, data.channels, data.image_size), z_dim=z_dim,
         d_loss=d_loss, g_loss=lambda ctx: F.softplus(-ctx.D(ctx.fake).float()).mean(),
-        optimizer_g=ampgan.Adam(lr=2e-3, betas=(0.0, 0.99)), optimizer_d=ampgan.Adam(lr=2e-3, betas=(0.0, 0.99)),
+        # The mapping network learns at 0.01x (a parameter group); both networks are regularised lazily, so
+        # their Adam gets StyleGAN2's lr/betas adjustment for an optimizer that steps every/(every+1) more often.
+        optimizer_g=ampgan.Adam.lazy(pl_every, lr=2e-3, betas=(0.0, 0.99), lr_multipliers={"mapping.": 0.01}),
+        optimizer_d=ampgan.Adam.lazy(r1_every, lr=2e-3, betas=(0.0, 0.99)),
         extra_updates=[ampgan.Update("r1", r1, networks=("discriminator",), every=r1_every, scale_by_interval=True),
                        ampgan.Update("pl", path_length, networks=("generator",), every=pl_every,
                                      scale_by_interval=True)],

@@ -216,3 +216,20 @@ def test_data_no_evaluator_can_learn_from_is_refused_before_anything_runs(counts
                                 "--device", "cpu", "--out", str(out))
     assert code == 2 and expected in err and "Traceback" not in err, err
     assert not out.exists() and "preflight" not in stdout + err  # said before any step ran
+
+
+def test_adam_parameter_groups_give_a_prefix_its_own_learning_rate():
+    from ampgan.gan.contract import check_gan
+    from ampgan.training.state import make_adam, trainable
+
+    network = nn.Sequential(nn.Linear(2, 2), nn.Linear(2, 1))
+    optimizer = make_adam(trainable(network), ampgan.Adam(lr=1e-3, lr_multipliers={"0.": 0.01}))
+    assert [(group["lr"], len(group["params"])) for group in optimizer.param_groups] == [(1e-5, 2), (1e-3, 2)]
+    lazy = ampgan.Adam.lazy(4, lr=2e-3, betas=(0.0, 0.99))
+    assert lazy.lr == pytest.approx(2e-3 * 0.8) and lazy.betas == pytest.approx((0.0, 0.99 ** 0.8))
+    gan = frozen_stem_gan(ampgan.DataSpec(SIZE, 3, 10))
+    gan.optimizer_g = ampgan.Adam(lr_multipliers={"mapping.": 0.01})
+    from ampgan.errors import AmpganError
+
+    with pytest.raises(AmpganError, match="lr_multipliers names 'mapping.', which no parameter name of the generator starts with"):
+        check_gan(gan, "my_gan.py:build")
