@@ -73,6 +73,9 @@ class BenchSpec:
     # Time every operation of each configuration's real step alone, in each precision, and report the
     # attainable speedup (their sums' ratio) beside the measured one (bench/attainable.py).
     attainable: bool = False
+    # Each precision's first op-trace cycle in seconds, foreseen from the bench's warm-up (run_bench fills it
+    # in for the trace; not a setting, so results.json does not record it).
+    trace_cycle_s: dict = field(default_factory=dict)
 
     @property
     def seed(self) -> int:
@@ -87,7 +90,7 @@ class BenchSpec:
 
     def to_dict(self) -> dict:
         """What results.json records of the spec: the bench's own settings beside the base config."""
-        own = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "base"}
+        own = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("base", "trace_cycle_s")}
         return {"dataset": self.base.data.dataset, "model": self.base.model.name,
                 "model_options": dict(self.base.model.options), "seed": self.seed,
                 "config": self.base.to_dict(), **{k: list(v) if isinstance(v, tuple) else v for k, v in own.items()}}
@@ -101,6 +104,7 @@ class ConfigResult:
     reason: str = ""
     samples_s: list[float] = field(default_factory=list)
     warmup_s: list[float] = field(default_factory=list)
+    warmup_call_s: list[float] = field(default_factory=list)  # each warm-up call: one step of each kind of the cycle
     flops_per_step: int | None = None
     flops_by_kind: dict[str, int] = field(default_factory=dict)  # convolution / matmul / other, per step
     peak_memory_bytes: int | None = None
@@ -245,7 +249,14 @@ def run_bench(spec: BenchSpec, device: torch.device, on_config=lambda result: No
         # process, so what was measured is written.
         traced = {}
         if incomplete is None and not stop_request and spec.trace_ops and world().is_main:
-            traced = trace_op_tables(spec, dataset, device, log, stop_check=lambda: bool(stop_request))
+            # Each precision's first trace cycle, foreseen from its warm-up (a cycle at the smaller trace batch).
+            foreseen = {}
+            for result in results:
+                for call_s in result.warmup_call_s[:1]:
+                    cycle_s = call_s * TRACE_BATCH_SIZES[0] / result.batch_size
+                    foreseen[result.precision] = min(foreseen.get(result.precision, cycle_s), cycle_s)
+            traced = trace_op_tables(replace(spec, trace_cycle_s=foreseen), dataset, device, log,
+                                     stop_check=lambda: bool(stop_request))
         if incomplete is None and stop_request:  # after the last check: everything measured, but asked to stop
             incomplete = _stopped(stop_request, spec.batch_sizes, ())
     sharing = world().local_size if device.type == "cpu" else 1
@@ -314,8 +325,15 @@ def trace_op_tables(spec: BenchSpec, dataset, device: torch.device, log=lambda l
             config = spec.train_config(name, batch_size).with_fields({"compute.compile": False})
             return StepTimer(config, dataset, device, data_parallel=False, across_ranks=False)
 
+        foreseen = spec.trace_cycle_s.get(name)
+        left = deadline - time.perf_counter()
+        if foreseen is not None and foreseen > left:
+            failed.append({"precision": name, "reason": f"not traced: its warm-up foresees {foreseen:.1f} s per trace "
+                                                        f"cycle, more than the {max(left, 0):.1f} s left of the trace's "
+                                                        "share of the budget; give a larger --max-seconds"})
+            continue
         try:
-            tables[name] = trace_op_table(make_timer, name, deadline=deadline).to_dict()
+            tables[name] = trace_op_table(make_timer, name, deadline=deadline, first_cycle_s=foreseen or 0.0).to_dict()
         except AmpganError as error:
             failed.append({"precision": name, "reason": str(error)})
         except Exception as error:  # noqa: BLE001 - a step that cannot be traced is reported, not fatal
@@ -440,13 +458,20 @@ def _warm_up(spec: BenchSpec, contender: _Contender, stop_check=lambda: None) ->
     for index in range(max(1, spec.warmup)):
         if index:
             stop_check()
-        elapsed = contender.timed_step()
+        started = time.perf_counter()
+        elapsed = contender.timed_step()  # per step, averaged over the cycle's kinds of step
+        # What one measurement really costs: a call runs one step of each kind in the cycle (a lazy penalty's
+        # too), so a model with lazy updates spends several steps' time per call, not one.
+        call_s = time.perf_counter() - started
         contender.result.warmup_s.append(elapsed)
-        projected = elapsed * (spec.warmup + spec.steps + 1)  # +1: the FLOP-counting step
+        contender.result.warmup_call_s.append(call_s)
+        projected = max(elapsed, call_s) * (spec.warmup + spec.steps + 1)  # +1: the FLOP-counting step
         if index == 0 and contender.result.precision not in spec.compile and any_rank([projected > spec.max_seconds])[0]:
             contender.result.status = "too_slow"
+            per_call = (f" (one of each kind of step in its cycle: {call_s:.2f} s)"
+                        if call_s > 1.5 * elapsed else "")
             contender.result.reason = (
-                f"one step took {elapsed:.2f} s; {spec.warmup + spec.steps + 1} steps would exceed "
+                f"one step took {elapsed:.2f} s{per_call}; {spec.warmup + spec.steps + 1} steps would exceed "
                 f"--max-seconds {spec.max_seconds:g}"
             )
             return

@@ -318,8 +318,9 @@ def trace_cycle(timer, batch: tuple[torch.Tensor, torch.Tensor]) -> list[OpRecor
 MAX_TRACE_ATTEMPTS = 16
 
 
-def _settled_trace(timer, batch, precision: str, deadline: float | None = None) -> list[OpRecord]:
-    previous, last_cycle_s = None, 0.0
+def _settled_trace(timer, batch, precision: str, deadline: float | None = None,
+                   first_cycle_s: float = 0.0) -> list[OpRecord]:
+    previous, last_cycle_s = None, first_cycle_s
     for _ in range(MAX_TRACE_ATTEMPTS):
         if deadline is not None and time.perf_counter() + last_cycle_s > deadline:
             raise AmpganError(f"not traced: another {precision} cycle at batch {len(batch[0])} ({last_cycle_s:.1f} s) "
@@ -335,13 +336,17 @@ def _settled_trace(timer, batch, precision: str, deadline: float | None = None) 
 
 
 def trace_op_table(make_timer: Callable[[int], object], precision: str,
-                   batch_sizes: tuple[int, int] = TRACE_BATCH_SIZES, deadline: float | None = None) -> OpTable:
+                   batch_sizes: tuple[int, int] = TRACE_BATCH_SIZES, deadline: float | None = None,
+                   first_cycle_s: float = 0.0) -> OpTable:
     """The op table of one precision's step: `make_timer(batch_size)` gives a StepTimer with a
     resident batch of the larger size; the smaller batch is its first images. Past `deadline`
     (time.perf_counter()) it stops between cycles with an AmpganError saying so."""
     small, large = sorted(batch_sizes)
     timer = make_timer(large)
     real, labels = timer.resident_batch()
-    traces = [_settled_trace(timer, (real[:size], labels[:size]), precision, deadline) for size in (small, large)]
+    # `first_cycle_s`: the first cycle's foreseen time at the small batch (twice it at the large one), so
+    # that no cycle starts that would end past `deadline`.
+    traces = [_settled_trace(timer, (real[:size], labels[:size]), precision, deadline, first_cycle_s * size / small)
+              for size in (small, large)]
     rows = affine_rows(traces[0], traces[1], small, large)
     return OpTable(precision=precision, rows=tuple(rows), traced_at=(small, large), device=timer.device.type)
