@@ -12,6 +12,7 @@ from __future__ import annotations
 import gc
 import resource
 import signal
+import time
 from dataclasses import asdict, dataclass, field, fields, replace
 
 import torch
@@ -82,6 +83,9 @@ class BenchSpec:
     attainable: bool = spec_field(False, "Also time every operation of each configuration's step alone: the "
                                          "attainable speedup (what these kernels allow) beside the measured one.",
                                   "flag")
+    # Each precision's first op-trace cycle in seconds, foreseen from the bench's warm-up (run_bench fills it
+    # in for the trace; not a setting, so results.json does not record it).
+    trace_cycle_s: dict = field(default_factory=dict)
 
     @property
     def seed(self) -> int:
@@ -96,7 +100,7 @@ class BenchSpec:
 
     def to_dict(self) -> dict:
         """What results.json records of the spec: the bench's own settings beside the base config."""
-        own = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "base"}
+        own = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("base", "trace_cycle_s")}
         return {"dataset": self.base.data.dataset, "model": self.base.model.name,
                 "model_options": dict(self.base.model.options), "seed": self.seed,
                 "config": self.base.to_dict(), **{k: list(v) if isinstance(v, tuple) else v for k, v in own.items()}}
@@ -110,6 +114,7 @@ class ConfigResult:
     reason: str = ""
     samples_s: list[float] = field(default_factory=list)
     warmup_s: list[float] = field(default_factory=list)
+    warmup_call_s: list[float] = field(default_factory=list)  # each warm-up call: one step of each kind of the cycle
     flops_per_step: int | None = None
     flops_by_kind: dict[str, int] = field(default_factory=dict)  # convolution / matmul / other, per step
     peak_memory_bytes: int | None = None
@@ -203,12 +208,20 @@ def run_bench(spec: BenchSpec, device: torch.device, on_config=lambda result: No
     hardware = detect_hardware(device)
     if dataset is None:
         dataset = load_dataset(spec.base.data, seed=spec.seed)
+    # The decisions made before anything is measured are timed and said, with how to skip each.
+    started = time.perf_counter()
     precisions, left_out = (spec.precisions, []) if spec.precisions else default_precisions(spec, dataset, device, log)
+    if not spec.precisions:
+        log(f"decisions: the precisions to bench chosen in {time.perf_counter() - started:.1f} s "
+            "(skip: give --precisions)")
     layouts = {}
     if spec.channels_last is None:
+        started = time.perf_counter()
         channels_last, layouts = channels_last_precisions(
             lambda precision: spec.train_config(precision, spec.batch_sizes[0]), precisions, dataset, device, log)
         spec = replace(spec, channels_last=channels_last)
+        log(f"decisions: the memory format measured in {time.perf_counter() - started:.1f} s "
+            "(skip: give --channels-last or --no-channels-last)")
     # Compile time as the next run meets it (fresh processes, cold then warm cache): rank 0 alone.
     compile_times = ({name: measure_compile_times(spec.train_config(name, spec.batch_sizes[0]))
                       for name in precisions if name in spec.compile}
@@ -240,7 +253,14 @@ def run_bench(spec: BenchSpec, device: torch.device, on_config=lambda result: No
         # process, so what was measured is written.
         traced = {}
         if incomplete is None and not stop_request and spec.trace_ops and world().is_main:
-            traced = trace_op_tables(spec, dataset, device, log, stop_check=lambda: bool(stop_request))
+            # Each precision's first trace cycle, foreseen from its warm-up (a cycle at the smaller trace batch).
+            foreseen = {}
+            for result in results:
+                for call_s in result.warmup_call_s[:1]:
+                    cycle_s = call_s * TRACE_BATCH_SIZES[0] / result.batch_size
+                    foreseen[result.precision] = min(foreseen.get(result.precision, cycle_s), cycle_s)
+            traced = trace_op_tables(replace(spec, trace_cycle_s=foreseen), dataset, device, log,
+                                     stop_check=lambda: bool(stop_request))
         if incomplete is None and stop_request:  # after the last check: everything measured, but asked to stop
             incomplete = _stopped(stop_request, spec.batch_sizes, ())
     sharing = world().local_size if device.type == "cpu" else 1
@@ -275,32 +295,62 @@ def _stopped(stop_request, finished, not_measured) -> dict:
 
 
 OP_TABLE_PRECISIONS = ("fp32", "bf16", "fp16")
+# The op tables (for `ampgan project`) may take this share of the bench's own budget (--max-seconds per
+# batch size), never more: a precision whose trace would not fit is left out and says so.
+TRACE_SHARE = 0.5
+
+
+def trace_budget_s(spec: BenchSpec) -> float:
+    return TRACE_SHARE * spec.max_seconds * len(spec.batch_sizes)
 
 
 def trace_op_tables(spec: BenchSpec, dataset, device: torch.device, log=lambda line: None,
                     stop_check=lambda: False) -> dict:
-    """{"op_tables": {precision: table}, "op_tables_failed": [...]}: the step's operations per precision
-    (bench/ops.py), traced eager on this rank alone, whatever the bench measured. `stop_check()` true:
-    the precisions not traced yet are left out (a signal arrived)."""
+    """{"op_tables": {precision: table}, "op_tables_failed": [...], "op_tables_seconds"}: the step's
+    operations per precision (bench/ops.py), traced eager on this rank alone: the precisions the bench was
+    asked for (--precisions) first, then the others a projection onto GPUs reads, all within TRACE_SHARE of
+    the bench's budget (a trace stops before a cycle that would end past it, and says so). `stop_check()` true: the precisions not traced
+    yet are left out (a signal arrived)."""
     tables, failed = {}, []
-    for name in OP_TABLE_PRECISIONS:
+    budget = trace_budget_s(spec)
+    started = time.perf_counter()
+    deadline = started + budget
+    asked = tuple(spec.precisions) or OP_TABLE_PRECISIONS
+    for name in (*asked, *(p for p in OP_TABLE_PRECISIONS if p not in asked)):
+        if name not in asked and deadline - time.perf_counter() < budget / 2:
+            failed.append({"precision": name, "reason": "not traced: --precisions left it out and under half the "
+                                                        "trace's share of the budget was left for it"})
+            continue
         if stop_check():
             failed.append({"precision": name, "reason": "not traced: the bench was asked to stop"})
             continue
+
         def make_timer(batch_size, name=name):
             config = spec.train_config(name, batch_size).with_fields({"compute.compile": False})
             return StepTimer(config, dataset, device, data_parallel=False, across_ranks=False)
 
+        # A precision the bench did not run is foreseen as slow as the slowest it did.
+        foreseen = spec.trace_cycle_s.get(name, max(spec.trace_cycle_s.values(), default=None))
+        left = deadline - time.perf_counter()
+        if foreseen is not None and foreseen > left:
+            failed.append({"precision": name, "reason": f"not traced: its warm-up foresees {foreseen:.1f} s per trace "
+                                                        f"cycle, more than the {max(left, 0):.1f} s left of the trace's "
+                                                        "share of the budget; give a larger --max-seconds"})
+            continue
         try:
-            tables[name] = trace_op_table(make_timer, name).to_dict()
+            tables[name] = trace_op_table(make_timer, name, deadline=deadline, first_cycle_s=foreseen or 0.0).to_dict()
         except AmpganError as error:
             failed.append({"precision": name, "reason": str(error)})
         except Exception as error:  # noqa: BLE001 - a step that cannot be traced is reported, not fatal
             failed.append({"precision": name, "reason": f"{type(error).__name__}: {str(error).splitlines()[0][:200]}"
                            if str(error) else type(error).__name__})
+    spent = time.perf_counter() - started
+    log(f"op tables: {', '.join(tables) or 'none'} traced in {spent:.1f} s (their share: at most {TRACE_SHARE:.0%} of "
+        f"the bench's --max-seconds x batch sizes = {budget:.0f} s; skip them with --no-trace)")
     if failed:
         log("op tables not traced for " + "; ".join(f"{f['precision']}: {f['reason']}" for f in failed))
-    return {"op_tables": tables, "op_tables_failed": failed, "step_memory": step_memory(spec, dataset)}
+    return {"op_tables": tables, "op_tables_failed": failed, "op_tables_seconds": round(spent, 3),
+            "step_memory": step_memory(spec, dataset)}
 
 
 def step_memory(spec: BenchSpec, dataset) -> dict | None:
@@ -432,19 +482,28 @@ def _warm_up(spec: BenchSpec, contender: _Contender, stop_check=lambda: None, af
     while index < max(1, spec.warmup) or not judged:
         if index:
             stop_check()
-        elapsed = contender.timed_step()
+        started = time.perf_counter()
+        elapsed = contender.timed_step()  # per step, averaged over the cycle's kinds of step
+        # What one measurement really costs: a call runs one step of each kind in the cycle (a lazy penalty's
+        # too), so a model with lazy updates spends several steps' time per call, not one.
+        call_s = time.perf_counter() - started
         contender.result.warmup_s.append(elapsed)
+        contender.result.warmup_call_s.append(call_s)
         if index == 0:
             after_first()
         if not judged:
-            # The first step is the slowest: when even it fits, every later one does.
-            over = any_rank([elapsed * steps > spec.max_seconds])[0]
+            # The first step is the slowest: when even it fits, every later one does. A call of a model with
+            # lazy updates runs one step of each kind, and costs that (call_s), not one step.
+            over = any_rank([max(elapsed, call_s) * steps > spec.max_seconds])[0]
             if not over:
                 judged = True
             elif index > 0:
+                per_call = (f" (one of each kind of step in its cycle: {call_s:.2f} s)"
+                            if call_s > 1.5 * elapsed else "")
                 contender.result.status = "too_slow"
-                contender.result.reason = (f"a step took {elapsed:.2f} s after the first (which selects kernels); "
-                                           f"{steps} steps would exceed --max-seconds {spec.max_seconds:g}")
+                contender.result.reason = (f"a step took {elapsed:.2f} s after the first (which selects kernels)"
+                                           f"{per_call}; {steps} steps would exceed --max-seconds "
+                                           f"{spec.max_seconds:g}")
                 return
         index += 1
 

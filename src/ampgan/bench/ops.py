@@ -11,7 +11,9 @@ The table is traced at two small batch sizes and written as `intercept + slope x
 operation, which is exact for operations whose cost is affine in the batch (every convolution,
 matrix product, normalisation and element-wise op of these networks; the weights' casts and the
 optimizer are the intercept). So it describes the step at any batch size, including ones this
-machine could never run; `trace_op_table` refuses a step whose operations change with the batch.
+machine could never run. A run of one operation whose length follows the batch (a grouped convolution with
+groups = batch runs its double backward group by group) is taken as one row; `trace_op_table` refuses a
+step whose operations otherwise change with the batch.
 
 Optimizer updates are marked: on CUDA ampgan steps Adam with the fused implementation (one pass
 over weights, gradients and moments), where the CPU runs foreach kernels, so each optimizer step also
@@ -21,6 +23,7 @@ instead of the traced kernels (`OpTable.on_cuda`).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -249,12 +252,56 @@ def record_ops(run: Callable[[], object]) -> list[OpRecord]:
     return recorder.records
 
 
+def _kind(record: OpRecord) -> tuple:
+    return record.op, record.unit, record.dtype, record.optimizer, record.weight
+
+
+def _runs(records: list[OpRecord]) -> list[list[OpRecord]]:
+    """Consecutive records of the same kind, grouped."""
+    runs: list[list[OpRecord]] = []
+    for record in records:
+        if runs and _kind(runs[-1][0]) == _kind(record):
+            runs[-1].append(record)
+        else:
+            runs.append([record])
+    return runs
+
+
+def _merged(run: list[OpRecord]) -> OpRecord:
+    """One record for the run. Its kernels are left out: their number follows the batch, so the run is
+    projected from its summed FLOPs and bytes (as a table without kernel shapes is)."""
+    first = run[0]
+    return OpRecord(first.op, first.unit, first.dtype, min(r.alignment for r in run), sum(r.flops for r in run),
+                    sum(r.bytes for r in run), first.optimizer, first.weight, kernels=())
+
+
+def match_batch_dependent_runs(small: list[OpRecord], large: list[OpRecord]) -> tuple[list[OpRecord], list[OpRecord]]:
+    """The two traces with each run of one operation whose length changes with the batch merged into one
+    record (its FLOPs and bytes summed, which stay affine in the batch). A grouped convolution with
+    groups = batch (StyleGAN2's modulated convolution) runs its double backward as one convolution per
+    group, so its penalty's trace holds as many convolutions as images. The merged row counts as one
+    kernel launch; the work is all there. Unchanged when the traces' operations do not line up run for run."""
+    small_runs, large_runs = _runs(small), _runs(large)
+    if len(small_runs) != len(large_runs) or any(_kind(a[0]) != _kind(b[0]) for a, b in zip(small_runs, large_runs)):
+        return small, large
+    out_small, out_large = [], []
+    for a, b in zip(small_runs, large_runs):
+        if len(a) == len(b):
+            out_small += a
+            out_large += b
+        else:
+            out_small.append(_merged(a))
+            out_large.append(_merged(b))
+    return out_small, out_large
+
+
 def affine_rows(small: list[OpRecord], large: list[OpRecord], small_batch: int, large_batch: int) -> list[OpRow]:
-    """Op rows from the same step traced at two batch sizes (operation for operation), merged where
-    identical. Raises AmpganError when the two traces are not the same operations in the same order."""
+    """Op rows from the same step traced at two batch sizes (operation for operation, a run of one operation
+    whose length follows the batch taken as one), merged where identical. Raises AmpganError when the two
+    traces are not the same operations in the same order."""
+    small, large = match_batch_dependent_runs(small, large)
     same = len(small) == len(large) and all(
-        (a.op, a.unit, a.dtype, a.optimizer, a.weight, [k for k, _ in a.kernels])
-        == (b.op, b.unit, b.dtype, b.optimizer, b.weight, [k for k, _ in b.kernels])
+        _kind(a) + (tuple(k for k, _ in a.kernels),) == _kind(b) + (tuple(k for k, _ in b.kernels),)
         for a, b in zip(small, large))
     if not same:
         raise AmpganError(f"the training step runs different operations at batch {small_batch} and {large_batch} "
@@ -344,10 +391,16 @@ def trace_cycle(timer, batch: tuple[torch.Tensor, torch.Tensor]) -> list[OpRecor
 MAX_TRACE_ATTEMPTS = 16
 
 
-def _settled_trace(timer, batch, precision: str) -> list[OpRecord]:
-    previous = None
+def _settled_trace(timer, batch, precision: str, deadline: float | None = None,
+                   first_cycle_s: float = 0.0) -> list[OpRecord]:
+    previous, last_cycle_s = None, first_cycle_s
     for _ in range(MAX_TRACE_ATTEMPTS):
+        if deadline is not None and time.perf_counter() + last_cycle_s > deadline:
+            raise AmpganError(f"not traced: another {precision} cycle at batch {len(batch[0])} ({last_cycle_s:.1f} s) "
+                              "would run past the trace's share of the bench's budget; give a larger --max-seconds")
+        started = time.perf_counter()
         records = trace_cycle(timer, batch)
+        last_cycle_s = time.perf_counter() - started
         if records is not None and previous is not None and [r.op for r in records] == [r.op for r in previous]:
             return records
         previous = records
@@ -356,12 +409,17 @@ def _settled_trace(timer, batch, precision: str) -> list[OpRecord]:
 
 
 def trace_op_table(make_timer: Callable[[int], object], precision: str,
-                   batch_sizes: tuple[int, int] = TRACE_BATCH_SIZES) -> OpTable:
+                   batch_sizes: tuple[int, int] = TRACE_BATCH_SIZES, deadline: float | None = None,
+                   first_cycle_s: float = 0.0) -> OpTable:
     """The op table of one precision's step: `make_timer(batch_size)` gives a StepTimer with a
-    resident batch of the larger size; the smaller batch is its first images."""
+    resident batch of the larger size; the smaller batch is its first images. Past `deadline`
+    (time.perf_counter()) it stops between cycles with an AmpganError saying so."""
     small, large = sorted(batch_sizes)
     timer = make_timer(large)
     real, labels = timer.resident_batch()
-    traces = [_settled_trace(timer, (real[:size], labels[:size]), precision) for size in (small, large)]
+    # `first_cycle_s`: the first cycle's foreseen time at the small batch (twice it at the large one), so
+    # that no cycle starts that would end past `deadline`.
+    traces = [_settled_trace(timer, (real[:size], labels[:size]), precision, deadline, first_cycle_s * size / small)
+              for size in (small, large)]
     rows = affine_rows(traces[0], traces[1], small, large)
     return OpTable(precision=precision, rows=tuple(rows), traced_at=(small, large), device=timer.device.type)

@@ -35,6 +35,8 @@ def bench_summary(results: dict, out: Path) -> dict:
 @click.option("--sweep", "sweeps", multiple=True, metavar="PATH=V1,V2,...",
               help="Bench every value of a model or data setting (repeat for a grid), e.g. --sweep model.width=16,32,64 "
                    "--sweep model.name=acgan,acgan-2019: one bench folder per cell and a speedup map per precision.")
+@click.option("--no-trace", "no_trace", is_flag=True,
+              help="Do not trace the step's operations for 'ampgan project' (otherwise at most half the budget).")
 @out_options("bench")
 @click.option("--from", "from_", type=click.Path(path_type=Path), default=None,
               help="Re-draw figures and table from an existing results.json; measures nothing.")
@@ -57,7 +59,8 @@ def command(ctx: click.Context, **options) -> None:
     base = config_from_cli(ctx, config_sets(options, ("bench",)), defaults={"data.dataset": "synthetic"})
     spec = BenchSpec(base=base, **spec_values(BenchSpec, "bench", options),
                      compile=tuple(PRECISION_NAMES) if options["compile_"] else (),
-                     channels_last=precisions_given(options["channels_last"]))
+                     channels_last=precisions_given(options["channels_last"]),
+                     trace_ops=not options["no_trace"])
     precisions = spec.precisions
     device = join_process_group(base.compute.device) or resolve_device(base.compute.device)
     for precision in precisions:

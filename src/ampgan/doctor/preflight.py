@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import io
 import math
+import sys
 from dataclasses import dataclass
 
 import torch
@@ -71,7 +72,24 @@ def preflight(config: TrainConfig, dataset=None) -> list[Finding]:
                                                    "or the initialisation are broken before any precision enters"))
     findings += witness.findings() + ops.findings(gan.name) + _saves_as_tensors(state)
     findings += _losses_under_loss_scaling(prepared, stream)
+    for name in ("fp32", "fp16"):
+        if not any(f.severity == "error" for f in findings):
+            findings += _real_step_under(name, prepared, stream)
     return findings
+
+
+def _real_step_under(name: str, prepared, stream) -> list[Finding]:
+    """The real step in `name` (forward, backward, unscale, optimizer step), as the cycle's last step so that
+    every lazy update runs in it: what fails only there (an update whose loss reaches no parameter, which
+    GradScaler refuses under fp16) is found here, not in the middle of a comparison."""
+    policy = build_policy(name, CPU)
+    state = build_train_state(prepared.config, prepared.model, prepared.data, policy)
+    state.step = state.gan.cycle_steps - 1
+    try:
+        train_step(state, stream.next_batch)
+    except AmpganError as error:
+        return [Finding("error", "step", f"under {policy.describe()}: {error}")]
+    return []
 
 
 def _own_precision(gan) -> list[Finding]:
@@ -208,6 +226,8 @@ class _OpsInLosses(TorchFunctionMode):
         self.depth = 0
         self.fragile: set[str] = set()
         self.refused: set[str] = set()
+        self.term = ""  # the loss term running now (set by _loss_terms)
+        self.plain_grad: set[str] = set()  # terms that called torch.autograd.grad themselves
         self._hooks = []
         for network in (gan.generator, gan.discriminator):
             self._hooks.append(network.register_forward_pre_hook(lambda *a: self._enter()))
@@ -226,6 +246,8 @@ class _OpsInLosses(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         name = getattr(func, "__name__", "")
+        if func is torch.autograd.grad and self.term and not _called_from(LossContext.input_gradients):
+            self.plain_grad.add(self.term)
         if name in _REFUSED:
             self.refused.add(name)
         elif name in _FRAGILE and (self.depth == 0 or name == "normalize"):
@@ -244,6 +266,18 @@ class _OpsInLosses(TorchFunctionMode):
         return out
 
 
+def _called_from(function, depth: int = 8) -> bool:
+    """Whether `function` is among the callers a few frames up (autograd.grad's own frames in between)."""
+    frame = sys._getframe(1)
+    for _ in range(depth):
+        if frame is None:
+            return False
+        if frame.f_code is function.__code__:
+            return True
+        frame = frame.f_back
+    return False
+
+
 def _saves_as_tensors(state) -> list[Finding]:
     """Checkpoints are read back with weights_only=True: anything in the state that is not plain tensors and
     containers cannot be resumed."""
@@ -259,33 +293,61 @@ def _saves_as_tensors(state) -> list[Finding]:
     return []
 
 
+HIGHER_SCALE = 2.0**20  # a second fp16 loss scale: a loss that is right under scaling does not change with it
+
+
 def _losses_under_loss_scaling(prepared, stream) -> list[Finding]:
-    """Each loss term on one batch in fp32 and under fp16 with the loss scale training starts at: a loss
-    that carries the scale (a penalty taken from the scaled score and not unscaled) is off by orders of
-    magnitude; one that turns non-finite only in fp16 overflows there. The operations the losses run on
+    """Each loss term on one batch in fp32 and under fp16 at the loss scale training starts from (65536)
+    and at a higher one: a loss that carries the scale (a penalty taken from the scaled score and not
+    unscaled) is off by orders of magnitude and grows with the scale; one that is non-finite under fp16
+    makes its update skip at every step. What the term did (read ctx.scale, passed input_gradients a
+    summed scalar, called torch.autograd.grad itself) names the fix. The operations the losses run on
     fp16 tensors that lose precision are named too."""
-    values, fragile = {}, set()
+    values, notes, fragile, plain_grad = {}, {}, set(), set()
     batch = stream.next_batch()
-    for name in ("fp32", "fp16"):
-        policy = build_policy(name, CPU)
+    for name, scale in (("fp32", None), ("fp16", None), ("fp16 high", HIGHER_SCALE)):
+        policy = build_policy(name.split()[0], CPU, loss_scale=scale)
         state = build_train_state(prepared.config, prepared.model, prepared.data, policy)
         with _OpsInLosses(state.gan) as ops:
-            values[name] = _loss_terms(state, policy, batch)
+            try:
+                values[name], term_notes = _loss_terms(state, policy, batch, ops)
+            except AmpganError as error:
+                return [Finding("error", "step", f"under {policy.describe()}: {error}")]
         if name == "fp16":
-            fragile = ops.fragile
+            fragile, plain_grad, notes = ops.fragile, ops.plain_grad, term_notes
     findings = []
     for term, fp32 in values["fp32"].items():
-        fp16 = values["fp16"].get(term)
+        fp16, high = values["fp16"].get(term), values["fp16 high"].get(term)
         if fp16 is None or not math.isfinite(fp32):
             continue
-        if not math.isfinite(fp16):
-            findings.append(Finding("warning", "scaling", f"{term} is {fp16} under fp16 loss scaling and {fp32:.4g} in "
-                                                          "fp32: it overflows fp16; compute it in fp32 (.float())"))
-        elif abs(fp16 - fp32) > max(1.0, 10 * abs(fp32)):
+        did = notes.get(term, set())
+        if term in plain_grad and "read the scale" not in did:
+            findings.append(Finding("error", "penalty", f"{term} takes input gradients with torch.autograd.grad: under "
+                                                        "fp16 they are not loss-scaled, so small ones flush to zero "
+                                                        "(a penalty that silently weakens); take them with "
+                                                        "ctx.input_gradients(outputs, inputs), right in every precision"))
+        elif not math.isfinite(fp16) and "summed outputs" in did:
+            findings.append(Finding("error", "scaling", f"{term} is {fp16} under fp16 loss scaling ({fp32:.4g} in fp32): "
+                                                        "it passes ctx.input_gradients an already-summed scalar, so "
+                                                        "every element's backward pass starts from the whole loss "
+                                                        "scale and overflows fp16; pass the unreduced tensor "
+                                                        "(ctx.input_gradients(img * y, w), not (img * y).sum())"))
+        elif not math.isfinite(fp16):
+            findings.append(Finding("error", "scaling", f"{term} is {fp16} under fp16 loss scaling and {fp32:.4g} in fp32: "
+                                                        "its update would be skipped at every step; "
+                                                        + _scaling_fix(did)))
+        elif (abs(fp16 - fp32) > max(1.0, 10 * abs(fp32))
+              or (high is not None and math.isfinite(high) and abs(high) > 4 * abs(fp16) + 1e-6)):
             findings.append(Finding("error", "scaling", f"{term} is {fp16:.4g} under fp16 loss scaling and {fp32:.4g} "
-                                                        "in fp32: it carries the loss scale (a gradient penalty taken "
-                                                        "from the scaled score and not unscaled?); take input "
-                                                        "gradients with ctx.input_gradients(outputs, inputs)"))
+                                                        "in fp32, and grows with the scale: it carries the loss scale "
+                                                        "(a gradient penalty taken from the scaled score and not "
+                                                        "unscaled); " + _scaling_fix(did)))
+        elif "summed outputs" in did:
+            findings.append(Finding("error", "scaling", f"{term} passes ctx.input_gradients an already-summed scalar: "
+                                                        "every element's backward pass then starts from the whole "
+                                                        "loss scale, which overflows fp16 as the model grows; pass the "
+                                                        "unreduced tensor (ctx.input_gradients(D(x), x), not "
+                                                        "D(x).sum())"))
     if fragile:
         findings.append(Finding("warning", "fragile", f"the losses compute {', '.join(sorted(fragile))} on fp16/bf16 "
                                                       "tensors (an epsilon under the format's resolution vanishes, "
@@ -294,8 +356,17 @@ def _losses_under_loss_scaling(prepared, stream) -> list[Finding]:
     return findings
 
 
-def _loss_terms(state, policy, batch) -> dict[str, float]:
-    """Every loss term's value on the same batch and noise, as the step's first D and G updates see them."""
+def _scaling_fix(did: set[str]) -> str:
+    if "read the scale" in did:
+        return ("it multiplies by ctx.scale itself and never divides it out: take input gradients with "
+                "ctx.input_gradients(outputs, inputs), which starts from the scale and unscales the result")
+    return ("if it takes input gradients, take them with ctx.input_gradients from the unreduced outputs (not their "
+            ".sum()); otherwise compute the loss in fp32 (.float() on D's output before it)")
+
+
+def _loss_terms(state, policy, batch, ops) -> tuple[dict[str, float], dict[str, set[str]]]:
+    """Every loss term's value on the same batch and noise, as the step's first D and G updates see them,
+    and what each did (LossContext.notes)."""
     gan = state.gan
     torch.manual_seed(0)
     real, labels = batch
@@ -305,7 +376,7 @@ def _loss_terms(state, policy, batch) -> dict[str, float]:
     context.z, context.fake_labels = draw_inputs(gan, context, real.shape[0])
     with torch.no_grad(), policy.autocast():
         context.fake = gan.generate(state.generator, context.z, context.fake_labels).detach()
-    values = {}
+    values, notes = {}, {}
     terms = [(f"d_loss term {i + 1}", term, state.scaler_d) for i, term in enumerate(gan.d_loss_terms)]
     terms.append(("g_loss", gan.g_loss, state.scaler_g))
     for update in gan.extra_updates:
@@ -314,13 +385,23 @@ def _loss_terms(state, policy, batch) -> dict[str, float]:
                                                           else state.scaler_g)
         terms += [(f"update {update.name!r} term {i + 1}", term, scaler) for i, term in enumerate(loss)]
     for name, term, scaler in terms:
-        context.scaler = scaler
+        context.scaler, context.notes, ops.term = scaler, [], name
         context.rng.manual_seed(2)
-        with policy.autocast():
-            result = term(context)
+        try:
+            with policy.autocast():
+                result = term(context)
+        except AmpganError as error:
+            raise AmpganError(f"model {gan.name}: {name}: {error}") from None
+        except Exception as error:  # noqa: BLE001 - the user's loss failing is one line
+            raise AmpganError(f"model {gan.name}: {name} failed: {type(error).__name__}: "
+                              f"{str(error).splitlines()[0][:200] if str(error) else ''}") from None
         loss = result[0] if isinstance(result, tuple) else result
+        if not isinstance(loss, torch.Tensor) or not loss.is_floating_point() or loss.numel() != 1:
+            raise AmpganError(f"model {gan.name}: {name} returned {type(loss).__name__}, not a scalar loss tensor: "
+                              "reduce it to one number (e.g. .mean())")
         values[name] = float(loss.detach().float().reshape(-1)[0])
-    return values
+        notes[name] = set(context.notes)
+    return values, notes
 
 
 def check_before_training(config: TrainConfig, dataset=None, log=print) -> list[Finding]:

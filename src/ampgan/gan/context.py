@@ -11,7 +11,7 @@ loss scaler.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -33,6 +33,9 @@ class LossContext:
     gan: object  # the GAN (gan/contract.py)
     scaler: object  # the loss scaler of the network this update steps (training/precision.py)
     device: torch.device
+    # What the loss did that preflight must know to name the fix: "read the scale" (it scales something
+    # itself), "summed outputs" (input_gradients got an already-summed scalar). Appending costs nothing.
+    notes: list[str] = field(default_factory=list)
 
     @property
     def batch_size(self) -> int:
@@ -41,13 +44,18 @@ class LossContext:
     @property
     def scale(self) -> torch.Tensor:
         """0-dim fp32: the loss scale of the network this update steps (1 without scaling), on the device."""
+        self.notes.append("read the scale")
         return self.scaler.scale_tensor()
 
     def input_gradients(self, outputs: torch.Tensor, inputs, create_graph: bool = True):
         """d(sum of `outputs`)/d(`inputs`) in fp32, as fp32 would compute it: the backward pass starts
         from the loss-scaled sum (so fp16 gradients do not flush to zero) and the result is unscaled.
         `inputs`: a tensor that requires grad, or a tuple of them (the result has the same form).
-        `create_graph`: keep the graph so the penalty built from them can be backpropagated."""
+        `create_graph`: keep the graph so the penalty built from them can be backpropagated.
+
+        Pass the *unreduced* outputs (`D(x)`, or StyleGAN2's path-length `img * y`), never their `.sum()`:
+        each element's backward pass starts from scale / N; a pre-summed scalar starts every element from
+        the whole scale, which overflows fp16 (a NaN penalty and a skipped update at every application)."""
         single = isinstance(inputs, torch.Tensor)
         wanted = (inputs,) if single else tuple(inputs)
         # The backward pass starts from the scaled *mean* of the outputs, as a mean loss's would: each
@@ -55,7 +63,9 @@ class LossContext:
         # the scale ampgan starts from (65536 > fp16's 65504) and the penalty is NaN until the scaler
         # has skipped enough steps to come down.
         count = outputs.numel()
-        seed = self.scale / count
+        if count == 1 and type(outputs.grad_fn).__name__.startswith("Sum"):
+            self.notes.append("summed outputs")
+        seed = self.scaler.scale_tensor() / count
         gradients = torch.autograd.grad(outputs.float().sum() * seed, wanted, create_graph=create_graph)
         unscaled = tuple(gradient.float() / seed for gradient in gradients)
         return unscaled[0] if single else unscaled

@@ -56,6 +56,19 @@ class Adam:
     betas: tuple[float, float] = (0.5, 0.999)
     eps: float = 1e-8
     weight_decay: float = 0.0
+    # Parameter groups: {name prefix: factor}, the learning rate of the parameters whose name (in their
+    # network) starts with the prefix; the first matching prefix wins. StyleGAN2: {"mapping.": 0.01}.
+    lr_multipliers: dict[str, float] = field(default_factory=dict)
+
+    @classmethod
+    def lazy(cls, every: int, **settings) -> Adam:
+        """StyleGAN2's adjustment for a network regularised lazily every `every` steps: the optimizer
+        steps (every + 1) times per `every` steps, so lr and betas are scaled by c = every / (every + 1)
+        (lr * c, betas ** c) to keep the same per-step dynamics."""
+        base = cls(**settings)
+        c = every / (every + 1)
+        return cls(lr=base.lr * c, betas=(base.betas[0] ** c, base.betas[1] ** c), eps=base.eps,
+                   weight_decay=base.weight_decay, lr_multipliers=base.lr_multipliers)
 
 
 @dataclass(frozen=True)
@@ -189,6 +202,9 @@ def check_gan(gan, origin: str) -> GAN:
     for name in NETWORKS:
         if not isinstance(getattr(gan, name), nn.Module):
             raise AmpganError(f"{origin}: GAN.{name} is {type(getattr(gan, name)).__name__}, not a torch.nn.Module")
+        if not any(parameter.requires_grad for parameter in getattr(gan, name).parameters()):
+            raise AmpganError(f"{origin}: every parameter of GAN.{name} is frozen (requires_grad=False): nothing "
+                              "would train; leave the layers that should learn trainable")
     if gan.generator is gan.discriminator:
         raise AmpganError(f"{origin}: the generator and the discriminator are the same module: give two networks")
     shared = {id(p) for p in gan.generator.parameters()} & {id(p) for p in gan.discriminator.parameters()}
@@ -238,6 +254,17 @@ def check_gan(gan, origin: str) -> GAN:
         if not isinstance(module, nn.Module) or not any(module is m for m in _modules_of(gan)):
             raise AmpganError(f"{origin}: every GAN.fp32_modules entry must be a submodule of the generator or "
                               "the discriminator")
+    for which in ("optimizer_g", "optimizer_d"):
+        network = gan.generator if which == "optimizer_g" else gan.discriminator
+        names = [name for name, _ in network.named_parameters()]
+        for prefix, factor in getattr(gan, which).lr_multipliers.items():
+            if not isinstance(factor, (int, float)) or factor <= 0:
+                raise AmpganError(f"{origin}: GAN.{which} lr_multipliers[{prefix!r}] must be a positive number, "
+                                  f"got {factor!r}")
+            if not any(name.startswith(prefix) for name in names):
+                raise AmpganError(f"{origin}: GAN.{which} lr_multipliers names {prefix!r}, which no parameter name "
+                                  f"of the {'generator' if which == 'optimizer_g' else 'discriminator'} starts with "
+                                  f"(they start: {', '.join(sorted({n.split('.')[0] for n in names})[:6])})")
     if gan.draw_inputs is not None and not callable(gan.draw_inputs):
         raise AmpganError(f"{origin}: GAN.draw_inputs must be a function of the loss context")
     return gan

@@ -105,14 +105,32 @@ def keep_in_fp32(module: nn.Module) -> None:
     module._ampgan_fp32 = True
 
 
+def _one_score_per_image(logits, loss: str) -> torch.Tensor:
+    if not isinstance(logits, torch.Tensor) or not (logits.dim() == 1 or (logits.dim() == 2 and logits.shape[1] == 1)):
+        got = tuple(logits.shape) if isinstance(logits, torch.Tensor) else type(logits).__name__
+        raise AmpganError(f"{loss} takes D's real/fake logits, one per image ((B,) or (B, 1)), got {got}: "
+                          "end D in a linear layer to one output (a tuple from D? pass its real/fake part)")
+    return logits.float()
+
+
+def hinge_loss(scores: torch.Tensor, target: str) -> torch.Tensor:
+    """The hinge loss of SNGAN, BigGAN and SAGAN, in fp32: D's loss on real scores (`target="real"`:
+    mean relu(1 - D(x))) and on fakes (`"fake"`: mean relu(1 + D(G(z)))); G's loss (`"generator"`:
+    -mean D(G(z))). `scores`: one per image, (B,) or (B, 1)."""
+    scores = _one_score_per_image(scores, "hinge_loss")
+    if target == "real":
+        return F.relu(1.0 - scores).mean()
+    if target == "fake":
+        return F.relu(1.0 + scores).mean()
+    if target == "generator":
+        return -scores.mean()
+    raise AmpganError(f"hinge_loss target must be 'real', 'fake' or 'generator', got {target!r}")
+
+
 def real_fake_loss(logits: torch.Tensor, target: float) -> torch.Tensor:
     """BCE-with-logits against a constant target (1 real, 0 fake; 0.9 with one-sided smoothing),
     in fp32 whatever the compute dtype (the sigmoid's log-sum-exp). `logits`: one per image, (B,) or (B, 1)."""
-    if not isinstance(logits, torch.Tensor) or not (logits.dim() == 1 or (logits.dim() == 2 and logits.shape[1] == 1)):
-        got = tuple(logits.shape) if isinstance(logits, torch.Tensor) else type(logits).__name__
-        raise AmpganError(f"real_fake_loss takes D's real/fake logits, one per image ((B,) or (B, 1)), got {got}: "
-                          "end D in a linear layer to one output (a tuple from D? pass its real/fake part)")
-    logits = logits.float()
+    logits = _one_score_per_image(logits, "real_fake_loss")
     return F.binary_cross_entropy_with_logits(logits, torch.full_like(logits, target))
 
 

@@ -85,6 +85,29 @@ def _to_input(images_uint8: torch.Tensor) -> torch.Tensor:
     return images_uint8.float().div(127.5).sub(1.0)
 
 
+# The evaluator's features are learnt by telling the data's classes apart: with one class there is nothing to
+# learn (cross-entropy is 0 from the start), and with a handful of images per class the held-out accuracy
+# rests on one or two images. Either way its distances would come from a network that learnt nothing.
+MIN_IMAGES_PER_CLASS = 8
+
+
+def check_evaluable(dataset: ImageDataset) -> None:
+    """One error line when no evaluator can be trained on `dataset`, before anything is measured or trained
+    (never metrics from an untrained network)."""
+    counts = torch.bincount(dataset.labels, minlength=len(dataset.class_names)).tolist()
+    if len(counts) < 2:
+        raise AmpganError(f"the data has one class ({dataset.class_names[0] if dataset.class_names else 'unnamed'}): "
+                          "ampgan's evaluator learns its features by telling the classes apart, so it would learn "
+                          "nothing and its Fréchet distance, KID, precision/recall and accuracy would mean nothing; "
+                          "give data with two or more classes (folder:PATH, one sub-folder per class), or measure "
+                          "speed alone with 'ampgan bench'")
+    fewest = min(range(len(counts)), key=counts.__getitem__)
+    if counts[fewest] < MIN_IMAGES_PER_CLASS:
+        raise AmpganError(f"class {dataset.class_names[fewest]!r} has {counts[fewest]} image(s): the evaluator needs at "
+                          f"least {MIN_IMAGES_PER_CLASS} per class to learn and check its features; add images or "
+                          "merge the small classes, or measure speed alone with 'ampgan bench'")
+
+
 def split_for_evaluation(dataset: ImageDataset, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
     """(train indices, held-out indices): a seeded, class-stratified 80/20 split."""
     generator = torch.Generator().manual_seed(seed)
@@ -106,6 +129,7 @@ def evaluator_for(dataset: ImageDataset, cache_dir: Path | None = None, epochs: 
                   min_accuracy: float = MIN_EVALUATOR_ACCURACY, device: torch.device | None = None) -> TrainedEvaluator:
     """The cached evaluator of this dataset (by content hash), trained first if there is none."""
     device = device or torch.device("cpu")
+    check_evaluable(dataset)
     train_idx, held_idx = split_for_evaluation(dataset, seed)
     # v4: entries carry their weights' digest (v3: the one-cycle schedule, shifts and minimum steps of
     # _train_classifier); older ones are not reused.

@@ -34,7 +34,8 @@ from ampgan.cost.arithmetic import cost_of_seconds, cost_to_quality
 from ampgan.data import load_dataset
 from ampgan.system.environment import environment_stamp
 from ampgan.errors import AmpganError
-from ampgan.quality.evaluator import evaluator_for, generate_evenly, quality_of_images, reference_floor
+from ampgan.quality.evaluator import (check_evaluable, evaluator_for, generate_evenly, quality_of_images,
+                                     reference_floor)
 from ampgan.doctor.preflight import check_before_training
 from ampgan.quality.headline import default_target, headline_for, headline_of
 from ampgan.seeds import evaluation_noise_seed
@@ -238,6 +239,7 @@ def run_compare(spec: CompareSpec, out_dir: Path, show_progress: bool = True, lo
     if spec.target_accuracy is not None and not first.conditional:
         raise AmpganError(f"compare.target_accuracy needs a conditional GAN: model {spec.base.model.name} draws no class, so "
                           "its study races on the Fréchet distance (its target is set from the runs); leave it out")
+    check_evaluable(dataset)  # one class, or too few images per class: no evaluator could judge the runs
     check_before_training(spec.train_config("fp32"), dataset, log=log)  # before anything is measured or trained
     progress = open_progress(out_dir, spec.to_document(spec.precisions))
     with stop_on_signals() as stop:
@@ -261,6 +263,7 @@ def run_compare(spec: CompareSpec, out_dir: Path, show_progress: bool = True, lo
         log(f"evaluator: held-out accuracy {evaluator.held_out_accuracy:.3f} ({evaluator.info['cache']})")
         stop_here()
         bench_results = _bench_once(spec, dataset, precisions, device, log, out_dir, progress)
+        _say_what_the_bench_left_unmeasured(bench_results, log)
         stop_here()
         per_seed: dict[str, dict[int, dict]] = {p: {} for p in precisions}
         curves: dict[str, dict[int, list[dict]]] = {p: {} for p in precisions}
@@ -291,12 +294,49 @@ def run_compare(spec: CompareSpec, out_dir: Path, show_progress: bool = True, lo
                                  .conditional).as_dict(),
         "runs": {p: summarize_seeds(per_seed[p]) for p in precisions},
     }
-    document["cost"] = _costs(document, bench_results, curves, out_dir)
+    # The runs are finished: a stage after them that cannot run is reported in its section and the verdict,
+    # and never takes the study down with it.
+    document["cost"] = _stage_or_note("cost", lambda: _costs(document, bench_results, curves, out_dir))
     document["projection"] = project_elsewhere(spec, dataset, bench_results, out_dir, device)
     document["seed_comparison"] = compare_seeds(document)
-    document["verdict"] = verdict(document, bench_results["speedups"])
+    document["verdict"] = verdict(document, bench_results["speedups"]) + _stages_not_run(document)
     write_json_atomically(out_dir / "compare.json", document)
     return document
+
+
+def _stage_or_note(stage: str, run) -> dict:
+    """The stage's result, or {"basis": None, "note": why it could not run} (the shape a cost without a
+    price basis already has, which the report and the verdict read)."""
+    try:
+        return run()
+    except (KeyboardInterrupt, Interrupted):
+        raise
+    except Exception as error:  # noqa: BLE001 - finished runs must not be lost to a later stage
+        reason = str(error).splitlines()[0][:300] if str(error) else type(error).__name__
+        return {"basis": None, "note": f"the {stage} stage could not run: {reason}"}
+
+
+def _stages_not_run(document: dict) -> list[str]:
+    """A verdict line per stage that could not run, saying why (its section is otherwise just absent)."""
+    lines = []
+    cost = document.get("cost") or {}
+    if cost.get("basis") is None and cost.get("note"):
+        lines.append(f"Cost: not computed ({cost['note']}).")
+    projection = document.get("projection") or {}
+    if projection.get("note"):
+        lines.append(f"On other hardware: {projection['note']}.")
+    return lines
+
+
+def _say_what_the_bench_left_unmeasured(bench_results: dict, log) -> None:
+    """Before training: when no bench configuration finished, the study will have no speedup and no cost;
+    say so now, not after the runs."""
+    configs = bench_results.get("configs") or []
+    if configs and not any(c.get("status") == "ok" for c in configs):
+        reasons = "; ".join(f"{c['precision']}@{c['batch_size']}: {c.get('reason') or c.get('status')}"
+                            for c in configs[:3])
+        log(f"bench: no configuration finished ({reasons}); the runs train anyway, but the study will have no "
+            "measured speedup and no cost: give a larger --bench-seconds for them")
 
 
 def _decide(spec: CompareSpec, dataset, device: torch.device, log) -> dict:

@@ -30,17 +30,48 @@ from ampgan.training.interruption import TrainingInterrupted, stop_on_signals
 from ampgan.training.prepared import PreparedRun, prepare_run
 from ampgan.training.state import (TrainState, build_train_state, capture_global_rngs, restore_global_rngs,
                                    set_generator_state, wrap_modules)
-from ampgan.training.step import train_step
+from ampgan.training.step import FAILED, train_step
 
 __all__ = ["DEFAULT_STEPS", "PreparedRun", "RunResult", "RunState", "prepare_run", "run_training"]
 
 DEFAULT_STEPS = 1000  # when neither --steps nor --time-budget is given
 
 
+# A lazy update (a penalty every 4 or 16 steps) that is skipped or non-finite at this many applications in a
+# row stops the run: each skip has halved its network's loss scale (256-fold by now) without one update
+# applied, so it will not recover, and its share of the steps is too small for the skip-fraction rule.
+FAILED_APPLICATIONS_TO_STOP = 8
+
+
+class FailingUpdates:
+    """Per extra update, how many of its latest applications in a row were skipped or non-finite: counted
+    on the device (no sync per step), read at the log points."""
+
+    def __init__(self) -> None:
+        self._streaks: dict[str, torch.Tensor] = {}
+
+    def add(self, name: str, failed: torch.Tensor) -> None:
+        streak = self._streaks.get(name)
+        self._streaks[name] = failed.clone() if streak is None else (streak + 1) * failed
+
+    def reason(self, step: int, precision: str) -> str | None:
+        """Why the run must stop, or None; the same answer on every rank (all must have failed)."""
+        failing = average_over_ranks({name: (streak >= FAILED_APPLICATIONS_TO_STOP).float()
+                                      for name, streak in self._streaks.items()})
+        names = sorted(name for name, value in failing.items() if value.item() == 1.0)
+        if not names:
+            return None
+        return (f"update {names[0]!r} was skipped or non-finite at each of its last {FAILED_APPLICATIONS_TO_STOP} "
+                f"applications (by step {step}, {precision}): it trains nothing and drags its network's loss scale "
+                "down; 'ampgan preflight --model ...' names the cause (a penalty given a pre-summed tensor or taken "
+                "from the scaled score: pass ctx.input_gradients the unreduced outputs)")
+
+
 class MetricWindow:
     """Sums step metrics on the device between log points; flush() averages and reads them."""
 
     def __init__(self) -> None:
+        self.failing = FailingUpdates()
         self._sums: dict[str, torch.Tensor] = {}
         self._counts: dict[str, int] = {}  # a lazy update's metrics appear only on the steps it runs
         self.count = 0
@@ -49,6 +80,9 @@ class MetricWindow:
 
     def add(self, metrics: dict[str, torch.Tensor]) -> None:
         for name, value in metrics.items():
+            if name.startswith(FAILED):
+                self.failing.add(name[len(FAILED):], value)
+                continue
             self._sums[name] = self._sums[name] + value if name in self._sums else value.clone()
             self._counts[name] = self._counts.get(name, 0) + 1
         self.count += 1
@@ -330,6 +364,7 @@ class _Loop:
                   flush=True)
             self.next_line_at = state.train_seconds + LOG_LINE_EVERY_S
         reason = (self.faults.check(record, steps_in_window, state.window.last_skipped)
+                  or state.window.failing.reason(train.step, train.policy.describe())
                   or self.faults.check_weights({"G": train.generator, "D": train.discriminator}, train.step))
         if reason:
             # The weights may already be poisoned: keep the last good checkpoint, add none.

@@ -134,7 +134,8 @@ def optimizer_settings(model: Adam, config: TrainConfig, network: str) -> Adam:
     lr = optim.lr_g if network == "g" else optim.lr_d
     betas = (optim.beta1 if optim.beta1 is not None else model.betas[0],
              optim.beta2 if optim.beta2 is not None else model.betas[1])
-    return Adam(lr=lr if lr is not None else model.lr, betas=betas, eps=model.eps, weight_decay=model.weight_decay)
+    return Adam(lr=lr if lr is not None else model.lr, betas=betas, eps=model.eps, weight_decay=model.weight_decay,
+                lr_multipliers=model.lr_multipliers)
 
 
 def adam_implementation(device_type: str) -> dict:
@@ -144,10 +145,25 @@ def adam_implementation(device_type: str) -> dict:
     return {"fused": True} if device_type == "cuda" else {"foreach": True}
 
 
-def make_adam(parameters, settings: Adam) -> torch.optim.Optimizer:
-    parameters = list(parameters)
-    device_type = parameters[0].device.type if parameters else "cpu"
-    return torch.optim.Adam(parameters, lr=settings.lr, betas=settings.betas, eps=settings.eps,
+def trainable(network: torch.nn.Module) -> list[tuple[str, torch.nn.Parameter]]:
+    """(name, parameter) for the parameters an optimizer may change: those the model did not freeze
+    (`requires_grad=False`: a fixed blur, a pretrained feature stem). A frozen parameter never reaches an
+    optimizer, so neither weight decay nor a stale moment can move it."""
+    return [(name, parameter) for name, parameter in network.named_parameters() if parameter.requires_grad]
+
+
+def make_adam(named_parameters, settings: Adam) -> torch.optim.Optimizer:
+    """Adam over (name, parameter) pairs: one parameter group per learning-rate multiplier of `settings`
+    (the first name prefix that matches; StyleGAN2's mapping network learns at 0.01x), in the order the
+    parameters come."""
+    named = list(named_parameters)
+    groups: dict[float, list] = {}
+    for name, parameter in named:
+        scale = next((factor for prefix, factor in settings.lr_multipliers.items() if name.startswith(prefix)), 1.0)
+        groups.setdefault(scale, []).append(parameter)
+    device_type = named[0][1].device.type if named else "cpu"
+    param_groups = [{"params": params, "lr": settings.lr * scale} for scale, params in groups.items()]
+    return torch.optim.Adam(param_groups, lr=settings.lr, betas=settings.betas, eps=settings.eps,
                             weight_decay=settings.weight_decay, **adam_implementation(device_type))
 
 
@@ -169,14 +185,14 @@ def build_train_state(config: TrainConfig, model: ModelRecipe, data: DataSpec, p
     extra_optimizers, extra_scalers = {}, {}
     for update in gan.extra_updates:
         if update.optimizer is not None:
-            parameters = [p for name in update.networks for p in networks[name].parameters()]
+            parameters = [named for name in update.networks for named in trainable(networks[name])]
             extra_optimizers[update.name] = make_adam(parameters, update.optimizer)
             extra_scalers[update.name] = policy.make_loss_scaler()
     rng = torch.Generator(device=device).manual_seed(step_noise_seed(config.seed, rank, scheme=seed_scheme))
     return TrainState(
         gan=gan,
-        optimizer_g=make_adam(gan.generator.parameters(), optimizer_settings(gan.optimizer_g, config, "g")),
-        optimizer_d=make_adam(gan.discriminator.parameters(), optimizer_settings(gan.optimizer_d, config, "d")),
+        optimizer_g=make_adam(trainable(gan.generator), optimizer_settings(gan.optimizer_g, config, "g")),
+        optimizer_d=make_adam(trainable(gan.discriminator), optimizer_settings(gan.optimizer_d, config, "d")),
         scaler_g=policy.make_loss_scaler(),
         scaler_d=policy.make_loss_scaler(),
         policy=policy,

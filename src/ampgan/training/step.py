@@ -10,21 +10,62 @@ D's backward work. A frozen network runs without DDP, so no gradient of its is r
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 
 import torch
 
 from ampgan.errors import AmpganError
 from ampgan.gan.context import LossContext, draw_inputs
+from ampgan.training.distributed import lost_contact_with_ranks
 from ampgan.training.precision import LossScaler, PrecisionPolicy
 from ampgan.training.state import TrainState
 
 Batch = tuple[torch.Tensor, torch.Tensor]
+FAILED = "failed_"  # metrics named failed_<update>: per application, 1.0 when it was skipped or non-finite
 
 
-def _set_requires_grad(module: torch.nn.Module, flag: bool) -> None:
-    for parameter in module.parameters():
-        parameter.requires_grad_(flag)
+@contextmanager
+def _frozen(modules: Sequence[torch.nn.Module]) -> Iterator[None]:
+    """The modules' parameters need no gradient inside the block; afterwards each parameter gets its own
+    `requires_grad` back, so a parameter the user froze (a fixed blur, a pretrained feature stem) stays
+    frozen instead of being switched on with the rest."""
+    switched = [p for module in modules for p in module.parameters() if p.requires_grad]
+    for parameter in switched:
+        parameter.requires_grad_(False)
+    try:
+        yield
+    finally:
+        for parameter in switched:
+            parameter.requires_grad_(True)
+
+
+def _not_the_models_doing(error: BaseException) -> bool:
+    """Failures the caller handles itself: out of memory (the bench marks the batch size), a lost rank."""
+    text = str(error).lower()
+    return (isinstance(error, torch.OutOfMemoryError) or "out of memory" in text or "can't allocate memory" in text
+            or lost_contact_with_ranks(error) is not None)
+
+
+@contextmanager
+def _users_code(origin: str) -> Iterator[None]:
+    """The user's networks and losses run inside: whatever they raise becomes one line naming the model,
+    the network, the update and the reason (exit 2), never a traceback through ampgan's step."""
+    try:
+        yield
+    except AmpganError as error:
+        if type(error) is not AmpganError or str(error).startswith(origin.split(":")[0]):
+            raise
+        raise AmpganError(f"{origin}: {error}") from None
+    except Exception as error:  # noqa: BLE001 - the user's code failing is the message
+        if _not_the_models_doing(error):
+            raise
+        if isinstance(error, RuntimeError) and "double backward" in str(error):
+            raise AmpganError(f"{origin} takes gradients of gradients (a gradient penalty), which torch.compile "
+                              "cannot compile yet (aot_autograd has no double backward): train this model without "
+                              "--compile (--no-compile)") from None
+        lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+        raise AmpganError(f"{origin} failed: {type(error).__name__}: {lines[0][:300] if lines else ''}") from None
 
 
 def _as_loss(result, origin: str) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
@@ -39,27 +80,35 @@ def _as_loss(result, origin: str) -> tuple[torch.Tensor, dict[str, torch.Tensor]
     return loss.reshape(()), metrics
 
 
-def _backward(scaler: LossScaler, loss: torch.Tensor, origin: str) -> None:
-    try:
-        scaler.backward(loss)
-    except RuntimeError as error:
-        if "double backward" not in str(error):
-            raise
-        raise AmpganError(f"{origin} takes gradients of gradients (a gradient penalty), which torch.compile cannot "
-                          "compile yet (aot_autograd has no double backward): train this model without --compile "
-                          "(--no-compile)") from None
+def _step(scaler: LossScaler, optimizer: torch.optim.Optimizer, origin: str, networks: str) -> torch.Tensor:
+    """The optimizer step through the scaler, once a gradient reached the parameters it steps (without one
+    GradScaler fails with "No inf checks were recorded", and fp32 would silently train nothing)."""
+    if not any(p.grad is not None for group in optimizer.param_groups for p in group["params"]):
+        raise _no_gradient(origin, networks)
+    with _users_code(origin):
+        return scaler.step(optimizer)
+
+
+def _no_gradient(origin: str, networks: str) -> AmpganError:
+    return AmpganError(f"{origin}: its loss reaches no trainable parameter of {networks} (no gradient after the "
+                       f"backward pass): make the loss depend on {networks}, or move the term to the update of the "
+                       "network it trains")
 
 
 def _backward_terms(terms: Sequence[Callable], context: LossContext, scaler: LossScaler, policy: PrecisionPolicy,
-                    metrics: dict, origin: str, multiplier: float = 1.0) -> torch.Tensor:
+                    metrics: dict, origin: str, networks: str, multiplier: float = 1.0) -> torch.Tensor:
     """Each loss term under autocast, then its own (scaled) backward pass; their detached sum."""
     total = None
     for term in terms:
-        with policy.autocast():
-            loss, extra = _as_loss(term(context), f"{origin} ({getattr(term, '__name__', 'loss')})")
-        if multiplier != 1.0:
-            loss = loss * multiplier
-        _backward(scaler, loss, origin)
+        where = f"{origin} ({getattr(term, '__name__', 'loss')})" if len(terms) > 1 else origin
+        with _users_code(where):
+            with policy.autocast():
+                loss, extra = _as_loss(term(context), where)
+            if multiplier != 1.0:
+                loss = loss * multiplier
+            if not loss.requires_grad:  # only the frozen network's outputs, or constants
+                raise _no_gradient(where, networks)
+            scaler.backward(loss)
         metrics.update({name: value.detach() for name, value in extra.items()})
         total = loss.detach() if total is None else total + loss.detach()
     return total
@@ -75,7 +124,7 @@ def train_step(state: TrainState, next_batch: Callable[[], Batch]) -> dict[str, 
     gan, policy = state.gan, state.policy
     metrics: dict[str, torch.Tensor] = {}
     skipped_d = None
-    model = f"model {gan.name or 'GAN'}"
+    model = f"model {gan.name or 'GAN'}:"
 
     # (1) Update D: its loss terms on real and generated images, one backward pass each.
     for index in range(gan.d_steps):
@@ -86,28 +135,33 @@ def train_step(state: TrainState, next_batch: Callable[[], Batch]) -> dict[str, 
                               scaler=state.scaler_d, device=real.device)
         context.z, context.fake_labels = draw_inputs(gan, context, real.shape[0])
         state.optimizer_d.zero_grad(set_to_none=True)
-        if last:  # these fakes also feed G's update: G's graph is kept (through DDP's G, when wrapped)
-            with policy.autocast():
-                fake = gan.generate(state.run_generator, context.z, context.fake_labels)  # (B, C, H, W)
-        else:  # only D learns from these: no graph, and no DDP forward without its backward
-            with torch.no_grad(), policy.autocast():
-                fake = gan.generate(state.run_generator_unwrapped, context.z, context.fake_labels)
+        with _users_code(f"{model} G's forward pass (for D's update)"):
+            if last:  # these fakes also feed G's update: G's graph is kept (through DDP's G, when wrapped)
+                with policy.autocast():
+                    fake = gan.generate(state.run_generator, context.z, context.fake_labels)  # (B, C, H, W)
+            else:  # only D learns from these: no graph, and no DDP forward without its backward
+                with torch.no_grad(), policy.autocast():
+                    fake = gan.generate(state.run_generator_unwrapped, context.z, context.fake_labels)
         context.fake = fake.detach()
-        loss_d = _backward_terms(gan.d_loss_terms, context, state.scaler_d, policy, metrics, f"{model} d_loss")
-        skipped = state.scaler_d.step(state.optimizer_d)
+        origin = f"{model} D's update, d_loss"
+        loss_d = _backward_terms(gan.d_loss_terms, context, state.scaler_d, policy, metrics, origin,
+                                 "the discriminator")
+        skipped = _step(state.scaler_d, state.optimizer_d, origin, "the discriminator")
         skipped_d = skipped if skipped_d is None else skipped_d + skipped
 
     # (2) Update G: its loss on the last fakes, through a frozen D.
-    _set_requires_grad(state.discriminator, False)
-    try:
+    with _frozen([state.discriminator]):
         context.D, context.fake, context.scaler = state.run_discriminator_for_g, fake, state.scaler_g
-        with policy.autocast():
-            loss_g, extra = _as_loss(gan.g_loss(context), f"{model} g_loss")
-        metrics.update({name: value.detach() for name, value in extra.items()})
-        state.optimizer_g.zero_grad(set_to_none=True)
-        skipped_g = state.scaler_g.backward_and_step(loss_g, state.optimizer_g)
-    finally:
-        _set_requires_grad(state.discriminator, True)
+        origin = f"{model} G's update, g_loss"
+        with _users_code(origin):
+            with policy.autocast():
+                loss_g, extra = _as_loss(gan.g_loss(context), origin)
+            metrics.update({name: value.detach() for name, value in extra.items()})
+            state.optimizer_g.zero_grad(set_to_none=True)
+            if not loss_g.requires_grad:
+                raise _no_gradient(origin, "the generator")
+            state.scaler_g.backward(loss_g)
+        skipped_g = _step(state.scaler_g, state.optimizer_g, origin, "the generator")
     state.step += 1
 
     # (3) Extra updates due after this step (lazy regularisers, extra optimizers).
@@ -115,6 +169,10 @@ def train_step(state: TrainState, next_batch: Callable[[], Batch]) -> dict[str, 
         if state.step % update.every:
             continue
         metrics[f"loss_{update.name}"], skipped = _extra_update(state, update, context, metrics, model)
+        # 1 when this application changed nothing (skipped for overflow) or its loss is NaN/inf: the loop
+        # stops a run whose lazy update fails at every application (training/loop.py, FailingUpdates).
+        non_finite = (~torch.isfinite(metrics[f"loss_{update.name}"])).float()
+        metrics[f"{FAILED}{update.name}"] = torch.maximum(skipped, non_finite)
         if update.optimizer is not None:
             metrics[f"skipped_{update.name}"] = skipped
         elif update.networks == ("discriminator",):
@@ -144,14 +202,11 @@ def _extra_update(state: TrainState, update, step_context: LossContext, metrics:
                           real=step_context.real, labels=step_context.labels, z=step_context.z,
                           fake_labels=step_context.fake_labels, fake=None, step=state.step, rng=state.rng,
                           gan=state.gan, scaler=scaler, device=step_context.device)
-    for network in frozen:
-        _set_requires_grad(network, False)
-    try:
+    with _frozen(frozen):
         optimizer.zero_grad(set_to_none=True)
         terms = update.loss if isinstance(update.loss, (list, tuple)) else (update.loss,)
-        loss = _backward_terms(terms, context, scaler, state.policy, metrics, f"{model} update {update.name!r}",
+        changes = " and ".join(f"the {name}" for name in update.networks)
+        origin = f"{model} update {update.name!r} (of {changes})"
+        loss = _backward_terms(terms, context, scaler, state.policy, metrics, origin, changes,
                                multiplier=float(update.every) if update.scale_by_interval else 1.0)
-        return loss, scaler.step(optimizer)
-    finally:
-        for network in frozen:
-            _set_requires_grad(network, True)
+        return loss, _step(scaler, optimizer, origin, changes)

@@ -1,0 +1,235 @@
+"""What ampgan's step must never do to a user's GAN: train a parameter the user froze, train on through an
+update that is non-finite or skipped every time, or fail inside its step with a traceback."""
+
+import pytest
+import torch
+from torch import nn
+
+import ampgan
+from ampgan.config import config_from_options
+from ampgan.data.batches import BatchStream
+from ampgan.data.synthetic import make_synthetic
+from ampgan.gan.registry import model_name_for
+from ampgan.training.precision import build_policy
+from ampgan.training.prepared import prepare_run
+from ampgan.training.state import build_train_state
+from ampgan.training.step import train_step
+
+CPU = torch.device("cpu")
+SIZE = 8
+
+
+class BlurStemD(nn.Module):
+    """A D behind a fixed 3x3 blur (a Projected-GAN-style frozen stem), with a frozen bias beside its head."""
+
+    def __init__(self, channels: int):
+        super().__init__()
+        self.blur = nn.Conv2d(channels, channels, 3, padding=1, groups=channels, bias=False)
+        nn.init.constant_(self.blur.weight, 1 / 9)
+        self.blur.weight.requires_grad_(False)
+        self.head = nn.Linear(channels * SIZE * SIZE, 1)
+        self.offset = nn.Parameter(torch.full((1,), 0.25), requires_grad=False)
+
+    def forward(self, images):  # (B, C, 8, 8) -> (B,)
+        return (self.head(self.blur(images).flatten(1)) + self.offset).squeeze(1)
+
+
+def frozen_stem_gan(data: ampgan.DataSpec) -> ampgan.GAN:
+    pixels = data.channels * data.image_size ** 2
+    generator = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, pixels), nn.Tanh(),
+                              nn.Unflatten(1, (data.channels, data.image_size, data.image_size)))
+    generator[0].weight.requires_grad_(False)  # a frozen layer of G's too
+    discriminator = BlurStemD(data.channels)
+
+    def r1(ctx):
+        real = ctx.real.detach().float().requires_grad_(True)
+        return ctx.input_gradients(ctx.D(real), real).flatten(1).pow(2).sum(1).mean()
+
+    return ampgan.GAN(generator=generator, discriminator=discriminator, z_dim=8,
+                      d_loss=lambda c: ampgan.real_fake_loss(c.D(c.real), 1.0) + ampgan.real_fake_loss(c.D(c.fake), 0.0),
+                      g_loss=lambda c: ampgan.real_fake_loss(c.D(c.fake), 1.0),
+                      extra_updates=[ampgan.Update("r1", r1, every=2)])
+
+
+def _state(model, precision: str, dataset):
+    config = config_from_options(model=model_name_for(model), dataset="synthetic", image_size=SIZE,
+                                 precision=precision, batch_size=8)
+    prepared = prepare_run(config, dataset)
+    state = build_train_state(prepared.config, prepared.model, prepared.data, build_policy(precision, CPU))
+    stream = BatchStream(prepared.dataset, 8, CPU, 0, image_range=state.gan.image_range)
+    return state, stream
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16", "fp16"])
+def test_a_frozen_parameter_is_never_trained(precision):
+    state, stream = _state(frozen_stem_gan, precision, make_synthetic(image_size=SIZE, count=32))
+    frozen = {"D.blur": state.discriminator.blur.weight, "D.offset": state.discriminator.offset,
+              "G.0": state.generator[0].weight}
+    before = {name: p.detach().clone() for name, p in frozen.items()}
+    head_before = state.discriminator.head.weight.detach().clone()
+    for _ in range(4):  # two with the R1 update, where G is frozen by ampgan
+        train_step(state, stream.next_batch)
+    for name, parameter in frozen.items():
+        assert torch.equal(parameter, before[name]), name
+        assert not parameter.requires_grad, f"{name} was switched back on"
+    assert not torch.equal(state.discriminator.head.weight, head_before)  # D did learn
+    in_optimizers = {id(p) for opt in (state.optimizer_g, state.optimizer_d) for g in opt.param_groups
+                     for p in g["params"]}
+    assert not in_optimizers & {id(p) for p in frozen.values()}
+    assert all(p.requires_grad for p in state.discriminator.head.parameters())  # restored after G's update
+
+
+FAILING_MODELS = '''
+import torch
+from torch import nn
+import ampgan
+
+
+def nets(data):
+    pixels = data.channels * data.image_size ** 2
+    G = nn.Sequential(nn.Linear(8, pixels), nn.Tanh(), nn.Unflatten(1, (data.channels, data.image_size, data.image_size)))
+    D = nn.Sequential(nn.Flatten(), nn.Linear(pixels, 1), nn.Flatten(0))
+    return G, D
+
+
+def d_loss(ctx):
+    return ampgan.real_fake_loss(ctx.D(ctx.real), 1.0) + ampgan.real_fake_loss(ctx.D(ctx.fake), 0.0)
+
+
+def g_loss(ctx):
+    return ampgan.real_fake_loss(ctx.D(ctx.fake), 1.0)
+
+
+def reaches_nothing(data):
+    """An update of G's whose loss reads only D on real images: no gradient reaches G."""
+    G, D = nets(data)
+    return ampgan.GAN(generator=G, discriminator=D, z_dim=8, d_loss=d_loss, g_loss=g_loss,
+                      extra_updates=[ampgan.Update("reg", lambda ctx: ctx.D(ctx.real).float().pow(2).mean(),
+                                                   networks=("generator",), every=2)])
+
+
+def raises(data):
+    G, D = nets(data)
+    return ampgan.GAN(generator=G, discriminator=D, z_dim=8, d_loss=d_loss,
+                      g_loss=lambda ctx: ampgan.real_fake_loss(ctx.D(ctx.fake, ctx.labels), 1.0))
+'''
+
+
+@pytest.mark.parametrize(("function", "command", "expected"), [
+    ("reaches_nothing", ["train", "--precision", "fp16", "--steps", "2"],
+     "update 'reg' (of the generator): its loss reaches no trainable parameter of the generator"),
+    ("reaches_nothing", ["preflight"], "update 'reg' (of the generator): its loss reaches no trainable parameter"),
+    ("raises", ["preflight"], "G's update, g_loss failed: TypeError: Sequential.forward() takes 2 positional"),
+    ("raises", ["train", "--precision", "bf16", "--steps", "1"], "G's update, g_loss failed: TypeError"),
+])
+def test_a_failure_inside_the_step_is_one_line_naming_network_and_update(function, command, expected, tmp_path,
+                                                                         capsys):
+    from conftest import run_cli
+
+    path = tmp_path / "models.py"
+    path.write_text(FAILING_MODELS)
+    extra = (["--batch-size", "8", "--device", "cpu", "--quiet", "--out", str(tmp_path / "run")]
+             if command[0] == "train" else [])
+    code, out, err = run_cli(capsys, *command, "--model", f"{path}:{function}", "--dataset", "synthetic",
+                             "--image-size", "8", *extra)
+    assert code == 2, out + err
+    assert "Traceback" not in err and expected in out + err, out + err
+
+
+def nan_penalty_gan(data: ampgan.DataSpec) -> ampgan.GAN:
+    """A lazy penalty that is NaN at every application (as a path-length term from a pre-summed tensor is
+    under fp16 scaling): its update is skipped each time while D and G train on."""
+    pixels = data.channels * data.image_size ** 2
+    generator = nn.Sequential(nn.Linear(8, pixels), nn.Tanh(), nn.Unflatten(1, (data.channels, data.image_size,
+                                                                             data.image_size)))
+    discriminator = nn.Sequential(nn.Flatten(), nn.Linear(pixels, 1), nn.Flatten(0))
+
+    def broken_penalty(ctx):
+        real = ctx.real.detach().float().requires_grad_(True)
+        return ctx.input_gradients(ctx.D(real), real).pow(2).sum().sqrt() * float("nan")
+
+    return ampgan.GAN(generator=generator, discriminator=discriminator, z_dim=8,
+                      d_loss=lambda c: ampgan.real_fake_loss(c.D(c.real), 1.0) + ampgan.real_fake_loss(c.D(c.fake), 0.0),
+                      g_loss=lambda c: ampgan.real_fake_loss(c.D(c.fake), 1.0),
+                      extra_updates=[ampgan.Update("penalty", broken_penalty, every=2)])
+
+
+def test_a_run_whose_lazy_update_is_nan_at_every_application_stops(tmp_path):
+    from ampgan.training.faults import NumericFault
+    from ampgan.training.loop import FAILED_APPLICATIONS_TO_STOP, run_training
+
+    config = config_from_options(model=model_name_for(nan_penalty_gan), dataset="synthetic", image_size=SIZE,
+                                 precision="fp16", batch_size=8, steps=100, device="cpu", log_every=2)
+    with pytest.raises(NumericFault, match=r"update 'penalty' was skipped or non-finite at each of its last 8 "
+                                           r"applications \(by step 16, fp16"):
+        run_training(prepare_run(config, make_synthetic(image_size=SIZE, count=32)), tmp_path / "run",
+                     show_progress=False)
+    assert FAILED_APPLICATIONS_TO_STOP == 8
+
+
+def test_a_study_whose_bench_finished_nothing_keeps_its_runs_and_reports(tmp_path, capsys):
+    """The bench marks every configuration too slow (--bench-seconds far under one step): the runs still
+    train, the cost stage says why it could not run, compare.json is written and `ampgan report` renders it."""
+    import json
+
+    from conftest import run_cli
+
+    out = tmp_path / "study"
+    code, stdout, err = run_cli(capsys, "compare", "--model", f"{__file__}:frozen_stem_gan", "--dataset", "synthetic",
+                                "--image-size", str(SIZE), "--precisions", "fp32,bf16", "--seeds", "1", "--steps", "2",
+                                "--eval-points", "1", "--eval-samples", "40", "--bench-batch-sizes", "8",
+                                "--bench-seconds", "0.0001", "--batch-size", "8", "--device", "cpu", "--out", str(out))
+    assert code == 0, err[-2000:]
+    assert "bench: no configuration finished" in stdout + err  # said before training
+    document = json.loads((out / "compare.json").read_text())
+    assert set(document["runs"]) == {"fp32", "bf16"}
+    assert document["cost"]["basis"] is None and "the cost stage could not run" in document["cost"]["note"]
+    assert any(line.startswith("Cost: not computed") for line in document["verdict"])
+    code, stdout, err = run_cli(capsys, "report", str(out))
+    assert code == 0, err[-2000:]
+    assert "Cost: not computed" in (out / "report.md").read_text()
+
+
+def _image_folder(root, counts: dict[str, int], size: int = 8):
+    import numpy as np
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    for name, count in counts.items():
+        (root / name).mkdir(parents=True)
+        for index in range(count):
+            Image.fromarray(rng.integers(0, 255, (size, size, 3), dtype=np.uint8)).save(root / name / f"{index}.png")
+    return root
+
+
+@pytest.mark.parametrize(("counts", "expected"), [
+    ({"cats": 24}, "the data has one class (cats): ampgan's evaluator learns its features by telling the classes apart"),
+    ({"cats": 24, "dogs": 3}, "class 'dogs' has 3 image(s): the evaluator needs at least 8 per class"),
+])
+def test_data_no_evaluator_can_learn_from_is_refused_before_anything_runs(counts, expected, tmp_path, capsys):
+    from conftest import run_cli
+
+    folder = _image_folder(tmp_path / "images", counts)
+    out = tmp_path / "study"
+    code, stdout, err = run_cli(capsys, "compare", "--model", f"{__file__}:frozen_stem_gan", "--dataset", f"folder:{folder}",
+                                "--image-size", str(SIZE), "--precisions", "fp32,bf16", "--seeds", "1", "--steps", "2",
+                                "--device", "cpu", "--out", str(out))
+    assert code == 2 and expected in err and "Traceback" not in err, err
+    assert not out.exists() and "preflight" not in stdout + err  # said before any step ran
+
+
+def test_adam_parameter_groups_give_a_prefix_its_own_learning_rate():
+    from ampgan.gan.contract import check_gan
+    from ampgan.training.state import make_adam, trainable
+
+    network = nn.Sequential(nn.Linear(2, 2), nn.Linear(2, 1))
+    optimizer = make_adam(trainable(network), ampgan.Adam(lr=1e-3, lr_multipliers={"0.": 0.01}))
+    assert [(group["lr"], len(group["params"])) for group in optimizer.param_groups] == [(1e-5, 2), (1e-3, 2)]
+    lazy = ampgan.Adam.lazy(4, lr=2e-3, betas=(0.0, 0.99))
+    assert lazy.lr == pytest.approx(2e-3 * 0.8) and lazy.betas == pytest.approx((0.0, 0.99 ** 0.8))
+    gan = frozen_stem_gan(ampgan.DataSpec(SIZE, 3, 10))
+    gan.optimizer_g = ampgan.Adam(lr_multipliers={"mapping.": 0.01})
+    from ampgan.errors import AmpganError
+
+    with pytest.raises(AmpganError, match="lr_multipliers names 'mapping.', which no parameter name of the generator starts with"):
+        check_gan(gan, "my_gan.py:build")
