@@ -60,7 +60,7 @@ def _stylegan2_args():
 
 def test_bench_runs_the_stylegan2_lite_within_its_budget_settings(tmp_path, capsys):
     code, out, err = run_cli(capsys, "bench", *_stylegan2_args(), "--batch-sizes", "4", "--precisions", "fp32",
-                             "--steps", "2", "--max-seconds", "5", "--min-seconds", "0", "--no-channels-last",
+                             "--steps", "2", "--max-seconds", "5", "--set", "bench.min_seconds=0", "--no-channels-last",
                              "--device", "cpu", "--out", str(tmp_path / "bench"))
     assert code == 0 and "Traceback" not in err, err[-2000:]
     (config,) = json.loads((tmp_path / "bench" / "results.json").read_text())["configs"]

@@ -177,8 +177,8 @@ def test_a_study_whose_bench_finished_nothing_keeps_its_runs_and_reports(tmp_pat
     out = tmp_path / "study"
     code, stdout, err = run_cli(capsys, "compare", "--model", f"{__file__}:frozen_stem_gan", "--dataset", "synthetic",
                                 "--image-size", str(SIZE), "--precisions", "fp32,bf16", "--seeds", "1", "--steps", "2",
-                                "--eval-points", "1", "--eval-samples", "40", "--bench-batch-sizes", "8",
-                                "--bench-seconds", "0.0001", "--batch-size", "8", "--device", "cpu", "--out", str(out))
+                                "--set", "compare.eval_points=1", "--set", "compare.eval_samples=40", "--set", "compare.bench_batch_sizes=8",
+                                "--set", "compare.bench_seconds=0.0001", "--batch-size", "8", "--device", "cpu", "--out", str(out))
     assert code == 0, err[-2000:]
     assert "bench: no configuration finished" in stdout + err  # said before training
     document = json.loads((out / "compare.json").read_text())

@@ -22,6 +22,7 @@ Grouped or dilated convolutions have no row in the format and are counted apart,
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import time
 from collections.abc import Callable
@@ -215,7 +216,7 @@ def measure_kernels(timer, name: str, tf32: bool, repeats: int | None = None) ->
     with timer.policy.backend_settings():  # TF32 as the step's precision has it
         for index, row in enumerate(rows):
             args, kwargs = tree_map(_materialise, row.args), tree_map(_materialise, row.kwargs)
-            ms = time_kernel_ms(lambda: row.func(*args, **kwargs), timer.device, repeats)
+            ms = time_kernel_ms(functools.partial(row.func, *args, **kwargs), timer.device, repeats)
             measured.append({"name": f"{name}/{index:03d}", **row.as_dict(), "ms": round(ms, 6)})
             del args, kwargs
     return measured, skipped

@@ -32,10 +32,10 @@ from ampgan.errors import AmpganError
 from ampgan.system.hardware import detect_hardware, peak_tflops
 from ampgan.bench.stats import achieved_fraction_of_peak, throughput, timing_stats
 from ampgan.speed.cache import decision_key
-from ampgan.speed.decision import decide_for_run, machine_key
+from ampgan.speed.decision import machine_key
 from ampgan.speed.history import SpeedupHistory
 from ampgan.speed.intervals import BETWEEN_RUN_SD
-from ampgan.speed.layout import channels_last_precisions
+from ampgan.speed.plan import EVERY_USEFUL, plan_run
 from ampgan.speed.rounds import UNTIL_SETTLED, RoundsResult, StoppingRule, measure_rounds
 from ampgan.speed.step_timer import StepTimer
 from ampgan.training.memory import estimate_step_memory
@@ -147,20 +147,6 @@ class ConfigResult:
         return row
 
 
-def default_precisions(spec: BenchSpec, dataset, device: torch.device,
-                       log=lambda line: None) -> tuple[tuple[str, ...], list[dict]]:
-    """(precisions to run, [{precision, reason}] left out): fp32 and every mode that the speed decision
-    (speed.decision) does not find slower than fp32 at the first batch size. Modes with no clear
-    difference there stay in: a bench charts where a mode starts to gain."""
-    config = spec.train_config("fp32", spec.batch_sizes[0])
-    decisions, cannot_run = decide_for_run(config, dataset, device, log=log) if world().is_main else ({}, [])
-    decisions, cannot_run = gather_objects((decisions, cannot_run))[0]  # rank 0's answer for every rank
-    chosen = ["fp32"] + [name for name, d in decisions.items() if d.verdict != "slower"]
-    left_out = cannot_run + [{"precision": name, "reason": d.reason()} for name, d in decisions.items()
-                             if d.verdict == "slower"]
-    return tuple(chosen), left_out
-
-
 def _free_memory(device: torch.device) -> None:
     gc.collect()
     if device.type == "cuda":
@@ -208,20 +194,14 @@ def run_bench(spec: BenchSpec, device: torch.device, on_config=lambda result: No
     hardware = detect_hardware(device)
     if dataset is None:
         dataset = load_dataset(spec.base.data, seed=spec.seed)
-    # The decisions made before anything is measured are timed and said, with how to skip each.
-    started = time.perf_counter()
-    precisions, left_out = (spec.precisions, []) if spec.precisions else default_precisions(spec, dataset, device, log)
-    if not spec.precisions:
-        log(f"decisions: the precisions to bench chosen in {time.perf_counter() - started:.1f} s "
-            "(skip: give --precisions)")
-    layouts = {}
-    if spec.channels_last is None:
-        started = time.perf_counter()
-        channels_last, layouts = channels_last_precisions(
-            lambda precision: spec.train_config(precision, spec.batch_sizes[0]), precisions, dataset, device, log)
-        spec = replace(spec, channels_last=channels_last)
-        log(f"decisions: the memory format measured in {time.perf_counter() - started:.1f} s "
-            "(skip: give --channels-last or --no-channels-last)")
+    # The decisions made before anything is measured (speed/plan.py: timed and said, with how to skip each):
+    # every precision not measured slower at the first batch size (a bench charts where a mode starts to
+    # gain), and each one's memory format; whether to compile is the user's (--compile).
+    plan = plan_run(lambda precision: spec.train_config(precision, spec.batch_sizes[0]), dataset, device,
+                    precisions=spec.precisions, choose=EVERY_USEFUL, channels_last=spec.channels_last,
+                    compile=spec.compile, warn_named=False, log=log)
+    precisions, left_out, layouts = plan.precisions, plan.left_out, plan.layouts
+    spec = replace(spec, channels_last=plan.channels_last)
     # Compile time as the next run meets it (fresh processes, cold then warm cache): rank 0 alone.
     compile_times = ({name: measure_compile_times(spec.train_config(name, spec.batch_sizes[0]))
                       for name in precisions if name in spec.compile}

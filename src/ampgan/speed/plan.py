@@ -15,6 +15,7 @@ torchrun rank 0 measures alone and every rank gets its answer (each decision doe
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -55,18 +56,28 @@ def plan_run(config_for: Callable[[str], object], dataset, device: torch.device,
     from ampgan.speed.compilation import compiled_precisions
     from ampgan.speed.layout import channels_last_precisions
 
+    # Each decision made by measuring is timed and said, with how to skip it.
+    started = time.perf_counter()
     chosen, left_out, measured = _precisions(config_for, dataset, device, tuple(precisions), choose, warn_named, log)
+    if not precisions and choose != GIVEN:
+        log(f"decisions: the precisions chosen in {time.perf_counter() - started:.1f} s (skip: give --precisions)")
     plan = RunPlan(precisions=chosen, channels_last=tuple(channels_last or ()), compile=tuple(compile or ()),
                    left_out=left_out, precision_decisions=measured)
     if chosen == (BASELINE,) and not precisions and not decide_layout_and_compile_alone:
         return plan
     layouts, compile_decisions = {}, {}
     if channels_last is None:
+        started = time.perf_counter()
         channels_last, layouts = channels_last_precisions(config_for, chosen, dataset, device, log)
+        log(f"decisions: the memory format measured in {time.perf_counter() - started:.1f} s "
+            "(skip: give --channels-last or --no-channels-last)")
     if compile is None:
+        started = time.perf_counter()
         compile, compile_decisions = compiled_precisions(
             lambda name: config_for(name).with_fields({"compute.channels_last": name in channels_last}),
             chosen, dataset, device, log)
+        log(f"decisions: compiling decided in {time.perf_counter() - started:.1f} s (skip: give --compile or "
+            "--no-compile)")
     return RunPlan(precisions=chosen, channels_last=tuple(channels_last), compile=tuple(compile), left_out=left_out,
                    precision_decisions=measured, layouts=layouts, compile_decisions=compile_decisions)
 

@@ -139,15 +139,15 @@ class CompareSpec:
     def from_document(cls, document: dict) -> CompareSpec:
         """The spec a study.json or compare.json recorded (to_document's inverse)."""
         own = {}
-        for spec_field in fields(cls):
-            if spec_field.name == "base" or spec_field.name not in document:
+        for declared in fields(cls):
+            if declared.name == "base" or declared.name not in document:
                 continue
-            value = document[spec_field.name]
+            value = document[declared.name]
             if isinstance(value, list):
                 value = tuple(value)
-            if spec_field.name in ("bench", "evaluator_cache") and value is not None:
+            if declared.name in ("bench", "evaluator_cache") and value is not None:
                 value = Path(value)
-            own[spec_field.name] = value
+            own[declared.name] = value
         return cls(base=TrainConfig.from_dict(document["config"]), **own)
 
     def to_document(self, precisions) -> dict:
