@@ -148,7 +148,7 @@ def own_decision_cache(monkeypatch, tmp_path):
 def _no_model_consent_carried_between_tests(monkeypatch):
     """The model trust rule's consent (gan/registry.py) lives for a process: each test starts with none,
     as a new `ampgan` command does."""
-    import ampgan.gan.registry as registry
+    import ampgan.trust as registry
 
     monkeypatch.setattr(registry, "_CONSENTED", set())
     monkeypatch.delenv(registry.MODEL_CONSENT_ENV, raising=False)

@@ -200,7 +200,7 @@ def test_compare_runs_on_every_dataset_kind(kind, tmp_path, capsys, monkeypatch)
     elif kind == "mnist":
         source = ["--dataset", "mnist", "--data-dir", str(write_mnist(data, count=100))]
     else:
-        source = ["--dataset", f"folder:{write_image_folder(data, per_class=6)}"]
+        source = ["--dataset", f"folder:{write_image_folder(data, per_class=8)}"]  # the evaluator's least per class
     out = tmp_path / "out"
     code, _, err = run_cli(capsys, "compare", *source, "--precisions", "fp32,bf16", "--width", "8", "--set", "model.z_dim=16",
                            "--batch-size", "8", "--steps", "4", "--seeds", "1", "--set", "compare.eval_points=1",

@@ -30,7 +30,7 @@ MODEL_SOURCE = textwrap.dedent('''
 @pytest.fixture(scope="module")
 def _trained_once(tmp_path_factory):
     """(model file, run folder): a run of a user's model, trained once for the module."""
-    import ampgan.gan.registry as registry
+    import ampgan.trust as registry
     from ampgan.cli import main
 
     root = tmp_path_factory.mktemp("given")
@@ -116,7 +116,7 @@ def test_a_refused_resume_never_imports(capsys, given_run, user_model):
 
 
 def test_a_study_never_imports_the_model_it_names(capsys, tmp_path, user_model, monkeypatch):
-    import ampgan.gan.registry as registry
+    import ampgan.trust as registry
 
     study = tmp_path / "study"
     study.mkdir()

@@ -18,6 +18,7 @@ from typing import Any
 from ampgan.config.flags import FLAGS
 from ampgan.config.tree import TrainConfig, set_path
 from ampgan.errors import AmpganError, ConfigError
+from ampgan.trust import consent_to_import
 
 # option name (a flag's, with underscores) -> the config paths it sets (config/flags.py declares them);
 # --checkpoint-every's two meanings have a name each here.
@@ -123,4 +124,8 @@ def build_config(*layers: dict[str, Any], file: Path | None = None, base: TrainC
 def config_from_options(base: TrainConfig | None = None, *, sets: Iterable[str] = (), **options) -> TrainConfig:
     """A TrainConfig from the command line's option names, from Python: `config_from_options(dataset=
     "digits", precision="bf16", batch_size=128, width=32, sets=["model.mode_seeking=0"])`."""
-    return build_config(option_changes(options), dict(parse_set(text) for text in sets), base=base)
+    changes, set_changes = option_changes(options), dict(parse_set(text) for text in sets)
+    for named in (changes.get("model.name"), set_changes.get("model.name")):
+        if isinstance(named, str):
+            consent_to_import(named)  # named by the caller, as --model is on the command line (ampgan/trust.py)
+    return build_config(changes, set_changes, base=base)

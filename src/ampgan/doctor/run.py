@@ -76,9 +76,11 @@ def _diagnose(config: TrainConfig, steps: int, fp16_steps: int, run_dir: Path | 
 
 
 def _load_run_weights(state, run_dir: Path) -> None:
-    from ampgan.runs.checkpoint import latest_checkpoint, load_checkpoint, load_weights
+    from ampgan.runs.checkpoint import check_step_matches_name, latest_checkpoint, load_checkpoint, load_weights
 
-    payload = load_checkpoint(latest_checkpoint(run_dir), map_location="cpu")
+    checkpoint = latest_checkpoint(run_dir)
+    payload = load_checkpoint(checkpoint, map_location="cpu")
+    check_step_matches_name(payload, checkpoint)
     load_weights(state.generator, payload["generator"], f"the checkpoint in {run_dir} (generator)")
     load_weights(state.discriminator, payload["discriminator"], f"the checkpoint in {run_dir} (discriminator)")
 

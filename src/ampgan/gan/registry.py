@@ -21,7 +21,6 @@ import hashlib
 import importlib
 import importlib.util
 import inspect
-import os
 import pkgutil
 import shlex
 import sys
@@ -34,6 +33,8 @@ from typing import Any
 import torch
 
 from ampgan.errors import AmpganError, ConfigError
+from ampgan.trust import (  # noqa: F401 - the registry's readers import the rule from here too
+    ANY_MODEL, MODEL_CONSENT_ENV, UntrustedModel, consent_environment, consent_to_import, import_consented)
 from ampgan.gan.contract import BUILT_IN, GAN, DataSpec, check_gan
 from ampgan.gan.layers import keep_in_fp32
 from ampgan.gan.options import option_parameters, resolve_options
@@ -53,45 +54,6 @@ def model_names() -> list[str]:
 
 
 _IN_PROCESS: dict[str, tuple[Callable, str]] = {}  # "python:NAME" -> (model function, its source's digest)
-
-# The model trust rule. The names the person running this process named (consent_to_import): only these,
-# the built-in models and functions handed over from Python are ever imported. ANY_MODEL is --trust-model's
-# consent to whichever model the command's files name. Processes that ampgan starts itself inherit the
-# consent through MODEL_CONSENT_ENV (consent_environment()).
-MODEL_CONSENT_ENV = "AMPGAN_TRUSTED_MODELS"
-ANY_MODEL = "*"
-_CONSENTED: set[str] = set()
-
-
-class UntrustedModel(AmpganError):
-    """A model that is not built in, named by a file rather than by the person running ampgan."""
-
-
-def consent_to_import(name: str) -> None:
-    """The person running ampgan named this model (or ANY_MODEL): it may be imported in this process."""
-    if isinstance(name, str) and name.strip():
-        _CONSENTED.add(name if name == ANY_MODEL else _consent_key(name))
-
-
-def consent_environment() -> dict[str, str]:
-    """The environment entry that carries this process's consent to a process it starts."""
-    inherited = [n for n in os.environ.get(MODEL_CONSENT_ENV, "").split("\n") if n]
-    return {MODEL_CONSENT_ENV: "\n".join(sorted(_CONSENTED | set(inherited)))}
-
-
-def import_consented(name: str) -> bool:
-    inherited = set(os.environ.get(MODEL_CONSENT_ENV, "").split("\n"))
-    consented = _CONSENTED | inherited
-    return ANY_MODEL in consented or _consent_key(name) in consented
-
-
-def _consent_key(name: str) -> str:
-    """One key per model however its file's path was written (relative, ./, absolute)."""
-    where, colon, function_name = name.rpartition(":")
-    if colon and (where.endswith(".py") or "/" in where):
-        return f"{Path(where).expanduser().resolve()}:{function_name}"
-    return name
-
 
 def refuse_unless_consented(name: str) -> None:
     """One line, before any import, for a model that is not built in and that nobody named."""

@@ -89,15 +89,23 @@ def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dic
                           "that wrote it")
     payload.setdefault("seed_scheme", 1)  # version 1 predates seeds.py's scheme 2
     check_shape(payload, _SHAPE, f"checkpoint {path}", "delete it to resume from the one before")
-    named = _NAME.match(path.name)
-    if payload["step"] < 0 or (named and int(named.group(1)) != payload["step"]):
-        raise AmpganError(f"checkpoint {one_line(path)} says step {payload['step']}, not the step its name gives: it "
-                          "was edited or renamed; delete it to resume from the one before")
+    if payload["step"] < 0:
+        raise AmpganError(f"checkpoint {one_line(path)} says step {payload['step']}: it was edited; delete it to "
+                          "resume from the one before")
     where = _first_non_finite(payload)
     if where:
         raise AmpganError(f"checkpoint {one_line(path)} holds non-finite values in {where}: the run had diverged when "
                           "it was saved, or the file was altered; delete it to resume from the one before")
     return payload
+
+
+def check_step_matches_name(payload: dict, path: Path) -> None:
+    """A checkpoint named step-N.pt holds step N: one that says another was renamed or edited. (Checked by
+    its readers after they check whose run it is, which is the clearer reason when both fail.)"""
+    named = _NAME.match(Path(path).name)
+    if named and int(named.group(1)) != payload["step"]:
+        raise AmpganError(f"checkpoint {one_line(path)} says step {payload['step']}, not the step its name gives: it "
+                          "was edited or renamed; delete it to resume from the one before")
 
 
 def _first_non_finite(value, where: str = "") -> str | None:

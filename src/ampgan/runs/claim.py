@@ -178,6 +178,8 @@ def check_replaceable(path: Path) -> None:
         raise AmpganError(f"--out {shown} is part of {one_line(owner)} (ampgan's {marker_kind(owner) or 'folder'}), "
                           "whose documents describe it: replacing it alone would leave them describing something "
                           "else; give a folder outside it (or rerun the command that made it)")
+    for control in (LOCK, MARKER):
+        refuse_link(path / control)  # named for what it is, before the general rule names it foreign
     foreign = foreign_entries(path, kind)
     if foreign:
         more = f" and {len(foreign) - 1} more" if len(foreign) > 1 else ""

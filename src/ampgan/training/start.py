@@ -16,7 +16,7 @@ import torch
 
 from ampgan.config import TrainConfig, safe_to_change
 from ampgan.errors import AmpganError, ConfigError
-from ampgan.runs.checkpoint import latest_checkpoint, list_checkpoints, load_checkpoint
+from ampgan.runs.checkpoint import check_step_matches_name, latest_checkpoint, list_checkpoints, load_checkpoint
 from ampgan.runs.claim import FolderLock, claimed_folder
 from ampgan.runs.run_folder import read_run_config
 from ampgan.training.distributed import any_rank, world
@@ -75,6 +75,7 @@ def check_checkpoint_belongs(payload: dict, checkpoint: Path, run_dir: Path, con
             raise AmpganError(f"{checkpoint} was trained with {path} = {saved.get(path)!r}, but {run_dir}/config.json "
                               f"says {value!r}: config.json was edited, or the checkpoint comes from another run; "
                               "restore config.json, or start a new run")
+    check_step_matches_name(payload, checkpoint)  # last: whose run and which experiment are the clearer reasons
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from ampgan.config import TrainConfig
 from ampgan.errors import AmpganError
 from ampgan.files.atomic import write_atomically
 from ampgan.files.images import image_grid, save_png, to_uint8
-from ampgan.runs.checkpoint import latest_checkpoint, load_checkpoint, load_weights
+from ampgan.runs.checkpoint import check_step_matches_name, latest_checkpoint, load_checkpoint, load_weights
 from ampgan.gan.contract import GAN, DataSpec
 from ampgan.gan.registry import resolve_model
 from ampgan.runs.run_folder import read_run_config
@@ -60,7 +60,9 @@ def load_trained_run(run_dir: Path, device: torch.device | str = "cpu") -> Train
     config = saved_config(run_dir)
     data = _data_of(document, run_dir / "config.json")
     recipe = resolve_model(config.model.name, config.model.options)
-    payload = load_checkpoint(latest_checkpoint(run_dir), map_location="cpu")
+    checkpoint = latest_checkpoint(run_dir)
+    payload = load_checkpoint(checkpoint, map_location="cpu")
+    check_step_matches_name(payload, checkpoint)
     with torch.random.fork_rng(devices=[]):
         gan = recipe.build(data)
     load_weights(gan.generator, payload["generator"], f"the checkpoint in {run_dir} (generator)")

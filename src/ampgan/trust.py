@@ -1,0 +1,55 @@
+"""The model trust rule's consent: which model names the person running this process named.
+
+A model that is not built in is imported (its code run) only when the person running ampgan named it: on the
+command line (`--model`, `--set model.name=`), in a Python call (`ampgan.compare(my_gan)`,
+`config_from_options(model=...)`), or with `--trust-model`, consent to the model a folder or file names.
+A name read from a file ampgan was given is data. gan/registry.py refuses the rest (refuse_unless_consented);
+this module only keeps the consent, low enough that the config layer can record it too.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ampgan.errors import AmpganError
+
+# The model trust rule. The names the person running this process named (consent_to_import): only these,
+# the built-in models and functions handed over from Python are ever imported. ANY_MODEL is --trust-model's
+# consent to whichever model the command's files name. Processes that ampgan starts itself inherit the
+# consent through MODEL_CONSENT_ENV (consent_environment()).
+MODEL_CONSENT_ENV = "AMPGAN_TRUSTED_MODELS"
+ANY_MODEL = "*"
+_CONSENTED: set[str] = set()
+
+
+class UntrustedModel(AmpganError):
+    """A model that is not built in, named by a file rather than by the person running ampgan."""
+
+
+def consent_to_import(name: str) -> None:
+    """The person running ampgan named this model (or ANY_MODEL): it may be imported in this process."""
+    if isinstance(name, str) and name.strip():
+        _CONSENTED.add(name if name == ANY_MODEL else _consent_key(name))
+
+
+def consent_environment() -> dict[str, str]:
+    """The environment entry that carries this process's consent to a process it starts."""
+    inherited = [n for n in os.environ.get(MODEL_CONSENT_ENV, "").split("\n") if n]
+    return {MODEL_CONSENT_ENV: "\n".join(sorted(_CONSENTED | set(inherited)))}
+
+
+def import_consented(name: str) -> bool:
+    inherited = set(os.environ.get(MODEL_CONSENT_ENV, "").split("\n"))
+    consented = _CONSENTED | inherited
+    return ANY_MODEL in consented or _consent_key(name) in consented
+
+
+def _consent_key(name: str) -> str:
+    """One key per model however its file's path was written (relative, ./, absolute)."""
+    where, colon, function_name = name.rpartition(":")
+    if colon and (where.endswith(".py") or "/" in where):
+        return f"{Path(where).expanduser().resolve()}:{function_name}"
+    return name
+
+
