@@ -24,9 +24,13 @@ import sys
 import time
 from pathlib import Path
 
-LIBRARIES = {"jemalloc": ["/usr/lib/x86_64-linux-gnu/libjemalloc.so.2", "/usr/lib/aarch64-linux-gnu/libjemalloc.so.2"],
-             "tcmalloc": ["/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4",
-                          "/usr/lib/aarch64-linux-gnu/libtcmalloc_minimal.so.4"]}
+LIBRARIES = {
+    "jemalloc": ["/usr/lib/x86_64-linux-gnu/libjemalloc.so.2", "/usr/lib/aarch64-linux-gnu/libjemalloc.so.2"],
+    "tcmalloc": [
+        "/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4",
+        "/usr/lib/aarch64-linux-gnu/libtcmalloc_minimal.so.4",
+    ],
+}
 # name -> (preloaded library, apply ampgan's mallopt setting, extra environment)
 VARIANTS = {
     "glibc": (None, False, {}),
@@ -44,16 +48,17 @@ def probe(precision: str, batch_size: int, steps: int, mallopt: bool) -> dict:
 
     from ampgan.config import config_from_options
     from ampgan.data import load_dataset
+    from ampgan.data.batches import BatchStream
     from ampgan.system.cpu_tuning import keep_freed_memory_for_reuse
     from ampgan.training.prepared import prepare_run
     from ampgan.training.state import build_train_state
     from ampgan.training.step import train_step
-    from ampgan.data.batches import BatchStream
 
     if mallopt:
         keep_freed_memory_for_reuse()
-    config = config_from_options(precision=precision, batch_size=batch_size, device="cpu",
-                                 channels_last=precision == "bf16")
+    config = config_from_options(
+        precision=precision, batch_size=batch_size, device="cpu", channels_last=precision == "bf16"
+    )
     dataset = load_dataset(config.data)
     # Not StepTimer: it applies the malloc setting itself, which is what this script varies.
     prepared = prepare_run(config, dataset)
@@ -111,17 +116,38 @@ def main(argv: list[str]) -> None:
             for name in order:
                 path, mallopt, env = variants[name]
                 extra = env | ({"LD_PRELOAD": path} if path else {})
-                done = subprocess.run([sys.executable, __file__, "--probe", f"{precision}:{int(mallopt)}",
-                                       "--batch-size", str(args.batch_size), "--steps", str(args.steps)],
-                                      env=os.environ | extra, capture_output=True, text=True, check=True)
+                done = subprocess.run(
+                    [
+                        sys.executable,
+                        __file__,
+                        "--probe",
+                        f"{precision}:{int(mallopt)}",
+                        "--batch-size",
+                        str(args.batch_size),
+                        "--steps",
+                        str(args.steps),
+                    ],
+                    env=os.environ | extra,
+                    capture_output=True,
+                    text=True,
+                    check=True,
+                )
                 samples[name].append(json.loads(done.stdout.strip().splitlines()[-1])["median_s"])
         for name, times in samples.items():
             interval = speedup_interval(samples[BASELINE], times) if name != BASELINE else None
-            row = {"precision": precision, "variant": name, "median_ms": statistics.median(times) * 1e3,
-                   "samples_s": times, "speedup_over_glibc": interval.to_dict() if interval else None}
+            row = {
+                "precision": precision,
+                "variant": name,
+                "median_ms": statistics.median(times) * 1e3,
+                "samples_s": times,
+                "speedup_over_glibc": interval.to_dict() if interval else None,
+            }
             report["rows"].append(row)
-            print(f"{precision} batch {args.batch_size} {name:<30} {row['median_ms']:8.1f} ms"
-                  + (f"  vs glibc {interval.describe()}" if interval else ""), flush=True)
+            print(
+                f"{precision} batch {args.batch_size} {name:<30} {row['median_ms']:8.1f} ms"
+                + (f"  vs glibc {interval.describe()}" if interval else ""),
+                flush=True,
+            )
     print(report["environment"]["hardware_summary"], "| torch", torch.__version__)
     if args.out:
         Path(args.out).write_text(json.dumps(report, indent=1))

@@ -37,8 +37,9 @@ def main(argv: list[str]) -> None:
     dataset = load_dataset(DataConfig(dataset="digits"))
     rows = []
     for batch_size in map(int, args.batch_sizes.split(",")):
-        config = config_from_options(precision=args.precision, batch_size=batch_size, device="cpu",
-                                     channels_last=args.precision == "bf16")
+        config = config_from_options(
+            precision=args.precision, batch_size=batch_size, device="cpu", channels_last=args.precision == "bf16"
+        )
         today, one_region = StepTimer(config, dataset, device), StepTimer(config, dataset, device)
         outer = one_region.policy.autocast
 

@@ -19,13 +19,13 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from reference_loop import ReferenceLoop  # noqa: E402
 
+from ampgan.bench.stats import timing_stats  # noqa: E402
 from ampgan.config import config_from_options  # noqa: E402
-from ampgan.system.cpu_tuning import keep_freed_memory_for_reuse, tuning_state  # noqa: E402
 from ampgan.data import DataConfig, load_dataset  # noqa: E402
 from ampgan.data.batches import BatchStream  # noqa: E402
-from ampgan.system.environment import environment_stamp  # noqa: E402
-from ampgan.bench.stats import timing_stats  # noqa: E402
 from ampgan.speed.intervals import speedup_interval  # noqa: E402
+from ampgan.system.cpu_tuning import keep_freed_memory_for_reuse, tuning_state  # noqa: E402
+from ampgan.system.environment import environment_stamp  # noqa: E402
 from ampgan.training.prepared import prepare_run  # noqa: E402
 from ampgan.training.state import build_train_state, wrap_modules  # noqa: E402
 from ampgan.training.step import train_step  # noqa: E402
@@ -48,12 +48,19 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--channels-last", default="", metavar="PRECISIONS",
-                        help="ampgan side only: the precisions ampgan runs channels-last (e.g. bf16, as measured "
-                             "faster on an AMX Xeon)")
+    parser.add_argument(
+        "--channels-last",
+        default="",
+        metavar="PRECISIONS",
+        help="ampgan side only: the precisions ampgan runs channels-last (e.g. bf16, as measured "
+        "faster on an AMX Xeon)",
+    )
     parser.add_argument("--compile", action="store_true", help="ampgan side only: torch.compile its networks")
-    parser.add_argument("--default-malloc", action="store_true",
-                        help="leave glibc malloc as it is (both loops), to measure what the tuning buys")
+    parser.add_argument(
+        "--default-malloc",
+        action="store_true",
+        help="leave glibc malloc as it is (both loops), to measure what the tuning buys",
+    )
     parser.add_argument("--out", type=Path, default=None, help="write the numbers as JSON here")
     args = parser.parse_args()
     device = torch.device(args.device)
@@ -64,15 +71,24 @@ def main() -> None:
     for batch_size in map(int, args.batch_sizes.split(",")):
         for precision in args.precisions.split(","):
             # Spectral norm off: the reference's D has none, so both loops compute the same networks.
-            config = config_from_options(precision=precision, batch_size=batch_size, device=args.device,
-                                         channels_last=precision in args.channels_last.split(","),
-                                         compile=args.compile, sets=["model.spectral_norm_d=false"])
+            config = config_from_options(
+                precision=precision,
+                batch_size=batch_size,
+                device=args.device,
+                channels_last=precision in args.channels_last.split(","),
+                compile=args.compile,
+                sets=["model.spectral_norm_d=false"],
+            )
             prepared = prepare_run(config, dataset, device)
             state = build_train_state(prepared.config, prepared.model, prepared.data, prepared.policy)
             wrap_modules(state, compile=config.compute.compile, data_parallel=False)
             reference = ReferenceLoop(precision, device=args.device, nc=dataset.channels)
-            ours_params = sum(p.numel() for p in state.generator.parameters()) + sum(p.numel() for p in state.discriminator.parameters())
-            ref_params = sum(p.numel() for p in reference.netG.parameters()) + sum(p.numel() for p in reference.netD.parameters())
+            ours_params = sum(p.numel() for p in state.generator.parameters()) + sum(
+                p.numel() for p in state.discriminator.parameters()
+            )
+            ref_params = sum(p.numel() for p in reference.netG.parameters()) + sum(
+                p.numel() for p in reference.netD.parameters()
+            )
             assert ours_params == ref_params, (ours_params, ref_params)
             real, labels = BatchStream(dataset, batch_size, device, 0).next_batch()
             batch = lambda: (real, labels)  # noqa: E731
@@ -84,15 +100,23 @@ def main() -> None:
                 ours.append(clock(device, lambda: train_step(state, batch)))
                 theirs.append(clock(device, lambda: reference.step(real, labels)))
             speedup = speedup_interval(theirs, ours)  # >1: ampgan is faster
-            row = {"batch_size": batch_size, "precision": precision,
-                   "ampgan_median_ms": timing_stats(ours).median_s * 1e3,
-                   "reference_median_ms": timing_stats(theirs).median_s * 1e3,
-                   "speedup": speedup.to_dict()}
+            row = {
+                "batch_size": batch_size,
+                "precision": precision,
+                "ampgan_median_ms": timing_stats(ours).median_s * 1e3,
+                "reference_median_ms": timing_stats(theirs).median_s * 1e3,
+                "speedup": speedup.to_dict(),
+            }
             report["rows"].append(row)
-            print(f"batch {batch_size:>5} {precision}: ampgan {row['ampgan_median_ms']:.1f} ms, "
-                  f"reference {row['reference_median_ms']:.1f} ms, ampgan {speedup.describe()}", flush=True)
-    print(f"{report['environment']['hardware_summary']} | torch {torch.__version__} | "
-          f"ampgan channels-last: {args.channels_last or 'none'}, compile={args.compile} | {tuning_state()}")
+            print(
+                f"batch {batch_size:>5} {precision}: ampgan {row['ampgan_median_ms']:.1f} ms, "
+                f"reference {row['reference_median_ms']:.1f} ms, ampgan {speedup.describe()}",
+                flush=True,
+            )
+    print(
+        f"{report['environment']['hardware_summary']} | torch {torch.__version__} | "
+        f"ampgan channels-last: {args.channels_last or 'none'}, compile={args.compile} | {tuning_state()}"
+    )
     if args.out:
         args.out.write_text(json.dumps(report, indent=2))
 

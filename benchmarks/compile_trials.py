@@ -39,19 +39,29 @@ def main(argv: list[str]) -> None:
     decisions = []
     for batch_size in map(int, args.batch_sizes.split(",")):
         for precision in args.precisions.split(","):
-            config = config_from_options(dataset=args.dataset, precision=precision, batch_size=batch_size, device="cpu",
-                                         channels_last=precision in args.channels_last.split(","))
+            config = config_from_options(
+                dataset=args.dataset,
+                precision=precision,
+                batch_size=batch_size,
+                device="cpu",
+                channels_last=precision in args.channels_last.split(","),
+            )
             dataset = load_dataset(config.data)
             # As a new run would: without the graphs (and the shapes seen) of the configurations before.
             torch._dynamo.reset()
             found = TrainingStepCompileProbe(config, dataset, device).measure()
             decision = compile_from_measurement(found, precision, batch_size)
-            print(f"{decision.describe()} (first compile in this process: {decision.first_compile_s:.1f} s)", flush=True)
+            print(
+                f"{decision.describe()} (first compile in this process: {decision.first_compile_s:.1f} s)", flush=True
+            )
             decisions.append(decision.to_dict() | {"channels_last": config.compute.channels_last})
     if args.out:
         with open(args.out, "w", encoding="utf-8") as handle:
-            json.dump({"environment": environment_stamp(device), "compile_cache": os.environ[ENV],
-                       "decisions": decisions}, handle, indent=1)
+            json.dump(
+                {"environment": environment_stamp(device), "compile_cache": os.environ[ENV], "decisions": decisions},
+                handle,
+                indent=1,
+            )
 
 
 if __name__ == "__main__":

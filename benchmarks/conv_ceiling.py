@@ -21,11 +21,11 @@ import time
 import torch
 from torch import nn
 
+from ampgan.gan import DataSpec
+from ampgan.gan.models.acgan import Discriminator, Generator
 from ampgan.system.cpu_tuning import keep_freed_memory_for_reuse
 from ampgan.system.environment import environment_stamp
 from ampgan.system.hardware import detect_hardware, peak_tflops
-from ampgan.gan import DataSpec
-from ampgan.gan.models.acgan import Discriminator, Generator
 
 
 def layer_inputs(batch_size: int, width: int) -> list[tuple[str, nn.Module, tuple[int, ...]]]:
@@ -37,9 +37,12 @@ def layer_inputs(batch_size: int, width: int) -> list[tuple[str, nn.Module, tupl
     def record(name):
         return lambda module, args, output: found.append((name, module, tuple(args[0].shape)))
 
-    hooks = [module.register_forward_hook(record(f"{prefix}.{name}"))
-             for prefix, network in (("G", generator), ("D", discriminator))
-             for name, module in network.named_modules() if isinstance(module, (nn.Conv2d, nn.ConvTranspose2d))]
+    hooks = [
+        module.register_forward_hook(record(f"{prefix}.{name}"))
+        for prefix, network in (("G", generator), ("D", discriminator))
+        for name, module in network.named_modules()
+        if isinstance(module, (nn.Conv2d, nn.ConvTranspose2d))
+    ]
     with torch.no_grad():
         images = generator(torch.randn(batch_size, 128), torch.randint(10, (batch_size,)))
         discriminator(images)
@@ -64,8 +67,14 @@ def seconds_per_pass(layer: nn.Module, input_shape, precision: str, repeats: int
     kind = nn.ConvTranspose2d if isinstance(layer, nn.ConvTranspose2d) else nn.Conv2d  # without spectral norm
     dtype = torch.bfloat16 if precision == "bf16" else torch.float32
     memory_format = torch.channels_last if precision == "bf16" else torch.contiguous_format
-    fresh = kind(layer.in_channels, layer.out_channels, layer.kernel_size, stride=layer.stride,
-                 padding=layer.padding, bias=layer.bias is not None).to(dtype=dtype, memory_format=memory_format)
+    fresh = kind(
+        layer.in_channels,
+        layer.out_channels,
+        layer.kernel_size,
+        stride=layer.stride,
+        padding=layer.padding,
+        bias=layer.bias is not None,
+    ).to(dtype=dtype, memory_format=memory_format)
     x = torch.randn(input_shape, dtype=dtype).to(memory_format=memory_format).requires_grad_(True)
     grad_out = torch.randn_like(fresh(x))
     times = []
@@ -97,26 +106,46 @@ def main(argv: list[str]) -> None:
         for precision in ("fp32", "bf16"):
             seconds = seconds_per_pass(layer, input_shape, precision, args.repeats)
             tflops = flops / seconds / 1e12
-            row[precision] = {"ms": seconds * 1e3, "tflops": tflops,
-                              "percent_of_peak": 100 * tflops / peaks[precision] if peaks[precision] else None}
+            row[precision] = {
+                "ms": seconds * 1e3,
+                "tflops": tflops,
+                "percent_of_peak": 100 * tflops / peaks[precision] if peaks[precision] else None,
+            }
             totals[precision][0] += flops
             totals[precision][1] += seconds
         rows.append(row)
-        print(f"{name:<16} in {str(input_shape):<20} {row['gflop']:7.2f} GFLOP | fp32 {row['fp32']['ms']:7.1f} ms "
-              f"{row['fp32']['percent_of_peak'] or 0:5.1f}% | bf16 {row['bf16']['ms']:7.1f} ms "
-              f"{row['bf16']['percent_of_peak'] or 0:5.1f}% of peak", flush=True)
+        print(
+            f"{name:<16} in {str(input_shape):<20} {row['gflop']:7.2f} GFLOP | fp32 {row['fp32']['ms']:7.1f} ms "
+            f"{row['fp32']['percent_of_peak'] or 0:5.1f}% | bf16 {row['bf16']['ms']:7.1f} ms "
+            f"{row['bf16']['percent_of_peak'] or 0:5.1f}% of peak",
+            flush=True,
+        )
     summary = {}
     for precision, (flops, seconds) in totals.items():
         tflops = flops / seconds / 1e12
-        summary[precision] = {"tflops": tflops, "peak_tflops": peaks[precision],
-                              "percent_of_peak": 100 * tflops / peaks[precision] if peaks[precision] else None}
-        print(f"all convolutions, {precision}: {tflops:.2f} TFLOP/s of {peaks[precision] or 0:.2f} peak "
-              f"({summary[precision]['percent_of_peak'] or 0:.1f}%)")
+        summary[precision] = {
+            "tflops": tflops,
+            "peak_tflops": peaks[precision],
+            "percent_of_peak": 100 * tflops / peaks[precision] if peaks[precision] else None,
+        }
+        print(
+            f"all convolutions, {precision}: {tflops:.2f} TFLOP/s of {peaks[precision] or 0:.2f} peak "
+            f"({summary[precision]['percent_of_peak'] or 0:.1f}%)"
+        )
     print(f"{hardware.name} | torch {torch.__version__} | batch {args.batch_size}, width {args.width}")
     if args.out:
         with open(args.out, "w", encoding="utf-8") as handle:
-            json.dump({"environment": environment_stamp(device), "batch_size": args.batch_size, "width": args.width, "rows": rows,
-                       "all_convolutions": summary}, handle, indent=1)
+            json.dump(
+                {
+                    "environment": environment_stamp(device),
+                    "batch_size": args.batch_size,
+                    "width": args.width,
+                    "rows": rows,
+                    "all_convolutions": summary,
+                },
+                handle,
+                indent=1,
+            )
 
 
 if __name__ == "__main__":

@@ -49,8 +49,9 @@ class MinibatchStdDiscriminator(Discriminator):
 def acgan_with_minibatch_std(data, **options):
     """ampgan's AC-GAN with the minibatch-std D (a model function, as a user would write one)."""
     gan = acgan(data, **options)
-    gan.discriminator = MinibatchStdDiscriminator(data, options.get("width", 64),
-                                                  spectral_norm=options.get("spectral_norm_d", True))
+    gan.discriminator = MinibatchStdDiscriminator(
+        data, options.get("width", 64), spectral_norm=options.get("spectral_norm_d", True)
+    )
     return gan
 
 
@@ -88,8 +89,16 @@ VARIANTS = {
 
 def train_variant(name: str, seed: int, seconds: float, out: Path, base: dict) -> dict:
     changes = VARIANTS[name]
-    defaults = config_from_options(dataset="digits", precision="bf16", batch_size=64, time_budget=seconds, seed=seed,
-                                   device="cpu", sample_every=10**9, checkpoint_every_steps=None)
+    defaults = config_from_options(
+        dataset="digits",
+        precision="bf16",
+        batch_size=64,
+        time_budget=seconds,
+        seed=seed,
+        device="cpu",
+        sample_every=10**9,
+        checkpoint_every_steps=None,
+    )
     model = {k: v for k, v in changes.items() if k == "model.name"}  # a new model first, its options after
     config = defaults.with_fields(model).with_fields(base | {k: v for k, v in changes.items() if k != "model.name"})
     dataset = load_dataset(config.data, seed=config.seed)
@@ -97,23 +106,38 @@ def train_variant(name: str, seed: int, seconds: float, out: Path, base: dict) -
     with tempfile.TemporaryDirectory() as folder:
         result = run_training(prepared, Path(folder) / "run", show_progress=False)
         evaluator = evaluator_for(dataset)
-        images, labels = generate_evenly(result.state.train.gan, dataset.num_classes, 1000, seed=1234,
-                                         device="cpu", autocast=prepared.policy.autocast)
+        images, labels = generate_evenly(
+            result.state.train.gan,
+            dataset.num_classes,
+            1000,
+            seed=1234,
+            device="cpu",
+            autocast=prepared.policy.autocast,
+        )
         quality = quality_of_images(evaluator, images, labels)
         grid_src = Path(folder) / "run" / "samples"
         grids = sorted(grid_src.glob("step-*.png"))
         if grids:
             (out / f"{name}-seed{seed}.png").write_bytes(grids[-1].read_bytes())
     diversity = [row["diversity"] for row in quality["per_class"]]
-    return {"variant": name, "seed": seed, "steps": result.steps,
-            "accuracy": round(quality["evaluator_accuracy"], 3), "precision": round(quality["precision"], 3),
-            "recall": round(quality["recall"], 3), "coverage": round(quality["coverage"], 3),
-            "density": round(quality["density"], 3), "frechet": round(quality["frechet_distance"], 2),
-            "diversity_mean": round(float(np.mean([d for d in diversity if d is not None])), 3),
-            "diversity_min": round(float(np.min([d for d in diversity if d is not None])), 3),
-            "last": {k: result.last_record.get(k) for k in ("loss_d", "loss_g", "d_real_acc", "d_fake_acc",
-                                                             "class_acc_real", "class_acc_fake")},
-            "flags": quality["flags"]}
+    return {
+        "variant": name,
+        "seed": seed,
+        "steps": result.steps,
+        "accuracy": round(quality["evaluator_accuracy"], 3),
+        "precision": round(quality["precision"], 3),
+        "recall": round(quality["recall"], 3),
+        "coverage": round(quality["coverage"], 3),
+        "density": round(quality["density"], 3),
+        "frechet": round(quality["frechet_distance"], 2),
+        "diversity_mean": round(float(np.mean([d for d in diversity if d is not None])), 3),
+        "diversity_min": round(float(np.min([d for d in diversity if d is not None])), 3),
+        "last": {
+            k: result.last_record.get(k)
+            for k in ("loss_d", "loss_g", "d_real_acc", "d_fake_acc", "class_acc_real", "class_acc_fake")
+        },
+        "flags": quality["flags"],
+    }
 
 
 def main(argv=None) -> None:
@@ -122,8 +146,12 @@ def main(argv=None) -> None:
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--seeds", default="0")
     parser.add_argument("--out", type=Path, default=Path("runs/gan-trials"))
-    parser.add_argument("--set", action="append", default=[],
-                        help="section.field=value for every variant, as ampgan's --set, e.g. data.dataset=quickdraw")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        help="section.field=value for every variant, as ampgan's --set, e.g. data.dataset=quickdraw",
+    )
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     base = dict(parse_set(item) for item in args.set)

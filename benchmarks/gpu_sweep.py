@@ -72,17 +72,40 @@ class Sizes:
     resume_more_s: float  # train-resume: train this much longer than the run had
 
 
-GPU = Sizes(device="cuda", study_model=("--model", "acgan-2019", "--image-size", "28", "--set", "data.channels=1"),
-            calibration_models="acgan-2019,acgan", precisions="fp32,tf32,bf16,fp16", batches_2019="64,256,1024,2048,4096",
-            batches_acgan="64,256,1024,2048", acgan_width="64", calibration_batches="256,2048", compiled_batch="1024",
-            bench_max_seconds="3", train_precision="fp16", train_size=(), after_checkpoint_s=6.0, resume_more_s=6.0)
+GPU = Sizes(
+    device="cuda",
+    study_model=("--model", "acgan-2019", "--image-size", "28", "--set", "data.channels=1"),
+    calibration_models="acgan-2019,acgan",
+    precisions="fp32,tf32,bf16,fp16",
+    batches_2019="64,256,1024,2048,4096",
+    batches_acgan="64,256,1024,2048",
+    acgan_width="64",
+    calibration_batches="256,2048",
+    compiled_batch="1024",
+    bench_max_seconds="3",
+    train_precision="fp16",
+    train_size=(),
+    after_checkpoint_s=6.0,
+    resume_more_s=6.0,
+)
 # The rehearsal's stand-in for acgan-2019 is acgan at width 8: the study's network (a 6272-wide dense layer)
 # takes seconds a step on a 2-core CPU, and its op tables minutes.
-REHEARSAL = Sizes(device="cpu", study_model=("--model", "acgan", "--width", "8"), calibration_models="acgan",
-                  precisions="fp32,bf16", batches_2019="4", batches_acgan="4", acgan_width="8",
-                  calibration_batches="4", compiled_batch="4", bench_max_seconds="5", train_precision="fp32",
-                  train_size=("--width", "8", "--batch-size", "8"),
-                  after_checkpoint_s=1.0, resume_more_s=1.0)
+REHEARSAL = Sizes(
+    device="cpu",
+    study_model=("--model", "acgan", "--width", "8"),
+    calibration_models="acgan",
+    precisions="fp32,bf16",
+    batches_2019="4",
+    batches_acgan="4",
+    acgan_width="8",
+    calibration_batches="4",
+    compiled_batch="4",
+    bench_max_seconds="5",
+    train_precision="fp32",
+    train_size=("--width", "8", "--batch-size", "8"),
+    after_checkpoint_s=1.0,
+    resume_more_s=1.0,
+)
 
 
 @dataclass
@@ -104,14 +127,40 @@ class Step:
 
 
 def _bench(name: str, out: Path, model: list[str], batches: str, sizes: Sizes, limit: int, extra=()) -> Step:
-    return Step(name, [*AMPGAN, "bench", *model, "--device", sizes.device, "--batch-sizes", batches,
-                       "--precisions", sizes.precisions, "--no-channels-last", "--set", "bench.warmup=2", "--steps", "3",
-                       "--set", "bench.min_seconds=0", "--max-seconds", sizes.bench_max_seconds, *extra,
-                       "--out", str(out / name), "--overwrite"], limit, writes=f"{name}/results.json")
+    return Step(
+        name,
+        [
+            *AMPGAN,
+            "bench",
+            *model,
+            "--device",
+            sizes.device,
+            "--batch-sizes",
+            batches,
+            "--precisions",
+            sizes.precisions,
+            "--no-channels-last",
+            "--set",
+            "bench.warmup=2",
+            "--steps",
+            "3",
+            "--set",
+            "bench.min_seconds=0",
+            "--max-seconds",
+            sizes.bench_max_seconds,
+            *extra,
+            "--out",
+            str(out / name),
+            "--overwrite",
+        ],
+        limit,
+        writes=f"{name}/results.json",
+    )
 
 
 def _resume_argv(run: Path, more_s: float):
     """`train --resume` for `more_s` seconds beyond what the run trained: its time budget counts the whole run."""
+
     def argv(_work: Path) -> list[str]:
         trained = 0.0
         metrics = run / "metrics.jsonl"
@@ -122,6 +171,7 @@ def _resume_argv(run: Path, more_s: float):
                 except (ValueError, AttributeError):
                     continue
         return [*AMPGAN, "train", "--resume", str(run), "--time-budget", f"{trained + more_s:.1f}s", "--quiet"]
+
     return argv
 
 
@@ -132,48 +182,131 @@ def plan(work: Path, rehearse: bool = False, time_scale: float = 1.0) -> list[St
     if time_scale != 1.0:
         sizes = replace(sizes, bench_max_seconds=f"{float(sizes.bench_max_seconds) * time_scale:g}")
     # On the GPU the injected CUDA paths run too (on torch 2.11 there); a rehearsal shows the GPU tests skip.
-    tests = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_on_gpu.py",
-             *([] if rehearse else ["tests/test_cuda_paths.py", "-k", "not sweep"]),
-             "--junitxml", str(work / "cuda-tests.xml")]
+    tests = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "tests/test_on_gpu.py",
+        *([] if rehearse else ["tests/test_cuda_paths.py", "-k", "not sweep"]),
+        "--junitxml",
+        str(work / "cuda-tests.xml"),
+    ]
     steps = [Step("cuda-tests", tests, 60, writes="cuda-tests.xml")]
     steps.append(_bench("bench-acgan-2019", work, list(sizes.study_model), sizes.batches_2019, sizes, 75))
     calibration_precisions = sizes.precisions if not rehearse else "fp32,bf16"
-    steps.append(Step("calibrate", [sys.executable, str(ROOT / "benchmarks" / "kernel_calibration.py"),
-                                    str(work / "calibration" / "kernels.csv"), "--device", sizes.device,
-                                    "--batch-sizes", sizes.calibration_batches, "--precisions", calibration_precisions,
-                                    "--models", sizes.calibration_models,
-                                    *(["--tiny", "--repeats", "1"] if rehearse else [])], 50,
-                      writes="calibration/kernels.csv"))
-    steps.append(Step("project-acgan-2019", [*AMPGAN, "project", str(work / "bench-acgan-2019" / "results.json"),
-                                             "--batch-sizes", sizes.batches_2019, "--out",
-                                             str(work / "projection-acgan-2019"), "--overwrite"], 15,
-                      writes="projection-acgan-2019/projection.json"))
-    steps.append(_bench("bench-acgan", work, ["--model", "acgan", "--width", sizes.acgan_width], sizes.batches_acgan,
-                        sizes, 50))
+    steps.append(
+        Step(
+            "calibrate",
+            [
+                sys.executable,
+                str(ROOT / "benchmarks" / "kernel_calibration.py"),
+                str(work / "calibration" / "kernels.csv"),
+                "--device",
+                sizes.device,
+                "--batch-sizes",
+                sizes.calibration_batches,
+                "--precisions",
+                calibration_precisions,
+                "--models",
+                sizes.calibration_models,
+                *(["--tiny", "--repeats", "1"] if rehearse else []),
+            ],
+            50,
+            writes="calibration/kernels.csv",
+        )
+    )
+    steps.append(
+        Step(
+            "project-acgan-2019",
+            [
+                *AMPGAN,
+                "project",
+                str(work / "bench-acgan-2019" / "results.json"),
+                "--batch-sizes",
+                sizes.batches_2019,
+                "--out",
+                str(work / "projection-acgan-2019"),
+                "--overwrite",
+            ],
+            15,
+            writes="projection-acgan-2019/projection.json",
+        )
+    )
+    steps.append(
+        _bench("bench-acgan", work, ["--model", "acgan", "--width", sizes.acgan_width], sizes.batches_acgan, sizes, 50)
+    )
     run = work / "resume-run"
-    steps.append(Step("train-sigterm", [*AMPGAN, "train", "--device", sizes.device, "--precision",
-                                        sizes.train_precision, "--dataset", "synthetic", *sizes.train_size,
-                                        "--no-compile",
-                                        "--no-channels-last",
-                                        "--time-budget", "120s", "--checkpoint-every", "50", "--quiet",
-                                        "--out", str(run), "--overwrite"], 30, writes="resume-run/checkpoints",
-                      ok_exits=(143,), sigterm_once=str(run / "checkpoints" / "step-000000.pt"),
-                      after_s=sizes.after_checkpoint_s))
-    steps.append(Step("train-resume", [], 25, writes="resume-run/metrics.jsonl",
-                      argv_after=_resume_argv(run, sizes.resume_more_s)))
+    steps.append(
+        Step(
+            "train-sigterm",
+            [
+                *AMPGAN,
+                "train",
+                "--device",
+                sizes.device,
+                "--precision",
+                sizes.train_precision,
+                "--dataset",
+                "synthetic",
+                *sizes.train_size,
+                "--no-compile",
+                "--no-channels-last",
+                "--time-budget",
+                "120s",
+                "--checkpoint-every",
+                "50",
+                "--quiet",
+                "--out",
+                str(run),
+                "--overwrite",
+            ],
+            30,
+            writes="resume-run/checkpoints",
+            ok_exits=(143,),
+            sigterm_once=str(run / "checkpoints" / "step-000000.pt"),
+            after_s=sizes.after_checkpoint_s,
+        )
+    )
+    steps.append(
+        Step(
+            "train-resume", [], 25, writes="resume-run/metrics.jsonl", argv_after=_resume_argv(run, sizes.resume_more_s)
+        )
+    )
     # The compiled step through the bench's own harness, without its compile-time processes (cold and warm
     # cache in fresh processes, a minute each): compiled_bench() below.
-    compiled = [sys.executable, str(Path(__file__).resolve()), str(work / "bench-compiled"), "--compiled-bench",
-                "--device", sizes.device, "--width", sizes.acgan_width, "--batch-size", sizes.compiled_batch,
-                "--max-seconds", sizes.bench_max_seconds]
-    steps.append(Step("bench-compiled", compiled, 55, writes="bench-compiled/results.json",
-                      env={"AMPGAN_COMPILE_BACKEND": "eager"} if rehearse else {}))
+    compiled = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        str(work / "bench-compiled"),
+        "--compiled-bench",
+        "--device",
+        sizes.device,
+        "--width",
+        sizes.acgan_width,
+        "--batch-size",
+        sizes.compiled_batch,
+        "--max-seconds",
+        sizes.bench_max_seconds,
+    ]
+    steps.append(
+        Step(
+            "bench-compiled",
+            compiled,
+            55,
+            writes="bench-compiled/results.json",
+            env={"AMPGAN_COMPILE_BACKEND": "eager"} if rehearse else {},
+        )
+    )
     for step in steps:
         step.limit = round(step.limit * time_scale)
     return steps
 
 
 # --- running a step ---------------------------------------------------------------------------------------
+
 
 def _stop(process: subprocess.Popen, how: int) -> None:
     try:
@@ -187,15 +320,19 @@ def run_step(step: Step, work: Path, deadline: float) -> dict:
     `deadline`: the sweep's own end, which no step runs past."""
     argv = step.argv_after(work) if step.argv_after else step.argv
     log = work / f"{step.name}.log"
-    env = {**os.environ, **step.env, "PYTHONPATH": os.pathsep.join(
-        filter(None, [str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]))}
+    env = {
+        **os.environ,
+        **step.env,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])),
+    }
     started = time.monotonic()
     kill_at = min(started + step.limit, deadline)
     term_at = kill_at - step.grace
     signals = []
     with open(log, "w") as handle:
-        process = subprocess.Popen(argv, stdout=handle, stderr=subprocess.STDOUT, cwd=ROOT, env=env,
-                                   start_new_session=True)
+        process = subprocess.Popen(
+            argv, stdout=handle, stderr=subprocess.STDOUT, cwd=ROOT, env=env, start_new_session=True
+        )
         trigger_seen_at = None
         while process.poll() is None:
             now = time.monotonic()
@@ -223,12 +360,21 @@ def run_step(step: Step, work: Path, deadline: float) -> dict:
         status = "stopped at its limit (SIGTERM), wrote what it finished" if written else "stopped at its limit"
     else:
         status = f"failed (exit {exit_code})" + ("" if written else f", no {step.writes}")
-    return {"name": step.name, "command": shlex.join(argv), "exit": exit_code, "signals": signals,
-            "status": status, "seconds": seconds, "limit": step.limit, "log": log.name,
-            "log_tail": log.read_text(errors="replace").splitlines()[-3:]}
+    return {
+        "name": step.name,
+        "command": shlex.join(argv),
+        "exit": exit_code,
+        "signals": signals,
+        "status": status,
+        "seconds": seconds,
+        "limit": step.limit,
+        "log": log.name,
+        "log_tail": log.read_text(errors="replace").splitlines()[-3:],
+    }
 
 
 # --- reading what the steps wrote --------------------------------------------------------------------------
+
 
 def _json(path: Path):
     try:
@@ -244,14 +390,28 @@ def measured_speedups(work: Path) -> list[dict]:
         if not isinstance(results, dict):
             continue
         for pair in results.get("speedups", []):
-            rows.append({"bench": bench, "batch_size": pair.get("batch_size"), "precision": pair.get("precision"),
-                         "speedup": pair.get("estimate"), "low": pair.get("low"), "high": pair.get("high"),
-                         "step_ms": (pair.get("step_s") or 0) * 1e3 or None})
+            rows.append(
+                {
+                    "bench": bench,
+                    "batch_size": pair.get("batch_size"),
+                    "precision": pair.get("precision"),
+                    "speedup": pair.get("estimate"),
+                    "low": pair.get("low"),
+                    "high": pair.get("high"),
+                    "step_ms": (pair.get("step_s") or 0) * 1e3 or None,
+                }
+            )
         for config in results.get("configs", []):
             if config.get("status") != "ok":
-                rows.append({"bench": bench, "batch_size": config.get("batch_size"),
-                             "precision": config.get("precision"), "status": config.get("status"),
-                             "reason": str(config.get("reason", ""))[:120]})
+                rows.append(
+                    {
+                        "bench": bench,
+                        "batch_size": config.get("batch_size"),
+                        "precision": config.get("precision"),
+                        "status": config.get("status"),
+                        "reason": str(config.get("reason", ""))[:120],
+                    }
+                )
     return rows
 
 
@@ -260,10 +420,16 @@ def projected_against_measured(work: Path) -> list[dict] | None:
     document = _json(work / "projection-acgan-2019" / "projection.json")
     if not isinstance(document, dict):
         return None
-    return [{"batch_size": row.get("batch_size"), "precision": row.get("precision"),
-             "measured_ms": row.get("ms_per_step"), "projected_ms": row.get("projected_for_it_ms"),
-             "measured_over_projected": row.get("measured_over_projected")}
-            for row in document.get("measured_here", [])]
+    return [
+        {
+            "batch_size": row.get("batch_size"),
+            "precision": row.get("precision"),
+            "measured_ms": row.get("ms_per_step"),
+            "projected_ms": row.get("projected_for_it_ms"),
+            "measured_over_projected": row.get("measured_over_projected"),
+        }
+        for row in document.get("measured_here", [])
+    ]
 
 
 def cuda_test_result(work: Path, step: dict | None) -> str:
@@ -290,8 +456,10 @@ def _fmt(value, digits=2) -> str:
 
 
 def self_check(document: dict, work: Path) -> list[str]:
-    lines = [f"SELF-CHECK ({document['stamp'].get('gpu') or document['stamp'].get('device')}, "
-             f"torch {document['stamp']['torch']}, {'rehearsal on the CPU' if document['rehearse'] else 'GPU run'})"]
+    lines = [
+        f"SELF-CHECK ({document['stamp'].get('gpu') or document['stamp'].get('device')}, "
+        f"torch {document['stamp']['torch']}, {'rehearsal on the CPU' if document['rehearse'] else 'GPU run'})"
+    ]
     for step in document["steps"]:
         lines.append(f"  {step['name']:<20} {step['status']:<48} {step['seconds']:>6.1f} s of {step['limit']}")
     for name in document.get("not_run", []):
@@ -299,50 +467,89 @@ def self_check(document: dict, work: Path) -> list[str]:
     lines.append("  measured speedup over fp32 [95% interval] (step ms):")
     for row in document["speedups"]:
         if "speedup" in row:
-            lines.append(f"    {row['bench']:<18} batch {row['batch_size']:>5} {row['precision']:>5}: "
-                         f"{_fmt(row['speedup'])}x [{_fmt(row['low'])}-{_fmt(row['high'])}] ({_fmt(row['step_ms'], 1)})")
+            lines.append(
+                f"    {row['bench']:<18} batch {row['batch_size']:>5} {row['precision']:>5}: "
+                f"{_fmt(row['speedup'])}x [{_fmt(row['low'])}-{_fmt(row['high'])}] ({_fmt(row['step_ms'], 1)})"
+            )
         else:
-            lines.append(f"    {row['bench']:<18} batch {row['batch_size']:>5} {row['precision']:>5}: {row['status']} "
-                         f"({row['reason']})")
+            lines.append(
+                f"    {row['bench']:<18} batch {row['batch_size']:>5} {row['precision']:>5}: {row['status']} "
+                f"({row['reason']})"
+            )
     if not document["speedups"]:
         lines.append("    none measured")
     projected = document["projected_vs_measured"]
     compared = [r for r in projected or [] if r["projected_ms"] is not None]
     lines.append("  projected vs measured (acgan-2019 on this device, ms per step; measured / projected):")
     for row in compared:
-        lines.append(f"    batch {row['batch_size']:>5} {row['precision']:>5}: measured {_fmt(row['measured_ms'], 2)}, "
-                     f"projected {_fmt(row['projected_ms'], 2)}, ratio {_fmt(row['measured_over_projected'])}")
+        lines.append(
+            f"    batch {row['batch_size']:>5} {row['precision']:>5}: measured {_fmt(row['measured_ms'], 2)}, "
+            f"projected {_fmt(row['projected_ms'], 2)}, ratio {_fmt(row['measured_over_projected'])}"
+        )
     if not compared:
-        lines.append("    none: " + ("no projection was written" if projected is None
-                                       else "no configuration was measured" if not projected
-                                       else "this device is not a GPU of the table (system/gpus.csv)"))
+        lines.append(
+            "    none: "
+            + (
+                "no projection was written"
+                if projected is None
+                else "no configuration was measured"
+                if not projected
+                else "this device is not a GPU of the table (system/gpus.csv)"
+            )
+        )
     calibration = document["calibration"]
-    lines.append(f"  calibration: {calibration['rows']} kernels {calibration.get('by_op', {})}, "
-                 f"sidecar {'written' if calibration.get('sidecar') else 'missing'}")
+    lines.append(
+        f"  calibration: {calibration['rows']} kernels {calibration.get('by_op', {})}, "
+        f"sidecar {'written' if calibration.get('sidecar') else 'missing'}"
+    )
     lines.append(f"  CUDA tests: {document['cuda_tests']}")
-    lines.append("  RESULT: " + ("every step did what it should" if document["ok"] else
-                                 "NOT every step did what it should, or the study's network has no measured speedup"))
+    lines.append(
+        "  RESULT: "
+        + (
+            "every step did what it should"
+            if document["ok"]
+            else "NOT every step did what it should, or the study's network has no measured speedup"
+        )
+    )
     return lines
 
 
 # --- the machine, the package --------------------------------------------------------------------------------
+
 
 def stamp(device: str) -> dict:
     import platform
 
     import torch
 
-    info = {"torch": torch.__version__, "cuda": torch.version.cuda, "python": platform.python_version(),
-            "device": device, "cores": os.cpu_count(), "date": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+    info = {
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "python": platform.python_version(),
+        "device": device,
+        "cores": os.cpu_count(),
+        "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
     if device == "cuda" and torch.cuda.is_available():
         props = torch.cuda.get_device_properties(0)
-        info |= {"gpu": props.name, "capability": f"{props.major}.{props.minor}",
-                 "memory_gib": round(props.total_memory / 2**30, 1), "arch_list": torch.cuda.get_arch_list(),
-                 "cudnn": torch.backends.cudnn.version()}
+        info |= {
+            "gpu": props.name,
+            "capability": f"{props.major}.{props.minor}",
+            "memory_gib": round(props.total_memory / 2**30, 1),
+            "arch_list": torch.cuda.get_arch_list(),
+            "cudnn": torch.backends.cudnn.version(),
+        }
         try:
             info["nvidia_smi"] = subprocess.run(
-                ["nvidia-smi", "--query-gpu=name,driver_version,clocks.max.sm,power.limit,mig.mode.current",
-                 "--format=csv,noheader"], capture_output=True, text=True, timeout=10).stdout.strip()
+                [
+                    "nvidia-smi",
+                    "--query-gpu=name,driver_version,clocks.max.sm,power.limit,mig.mode.current",
+                    "--format=csv,noheader",
+                ],
+                capture_output=True,
+                text=True,
+                timeout=10,
+            ).stdout.strip()
         except (OSError, subprocess.TimeoutExpired):
             info["nvidia_smi"] = None
     else:
@@ -385,9 +592,18 @@ def compiled_bench(out: Path, device_name: str, width: int, batch_size: int, max
     from ampgan.training.precision import resolve_device
 
     base = config_from_options(dataset="synthetic", model="acgan", width=width, device=device_name)
-    spec = BenchSpec(base=base, batch_sizes=(batch_size,), precisions=("fp32", "bf16"), compile=("fp32", "bf16"),
-                     measure_compile_times=False, channels_last=(), warmup=2, steps=3, min_seconds=0.0,
-                     max_seconds=max_seconds)
+    spec = BenchSpec(
+        base=base,
+        batch_sizes=(batch_size,),
+        precisions=("fp32", "bf16"),
+        compile=("fp32", "bf16"),
+        measure_compile_times=False,
+        channels_last=(),
+        warmup=2,
+        steps=3,
+        min_seconds=0.0,
+        max_seconds=max_seconds,
+    )
     results = run_bench(spec, resolve_device(device_name), log=lambda line: print(line, flush=True))
     write_results(results, out)
     print(f"results: {out / 'results.json'}" + (" (incomplete: stopped by a signal)" if results["incomplete"] else ""))
@@ -397,13 +613,23 @@ def compiled_bench(out: Path, device_name: str, width: int, batch_size: int, max
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("work", type=Path, help="where the steps write (a fresh folder)")
-    parser.add_argument("--deliver", type=Path, default=None,
-                        help="where the tarball and summary go (default: $OUT when set, else WORK/deliver)")
+    parser.add_argument(
+        "--deliver",
+        type=Path,
+        default=None,
+        help="where the tarball and summary go (default: $OUT when set, else WORK/deliver)",
+    )
     parser.add_argument("--dry-run", action="store_true", help="list the commands and their limits, run nothing")
     parser.add_argument("--rehearse", action="store_true", help="the same steps on the CPU at tiny sizes")
-    parser.add_argument("--time-scale", type=float, default=1.0,
-                        help="multiply every limit (a rehearsal on a loaded machine; the test suite gives 4)")
-    parser.add_argument("--compiled-bench", action="store_true", help="(a step of the sweep) the compiled bench into WORK")
+    parser.add_argument(
+        "--time-scale",
+        type=float,
+        default=1.0,
+        help="multiply every limit (a rehearsal on a loaded machine; the test suite gives 4)",
+    )
+    parser.add_argument(
+        "--compiled-bench", action="store_true", help="(a step of the sweep) the compiled bench into WORK"
+    )
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--width", type=int, default=64)
     parser.add_argument("--batch-size", type=int, default=1024)
@@ -427,8 +653,12 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     work.mkdir(parents=True, exist_ok=True)
     deliver_dir = (args.deliver or (Path(os.environ["OUT"]) if os.environ.get("OUT") else work / "deliver")).resolve()
-    document = {"rehearse": args.rehearse, "stamp": stamp(REHEARSAL.device if args.rehearse else GPU.device),
-                "steps": [], "not_run": []}
+    document = {
+        "rehearse": args.rehearse,
+        "stamp": stamp(REHEARSAL.device if args.rehearse else GPU.device),
+        "steps": [],
+        "not_run": [],
+    }
     deadline = time.monotonic() + TOTAL_LIMIT_S * args.time_scale
     for step in steps:
         if time.monotonic() + step.grace >= deadline:
@@ -444,8 +674,11 @@ def main(argv: list[str] | None = None) -> int:
     document["calibration"] = calibration_summary(work)
     document["cuda_tests"] = cuda_test_result(work, by_name.get("cuda-tests"))
     # Every step did what it should, and the study's network has a measured speedup: the sweep's point.
-    document["ok"] = (not document["not_run"] and all(s["status"] == "ok" for s in document["steps"])
-                      and any(r["bench"] == "bench-acgan-2019" and "speedup" in r for r in document["speedups"]))
+    document["ok"] = (
+        not document["not_run"]
+        and all(s["status"] == "ok" for s in document["steps"])
+        and any(r["bench"] == "bench-acgan-2019" and "speedup" in r for r in document["speedups"])
+    )
     document["self_check"] = self_check(document, work)
     (work / "sweep.json").write_text(json.dumps(document, indent=2))
     delivered = deliver(document, work, deliver_dir)

@@ -18,11 +18,11 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 from ampgan.bench.harness import BenchSpec, _Contender  # noqa: E402
-from ampgan.config import config_from_options  # noqa: E402
-from ampgan.system.cpu_tuning import keep_freed_memory_for_reuse  # noqa: E402
-from ampgan.data import load_dataset  # noqa: E402
-from ampgan.system.environment import environment_stamp  # noqa: E402
 from ampgan.bench.stats import pairwise_speedup, timing_stats  # noqa: E402
+from ampgan.config import config_from_options  # noqa: E402
+from ampgan.data import load_dataset  # noqa: E402
+from ampgan.system.cpu_tuning import keep_freed_memory_for_reuse  # noqa: E402
+from ampgan.system.environment import environment_stamp  # noqa: E402
 from ampgan.training.step import train_step  # noqa: E402
 
 
@@ -55,14 +55,16 @@ def main() -> None:
         harness.append((time.perf_counter() - start) / args.block)
 
     for round_index in range(args.rounds):  # alternate which goes first, so drift favours neither
-        for block in ((bare_block, harness_block) if round_index % 2 == 0 else (harness_block, bare_block)):
+        for block in (bare_block, harness_block) if round_index % 2 == 0 else (harness_block, bare_block):
             block()
     bare_median, harness_median = timing_stats(bare).median_s, timing_stats(harness).median_s
     pair = pairwise_speedup(bare, harness)  # bare/harness per round: < 1 means the harness is slower
-    print(f"bare step {bare_median * 1e3:.2f} ms, harness step {harness_median * 1e3:.2f} ms; harness overhead "
-          f"{100 * (1 / pair['median'] - 1):+.2f}% (median of per-round ratios; IQR "
-          f"{100 * (1 / pair['q3'] - 1):+.2f}% .. {100 * (1 / pair['q1'] - 1):+.2f}%) "
-          f"({args.precision}, batch {args.batch_size}, {args.rounds} rounds of {args.block})")
+    print(
+        f"bare step {bare_median * 1e3:.2f} ms, harness step {harness_median * 1e3:.2f} ms; harness overhead "
+        f"{100 * (1 / pair['median'] - 1):+.2f}% (median of per-round ratios; IQR "
+        f"{100 * (1 / pair['q3'] - 1):+.2f}% .. {100 * (1 / pair['q1'] - 1):+.2f}%) "
+        f"({args.precision}, batch {args.batch_size}, {args.rounds} rounds of {args.block})"
+    )
     print(environment_stamp(device)["hardware_summary"], "| torch", torch.__version__)
 
 

@@ -36,15 +36,22 @@ def sidecar(device, batch_sizes, precisions, models, finished) -> dict:
     else:
         gpu, architecture = f"none (CPU: {platform.processor() or platform.machine()})", platform.machine()
     return {
-        "gpu": gpu, "architecture": architecture,
-        "source": (f"ampgan's real training step ({', '.join(models)}; batch {', '.join(map(str, batch_sizes))}; "
-                   f"{', '.join(precisions)}): every GEMM and convolution recorded by a dispatch mode and timed alone "
-                   "(benchmarks/kernel_calibration.py, src/ampgan/bench/calibration.py)"),
+        "gpu": gpu,
+        "architecture": architecture,
+        "source": (
+            f"ampgan's real training step ({', '.join(models)}; batch {', '.join(map(str, batch_sizes))}; "
+            f"{', '.join(precisions)}): every GEMM and convolution recorded by a dispatch mode and timed alone "
+            "(benchmarks/kernel_calibration.py, src/ampgan/bench/calibration.py)"
+        ),
         "licence": "measured by the ampgan project; the repository's terms apply (it names no licence yet)",
         "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "software": {"torch": torch.__version__, "cuda": torch.version.cuda,
-                     "cudnn": torch.backends.cudnn.version() if device.type == "cuda" else None,
-                     "python": platform.python_version(), "ampgan": ampgan.__version__},
+        "software": {
+            "torch": torch.__version__,
+            "cuda": torch.version.cuda,
+            "cudnn": torch.backends.cudnn.version() if device.type == "cuda" else None,
+            "python": platform.python_version(),
+            "ampgan": ampgan.__version__,
+        },
         "measured_by": f"ampgan {ampgan.__version__} benchmarks/kernel_calibration.py",
         "configurations": finished,
     }
@@ -85,14 +92,17 @@ def main(argv: list[str] | None = None) -> int:
                     continue
                 label = f"{model}/b{batch_size}/{precision}"
                 try:
-                    config = config_from_options(dataset="synthetic", batch_size=batch_size, precision=precision,
-                                                 device=device.type, **options)
+                    config = config_from_options(
+                        dataset="synthetic", batch_size=batch_size, precision=precision, device=device.type, **options
+                    )
                     dataset = dataset or load_dataset(config.data, seed=0)
                     timer = StepTimer(config, dataset, device, data_parallel=False, across_ranks=False)
                     timer()  # one real step first: autotuning, the optimizers' state
                     measured, skipped = measure_kernels(timer, label, tf32=precision == "tf32", repeats=args.repeats)
                 except Exception as error:  # noqa: BLE001 - one configuration's failure is recorded, the rest go on
-                    failed.append(f"{label}: {type(error).__name__}: {str(error).splitlines()[0][:200] if str(error) else ''}")
+                    failed.append(
+                        f"{label}: {type(error).__name__}: {str(error).splitlines()[0][:200] if str(error) else ''}"
+                    )
                     print(f"{label}: failed ({failed[-1]})", flush=True)
                     continue
                 finally:
@@ -101,8 +111,9 @@ def main(argv: list[str] | None = None) -> int:
                         torch.cuda.empty_cache()
                 rows += measured
                 finished.append({"configuration": label, "kernels": len(measured), "without_a_row": skipped})
-                write_calibration(rows, args.out, sidecar(device, batch_sizes, precisions, models, finished)
-                                  | {"failed": failed})
+                write_calibration(
+                    rows, args.out, sidecar(device, batch_sizes, precisions, models, finished) | {"failed": failed}
+                )
                 print(f"{label}: {len(measured)} kernels, {sum(r['ms'] for r in measured):.3f} ms in all", flush=True)
     if not rows:
         print("no kernel measured", file=sys.stderr)

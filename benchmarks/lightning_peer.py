@@ -94,8 +94,10 @@ def lightning_gan(nc: int, n_classes: int, nz: int = 128, width: int = 64):
             self.untoggle_optimizer(opt_g)
 
         def configure_optimizers(self):
-            return (torch.optim.Adam(self.netD.parameters(), lr=2e-4, betas=(0.5, 0.999)),
-                    torch.optim.Adam(self.netG.parameters(), lr=2e-4, betas=(0.5, 0.999)))
+            return (
+                torch.optim.Adam(self.netD.parameters(), lr=2e-4, betas=(0.5, 0.999)),
+                torch.optim.Adam(self.netG.parameters(), lr=2e-4, betas=(0.5, 0.999)),
+            )
 
     return LitACGAN()
 
@@ -103,8 +105,14 @@ def lightning_gan(nc: int, n_classes: int, nz: int = 128, width: int = 64):
 def measure(precision: str, batch_size: int, rounds: int, warmup: int, device, dataset) -> dict:
     import lightning as L  # noqa: N812
 
-    config = config_from_options(precision=precision, batch_size=batch_size, device=device.type,
-                                 channels_last=False, compile=False, sets=["model.spectral_norm_d=false"])
+    config = config_from_options(
+        precision=precision,
+        batch_size=batch_size,
+        device=device.type,
+        channels_last=False,
+        compile=False,
+        sets=["model.spectral_norm_d=false"],
+    )
     prepared = prepare_run(config, dataset, device)
     state = build_train_state(prepared.config, prepared.model, prepared.data, prepared.policy)
     wrap_modules(state, compile=False, data_parallel=False)
@@ -127,8 +135,10 @@ def measure(precision: str, batch_size: int, rounds: int, warmup: int, device, d
             if device.type == "cuda":
                 torch.cuda.synchronize()
             lightning_s = time.perf_counter() - self.started
-            others = [("ampgan", lambda: train_step(state, lambda: (real, labels))),
-                      ("plain", lambda: reference.step(real, labels))]
+            others = [
+                ("ampgan", lambda: train_step(state, lambda: (real, labels))),
+                ("plain", lambda: reference.step(real, labels)),
+            ]
             order.shuffle(others)
             measured = {name: clock(device, run) for name, run in others}
             self.seen += 1
@@ -139,20 +149,35 @@ def measure(precision: str, batch_size: int, rounds: int, warmup: int, device, d
 
     batches = [(real, labels)] * (warmup + rounds)
     loader = torch.utils.data.DataLoader(batches, batch_size=None)
-    trainer = L.Trainer(accelerator="cuda" if device.type == "cuda" else "cpu", devices=1,
-                        precision=LIGHTNING_PRECISION[precision], max_epochs=1,  # one pass over the batches
-                        logger=False, enable_checkpointing=False, enable_progress_bar=False,
-                        enable_model_summary=False, callbacks=[Interleave()])
+    trainer = L.Trainer(
+        accelerator="cuda" if device.type == "cuda" else "cpu",
+        devices=1,
+        precision=LIGHTNING_PRECISION[precision],
+        max_epochs=1,  # one pass over the batches
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        callbacks=[Interleave()],
+    )
     trainer.fit(module, loader)
     over_lightning = speedup_interval(times["lightning"], times["ampgan"])
     over_plain = speedup_interval(times["plain"], times["ampgan"])
-    row = {"batch_size": batch_size, "precision": precision, "rounds": len(times["ampgan"]),
-           **{f"{name}_median_ms": timing_stats(samples).median_s * 1e3 for name, samples in times.items()},
-           "ampgan_over_lightning": over_lightning.to_dict(), "ampgan_over_plain": over_plain.to_dict(),
-           "samples_s": times}
-    print(f"batch {batch_size:>5} {precision}: ampgan {row['ampgan_median_ms']:.1f} ms, Lightning "
-          f"{row['lightning_median_ms']:.1f} ms, plain {row['plain_median_ms']:.1f} ms; ampgan over Lightning "
-          f"{over_lightning.describe()}, over plain {over_plain.describe()}", flush=True)
+    row = {
+        "batch_size": batch_size,
+        "precision": precision,
+        "rounds": len(times["ampgan"]),
+        **{f"{name}_median_ms": timing_stats(samples).median_s * 1e3 for name, samples in times.items()},
+        "ampgan_over_lightning": over_lightning.to_dict(),
+        "ampgan_over_plain": over_plain.to_dict(),
+        "samples_s": times,
+    }
+    print(
+        f"batch {batch_size:>5} {precision}: ampgan {row['ampgan_median_ms']:.1f} ms, Lightning "
+        f"{row['lightning_median_ms']:.1f} ms, plain {row['plain_median_ms']:.1f} ms; ampgan over Lightning "
+        f"{over_lightning.describe()}, over plain {over_plain.describe()}",
+        flush=True,
+    )
     return row
 
 

@@ -43,9 +43,18 @@ def main() -> int:
     lscpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
     family = re.search(r"CPU family:\s*(\d+)", lscpu)
     machine = next((line.split(":", 1)[1].strip() for line in lscpu.splitlines() if line.startswith("Model name")), "?")
-    block = "\n".join([BEGIN, "```", *answer, "```",
-                       f"(recorded by `python benchmarks/readme_answer.py` on a {os.cpu_count()}-core {machine}"
-                       + (f", CPU family {family.group(1)}" if family else "") + ")", END])
+    block = "\n".join(
+        [
+            BEGIN,
+            "```",
+            *answer,
+            "```",
+            f"(recorded by `python benchmarks/readme_answer.py` on a {os.cpu_count()}-core {machine}"
+            + (f", CPU family {family.group(1)}" if family else "")
+            + ")",
+            END,
+        ]
+    )
     head, rest = readme.split(BEGIN, 1)
     readme_path.write_text(head + block + rest.split(END, 1)[1])
     print("\n".join(answer))

@@ -27,11 +27,18 @@ class NetG(nn.Module):
         super().__init__()
         self.nz, self.ngf = nz, ngf
         self.emb = nn.Embedding(n_classes, nz)
-        self.fc = nn.Sequential(nn.Linear(2 * nz, ngf * 4 * 4 * 4, bias=False), nn.BatchNorm1d(ngf * 4 * 4 * 4), nn.ReLU(True))
+        self.fc = nn.Sequential(
+            nn.Linear(2 * nz, ngf * 4 * 4 * 4, bias=False), nn.BatchNorm1d(ngf * 4 * 4 * 4), nn.ReLU(True)
+        )
         self.main = nn.Sequential(
-            nn.ConvTranspose2d(ngf * 4, ngf * 2, 4, 2, 1, bias=False), nn.BatchNorm2d(ngf * 2), nn.ReLU(True),
-            nn.ConvTranspose2d(ngf * 2, ngf, 4, 2, 1, bias=False), nn.BatchNorm2d(ngf), nn.ReLU(True),
-            nn.ConvTranspose2d(ngf, nc, 4, 2, 1), nn.Tanh(),
+            nn.ConvTranspose2d(ngf * 4, ngf * 2, 4, 2, 1, bias=False),
+            nn.BatchNorm2d(ngf * 2),
+            nn.ReLU(True),
+            nn.ConvTranspose2d(ngf * 2, ngf, 4, 2, 1, bias=False),
+            nn.BatchNorm2d(ngf),
+            nn.ReLU(True),
+            nn.ConvTranspose2d(ngf, nc, 4, 2, 1),
+            nn.Tanh(),
         )
 
     def forward(self, z, y):
@@ -43,9 +50,14 @@ class NetD(nn.Module):
     def __init__(self, ndf=64, nc=1, n_classes=10):
         super().__init__()
         self.main = nn.Sequential(
-            nn.Conv2d(nc, ndf, 4, 2, 1), nn.LeakyReLU(0.2, inplace=True),
-            nn.Conv2d(ndf, ndf * 2, 4, 2, 1, bias=False), nn.BatchNorm2d(ndf * 2), nn.LeakyReLU(0.2, inplace=True),
-            nn.Conv2d(ndf * 2, ndf * 4, 4, 2, 1, bias=False), nn.BatchNorm2d(ndf * 4), nn.LeakyReLU(0.2, inplace=True),
+            nn.Conv2d(nc, ndf, 4, 2, 1),
+            nn.LeakyReLU(0.2, inplace=True),
+            nn.Conv2d(ndf, ndf * 2, 4, 2, 1, bias=False),
+            nn.BatchNorm2d(ndf * 2),
+            nn.LeakyReLU(0.2, inplace=True),
+            nn.Conv2d(ndf * 2, ndf * 4, 4, 2, 1, bias=False),
+            nn.BatchNorm2d(ndf * 4),
+            nn.LeakyReLU(0.2, inplace=True),
             nn.Flatten(),
         )
         self.adv = nn.Linear(ndf * 4 * 4 * 4, 1)

@@ -7,7 +7,6 @@ on D, the hinge loss, and Adam (0, 0.999) with D's learning rate 4x G's, through
     ampgan compare   --model examples/biggan_lite.py:biggan_lite --set model.width=64
 """
 
-import torch
 import torch.nn.functional as F
 from torch import nn
 from torch.nn.utils.parametrizations import spectral_norm
@@ -79,10 +78,17 @@ def biggan_lite(data: ampgan.DataSpec, *, width: int = 64, z_dim: int = 120) -> 
     classes = max(1, data.num_classes)
     return ampgan.GAN(
         generator=Generator(z_dim, width, data.channels, data.image_size, classes),
-        discriminator=ProjectionDiscriminator(width, data.channels, data.image_size, classes), z_dim=z_dim,
-        conditional=True, num_classes=classes, d_steps=2,
-        d_loss=[lambda ctx: ampgan.hinge_loss(ctx.D(ctx.real, ctx.labels), "real"),
-                lambda ctx: ampgan.hinge_loss(ctx.D(ctx.fake, ctx.fake_labels), "fake")],
+        discriminator=ProjectionDiscriminator(width, data.channels, data.image_size, classes),
+        z_dim=z_dim,
+        conditional=True,
+        num_classes=classes,
+        d_steps=2,
+        d_loss=[
+            lambda ctx: ampgan.hinge_loss(ctx.D(ctx.real, ctx.labels), "real"),
+            lambda ctx: ampgan.hinge_loss(ctx.D(ctx.fake, ctx.fake_labels), "fake"),
+        ],
         g_loss=lambda ctx: ampgan.hinge_loss(ctx.D(ctx.fake, ctx.fake_labels), "generator"),
-        optimizer_g=ampgan.Adam(lr=1e-4, betas=(0.0, 0.999)), optimizer_d=ampgan.Adam(lr=4e-4, betas=(0.0, 0.999)),
-        description=f"BigGAN-lite, width {width}")
+        optimizer_g=ampgan.Adam(lr=1e-4, betas=(0.0, 0.999)),
+        optimizer_d=ampgan.Adam(lr=4e-4, betas=(0.0, 0.999)),
+        description=f"BigGAN-lite, width {width}",
+    )

@@ -32,9 +32,13 @@ class Generator(nn.Module):
             layers.append(nn.LeakyReLU(0.2, inplace=True))
             return layers
 
-        self.model = nn.Sequential(*block(z_dim + num_classes, hidden // 4, normalize=False),
-                                   *block(hidden // 4, hidden // 2), *block(hidden // 2, hidden),
-                                   nn.Linear(hidden, math.prod(shape)), nn.Tanh())
+        self.model = nn.Sequential(
+            *block(z_dim + num_classes, hidden // 4, normalize=False),
+            *block(hidden // 4, hidden // 2),
+            *block(hidden // 2, hidden),
+            nn.Linear(hidden, math.prod(shape)),
+            nn.Tanh(),
+        )
 
     def forward(self, noise, labels):
         return self.model(torch.cat((self.label_emb(labels), noise), -1)).view(-1, *self.shape)
@@ -44,9 +48,14 @@ class Discriminator(nn.Module):
     def __init__(self, num_classes, shape, hidden):
         super().__init__()
         self.label_embedding = nn.Embedding(num_classes, num_classes)
-        self.model = nn.Sequential(nn.Linear(num_classes + math.prod(shape), hidden), nn.LeakyReLU(0.2, inplace=True),
-                                   nn.Linear(hidden, hidden), nn.Dropout(0.4), nn.LeakyReLU(0.2, inplace=True),
-                                   nn.Linear(hidden, 1))
+        self.model = nn.Sequential(
+            nn.Linear(num_classes + math.prod(shape), hidden),
+            nn.LeakyReLU(0.2, inplace=True),
+            nn.Linear(hidden, hidden),
+            nn.Dropout(0.4),
+            nn.LeakyReLU(0.2, inplace=True),
+            nn.Linear(hidden, 1),
+        )
 
     def forward(self, img, labels):
         return self.model(torch.cat((img.flatten(1), self.label_embedding(labels)), -1)).squeeze(1)
@@ -62,12 +71,22 @@ def cgan(data: ampgan.DataSpec, *, z_dim: int = 96, hidden: int = 512) -> ampgan
         return ((scores.float() - target) ** 2).mean()
 
     def d_loss(ctx):
-        return 0.5 * (least_squares(ctx.D(ctx.real, ctx.labels), 1.0) + least_squares(ctx.D(ctx.fake, ctx.fake_labels), 0.0))
+        return 0.5 * (
+            least_squares(ctx.D(ctx.real, ctx.labels), 1.0) + least_squares(ctx.D(ctx.fake, ctx.fake_labels), 0.0)
+        )
 
     def g_loss(ctx):
         return least_squares(ctx.D(ctx.fake, ctx.fake_labels), 1.0)
 
-    return ampgan.GAN(generator=generator, discriminator=discriminator, z_dim=z_dim, conditional=True,
-                      num_classes=data.num_classes, d_loss=d_loss, g_loss=g_loss,
-                      fp32_modules=(generator.label_emb, discriminator.label_embedding),
-                      optimizer_g=ampgan.Adam(lr=2e-4, betas=(0.5, 0.999)), description=f"conditional MLP GAN, {hidden}")
+    return ampgan.GAN(
+        generator=generator,
+        discriminator=discriminator,
+        z_dim=z_dim,
+        conditional=True,
+        num_classes=data.num_classes,
+        d_loss=d_loss,
+        g_loss=g_loss,
+        fp32_modules=(generator.label_emb, discriminator.label_embedding),
+        optimizer_g=ampgan.Adam(lr=2e-4, betas=(0.5, 0.999)),
+        description=f"conditional MLP GAN, {hidden}",
+    )

@@ -26,7 +26,9 @@ def diff_augment(x: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
     x = (x - mean) * (rand(b, 1, 1, 1) + 0.5) + mean
     shift = max(1, h // 8)
     dx, dy = [torch.randint(-shift, shift + 1, (1,), device=x.device, generator=generator).item() for _ in range(2)]
-    x = torch.roll(F.pad(x, (shift, shift, shift, shift)), shifts=(dy, dx), dims=(2, 3))[:, :, shift:-shift, shift:-shift]
+    x = torch.roll(F.pad(x, (shift, shift, shift, shift)), shifts=(dy, dx), dims=(2, 3))[
+        :, :, shift:-shift, shift:-shift
+    ]
     cy, cx = [torch.randint(0, s, (b, 1, 1), device=x.device, generator=generator) for s in (h, w)]
     rows = torch.arange(h, device=x.device).view(1, h, 1)
     cols = torch.arange(w, device=x.device).view(1, 1, w)
@@ -38,8 +40,11 @@ def generator(z_dim: int, width: int, channels: int, image_size: int) -> nn.Sequ
     ups = (image_size // 4).bit_length() - 1  # 4 -> image_size
     layers = [nn.ConvTranspose2d(z_dim, width * 2 ** (ups - 1), 4), nn.BatchNorm2d(width * 2 ** (ups - 1)), nn.ReLU()]
     for i in range(ups - 1, 0, -1):  # (B, width * 2^i, s, s) -> (B, width * 2^(i-1), 2s, 2s)
-        layers += [nn.ConvTranspose2d(width * 2 ** i, width * 2 ** (i - 1), 4, 2, 1), nn.BatchNorm2d(width * 2 ** (i - 1)),
-                   nn.ReLU()]
+        layers += [
+            nn.ConvTranspose2d(width * 2**i, width * 2 ** (i - 1), 4, 2, 1),
+            nn.BatchNorm2d(width * 2 ** (i - 1)),
+            nn.ReLU(),
+        ]
     layers += [nn.ConvTranspose2d(width, channels, 4, 2, 1), nn.Tanh()]
     return nn.Sequential(nn.Unflatten(1, (z_dim, 1, 1)), *layers)
 
@@ -48,8 +53,8 @@ def discriminator(width: int, channels: int, image_size: int) -> nn.Sequential:
     downs = (image_size // 4).bit_length() - 1
     layers, cin = [], channels
     for i in range(downs):  # (B, cin, s, s) -> (B, width * 2^i, s/2, s/2)
-        layers += [nn.Conv2d(cin, width * 2 ** i, 4, 2, 1), nn.LeakyReLU(0.2)]
-        cin = width * 2 ** i
+        layers += [nn.Conv2d(cin, width * 2**i, 4, 2, 1), nn.LeakyReLU(0.2)]
+        cin = width * 2**i
     return nn.Sequential(*layers, nn.Conv2d(cin, 1, 4), nn.Flatten(0))  # (B,) logits
 
 
@@ -63,8 +68,12 @@ def dcgan_diffaugment(data: ampgan.DataSpec, *, width: int = 64, z_dim: int = 10
 
     return ampgan.GAN(
         generator=generator(z_dim, width, data.channels, data.image_size),
-        discriminator=discriminator(width, data.channels, data.image_size), z_dim=z_dim,
-        d_loss=[lambda ctx: ampgan.real_fake_loss(D(ctx, ctx.real), 1.0),
-                lambda ctx: ampgan.real_fake_loss(D(ctx, ctx.fake), 0.0)],
+        discriminator=discriminator(width, data.channels, data.image_size),
+        z_dim=z_dim,
+        d_loss=[
+            lambda ctx: ampgan.real_fake_loss(D(ctx, ctx.real), 1.0),
+            lambda ctx: ampgan.real_fake_loss(D(ctx, ctx.fake), 0.0),
+        ],
         g_loss=lambda ctx: ampgan.real_fake_loss(D(ctx, ctx.fake), 1.0),
-        description=f"DCGAN with DiffAugment, width {width}")
+        description=f"DCGAN with DiffAugment, width {width}",
+    )

@@ -17,13 +17,25 @@ def tiny_dcgan(data: ampgan.DataSpec, *, width: int = 16, z_dim: int = 64) -> am
     if data.image_size != 28:
         raise ValueError("tiny_dcgan draws 28 px images: use --image-size 28")
     generator = nn.Sequential(
-        nn.Linear(z_dim, 2 * width * 7 * 7), nn.BatchNorm1d(2 * width * 7 * 7), nn.ReLU(), nn.Unflatten(1, (2 * width, 7, 7)),
-        nn.ConvTranspose2d(2 * width, width, 4, 2, 1), nn.BatchNorm2d(width), nn.ReLU(),  # 14
-        nn.ConvTranspose2d(width, data.channels, 4, 2, 1), nn.Tanh())  # 28
+        nn.Linear(z_dim, 2 * width * 7 * 7),
+        nn.BatchNorm1d(2 * width * 7 * 7),
+        nn.ReLU(),
+        nn.Unflatten(1, (2 * width, 7, 7)),
+        nn.ConvTranspose2d(2 * width, width, 4, 2, 1),
+        nn.BatchNorm2d(width),
+        nn.ReLU(),  # 14
+        nn.ConvTranspose2d(width, data.channels, 4, 2, 1),
+        nn.Tanh(),
+    )  # 28
     discriminator = nn.Sequential(
-        nn.Conv2d(data.channels, width, 4, 2, 1), nn.LeakyReLU(0.2),  # 14
-        nn.Conv2d(width, 2 * width, 4, 2, 1), nn.LeakyReLU(0.2),  # 7
-        nn.Flatten(), nn.Linear(2 * width * 7 * 7, 1), nn.Flatten(0))  # (B,)
+        nn.Conv2d(data.channels, width, 4, 2, 1),
+        nn.LeakyReLU(0.2),  # 14
+        nn.Conv2d(width, 2 * width, 4, 2, 1),
+        nn.LeakyReLU(0.2),  # 7
+        nn.Flatten(),
+        nn.Linear(2 * width * 7 * 7, 1),
+        nn.Flatten(0),
+    )  # (B,)
 
     def d_loss(ctx):
         return ampgan.real_fake_loss(ctx.D(ctx.real), 1.0) + ampgan.real_fake_loss(ctx.D(ctx.fake), 0.0)
@@ -36,10 +48,13 @@ def tiny_dcgan(data: ampgan.DataSpec, *, width: int = 16, z_dim: int = 64) -> am
 
 if __name__ == "__main__":
     out = sys.argv[1] if len(sys.argv) > 1 else "runs/api-example"
-    study = ampgan.compare(tiny_dcgan, out, settings={"budget.steps": 200}, precisions=["fp32", "bf16"], seeds=2,
-                           log=print)
+    study = ampgan.compare(
+        tiny_dcgan, out, settings={"budget.steps": 200}, precisions=["fp32", "bf16"], seeds=2, log=print
+    )
     print("\n".join(study.verdict))
     for precision, speedup in study.speedup.items():
-        print(f"{precision}: {speedup['estimate']:.2f}x fp32's speed (95% CI {speedup['low']:.2f}-{speedup['high']:.2f})")
+        print(
+            f"{precision}: {speedup['estimate']:.2f}x fp32's speed (95% CI {speedup['low']:.2f}-{speedup['high']:.2f})"
+        )
     for precision, final in study.final.items():
         print(f"{precision}: Fréchet distance {final['frechet_distance']:.2f}, coverage {final.get('coverage', 0):.2f}")

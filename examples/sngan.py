@@ -6,7 +6,6 @@ hinge loss, and 5 critic steps per G step, through ampgan's contract.
     ampgan compare   --model examples/sngan.py:sngan --set model.width=64
 """
 
-import torch
 import torch.nn.functional as F
 from torch import nn
 from torch.nn.utils.parametrizations import spectral_norm
@@ -72,13 +71,22 @@ class Discriminator(nn.Module):
 # ---- the glue ---------------------------------------------------------------------------------------
 def sngan(data: ampgan.DataSpec, *, width: int = 128, z_dim: int = 128, n_critic: int = 5) -> ampgan.GAN:
     if data.image_size not in (8, 16, 32, 64):
-        raise ValueError(f"this SNGAN draws 8, 16, 32 or 64 px images, the data is {data.image_size} px: "
-                         "use --image-size 32")
+        raise ValueError(
+            f"this SNGAN draws 8, 16, 32 or 64 px images, the data is {data.image_size} px: use --image-size 32"
+        )
     adam = ampgan.Adam(lr=2e-4, betas=(0.0, 0.9))  # the paper's ResNet settings
 
     return ampgan.GAN(
-        generator=Generator(z_dim, width, data.channels, data.image_size), discriminator=Discriminator(width, data.channels),
-        z_dim=z_dim, d_steps=n_critic, optimizer_g=adam, optimizer_d=adam, description=f"SNGAN, width {width}",
-        d_loss=[lambda ctx: ampgan.hinge_loss(ctx.D(ctx.real), "real"),
-                lambda ctx: ampgan.hinge_loss(ctx.D(ctx.fake), "fake")],
-        g_loss=lambda ctx: ampgan.hinge_loss(ctx.D(ctx.fake), "generator"))
+        generator=Generator(z_dim, width, data.channels, data.image_size),
+        discriminator=Discriminator(width, data.channels),
+        z_dim=z_dim,
+        d_steps=n_critic,
+        optimizer_g=adam,
+        optimizer_d=adam,
+        description=f"SNGAN, width {width}",
+        d_loss=[
+            lambda ctx: ampgan.hinge_loss(ctx.D(ctx.real), "real"),
+            lambda ctx: ampgan.hinge_loss(ctx.D(ctx.fake), "fake"),
+        ],
+        g_loss=lambda ctx: ampgan.hinge_loss(ctx.D(ctx.fake), "generator"),
+    )

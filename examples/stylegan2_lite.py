@@ -36,9 +36,12 @@ class ModulatedConv(nn.Module):
         style = self.affine(w)  # (B, cin)
         weight = self.weight.unsqueeze(0) * style.view(b, 1, cin, 1, 1)  # (B, cout, cin, k, k)
         if self.demodulate:
-            weight = weight * torch.rsqrt(weight.float().pow(2).sum(dim=(2, 3, 4), keepdim=True) + 1e-8).to(weight.dtype)
-        out = F.conv2d(x.reshape(1, b * cin, h, width), weight.reshape(-1, cin, *weight.shape[3:]),
-                       padding=self.padding, groups=b)
+            weight = weight * torch.rsqrt(weight.float().pow(2).sum(dim=(2, 3, 4), keepdim=True) + 1e-8).to(
+                weight.dtype
+            )
+        out = F.conv2d(
+            x.reshape(1, b * cin, h, width), weight.reshape(-1, cin, *weight.shape[3:]), padding=self.padding, groups=b
+        )
         return out.view(b, -1, h, width)
 
 
@@ -58,10 +61,13 @@ class SynthesisLayer(nn.Module):
 class Generator(nn.Module):
     def __init__(self, z_dim: int, w_dim: int, width: int, channels: int, image_size: int):
         super().__init__()
-        self.mapping = nn.Sequential(nn.Linear(z_dim, w_dim), nn.LeakyReLU(0.2), nn.Linear(w_dim, w_dim), nn.LeakyReLU(0.2))
+        self.mapping = nn.Sequential(
+            nn.Linear(z_dim, w_dim), nn.LeakyReLU(0.2), nn.Linear(w_dim, w_dim), nn.LeakyReLU(0.2)
+        )
         self.constant = nn.Parameter(torch.randn(1, width, 4, 4))
-        self.layers = nn.ModuleList([SynthesisLayer(width, width, w_dim)
-                                     for _ in range((image_size // 4).bit_length())])  # one at 4 px, one per doubling
+        self.layers = nn.ModuleList(
+            [SynthesisLayer(width, width, w_dim) for _ in range((image_size // 4).bit_length())]
+        )  # one at 4 px, one per doubling
         self.to_rgb = ModulatedConv(width, channels, w_dim, demodulate=False, kernel=1)
 
     def synthesis(self, w):  # (B, w_dim) -> (B, C, H, W)
@@ -80,8 +86,9 @@ class Discriminator(nn.Module):
     def __init__(self, width: int, channels: int, image_size: int):
         super().__init__()
         self.stem = nn.Conv2d(channels, width, 1)
-        self.blocks = nn.ModuleList([nn.Conv2d(width, width, 3, padding=1)
-                                     for _ in range((image_size // 4).bit_length() - 1)])  # image_size -> 4
+        self.blocks = nn.ModuleList(
+            [nn.Conv2d(width, width, 3, padding=1) for _ in range((image_size // 4).bit_length() - 1)]
+        )  # image_size -> 4
         self.head = nn.Linear(width * 16, 1)
 
     def forward(self, images):
@@ -92,8 +99,16 @@ class Discriminator(nn.Module):
 
 
 # ---- the glue ---------------------------------------------------------------------------------------
-def stylegan2_lite(data: ampgan.DataSpec, *, width: int = 64, z_dim: int = 128, r1_gamma: float = 1.0,
-                   r1_every: int = 16, pl_weight: float = 2.0, pl_every: int = 4) -> ampgan.GAN:
+def stylegan2_lite(
+    data: ampgan.DataSpec,
+    *,
+    width: int = 64,
+    z_dim: int = 128,
+    r1_gamma: float = 1.0,
+    r1_every: int = 16,
+    pl_weight: float = 2.0,
+    pl_every: int = 4,
+) -> ampgan.GAN:
     if data.image_size not in (8, 16, 32, 64):
         raise ValueError(f"this StyleGAN2-lite draws 8-64 px images, the data is {data.image_size} px")
     G = Generator(z_dim, z_dim, width, data.channels, data.image_size)
@@ -120,13 +135,18 @@ def stylegan2_lite(data: ampgan.DataSpec, *, width: int = 64, z_dim: int = 128, 
         return F.softplus(ctx.D(ctx.fake).float()).mean() + F.softplus(-ctx.D(ctx.real).float()).mean()
 
     return ampgan.GAN(
-        generator=G, discriminator=Discriminator(width, data.channels, data.image_size), z_dim=z_dim,
-        d_loss=d_loss, g_loss=lambda ctx: F.softplus(-ctx.D(ctx.fake).float()).mean(),
+        generator=G,
+        discriminator=Discriminator(width, data.channels, data.image_size),
+        z_dim=z_dim,
+        d_loss=d_loss,
+        g_loss=lambda ctx: F.softplus(-ctx.D(ctx.fake).float()).mean(),
         # The mapping network learns at 0.01x (a parameter group); both networks are regularised lazily, so
         # their Adam gets StyleGAN2's lr/betas adjustment for an optimizer that steps every/(every+1) more often.
         optimizer_g=ampgan.Adam.lazy(pl_every, lr=2e-3, betas=(0.0, 0.99), lr_multipliers={"mapping.": 0.01}),
         optimizer_d=ampgan.Adam.lazy(r1_every, lr=2e-3, betas=(0.0, 0.99)),
-        extra_updates=[ampgan.Update("r1", r1, networks=("discriminator",), every=r1_every, scale_by_interval=True),
-                       ampgan.Update("pl", path_length, networks=("generator",), every=pl_every,
-                                     scale_by_interval=True)],
-        description=f"StyleGAN2-lite, width {width}")
+        extra_updates=[
+            ampgan.Update("r1", r1, networks=("discriminator",), every=r1_every, scale_by_interval=True),
+            ampgan.Update("pl", path_length, networks=("generator",), every=pl_every, scale_by_interval=True),
+        ],
+        description=f"StyleGAN2-lite, width {width}",
+    )

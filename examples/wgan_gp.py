@@ -39,9 +39,13 @@ class Critic(nn.Module):
     def __init__(self, dim: int):
         super().__init__()
         self.main = nn.Sequential(
-            nn.Conv2d(1, dim, 5, stride=2, padding=2), nn.ReLU(True),  # 14
-            nn.Conv2d(dim, 2 * dim, 5, stride=2, padding=2), nn.ReLU(True),  # 7
-            nn.Conv2d(2 * dim, 4 * dim, 5, stride=2, padding=2), nn.ReLU(True))  # 4
+            nn.Conv2d(1, dim, 5, stride=2, padding=2),
+            nn.ReLU(True),  # 14
+            nn.Conv2d(dim, 2 * dim, 5, stride=2, padding=2),
+            nn.ReLU(True),  # 7
+            nn.Conv2d(2 * dim, 4 * dim, 5, stride=2, padding=2),
+            nn.ReLU(True),
+        )  # 4
         self.output = nn.Linear(4 * 4 * 4 * dim, 1)
 
     def forward(self, images):
@@ -49,11 +53,14 @@ class Critic(nn.Module):
 
 
 # ---- the glue ---------------------------------------------------------------------------------------
-def wgan_gp(data: ampgan.DataSpec, *, dim: int = 64, z_dim: int = 128, critic_iters: int = 5,
-            lambda_gp: float = 10.0) -> ampgan.GAN:
+def wgan_gp(
+    data: ampgan.DataSpec, *, dim: int = 64, z_dim: int = 128, critic_iters: int = 5, lambda_gp: float = 10.0
+) -> ampgan.GAN:
     if (data.image_size, data.channels) != (28, 1):
-        raise ValueError(f"this WGAN-GP draws 28 px greyscale images, the data is {data.image_size} px with "
-                         f"{data.channels} channels: use --image-size 28 --channels 1")
+        raise ValueError(
+            f"this WGAN-GP draws 28 px greyscale images, the data is {data.image_size} px with "
+            f"{data.channels} channels: use --image-size 28 --channels 1"
+        )
 
     def critic_loss(ctx):
         real, fake = ctx.real, ctx.fake
@@ -68,6 +75,15 @@ def wgan_gp(data: ampgan.DataSpec, *, dim: int = 64, z_dim: int = 128, critic_it
         return -ctx.D(ctx.fake).float().mean()
 
     adam = ampgan.Adam(lr=1e-4, betas=(0.5, 0.9))  # the ports' settings
-    return ampgan.GAN(generator=Generator(dim, z_dim), discriminator=Critic(dim), z_dim=z_dim,
-                      d_loss=critic_loss, g_loss=g_loss, d_steps=critic_iters, image_range=(0.0, 1.0),
-                      optimizer_g=adam, optimizer_d=adam, description=f"WGAN-GP port, dim {dim}")
+    return ampgan.GAN(
+        generator=Generator(dim, z_dim),
+        discriminator=Critic(dim),
+        z_dim=z_dim,
+        d_loss=critic_loss,
+        g_loss=g_loss,
+        d_steps=critic_iters,
+        image_range=(0.0, 1.0),
+        optimizer_g=adam,
+        optimizer_d=adam,
+        description=f"WGAN-GP port, dim {dim}",
+    )

@@ -31,8 +31,11 @@ def _memory_format_makes_no_difference(request, monkeypatch):
         return
     import ampgan.speed.layout as layout
 
-    monkeypatch.setattr(layout, "measure_layouts_on_training_step",
-                        lambda config, dataset, device: layout.measure_layouts_with(lambda name: lambda: 0.01))
+    monkeypatch.setattr(
+        layout,
+        "measure_layouts_on_training_step",
+        lambda config, dataset, device: layout.measure_layouts_with(lambda name: lambda: 0.01),
+    )
 
 
 @pytest.fixture(autouse=True)
@@ -43,9 +46,16 @@ def _steps_not_traced_for_projection(request, monkeypatch):
         return
     import ampgan.bench.harness as harness
 
-    monkeypatch.setattr(harness, "trace_op_tables", lambda spec, dataset, device, log=None, stop_check=None: {
-        "op_tables": {}, "op_tables_failed": [{"precision": name, "reason": "not traced in this test"}
-                                              for name in harness.OP_TABLE_PRECISIONS]})
+    monkeypatch.setattr(
+        harness,
+        "trace_op_tables",
+        lambda spec, dataset, device, log=None, stop_check=None: {
+            "op_tables": {},
+            "op_tables_failed": [
+                {"precision": name, "reason": "not traced in this test"} for name in harness.OP_TABLE_PRECISIONS
+            ],
+        },
+    )
 
 
 @pytest.fixture(autouse=True)
@@ -64,8 +74,11 @@ def _compiling_never_measured_faster(request, monkeypatch):
             return 0.01
 
         def measure(self):
-            rounds = measure_rounds({compilation.EAGER: lambda: 0.01, compilation.COMPILED: lambda: 0.01},
-                                    compilation.EAGER, compilation.DECISION_RULE)
+            rounds = measure_rounds(
+                {compilation.EAGER: lambda: 0.01, compilation.COMPILED: lambda: 0.01},
+                compilation.EAGER,
+                compilation.DECISION_RULE,
+            )
             return compilation.CompileMeasurement(rounds, first_compile_s=1.0, compile_s=1.0)
 
     monkeypatch.setattr(compilation, "compile_probe_for", lambda config, dataset, device: NoGain())
@@ -93,8 +106,7 @@ def step_on(batch):
 
 
 def tiny_batch(image_size=32, channels=3, batch=8, num_classes=4, seed=0):
-    data = make_synthetic(count=batch, num_classes=num_classes, channels=channels,
-                          image_size=image_size, seed=seed)
+    data = make_synthetic(count=batch, num_classes=num_classes, channels=channels, image_size=image_size, seed=seed)
     return data.images.float() / 127.5 - 1, data.labels
 
 
@@ -112,9 +124,28 @@ def run_cli(capsys, *args):
 def run_short_compare(capsys, model_args, out):
     """`ampgan compare` of fp32 and bf16, one seed, 2 s each, one evaluation of 20 samples, the bench at
     batch 8 only: the plumbing of a comparison in seconds. (exit code, stdout, stderr)."""
-    return run_cli(capsys, "compare", *model_args, "--precisions", "fp32,bf16", "--seeds", "1", "--time-budget", "2s",
-                   "--set", "compare.eval_points=1", "--set", "compare.eval_samples=20", "--set", "compare.bench_batch_sizes=8", "--set", "compare.bench_seconds=0.3",
-                   "--out", str(out), "--quiet")
+    return run_cli(
+        capsys,
+        "compare",
+        *model_args,
+        "--precisions",
+        "fp32,bf16",
+        "--seeds",
+        "1",
+        "--time-budget",
+        "2s",
+        "--set",
+        "compare.eval_points=1",
+        "--set",
+        "compare.eval_samples=20",
+        "--set",
+        "compare.bench_batch_sizes=8",
+        "--set",
+        "compare.bench_seconds=0.3",
+        "--out",
+        str(out),
+        "--quiet",
+    )
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -178,8 +209,11 @@ def read_only_view(tmp_path):
     def make(folder):
         view = tmp_path / f"read-only-{len(mounted)}"
         view.mkdir()
-        if not (_mount("--bind", str(folder), str(view)) and (mounted.append(view) or True)
-                and _mount("-o", "remount,ro,bind", str(view))):
+        if not (
+            _mount("--bind", str(folder), str(view))
+            and (mounted.append(view) or True)
+            and _mount("-o", "remount,ro,bind", str(view))
+        ):
             pytest.skip("this machine cannot make a read-only bind mount")
         return view
 

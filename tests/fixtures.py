@@ -25,11 +25,15 @@ def cifar_batches(per_batch: int = 20, seed: int = 0, learnable: bool = False) -
         if learnable:
             data //= 4
             for row, label in enumerate(labels):
-                data[row, label * 300:(label + 1) * 300] = 255
-        members[name] = pickle.dumps({b"batch_label": name.encode(), b"labels": labels, b"data": data,
-                                      b"filenames": [b"x.png"] * per_batch}, protocol=2)
-    members["batches.meta"] = pickle.dumps({b"label_names": [c.encode() for c in CIFAR_CLASSES],
-                                            b"num_cases_per_batch": per_batch, b"num_vis": 3072}, protocol=2)
+                data[row, label * 300 : (label + 1) * 300] = 255
+        members[name] = pickle.dumps(
+            {b"batch_label": name.encode(), b"labels": labels, b"data": data, b"filenames": [b"x.png"] * per_batch},
+            protocol=2,
+        )
+    members["batches.meta"] = pickle.dumps(
+        {b"label_names": [c.encode() for c in CIFAR_CLASSES], b"num_cases_per_batch": per_batch, b"num_vis": 3072},
+        protocol=2,
+    )
     return members
 
 
@@ -77,7 +81,7 @@ def write_mnist(folder: Path, count: int = 60, split: str = "train", seed: int =
     labels = (np.arange(count) % 10).astype(np.uint8)
     images = (rng.integers(0, 40, size=(count, 28, 28))).astype(np.uint8)
     for index, label in enumerate(labels):
-        images[index, 2 * label:2 * label + 3, :] = 255
+        images[index, 2 * label : 2 * label + 3, :] = 255
     prefix = "train" if split == "train" else "t10k"
     with gzip.open(folder / f"{prefix}-images-idx3-ubyte.gz", "wb") as handle:
         handle.write(struct.pack(">IIII", 0x00000803, count, 28, 28) + images.tobytes())

@@ -6,25 +6,45 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import run_cli, tiny_config
 
 import ampgan.bench.harness as bench_module
 from ampgan.bench.harness import BenchSpec, run_bench, speedups
-from conftest import run_cli, tiny_config
 
-TINY = ["--width", "8", "--set", "model.z_dim=16", "--device", "cpu", "--set", "bench.warmup=1", "--steps", "3", "--set", "bench.min_seconds=0",
-        "--max-seconds", "5"]
+TINY = [
+    "--width",
+    "8",
+    "--set",
+    "model.z_dim=16",
+    "--device",
+    "cpu",
+    "--set",
+    "bench.warmup=1",
+    "--steps",
+    "3",
+    "--set",
+    "bench.min_seconds=0",
+    "--max-seconds",
+    "5",
+]
 
 
 @pytest.mark.slow
 def test_tiny_bench_writes_results_figures_and_table(tmp_path, capsys):
     out = tmp_path / "bench"
-    code, stdout, err = run_cli(capsys, "bench", *TINY, "--batch-sizes", "4,8", "--precisions", "fp32,bf16", "--out", str(out))
+    code, stdout, err = run_cli(
+        capsys, "bench", *TINY, "--batch-sizes", "4,8", "--precisions", "fp32,bf16", "--out", str(out)
+    )
     assert code == 0, err
     results = json.loads((out / "results.json").read_text())
     assert results["format"] == "ampgan-bench/1"
     assert results["environment"]["versions"]["torch"] == torch.__version__
     assert [(c["batch_size"], c["precision"], c["status"]) for c in results["configs"]] == [
-        (4, "fp32", "ok"), (4, "bf16", "ok"), (8, "fp32", "ok"), (8, "bf16", "ok")]
+        (4, "fp32", "ok"),
+        (4, "bf16", "ok"),
+        (8, "fp32", "ok"),
+        (8, "bf16", "ok"),
+    ]
     row = results["configs"][0]
     # At least --steps rounds, more until settled; every precision timed in every round.
     measured = {m["batch_size"]: m for m in results["measurements"]}
@@ -32,7 +52,10 @@ def test_tiny_bench_writes_results_figures_and_table(tmp_path, capsys):
     assert len(results["configs"][1]["samples_s"]) == measured[4]["rounds"]
     assert row["stats"]["median_s"] > 0 and row["images_per_s"] == pytest.approx(4 / row["stats"]["median_s"])
     assert row["flops_per_step"] > 0 and row["achieved_tflops"] > 0
-    assert [(s["batch_size"], s["precision"], s["baseline"]) for s in results["speedups"]] == [(4, "bf16", "fp32"), (8, "bf16", "fp32")]
+    assert [(s["batch_size"], s["precision"], s["baseline"]) for s in results["speedups"]] == [
+        (4, "bf16", "fp32"),
+        (8, "bf16", "fp32"),
+    ]
     assert all(s["low"] <= s["estimate"] <= s["high"] for s in results["speedups"])
     with open(out / "results.csv") as handle:
         rows = list(csv.DictReader(handle))
@@ -83,11 +106,14 @@ def test_out_of_memory_is_recorded_and_the_rest_goes_on(monkeypatch):
 
 
 def test_speedups_carry_each_batch_sizes_interval():
-    from ampgan.speed.rounds import RoundsResult, measure_rounds, StoppingRule
+    from ampgan.speed.rounds import RoundsResult, StoppingRule, measure_rounds
 
     times = {"fp32": iter([1.0, 1.0, 1.0]), "bf16": iter([0.5, 0.4, 0.625])}
-    rounds = measure_rounds({name: lambda name=name: next(times[name]) for name in times}, "fp32",
-                            StoppingRule(min_rounds=3, max_seconds=3.0))
+    rounds = measure_rounds(
+        {name: lambda name=name: next(times[name]) for name in times},
+        "fp32",
+        StoppingRule(min_rounds=3, max_seconds=3.0),
+    )
     (result,) = speedups([{"batch_size": 64, **rounds.to_dict()}])
     # Ratios 2, 2.5, 1.6 (see test_speed.test_speedup_interval_by_hand), with the between-run spread.
     assert (result["batch_size"], result["precision"], result["baseline"]) == (64, "bf16", "fp32")
@@ -119,8 +145,24 @@ def test_sigterm_keeps_the_finished_batch_sizes_marked_incomplete(tmp_path):
     import sys
 
     out = tmp_path / "bench"
-    command = [sys.executable, "-m", "ampgan", "bench", *TINY, "--set", "bench.warmup=3", "--batch-sizes", "4,8,4096",
-               "--precisions", "fp32", "--max-seconds", "600", "--no-channels-last", "--out", str(out)]
+    command = [
+        sys.executable,
+        "-m",
+        "ampgan",
+        "bench",
+        *TINY,
+        "--set",
+        "bench.warmup=3",
+        "--batch-sizes",
+        "4,8,4096",
+        "--precisions",
+        "fp32",
+        "--max-seconds",
+        "600",
+        "--no-channels-last",
+        "--out",
+        str(out),
+    ]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     for line in process.stderr:  # one line per finished configuration
         if line.strip().startswith("batch     8"):
@@ -148,9 +190,14 @@ def test_log_axes_get_plain_number_ticks_a_reader_can_read():
 def test_the_json_summary_carries_each_configurations_median_and_why_one_has_none():
     from ampgan.cli.bench import bench_summary
 
-    results = {"environment": {"hardware_summary": "a CPU"}, "speedups": [],
-               "configs": [{"batch_size": 64, "precision": "fp32", "status": "ok", "stats": {"median_s": 0.25}},
-                           {"batch_size": 64, "precision": "bf16", "status": "too_slow", "reason": "one step took 9 s"}]}
+    results = {
+        "environment": {"hardware_summary": "a CPU"},
+        "speedups": [],
+        "configs": [
+            {"batch_size": 64, "precision": "fp32", "status": "ok", "stats": {"median_s": 0.25}},
+            {"batch_size": 64, "precision": "bf16", "status": "too_slow", "reason": "one step took 9 s"},
+        ],
+    }
     summary = bench_summary(results, Path("out"))
     assert summary["configs"][0]["median_ms"] == 250.0
     assert summary["configs"][1]["median_ms"] is None and summary["configs"][1]["reason"] == "one step took 9 s"
@@ -166,8 +213,16 @@ def test_a_signal_during_the_op_trace_stops_it_and_keeps_every_measurement(monke
         return {"op_tables": {}, "op_tables_failed": [{"precision": "fp32", "reason": "not traced: asked to stop"}]}
 
     monkeypatch.setattr(bench_module, "trace_op_tables", trace)
-    spec = BenchSpec(base=tiny_config(), batch_sizes=(4,), precisions=("fp32",), warmup=1, steps=2, min_seconds=0,
-                     max_seconds=2, channels_last=())
+    spec = BenchSpec(
+        base=tiny_config(),
+        batch_sizes=(4,),
+        precisions=("fp32",),
+        warmup=1,
+        steps=2,
+        min_seconds=0,
+        max_seconds=2,
+        channels_last=(),
+    )
     results = run_bench(spec, torch.device("cpu"))
     assert results["incomplete"]["signal"] == "SIGINT" and results["incomplete"]["not_measured"] == []
     assert results["configs"][0]["status"] == "ok" and results["configs"][0]["samples_s"]

@@ -89,10 +89,12 @@ def test_every_calibration_table_has_its_format_and_sidecar_and_the_t4_is_never_
 def test_a_damaged_calibration_row_is_one_error_naming_its_line(tmp_path):
     header = ",".join(CALIBRATION_COLUMNS)
     good = "g,gemm,64,64,64,0,0,,,,,,,,,,,,fp32,0.01"
-    for bad, message in (("g,gemm,64,x,64,0,0,,,,,,,,,,,,fp32,0.01", "line 3 (g): n is 'x'"),
-                         ("g,gemm,64,64,64,0,0,,,,,,,,,,,,fp8,0.01", "line 3 (g): precision is 'fp8'"),
-                         ("g,gemm,64,64,64,0,0,,,,,,,,,,,,fp32,-1", "line 3 (g): ms is '-1'"),
-                         ("c,conv_fwd,,,,,,8,3,2,2,64,5,5,0,0,1,1,fp32,0.01", "line 3 (c): a 5x5 filter does not fit")):
+    for bad, message in (
+        ("g,gemm,64,x,64,0,0,,,,,,,,,,,,fp32,0.01", "line 3 (g): n is 'x'"),
+        ("g,gemm,64,64,64,0,0,,,,,,,,,,,,fp8,0.01", "line 3 (g): precision is 'fp8'"),
+        ("g,gemm,64,64,64,0,0,,,,,,,,,,,,fp32,-1", "line 3 (g): ms is '-1'"),
+        ("c,conv_fwd,,,,,,8,3,2,2,64,5,5,0,0,1,1,fp32,0.01", "line 3 (c): a 5x5 filter does not fit"),
+    ):
         path = tmp_path / "table.csv"
         path.write_text(f"{header}\n{good}\n{bad}\n")
         with pytest.raises(AmpganError, match=message.replace("(", r"\(").replace(")", r"\)")):
@@ -101,11 +103,15 @@ def test_a_damaged_calibration_row_is_one_error_naming_its_line(tmp_path):
 
 def test_project_kernels_writes_each_kernel_per_gpu_and_precision_with_its_band(tmp_path, capsys):
     table = tmp_path / "mine.csv"
-    table.write_text("name,op,m,n,k,transpose_a,transpose_b,batch,c,h,w,out_channels,r,s,pad_h,pad_w,stride_h,stride_w,"
-                     "note\nfc,gemm,2048,1024,8192,0,1,,,,,,,,,,,,ignored\n"
-                     "first,conv_fwd,,,,,,64,1,28,28,64,4,4,1,1,2,2,\n")
+    table.write_text(
+        "name,op,m,n,k,transpose_a,transpose_b,batch,c,h,w,out_channels,r,s,pad_h,pad_w,stride_h,stride_w,"
+        "note\nfc,gemm,2048,1024,8192,0,1,,,,,,,,,,,,ignored\n"
+        "first,conv_fwd,,,,,,64,1,28,28,64,4,4,1,1,2,2,\n"
+    )
     out = tmp_path / "out"
-    code, stdout, err = run_cli(capsys, "project", "--kernels", str(table), "--devices", "T4,V100,A100", "--out", str(out))
+    code, stdout, err = run_cli(
+        capsys, "project", "--kernels", str(table), "--devices", "T4,V100,A100", "--out", str(out)
+    )
     assert code == 0, err
     with (out / "kernels.csv").open(encoding="utf-8") as stream:
         rows = list(csv.DictReader(stream))
@@ -114,7 +120,11 @@ def test_project_kernels_writes_each_kernel_per_gpu_and_precision_with_its_band(
     assert len(rows) == 2 * (2 + 2 + 4)
     assert {r["precision"] for r in rows if r["device"] == "A100"} == {"fp32", "tf32", "bf16", "fp16"}
     for r in rows:
-        assert float(r["ms_low"]) < float(r["ms"]) < float(r["ms_high"]) and r["bound"] in ("compute", "memory", "launch")
+        assert float(r["ms_low"]) < float(r["ms"]) < float(r["ms_high"]) and r["bound"] in (
+            "compute",
+            "memory",
+            "launch",
+        )
     by = {(r["name"], r["device"], r["precision"]): float(r["ms"]) for r in rows}
     assert by[("fc", "V100", "fp32")] / by[("fc", "V100", "fp16")] > 3  # a large aligned product on tensor cores
     assert "PROJECTED" in stdout

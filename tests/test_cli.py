@@ -6,15 +6,38 @@ import sys
 
 import pytest
 import torch
-
 from conftest import run_cli, tiny_state
 
-TINY = ["--dataset", "synthetic", "--width", "8", "--set", "model.z_dim=16", "--batch-size", "8", "--device", "cpu", "--quiet"]
+TINY = [
+    "--dataset",
+    "synthetic",
+    "--width",
+    "8",
+    "--set",
+    "model.z_dim=16",
+    "--batch-size",
+    "8",
+    "--device",
+    "cpu",
+    "--quiet",
+]
 
 
 def test_train_writes_a_complete_run_folder(tmp_path, capsys):
     run = tmp_path / "run"
-    code, out, err = run_cli(capsys, "train", *TINY, "--steps", "6", "--set", "logging.log_every=2", "--set", "logging.sample_every=4", "--out", str(run))
+    code, out, err = run_cli(
+        capsys,
+        "train",
+        *TINY,
+        "--steps",
+        "6",
+        "--set",
+        "logging.log_every=2",
+        "--set",
+        "logging.sample_every=4",
+        "--out",
+        str(run),
+    )
     assert code == 0, err
     assert "trained 6 steps" in out and "fp32 | batch 8 | model acgan | torch" in out
     config = json.loads((run / "config.json").read_text())
@@ -24,7 +47,9 @@ def test_train_writes_a_complete_run_folder(tmp_path, capsys):
     assert config["environment"]["hardware"]["cpu_cores"] >= 1
     records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in records] == [2, 4, 6]
-    assert {"loss_d", "loss_g", "class_acc_real", "class_acc_fake", "skipped_d_total", "train_seconds"} <= set(records[0])
+    assert {"loss_d", "loss_g", "class_acc_real", "class_acc_fake", "skipped_d_total", "train_seconds"} <= set(
+        records[0]
+    )
     assert sorted(p.name for p in (run / "samples").iterdir()) == ["step-000004.png", "step-000006.png"]
     from PIL import Image
 
@@ -37,8 +62,21 @@ def test_train_writes_a_complete_run_folder(tmp_path, capsys):
 
 def test_fp16_run_logs_the_loss_scale_and_skipped_steps(tmp_path, capsys):
     run = tmp_path / "run"
-    code, _, err = run_cli(capsys, "train", *TINY, "--precision", "fp16", "--loss-scale", "128", "--steps", "2",
-                           "--set", "logging.log_every=1", "--out", str(run))
+    code, _, err = run_cli(
+        capsys,
+        "train",
+        *TINY,
+        "--precision",
+        "fp16",
+        "--loss-scale",
+        "128",
+        "--steps",
+        "2",
+        "--set",
+        "logging.log_every=1",
+        "--out",
+        str(run),
+    )
     assert code == 0, err
     record = json.loads((run / "metrics.jsonl").read_text().splitlines()[-1])
     # A static 128 neither grows nor shrinks; these tiny networks' gradients never overflow at it.
@@ -68,15 +106,18 @@ def test_dry_run_prints_the_resolved_config_and_writes_nothing(tmp_path, capsys)
     assert not run.exists()
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--precision", "fp8"], "error: --precision 'fp8' is not one of 'fp32', 'tf32', 'bf16', 'fp16'"),
-    (["--dataset", "digitz"], "error: unknown dataset 'digitz' (did you mean 'digits'?)"),
-    (["--batch-size", "0"], "error: --batch-size must be at least 1, got 0"),
-    (["--precision", "tf32"], "error: tf32 is a CUDA tensor-core mode"),
-    (["--time-budget", "soon"], "error: --time-budget cannot read the duration 'soon'"),
-    (["--batch-size", "many"], "error: --batch-size must be a whole number, got 'many'"),
-    (["--no-such-flag"], "error: No such option '--no-such-flag'"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--precision", "fp8"], "error: --precision 'fp8' is not one of 'fp32', 'tf32', 'bf16', 'fp16'"),
+        (["--dataset", "digitz"], "error: unknown dataset 'digitz' (did you mean 'digits'?)"),
+        (["--batch-size", "0"], "error: --batch-size must be at least 1, got 0"),
+        (["--precision", "tf32"], "error: tf32 is a CUDA tensor-core mode"),
+        (["--time-budget", "soon"], "error: --time-budget cannot read the duration 'soon'"),
+        (["--batch-size", "many"], "error: --batch-size must be a whole number, got 'many'"),
+        (["--no-such-flag"], "error: No such option '--no-such-flag'"),
+    ],
+)
 def test_bad_input_is_one_line_and_exit_code_2(tmp_path, capsys, args, message):
     code, out, err = run_cli(capsys, "train", *TINY, "--out", str(tmp_path / "run"), *args)
     assert code == 2
@@ -112,7 +153,19 @@ def test_misaligned_width_warns_in_one_line(tmp_path, capsys):
 def test_tensorboard_writes_event_files(tmp_path, capsys):
     pytest.importorskip("tensorboard")
     run = tmp_path / "run"
-    code, _, err = run_cli(capsys, "train", *TINY, "--steps", "2", "--set", "logging.log_every=1", "--set", "logging.tensorboard=true", "--out", str(run))
+    code, _, err = run_cli(
+        capsys,
+        "train",
+        *TINY,
+        "--steps",
+        "2",
+        "--set",
+        "logging.log_every=1",
+        "--set",
+        "logging.tensorboard=true",
+        "--out",
+        str(run),
+    )
     assert code == 0, err
     assert list((run / "tensorboard").glob("events.out.tfevents.*"))
 
@@ -120,8 +173,9 @@ def test_tensorboard_writes_event_files(tmp_path, capsys):
 @pytest.mark.slow
 def test_console_script_and_module_entry_points_work(tmp_path):
     """The real process: exit code and a one-line error, no traceback."""
-    result = subprocess.run([sys.executable, "-m", "ampgan", "train", "--precision", "fp8"],
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-m", "ampgan", "train", "--precision", "fp8"], capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 2
     assert result.stderr.startswith("error: --precision 'fp8' is not one of") and "Traceback" not in result.stderr
     result = subprocess.run([sys.executable, "-m", "ampgan", "--help"], capture_output=True, text=True, timeout=120)

@@ -8,9 +8,9 @@ import subprocess
 import numpy as np
 import pytest
 import torch
+from conftest import run_cli
 
 from ampgan.quality.metrics import accuracy, frechet_distance, frechet_distance_of_gaussians, kernel_inception_distance
-from conftest import run_cli
 
 
 def test_frechet_distance_of_known_gaussians():
@@ -46,9 +46,40 @@ def tiny_compare(tmp_path_factory):
         from ampgan.cli import main
 
         try:
-            main(["compare", "--dataset", "synthetic", "--precisions", "fp32,bf16", "--width", "8", "--set", "model.z_dim=16",
-                  "--batch-size", "16", "--steps", "12", "--set", "logging.log_every=4", "--set", "compare.eval_points=2", "--set", "compare.eval_samples=100",
-                  "--set", "compare.bench_batch_sizes=8", "--set", "compare.bench_seconds=0.3", "--device", "cpu", "--seeds", "2", "--quiet", "--out", str(out)])
+            main(
+                [
+                    "compare",
+                    "--dataset",
+                    "synthetic",
+                    "--precisions",
+                    "fp32,bf16",
+                    "--width",
+                    "8",
+                    "--set",
+                    "model.z_dim=16",
+                    "--batch-size",
+                    "16",
+                    "--steps",
+                    "12",
+                    "--set",
+                    "logging.log_every=4",
+                    "--set",
+                    "compare.eval_points=2",
+                    "--set",
+                    "compare.eval_samples=100",
+                    "--set",
+                    "compare.bench_batch_sizes=8",
+                    "--set",
+                    "compare.bench_seconds=0.3",
+                    "--device",
+                    "cpu",
+                    "--seeds",
+                    "2",
+                    "--quiet",
+                    "--out",
+                    str(out),
+                ]
+            )
         except SystemExit as exit_:
             assert exit_.code in (0, None)
     finally:
@@ -62,9 +93,19 @@ def tiny_compare(tmp_path_factory):
 @pytest.mark.slow
 def test_compare_writes_every_file(tiny_compare):
     out = tiny_compare
-    for name in ("compare.json", "report.md", "report.html", "fig4_samples.png", "fig5_quality_vs_time.png",
-                 "fig6_losses.png", "bench/results.json", "bench/fig1_time_per_batch.png",
-                 "bench/fig2_time_per_1000_samples.png", "cost/cost.json", "cost/fig3_cost.png"):
+    for name in (
+        "compare.json",
+        "report.md",
+        "report.html",
+        "fig4_samples.png",
+        "fig5_quality_vs_time.png",
+        "fig6_losses.png",
+        "bench/results.json",
+        "bench/fig1_time_per_batch.png",
+        "bench/fig2_time_per_1000_samples.png",
+        "cost/cost.json",
+        "cost/fig3_cost.png",
+    ):
         assert (out / name).is_file(), name
     document = json.loads((out / "compare.json").read_text())
     assert list(document["runs"]) == ["fp32", "bf16"]
@@ -92,8 +133,10 @@ def test_compare_writes_every_file(tiny_compare):
 
 @pytest.mark.slow
 def test_every_precision_starts_from_the_same_weights(tiny_compare):
-    start = {p: torch.load(tiny_compare / "runs" / f"{p}-seed0" / "checkpoints" / "step-000000.pt", weights_only=True)
-             for p in ("fp32", "bf16")}
+    start = {
+        p: torch.load(tiny_compare / "runs" / f"{p}-seed0" / "checkpoints" / "step-000000.pt", weights_only=True)
+        for p in ("fp32", "bf16")
+    }
     for network in ("generator", "discriminator"):
         a, b = start["fp32"][network], start["bf16"][network]
         assert all(torch.equal(a[k], b[k]) for k in a)
@@ -115,8 +158,21 @@ def test_generate_gives_the_class_and_the_same_images_for_the_same_seed(tiny_com
     run = tiny_compare / "runs" / "bf16-seed0"
     paths = [tmp_path / f"{n}.npz" for n in ("a", "b", "c")]
     for path, seed in zip(paths, (5, 5, 6)):
-        code, out, err = run_cli(capsys, "generate", str(run), "--class", "grating-3", "--n", "12", "--seed", str(seed),
-                                 "--out", str(path), "--format", "npz")
+        code, out, err = run_cli(
+            capsys,
+            "generate",
+            str(run),
+            "--class",
+            "grating-3",
+            "--n",
+            "12",
+            "--seed",
+            str(seed),
+            "--out",
+            str(path),
+            "--format",
+            "npz",
+        )
         assert code == 0, err
     a, b, c = (np.load(p) for p in paths)
     assert a["images"].shape == (12, 32, 32, 3) and a["images"].dtype == np.uint8
@@ -161,14 +217,27 @@ def _browser():
 @pytest.mark.skipif(_browser() is None, reason="no headless Chromium installed")
 def test_report_opens_in_a_real_headless_browser(tiny_compare, tmp_path):
     """Chromium loads the page and reports how many images decoded with a real size."""
-    command = [_browser(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-               "--disable-background-networking", "--disable-component-update", "--disable-sync",
-               f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=5000", "--dump-dom",
-               (tiny_compare / "report.html").as_uri()]
+    command = [
+        _browser(),
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={tmp_path / 'profile'}",
+        "--virtual-time-budget=5000",
+        "--dump-dom",
+        (tiny_compare / "report.html").as_uri(),
+    ]
     page = tiny_compare / "report.html"
     original = page.read_text()
-    probe = ("<script>window.addEventListener('load',()=>{const ok=[...document.images].filter(i=>i.complete&&i.naturalWidth>0)"
-             ".length;document.body.setAttribute('data-images-ok',ok)})</script></body>")
+    probe = (
+        "<script>window.addEventListener('load',()=>{const ok=[...document.images]"
+        ".filter(i=>i.complete&&i.naturalWidth>0).length;document.body.setAttribute('data-images-ok',ok)})</script></body>"
+    )
     page.write_text(original.replace("</body>", probe))
     try:
         result = subprocess.run(command, capture_output=True, text=True, timeout=120)
@@ -184,13 +253,27 @@ def test_report_opens_in_a_real_headless_browser(tiny_compare, tmp_path):
 def test_compare_runs_on_every_dataset_kind(kind, tmp_path, capsys, monkeypatch):
     """The bench inside compare gets the dataset's own files and options (it used to get the name
     alone and fail with 'quickdraw needs --data-dir')."""
-    from fixtures import cifar_batches, cifar_md5s, write_cifar_archive, write_image_folder, write_mnist, write_quickdraw
+    from fixtures import (
+        cifar_batches,
+        cifar_md5s,
+        write_cifar_archive,
+        write_image_folder,
+        write_mnist,
+        write_quickdraw,
+    )
 
     import ampgan.data.cifar10 as cifar10
 
     data = tmp_path / "data"
     if kind == "quickdraw":
-        source = ["--dataset", "quickdraw", "--data-dir", str(write_quickdraw(data)), "--set", "data.classes=apple,eye,fish"]
+        source = [
+            "--dataset",
+            "quickdraw",
+            "--data-dir",
+            str(write_quickdraw(data)),
+            "--set",
+            "data.classes=apple,eye,fish",
+        ]
     elif kind == "cifar10":
         members = cifar_batches(per_batch=30, learnable=True)
         monkeypatch.setattr(cifar10, "FILE_MD5", cifar_md5s(members))
@@ -202,10 +285,36 @@ def test_compare_runs_on_every_dataset_kind(kind, tmp_path, capsys, monkeypatch)
     else:
         source = ["--dataset", f"folder:{write_image_folder(data, per_class=8)}"]  # the evaluator's least per class
     out = tmp_path / "out"
-    code, _, err = run_cli(capsys, "compare", *source, "--precisions", "fp32,bf16", "--width", "8", "--set", "model.z_dim=16",
-                           "--batch-size", "8", "--steps", "4", "--seeds", "1", "--set", "compare.eval_points=1",
-                           "--set", "compare.eval_samples=40", "--set", "compare.bench_batch_sizes=8", "--set", "compare.bench_seconds=0.3", "--device", "cpu", "--quiet",
-                           "--out", str(out))
+    code, _, err = run_cli(
+        capsys,
+        "compare",
+        *source,
+        "--precisions",
+        "fp32,bf16",
+        "--width",
+        "8",
+        "--set",
+        "model.z_dim=16",
+        "--batch-size",
+        "8",
+        "--steps",
+        "4",
+        "--seeds",
+        "1",
+        "--set",
+        "compare.eval_points=1",
+        "--set",
+        "compare.eval_samples=40",
+        "--set",
+        "compare.bench_batch_sizes=8",
+        "--set",
+        "compare.bench_seconds=0.3",
+        "--device",
+        "cpu",
+        "--quiet",
+        "--out",
+        str(out),
+    )
     assert code == 0, err
     document = json.loads((out / "compare.json").read_text())
     bench = json.loads((out / "bench" / "results.json").read_text())
@@ -216,15 +325,34 @@ def test_compare_runs_on_every_dataset_kind(kind, tmp_path, capsys, monkeypatch)
 
 def _compare_where_no_mode_is_faster(tmp_path, capsys, monkeypatch, out):
     """`ampgan compare` on a tiny model, the speed decision injected: bf16 10x, fp16 20x fp32's step."""
-    import ampgan.speed.decision as decision
     from conftest import own_decision_cache
+
+    import ampgan.speed.decision as decision
 
     own_decision_cache(monkeypatch, tmp_path)
     steps = {"fp32": 0.01, "bf16": 0.1, "fp16": 0.2}
-    monkeypatch.setattr(decision, "measure_on_training_step", lambda config, dataset, device: decision.measure_with(
-        lambda name: lambda: steps[name]))
-    return run_cli(capsys, "compare", "--dataset", "synthetic", "--width", "8", "--set", "model.z_dim=16",
-                   "--batch-size", "8", "--device", "cpu", "--out", str(out), "--quiet")
+    monkeypatch.setattr(
+        decision,
+        "measure_on_training_step",
+        lambda config, dataset, device: decision.measure_with(lambda name: lambda: steps[name]),
+    )
+    return run_cli(
+        capsys,
+        "compare",
+        "--dataset",
+        "synthetic",
+        "--width",
+        "8",
+        "--set",
+        "model.z_dim=16",
+        "--batch-size",
+        "8",
+        "--device",
+        "cpu",
+        "--out",
+        str(out),
+        "--quiet",
+    )
 
 
 def test_a_machine_where_no_mode_is_faster_gets_that_answer_and_trains_no_race(tmp_path, capsys, monkeypatch):
@@ -247,7 +375,10 @@ def test_with_no_faster_mode_the_study_still_projects_its_step_onto_gpus(tmp_pat
     code, stdout, err = _compare_where_no_mode_is_faster(tmp_path, capsys, monkeypatch, out)
     assert code == 0, err
     document = json.loads((out / "compare.json").read_text())
-    assert document["projection"]["path"] == "projection/projection.json" and document["projection"]["batch_sizes"] == [8, 2048]
+    assert document["projection"]["path"] == "projection/projection.json" and document["projection"]["batch_sizes"] == [
+        8,
+        2048,
+    ]
     assert "PROJECTED" in document["verdict"][-1] and "at batch 2048 T4 fp16" in document["verdict"][-1]
     assert (out / "projection" / "op_tables.json").is_file()
     assert "On other hardware (PROJECTED, not measured)" in (out / "report.md").read_text()

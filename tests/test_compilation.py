@@ -9,24 +9,50 @@ import json
 import random
 
 import pytest
-
-from ampgan.speed.cache import DecisionCache
-from ampgan.speed.compilation import (CANNOT_COMPILE, COMPILED, EAGER, MEASURE_FROM_RUN_S, CompileDecision,
-                                      CompileMeasurement, CompileProbe, TrainingStepCompileProbe, decide_compile,
-                                      expected_run_s)
-from ampgan.speed.decision import DECISION_RULE
-from ampgan.speed.rounds import measure_rounds
 from conftest import CPU, own_decision_cache, run_cli, run_short_compare, tiny_config
 
-TINY = ["--dataset", "synthetic", "--width", "8", "--set", "model.z_dim=16", "--batch-size", "8", "--device", "cpu",
-        "--no-channels-last"]
+from ampgan.speed.cache import DecisionCache
+from ampgan.speed.compilation import (
+    CANNOT_COMPILE,
+    COMPILED,
+    EAGER,
+    MEASURE_FROM_RUN_S,
+    CompileDecision,
+    CompileMeasurement,
+    CompileProbe,
+    TrainingStepCompileProbe,
+    decide_compile,
+    expected_run_s,
+)
+from ampgan.speed.decision import DECISION_RULE
+from ampgan.speed.rounds import measure_rounds
+
+TINY = [
+    "--dataset",
+    "synthetic",
+    "--width",
+    "8",
+    "--set",
+    "model.z_dim=16",
+    "--batch-size",
+    "8",
+    "--device",
+    "cpu",
+    "--no-channels-last",
+]
 
 
 class Machine(CompileProbe):
     """An eager step of `eager_s`, a compiled one of `compiled_s` (+-noise, seeded), `compile_s` to compile."""
 
     def __init__(self, eager_s=0.100, compiled_s=0.080, compile_s=8.0, noise=0.02, fails=None):
-        self.eager_s, self.compiled_s, self.compile_s, self.noise, self.fails = eager_s, compiled_s, compile_s, noise, fails
+        self.eager_s, self.compiled_s, self.compile_s, self.noise, self.fails = (
+            eager_s,
+            compiled_s,
+            compile_s,
+            noise,
+            fails,
+        )
         self.measured = 0
         self.estimated = 0
 
@@ -64,8 +90,9 @@ def test_a_long_run_compiles_when_the_gain_repays_the_compile_time():
 def test_a_gain_that_cannot_repay_the_compile_time_keeps_the_run_eager():
     # 8% faster, 30 s to compile: at the interval's low end (about 1.05, the between-run spread
     # included) 30 / (1 - 1/1.05) = about 630 s, longer than the 7-minute run.
-    compile_it, decision = decide(Machine(eager_s=0.100, compiled_s=0.100 / 1.08, compile_s=30.0, noise=0.002),
-                                  seconds=420.0)
+    compile_it, decision = decide(
+        Machine(eager_s=0.100, compiled_s=0.100 / 1.08, compile_s=30.0, noise=0.002), seconds=420.0
+    )
     assert decision.verdict == "faster" and decision.break_even_s > 420.0 and not compile_it
     assert "pays after" in decision.describe()
 
@@ -111,11 +138,13 @@ def test_a_cached_answer_decides_short_runs_too(tmp_path):
 
 def test_a_compiler_failure_trains_eager_with_the_reason_and_is_not_cached(tmp_path):
     cache = DecisionCache(tmp_path)
-    compile_it, decision = decide(Machine(fails=RuntimeError("CppCompileError: no C++ compiler (g++) found\nmore")),
-                                  seconds=600.0, cache=cache)
+    compile_it, decision = decide(
+        Machine(fails=RuntimeError("CppCompileError: no C++ compiler (g++) found\nmore")), seconds=600.0, cache=cache
+    )
     assert not compile_it and decision.verdict == CANNOT_COMPILE
-    assert decision.describe() == ("bf16 at batch 64: cannot compile here (RuntimeError: CppCompileError: no C++ "
-                                   "compiler (g++) found)")
+    assert decision.describe() == (
+        "bf16 at batch 64: cannot compile here (RuntimeError: CppCompileError: no C++ compiler (g++) found)"
+    )
     assert not (tmp_path / "precision-decisions.json").exists()
 
 
@@ -140,8 +169,9 @@ def test_run_length_is_the_budget_that_ends_the_run_first():
     assert expected_run_s(1000, 60.0, 0.1) == 60.0
     assert expected_run_s(None, 420.0, 0.1) == 420.0
     assert expected_run_s(None, None, 0.1) is None
-    assert CompileDecision("bf16", 64, "faster", 0.1, 0.08, {"estimate": 1.25, "low": 1.25, "high": 1.25, "rounds": 3},
-                           3, 8.0).pays_for(None)
+    assert CompileDecision(
+        "bf16", 64, "faster", 0.1, 0.08, {"estimate": 1.25, "low": 1.25, "high": 1.25, "rounds": 3}, 3, 8.0
+    ).pays_for(None)
 
 
 @pytest.mark.real_compile_measurement
@@ -168,8 +198,9 @@ def test_train_records_the_decision_in_its_config_and_resume_keeps_it(capsys, tm
     import ampgan.speed.compilation as compilation
 
     # An imagined machine where an eager step takes 1 s and a compiled one 0.8 s.
-    monkeypatch.setattr(compilation, "compile_probe_for",
-                        lambda config, dataset, device: Machine(eager_s=1.0, compiled_s=0.8))
+    monkeypatch.setattr(
+        compilation, "compile_probe_for", lambda config, dataset, device: Machine(eager_s=1.0, compiled_s=0.8)
+    )
     monkeypatch.setenv("AMPGAN_COMPILE_BACKEND", "eager")
     own_decision_cache(monkeypatch, tmp_path)
     out = tmp_path / "run"
@@ -188,8 +219,9 @@ def test_train_records_the_decision_in_its_config_and_resume_keeps_it(capsys, tm
     assert json.loads((out2 / "config.json").read_text())["config"]["compute"]["compile"] is True
     # --no-compile is obeyed without asking.
     monkeypatch.setattr(compilation, "compile_probe_for", lambda *a: Machine(fails=AssertionError("asked")))
-    code, _, err = run_cli(capsys, "train", *TINY, "--steps", "310", "--no-compile",
-                           "--out", str(tmp_path / "run3"), "--quiet")
+    code, _, err = run_cli(
+        capsys, "train", *TINY, "--steps", "310", "--no-compile", "--out", str(tmp_path / "run3"), "--quiet"
+    )
     assert code == 0, err
     assert json.loads((tmp_path / "run3" / "config.json").read_text())["config"]["compute"]["compile"] is False
 
@@ -200,8 +232,13 @@ def test_compare_compiles_the_precisions_where_it_pays_and_says_so(tmp_path, cap
     # An imagined machine where compiling gains 1.25x in bf16 for 0.1 s of compiling, and nothing in fp32;
     # a 2-s comparison is long enough to be measured here.
     monkeypatch.setattr(compilation, "MEASURE_FROM_RUN_S", 1.0)
-    monkeypatch.setattr(compilation, "compile_probe_for", lambda config, dataset, device: (
-        Machine(compile_s=0.1) if config.precision.name == "bf16" else Machine(compiled_s=0.100, noise=0.05)))
+    monkeypatch.setattr(
+        compilation,
+        "compile_probe_for",
+        lambda config, dataset, device: (
+            Machine(compile_s=0.1) if config.precision.name == "bf16" else Machine(compiled_s=0.100, noise=0.05)
+        ),
+    )
     monkeypatch.setenv("AMPGAN_COMPILE_BACKEND", "eager")
     own_decision_cache(monkeypatch, tmp_path)
     monkeypatch.setattr("ampgan.study.compare.COMPARE_BENCH_MIN_SECONDS", 0.0)  # the bench's plumbing, not its timing
@@ -213,7 +250,9 @@ def test_compare_compiles_the_precisions_where_it_pays_and_says_so(tmp_path, cap
     assert document["compile_decisions"]["bf16"]["verdict"] == "faster"
     assert document["compile_decisions"]["fp32"]["break_even_s"] is None
     assert json.loads((out / "runs" / "bf16-seed0" / "config.json").read_text())["config"]["compute"]["compile"] is True
-    assert json.loads((out / "runs" / "fp32-seed0" / "config.json").read_text())["config"]["compute"]["compile"] is False
+    assert (
+        json.loads((out / "runs" / "fp32-seed0" / "config.json").read_text())["config"]["compute"]["compile"] is False
+    )
     bench = json.loads((out / "bench" / "results.json").read_text())
     # The bench compiles what the runs compile; their compile times are the decisions' (not measured again).
     assert bench["spec"]["compile"] == ["bf16"] and bench["compile_times"] == {}
@@ -236,9 +275,9 @@ def test_compiling_allows_every_variant_of_the_step(monkeypatch):
     # D runs three ways per step and per precision; torch's default of 8 graphs made dynamo fall back to
     # eager after two precisions at two batch sizes in one process.
     import torch
+    from conftest import tiny_state
 
     from ampgan.training.state import RECOMPILE_LIMIT, wrap_modules
-    from conftest import tiny_state
 
     monkeypatch.setenv("AMPGAN_COMPILE_BACKEND", "eager")
     # config.patch, not monkeypatch: undoing a setattr on dynamo's config module hides the option for

@@ -4,10 +4,10 @@ compile time cold and warm in fresh processes (speed/compile_time.py)."""
 import math
 
 import pytest
+from conftest import tiny_config
 
 from ampgan.errors import AmpganError
 from ampgan.training.compile_cache import ENV, use_persistent_compile_cache
-from conftest import tiny_config
 
 
 def test_the_compile_cache_goes_to_ampgans_cache_folder_unless_the_user_chose_one(tmp_path, monkeypatch):

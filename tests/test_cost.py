@@ -1,12 +1,20 @@
 import json
 
 import pytest
-
-from ampgan.cost.catalog import REQUIRED_COLUMNS, find_instance, load_catalog
-from ampgan.cost.arithmetic import (cheapest_per_sample, cost_of_batches, cost_of_samples, cost_of_seconds, cost_per_sample,
-                         cost_to_quality, saving, time_to_quality)
-from ampgan.errors import AmpganError
 from conftest import run_cli
+
+from ampgan.cost.arithmetic import (
+    cheapest_per_sample,
+    cost_of_batches,
+    cost_of_samples,
+    cost_of_seconds,
+    cost_per_sample,
+    cost_to_quality,
+    saving,
+    time_to_quality,
+)
+from ampgan.cost.catalog import REQUIRED_COLUMNS, find_instance, load_catalog
+from ampgan.errors import AmpganError
 
 
 def test_the_studys_arithmetic():
@@ -29,9 +37,11 @@ def test_samples_budget_and_per_sample_costs():
 
 
 def test_cheapest_configuration_per_sample():
-    rows = [{"batch_size": 64, "precision": "fp32", "seconds_per_batch": 0.10},   # 1.56 ms/sample
-            {"batch_size": 2048, "precision": "fp32", "seconds_per_batch": 2.0},  # 0.98 ms/sample
-            {"batch_size": 2048, "precision": "bf16", "seconds_per_batch": 1.2}]  # 0.59 ms/sample
+    rows = [
+        {"batch_size": 64, "precision": "fp32", "seconds_per_batch": 0.10},  # 1.56 ms/sample
+        {"batch_size": 2048, "precision": "fp32", "seconds_per_batch": 2.0},  # 0.98 ms/sample
+        {"batch_size": 2048, "precision": "bf16", "seconds_per_batch": 1.2},
+    ]  # 0.59 ms/sample
     best = cheapest_per_sample(rows, 1.0)
     assert (best["batch_size"], best["precision"]) == (2048, "bf16")
     assert best["cost_per_sample"] == pytest.approx(1.2 / 2048 / 3600)
@@ -67,12 +77,18 @@ def test_instance_lookup_and_hardware_matching():
         find_instance(catalog, "g4dn.xlarg")
 
 
-@pytest.mark.parametrize("text, message", [
-    ("provider,instance\naws,x\n", "lacks the columns"),
-    (",".join(REQUIRED_COLUMNS) + "\naws,us,x,T4,1,0.5,USD,,2025-01\n", "empty source"),
-    (",".join(REQUIRED_COLUMNS) + "\naws,us,x,T4,1,-2,USD,https://x,2025-01\n", "must be a positive, finite number"),
-    (",".join(REQUIRED_COLUMNS) + "\naws,us,x,T4,one,0.5,USD,https://x,2025-01\n", "must be numbers"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("provider,instance\naws,x\n", "lacks the columns"),
+        (",".join(REQUIRED_COLUMNS) + "\naws,us,x,T4,1,0.5,USD,,2025-01\n", "empty source"),
+        (
+            ",".join(REQUIRED_COLUMNS) + "\naws,us,x,T4,1,-2,USD,https://x,2025-01\n",
+            "must be a positive, finite number",
+        ),
+        (",".join(REQUIRED_COLUMNS) + "\naws,us,x,T4,one,0.5,USD,https://x,2025-01\n", "must be numbers"),
+    ],
+)
 def test_user_catalogs_are_validated(tmp_path, text, message):
     path = tmp_path / "prices.csv"
     path.write_text(text)
@@ -82,14 +98,31 @@ def test_user_catalogs_are_validated(tmp_path, text, message):
 
 def bench_results(device_name="Tesla T4", device_type="cuda"):
     """A small results document in bench's format: T4 times close to the study's."""
+
     def config(batch, precision, median):
-        return {"batch_size": batch, "precision": precision, "status": "ok", "samples_s": [median] * 3,
-                "stats": {"median_s": median, "q1_s": median, "q3_s": median, "iqr_s": 0.0, "min_s": median}}
-    return {"format": "ampgan-bench/1", "spec": {"precisions": ["fp32", "fp16"], "dataset": "synthetic", "width": 64},
-            "hardware": {"device_type": device_type, "name": device_name, "cpu_model": "Intel Xeon"},
-            "environment": {"versions": {"torch": "2.5.0"}}, "peaks": {}, "left_out": [], "speedups": [],
-            "configs": [config(64, "fp32", 0.03), config(64, "fp16", 0.028),
-                        config(2048, "fp32", 0.70), config(2048, "fp16", 0.41)]}
+        return {
+            "batch_size": batch,
+            "precision": precision,
+            "status": "ok",
+            "samples_s": [median] * 3,
+            "stats": {"median_s": median, "q1_s": median, "q3_s": median, "iqr_s": 0.0, "min_s": median},
+        }
+
+    return {
+        "format": "ampgan-bench/1",
+        "spec": {"precisions": ["fp32", "fp16"], "dataset": "synthetic", "width": 64},
+        "hardware": {"device_type": device_type, "name": device_name, "cpu_model": "Intel Xeon"},
+        "environment": {"versions": {"torch": "2.5.0"}},
+        "peaks": {},
+        "left_out": [],
+        "speedups": [],
+        "configs": [
+            config(64, "fp32", 0.03),
+            config(64, "fp16", 0.028),
+            config(2048, "fp32", 0.70),
+            config(2048, "fp16", 0.41),
+        ],
+    }
 
 
 def test_cost_cli_writes_table_files_and_figure(tmp_path, capsys):
@@ -110,10 +143,17 @@ def test_cost_cli_writes_table_files_and_figure(tmp_path, capsys):
 
 def test_projection_onto_other_hardware_needs_consent_and_is_labelled(tmp_path, capsys):
     results = tmp_path / "results.json"
-    results.write_text(json.dumps(bench_results("AMD EPYC", "cpu") | {"hardware": {"device_type": "cpu", "name": "AMD EPYC", "cpu_model": "AMD EPYC"}}))
+    results.write_text(
+        json.dumps(
+            bench_results("AMD EPYC", "cpu")
+            | {"hardware": {"device_type": "cpu", "name": "AMD EPYC", "cpu_model": "AMD EPYC"}}
+        )
+    )
     code, _, err = run_cli(capsys, "cost", str(results), "--instance", "p4d.24xlarge")
     assert code == 2 and "add --assume-same-speed" in err and not (tmp_path / "cost.json").exists()
-    code, out, _ = run_cli(capsys, "cost", str(results), "--instance", "p4d.24xlarge", "--assume-same-speed", "--samples", "1e6")
+    code, out, _ = run_cli(
+        capsys, "cost", str(results), "--instance", "p4d.24xlarge", "--assume-same-speed", "--samples", "1e6"
+    )
     assert code == 0 and "PROJECTION" in out and "1/8 of the instance" in out
     document = json.loads((tmp_path / "cost.json").read_text())
     assert document["basis"]["projection"] is True and document["workload"] == {"samples": 1e6}
@@ -122,7 +162,12 @@ def test_projection_onto_other_hardware_needs_consent_and_is_labelled(tmp_path, 
 def test_cost_cli_errors(tmp_path, capsys):
     t4, cpu = tmp_path / "t4.json", tmp_path / "cpu.json"
     t4.write_text(json.dumps(bench_results()))
-    cpu.write_text(json.dumps(bench_results("AMD EPYC", "cpu") | {"hardware": {"device_type": "cpu", "name": "AMD EPYC", "cpu_model": "AMD EPYC"}}))
+    cpu.write_text(
+        json.dumps(
+            bench_results("AMD EPYC", "cpu")
+            | {"hardware": {"device_type": "cpu", "name": "AMD EPYC", "cpu_model": "AMD EPYC"}}
+        )
+    )
     broken = tmp_path / "broken.json"
     broken.write_text('{"format": "ampgan-bench/1", "configs"')
     for args, message in [

@@ -17,9 +17,16 @@ from ampgan.training import precision as precision_module
 from ampgan.training.state import adam_implementation
 
 REAL_NAMES = {
-    "Tesla T4": "T4", "Tesla V100-SXM2-16GB": "V100", "Tesla P100-PCIE-16GB": "P100-PCIE",
-    "Tesla P100-SXM2-16GB": "P100", "NVIDIA A100-SXM4-80GB": "A100-80GB", "NVIDIA H100 80GB HBM3": "H100",
-    "NVIDIA H100 PCIe": "H100 PCIe", "NVIDIA H200": "H200", "NVIDIA L4": "L4", "NVIDIA L40S": None,
+    "Tesla T4": "T4",
+    "Tesla V100-SXM2-16GB": "V100",
+    "Tesla P100-PCIE-16GB": "P100-PCIE",
+    "Tesla P100-SXM2-16GB": "P100",
+    "NVIDIA A100-SXM4-80GB": "A100-80GB",
+    "NVIDIA H100 80GB HBM3": "H100",
+    "NVIDIA H100 PCIe": "H100 PCIe",
+    "NVIDIA H200": "H200",
+    "NVIDIA L4": "L4",
+    "NVIDIA L40S": None,
     "NVIDIA GeForce RTX 4090": None,
 }
 
@@ -40,9 +47,17 @@ def test_the_price_catalog_matches_whole_names():
     assert hardware("Tesla T4") == {"T4"}
 
 
-@pytest.mark.parametrize(("mode", "capability", "refused"), [
-    ("bf16", (7, 5), True), ("bf16", (7, 0), True), ("bf16", (8, 0), False), ("tf32", (7, 0), True),
-    ("tf32", (8, 6), False), ("fp16", (6, 0), False)])
+@pytest.mark.parametrize(
+    ("mode", "capability", "refused"),
+    [
+        ("bf16", (7, 5), True),
+        ("bf16", (7, 0), True),
+        ("bf16", (8, 0), False),
+        ("tf32", (7, 0), True),
+        ("tf32", (8, 6), False),
+        ("fp16", (6, 0), False),
+    ],
+)
 def test_modes_are_refused_by_the_device_capability(mode, capability, refused):
     # torch.cuda.is_bf16_supported() says yes on a T4 (emulation): the capability decides.
     assert (precision(mode).unavailable_reason("cuda", capability) is not None) == refused
@@ -54,22 +69,28 @@ def _fake_gpu(monkeypatch, capability, arch_list, name="Tesla V100-SXM2-16GB"):
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: name)
 
 
-@pytest.mark.parametrize(("capability", "arch_list", "runs"), [
-    ((7, 0), ["sm_80", "sm_86", "sm_90", "sm_100", "sm_120"], False),  # a recent wheel: no Volta kernels
-    ((6, 0), ["sm_75", "sm_80", "sm_90"], False),  # the P100
-    ((7, 0), ["sm_50", "sm_60", "sm_70", "sm_75", "sm_80"], True),
-    ((8, 6), ["sm_80", "sm_90"], True),  # same major version: sm_80 kernels run on sm_86
-    ((9, 0), ["sm_80", "compute_80"], True),  # PTX the driver compiles
-    ((10, 0), ["sm_80", "sm_90"], False),
-])
+@pytest.mark.parametrize(
+    ("capability", "arch_list", "runs"),
+    [
+        ((7, 0), ["sm_80", "sm_86", "sm_90", "sm_100", "sm_120"], False),  # a recent wheel: no Volta kernels
+        ((6, 0), ["sm_75", "sm_80", "sm_90"], False),  # the P100
+        ((7, 0), ["sm_50", "sm_60", "sm_70", "sm_75", "sm_80"], True),
+        ((8, 6), ["sm_80", "sm_90"], True),  # same major version: sm_80 kernels run on sm_86
+        ((9, 0), ["sm_80", "compute_80"], True),  # PTX the driver compiles
+        ((10, 0), ["sm_80", "sm_90"], False),
+    ],
+)
 def test_a_gpu_the_wheel_has_no_kernels_for_is_one_line(monkeypatch, capability, arch_list, runs):
     _fake_gpu(monkeypatch, capability, arch_list)
     device = torch.device("cuda", 0)
     if runs:
         precision_module.check_kernels_for(device)
     else:
-        with pytest.raises(AmpganError, match=rf"no kernels for Tesla V100-SXM2-16GB \(sm_{capability[0]}"
-                                              rf"{capability[1]}\).*install a PyTorch wheel built for"):
+        with pytest.raises(
+            AmpganError,
+            match=rf"no kernels for Tesla V100-SXM2-16GB \(sm_{capability[0]}"
+            rf"{capability[1]}\).*install a PyTorch wheel built for",
+        ):
             precision_module.check_kernels_for(device)
 
 
@@ -96,13 +117,13 @@ def test_control_flags_travel_as_cpu_tensors(monkeypatch):
     assert seen == {"device": "cpu", "group": "gloo-group"}
 
 
-
 SWEEP = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu_sweep.py"
 
 
 def test_the_gpu_sweep_lists_its_commands_within_six_minutes(tmp_path):
-    result = subprocess.run([sys.executable, str(SWEEP), str(tmp_path / "sweep"), "--dry-run"], capture_output=True,
-                            text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, str(SWEEP), str(tmp_path / "sweep"), "--dry-run"], capture_output=True, text=True, timeout=60
+    )
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert any("bench --model acgan-2019" in line and "fp32,tf32,bf16,fp16" in line for line in lines)
@@ -126,16 +147,30 @@ def test_the_sweep_rehearsed_on_the_cpu_checks_itself_and_delivers_the_calibrati
     work, deliver = tmp_path / "work", tmp_path / "out"
     env = {**__import__("os").environ, "PYTHONPATH": str(SWEEP.parents[1] / "src")}
     # Limits four times the sweep's own: a loaded 2-core machine must not decide the outcome.
-    result = subprocess.run([sys.executable, str(SWEEP), str(work), "--rehearse", "--time-scale", "4", "--deliver",
-                             str(deliver)], capture_output=True, text=True, timeout=1500, env=env, cwd=SWEEP.parents[1])
+    result = subprocess.run(
+        [sys.executable, str(SWEEP), str(work), "--rehearse", "--time-scale", "4", "--deliver", str(deliver)],
+        capture_output=True,
+        text=True,
+        timeout=1500,
+        env=env,
+        cwd=SWEEP.parents[1],
+    )
     summary = json.loads((deliver / "summary.json").read_text())
     statuses = {step["name"]: step["status"] for step in summary["steps"]}
     assert result.returncode == 0 and summary["ok"], statuses
-    assert set(statuses) == {"cuda-tests", "bench-acgan-2019", "calibrate", "project-acgan-2019", "bench-acgan",
-                             "train-sigterm", "train-resume", "bench-compiled"}
+    assert set(statuses) == {
+        "cuda-tests",
+        "bench-acgan-2019",
+        "calibrate",
+        "project-acgan-2019",
+        "bench-acgan",
+        "train-sigterm",
+        "train-resume",
+        "bench-compiled",
+    }
     # The self-check is printed last, and says what each step did.
     printed = result.stdout.splitlines()
-    assert printed[printed.index(summary["self_check"][0]):] == summary["self_check"]
+    assert printed[printed.index(summary["self_check"][0]) :] == summary["self_check"]
     assert all(f"  {name}" in result.stdout for name in statuses)
     # Measured speedups reach the self-check, per precision and batch size.
     measured = {(row["bench"], row["precision"], row["batch_size"]) for row in summary["speedups"] if "speedup" in row}
@@ -146,8 +181,13 @@ def test_the_sweep_rehearsed_on_the_cpu_checks_itself_and_delivers_the_calibrati
     assert summary["cuda_tests"].startswith("8 skipped")  # no GPU here: every GPU test skips, none fails
     # What comes back: at most 8 files, one tarball without checkpoints.
     delivered = sorted(p.name for p in deliver.iterdir())
-    assert delivered == ["calibration-kernels.csv", "calibration-kernels.json", "summary.json", "summary.txt",
-                         "sweep.tar.gz"]
+    assert delivered == [
+        "calibration-kernels.csv",
+        "calibration-kernels.json",
+        "summary.json",
+        "summary.txt",
+        "sweep.tar.gz",
+    ]
     with tarfile.open(deliver / "sweep.tar.gz") as archive:
         names = archive.getnames()
     assert not any(name.endswith(".pt") for name in names) and any(name.endswith("sweep.json") for name in names)
@@ -166,6 +206,7 @@ def test_the_sweep_rehearsed_on_the_cpu_checks_itself_and_delivers_the_calibrati
 
 
 # --- Resume on other hardware: what a checkpoint's RNG states can and cannot continue ---------------------
+
 
 def _fake_cuda_generators(monkeypatch, count):
     """`count` visible GPUs whose global generators hold 16-byte Philox states (seed, offset)."""
@@ -235,12 +276,30 @@ def test_each_rank_restores_its_own_rngs_and_another_world_takes_rank_0s():
     assert saved_rngs_for(older, 1, 2) is rngs[0]
 
 
-RESUME_TINY = ["--dataset", "synthetic", "--width", "8", "--set", "model.z_dim=16", "--batch-size", "8", "--device", "cpu",
-               "--quiet", "--set", "logging.log_every=2", "--set", "logging.sample_every=1000", "--no-compile", "--no-channels-last"]
+RESUME_TINY = [
+    "--dataset",
+    "synthetic",
+    "--width",
+    "8",
+    "--set",
+    "model.z_dim=16",
+    "--batch-size",
+    "8",
+    "--device",
+    "cpu",
+    "--quiet",
+    "--set",
+    "logging.log_every=2",
+    "--set",
+    "logging.sample_every=1000",
+    "--no-compile",
+    "--no-channels-last",
+]
 
 
 def test_a_run_saved_on_a_gpu_resumes_on_the_cpu_and_says_what_it_reseeded(tmp_path, capsys):
     from conftest import run_cli
+
     from ampgan.runs.checkpoint import latest_checkpoint, save_checkpoint
 
     run = tmp_path / "run"
@@ -272,6 +331,7 @@ def test_a_resume_whose_budget_is_spent_says_so_instead_of_training_nothing(tmp_
 
 
 # --- Backend switches: fp32 is strict FP32, and every switch comes back ---------------------------------
+
 
 def _switches():
     return precision_module.snapshot_backend_switches()
@@ -307,6 +367,7 @@ def test_deterministic_runs_switch_autotuning_off_on_cuda(monkeypatch):
 
 # --- Out of memory, compile, launch ------------------------------------------------------------------------
 
+
 def test_out_of_memory_names_a_batch_size_that_fits(monkeypatch):
     from ampgan.training.out_of_memory import batch_that_fits, out_of_memory_error
 
@@ -314,18 +375,22 @@ def test_out_of_memory_names_a_batch_size_that_fits(monkeypatch):
     assert batch_that_fits(4096, needed_bytes=900 * 2**30, total_bytes=80 * 2**30) == 256
     assert batch_that_fits(8, needed_bytes=10**15, total_bytes=10**9) == 1
     monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda device=None: 70 * 2**30)
-    monkeypatch.setattr(torch.cuda, "get_device_properties",
-                        lambda device=None: type("Props", (), {"total_memory": 80 * 2**30})())
+    monkeypatch.setattr(
+        torch.cuda, "get_device_properties", lambda device=None: type("Props", (), {"total_memory": 80 * 2**30})()
+    )
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "NVIDIA A100-SXM4-80GB")
     error = torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB. GPU 0 has a total capacity ...")
     message = str(out_of_memory_error(error, 2048, torch.device("cuda", 0), "a training step"))
-    assert message == ("a training step at batch 2048 ran out of memory on NVIDIA A100-SXM4-80GB (80.0 GiB): it had "
-                       "asked for at least 90.0 GiB when it failed; try --batch-size 1024 (or fewer images per process)")
+    assert message == (
+        "a training step at batch 2048 ran out of memory on NVIDIA A100-SXM4-80GB (80.0 GiB): it had "
+        "asked for at least 90.0 GiB when it failed; try --batch-size 1024 (or fewer images per process)"
+    )
 
 
 def test_out_of_memory_in_train_is_one_line(tmp_path, capsys, monkeypatch):
-    import ampgan.training.loop as loop_module
     from conftest import run_cli
+
+    import ampgan.training.loop as loop_module
 
     def step_out_of_memory(state, next_batch):
         raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
@@ -337,17 +402,19 @@ def test_out_of_memory_in_train_is_one_line(tmp_path, capsys, monkeypatch):
 
 
 def test_a_failure_on_one_rank_is_every_ranks_result_before_any_collective(monkeypatch):
+    from conftest import tiny_config
+
     import ampgan.bench.harness as harness
     from ampgan.bench.harness import BenchSpec
     from ampgan.data import load_dataset
     from ampgan.training.distributed import World
-    from conftest import tiny_config
 
     # This rank's trial step runs (really, alone); rank 1's ran out of memory: both record it.
     gathered = []
     monkeypatch.setattr(harness, "world", lambda: World(rank=0, size=2, local_rank=0, local_size=2))
-    monkeypatch.setattr(harness, "gather_objects",
-                        lambda value: gathered.append(value) or [value, ("oom", "CUDA out of memory.")])
+    monkeypatch.setattr(
+        harness, "gather_objects", lambda value: gathered.append(value) or [value, ("oom", "CUDA out of memory.")]
+    )
     spec = BenchSpec(base=tiny_config(), batch_sizes=(4,), precisions=("fp32",), warmup=1, steps=2)
     dataset = load_dataset(spec.base.data, seed=0)
     result = harness._agreed_local_trial(spec, "fp32", 4, dataset, torch.device("cpu"))
@@ -356,24 +423,31 @@ def test_a_failure_on_one_rank_is_every_ranks_result_before_any_collective(monke
     assert harness._agreed_local_trial(spec, "fp32", 4, dataset, torch.device("cpu")) is None
 
 
-@pytest.mark.parametrize(("capability", "backend", "refused"), [
-    ((6, 0), "inductor", True), ((7, 0), "inductor", False), ((6, 1), "eager", False)])
+@pytest.mark.parametrize(
+    ("capability", "backend", "refused"),
+    [((6, 0), "inductor", True), ((7, 0), "inductor", False), ((6, 1), "eager", False)],
+)
 def test_compile_below_sm70_is_one_line(monkeypatch, capability, backend, refused):
     from ampgan.training.state import check_compile_runs_on
 
     _fake_gpu(monkeypatch, capability, ["sm_60", "sm_70"], name="Tesla P100-PCIE-16GB")
     monkeypatch.setenv("AMPGAN_COMPILE_BACKEND", backend)
     if refused:
-        with pytest.raises(AmpganError, match=r"^--compile needs a GPU of compute capability 7.0 or newer .* Tesla "
-                                              r"P100-PCIE-16GB is sm_60: drop --compile"):
+        with pytest.raises(
+            AmpganError,
+            match=r"^--compile needs a GPU of compute capability 7.0 or newer .* Tesla "
+            r"P100-PCIE-16GB is sm_60: drop --compile",
+        ):
             check_compile_runs_on(torch.device("cuda", 0))
     else:
         check_compile_runs_on(torch.device("cuda", 0))
     check_compile_runs_on(torch.device("cpu"))  # CPUs: inductor's own C++ path, nothing to refuse here
 
 
-@pytest.mark.parametrize(("local_rank", "local_size", "visible", "index"), [
-    (3, 4, 4, 3), (3, 4, 8, 3), (3, 4, 1, 0), (0, 1, 1, 0), (3, 4, 2, None), (0, 2, 0, None)])
+@pytest.mark.parametrize(
+    ("local_rank", "local_size", "visible", "index"),
+    [(3, 4, 4, 3), (3, 4, 8, 3), (3, 4, 1, 0), (0, 1, 1, 0), (3, 4, 2, None), (0, 2, 0, None)],
+)
 def test_torchrun_with_one_gpu_visible_per_process(local_rank, local_size, visible, index):
     from ampgan.training.distributed import device_index_for
 
@@ -384,10 +458,17 @@ def test_torchrun_with_one_gpu_visible_per_process(local_rank, local_size, visib
         assert device_index_for(local_rank, local_size, visible) == index
 
 
-@pytest.mark.parametrize(("name", "precision", "peak"), [
-    ("NVIDIA H200 NVL", "bf16", 835.5), ("NVIDIA H100 NVL", "fp16", 835.5), ("NVIDIA H200", "bf16", 989.5),
-    ("NVIDIA H200 MIG 1g.18gb", "bf16", 989.5 / 7), ("NVIDIA A100-SXM4-40GB MIG 3g.20gb", "tf32", 156 * 3 / 7),
-    ("NVIDIA H100 80GB HBM3 MIG 7g.80gb", "fp32", 67.0)])
+@pytest.mark.parametrize(
+    ("name", "precision", "peak"),
+    [
+        ("NVIDIA H200 NVL", "bf16", 835.5),
+        ("NVIDIA H100 NVL", "fp16", 835.5),
+        ("NVIDIA H200", "bf16", 989.5),
+        ("NVIDIA H200 MIG 1g.18gb", "bf16", 989.5 / 7),
+        ("NVIDIA A100-SXM4-40GB MIG 3g.20gb", "tf32", 156 * 3 / 7),
+        ("NVIDIA H100 80GB HBM3 MIG 7g.80gb", "fp32", 67.0),
+    ],
+)
 def test_mig_slices_and_nvl_parts_get_their_own_peaks(name, precision, peak):
     assert gpu_peak_tflops(name, precision) == pytest.approx(peak)
 
@@ -398,8 +479,13 @@ def test_the_shuffle_order_reaches_the_gpu_through_pinned_memory(monkeypatch):
     calls = []
     monkeypatch.setattr(torch.Tensor, "pin_memory", lambda self: calls.append("pin") or self)
     real_to = torch.Tensor.to
-    monkeypatch.setattr(torch.Tensor, "to", lambda self, device, **kwargs: calls.append(
-        (str(device), kwargs.get("non_blocking", False))) or real_to(self, "cpu"))
+    monkeypatch.setattr(
+        torch.Tensor,
+        "to",
+        lambda self, device, **kwargs: (
+            calls.append((str(device), kwargs.get("non_blocking", False))) or real_to(self, "cpu")
+        ),
+    )
     copy_to_device(torch.arange(4), torch.device("cuda", 0))
     assert calls == ["pin", ("cuda:0", True)]
 
@@ -436,6 +522,7 @@ def test_a_layout_tie_on_a_launch_bound_gpu_is_capped_in_rounds():
 
 # --- The calibration table: aten's matrix ops as the projection's rows ---------------------------------------
 
+
 def _rows_of(run):
     from ampgan.bench.calibration import _MatrixCalls, kernel_rows
 
@@ -450,8 +537,16 @@ def test_a_linear_layer_is_gemm_rows_with_their_transposes():
     x = torch.randn(8, 24, requires_grad=True)
     rows = _rows_of(lambda: layer(x).sum().backward())
     forward = rows[0]  # addmm(bias, x (8 x 24), W^T: W is stored (16, 24), so B is column-major)
-    assert forward == {"op": "gemm", "m": 8, "n": 16, "k": 24, "transpose_a": 0, "transpose_b": 1, "batch": "",
-                       "precision": "fp32"}
+    assert forward == {
+        "op": "gemm",
+        "m": 8,
+        "n": 16,
+        "k": 24,
+        "transpose_a": 0,
+        "transpose_b": 1,
+        "batch": "",
+        "precision": "fp32",
+    }
     assert {(r["m"], r["n"], r["k"]) for r in rows[1:]} == {(8, 24, 16), (16, 24, 8)}  # dX = dY W, dW = dY^T X
 
 
@@ -459,13 +554,26 @@ def test_a_transposed_convolution_is_the_data_gradient_of_the_direct_one():
     up = torch.nn.ConvTranspose2d(8, 4, kernel_size=4, stride=2, padding=1)  # (2, 8, 7, 7) -> (2, 4, 14, 14)
     x = torch.randn(2, 8, 7, 7, requires_grad=True)
     rows = _rows_of(lambda: up(x).sum().backward())
-    geometry = {"batch": 2, "c": 4, "h": 14, "w": 14, "out_channels": 8, "r": 4, "s": 4, "pad_h": 1, "pad_w": 1,
-                "stride_h": 2, "stride_w": 2, "precision": "fp32"}
+    geometry = {
+        "batch": 2,
+        "c": 4,
+        "h": 14,
+        "w": 14,
+        "out_channels": 8,
+        "r": 4,
+        "s": 4,
+        "pad_h": 1,
+        "pad_w": 1,
+        "stride_h": 2,
+        "stride_w": 2,
+        "precision": "fp32",
+    }
     assert rows == [geometry | {"op": op} for op in ("conv_bwd_data", "conv_fwd", "conv_bwd_weight")]
     direct = torch.nn.Conv2d(4, 8, kernel_size=4, stride=2, padding=1)  # the direct convolution it stands for
     y = torch.randn(2, 4, 14, 14, requires_grad=True)
     assert _rows_of(lambda: direct(y).sum().backward()) == [
-        geometry | {"op": op} for op in ("conv_fwd", "conv_bwd_data", "conv_bwd_weight")]
+        geometry | {"op": op} for op in ("conv_fwd", "conv_bwd_data", "conv_bwd_weight")
+    ]
 
 
 def test_grouped_convolutions_are_counted_apart_not_dropped():

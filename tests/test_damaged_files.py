@@ -9,11 +9,23 @@ import struct
 
 import pytest
 import torch
-
 from conftest import run_cli
 
-TINY = ["--dataset", "synthetic", "--width", "8", "--set", "model.z_dim=16", "--batch-size", "8", "--device", "cpu", "--quiet",
-        "--no-channels-last", "--no-compile"]
+TINY = [
+    "--dataset",
+    "synthetic",
+    "--width",
+    "8",
+    "--set",
+    "model.z_dim=16",
+    "--batch-size",
+    "8",
+    "--device",
+    "cpu",
+    "--quiet",
+    "--no-channels-last",
+    "--no-compile",
+]
 DAMAGES = ["truncated", "wrong type", "missing field", "foreign", "not utf-8"]
 
 
@@ -30,10 +42,40 @@ def originals(tmp_path_factory):
             assert exit_.code in (0, None)
 
     call("train", *TINY, "--steps", "4", "--set", "logging.log_every=2", "--out", str(root / "run"))
-    call("compare", "--dataset", "synthetic", "--width", "8", "--set", "model.z_dim=16", "--batch-size", "8", "--steps", "4",
-         "--precisions", "fp32,bf16", "--seeds", "1", "--set", "compare.eval_points=2", "--set", "compare.eval_samples=20",
-         "--set", "compare.bench_batch_sizes=8", "--set", "compare.bench_seconds=0.2", "--no-channels-last", "--no-compile", "--device", "cpu",
-         "--quiet", "--set", "logging.log_every=2", "--out", str(root / "study"))
+    call(
+        "compare",
+        "--dataset",
+        "synthetic",
+        "--width",
+        "8",
+        "--set",
+        "model.z_dim=16",
+        "--batch-size",
+        "8",
+        "--steps",
+        "4",
+        "--precisions",
+        "fp32,bf16",
+        "--seeds",
+        "1",
+        "--set",
+        "compare.eval_points=2",
+        "--set",
+        "compare.eval_samples=20",
+        "--set",
+        "compare.bench_batch_sizes=8",
+        "--set",
+        "compare.bench_seconds=0.2",
+        "--no-channels-last",
+        "--no-compile",
+        "--device",
+        "cpu",
+        "--quiet",
+        "--set",
+        "logging.log_every=2",
+        "--out",
+        str(root / "study"),
+    )
     return root
 
 
@@ -62,6 +104,7 @@ def _set(path_in_document, value):
         for key in parents:
             document = document[key]
         document[last] = value
+
     return change
 
 
@@ -71,23 +114,48 @@ def _drop(path_in_document):
         for key in parents:
             document = document[key]
         del document[last]
+
     return change
 
 
 # document -> (its file in the originals, the command that reads it back, wrong type, missing field)
 DOCUMENTS = {
-    "run config.json": ("run/config.json", lambda d: ["train", "--resume", str(d / "run"), "--steps", "8"],
-                        _set(("config", "budget", "batch_size"), "many"), _drop(("config",))),
-    "metrics.jsonl": ("run/metrics.jsonl", lambda d: ["train", "--resume", str(d / "run"), "--steps", "8"],
-                      _set(("step",), "two"), _drop(("step",))),
-    "compare.json": ("study/compare.json", lambda d: ["report", str(d / "study")],
-                     _set(("runs", "fp32", "steps"), "four"), _drop(("environment",))),
-    "quality.jsonl": ("study/runs/fp32-seed0/quality.jsonl", lambda d: ["report", str(d / "study")],
-                      _set(("step",), [2]), _drop(("train_seconds",))),
-    "bench results.json": ("study/bench/results.json", lambda d: ["bench", "--from", str(d / "study/bench/results.json")],
-                           _set(("configs", 0, "batch_size"), "eight"), _drop(("speedups",))),
-    "study.json": ("study/study.json", lambda d: ["compare", "--resume", str(d / "study")],
-                   _set(("runs",), "all of them"), _drop(("identity",))),
+    "run config.json": (
+        "run/config.json",
+        lambda d: ["train", "--resume", str(d / "run"), "--steps", "8"],
+        _set(("config", "budget", "batch_size"), "many"),
+        _drop(("config",)),
+    ),
+    "metrics.jsonl": (
+        "run/metrics.jsonl",
+        lambda d: ["train", "--resume", str(d / "run"), "--steps", "8"],
+        _set(("step",), "two"),
+        _drop(("step",)),
+    ),
+    "compare.json": (
+        "study/compare.json",
+        lambda d: ["report", str(d / "study")],
+        _set(("runs", "fp32", "steps"), "four"),
+        _drop(("environment",)),
+    ),
+    "quality.jsonl": (
+        "study/runs/fp32-seed0/quality.jsonl",
+        lambda d: ["report", str(d / "study")],
+        _set(("step",), [2]),
+        _drop(("train_seconds",)),
+    ),
+    "bench results.json": (
+        "study/bench/results.json",
+        lambda d: ["bench", "--from", str(d / "study/bench/results.json")],
+        _set(("configs", 0, "batch_size"), "eight"),
+        _drop(("speedups",)),
+    ),
+    "study.json": (
+        "study/study.json",
+        lambda d: ["compare", "--resume", str(d / "study")],
+        _set(("runs",), "all of them"),
+        _drop(("identity",)),
+    ),
 }
 
 
@@ -163,8 +231,9 @@ def test_a_damaged_sample_grid_costs_its_panel_not_the_report(originals, tmp_pat
         else:  # a valid header claiming 9e8 pixels, almost no data
             header = struct.pack(">IIBBBBB", 30000, 30000, 8, 0, 0, 0, 0)
             chunk = b"IHDR" + header
-            grid.write_bytes(b"\x89PNG\r\n\x1a\n" + struct.pack(">I", 13) + chunk
-                             + struct.pack(">I", zlib.crc32(chunk)) + b"\0" * 64)
+            grid.write_bytes(
+                b"\x89PNG\r\n\x1a\n" + struct.pack(">I", 13) + chunk + struct.pack(">I", zlib.crc32(chunk)) + b"\0" * 64
+            )
     code, out, err = run_cli(capsys, "report", str(study))
     assert code == 0, err
     assert (study / "report.html").stat().st_size > 1000 and (study / "fig4_samples.png").is_file()

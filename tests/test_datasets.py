@@ -10,13 +10,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from conftest import run_cli
+from fixtures import CIFAR_CLASSES, cifar_batches, cifar_md5s, write_cifar_archive, write_image_folder, write_quickdraw
 
 import ampgan.data.cifar10 as cifar10
 from ampgan.data import DataConfig, load_dataset
 from ampgan.errors import AmpganError
-from fixtures import (CIFAR_CLASSES, cifar_batches, cifar_md5s, write_cifar_archive, write_image_folder,
-                      write_quickdraw)
-from conftest import run_cli
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 
@@ -34,9 +33,13 @@ def test_cifar10_loads_from_the_archive_and_from_the_extracted_folder(cifar_fixt
     data_dir, members, archive = cifar_fixture
     train = load_dataset(DataConfig(dataset="cifar10", data_dir=str(data_dir)))
     assert train.images.shape == (100, 3, 32, 32) and train.class_names == tuple(CIFAR_CLASSES)
-    first = np.frombuffer(__import__("pickle").loads(members["data_batch_1"], encoding="bytes")[b"data"][0].tobytes(), np.uint8)
+    first = np.frombuffer(
+        __import__("pickle").loads(members["data_batch_1"], encoding="bytes")[b"data"][0].tobytes(), np.uint8
+    )
     assert torch.equal(train.images[0].flatten(), torch.from_numpy(first.copy()))  # CHW order kept
-    assert train.source["md5_verified"] and set(train.source["md5"]) == {f"data_batch_{i}" for i in range(1, 6)} | {"batches.meta"}
+    assert train.source["md5_verified"] and set(train.source["md5"]) == {f"data_batch_{i}" for i in range(1, 6)} | {
+        "batches.meta"
+    }
     test = load_dataset(DataConfig(dataset="cifar10", data_dir=str(data_dir)), "test")
     assert len(test) == 20
     extracted = tmp_path / "extracted"
@@ -47,7 +50,7 @@ def test_cifar10_loads_from_the_archive_and_from_the_extracted_folder(cifar_fixt
 
 def _flip_a_byte(blob: bytes) -> bytes:
     middle = len(blob) // 2
-    return blob[:middle] + bytes([blob[middle] ^ 0xFF]) + blob[middle + 1:]
+    return blob[:middle] + bytes([blob[middle] ^ 0xFF]) + blob[middle + 1 :]
 
 
 def test_cifar10_bad_input(cifar_fixture, tmp_path):
@@ -59,7 +62,9 @@ def test_cifar10_bad_input(cifar_fixture, tmp_path):
     cases.append((truncated, "truncated or corrupted"))
     tampered = tmp_path / "tampered"
     tampered.mkdir()
-    write_cifar_archive(tampered / "cifar-10-python.tar.gz", members | {"data_batch_3": _flip_a_byte(members["data_batch_3"])})
+    write_cifar_archive(
+        tampered / "cifar-10-python.tar.gz", members | {"data_batch_3": _flip_a_byte(members["data_batch_3"])}
+    )
     cases.append((tampered, "checksum mismatch for"))
     empty = tmp_path / "empty"
     empty.mkdir()
@@ -211,14 +216,36 @@ def test_data_commands(tmp_path, capsys):
     code, out, err = run_cli(capsys, "data", "info", "quickdraw", "--data-dir", str(folder), "--classes", "apple,eye")
     assert code == 0, err
     assert "quickdraw (train): 90 images, 1x28x28" in out and "apple" in out and "match the manifest" in out
-    code, out, _ = run_cli(capsys, "data", "grid", "quickdraw", "--data-dir", str(folder), "--classes", "apple,eye",
-                           "--out", str(tmp_path / "grid.png"), "--per-class", "4")
+    code, out, _ = run_cli(
+        capsys,
+        "data",
+        "grid",
+        "quickdraw",
+        "--data-dir",
+        str(folder),
+        "--classes",
+        "apple,eye",
+        "--out",
+        str(tmp_path / "grid.png"),
+        "--per-class",
+        "4",
+    )
     assert code == 0 and (tmp_path / "grid.png").exists()
     from PIL import Image
 
     assert Image.open(tmp_path / "grid.png").size == (4 * 30 + 2, 2 * 30 + 2)
-    code, _, err = run_cli(capsys, "data", "grid", "quickdraw", "--data-dir", str(folder), "--classes", "apple",
-                           "--out", str(tmp_path / "grid.png"))
+    code, _, err = run_cli(
+        capsys,
+        "data",
+        "grid",
+        "quickdraw",
+        "--data-dir",
+        str(folder),
+        "--classes",
+        "apple",
+        "--out",
+        str(tmp_path / "grid.png"),
+    )
     assert code == 2 and "already exists" in err and Image.open(tmp_path / "grid.png").size[1] == 2 * 30 + 2
     code, _, err = run_cli(capsys, "data", "info", "quickdraw", "--data-dir", str(tmp_path / "none"))
     assert code == 2 and err.count("\n") == 1 and "does not exist" in err
@@ -240,9 +267,29 @@ def test_real_quickdraw_sample_loads_and_trains(tmp_path, capsys):
     dataset = load_dataset(DataConfig(dataset="quickdraw", data_dir=str(folder), classes="apple,eye,fish"))
     assert dataset.images.shape == (8100, 1, 28, 28) and dataset.source["sha256"]["apple.npy"].startswith("3fb70890")
     assert 20 < dataset.images.float().mean() < 80  # white strokes on black
-    code, _, err = run_cli(capsys, "train", "--dataset", "quickdraw", "--data-dir", str(folder), "--set", "data.classes=apple,eye,fish",
-                           "--width", "8", "--set", "model.z_dim=16", "--batch-size", "16", "--steps", "3", "--device", "cpu",
-                           "--quiet", "--out", str(tmp_path / "run"))
+    code, _, err = run_cli(
+        capsys,
+        "train",
+        "--dataset",
+        "quickdraw",
+        "--data-dir",
+        str(folder),
+        "--set",
+        "data.classes=apple,eye,fish",
+        "--width",
+        "8",
+        "--set",
+        "model.z_dim=16",
+        "--batch-size",
+        "16",
+        "--steps",
+        "3",
+        "--device",
+        "cpu",
+        "--quiet",
+        "--out",
+        str(tmp_path / "run"),
+    )
     assert code == 0, err
     config = json.loads((tmp_path / "run" / "config.json").read_text())
     assert config["dataset"]["source"]["sha256"]["fish.npy"].startswith("113b4a7c")
@@ -254,9 +301,25 @@ def test_real_cifar10_jpeg_folder_loads_and_trains(tmp_path, capsys):
     dataset = load_dataset(DataConfig(dataset="folder:" + str(SHARED / "cifar10-test-jpg")))
     assert dataset.images.shape == (10000, 3, 32, 32) and dataset.class_names[0] == "airplane"
     assert dataset.counts_per_class() == [1000] * 10
-    code, _, err = run_cli(capsys, "train", "--dataset", f"folder:{SHARED / 'cifar10-test-jpg'}", "--width", "8",
-                           "--set", "model.z_dim=16", "--batch-size", "16", "--steps", "3", "--device", "cpu", "--quiet",
-                           "--out", str(tmp_path / "run"))
+    code, _, err = run_cli(
+        capsys,
+        "train",
+        "--dataset",
+        f"folder:{SHARED / 'cifar10-test-jpg'}",
+        "--width",
+        "8",
+        "--set",
+        "model.z_dim=16",
+        "--batch-size",
+        "16",
+        "--steps",
+        "3",
+        "--device",
+        "cpu",
+        "--quiet",
+        "--out",
+        str(tmp_path / "run"),
+    )
     assert code == 0, err
 
 
@@ -266,7 +329,25 @@ def test_real_mnist_idx_loads_and_trains(tmp_path, capsys):
     dataset = load_dataset(DataConfig(dataset="mnist", data_dir=str(SHARED / "mnist-idx")), "test")
     assert dataset.images.shape == (10000, 1, 28, 28)
     assert dataset.counts_per_class()[:3] == [980, 1135, 1032]  # the MNIST test set's known counts
-    code, _, err = run_cli(capsys, "train", "--dataset", "mnist", "--data-dir", str(SHARED / "mnist-idx"), "--width", "8",
-                           "--set", "model.z_dim=16", "--batch-size", "16", "--steps", "3", "--device", "cpu", "--quiet",
-                           "--out", str(tmp_path / "run"))
+    code, _, err = run_cli(
+        capsys,
+        "train",
+        "--dataset",
+        "mnist",
+        "--data-dir",
+        str(SHARED / "mnist-idx"),
+        "--width",
+        "8",
+        "--set",
+        "model.z_dim=16",
+        "--batch-size",
+        "16",
+        "--steps",
+        "3",
+        "--device",
+        "cpu",
+        "--quiet",
+        "--out",
+        str(tmp_path / "run"),
+    )
     assert code == 2 and "no train-images-idx3-ubyte" in err  # the sample holds the test split only

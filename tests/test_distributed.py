@@ -10,24 +10,42 @@ import time
 
 import pytest
 import torch
+from conftest import run_cli
 
 from ampgan.data.batches import BatchStream
 from ampgan.data.synthetic import make_synthetic
-from conftest import run_cli
 
 # Every test here starts real processes under the launcher.
 pytestmark = pytest.mark.slow
 
 # Subprocesses do not get conftest's injected memory-format tie: they name the format (no timing).
-TINY = ["--dataset", "synthetic", "--width", "8", "--set", "model.z_dim=16", "--batch-size", "8", "--device", "cpu",
-        "--quiet", "--set", "logging.log_every=2", "--set", "logging.sample_every=1000", "--no-channels-last", "--no-compile"]
+TINY = [
+    "--dataset",
+    "synthetic",
+    "--width",
+    "8",
+    "--set",
+    "model.z_dim=16",
+    "--batch-size",
+    "8",
+    "--device",
+    "cpu",
+    "--quiet",
+    "--set",
+    "logging.log_every=2",
+    "--set",
+    "logging.sample_every=1000",
+    "--no-channels-last",
+    "--no-compile",
+]
 
 
 def torchrun(*args, timeout=240, script=None):
     target = [str(script)] if script else ["-m", "ampgan"]
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2", *target, *args]
-    return subprocess.run(command, capture_output=True, text=True, timeout=timeout,
-                          env=os.environ | {"PYTHONUNBUFFERED": "1"})
+    return subprocess.run(
+        command, capture_output=True, text=True, timeout=timeout, env=os.environ | {"PYTHONUNBUFFERED": "1"}
+    )
 
 
 def test_shards_are_disjoint_and_cover_each_epoch():
@@ -35,7 +53,7 @@ def test_shards_are_disjoint_and_cover_each_epoch():
     shards = [BatchStream(data, 4, torch.device("cpu"), seed=5, rank=r, world_size=3) for r in range(3)]
     epoch = [s._order.tolist() for s in shards]
     assert sorted(sum(epoch, [])) == list(range(23))  # complete
-    assert all(set(a).isdisjoint(b) for i, a in enumerate(epoch) for b in epoch[i + 1:])  # disjoint
+    assert all(set(a).isdisjoint(b) for i, a in enumerate(epoch) for b in epoch[i + 1 :])  # disjoint
     assert [len(e) for e in epoch] == [8, 8, 7]
     again = BatchStream(data, 4, torch.device("cpu"), seed=5, rank=1, world_size=3)
     assert again._order.tolist() == epoch[1]  # seeded
@@ -43,7 +61,8 @@ def test_shards_are_disjoint_and_cover_each_epoch():
 
 def test_two_processes_keep_identical_parameters_and_only_rank_0_writes(tmp_path):
     script = tmp_path / "train_and_dump.py"
-    script.write_text(textwrap.dedent(f"""
+    script.write_text(
+        textwrap.dedent(f"""
         import hashlib, json
         from ampgan.config import config_from_options
         from ampgan.training.distributed import join_process_group, shutdown, world
@@ -51,15 +70,17 @@ def test_two_processes_keep_identical_parameters_and_only_rank_0_writes(tmp_path
         config = config_from_options(dataset="synthetic", width=8, z_dim=16, batch_size=8, device="cpu", steps=6,
                                      log_every=2, sample_every=1000, checkpoint_every_steps=3)
         device = join_process_group("cpu")
-        result = run_training(prepare_run(config, device=device), "{tmp_path / 'run'}", show_progress=False)
+        result = run_training(prepare_run(config, device=device), "{tmp_path / "run"}", show_progress=False)
         state = result.state.train
         digest = hashlib.sha256()
         for p in list(state.generator.parameters()) + list(state.discriminator.parameters()):
             digest.update(p.detach().numpy().tobytes())
         loss = result.last_record["loss_d"]
-        open("{tmp_path}/rank%d.json" % world().rank, "w").write(json.dumps({{"digest": digest.hexdigest(), "loss": loss}}))
+        record = {{"digest": digest.hexdigest(), "loss": loss}}
+        open("{tmp_path}/rank%d.json" % world().rank, "w").write(json.dumps(record))
         shutdown()
-    """))
+    """)
+    )
     result = torchrun(script=script)
     assert result.returncode == 0, result.stderr[-3000:]
     ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
@@ -68,7 +89,11 @@ def test_two_processes_keep_identical_parameters_and_only_rank_0_writes(tmp_path
     run = tmp_path / "run"
     steps = [json.loads(line)["step"] for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert steps == [2, 3, 4, 6]  # every 2nd step and the checkpoint at 3; one writer: none twice
-    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["step-000000.pt", "step-000003.pt", "step-000006.pt"]
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == [
+        "step-000000.pt",
+        "step-000003.pt",
+        "step-000006.pt",
+    ]
     config = json.loads((run / "config.json").read_text())
     assert config["processes"] == 2 and config["global_batch_size"] == 16
 
@@ -89,9 +114,30 @@ def test_a_two_process_checkpoint_resumes_in_one_process_and_back(tmp_path, caps
 
 def test_bench_under_two_processes_reports_per_rank_times_max_and_efficiency(tmp_path):
     out = tmp_path / "bench"
-    result = torchrun("bench", "--batch-sizes", "8", "--precisions", "fp32,bf16", "--width", "8", "--set", "model.z_dim=16",
-                      "--device", "cpu", "--set", "bench.warmup=1", "--steps", "3", "--set", "bench.min_seconds=0", "--max-seconds", "20",
-                      "--no-channels-last", "--out", str(out))
+    result = torchrun(
+        "bench",
+        "--batch-sizes",
+        "8",
+        "--precisions",
+        "fp32,bf16",
+        "--width",
+        "8",
+        "--set",
+        "model.z_dim=16",
+        "--device",
+        "cpu",
+        "--set",
+        "bench.warmup=1",
+        "--steps",
+        "3",
+        "--set",
+        "bench.min_seconds=0",
+        "--max-seconds",
+        "20",
+        "--no-channels-last",
+        "--out",
+        str(out),
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.count("results:") == 1  # rank 0 alone reports
     results = json.loads((out / "results.json").read_text())
@@ -108,7 +154,8 @@ def test_bench_under_two_processes_reports_per_rank_times_max_and_efficiency(tmp
 
 def test_a_killed_rank_ends_the_job_with_a_clear_error(tmp_path):
     script = tmp_path / "die.py"
-    script.write_text(textwrap.dedent("""
+    script.write_text(
+        textwrap.dedent("""
         import os, signal, sys
         import ampgan.training.loop as train_module
         from ampgan.cli import main
@@ -119,13 +166,23 @@ def test_a_killed_rank_ends_the_job_with_a_clear_error(tmp_path):
             return original(state, next_batch)
         train_module.train_step = step
         main(sys.argv[1:])
-    """))
-    result = subprocess.run([sys.executable, "-c", textwrap.dedent(f"""
+    """)
+    )
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(f"""
         import sys
         from ampgan.training.launcher import launch_on_this_machine
         sys.exit(launch_on_this_machine(2, {["train", *TINY, "--steps", "200", "--out", str(tmp_path / "run")]!r},
                                       target=[{str(script)!r}]))
-    """)], capture_output=True, text=True, timeout=240)
+    """),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert result.returncode != 0
     assert "error: rank 1 was killed by signal 9" in result.stderr, result.stderr[-3000:]
     # The survivor says one line (no backend traceback) and the launcher's line comes last.
@@ -139,12 +196,22 @@ def test_wrong_launcher_settings_are_one_line_errors(tmp_path):
     env = os.environ | {"RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "0"}
     env.pop("MASTER_ADDR", None)
     env.pop("MASTER_PORT", None)
-    result = subprocess.run([sys.executable, "-m", "ampgan", "train", *TINY, "--steps", "1", "--out", str(tmp_path / "r")],
-                            capture_output=True, text=True, timeout=120, env=env)
+    result = subprocess.run(
+        [sys.executable, "-m", "ampgan", "train", *TINY, "--steps", "1", "--out", str(tmp_path / "r")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
     assert result.returncode == 2 and "MASTER_ADDR is not set: start ampgan with torchrun" in result.stderr
     env = os.environ | {"RANK": "3", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29999"}
-    result = subprocess.run([sys.executable, "-m", "ampgan", "train", *TINY, "--steps", "1", "--out", str(tmp_path / "r")],
-                            capture_output=True, text=True, timeout=120, env=env)
+    result = subprocess.run(
+        [sys.executable, "-m", "ampgan", "train", *TINY, "--steps", "1", "--out", str(tmp_path / "r")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
     assert result.returncode == 2 and "inconsistent launcher settings" in result.stderr
 
 
@@ -153,7 +220,8 @@ def test_compile_under_ddp_runs_the_compiled_modules(tmp_path):
     step runs through compiled frames. (Backend `eager`: graph capture without code generation,
     so the check takes seconds.)"""
     script = tmp_path / "compiled.py"
-    script.write_text(textwrap.dedent(f"""
+    script.write_text(
+        textwrap.dedent(f"""
         import json
         import torch
         from torch._dynamo.eval_frame import OptimizedModule
@@ -164,7 +232,7 @@ def test_compile_under_ddp_runs_the_compiled_modules(tmp_path):
         config = config_from_options(dataset="synthetic", width=8, z_dim=16, batch_size=8, device="cpu", steps=2,
                                      log_every=1, sample_every=1000, compile=True)
         device = join_process_group("cpu")
-        result = run_training(prepare_run(config, device=device), "{tmp_path / 'run'}", show_progress=False)
+        result = run_training(prepare_run(config, device=device), "{tmp_path / "run"}", show_progress=False)
         train = result.state.train
         report = {{"g_wrapped": type(train.run_generator).__name__,
                    "g_inner_compiled": isinstance(train.run_generator.module, OptimizedModule),
@@ -173,10 +241,15 @@ def test_compile_under_ddp_runs_the_compiled_modules(tmp_path):
                    "compiled_frames": counters["stats"]["unique_graphs"]}}
         open("{tmp_path}/rank%d.json" % world().rank, "w").write(json.dumps(report))
         shutdown()
-    """))
-    result = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
-                             str(script)], capture_output=True, text=True, timeout=300,
-                            env=os.environ | {"AMPGAN_COMPILE_BACKEND": "eager"})
+    """)
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2", str(script)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=os.environ | {"AMPGAN_COMPILE_BACKEND": "eager"},
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     for rank in (0, 1):
         report = json.loads((tmp_path / f"rank{rank}.json").read_text())
@@ -189,9 +262,26 @@ def test_nproc_streams_the_ranks_output_live_and_stops_on_sigterm(tmp_path):
     """The ranks' warnings reach the terminal while the job runs (not when it ends), and SIGTERM to
     the launcher stops every rank after a checkpoint, with no traceback."""
     run = tmp_path / "run"
-    process = subprocess.Popen([sys.executable, "-m", "ampgan", "train", "--nproc", "2", *TINY, "--width", "12",
-                                "--steps", "100000", "--out", str(run)],
-                               stderr=subprocess.PIPE, text=True, env=os.environ | {"PYTHONUNBUFFERED": "1"})
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "ampgan",
+            "train",
+            "--nproc",
+            "2",
+            *TINY,
+            "--width",
+            "12",
+            "--steps",
+            "100000",
+            "--out",
+            str(run),
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
+        env=os.environ | {"PYTHONUNBUFFERED": "1"},
+    )
     try:
         lines = []
         for line in process.stderr:

@@ -46,21 +46,49 @@ def test_the_recorded_answer_has_the_format_the_code_prints(tmp_path):
     recorded = recorded_block((ROOT / "README.md").read_text())
     assert recorded and not any(line.startswith("error") for line in recorded)
     if recorded[0].startswith("On this machine (") and "no mixed-precision mode" in recorded[0]:
-        document = {"environment": {"hardware_summary": "AMD EPYC, 2 cores, 2 threads [no AVX-512 bf16/fp16 or AMX]"},
-                    "spec": {"batch_size": 64, "model": "acgan"},
-                    "decisions": {"bf16": {"verdict": "slower", "step_s": 6.0, "fp32_step_s": 0.339},
-                                  "fp16": {"verdict": "slower", "step_s": 7.1, "fp32_step_s": 0.339}},
-                    "left_out": [{"precision": "tf32", "reason": "a CUDA tensor-core mode"}]}
-        document["projection"] = {"line": summary_line({"rows": [
-            {"device": device, "batch_size": batch, "status": "ok", "precision": name, "speedup": 1.5,
-             "speedup_low": 1.4, "speedup_high": 1.9} for device in ("T4", "V100", "A100", "H100")
-            for batch in (64, 2048) for name in ("fp32", "fp16")]})}
+        document = {
+            "environment": {"hardware_summary": "AMD EPYC, 2 cores, 2 threads [no AVX-512 bf16/fp16 or AMX]"},
+            "spec": {"batch_size": 64, "model": "acgan"},
+            "decisions": {
+                "bf16": {"verdict": "slower", "step_s": 6.0, "fp32_step_s": 0.339},
+                "fp16": {"verdict": "slower", "step_s": 7.1, "fp32_step_s": 0.339},
+            },
+            "left_out": [{"precision": "tf32", "reason": "a CUDA tensor-core mode"}],
+        }
+        document["projection"] = {
+            "line": summary_line(
+                {
+                    "rows": [
+                        {
+                            "device": device,
+                            "batch_size": batch,
+                            "status": "ok",
+                            "precision": name,
+                            "speedup": 1.5,
+                            "speedup_low": 1.4,
+                            "speedup_high": 1.9,
+                        }
+                        for device in ("T4", "V100", "A100", "H100")
+                        for batch in (64, 2048)
+                        for name in ("fp32", "fp16")
+                    ]
+                }
+            )
+        }
         printed = no_faster_mode_verdict(document)
         assert [_shape(line)[:60] for line in recorded] == [_shape(line)[:60] for line in printed]
     else:  # a race: each line opens as one of the verdict's sentences does today (study/verdict.py)
-        openings = ("On this MACHINE, ", "Final evaluator accuracy: ", "Final Fréchet distance ", "Target evaluator accuracy ",
-                    "Target Fréchet distance ", "Neither precision", "Flags at the end of training: ",
-                    "Times to the target are interpolated", "On GPUs this machine does not have, PROJECTED")
+        openings = (
+            "On this MACHINE, ",
+            "Final evaluator accuracy: ",
+            "Final Fréchet distance ",
+            "Target evaluator accuracy ",
+            "Target Fréchet distance ",
+            "Neither precision",
+            "Flags at the end of training: ",
+            "Times to the target are interpolated",
+            "On GPUs this machine does not have, PROJECTED",
+        )
         assert all(_shape(line).startswith(openings) for line in recorded), recorded
 
 
@@ -93,8 +121,9 @@ def test_the_layout_page_names_every_module_and_every_layer():
             continue
         package = relative.parts[0] + "/"
         words = set(re.findall(r"[\w.]+", sections.get(package, "")))
-        if package not in sections or not ({path.stem, path.name, f"{path.stem}.py"} & words
-                                           or relative.parts[1] + "/" in sections[package]):
+        if package not in sections or not (
+            {path.stem, path.name, f"{path.stem}.py"} & words or relative.parts[1] + "/" in sections[package]
+        ):
             missing.append(str(relative))
     assert not missing, f"docs/layout.md does not name: {', '.join(missing)}"
     layers = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"][0]["layers"]
@@ -108,9 +137,9 @@ def test_the_settings_table_and_the_help_come_from_the_declarations(capsys):
     """docs/config.md's table is what `ampgan config --markdown` prints now; --help lists at most 25 options
     per command, and a flag that moved under --set still works, with one notice."""
     import click
+    from conftest import run_cli
 
     from ampgan.cli import cli
-    from conftest import run_cli
 
     root = Path(__file__).resolve().parents[1]
     code, table, _ = run_cli(capsys, "config", "--markdown")

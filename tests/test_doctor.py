@@ -4,33 +4,50 @@ import json
 
 import pytest
 import torch
+from conftest import run_cli
 from torch import nn
 
-from ampgan.doctor.recorder import (LayerRecorder, flagged, fractions_at_scale, gradient_histogram, recommend_loss_scale,
-                                   summarize_layers, HIST_LOW)
-from ampgan.gan.alignment import misaligned_layers
 from ampgan.doctor.ranges import BF16, FP16, classify
-from conftest import run_cli
+from ampgan.doctor.recorder import (
+    HIST_LOW,
+    LayerRecorder,
+    flagged,
+    fractions_at_scale,
+    gradient_histogram,
+    recommend_loss_scale,
+    summarize_layers,
+)
+from ampgan.gan.alignment import misaligned_layers
 
 
-@pytest.mark.parametrize("value, expected", [
-    (65504.0, "normal"),          # fp16's largest finite value
-    (65519.0, "normal"),          # still rounds down to 65504
-    (65520.0, "overflow"),        # halfway to 2^16: rounds to inf
-    (2.0**-14, "normal"),         # smallest normal
-    (0.99 * 2.0**-14, "subnormal"),
-    (2.0**-24, "subnormal"),      # smallest subnormal survives
-    (1.5 * 2.0**-25, "subnormal"),  # rounds up to 2^-24
-    (2.0**-25, "flush_to_zero"),  # exactly half the smallest subnormal: ties to even, i.e. zero
-    (1e-9, "flush_to_zero"),
-])
+@pytest.mark.parametrize(
+    "value, expected",
+    [
+        (65504.0, "normal"),  # fp16's largest finite value
+        (65519.0, "normal"),  # still rounds down to 65504
+        (65520.0, "overflow"),  # halfway to 2^16: rounds to inf
+        (2.0**-14, "normal"),  # smallest normal
+        (0.99 * 2.0**-14, "subnormal"),
+        (2.0**-24, "subnormal"),  # smallest subnormal survives
+        (1.5 * 2.0**-25, "subnormal"),  # rounds up to 2^-24
+        (2.0**-25, "flush_to_zero"),  # exactly half the smallest subnormal: ties to even, i.e. zero
+        (1e-9, "flush_to_zero"),
+    ],
+)
 def test_fp16_limits_by_hand_and_by_torch(value, expected):
     counts = classify(torch.tensor([value], dtype=torch.float64), FP16)
     kind = next((k for k in ("overflow", "flush_to_zero", "subnormal") if counts[k]), "normal")
     assert kind == expected
     cast = torch.tensor([value], dtype=torch.float32).half()  # what the hardware format really does
-    truth = ("overflow" if torch.isinf(cast) else "flush_to_zero" if cast == 0
-             else "subnormal" if cast.abs() < torch.finfo(torch.float16).tiny else "normal")
+    truth = (
+        "overflow"
+        if torch.isinf(cast)
+        else "flush_to_zero"
+        if cast == 0
+        else "subnormal"
+        if cast.abs() < torch.finfo(torch.float16).tiny
+        else "normal"
+    )
     assert truth == expected
 
 
@@ -48,7 +65,9 @@ def test_bf16_limits_and_agreement_with_torch_on_random_values():
     assert counts["flush_to_zero"] == int((cast == 0).sum())
     cast16 = values.half().float()
     counts16 = classify(values, FP16)
-    assert counts16["overflow"] == int(torch.isinf(cast16).sum()) and counts16["flush_to_zero"] == int((cast16 == 0).sum())
+    assert counts16["overflow"] == int(torch.isinf(cast16).sum()) and counts16["flush_to_zero"] == int(
+        (cast16 == 0).sum()
+    )
 
 
 class HugeAndTiny(nn.Module):
@@ -89,9 +108,9 @@ def test_huge_activations_and_tiny_gradients_are_flagged_and_the_scale_rescues_t
 
 def test_loss_scale_recommendation_by_hand():
     histogram = [0] * 281
-    histogram[-20 - HIST_LOW] = 3   # values in [2^-20, 2^-19): fp16 subnormals
-    histogram[-30 - HIST_LOW] = 1   # [2^-30, 2^-29): flushed to zero
-    histogram[2 - HIST_LOW] = 6     # the largest, in [4, 8)
+    histogram[-20 - HIST_LOW] = 3  # values in [2^-20, 2^-19): fp16 subnormals
+    histogram[-30 - HIST_LOW] = 1  # [2^-30, 2^-29): flushed to zero
+    histogram[2 - HIST_LOW] = 6  # the largest, in [4, 8)
     assert fractions_at_scale(histogram, 0) == {"overflow": 0.0, "flush_to_zero": 0.1, "subnormal": 0.3}
     recommendation = recommend_loss_scale(histogram)
     # 15 - 1 (safety) - 2 = 12: the largest values land in [2^14, 2^15), one power of two below overflow.
@@ -103,16 +122,38 @@ def test_loss_scale_recommendation_by_hand():
 def test_misaligned_dimensions_are_found_and_aligned_ones_are_not():
     model = nn.Sequential(nn.Conv2d(3, 12, 3), nn.Conv2d(12, 16, 3), nn.Flatten(), nn.Linear(16, 32), nn.Linear(32, 10))
     found = {(f["layer"], f["dimension"]): f for f in misaligned_layers({"M": model})}
-    assert set(found) == {("M.0", "in_channels"), ("M.0", "out_channels"), ("M.1", "in_channels"), ("M.4", "out_features")}
+    assert set(found) == {
+        ("M.0", "in_channels"),
+        ("M.0", "out_channels"),
+        ("M.1", "in_channels"),
+        ("M.4", "out_features"),
+    }
     assert found[("M.0", "out_channels")]["suggested"] == 16 and not found[("M.0", "out_channels")]["fixed_by_task"]
     assert found[("M.0", "in_channels")]["fixed_by_task"]  # 3 image channels
 
 
 def test_doctor_command_writes_json_figures_and_summary(tmp_path, capsys):
     out = tmp_path / "doctor"
-    code, stdout, err = run_cli(capsys, "doctor", "--dataset", "synthetic", "--width", "12", "--set", "model.z_dim=16",
-                                "--batch-size", "8", "--steps", "2", "--fp16-steps", "2", "--device", "cpu",
-                                "--out", str(out))
+    code, stdout, err = run_cli(
+        capsys,
+        "doctor",
+        "--dataset",
+        "synthetic",
+        "--width",
+        "12",
+        "--set",
+        "model.z_dim=16",
+        "--batch-size",
+        "8",
+        "--steps",
+        "2",
+        "--fp16-steps",
+        "2",
+        "--device",
+        "cpu",
+        "--out",
+        str(out),
+    )
     assert code == 0, err
     report = json.loads((out / "doctor.json").read_text())
     layers = {row["layer"] for row in report["layers"]}

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import run_cli
 
 import ampgan
 from ampgan.config import config_from_options
@@ -17,7 +18,6 @@ from ampgan.training.precision import build_policy
 from ampgan.training.prepared import prepare_run
 from ampgan.training.state import build_train_state
 from ampgan.training.step import train_step
-from conftest import run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = {  # model -> tiny settings (StyleGAN2's penalties every 2 steps, so a 2-step cycle runs both)
@@ -39,11 +39,13 @@ def test_each_paper_example_passes_preflight_and_steps_in_every_precision(exampl
     assert code == 0 and "nothing found" in out and "Traceback" not in err, out + err
     dataset = make_synthetic(image_size=8, count=40)
     for precision in ("fp32", "bf16", "fp16"):
-        config = config_from_options(model=model, dataset="synthetic", image_size=8, precision=precision,
-                                     batch_size=4, sets=EXAMPLES[example])
+        config = config_from_options(
+            model=model, dataset="synthetic", image_size=8, precision=precision, batch_size=4, sets=EXAMPLES[example]
+        )
         prepared = prepare_run(config, dataset)
-        state = build_train_state(prepared.config, prepared.model, prepared.data,
-                                  build_policy(precision, torch.device("cpu")))
+        state = build_train_state(
+            prepared.config, prepared.model, prepared.data, build_policy(precision, torch.device("cpu"))
+        )
         stream = BatchStream(dataset, 4, torch.device("cpu"), 0, image_range=state.gan.image_range)
         for _ in range(2):
             metrics = train_step(state, stream.next_batch)
@@ -54,14 +56,36 @@ def test_each_paper_example_passes_preflight_and_steps_in_every_precision(exampl
 
 
 def _stylegan2_args():
-    return ["--model", str(ROOT / "examples" / "stylegan2_lite.py:stylegan2_lite"), "--image-size", "8",
-            *_sets("stylegan2_lite.py:stylegan2_lite")]
+    return [
+        "--model",
+        str(ROOT / "examples" / "stylegan2_lite.py:stylegan2_lite"),
+        "--image-size",
+        "8",
+        *_sets("stylegan2_lite.py:stylegan2_lite"),
+    ]
 
 
 def test_bench_runs_the_stylegan2_lite_within_its_budget_settings(tmp_path, capsys):
-    code, out, err = run_cli(capsys, "bench", *_stylegan2_args(), "--batch-sizes", "4", "--precisions", "fp32",
-                             "--steps", "2", "--max-seconds", "5", "--set", "bench.min_seconds=0", "--no-channels-last",
-                             "--device", "cpu", "--out", str(tmp_path / "bench"))
+    code, out, err = run_cli(
+        capsys,
+        "bench",
+        *_stylegan2_args(),
+        "--batch-sizes",
+        "4",
+        "--precisions",
+        "fp32",
+        "--steps",
+        "2",
+        "--max-seconds",
+        "5",
+        "--set",
+        "bench.min_seconds=0",
+        "--no-channels-last",
+        "--device",
+        "cpu",
+        "--out",
+        str(tmp_path / "bench"),
+    )
     assert code == 0 and "Traceback" not in err, err[-2000:]
     (config,) = json.loads((tmp_path / "bench" / "results.json").read_text())["configs"]
     assert config["precision"] == "fp32" and config["status"] in ("ok", "too_slow")
@@ -69,8 +93,21 @@ def test_bench_runs_the_stylegan2_lite_within_its_budget_settings(tmp_path, caps
 
 @pytest.mark.slow
 def test_doctor_runs_the_stylegan2_lite(tmp_path, capsys):
-    code, out, err = run_cli(capsys, "doctor", *_stylegan2_args(), "--steps", "1", "--fp16-steps", "2",
-                             "--batch-size", "4", "--device", "cpu", "--out", str(tmp_path / "doctor"))
+    code, out, err = run_cli(
+        capsys,
+        "doctor",
+        *_stylegan2_args(),
+        "--steps",
+        "1",
+        "--fp16-steps",
+        "2",
+        "--batch-size",
+        "4",
+        "--device",
+        "cpu",
+        "--out",
+        str(tmp_path / "doctor"),
+    )
     assert code == 0 and "Traceback" not in err, err[-2000:]
 
 
@@ -81,12 +118,25 @@ def test_the_python_api_compares_the_sngan(tmp_path):
     spec = importlib.util.spec_from_file_location("sngan_example", ROOT / "examples" / "sngan.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    study = ampgan.compare(module.sngan, tmp_path / "study",
-                           settings={"data.dataset": "synthetic", "data.image_size": 8, "budget.steps": 2,
-                                     "budget.batch_size": 8, "compute.device": "cpu", "model.width": 8,
-                                     "model.n_critic": 1},
-                           precisions=["fp32", "bf16"], seeds=1, eval_points=1, eval_samples=40,
-                           bench_batch_sizes=[8], bench_seconds=0.2)
+    study = ampgan.compare(
+        module.sngan,
+        tmp_path / "study",
+        settings={
+            "data.dataset": "synthetic",
+            "data.image_size": 8,
+            "budget.steps": 2,
+            "budget.batch_size": 8,
+            "compute.device": "cpu",
+            "model.width": 8,
+            "model.n_critic": 1,
+        },
+        precisions=["fp32", "bf16"],
+        seeds=1,
+        eval_points=1,
+        eval_samples=40,
+        bench_batch_sizes=[8],
+        bench_seconds=0.2,
+    )
     assert study.precisions == ["fp32", "bf16"] and study.final["bf16"]["frechet_distance"] > 0
     assert study.report.is_file()
 
@@ -100,11 +150,45 @@ def test_diffaugment_on_one_class_trains_but_the_study_refuses_in_one_line(tmp_p
     rng = np.random.default_rng(0)
     for index in range(24):
         Image.fromarray(rng.integers(0, 255, (16, 16, 3), dtype=np.uint8)).save(folder / f"{index}.png")
-    model = ["--model", str(ROOT / "examples" / "diffaugment.py:dcgan_diffaugment"), "--dataset",
-             f"folder:{tmp_path / 'cats'}", "--image-size", "16", *_sets("diffaugment.py:dcgan_diffaugment")]
-    code, out, err = run_cli(capsys, "train", *model, "--steps", "2", "--batch-size", "8", "--precision", "bf16",
-                             "--device", "cpu", "--quiet", "--out", str(tmp_path / "run"))
+    model = [
+        "--model",
+        str(ROOT / "examples" / "diffaugment.py:dcgan_diffaugment"),
+        "--dataset",
+        f"folder:{tmp_path / 'cats'}",
+        "--image-size",
+        "16",
+        *_sets("diffaugment.py:dcgan_diffaugment"),
+    ]
+    code, out, err = run_cli(
+        capsys,
+        "train",
+        *model,
+        "--steps",
+        "2",
+        "--batch-size",
+        "8",
+        "--precision",
+        "bf16",
+        "--device",
+        "cpu",
+        "--quiet",
+        "--out",
+        str(tmp_path / "run"),
+    )
     assert code == 0, err[-2000:]
-    code, out, err = run_cli(capsys, "compare", *model, "--precisions", "fp32,bf16", "--seeds", "1", "--steps", "2",
-                             "--device", "cpu", "--out", str(tmp_path / "study"))
+    code, out, err = run_cli(
+        capsys,
+        "compare",
+        *model,
+        "--precisions",
+        "fp32,bf16",
+        "--seeds",
+        "1",
+        "--steps",
+        "2",
+        "--device",
+        "cpu",
+        "--out",
+        str(tmp_path / "study"),
+    )
     assert code == 2 and "the data has one class (cat)" in err and "Traceback" not in err

@@ -7,15 +7,27 @@ import textwrap
 import numpy as np
 import pytest
 import torch
+from conftest import run_cli
+from fixtures import write_quickdraw
 
 from ampgan.cost.catalog import load_catalog
 from ampgan.data import DataConfig, load_dataset
 from ampgan.errors import AmpganError
 from ampgan.runs.claim import LOCK, MARKER, claimed_folder
-from conftest import run_cli
-from fixtures import write_quickdraw
 
-TINY = ["--dataset", "synthetic", "--width", "8", "--set", "model.z_dim=16", "--batch-size", "8", "--device", "cpu", "--quiet"]
+TINY = [
+    "--dataset",
+    "synthetic",
+    "--width",
+    "8",
+    "--set",
+    "model.z_dim=16",
+    "--batch-size",
+    "8",
+    "--device",
+    "cpu",
+    "--quiet",
+]
 
 
 def test_an_empty_or_enclosing_out_is_refused_and_nothing_is_deleted(tmp_path, capsys, monkeypatch):
@@ -70,14 +82,23 @@ def test_a_run_that_fails_at_its_first_step_leaves_no_folder(tmp_path, capsys, m
 def test_a_second_process_is_refused_while_the_first_holds_the_folder(tmp_path, capsys):
     run = tmp_path / "run"
     assert run_cli(capsys, "train", *TINY, "--steps", "2", "--out", str(run))[0] == 0
-    holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(f"""
         import fcntl, os, sys, time
         fd = os.open({str(run / LOCK)!r}, os.O_RDWR)
         fcntl.flock(fd, fcntl.LOCK_EX)  # as a training process holds it
         os.ftruncate(fd, 0); os.pwrite(fd, str(os.getpid()).encode(), 0)
         print("held", flush=True)
         sys.stdin.read()
-    """)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    """),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline().strip() == "held"
         code, _, err = run_cli(capsys, "train", "--resume", str(run), "--steps", "5", "--quiet")
@@ -94,7 +115,19 @@ def test_a_second_process_is_refused_while_the_first_holds_the_folder(tmp_path, 
 
 def test_two_runs_started_together_on_one_folder_never_mix(tmp_path):
     run = tmp_path / "run"
-    command = [sys.executable, "-m", "ampgan", "train", *TINY, "--steps", "30", "--no-channels-last", "--no-compile", "--out", str(run)]
+    command = [
+        sys.executable,
+        "-m",
+        "ampgan",
+        "train",
+        *TINY,
+        "--steps",
+        "30",
+        "--no-channels-last",
+        "--no-compile",
+        "--out",
+        str(run),
+    ]
     first = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
     second = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
     results = [(p.wait(timeout=240), p.stderr.read()) for p in (first, second)]
@@ -151,7 +184,9 @@ def test_image_folders_refuse_links_that_leave_them_and_decompression_bombs(tmp_
 
     # A valid PNG header claiming 50000 x 50000 pixels (2.5 gigapixels) and almost no data.
     header = struct.pack(">IIBBBBB", 50000, 50000, 8, 0, 0, 0, 0)
-    bomb = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(b"\0" * 100)) + chunk(b"IEND", b"")
+    bomb = (
+        b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(b"\0" * 100)) + chunk(b"IEND", b"")
+    )
     (root / "cats" / "bomb.png").write_bytes(bomb)
     with pytest.raises(AmpganError, match="bomb.png claims more pixels than any dataset image should"):
         load_dataset(DataConfig(dataset=f"folder:{root}"))
@@ -227,13 +262,16 @@ def test_generate_refuses_unusable_destinations_before_any_work(tmp_path, capsys
         code, _, err = run_cli(capsys, "generate", str(run), "--class", "0", "--n", "4", "--out", out)
         assert code == 2 and reason in err and err.count("\n") == 1, (out, err)
     assert (tmp_path / "kept.png").read_bytes() == b"my picture"
-    code, _, err = run_cli(capsys, "generate", str(run), "--class", "0", "--out", str(tmp_path / "a.png"), "--format", "npz")
+    code, _, err = run_cli(
+        capsys, "generate", str(run), "--class", "0", "--out", str(tmp_path / "a.png"), "--format", "npz"
+    )
     assert code == 2 and "ending in .npz" in err
     # A destination whose filesystem refuses the write at the last moment (here /proc) is one line too.
     code, _, err = run_cli(capsys, "generate", str(run), "--class", "0", "--n", "4", "--out", "/proc/ampgan-x.png")
     assert code == 2 and err.startswith("error:") and err.count("\n") == 1, err
-    code, _, _ = run_cli(capsys, "generate", str(run), "--class", "0", "--n", "4", "--out", str(tmp_path / "kept.png"),
-                         "--overwrite")
+    code, _, _ = run_cli(
+        capsys, "generate", str(run), "--class", "0", "--n", "4", "--out", str(tmp_path / "kept.png"), "--overwrite"
+    )
     assert code == 0 and (tmp_path / "kept.png").read_bytes().startswith(b"\x89PNG")
 
 

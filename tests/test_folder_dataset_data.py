@@ -106,7 +106,8 @@ def test_a_full_disk_costs_only_the_cache(tmp_path, tiny_disk):
     for index in range(3):
         (tiny_disk / "a").mkdir(exist_ok=True)
         Image.fromarray(np.random.default_rng(index).integers(0, 255, (200, 200, 3), dtype=np.uint8)).save(
-            tiny_disk / "a" / f"{index}.png")
+            tiny_disk / "a" / f"{index}.png"
+        )
     filler = tiny_disk / "filler"
     with open(filler, "wb") as handle:  # fill what is left
         try:
@@ -128,6 +129,7 @@ def test_a_cache_write_that_fails_costs_only_the_cache(tmp_path, monkeypatch):
     (tmp_path / "a").mkdir()
     Image.new("RGB", (8, 8)).save(tmp_path / "a" / "x.png")
     for code in (errno.ENOSPC, errno.EROFS, errno.EACCES):
+
         def refuse(path, write, code=code):
             raise OSError(code, os.strerror(code))
 

@@ -10,13 +10,12 @@ import textwrap
 from pathlib import Path
 
 import pytest
-
 from conftest import run_cli
 
 TINY = ("--dataset", "synthetic", "--batch-size", "8", "--device", "cpu", "--quiet")
 
 # A user's model file that leaves a mark on disk whenever it is imported (its code ran).
-MODEL_SOURCE = textwrap.dedent('''
+MODEL_SOURCE = textwrap.dedent("""
     import pathlib, sys
     pathlib.Path(__file__).with_name("IMPORTED").write_text("ran")
     sys.path.insert(0, {examples!r})
@@ -24,7 +23,7 @@ MODEL_SOURCE = textwrap.dedent('''
 
     def build(data, *, hidden: int = 32):
         return _cgan(data, z_dim=8, hidden=hidden)
-''')
+""")
 
 
 @pytest.fixture(scope="module")
@@ -75,12 +74,15 @@ def given_run(tmp_path, _trained_once, user_model):
     return run
 
 
-@pytest.mark.parametrize("command", [
-    ("generate", "{run}", "--out", "{tmp}/g.png"),
-    ("evaluate", "{run}", "--samples", "4"),
-    ("train", "--resume", "{run}", "--steps", "3"),
-    ("train", "--config", "{run}/config.json", "--dry-run", "--device", "cpu"),
-])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("generate", "{run}", "--out", "{tmp}/g.png"),
+        ("evaluate", "{run}", "--samples", "4"),
+        ("train", "--resume", "{run}", "--steps", "3"),
+        ("train", "--config", "{run}/config.json", "--dry-run", "--device", "cpu"),
+    ],
+)
 def test_a_folder_never_imports_the_model_it_names(capsys, tmp_path, given_run, user_model, command):
     args = [word.format(run=given_run, tmp=tmp_path) for word in command]
     code, _, err = run_cli(capsys, *args)
@@ -92,13 +94,15 @@ def test_a_folder_never_imports_the_model_it_names(capsys, tmp_path, given_run, 
 
 
 def test_naming_the_model_or_consenting_lets_it_run(capsys, tmp_path, given_run, user_model):
-    code, out, err = run_cli(capsys, "generate", str(given_run), "--out", str(tmp_path / "g.png"), "--trust-model",
-                             "--class", "0")
+    code, out, err = run_cli(
+        capsys, "generate", str(given_run), "--out", str(tmp_path / "g.png"), "--trust-model", "--class", "0"
+    )
     assert code == 0, err
     assert _imported(user_model) and (tmp_path / "g.png").is_file()
     _forget_import(user_model)
-    code, out, err = run_cli(capsys, "train", "--resume", str(given_run), "--steps", "3", "--quiet",
-                             "--model", f"{user_model}:build")
+    code, out, err = run_cli(
+        capsys, "train", "--resume", str(given_run), "--steps", "3", "--quiet", "--model", f"{user_model}:build"
+    )
     assert code == 0, err
     assert _imported(user_model)
 
@@ -121,8 +125,18 @@ def test_a_study_never_imports_the_model_it_names(capsys, tmp_path, user_model, 
     study = tmp_path / "study"
     study.mkdir()
     spec = {"config": {"model": {"name": f"{user_model}:build"}, "data": {"dataset": "synthetic"}}}
-    (study / "study.json").write_text(json.dumps({"format": "ampgan-study/1", "identity": "x", "spec": spec,
-                                                   "decided": None, "bench_done": False, "runs": {}}))
+    (study / "study.json").write_text(
+        json.dumps(
+            {
+                "format": "ampgan-study/1",
+                "identity": "x",
+                "spec": spec,
+                "decided": None,
+                "bench_done": False,
+                "runs": {},
+            }
+        )
+    )
     code, _, err = run_cli(capsys, "compare", "--resume", str(study), "--quiet")
     assert code == 2 and "--trust-model" in err and not _imported(user_model)
     assert registry._CONSENTED == set()
@@ -139,7 +153,9 @@ def test_a_module_path_name_is_data_too(capsys, tmp_path, monkeypatch, user_mode
 
 # ---- --overwrite: one marker, one rule --------------------------------------------------------------
 def _train(capsys, out, *extra):
-    return run_cli(capsys, "train", *TINY, "--width", "8", "--set", "model.z_dim=16", "--steps", "2", "--out", str(out), *extra)
+    return run_cli(
+        capsys, "train", *TINY, "--width", "8", "--set", "model.z_dim=16", "--steps", "2", "--out", str(out), *extra
+    )
 
 
 def test_a_format_version_key_is_no_licence_to_delete(capsys, tmp_path):
@@ -241,23 +257,33 @@ def test_a_path_recorded_in_a_document_stays_inside_its_folder(tmp_path):
 
 def test_a_study_whose_document_points_outside_is_refused_by_report(capsys, tmp_path):
     """compare.json's run_dir set to an absolute path or ../.. never makes the report read or embed it."""
-    from ampgan.study.report import load_compare
 
     study = tmp_path / "study"
     study.mkdir()
-    document = {"format": "ampgan-compare/1", "outcome": "no faster mode",
-                "spec": {"batch_size": 8}, "dataset": {"name": "x", "class_names": ["a"]},
-                "environment": {"hardware_summary": "h", "date": "d",
-                                "versions": {"torch": "t", "ampgan": "a", "python": "p"}},
-                "runs": {"fp32": {"run_dir": "/home/someone/private", "steps": 1, "train_seconds": 1.0,
-                                  "final": {"frechet_distance": 1.0}}}}
+    document = {
+        "format": "ampgan-compare/1",
+        "outcome": "no faster mode",
+        "spec": {"batch_size": 8},
+        "dataset": {"name": "x", "class_names": ["a"]},
+        "environment": {"hardware_summary": "h", "date": "d", "versions": {"torch": "t", "ampgan": "a", "python": "p"}},
+        "runs": {
+            "fp32": {
+                "run_dir": "/home/someone/private",
+                "steps": 1,
+                "train_seconds": 1.0,
+                "final": {"frechet_distance": 1.0},
+            }
+        },
+    }
     (study / "compare.json").write_text(json.dumps(document))
     code, _, err = run_cli(capsys, "report", str(study))
     assert code == 2 and "runs.fp32.run_dir should be a path inside its folder" in err
     document["runs"]["fp32"]["run_dir"] = "runs/fp32-seed0"
-    for field, value, said in (("train_seconds", float("nan"), "train_seconds should be a number from 0 to inf, got nan"),
-                               ("train_seconds", -3.0, "train_seconds should be a number from 0 to inf, got -3.0"),
-                               ("steps", 1.5, "steps should be int, got 1.5")):
+    for field, value, said in (
+        ("train_seconds", float("nan"), "train_seconds should be a number from 0 to inf, got nan"),
+        ("train_seconds", -3.0, "train_seconds should be a number from 0 to inf, got -3.0"),
+        ("steps", 1.5, "steps should be int, got 1.5"),
+    ):
         damaged = json.loads(json.dumps(document))
         damaged["runs"]["fp32"][field] = value
         (study / "compare.json").write_text(json.dumps(damaged))
@@ -306,9 +332,11 @@ def test_a_checkpoint_with_impossible_values_is_refused_by_every_reader(capsys, 
         expected = "says step 1"
     torch.save(payload, checkpoint)
     before = (run / "metrics.jsonl").read_bytes()
-    for command in (("generate", str(run), "--class", "0", "--out", str(tmp_path / "g.png")),
-                    ("evaluate", str(run), "--samples", "4"),
-                    ("train", "--resume", str(run), "--steps", "4", "--quiet")):
+    for command in (
+        ("generate", str(run), "--class", "0", "--out", str(tmp_path / "g.png")),
+        ("evaluate", str(run), "--samples", "4"),
+        ("train", "--resume", str(run), "--steps", "4", "--quiet"),
+    ):
         code, out, err = run_cli(capsys, *command)
         assert code == 2 and expected in err and len(err.strip().splitlines()) == 1, (command, err)
     assert not (tmp_path / "g.png").exists() and (run / "metrics.jsonl").read_bytes() == before
@@ -324,9 +352,15 @@ def test_cost_never_replaces_someone_elses_cost_file(capsys, tmp_path):
     results.write_text(json.dumps(bench_results()))
     (tmp_path / "theirs" / "cost.json").write_text('{"mine": true}')
     code, _, err = run_cli(capsys, "cost", str(results), "--price-per-hour", "1")
-    assert code == 2 and "give --out" in err and json.loads((tmp_path / "theirs" / "cost.json").read_text()) == {"mine": True}
+    assert (
+        code == 2
+        and "give --out" in err
+        and json.loads((tmp_path / "theirs" / "cost.json").read_text()) == {"mine": True}
+    )
     assert run_cli(capsys, "cost", str(results), "--price-per-hour", "1", "--out", str(tmp_path / "c"))[0] == 0
     code, _, err = run_cli(capsys, "cost", str(results), "--price-per-hour", "2", "--out", str(tmp_path / "c"))
     assert code == 2 and "already holds files" in err
-    assert run_cli(capsys, "cost", str(results), "--price-per-hour", "2", "--out", str(tmp_path / "c"),
-                   "--overwrite")[0] == 0
+    assert (
+        run_cli(capsys, "cost", str(results), "--price-per-hour", "2", "--out", str(tmp_path / "c"), "--overwrite")[0]
+        == 0
+    )

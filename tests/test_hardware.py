@@ -4,8 +4,16 @@ from ampgan.system.hardware import Hardware, cpu_flops_per_cycle, gpu_peak_tflop
 
 
 def cpu(model, flags, mhz=2000.0, cores=4, family=6):
-    return Hardware(device_type="cpu", name=model, cpu_model=model, cpu_cores=cores, torch_threads=cores,
-                    cpu_flags=tuple(flags), cpu_mhz=mhz, cpu_family=family)
+    return Hardware(
+        device_type="cpu",
+        name=model,
+        cpu_model=model,
+        cpu_cores=cores,
+        torch_threads=cores,
+        cpu_flags=tuple(flags),
+        cpu_mhz=mhz,
+        cpu_family=family,
+    )
 
 
 def test_cpu_peak_is_cores_times_clock_times_flops_per_cycle():
@@ -29,16 +37,19 @@ def test_cpu_without_avx_has_no_peak():
     assert cpu_flops_per_cycle("old", {"sse2"}, "fp32") is None
 
 
-@pytest.mark.parametrize("name, precision, expected", [
-    ("Tesla T4", "fp16", 65.0),
-    ("Tesla T4", "bf16", None),
-    ("Tesla V100-SXM2-16GB", "fp32", 15.7),
-    ("Tesla P100-PCIE-16GB", "fp16", 18.7),
-    ("NVIDIA A100-SXM4-80GB", "tf32", 156.0),
-    ("NVIDIA H100 PCIe", "bf16", 756.0),
-    ("NVIDIA H100 80GB HBM3", "bf16", 989.5),
-    ("NVIDIA H200", "fp16", 989.5),
-    ("NVIDIA GeForce GTX 1080", "fp32", None),
-])
+@pytest.mark.parametrize(
+    "name, precision, expected",
+    [
+        ("Tesla T4", "fp16", 65.0),
+        ("Tesla T4", "bf16", None),
+        ("Tesla V100-SXM2-16GB", "fp32", 15.7),
+        ("Tesla P100-PCIE-16GB", "fp16", 18.7),
+        ("NVIDIA A100-SXM4-80GB", "tf32", 156.0),
+        ("NVIDIA H100 PCIe", "bf16", 756.0),
+        ("NVIDIA H100 80GB HBM3", "bf16", 989.5),
+        ("NVIDIA H200", "fp16", 989.5),
+        ("NVIDIA GeForce GTX 1080", "fp32", None),
+    ],
+)
 def test_gpu_peak_table(name, precision, expected):
     assert gpu_peak_tflops(name, precision) == expected

@@ -9,12 +9,18 @@ import random
 
 import pytest
 import torch
+from conftest import own_decision_cache, run_cli, run_short_compare
 
 from ampgan.speed.cache import DecisionCache
-from ampgan.speed.layout import (CHANNELS_LAST, NCHW, decide_layout, layout_from_rounds, measure_layouts_with,
-                                 measure_layouts_on_training_step)
+from ampgan.speed.layout import (
+    CHANNELS_LAST,
+    NCHW,
+    decide_layout,
+    layout_from_rounds,
+    measure_layouts_on_training_step,
+    measure_layouts_with,
+)
 from ampgan.speed.rounds import UNTIL_DECIDED, StoppingRule, measure_rounds
-from conftest import own_decision_cache, run_cli, run_short_compare
 
 TINY = ["--dataset", "synthetic", "--width", "8", "--set", "model.z_dim=16", "--batch-size", "8", "--device", "cpu"]
 
@@ -31,8 +37,9 @@ def formats(nchw_s: float, channels_last_s: float, noise: float = 0.02):
 
 
 def decide_on(nchw_s, channels_last_s, cache=None, noise=0.02, key=None):
-    return decide_layout("bf16", 64, key or {"machine": "amx"}, measure_layouts_with(formats(nchw_s, channels_last_s, noise)),
-                         cache)
+    return decide_layout(
+        "bf16", 64, key or {"machine": "amx"}, measure_layouts_with(formats(nchw_s, channels_last_s, noise)), cache
+    )
 
 
 def test_an_amx_cpu_where_channels_last_is_faster_chooses_it():
@@ -55,8 +62,10 @@ def test_channels_last_slower_keeps_nchw():
 
 def test_the_decision_line_names_both_times_and_the_choice():
     line = decide_on(0.080, 0.064, noise=0.0).describe()
-    assert line == ("bf16 at batch 64: channels-last 64.0 ms vs NCHW 80.0 ms per step, 1.25x (95% CI 1.21-1.29, "
-                    "3 rounds): channels-last")
+    assert line == (
+        "bf16 at batch 64: channels-last 64.0 ms vs NCHW 80.0 ms per step, 1.25x (95% CI 1.21-1.29, "
+        "3 rounds): channels-last"
+    )
 
 
 def test_decisions_are_cached_per_question_and_a_load_change_is_not(tmp_path):
@@ -81,7 +90,9 @@ def test_decisions_are_cached_per_question_and_a_load_change_is_not(tmp_path):
             def timed():
                 calls[0] += 1
                 return {NCHW: 0.08, CHANNELS_LAST: 0.07}[name] * (1 + 3.0 * calls[0] / 20)
+
             return timed
+
         timers = {name: make_timer(name) for name in (NCHW, CHANNELS_LAST)}
         return measure_rounds(timers, NCHW, StoppingRule(min_rounds=9, max_seconds=100, until=UNTIL_DECIDED))
 
@@ -104,9 +115,13 @@ def _faster_channels_last(monkeypatch, tmp_path):
     own_decision_cache(monkeypatch, tmp_path)
     monkeypatch.setattr("ampgan.study.compare.COMPARE_BENCH_MIN_SECONDS", 0.0)  # the bench's plumbing, not its timing
 
-    monkeypatch.setattr(layout, "measure_layouts_on_training_step",
-                        lambda config, dataset, device: measure_layouts_with(
-                            formats(0.080, 0.070 if config.precision.name == "bf16" else 0.081, noise=0.0)))
+    monkeypatch.setattr(
+        layout,
+        "measure_layouts_on_training_step",
+        lambda config, dataset, device: measure_layouts_with(
+            formats(0.080, 0.070 if config.precision.name == "bf16" else 0.081, noise=0.0)
+        ),
+    )
 
 
 def test_train_runs_channels_last_where_measured_faster_and_keeps_it_on_resume(tmp_path, capsys, monkeypatch):
@@ -114,22 +129,38 @@ def test_train_runs_channels_last_where_measured_faster_and_keeps_it_on_resume(t
     run = tmp_path / "r"
     code, _, err = run_cli(capsys, "train", *TINY, "--precision", "bf16", "--steps", "2", "--out", str(run))
     assert code == 0, err
-    assert "bf16 at batch 8: channels-last 70.0 ms vs NCHW 80.0 ms per step" in err and err.count(": channels-last") >= 1
+    assert (
+        "bf16 at batch 8: channels-last 70.0 ms vs NCHW 80.0 ms per step" in err and err.count(": channels-last") >= 1
+    )
     assert json.loads((run / "config.json").read_text())["config"]["compute"]["channels_last"] is True
 
     def must_not_measure(config, dataset, device):
         raise AssertionError("a resumed run measured its layout again")
 
     import ampgan.speed.layout as layout
+
     monkeypatch.setattr(layout, "measure_layouts_on_training_step", must_not_measure)
     code, _, err = run_cli(capsys, "train", "--resume", str(run), "--steps", "3", "--quiet")
     assert code == 0, err
     assert json.loads((run / "config.json").read_text())["config"]["compute"]["channels_last"] is True
     # An explicit choice is obeyed without measuring.
-    code, _, err = run_cli(capsys, "train", *TINY, "--precision", "bf16", "--steps", "1", "--no-channels-last",
-                           "--out", str(tmp_path / "explicit"), "--quiet")
+    code, _, err = run_cli(
+        capsys,
+        "train",
+        *TINY,
+        "--precision",
+        "bf16",
+        "--steps",
+        "1",
+        "--no-channels-last",
+        "--out",
+        str(tmp_path / "explicit"),
+        "--quiet",
+    )
     assert code == 0, err
-    assert json.loads((tmp_path / "explicit" / "config.json").read_text())["config"]["compute"]["channels_last"] is False
+    assert (
+        json.loads((tmp_path / "explicit" / "config.json").read_text())["config"]["compute"]["channels_last"] is False
+    )
 
 
 def test_compare_and_its_bench_use_each_precisions_measured_format(tmp_path, capsys, monkeypatch):
@@ -139,9 +170,17 @@ def test_compare_and_its_bench_use_each_precisions_measured_format(tmp_path, cap
     assert code == 0, err
     document = json.loads((out / "compare.json").read_text())
     assert document["spec"]["channels_last"] == ["bf16"]
-    assert document["layouts"]["fp32"]["channels_last"] is False and document["layouts"]["bf16"]["channels_last"] is True
-    assert json.loads((out / "runs" / "bf16-seed0" / "config.json").read_text())["config"]["compute"]["channels_last"] is True
-    assert json.loads((out / "runs" / "fp32-seed0" / "config.json").read_text())["config"]["compute"]["channels_last"] is False
+    assert (
+        document["layouts"]["fp32"]["channels_last"] is False and document["layouts"]["bf16"]["channels_last"] is True
+    )
+    assert (
+        json.loads((out / "runs" / "bf16-seed0" / "config.json").read_text())["config"]["compute"]["channels_last"]
+        is True
+    )
+    assert (
+        json.loads((out / "runs" / "fp32-seed0" / "config.json").read_text())["config"]["compute"]["channels_last"]
+        is False
+    )
     bench = json.loads((out / "bench" / "results.json").read_text())
     assert bench["spec"]["channels_last"] == ["bf16"] and bench["layouts"] == {}  # given by the comparison
     report = (out / "report.md").read_text()
@@ -154,9 +193,27 @@ def test_bench_decides_per_precision_and_stamps_its_figures(tmp_path, capsys, mo
 
     _faster_channels_last(monkeypatch, tmp_path)
     out = tmp_path / "b"
-    code, _, err = run_cli(capsys, "bench", *TINY[:-4], "--width", "8", "--set", "model.z_dim=16", "--device", "cpu",
-                           "--batch-sizes", "4", "--precisions", "fp32,bf16", "--steps", "2", "--set", "bench.min_seconds=0",
-                           "--out", str(out))
+    code, _, err = run_cli(
+        capsys,
+        "bench",
+        *TINY[:-4],
+        "--width",
+        "8",
+        "--set",
+        "model.z_dim=16",
+        "--device",
+        "cpu",
+        "--batch-sizes",
+        "4",
+        "--precisions",
+        "fp32,bf16",
+        "--steps",
+        "2",
+        "--set",
+        "bench.min_seconds=0",
+        "--out",
+        str(out),
+    )
     assert code == 0, err
     results = load_results(out / "results.json")
     assert results["spec"]["channels_last"] == ["bf16"] and set(results["layouts"]) == {"fp32", "bf16"}
@@ -165,8 +222,9 @@ def test_bench_decides_per_precision_and_stamps_its_figures(tmp_path, capsys, mo
 
 @pytest.mark.real_layout_measurement
 def test_the_real_step_is_timed_in_both_formats():
-    from ampgan.data import load_dataset
     from conftest import tiny_config
+
+    from ampgan.data import load_dataset
 
     config = tiny_config(precision="bf16")
     dataset = load_dataset(config.data)
@@ -178,10 +236,11 @@ def test_the_real_step_is_timed_in_both_formats():
 def test_a_decision_times_the_step_with_the_runs_malloc_setting(monkeypatch):
     import platform
 
+    from conftest import tiny_config
+
     import ampgan.system.cpu_tuning as cpu_tuning
     from ampgan.data import load_dataset
     from ampgan.speed.step_timer import StepTimer
-    from conftest import tiny_config
 
     if platform.libc_ver()[0] != "glibc":
         pytest.skip("the setting is glibc's")

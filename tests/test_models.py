@@ -2,8 +2,8 @@ import pytest
 import torch
 
 from ampgan.gan import DataSpec
-from ampgan.gan.models.acgan import Discriminator, Generator
 from ampgan.gan.alignment import alignment_warning
+from ampgan.gan.models.acgan import Discriminator, Generator
 from ampgan.training.precision import PrecisionPolicy
 
 CPU = torch.device("cpu")
@@ -93,8 +93,14 @@ def test_spectral_norm_keeps_the_weight_names_and_adds_its_vectors_as_buffers():
     (_, plain), (_, normalised) = (acgan_networks(28, 1, 4), acgan_networks(28, 1, 4, spectral_norm=True))
     assert [n for n, _ in plain.named_parameters()] == [n for n, _ in normalised.named_parameters()]
     extra = set(normalised.state_dict()) - set(plain.state_dict())
-    assert extra == {"features.0.spectral_u", "features.0.spectral_v", "features.2.spectral_u",
-                     "features.2.spectral_v", "real_fake_head.spectral_u", "real_fake_head.spectral_v"}
+    assert extra == {
+        "features.0.spectral_u",
+        "features.0.spectral_v",
+        "features.2.spectral_u",
+        "features.2.spectral_v",
+        "real_fake_head.spectral_u",
+        "real_fake_head.spectral_v",
+    }
 
 
 def test_spectral_norm_backward_runs_after_two_passes_and_eval_passes_leave_the_vectors_alone():

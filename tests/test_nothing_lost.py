@@ -10,48 +10,130 @@ import struct
 
 import pytest
 import torch
-
-from ampgan.errors import AmpganError
 from conftest import run_cli
 from fixtures import write_mnist, write_quickdraw
 
-TINY = ["--dataset", "synthetic", "--width", "8", "--set", "model.z_dim=16", "--batch-size", "8", "--device", "cpu", "--quiet",
-        "--no-channels-last", "--no-compile"]
+from ampgan.errors import AmpganError
+
+TINY = [
+    "--dataset",
+    "synthetic",
+    "--width",
+    "8",
+    "--set",
+    "model.z_dim=16",
+    "--batch-size",
+    "8",
+    "--device",
+    "cpu",
+    "--quiet",
+    "--no-channels-last",
+    "--no-compile",
+]
 
 
 def test_a_dataset_without_training_images_is_refused_before_training(tmp_path, capsys):
     mnist = write_mnist(tmp_path / "mnist", count=0)
-    code, _, err = run_cli(capsys, "train", "--dataset", "mnist", "--data-dir", str(mnist), "--steps", "2",
-                           "--out", str(tmp_path / "a"), "--quiet")
+    code, _, err = run_cli(
+        capsys,
+        "train",
+        "--dataset",
+        "mnist",
+        "--data-dir",
+        str(mnist),
+        "--steps",
+        "2",
+        "--out",
+        str(tmp_path / "a"),
+        "--quiet",
+    )
     assert code == 2 and "holds no images" in err and err.count("\n") == 1 and not (tmp_path / "a").exists()
     # One drawing per class: the test split takes it, the training split is empty.
     quickdraw = write_quickdraw(tmp_path / "qd", rows=1)
-    code, _, err = run_cli(capsys, "train", "--dataset", "quickdraw", "--data-dir", str(quickdraw),
-                           "--set", "data.classes=apple,eye,fish", "--steps", "2", "--out", str(tmp_path / "b"), "--quiet")
+    code, _, err = run_cli(
+        capsys,
+        "train",
+        "--dataset",
+        "quickdraw",
+        "--data-dir",
+        str(quickdraw),
+        "--set",
+        "data.classes=apple,eye,fish",
+        "--steps",
+        "2",
+        "--out",
+        str(tmp_path / "b"),
+        "--quiet",
+    )
     assert code == 2 and "has no training images" in err and err.count("\n") == 1
 
 
 def test_a_diverged_run_stops_with_exit_3_and_writes_no_non_finite_generator(tmp_path, capsys):
     run = tmp_path / "run"
-    code, _, err = run_cli(capsys, "train", *TINY, "--set", "optim.lr_g=1e10", "--set", "optim.lr_d=1e10", "--steps", "40", "--set", "logging.log_every=1", "--out", str(run))
+    code, _, err = run_cli(
+        capsys,
+        "train",
+        *TINY,
+        "--set",
+        "optim.lr_g=1e10",
+        "--set",
+        "optim.lr_d=1e10",
+        "--steps",
+        "40",
+        "--set",
+        "logging.log_every=1",
+        "--out",
+        str(run),
+    )
     assert code == 3, err
     assert "non-finite (NaN or inf) weights or statistics by step" in err and "folder is not kept" in err
     assert not run.exists()
     # Checkpointing every step: the fault names the last good one, and no generator is exported.
-    code, _, err = run_cli(capsys, "train", *TINY, "--set", "optim.lr_g=1e10", "--set", "optim.lr_d=1e10", "--steps", "40", "--set", "logging.log_every=1",
-                           "--checkpoint-every", "1", "--out", str(run))
+    code, _, err = run_cli(
+        capsys,
+        "train",
+        *TINY,
+        "--set",
+        "optim.lr_g=1e10",
+        "--set",
+        "optim.lr_d=1e10",
+        "--steps",
+        "40",
+        "--set",
+        "logging.log_every=1",
+        "--checkpoint-every",
+        "1",
+        "--out",
+        str(run),
+    )
     assert code == 3 and "the last good checkpoint is step 1" in err, err
     assert not (run / "generator.safetensors").exists()
     saved = torch.load(sorted((run / "checkpoints").glob("*.pt"))[-1], weights_only=True)
-    assert saved["step"] == 1 and all(torch.isfinite(v).all() for v in saved["generator"].values()
-                                      if v.is_floating_point())
+    assert saved["step"] == 1 and all(
+        torch.isfinite(v).all() for v in saved["generator"].values() if v.is_floating_point()
+    )
     # The losses stayed finite (about 1e22): only the weights and their statistics told.
-    assert all(abs(json.loads(line)["loss_d"]) < float("inf") for line in (run / "metrics.jsonl").read_text().splitlines())
+    assert all(
+        abs(json.loads(line)["loss_d"]) < float("inf") for line in (run / "metrics.jsonl").read_text().splitlines()
+    )
 
 
 def test_a_static_fp16_scale_that_overflows_every_update_is_caught_early(tmp_path, capsys):
-    code, _, err = run_cli(capsys, "train", *TINY, "--precision", "fp16", "--loss-scale", "1e30", "--steps", "30",
-                           "--set", "logging.log_every=2", "--out", str(tmp_path / "run"))
+    code, _, err = run_cli(
+        capsys,
+        "train",
+        *TINY,
+        "--precision",
+        "fp16",
+        "--loss-scale",
+        "1e30",
+        "--steps",
+        "30",
+        "--set",
+        "logging.log_every=2",
+        "--out",
+        str(tmp_path / "run"),
+    )
     assert code == 3 and "every fp16 update of D was skipped for overflow in the first 10 steps" in err
     for scale in ("inf", "nan", "-5"):
         code, _, err = run_cli(capsys, "train", *TINY, "--precision", "fp16", "--loss-scale", scale, "--dry-run")
@@ -132,8 +214,11 @@ def test_report_markdown_shows_names_literally():
 
     evil = '<img src=x onerror=alert(1)> a|b\n"><script>'
     text = _TEMPLATES.get_template("report.md.j2").render(
-        title=evil, sections=[Section("Classes", lines=[evil], table=[["class", "n"], [evil, "1"]])],
-        relative=str, data_uri=str)
+        title=evil,
+        sections=[Section("Classes", lines=[evil], table=[["class", "n"], [evil, "1"]])],
+        relative=str,
+        data_uri=str,
+    )
     assert "<img" not in text and "<script>" not in text and "&lt;img src=x onerror=alert(1)&gt;" in text
     assert "| &lt;img src=x onerror=alert(1)&gt; a\\|b &quot;&gt;&lt;script&gt; | 1 |" in text.replace('"', "&quot;")
 
@@ -179,9 +264,25 @@ def test_sigterm_before_the_first_batch_size_finishes_keeps_an_empty_incomplete_
 
     monkeypatch.setattr(harness._Contender, "timed_step", signalled)
     out = tmp_path / "bench"
-    code, stdout, err = run_cli(capsys, "bench", "--dataset", "synthetic", "--width", "8", "--set", "model.z_dim=16", "--device",
-                                "cpu", "--no-channels-last", "--precisions", "fp32", "--batch-sizes", "4,8",
-                                "--out", str(out))
+    code, stdout, err = run_cli(
+        capsys,
+        "bench",
+        "--dataset",
+        "synthetic",
+        "--width",
+        "8",
+        "--set",
+        "model.z_dim=16",
+        "--device",
+        "cpu",
+        "--no-channels-last",
+        "--precisions",
+        "fp32",
+        "--batch-sizes",
+        "4,8",
+        "--out",
+        str(out),
+    )
     assert code == 143 and "finished batch sizes none; not measured 4, 8" in err.replace("sizes ;", "sizes none;"), err
     results = json.loads((out / "results.json").read_text())
     assert results["configs"] == [] and results["incomplete"]["signal"] == "SIGTERM"
@@ -226,5 +327,5 @@ def test_damaged_decision_json_line_in_the_middle_of_metrics_is_one_line(tmp_pat
     with pytest.raises(AmpganError, match="line 1 is not a JSON record"):
         from ampgan.files.jsonfile import read_jsonl
 
-        (run / "broken.jsonl").write_bytes(b"\xff\xfe\n{\"step\": 1}\n")
+        (run / "broken.jsonl").write_bytes(b'\xff\xfe\n{"step": 1}\n')
         read_jsonl(run / "broken.jsonl")

@@ -6,18 +6,21 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import step_on, tiny_batch, tiny_state
 
 from ampgan.training.state import wrap_modules
 from ampgan.training.step import train_step
-from conftest import step_on, tiny_batch, tiny_state
 
 GOLDEN = json.loads((Path(__file__).parent / "assets" / "acgan_fp32_losses.json").read_text())
 # Per built-in model: the data it is tested on (acgan-2019's 6272x1024 layers are its point; 28 px keeps
 # them that size), and what that data's batches look like.
-MODELS = {"acgan": dict(image_size=32, channels=3), "acgan-2019": dict(image_size=28, channels=1),
-          "dcgan": dict(image_size=28, channels=1, sets=["model.width=8"]),
-          "wgan-gp": dict(image_size=28, channels=1, sets=["model.width=8", "model.critic_steps=2"]),
-          "r1": dict(image_size=28, channels=1, sets=["model.width=4", "model.r1_every=2"])}
+MODELS = {
+    "acgan": dict(image_size=32, channels=3),
+    "acgan-2019": dict(image_size=28, channels=1),
+    "dcgan": dict(image_size=28, channels=1, sets=["model.width=8"]),
+    "wgan-gp": dict(image_size=28, channels=1, sets=["model.width=8", "model.critic_steps=2"]),
+    "r1": dict(image_size=28, channels=1, sets=["model.width=4", "model.r1_every=2"]),
+}
 
 
 def _batch_shape(shape: dict) -> dict:
@@ -48,8 +51,13 @@ def test_the_acgan_step_reproduces_the_losses_of_the_code_before_the_seam():
 # dcgan within 0.07% over 8 steps, r1 0.08% over 6 (its penalty at steps 2, 4, 6), wgan-gp 3% over 6 (G's
 # loss, the critic's score of the fakes, is near 0: a relative gap of a small number), against 12%, 2.5% and
 # 230% for another start.
-BF16_TOLERANCES = [("acgan", 8, 0.01), ("acgan-2019", 3, 0.05), ("dcgan", 8, 0.01), ("r1", 6, 0.005),
-                   ("wgan-gp", 6, 0.1)]
+BF16_TOLERANCES = [
+    ("acgan", 8, 0.01),
+    ("acgan-2019", 3, 0.05),
+    ("dcgan", 8, 0.01),
+    ("r1", 6, 0.005),
+    ("wgan-gp", 6, 0.1),
+]
 
 
 @pytest.mark.parametrize("model, steps, tolerance", BF16_TOLERANCES)
@@ -76,12 +84,16 @@ def _after_steps(model: str, precision: str, compile: bool, steps: int = 2) -> d
     batch = tiny_batch(**_batch_shape(shape))
     for _ in range(steps):
         train_step(state, step_on(batch))
-    return {**{f"G.{k}": v for k, v in state.generator.state_dict().items()},
-            **{f"D.{k}": v for k, v in state.discriminator.state_dict().items()}}
+    return {
+        **{f"G.{k}": v for k, v in state.generator.state_dict().items()},
+        **{f"D.{k}": v for k, v in state.discriminator.state_dict().items()},
+    }
 
 
-@pytest.mark.parametrize("model, precision", [("acgan", "fp32"), ("acgan", "bf16"), ("acgan-2019", "fp32"),
-                                              ("acgan-2019", "bf16"), ("dcgan", "bf16")])
+@pytest.mark.parametrize(
+    "model, precision",
+    [("acgan", "fp32"), ("acgan", "bf16"), ("acgan-2019", "fp32"), ("acgan-2019", "bf16"), ("dcgan", "bf16")],
+)
 def test_a_compiled_step_gives_the_eager_steps_weights(model, precision, monkeypatch, tmp_path):
     """aot_eager: the graphs dynamo captures and AOT autograd splits, run without generated kernels. It
     catches what compiling changes in the computation (PyTorch issue 139476: a frame reused after the
@@ -91,8 +103,9 @@ def test_a_compiled_step_gives_the_eager_steps_weights(model, precision, monkeyp
     torch._dynamo.reset()
     eager, compiled = _after_steps(model, precision, False), _after_steps(model, precision, True)
     assert eager.keys() == compiled.keys()
-    assert all(torch.equal(eager[k], compiled[k]) for k in eager), [k for k in eager if not torch.equal(eager[k],
-                                                                                                     compiled[k])]
+    assert all(torch.equal(eager[k], compiled[k]) for k in eager), [
+        k for k in eager if not torch.equal(eager[k], compiled[k])
+    ]
 
 
 @pytest.mark.slow

@@ -6,7 +6,6 @@ sweep gives these tests."""
 
 import pytest
 import torch
-
 from conftest import run_cli
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs an NVIDIA GPU")
@@ -14,8 +13,23 @@ pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs an 
 
 def test_train_resumes_on_cuda(tmp_path, capsys):
     run = tmp_path / "run"
-    code, _, err = run_cli(capsys, "train", "--device", "cuda", "--precision", "fp16", "--dataset", "synthetic", "--steps", "4",
-                           "--checkpoint-every", "2", "--quiet", "--out", str(run))
+    code, _, err = run_cli(
+        capsys,
+        "train",
+        "--device",
+        "cuda",
+        "--precision",
+        "fp16",
+        "--dataset",
+        "synthetic",
+        "--steps",
+        "4",
+        "--checkpoint-every",
+        "2",
+        "--quiet",
+        "--out",
+        str(run),
+    )
     assert code == 0, err
     code, _, err = run_cli(capsys, "train", "--resume", str(run), "--steps", "8", "--quiet")
     assert code == 0, err
@@ -60,8 +74,9 @@ def test_fp32_is_strict_and_tf32_is_not_and_every_switch_comes_back():
             out = torch.nn.functional.conv2d(x.cuda(), w.cuda(), padding=1).double().cpu()
             product = (x.reshape(64, -1)[:, :256].cuda() @ w.reshape(256, -1)[:, :256].cuda()).double().cpu()
         errors[mode] = ((out - exact).abs().max() / exact.abs().max()).item()
-        errors[mode + " matmul"] = ((product - x.reshape(64, -1)[:, :256].double() @ w.reshape(256, -1)[:, :256].double())
-                                    .abs().max()).item()
+        errors[mode + " matmul"] = (
+            (product - x.reshape(64, -1)[:, :256].double() @ w.reshape(256, -1)[:, :256].double()).abs().max()
+        ).item()
     assert errors["fp32"] < 1e-5 and errors["tf32"] > 1e-4, errors  # TF32 keeps 10 mantissa bits
     assert errors["fp32 matmul"] < errors["tf32 matmul"], errors
     assert snapshot_backend_switches() == before
@@ -72,8 +87,23 @@ def test_deterministic_resume_repeats_the_straight_run_on_cuda(tmp_path, capsys,
 
     monkeypatch.setenv("AMPGAN_DETERMINISTIC", "1")
     monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-    args = ["--device", "cuda", "--precision", "fp16", "--dataset", "synthetic", "--width", "16", "--batch-size", "64",
-            "--no-compile", "--no-channels-last", "--quiet", "--set", "logging.log_every=2"]
+    args = [
+        "--device",
+        "cuda",
+        "--precision",
+        "fp16",
+        "--dataset",
+        "synthetic",
+        "--width",
+        "16",
+        "--batch-size",
+        "64",
+        "--no-compile",
+        "--no-channels-last",
+        "--quiet",
+        "--set",
+        "logging.log_every=2",
+    ]
     straight, halves = tmp_path / "straight", tmp_path / "halves"
     assert run_cli(capsys, "train", *args, "--steps", "6", "--out", str(straight))[0] == 0
     assert run_cli(capsys, "train", *args, "--steps", "3", "--out", str(halves))[0] == 0
@@ -94,9 +124,25 @@ def test_out_of_memory_on_cuda_is_one_line_with_a_batch_size(tmp_path, capsys):
         torch.empty(2 * total, dtype=torch.uint8, device="cuda")
     message = str(out_of_memory_error(caught.value, 4096, torch.device("cuda", 0), "a training step"))
     assert "ran out of memory on" in message and "try --batch-size" in message and "\n" not in message
-    code, _, err = run_cli(capsys, "train", "--device", "cuda", "--precision", "fp16", "--dataset", "synthetic",
-                           "--batch-size", str(2**22), "--steps", "1", "--no-compile", "--no-channels-last", "--quiet",
-                           "--out", str(tmp_path / "huge"))
+    code, _, err = run_cli(
+        capsys,
+        "train",
+        "--device",
+        "cuda",
+        "--precision",
+        "fp16",
+        "--dataset",
+        "synthetic",
+        "--batch-size",
+        str(2**22),
+        "--steps",
+        "1",
+        "--no-compile",
+        "--no-channels-last",
+        "--quiet",
+        "--out",
+        str(tmp_path / "huge"),
+    )
     assert code == 2 and err.count("\n") == 1 and "batch" in err, err
 
 
@@ -105,8 +151,9 @@ def test_channels_last_runs_on_cudnn():
     from ampgan.data import load_dataset
     from ampgan.speed.step_timer import StepTimer
 
-    config = config_from_options(dataset="synthetic", precision="fp16", batch_size=64, device="cuda", channels_last=True,
-                                 compile=False)
+    config = config_from_options(
+        dataset="synthetic", precision="fp16", batch_size=64, device="cuda", channels_last=True, compile=False
+    )
     timer = StepTimer(config, load_dataset(config.data, seed=0), torch.device("cuda"))
     assert all(timer() > 0 for _ in range(2))
     weight = next(p for p in timer.state.discriminator.parameters() if p.dim() == 4)
@@ -119,9 +166,15 @@ def test_the_calibration_times_cuda_kernels_with_events():
     from ampgan.data import load_dataset
     from ampgan.speed.step_timer import StepTimer
 
-    config = config_from_options(dataset="synthetic", precision="bf16" if torch.cuda.is_bf16_supported() else "fp16",
-                                 batch_size=64,
-                                 device="cuda", width=16, compile=False, channels_last=False)
+    config = config_from_options(
+        dataset="synthetic",
+        precision="bf16" if torch.cuda.is_bf16_supported() else "fp16",
+        batch_size=64,
+        device="cuda",
+        width=16,
+        compile=False,
+        channels_last=False,
+    )
     timer = StepTimer(config, load_dataset(config.data, seed=0), torch.device("cuda"))
     timer()
     rows, _ = measure_kernels(timer, "test", tf32=False)

@@ -11,7 +11,9 @@ def test_mean_interval_by_hand():
     # 0.6, 0.7, 0.8: mean 0.7, sd 0.1, t(0.975, 2) = 4.303 -> half width 4.303 x 0.1 / sqrt(3) = 0.24844.
     result = mean_interval([0.6, 0.7, 0.8])
     assert result["mean"] == pytest.approx(0.7) and result["n"] == 3
-    assert result["low"] == pytest.approx(0.7 - 0.24844, abs=1e-5) and result["high"] == pytest.approx(0.7 + 0.24844, abs=1e-5)
+    assert result["low"] == pytest.approx(0.7 - 0.24844, abs=1e-5) and result["high"] == pytest.approx(
+        0.7 + 0.24844, abs=1e-5
+    )
     assert mean_interval([0.5]) == {"mean": 0.5, "low": None, "high": None, "n": 1}
 
 
@@ -38,10 +40,20 @@ def test_time_to_target_ratio_is_geometric_and_skips_seeds_that_never_reached():
 
 def test_summarize_seeds_keeps_each_run_and_means_the_metrics():
     def run(seed, accuracy, steps):
-        return {"run_dir": f"runs/bf16-seed{seed}", "stamp": "s", "steps": steps, "train_seconds": 40.0,
-                "seconds_per_step": 40.0 / steps, "eval_seconds_total": 2.0,
-                "final": {"evaluator_accuracy": accuracy, "frechet_distance": 1.0, "kid": 0.1,
-                          "flags": ["class 3: drawn as 5 in 60% of its samples"] if seed == 1 else []}}
+        return {
+            "run_dir": f"runs/bf16-seed{seed}",
+            "stamp": "s",
+            "steps": steps,
+            "train_seconds": 40.0,
+            "seconds_per_step": 40.0 / steps,
+            "eval_seconds_total": 2.0,
+            "final": {
+                "evaluator_accuracy": accuracy,
+                "frechet_distance": 1.0,
+                "kid": 0.1,
+                "flags": ["class 3: drawn as 5 in 60% of its samples"] if seed == 1 else [],
+            },
+        }
 
     summary = summarize_seeds({1: run(1, 0.8, 400), 0: run(0, 0.6, 380)})
     assert summary["seeds"] == [0, 1] and summary["run_dir"] == "runs/bf16-seed0"
@@ -53,11 +65,17 @@ def test_summarize_seeds_keeps_each_run_and_means_the_metrics():
 def test_the_verdict_says_when_every_run_was_above_the_target_at_its_first_evaluation():
     from ampgan.study.verdict import _target_line
 
-    comparison = {"time_to_target_ratio": {"n": 3, "mean": 0.98, "low": 0.85, "high": 1.14, "beyond_seed_spread": False}}
+    comparison = {
+        "time_to_target_ratio": {"n": 3, "mean": 0.98, "low": 0.85, "high": 1.14, "beyond_seed_spread": False}
+    }
 
     def cost(by_first_bf16: int) -> dict:
-        return {"to_target": {"bf16": {"reached": 3, "seeds": 3, "seconds": 54.0, "by_first_evaluation": by_first_bf16},
-                              "fp32": {"reached": 3, "seeds": 3, "seconds": 53.0, "by_first_evaluation": 3}}}
+        return {
+            "to_target": {
+                "bf16": {"reached": 3, "seeds": 3, "seconds": 54.0, "by_first_evaluation": by_first_bf16},
+                "fp32": {"reached": 3, "seeds": 3, "seconds": 53.0, "by_first_evaluation": 3},
+            }
+        }
 
     coarse = _target_line("bf16", cost(3), comparison, 0.79, 3)
     assert "Every run was already past the target at its first evaluation" in coarse and "compare.eval_points" in coarse

@@ -16,8 +16,20 @@ DATA = DataSpec(image_size=28, channels=1, num_classes=10)
 
 def _context(gan, policy, real, fake):
     scaler = policy.make_loss_scaler()
-    return LossContext(G=gan.generator, D=gan.discriminator, real=real, labels=None, z=None, fake_labels=None,
-                       fake=fake, step=0, rng=torch.Generator().manual_seed(3), gan=gan, scaler=scaler, device=CPU)
+    return LossContext(
+        G=gan.generator,
+        D=gan.discriminator,
+        real=real,
+        labels=None,
+        z=None,
+        fake_labels=None,
+        fake=fake,
+        step=0,
+        rng=torch.Generator().manual_seed(3),
+        gan=gan,
+        scaler=scaler,
+        device=CPU,
+    )
 
 
 def _penalty(model: str, precision: str, penalty_of) -> float:
@@ -133,12 +145,15 @@ def gan(data, *, mistake="clean"):
 '''
 
 
-@pytest.mark.parametrize(("mistake", "check", "fix"), [
-    ("clean", None, None),
-    ("summed", "scaling", "pass the unreduced tensor"),
-    ("scaled_score", "scaling", "multiplies by ctx.scale itself and never divides it out"),
-    ("plain_grad", "penalty", "take them with ctx.input_gradients(outputs, inputs)"),
-])
+@pytest.mark.parametrize(
+    ("mistake", "check", "fix"),
+    [
+        ("clean", None, None),
+        ("summed", "scaling", "pass the unreduced tensor"),
+        ("scaled_score", "scaling", "multiplies by ctx.scale itself and never divides it out"),
+        ("plain_grad", "penalty", "take them with ctx.input_gradients(outputs, inputs)"),
+    ],
+)
 def test_preflight_stops_each_penalty_mistake_with_its_fix(mistake, check, fix, tmp_path):
     from ampgan.config import config_from_options
     from ampgan.data.synthetic import make_synthetic
@@ -146,7 +161,9 @@ def test_preflight_stops_each_penalty_mistake_with_its_fix(mistake, check, fix, 
 
     path = tmp_path / "penalties.py"
     path.write_text(PENALTY_MISTAKES)
-    config = config_from_options(model=f"{path}:gan", dataset="synthetic", image_size=8, sets=[f"model.mistake={mistake}"])
+    config = config_from_options(
+        model=f"{path}:gan", dataset="synthetic", image_size=8, sets=[f"model.mistake={mistake}"]
+    )
     findings = preflight(config, make_synthetic(image_size=8, count=32))
     errors = {f.check: f.text for f in findings if f.severity == "error"}
     if check is None:

@@ -2,11 +2,11 @@ import math
 
 import pytest
 import torch
+from conftest import CPU, step_on, tiny_batch, tiny_state
 
 from ampgan.errors import AmpganError
 from ampgan.training.precision import build_policy
 from ampgan.training.step import train_step
-from conftest import CPU, step_on, tiny_batch, tiny_state
 
 
 @pytest.mark.parametrize("precision", ["fp32", "bf16", "fp16"])
@@ -71,7 +71,9 @@ def test_losses_are_computed_in_fp32_under_autocast(monkeypatch):
 
     seen = []
     original = F.cross_entropy
-    monkeypatch.setattr(F, "cross_entropy", lambda logits, *a, **k: seen.append(logits.dtype) or original(logits, *a, **k))
+    monkeypatch.setattr(
+        F, "cross_entropy", lambda logits, *a, **k: seen.append(logits.dtype) or original(logits, *a, **k)
+    )
     state = tiny_state("bf16")
     train_step(state, step_on(tiny_batch()))
     assert seen and set(seen) == {torch.float32}
@@ -80,5 +82,3 @@ def test_losses_are_computed_in_fp32_under_autocast(monkeypatch):
 def test_tf32_on_cpu_is_refused_with_a_clear_message():
     with pytest.raises(AmpganError, match="tf32 is a CUDA tensor-core mode"):
         build_policy("tf32", CPU)
-
-

@@ -27,29 +27,64 @@ from ampgan.system.gpus import GpuSpec, gpu_spec, gpu_table
 
 pytestmark = pytest.mark.real_op_trace
 
-TENSOR_GPU = GpuSpec(key="X", name="Test X", peak_tflops={"fp32": 10.0, "tf32": 40.0, "bf16": 100.0, "fp16": 100.0},
-                     fp16_units="tensor", bandwidth_gbs=1000.0, memory_gib=16, cuda_capability=(8, 0), source="test",
-                     checked="test", sms=80)
-HALF2_GPU = GpuSpec(key="P", name="Test P", peak_tflops={"fp32": 10.0, "tf32": None, "bf16": None, "fp16": 20.0},
-                    fp16_units="half2", bandwidth_gbs=1000.0, memory_gib=16, cuda_capability=(6, 0), source="test",
-                    checked="test", sms=56)
+TENSOR_GPU = GpuSpec(
+    key="X",
+    name="Test X",
+    peak_tflops={"fp32": 10.0, "tf32": 40.0, "bf16": 100.0, "fp16": 100.0},
+    fp16_units="tensor",
+    bandwidth_gbs=1000.0,
+    memory_gib=16,
+    cuda_capability=(8, 0),
+    source="test",
+    checked="test",
+    sms=80,
+)
+HALF2_GPU = GpuSpec(
+    key="P",
+    name="Test P",
+    peak_tflops={"fp32": 10.0, "tf32": None, "bf16": None, "fp16": 20.0},
+    fp16_units="half2",
+    bandwidth_gbs=1000.0,
+    memory_gib=16,
+    cuda_capability=(6, 0),
+    source="test",
+    checked="test",
+    sms=56,
+)
 N = 4096
 
 
-def row(op="aten.mm", unit="matrix", dtype="float16", alignment=8, flops=2.0 * N**3, data=3.0 * N * N * 2, weight=1.0,
-        flops_slope=0.0, bytes_slope=0.0, kernels=()):
+def row(
+    op="aten.mm",
+    unit="matrix",
+    dtype="float16",
+    alignment=8,
+    flops=2.0 * N**3,
+    data=3.0 * N * N * 2,
+    weight=1.0,
+    flops_slope=0.0,
+    bytes_slope=0.0,
+    kernels=(),
+):
     return OpRow(op, unit, dtype, alignment, (flops, flops_slope), (data, bytes_slope), False, weight, kernels)
 
 
 def test_a_kernel_s_arithmetic_and_implicit_gemm_by_hand():
-    conv = Kernel("c", "conv_fwd", batch=8, c=3, h=32, w=32, out_channels=64, r=4, s=4, pad_h=1, pad_w=1,
-                  stride_h=2, stride_w=2)
+    conv = Kernel(
+        "c", "conv_fwd", batch=8, c=3, h=32, w=32, out_channels=64, r=4, s=4, pad_h=1, pad_w=1, stride_h=2, stride_w=2
+    )
     assert conv.output_hw == (16, 16)  # (32 + 2 - 4) // 2 + 1
     assert conv.implicit_gemm() == (8 * 16 * 16, 64, 3 * 4 * 4)
     assert conv.flops() == 2.0 * 8 * 64 * 16 * 16 * 3 * 16
     assert conv.elements() == 8 * 3 * 32 * 32 + 64 * 3 * 16 + 8 * 64 * 16 * 16
-    data = Kernel("d", "conv_bwd_data", **{f: getattr(conv, f) for f in ("batch", "c", "h", "w", "out_channels", "r",
-                                                                        "s", "pad_h", "pad_w", "stride_h", "stride_w")})
+    data = Kernel(
+        "d",
+        "conv_bwd_data",
+        **{
+            f: getattr(conv, f)
+            for f in ("batch", "c", "h", "w", "out_channels", "r", "s", "pad_h", "pad_w", "stride_h", "stride_w")
+        },
+    )
     assert data.implicit_gemm() == (8 * 32 * 32, 3, 64 * 16) and data.flops() == conv.flops()
 
 
@@ -81,8 +116,8 @@ def test_the_model_at_neutral_parameters_is_the_roofline_plus_a_launch():
 def test_a_p100_runs_autocast_s_16_bit_products_at_its_fp32_rate_and_a_t4_on_tensor_cores():
     assert peak_tflops(HALF2_GPU, "fp16") == 10.0 and peak_tflops(TENSOR_GPU, "fp16") == 100.0
     assert peak_tflops(TENSOR_GPU, "tf32") == 40.0
-    assert calibration_for(gpu_spec("P100")) [0].architecture == "pascal"
-    assert calibration_for(gpu_spec("V100")) [1] is True and calibration_for(gpu_spec("T4")) [1] is False
+    assert calibration_for(gpu_spec("P100"))[0].architecture == "pascal"
+    assert calibration_for(gpu_spec("V100"))[1] is True and calibration_for(gpu_spec("T4"))[1] is False
 
 
 def test_element_wise_work_is_bandwidth_plus_a_launch_gap_and_many_tiny_ops_are_host_bound():
@@ -104,7 +139,9 @@ def test_a_speedup_band_holds_its_mid_and_is_wider_without_a_calibration():
     widths = {}
     for key in ("V100", "T4"):
         gpu = gpu_spec(key)
-        mid, low, high = speedup_band(step_estimate(rows32, 1, gpu, "fp32", 0.0), step_estimate(rows16, 1, gpu, "fp16", 0.0))
+        mid, low, high = speedup_band(
+            step_estimate(rows32, 1, gpu, "fp32", 0.0), step_estimate(rows16, 1, gpu, "fp16", 0.0)
+        )
         assert low < mid < high and mid > 1.5  # an aligned 3x3 convolution gains on tensor cores
         widths[key] = high / low
     assert widths["T4"] > widths["V100"] * 1.5  # x1.27 each way for an architecture no table calibrates
@@ -164,15 +201,39 @@ def tiny_bench(tmp_path_factory):
     from ampgan.cli import main
 
     out = tmp_path_factory.mktemp("projection") / "bench"
-    main(["bench", "--width", "8", "--set", "model.z_dim=16", "--device", "cpu", "--set", "bench.warmup=1", "--steps", "2",
-          "--set", "bench.min_seconds=0", "--max-seconds", "60", "--batch-sizes", "8", "--precisions", "fp32", "--out", str(out)])
+    main(
+        [
+            "bench",
+            "--width",
+            "8",
+            "--set",
+            "model.z_dim=16",
+            "--device",
+            "cpu",
+            "--set",
+            "bench.warmup=1",
+            "--steps",
+            "2",
+            "--set",
+            "bench.min_seconds=0",
+            "--max-seconds",
+            "60",
+            "--batch-sizes",
+            "8",
+            "--precisions",
+            "fp32",
+            "--out",
+            str(out),
+        ]
+    )
     return out / "results.json"
 
 
 def test_project_writes_one_projected_row_per_gpu_precision_and_batch(tiny_bench, tmp_path, capsys):
     out = tmp_path / "projection"
-    code, stdout, err = run_cli(capsys, "project", str(tiny_bench), "--devices", "T4,A100", "--batch-sizes", "8,4096",
-                                "--out", str(out))
+    code, stdout, err = run_cli(
+        capsys, "project", str(tiny_bench), "--devices", "T4,A100", "--batch-sizes", "8,4096", "--out", str(out)
+    )
     assert code == 0, err
     document = json.loads((out / "projection.json").read_text())
     assert document["format"] == "ampgan-projection/1" and "PROJECTED" in document["what"]
@@ -182,7 +243,12 @@ def test_project_writes_one_projected_row_per_gpu_precision_and_batch(tiny_bench
     for key in (("T4", "fp16", 4096), ("A100", "bf16", 8), ("A100", "fp32", 4096)):
         r = rows[key]
         assert r["status"] == "ok" and r["ms_low"] <= r["ms_per_step"] <= r["ms_high"]
-        assert r["speedup_low"] <= r["speedup"] <= r["speedup_high"] and r["bound"] in ("compute", "memory", "launch", "host")
+        assert r["speedup_low"] <= r["speedup"] <= r["speedup_high"] and r["bound"] in (
+            "compute",
+            "memory",
+            "launch",
+            "host",
+        )
         assert "datasheet" in r["source"] and r["cost"]["fast"] <= r["cost"]["mid"] <= r["cost"]["slow"]
     # a batch this machine never ran costs more than one it did
     assert rows[("T4", "fp32", 4096)]["ms_per_step"] > rows[("T4", "fp32", 8)]["ms_per_step"]
@@ -210,7 +276,9 @@ def test_cost_on_a_gpu_instance_prices_projected_times_labelled_so(tiny_bench, t
     code, out, err = run_cli(capsys, "cost", str(tiny_bench), "--instance", "g4dn.xlarge", "--out", str(tmp_path))
     assert code == 0, err
     document = json.loads((tmp_path / "cost.json").read_text())
-    assert document["basis"]["projection"] is True and "PROJECTED times, not measured" in document["basis"]["explanation"]
+    assert (
+        document["basis"]["projection"] is True and "PROJECTED times, not measured" in document["basis"]["explanation"]
+    )
     assert {r["precision"] for r in document["rows"]} == {"fp32", "fp16"}  # a T4 has no bf16 or tf32
     assert "PROJECTED" in err and "PROJECTED" in out and "(projected)" in document["measured_on"]
 
@@ -218,8 +286,17 @@ def test_cost_on_a_gpu_instance_prices_projected_times_labelled_so(tiny_bench, t
 def test_the_study_report_shows_the_projection_as_projected_and_refuses_a_damaged_one(tiny_bench, tmp_path, capsys):
     from ampgan.study.report import projection_sections
 
-    code, _, err = run_cli(capsys, "project", str(tiny_bench), "--devices", "T4,H100", "--batch-sizes", "64,2048",
-                           "--out", str(tmp_path / "projection"))
+    code, _, err = run_cli(
+        capsys,
+        "project",
+        str(tiny_bench),
+        "--devices",
+        "T4,H100",
+        "--batch-sizes",
+        "64,2048",
+        "--out",
+        str(tmp_path / "projection"),
+    )
     assert code == 0, err
     table, figure = projection_sections(tmp_path)
     assert "PROJECTED" in table.title and table.table[0][0] == "GPU"
@@ -238,17 +315,23 @@ def test_the_study_report_shows_the_projection_as_projected_and_refuses_a_damage
 
 
 def test_the_op_table_of_a_real_training_step_predicts_a_batch_it_was_not_traced_at():
+    from conftest import tiny_config
+
     from ampgan.bench.ops import trace_cycle, trace_op_table
     from ampgan.data import DataConfig, load_dataset
     from ampgan.speed.step_timer import StepTimer
-    from conftest import tiny_config
 
     config = tiny_config()
     dataset = load_dataset(DataConfig(dataset="synthetic"), seed=0)
 
     def timer(batch_size):
-        return StepTimer(config.with_fields({"budget.batch_size": batch_size}), dataset, torch.device("cpu"),
-                         data_parallel=False, across_ranks=False)
+        return StepTimer(
+            config.with_fields({"budget.batch_size": batch_size}),
+            dataset,
+            torch.device("cpu"),
+            data_parallel=False,
+            across_ranks=False,
+        )
 
     table = trace_op_table(timer, "fp32")
     at_24 = timer(24)
@@ -267,11 +350,22 @@ def test_a_batch_too_large_for_a_gpu_is_flagged_from_the_step_memory_lower_bound
     per_sample = memory["activation_bytes_per_sample"]
     assert per_sample["bf16"] == pytest.approx(per_sample["fp32"] / 2, rel=0.01)
     huge = int(16 * 2**30 / per_sample["fp32"]) * 2  # twice what a T4's 16 GiB holds in fp32
-    code, stdout, err = run_cli(capsys, "project", str(tiny_bench), "--devices", "T4,H200", "--batch-sizes",
-                                f"8,{huge}", "--out", str(tmp_path / "p"))
+    code, stdout, err = run_cli(
+        capsys,
+        "project",
+        str(tiny_bench),
+        "--devices",
+        "T4,H200",
+        "--batch-sizes",
+        f"8,{huge}",
+        "--out",
+        str(tmp_path / "p"),
+    )
     assert code == 0, err
-    rows = {(r["device"], r["precision"], r["batch_size"]): r for r in
-            json.loads((tmp_path / "p" / "projection.json").read_text())["rows"]}
+    rows = {
+        (r["device"], r["precision"], r["batch_size"]): r
+        for r in json.loads((tmp_path / "p" / "projection.json").read_text())["rows"]
+    }
     assert rows[("T4", "fp32", 8)]["fits"] is True and rows[("T4", "fp32", huge)]["fits"] is False
     assert rows[("H200", "fp32", huge)]["fits"] is True  # 141 GB holds it
     assert "Does not fit in the GPU's memory" in stdout and f"T4 fp32 at batch {huge}" in stdout
@@ -283,8 +377,14 @@ def test_project_reads_the_step_a_study_traced_when_it_ran_no_bench(tiny_bench, 
     bench = json.loads(tiny_bench.read_text())
     study = tmp_path / "study"
     (study / "projection").mkdir(parents=True)
-    traced = {"format": TRACED_FORMAT, "spec": {"model": "acgan", "batch_sizes": [64]}, "environment": bench["environment"],
-              "configs": [], "op_tables": bench["op_tables"], "step_memory": bench["step_memory"]}
+    traced = {
+        "format": TRACED_FORMAT,
+        "spec": {"model": "acgan", "batch_sizes": [64]},
+        "environment": bench["environment"],
+        "configs": [],
+        "op_tables": bench["op_tables"],
+        "step_memory": bench["step_memory"],
+    }
     (study / "projection" / "op_tables.json").write_text(json.dumps(traced))
     code, stdout, err = run_cli(capsys, "project", str(study), "--devices", "L4", "--out", str(tmp_path / "p"))
     assert code == 0, err
@@ -295,16 +395,21 @@ def test_project_reads_the_step_a_study_traced_when_it_ran_no_bench(tiny_bench, 
     assert code == 2 and "op_tables.json" in err and "Traceback" not in err
 
 
-def test_results_measured_on_a_gpu_of_the_table_put_its_projection_beside_each_measurement(tiny_bench, tmp_path, capsys):
+def test_results_measured_on_a_gpu_of_the_table_put_its_projection_beside_each_measurement(
+    tiny_bench, tmp_path, capsys
+):
     results = json.loads(tiny_bench.read_text())
     results["hardware"] = {**results["hardware"], "device_type": "cuda", "name": "NVIDIA H200"}
     (tmp_path / "gpu.json").write_text(json.dumps(results))
-    code, stdout, err = run_cli(capsys, "project", str(tmp_path / "gpu.json"), "--devices", "T4",
-                                "--out", str(tmp_path / "p"))
+    code, stdout, err = run_cli(
+        capsys, "project", str(tmp_path / "gpu.json"), "--devices", "T4", "--out", str(tmp_path / "p")
+    )
     assert code == 0, err
     (measured,) = json.loads((tmp_path / "p" / "projection.json").read_text())["measured_here"]
     assert measured["projected"] is False and measured["projected_for_it_ms"] > 0
-    assert measured["measured_over_projected"] == pytest.approx(measured["ms_per_step"] / measured["projected_for_it_ms"])
+    assert measured["measured_over_projected"] == pytest.approx(
+        measured["ms_per_step"] / measured["projected_for_it_ms"]
+    )
     assert "measured / projected" in stdout
 
 
@@ -314,8 +419,12 @@ def test_an_op_table_traced_before_kernels_were_recorded_still_projects_and_says
 
     old = ["aten.mm", "matrix", "float16", 8, [0.0, 2e9], [0.0, 4e6], False, 3.0]  # 8 columns: no kernels
     table = OpTable("fp16", (OpRow.from_list(old),), (8, 16), "cpu")
-    fp32 = OpTable("fp32", (OpRow.from_list(["aten.mm", "matrix", "float32", 8, [0.0, 2e9], [0.0, 8e6], False, 3.0]),),
-                   (8, 16), "cpu")
+    fp32 = OpTable(
+        "fp32",
+        (OpRow.from_list(["aten.mm", "matrix", "float32", 8, [0.0, 2e9], [0.0, 8e6], False, 3.0]),),
+        (8, 16),
+        "cpu",
+    )
     rows = project({"fp16": table, "fp32": fp32}, [gpu_spec("V100")], [64], launch_assumption(5e-6, "test"))
     fp16 = next(r for r in rows if r["precision"] == "fp16")
     assert fp16["status"] == "ok" and "1 matrix ops without recorded shapes" in fp16["source"]

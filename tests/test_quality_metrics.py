@@ -6,8 +6,15 @@ implementation of Naeem et al. (the `prdc` package)."""
 import numpy as np
 import pytest
 
-from ampgan.quality.metrics import (confusion_matrix, density_coverage, intra_class_diversity, knn_radii,
-                                    mean_pairwise_distance, precision_recall, quality_flags)
+from ampgan.quality.metrics import (
+    confusion_matrix,
+    density_coverage,
+    intra_class_diversity,
+    knn_radii,
+    mean_pairwise_distance,
+    precision_recall,
+    quality_flags,
+)
 
 LINE = np.array([[0.0], [1.0], [2.0], [3.0]])  # real points on a line: every 1-NN radius is 1
 
@@ -64,5 +71,7 @@ def test_confusion_and_the_flags_it_raises():
     counts = confusion_matrix(intended, predicted, 3)
     assert counts.tolist() == [[3, 1, 0], [0, 1, 3], [0, 0, 2]]
     flags = quality_flags([0.9, 0.02, None], counts, ["zero", "one", "two"])
-    assert flags == ["class one: diversity 2% of real (collapsed: its samples are nearly one image)",
-                     "class one: drawn as two in 75% of its samples"]
+    assert flags == [
+        "class one: diversity 2% of real (collapsed: its samples are nearly one image)",
+        "class one: drawn as two in 75% of its samples",
+    ]

@@ -9,16 +9,31 @@ import time
 
 import pytest
 import torch
-
-from ampgan.runs.checkpoint import FORMAT_VERSION, latest_checkpoint, list_checkpoints, load_checkpoint
-from ampgan.config import config_from_options
-from ampgan.errors import AmpganError
-from ampgan.training.faults import FaultRules, NumericFault
-from ampgan.training.loop import prepare_run, run_training
 from conftest import run_cli
 
-TINY = ["--dataset", "synthetic", "--width", "8", "--set", "model.z_dim=16", "--batch-size", "8", "--device", "cpu",
-        "--quiet", "--set", "logging.log_every=2", "--set", "logging.sample_every=1000"]
+from ampgan.config import config_from_options
+from ampgan.errors import AmpganError
+from ampgan.runs.checkpoint import FORMAT_VERSION, latest_checkpoint, list_checkpoints, load_checkpoint
+from ampgan.training.faults import FaultRules, NumericFault
+from ampgan.training.loop import prepare_run, run_training
+
+TINY = [
+    "--dataset",
+    "synthetic",
+    "--width",
+    "8",
+    "--set",
+    "model.z_dim=16",
+    "--batch-size",
+    "8",
+    "--device",
+    "cpu",
+    "--quiet",
+    "--set",
+    "logging.log_every=2",
+    "--set",
+    "logging.sample_every=1000",
+]
 
 
 def weights(run_dir, step):
@@ -52,7 +67,16 @@ def test_a_version_1_run_resumes_on_the_seed_scheme_it_started_with(tmp_path, ca
     would have drawn: 6 steps + resume to 12 equals 12 straight, both on scheme 1, across epochs."""
     import ampgan.training.loop as loop
 
-    args = [*TINY[:8], "--batch-size", "512", "--quiet", "--set", "logging.log_every=2", "--checkpoint-every", "6"]  # 4 steps an epoch
+    args = [
+        *TINY[:8],
+        "--batch-size",
+        "512",
+        "--quiet",
+        "--set",
+        "logging.log_every=2",
+        "--checkpoint-every",
+        "6",
+    ]  # 4 steps an epoch
     straight, old = tmp_path / "straight", tmp_path / "old"
     monkeypatch.setattr(loop, "CURRENT_SCHEME", 1)
     assert run_cli(capsys, "train", *args, "--steps", "12", "--out", str(straight))[0] == 0
@@ -72,7 +96,22 @@ def test_a_version_1_run_resumes_on_the_seed_scheme_it_started_with(tmp_path, ca
 
 def test_keep_limits_the_checkpoints_and_a_time_budget_continues(tmp_path, capsys):
     run = tmp_path / "run"
-    assert run_cli(capsys, "train", *TINY, "--steps", "10", "--checkpoint-every", "2", "--set", "checkpoints.keep=2", "--out", str(run))[0] == 0
+    assert (
+        run_cli(
+            capsys,
+            "train",
+            *TINY,
+            "--steps",
+            "10",
+            "--checkpoint-every",
+            "2",
+            "--set",
+            "checkpoints.keep=2",
+            "--out",
+            str(run),
+        )[0]
+        == 0
+    )
     assert [p.name for p in list_checkpoints(run)] == ["step-000008.pt", "step-000010.pt"]
     payload = load_checkpoint(latest_checkpoint(run))
     assert payload["progress"]["train_seconds"] > 0 and payload["progress"]["data"]["ranks"][0]["position"] > 0
@@ -101,8 +140,22 @@ def test_resume_refuses_changes_that_alter_the_run(tmp_path, capsys):
 
 
 def _start_run(run_dir, steps=400, extra=()):
-    command = [sys.executable, "-m", "ampgan", "train", *TINY, "--steps", str(steps), "--checkpoint-every", "3",
-               "--no-channels-last", "--no-compile", "--out", str(run_dir), *extra]
+    command = [
+        sys.executable,
+        "-m",
+        "ampgan",
+        "train",
+        *TINY,
+        "--steps",
+        str(steps),
+        "--checkpoint-every",
+        "3",
+        "--no-channels-last",
+        "--no-compile",
+        "--out",
+        str(run_dir),
+        *extra,
+    ]
     return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -169,8 +222,17 @@ def _poisoning(monkeypatch, from_step, value, target="grad"):
 
 
 def _tiny_config(**overrides):
-    values = dict(dataset="synthetic", width=8, z_dim=16, batch_size=8, device="cpu", log_every=2,
-                  sample_every=1000, checkpoint_every_steps=4, keep=10)
+    values = dict(
+        dataset="synthetic",
+        width=8,
+        z_dim=16,
+        batch_size=8,
+        device="cpu",
+        log_every=2,
+        sample_every=1000,
+        checkpoint_every_steps=4,
+        keep=10,
+    )
     return config_from_options(**(values | overrides))
 
 
@@ -178,8 +240,12 @@ def test_fp16_overflow_is_skipped_counted_and_a_collapsed_scale_stops_the_run(tm
     _poisoning(monkeypatch, from_step=9, value=float("inf"))
     run = tmp_path / "run"
     with pytest.raises(NumericFault, match=r"fp16 loss scale collapsed .* the last good checkpoint is step \d+"):
-        run_training(prepare_run(_tiny_config(precision="fp16", steps=200)), run, show_progress=False,
-                     fault_rules=FaultRules(min_loss_scale=1.0, window_steps=1000))
+        run_training(
+            prepare_run(_tiny_config(precision="fp16", steps=200)),
+            run,
+            show_progress=False,
+            fault_rules=FaultRules(min_loss_scale=1.0, window_steps=1000),
+        )
     records = metric_lines(run)
     assert records[-1]["skipped_d_total"] >= 10 and records[-1]["loss_scale_d"] < 1.0
     assert records[-1]["skipped_g_total"] < records[-1]["skipped_d_total"]
@@ -195,17 +261,25 @@ def test_fp16_overflow_is_skipped_counted_and_a_collapsed_scale_stops_the_run(tm
 def test_fp16_skip_fraction_rule(tmp_path, monkeypatch):
     _poisoning(monkeypatch, from_step=5, value=float("nan"))
     with pytest.raises(NumericFault, match=r"of the last \d+ fp16 optimizer updates were skipped"):
-        run_training(prepare_run(_tiny_config(precision="fp16", steps=200)), tmp_path / "run", show_progress=False,
-                     fault_rules=FaultRules(min_loss_scale=0.0, window_steps=10, max_skipped_fraction=0.4))
+        run_training(
+            prepare_run(_tiny_config(precision="fp16", steps=200)),
+            tmp_path / "run",
+            show_progress=False,
+            fault_rules=FaultRules(min_loss_scale=0.0, window_steps=10, max_skipped_fraction=0.4),
+        )
 
 
 def test_fp32_nan_stops_the_run_and_keeps_the_checkpoint_before_it(tmp_path, monkeypatch, capsys):
     _poisoning(monkeypatch, from_step=7, value=float("nan"), target="weight")
     run = tmp_path / "run"
-    with pytest.raises(NumericFault, match=r"loss_d and loss_g became non-finite .* by step 8.* last good checkpoint is step 4"):
+    with pytest.raises(
+        NumericFault, match=r"loss_d and loss_g became non-finite .* by step 8.* last good checkpoint is step 4"
+    ):
         run_training(prepare_run(_tiny_config(steps=100)), run, show_progress=False)
     payload = load_checkpoint(latest_checkpoint(run))
-    assert payload["step"] == 4 and all(torch.isfinite(v).all() for v in payload["discriminator"].values() if v.is_floating_point())
+    assert payload["step"] == 4 and all(
+        torch.isfinite(v).all() for v in payload["discriminator"].values() if v.is_floating_point()
+    )
 
 
 def test_damaged_and_foreign_checkpoints_give_one_clear_line(tmp_path, capsys):

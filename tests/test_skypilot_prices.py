@@ -4,51 +4,60 @@ import datetime
 import json
 
 import pytest
-
-from ampgan.cost.catalog import find_instance, load_catalog, staleness_warning
-from ampgan.cost.skypilot import find_catalogs, load_skypilot
 from conftest import run_cli
 from test_cost import bench_results
 
-GPU_INFO_A100 = ("\"{'Gpus': [{'Name': 'A100', 'Manufacturer': 'NVIDIA', 'Count': 8, 'LogicalGpuCount': 8, "
-                 "'GpuPartitionSize': 1.0, 'Workloads': ['ml-ai'], 'MemoryInfo': {'SizeInMiB': 40960}}], "
-                 "'TotalGpuMemoryInMiB': 327680}\"")
-AWS = "\n".join([
-    "InstanceType,AcceleratorName,AcceleratorCount,vCPUs,MemoryGiB,GpuInfo,Price,SpotPrice,Region,AvailabilityZone,Arch",
-    "g4dn.xlarge,T4,1.0,4.0,16.0,\"{'Gpus': [{'Name': 'T4', 'Count': 1}]}\",0.526,0.2104,us-east-1,use1-az1,x86_64",
-    "g4dn.xlarge,T4,1.0,4.0,16.0,\"{'Gpus': [{'Name': 'T4', 'Count': 1}]}\",0.526,0.2201,us-east-1,use1-az2,x86_64",
-    "g4dn.xlarge,T4,1.0,4.0,16.0,\"{'Gpus': [{'Name': 'T4', 'Count': 1}]}\",0.631,0.25,eu-west-1,euw1-az1,x86_64",
-    f"p4d.24xlarge,A100,8.0,96.0,1152.0,{GPU_INFO_A100},21.957642,2.465500,us-east-1,use1-az1,x86_64",
-    f"p4de.24xlarge,A100-80GB,8.0,96.0,1152.0,{GPU_INFO_A100},27.44705,9.973400,us-east-1,use1-az4,x86_64",
-    "p5.48xlarge,H100,8.0,192.0,2048.0,\"{'Gpus': [{'Name': 'H100', 'Count': 8}]}\",55.04,55.040000,us-east-1,use1-az1,x86_64",
-    "p5.4xlarge,H100,1.0,16.0,256.0,\"{'Gpus': [{'Name': 'H100', 'Count': 1}]}\",6.88,,us-east-1,use1-az1,x86_64",
-    "m7a.large,,,2.0,8.0,,0.11592,0.056100,us-east-1,use1-az1,x86_64",
-    "m7i.large,,,2.0,8.0,,0.1008,0.0396,us-east-1,use1-az1,x86_64",
-    "a1.large,,,2.0,4.0,,0.051,0.051000,us-east-1,use1-az2,arm64",
-    "inf2.xlarge,Inferentia2,1.0,4.0,16.0,,0.7582,0.3,us-east-1,use1-az1,x86_64",
-])
-GCP = "\n".join([
-    "InstanceType,vCPUs,MemoryGiB,AcceleratorName,AcceleratorCount,GpuInfo,Region,AvailabilityZone,Price,SpotPrice",
-    "a2-ultragpu-1g,12.0,170.0,,,,us-central1,us-central1-a,1.09962,0.54978",
-    "a2-highgpu-8g,96.0,680.0,,,,us-central1,us-central1-a,5.91582,2.958",
-    "g2-standard-4,4.0,16.0,,,,us-central1,us-central1-a,0.2,0.08",
-    "n1-standard-4,4.0,15.0,,,,us-central1,us-central1-a,0.189999,0.04",
-    "c3-standard-4,4.0,16.0,,,,us-central1,us-central1-a,0.20161,0.0737",
-    "c3d-standard-4,4.0,16.0,,,,us-central1,us-central1-a,0.181,0.06",
-    ",,,A100-80GB,1,A100-80GB,us-central1,us-central1-a,3.92,1.57",
-    ",,,A100,8,A100,us-central1,us-central1-a,23.47,9.38",
-    ",,,L4,1,L4,us-central1,us-central1-a,0.5,0.2",
-    ",,,T4,1,T4,us-central1,us-central1-a,0.35,0.14",
-    ",,,T4,2,T4,us-central1,us-central1-a,0.7,0.28",
-    ",,,V100,1,V100,us-central1,us-central1-a,700.0,700.0",
-    ",,,tpu-v6e-4,1,tpu-v6e-4,us-central1,us-central1-a,10.8,2.17683",
-])
-AZURE = "\n".join([
-    "InstanceType,AcceleratorName,AcceleratorCount,vCPUs,MemoryGiB,GpuInfo,Price,SpotPrice,Region,Generation",
-    "Standard_NC4as_T4_v3,T4,1,4,28,T4,0.526,0.0526,eastus,V1",
-    "Standard_NC24ads_A100_v4,A100-80GB,1,24,220,A100-80GB,3.673,1.47,eastus,V2",
-    "Standard_D2as_v5,,,2,8,,0.086,0.0172,eastus,V2",
-])
+from ampgan.cost.catalog import find_instance, load_catalog, staleness_warning
+from ampgan.cost.skypilot import find_catalogs, load_skypilot
+
+GPU_INFO_A100 = (
+    "\"{'Gpus': [{'Name': 'A100', 'Manufacturer': 'NVIDIA', 'Count': 8, 'LogicalGpuCount': 8, "
+    "'GpuPartitionSize': 1.0, 'Workloads': ['ml-ai'], 'MemoryInfo': {'SizeInMiB': 40960}}], "
+    "'TotalGpuMemoryInMiB': 327680}\""
+)
+AWS = "\n".join(
+    [
+        "InstanceType,AcceleratorName,AcceleratorCount,vCPUs,MemoryGiB,GpuInfo,Price,SpotPrice,Region,AvailabilityZone,Arch",
+        "g4dn.xlarge,T4,1.0,4.0,16.0,\"{'Gpus': [{'Name': 'T4', 'Count': 1}]}\",0.526,0.2104,us-east-1,use1-az1,x86_64",
+        "g4dn.xlarge,T4,1.0,4.0,16.0,\"{'Gpus': [{'Name': 'T4', 'Count': 1}]}\",0.526,0.2201,us-east-1,use1-az2,x86_64",
+        "g4dn.xlarge,T4,1.0,4.0,16.0,\"{'Gpus': [{'Name': 'T4', 'Count': 1}]}\",0.631,0.25,eu-west-1,euw1-az1,x86_64",
+        f"p4d.24xlarge,A100,8.0,96.0,1152.0,{GPU_INFO_A100},21.957642,2.465500,us-east-1,use1-az1,x86_64",
+        f"p4de.24xlarge,A100-80GB,8.0,96.0,1152.0,{GPU_INFO_A100},27.44705,9.973400,us-east-1,use1-az4,x86_64",
+        "p5.48xlarge,H100,8.0,192.0,2048.0,\"{'Gpus': [{'Name': 'H100', 'Count': 8}]}\",55.04,55.040000,"
+        "us-east-1,use1-az1,x86_64",
+        "p5.4xlarge,H100,1.0,16.0,256.0,\"{'Gpus': [{'Name': 'H100', 'Count': 1}]}\",6.88,,us-east-1,use1-az1,x86_64",
+        "m7a.large,,,2.0,8.0,,0.11592,0.056100,us-east-1,use1-az1,x86_64",
+        "m7i.large,,,2.0,8.0,,0.1008,0.0396,us-east-1,use1-az1,x86_64",
+        "a1.large,,,2.0,4.0,,0.051,0.051000,us-east-1,use1-az2,arm64",
+        "inf2.xlarge,Inferentia2,1.0,4.0,16.0,,0.7582,0.3,us-east-1,use1-az1,x86_64",
+    ]
+)
+GCP = "\n".join(
+    [
+        "InstanceType,vCPUs,MemoryGiB,AcceleratorName,AcceleratorCount,GpuInfo,Region,AvailabilityZone,Price,SpotPrice",
+        "a2-ultragpu-1g,12.0,170.0,,,,us-central1,us-central1-a,1.09962,0.54978",
+        "a2-highgpu-8g,96.0,680.0,,,,us-central1,us-central1-a,5.91582,2.958",
+        "g2-standard-4,4.0,16.0,,,,us-central1,us-central1-a,0.2,0.08",
+        "n1-standard-4,4.0,15.0,,,,us-central1,us-central1-a,0.189999,0.04",
+        "c3-standard-4,4.0,16.0,,,,us-central1,us-central1-a,0.20161,0.0737",
+        "c3d-standard-4,4.0,16.0,,,,us-central1,us-central1-a,0.181,0.06",
+        ",,,A100-80GB,1,A100-80GB,us-central1,us-central1-a,3.92,1.57",
+        ",,,A100,8,A100,us-central1,us-central1-a,23.47,9.38",
+        ",,,L4,1,L4,us-central1,us-central1-a,0.5,0.2",
+        ",,,T4,1,T4,us-central1,us-central1-a,0.35,0.14",
+        ",,,T4,2,T4,us-central1,us-central1-a,0.7,0.28",
+        ",,,V100,1,V100,us-central1,us-central1-a,700.0,700.0",
+        ",,,tpu-v6e-4,1,tpu-v6e-4,us-central1,us-central1-a,10.8,2.17683",
+    ]
+)
+AZURE = "\n".join(
+    [
+        "InstanceType,AcceleratorName,AcceleratorCount,vCPUs,MemoryGiB,GpuInfo,Price,SpotPrice,Region,Generation",
+        "Standard_NC4as_T4_v3,T4,1,4,28,T4,0.526,0.0526,eastus,V1",
+        "Standard_NC24ads_A100_v4,A100-80GB,1,24,220,A100-80GB,3.673,1.47,eastus,V2",
+        "Standard_D2as_v5,,,2,8,,0.086,0.0172,eastus,V2",
+    ]
+)
 
 
 def write_catalogs(root, version="v8", **clouds):
@@ -111,8 +120,17 @@ def test_the_study_arithmetic_with_a_skypilot_price(sky, tmp_path, capsys):
     """1M batches at 0.70 s (fp32) vs 0.41 s (mixed) on a T4 instance, at the catalog's price."""
     results = tmp_path / "results.json"
     results.write_text(json.dumps(bench_results()))
-    code, out, err = run_cli(capsys, "cost", str(results), "--instance", "g4dn.xlarge", "--prices-from",
-                             f"skypilot:{sky}", "--out", str(tmp_path / "c"))
+    code, out, err = run_cli(
+        capsys,
+        "cost",
+        str(results),
+        "--instance",
+        "g4dn.xlarge",
+        "--prices-from",
+        f"skypilot:{sky}",
+        "--out",
+        str(tmp_path / "c"),
+    )
     assert code == 0, err
     document = json.loads((tmp_path / "c" / "cost.json").read_text())
     rows = {(r["batch_size"], r["precision"]): r for r in document["rows"]}
@@ -120,8 +138,18 @@ def test_the_study_arithmetic_with_a_skypilot_price(sky, tmp_path, capsys):
     assert rows[2048, "fp16"]["cost"] == pytest.approx(0.41 * 1e6 / 3600 * 0.526)  # 59.91
     assert document["basis"]["verified"] and "SkyPilot catalog v8" in document["catalog_source"]
     assert "unverified" not in out and "catalog: SkyPilot catalog v8" in out and "on-demand" in out
-    code, out, _ = run_cli(capsys, "cost", str(results), "--instance", "azure/NC4as_T4_v3", "--prices-from",
-                           f"skypilot:{sky}", "--spot", "--out", str(tmp_path / "s"))
+    code, out, _ = run_cli(
+        capsys,
+        "cost",
+        str(results),
+        "--instance",
+        "azure/NC4as_T4_v3",
+        "--prices-from",
+        f"skypilot:{sky}",
+        "--spot",
+        "--out",
+        str(tmp_path / "s"),
+    )
     assert code == 0 and "spot prices" in out
 
 
@@ -135,17 +163,22 @@ def test_bad_catalogs_are_one_line_errors_naming_the_file_and_row(tmp_path, caps
     }
     for name, (text, message) in cases.items():
         root = write_catalogs(tmp_path / name, aws=text)
-        code, _, err = run_cli(capsys, "cost", str(results), "--instance", "g4dn.xlarge", "--prices-from",
-                               f"skypilot:{root}")
+        code, _, err = run_cli(
+            capsys, "cost", str(results), "--instance", "g4dn.xlarge", "--prices-from", f"skypilot:{root}"
+        )
         assert code == 2 and message in err and err.count("\n") == 1, (name, err)
     binary = tmp_path / "binary" / "v8" / "aws"
     binary.mkdir(parents=True)
     (binary / "vms.csv").write_bytes(b"\xff\xfe\x00garbage")
-    code, _, err = run_cli(capsys, "cost", str(results), "--instance", "x", "--prices-from", f"skypilot:{tmp_path / 'binary'}")
+    code, _, err = run_cli(
+        capsys, "cost", str(results), "--instance", "x", "--prices-from", f"skypilot:{tmp_path / 'binary'}"
+    )
     assert code == 2 and "not a text CSV" in err
-    for spec, message in ((f"skypilot:{tmp_path / 'none'}", "no SkyPilot catalogs at"),
-                          (f"skypilot:{tmp_path}", "has no <version>/<cloud>/vms.csv"),
-                          ("aws", "the one catalog kind read is skypilot")):
+    for spec, message in (
+        (f"skypilot:{tmp_path / 'none'}", "no SkyPilot catalogs at"),
+        (f"skypilot:{tmp_path}", "has no <version>/<cloud>/vms.csv"),
+        ("aws", "the one catalog kind read is skypilot"),
+    ):
         code, _, err = run_cli(capsys, "cost", str(results), "--instance", "g4dn.xlarge", "--prices-from", spec)
         assert code == 2 and message in err, err
     code, _, err = run_cli(capsys, "cost", str(results), "--instance", "g4dn.xlarge", "--spot")

@@ -10,10 +10,8 @@ import statistics
 import pytest
 
 from ampgan.speed.cache import DecisionCache
-from ampgan.speed.decision import (candidate_modes, choose_for_comparison, decide, fastest_useful_mixed,
-                                   measure_with)
-from ampgan.speed.intervals import (block_means, load_changed, reference_drift, speedup_interval,
-                                    t_quantile_975)
+from ampgan.speed.decision import candidate_modes, choose_for_comparison, decide, fastest_useful_mixed, measure_with
+from ampgan.speed.intervals import block_means, load_changed, reference_drift, speedup_interval, t_quantile_975
 from ampgan.speed.rounds import UNTIL_DECIDED, StoppingRule, measure_rounds
 
 # ---------------------------------------------------------------- interval arithmetic
@@ -53,7 +51,9 @@ def test_identical_ratios_give_a_point_and_slower_is_symmetric():
     assert (faster.low, faster.estimate, faster.high) == pytest.approx((2.0, 2.0, 2.0)) and faster.settled
     slower = speedup_interval([1.0, 1.0, 1.0], [2.0, 2.5, 1.6])
     assert slower.estimate == pytest.approx(0.5) and slower.verdict == "slower"
-    assert slower.relative_half_width == pytest.approx(speedup_interval([1.0] * 3, [0.5, 0.4, 0.625]).relative_half_width)
+    assert slower.relative_half_width == pytest.approx(
+        speedup_interval([1.0] * 3, [0.5, 0.4, 0.625]).relative_half_width
+    )
 
 
 def test_an_interval_across_one_is_no_clear_difference():
@@ -106,8 +106,11 @@ def test_steady_timings_settle_at_the_fewest_rounds():
 
 
 def test_noisy_timings_run_into_the_cap_and_say_unsettled():
-    result = measure_rounds({"fp32": steady(0.2, 0.5), "bf16": steady(0.15, 0.5, seed=1)}, "fp32",
-                            StoppingRule(min_rounds=3, max_seconds=4.0))
+    result = measure_rounds(
+        {"fp32": steady(0.2, 0.5), "bf16": steady(0.15, 0.5, seed=1)},
+        "fp32",
+        StoppingRule(min_rounds=3, max_seconds=4.0),
+    )
     assert result.stopped_by == "time cap" and not result.settled
     assert 4.0 <= result.seconds < 4.0 + 2 * 0.3 * 1.5  # stops within one round of the cap
 
@@ -146,8 +149,11 @@ def test_one_step_slowed_by_a_burst_does_not_leave_a_candidate_out():
 
 
 def test_min_seconds_keeps_measuring_past_a_quick_settle():
-    result = measure_rounds({"fp32": steady(0.2), "bf16": steady(0.1, seed=1)}, "fp32",
-                            StoppingRule(min_rounds=3, min_seconds=6.0, max_seconds=60))
+    result = measure_rounds(
+        {"fp32": steady(0.2), "bf16": steady(0.1, seed=1)},
+        "fp32",
+        StoppingRule(min_rounds=3, min_seconds=6.0, max_seconds=60),
+    )
     assert result.seconds >= 6.0 and result.rounds > 3
 
 
@@ -159,6 +165,7 @@ def slowing(seconds: float, growth: float, steps: int, until: int | None = None)
     def timed():
         calls[0] += 1
         return seconds * (1 + growth * min(calls[0], until or calls[0]) / steps)
+
     return timed
 
 
@@ -167,14 +174,16 @@ def test_a_load_change_is_flagged_and_measured_again_when_the_cap_allows():
         return slowing(seconds, 0.6, 12, until=12)
 
     # Both precisions slow alike: the paired ratio stays 2.0 and settles, but the load changed.
-    result = measure_rounds({"fp32": slowing_60(0.2), "bf16": slowing_60(0.1)}, "fp32",
-                            StoppingRule(min_rounds=12, max_seconds=100))
+    result = measure_rounds(
+        {"fp32": slowing_60(0.2), "bf16": slowing_60(0.1)}, "fp32", StoppingRule(min_rounds=12, max_seconds=100)
+    )
     # First third of the rounds at 1.125x the unloaded time on average, last third at 1.525x: +35.6%.
     assert result.remeasured_after_drift == pytest.approx(1.525 / 1.125 - 1)
     assert not result.load_changed and result.rounds == 12  # the second attempt ran at a steady load
     assert result.intervals["bf16"].estimate == pytest.approx(2.0)
-    capped = measure_rounds({"fp32": slowing_60(0.2), "bf16": slowing_60(0.1)}, "fp32",
-                            StoppingRule(min_rounds=12, max_seconds=5))
+    capped = measure_rounds(
+        {"fp32": slowing_60(0.2), "bf16": slowing_60(0.1)}, "fp32", StoppingRule(min_rounds=12, max_seconds=5)
+    )
     assert capped.remeasured_after_drift is None and capped.load_changed  # no room to measure again: flagged
 
 
@@ -183,15 +192,17 @@ def test_the_round_order_is_shuffled_and_seeded():
         def timed():
             log.append(name)
             return 0.1
+
         return timed
 
     orders = []
     for _ in range(2):
         log = []
-        measure_rounds({n: recorder(n, log) for n in ("fp32", "bf16", "fp16")}, "fp32", StoppingRule(min_rounds=6),
-                       seed=3)
+        measure_rounds(
+            {n: recorder(n, log) for n in ("fp32", "bf16", "fp16")}, "fp32", StoppingRule(min_rounds=6), seed=3
+        )
         orders.append(log)
-    rounds = [tuple(orders[0][i:i + 3]) for i in range(0, len(orders[0]), 3)]
+    rounds = [tuple(orders[0][i : i + 3]) for i in range(0, len(orders[0]), 3)]
     assert orders[0] == orders[1] and len(set(rounds)) > 1  # same seed, same orders; orders vary by round
 
 
@@ -262,7 +273,9 @@ def test_decisions_are_cached_and_say_so(tmp_path):
     other_batch = decide(["bf16"], 256, {"machine": "cpu"}, measure_with(machine({"fp32": 0.8, "bf16": 0.4})), cache)
     assert not other_batch["bf16"].cached  # another batch size is another question
     (tmp_path / "precision-decisions.json").write_text("{ damaged")
-    assert decide(["bf16"], 64, {"machine": "cpu"}, measure_with(machine({"fp32": 0.2, "bf16": 0.1})), cache)["bf16"].useful
+    assert decide(["bf16"], 64, {"machine": "cpu"}, measure_with(machine({"fp32": 0.2, "bf16": 0.1})), cache)[
+        "bf16"
+    ].useful
 
 
 def test_the_decision_line_carries_the_numbers():
@@ -270,8 +283,10 @@ def test_the_decision_line_carries_the_numbers():
     line = decisions["bf16"].describe()
     assert line.startswith("bf16: 105.0 ms per step vs fp32 210.0 ms at batch 64, 2.00x (95% CI 1.94-2.06, 3 rounds)")
     assert line.endswith(": faster")
-    assert decisions["fp16"].describe() == ("fp16: 18.20 s per step vs fp32 210.0 ms at batch 64 (first steps: more "
-                                            "than 20x slower, left out at once): slower")
+    assert decisions["fp16"].describe() == (
+        "fp16: 18.20 s per step vs fp32 210.0 ms at batch 64 (first steps: more "
+        "than 20x slower, left out at once): slower"
+    )
 
 
 # ---------------------------------------------------------------- the commands that use it
@@ -282,8 +297,9 @@ TINY = ["--dataset", "synthetic", "--width", "8", "--set", "model.z_dim=16", "--
 def _machine_for_commands(monkeypatch, times):
     import ampgan.speed.decision as decision
 
-    monkeypatch.setattr(decision, "measure_on_training_step",
-                        lambda config, dataset, device: measure_with(machine(times)))
+    monkeypatch.setattr(
+        decision, "measure_on_training_step", lambda config, dataset, device: measure_with(machine(times))
+    )
 
 
 def test_train_warns_when_its_precision_is_not_faster_here(tmp_path, capsys, monkeypatch):
@@ -291,15 +307,17 @@ def test_train_warns_when_its_precision_is_not_faster_here(tmp_path, capsys, mon
 
     monkeypatch.setenv("AMPGAN_CACHE_DIR", str(tmp_path / "cache"))
     _machine_for_commands(monkeypatch, {"fp32": 0.2, "bf16": 0.6, "fp16": 5.0})
-    code, _, err = run_cli(capsys, "train", *TINY, "--precision", "bf16", "--steps", "1", "--out", str(tmp_path / "r"),
-                           "--quiet")
+    code, _, err = run_cli(
+        capsys, "train", *TINY, "--precision", "bf16", "--steps", "1", "--out", str(tmp_path / "r"), "--quiet"
+    )
     assert code == 0, err
     (warning,) = [line for line in err.splitlines() if line.startswith("warning: bf16:")]
     assert "ms per step vs fp32" in warning and "at batch 8" in warning and "95% CI" in warning
     assert warning.endswith(": slower: fp32 would train at least as fast on this machine")
     # The second run reads the cached decision and says so.
-    code, _, err = run_cli(capsys, "train", *TINY, "--precision", "bf16", "--steps", "1", "--out", str(tmp_path / "r2"),
-                           "--quiet")
+    code, _, err = run_cli(
+        capsys, "train", *TINY, "--precision", "bf16", "--steps", "1", "--out", str(tmp_path / "r2"), "--quiet"
+    )
     assert code == 0 and "[cached, measured" in err, err
 
 

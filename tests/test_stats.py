@@ -20,7 +20,9 @@ def test_quiet_samples_are_not_flagged_noisy():
 
 
 def test_throughput_and_fraction_of_peak():
-    assert throughput(2048, 0.41) == pytest.approx({"images_per_s": 2048 / 0.41, "s_per_1000_samples": 0.41 * 1000 / 2048})
+    assert throughput(2048, 0.41) == pytest.approx(
+        {"images_per_s": 2048 / 0.41, "s_per_1000_samples": 0.41 * 1000 / 2048}
+    )
     achieved, percent = achieved_fraction_of_peak(65e12 * 0.5, 1.0, 65.0)  # half a T4's fp16 peak
     assert achieved == pytest.approx(32.5) and percent == pytest.approx(50.0)
     assert achieved_fraction_of_peak(1e12, 1.0, None) == (1.0, None)

@@ -15,10 +15,38 @@ import textwrap
 import pytest
 import torch
 
-STUDY = ["compare", "--dataset", "synthetic", "--width", "8", "--set", "model.z_dim=16", "--batch-size", "8", "--steps", "8",
-         "--precisions", "fp32,bf16", "--seeds", "1", "--set", "compare.eval_points=2", "--set", "compare.eval_samples=20",
-         "--set", "compare.bench_batch_sizes=8", "--set", "compare.bench_seconds=0.3", "--no-channels-last", "--no-compile", "--device", "cpu",
-         "--quiet", "--set", "logging.log_every=2"]
+STUDY = [
+    "compare",
+    "--dataset",
+    "synthetic",
+    "--width",
+    "8",
+    "--set",
+    "model.z_dim=16",
+    "--batch-size",
+    "8",
+    "--steps",
+    "8",
+    "--precisions",
+    "fp32,bf16",
+    "--seeds",
+    "1",
+    "--set",
+    "compare.eval_points=2",
+    "--set",
+    "compare.eval_samples=20",
+    "--set",
+    "compare.bench_batch_sizes=8",
+    "--set",
+    "compare.bench_seconds=0.3",
+    "--no-channels-last",
+    "--no-compile",
+    "--device",
+    "cpu",
+    "--quiet",
+    "--set",
+    "logging.log_every=2",
+]
 
 DRIVER = textwrap.dedent("""
     import os, signal, sys
@@ -80,9 +108,14 @@ def _final(out):
         folder = out / run["per_seed"]["0"]["run_dir"]
         checkpoint = torch.load(sorted((folder / "checkpoints").glob("*.pt"))[-1], weights_only=True)
         weights[precision] = (checkpoint["step"], checkpoint["generator"], checkpoint["discriminator"])
-    quality = {p: {k: v for k, v in r["final"].items() if k in ("evaluator_accuracy", "frechet_distance", "kid",
-                                                                "coverage", "recall")}
-               for p, r in compare["runs"].items()}
+    quality = {
+        p: {
+            k: v
+            for k, v in r["final"].items()
+            if k in ("evaluator_accuracy", "frechet_distance", "kid", "coverage", "recall")
+        }
+        for p, r in compare["runs"].items()
+    }
     return weights, quality, compare
 
 
@@ -96,12 +129,14 @@ def test_a_study_stopped_at_every_stage_resumes_to_the_uninterrupted_result(tmp_
     assert done.returncode == 0, done.stderr
 
     # (stage, signal, expected exit code, what must be kept by then, how to continue)
-    chain = [("evaluator", "SIGINT", 130, [], "same command"),
-             ("bench", "SIGTERM", 143, [], "resume"),
-             ("evaluation", "SIGTERM", 143, ["the bench"], "same command"),
-             ("bf16-step-3", "SIGINT", 130, ["the bench", "run fp32-seed0"], "resume"),
-             ("bf16-step-5", "SIGKILL", -9, None, "same command"),
-             ("report", "SIGINT", 130, ["the bench", "run fp32-seed0", "run bf16-seed0"], "resume")]
+    chain = [
+        ("evaluator", "SIGINT", 130, [], "same command"),
+        ("bench", "SIGTERM", 143, [], "resume"),
+        ("evaluation", "SIGTERM", 143, ["the bench"], "same command"),
+        ("bf16-step-3", "SIGINT", 130, ["the bench", "run fp32-seed0"], "resume"),
+        ("bf16-step-5", "SIGKILL", -9, None, "same command"),
+        ("report", "SIGINT", 130, ["the bench", "run fp32-seed0", "run bf16-seed0"], "resume"),
+    ]
     how_next = None
     for stage, signal_name, code, kept, next_way in chain:
         arguments = () if how_next in (None, "same command") else ("compare", "--resume", str(stopped), "--quiet")
@@ -117,7 +152,10 @@ def test_a_study_stopped_at_every_stage_resumes_to_the_uninterrupted_result(tmp_
         how_next = next_way
     # A command with other options is refused, not mixed into the study.
     other = _compare(driver, stopped, *STUDY[:-2], "--set", "logging.log_every=4", "--out", str(stopped), cache=cache)
-    assert other.returncode == 2 and "holds a study with other options (config.logging.log_every was 2, now 4)" in other.stderr
+    assert (
+        other.returncode == 2
+        and "holds a study with other options (config.logging.log_every was 2, now 4)" in other.stderr
+    )
     finished = _compare(driver, stopped, "compare", "--resume", str(stopped), "--quiet", cache=cache)
     assert finished.returncode == 0, finished.stderr
 
@@ -128,6 +166,7 @@ def test_a_study_stopped_at_every_stage_resumes_to_the_uninterrupted_result(tmp_
         assert step == other_step == 8
         assert all(torch.equal(generator[k], other_generator[k]) for k in generator)
         assert all(torch.equal(discriminator[k], other_discriminator[k]) for k in discriminator)
-    assert [line for line in a["verdict"] if line.startswith("Final evaluator")] == \
-           [line for line in b["verdict"] if line.startswith("Final evaluator")]
+    assert [line for line in a["verdict"] if line.startswith("Final evaluator")] == [
+        line for line in b["verdict"] if line.startswith("Final evaluator")
+    ]
     assert (stopped / "report.html").is_file()

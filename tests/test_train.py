@@ -2,10 +2,10 @@ import json
 
 import pytest
 import torch
+from conftest import step_on, tiny_batch, tiny_config, tiny_state
 
 from ampgan.training.loop import prepare_run, run_training
 from ampgan.training.step import train_step
-from conftest import step_on, tiny_batch, tiny_config, tiny_state
 
 
 def test_same_seed_gives_the_same_first_losses_in_fp32():
@@ -36,8 +36,17 @@ def test_a_few_hundred_steps_on_digits_teach_the_class_head(tmp_path):
     """The AC-GAN learns: D's class accuracy on generated digits rises far above chance (0.1). (fp32: on a
     CPU without bf16 instructions bf16 is ~20x slower, and learning is the same claim in every precision;
     tests/test_numerics.py holds bf16 to fp32's curve.)"""
-    config = tiny_config(dataset="digits", precision="fp32", width=16, z_dim=32, batch_size=32,
-                         steps=300, log_every=2, sample_every=10_000, seed=0)
+    config = tiny_config(
+        dataset="digits",
+        precision="fp32",
+        width=16,
+        z_dim=32,
+        batch_size=32,
+        steps=300,
+        log_every=2,
+        sample_every=10_000,
+        seed=0,
+    )
     run_training(prepare_run(config), tmp_path / "run", show_progress=False)
     records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     first, last = records[0], records[-1]

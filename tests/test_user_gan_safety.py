@@ -35,9 +35,14 @@ class BlurStemD(nn.Module):
 
 
 def frozen_stem_gan(data: ampgan.DataSpec) -> ampgan.GAN:
-    pixels = data.channels * data.image_size ** 2
-    generator = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, pixels), nn.Tanh(),
-                              nn.Unflatten(1, (data.channels, data.image_size, data.image_size)))
+    pixels = data.channels * data.image_size**2
+    generator = nn.Sequential(
+        nn.Linear(8, 16),
+        nn.ReLU(),
+        nn.Linear(16, pixels),
+        nn.Tanh(),
+        nn.Unflatten(1, (data.channels, data.image_size, data.image_size)),
+    )
     generator[0].weight.requires_grad_(False)  # a frozen layer of G's too
     discriminator = BlurStemD(data.channels)
 
@@ -45,15 +50,20 @@ def frozen_stem_gan(data: ampgan.DataSpec) -> ampgan.GAN:
         real = ctx.real.detach().float().requires_grad_(True)
         return ctx.input_gradients(ctx.D(real), real).flatten(1).pow(2).sum(1).mean()
 
-    return ampgan.GAN(generator=generator, discriminator=discriminator, z_dim=8,
-                      d_loss=lambda c: ampgan.real_fake_loss(c.D(c.real), 1.0) + ampgan.real_fake_loss(c.D(c.fake), 0.0),
-                      g_loss=lambda c: ampgan.real_fake_loss(c.D(c.fake), 1.0),
-                      extra_updates=[ampgan.Update("r1", r1, every=2)])
+    return ampgan.GAN(
+        generator=generator,
+        discriminator=discriminator,
+        z_dim=8,
+        d_loss=lambda c: ampgan.real_fake_loss(c.D(c.real), 1.0) + ampgan.real_fake_loss(c.D(c.fake), 0.0),
+        g_loss=lambda c: ampgan.real_fake_loss(c.D(c.fake), 1.0),
+        extra_updates=[ampgan.Update("r1", r1, every=2)],
+    )
 
 
 def _state(model, precision: str, dataset):
-    config = config_from_options(model=model_name_for(model), dataset="synthetic", image_size=SIZE,
-                                 precision=precision, batch_size=8)
+    config = config_from_options(
+        model=model_name_for(model), dataset="synthetic", image_size=SIZE, precision=precision, batch_size=8
+    )
     prepared = prepare_run(config, dataset)
     state = build_train_state(prepared.config, prepared.model, prepared.data, build_policy(precision, CPU))
     stream = BatchStream(prepared.dataset, 8, CPU, 0, image_range=state.gan.image_range)
@@ -63,8 +73,11 @@ def _state(model, precision: str, dataset):
 @pytest.mark.parametrize("precision", ["fp32", "bf16", "fp16"])
 def test_a_frozen_parameter_is_never_trained(precision):
     state, stream = _state(frozen_stem_gan, precision, make_synthetic(image_size=SIZE, count=32))
-    frozen = {"D.blur": state.discriminator.blur.weight, "D.offset": state.discriminator.offset,
-              "G.0": state.generator[0].weight}
+    frozen = {
+        "D.blur": state.discriminator.blur.weight,
+        "D.offset": state.discriminator.offset,
+        "G.0": state.generator[0].weight,
+    }
     before = {name: p.detach().clone() for name, p in frozen.items()}
     head_before = state.discriminator.head.weight.detach().clone()
     for _ in range(4):  # two with the R1 update, where G is frozen by ampgan
@@ -73,8 +86,9 @@ def test_a_frozen_parameter_is_never_trained(precision):
         assert torch.equal(parameter, before[name]), name
         assert not parameter.requires_grad, f"{name} was switched back on"
     assert not torch.equal(state.discriminator.head.weight, head_before)  # D did learn
-    in_optimizers = {id(p) for opt in (state.optimizer_g, state.optimizer_d) for g in opt.param_groups
-                     for p in g["params"]}
+    in_optimizers = {
+        id(p) for opt in (state.optimizer_g, state.optimizer_d) for g in opt.param_groups for p in g["params"]
+    }
     assert not in_optimizers & {id(p) for p in frozen.values()}
     assert all(p.requires_grad for p in state.discriminator.head.parameters())  # restored after G's update
 
@@ -87,7 +101,8 @@ import ampgan
 
 def nets(data):
     pixels = data.channels * data.image_size ** 2
-    G = nn.Sequential(nn.Linear(8, pixels), nn.Tanh(), nn.Unflatten(1, (data.channels, data.image_size, data.image_size)))
+    shape = (data.channels, data.image_size, data.image_size)
+    G = nn.Sequential(nn.Linear(8, pixels), nn.Tanh(), nn.Unflatten(1, shape))
     D = nn.Sequential(nn.Flatten(), nn.Linear(pixels, 1), nn.Flatten(0))
     return G, D
 
@@ -115,23 +130,32 @@ def raises(data):
 '''
 
 
-@pytest.mark.parametrize(("function", "command", "expected"), [
-    ("reaches_nothing", ["train", "--precision", "fp16", "--steps", "2"],
-     "update 'reg' (of the generator): its loss reaches no trainable parameter of the generator"),
-    ("reaches_nothing", ["preflight"], "update 'reg' (of the generator): its loss reaches no trainable parameter"),
-    ("raises", ["preflight"], "G's update, g_loss failed: TypeError: Sequential.forward() takes 2 positional"),
-    ("raises", ["train", "--precision", "bf16", "--steps", "1"], "G's update, g_loss failed: TypeError"),
-])
-def test_a_failure_inside_the_step_is_one_line_naming_network_and_update(function, command, expected, tmp_path,
-                                                                         capsys):
+@pytest.mark.parametrize(
+    ("function", "command", "expected"),
+    [
+        (
+            "reaches_nothing",
+            ["train", "--precision", "fp16", "--steps", "2"],
+            "update 'reg' (of the generator): its loss reaches no trainable parameter of the generator",
+        ),
+        ("reaches_nothing", ["preflight"], "update 'reg' (of the generator): its loss reaches no trainable parameter"),
+        ("raises", ["preflight"], "G's update, g_loss failed: TypeError: Sequential.forward() takes 2 positional"),
+        ("raises", ["train", "--precision", "bf16", "--steps", "1"], "G's update, g_loss failed: TypeError"),
+    ],
+)
+def test_a_failure_inside_the_step_is_one_line_naming_network_and_update(function, command, expected, tmp_path, capsys):
     from conftest import run_cli
 
     path = tmp_path / "models.py"
     path.write_text(FAILING_MODELS)
-    extra = (["--batch-size", "8", "--device", "cpu", "--quiet", "--out", str(tmp_path / "run")]
-             if command[0] == "train" else [])
-    code, out, err = run_cli(capsys, *command, "--model", f"{path}:{function}", "--dataset", "synthetic",
-                             "--image-size", "8", *extra)
+    extra = (
+        ["--batch-size", "8", "--device", "cpu", "--quiet", "--out", str(tmp_path / "run")]
+        if command[0] == "train"
+        else []
+    )
+    code, out, err = run_cli(
+        capsys, *command, "--model", f"{path}:{function}", "--dataset", "synthetic", "--image-size", "8", *extra
+    )
     assert code == 2, out + err
     assert "Traceback" not in err and expected in out + err, out + err
 
@@ -139,31 +163,48 @@ def test_a_failure_inside_the_step_is_one_line_naming_network_and_update(functio
 def nan_penalty_gan(data: ampgan.DataSpec) -> ampgan.GAN:
     """A lazy penalty that is NaN at every application (as a path-length term from a pre-summed tensor is
     under fp16 scaling): its update is skipped each time while D and G train on."""
-    pixels = data.channels * data.image_size ** 2
-    generator = nn.Sequential(nn.Linear(8, pixels), nn.Tanh(), nn.Unflatten(1, (data.channels, data.image_size,
-                                                                             data.image_size)))
+    pixels = data.channels * data.image_size**2
+    generator = nn.Sequential(
+        nn.Linear(8, pixels), nn.Tanh(), nn.Unflatten(1, (data.channels, data.image_size, data.image_size))
+    )
     discriminator = nn.Sequential(nn.Flatten(), nn.Linear(pixels, 1), nn.Flatten(0))
 
     def broken_penalty(ctx):
         real = ctx.real.detach().float().requires_grad_(True)
         return ctx.input_gradients(ctx.D(real), real).pow(2).sum().sqrt() * float("nan")
 
-    return ampgan.GAN(generator=generator, discriminator=discriminator, z_dim=8,
-                      d_loss=lambda c: ampgan.real_fake_loss(c.D(c.real), 1.0) + ampgan.real_fake_loss(c.D(c.fake), 0.0),
-                      g_loss=lambda c: ampgan.real_fake_loss(c.D(c.fake), 1.0),
-                      extra_updates=[ampgan.Update("penalty", broken_penalty, every=2)])
+    return ampgan.GAN(
+        generator=generator,
+        discriminator=discriminator,
+        z_dim=8,
+        d_loss=lambda c: ampgan.real_fake_loss(c.D(c.real), 1.0) + ampgan.real_fake_loss(c.D(c.fake), 0.0),
+        g_loss=lambda c: ampgan.real_fake_loss(c.D(c.fake), 1.0),
+        extra_updates=[ampgan.Update("penalty", broken_penalty, every=2)],
+    )
 
 
 def test_a_run_whose_lazy_update_is_nan_at_every_application_stops(tmp_path):
     from ampgan.training.faults import NumericFault
     from ampgan.training.loop import FAILED_APPLICATIONS_TO_STOP, run_training
 
-    config = config_from_options(model=model_name_for(nan_penalty_gan), dataset="synthetic", image_size=SIZE,
-                                 precision="fp16", batch_size=8, steps=100, device="cpu", log_every=2)
-    with pytest.raises(NumericFault, match=r"update 'penalty' was skipped or non-finite at each of its last 8 "
-                                           r"applications \(by step 16, fp16"):
-        run_training(prepare_run(config, make_synthetic(image_size=SIZE, count=32)), tmp_path / "run",
-                     show_progress=False)
+    config = config_from_options(
+        model=model_name_for(nan_penalty_gan),
+        dataset="synthetic",
+        image_size=SIZE,
+        precision="fp16",
+        batch_size=8,
+        steps=100,
+        device="cpu",
+        log_every=2,
+    )
+    with pytest.raises(
+        NumericFault,
+        match=r"update 'penalty' was skipped or non-finite at each of its last 8 "
+        r"applications \(by step 16, fp16",
+    ):
+        run_training(
+            prepare_run(config, make_synthetic(image_size=SIZE, count=32)), tmp_path / "run", show_progress=False
+        )
     assert FAILED_APPLICATIONS_TO_STOP == 8
 
 
@@ -175,10 +216,36 @@ def test_a_study_whose_bench_finished_nothing_keeps_its_runs_and_reports(tmp_pat
     from conftest import run_cli
 
     out = tmp_path / "study"
-    code, stdout, err = run_cli(capsys, "compare", "--model", f"{__file__}:frozen_stem_gan", "--dataset", "synthetic",
-                                "--image-size", str(SIZE), "--precisions", "fp32,bf16", "--seeds", "1", "--steps", "2",
-                                "--set", "compare.eval_points=1", "--set", "compare.eval_samples=40", "--set", "compare.bench_batch_sizes=8",
-                                "--set", "compare.bench_seconds=0.0001", "--batch-size", "8", "--device", "cpu", "--out", str(out))
+    code, stdout, err = run_cli(
+        capsys,
+        "compare",
+        "--model",
+        f"{__file__}:frozen_stem_gan",
+        "--dataset",
+        "synthetic",
+        "--image-size",
+        str(SIZE),
+        "--precisions",
+        "fp32,bf16",
+        "--seeds",
+        "1",
+        "--steps",
+        "2",
+        "--set",
+        "compare.eval_points=1",
+        "--set",
+        "compare.eval_samples=40",
+        "--set",
+        "compare.bench_batch_sizes=8",
+        "--set",
+        "compare.bench_seconds=0.0001",
+        "--batch-size",
+        "8",
+        "--device",
+        "cpu",
+        "--out",
+        str(out),
+    )
     assert code == 0, err[-2000:]
     assert "bench: no configuration finished" in stdout + err  # said before training
     document = json.loads((out / "compare.json").read_text())
@@ -202,18 +269,41 @@ def _image_folder(root, counts: dict[str, int], size: int = 8):
     return root
 
 
-@pytest.mark.parametrize(("counts", "expected"), [
-    ({"cats": 24}, "the data has one class (cats): ampgan's evaluator learns its features by telling the classes apart"),
-    ({"cats": 24, "dogs": 3}, "class 'dogs' has 3 image(s): the evaluator needs at least 8 per class"),
-])
+@pytest.mark.parametrize(
+    ("counts", "expected"),
+    [
+        (
+            {"cats": 24},
+            "the data has one class (cats): ampgan's evaluator learns its features by telling the classes apart",
+        ),
+        ({"cats": 24, "dogs": 3}, "class 'dogs' has 3 image(s): the evaluator needs at least 8 per class"),
+    ],
+)
 def test_data_no_evaluator_can_learn_from_is_refused_before_anything_runs(counts, expected, tmp_path, capsys):
     from conftest import run_cli
 
     folder = _image_folder(tmp_path / "images", counts)
     out = tmp_path / "study"
-    code, stdout, err = run_cli(capsys, "compare", "--model", f"{__file__}:frozen_stem_gan", "--dataset", f"folder:{folder}",
-                                "--image-size", str(SIZE), "--precisions", "fp32,bf16", "--seeds", "1", "--steps", "2",
-                                "--device", "cpu", "--out", str(out))
+    code, stdout, err = run_cli(
+        capsys,
+        "compare",
+        "--model",
+        f"{__file__}:frozen_stem_gan",
+        "--dataset",
+        f"folder:{folder}",
+        "--image-size",
+        str(SIZE),
+        "--precisions",
+        "fp32,bf16",
+        "--seeds",
+        "1",
+        "--steps",
+        "2",
+        "--device",
+        "cpu",
+        "--out",
+        str(out),
+    )
     assert code == 2 and expected in err and "Traceback" not in err, err
     assert not out.exists() and "preflight" not in stdout + err  # said before any step ran
 
@@ -226,10 +316,12 @@ def test_adam_parameter_groups_give_a_prefix_its_own_learning_rate():
     optimizer = make_adam(trainable(network), ampgan.Adam(lr=1e-3, lr_multipliers={"0.": 0.01}))
     assert [(group["lr"], len(group["params"])) for group in optimizer.param_groups] == [(1e-5, 2), (1e-3, 2)]
     lazy = ampgan.Adam.lazy(4, lr=2e-3, betas=(0.0, 0.99))
-    assert lazy.lr == pytest.approx(2e-3 * 0.8) and lazy.betas == pytest.approx((0.0, 0.99 ** 0.8))
+    assert lazy.lr == pytest.approx(2e-3 * 0.8) and lazy.betas == pytest.approx((0.0, 0.99**0.8))
     gan = frozen_stem_gan(ampgan.DataSpec(SIZE, 3, 10))
     gan.optimizer_g = ampgan.Adam(lr_multipliers={"mapping.": 0.01})
     from ampgan.errors import AmpganError
 
-    with pytest.raises(AmpganError, match="lr_multipliers names 'mapping.', which no parameter name of the generator starts with"):
+    with pytest.raises(
+        AmpganError, match="lr_multipliers names 'mapping.', which no parameter name of the generator starts with"
+    ):
         check_gan(gan, "my_gan.py:build")

@@ -16,14 +16,31 @@ from ampgan.bench.attainable import (
 from ampgan.bench.sweep import cells, parse_axes
 from ampgan.errors import AmpganError
 
-TINY = ["--set", "model.z_dim=16", "--device", "cpu", "--set", "bench.warmup=1", "--steps", "2", "--set", "bench.min_seconds=0", "--max-seconds", "4"]
+TINY = [
+    "--set",
+    "model.z_dim=16",
+    "--device",
+    "cpu",
+    "--set",
+    "bench.warmup=1",
+    "--steps",
+    "2",
+    "--set",
+    "bench.min_seconds=0",
+    "--max-seconds",
+    "4",
+]
 
 
 def test_sweep_axes_parse_into_a_grid_and_bad_ones_are_one_line():
     axes = parse_axes(("model.width=8,16", "model.name=acgan,dcgan"))
     assert axes == {"model.width": [8, 16], "model.name": ["acgan", "dcgan"]}
-    assert cells(axes) == [{"model.width": 8, "model.name": "acgan"}, {"model.width": 8, "model.name": "dcgan"},
-                           {"model.width": 16, "model.name": "acgan"}, {"model.width": 16, "model.name": "dcgan"}]
+    assert cells(axes) == [
+        {"model.width": 8, "model.name": "acgan"},
+        {"model.width": 8, "model.name": "dcgan"},
+        {"model.width": 16, "model.name": "acgan"},
+        {"model.width": 16, "model.name": "dcgan"},
+    ]
     for bad in ("model.width", "model.width=", "=8"):
         with pytest.raises(AmpganError, match="--sweep takes section.field=V1,V2"):
             parse_axes((bad,))
@@ -38,8 +55,14 @@ def test_an_expanded_view_is_rebuilt_with_its_zero_strides():
 
 def test_attainable_arithmetic_against_hand_computed_values():
     fp32 = {"step_s": 2.0, "by_op": [{"op": "aten.convolution", "seconds": 1.5}, {"op": "aten.relu", "seconds": 0.5}]}
-    mixed = {"step_s": 1.0, "by_op": [{"op": "aten.convolution", "seconds": 0.5}, {"op": "aten._to_copy", "seconds": 0.3},
-                                      {"op": "aten.relu", "seconds": 0.2}]}
+    mixed = {
+        "step_s": 1.0,
+        "by_op": [
+            {"op": "aten.convolution", "seconds": 0.5},
+            {"op": "aten._to_copy", "seconds": 0.3},
+            {"op": "aten.relu", "seconds": 0.2},
+        ],
+    }
     row = attainable_comparison(fp32, mixed, achieved=1.5)
     assert row["attainable_speedup"] == 2.0 and row["achieved_of_attainable"] == 0.75
     # the casts are new time (no fp32 counterpart), ahead of the convolution that shrank
@@ -63,12 +86,26 @@ def test_every_operation_of_a_real_step_replays_alone_and_sums_near_the_step(tmp
 
 def test_a_sweep_writes_a_bench_per_cell_a_map_per_precision_and_keeps_a_refused_cell(tmp_path, capsys):
     out = tmp_path / "sweep"
-    code, stdout, err = run_cli(capsys, "bench", *TINY, "--batch-sizes", "4", "--precisions", "fp32,bf16",
-                                "--sweep", "model.width=4,8,0", "--attainable", "--out", str(out))
+    code, stdout, err = run_cli(
+        capsys,
+        "bench",
+        *TINY,
+        "--batch-sizes",
+        "4",
+        "--precisions",
+        "fp32,bf16",
+        "--sweep",
+        "model.width=4,8,0",
+        "--attainable",
+        "--out",
+        str(out),
+    )
     assert code == 0, err
     document = json.loads((out / "sweep.json").read_text())
     assert [c["label"] for c in document["cells"]] == ["model.width=4", "model.width=8", "model.width=0"]
-    assert [c["status"] for c in document["cells"]] == ["ok", "ok", "error"] and "width" in document["cells"][2]["reason"]
+    assert [c["status"] for c in document["cells"]] == ["ok", "ok", "error"] and "width" in document["cells"][2][
+        "reason"
+    ]
     results = json.loads((out / document["cells"][1]["results"]).read_text())
     assert results["spec"]["model_options"]["width"] == 8
     (row,) = results["attainable"]
@@ -80,8 +117,18 @@ def test_a_sweep_writes_a_bench_per_cell_a_map_per_precision_and_keeps_a_refused
 
 def test_an_interrupted_sweep_continues_with_the_same_command_and_keeps_its_cells(tmp_path, capsys):
     out = tmp_path / "sweep"
-    command = ("bench", *TINY, "--batch-sizes", "4", "--precisions", "fp32", "--sweep", "model.width=4,8",
-               "--out", str(out))
+    command = (
+        "bench",
+        *TINY,
+        "--batch-sizes",
+        "4",
+        "--precisions",
+        "fp32",
+        "--sweep",
+        "model.width=4,8",
+        "--out",
+        str(out),
+    )
     assert run_cli(capsys, *command)[0] == 0
     document = json.loads((out / "sweep.json").read_text())
     kept = (out / document["cells"][0]["results"]).read_bytes()

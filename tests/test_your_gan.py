@@ -8,30 +8,82 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import run_cli
 
 import ampgan
 from ampgan.config import config_from_options
 from ampgan.doctor.preflight import preflight
 from ampgan.gan import GAN, DataSpec, Update, resolve_model
-from conftest import run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
-QUICK = ["--precisions", "fp32,bf16", "--seeds", "1", "--steps", "2", "--set", "compare.eval_points=1", "--set", "compare.eval_samples=40",
-         "--set", "compare.bench_batch_sizes=8", "--set", "compare.bench_seconds=0.2", "--batch-size", "8", "--device", "cpu", "--quiet"]
+QUICK = [
+    "--precisions",
+    "fp32,bf16",
+    "--seeds",
+    "1",
+    "--steps",
+    "2",
+    "--set",
+    "compare.eval_points=1",
+    "--set",
+    "compare.eval_samples=40",
+    "--set",
+    "compare.bench_batch_sizes=8",
+    "--set",
+    "compare.bench_seconds=0.2",
+    "--batch-size",
+    "8",
+    "--device",
+    "cpu",
+    "--quiet",
+]
 
 
 def test_the_pytorch_examples_dcgan_benches_and_trains_at_64_px(tmp_path, capsys):
     """(Through `bench` and `train`: a study at 64 px spends a minute and a half training its evaluator on
     2 cores; its own plumbing is the same as the examples' below.)"""
-    model = ["--model", str(ROOT / "examples" / "pytorch_dcgan.py:dcgan"), "--image-size", "64",
-             "--set", "model.ngf=8", "--set", "model.ndf=8"]
-    code, out, err = run_cli(capsys, "bench", *model, "--batch-sizes", "8", "--precisions", "fp32,bf16", "--steps", "3",
-                             "--set", "bench.min_seconds=0.2", "--out", str(tmp_path / "bench"))
+    model = [
+        "--model",
+        str(ROOT / "examples" / "pytorch_dcgan.py:dcgan"),
+        "--image-size",
+        "64",
+        "--set",
+        "model.ngf=8",
+        "--set",
+        "model.ndf=8",
+    ]
+    code, out, err = run_cli(
+        capsys,
+        "bench",
+        *model,
+        "--batch-sizes",
+        "8",
+        "--precisions",
+        "fp32,bf16",
+        "--steps",
+        "3",
+        "--set",
+        "bench.min_seconds=0.2",
+        "--out",
+        str(tmp_path / "bench"),
+    )
     assert code == 0, err[-2000:]
     results = json.loads((tmp_path / "bench" / "results.json").read_text())
     assert [(c["precision"], c["status"]) for c in results["configs"]] == [("fp32", "ok"), ("bf16", "ok")]
-    code, out, err = run_cli(capsys, "train", *model, "--steps", "2", "--batch-size", "8", "--precision", "bf16",
-                             "--quiet", "--out", str(tmp_path / "run"))
+    code, out, err = run_cli(
+        capsys,
+        "train",
+        *model,
+        "--steps",
+        "2",
+        "--batch-size",
+        "8",
+        "--precision",
+        "bf16",
+        "--quiet",
+        "--out",
+        str(tmp_path / "run"),
+    )
     assert code == 0, err[-2000:]
     assert (tmp_path / "run" / "generator.safetensors").is_file()
     code, out, err = run_cli(capsys, "preflight", *model)
@@ -40,14 +92,18 @@ def test_the_pytorch_examples_dcgan_benches_and_trains_at_64_px(tmp_path, capsys
     assert code == 2 and "written for 64 px images, the data is 32 px: add --image-size 64" in err
 
 
-@pytest.mark.parametrize(("example", "extra"), [
-    ("wgan_gp.py:wgan_gp", ["--image-size", "28", "--set", "model.dim=8", "--set", "model.critic_iters=2"]),
-    ("conditional_mlp.py:cgan", ["--set", "model.hidden=64"]),
-])
+@pytest.mark.parametrize(
+    ("example", "extra"),
+    [
+        ("wgan_gp.py:wgan_gp", ["--image-size", "28", "--set", "model.dim=8", "--set", "model.critic_iters=2"]),
+        ("conditional_mlp.py:cgan", ["--set", "model.hidden=64"]),
+    ],
+)
 def test_each_example_runs_through_compare(example, extra, tmp_path, capsys):
     out = tmp_path / "out"
-    code, stdout, err = run_cli(capsys, "compare", "--model", str(ROOT / "examples" / example), *extra, *QUICK,
-                                "--out", str(out))
+    code, stdout, err = run_cli(
+        capsys, "compare", "--model", str(ROOT / "examples" / example), *extra, *QUICK, "--out", str(out)
+    )
     assert code == 0, err[-2000:]
     document = json.loads((out / "compare.json").read_text())
     assert set(document["runs"]) == {"fp32", "bf16"}
@@ -62,30 +118,37 @@ def test_each_example_runs_through_compare(example, extra, tmp_path, capsys):
     report = (out / "report.md").read_text()
     assert ("classes the evaluator reads" in report) != conditional
     run = out / "runs" / "bf16-seed0"
-    code, stdout, err = run_cli(capsys, "generate", str(run), "--n", "4", "--out", str(tmp_path / "four.png"),
-                                "--trust-model")
+    code, stdout, err = run_cli(
+        capsys, "generate", str(run), "--n", "4", "--out", str(tmp_path / "four.png"), "--trust-model"
+    )
     assert (code == 0) != conditional, err  # a conditional GAN needs --class, an unconditional one refuses it
-    code, stdout, err = run_cli(capsys, "generate", str(run), "--class", "0", "--n", "4", "--out", str(tmp_path / "c.png"),
-                                "--trust-model")
+    code, stdout, err = run_cli(
+        capsys, "generate", str(run), "--class", "0", "--n", "4", "--out", str(tmp_path / "c.png"), "--trust-model"
+    )
     assert (code == 0) == conditional and ("draws no class" in err) != conditional, err
 
 
-@pytest.mark.parametrize(("model", "options"), [
-    ("dcgan", {"width": 8}), ("wgan-gp", {"width": 8, "critic_steps": 2}), ("r1", {"width": 4, "r1_every": 2})])
+@pytest.mark.parametrize(
+    ("model", "options"),
+    [("dcgan", {"width": 8}), ("wgan-gp", {"width": 8, "critic_steps": 2}), ("r1", {"width": 4, "r1_every": 2})],
+)
 def test_each_built_in_family_takes_a_real_step_in_fp32_and_bf16(model, options):
+    from ampgan.data.batches import BatchStream
     from ampgan.data.synthetic import make_synthetic
     from ampgan.training.precision import build_policy
     from ampgan.training.prepared import prepare_run
     from ampgan.training.state import build_train_state
     from ampgan.training.step import train_step
-    from ampgan.data.batches import BatchStream
 
     dataset = make_synthetic(image_size=32, count=80)
     for precision in ("fp32", "bf16"):
-        config = config_from_options(model=model, precision=precision, batch_size=8,
-                                     sets=[f"model.{k}={v}" for k, v in options.items()])
+        config = config_from_options(
+            model=model, precision=precision, batch_size=8, sets=[f"model.{k}={v}" for k, v in options.items()]
+        )
         prepared = prepare_run(config, dataset)
-        state = build_train_state(prepared.config, prepared.model, prepared.data, build_policy(precision, torch.device("cpu")))
+        state = build_train_state(
+            prepared.config, prepared.model, prepared.data, build_policy(precision, torch.device("cpu"))
+        )
         stream = BatchStream(dataset, 8, torch.device("cpu"), 0, image_range=state.gan.image_range)
         before = [p.detach().clone() for p in state.discriminator.parameters()]
         for _ in range(2):
@@ -98,14 +161,15 @@ def test_each_built_in_family_takes_a_real_step_in_fp32_and_bf16(model, options)
             assert "gradient_penalty" in metrics
 
 
-BAD_MODELS = textwrap.dedent('''
+BAD_MODELS = textwrap.dedent("""
     import torch
     from torch import nn
     import ampgan
 
     def nets(data, out_size=None, d_out=1):
         size = out_size or data.image_size
-        G = nn.Sequential(nn.Linear(8, data.channels * size * size), nn.Tanh(), nn.Unflatten(1, (data.channels, size, size)))
+        shape = (data.channels, size, size)
+        G = nn.Sequential(nn.Linear(8, data.channels * size * size), nn.Tanh(), nn.Unflatten(1, shape))
         D = nn.Sequential(nn.Flatten(), nn.Linear(data.channels * data.image_size ** 2, d_out))
         return G, D
 
@@ -125,28 +189,44 @@ BAD_MODELS = textwrap.dedent('''
     def three_logits(data):
         G, D = nets(data, d_out=3)
         return ampgan.GAN(generator=G, discriminator=D, z_dim=8, d_loss=loss, g_loss=loss)
-''')
+""")
 
 
-@pytest.mark.parametrize(("function", "expected"), [
-    ("missing", "has no function 'missing'"),
-    ("raises", "raised RuntimeError: out of ideas (bad_models.py, line"),
-    ("not_a_gan", "returned tuple, not an ampgan GAN"),
-    ("small_images", "the generator returned (8, 3, 8, 8) for a batch of 8, not (B, C, H, W) = (8, 3, 32, 32)"),
-    ("three_logits", "real_fake_loss takes D's real/fake logits, one per image ((B,) or (B, 1)), got (8, 3)"),
-])
+@pytest.mark.parametrize(
+    ("function", "expected"),
+    [
+        ("missing", "has no function 'missing'"),
+        ("raises", "raised RuntimeError: out of ideas (bad_models.py, line"),
+        ("not_a_gan", "returned tuple, not an ampgan GAN"),
+        ("small_images", "the generator returned (8, 3, 8, 8) for a batch of 8, not (B, C, H, W) = (8, 3, 32, 32)"),
+        ("three_logits", "real_fake_loss takes D's real/fake logits, one per image ((B,) or (B, 1)), got (8, 3)"),
+    ],
+)
 def test_a_bad_model_file_is_one_line_naming_it(function, expected, tmp_path, capsys):
     path = tmp_path / "bad_models.py"
     path.write_text(BAD_MODELS)
-    code, out, err = run_cli(capsys, "train", "--model", f"{path}:{function}", "--dataset", "synthetic", "--steps", "1",
-                             "--batch-size", "8", "--quiet", "--out", str(tmp_path / "run"))
+    code, out, err = run_cli(
+        capsys,
+        "train",
+        "--model",
+        f"{path}:{function}",
+        "--dataset",
+        "synthetic",
+        "--steps",
+        "1",
+        "--batch-size",
+        "8",
+        "--quiet",
+        "--out",
+        str(tmp_path / "run"),
+    )
     assert code == 2, err
     lines = [line for line in err.splitlines() if line.startswith("error:")]
     assert len(lines) == 1 and expected in lines[0], err
     assert "Traceback" not in err and not (tmp_path / "run").exists()
 
 
-PREFLIGHT_MODELS = textwrap.dedent('''
+PREFLIGHT_MODELS = textwrap.dedent("""
     import torch
     import torch.nn.functional as F
     from torch import nn
@@ -209,9 +289,10 @@ PREFLIGHT_MODELS = textwrap.dedent('''
 
     def squares_in_low_precision(data):
         G, D = nets(data)
-        return ampgan.GAN(generator=G, discriminator=D, z_dim=16, g_loss=lambda ctx: ((ctx.D(ctx.fake) - 1) ** 2).mean(),
+        return ampgan.GAN(generator=G, discriminator=D, z_dim=16,
+                          g_loss=lambda ctx: ((ctx.D(ctx.fake) - 1) ** 2).mean(),
                           d_loss=lambda ctx: ((ctx.D(ctx.real) - 1) ** 2).mean() + (ctx.D(ctx.fake) ** 2).mean())
-''')
+""")
 
 
 def test_preflight_names_what_would_go_wrong(tmp_path):
@@ -242,8 +323,9 @@ def test_preflight_stops_compare_before_anything_is_measured(tmp_path, capsys):
     path = tmp_path / "models.py"
     path.write_text(PREFLIGHT_MODELS)
     out = tmp_path / "out"
-    code, _, err = run_cli(capsys, "compare", "--model", f"{path}:keeps_the_scale", "--dataset", "synthetic", *QUICK,
-                           "--out", str(out))
+    code, _, err = run_cli(
+        capsys, "compare", "--model", f"{path}:keeps_the_scale", "--dataset", "synthetic", *QUICK, "--out", str(out)
+    )
     assert code == 2 and "preflight: error: d_loss term 1 is" in err
     assert not out.exists()
 
@@ -252,21 +334,34 @@ def tiny_gan(data: DataSpec, *, width: int = 4) -> GAN:
     """A module-level model function: the API records it as this file's path."""
     from torch import nn
 
-    pixels = data.channels * data.image_size ** 2
-    generator = nn.Sequential(nn.Linear(8, pixels), nn.Tanh(), nn.Unflatten(1, (data.channels, data.image_size,
-                                                                             data.image_size)))
-    discriminator = nn.Sequential(nn.Flatten(), nn.Linear(pixels, width), nn.LeakyReLU(0.2), nn.Linear(width, 1),
-                                  nn.Flatten(0))
-    return GAN(generator=generator, discriminator=discriminator, z_dim=8,
-               d_loss=lambda c: ampgan.real_fake_loss(c.D(c.real), 1.0) + ampgan.real_fake_loss(c.D(c.fake), 0.0),
-               g_loss=lambda c: ampgan.real_fake_loss(c.D(c.fake), 1.0))
+    pixels = data.channels * data.image_size**2
+    generator = nn.Sequential(
+        nn.Linear(8, pixels), nn.Tanh(), nn.Unflatten(1, (data.channels, data.image_size, data.image_size))
+    )
+    discriminator = nn.Sequential(
+        nn.Flatten(), nn.Linear(pixels, width), nn.LeakyReLU(0.2), nn.Linear(width, 1), nn.Flatten(0)
+    )
+    return GAN(
+        generator=generator,
+        discriminator=discriminator,
+        z_dim=8,
+        d_loss=lambda c: ampgan.real_fake_loss(c.D(c.real), 1.0) + ampgan.real_fake_loss(c.D(c.fake), 0.0),
+        g_loss=lambda c: ampgan.real_fake_loss(c.D(c.fake), 1.0),
+    )
 
 
 def test_the_python_api_returns_the_verdict_as_data(tmp_path):
-    study = ampgan.compare(tiny_gan, tmp_path / "study", settings={"data.dataset": "synthetic", "budget.steps": 2,
-                                                                   "budget.batch_size": 8, "compute.device": "cpu"},
-                           precisions=["fp32", "bf16"], seeds=1, eval_points=1, eval_samples=40,
-                           bench_batch_sizes=[8], bench_seconds=0.2)
+    study = ampgan.compare(
+        tiny_gan,
+        tmp_path / "study",
+        settings={"data.dataset": "synthetic", "budget.steps": 2, "budget.batch_size": 8, "compute.device": "cpu"},
+        precisions=["fp32", "bf16"],
+        seeds=1,
+        eval_points=1,
+        eval_samples=40,
+        bench_batch_sizes=[8],
+        bench_seconds=0.2,
+    )
     assert study.outcome == "raced" and study.precisions == ["fp32", "bf16"]
     assert study.headline == "frechet_distance" and study.verdict == study.document["verdict"]
     assert study.speedup["bf16"]["low"] <= study.speedup["bf16"]["estimate"] <= study.speedup["bf16"]["high"]
@@ -300,8 +395,27 @@ def test_a_cycle_is_timed_by_its_kinds_of_step():
 
 def test_compiling_a_gradient_penalty_is_one_line_not_a_traceback(tmp_path, capsys):
     # aot_autograd has no double backward (torch 2.13): the penalty's backward through a compiled critic fails.
-    code, _, err = run_cli(capsys, "train", "--model", "wgan-gp", "--width", "4", "--set", "model.critic_steps=1",
-                           "--dataset", "synthetic", "--image-size", "28", "--steps", "2", "--batch-size", "8",
-                           "--compile", "--quiet", "--out", str(tmp_path / "run"))
+    code, _, err = run_cli(
+        capsys,
+        "train",
+        "--model",
+        "wgan-gp",
+        "--width",
+        "4",
+        "--set",
+        "model.critic_steps=1",
+        "--dataset",
+        "synthetic",
+        "--image-size",
+        "28",
+        "--steps",
+        "2",
+        "--batch-size",
+        "8",
+        "--compile",
+        "--quiet",
+        "--out",
+        str(tmp_path / "run"),
+    )
     assert code == 2 and "takes gradients of gradients" in err and "--no-compile" in err
     assert "Traceback" not in err

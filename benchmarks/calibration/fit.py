@@ -37,10 +37,12 @@ FITTED = {"volta": ("V100", ["deepbench_v100.csv"]), "pascal": ("P100", ["deepbe
 
 
 # The cases issue 34 named where the fixed-fraction roofline went wrong, reported out of sample.
-CASES = {"aligned convolutions": lambda k: k.op != "gemm" and not irregular(k, "fp16"),
-         "1-channel convolutions": lambda k: k.op != "gemm" and k.c == 1,
-         "GEMMs not multiples of 8": lambda k: k.op == "gemm" and irregular(k, "fp16"),
-         "aligned GEMMs": lambda k: k.op == "gemm" and not irregular(k, "fp16")}
+CASES = {
+    "aligned convolutions": lambda k: k.op != "gemm" and not irregular(k, "fp16"),
+    "1-channel convolutions": lambda k: k.op != "gemm" and k.c == 1,
+    "GEMMs not multiples of 8": lambda k: k.op == "gemm" and irregular(k, "fp16"),
+    "aligned GEMMs": lambda k: k.op == "gemm" and not irregular(k, "fp16"),
+}
 
 
 def cases(check, kernels: dict) -> dict:
@@ -48,8 +50,12 @@ def cases(check, kernels: dict) -> dict:
     for name, belongs in CASES.items():
         picked = [i for i, n in enumerate(check.names) if belongs(kernels[n])]
         held = [check.low[i] <= check.measured[i] <= check.high[i] for i in picked]
-        out[name] = {"kernels": len(picked), "measured_median": float(np.median(check.measured[picked])),
-                     "predicted_median": float(np.median(check.predicted[picked])), "band_holds": float(np.mean(held))}
+        out[name] = {
+            "kernels": len(picked),
+            "measured_median": float(np.median(check.measured[picked])),
+            "predicted_median": float(np.median(check.predicted[picked])),
+            "band_holds": float(np.mean(held)),
+        }
     return out
 
 
@@ -64,21 +70,31 @@ def calibrate(architecture: str) -> dict:
     sidecars = [json.loads((HERE / f"{name}.json").read_text(encoding="utf-8")) for name in files]
     return {
         "format": "ampgan-kernel-calibration/1",
-        "architecture": architecture, "gpu": key,
-        "tables": [{"file": f"benchmarks/calibration/{name}", **{k: s[k] for k in ("source", "licence", "date", "software")}}
-                   for name, s in zip(files, sidecars)],
+        "architecture": architecture,
+        "gpu": key,
+        "tables": [
+            {"file": f"benchmarks/calibration/{name}", **{k: s[k] for k in ("source", "licence", "date", "software")}}
+            for name, s in zip(files, sidecars)
+        ],
         "fitted_on": {p: len(d.names) for p, d in tables.items()},
         "fitted": datetime.date.today().isoformat(),
-        "fitted_by": "benchmarks/calibration/fit.py (Levenberg-Marquardt on log time, src/ampgan/projection/kernel_fit.py)",
-        "parameters": {**{p: dict(zip(PATH_PARAMETERS, map(float, v))) for p, v in paths.items()},
-                       "shared": dict(zip(SHARED_PARAMETERS, map(float, shared)))},
+        "fitted_by": "benchmarks/calibration/fit.py (Levenberg-Marquardt on log time, "
+        "src/ampgan/projection/kernel_fit.py)",
+        "parameters": {
+            **{p: dict(zip(PATH_PARAMETERS, map(float, v))) for p, v in paths.items()},
+            "shared": dict(zip(SHARED_PARAMETERS, map(float, shared))),
+        },
         "cross_validation": {
-            "folds": FOLDS, "quantiles": list(BAND_QUANTILES), "small_flops": SMALL_FLOPS,
+            "folds": FOLDS,
+            "quantiles": list(BAND_QUANTILES),
+            "small_flops": SMALL_FLOPS,
             "classes": residual_quantiles(tables, residuals),
             "speedup_fp32_to_fp16": check.summary(),
             "cases": cases(check, {k.name: k for k in tables["fp32"].kernels}),
-            "time_error": {p: {"median": float(np.exp(np.median(np.abs(r)))),
-                               "p90": float(np.exp(np.quantile(np.abs(r), 0.9)))} for p, r in residuals.items()},
+            "time_error": {
+                p: {"median": float(np.exp(np.median(np.abs(r)))), "p90": float(np.exp(np.quantile(np.abs(r), 0.9)))}
+                for p, r in residuals.items()
+            },
         },
     }
 
@@ -90,8 +106,10 @@ def main() -> int:
         (OUT / f"{architecture}.json").write_text(json.dumps(document, indent=1) + "\n", encoding="utf-8")
         print(architecture, json.dumps(document["cross_validation"]["speedup_fp32_to_fp16"]))
         for case, numbers in document["cross_validation"]["cases"].items():
-            print(f"  {case}: {numbers['kernels']} kernels, measured {numbers['measured_median']:.2f}x, predicted "
-                  f"{numbers['predicted_median']:.2f}x (medians), band holds {numbers['band_holds']:.0%}")
+            print(
+                f"  {case}: {numbers['kernels']} kernels, measured {numbers['measured_median']:.2f}x, predicted "
+                f"{numbers['predicted_median']:.2f}x (medians), band holds {numbers['band_holds']:.0%}"
+            )
     return 0
 
 

@@ -7,9 +7,15 @@ command line starts without loading torch for `--help`."""
 __version__ = "0.1.0"
 
 _EXPORTS = {
-    "GAN": "ampgan.gan.contract", "Adam": "ampgan.gan.contract", "DataSpec": "ampgan.gan.contract",
-    "Update": "ampgan.gan.contract", "LossContext": "ampgan.gan.context", "compare": "ampgan.api",
-    "Study": "ampgan.study.answer", "real_fake_loss": "ampgan.gan.layers", "class_loss": "ampgan.gan.layers",
+    "GAN": "ampgan.gan.contract",
+    "Adam": "ampgan.gan.contract",
+    "DataSpec": "ampgan.gan.contract",
+    "Update": "ampgan.gan.contract",
+    "LossContext": "ampgan.gan.context",
+    "compare": "ampgan.api",
+    "Study": "ampgan.study.answer",
+    "real_fake_loss": "ampgan.gan.layers",
+    "class_loss": "ampgan.gan.layers",
     "hinge_loss": "ampgan.gan.layers",
 }
 __all__ = sorted(_EXPORTS)

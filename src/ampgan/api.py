@@ -26,9 +26,16 @@ from typing import Any
 from ampgan.study.answer import Study, study_of
 
 
-def compare(model: str | Callable = "acgan", out: str | Path = "runs/compare", *,
-            settings: dict[str, Any] | None = None, overwrite: bool = False, show_progress: bool = False,
-            log: Callable[[str], None] | None = None, **study_settings) -> Study:
+def compare(
+    model: str | Callable = "acgan",
+    out: str | Path = "runs/compare",
+    *,
+    settings: dict[str, Any] | None = None,
+    overwrite: bool = False,
+    show_progress: bool = False,
+    log: Callable[[str], None] | None = None,
+    **study_settings,
+) -> Study:
     """FP32 against mixed precision for `model` (a built-in name, "path.py:FUNCTION", "package.module:
     FUNCTION", or a model function), as `ampgan compare` runs it. `settings`: config paths and values
     (`{"data.dataset": "digits", "budget.steps": 300, "model.width": 16}`; the model's options are
@@ -48,15 +55,24 @@ def compare(model: str | Callable = "acgan", out: str | Path = "runs/compare", *
     known = {f.name for f in fields(CompareSpec)} - {"base"}
     unknown = sorted(set(study_settings) - known)
     if unknown:
-        raise AmpganError(f"ampgan.compare has no setting {unknown[0]!r}: its settings are {', '.join(sorted(known))} "
-                          "(config fields go in settings={'section.field': value})")
+        raise AmpganError(
+            f"ampgan.compare has no setting {unknown[0]!r}: its settings are {', '.join(sorted(known))} "
+            "(config fields go in settings={'section.field': value})"
+        )
     changes = dict(settings or {})
     name = model if isinstance(model, str) else model_name_for(model)
     consent_to_import(name)  # named by the caller: the model trust rule lets it be imported
     base = compare_base({**{k: v for k, v in changes.items() if k != "model.name"}, "model.name": name})
-    spec = CompareSpec(base=base, **{key: tuple(value) if isinstance(value, list) else value
-                                     for key, value in study_settings.items()})
+    spec = CompareSpec(
+        base=base, **{key: tuple(value) if isinstance(value, list) else value for key, value in study_settings.items()}
+    )
     out = Path(out)
-    document, _, html = run_study(spec, out, overwrite=overwrite, reopen=has_study(out) and not overwrite,
-                                  show_progress=show_progress, log=log or (lambda line: None))
+    document, _, html = run_study(
+        spec,
+        out,
+        overwrite=overwrite,
+        reopen=has_study(out) and not overwrite,
+        show_progress=show_progress,
+        log=log or (lambda line: None),
+    )
     return study_of(document, out, html)

@@ -44,8 +44,10 @@ class UnwritableFile(AmpganError, OSError):
 
     def __init__(self, path, error: OSError):
         OSError.__init__(self, error.errno, error.strerror, str(path))
-        self.message = (f"cannot write {one_line(path)} ({one_line(error.strerror or error)}): free some space or "
-                        "choose a writable place, then run the command again; every file written before is intact")
+        self.message = (
+            f"cannot write {one_line(path)} ({one_line(error.strerror or error)}): free some space or "
+            "choose a writable place, then run the command again; every file written before is intact"
+        )
 
     def __str__(self) -> str:
         return self.message

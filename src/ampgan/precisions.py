@@ -11,9 +11,8 @@ system/gpus.csv, and the CPU rule in system/hardware.py).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import math
+from dataclasses import dataclass
 
 import torch
 
@@ -36,8 +35,13 @@ class FormatRange:
     def of(cls, name: str, dtype: torch.dtype) -> FormatRange:
         info = torch.finfo(dtype)
         ulp_at_max = info.eps * 2.0 ** math.floor(math.log2(info.max))
-        return cls(name, max_finite=info.max, overflow_at=info.max + ulp_at_max / 2,
-                   min_normal=info.smallest_normal, min_subnormal=info.smallest_normal * info.eps)
+        return cls(
+            name,
+            max_finite=info.max,
+            overflow_at=info.max + ulp_at_max / 2,
+            min_normal=info.smallest_normal,
+            min_subnormal=info.smallest_normal * info.eps,
+        )
 
     @property
     def flush_at_or_below(self) -> float:
@@ -83,7 +87,6 @@ class Precision:
         """The limits of its 16-bit compute format, or None for a 32-bit mode."""
         return FormatRange.of(self.name, self.compute_dtype) if self.element_bytes == 2 else None
 
-
     def unavailable_reason(self, device_type: str, capability: tuple[int, int] | None = None) -> str | None:
         """Why this mode cannot run on that device, or None when it can."""
         if device_type == "cuda":
@@ -96,21 +99,67 @@ class Precision:
 
 
 _MODES = (
-    Precision("fp32", torch.float32, autocast=False, loss_scaling=False, tf32_matmul=False, cpu=True,
-              cuda_capability=None, cuda_requirement="", colour="#1f77b4", order=0, mixed=False,
-              summary="strict FP32 (TF32 switched off on CUDA)"),
-    Precision("tf32", torch.float32, autocast=False, loss_scaling=False, tf32_matmul=True, cpu=False,
-              cuda_capability=(8, 0), cuda_requirement="needs an Ampere or newer GPU (compute capability 8.0)",
-              colour="#9467bd", order=1, mixed=False, summary="FP32 storage, TF32 tensor-core matmuls", stand_in="fp32"),
-    Precision("bf16", torch.bfloat16, autocast=True, loss_scaling=False, tf32_matmul=False, cpu=True,
-              cuda_capability=(8, 0), cuda_requirement="needs an Ampere or newer GPU (compute capability 8.0)",
-              colour="#2ca02c", order=2, mixed=True, summary="autocast to bfloat16, no loss scaling", stand_in="fp16"),
+    Precision(
+        "fp32",
+        torch.float32,
+        autocast=False,
+        loss_scaling=False,
+        tf32_matmul=False,
+        cpu=True,
+        cuda_capability=None,
+        cuda_requirement="",
+        colour="#1f77b4",
+        order=0,
+        mixed=False,
+        summary="strict FP32 (TF32 switched off on CUDA)",
+    ),
+    Precision(
+        "tf32",
+        torch.float32,
+        autocast=False,
+        loss_scaling=False,
+        tf32_matmul=True,
+        cpu=False,
+        cuda_capability=(8, 0),
+        cuda_requirement="needs an Ampere or newer GPU (compute capability 8.0)",
+        colour="#9467bd",
+        order=1,
+        mixed=False,
+        summary="FP32 storage, TF32 tensor-core matmuls",
+        stand_in="fp32",
+    ),
+    Precision(
+        "bf16",
+        torch.bfloat16,
+        autocast=True,
+        loss_scaling=False,
+        tf32_matmul=False,
+        cpu=True,
+        cuda_capability=(8, 0),
+        cuda_requirement="needs an Ampere or newer GPU (compute capability 8.0)",
+        colour="#2ca02c",
+        order=2,
+        mixed=True,
+        summary="autocast to bfloat16, no loss scaling",
+        stand_in="fp16",
+    ),
     # fp16 runs on every NVIDIA GPU (a P100 has fp16 units but no tensor cores: the study measured no gain
     # there); whether it is faster is the speed decision's question.
-    Precision("fp16", torch.float16, autocast=True, loss_scaling=True, tf32_matmul=False, cpu=True,
-              cuda_capability=None, cuda_requirement="",
-              colour="#d62728", order=3, mixed=True, summary="autocast to float16 with loss scaling",
-              stand_in="bf16"),
+    Precision(
+        "fp16",
+        torch.float16,
+        autocast=True,
+        loss_scaling=True,
+        tf32_matmul=False,
+        cpu=True,
+        cuda_capability=None,
+        cuda_requirement="",
+        colour="#d62728",
+        order=3,
+        mixed=True,
+        summary="autocast to float16 with loss scaling",
+        stand_in="bf16",
+    ),
 )
 
 PRECISIONS: dict[str, Precision] = {mode.name: mode for mode in sorted(_MODES, key=lambda m: m.order)}

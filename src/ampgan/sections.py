@@ -69,9 +69,12 @@ class Section:
             raise ConfigError(cls.NAME or "config", f"must be a table of fields, got {values!r}")
         unknown = sorted(set(values) - set(cls.field_names()))
         if unknown:
-            raise ConfigError(cls.path(unknown[0]), f"is not a field of {cls.NAME or 'the config'}"
-                              f"{close_match_hint(unknown[0], cls.field_names())} (its fields: "
-                              f"{', '.join(cls.field_names())})")
+            raise ConfigError(
+                cls.path(unknown[0]),
+                f"is not a field of {cls.NAME or 'the config'}"
+                f"{close_match_hint(unknown[0], cls.field_names())} (its fields: "
+                f"{', '.join(cls.field_names())})",
+            )
         return cls(**values)
 
     def to_dict(self) -> dict:
@@ -96,4 +99,3 @@ class Section:
 def close_match_hint(name: str, choices) -> str:
     close = difflib.get_close_matches(name, list(choices), n=1)
     return f" (did you mean {close[0]}?)" if close else ""
-

@@ -51,5 +51,3 @@ def _consent_key(name: str) -> str:
     if colon and (where.endswith(".py") or "/" in where):
         return f"{Path(where).expanduser().resolve()}:{function_name}"
     return name
-
-

@@ -90,7 +90,10 @@ def _time_alone(func, args, kwargs, device: torch.device) -> float:
     except RuntimeError as error:
         if "more than one element of the written-to tensor" not in str(error):
             raise
-        dense = lambda value: _materialise(value, dense=True)
+
+        def dense(value):
+            return _materialise(value, dense=True)
+
         inputs = (tree_map(dense, args), tree_map(dense, kwargs))
         func(*inputs[0], **inputs[1])
     if device.type == "cuda":
@@ -128,8 +131,16 @@ def ops_alone(timer) -> list[OpAlone]:
         try:
             alone.append(OpAlone(op, weight, _time_alone(func, args, kwargs, timer.device)))
         except Exception as error:  # noqa: BLE001 - an op that needs its real inputs is counted apart
-            alone.append(OpAlone(op, weight, None, f"{type(error).__name__}: {str(error).splitlines()[0][:120]}"
-                                 if str(error) else type(error).__name__))
+            alone.append(
+                OpAlone(
+                    op,
+                    weight,
+                    None,
+                    f"{type(error).__name__}: {str(error).splitlines()[0][:120]}"
+                    if str(error)
+                    else type(error).__name__,
+                )
+            )
     return alone
 
 
@@ -155,8 +166,21 @@ def attainable_comparison(fp32: dict, mixed: dict, achieved: float | None, top: 
     achieved one over it, and the operations whose time alone grew most or shrank least."""
     attainable = fp32["step_s"] / mixed["step_s"] if mixed["step_s"] else None
     base = {row["op"]: row["seconds"] for row in fp32["by_op"]}
-    gaps = sorted(({"op": row["op"], "mixed_s": row["seconds"], "fp32_s": base.get(row["op"]),
-                    "speedup": base[row["op"]] / row["seconds"] if base.get(row["op"]) and row["seconds"] else None}
-                   for row in mixed["by_op"]), key=lambda g: -(g["mixed_s"] - (g["fp32_s"] or 0.0)))[:top]
-    return {"attainable_speedup": attainable, "achieved_speedup": achieved,
-            "achieved_of_attainable": achieved / attainable if achieved and attainable else None, "biggest_gaps": gaps}
+    gaps = sorted(
+        (
+            {
+                "op": row["op"],
+                "mixed_s": row["seconds"],
+                "fp32_s": base.get(row["op"]),
+                "speedup": base[row["op"]] / row["seconds"] if base.get(row["op"]) and row["seconds"] else None,
+            }
+            for row in mixed["by_op"]
+        ),
+        key=lambda g: -(g["mixed_s"] - (g["fp32_s"] or 0.0)),
+    )[:top]
+    return {
+        "attainable_speedup": attainable,
+        "achieved_speedup": achieved,
+        "achieved_of_attainable": achieved / attainable if achieved and attainable else None,
+        "biggest_gaps": gaps,
+    }

@@ -37,8 +37,28 @@ from ampgan.bench.attainable import TensorSpec
 from ampgan.files.atomic import write_atomically, write_json_atomically
 from ampgan.training.step import train_step
 
-COLUMNS = ("name", "op", "m", "n", "k", "transpose_a", "transpose_b", "batch", "c", "h", "w", "out_channels", "r",
-           "s", "pad_h", "pad_w", "stride_h", "stride_w", "precision", "ms")
+COLUMNS = (
+    "name",
+    "op",
+    "m",
+    "n",
+    "k",
+    "transpose_a",
+    "transpose_b",
+    "batch",
+    "c",
+    "h",
+    "w",
+    "out_channels",
+    "r",
+    "s",
+    "pad_h",
+    "pad_w",
+    "stride_h",
+    "stride_w",
+    "precision",
+    "ms",
+)
 OPS = ("gemm", "conv_fwd", "conv_bwd_data", "conv_bwd_weight")
 _GEMMS = {"aten.mm": 0, "aten.addmm": 1, "aten.bmm": 0}  # index of operand A in the call's arguments
 _CONVOLUTIONS = ("aten.convolution", "aten.convolution_backward")
@@ -98,22 +118,41 @@ class KernelRow:
 
 def _gemm_rows(name: str, func, args, kwargs, tf32: bool) -> list[KernelRow]:
     a, b = args[_GEMMS[name]], args[_GEMMS[name] + 1]
-    fields = {"op": "gemm", "m": a.shape[-2], "n": b.shape[-1], "k": a.shape[-1], "transpose_a": _column_major(a),
-              "transpose_b": _column_major(b), "batch": a.shape[0] if len(a.shape) == 3 else "",
-              "precision": precision_of(a.dtype, tf32)}
+    fields = {
+        "op": "gemm",
+        "m": a.shape[-2],
+        "n": b.shape[-1],
+        "k": a.shape[-1],
+        "transpose_a": _column_major(a),
+        "transpose_b": _column_major(b),
+        "batch": a.shape[0] if len(a.shape) == 3 else "",
+        "precision": precision_of(a.dtype, tf32),
+    }
     return [KernelRow(tuple((c, fields[c]) for c in COLUMNS if c in fields), func, args, kwargs)]
 
 
 def _conv_geometry(x_shape, k: int, weight_shape, stride, padding) -> dict:
     """The direct convolution of input (N, C, H, W) to `k` channels with an R x S filter."""
-    return {"batch": x_shape[0], "c": x_shape[1], "h": x_shape[2], "w": x_shape[3], "out_channels": k,
-            "r": weight_shape[2], "s": weight_shape[3], "pad_h": padding[0], "pad_w": padding[1],
-            "stride_h": stride[0], "stride_w": stride[1]}
+    return {
+        "batch": x_shape[0],
+        "c": x_shape[1],
+        "h": x_shape[2],
+        "w": x_shape[3],
+        "out_channels": k,
+        "r": weight_shape[2],
+        "s": weight_shape[3],
+        "pad_h": padding[0],
+        "pad_w": padding[1],
+        "stride_h": stride[0],
+        "stride_w": stride[1],
+    }
 
 
 def _transposed_output_shape(x_shape, weight_shape, stride, padding, output_padding) -> tuple[int, ...]:
-    spatial = [(size - 1) * stride[i] - 2 * padding[i] + (weight_shape[2 + i] - 1) + output_padding[i] + 1
-               for i, size in enumerate(x_shape[2:])]
+    spatial = [
+        (size - 1) * stride[i] - 2 * padding[i] + (weight_shape[2 + i] - 1) + output_padding[i] + 1
+        for i, size in enumerate(x_shape[2:])
+    ]
     return (x_shape[0], weight_shape[1], *spatial)
 
 
@@ -128,8 +167,11 @@ def _conv_rows(name: str, func, args, kwargs, tf32: bool) -> tuple[list[KernelRo
         return [], f"{name} with {len(x.shape) - 2}-d input, groups {groups}, dilation {list(dilation)}"
     precision = precision_of(x.dtype, tf32)
     if transposed:  # the direct convolution from this op's output back to its input
-        output_shape = (grad_output.shape if grad_output is not None
-                        else _transposed_output_shape(x.shape, weight.shape, stride, padding, output_padding))
+        output_shape = (
+            grad_output.shape
+            if grad_output is not None
+            else _transposed_output_shape(x.shape, weight.shape, stride, padding, output_padding)
+        )
         geometry = _conv_geometry(output_shape, x.shape[1], weight.shape, stride, padding)
         forward, data_grad = "conv_bwd_data", "conv_fwd"
     else:
@@ -224,6 +266,7 @@ def measure_kernels(timer, name: str, tf32: bool, repeats: int | None = None) ->
 
 def write_calibration(rows: list[dict], csv_path: Path, sidecar: dict) -> None:
     """The table (COLUMNS, unused columns empty) and its sidecar JSON beside it (same name, .json)."""
+
     def write(stream) -> None:
         text = io.StringIO()
         writer = csv.DictWriter(text, fieldnames=COLUMNS, restval="", lineterminator="\n")

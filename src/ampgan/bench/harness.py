@@ -17,28 +17,28 @@ from dataclasses import asdict, dataclass, field, fields, replace
 
 import torch
 
-from ampgan.config import TrainConfig
-from ampgan.config.flags import spec_field
-from ampgan.data import DataConfig, load_dataset
-from ampgan.training.distributed import any_rank, gather_objects, leave_without_peers, world
-from ampgan.training.out_of_memory import is_out_of_memory, out_of_memory_error
-from ampgan.training.interruption import stop_on_signals
-from ampgan.system.environment import environment_stamp
-from ampgan.speed.compile_time import measure_compile_times
 from ampgan.bench.attainable import attainable_comparison, ops_alone, summarise
 from ampgan.bench.flops import count_flops_by_kind
 from ampgan.bench.ops import TRACE_BATCH_SIZES, trace_op_table
-from ampgan.errors import AmpganError
-from ampgan.system.hardware import detect_hardware, peak_tflops
 from ampgan.bench.stats import achieved_fraction_of_peak, throughput, timing_stats
+from ampgan.config import TrainConfig
+from ampgan.config.flags import spec_field
+from ampgan.data import DataConfig, load_dataset
+from ampgan.errors import AmpganError
 from ampgan.speed.cache import decision_key
+from ampgan.speed.compile_time import measure_compile_times
 from ampgan.speed.decision import machine_key
 from ampgan.speed.history import SpeedupHistory
 from ampgan.speed.intervals import BETWEEN_RUN_SD
 from ampgan.speed.plan import EVERY_USEFUL, plan_run
 from ampgan.speed.rounds import UNTIL_SETTLED, RoundsResult, StoppingRule, measure_rounds
 from ampgan.speed.step_timer import StepTimer
+from ampgan.system.environment import environment_stamp
+from ampgan.system.hardware import detect_hardware, peak_tflops
+from ampgan.training.distributed import any_rank, gather_objects, leave_without_peers, world
+from ampgan.training.interruption import stop_on_signals
 from ampgan.training.memory import estimate_step_memory
+from ampgan.training.out_of_memory import is_out_of_memory, out_of_memory_error
 from ampgan.training.prepared import resolve_config
 from ampgan.training.step import train_step
 
@@ -54,18 +54,28 @@ class BenchSpec:
     # default, so data never limits.
     base: TrainConfig = field(default_factory=_synthetic_data)
     batch_sizes: tuple[int, ...] = spec_field((16, 64, 256, 1024, 2048), "Batch sizes to time.", "int_list")
-    precisions: tuple[str, ...] = spec_field((), "Comma-separated; default: every precision this device runs at "
-                                                 "useful speed.", "precision_list")
+    precisions: tuple[str, ...] = spec_field(
+        (), "Comma-separated; default: every precision this device runs at useful speed.", "precision_list"
+    )
     warmup: int = spec_field(2, "Discarded steps per configuration.", "whole", common=False)
-    steps: int = spec_field(5, "The fewest timed rounds per batch size; more run until every speedup's 95% CI is "
-                               "within +-5%.", "whole2")
-    max_seconds: float = spec_field(60.0, "Cap on measured rounds per batch size (the speedup is then marked "
-                                          "unsettled); a configuration whose warm-up projects beyond it is recorded "
-                                          "as too slow.", "positive")
+    steps: int = spec_field(
+        5, "The fewest timed rounds per batch size; more run until every speedup's 95% CI is within +-5%.", "whole2"
+    )
+    max_seconds: float = spec_field(
+        60.0,
+        "Cap on measured rounds per batch size (the speedup is then marked "
+        "unsettled); a configuration whose warm-up projects beyond it is recorded "
+        "as too slow.",
+        "positive",
+    )
     # Per batch size, measure at least this long: neighbours' load on a shared machine shifts over
     # tens of seconds, and an answer drawn from a few seconds describes one such state only.
-    min_seconds: float = spec_field(20.0, "Measure each batch size at least this long (a shared machine's load "
-                                          "shifts over tens of seconds).", "nonnegative", common=False)
+    min_seconds: float = spec_field(
+        20.0,
+        "Measure each batch size at least this long (a shared machine's load shifts over tens of seconds).",
+        "nonnegative",
+        common=False,
+    )
     compile: tuple[str, ...] = ()  # the precisions whose step is torch.compile'd (compile time reported apart)
     # Measure the compiled precisions' compile time, cold and warm, in fresh processes (a minute or
     # more each); a comparison has its compile decisions' numbers already and skips it.
@@ -73,16 +83,20 @@ class BenchSpec:
     # The precisions whose step runs channels-last (NHWC); None: measured per precision at the first
     # batch size, on this machine (speed/layout.py).
     channels_last: tuple[str, ...] | None = None
-    peak_tflops: float | None = spec_field(None, "Override the device's peak (TFLOP/s) for the % of peak column.",
-                                           "positive", common=False)
+    peak_tflops: float | None = spec_field(
+        None, "Override the device's peak (TFLOP/s) for the % of peak column.", "positive", common=False
+    )
     # Trace the step's operations in fp32, bf16 and fp16 (a few steps at batch 8 and 16) for
     # `ampgan project`; a bench whose tables are not wanted (the speed decisions' own) skips it.
     trace_ops: bool = True
     # Time every operation of each configuration's real step alone, in each precision, and report the
     # attainable speedup (their sums' ratio) beside the measured one (bench/attainable.py).
-    attainable: bool = spec_field(False, "Also time every operation of each configuration's step alone: the "
-                                         "attainable speedup (what these kernels allow) beside the measured one.",
-                                  "flag")
+    attainable: bool = spec_field(
+        False,
+        "Also time every operation of each configuration's step alone: the "
+        "attainable speedup (what these kernels allow) beside the measured one.",
+        "flag",
+    )
     # Each precision's first op-trace cycle in seconds, foreseen from the bench's warm-up (run_bench fills it
     # in for the trace; not a setting, so results.json does not record it).
     trace_cycle_s: dict = field(default_factory=dict)
@@ -92,18 +106,29 @@ class BenchSpec:
         return self.base.seed
 
     def train_config(self, precision: str, batch_size: int) -> TrainConfig:
-        return self.base.with_fields({
-            "precision.name": precision, "precision.loss_scale": None, "budget.batch_size": batch_size,
-            "budget.steps": 1, "budget.time_budget_s": None, "compute.compile": precision in self.compile,
-            "compute.channels_last": precision in (self.channels_last or ()),
-        })
+        return self.base.with_fields(
+            {
+                "precision.name": precision,
+                "precision.loss_scale": None,
+                "budget.batch_size": batch_size,
+                "budget.steps": 1,
+                "budget.time_budget_s": None,
+                "compute.compile": precision in self.compile,
+                "compute.channels_last": precision in (self.channels_last or ()),
+            }
+        )
 
     def to_dict(self) -> dict:
         """What results.json records of the spec: the bench's own settings beside the base config."""
         own = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("base", "trace_cycle_s")}
-        return {"dataset": self.base.data.dataset, "model": self.base.model.name,
-                "model_options": dict(self.base.model.options), "seed": self.seed,
-                "config": self.base.to_dict(), **{k: list(v) if isinstance(v, tuple) else v for k, v in own.items()}}
+        return {
+            "dataset": self.base.data.dataset,
+            "model": self.base.model.name,
+            "model_options": dict(self.base.model.options),
+            "seed": self.seed,
+            "config": self.base.to_dict(),
+            **{k: list(v) if isinstance(v, tuple) else v for k, v in own.items()},
+        }
 
 
 @dataclass
@@ -137,8 +162,9 @@ class ConfigResult:
             row.update(throughput(self.batch_size * self.processes, stats.median_s))
             if self.flops_per_step:
                 row["matmul_share"] = self.flops_by_kind.get("matmul", 0) / self.flops_per_step
-                achieved, percent = achieved_fraction_of_peak(self.flops_per_step * processes_per_peak,
-                                                              stats.median_s, peak)
+                achieved, percent = achieved_fraction_of_peak(
+                    self.flops_per_step * processes_per_peak, stats.median_s, peak
+                )
                 row["achieved_tflops"], row["percent_of_peak"] = achieved, percent
             if self.local_samples_s:
                 # throughput(N) / (N x throughput(1)) with both measured per process:
@@ -160,8 +186,16 @@ def _peak_rss_bytes() -> int:
 class _Contender:
     """One precision at one batch size: its step timer and its results."""
 
-    def __init__(self, spec: BenchSpec, precision: str, batch_size: int, dataset, device, data_parallel: bool = True,
-                 batch: tuple[torch.Tensor, torch.Tensor] | None = None):
+    def __init__(
+        self,
+        spec: BenchSpec,
+        precision: str,
+        batch_size: int,
+        dataset,
+        device,
+        data_parallel: bool = True,
+        batch: tuple[torch.Tensor, torch.Tensor] | None = None,
+    ):
         self.timer = StepTimer(spec.train_config(precision, batch_size), dataset, device, data_parallel, batch)
         self.result = ConfigResult(batch_size=batch_size, precision=precision, processes=world().size)
         self.device = device
@@ -186,8 +220,9 @@ class _Contender:
         return self.result
 
 
-def run_bench(spec: BenchSpec, device: torch.device, on_config=lambda result: None, log=lambda line: None,
-              dataset=None) -> dict:
+def run_bench(
+    spec: BenchSpec, device: torch.device, on_config=lambda result: None, log=lambda line: None, dataset=None
+) -> dict:
     """Measure every (batch size, precision) and return the results document. `log`: progress lines
     (the speed decision's, when the precisions are chosen here); `dataset`: one already loaded
     (a comparison's), else loaded from the spec."""
@@ -197,15 +232,29 @@ def run_bench(spec: BenchSpec, device: torch.device, on_config=lambda result: No
     # The decisions made before anything is measured (speed/plan.py: timed and said, with how to skip each):
     # every precision not measured slower at the first batch size (a bench charts where a mode starts to
     # gain), and each one's memory format; whether to compile is the user's (--compile).
-    plan = plan_run(lambda precision: spec.train_config(precision, spec.batch_sizes[0]), dataset, device,
-                    precisions=spec.precisions, choose=EVERY_USEFUL, channels_last=spec.channels_last,
-                    compile=spec.compile, warn_named=False, log=log)
+    plan = plan_run(
+        lambda precision: spec.train_config(precision, spec.batch_sizes[0]),
+        dataset,
+        device,
+        precisions=spec.precisions,
+        choose=EVERY_USEFUL,
+        channels_last=spec.channels_last,
+        compile=spec.compile,
+        warn_named=False,
+        log=log,
+    )
     precisions, left_out, layouts = plan.precisions, plan.left_out, plan.layouts
     spec = replace(spec, channels_last=plan.channels_last)
     # Compile time as the next run meets it (fresh processes, cold then warm cache): rank 0 alone.
-    compile_times = ({name: measure_compile_times(spec.train_config(name, spec.batch_sizes[0]))
-                      for name in precisions if name in spec.compile}
-                     if spec.measure_compile_times and world().is_main else {})
+    compile_times = (
+        {
+            name: measure_compile_times(spec.train_config(name, spec.batch_sizes[0]))
+            for name in precisions
+            if name in spec.compile
+        }
+        if spec.measure_compile_times and world().is_main
+        else {}
+    )
     peaks = {}
     for name in precisions:
         value, source = (spec.peak_tflops, "--peak-tflops") if spec.peak_tflops else peak_tflops(hardware, name)
@@ -217,8 +266,16 @@ def run_bench(spec: BenchSpec, device: torch.device, on_config=lambda result: No
     with stop_on_signals() as stop_request:
         for index, batch_size in enumerate(spec.batch_sizes):
             try:
-                finished, rounds = _bench_batch_size(spec, precisions, batch_size, dataset, device, on_config,
-                                                     _StopCheck(stop_request, device), slow_per_image)
+                finished, rounds = _bench_batch_size(
+                    spec,
+                    precisions,
+                    batch_size,
+                    dataset,
+                    device,
+                    on_config,
+                    _StopCheck(stop_request, device),
+                    slow_per_image,
+                )
                 results += finished
                 for result in finished:
                     if result.status == "too_slow" and result.warmup_s:
@@ -239,8 +296,9 @@ def run_bench(spec: BenchSpec, device: torch.device, on_config=lambda result: No
                 for call_s in result.warmup_call_s[:1]:
                     cycle_s = call_s * TRACE_BATCH_SIZES[0] / result.batch_size
                     foreseen[result.precision] = min(foreseen.get(result.precision, cycle_s), cycle_s)
-            traced = trace_op_tables(replace(spec, trace_cycle_s=foreseen), dataset, device, log,
-                                     stop_check=lambda: bool(stop_request))
+            traced = trace_op_tables(
+                replace(spec, trace_cycle_s=foreseen), dataset, device, log, stop_check=lambda: bool(stop_request)
+            )
         if incomplete is None and stop_request:  # after the last check: everything measured, but asked to stop
             incomplete = _stopped(stop_request, spec.batch_sizes, ())
     sharing = world().local_size if device.type == "cpu" else 1
@@ -258,7 +316,8 @@ def run_bench(spec: BenchSpec, device: torch.device, on_config=lambda result: No
         "peaks": peaks,
         "left_out": left_out,
         "layouts": layouts,
-        "compile_times": compile_times,  # per compiled precision at the first batch size: {cold_s, warm_s, compiled_step_s}
+        # per compiled precision at the first batch size: {cold_s, warm_s, compiled_step_s}
+        "compile_times": compile_times,
         "configs": rows,
         "measurements": measurements,
         "speedups": pairs,
@@ -269,9 +328,12 @@ def run_bench(spec: BenchSpec, device: torch.device, on_config=lambda result: No
 
 
 def _stopped(stop_request, finished, not_measured) -> dict:
-    return {"signal": signal.Signals(stop_request.signum or signal.SIGTERM).name,
-            "signum": stop_request.signum or signal.SIGTERM,
-            "finished_batch_sizes": list(finished), "not_measured": list(not_measured)}
+    return {
+        "signal": signal.Signals(stop_request.signum or signal.SIGTERM).name,
+        "signum": stop_request.signum or signal.SIGTERM,
+        "finished_batch_sizes": list(finished),
+        "not_measured": list(not_measured),
+    }
 
 
 OP_TABLE_PRECISIONS = ("fp32", "bf16", "fp16")
@@ -284,13 +346,14 @@ def trace_budget_s(spec: BenchSpec) -> float:
     return TRACE_SHARE * spec.max_seconds * len(spec.batch_sizes)
 
 
-def trace_op_tables(spec: BenchSpec, dataset, device: torch.device, log=lambda line: None,
-                    stop_check=lambda: False) -> dict:
+def trace_op_tables(
+    spec: BenchSpec, dataset, device: torch.device, log=lambda line: None, stop_check=lambda: False
+) -> dict:
     """{"op_tables": {precision: table}, "op_tables_failed": [...], "op_tables_seconds"}: the step's
     operations per precision (bench/ops.py), traced eager on this rank alone: the precisions the bench was
     asked for (--precisions) first, then the others a projection onto GPUs reads, all within TRACE_SHARE of
-    the bench's budget (a trace stops before a cycle that would end past it, and says so). `stop_check()` true: the precisions not traced
-    yet are left out (a signal arrived)."""
+    the bench's budget (a trace stops before a cycle that would end past it, and says so). `stop_check()` true:
+    the precisions not traced yet are left out (a signal arrived)."""
     tables, failed = {}, []
     budget = trace_budget_s(spec)
     started = time.perf_counter()
@@ -298,8 +361,13 @@ def trace_op_tables(spec: BenchSpec, dataset, device: torch.device, log=lambda l
     asked = tuple(spec.precisions) or OP_TABLE_PRECISIONS
     for name in (*asked, *(p for p in OP_TABLE_PRECISIONS if p not in asked)):
         if name not in asked and deadline - time.perf_counter() < budget / 2:
-            failed.append({"precision": name, "reason": "not traced: --precisions left it out and under half the "
-                                                        "trace's share of the budget was left for it"})
+            failed.append(
+                {
+                    "precision": name,
+                    "reason": "not traced: --precisions left it out and under half the "
+                    "trace's share of the budget was left for it",
+                }
+            )
             continue
         if stop_check():
             failed.append({"precision": name, "reason": "not traced: the bench was asked to stop"})
@@ -313,24 +381,41 @@ def trace_op_tables(spec: BenchSpec, dataset, device: torch.device, log=lambda l
         foreseen = spec.trace_cycle_s.get(name, max(spec.trace_cycle_s.values(), default=None))
         left = deadline - time.perf_counter()
         if foreseen is not None and foreseen > left:
-            failed.append({"precision": name, "reason": f"not traced: its warm-up foresees {foreseen:.1f} s per trace "
-                                                        f"cycle, more than the {max(left, 0):.1f} s left of the trace's "
-                                                        "share of the budget; give a larger --max-seconds"})
+            failed.append(
+                {
+                    "precision": name,
+                    "reason": f"not traced: its warm-up foresees {foreseen:.1f} s per trace "
+                    f"cycle, more than the {max(left, 0):.1f} s left of the trace's "
+                    "share of the budget; give a larger --max-seconds",
+                }
+            )
             continue
         try:
             tables[name] = trace_op_table(make_timer, name, deadline=deadline, first_cycle_s=foreseen or 0.0).to_dict()
         except AmpganError as error:
             failed.append({"precision": name, "reason": str(error)})
         except Exception as error:  # noqa: BLE001 - a step that cannot be traced is reported, not fatal
-            failed.append({"precision": name, "reason": f"{type(error).__name__}: {str(error).splitlines()[0][:200]}"
-                           if str(error) else type(error).__name__})
+            failed.append(
+                {
+                    "precision": name,
+                    "reason": f"{type(error).__name__}: {str(error).splitlines()[0][:200]}"
+                    if str(error)
+                    else type(error).__name__,
+                }
+            )
     spent = time.perf_counter() - started
-    log(f"op tables: {', '.join(tables) or 'none'} traced in {spent:.1f} s (their share: at most {TRACE_SHARE:.0%} of "
-        f"the bench's --max-seconds x batch sizes = {budget:.0f} s; skip them with --no-trace)")
+    log(
+        f"op tables: {', '.join(tables) or 'none'} traced in {spent:.1f} s (their share: at most {TRACE_SHARE:.0%} of "
+        f"the bench's --max-seconds x batch sizes = {budget:.0f} s; skip them with --no-trace)"
+    )
     if failed:
         log("op tables not traced for " + "; ".join(f"{f['precision']}: {f['reason']}" for f in failed))
-    return {"op_tables": tables, "op_tables_failed": failed, "op_tables_seconds": round(spent, 3),
-            "step_memory": step_memory(spec, dataset)}
+    return {
+        "op_tables": tables,
+        "op_tables_failed": failed,
+        "op_tables_seconds": round(spent, 3),
+        "step_memory": step_memory(spec, dataset),
+    }
 
 
 def step_memory(spec: BenchSpec, dataset) -> dict | None:
@@ -341,14 +426,17 @@ def step_memory(spec: BenchSpec, dataset) -> dict | None:
         _, _, gan, data = resolve_config(spec.train_config("fp32", TRACE_BATCH_SIZES[0]), dataset)
         if not any(p.is_meta for p in gan.generator.parameters()):
             return None
-        per_precision = {name: estimate_step_memory(gan, data, 1, 4 if name == "fp32" else 2)
-                         for name in OP_TABLE_PRECISIONS}
+        per_precision = {
+            name: estimate_step_memory(gan, data, 1, 4 if name == "fp32" else 2) for name in OP_TABLE_PRECISIONS
+        }
     except Exception:  # noqa: BLE001 - a model the meta trace cannot follow has no estimate, not an error
         return None
-    return {"parameters_bytes": per_precision["fp32"].parameters_bytes,
-            "activation_bytes_per_sample": {name: e.activations_bytes_per_sample for name, e in per_precision.items()},
-            "what": "a lower bound (training/memory.py): weights, gradients and Adam's moments in fp32, every layer's "
-                    "output; no temporaries, no allocator slack"}
+    return {
+        "parameters_bytes": per_precision["fp32"].parameters_bytes,
+        "activation_bytes_per_sample": {name: e.activations_bytes_per_sample for name, e in per_precision.items()},
+        "what": "a lower bound (training/memory.py): weights, gradients and Adam's moments in fp32, every layer's "
+        "output; no temporaries, no allocator slack",
+    }
 
 
 class _StopRequested(Exception):
@@ -372,8 +460,9 @@ class _StopCheck:
 BETTER_AT_LARGER_BATCHES = 2.0
 
 
-def _projected_too_slow(spec: BenchSpec, precision: str, batch_size: int,
-                        slow_per_image: dict[str, tuple[int, float]], device) -> ConfigResult | None:
+def _projected_too_slow(
+    spec: BenchSpec, precision: str, batch_size: int, slow_per_image: dict[str, tuple[int, float]], device
+) -> ConfigResult | None:
     if precision not in slow_per_image or precision in spec.compile:
         return None
     measured_batch, per_image = slow_per_image[precision]
@@ -381,14 +470,19 @@ def _projected_too_slow(spec: BenchSpec, precision: str, batch_size: int,
     steps = spec.warmup + spec.steps + 1
     if not any_rank([projected * steps > spec.max_seconds])[0]:
         return None
-    return ConfigResult(batch_size=batch_size, precision=precision, status="too_slow",
-                        reason=f"not run: a step took {per_image * measured_batch:.2f} s at batch {measured_batch}, so "
-                               f"one here would take at least {projected:.1f} s; {steps} steps would exceed "
-                               f"--max-seconds {spec.max_seconds:g}")
+    return ConfigResult(
+        batch_size=batch_size,
+        precision=precision,
+        status="too_slow",
+        reason=f"not run: a step took {per_image * measured_batch:.2f} s at batch {measured_batch}, so "
+        f"one here would take at least {projected:.1f} s; {steps} steps would exceed "
+        f"--max-seconds {spec.max_seconds:g}",
+    )
 
 
-def _bench_batch_size(spec, precisions, batch_size, dataset, device, on_config, stop_check,
-                      slow_per_image: dict | None = None) -> tuple[list[ConfigResult], RoundsResult | None]:
+def _bench_batch_size(
+    spec, precisions, batch_size, dataset, device, on_config, stop_check, slow_per_image: dict | None = None
+) -> tuple[list[ConfigResult], RoundsResult | None]:
     contenders: list[_Contender] = []
     finished: list[ConfigResult] = []
     for precision in precisions:
@@ -415,7 +509,8 @@ def _bench_batch_size(spec, precisions, batch_size, dataset, device, on_config, 
             _warm_up(spec, contender, stop_check, after_first=lambda: _forget_autotuning_peak(spec, device))
             if contender.result.status == "ok":
                 contender.result.peak_memory_bytes = (
-                    torch.cuda.max_memory_allocated(device) - held_before if device.type == "cuda"
+                    torch.cuda.max_memory_allocated(device) - held_before
+                    if device.type == "cuda"
                     else max(0, _peak_rss_bytes() - rss_before)
                 )
                 contender.result.flops_by_kind = contender.count_step_flops()
@@ -478,12 +573,13 @@ def _warm_up(spec: BenchSpec, contender: _Contender, stop_check=lambda: None, af
             if not over:
                 judged = True
             elif index > 0:
-                per_call = (f" (one of each kind of step in its cycle: {call_s:.2f} s)"
-                            if call_s > 1.5 * elapsed else "")
+                per_call = f" (one of each kind of step in its cycle: {call_s:.2f} s)" if call_s > 1.5 * elapsed else ""
                 contender.result.status = "too_slow"
-                contender.result.reason = (f"a step took {elapsed:.2f} s after the first (which selects kernels)"
-                                           f"{per_call}; {steps} steps would exceed --max-seconds "
-                                           f"{spec.max_seconds:g}")
+                contender.result.reason = (
+                    f"a step took {elapsed:.2f} s after the first (which selects kernels)"
+                    f"{per_call}; {steps} steps would exceed --max-seconds "
+                    f"{spec.max_seconds:g}"
+                )
                 return
         index += 1
 
@@ -505,8 +601,9 @@ def _agreed_local_trial(spec: BenchSpec, precision: str, batch_size: int, datase
     learns whether any failed: None when it ran everywhere, else the result every rank records."""
     outcome = None
     try:
-        trial = StepTimer(spec.train_config(precision, batch_size), dataset, device, data_parallel=False,
-                          across_ranks=False)
+        trial = StepTimer(
+            spec.train_config(precision, batch_size), dataset, device, data_parallel=False, across_ranks=False
+        )
         trial()
     except Exception as error:  # noqa: BLE001 - reported on every rank below
         outcome = ("oom" if is_out_of_memory(error) else "error", _first_line(error))
@@ -517,8 +614,13 @@ def _agreed_local_trial(spec: BenchSpec, precision: str, batch_size: int, datase
     if not failed:
         return None
     rank, (status, reason) = failed[0]
-    return ConfigResult(batch_size=batch_size, precision=precision, status=status, processes=world().size,
-                        reason=f"rank {rank}: {reason}")
+    return ConfigResult(
+        batch_size=batch_size,
+        precision=precision,
+        status=status,
+        processes=world().size,
+        reason=f"rank {rank}: {reason}",
+    )
 
 
 def _time_interleaved(spec: BenchSpec, contenders: list[_Contender], stop_check=lambda: None) -> RoundsResult | None:
@@ -537,19 +639,28 @@ def _time_interleaved(spec: BenchSpec, contenders: list[_Contender], stop_check=
             if id(contender) in twins:
                 contender.result.local_samples_s.append(twins[id(contender)]())
             return elapsed
+
         return timed
 
     names = [c.result.precision for c in contenders]
     baseline = "fp32" if "fp32" in names else names[0]
-    history, keys = SpeedupHistory(), {c.result.precision: _history_key(c) for c in contenders
-                                       if c.result.precision != baseline}
+    history, keys = (
+        SpeedupHistory(),
+        {c.result.precision: _history_key(c) for c in contenders if c.result.precision != baseline},
+    )
     learned = max((history.between_run_sd(key) for key in keys.values()), default=(BETWEEN_RUN_SD, "default"))
     if world().distributed:  # rank 0's history for every rank: the ranks must stop at the same round
         learned = gather_objects(learned)[0]
-    rule = StoppingRule(min_rounds=max(2, spec.steps), max_seconds=spec.max_seconds, until=UNTIL_SETTLED,
-                        min_seconds=min(spec.min_seconds, spec.max_seconds), between_run_sd=learned[0])
-    rounds = measure_rounds({c.result.precision: timer_of(c) for c in contenders}, baseline, rule, seed=spec.seed,
-                            stop_check=stop_check)
+    rule = StoppingRule(
+        min_rounds=max(2, spec.steps),
+        max_seconds=spec.max_seconds,
+        until=UNTIL_SETTLED,
+        min_seconds=min(spec.min_seconds, spec.max_seconds),
+        between_run_sd=learned[0],
+    )
+    rounds = measure_rounds(
+        {c.result.precision: timer_of(c) for c in contenders}, baseline, rule, seed=spec.seed, stop_check=stop_check
+    )
     rounds.between_run_source = learned[1]
     if world().is_main:
         for name, key in keys.items():
@@ -558,9 +669,9 @@ def _time_interleaved(spec: BenchSpec, contenders: list[_Contender], stop_check=
                 history.record(key, interval.estimate)
     for contender in contenders:  # after a re-measurement only the last attempt's rounds count
         result, kept = contender.result, len(rounds.samples_s[contender.result.precision])
-        result.samples_s = result.samples_s[len(result.samples_s) - kept:]
-        result.per_rank_samples_s = result.per_rank_samples_s[len(result.per_rank_samples_s) - kept:]
-        result.local_samples_s = result.local_samples_s[len(result.local_samples_s) - kept:]
+        result.samples_s = result.samples_s[len(result.samples_s) - kept :]
+        result.per_rank_samples_s = result.per_rank_samples_s[len(result.per_rank_samples_s) - kept :]
+        result.local_samples_s = result.local_samples_s[len(result.local_samples_s) - kept :]
         if result.precision in rounds.hopeless:
             result.reason = f"left out after {kept} round(s): {rounds.hopeless[result.precision]}"
     return rounds
@@ -570,15 +681,24 @@ def _history_key(contender: _Contender) -> str:
     """The speedup history's key (speed/history.py): the decisions' machine and model key, the batch
     size, the precision, the number of processes."""
     config = contender.timer.config
-    return decision_key(**machine_key(contender.device, config), batch_size=contender.result.batch_size,
-                        precision=contender.result.precision, processes=world().size)
+    return decision_key(
+        **machine_key(contender.device, config),
+        batch_size=contender.result.batch_size,
+        precision=contender.result.precision,
+        processes=world().size,
+    )
 
 
 def _local_twin(spec: BenchSpec, contender: _Contender) -> _Contender:
     """The same configuration without DDP, warmed up: every rank steps alone, all at once."""
     timer = contender.timer
-    twin = StepTimer(spec.train_config(contender.result.precision, contender.result.batch_size), timer.dataset,
-                     contender.device, data_parallel=False, batch=(timer.real, timer.labels))
+    twin = StepTimer(
+        spec.train_config(contender.result.precision, contender.result.batch_size),
+        timer.dataset,
+        contender.device,
+        data_parallel=False,
+        batch=(timer.real, timer.labels),
+    )
     for _ in range(max(1, spec.warmup)):
         twin()
     return twin
@@ -593,8 +713,14 @@ def attainable_rows(rows: list[dict], pairs: list[dict]) -> list[dict]:
         base = by_key.get((batch_size, "fp32"))
         if precision == "fp32" or base is None:
             continue
-        out.append({"batch_size": batch_size, "precision": precision, "baseline": "fp32",
-                    **attainable_comparison(base["attainable"], row["attainable"], achieved.get((batch_size, precision)))})
+        out.append(
+            {
+                "batch_size": batch_size,
+                "precision": precision,
+                "baseline": "fp32",
+                **attainable_comparison(base["attainable"], row["attainable"], achieved.get((batch_size, precision))),
+            }
+        )
     return out
 
 
@@ -606,7 +732,16 @@ def speedups(measurements: list[dict]) -> list[dict]:
             if interval is None:
                 continue
             medians = measured.get("median_s", {})
-            out.append({"batch_size": measured["batch_size"], "precision": precision, "baseline": measured["baseline"],
-                        **interval, "stopped_by": measured["stopped_by"], "load_changed": measured["load_changed"],
-                        "baseline_step_s": medians.get(measured["baseline"]), "step_s": medians.get(precision)})
+            out.append(
+                {
+                    "batch_size": measured["batch_size"],
+                    "precision": precision,
+                    "baseline": measured["baseline"],
+                    **interval,
+                    "stopped_by": measured["stopped_by"],
+                    "load_changed": measured["load_changed"],
+                    "baseline_step_s": medians.get(measured["baseline"]),
+                    "step_s": medians.get(precision),
+                }
+            )
     return out

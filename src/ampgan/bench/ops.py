@@ -45,8 +45,22 @@ FUSED_ADAM_PASSES = 7
 TRACE_BATCH_SIZES = (8, 16)
 
 # Operations that allocate or relabel memory without a kernel over it.
-NO_KERNEL = {"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "lift_fresh", "detach",
-              "alias", "set_", "resize_", "_local_scalar_dense", "sym_size", "sym_stride", "sym_numel"}
+NO_KERNEL = {
+    "empty",
+    "empty_like",
+    "empty_strided",
+    "new_empty",
+    "new_empty_strided",
+    "lift_fresh",
+    "detach",
+    "alias",
+    "set_",
+    "resize_",
+    "_local_scalar_dense",
+    "sym_size",
+    "sym_stride",
+    "sym_numel",
+}
 
 
 @dataclass(frozen=True)
@@ -56,7 +70,9 @@ class OpRecord:
     op: str  # "aten.convolution" (the overload packet)
     unit: str  # "matrix" | "memory"
     dtype: str  # the dtype a matrix op computes in ("float32", "bfloat16", "float16"); memory ops: their widest input
-    alignment: int  # the largest of 8, 4, 1 that divides every matrix dimension (tensor cores want 8 in 16 bit, 4 in tf32)
+    alignment: (
+        int  # the largest of 8, 4, 1 that divides every matrix dimension (tensor cores want 8 in 16 bit, 4 in tf32)
+    )
     flops: float
     bytes: float
     optimizer: bool  # inside an optimizer's step()
@@ -90,8 +106,17 @@ class OpRow:
         return max(0.0, self.bytes[0] + self.bytes[1] * batch_size)
 
     def to_list(self) -> list:
-        return [self.op, self.unit, self.dtype, self.alignment, list(self.flops), list(self.bytes), self.optimizer,
-                self.weight, [[kind, [list(d) for d in dims]] for kind, dims in self.kernels]]
+        return [
+            self.op,
+            self.unit,
+            self.dtype,
+            self.alignment,
+            list(self.flops),
+            list(self.bytes),
+            self.optimizer,
+            self.weight,
+            [[kind, [list(d) for d in dims]] for kind, dims in self.kernels],
+        ]
 
     @classmethod
     def from_list(cls, item: list) -> OpRow:
@@ -99,12 +124,24 @@ class OpRow:
         op, unit, dtype, alignment, flops, data, optimizer, weight, *rest = item
         if unit not in ("matrix", "memory") or not isinstance(op, str) or not isinstance(dtype, str) or len(rest) > 1:
             raise ValueError(f"not an op row: {item!r:.80}")
-        kernels = tuple((str(kind), tuple((float(a), float(b)) for a, b in dims)) for kind, dims in (rest[0] if rest else []))
+        kernels = tuple(
+            (str(kind), tuple((float(a), float(b)) for a, b in dims)) for kind, dims in (rest[0] if rest else [])
+        )
         if any(KERNEL_DIMS.get(kind) != len(dims) for kind, dims in kernels):
-            raise ValueError(f"a kernel of an op row is not one of {', '.join(KERNEL_DIMS)} with its dimensions: "
-                             f"{item!r:.80}")
-        return cls(op, unit, dtype, int(alignment), (float(flops[0]), float(flops[1])), (float(data[0]), float(data[1])),
-                   bool(optimizer), float(weight), kernels)
+            raise ValueError(
+                f"a kernel of an op row is not one of {', '.join(KERNEL_DIMS)} with its dimensions: {item!r:.80}"
+            )
+        return cls(
+            op,
+            unit,
+            dtype,
+            int(alignment),
+            (float(flops[0]), float(flops[1])),
+            (float(data[0]), float(data[1])),
+            bool(optimizer),
+            float(weight),
+            kernels,
+        )
 
 
 def _alignment(*dims: int) -> int:
@@ -116,6 +153,7 @@ def _alignment(*dims: int) -> int:
 
 def _matrix_dims(name: str, args) -> tuple[str, tuple[int, ...]]:
     """(compute dtype, the dimensions tensor cores tile) of a matrix op."""
+
     def shape(index):
         value = args[index] if len(args) > index else None
         return tuple(value.shape) if isinstance(value, torch.Tensor) else ()
@@ -160,15 +198,18 @@ def kernel_shapes(name: str, args) -> tuple:
     #                      output_padding, groups, output_mask)
     first = 1 if backward else 0
     data, weight = args[first], args[first + 1]
-    stride, padding, dilation, transposed, _, groups = args[first + 3:first + 9]
+    stride, padding, dilation, transposed, _, groups = args[first + 3 : first + 9]
     if data.dim() != 4 or groups != 1 or any(d != 1 for d in dilation):
         return ()
     r, s = weight.shape[2:]
     common = (r, s, padding[0], padding[1], stride[0], stride[1])
     if not transposed:  # input (N, C, H, W), weight (K, C, r, s)
         shape = (*data.shape, weight.shape[0], *common)
-        passes = ("conv_fwd",) if not backward else tuple(
-            kind for kind, wanted in zip(("conv_bwd_data", "conv_bwd_weight"), args[10][:2]) if wanted)
+        passes = (
+            ("conv_fwd",)
+            if not backward
+            else tuple(kind for kind, wanted in zip(("conv_bwd_data", "conv_bwd_weight"), args[10][:2]) if wanted)
+        )
     else:  # input (N, Cin, H, W), weight (Cin, Cout, r, s): the ordinary convolution maps Cout -> Cin
         outer = args[0] if backward else None
         if outer is None:  # the forward's output size, as conv_transpose computes it (no output padding here)
@@ -178,8 +219,11 @@ def kernel_shapes(name: str, args) -> tuple:
         else:
             outer_shape = tuple(outer.shape)
         shape = (*outer_shape, weight.shape[0], *common)
-        passes = ("conv_bwd_data",) if not backward else tuple(
-            kind for kind, wanted in zip(("conv_fwd", "conv_bwd_weight"), args[10][:2]) if wanted)
+        passes = (
+            ("conv_bwd_data",)
+            if not backward
+            else tuple(kind for kind, wanted in zip(("conv_fwd", "conv_bwd_weight"), args[10][:2]) if wanted)
+        )
     return tuple((kind, tuple(int(d) for d in shape)) for kind in passes)
 
 
@@ -215,15 +259,28 @@ class _OpRecorder(TorchDispatchMode):
         kernels = ()
         if kind_of(str(packet)) == "other":
             widest = max((t for t in inputs if t.is_floating_point()), key=lambda t: t.element_size(), default=None)
-            dtype, alignment, unit = (str(widest.dtype).removeprefix("torch.") if widest is not None else "none"), 1, "memory"
+            dtype, alignment, unit = (
+                (str(widest.dtype).removeprefix("torch.") if widest is not None else "none"),
+                1,
+                "memory",
+            )
         else:
             dtype, dims = _matrix_dims(name, args)
             alignment, unit = _alignment(*dims), "matrix"
             kernels = kernel_shapes(name, args)
         flops = float(flop_registry[packet](*args, **kwargs, out_val=out)) if packet in flop_registry else 0.0
-        self.records.append(OpRecord(op=str(packet), unit=unit, dtype=dtype, alignment=alignment, flops=flops,
-                                     bytes=float(_bytes_of(inputs + outputs)), optimizer=self.in_optimizer > 0,
-                                     kernels=kernels))
+        self.records.append(
+            OpRecord(
+                op=str(packet),
+                unit=unit,
+                dtype=dtype,
+                alignment=alignment,
+                flops=flops,
+                bytes=float(_bytes_of(inputs + outputs)),
+                optimizer=self.in_optimizer > 0,
+                kernels=kernels,
+            )
+        )
         return out
 
 
@@ -236,8 +293,17 @@ def record_ops(run: Callable[[], object]) -> list[OpRecord]:
         stepped = [p for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
         if stepped:  # what the fused update would move: read weight, gradient, 2 moments; write 3
             moved = sum(p.numel() * p.element_size() for p in stepped) * FUSED_ADAM_PASSES
-            recorder.records.append(OpRecord(op=FUSED_ADAM, unit="memory", dtype="float32", alignment=1, flops=0.0,
-                                             bytes=float(moved), optimizer=True))
+            recorder.records.append(
+                OpRecord(
+                    op=FUSED_ADAM,
+                    unit="memory",
+                    dtype="float32",
+                    alignment=1,
+                    flops=0.0,
+                    bytes=float(moved),
+                    optimizer=True,
+                )
+            )
 
     def leave(*_):
         recorder.in_optimizer -= 1
@@ -271,8 +337,17 @@ def _merged(run: list[OpRecord]) -> OpRecord:
     """One record for the run. Its kernels are left out: their number follows the batch, so the run is
     projected from its summed FLOPs and bytes (as a table without kernel shapes is)."""
     first = run[0]
-    return OpRecord(first.op, first.unit, first.dtype, min(r.alignment for r in run), sum(r.flops for r in run),
-                    sum(r.bytes for r in run), first.optimizer, first.weight, kernels=())
+    return OpRecord(
+        first.op,
+        first.unit,
+        first.dtype,
+        min(r.alignment for r in run),
+        sum(r.flops for r in run),
+        sum(r.bytes for r in run),
+        first.optimizer,
+        first.weight,
+        kernels=(),
+    )
 
 
 def match_batch_dependent_runs(small: list[OpRecord], large: list[OpRecord]) -> tuple[list[OpRecord], list[OpRecord]]:
@@ -302,21 +377,33 @@ def affine_rows(small: list[OpRecord], large: list[OpRecord], small_batch: int, 
     small, large = match_batch_dependent_runs(small, large)
     same = len(small) == len(large) and all(
         _kind(a) + (tuple(k for k, _ in a.kernels),) == _kind(b) + (tuple(k for k, _ in b.kernels),)
-        for a, b in zip(small, large))
+        for a, b in zip(small, large)
+    )
     if not same:
-        raise AmpganError(f"the training step runs different operations at batch {small_batch} and {large_batch} "
-                          f"({len(small)} against {len(large)}): its cost cannot be written as a function of the "
-                          "batch size, so it is not projected")
+        raise AmpganError(
+            f"the training step runs different operations at batch {small_batch} and {large_batch} "
+            f"({len(small)} against {len(large)}): its cost cannot be written as a function of the "
+            "batch size, so it is not projected"
+        )
     merged: dict[tuple, float] = {}
     span = large_batch - small_batch
     for a, b in zip(small, large):
         flop_slope = (b.flops - a.flops) / span
         byte_slope = (b.bytes - a.bytes) / span
-        kernels = tuple((kind, tuple((x - (y - x) / span * small_batch, (y - x) / span) for x, y in zip(dims, other)))
-                        for (kind, dims), (_, other) in zip(a.kernels, b.kernels))
-        key = (a.op, a.unit, a.dtype, min(a.alignment, b.alignment),
-               (a.flops - flop_slope * small_batch, flop_slope), (a.bytes - byte_slope * small_batch, byte_slope),
-               a.optimizer, kernels)
+        kernels = tuple(
+            (kind, tuple((x - (y - x) / span * small_batch, (y - x) / span) for x, y in zip(dims, other)))
+            for (kind, dims), (_, other) in zip(a.kernels, b.kernels)
+        )
+        key = (
+            a.op,
+            a.unit,
+            a.dtype,
+            min(a.alignment, b.alignment),
+            (a.flops - flop_slope * small_batch, flop_slope),
+            (a.bytes - byte_slope * small_batch, byte_slope),
+            a.optimizer,
+            kernels,
+        )
         merged[key] = merged.get(key, 0.0) + a.weight
     return [OpRow(*key[:7], weight=weight, kernels=key[7]) for key, weight in merged.items()]
 
@@ -344,16 +431,22 @@ class OpTable:
         return tuple(r for r in self.rows if not r.optimizer or r.op == FUSED_ADAM)
 
     def to_dict(self) -> dict:
-        return {"format": FORMAT, "precision": self.precision, "traced_at": list(self.traced_at),
-                "device": self.device,
-                "columns": ["op", "unit", "dtype", "alignment", "flops", "bytes", "optimizer", "weight", "kernels"],
-                "rows": [r.to_list() for r in self.rows]}
+        return {
+            "format": FORMAT,
+            "precision": self.precision,
+            "traced_at": list(self.traced_at),
+            "device": self.device,
+            "columns": ["op", "unit", "dtype", "alignment", "flops", "bytes", "optimizer", "weight", "kernels"],
+            "rows": [r.to_list() for r in self.rows],
+        }
 
     @classmethod
     def from_dict(cls, document: dict) -> OpTable:
         """Raises ValueError naming what is wrong with a table read back from a file."""
         if not isinstance(document, dict) or document.get("format") != FORMAT:
-            raise ValueError(f"not an op table (format {document.get('format') if isinstance(document, dict) else None!r})")
+            raise ValueError(
+                f"not an op table (format {document.get('format') if isinstance(document, dict) else None!r})"
+            )
         rows = document.get("rows")
         if not isinstance(rows, list) or not rows:
             raise ValueError("an op table without rows")
@@ -362,8 +455,12 @@ class OpTable:
             traced_at = tuple(int(b) for b in document["traced_at"])
         except (TypeError, ValueError, KeyError, IndexError) as error:
             raise ValueError(f"a damaged op table: {error}") from None
-        return cls(precision=str(document.get("precision")), rows=parsed, traced_at=traced_at,
-                   device=str(document.get("device")))
+        return cls(
+            precision=str(document.get("precision")),
+            rows=parsed,
+            traced_at=traced_at,
+            device=str(document.get("device")),
+        )
 
 
 def trace_cycle(timer, batch: tuple[torch.Tensor, torch.Tensor]) -> list[OpRecord] | None:
@@ -391,26 +488,35 @@ def trace_cycle(timer, batch: tuple[torch.Tensor, torch.Tensor]) -> list[OpRecor
 MAX_TRACE_ATTEMPTS = 16
 
 
-def _settled_trace(timer, batch, precision: str, deadline: float | None = None,
-                   first_cycle_s: float = 0.0) -> list[OpRecord]:
+def _settled_trace(
+    timer, batch, precision: str, deadline: float | None = None, first_cycle_s: float = 0.0
+) -> list[OpRecord]:
     previous, last_cycle_s = None, first_cycle_s
     for _ in range(MAX_TRACE_ATTEMPTS):
         if deadline is not None and time.perf_counter() + last_cycle_s > deadline:
-            raise AmpganError(f"not traced: another {precision} cycle at batch {len(batch[0])} ({last_cycle_s:.1f} s) "
-                              "would run past the trace's share of the bench's budget; give a larger --max-seconds")
+            raise AmpganError(
+                f"not traced: another {precision} cycle at batch {len(batch[0])} ({last_cycle_s:.1f} s) "
+                "would run past the trace's share of the bench's budget; give a larger --max-seconds"
+            )
         started = time.perf_counter()
         records = trace_cycle(timer, batch)
         last_cycle_s = time.perf_counter() - started
         if records is not None and previous is not None and [r.op for r in records] == [r.op for r in previous]:
             return records
         previous = records
-    raise AmpganError(f"the {precision} step did not settle into the same operations in {MAX_TRACE_ATTEMPTS} steps "
-                      f"at batch {len(batch[0])} (the loss scaler kept skipping updates): its step is not traced")
+    raise AmpganError(
+        f"the {precision} step did not settle into the same operations in {MAX_TRACE_ATTEMPTS} steps "
+        f"at batch {len(batch[0])} (the loss scaler kept skipping updates): its step is not traced"
+    )
 
 
-def trace_op_table(make_timer: Callable[[int], object], precision: str,
-                   batch_sizes: tuple[int, int] = TRACE_BATCH_SIZES, deadline: float | None = None,
-                   first_cycle_s: float = 0.0) -> OpTable:
+def trace_op_table(
+    make_timer: Callable[[int], object],
+    precision: str,
+    batch_sizes: tuple[int, int] = TRACE_BATCH_SIZES,
+    deadline: float | None = None,
+    first_cycle_s: float = 0.0,
+) -> OpTable:
     """The op table of one precision's step: `make_timer(batch_size)` gives a StepTimer with a
     resident batch of the larger size; the smaller batch is its first images. Past `deadline`
     (time.perf_counter()) it stops between cycles with an AmpganError saying so."""
@@ -419,7 +525,9 @@ def trace_op_table(make_timer: Callable[[int], object], precision: str,
     real, labels = timer.resident_batch()
     # `first_cycle_s`: the first cycle's foreseen time at the small batch (twice it at the large one), so
     # that no cycle starts that would end past `deadline`.
-    traces = [_settled_trace(timer, (real[:size], labels[:size]), precision, deadline, first_cycle_s * size / small)
-              for size in (small, large)]
+    traces = [
+        _settled_trace(timer, (real[:size], labels[:size]), precision, deadline, first_cycle_s * size / small)
+        for size in (small, large)
+    ]
     rows = affine_rows(traces[0], traces[1], small, large)
     return OpTable(precision=precision, rows=tuple(rows), traced_at=(small, large), device=timer.device.type)

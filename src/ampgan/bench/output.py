@@ -12,18 +12,40 @@ from pathlib import Path
 
 import numpy as np
 
-from ampgan.files.atomic import write_atomically, write_json_atomically
 from ampgan.errors import AmpganError
+from ampgan.files.atomic import write_atomically, write_json_atomically
 from ampgan.files.jsonfile import read_json
 from ampgan.files.schema import check_shape
 from ampgan.plotting import precision_colour, pyplot, save_figure
 from ampgan.precisions import in_order
 
 CSV_COLUMNS = [
-    "batch_size", "precision", "status", "median_ms", "q1_ms", "q3_ms", "iqr_ms", "min_ms", "noisy",
-    "images_per_s", "s_per_1000_samples", "gflops_per_step", "matmul_share", "achieved_tflops", "percent_of_peak",
-    "peak_memory_mib", "skipped_steps", "speedup_vs_baseline", "speedup_ci_low", "speedup_ci_high", "rounds",
-    "settled", "load_changed", "processes", "scaling_efficiency", "reason",
+    "batch_size",
+    "precision",
+    "status",
+    "median_ms",
+    "q1_ms",
+    "q3_ms",
+    "iqr_ms",
+    "min_ms",
+    "noisy",
+    "images_per_s",
+    "s_per_1000_samples",
+    "gflops_per_step",
+    "matmul_share",
+    "achieved_tflops",
+    "percent_of_peak",
+    "peak_memory_mib",
+    "skipped_steps",
+    "speedup_vs_baseline",
+    "speedup_ci_low",
+    "speedup_ci_high",
+    "rounds",
+    "settled",
+    "load_changed",
+    "processes",
+    "scaling_efficiency",
+    "reason",
 ]
 
 
@@ -41,24 +63,53 @@ def speedup_text(pair: dict) -> str:
 
 
 # What the table, the figures, cost and compare read of results.json.
-_SPEEDUP = {"batch_size": int, "precision": str, "baseline": str, "?estimate": (int, float), "?low": (int, float),
-            "?high": (int, float), "?rounds": int}
-RESULTS_SHAPE = {
-    "format": str, "environment": {"?hardware_summary": str, "?versions": dict, "?date": str},
-    "spec": {"precisions": [str], "?batch_sizes": [int]}, "hardware": {"name": str, "device_type": str},
-    "peaks": {"*": {"tflops": (int, float, None), "source": str}},
-    "configs": [{"batch_size": int, "precision": str, "status": str, "?stats": (dict, None),
-                 "?samples_s": [(int, float)], "?warmup_s": [(int, float)], "?flops_per_step": (int, None)}],
-    "speedups": [_SPEEDUP], "?left_out": [{"precision": str, "reason": str}], "?incomplete": (dict, None),
+_SPEEDUP = {
+    "batch_size": int,
+    "precision": str,
+    "baseline": str,
+    "?estimate": (int, float),
+    "?low": (int, float),
+    "?high": (int, float),
+    "?rounds": int,
 }
-_STATS = {"median_s": (int, float), "q1_s": (int, float), "q3_s": (int, float), "?iqr_s": (int, float),
-          "?min_s": (int, float), "?noisy": bool}
+RESULTS_SHAPE = {
+    "format": str,
+    "environment": {"?hardware_summary": str, "?versions": dict, "?date": str},
+    "spec": {"precisions": [str], "?batch_sizes": [int]},
+    "hardware": {"name": str, "device_type": str},
+    "peaks": {"*": {"tflops": (int, float, None), "source": str}},
+    "configs": [
+        {
+            "batch_size": int,
+            "precision": str,
+            "status": str,
+            "?stats": (dict, None),
+            "?samples_s": [(int, float)],
+            "?warmup_s": [(int, float)],
+            "?flops_per_step": (int, None),
+        }
+    ],
+    "speedups": [_SPEEDUP],
+    "?left_out": [{"precision": str, "reason": str}],
+    "?incomplete": (dict, None),
+}
+_STATS = {
+    "median_s": (int, float),
+    "q1_s": (int, float),
+    "q3_s": (int, float),
+    "?iqr_s": (int, float),
+    "?min_s": (int, float),
+    "?noisy": bool,
+}
 
 
 def load_results(path: Path) -> dict:
     path = Path(path)
-    results = read_json(path, missing=f"no bench results at {path}: run 'ampgan bench' first or give the path to its results.json",
-                        damaged=f"{path} is not valid JSON: re-run 'ampgan bench'")
+    results = read_json(
+        path,
+        missing=f"no bench results at {path}: run 'ampgan bench' first or give the path to its results.json",
+        damaged=f"{path} is not valid JSON: re-run 'ampgan bench'",
+    )
     if not isinstance(results, dict) or results.get("format") != "ampgan-bench/1" or "configs" not in results:
         raise AmpganError(f"{path} is not an ampgan bench results file (format ampgan-bench/1)")
     fix = "re-run 'ampgan bench' (or the comparison) to measure again"
@@ -75,33 +126,54 @@ def csv_rows(results: dict) -> list[dict]:
     for config in results["configs"]:
         stats = config.get("stats") or {}
         ms = lambda key: round(stats[key] * 1e3, 3) if key in stats else ""  # noqa: E731
-        rows.append({
-            "batch_size": config["batch_size"], "precision": config["precision"], "status": config["status"],
-            "median_ms": ms("median_s"), "q1_ms": ms("q1_s"), "q3_ms": ms("q3_s"), "iqr_ms": ms("iqr_s"),
-            "min_ms": ms("min_s"), "noisy": stats.get("noisy", ""),
-            "images_per_s": _round(config.get("images_per_s"), 1),
-            "s_per_1000_samples": _round(config.get("s_per_1000_samples"), 4),
-            "gflops_per_step": _round(config["flops_per_step"] / 1e9 if config.get("flops_per_step") else None, 3),
-            "matmul_share": _round(config.get("matmul_share"), 3),
-            "achieved_tflops": _round(config.get("achieved_tflops"), 4),
-            "percent_of_peak": _round(config.get("percent_of_peak"), 1),
-            "peak_memory_mib": _round(config["peak_memory_bytes"] / 2**20 if config.get("peak_memory_bytes") is not None else None, 1),
-            "skipped_steps": config.get("skipped_steps", ""),
-            **_speedup_columns(speedup.get((config["batch_size"], config["precision"]))),
-            "processes": config.get("processes", 1),
-            "scaling_efficiency": _round(config.get("scaling_efficiency"), 3),
-            "reason": config.get("reason", ""),
-        })
+        rows.append(
+            {
+                "batch_size": config["batch_size"],
+                "precision": config["precision"],
+                "status": config["status"],
+                "median_ms": ms("median_s"),
+                "q1_ms": ms("q1_s"),
+                "q3_ms": ms("q3_s"),
+                "iqr_ms": ms("iqr_s"),
+                "min_ms": ms("min_s"),
+                "noisy": stats.get("noisy", ""),
+                "images_per_s": _round(config.get("images_per_s"), 1),
+                "s_per_1000_samples": _round(config.get("s_per_1000_samples"), 4),
+                "gflops_per_step": _round(config["flops_per_step"] / 1e9 if config.get("flops_per_step") else None, 3),
+                "matmul_share": _round(config.get("matmul_share"), 3),
+                "achieved_tflops": _round(config.get("achieved_tflops"), 4),
+                "percent_of_peak": _round(config.get("percent_of_peak"), 1),
+                "peak_memory_mib": _round(
+                    config["peak_memory_bytes"] / 2**20 if config.get("peak_memory_bytes") is not None else None, 1
+                ),
+                "skipped_steps": config.get("skipped_steps", ""),
+                **_speedup_columns(speedup.get((config["batch_size"], config["precision"]))),
+                "processes": config.get("processes", 1),
+                "scaling_efficiency": _round(config.get("scaling_efficiency"), 3),
+                "reason": config.get("reason", ""),
+            }
+        )
     return rows
 
 
 def _speedup_columns(pair: dict | None) -> dict:
     if pair is None:
-        return {"speedup_vs_baseline": "", "speedup_ci_low": "", "speedup_ci_high": "", "rounds": "",
-                "settled": "", "load_changed": ""}
-    return {"speedup_vs_baseline": round(speedup_estimate(pair), 3), "speedup_ci_low": _round(pair.get("low"), 3),
-            "speedup_ci_high": _round(pair.get("high"), 3), "rounds": pair.get("rounds", ""),
-            "settled": pair.get("settled", ""), "load_changed": pair.get("load_changed", "")}
+        return {
+            "speedup_vs_baseline": "",
+            "speedup_ci_low": "",
+            "speedup_ci_high": "",
+            "rounds": "",
+            "settled": "",
+            "load_changed": "",
+        }
+    return {
+        "speedup_vs_baseline": round(speedup_estimate(pair), 3),
+        "speedup_ci_low": _round(pair.get("low"), 3),
+        "speedup_ci_high": _round(pair.get("high"), 3),
+        "rounds": pair.get("rounds", ""),
+        "settled": pair.get("settled", ""),
+        "load_changed": pair.get("load_changed", ""),
+    }
 
 
 def _round(value, digits):
@@ -146,21 +218,41 @@ def _attainable_figure(results: dict, path: Path) -> None:
             left = x + (2 * index - len(names)) * width + width / 2
             pair = pairs.get((size, name))
             if pair:
-                axes.bar(left, pair["estimate"], width, color=precision_colour(name),
-                         yerr=[[pair["estimate"] - pair["low"]], [pair["high"] - pair["estimate"]]], capsize=2,
-                         label=f"{name} measured" if x == 0 else None)
-            axes.bar(left + width, row["attainable_speedup"], width, color=precision_colour(name), alpha=0.35,
-                     hatch="//", label=f"{name} attainable (each op alone)" if x == 0 else None)
+                axes.bar(
+                    left,
+                    pair["estimate"],
+                    width,
+                    color=precision_colour(name),
+                    yerr=[[pair["estimate"] - pair["low"]], [pair["high"] - pair["estimate"]]],
+                    capsize=2,
+                    label=f"{name} measured" if x == 0 else None,
+                )
+            axes.bar(
+                left + width,
+                row["attainable_speedup"],
+                width,
+                color=precision_colour(name),
+                alpha=0.35,
+                hatch="//",
+                label=f"{name} attainable (each op alone)" if x == 0 else None,
+            )
             if row.get("achieved_of_attainable") is not None:
-                axes.annotate(f"{row['achieved_of_attainable']:.0%}", (left + width / 2, max(
-                    row["attainable_speedup"], pair["estimate"] if pair else 0)), textcoords="offset points",
-                    xytext=(0, 3), ha="center", fontsize=7)
+                axes.annotate(
+                    f"{row['achieved_of_attainable']:.0%}",
+                    (left + width / 2, max(row["attainable_speedup"], pair["estimate"] if pair else 0)),
+                    textcoords="offset points",
+                    xytext=(0, 3),
+                    ha="center",
+                    fontsize=7,
+                )
     axes.axhline(1.0, color="#444444", linewidth=0.8)
     axes.set_xticks(range(len(sizes)), [str(b) for b in sizes])
     axes.set_xlabel("batch size")
     axes.set_ylabel("speedup over fp32")
-    axes.set_title("Measured speedup against the attainable one (every operation of the step alone)\n"
-                   "label: measured / attainable", fontsize=9)
+    axes.set_title(
+        "Measured speedup against the attainable one (every operation of the step alone)\nlabel: measured / attainable",
+        fontsize=9,
+    )
     axes.legend(fontsize=7)
     save_figure(figure, path, stamp_text(results))
 
@@ -169,9 +261,11 @@ def stamp_text(results: dict) -> str:
     env = results.get("environment", {})
     versions = env.get("versions", {})
     spec = results["spec"]
-    text = (f"{env.get('hardware_summary', results['hardware'].get('name'))} | {spec.get('dataset', '?')}, "
-            f"{model_text(spec)}{compile_text(spec)}{layout_text(spec)} | torch {versions.get('torch', '?')}, "
-            f"ampgan {versions.get('ampgan', '?')} | {env.get('date', '')}")
+    text = (
+        f"{env.get('hardware_summary', results['hardware'].get('name'))} | {spec.get('dataset', '?')}, "
+        f"{model_text(spec)}{compile_text(spec)}{layout_text(spec)} | torch {versions.get('torch', '?')}, "
+        f"ampgan {versions.get('ampgan', '?')} | {env.get('date', '')}"
+    )
     if results.get("incomplete"):
         text += f" | INCOMPLETE: {incomplete_text(results['incomplete'])}"
     return text
@@ -208,7 +302,9 @@ def incomplete_text(incomplete: dict) -> str:
     finished = ", ".join(map(str, incomplete["finished_batch_sizes"])) or "none"
     missing = ", ".join(map(str, incomplete["not_measured"]))
     if not missing:
-        return f"stopped by {incomplete['signal']} after every batch size was measured ({finished}); op tables not traced"
+        return (
+            f"stopped by {incomplete['signal']} after every batch size was measured ({finished}); op tables not traced"
+        )
     return f"stopped by {incomplete['signal']}; finished batch sizes {finished}; not measured {missing}"
 
 
@@ -219,8 +315,9 @@ def plain_log_ticks(low: float, high: float) -> list[float]:
 
     span = range(math.floor(math.log10(low)) - 1, math.ceil(math.log10(high)) + 1)
     for mantissas in ((1, 2, 5), range(1, 10)):
-        ticks = [float(f"{m * 10.0**e:.6g}") for e in span for m in mantissas
-                 if low / 1.15 <= m * 10.0**e <= high * 1.15]
+        ticks = [
+            float(f"{m * 10.0**e:.6g}") for e in span for m in mantissas if low / 1.15 <= m * 10.0**e <= high * 1.15
+        ]
         if len(ticks) >= 3:
             return ticks
     step = 10 ** math.floor(math.log10((high - low) / 3 or high))
@@ -240,15 +337,21 @@ def _figure(results: dict, path: Path, per_sample: bool) -> None:
         median = [r["stats"]["median_s"] * s * 1e3 for r, s in zip(rows, scale)]
         low = [(r["stats"]["median_s"] - r["stats"]["q1_s"]) * s * 1e3 for r, s in zip(rows, scale)]
         high = [(r["stats"]["q3_s"] - r["stats"]["median_s"]) * s * 1e3 for r, s in zip(rows, scale)]
-        axes.errorbar(batch, median, yerr=[low, high], marker="o", capsize=3, label=precision,
-                      color=precision_colour(precision))
+        axes.errorbar(
+            batch, median, yerr=[low, high], marker="o", capsize=3, label=precision, color=precision_colour(precision)
+        )
         for row, y in zip(rows, median):
             pair = speedups.get((row["batch_size"], precision))
             if pair and "low" in pair:  # the speedup over the baseline, with its interval, beside the point
-                axes.annotate(f"{pair['estimate']:.2f}x [{pair['low']:.2f}-{pair['high']:.2f}]"
-                              + ("" if pair.get("settled", True) else "?"), (row["batch_size"], y),
-                              textcoords="offset points", xytext=(6, -10), fontsize=6.5,
-                              color=precision_colour(precision))
+                axes.annotate(
+                    f"{pair['estimate']:.2f}x [{pair['low']:.2f}-{pair['high']:.2f}]"
+                    + ("" if pair.get("settled", True) else "?"),
+                    (row["batch_size"], y),
+                    textcoords="offset points",
+                    xytext=(6, -10),
+                    fontsize=6.5,
+                    color=precision_colour(precision),
+                )
         plotted += median
     axes.set_xscale("log", base=2)
     axes.set_yscale("log")
@@ -261,9 +364,11 @@ def _figure(results: dict, path: Path, per_sample: bool) -> None:
         axes.set_yticks(ticks, [f"{t:g}" for t in ticks])
     axes.set_xlabel("batch size")
     axes.set_ylabel("ms per 1000 samples" if per_sample else "ms per batch (D + G step)")
-    axes.set_title(("Time per 1000 samples" if per_sample else "Average time per batch")
-                   + " (median, IQR bars)\nlabels: speedup vs fp32 [95% CI], ? = unsettled (CI wider than +-5%)",
-                   fontsize=9)
+    axes.set_title(
+        ("Time per 1000 samples" if per_sample else "Average time per batch")
+        + " (median, IQR bars)\nlabels: speedup vs fp32 [95% CI], ? = unsettled (CI wider than +-5%)",
+        fontsize=9,
+    )
     axes.grid(True, which="both", alpha=0.3)
     if axes.get_legend_handles_labels()[0]:
         axes.legend()
@@ -286,8 +391,11 @@ def _not_plotted(results: dict) -> list[str]:
         batches = ", ".join(str(c["batch_size"]) for c in missing)
         slowest = [c["warmup_s"][0] for c in missing if c.get("warmup_s")]
         why = {c["status"] for c in missing}
-        detail = (f"too slow, one step took {min(slowest):.3g}-{max(slowest):.3g} s" if slowest and why == {"too_slow"}
-                  else ", ".join(sorted(why)))
+        detail = (
+            f"too slow, one step took {min(slowest):.3g}-{max(slowest):.3g} s"
+            if slowest and why == {"too_slow"}
+            else ", ".join(sorted(why))
+        )
         lines.append(f"{precision} not timed at batch {batches}: {detail}")
     return lines
 
@@ -306,14 +414,17 @@ def attainable_lines(results: dict) -> list[str]:
     for row in results.get("attainable") or []:
         if row.get("attainable_speedup") is None:
             continue
-        text = (f"attainable at batch {row['batch_size']}, {row['precision']}: {row['attainable_speedup']:.2f}x over "
-                "fp32 with every operation of the step timed alone")
+        text = (
+            f"attainable at batch {row['batch_size']}, {row['precision']}: {row['attainable_speedup']:.2f}x over "
+            "fp32 with every operation of the step timed alone"
+        )
         if row.get("achieved_of_attainable") is not None:
             text += f"; achieved {row['achieved_speedup']:.2f}x = {row['achieved_of_attainable']:.0%} of it"
         gaps = [g for g in row.get("biggest_gaps", []) if g.get("speedup") is not None][:3]
         if gaps:
             text += "; slowest to gain: " + ", ".join(
-                f"{g['op'].removeprefix('aten.')} {g['mixed_s'] * 1e3:.1f} ms ({g['speedup']:.2f}x)" for g in gaps)
+                f"{g['op'].removeprefix('aten.')} {g['mixed_s'] * 1e3:.1f} ms ({g['speedup']:.2f}x)" for g in gaps
+            )
         lines.append(text)
     return lines
 
@@ -321,19 +432,25 @@ def attainable_lines(results: dict) -> list[str]:
 def table(results: dict) -> str:
     speedup = {(s["batch_size"], s["precision"]): s for s in results["speedups"]}
     processes = results.get("processes", 1)
-    lines = [f"{'batch':>6} {'precision':>9} {'median ms':>10} {'IQR ms':>8} {'img/s':>9} {'GFLOP':>8} {'matmul':>6} "
-             f"{'TFLOP/s':>8} {'% peak':>7} {'speedup [95% CI]':>19}  note"]
+    lines = [
+        f"{'batch':>6} {'precision':>9} {'median ms':>10} {'IQR ms':>8} {'img/s':>9} {'GFLOP':>8} {'matmul':>6} "
+        f"{'TFLOP/s':>8} {'% peak':>7} {'speedup [95% CI]':>19}  note"
+    ]
     for config in results["configs"]:
         stats = config.get("stats")
         if not stats:
-            lines.append(f"{config['batch_size']:>6} {config['precision']:>9} {'-':>10} {'':>8} {'':>9} {'':>8} {'':>6} "
-                         f"{'':>8} {'':>7} {'':>19}  {config['status']}: {config.get('reason', '')}")
+            lines.append(
+                f"{config['batch_size']:>6} {config['precision']:>9} {'-':>10} {'':>8} {'':>9} {'':>8} {'':>6} "
+                f"{'':>8} {'':>7} {'':>19}  {config['status']}: {config.get('reason', '')}"
+            )
             continue
         pair = speedup.get((config["batch_size"], config["precision"]))
         note = "noisy (IQR > 10% of median)" if stats.get("noisy") else ""
         if "scaling_efficiency" in config:
-            note = (f"{config['processes']} processes, slowest rank; scaling efficiency "
-                    f"{config['scaling_efficiency']:.0%} {note}").strip()
+            note = (
+                f"{config['processes']} processes, slowest rank; scaling efficiency "
+                f"{config['scaling_efficiency']:.0%} {note}"
+            ).strip()
         if config.get("skipped_steps"):
             note = (note + f" {config['skipped_steps']} skipped steps").strip()
         if pair and not pair.get("settled", True):
@@ -348,7 +465,8 @@ def table(results: dict) -> str:
         share = f"{config['matmul_share']:.0%}" if config.get("matmul_share") is not None else "-"
         lines.append(
             f"{config['batch_size']:>6} {config['precision']:>9} {stats['median_s'] * 1e3:>10.2f} "
-            f"{stats.get('iqr_s', 0.0) * 1e3:>8.2f} {config.get('images_per_s', 0.0):>9.1f} {gflop:>8} {share:>6} {achieved:>8} {percent:>7} "
+            f"{stats.get('iqr_s', 0.0) * 1e3:>8.2f} {config.get('images_per_s', 0.0):>9.1f} {gflop:>8} "
+            f"{share:>6} {achieved:>8} {percent:>7} "
             f"{_speedup_cell(pair):>19}  {note}"
         )
     for item in results.get("left_out", []):
@@ -356,16 +474,21 @@ def table(results: dict) -> str:
     lines += attainable_lines(results)
     if results.get("compile_times"):
         batch = results["spec"]["batch_sizes"][0]
-        times = "; ".join(f"{name} cold {t['cold_s']:.1f} s, warm {t['warm_s']:.1f} s" for name, t in
-                          results["compile_times"].items())
+        times = "; ".join(
+            f"{name} cold {t['cold_s']:.1f} s, warm {t['warm_s']:.1f} s" for name, t in results["compile_times"].items()
+        )
         lines.append(f"compile time before the first step (batch {batch}, a fresh process each): {times}")
     if results.get("incomplete"):
         lines.append(f"incomplete: {incomplete_text(results['incomplete'])}")
-    peaks = ", ".join(f"{name} {p['tflops']:.3g} TFLOP/s ({p['source']})" if p["tflops"] else f"{name}: {p['source']}"
-                      for name, p in results["peaks"].items())
+    peaks = ", ".join(
+        f"{name} {p['tflops']:.3g} TFLOP/s ({p['source']})" if p["tflops"] else f"{name}: {p['source']}"
+        for name, p in results["peaks"].items()
+    )
     lines.append(f"peaks: {peaks}")
-    lines.append("GFLOP: counted per training step (torch.utils.flop_counter); matmul: the share of it in matrix "
-                 "products, the rest convolutions")
+    lines.append(
+        "GFLOP: counted per training step (torch.utils.flop_counter); matmul: the share of it in matrix "
+        "products, the rest convolutions"
+    )
     if processes > 1:
         lines.append(f"{processes} processes: batch is per process, img/s is for all of them")
     lines.append(stamp_text(results))

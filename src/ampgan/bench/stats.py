@@ -57,7 +57,9 @@ def throughput(batch_size: int, step_s: float) -> dict:
     return {"images_per_s": batch_size / step_s, "s_per_1000_samples": 1000.0 * step_s / batch_size}
 
 
-def achieved_fraction_of_peak(flops_per_step: float, step_s: float, peak_tflops: float | None) -> tuple[float, float | None]:
+def achieved_fraction_of_peak(
+    flops_per_step: float, step_s: float, peak_tflops: float | None
+) -> tuple[float, float | None]:
     """(achieved TFLOP/s, percent of peak or None when the peak is unknown)."""
     achieved = flops_per_step / step_s / 1e12
     return achieved, (100.0 * achieved / peak_tflops if peak_tflops else None)

@@ -19,9 +19,9 @@ from ampgan.bench.output import load_results, write_results
 from ampgan.config import parse_set
 from ampgan.data import load_dataset
 from ampgan.errors import AmpganError, ConfigError
-from ampgan.files.paths import inside
 from ampgan.files.atomic import write_json_atomically
 from ampgan.files.jsonfile import read_json
+from ampgan.files.paths import inside
 from ampgan.files.schema import RelativePath, check_shape
 from ampgan.plotting import pyplot, save_figure
 from ampgan.precisions import BASELINE, in_order
@@ -38,7 +38,9 @@ def parse_axes(texts: tuple[str, ...]) -> dict[str, list]:
         path, equals, raw = text.partition("=")
         values = [part for part in raw.split(",") if part.strip()]
         if not equals or not path.strip() or not values:
-            raise AmpganError(f"--sweep takes section.field=V1,V2,... (e.g. --sweep model.width=16,32,64), got {text!r}")
+            raise AmpganError(
+                f"--sweep takes section.field=V1,V2,... (e.g. --sweep model.width=16,32,64), got {text!r}"
+            )
         if path.strip() in axes:
             raise AmpganError(f"--sweep {path.strip()} is given twice: give its values once, comma-separated")
         axes[path.strip()] = [parse_set(f"{path.strip()}={value.strip()}")[1] for value in values]
@@ -59,14 +61,26 @@ def cell_folder(values: dict) -> str:
     return "".join(c if c.isalnum() or c in "._=-" else "_" for c in cell_label(values).replace(",", "+"))
 
 
-def run_sweep(spec: BenchSpec, axes: dict[str, list], out: Path, device, log=lambda line: None,
-              on_config=lambda result: None, previous: dict | None = None) -> dict:
+def run_sweep(
+    spec: BenchSpec,
+    axes: dict[str, list],
+    out: Path,
+    device,
+    log=lambda line: None,
+    on_config=lambda result: None,
+    previous: dict | None = None,
+) -> dict:
     """Bench every cell into out/cells/<cell>/, rewriting out/sweep.json after each. A cell whose
     settings the model refuses is recorded with the reason; an interrupted cell ends the sweep.
     `previous`: the sweep.json of an interrupted run of this very sweep (read_sweep): its finished cells
     are kept as they are, the rest are benched."""
-    document = {"format": FORMAT, "axes": axes, "environment": environment_stamp(device),
-                "spec": spec.to_dict(), "cells": []}
+    document = {
+        "format": FORMAT,
+        "axes": axes,
+        "environment": environment_stamp(device),
+        "spec": spec.to_dict(),
+        "cells": [],
+    }
     finished = _finished_cells(previous, out)
     datasets = {}
     for values in cells(axes):
@@ -91,8 +105,14 @@ def run_sweep(spec: BenchSpec, axes: dict[str, list], out: Path, device, log=lam
             continue
         results = run_bench(cell_spec, device, on_config=on_config, log=log, dataset=datasets[key])
         write_results(results, out / folder)
-        document["cells"].append({"values": values, "label": label, "status": "incomplete" if results.get("incomplete")
-                                  else "ok", "results": str(folder / "results.json")})
+        document["cells"].append(
+            {
+                "values": values,
+                "label": label,
+                "status": "incomplete" if results.get("incomplete") else "ok",
+                "results": str(folder / "results.json"),
+            }
+        )
         write_json_atomically(out / "sweep.json", document)
         if results.get("incomplete"):
             document["incomplete"] = results["incomplete"]
@@ -101,8 +121,12 @@ def run_sweep(spec: BenchSpec, axes: dict[str, list], out: Path, device, log=lam
     return document
 
 
-_SWEEP_SHAPE = {"format": str, "axes": {"*": list}, "spec": dict,
-                "cells": [{"values": dict, "label": str, "status": str, "?results": RelativePath, "?reason": str}]}
+_SWEEP_SHAPE = {
+    "format": str,
+    "axes": {"*": list},
+    "spec": dict,
+    "cells": [{"values": dict, "label": str, "status": str, "?results": RelativePath, "?reason": str}],
+}
 
 
 def read_sweep(out: Path, spec: BenchSpec, axes: dict[str, list]) -> dict:
@@ -117,10 +141,13 @@ def read_sweep(out: Path, spec: BenchSpec, axes: dict[str, list]) -> dict:
     given = json.loads(json.dumps({"spec": spec.to_dict(), "axes": axes}, default=str))
     for part in ("spec", "axes"):
         if document[part] != given[part]:
-            differing = sorted(k for k in set(document[part]) | set(given[part])
-                               if document[part].get(k) != given[part].get(k))
-            raise AmpganError(f"{out} holds a sweep with other settings ({part} {', '.join(differing)[:200]}): "
-                              f"continue it with the command that started it, or {fix}")
+            differing = sorted(
+                k for k in set(document[part]) | set(given[part]) if document[part].get(k) != given[part].get(k)
+            )
+            raise AmpganError(
+                f"{out} holds a sweep with other settings ({part} {', '.join(differing)[:200]}): "
+                f"continue it with the command that started it, or {fix}"
+            )
     return document
 
 
@@ -142,8 +169,10 @@ def _finished_cells(previous: dict | None, out: Path) -> dict[str, dict]:
 
 def load_cells(document: dict, out: Path) -> list[tuple[dict, dict | None]]:
     """(cell, its bench results or None) for every cell of a sweep document."""
-    return [(cell, load_results(inside(out, cell["results"], out / "sweep.json")) if cell.get("results") else None)
-            for cell in document["cells"]]
+    return [
+        (cell, load_results(inside(out, cell["results"], out / "sweep.json")) if cell.get("results") else None)
+        for cell in document["cells"]
+    ]
 
 
 def map_rows(loaded: list[tuple[dict, dict | None]], precision: str) -> list[dict]:
@@ -157,20 +186,27 @@ def map_rows(loaded: list[tuple[dict, dict | None]], precision: str) -> list[dic
             flops = {(c["batch_size"], c["precision"]): c.get("flops_per_step") for c in results["configs"]}
             attained = {(a["batch_size"], a["precision"]): a for a in results.get("attainable") or []}
             status = {(c["batch_size"], c["precision"]): c["status"] for c in results["configs"]}
-            medians = {(c["batch_size"], c["precision"]): c["stats"]["median_s"] for c in results["configs"]
-                       if c.get("stats")}
+            medians = {
+                (c["batch_size"], c["precision"]): c["stats"]["median_s"] for c in results["configs"] if c.get("stats")
+            }
             for batch_size in results["spec"]["batch_sizes"]:
                 pair = pairs.get((batch_size, precision))
                 found = attained.get((batch_size, precision), {})
                 row["cells"][batch_size] = {
-                    "speedup": pair["estimate"] if pair else None, "low": pair["low"] if pair else None,
-                    "high": pair["high"] if pair else None, "flops": flops.get((batch_size, BASELINE)),
-                    "attainable": found.get("attainable_speedup"), "achieved_of_attainable": found.get("achieved_of_attainable"),
+                    "speedup": pair["estimate"] if pair else None,
+                    "low": pair["low"] if pair else None,
+                    "high": pair["high"] if pair else None,
+                    "flops": flops.get((batch_size, BASELINE)),
+                    "attainable": found.get("attainable_speedup"),
+                    "achieved_of_attainable": found.get("achieved_of_attainable"),
                     "status": status.get((batch_size, precision), "not run"),
                     # Left out after a round or two (far slower than fp32): the medians' ratio, no interval.
-                    "median_ratio": (medians[(batch_size, BASELINE)] / medians[(batch_size, precision)]
-                                     if not pair and (batch_size, precision) in medians
-                                     and (batch_size, BASELINE) in medians else None)}
+                    "median_ratio": (
+                        medians[(batch_size, BASELINE)] / medians[(batch_size, precision)]
+                        if not pair and (batch_size, precision) in medians and (batch_size, BASELINE) in medians
+                        else None
+                    ),
+                }
         rows.append(row)
     return rows
 
@@ -186,8 +222,10 @@ def sweep_table(document: dict, out: Path) -> str:
     for precision in sweep_precisions(loaded):
         rows = map_rows(loaded, precision)
         sizes = sorted({b for row in rows for b in row["cells"]})
-        lines.append(f"{precision} over fp32, speedup [95% CI] (GFLOP per step; achieved share of the attainable "
-                     "speedup when measured)")
+        lines.append(
+            f"{precision} over fp32, speedup [95% CI] (GFLOP per step; achieved share of the attainable "
+            "speedup when measured)"
+        )
         lines.append(f"{'cell':<32}" + "".join(f"  {'batch ' + str(b):>32}" for b in sizes))
         for row in rows:
             if row["status"] == "error":
@@ -196,9 +234,15 @@ def sweep_table(document: dict, out: Path) -> str:
             texts = []
             for size in sizes:
                 item = row["cells"].get(size) or {}
-                text = (f"{item['speedup']:.2f} [{item['low']:.2f}-{item['high']:.2f}]" if item.get("speedup") else
-                        f"~{item['median_ratio']:.2f} left out" if item.get("median_ratio") else
-                        {"too_slow": "too slow", "oom": "out of memory", "error": "failed"}.get(item.get("status"), "-"))
+                text = (
+                    f"{item['speedup']:.2f} [{item['low']:.2f}-{item['high']:.2f}]"
+                    if item.get("speedup")
+                    else f"~{item['median_ratio']:.2f} left out"
+                    if item.get("median_ratio")
+                    else {"too_slow": "too slow", "oom": "out of memory", "error": "failed"}.get(
+                        item.get("status"), "-"
+                    )
+                )
                 if item.get("flops"):
                     text += f" ({item['flops'] / 1e9:.3g})"
                 if item.get("achieved_of_attainable") is not None:
@@ -224,8 +268,15 @@ def draw_maps(document: dict, out: Path) -> list[Path]:
             continue
         plt = pyplot()
         figure, axes = plt.subplots(figsize=(1.6 + 1.5 * len(sizes), 1.2 + 0.75 * len(rows)), dpi=120)
-        values = [[(row["cells"].get(b) or {}).get("speedup") or (row["cells"].get(b) or {}).get("median_ratio")
-                   or float("nan") for b in sizes] for row in rows]
+        values = [
+            [
+                (row["cells"].get(b) or {}).get("speedup")
+                or (row["cells"].get(b) or {}).get("median_ratio")
+                or float("nan")
+                for b in sizes
+            ]
+            for row in rows
+        ]
         from matplotlib.colors import TwoSlopeNorm
 
         present = [v for line in values for v in line if v == v]
@@ -238,11 +289,19 @@ def draw_maps(document: dict, out: Path) -> list[Path]:
                 if not item.get("speedup") and item.get("median_ratio"):
                     flops = f"\n{item['flops'] / 1e9:.3g} GFLOP" if item.get("flops") else ""
                     attainable = f"\nattainable {item['attainable']:.2f}x" if item.get("attainable") else ""
-                    axes.text(x, y, f"~{item['median_ratio']:.2f}x\nleft out:\nfar slower{flops}{attainable}",
-                              ha="center", va="center", fontsize=6)
+                    axes.text(
+                        x,
+                        y,
+                        f"~{item['median_ratio']:.2f}x\nleft out:\nfar slower{flops}{attainable}",
+                        ha="center",
+                        va="center",
+                        fontsize=6,
+                    )
                     continue
                 if not item.get("speedup"):
-                    why = {"too_slow": "too slow\nhere", "oom": "out of\nmemory"}.get(item.get("status"), "no speedup\nmeasured")
+                    why = {"too_slow": "too slow\nhere", "oom": "out of\nmemory"}.get(
+                        item.get("status"), "no speedup\nmeasured"
+                    )
                     flops = f"\n{item['flops'] / 1e9:.3g} GFLOP" if item.get("flops") else ""
                     axes.text(x, y, why + flops, ha="center", va="center", fontsize=6, color="#555555")
                     continue
@@ -266,8 +325,10 @@ def sweep_footer(document: dict, first: dict | None) -> str:
     environment = document["environment"]
     versions = environment.get("versions", {})
     spec = (first or {}).get("spec", {})
-    return (f"{environment.get('hardware_summary')} | {spec.get('dataset', '?')}, rows: "
-            f"{', '.join(document['axes'])} (the rest of the model as the row says) | measured by ampgan bench, "
-            f"interleaved rounds per batch size | torch {versions.get('torch', '?')}, ampgan {versions.get('ampgan', '?')} "
-            f"| {environment.get('date', '')} | cell: speedup [95% CI], GFLOP per fp32 step, achieved share of the "
-            "attainable speedup (every operation timed alone)")
+    return (
+        f"{environment.get('hardware_summary')} | {spec.get('dataset', '?')}, rows: "
+        f"{', '.join(document['axes'])} (the rest of the model as the row says) | measured by ampgan bench, "
+        f"interleaved rounds per batch size | torch {versions.get('torch', '?')}, ampgan {versions.get('ampgan', '?')} "
+        f"| {environment.get('date', '')} | cell: speedup [95% CI], GFLOP per fp32 step, achieved share of the "
+        "attainable speedup (every operation timed alone)"
+    )

@@ -59,8 +59,11 @@ def _rank_prefix() -> str:
 
 
 def _usage_message(error: click.UsageError) -> str:
-    if isinstance(error, click.BadParameter) and not isinstance(error, click.MissingParameter) \
-            and error.param is not None:
+    if (
+        isinstance(error, click.BadParameter)
+        and not isinstance(error, click.MissingParameter)
+        and error.param is not None
+    ):
         hint = error.param.opts[0] if error.param.opts else error.param.name
         if isinstance(error.param, click.Argument):
             hint = error.param.human_readable_name
@@ -104,6 +107,9 @@ def _dispatch(argv: list[str]) -> None:
         reason = lost_contact_with_ranks(error)
         if reason is None:
             raise  # a bug: its traceback is what a developer needs
-        click.echo(f"error{_rank_prefix()}: lost contact with another rank ({reason}); the launcher's line "
-                   "below names the rank that failed", err=True)
+        click.echo(
+            f"error{_rank_prefix()}: lost contact with another rank ({reason}); the launcher's line "
+            "below names the rank that failed",
+            err=True,
+        )
         sys.exit(1)

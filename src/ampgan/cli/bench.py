@@ -8,8 +8,18 @@ from pathlib import Path
 import click
 
 from ampgan.bench.harness import BenchSpec
-from ampgan.cli.options import (DATA_FLAGS, MODEL_FLAGS, config_flags, config_from_cli, config_sets, default_out,
-                                out_options, precisions_given, spec_option_flags, spec_values)
+from ampgan.cli.options import (
+    DATA_FLAGS,
+    MODEL_FLAGS,
+    config_flags,
+    config_from_cli,
+    config_sets,
+    default_out,
+    out_options,
+    precisions_given,
+    spec_option_flags,
+    spec_values,
+)
 from ampgan.precisions import NAMES as PRECISION_NAMES
 from ampgan.training.distributed import join_process_group, world
 from ampgan.training.precision import build_policy, resolve_device
@@ -18,29 +28,59 @@ from ampgan.training.start import claimed_on_main_rank, reopened_on_main_rank
 
 def bench_summary(results: dict, out: Path) -> dict:
     """The key numbers of a bench as plain data (--json)."""
-    return {"results": str(out / "results.json"), "device": results.get("environment", {}).get("hardware_summary"),
-            "configs": [{"batch_size": c["batch_size"], "precision": c["precision"], "status": c["status"],
-                         "median_ms": c["stats"]["median_s"] * 1e3 if c.get("stats") else None,
-                         **({"reason": c["reason"]} if c.get("reason") else {})} for c in results["configs"]],
-            "speedups": [{k: s.get(k) for k in ("batch_size", "precision", "baseline", "estimate", "low", "high",
-                                                "verdict")} for s in results["speedups"]]}
+    return {
+        "results": str(out / "results.json"),
+        "device": results.get("environment", {}).get("hardware_summary"),
+        "configs": [
+            {
+                "batch_size": c["batch_size"],
+                "precision": c["precision"],
+                "status": c["status"],
+                "median_ms": c["stats"]["median_s"] * 1e3 if c.get("stats") else None,
+                **({"reason": c["reason"]} if c.get("reason") else {}),
+            }
+            for c in results["configs"]
+        ],
+        "speedups": [
+            {k: s.get(k) for k in ("batch_size", "precision", "baseline", "estimate", "low", "high", "verdict")}
+            for s in results["speedups"]
+        ],
+    }
 
 
 @click.command("bench")
 @config_flags(*DATA_FLAGS, *MODEL_FLAGS, "device", "seed", "channels_last")
 @spec_option_flags(BenchSpec, "bench")
 @click.option("--compile", "compile_", is_flag=True, help="torch.compile the networks (compile time reported apart).")
-@click.option("--sweep", "sweeps", multiple=True, metavar="PATH=V1,V2,...",
-              help="Bench every value of a model or data setting (repeat for a grid), e.g. --sweep model.width=16,32,64 "
-                   "--sweep model.name=acgan,acgan-2019: one bench folder per cell and a speedup map per precision.")
-@click.option("--no-trace", "no_trace", is_flag=True,
-              help="Do not trace the step's operations for 'ampgan project' (otherwise at most half the budget).")
+@click.option(
+    "--sweep",
+    "sweeps",
+    multiple=True,
+    metavar="PATH=V1,V2,...",
+    help="Bench every value of a model or data setting (repeat for a grid), e.g. --sweep model.width=16,32,64 "
+    "--sweep model.name=acgan,acgan-2019: one bench folder per cell and a speedup map per precision.",
+)
+@click.option(
+    "--no-trace",
+    "no_trace",
+    is_flag=True,
+    help="Do not trace the step's operations for 'ampgan project' (otherwise at most half the budget).",
+)
 @out_options("bench")
-@click.option("--from", "from_", type=click.Path(path_type=Path), default=None,
-              help="Re-draw figures and table from an existing results.json; measures nothing.")
-@click.option("--json", "as_json", is_flag=True,
-              help="Print one JSON object (each configuration's median step and each speedup with its interval) "
-                   "instead of the table.")
+@click.option(
+    "--from",
+    "from_",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Re-draw figures and table from an existing results.json; measures nothing.",
+)
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print one JSON object (each configuration's median step and each speedup with its interval) "
+    "instead of the table.",
+)
 @click.pass_context
 def command(ctx: click.Context, **options) -> None:
     """Time per batch vs batch size for each precision (the study's Figures 1 and 2), for any GAN."""
@@ -55,10 +95,13 @@ def command(ctx: click.Context, **options) -> None:
         return
     # Synthetic data by default, so data never limits the step.
     base = config_from_cli(ctx, config_sets(options, ("bench",)), defaults={"data.dataset": "synthetic"})
-    spec = BenchSpec(base=base, **spec_values(BenchSpec, "bench", options),
-                     compile=tuple(PRECISION_NAMES) if options["compile_"] else (),
-                     channels_last=precisions_given(options["channels_last"]),
-                     trace_ops=not options["no_trace"])
+    spec = BenchSpec(
+        base=base,
+        **spec_values(BenchSpec, "bench", options),
+        compile=tuple(PRECISION_NAMES) if options["compile_"] else (),
+        channels_last=precisions_given(options["channels_last"]),
+        trace_ops=not options["no_trace"],
+    )
     precisions = spec.precisions
     device = join_process_group(base.compute.device) or resolve_device(base.compute.device)
     for precision in precisions:
@@ -97,18 +140,25 @@ def _sweep(spec, options: dict, out: Path, device) -> None:
 
         previous = read_sweep(out, spec, axes)
         click.echo(f"continuing the sweep in {out}", err=True)
-    with reopened_on_main_rank(out) if previous is not None else claimed_on_main_rank(out, options["overwrite"],
-                                                                                     device, "bench"):
+    with (
+        reopened_on_main_rank(out)
+        if previous is not None
+        else claimed_on_main_rank(out, options["overwrite"], device, "bench")
+    ):
         document = run_sweep(spec, axes, out, device, log=_progress, on_config=_report_config, previous=previous)
         if not world().is_main:
             return
         maps = draw_maps(document, out)
     if options["as_json"]:
-        click.echo(json.dumps({"sweep": str(out / "sweep.json"), "cells": document["cells"],
-                               "maps": [str(p) for p in maps]}))
+        click.echo(
+            json.dumps({"sweep": str(out / "sweep.json"), "cells": document["cells"], "maps": [str(p) for p in maps]})
+        )
     else:
         click.echo(sweep_table(document, out))
-        click.echo(f"sweep: {out / 'sweep.json'}; maps: {', '.join(p.name for p in maps) or 'none (no mixed precision measured)'}")
+        click.echo(
+            f"sweep: {out / 'sweep.json'}; maps: "
+            f"{', '.join(p.name for p in maps) or 'none (no mixed precision measured)'}"
+        )
     _raise_if_stopped(document, f"the cells that finished are in {out / 'sweep.json'}")
 
 

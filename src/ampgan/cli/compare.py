@@ -23,17 +23,28 @@ from ampgan.study.compare import CompareSpec, compare_base
 
 
 @click.command("compare")
-@config_flags(*DATA_FLAGS, *MODEL_FLAGS, "batch_size", "time_budget", "steps", "seed", "device", "channels_last",
-              "compile")
+@config_flags(
+    *DATA_FLAGS, *MODEL_FLAGS, "batch_size", "time_budget", "steps", "seed", "device", "channels_last", "compile"
+)
 @spec_option_flags(CompareSpec, "compare")
 @out_options("compare")
-@click.option("--resume", type=click.Path(path_type=Path), default=None,
-              help="Continue the interrupted study in this folder, with the options it was started with.")
-@click.option("--doctor", "with_doctor", is_flag=True, help="Also run 'ampgan doctor' and put its summary in the report.")
+@click.option(
+    "--resume",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Continue the interrupted study in this folder, with the options it was started with.",
+)
+@click.option(
+    "--doctor", "with_doctor", is_flag=True, help="Also run 'ampgan doctor' and put its summary in the report."
+)
 @click.option("--quiet", is_flag=True, help="No progress bar.")
-@click.option("--json", "as_json", is_flag=True,
-              help="Print the answer as one JSON object on stdout (verdict, speedups, final quality, cost to the "
-                   "target) instead of the verdict's sentences; the log stays on stderr.")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print the answer as one JSON object on stdout (verdict, speedups, final quality, cost to the "
+    "target) instead of the verdict's sentences; the log stays on stderr.",
+)
 @click.pass_context
 def command(ctx: click.Context, **options) -> None:
     """FP32 vs mixed precision on any GAN: same start, same budget; speed, quality, cost and a report.
@@ -44,26 +55,35 @@ def command(ctx: click.Context, **options) -> None:
 
     resume = options["resume"]
     if resume is not None:
-        given = sorted(name for name in ctx.params if name not in _RESUME_MAY_GIVE and
-                       ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE)
+        given = sorted(
+            name
+            for name in ctx.params
+            if name not in _RESUME_MAY_GIVE and ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE
+        )
         progress = load_progress(resume)
         try:
             spec = CompareSpec.from_document(progress.spec)
         except (AmpganError, KeyError, TypeError, ValueError) as error:
-            raise AmpganError(f"{progress.path} is damaged or foreign (its spec: {error}): start the study again "
-                              "with --overwrite") from None
+            raise AmpganError(
+                f"{progress.path} is damaged or foreign (its spec: {error}): start the study again with --overwrite"
+            ) from None
         if "model" in given and options["model"] == spec.base.model.name:
             given.remove("model")  # naming the study's own model: consent to import it (gan/registry.py)
         if given:
-            raise AmpganError(f"--resume continues the study with the options it was started with: drop "
-                              f"{', '.join('--' + name.replace('_', '-') for name in given)}")
+            raise AmpganError(
+                f"--resume continues the study with the options it was started with: drop "
+                f"{', '.join('--' + name.replace('_', '-') for name in given)}"
+            )
         _study(spec, resume, options, reopen=True)
         return
     config_options = config_sets(options, ("compare",))
     base = compare_base(given_changes(ctx, config_options))
-    spec = CompareSpec(base=base, **spec_values(CompareSpec, "compare", options),
-                       channels_last=precisions_given(options["channels_last"]),
-                       compile=precisions_given(options["compile"]))
+    spec = CompareSpec(
+        base=base,
+        **spec_values(CompareSpec, "compare", options),
+        channels_last=precisions_given(options["channels_last"]),
+        compile=precisions_given(options["compile"]),
+    )
     out = options["out"] or default_out("compare")
     # The same command again on a folder it was interrupted in continues there (study.json says so).
     _study(spec, out, options, reopen=has_study(out) and not options["overwrite"])
@@ -75,10 +95,15 @@ _RESUME_MAY_GIVE = {"resume", "quiet", "with_doctor", "as_json"}
 def _study(spec, out: Path, options: dict, reopen: bool) -> None:
     from ampgan.study.session import run_study
 
-    document, md_path, html_path = run_study(spec, out, overwrite=options["overwrite"], reopen=reopen,
-                                             show_progress=not options["quiet"],
-                                             log=lambda line: click.echo(line, err=True),
-                                             with_doctor=options["with_doctor"])
+    document, md_path, html_path = run_study(
+        spec,
+        out,
+        overwrite=options["overwrite"],
+        reopen=reopen,
+        show_progress=not options["quiet"],
+        log=lambda line: click.echo(line, err=True),
+        with_doctor=options["with_doctor"],
+    )
     if options.get("as_json"):
         import json
 

@@ -21,8 +21,14 @@ def setting_rows() -> list[tuple[str, str, str, str]]:
     for section, spec in (("compare", CompareSpec), ("bench", BenchSpec)):
         for name, declared in spec_options(spec):
             option = declared["flag"] or "--" + name.replace("_", "-")
-            rows.append((f"{section}.{name}", _shown(spec_default(spec, name)), option if declared["common"] else "",
-                         declared["help"]))
+            rows.append(
+                (
+                    f"{section}.{name}",
+                    _shown(spec_default(spec, name)),
+                    option if declared["common"] else "",
+                    declared["help"],
+                )
+            )
     return rows
 
 

@@ -12,23 +12,55 @@ from ampgan.errors import AmpganError
 
 @click.command("cost")
 @click.argument("results", nargs=-1, type=click.Path(path_type=Path))
-@click.option("--instance", default=None, help="An instance from the price catalog, e.g. g4dn.xlarge or aws/p4d.24xlarge.")
-@click.option("--price-per-hour", type=PositiveNumber(), default=None, help="A one-off hourly price for the measured device.")
-@click.option("--batches", type=PositiveNumber(), default=None, help="Cost this many batches (default 1e6, the study's).")
+@click.option(
+    "--instance", default=None, help="An instance from the price catalog, e.g. g4dn.xlarge or aws/p4d.24xlarge."
+)
+@click.option(
+    "--price-per-hour", type=PositiveNumber(), default=None, help="A one-off hourly price for the measured device."
+)
+@click.option(
+    "--batches", type=PositiveNumber(), default=None, help="Cost this many batches (default 1e6, the study's)."
+)
 @click.option("--samples", type=PositiveNumber(), default=None, help="Cost this many samples instead of batches.")
 @click.option("--prices", type=click.Path(path_type=Path), default=None, help="Your own catalog CSV (same columns).")
-@click.option("--prices-from", default=None, metavar="skypilot[:DIR]",
-              help="Read SkyPilot's catalogs (DIR default ~/.sky/catalogs): on-demand prices of AWS, GCP, Azure.")
+@click.option(
+    "--prices-from",
+    default=None,
+    metavar="skypilot[:DIR]",
+    help="Read SkyPilot's catalogs (DIR default ~/.sky/catalogs): on-demand prices of AWS, GCP, Azure.",
+)
 @click.option("--spot", is_flag=True, help="With --prices-from: spot prices instead of on-demand (labelled so).")
-@click.option("--region", "regions", multiple=True, metavar="CLOUD=REGION",
-              help="With --prices-from: the region to price in (default aws=us-east-1, gcp=us-central1, azure=eastus).")
+@click.option(
+    "--region",
+    "regions",
+    multiple=True,
+    metavar="CLOUD=REGION",
+    help="With --prices-from: the region to price in (default aws=us-east-1, gcp=us-central1, azure=eastus).",
+)
 @click.option("--assume-same-speed", is_flag=True, help="Allow projecting these times onto other hardware's price.")
 @click.option("--list-instances", is_flag=True, help="Print the catalog and exit.")
-@click.option("--out", type=click.Path(path_type=Path), default=None,
-              help="A new folder for cost.json/csv/fig3 (default: beside the first results file).")
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="A new folder for cost.json/csv/fig3 (default: beside the first results file).",
+)
 @click.option("--overwrite", is_flag=True, help="Replace --out when it holds an earlier cost (ampgan's own).")
-def command(results, instance, price_per_hour, batches, samples, prices, prices_from, spot, regions, assume_same_speed,
-            list_instances, out, overwrite) -> None:
+def command(
+    results,
+    instance,
+    price_per_hour,
+    batches,
+    samples,
+    prices,
+    prices_from,
+    spot,
+    regions,
+    assume_same_speed,
+    list_instances,
+    out,
+    overwrite,
+) -> None:
     """What training costs per precision and batch size, from bench results (the study's Figure 3)."""
     from ampgan.cost.catalog import catalog_date, find_instance
     from ampgan.cost.report import build_cost_document, load_same_hardware, price_basis, write_cost
@@ -37,14 +69,19 @@ def command(results, instance, price_per_hour, batches, samples, prices, prices_
         raise AmpganError("give --prices FILE or --prices-from skypilot[:DIR], not both")
     if (spot or regions) and not prices_from:
         raise AmpganError("--spot and --region apply to --prices-from skypilot[:DIR]: add it")
-    catalog, source = (_catalog(prices, prices_from, spot, regions) if (instance or list_instances or prices or prices_from)
-                       else (None, None))
+    catalog, source = (
+        _catalog(prices, prices_from, spot, regions)
+        if (instance or list_instances or prices or prices_from)
+        else (None, None)
+    )
     if list_instances:
         click.echo(f"catalog: {source}")
         for item in catalog:
             checked = "" if item.verified else "  (unverified)"
-            click.echo(f"{item.label:<28} {item.hardware:<10} x{max(1, item.gpu_count)} {item.price_per_hour:>9.4f} "
-                       f"{item.currency}/h  {item.region:<12} {item.date}  {item.source}{checked}")
+            click.echo(
+                f"{item.label:<28} {item.hardware:<10} x{max(1, item.gpu_count)} {item.price_per_hour:>9.4f} "
+                f"{item.currency}/h  {item.region:<12} {item.date}  {item.source}{checked}"
+            )
         return
     if not results:
         raise AmpganError("give at least one bench results.json (from 'ampgan bench')")
@@ -60,9 +97,15 @@ def command(results, instance, price_per_hour, batches, samples, prices, prices_
     if chosen is not None and not chosen.matches_hardware(device) and not assume_same_speed:
         documents, device, projected = _projected_onto(chosen, documents, device, results)
     basis = price_basis(chosen, price_per_hour, device, assume_same_speed, projected)
-    document = build_cost_document(documents, device, basis, batches, samples,
-                                   catalog_date(catalog) if catalog and instance else None,
-                                   source if catalog and instance else None)
+    document = build_cost_document(
+        documents,
+        device,
+        basis,
+        batches,
+        samples,
+        catalog_date(catalog) if catalog and instance else None,
+        source if catalog and instance else None,
+    )
     if out is not None:  # a folder of its own, claimed like every output folder (runs/claim.py)
         from ampgan.runs.claim import claimed_folder
 
@@ -84,8 +127,9 @@ def _refuse_foreign_cost_files(folder: Path) -> None:
 
     present = [name for name in ("cost.json", "cost.csv", "fig3_cost.png") if (folder / name).exists()]
     if present and not is_ampgan_folder(folder):
-        raise AmpganError(f"{one_line(folder)} holds {present[0]}, and is not a folder ampgan created: give --out "
-                          "for the cost files")
+        raise AmpganError(
+            f"{one_line(folder)} holds {present[0]}, and is not a folder ampgan created: give --out for the cost files"
+        )
 
 
 def _projected_onto(chosen, documents, device, paths):
@@ -99,17 +143,25 @@ def _projected_onto(chosen, documents, device, paths):
     gpu = gpu_of_instance(chosen, list(gpu_table().values()))
     untraced = not all(d.get("op_tables") for d in documents)
     if gpu is None or untraced:
-        why = ("the GPU table has no row to project onto" if gpu is None else
-               "these results hold no op tables to project from (re-run 'ampgan bench': it traces them)")
+        why = (
+            "the GPU table has no row to project onto"
+            if gpu is None
+            else "these results hold no op tables to project from (re-run 'ampgan bench': it traces them)"
+        )
         raise AmpganError(
             f"{chosen.label} runs on {chosen.hardware}, but these times were measured on {device} and {why}: add "
             "--assume-same-speed to charge these times to its price (labelled as a projection), or bench on that "
-            "hardware")
+            "hardware"
+        )
     launch = launch_assumption(measure_dispatch_seconds(), device)
-    projected = [as_bench_document(d, op_tables_of(d, Path(p), log=lambda line: click.echo(line, err=True)), gpu, launch)
-                 for d, p in zip(documents, paths)]
-    click.echo(f"{chosen.label} runs on {gpu.key}, not on {device}: costing PROJECTED times (kernel model), not "
-               "measured ones", err=True)
+    projected = [
+        as_bench_document(d, op_tables_of(d, Path(p), log=lambda line: click.echo(line, err=True)), gpu, launch)
+        for d, p in zip(documents, paths)
+    ]
+    click.echo(
+        f"{chosen.label} runs on {gpu.key}, not on {device}: costing PROJECTED times (kernel model), not measured ones",
+        err=True,
+    )
     return [document for document, _ in projected], f"{gpu.name} (projected)", projected[0][1]
 
 
@@ -118,7 +170,9 @@ def _catalog(prices, prices_from, spot, regions):
     from ampgan.cost.catalog import load_catalog
 
     if not prices_from:
-        return load_catalog(prices), (str(prices) if prices else "ampgan's built-in catalog (src/ampgan/cost/prices.csv)")
+        return load_catalog(prices), (
+            str(prices) if prices else "ampgan's built-in catalog (src/ampgan/cost/prices.csv)"
+        )
     from ampgan.cost.skypilot import CLOUDS, find_catalogs, load_skypilot
 
     kind, _, folder = prices_from.partition(":")

@@ -17,9 +17,16 @@ _options = compose(
 
 
 def _load(options: dict) -> ImageDataset:
-    data = DataConfig(dataset=options["dataset"], data_dir=options["data_dir"], classes=options["classes"],
-                      max_per_class=options["max_per_class"], image_size=options["image_size"],
-                      channels=options["channels"], download=bool(options["download"]), cache=bool(options["cache"]))
+    data = DataConfig(
+        dataset=options["dataset"],
+        data_dir=options["data_dir"],
+        classes=options["classes"],
+        max_per_class=options["max_per_class"],
+        image_size=options["image_size"],
+        channels=options["channels"],
+        download=bool(options["download"]),
+        cache=bool(options["cache"]),
+    )
     return load_dataset(data, options["split"], seed=options["seed"] or 0)
 
 
@@ -34,9 +41,11 @@ def info(**options) -> None:
     """Classes, counts, image size, source and checksum state."""
     dataset = _load(options)
     source = dataset.source
-    click.echo(f"{options['dataset']} ({options['split']}): {len(dataset)} images, "
-               f"{dataset.channels}x{dataset.image_size}x{dataset.image_size} uint8, "
-               f"{dataset.images.numel() / 2**20:.1f} MiB in memory")
+    click.echo(
+        f"{options['dataset']} ({options['split']}): {len(dataset)} images, "
+        f"{dataset.channels}x{dataset.image_size}x{dataset.image_size} uint8, "
+        f"{dataset.images.numel() / 2**20:.1f} MiB in memory"
+    )
     width = max(len(name) for name in dataset.class_names)
     for name, count in zip(dataset.class_names, dataset.counts_per_class()):
         click.echo(f"  {name:<{width}}  {count:>7}")
@@ -46,7 +55,9 @@ def info(**options) -> None:
     elif "manifest" in source:
         click.echo(f"checksums: SHA-256 of {len(source['sha256'])} files match the manifest {source['manifest']}")
     elif isinstance(source.get("sha256"), dict):
-        click.echo(f"checksums: SHA-256 recorded for {', '.join(source['sha256'])} (no published values to check against)")
+        click.echo(
+            f"checksums: SHA-256 recorded for {', '.join(source['sha256'])} (no published values to check against)"
+        )
     if "cache" in source:
         click.echo(f"cache: {source['cache']} ({'hit' if source.get('cache_hit') else 'written'})")
     click.echo(f"content SHA-256: {dataset.content_sha256()}")

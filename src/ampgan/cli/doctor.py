@@ -7,8 +7,16 @@ from pathlib import Path
 
 import click
 
-from ampgan.cli.options import (DATA_FLAGS, MODEL_FLAGS, WholeNumber, config_flags, config_from_cli, default_out,
-                                given_changes, out_options)
+from ampgan.cli.options import (
+    DATA_FLAGS,
+    MODEL_FLAGS,
+    WholeNumber,
+    config_flags,
+    config_from_cli,
+    default_out,
+    given_changes,
+    out_options,
+)
 from ampgan.errors import AmpganError, AmpganWarning
 
 _RUN_CHANGES = {"budget.batch_size", "compute.device", "seed"}
@@ -16,11 +24,20 @@ _RUN_CHANGES = {"budget.batch_size", "compute.device", "seed"}
 
 @click.command("doctor")
 @config_flags(*DATA_FLAGS, *MODEL_FLAGS, "batch_size", "device", "seed")
-@click.option("--run", "run_dir", type=click.Path(path_type=Path), default=None,
-              help="Diagnose this run's model (its config and latest weights).")
+@click.option(
+    "--run",
+    "run_dir",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Diagnose this run's model (its config and latest weights).",
+)
 @click.option("--steps", "record_steps", type=WholeNumber(), default=5, show_default=True, help="FP32 steps recorded.")
-@click.option("--fp16-steps", type=WholeNumber(0), default=None,
-              help="Real fp16 steps to see where dynamic scaling settles (default 50 on CUDA, 8 on CPU; 0: skip).")
+@click.option(
+    "--fp16-steps",
+    type=WholeNumber(0),
+    default=None,
+    help="Real fp16 steps to see where dynamic scaling settles (default 50 on CUDA, 8 on CPU; 0: skip).",
+)
 @out_options("doctor")
 @click.pass_context
 def command(ctx: click.Context, **options) -> None:
@@ -37,8 +54,10 @@ def command(ctx: click.Context, **options) -> None:
             del changes["model.name"]  # naming the run's own model: consent to import it (gan/registry.py)
         foreign = sorted(set(changes) - _RUN_CHANGES)
         if foreign:
-            raise AmpganError(f"--run diagnoses that run's own model and data: drop {', '.join(foreign)} "
-                              "(only --batch-size, --device and --seed may differ)")
+            raise AmpganError(
+                f"--run diagnoses that run's own model and data: drop {', '.join(foreign)} "
+                "(only --batch-size, --device and --seed may differ)"
+            )
         config = saved.with_fields({"budget.batch_size": 32} | changes)
     else:
         config = config_from_cli(ctx, options, defaults={"budget.batch_size": 32})
@@ -60,6 +79,8 @@ def command(ctx: click.Context, **options) -> None:
         write_doctor(report, out)
     for line in report["summary_lines"]:
         click.echo(f"- {line}")
-    click.echo(f"{report['environment']['hardware_summary']} | model {config.model.name} | batch "
-               f"{config.budget.batch_size} | torch {report['environment']['versions']['torch']}")
+    click.echo(
+        f"{report['environment']['hardware_summary']} | model {config.model.name} | batch "
+        f"{config.budget.batch_size} | torch {report['environment']['versions']['torch']}"
+    )
     click.echo(f"doctor: {out / 'doctor.json'} (figures doctor_gradients.png, doctor_layers.png)")

@@ -156,10 +156,12 @@ class NameList(click.ParamType):
 
 def compose(*decorators):
     """Several click decorators applied as one, in the order written."""
+
     def apply(function):
         for decorator in reversed(decorators):
             function = decorator(function)
         return function
+
     return apply
 
 
@@ -201,9 +203,13 @@ def _consent_to_any_model(ctx, param, value):
 # Consent to import the model that a folder or file names (the model trust rule): without it, such a
 # model is refused with one line saying to name it or pass this flag.
 trust_model_option = click.option(
-    "--trust-model", is_flag=True, expose_value=False, callback=_consent_to_any_model,
+    "--trust-model",
+    is_flag=True,
+    expose_value=False,
+    callback=_consent_to_any_model,
     help="Import the model (not built in) that a run folder, study or config file names, running its code; "
-         "without this, ampgan imports only a model you name with --model.")
+    "without this, ampgan imports only a model you name with --model.",
+)
 
 
 def _moved_under_set(ctx, param, value):
@@ -212,16 +218,27 @@ def _moved_under_set(ctx, param, value):
         from ampgan.errors import warn
 
         flag = FLAGS_BY_NAME[param.name]
-        warn(f"{flag.option} is now --set {flag.paths[0]}=VALUE ('ampgan config --list' shows every setting); the "
-             "flag keeps working in this release")
+        warn(
+            f"{flag.option} is now --set {flag.paths[0]}=VALUE ('ampgan config --list' shows every setting); the "
+            "flag keeps working in this release"
+        )
     return value
 
 
 def _click_type(flag: Flag):
-    return {"whole": WholeNumber(), "whole0": WholeNumber(0), "whole4": WholeNumber(4), "positive": PositiveNumber(),
-            "duration": Duration(), "loss_scale": LossScale(), "precision": click.Choice(PRECISION_NAMES),
-            "device": click.Choice(DEVICES), "channels": click.Choice(["1", "3"]), "names": NameList(),
-            "steps_or_duration": StepsOrDuration()}.get(flag.value)
+    return {
+        "whole": WholeNumber(),
+        "whole0": WholeNumber(0),
+        "whole4": WholeNumber(4),
+        "positive": PositiveNumber(),
+        "duration": Duration(),
+        "loss_scale": LossScale(),
+        "precision": click.Choice(PRECISION_NAMES),
+        "device": click.Choice(DEVICES),
+        "channels": click.Choice(["1", "3"]),
+        "names": NameList(),
+        "steps_or_duration": StepsOrDuration(),
+    }.get(flag.value)
 
 
 def _help_with_default(flag: Flag) -> str:
@@ -240,22 +257,31 @@ def _config_option(flag: Flag, always_shown: bool = False):
     if flag.name == "model":
         extra["callback"] = _consent_to_named_model
     if flag.value == "channels":
-        extra["callback"] = (_int_choice if always_shown else
-                             lambda ctx, param, value: _int_choice(ctx, param, _moved_under_set(ctx, param, value)))
+        extra["callback"] = (
+            _int_choice
+            if always_shown
+            else lambda ctx, param, value: _int_choice(ctx, param, _moved_under_set(ctx, param, value))
+        )
     if flag.value == "switch":
-        return click.option(f"{flag.option}/--no-{flag.option[2:]}", flag.name, default=None,
-                            help=_help_with_default(flag), **extra)
+        return click.option(
+            f"{flag.option}/--no-{flag.option[2:]}", flag.name, default=None, help=_help_with_default(flag), **extra
+        )
     if flag.value == "flag":
         return click.option(flag.option, flag.name, is_flag=True, default=None, help=_help_with_default(flag), **extra)
-    return click.option(flag.option, flag.name, type=_click_type(flag), default=None, help=_help_with_default(flag),
-                        **extra)
+    return click.option(
+        flag.option, flag.name, type=_click_type(flag), default=None, help=_help_with_default(flag), **extra
+    )
 
 
 def _spec_click_type(value: str):
-    return {"precision_list": PrecisionList(), "int_list": IntList(), "fraction": Fraction(), "whole2": WholeNumber(2),
-            "path": click.Path(path_type=Path), "nonnegative": Number(lambda x: math.isfinite(x) and x >= 0,
-                                                                      "must be 0 or more")}.get(value) \
-        or _click_type(Flag("", (), "", value))
+    return {
+        "precision_list": PrecisionList(),
+        "int_list": IntList(),
+        "fraction": Fraction(),
+        "whole2": WholeNumber(2),
+        "path": click.Path(path_type=Path),
+        "nonnegative": Number(lambda x: math.isfinite(x) and x >= 0, "must be 0 or more"),
+    }.get(value) or _click_type(Flag("", (), "", value))
 
 
 def spec_option_flags(spec_class, section: str):
@@ -273,16 +299,19 @@ def spec_option_flags(spec_class, section: str):
             if ctx.get_parameter_source(param.name) is click.core.ParameterSource.COMMANDLINE:
                 from ampgan.errors import warn
 
-                warn(f"{option} is now --set {section}.{name}=VALUE ('ampgan config --list' shows every setting); "
-                     "the flag keeps working in this release")
+                warn(
+                    f"{option} is now --set {section}.{name}=VALUE ('ampgan config --list' shows every setting); "
+                    "the flag keeps working in this release"
+                )
             return value
 
         extra = {} if declared["common"] else {"hidden": True, "callback": notice}
         if declared["value"] == "flag":
             decorators.append(click.option(option, name, is_flag=True, default=None, help=declared["help"], **extra))
             continue
-        decorators.append(click.option(option, name, type=_spec_click_type(declared["value"]), default=None,
-                                       help=help_text, **extra))
+        decorators.append(
+            click.option(option, name, type=_spec_click_type(declared["value"]), default=None, help=help_text, **extra)
+        )
     return compose(*decorators)
 
 
@@ -297,12 +326,18 @@ def spec_values(spec_class, section: str, options: dict) -> dict:
         if head != section or not dot:
             continue
         if name not in declared:
-            raise AmpganError(f"--set {path.strip()}: {section} has no setting {name!r} (its settings: "
-                              f"{', '.join(declared)})")
+            raise AmpganError(
+                f"--set {path.strip()}: {section} has no setting {name!r} (its settings: {', '.join(declared)})"
+            )
         try:
             kind = declared[name]["value"]
-            values[name] = raw.strip() if kind == "text" else parse_value(raw) is True if kind == "flag" \
+            values[name] = (
+                raw.strip()
+                if kind == "text"
+                else parse_value(raw) is True
+                if kind == "flag"
                 else _spec_click_type(kind).convert(raw.strip(), None, None)
+            )
         except click.BadParameter as error:
             raise AmpganError(f"--set {path.strip()} {error.message}") from None
     return values
@@ -322,12 +357,25 @@ CONFIG_FLAGS = {flag.name: _config_option(flag) for flag in FLAGS}
 def shown_config_flags(*names: str):
     """The named config flags, every one listed by --help (for commands that have no --set)."""
     return compose(*(_config_option(FLAGS_BY_NAME[name], always_shown=True) for name in names))
+
+
 _SOURCES = compose(
-    click.option("--config", "config_file", type=click.Path(path_type=Path), default=None,
-                 help="A config file (TOML or JSON; a run's config.json too) below the flags."),
+    click.option(
+        "--config",
+        "config_file",
+        type=click.Path(path_type=Path),
+        default=None,
+        help="A config file (TOML or JSON; a run's config.json too) below the flags.",
+    ),
     trust_model_option,
-    click.option("--set", "sets", multiple=True, metavar="SECTION.FIELD=VALUE", callback=_consent_to_set_model,
-                 help="Set any config field or model option, e.g. --set model.mode_seeking=0 (repeatable; applied last)."),
+    click.option(
+        "--set",
+        "sets",
+        multiple=True,
+        metavar="SECTION.FIELD=VALUE",
+        callback=_consent_to_set_model,
+        help="Set any config field or model option, e.g. --set model.mode_seeking=0 (repeatable; applied last).",
+    ),
 )
 DATA_FLAGS = ("dataset", "data_dir", "classes", "max_per_class", "download", "cache", "image_size", "channels")
 MODEL_FLAGS = ("model", "width", "z_dim", "lr")
@@ -348,8 +396,11 @@ def given_changes(ctx: click.Context, options: dict) -> dict:
     """{config path: value} the user set: the config file's, then the flags given on the command line,
     then every --set (each later one wins)."""
     changes = dict(file_changes(options["config_file"])) if options.get("config_file") else {}
-    given = {name for name in ctx.params
-             if ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE and name in CONFIG_FLAGS}
+    given = {
+        name
+        for name in ctx.params
+        if ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE and name in CONFIG_FLAGS
+    }
     flat = {name: options[name] for name in given if name != "checkpoint_every"}
     if "checkpoint_every" in given:
         unit, every = options["checkpoint_every"]
@@ -375,12 +426,15 @@ def precisions_given(flag: bool | None, precisions=PRECISION_NAMES) -> tuple[str
 
 
 # A seed that is not a run's config (the noise of `evaluate` and `generate`).
-seed_option = click.option("--seed", type=WholeNumber(0), default=0, show_default=True,
-                           help="Seeds the noise of the generated samples.")
+seed_option = click.option(
+    "--seed", type=WholeNumber(0), default=0, show_default=True, help="Seeds the noise of the generated samples."
+)
 
 
 def out_options(what: str):
     return compose(
-        click.option("--out", type=click.Path(path_type=Path), default=None, help=f"Output folder (default runs/{what}-<time>)."),
+        click.option(
+            "--out", type=click.Path(path_type=Path), default=None, help=f"Output folder (default runs/{what}-<time>)."
+        ),
         click.option("--overwrite", is_flag=True, help="Replace an existing, non-empty output folder."),
     )

@@ -19,5 +19,7 @@ def command(ctx: click.Context, **options) -> None:
 
     config = config_from_cli(ctx, options)
     findings = check_before_training(config, log=click.echo)
-    click.echo(f"preflight: model {config.model.name}: " + (f"{len(findings)} warning(s), nothing that stops training"
-                                                            if findings else "nothing found"))
+    click.echo(
+        f"preflight: model {config.model.name}: "
+        + (f"{len(findings)} warning(s), nothing that stops training" if findings else "nothing found")
+    )

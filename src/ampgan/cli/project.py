@@ -13,18 +13,35 @@ from ampgan.errors import AmpganError
 
 @click.command("project")
 @click.argument("results", type=click.Path(path_type=Path), required=False)
-@click.option("--kernels", type=click.Path(path_type=Path), default=None,
-              help="Instead of RESULTS: a CSV of kernels (name,op,m,n,k,transpose_a,transpose_b,batch,c,h,w,"
-                   "out_channels,r,s,pad_h,pad_w,stride_h,stride_w): writes OUT/kernels.csv with each one's "
-                   "projected ms and band per GPU and precision.")
-@click.option("--devices", type=NameList(), default=None,
-              help="GPUs from src/ampgan/system/gpus.csv, comma-separated (default T4,P100,V100,A100,L4,H100,H200).")
-@click.option("--batch-sizes", type=IntList(), default=None,
-              help="Batch sizes to project, any size (default: the bench's).")
-@click.option("--prices", type=click.Path(path_type=Path), default=None,
-              help="Your own price catalog CSV for the cost column (default: the built-in one).")
-@click.option("--out", type=click.Path(path_type=Path), default=None,
-              help="Output folder (default: projection/ beside the results).")
+@click.option(
+    "--kernels",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Instead of RESULTS: a CSV of kernels (name,op,m,n,k,transpose_a,transpose_b,batch,c,h,w,"
+    "out_channels,r,s,pad_h,pad_w,stride_h,stride_w): writes OUT/kernels.csv with each one's "
+    "projected ms and band per GPU and precision.",
+)
+@click.option(
+    "--devices",
+    type=NameList(),
+    default=None,
+    help="GPUs from src/ampgan/system/gpus.csv, comma-separated (default T4,P100,V100,A100,L4,H100,H200).",
+)
+@click.option(
+    "--batch-sizes", type=IntList(), default=None, help="Batch sizes to project, any size (default: the bench's)."
+)
+@click.option(
+    "--prices",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Your own price catalog CSV for the cost column (default: the built-in one).",
+)
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Output folder (default: projection/ beside the results).",
+)
 @click.option("--overwrite", is_flag=True, help="Replace an existing, non-empty output folder.")
 @click.option("--json", "as_json", is_flag=True, help="Print the rows as one JSON object instead of the table.")
 @trust_model_option
@@ -60,14 +77,27 @@ def command(results, kernels, devices, batch_sizes, prices, out, overwrite, as_j
         raise AmpganError(f"{path} names no batch sizes: give --batch-sizes")
     tables = op_tables_of(document, path, log=lambda line: click.echo(line, err=True))
     catalog = load_catalog(prices)
-    launch = launch_assumption(measure_dispatch_seconds(), document.get("environment", {}).get("hardware_summary", "this machine"))
-    projection = build_projection(document, tables, gpus, sizes, launch, catalog,
-                                  str(prices) if prices else "ampgan's built-in catalog (src/ampgan/cost/prices.csv)")
+    launch = launch_assumption(
+        measure_dispatch_seconds(), document.get("environment", {}).get("hardware_summary", "this machine")
+    )
+    projection = build_projection(
+        document,
+        tables,
+        gpus,
+        sizes,
+        launch,
+        catalog,
+        str(prices) if prices else "ampgan's built-in catalog (src/ampgan/cost/prices.csv)",
+    )
     target = out or path.parent / "projection"
     # A projection stopped before its last file (killed, say) is replaced by the same command again.
     finished = ("projection.json", "projection.csv", "projection.md", "fig_projection.png")
-    with claimed_folder(target, overwrite, "projection",
-                        unfinished=lambda folder: not all((folder / name).is_file() for name in finished)):
+    with claimed_folder(
+        target,
+        overwrite,
+        "projection",
+        unfinished=lambda folder: not all((folder / name).is_file() for name in finished),
+    ):
         text = write_projection(projection, target)
     if as_json:
         click.echo(json.dumps({"projection": str(target / "projection.json"), "rows": projection["rows"]}))
@@ -86,11 +116,14 @@ def _project_kernels(path: Path, devices: str | None, out: Path | None, overwrit
     gpus = [gpu_spec(name) for name in (devices.split(",") if devices else DEFAULT_DEVICES)]
     rows = project_kernels(table, gpus)
     target = out or Path(path).parent / "projection"
-    with claimed_folder(target, overwrite, "projection",
-                        unfinished=lambda folder: not (folder / "kernels.csv").is_file()):
+    with claimed_folder(
+        target, overwrite, "projection", unfinished=lambda folder: not (folder / "kernels.csv").is_file()
+    ):
         written = write_kernel_projection(rows, target)
     if as_json:
         click.echo(json.dumps({"kernels": str(written), "rows": rows}))
     else:
-        click.echo(f"{len(table)} kernels x {len(gpus)} GPUs: {written} (PROJECTED by the kernel model, not measured; "
-                   "its error: docs/projection.md)")
+        click.echo(
+            f"{len(table)} kernels x {len(gpus)} GPUs: {written} (PROJECTED by the kernel model, not measured; "
+            "its error: docs/projection.md)"
+        )

@@ -6,22 +6,25 @@ from pathlib import Path
 
 import click
 
-from ampgan.errors import AmpganError
-
 from ampgan.cli.options import WholeNumber, seed_option, trust_model_option
+from ampgan.errors import AmpganError
 
 
 @click.command("evaluate")
 @click.argument("run_dirs", nargs=-1, required=True, type=click.Path(path_type=Path))
-@click.option("--samples", type=WholeNumber(2), default=1000, show_default=True,
-              help="Generated samples, classes in equal shares.")
+@click.option(
+    "--samples",
+    type=WholeNumber(2),
+    default=1000,
+    show_default=True,
+    help="Generated samples, classes in equal shares.",
+)
 @seed_option
 @click.option("--evaluator-cache", type=click.Path(path_type=Path), default=None)
 @trust_model_option
 def evaluate(run_dirs, samples, seed, evaluator_cache) -> None:
     """Quality of trained generators: evaluator accuracy, Fréchet distance, KID -> quality.json."""
     from ampgan.quality.assess import evaluate_runs
-
     from ampgan.quality.registry import format_value, table_metrics
 
     results = evaluate_runs(list(run_dirs), samples, seed, evaluator_cache)
@@ -36,14 +39,27 @@ def evaluate(run_dirs, samples, seed, evaluator_cache) -> None:
 
 @click.command("generate")
 @click.argument("run_dir", type=click.Path(path_type=Path))
-@click.option("--class", "class_", default=None,
-              help="Class name or index (a conditional GAN needs it; an unconditional one draws no class).")
+@click.option(
+    "--class",
+    "class_",
+    default=None,
+    help="Class name or index (a conditional GAN needs it; an unconditional one draws no class).",
+)
 @click.option("--n", type=WholeNumber(), default=64, show_default=True)
 @seed_option
-@click.option("--out", type=click.Path(path_type=Path), required=True,
-              help="A .png file (an image grid) or a .npz file (images, labels, class name).")
-@click.option("--format", "format_", type=click.Choice(["png", "npz"]), default=None,
-              help="Checked against --out's ending, which decides the format when this is not given.")
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path),
+    required=True,
+    help="A .png file (an image grid) or a .npz file (images, labels, class name).",
+)
+@click.option(
+    "--format",
+    "format_",
+    type=click.Choice(["png", "npz"]),
+    default=None,
+    help="Checked against --out's ending, which decides the format when this is not given.",
+)
 @click.option("--overwrite", is_flag=True, help="Replace --out if it exists.")
 @trust_model_option
 def generate(run_dir, class_, n, seed, out, format_, overwrite) -> None:
@@ -55,13 +71,17 @@ def generate(run_dir, class_, n, seed, out, format_, overwrite) -> None:
     run = load_trained_run(run_dir)
     if not run.gan.conditional:
         if class_ is not None:
-            raise AmpganError(f"model {run.gan.name} of {run_dir} is unconditional: it draws no class; leave out --class")
+            raise AmpganError(
+                f"model {run.gan.name} of {run_dir} is unconditional: it draws no class; leave out --class"
+            )
         write_class_samples(class_samples(run, 0, n, seed), -1, "", out)
         click.echo(f"wrote {out}: {n} samples from step {run.step} of {run_dir}")
         return
     if class_ is None:
-        raise AmpganError(f"model {run.gan.name} of {run_dir} is conditional: name the class with --class "
-                          f"(one of {', '.join(run.class_names[:10])}{', ...' if len(run.class_names) > 10 else ''})")
+        raise AmpganError(
+            f"model {run.gan.name} of {run_dir} is conditional: name the class with --class "
+            f"(one of {', '.join(run.class_names[:10])}{', ...' if len(run.class_names) > 10 else ''})"
+        )
     label = class_index(run.class_names, class_)
     write_class_samples(class_samples(run, label, n, seed), label, run.class_names[label], out)
     click.echo(f"wrote {out}: {n} samples of class {run.class_names[label]!r} from step {run.step} of {run_dir}")

@@ -18,17 +18,55 @@ from ampgan.training.loop import DEFAULT_STEPS, run_training
 from ampgan.training.start import RunStart, new_run, resumed_config, resumed_run
 
 _options = compose(
-    config_flags("dataset", "model", "precision", "loss_scale", "batch_size", "steps", "time_budget", "seed", "device",
-                 "checkpoint_every", "keep", "sample_every", "log_every", "image_size", "channels", "data_dir",
-                 "classes", "max_per_class", "download", "cache", "width", "z_dim", "lr", "channels_last", "compile",
-                 "sync_bn", "tensorboard"),
-    click.option("--out", type=click.Path(path_type=Path), default=None,
-                 help="Run folder (default runs/<dataset>-<precision>-<time>)."),
+    config_flags(
+        "dataset",
+        "model",
+        "precision",
+        "loss_scale",
+        "batch_size",
+        "steps",
+        "time_budget",
+        "seed",
+        "device",
+        "checkpoint_every",
+        "keep",
+        "sample_every",
+        "log_every",
+        "image_size",
+        "channels",
+        "data_dir",
+        "classes",
+        "max_per_class",
+        "download",
+        "cache",
+        "width",
+        "z_dim",
+        "lr",
+        "channels_last",
+        "compile",
+        "sync_bn",
+        "tensorboard",
+    ),
+    click.option(
+        "--out",
+        type=click.Path(path_type=Path),
+        default=None,
+        help="Run folder (default runs/<dataset>-<precision>-<time>).",
+    ),
     click.option("--overwrite", is_flag=True, help="Replace an existing, non-empty run folder."),
-    click.option("--resume", type=click.Path(path_type=Path), default=None,
-                 help="Continue the run in this folder from its last checkpoint."),
-    click.option("--nproc", type=WholeNumber(), default=1, show_default=True,
-                 help="Data-parallel processes on this machine (launches them); --batch-size is per process."),
+    click.option(
+        "--resume",
+        type=click.Path(path_type=Path),
+        default=None,
+        help="Continue the run in this folder from its last checkpoint.",
+    ),
+    click.option(
+        "--nproc",
+        type=WholeNumber(),
+        default=1,
+        show_default=True,
+        help="Data-parallel processes on this machine (launches them); --batch-size is per process.",
+    ),
     click.option("--dry-run", is_flag=True, help="Print the resolved config and exit."),
     click.option("--quiet", is_flag=True, help="No progress bar."),
 )
@@ -73,13 +111,21 @@ def _planned(start: RunStart, explicit: dict, quiet: bool) -> RunStart:
 
     prepared = start.prepared
     config, name = prepared.config, prepared.config.precision.name
-    plan = plan_run(lambda precision: config, prepared.dataset, prepared.policy.device, precisions=(name,),
-                    channels_last=None if "compute.channels_last" not in explicit else
-                    ((name,) if config.compute.channels_last else ()),
-                    compile=None if "compute.compile" not in explicit else ((name,) if config.compute.compile else ()),
-                    warn_named=False, log=_log(quiet))
-    planned = config.with_fields({"compute.channels_last": name in plan.channels_last,
-                                  "compute.compile": name in plan.compile})
+    plan = plan_run(
+        lambda precision: config,
+        prepared.dataset,
+        prepared.policy.device,
+        precisions=(name,),
+        channels_last=None
+        if "compute.channels_last" not in explicit
+        else ((name,) if config.compute.channels_last else ()),
+        compile=None if "compute.compile" not in explicit else ((name,) if config.compute.compile else ()),
+        warn_named=False,
+        log=_log(quiet),
+    )
+    planned = config.with_fields(
+        {"compute.channels_last": name in plan.channels_last, "compute.compile": name in plan.compile}
+    )
     return dataclasses.replace(start, prepared=dataclasses.replace(prepared, config=planned))
 
 
@@ -98,8 +144,13 @@ def _warn_if_not_faster(start: RunStart, quiet: bool) -> None:
     if config.precision.name == "fp32" or start.resume_from is not None or not world().is_main:
         return
     # Whether the precision is faster is asked of the eager step: answered (and cached) without a compile.
-    decisions, _ = decide_for_run(config.with_fields({"compute.compile": False}), prepared.dataset,
-                                  prepared.policy.device, precisions=[config.precision.name], log=_log(quiet))
+    decisions, _ = decide_for_run(
+        config.with_fields({"compute.compile": False}),
+        prepared.dataset,
+        prepared.policy.device,
+        precisions=[config.precision.name],
+        log=_log(quiet),
+    )
     decision = decisions[config.precision.name]
     if not decision.useful:
         warn(f"{decision.describe()}: fp32 would train at least as fast on this machine")
@@ -107,14 +158,17 @@ def _warn_if_not_faster(start: RunStart, quiet: bool) -> None:
 
 def _train_and_report(start: RunStart, quiet: bool) -> None:
     _warn_if_not_faster(start, quiet)
-    result = run_training(start.prepared, start.run_dir, show_progress=not quiet, resume_from=start.resume_from,
-                          refuse_spent_budget=True)
+    result = run_training(
+        start.prepared, start.run_dir, show_progress=not quiet, resume_from=start.resume_from, refuse_spent_budget=True
+    )
     if not world().is_main:
         return
     last = result.last_record
     losses = f"D loss {last['loss_d']:.3f}, G loss {last['loss_g']:.3f}" if "loss_d" in last else "no step logged"
-    click.echo(f"trained {result.steps} steps in {result.train_seconds:.1f} s "
-               f"({last.get('images_per_second', 0):.0f} img/s); {losses} | {result.stamp}")
+    click.echo(
+        f"trained {result.steps} steps in {result.train_seconds:.1f} s "
+        f"({last.get('images_per_second', 0):.0f} img/s); {losses} | {result.stamp}"
+    )
     resumed = f" (resumed from {start.checkpoint.name})" if start.checkpoint is not None else ""
     click.echo(f"run folder: {result.run_dir}{resumed}")
 
@@ -127,13 +181,24 @@ def _print_dry_run(config: TrainConfig, out: Path, resume_dir: Path | None, devi
     if not config.budget_is_set:
         resolved["budget"]["steps"] = DEFAULT_STEPS
     dataset = prepared.dataset
-    click.echo(json.dumps({
-        "config": resolved, "precision": prepared.policy.describe(), "device": str(prepared.policy.device),
-        "model": {"name": prepared.model.name, "fingerprint": prepared.fingerprint},
-        "dataset": {"images": len(dataset), "classes": list(dataset.class_names),
-                    "image_shape": [dataset.channels, dataset.image_size, dataset.image_size]},
-        "out": str(out), "resume": str(resume_dir) if resume_dir else None,
-    }, indent=2))
+    click.echo(
+        json.dumps(
+            {
+                "config": resolved,
+                "precision": prepared.policy.describe(),
+                "device": str(prepared.policy.device),
+                "model": {"name": prepared.model.name, "fingerprint": prepared.fingerprint},
+                "dataset": {
+                    "images": len(dataset),
+                    "classes": list(dataset.class_names),
+                    "image_shape": [dataset.channels, dataset.image_size, dataset.image_size],
+                },
+                "out": str(out),
+                "resume": str(resume_dir) if resume_dir else None,
+            },
+            indent=2,
+        )
+    )
 
 
 def _without_nproc(argv: list[str]) -> list[str]:

@@ -3,12 +3,37 @@
 
 from ampgan.config.resume import SAFE_TO_CHANGE_ON_RESUME, safe_to_change
 from ampgan.config.sources import build_config, config_from_options, parse_set, read_config_file
-from ampgan.config.tree import (SECTIONS, BudgetConfig, CheckpointConfig, ComputeConfig, LoggingConfig, ModelConfig,
-                                OptimConfig, PrecisionConfig, TrainConfig)
+from ampgan.config.tree import (
+    SECTIONS,
+    BudgetConfig,
+    CheckpointConfig,
+    ComputeConfig,
+    LoggingConfig,
+    ModelConfig,
+    OptimConfig,
+    PrecisionConfig,
+    TrainConfig,
+)
 from ampgan.config.values import parse_duration, parse_loss_scale
 from ampgan.data.request import DataConfig
 
-__all__ = ["SAFE_TO_CHANGE_ON_RESUME", "SECTIONS", "BudgetConfig", "CheckpointConfig", "ComputeConfig", "DataConfig",
-           "LoggingConfig", "ModelConfig", "OptimConfig", "PrecisionConfig", "TrainConfig", "build_config",
-           "config_from_options", "parse_duration", "parse_loss_scale", "parse_set", "read_config_file",
-           "safe_to_change"]
+__all__ = [
+    "SAFE_TO_CHANGE_ON_RESUME",
+    "SECTIONS",
+    "BudgetConfig",
+    "CheckpointConfig",
+    "ComputeConfig",
+    "DataConfig",
+    "LoggingConfig",
+    "ModelConfig",
+    "OptimConfig",
+    "PrecisionConfig",
+    "TrainConfig",
+    "build_config",
+    "config_from_options",
+    "parse_duration",
+    "parse_loss_scale",
+    "parse_set",
+    "read_config_file",
+    "safe_to_change",
+]

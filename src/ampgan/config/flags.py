@@ -32,49 +32,94 @@ class Flag:
 
 
 FLAGS: tuple[Flag, ...] = (
-    Flag("dataset", ("data.dataset",), "A registered dataset (" + ", ".join(dataset_names()) + "; digits is "
-         "embedded) or folder:PATH."),
+    Flag(
+        "dataset",
+        ("data.dataset",),
+        "A registered dataset (" + ", ".join(dataset_names()) + "; digits is embedded) or folder:PATH.",
+    ),
     Flag("data_dir", ("data.data_dir",), "Where a file-based dataset lives (cifar10, quickdraw, mnist)."),
-    Flag("image_size", ("data.image_size",), "Resize the data (default: the dataset's size; the model says which "
-         "it draws).", "whole4"),
+    Flag(
+        "image_size",
+        ("data.image_size",),
+        "Resize the data (default: the dataset's size; the model says which it draws).",
+        "whole4",
+    ),
     Flag("channels", ("data.channels",), "Grey or colour (default: the dataset's).", "channels", common=False),
-    Flag("classes", ("data.classes",), "Quick, Draw! classes, comma-separated (default: the study's ten).", "names",
-         common=False),
+    Flag(
+        "classes",
+        ("data.classes",),
+        "Quick, Draw! classes, comma-separated (default: the study's ten).",
+        "names",
+        common=False,
+    ),
     Flag("max_per_class", ("data.max_per_class",), "Quick, Draw!: rows read per class.", "whole", common=False),
     Flag("download", ("data.download",), "Fetch missing dataset files (cifar10, quickdraw).", "flag"),
-    Flag("cache", ("data.cache",), "folder:PATH: keep a verified .npz cache next to the images.", "flag",
-         common=False),
-    Flag("model", ("model.name",), "The GAN: acgan (default), acgan-2019 (the study's network), dcgan, wgan-gp, r1, "
-         "or your own as path/to/file.py:FUNCTION or package.module:FUNCTION (imported and run; "
-         "docs/your-gan.md)."),
-    Flag("width", ("model.width",), "Model option `width` (the built-ins' channels w, 2w, 4w; acgan 64, "
-         "dcgan/wgan-gp 32, r1 16).", "whole"),
+    Flag("cache", ("data.cache",), "folder:PATH: keep a verified .npz cache next to the images.", "flag", common=False),
+    Flag(
+        "model",
+        ("model.name",),
+        "The GAN: acgan (default), acgan-2019 (the study's network), dcgan, wgan-gp, r1, "
+        "or your own as path/to/file.py:FUNCTION or package.module:FUNCTION (imported and run; "
+        "docs/your-gan.md).",
+    ),
+    Flag(
+        "width",
+        ("model.width",),
+        "Model option `width` (the built-ins' channels w, 2w, 4w; acgan 64, dcgan/wgan-gp 32, r1 16).",
+        "whole",
+    ),
     Flag("z_dim", ("model.z_dim",), "Model option `z_dim`: the noise size.", "whole", common=False),
-    Flag("lr", ("optim.lr_g", "optim.lr_d"), "Adam's learning rate for both networks (default: the model's).",
-         "positive", common=False),
+    Flag(
+        "lr",
+        ("optim.lr_g", "optim.lr_d"),
+        "Adam's learning rate for both networks (default: the model's).",
+        "positive",
+        common=False,
+    ),
     Flag("precision", ("precision.name",), "fp32 (default), tf32, bf16 or fp16.", "precision"),
-    Flag("loss_scale", ("precision.loss_scale",), "fp16 only: 'dynamic' (GradScaler, the default) or a fixed "
-         "number such as 128.", "loss_scale"),
+    Flag(
+        "loss_scale",
+        ("precision.loss_scale",),
+        "fp16 only: 'dynamic' (GradScaler, the default) or a fixed number such as 128.",
+        "loss_scale",
+    ),
     Flag("device", ("compute.device",), "auto (default), cpu or cuda.", "device"),
-    Flag("channels_last", ("compute.channels_last",), "NHWC (or, with --no-, NCHW) memory format for every "
-         "precision; default: measured per precision on this machine (cached), channels-last where it is faster.",
-         "switch"),
-    Flag("compile", ("compute.compile",), "torch.compile the networks (or, with --no-, run them eager); default: "
-         "compiled where it pays for its compile time over the run's length on this machine (measured once, "
-         "cached).", "switch"),
-    Flag("sync_bn", ("compute.sync_bn",), "With several processes: SyncBatchNorm (CUDA only).", "flag",
-         common=False),
+    Flag(
+        "channels_last",
+        ("compute.channels_last",),
+        "NHWC (or, with --no-, NCHW) memory format for every "
+        "precision; default: measured per precision on this machine (cached), channels-last where it is faster.",
+        "switch",
+    ),
+    Flag(
+        "compile",
+        ("compute.compile",),
+        "torch.compile the networks (or, with --no-, run them eager); default: "
+        "compiled where it pays for its compile time over the run's length on this machine (measured once, "
+        "cached).",
+        "switch",
+    ),
+    Flag("sync_bn", ("compute.sync_bn",), "With several processes: SyncBatchNorm (CUDA only).", "flag", common=False),
     Flag("batch_size", ("budget.batch_size",), "Per process.", "whole"),
     Flag("steps", ("budget.steps",), "Stop after this many steps (one step: one G update).", "whole"),
-    Flag("time_budget", ("budget.time_budget_s",), "Stop after this much training wall time, e.g. 7m, 90s, 1h.",
-         "duration"),
-    Flag("checkpoint_every", ("checkpoints.every_steps", "checkpoints.every_s"), "Steps (500) or training time "
-         "(10m) between checkpoints.", "steps_or_duration"),
+    Flag(
+        "time_budget",
+        ("budget.time_budget_s",),
+        "Stop after this much training wall time, e.g. 7m, 90s, 1h.",
+        "duration",
+    ),
+    Flag(
+        "checkpoint_every",
+        ("checkpoints.every_steps", "checkpoints.every_s"),
+        "Steps (500) or training time (10m) between checkpoints.",
+        "steps_or_duration",
+    ),
     Flag("keep", ("checkpoints.keep",), "How many recent checkpoints to keep.", "whole", common=False),
     Flag("sample_every", ("logging.sample_every",), "Steps between sample grids.", "whole", common=False),
     Flag("log_every", ("logging.log_every",), "Steps between metric records.", "whole", common=False),
-    Flag("samples_per_class", ("logging.samples_per_class",), "Images per class in a sample grid.", "whole",
-         common=False),
+    Flag(
+        "samples_per_class", ("logging.samples_per_class",), "Images per class in a sample grid.", "whole", common=False
+    ),
     Flag("tensorboard", ("logging.tensorboard",), "Also write TensorBoard event files.", "flag", common=False),
     Flag("seed", ("seed",), "Seeds weights, data order, noise and evaluation.", "whole0"),
 )
@@ -86,8 +131,9 @@ def flag_for_path(path: str) -> Flag | None:
     return next((flag for flag in FLAGS if path in flag.paths), None)
 
 
-def spec_field(default, help: str, value: str = "text", *, common: bool = True, flag: str | None = None,
-               default_factory=None):
+def spec_field(
+    default, help: str, value: str = "text", *, common: bool = True, flag: str | None = None, default_factory=None
+):
     """A field of a command's own spec (CompareSpec, BenchSpec) declared with its command-line option: the
     dataclass default is the only default, `help` the only help. `value` as for Flag, plus path, int_list,
     precision_list, fraction, whole2; `common=False`: reached as `--set SPEC.FIELD=VALUE` (the flag still

@@ -3,9 +3,16 @@
 from __future__ import annotations
 
 # Paths, or whole sections ending in ".*". Anything else would make the resumed run a different experiment.
-SAFE_TO_CHANGE_ON_RESUME = frozenset({
-    "budget.steps", "budget.time_budget_s", "checkpoints.*", "logging.*", "data.download", "data.cache",
-})
+SAFE_TO_CHANGE_ON_RESUME = frozenset(
+    {
+        "budget.steps",
+        "budget.time_budget_s",
+        "checkpoints.*",
+        "logging.*",
+        "data.download",
+        "data.cache",
+    }
+)
 
 
 def safe_to_change(path: str) -> bool:

@@ -22,8 +22,9 @@ from ampgan.trust import consent_to_import
 
 # option name (a flag's, with underscores) -> the config paths it sets (config/flags.py declares them);
 # --checkpoint-every's two meanings have a name each here.
-OPTION_PATHS: dict[str, tuple[str, ...]] = {flag.name: flag.paths for flag in FLAGS if flag.name != "checkpoint_every"} | {
-    "checkpoint_every_steps": ("checkpoints.every_steps",), "checkpoint_every_s": ("checkpoints.every_s",)}
+OPTION_PATHS: dict[str, tuple[str, ...]] = {
+    flag.name: flag.paths for flag in FLAGS if flag.name != "checkpoint_every"
+} | {"checkpoint_every_steps": ("checkpoints.every_steps",), "checkpoint_every_s": ("checkpoints.every_s",)}
 
 
 def option_changes(options: dict[str, Any]) -> dict[str, Any]:
@@ -31,8 +32,10 @@ def option_changes(options: dict[str, Any]) -> dict[str, Any]:
     changes = {}
     for name, value in options.items():
         if name not in OPTION_PATHS:
-            raise AmpganError(f"{name!r} is not a config option: use one of {', '.join(OPTION_PATHS)}, "
-                              "or a config path such as budget.batch_size")
+            raise AmpganError(
+                f"{name!r} is not a config option: use one of {', '.join(OPTION_PATHS)}, "
+                "or a config path such as budget.batch_size"
+            )
         for path in OPTION_PATHS[name]:
             changes[path] = value
     return changes

@@ -159,9 +159,19 @@ class LoggingConfig(Section):
             self.whole(name)
 
 
-SECTIONS: dict[str, type[Section]] = {section.NAME: section for section in (
-    DataConfig, ModelConfig, OptimConfig, PrecisionConfig, ComputeConfig, BudgetConfig, CheckpointConfig,
-    LoggingConfig)}
+SECTIONS: dict[str, type[Section]] = {
+    section.NAME: section
+    for section in (
+        DataConfig,
+        ModelConfig,
+        OptimConfig,
+        PrecisionConfig,
+        ComputeConfig,
+        BudgetConfig,
+        CheckpointConfig,
+        LoggingConfig,
+    )
+}
 TOP_LEVEL = ("seed",)
 
 
@@ -203,8 +213,11 @@ class TrainConfig:
             values = tree_from_flat(values)
         unknown = sorted(set(values) - set(SECTIONS) - set(TOP_LEVEL))
         if unknown:
-            raise ConfigError(unknown[0], f"is not a config section{close_match_hint(unknown[0], [*SECTIONS, *TOP_LEVEL])}"
-                                          f" (the sections: {', '.join([*SECTIONS, *TOP_LEVEL])})")
+            raise ConfigError(
+                unknown[0],
+                f"is not a config section{close_match_hint(unknown[0], [*SECTIONS, *TOP_LEVEL])}"
+                f" (the sections: {', '.join([*SECTIONS, *TOP_LEVEL])})",
+            )
         sections = {name: SECTIONS[name].from_dict(values[name]) for name in SECTIONS if name in values}
         return cls(**sections, **{name: values[name] for name in TOP_LEVEL if name in values})
 
@@ -240,16 +253,20 @@ def set_path(tree: dict, path: str, value: Any) -> None:
     section, dot, name = path.partition(".")
     if not dot:
         if section not in TOP_LEVEL:
-            raise ConfigError(path, f"is not a config field{close_match_hint(section, [*SECTIONS, *TOP_LEVEL])}: "
-                                    "write section.field (e.g. budget.batch_size)")
+            raise ConfigError(
+                path,
+                f"is not a config field{close_match_hint(section, [*SECTIONS, *TOP_LEVEL])}: "
+                "write section.field (e.g. budget.batch_size)",
+            )
         tree[section] = value
         return
     if section not in SECTIONS:
-        raise ConfigError(path, f"names no config section{close_match_hint(section, SECTIONS)} (the sections: "
-                                f"{', '.join(SECTIONS)})")
+        raise ConfigError(
+            path, f"names no config section{close_match_hint(section, SECTIONS)} (the sections: {', '.join(SECTIONS)})"
+        )
     if section != "model" and name not in SECTIONS[section].field_names():
         fields = SECTIONS[section].field_names()
-        raise ConfigError(path, f"is not a field of {section}{close_match_hint(name, fields)} (its fields: "
-                                f"{', '.join(fields)})")
+        raise ConfigError(
+            path, f"is not a field of {section}{close_match_hint(name, fields)} (its fields: {', '.join(fields)})"
+        )
     tree.setdefault(section, {})[name] = value
-

@@ -67,8 +67,9 @@ def time_to_quality(curve: Sequence[tuple[float, float]], target: float, higher_
     return None
 
 
-def cost_to_quality(curve: Sequence[tuple[float, float]], target: float, price_per_hour: float,
-                    higher_is_better: bool = True) -> dict | None:
+def cost_to_quality(
+    curve: Sequence[tuple[float, float]], target: float, price_per_hour: float, higher_is_better: bool = True
+) -> dict | None:
     """{'seconds', 'hours', 'cost'} to first reach the quality target, or None if never reached."""
     seconds = time_to_quality(curve, target, higher_is_better)
     if seconds is None:

@@ -19,7 +19,17 @@ from pathlib import Path
 
 from ampgan.errors import AmpganError
 
-REQUIRED_COLUMNS = ("provider", "region", "instance", "hardware", "gpu_count", "price_per_hour", "currency", "source", "date")
+REQUIRED_COLUMNS = (
+    "provider",
+    "region",
+    "instance",
+    "hardware",
+    "gpu_count",
+    "price_per_hour",
+    "currency",
+    "source",
+    "date",
+)
 
 
 @dataclass(frozen=True)
@@ -69,7 +79,9 @@ def load_catalog(path: Path | None = None) -> list[Instance]:
     reader = csv.DictReader(io.StringIO(text))
     missing = [c for c in REQUIRED_COLUMNS if c not in (reader.fieldnames or [])]
     if missing:
-        raise AmpganError(f"{origin} lacks the columns {', '.join(missing)}: every row needs {', '.join(REQUIRED_COLUMNS)}")
+        raise AmpganError(
+            f"{origin} lacks the columns {', '.join(missing)}: every row needs {', '.join(REQUIRED_COLUMNS)}"
+        )
     instances = []
     for line, row in enumerate(reader, start=2):
         empty = [c for c in REQUIRED_COLUMNS if not (row.get(c) or "").strip()]
@@ -82,13 +94,22 @@ def load_catalog(path: Path | None = None) -> list[Instance]:
             raise AmpganError(f"{origin} line {line}: price_per_hour and gpu_count must be numbers") from None
         if not (math.isfinite(price) and price > 0):
             raise AmpganError(f"{origin} line {line}: price_per_hour must be a positive, finite number, got {price}")
-        instances.append(Instance(
-            provider=row["provider"].strip(), region=row["region"].strip(), instance=row["instance"].strip(),
-            hardware=row["hardware"].strip(), gpu_count=gpus, price_per_hour=price,
-            currency=row["currency"].strip(), source=row["source"].strip(), date=row["date"].strip(),
-            vcpus=int(row["vcpus"]) if (row.get("vcpus") or "").strip() else None, note=(row.get("note") or "").strip(),
-            checked=(row.get("checked") or "").strip(),
-        ))
+        instances.append(
+            Instance(
+                provider=row["provider"].strip(),
+                region=row["region"].strip(),
+                instance=row["instance"].strip(),
+                hardware=row["hardware"].strip(),
+                gpu_count=gpus,
+                price_per_hour=price,
+                currency=row["currency"].strip(),
+                source=row["source"].strip(),
+                date=row["date"].strip(),
+                vcpus=int(row["vcpus"]) if (row.get("vcpus") or "").strip() else None,
+                note=(row.get("note") or "").strip(),
+                checked=(row.get("checked") or "").strip(),
+            )
+        )
     if not instances:
         raise AmpganError(f"{origin} has no price rows")
     return instances
@@ -97,13 +118,25 @@ def load_catalog(path: Path | None = None) -> list[Instance]:
 def find_instance(catalog: list[Instance], name: str) -> Instance:
     """By instance name ('g4dn.xlarge') or provider/instance ('aws/g4dn.xlarge'), case-insensitive."""
     wanted = name.strip().lower().removeprefix("standard_")  # Azure names come with or without it
-    hits = [i for i in catalog if wanted in (i.instance.lower().removeprefix("standard_"), i.label.lower(),
-                                             f"{i.provider}/{i.instance.lower().removeprefix('standard_')}")]
+    hits = [
+        i
+        for i in catalog
+        if wanted
+        in (
+            i.instance.lower().removeprefix("standard_"),
+            i.label.lower(),
+            f"{i.provider}/{i.instance.lower().removeprefix('standard_')}",
+        )
+    ]
     if len(hits) == 1:
         return hits[0]
     if len(hits) > 1:
-        raise AmpganError(f"instance {name!r} is in several providers' lists: name one of {', '.join(i.label for i in hits)}")
-    close = difflib.get_close_matches(wanted, [i.instance.lower() for i in catalog] + [i.label.lower() for i in catalog], n=3, cutoff=0.5)
+        raise AmpganError(
+            f"instance {name!r} is in several providers' lists: name one of {', '.join(i.label for i in hits)}"
+        )
+    close = difflib.get_close_matches(
+        wanted, [i.instance.lower() for i in catalog] + [i.label.lower() for i in catalog], n=3, cutoff=0.5
+    )
     hint = f"; close matches: {', '.join(close)}" if close else ""
     raise AmpganError(f"unknown instance {name!r}{hint} (see 'ampgan cost --list-instances')")
 
@@ -127,5 +160,7 @@ def staleness_warning(date: str, today: datetime.date | None = None) -> str | No
     age = (today - dated).days
     if age <= STALE_AFTER_DAYS:
         return None
-    return (f"prices may be stale: some date from {date}, {age} days ago; pass a fresh catalog with "
-            "--prices-from skypilot[:DIR] (SkyPilot's own, refreshed by it) or --prices FILE")
+    return (
+        f"prices may be stale: some date from {date}, {age} days ago; pass a fresh catalog with "
+        "--prices-from skypilot[:DIR] (SkyPilot's own, refreshed by it) or --prices FILE"
+    )

@@ -7,11 +7,11 @@ import io
 from dataclasses import asdict
 from pathlib import Path
 
-from ampgan.files.atomic import write_atomically, write_json_atomically
 from ampgan.bench.output import load_results
-from ampgan.cost.catalog import Instance, staleness_warning
 from ampgan.cost.arithmetic import cheapest_per_sample, cost_of_batches, cost_of_samples, saving
+from ampgan.cost.catalog import Instance, staleness_warning
 from ampgan.errors import AmpganError
+from ampgan.files.atomic import write_atomically, write_json_atomically
 from ampgan.plotting import precision_colour, pyplot, save_figure
 from ampgan.precisions import BASELINE, in_order
 
@@ -27,42 +27,63 @@ def load_same_hardware(paths: list[Path]) -> tuple[list[dict], str]:
     devices = {measured_device(d) for d in documents}
     if len(devices) > 1:
         raise AmpganError(
-            f"the results were measured on different hardware ({', '.join(sorted(devices))}): cost one machine at a time"
+            f"the results were measured on different hardware ({', '.join(sorted(devices))}): cost one machine "
+            f"at a time"
         )
     return documents, devices.pop()
 
 
-def price_basis(instance: Instance | None, price_per_hour: float | None, device: str,
-                assume_same_speed: bool, projected: str | None = None) -> dict:
+def price_basis(
+    instance: Instance | None,
+    price_per_hour: float | None,
+    device: str,
+    assume_same_speed: bool,
+    projected: str | None = None,
+) -> dict:
     """The hourly price to charge one measured device, and what it rests on. `projected`: the times
     are a kernel-model projection onto the instance's GPU, and this says how they were made."""
     if price_per_hour is not None:
         if not price_per_hour > 0:
             raise AmpganError(f"--price-per-hour must be positive, got {price_per_hour}")
-        return {"price_per_hour": price_per_hour, "currency": "USD", "label": "--price-per-hour",
-                "projection": False, "explanation": f"{price_per_hour:g}/h as given"}
+        return {
+            "price_per_hour": price_per_hour,
+            "currency": "USD",
+            "label": "--price-per-hour",
+            "projection": False,
+            "explanation": f"{price_per_hour:g}/h as given",
+        }
     assert instance is not None
     projection = bool(projected) or not instance.matches_hardware(device)
     if projection and not assume_same_speed and not projected:
         raise AmpganError(
             f"{instance.label} runs on {instance.hardware}, but these times were measured on {device}: "
-            "add --assume-same-speed to project them onto its price (labelled as a projection), or bench on that hardware"
+            "add --assume-same-speed to project them onto its price (labelled as a projection), or bench on "
+            "that hardware"
         )
     devices = max(1, instance.gpu_count)
     price = instance.price_per_hour / devices
     checked = f"checked: {instance.checked}" if instance.verified else "UNVERIFIED: no public catalog confirmed it"
-    explanation = (f"{instance.label} {instance.price_per_hour:g} {instance.currency}/h ({instance.source}, "
-                   f"{instance.date}; {checked})")
+    explanation = (
+        f"{instance.label} {instance.price_per_hour:g} {instance.currency}/h ({instance.source}, "
+        f"{instance.date}; {checked})"
+    )
     if devices > 1:
         explanation += f", per GPU: 1/{devices} of the instance, assuming its other GPUs do equal work"
     if projected:
         explanation += f"; PROJECTED times, not measured: {projected}"
     elif projection:
         explanation += f"; PROJECTION: times measured on {device}, not on {instance.hardware}"
-    return {"price_per_hour": price, "currency": instance.currency, "label": instance.label,
-            "projection": projection, "explanation": explanation, "instance": asdict(instance),
-            "verified": instance.verified, "price_date": instance.date,
-            "stale": staleness_warning(instance.date)}
+    return {
+        "price_per_hour": price,
+        "currency": instance.currency,
+        "label": instance.label,
+        "projection": projection,
+        "explanation": explanation,
+        "instance": asdict(instance),
+        "verified": instance.verified,
+        "price_date": instance.date,
+        "stale": staleness_warning(instance.date),
+    }
 
 
 def cost_rows(documents: list[dict], price_per_hour: float, batches: float | None, samples: float | None) -> list[dict]:
@@ -76,8 +97,15 @@ def cost_rows(documents: list[dict], price_per_hour: float, batches: float | Non
                 amount = cost_of_samples(seconds, config["batch_size"], samples, price_per_hour)
             else:
                 amount = cost_of_batches(seconds, batches, price_per_hour)
-            rows.append({"batch_size": config["batch_size"], "precision": config["precision"],
-                         "seconds_per_batch": seconds, "hours": amount["hours"], "cost": amount["cost"]})
+            rows.append(
+                {
+                    "batch_size": config["batch_size"],
+                    "precision": config["precision"],
+                    "seconds_per_batch": seconds,
+                    "hours": amount["hours"],
+                    "cost": amount["cost"],
+                }
+            )
     baseline = {r["batch_size"]: r["cost"] for r in rows if r["precision"] == BASELINE}
     intervals = {(p["batch_size"], p["precision"]): p for d in documents for p in d.get("speedups", []) if "low" in p}
     for row in rows:
@@ -93,8 +121,15 @@ def cost_rows(documents: list[dict], price_per_hour: float, batches: float | Non
     return sorted(rows, key=lambda r: (r["batch_size"], order.index(r["precision"])))
 
 
-def build_cost_document(documents: list[dict], device: str, basis: dict, batches: float | None,
-                        samples: float | None, catalog_date: str | None, catalog_source: str | None = None) -> dict:
+def build_cost_document(
+    documents: list[dict],
+    device: str,
+    basis: dict,
+    batches: float | None,
+    samples: float | None,
+    catalog_date: str | None,
+    catalog_source: str | None = None,
+) -> dict:
     rows = cost_rows(documents, basis["price_per_hour"], batches, samples)
     if not rows:
         raise AmpganError("the results hold no finished configuration to cost: re-run 'ampgan bench'")
@@ -115,8 +150,17 @@ def write_cost(document: dict, out_dir: Path) -> str:
     out_dir = Path(out_dir)
     write_json_atomically(out_dir / "cost.json", document)
     buffer = io.StringIO()
-    columns = ["batch_size", "precision", "seconds_per_batch", "hours", "cost", "saving_vs_fp32", "saving_percent",
-               "saving_percent_low", "saving_percent_high"]
+    columns = [
+        "batch_size",
+        "precision",
+        "seconds_per_batch",
+        "hours",
+        "cost",
+        "saving_vs_fp32",
+        "saving_percent",
+        "saving_percent_low",
+        "saving_percent_high",
+    ]
     writer = csv.DictWriter(buffer, fieldnames=columns, extrasaction="ignore")
     writer.writeheader()
     writer.writerows(document["rows"])
@@ -135,8 +179,10 @@ def _workload_text(document: dict) -> str:
 def cost_table(document: dict) -> str:
     basis, currency = document["basis"], document["basis"]["currency"]
     unverified = "" if basis.get("verified", True) else " (unverified price)"
-    lines = [f"cost of {_workload_text(document)} at {basis['price_per_hour']:.4g} {currency}/h per device{unverified}",
-             f"{'batch':>6} {'precision':>9} {'s/batch':>9} {'hours':>10} {'cost':>12} {'saving vs fp32 [95% CI]':>28}"]
+    lines = [
+        f"cost of {_workload_text(document)} at {basis['price_per_hour']:.4g} {currency}/h per device{unverified}",
+        f"{'batch':>6} {'precision':>9} {'s/batch':>9} {'hours':>10} {'cost':>12} {'saving vs fp32 [95% CI]':>28}",
+    ]
     for row in document["rows"]:
         saving_text = ""
         if "saving_vs_fp32" in row:
@@ -144,17 +190,23 @@ def cost_table(document: dict) -> str:
             if "saving_percent_low" in row:
                 saving_text += f" [{row['saving_percent_low']:.0f}-{row['saving_percent_high']:.0f}%]"
             saving_text += ")"
-        lines.append(f"{row['batch_size']:>6} {row['precision']:>9} {row['seconds_per_batch']:>9.4f} "
-                     f"{row['hours']:>10,.1f} {row['cost']:>12,.2f} {saving_text:>28}")
+        lines.append(
+            f"{row['batch_size']:>6} {row['precision']:>9} {row['seconds_per_batch']:>9.4f} "
+            f"{row['hours']:>10,.1f} {row['cost']:>12,.2f} {saving_text:>28}"
+        )
     best = document["cheapest_per_sample"]
-    lines.append(f"cheapest per sample: {best['precision']} at batch {best['batch_size']} "
-                 f"({best['cost_per_sample'] * 1e6:.3g} {currency} per million samples)")
+    lines.append(
+        f"cheapest per sample: {best['precision']} at batch {best['batch_size']} "
+        f"({best['cost_per_sample'] * 1e6:.3g} {currency} per million samples)"
+    )
     lines.append(f"price: {basis['explanation']}")
     if basis.get("stale"):
         lines.append(f"warning: {basis['stale']}")
     if document.get("catalog_source"):
         lines.append(f"catalog: {document['catalog_source']}")
-    lines.append(f"measured on {document['measured_on']} | torch {document['environment'].get('versions', {}).get('torch', '?')}")
+    lines.append(
+        f"measured on {document['measured_on']} | torch {document['environment'].get('versions', {}).get('torch', '?')}"
+    )
     return "\n".join(lines)
 
 
@@ -181,5 +233,9 @@ def _figure(document: dict, path: Path) -> None:
     axes.legend()
     axes.grid(True, axis="y", alpha=0.3)
     versions = document["environment"].get("versions", {})
-    save_figure(figure, path, f"measured on {document['measured_on']} | torch {versions.get('torch', '?')} | "
-                              f"{document['basis']['explanation']}")
+    save_figure(
+        figure,
+        path,
+        f"measured on {document['measured_on']} | torch {versions.get('torch', '?')} | "
+        f"{document['basis']['explanation']}",
+    )

@@ -34,9 +34,22 @@ _PLACEHOLDER_PRICE = 700.0
 
 # SkyPilot's accelerator names -> ampgan's hardware names (what a measured device's name contains).
 ACCELERATOR_HARDWARE = {
-    "A100": "A100-40GB", "A100-80GB": "A100-80GB", "H100": "H100", "H100-MEGA": "H100", "H200": "H200",
-    "L4": "L4", "T4": "T4", "V100": "V100", "V100-32GB": "V100", "P100": "P100", "A10G": "A10G", "A10": "A10",
-    "L40S": "L40S", "K80": "K80", "P4": "P4", "B200": "B200",
+    "A100": "A100-40GB",
+    "A100-80GB": "A100-80GB",
+    "H100": "H100",
+    "H100-MEGA": "H100",
+    "H200": "H200",
+    "L4": "L4",
+    "T4": "T4",
+    "V100": "V100",
+    "V100-32GB": "V100",
+    "P100": "P100",
+    "A10G": "A10G",
+    "A10": "A10",
+    "L40S": "L40S",
+    "K80": "K80",
+    "P4": "P4",
+    "B200": "B200",
 }
 # GCP machine types whose GPUs are priced on rows of their own: (accelerator, count).
 _GCP_BUNDLED = [
@@ -74,15 +87,20 @@ def find_catalogs(spec: str | None) -> SkyPilotSource:
     the highest version present is read."""
     folder = Path(spec).expanduser() if spec else DEFAULT_DIR
     if not folder.is_dir():
-        raise AmpganError(f"no SkyPilot catalogs at {folder}: run 'sky check' (SkyPilot fetches them) or give "
-                          "--prices-from skypilot:DIR")
-    versions = sorted((p for p in folder.iterdir() if p.is_dir() and re.fullmatch(r"v\d+", p.name)),
-                      key=lambda p: int(p.name[1:]))
+        raise AmpganError(
+            f"no SkyPilot catalogs at {folder}: run 'sky check' (SkyPilot fetches them) or give "
+            "--prices-from skypilot:DIR"
+        )
+    versions = sorted(
+        (p for p in folder.iterdir() if p.is_dir() and re.fullmatch(r"v\d+", p.name)), key=lambda p: int(p.name[1:])
+    )
     for version in reversed(versions):
         files = tuple(version / cloud / "vms.csv" for cloud in CLOUDS if (version / cloud / "vms.csv").is_file())
         if files:
             return SkyPilotSource(folder, files, version.name)
-    raise AmpganError(f"{folder} has no <version>/<cloud>/vms.csv (e.g. v8/aws/vms.csv): is it SkyPilot's catalog folder?")
+    raise AmpganError(
+        f"{folder} has no <version>/<cloud>/vms.csv (e.g. v8/aws/vms.csv): is it SkyPilot's catalog folder?"
+    )
 
 
 def load_skypilot(source: SkyPilotSource, spot: bool = False, regions: dict[str, str] | None = None) -> list[Instance]:
@@ -187,9 +205,20 @@ def _gcp_gpu_machines(hosts, gpus, region, source, date, kind) -> list[Instance]
     for name, host_price in hosts.items():
         bundled = _bundled(name)
         if bundled and bundled in gpus and ACCELERATOR_HARDWARE.get(bundled[0]):
-            out.append(_instance("gcp", region, name, ACCELERATOR_HARDWARE[bundled[0]], bundled[1],
-                                 host_price + gpus[bundled], source, date, kind,
-                                 note=f"host {host_price:g} + {bundled[1]} x {bundled[0]} {gpus[bundled]:g}"))
+            out.append(
+                _instance(
+                    "gcp",
+                    region,
+                    name,
+                    ACCELERATOR_HARDWARE[bundled[0]],
+                    bundled[1],
+                    host_price + gpus[bundled],
+                    source,
+                    date,
+                    kind,
+                    note=f"host {host_price:g} + {bundled[1]} x {bundled[0]} {gpus[bundled]:g}",
+                )
+            )
     host = hosts.get(_GCP_ATTACHABLE_HOST)
     bundled_accelerators = {accelerator for _, accelerator, _ in _GCP_BUNDLED}
     for (accelerator, count), price in gpus.items():
@@ -197,9 +226,20 @@ def _gcp_gpu_machines(hosts, gpus, region, source, date, kind) -> list[Instance]
             continue
         hardware = ACCELERATOR_HARDWARE.get(accelerator)
         if hardware:
-            out.append(_instance("gcp", region, f"{_GCP_ATTACHABLE_HOST}+{accelerator.lower()}", hardware, 1,
-                                 host + price, source, date, kind,
-                                 note=f"GPU {price:g} on an {_GCP_ATTACHABLE_HOST} host {host:g}"))
+            out.append(
+                _instance(
+                    "gcp",
+                    region,
+                    f"{_GCP_ATTACHABLE_HOST}+{accelerator.lower()}",
+                    hardware,
+                    1,
+                    host + price,
+                    source,
+                    date,
+                    kind,
+                    note=f"GPU {price:g} on an {_GCP_ATTACHABLE_HOST} host {host:g}",
+                )
+            )
     return out
 
 
@@ -211,6 +251,16 @@ def _cpu_vendor(cloud: str, name: str) -> str | None:
 
 
 def _instance(cloud, region, name, hardware, count, price, source, date, kind, note="") -> Instance:
-    return Instance(provider=cloud, region=region, instance=name, hardware=hardware, gpu_count=count,
-                    price_per_hour=price, currency="USD", source=source, date=date,
-                    note=(note + "; " if note else "") + f"{kind} price", checked=source)
+    return Instance(
+        provider=cloud,
+        region=region,
+        instance=name,
+        hardware=hardware,
+        gpu_count=count,
+        price_per_hour=price,
+        currency="USD",
+        source=source,
+        date=date,
+        note=(note + "; " if note else "") + f"{kind} price",
+        checked=source,
+    )

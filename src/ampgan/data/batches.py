@@ -18,13 +18,23 @@ from ampgan.seeds import CURRENT_SCHEME, data_order_seed
 
 
 class BatchStream:
-    def __init__(self, dataset: ImageDataset, batch_size: int, device: torch.device, seed: int,
-                 rank: int = 0, world_size: int = 1, seed_scheme: int = CURRENT_SCHEME,
-                 image_range: tuple[float, float] = (-1.0, 1.0)):
+    def __init__(
+        self,
+        dataset: ImageDataset,
+        batch_size: int,
+        device: torch.device,
+        seed: int,
+        rank: int = 0,
+        world_size: int = 1,
+        seed_scheme: int = CURRENT_SCHEME,
+        image_range: tuple[float, float] = (-1.0, 1.0),
+    ):
         if len(dataset) < world_size:
             # An empty shard would make next_indices() look for images forever.
-            raise AmpganError(f"the dataset has {len(dataset)} training image(s), fewer than the {world_size} "
-                              "process(es) that share it: give a dataset with more images, or fewer processes")
+            raise AmpganError(
+                f"the dataset has {len(dataset)} training image(s), fewer than the {world_size} "
+                "process(es) that share it: give a dataset with more images, or fewer processes"
+            )
         self.images = dataset.images.to(device)  # (N, C, H, W) uint8
         self.labels = dataset.labels.to(device)  # (N,) int64
         self.batch_size = batch_size

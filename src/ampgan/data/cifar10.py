@@ -20,9 +20,9 @@ import torch
 
 from ampgan.data.dataset import ImageDataset
 from ampgan.data.files import download, file_digest, require_data_dir
-from ampgan.errors import AmpganError
 from ampgan.data.registry import register
 from ampgan.data.request import DataConfig
+from ampgan.errors import AmpganError
 
 URL = "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz"
 ARCHIVE_NAME = "cifar-10-python.tar.gz"
@@ -40,9 +40,13 @@ FILE_MD5 = {
 SPLITS = {"train": [f"data_batch_{i}" for i in range(1, 6)], "test": ["test_batch"]}
 
 _ALLOWED_GLOBALS = {
-    ("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
-    ("numpy.core.multiarray", "scalar"), ("numpy._core.multiarray", "scalar"),
-    ("numpy", "ndarray"), ("numpy", "dtype"), ("_codecs", "encode"),
+    ("numpy.core.multiarray", "_reconstruct"),
+    ("numpy._core.multiarray", "_reconstruct"),
+    ("numpy.core.multiarray", "scalar"),
+    ("numpy._core.multiarray", "scalar"),
+    ("numpy", "ndarray"),
+    ("numpy", "dtype"),
+    ("_codecs", "encode"),
 }
 
 
@@ -57,15 +61,18 @@ def _unpickle(blob: bytes, origin: str) -> dict:
     try:
         return _ArraysOnlyUnpickler(io.BytesIO(blob), encoding="bytes").load()
     except Exception as error:  # noqa: BLE001 - any failure here means a damaged file
-        raise AmpganError(f"{origin} is not a CIFAR-10 batch ({type(error).__name__}): the file is damaged; "
-                          "fetch the archive again") from None
+        raise AmpganError(
+            f"{origin} is not a CIFAR-10 batch ({type(error).__name__}): the file is damaged; fetch the archive again"
+        ) from None
 
 
 def _check_md5(blob: bytes, name: str, origin: str) -> str:
     found = hashlib.md5(blob).hexdigest()
     if found != FILE_MD5[name]:
-        raise AmpganError(f"checksum mismatch for {origin}: MD5 {found}, expected {FILE_MD5[name]}; the file is damaged "
-                          "or not the official CIFAR-10, fetch the archive again")
+        raise AmpganError(
+            f"checksum mismatch for {origin}: MD5 {found}, expected {FILE_MD5[name]}; the file is damaged "
+            "or not the official CIFAR-10, fetch the archive again"
+        )
     return found
 
 
@@ -89,8 +96,10 @@ class _Source:
             try:
                 self._tar = tarfile.open(self.archive, "r:gz")
             except (tarfile.TarError, OSError, EOFError) as error:
-                raise AmpganError(f"{self.archive} is not a readable tar.gz ({error}): it is truncated or corrupted; "
-                                  "delete it and fetch it again") from None
+                raise AmpganError(
+                    f"{self.archive} is not a readable tar.gz ({error}): it is truncated or corrupted; "
+                    "delete it and fetch it again"
+                ) from None
         return self
 
     def __exit__(self, *exc):
@@ -112,8 +121,9 @@ class _Source:
         except KeyError:
             raise AmpganError(f"{self.archive} has no {FOLDER_NAME}/{name}: not the CIFAR-10 python archive") from None
         except (tarfile.TarError, OSError, EOFError, zlib.error) as error:
-            raise AmpganError(f"{self.archive} is truncated or corrupted ({type(error).__name__}): delete it and "
-                              "fetch it again") from None
+            raise AmpganError(
+                f"{self.archive} is truncated or corrupted ({type(error).__name__}): delete it and fetch it again"
+            ) from None
 
 
 def load_cifar10(data_dir: str | None, split: str = "train", download_missing: bool = False) -> ImageDataset:
@@ -123,8 +133,10 @@ def load_cifar10(data_dir: str | None, split: str = "train", download_missing: b
     source = _Source(root)
     if source.folder is None and source.archive is None:
         if not download_missing:
-            raise AmpganError(f"no {ARCHIVE_NAME} or {FOLDER_NAME}/ in {root}: add --download, or put the archive "
-                              f"from {URL} there by hand")
+            raise AmpganError(
+                f"no {ARCHIVE_NAME} or {FOLDER_NAME}/ in {root}: add --download, or put the archive "
+                f"from {URL} there by hand"
+            )
         download(URL, root / ARCHIVE_NAME, expected_md5=ARCHIVE_MD5)
         source = _Source(root)
     names = SPLITS[split]
@@ -132,8 +144,9 @@ def load_cifar10(data_dir: str | None, split: str = "train", download_missing: b
     with source:
         meta_blob, meta_origin = source.read("batches.meta")
         checksums["batches.meta"] = _check_md5(meta_blob, "batches.meta", meta_origin)
-        class_names = tuple(n.decode() if isinstance(n, bytes) else str(n)
-                            for n in _unpickle(meta_blob, meta_origin)[b"label_names"])
+        class_names = tuple(
+            n.decode() if isinstance(n, bytes) else str(n) for n in _unpickle(meta_blob, meta_origin)[b"label_names"]
+        )
         images, labels = [], []
         for name in names:
             blob, origin = source.read(name)

@@ -9,10 +9,10 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from ampgan.files.atomic import write_json_atomically
 from ampgan.errors import AmpganError
-from ampgan.files.schema import has_shape
+from ampgan.files.atomic import write_json_atomically
 from ampgan.files.cache_dir import cache_dir
+from ampgan.files.schema import has_shape
 
 MANIFEST_NAME = "ampgan-manifest.json"
 
@@ -33,7 +33,9 @@ def require_data_dir(data_dir: str | None, dataset: str, download: bool) -> Path
         if download:
             path.mkdir(parents=True)
             return path
-        raise AmpganError(f"data dir {path} does not exist: create it and put the {dataset} files there, or add --download")
+        raise AmpganError(
+            f"data dir {path} does not exist: create it and put the {dataset} files there, or add --download"
+        )
     if not path.is_dir():
         raise AmpganError(f"--data-dir {path} is a file, not a folder")
     return path
@@ -56,11 +58,14 @@ def download(url: str, target: Path, *, expected_md5: str | None = None, timeout
             out.flush()
             os.fsync(out.fileno())
         if expected_length is not None and received != int(expected_length):
-            raise AmpganError(f"the download of {url} broke off after {received} of {expected_length} bytes: "
-                              f"try again, or {manual}")
+            raise AmpganError(
+                f"the download of {url} broke off after {received} of {expected_length} bytes: try again, or {manual}"
+            )
         if expected_md5 is not None and (found := file_digest(partial, "md5")) != expected_md5:
-            raise AmpganError(f"the download of {url} has MD5 {found}, expected {expected_md5}: "
-                              f"the server sent something else; {manual}")
+            raise AmpganError(
+                f"the download of {url} has MD5 {found}, expected {expected_md5}: "
+                f"the server sent something else; {manual}"
+            )
         os.replace(partial, target)
         return target
     except AmpganError:
@@ -109,7 +114,8 @@ def verify_with_manifest(data_dir: Path, files: list[Path]) -> tuple[dict[str, s
         elif recorded != digest:
             raise AmpganError(
                 f"checksum mismatch: {path} has changed since it was first used (SHA-256 {digest[:12]}..., "
-                f"manifest says {recorded[:12]}...): restore the file, or delete its line in {manifest_path} to accept it"
+                f"manifest says {recorded[:12]}...): restore the file, or delete its line in {manifest_path} "
+                f"to accept it"
             )
         sums[path.name] = digest
     if changed:

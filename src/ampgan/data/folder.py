@@ -23,9 +23,9 @@ import numpy as np
 import torch
 from PIL import Image, UnidentifiedImageError
 
-from ampgan.files.atomic import write_atomically
 from ampgan.data.dataset import ImageDataset
 from ampgan.errors import AmpganError, one_line, warn
+from ampgan.files.atomic import write_atomically
 
 IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff"}
 DEFAULT_SIZE = 32
@@ -46,37 +46,54 @@ def _refuse_links_that_leave(path: Path, root: Path) -> None:
     """A dataset is what lies inside its folder: a symbolic link that leads out of it (a linked
     directory would silently become a class) is refused rather than followed."""
     if path.is_symlink() and not path.resolve().is_relative_to(root.resolve()):
-        raise AmpganError(f"{path} is a link to {path.resolve()}, outside the dataset folder {root}: copy the "
-                          "images in, or remove the link")
+        raise AmpganError(
+            f"{path} is a link to {path.resolve()}, outside the dataset folder {root}: copy the "
+            "images in, or remove the link"
+        )
 
 
 def _image_files(folder: Path) -> list[Path]:
     """Every image in the class folder and in folders nested inside it."""
-    files = sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES
-                   and not any(part.startswith(".") for part in p.relative_to(folder).parts))
+    files = sorted(
+        p
+        for p in folder.rglob("*")
+        if p.is_file()
+        and p.suffix.lower() in IMAGE_SUFFIXES
+        and not any(part.startswith(".") for part in p.relative_to(folder).parts)
+    )
     for path in files:
         _refuse_links_that_leave(path, folder.parent)
     if not files:
-        raise AmpganError(f"class folder {one_line(folder)} has no images ({', '.join(sorted(IMAGE_SUFFIXES))}): "
-                          "add some or remove it")
+        raise AmpganError(
+            f"class folder {one_line(folder)} has no images ({', '.join(sorted(IMAGE_SUFFIXES))}): "
+            "add some or remove it"
+        )
     return files
 
 
 def _warn_about_what_is_not_read(root: Path, folders: list[Path]) -> None:
     """One warning naming what the dataset leaves out: images outside a class folder, other files."""
     loose = [p for p in root.iterdir() if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES]
-    other = [p for folder in folders for p in folder.rglob("*")
-             if p.is_file() and p.suffix.lower() not in IMAGE_SUFFIXES and not p.name.startswith(".")]
+    other = [
+        p
+        for folder in folders
+        for p in folder.rglob("*")
+        if p.is_file() and p.suffix.lower() not in IMAGE_SUFFIXES and not p.name.startswith(".")
+    ]
     parts = []
     if loose:
-        parts.append(f"{len(loose)} image(s) directly in {one_line(root)} belong to no class folder "
-                     f"(e.g. {one_line(loose[0].name)})")
+        parts.append(
+            f"{len(loose)} image(s) directly in {one_line(root)} belong to no class folder "
+            f"(e.g. {one_line(loose[0].name)})"
+        )
     if other:
         suffixes = sorted({p.suffix.lower() or p.name for p in other})[:5]
         parts.append(f"{len(other)} file(s) that are not images ({', '.join(map(one_line, suffixes))})")
     if parts:
-        warn(f"folder:{one_line(root)} leaves out " + " and ".join(parts) + ": move images into a class folder to "
-             "use them")
+        warn(
+            f"folder:{one_line(root)} leaves out " + " and ".join(parts) + ": move images into a class folder to "
+            "use them"
+        )
 
 
 def _fingerprint(files: list[Path], size: int, channels: int) -> str:
@@ -95,10 +112,14 @@ def _decode(path: Path, size: int, channels: int, flattened: list[Path]) -> np.n
                 image = image.resize((size, size), Image.Resampling.BILINEAR, reducing_gap=None)
             array = np.asarray(image, dtype=np.uint8)
     except Image.DecompressionBombError:
-        raise AmpganError(f"{one_line(path)} claims more pixels than any dataset image should (Pillow's "
-                          "decompression-bomb limit): fix or remove the file") from None
+        raise AmpganError(
+            f"{one_line(path)} claims more pixels than any dataset image should (Pillow's "
+            "decompression-bomb limit): fix or remove the file"
+        ) from None
     except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as error:
-        raise AmpganError(f"cannot read image {one_line(path)} ({type(error).__name__}): fix or remove the file") from None
+        raise AmpganError(
+            f"cannot read image {one_line(path)} ({type(error).__name__}): fix or remove the file"
+        ) from None
     return array[None] if channels == 1 else array.transpose(2, 0, 1)  # (C, H, W)
 
 
@@ -108,15 +129,21 @@ def _to_8_bit(image: Image.Image, path: Path, channels: int, flattened: list[Pat
     if image.mode in ("I;16", "I;16L", "I;16B", "I;16N", "I"):
         values = np.asarray(image, dtype=np.float64)
         if values.min() < 0 or values.max() > 65535:
-            raise AmpganError(f"{one_line(path)} holds 32-bit pixel values outside 0-65535: save it as an 8- or "
-                              "16-bit image")
+            raise AmpganError(
+                f"{one_line(path)} holds 32-bit pixel values outside 0-65535: save it as an 8- or 16-bit image"
+            )
         grey = Image.fromarray(np.round(values / 257.0).astype(np.uint8), mode="L")
         return grey if channels == 1 else grey.convert("RGB")
     if image.mode == "F":
-        raise AmpganError(f"{one_line(path)} holds floating-point pixels, whose range an image does not state: save "
-                          "it as an 8- or 16-bit image")
-    if image.mode in ("RGBA", "LA", "PA") or (image.mode == "P" and "transparency" in image.info) or \
-            (image.mode in ("L", "RGB") and "transparency" in image.info):
+        raise AmpganError(
+            f"{one_line(path)} holds floating-point pixels, whose range an image does not state: save "
+            "it as an 8- or 16-bit image"
+        )
+    if (
+        image.mode in ("RGBA", "LA", "PA")
+        or (image.mode == "P" and "transparency" in image.info)
+        or (image.mode in ("L", "RGB") and "transparency" in image.info)
+    ):
         rgba = image.convert("RGBA")
         if rgba.getextrema()[3][0] < 255:  # some pixel is not opaque
             flattened.append(path)
@@ -125,7 +152,9 @@ def _to_8_bit(image: Image.Image, path: Path, channels: int, flattened: list[Pat
     return image.convert("L" if channels == 1 else "RGB")
 
 
-def load_folder(path: str, image_size: int | None = None, channels: int | None = None, cache: bool = False) -> ImageDataset:
+def load_folder(
+    path: str, image_size: int | None = None, channels: int | None = None, cache: bool = False
+) -> ImageDataset:
     root = Path(path).expanduser()
     size, channels = image_size or DEFAULT_SIZE, channels or 3
     folders = _class_folders(root)
@@ -152,8 +181,10 @@ def load_folder(path: str, image_size: int | None = None, channels: int | None =
             labels[index] = label
             index += 1
     if flattened:
-        warn(f"{len(flattened)} image(s) of folder:{one_line(root)} have transparent pixels (e.g. "
-             f"{one_line(flattened[0].relative_to(root))}): flattened onto white, the transparency is dropped")
+        warn(
+            f"{len(flattened)} image(s) of folder:{one_line(root)} have transparent pixels (e.g. "
+            f"{one_line(flattened[0].relative_to(root))}): flattened onto white, the transparency is dropped"
+        )
     if cache and _write_cache(cache_path, images, labels, fingerprint, class_names):
         source |= {"cache": str(cache_path), "cache_hit": False}
     return ImageDataset(torch.from_numpy(images), torch.from_numpy(labels), class_names, source)
@@ -172,20 +203,25 @@ def _labels_match(labels: np.ndarray, counts: list[int]) -> bool:
 
 def _write_cache(path: Path, images, labels, fingerprint: str, class_names) -> bool:
     """Whether the cache was written: a folder that refuses the write (read-only, full) trains without one."""
-    meta = json.dumps({"fingerprint": fingerprint, "class_names": list(class_names), "sha256": _content_hash(images, labels)})
+    meta = json.dumps(
+        {"fingerprint": fingerprint, "class_names": list(class_names), "sha256": _content_hash(images, labels)}
+    )
     buffer = io.BytesIO()
     np.savez(buffer, images=images, labels=labels, meta=np.frombuffer(meta.encode(), dtype=np.uint8))
     try:
         write_atomically(path, lambda stream: stream.write(buffer.getvalue()))
     except OSError as error:
-        warn(f"cannot write the dataset cache {one_line(path)} ({error.strerror or error}): training goes on "
-             "without it; drop --cache, or make the folder writable")
+        warn(
+            f"cannot write the dataset cache {one_line(path)} ({error.strerror or error}): training goes on "
+            "without it; drop --cache, or make the folder writable"
+        )
         return False
     return True
 
 
-def _read_cache(path: Path, fingerprint: str, class_names, counts: list[int],
-                image_shape: tuple[int, int, int]) -> tuple[torch.Tensor, torch.Tensor] | None:
+def _read_cache(
+    path: Path, fingerprint: str, class_names, counts: list[int], image_shape: tuple[int, int, int]
+) -> tuple[torch.Tensor, torch.Tensor] | None:
     """The cached tensors when they are this folder's, else None (the folder changed: re-read it). A
     cache that is damaged or holds anything but this folder's images is rebuilt, with one warning."""
     try:
@@ -200,10 +236,17 @@ def _read_cache(path: Path, fingerprint: str, class_names, counts: list[int],
     if meta.get("fingerprint") != fingerprint or meta.get("class_names") != list(class_names):
         return None
     expected = (sum(counts), *image_shape)
-    if (images.dtype != np.uint8 or images.shape != expected or labels.dtype != np.int64 or labels.shape != expected[:1]
-            or not _labels_match(labels, counts)
-            or meta.get("sha256") != _content_hash(images, labels)):
-        warn(f"the dataset cache {one_line(path)} does not hold this folder's {sum(counts)} images at "
-             f"{image_shape[1]} px: rebuilding it from the images")
+    if (
+        images.dtype != np.uint8
+        or images.shape != expected
+        or labels.dtype != np.int64
+        or labels.shape != expected[:1]
+        or not _labels_match(labels, counts)
+        or meta.get("sha256") != _content_hash(images, labels)
+    ):
+        warn(
+            f"the dataset cache {one_line(path)} does not hold this folder's {sum(counts)} images at "
+            f"{image_shape[1]} px: rebuilding it from the images"
+        )
         return None
     return torch.from_numpy(images), torch.from_numpy(labels)

@@ -15,9 +15,9 @@ import torch
 
 from ampgan.data.dataset import ImageDataset
 from ampgan.data.files import file_digest, require_data_dir
-from ampgan.errors import AmpganError
 from ampgan.data.registry import register
 from ampgan.data.request import DataConfig
+from ampgan.errors import AmpganError
 
 PREFIX = {"train": "train", "test": "t10k"}
 
@@ -52,8 +52,10 @@ def _read_idx(path: Path, magic: int, header_ints: int, item_bytes: int = 1) -> 
             for size in fields[1:]:
                 expected *= size
             if expected > MAX_IDX_BYTES:
-                raise AmpganError(f"{path}'s header announces {expected / 2**30:.1f} GiB of data, more than an IDX "
-                                  f"dataset this tool reads ({MAX_IDX_BYTES / 2**30:.0f} GiB): the file is damaged or not MNIST")
+                raise AmpganError(
+                    f"{path}'s header announces {expected / 2**30:.1f} GiB of data, more than an IDX "
+                    f"dataset this tool reads ({MAX_IDX_BYTES / 2**30:.0f} GiB): the file is damaged or not MNIST"
+                )
             chunks, left = [], expected
             while left:
                 chunk = handle.read(min(left, 2**24))
@@ -66,8 +68,10 @@ def _read_idx(path: Path, magic: int, header_ints: int, item_bytes: int = 1) -> 
     except (OSError, EOFError) as error:
         raise AmpganError(f"{path} is truncated or not gzip ({error}): fetch it again") from None
     if len(payload) != expected or trailing:
-        raise AmpganError(f"{path} holds {'less' if len(payload) < expected else 'more'} data than its header "
-                          f"announces ({expected} bytes): the file is truncated or damaged; fetch it again")
+        raise AmpganError(
+            f"{path} holds {'less' if len(payload) < expected else 'more'} data than its header "
+            f"announces ({expected} bytes): the file is truncated or damaged; fetch it again"
+        )
     return fields[1:], payload
 
 
@@ -80,16 +84,22 @@ def load_mnist(data_dir: str | None, split: str = "train") -> ImageDataset:
     (label_count,), label_bytes = _read_idx(labels_path, 0x00000801, 1)
     (count, rows, cols), pixels = _read_idx(images_path, 0x00000803, 3)
     if count != label_count:
-        raise AmpganError(f"{images_path} holds {count} images but {labels_path} {label_count} labels: one of them "
-                          "is from another set; fetch both again")
+        raise AmpganError(
+            f"{images_path} holds {count} images but {labels_path} {label_count} labels: one of them "
+            "is from another set; fetch both again"
+        )
     if count == 0:
         raise AmpganError(f"{images_path} holds no images: fetch the MNIST files again")
     images = torch.from_numpy(np.frombuffer(pixels, dtype=np.uint8).reshape(count, 1, rows, cols).copy())
     labels = torch.from_numpy(np.frombuffer(label_bytes, dtype=np.uint8).astype(np.int64))
     if len(labels) and int(labels.max()) > 9:
         raise AmpganError(f"{labels_path} has the label {int(labels.max())}, but MNIST's are 0-9: wrong file")
-    source = {"name": "mnist", "split": split, "origin": str(root),
-              "sha256": {p.name: file_digest(p) for p in (images_path, labels_path)}}
+    source = {
+        "name": "mnist",
+        "split": split,
+        "origin": str(root),
+        "sha256": {p.name: file_digest(p) for p in (images_path, labels_path)},
+    }
     return ImageDataset(images, labels, tuple(str(d) for d in range(10)), source)
 
 

@@ -18,10 +18,10 @@ import torch
 
 from ampgan.data.dataset import ImageDataset
 from ampgan.data.files import download, require_data_dir, verify_with_manifest
-from ampgan.errors import AmpganError
-from ampgan.seeds import data_split_seed
 from ampgan.data.registry import register
 from ampgan.data.request import DataConfig
+from ampgan.errors import AmpganError
+from ampgan.seeds import data_split_seed
 
 URL_PATTERN = "https://storage.googleapis.com/quickdraw_dataset/full/numpy_bitmap/{}.npy"
 STUDY_CLASSES = ("airplane", "apple", "bee", "bird", "book", "clock", "cow", "dog", "eye", "fish")
@@ -39,15 +39,23 @@ def _open_bitmaps(path: Path) -> np.ndarray:
     except (ValueError, OSError, EOFError) as error:
         raise AmpganError(f"{path} is not a readable .npy file ({error}): fetch it again") from None
     if array.dtype != np.uint8 or array.ndim != 2 or array.shape[1] != 784:
-        raise AmpganError(f"{path} holds {array.dtype} {tuple(array.shape)}, not Quick, Draw! bitmaps (N, 784) uint8: "
-                          "use the numpy_bitmap files")
+        raise AmpganError(
+            f"{path} holds {array.dtype} {tuple(array.shape)}, not Quick, Draw! bitmaps (N, 784) uint8: "
+            "use the numpy_bitmap files"
+        )
     if array.shape[0] == 0:
         raise AmpganError(f"{path} has no drawings")
     return array
 
 
-def load_quickdraw(data_dir: str | None, classes: tuple[str, ...] | None = None, max_per_class: int | None = None,
-                   split: str = "train", seed: int = 0, download_missing: bool = False) -> ImageDataset:
+def load_quickdraw(
+    data_dir: str | None,
+    classes: tuple[str, ...] | None = None,
+    max_per_class: int | None = None,
+    split: str = "train",
+    seed: int = 0,
+    download_missing: bool = False,
+) -> ImageDataset:
     if split not in ("train", "test"):
         raise AmpganError(f"Quick, Draw! has the splits train and test, not {split!r}")
     root = require_data_dir(data_dir, "quickdraw", download_missing)
@@ -63,7 +71,9 @@ def load_quickdraw(data_dir: str | None, classes: tuple[str, ...] | None = None,
                 known = sorted({p.stem for p in root.glob("*.npy")} | set(STUDY_CLASSES))
                 close = difflib.get_close_matches(name, known, n=3)
                 hint = f" (did you mean {', '.join(close)}?)" if close else ""
-                raise AmpganError(f"no Quick, Draw! class {name!r} in {root}{hint}: put {name}.npy there, or add --download")
+                raise AmpganError(
+                    f"no Quick, Draw! class {name!r} in {root}{hint}: put {name}.npy there, or add --download"
+                )
         paths.append(path)
     # Every file is validated before the manifest records it: a bad file replaced by a good one must
     # not be refused later as a "checksum mismatch" against the bad one's digest.
@@ -78,8 +88,16 @@ def load_quickdraw(data_dir: str | None, classes: tuple[str, ...] | None = None,
         block = np.asarray(bitmaps[:rows])[chosen]  # reads only the first `rows` rows from disk
         images.append(torch.from_numpy(block.reshape(-1, 1, 28, 28).copy()))
         labels.append(torch.full((len(chosen),), label, dtype=torch.int64))
-    source = {"name": "quickdraw", "split": split, "origin": str(root), "classes": list(classes),
-              "max_per_class": max_per_class, "split_seed": seed, "sha256": checksums, "manifest": manifest}
+    source = {
+        "name": "quickdraw",
+        "split": split,
+        "origin": str(root),
+        "classes": list(classes),
+        "max_per_class": max_per_class,
+        "split_seed": seed,
+        "sha256": checksums,
+        "manifest": manifest,
+    }
     return ImageDataset(torch.cat(images), torch.cat(labels), classes, source)
 
 

@@ -17,7 +17,6 @@ from ampgan.data.dataset import ImageDataset
 from ampgan.data.request import DataConfig
 from ampgan.errors import AmpganError
 
-
 Loader = Callable[[DataConfig, str, int], ImageDataset]  # (data section, split, seed)
 
 
@@ -69,9 +68,7 @@ def load_dataset(data: DataConfig = DataConfig(), split: str = "train", seed: in
     elif name not in loaders:
         close = difflib.get_close_matches(name, loaders, n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
-        raise AmpganError(
-            f"unknown dataset {name!r}{hint}: choose one of {', '.join(dataset_names())} or folder:PATH"
-        )
+        raise AmpganError(f"unknown dataset {name!r}{hint}: choose one of {', '.join(dataset_names())} or folder:PATH")
     else:
         dataset = loaders[name].load(data, split, seed).with_shape(data.image_size, data.channels)
     dataset.source.setdefault("sha256", dataset.content_sha256())

@@ -41,11 +41,13 @@ class DataConfig(Section):
         for name in _DATASET_FIELDS:
             datasets = fields_used_by(name)
             if getattr(self, name) not in (None, False) and self.dataset not in datasets:
-                raise ConfigError(self.path(name), f"applies to {' and '.join(datasets)} only, not to "
-                                                   f"{self.dataset}: drop it")
+                raise ConfigError(
+                    self.path(name), f"applies to {' and '.join(datasets)} only, not to {self.dataset}: drop it"
+                )
         if self.cache and not self.dataset.startswith("folder:"):
-            raise ConfigError(self.path("cache"), f"applies to folder:PATH datasets only, not to {self.dataset}: "
-                                                  "drop it")
+            raise ConfigError(
+                self.path("cache"), f"applies to folder:PATH datasets only, not to {self.dataset}: drop it"
+            )
 
     @property
     def class_list(self) -> tuple[str, ...] | None:

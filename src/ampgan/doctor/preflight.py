@@ -48,9 +48,16 @@ class Finding:
 
 def preflight(config: TrainConfig, dataset=None) -> list[Finding]:
     """The findings for `config`'s GAN on its data, one fp32 step and one look under mixed precision."""
-    config = config.with_fields({"precision.name": "fp32", "precision.loss_scale": None, "compute.device": "cpu",
-                                 "compute.compile": False, "compute.channels_last": False,
-                                 "budget.batch_size": PREFLIGHT_BATCH})
+    config = config.with_fields(
+        {
+            "precision.name": "fp32",
+            "precision.loss_scale": None,
+            "compute.device": "cpu",
+            "compute.compile": False,
+            "compute.channels_last": False,
+            "budget.batch_size": PREFLIGHT_BATCH,
+        }
+    )
     prepared = prepare_run(config, dataset)
     state = build_train_state(prepared.config, prepared.model, prepared.data, prepared.policy)
     gan, data = state.gan, prepared.data
@@ -68,8 +75,14 @@ def preflight(config: TrainConfig, dataset=None) -> list[Finding]:
         witness.remove()
     bad = [name for name, value in metrics.items() if name.startswith("loss") and not torch.isfinite(value).all()]
     if bad:
-        findings.append(Finding("error", "finite", f"the first fp32 step's {', '.join(bad)} is not finite: the losses "
-                                                   "or the initialisation are broken before any precision enters"))
+        findings.append(
+            Finding(
+                "error",
+                "finite",
+                f"the first fp32 step's {', '.join(bad)} is not finite: the losses "
+                "or the initialisation are broken before any precision enters",
+            )
+        )
     findings += witness.findings() + ops.findings(gan.name) + _saves_as_tensors(state)
     findings += _losses_under_loss_scaling(prepared, stream)
     for name in ("fp32", "fp16"):
@@ -94,14 +107,23 @@ def _real_step_under(name: str, prepared, stream) -> list[Finding]:
 
 def _own_precision(gan) -> list[Finding]:
     """A model that casts its own weights: ampgan keeps fp32 master weights and lets autocast cast compute."""
-    cast = [f"{prefix}.{name} ({tensor.dtype})" for prefix, network in (("G", gan.generator), ("D", gan.discriminator))
-            for name, tensor in [*network.named_parameters(), *network.named_buffers()]
-            if tensor.is_floating_point() and tensor.dtype != torch.float32]
+    cast = [
+        f"{prefix}.{name} ({tensor.dtype})"
+        for prefix, network in (("G", gan.generator), ("D", gan.discriminator))
+        for name, tensor in [*network.named_parameters(), *network.named_buffers()]
+        if tensor.is_floating_point() and tensor.dtype != torch.float32
+    ]
     if not cast:
         return []
-    return [Finding("error", "dtype", f"{len(cast)} weights are not fp32 ({', '.join(cast[:3])}): the model casts "
-                                      "itself (.half(), .to(torch.float16)); remove that: ampgan keeps fp32 master "
-                                      "weights and autocasts the compute in each precision")]
+    return [
+        Finding(
+            "error",
+            "dtype",
+            f"{len(cast)} weights are not fp32 ({', '.join(cast[:3])}): the model casts "
+            "itself (.half(), .to(torch.float16)); remove that: ampgan keeps fp32 master "
+            "weights and autocasts the compute in each precision",
+        )
+    ]
 
 
 def _generator_output(gan, data) -> list[Finding]:
@@ -112,22 +134,40 @@ def _generator_output(gan, data) -> list[Finding]:
         try:
             images = gan.generate(gan.generator, z, labels)
         except Exception as error:  # noqa: BLE001 - the user's generator failing is one finding
-            return [Finding("error", "generator", f"G({'z, labels' if gan.conditional else 'z'}) raised "
-                                                  f"{type(error).__name__}: {str(error).splitlines()[0][:200]}")]
+            return [
+                Finding(
+                    "error",
+                    "generator",
+                    f"G({'z, labels' if gan.conditional else 'z'}) raised "
+                    f"{type(error).__name__}: {str(error).splitlines()[0][:200]}",
+                )
+            ]
     wanted = (PREFLIGHT_BATCH, data.channels, data.image_size, data.image_size)
     if not isinstance(images, torch.Tensor) or tuple(images.shape) != wanted:
         got = tuple(images.shape) if isinstance(images, torch.Tensor) else type(images).__name__
-        return [Finding("error", "generator", f"G returns {got}, the data is {wanted} (B, C, H, W): make G draw "
-                                              f"{data.channels}-channel {data.image_size} px images, or change "
-                                              "--image-size/--set data.channels=")]
+        return [
+            Finding(
+                "error",
+                "generator",
+                f"G returns {got}, the data is {wanted} (B, C, H, W): make G draw "
+                f"{data.channels}-channel {data.image_size} px images, or change "
+                "--image-size/--set data.channels=",
+            )
+        ]
     low, high = gan.image_range
     slack = 1e-3 * (high - low)
     outside = ((images < low - slack) | (images > high + slack)).float().mean().item()
     if outside > 0:
-        return [Finding("warning", "range", f"{outside:.0%} of G's output lies outside the data range [{low:g}, "
-                                            f"{high:g}] (G spans {images.min().item():.2f} to {images.max().item():.2f}): "
-                                            "D can tell fakes by their range; end G in tanh for [-1, 1] or sigmoid "
-                                            "for [0, 1] and set GAN.image_range to match")]
+        return [
+            Finding(
+                "warning",
+                "range",
+                f"{outside:.0%} of G's output lies outside the data range [{low:g}, "
+                f"{high:g}] (G spans {images.min().item():.2f} to {images.max().item():.2f}): "
+                "D can tell fakes by their range; end G in tanh for [-1, 1] or sigmoid "
+                "for [0, 1] and set GAN.image_range to match",
+            )
+        ]
     return []
 
 
@@ -135,24 +175,33 @@ def _discriminator_ends(gan, stream) -> list[Finding]:
     """A D whose last operation is a sigmoid returns probabilities: BCE on them is refused by autocast on
     CUDA and saturates in fp16 (log(0) = -inf)."""
     order: list[nn.Module] = []
-    hooks = [m.register_forward_hook(lambda module, args, out: order.append(module))
-             for m in gan.discriminator.modules() if not list(m.children())]
+    hooks = [
+        m.register_forward_hook(lambda module, args, out: order.append(module))
+        for m in gan.discriminator.modules()
+        if not list(m.children())
+    ]
     real, labels = stream.next_batch()
     try:
         with torch.no_grad():
             try:
                 gan.discriminator(real)
             except Exception:  # noqa: BLE001 - D may take more than images (its losses say what); the step
-                pass           # below calls it as they do and reports a failure with its origin
+                pass  # below calls it as they do and reports a failure with its origin
     finally:
         for hook in hooks:
             hook.remove()
     shaping = (nn.Flatten, nn.Unflatten, nn.Identity, nn.Dropout)  # change no value: look past them
     last = next((module for module in reversed(order) if not isinstance(module, shaping)), None)
     if isinstance(last, nn.Sigmoid):
-        return [Finding("warning", "logits", "D ends in a Sigmoid (it returns probabilities): BCE on probabilities is "
-                                             "refused by autocast on CUDA and saturates in fp16; drop the Sigmoid and "
-                                             "take the loss on logits (ampgan.real_fake_loss)")]
+        return [
+            Finding(
+                "warning",
+                "logits",
+                "D ends in a Sigmoid (it returns probabilities): BCE on probabilities is "
+                "refused by autocast on CUDA and saturates in fp16; drop the Sigmoid and "
+                "take the loss on logits (ampgan.real_fake_loss)",
+            )
+        ]
     return []
 
 
@@ -168,8 +217,10 @@ class _GradientWitness:
         # Only a network that ran forward in a loss needs all its gradients from that backward (DDP
         # waits only for the networks it ran).
         self.called: set[str] = set()
-        self._hooks = [network.register_forward_pre_hook(lambda module, args, name=name: self.called.add(name))
-                       for name, network in networks.items()]
+        self._hooks = [
+            network.register_forward_pre_hook(lambda module, args, name=name: self.called.add(name))
+            for name, network in networks.items()
+        ]
         scalers = [("D's update", state.scaler_d, ("discriminator",)), ("G's update", state.scaler_g, ("generator",))]
         for update in state.gan.extra_updates:
             scaler = state.extra_scalers.get(update.name) if update.optimizer is not None else None
@@ -180,8 +231,11 @@ class _GradientWitness:
             if id(scaler) in wrapped:
                 continue
             wrapped.add(id(scaler))
-            params = [(n, f"{'G' if n == 'generator' else 'D'}.{p_name}", p) for n in names
-                      for p_name, p in networks[n].named_parameters()]
+            params = [
+                (n, f"{'G' if n == 'generator' else 'D'}.{p_name}", p)
+                for n in names
+                for p_name, p in networks[n].named_parameters()
+            ]
             self._wrap(scaler, label, params)
 
     def _wrap(self, scaler, label, params) -> None:
@@ -210,10 +264,16 @@ class _GradientWitness:
         out = []
         for label, names in self.missing.items():
             shown = ", ".join(sorted(names)[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
-            out.append(Finding("warning", "unused", f"{len(names)} parameter(s) get no gradient in a backward pass of "
-                                                    f"{label} ({shown}): under torchrun DDP stops there; use them in "
-                                                    "every loss term (a zero-weighted term: ampgan's "
-                                                    "unused_but_reduced) or leave them out of the network"))
+            out.append(
+                Finding(
+                    "warning",
+                    "unused",
+                    f"{len(names)} parameter(s) get no gradient in a backward pass of "
+                    f"{label} ({shown}): under torchrun DDP stops there; use them in "
+                    "every loss term (a zero-weighted term: ampgan's "
+                    "unused_but_reduced) or leave them out of the network",
+                )
+            )
         return out
 
 
@@ -251,8 +311,11 @@ class _OpsInLosses(TorchFunctionMode):
         if name in _REFUSED:
             self.refused.add(name)
         elif name in _FRAGILE and (self.depth == 0 or name == "normalize"):
-            low = [a for a in (*args, *(kwargs or {}).values()) if isinstance(a, torch.Tensor)
-                   and a.dtype in (torch.float16, torch.bfloat16)]
+            low = [
+                a
+                for a in (*args, *(kwargs or {}).values())
+                if isinstance(a, torch.Tensor) and a.dtype in (torch.float16, torch.bfloat16)
+            ]
             if low:
                 self.fragile.add(name)
         return func(*args, **(kwargs or {}))
@@ -260,9 +323,15 @@ class _OpsInLosses(TorchFunctionMode):
     def findings(self, model: str) -> list[Finding]:
         out = []
         if self.refused:
-            out.append(Finding("warning", "autocast", f"model {model} computes {', '.join(sorted(self.refused))} (BCE "
-                                                      "on probabilities), which autocast refuses on CUDA: return "
-                                                      "logits and use BCE-with-logits (ampgan.real_fake_loss)"))
+            out.append(
+                Finding(
+                    "warning",
+                    "autocast",
+                    f"model {model} computes {', '.join(sorted(self.refused))} (BCE "
+                    "on probabilities), which autocast refuses on CUDA: return "
+                    "logits and use BCE-with-logits (ampgan.real_fake_loss)",
+                )
+            )
         return out
 
 
@@ -287,9 +356,15 @@ def _saves_as_tensors(state) -> list[Finding]:
         buffer.seek(0)
         torch.load(buffer, weights_only=True)
     except Exception as error:  # noqa: BLE001 - what the unpickler refuses is the finding
-        return [Finding("error", "checkpoint", f"the model's state cannot be read back with weights_only=True "
-                                               f"({type(error).__name__}: {str(error).splitlines()[0][:160]}): keep "
-                                               "only tensors in its state_dict (buffers, not Python objects)")]
+        return [
+            Finding(
+                "error",
+                "checkpoint",
+                f"the model's state cannot be read back with weights_only=True "
+                f"({type(error).__name__}: {str(error).splitlines()[0][:160]}): keep "
+                "only tensors in its state_dict (buffers, not Python objects)",
+            )
+        ]
     return []
 
 
@@ -322,46 +397,86 @@ def _losses_under_loss_scaling(prepared, stream) -> list[Finding]:
             continue
         did = notes.get(term, set())
         if term in plain_grad and "read the scale" not in did:
-            findings.append(Finding("error", "penalty", f"{term} takes input gradients with torch.autograd.grad: under "
-                                                        "fp16 they are not loss-scaled, so small ones flush to zero "
-                                                        "(a penalty that silently weakens); take them with "
-                                                        "ctx.input_gradients(outputs, inputs), right in every precision"))
+            findings.append(
+                Finding(
+                    "error",
+                    "penalty",
+                    f"{term} takes input gradients with torch.autograd.grad: under "
+                    "fp16 they are not loss-scaled, so small ones flush to zero "
+                    "(a penalty that silently weakens); take them with "
+                    "ctx.input_gradients(outputs, inputs), right in every precision",
+                )
+            )
         elif not math.isfinite(fp16) and "summed outputs" in did:
-            findings.append(Finding("error", "scaling", f"{term} is {fp16} under fp16 loss scaling ({fp32:.4g} in fp32): "
-                                                        "it passes ctx.input_gradients an already-summed scalar, so "
-                                                        "every element's backward pass starts from the whole loss "
-                                                        "scale and overflows fp16; pass the unreduced tensor "
-                                                        "(ctx.input_gradients(img * y, w), not (img * y).sum())"))
+            findings.append(
+                Finding(
+                    "error",
+                    "scaling",
+                    f"{term} is {fp16} under fp16 loss scaling ({fp32:.4g} in fp32): "
+                    "it passes ctx.input_gradients an already-summed scalar, so "
+                    "every element's backward pass starts from the whole loss "
+                    "scale and overflows fp16; pass the unreduced tensor "
+                    "(ctx.input_gradients(img * y, w), not (img * y).sum())",
+                )
+            )
         elif not math.isfinite(fp16):
-            findings.append(Finding("error", "scaling", f"{term} is {fp16} under fp16 loss scaling and {fp32:.4g} in fp32: "
-                                                        "its update would be skipped at every step; "
-                                                        + _scaling_fix(did)))
-        elif (abs(fp16 - fp32) > max(1.0, 10 * abs(fp32))
-              or (high is not None and math.isfinite(high) and abs(high) > 4 * abs(fp16) + 1e-6)):
-            findings.append(Finding("error", "scaling", f"{term} is {fp16:.4g} under fp16 loss scaling and {fp32:.4g} "
-                                                        "in fp32, and grows with the scale: it carries the loss scale "
-                                                        "(a gradient penalty taken from the scaled score and not "
-                                                        "unscaled); " + _scaling_fix(did)))
+            findings.append(
+                Finding(
+                    "error",
+                    "scaling",
+                    f"{term} is {fp16} under fp16 loss scaling and {fp32:.4g} in fp32: "
+                    "its update would be skipped at every step; " + _scaling_fix(did),
+                )
+            )
+        elif abs(fp16 - fp32) > max(1.0, 10 * abs(fp32)) or (
+            high is not None and math.isfinite(high) and abs(high) > 4 * abs(fp16) + 1e-6
+        ):
+            findings.append(
+                Finding(
+                    "error",
+                    "scaling",
+                    f"{term} is {fp16:.4g} under fp16 loss scaling and {fp32:.4g} "
+                    "in fp32, and grows with the scale: it carries the loss scale "
+                    "(a gradient penalty taken from the scaled score and not "
+                    "unscaled); " + _scaling_fix(did),
+                )
+            )
         elif "summed outputs" in did:
-            findings.append(Finding("error", "scaling", f"{term} passes ctx.input_gradients an already-summed scalar: "
-                                                        "every element's backward pass then starts from the whole "
-                                                        "loss scale, which overflows fp16 as the model grows; pass the "
-                                                        "unreduced tensor (ctx.input_gradients(D(x), x), not "
-                                                        "D(x).sum())"))
+            findings.append(
+                Finding(
+                    "error",
+                    "scaling",
+                    f"{term} passes ctx.input_gradients an already-summed scalar: "
+                    "every element's backward pass then starts from the whole "
+                    "loss scale, which overflows fp16 as the model grows; pass the "
+                    "unreduced tensor (ctx.input_gradients(D(x), x), not "
+                    "D(x).sum())",
+                )
+            )
     if fragile:
-        findings.append(Finding("warning", "fragile", f"the losses compute {', '.join(sorted(fragile))} on fp16/bf16 "
-                                                      "tensors (an epsilon under the format's resolution vanishes, "
-                                                      "small squares flush to zero): call .float() on D's output "
-                                                      "before the loss"))
+        findings.append(
+            Finding(
+                "warning",
+                "fragile",
+                f"the losses compute {', '.join(sorted(fragile))} on fp16/bf16 "
+                "tensors (an epsilon under the format's resolution vanishes, "
+                "small squares flush to zero): call .float() on D's output "
+                "before the loss",
+            )
+        )
     return findings
 
 
 def _scaling_fix(did: set[str]) -> str:
     if "read the scale" in did:
-        return ("it multiplies by ctx.scale itself and never divides it out: take input gradients with "
-                "ctx.input_gradients(outputs, inputs), which starts from the scale and unscales the result")
-    return ("if it takes input gradients, take them with ctx.input_gradients from the unreduced outputs (not their "
-            ".sum()); otherwise compute the loss in fp32 (.float() on D's output before it)")
+        return (
+            "it multiplies by ctx.scale itself and never divides it out: take input gradients with "
+            "ctx.input_gradients(outputs, inputs), which starts from the scale and unscales the result"
+        )
+    return (
+        "if it takes input gradients, take them with ctx.input_gradients from the unreduced outputs (not their "
+        ".sum()); otherwise compute the loss in fp32 (.float() on D's output before it)"
+    )
 
 
 def _loss_terms(state, policy, batch, ops) -> tuple[dict[str, float], dict[str, set[str]]]:
@@ -371,8 +486,20 @@ def _loss_terms(state, policy, batch, ops) -> tuple[dict[str, float], dict[str, 
     torch.manual_seed(0)
     real, labels = batch
     rng = torch.Generator().manual_seed(1)
-    context = LossContext(G=state.generator, D=state.discriminator, real=real, labels=labels, z=None, fake_labels=None,
-                          fake=None, step=0, rng=rng, gan=gan, scaler=state.scaler_d, device=CPU)
+    context = LossContext(
+        G=state.generator,
+        D=state.discriminator,
+        real=real,
+        labels=labels,
+        z=None,
+        fake_labels=None,
+        fake=None,
+        step=0,
+        rng=rng,
+        gan=gan,
+        scaler=state.scaler_d,
+        device=CPU,
+    )
     context.z, context.fake_labels = draw_inputs(gan, context, real.shape[0])
     with torch.no_grad(), policy.autocast():
         context.fake = gan.generate(state.generator, context.z, context.fake_labels).detach()
@@ -381,8 +508,9 @@ def _loss_terms(state, policy, batch, ops) -> tuple[dict[str, float], dict[str, 
     terms.append(("g_loss", gan.g_loss, state.scaler_g))
     for update in gan.extra_updates:
         loss = update.loss if isinstance(update.loss, (list, tuple)) else (update.loss,)
-        scaler = state.extra_scalers.get(update.name) or (state.scaler_d if "discriminator" in update.networks
-                                                          else state.scaler_g)
+        scaler = state.extra_scalers.get(update.name) or (
+            state.scaler_d if "discriminator" in update.networks else state.scaler_g
+        )
         terms += [(f"update {update.name!r} term {i + 1}", term, scaler) for i, term in enumerate(loss)]
     for name, term, scaler in terms:
         context.scaler, context.notes, ops.term = scaler, [], name
@@ -393,12 +521,16 @@ def _loss_terms(state, policy, batch, ops) -> tuple[dict[str, float], dict[str, 
         except AmpganError as error:
             raise AmpganError(f"model {gan.name}: {name}: {error}") from None
         except Exception as error:  # noqa: BLE001 - the user's loss failing is one line
-            raise AmpganError(f"model {gan.name}: {name} failed: {type(error).__name__}: "
-                              f"{str(error).splitlines()[0][:200] if str(error) else ''}") from None
+            raise AmpganError(
+                f"model {gan.name}: {name} failed: {type(error).__name__}: "
+                f"{str(error).splitlines()[0][:200] if str(error) else ''}"
+            ) from None
         loss = result[0] if isinstance(result, tuple) else result
         if not isinstance(loss, torch.Tensor) or not loss.is_floating_point() or loss.numel() != 1:
-            raise AmpganError(f"model {gan.name}: {name} returned {type(loss).__name__}, not a scalar loss tensor: "
-                              "reduce it to one number (e.g. .mean())")
+            raise AmpganError(
+                f"model {gan.name}: {name} returned {type(loss).__name__}, not a scalar loss tensor: "
+                "reduce it to one number (e.g. .mean())"
+            )
         values[name] = float(loss.detach().float().reshape(-1)[0])
         notes[name] = set(context.notes)
     return values, notes
@@ -411,6 +543,8 @@ def check_before_training(config: TrainConfig, dataset=None, log=print) -> list[
         log(f"preflight: {finding.line()}")
     errors = [finding for finding in findings if finding.severity == "error"]
     if errors:
-        raise AmpganError(f"preflight: model {config.model.name} cannot train as it is ({len(errors)} error(s) above): "
-                          "fix them and check again with 'ampgan preflight --model ...'")
+        raise AmpganError(
+            f"preflight: model {config.model.name} cannot train as it is ({len(errors)} error(s) above): "
+            "fix them and check again with 'ampgan preflight --model ...'"
+        )
     return findings

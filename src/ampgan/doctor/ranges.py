@@ -12,7 +12,6 @@ import torch
 
 from ampgan.precisions import PRECISIONS, FormatRange  # noqa: F401 - FormatRange: this module's readers use it
 
-
 FP16 = PRECISIONS["fp16"].format_range
 BF16 = PRECISIONS["bf16"].format_range
 # Every 16-bit mode's format (precisions.py), by name.

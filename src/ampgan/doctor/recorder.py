@@ -10,7 +10,6 @@ says how much gradient mass that scale rescues from flushing to zero.
 
 from __future__ import annotations
 
-
 import math
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -84,6 +83,7 @@ class LayerRecorder:
             record.add("activations", output)
             if output.requires_grad:
                 output.register_hook(lambda grad: record.add("activation_grads", grad))
+
         return hook
 
     def after_backward(self) -> None:
@@ -140,9 +140,14 @@ def recommend_loss_scale(histogram: list[int]) -> dict:
     top = max(occupied)  # the largest gradient is in [2^top, 2^(top+1))
     exponent = max(0, min(MAX_SCALE_EXPONENT, 15 - SAFETY_BITS - top))
     before, after = fractions_at_scale(histogram, 0), fractions_at_scale(histogram, exponent)
-    return {"scale": 2.0**exponent, "exponent": exponent, "largest_gradient_log2": top,
-            "unscaled": before, "scaled": after,
-            "rescued_fraction": before["flush_to_zero"] - after["flush_to_zero"]}
+    return {
+        "scale": 2.0**exponent,
+        "exponent": exponent,
+        "largest_gradient_log2": top,
+        "unscaled": before,
+        "scaled": after,
+        "rescued_fraction": before["flush_to_zero"] - after["flush_to_zero"],
+    }
 
 
 def summarize_layers(records: dict[str, LayerRecord]) -> list[dict]:
@@ -171,19 +176,25 @@ def hardware_advice(config, dataset, device: torch.device, log=lambda line: None
     device can run, on the diagnosed configuration's own training step, and the fastest useful one."""
     from ampgan.speed.decision import decide_for_run
 
-    decisions, cannot_run = decide_for_run(config.with_fields({"precision.name": "fp32", "precision.loss_scale": None}),
-                                           dataset, device, log=log)
+    decisions, cannot_run = decide_for_run(
+        config.with_fields({"precision.name": "fp32", "precision.loss_scale": None}), dataset, device, log=log
+    )
     useful = {name: d for name, d in decisions.items() if d.useful}
     best = max(useful, key=lambda name: useful[name].interval["estimate"]) if useful else "fp32"
-    return {"speedup_vs_fp32": {name: d.interval["estimate"] if d.interval else None for name, d in decisions.items()},
-            "decisions": {name: d.to_dict() for name, d in decisions.items()}, "cannot_run": cannot_run,
-            "fast_modes": sorted(useful), "recommended_mode": best, "batch_size": config.budget.batch_size}
+    return {
+        "speedup_vs_fp32": {name: d.interval["estimate"] if d.interval else None for name, d in decisions.items()},
+        "decisions": {name: d.to_dict() for name, d in decisions.items()},
+        "cannot_run": cannot_run,
+        "fast_modes": sorted(useful),
+        "recommended_mode": best,
+        "batch_size": config.budget.batch_size,
+    }
 
 
 def loss_scale_history(scales: list[float]) -> dict:
     """Where dynamic scaling settled: the last scale, and the most common over the last half."""
     if not scales:
         return {}
-    tail = scales[len(scales) // 2:]
+    tail = scales[len(scales) // 2 :]
     common = max(set(tail), key=tail.count)
     return {"final": scales[-1], "settled": common, "settled_log2": math.log2(common) if common > 0 else None}

@@ -7,16 +7,26 @@ from pathlib import Path
 
 import numpy as np
 
-from ampgan.files.atomic import write_json_atomically
 from ampgan.config import TrainConfig
 from ampgan.data.batches import BatchStream
-from ampgan.doctor.recorder import (HIST_LOW, KINDS, LayerRecorder, flagged, fractions_at_scale, gradient_histogram,
-                                   hardware_advice, loss_scale_history, recommend_loss_scale, summarize_layers)
+from ampgan.doctor.ranges import BF16, FP16
+from ampgan.doctor.recorder import (
+    HIST_LOW,
+    KINDS,
+    LayerRecorder,
+    flagged,
+    fractions_at_scale,
+    gradient_histogram,
+    hardware_advice,
+    loss_scale_history,
+    recommend_loss_scale,
+    summarize_layers,
+)
+from ampgan.files.atomic import write_json_atomically
 from ampgan.gan.alignment import misaligned_layers
 from ampgan.plotting import pyplot, save_figure
 from ampgan.system.environment import environment_stamp
 from ampgan.training.precision import PrecisionPolicy, restore_backend_switches, snapshot_backend_switches
-from ampgan.doctor.ranges import BF16, FP16
 from ampgan.training.prepared import prepare_run
 from ampgan.training.state import build_train_state
 from ampgan.training.step import train_step
@@ -36,8 +46,9 @@ def diagnose_gan(config: TrainConfig, steps: int, fp16_steps: int, run_dir: Path
 def _diagnose(config: TrainConfig, steps: int, fp16_steps: int, run_dir: Path | None) -> dict:
     fp32_config = config.with_fields({"precision.name": "fp32", "precision.loss_scale": None})
     prepared = prepare_run(fp32_config)
-    config = prepared.config.with_fields({"precision.name": config.precision.name,
-                                          "precision.loss_scale": config.precision.loss_scale})
+    config = prepared.config.with_fields(
+        {"precision.name": config.precision.name, "precision.loss_scale": config.precision.loss_scale}
+    )
     state = build_train_state(prepared.config, prepared.model, prepared.data, prepared.policy)
     if run_dir is not None:
         _load_run_weights(state, run_dir)
@@ -86,8 +97,13 @@ def _load_run_weights(state, run_dir: Path) -> None:
 
 
 def _stream(prepared, state, config) -> BatchStream:
-    return BatchStream(prepared.dataset, config.budget.batch_size, prepared.policy.device, config.seed,
-                       image_range=state.gan.image_range)
+    return BatchStream(
+        prepared.dataset,
+        config.budget.batch_size,
+        prepared.policy.device,
+        config.seed,
+        image_range=state.gan.image_range,
+    )
 
 
 def _dynamic_fp16_run(config, prepared, steps: int, run_dir: Path | None) -> dict:
@@ -96,8 +112,11 @@ def _dynamic_fp16_run(config, prepared, steps: int, run_dir: Path | None) -> dic
     if run_dir is not None and config.precision.name == "fp16":
         from ampgan.runs.run_folder import read_metrics
 
-        scales = [m["loss_scale_d"] for m in read_metrics(Path(run_dir) / "metrics.jsonl")
-                  if isinstance(m.get("loss_scale_d"), (int, float))]
+        scales = [
+            m["loss_scale_d"]
+            for m in read_metrics(Path(run_dir) / "metrics.jsonl")
+            if isinstance(m.get("loss_scale_d"), (int, float))
+        ]
         return loss_scale_history(scales) | {"source": f"{run_dir}/metrics.jsonl", "steps": len(scales)}
     if steps <= 0:
         return {"source": "not measured (--fp16-steps 0)"}
@@ -110,8 +129,12 @@ def _dynamic_fp16_run(config, prepared, steps: int, run_dir: Path | None) -> dic
             train_step(state, stream.next_batch)
             scales_d.append(state.scaler_d.scale())
             scales_g.append(state.scaler_g.scale())
-    return {"D": loss_scale_history(scales_d), "G": loss_scale_history(scales_g),
-            "source": f"{steps} fresh fp16 steps with dynamic scaling from 2^16", "steps": steps}
+    return {
+        "D": loss_scale_history(scales_d),
+        "G": loss_scale_history(scales_g),
+        "source": f"{steps} fresh fp16 steps with dynamic scaling from 2^16",
+        "steps": steps,
+    }
 
 
 def summary_lines(report: dict) -> list[str]:
@@ -129,11 +152,13 @@ def summary_lines(report: dict) -> list[str]:
             lines.append(f"{fmt}: values flush to zero in {len(flush)} place(s) (unscaled): {'; '.join(flush[:4])}")
     if "scale" in recommendation and "unscaled" in recommendation:
         lines.append(
-            f"fp16 loss scale: recommend 2^{recommendation['exponent']} = {recommendation['scale']:g} (largest gradient "
+            f"fp16 loss scale: recommend 2^{recommendation['exponent']} = {recommendation['scale']:g} (largest "
+            f"gradient "
             f"~2^{recommendation['largest_gradient_log2']}); gradients flushed to zero: "
             f"{_percent(recommendation['unscaled']['flush_to_zero'])} unscaled, "
             f"{_percent(recommendation['scaled']['flush_to_zero'])} scaled; subnormal: "
-            f"{_percent(recommendation['unscaled']['subnormal'])} -> {_percent(recommendation['scaled']['subnormal'])}; "
+            f"{_percent(recommendation['unscaled']['subnormal'])} -> "
+            f"{_percent(recommendation['scaled']['subnormal'])}; "
             f"overflowing when scaled: {_percent(recommendation['scaled']['overflow'])}."
         )
     dynamic = report.get("dynamic_scaling", {})
@@ -143,12 +168,16 @@ def summary_lines(report: dict) -> list[str]:
     hardware = report["hardware"]
     for decision in hardware.get("decisions", {}).values():
         lines.append(f"training step vs fp32 here: {decision['description']}")
-    lines.append(f"use {hardware['recommended_mode']} here (the fastest mode measured faster than fp32 at batch "
-                 f"{hardware.get('batch_size', '?')}; fp32 when none is).")
+    lines.append(
+        f"use {hardware['recommended_mode']} here (the fastest mode measured faster than fp32 at batch "
+        f"{hardware.get('batch_size', '?')}; fp32 when none is)."
+    )
     adjustable = [a for a in report["alignment"] if not a["fixed_by_task"]]
     if adjustable:
-        lines.append("not multiples of 8: " + ", ".join(f"{a['layer']} {a['dimension']}={a['value']} (try {a['suggested']})"
-                                                      for a in adjustable[:6]))
+        lines.append(
+            "not multiples of 8: "
+            + ", ".join(f"{a['layer']} {a['dimension']}={a['value']} (try {a['suggested']})" for a in adjustable[:6])
+        )
     else:
         lines.append("alignment: every choosable conv/linear dimension is a multiple of 8.")
     return lines
@@ -172,8 +201,10 @@ def _footer(report: dict) -> str:
     config = report["config"]
     batch = config["budget"]["batch_size"] if "budget" in config else config.get("batch_size")
     model = config.get("model", {}).get("name", "acgan") if isinstance(config.get("model"), dict) else "acgan"
-    return (f"{env['hardware_summary']} | model {model}, fp32 diagnostic, batch {batch}, {report['steps']} steps | "
-            f"torch {env['versions']['torch']}, ampgan {env['versions']['ampgan']}")
+    return (
+        f"{env['hardware_summary']} | model {model}, fp32 diagnostic, batch {batch}, {report['steps']} steps | "
+        f"torch {env['versions']['torch']}, ampgan {env['versions']['ampgan']}"
+    )
 
 
 def _gradient_figure(report: dict, path: Path) -> None:
@@ -184,8 +215,14 @@ def _gradient_figure(report: dict, path: Path) -> None:
     figure, axis = plt.subplots(figsize=(9, 4.5), dpi=120)
     total = counts.sum() or 1
     axis.bar(exponents, counts / total, width=1.0, alpha=0.6, label="gradients (unscaled)", color="#1f77b4")
-    axis.bar(exponents + scale_exponent, counts / total, width=1.0, alpha=0.5,
-             label=f"scaled by 2^{scale_exponent} (recommended)", color="#ff7f0e")
+    axis.bar(
+        exponents + scale_exponent,
+        counts / total,
+        width=1.0,
+        alpha=0.5,
+        label=f"scaled by 2^{scale_exponent} (recommended)",
+        color="#ff7f0e",
+    )
     axis.axvspan(-24, 16, color="#2ca02c", alpha=0.08, label="fp16 representable (subnormal from 2^-24)")
     axis.axvspan(-14, 16, color="#2ca02c", alpha=0.12)
     axis.axvline(-25, color="#d62728", ls=":", label="fp16 flush to zero below")
@@ -195,16 +232,22 @@ def _gradient_figure(report: dict, path: Path) -> None:
     high = max(occupied.max() + scale_exponent if occupied.size else 20, 20)
     axis.set_xlim(low - 2, high + 2)
     axis.text(low, axis.get_ylim()[1] * 0.9, "bf16 covers 2^-133 .. 2^127: all of this", fontsize=8, color="#555")
-    axis.set(xlabel="log2 |gradient|", ylabel="fraction of gradient values",
-             title="Gradient magnitudes against the fp16 range")
+    axis.set(
+        xlabel="log2 |gradient|",
+        ylabel="fraction of gradient values",
+        title="Gradient magnitudes against the fp16 range",
+    )
     axis.legend(fontsize=7, loc="upper right")
     save_figure(figure, path, _footer(report))
 
 
 def _layer_heatmap(report: dict, path: Path) -> None:
     plt = pyplot()
-    columns = [(kind, key) for kind in KINDS for key in ("fp16_overflow", "fp16_flush_to_zero", "fp16_subnormal",
-                                                          "bf16_overflow", "bf16_flush_to_zero")]
+    columns = [
+        (kind, key)
+        for kind in KINDS
+        for key in ("fp16_overflow", "fp16_flush_to_zero", "fp16_subnormal", "bf16_overflow", "bf16_flush_to_zero")
+    ]
     layers = report["layers"]
     matrix = np.array([[row.get(kind, {}).get(key, 0.0) for kind, key in columns] for row in layers])
     figure, axis = plt.subplots(figsize=(12, 0.32 * len(layers) + 2.5), dpi=120)

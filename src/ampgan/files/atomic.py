@@ -74,8 +74,9 @@ def open_for_append(path: Path) -> IO[str]:
         if Path(path).is_symlink():
             from ampgan.errors import AmpganError
 
-            raise AmpganError(f"{path} is a symbolic link: ampgan never writes through links in its own folders; "
-                              "remove the link") from None
+            raise AmpganError(
+                f"{path} is a symbolic link: ampgan never writes through links in its own folders; remove the link"
+            ) from None
         raise
     return os.fdopen(fd, "a", encoding="utf-8")
 

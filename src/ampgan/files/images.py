@@ -25,9 +25,7 @@ def image_grid(images: np.ndarray, rows: int, padding: int = 2) -> np.ndarray:
     """uint8 (N, H, W, C) -> one (rows*(H+p)+p, cols*(W+p)+p, C) image with dark gutters."""
     count, height, width, channels = images.shape
     cols = -(-count // rows)
-    grid = np.full(
-        (rows * (height + padding) + padding, cols * (width + padding) + padding, channels), 32, np.uint8
-    )
+    grid = np.full((rows * (height + padding) + padding, cols * (width + padding) + padding, channels), 32, np.uint8)
     for index in range(count):
         row, col = divmod(index, cols)
         top, left = padding + row * (height + padding), padding + col * (width + padding)

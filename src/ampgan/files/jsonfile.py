@@ -37,7 +37,9 @@ def read_jsonl(path: Path) -> list[dict]:
         if not isinstance(record, dict):
             if number == len(lines):
                 continue  # the crash-cut last line
-            raise AmpganError(f"{path} is damaged (line {number} is not a JSON record): delete the file's damaged "
-                              "lines, or resume from an earlier checkpoint")
+            raise AmpganError(
+                f"{path} is damaged (line {number} is not a JSON record): delete the file's damaged "
+                "lines, or resume from an earlier checkpoint"
+            )
         records.append(record)
     return records

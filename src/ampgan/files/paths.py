@@ -10,7 +10,9 @@ from ampgan.errors import AmpganError, one_line
 from ampgan.files.schema import is_relative_inside
 
 
-def inside(folder: Path, recorded: object, document: Path, fix: str = "restore the file, or run the command again") -> Path:
+def inside(
+    folder: Path, recorded: object, document: Path, fix: str = "restore the file, or run the command again"
+) -> Path:
     """`folder / recorded`, once `recorded` is a relative path that stays inside `folder` (links
     included); else one error line naming the document."""
     folder = Path(folder)
@@ -22,5 +24,7 @@ def inside(folder: Path, recorded: object, document: Path, fix: str = "restore t
             resolved, root = None, None
         if resolved is not None and (resolved == root or resolved.is_relative_to(root)):
             return path
-    raise AmpganError(f"{one_line(document)} records the path {one_line(repr(recorded))[:120]}, which is not inside "
-                      f"{one_line(folder)}: the file was edited or is foreign; {fix}")
+    raise AmpganError(
+        f"{one_line(document)} records the path {one_line(repr(recorded))[:120]}, which is not inside "
+        f"{one_line(folder)}: the file was edited or is foreign; {fix}"
+    )

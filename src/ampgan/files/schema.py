@@ -40,8 +40,12 @@ class Between:
     def holds(self, value: Any) -> bool:
         if value is None:
             return self.or_null
-        return (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-                and self.low <= value <= self.high)
+        return (
+            isinstance(value, (int, float))
+            and not isinstance(value, bool)
+            and math.isfinite(value)
+            and self.low <= value <= self.high
+        )
 
 
 def is_relative_inside(text: Any) -> bool:
@@ -61,8 +65,11 @@ class ShapeError(Exception):
 
 def _type_names(wanted) -> str:
     kinds = wanted if isinstance(wanted, tuple) else (wanted,)
-    return " or ".join("null" if kind is None else "a finite number" if kind is float else
-                       getattr(kind, "__name__", str(kind)) for kind in kinds if kind is not NonFinite)
+    return " or ".join(
+        "null" if kind is None else "a finite number" if kind is float else getattr(kind, "__name__", str(kind))
+        for kind in kinds
+        if kind is not NonFinite
+    )
 
 
 def _matches(value: Any, wanted) -> bool:
@@ -99,8 +106,9 @@ def _check(value: Any, shape, where: str) -> None:
             _check(value[name], inner, f"{where}.{name}" if where else name)
     elif isinstance(shape, Between):
         if not shape.holds(value):
-            raise ShapeError(where or "the document", f"should be a number from {shape.low:g} to {shape.high:g}, "
-                                                      f"got {_short(value)}")
+            raise ShapeError(
+                where or "the document", f"should be a number from {shape.low:g} to {shape.high:g}, got {_short(value)}"
+            )
     elif shape is RelativePath:
         if not is_relative_inside(value):
             raise ShapeError(where or "the document", f"should be a path inside its folder, got {_short(value)}")

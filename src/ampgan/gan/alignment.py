@@ -23,10 +23,20 @@ def misaligned_layers(networks: dict[str, nn.Module], data: DataSpec | None = No
                 continue
             for dim, value in dims.items():
                 if value % 8:
-                    fixed = value in fixed_values and ("channels" in dim or dim == "out_features") or (
-                        "head" in name and dim == "out_features")
-                    found.append({"layer": f"{prefix}.{name}", "dimension": dim, "value": value,
-                                  "suggested": (value + 7) // 8 * 8, "fixed_by_task": bool(fixed)})
+                    fixed = (
+                        value in fixed_values
+                        and ("channels" in dim or dim == "out_features")
+                        or ("head" in name and dim == "out_features")
+                    )
+                    found.append(
+                        {
+                            "layer": f"{prefix}.{name}",
+                            "dimension": dim,
+                            "value": value,
+                            "suggested": (value + 7) // 8 * 8,
+                            "fixed_by_task": bool(fixed),
+                        }
+                    )
     return found
 
 

@@ -84,6 +84,9 @@ def draw_inputs(gan, context: LossContext, batch_size: int) -> tuple[torch.Tenso
     if gan.draw_inputs is not None:
         return gan.draw_inputs(context)
     z = gan.draw_z(batch_size, context.rng, context.device)
-    labels = (torch.randint(gan.num_classes, (batch_size,), device=context.device, generator=context.rng)
-              if gan.conditional else None)
+    labels = (
+        torch.randint(gan.num_classes, (batch_size,), device=context.device, generator=context.rng)
+        if gan.conditional
+        else None
+    )
     return z, labels

@@ -67,8 +67,13 @@ class Adam:
         (lr * c, betas ** c) to keep the same per-step dynamics."""
         base = cls(**settings)
         c = every / (every + 1)
-        return cls(lr=base.lr * c, betas=(base.betas[0] ** c, base.betas[1] ** c), eps=base.eps,
-                   weight_decay=base.weight_decay, lr_multipliers=base.lr_multipliers)
+        return cls(
+            lr=base.lr * c,
+            betas=(base.betas[0] ** c, base.betas[1] ** c),
+            eps=base.eps,
+            weight_decay=base.weight_decay,
+            lr_multipliers=base.lr_multipliers,
+        )
 
 
 @dataclass(frozen=True)
@@ -97,9 +102,11 @@ BUILT_IN: dict[str, Callable] = {}  # name -> model function, filled by @built_i
 
 def built_in(name: str):
     """Register a model function of gan/models/ under `name` (`--model name`)."""
+
     def register(builder: Callable) -> Callable:
         BUILT_IN[name] = builder
         return builder
+
     return register
 
 
@@ -197,41 +204,57 @@ def check_gan(gan, origin: str) -> GAN:
     """The object a model function returned, checked field by field: one error line naming `origin`
     (the model function) and what to fix."""
     if not isinstance(gan, GAN):
-        raise AmpganError(f"{origin} returned {type(gan).__name__}, not an ampgan GAN: return "
-                          "ampgan.GAN(generator=..., discriminator=..., z_dim=..., d_loss=..., g_loss=...)")
+        raise AmpganError(
+            f"{origin} returned {type(gan).__name__}, not an ampgan GAN: return "
+            "ampgan.GAN(generator=..., discriminator=..., z_dim=..., d_loss=..., g_loss=...)"
+        )
     for name in NETWORKS:
         if not isinstance(getattr(gan, name), nn.Module):
             raise AmpganError(f"{origin}: GAN.{name} is {type(getattr(gan, name)).__name__}, not a torch.nn.Module")
         if not any(parameter.requires_grad for parameter in getattr(gan, name).parameters()):
-            raise AmpganError(f"{origin}: every parameter of GAN.{name} is frozen (requires_grad=False): nothing "
-                              "would train; leave the layers that should learn trainable")
+            raise AmpganError(
+                f"{origin}: every parameter of GAN.{name} is frozen (requires_grad=False): nothing "
+                "would train; leave the layers that should learn trainable"
+            )
     if gan.generator is gan.discriminator:
         raise AmpganError(f"{origin}: the generator and the discriminator are the same module: give two networks")
     shared = {id(p) for p in gan.generator.parameters()} & {id(p) for p in gan.discriminator.parameters()}
     if shared:
-        raise AmpganError(f"{origin}: the generator and the discriminator share {len(shared)} parameter(s): each "
-                          "network needs its own (each has its own optimizer and loss scaler)")
+        raise AmpganError(
+            f"{origin}: the generator and the discriminator share {len(shared)} parameter(s): each "
+            "network needs its own (each has its own optimizer and loss scaler)"
+        )
     if not isinstance(gan.z_dim, int) or isinstance(gan.z_dim, bool) or gan.z_dim < 1:
         raise AmpganError(f"{origin}: GAN.z_dim must be a whole number of at least 1, got {gan.z_dim!r}")
     if gan.z_distribution not in Z_DISTRIBUTIONS:
-        raise AmpganError(f"{origin}: GAN.z_distribution must be one of {', '.join(Z_DISTRIBUTIONS)}, "
-                          f"got {gan.z_distribution!r}")
+        raise AmpganError(
+            f"{origin}: GAN.z_distribution must be one of {', '.join(Z_DISTRIBUTIONS)}, got {gan.z_distribution!r}"
+        )
     if not isinstance(gan.d_steps, int) or isinstance(gan.d_steps, bool) or gan.d_steps < 1:
         raise AmpganError(f"{origin}: GAN.d_steps must be a whole number of at least 1, got {gan.d_steps!r}")
     for name in ("d_loss", "g_loss"):
         for term in _as_terms(getattr(gan, name)):
             if not callable(term):
-                raise AmpganError(f"{origin}: GAN.{name} must be a function of the loss context (or a list of "
-                                  f"them), got {type(term).__name__}")
+                raise AmpganError(
+                    f"{origin}: GAN.{name} must be a function of the loss context (or a list of "
+                    f"them), got {type(term).__name__}"
+                )
     low_high = gan.image_range
-    if not (isinstance(low_high, tuple) and len(low_high) == 2 and all(isinstance(v, (int, float)) for v in low_high)
-            and low_high[0] < low_high[1]):
-        raise AmpganError(f"{origin}: GAN.image_range must be (low, high) with low < high, e.g. (-1, 1) for tanh "
-                          f"or (0, 1) for sigmoid, got {low_high!r}")
+    if not (
+        isinstance(low_high, tuple)
+        and len(low_high) == 2
+        and all(isinstance(v, (int, float)) for v in low_high)
+        and low_high[0] < low_high[1]
+    ):
+        raise AmpganError(
+            f"{origin}: GAN.image_range must be (low, high) with low < high, e.g. (-1, 1) for tanh "
+            f"or (0, 1) for sigmoid, got {low_high!r}"
+        )
     gan.image_range = (float(low_high[0]), float(low_high[1]))
     if gan.conditional and (not isinstance(gan.num_classes, int) or gan.num_classes < 1):
-        raise AmpganError(f"{origin}: a conditional GAN needs num_classes (the data's number of classes), "
-                          f"got {gan.num_classes!r}")
+        raise AmpganError(
+            f"{origin}: a conditional GAN needs num_classes (the data's number of classes), got {gan.num_classes!r}"
+        )
     names = set()
     for update in gan.extra_updates:
         if not isinstance(update, Update):
@@ -240,11 +263,14 @@ def check_gan(gan, origin: str) -> GAN:
             raise AmpganError(f"{origin}: two updates are called {update.name!r} (or it is 'd'/'g'): name each once")
         names.add(update.name)
         if not update.networks or any(n not in NETWORKS for n in update.networks):
-            raise AmpganError(f"{origin}: Update {update.name!r} networks must be among {NETWORKS}, "
-                              f"got {update.networks!r}")
+            raise AmpganError(
+                f"{origin}: Update {update.name!r} networks must be among {NETWORKS}, got {update.networks!r}"
+            )
         if update.optimizer is None and len(update.networks) != 1:
-            raise AmpganError(f"{origin}: Update {update.name!r} changes both networks, so it needs an optimizer "
-                              "of its own (optimizer=ampgan.Adam(...))")
+            raise AmpganError(
+                f"{origin}: Update {update.name!r} changes both networks, so it needs an optimizer "
+                "of its own (optimizer=ampgan.Adam(...))"
+            )
         if not isinstance(update.every, int) or update.every < 1:
             raise AmpganError(f"{origin}: Update {update.name!r} every must be a whole number of at least 1")
         for term in _as_terms(update.loss):
@@ -252,19 +278,23 @@ def check_gan(gan, origin: str) -> GAN:
                 raise AmpganError(f"{origin}: Update {update.name!r} loss must be a function of the loss context")
     for module in gan.fp32_modules:
         if not isinstance(module, nn.Module) or not any(module is m for m in _modules_of(gan)):
-            raise AmpganError(f"{origin}: every GAN.fp32_modules entry must be a submodule of the generator or "
-                              "the discriminator")
+            raise AmpganError(
+                f"{origin}: every GAN.fp32_modules entry must be a submodule of the generator or the discriminator"
+            )
     for which in ("optimizer_g", "optimizer_d"):
         network = gan.generator if which == "optimizer_g" else gan.discriminator
         names = [name for name, _ in network.named_parameters()]
         for prefix, factor in getattr(gan, which).lr_multipliers.items():
             if not isinstance(factor, (int, float)) or factor <= 0:
-                raise AmpganError(f"{origin}: GAN.{which} lr_multipliers[{prefix!r}] must be a positive number, "
-                                  f"got {factor!r}")
+                raise AmpganError(
+                    f"{origin}: GAN.{which} lr_multipliers[{prefix!r}] must be a positive number, got {factor!r}"
+                )
             if not any(name.startswith(prefix) for name in names):
-                raise AmpganError(f"{origin}: GAN.{which} lr_multipliers names {prefix!r}, which no parameter name "
-                                  f"of the {'generator' if which == 'optimizer_g' else 'discriminator'} starts with "
-                                  f"(they start: {', '.join(sorted({n.split('.')[0] for n in names})[:6])})")
+                raise AmpganError(
+                    f"{origin}: GAN.{which} lr_multipliers names {prefix!r}, which no parameter name "
+                    f"of the {'generator' if which == 'optimizer_g' else 'discriminator'} starts with "
+                    f"(they start: {', '.join(sorted({n.split('.')[0] for n in names})[:6])})"
+                )
     if gan.draw_inputs is not None and not callable(gan.draw_inputs):
         raise AmpganError(f"{origin}: GAN.draw_inputs must be a function of the loss context")
     return gan

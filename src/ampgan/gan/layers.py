@@ -97,8 +97,9 @@ def keep_in_fp32(module: nn.Module) -> None:
         device_type = next((t.device.type for t in (*args, *kwargs.values()) if isinstance(t, torch.Tensor)), "cpu")
         with autocast_off(device_type):
             args = tuple(a.float() if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args)
-            kwargs = {k: v.float() if isinstance(v, torch.Tensor) and v.is_floating_point() else v
-                      for k, v in kwargs.items()}
+            kwargs = {
+                k: v.float() if isinstance(v, torch.Tensor) and v.is_floating_point() else v for k, v in kwargs.items()
+            }
             return original(*args, **kwargs)
 
     module.forward = forward
@@ -108,8 +109,10 @@ def keep_in_fp32(module: nn.Module) -> None:
 def _one_score_per_image(logits, loss: str) -> torch.Tensor:
     if not isinstance(logits, torch.Tensor) or not (logits.dim() == 1 or (logits.dim() == 2 and logits.shape[1] == 1)):
         got = tuple(logits.shape) if isinstance(logits, torch.Tensor) else type(logits).__name__
-        raise AmpganError(f"{loss} takes D's real/fake logits, one per image ((B,) or (B, 1)), got {got}: "
-                          "end D in a linear layer to one output (a tuple from D? pass its real/fake part)")
+        raise AmpganError(
+            f"{loss} takes D's real/fake logits, one per image ((B,) or (B, 1)), got {got}: "
+            "end D in a linear layer to one output (a tuple from D? pass its real/fake part)"
+        )
     return logits.float()
 
 
@@ -153,10 +156,17 @@ def non_saturating_g_loss(context):
 
 def class_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     """Cross-entropy in fp32 (the softmax's log-sum-exp). `logits`: (B, K); `labels`: (B,) class indices."""
-    if not isinstance(logits, torch.Tensor) or logits.dim() != 2 or labels is None or logits.shape[0] != labels.shape[0]:
+    if (
+        not isinstance(logits, torch.Tensor)
+        or logits.dim() != 2
+        or labels is None
+        or logits.shape[0] != labels.shape[0]
+    ):
         got = tuple(logits.shape) if isinstance(logits, torch.Tensor) else type(logits).__name__
-        raise AmpganError(f"class_loss takes class logits (B, K) and labels (B,), got {got} and "
-                          f"{None if labels is None else tuple(labels.shape)}: give D's class head and the batch's labels")
+        raise AmpganError(
+            f"class_loss takes class logits (B, K) and labels (B,), got {got} and "
+            f"{None if labels is None else tuple(labels.shape)}: give D's class head and the batch's labels"
+        )
     return F.cross_entropy(logits.float(), labels)
 
 

@@ -22,8 +22,10 @@ def option_parameters(builder: Callable) -> tuple[dict[str, inspect.Parameter], 
     """({option name: its parameter}, whether the function takes **options as well)."""
     signature = inspect.signature(builder)
     parameters = list(signature.parameters.values())
-    if not parameters or parameters[0].kind not in (inspect.Parameter.POSITIONAL_ONLY,
-                                                   inspect.Parameter.POSITIONAL_OR_KEYWORD):
+    if not parameters or parameters[0].kind not in (
+        inspect.Parameter.POSITIONAL_ONLY,
+        inspect.Parameter.POSITIONAL_OR_KEYWORD,
+    ):
         raise TypeError("a model function takes the data description as its first (positional) argument")
     options, any_keyword = {}, False
     for parameter in parameters[1:]:
@@ -41,8 +43,10 @@ def resolve_options(model: str, builder: Callable, given: dict[str, Any]) -> dic
     for name, value in given.items():
         if name not in parameters and not any_keyword:
             choices = ", ".join(parameters) or "none"
-            raise ConfigError(f"model.{name}", f"is not an option of model {model}"
-                                               f"{close_match_hint(name, parameters)} (its options: {choices})")
+            raise ConfigError(
+                f"model.{name}",
+                f"is not an option of model {model}{close_match_hint(name, parameters)} (its options: {choices})",
+            )
         default = parameters[name].default if name in parameters else inspect.Parameter.empty
         resolved[name] = _converted(f"model.{name}", value, default)
     for name, parameter in parameters.items():
@@ -82,8 +86,10 @@ def require_image_size(model: str, data, sizes) -> None:
     """One error line when the data's image size is not one the model draws (`data`: gan.DataSpec)."""
     if data.image_size not in sizes:
         closest = min(sizes, key=lambda size: abs(size - data.image_size))
-        raise AmpganError(f"model {model} draws {', '.join(map(str, sizes))} px images, not {data.image_size} px: "
-                          f"add --image-size {closest}")
+        raise AmpganError(
+            f"model {model} draws {', '.join(map(str, sizes))} px images, not {data.image_size} px: "
+            f"add --image-size {closest}"
+        )
 
 
 # Range checks a model function calls on its own options; each names the option by its config path.

@@ -33,11 +33,18 @@ from typing import Any
 import torch
 
 from ampgan.errors import AmpganError, ConfigError
-from ampgan.trust import (  # noqa: F401 - the registry's readers import the rule from here too
-    ANY_MODEL, MODEL_CONSENT_ENV, UntrustedModel, consent_environment, consent_to_import, import_consented)
 from ampgan.gan.contract import BUILT_IN, GAN, DataSpec, check_gan
 from ampgan.gan.layers import keep_in_fp32
 from ampgan.gan.options import option_parameters, resolve_options
+from ampgan.trust import (  # noqa: F401 - the registry's readers import the rule from here too
+    ANY_MODEL,
+    MODEL_CONSENT_ENV,
+    UntrustedModel,
+    consent_environment,
+    consent_to_import,
+    import_consented,
+)
+
 
 @functools.cache
 def _built_in() -> dict[str, Callable]:
@@ -55,14 +62,17 @@ def model_names() -> list[str]:
 
 _IN_PROCESS: dict[str, tuple[Callable, str]] = {}  # "python:NAME" -> (model function, its source's digest)
 
+
 def refuse_unless_consented(name: str) -> None:
     """One line, before any import, for a model that is not built in and that nobody named."""
     if name in _built_in() or name.startswith("python:") or ":" not in name or import_consented(name):
         return
     quoted = shlex.quote(name)
-    raise UntrustedModel(f"model {name} is not built in and was named by a file, not by you: building it imports "
-                         f"and runs that code, which ampgan never does on a file's word; read the code, then name it "
-                         f"yourself with --model {quoted} (or pass --trust-model)")
+    raise UntrustedModel(
+        f"model {name} is not built in and was named by a file, not by you: building it imports "
+        f"and runs that code, which ampgan never does on a file's word; read the code, then name it "
+        f"yourself with --model {quoted} (or pass --trust-model)"
+    )
 
 
 def model_name_for(function: Callable) -> str:
@@ -75,8 +85,14 @@ def model_name_for(function: Callable) -> str:
     source = inspect.getsourcefile(function) if inspect.isfunction(function) else None
     module = sys.modules.get(getattr(function, "__module__", "") or "")
     name = getattr(function, "__name__", "")
-    if (source and source.endswith(".py") and Path(source).is_file() and module is not None
-            and getattr(module, name, None) is function and "<" not in function.__qualname__):
+    if (
+        source
+        and source.endswith(".py")
+        and Path(source).is_file()
+        and module is not None
+        and getattr(module, name, None) is function
+        and "<" not in function.__qualname__
+    ):
         return f"{Path(source).resolve()}:{name}"
     try:
         text = inspect.getsource(function)
@@ -108,8 +124,9 @@ class ModelRecipe:
         except (AmpganError, KeyboardInterrupt):
             raise
         except Exception as error:  # noqa: BLE001 - the user's code failing is one line naming it
-            raise AmpganError(f"{origin} raised {type(error).__name__}: {_first_line(error)}{_where(error)}: fix the "
-                              "model function") from None
+            raise AmpganError(
+                f"{origin} raised {type(error).__name__}: {_first_line(error)}{_where(error)}: fix the model function"
+            ) from None
         gan = check_gan(gan, origin)
         gan.name = self.name
         for module in gan.fp32_modules:
@@ -144,13 +161,17 @@ def resolve_model(name: str, given_options: dict[str, Any]) -> ModelRecipe:
 
 def _find_builder(name: str) -> tuple[Callable, Path | None]:
     if not isinstance(name, str) or not name.strip():
-        raise ConfigError("model.name", "is empty: name a built-in model (" + ", ".join(model_names()) +
-                          ") or path/to/file.py:FUNCTION")
+        raise ConfigError(
+            "model.name",
+            "is empty: name a built-in model (" + ", ".join(model_names()) + ") or path/to/file.py:FUNCTION",
+        )
     built_in = _built_in()
     if name.startswith("python:"):
         if name not in _IN_PROCESS:
-            raise AmpganError(f"model {name} was handed over from Python in another process: run it from the same "
-                              "script or notebook again, or save the function in a .py file and give path.py:FUNCTION")
+            raise AmpganError(
+                f"model {name} was handed over from Python in another process: run it from the same "
+                "script or notebook again, or save the function in a .py file and give path.py:FUNCTION"
+            )
         return _IN_PROCESS[name][0], None
     if name in built_in:
         builder = built_in[name]
@@ -158,8 +179,11 @@ def _find_builder(name: str) -> tuple[Callable, Path | None]:
     if ":" not in name:
         close = difflib.get_close_matches(name, list(built_in), n=1)
         hint = f" (did you mean {close[0]}?)" if close else ""
-        raise ConfigError("model.name", f"{name!r} is not a built-in model{hint}: choose one of {', '.join(built_in)}, "
-                                        "or give your own as path/to/file.py:FUNCTION or package.module:FUNCTION")
+        raise ConfigError(
+            "model.name",
+            f"{name!r} is not a built-in model{hint}: choose one of {', '.join(built_in)}, "
+            "or give your own as path/to/file.py:FUNCTION or package.module:FUNCTION",
+        )
     where, _, function_name = name.rpartition(":")
     if not function_name.isidentifier():
         raise ConfigError("model.name", f"{name!r}: {function_name!r} after the colon is not a function name")
@@ -167,12 +191,16 @@ def _find_builder(name: str) -> tuple[Callable, Path | None]:
     module = _import_file(where) if where.endswith(".py") or "/" in where else _import_module(where)
     builder = getattr(module, function_name, None)
     if builder is None:
-        available = sorted(n for n, v in vars(module).items() if inspect.isfunction(v) and not n.startswith("_")
-                           and getattr(v, "__module__", None) == module.__name__)
+        available = sorted(
+            n
+            for n, v in vars(module).items()
+            if inspect.isfunction(v) and not n.startswith("_") and getattr(v, "__module__", None) == module.__name__
+        )
         close = difflib.get_close_matches(function_name, available, n=1)
         hint = f" (did you mean {close[0]}?)" if close else ""
-        raise AmpganError(f"{where} has no function {function_name!r}{hint}; its functions: "
-                          f"{', '.join(available) or 'none'}")
+        raise AmpganError(
+            f"{where} has no function {function_name!r}{hint}; its functions: {', '.join(available) or 'none'}"
+        )
     if not callable(builder):
         raise AmpganError(f"{where}:{function_name} is a {type(builder).__name__}, not a function")
     source = getattr(module, "__file__", None)
@@ -201,8 +229,9 @@ def _import_file(path_text: str):
         del sys.modules[module_name]
         if isinstance(error, KeyboardInterrupt):
             raise
-        raise AmpganError(f"importing {path} failed: {type(error).__name__}: {_first_line(error)}"
-                          f"{_where(error, resolved)}") from None
+        raise AmpganError(
+            f"importing {path} failed: {type(error).__name__}: {_first_line(error)}{_where(error, resolved)}"
+        ) from None
     return module
 
 
@@ -210,9 +239,13 @@ def _import_module(name: str):
     try:
         return importlib.import_module(name)
     except ModuleNotFoundError as error:
-        raise AmpganError(f"cannot import {name} ({error}): give path/to/file.py:FUNCTION, or install the package") from None
+        raise AmpganError(
+            f"cannot import {name} ({error}): give path/to/file.py:FUNCTION, or install the package"
+        ) from None
     except Exception as error:  # noqa: BLE001
-        raise AmpganError(f"importing {name} failed: {type(error).__name__}: {_first_line(error)}{_where(error)}") from None
+        raise AmpganError(
+            f"importing {name} failed: {type(error).__name__}: {_first_line(error)}{_where(error)}"
+        ) from None
 
 
 def _sha256_of(path: Path | None) -> str:
@@ -234,8 +267,13 @@ def _where(error: BaseException, path: Path | None = None) -> str:
     frames = traceback.extract_tb(error.__traceback__)
     if isinstance(error, SyntaxError) and error.filename:
         return f" ({Path(error.filename).name}, line {error.lineno})"
-    own = [f for f in frames if "site-packages" not in f.filename and "/ampgan/" not in f.filename.replace("\\", "/")
-           and not f.filename.startswith("<")]
+    own = [
+        f
+        for f in frames
+        if "site-packages" not in f.filename
+        and "/ampgan/" not in f.filename.replace("\\", "/")
+        and not f.filename.startswith("<")
+    ]
     if path is not None:
         own = [f for f in own if Path(f.filename).resolve() == path] or own
     if not own:

@@ -26,14 +26,25 @@ class Assumption:
     source: str
 
     def to_dict(self) -> dict:
-        return {"name": self.name, "low": self.low, "mid": self.mid, "high": self.high, "unit": self.unit,
-                "source": self.source}
+        return {
+            "name": self.name,
+            "low": self.low,
+            "mid": self.mid,
+            "high": self.high,
+            "unit": self.unit,
+            "source": self.source,
+        }
 
 
 BANDWIDTH_FRACTION = Assumption(
-    "memory-bandwidth fraction of peak", 0.60, 0.75, 0.90, "fraction",
+    "memory-bandwidth fraction of peak",
+    0.60,
+    0.75,
+    0.90,
+    "fraction",
     "assumption. STREAM-style kernels (McCalpin 1995; BabelStream, Deakin et al. 2016) reach 70-90% of a GPU's "
-    "datasheet bandwidth; element-wise, normalisation and reduction kernels reach that or less: 60-90%")
+    "datasheet bandwidth; element-wise, normalisation and reduction kernels reach that or less: 60-90%",
+)
 LAUNCH_GAP_S = (2e-6, 6e-6)  # assumed GPU-side cost per dependent kernel, from busy stream to a host-issued one
 
 
@@ -55,9 +66,14 @@ def launch_assumption(dispatch_s: float, where: str) -> Assumption:
     """The host's cost per operation: PyTorch's dispatch time measured here. No precision shrinks it
     (a mixed step runs more operations: autocast's casts, the scaler's checks)."""
     return Assumption(
-        "host dispatch per operation", dispatch_s, dispatch_s, dispatch_s, "seconds",
+        "host dispatch per operation",
+        dispatch_s,
+        dispatch_s,
+        dispatch_s,
+        "seconds",
         f"measured: PyTorch's dispatch time per operation on {where} ({dispatch_s * 1e6:.1f} us); the step takes "
-        "max(GPU, host) when the host runs ahead of the GPU and GPU + host when it cannot, the band both")
+        "max(GPU, host) when the host runs ahead of the GPU and GPU + host when it cannot, the band both",
+    )
 
 
 def host_seconds_per_op(launch: Assumption) -> float:
@@ -65,9 +81,14 @@ def host_seconds_per_op(launch: Assumption) -> float:
 
 
 LAUNCH_GAP = Assumption(
-    "launch gap per non-matrix kernel", LAUNCH_GAP_S[0], sum(LAUNCH_GAP_S) / 2, LAUNCH_GAP_S[1], "seconds",
+    "launch gap per non-matrix kernel",
+    LAUNCH_GAP_S[0],
+    sum(LAUNCH_GAP_S) / 2,
+    LAUNCH_GAP_S[1],
+    "seconds",
     "assumption. NVIDIA, 'Getting Started with CUDA Graphs': launch overheads of microseconds per kernel; a matrix "
-    "kernel's own cost is in its calibration (fitted on isolated kernels)")
+    "kernel's own cost is in its calibration (fitted on isolated kernels)",
+)
 
 
 def all_assumptions(launch: Assumption) -> list[dict]:

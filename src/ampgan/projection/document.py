@@ -25,12 +25,27 @@ PROJECTED_PRECISIONS = NAMES
 BATCHES_COSTED = 1e6  # the study's
 _NUMBER = (int, float)
 # What a reader of projection.json relies on (files/schema.py): the report's section reads these.
-ROW_SHAPE = {"device": str, "precision": str, "batch_size": int, "status": str, "projected": bool,
-             "?ms_per_step": _NUMBER, "?ms_low": _NUMBER, "?ms_high": _NUMBER, "?speedup": _NUMBER,
-             "?speedup_low": _NUMBER, "?speedup_high": _NUMBER, "?bound": str,
-             "?cost": {"fast": _NUMBER, "mid": _NUMBER, "slow": _NUMBER}, "?fits": bool,
-             "?memory_gib_at_least": _NUMBER, "?speedup_over_default": _NUMBER,
-             "?speedup_over_default_low": _NUMBER, "?speedup_over_default_high": _NUMBER, "?calibrated": bool}
+ROW_SHAPE = {
+    "device": str,
+    "precision": str,
+    "batch_size": int,
+    "status": str,
+    "projected": bool,
+    "?ms_per_step": _NUMBER,
+    "?ms_low": _NUMBER,
+    "?ms_high": _NUMBER,
+    "?speedup": _NUMBER,
+    "?speedup_low": _NUMBER,
+    "?speedup_high": _NUMBER,
+    "?bound": str,
+    "?cost": {"fast": _NUMBER, "mid": _NUMBER, "slow": _NUMBER},
+    "?fits": bool,
+    "?memory_gib_at_least": _NUMBER,
+    "?speedup_over_default": _NUMBER,
+    "?speedup_over_default_low": _NUMBER,
+    "?speedup_over_default_high": _NUMBER,
+    "?calibrated": bool,
+}
 DOCUMENT_SHAPE = {"format": str, "model": (str, None), "traced_on": (str, None), "rows": [ROW_SHAPE]}
 
 
@@ -75,18 +90,24 @@ def memory_at_least(memory: dict | None, precision: str, batch_size: int) -> flo
 
 def _calibration_note(gpu: GpuSpec) -> dict:
     calibration, own = calibration_for(gpu)
-    tables = "; ".join(f"{t['file']} (CUDA {t['software'].get('cuda')}, cuDNN {t['software'].get('cudnn')})"
-                       for t in calibration.document.get("tables", []))
+    tables = "; ".join(
+        f"{t['file']} (CUDA {t['software'].get('cuda')}, cuDNN {t['software'].get('cudnn')})"
+        for t in calibration.document.get("tables", [])
+    )
     error = calibration.residuals.get("speedup_fp32_to_fp16", {})
-    measured = (f"cross-validated on {calibration.document.get('gpu')}: fp32->fp16 kernel speedups off by "
-                f"{error.get('median_speedup_error', float('nan')):.2f}x in the median, band holds "
-                f"{error.get('band_coverage', float('nan')):.0%}")
+    measured = (
+        f"cross-validated on {calibration.document.get('gpu')}: fp32->fp16 kernel speedups off by "
+        f"{error.get('median_speedup_error', float('nan')):.2f}x in the median, band holds "
+        f"{error.get('band_coverage', float('nan')):.0%}"
+    )
     if own:
         note = f"calibrated on {gpu.key}'s architecture ({calibration.architecture}: {tables}); {measured}"
     else:
-        note = (f"NO calibration for this architecture (capability {gpu.cuda_capability[0]}.{gpu.cuda_capability[1]}): "
-                f"{calibration.architecture}'s ({tables}) with this GPU's datasheet, band widened "
-                f"x{UNCALIBRATED_WIDENING} each way; {measured}")
+        note = (
+            f"NO calibration for this architecture (capability {gpu.cuda_capability[0]}.{gpu.cuda_capability[1]}): "
+            f"{calibration.architecture}'s ({tables}) with this GPU's datasheet, band widened "
+            f"x{UNCALIBRATED_WIDENING} each way; {measured}"
+        )
     return {"architecture": calibration.architecture, "own": own, "note": note}
 
 
@@ -95,9 +116,16 @@ def has_tf32_default(gpu: GpuSpec) -> bool:
     return gpu.cuda_capability >= (8, 0) and bool(gpu.peak_tflops.get("tf32"))
 
 
-def project(tables: dict[str, OpTable], gpus: list[GpuSpec], batch_sizes: list[int], launch, *,
-            precisions: tuple[str, ...] = PROJECTED_PRECISIONS, catalog: list[Instance] | None = None,
-            memory: dict | None = None) -> list[dict]:
+def project(
+    tables: dict[str, OpTable],
+    gpus: list[GpuSpec],
+    batch_sizes: list[int],
+    launch,
+    *,
+    precisions: tuple[str, ...] = PROJECTED_PRECISIONS,
+    catalog: list[Instance] | None = None,
+    memory: dict | None = None,
+) -> list[dict]:
     """One row per GPU x precision x batch size: the projected ms per step with its band, its bound, its
     speedup over strict fp32 and (on a TF32 GPU) over PyTorch's default, and the cost of the study's 1M
     batches. The model: projection/step_model.py."""
@@ -122,20 +150,33 @@ def project(tables: dict[str, OpTable], gpus: list[GpuSpec], batch_sizes: list[i
                     continue
                 estimate = estimates[name] = step_estimate(table.on_cuda(), batch_size, gpu, name, dispatch_s)
                 ms = {"fast": estimate.low * 1e3, "mid": estimate.seconds * 1e3, "slow": estimate.high * 1e3}
-                row.update({
-                    "status": "ok", "ms_per_step": ms["mid"], "ms_low": ms["fast"], "ms_high": ms["slow"],
-                    "bound": estimate.bound, "seconds_by_bound": estimate.by_bound,
-                    "tensor_flops_share": estimate.tensor_flops_share, "kernels": estimate.kernels,
-                    "host_ms": estimate.host_s * 1e3,
-                    "flops_per_step": table.flops_at(batch_size),
-                    "bytes_per_step": sum(r.bytes_at(batch_size) * r.weight for r in table.on_cuda()),
-                    "calibration": calibration["note"], "calibrated": calibration["own"],
-                    "source": f"kernel model ({calibration['architecture']} calibration) on the {gpu.key} datasheet row "
-                              f"({gpu.source}); {table_note}, traced on {table.device} at batch {table.traced_at[0]} "
-                              f"and {table.traced_at[1]}"
-                              + (f"; {estimate.guessed_kernels} matrix ops without recorded shapes (an older trace) "
-                                 "taken as square products" if estimate.guessed_kernels else ""),
-                })
+                row.update(
+                    {
+                        "status": "ok",
+                        "ms_per_step": ms["mid"],
+                        "ms_low": ms["fast"],
+                        "ms_high": ms["slow"],
+                        "bound": estimate.bound,
+                        "seconds_by_bound": estimate.by_bound,
+                        "tensor_flops_share": estimate.tensor_flops_share,
+                        "kernels": estimate.kernels,
+                        "host_ms": estimate.host_s * 1e3,
+                        "flops_per_step": table.flops_at(batch_size),
+                        "bytes_per_step": sum(r.bytes_at(batch_size) * r.weight for r in table.on_cuda()),
+                        "calibration": calibration["note"],
+                        "calibrated": calibration["own"],
+                        "source": f"kernel model ({calibration['architecture']} calibration) on the {gpu.key} "
+                        f"datasheet row "
+                        f"({gpu.source}); {table_note}, traced on {table.device} at batch {table.traced_at[0]} "
+                        f"and {table.traced_at[1]}"
+                        + (
+                            f"; {estimate.guessed_kernels} matrix ops without recorded shapes (an older trace) "
+                            "taken as square products"
+                            if estimate.guessed_kernels
+                            else ""
+                        ),
+                    }
+                )
                 needed = memory_at_least(memory, name, batch_size)
                 if needed is not None:
                     # A lower bound: a row that does not fit cannot; one that fits may still not.
@@ -146,17 +187,31 @@ def project(tables: dict[str, OpTable], gpus: list[GpuSpec], batch_sizes: list[i
                     row.update({"speedup": mid, "speedup_low": low, "speedup_high": high})
                 if default is not None:
                     if name == BASELINE:
-                        row.update({"default_ms_per_step": default.seconds * 1e3, "default_ms_low": default.low * 1e3,
-                                    "default_ms_high": default.high * 1e3})
+                        row.update(
+                            {
+                                "default_ms_per_step": default.seconds * 1e3,
+                                "default_ms_low": default.low * 1e3,
+                                "default_ms_high": default.high * 1e3,
+                            }
+                        )
                     else:
                         mid, low, high = speedup_band(default, estimate)
-                        row.update({"speedup_over_default": mid, "speedup_over_default_low": low,
-                                    "speedup_over_default_high": high})
+                        row.update(
+                            {
+                                "speedup_over_default": mid,
+                                "speedup_over_default_low": low,
+                                "speedup_over_default_high": high,
+                            }
+                        )
                 if price is not None:
-                    row["cost"] = {point: cost_of_batches(ms[point] / 1e3, BATCHES_COSTED, price)["cost"]
-                                   for point in ("fast", "mid", "slow")}
-                    row["instance"] = f"{instance.label} ({instance.price_per_hour:g} {instance.currency}/h, " \
-                                      f"{instance.date}, {instance.source})"
+                    row["cost"] = {
+                        point: cost_of_batches(ms[point] / 1e3, BATCHES_COSTED, price)["cost"]
+                        for point in ("fast", "mid", "slow")
+                    }
+                    row["instance"] = (
+                        f"{instance.label} ({instance.price_per_hour:g} {instance.currency}/h, "
+                        f"{instance.date}, {instance.source})"
+                    )
                 rows.append(row)
     return rows
 
@@ -176,15 +231,33 @@ def as_bench_document(results: dict, tables: dict[str, OpTable], gpu: GpuSpec, l
     rows = [r for r in project(tables, [gpu], sizes, launch) if r["status"] == "ok"]
     if not rows:
         raise AmpganError(f"nothing of these results can be projected onto {gpu.key}")
-    configs = [{"batch_size": r["batch_size"], "precision": r["precision"], "status": "ok",
-                "stats": {"median_s": r["ms_per_step"] / 1e3}} for r in rows]
-    speedups = [{"batch_size": r["batch_size"], "precision": r["precision"], "baseline": BASELINE,
-                 "estimate": r["speedup"], "low": r["speedup_low"], "high": r["speedup_high"]}
-                for r in rows if r["precision"] != BASELINE and "speedup" in r]
+    configs = [
+        {
+            "batch_size": r["batch_size"],
+            "precision": r["precision"],
+            "status": "ok",
+            "stats": {"median_s": r["ms_per_step"] / 1e3},
+        }
+        for r in rows
+    ]
+    speedups = [
+        {
+            "batch_size": r["batch_size"],
+            "precision": r["precision"],
+            "baseline": BASELINE,
+            "estimate": r["speedup"],
+            "low": r["speedup_low"],
+            "high": r["speedup_high"],
+        }
+        for r in rows
+        if r["precision"] != BASELINE and "speedup" in r
+    ]
     traced = next(iter(tables.values()))
-    how = (f"a kernel model calibrated on measured GPU kernels, over the step's operations, onto {gpu.name} "
-           f"(datasheet row {gpu.key}), op tables traced on "
-           f"{results.get('environment', {}).get('hardware_summary', traced.device)}; see 'ampgan project' for the band")
+    how = (
+        f"a kernel model calibrated on measured GPU kernels, over the step's operations, onto {gpu.name} "
+        f"(datasheet row {gpu.key}), op tables traced on "
+        f"{results.get('environment', {}).get('hardware_summary', traced.device)}; see 'ampgan project' for the band"
+    )
     return {**results, "configs": configs, "speedups": speedups}, how
 
 
@@ -211,21 +284,38 @@ def measured_rows(results: dict, tables: dict[str, OpTable] | None = None, launc
     for config in results.get("configs", []):
         if not config.get("stats"):
             continue
-        row = {"device": device, "precision": config["precision"], "batch_size": config["batch_size"],
-               "projected": False, "ms_per_step": config["stats"]["median_s"] * 1e3,
-               "source": "measured by ampgan bench on this machine"}
+        row = {
+            "device": device,
+            "precision": config["precision"],
+            "batch_size": config["batch_size"],
+            "projected": False,
+            "ms_per_step": config["stats"]["median_s"] * 1e3,
+            "source": "measured by ampgan bench on this machine",
+        }
         if gpu is not None:
             (projected,) = project(tables, [gpu], [config["batch_size"]], launch, precisions=(config["precision"],))
             if projected["status"] == "ok":
-                row.update({"projected_for_it_ms": projected["ms_per_step"], "projected_low_ms": projected["ms_low"],
-                            "projected_high_ms": projected["ms_high"],
-                            "measured_over_projected": row["ms_per_step"] / projected["ms_per_step"]})
+                row.update(
+                    {
+                        "projected_for_it_ms": projected["ms_per_step"],
+                        "projected_low_ms": projected["ms_low"],
+                        "projected_high_ms": projected["ms_high"],
+                        "measured_over_projected": row["ms_per_step"] / projected["ms_per_step"],
+                    }
+                )
         rows.append(row)
     return rows
 
 
-def build_projection(results: dict, tables: dict[str, OpTable], gpus: list[GpuSpec], batch_sizes: list[int], launch,
-                     catalog: list[Instance] | None, catalog_source: str | None) -> dict:
+def build_projection(
+    results: dict,
+    tables: dict[str, OpTable],
+    gpus: list[GpuSpec],
+    batch_sizes: list[int],
+    launch,
+    catalog: list[Instance] | None,
+    catalog_source: str | None,
+) -> dict:
     if not tables:
         raise AmpganError("no op table to project from: re-run 'ampgan bench' (it traces the step's operations)")
     rows = project(tables, gpus, batch_sizes, launch, catalog=catalog, memory=results.get("step_memory"))
@@ -233,16 +323,21 @@ def build_projection(results: dict, tables: dict[str, OpTable], gpus: list[GpuSp
     return {
         "format": FORMAT,
         "what": "PROJECTED times and costs (a kernel model calibrated on measured GPU kernels, over the step's "
-                "operations), not measurements",
+        "operations), not measurements",
         "calibration_error": calibration_error_lines(),
-        "model": spec.get("model"), "model_options": spec.get("model_options", {}), "dataset": spec.get("dataset"),
+        "model": spec.get("model"),
+        "model_options": spec.get("model_options", {}),
+        "dataset": spec.get("dataset"),
         "traced_on": results.get("environment", {}).get("hardware_summary"),
         "software": results.get("environment", {}).get("versions", {}),
-        "batches_costed": BATCHES_COSTED, "price_catalog": catalog_source,
+        "batches_costed": BATCHES_COSTED,
+        "price_catalog": catalog_source,
         "devices": [gpu.to_dict() for gpu in gpus],
         "assumptions": all_assumptions(launch),
-        "op_tables": {name: {"kernels": t.kernels(), "traced_at": list(t.traced_at), "rows": len(t.rows)}
-                      for name, t in tables.items()},
+        "op_tables": {
+            name: {"kernels": t.kernels(), "traced_at": list(t.traced_at), "rows": len(t.rows)}
+            for name, t in tables.items()
+        },
         "rows": rows,
         "measured_here": measured_rows(results, tables, launch),
     }
@@ -257,11 +352,16 @@ def speedup_text(row: dict) -> str:
     '2.10x [1.40-3.00] over fp32' elsewhere: PyTorch's default first, since a user who changes nothing runs it."""
     parts = []
     if "speedup_over_default" in row:
-        parts.append(_band(row["speedup_over_default_low"], row["speedup_over_default"],
-                           row["speedup_over_default_high"], 2) + "x over the default (TF32 convolutions)")
+        parts.append(
+            _band(row["speedup_over_default_low"], row["speedup_over_default"], row["speedup_over_default_high"], 2)
+            + "x over the default (TF32 convolutions)"
+        )
     if "speedup" in row:
-        parts.append(_band(row["speedup_low"], row["speedup"], row["speedup_high"], 2) + "x over "
-                     + ("strict fp32" if parts else "fp32"))
+        parts.append(
+            _band(row["speedup_low"], row["speedup"], row["speedup_high"], 2)
+            + "x over "
+            + ("strict fp32" if parts else "fp32")
+        )
     return ", ".join(parts) or "-"
 
 
@@ -274,71 +374,103 @@ def calibration_error_lines() -> list[str]:
         calibration = load_calibration(architecture)
         error = calibration.residuals["speedup_fp32_to_fp16"]
         times = calibration.residuals["time_error"]
-        lines.append(f"{architecture} ({calibration.document['gpu']}, DeepBench, {error['kernels']} kernels, "
-                     f"{calibration.residuals['folds']}-fold cross-validated): fp32->fp16 speedup off by "
-                     f"{error['median_speedup_error']:.2f}x in the median, {error['p90_speedup_error']:.2f}x at the "
-                     f"90th percentile; its band holds {error['band_coverage']:.0%} of the measured speedups "
-                     f"(median width {error['median_band_ratio']:.2f}x); kernel times off by "
-                     f"{times['fp32']['median']:.2f}x (fp32) and {times['fp16']['median']:.2f}x (fp16) in the median")
+        lines.append(
+            f"{architecture} ({calibration.document['gpu']}, DeepBench, {error['kernels']} kernels, "
+            f"{calibration.residuals['folds']}-fold cross-validated): fp32->fp16 speedup off by "
+            f"{error['median_speedup_error']:.2f}x in the median, {error['p90_speedup_error']:.2f}x at the "
+            f"90th percentile; its band holds {error['band_coverage']:.0%} of the measured speedups "
+            f"(median width {error['median_band_ratio']:.2f}x); kernel times off by "
+            f"{times['fp32']['median']:.2f}x (fp32) and {times['fp16']['median']:.2f}x (fp16) in the median"
+        )
     return lines
 
 
 def table_text(document: dict) -> str:
     """The projection as a Markdown table, measured rows of this machine after it."""
-    lines = [(f"**Projected, not measured** (a kernel model calibrated on measured GPU kernels, over the step's "
-              f"operations; model {document['model']}, traced on {document['traced_on']}). ms per step and cost of "
-              f"{document['batches_costed']:.0e} batches, mid [band]. On a TF32 GPU the speedup is first over "
-              "PyTorch's default (convolutions in TF32, products in fp32), then over strict fp32."), "",
-             "| GPU | batch | precision | ms per step | speedup | bound | tensor-core share | cost | calibration |",
-             "|---|---:|---|---:|---|---|---:|---:|---|"]
+    lines = [
+        (
+            f"**Projected, not measured** (a kernel model calibrated on measured GPU kernels, over the step's "
+            f"operations; model {document['model']}, traced on {document['traced_on']}). ms per step and cost of "
+            f"{document['batches_costed']:.0e} batches, mid [band]. On a TF32 GPU the speedup is first over "
+            "PyTorch's default (convolutions in TF32, products in fp32), then over strict fp32."
+        ),
+        "",
+        "| GPU | batch | precision | ms per step | speedup | bound | tensor-core share | cost | calibration |",
+        "|---|---:|---|---:|---|---|---:|---:|---|",
+    ]
     too_big = []
     for row in document["rows"]:
         if row["status"] != "ok":
             continue
         cost = _band(row["cost"]["fast"], row["cost"]["mid"], row["cost"]["slow"]) if "cost" in row else "no price"
         if row.get("fits") is False:
-            too_big.append(f"{row['device']} {row['precision']} at batch {row['batch_size']} "
-                           f"(at least {row['memory_gib_at_least']:.1f} GiB)")
+            too_big.append(
+                f"{row['device']} {row['precision']} at batch {row['batch_size']} "
+                f"(at least {row['memory_gib_at_least']:.1f} GiB)"
+            )
         ms = _band(row["ms_low"], row["ms_per_step"], row["ms_high"], 1)
         if "default_ms_per_step" in row:
-            ms += f" (default, TF32 convolutions: {_band(row['default_ms_low'], row['default_ms_per_step'], row['default_ms_high'], 1)})"
-        lines.append(f"| {row['device']} | {row['batch_size']} | {row['precision']} | {ms} | "
-                     f"{speedup_text(row) if row['precision'] != BASELINE else '-'} | {row['bound']} | "
-                     f"{row['tensor_flops_share']:.0%} | {cost} | "
-                     f"{'calibrated' if row.get('calibrated') else 'NOT calibrated: band widened'} |")
-    skipped = sorted({f"{r['device']} {r['precision']}: {r['reason']}" for r in document["rows"] if r["status"] != "ok"})
+            ms += (
+                f" (default, TF32 convolutions: "
+                f"{_band(row['default_ms_low'], row['default_ms_per_step'], row['default_ms_high'], 1)})"
+            )
+        lines.append(
+            f"| {row['device']} | {row['batch_size']} | {row['precision']} | {ms} | "
+            f"{speedup_text(row) if row['precision'] != BASELINE else '-'} | {row['bound']} | "
+            f"{row['tensor_flops_share']:.0%} | {cost} | "
+            f"{'calibrated' if row.get('calibrated') else 'NOT calibrated: band widened'} |"
+        )
+    skipped = sorted(
+        {f"{r['device']} {r['precision']}: {r['reason']}" for r in document["rows"] if r["status"] != "ok"}
+    )
     if skipped:
         lines += ["", "Not projected: " + "; ".join(skipped) + "."]
     if too_big:
-        lines += ["", "Does not fit in the GPU's memory (a lower bound on one step; the time is what it would take "
-                  "if it did): " + "; ".join(too_big) + "."]
+        lines += [
+            "",
+            "Does not fit in the GPU's memory (a lower bound on one step; the time is what it would take "
+            "if it did): " + "; ".join(too_big) + ".",
+        ]
     notes = sorted({f"{r['device']}: {r['calibration']}" for r in document["rows"] if r.get("calibration")})
     if notes:
         lines += ["", "Calibration per GPU:"] + [f"- {note}" for note in notes]
     lines += ["", "The kernel model's error, measured on kernels no fit saw (docs/projection.md):"] + [
-        f"- {line}" for line in calibration_error_lines()]
+        f"- {line}" for line in calibration_error_lines()
+    ]
     if document["measured_here"]:
         checked = any("projected_for_it_ms" in row for row in document["measured_here"])
-        lines += ["", f"Measured on this machine ({document['traced_on']}):", "",
-                  "| batch | precision | ms per step (measured) |" + (" projected for it | measured / projected |"
-                                                                     if checked else ""),
-                  "|---:|---|---:|" + ("---:|---:|" if checked else "")]
+        lines += [
+            "",
+            f"Measured on this machine ({document['traced_on']}):",
+            "",
+            "| batch | precision | ms per step (measured) |"
+            + (" projected for it | measured / projected |" if checked else ""),
+            "|---:|---|---:|" + ("---:|---:|" if checked else ""),
+        ]
         for row in sorted(document["measured_here"], key=lambda r: (r["batch_size"], in_order([r["precision"]]))):
             line = f"| {row['batch_size']} | {row['precision']} | {row['ms_per_step']:.1f} |"
             if checked:
-                line += (f" {_band(row['projected_low_ms'], row['projected_for_it_ms'], row['projected_high_ms'], 1)} | "
-                         f"{row['measured_over_projected']:.2f} |" if "projected_for_it_ms" in row else " - | - |")
+                line += (
+                    f" {_band(row['projected_low_ms'], row['projected_for_it_ms'], row['projected_high_ms'], 1)} | "
+                    f"{row['measured_over_projected']:.2f} |"
+                    if "projected_for_it_ms" in row
+                    else " - | - |"
+                )
             lines.append(line)
-    lines += ["", "Assumptions:"] + [f"- {a['name']}: {a['low']:g}-{a['high']:g} {a['unit']} ({a['source']})"
-                                     for a in document["assumptions"]]
+    lines += ["", "Assumptions:"] + [
+        f"- {a['name']}: {a['low']:g}-{a['high']:g} {a['unit']} ({a['source']})" for a in document["assumptions"]
+    ]
     return "\n".join(lines)
 
 
 def fastest_mixed(rows: list[dict], device: str, batch_size: int) -> tuple[dict, dict] | None:
     """(fp32's row, the mixed mode's row with the largest projected speedup) of one GPU at one batch
     (its row also holds the speedup over PyTorch's TF32 default where the GPU has one)."""
-    mine = {r["precision"]: r for r in rows if r.get("status") == "ok" and r["device"] == device
-            and r["batch_size"] == batch_size}
+    mine = {
+        r["precision"]: r
+        for r in rows
+        if r.get("status") == "ok" and r["device"] == device and r["batch_size"] == batch_size
+    }
     mixed = [mine[name] for name in MIXED if name in mine and "speedup" in mine[name]]
     if BASELINE not in mine or not mixed:
         return None
@@ -351,12 +483,19 @@ def summary_line(document: dict, devices: tuple[str, ...] = ("T4", "V100", "A100
     parts = []
     for batch_size in sorted({r["batch_size"] for r in document["rows"]}):
         found = [(d, fastest_mixed(document["rows"], d, batch_size)) for d in devices]
-        cells = [f"{d} {best['precision']} {speedup_text(best)}" + ("" if best.get("calibrated") else " (uncalibrated)")
-                 for d, pair in found if pair for best in pair[1:]]
+        cells = [
+            f"{d} {best['precision']} {speedup_text(best)}" + ("" if best.get("calibrated") else " (uncalibrated)")
+            for d, pair in found
+            if pair
+            for best in pair[1:]
+        ]
         if cells:
             parts.append(f"at batch {batch_size} " + "; ".join(cells))
     if not parts:
         return None
-    return ("On GPUs this machine does not have, PROJECTED (a kernel model calibrated on DeepBench's V100 and P100 "
-            "kernels over this step's operations, not measured), the fastest mixed mode: " + " | ".join(parts)
-            + " (report section 'On other hardware', with the model's error).")
+    return (
+        "On GPUs this machine does not have, PROJECTED (a kernel model calibrated on DeepBench's V100 and P100 "
+        "kernels over this step's operations, not measured), the fastest mixed mode: "
+        + " | ".join(parts)
+        + " (report section 'On other hardware', with the model's error)."
+    )

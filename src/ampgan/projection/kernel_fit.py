@@ -57,13 +57,17 @@ def read_kernel_rows(path: Path, *, measured: bool) -> list[tuple[int, dict]]:
     try:
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as error:
-        raise AmpganError(f"cannot read the kernel table {path} ({error.__class__.__name__}): give a CSV file") from None
+        raise AmpganError(
+            f"cannot read the kernel table {path} ({error.__class__.__name__}): give a CSV file"
+        ) from None
     reader = csv.DictReader(text.splitlines())
     needed = ("name", "op") + (("precision", "ms") if measured else ())
     missing = [c for c in needed if c not in (reader.fieldnames or [])]
     if missing:
-        raise AmpganError(f"{path} has no column {', '.join(missing)}: its header must hold "
-                          f"{','.join(CALIBRATION_COLUMNS if measured else COLUMNS)}")
+        raise AmpganError(
+            f"{path} has no column {', '.join(missing)}: its header must hold "
+            f"{','.join(CALIBRATION_COLUMNS if measured else COLUMNS)}"
+        )
     return [(number, row) for number, row in enumerate(reader, start=2)]
 
 
@@ -75,7 +79,9 @@ def read_calibration(path: Path) -> list[Measured]:
         kernel = kernel_from_row(row, where)
         precision = str(row.get("precision") or "").strip()
         if precision not in PRECISIONS:
-            raise AmpganError(f"{where} ({kernel.name}): precision is {precision!r}: choose from {', '.join(PRECISIONS)}")
+            raise AmpganError(
+                f"{where} ({kernel.name}): precision is {precision!r}: choose from {', '.join(PRECISIONS)}"
+            )
         try:
             ms = float(row.get("ms") or "")
         except ValueError:
@@ -105,13 +111,21 @@ class PathData:
 
 
 def path_data(kernels: list[Kernel], log_ms: np.ndarray, precision: str, gpu: GpuSpec) -> PathData:
-    return PathData(precision, gpu, [k.name for k in kernels], kernels, features(kernels, gpu.sms, precision),
-                    np.asarray(log_ms, dtype=float), peak_tflops(gpu, precision), BYTES[precision])
+    return PathData(
+        precision,
+        gpu,
+        [k.name for k in kernels],
+        kernels,
+        features(kernels, gpu.sms, precision),
+        np.asarray(log_ms, dtype=float),
+        peak_tflops(gpu, precision),
+        BYTES[precision],
+    )
 
 
 def _unpack(theta: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray]:
     size = len(PATH_PARAMETERS)
-    return {p: theta[i * size:(i + 1) * size] for i, p in enumerate(PATHS)}, theta[len(PATHS) * size:]
+    return {p: theta[i * size : (i + 1) * size] for i, p in enumerate(PATHS)}, theta[len(PATHS) * size :]
 
 
 def predict_ms(data: PathData, paths: dict[str, np.ndarray], shared: np.ndarray, gpu: GpuSpec) -> np.ndarray:
@@ -169,8 +183,9 @@ def paired(measured: list[Measured], gpu: GpuSpec) -> dict[str, PathData]:
     for precision, rows in by_precision.items():
         names = [n for n in rows if precision == "fp32" or n in fp32]
         if names:
-            out[precision] = path_data([rows[n].kernel for n in names], np.log([rows[n].ms for n in names]),
-                                       precision, gpu)
+            out[precision] = path_data(
+                [rows[n].kernel for n in names], np.log([rows[n].ms for n in names]), precision, gpu
+            )
     return out
 
 
@@ -179,7 +194,9 @@ def _fold_of(name: str, folds: int) -> int:
     return sum(ord(ch) * (i + 1) for i, ch in enumerate(name.split("#")[0])) % folds
 
 
-def cross_validated_log_residuals(tables: dict[str, PathData], gpu: GpuSpec, folds: int = FOLDS) -> dict[str, np.ndarray]:
+def cross_validated_log_residuals(
+    tables: dict[str, PathData], gpu: GpuSpec, folds: int = FOLDS
+) -> dict[str, np.ndarray]:
     """log(measured / predicted) of every kernel, each predicted by a fit that did not see it (folds by
     kernel name: a kernel's fp32 and fp16 times leave together)."""
     out = {p: np.zeros(len(d.names)) for p, d in tables.items()}
@@ -226,8 +243,12 @@ def conformal_quantiles(values: list[float], tail: float) -> tuple[float, float]
     return float(low), float(high)
 
 
-def residual_quantiles(tables: dict[str, PathData], residuals: dict[str, np.ndarray],
-                       quantiles: tuple[float, float] = BAND_QUANTILES, half: str = "fp16") -> dict[str, dict]:
+def residual_quantiles(
+    tables: dict[str, PathData],
+    residuals: dict[str, np.ndarray],
+    quantiles: tuple[float, float] = BAND_QUANTILES,
+    half: str = "fp16",
+) -> dict[str, dict]:
     """{class: {"fp32" | "fp16" | "speedup": {"low", "high", "kernels"}}}: the band's log factors per kernel
     class: of each precision's time, and of the fp32 -> 16-bit speedup (measured over predicted). The
     speedup has its own because a kernel's two errors move together (the same shape costs both): its
@@ -271,13 +292,18 @@ class SpeedupCheck:
     def summary(self) -> dict:
         error = np.exp(np.abs(np.log(self.predicted / self.measured)))
         inside = (self.measured >= self.low) & (self.measured <= self.high)
-        return {"kernels": len(self.names), "median_speedup_error": float(np.median(error)),
-                "p90_speedup_error": float(np.quantile(error, 0.9)), "band_coverage": float(inside.mean()),
-                "median_band_ratio": float(np.median(self.high / self.low))}
+        return {
+            "kernels": len(self.names),
+            "median_speedup_error": float(np.median(error)),
+            "p90_speedup_error": float(np.quantile(error, 0.9)),
+            "band_coverage": float(inside.mean()),
+            "median_band_ratio": float(np.median(self.high / self.low)),
+        }
 
 
-def speedup_check(tables: dict[str, PathData], residuals: dict[str, np.ndarray], folds: int = FOLDS,
-                  half: str = "fp16") -> SpeedupCheck:
+def speedup_check(
+    tables: dict[str, PathData], residuals: dict[str, np.ndarray], folds: int = FOLDS, half: str = "fp16"
+) -> SpeedupCheck:
     """Each kernel's speedup predicted out of sample, its band from the residuals of the other folds only
     (so the band is checked on kernels that neither the fit nor the band saw)."""
     fp32, low16 = tables["fp32"], tables[half]
@@ -285,8 +311,9 @@ def speedup_check(tables: dict[str, PathData], residuals: dict[str, np.ndarray],
     names = [n for n in fp32.names if n in index16]
     rows = [(fp32.names.index(n), index16[n]) for n in names]
     measured = np.array([math.exp(fp32.log_ms[a] - low16.log_ms[b]) for a, b in rows])
-    predicted = np.array([math.exp(fp32.log_ms[a] - residuals["fp32"][a] - low16.log_ms[b] + residuals[half][b])
-                          for a, b in rows])
+    predicted = np.array(
+        [math.exp(fp32.log_ms[a] - residuals["fp32"][a] - low16.log_ms[b] + residuals[half][b]) for a, b in rows]
+    )
     low, high = np.empty(len(names)), np.empty(len(names))
     for fold in range(folds):
         others = {p: np.array([_fold_of(n, folds) != fold for n in d.names]) for p, d in tables.items()}

@@ -31,9 +31,22 @@ from ampgan.precisions import PRECISIONS
 from ampgan.projection.kernels import CONV_OPS, GEMM, Kernel
 from ampgan.system.gpus import GpuSpec
 
-PATH_PARAMETERS = ("gemm", "conv_fwd", "conv_bwd_data", "conv_bwd_weight", "tile_exponent", "log_small_k",
-                   "misaligned_gemm", "misaligned_conv", "tiny_c_fwd", "tiny_c_bwd_data", "tiny_c_bwd_weight",
-                   "strided_bwd_data", "winograd_3x3", "transposed_a")
+PATH_PARAMETERS = (
+    "gemm",
+    "conv_fwd",
+    "conv_bwd_data",
+    "conv_bwd_weight",
+    "tile_exponent",
+    "log_small_k",
+    "misaligned_gemm",
+    "misaligned_conv",
+    "tiny_c_fwd",
+    "tiny_c_bwd_data",
+    "tiny_c_bwd_weight",
+    "strided_bwd_data",
+    "winograd_3x3",
+    "transposed_a",
+)
 SHARED_PARAMETERS = ("log_launch_s", "log_bandwidth_fraction")
 PATHS = ("fp32", "fp16")  # a calibration's two unit paths: 32-bit, and 16-bit inputs with fp32 accumulation
 TILES = ((128, 128), (128, 64), (64, 64), (64, 32), (32, 32))
@@ -99,17 +112,33 @@ def features(kernels: list[Kernel], sms: int, precision: str) -> Features:
         conv = kernel.op != GEMM
         misaligned = any(d % align for d in kernel.channel_dims())
         tiny = conv and kernel.c <= TINY_CHANNELS
-        rows.append((kernel.flops(), kernel.elements(), ops.index(kernel.op), _tile_utilisation(m, n, k, sms), k,
-                     misaligned and not conv, misaligned and conv and not tiny,
-                     [tiny and kernel.op == op for op in CONV_OPS],
-                     kernel.op == "conv_bwd_data" and (kernel.stride_h > 1 or kernel.stride_w > 1),
-                     conv and kernel.r == 3 and kernel.s == 3 and kernel.stride_h == 1 and kernel.stride_w == 1,
-                     kernel.op == GEMM and kernel.transpose_a))
+        rows.append(
+            (
+                kernel.flops(),
+                kernel.elements(),
+                ops.index(kernel.op),
+                _tile_utilisation(m, n, k, sms),
+                k,
+                misaligned and not conv,
+                misaligned and conv and not tiny,
+                [tiny and kernel.op == op for op in CONV_OPS],
+                kernel.op == "conv_bwd_data" and (kernel.stride_h > 1 or kernel.stride_w > 1),
+                conv and kernel.r == 3 and kernel.s == 3 and kernel.stride_h == 1 and kernel.stride_w == 1,
+                kernel.op == GEMM and kernel.transpose_a,
+            )
+        )
     columns = list(zip(*rows)) if rows else [[] for _ in range(11)]
     as_float = [np.asarray(c, dtype=float) for c in columns]
-    return Features(as_float[0], as_float[1], np.asarray(columns[2], dtype=int),
-                    as_float[3].reshape(len(kernels), len(TILES)), as_float[4], *as_float[5:7],
-                    as_float[7].reshape(len(kernels), 3), *as_float[8:])
+    return Features(
+        as_float[0],
+        as_float[1],
+        np.asarray(columns[2], dtype=int),
+        as_float[3].reshape(len(kernels), len(TILES)),
+        as_float[4],
+        *as_float[5:7],
+        as_float[7].reshape(len(kernels), 3),
+        *as_float[8:],
+    )
 
 
 def log_efficiency(f: Features, path: np.ndarray) -> np.ndarray:
@@ -118,12 +147,22 @@ def log_efficiency(f: Features, path: np.ndarray) -> np.ndarray:
     area = np.log(np.array([tm * tn for tm, tn in TILES]) / (128 * 128))
     tiles = np.max(f.log_tile_util + path[4] * area[None, :], axis=1)
     small_k = np.log(f.k / (f.k + np.exp(path[5])))
-    return (base + tiles + small_k + path[6] * f.misaligned_gemm + path[7] * f.misaligned_conv
-            + f.tiny_c @ path[8:11] + path[11] * f.strided_bwd_data + path[12] * f.winograd + path[13] * f.transposed_a)
+    return (
+        base
+        + tiles
+        + small_k
+        + path[6] * f.misaligned_gemm
+        + path[7] * f.misaligned_conv
+        + f.tiny_c @ path[8:11]
+        + path[11] * f.strided_bwd_data
+        + path[12] * f.winograd
+        + path[13] * f.transposed_a
+    )
 
 
-def predict_seconds(f: Features, path: np.ndarray, shared: np.ndarray, peak_tflops_: float, bandwidth_gbs: float,
-                    element_bytes: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def predict_seconds(
+    f: Features, path: np.ndarray, shared: np.ndarray, peak_tflops_: float, bandwidth_gbs: float, element_bytes: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(time, compute time, memory time) in seconds per kernel; the launch cost is shared[0]."""
     compute = f.flops / (peak_tflops_ * 1e12 * np.exp(log_efficiency(f, path)))
     memory = f.elements * element_bytes / (bandwidth_gbs * 1e9 * np.exp(shared[1]))
@@ -157,8 +196,10 @@ def load_calibration(architecture: str) -> Calibration:
         shared = np.array([document["parameters"]["shared"][name] for name in SHARED_PARAMETERS], dtype=float)
         return Calibration(architecture, paths, shared, document["cross_validation"], document)
     except (FileNotFoundError, KeyError, TypeError, ValueError) as error:
-        raise AmpganError(f"the {architecture} kernel calibration shipped with ampgan is missing or damaged ({error}): "
-                          "rebuild it with benchmarks/calibration/fit.py") from None
+        raise AmpganError(
+            f"the {architecture} kernel calibration shipped with ampgan is missing or damaged ({error}): "
+            "rebuild it with benchmarks/calibration/fit.py"
+        ) from None
 
 
 def irregular(kernel: Kernel, precision: str) -> bool:

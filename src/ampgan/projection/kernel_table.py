@@ -17,9 +17,9 @@ from ampgan.errors import AmpganError
 from ampgan.files.atomic import write_atomically
 from ampgan.precisions import precision as precision_mode
 from ampgan.projection.kernel_fit import read_kernel_rows
+from ampgan.projection.kernel_model import calibration_for
 from ampgan.projection.kernels import Kernel, kernel_from_row
 from ampgan.projection.step_model import UNCALIBRATED_WIDENING, kernel_times
-from ampgan.projection.kernel_model import calibration_for
 from ampgan.system.gpus import GpuSpec
 
 OUTPUT_COLUMNS = ("name", "device", "precision", "ms", "ms_low", "ms_high", "bound")
@@ -34,8 +34,10 @@ def read_kernels(path: Path) -> list[Kernel]:
     seen: dict[str, int] = {}
     for number, kernel in enumerate(kernels, start=2):
         if kernel.name in seen:
-            raise AmpganError(f"{path} line {number}: the name {kernel.name!r} is already used on line "
-                              f"{seen[kernel.name]}: give every kernel its own name")
+            raise AmpganError(
+                f"{path} line {number}: the name {kernel.name!r} is already used on line "
+                f"{seen[kernel.name]}: give every kernel its own name"
+            )
         seen[kernel.name] = number
     return kernels
 
@@ -62,9 +64,17 @@ def project_kernels(kernels: list[Kernel], gpus: list[GpuSpec]) -> list[dict]:
                 launch = float(timed.seconds[i] - (timed.compute[i] ** 4 + timed.memory[i] ** 4) ** 0.25)
                 parts = {"compute": timed.compute[i], "memory": timed.memory[i], "launch": launch}
                 ms = float(timed.seconds[i]) * 1e3
-                rows.append({"name": kernel.name, "device": gpu.key, "precision": precision, "ms": ms,
-                             "ms_low": ms * float(timed.time_low[i]), "ms_high": ms * float(timed.time_high[i]),
-                             "bound": max(parts, key=parts.get)})
+                rows.append(
+                    {
+                        "name": kernel.name,
+                        "device": gpu.key,
+                        "precision": precision,
+                        "ms": ms,
+                        "ms_low": ms * float(timed.time_low[i]),
+                        "ms_high": ms * float(timed.time_high[i]),
+                        "bound": max(parts, key=parts.get),
+                    }
+                )
     return rows
 
 

@@ -48,8 +48,10 @@ class Kernel:
     @property
     def output_hw(self) -> tuple[int, int]:
         """(P, Q): the convolution's output height and width."""
-        return ((self.h + 2 * self.pad_h - self.r) // self.stride_h + 1,
-                (self.w + 2 * self.pad_w - self.s) // self.stride_w + 1)
+        return (
+            (self.h + 2 * self.pad_h - self.r) // self.stride_h + 1,
+            (self.w + 2 * self.pad_w - self.s) // self.stride_w + 1,
+        )
 
     def implicit_gemm(self) -> tuple[int, int, int]:
         """(M, N, K) of the product the kernel computes: N and K are what tensor cores need aligned."""
@@ -73,8 +75,11 @@ class Kernel:
         if self.op == GEMM:
             return float(self.m * self.k + self.k * self.n + self.m * self.n)
         p, q = self.output_hw
-        return float(self.batch * self.c * self.h * self.w + self.out_channels * self.c * self.r * self.s
-                     + self.batch * self.out_channels * p * q)
+        return float(
+            self.batch * self.c * self.h * self.w
+            + self.out_channels * self.c * self.r * self.s
+            + self.batch * self.out_channels * p * q
+        )
 
     def channel_dims(self) -> tuple[int, ...]:
         """The dimensions a library needs to be multiples of 8 (16 bit) or 4 (tf32) for tensor cores."""
@@ -94,8 +99,9 @@ def _whole(row: dict, field: str, where: str, least: int) -> int:
         if value != float(text):
             raise ValueError
     except ValueError:
-        raise AmpganError(f"{where}: {field} is {text!r}, not a whole number: give every {row.get('op')} "
-                          f"row its {field}") from None
+        raise AmpganError(
+            f"{where}: {field} is {text!r}, not a whole number: give every {row.get('op')} row its {field}"
+        ) from None
     if value < least:
         raise AmpganError(f"{where}: {field} is {value}; it must be at least {least}")
     return value
@@ -127,6 +133,8 @@ def kernel_from_row(row: dict, where: str) -> Kernel:
     kernel = Kernel(name, op, **values)
     p, q = kernel.output_hw
     if p < 1 or q < 1:
-        raise AmpganError(f"{where} ({name}): a {kernel.r}x{kernel.s} filter does not fit a {kernel.h}x{kernel.w} "
-                          f"input padded by {kernel.pad_h}x{kernel.pad_w}")
+        raise AmpganError(
+            f"{where} ({name}): a {kernel.r}x{kernel.s} filter does not fit a {kernel.h}x{kernel.w} "
+            f"input padded by {kernel.pad_h}x{kernel.pad_w}"
+        )
     return kernel

@@ -12,10 +12,31 @@ from ampgan.plotting import precision_colour, pyplot, save_figure
 from ampgan.precisions import MIXED, in_order
 from ampgan.projection.document import table_text
 
-CSV_COLUMNS = ["device", "precision", "batch_size", "status", "ms_per_step", "ms_low", "ms_high",
-               "speedup_over_default", "speedup_over_default_low", "speedup_over_default_high", "speedup",
-               "speedup_low", "speedup_high", "calibrated", "bound", "tensor_flops_share", "fits", "memory_gib_at_least", "cost_mid", "cost_low", "cost_high",
-               "reason", "source"]
+CSV_COLUMNS = [
+    "device",
+    "precision",
+    "batch_size",
+    "status",
+    "ms_per_step",
+    "ms_low",
+    "ms_high",
+    "speedup_over_default",
+    "speedup_over_default_low",
+    "speedup_over_default_high",
+    "speedup",
+    "speedup_low",
+    "speedup_high",
+    "calibrated",
+    "bound",
+    "tensor_flops_share",
+    "fits",
+    "memory_gib_at_least",
+    "cost_mid",
+    "cost_low",
+    "cost_high",
+    "reason",
+    "source",
+]
 
 
 def _csv_row(row: dict) -> dict:
@@ -27,10 +48,12 @@ def _csv_row(row: dict) -> dict:
 
 def footer(document: dict) -> str:
     software = document.get("software", {})
-    return (f"PROJECTED (kernel model calibrated on DeepBench V100/P100 kernels), not measured | model {document['model']} "
-            f"{document.get('model_options') or ''} on {document.get('dataset')} | op tables traced on "
-            f"{document['traced_on']} | torch {software.get('torch', '?')}, ampgan {software.get('ampgan', '?')} | "
-            "peaks and bandwidths: NVIDIA datasheets (src/ampgan/system/gpus.csv); band: cross-validated error")
+    return (
+        f"PROJECTED (kernel model calibrated on DeepBench V100/P100 kernels), not measured | model {document['model']} "
+        f"{document.get('model_options') or ''} on {document.get('dataset')} | op tables traced on "
+        f"{document['traced_on']} | torch {software.get('torch', '?')}, ampgan {software.get('ampgan', '?')} | "
+        "peaks and bandwidths: NVIDIA datasheets (src/ampgan/system/gpus.csv); band: cross-validated error"
+    )
 
 
 def write_projection(document: dict, out: Path) -> str:
@@ -65,11 +88,23 @@ def figure(document: dict, path: Path) -> Path | None:
             if not name or not line:
                 continue
             xs = [r["batch_size"] for r in line]
-            left.plot(xs, [r["ms_per_step"] for r in line], style, marker="o", markersize=3, color=colours(index % 10),
-                      label=f"{device} {name}")
+            left.plot(
+                xs,
+                [r["ms_per_step"] for r in line],
+                style,
+                marker="o",
+                markersize=3,
+                color=colours(index % 10),
+                label=f"{device} {name}",
+            )
     sizes = sorted({r["batch_size"] for r in rows})
-    left.set(xscale="log", yscale="log", xlabel="batch size", ylabel="ms per step (projected, mid of the band)",
-             title="Projected time per batch (fp32 solid, fastest mixed mode dashed)")
+    left.set(
+        xscale="log",
+        yscale="log",
+        xlabel="batch size",
+        ylabel="ms per step (projected, mid of the band)",
+        title="Projected time per batch (fp32 solid, fastest mixed mode dashed)",
+    )
     left.set_xticks(sizes, [str(size) for size in sizes])
     left.minorticks_off()
     left.legend(fontsize=6, ncol=2)
@@ -92,8 +127,10 @@ def figure(document: dict, path: Path) -> Path | None:
         right.bar(xs, ys, width, yerr=errors, capsize=2, color=precision_colour(name), label=name)
     right.axhline(1.0, color="#444444", linewidth=0.8)
     right.set_xticks([i + width * (len(names) - 1) / 2 for i in range(len(devices))], devices, fontsize=7)
-    right.set(ylabel="speedup over PyTorch's default, projected\n(TF32 convolutions on a TF32 GPU, else fp32)",
-              title=f"Projected speedup at batch {largest}")
+    right.set(
+        ylabel="speedup over PyTorch's default, projected\n(TF32 convolutions on a TF32 GPU, else fp32)",
+        title=f"Projected speedup at batch {largest}",
+    )
     right.legend(fontsize=7)
     fig.suptitle(f"PROJECTED, not measured: {document['model']} on GPUs this machine does not have", fontsize=10)
     return save_figure(fig, path, footer(document))

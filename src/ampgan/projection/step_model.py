@@ -26,6 +26,7 @@ import numpy as np
 
 from ampgan.bench.ops import OpRow
 from ampgan.projection.assumptions import BANDWIDTH_FRACTION, LAUNCH_GAP_S
+from ampgan.projection.kernel_fit import class_candidates, kernel_class
 from ampgan.projection.kernel_model import (
     BYTES,
     Calibration,
@@ -35,7 +36,6 @@ from ampgan.projection.kernel_model import (
     peak_tflops,
     predict_seconds,
 )
-from ampgan.projection.kernel_fit import class_candidates, kernel_class
 from ampgan.projection.kernels import GEMM, Kernel
 from ampgan.system.gpus import GpuSpec
 
@@ -100,19 +100,28 @@ class KernelTimes:
     tensor: np.ndarray  # on tensor cores
 
 
-def kernel_times(kernels: list[Kernel], gpu: GpuSpec, precision: str, calibration: Calibration,
-                 widening: float) -> KernelTimes:
+def kernel_times(
+    kernels: list[Kernel], gpu: GpuSpec, precision: str, calibration: Calibration, widening: float
+) -> KernelTimes:
     n = len(kernels)
-    out = {name: np.zeros(n) for name in ("seconds", "compute", "memory", "time_low", "time_high", "speedup_low",
-                                          "speedup_high", "tensor")}
+    out = {
+        name: np.zeros(n)
+        for name in ("seconds", "compute", "memory", "time_low", "time_high", "speedup_low", "speedup_high", "tensor")
+    }
     by_precision: dict[str, list[int]] = {}
     for i, kernel in enumerate(kernels):
         by_precision.setdefault(kernel_precision(precision, kernel), []).append(i)
     for used, indices in by_precision.items():
         picked = [kernels[i] for i in indices]
         path = calibration.paths["fp32" if used == "fp32" else "fp16"]
-        seconds, compute, memory = predict_seconds(features(picked, gpu.sms, used), path, calibration.shared,
-                                                   peak_tflops(gpu, used), gpu.bandwidth_gbs, BYTES[used])
+        seconds, compute, memory = predict_seconds(
+            features(picked, gpu.sms, used),
+            path,
+            calibration.shared,
+            peak_tflops(gpu, used),
+            gpu.bandwidth_gbs,
+            BYTES[used],
+        )
         out["seconds"][indices], out["compute"][indices], out["memory"][indices] = seconds, compute, memory
         for i, kernel in zip(indices, picked):
             entry = _class_entry(calibration, kernel_class(kernel, "fp16"))
@@ -156,8 +165,9 @@ class StepEstimate:
         return max(self.by_bound, key=self.by_bound.get)
 
 
-def step_estimate(rows: Iterable[OpRow], batch_size: float, gpu: GpuSpec, precision: str, dispatch_s: float
-                  ) -> StepEstimate:
+def step_estimate(
+    rows: Iterable[OpRow], batch_size: float, gpu: GpuSpec, precision: str, dispatch_s: float
+) -> StepEstimate:
     rows = list(rows)
     calibration, own = calibration_for(gpu)
     widening = 1.0 if own else UNCALIBRATED_WIDENING
@@ -180,15 +190,28 @@ def step_estimate(rows: Iterable[OpRow], batch_size: float, gpu: GpuSpec, precis
     gpu_low = float((matrix * timed.time_low).sum()) + other["low"]
     gpu_high = float((matrix * timed.time_high).sum()) + other["high"]
     launch_part = sum(r.weight for r in memory_rows) * sum(LAUNCH_GAP_S) / 2
-    by_bound = {"compute": float((w * np.where(timed.compute >= timed.memory, timed.seconds, 0)).sum()),
-                "memory": float((w * np.where(timed.compute < timed.memory, timed.seconds, 0)).sum())
-                + other["mid"] - launch_part,
-                "launch": launch_part, "host": host if host > gpu_mid else 0.0}
+    by_bound = {
+        "compute": float((w * np.where(timed.compute >= timed.memory, timed.seconds, 0)).sum()),
+        "memory": float((w * np.where(timed.compute < timed.memory, timed.seconds, 0)).sum())
+        + other["mid"]
+        - launch_part,
+        "launch": launch_part,
+        "host": host if host > gpu_mid else 0.0,
+    }
     return StepEstimate(
-        seconds=max(gpu_mid, host), low=max(gpu_low, host), high=gpu_high + host, gpu_s=gpu_mid, host_s=host,
-        by_bound=by_bound, tensor_flops_share=float((flops * timed.tensor).sum() / flops.sum()) if flops.sum() else 0.0,
-        kernels=operations, matrix_seconds=matrix, matrix_log_speedup_band=(timed.speedup_low, timed.speedup_high),
-        other_s=other["mid"], guessed_kernels=guessed)
+        seconds=max(gpu_mid, host),
+        low=max(gpu_low, host),
+        high=gpu_high + host,
+        gpu_s=gpu_mid,
+        host_s=host,
+        by_bound=by_bound,
+        tensor_flops_share=float((flops * timed.tensor).sum() / flops.sum()) if flops.sum() else 0.0,
+        kernels=operations,
+        matrix_seconds=matrix,
+        matrix_log_speedup_band=(timed.speedup_low, timed.speedup_high),
+        other_s=other["mid"],
+        guessed_kernels=guessed,
+    )
 
 
 def _gpu_range(estimate: StepEstimate) -> tuple[float, float]:

@@ -21,8 +21,11 @@ _TRACED = {"format": str, "spec": {"model": str, "batch_sizes": [int]}, "environ
 
 def load_traced_step(path: Path) -> dict:
     """A study's projection/op_tables.json (the step traced when no bench ran), checked."""
-    document = read_json(path, missing=f"no traced step at {path}", damaged=f"{path} is not valid JSON: run the "
-                         "study again or 'ampgan bench' for this model")
+    document = read_json(
+        path,
+        missing=f"no traced step at {path}",
+        damaged=f"{path} is not valid JSON: run the study again or 'ampgan bench' for this model",
+    )
     check_shape(document, _TRACED, str(path), "run the study again or 'ampgan bench' for this model")
     if document["format"] != TRACED_FORMAT:
         raise AmpganError(f"{path} is not a traced step ({TRACED_FORMAT})")
@@ -33,8 +36,10 @@ def op_tables_of(results: dict, path: Path, log=lambda line: None) -> dict[str, 
     """{precision: OpTable} of a bench results document; one error line for a damaged table."""
     stored = results.get("op_tables")
     if stored is None:
-        log(f"{path} has no op tables (a bench from before ampgan traced the step's operations): tracing the "
-            "step here from the results' config")
+        log(
+            f"{path} has no op tables (a bench from before ampgan traced the step's operations): tracing the "
+            "step here from the results' config"
+        )
         stored = _trace_from_config(results, path, log)
     if not isinstance(stored, dict):
         raise AmpganError(f"{path}: op_tables is not a mapping: re-run 'ampgan bench'")
@@ -54,8 +59,9 @@ def _trace_from_config(results: dict, path: Path, log) -> dict:
     try:
         config = TrainConfig.from_dict(results["spec"]["config"])
     except (KeyError, TypeError, ConfigError) as error:
-        raise AmpganError(f"{path} has neither op tables nor a config to trace them from ({error}): re-run "
-                          "'ampgan bench'") from None
+        raise AmpganError(
+            f"{path} has neither op tables nor a config to trace them from ({error}): re-run 'ampgan bench'"
+        ) from None
     dataset = load_dataset(config.data, seed=config.seed)
     traced = trace_op_tables(BenchSpec(base=config), dataset, torch.device("cpu"), log)
     results["step_memory"] = traced.get("step_memory")  # for the memory check, as a bench would have stored it

@@ -8,8 +8,14 @@ from pathlib import Path
 from ampgan.data import load_dataset
 from ampgan.errors import AmpganError
 from ampgan.files.atomic import write_json_atomically
+from ampgan.quality.evaluator import (
+    TrainedEvaluator,
+    evaluator_for,
+    generate_evenly,
+    quality_of_images,
+    reference_floor,
+)
 from ampgan.runs.claim import FolderLock
-from ampgan.quality.evaluator import TrainedEvaluator, evaluator_for, generate_evenly, quality_of_images, reference_floor
 from ampgan.seeds import evaluation_noise_seed
 from ampgan.training.trained import load_trained_run
 
@@ -42,16 +48,23 @@ def evaluate_runs(run_dirs: list[Path], samples: int, seed: int, evaluator_cache
             evaluators[key] = evaluator_for(dataset, cache_dir=evaluator_cache, seed=seed)
         evaluator = evaluators[key]
         if tuple(run.class_names) != evaluator.class_names:
-            raise AmpganError(f"{run.run_dir}/config.json names the classes {_names(run.class_names)} but its dataset "
-                              f"has {_names(evaluator.class_names)}: the file is damaged, or the data changed since "
-                              "the run; scores against other classes would be wrong")
+            raise AmpganError(
+                f"{run.run_dir}/config.json names the classes {_names(run.class_names)} but its dataset "
+                f"has {_names(evaluator.class_names)}: the file is damaged, or the data changed since "
+                "the run; scores against other classes would be wrong"
+            )
         images, labels = generate_evenly(run.gan, len(run.class_names), samples, evaluation_noise_seed(seed), "cpu")
         quality = quality_of_images(evaluator, images, labels)
         lock = FolderLock(run.run_dir)  # not while a training process still writes this run
         try:
-            write_json_atomically(run.run_dir / "quality.json", {"final": quality | {"step": run.step},
-                                                                  "evaluator": evaluator.info,
-                                                                  "floor": reference_floor(evaluator, samples)})
+            write_json_atomically(
+                run.run_dir / "quality.json",
+                {
+                    "final": quality | {"step": run.step},
+                    "evaluator": evaluator.info,
+                    "floor": reference_floor(evaluator, samples),
+                },
+            )
         finally:
             lock.release()
         results.append(RunQuality(run.run_dir, config.precision.name, run.step, quality, evaluator))

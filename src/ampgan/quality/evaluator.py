@@ -25,15 +25,25 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ampgan.files.atomic import write_atomically, write_json_atomically
 from ampgan.data import ImageDataset
 from ampgan.errors import AmpganError, one_line, warn
-from ampgan.files.schema import has_shape
-from ampgan.quality.metrics import (accuracy, class_shares, confusion_matrix, density_coverage, frechet_distance,
-                                    intra_class_diversity, kernel_inception_distance, mean_pairwise_distance,
-                                    precision_recall, quality_flags, unconditional_flags)
-from ampgan.seeds import reference_subset_seed
+from ampgan.files.atomic import write_atomically, write_json_atomically
 from ampgan.files.cache_dir import cache_dir
+from ampgan.files.schema import has_shape
+from ampgan.quality.metrics import (
+    accuracy,
+    class_shares,
+    confusion_matrix,
+    density_coverage,
+    frechet_distance,
+    intra_class_diversity,
+    kernel_inception_distance,
+    mean_pairwise_distance,
+    precision_recall,
+    quality_flags,
+    unconditional_flags,
+)
+from ampgan.seeds import reference_subset_seed
 
 MIN_EVALUATOR_ACCURACY = 0.5  # 5x chance for 10 classes; a weaker classifier's features mean little
 HELD_OUT_FRACTION = 0.2
@@ -51,9 +61,13 @@ class Evaluator(nn.Module):
             return [nn.Conv2d(cin, cout, 3, padding=1, bias=False), nn.BatchNorm2d(cout), nn.ReLU(inplace=True)]
 
         self.trunk = nn.Sequential(
-            *block(channels, 32), nn.MaxPool2d(2),  # (B, 32, H/2, W/2)
-            *block(32, 64), nn.MaxPool2d(2),  # (B, 64, H/4, W/4)
-            *block(64, FEATURE_DIM), nn.AdaptiveAvgPool2d(1), nn.Flatten(),  # (B, 128)
+            *block(channels, 32),
+            nn.MaxPool2d(2),  # (B, 32, H/2, W/2)
+            *block(32, 64),
+            nn.MaxPool2d(2),  # (B, 64, H/4, W/4)
+            *block(64, FEATURE_DIM),
+            nn.AdaptiveAvgPool2d(1),
+            nn.Flatten(),  # (B, 128)
         )
         self.head = nn.Linear(FEATURE_DIM, num_classes)
 
@@ -96,16 +110,20 @@ def check_evaluable(dataset: ImageDataset) -> None:
     (never metrics from an untrained network)."""
     counts = torch.bincount(dataset.labels, minlength=len(dataset.class_names)).tolist()
     if len(counts) < 2:
-        raise AmpganError(f"the data has one class ({dataset.class_names[0] if dataset.class_names else 'unnamed'}): "
-                          "ampgan's evaluator learns its features by telling the classes apart, so it would learn "
-                          "nothing and its Fréchet distance, KID, precision/recall and accuracy would mean nothing; "
-                          "give data with two or more classes (folder:PATH, one sub-folder per class), or measure "
-                          "speed alone with 'ampgan bench'")
+        raise AmpganError(
+            f"the data has one class ({dataset.class_names[0] if dataset.class_names else 'unnamed'}): "
+            "ampgan's evaluator learns its features by telling the classes apart, so it would learn "
+            "nothing and its Fréchet distance, KID, precision/recall and accuracy would mean nothing; "
+            "give data with two or more classes (folder:PATH, one sub-folder per class), or measure "
+            "speed alone with 'ampgan bench'"
+        )
     fewest = min(range(len(counts)), key=counts.__getitem__)
     if counts[fewest] < MIN_IMAGES_PER_CLASS:
-        raise AmpganError(f"class {dataset.class_names[fewest]!r} has {counts[fewest]} image(s): the evaluator needs at "
-                          f"least {MIN_IMAGES_PER_CLASS} per class to learn and check its features; add images or "
-                          "merge the small classes, or measure speed alone with 'ampgan bench'")
+        raise AmpganError(
+            f"class {dataset.class_names[fewest]!r} has {counts[fewest]} image(s): the evaluator needs at "
+            f"least {MIN_IMAGES_PER_CLASS} per class to learn and check its features; add images or "
+            "merge the small classes, or measure speed alone with 'ampgan bench'"
+        )
 
 
 def split_for_evaluation(dataset: ImageDataset, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
@@ -125,8 +143,14 @@ def default_cache_dir() -> Path:
     return cache_dir() / "evaluators"
 
 
-def evaluator_for(dataset: ImageDataset, cache_dir: Path | None = None, epochs: int = 8, seed: int = 0,
-                  min_accuracy: float = MIN_EVALUATOR_ACCURACY, device: torch.device | None = None) -> TrainedEvaluator:
+def evaluator_for(
+    dataset: ImageDataset,
+    cache_dir: Path | None = None,
+    epochs: int = 8,
+    seed: int = 0,
+    min_accuracy: float = MIN_EVALUATOR_ACCURACY,
+    device: torch.device | None = None,
+) -> TrainedEvaluator:
     """The cached evaluator of this dataset (by content hash), trained first if there is none."""
     device = device or torch.device("cpu")
     check_evaluable(dataset)
@@ -143,9 +167,15 @@ def evaluator_for(dataset: ImageDataset, cache_dir: Path | None = None, epochs: 
         ran = _train_classifier(network, dataset.images[train_idx], dataset.labels[train_idx], epochs, seed, device)
         network.cpu()
         held_accuracy = _classify_accuracy(network, dataset.images[held_idx], dataset.labels[held_idx])
-        info = {"held_out_accuracy": held_accuracy, "epochs": ran, "train_images": len(train_idx),
-                "held_out_images": len(held_idx), "train_seconds": round(time.perf_counter() - started, 2),
-                "dataset_sha256": dataset.content_sha256(), "min_accuracy": min_accuracy}
+        info = {
+            "held_out_accuracy": held_accuracy,
+            "epochs": ran,
+            "train_images": len(train_idx),
+            "held_out_images": len(held_idx),
+            "train_seconds": round(time.perf_counter() - started, 2),
+            "dataset_sha256": dataset.content_sha256(),
+            "min_accuracy": min_accuracy,
+        }
         buffer = io.BytesIO()
         torch.save(network.state_dict(), buffer)
         info["weights_sha256"] = hashlib.sha256(buffer.getvalue()).hexdigest()
@@ -153,22 +183,38 @@ def evaluator_for(dataset: ImageDataset, cache_dir: Path | None = None, epochs: 
             write_atomically(weights_path, lambda stream: stream.write(buffer.getvalue()))
             write_json_atomically(info_path, info)  # last: an entry without it is never reused
         except OSError as error:  # only a cache: the trained evaluator is used all the same
-            warn(f"cannot keep the evaluator in its cache {one_line(cache_dir)} ({error.strerror or error}): it "
-                 "is used without being kept, and trained again next time; set AMPGAN_CACHE_DIR to a writable folder")
+            warn(
+                f"cannot keep the evaluator in its cache {one_line(cache_dir)} ({error.strerror or error}): it "
+                "is used without being kept, and trained again next time; set AMPGAN_CACHE_DIR to a writable folder"
+            )
     info = dict(info, cache=str(weights_path))
     if info["held_out_accuracy"] < min_accuracy:
         raise AmpganError(
             f"the evaluator reaches only {info['held_out_accuracy']:.2f} accuracy on held-out real images "
-            f"(threshold {min_accuracy:.2f}): its features cannot judge samples of this dataset; use more data or epochs"
+            f"(threshold {min_accuracy:.2f}): its features cannot judge samples of this dataset; use more data "
+            f"or epochs"
         )
     network.eval().to(device)
-    return TrainedEvaluator(network, info["held_out_accuracy"], dataset.images[held_idx], dataset.images[train_idx], info,
-                            held_out_labels=dataset.labels[held_idx], train_labels=dataset.labels[train_idx],
-                            class_names=tuple(dataset.class_names))
+    return TrainedEvaluator(
+        network,
+        info["held_out_accuracy"],
+        dataset.images[held_idx],
+        dataset.images[train_idx],
+        info,
+        held_out_labels=dataset.labels[held_idx],
+        train_labels=dataset.labels[train_idx],
+        class_names=tuple(dataset.class_names),
+    )
 
 
-_INFO_SHAPE = {"held_out_accuracy": (int, float), "epochs": int, "train_images": int, "held_out_images": int,
-               "dataset_sha256": str, "weights_sha256": str}
+_INFO_SHAPE = {
+    "held_out_accuracy": (int, float),
+    "epochs": int,
+    "train_images": int,
+    "held_out_images": int,
+    "dataset_sha256": str,
+    "weights_sha256": str,
+}
 
 
 def _cached_evaluator(network: Evaluator, weights_path: Path, info_path: Path, dataset: ImageDataset) -> dict | None:
@@ -221,7 +267,7 @@ def _train_classifier(network, images, labels, epochs, seed, device, batch_size=
     for _ in range(epochs):
         order = torch.randperm(len(labels), generator=generator)
         for start in range(0, len(order), batch_size):
-            batch = order[start:start + batch_size]
+            batch = order[start : start + batch_size]
             shift_y, shift_x = torch.randint(-2, 3, (2,), generator=generator).tolist()
             inputs = torch.roll(_to_input(images[batch]), shifts=(shift_y, shift_x), dims=(2, 3))
             _, logits = network(inputs.to(device))
@@ -239,7 +285,7 @@ def _features_and_predictions(network: Evaluator, images: torch.Tensor, batch_si
     device = next(network.parameters()).device
     features, predictions = [], []
     for start in range(0, len(images), batch_size):
-        batch = images[start:start + batch_size]
+        batch = images[start : start + batch_size]
         batch = _to_input(batch) if batch.dtype == torch.uint8 else batch.float()
         f, logits = network(batch.to(device))
         features.append(f.cpu())
@@ -253,8 +299,9 @@ def _classify_accuracy(network, images, labels) -> float:
 
 
 @torch.no_grad()
-def generate_evenly(gan, num_classes: int, count: int, seed: int, device, autocast=None,
-                    batch_size: int = 500) -> tuple[torch.Tensor, torch.Tensor | None]:
+def generate_evenly(
+    gan, num_classes: int, count: int, seed: int, device, autocast=None, batch_size: int = 500
+) -> tuple[torch.Tensor, torch.Tensor | None]:
     """`count` samples of the GAN (gan/contract.py) from seeded noise (its own distribution), float images
     in [-1, 1] on the CPU, with the classes they were drawn for in equal shares (None for an
     unconditional GAN: its samples have no intended class)."""
@@ -268,9 +315,9 @@ def generate_evenly(gan, num_classes: int, count: int, seed: int, device, autoca
     try:
         for start in range(0, count, batch_size):
             context = autocast() if autocast else torch.autocast("cpu", enabled=False)
-            part = labels[start:start + batch_size].to(device) if labels is not None else None
+            part = labels[start : start + batch_size].to(device) if labels is not None else None
             with context:
-                drawn = gan.generate(generator_net, z[start:start + batch_size].to(device), part)
+                drawn = gan.generate(generator_net, z[start : start + batch_size].to(device), part)
             images.append(gan.to_unit_range(drawn.float()).cpu())
     finally:
         generator_net.train(was_training)
@@ -286,19 +333,32 @@ def quality_of_images(evaluator: TrainedEvaluator, images: torch.Tensor, intende
     features, predicted = _features_and_predictions(evaluator.network, images)
     real_features = evaluator.held_out_features()
     kid, kid_std = kernel_inception_distance(features, real_features)
-    quality = {"frechet_distance": frechet_distance(features, real_features), "kid": kid, "kid_std": kid_std,
-               "samples": len(images)}
+    quality = {
+        "frechet_distance": frechet_distance(features, real_features),
+        "kid": kid,
+        "kid_std": kid_std,
+        "samples": len(images),
+    }
     if intended is None:
         return quality | unconditional_metrics(features, predicted, real_features, evaluator)
     quality = {"evaluator_accuracy": accuracy(predicted, intended.numpy())} | quality
     if evaluator.held_out_labels is not None:
-        quality.update(manifold_and_class_metrics(features, intended.numpy(), predicted, real_features,
-                                                  evaluator.held_out_labels.numpy(), evaluator.class_names))
+        quality.update(
+            manifold_and_class_metrics(
+                features,
+                intended.numpy(),
+                predicted,
+                real_features,
+                evaluator.held_out_labels.numpy(),
+                evaluator.class_names,
+            )
+        )
     return quality
 
 
-def unconditional_metrics(features: np.ndarray, predicted: np.ndarray, real_features: np.ndarray,
-                          evaluator: TrainedEvaluator) -> dict:
+def unconditional_metrics(
+    features: np.ndarray, predicted: np.ndarray, real_features: np.ndarray, evaluator: TrainedEvaluator
+) -> dict:
     """Precision/recall, density/coverage, diversity against real images, and the classes read."""
     metrics: dict = {}
     rng = np.random.default_rng(0)
@@ -309,17 +369,29 @@ def unconditional_metrics(features: np.ndarray, predicted: np.ndarray, real_feat
     diversity = mean_pairwise_distance(features) / reference if len(features) > 1 and reference > 0 else None
     names = list(evaluator.class_names)
     shares = class_shares(predicted, len(names))
-    real_shares = (class_shares(evaluator.held_out_labels.numpy(), len(names))
-                   if evaluator.held_out_labels is not None else np.full(len(names), 1 / len(names)))
-    return metrics | {"diversity": diversity, "class_shares": [round(float(s), 4) for s in shares],
-                      "flags": unconditional_flags(diversity, shares, real_shares, names)}
+    real_shares = (
+        class_shares(evaluator.held_out_labels.numpy(), len(names))
+        if evaluator.held_out_labels is not None
+        else np.full(len(names), 1 / len(names))
+    )
+    return metrics | {
+        "diversity": diversity,
+        "class_shares": [round(float(s), 4) for s in shares],
+        "flags": unconditional_flags(diversity, shares, real_shares, names),
+    }
 
 
 _MANIFOLD_K = 5  # the larger of the two k's: precision/recall use 3, density/coverage 5
 
 
-def manifold_and_class_metrics(features: np.ndarray, intended: np.ndarray, predicted: np.ndarray,
-                               real_features: np.ndarray, real_labels: np.ndarray, class_names) -> dict:
+def manifold_and_class_metrics(
+    features: np.ndarray,
+    intended: np.ndarray,
+    predicted: np.ndarray,
+    real_features: np.ndarray,
+    real_labels: np.ndarray,
+    class_names,
+) -> dict:
     """Precision/recall (k=3) and density/coverage (k=5) on as many samples as real images (the
     k-NN radii depend on the set sizes, so equal sizes keep them comparable), overall and per class."""
     num_classes = len(class_names)
@@ -333,14 +405,20 @@ def manifold_and_class_metrics(features: np.ndarray, intended: np.ndarray, predi
     per_class = []
     for label in range(num_classes):
         mine, reals = features[intended == label], real_features[real_labels == label]
-        row = {"class": class_names[label], "accuracy": float((predicted[intended == label] == label).mean())
-               if len(mine) else None, "diversity": diversity[label]}
+        row = {
+            "class": class_names[label],
+            "accuracy": float((predicted[intended == label] == label).mean()) if len(mine) else None,
+            "diversity": diversity[label],
+        }
         if len(mine) > _MANIFOLD_K and len(reals) > _MANIFOLD_K:
-            mine = mine[:len(reals)] if len(mine) > len(reals) else mine
+            mine = mine[: len(reals)] if len(mine) > len(reals) else mine
             row |= precision_recall(reals, mine) | {"coverage": density_coverage(reals, mine)["coverage"]}
         per_class.append(row)
-    return overall | {"per_class": per_class, "confusion": confusion.tolist(),
-                      "flags": quality_flags(diversity, confusion, list(class_names))}
+    return overall | {
+        "per_class": per_class,
+        "confusion": confusion.tolist(),
+        "flags": quality_flags(diversity, confusion, list(class_names)),
+    }
 
 
 def reference_floor(evaluator: TrainedEvaluator, count: int) -> dict:
@@ -351,14 +429,25 @@ def reference_floor(evaluator: TrainedEvaluator, count: int) -> dict:
     real_features, predicted = _features_and_predictions(evaluator.network, evaluator.train_images[chosen])
     held_features = evaluator.held_out_features()
     kid, kid_std = kernel_inception_distance(real_features, held_features)
-    floor = {"evaluator_accuracy": evaluator.held_out_accuracy,
-             "frechet_distance": frechet_distance(real_features, held_features), "kid": kid, "kid_std": kid_std,
-             "samples": count}
+    floor = {
+        "evaluator_accuracy": evaluator.held_out_accuracy,
+        "frechet_distance": frechet_distance(real_features, held_features),
+        "kid": kid,
+        "kid_std": kid_std,
+        "samples": count,
+    }
     if evaluator.held_out_labels is not None and evaluator.train_labels is not None:
-        metrics = manifold_and_class_metrics(real_features, evaluator.train_labels[chosen].numpy(), predicted,
-                                             held_features, evaluator.held_out_labels.numpy(), evaluator.class_names)
+        metrics = manifold_and_class_metrics(
+            real_features,
+            evaluator.train_labels[chosen].numpy(),
+            predicted,
+            held_features,
+            evaluator.held_out_labels.numpy(),
+            evaluator.class_names,
+        )
         floor.update({key: metrics[key] for key in ("precision", "recall", "density", "coverage") if key in metrics})
         floor["diversity"] = [row["diversity"] for row in metrics["per_class"]]
-        floor["class_shares"] = [round(float(v), 4) for v in class_shares(evaluator.held_out_labels.numpy(),
-                                                                            len(evaluator.class_names))]
+        floor["class_shares"] = [
+            round(float(v), 4) for v in class_shares(evaluator.held_out_labels.numpy(), len(evaluator.class_names))
+        ]
     return floor

@@ -42,8 +42,9 @@ def headline_of(document: dict) -> Headline:
     return FRECHET if stored.get("metric") == FRECHET.metric else ACCURACY
 
 
-def default_target(headline: Headline, final_values: list[float], start_values: list[float],
-                   num_classes: int) -> float | None:
+def default_target(
+    headline: Headline, final_values: list[float], start_values: list[float], num_classes: int
+) -> float | None:
     """80% of the way from where training starts to the best mean final value, or None when nothing
     moved clearly: accuracy from chance (1/K; set only when the best is at least twice chance), the
     Fréchet distance from the runs' first evaluations (`start_values`; set only when the best final is

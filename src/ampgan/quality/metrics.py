@@ -34,8 +34,9 @@ def _polynomial_kernel(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return (x @ y.T / x.shape[1] + 1.0) ** 3
 
 
-def kernel_inception_distance(features_a: np.ndarray, features_b: np.ndarray, subsets: int = 10,
-                              subset_size: int = 200, seed: int = 0) -> tuple[float, float]:
+def kernel_inception_distance(
+    features_a: np.ndarray, features_b: np.ndarray, subsets: int = 10, subset_size: int = 200, seed: int = 0
+) -> tuple[float, float]:
     """(mean, std) of the unbiased MMD^2 over random subsets of both sets."""
     rng = np.random.default_rng(seed)
     size = min(subset_size, len(features_a), len(features_b))
@@ -47,8 +48,11 @@ def kernel_inception_distance(features_a: np.ndarray, features_b: np.ndarray, su
         y = features_b[rng.choice(len(features_b), size, replace=False)].astype(np.float64)
         k_xx, k_yy, k_xy = _polynomial_kernel(x, x), _polynomial_kernel(y, y), _polynomial_kernel(x, y)
         off_diagonal = size * (size - 1)
-        mmd = ((k_xx.sum() - np.trace(k_xx)) / off_diagonal + (k_yy.sum() - np.trace(k_yy)) / off_diagonal
-               - 2 * k_xy.mean())
+        mmd = (
+            (k_xx.sum() - np.trace(k_xx)) / off_diagonal
+            + (k_yy.sum() - np.trace(k_yy)) / off_diagonal
+            - 2 * k_xy.mean()
+        )
         values.append(mmd)
     return float(np.mean(values)), float(np.std(values))
 
@@ -58,6 +62,7 @@ def accuracy(predicted: np.ndarray, intended: np.ndarray) -> float:
 
 
 # ---------------------------------------------------------------- manifolds: does it look real, is all of real covered
+
 
 def _pairwise_distances(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Euclidean distances (len(a), len(b)) in float64."""
@@ -105,8 +110,9 @@ def mean_pairwise_distance(features: np.ndarray) -> float:
     return float(distances.sum() / (count * (count - 1)))
 
 
-def intra_class_diversity(fake: np.ndarray, fake_labels: np.ndarray, real: np.ndarray, real_labels: np.ndarray,
-                          num_classes: int) -> list[float | None]:
+def intra_class_diversity(
+    fake: np.ndarray, fake_labels: np.ndarray, real: np.ndarray, real_labels: np.ndarray, num_classes: int
+) -> list[float | None]:
     """Per class: mean pairwise feature distance of its samples over that of its real images
     (1.0 = as varied as the data, near 0 = one image repeated). None where a class has fewer than
     two samples or two real images."""
@@ -138,8 +144,10 @@ def quality_flags(diversity: list[float | None], confusion: np.ndarray, class_na
     flags = []
     for label, ratio in enumerate(diversity):
         if ratio is not None and ratio < COLLAPSE_BELOW:
-            flags.append(f"class {class_names[label]}: diversity {ratio:.0%} of real (collapsed: its samples "
-                         "are nearly one image)")
+            flags.append(
+                f"class {class_names[label]}: diversity {ratio:.0%} of real (collapsed: its samples "
+                "are nearly one image)"
+            )
     for label, row in enumerate(confusion):
         total = row.sum()
         if total == 0:
@@ -148,8 +156,10 @@ def quality_flags(diversity: list[float | None], confusion: np.ndarray, class_na
         others[label] = 0
         drawn_as = int(others.argmax())
         if others[drawn_as] / total > PERMUTED_ABOVE:
-            flags.append(f"class {class_names[label]}: drawn as {class_names[drawn_as]} in "
-                         f"{others[drawn_as] / total:.0%} of its samples")
+            flags.append(
+                f"class {class_names[label]}: drawn as {class_names[drawn_as]} in "
+                f"{others[drawn_as] / total:.0%} of its samples"
+            )
     return flags
 
 
@@ -161,18 +171,23 @@ def class_shares(predicted: np.ndarray, num_classes: int) -> np.ndarray:
     return np.bincount(np.asarray(predicted), minlength=num_classes)[:num_classes] / max(1, len(predicted))
 
 
-def unconditional_flags(diversity: float | None, shares: np.ndarray, real_shares: np.ndarray,
-                        class_names: list[str]) -> list[str]:
+def unconditional_flags(
+    diversity: float | None, shares: np.ndarray, real_shares: np.ndarray, class_names: list[str]
+) -> list[str]:
     """Plain-language warnings for a GAN that draws no intended class: collapse, and modes it drops
     (classes the evaluator finds far less often in its samples than in the data)."""
     flags = []
     if diversity is not None and diversity < COLLAPSE_BELOW:
         flags.append(f"diversity {diversity:.0%} of real (collapsed: the samples are nearly one image)")
-    dropped = [f"{class_names[label]} ({share:.0%} of the samples, {real_share:.0%} of real)"
-               for label, (share, real_share) in enumerate(zip(shares, real_shares))
-               if real_share > 0 and share < DROPPED_BELOW * real_share]
+    dropped = [
+        f"{class_names[label]} ({share:.0%} of the samples, {real_share:.0%} of real)"
+        for label, (share, real_share) in enumerate(zip(shares, real_shares))
+        if real_share > 0 and share < DROPPED_BELOW * real_share
+    ]
     if dropped:
         shown = ", ".join(dropped[:4]) + (f" and {len(dropped) - 4} more" if len(dropped) > 4 else "")
-        flags.append(f"{len(dropped)} of {len(class_names)} classes dropped (drawn under a quarter as often as in "
-                     f"the data): {shown}")
+        flags.append(
+            f"{len(dropped)} of {len(class_names)} classes dropped (drawn under a quarter as often as in "
+            f"the data): {shown}"
+        )
     return flags

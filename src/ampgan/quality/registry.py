@@ -34,12 +34,14 @@ def register(metric: Metric) -> Metric:
     return metric
 
 
-EVALUATOR_ACCURACY = register(Metric("evaluator_accuracy", "evaluator acc.", "evaluator accuracy", True,
-                                     conditional_only=True, paired=True))
+EVALUATOR_ACCURACY = register(
+    Metric("evaluator_accuracy", "evaluator acc.", "evaluator accuracy", True, conditional_only=True, paired=True)
+)
 RECALL = register(Metric("recall", "recall", "recall", True, paired=True))
 COVERAGE = register(Metric("coverage", "coverage", "coverage", True, paired=True))
-FRECHET_DISTANCE = register(Metric("frechet_distance", "Fréchet distance", "Fréchet distance", False, digits=2,
-                                   paired=True))
+FRECHET_DISTANCE = register(
+    Metric("frechet_distance", "Fréchet distance", "Fréchet distance", False, digits=2, paired=True)
+)
 KID = register(Metric("kid", "KID", "KID", False, digits=4))
 PRECISION = register(Metric("precision", "precision", "precision", True, in_table=False))
 DENSITY = register(Metric("density", "density", "density", True, in_table=False))

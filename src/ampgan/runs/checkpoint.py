@@ -27,14 +27,30 @@ FORMAT_VERSION = 2
 _RNG = {"torch_cpu": torch.Tensor, "?device": str, "?torch_cuda": [torch.Tensor], "numpy": dict, "python": dict}
 # What resuming reads (training/state.py, training/loop.py): checked before any of it is trusted.
 _SHAPE = {
-    "format_version": int, "step": int, "seed_scheme": int, "?run_id": str, "?config": dict,
-    "generator": dict, "discriminator": dict, "optimizer_g": dict, "optimizer_d": dict, "scaler_g": dict,
-    "scaler_d": dict, "?extra_optimizers": dict, "?extra_scalers": dict,
-    "?rng": _RNG, "?step_generator_device": str,
-    "?progress": {"train_seconds": (int, float), "skipped_total": {"*": int},
-                  "data": {"world_size": int, "ranks": [{"epoch": int, "position": int}]},
-                  "?step_generators": [torch.Tensor], "?step_generator_device": str, "?rngs": [_RNG],
-                  "?metrics_last_step": int},
+    "format_version": int,
+    "step": int,
+    "seed_scheme": int,
+    "?run_id": str,
+    "?config": dict,
+    "generator": dict,
+    "discriminator": dict,
+    "optimizer_g": dict,
+    "optimizer_d": dict,
+    "scaler_g": dict,
+    "scaler_d": dict,
+    "?extra_optimizers": dict,
+    "?extra_scalers": dict,
+    "?rng": _RNG,
+    "?step_generator_device": str,
+    "?progress": {
+        "train_seconds": (int, float),
+        "skipped_total": {"*": int},
+        "data": {"world_size": int, "ranks": [{"epoch": int, "position": int}]},
+        "?step_generators": [torch.Tensor],
+        "?step_generator_device": str,
+        "?rngs": [_RNG],
+        "?metrics_last_step": int,
+    },
 }
 OLDEST_READABLE_VERSION = 1
 _NAME = re.compile(r"^step-(\d{6,})\.pt$")
@@ -56,7 +72,9 @@ def list_checkpoints(run_dir: Path) -> list[Path]:
 def latest_checkpoint(run_dir: Path) -> Path:
     checkpoints = list_checkpoints(run_dir)
     if not checkpoints:
-        raise AmpganError(f"{run_dir} has no checkpoint: it is not an ampgan run folder, or it stopped before its first save")
+        raise AmpganError(
+            f"{run_dir} has no checkpoint: it is not an ampgan run folder, or it stopped before its first save"
+        )
     return checkpoints[-1]
 
 
@@ -81,21 +99,29 @@ def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dic
     if not isinstance(version, int):
         raise AmpganError(f"{path} is not an ampgan checkpoint (no format version)")
     if version > FORMAT_VERSION:
-        raise AmpganError(f"checkpoint {path} has format version {version}, newer than this ampgan reads "
-                          f"({FORMAT_VERSION}): upgrade ampgan to continue this run")
+        raise AmpganError(
+            f"checkpoint {path} has format version {version}, newer than this ampgan reads "
+            f"({FORMAT_VERSION}): upgrade ampgan to continue this run"
+        )
     if version < OLDEST_READABLE_VERSION:
-        raise AmpganError(f"checkpoint {path} has the old format version {version}, which this ampgan no longer "
-                          f"reads ({OLDEST_READABLE_VERSION}-{FORMAT_VERSION}): continue it with the ampgan version "
-                          "that wrote it")
+        raise AmpganError(
+            f"checkpoint {path} has the old format version {version}, which this ampgan no longer "
+            f"reads ({OLDEST_READABLE_VERSION}-{FORMAT_VERSION}): continue it with the ampgan version "
+            "that wrote it"
+        )
     payload.setdefault("seed_scheme", 1)  # version 1 predates seeds.py's scheme 2
     check_shape(payload, _SHAPE, f"checkpoint {path}", "delete it to resume from the one before")
     if payload["step"] < 0:
-        raise AmpganError(f"checkpoint {one_line(path)} says step {payload['step']}: it was edited; delete it to "
-                          "resume from the one before")
+        raise AmpganError(
+            f"checkpoint {one_line(path)} says step {payload['step']}: it was edited; delete it to "
+            "resume from the one before"
+        )
     where = _first_non_finite(payload)
     if where:
-        raise AmpganError(f"checkpoint {one_line(path)} holds non-finite values in {where}: the run had diverged when "
-                          "it was saved, or the file was altered; delete it to resume from the one before")
+        raise AmpganError(
+            f"checkpoint {one_line(path)} holds non-finite values in {where}: the run had diverged when "
+            "it was saved, or the file was altered; delete it to resume from the one before"
+        )
     return payload
 
 
@@ -104,8 +130,10 @@ def check_step_matches_name(payload: dict, path: Path) -> None:
     its readers after they check whose run it is, which is the clearer reason when both fail.)"""
     named = _NAME.match(Path(path).name)
     if named and int(named.group(1)) != payload["step"]:
-        raise AmpganError(f"checkpoint {one_line(path)} says step {payload['step']}, not the step its name gives: it "
-                          "was edited or renamed; delete it to resume from the one before")
+        raise AmpganError(
+            f"checkpoint {one_line(path)} says step {payload['step']}, not the step its name gives: it "
+            "was edited or renamed; delete it to resume from the one before"
+        )
 
 
 def _first_non_finite(value, where: str = "") -> str | None:
@@ -137,16 +165,23 @@ def load_weights(module: torch.nn.Module, saved: dict, origin: str) -> None:
     own = module.state_dict()
     if not isinstance(saved, dict) or set(saved) != set(own):
         missing, extra = sorted(set(own) - set(saved or {})), sorted(set(saved or {}) - set(own))
-        raise AmpganError(f"{origin} holds a model of another shape than this run's config (missing "
-                          f"{', '.join(missing[:3]) or 'none'}; unexpected {', '.join(map(str, extra[:3])) or 'none'})")
+        raise AmpganError(
+            f"{origin} holds a model of another shape than this run's config (missing "
+            f"{', '.join(missing[:3]) or 'none'}; unexpected {', '.join(map(str, extra[:3])) or 'none'})"
+        )
     for name, tensor in own.items():
         value = saved[name]
         if not isinstance(value, torch.Tensor) or value.shape != tensor.shape or value.dtype != tensor.dtype:
-            found = (f"{tuple(value.shape)} {str(value.dtype).removeprefix('torch.')}" if isinstance(value, torch.Tensor)
-                     else type(value).__name__)
-            raise AmpganError(f"{origin} holds {name} as {found}, where this run's model has "
-                              f"{tuple(tensor.shape)} {str(tensor.dtype).removeprefix('torch.')}: it is damaged or "
-                              "belongs to another model")
+            found = (
+                f"{tuple(value.shape)} {str(value.dtype).removeprefix('torch.')}"
+                if isinstance(value, torch.Tensor)
+                else type(value).__name__
+            )
+            raise AmpganError(
+                f"{origin} holds {name} as {found}, where this run's model has "
+                f"{tuple(tensor.shape)} {str(tensor.dtype).removeprefix('torch.')}: it is damaged or "
+                "belongs to another model"
+            )
     module.load_state_dict(saved)
 
 

@@ -33,12 +33,26 @@ MARKER_FORMAT = "ampgan-folder/2"
 
 # What ampgan writes in a folder of each kind, as paths relative to it (fnmatch patterns: `*` spans
 # folders). Every kind also holds its marker, its lock and the temporary files of atomic writes.
-_RUN = ("config.json", "metrics.jsonl", "quality.json", "quality.jsonl", "generator.safetensors",
-        "samples/step-*.png", "checkpoints/step-*.pt", "tensorboard/*")
+_RUN = (
+    "config.json",
+    "metrics.jsonl",
+    "quality.json",
+    "quality.jsonl",
+    "generator.safetensors",
+    "samples/step-*.png",
+    "checkpoints/step-*.pt",
+    "tensorboard/*",
+)
 _BENCH = ("results.json", "results.csv", "fig*.png", "sweep.json")
 _COST = ("cost.json", "cost.csv", "fig3_cost.png", "vms.csv")
-_PROJECTION = ("projection.json", "projection.csv", "projection.md", "fig_projection.png", "kernels.csv",
-               "op_tables.json")
+_PROJECTION = (
+    "projection.json",
+    "projection.csv",
+    "projection.md",
+    "fig_projection.png",
+    "kernels.csv",
+    "op_tables.json",
+)
 _DOCTOR = ("doctor.json", "doctor_*.png")
 
 
@@ -52,9 +66,12 @@ FOLDER_KINDS: dict[str, tuple[str, ...]] = {
     "cost": _COST,
     "projection": _PROJECTION,
     "doctor": _DOCTOR,
-    "study": ("study.json", "compare.json", "report.md", "report.html", "fig*.png") + _under("runs/*", _RUN)
-             + _under("bench", _BENCH + _under("projection", _PROJECTION)) + _under("cost", _COST)
-             + _under("projection", _PROJECTION) + _under("doctor", _DOCTOR),
+    "study": ("study.json", "compare.json", "report.md", "report.html", "fig*.png")
+    + _under("runs/*", _RUN)
+    + _under("bench", _BENCH + _under("projection", _PROJECTION))
+    + _under("cost", _COST)
+    + _under("projection", _PROJECTION)
+    + _under("doctor", _DOCTOR),
 }
 _ALWAYS = (MARKER, LOCK, ".*.tmp")
 # Folders made wholly from their parent's files (a projection of a bench): replaceable inside it.
@@ -64,16 +81,22 @@ _DERIVED_KINDS = {"projection"}
 def refuse_link(path: Path) -> None:
     """ampgan's control files (lock, marker) are never opened through a symbolic link: one error line."""
     if Path(path).is_symlink():
-        raise AmpganError(f"{path} is a symbolic link: ampgan never opens its own control files through a link "
-                          f"(it would write into whatever the link points to); remove the link, or use another folder")
+        raise AmpganError(
+            f"{path} is a symbolic link: ampgan never opens its own control files through a link "
+            f"(it would write into whatever the link points to); remove the link, or use another folder"
+        )
 
 
 def _write_marker(folder: Path, kind: str) -> None:
     path = folder / MARKER
     refuse_link(path)
-    document = {"format": MARKER_FORMAT, "written_by": "ampgan", "kind": kind,
-                "note": "--overwrite may replace this folder while it holds only what ampgan writes here",
-                "may_contain": list(FOLDER_KINDS[kind])}
+    document = {
+        "format": MARKER_FORMAT,
+        "written_by": "ampgan",
+        "kind": kind,
+        "note": "--overwrite may replace this folder while it holds only what ampgan writes here",
+        "may_contain": list(FOLDER_KINDS[kind]),
+    }
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
         handle.write(json.dumps(document, indent=1) + "\n")
@@ -100,9 +123,16 @@ def marker_kind(folder: Path) -> str | None:
 
 
 def _kind_by_documents(folder: Path) -> str | None:
-    for name, kind in (("compare.json", "study"), ("study.json", "study"), ("config.json", "run"),
-                       ("results.json", "bench"), ("sweep.json", "bench"), ("doctor.json", "doctor"),
-                       ("projection.json", "projection"), ("cost.json", "cost")):
+    for name, kind in (
+        ("compare.json", "study"),
+        ("study.json", "study"),
+        ("config.json", "run"),
+        ("results.json", "bench"),
+        ("sweep.json", "bench"),
+        ("doctor.json", "doctor"),
+        ("projection.json", "projection"),
+        ("cost.json", "cost"),
+    ):
         if (folder / name).is_file():
             return kind
     return None
@@ -147,8 +177,10 @@ class FolderLock:
         except BlockingIOError:
             holder = os.pread(self._fd, 64, 0).decode(errors="replace").strip() or "unknown"
             os.close(self._fd)
-            raise AmpganError(f"{self.folder} is in use by another ampgan process (pid {holder}): wait for it to "
-                              "finish, or choose another folder") from None
+            raise AmpganError(
+                f"{self.folder} is in use by another ampgan process (pid {holder}): wait for it to "
+                "finish, or choose another folder"
+            ) from None
         os.ftruncate(self._fd, 0)
         os.pwrite(self._fd, str(os.getpid()).encode(), 0)
 
@@ -171,20 +203,26 @@ def check_replaceable(path: Path) -> None:
     shown = one_line(path)
     kind = marker_kind(path)
     if kind is None:
-        raise AmpganError(f"--out {shown} holds files but no ampgan marker ({MARKER}): --overwrite replaces only "
-                          "folders ampgan created; choose a new folder, or empty this one yourself")
+        raise AmpganError(
+            f"--out {shown} holds files but no ampgan marker ({MARKER}): --overwrite replaces only "
+            "folders ampgan created; choose a new folder, or empty this one yourself"
+        )
     owner = _owning_folder(path)
     if owner is not None and kind not in _DERIVED_KINDS:
-        raise AmpganError(f"--out {shown} is part of {one_line(owner)} (ampgan's {marker_kind(owner) or 'folder'}), "
-                          "whose documents describe it: replacing it alone would leave them describing something "
-                          "else; give a folder outside it (or rerun the command that made it)")
+        raise AmpganError(
+            f"--out {shown} is part of {one_line(owner)} (ampgan's {marker_kind(owner) or 'folder'}), "
+            "whose documents describe it: replacing it alone would leave them describing something "
+            "else; give a folder outside it (or rerun the command that made it)"
+        )
     for control in (LOCK, MARKER):
         refuse_link(path / control)  # named for what it is, before the general rule names it foreign
     foreign = foreign_entries(path, kind)
     if foreign:
         more = f" and {len(foreign) - 1} more" if len(foreign) > 1 else ""
-        raise AmpganError(f"--out {shown} holds {one_line(foreign[0])}{more}, which ampgan did not write: "
-                          f"--overwrite would delete it; move it out first, or choose a new folder")
+        raise AmpganError(
+            f"--out {shown} holds {one_line(foreign[0])}{more}, which ampgan did not write: "
+            f"--overwrite would delete it; move it out first, or choose a new folder"
+        )
 
 
 def _refuse_dangerous(path: Path) -> None:
@@ -193,8 +231,10 @@ def _refuse_dangerous(path: Path) -> None:
         raise AmpganError("--out is empty: give the path of a new folder for the results")
     resolved, here = path.resolve(), Path.cwd().resolve()
     if resolved == here or resolved in here.parents or resolved in (Path.home().resolve(), Path("/")):
-        raise AmpganError(f"--out {path} is {'the current folder' if resolved == here else 'a folder above this one'}"
-                          ": give a new folder for the results")
+        raise AmpganError(
+            f"--out {path} is {'the current folder' if resolved == here else 'a folder above this one'}"
+            ": give a new folder for the results"
+        )
 
 
 class FolderClaim:
@@ -212,11 +252,13 @@ class FolderClaim:
         if self.path.is_dir() and any(self.path.iterdir()):
             # A folder of this kind that a stopped command left unfinished is replaced by the same command
             # again, as a finished one is by --overwrite (and by the same rule).
-            overwrite = overwrite or (unfinished is not None and marker_kind(self.path) == kind
-                                      and unfinished(self.path))
+            overwrite = overwrite or (
+                unfinished is not None and marker_kind(self.path) == kind and unfinished(self.path)
+            )
             if not overwrite:
-                raise AmpganError(f"--out {self.path} already holds files: choose a new folder or add --overwrite "
-                                  "to replace it")
+                raise AmpganError(
+                    f"--out {self.path} already holds files: choose a new folder or add --overwrite to replace it"
+                )
             check_replaceable(self.path)
             FolderLock(self.path).release()  # refuses when a live process still writes there
             self.aside = self.path.with_name(f".{self.path.name}.replaced-{os.getpid()}")
@@ -249,9 +291,13 @@ class FolderClaim:
 
 
 @contextmanager
-def claimed_folder(path: Path, overwrite: bool, kind: str,
-                   worth_keeping: Callable[[Path], bool] = lambda folder: False,
-                   unfinished: Callable[[Path], bool] | None = None) -> Iterator[FolderClaim]:
+def claimed_folder(
+    path: Path,
+    overwrite: bool,
+    kind: str,
+    worth_keeping: Callable[[Path], bool] = lambda folder: False,
+    unfinished: Callable[[Path], bool] | None = None,
+) -> Iterator[FolderClaim]:
     """Claim the folder for the block. On success the replaced folder (if any) is deleted; on failure
     the new folder is kept only if `worth_keeping(folder)` (a resumable run), else the old one comes back."""
     claim = FolderClaim(path, overwrite, kind, unfinished)
@@ -282,8 +328,9 @@ def output_file(path: Path, suffixes: tuple[str, ...], overwrite: bool) -> Path:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as error:
-        raise AmpganError(f"cannot create the folder of --out {path} ({error.strerror}): choose a writable "
-                          "place") from None
+        raise AmpganError(
+            f"cannot create the folder of --out {path} ({error.strerror}): choose a writable place"
+        ) from None
     if not os.access(path.parent, os.W_OK):
         raise AmpganError(f"cannot write in {path.parent} (permission denied): choose a writable --out")
     return path

@@ -1,12 +1,12 @@
 """The run folder: config.json, metrics.jsonl, samples/, checkpoints/ (and tensorboard/).
 
-    RUN_DIR/
-      config.json            resolved config + dataset source + environment stamp
-      metrics.jsonl          one JSON object per log point
-      samples/step-XXXXXX.png fixed-noise grids, one row per class
-      checkpoints/step-XXXXXX.pt  the last --keep checkpoints (weights_only-loadable)
-      generator.safetensors  the final generator alone (metadata: model and options, class names)
-      tensorboard/           only with --tensorboard
+RUN_DIR/
+  config.json            resolved config + dataset source + environment stamp
+  metrics.jsonl          one JSON object per log point
+  samples/step-XXXXXX.png fixed-noise grids, one row per class
+  checkpoints/step-XXXXXX.pt  the last --keep checkpoints (weights_only-loadable)
+  generator.safetensors  the final generator alone (metadata: model and options, class names)
+  tensorboard/           only with --tensorboard
 """
 
 from __future__ import annotations
@@ -55,7 +55,8 @@ class RunWriter:
         document = self._config_document()
         if resumed_at is not None:
             document["resumed"] = previous.get("resumed", []) + [
-                {"at_step": resumed_at, "date": self.environment["date"], "command": self.environment["command"]}]
+                {"at_step": resumed_at, "date": self.environment["date"], "command": self.environment["command"]}
+            ]
             self.last_logged_step = truncate_metrics(self.run_dir / "metrics.jsonl", resumed_at)
         with self._stopping_cleanly_if_unwritable(self.run_dir / "config.json"):
             write_json_atomically(self.run_dir / "config.json", document)
@@ -85,9 +86,16 @@ class RunWriter:
                 "counts_per_class": dataset.counts_per_class(),
                 "source": dataset.source,
             },
-            "model": {"name": config.model.name, "description": gan.description, "conditional": gan.conditional,
-                      "z_dim": gan.z_dim, "image_range": list(gan.image_range), "parameters": parameters,
-                      "fingerprint": self.prepared.fingerprint, "source_sha256": self.prepared.model.source_sha256},
+            "model": {
+                "name": config.model.name,
+                "description": gan.description,
+                "conditional": gan.conditional,
+                "z_dim": gan.z_dim,
+                "image_range": list(gan.image_range),
+                "parameters": parameters,
+                "fingerprint": self.prepared.fingerprint,
+                "source_sha256": self.prepared.model.source_sha256,
+            },
             "environment": self.environment,
             "stamp": self.stamp,
         }
@@ -105,9 +113,15 @@ class RunWriter:
 
     def save_samples(self, step: int) -> Path:
         z, labels = self._noise
-        grid = render_samples(self.state.gan, z, labels, rows=self.prepared.config.logging.samples_per_class
-                              if not self.state.gan.conditional else self.prepared.dataset.num_classes,
-                              autocast=self.prepared.policy.autocast)
+        grid = render_samples(
+            self.state.gan,
+            z,
+            labels,
+            rows=self.prepared.config.logging.samples_per_class
+            if not self.state.gan.conditional
+            else self.prepared.dataset.num_classes,
+            autocast=self.prepared.policy.autocast,
+        )
         path = self.run_dir / "samples" / f"step-{step:06d}.png"
         with self._stopping_cleanly_if_unwritable(path):
             save_png(grid, path)
@@ -129,10 +143,13 @@ class RunWriter:
 
         tensors = {k: v.detach().contiguous().cpu() for k, v in self.state.generator.state_dict().items()}
         model = self.prepared.config.model
-        metadata = {"model": json.dumps({"name": model.name, "options": model.options}),
-                    "image_range": json.dumps(list(self.state.gan.image_range)),
-                    "class_names": json.dumps(list(self.prepared.dataset.class_names)),
-                    "step": str(self.state.step), "ampgan_stamp": self.stamp}
+        metadata = {
+            "model": json.dumps({"name": model.name, "options": model.options}),
+            "image_range": json.dumps(list(self.state.gan.image_range)),
+            "class_names": json.dumps(list(self.prepared.dataset.class_names)),
+            "step": str(self.state.step),
+            "ampgan_stamp": self.stamp,
+        }
         path = self.run_dir / "generator.safetensors"
         blob = save(tensors, metadata=metadata)
         with self._stopping_cleanly_if_unwritable(path):
@@ -159,11 +176,15 @@ class RunWriter:
         trained_checkpoints = [p for p in checkpoints if p.name != "step-000000.pt"]
         if self.resumed or trained_checkpoints:
             last = checkpoints[-1]
-            return (f"{head}. What it saved is intact: the last good checkpoint is "
-                    f"{last.relative_to(self.run_dir)}. Free space, then continue with "
-                    f"'ampgan train --resume {self.run_dir}'")
-        return (f"{head} before it saved any training, so nothing of it is kept: free space (or choose "
-                "another --out) and run the command again")
+            return (
+                f"{head}. What it saved is intact: the last good checkpoint is "
+                f"{last.relative_to(self.run_dir)}. Free space, then continue with "
+                f"'ampgan train --resume {self.run_dir}'"
+            )
+        return (
+            f"{head} before it saved any training, so nothing of it is kept: free space (or choose "
+            "another --out) and run the command again"
+        )
 
     def summary(self, train_seconds: float) -> dict:
         return {
@@ -204,26 +225,38 @@ class NullWriter:
         pass
 
     def summary(self, train_seconds: float) -> dict:
-        return {"run_dir": None, "steps": self.state.step, "train_seconds": round(train_seconds, 2),
-                "last": self.last_record, "stamp": ""}
+        return {
+            "run_dir": None,
+            "steps": self.state.step,
+            "train_seconds": round(train_seconds, 2),
+            "last": self.last_record,
+            "stamp": "",
+        }
 
 
 def read_run_config(run_dir: Path) -> dict:
     """config.json of an existing run folder, checked for a format this ampgan understands."""
     path = Path(run_dir) / "config.json"
-    document = read_json(path, missing=f"{run_dir} is not an ampgan run folder (no config.json)",
-                         damaged=f"{path} is damaged (not valid JSON): this run cannot be resumed")
+    document = read_json(
+        path,
+        missing=f"{run_dir} is not an ampgan run folder (no config.json)",
+        damaged=f"{path} is damaged (not valid JSON): this run cannot be resumed",
+    )
     if not isinstance(document, dict):
-        raise AmpganError(f"{path} holds {type(document).__name__}, not an ampgan run's config document: the file "
-                          "is damaged or foreign")
+        raise AmpganError(
+            f"{path} holds {type(document).__name__}, not an ampgan run's config document: the file "
+            "is damaged or foreign"
+        )
     version = document.get("format_version")
     if not isinstance(version, int) or isinstance(version, bool) or version < 1:
         raise AmpganError(f"{path} has no valid format_version ({version!r}): the file is damaged or foreign")
     if version > RUN_FORMAT_VERSION:
-        raise AmpganError(f"{run_dir} was written by a newer ampgan (run format {version}, this one reads "
-                          f"{RUN_FORMAT_VERSION}): upgrade ampgan to use it")
+        raise AmpganError(
+            f"{run_dir} was written by a newer ampgan (run format {version}, this one reads "
+            f"{RUN_FORMAT_VERSION}): upgrade ampgan to use it"
+        )
     if not isinstance(document.get("config"), dict):
-        raise AmpganError(f"{path} has no \"config\" table: the file is damaged; the run cannot be resumed or read")
+        raise AmpganError(f'{path} has no "config" table: the file is damaged; the run cannot be resumed or read')
     return document
 
 
@@ -235,8 +268,7 @@ def read_metrics(path: Path) -> list[dict]:
     damaged file; a last line cut short by a crash is skipped)."""
     records = read_jsonl(path)
     for record in records:
-        check_shape(record, METRICS_RECORD, str(path),
-                    "remove the damaged line, or resume from an earlier checkpoint")
+        check_shape(record, METRICS_RECORD, str(path), "remove the damaged line, or resume from an earlier checkpoint")
     return records
 
 

@@ -62,13 +62,23 @@ def outcome_of(result: RoundsResult, candidate: str) -> Outcome:
     verdict, notes = rounds_verdict(result, candidate)
     interval = result.intervals.get(candidate)
     samples = result.samples_s[candidate]
-    return Outcome(verdict, median_s(result.samples_s[result.baseline]), median_s(samples),
-                   interval.to_dict() if interval else None, len(samples), "; ".join(notes),
-                   datetime.date.today().isoformat())
+    return Outcome(
+        verdict,
+        median_s(result.samples_s[result.baseline]),
+        median_s(samples),
+        interval.to_dict() if interval else None,
+        len(samples),
+        "; ".join(notes),
+        datetime.date.today().isoformat(),
+    )
 
 
-def cached_or_measured(cache: DecisionCache | None, key: str, read: Callable[[dict | None], object | None],
-                       measure: Callable[[], tuple[object, bool]]):
+def cached_or_measured(
+    cache: DecisionCache | None,
+    key: str,
+    read: Callable[[dict | None], object | None],
+    measure: Callable[[], tuple[object, bool]],
+):
     """(decision, measured now?): `read(stored)` gives the cached decision (None when absent or not
     trusted); else `measure()` -> (decision, load changed?), kept in the cache unless the load changed."""
     cached = read(cache.get(key) if cache else None)

@@ -1,7 +1,7 @@
 """Decisions already measured on this machine, so repeated runs do not pay for them again.
 
-One JSON file, `precision-decisions.json`, in ampgan's cache folder (files.cache_dir). Keyed by everything that changes the answer: the
-hardware (CPU model and flags or GPU and capability), the thread count, the torch version, the
+One JSON file, `precision-decisions.json`, in ampgan's cache folder (files.cache_dir). Keyed by everything that
+changes the answer: the hardware (CPU model and flags or GPU and capability), the thread count, the torch version, the
 model's shape, the batch size, whether the step is compiled, and the precision. The file is a
 convenience: a damaged or unwritable one is ignored (and rebuilt), and so is any entry that lacks a
 field or has one of the wrong type (StoredDecision.from_cache): measured again, never an error.
@@ -85,5 +85,7 @@ class DecisionCache:
         try:
             write_json_atomically(self.path, {"format": FORMAT, "decisions": decisions})
         except OSError as error:
-            warn(f"could not write the speed-decision cache {self.path} ({error.strerror}): the measurement "
-                 "will be repeated next time; set AMPGAN_CACHE_DIR to a writable folder")
+            warn(
+                f"could not write the speed-decision cache {self.path} ({error.strerror}): the measurement "
+                "will be repeated next time; set AMPGAN_CACHE_DIR to a writable folder"
+            )

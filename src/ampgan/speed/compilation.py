@@ -27,8 +27,8 @@ from dataclasses import dataclass
 import torch
 
 from ampgan.errors import AmpganError
-from ampgan.speed.cache import DecisionCache, StoredDecision, decision_key
 from ampgan.speed.ab import cached_or_measured, median_s, outcome_of
+from ampgan.speed.cache import DecisionCache, StoredDecision, decision_key
 from ampgan.speed.decision import DECISION_RULE, WARMUP_STEPS, duration_text, interval_text, machine_key
 from ampgan.speed.rounds import RoundsResult, measure_rounds
 
@@ -77,10 +77,15 @@ class CompileDecision(StoredDecision):
             return f"{head}: {CANNOT_COMPILE}{note}{cached}"
         compile_s = f", {self.compile_s:.1f} s to compile in a new run" if self.compile_s is not None else ""
         break_even = self.break_even_s
-        pays = (f"pays after {break_even:.0f} s of training" if break_even is not None
-                else f"never pays (compiled step: {self.verdict})")
-        return (f"{head}: compiled {duration_text(self.compiled_step_s)} vs eager {duration_text(self.eager_step_s)} "
-                f"per step{interval_text(self.interval)}{compile_s}{note}: {pays}{cached}")
+        pays = (
+            f"pays after {break_even:.0f} s of training"
+            if break_even is not None
+            else f"never pays (compiled step: {self.verdict})"
+        )
+        return (
+            f"{head}: compiled {duration_text(self.compiled_step_s)} vs eager {duration_text(self.eager_step_s)} "
+            f"per step{interval_text(self.interval)}{compile_s}{note}: {pays}{cached}"
+        )
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self) | {"break_even_s": self.break_even_s, "description": self.describe()}
@@ -109,10 +114,19 @@ class CompileProbe:
 def compile_from_measurement(found: CompileMeasurement, precision: str, batch_size: int) -> CompileDecision:
     """The decision from rounds of eager (the baseline) against compiled (pure)."""
     outcome = outcome_of(found.rounds, COMPILED)
-    return CompileDecision(precision, batch_size, outcome.verdict, outcome.baseline_step_s, outcome.candidate_step_s,
-                           outcome.interval, outcome.rounds, compile_s=round(found.compile_s, 2),
-                           first_compile_s=round(found.first_compile_s, 2), note=outcome.note,
-                           measured_on=outcome.measured_on)
+    return CompileDecision(
+        precision,
+        batch_size,
+        outcome.verdict,
+        outcome.baseline_step_s,
+        outcome.candidate_step_s,
+        outcome.interval,
+        outcome.rounds,
+        compile_s=round(found.compile_s, 2),
+        first_compile_s=round(found.first_compile_s, 2),
+        note=outcome.note,
+        measured_on=outcome.measured_on,
+    )
 
 
 def expected_run_s(steps: int | None, seconds: float | None, eager_step_s: float) -> float | None:
@@ -123,9 +137,15 @@ def expected_run_s(steps: int | None, seconds: float | None, eager_step_s: float
     return min(bounds) if bounds else None
 
 
-def decide_compile(precision: str, batch_size: int, key_parts: dict, budget: tuple[int | None, float | None],
-                   probe: CompileProbe, cache: DecisionCache | None,
-                   log: Callable[[str], None] = lambda line: None) -> tuple[bool, CompileDecision | None]:
+def decide_compile(
+    precision: str,
+    batch_size: int,
+    key_parts: dict,
+    budget: tuple[int | None, float | None],
+    probe: CompileProbe,
+    cache: DecisionCache | None,
+    log: Callable[[str], None] = lambda line: None,
+) -> tuple[bool, CompileDecision | None]:
     """(compile this run?, the decision behind it: None when not measured). `budget`: the run's
     (steps, seconds). From the cache when it holds this question's answer; else measured when the
     run is long enough to repay a first compile (and cached unless the load changed or compiling failed)."""
@@ -136,12 +156,16 @@ def decide_compile(precision: str, batch_size: int, key_parts: dict, budget: tup
         return decision.pays_for(expected_run_s(steps, seconds, decision.eager_step_s or 0.0)), decision
     run_s = seconds if steps is None else expected_run_s(steps, seconds, probe.eager_step_s())
     if run_s is not None and run_s < MEASURE_FROM_RUN_S:
-        log(f"compile: not measured for a run of about {run_s:.0f} s ({precision} at batch {batch_size}): runs of "
+        log(
+            f"compile: not measured for a run of about {run_s:.0f} s ({precision} at batch {batch_size}): runs of "
             f"{MEASURE_FROM_RUN_S / 60:g} minutes or more measure once per machine whether compiling pays; "
-            "--compile compiles anyway: eager")
+            "--compile compiles anyway: eager"
+        )
         return False, None
-    log(f"measuring the compiled step against the eager one for {precision} at batch {batch_size} "
-        "(a first compile; once for this machine and model, the answer is cached) ...")
+    log(
+        f"measuring the compiled step against the eager one for {precision} at batch {batch_size} "
+        "(a first compile; once for this machine and model, the answer is cached) ..."
+    )
 
     def measured() -> tuple[CompileDecision, bool]:
         found = probe.measure()
@@ -152,14 +176,26 @@ def decide_compile(precision: str, batch_size: int, key_parts: dict, budget: tup
     except AmpganError as error:
         return False, _cannot_compile(precision, batch_size, str(error))
     except Exception as error:  # noqa: BLE001 - a compiler failure of any kind means: train eager
-        return False, _cannot_compile(precision, batch_size, f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}")
+        return False, _cannot_compile(
+            precision, batch_size, f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
+        )
     return decision.pays_for(run_s), decision
 
 
 def _cannot_compile(precision: str, batch_size: int, reason: str) -> CompileDecision:
     # Not cached: the cause (a missing C++ compiler, a full disk) may be fixed before the next run.
-    return CompileDecision(precision, batch_size, CANNOT_COMPILE, None, None, None, 0, None,
-                           note=reason[:300], measured_on=datetime.date.today().isoformat())
+    return CompileDecision(
+        precision,
+        batch_size,
+        CANNOT_COMPILE,
+        None,
+        None,
+        None,
+        0,
+        None,
+        note=reason[:300],
+        measured_on=datetime.date.today().isoformat(),
+    )
 
 
 class TrainingStepCompileProbe(CompileProbe):
@@ -175,8 +211,13 @@ class TrainingStepCompileProbe(CompileProbe):
         from ampgan.speed.step_timer import StepTimer
 
         if self._eager is None:
-            self._eager = StepTimer(self.config.with_fields({"compute.compile": False}), self.dataset, self.device,
-                                    data_parallel=False, across_ranks=False)
+            self._eager = StepTimer(
+                self.config.with_fields({"compute.compile": False}),
+                self.dataset,
+                self.device,
+                data_parallel=False,
+                across_ranks=False,
+            )
             self._eager()  # the first step allocates and selects kernels
         return self._eager
 
@@ -190,14 +231,20 @@ class TrainingStepCompileProbe(CompileProbe):
 
         eager = self._eager_timer()
         eager_first = eager()
-        compiled = StepTimer(self.config.with_fields({"compute.compile": True}), self.dataset, self.device,
-                             data_parallel=False, across_ranks=False)
+        compiled = StepTimer(
+            self.config.with_fields({"compute.compile": True}),
+            self.dataset,
+            self.device,
+            data_parallel=False,
+            across_ranks=False,
+        )
         first_compile_s = max(compiled() - eager_first, 0.0)
         for _ in range(WARMUP_STEPS):
             eager(), compiled()
         rounds = measure_rounds({EAGER: eager, COMPILED: compiled}, EAGER, DECISION_RULE, seed=self.config.seed)
-        compile_s = measure_warm_compile_s(self.config.with_fields({"compute.compile": True}),
-                                           fix="pass --no-compile to train eager")
+        compile_s = measure_warm_compile_s(
+            self.config.with_fields({"compute.compile": True}), fix="pass --no-compile to train eager"
+        )
         return CompileMeasurement(rounds, first_compile_s, compile_s)
 
 
@@ -211,8 +258,13 @@ def compile_key(device: torch.device, config) -> dict:
     return {k: v for k, v in machine_key(device, config).items() if k != "compile"}
 
 
-def compiled_precisions(config_for: Callable[[str], object], precisions, dataset, device: torch.device,
-                        log: Callable[[str], None] = lambda line: None) -> tuple[tuple[str, ...], dict[str, dict]]:
+def compiled_precisions(
+    config_for: Callable[[str], object],
+    precisions,
+    dataset,
+    device: torch.device,
+    log: Callable[[str], None] = lambda line: None,
+) -> tuple[tuple[str, ...], dict[str, dict]]:
     """(the precisions whose runs compile, {precision: its decision as a dict, when there is one}).
     `config_for(precision)`: the run's config in that precision (its budget, batch size, memory
     format). Under torchrun rank 0 measures alone and every rank gets its answer."""
@@ -225,9 +277,15 @@ def compiled_precisions(config_for: Callable[[str], object], precisions, dataset
         for precision in precisions:
             config = config_for(precision)
             budget = Budget.of(config)
-            compile_it, decision = decide_compile(precision, config.budget.batch_size, compile_key(device, config),
-                                                  (budget.steps, budget.seconds), compile_probe_for(config, dataset, device),
-                                                  cache, log)
+            compile_it, decision = decide_compile(
+                precision,
+                config.budget.batch_size,
+                compile_key(device, config),
+                (budget.steps, budget.seconds),
+                compile_probe_for(config, dataset, device),
+                cache,
+                log,
+            )
             if decision is not None:
                 log(f"  {decision.describe()}: {'compiled' if compile_it else 'eager'}")
             answers[precision] = {"compile": compile_it, "decision": decision.to_dict() if decision else None}

@@ -28,8 +28,11 @@ def measure_compile_times(config: TrainConfig) -> dict:
     """{"cold_s", "warm_s", "compiled_step_s"} for the config's step (its precision and batch size)."""
     with tempfile.TemporaryDirectory(prefix="ampgan-compile-") as folder:
         cold, warm = _probe(config, folder), _probe(config, folder)
-    return {"cold_s": cold["first_step_s"] - cold["step_s"], "warm_s": warm["first_step_s"] - warm["step_s"],
-            "compiled_step_s": warm["step_s"]}
+    return {
+        "cold_s": cold["first_step_s"] - cold["step_s"],
+        "warm_s": warm["first_step_s"] - warm["step_s"],
+        "compiled_step_s": warm["step_s"],
+    }
 
 
 def measure_warm_compile_s(config: TrainConfig, fix: str = "drop --compile") -> float:
@@ -45,8 +48,13 @@ def _probe(config: TrainConfig, cache_folder: str, fix: str = "drop --compile") 
     command = [sys.executable, "-m", "ampgan.speed.compile_time", json.dumps(config.to_dict())]
     try:
         # The probe builds the model this process was allowed to import, and no other (gan/registry.py).
-        done = subprocess.run(command, env=os.environ | {ENV: cache_folder} | consent_environment(), capture_output=True, text=True,
-                              timeout=PROBE_TIMEOUT_S)
+        done = subprocess.run(
+            command,
+            env=os.environ | {ENV: cache_folder} | consent_environment(),
+            capture_output=True,
+            text=True,
+            timeout=PROBE_TIMEOUT_S,
+        )
     except subprocess.TimeoutExpired:
         raise AmpganError(f"measuring the compile time took over {PROBE_TIMEOUT_S} s: {fix}") from None
     if done.returncode != 0:

@@ -82,8 +82,12 @@ class Decision(StoredDecision):
 
     def reason(self) -> str:
         """describe() without the precision's name (for lines that already name it)."""
-        times = (f"{duration_text(self.step_s)} per step vs fp32 {duration_text(self.fp32_step_s)} at batch {self.batch_size}"
-                 if self.step_s and self.fp32_step_s else f"at batch {self.batch_size}")
+        times = (
+            f"{duration_text(self.step_s)} per step vs fp32 {duration_text(self.fp32_step_s)} at batch "
+            f"{self.batch_size}"
+            if self.step_s and self.fp32_step_s
+            else f"at batch {self.batch_size}"
+        )
         note = f" ({self.note})" if self.note else ""
         cached = f" [cached, measured {self.measured_on}]" if self.cached else ""
         return f"{times}{interval_text(self.interval)}{note}: {self.verdict}{cached}"
@@ -98,21 +102,40 @@ def duration_text(seconds: float | None) -> str:
     return f"{seconds:.2f} s" if seconds >= 1 else f"{seconds * 1e3:.1f} ms"
 
 
-def decisions_from_rounds(result: RoundsResult, batch_size: int,
-                          hopeless_at_warmup: dict[str, tuple[float, float]]) -> dict[str, Decision]:
+def decisions_from_rounds(
+    result: RoundsResult, batch_size: int, hopeless_at_warmup: dict[str, tuple[float, float]]
+) -> dict[str, Decision]:
     """The verdict of every candidate measured in `result` (pure: testable with injected rounds).
     `hopeless_at_warmup`: candidate -> (its first step's seconds, fp32's first step's seconds)."""
     today = datetime.date.today().isoformat()
     decisions = {}
     for name, (first, fp32_first) in hopeless_at_warmup.items():
-        decisions[name] = Decision(name, batch_size, "slower", fp32_first, first, None, 0, measured_on=today,
-                                   note=f"first steps: more than {HOPELESS_FIRST_STEP:g}x slower, left out at once")
+        decisions[name] = Decision(
+            name,
+            batch_size,
+            "slower",
+            fp32_first,
+            first,
+            None,
+            0,
+            measured_on=today,
+            note=f"first steps: more than {HOPELESS_FIRST_STEP:g}x slower, left out at once",
+        )
     for name in result.samples_s:
         if name == result.baseline:
             continue
         found = outcome_of(result, name)
-        decisions[name] = Decision(name, batch_size, found.verdict, found.baseline_step_s, found.candidate_step_s,
-                                   found.interval, found.rounds, note=found.note, measured_on=found.measured_on)
+        decisions[name] = Decision(
+            name,
+            batch_size,
+            found.verdict,
+            found.baseline_step_s,
+            found.candidate_step_s,
+            found.interval,
+            found.rounds,
+            note=found.note,
+            measured_on=found.measured_on,
+        )
     return decisions
 
 
@@ -120,27 +143,38 @@ def interval_text(interval: dict | None) -> str:
     """', 1.70x (95% CI 1.62-1.79, 6 rounds)' from a stored SpeedupInterval dict; '' without one."""
     if not interval:
         return ""
-    return ", " + SpeedupInterval(interval["estimate"], interval["low"], interval["high"], interval["rounds"]).describe()
+    return (
+        ", " + SpeedupInterval(interval["estimate"], interval["low"], interval["high"], interval["rounds"]).describe()
+    )
 
 
 Measure = Callable[[list[str]], tuple[RoundsResult, dict[str, tuple[float, float]]]]
 
 
-def decide(precisions: list[str], batch_size: int, key_parts: dict, measure: Measure,
-           cache: DecisionCache | None, log: Callable[[str], None] = lambda line: None) -> dict[str, Decision]:
+def decide(
+    precisions: list[str],
+    batch_size: int,
+    key_parts: dict,
+    measure: Measure,
+    cache: DecisionCache | None,
+    log: Callable[[str], None] = lambda line: None,
+) -> dict[str, Decision]:
     """The decision for each of `precisions`: from the cache when it holds one for `key_parts`,
     else measured (`measure(names)` -> rounds against fp32 and the candidates hopeless at warm-up)."""
     decisions, missing = {}, []
     for name in precisions:
-        cached = Decision.from_cache(cache.get(decision_key(**key_parts, batch_size=batch_size, precision=name))
-                                     if cache else None)
+        cached = Decision.from_cache(
+            cache.get(decision_key(**key_parts, batch_size=batch_size, precision=name)) if cache else None
+        )
         if cached is not None:
             decisions[name] = cached
         else:
             missing.append(name)
     if missing:
-        log(f"measuring {', '.join(missing)} against fp32 on the real training step at batch {batch_size} "
-            "(once for this machine and model; the answer is cached) ...")
+        log(
+            f"measuring {', '.join(missing)} against fp32 on the real training step at batch {batch_size} "
+            "(once for this machine and model; the answer is cached) ..."
+        )
         result, hopeless = measure(missing)
         measured = decisions_from_rounds(result, batch_size, hopeless)
         for name in missing:
@@ -164,8 +198,9 @@ def choose_for_comparison(decisions: dict[str, Decision], left_out: list[dict]) 
     """(fp32 and the fastest useful mixed mode, or fp32 alone when no mode is faster here; what was left
     out and why)."""
     best = fastest_useful_mixed(decisions)
-    left = left_out + [{"precision": d.precision, "reason": d.reason()} for d in decisions.values()
-                       if d.precision != best]
+    left = left_out + [
+        {"precision": d.precision, "reason": d.reason()} for d in decisions.values() if d.precision != best
+    ]
     return (("fp32", best) if best else ("fp32",)), left
 
 
@@ -178,15 +213,27 @@ def machine_key(device: torch.device, config) -> dict:
 
     hardware = detect_hardware(device)
     model = resolve_model(config.model.name, config.model.options)
-    return {"hardware": hardware.name, "flags": hardware.cpu_flags, "capability": hardware.cuda_capability,
-            "threads": torch.get_num_threads(), "torch": torch.__version__, "device": device.type,
-            "model": model.name, "model_options": model.options, "model_source": model.source_sha256,
-            "dataset": config.data.dataset, "image_size": config.data.image_size, "channels": config.data.channels,
-            "compile": config.compute.compile, "channels_last": config.compute.channels_last}
+    return {
+        "hardware": hardware.name,
+        "flags": hardware.cpu_flags,
+        "capability": hardware.cuda_capability,
+        "threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "device": device.type,
+        "model": model.name,
+        "model_options": model.options,
+        "model_source": model.source_sha256,
+        "dataset": config.data.dataset,
+        "image_size": config.data.image_size,
+        "channels": config.data.channels,
+        "compile": config.compute.compile,
+        "channels_last": config.compute.channels_last,
+    }
 
 
-def measure_with(make_timer: Callable[[str], Callable[[], float]], rule: StoppingRule = DECISION_RULE,
-                 seed: int = 0) -> Measure:
+def measure_with(
+    make_timer: Callable[[str], Callable[[], float]], rule: StoppingRule = DECISION_RULE, seed: int = 0
+) -> Measure:
     """`measure` for decide(): fp32 and the candidates, one timer each (`make_timer(precision)`), a
     first step (a candidate more than 20x slower than fp32 there is left out at once), the rest of
     the warm-up, then interleaved rounds until decided (rounds.py)."""
@@ -194,8 +241,11 @@ def measure_with(make_timer: Callable[[str], Callable[[], float]], rule: Stoppin
     def measure(names: list[str]) -> tuple[RoundsResult, dict[str, tuple[float, float]]]:
         timers = {name: make_timer(name) for name in [BASELINE, *names]}
         first = {name: timer() for name, timer in timers.items()}
-        hopeless = {name: (first[name], first[BASELINE]) for name in names
-                    if first[name] > HOPELESS_FIRST_STEP * first[BASELINE]}
+        hopeless = {
+            name: (first[name], first[BASELINE])
+            for name in names
+            if first[name] > HOPELESS_FIRST_STEP * first[BASELINE]
+        }
         for name in hopeless:
             del timers[name]
         for _ in range(WARMUP_STEPS - 1):
@@ -212,20 +262,36 @@ def measure_on_training_step(config, dataset, device: torch.device) -> Measure:
     from ampgan.speed.step_timer import StepTimer
 
     def make_timer(name: str) -> StepTimer:
-        return StepTimer(config.with_fields({"precision.name": name, "precision.loss_scale": None}), dataset,
-                         device, data_parallel=False, across_ranks=False)
+        return StepTimer(
+            config.with_fields({"precision.name": name, "precision.loss_scale": None}),
+            dataset,
+            device,
+            data_parallel=False,
+            across_ranks=False,
+        )
 
     return measure_with(make_timer, seed=config.seed)
 
 
-def decide_for_run(config, dataset, device: torch.device, precisions: list[str] | None = None,
-                   use_cache: bool = True, log: Callable[[str], None] = lambda line: None) -> tuple[dict[str, Decision], list[dict]]:
+def decide_for_run(
+    config,
+    dataset,
+    device: torch.device,
+    precisions: list[str] | None = None,
+    use_cache: bool = True,
+    log: Callable[[str], None] = lambda line: None,
+) -> tuple[dict[str, Decision], list[dict]]:
     """Decisions for this machine at the config's batch size: (decisions, modes that cannot run here)."""
     candidates, cannot_run = candidates_for(device)
     names = [p for p in (precisions or candidates) if p != BASELINE]
-    decisions = decide(names, config.budget.batch_size, machine_key(device, config),
-                       measure_on_training_step(config, dataset, device),
-                       DecisionCache() if use_cache else None, log)
+    decisions = decide(
+        names,
+        config.budget.batch_size,
+        machine_key(device, config),
+        measure_on_training_step(config, dataset, device),
+        DecisionCache() if use_cache else None,
+        log,
+    )
     return decisions, cannot_run
 
 
@@ -236,7 +302,9 @@ def cached_decisions(config, device: torch.device, precisions: list[str]) -> dic
     for name in precisions:
         if name == BASELINE:
             continue
-        cached = Decision.from_cache(cache.get(decision_key(**key, batch_size=config.budget.batch_size, precision=name)))
+        cached = Decision.from_cache(
+            cache.get(decision_key(**key, batch_size=config.budget.batch_size, precision=name))
+        )
         if cached is not None:
             found[name] = cached
     return found

@@ -36,11 +36,21 @@ class SpeedupHistory:
             document = json.loads(self.path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return {}
-        if not isinstance(document, dict) or document.get("format") != FORMAT or not isinstance(document.get("keys"), dict):
+        if (
+            not isinstance(document, dict)
+            or document.get("format") != FORMAT
+            or not isinstance(document.get("keys"), dict)
+        ):
             return {}
-        return {key: [float(v) for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)
-                      and math.isfinite(v) and v > 0]
-                for key, values in document["keys"].items() if isinstance(values, list)}
+        return {
+            key: [
+                float(v)
+                for v in values
+                if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
+            ]
+            for key, values in document["keys"].items()
+            if isinstance(values, list)
+        }
 
     def estimates(self, key: str) -> list[float]:
         return self._read().get(key, [])
@@ -52,7 +62,10 @@ class SpeedupHistory:
             return BETWEEN_RUN_SD, f"default {BETWEEN_RUN_SD:.1%} ({len(earlier)} earlier runs of this configuration)"
         learned = statistics.stdev(math.log(v) for v in earlier)
         if learned <= BETWEEN_RUN_SD:
-            return BETWEEN_RUN_SD, f"default {BETWEEN_RUN_SD:.1%} (the {len(earlier)} earlier runs spread {learned:.1%})"
+            return (
+                BETWEEN_RUN_SD,
+                f"default {BETWEEN_RUN_SD:.1%} (the {len(earlier)} earlier runs spread {learned:.1%})",
+            )
         return learned, f"learned {learned:.1%} from {len(earlier)} earlier runs of this configuration on this machine"
 
     def record(self, key: str, estimate: float) -> None:
@@ -63,5 +76,7 @@ class SpeedupHistory:
         try:
             write_json_atomically(self.path, {"format": FORMAT, "keys": keys})
         except OSError as error:
-            warn(f"could not write the speedup history {self.path} ({error.strerror}): intervals keep the default "
-                 "between-run spread; set AMPGAN_CACHE_DIR to a writable folder")
+            warn(
+                f"could not write the speedup history {self.path} ({error.strerror}): intervals keep the default "
+                "between-run spread; set AMPGAN_CACHE_DIR to a writable folder"
+            )

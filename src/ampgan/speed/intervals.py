@@ -36,10 +36,38 @@ MAX_BLOCKS = 10
 DRIFT_LIMIT = 0.10  # the reference moving more than this between first and last third: load changed
 
 # Two-sided 95% quantiles of Student's t (t_{0.975, df}) for small samples, from the standard tables.
-_T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262,
-         10: 2.228, 11: 2.201, 12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131, 16: 2.120, 17: 2.110,
-         18: 2.101, 19: 2.093, 20: 2.086, 21: 2.080, 22: 2.074, 23: 2.069, 24: 2.064, 25: 2.060,
-         26: 2.056, 27: 2.052, 28: 2.048, 29: 2.045, 30: 2.042}
+_T975 = {
+    1: 12.706,
+    2: 4.303,
+    3: 3.182,
+    4: 2.776,
+    5: 2.571,
+    6: 2.447,
+    7: 2.365,
+    8: 2.306,
+    9: 2.262,
+    10: 2.228,
+    11: 2.201,
+    12: 2.179,
+    13: 2.160,
+    14: 2.145,
+    15: 2.131,
+    16: 2.120,
+    17: 2.110,
+    18: 2.101,
+    19: 2.093,
+    20: 2.086,
+    21: 2.080,
+    22: 2.074,
+    23: 2.069,
+    24: 2.064,
+    25: 2.060,
+    26: 2.056,
+    27: 2.052,
+    28: 2.048,
+    29: 2.045,
+    30: 2.042,
+}
 _Z975 = 1.959964
 
 
@@ -90,24 +118,31 @@ class SpeedupInterval:
         return f"{self.estimate:.2f}x (95% CI {self.low:.2f}-{self.high:.2f}, {self.rounds} rounds)"
 
     def to_dict(self) -> dict:
-        return asdict(self) | {"relative_half_width": self.relative_half_width, "settled": self.settled,
-                               "verdict": self.verdict}
+        return asdict(self) | {
+            "relative_half_width": self.relative_half_width,
+            "settled": self.settled,
+            "verdict": self.verdict,
+        }
 
 
-def speedup_interval(baseline_s: Sequence[float], candidate_s: Sequence[float],
-                     between_run_sd: float = BETWEEN_RUN_SD) -> SpeedupInterval:
+def speedup_interval(
+    baseline_s: Sequence[float], candidate_s: Sequence[float], between_run_sd: float = BETWEEN_RUN_SD
+) -> SpeedupInterval:
     """The candidate's speedup over the baseline from paired rounds (round i of each): the rounds'
     own t-interval widened by the between-run spread (their half-widths add in quadrature)."""
     rounds = min(len(baseline_s), len(candidate_s))
     if rounds < 2:
         raise ValueError("a speedup interval needs at least two paired rounds")
-    logs = np.log(np.asarray(baseline_s[:rounds], dtype=np.float64) / np.asarray(candidate_s[:rounds], dtype=np.float64))
+    logs = np.log(
+        np.asarray(baseline_s[:rounds], dtype=np.float64) / np.asarray(candidate_s[:rounds], dtype=np.float64)
+    )
     blocks = block_means(logs, MAX_BLOCKS)
     mean = float(logs.mean())
     within = t_quantile_975(len(blocks) - 1) * float(np.std(blocks, ddof=1)) / math.sqrt(len(blocks))
     half = math.hypot(within, _Z975 * between_run_sd)
-    return SpeedupInterval(estimate=math.exp(mean), low=math.exp(mean - half), high=math.exp(mean + half),
-                           rounds=rounds)
+    return SpeedupInterval(
+        estimate=math.exp(mean), low=math.exp(mean - half), high=math.exp(mean + half), rounds=rounds
+    )
 
 
 def block_means(values: Sequence[float], max_blocks: int) -> np.ndarray:

@@ -17,8 +17,8 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from ampgan.speed.cache import DecisionCache, StoredDecision, decision_key
 from ampgan.speed.ab import cached_or_measured, outcome_of
+from ampgan.speed.cache import DecisionCache, StoredDecision, decision_key
 from ampgan.speed.decision import DECISION_RULE, WARMUP_STEPS, duration_text, interval_text, machine_key
 from ampgan.speed.rounds import RoundsResult, StoppingRule, measure_rounds
 
@@ -51,9 +51,11 @@ class LayoutDecision(StoredDecision):
         6 rounds): channels-last'."""
         note = f" ({self.note})" if self.note else ""
         cached = f" [cached, measured {self.measured_on}]" if self.cached else ""
-        return (f"{self.precision} at batch {self.batch_size}: channels-last {duration_text(self.channels_last_step_s)} "
-                f"vs NCHW {duration_text(self.nchw_step_s)} per step{interval_text(self.interval)}{note}: "
-                f"{self.chosen}{cached}")
+        return (
+            f"{self.precision} at batch {self.batch_size}: channels-last {duration_text(self.channels_last_step_s)} "
+            f"vs NCHW {duration_text(self.nchw_step_s)} per step{interval_text(self.interval)}{note}: "
+            f"{self.chosen}{cached}"
+        )
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self) | {"channels_last": self.channels_last, "description": self.describe()}
@@ -62,19 +64,36 @@ class LayoutDecision(StoredDecision):
 def layout_from_rounds(result: RoundsResult, precision: str, batch_size: int) -> LayoutDecision:
     """The decision from interleaved rounds of NCHW (the baseline) and channels-last (pure)."""
     found = outcome_of(result, CHANNELS_LAST)
-    return LayoutDecision(precision, batch_size, found.verdict, found.baseline_step_s, found.candidate_step_s,
-                          found.interval, found.rounds, note=found.note, measured_on=found.measured_on)
+    return LayoutDecision(
+        precision,
+        batch_size,
+        found.verdict,
+        found.baseline_step_s,
+        found.candidate_step_s,
+        found.interval,
+        found.rounds,
+        note=found.note,
+        measured_on=found.measured_on,
+    )
 
 
-def decide_layout(precision: str, batch_size: int, key_parts: dict, measure: Callable[[], RoundsResult],
-                  cache: DecisionCache | None, log: Callable[[str], None] = lambda line: None) -> LayoutDecision:
+def decide_layout(
+    precision: str,
+    batch_size: int,
+    key_parts: dict,
+    measure: Callable[[], RoundsResult],
+    cache: DecisionCache | None,
+    log: Callable[[str], None] = lambda line: None,
+) -> LayoutDecision:
     """From the cache when it holds this question's answer, else measured (`measure()`: rounds of
     NCHW against channels-last) and cached unless the machine's load changed meanwhile (speed/ab.py)."""
     key = decision_key(**key_parts, batch_size=batch_size, precision=precision, question="memory format")
 
     def measured() -> tuple[LayoutDecision, bool]:
-        log(f"measuring channels-last against NCHW for {precision} at batch {batch_size} "
-            "(once for this machine and model; the answer is cached) ...")
+        log(
+            f"measuring channels-last against NCHW for {precision} at batch {batch_size} "
+            "(once for this machine and model; the answer is cached) ..."
+        )
         result = measure()
         return layout_from_rounds(result, precision, batch_size), result.load_changed
 
@@ -96,8 +115,9 @@ def capped_for(rule: StoppingRule, round_s: float) -> StoppingRule:
     return replace(rule, max_seconds=cap, min_seconds=min(rule.min_seconds, cap))
 
 
-def measure_layouts_with(make_timer: Callable[[str], Callable[[], float]], rule: StoppingRule = LAYOUT_RULE,
-                         seed: int = 0) -> Callable[[], RoundsResult]:
+def measure_layouts_with(
+    make_timer: Callable[[str], Callable[[], float]], rule: StoppingRule = LAYOUT_RULE, seed: int = 0
+) -> Callable[[], RoundsResult]:
     """`measure` for decide_layout(): one timer per format (`make_timer(NCHW or CHANNELS_LAST)`), a
     warm-up, then interleaved rounds until decided (rounds.py)."""
 
@@ -117,8 +137,13 @@ def measure_layouts_on_training_step(config, dataset, device: torch.device) -> C
     from ampgan.speed.step_timer import StepTimer
 
     def make_timer(name: str) -> StepTimer:
-        return StepTimer(config.with_fields({"compute.channels_last": name == CHANNELS_LAST}), dataset, device,
-                         data_parallel=False, across_ranks=False)
+        return StepTimer(
+            config.with_fields({"compute.channels_last": name == CHANNELS_LAST}),
+            dataset,
+            device,
+            data_parallel=False,
+            across_ranks=False,
+        )
 
     return measure_layouts_with(make_timer, seed=config.seed)
 
@@ -128,16 +153,27 @@ def layout_key(device: torch.device, config) -> dict:
     return {k: v for k, v in machine_key(device, config).items() if k != "channels_last"}
 
 
-def decide_layout_for_run(config, dataset, device: torch.device, use_cache: bool = True,
-                          log: Callable[[str], None] = lambda line: None) -> LayoutDecision:
+def decide_layout_for_run(
+    config, dataset, device: torch.device, use_cache: bool = True, log: Callable[[str], None] = lambda line: None
+) -> LayoutDecision:
     """The memory format for the config's precision and batch size on this machine."""
-    return decide_layout(config.precision.name, config.budget.batch_size, layout_key(device, config),
-                         measure_layouts_on_training_step(config, dataset, device),
-                         DecisionCache() if use_cache else None, log)
+    return decide_layout(
+        config.precision.name,
+        config.budget.batch_size,
+        layout_key(device, config),
+        measure_layouts_on_training_step(config, dataset, device),
+        DecisionCache() if use_cache else None,
+        log,
+    )
 
 
-def channels_last_precisions(config_for: Callable[[str], object], precisions, dataset, device: torch.device,
-                             log: Callable[[str], None] = lambda line: None) -> tuple[tuple[str, ...], dict[str, dict]]:
+def channels_last_precisions(
+    config_for: Callable[[str], object],
+    precisions,
+    dataset,
+    device: torch.device,
+    log: Callable[[str], None] = lambda line: None,
+) -> tuple[tuple[str, ...], dict[str, dict]]:
     """(the precisions that run faster channels-last here, {precision: its decision as a dict}).
     `config_for(precision)`: the run's config in that precision. Under torchrun rank 0 measures
     alone and every rank gets its answer (a timing on a shared CPU would mix the ranks' load)."""

@@ -40,14 +40,24 @@ class RunPlan:
 
     def config_for(self, config_for: Callable[[str], object], precision: str):
         """The run's config in `precision` with this plan's memory format and compile setting."""
-        return config_for(precision).with_fields({"compute.channels_last": precision in self.channels_last,
-                                                  "compute.compile": precision in self.compile})
+        return config_for(precision).with_fields(
+            {"compute.channels_last": precision in self.channels_last, "compute.compile": precision in self.compile}
+        )
 
 
-def plan_run(config_for: Callable[[str], object], dataset, device: torch.device, *,
-             precisions: tuple[str, ...] = (), choose: str = GIVEN, channels_last: tuple[str, ...] | None = None,
-             compile: tuple[str, ...] | None = None, decide_layout_and_compile_alone: bool = True,
-             warn_named: bool = True, log: Callable[[str], None] = lambda line: None) -> RunPlan:
+def plan_run(
+    config_for: Callable[[str], object],
+    dataset,
+    device: torch.device,
+    *,
+    precisions: tuple[str, ...] = (),
+    choose: str = GIVEN,
+    channels_last: tuple[str, ...] | None = None,
+    compile: tuple[str, ...] | None = None,
+    decide_layout_and_compile_alone: bool = True,
+    warn_named: bool = True,
+    log: Callable[[str], None] = lambda line: None,
+) -> RunPlan:
     """`config_for(precision)`: the run's config in that precision (batch size, budget: what is measured).
     `precisions`: the ones given (empty: chosen by `choose`); `channels_last`, `compile`: the precisions
     fixed by the user (None: decided by measuring). `decide_layout_and_compile_alone`: False skips those
@@ -61,25 +71,45 @@ def plan_run(config_for: Callable[[str], object], dataset, device: torch.device,
     chosen, left_out, measured = _precisions(config_for, dataset, device, tuple(precisions), choose, warn_named, log)
     if not precisions and choose != GIVEN:
         log(f"decisions: the precisions chosen in {time.perf_counter() - started:.1f} s (skip: give --precisions)")
-    plan = RunPlan(precisions=chosen, channels_last=tuple(channels_last or ()), compile=tuple(compile or ()),
-                   left_out=left_out, precision_decisions=measured)
+    plan = RunPlan(
+        precisions=chosen,
+        channels_last=tuple(channels_last or ()),
+        compile=tuple(compile or ()),
+        left_out=left_out,
+        precision_decisions=measured,
+    )
     if chosen == (BASELINE,) and not precisions and not decide_layout_and_compile_alone:
         return plan
     layouts, compile_decisions = {}, {}
     if channels_last is None:
         started = time.perf_counter()
         channels_last, layouts = channels_last_precisions(config_for, chosen, dataset, device, log)
-        log(f"decisions: the memory format measured in {time.perf_counter() - started:.1f} s "
-            "(skip: give --channels-last or --no-channels-last)")
+        log(
+            f"decisions: the memory format measured in {time.perf_counter() - started:.1f} s "
+            "(skip: give --channels-last or --no-channels-last)"
+        )
     if compile is None:
         started = time.perf_counter()
         compile, compile_decisions = compiled_precisions(
             lambda name: config_for(name).with_fields({"compute.channels_last": name in channels_last}),
-            chosen, dataset, device, log)
-        log(f"decisions: compiling decided in {time.perf_counter() - started:.1f} s (skip: give --compile or "
-            "--no-compile)")
-    return RunPlan(precisions=chosen, channels_last=tuple(channels_last), compile=tuple(compile), left_out=left_out,
-                   precision_decisions=measured, layouts=layouts, compile_decisions=compile_decisions)
+            chosen,
+            dataset,
+            device,
+            log,
+        )
+        log(
+            f"decisions: compiling decided in {time.perf_counter() - started:.1f} s (skip: give --compile or "
+            "--no-compile)"
+        )
+    return RunPlan(
+        precisions=chosen,
+        channels_last=tuple(channels_last),
+        compile=tuple(compile),
+        left_out=left_out,
+        precision_decisions=measured,
+        layouts=layouts,
+        compile_decisions=compile_decisions,
+    )
 
 
 def _precisions(config_for, dataset, device, given: tuple[str, ...], choose: str, warn_named: bool, log):
@@ -102,7 +132,8 @@ def _precisions(config_for, dataset, device, given: tuple[str, ...], choose: str
         return chosen, left_out, measured
     if choose == EVERY_USEFUL:
         chosen = (BASELINE, *(name for name, d in decisions.items() if d.verdict != "slower"))
-        left_out = cannot_run + [{"precision": name, "reason": d.reason()} for name, d in decisions.items()
-                                 if d.verdict == "slower"]
+        left_out = cannot_run + [
+            {"precision": name, "reason": d.reason()} for name, d in decisions.items() if d.verdict == "slower"
+        ]
         return chosen, left_out, measured
     raise ValueError(f"unknown precision choice {choose!r}")

@@ -59,26 +59,43 @@ class RoundsResult:
 
     @property
     def settled(self) -> bool:
-        return all(interval is not None and interval.settled for name, interval in self.intervals.items()
-                   if name not in self.hopeless)
+        return all(
+            interval is not None and interval.settled
+            for name, interval in self.intervals.items()
+            if name not in self.hopeless
+        )
 
     @property
     def load_changed(self) -> bool:
         return load_changed(self.samples_s[self.baseline])
 
     def to_dict(self) -> dict:
-        return {"baseline": self.baseline, "rounds": self.rounds, "stopped_by": self.stopped_by,
-                "settled": self.settled, "seconds": self.seconds, "drift": self.drift,
-                "load_changed": self.load_changed, "remeasured_after_drift": self.remeasured_after_drift,
-                "hopeless": self.hopeless,
-                "between_run_sd": self.between_run_sd, "between_run_source": self.between_run_source,
-                "median_s": {name: float(np.median(samples)) if samples else None
-                             for name, samples in self.samples_s.items()},
-                "intervals": {name: i.to_dict() if i else None for name, i in self.intervals.items()}}
+        return {
+            "baseline": self.baseline,
+            "rounds": self.rounds,
+            "stopped_by": self.stopped_by,
+            "settled": self.settled,
+            "seconds": self.seconds,
+            "drift": self.drift,
+            "load_changed": self.load_changed,
+            "remeasured_after_drift": self.remeasured_after_drift,
+            "hopeless": self.hopeless,
+            "between_run_sd": self.between_run_sd,
+            "between_run_source": self.between_run_source,
+            "median_s": {
+                name: float(np.median(samples)) if samples else None for name, samples in self.samples_s.items()
+            },
+            "intervals": {name: i.to_dict() if i else None for name, i in self.intervals.items()},
+        }
 
 
-def measure_rounds(timers: dict[str, Callable[[], float]], baseline: str, rule: StoppingRule, seed: int = 0,
-                   stop_check: Callable[[], None] = lambda: None) -> RoundsResult:
+def measure_rounds(
+    timers: dict[str, Callable[[], float]],
+    baseline: str,
+    rule: StoppingRule,
+    seed: int = 0,
+    stop_check: Callable[[], None] = lambda: None,
+) -> RoundsResult:
     """`timers`: contender -> a callable that runs one step and returns its seconds (warmed up
     already). `stop_check()` is called after every round (it raises to abandon the measurement)."""
     result = _attempt(timers, baseline, rule, seed, stop_check, budget=rule.max_seconds)
@@ -93,8 +110,9 @@ def measure_rounds(timers: dict[str, Callable[[], float]], baseline: str, rule: 
 
 def _attempt(timers, baseline, rule, seed, stop_check, budget) -> RoundsResult:
     order_source = random.Random(seed)
-    result = RoundsResult(baseline=baseline, samples_s={name: [] for name in timers},
-                          between_run_sd=rule.between_run_sd)
+    result = RoundsResult(
+        baseline=baseline, samples_s={name: [] for name in timers}, between_run_sd=rule.between_run_sd
+    )
     active = list(timers)
     while True:
         order = list(active)
@@ -110,9 +128,11 @@ def _attempt(timers, baseline, rule, seed, stop_check, budget) -> RoundsResult:
             # step that a neighbour's burst slowed 5x (seen: 1.69 s against 0.26 s after 46 good rounds).
             candidate_s = np.median(result.samples_s[name])
             if _hopeless(candidate_s, baseline_s, rule):
-                result.hopeless[name] = (f"its median step took {candidate_s:.3g} s against {baseline}'s "
-                                         f"{baseline_s:.3g} s over {len(result.samples_s[name])} round(s): more "
-                                         f"than {rule.hopeless_factor:g}x slower")
+                result.hopeless[name] = (
+                    f"its median step took {candidate_s:.3g} s against {baseline}'s "
+                    f"{baseline_s:.3g} s over {len(result.samples_s[name])} round(s): more "
+                    f"than {rule.hopeless_factor:g}x slower"
+                )
                 active.remove(name)
         _update_intervals(result, active, rule.between_run_sd)
         stop = _why_stop(result, active, rule, budget)
@@ -131,8 +151,11 @@ def _update_intervals(result: RoundsResult, active: list[str], between_run_sd: f
         if name == result.baseline:
             continue
         paired = min(len(samples), result.rounds)
-        result.intervals[name] = (speedup_interval(result.samples_s[result.baseline][:paired], samples[:paired],
-                                                   between_run_sd) if paired >= 2 else None)
+        result.intervals[name] = (
+            speedup_interval(result.samples_s[result.baseline][:paired], samples[:paired], between_run_sd)
+            if paired >= 2
+            else None
+        )
 
 
 def _why_stop(result: RoundsResult, active: list[str], rule: StoppingRule, budget: float) -> str:

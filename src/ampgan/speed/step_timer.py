@@ -39,8 +39,15 @@ class StepTimer:
     steps per call, not sixteen.
     """
 
-    def __init__(self, config: TrainConfig, dataset, device: torch.device, data_parallel: bool = True,
-                 batch: tuple[torch.Tensor, torch.Tensor] | None = None, across_ranks: bool = True):
+    def __init__(
+        self,
+        config: TrainConfig,
+        dataset,
+        device: torch.device,
+        data_parallel: bool = True,
+        batch: tuple[torch.Tensor, torch.Tensor] | None = None,
+        across_ranks: bool = True,
+    ):
         ranks = world()
         self.dataset, self.device = dataset, device
         if device.type == "cpu":
@@ -58,8 +65,15 @@ class StepTimer:
         self.across_ranks = across_ranks and ranks.distributed
         wrap_modules(self.state, compile=config.compute.compile, data_parallel=self.data_parallel)
         if batch is None:  # this rank's shard, resident on the device
-            batch = BatchStream(dataset, config.budget.batch_size, device, config.seed, ranks.rank, ranks.size,
-                                image_range=self.state.gan.image_range).next_batch()
+            batch = BatchStream(
+                dataset,
+                config.budget.batch_size,
+                device,
+                config.seed,
+                ranks.rank,
+                ranks.size,
+                image_range=self.state.gan.image_range,
+            ).next_batch()
         self.real, self.labels = batch
         self.last_per_rank: list[float] = []
         self.skipped: list[torch.Tensor] = []  # per-step flags, summed once at the end (no sync per step)

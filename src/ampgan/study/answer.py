@@ -25,9 +25,17 @@ class Study:
 
     def to_dict(self) -> dict:
         """Everything but the document, as JSON-ready data (`ampgan compare --json`)."""
-        return {"out_dir": str(self.out_dir), "outcome": self.outcome, "verdict": self.verdict,
-                "precisions": self.precisions, "headline": self.headline, "speedup": self.speedup,
-                "final": self.final, "cost": self.cost, "report": str(self.report) if self.report else None}
+        return {
+            "out_dir": str(self.out_dir),
+            "outcome": self.outcome,
+            "verdict": self.verdict,
+            "precisions": self.precisions,
+            "headline": self.headline,
+            "speedup": self.speedup,
+            "final": self.final,
+            "cost": self.cost,
+            "report": str(self.report) if self.report else None,
+        }
 
 
 def study_of(document: dict, out_dir: Path, report: Path | None = None) -> Study:
@@ -44,12 +52,28 @@ def study_of(document: dict, out_dir: Path, report: Path | None = None) -> Study
             if pair["batch_size"] == batch and pair["precision"] in runs:
                 speedup[pair["precision"]] = pair | {"estimate": speedup_estimate(pair)}
     cost = document.get("cost") or {}
-    to_target = {p: {k: (entry or {}).get(k) for k in ("reached", "seeds", "seconds", "cost")}
-                 for p, entry in (cost.get("to_target") or {}).items()}
-    cost_summary = {"target": cost.get("target", cost.get("target_accuracy")), "to_target": to_target,
-                    "currency": (cost.get("basis") or {}).get("currency")} if cost else {}
-    return Study(out_dir=Path(out_dir), outcome=document.get("outcome", "raced"), verdict=list(document["verdict"]),
-                 cost=cost_summary,
-                 precisions=list(runs) or ["fp32"], headline=headline_of(document).metric, speedup=speedup,
-                 final={p: {k: v for k, v in run["final"].items() if k != "flags"} for p, run in runs.items()},
-                 report=report, document=document)
+    to_target = {
+        p: {k: (entry or {}).get(k) for k in ("reached", "seeds", "seconds", "cost")}
+        for p, entry in (cost.get("to_target") or {}).items()
+    }
+    cost_summary = (
+        {
+            "target": cost.get("target", cost.get("target_accuracy")),
+            "to_target": to_target,
+            "currency": (cost.get("basis") or {}).get("currency"),
+        }
+        if cost
+        else {}
+    )
+    return Study(
+        out_dir=Path(out_dir),
+        outcome=document.get("outcome", "raced"),
+        verdict=list(document["verdict"]),
+        cost=cost_summary,
+        precisions=list(runs) or ["fp32"],
+        headline=headline_of(document).metric,
+        speedup=speedup,
+        final={p: {k: v for k, v in run["final"].items() if k != "flags"} for p, run in runs.items()},
+        report=report,
+        document=document,
+    )

@@ -25,30 +25,28 @@ from pathlib import Path
 
 import torch
 
-from ampgan.files.atomic import open_for_append, write_atomically, write_json_atomically
 from ampgan.bench.harness import BenchSpec, run_bench
 from ampgan.bench.output import load_results, write_results
 from ampgan.config import BudgetConfig, TrainConfig, build_config
 from ampgan.config.flags import spec_field
 from ampgan.cost.arithmetic import cost_of_seconds, cost_to_quality
 from ampgan.data import load_dataset
-from ampgan.system.environment import environment_stamp
-from ampgan.errors import AmpganError
-from ampgan.quality.evaluator import (check_evaluable, evaluator_for, generate_evenly, quality_of_images,
-                                     reference_floor)
 from ampgan.doctor.preflight import check_before_training
+from ampgan.errors import AmpganError
+from ampgan.files.atomic import open_for_append, write_atomically, write_json_atomically
+from ampgan.quality.evaluator import check_evaluable, evaluator_for, generate_evenly, quality_of_images, reference_floor
 from ampgan.quality.headline import default_target, headline_for, headline_of
+from ampgan.runs.checkpoint import list_checkpoints, load_checkpoint
 from ampgan.seeds import evaluation_noise_seed
 from ampgan.speed.plan import FASTEST_MIXED, plan_run
 from ampgan.study.over_seeds import compare_seeds, summarize_seeds
-from ampgan.runs.checkpoint import list_checkpoints, load_checkpoint
 from ampgan.study.progress import StudyProgress, open_progress
 from ampgan.study.verdict import no_faster_mode_verdict, verdict
+from ampgan.system.environment import environment_stamp
 from ampgan.training.interruption import Interrupted, TrainingInterrupted, stop_on_signals
 from ampgan.training.loop import DEFAULT_STEPS, prepare_run, run_training
-from ampgan.training.start import check_checkpoint_belongs
 from ampgan.training.precision import resolve_device
-
+from ampgan.training.start import check_checkpoint_belongs
 
 # The comparison's own bench is shorter than `ampgan bench`'s default (it has three batch sizes
 # and two training runs to fit in a few minutes); its intervals say how settled it got.
@@ -86,22 +84,33 @@ class CompareSpec:
     # (the first seed). Each run takes it whole, in its own precision: `compare` studies whatever
     # `train` would train.
     base: TrainConfig = field(default_factory=_compare_defaults)
-    precisions: tuple[str, ...] = spec_field((), "Comma-separated; default fp32 and this device's best mixed mode.",
-                                             "precision_list")
-    seeds: int = spec_field(3, "Seeds per precision (--seed, --seed + 1, ...), each an identical start for every "
-                               "precision; the verdict pairs them.", "whole")
+    precisions: tuple[str, ...] = spec_field(
+        (), "Comma-separated; default fp32 and this device's best mixed mode.", "precision_list"
+    )
+    seeds: int = spec_field(
+        3,
+        "Seeds per precision (--seed, --seed + 1, ...), each an identical start for every "
+        "precision; the verdict pairs them.",
+        "whole",
+    )
     eval_points: int = spec_field(4, "Evaluations during training.", "whole", common=False)
     eval_samples: int = spec_field(1000, "Generated samples per evaluation.", "whole2", common=False)
     bench: Path | None = spec_field(None, "Reuse these bench results instead of measuring.", "path", common=False)
-    bench_batch_sizes: tuple[int, ...] = spec_field((16, 64, 256), "Batch sizes the bench measures.", "int_list",
-                                                    common=False)
+    bench_batch_sizes: tuple[int, ...] = spec_field(
+        (16, 64, 256), "Batch sizes the bench measures.", "int_list", common=False
+    )
     bench_steps: int = 5
-    bench_seconds: float = spec_field(COMPARE_BENCH_MIN_SECONDS, "Measure the bench at least this long per batch "
-                                      "size (at most three times as long).", "positive", common=False)
+    bench_seconds: float = spec_field(
+        COMPARE_BENCH_MIN_SECONDS,
+        "Measure the bench at least this long per batch size (at most three times as long).",
+        "positive",
+        common=False,
+    )
     instance: str | None = spec_field(None, "Price the runs on this catalog instance.")
     price_per_hour: float | None = spec_field(None, "Price the runs at this hourly price.", "positive", common=False)
-    target_accuracy: float | None = spec_field(None, "Quality target (default: 80% of the best final).", "fraction",
-                                               common=False)
+    target_accuracy: float | None = spec_field(
+        None, "Quality target (default: 80% of the best final).", "fraction", common=False
+    )
     evaluator_cache: Path | None = None
     # The precisions trained (and benched) channels-last; None: measured per precision at the
     # comparison's batch size (speed/layout.py).
@@ -127,13 +136,19 @@ class CompareSpec:
         return [self.seed + index for index in range(self.seeds)]
 
     def train_config(self, precision: str, seed: int | None = None) -> TrainConfig:
-        return self.base.with_fields({
-            "precision.name": precision, "precision.loss_scale": None, "seed": self.seed if seed is None else seed,
-            "logging.sample_every": 10**9, "checkpoints.every_steps": None,
-            "checkpoints.every_s": STUDY_CHECKPOINT_EVERY_S, "checkpoints.keep": 2,
-            "compute.channels_last": precision in (self.channels_last or ()),
-            "compute.compile": precision in (self.compile or ()),
-        })
+        return self.base.with_fields(
+            {
+                "precision.name": precision,
+                "precision.loss_scale": None,
+                "seed": self.seed if seed is None else seed,
+                "logging.sample_every": 10**9,
+                "checkpoints.every_steps": None,
+                "checkpoints.every_s": STUDY_CHECKPOINT_EVERY_S,
+                "checkpoints.keep": 2,
+                "compute.channels_last": precision in (self.channels_last or ()),
+                "compute.compile": precision in (self.compile or ()),
+            }
+        )
 
     @classmethod
     def from_document(cls, document: dict) -> CompareSpec:
@@ -154,11 +169,19 @@ class CompareSpec:
         """What compare.json records of the spec: the comparison's own settings, the shared config, and
         the fields the report reads at the top level."""
         own = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "base"}
-        return {**_jsonable(own), "config": self.base.to_dict(), "dataset": self.base.data.dataset,
-                "model": self.base.model.name, "model_options": dict(self.base.model.options),
-                "batch_size": self.batch_size, "time_budget_s": self.time_budget_s,
-                "steps": self.base.budget.steps, "seed": self.seed, "precisions": list(precisions),
-                "seed_list": self.seed_list}
+        return {
+            **_jsonable(own),
+            "config": self.base.to_dict(),
+            "dataset": self.base.data.dataset,
+            "model": self.base.model.name,
+            "model_options": dict(self.base.model.options),
+            "batch_size": self.batch_size,
+            "time_budget_s": self.time_budget_s,
+            "steps": self.base.budget.steps,
+            "seed": self.seed,
+            "precisions": list(precisions),
+            "seed_list": self.seed_list,
+        }
 
 
 class _QualityTracker:
@@ -168,8 +191,9 @@ class _QualityTracker:
     --log-every): the extra ones a stop or a timed checkpoint adds would move the evaluations of a study
     that was interrupted and resumed."""
 
-    def __init__(self, evaluator, run_dir: Path, spec: CompareSpec, autocast, num_classes: int, seed: int,
-                 log_every: int):
+    def __init__(
+        self, evaluator, run_dir: Path, spec: CompareSpec, autocast, num_classes: int, seed: int, log_every: int
+    ):
         self.evaluator, self.run_dir, self.spec, self.seed = evaluator, run_dir, spec, seed
         self.autocast, self.num_classes, self.log_every = autocast, num_classes, log_every
         budget = spec.base.budget
@@ -186,14 +210,24 @@ class _QualityTracker:
 
     def evaluate(self, state, record: dict, final: bool = False) -> dict:
         started = time.perf_counter()
-        images, labels = generate_evenly(state.gan, self.num_classes, self.spec.eval_samples,
-                                         seed=evaluation_noise_seed(self.seed), device=state.policy.device,
-                                         autocast=self.autocast)
+        images, labels = generate_evenly(
+            state.gan,
+            self.num_classes,
+            self.spec.eval_samples,
+            seed=evaluation_noise_seed(self.seed),
+            device=state.policy.device,
+            autocast=self.autocast,
+        )
         quality = quality_of_images(self.evaluator, images, labels)
         spent = time.perf_counter() - started
         self.eval_seconds += spent
-        point = {"step": record["step"], "train_seconds": record["train_seconds"], "eval_seconds": round(spent, 3),
-                 **({"final": True} if final else {}), **quality}
+        point = {
+            "step": record["step"],
+            "train_seconds": record["train_seconds"],
+            "eval_seconds": round(spent, 3),
+            **({"final": True} if final else {}),
+            **quality,
+        }
         self.curve.append(point)
         with open_for_append(self.path) as handle:
             handle.write(json.dumps(point) + "\n")
@@ -211,7 +245,9 @@ class _QualityTracker:
     def restore(self, step: int) -> None:
         """Continue the curve of a run resumed from its checkpoint at `step`: the evaluations made up to
         it stay (rewritten without any made later, or at the end), the schedule goes on after them."""
-        self.curve = [point for point in read_quality_curve(self.path) if point["step"] <= step and not point.get("final")]
+        self.curve = [
+            point for point in read_quality_curve(self.path) if point["step"] <= step and not point.get("final")
+        ]
         text = "".join(json.dumps(point) + "\n" for point in self.curve)
         write_atomically(self.path, lambda stream: stream.write(text.encode("utf-8")))
         self.eval_seconds = sum(point.get("eval_seconds", 0.0) for point in self.curve)
@@ -223,8 +259,11 @@ class StudyInterrupted(Interrupted):
     """SIGINT/SIGTERM during a comparison: what finished is kept, and how to continue."""
 
     def __init__(self, signum: int, out_dir: Path, progress: StudyProgress):
-        super().__init__(signum, f"the study is kept in {out_dir}: {progress.describe()}; continue with: "
-                                 f"ampgan compare --resume {out_dir} (or the same command again)")
+        super().__init__(
+            signum,
+            f"the study is kept in {out_dir}: {progress.describe()}; continue with: "
+            f"ampgan compare --resume {out_dir} (or the same command again)",
+        )
 
 
 def run_compare(spec: CompareSpec, out_dir: Path, show_progress: bool = True, log=print) -> dict:
@@ -237,12 +276,15 @@ def run_compare(spec: CompareSpec, out_dir: Path, show_progress: bool = True, lo
     dataset = load_dataset(spec.base.data, seed=spec.seed)
     first = prepare_run(spec.train_config("fp32"), dataset)  # validates the options before any measuring
     if spec.target_accuracy is not None and not first.conditional:
-        raise AmpganError(f"compare.target_accuracy needs a conditional GAN: model {spec.base.model.name} draws no class, so "
-                          "its study races on the Fréchet distance (its target is set from the runs); leave it out")
+        raise AmpganError(
+            f"compare.target_accuracy needs a conditional GAN: model {spec.base.model.name} draws no class, so "
+            "its study races on the Fréchet distance (its target is set from the runs); leave it out"
+        )
     check_evaluable(dataset)  # one class, or too few images per class: no evaluator could judge the runs
     check_before_training(spec.train_config("fp32"), dataset, log=log)  # before anything is measured or trained
     progress = open_progress(out_dir, spec.to_document(spec.precisions))
     with stop_on_signals() as stop:
+
         def stop_here() -> None:
             if stop:
                 raise StudyInterrupted(stop.signum, out_dir, progress)
@@ -251,13 +293,18 @@ def run_compare(spec: CompareSpec, out_dir: Path, show_progress: bool = True, lo
             progress.decided = _decide(spec, dataset, device, log)
             progress.save()
         decided = progress.decided
-        spec = dataclasses.replace(spec, channels_last=tuple(decided["channels_last"]), compile=tuple(decided["compile"]))
+        spec = dataclasses.replace(
+            spec, channels_last=tuple(decided["channels_last"]), compile=tuple(decided["compile"])
+        )
         precisions = tuple(decided["precisions"])
         if precisions == ("fp32",) and not spec.precisions:
             return _no_faster_mode(spec, out_dir, device, dataset, decided["left_out"], decided["decisions"])
         stop_here()
-        prepared = {(p, seed): prepare_run(spec.train_config(p, seed), dataset)  # validates all first
-                    for seed in spec.seed_list for p in precisions}
+        prepared = {
+            (p, seed): prepare_run(spec.train_config(p, seed), dataset)  # validates all first
+            for seed in spec.seed_list
+            for p in precisions
+        }
         log(f"evaluator: training or loading the {spec.base.data.dataset} classifier ...")
         evaluator = evaluator_for(dataset, cache_dir=spec.evaluator_cache, seed=spec.seed)
         log(f"evaluator: held-out accuracy {evaluator.held_out_accuracy:.3f} ({evaluator.info['cache']})")
@@ -269,8 +316,9 @@ def run_compare(spec: CompareSpec, out_dir: Path, show_progress: bool = True, lo
         curves: dict[str, dict[int, list[dict]]] = {p: {} for p in precisions}
         for seed in spec.seed_list:
             for precision in precisions:  # one seed at a time: a change of the machine's load hits both alike
-                run, curve = _run_once(spec, prepared[(precision, seed)], evaluator, dataset, out_dir, seed,
-                                       show_progress, log, progress)
+                run, curve = _run_once(
+                    spec, prepared[(precision, seed)], evaluator, dataset, out_dir, seed, show_progress, log, progress
+                )
                 per_seed[precision][seed], curves[precision][seed] = run, curve
                 stop_here()
 
@@ -282,16 +330,22 @@ def run_compare(spec: CompareSpec, out_dir: Path, show_progress: bool = True, lo
         "left_out": decided["left_out"],
         "layouts": decided["layouts"],  # the memory-format decisions measured for this comparison (none when given)
         "compile_decisions": decided["compile_decisions"],  # compiled or eager, per precision (none when given)
-        "dataset": {"name": spec.base.data.dataset, "images": len(dataset), "class_names": list(dataset.class_names),
-                    "source": dataset.source},
+        "dataset": {
+            "name": spec.base.data.dataset,
+            "images": len(dataset),
+            "class_names": list(dataset.class_names),
+            "source": dataset.source,
+        },
         "evaluator": evaluator.info,
         "floor": floor,
         # Why a bench configuration has no speedup (left out as hopeless, too slow, failed): the verdict says so.
-        "bench_notes": {f"{c['precision']}@{c['batch_size']}": c["reason"] for c in bench_results["configs"]
-                        if c.get("reason")},
+        "bench_notes": {
+            f"{c['precision']}@{c['batch_size']}": c["reason"] for c in bench_results["configs"] if c.get("reason")
+        },
         # What the study races on: accuracy for a conditional GAN, the Fréchet distance otherwise.
-        "headline": headline_for(prepared[("fp32" if "fp32" in precisions else precisions[0], spec.seed)]
-                                 .conditional).as_dict(),
+        "headline": headline_for(
+            prepared[("fp32" if "fp32" in precisions else precisions[0], spec.seed)].conditional
+        ).as_dict(),
         "runs": {p: summarize_seeds(per_seed[p]) for p in precisions},
     }
     # The runs are finished: a stage after them that cannot run is reported in its section and the verdict,
@@ -333,35 +387,60 @@ def _say_what_the_bench_left_unmeasured(bench_results: dict, log) -> None:
     say so now, not after the runs."""
     configs = bench_results.get("configs") or []
     if configs and not any(c.get("status") == "ok" for c in configs):
-        reasons = "; ".join(f"{c['precision']}@{c['batch_size']}: {c.get('reason') or c.get('status')}"
-                            for c in configs[:3])
-        log(f"bench: no configuration finished ({reasons}); the runs train anyway, but the study will have no "
-            "measured speedup and no cost: give a larger --bench-seconds for them")
+        reasons = "; ".join(
+            f"{c['precision']}@{c['batch_size']}: {c.get('reason') or c.get('status')}" for c in configs[:3]
+        )
+        log(
+            f"bench: no configuration finished ({reasons}); the runs train anyway, but the study will have no "
+            "measured speedup and no cost: give a larger --bench-seconds for them"
+        )
 
 
 def _decide(spec: CompareSpec, dataset, device: torch.device, log) -> dict:
     """The precisions to race and how each runs (memory format, compile), with the measurements: the
     study's first stage (speed/plan.py), kept in study.json so a resumed study races what it began with.
     With no mode faster than fp32 there is nothing to race, and no format or compile is decided."""
-    plan = plan_run(spec.train_config, dataset, device, precisions=spec.precisions, choose=FASTEST_MIXED,
-                    channels_last=spec.channels_last, compile=spec.compile, decide_layout_and_compile_alone=False,
-                    log=log)
-    return {"precisions": list(plan.precisions), "left_out": plan.left_out, "decisions": plan.precision_decisions,
-            "channels_last": list(plan.channels_last), "compile": list(plan.compile), "layouts": plan.layouts,
-            "compile_decisions": plan.compile_decisions}
+    plan = plan_run(
+        spec.train_config,
+        dataset,
+        device,
+        precisions=spec.precisions,
+        choose=FASTEST_MIXED,
+        channels_last=spec.channels_last,
+        compile=spec.compile,
+        decide_layout_and_compile_alone=False,
+        log=log,
+    )
+    return {
+        "precisions": list(plan.precisions),
+        "left_out": plan.left_out,
+        "decisions": plan.precision_decisions,
+        "channels_last": list(plan.channels_last),
+        "compile": list(plan.compile),
+        "layouts": plan.layouts,
+        "compile_decisions": plan.compile_decisions,
+    }
 
 
-def _no_faster_mode(spec: CompareSpec, out_dir: Path, device: torch.device, dataset, left_out: list[dict],
-                    decisions: dict) -> dict:
+def _no_faster_mode(
+    spec: CompareSpec, out_dir: Path, device: torch.device, dataset, left_out: list[dict], decisions: dict
+) -> dict:
     """The study's answer on a machine where no mixed-precision mode trains faster than fp32: there is no
     speed to gain, so no race is trained (a mode several times slower would make a handful of steps in the
     budget); the measurements behind the answer, and how to race anyway."""
     document = {
-        "format": "ampgan-compare/1", "outcome": "no faster mode",
-        "spec": spec.to_document(("fp32",)), "environment": environment_stamp(device), "left_out": left_out,
+        "format": "ampgan-compare/1",
+        "outcome": "no faster mode",
+        "spec": spec.to_document(("fp32",)),
+        "environment": environment_stamp(device),
+        "left_out": left_out,
         "decisions": decisions,
-        "dataset": {"name": spec.base.data.dataset, "images": len(dataset), "class_names": list(dataset.class_names),
-                    "source": dataset.source},
+        "dataset": {
+            "name": spec.base.data.dataset,
+            "images": len(dataset),
+            "class_names": list(dataset.class_names),
+            "source": dataset.source,
+        },
         "runs": {},
     }
     # No mode pays here; what would one pay on a GPU? The step is traced (a few steps at batch 8 and 16).
@@ -384,7 +463,9 @@ def project_elsewhere(spec: CompareSpec, dataset, bench_results: dict | None, ou
     except (KeyboardInterrupt, Interrupted):
         raise
     except Exception as error:  # noqa: BLE001 - the study's measured answer must not depend on it
-        return {"note": f"not projected: {type(error).__name__}: {str(error).splitlines()[0][:200] if str(error) else ''}"}
+        return {
+            "note": f"not projected: {type(error).__name__}: {str(error).splitlines()[0][:200] if str(error) else ''}"
+        }
 
 
 def _project_elsewhere(spec: CompareSpec, dataset, bench_results: dict | None, out_dir: Path, device) -> dict:
@@ -400,10 +481,18 @@ def _project_elsewhere(spec: CompareSpec, dataset, bench_results: dict | None, o
     environment = environment_stamp(device)
     if bench_results is None:
         traced = trace_op_tables(BenchSpec(base=spec.base), dataset, device)
-        bench_results = {"format": TRACED_FORMAT,
-                         "spec": {"model": spec.base.model.name, "model_options": dict(spec.base.model.options),
-                                  "dataset": spec.base.data.dataset, "batch_sizes": [spec.batch_size]},
-                         "environment": environment, "configs": [], **traced}
+        bench_results = {
+            "format": TRACED_FORMAT,
+            "spec": {
+                "model": spec.base.model.name,
+                "model_options": dict(spec.base.model.options),
+                "dataset": spec.base.data.dataset,
+                "batch_sizes": [spec.batch_size],
+            },
+            "environment": environment,
+            "configs": [],
+            **traced,
+        }
         if traced.get("op_tables"):  # what `ampgan project` reads for other GPUs and batch sizes
             write_json_atomically(out_dir / "projection" / "op_tables.json", bench_results)
     stored = bench_results.get("op_tables") or {}
@@ -416,11 +505,22 @@ def _project_elsewhere(spec: CompareSpec, dataset, bench_results: dict | None, o
         return {"note": f"not projected: {error}"}
     launch = launch_assumption(measure_dispatch_seconds(), environment["hardware_summary"])
     sizes = sorted({spec.batch_size, *PROJECTED_BATCH_SIZES})
-    projection = build_projection(bench_results, tables, [gpu_spec(name) for name in DEFAULT_DEVICES], sizes, launch,
-                                  load_catalog(), "ampgan's built-in catalog (src/ampgan/cost/prices.csv)")
+    projection = build_projection(
+        bench_results,
+        tables,
+        [gpu_spec(name) for name in DEFAULT_DEVICES],
+        sizes,
+        launch,
+        load_catalog(),
+        "ampgan's built-in catalog (src/ampgan/cost/prices.csv)",
+    )
     write_projection(projection, out_dir / "projection")
-    return {"path": "projection/projection.json", "batch_sizes": sizes, "devices": list(DEFAULT_DEVICES),
-            "line": summary_line(projection)}
+    return {
+        "path": "projection/projection.json",
+        "batch_sizes": sizes,
+        "devices": list(DEFAULT_DEVICES),
+        "line": summary_line(projection),
+    }
 
 
 def _bench_once(spec: CompareSpec, dataset, precisions, device, log, out_dir: Path, progress: StudyProgress) -> dict:
@@ -433,10 +533,18 @@ def _bench_once(spec: CompareSpec, dataset, precisions, device, log, out_dir: Pa
     else:
         sizes = tuple(sorted(set(spec.bench_batch_sizes) | {spec.batch_size}))
         log(f"bench: batch sizes {', '.join(map(str, sizes))} x {', '.join(precisions)} ...")
-        bench_spec = BenchSpec(base=spec.base, batch_sizes=sizes, precisions=precisions, warmup=1,
-                               steps=spec.bench_steps, channels_last=spec.channels_last, compile=spec.compile or (),
-                               measure_compile_times=False, min_seconds=spec.bench_seconds,
-                               max_seconds=COMPARE_BENCH_MAX_FACTOR * spec.bench_seconds)
+        bench_spec = BenchSpec(
+            base=spec.base,
+            batch_sizes=sizes,
+            precisions=precisions,
+            warmup=1,
+            steps=spec.bench_steps,
+            channels_last=spec.channels_last,
+            compile=spec.compile or (),
+            measure_compile_times=False,
+            min_seconds=spec.bench_seconds,
+            max_seconds=COMPARE_BENCH_MAX_FACTOR * spec.bench_seconds,
+        )
         results = run_bench(bench_spec, device, dataset=dataset)
         if results.get("incomplete"):
             raise StudyInterrupted(results["incomplete"]["signum"], out_dir, progress)
@@ -446,8 +554,9 @@ def _bench_once(spec: CompareSpec, dataset, precisions, device, log, out_dir: Pa
     return results
 
 
-def _run_once(spec, prepared, evaluator, dataset, out_dir: Path, seed: int, show_progress, log,
-              progress: StudyProgress) -> tuple[dict, list[dict]]:
+def _run_once(
+    spec, prepared, evaluator, dataset, out_dir: Path, seed: int, show_progress, log, progress: StudyProgress
+) -> tuple[dict, list[dict]]:
     """A run of the study: read back when finished, continued from its latest checkpoint when it was
     stopped, trained otherwise."""
     precision = prepared.config.precision.name
@@ -458,8 +567,9 @@ def _run_once(spec, prepared, evaluator, dataset, out_dir: Path, seed: int, show
         log(f"train: {precision}, seed {seed}: finished before, read back")
         return finished, read_quality_curve(run_dir / "quality.jsonl")
     checkpoints = list_checkpoints(run_dir)
-    tracker = _QualityTracker(evaluator, run_dir, spec, prepared.policy.autocast, dataset.num_classes, seed,
-                              prepared.config.logging.log_every)
+    tracker = _QualityTracker(
+        evaluator, run_dir, spec, prepared.policy.autocast, dataset.num_classes, seed, prepared.config.logging.log_every
+    )
     resume_from = None
     if checkpoints:
         resume_from = load_checkpoint(checkpoints[-1], map_location="cpu")
@@ -482,25 +592,42 @@ def _run_once(spec, prepared, evaluator, dataset, out_dir: Path, seed: int, show
 
 def _finish_run(spec, result, tracker, evaluator, out_dir: Path, run_dir: Path, precision: str, seed: int, log):
     # The final state is still in memory: evaluate its generator as it ended, no reload from disk.
-    final = tracker.evaluate(result.state.train, {"step": result.steps, "train_seconds": result.train_seconds},
-                             final=True)
-    quality = {"final": final, "curve": tracker.curve, "eval_seconds_total": round(tracker.eval_seconds, 2),
-               "evaluator": evaluator.info}
+    final = tracker.evaluate(
+        result.state.train, {"step": result.steps, "train_seconds": result.train_seconds}, final=True
+    )
+    quality = {
+        "final": final,
+        "curve": tracker.curve,
+        "eval_seconds_total": round(tracker.eval_seconds, 2),
+        "evaluator": evaluator.info,
+    }
     write_json_atomically(run_dir / "quality.json", quality)
-    run = {"run_dir": str(run_dir.relative_to(out_dir)), "steps": result.steps, "train_seconds": result.train_seconds,
-           # The training clock only (evaluation and checkpoints excluded): what the report sets
-           # beside the bench's step time.
-           "seconds_per_step": result.train_seconds / max(1, result.steps), "final": final,
-           "eval_seconds_total": quality["eval_seconds_total"], "stamp": result.stamp}
+    run = {
+        "run_dir": str(run_dir.relative_to(out_dir)),
+        "steps": result.steps,
+        "train_seconds": result.train_seconds,
+        # The training clock only (evaluation and checkpoints excluded): what the report sets
+        # beside the bench's step time.
+        "seconds_per_step": result.train_seconds / max(1, result.steps),
+        "final": final,
+        "eval_seconds_total": quality["eval_seconds_total"],
+        "stamp": result.stamp,
+    }
     flags = "; ".join(final.get("flags", [])) or "no class collapsed, dropped or drawn as another"
     accuracy = f"evaluator accuracy {final['evaluator_accuracy']:.3f}, " if "evaluator_accuracy" in final else ""
-    log(f"  {precision} seed {seed}: {result.steps} steps, {accuracy}recall {final.get('recall', float('nan')):.2f}, "
-        f"Fréchet distance {final['frechet_distance']:.2f}; {flags}")
+    log(
+        f"  {precision} seed {seed}: {result.steps} steps, {accuracy}recall {final.get('recall', float('nan')):.2f}, "
+        f"Fréchet distance {final['frechet_distance']:.2f}; {flags}"
+    )
     return run, tracker.curve
 
 
-_CURVE_POINT = {"step": int, "train_seconds": (int, float), "?evaluator_accuracy": (int, float, None),
-                "frechet_distance": (int, float)}
+_CURVE_POINT = {
+    "step": int,
+    "train_seconds": (int, float),
+    "?evaluator_accuracy": (int, float, None),
+    "frechet_distance": (int, float),
+}
 
 
 def read_quality_curve(path: Path) -> list[dict]:
@@ -511,8 +638,12 @@ def read_quality_curve(path: Path) -> list[dict]:
 
     records = read_jsonl(path)
     for record in records:
-        check_shape(record, _CURVE_POINT, str(path), "delete the run's folder to train it again, or start the study "
-                                                     "again with --overwrite")
+        check_shape(
+            record,
+            _CURVE_POINT,
+            str(path),
+            "delete the run's folder to train it again, or start the study again with --overwrite",
+        )
     return records
 
 
@@ -543,7 +674,11 @@ def _costs(document: dict, bench_results: dict, curves: dict[str, dict[int, list
     else:
         matching = [i for i in catalog if i.matches_hardware(device_name)]
         if not matching:
-            return {"basis": None, "note": f"no catalog instance runs on {device_name}: give --instance or --set compare.price_per_hour=PRICE"}
+            return {
+                "basis": None,
+                "note": f"no catalog instance runs on {device_name}: give --instance or --set "
+                f"compare.price_per_hour=PRICE",
+            }
         cheapest = min(matching, key=lambda i: i.price_per_hour / max(1, i.gpu_count))
         basis = price_basis(cheapest, None, device_name, assume_same_speed=False)
     cost_document = build_cost_document([bench_results], device_name, basis, 1e6, None, catalog_date(catalog))
@@ -554,16 +689,21 @@ def _costs(document: dict, bench_results: dict, curves: dict[str, dict[int, list
     target = spec["target_accuracy"] if headline.higher_is_better else None
     if target is None:
         finals = [r["final"][metric] for r in runs.values()]
-        starts = [points[0][metric] for per_seed in curves.values() for points in per_seed.values()
-                  if points and points[0].get(metric) is not None]  # each run's first evaluation
+        starts = [
+            points[0][metric]
+            for per_seed in curves.values()
+            for points in per_seed.values()
+            if points and points[0].get(metric) is not None
+        ]  # each run's first evaluation
         target = default_target(headline, finals, starts, len(document["dataset"]["class_names"]))
     to_target = {}
     for precision in runs:
         per_seed = {}
         for seed, points in curves[precision].items():
             curve = [(p["train_seconds"], p[metric]) for p in points if p.get(metric) is not None]
-            reached_at = (cost_to_quality(curve, target, basis["price_per_hour"], headline.higher_is_better)
-                          if target else None)
+            reached_at = (
+                cost_to_quality(curve, target, basis["price_per_hour"], headline.higher_is_better) if target else None
+            )
             if reached_at:
                 # Past the target at the first evaluation after the start: the time is interpolated
                 # from the start and says only "before that evaluation".
@@ -571,14 +711,27 @@ def _costs(document: dict, bench_results: dict, curves: dict[str, dict[int, list
                 reached_at = reached_at | {"by_first_evaluation": first_past <= 1}
             per_seed[str(seed)] = reached_at
         reached = [r for r in per_seed.values() if r]
-        to_target[precision] = {
-            "per_seed": per_seed, "reached": len(reached), "seeds": len(per_seed),
-            "by_first_evaluation": sum(bool(r.get("by_first_evaluation")) for r in reached),
-            # Means over the seeds that reached the target (how many did is beside them).
-            "seconds": float(sum(r["seconds"] for r in reached) / len(reached)) if reached else None,
-            "cost": float(sum(r["cost"] for r in reached) / len(reached)) if reached else None,
-        } if target else None
+        to_target[precision] = (
+            {
+                "per_seed": per_seed,
+                "reached": len(reached),
+                "seeds": len(per_seed),
+                "by_first_evaluation": sum(bool(r.get("by_first_evaluation")) for r in reached),
+                # Means over the seeds that reached the target (how many did is beside them).
+                "seconds": float(sum(r["seconds"] for r in reached) / len(reached)) if reached else None,
+                "cost": float(sum(r["cost"] for r in reached) / len(reached)) if reached else None,
+            }
+            if target
+            else None
+        )
     budget = {p: cost_of_seconds(r["train_seconds"], basis["price_per_hour"]) for p, r in runs.items()}
-    return {"basis": basis, "target": target, "target_metric": metric,
-            "target_accuracy": target if headline.higher_is_better else None, "to_target": to_target, "budget": budget,
-            "table": cost_document["rows"], "catalog_date": cost_document["catalog_date"]}
+    return {
+        "basis": basis,
+        "target": target,
+        "target_metric": metric,
+        "target_accuracy": target if headline.higher_is_better else None,
+        "to_target": to_target,
+        "budget": budget,
+        "table": cost_document["rows"],
+        "catalog_date": cost_document["catalog_date"],
+    }

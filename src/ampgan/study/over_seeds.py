@@ -13,9 +13,8 @@ import math
 
 import numpy as np
 
-from ampgan.speed.intervals import t_quantile_975
-
 from ampgan.quality.registry import METRICS as _REGISTERED
+from ampgan.speed.intervals import t_quantile_975
 
 METRICS = tuple(_REGISTERED)  # every registered metric (quality/registry.py) gets a mean and an interval
 
@@ -98,6 +97,7 @@ def compare_seeds(document: dict) -> dict:
         reached_fp32 = (to_target.get("fp32") or {}).get("per_seed", {})
         entry["time_to_target_ratio"] = paired_ratios(
             {s: (r or {}).get("seconds") for s, r in reached.items()},
-            {s: (r or {}).get("seconds") for s, r in reached_fp32.items()})
+            {s: (r or {}).get("seconds") for s, r in reached_fp32.items()},
+        )
         comparison[precision] = entry
     return comparison

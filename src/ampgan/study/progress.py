@@ -25,8 +25,14 @@ from ampgan.files.schema import check_shape
 
 FILE_NAME = "study.json"
 FORMAT = "ampgan-study/1"
-_SHAPE = {"format": str, "identity": str, "spec": dict, "decided": (dict, None), "bench_done": bool,
-          "runs": {"*": {"status": str, "?summary": dict}}}
+_SHAPE = {
+    "format": str,
+    "identity": str,
+    "spec": dict,
+    "decided": (dict, None),
+    "bench_done": bool,
+    "runs": {"*": {"status": str, "?summary": dict}},
+}
 
 
 def study_identity(spec_document: dict) -> str:
@@ -49,8 +55,17 @@ class StudyProgress:
         return self.folder / FILE_NAME
 
     def save(self) -> None:
-        write_json_atomically(self.path, {"format": FORMAT, "identity": self.identity, "spec": self.spec,
-                                          "decided": self.decided, "bench_done": self.bench_done, "runs": self.runs})
+        write_json_atomically(
+            self.path,
+            {
+                "format": FORMAT,
+                "identity": self.identity,
+                "spec": self.spec,
+                "decided": self.decided,
+                "bench_done": self.bench_done,
+                "runs": self.runs,
+            },
+        )
 
     def run_done(self, key: str) -> dict | None:
         entry = self.runs.get(key)
@@ -92,15 +107,25 @@ def has_progress(folder: Path) -> bool:
 
 def load_progress(folder: Path) -> StudyProgress:
     path = Path(folder) / FILE_NAME
-    document = read_json(path, missing=f"{folder} holds no interrupted study ({FILE_NAME} is missing): start it with "
-                                       "ampgan compare --out",
-                         damaged=f"{path} is damaged (not valid JSON): start the study again with --overwrite")
+    document = read_json(
+        path,
+        missing=f"{folder} holds no interrupted study ({FILE_NAME} is missing): start it with ampgan compare --out",
+        damaged=f"{path} is damaged (not valid JSON): start the study again with --overwrite",
+    )
     check_shape(document, _SHAPE, str(path), "start the study again with --overwrite")
     if document["format"] != FORMAT:
-        raise AmpganError(f"{path} has format {document['format']!r}, not {FORMAT}: it was written by another ampgan "
-                          "version; start the study again with --overwrite")
-    return StudyProgress(Path(folder), document["identity"], document["spec"], document["decided"],
-                         document["bench_done"], document["runs"])
+        raise AmpganError(
+            f"{path} has format {document['format']!r}, not {FORMAT}: it was written by another ampgan "
+            "version; start the study again with --overwrite"
+        )
+    return StudyProgress(
+        Path(folder),
+        document["identity"],
+        document["spec"],
+        document["decided"],
+        document["bench_done"],
+        document["runs"],
+    )
 
 
 def open_progress(folder: Path, spec_document: dict) -> StudyProgress:
@@ -115,11 +140,15 @@ def open_progress(folder: Path, spec_document: dict) -> StudyProgress:
     if progress.identity != identity:
         differing = _first_difference(progress.spec, spec_document)
         if not differing:  # the same options under another identity: the file itself was changed
-            raise AmpganError(f"{progress.path} records these very options under identity {progress.identity!r}, "
-                              f"not {identity!r}: the file was edited or written by another ampgan version; "
-                              "restore it, or start the study again with another --out (or --overwrite)")
-        raise AmpganError(f"{folder} holds a study with other options ({differing}): resume it as it was with "
-                          f"'ampgan compare --resume {folder}', or start this one with another --out (or --overwrite)")
+            raise AmpganError(
+                f"{progress.path} records these very options under identity {progress.identity!r}, "
+                f"not {identity!r}: the file was edited or written by another ampgan version; "
+                "restore it, or start the study again with another --out (or --overwrite)"
+            )
+        raise AmpganError(
+            f"{folder} holds a study with other options ({differing}): resume it as it was with "
+            f"'ampgan compare --resume {folder}', or start this one with another --out (or --overwrite)"
+        )
     return progress
 
 

@@ -23,46 +23,75 @@ from ampgan.files.atomic import write_atomically
 from ampgan.files.jsonfile import read_json
 from ampgan.files.paths import inside
 from ampgan.files.schema import Between, RelativePath, check_shape
+from ampgan.plotting import precision_colour, pyplot, save_figure
 from ampgan.projection.document import DOCUMENT_SHAPE, calibration_error_lines, fastest_mixed
 from ampgan.projection.document import speedup_text as projected_speedup_text
-from ampgan.runs.run_folder import read_metrics
-from ampgan.plotting import precision_colour, pyplot, save_figure
-from ampgan.study.compare import read_quality_curve
 from ampgan.quality.headline import headline_of
 from ampgan.quality.registry import format_value, table_metrics
+from ampgan.runs.run_folder import read_metrics
+from ampgan.study.compare import read_quality_curve
 from ampgan.study.verdict import interval_text, verdict
-
 
 _NUMBER = (int, float)
 _SHARE = Between(0.0, 1.0)
-_FINAL = {"?evaluator_accuracy": Between(0.0, 1.0, or_null=True), "frechet_distance": _NUMBER,
-          "?recall": _SHARE, "?precision": _SHARE, "?coverage": _SHARE, "?kid": _NUMBER, "?flags": [str], "?per_class": list,
-          "?confusion": list}
-_RUN = {"run_dir": RelativePath, "steps": int, "train_seconds": Between(0.0, math.inf), "final": _FINAL, "?seconds_per_step": _NUMBER,
-        "?seeds": [int], "?per_seed": {"*": {"run_dir": RelativePath, "steps": int, "final": _FINAL}}, "?final_interval": dict}
+_FINAL = {
+    "?evaluator_accuracy": Between(0.0, 1.0, or_null=True),
+    "frechet_distance": _NUMBER,
+    "?recall": _SHARE,
+    "?precision": _SHARE,
+    "?coverage": _SHARE,
+    "?kid": _NUMBER,
+    "?flags": [str],
+    "?per_class": list,
+    "?confusion": list,
+}
+_RUN = {
+    "run_dir": RelativePath,
+    "steps": int,
+    "train_seconds": Between(0.0, math.inf),
+    "final": _FINAL,
+    "?seconds_per_step": _NUMBER,
+    "?seeds": [int],
+    "?per_seed": {"*": {"run_dir": RelativePath, "steps": int, "final": _FINAL}},
+    "?final_interval": dict,
+}
 # What the report reads of compare.json (a study that found no faster mode has no runs, no evaluator).
 COMPARE_SHAPE = {
-    "format": str, "?outcome": str,
+    "format": str,
+    "?outcome": str,
     "spec": {"batch_size": int, "?eval_samples": int, "?eval_points": int, "?seed_list": [int], "?precisions": [str]},
     "environment": {"hardware_summary": str, "versions": {"torch": str, "ampgan": str, "python": str}, "date": str},
-    "dataset": {"name": str, "class_names": [str]}, "runs": {"*": _RUN}, "?verdict": [str],
-    "?evaluator": {"held_out_accuracy": _SHARE}, "?floor": dict, "?cost": (dict, None),
-    "?left_out": [{"precision": str, "reason": str}], "?decisions": {"*": {"verdict": str}},
-    "?layouts": {"*": {"description": str}}, "?compile_decisions": {"*": {"description": str}},
+    "dataset": {"name": str, "class_names": [str]},
+    "runs": {"*": _RUN},
+    "?verdict": [str],
+    "?evaluator": {"held_out_accuracy": _SHARE},
+    "?floor": dict,
+    "?cost": (dict, None),
+    "?left_out": [{"precision": str, "reason": str}],
+    "?decisions": {"*": {"verdict": str}},
+    "?layouts": {"*": {"description": str}},
+    "?compile_decisions": {"*": {"description": str}},
 }
 
 
 def load_compare(out_dir: Path) -> dict:
     path = Path(out_dir) / "compare.json"
-    document = read_json(path, missing=f"{out_dir} has no compare.json: give the --out folder of an 'ampgan compare' run",
-                         damaged=f"{path} is damaged (not valid JSON): run 'ampgan compare' again")
+    document = read_json(
+        path,
+        missing=f"{out_dir} has no compare.json: give the --out folder of an 'ampgan compare' run",
+        damaged=f"{path} is damaged (not valid JSON): run 'ampgan compare' again",
+    )
     if not isinstance(document, dict) or document.get("format") != "ampgan-compare/1":
         raise AmpganError(f"{path} is not an ampgan comparison (format ampgan-compare/1)")
     fix = f"continue the study with 'ampgan compare --resume {out_dir}' to write it anew, or run it again"
     check_shape(document, COMPARE_SHAPE, str(path), fix)
     if document.get("outcome") != "no faster mode":
-        check_shape(document, {"evaluator": dict, "floor": dict, "spec": {"eval_samples": int, "eval_points": int}},
-                    str(path), fix)
+        check_shape(
+            document,
+            {"evaluator": dict, "floor": dict, "spec": {"eval_samples": int, "eval_points": int}},
+            str(path),
+            fix,
+        )
     return document
 
 
@@ -107,12 +136,17 @@ def figure_samples(document: dict, out_dir: Path, footer: str) -> Path:
         final = run["final"]
         seed = run["seeds"][0] if "seeds" in run else ""
         first = run["per_seed"][str(seed)]["final"] if "per_seed" in run else final
-        quality = (f"evaluator acc. {first['evaluator_accuracy']:.2f}" if "evaluator_accuracy" in first
-                   else f"Fréchet distance {first['frechet_distance']:.2f}")
-        axis.set_title(f"{precision}, seed {seed}: {run['per_seed'][str(seed)]['steps'] if 'per_seed' in run else run['steps']}"
-                       f" steps in {run['train_seconds']:.0f} s\n"
-                       f"{quality}, recall {first.get('recall', float('nan')):.2f}",
-                       fontsize=9)
+        quality = (
+            f"evaluator acc. {first['evaluator_accuracy']:.2f}"
+            if "evaluator_accuracy" in first
+            else f"Fréchet distance {first['frechet_distance']:.2f}"
+        )
+        axis.set_title(
+            f"{precision}, seed {seed}: {run['per_seed'][str(seed)]['steps'] if 'per_seed' in run else run['steps']}"
+            f" steps in {run['train_seconds']:.0f} s\n"
+            f"{quality}, recall {first.get('recall', float('nan')):.2f}",
+            fontsize=9,
+        )
         axis.axis("off")
     rows = "one row per class" if headline_of(document).higher_is_better else "unconditional: no class per row"
     figure.suptitle(f"Figure 4: samples after the same training time (same noise, {rows})", fontsize=10)
@@ -135,9 +169,13 @@ def _curves_over_seeds(document: dict, out_dir: Path, precision: str, metric: st
 def figure_quality(document: dict, out_dir: Path, footer: str) -> Path:
     plt = pyplot()
     headline = headline_of(document)
-    panels = [("evaluator_accuracy", "evaluator accuracy (intended class)") if headline.higher_is_better
-              else ("coverage", "coverage (share of real covered, k=5)"), ("recall", "recall (share of real covered)"),
-              ("frechet_distance", "Fréchet distance (evaluator features)")]
+    panels = [
+        ("evaluator_accuracy", "evaluator accuracy (intended class)")
+        if headline.higher_is_better
+        else ("coverage", "coverage (share of real covered, k=5)"),
+        ("recall", "recall (share of real covered)"),
+        ("frechet_distance", "Fréchet distance (evaluator features)"),
+    ]
     figure, axes = plt.subplots(1, 3, figsize=(13, 4), dpi=120)
     floor = document["floor"]
     seeds = 1
@@ -215,20 +253,34 @@ def _no_faster_mode_sections(document: dict, out_dir: Path) -> list[Section]:
     rows = [["precision", "ms per step", "fp32 ms per step", "speedup [95% CI]", "rounds", "verdict"]]
     for name, decision in document.get("decisions", {}).items():
         interval = decision.get("interval")
-        rows.append([name, _ms(decision.get("step_s")), _ms(decision.get("fp32_step_s")),
-                     f"{interval['estimate']:.2f}x [{interval['low']:.2f}-{interval['high']:.2f}]" if interval else "-",
-                     str(decision.get("rounds", "")), decision["verdict"] + (f" ({decision['note']})" if decision.get("note") else "")])
+        rows.append(
+            [
+                name,
+                _ms(decision.get("step_s")),
+                _ms(decision.get("fp32_step_s")),
+                f"{interval['estimate']:.2f}x [{interval['low']:.2f}-{interval['high']:.2f}]" if interval else "-",
+                str(decision.get("rounds", "")),
+                decision["verdict"] + (f" ({decision['note']})" if decision.get("note") else ""),
+            ]
+        )
     return [
         Section("Verdict", lines=document["verdict"]),
         *projection_sections(out_dir),
-        Section("Environment", lines=[
-            f"hardware: {environment['hardware_summary']}",
-            f"software: torch {versions['torch']}, ampgan {versions['ampgan']}, python {versions['python']}",
-            f"date: {environment['date']}; commit {environment.get('git_commit')}",
-            f"model {spec.get('model', 'acgan')} on {document['dataset']['name']}, batch {spec['batch_size']}"]),
-        Section("Speed decisions: the real training step against fp32", table=rows,
-                paragraph="Each mode's training step timed in interleaved rounds against fp32's until the 95% "
-                          "interval of the speedup says faster, slower or no clear difference (speed/decision.py)."),
+        Section(
+            "Environment",
+            lines=[
+                f"hardware: {environment['hardware_summary']}",
+                f"software: torch {versions['torch']}, ampgan {versions['ampgan']}, python {versions['python']}",
+                f"date: {environment['date']}; commit {environment.get('git_commit')}",
+                f"model {spec.get('model', 'acgan')} on {document['dataset']['name']}, batch {spec['batch_size']}",
+            ],
+        ),
+        Section(
+            "Speed decisions: the real training step against fp32",
+            table=rows,
+            paragraph="Each mode's training step timed in interleaved rounds against fp32's until the 95% "
+            "interval of the speedup says faster, slower or no clear difference (speed/decision.py).",
+        ),
     ]
 
 
@@ -244,8 +296,11 @@ def report_sections(document: dict, out_dir: Path) -> list[Section]:
         return _no_faster_mode_sections(document, out_dir)
     environment = document["environment"]
     versions = environment["versions"]
-    footer = (f"{environment['hardware_summary']} | batch {document['spec']['batch_size']}, {_setup_text(document['spec'])} | "
-              f"torch {versions['torch']}, ampgan {versions['ampgan']} | {environment['date']}")
+    footer = (
+        f"{environment['hardware_summary']} | batch {document['spec']['batch_size']}, "
+        f"{_setup_text(document['spec'])} | "
+        f"torch {versions['torch']}, ampgan {versions['ampgan']} | {environment['date']}"
+    )
     losses, scale = figure_losses(document, out_dir, footer)
     pictures = [
         ("Figure 4: samples after the same training time", figure_samples(document, out_dir, footer)),
@@ -257,58 +312,101 @@ def report_sections(document: dict, out_dir: Path) -> list[Section]:
     sections = [Section("Verdict", lines=document.get("verdict") or verdict(document, _bench_speedups(out_dir)))]
     sections += [Section(title, figure=path) for title, path in pictures if path is not None and path.is_file()]
     sections += [
-        Section("Final metrics", table=[_metrics_header(document), *_metrics_rows(document)], paragraph=_price_note(document)),
-        Section("Speed: the bench against the budgeted runs", table=_speed_rows(document, out_dir),
-                paragraph=_SPEED_NOTE),
+        Section(
+            "Final metrics",
+            table=[_metrics_header(document), *_metrics_rows(document)],
+            paragraph=_price_note(document),
+        ),
+        Section(
+            "Speed: the bench against the budgeted runs", table=_speed_rows(document, out_dir), paragraph=_SPEED_NOTE
+        ),
         *projection_sections(out_dir),
         Section("Environment", lines=_environment_lines(document)),
     ]
     sections += _class_sections(document)
     doctor = next((p for p in (out_dir / "doctor.json", out_dir / "doctor" / "doctor.json") if p.is_file()), None)
-    doctor_lines = check_shape(read_json(doctor, missing="", damaged=f"{doctor} is damaged: run 'ampgan doctor' again"),
-                               {"?summary_lines": [str]}, str(doctor), "run 'ampgan doctor' again").get(
-        "summary_lines", []) if doctor else []
+    doctor_lines = (
+        check_shape(
+            read_json(doctor, missing="", damaged=f"{doctor} is damaged: run 'ampgan doctor' again"),
+            {"?summary_lines": [str]},
+            str(doctor),
+            "run 'ampgan doctor' again",
+        ).get("summary_lines", [])
+        if doctor
+        else []
+    )
     if doctor_lines:
         sections.append(Section("Precision doctor", lines=doctor_lines))
-    sections += [Section(title, figure=path) for title, path in (("Losses", losses),
-                                                                ("fp16 loss scale and skipped steps", scale))
-                 if path is not None and path.is_file()]
+    sections += [
+        Section(title, figure=path)
+        for title, path in (("Losses", losses), ("fp16 loss scale and skipped steps", scale))
+        if path is not None and path.is_file()
+    ]
     return sections
 
 
 def projection_sections(out_dir: Path) -> list[Section]:
-    """"On other hardware": per GPU and batch size, fp32 against the fastest mixed mode the model
+    """ "On other hardware": per GPU and batch size, fp32 against the fastest mixed mode the model
     projects (projection/projection.json), and its figure. Nothing when the study made no projection."""
     path = out_dir / "projection" / "projection.json"
     if not path.is_file():
         return []
     document = read_json(path, missing="", damaged=f"{path} is damaged: run 'ampgan project' on the bench results")
     check_shape(document, DOCUMENT_SHAPE, str(path), "run 'ampgan project' on the study's bench/results.json")
-    rows = [["GPU", "batch", "fp32 ms", "fastest mixed mode", "its ms", "speedup [band]: over the TF32 default first",
-             "bound", "cost of 1M batches, fp32 to mixed", "calibration"]]
+    rows = [
+        [
+            "GPU",
+            "batch",
+            "fp32 ms",
+            "fastest mixed mode",
+            "its ms",
+            "speedup [band]: over the TF32 default first",
+            "bound",
+            "cost of 1M batches, fp32 to mixed",
+            "calibration",
+        ]
+    ]
     ok = [r for r in document["rows"] if r.get("status") == "ok"]
-    for (device, batch) in dict.fromkeys((r["device"], r["batch_size"]) for r in ok):
+    for device, batch in dict.fromkeys((r["device"], r["batch_size"]) for r in ok):
         pair = fastest_mixed(ok, device, batch)
         if pair is None:
             continue
         base, best = pair
-        cost = (f"{_money(base['cost']['mid'])} to {_money(best['cost']['mid'])}" if "cost" in base and "cost" in best
-                else "no price")
-        rows.append([device, str(batch), f"{base['ms_per_step']:.1f}", best["precision"], f"{best['ms_per_step']:.1f}",
-                     projected_speedup_text(best), best["bound"] + (" (does not fit)" if best.get("fits") is False else ""), cost,
-                     "calibrated" if best.get("calibrated") else "NOT calibrated (band widened)"])
+        cost = (
+            f"{_money(base['cost']['mid'])} to {_money(best['cost']['mid'])}"
+            if "cost" in base and "cost" in best
+            else "no price"
+        )
+        rows.append(
+            [
+                device,
+                str(batch),
+                f"{base['ms_per_step']:.1f}",
+                best["precision"],
+                f"{best['ms_per_step']:.1f}",
+                projected_speedup_text(best),
+                best["bound"] + (" (does not fit)" if best.get("fits") is False else ""),
+                cost,
+                "calibrated" if best.get("calibrated") else "NOT calibrated (band widened)",
+            ]
+        )
     if len(rows) == 1:
         return []
-    paragraph = (f"PROJECTED, not measured: a kernel model calibrated on measured GPU kernels (DeepBench V100 and P100) "
-                 f"over this step's operations (traced on {document['traced_on']}), with NVIDIA's datasheet peaks and "
-                 "bandwidths; on GPUs with TF32 the speedup is first over PyTorch's default (TF32 convolutions), then "
-                 "over strict fp32. Cost of 1M batches at the cheapest catalog price per GPU. The model's error on "
-                 "kernels it was not fitted to: " + "; ".join(document.get("calibration_error") or calibration_error_lines())
-                 + ". Every precision, the bands and the sources: projection/projection.md; any GPU or batch size: "
-                 "ampgan project bench/results.json.")
+    paragraph = (
+        f"PROJECTED, not measured: a kernel model calibrated on measured GPU kernels (DeepBench V100 and P100) "
+        f"over this step's operations (traced on {document['traced_on']}), with NVIDIA's datasheet peaks and "
+        "bandwidths; on GPUs with TF32 the speedup is first over PyTorch's default (TF32 convolutions), then "
+        "over strict fp32. Cost of 1M batches at the cheapest catalog price per GPU. The model's error on "
+        "kernels it was not fitted to: "
+        + "; ".join(document.get("calibration_error") or calibration_error_lines())
+        + ". Every precision, the bands and the sources: projection/projection.md; any GPU or batch size: "
+        "ampgan project bench/results.json."
+    )
     figure = out_dir / "projection" / "fig_projection.png"
-    return [Section("On other hardware (PROJECTED, not measured)", table=rows, paragraph=paragraph),
-            *([Section("Projected time and speedup on other GPUs", figure=figure)] if figure.is_file() else [])]
+    return [
+        Section("On other hardware (PROJECTED, not measured)", table=rows, paragraph=paragraph),
+        *([Section("Projected time and speedup on other GPUs", figure=figure)] if figure.is_file() else []),
+    ]
 
 
 def _money(amount: float) -> str:
@@ -323,18 +421,22 @@ def _bench_speedups(out_dir: Path) -> list[dict]:
 def _environment_lines(document: dict) -> list[str]:
     environment, spec = document["environment"], document["spec"]
     versions = environment["versions"]
-    return [
-        f"hardware: {environment['hardware_summary']}",
-        f"software: torch {versions['torch']}, ampgan {versions['ampgan']}, python {versions['python']}",
-        f"date: {environment['date']}; commit {environment.get('git_commit')}",
-        f"protocol: seeds {', '.join(map(str, spec.get('seed_list') or [spec['seed']]))}, each an identical start "
-        f"(weights, data order, noise) for every precision; {_budget_of(spec)} per precision and "
-        f"seed at batch {spec['batch_size']}, evaluation excluded; {spec['eval_samples']} samples per evaluation",
-        f"model: {spec.get('model', 'acgan')} {_options_text(spec.get('model_options') or {})}".rstrip(),
-        f"evaluator: held-out real accuracy {document['evaluator']['held_out_accuracy']:.3f} "
-        f"(refused below {document['evaluator'].get('min_accuracy', 0.5):.2f})",
-    ] + _layout_lines(document) + _compile_lines(document) + [f"left out {item['precision']}: {item['reason']}"
-                                    for item in document.get("left_out", [])]
+    return (
+        [
+            f"hardware: {environment['hardware_summary']}",
+            f"software: torch {versions['torch']}, ampgan {versions['ampgan']}, python {versions['python']}",
+            f"date: {environment['date']}; commit {environment.get('git_commit')}",
+            f"protocol: seeds {', '.join(map(str, spec.get('seed_list') or [spec['seed']]))}, each an identical start "
+            f"(weights, data order, noise) for every precision; {_budget_of(spec)} per precision and "
+            f"seed at batch {spec['batch_size']}, evaluation excluded; {spec['eval_samples']} samples per evaluation",
+            f"model: {spec.get('model', 'acgan')} {_options_text(spec.get('model_options') or {})}".rstrip(),
+            f"evaluator: held-out real accuracy {document['evaluator']['held_out_accuracy']:.3f} "
+            f"(refused below {document['evaluator'].get('min_accuracy', 0.5):.2f})",
+        ]
+        + _layout_lines(document)
+        + _compile_lines(document)
+        + [f"left out {item['precision']}: {item['reason']}" for item in document.get("left_out", [])]
+    )
 
 
 def _budget_of(spec: dict) -> str:
@@ -353,8 +455,10 @@ def _options_text(options: dict) -> str:
 def _setup_text(spec: dict) -> str:
     """'fp32 NCHW, bf16 channels-last compiled': how each precision's step ran (for figure footers)."""
     channels_last, compiled = spec.get("channels_last") or [], spec.get("compile") or []
-    return ", ".join(f"{p} {'channels-last' if p in channels_last else 'NCHW'}{' compiled' if p in compiled else ''}"
-                     for p in spec.get("precisions", []))
+    return ", ".join(
+        f"{p} {'channels-last' if p in channels_last else 'NCHW'}{' compiled' if p in compiled else ''}"
+        for p in spec.get("precisions", [])
+    )
 
 
 def _layout_lines(document: dict) -> list[str]:
@@ -362,7 +466,9 @@ def _layout_lines(document: dict) -> list[str]:
     channels_last = document["spec"].get("channels_last") or []
     precisions = document["spec"].get("precisions", [])
     formats = ", ".join(f"{p} {'channels-last' if p in channels_last else 'NCHW'}" for p in precisions)
-    measured = [f"memory format measured: {decision['description']}" for decision in document.get("layouts", {}).values()]
+    measured = [
+        f"memory format measured: {decision['description']}" for decision in document.get("layouts", {}).values()
+    ]
     return [f"memory format: {formats}" + ("" if measured else " (as given)")] + measured
 
 
@@ -372,20 +478,27 @@ def _compile_lines(document: dict) -> list[str]:
     compiled = document["spec"].get("compile") or []
     precisions = document["spec"].get("precisions", [])
     modes = ", ".join(f"{p} {'compiled' if p in compiled else 'eager'}" for p in precisions)
-    measured = [f"compile measured: {decision['description']}"
-                for decision in document.get("compile_decisions", {}).values()]
-    return [f"torch.compile: {modes}" + ("" if measured else " (as given, or not measured for a run this short)")] + measured
+    measured = [
+        f"compile measured: {decision['description']}" for decision in document.get("compile_decisions", {}).values()
+    ]
+    return [
+        f"torch.compile: {modes}" + ("" if measured else " (as given, or not measured for a run this short)")
+    ] + measured
 
 
 def _price_note(document: dict) -> str:
     cost = document.get("cost") or {}
     basis = (cost.get("basis") or {}).get("explanation", cost.get("note", "none"))
     if not headline_of(document).higher_is_better:
-        return (f"Target Fréchet distance: {cost.get('target')} (80% of the way from the runs' first evaluations to "
-                "the best final distance; none when no precision halved it). An unconditional GAN draws no class: "
-                f"accuracy does not apply. Price: {basis}.")
-    return (f"Target accuracy: {cost.get('target_accuracy')} (80% of the way from chance to the best final "
-            f"accuracy unless compare.target_accuracy; none when no precision reached twice chance). Price: {basis}.")
+        return (
+            f"Target Fréchet distance: {cost.get('target')} (80% of the way from the runs' first evaluations to "
+            "the best final distance; none when no precision halved it). An unconditional GAN draws no class: "
+            f"accuracy does not apply. Price: {basis}."
+        )
+    return (
+        f"Target accuracy: {cost.get('target_accuracy')} (80% of the way from chance to the best final "
+        f"accuracy unless compare.target_accuracy; none when no precision reached twice chance). Price: {basis}."
+    )
 
 
 def _data_uri(path: Path) -> str:
@@ -403,8 +516,11 @@ def markdown_cell(text) -> str:
     return markdown_text(text).replace("|", "\\|")
 
 
-_TEMPLATES = jinja2.Environment(loader=jinja2.PackageLoader("ampgan.study", "templates"),
-                                autoescape=jinja2.select_autoescape(enabled_extensions=("html.j2",), default_for_string=False), keep_trailing_newline=True)
+_TEMPLATES = jinja2.Environment(
+    loader=jinja2.PackageLoader("ampgan.study", "templates"),
+    autoescape=jinja2.select_autoescape(enabled_extensions=("html.j2",), default_for_string=False),
+    keep_trailing_newline=True,
+)
 _TEMPLATES.filters["md"] = markdown_text
 _TEMPLATES.filters["md_cell"] = markdown_cell
 
@@ -414,9 +530,12 @@ def render_report(out_dir: Path) -> tuple[Path, Path]:
     out_dir = Path(out_dir)
     document = load_compare(out_dir)
     compared = ", ".join(document["runs"]) or "no mode faster than fp32"
-    context = {"title": f"ampgan comparison: {compared} on {document['dataset']['name']}",
-               "sections": report_sections(document, out_dir),
-               "relative": lambda path: path.relative_to(out_dir).as_posix(), "data_uri": _data_uri}
+    context = {
+        "title": f"ampgan comparison: {compared} on {document['dataset']['name']}",
+        "sections": report_sections(document, out_dir),
+        "relative": lambda path: path.relative_to(out_dir).as_posix(),
+        "data_uri": _data_uri,
+    }
     paths = []
     for name in ("report.md", "report.html"):
         text = _TEMPLATES.get_template(f"{name}.j2").render(**context)
@@ -425,38 +544,50 @@ def render_report(out_dir: Path) -> tuple[Path, Path]:
     return paths[0], paths[1]
 
 
-_SPEED_NOTE = ("The bench times the training step alone on a batch kept on the device, in interleaved rounds "
-               "until the speedup is known to +-5% (95% interval); the runs' time per step is their training "
-               "clock divided by their steps, with data loading and logging included and evaluation excluded.")
+_SPEED_NOTE = (
+    "The bench times the training step alone on a batch kept on the device, in interleaved rounds "
+    "until the speedup is known to +-5% (95% interval); the runs' time per step is their training "
+    "clock divided by their steps, with data loading and logging included and evaluation excluded."
+)
 
 
 def _speed_rows(document: dict, out_dir: Path) -> list[list[str]]:
     batch = document["spec"]["batch_size"]
     path = out_dir / "bench" / "results.json"
     bench = load_results(path) if path.is_file() else {"configs": [], "speedups": []}
-    bench_ms = {c["precision"]: c["stats"]["median_s"] * 1e3 for c in bench["configs"]
-                if c["batch_size"] == batch and c.get("stats")}
+    bench_ms = {
+        c["precision"]: c["stats"]["median_s"] * 1e3
+        for c in bench["configs"]
+        if c["batch_size"] == batch and c.get("stats")
+    }
     pairs = {s["precision"]: s for s in bench["speedups"] if s["batch_size"] == batch}
     runs = document["runs"]
     fp32_step = runs.get("fp32", {}).get("seconds_per_step")
-    rows = [["precision", f"bench ms/step (batch {batch})", "bench speedup [95% CI]", "run ms/step",
-             "run speedup"]]
+    rows = [["precision", f"bench ms/step (batch {batch})", "bench speedup [95% CI]", "run ms/step", "run speedup"]]
     for precision, run in runs.items():
         step = run.get("seconds_per_step")
         pair = pairs.get(precision)
-        rows.append([precision, f"{bench_ms[precision]:.1f}" if precision in bench_ms else "-",
-                     speedup_text(pair) if pair else ("baseline" if precision == "fp32" else "-"),
-                     f"{step * 1e3:.1f}" if step else "-",
-                     f"{fp32_step / step:.2f}x" if step and fp32_step and precision != "fp32" else
-                     ("baseline" if precision == "fp32" else "-")])
+        rows.append(
+            [
+                precision,
+                f"{bench_ms[precision]:.1f}" if precision in bench_ms else "-",
+                speedup_text(pair) if pair else ("baseline" if precision == "fp32" else "-"),
+                f"{step * 1e3:.1f}" if step else "-",
+                f"{fp32_step / step:.2f}x"
+                if step and fp32_step and precision != "fp32"
+                else ("baseline" if precision == "fp32" else "-"),
+            ]
+        )
     return rows
 
 
 def _metrics_header(document: dict) -> list[str]:
     shown = table_metrics(headline_of(document).higher_is_better)
-    return (["precision", "seeds", "steps (mean)"]
-            + [f"{m.label} [95% CI]" if m.key == headline_of(document).metric else m.label for m in shown]
-            + ["time to target (reached)", "cost to target"])
+    return (
+        ["precision", "seeds", "steps (mean)"]
+        + [f"{m.label} [95% CI]" if m.key == headline_of(document).metric else m.label for m in shown]
+        + ["time to target (reached)", "cost to target"]
+    )
 
 
 def _metrics_rows(document: dict) -> list[list[str]]:
@@ -470,13 +601,32 @@ def _metrics_rows(document: dict) -> list[list[str]]:
     for precision, run in document["runs"].items():
         reached = to_target.get(precision) or {}
         seeds = len(run.get("seeds", [0]))
-        time_text = (f"{reached['seconds']:.0f} s ({reached['reached']}/{reached['seeds']})" if reached.get("seconds")
-                     else f"not reached (0/{seeds})")
-        rows.append([precision, str(seeds), str(run["steps"]), *(_cell(run, m.key, m.digits) for m in shown),
-                     time_text, f"{reached['cost']:.6f} {currency}" if reached.get("cost") else "-"])
+        time_text = (
+            f"{reached['seconds']:.0f} s ({reached['reached']}/{reached['seeds']})"
+            if reached.get("seconds")
+            else f"not reached (0/{seeds})"
+        )
+        rows.append(
+            [
+                precision,
+                str(seeds),
+                str(run["steps"]),
+                *(_cell(run, m.key, m.digits) for m in shown),
+                time_text,
+                f"{reached['cost']:.6f} {currency}" if reached.get("cost") else "-",
+            ]
+        )
     floor = document["floor"]
-    rows.append(["real images (floor)", "", "", *(format_value(m, floor.get(m.key)) if m.key in floor else ""
-                                                  for m in shown), "", ""])
+    rows.append(
+        [
+            "real images (floor)",
+            "",
+            "",
+            *(format_value(m, floor.get(m.key)) if m.key in floor else "" for m in shown),
+            "",
+            "",
+        ]
+    )
     return rows
 
 
@@ -502,20 +652,33 @@ def _class_sections(document: dict) -> list[Section]:
             continue
         rows = [["class", "accuracy", "recall", "coverage", "diversity vs real"]]
         for index, name in enumerate(names):
+
             def mean(key):
                 values = [f["per_class"][index].get(key) for f in finals]
                 values = [v for v in values if v is not None]
                 return f"{np.mean(values):.2f}" if values else "-"
+
             rows.append([name, mean("accuracy"), mean("recall"), mean("coverage"), mean("diversity")])
         flags = [flag for flag in run["final"].get("flags", [])]
-        sections.append(Section(f"{precision}: per class (mean of {len(finals)} seeds)", table=rows, folded=True,
-                                paragraph=("Flags: " + "; ".join(flags)) if flags else
-                                "No class collapsed (diversity below 25% of real) or drawn as another class (over 50%)."))
+        sections.append(
+            Section(
+                f"{precision}: per class (mean of {len(finals)} seeds)",
+                table=rows,
+                folded=True,
+                paragraph=("Flags: " + "; ".join(flags))
+                if flags
+                else "No class collapsed (diversity below 25% of real) or drawn as another class (over 50%).",
+            )
+        )
         confusion = np.sum([f["confusion"] for f in finals], axis=0)
-        sections.append(Section(f"{precision}: confusion matrix (rows: intended class, columns: evaluator's reading)",
-                                folded=True,
-                                table=[["intended \\ read", *names]] + [[name, *map(str, row)] for name, row in
-                                                                        zip(names, confusion.tolist())]))
+        sections.append(
+            Section(
+                f"{precision}: confusion matrix (rows: intended class, columns: evaluator's reading)",
+                folded=True,
+                table=[["intended \\ read", *names]]
+                + [[name, *map(str, row)] for name, row in zip(names, confusion.tolist())],
+            )
+        )
     return sections
 
 
@@ -528,8 +691,12 @@ def _shares_section(precision: str, run: dict, finals: list[dict], names: list[s
         real = [f"{floor['class_shares'][index]:.1%}"] if "class_shares" in floor else []
         rows.append([name, f"{shares[index]:.1%}", *real])
     flags = run["final"].get("flags", [])
-    return Section(f"{precision}: classes the evaluator reads in the samples (mean of {len(finals)} seeds)", table=rows,
-                   folded=True,
-                   paragraph=("Flags: " + "; ".join(flags)) if flags else
-                   "No collapse (diversity below 25% of real) and no dropped mode (a class under a quarter of its "
-                   "real share).")
+    return Section(
+        f"{precision}: classes the evaluator reads in the samples (mean of {len(finals)} seeds)",
+        table=rows,
+        folded=True,
+        paragraph=("Flags: " + "; ".join(flags))
+        if flags
+        else "No collapse (diversity below 25% of real) and no dropped mode (a class under a quarter of its "
+        "real share).",
+    )

@@ -11,8 +11,9 @@ from pathlib import Path
 from ampgan.errors import AmpganWarning
 
 
-def run_study(spec, out: Path, *, overwrite: bool, reopen: bool, show_progress: bool, log,
-              with_doctor: bool = False) -> tuple[dict, Path, Path]:
+def run_study(
+    spec, out: Path, *, overwrite: bool, reopen: bool, show_progress: bool, log, with_doctor: bool = False
+) -> tuple[dict, Path, Path]:
     """(compare.json's document, report.md, report.html). A new folder is claimed; one with an
     interrupted study is locked and reopened. Whatever stops it, a folder that holds finished work is kept."""
     from ampgan.runs.claim import FolderLock, claimed_folder

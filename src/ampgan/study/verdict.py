@@ -26,27 +26,44 @@ def verdict(document: dict, bench_speedups: list[dict]) -> list[str]:
         pair = speedups.get((batch, precision))
         note = (document.get("bench_notes") or {}).get(f"{precision}@{batch}")
         lines.append(_speed_line(precision, run, runs["fp32"], pair, batch, hardware, note))
-        lines.append(_quality_line(precision, run, runs["fp32"], comparison.get(precision, {}), len(seeds),
-                                   document.get("floor", {}), headline))
+        lines.append(
+            _quality_line(
+                precision,
+                run,
+                runs["fp32"],
+                comparison.get(precision, {}),
+                len(seeds),
+                document.get("floor", {}),
+                headline,
+            )
+        )
         if target is not None:
             lines.append(_target_line(precision, cost, comparison.get(precision, {}), target, len(seeds), headline))
         elif headline.higher_is_better:
-            lines.append("Neither precision's samples were recognised clearly above chance on average (the target is "
-                         "set only when the best mean final accuracy is at least twice chance): train longer before "
-                         "comparing time to quality.")
+            lines.append(
+                "Neither precision's samples were recognised clearly above chance on average (the target is "
+                "set only when the best mean final accuracy is at least twice chance): train longer before "
+                "comparing time to quality."
+            )
         else:
-            lines.append("Neither precision brought the Fréchet distance below half of its first evaluation's (the "
-                         "target is set only then): train longer before comparing time to quality.")
+            lines.append(
+                "Neither precision brought the Fréchet distance below half of its first evaluation's (the "
+                "target is set only then): train longer before comparing time to quality."
+            )
     flags = [f"{precision}, {flag}" for precision, run in runs.items() for flag in run["final"].get("flags", [])]
     if flags:
-        lines.append("Flags at the end of training: " + "; ".join(flags[:8]) + ("; ..." if len(flags) > 8 else "") + ".")
+        lines.append(
+            "Flags at the end of training: " + "; ".join(flags[:8]) + ("; ..." if len(flags) > 8 else "") + "."
+        )
     spec = document["spec"]
     if spec.get("time_budget_s"):
         apart = f"{spec['time_budget_s'] / spec['eval_points']:.0f} s of training apart"
     else:
         apart = f"{(spec.get('steps') or 0) / spec['eval_points']:.0f} steps apart"
-    lines.append(f"Times to the target are interpolated between evaluations {apart}; GAN "
-                 "quality curves are not monotonic (see the quality figure).")
+    lines.append(
+        f"Times to the target are interpolated between evaluations {apart}; GAN "
+        "quality curves are not monotonic (see the quality figure)."
+    )
     return lines + _projection_line(document)
 
 
@@ -56,19 +73,28 @@ def no_faster_mode_verdict(document: dict) -> list[str]:
     hardware = document["environment"]["hardware_summary"]
     batch, model = document["spec"]["batch_size"], document["spec"].get("model", "acgan")
     measured = "; ".join(_slower_text(name, decision) for name, decision in document.get("decisions", {}).items())
-    cannot = "; ".join(f"{item['precision']}: {item['reason']}" for item in document.get("left_out", [])
-                       if item["precision"] not in document.get("decisions", {}))
-    lines = [f"On this machine ({hardware}) no mixed-precision mode trains model {model} faster than fp32 at batch "
-             f"{batch}, so mixed precision would make training slower and dearer here, not faster: train in fp32 "
-             f"on it. Measured on the real training step: {measured}."]
+    cannot = "; ".join(
+        f"{item['precision']}: {item['reason']}"
+        for item in document.get("left_out", [])
+        if item["precision"] not in document.get("decisions", {})
+    )
+    lines = [
+        f"On this machine ({hardware}) no mixed-precision mode trains model {model} faster than fp32 at batch "
+        f"{batch}, so mixed precision would make training slower and dearer here, not faster: train in fp32 "
+        f"on it. Measured on the real training step: {measured}."
+    ]
     if cannot:
         lines.append(f"Not available here: {cannot}.")
     if not any(flag in hardware for flag in ("avx512_bf16", "amx_bf16", "sm_")):
-        lines.append("This CPU has no bf16 or fp16 matrix instructions (AVX512_BF16, AMX): its bf16 and fp16 run "
-                     "through conversions to fp32. Mixed precision gains on CPUs that have them and on NVIDIA GPUs "
-                     "with tensor cores.")
-    lines.append("No quality race was trained: with no speed to gain, there is no trade-off to measure. To race "
-                 "them anyway (each mode gets the same training time): ampgan compare --precisions fp32,bf16.")
+        lines.append(
+            "This CPU has no bf16 or fp16 matrix instructions (AVX512_BF16, AMX): its bf16 and fp16 run "
+            "through conversions to fp32. Mixed precision gains on CPUs that have them and on NVIDIA GPUs "
+            "with tensor cores."
+        )
+    lines.append(
+        "No quality race was trained: with no speed to gain, there is no trade-off to measure. To race "
+        "them anyway (each mode gets the same training time): ampgan compare --precisions fp32,bf16."
+    )
     return lines + _projection_line(document)
 
 
@@ -91,11 +117,15 @@ def _duration(seconds: float) -> str:
     return f"{seconds:.2f} s" if seconds >= 1 else f"{seconds * 1e3:.0f} ms"
 
 
-def _speed_line(precision: str, run: dict, fp32_run: dict, pair: dict | None, batch: int, hardware: str,
-                note: str | None = None) -> str:
+def _speed_line(
+    precision: str, run: dict, fp32_run: dict, pair: dict | None, batch: int, hardware: str, note: str | None = None
+) -> str:
     text = f"On this {hardware}, "
     if pair:
-        text += f"{precision}'s training step was {_speed_relation(pair)} at batch {batch}: {speedup_text(pair)} on the bench."
+        text += (
+            f"{precision}'s training step was {_speed_relation(pair)} at batch {batch}: "
+            f"{speedup_text(pair)} on the bench."
+        )
     elif note:
         text += f"the bench has no {precision} speedup at batch {batch} (it measured {precision}: {note})."
     else:
@@ -114,59 +144,89 @@ def _speed_relation(pair: dict) -> str:
     return "not clearly different from fp32's"
 
 
-def _quality_line(precision: str, run: dict, fp32_run: dict, comparison: dict, seeds: int, floor: dict,
-                  headline=ACCURACY) -> str:
+def _quality_line(
+    precision: str, run: dict, fp32_run: dict, comparison: dict, seeds: int, floor: dict, headline=ACCURACY
+) -> str:
     mine, theirs = run["final"], fp32_run["final"]
     metric = headline.metric
     if metric == "evaluator_accuracy":
-        ceiling = (f" (the evaluator's ceiling: {floor['evaluator_accuracy']:.3f} on real held-out images)"
-                   if "evaluator_accuracy" in floor else "")
-        text = (f"Final evaluator accuracy: {precision} {_with_interval(run, metric)}, fp32 "
-                f"{_with_interval(fp32_run, metric)}{ceiling}")
+        ceiling = (
+            f" (the evaluator's ceiling: {floor['evaluator_accuracy']:.3f} on real held-out images)"
+            if "evaluator_accuracy" in floor
+            else ""
+        )
+        text = (
+            f"Final evaluator accuracy: {precision} {_with_interval(run, metric)}, fp32 "
+            f"{_with_interval(fp32_run, metric)}{ceiling}"
+        )
     else:
-        ceiling = (f" (real images: {floor['frechet_distance']:.2f}; lower is better)"
-                   if "frechet_distance" in floor else " (lower is better)")
-        text = (f"Final Fréchet distance (an unconditional GAN: no class to recognise): {precision} "
-                f"{_with_interval(run, metric)}, fp32 {_with_interval(fp32_run, metric)}{ceiling}")
+        ceiling = (
+            f" (real images: {floor['frechet_distance']:.2f}; lower is better)"
+            if "frechet_distance" in floor
+            else " (lower is better)"
+        )
+        text = (
+            f"Final Fréchet distance (an unconditional GAN: no class to recognise): {precision} "
+            f"{_with_interval(run, metric)}, fp32 {_with_interval(fp32_run, metric)}{ceiling}"
+        )
     if "coverage" in mine and "coverage" in theirs:
-        text += (f"; coverage {precision} {_with_interval(run, 'coverage')}, fp32 {_with_interval(fp32_run, 'coverage')}"
-                 + (f" (real images: {floor['coverage']:.2f})" if "coverage" in floor else ""))
+        text += (
+            f"; coverage {precision} {_with_interval(run, 'coverage')}, fp32 {_with_interval(fp32_run, 'coverage')}"
+            + (f" (real images: {floor['coverage']:.2f})" if "coverage" in floor else "")
+        )
     if seeds < 2:
-        return text + (". With one seed per precision the verdict cannot tell a difference from seed-to-seed "
-                       "spread: run with --seeds 3 or more.")
+        return text + (
+            ". With one seed per precision the verdict cannot tell a difference from seed-to-seed "
+            "spread: run with --seeds 3 or more."
+        )
     difference = comparison.get(metric)
     if difference and difference["low"] is not None:
-        judged = ("larger than the seed-to-seed spread" if difference["beyond_seed_spread"]
-                  else "within the seed-to-seed spread")
+        judged = (
+            "larger than the seed-to-seed spread"
+            if difference["beyond_seed_spread"]
+            else "within the seed-to-seed spread"
+        )
         unit = "accuracy" if metric == "evaluator_accuracy" else "Fréchet distance"
-        text += (f". Paired by seed, {precision} minus fp32 is {difference['mean']:+.3f} in {unit} (95% CI "
-                 f"{difference['low']:+.3f} to {difference['high']:+.3f}, {difference['n']} seeds): {judged}")
+        text += (
+            f". Paired by seed, {precision} minus fp32 is {difference['mean']:+.3f} in {unit} (95% CI "
+            f"{difference['low']:+.3f} to {difference['high']:+.3f}, {difference['n']} seeds): {judged}"
+        )
     return text + "."
 
 
 def _target_line(precision: str, cost: dict, comparison: dict, target: float, seeds: int, headline=ACCURACY) -> str:
     to_target = cost.get("to_target") or {}
     mine, theirs = to_target.get(precision) or {}, to_target.get("fp32") or {}
-    named = (f"Target evaluator accuracy {target:.2f}" if headline.higher_is_better
-             else f"Target Fréchet distance {target:.2f} or lower")
-    text = (f"{named}: {precision} reached it in {mine.get('reached', 0)} of "
-            f"{mine.get('seeds', seeds)} seeds"
-            + (f" (mean {mine['seconds']:.0f} s of training)" if mine.get("seconds") else "")
-            + f", fp32 in {theirs.get('reached', 0)} of {theirs.get('seeds', seeds)}"
-            + (f" (mean {theirs['seconds']:.0f} s)" if theirs.get("seconds") else ""))
+    named = (
+        f"Target evaluator accuracy {target:.2f}"
+        if headline.higher_is_better
+        else f"Target Fréchet distance {target:.2f} or lower"
+    )
+    text = (
+        f"{named}: {precision} reached it in {mine.get('reached', 0)} of "
+        f"{mine.get('seeds', seeds)} seeds"
+        + (f" (mean {mine['seconds']:.0f} s of training)" if mine.get("seconds") else "")
+        + f", fp32 in {theirs.get('reached', 0)} of {theirs.get('seeds', seeds)}"
+        + (f" (mean {theirs['seconds']:.0f} s)" if theirs.get("seconds") else "")
+    )
     ratio = comparison.get("time_to_target_ratio") or {}
     if ratio.get("n", 0) >= 2 and ratio.get("low") is not None:
         judged = "beyond the seed-to-seed spread" if ratio["beyond_seed_spread"] else "within the seed-to-seed spread"
-        text += (f". Where both reached it, {precision} got there {ratio['mean']:.2f}x sooner (95% CI "
-                 f"{ratio['low']:.2f}-{ratio['high']:.2f}, {ratio['n']} seeds, paired): {judged}")
+        text += (
+            f". Where both reached it, {precision} got there {ratio['mean']:.2f}x sooner (95% CI "
+            f"{ratio['low']:.2f}-{ratio['high']:.2f}, {ratio['n']} seeds, paired): {judged}"
+        )
         if mine.get("cost") and theirs.get("cost"):
             text += f", at {100 * mine['cost'] / theirs['cost']:.0f}% of fp32's cost"
     elif ratio.get("n") == 1:
         text += f". In the one seed where both reached it, {precision} was {ratio['mean']:.2f}x sooner"
     if all(run.get("reached") and run.get("by_first_evaluation") == run["reached"] for run in (mine, theirs)):
-        text += (". Every run was already past the target at its first evaluation after the start, so these "
-                 "times only say \"before that evaluation\" and cannot tell the precisions apart: use more "
-                 "--set compare.eval_points=N" + (" (or a higher --set compare.target_accuracy=X)" if headline.higher_is_better else ""))
+        text += (
+            ". Every run was already past the target at its first evaluation after the start, so these "
+            'times only say "before that evaluation" and cannot tell the precisions apart: use more '
+            "--set compare.eval_points=N"
+            + (" (or a higher --set compare.target_accuracy=X)" if headline.higher_is_better else "")
+        )
     return text + "."
 
 
@@ -194,8 +254,10 @@ def _achieved_text(precision: str, run: dict, fp32_run: dict, pair: dict | None)
     if "seconds_per_step" not in run or "seconds_per_step" not in fp32_run:
         return ""
     achieved = fp32_run["seconds_per_step"] / run["seconds_per_step"]
-    text = (f" In the budgeted runs it made {run['steps']} steps to fp32's {fp32_run['steps']} "
-            f"({achieved:.2f}x per step on the training clock")
+    text = (
+        f" In the budgeted runs it made {run['steps']} steps to fp32's {fp32_run['steps']} "
+        f"({achieved:.2f}x per step on the training clock"
+    )
     if pair and "low" in pair and not pair["low"] / 1.1 <= achieved <= pair["high"] * 1.1:
         text += f", outside the bench's interval{_why_the_runs_differ(precision, run, fp32_run, pair)}"
     elif pair:
@@ -210,12 +272,19 @@ def _why_the_runs_differ(precision: str, run: dict, fp32_run: dict, pair: dict) 
     if not pair.get("baseline_step_s") or not pair.get("step_s"):
         return ""
     parts = []
-    for name, step, bench in (("fp32", fp32_run["seconds_per_step"], pair["baseline_step_s"]),
-                              (precision, run["seconds_per_step"], pair["step_s"])):
-        parts.append(f"{name} ran {step * 1e3:.0f} ms per step against the bench's {bench * 1e3:.0f} ms "
-                     f"({step / bench - 1:+.0%})")
+    for name, step, bench in (
+        ("fp32", fp32_run["seconds_per_step"], pair["baseline_step_s"]),
+        (precision, run["seconds_per_step"], pair["step_s"]),
+    ):
+        parts.append(
+            f"{name} ran {step * 1e3:.0f} ms per step against the bench's {bench * 1e3:.0f} ms "
+            f"({step / bench - 1:+.0%})"
+        )
     slower = fp32_run["seconds_per_step"] / pair["baseline_step_s"] + run["seconds_per_step"] / pair["step_s"] > 2
-    reason = (", so the runs paid per-step costs the bench does not (fresh batches from the data pipeline, logging) "
-              "or met more load from the machine's other tenants" if slower else
-              ", so the machine was less loaded during the runs than during the bench")
+    reason = (
+        ", so the runs paid per-step costs the bench does not (fresh batches from the data pipeline, logging) "
+        "or met more load from the machine's other tenants"
+        if slower
+        else ", so the machine was less loaded during the runs than during the bench"
+    )
     return ": " + " and ".join(parts) + reason

@@ -5,7 +5,8 @@ back to the OS with munmap when freed, so every step page-faults its activations
 batch 1024 on a 2-core Zen 4 that was a third of the fp32 step (3.55 s -> 2.37 s with the settings
 below; benchmarks/results/cpu-amd-epyc-zen4-2core-2026-11-30/reference_loop.txt). Keeping freed
 memory in the heap for reuse is what jemalloc or tcmalloc (which Intel's PyTorch CPU tuning guide
-recommends) achieve; `mallopt` does it without a preloaded library. The cost: the process keeps its peak heap until it exits.
+recommends) achieve; `mallopt` does it without a preloaded library. The cost: the process keeps its peak heap
+until it exits.
 """
 
 from __future__ import annotations

@@ -22,7 +22,10 @@ def git_commit() -> str | None:
     try:
         result = subprocess.run(
             ["git", "-C", str(here), "rev-parse", "--short", "HEAD"],
-            capture_output=True, text=True, timeout=5, check=False,
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=False,
         )
     except (OSError, subprocess.SubprocessError):
         return None
@@ -30,7 +33,10 @@ def git_commit() -> str | None:
         return None
     dirty = subprocess.run(
         ["git", "-C", str(here), "status", "--porcelain", "--untracked-files=no"],
-        capture_output=True, text=True, timeout=5, check=False,
+        capture_output=True,
+        text=True,
+        timeout=5,
+        check=False,
     ).stdout.strip()
     return result.stdout.strip() + ("-dirty" if dirty else "")
 

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 
-from ampgan.precisions import NAMES as PRECISION_NAMES
 from ampgan.errors import AmpganError
+from ampgan.precisions import NAMES as PRECISION_NAMES
 
 
 @dataclass(frozen=True)
@@ -36,10 +36,18 @@ class GpuSpec:
         return self.fp16_units == "tensor"
 
     def to_dict(self) -> dict:
-        return {"key": self.key, "name": self.name, "peak_tflops": dict(self.peak_tflops),
-                "fp16_units": self.fp16_units, "bandwidth_gbs": self.bandwidth_gbs, "memory_gib": self.memory_gib,
-                "cuda_capability": list(self.cuda_capability), "sms": self.sms, "source": self.source,
-                "checked": self.checked}
+        return {
+            "key": self.key,
+            "name": self.name,
+            "peak_tflops": dict(self.peak_tflops),
+            "fp16_units": self.fp16_units,
+            "bandwidth_gbs": self.bandwidth_gbs,
+            "memory_gib": self.memory_gib,
+            "cuda_capability": list(self.cuda_capability),
+            "sms": self.sms,
+            "source": self.source,
+            "checked": self.checked,
+        }
 
 
 def _number(text: str) -> float | None:
@@ -54,11 +62,17 @@ def gpu_table() -> dict[str, GpuSpec]:
     for row in csv.DictReader(text.splitlines()):
         major, minor = row["cuda_capability"].split(".")
         table[row["key"]] = GpuSpec(
-            key=row["key"], name=row["name"],
+            key=row["key"],
+            name=row["name"],
             peak_tflops={name: _number(row[f"{name}_tflops"]) for name in PRECISION_NAMES},
-            fp16_units=row["fp16_units"], bandwidth_gbs=float(row["bandwidth_gbs"]),
-            memory_gib=float(row["memory_gib"]), cuda_capability=(int(major), int(minor)),
-            source=row["source"], checked=row["checked"], sms=int(row["sms"]))
+            fp16_units=row["fp16_units"],
+            bandwidth_gbs=float(row["bandwidth_gbs"]),
+            memory_gib=float(row["memory_gib"]),
+            cuda_capability=(int(major), int(minor)),
+            source=row["source"],
+            checked=row["checked"],
+            sms=int(row["sms"]),
+        )
     return table
 
 

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import re
-
 import os
 import platform
+import re
 from dataclasses import asdict, dataclass, field
 
 import torch
@@ -188,8 +187,13 @@ def peak_tflops(hardware: Hardware, precision: str) -> tuple[float | None, str]:
     if hardware.device_type == "cuda":
         peak = gpu_peak_tflops(hardware.name, precision)
         share = mig_compute_share(hardware.name)
-        source = "NVIDIA datasheet (dense)" if share is None else (
-            f"NVIDIA datasheet (dense) x {share * MIG_COMPUTE_SLICES:.0f}/{MIG_COMPUTE_SLICES} compute slices (MIG)")
+        source = (
+            "NVIDIA datasheet (dense)"
+            if share is None
+            else (
+                f"NVIDIA datasheet (dense) x {share * MIG_COMPUTE_SLICES:.0f}/{MIG_COMPUTE_SLICES} compute slices (MIG)"
+            )
+        )
         return peak, (source if peak else f"{hardware.name} is not in the peak table")
     per_cycle = cpu_flops_per_cycle(hardware.cpu_model, hardware.cpu_flags, precision, hardware.cpu_family)
     if per_cycle is None or not hardware.cpu_mhz:
@@ -197,4 +201,3 @@ def peak_tflops(hardware: Hardware, precision: str) -> tuple[float | None, str]:
     peak = hardware.cpu_cores * hardware.cpu_mhz * 1e6 * per_cycle / 1e12
     clock = f" ({hardware.cpu_mhz_source})" if hardware.cpu_mhz_source else ""
     return peak, f"{hardware.cpu_cores} cores x {hardware.cpu_mhz:.0f} MHz{clock} x {per_cycle} FLOP/cycle"
-

@@ -74,8 +74,10 @@ def join_process_group(device_request: str) -> torch.device | None:
     local_rank = _env_int("LOCAL_RANK") if "LOCAL_RANK" in os.environ else rank
     local_size = _env_int("LOCAL_WORLD_SIZE") if "LOCAL_WORLD_SIZE" in os.environ else size
     if not (0 <= rank < size and 0 <= local_rank < local_size):
-        raise AmpganError(f"inconsistent launcher settings RANK={rank} WORLD_SIZE={size} LOCAL_RANK={local_rank}: "
-                          "start ampgan with torchrun")
+        raise AmpganError(
+            f"inconsistent launcher settings RANK={rank} WORLD_SIZE={size} LOCAL_RANK={local_rank}: "
+            "start ampgan with torchrun"
+        )
     for name in ("MASTER_ADDR", "MASTER_PORT"):
         if name not in os.environ:
             raise AmpganError(f"{name} is not set: start ampgan with torchrun (it sets the rendezvous), not by hand")
@@ -107,8 +109,10 @@ def device_index_for(local_rank: int, local_size: int, visible: int) -> int:
         return local_rank
     if visible == 1:
         return 0
-    raise AmpganError(f"{local_size} processes per node but {visible} GPUs visible to each: use --nproc-per-node at "
-                      "most the GPU count, or show each process one GPU of its own")
+    raise AmpganError(
+        f"{local_size} processes per node but {visible} GPUs visible to each: use --nproc-per-node at "
+        "most the GPU count, or show each process one GPU of its own"
+    )
 
 
 _left_alone = False
@@ -168,8 +172,15 @@ def gather_objects(value):
     return gathered
 
 
-_LOST_PEER_SIGNS = ("Connection reset by peer", "Connection closed by peer", "Broken pipe", "Socket Timeout",
-                    "NCCL communicator was aborted", "ProcessGroupGloo", "gloo/transport")
+_LOST_PEER_SIGNS = (
+    "Connection reset by peer",
+    "Connection closed by peer",
+    "Broken pipe",
+    "Socket Timeout",
+    "NCCL communicator was aborted",
+    "ProcessGroupGloo",
+    "gloo/transport",
+)
 
 
 def lost_contact_with_ranks(error: BaseException) -> str | None:

@@ -52,8 +52,13 @@ def non_finite_weights(networks: dict[str, torch.nn.Module]) -> list[str]:
 
 
 class FaultMonitor:
-    def __init__(self, uses_loss_scaling: bool, rules: FaultRules = FaultRules(), static_scale: bool = False,
-                 d_updates_per_step: int = 1):
+    def __init__(
+        self,
+        uses_loss_scaling: bool,
+        rules: FaultRules = FaultRules(),
+        static_scale: bool = False,
+        d_updates_per_step: int = 1,
+    ):
         self.uses_loss_scaling = uses_loss_scaling
         self.rules = rules
         self.static_scale = static_scale
@@ -63,9 +68,12 @@ class FaultMonitor:
     def check_weights(self, networks: dict[str, torch.nn.Module], step: int) -> str | None:
         bad = non_finite_weights(networks)
         if bad:
-            return (f"{' and '.join(bad)} {'have' if len(bad) > 1 else 'has'} non-finite (NaN or inf) weights or "
-                    f"statistics by step {step}: the updates "
-                    "overflowed; lower the learning rate (--set optim.lr_g=... --set optim.lr_d=...), or train in fp32 if this was a 16-bit precision")
+            return (
+                f"{' and '.join(bad)} {'have' if len(bad) > 1 else 'has'} non-finite (NaN or inf) weights or "
+                f"statistics by step {step}: the updates "
+                "overflowed; lower the learning rate (--set optim.lr_g=... --set optim.lr_d=...), or train in "
+                "fp32 if this was a 16-bit precision"
+            )
         return None
 
     def check(self, record: dict, steps_in_window: int, skipped_in_window: int) -> str | None:
@@ -73,26 +81,39 @@ class FaultMonitor:
         if not self.uses_loss_scaling:
             bad = [name for name in ("loss_d", "loss_g") if not math.isfinite(record[name])]
             if bad:
-                return (f"{' and '.join(bad)} became non-finite (NaN or inf) by step {record['step']}: "
-                        "lower the learning rate (--set optim.lr_g=... --set optim.lr_d=...), or train in fp32 if this was bf16")
+                return (
+                    f"{' and '.join(bad)} became non-finite (NaN or inf) by step {record['step']}: "
+                    "lower the learning rate (--set optim.lr_g=... --set optim.lr_d=...), or train in fp32 if "
+                    "this was bf16"
+                )
             return None
         if self.static_scale and record["step"] >= self.rules.static_steps:
-            for network, total, updates in (("D", "skipped_d_total", self.d_updates_per_step), ("G", "skipped_g_total", 1)):
+            for network, total, updates in (
+                ("D", "skipped_d_total", self.d_updates_per_step),
+                ("G", "skipped_g_total", 1),
+            ):
                 if record.get(total, 0) >= updates * record["step"]:
-                    return (f"every fp16 update of {network} was skipped for overflow in the first {record['step']} "
-                            f"steps at the static loss scale {record['loss_scale_d']:g}: it overflows at every step; "
-                            "give a lower --loss-scale, or 'dynamic'")
+                    return (
+                        f"every fp16 update of {network} was skipped for overflow in the first {record['step']} "
+                        f"steps at the static loss scale {record['loss_scale_d']:g}: it overflows at every step; "
+                        "give a lower --loss-scale, or 'dynamic'"
+                    )
         for name in ("loss_scale_d", "loss_scale_g"):
             if record[name] < self.rules.min_loss_scale:
-                return (f"the fp16 loss scale collapsed ({name} = {record[name]:.3g} < {self.rules.min_loss_scale:.3g}) "
-                        f"by step {record['step']}: gradients overflow at any scale; use bf16 or fp32, or lower the learning rate (--set optim.lr_g=... --set optim.lr_d=...)")
+                return (
+                    f"the fp16 loss scale collapsed ({name} = {record[name]:.3g} < {self.rules.min_loss_scale:.3g}) "
+                    f"by step {record['step']}: gradients overflow at any scale; use bf16 or fp32, or lower "
+                    f"the learning rate (--set optim.lr_g=... --set optim.lr_d=...)"
+                )
         self._windows.append((steps_in_window, skipped_in_window))
         while sum(s for s, _ in self._windows) - self._windows[0][0] >= self.rules.window_steps:
             self._windows.popleft()
         steps = sum(s for s, _ in self._windows)
         skipped = sum(k for _, k in self._windows)
         if steps >= self.rules.window_steps and skipped > self.rules.max_skipped_fraction * steps:
-            return (f"{skipped} of the last {steps} fp16 optimizer updates were skipped for overflow "
-                    f"(limit {self.rules.max_skipped_fraction:.0%}) by step {record['step']}: use bf16 or fp32, "
-                    "or lower the learning rate (--set optim.lr_g=... --set optim.lr_d=...)")
+            return (
+                f"{skipped} of the last {steps} fp16 optimizer updates were skipped for overflow "
+                f"(limit {self.rules.max_skipped_fraction:.0%}) by step {record['step']}: use bf16 or fp32, "
+                "or lower the learning rate (--set optim.lr_g=... --set optim.lr_d=...)"
+            )
         return None

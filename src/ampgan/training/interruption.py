@@ -25,8 +25,9 @@ class Interrupted(Exception):
 class TrainingInterrupted(Interrupted):
     def __init__(self, signum: int, step: int, run_dir: str):
         self.step, self.run_dir = step, run_dir
-        super().__init__(signum, f"stopped after step {step} and saved a checkpoint; "
-                                 f"continue with: ampgan train --resume {run_dir}")
+        super().__init__(
+            signum, f"stopped after step {step} and saved a checkpoint; continue with: ampgan train --resume {run_dir}"
+        )
 
 
 class StopRequest:

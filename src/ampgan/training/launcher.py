@@ -26,8 +26,15 @@ def launch_on_this_machine(nproc: int, argv: list[str], target: list[str] | None
         raise AmpganError(f"--nproc must be at least 1, got {nproc}")
     if launched_by_torchrun():
         raise AmpganError("--nproc is for launching on this machine; under torchrun use its --nproc-per-node instead")
-    config = LaunchConfig(min_nodes=1, max_nodes=1, nproc_per_node=nproc, run_id=str(uuid.uuid4()),
-                          rdzv_backend="c10d", rdzv_endpoint="localhost:0", max_restarts=0)
+    config = LaunchConfig(
+        min_nodes=1,
+        max_nodes=1,
+        nproc_per_node=nproc,
+        run_id=str(uuid.uuid4()),
+        rdzv_backend="c10d",
+        rdzv_endpoint="localhost:0",
+        max_restarts=0,
+    )
     # The agent's own log lines (worker start, its failure table) would bury the workers' messages;
     # the one line below says what failed.
     logging.getLogger("torch.distributed.elastic").setLevel(logging.CRITICAL)
@@ -35,8 +42,11 @@ def launch_on_this_machine(nproc: int, argv: list[str], target: list[str] | None
         elastic_launch(config, entrypoint=sys.executable)(*(target or ["-m", "ampgan"]), *argv)
     except ChildFailedError as failed:
         rank, failure = failed.get_first_failure()
-        print(f"error: {describe_failure(rank, failure.exitcode, failure.signal_name())}; "
-              "the launcher stopped the other ranks", file=sys.stderr)
+        print(
+            f"error: {describe_failure(rank, failure.exitcode, failure.signal_name())}; "
+            "the launcher stopped the other ranks",
+            file=sys.stderr,
+        )
         code = failure.exitcode
         return code if 0 < code < 256 else 1
     except SignalException as stop:

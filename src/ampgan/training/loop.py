@@ -1,15 +1,14 @@
 """The budgeted training loop: prepare a run, train it until the budget is spent, save as it goes.
 
-    prepare_run(config)          validate everything (device, precision, data, model); no files (prepared.py)
-    run_training(prepared, dir)  build or restore the RunState, train, log, sample, checkpoint
-                                 -> RunResult (the final state in memory, and the summary)
+prepare_run(config)          validate everything (device, precision, data, model); no files (prepared.py)
+run_training(prepared, dir)  build or restore the RunState, train, log, sample, checkpoint
+                             -> RunResult (the final state in memory, and the summary)
 """
 
 from __future__ import annotations
 
-import sys
-
 import signal
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -25,11 +24,17 @@ from ampgan.seeds import CURRENT_SCHEME, step_noise_seed
 from ampgan.system.cpu_tuning import keep_freed_memory_for_reuse
 from ampgan.training.distributed import any_rank, average_over_ranks, gather_objects, leave_without_peers, world
 from ampgan.training.faults import FaultMonitor, FaultRules, NumericFault
-from ampgan.training.out_of_memory import is_out_of_memory, out_of_memory_error
 from ampgan.training.interruption import TrainingInterrupted, stop_on_signals
+from ampgan.training.out_of_memory import is_out_of_memory, out_of_memory_error
 from ampgan.training.prepared import PreparedRun, prepare_run
-from ampgan.training.state import (TrainState, build_train_state, capture_global_rngs, restore_global_rngs,
-                                   set_generator_state, wrap_modules)
+from ampgan.training.state import (
+    TrainState,
+    build_train_state,
+    capture_global_rngs,
+    restore_global_rngs,
+    set_generator_state,
+    wrap_modules,
+)
 from ampgan.training.step import FAILED, train_step
 
 __all__ = ["DEFAULT_STEPS", "PreparedRun", "RunResult", "RunState", "prepare_run", "run_training"]
@@ -56,15 +61,18 @@ class FailingUpdates:
 
     def reason(self, step: int, precision: str) -> str | None:
         """Why the run must stop, or None; the same answer on every rank (all must have failed)."""
-        failing = average_over_ranks({name: (streak >= FAILED_APPLICATIONS_TO_STOP).float()
-                                      for name, streak in self._streaks.items()})
+        failing = average_over_ranks(
+            {name: (streak >= FAILED_APPLICATIONS_TO_STOP).float() for name, streak in self._streaks.items()}
+        )
         names = sorted(name for name, value in failing.items() if value.item() == 1.0)
         if not names:
             return None
-        return (f"update {names[0]!r} was skipped or non-finite at each of its last {FAILED_APPLICATIONS_TO_STOP} "
-                f"applications (by step {step}, {precision}): it trains nothing and drags its network's loss scale "
-                "down; 'ampgan preflight --model ...' names the cause (a penalty given a pre-summed tensor or taken "
-                "from the scaled score: pass ctx.input_gradients the unreduced outputs)")
+        return (
+            f"update {names[0]!r} was skipped or non-finite at each of its last {FAILED_APPLICATIONS_TO_STOP} "
+            f"applications (by step {step}, {precision}): it trains nothing and drags its network's loss scale "
+            "down; 'ampgan preflight --model ...' names the cause (a penalty given a pre-summed tensor or taken "
+            "from the scaled score: pass ctx.input_gradients the unreduced outputs)"
+        )
 
 
 class MetricWindow:
@@ -81,7 +89,7 @@ class MetricWindow:
     def add(self, metrics: dict[str, torch.Tensor]) -> None:
         for name, value in metrics.items():
             if name.startswith(FAILED):
-                self.failing.add(name[len(FAILED):], value)
+                self.failing.add(name[len(FAILED) :], value)
                 continue
             self._sums[name] = self._sums[name] + value if name in self._sums else value.clone()
             self._counts[name] = self._counts.get(name, 0) + 1
@@ -121,14 +129,20 @@ class RunState:
     def state_dict(self) -> dict:
         """Collective under torchrun: every rank contributes its data position, noise generator and RNGs."""
         device = self.train.policy.device
-        per_rank = gather_objects({"data": self.stream.state_dict(), "step_generator": self.train.rng.get_state(),
-                                   "rng": capture_global_rngs(device)})
+        per_rank = gather_objects(
+            {
+                "data": self.stream.state_dict(),
+                "step_generator": self.train.rng.get_state(),
+                "rng": capture_global_rngs(device),
+            }
+        )
         return {
             **self.train.state_dict(),
             "seed_scheme": self.seed_scheme,
             "rng": per_rank[0]["rng"],  # rank 0's, where checkpoints before per-rank RNGs kept them
             "progress": {
-                "train_seconds": self.train_seconds, "skipped_total": dict(self.window.skipped_total),
+                "train_seconds": self.train_seconds,
+                "skipped_total": dict(self.window.skipped_total),
                 "data": {"world_size": world().size, "ranks": [r["data"] for r in per_rank]},
                 "step_generators": [r["step_generator"] for r in per_rank],
                 "step_generator_device": device.type,
@@ -156,8 +170,12 @@ class RunState:
         generators = progress.get("step_generators", [])
         saved_kind = progress.get("step_generator_device", saved.get("step_generator_device"))
         same_kind = saved_kind in (None, device.type)
-        if not (same_world and len(generators) == ranks.size and same_kind
-                and set_generator_state(self.train.rng, generators[ranks.rank])):
+        if not (
+            same_world
+            and len(generators) == ranks.size
+            and same_kind
+            and set_generator_state(self.train.rng, generators[ranks.rank])
+        ):
             self.train.rng.manual_seed(step_noise_seed(self.config.seed, ranks.rank, self.train.step, self.seed_scheme))
             why = "another number of processes" if not same_world else f"{saved_kind or 'another device kind'}"
             not_restored.append(f"the noise generator (saved on {why}: re-seeded from seed, rank and step)")
@@ -184,14 +202,24 @@ def build_run_state(prepared: PreparedRun, resume_from: dict | None, origin: str
     config, policy, ranks = prepared.config, prepared.policy, world()
     scheme = resume_from["seed_scheme"] if resume_from is not None else CURRENT_SCHEME
     train = build_train_state(config, prepared.model, prepared.data, policy, rank=ranks.rank, seed_scheme=scheme)
-    stream = BatchStream(prepared.dataset, config.budget.batch_size, policy.device, config.seed, ranks.rank, ranks.size,
-                         seed_scheme=scheme, image_range=train.gan.image_range)
+    stream = BatchStream(
+        prepared.dataset,
+        config.budget.batch_size,
+        policy.device,
+        config.seed,
+        ranks.rank,
+        ranks.size,
+        seed_scheme=scheme,
+        image_range=train.gan.image_range,
+    )
     state = RunState(config=config, train=train, stream=stream, seed_scheme=scheme)
     if resume_from is not None:
         not_restored = state.load_state_dict(resume_from, origin)
         if not_restored and ranks.is_main:
-            warn(f"resumed with everything but {'; '.join(not_restored)}: training continues correctly, but its "
-                 "losses will not match an uninterrupted run's")
+            warn(
+                f"resumed with everything but {'; '.join(not_restored)}: training continues correctly, but its "
+                "losses will not match an uninterrupted run's"
+            )
     wrap_modules(train, compile=config.compute.compile, sync_batch_norm=config.compute.sync_bn)
     return state
 
@@ -215,10 +243,15 @@ def refuse_a_spent_budget(budget: Budget, state: RunState, run_dir: Path) -> Non
     """A resumed run whose budget is already spent would train nothing and exit 0: say so instead. Budgets
     count the whole run (steps from 0, training time since its start), not this resumption."""
     if budget.spent(state.train.step, state.train_seconds):
-        spent = (f"{state.train.step} steps" if budget.steps is not None and state.train.step >= budget.steps
-                 else f"{state.train_seconds:.0f} s of training")
-        raise AmpganError(f"{run_dir} has already trained {spent}, all of the budget asked for (it counts the whole "
-                          "run from its start): resume with a larger --steps or --time-budget")
+        spent = (
+            f"{state.train.step} steps"
+            if budget.steps is not None and state.train.step >= budget.steps
+            else f"{state.train_seconds:.0f} s of training"
+        )
+        raise AmpganError(
+            f"{run_dir} has already trained {spent}, all of the budget asked for (it counts the whole "
+            "run from its start): resume with a larger --steps or --time-budget"
+        )
 
 
 @dataclass
@@ -240,9 +273,16 @@ class RunResult:
         return round(self.state.train_seconds, 2)
 
 
-def run_training(prepared: PreparedRun, run_dir: Path, *, show_progress: bool = True,
-                 resume_from: dict | None = None, fault_rules: FaultRules = FaultRules(),
-                 on_log: Callable[[TrainState, dict], None] | None = None, refuse_spent_budget: bool = False) -> RunResult:
+def run_training(
+    prepared: PreparedRun,
+    run_dir: Path,
+    *,
+    show_progress: bool = True,
+    resume_from: dict | None = None,
+    fault_rules: FaultRules = FaultRules(),
+    on_log: Callable[[TrainState, dict], None] | None = None,
+    refuse_spent_budget: bool = False,
+) -> RunResult:
     """Train until the budget is spent, writing the run folder as it goes.
 
     `resume_from`: a loaded checkpoint of this run folder; the run continues exactly where it left
@@ -264,14 +304,19 @@ def run_training(prepared: PreparedRun, run_dir: Path, *, show_progress: bool = 
         resumed_at = state.train.step if resume_from is not None else None
         if resume_from is not None and refuse_spent_budget:
             refuse_a_spent_budget(Budget.of(prepared.config), state, run_dir)
-        writer = (RunWriter(run_dir, prepared, state.train, ranks.size, resumed_at) if ranks.is_main
-                  else NullWriter(state.train))
+        writer = (
+            RunWriter(run_dir, prepared, state.train, ranks.size, resumed_at)
+            if ranks.is_main
+            else NullWriter(state.train)
+        )
         state.metrics_last_step = writer.last_logged_step
-        faults = FaultMonitor(prepared.policy.uses_loss_scaling, fault_rules,
-                              static_scale=prepared.policy.loss_scale is not None,
-                              d_updates_per_step=state.train.gan.d_steps)
-        loop = _Loop(prepared, state, writer, Path(run_dir), faults,
-                     on_log, show_progress and ranks.is_main)
+        faults = FaultMonitor(
+            prepared.policy.uses_loss_scaling,
+            fault_rules,
+            static_scale=prepared.policy.loss_scale is not None,
+            d_updates_per_step=state.train.gan.d_steps,
+        )
+        loop = _Loop(prepared, state, writer, Path(run_dir), faults, on_log, show_progress and ranks.is_main)
         try:
             loop.run(stop_request, fresh=resume_from is None)
         except Exception as error:
@@ -280,20 +325,33 @@ def run_training(prepared: PreparedRun, run_dir: Path, *, show_progress: bool = 
             # This rank alone failed, maybe inside a collective the others now wait in: it leaves without
             # waiting for them, and torchrun stops them when it exits.
             leave_without_peers()
-            raise out_of_memory_error(error, prepared.config.budget.batch_size, prepared.policy.device,
-                                      "a training step") from None
+            raise out_of_memory_error(
+                error, prepared.config.budget.batch_size, prepared.policy.device, "a training step"
+            ) from None
         finally:
             loop.progress.close()
             writer.close()
-    return RunResult(state=state, run_dir=Path(run_dir) if ranks.is_main else None, last_record=writer.last_record,
-                     stamp=getattr(writer, "stamp", ""))
+    return RunResult(
+        state=state,
+        run_dir=Path(run_dir) if ranks.is_main else None,
+        last_record=writer.last_record,
+        stamp=getattr(writer, "stamp", ""),
+    )
 
 
 class _Loop:
     """The loop's moving parts; each method is one decision of a step's bookkeeping."""
 
-    def __init__(self, prepared: PreparedRun, state: RunState, writer, run_dir: Path, faults: FaultMonitor,
-                 on_log, show_progress: bool):
+    def __init__(
+        self,
+        prepared: PreparedRun,
+        state: RunState,
+        writer,
+        run_dir: Path,
+        faults: FaultMonitor,
+        on_log,
+        show_progress: bool,
+    ):
         self.config, self.device = prepared.config, prepared.policy.device
         self.state, self.writer, self.run_dir, self.faults, self.on_log = state, writer, run_dir, faults, on_log
         self.budget = Budget.of(self.config)
@@ -328,10 +386,15 @@ class _Loop:
         # Every branch below must be taken by all ranks alike (flushes and checkpoints are
         # collective), so the per-rank clock- and signal-driven decisions are OR-ed over ranks.
         stopping, out_of_budget, checkpoint_by_time = any_rank(
-            [bool(stop_request), self.budget.spent(train.step, seconds_so_far),
-             self.checkpoint_due_by_time(seconds_so_far)])
+            [
+                bool(stop_request),
+                self.budget.spent(train.step, seconds_so_far),
+                self.checkpoint_due_by_time(seconds_so_far),
+            ]
+        )
         checkpoint_due = checkpoint_by_time or (
-            config.checkpoints.every_steps is not None and train.step % config.checkpoints.every_steps == 0)
+            config.checkpoints.every_steps is not None and train.step % config.checkpoints.every_steps == 0
+        )
         finished = out_of_budget or stopping
         if train.step % config.logging.log_every == 0 or checkpoint_due or finished:
             self.log(started)
@@ -352,25 +415,35 @@ class _Loop:
         record = state.window.flush(train)
         state.train_seconds += time.perf_counter() - started
         images = train.step * self.config.budget.batch_size * world().size
-        record.update(step=train.step, train_seconds=round(state.train_seconds, 4),
-                      images_per_second=round(images / state.train_seconds, 2) if state.train_seconds else 0.0)
+        record.update(
+            step=train.step,
+            train_seconds=round(state.train_seconds, 4),
+            images_per_second=round(images / state.train_seconds, 2) if state.train_seconds else 0.0,
+        )
         self.writer.log_metrics(record)
         state.metrics_last_step = self.writer.last_logged_step
         self.progress.update(train.step - self.progress.n)
         self.progress.set_postfix_str(_postfix(record), refresh=False)
         if self.log_lines and state.train_seconds >= self.next_line_at:
             total = f"/{self.budget.steps}" if self.budget.steps else ""
-            print(f"  step {train.step}{total}, {state.train_seconds:.0f} s: {_postfix(record)}", file=sys.stderr,
-                  flush=True)
+            print(
+                f"  step {train.step}{total}, {state.train_seconds:.0f} s: {_postfix(record)}",
+                file=sys.stderr,
+                flush=True,
+            )
             self.next_line_at = state.train_seconds + LOG_LINE_EVERY_S
-        reason = (self.faults.check(record, steps_in_window, state.window.last_skipped)
-                  or state.window.failing.reason(train.step, train.policy.describe())
-                  or self.faults.check_weights({"G": train.generator, "D": train.discriminator}, train.step))
+        reason = (
+            self.faults.check(record, steps_in_window, state.window.last_skipped)
+            or state.window.failing.reason(train.step, train.policy.describe())
+            or self.faults.check_weights({"G": train.generator, "D": train.discriminator}, train.step)
+        )
         if reason:
             # The weights may already be poisoned: keep the last good checkpoint, add none.
             if self.last_checkpoint["step"] == 0:  # a new run's folder holds nothing worth keeping (training/start.py)
                 raise NumericFault(f"{reason}; it stopped before saving any training, so its folder is not kept")
-            raise NumericFault(f"{reason}; the last good checkpoint is step {self.last_checkpoint['step']} in {self.run_dir}")
+            raise NumericFault(
+                f"{reason}; the last good checkpoint is step {self.last_checkpoint['step']} in {self.run_dir}"
+            )
         if self.on_log is not None:
             self.on_log(train, record)
 
@@ -396,9 +469,10 @@ def _progress_bar(budget: Budget, enabled: bool, initial: int = 0):
 
 
 def _postfix(record: dict) -> str:
-    text = (f"{record['images_per_second']:.0f} img/s D {record['loss_d']:.3f} "
-            f"G {record['loss_g']:.3f}")
+    text = f"{record['images_per_second']:.0f} img/s D {record['loss_d']:.3f} G {record['loss_g']:.3f}"
     if "loss_scale_d" in record:
-        text += (f" scale {record['loss_scale_d']:g}/{record['loss_scale_g']:g}"
-                 f" skipped {record['skipped_d_total']}/{record['skipped_g_total']}")
+        text += (
+            f" scale {record['loss_scale_d']:g}/{record['loss_scale_g']:g}"
+            f" skipped {record['skipped_d_total']}/{record['skipped_g_total']}"
+        )
     return text

@@ -70,15 +70,29 @@ def trace_step_elements(gan: GAN, data: DataSpec, batch_size: int) -> int:
     try:
         real = torch.empty(batch_size, data.channels, data.image_size, data.image_size, device=meta)
         labels = torch.zeros(batch_size, dtype=torch.long, device=meta)
-        context = LossContext(G=gan.generator, D=gan.discriminator, real=real, labels=labels, z=None, fake_labels=None,
-                              fake=None, step=0, rng=None, gan=gan, scaler=_NoScaling(meta), device=meta)
+        context = LossContext(
+            G=gan.generator,
+            D=gan.discriminator,
+            real=real,
+            labels=labels,
+            z=None,
+            fake_labels=None,
+            fake=None,
+            step=0,
+            rng=None,
+            gan=gan,
+            scaler=_NoScaling(meta),
+            device=meta,
+        )
         context.z, context.fake_labels = _meta_inputs(gan, context, batch_size)
         fake = gan.generate(gan.generator, context.z, context.fake_labels)
         wanted = (batch_size, data.channels, data.image_size, data.image_size)
         if not isinstance(fake, torch.Tensor) or tuple(fake.shape) != wanted:
             got = tuple(fake.shape) if isinstance(fake, torch.Tensor) else type(fake).__name__
-            raise AmpganError(f"model {gan.name}: the generator returned {got} for a batch of {batch_size}, not "
-                              f"(B, C, H, W) = {wanted} as the data is: make G's output match the data's shape")
+            raise AmpganError(
+                f"model {gan.name}: the generator returned {got} for a batch of {batch_size}, not "
+                f"(B, C, H, W) = {wanted} as the data is: make G's output match the data's shape"
+            )
         context.fake = fake.detach()
         for term in gan.d_loss_terms:
             term(context)
@@ -104,9 +118,11 @@ def estimate_step_memory(gan: GAN, data: DataSpec, batch_size: int, compute_byte
     """`gan`: built on the meta device; `compute_bytes`: bytes per activation element (2 under bf16/fp16)."""
     parameters = sum(p.numel() for network in (gan.generator, gan.discriminator) for p in network.parameters())
     per_sample = trace_step_elements(gan, data, _TRACE_BATCH) // _TRACE_BATCH
-    return MemoryEstimate(parameters_bytes=parameters * _FP32_BYTES * _COPIES_PER_PARAMETER,
-                          activations_bytes_per_sample=per_sample * compute_bytes,
-                          batch_size=batch_size)
+    return MemoryEstimate(
+        parameters_bytes=parameters * _FP32_BYTES * _COPIES_PER_PARAMETER,
+        activations_bytes_per_sample=per_sample * compute_bytes,
+        batch_size=batch_size,
+    )
 
 
 def check_batch_shapes(gan: GAN, data: DataSpec, batch_size: int) -> None:
@@ -117,8 +133,10 @@ def check_batch_shapes(gan: GAN, data: DataSpec, batch_size: int) -> None:
         raise
     except ValueError as error:
         if "Expected more than 1 value per channel" in str(error):
-            raise AmpganError(f"model {gan.name} cannot train at --batch-size {batch_size}: batch normalisation "
-                              "needs at least 2 images per process in training mode; use --batch-size 2 or more") from None
+            raise AmpganError(
+                f"model {gan.name} cannot train at --batch-size {batch_size}: batch normalisation "
+                "needs at least 2 images per process in training mode; use --batch-size 2 or more"
+            ) from None
     except Exception:  # noqa: BLE001 - an op without a meta kernel: the real step will tell
         pass
 
@@ -142,8 +160,14 @@ def available_memory_bytes(device: torch.device) -> int | None:
         return None
 
 
-def refuse_what_cannot_fit(gan: GAN | None, data: DataSpec, batch_size: int, device: torch.device, compute_bytes: int,
-                           processes_sharing_memory: int = 1) -> None:
+def refuse_what_cannot_fit(
+    gan: GAN | None,
+    data: DataSpec,
+    batch_size: int,
+    device: torch.device,
+    compute_bytes: int,
+    processes_sharing_memory: int = 1,
+) -> None:
     """One error line with the estimate and the machine's memory when a step cannot fit. `gan`: built
     on the meta device (None: the model cannot be traced there, and nothing is checked)."""
     available = available_memory_bytes(device)
@@ -156,8 +180,9 @@ def refuse_what_cannot_fit(gan: GAN | None, data: DataSpec, batch_size: int, dev
     needed = estimate.total_bytes * processes_sharing_memory
     if needed > available:
         sharing = f" x {processes_sharing_memory} processes" if processes_sharing_memory > 1 else ""
-        largest = (available // processes_sharing_memory - estimate.parameters_bytes) \
-            // max(1, estimate.activations_bytes_per_sample)
+        largest = (available // processes_sharing_memory - estimate.parameters_bytes) // max(
+            1, estimate.activations_bytes_per_sample
+        )
         # Batch norm needs 2 images per step: below that no batch size fits, only a smaller model does.
         if largest < 2:
             raise AmpganError(
@@ -165,7 +190,8 @@ def refuse_what_cannot_fit(gan: GAN | None, data: DataSpec, batch_size: int, dev
                 f"its weights, gradients and Adam's moments{sharing} before any image, and "
                 f"{_size(estimate.total_bytes_at(2) * processes_sharing_memory)} at batch size 2, while "
                 f"{device.type.upper()} memory available now is {_size(available)}: no batch size fits; make the "
-                "model smaller (a lower --width or model option) or use a machine with more memory")
+                "model smaller (a lower --width or model option) or use a machine with more memory"
+            )
         raise AmpganError(
             f"--batch-size {batch_size}{sharing} needs at least {_size(needed)} for one training step, "
             f"and {device.type.upper()} memory available now is {_size(available)}: use a batch size of at most "

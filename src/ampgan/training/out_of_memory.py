@@ -46,7 +46,9 @@ def _gib(count: float) -> str:
     return f"{count / 2**30:.1f} GiB"
 
 
-def out_of_memory_error(error: BaseException, batch_size: int, device: torch.device, what: str = "the step") -> AmpganError:
+def out_of_memory_error(
+    error: BaseException, batch_size: int, device: torch.device, what: str = "the step"
+) -> AmpganError:
     """One line for an out-of-memory failure of `what` at `batch_size` on `device`, naming a batch size to try."""
     if device.type == "cuda":
         peak = torch.cuda.max_memory_allocated(device)
@@ -54,8 +56,10 @@ def out_of_memory_error(error: BaseException, batch_size: int, device: torch.dev
         total = torch.cuda.get_device_properties(device).total_memory
         name = torch.cuda.get_device_name(device)
         fits = batch_that_fits(batch_size, needed, total)
-        return AmpganError(f"{what} at batch {batch_size} ran out of memory on {name} ({_gib(total)}): it had asked for "
-                           f"at least {_gib(needed)} when it failed; try --batch-size {fits} (or fewer images per "
-                           "process)")
+        return AmpganError(
+            f"{what} at batch {batch_size} ran out of memory on {name} ({_gib(total)}): it had asked for "
+            f"at least {_gib(needed)} when it failed; try --batch-size {fits} (or fewer images per "
+            "process)"
+        )
     fits = max(1, batch_size // 2)
     return AmpganError(f"{what} at batch {batch_size} ran out of memory on the {device.type}: try --batch-size {fits}")

@@ -116,11 +116,16 @@ def deterministic_requested() -> bool:
 # settings the flags are written through; restored in this order, finest last, so each ends as saved.
 _SWITCH_PATHS = (
     ("backends", "fp32_precision"),
-    ("backends.cuda.matmul", "fp32_precision"), ("backends.cudnn", "fp32_precision"),
-    ("backends.cudnn.conv", "fp32_precision"), ("backends.cudnn.rnn", "fp32_precision"),
-    ("backends.mkldnn", "fp32_precision"), ("backends.mkldnn.matmul", "fp32_precision"),
-    ("backends.mkldnn.conv", "fp32_precision"), ("backends.mkldnn.rnn", "fp32_precision"),
-    ("backends.cudnn", "benchmark"), ("backends.cudnn", "deterministic"),
+    ("backends.cuda.matmul", "fp32_precision"),
+    ("backends.cudnn", "fp32_precision"),
+    ("backends.cudnn.conv", "fp32_precision"),
+    ("backends.cudnn.rnn", "fp32_precision"),
+    ("backends.mkldnn", "fp32_precision"),
+    ("backends.mkldnn.matmul", "fp32_precision"),
+    ("backends.mkldnn.conv", "fp32_precision"),
+    ("backends.mkldnn.rnn", "fp32_precision"),
+    ("backends.cudnn", "benchmark"),
+    ("backends.cudnn", "deterministic"),
 )
 _LEGACY_PATHS = (("backends.cuda.matmul", "allow_tf32"), ("backends.cudnn", "allow_tf32"))
 
@@ -146,8 +151,10 @@ def snapshot_backend_switches() -> dict:
         if target is not None and hasattr(target, attribute):
             saved[(path, attribute)] = getattr(target, attribute)
     saved["float32_matmul_precision"] = torch.get_float32_matmul_precision()
-    saved["deterministic_algorithms"] = (torch.are_deterministic_algorithms_enabled(),
-                                         torch.is_deterministic_algorithms_warn_only_enabled())
+    saved["deterministic_algorithms"] = (
+        torch.are_deterministic_algorithms_enabled(),
+        torch.is_deterministic_algorithms_warn_only_enabled(),
+    )
     return saved
 
 
@@ -256,9 +263,11 @@ def check_kernels_for(device: torch.device) -> None:
             runs = True
     if not runs:
         name = torch.cuda.get_device_name(device)
-        raise AmpganError(f"this PyTorch build ({torch.__version__}) has no kernels for {name} (sm_{major}{minor}); it "
-                          f"has {', '.join(arch_list)}: install a PyTorch wheel built for sm_{major}{minor} (an older "
-                          "CUDA build, e.g. --index-url https://download.pytorch.org/whl/cu118), or use --device cpu")
+        raise AmpganError(
+            f"this PyTorch build ({torch.__version__}) has no kernels for {name} (sm_{major}{minor}); it "
+            f"has {', '.join(arch_list)}: install a PyTorch wheel built for sm_{major}{minor} (an older "
+            "CUDA build, e.g. --index-url https://download.pytorch.org/whl/cu118), or use --device cpu"
+        )
 
 
 def build_policy(name: str, device: torch.device, loss_scale: float | None = None) -> PrecisionPolicy:
@@ -269,8 +278,10 @@ def build_policy(name: str, device: torch.device, loss_scale: float | None = Non
     reason = mode.unavailable_reason(device.type, capability)
     if reason is not None:
         if device.type == "cuda":
-            raise AmpganError(f"{name} {reason}, and {torch.cuda.get_device_name(device)} is sm_"
-                              f"{capability[0]}{capability[1]}: use fp32 or fp16")
+            raise AmpganError(
+                f"{name} {reason}, and {torch.cuda.get_device_name(device)} is sm_"
+                f"{capability[0]}{capability[1]}: use fp32 or fp16"
+            )
         raise AmpganError(f"{name} is {reason} and this run is on the CPU: use fp32 or bf16")
     # Whether the mode is fast here is measured on the real step by speed.decision, not assumed.
     return PrecisionPolicy(name=name, device=device, loss_scale=loss_scale)

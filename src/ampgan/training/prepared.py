@@ -40,8 +40,12 @@ class PreparedRun:
 
 
 def data_spec_of(dataset: ImageDataset) -> DataSpec:
-    return DataSpec(image_size=dataset.image_size, channels=dataset.channels, num_classes=dataset.num_classes,
-                    class_names=tuple(dataset.class_names))
+    return DataSpec(
+        image_size=dataset.image_size,
+        channels=dataset.channels,
+        num_classes=dataset.num_classes,
+        class_names=tuple(dataset.class_names),
+    )
 
 
 def resolve_config(config: TrainConfig, dataset: ImageDataset) -> tuple[TrainConfig, ModelRecipe, GAN, DataSpec]:
@@ -63,25 +67,41 @@ def resolve_config(config: TrainConfig, dataset: ImageDataset) -> tuple[TrainCon
     return config.with_fields(changes), recipe, gan, data
 
 
-def prepare_run(config: TrainConfig, dataset: ImageDataset | None = None,
-                device: torch.device | None = None) -> PreparedRun:
+def prepare_run(
+    config: TrainConfig, dataset: ImageDataset | None = None, device: torch.device | None = None
+) -> PreparedRun:
     """Validate everything a run needs. `dataset`: one already loaded (a comparison loads it once);
     `device`: this rank's device under torchrun (distributed.join_process_group), else resolved here."""
     device = device or resolve_device(config.compute.device)
     policy = build_policy(config.precision.name, device, config.precision.loss_scale)
     dataset = dataset if dataset is not None else load_dataset(config.data, seed=config.seed)
     if len(dataset) == 0:
-        raise AmpganError(f"dataset {config.data.dataset} has no training images: give a dataset with images "
-                          "(check --data-dir, data.classes and data.max_per_class)")
+        raise AmpganError(
+            f"dataset {config.data.dataset} has no training images: give a dataset with images "
+            "(check --data-dir, data.classes and data.max_per_class)"
+        )
     config, recipe, gan, data = resolve_config(config, dataset)
     if config.logging.tensorboard:
         require_tensorboard()
     if any(parameter.is_meta for parameter in gan.generator.parameters()):
         check_batch_shapes(gan, data, config.budget.batch_size)
-        refuse_what_cannot_fit(gan, data, config.budget.batch_size, device, policy.compute_dtype.itemsize,
-                               world().local_size if device.type == "cpu" else 1)
+        refuse_what_cannot_fit(
+            gan,
+            data,
+            config.budget.batch_size,
+            device,
+            policy.compute_dtype.itemsize,
+            world().local_size if device.type == "cpu" else 1,
+        )
     message = alignment_warning({"G": gan.generator, "D": gan.discriminator}, data)
     if message:
         warn(message)
-    return PreparedRun(config=config, policy=policy, dataset=dataset, data=data, model=recipe,
-                       fingerprint=recipe.fingerprint(gan), conditional=gan.conditional)
+    return PreparedRun(
+        config=config,
+        policy=policy,
+        dataset=dataset,
+        data=data,
+        model=recipe,
+        fingerprint=recipe.fingerprint(gan),
+        conditional=gan.conditional,
+    )

@@ -30,8 +30,10 @@ def saved_config(run_dir: Path) -> TrainConfig:
     try:
         return TrainConfig.from_dict(read_run_config(run_dir)["config"])
     except ConfigError as error:
-        raise AmpganError(f"{path} is damaged or foreign ({error}): it cannot be resumed or read; start a new "
-                          "run, or restore the file") from None
+        raise AmpganError(
+            f"{path} is damaged or foreign ({error}): it cannot be resumed or read; start a new "
+            "run, or restore the file"
+        ) from None
 
 
 def resumed_config(run_dir: Path, changes: dict, option_names: dict[str, str]) -> TrainConfig:
@@ -63,18 +65,23 @@ def check_checkpoint_belongs(payload: dict, checkpoint: Path, run_dir: Path, con
     document = read_run_config(run_dir)
     saved_id, own_id = payload.get("run_id"), document.get("run_id")
     if saved_id is not None and own_id is not None and saved_id != own_id:
-        raise AmpganError(f"{checkpoint} was saved by another run (run {saved_id}, this folder's is {own_id}): it was "
-                          "copied in from elsewhere; remove it to resume from this run's own checkpoints")
+        raise AmpganError(
+            f"{checkpoint} was saved by another run (run {saved_id}, this folder's is {own_id}): it was "
+            "copied in from elsewhere; remove it to resume from this run's own checkpoints"
+        )
     try:
         saved = TrainConfig.from_dict(payload.get("config")).paths()
     except (ConfigError, AmpganError):
-        raise AmpganError(f"{checkpoint} holds no readable config: it is damaged or foreign; remove it to resume "
-                          "from the one before") from None
+        raise AmpganError(
+            f"{checkpoint} holds no readable config: it is damaged or foreign; remove it to resume from the one before"
+        ) from None
     for path, value in config.paths().items():
         if not safe_to_change(path) and saved.get(path) != value:
-            raise AmpganError(f"{checkpoint} was trained with {path} = {saved.get(path)!r}, but {run_dir}/config.json "
-                              f"says {value!r}: config.json was edited, or the checkpoint comes from another run; "
-                              "restore config.json, or start a new run")
+            raise AmpganError(
+                f"{checkpoint} was trained with {path} = {saved.get(path)!r}, but {run_dir}/config.json "
+                f"says {value!r}: config.json was edited, or the checkpoint comes from another run; "
+                "restore config.json, or start a new run"
+            )
     check_step_matches_name(payload, checkpoint)  # last: whose run and which experiment are the clearer reasons
 
 
@@ -117,15 +124,18 @@ def resumed_run(config: TrainConfig, run_dir: Path, device: torch.device | None 
         check_checkpoint_belongs(payload, checkpoint, run_dir, config)
         steps = config.budget.steps
         if steps is not None and payload["step"] >= steps and config.budget.time_budget_s is None:
-            raise AmpganError(f"{run_dir} already reached step {payload['step']} of --steps {steps}: "
-                              "give a larger --steps to train further")
+            raise AmpganError(
+                f"{run_dir} already reached step {payload['step']} of --steps {steps}: "
+                "give a larger --steps to train further"
+            )
         prepared = prepare_run(config, device=device)
         yield RunStart(prepared=prepared, run_dir=Path(run_dir), resume_from=payload, checkpoint=checkpoint)
 
 
 @contextmanager
-def claimed_on_main_rank(out: Path, overwrite: bool, device: torch.device, kind: str,
-                         worth_keeping=lambda folder: False):
+def claimed_on_main_rank(
+    out: Path, overwrite: bool, device: torch.device, kind: str, worth_keeping=lambda folder: False
+):
     """Rank 0 alone claims the output folder (runs.claim) for the block; the other ranks learn whether
     it could, instead of waiting in the first collective for a rank that has already exited."""
     with ExitStack() as stack:

@@ -22,11 +22,11 @@ from ampgan.config import TrainConfig
 from ampgan.errors import AmpganError
 from ampgan.gan.contract import GAN, Adam, DataSpec
 from ampgan.gan.registry import ModelRecipe
+from ampgan.runs.checkpoint import load_weights
 from ampgan.seeds import CURRENT_SCHEME, step_noise_seed, weights_seed
 from ampgan.training.compile_cache import use_persistent_compile_cache
 from ampgan.training.distributed import world
 from ampgan.training.precision import LossScaler, PrecisionPolicy
-from ampgan.runs.checkpoint import load_weights
 
 
 @dataclass
@@ -76,8 +76,9 @@ class TrainState:
         try:
             yield self
         finally:
-            (self.run_generator, self.run_discriminator, self.run_generator_unwrapped,
-             self.run_discriminator_for_g) = wrapped
+            (self.run_generator, self.run_discriminator, self.run_generator_unwrapped, self.run_discriminator_for_g) = (
+                wrapped
+            )
 
     def state_dict(self) -> dict:
         saved = {
@@ -109,8 +110,9 @@ class TrainState:
             for name, optimizer in self.extra_optimizers.items():
                 optimizer.load_state_dict(extra[name])
         except (RuntimeError, KeyError, ValueError) as error:
-            raise AmpganError(f"{origin} holds a model of another shape than this run's config "
-                              f"({_first_reason(error)})") from None
+            raise AmpganError(
+                f"{origin} holds a model of another shape than this run's config ({_first_reason(error)})"
+            ) from None
         if saved["scaler_g"]:  # empty when the saving run did not scale its losses
             self.scaler_g.load_state_dict(saved["scaler_g"])
             self.scaler_d.load_state_dict(saved["scaler_d"])
@@ -124,7 +126,9 @@ class TrainState:
 
 def _first_reason(error: BaseException) -> str:
     lines = [line.strip() for line in str(error).splitlines() if line.strip()]
-    detail = next((line for line in lines if line.startswith("size mismatch")), lines[0] if lines else type(error).__name__)
+    detail = next(
+        (line for line in lines if line.startswith("size mismatch")), lines[0] if lines else type(error).__name__
+    )
     return detail[:200]
 
 
@@ -132,10 +136,17 @@ def optimizer_settings(model: Adam, config: TrainConfig, network: str) -> Adam:
     """The model's Adam with the run's `optim` overrides applied (network: "g" or "d")."""
     optim = config.optim
     lr = optim.lr_g if network == "g" else optim.lr_d
-    betas = (optim.beta1 if optim.beta1 is not None else model.betas[0],
-             optim.beta2 if optim.beta2 is not None else model.betas[1])
-    return Adam(lr=lr if lr is not None else model.lr, betas=betas, eps=model.eps, weight_decay=model.weight_decay,
-                lr_multipliers=model.lr_multipliers)
+    betas = (
+        optim.beta1 if optim.beta1 is not None else model.betas[0],
+        optim.beta2 if optim.beta2 is not None else model.betas[1],
+    )
+    return Adam(
+        lr=lr if lr is not None else model.lr,
+        betas=betas,
+        eps=model.eps,
+        weight_decay=model.weight_decay,
+        lr_multipliers=model.lr_multipliers,
+    )
 
 
 def adam_implementation(device_type: str) -> dict:
@@ -163,12 +174,24 @@ def make_adam(named_parameters, settings: Adam) -> torch.optim.Optimizer:
         groups.setdefault(scale, []).append(parameter)
     device_type = named[0][1].device.type if named else "cpu"
     param_groups = [{"params": params, "lr": settings.lr * scale} for scale, params in groups.items()]
-    return torch.optim.Adam(param_groups, lr=settings.lr, betas=settings.betas, eps=settings.eps,
-                            weight_decay=settings.weight_decay, **adam_implementation(device_type))
+    return torch.optim.Adam(
+        param_groups,
+        lr=settings.lr,
+        betas=settings.betas,
+        eps=settings.eps,
+        weight_decay=settings.weight_decay,
+        **adam_implementation(device_type),
+    )
 
 
-def build_train_state(config: TrainConfig, model: ModelRecipe, data: DataSpec, policy: PrecisionPolicy, rank: int = 0,
-                      seed_scheme: int = CURRENT_SCHEME) -> TrainState:
+def build_train_state(
+    config: TrainConfig,
+    model: ModelRecipe,
+    data: DataSpec,
+    policy: PrecisionPolicy,
+    rank: int = 0,
+    seed_scheme: int = CURRENT_SCHEME,
+) -> TrainState:
     """A fresh GAN and its optimizers; the initial weights depend on the seed alone (the same on
     every rank and in every precision), the noise generator on the seed and the rank (each rank draws
     its own fakes). The modules run plain; `wrap_modules` compiles and/or DDP-wraps them."""
@@ -206,7 +229,11 @@ def set_generator_state(generator: torch.Generator, saved: torch.Tensor) -> bool
     """Restore `generator` from `saved` when it is a state of the same kind; False (nothing changed) when
     not: a CPU generator's state (mt19937, 5056 bytes) cannot continue a CUDA one (Philox seed and
     offset, 16 bytes) or the reverse, as happens when a run saved on one device kind resumes on another."""
-    if not isinstance(saved, torch.Tensor) or saved.dtype != torch.uint8 or saved.numel() != generator.get_state().numel():
+    if (
+        not isinstance(saved, torch.Tensor)
+        or saved.dtype != torch.uint8
+        or saved.numel() != generator.get_state().numel()
+    ):
         return False
     generator.set_state(saved)
     return True
@@ -224,8 +251,13 @@ def capture_global_rngs(device: torch.device | None = None) -> dict:
         "torch_cpu": torch.get_rng_state(),
         "device": device.type,
         "torch_cuda": [torch.cuda.get_rng_state(device)] if on_cuda else [],
-        "numpy": {"kind": numpy_state[0], "keys": torch.from_numpy(numpy_state[1].astype(np.int64)),
-                  "pos": int(numpy_state[2]), "has_gauss": int(numpy_state[3]), "cached_gaussian": float(numpy_state[4])},
+        "numpy": {
+            "kind": numpy_state[0],
+            "keys": torch.from_numpy(numpy_state[1].astype(np.int64)),
+            "pos": int(numpy_state[2]),
+            "has_gauss": int(numpy_state[3]),
+            "cached_gaussian": float(numpy_state[4]),
+        },
         "python": {"version": python_version, "internal": list(python_internal), "gauss_next": python_gauss},
     }
 
@@ -252,8 +284,15 @@ def restore_global_rngs(saved: dict, device: torch.device | None = None) -> list
     device = device or torch.device("cpu")
     torch.set_rng_state(saved["torch_cpu"])
     numpy_state = saved["numpy"]
-    np.random.set_state((numpy_state["kind"], numpy_state["keys"].numpy().astype(np.uint32), numpy_state["pos"],
-                         numpy_state["has_gauss"], numpy_state["cached_gaussian"]))
+    np.random.set_state(
+        (
+            numpy_state["kind"],
+            numpy_state["keys"].numpy().astype(np.uint32),
+            numpy_state["pos"],
+            numpy_state["has_gauss"],
+            numpy_state["cached_gaussian"],
+        )
+    )
     python_state = saved["python"]
     random.setstate((python_state["version"], tuple(python_state["internal"]), python_state["gauss_next"]))
     if device.type != "cuda":
@@ -291,8 +330,10 @@ def check_compile_runs_on(device: torch.device) -> None:
     capability = torch.cuda.get_device_capability(device)
     if tuple(capability) < TRITON_MIN_CAPABILITY:
         name = torch.cuda.get_device_name(device)
-        raise AmpganError(f"--compile needs a GPU of compute capability 7.0 or newer (its kernels are Triton's), and "
-                          f"{name} is sm_{capability[0]}{capability[1]}: drop --compile (the eager step runs there)")
+        raise AmpganError(
+            f"--compile needs a GPU of compute capability 7.0 or newer (its kernels are Triton's), and "
+            f"{name} is sm_{capability[0]}{capability[1]}: drop --compile (the eager step runs there)"
+        )
 
 
 def allow_every_variant_of_the_step() -> None:
@@ -301,7 +342,9 @@ def allow_every_variant_of_the_step() -> None:
     setattr(config, name, max(getattr(config, name), RECOMPILE_LIMIT))
 
 
-def wrap_modules(state: TrainState, *, compile: bool, sync_batch_norm: bool = False, data_parallel: bool = True) -> None:
+def wrap_modules(
+    state: TrainState, *, compile: bool, sync_batch_norm: bool = False, data_parallel: bool = True
+) -> None:
     """What the step runs: torch.compile'd modules (with `compile`), wrapped in DDP under torchrun.
 
     Compile first, then wrap (nanoGPT's order): DDP then reduces the gradients of the compiled

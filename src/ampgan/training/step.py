@@ -43,8 +43,12 @@ def _frozen(modules: Sequence[torch.nn.Module]) -> Iterator[None]:
 def _not_the_models_doing(error: BaseException) -> bool:
     """Failures the caller handles itself: out of memory (the bench marks the batch size), a lost rank."""
     text = str(error).lower()
-    return (isinstance(error, torch.OutOfMemoryError) or "out of memory" in text or "can't allocate memory" in text
-            or lost_contact_with_ranks(error) is not None)
+    return (
+        isinstance(error, torch.OutOfMemoryError)
+        or "out of memory" in text
+        or "can't allocate memory" in text
+        or lost_contact_with_ranks(error) is not None
+    )
 
 
 @contextmanager
@@ -61,9 +65,11 @@ def _users_code(origin: str) -> Iterator[None]:
         if _not_the_models_doing(error):
             raise
         if isinstance(error, RuntimeError) and "double backward" in str(error):
-            raise AmpganError(f"{origin} takes gradients of gradients (a gradient penalty), which torch.compile "
-                              "cannot compile yet (aot_autograd has no double backward): train this model without "
-                              "--compile (--no-compile)") from None
+            raise AmpganError(
+                f"{origin} takes gradients of gradients (a gradient penalty), which torch.compile "
+                "cannot compile yet (aot_autograd has no double backward): train this model without "
+                "--compile (--no-compile)"
+            ) from None
         lines = [line.strip() for line in str(error).splitlines() if line.strip()]
         raise AmpganError(f"{origin} failed: {type(error).__name__}: {lines[0][:300] if lines else ''}") from None
 
@@ -76,7 +82,9 @@ def _as_loss(result, origin: str) -> tuple[torch.Tensor, dict[str, torch.Tensor]
         what = f"a {tuple(loss.shape)} {loss.dtype} tensor" if isinstance(loss, torch.Tensor) else type(loss).__name__
         raise AmpganError(f"{origin} returned {what}, not a scalar loss: reduce it to one number (e.g. .mean())")
     if not isinstance(metrics, dict):
-        raise AmpganError(f"{origin} returned metrics of type {type(metrics).__name__}: return (loss, {{name: tensor}})")
+        raise AmpganError(
+            f"{origin} returned metrics of type {type(metrics).__name__}: return (loss, {{name: tensor}})"
+        )
     return loss.reshape(()), metrics
 
 
@@ -90,13 +98,23 @@ def _step(scaler: LossScaler, optimizer: torch.optim.Optimizer, origin: str, net
 
 
 def _no_gradient(origin: str, networks: str) -> AmpganError:
-    return AmpganError(f"{origin}: its loss reaches no trainable parameter of {networks} (no gradient after the "
-                       f"backward pass): make the loss depend on {networks}, or move the term to the update of the "
-                       "network it trains")
+    return AmpganError(
+        f"{origin}: its loss reaches no trainable parameter of {networks} (no gradient after the "
+        f"backward pass): make the loss depend on {networks}, or move the term to the update of the "
+        "network it trains"
+    )
 
 
-def _backward_terms(terms: Sequence[Callable], context: LossContext, scaler: LossScaler, policy: PrecisionPolicy,
-                    metrics: dict, origin: str, networks: str, multiplier: float = 1.0) -> torch.Tensor:
+def _backward_terms(
+    terms: Sequence[Callable],
+    context: LossContext,
+    scaler: LossScaler,
+    policy: PrecisionPolicy,
+    metrics: dict,
+    origin: str,
+    networks: str,
+    multiplier: float = 1.0,
+) -> torch.Tensor:
     """Each loss term under autocast, then its own (scaled) backward pass; their detached sum."""
     total = None
     for term in terms:
@@ -130,9 +148,20 @@ def train_step(state: TrainState, next_batch: Callable[[], Batch]) -> dict[str, 
     for index in range(gan.d_steps):
         last = index == gan.d_steps - 1
         real, labels = next_batch()
-        context = LossContext(G=state.run_generator, D=state.run_discriminator, real=real, labels=labels, z=None,
-                              fake_labels=None, fake=None, step=state.step, rng=state.rng, gan=gan,
-                              scaler=state.scaler_d, device=real.device)
+        context = LossContext(
+            G=state.run_generator,
+            D=state.run_discriminator,
+            real=real,
+            labels=labels,
+            z=None,
+            fake_labels=None,
+            fake=None,
+            step=state.step,
+            rng=state.rng,
+            gan=gan,
+            scaler=state.scaler_d,
+            device=real.device,
+        )
         context.z, context.fake_labels = draw_inputs(gan, context, real.shape[0])
         state.optimizer_d.zero_grad(set_to_none=True)
         with _users_code(f"{model} G's forward pass (for D's update)"):
@@ -144,8 +173,9 @@ def train_step(state: TrainState, next_batch: Callable[[], Batch]) -> dict[str, 
                     fake = gan.generate(state.run_generator_unwrapped, context.z, context.fake_labels)
         context.fake = fake.detach()
         origin = f"{model} D's update, d_loss"
-        loss_d = _backward_terms(gan.d_loss_terms, context, state.scaler_d, policy, metrics, origin,
-                                 "the discriminator")
+        loss_d = _backward_terms(
+            gan.d_loss_terms, context, state.scaler_d, policy, metrics, origin, "the discriminator"
+        )
         skipped = _step(state.scaler_d, state.optimizer_d, origin, "the discriminator")
         skipped_d = skipped if skipped_d is None else skipped_d + skipped
 
@@ -184,8 +214,9 @@ def train_step(state: TrainState, next_batch: Callable[[], Batch]) -> dict[str, 
         return {"loss_d": loss_d, "loss_g": loss_g.detach(), **metrics, "skipped_d": skipped_d, "skipped_g": skipped_g}
 
 
-def _extra_update(state: TrainState, update, step_context: LossContext, metrics: dict,
-                  model: str) -> tuple[torch.Tensor, torch.Tensor]:
+def _extra_update(
+    state: TrainState, update, step_context: LossContext, metrics: dict, model: str
+) -> tuple[torch.Tensor, torch.Tensor]:
     """One extra update on the step's last real batch and noise; the networks it does not change are
     frozen (and run without DDP) meanwhile."""
     trains_g, trains_d = "generator" in update.networks, "discriminator" in update.networks
@@ -195,18 +226,36 @@ def _extra_update(state: TrainState, update, step_context: LossContext, metrics:
         optimizer, scaler = state.optimizer_d, state.scaler_d
     else:
         optimizer, scaler = state.optimizer_g, state.scaler_g
-    frozen = [network for network, trains in ((state.generator, trains_g), (state.discriminator, trains_d))
-              if not trains]
-    context = LossContext(G=state.run_generator if trains_g else state.run_generator_unwrapped,
-                          D=state.run_discriminator if trains_d else state.run_discriminator_for_g,
-                          real=step_context.real, labels=step_context.labels, z=step_context.z,
-                          fake_labels=step_context.fake_labels, fake=None, step=state.step, rng=state.rng,
-                          gan=state.gan, scaler=scaler, device=step_context.device)
+    frozen = [
+        network for network, trains in ((state.generator, trains_g), (state.discriminator, trains_d)) if not trains
+    ]
+    context = LossContext(
+        G=state.run_generator if trains_g else state.run_generator_unwrapped,
+        D=state.run_discriminator if trains_d else state.run_discriminator_for_g,
+        real=step_context.real,
+        labels=step_context.labels,
+        z=step_context.z,
+        fake_labels=step_context.fake_labels,
+        fake=None,
+        step=state.step,
+        rng=state.rng,
+        gan=state.gan,
+        scaler=scaler,
+        device=step_context.device,
+    )
     with _frozen(frozen):
         optimizer.zero_grad(set_to_none=True)
         terms = update.loss if isinstance(update.loss, (list, tuple)) else (update.loss,)
         changes = " and ".join(f"the {name}" for name in update.networks)
         origin = f"{model} update {update.name!r} (of {changes})"
-        loss = _backward_terms(terms, context, scaler, state.policy, metrics, origin, changes,
-                               multiplier=float(update.every) if update.scale_by_interval else 1.0)
+        loss = _backward_terms(
+            terms,
+            context,
+            scaler,
+            state.policy,
+            metrics,
+            origin,
+            changes,
+            multiplier=float(update.every) if update.scale_by_interval else 1.0,
+        )
         return loss, _step(scaler, optimizer, origin, changes)

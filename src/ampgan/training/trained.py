@@ -13,9 +13,9 @@ from ampgan.config import TrainConfig
 from ampgan.errors import AmpganError
 from ampgan.files.atomic import write_atomically
 from ampgan.files.images import image_grid, save_png, to_uint8
-from ampgan.runs.checkpoint import check_step_matches_name, latest_checkpoint, load_checkpoint, load_weights
 from ampgan.gan.contract import GAN, DataSpec
 from ampgan.gan.registry import resolve_model
+from ampgan.runs.checkpoint import check_step_matches_name, latest_checkpoint, load_checkpoint, load_weights
 from ampgan.runs.run_folder import read_run_config
 from ampgan.training.start import saved_config
 
@@ -44,8 +44,14 @@ def _data_of(document: dict, path: Path) -> DataSpec:
     shape = dataset.get("image_shape") if isinstance(dataset, dict) else None
     names = dataset.get("class_names") if isinstance(dataset, dict) else None
     counts = dataset.get("counts_per_class") if isinstance(dataset, dict) else None
-    if not (isinstance(shape, list) and len(shape) == 3 and all(isinstance(v, int) and v > 0 for v in shape)
-            and isinstance(names, list) and names and all(isinstance(n, str) for n in names)):
+    if not (
+        isinstance(shape, list)
+        and len(shape) == 3
+        and all(isinstance(v, int) and v > 0 for v in shape)
+        and isinstance(names, list)
+        and names
+        and all(isinstance(n, str) for n in names)
+    ):
         raise AmpganError(f"{path} lacks a valid dataset description (image_shape, class_names): the file is damaged")
     if isinstance(counts, list) and len(counts) != len(names):
         raise AmpganError(f"{path} names {len(names)} classes but counts images of {len(counts)}: the file is damaged")
@@ -76,7 +82,9 @@ def class_index(class_names: list[str], wanted: str) -> int:
         return class_names.index(wanted)
     if wanted.isdigit() and int(wanted) < len(class_names):
         return int(wanted)
-    raise AmpganError(f"no class {wanted!r}: choose a name or index 0-{len(class_names) - 1} of {', '.join(class_names)}")
+    raise AmpganError(
+        f"no class {wanted!r}: choose a name or index 0-{len(class_names) - 1} of {', '.join(class_names)}"
+    )
 
 
 @torch.no_grad()

@@ -22,8 +22,14 @@ import torch
 from torch import nn
 
 from ampgan.gan.contract import GAN, DataSpec, built_in
-from ampgan.gan.layers import (SpectralNormConv2d, SpectralNormLinear, class_loss, init_dcgan_weights,
-                               real_fake_loss, start_spectral_normalisation)
+from ampgan.gan.layers import (
+    SpectralNormConv2d,
+    SpectralNormLinear,
+    class_loss,
+    init_dcgan_weights,
+    real_fake_loss,
+    start_spectral_normalisation,
+)
 from ampgan.gan.options import require_fraction, require_image_size, require_non_negative, require_whole
 
 # The generator starts from a small map and doubles it with each transposed convolution.
@@ -112,15 +118,23 @@ def _mode_seeking_penalty(fake: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
     when G turns different noise into different images. FP32 whatever the compute dtype."""
     half = fake.shape[0] // 2
     images = fake.float()
-    image_distance = (images[:half] - images[half:2 * half]).abs().mean()
-    noise_distance = (z[:half] - z[half:2 * half]).abs().mean()
+    image_distance = (images[:half] - images[half : 2 * half]).abs().mean()
+    noise_distance = (z[:half] - z[half : 2 * half]).abs().mean()
     return 1.0 / (image_distance / noise_distance + 1e-5)
 
 
 @built_in("acgan")
-def acgan(data: DataSpec, *, width: int = 64, z_dim: int = 128, spectral_norm_d: bool = True,
-          mode_seeking: float = 0.3, real_label: float = 0.9, class_weight_g: float = 1.0,
-          class_loss_on_fakes: bool = False) -> GAN:
+def acgan(
+    data: DataSpec,
+    *,
+    width: int = 64,
+    z_dim: int = 128,
+    spectral_norm_d: bool = True,
+    mode_seeking: float = 0.3,
+    real_label: float = 0.9,
+    class_weight_g: float = 1.0,
+    class_loss_on_fakes: bool = False,
+) -> GAN:
     """ampgan's AC-GAN: width w (channels w, 2w, 4w), noise size z_dim; the loss options above."""
     require_image_size("acgan", data, tuple(BASE_SIZE))
     require_whole("width", width)
@@ -136,15 +150,17 @@ def acgan(data: DataSpec, *, width: int = 64, z_dim: int = 128, spectral_norm_d:
         labels = torch.randint(data.num_classes, (context.batch_size,), device=context.device, generator=context.rng)
         if mode_seeking:
             half = context.batch_size // 2  # pairs (i, i + half) share a class and differ in their noise
-            labels = torch.cat([labels[:half], labels[:context.batch_size - half]])
+            labels = torch.cat([labels[:half], labels[: context.batch_size - half]])
         return z, labels
 
     def d_real(context):
         """Real images -> real (smoothed), and their class."""
         real_fake, classes = context.D(context.real)
         loss = real_fake_loss(real_fake, real_label) + class_loss(classes, context.labels)
-        return loss, {"d_real_acc": (real_fake > 0).float().mean(),
-                      "class_acc_real": (classes.argmax(1) == context.labels).float().mean()}
+        return loss, {
+            "d_real_acc": (real_fake > 0).float().mean(),
+            "class_acc_real": (classes.argmax(1) == context.labels).float().mean(),
+        }
 
     def d_fake(context):
         """Fakes -> fake. The class head learns from real images only unless class_loss_on_fakes; a
@@ -155,8 +171,10 @@ def acgan(data: DataSpec, *, width: int = 64, z_dim: int = 128, spectral_norm_d:
             loss = loss + class_loss(classes, context.fake_labels)
         else:
             loss = loss + 0.0 * classes.float().sum()
-        return loss, {"d_fake_acc": (real_fake < 0).float().mean(),
-                      "class_acc_fake": (classes.argmax(1) == context.fake_labels).float().mean()}
+        return loss, {
+            "d_fake_acc": (real_fake < 0).float().mean(),
+            "class_acc_fake": (classes.argmax(1) == context.fake_labels).float().mean(),
+        }
 
     def g_loss(context):
         """Make D call the fakes real, and of the class they were drawn for; mode seeking on top."""
@@ -166,7 +184,15 @@ def acgan(data: DataSpec, *, width: int = 64, z_dim: int = 128, spectral_norm_d:
             loss = loss + mode_seeking * _mode_seeking_penalty(context.fake, context.z)
         return loss
 
-    return GAN(generator=generator, discriminator=discriminator, z_dim=z_dim, conditional=True,
-               num_classes=data.num_classes, d_loss=(d_real, d_fake), g_loss=g_loss, draw_inputs=draw_inputs,
-               description=f"AC-GAN, DCGAN layers, width {width}, z {z_dim}"
-                           + (", spectral-norm D" if spectral_norm_d else ""))
+    return GAN(
+        generator=generator,
+        discriminator=discriminator,
+        z_dim=z_dim,
+        conditional=True,
+        num_classes=data.num_classes,
+        d_loss=(d_real, d_fake),
+        g_loss=g_loss,
+        draw_inputs=draw_inputs,
+        description=f"AC-GAN, DCGAN layers, width {width}, z {z_dim}"
+        + (", spectral-norm D" if spectral_norm_d else ""),
+    )

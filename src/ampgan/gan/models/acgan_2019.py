@@ -54,11 +54,17 @@ class StudyGenerator(nn.Module):
         self.num_classes = data.num_classes
         self.side = data.image_size // 4
         self.dense = nn.Sequential(
-            nn.Linear(z_dim + data.num_classes, 1024), nn.BatchNorm1d(1024), nn.ReLU(),
-            nn.Linear(1024, 128 * self.side**2), nn.BatchNorm1d(128 * self.side**2), nn.ReLU(),
+            nn.Linear(z_dim + data.num_classes, 1024),
+            nn.BatchNorm1d(1024),
+            nn.ReLU(),
+            nn.Linear(1024, 128 * self.side**2),
+            nn.BatchNorm1d(128 * self.side**2),
+            nn.ReLU(),
         )
         self.upsample = nn.Sequential(
-            nn.ConvTranspose2d(128, 64, 4, stride=2, padding=1), nn.BatchNorm2d(64), nn.ReLU(),
+            nn.ConvTranspose2d(128, 64, 4, stride=2, padding=1),
+            nn.BatchNorm2d(64),
+            nn.ReLU(),
             nn.ConvTranspose2d(64, data.channels, 4, stride=2, padding=1),
         )
         self.apply(_init_like_the_study)
@@ -76,13 +82,20 @@ class StudyDiscriminator(nn.Module):
         super().__init__()
         side = data.image_size // 4
         self.trunk = nn.Sequential(
-            nn.Conv2d(data.channels, 64, 4, stride=2, padding=1), nn.LeakyReLU(0.2),
-            nn.Conv2d(64, 128, 4, stride=2, padding=1), nn.BatchNorm2d(128), nn.LeakyReLU(0.2),
-            nn.Flatten(), nn.Linear(128 * side**2, 1024), nn.BatchNorm1d(1024), nn.LeakyReLU(0.2),  # (B, 1024)
+            nn.Conv2d(data.channels, 64, 4, stride=2, padding=1),
+            nn.LeakyReLU(0.2),
+            nn.Conv2d(64, 128, 4, stride=2, padding=1),
+            nn.BatchNorm2d(128),
+            nn.LeakyReLU(0.2),
+            nn.Flatten(),
+            nn.Linear(128 * side**2, 1024),
+            nn.BatchNorm1d(1024),
+            nn.LeakyReLU(0.2),  # (B, 1024)
         )
         self.real_fake = nn.Linear(1024, 1)
-        self.classifier = nn.Sequential(nn.Linear(1024, 128), nn.BatchNorm1d(128), nn.LeakyReLU(0.2),
-                                        nn.Linear(128, data.num_classes))
+        self.classifier = nn.Sequential(
+            nn.Linear(1024, 128), nn.BatchNorm1d(128), nn.LeakyReLU(0.2), nn.Linear(128, data.num_classes)
+        )
         self.apply(_init_like_the_study)
 
     def forward(self, images: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -104,12 +117,14 @@ def acgan_2019(data: DataSpec, *, z_dim: int = 100) -> GAN:
     def d_real(context):
         real_fake, classes = context.D(context.real)
         return real_fake_loss(real_fake, 1.0) + unused_but_reduced(classes), {
-            "d_real_acc": (real_fake > 0).float().mean()}
+            "d_real_acc": (real_fake > 0).float().mean()
+        }
 
     def d_fake(context):
         real_fake, classes = context.D(context.fake)
         return real_fake_loss(real_fake, 0.0) + unused_but_reduced(classes), {
-            "d_fake_acc": (real_fake < 0).float().mean()}
+            "d_fake_acc": (real_fake < 0).float().mean()
+        }
 
     def g_loss(context):
         real_fake, _ = context.D(context.fake)
@@ -118,17 +133,31 @@ def acgan_2019(data: DataSpec, *, z_dim: int = 100) -> GAN:
     def class_on_real(context):
         real_fake, classes = context.D(context.real)
         return class_loss(classes, context.labels) + unused_but_reduced(real_fake), {
-            "class_acc_real": (classes.argmax(1) == context.labels).float().mean()}
+            "class_acc_real": (classes.argmax(1) == context.labels).float().mean()
+        }
 
     def class_on_fake(context):
         real_fake, classes = context.D(context.generate(context.z, context.fake_labels))
         return class_loss(classes, context.fake_labels) + unused_but_reduced(real_fake), {
-            "class_acc_fake": (classes.argmax(1) == context.fake_labels).float().mean()}
+            "class_acc_fake": (classes.argmax(1) == context.fake_labels).float().mean()
+        }
 
-    classifier_update = Update("classifier", loss=(class_on_real, class_on_fake),
-                               networks=("generator", "discriminator"), optimizer=STUDY_ADAM)
-    return GAN(generator=generator, discriminator=discriminator, z_dim=z_dim, conditional=True,
-               num_classes=data.num_classes, z_distribution="uniform", image_range=(0.0, 1.0),
-               d_loss=(d_real, d_fake), g_loss=g_loss, extra_updates=(classifier_update,),
-               optimizer_g=STUDY_ADAM, optimizer_d=STUDY_ADAM, draw_inputs=draw_inputs,
-               description=f"the study's AC-GAN (TF1, 2019): FC 1024 + two deconvolutions, z {z_dim}, sigmoid output")
+    classifier_update = Update(
+        "classifier", loss=(class_on_real, class_on_fake), networks=("generator", "discriminator"), optimizer=STUDY_ADAM
+    )
+    return GAN(
+        generator=generator,
+        discriminator=discriminator,
+        z_dim=z_dim,
+        conditional=True,
+        num_classes=data.num_classes,
+        z_distribution="uniform",
+        image_range=(0.0, 1.0),
+        d_loss=(d_real, d_fake),
+        g_loss=g_loss,
+        extra_updates=(classifier_update,),
+        optimizer_g=STUDY_ADAM,
+        optimizer_d=STUDY_ADAM,
+        draw_inputs=draw_inputs,
+        description=f"the study's AC-GAN (TF1, 2019): FC 1024 + two deconvolutions, z {z_dim}, sigmoid output",
+    )

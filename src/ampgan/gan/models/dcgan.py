@@ -26,12 +26,16 @@ class Generator(nn.Module):
         n_up, base = upsamplings(data.image_size), BASE_SIZE[data.image_size]
         channels = width * 2 ** (n_up - 1)
         self._start = (channels, base, base)
-        self.project = nn.Sequential(nn.Linear(z_dim, channels * base**2, bias=False),
-                                     nn.BatchNorm1d(channels * base**2), nn.ReLU(inplace=True))
+        self.project = nn.Sequential(
+            nn.Linear(z_dim, channels * base**2, bias=False), nn.BatchNorm1d(channels * base**2), nn.ReLU(inplace=True)
+        )
         layers: list[nn.Module] = []
         for _ in range(n_up - 1):
-            layers += [nn.ConvTranspose2d(channels, channels // 2, 4, stride=2, padding=1, bias=False),
-                       nn.BatchNorm2d(channels // 2), nn.ReLU(inplace=True)]
+            layers += [
+                nn.ConvTranspose2d(channels, channels // 2, 4, stride=2, padding=1, bias=False),
+                nn.BatchNorm2d(channels // 2),
+                nn.ReLU(inplace=True),
+            ]
             channels //= 2
         layers += [nn.ConvTranspose2d(channels, data.channels, 4, stride=2, padding=1), nn.Tanh()]
         self.upsample = nn.Sequential(*layers)
@@ -52,7 +56,9 @@ class Discriminator(nn.Module):
         in_channels, out_channels = data.channels, width
         n_down = upsamplings(data.image_size)
         for index in range(n_down):
-            layers.append(nn.Conv2d(in_channels, out_channels, 4, stride=2, padding=1, bias=index == 0 or not batch_norm))
+            layers.append(
+                nn.Conv2d(in_channels, out_channels, 4, stride=2, padding=1, bias=index == 0 or not batch_norm)
+            )
             if index > 0 and batch_norm:  # DCGAN: no batch norm on the layer that sees the images
                 layers.append(nn.BatchNorm2d(out_channels))
             layers.append(nn.LeakyReLU(0.2, inplace=True))
@@ -74,5 +80,11 @@ def dcgan(data: DataSpec, *, width: int = 32, z_dim: int = 128) -> GAN:
     require_whole("width", width)
     require_whole("z_dim", z_dim)
 
-    return GAN(generator=Generator(data, z_dim, width), discriminator=Discriminator(data, width), z_dim=z_dim,
-               d_loss=(d_real_term, d_fake_term), g_loss=non_saturating_g_loss, description=f"DCGAN, unconditional, width {width}, z {z_dim}")
+    return GAN(
+        generator=Generator(data, z_dim, width),
+        discriminator=Discriminator(data, width),
+        z_dim=z_dim,
+        d_loss=(d_real_term, d_fake_term),
+        g_loss=non_saturating_g_loss,
+        description=f"DCGAN, unconditional, width {width}, z {z_dim}",
+    )

@@ -28,9 +28,15 @@ class UpBlock(nn.Module):
 
     def __init__(self, c_in: int, c_out: int):
         super().__init__()
-        self.body = nn.Sequential(nn.BatchNorm2d(c_in), nn.ReLU(), nn.Upsample(scale_factor=2),
-                                  nn.Conv2d(c_in, c_out, 3, padding=1), nn.BatchNorm2d(c_out), nn.ReLU(),
-                                  nn.Conv2d(c_out, c_out, 3, padding=1))
+        self.body = nn.Sequential(
+            nn.BatchNorm2d(c_in),
+            nn.ReLU(),
+            nn.Upsample(scale_factor=2),
+            nn.Conv2d(c_in, c_out, 3, padding=1),
+            nn.BatchNorm2d(c_out),
+            nn.ReLU(),
+            nn.Conv2d(c_out, c_out, 3, padding=1),
+        )
         self.skip = nn.Sequential(nn.Upsample(scale_factor=2), nn.Conv2d(c_in, c_out, 1))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -43,8 +49,13 @@ class DownBlock(nn.Module):
 
     def __init__(self, c_in: int, c_out: int):
         super().__init__()
-        self.body = nn.Sequential(nn.LeakyReLU(0.2), nn.Conv2d(c_in, c_out, 3, padding=1), nn.LeakyReLU(0.2),
-                                  nn.Conv2d(c_out, c_out, 3, padding=1), nn.AvgPool2d(2))
+        self.body = nn.Sequential(
+            nn.LeakyReLU(0.2),
+            nn.Conv2d(c_in, c_out, 3, padding=1),
+            nn.LeakyReLU(0.2),
+            nn.Conv2d(c_out, c_out, 3, padding=1),
+            nn.AvgPool2d(2),
+        )
         self.skip = nn.Sequential(nn.AvgPool2d(2), nn.Conv2d(c_in, c_out, 1))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -65,8 +76,9 @@ class Generator(nn.Module):
             blocks.append(UpBlock(channels, channels // 2))
             channels //= 2
         self.blocks = nn.Sequential(*blocks)
-        self.to_image = nn.Sequential(nn.BatchNorm2d(channels), nn.ReLU(), nn.Conv2d(channels, data.channels, 3, padding=1),
-                                      nn.Tanh())
+        self.to_image = nn.Sequential(
+            nn.BatchNorm2d(channels), nn.ReLU(), nn.Conv2d(channels, data.channels, 3, padding=1), nn.Tanh()
+        )
 
     def forward(self, z: torch.Tensor) -> torch.Tensor:
         return self.to_image(self.blocks(self.project(z).view(-1, *self._start)))
@@ -111,8 +123,12 @@ def r1(data: DataSpec, *, width: int = 16, z_dim: int = 128, gamma: float = 1.0,
         penalty = r1_penalty(context)
         return gamma / 2 * penalty, {"r1_penalty": penalty.detach()}
 
-    return GAN(generator=Generator(data, z_dim, width), discriminator=Discriminator(data, width), z_dim=z_dim,
-               d_loss=(d_real_term, d_fake_term), g_loss=non_saturating_g_loss,
-               extra_updates=(Update("r1", lazy_r1, networks=("discriminator",), every=r1_every,
-                                     scale_by_interval=True),),
-               description=f"residual GAN, R1 {gamma:g} every {r1_every} steps, width {width}, z {z_dim}")
+    return GAN(
+        generator=Generator(data, z_dim, width),
+        discriminator=Discriminator(data, width),
+        z_dim=z_dim,
+        d_loss=(d_real_term, d_fake_term),
+        g_loss=non_saturating_g_loss,
+        extra_updates=(Update("r1", lazy_r1, networks=("discriminator",), every=r1_every, scale_by_interval=True),),
+        description=f"residual GAN, R1 {gamma:g} every {r1_every} steps, width {width}, z {z_dim}",
+    )

@@ -27,8 +27,9 @@ def gradient_penalty(context, real: torch.Tensor, fake: torch.Tensor) -> torch.T
 
 
 @built_in("wgan-gp")
-def wgan_gp(data: DataSpec, *, width: int = 32, z_dim: int = 128, critic_steps: int = 5,
-            penalty_weight: float = 10.0) -> GAN:
+def wgan_gp(
+    data: DataSpec, *, width: int = 32, z_dim: int = 128, critic_steps: int = 5, penalty_weight: float = 10.0
+) -> GAN:
     """WGAN-GP: width w, noise size z_dim, `critic_steps` critic updates per G update."""
     require_image_size("wgan-gp", data, tuple(BASE_SIZE))
     require_whole("width", width)
@@ -41,13 +42,23 @@ def wgan_gp(data: DataSpec, *, width: int = 32, z_dim: int = 128, critic_steps: 
         real_score, fake_score = context.D(context.real).float(), context.D(context.fake).float()
         distance = real_score.mean() - fake_score.mean()
         penalty = gradient_penalty(context, context.real, context.fake)
-        return -distance + penalty_weight * penalty, {"wasserstein": distance.detach(), "gradient_penalty": penalty.detach()}
+        return -distance + penalty_weight * penalty, {
+            "wasserstein": distance.detach(),
+            "gradient_penalty": penalty.detach(),
+        }
 
     def g_loss(context):
         return -context.D(context.fake).float().mean()
 
-    return GAN(generator=Generator(data, z_dim, width), discriminator=Discriminator(data, width, batch_norm=False),
-               z_dim=z_dim, d_loss=critic_loss, g_loss=g_loss, d_steps=critic_steps,
-               optimizer_g=Adam(lr=1e-4, betas=(0.0, 0.9)), optimizer_d=Adam(lr=1e-4, betas=(0.0, 0.9)),
-               description=f"WGAN-GP, unconditional, width {width}, z {z_dim}, {critic_steps} critic steps, "
-                           f"penalty {penalty_weight:g}")
+    return GAN(
+        generator=Generator(data, z_dim, width),
+        discriminator=Discriminator(data, width, batch_norm=False),
+        z_dim=z_dim,
+        d_loss=critic_loss,
+        g_loss=g_loss,
+        d_steps=critic_steps,
+        optimizer_g=Adam(lr=1e-4, betas=(0.0, 0.9)),
+        optimizer_d=Adam(lr=1e-4, betas=(0.0, 0.9)),
+        description=f"WGAN-GP, unconditional, width {width}, z {z_dim}, {critic_steps} critic steps, "
+        f"penalty {penalty_weight:g}",
+    )
