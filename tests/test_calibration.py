@@ -149,3 +149,12 @@ def test_every_path_parameter_is_shipped_with_a_source():
         assert set(document["parameters"]["fp32"]) == set(PATH_PARAMETERS)
         assert document["tables"][0]["source"].startswith("https://github.com/baidu-research/DeepBench")
         assert document["tables"][0]["software"]["cudnn"]
+
+
+def test_the_gpu_sweep_writes_the_calibration_format_the_projection_reads():
+    """bench/calibration.py sits below the projection's layer and so states the columns itself: they must be
+    the projection's (projection/kernel_fit.py CALIBRATION_COLUMNS)."""
+    from ampgan.bench.calibration import COLUMNS
+    from ampgan.projection.kernel_fit import CALIBRATION_COLUMNS
+
+    assert tuple(COLUMNS) == tuple(CALIBRATION_COLUMNS)

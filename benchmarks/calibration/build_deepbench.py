@@ -22,28 +22,10 @@ import json
 import sys
 from pathlib import Path
 
-COLUMNS = [
-    "name",
-    "op",
-    "m",
-    "n",
-    "k",
-    "transpose_a",
-    "transpose_b",
-    "batch",
-    "c",
-    "h",
-    "w",
-    "out_channels",
-    "r",
-    "s",
-    "pad_h",
-    "pad_w",
-    "stride_h",
-    "stride_w",
-    "precision",
-    "ms",
-]
+from ampgan.projection.kernel_fit import CALIBRATION_COLUMNS
+
+# The projection's calibration format, declared once (projection/kernel_fit.py).
+COLUMNS = list(CALIBRATION_COLUMNS)
 HERE = Path(__file__).resolve().parent
 SOURCE = "https://github.com/baidu-research/DeepBench (commit da81ba7, results/train/{sheet})"
 
