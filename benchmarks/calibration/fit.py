@@ -28,6 +28,7 @@ from ampgan.projection.kernel_fit import (
     speedup_check,
 )
 from ampgan.projection.kernel_model import PATH_PARAMETERS, SHARED_PARAMETERS, irregular
+from ampgan.projection.step_band import step_composition
 from ampgan.system.gpus import gpu_spec
 
 HERE = Path(__file__).resolve().parent
@@ -91,6 +92,7 @@ def calibrate(architecture: str) -> dict:
             "classes": residual_quantiles(tables, residuals),
             "speedup_fp32_to_fp16": check.summary(),
             "cases": cases(check, {k.name: k for k in tables["fp32"].kernels}),
+            **step_composition(tables, residuals, check),
             "time_error": {
                 p: {"median": float(np.exp(np.median(np.abs(r)))), "p90": float(np.exp(np.quantile(np.abs(r), 0.9)))}
                 for p, r in residuals.items()
@@ -110,6 +112,8 @@ def main() -> int:
                 f"  {case}: {numbers['kernels']} kernels, measured {numbers['measured_median']:.2f}x, predicted "
                 f"{numbers['predicted_median']:.2f}x (medians), band holds {numbers['band_holds']:.0%}"
             )
+        print("  correlation of speedup errors:", json.dumps(document["cross_validation"]["correlation"]))
+        print("  pseudo-steps of whole layers:", json.dumps(document["cross_validation"]["pseudo_steps"]))
     return 0
 
 

@@ -7,13 +7,15 @@ operations through the bandwidth roofline, and the host's cost per operation tha
     step      = max(GPU, host) when the host runs ahead of the GPU (the usual case), GPU + host when it
                 cannot: the band takes both
 
-The band: each matrix kernel's time varies by its class's cross-validated residuals (5th-95th
+The band: each matrix kernel's time varies by its class's cross-validated residuals (11th-89th
 percentile of log measured/predicted, calibration/<architecture>.json), the bandwidth fraction by its
 assumed range. A speedup's band varies each 16-bit kernel against its fp32 counterpart by the
 residuals of the measured fp32 -> 16-bit speedups of its class (a kernel's errors in the two precisions
-move together: the same shape costs both), the other operations and the host being the same in both.
-A GPU whose architecture has no calibration of its own borrows Volta's (tensor cores) or Pascal's
-and its band is widened by UNCALIBRATED_WIDENING each way.
+move together: the same shape costs both), scaled by how many unrelated kernels share the step's time
+(step_band.py: kernels of different layers err nearly independently, as measured on DeepBench), the
+other operations and the host being the same in both. A GPU whose architecture has no calibration of
+its own borrows Volta's (tensor cores) or Pascal's and its band is widened by UNCALIBRATED_WIDENING
+each way, undivided.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from ampgan.projection.kernel_model import (
     predict_seconds,
 )
 from ampgan.projection.kernels import GEMM, Kernel
+from ampgan.projection.step_band import band_class, composition_factor
 from ampgan.system.gpus import GpuSpec
 
 # Moving a calibration across architectures (benchmarks/calibration/fit.py's transfer check: Volta's fp32
@@ -95,9 +98,10 @@ class KernelTimes:
     memory: np.ndarray
     time_low: np.ndarray  # factors on seconds
     time_high: np.ndarray
-    speedup_low: np.ndarray  # log factors on the kernel's speedup over fp32
+    speedup_low: np.ndarray  # log factors on the kernel's speedup over fp32 (its class's, no widening)
     speedup_high: np.ndarray
     tensor: np.ndarray  # on tensor cores
+    varied: np.ndarray  # off the fp32 path: its speedup varies (and an uncalibrated GPU's widening applies)
 
 
 def kernel_times(
@@ -106,7 +110,17 @@ def kernel_times(
     n = len(kernels)
     out = {
         name: np.zeros(n)
-        for name in ("seconds", "compute", "memory", "time_low", "time_high", "speedup_low", "speedup_high", "tensor")
+        for name in (
+            "seconds",
+            "compute",
+            "memory",
+            "time_low",
+            "time_high",
+            "speedup_low",
+            "speedup_high",
+            "tensor",
+            "varied",
+        )
     }
     by_precision: dict[str, list[int]] = {}
     for i, kernel in enumerate(kernels):
@@ -129,8 +143,9 @@ def kernel_times(
             out["time_low"][i] = math.exp(band["low"]) / widening
             out["time_high"][i] = math.exp(band["high"]) * widening
             if used != "fp32":
-                out["speedup_low"][i] = entry["speedup"]["low"] - math.log(widening)
-                out["speedup_high"][i] = entry["speedup"]["high"] + math.log(widening)
+                out["speedup_low"][i] = entry["speedup"]["low"]
+                out["speedup_high"][i] = entry["speedup"]["high"]
+                out["varied"][i] = 1.0
             out["tensor"][i] = float(used != "fp32" and gpu.tensor_cores and not irregular(kernel, used))
     return KernelTimes(**out)
 
@@ -156,7 +171,7 @@ class StepEstimate:
     tensor_flops_share: float
     kernels: float
     matrix_seconds: np.ndarray  # per matrix kernel, weighted: for the speedup band
-    matrix_log_speedup_band: tuple[np.ndarray, np.ndarray]
+    matrix_log_speedup_band: tuple[np.ndarray, np.ndarray]  # the step's: composed (step_band.py), widened
     other_s: float
     guessed_kernels: int
 
@@ -175,6 +190,20 @@ def step_estimate(
     w = np.asarray(weights, dtype=float)
     timed = kernel_times(kernels, gpu, precision, calibration, widening)
     matrix = timed.seconds * w
+    # The step's speedup band: each kernel's class band scaled by how its errors add up over this step's
+    # kernels (step_band.py: measured correlations, then the multiple that holds DeepBench's pseudo-steps),
+    # an uncalibrated architecture's shift added whole, since it moves every kernel at once.
+    cross_validation = calibration.residuals
+    scale = cross_validation["pseudo_steps"]["step_scale"] * composition_factor(
+        kernels,
+        matrix,
+        (timed.speedup_high - timed.speedup_low) / 2,
+        cross_validation["correlation"],
+        band_class,
+        frozenset(tuple(f) for f in cross_validation["filters"]),
+    )
+    shift = math.log(widening) * timed.varied
+    step_speedup_band = (scale * timed.speedup_low - shift, scale * timed.speedup_high + shift)
     flops = np.array([k.flops() for k in kernels]) * w
     # The other operations: memory traffic at the assumed bandwidth fraction, a launch gap each.
     other = {"mid": 0.0, "low": 0.0, "high": 0.0}
@@ -208,7 +237,7 @@ def step_estimate(
         tensor_flops_share=float((flops * timed.tensor).sum() / flops.sum()) if flops.sum() else 0.0,
         kernels=operations,
         matrix_seconds=matrix,
-        matrix_log_speedup_band=(timed.speedup_low, timed.speedup_high),
+        matrix_log_speedup_band=step_speedup_band,
         other_s=other["mid"],
         guessed_kernels=guessed,
     )

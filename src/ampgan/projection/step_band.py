@@ -1,0 +1,271 @@
+"""How the speedup errors of a step's many kernels add up, with the correlation measured between them.
+
+A step's speedup error is the time-weighted sum of its kernels' log errors (measured over predicted).
+If every kernel erred to its class's end at once the step's band would be the kernels' own; measured
+out of sample on DeepBench they do not: two kernels of one layer (the same geometry at another batch or
+in another pass) err together only in part, two layers of one class hardly at all
+(benchmarks/calibration/fit.py measures the correlations and stores them in calibration/<arch>.json).
+So the step's spread is sqrt(sum_jk a_j a_k s_j s_k rho_jk) (a: a kernel's share of the matrix time, s:
+its band's half-width in log, rho: 1 for the same kernel run again, as D on real and on fake images,
+the measured same-layer, same-class or other value otherwise), and each kernel's band end is scaled by
+that over sum_j a_j s_j: 1 when every kernel errs together, less the more the time spreads over
+unrelated kernels. An architecture's shift as a whole (a GPU without its own calibration) is not in
+these correlations: it is added to the composed band undivided.
+
+`pseudo_step_check` holds the composition against sums of DeepBench kernels no fit saw: whole layers
+(every batch and pass measured) drawn at random into a pseudo-step, its measured speedup against the
+composed band.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from ampgan.projection.kernel_fit import kernel_class
+from ampgan.projection.kernels import GEMM, Kernel
+
+CORRELATION_KINDS = ("same_layer", "same_class", "other")
+# The share of pseudo-steps the step's band multiple is set to hold, per architecture: the smallest of
+# these at which the multiple from one half of the layers holds 80% of the other half's pseudo-steps
+# (out of sample, as the kernel band's level was chosen; benchmarks/calibration/fit.py prints each).
+STEP_SHARES = (0.80, 0.85, 0.90, 0.95)
+STEP_COVERAGE = 0.80
+
+
+def band_class(kernel: Kernel) -> str:
+    """The class a kernel's speedup band comes from (the 16-bit one, as kernel_fit bands both precisions)."""
+    return kernel_class(kernel, "fp16")
+
+
+def layer_key(kernel: Kernel) -> tuple:
+    """A kernel's layer: a convolution's geometry without its batch or pass; a product's three dimensions
+    in any order (its forward and both gradients are permutations of batch, inputs and outputs; which
+    one is the batch a GEMM does not say, so another batch counts as another layer)."""
+    if kernel.op == GEMM:
+        return (GEMM, *sorted((kernel.m, kernel.n, kernel.k)))
+    return ("conv", kernel.c, kernel.out_channels, kernel.h, kernel.w, kernel.r, kernel.s, kernel.stride_h)
+
+
+def shape_key(kernel: Kernel) -> tuple:
+    """The kernel itself: the same shape run again errs exactly as it did the first time."""
+    return tuple(value for field, value in vars(kernel).items() if field != "name")
+
+
+def family_key(kernel: Kernel, class_of: Callable[[Kernel], str]) -> tuple:
+    """A kernel's class and filter (height, width, stride): a network's layers share their filters (all of
+    a DCGAN's are 4x4 with stride 2), and a library's choice of algorithm follows the filter, so two
+    layers of one family may err together where two of one class need not."""
+    return (class_of(kernel), kernel.r, kernel.s, kernel.stride_h, kernel.stride_w)
+
+
+def filter_of(kernel: Kernel) -> tuple[int, int, int, int] | None:
+    return None if kernel.op == GEMM else (kernel.r, kernel.s, kernel.stride_h, kernel.stride_w)
+
+
+def measured_filters(kernels: Sequence[Kernel]) -> list[list[int]]:
+    """The convolution filters (height, width, strides) a calibration table measured."""
+    return [list(f) for f in sorted({filter_of(k) for k in kernels if k.op != GEMM})]
+
+
+def relation(a: Kernel, b: Kernel, class_of: Callable[[Kernel], str], measured: frozenset | None = None) -> str:
+    """How two kernels' errors are related: the same layer, the same family (class and filter), or
+    neither; two convolutions with a filter no calibration kernel had err together ("unmeasured"):
+    nothing measured says that their errors average, and they share what the model never saw."""
+    if layer_key(a) == layer_key(b):
+        return "same_layer"
+    if measured is not None and filter_of(a) is not None and filter_of(a) == filter_of(b):
+        if filter_of(a) not in measured:
+            return "unmeasured"
+    return "same_class" if family_key(a, class_of) == family_key(b, class_of) else "other"
+
+
+def pair_correlations(
+    kernels: Sequence[Kernel], errors: np.ndarray, class_of: Callable[[Kernel], str]
+) -> dict[str, float]:
+    """The correlation of two kernels' errors, per relation: the mean product of their centred errors
+    over every pair so related, over the errors' variance (clipped to [0, 1]: a negative one would
+    narrow the band on a handful of pairs)."""
+    errors = np.asarray(errors, dtype=float)
+    centred = errors - errors.mean()
+    variance = float(centred @ centred) / len(centred)
+    sums = dict.fromkeys(CORRELATION_KINDS, 0.0)
+    counts = dict.fromkeys(CORRELATION_KINDS, 0)
+    for i in range(len(kernels)):
+        for j in range(i + 1, len(kernels)):
+            kind = relation(kernels[i], kernels[j], class_of)
+            sums[kind] += centred[i] * centred[j]
+            counts[kind] += 1
+    return {
+        kind: float(min(1.0, max(0.0, sums[kind] / counts[kind] / variance))) if counts[kind] else 1.0
+        for kind in CORRELATION_KINDS
+    }
+
+
+def composition_factor(
+    kernels: Sequence[Kernel],
+    seconds: np.ndarray,
+    spreads: np.ndarray,
+    correlations: dict[str, float],
+    class_of: Callable[[Kernel], str],
+    measured: frozenset | None = None,
+) -> float:
+    """sqrt(sum_jk a_j a_k s_j s_k rho_jk) / sum_j a_j s_j over the distinct kernels (a repeated shape's
+    seconds summed): what each kernel's band end is scaled by in the step's band. `measured`: the
+    filters the calibration measured (None: every filter, as for the calibration's own kernels)."""
+    merged: dict[tuple, list] = {}
+    for kernel, second, spread in zip(kernels, seconds, spreads):
+        entry = merged.setdefault(shape_key(kernel), [kernel, 0.0, 0.0])
+        entry[1] += float(second)
+        entry[2] = max(entry[2], float(spread))
+    distinct = list(merged.values())
+    weighted = np.array([second * spread for _, second, spread in distinct])
+    whole = float(weighted.sum())
+    if whole <= 0:
+        return 1.0
+    variance = float(weighted @ weighted)
+    for i in range(len(distinct)):
+        for j in range(i + 1, len(distinct)):
+            kind = relation(distinct[i][0], distinct[j][0], class_of, measured)
+            rho = 1.0 if kind == "unmeasured" else correlations[kind]
+            variance += 2 * rho * weighted[i] * weighted[j]
+    return math.sqrt(variance) / whole
+
+
+def _band(slow32: np.ndarray, fast16: np.ndarray, low: np.ndarray, high: np.ndarray, scale: float) -> tuple:
+    return slow32.sum() / (fast16 * np.exp(-scale * low)).sum(), slow32.sum() / (fast16 * np.exp(-scale * high)).sum()
+
+
+def needed_scale(truth: float, slow32, fast16, low, high, factor: float) -> float:
+    """The least multiple of the composed band (its log ends) that holds a measured speedup (bisection:
+    the band widens monotonically with the multiple)."""
+    lo, hi = 0.0, 64.0
+    band_low, band_high = _band(slow32, fast16, low, high, hi * factor)
+    if not band_low <= truth <= band_high:
+        return hi
+    for _ in range(40):
+        middle = (lo + hi) / 2
+        band_low, band_high = _band(slow32, fast16, low, high, middle * factor)
+        lo, hi = (lo, middle) if band_low <= truth <= band_high else (middle, hi)
+    return hi
+
+
+def conformal_level(values: Sequence[float], share: float) -> float:
+    """The ceil((n + 1) share)-th smallest value: a multiple that holds `share` of steps not yet seen."""
+    ordered = sorted(values)
+    return float(ordered[min(len(ordered) - 1, math.ceil((len(ordered) + 1) * share) - 1)])
+
+
+def pseudo_step_check(
+    kernels: Sequence[Kernel],
+    measured: tuple[np.ndarray, np.ndarray],
+    predicted: tuple[np.ndarray, np.ndarray],
+    log_band: tuple[np.ndarray, np.ndarray],
+    correlations_of_half: Callable[[int], dict[str, float]],
+    class_of: Callable[[Kernel], str],
+    share: float,
+    steps: int = 400,
+    layers_per_step: tuple[int, int] = (3, 9),
+    seed: int = 0,
+) -> dict:
+    """Pseudo-steps of whole layers (each layer's every batch and pass), drawn from one half of the
+    layers, composed with the correlations measured on the other half (`correlations_of_half(h)`:
+    measured without half h). Each pseudo-step says what multiple of its composed band holds its
+    measured fp32 -> 16-bit speedup; `step_scale`, the multiple that holds `share` of them, widens every
+    projected step's band (1 when the composition alone holds them). Out of sample: the multiple from one
+    half's pseudo-steps is held against the other half's, and the band's width is reported beside that
+    of every kernel at its band's end at once (what the step's band was before).
+
+    measured and predicted: (fp32 ms, 16-bit ms) per kernel, predicted out of sample; log_band: each
+    kernel's (low, high) log factor on its predicted speedup, from other folds' residuals."""
+    layers: dict[tuple, list[int]] = {}
+    for index, kernel in enumerate(kernels):
+        layers.setdefault(layer_key(kernel), []).append(index)
+    keys = sorted(layers, key=repr)
+    halves = [[k for n, k in enumerate(keys) if n % 2 == h] for h in (0, 1)]
+    rng = np.random.default_rng(seed)
+    drawn = []  # (half, needed multiple, composed band's arguments)
+    for step in range(steps):
+        half = step % 2
+        count = int(rng.integers(layers_per_step[0], layers_per_step[1] + 1))
+        picked = rng.choice(len(halves[half]), size=min(count, len(halves[half])), replace=False)
+        members = [i for p in picked for i in layers[halves[half][p]]]
+        slow32, fast16 = predicted[0][members], predicted[1][members]
+        low, high = log_band[0][members], log_band[1][members]
+        truth = measured[0][members].sum() / measured[1][members].sum()
+        factor = composition_factor(
+            [kernels[i] for i in members], fast16, (high - low) / 2, correlations_of_half(half), class_of
+        )
+        arguments = (slow32, fast16, low, high)
+        drawn.append((half, needed_scale(truth, *arguments, factor), factor, truth, arguments))
+    held, ratios, held_together, ratios_together = [], [], [], []
+    for half in (0, 1):
+        scale = conformal_level([n for h, n, *_ in drawn if h != half], share)
+        for _, _, factor, truth, arguments in (d for d in drawn if d[0] == half):
+            for multiple, hits, widths in ((scale * factor, held, ratios), (1.0, held_together, ratios_together)):
+                band_low, band_high = _band(*arguments, multiple)
+                hits.append(band_low <= truth <= band_high)
+                widths.append(band_high / band_low)
+    return {
+        "pseudo_steps": steps,
+        "layers_per_step": list(layers_per_step),
+        "share": share,
+        "step_scale": conformal_level([n for _, n, *_ in drawn], share),
+        "composed": {"band_holds": float(np.mean(held)), "median_band_ratio": float(np.median(ratios))},
+        "every_kernel_at_its_end": {
+            "band_holds": float(np.mean(held_together)),
+            "median_band_ratio": float(np.median(ratios_together)),
+        },
+    }
+
+
+def chosen_pseudo_step_check(*arguments, **options) -> dict:
+    """pseudo_step_check at the smallest of STEP_SHARES whose multiple holds STEP_COVERAGE of the other
+    half's pseudo-steps (the largest when none does, and its coverage says so)."""
+    for share in STEP_SHARES:
+        result = pseudo_step_check(*arguments, share=share, **options)
+        if result["composed"]["band_holds"] >= STEP_COVERAGE:
+            return result
+    return result
+
+
+def speedup_errors(tables: dict, residuals: dict) -> tuple[list, np.ndarray, np.ndarray, np.ndarray]:
+    """The kernels measured in both precisions: each, its out-of-sample speedup error (log measured over
+    predicted), and its (fp32, fp16) measured and predicted ms."""
+    fp32, fp16 = tables["fp32"], tables["fp16"]
+    index = {n: i for i, n in enumerate(fp16.names)}
+    pairs = [(i, index[n]) for i, n in enumerate(fp32.names) if n in index]
+    kernels = [fp32.kernels[i] for i, _ in pairs]
+    errors = np.array([residuals["fp32"][i] - residuals["fp16"][j] for i, j in pairs])
+    measured = np.array([[np.exp(fp32.log_ms[i]), np.exp(fp16.log_ms[j])] for i, j in pairs])
+    predicted = np.array(
+        [
+            [np.exp(fp32.log_ms[i] - residuals["fp32"][i]), np.exp(fp16.log_ms[j] - residuals["fp16"][j])]
+            for i, j in pairs
+        ]
+    )
+    return kernels, errors, measured, predicted
+
+
+def step_composition(tables: dict, residuals: dict, check) -> dict:
+    """The correlations between kernels' speedup errors (all kernels), and the composed band held
+    against pseudo-steps of whole layers, with correlations measured on the other half of the layers."""
+    kernels, errors, measured, predicted = speedup_errors(tables, residuals)
+    keys = sorted({layer_key(k) for k in kernels}, key=repr)
+    half_of = {key: n % 2 for n, key in enumerate(keys)}
+
+    def correlations_without(half: int) -> dict:
+        keep = [i for i, k in enumerate(kernels) if half_of[layer_key(k)] != half]
+        return pair_correlations([kernels[i] for i in keep], errors[keep], band_class)
+
+    halves = {h: correlations_without(h) for h in (0, 1)}
+    band = (np.log(check.low / check.predicted), np.log(check.high / check.predicted))
+    return {
+        "correlation": pair_correlations(kernels, errors, band_class),
+        "filters": measured_filters(kernels),
+        "pseudo_steps": chosen_pseudo_step_check(
+            kernels, (measured[:, 0], measured[:, 1]), (predicted[:, 0], predicted[:, 1]), band, halves.get, band_class
+        ),
+    }
