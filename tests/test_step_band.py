@@ -63,3 +63,12 @@ def test_correlations_are_measured_per_relation_and_clipped():
     ]
     found = pair_correlations(kernels, np.array([1.0, 1.0, -1.0, -1.0]), lambda k: "one class")
     assert found == {"same_layer": 1.0, "same_class": 0.0, "other": 1.0}  # no 'other' pair: taken as together
+
+
+def test_layers_with_a_filter_no_calibration_kernel_had_err_as_one():
+    # The study's 4x4 stride-2 convolutions: DeepBench has no such filter, so nothing says they average.
+    layers = [conv("a", c=64, out=128), conv("b", op="conv_bwd_weight", c=256, out=512, hw=4)]
+    equal = (np.array([1.0, 1.0]), np.array([0.5, 0.5]))
+    measured_3x3 = frozenset({(3, 3, 1, 1)})
+    assert composition_factor(layers, *equal, CORRELATIONS, by_op, measured_3x3) == pytest.approx(1.0)
+    assert composition_factor(layers, *equal, CORRELATIONS, by_op, frozenset({(4, 4, 2, 2)})) < 1.0
