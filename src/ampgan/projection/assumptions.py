@@ -49,16 +49,19 @@ LAUNCH_GAP_S = (2e-6, 6e-6)  # assumed GPU-side cost per dependent kernel, from 
 
 
 def measure_dispatch_seconds(repeats: int = 2000, blocks: int = 5) -> float:
-    """PyTorch's host time to issue one operation on this machine: the median over `blocks` of a tiny
-    add timed `repeats` times (one element, so the arithmetic is nothing; a new output each time, as
-    most of a step's ops allocate)."""
-    a, b = torch.zeros(1), torch.ones(1)
+    """PyTorch's host time to issue one operation of a training step on this machine: the median over
+    `blocks` of a tiny add timed `repeats` times (one element, so the arithmetic is nothing; a new output
+    each time, as most of a step's ops allocate), its input requiring grad: a step's forward operations
+    record their backward node as they run (on this machine about twice a bare add's time), and its
+    backward operations are issued by autograd's engine."""
+    a, b = torch.zeros(1, requires_grad=True), torch.ones(1)
     per_op = []
-    for _ in range(blocks):
-        start = time.perf_counter()
-        for _ in range(repeats):
-            torch.add(a, b)
-        per_op.append((time.perf_counter() - start) / repeats)
+    with torch.enable_grad():
+        for _ in range(blocks):
+            start = time.perf_counter()
+            for _ in range(repeats):
+                torch.add(a, b)
+            per_op.append((time.perf_counter() - start) / repeats)
     return statistics.median(per_op)
 
 
