@@ -21,10 +21,15 @@ from ampgan.projection.kernel_fit import (
     speedup_check,
 )
 from ampgan.projection.kernel_model import PATH_PARAMETERS, load_calibration
+from ampgan.projection.step_band import step_composition
+from ampgan.study.report import projection_sections
 from ampgan.system.gpus import gpu_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 CALIBRATION = ROOT / "benchmarks" / "calibration"
+PROJECTED_RESULTS = (
+    ROOT / "benchmarks" / "results" / "projection-step-band-acgan2019-amd-zen3-2026-12-02" / "projection"
+)
 FITTED = {"volta": ("V100", "deepbench_v100.csv"), "pascal": ("P100", "deepbench_p100.csv")}
 
 
@@ -36,11 +41,12 @@ def recomputed(request):
     tables = paired(read_calibration(CALIBRATION / name), gpu)
     paths, shared = fit(list(tables.values()), gpu)
     residuals = cross_validated_log_residuals(tables, gpu)
-    return architecture, gpu, tables, paths, shared, speedup_check(tables, residuals).summary()
+    check = speedup_check(tables, residuals)
+    return architecture, gpu, tables, paths, shared, check.summary(), step_composition(tables, residuals, check)
 
 
 def test_the_cross_validated_error_meets_the_targets(recomputed):
-    architecture, _, _, _, _, summary = recomputed
+    architecture, _, _, _, _, summary, _ = recomputed
     assert summary["kernels"] > 400
     assert summary["median_speedup_error"] <= 1.25  # the fp32 -> fp16 speedup, kernels no fit saw
     assert summary["band_coverage"] >= 0.80  # the band holds the measured speedup
@@ -49,7 +55,7 @@ def test_the_cross_validated_error_meets_the_targets(recomputed):
 
 def test_the_shipped_calibration_is_what_its_tables_rebuild(recomputed):
     """calibration/<arch>.json (and the numbers docs/projection.md states) come from the shipped CSVs."""
-    architecture, _, tables, paths, shared, summary = recomputed
+    architecture, _, tables, paths, shared, summary, _ = recomputed
     shipped = load_calibration(architecture)
     for path in ("fp32", "fp16"):
         assert np.allclose(shipped.paths[path], paths[path], rtol=1e-6, atol=1e-6), path
@@ -60,11 +66,53 @@ def test_the_shipped_calibration_is_what_its_tables_rebuild(recomputed):
     assert f"{summary['median_speedup_error']:.2f}x" in docs and f"{summary['band_coverage']:.0%}" in docs
 
 
+def _rounded(value):
+    if isinstance(value, dict):
+        return {key: _rounded(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_rounded(item) for item in value]
+    return round(value, 6) if isinstance(value, float) else value
+
+
+def test_the_step_band_composition_is_what_its_tables_rebuild_and_holds_pseudo_steps(recomputed):
+    """The correlations between kernels' speedup errors and the pseudo-step check (projection/step_band.py)
+    are recomputed from the shipped CSVs; the composed band holds 80% of pseudo-steps of layers whose
+    correlations and multiple it did not see."""
+    architecture, _, _, _, _, _, composition = recomputed
+    shipped = load_calibration(architecture).residuals
+    assert _rounded(composition) == _rounded({key: shipped[key] for key in composition})
+    assert composition["pseudo_steps"]["composed"]["band_holds"] >= 0.80
+    assert 0 <= shipped["correlation"]["other"] <= shipped["correlation"]["same_layer"] <= 1
+
+
+def test_the_docs_and_the_reports_other_hardware_section_state_each_architectures_error(recomputed, tmp_path):
+    """Issue 34 item 5: the median and 90th-percentile speedup error and the band's coverage, per
+    architecture, as recomputed here, in docs/projection.md and in the report's "On other hardware"."""
+    architecture, _, _, _, _, summary, composition = recomputed
+    stated = (
+        f"{summary['median_speedup_error']:.2f}x in the median",
+        f"{summary['p90_speedup_error']:.2f}x at the 90th percentile",
+        f"band holds {summary['band_coverage']:.0%}",
+        f"holds {composition['pseudo_steps']['composed']['band_holds']:.0%} of",
+    )
+    document = json.loads((PROJECTED_RESULTS / "projection.json").read_text(encoding="utf-8"))
+    document.pop("calibration_error", None)  # the report then states the shipped calibration's error
+    (tmp_path / "projection").mkdir()
+    (tmp_path / "projection" / "projection.json").write_text(json.dumps(document), encoding="utf-8")
+    section = next(s for s in projection_sections(tmp_path) if s.title.startswith("On other hardware"))
+    own = section.paragraph[section.paragraph.index(f"{architecture} (") :]
+    assert all(text in own for text in stated), (architecture, own)
+    docs = (ROOT / "docs" / "projection.md").read_text(encoding="utf-8")
+    row = next(r for r in docs.splitlines() if r.startswith(f"| {architecture.capitalize()} (DeepBench"))
+    assert f"{summary['median_speedup_error']:.2f}x" in row and f"{summary['p90_speedup_error']:.2f}x" in row
+    assert f"{summary['band_coverage']:.0%}" in row and f"{summary['median_band_ratio']:.2f}" in row
+
+
 def test_the_model_gets_the_measured_extremes_right_in_direction(recomputed):
     """The cases the fixed-fraction roofline got wrong (issue 34): a 1-channel convolution's weight gradient
     is slower in 16 bit on both GPUs (measured 0.12-0.63x), a large aligned product is much faster on V100
     and not on P100."""
-    architecture, gpu, tables, paths, shared, _ = recomputed
+    architecture, gpu, tables, paths, shared, _, _ = recomputed
     predicted = {p: dict(zip(d.names, predict_ms(d, paths, shared, gpu))) for p, d in tables.items()}
     one_channel = [n for n in predicted["fp16"] if n.startswith("conv_bwd_weight") and "_c1_" in n]
     assert one_channel and all(predicted["fp32"][n] / predicted["fp16"][n] < 1 for n in one_channel)

@@ -374,13 +374,17 @@ def calibration_error_lines() -> list[str]:
         calibration = load_calibration(architecture)
         error = calibration.residuals["speedup_fp32_to_fp16"]
         times = calibration.residuals["time_error"]
+        steps = calibration.residuals["pseudo_steps"]
         lines.append(
             f"{architecture} ({calibration.document['gpu']}, DeepBench, {error['kernels']} kernels, "
             f"{calibration.residuals['folds']}-fold cross-validated): fp32->fp16 speedup off by "
             f"{error['median_speedup_error']:.2f}x in the median, {error['p90_speedup_error']:.2f}x at the "
             f"90th percentile; its band holds {error['band_coverage']:.0%} of the measured speedups "
             f"(median width {error['median_band_ratio']:.2f}x); kernel times off by "
-            f"{times['fp32']['median']:.2f}x (fp32) and {times['fp16']['median']:.2f}x (fp16) in the median"
+            f"{times['fp32']['median']:.2f}x (fp32) and {times['fp16']['median']:.2f}x (fp16) in the median; "
+            f"a step's composed speedup band holds {steps['composed']['band_holds']:.0%} of "
+            f"{steps['pseudo_steps']} pseudo-steps of whole DeepBench layers no fit saw (median width "
+            f"{steps['composed']['median_band_ratio']:.2f}x)"
         )
     return lines
 
