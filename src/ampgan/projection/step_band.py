@@ -158,6 +158,12 @@ def conformal_level(values: Sequence[float], share: float) -> float:
     return float(ordered[min(len(ordered) - 1, math.ceil((len(ordered) + 1) * share) - 1)])
 
 
+def step_multiple(needed: Sequence[float], share: float) -> float:
+    """The multiple of the composed band that holds `share` of pseudo-steps, never below 1: kernels that
+    err as one (a repeated shape, an unmeasured filter) keep the band the kernel check validated."""
+    return max(1.0, conformal_level(needed, share))
+
+
 def pseudo_step_check(
     kernels: Sequence[Kernel],
     measured: tuple[np.ndarray, np.ndarray],
@@ -202,7 +208,7 @@ def pseudo_step_check(
         drawn.append((half, needed_scale(truth, *arguments, factor), factor, truth, arguments))
     held, ratios, held_together, ratios_together = [], [], [], []
     for half in (0, 1):
-        scale = conformal_level([n for h, n, *_ in drawn if h != half], share)
+        scale = step_multiple([n for h, n, *_ in drawn if h != half], share)
         for _, _, factor, truth, arguments in (d for d in drawn if d[0] == half):
             for multiple, hits, widths in ((scale * factor, held, ratios), (1.0, held_together, ratios_together)):
                 band_low, band_high = _band(*arguments, multiple)
@@ -212,7 +218,7 @@ def pseudo_step_check(
         "pseudo_steps": steps,
         "layers_per_step": list(layers_per_step),
         "share": share,
-        "step_scale": conformal_level([n for _, n, *_ in drawn], share),
+        "step_scale": step_multiple([n for _, n, *_ in drawn], share),
         "composed": {"band_holds": float(np.mean(held)), "median_band_ratio": float(np.median(ratios))},
         "every_kernel_at_its_end": {
             "band_holds": float(np.mean(held_together)),

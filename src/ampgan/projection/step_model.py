@@ -191,8 +191,9 @@ def step_estimate(
     timed = kernel_times(kernels, gpu, precision, calibration, widening)
     matrix = timed.seconds * w
     # The step's speedup band: each kernel's class band scaled by how its errors add up over this step's
-    # kernels (step_band.py: measured correlations, then the multiple that holds DeepBench's pseudo-steps),
-    # an uncalibrated architecture's shift added whole, since it moves every kernel at once.
+    # kernels (step_band.py: measured correlations, then the multiple that holds DeepBench's pseudo-steps,
+    # at least 1), an uncalibrated
+    # architecture's shift added whole, since it moves every kernel at once.
     cross_validation = calibration.residuals
     scale = cross_validation["pseudo_steps"]["step_scale"] * composition_factor(
         kernels,
