@@ -245,8 +245,9 @@ def step_estimate(
 
 
 def _gpu_range(estimate: StepEstimate) -> tuple[float, float]:
-    """(fast, slow) GPU seconds of a step with each matrix kernel at the ends of its speedup band
-    relative to fp32 (an fp32 step has none: both ends are its mid)."""
+    """(fast, slow) GPU seconds of a step with each matrix kernel at the ends of the step's speedup band
+    relative to fp32 (its class's band composed over the step, step_band.py; an fp32 step has none:
+    both ends are its mid)."""
     low_log, high_log = estimate.matrix_log_speedup_band
     fast = float((estimate.matrix_seconds * np.exp(-high_log)).sum()) + estimate.other_s
     slow = float((estimate.matrix_seconds * np.exp(-low_log)).sum()) + estimate.other_s
@@ -255,7 +256,8 @@ def _gpu_range(estimate: StepEstimate) -> tuple[float, float]:
 
 def speedup_band(baseline: StepEstimate, faster: StepEstimate) -> tuple[float, float, float]:
     """(mid, low, high) speedup of `faster` over `baseline`: each matrix kernel off fp32 varied by its
-    class's measured-speedup residuals (an fp32 baseline's kernels held at mid, since the residuals are
+    class's measured-speedup residuals as composed over the step (step_band.py: the errors of unrelated
+    kernels partly average) (an fp32 baseline's kernels held at mid, since the residuals are
     measured against fp32; a TF32 default varies by its own), the other operations and the host cost the
     same in both, the host either overlapping the GPU or not."""
     mid = baseline.seconds / faster.seconds
