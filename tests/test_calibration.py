@@ -106,6 +106,9 @@ def test_the_docs_and_the_reports_other_hardware_section_state_each_architecture
     row = next(r for r in docs.splitlines() if r.startswith(f"| {architecture.capitalize()} (DeepBench"))
     assert f"{summary['median_speedup_error']:.2f}x" in row and f"{summary['p90_speedup_error']:.2f}x" in row
     assert f"{summary['band_coverage']:.0%}" in row and f"{summary['median_band_ratio']:.2f}" in row
+    steps = composition["pseudo_steps"]["composed"]
+    step_row = next(r for r in docs.splitlines() if r.startswith(f"| {architecture.capitalize()} | "))
+    assert f"| {steps['band_holds']:.0%} | {steps['median_band_ratio']:.2f} |" in step_row
 
 
 def test_the_model_gets_the_measured_extremes_right_in_direction(recomputed):
