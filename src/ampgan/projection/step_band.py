@@ -7,7 +7,8 @@ in another pass) err together only in part, two layers of one class hardly at al
 (benchmarks/calibration/fit.py measures the correlations and stores them in calibration/<arch>.json).
 So the step's spread is sqrt(sum_jk a_j a_k s_j s_k rho_jk) (a: a kernel's share of the matrix time, s:
 its band's half-width in log, rho: 1 for the same kernel run again, as D on real and on fake images,
-the measured same-layer, same-class or other value otherwise), and each kernel's band end is scaled by
+and between convolutions of a filter no calibration kernel had; the measured same-layer, same-class or
+other value otherwise), and each kernel's band end is scaled by
 that over sum_j a_j s_j: 1 when every kernel errs together, less the more the time spreads over
 unrelated kernels. An architecture's shift as a whole (a GPU without its own calibration) is not in
 these correlations: it is added to the composed band undivided.
