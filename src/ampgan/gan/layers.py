@@ -50,6 +50,8 @@ class _SpectralNormalisation:
         matrix = self.weight.detach().reshape(self.weight.shape[0], -1).float()  # (out, in * k * k)
         self.register_buffer("spectral_u", F.normalize(torch.randn(matrix.shape[0], device=matrix.device), dim=0))
         self.register_buffer("spectral_v", torch.zeros(matrix.shape[1], device=matrix.device))
+        if matrix.is_meta:  # shapes only (ampgan traces on the meta device): no values to iterate on
+            return
         for _ in range(iterations):
             self._power_iteration(matrix)
 
