@@ -1,9 +1,19 @@
 from __future__ import annotations
 
-from pathlib import Path
+import os
 
-import pytest
-import torch
+# Under pytest-xdist each worker has a core: one thread for it and for every process a test starts
+# (torchrun, the CLI, the GPU sweep's rehearsal). Two threads per process on a 2-core machine already
+# busy with the other worker spin at each parallel region's barrier: a tiny model's 70-ms step took
+# 2.7 s so. Set before torch is imported, here and in the children that inherit the environment.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    for _variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(_variable, "1")
+
+from pathlib import Path  # noqa: E402
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
 
 from ampgan.cli import main
 from ampgan.config import TrainConfig, config_from_options
@@ -15,10 +25,18 @@ from ampgan.training.state import build_train_state
 CPU = torch.device("cpu")
 
 
+def _test_threads() -> int:
+    """Torch threads per test process, fixed so float reductions run in one order: one per worker when
+    pytest-xdist runs a worker per core (two threads each would fight over the cores, spinning), else two
+    (the 2-core CI machine). AMPGAN_TEST_THREADS overrides."""
+    if os.environ.get("AMPGAN_TEST_THREADS"):
+        return int(os.environ["AMPGAN_TEST_THREADS"])
+    return 1 if os.environ.get("PYTEST_XDIST_WORKER") else 2
+
+
 @pytest.fixture(autouse=True)
 def _deterministic_threads():
-    # Two threads on the 2-core CI machine; fixed so float reductions run in one order.
-    torch.set_num_threads(2)
+    torch.set_num_threads(_test_threads())
 
 
 @pytest.fixture(autouse=True)
@@ -82,6 +100,26 @@ def _compiling_never_measured_faster(request, monkeypatch):
             return compilation.CompileMeasurement(rounds, first_compile_s=1.0, compile_s=1.0)
 
     monkeypatch.setattr(compilation, "compile_probe_for", lambda config, dataset, device: NoGain())
+
+
+@pytest.fixture(autouse=True)
+def _evaluators_trained_briefly(request, monkeypatch, tmp_path):
+    """A study's evaluator (quality/evaluator.py) trains for at least 150 steps, tens of seconds per
+    dataset on 2 cores; a test of a study's plumbing needs a judge past the accuracy floor, not a good
+    one: two epochs, at least 40 steps. Tests of the evaluator's own training ask for the real one
+    (marker `real_evaluator_training`) and keep it in a cache of their own."""
+    import ampgan.quality.evaluator as evaluator
+
+    if "real_evaluator_training" in request.keywords:
+        monkeypatch.setenv("AMPGAN_CACHE_DIR", str(tmp_path / "real-evaluator-cache"))
+        return
+    train_in_full = evaluator._train_classifier
+
+    def train_briefly(network, images, labels, epochs, seed, device, batch_size=128):
+        return train_in_full(network, images, labels, min(epochs, 2), seed, device, batch_size)
+
+    monkeypatch.setattr(evaluator, "MIN_TRAINING_STEPS", min(evaluator.MIN_TRAINING_STEPS, 40))
+    monkeypatch.setattr(evaluator, "_train_classifier", train_briefly)
 
 
 def tiny_config(sets=(), **overrides) -> TrainConfig:
@@ -150,11 +188,17 @@ def run_short_compare(capsys, model_args, out):
 
 @pytest.fixture(autouse=True, scope="session")
 def _private_cache(tmp_path_factory):
-    """Speed decisions and evaluators are cached per test session, never in the user's ~/.cache."""
-    import os
-
+    """Speed decisions and evaluators are cached per test session, never in the user's ~/.cache. Under
+    pytest-xdist the trained evaluators are shared by the workers (a folder beside theirs: an evaluator
+    takes tens of seconds to train, and the cache writes each file atomically, so two workers training
+    the same one at once only repeat work); speed decisions stay each worker's own."""
     previous = os.environ.get("AMPGAN_CACHE_DIR")
-    os.environ["AMPGAN_CACHE_DIR"] = str(tmp_path_factory.mktemp("ampgan-cache"))
+    cache = tmp_path_factory.mktemp("ampgan-cache")
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = tmp_path_factory.getbasetemp().parent / "ampgan-evaluators"
+        shared.mkdir(exist_ok=True)
+        (cache / "evaluators").symlink_to(shared, target_is_directory=True)
+    os.environ["AMPGAN_CACHE_DIR"] = str(cache)
     yield
     if previous is None:
         os.environ.pop("AMPGAN_CACHE_DIR", None)

@@ -318,7 +318,9 @@ def test_compare_runs_on_every_dataset_kind(kind, tmp_path, capsys, monkeypatch)
     assert code == 0, err
     document = json.loads((out / "compare.json").read_text())
     bench = json.loads((out / "bench" / "results.json").read_text())
-    assert bench["spec"]["dataset"] == source[1] and {c["status"] for c in bench["configs"]} == {"ok"}
+    # Each configuration ran on the dataset's batches (its 0.3-s budget may judge one too slow on a busy machine).
+    statuses = [c["status"] for c in bench["configs"]]
+    assert bench["spec"]["dataset"] == source[1] and statuses and set(statuses) <= {"ok", "too_slow"}
     assert set(document["runs"]) == {"fp32", "bf16"} and (out / "report.html").is_file()
     assert "cannot tell a difference from seed-to-seed spread" in " ".join(document["verdict"])
 

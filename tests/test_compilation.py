@@ -197,30 +197,31 @@ def test_the_real_probe_compiles_the_step_and_times_a_new_run(monkeypatch, tmp_p
 def test_train_records_the_decision_in_its_config_and_resume_keeps_it(capsys, tmp_path, monkeypatch):
     import ampgan.speed.compilation as compilation
 
-    # An imagined machine where an eager step takes 1 s and a compiled one 0.8 s.
+    # An imagined machine where an eager step takes 20 s and a compiled one 16 s: a few real steps stand
+    # for runs long enough to be measured.
     monkeypatch.setattr(
-        compilation, "compile_probe_for", lambda config, dataset, device: Machine(eager_s=1.0, compiled_s=0.8)
+        compilation, "compile_probe_for", lambda config, dataset, device: Machine(eager_s=20.0, compiled_s=16.0)
     )
     monkeypatch.setenv("AMPGAN_COMPILE_BACKEND", "eager")
     own_decision_cache(monkeypatch, tmp_path)
     out = tmp_path / "run"
-    # 2 steps: a 2-s run there, not measured; eager.
+    # 2 steps: a 40-s run there, not measured; eager.
     code, _, err = run_cli(capsys, "train", *TINY, "--steps", "2", "--out", str(out), "--quiet")
     assert code == 0 and json.loads((out / "config.json").read_text())["config"]["compute"]["compile"] is False
-    # 310 steps there: 310 s, measured (1.25x, 8 s to compile: pays after about 40 s), compiled; the decision printed.
+    # 16 steps there: 320 s, measured (1.25x, 8 s to compile: pays after about 40 s), compiled; the decision printed.
     out2 = tmp_path / "run2"
-    code, _, err = run_cli(capsys, "train", *TINY, "--steps", "310", "--out", str(out2))
+    code, _, err = run_cli(capsys, "train", *TINY, "--steps", "16", "--out", str(out2))
     assert code == 0, err
     assert json.loads((out2 / "config.json").read_text())["config"]["compute"]["compile"] is True
     assert "fp32 at batch 8: compiled " in err and "8.0 s to compile in a new run: pays after" in err
     assert "s of training: compiled" in err
-    code, _, err = run_cli(capsys, "train", "--resume", str(out2), "--steps", "312", "--quiet")
+    code, _, err = run_cli(capsys, "train", "--resume", str(out2), "--steps", "18", "--quiet")
     assert code == 0, err
     assert json.loads((out2 / "config.json").read_text())["config"]["compute"]["compile"] is True
     # --no-compile is obeyed without asking.
     monkeypatch.setattr(compilation, "compile_probe_for", lambda *a: Machine(fails=AssertionError("asked")))
     code, _, err = run_cli(
-        capsys, "train", *TINY, "--steps", "310", "--no-compile", "--out", str(tmp_path / "run3"), "--quiet"
+        capsys, "train", *TINY, "--steps", "16", "--no-compile", "--out", str(tmp_path / "run3"), "--quiet"
     )
     assert code == 0, err
     assert json.loads((tmp_path / "run3" / "config.json").read_text())["config"]["compute"]["compile"] is False

@@ -69,7 +69,15 @@ DRIVER = textwrap.dedent("""
     import ampgan.study.compare as compare
     import ampgan.study.report as report
     import ampgan.training.loop as loop
+    import ampgan.quality.evaluator as evaluator
     calls = {"n": 0}
+
+    # The evaluator trained briefly, as in-process tests do (conftest._evaluators_trained_briefly).
+    train_in_full = evaluator._train_classifier
+    evaluator.MIN_TRAINING_STEPS = 40
+    evaluator._train_classifier = lambda network, images, labels, epochs, *rest: train_in_full(
+        network, images, labels, min(epochs, 2), *rest
+    )
 
     def nth(n):
         def when(*args, **kwargs):

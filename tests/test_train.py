@@ -32,7 +32,7 @@ def test_time_budget_stops_the_run(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_few_hundred_steps_on_digits_teach_the_class_head(tmp_path):
+def test_eighty_steps_on_digits_teach_the_class_head(tmp_path):
     """The AC-GAN learns: D's class accuracy on generated digits rises far above chance (0.1). (fp32: on a
     CPU without bf16 instructions bf16 is ~20x slower, and learning is the same claim in every precision;
     tests/test_numerics.py holds bf16 to fp32's curve.)"""
@@ -42,7 +42,7 @@ def test_a_few_hundred_steps_on_digits_teach_the_class_head(tmp_path):
         width=16,
         z_dim=32,
         batch_size=32,
-        steps=300,
+        steps=80,
         log_every=2,
         sample_every=10_000,
         seed=0,
@@ -51,5 +51,5 @@ def test_a_few_hundred_steps_on_digits_teach_the_class_head(tmp_path):
     records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     first, last = records[0], records[-1]
     assert first["class_acc_fake"] < 0.3
-    assert last["class_acc_fake"] > 0.7  # chance is 0.1; 0.16 at step 2, 1.0 at step 300 when written
+    assert last["class_acc_fake"] > 0.7  # chance is 0.1; 0.20 at step 2, 0.86 at step 40, 1.0 at step 80 when written
     assert last["class_acc_real"] > 0.8
