@@ -11,6 +11,7 @@ _EXPORTS = {
     "Adam": "ampgan.gan.contract",
     "DataSpec": "ampgan.gan.contract",
     "Update": "ampgan.gan.contract",
+    "EMA": "ampgan.gan.ema",
     "LossContext": "ampgan.gan.context",
     "compare": "ampgan.api",
     "Study": "ampgan.study.answer",
