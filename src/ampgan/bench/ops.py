@@ -33,7 +33,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 from torch.utils.flop_counter import flop_registry
 
-from ampgan.bench.flops import kind_of
+from ampgan.bench.flops import flops_of, kind_of
 from ampgan.errors import AmpganError
 from ampgan.training.step import train_step
 
@@ -268,7 +268,7 @@ class _OpRecorder(TorchDispatchMode):
             dtype, dims = _matrix_dims(name, args)
             alignment, unit = _alignment(*dims), "matrix"
             kernels = kernel_shapes(name, args)
-        flops = float(flop_registry[packet](*args, **kwargs, out_val=out)) if packet in flop_registry else 0.0
+        flops = float(flops_of(packet, args, kwargs, out)) if packet in flop_registry else 0.0
         self.records.append(
             OpRecord(
                 op=str(packet),
