@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 import torch
 
 from ampgan.bench.attainable import attainable_comparison, ops_alone, summarise
+from ampgan.bench.deadline import CallTooLong, abandoned_after
 from ampgan.bench.flops import count_flops_by_kind
 from ampgan.bench.ops import TRACE_BATCH_SIZES, trace_op_table
 from ampgan.bench.stats import achieved_fraction_of_peak, throughput, timing_stats
@@ -232,6 +233,8 @@ def run_bench(
     # The decisions made before anything is measured (speed/plan.py: timed and said, with how to skip each):
     # every precision not measured slower at the first batch size (a bench charts where a mode starts to
     # gain), and each one's memory format; whether to compile is the user's (--compile).
+    spent = {}  # seconds per stage, printed beside the budget (output.time_spent_text)
+    started = time.perf_counter()
     plan = plan_run(
         lambda precision: spec.train_config(precision, spec.batch_sizes[0]),
         dataset,
@@ -241,10 +244,12 @@ def run_bench(
         channels_last=spec.channels_last,
         compile=spec.compile,
         warn_named=False,
+        decision_seconds=DECISION_SHARE * budget_s(spec),
         log=log,
     )
     precisions, left_out, layouts = plan.precisions, plan.left_out, plan.layouts
     spec = replace(spec, channels_last=plan.channels_last)
+    spent["decisions"], started = time.perf_counter() - started, time.perf_counter()
     # Compile time as the next run meets it (fresh processes, cold then warm cache): rank 0 alone.
     compile_times = (
         {
@@ -255,6 +260,7 @@ def run_bench(
         if spec.measure_compile_times and world().is_main
         else {}
     )
+    spent["compile_times"], started = time.perf_counter() - started, time.perf_counter()
     peaks = {}
     for name in precisions:
         value, source = (spec.peak_tflops, "--peak-tflops") if spec.peak_tflops else peak_tflops(hardware, name)
@@ -286,6 +292,7 @@ def run_bench(
                 # The batch size being measured has too few rounds to be compared: it is left out.
                 incomplete = _stopped(stop_request, spec.batch_sizes[:index], spec.batch_sizes[index:])
                 break
+        spent["measuring"], started = time.perf_counter() - started, time.perf_counter()
         # The op tables, inside the same guard: a signal now stops them (between precisions), never the
         # process, so what was measured is written.
         traced = {}
@@ -299,6 +306,7 @@ def run_bench(
             traced = trace_op_tables(
                 replace(spec, trace_cycle_s=foreseen), dataset, device, log, stop_check=lambda: bool(stop_request)
             )
+        spent["trace"] = time.perf_counter() - started
         if incomplete is None and stop_request:  # after the last check: everything measured, but asked to stop
             incomplete = _stopped(stop_request, spec.batch_sizes, ())
     sharing = world().local_size if device.type == "cpu" else 1
@@ -311,7 +319,8 @@ def run_bench(
         "format": "ampgan-bench/1",
         "environment": environment_stamp(device),
         "processes": world().size,
-        "spec": spec.to_dict() | {"precisions": list(precisions)},
+        "spec": spec.to_dict()
+        | {"precisions": list(precisions), "decision_share": DECISION_SHARE, "trace_share": TRACE_SHARE},
         "hardware": hardware.to_dict(),
         "peaks": peaks,
         "left_out": left_out,
@@ -323,6 +332,7 @@ def run_bench(
         "speedups": pairs,
         "attainable": attainable_rows(rows, pairs),
         "incomplete": incomplete,
+        "seconds": {stage: round(value, 2) for stage, value in spent.items()},
         **traced,
     }
 
@@ -342,8 +352,18 @@ OP_TABLE_PRECISIONS = ("fp32", "bf16", "fp16")
 TRACE_SHARE = 0.5
 
 
+# The decisions before measuring (precisions, memory format) may take this share of it: one whose answer
+# is not cached and whose time cap does not fit takes its default and says so (speed/plan.py).
+DECISION_SHARE = 0.25
+
+
+def budget_s(spec: BenchSpec) -> float:
+    """What the bench was asked to spend measuring: --max-seconds per batch size."""
+    return spec.max_seconds * len(spec.batch_sizes)
+
+
 def trace_budget_s(spec: BenchSpec) -> float:
-    return TRACE_SHARE * spec.max_seconds * len(spec.batch_sizes)
+    return TRACE_SHARE * budget_s(spec)
 
 
 def trace_op_tables(
@@ -558,7 +578,13 @@ def _warm_up(spec: BenchSpec, contender: _Contender, stop_check=lambda: None, af
         if index:
             stop_check()
         started = time.perf_counter()
-        elapsed = contender.timed_step()  # per step, averaged over the cycle's kinds of step
+        try:
+            # The first call of a configuration not yet judged may take the batch size's whole budget, no more.
+            with abandoned_after(spec.max_seconds if index == 0 and not judged else None):
+                elapsed = contender.timed_step()  # per step, averaged over the cycle's kinds of step
+        except CallTooLong:
+            _abandoned(spec, contender)
+            return
         # What one measurement really costs: a call runs one step of each kind in the cycle (a lazy penalty's
         # too), so a model with lazy updates spends several steps' time per call, not one.
         call_s = time.perf_counter() - started
@@ -572,6 +598,14 @@ def _warm_up(spec: BenchSpec, contender: _Contender, stop_check=lambda: None, af
             over = any_rank([max(elapsed, call_s) * steps > spec.max_seconds])[0]
             if not over:
                 judged = True
+            elif index == 0 and any_rank([call_s > spec.max_seconds])[0]:
+                # One warm-up call spent the whole of this batch size's --max-seconds: however much faster
+                # the next were (kernel selection is done), a second would be spent past the budget.
+                contender.result.status = "too_slow"
+                contender.result.reason = (
+                    f"its first warm-up call took {call_s:.2f} s, more than --max-seconds {spec.max_seconds:g} alone"
+                )
+                return
             elif index > 0:
                 per_call = f" (one of each kind of step in its cycle: {call_s:.2f} s)" if call_s > 1.5 * elapsed else ""
                 contender.result.status = "too_slow"
@@ -582,6 +616,19 @@ def _warm_up(spec: BenchSpec, contender: _Contender, stop_check=lambda: None, af
                 )
                 return
         index += 1
+
+
+def _abandoned(spec: BenchSpec, contender: _Contender) -> None:
+    """A first warm-up call stopped at --max-seconds: too slow, with what is known of its time (at least the
+    budget per call, so a larger batch size of this precision is foreseen too slow without running)."""
+    kinds = len(getattr(getattr(contender, "timer", None), "step_kinds", None) or [None])
+    contender.result.warmup_call_s.append(spec.max_seconds)
+    contender.result.warmup_s.append(spec.max_seconds / kinds)  # a step of the call: at least this
+    contender.result.status = "too_slow"
+    contender.result.reason = (
+        f"its first warm-up call ran past --max-seconds {spec.max_seconds:g} and was stopped there "
+        "(a step here takes longer than the whole budget of this batch size)"
+    )
 
 
 def _forget_autotuning_peak(spec: BenchSpec, device: torch.device) -> None:
