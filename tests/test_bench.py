@@ -220,7 +220,7 @@ def test_a_signal_during_the_op_trace_stops_it_and_keeps_every_measurement(monke
         warmup=1,
         steps=2,
         min_seconds=0,
-        max_seconds=2,
+        max_seconds=30,  # fp32 alone stops after its 2 rounds; the budget only keeps a loaded machine's warm-up in
         channels_last=(),
     )
     results = run_bench(spec, torch.device("cpu"))
@@ -249,7 +249,7 @@ def test_decisions_that_do_not_fit_their_share_of_the_budget_take_their_defaults
     assert {c["precision"] for c in results["configs"]} == {"fp32", "bf16", "fp16"}
     (line,) = [line for line in err.splitlines() if line.startswith("bench: ")]
     assert "s in all for the 2 s asked (--max-seconds 2 x 1 batch size(s)): decisions" in line
-    assert set(results["seconds"]) == {"decisions", "compile_times", "measuring", "trace"}
+    assert set(results["seconds"]) == {"decisions", "compile_times", "building", "measuring", "trace"}
 
 
 def test_a_first_warm_up_call_longer_than_the_budget_is_too_slow_at_once(monkeypatch):
@@ -288,11 +288,37 @@ def test_a_first_warm_up_call_running_past_the_budget_is_stopped_there():
     started = time.perf_counter()
     _warm_up(BenchSpec(warmup=2, steps=2, max_seconds=0.3), Contender())
     assert time.perf_counter() - started < 5
-    assert Contender.result.status == "too_slow" and "ran past --max-seconds 0.3 and was stopped" in (
+    assert Contender.result.status == "too_slow" and "ran past the 0.3 s left of --max-seconds 0.3" in (
         Contender.result.reason
     )
     assert Contender.result.warmup_call_s == [0.3]  # at least the budget: larger batches foreseen too slow
     assert signal.getsignal(signal.SIGALRM) == handler
+
+
+def test_a_batch_sizes_warm_ups_share_its_max_seconds_with_its_rounds():
+    import time
+
+    from ampgan.bench.harness import ConfigResult, _warm_up
+
+    class Contender:
+        def __init__(self, call_s):
+            self.call_s, self.result = call_s, ConfigResult(batch_size=16, precision="fp32")
+
+        def timed_step(self):
+            time.sleep(self.call_s)
+            return self.call_s
+
+    spec, allowance = BenchSpec(warmup=2, steps=2, max_seconds=1.0), {"left": 1.0}
+    first = Contender(0.1)
+    _warm_up(spec, first, allowance=allowance)
+    assert first.result.status == "ok" and 0.7 < allowance["left"] < 0.8  # two calls spent
+    slow = Contender(30)
+    _warm_up(spec, slow, allowance=allowance)  # stopped at what was left, not at --max-seconds
+    assert slow.result.status == "too_slow" and "ran past the 0.7" in slow.result.reason
+    assert allowance["left"] < 0.05
+    late, allowance["left"] = Contender(0.1), 0.0
+    _warm_up(spec, late, allowance=allowance)
+    assert late.result.status == "too_slow" and "the warm-ups before it spent" in late.result.reason
 
 
 def test_an_op_trace_cycle_slower_than_foreseen_is_stopped_at_the_trace_deadline(monkeypatch):

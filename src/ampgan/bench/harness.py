@@ -64,9 +64,9 @@ class BenchSpec:
     )
     max_seconds: float = spec_field(
         60.0,
-        "Cap on measured rounds per batch size (the speedup is then marked "
-        "unsettled); a configuration whose warm-up projects beyond it is recorded "
-        "as too slow.",
+        "Cap on each batch size's warm-ups and measured rounds together (the speedup is then marked "
+        "unsettled); a configuration whose warm-up projects beyond it, or runs past what is left of it, is "
+        "recorded as too slow.",
         "positive",
     )
     # Per batch size, measure at least this long: neighbours' load on a shared machine shifts over
@@ -281,6 +281,7 @@ def run_bench(
                     on_config,
                     _StopCheck(stop_request, device),
                     slow_per_image,
+                    spent,
                 )
                 results += finished
                 for result in finished:
@@ -292,7 +293,9 @@ def run_bench(
                 # The batch size being measured has too few rounds to be compared: it is left out.
                 incomplete = _stopped(stop_request, spec.batch_sizes[:index], spec.batch_sizes[index:])
                 break
-        spent["measuring"], started = time.perf_counter() - started, time.perf_counter()
+        # What building the configurations took is model building, not measuring (said apart).
+        spent["measuring"] = time.perf_counter() - started - spent.get("building", 0.0)
+        started = time.perf_counter()
         # The op tables, inside the same guard: a signal now stops them (between precisions), never the
         # process, so what was measured is written.
         traced = {}
@@ -501,8 +504,22 @@ def _projected_too_slow(
 
 
 def _bench_batch_size(
-    spec, precisions, batch_size, dataset, device, on_config, stop_check, slow_per_image: dict | None = None
+    spec,
+    precisions,
+    batch_size,
+    dataset,
+    device,
+    on_config,
+    stop_check,
+    slow_per_image: dict | None = None,
+    spent: dict | None = None,
 ) -> tuple[list[ConfigResult], RoundsResult | None]:
+    """`spent["building"]` (when given) gains the seconds spent building each configuration (its networks,
+    optimizers and resident batch: model building, which no measuring budget bounds)."""
+    spent = spent if spent is not None else {}
+    # The batch size's --max-seconds, shared by its warm-ups and its measured rounds (building each
+    # configuration and a compiled step's compilation are not counted: both are said apart).
+    allowance = {"left": spec.max_seconds}
     contenders: list[_Contender] = []
     finished: list[ConfigResult] = []
     for precision in precisions:
@@ -525,8 +542,16 @@ def _bench_batch_size(
             held_before = torch.cuda.memory_allocated(device) if device.type == "cuda" else 0
             if device.type == "cuda":
                 torch.cuda.reset_peak_memory_stats(device)
+            built = time.perf_counter()
             contender = _Contender(spec, precision, batch_size, dataset, device)
-            _warm_up(spec, contender, stop_check, after_first=lambda: _forget_autotuning_peak(spec, device))
+            spent["building"] = spent.get("building", 0.0) + time.perf_counter() - built
+            _warm_up(
+                spec,
+                contender,
+                stop_check,
+                after_first=lambda: _forget_autotuning_peak(spec, device),
+                allowance=allowance,
+            )
             if contender.result.status == "ok":
                 contender.result.peak_memory_bytes = (
                     torch.cuda.max_memory_allocated(device) - held_before
@@ -556,7 +581,7 @@ def _bench_batch_size(
             finished.append(result)
             contender = None
             _free_memory(device)
-    rounds = _time_interleaved(spec, contenders, stop_check)
+    rounds = _time_interleaved(spec, contenders, stop_check, seconds=allowance["left"])
     finished += [c.finish() for c in contenders]
     contenders.clear()
     _free_memory(device)
@@ -566,25 +591,39 @@ def _bench_batch_size(
     return finished, rounds
 
 
-def _warm_up(spec: BenchSpec, contender: _Contender, stop_check=lambda: None, after_first=lambda: None) -> None:
+def _warm_up(
+    spec: BenchSpec, contender: _Contender, stop_check=lambda: None, after_first=lambda: None, allowance=None
+) -> None:
     """Discarded steps (kernel selection, compilation, allocator growth). Whether the configuration fits
     in --max-seconds at all is judged on a step after the first: the first one also autotunes cuDNN's
     (or creates oneDNN's) kernels for each shape, several times a step's own time, and judged on it the
-    large batches where mixed precision pays would be dropped. One more step is run when needed to judge."""
+    large batches where mixed precision pays would be dropped. One more step is run when needed to judge.
+    `allowance` ({"left": seconds}, shared by a batch size's configurations): a call is stopped when it runs
+    past what is left, and spends it; None: only a first call is stopped, at --max-seconds."""
     steps = spec.warmup + spec.steps + 1  # +1: the FLOP-counting step
     judged = contender.result.precision in spec.compile  # compilation dominates its first step: never judged
     index = 0
     while index < max(1, spec.warmup) or not judged:
         if index:
             stop_check()
+        compiling = index == 0 and contender.result.precision in spec.compile  # compile time is said apart
+        if allowance is None:  # the first call of a configuration not yet judged may take the whole budget
+            limit = spec.max_seconds if index == 0 and not judged else None
+        else:
+            limit = None if compiling else allowance["left"]
+            if limit <= 0:
+                _abandoned(spec, contender, spent_before=True)
+                return
         started = time.perf_counter()
         try:
-            # The first call of a configuration not yet judged may take the batch size's whole budget, no more.
-            with abandoned_after(spec.max_seconds if index == 0 and not judged else None):
+            with abandoned_after(limit):
                 elapsed = contender.timed_step()  # per step, averaged over the cycle's kinds of step
         except CallTooLong:
-            _abandoned(spec, contender)
+            _abandoned(spec, contender, limit=limit)
             return
+        finally:
+            if allowance is not None and not compiling:
+                allowance["left"] -= time.perf_counter() - started
         # What one measurement really costs: a call runs one step of each kind in the cycle (a lazy penalty's
         # too), so a model with lazy updates spends several steps' time per call, not one.
         call_s = time.perf_counter() - started
@@ -618,16 +657,25 @@ def _warm_up(spec: BenchSpec, contender: _Contender, stop_check=lambda: None, af
         index += 1
 
 
-def _abandoned(spec: BenchSpec, contender: _Contender) -> None:
-    """A first warm-up call stopped at --max-seconds: too slow, with what is known of its time (at least the
-    budget per call, so a larger batch size of this precision is foreseen too slow without running)."""
-    kinds = len(getattr(getattr(contender, "timer", None), "step_kinds", None) or [None])
-    contender.result.warmup_call_s.append(spec.max_seconds)
-    contender.result.warmup_s.append(spec.max_seconds / kinds)  # a step of the call: at least this
+def _abandoned(spec: BenchSpec, contender: _Contender, limit: float | None = None, spent_before: bool = False) -> None:
+    """A warm-up call stopped when it ran past what was left of the batch size's --max-seconds (`limit`
+    seconds), or not started because nothing was left: too slow. A stopped call's time is known to be at
+    least `limit`, so a larger batch size of this precision is foreseen too slow without running."""
     contender.result.status = "too_slow"
+    if spent_before:
+        contender.result.reason = (
+            f"not warmed up: the warm-ups before it spent this batch size's --max-seconds {spec.max_seconds:g} "
+            "(warm-ups and measured rounds share it)"
+        )
+        return
+    limit = spec.max_seconds if limit is None else limit
+    kinds = len(getattr(getattr(contender, "timer", None), "step_kinds", None) or [None])
+    if not contender.result.warmup_s:  # what is known of a step here: at least this
+        contender.result.warmup_call_s.append(limit)
+        contender.result.warmup_s.append(limit / kinds)
     contender.result.reason = (
-        f"its first warm-up call ran past --max-seconds {spec.max_seconds:g} and was stopped there "
-        "(a step here takes longer than the whole budget of this batch size)"
+        f"its warm-up call ran past the {limit:.3g} s left of --max-seconds {spec.max_seconds:g} for this batch "
+        "size (warm-ups and measured rounds share it) and was stopped there"
     )
 
 
@@ -670,9 +718,13 @@ def _agreed_local_trial(spec: BenchSpec, precision: str, batch_size: int, datase
     )
 
 
-def _time_interleaved(spec: BenchSpec, contenders: list[_Contender], stop_check=lambda: None) -> RoundsResult | None:
+def _time_interleaved(
+    spec: BenchSpec, contenders: list[_Contender], stop_check=lambda: None, seconds: float | None = None
+) -> RoundsResult | None:
     """Rounds in random order until every speedup over fp32 is settled (speed.rounds), at least
-    --steps of them, at most --max-seconds of measured steps for the batch size."""
+    --steps of them (and 2), at most `seconds` of measured steps: what the warm-ups left of the batch
+    size's --max-seconds (all of it when None)."""
+    seconds = spec.max_seconds if seconds is None else seconds
     if not contenders:
         return None
     twins = {id(c): _local_twin(spec, c) for c in contenders} if world().distributed else {}
@@ -700,9 +752,9 @@ def _time_interleaved(spec: BenchSpec, contenders: list[_Contender], stop_check=
         learned = gather_objects(learned)[0]
     rule = StoppingRule(
         min_rounds=max(2, spec.steps),
-        max_seconds=spec.max_seconds,
+        max_seconds=max(seconds, 0.0),
         until=UNTIL_SETTLED,
-        min_seconds=min(spec.min_seconds, spec.max_seconds),
+        min_seconds=min(spec.min_seconds, max(seconds, 0.0)),
         between_run_sd=learned[0],
     )
     rounds = measure_rounds(
