@@ -168,3 +168,13 @@ def test_a_gan_without_ema_samples_from_g_itself():
         generator=torch.nn.Linear(2, 2), discriminator=torch.nn.Linear(2, 1), z_dim=2, d_loss=len, g_loss=len
     )
     assert gan.sampling_generator is gan.generator and gan.sampling_weights == "G's own weights"
+
+
+def test_the_biggan_example_declares_an_average_that_the_study_records():
+    # what compare logs ("quality: samples drawn from ...") and records in compare.json's sampled_from
+    from pathlib import Path
+
+    model = str(Path(__file__).resolve().parents[1] / "examples" / "biggan_lite.py:biggan_lite")
+    config = config_from_options(model=model, dataset="synthetic", image_size=8, sets=["model.width=8"])
+    prepared = prepare_run(config, make_synthetic(image_size=8, count=32))
+    assert prepared.sampling_weights == "the EMA of G (decay 0.999, from step 100)"
