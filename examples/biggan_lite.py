@@ -1,7 +1,8 @@
 """BigGAN in miniature (Brock et al. 2019): a class-conditional generator whose batch norms take their
 scale and shift from the class (conditional batch norm), a projection discriminator (Miyato & Koyama 2018:
 the score is a linear head plus the inner product of a class embedding with D's features), spectral norm
-on D, the hinge loss, and Adam (0, 0.999) with D's learning rate 4x G's, through ampgan's contract.
+on D, the hinge loss, Adam (0, 0.999) with D's learning rate 4x G's, and an exponential moving average
+of G that samples and evaluations use (`GAN(ema=...)`), through ampgan's contract.
 
     ampgan preflight --model examples/biggan_lite.py:biggan_lite
     ampgan compare   --model examples/biggan_lite.py:biggan_lite --set model.width=64
@@ -72,7 +73,9 @@ class ProjectionDiscriminator(nn.Module):
 
 
 # ---- the glue ---------------------------------------------------------------------------------------
-def biggan_lite(data: ampgan.DataSpec, *, width: int = 64, z_dim: int = 120) -> ampgan.GAN:
+def biggan_lite(
+    data: ampgan.DataSpec, *, width: int = 64, z_dim: int = 120, ema_decay: float = 0.999, ema_start: int = 100
+) -> ampgan.GAN:
     if data.image_size not in (8, 16, 32, 64):
         raise ValueError(f"this BigGAN-lite draws 8-64 px images, the data is {data.image_size} px")
     classes = max(1, data.num_classes)
@@ -90,5 +93,8 @@ def biggan_lite(data: ampgan.DataSpec, *, width: int = 64, z_dim: int = 120) -> 
         g_loss=lambda ctx: ampgan.hinge_loss(ctx.D(ctx.fake, ctx.fake_labels), "generator"),
         optimizer_g=ampgan.Adam(lr=1e-4, betas=(0.0, 0.999)),
         optimizer_d=ampgan.Adam(lr=4e-4, betas=(0.0, 0.999)),
+        # BigGAN averages G from step 20000 of ~150k at decay 0.9999; a run of hundreds of steps starts
+        # earlier and averages over ~1000 steps, or the average would hold mostly untrained weights.
+        ema=ampgan.EMA(decay=ema_decay, start=ema_start),
         description=f"BigGAN-lite, width {width}",
     )

@@ -220,9 +220,115 @@ def test_a_signal_during_the_op_trace_stops_it_and_keeps_every_measurement(monke
         warmup=1,
         steps=2,
         min_seconds=0,
-        max_seconds=2,
+        max_seconds=30,  # fp32 alone stops after its 2 rounds; the budget only keeps a loaded machine's warm-up in
         channels_last=(),
     )
     results = run_bench(spec, torch.device("cpu"))
     assert results["incomplete"]["signal"] == "SIGINT" and results["incomplete"]["not_measured"] == []
     assert results["configs"][0]["status"] == "ok" and results["configs"][0]["samples_s"]
+
+
+def test_decisions_that_do_not_fit_their_share_of_the_budget_take_their_defaults(tmp_path, capsys, monkeypatch):
+    from conftest import own_decision_cache
+
+    import ampgan.speed.decision as decision
+    import ampgan.speed.layout as layout
+
+    own_decision_cache(monkeypatch, tmp_path)
+    monkeypatch.setattr(decision, "measure_on_training_step", lambda *a: pytest.fail("precisions measured"))
+    monkeypatch.setattr(layout, "measure_layouts_on_training_step", lambda *a: pytest.fail("memory format measured"))
+    out = tmp_path / "bench"
+    # 2 s asked: the decisions' share (a quarter) fits neither the precisions' 30 s nor a format's 20 s
+    code, stdout, err = run_cli(capsys, "bench", *TINY[:-1], "2", "--batch-sizes", "4", "--out", str(out))
+    assert code == 0, err
+    assert "decisions: the precisions not measured: measuring takes up to 30 s, more than the 0.5 s left" in err
+    assert "bf16, fp16 timed without it (choose with --precisions)" in err
+    assert "decisions: the memory format of fp32 not measured" in err and "fp32 runs NCHW" in err
+    results = json.loads((out / "results.json").read_text())
+    assert results["spec"]["precisions"] == ["fp32", "bf16", "fp16"] and results["spec"]["channels_last"] == []
+    assert {c["precision"] for c in results["configs"]} == {"fp32", "bf16", "fp16"}
+    (line,) = [line for line in err.splitlines() if line.startswith("bench: ")]
+    assert "s in all for the 2 s asked (--max-seconds 2 x 1 batch size(s)): decisions" in line
+    assert set(results["seconds"]) == {"decisions", "compile_times", "building", "measuring", "trace"}
+
+
+def test_a_first_warm_up_call_longer_than_the_budget_is_too_slow_at_once(monkeypatch):
+    from types import SimpleNamespace
+
+    from ampgan.bench.harness import ConfigResult, _warm_up
+
+    class Contender:  # one call of a lazy model's cycle: 4 s per step on average, 12 s in all
+        result = ConfigResult(batch_size=16, precision="bf16")
+
+        def timed_step(self):
+            clock.now += 12.0
+            return 4.0
+
+    clock = SimpleNamespace(now=0.0)
+    monkeypatch.setattr(bench_module, "time", SimpleNamespace(perf_counter=lambda: clock.now))
+    _warm_up(BenchSpec(warmup=2, steps=2, max_seconds=10.0), Contender())
+    assert Contender.result.status == "too_slow" and Contender.result.warmup_call_s == [12.0]  # no second call
+    assert "first warm-up call took 12.00 s, more than --max-seconds 10 alone" in Contender.result.reason
+
+
+def test_a_first_warm_up_call_running_past_the_budget_is_stopped_there():
+    import signal
+    import time
+
+    from ampgan.bench.harness import ConfigResult, _warm_up
+
+    class Contender:  # a call that would take 30 s
+        result = ConfigResult(batch_size=16, precision="bf16")
+
+        def timed_step(self):
+            time.sleep(30)
+            return 30.0
+
+    handler = signal.getsignal(signal.SIGALRM)
+    started = time.perf_counter()
+    _warm_up(BenchSpec(warmup=2, steps=2, max_seconds=0.3), Contender())
+    assert time.perf_counter() - started < 5
+    assert Contender.result.status == "too_slow" and "ran past the 0.3 s left of --max-seconds 0.3" in (
+        Contender.result.reason
+    )
+    assert Contender.result.warmup_call_s == [0.3]  # at least the budget: larger batches foreseen too slow
+    assert signal.getsignal(signal.SIGALRM) == handler
+
+
+def test_a_batch_sizes_warm_ups_share_its_max_seconds_with_its_rounds():
+    import time
+
+    from ampgan.bench.harness import ConfigResult, _warm_up
+
+    class Contender:
+        def __init__(self, call_s):
+            self.call_s, self.result = call_s, ConfigResult(batch_size=16, precision="fp32")
+
+        def timed_step(self):
+            time.sleep(self.call_s)
+            return self.call_s
+
+    spec, allowance = BenchSpec(warmup=2, steps=2, max_seconds=1.0), {"left": 1.0}
+    first = Contender(0.1)
+    _warm_up(spec, first, allowance=allowance)
+    assert first.result.status == "ok" and 0.7 < allowance["left"] < 0.8  # two calls spent
+    slow = Contender(30)
+    _warm_up(spec, slow, allowance=allowance)  # stopped at what was left, not at --max-seconds
+    assert slow.result.status == "too_slow" and "ran past the 0.7" in slow.result.reason
+    assert allowance["left"] < 0.05
+    late, allowance["left"] = Contender(0.1), 0.0
+    _warm_up(spec, late, allowance=allowance)
+    assert late.result.status == "too_slow" and "the warm-ups before it spent" in late.result.reason
+
+
+def test_an_op_trace_cycle_slower_than_foreseen_is_stopped_at_the_trace_deadline(monkeypatch):
+    import time
+
+    import ampgan.bench.ops as ops
+    from ampgan.errors import AmpganError
+
+    monkeypatch.setattr(ops, "trace_cycle", lambda timer, batch: time.sleep(30))
+    started = time.perf_counter()
+    with pytest.raises(AmpganError, match="a fp32 cycle at batch 8 ran past the trace's share of the bench's budget"):
+        ops._settled_trace(None, (torch.zeros(8, 1), None), "fp32", deadline=started + 0.3, first_cycle_s=0.01)
+    assert time.perf_counter() - started < 5

@@ -6,6 +6,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ampgan.bench.flops import count_flops
 from ampgan.bench.ops import OpRecord, OpTable, affine_rows, record_ops
 
 
@@ -42,3 +43,25 @@ def test_a_grouped_modulated_convolution_gets_an_op_table():
     table = OpTable("fp32", tuple(rows), (8, 16), "cpu")
     assert table.flops_at(16) == pytest.approx(sum(r.flops for r in large))
     assert table.flops_at(8) == pytest.approx(sum(r.flops for r in small))
+    # affine with a non-negative intercept: its cost at large batch grows with the batch, not its square
+    assert all(row.flops[0] >= 0 and row.bytes[0] >= 0 for row in rows)
+    assert table.flops_at(4096) == pytest.approx(256 * table.flops_at(16), rel=0.01)
+
+
+def _conv_step(batch: int, grouped: bool):
+    """Forward and backward (input and weight gradients) of B images through 3x3 convolutions 4 -> 6: one
+    grouped convolution with a filter per image (groups = batch, as a modulated convolution), or one
+    shared filter (an ordinary convolution); the same multiply-adds."""
+    torch.manual_seed(0)
+    x = torch.randn(batch, 4, 8, 8, requires_grad=True)
+    if grouped:
+        weight = torch.randn(batch * 6, 4, 3, 3, requires_grad=True)
+        return lambda: F.conv2d(x.reshape(1, batch * 4, 8, 8), weight, padding=1, groups=batch).sum().backward()
+    weight = torch.randn(6, 4, 3, 3, requires_grad=True)
+    return lambda: F.conv2d(x, weight, padding=1).sum().backward()
+
+
+@pytest.mark.parametrize("batch", [4, 8])
+def test_a_grouped_convolution_counts_each_groups_work_once(batch):
+    # torch's formula counts a grouped weight gradient `groups` times over (batch² for a modulated convolution)
+    assert count_flops(_conv_step(batch, grouped=True)) == count_flops(_conv_step(batch, grouped=False))

@@ -127,6 +127,30 @@ def raises(data):
     G, D = nets(data)
     return ampgan.GAN(generator=G, discriminator=D, z_dim=8, d_loss=d_loss,
                       g_loss=lambda ctx: ampgan.real_fake_loss(ctx.D(ctx.fake, ctx.labels), 1.0))
+
+
+class RunningMeanD(nn.Module):
+    """A D written with fp16 in mind (as StyleGAN2-ADA's layers test for float16): it keeps a running mean
+    of its features in an fp32 buffer and casts fp16 features to fp32 first; bf16 features reach the
+    fp32 buffer's lerp_ as they are, which refuses a second dtype."""
+
+    def __init__(self, pixels):
+        super().__init__()
+        self.linear = nn.Linear(pixels, 16)
+        self.register_buffer("feature_mean", torch.zeros(16))
+
+    def forward(self, images):
+        h = self.linear(images.flatten(1))
+        if h.dtype == torch.float16:
+            h = h.float()
+        self.feature_mean.lerp_(h.detach().mean(0), 0.01)
+        return h.mean(1)
+
+
+def fp16_minded(data):
+    G, _ = nets(data)
+    return ampgan.GAN(generator=G, discriminator=RunningMeanD(data.channels * data.image_size ** 2), z_dim=8,
+                      d_loss=d_loss, g_loss=g_loss)
 '''
 
 
@@ -141,6 +165,13 @@ def raises(data):
         ("reaches_nothing", ["preflight"], "update 'reg' (of the generator): its loss reaches no trainable parameter"),
         ("raises", ["preflight"], "G's update, g_loss failed: TypeError: Sequential.forward() takes 2 positional"),
         ("raises", ["train", "--precision", "bf16", "--steps", "1"], "G's update, g_loss failed: TypeError"),
+        # fails only under bf16: preflight's real bf16 step finds it (exit 2) before a comparison starts
+        ("fp16_minded", ["preflight"], "error: under bf16: model "),
+        (
+            "fp16_minded",
+            ["preflight"],
+            "D's update, d_loss failed: RuntimeError: expected dtype float for `end` but got dtype c10::BFloat16",
+        ),
     ],
 )
 def test_a_failure_inside_the_step_is_one_line_naming_network_and_update(function, command, expected, tmp_path, capsys):

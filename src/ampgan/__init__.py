@@ -4,13 +4,18 @@ From Python: `ampgan.compare(model, out, ...)` runs the study (ampgan/api.py); a
 `ampgan.GAN` (gan/contract.py; docs/your-gan.md). The names below are imported when first used, so the
 command line starts without loading torch for `--help`."""
 
+import time
+
 __version__ = "0.1.0"
+# When ampgan was first imported: a command's start, before torch is (bench prints what it all took).
+STARTED_AT = time.perf_counter()
 
 _EXPORTS = {
     "GAN": "ampgan.gan.contract",
     "Adam": "ampgan.gan.contract",
     "DataSpec": "ampgan.gan.contract",
     "Update": "ampgan.gan.contract",
+    "EMA": "ampgan.gan.ema",
     "LossContext": "ampgan.gan.context",
     "compare": "ampgan.api",
     "Study": "ampgan.study.answer",

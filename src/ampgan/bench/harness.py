@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 import torch
 
 from ampgan.bench.attainable import attainable_comparison, ops_alone, summarise
+from ampgan.bench.deadline import CallTooLong, abandoned_after
 from ampgan.bench.flops import count_flops_by_kind
 from ampgan.bench.ops import TRACE_BATCH_SIZES, trace_op_table
 from ampgan.bench.stats import achieved_fraction_of_peak, throughput, timing_stats
@@ -63,9 +64,9 @@ class BenchSpec:
     )
     max_seconds: float = spec_field(
         60.0,
-        "Cap on measured rounds per batch size (the speedup is then marked "
-        "unsettled); a configuration whose warm-up projects beyond it is recorded "
-        "as too slow.",
+        "Cap on each batch size's warm-ups and measured rounds together (the speedup is then marked "
+        "unsettled); a configuration whose warm-up projects beyond it, or runs past what is left of it, is "
+        "recorded as too slow.",
         "positive",
     )
     # Per batch size, measure at least this long: neighbours' load on a shared machine shifts over
@@ -232,6 +233,8 @@ def run_bench(
     # The decisions made before anything is measured (speed/plan.py: timed and said, with how to skip each):
     # every precision not measured slower at the first batch size (a bench charts where a mode starts to
     # gain), and each one's memory format; whether to compile is the user's (--compile).
+    spent = {}  # seconds per stage, printed beside the budget (output.time_spent_text)
+    started = time.perf_counter()
     plan = plan_run(
         lambda precision: spec.train_config(precision, spec.batch_sizes[0]),
         dataset,
@@ -241,10 +244,12 @@ def run_bench(
         channels_last=spec.channels_last,
         compile=spec.compile,
         warn_named=False,
+        decision_seconds=DECISION_SHARE * budget_s(spec),
         log=log,
     )
     precisions, left_out, layouts = plan.precisions, plan.left_out, plan.layouts
     spec = replace(spec, channels_last=plan.channels_last)
+    spent["decisions"], started = time.perf_counter() - started, time.perf_counter()
     # Compile time as the next run meets it (fresh processes, cold then warm cache): rank 0 alone.
     compile_times = (
         {
@@ -255,6 +260,7 @@ def run_bench(
         if spec.measure_compile_times and world().is_main
         else {}
     )
+    spent["compile_times"], started = time.perf_counter() - started, time.perf_counter()
     peaks = {}
     for name in precisions:
         value, source = (spec.peak_tflops, "--peak-tflops") if spec.peak_tflops else peak_tflops(hardware, name)
@@ -275,6 +281,7 @@ def run_bench(
                     on_config,
                     _StopCheck(stop_request, device),
                     slow_per_image,
+                    spent,
                 )
                 results += finished
                 for result in finished:
@@ -286,6 +293,9 @@ def run_bench(
                 # The batch size being measured has too few rounds to be compared: it is left out.
                 incomplete = _stopped(stop_request, spec.batch_sizes[:index], spec.batch_sizes[index:])
                 break
+        # What building the configurations took is model building, not measuring (said apart).
+        spent["measuring"] = time.perf_counter() - started - spent.get("building", 0.0)
+        started = time.perf_counter()
         # The op tables, inside the same guard: a signal now stops them (between precisions), never the
         # process, so what was measured is written.
         traced = {}
@@ -299,6 +309,7 @@ def run_bench(
             traced = trace_op_tables(
                 replace(spec, trace_cycle_s=foreseen), dataset, device, log, stop_check=lambda: bool(stop_request)
             )
+        spent["trace"] = time.perf_counter() - started
         if incomplete is None and stop_request:  # after the last check: everything measured, but asked to stop
             incomplete = _stopped(stop_request, spec.batch_sizes, ())
     sharing = world().local_size if device.type == "cpu" else 1
@@ -311,7 +322,8 @@ def run_bench(
         "format": "ampgan-bench/1",
         "environment": environment_stamp(device),
         "processes": world().size,
-        "spec": spec.to_dict() | {"precisions": list(precisions)},
+        "spec": spec.to_dict()
+        | {"precisions": list(precisions), "decision_share": DECISION_SHARE, "trace_share": TRACE_SHARE},
         "hardware": hardware.to_dict(),
         "peaks": peaks,
         "left_out": left_out,
@@ -323,6 +335,7 @@ def run_bench(
         "speedups": pairs,
         "attainable": attainable_rows(rows, pairs),
         "incomplete": incomplete,
+        "seconds": {stage: round(value, 2) for stage, value in spent.items()},
         **traced,
     }
 
@@ -342,8 +355,18 @@ OP_TABLE_PRECISIONS = ("fp32", "bf16", "fp16")
 TRACE_SHARE = 0.5
 
 
+# The decisions before measuring (precisions, memory format) may take this share of it: one whose answer
+# is not cached and whose time cap does not fit takes its default and says so (speed/plan.py).
+DECISION_SHARE = 0.25
+
+
+def budget_s(spec: BenchSpec) -> float:
+    """What the bench was asked to spend measuring: --max-seconds per batch size."""
+    return spec.max_seconds * len(spec.batch_sizes)
+
+
 def trace_budget_s(spec: BenchSpec) -> float:
-    return TRACE_SHARE * spec.max_seconds * len(spec.batch_sizes)
+    return TRACE_SHARE * budget_s(spec)
 
 
 def trace_op_tables(
@@ -481,8 +504,22 @@ def _projected_too_slow(
 
 
 def _bench_batch_size(
-    spec, precisions, batch_size, dataset, device, on_config, stop_check, slow_per_image: dict | None = None
+    spec,
+    precisions,
+    batch_size,
+    dataset,
+    device,
+    on_config,
+    stop_check,
+    slow_per_image: dict | None = None,
+    spent: dict | None = None,
 ) -> tuple[list[ConfigResult], RoundsResult | None]:
+    """`spent["building"]` (when given) gains the seconds spent building each configuration (its networks,
+    optimizers and resident batch: model building, which no measuring budget bounds)."""
+    spent = spent if spent is not None else {}
+    # The batch size's --max-seconds, shared by its warm-ups and its measured rounds (building each
+    # configuration and a compiled step's compilation are not counted: both are said apart).
+    allowance = {"left": spec.max_seconds}
     contenders: list[_Contender] = []
     finished: list[ConfigResult] = []
     for precision in precisions:
@@ -505,8 +542,16 @@ def _bench_batch_size(
             held_before = torch.cuda.memory_allocated(device) if device.type == "cuda" else 0
             if device.type == "cuda":
                 torch.cuda.reset_peak_memory_stats(device)
+            built = time.perf_counter()
             contender = _Contender(spec, precision, batch_size, dataset, device)
-            _warm_up(spec, contender, stop_check, after_first=lambda: _forget_autotuning_peak(spec, device))
+            spent["building"] = spent.get("building", 0.0) + time.perf_counter() - built
+            _warm_up(
+                spec,
+                contender,
+                stop_check,
+                after_first=lambda: _forget_autotuning_peak(spec, device),
+                allowance=allowance,
+            )
             if contender.result.status == "ok":
                 contender.result.peak_memory_bytes = (
                     torch.cuda.max_memory_allocated(device) - held_before
@@ -536,7 +581,7 @@ def _bench_batch_size(
             finished.append(result)
             contender = None
             _free_memory(device)
-    rounds = _time_interleaved(spec, contenders, stop_check)
+    rounds = _time_interleaved(spec, contenders, stop_check, seconds=allowance["left"])
     finished += [c.finish() for c in contenders]
     contenders.clear()
     _free_memory(device)
@@ -546,19 +591,39 @@ def _bench_batch_size(
     return finished, rounds
 
 
-def _warm_up(spec: BenchSpec, contender: _Contender, stop_check=lambda: None, after_first=lambda: None) -> None:
+def _warm_up(
+    spec: BenchSpec, contender: _Contender, stop_check=lambda: None, after_first=lambda: None, allowance=None
+) -> None:
     """Discarded steps (kernel selection, compilation, allocator growth). Whether the configuration fits
     in --max-seconds at all is judged on a step after the first: the first one also autotunes cuDNN's
     (or creates oneDNN's) kernels for each shape, several times a step's own time, and judged on it the
-    large batches where mixed precision pays would be dropped. One more step is run when needed to judge."""
+    large batches where mixed precision pays would be dropped. One more step is run when needed to judge.
+    `allowance` ({"left": seconds}, shared by a batch size's configurations): a call is stopped when it runs
+    past what is left, and spends it; None: only a first call is stopped, at --max-seconds."""
     steps = spec.warmup + spec.steps + 1  # +1: the FLOP-counting step
     judged = contender.result.precision in spec.compile  # compilation dominates its first step: never judged
     index = 0
     while index < max(1, spec.warmup) or not judged:
         if index:
             stop_check()
+        compiling = index == 0 and contender.result.precision in spec.compile  # compile time is said apart
+        if allowance is None:  # the first call of a configuration not yet judged may take the whole budget
+            limit = spec.max_seconds if index == 0 and not judged else None
+        else:
+            limit = None if compiling else allowance["left"]
+            if limit <= 0:
+                _abandoned(spec, contender, spent_before=True)
+                return
         started = time.perf_counter()
-        elapsed = contender.timed_step()  # per step, averaged over the cycle's kinds of step
+        try:
+            with abandoned_after(limit):
+                elapsed = contender.timed_step()  # per step, averaged over the cycle's kinds of step
+        except CallTooLong:
+            _abandoned(spec, contender, limit=limit)
+            return
+        finally:
+            if allowance is not None and not compiling:
+                allowance["left"] -= time.perf_counter() - started
         # What one measurement really costs: a call runs one step of each kind in the cycle (a lazy penalty's
         # too), so a model with lazy updates spends several steps' time per call, not one.
         call_s = time.perf_counter() - started
@@ -572,6 +637,14 @@ def _warm_up(spec: BenchSpec, contender: _Contender, stop_check=lambda: None, af
             over = any_rank([max(elapsed, call_s) * steps > spec.max_seconds])[0]
             if not over:
                 judged = True
+            elif index == 0 and any_rank([call_s > spec.max_seconds])[0]:
+                # One warm-up call spent the whole of this batch size's --max-seconds: however much faster
+                # the next were (kernel selection is done), a second would be spent past the budget.
+                contender.result.status = "too_slow"
+                contender.result.reason = (
+                    f"its first warm-up call took {call_s:.2f} s, more than --max-seconds {spec.max_seconds:g} alone"
+                )
+                return
             elif index > 0:
                 per_call = f" (one of each kind of step in its cycle: {call_s:.2f} s)" if call_s > 1.5 * elapsed else ""
                 contender.result.status = "too_slow"
@@ -582,6 +655,28 @@ def _warm_up(spec: BenchSpec, contender: _Contender, stop_check=lambda: None, af
                 )
                 return
         index += 1
+
+
+def _abandoned(spec: BenchSpec, contender: _Contender, limit: float | None = None, spent_before: bool = False) -> None:
+    """A warm-up call stopped when it ran past what was left of the batch size's --max-seconds (`limit`
+    seconds), or not started because nothing was left: too slow. A stopped call's time is known to be at
+    least `limit`, so a larger batch size of this precision is foreseen too slow without running."""
+    contender.result.status = "too_slow"
+    if spent_before:
+        contender.result.reason = (
+            f"not warmed up: the warm-ups before it spent this batch size's --max-seconds {spec.max_seconds:g} "
+            "(warm-ups and measured rounds share it)"
+        )
+        return
+    limit = spec.max_seconds if limit is None else limit
+    kinds = len(getattr(getattr(contender, "timer", None), "step_kinds", None) or [None])
+    if not contender.result.warmup_s:  # what is known of a step here: at least this
+        contender.result.warmup_call_s.append(limit)
+        contender.result.warmup_s.append(limit / kinds)
+    contender.result.reason = (
+        f"its warm-up call ran past the {limit:.3g} s left of --max-seconds {spec.max_seconds:g} for this batch "
+        "size (warm-ups and measured rounds share it) and was stopped there"
+    )
 
 
 def _forget_autotuning_peak(spec: BenchSpec, device: torch.device) -> None:
@@ -623,9 +718,13 @@ def _agreed_local_trial(spec: BenchSpec, precision: str, batch_size: int, datase
     )
 
 
-def _time_interleaved(spec: BenchSpec, contenders: list[_Contender], stop_check=lambda: None) -> RoundsResult | None:
+def _time_interleaved(
+    spec: BenchSpec, contenders: list[_Contender], stop_check=lambda: None, seconds: float | None = None
+) -> RoundsResult | None:
     """Rounds in random order until every speedup over fp32 is settled (speed.rounds), at least
-    --steps of them, at most --max-seconds of measured steps for the batch size."""
+    --steps of them (and 2), at most `seconds` of measured steps: what the warm-ups left of the batch
+    size's --max-seconds (all of it when None)."""
+    seconds = spec.max_seconds if seconds is None else seconds
     if not contenders:
         return None
     twins = {id(c): _local_twin(spec, c) for c in contenders} if world().distributed else {}
@@ -653,9 +752,9 @@ def _time_interleaved(spec: BenchSpec, contenders: list[_Contender], stop_check=
         learned = gather_objects(learned)[0]
     rule = StoppingRule(
         min_rounds=max(2, spec.steps),
-        max_seconds=spec.max_seconds,
+        max_seconds=max(seconds, 0.0),
         until=UNTIL_SETTLED,
-        min_seconds=min(spec.min_seconds, spec.max_seconds),
+        min_seconds=min(spec.min_seconds, max(seconds, 0.0)),
         between_run_sd=learned[0],
     )
     rounds = measure_rounds(

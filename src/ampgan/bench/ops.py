@@ -33,7 +33,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 from torch.utils.flop_counter import flop_registry
 
-from ampgan.bench.flops import kind_of
+from ampgan.bench.deadline import CallTooLong, abandoned_after
+from ampgan.bench.flops import flops_of, kind_of
 from ampgan.errors import AmpganError
 from ampgan.training.step import train_step
 
@@ -268,7 +269,7 @@ class _OpRecorder(TorchDispatchMode):
             dtype, dims = _matrix_dims(name, args)
             alignment, unit = _alignment(*dims), "matrix"
             kernels = kernel_shapes(name, args)
-        flops = float(flop_registry[packet](*args, **kwargs, out_val=out)) if packet in flop_registry else 0.0
+        flops = float(flops_of(packet, args, kwargs, out)) if packet in flop_registry else 0.0
         self.records.append(
             OpRecord(
                 op=str(packet),
@@ -499,7 +500,17 @@ def _settled_trace(
                 "would run past the trace's share of the bench's budget; give a larger --max-seconds"
             )
         started = time.perf_counter()
-        records = trace_cycle(timer, batch)
+        try:
+            # A cycle slower than foreseen (tracing costs more than the warm-up it was foreseen from) is
+            # stopped at the deadline rather than run past the trace's share of the budget.
+            with abandoned_after(None if deadline is None else deadline - started):
+                records = trace_cycle(timer, batch)
+        except CallTooLong:
+            raise AmpganError(
+                f"not traced: a {precision} cycle at batch {len(batch[0])} ran past the trace's share of the "
+                f"bench's budget and was stopped there ({time.perf_counter() - started:.1f} s); give a larger "
+                "--max-seconds"
+            ) from None
         last_cycle_s = time.perf_counter() - started
         if records is not None and previous is not None and [r.op for r in records] == [r.op for r in previous]:
             return records

@@ -297,6 +297,29 @@ def compile_text(spec: dict) -> str:
     return f", compiled: {', '.join(named)}" if named else ""
 
 
+def time_spent_text(results: dict, total_s: float) -> str:
+    """Where a bench's wall time went, beside what it was asked to spend (--max-seconds x batch sizes) and
+    each stage's share of it; the rest is the overhead no budget bounds (imports, data, building the
+    model, writing results and figures)."""
+    spec, spent = results["spec"], results.get("seconds", {})
+    asked = spec["max_seconds"] * len(spec["batch_sizes"])
+    building = spent.get("building", 0.0)  # each configuration's networks: part of the overhead
+    overhead = max(total_s - sum(v for k, v in spent.items() if k != "building"), 0.0)
+    parts = [
+        f"decisions {spent.get('decisions', 0):.1f} s (share: {spec.get('decision_share', 0):.0%}; skip: --precisions, "
+        "--channels-last/--no-channels-last)",
+        f"measuring {spent.get('measuring', 0):.1f} s",
+        f"op trace {spent.get('trace', 0):.1f} s (share: {spec.get('trace_share', 0):.0%}; skip: --no-trace)",
+    ]
+    if spent.get("compile_times"):
+        parts.append(f"compile times {spent['compile_times']:.1f} s (fresh processes; skip: no --compile)")
+    return (
+        f"bench: {total_s:.1f} s in all for the {asked:g} s asked (--max-seconds {spec['max_seconds']:g} x "
+        f"{len(spec['batch_sizes'])} batch size(s)): {', '.join(parts)}; overhead {overhead:.1f} s (imports, "
+        f"data, building each configuration's networks: {building:.1f} s, writing results and figures)"
+    )
+
+
 def incomplete_text(incomplete: dict) -> str:
     """What a benchmark stopped by a signal kept and left out."""
     finished = ", ".join(map(str, incomplete["finished_batch_sizes"])) or "none"

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import click
 
+from ampgan import STARTED_AT
 from ampgan.bench.harness import BenchSpec
 from ampgan.cli.options import (
     DATA_FLAGS,
@@ -85,7 +87,7 @@ def bench_summary(results: dict, out: Path) -> dict:
 def command(ctx: click.Context, **options) -> None:
     """Time per batch vs batch size for each precision (the study's Figures 1 and 2), for any GAN."""
     from ampgan.bench.harness import run_bench
-    from ampgan.bench.output import load_results, render, write_results
+    from ampgan.bench.output import load_results, render, time_spent_text, write_results
 
     if options["from_"]:
         results = load_results(options["from_"])
@@ -126,6 +128,7 @@ def command(ctx: click.Context, **options) -> None:
     else:
         click.echo(render(results, out))
         click.echo(f"results: {out / 'results.json'}")
+    click.echo(time_spent_text(results, time.perf_counter() - STARTED_AT), err=True)
     _raise_if_stopped(results, f"what finished is in {out / 'results.json'}, marked incomplete")
 
 

@@ -35,6 +35,8 @@ def evaluate(run_dirs, samples, seed, evaluator_cache) -> None:
         values = " ".join(f"{format_value(m, item.quality.get(m.key)):>{width[m.key]}}" for m in shown)
         click.echo(f"{str(item.run_dir)[-40:]:<40} {item.precision:>9} {item.step:>7} {values}")
     click.echo(f"{samples} samples each | evaluator held-out accuracy {results[0].evaluator.held_out_accuracy:.3f}")
+    for weights in sorted({item.sampled_from for item in results}):
+        click.echo(f"sampled from {weights}")
 
 
 @click.command("generate")
@@ -75,7 +77,7 @@ def generate(run_dir, class_, n, seed, out, format_, overwrite) -> None:
                 f"model {run.gan.name} of {run_dir} is unconditional: it draws no class; leave out --class"
             )
         write_class_samples(class_samples(run, 0, n, seed), -1, "", out)
-        click.echo(f"wrote {out}: {n} samples from step {run.step} of {run_dir}")
+        click.echo(f"wrote {out}: {n} samples from step {run.step} of {run_dir} ({run.gan.sampling_weights})")
         return
     if class_ is None:
         raise AmpganError(
@@ -84,7 +86,10 @@ def generate(run_dir, class_, n, seed, out, format_, overwrite) -> None:
         )
     label = class_index(run.class_names, class_)
     write_class_samples(class_samples(run, label, n, seed), label, run.class_names[label], out)
-    click.echo(f"wrote {out}: {n} samples of class {run.class_names[label]!r} from step {run.step} of {run_dir}")
+    click.echo(
+        f"wrote {out}: {n} samples of class {run.class_names[label]!r} from step {run.step} of {run_dir} "
+        f"({run.gan.sampling_weights})"
+    )
 
 
 @click.command("report")

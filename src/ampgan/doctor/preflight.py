@@ -47,7 +47,8 @@ class Finding:
 
 
 def preflight(config: TrainConfig, dataset=None) -> list[Finding]:
-    """The findings for `config`'s GAN on its data, one fp32 step and one look under mixed precision."""
+    """The findings for `config`'s GAN on its data: one fp32 step watched, the losses under fp16 loss scaling,
+    then the real step (backward and optimizer step included) in each of REAL_STEP_PRECISIONS."""
     config = config.with_fields(
         {
             "precision.name": "fp32",
@@ -85,24 +86,45 @@ def preflight(config: TrainConfig, dataset=None) -> list[Finding]:
         )
     findings += witness.findings() + ops.findings(gan.name) + _saves_as_tensors(state)
     findings += _losses_under_loss_scaling(prepared, stream)
-    for name in ("fp32", "fp16"):
+    for name in REAL_STEP_PRECISIONS:
         if not any(f.severity == "error" for f in findings):
             findings += _real_step_under(name, prepared, stream)
     return findings
 
 
+# The precisions whose real step preflight runs: every mode a study may compare (bf16 and fp16 autocast
+# run on the CPU too, so what fails only under one of them is found before a comparison starts).
+REAL_STEP_PRECISIONS = ("fp32", "bf16", "fp16")
+
+
 def _real_step_under(name: str, prepared, stream) -> list[Finding]:
     """The real step in `name` (forward, backward, unscale, optimizer step), as the cycle's last step so that
     every lazy update runs in it: what fails only there (an update whose loss reaches no parameter, which
-    GradScaler refuses under fp16) is found here, not in the middle of a comparison."""
+    GradScaler refuses under fp16; an operation autocast has no bf16 kernel for) is found here, not in the
+    middle of a comparison. A loss that is not finite in a mode without loss scaling (fp32, bf16: nothing
+    skips the update) is an error too: its NaN would reach the weights at the first step."""
     policy = build_policy(name, CPU)
     state = build_train_state(prepared.config, prepared.model, prepared.data, policy)
     state.step = state.gan.cycle_steps - 1
     try:
-        train_step(state, stream.next_batch)
+        metrics = train_step(state, stream.next_batch)
     except AmpganError as error:
         return [Finding("error", "step", f"under {policy.describe()}: {error}")]
-    return []
+    if policy.uses_loss_scaling:  # a non-finite fp16 loss is skipped; _losses_under_loss_scaling judges it
+        return []
+    bad = [n for n, value in metrics.items() if n.startswith("loss") and not torch.isfinite(value).all()]
+    if not bad:
+        return []
+    return [
+        Finding(
+            "error",
+            "finite",
+            f"under {policy.describe()}: the step's {', '.join(bad)} is not finite "
+            f"({', '.join(f'{n} = {metrics[n].item():.4g}' for n in bad)}), and with no loss scaling nothing "
+            "skips it: the weights would be NaN after one step; compute the losses from D's output in fp32 "
+            "(ampgan.real_fake_loss, hinge_loss) and keep eps terms out of low-precision tensors",
+        )
+    ]
 
 
 def _own_precision(gan) -> list[Finding]:

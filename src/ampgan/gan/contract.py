@@ -30,6 +30,7 @@ import torch
 from torch import nn
 
 from ampgan.errors import AmpganError
+from ampgan.gan.ema import EMA, check_ema
 
 # What a loss function returns: the loss (a scalar tensor), or (the loss, {name: scalar tensor}) with
 # metrics to log beside it. Metrics stay tensors: the step never waits for the device.
@@ -128,7 +129,8 @@ class GAN:
     - `fp32_modules`: submodules that must compute in fp32 whatever the precision (autocast is switched
       off inside them and their floating inputs are cast to fp32);
     - `draw_inputs(context) -> (z, labels or None)`: how a training batch's inputs are drawn, when not
-      z from `z_distribution` and labels uniform over the classes (the AC-GAN draws its labels in pairs).
+      z from `z_distribution` and labels uniform over the classes (the AC-GAN draws its labels in pairs);
+    - `ema`: an exponential moving average of G (`EMA`), which samples and evaluations then use.
     """
 
     generator: nn.Module
@@ -146,8 +148,22 @@ class GAN:
     optimizer_d: Adam = field(default_factory=Adam)
     fp32_modules: Sequence[nn.Module] = ()
     draw_inputs: Callable | None = None
+    ema: EMA | None = None
     description: str = ""
     name: str = ""  # the model name it was built from (ampgan sets it)
+    # The fp32 average of G when `ema` is declared (training/ema.py makes it beside the trained G).
+    averaged_generator: nn.Module | None = field(default=None, init=False, repr=False, compare=False)
+
+    @property
+    def sampling_generator(self) -> nn.Module:
+        """The generator samples, `generate`, `export` and evaluations use: the average when the model
+        declares one (and ampgan has made it), otherwise G itself."""
+        return self.averaged_generator if self.averaged_generator is not None else self.generator
+
+    @property
+    def sampling_weights(self) -> str:
+        """Which weights `sampling_generator` holds, in words (printed and recorded beside what they made)."""
+        return self.ema.describe() if self.ema is not None else "G's own weights"
 
     @property
     def d_loss_terms(self) -> tuple[LossFunction, ...]:
@@ -295,6 +311,7 @@ def check_gan(gan, origin: str) -> GAN:
                     f"of the {'generator' if which == 'optimizer_g' else 'discriminator'} starts with "
                     f"(they start: {', '.join(sorted({n.split('.')[0] for n in names})[:6])})"
                 )
+    check_ema(gan.ema, origin)
     if gan.draw_inputs is not None and not callable(gan.draw_inputs):
         raise AmpganError(f"{origin}: GAN.draw_inputs must be a function of the loss context")
     return gan

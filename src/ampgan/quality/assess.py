@@ -27,6 +27,7 @@ class RunQuality:
     step: int
     quality: dict
     evaluator: TrainedEvaluator
+    sampled_from: str = "G's own weights"  # the EMA of G when the model declares one
 
 
 def _names(names) -> str:
@@ -61,11 +62,14 @@ def evaluate_runs(run_dirs: list[Path], samples: int, seed: int, evaluator_cache
                 run.run_dir / "quality.json",
                 {
                     "final": quality | {"step": run.step},
+                    "sampled_from": run.gan.sampling_weights,
                     "evaluator": evaluator.info,
                     "floor": reference_floor(evaluator, samples),
                 },
             )
         finally:
             lock.release()
-        results.append(RunQuality(run.run_dir, config.precision.name, run.step, quality, evaluator))
+        results.append(
+            RunQuality(run.run_dir, config.precision.name, run.step, quality, evaluator, run.gan.sampling_weights)
+        )
     return results

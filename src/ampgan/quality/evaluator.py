@@ -308,7 +308,7 @@ def generate_evenly(
     rng = torch.Generator().manual_seed(seed)
     labels = torch.arange(count) % num_classes if gan.conditional else None
     z = gan.draw_z(count, rng)
-    generator_net = gan.generator
+    generator_net = gan.sampling_generator  # the EMA of G when the model declares one
     was_training = generator_net.training
     generator_net.eval()
     images = []

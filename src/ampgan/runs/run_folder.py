@@ -138,16 +138,19 @@ class RunWriter:
         return path
 
     def export_generator(self) -> Path:
-        """generator.safetensors: the trained generator alone, loadable without ampgan or pickle."""
+        """generator.safetensors: the trained generator alone (its EMA when the model declares one; the
+        metadata's `weights` says which), loadable without ampgan or pickle."""
         from safetensors.torch import save
 
-        tensors = {k: v.detach().contiguous().cpu() for k, v in self.state.generator.state_dict().items()}
+        generator = self.state.gan.sampling_generator  # the EMA of G when the model declares one
+        tensors = {k: v.detach().contiguous().cpu() for k, v in generator.state_dict().items()}
         model = self.prepared.config.model
         metadata = {
             "model": json.dumps({"name": model.name, "options": model.options}),
             "image_range": json.dumps(list(self.state.gan.image_range)),
             "class_names": json.dumps(list(self.prepared.dataset.class_names)),
             "step": str(self.state.step),
+            "weights": self.state.gan.sampling_weights,
             "ampgan_stamp": self.stamp,
         }
         path = self.run_dir / "generator.safetensors"

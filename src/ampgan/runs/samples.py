@@ -29,7 +29,7 @@ def fixed_noise(gan, num_classes: int, per_class: int, seed: int) -> tuple[torch
 @torch.no_grad()
 def render_samples(gan, z: torch.Tensor, labels: torch.Tensor | None, rows: int, autocast) -> np.ndarray:
     """The grid the generator draws for the fixed noise, in eval mode (running BN statistics)."""
-    generator_net = gan.generator
+    generator_net = gan.sampling_generator  # the EMA of G when the model declares one
     device = next(generator_net.parameters()).device
     was_training = generator_net.training
     generator_net.eval()

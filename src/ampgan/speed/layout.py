@@ -153,6 +153,17 @@ def layout_key(device: torch.device, config) -> dict:
     return {k: v for k, v in machine_key(device, config).items() if k != "channels_last"}
 
 
+def cached_layout(config, device: torch.device) -> LayoutDecision | None:
+    """The memory-format decision the cache holds for the config's precision and batch size (no measuring)."""
+    key = decision_key(
+        **layout_key(device, config),
+        batch_size=config.budget.batch_size,
+        precision=config.precision.name,
+        question="memory format",
+    )
+    return LayoutDecision.from_cache(DecisionCache().get(key))
+
+
 def decide_layout_for_run(
     config, dataset, device: torch.device, use_cache: bool = True, log: Callable[[str], None] = lambda line: None
 ) -> LayoutDecision:

@@ -11,6 +11,12 @@
 `train`, `bench` and `compare` differ only in what they pass: the precisions they were given, which
 choice they make when none was, and the memory format or compile setting the user fixed. Under
 torchrun rank 0 measures alone and every rank gets its answer (each decision does that).
+
+A command with a budget of its own (`bench --max-seconds`) gives the decisions a share of it
+(`decision_seconds`): a decision whose answer is not cached is measured only when its time cap fits in
+what is left of the share, and otherwise takes its default (every mode this device runs; NCHW), said in
+one line with how to choose instead. Which decisions fit is settled before any is measured, from their
+caps, so every rank agrees.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ampgan.precisions import BASELINE
+from ampgan.precisions import BASELINE, in_order
 
 GIVEN = "given"
 FASTEST_MIXED = "fastest mixed"  # compare: fp32 against the fastest mode that is faster here
@@ -56,19 +62,25 @@ def plan_run(
     compile: tuple[str, ...] | None = None,
     decide_layout_and_compile_alone: bool = True,
     warn_named: bool = True,
+    decision_seconds: float | None = None,
     log: Callable[[str], None] = lambda line: None,
 ) -> RunPlan:
     """`config_for(precision)`: the run's config in that precision (batch size, budget: what is measured).
     `precisions`: the ones given (empty: chosen by `choose`); `channels_last`, `compile`: the precisions
     fixed by the user (None: decided by measuring). `decide_layout_and_compile_alone`: False skips those
     decisions when only fp32 would run because no mode was faster (nothing to race). `warn_named`: warn
-    about a given mode already measured as no faster (a command that measures it itself says False)."""
+    about a given mode already measured as no faster (a command that measures it itself says False).
+    `decision_seconds`: the share of the command's budget the decisions may take (None: no limit); the
+    compile decision is not bounded by it (a command with a budget fixes compiling: bench's --compile)."""
     from ampgan.speed.compilation import compiled_precisions
     from ampgan.speed.layout import channels_last_precisions
 
+    budget = _DecisionBudget(decision_seconds, log)
     # Each decision made by measuring is timed and said, with how to skip it.
     started = time.perf_counter()
-    chosen, left_out, measured = _precisions(config_for, dataset, device, tuple(precisions), choose, warn_named, log)
+    chosen, left_out, measured = _precisions(
+        config_for, dataset, device, tuple(precisions), choose, warn_named, log, budget
+    )
     if not precisions and choose != GIVEN:
         log(f"decisions: the precisions chosen in {time.perf_counter() - started:.1f} s (skip: give --precisions)")
     plan = RunPlan(
@@ -83,9 +95,10 @@ def plan_run(
     layouts, compile_decisions = {}, {}
     if channels_last is None:
         started = time.perf_counter()
-        channels_last, layouts = channels_last_precisions(config_for, chosen, dataset, device, log)
+        measured_formats = budget.layouts_that_fit(config_for, chosen, device)
+        channels_last, layouts = channels_last_precisions(config_for, measured_formats, dataset, device, log)
         log(
-            f"decisions: the memory format measured in {time.perf_counter() - started:.1f} s "
+            f"decisions: the memory format decided in {time.perf_counter() - started:.1f} s "
             "(skip: give --channels-last or --no-channels-last)"
         )
     if compile is None:
@@ -112,9 +125,60 @@ def plan_run(
     )
 
 
-def _precisions(config_for, dataset, device, given: tuple[str, ...], choose: str, warn_named: bool, log):
+class _DecisionBudget:
+    """What the decisions may spend (None: no limit), handed out in foreseen time caps: a decision whose
+    answer is cached costs nothing; one that must be measured fits when its cap fits in what is left."""
+
+    def __init__(self, seconds: float | None, log):
+        self.seconds, self.left, self.log = seconds, seconds, log
+
+    def take(self, cap_s: float, cached: bool) -> bool:
+        """Whether a decision with this time cap runs (and, when measured, its cap is spent)."""
+        if self.left is None or cached:
+            return True
+        if cap_s > self.left:
+            return False
+        self.left -= cap_s
+        return True
+
+    def why_not(self, what: str, cap_s: float) -> str:
+        return (
+            f"decisions: {what} not measured: measuring takes up to {cap_s:.0f} s, more than the "
+            f"{max(self.left, 0):.3g} s left of the decisions' share of the budget ({self.seconds:.3g} s)"
+        )
+
+    def layouts_that_fit(self, config_for, precisions, device) -> tuple[str, ...]:
+        """The precisions whose memory format is decided (cached, or measured within the share), in order;
+        the others run NCHW. Rank 0's answer for every rank."""
+        from ampgan.speed.layout import LAYOUT_RULE, cached_layout
+        from ampgan.training.distributed import gather_objects, world
+
+        if self.left is None:
+            return tuple(precisions)
+        fitting = []
+        if world().is_main:
+            for name in precisions:
+                if self.take(LAYOUT_RULE.max_seconds, cached_layout(config_for(name), device) is not None):
+                    fitting.append(name)
+                else:
+                    self.log(
+                        self.why_not(f"the memory format of {name}", LAYOUT_RULE.max_seconds)
+                        + f"; {name} runs NCHW (choose with --channels-last)"
+                    )
+        return tuple(gather_objects(fitting)[0])
+
+
+def _precisions(
+    config_for, dataset, device, given: tuple[str, ...], choose: str, warn_named: bool, log, budget: _DecisionBudget
+):
     """(the precisions to run, what was left out and why, the decisions measured as dicts)."""
-    from ampgan.speed.decision import choose_for_comparison, decide_for_run, warn_about_named_modes
+    from ampgan.speed.decision import (
+        DECISION_RULE,
+        cached_decisions,
+        candidates_for,
+        decide_for_run,
+        warn_about_named_modes,
+    )
     from ampgan.training.distributed import gather_objects, world
 
     baseline_config = config_for(BASELINE)
@@ -122,8 +186,28 @@ def _precisions(config_for, dataset, device, given: tuple[str, ...], choose: str
         if given and warn_named:
             warn_about_named_modes(baseline_config, device, list(given))
         return tuple(given), [], {}
+    if world().is_main and budget.left is not None:
+        candidates, cannot_run = candidates_for(device)
+        cached = cached_decisions(baseline_config, device, candidates)
+        if not budget.take(DECISION_RULE.max_seconds, len(cached) == len(candidates)):
+            # Not measured: the cached answers stand, every other mode this device runs is timed by the command.
+            skipped = [name for name in candidates if name not in cached]
+            log(
+                budget.why_not("the precisions", DECISION_RULE.max_seconds)
+                + f"; {', '.join(skipped)} timed without it (choose with --precisions)"
+            )
+            decisions = {name: cached[name] for name in candidates if name in cached}
+            return _chosen(choose, decisions, cannot_run, skipped, gather_objects, log)
     decisions, cannot_run = decide_for_run(baseline_config, dataset, device, log=log) if world().is_main else ({}, [])
-    decisions, cannot_run = gather_objects((decisions, cannot_run))[0]  # rank 0's answer for every rank
+    return _chosen(choose, decisions, cannot_run, [], gather_objects, log)
+
+
+def _chosen(choose: str, decisions: dict, cannot_run: list, unmeasured: list[str], gather_objects, log):
+    """(the precisions to run, what was left out and why, the decisions as dicts) from rank 0's decisions;
+    `unmeasured`: modes that run without a decision (its share of the budget did not fit one)."""
+    from ampgan.speed.decision import choose_for_comparison
+
+    decisions, cannot_run, unmeasured = gather_objects((decisions, cannot_run, unmeasured))[0]  # rank 0's answer
     for decision in decisions.values():
         log(f"  {decision.describe()}")
     measured = {name: decision.to_dict() for name, decision in decisions.items()}
@@ -131,7 +215,8 @@ def _precisions(config_for, dataset, device, given: tuple[str, ...], choose: str
         chosen, left_out = choose_for_comparison(decisions, cannot_run)
         return chosen, left_out, measured
     if choose == EVERY_USEFUL:
-        chosen = (BASELINE, *(name for name, d in decisions.items() if d.verdict != "slower"))
+        kept = {name for name, d in decisions.items() if d.verdict != "slower"} | set(unmeasured)
+        chosen = (BASELINE, *in_order(kept))
         left_out = cannot_run + [
             {"precision": name, "reason": d.reason()} for name, d in decisions.items() if d.verdict == "slower"
         ]

@@ -308,6 +308,7 @@ def run_compare(spec: CompareSpec, out_dir: Path, show_progress: bool = True, lo
         log(f"evaluator: training or loading the {spec.base.data.dataset} classifier ...")
         evaluator = evaluator_for(dataset, cache_dir=spec.evaluator_cache, seed=spec.seed)
         log(f"evaluator: held-out accuracy {evaluator.held_out_accuracy:.3f} ({evaluator.info['cache']})")
+        log(f"quality: samples drawn from {first.sampling_weights}")
         stop_here()
         bench_results = _bench_once(spec, dataset, precisions, device, log, out_dir, progress)
         _say_what_the_bench_left_unmeasured(bench_results, log)
@@ -337,6 +338,7 @@ def run_compare(spec: CompareSpec, out_dir: Path, show_progress: bool = True, lo
             "source": dataset.source,
         },
         "evaluator": evaluator.info,
+        "sampled_from": first.sampling_weights,  # the EMA of G when the model declares one, else G itself
         "floor": floor,
         # Why a bench configuration has no speedup (left out as hopeless, too slow, failed): the verdict says so.
         "bench_notes": {

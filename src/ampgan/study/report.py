@@ -71,6 +71,7 @@ COMPARE_SHAPE = {
     "?decisions": {"*": {"verdict": str}},
     "?layouts": {"*": {"description": str}},
     "?compile_decisions": {"*": {"description": str}},
+    "?sampled_from": str,
 }
 
 
@@ -421,6 +422,8 @@ def _bench_speedups(out_dir: Path) -> list[dict]:
 def _environment_lines(document: dict) -> list[str]:
     environment, spec = document["environment"], document["spec"]
     versions = environment["versions"]
+    sampled_from = document.get("sampled_from", "G's own weights")  # studies from before GAN.ema: G itself
+    sampled_from = document.get("sampled_from", "G's own weights")  # studies from before GAN.ema: G itself
     return (
         [
             f"hardware: {environment['hardware_summary']}",
@@ -432,6 +435,7 @@ def _environment_lines(document: dict) -> list[str]:
             f"model: {spec.get('model', 'acgan')} {_options_text(spec.get('model_options') or {})}".rstrip(),
             f"evaluator: held-out real accuracy {document['evaluator']['held_out_accuracy']:.3f} "
             f"(refused below {document['evaluator'].get('min_accuracy', 0.5):.2f})",
+            f"samples and quality: drawn from {sampled_from}",
         ]
         + _layout_lines(document)
         + _compile_lines(document)

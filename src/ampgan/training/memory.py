@@ -118,8 +118,10 @@ def estimate_step_memory(gan: GAN, data: DataSpec, batch_size: int, compute_byte
     """`gan`: built on the meta device; `compute_bytes`: bytes per activation element (2 under bf16/fp16)."""
     parameters = sum(p.numel() for network in (gan.generator, gan.discriminator) for p in network.parameters())
     per_sample = trace_step_elements(gan, data, _TRACE_BATCH) // _TRACE_BATCH
+    # The EMA of G (GAN.ema) is one more fp32 copy of G's parameters, with no gradient and no moments.
+    averaged = sum(p.numel() for p in gan.generator.parameters()) if gan.ema is not None else 0
     return MemoryEstimate(
-        parameters_bytes=parameters * _FP32_BYTES * _COPIES_PER_PARAMETER,
+        parameters_bytes=parameters * _FP32_BYTES * _COPIES_PER_PARAMETER + averaged * _FP32_BYTES,
         activations_bytes_per_sample=per_sample * compute_bytes,
         batch_size=batch_size,
     )

@@ -37,6 +37,7 @@ class PreparedRun:
     model: ModelRecipe
     fingerprint: str  # the model's (gan/registry.py): what cached speed decisions are keyed by
     conditional: bool = True  # the GAN draws its samples for a class (quality then has an intended class)
+    sampling_weights: str = "G's own weights"  # what samples and evaluations use (GAN.sampling_weights)
 
 
 def data_spec_of(dataset: ImageDataset) -> DataSpec:
@@ -104,4 +105,5 @@ def prepare_run(
         model=recipe,
         fingerprint=recipe.fingerprint(gan),
         conditional=gan.conditional,
+        sampling_weights=gan.sampling_weights,
     )

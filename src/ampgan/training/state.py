@@ -26,6 +26,7 @@ from ampgan.runs.checkpoint import load_weights
 from ampgan.seeds import CURRENT_SCHEME, step_noise_seed, weights_seed
 from ampgan.training.compile_cache import use_persistent_compile_cache
 from ampgan.training.distributed import world
+from ampgan.training.ema import attach_average, load_average
 from ampgan.training.precision import LossScaler, PrecisionPolicy
 
 
@@ -92,15 +93,18 @@ class TrainState:
             "step_generator": self.rng.get_state(),
             "step_generator_device": self.rng.device.type,
         }
+        if self.gan.averaged_generator is not None:
+            saved["ema_generator"] = self.gan.averaged_generator.state_dict()
         if self.extra_optimizers:
             saved["extra_optimizers"] = {name: opt.state_dict() for name, opt in self.extra_optimizers.items()}
             saved["extra_scalers"] = {name: scaler.state_dict() for name, scaler in self.extra_scalers.items()}
         return saved
 
     def load_state_dict(self, saved: dict, origin: str = "the checkpoint") -> None:
-        """Networks, optimizers, scalers and step; the noise generator when `saved` has one."""
+        """Networks (and the EMA of G), optimizers, scalers and step; the noise generator when `saved` has one."""
         load_weights(self.generator, saved["generator"], f"{origin} (generator)")
         load_weights(self.discriminator, saved["discriminator"], f"{origin} (discriminator)")
+        load_average(self.gan, saved, origin)
         try:
             self.optimizer_g.load_state_dict(saved["optimizer_g"])
             self.optimizer_d.load_state_dict(saved["optimizer_d"])
@@ -204,6 +208,7 @@ def build_train_state(
         # NHWC lets oneDNN/cuDNN pick their fastest convolution kernels without layout reorders.
         gan.generator.to(memory_format=torch.channels_last)
         gan.discriminator.to(memory_format=torch.channels_last)
+    attach_average(gan)  # after G is placed: the average lives where G does, never in an optimizer
     networks = {"generator": gan.generator, "discriminator": gan.discriminator}
     extra_optimizers, extra_scalers = {}, {}
     for update in gan.extra_updates:

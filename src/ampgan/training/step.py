@@ -1,4 +1,5 @@
-"""One training step of any GAN: (1) update D (`d_steps` times), (2) update G, (3) the extra updates due.
+"""One training step of any GAN: (1) update D (`d_steps` times), (2) update G, (3) the extra updates due,
+(4) the EMA of G when the model declares one.
 
 The GAN (gan/contract.py) says what its losses are; this function does the rest the same way for
 every GAN and precision: each loss function runs under the policy's autocast, each loss is
@@ -18,6 +19,7 @@ import torch
 from ampgan.errors import AmpganError
 from ampgan.gan.context import LossContext, draw_inputs
 from ampgan.training.distributed import lost_contact_with_ranks
+from ampgan.training.ema import update_average
 from ampgan.training.precision import LossScaler, PrecisionPolicy
 from ampgan.training.state import TrainState
 
@@ -209,6 +211,9 @@ def train_step(state: TrainState, next_batch: Callable[[], Batch]) -> dict[str, 
             skipped_d = skipped_d + skipped
         else:
             skipped_g = skipped_g + skipped
+
+    # (4) The EMA of G, when the model declares one: after the step's last change to G.
+    update_average(gan, state.step)
 
     with torch.no_grad():
         return {"loss_d": loss_d, "loss_g": loss_g.detach(), **metrics, "skipped_d": skipped_d, "skipped_g": skipped_g}

@@ -17,6 +17,7 @@ from ampgan.gan.contract import GAN, DataSpec
 from ampgan.gan.registry import resolve_model
 from ampgan.runs.checkpoint import check_step_matches_name, latest_checkpoint, load_checkpoint, load_weights
 from ampgan.runs.run_folder import read_run_config
+from ampgan.training.ema import attach_average, load_average
 from ampgan.training.start import saved_config
 
 
@@ -25,7 +26,7 @@ class TrainedRun:
     run_dir: Path
     document: dict  # config.json
     config: TrainConfig
-    gan: GAN  # its generator holds the latest checkpoint's weights, in eval mode
+    gan: GAN  # its generator (and EMA of G, if declared) hold the latest checkpoint's weights, in eval mode
     step: int
 
     @property
@@ -72,7 +73,11 @@ def load_trained_run(run_dir: Path, device: torch.device | str = "cpu") -> Train
     with torch.random.fork_rng(devices=[]):
         gan = recipe.build(data)
     load_weights(gan.generator, payload["generator"], f"the checkpoint in {run_dir} (generator)")
+    attach_average(gan)
+    load_average(gan, payload, f"the checkpoint in {run_dir}")
     gan.generator.to(device).eval()
+    if gan.averaged_generator is not None:
+        gan.averaged_generator.to(device).eval()
     return TrainedRun(run_dir, document, config, gan, payload["step"])
 
 
@@ -92,10 +97,11 @@ def class_samples(run: TrainedRun, label: int, count: int, seed: int) -> np.ndar
     """uint8 (count, H, W, C) samples of one class (any class: an unconditional GAN ignores it); the
     same seed draws the same images."""
     gan = run.gan
-    device = next(gan.generator.parameters()).device
+    generator_net = gan.sampling_generator  # the EMA of G when the model declares one
+    device = next(generator_net.parameters()).device
     z = gan.draw_z(count, torch.Generator().manual_seed(seed)).to(device)
     labels = torch.full((count,), label, dtype=torch.long, device=device) if gan.conditional else None
-    return to_uint8(gan.to_unit_range(gan.generate(gan.generator, z, labels).float()))
+    return to_uint8(gan.to_unit_range(gan.generate(generator_net, z, labels).float()))
 
 
 def write_class_samples(images: np.ndarray, label: int, class_name: str, out: Path) -> None:
