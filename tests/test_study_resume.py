@@ -74,7 +74,7 @@ DRIVER = textwrap.dedent("""
 
     # The evaluator trained briefly, as in-process tests do (conftest._evaluators_trained_briefly).
     train_in_full = evaluator._train_classifier
-    evaluator.MIN_TRAINING_STEPS = 40
+    evaluator.MIN_TRAINING_STEPS = 50
     evaluator._train_classifier = lambda network, images, labels, epochs, *rest: train_in_full(
         network, images, labels, min(epochs, 2), *rest
     )
