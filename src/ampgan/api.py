@@ -41,16 +41,16 @@ def compare(
     (`{"data.dataset": "digits", "budget.steps": 300, "model.width": 16}`; the model's options are
     `model.NAME`); the budget is 40 s of training per run unless `budget.steps` or
     `budget.time_budget_s` says otherwise. `study_settings`: the study's own settings, the fields of
-    study.compare.CompareSpec with the command's defaults (`precisions=["fp32", "bf16"]`, `seeds=3`,
+    study.spec.CompareSpec with the command's defaults (`precisions=["fp32", "bf16"]`, `seeds=3`,
     `eval_points`, `eval_samples`, `bench_batch_sizes`, `bench_seconds`, ...; `ampgan config --list`).
     The same call on a folder holding an interrupted study continues it."""
     from dataclasses import fields
 
     from ampgan.errors import AmpganError
     from ampgan.gan.registry import consent_to_import, model_name_for
-    from ampgan.study.compare import CompareSpec, compare_base
     from ampgan.study.progress import has_study
     from ampgan.study.session import run_study
+    from ampgan.study.spec import CompareSpec, compare_base
 
     known = {f.name for f in fields(CompareSpec)} - {"base"}
     unknown = sorted(set(study_settings) - known)

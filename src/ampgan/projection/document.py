@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ampgan.bench.ops import OpTable
 from ampgan.cost.arithmetic import cost_of_batches
-from ampgan.cost.catalog import Instance
+from ampgan.cost.catalog import Instance, cheapest_instance
 from ampgan.errors import AmpganError
 from ampgan.precisions import BASELINE, MIXED, NAMES, in_order
 from ampgan.precisions import precision as precision_mode
@@ -67,12 +67,6 @@ def unsupported_reason(gpu: GpuSpec, precision: str) -> str | None:
     if precision == "tf32" and not gpu.peak_tflops.get("tf32"):
         return "no TF32 tensor cores"
     return None
-
-
-def cheapest_instance(catalog: list[Instance] | None, gpu: GpuSpec) -> Instance | None:
-    """The cheapest catalog instance per GPU whose hardware is this GPU."""
-    matching = [i for i in catalog or () if i.matches_hardware(gpu.name)]
-    return min(matching, key=lambda i: i.price_per_hour / max(1, i.gpu_count), default=None)
 
 
 def memory_at_least(memory: dict | None, precision: str, batch_size: int) -> float | None:
@@ -132,7 +126,7 @@ def project(
     dispatch_s = host_seconds_per_op(launch)
     rows = []
     for gpu in gpus:
-        instance = cheapest_instance(catalog, gpu)
+        instance = cheapest_instance(catalog, gpu.name)
         price = instance.price_per_hour / max(1, instance.gpu_count) if instance else None
         calibration = _calibration_note(gpu)
         for batch_size in batch_sizes:
