@@ -9,6 +9,7 @@ import torch
 
 from ampgan.bench.harness import BenchSpec, run_bench
 from ampgan.bench.output import write_results
+from ampgan.precisions import FP32
 from ampgan.training.distributed import world
 from ampgan.training.precision import build_policy
 from ampgan.training.start import claimed_on_main_rank
@@ -19,11 +20,11 @@ def check_bench(spec: BenchSpec, device: torch.device) -> None:
     and warn about a named mode that is slower than fp32 here."""
     for precision in spec.precisions:
         build_policy(precision, device)
-    spec.train_config(spec.precisions[0] if spec.precisions else "fp32", spec.batch_sizes[0])  # validates sizes
+    spec.train_config(spec.precisions[0] if spec.precisions else FP32, spec.batch_sizes[0])  # validates sizes
     if spec.precisions and world().is_main:
         from ampgan.speed.decision import warn_about_named_modes
 
-        warn_about_named_modes(spec.train_config("fp32", spec.batch_sizes[0]), device, list(spec.precisions))
+        warn_about_named_modes(spec.train_config(FP32, spec.batch_sizes[0]), device, list(spec.precisions))
 
 
 def bench_to_folder(spec: BenchSpec, out: Path, overwrite: bool, device: torch.device, on_config, log) -> dict | None:

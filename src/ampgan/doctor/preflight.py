@@ -23,6 +23,7 @@ from ampgan.config import TrainConfig
 from ampgan.data.batches import BatchStream
 from ampgan.errors import AmpganError
 from ampgan.gan.context import LossContext, draw_inputs
+from ampgan.precisions import FP16, FP32
 from ampgan.training.precision import build_policy
 from ampgan.training.prepared import prepare_run
 from ampgan.training.state import build_train_state
@@ -50,7 +51,7 @@ def preflight(config: TrainConfig, dataset=None) -> list[Finding]:
     """The findings for `config`'s GAN on its data, one fp32 step and one look under mixed precision."""
     config = config.with_fields(
         {
-            "precision.name": "fp32",
+            "precision.name": FP32,
             "precision.loss_scale": None,
             "compute.device": "cpu",
             "compute.compile": False,
@@ -85,7 +86,7 @@ def preflight(config: TrainConfig, dataset=None) -> list[Finding]:
         )
     findings += witness.findings() + ops.findings(gan.name) + _saves_as_tensors(state)
     findings += _losses_under_loss_scaling(prepared, stream)
-    for name in ("fp32", "fp16"):
+    for name in (FP32, FP16):
         if not any(f.severity == "error" for f in findings):
             findings += _real_step_under(name, prepared, stream)
     return findings
@@ -380,7 +381,7 @@ def _losses_under_loss_scaling(prepared, stream) -> list[Finding]:
     fp16 tensors that lose precision are named too."""
     values, notes, fragile, plain_grad = {}, {}, set(), set()
     batch = stream.next_batch()
-    for name, scale in (("fp32", None), ("fp16", None), ("fp16 high", HIGHER_SCALE)):
+    for name, scale in ((FP32, None), (FP16, None), ("fp16 high", HIGHER_SCALE)):
         policy = build_policy(name.split()[0], CPU, loss_scale=scale)
         state = build_train_state(prepared.config, prepared.model, prepared.data, policy)
         with _OpsInLosses(state.gan) as ops:
@@ -388,11 +389,11 @@ def _losses_under_loss_scaling(prepared, stream) -> list[Finding]:
                 values[name], term_notes = _loss_terms(state, policy, batch, ops)
             except AmpganError as error:
                 return [Finding("error", "step", f"under {policy.describe()}: {error}")]
-        if name == "fp16":
+        if name == FP16:
             fragile, plain_grad, notes = ops.fragile, ops.plain_grad, term_notes
     findings = []
-    for term, fp32 in values["fp32"].items():
-        fp16, high = values["fp16"].get(term), values["fp16 high"].get(term)
+    for term, fp32 in values[FP32].items():
+        fp16, high = values[FP16].get(term), values["fp16 high"].get(term)
         if fp16 is None or not math.isfinite(fp32):
             continue
         did = notes.get(term, set())

@@ -12,7 +12,7 @@ from ampgan.bench.ops import OpTable
 from ampgan.cost.arithmetic import cost_of_batches
 from ampgan.cost.catalog import Instance, cheapest_instance
 from ampgan.errors import AmpganError
-from ampgan.precisions import BASELINE, MIXED, NAMES, in_order
+from ampgan.precisions import BASELINE, FP16, FP32, MIXED, NAMES, TF32, in_order
 from ampgan.precisions import precision as precision_mode
 from ampgan.projection.assumptions import all_assumptions, host_seconds_per_op
 from ampgan.projection.kernel_model import calibration_for
@@ -64,7 +64,7 @@ def unsupported_reason(gpu: GpuSpec, precision: str) -> str | None:
     reason = precision_mode(precision).unavailable_reason("cuda", gpu.cuda_capability)
     if reason:
         return reason
-    if precision == "tf32" and not gpu.peak_tflops.get("tf32"):
+    if precision == TF32 and not gpu.peak_tflops.get(TF32):
         return "no TF32 tensor cores"
     return None
 
@@ -107,7 +107,7 @@ def _calibration_note(gpu: GpuSpec) -> dict:
 
 def has_tf32_default(gpu: GpuSpec) -> bool:
     """PyTorch runs convolutions in TF32 by default (torch.backends.cudnn.allow_tf32) on capability >= 8.0."""
-    return gpu.cuda_capability >= (8, 0) and bool(gpu.peak_tflops.get("tf32"))
+    return gpu.cuda_capability >= (8, 0) and bool(gpu.peak_tflops.get(TF32))
 
 
 def project(
@@ -354,7 +354,7 @@ def speedup_text(row: dict) -> str:
         parts.append(
             _band(row["speedup_low"], row["speedup"], row["speedup_high"], 2)
             + "x over "
-            + ("strict fp32" if parts else "fp32")
+            + ("strict fp32" if parts else FP32)
         )
     return ", ".join(parts) or "-"
 
@@ -374,7 +374,7 @@ def calibration_error_lines() -> list[str]:
             f"{error['median_speedup_error']:.2f}x in the median, {error['p90_speedup_error']:.2f}x at the "
             f"90th percentile; its band holds {error['band_coverage']:.0%} of the measured speedups "
             f"(median width {error['median_band_ratio']:.2f}x); kernel times off by "
-            f"{times['fp32']['median']:.2f}x (fp32) and {times['fp16']['median']:.2f}x (fp16) in the median"
+            f"{times[FP32]['median']:.2f}x (fp32) and {times[FP16]['median']:.2f}x (fp16) in the median"
         )
     return lines
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ampgan.files.atomic import write_atomically, write_json_atomically
 from ampgan.plotting import precision_colour, pyplot, save_figure
-from ampgan.precisions import in_order
+from ampgan.precisions import FP32, in_order
 from ampgan.projection.document import fastest_mixed, table_text
 
 CSV_COLUMNS = [
@@ -84,7 +84,7 @@ def figure(document: dict, path: Path) -> Path | None:
     for index, device in enumerate(devices):
         mine = [r for r in rows if r["device"] == device]
         pair = fastest_mixed(mine, device, max(r["batch_size"] for r in mine))
-        for name, style in (("fp32", "-"), (pair[1]["precision"] if pair else None, "--")):
+        for name, style in ((FP32, "-"), (pair[1]["precision"] if pair else None, "--")):
             line = sorted((r for r in mine if r["precision"] == name), key=lambda r: r["batch_size"])
             if not name or not line:
                 continue
@@ -110,7 +110,7 @@ def figure(document: dict, path: Path) -> Path | None:
     left.minorticks_off()
     left.legend(fontsize=6, ncol=2)
     largest = max(r["batch_size"] for r in rows)
-    at_largest = [r for r in rows if r["batch_size"] == largest and "speedup" in r and r["precision"] != "fp32"]
+    at_largest = [r for r in rows if r["batch_size"] == largest and "speedup" in r and r["precision"] != FP32]
     names = in_order({r["precision"] for r in at_largest})
     width = 0.8 / max(1, len(names))
     for offset, name in enumerate(names):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+from ampgan.precisions import FP32
 from ampgan.training.distributed import world
 from ampgan.training.loop import RunResult, run_training
 from ampgan.training.start import RunStart
@@ -62,7 +63,7 @@ def warn_if_not_faster(start: RunStart, log) -> None:
     from ampgan.speed.decision import decide_for_run
 
     config, prepared = start.prepared.config, start.prepared
-    if config.precision.name == "fp32" or start.resume_from is not None or not world().is_main:
+    if config.precision.name == FP32 or start.resume_from is not None or not world().is_main:
         return
     # Whether the precision is faster is asked of the eager step: answered (and cached) without a compile.
     decisions, _ = decide_for_run(

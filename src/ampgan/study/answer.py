@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ampgan.bench.output import speedup_estimate
+from ampgan.precisions import FP32
 from ampgan.study.document import RACED, CompareDocument
 
 
@@ -71,7 +72,7 @@ def study_of(document: CompareDocument, out_dir: Path, report: Path | None = Non
         outcome=document.outcome or RACED,
         verdict=list(document.verdict or []),
         cost=cost_summary,
-        precisions=list(runs) or ["fp32"],
+        precisions=list(runs) or [FP32],
         headline=document.headline.metric,
         speedup=speedup,
         final={p: {k: v for k, v in run.final.items() if k != "flags"} for p, run in runs.items()},

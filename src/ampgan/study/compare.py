@@ -31,6 +31,7 @@ import torch
 from ampgan.data import load_dataset
 from ampgan.doctor.preflight import check_before_training
 from ampgan.errors import AmpganError
+from ampgan.precisions import FP32
 from ampgan.quality.evaluator import check_evaluable, reference_floor
 from ampgan.quality.headline import headline_for
 from ampgan.study.cost import cost_stage
@@ -62,17 +63,17 @@ def run_compare(spec: CompareSpec, out_dir: Path, show_progress: bool = True, lo
     Interrupted by SIGINT/SIGTERM, it keeps what finished and raises StudyInterrupted."""
     out_dir = Path(out_dir)
     device = resolve_device(spec.base.compute.device)
-    if spec.precisions and "fp32" not in spec.precisions:
+    if spec.precisions and FP32 not in spec.precisions:
         raise AmpganError("a comparison needs fp32 as its baseline: add it to --precisions")
     dataset = load_dataset(spec.base.data, seed=spec.seed)
-    first = prepare_run(spec.train_config("fp32"), dataset)  # validates the options before any measuring
+    first = prepare_run(spec.train_config(FP32), dataset)  # validates the options before any measuring
     if spec.target_accuracy is not None and not first.conditional:
         raise AmpganError(
             f"compare.target_accuracy needs a conditional GAN: model {spec.base.model.name} draws no class, so "
             "its study races on the Fréchet distance (its target is set from the runs); leave it out"
         )
     check_evaluable(dataset)  # one class, or too few images per class: no evaluator could judge the runs
-    check_before_training(spec.train_config("fp32"), dataset, log=log)  # before anything is measured or trained
+    check_before_training(spec.train_config(FP32), dataset, log=log)  # before anything is measured or trained
     progress = open_progress(out_dir, spec.to_document(spec.precisions))
     with stop_on_signals() as stop:
 
@@ -88,7 +89,7 @@ def run_compare(spec: CompareSpec, out_dir: Path, show_progress: bool = True, lo
             spec, channels_last=tuple(decided["channels_last"]), compile=tuple(decided["compile"])
         )
         precisions = tuple(decided["precisions"])
-        if precisions == ("fp32",) and not spec.precisions:
+        if precisions == (FP32,) and not spec.precisions:
             return _no_faster_mode(spec, out_dir, device, dataset, decided["left_out"], decided["decisions"])
         stop_here()
         prepared = {
@@ -124,9 +125,7 @@ def run_compare(spec: CompareSpec, out_dir: Path, show_progress: bool = True, lo
             f"{c['precision']}@{c['batch_size']}": c["reason"] for c in bench_results["configs"] if c.get("reason")
         },
         # What the study races on: accuracy for a conditional GAN, the Fréchet distance otherwise.
-        stored_headline=headline_for(
-            prepared[("fp32" if "fp32" in precisions else precisions[0], spec.seed)].conditional
-        ),
+        stored_headline=headline_for(prepared[(FP32 if FP32 in precisions else precisions[0], spec.seed)].conditional),
         runs={p: RunSummary.from_dict(summarize_seeds(per_seed[p])) for p in precisions},
     )
     # The runs are finished: a stage after them that cannot run is reported in its section and the verdict,
@@ -170,7 +169,7 @@ def _no_faster_mode(
     budget); the measurements behind the answer, and how to race anyway."""
     document = CompareDocument(
         outcome=NO_FASTER_MODE,
-        spec=StudySpecRecord.from_dict(spec.to_document(("fp32",))),
+        spec=StudySpecRecord.from_dict(spec.to_document((FP32,))),
         environment=Environment.from_dict(environment_stamp(device)),
         left_out=left_out,
         decisions=decisions,

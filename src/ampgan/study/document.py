@@ -18,6 +18,7 @@ from ampgan.errors import AmpganError
 from ampgan.files.atomic import write_json_atomically
 from ampgan.files.jsonfile import read_json
 from ampgan.files.schema import Between, RelativePath, check_shape
+from ampgan.precisions import FP32
 from ampgan.quality.headline import ACCURACY, FRECHET, Headline
 
 FORMAT = "ampgan-compare/1"
@@ -342,7 +343,7 @@ class CompareDocument(Record):
 
     @property
     def baseline(self) -> RunSummary:
-        return self.runs["fp32"]
+        return self.runs[FP32]
 
     @property
     def target(self) -> float | None:

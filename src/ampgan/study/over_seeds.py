@@ -13,6 +13,7 @@ import math
 
 import numpy as np
 
+from ampgan.precisions import FP32
 from ampgan.quality.registry import METRICS as _REGISTERED
 from ampgan.speed.intervals import t_quantile_975
 
@@ -84,7 +85,7 @@ def compare_seeds(document) -> dict:
     baseline = document.baseline
     comparison = {}
     for precision, run in runs.items():
-        if precision == "fp32":
+        if precision == FP32:
             continue
         entry = {"seeds": len(run.seeds)}
         for metric in (key for key, described in _REGISTERED.items() if described.paired):
@@ -94,7 +95,7 @@ def compare_seeds(document) -> dict:
                 entry[metric] = paired_differences(mine, theirs)
         cost = document.cost
         reached = cost.reaching(precision).per_seed if cost is not None else {}
-        reached_fp32 = cost.reaching("fp32").per_seed if cost is not None else {}
+        reached_fp32 = cost.reaching(FP32).per_seed if cost is not None else {}
         entry["time_to_target_ratio"] = paired_ratios(
             {s: (r or {}).get("seconds") for s, r in reached.items()},
             {s: (r or {}).get("seconds") for s, r in reached_fp32.items()},

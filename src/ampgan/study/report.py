@@ -22,6 +22,7 @@ from ampgan.files.jsonfile import read_json
 from ampgan.files.paths import inside
 from ampgan.files.schema import check_shape
 from ampgan.plotting import precision_colour, pyplot, save_figure
+from ampgan.precisions import FP32
 from ampgan.projection.document import DOCUMENT_SHAPE, calibration_error_lines, fastest_mixed
 from ampgan.projection.document import speedup_text as projected_speedup_text
 from ampgan.quality.registry import format_value, table_metrics
@@ -483,7 +484,7 @@ def _speed_rows(document: CompareDocument, out_dir: Path) -> list[list[str]]:
     }
     pairs = {s["precision"]: s for s in bench["speedups"] if s["batch_size"] == batch}
     runs = document.runs
-    fp32_step = runs["fp32"].seconds_per_step if "fp32" in runs else None
+    fp32_step = runs[FP32].seconds_per_step if FP32 in runs else None
     rows = [["precision", f"bench ms/step (batch {batch})", "bench speedup [95% CI]", "run ms/step", "run speedup"]]
     for precision, run in runs.items():
         step = run.seconds_per_step
@@ -492,11 +493,11 @@ def _speed_rows(document: CompareDocument, out_dir: Path) -> list[list[str]]:
             [
                 precision,
                 f"{bench_ms[precision]:.1f}" if precision in bench_ms else "-",
-                speedup_text(pair) if pair else ("baseline" if precision == "fp32" else "-"),
+                speedup_text(pair) if pair else ("baseline" if precision == FP32 else "-"),
                 f"{step * 1e3:.1f}" if step else "-",
                 f"{fp32_step / step:.2f}x"
-                if step and fp32_step and precision != "fp32"
-                else ("baseline" if precision == "fp32" else "-"),
+                if step and fp32_step and precision != FP32
+                else ("baseline" if precision == FP32 else "-"),
             ]
         )
     return rows

@@ -9,6 +9,7 @@ from contextlib import ExitStack
 from pathlib import Path
 
 from ampgan.errors import AmpganWarning
+from ampgan.precisions import FP32
 from ampgan.study.document import CompareDocument
 
 
@@ -48,5 +49,5 @@ def _add_doctor(spec, out: Path, log) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", AmpganWarning)
         fp16_steps = 0 if resolve_device(spec.base.compute.device).type == "cpu" else 30
-        report = diagnose_gan(spec.train_config("fp32"), steps=3, fp16_steps=fp16_steps)
+        report = diagnose_gan(spec.train_config(FP32), steps=3, fp16_steps=fp16_steps)
     write_doctor(report, out / "doctor")

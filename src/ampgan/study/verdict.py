@@ -5,6 +5,7 @@ sure the speed numbers are."""
 from __future__ import annotations
 
 from ampgan.bench.output import speedup_estimate, speedup_text
+from ampgan.precisions import FP32
 from ampgan.quality.headline import ACCURACY
 from ampgan.study.document import CompareDocument, CostSection, RunSummary
 
@@ -22,7 +23,7 @@ def verdict(document: CompareDocument, bench_speedups: list[dict]) -> list[str]:
     target = cost.target
     lines = []
     for precision, run in runs.items():
-        if precision == "fp32":
+        if precision == FP32:
             continue
         pair = speedups.get((batch, precision))
         note = (document.bench_notes or {}).get(f"{precision}@{batch}")
@@ -213,7 +214,7 @@ def _quality_line(
 def _target_line(
     precision: str, cost: CostSection, comparison: dict, target: float, seeds: int, headline=ACCURACY
 ) -> str:
-    mine, theirs = cost.reaching(precision), cost.reaching("fp32")
+    mine, theirs = cost.reaching(precision), cost.reaching(FP32)
     named = (
         f"Target evaluator accuracy {target:.2f}"
         if headline.higher_is_better
@@ -290,7 +291,7 @@ def _why_the_runs_differ(precision: str, run: RunSummary, fp32_run: RunSummary, 
         return ""
     parts = []
     for name, step, bench in (
-        ("fp32", fp32_run.seconds_per_step, pair["baseline_step_s"]),
+        (FP32, fp32_run.seconds_per_step, pair["baseline_step_s"]),
         (precision, run.seconds_per_step, pair["step_s"]),
     ):
         parts.append(
