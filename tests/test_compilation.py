@@ -242,7 +242,7 @@ def test_compare_compiles_the_precisions_where_it_pays_and_says_so(tmp_path, cap
     )
     monkeypatch.setenv("AMPGAN_COMPILE_BACKEND", "eager")
     own_decision_cache(monkeypatch, tmp_path)
-    monkeypatch.setattr("ampgan.study.compare.COMPARE_BENCH_MIN_SECONDS", 0.0)  # the bench's plumbing, not its timing
+    monkeypatch.setattr("ampgan.study.spec.COMPARE_BENCH_MIN_SECONDS", 0.0)  # the bench's plumbing, not its timing
     out = tmp_path / "c"
     code, _, err = run_short_compare(capsys, TINY, out)
     assert code == 0, err
@@ -289,8 +289,10 @@ def test_compiling_allows_every_variant_of_the_step(monkeypatch):
 
 
 def test_compare_figures_say_how_each_precision_ran():
+    from ampgan.study.document import StudySpecRecord
     from ampgan.study.report import _setup_text
 
     spec = {"precisions": ["fp32", "bf16"], "channels_last": ["bf16"], "compile": ["fp32"]}
-    assert _setup_text(spec) == "fp32 NCHW compiled, bf16 channels-last"
-    assert _setup_text({"precisions": ["fp32", "bf16"]}) == "fp32 NCHW, bf16 NCHW"  # comparisons from before both
+    assert _setup_text(StudySpecRecord.from_dict(spec)) == "fp32 NCHW compiled, bf16 channels-last"
+    before_both = StudySpecRecord.from_dict({"precisions": ["fp32", "bf16"]})  # comparisons from before both
+    assert _setup_text(before_both) == "fp32 NCHW, bf16 NCHW"

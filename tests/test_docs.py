@@ -41,6 +41,7 @@ def _shape(line: str) -> str:
 
 def test_the_recorded_answer_has_the_format_the_code_prints(tmp_path):
     from ampgan.projection.document import summary_line
+    from ampgan.study.document import CompareDocument
     from ampgan.study.verdict import no_faster_mode_verdict
 
     recorded = recorded_block((ROOT / "README.md").read_text())
@@ -75,7 +76,7 @@ def test_the_recorded_answer_has_the_format_the_code_prints(tmp_path):
                 }
             )
         }
-        printed = no_faster_mode_verdict(document)
+        printed = no_faster_mode_verdict(CompareDocument.from_dict(document))
         assert [_shape(line)[:60] for line in recorded] == [_shape(line)[:60] for line in printed]
     else:  # a race: each line opens as one of the verdict's sentences does today (study/verdict.py)
         openings = (

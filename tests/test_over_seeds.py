@@ -63,19 +63,22 @@ def test_summarize_seeds_keeps_each_run_and_means_the_metrics():
 
 
 def test_the_verdict_says_when_every_run_was_above_the_target_at_its_first_evaluation():
+    from ampgan.study.document import CostSection
     from ampgan.study.verdict import _target_line
 
     comparison = {
         "time_to_target_ratio": {"n": 3, "mean": 0.98, "low": 0.85, "high": 1.14, "beyond_seed_spread": False}
     }
 
-    def cost(by_first_bf16: int) -> dict:
-        return {
-            "to_target": {
-                "bf16": {"reached": 3, "seeds": 3, "seconds": 54.0, "by_first_evaluation": by_first_bf16},
-                "fp32": {"reached": 3, "seeds": 3, "seconds": 53.0, "by_first_evaluation": 3},
+    def cost(by_first_bf16: int) -> CostSection:
+        return CostSection.from_dict(
+            {
+                "to_target": {
+                    "bf16": {"reached": 3, "seeds": 3, "seconds": 54.0, "by_first_evaluation": by_first_bf16},
+                    "fp32": {"reached": 3, "seeds": 3, "seconds": 53.0, "by_first_evaluation": 3},
+                }
             }
-        }
+        )
 
     coarse = _target_line("bf16", cost(3), comparison, 0.79, 3)
     assert "Every run was already past the target at its first evaluation" in coarse and "compare.eval_points" in coarse

@@ -66,7 +66,7 @@ DRIVER = textwrap.dedent("""
 
     import ampgan.bench.harness as harness
     import ampgan.cli.compare as cli_compare
-    import ampgan.study.compare as compare
+    import ampgan.study.evaluate as evaluate
     import ampgan.study.report as report
     import ampgan.training.loop as loop
     import ampgan.quality.evaluator as evaluator
@@ -86,11 +86,11 @@ DRIVER = textwrap.dedent("""
         return when
 
     if stage == "evaluator":
-        on_call(compare, "evaluator_for")
+        on_call(evaluate, "evaluator_for")
     elif stage == "bench":
         on_call(harness._Contender, "timed_step", nth(3))
     elif stage == "evaluation":  # the first evaluation inside the fp32 run
-        on_call(compare, "quality_of_images", nth(1))
+        on_call(evaluate, "quality_of_images", nth(1))
     elif stage.startswith("bf16-step-"):
         at = int(stage.rsplit("-", 1)[1])
         on_call(loop, "train_step", lambda state, batch: state.policy.name == "bf16" and state.step == at)

@@ -1,5 +1,12 @@
-"""ampgan from Python: the study `ampgan compare` runs, on a model given by name or as a function, with
-its answer as data.
+"""ampgan from Python: the commands `ampgan train`, `bench`, `project` and `compare` as functions, on a
+model given by name or as a function, each returning its answer as data.
+
+    run = ampgan.train("acgan", "runs/one", settings={"precision.name": "bf16", "budget.steps": 300})
+    run.run_dir, run.steps, run.loss_d      # the run folder and its last numbers
+    bench = ampgan.bench("acgan", "runs/bench", batch_sizes=[64, 256], precisions=["fp32", "bf16"])
+    bench.speedups                          # each precision's speedup over fp32 per batch size, with its interval
+    projected = ampgan.project("runs/bench", devices="T4,A100")
+    projected.rows                          # projected ms per step and cost per GPU, precision and batch size
 
     import ampgan
 
@@ -20,10 +27,16 @@ continued from another one.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from ampgan.errors import AmpganError
+from ampgan.runs.claim import default_out
 from ampgan.study.answer import Study, study_of
+
+if TYPE_CHECKING:
+    from ampgan.config import TrainConfig
 
 
 def compare(
@@ -41,31 +54,16 @@ def compare(
     (`{"data.dataset": "digits", "budget.steps": 300, "model.width": 16}`; the model's options are
     `model.NAME`); the budget is 40 s of training per run unless `budget.steps` or
     `budget.time_budget_s` says otherwise. `study_settings`: the study's own settings, the fields of
-    study.compare.CompareSpec with the command's defaults (`precisions=["fp32", "bf16"]`, `seeds=3`,
+    study.spec.CompareSpec with the command's defaults (`precisions=["fp32", "bf16"]`, `seeds=3`,
     `eval_points`, `eval_samples`, `bench_batch_sizes`, `bench_seconds`, ...; `ampgan config --list`).
     The same call on a folder holding an interrupted study continues it."""
-    from dataclasses import fields
-
-    from ampgan.errors import AmpganError
-    from ampgan.gan.registry import consent_to_import, model_name_for
-    from ampgan.study.compare import CompareSpec, compare_base
     from ampgan.study.progress import has_study
     from ampgan.study.session import run_study
+    from ampgan.study.spec import CompareSpec, compare_base
 
-    known = {f.name for f in fields(CompareSpec)} - {"base"}
-    unknown = sorted(set(study_settings) - known)
-    if unknown:
-        raise AmpganError(
-            f"ampgan.compare has no setting {unknown[0]!r}: its settings are {', '.join(sorted(known))} "
-            "(config fields go in settings={'section.field': value})"
-        )
-    changes = dict(settings or {})
-    name = model if isinstance(model, str) else model_name_for(model)
-    consent_to_import(name)  # named by the caller: the model trust rule lets it be imported
-    base = compare_base({**{k: v for k, v in changes.items() if k != "model.name"}, "model.name": name})
-    spec = CompareSpec(
-        base=base, **{key: tuple(value) if isinstance(value, list) else value for key, value in study_settings.items()}
-    )
+    _refuse_unknown("compare", study_settings, {f.name for f in fields(CompareSpec)} - {"base"})
+    base = compare_base(_with_model(model, settings))
+    spec = CompareSpec(base=base, **_as_tuples(study_settings))
     out = Path(out)
     document, _, html = run_study(
         spec,
@@ -76,3 +74,179 @@ def compare(
         log=log or (lambda line: None),
     )
     return study_of(document, out, html)
+
+
+@dataclass(frozen=True)
+class Trained:
+    """What `ampgan.train` trained: its folder and its last numbers."""
+
+    run_dir: Path
+    precision: str
+    steps: int
+    train_seconds: float
+    images_per_second: float | None
+    loss_d: float | None
+    loss_g: float | None
+    config: TrainConfig = field(repr=False)  # as the run's config.json records it (memory format, compile chosen)
+
+
+def train(
+    model: str | Callable = "acgan",
+    out: str | Path | None = None,
+    *,
+    settings: dict[str, Any] | None = None,
+    overwrite: bool = False,
+    show_progress: bool = False,
+    log: Callable[[str], None] | None = None,
+) -> Trained:
+    """One run in one precision, as `ampgan train` trains it: `settings` are config paths and values
+    (`{"precision.name": "bf16", "budget.steps": 300, "model.width": 16}`; `ampgan config --list`), and
+    the memory format and compile setting the user leaves out are measured as the command measures them."""
+    from ampgan.config import TrainConfig, build_config
+    from ampgan.runs.run_folder import read_run_config
+    from ampgan.speed.planned_run import train_planned
+    from ampgan.training.precision import resolve_device
+    from ampgan.training.start import new_run
+
+    explicit = _with_model(model, settings)
+    config = build_config(explicit)
+    out = Path(out) if out is not None else default_out(f"{config.data.dataset}-{config.precision.name}")
+    starting = new_run(config, out, overwrite, resolve_device(config.compute.device))
+    result, _ = train_planned(starting, explicit, show_progress=show_progress, log=log or _quiet)
+    last = result.last_record
+    return Trained(
+        run_dir=Path(result.run_dir),
+        precision=config.precision.name,
+        steps=result.steps,
+        train_seconds=result.train_seconds,
+        images_per_second=last.get("images_per_second"),
+        loss_d=last.get("loss_d"),
+        loss_g=last.get("loss_g"),
+        config=TrainConfig.from_dict(read_run_config(result.run_dir)["config"]),
+    )
+
+
+@dataclass(frozen=True)
+class Benched:
+    """What `ampgan.bench` measured: its folder and each configuration's and speedup's numbers (the
+    summary `ampgan bench --json` prints)."""
+
+    out_dir: Path
+    results: Path  # results.json
+    device: str | None
+    configs: list[dict]  # {batch_size, precision, status, median_ms, [reason]} per configuration
+    speedups: list[dict]  # {batch_size, precision, baseline, estimate, low, high, verdict} per pair
+    incomplete: bool = False  # stopped by a signal: what finished is in results.json
+
+    def speedup(self, precision: str, batch_size: int) -> dict | None:
+        return next((s for s in self.speedups if s["precision"] == precision and s["batch_size"] == batch_size), None)
+
+
+# The bench's settings the command line reaches besides its declared options (--compile, --channels-last,
+# --no-trace): each a field of BenchSpec.
+_BENCH_SWITCHES = ("compile", "channels_last", "trace_ops")
+
+
+def bench(
+    model: str | Callable = "acgan",
+    out: str | Path | None = None,
+    *,
+    settings: dict[str, Any] | None = None,
+    overwrite: bool = False,
+    log: Callable[[str], None] | None = None,
+    **bench_settings,
+) -> Benched:
+    """Time per batch against batch size for each precision, as `ampgan bench` measures it (synthetic data
+    unless `settings` name a dataset). `bench_settings`: the bench's own, the fields of bench.harness.BenchSpec
+    with the command's defaults (`batch_sizes=[64, 256]`, `precisions=["fp32", "bf16"]`, `steps`,
+    `max_seconds`, `min_seconds`, ...; `ampgan config --list`), and `compile` / `channels_last` (the
+    precisions to compile or run channels-last) and `trace_ops`."""
+    from ampgan.bench.harness import BenchSpec
+    from ampgan.bench.output import render
+    from ampgan.bench.to_folder import bench_summary, bench_to_folder, check_bench
+    from ampgan.config import build_config
+    from ampgan.config.flags import spec_options
+    from ampgan.training.precision import resolve_device
+
+    _refuse_unknown("bench", bench_settings, {name for name, _ in spec_options(BenchSpec)} | set(_BENCH_SWITCHES))
+    base = build_config({"data.dataset": "synthetic"}, _with_model(model, settings))
+    spec = BenchSpec(base=base, **_as_tuples(bench_settings))
+    device = resolve_device(base.compute.device)
+    check_bench(spec, device)
+    out = Path(out) if out is not None else default_out("bench")
+    results = bench_to_folder(spec, out, overwrite, device, on_config=lambda result: None, log=log or _quiet)
+    render(results, out)  # the figures and results.csv, as the command draws them
+    summary = bench_summary(results, out)
+    return Benched(
+        out_dir=out,
+        results=Path(summary["results"]),
+        device=summary["device"],
+        configs=summary["configs"],
+        speedups=summary["speedups"],
+        incomplete=bool(results.get("incomplete")),
+    )
+
+
+@dataclass(frozen=True)
+class Projected:
+    """What `ampgan.project` projected: its folder and its rows (PROJECTED, never measured)."""
+
+    out_dir: Path
+    projection: Path  # projection.json
+    rows: list[dict] = field(repr=False)  # per GPU x precision x batch size: ms per step, band, bound, cost
+
+    def row(self, device: str, precision: str, batch_size: int) -> dict | None:
+        return next(
+            (
+                r
+                for r in self.rows
+                if r["device"] == device and r["precision"] == precision and r["batch_size"] == batch_size
+            ),
+            None,
+        )
+
+
+def project(
+    results: str | Path, out: str | Path | None = None, *, overwrite: bool = False, log=None, **project_settings
+) -> Projected:
+    """A bench's step projected onto GPUs this machine does not have, as `ampgan project RESULTS` does it:
+    `results` is a results.json, a bench folder or a study folder; `project_settings` the fields of
+    projection.from_results.ProjectSpec (`devices="T4,A100"`, `batch_sizes=[64, 2048]`, `prices=PATH`)."""
+    from ampgan.config.flags import spec_options
+    from ampgan.projection.from_results import ProjectSpec, project_results
+
+    _refuse_unknown("project", project_settings, {name for name, _ in spec_options(ProjectSpec)})
+    spec = ProjectSpec(**_as_tuples(project_settings))
+    projection, target, _ = project_results(
+        Path(results), spec, Path(out) if out is not None else None, overwrite, log=log or _quiet
+    )
+    return Projected(out_dir=target, projection=target / "projection.json", rows=projection["rows"])
+
+
+def _refuse_unknown(command: str, given: dict, known: set[str]) -> None:
+    """One error line for a setting the command does not have, naming the ones it has."""
+    unknown = sorted(set(given) - known)
+    if unknown:
+        raise AmpganError(
+            f"ampgan.{command} has no setting {unknown[0]!r}: its settings are {', '.join(sorted(known))} "
+            "(config fields go in settings={'section.field': value})"
+        )
+
+
+def _with_model(model: str | Callable, settings: dict | None) -> dict:
+    """The config changes of `settings` with the model named (a function gets its importable name), and
+    consent to import it: the caller named it (the model trust rule, ampgan/trust.py)."""
+    from ampgan.gan.registry import consent_to_import, model_name_for
+
+    name = model if isinstance(model, str) else model_name_for(model)
+    consent_to_import(name)
+    return {**{k: v for k, v in (settings or {}).items() if k != "model.name"}, "model.name": name}
+
+
+def _as_tuples(values: dict) -> dict:
+    """A list given for a tuple-valued setting (batch sizes, precisions), as the spec holds it."""
+    return {key: tuple(value) if isinstance(value, list) else value for key, value in values.items()}
+
+
+def _quiet(line: str) -> None:
+    """The log of a call that gave none: nothing (a function's answer is its return value)."""

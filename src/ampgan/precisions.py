@@ -98,9 +98,13 @@ class Precision:
         return None
 
 
+# Each mode's name, as configs, files and tables spell it (config.json, results.json's and the calibration's
+# columns): the code outside this module uses these, never the letters.
+FP32, TF32, BF16, FP16 = "fp32", "tf32", "bf16", "fp16"
+
 _MODES = (
     Precision(
-        "fp32",
+        FP32,
         torch.float32,
         autocast=False,
         loss_scaling=False,
@@ -114,7 +118,7 @@ _MODES = (
         summary="strict FP32 (TF32 switched off on CUDA)",
     ),
     Precision(
-        "tf32",
+        TF32,
         torch.float32,
         autocast=False,
         loss_scaling=False,
@@ -126,10 +130,10 @@ _MODES = (
         order=1,
         mixed=False,
         summary="FP32 storage, TF32 tensor-core matmuls",
-        stand_in="fp32",
+        stand_in=FP32,
     ),
     Precision(
-        "bf16",
+        BF16,
         torch.bfloat16,
         autocast=True,
         loss_scaling=False,
@@ -141,12 +145,12 @@ _MODES = (
         order=2,
         mixed=True,
         summary="autocast to bfloat16, no loss scaling",
-        stand_in="fp16",
+        stand_in=FP16,
     ),
     # fp16 runs on every NVIDIA GPU (a P100 has fp16 units but no tensor cores: the study measured no gain
     # there); whether it is faster is the speed decision's question.
     Precision(
-        "fp16",
+        FP16,
         torch.float16,
         autocast=True,
         loss_scaling=True,
@@ -158,13 +162,13 @@ _MODES = (
         order=3,
         mixed=True,
         summary="autocast to float16 with loss scaling",
-        stand_in="bf16",
+        stand_in=BF16,
     ),
 )
 
 PRECISIONS: dict[str, Precision] = {mode.name: mode for mode in sorted(_MODES, key=lambda m: m.order)}
 NAMES: tuple[str, ...] = tuple(PRECISIONS)
-BASELINE = "fp32"
+BASELINE = FP32
 MIXED: tuple[str, ...] = tuple(name for name, mode in PRECISIONS.items() if mode.mixed)
 
 

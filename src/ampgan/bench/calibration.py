@@ -35,6 +35,7 @@ from torch.utils._pytree import tree_map
 
 from ampgan.bench.attainable import TensorSpec
 from ampgan.files.atomic import write_atomically, write_json_atomically
+from ampgan.precisions import BF16, FP16, FP32, TF32
 from ampgan.training.step import train_step
 
 COLUMNS = (
@@ -90,8 +91,8 @@ class _MatrixCalls(TorchDispatchMode):
 def precision_of(dtype: torch.dtype, tf32: bool) -> str:
     """The format's precision of a matrix kernel computing in `dtype` (fp32 inputs run TF32 when allowed)."""
     if dtype == torch.float32:
-        return "tf32" if tf32 else "fp32"
-    return {torch.bfloat16: "bf16", torch.float16: "fp16"}.get(dtype, str(dtype).removeprefix("torch."))
+        return TF32 if tf32 else FP32
+    return {torch.bfloat16: BF16, torch.float16: FP16}.get(dtype, str(dtype).removeprefix("torch."))
 
 
 def _column_major(spec: TensorSpec) -> int:

@@ -26,6 +26,7 @@ from ampgan.config import TrainConfig
 from ampgan.config.flags import spec_field
 from ampgan.data import DataConfig, load_dataset
 from ampgan.errors import AmpganError
+from ampgan.precisions import BF16, FP16, FP32
 from ampgan.speed.cache import decision_key
 from ampgan.speed.compile_time import measure_compile_times
 from ampgan.speed.decision import machine_key
@@ -349,7 +350,7 @@ def _stopped(stop_request, finished, not_measured) -> dict:
     }
 
 
-OP_TABLE_PRECISIONS = ("fp32", "bf16", "fp16")
+OP_TABLE_PRECISIONS = (FP32, BF16, FP16)
 # The op tables (for `ampgan project`) may take this share of the bench's own budget (--max-seconds per
 # batch size), never more: a precision whose trace would not fit is left out and says so.
 TRACE_SHARE = 0.5
@@ -446,16 +447,16 @@ def step_memory(spec: BenchSpec, dataset) -> dict | None:
     the meta device): {"parameters_bytes", "activation_bytes_per_sample": {precision: bytes}}; None when
     the model cannot be traced there."""
     try:
-        _, _, gan, data = resolve_config(spec.train_config("fp32", TRACE_BATCH_SIZES[0]), dataset)
+        _, _, gan, data = resolve_config(spec.train_config(FP32, TRACE_BATCH_SIZES[0]), dataset)
         if not any(p.is_meta for p in gan.generator.parameters()):
             return None
         per_precision = {
-            name: estimate_step_memory(gan, data, 1, 4 if name == "fp32" else 2) for name in OP_TABLE_PRECISIONS
+            name: estimate_step_memory(gan, data, 1, 4 if name == FP32 else 2) for name in OP_TABLE_PRECISIONS
         }
     except Exception:  # noqa: BLE001 - a model the meta trace cannot follow has no estimate, not an error
         return None
     return {
-        "parameters_bytes": per_precision["fp32"].parameters_bytes,
+        "parameters_bytes": per_precision[FP32].parameters_bytes,
         "activation_bytes_per_sample": {name: e.activations_bytes_per_sample for name, e in per_precision.items()},
         "what": "a lower bound (training/memory.py): weights, gradients and Adam's moments in fp32, every layer's "
         "output; no temporaries, no allocator slack",
@@ -742,7 +743,7 @@ def _time_interleaved(
         return timed
 
     names = [c.result.precision for c in contenders]
-    baseline = "fp32" if "fp32" in names else names[0]
+    baseline = FP32 if FP32 in names else names[0]
     history, keys = (
         SpeedupHistory(),
         {c.result.precision: _history_key(c) for c in contenders if c.result.precision != baseline},
@@ -809,14 +810,14 @@ def attainable_rows(rows: list[dict], pairs: list[dict]) -> list[dict]:
     achieved = {(p["batch_size"], p["precision"]): p["estimate"] for p in pairs}
     out = []
     for (batch_size, precision), row in by_key.items():
-        base = by_key.get((batch_size, "fp32"))
-        if precision == "fp32" or base is None:
+        base = by_key.get((batch_size, FP32))
+        if precision == FP32 or base is None:
             continue
         out.append(
             {
                 "batch_size": batch_size,
                 "precision": precision,
-                "baseline": "fp32",
+                "baseline": FP32,
                 **attainable_comparison(base["attainable"], row["attainable"], achieved.get((batch_size, precision))),
             }
         )

@@ -10,6 +10,7 @@ import click
 
 from ampgan import STARTED_AT
 from ampgan.bench.harness import BenchSpec
+from ampgan.bench.to_folder import bench_summary, bench_to_folder, check_bench
 from ampgan.cli.options import (
     DATA_FLAGS,
     MODEL_FLAGS,
@@ -24,30 +25,8 @@ from ampgan.cli.options import (
 )
 from ampgan.precisions import NAMES as PRECISION_NAMES
 from ampgan.training.distributed import join_process_group, world
-from ampgan.training.precision import build_policy, resolve_device
+from ampgan.training.precision import resolve_device
 from ampgan.training.start import claimed_on_main_rank, reopened_on_main_rank
-
-
-def bench_summary(results: dict, out: Path) -> dict:
-    """The key numbers of a bench as plain data (--json)."""
-    return {
-        "results": str(out / "results.json"),
-        "device": results.get("environment", {}).get("hardware_summary"),
-        "configs": [
-            {
-                "batch_size": c["batch_size"],
-                "precision": c["precision"],
-                "status": c["status"],
-                "median_ms": c["stats"]["median_s"] * 1e3 if c.get("stats") else None,
-                **({"reason": c["reason"]} if c.get("reason") else {}),
-            }
-            for c in results["configs"]
-        ],
-        "speedups": [
-            {k: s.get(k) for k in ("batch_size", "precision", "baseline", "estimate", "low", "high", "verdict")}
-            for s in results["speedups"]
-        ],
-    }
 
 
 @click.command("bench")
@@ -86,8 +65,7 @@ def bench_summary(results: dict, out: Path) -> dict:
 @click.pass_context
 def command(ctx: click.Context, **options) -> None:
     """Time per batch vs batch size for each precision (the study's Figures 1 and 2), for any GAN."""
-    from ampgan.bench.harness import run_bench
-    from ampgan.bench.output import load_results, render, time_spent_text, write_results
+    from ampgan.bench.output import load_results, render, time_spent_text
 
     if options["from_"]:
         results = load_results(options["from_"])
@@ -104,24 +82,15 @@ def command(ctx: click.Context, **options) -> None:
         channels_last=precisions_given(options["channels_last"]),
         trace_ops=not options["no_trace"],
     )
-    precisions = spec.precisions
     device = join_process_group(base.compute.device) or resolve_device(base.compute.device)
-    for precision in precisions:
-        build_policy(precision, device)  # refuses tf32 on a CPU before anything runs
-    spec.train_config(precisions[0] if precisions else "fp32", spec.batch_sizes[0])  # validates sizes
-    if precisions and world().is_main:
-        from ampgan.speed.decision import warn_about_named_modes
-
-        warn_about_named_modes(spec.train_config("fp32", spec.batch_sizes[0]), device, list(precisions))
+    check_bench(spec, device)
     out = options["out"] or default_out("bench")
     if options["sweeps"]:
         _sweep(spec, options, out, device)
         return
-    with claimed_on_main_rank(out, options["overwrite"], device, "bench"):
-        results = run_bench(spec, device, on_config=_report_config, log=_progress)
-        if not world().is_main:
-            return
-        write_results(results, out)
+    results = bench_to_folder(spec, out, options["overwrite"], device, on_config=_report_config, log=_progress)
+    if results is None:  # a rank other than 0
+        return
     if options["as_json"]:
         render(results, out)  # the figures and results.csv all the same
         click.echo(json.dumps(bench_summary(results, out)))

@@ -19,7 +19,7 @@ from ampgan.cli.options import (
     spec_values,
 )
 from ampgan.errors import AmpganError
-from ampgan.study.compare import CompareSpec, compare_base
+from ampgan.study.spec import CompareSpec, compare_base
 
 
 @click.command("compare")
@@ -111,6 +111,6 @@ def _study(spec, out: Path, options: dict, reopen: bool) -> None:
 
         click.echo(json.dumps(study_of(document, out, html_path).to_dict()))
         return
-    for line in document["verdict"]:
+    for line in document.verdict:
         click.echo(line)
     click.echo(f"report: {html_path} (and {md_path.name})")

@@ -12,7 +12,7 @@ def setting_rows() -> list[tuple[str, str, str, str]]:
     settings (`--set compare.FIELD=VALUE`, `--set bench.FIELD=VALUE`)."""
     from ampgan.bench.harness import BenchSpec
     from ampgan.config import TrainConfig
-    from ampgan.study.compare import CompareSpec
+    from ampgan.study.spec import CompareSpec
 
     rows = []
     for path, default in TrainConfig().paths().items():

@@ -6,7 +6,6 @@ A bad value fails in its type, before the command runs, and reads as one line:
 
 from __future__ import annotations
 
-import datetime as dt
 import math
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from ampgan.config.sources import file_changes, option_changes, parse_value
 from ampgan.config.tree import DEVICES
 from ampgan.errors import AmpganError
 from ampgan.precisions import NAMES as PRECISION_NAMES
+from ampgan.runs.claim import default_out as default_out  # the commands' default folders, named in one place
 
 
 class WholeNumber(click.ParamType):
@@ -163,10 +163,6 @@ def compose(*decorators):
         return function
 
     return apply
-
-
-def default_out(kind: str) -> Path:
-    return Path("runs") / f"{kind}-{dt.datetime.now():%Y%m%d-%H%M%S}"
 
 
 def _int_choice(ctx, param, value):

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import click
 
-from ampgan.cli.options import IntList, NameList, trust_model_option
+from ampgan.cli.options import spec_option_flags, trust_model_option
 from ampgan.errors import AmpganError
+from ampgan.projection.from_results import ProjectSpec, project_results
 
 
 @click.command("project")
@@ -21,21 +22,7 @@ from ampgan.errors import AmpganError
     "out_channels,r,s,pad_h,pad_w,stride_h,stride_w): writes OUT/kernels.csv with each one's "
     "projected ms and band per GPU and precision.",
 )
-@click.option(
-    "--devices",
-    type=NameList(),
-    default=None,
-    help="GPUs from src/ampgan/system/gpus.csv, comma-separated (default T4,P100,V100,A100,L4,H100,H200).",
-)
-@click.option(
-    "--batch-sizes", type=IntList(), default=None, help="Batch sizes to project, any size (default: the bench's)."
-)
-@click.option(
-    "--prices",
-    type=click.Path(path_type=Path),
-    default=None,
-    help="Your own price catalog CSV for the cost column (default: the built-in one).",
-)
+@spec_option_flags(ProjectSpec, "project")
 @click.option(
     "--out",
     type=click.Path(path_type=Path),
@@ -54,51 +41,10 @@ def command(results, kernels, devices, batch_sizes, prices, out, overwrite, as_j
     if kernels is not None:
         _project_kernels(kernels, devices, out, overwrite, as_json)
         return
-    from ampgan.bench.output import load_results
-    from ampgan.cost.catalog import load_catalog
-    from ampgan.projection.assumptions import (
-        launch_assumption,
-        measure_dispatch_seconds,
+    spec = ProjectSpec(devices=devices, batch_sizes=batch_sizes, prices=prices)
+    projection, target, text = project_results(
+        results, spec, out, overwrite, log=lambda line: click.echo(line, err=True)
     )
-    from ampgan.projection.document import DEFAULT_DEVICES, build_projection
-    from ampgan.projection.output import write_projection
-    from ampgan.projection.tables import load_traced_step, op_tables_of
-    from ampgan.runs.claim import claimed_folder
-    from ampgan.system.gpus import gpu_spec
-
-    path = Path(results)
-    if path.is_dir():
-        candidates = (path / "results.json", path / "bench" / "results.json", path / "projection" / "op_tables.json")
-        path = next((p for p in candidates if p.is_file()), path / "results.json")
-    document = load_traced_step(path) if path.name == "op_tables.json" else load_results(path)
-    gpus = [gpu_spec(name) for name in (devices.split(",") if devices else DEFAULT_DEVICES)]
-    sizes = list(batch_sizes or document["spec"].get("batch_sizes") or [])
-    if not sizes:
-        raise AmpganError(f"{path} names no batch sizes: give --batch-sizes")
-    tables = op_tables_of(document, path, log=lambda line: click.echo(line, err=True))
-    catalog = load_catalog(prices)
-    launch = launch_assumption(
-        measure_dispatch_seconds(), document.get("environment", {}).get("hardware_summary", "this machine")
-    )
-    projection = build_projection(
-        document,
-        tables,
-        gpus,
-        sizes,
-        launch,
-        catalog,
-        str(prices) if prices else "ampgan's built-in catalog (src/ampgan/cost/prices.csv)",
-    )
-    target = out or path.parent / "projection"
-    # A projection stopped before its last file (killed, say) is replaced by the same command again.
-    finished = ("projection.json", "projection.csv", "projection.md", "fig_projection.png")
-    with claimed_folder(
-        target,
-        overwrite,
-        "projection",
-        unfinished=lambda folder: not all((folder / name).is_file() for name in finished),
-    ):
-        text = write_projection(projection, target)
     if as_json:
         click.echo(json.dumps({"projection": str(target / "projection.json"), "rows": projection["rows"]}))
     else:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -13,9 +12,10 @@ from ampgan.cli.options import WholeNumber, compose, config_flags, config_from_c
 from ampgan.config import TrainConfig
 from ampgan.config.flags import FLAGS
 from ampgan.errors import AmpganError
+from ampgan.speed.planned_run import train_planned
 from ampgan.training.distributed import join_process_group, world
-from ampgan.training.loop import DEFAULT_STEPS, run_training
-from ampgan.training.start import RunStart, new_run, resumed_config, resumed_run
+from ampgan.training.loop import DEFAULT_STEPS
+from ampgan.training.start import new_run, resumed_config, resumed_run
 
 _options = compose(
     config_flags(
@@ -97,36 +97,12 @@ def command(ctx: click.Context, **options) -> None:
         _print_dry_run(config, out, resume_dir, device)
         return
     starting = resumed_run(config, out, device) if resume_dir else new_run(config, out, options["overwrite"], device)
-    with starting as start:
-        if resume_dir is None:
-            start = _planned(start, explicit, options["quiet"])
-        _train_and_report(start, quiet=options["quiet"])
-
-
-def _planned(start: RunStart, explicit: dict, quiet: bool) -> RunStart:
-    """A new run's memory format and compile setting, where the user set neither, as measured faster for
-    its precision and batch size on this machine (speed/plan.py; cached after the first time). The choice
-    goes into config.json, so a resumed run keeps it."""
-    from ampgan.speed.plan import plan_run
-
-    prepared = start.prepared
-    config, name = prepared.config, prepared.config.precision.name
-    plan = plan_run(
-        lambda precision: config,
-        prepared.dataset,
-        prepared.policy.device,
-        precisions=(name,),
-        channels_last=None
-        if "compute.channels_last" not in explicit
-        else ((name,) if config.compute.channels_last else ()),
-        compile=None if "compute.compile" not in explicit else ((name,) if config.compute.compile else ()),
-        warn_named=False,
-        log=_log(quiet),
+    quiet = options["quiet"]
+    result, resumed_from = train_planned(
+        starting, None if resume_dir else explicit, show_progress=not quiet, log=_log(quiet)
     )
-    planned = config.with_fields(
-        {"compute.channels_last": name in plan.channels_last, "compute.compile": name in plan.compile}
-    )
-    return dataclasses.replace(start, prepared=dataclasses.replace(prepared, config=planned))
+    if world().is_main:
+        _report(result, resumed_from)
 
 
 def _log(quiet: bool):
@@ -134,42 +110,14 @@ def _log(quiet: bool):
     return (lambda line: None) if quiet else (lambda line: click.echo(line, err=True))
 
 
-def _warn_if_not_faster(start: RunStart, quiet: bool) -> None:
-    """A new mixed-precision run learns (once per machine and model: cached) whether its mode is
-    faster than fp32 here, and is warned when it is not. The run goes on either way."""
-    from ampgan.errors import warn
-    from ampgan.speed.decision import decide_for_run
-
-    config, prepared = start.prepared.config, start.prepared
-    if config.precision.name == "fp32" or start.resume_from is not None or not world().is_main:
-        return
-    # Whether the precision is faster is asked of the eager step: answered (and cached) without a compile.
-    decisions, _ = decide_for_run(
-        config.with_fields({"compute.compile": False}),
-        prepared.dataset,
-        prepared.policy.device,
-        precisions=[config.precision.name],
-        log=_log(quiet),
-    )
-    decision = decisions[config.precision.name]
-    if not decision.useful:
-        warn(f"{decision.describe()}: fp32 would train at least as fast on this machine")
-
-
-def _train_and_report(start: RunStart, quiet: bool) -> None:
-    _warn_if_not_faster(start, quiet)
-    result = run_training(
-        start.prepared, start.run_dir, show_progress=not quiet, resume_from=start.resume_from, refuse_spent_budget=True
-    )
-    if not world().is_main:
-        return
+def _report(result, resumed_from: Path | None) -> None:
     last = result.last_record
     losses = f"D loss {last['loss_d']:.3f}, G loss {last['loss_g']:.3f}" if "loss_d" in last else "no step logged"
     click.echo(
         f"trained {result.steps} steps in {result.train_seconds:.1f} s "
         f"({last.get('images_per_second', 0):.0f} img/s); {losses} | {result.stamp}"
     )
-    resumed = f" (resumed from {start.checkpoint.name})" if start.checkpoint is not None else ""
+    resumed = f" (resumed from {resumed_from.name})" if resumed_from is not None else ""
     click.echo(f"run folder: {result.run_dir}{resumed}")
 
 

@@ -22,6 +22,7 @@ from typing import Any
 
 from ampgan.data.request import DataConfig
 from ampgan.errors import ConfigError
+from ampgan.precisions import FP32
 from ampgan.precisions import NAMES as PRECISION_NAMES
 from ampgan.precisions import precision as precision_mode
 from ampgan.sections import Section, close_match_hint
@@ -88,7 +89,7 @@ class PrecisionConfig(Section):
 
     NAME = "precision"
 
-    name: str = "fp32"
+    name: str = FP32
     loss_scale: float | None = None
 
     def check(self) -> None:

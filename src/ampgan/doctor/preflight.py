@@ -23,6 +23,7 @@ from ampgan.config import TrainConfig
 from ampgan.data.batches import BatchStream
 from ampgan.errors import AmpganError
 from ampgan.gan.context import LossContext, draw_inputs
+from ampgan.precisions import BF16, FP16, FP32
 from ampgan.training.precision import build_policy
 from ampgan.training.prepared import prepare_run
 from ampgan.training.state import build_train_state
@@ -51,7 +52,7 @@ def preflight(config: TrainConfig, dataset=None) -> list[Finding]:
     then the real step (backward and optimizer step included) in each of REAL_STEP_PRECISIONS."""
     config = config.with_fields(
         {
-            "precision.name": "fp32",
+            "precision.name": FP32,
             "precision.loss_scale": None,
             "compute.device": "cpu",
             "compute.compile": False,
@@ -94,7 +95,7 @@ def preflight(config: TrainConfig, dataset=None) -> list[Finding]:
 
 # The precisions whose real step preflight runs: every mode a study may compare (bf16 and fp16 autocast
 # run on the CPU too, so what fails only under one of them is found before a comparison starts).
-REAL_STEP_PRECISIONS = ("fp32", "bf16", "fp16")
+REAL_STEP_PRECISIONS = (FP32, BF16, FP16)
 
 
 def _real_step_under(name: str, prepared, stream) -> list[Finding]:
@@ -402,7 +403,7 @@ def _losses_under_loss_scaling(prepared, stream) -> list[Finding]:
     fp16 tensors that lose precision are named too."""
     values, notes, fragile, plain_grad = {}, {}, set(), set()
     batch = stream.next_batch()
-    for name, scale in (("fp32", None), ("fp16", None), ("fp16 high", HIGHER_SCALE)):
+    for name, scale in ((FP32, None), (FP16, None), ("fp16 high", HIGHER_SCALE)):
         policy = build_policy(name.split()[0], CPU, loss_scale=scale)
         state = build_train_state(prepared.config, prepared.model, prepared.data, policy)
         with _OpsInLosses(state.gan) as ops:
@@ -410,11 +411,11 @@ def _losses_under_loss_scaling(prepared, stream) -> list[Finding]:
                 values[name], term_notes = _loss_terms(state, policy, batch, ops)
             except AmpganError as error:
                 return [Finding("error", "step", f"under {policy.describe()}: {error}")]
-        if name == "fp16":
+        if name == FP16:
             fragile, plain_grad, notes = ops.fragile, ops.plain_grad, term_notes
     findings = []
-    for term, fp32 in values["fp32"].items():
-        fp16, high = values["fp16"].get(term), values["fp16 high"].get(term)
+    for term, fp32 in values[FP32].items():
+        fp16, high = values[FP16].get(term), values["fp16 high"].get(term)
         if fp16 is None or not math.isfinite(fp32):
             continue
         did = notes.get(term, set())

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import torch
 
+from ampgan import precisions
 from ampgan.precisions import PRECISIONS, FormatRange  # noqa: F401 - FormatRange: this module's readers use it
 
-FP16 = PRECISIONS["fp16"].format_range
-BF16 = PRECISIONS["bf16"].format_range
+# The 16-bit formats by the names of their modes (these names hold formats, precisions.py's hold names).
+FP16 = PRECISIONS[precisions.FP16].format_range
+BF16 = PRECISIONS[precisions.BF16].format_range
 # Every 16-bit mode's format (precisions.py), by name.
 FORMATS = {name: mode.format_range for name, mode in PRECISIONS.items() if mode.format_range is not None}
 

@@ -18,6 +18,7 @@ import torch
 from torch import nn
 
 from ampgan.doctor.ranges import FORMATS, classify, log2_histogram
+from ampgan.precisions import FP16, FP32
 
 KINDS = ("weights", "activations", "activation_grads", "weight_grads")
 HIST_LOW, HIST_HIGH = -150, 130
@@ -41,7 +42,7 @@ class LayerRecord:
             return
         for fmt_name, fmt in FORMATS.items():
             for key, value in classify(tensor, fmt).items():
-                if key in ("values", "zeros") and fmt_name != "fp16":
+                if key in ("values", "zeros") and fmt_name != FP16:
                     continue  # counted once
                 self.counts[kind][key if key in ("values", "zeros") else f"{fmt_name}_{key}"] += value
         histogram, _ = log2_histogram(tensor, HIST_LOW, HIST_HIGH)
@@ -177,10 +178,10 @@ def hardware_advice(config, dataset, device: torch.device, log=lambda line: None
     from ampgan.speed.decision import decide_for_run
 
     decisions, cannot_run = decide_for_run(
-        config.with_fields({"precision.name": "fp32", "precision.loss_scale": None}), dataset, device, log=log
+        config.with_fields({"precision.name": FP32, "precision.loss_scale": None}), dataset, device, log=log
     )
     useful = {name: d for name, d in decisions.items() if d.useful}
-    best = max(useful, key=lambda name: useful[name].interval["estimate"]) if useful else "fp32"
+    best = max(useful, key=lambda name: useful[name].interval["estimate"]) if useful else FP32
     return {
         "speedup_vs_fp32": {name: d.interval["estimate"] if d.interval else None for name, d in decisions.items()},
         "decisions": {name: d.to_dict() for name, d in decisions.items()},

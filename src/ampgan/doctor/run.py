@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ampgan import precisions
 from ampgan.config import TrainConfig
 from ampgan.data.batches import BatchStream
 from ampgan.doctor.ranges import BF16, FP16
@@ -44,7 +45,7 @@ def diagnose_gan(config: TrainConfig, steps: int, fp16_steps: int, run_dir: Path
 
 
 def _diagnose(config: TrainConfig, steps: int, fp16_steps: int, run_dir: Path | None) -> dict:
-    fp32_config = config.with_fields({"precision.name": "fp32", "precision.loss_scale": None})
+    fp32_config = config.with_fields({"precision.name": precisions.FP32, "precision.loss_scale": None})
     prepared = prepare_run(fp32_config)
     config = prepared.config.with_fields(
         {"precision.name": config.precision.name, "precision.loss_scale": config.precision.loss_scale}
@@ -109,7 +110,7 @@ def _stream(prepared, state, config) -> BatchStream:
 def _dynamic_fp16_run(config, prepared, steps: int, run_dir: Path | None) -> dict:
     """Where GradScaler's dynamic scale settles in a real fp16 run: read from an fp16 run folder's
     metrics, or measured over `steps` fresh fp16 steps (slow on CPUs without fp16 kernels)."""
-    if run_dir is not None and config.precision.name == "fp16":
+    if run_dir is not None and config.precision.name == precisions.FP16:
         from ampgan.runs.run_folder import read_metrics
 
         scales = [
@@ -120,7 +121,7 @@ def _dynamic_fp16_run(config, prepared, steps: int, run_dir: Path | None) -> dic
         return loss_scale_history(scales) | {"source": f"{run_dir}/metrics.jsonl", "steps": len(scales)}
     if steps <= 0:
         return {"source": "not measured (--fp16-steps 0)"}
-    policy = PrecisionPolicy("fp16", prepared.policy.device)
+    policy = PrecisionPolicy(precisions.FP16, prepared.policy.device)
     state = build_train_state(prepared.config, prepared.model, prepared.data, policy)
     stream = _stream(prepared, state, config)
     scales_d, scales_g = [], []
@@ -141,7 +142,7 @@ def summary_lines(report: dict) -> list[str]:
     lines = []
     recommendation = report["loss_scale"]
     flags = report["flags"]
-    for fmt in ("fp16", "bf16"):
+    for fmt in (FP16.name, BF16.name):
         overflow = flags.get(f"{fmt}_overflow", [])
         flush = flags.get(f"{fmt}_flush_to_zero", [])
         if not overflow and not flush:

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from ampgan.bench.ops import OpTable
 from ampgan.cost.arithmetic import cost_of_batches
-from ampgan.cost.catalog import Instance
+from ampgan.cost.catalog import Instance, cheapest_instance
 from ampgan.errors import AmpganError
-from ampgan.precisions import BASELINE, MIXED, NAMES, in_order
+from ampgan.precisions import BASELINE, FP16, FP32, MIXED, NAMES, TF32, in_order
 from ampgan.precisions import precision as precision_mode
 from ampgan.projection.assumptions import all_assumptions, host_seconds_per_op
 from ampgan.projection.kernel_model import calibration_for
@@ -64,15 +64,9 @@ def unsupported_reason(gpu: GpuSpec, precision: str) -> str | None:
     reason = precision_mode(precision).unavailable_reason("cuda", gpu.cuda_capability)
     if reason:
         return reason
-    if precision == "tf32" and not gpu.peak_tflops.get("tf32"):
+    if precision == TF32 and not gpu.peak_tflops.get(TF32):
         return "no TF32 tensor cores"
     return None
-
-
-def cheapest_instance(catalog: list[Instance] | None, gpu: GpuSpec) -> Instance | None:
-    """The cheapest catalog instance per GPU whose hardware is this GPU."""
-    matching = [i for i in catalog or () if i.matches_hardware(gpu.name)]
-    return min(matching, key=lambda i: i.price_per_hour / max(1, i.gpu_count), default=None)
 
 
 def memory_at_least(memory: dict | None, precision: str, batch_size: int) -> float | None:
@@ -113,7 +107,7 @@ def _calibration_note(gpu: GpuSpec) -> dict:
 
 def has_tf32_default(gpu: GpuSpec) -> bool:
     """PyTorch runs convolutions in TF32 by default (torch.backends.cudnn.allow_tf32) on capability >= 8.0."""
-    return gpu.cuda_capability >= (8, 0) and bool(gpu.peak_tflops.get("tf32"))
+    return gpu.cuda_capability >= (8, 0) and bool(gpu.peak_tflops.get(TF32))
 
 
 def project(
@@ -132,7 +126,7 @@ def project(
     dispatch_s = host_seconds_per_op(launch)
     rows = []
     for gpu in gpus:
-        instance = cheapest_instance(catalog, gpu)
+        instance = cheapest_instance(catalog, gpu.name)
         price = instance.price_per_hour / max(1, instance.gpu_count) if instance else None
         calibration = _calibration_note(gpu)
         for batch_size in batch_sizes:
@@ -360,7 +354,7 @@ def speedup_text(row: dict) -> str:
         parts.append(
             _band(row["speedup_low"], row["speedup"], row["speedup_high"], 2)
             + "x over "
-            + ("strict fp32" if parts else "fp32")
+            + ("strict fp32" if parts else FP32)
         )
     return ", ".join(parts) or "-"
 
@@ -381,7 +375,7 @@ def calibration_error_lines() -> list[str]:
             f"{error['median_speedup_error']:.2f}x in the median, {error['p90_speedup_error']:.2f}x at the "
             f"90th percentile; its band holds {error['band_coverage']:.0%} of the measured speedups "
             f"(median width {error['median_band_ratio']:.2f}x); kernel times off by "
-            f"{times['fp32']['median']:.2f}x (fp32) and {times['fp16']['median']:.2f}x (fp16) in the median; "
+            f"{times[FP32]['median']:.2f}x (fp32) and {times[FP16]['median']:.2f}x (fp16) in the median; "
             f"a step's composed speedup band holds {steps['composed']['band_holds']:.0%} of "
             f"{steps['pseudo_steps']} pseudo-steps of whole DeepBench layers no fit saw (median width "
             f"{steps['composed']['median_band_ratio']:.2f}x)"

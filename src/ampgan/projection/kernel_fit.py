@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from ampgan.errors import AmpganError
+from ampgan.precisions import BF16, FP16, FP32, TF32
 from ampgan.projection.kernel_model import (
     BYTES,
     PATH_PARAMETERS,
@@ -31,7 +32,7 @@ from ampgan.projection.kernel_model import (
 from ampgan.projection.kernels import COLUMNS, Kernel, kernel_from_row
 from ampgan.system.gpus import GpuSpec
 
-PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
+PRECISIONS = (FP32, TF32, FP16, BF16)
 CALIBRATION_COLUMNS = (*COLUMNS, "precision", "ms")
 # Of the cross-validated log residuals, per class and precision, conformally corrected: 11% of a class's
 # kernels may fall below its band and 11% above. The one level chosen knowing the cross-validation: the
@@ -129,7 +130,7 @@ def _unpack(theta: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray]:
 
 
 def predict_ms(data: PathData, paths: dict[str, np.ndarray], shared: np.ndarray, gpu: GpuSpec) -> np.ndarray:
-    path = paths["fp32" if data.precision == "fp32" else "fp16"]
+    path = paths[FP32 if data.precision == FP32 else FP16]
     seconds, _, _ = predict_seconds(data.features, path, shared, data.peak, gpu.bandwidth_gbs, data.element_bytes)
     return seconds * 1e3
 
@@ -178,10 +179,10 @@ def paired(measured: list[Measured], gpu: GpuSpec) -> dict[str, PathData]:
     by_precision: dict[str, dict[str, Measured]] = {}
     for m in measured:
         by_precision.setdefault(m.precision, {})[m.kernel.name] = m
-    fp32 = by_precision.get("fp32", {})
+    fp32 = by_precision.get(FP32, {})
     out = {}
     for precision, rows in by_precision.items():
-        names = [n for n in rows if precision == "fp32" or n in fp32]
+        names = [n for n in rows if precision == FP32 or n in fp32]
         if names:
             out[precision] = path_data(
                 [rows[n].kernel for n in names], np.log([rows[n].ms for n in names]), precision, gpu
@@ -218,7 +219,7 @@ def kernel_class(kernel: Kernel, precision: str) -> str:
     """The band's class: the op, whether its channels are irregular (1-4 channels, or not aligned for the
     16-bit path), whether it is small, whether it is a strided convolution (their 16-bit kernels differ
     most between libraries: DeepBench's P100 data gradients)."""
-    shape = "irregular" if irregular(kernel, "fp16" if precision != "fp32" else "fp32") else "regular"
+    shape = "irregular" if irregular(kernel, FP16 if precision != FP32 else FP32) else "regular"
     strided = kernel.op != "gemm" and (kernel.stride_h > 1 or kernel.stride_w > 1)
     return f"{kernel.op}:{shape}" + (":small" if kernel.flops() < SMALL_FLOPS else "") + (":strided" if strided else "")
 
@@ -247,7 +248,7 @@ def residual_quantiles(
     tables: dict[str, PathData],
     residuals: dict[str, np.ndarray],
     quantiles: tuple[float, float] = BAND_QUANTILES,
-    half: str = "fp16",
+    half: str = FP16,
 ) -> dict[str, dict]:
     """{class: {"fp32" | "fp16" | "speedup": {"low", "high", "kernels"}}}: the band's log factors per kernel
     class: of each precision's time, and of the fp32 -> 16-bit speedup (measured over predicted). The
@@ -255,17 +256,17 @@ def residual_quantiles(
     quantiles are what the speedup's band must cover, and they are checked on kernels they did not see."""
     pooled: dict[str, dict[str, list[float]]] = {}
     for precision, data in tables.items():
-        path = "fp32" if precision == "fp32" else "fp16"
+        path = FP32 if precision == FP32 else FP16
         for kernel, value in zip(data.kernels, residuals[precision]):
             # The class is the 16-bit one for both precisions, so a kernel's bands come from the same kernels.
-            for name in class_candidates(kernel_class(kernel, "fp16")):
+            for name in class_candidates(kernel_class(kernel, FP16)):
                 pooled.setdefault(name, {}).setdefault(path, []).append(float(value))
-    if "fp32" in tables and half in tables:
+    if FP32 in tables and half in tables:
         index = {n: i for i, n in enumerate(tables[half].names)}
-        for i, (name, kernel) in enumerate(zip(tables["fp32"].names, tables["fp32"].kernels)):
+        for i, (name, kernel) in enumerate(zip(tables[FP32].names, tables[FP32].kernels)):
             if name in index:
-                value = float(residuals["fp32"][i] - residuals[half][index[name]])
-                for broader in class_candidates(kernel_class(kernel, "fp16")):
+                value = float(residuals[FP32][i] - residuals[half][index[name]])
+                for broader in class_candidates(kernel_class(kernel, FP16)):
                     pooled.setdefault(broader, {}).setdefault("speedup", []).append(value)
     out = {}
     for name, by_path in pooled.items():
@@ -302,22 +303,22 @@ class SpeedupCheck:
 
 
 def speedup_check(
-    tables: dict[str, PathData], residuals: dict[str, np.ndarray], folds: int = FOLDS, half: str = "fp16"
+    tables: dict[str, PathData], residuals: dict[str, np.ndarray], folds: int = FOLDS, half: str = FP16
 ) -> SpeedupCheck:
     """Each kernel's speedup predicted out of sample, its band from the residuals of the other folds only
     (so the band is checked on kernels that neither the fit nor the band saw)."""
-    fp32, low16 = tables["fp32"], tables[half]
+    fp32, low16 = tables[FP32], tables[half]
     index16 = {n: i for i, n in enumerate(low16.names)}
     names = [n for n in fp32.names if n in index16]
     rows = [(fp32.names.index(n), index16[n]) for n in names]
     measured = np.array([math.exp(fp32.log_ms[a] - low16.log_ms[b]) for a, b in rows])
     predicted = np.array(
-        [math.exp(fp32.log_ms[a] - residuals["fp32"][a] - low16.log_ms[b] + residuals[half][b]) for a, b in rows]
+        [math.exp(fp32.log_ms[a] - residuals[FP32][a] - low16.log_ms[b] + residuals[half][b]) for a, b in rows]
     )
     low, high = np.empty(len(names)), np.empty(len(names))
     for fold in range(folds):
         others = {p: np.array([_fold_of(n, folds) != fold for n in d.names]) for p, d in tables.items()}
-        kept = {p: d.subset(others[p]) for p, d in tables.items() if p in ("fp32", half)}
+        kept = {p: d.subset(others[p]) for p, d in tables.items() if p in (FP32, half)}
         bands = residual_quantiles(kept, {p: residuals[p][others[p]] for p in kept}, half=half)
         for i, (name, (a, _)) in enumerate(zip(names, rows)):
             if _fold_of(name, folds) != fold:

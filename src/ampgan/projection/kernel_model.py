@@ -27,7 +27,7 @@ from importlib import resources
 import numpy as np
 
 from ampgan.errors import AmpganError
-from ampgan.precisions import PRECISIONS
+from ampgan.precisions import FP16, FP32, PRECISIONS, TF32
 from ampgan.projection.kernels import CONV_OPS, GEMM, Kernel
 from ampgan.system.gpus import GpuSpec
 
@@ -48,7 +48,7 @@ PATH_PARAMETERS = (
     "transposed_a",
 )
 SHARED_PARAMETERS = ("log_launch_s", "log_bandwidth_fraction")
-PATHS = ("fp32", "fp16")  # a calibration's two unit paths: 32-bit, and 16-bit inputs with fp32 accumulation
+PATHS = (FP32, FP16)  # a calibration's two unit paths: 32-bit, and 16-bit inputs with fp32 accumulation
 TILES = ((128, 128), (128, 64), (64, 64), (64, 32), (32, 32))
 TINY_CHANNELS = 4  # 1-3 channel images (and a 4-channel one) are the measured slow case
 # Per precision (precisions.py): bytes per element its kernels read, and the multiple of it they want.
@@ -58,17 +58,17 @@ ALIGNMENT = {name: mode.alignment for name, mode in PRECISIONS.items()}
 
 def path_of(precision: str) -> str:
     """The calibrated path a precision runs on: tf32 is a tensor-core path like fp16 (its own peak)."""
-    return "fp32" if precision == "fp32" else "fp16"
+    return FP32 if precision == FP32 else FP16
 
 
 def peak_tflops(gpu: GpuSpec, precision: str) -> float:
     """The unit's peak a kernel in `precision` runs at: a GPU without 16-bit tensor cores (P100: half2
     accumulates in fp16) converts autocast's 16-bit inputs and multiplies at its fp32 rate."""
-    fp32 = gpu.peak_tflops["fp32"] or 0.0
-    if precision == "fp32":
+    fp32 = gpu.peak_tflops[FP32] or 0.0
+    if precision == FP32:
         return fp32
-    if precision == "tf32":
-        return gpu.peak_tflops.get("tf32") or fp32
+    if precision == TF32:
+        return gpu.peak_tflops.get(TF32) or fp32
     return (gpu.peak_tflops.get(precision) or fp32) if gpu.tensor_cores else fp32
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from ampgan.errors import AmpganError
 from ampgan.files.atomic import write_atomically
+from ampgan.precisions import BF16, FP16, FP32, TF32
 from ampgan.precisions import precision as precision_mode
 from ampgan.projection.kernel_fit import read_kernel_rows
 from ampgan.projection.kernel_model import calibration_for
@@ -23,7 +24,7 @@ from ampgan.projection.step_model import UNCALIBRATED_WIDENING, kernel_times
 from ampgan.system.gpus import GpuSpec
 
 OUTPUT_COLUMNS = ("name", "device", "precision", "ms", "ms_low", "ms_high", "bound")
-KERNEL_PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
+KERNEL_PRECISIONS = (FP32, TF32, BF16, FP16)
 
 
 def read_kernels(path: Path) -> list[Kernel]:
@@ -48,7 +49,7 @@ def precisions_of(gpu: GpuSpec) -> list[str]:
     for name in KERNEL_PRECISIONS:
         if precision_mode(name).unavailable_reason("cuda", gpu.cuda_capability):
             continue
-        if name == "tf32" and not gpu.peak_tflops.get("tf32"):
+        if name == TF32 and not gpu.peak_tflops.get(TF32):
             continue
         out.append(name)
     return out

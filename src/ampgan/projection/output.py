@@ -9,8 +9,8 @@ from pathlib import Path
 
 from ampgan.files.atomic import write_atomically, write_json_atomically
 from ampgan.plotting import precision_colour, pyplot, save_figure
-from ampgan.precisions import MIXED, in_order
-from ampgan.projection.document import table_text
+from ampgan.precisions import FP32, in_order
+from ampgan.projection.document import fastest_mixed, table_text
 
 CSV_COLUMNS = [
     "device",
@@ -83,7 +83,8 @@ def figure(document: dict, path: Path) -> Path | None:
     colours = plt.get_cmap("tab10")
     for index, device in enumerate(devices):
         mine = [r for r in rows if r["device"] == device]
-        for name, style in (("fp32", "-"), (_fastest_mixed(mine), "--")):
+        pair = fastest_mixed(mine, device, max(r["batch_size"] for r in mine))
+        for name, style in ((FP32, "-"), (pair[1]["precision"] if pair else None, "--")):
             line = sorted((r for r in mine if r["precision"] == name), key=lambda r: r["batch_size"])
             if not name or not line:
                 continue
@@ -109,7 +110,7 @@ def figure(document: dict, path: Path) -> Path | None:
     left.minorticks_off()
     left.legend(fontsize=6, ncol=2)
     largest = max(r["batch_size"] for r in rows)
-    at_largest = [r for r in rows if r["batch_size"] == largest and "speedup" in r and r["precision"] != "fp32"]
+    at_largest = [r for r in rows if r["batch_size"] == largest and "speedup" in r and r["precision"] != FP32]
     names = in_order({r["precision"] for r in at_largest})
     width = 0.8 / max(1, len(names))
     for offset, name in enumerate(names):
@@ -134,10 +135,3 @@ def figure(document: dict, path: Path) -> Path | None:
     right.legend(fontsize=7)
     fig.suptitle(f"PROJECTED, not measured: {document['model']} on GPUs this machine does not have", fontsize=10)
     return save_figure(fig, path, footer(document))
-
-
-def _fastest_mixed(rows: list[dict]) -> str | None:
-    """The mixed mode with the lowest projected time at the largest batch, for the left panel."""
-    largest = max(r["batch_size"] for r in rows)
-    mixed = [r for r in rows if r["batch_size"] == largest and r["precision"] in MIXED]
-    return min(mixed, key=lambda r: r["ms_per_step"])["precision"] if mixed else None

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ampgan.bench.ops import OpRow
+from ampgan.precisions import FP16, FP32, TF32
 from ampgan.projection.assumptions import BANDWIDTH_FRACTION, LAUNCH_GAP_S
 from ampgan.projection.kernel_fit import class_candidates, kernel_class
 from ampgan.projection.kernel_model import (
@@ -51,7 +52,7 @@ DEFAULT = "default"  # PyTorch's default on TF32 GPUs: convolutions in TF32 (cud
 
 def kernel_precision(precision: str, kernel: Kernel) -> str:
     if precision == DEFAULT:
-        return "tf32" if kernel.op != GEMM else "fp32"
+        return TF32 if kernel.op != GEMM else FP32
     return precision
 
 
@@ -127,7 +128,7 @@ def kernel_times(
         by_precision.setdefault(kernel_precision(precision, kernel), []).append(i)
     for used, indices in by_precision.items():
         picked = [kernels[i] for i in indices]
-        path = calibration.paths["fp32" if used == "fp32" else "fp16"]
+        path = calibration.paths[FP32 if used == FP32 else FP16]
         seconds, compute, memory = predict_seconds(
             features(picked, gpu.sms, used),
             path,
@@ -138,15 +139,15 @@ def kernel_times(
         )
         out["seconds"][indices], out["compute"][indices], out["memory"][indices] = seconds, compute, memory
         for i, kernel in zip(indices, picked):
-            entry = _class_entry(calibration, kernel_class(kernel, "fp16"))
-            band = entry["fp32" if used == "fp32" else "fp16"]
+            entry = _class_entry(calibration, kernel_class(kernel, FP16))
+            band = entry[FP32 if used == FP32 else FP16]
             out["time_low"][i] = math.exp(band["low"]) / widening
             out["time_high"][i] = math.exp(band["high"]) * widening
-            if used != "fp32":
+            if used != FP32:
                 out["speedup_low"][i] = entry["speedup"]["low"]
                 out["speedup_high"][i] = entry["speedup"]["high"]
                 out["varied"][i] = 1.0
-            out["tensor"][i] = float(used != "fp32" and gpu.tensor_cores and not irregular(kernel, used))
+            out["tensor"][i] = float(used != FP32 and gpu.tensor_cores and not irregular(kernel, used))
     return KernelTimes(**out)
 
 

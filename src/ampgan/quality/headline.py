@@ -36,12 +36,6 @@ def headline_for(conditional: bool) -> Headline:
     return ACCURACY if conditional else FRECHET
 
 
-def headline_of(document: dict) -> Headline:
-    """The headline a comparison document names (documents written before unconditional GANs: accuracy)."""
-    stored = document.get("headline") or {}
-    return FRECHET if stored.get("metric") == FRECHET.metric else ACCURACY
-
-
 def default_target(
     headline: Headline, final_values: list[float], start_values: list[float], num_classes: int
 ) -> float | None:

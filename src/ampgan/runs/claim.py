@@ -56,6 +56,13 @@ _PROJECTION = (
 _DOCTOR = ("doctor.json", "doctor_*.png")
 
 
+def default_out(kind: str) -> Path:
+    """The folder a command writes when it is given none: runs/KIND-<time>."""
+    import datetime as dt
+
+    return Path("runs") / f"{kind}-{dt.datetime.now():%Y%m%d-%H%M%S}"
+
+
 def _under(folder: str, patterns: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(f"{folder}/{pattern}" for pattern in patterns)
 

@@ -26,6 +26,7 @@ import torch
 
 from ampgan import precisions
 from ampgan.errors import warn
+from ampgan.precisions import FP32
 from ampgan.speed.ab import outcome_of
 from ampgan.speed.cache import DecisionCache, StoredDecision, decision_key
 from ampgan.speed.intervals import SpeedupInterval
@@ -201,7 +202,7 @@ def choose_for_comparison(decisions: dict[str, Decision], left_out: list[dict]) 
     left = left_out + [
         {"precision": d.precision, "reason": d.reason()} for d in decisions.values() if d.precision != best
     ]
-    return (("fp32", best) if best else ("fp32",)), left
+    return ((FP32, best) if best else (FP32,)), left
 
 
 def machine_key(device: torch.device, config) -> dict:

@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ampgan.bench.output import speedup_estimate
+from ampgan.precisions import FP32
+from ampgan.study.document import RACED, CompareDocument
 
 
 @dataclass(frozen=True)
@@ -38,42 +40,42 @@ class Study:
         }
 
 
-def study_of(document: dict, out_dir: Path, report: Path | None = None) -> Study:
+def study_of(document: CompareDocument, out_dir: Path, report: Path | None = None) -> Study:
     """A Study from a compare.json document."""
     from ampgan.bench.output import load_results
-    from ampgan.quality.headline import headline_of
 
-    runs = document.get("runs") or {}
+    runs = document.runs
     speedup = {}
     bench = Path(out_dir) / "bench" / "results.json"
     if runs and bench.is_file():
-        batch = document["spec"]["batch_size"]
+        batch = document.spec.batch_size
         for pair in load_results(bench)["speedups"]:
             if pair["batch_size"] == batch and pair["precision"] in runs:
                 speedup[pair["precision"]] = pair | {"estimate": speedup_estimate(pair)}
-    cost = document.get("cost") or {}
-    to_target = {
-        p: {k: (entry or {}).get(k) for k in ("reached", "seeds", "seconds", "cost")}
-        for p, entry in (cost.get("to_target") or {}).items()
-    }
+    cost = document.cost
     cost_summary = (
         {
-            "target": cost.get("target", cost.get("target_accuracy")),
-            "to_target": to_target,
-            "currency": (cost.get("basis") or {}).get("currency"),
+            "target": cost.target,
+            "to_target": {
+                p: {
+                    k: getattr(entry, k) if entry is not None else None for k in ("reached", "seeds", "seconds", "cost")
+                }
+                for p, entry in cost.to_target.items()
+            },
+            "currency": cost.currency,
         }
-        if cost
+        if cost is not None
         else {}
     )
     return Study(
         out_dir=Path(out_dir),
-        outcome=document.get("outcome", "raced"),
-        verdict=list(document["verdict"]),
+        outcome=document.outcome or RACED,
+        verdict=list(document.verdict or []),
         cost=cost_summary,
-        precisions=list(runs) or ["fp32"],
-        headline=headline_of(document).metric,
+        precisions=list(runs) or [FP32],
+        headline=document.headline.metric,
         speedup=speedup,
-        final={p: {k: v for k, v in run["final"].items() if k != "flags"} for p, run in runs.items()},
+        final={p: {k: v for k, v in run.final.items() if k != "flags"} for p, run in runs.items()},
         report=report,
-        document=document,
+        document=document.to_dict(),
     )

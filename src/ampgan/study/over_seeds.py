@@ -13,6 +13,7 @@ import math
 
 import numpy as np
 
+from ampgan.precisions import FP32
 from ampgan.quality.registry import METRICS as _REGISTERED
 from ampgan.speed.intervals import t_quantile_975
 
@@ -77,24 +78,24 @@ def paired_ratios(candidate: dict[str, float | None], baseline: dict[str, float 
     return out
 
 
-def compare_seeds(document: dict) -> dict:
+def compare_seeds(document) -> dict:
     """For each precision other than fp32: the paired differences of the final metrics and the
-    paired ratio of times to the quality target."""
-    runs = document["runs"]
-    to_target = (document.get("cost") or {}).get("to_target") or {}
-    baseline = runs["fp32"]
+    paired ratio of times to the quality target (`document`: a study/document.py CompareDocument)."""
+    runs = document.runs
+    baseline = document.baseline
     comparison = {}
     for precision, run in runs.items():
-        if precision == "fp32":
+        if precision == FP32:
             continue
-        entry = {"seeds": len(run["seeds"])}
+        entry = {"seeds": len(run.seeds)}
         for metric in (key for key, described in _REGISTERED.items() if described.paired):
-            mine = {s: r["final"][metric] for s, r in run["per_seed"].items() if metric in r["final"]}
-            theirs = {s: r["final"][metric] for s, r in baseline["per_seed"].items() if metric in r["final"]}
+            mine = {s: r.final[metric] for s, r in run.per_seed.items() if metric in r.final}
+            theirs = {s: r.final[metric] for s, r in baseline.per_seed.items() if metric in r.final}
             if mine and theirs:
                 entry[metric] = paired_differences(mine, theirs)
-        reached = (to_target.get(precision) or {}).get("per_seed", {})
-        reached_fp32 = (to_target.get("fp32") or {}).get("per_seed", {})
+        cost = document.cost
+        reached = cost.reaching(precision).per_seed if cost is not None else {}
+        reached_fp32 = cost.reaching(FP32).per_seed if cost is not None else {}
         entry["time_to_target_ratio"] = paired_ratios(
             {s: (r or {}).get("seconds") for s, r in reached.items()},
             {s: (r or {}).get("seconds") for s, r in reached_fp32.items()},

@@ -22,6 +22,7 @@ from ampgan.errors import AmpganError
 from ampgan.files.atomic import write_json_atomically
 from ampgan.files.jsonfile import read_json
 from ampgan.files.schema import check_shape
+from ampgan.training.interruption import Interrupted
 
 FILE_NAME = "study.json"
 FORMAT = "ampgan-study/1"
@@ -162,3 +163,14 @@ def _first_difference(saved: dict, given: dict, prefix: str = "") -> str:
         elif a != b:
             return f"{prefix}{key} was {a!r}, now {b!r}"
     return ""
+
+
+class StudyInterrupted(Interrupted):
+    """SIGINT/SIGTERM during a comparison: what finished is kept, and how to continue."""
+
+    def __init__(self, signum: int, out_dir: Path, progress: StudyProgress):
+        super().__init__(
+            signum,
+            f"the study is kept in {out_dir}: {progress.describe()}; continue with: "
+            f"ampgan compare --resume {out_dir} (or the same command again)",
+        )

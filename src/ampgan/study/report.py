@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import base64
 import html
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -18,82 +17,20 @@ import numpy as np
 from PIL import Image
 
 from ampgan.bench.output import load_results, speedup_text
-from ampgan.errors import AmpganError
 from ampgan.files.atomic import write_atomically
 from ampgan.files.jsonfile import read_json
 from ampgan.files.paths import inside
-from ampgan.files.schema import Between, RelativePath, check_shape
+from ampgan.files.schema import check_shape
 from ampgan.plotting import precision_colour, pyplot, save_figure
+from ampgan.precisions import FP32
 from ampgan.projection.document import DOCUMENT_SHAPE, calibration_error_lines, fastest_mixed
 from ampgan.projection.document import speedup_text as projected_speedup_text
-from ampgan.quality.headline import headline_of
 from ampgan.quality.registry import format_value, table_metrics
 from ampgan.runs.run_folder import read_metrics
-from ampgan.study.compare import read_quality_curve
+from ampgan.study.document import CompareDocument, CostSection, RunSummary, StudySpecRecord, load_compare
+from ampgan.study.evaluate import read_quality_curve
+from ampgan.study.spec import budget_text
 from ampgan.study.verdict import interval_text, verdict
-
-_NUMBER = (int, float)
-_SHARE = Between(0.0, 1.0)
-_FINAL = {
-    "?evaluator_accuracy": Between(0.0, 1.0, or_null=True),
-    "frechet_distance": _NUMBER,
-    "?recall": _SHARE,
-    "?precision": _SHARE,
-    "?coverage": _SHARE,
-    "?kid": _NUMBER,
-    "?flags": [str],
-    "?per_class": list,
-    "?confusion": list,
-}
-_RUN = {
-    "run_dir": RelativePath,
-    "steps": int,
-    "train_seconds": Between(0.0, math.inf),
-    "final": _FINAL,
-    "?seconds_per_step": _NUMBER,
-    "?seeds": [int],
-    "?per_seed": {"*": {"run_dir": RelativePath, "steps": int, "final": _FINAL}},
-    "?final_interval": dict,
-}
-# What the report reads of compare.json (a study that found no faster mode has no runs, no evaluator).
-COMPARE_SHAPE = {
-    "format": str,
-    "?outcome": str,
-    "spec": {"batch_size": int, "?eval_samples": int, "?eval_points": int, "?seed_list": [int], "?precisions": [str]},
-    "environment": {"hardware_summary": str, "versions": {"torch": str, "ampgan": str, "python": str}, "date": str},
-    "dataset": {"name": str, "class_names": [str]},
-    "runs": {"*": _RUN},
-    "?verdict": [str],
-    "?evaluator": {"held_out_accuracy": _SHARE},
-    "?floor": dict,
-    "?cost": (dict, None),
-    "?left_out": [{"precision": str, "reason": str}],
-    "?decisions": {"*": {"verdict": str}},
-    "?layouts": {"*": {"description": str}},
-    "?compile_decisions": {"*": {"description": str}},
-    "?sampled_from": str,
-}
-
-
-def load_compare(out_dir: Path) -> dict:
-    path = Path(out_dir) / "compare.json"
-    document = read_json(
-        path,
-        missing=f"{out_dir} has no compare.json: give the --out folder of an 'ampgan compare' run",
-        damaged=f"{path} is damaged (not valid JSON): run 'ampgan compare' again",
-    )
-    if not isinstance(document, dict) or document.get("format") != "ampgan-compare/1":
-        raise AmpganError(f"{path} is not an ampgan comparison (format ampgan-compare/1)")
-    fix = f"continue the study with 'ampgan compare --resume {out_dir}' to write it anew, or run it again"
-    check_shape(document, COMPARE_SHAPE, str(path), fix)
-    if document.get("outcome") != "no faster mode":
-        check_shape(
-            document,
-            {"evaluator": dict, "floor": dict, "spec": {"eval_samples": int, "eval_points": int}},
-            str(path),
-            fix,
-        )
-    return document
 
 
 def _run_folder(out_dir: Path, recorded: str) -> Path:
@@ -122,43 +59,40 @@ def _latest_samples(run_dir: Path) -> Path | None:
     return grids[-1] if grids else None
 
 
-def figure_samples(document: dict, out_dir: Path, footer: str) -> Path:
+def figure_samples(document: CompareDocument, out_dir: Path, footer: str) -> Path:
     """Figure 4: each precision's final samples side by side (same noise, one row per class)."""
     plt = pyplot()
-    runs = document["runs"]
+    runs = document.runs
     figure, axes = plt.subplots(1, len(runs), figsize=(4.2 * len(runs), 5.2), dpi=120, squeeze=False)
     for axis, (precision, run) in zip(axes[0], runs.items()):
-        grid_path = _latest_samples(_run_folder(out_dir, run["run_dir"]))
+        grid_path = _latest_samples(_run_folder(out_dir, run.run_dir))
         grid, problem = _read_grid(grid_path) if grid_path is not None else (None, "no sample grid")
         if grid is not None:
             axis.imshow(grid, cmap="gray" if grid.ndim == 2 else None, interpolation="nearest")
         else:
             axis.text(0.5, 0.5, f"samples not shown:\n{problem}", ha="center", va="center", fontsize=8, wrap=True)
-        final = run["final"]
-        seed = run["seeds"][0] if "seeds" in run else ""
-        first = run["per_seed"][str(seed)]["final"] if "per_seed" in run else final
+        seed = run.seeds[0] if run.seeds is not None else ""
+        first = run.first.final
         quality = (
             f"evaluator acc. {first['evaluator_accuracy']:.2f}"
             if "evaluator_accuracy" in first
             else f"Fréchet distance {first['frechet_distance']:.2f}"
         )
         axis.set_title(
-            f"{precision}, seed {seed}: {run['per_seed'][str(seed)]['steps'] if 'per_seed' in run else run['steps']}"
-            f" steps in {run['train_seconds']:.0f} s\n"
+            f"{precision}, seed {seed}: {run.first.steps} steps in {run.train_seconds:.0f} s\n"
             f"{quality}, recall {first.get('recall', float('nan')):.2f}",
             fontsize=9,
         )
         axis.axis("off")
-    rows = "one row per class" if headline_of(document).higher_is_better else "unconditional: no class per row"
+    rows = "one row per class" if document.headline.higher_is_better else "unconditional: no class per row"
     figure.suptitle(f"Figure 4: samples after the same training time (same noise, {rows})", fontsize=10)
     return save_figure(figure, out_dir / "fig4_samples.png", footer)
 
 
-def _curves_over_seeds(document: dict, out_dir: Path, precision: str, metric: str):
+def _curves_over_seeds(document: CompareDocument, out_dir: Path, precision: str, metric: str):
     """(mean seconds, mean value, lowest, highest) per evaluation index over the precision's seeds
     (every seed evaluates at the same training-time marks, so index k is the same moment)."""
-    run = document["runs"][precision]
-    folders = [r["run_dir"] for r in run["per_seed"].values()] if "per_seed" in run else [run["run_dir"]]
+    folders = [run.run_dir for run in document.runs[precision].seed_runs]
     curves = [read_quality_curve(_run_folder(out_dir, folder) / "quality.jsonl") for folder in folders]
     length = min(len(c) for c in curves)
     curves = [c[:length] for c in curves]
@@ -167,9 +101,9 @@ def _curves_over_seeds(document: dict, out_dir: Path, precision: str, metric: st
     return seconds, values.mean(0), values.min(0), values.max(0), len(curves)
 
 
-def figure_quality(document: dict, out_dir: Path, footer: str) -> Path:
+def figure_quality(document: CompareDocument, out_dir: Path, footer: str) -> Path:
     plt = pyplot()
-    headline = headline_of(document)
+    headline = document.headline
     panels = [
         ("evaluator_accuracy", "evaluator accuracy (intended class)")
         if headline.higher_is_better
@@ -178,10 +112,10 @@ def figure_quality(document: dict, out_dir: Path, footer: str) -> Path:
         ("frechet_distance", "Fréchet distance (evaluator features)"),
     ]
     figure, axes = plt.subplots(1, 3, figsize=(13, 4), dpi=120)
-    floor = document["floor"]
+    floor = document.floor
     seeds = 1
     for axis, (metric, label) in zip(axes, panels):
-        for precision in document["runs"]:
+        for precision in document.runs:
             seconds, mean, low, high, seeds = _curves_over_seeds(document, out_dir, precision, metric)
             colour = precision_colour(precision)
             axis.plot(seconds, mean, marker="o", label=precision, color=colour)
@@ -192,8 +126,7 @@ def figure_quality(document: dict, out_dir: Path, footer: str) -> Path:
         axis.set(xlabel="training time (s)", ylabel=label)
         axis.grid(True, alpha=0.3)
         axis.legend(fontsize=8)
-    cost = document.get("cost") or {}
-    target = cost.get("target", cost.get("target_accuracy"))
+    target = document.target
     if target:
         target_axis = axes[0] if headline.higher_is_better else axes[2]
         target_axis.axhline(target, ls=":", color="#d62728", label=f"target {target:.2f}")
@@ -204,12 +137,12 @@ def figure_quality(document: dict, out_dir: Path, footer: str) -> Path:
     return save_figure(figure, out_dir / "fig5_quality_vs_time.png", footer)
 
 
-def figure_losses(document: dict, out_dir: Path, footer: str) -> tuple[Path, Path | None]:
+def figure_losses(document: CompareDocument, out_dir: Path, footer: str) -> tuple[Path, Path | None]:
     plt = pyplot()
     figure, axis = plt.subplots(figsize=(7, 4), dpi=120)
     scaled = {}
-    for precision, run in document["runs"].items():
-        metrics = [m for m in read_metrics(_run_folder(out_dir, run["run_dir"]) / "metrics.jsonl") if "loss_d" in m]
+    for precision, run in document.runs.items():
+        metrics = [m for m in read_metrics(_run_folder(out_dir, run.run_dir) / "metrics.jsonl") if "loss_d" in m]
         seconds = [m["train_seconds"] for m in metrics]
         colour = precision_colour(precision)
         axis.plot(seconds, [m["loss_d"] for m in metrics], color=colour, label=f"{precision} D")
@@ -247,12 +180,12 @@ class Section:
     folded: bool = False  # HTML: inside <details>, open on a click (per-class tables, confusion matrices)
 
 
-def _no_faster_mode_sections(document: dict, out_dir: Path) -> list[Section]:
+def _no_faster_mode_sections(document: CompareDocument, out_dir: Path) -> list[Section]:
     """The report of a study that found no mode faster than fp32: the verdict, the machine, the decisions."""
-    environment, spec = document["environment"], document["spec"]
-    versions = environment["versions"]
+    environment, spec = document.environment, document.spec
+    versions = environment.versions
     rows = [["precision", "ms per step", "fp32 ms per step", "speedup [95% CI]", "rounds", "verdict"]]
-    for name, decision in document.get("decisions", {}).items():
+    for name, decision in (document.decisions or {}).items():
         interval = decision.get("interval")
         rows.append(
             [
@@ -265,15 +198,15 @@ def _no_faster_mode_sections(document: dict, out_dir: Path) -> list[Section]:
             ]
         )
     return [
-        Section("Verdict", lines=document["verdict"]),
+        Section("Verdict", lines=document.verdict or []),
         *projection_sections(out_dir),
         Section(
             "Environment",
             lines=[
-                f"hardware: {environment['hardware_summary']}",
+                f"hardware: {environment.hardware_summary}",
                 f"software: torch {versions['torch']}, ampgan {versions['ampgan']}, python {versions['python']}",
-                f"date: {environment['date']}; commit {environment.get('git_commit')}",
-                f"model {spec.get('model', 'acgan')} on {document['dataset']['name']}, batch {spec['batch_size']}",
+                f"date: {environment.date}; commit {environment.git_commit}",
+                f"model {spec.model_name} on {document.dataset.name}, batch {spec.batch_size}",
             ],
         ),
         Section(
@@ -289,18 +222,18 @@ def _ms(seconds: float | None) -> str:
     return f"{seconds * 1e3:.1f}" if seconds else "-"
 
 
-def report_sections(document: dict, out_dir: Path) -> list[Section]:
+def report_sections(document: CompareDocument, out_dir: Path) -> list[Section]:
     """What a reader looks at first comes first: the verdict, the pictures (Figure 4, then quality against
     time, then speed and cost), the final metrics; the environment, the per-class tables, the doctor's
     summary and the losses after them."""
-    if document.get("outcome") == "no faster mode":
+    if not document.raced:
         return _no_faster_mode_sections(document, out_dir)
-    environment = document["environment"]
-    versions = environment["versions"]
+    environment = document.environment
+    versions = environment.versions
     footer = (
-        f"{environment['hardware_summary']} | batch {document['spec']['batch_size']}, "
-        f"{_setup_text(document['spec'])} | "
-        f"torch {versions['torch']}, ampgan {versions['ampgan']} | {environment['date']}"
+        f"{environment.hardware_summary} | batch {document.spec.batch_size}, "
+        f"{_setup_text(document.spec)} | "
+        f"torch {versions['torch']}, ampgan {versions['ampgan']} | {environment.date}"
     )
     losses, scale = figure_losses(document, out_dir, footer)
     pictures = [
@@ -310,7 +243,7 @@ def report_sections(document: dict, out_dir: Path) -> list[Section]:
         ("Figure 2: time per 1000 samples", out_dir / "bench" / "fig2_time_per_1000_samples.png"),
         ("Figure 3: cost of 1M batches", out_dir / "cost" / "fig3_cost.png"),
     ]
-    sections = [Section("Verdict", lines=document.get("verdict") or verdict(document, _bench_speedups(out_dir)))]
+    sections = [Section("Verdict", lines=document.verdict or verdict(document, _bench_speedups(out_dir)))]
     sections += [Section(title, figure=path) for title, path in pictures if path is not None and path.is_file()]
     sections += [
         Section(
@@ -419,88 +352,75 @@ def _bench_speedups(out_dir: Path) -> list[dict]:
     return load_results(path)["speedups"] if path.is_file() else []
 
 
-def _environment_lines(document: dict) -> list[str]:
-    environment, spec = document["environment"], document["spec"]
-    versions = environment["versions"]
-    sampled_from = document.get("sampled_from", "G's own weights")  # studies from before GAN.ema: G itself
-    sampled_from = document.get("sampled_from", "G's own weights")  # studies from before GAN.ema: G itself
+def _environment_lines(document: CompareDocument) -> list[str]:
+    environment, spec = document.environment, document.spec
+    versions = environment.versions
+    sampled_from = document.sampled_from or "G's own weights"  # studies from before GAN.ema: G itself
     return (
         [
-            f"hardware: {environment['hardware_summary']}",
+            f"hardware: {environment.hardware_summary}",
             f"software: torch {versions['torch']}, ampgan {versions['ampgan']}, python {versions['python']}",
-            f"date: {environment['date']}; commit {environment.get('git_commit')}",
-            f"protocol: seeds {', '.join(map(str, spec.get('seed_list') or [spec['seed']]))}, each an identical start "
-            f"(weights, data order, noise) for every precision; {_budget_of(spec)} per precision and "
-            f"seed at batch {spec['batch_size']}, evaluation excluded; {spec['eval_samples']} samples per evaluation",
-            f"model: {spec.get('model', 'acgan')} {_options_text(spec.get('model_options') or {})}".rstrip(),
-            f"evaluator: held-out real accuracy {document['evaluator']['held_out_accuracy']:.3f} "
-            f"(refused below {document['evaluator'].get('min_accuracy', 0.5):.2f})",
+            f"date: {environment.date}; commit {environment.git_commit}",
+            f"protocol: seeds {', '.join(map(str, spec.seeds))}, each an identical start "
+            "(weights, data order, noise) for every precision; "
+            f"{budget_text(spec.time_budget_s, spec.steps)} per precision and seed at batch {spec.batch_size}, "
+            f"evaluation excluded; {spec.eval_samples} samples per evaluation",
+            f"model: {spec.model_name} {_options_text(spec.model_options or {})}".rstrip(),
+            f"evaluator: held-out real accuracy {document.evaluator['held_out_accuracy']:.3f} "
+            f"(refused below {document.evaluator.get('min_accuracy', 0.5):.2f})",
             f"samples and quality: drawn from {sampled_from}",
         ]
         + _layout_lines(document)
         + _compile_lines(document)
-        + [f"left out {item['precision']}: {item['reason']}" for item in document.get("left_out", [])]
+        + [f"left out {item['precision']}: {item['reason']}" for item in document.left_out]
     )
-
-
-def _budget_of(spec: dict) -> str:
-    parts = []
-    if spec.get("time_budget_s"):
-        parts.append(f"{spec['time_budget_s']:g} s of training")
-    if spec.get("steps"):
-        parts.append(f"{spec['steps']} steps")
-    return " or ".join(parts) or "the default budget"
 
 
 def _options_text(options: dict) -> str:
     return f"({', '.join(f'{k}={v}' for k, v in options.items())})" if options else ""
 
 
-def _setup_text(spec: dict) -> str:
+def _setup_text(spec: StudySpecRecord) -> str:
     """'fp32 NCHW, bf16 channels-last compiled': how each precision's step ran (for figure footers)."""
-    channels_last, compiled = spec.get("channels_last") or [], spec.get("compile") or []
+    channels_last, compiled = spec.channels_last or [], spec.compile or []
     return ", ".join(
         f"{p} {'channels-last' if p in channels_last else 'NCHW'}{' compiled' if p in compiled else ''}"
-        for p in spec.get("precisions", [])
+        for p in spec.precisions
     )
 
 
-def _layout_lines(document: dict) -> list[str]:
+def _layout_lines(document: CompareDocument) -> list[str]:
     """Which memory format each precision trained in, and the measurement behind it."""
-    channels_last = document["spec"].get("channels_last") or []
-    precisions = document["spec"].get("precisions", [])
-    formats = ", ".join(f"{p} {'channels-last' if p in channels_last else 'NCHW'}" for p in precisions)
-    measured = [
-        f"memory format measured: {decision['description']}" for decision in document.get("layouts", {}).values()
-    ]
+    channels_last = document.spec.channels_last or []
+    formats = ", ".join(f"{p} {'channels-last' if p in channels_last else 'NCHW'}" for p in document.spec.precisions)
+    measured = [f"memory format measured: {decision['description']}" for decision in (document.layouts or {}).values()]
     return [f"memory format: {formats}" + ("" if measured else " (as given)")] + measured
 
 
-def _compile_lines(document: dict) -> list[str]:
+def _compile_lines(document: CompareDocument) -> list[str]:
     """Which precisions ran compiled, and the measurement behind it (comparisons from before the
     option ran eager)."""
-    compiled = document["spec"].get("compile") or []
-    precisions = document["spec"].get("precisions", [])
-    modes = ", ".join(f"{p} {'compiled' if p in compiled else 'eager'}" for p in precisions)
+    compiled = document.spec.compile or []
+    modes = ", ".join(f"{p} {'compiled' if p in compiled else 'eager'}" for p in document.spec.precisions)
     measured = [
-        f"compile measured: {decision['description']}" for decision in document.get("compile_decisions", {}).values()
+        f"compile measured: {decision['description']}" for decision in (document.compile_decisions or {}).values()
     ]
     return [
         f"torch.compile: {modes}" + ("" if measured else " (as given, or not measured for a run this short)")
     ] + measured
 
 
-def _price_note(document: dict) -> str:
-    cost = document.get("cost") or {}
-    basis = (cost.get("basis") or {}).get("explanation", cost.get("note", "none"))
-    if not headline_of(document).higher_is_better:
+def _price_note(document: CompareDocument) -> str:
+    cost = document.cost or CostSection()
+    basis = (cost.basis or {}).get("explanation", cost.note or "none")
+    if not document.headline.higher_is_better:
         return (
-            f"Target Fréchet distance: {cost.get('target')} (80% of the way from the runs' first evaluations to "
+            f"Target Fréchet distance: {cost.target} (80% of the way from the runs' first evaluations to "
             "the best final distance; none when no precision halved it). An unconditional GAN draws no class: "
             f"accuracy does not apply. Price: {basis}."
         )
     return (
-        f"Target accuracy: {cost.get('target_accuracy')} (80% of the way from chance to the best final "
+        f"Target accuracy: {cost.target_accuracy} (80% of the way from chance to the best final "
         f"accuracy unless compare.target_accuracy; none when no precision reached twice chance). Price: {basis}."
     )
 
@@ -533,9 +453,9 @@ def render_report(out_dir: Path) -> tuple[Path, Path]:
     """report.md (figures linked) and report.html (figures embedded) from the same sections."""
     out_dir = Path(out_dir)
     document = load_compare(out_dir)
-    compared = ", ".join(document["runs"]) or "no mode faster than fp32"
+    compared = ", ".join(document.runs) or "no mode faster than fp32"
     context = {
-        "title": f"ampgan comparison: {compared} on {document['dataset']['name']}",
+        "title": f"ampgan comparison: {compared} on {document.dataset.name}",
         "sections": report_sections(document, out_dir),
         "relative": lambda path: path.relative_to(out_dir).as_posix(),
         "data_uri": _data_uri,
@@ -555,8 +475,8 @@ _SPEED_NOTE = (
 )
 
 
-def _speed_rows(document: dict, out_dir: Path) -> list[list[str]]:
-    batch = document["spec"]["batch_size"]
+def _speed_rows(document: CompareDocument, out_dir: Path) -> list[list[str]]:
+    batch = document.spec.batch_size
     path = out_dir / "bench" / "results.json"
     bench = load_results(path) if path.is_file() else {"configs": [], "speedups": []}
     bench_ms = {
@@ -565,62 +485,61 @@ def _speed_rows(document: dict, out_dir: Path) -> list[list[str]]:
         if c["batch_size"] == batch and c.get("stats")
     }
     pairs = {s["precision"]: s for s in bench["speedups"] if s["batch_size"] == batch}
-    runs = document["runs"]
-    fp32_step = runs.get("fp32", {}).get("seconds_per_step")
+    runs = document.runs
+    fp32_step = runs[FP32].seconds_per_step if FP32 in runs else None
     rows = [["precision", f"bench ms/step (batch {batch})", "bench speedup [95% CI]", "run ms/step", "run speedup"]]
     for precision, run in runs.items():
-        step = run.get("seconds_per_step")
+        step = run.seconds_per_step
         pair = pairs.get(precision)
         rows.append(
             [
                 precision,
                 f"{bench_ms[precision]:.1f}" if precision in bench_ms else "-",
-                speedup_text(pair) if pair else ("baseline" if precision == "fp32" else "-"),
+                speedup_text(pair) if pair else ("baseline" if precision == FP32 else "-"),
                 f"{step * 1e3:.1f}" if step else "-",
                 f"{fp32_step / step:.2f}x"
-                if step and fp32_step and precision != "fp32"
-                else ("baseline" if precision == "fp32" else "-"),
+                if step and fp32_step and precision != FP32
+                else ("baseline" if precision == FP32 else "-"),
             ]
         )
     return rows
 
 
-def _metrics_header(document: dict) -> list[str]:
-    shown = table_metrics(headline_of(document).higher_is_better)
+def _metrics_header(document: CompareDocument) -> list[str]:
+    shown = table_metrics(document.headline.higher_is_better)
     return (
         ["precision", "seeds", "steps (mean)"]
-        + [f"{m.label} [95% CI]" if m.key == headline_of(document).metric else m.label for m in shown]
+        + [f"{m.label} [95% CI]" if m.key == document.headline.metric else m.label for m in shown]
         + ["time to target (reached)", "cost to target"]
     )
 
 
-def _metrics_rows(document: dict) -> list[list[str]]:
+def _metrics_rows(document: CompareDocument) -> list[list[str]]:
     """One row per precision (each registered table metric with its interval over seeds), then the real
     images' floor."""
-    cost = document.get("cost") or {}
-    to_target = cost.get("to_target") or {}
-    currency = (cost.get("basis") or {}).get("currency", "")
-    shown = table_metrics(headline_of(document).higher_is_better)
+    cost = document.cost or CostSection()
+    currency = cost.currency or ""
+    shown = table_metrics(document.headline.higher_is_better)
     rows = []
-    for precision, run in document["runs"].items():
-        reached = to_target.get(precision) or {}
-        seeds = len(run.get("seeds", [0]))
+    for precision, run in document.runs.items():
+        reached = cost.reaching(precision)
+        seeds = len(run.seeds if run.seeds is not None else [0])
         time_text = (
-            f"{reached['seconds']:.0f} s ({reached['reached']}/{reached['seeds']})"
-            if reached.get("seconds")
+            f"{reached.seconds:.0f} s ({reached.reached}/{reached.seeds})"
+            if reached.seconds
             else f"not reached (0/{seeds})"
         )
         rows.append(
             [
                 precision,
                 str(seeds),
-                str(run["steps"]),
+                str(run.steps),
                 *(_cell(run, m.key, m.digits) for m in shown),
                 time_text,
-                f"{reached['cost']:.6f} {currency}" if reached.get("cost") else "-",
+                f"{reached.cost:.6f} {currency}" if reached.cost else "-",
             ]
         )
-    floor = document["floor"]
+    floor = document.floor
     rows.append(
         [
             "real images (floor)",
@@ -634,23 +553,23 @@ def _metrics_rows(document: dict) -> list[list[str]]:
     return rows
 
 
-def _cell(run: dict, metric: str, digits: int = 3) -> str:
-    interval = (run.get("final_interval") or {}).get(metric)
-    if interval and interval.get("low") is not None:
+def _cell(run: RunSummary, metric: str, digits: int = 3) -> str:
+    interval = run.interval(metric)
+    if interval:
         return f"{interval['mean']:.{digits}f} [{interval_text(metric, interval, digits)}]"
-    value = run["final"].get(metric)
+    value = run.final.get(metric)
     return "-" if value is None else f"{value:.{digits}f}"
 
 
-def _class_sections(document: dict) -> list[Section]:
+def _class_sections(document: CompareDocument) -> list[Section]:
     """Per precision: each class's accuracy, recall, coverage and diversity (mean over seeds), the
     flags, and the confusion matrix summed over seeds (rows: intended class, columns: as read)."""
-    names = document["dataset"]["class_names"]
+    names = document.dataset.class_names
     sections = []
-    for precision, run in document["runs"].items():
-        finals = [r["final"] for r in run.get("per_seed", {"0": run}).values()]
+    for precision, run in document.runs.items():
+        finals = [r.final for r in run.seed_runs]
         if all("class_shares" in f for f in finals):
-            sections.append(_shares_section(precision, run, finals, names, document.get("floor", {})))
+            sections.append(_shares_section(precision, run, finals, names, document.floor or {}))
             continue
         if not all("per_class" in f for f in finals):
             continue
@@ -663,7 +582,7 @@ def _class_sections(document: dict) -> list[Section]:
                 return f"{np.mean(values):.2f}" if values else "-"
 
             rows.append([name, mean("accuracy"), mean("recall"), mean("coverage"), mean("diversity")])
-        flags = [flag for flag in run["final"].get("flags", [])]
+        flags = list(run.flags)
         sections.append(
             Section(
                 f"{precision}: per class (mean of {len(finals)} seeds)",
@@ -686,7 +605,7 @@ def _class_sections(document: dict) -> list[Section]:
     return sections
 
 
-def _shares_section(precision: str, run: dict, finals: list[dict], names: list[str], floor: dict) -> Section:
+def _shares_section(precision: str, run: RunSummary, finals: list[dict], names: list[str], floor: dict) -> Section:
     """An unconditional GAN's classes as the evaluator reads its samples (mean over seeds): a class
     drawn far less often than the data has it is a dropped mode."""
     shares = np.mean([f["class_shares"] for f in finals], axis=0)
@@ -694,7 +613,7 @@ def _shares_section(precision: str, run: dict, finals: list[dict], names: list[s
     for index, name in enumerate(names):
         real = [f"{floor['class_shares'][index]:.1%}"] if "class_shares" in floor else []
         rows.append([name, f"{shares[index]:.1%}", *real])
-    flags = run["final"].get("flags", [])
+    flags = run.flags
     return Section(
         f"{precision}: classes the evaluator reads in the samples (mean of {len(finals)} seeds)",
         table=rows,

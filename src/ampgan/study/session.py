@@ -9,16 +9,18 @@ from contextlib import ExitStack
 from pathlib import Path
 
 from ampgan.errors import AmpganWarning
+from ampgan.precisions import FP32
+from ampgan.study.document import CompareDocument
 
 
 def run_study(
     spec, out: Path, *, overwrite: bool, reopen: bool, show_progress: bool, log, with_doctor: bool = False
-) -> tuple[dict, Path, Path]:
+) -> tuple[CompareDocument, Path, Path]:
     """(compare.json's document, report.md, report.html). A new folder is claimed; one with an
     interrupted study is locked and reopened. Whatever stops it, a folder that holds finished work is kept."""
     from ampgan.runs.claim import FolderLock, claimed_folder
-    from ampgan.study.compare import StudyInterrupted, run_compare
-    from ampgan.study.progress import has_progress, load_progress
+    from ampgan.study.compare import run_compare
+    from ampgan.study.progress import StudyInterrupted, has_progress, load_progress
     from ampgan.study.report import render_report
     from ampgan.training.interruption import stop_on_signals
 
@@ -47,5 +49,5 @@ def _add_doctor(spec, out: Path, log) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", AmpganWarning)
         fp16_steps = 0 if resolve_device(spec.base.compute.device).type == "cpu" else 30
-        report = diagnose_gan(spec.train_config("fp32"), steps=3, fp16_steps=fp16_steps)
+        report = diagnose_gan(spec.train_config(FP32), steps=3, fp16_steps=fp16_steps)
     write_doctor(report, out / "doctor")

@@ -5,35 +5,37 @@ sure the speed numbers are."""
 from __future__ import annotations
 
 from ampgan.bench.output import speedup_estimate, speedup_text
-from ampgan.quality.headline import ACCURACY, headline_of
+from ampgan.precisions import FP32
+from ampgan.quality.headline import ACCURACY
+from ampgan.study.document import CompareDocument, CostSection, RunSummary
 
 
-def verdict(document: dict, bench_speedups: list[dict]) -> list[str]:
+def verdict(document: CompareDocument, bench_speedups: list[dict]) -> list[str]:
     """Plain-language conclusions from a comparison document and its bench's speedups, each with
     its uncertainty. Computed once by `ampgan compare` and stored in compare.json."""
-    cost, runs = document.get("cost") or {}, document["runs"]
-    hardware = document["environment"]["hardware_summary"].split(",")[0]
-    seeds = document["spec"].get("seed_list") or [document["spec"]["seed"]]
-    comparison = document.get("seed_comparison") or {}
+    cost, runs, spec = document.cost or CostSection(), document.runs, document.spec
+    hardware = document.environment.hardware
+    seeds = spec.seeds
+    comparison = document.seed_comparison or {}
     speedups = {(s["batch_size"], s["precision"]): s for s in bench_speedups}
-    batch = document["spec"]["batch_size"]
-    headline = headline_of(document)
-    target = cost.get("target", cost.get("target_accuracy"))
+    batch = spec.batch_size
+    headline = document.headline
+    target = cost.target
     lines = []
     for precision, run in runs.items():
-        if precision == "fp32":
+        if precision == FP32:
             continue
         pair = speedups.get((batch, precision))
-        note = (document.get("bench_notes") or {}).get(f"{precision}@{batch}")
-        lines.append(_speed_line(precision, run, runs["fp32"], pair, batch, hardware, note))
+        note = (document.bench_notes or {}).get(f"{precision}@{batch}")
+        lines.append(_speed_line(precision, run, document.baseline, pair, batch, hardware, note))
         lines.append(
             _quality_line(
                 precision,
                 run,
-                runs["fp32"],
+                document.baseline,
                 comparison.get(precision, {}),
                 len(seeds),
-                document.get("floor", {}),
+                document.floor or {},
                 headline,
             )
         )
@@ -50,16 +52,15 @@ def verdict(document: dict, bench_speedups: list[dict]) -> list[str]:
                 "Neither precision brought the Fréchet distance below half of its first evaluation's (the "
                 "target is set only then): train longer before comparing time to quality."
             )
-    flags = [f"{precision}, {flag}" for precision, run in runs.items() for flag in run["final"].get("flags", [])]
+    flags = [f"{precision}, {flag}" for precision, run in runs.items() for flag in run.flags]
     if flags:
         lines.append(
             "Flags at the end of training: " + "; ".join(flags[:8]) + ("; ..." if len(flags) > 8 else "") + "."
         )
-    spec = document["spec"]
-    if spec.get("time_budget_s"):
-        apart = f"{spec['time_budget_s'] / spec['eval_points']:.0f} s of training apart"
+    if spec.time_budget_s:
+        apart = f"{spec.time_budget_s / spec.eval_points:.0f} s of training apart"
     else:
-        apart = f"{(spec.get('steps') or 0) / spec['eval_points']:.0f} steps apart"
+        apart = f"{(spec.steps or 0) / spec.eval_points:.0f} steps apart"
     lines.append(
         f"Times to the target are interpolated between evaluations {apart}; GAN "
         "quality curves are not monotonic (see the quality figure)."
@@ -67,16 +68,15 @@ def verdict(document: dict, bench_speedups: list[dict]) -> list[str]:
     return lines + _projection_line(document)
 
 
-def no_faster_mode_verdict(document: dict) -> list[str]:
+def no_faster_mode_verdict(document: CompareDocument) -> list[str]:
     """The verdict of a study on a machine where every mixed-precision mode is slower than fp32 (or not
     clearly faster): the measurements, what it means, what would change it."""
-    hardware = document["environment"]["hardware_summary"]
-    batch, model = document["spec"]["batch_size"], document["spec"].get("model", "acgan")
-    measured = "; ".join(_slower_text(name, decision) for name, decision in document.get("decisions", {}).items())
+    hardware = document.environment.hardware_summary
+    batch, model = document.spec.batch_size, document.spec.model_name
+    decisions = document.decisions or {}
+    measured = "; ".join(_slower_text(name, decision) for name, decision in decisions.items())
     cannot = "; ".join(
-        f"{item['precision']}: {item['reason']}"
-        for item in document.get("left_out", [])
-        if item["precision"] not in document.get("decisions", {})
+        f"{item['precision']}: {item['reason']}" for item in document.left_out if item["precision"] not in decisions
     )
     lines = [
         f"On this machine ({hardware}) no mixed-precision mode trains model {model} faster than fp32 at batch "
@@ -98,9 +98,20 @@ def no_faster_mode_verdict(document: dict) -> list[str]:
     return lines + _projection_line(document)
 
 
-def _projection_line(document: dict) -> list[str]:
-    line = (document.get("projection") or {}).get("line")
+def _projection_line(document: CompareDocument) -> list[str]:
+    line = (document.projection or {}).get("line")
     return [line] if line else []
+
+
+def stages_not_run(document: CompareDocument) -> list[str]:
+    """A verdict line per stage that could not run, saying why (its section is otherwise just absent)."""
+    lines = []
+    if document.cost is not None and document.cost.basis is None and document.cost.note:
+        lines.append(f"Cost: not computed ({document.cost.note}).")
+    projection = document.projection or {}
+    if projection.get("note"):
+        lines.append(f"On other hardware: {projection['note']}.")
+    return lines
 
 
 def _slower_text(name: str, decision: dict) -> str:
@@ -118,7 +129,13 @@ def _duration(seconds: float) -> str:
 
 
 def _speed_line(
-    precision: str, run: dict, fp32_run: dict, pair: dict | None, batch: int, hardware: str, note: str | None = None
+    precision: str,
+    run: RunSummary,
+    fp32_run: RunSummary,
+    pair: dict | None,
+    batch: int,
+    hardware: str,
+    note: str | None = None,
 ) -> str:
     text = f"On this {hardware}, "
     if pair:
@@ -145,9 +162,9 @@ def _speed_relation(pair: dict) -> str:
 
 
 def _quality_line(
-    precision: str, run: dict, fp32_run: dict, comparison: dict, seeds: int, floor: dict, headline=ACCURACY
+    precision: str, run: RunSummary, fp32_run: RunSummary, comparison: dict, seeds: int, floor: dict, headline=ACCURACY
 ) -> str:
-    mine, theirs = run["final"], fp32_run["final"]
+    mine, theirs = run.final, fp32_run.final
     metric = headline.metric
     if metric == "evaluator_accuracy":
         ceiling = (
@@ -194,20 +211,21 @@ def _quality_line(
     return text + "."
 
 
-def _target_line(precision: str, cost: dict, comparison: dict, target: float, seeds: int, headline=ACCURACY) -> str:
-    to_target = cost.get("to_target") or {}
-    mine, theirs = to_target.get(precision) or {}, to_target.get("fp32") or {}
+def _target_line(
+    precision: str, cost: CostSection, comparison: dict, target: float, seeds: int, headline=ACCURACY
+) -> str:
+    mine, theirs = cost.reaching(precision), cost.reaching(FP32)
     named = (
         f"Target evaluator accuracy {target:.2f}"
         if headline.higher_is_better
         else f"Target Fréchet distance {target:.2f} or lower"
     )
     text = (
-        f"{named}: {precision} reached it in {mine.get('reached', 0)} of "
-        f"{mine.get('seeds', seeds)} seeds"
-        + (f" (mean {mine['seconds']:.0f} s of training)" if mine.get("seconds") else "")
-        + f", fp32 in {theirs.get('reached', 0)} of {theirs.get('seeds', seeds)}"
-        + (f" (mean {theirs['seconds']:.0f} s)" if theirs.get("seconds") else "")
+        f"{named}: {precision} reached it in {mine.reached} of "
+        f"{mine.seeds or seeds} seeds"
+        + (f" (mean {mine.seconds:.0f} s of training)" if mine.seconds else "")
+        + f", fp32 in {theirs.reached} of {theirs.seeds or seeds}"
+        + (f" (mean {theirs.seconds:.0f} s)" if theirs.seconds else "")
     )
     ratio = comparison.get("time_to_target_ratio") or {}
     if ratio.get("n", 0) >= 2 and ratio.get("low") is not None:
@@ -216,11 +234,11 @@ def _target_line(precision: str, cost: dict, comparison: dict, target: float, se
             f". Where both reached it, {precision} got there {ratio['mean']:.2f}x sooner (95% CI "
             f"{ratio['low']:.2f}-{ratio['high']:.2f}, {ratio['n']} seeds, paired): {judged}"
         )
-        if mine.get("cost") and theirs.get("cost"):
-            text += f", at {100 * mine['cost'] / theirs['cost']:.0f}% of fp32's cost"
+        if mine.cost and theirs.cost:
+            text += f", at {100 * mine.cost / theirs.cost:.0f}% of fp32's cost"
     elif ratio.get("n") == 1:
         text += f". In the one seed where both reached it, {precision} was {ratio['mean']:.2f}x sooner"
-    if all(run.get("reached") and run.get("by_first_evaluation") == run["reached"] for run in (mine, theirs)):
+    if all(run.reached and run.by_first_evaluation == run.reached for run in (mine, theirs)):
         text += (
             ". Every run was already past the target at its first evaluation after the start, so these "
             'times only say "before that evaluation" and cannot tell the precisions apart: use more '
@@ -230,11 +248,11 @@ def _target_line(precision: str, cost: dict, comparison: dict, target: float, se
     return text + "."
 
 
-def _with_interval(run: dict, metric: str) -> str:
-    interval = (run.get("final_interval") or {}).get(metric)
-    if interval and interval.get("low") is not None:
+def _with_interval(run: RunSummary, metric: str) -> str:
+    interval = run.interval(metric)
+    if interval:
         return f"{interval['mean']:.3f} [95% CI {interval_text(metric, interval)}]"
-    return f"{run['final'][metric]:.3f}"
+    return f"{run.final[metric]:.3f}"
 
 
 _FRACTIONS = {"evaluator_accuracy", "precision", "recall", "coverage"}
@@ -248,14 +266,14 @@ def interval_text(metric: str, interval: dict, digits: int = 3) -> str:
     return f"{low:.{digits}f} to {high:.{digits}f}"
 
 
-def _achieved_text(precision: str, run: dict, fp32_run: dict, pair: dict | None) -> str:
+def _achieved_text(precision: str, run: RunSummary, fp32_run: RunSummary, pair: dict | None) -> str:
     """The speedup the budgeted runs actually delivered (training clock per step), and whether it
     agrees with the bench's interval."""
-    if "seconds_per_step" not in run or "seconds_per_step" not in fp32_run:
+    if run.seconds_per_step is None or fp32_run.seconds_per_step is None:
         return ""
-    achieved = fp32_run["seconds_per_step"] / run["seconds_per_step"]
+    achieved = fp32_run.seconds_per_step / run.seconds_per_step
     text = (
-        f" In the budgeted runs it made {run['steps']} steps to fp32's {fp32_run['steps']} "
+        f" In the budgeted runs it made {run.steps} steps to fp32's {fp32_run.steps} "
         f"({achieved:.2f}x per step on the training clock"
     )
     if pair and "low" in pair and not pair["low"] / 1.1 <= achieved <= pair["high"] * 1.1:
@@ -265,7 +283,7 @@ def _achieved_text(precision: str, run: dict, fp32_run: dict, pair: dict | None)
     return text + ")."
 
 
-def _why_the_runs_differ(precision: str, run: dict, fp32_run: dict, pair: dict) -> str:
+def _why_the_runs_differ(precision: str, run: RunSummary, fp32_run: RunSummary, pair: dict) -> str:
     """Each run's time per step against the bench's, so the reader sees which side moved: a run
     slower than its bench step paid per-step costs the bench does not (fresh batches, logging) or
     ran while the machine was busier."""
@@ -273,14 +291,14 @@ def _why_the_runs_differ(precision: str, run: dict, fp32_run: dict, pair: dict) 
         return ""
     parts = []
     for name, step, bench in (
-        ("fp32", fp32_run["seconds_per_step"], pair["baseline_step_s"]),
-        (precision, run["seconds_per_step"], pair["step_s"]),
+        (FP32, fp32_run.seconds_per_step, pair["baseline_step_s"]),
+        (precision, run.seconds_per_step, pair["step_s"]),
     ):
         parts.append(
             f"{name} ran {step * 1e3:.0f} ms per step against the bench's {bench * 1e3:.0f} ms "
             f"({step / bench - 1:+.0%})"
         )
-    slower = fp32_run["seconds_per_step"] / pair["baseline_step_s"] + run["seconds_per_step"] / pair["step_s"] > 2
+    slower = fp32_run.seconds_per_step / pair["baseline_step_s"] + run.seconds_per_step / pair["step_s"] > 2
     reason = (
         ", so the runs paid per-step costs the bench does not (fresh batches from the data pipeline, logging) "
         "or met more load from the machine's other tenants"

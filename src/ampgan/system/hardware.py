@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass, field
 
 import torch
 
+from ampgan.precisions import BF16, FP16, FP32
 from ampgan.system.gpus import gpu_table
 
 # CPU flags (from /proc/cpuinfo) that decide the vector width and which reduced-precision
@@ -171,13 +172,13 @@ def cpu_flops_per_cycle(
         fp32 = 32
     else:
         return None
-    if precision == "fp32":
+    if precision == FP32:
         return fp32
-    if precision == "bf16":
+    if precision == BF16:
         if "amx_bf16" in flags:
             return 1024
         return 2 * fp32 if "avx512_bf16" in flags else None
-    if precision == "fp16":
+    if precision == FP16:
         return 1024 if "amx_fp16" in flags else None
     return None  # tf32 is a CUDA mode
 

@@ -1,0 +1,81 @@
+"""A bench's results projected into a folder, as `ampgan project RESULTS` and `ampgan.project` make it: the
+step's op tables read, projected onto datasheet GPUs at the batch sizes asked, priced, written."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from ampgan.config.flags import spec_field
+from ampgan.errors import AmpganError
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProjectSpec:
+    """What a projection is given besides the results, declared once (config/flags.py spec_field): the
+    command's options and the Python API's settings come from these fields."""
+
+    devices: str | None = spec_field(
+        None,
+        "GPUs from src/ampgan/system/gpus.csv, comma-separated (default T4,P100,V100,A100,L4,H100,H200).",
+        "names",
+    )
+    batch_sizes: tuple[int, ...] | None = spec_field(
+        None, "Batch sizes to project, any size (default: the bench's).", "int_list"
+    )
+    prices: Path | None = spec_field(
+        None, "Your own price catalog CSV for the cost column (default: the built-in one).", "path"
+    )
+
+
+def results_path(given: Path) -> Path:
+    """The results a path names: a results.json or op_tables.json, or a bench or compare folder holding one."""
+    path = Path(given)
+    if path.is_dir():
+        candidates = (path / "results.json", path / "bench" / "results.json", path / "projection" / "op_tables.json")
+        path = next((p for p in candidates if p.is_file()), path / "results.json")
+    return path
+
+
+def project_results(results: Path, spec: ProjectSpec, out: Path | None, overwrite: bool, log) -> tuple[dict, Path, str]:
+    """(the projection document, the folder it was written to, its table as text)."""
+    from ampgan.bench.output import load_results
+    from ampgan.cost.catalog import load_catalog
+    from ampgan.projection.assumptions import launch_assumption, measure_dispatch_seconds
+    from ampgan.projection.document import DEFAULT_DEVICES, build_projection
+    from ampgan.projection.output import write_projection
+    from ampgan.projection.tables import load_traced_step, op_tables_of
+    from ampgan.runs.claim import claimed_folder
+    from ampgan.system.gpus import gpu_spec
+
+    path = results_path(results)
+    document = load_traced_step(path) if path.name == "op_tables.json" else load_results(path)
+    gpus = [gpu_spec(name) for name in (spec.devices.split(",") if spec.devices else DEFAULT_DEVICES)]
+    sizes = list(spec.batch_sizes or document["spec"].get("batch_sizes") or [])
+    if not sizes:
+        raise AmpganError(f"{path} names no batch sizes: give --batch-sizes")
+    tables = op_tables_of(document, path, log=log)
+    catalog = load_catalog(spec.prices)
+    launch = launch_assumption(
+        measure_dispatch_seconds(), document.get("environment", {}).get("hardware_summary", "this machine")
+    )
+    projection = build_projection(
+        document,
+        tables,
+        gpus,
+        sizes,
+        launch,
+        catalog,
+        str(spec.prices) if spec.prices else "ampgan's built-in catalog (src/ampgan/cost/prices.csv)",
+    )
+    target = out or path.parent / "projection"
+    # A projection stopped before its last file (killed, say) is replaced by the same command again.
+    finished = ("projection.json", "projection.csv", "projection.md", "fig_projection.png")
+    with claimed_folder(
+        target,
+        overwrite,
+        "projection",
+        unfinished=lambda folder: not all((folder / name).is_file() for name in finished),
+    ):
+        text = write_projection(projection, target)
+    return projection, target, text

@@ -1,0 +1,382 @@
+"""compare.json as typed records: what a study found, read by attribute (the report, the verdict, the
+Python API), validated when read back, and written in the format every earlier study has.
+
+The format is versioned by its `format` field ("ampgan-compare/1"); a reader takes every version in
+READABLE_FORMATS. A record keeps the fields no reader uses (`extra`) as they were written, so a document
+read and written again loses nothing. A damaged or foreign compare.json is one error line naming the file
+and the field (files/schema.py), never a KeyError in the report.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+from ampgan.errors import AmpganError
+from ampgan.files.atomic import write_json_atomically
+from ampgan.files.jsonfile import read_json
+from ampgan.files.schema import Between, RelativePath, check_shape
+from ampgan.precisions import FP32
+from ampgan.quality.headline import ACCURACY, FRECHET, Headline
+
+FORMAT = "ampgan-compare/1"
+READABLE_FORMATS = (FORMAT,)
+NO_FASTER_MODE = "no faster mode"  # the outcome of a study that found no mode faster than fp32 (nothing raced)
+RACED = "raced"
+
+_NUMBER = (int, float)
+_SHARE = Between(0.0, 1.0)
+_FINAL = {
+    "?evaluator_accuracy": Between(0.0, 1.0, or_null=True),
+    "frechet_distance": _NUMBER,
+    "?recall": _SHARE,
+    "?precision": _SHARE,
+    "?coverage": _SHARE,
+    "?kid": _NUMBER,
+    "?flags": [str],
+    "?per_class": list,
+    "?confusion": list,
+}
+_RUN = {
+    "run_dir": RelativePath,
+    "steps": int,
+    "train_seconds": Between(0.0, math.inf),
+    "final": _FINAL,
+    "?seconds_per_step": _NUMBER,
+    "?seeds": [int],
+    "?per_seed": {"*": {"run_dir": RelativePath, "steps": int, "final": _FINAL}},
+    "?final_interval": dict,
+}
+# A cost stage that ran has these (one that could not has a note instead of a basis).
+_COST_SHAPE = {"cost": {"?basis": (dict, None), "?note": str, "?target": (int, float, None), "?to_target": dict}}
+_TO_TARGET = {
+    "?reached": int,
+    "?seeds": int,
+    "?by_first_evaluation": int,
+    "?seconds": (int, float, None),
+    "?cost": (int, float, None),
+    "?per_seed": dict,
+}
+# What a reader relies on (a study that found no faster mode has no runs, no evaluator, no floor).
+COMPARE_SHAPE = {
+    "format": str,
+    "?outcome": str,
+    "spec": {"batch_size": int, "?eval_samples": int, "?eval_points": int, "?seed_list": [int], "?precisions": [str]},
+    "environment": {"hardware_summary": str, "versions": {"torch": str, "ampgan": str, "python": str}, "date": str},
+    "dataset": {"name": str, "class_names": [str]},
+    "runs": {"*": _RUN},
+    "?verdict": [str],
+    "?evaluator": {"held_out_accuracy": _SHARE},
+    "?floor": dict,
+    "?cost": (dict, None),
+    "?left_out": [{"precision": str, "reason": str}],
+    "?decisions": {"*": {"verdict": str}},
+    "?layouts": {"*": {"description": str}},
+    "?compile_decisions": {"*": {"description": str}},
+    "?sampled_from": str,
+    "?headline": {"metric": str},
+}
+# A raced study has been evaluated: these too.
+_RACED_SHAPE = {"evaluator": dict, "floor": dict, "spec": {"eval_samples": int, "eval_points": int}}
+
+
+def _part(read=None, write=None, key: str | None = None, omit_none: bool = False, default: Any = None):
+    """A record's field: how its JSON value is read into a typed one and written back; `omit_none` for a
+    field some documents do not have (written only when set)."""
+    metadata = {"read": read, "write": write, "key": key, "omit_none": omit_none}
+    if isinstance(default, (list, dict)):
+        return field(default_factory=type(default), metadata=metadata)
+    return field(default=default, metadata=metadata)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Record:
+    """A JSON table as typed fields; `extra` holds its other keys, as written, and a key the table did not
+    have is not written back: a document read and written again is the document that was read."""
+
+    extra: dict = field(default_factory=dict, repr=False, compare=False)
+    # The keys of the JSON table read, in its order (None: made here): a declared key it did not have (a
+    # document from an earlier version) is not written back, and the others are written in the same order.
+    read_keys: tuple | None = field(default=None, repr=False, compare=False)
+
+    @classmethod
+    def from_dict(cls, data: dict):
+        declared = [f for f in fields(cls) if f.name not in ("extra", "read_keys")]
+        values = {}
+        for declared_field in declared:
+            key = declared_field.metadata.get("key") or declared_field.name
+            if key in data:
+                read = declared_field.metadata.get("read")
+                values[declared_field.name] = read(data[key]) if read and data[key] is not None else data[key]
+        known = {f.metadata.get("key") or f.name for f in declared}
+        extra = {k: v for k, v in data.items() if k not in known}
+        return cls(**values, extra=extra, read_keys=tuple(data))
+
+    def with_fields(self, **changes):
+        """A copy with these fields set (and written, whether or not the table read had them)."""
+        if self.read_keys is None:
+            return replace(self, **changes)
+        keys = {f.name: f.metadata.get("key") or f.name for f in fields(self)}
+        added = tuple(keys[name] for name in changes if keys[name] not in self.read_keys)
+        return replace(self, **changes, read_keys=self.read_keys + added)
+
+    def to_dict(self) -> dict:
+        out = {}
+        for declared_field in fields(self):
+            key = declared_field.metadata.get("key") or declared_field.name
+            if declared_field.name in ("extra", "read_keys") or (
+                self.read_keys is not None and key not in self.read_keys
+            ):
+                continue
+            value = getattr(self, declared_field.name)
+            if value is None and declared_field.metadata.get("omit_none"):
+                continue
+            write = declared_field.metadata.get("write")
+            out[key] = write(value) if write and value is not None else value
+        out |= self.extra
+        if self.read_keys is None:
+            return out
+        return {key: out[key] for key in self.read_keys if key in out} | out
+
+
+def _table_of(record_type):
+    return lambda table: {name: record_type.from_dict(value) for name, value in table.items()}
+
+
+def _written_table(table: dict) -> dict:
+    return {name: value.to_dict() for name, value in table.items()}
+
+
+def _optional_table_of(record_type):
+    return lambda table: {
+        name: None if value is None else record_type.from_dict(value) for name, value in table.items()
+    }
+
+
+def _optional_written_table(table: dict) -> dict:
+    return {name: None if value is None else value.to_dict() for name, value in table.items()}
+
+
+@dataclass(frozen=True, kw_only=True)
+class StudySpecRecord(Record):
+    """The spec as the document records it (study/spec.py CompareSpec.to_document): the study's own
+    settings, the shared config, and the fields a reader wants at hand."""
+
+    batch_size: int = 0
+    seed: int = 0
+    seed_list: list[int] | None = None  # documents from before several seeds have `seed` alone
+    precisions: list[str] = _part(default=[])
+    eval_samples: int | None = None
+    eval_points: int | None = None
+    model: str | None = None
+    model_options: dict = _part(default={})
+    time_budget_s: float | None = None
+    steps: int | None = None
+    channels_last: list[str] | None = None
+    compile: list[str] | None = None
+    target_accuracy: float | None = None
+    price_per_hour: float | None = None
+    instance: str | None = None
+
+    @property
+    def seeds(self) -> list[int]:
+        return self.seed_list or [self.seed]
+
+    @property
+    def model_name(self) -> str:
+        return self.model or "acgan"  # documents from before the model was a setting trained the AC-GAN
+
+
+@dataclass(frozen=True, kw_only=True)
+class Environment(Record):
+    hardware_summary: str = ""
+    versions: dict = _part(default={})
+    date: str = ""
+    git_commit: str | None = None
+
+    @property
+    def hardware(self) -> str:
+        """The machine's first words ('NVIDIA T4' of 'NVIDIA T4, 16 GB, ...')."""
+        return self.hardware_summary.split(",")[0]
+
+
+@dataclass(frozen=True, kw_only=True)
+class DatasetRecord(Record):
+    name: str = ""
+    class_names: list[str] = _part(default=[])
+    images: int | None = None
+    source: Any = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class SeedRun(Record):
+    """One precision's run at one seed."""
+
+    run_dir: str = ""
+    steps: int = 0
+    train_seconds: float = 0.0
+    seconds_per_step: float | None = _part(omit_none=True)
+    final: dict = _part(default={})  # metric -> value, and its flags (quality/registry.py names the metrics)
+    eval_seconds_total: float | None = _part(omit_none=True)
+    stamp: Any = _part(omit_none=True)
+
+    @property
+    def flags(self) -> list[str]:
+        return self.final.get("flags", [])
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunSummary(SeedRun):
+    """One precision over its seeds (study/over_seeds.py summarize_seeds): the means in a single run's
+    shape, each seed's run and each final metric's interval. Documents from before several seeds hold a
+    single run: no seeds, no per_seed."""
+
+    seeds: list[int] | None = _part(omit_none=True)
+    per_seed: dict[str, SeedRun] | None = _part(read=_table_of(SeedRun), write=_written_table, omit_none=True)
+    final_interval: dict | None = _part(omit_none=True)
+
+    @property
+    def seed_runs(self) -> list[SeedRun]:
+        """Every seed's run (a single-run document: the run itself)."""
+        return list(self.per_seed.values()) if self.per_seed is not None else [self]
+
+    @property
+    def first(self) -> SeedRun:
+        """The first seed's run (Figure 4 shows it)."""
+        return self.per_seed[str(self.seeds[0])] if self.per_seed is not None and self.seeds else self
+
+    def interval(self, metric: str) -> dict | None:
+        """The final metric's mean and 95% interval over seeds, when there are some."""
+        interval = (self.final_interval or {}).get(metric)
+        return interval if interval and interval.get("low") is not None else None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToTarget(Record):
+    """One precision's time and cost to the quality target: per seed, and the means over the seeds that
+    reached it."""
+
+    per_seed: dict = _part(default={})
+    reached: int = 0
+    seeds: int | None = None
+    by_first_evaluation: int = 0
+    seconds: float | None = None
+    cost: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class CostSection(Record):
+    """The cost stage: the price basis (None with a note when there is none), the quality target, each
+    precision's time and cost to it, and the cost table of the bench."""
+
+    basis: dict | None = None
+    note: str | None = _part(omit_none=True)
+    target: float | None = None
+    target_metric: str | None = None
+    target_accuracy: float | None = None
+    to_target: dict[str, ToTarget | None] = _part(
+        read=_optional_table_of(ToTarget), write=_optional_written_table, default={}
+    )
+    budget: dict = _part(default={})
+    table: list = _part(default=[])
+    catalog_date: str | None = None
+
+    def to_dict(self) -> dict:
+        if self.basis is None:  # the stage could not run: why, and nothing else
+            return {"basis": None, **({"note": self.note} if self.note else {})} | self.extra
+        return super().to_dict()
+
+    @classmethod
+    def from_dict(cls, data: dict) -> CostSection:
+        section = super().from_dict(data)
+        if "target" not in data:  # documents from before unconditional GANs name it target_accuracy
+            section = replace(section, target=data.get("target_accuracy"))  # read so, and written as read
+        return section
+
+    @property
+    def currency(self) -> str | None:
+        return (self.basis or {}).get("currency")
+
+    def reaching(self, precision: str) -> ToTarget:
+        """The precision's time to the target (an empty one when it has none)."""
+        return (self.to_target or {}).get(precision) or ToTarget()
+
+
+def _headline(stored: dict) -> Headline:
+    return FRECHET if stored.get("metric") == FRECHET.metric else ACCURACY
+
+
+@dataclass(frozen=True, kw_only=True)
+class CompareDocument(Record):
+    """A study's compare.json. A raced study has runs, an evaluator, its floor, a cost and a
+    seed comparison; one that found no faster mode has the speed decisions and no runs."""
+
+    format: str = FORMAT
+    outcome: str | None = _part(omit_none=True)  # absent: raced
+    spec: StudySpecRecord = _part(read=StudySpecRecord.from_dict, write=StudySpecRecord.to_dict)
+    environment: Environment = _part(read=Environment.from_dict, write=Environment.to_dict)
+    left_out: list[dict] = _part(default=[])
+    decisions: dict | None = _part(omit_none=True)  # each mode's speed against fp32 (no faster mode)
+    layouts: dict | None = _part(omit_none=True)  # the memory-format decisions measured (none when given)
+    compile_decisions: dict | None = _part(omit_none=True)  # compiled or eager, per precision (none when given)
+    dataset: DatasetRecord = _part(read=DatasetRecord.from_dict, write=DatasetRecord.to_dict)
+    evaluator: dict | None = _part(omit_none=True)
+    sampled_from: str | None = _part(omit_none=True)  # G's own weights or its EMA (absent before GAN.ema)
+    floor: dict | None = _part(omit_none=True)  # the real images' own quality figures
+    # Why a bench configuration has no speedup (left out as hopeless, too slow, failed): the verdict says so.
+    bench_notes: dict | None = _part(omit_none=True)
+    stored_headline: Headline | None = _part(read=_headline, write=Headline.as_dict, key="headline", omit_none=True)
+    runs: dict[str, RunSummary] = _part(read=_table_of(RunSummary), write=_written_table, default={})
+    cost: CostSection | None = _part(read=CostSection.from_dict, write=CostSection.to_dict, omit_none=True)
+    projection: dict | None = _part(omit_none=True)  # {"path", "line", ...} when projected, {"note"} when not
+    seed_comparison: dict | None = _part(omit_none=True)
+    verdict: list[str] | None = _part(omit_none=True)
+
+    @property
+    def raced(self) -> bool:
+        return self.outcome != NO_FASTER_MODE
+
+    @property
+    def headline(self) -> Headline:
+        """What the study races on (documents from before unconditional GANs: accuracy)."""
+        return self.stored_headline or ACCURACY
+
+    @property
+    def baseline(self) -> RunSummary:
+        return self.runs[FP32]
+
+    @property
+    def target(self) -> float | None:
+        return self.cost.target if self.cost is not None else None
+
+    def write(self, out_dir: Path) -> None:
+        write_json_atomically(Path(out_dir) / "compare.json", self.to_dict())
+
+    @classmethod
+    def checked(cls, data: Any, origin: str, fix: str) -> CompareDocument:
+        """The document of `data`, once it has the shape every reader relies on; else one error line."""
+        if not isinstance(data, dict) or data.get("format") not in READABLE_FORMATS:
+            raise AmpganError(f"{origin} is not an ampgan comparison (format {FORMAT})")
+        check_shape(data, COMPARE_SHAPE, origin, fix)
+        if isinstance(data.get("cost"), dict):
+            check_shape(data, _COST_SHAPE, origin, fix)
+            for name, reaching in (data["cost"].get("to_target") or {}).items():
+                if reaching is not None:
+                    check_shape(reaching, _TO_TARGET, f"{origin} (cost.to_target.{name})", fix)
+        if data.get("outcome") != NO_FASTER_MODE:
+            check_shape(data, _RACED_SHAPE, origin, fix)
+        return cls.from_dict(data)
+
+
+def load_compare(out_dir: Path) -> CompareDocument:
+    """The study's compare.json, validated; a missing, damaged or foreign one is one error line."""
+    path = Path(out_dir) / "compare.json"
+    data = read_json(
+        path,
+        missing=f"{out_dir} has no compare.json: give the --out folder of an 'ampgan compare' run",
+        damaged=f"{path} is damaged (not valid JSON): run 'ampgan compare' again",
+    )
+    fix = f"continue the study with 'ampgan compare --resume {out_dir}' to write it anew, or run it again"
+    return CompareDocument.checked(data, str(path), fix)

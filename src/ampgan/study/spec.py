@@ -1,0 +1,160 @@
+"""What a study is given, declared once: CompareSpec (the comparison's own settings, each with its default, help
+and option: config/flags.py spec_field) over the TrainConfig every run trains, and how the spec is recorded in
+study.json and compare.json."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+
+from ampgan.config import BudgetConfig, TrainConfig, build_config
+from ampgan.config.flags import spec_field
+
+# The comparison's own bench is shorter than `ampgan bench`'s default (it has three batch sizes
+# and two training runs to fit in a few minutes); its intervals say how settled it got.
+COMPARE_BENCH_MIN_SECONDS = 10.0
+COMPARE_BENCH_MAX_FACTOR = 3.0  # measured at most this many times --bench-seconds per batch size
+# A study's runs save a checkpoint this often (training time), so a crash or kill -9 loses at most this
+# much of a run: the rest continues from it (checkpoints cost no training time: the clock excludes them).
+STUDY_CHECKPOINT_EVERY_S = 30.0
+
+
+# A study's training budget when it names none: this much training time per precision and seed.
+DEFAULT_BUDGET_S = 40.0
+
+
+def _compare_defaults() -> TrainConfig:
+    return TrainConfig(budget=BudgetConfig(time_budget_s=DEFAULT_BUDGET_S))
+
+
+def compare_base(changes: dict) -> TrainConfig:
+    """The config every run of a study trains, from {config path: value}: DEFAULT_BUDGET_S of training
+    unless the changes give a time budget, and a step budget alone when they give only steps."""
+    changes = dict(changes)
+    if "budget.time_budget_s" not in changes:
+        changes["budget.time_budget_s"] = None if changes.get("budget.steps") is not None else DEFAULT_BUDGET_S
+    return build_config(changes)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CompareSpec:
+    """What `ampgan compare` (and `ampgan.compare`) is given besides the config, declared once: each field's
+    default, help and command-line option (config/flags.py spec_field; `--set compare.FIELD=VALUE` reaches
+    every one)."""
+
+    # What every run trains: data, model and its options, optimizer, device, batch size, budget, seed
+    # (the first seed). Each run takes it whole, in its own precision: `compare` studies whatever
+    # `train` would train.
+    base: TrainConfig = field(default_factory=_compare_defaults)
+    precisions: tuple[str, ...] = spec_field(
+        (), "Comma-separated; default fp32 and this device's best mixed mode.", "precision_list"
+    )
+    seeds: int = spec_field(
+        3,
+        "Seeds per precision (--seed, --seed + 1, ...), each an identical start for every "
+        "precision; the verdict pairs them.",
+        "whole",
+    )
+    eval_points: int = spec_field(4, "Evaluations during training.", "whole", common=False)
+    eval_samples: int = spec_field(1000, "Generated samples per evaluation.", "whole2", common=False)
+    bench: Path | None = spec_field(None, "Reuse these bench results instead of measuring.", "path", common=False)
+    bench_batch_sizes: tuple[int, ...] = spec_field(
+        (16, 64, 256), "Batch sizes the bench measures.", "int_list", common=False
+    )
+    bench_steps: int = 5
+    bench_seconds: float = spec_field(
+        COMPARE_BENCH_MIN_SECONDS,
+        "Measure the bench at least this long per batch size (at most three times as long).",
+        "positive",
+        common=False,
+    )
+    instance: str | None = spec_field(None, "Price the runs on this catalog instance.")
+    price_per_hour: float | None = spec_field(None, "Price the runs at this hourly price.", "positive", common=False)
+    target_accuracy: float | None = spec_field(
+        None, "Quality target (default: 80% of the best final).", "fraction", common=False
+    )
+    evaluator_cache: Path | None = None
+    # The precisions trained (and benched) channels-last; None: measured per precision at the
+    # comparison's batch size (speed/layout.py).
+    channels_last: tuple[str, ...] | None = None
+    # The precisions whose runs (and bench steps) are torch.compile'd; None: decided per precision,
+    # where compiling pays for itself over the time budget on this machine (speed/compilation.py).
+    compile: tuple[str, ...] | None = None
+
+    @property
+    def seed(self) -> int:
+        return self.base.seed
+
+    @property
+    def batch_size(self) -> int:
+        return self.base.budget.batch_size
+
+    @property
+    def time_budget_s(self) -> float | None:
+        return self.base.budget.time_budget_s
+
+    @property
+    def seed_list(self) -> list[int]:
+        return [self.seed + index for index in range(self.seeds)]
+
+    def train_config(self, precision: str, seed: int | None = None) -> TrainConfig:
+        return self.base.with_fields(
+            {
+                "precision.name": precision,
+                "precision.loss_scale": None,
+                "seed": self.seed if seed is None else seed,
+                "logging.sample_every": 10**9,
+                "checkpoints.every_steps": None,
+                "checkpoints.every_s": STUDY_CHECKPOINT_EVERY_S,
+                "checkpoints.keep": 2,
+                "compute.channels_last": precision in (self.channels_last or ()),
+                "compute.compile": precision in (self.compile or ()),
+            }
+        )
+
+    @classmethod
+    def from_document(cls, document: dict) -> CompareSpec:
+        """The spec a study.json or compare.json recorded (to_document's inverse)."""
+        own = {}
+        for declared in fields(cls):
+            if declared.name == "base" or declared.name not in document:
+                continue
+            value = document[declared.name]
+            if isinstance(value, list):
+                value = tuple(value)
+            if declared.name in ("bench", "evaluator_cache") and value is not None:
+                value = Path(value)
+            own[declared.name] = value
+        return cls(base=TrainConfig.from_dict(document["config"]), **own)
+
+    def to_document(self, precisions) -> dict:
+        """What compare.json records of the spec: the comparison's own settings, the shared config, and
+        the fields the report reads at the top level."""
+        own = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "base"}
+        return {
+            **_jsonable(own),
+            "config": self.base.to_dict(),
+            "dataset": self.base.data.dataset,
+            "model": self.base.model.name,
+            "model_options": dict(self.base.model.options),
+            "batch_size": self.batch_size,
+            "time_budget_s": self.time_budget_s,
+            "steps": self.base.budget.steps,
+            "seed": self.seed,
+            "precisions": list(precisions),
+            "seed_list": self.seed_list,
+        }
+
+
+def budget_text(time_budget_s: float | None, steps: int | None) -> str:
+    """How long each run trains: '40 s of training', '300 steps', both ('... or ...'), or the default."""
+    parts = []
+    if time_budget_s is not None:
+        parts.append(f"{time_budget_s:g} s of training")
+    if steps is not None:
+        parts.append(f"{steps} steps")
+    return " or ".join(parts) or "the default budget"
+
+
+def _jsonable(values: dict) -> dict:
+    return {k: str(v) if isinstance(v, Path) else list(v) if isinstance(v, tuple) else v for k, v in values.items()}

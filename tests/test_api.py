@@ -1,0 +1,71 @@
+"""The Python API (ampgan/api.py): train, bench and project as the commands run them, each returning its
+answer as data, each refusing a setting it does not have in one line."""
+
+import json
+import math
+
+import pytest
+
+import ampgan
+from ampgan.errors import AmpganError
+
+TINY = {"model.width": 8, "model.z_dim": 16, "compute.device": "cpu"}
+
+
+def test_train_writes_the_run_the_command_would_and_returns_its_numbers(tmp_path):
+    settings = {**TINY, "data.dataset": "synthetic", "budget.batch_size": 8, "budget.steps": 2}
+    run = ampgan.train("acgan", tmp_path / "run", settings=settings)
+    assert run.run_dir == tmp_path / "run" and run.precision == "fp32" and run.steps == 2
+    recorded = json.loads((tmp_path / "run" / "config.json").read_text())["config"]
+    assert run.config.to_dict() == recorded and run.config.budget.steps == 2 and run.config.model.options["width"] == 8
+    assert math.isfinite(run.loss_d) and math.isfinite(run.loss_g) and run.train_seconds > 0
+    assert list((tmp_path / "run" / "checkpoints").glob("*.pt"))
+
+
+@pytest.mark.real_op_trace  # the bench traces its step, so that project has op tables to project
+def test_bench_then_project_return_what_their_commands_write(tmp_path):
+    bench = ampgan.bench(
+        "acgan",
+        tmp_path / "bench",
+        settings=TINY,
+        batch_sizes=[8],
+        precisions=["fp32"],
+        warmup=1,
+        steps=2,
+        min_seconds=0,
+        max_seconds=60,
+    )
+    assert bench.results == tmp_path / "bench" / "results.json" and bench.results.is_file()
+    assert [(c["batch_size"], c["precision"], c["status"]) for c in bench.configs] == [(8, "fp32", "ok")]
+    assert bench.configs[0]["median_ms"] > 0 and not bench.incomplete
+    assert (tmp_path / "bench" / "fig1_time_per_batch.png").is_file()  # drawn as the command draws it
+
+    projected = ampgan.project(bench.out_dir, tmp_path / "projection", devices="T4,A100", batch_sizes=[8, 4096])
+    assert projected.projection == tmp_path / "projection" / "projection.json" and projected.projection.is_file()
+    assert len(projected.rows) == 2 * 4 * 2 and all(r["projected"] for r in projected.rows)
+    row = projected.row("A100", "fp32", 4096)
+    assert row["status"] == "ok" and row["ms_low"] <= row["ms_per_step"] <= row["ms_high"]
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda out: ampgan.bench("acgan", out, settings=TINY, batch_size=[8]),
+        lambda out: ampgan.project(out, device="T4"),
+        lambda out: ampgan.compare("acgan", out, seed=3),
+    ],
+    ids=["bench", "project", "compare"],
+)
+def test_a_setting_the_command_does_not_have_is_one_line_naming_its_settings(tmp_path, call):
+    with pytest.raises(AmpganError) as refused:
+        call(tmp_path / "out")
+    message = str(refused.value)
+    assert "has no setting" in message and "its settings are" in message and "\n" not in message
+    assert not (tmp_path / "out").exists()  # refused before anything is written
+
+
+def test_a_config_setting_that_does_not_exist_is_one_line(tmp_path):
+    with pytest.raises(AmpganError) as refused:
+        ampgan.train("acgan", tmp_path / "run", settings={"budget.stepz": 2})
+    assert "budget.stepz" in str(refused.value) and "did you mean steps" in str(refused.value)
+    assert not (tmp_path / "run").exists()

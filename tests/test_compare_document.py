@@ -1,0 +1,133 @@
+"""compare.json as typed records (study/document.py): read by attribute, written back unchanged, and a
+damaged one refused in one line."""
+
+import copy
+import json
+
+import pytest
+
+from ampgan.errors import AmpganError
+from ampgan.study.document import FORMAT, CompareDocument, load_compare
+
+_FINAL = {"evaluator_accuracy": 0.8, "frechet_distance": 3.5, "recall": 0.6, "flags": []}
+_SEED_RUN = {
+    "run_dir": "runs/fp32-seed0",
+    "steps": 40,
+    "train_seconds": 10.0,
+    "seconds_per_step": 0.25,
+    "final": _FINAL,
+    "eval_seconds_total": 1.0,
+    "stamp": {"torch": "2.13.0"},
+}
+RACED = {
+    "format": FORMAT,
+    "spec": {
+        "batch_size": 8,
+        "seed": 0,
+        "seed_list": [0],
+        "precisions": ["fp32", "bf16"],
+        "eval_samples": 20,
+        "eval_points": 2,
+        "model": "acgan",
+        "time_budget_s": None,
+        "steps": 40,
+        "target_accuracy": None,
+        "price_per_hour": None,
+        "instance": None,
+        "config": {"seed": 0},  # kept as written, though no reader uses it
+    },
+    "environment": {
+        "hardware_summary": "AMD EPYC, 2 cores",
+        "versions": {"torch": "2.13.0", "ampgan": "0.2", "python": "3.11"},
+        "date": "2026-12-02",
+        "git_commit": None,
+    },
+    "left_out": [],
+    "layouts": {},
+    "compile_decisions": {},
+    "dataset": {"name": "synthetic", "images": 100, "class_names": ["a", "b"], "source": {}},
+    "evaluator": {"held_out_accuracy": 0.9},
+    "floor": {"evaluator_accuracy": 0.9},
+    "bench_notes": {},
+    "headline": {"metric": "evaluator_accuracy", "name": "evaluator accuracy", "higher_is_better": True},
+    "runs": {
+        name: {
+            **_SEED_RUN,
+            "run_dir": f"runs/{name}-seed0",
+            "seeds": [0],
+            "per_seed": {"0": {**_SEED_RUN, "run_dir": f"runs/{name}-seed0"}},
+            "final_interval": {"evaluator_accuracy": {"mean": 0.8, "low": None, "high": None, "n": 1}},
+        }
+        for name in ("fp32", "bf16")
+    },
+    "cost": {
+        "basis": {"price_per_hour": 1.0, "currency": "USD"},
+        "target": 0.7,
+        "target_metric": "evaluator_accuracy",
+        "target_accuracy": 0.7,
+        "to_target": {
+            "fp32": {"per_seed": {"0": None}, "reached": 0, "seeds": 1, "by_first_evaluation": 0, "seconds": None},
+            "bf16": None,
+        },
+        "budget": {"fp32": 0.01, "bf16": 0.01},
+        "table": [],
+        "catalog_date": "2026-11-01",
+    },
+    "projection": {"note": "not projected: no op table"},
+    "seed_comparison": {"bf16": {"seeds": 1}},
+    "verdict": ["a sentence"],
+}
+
+
+def test_a_study_document_reads_by_attribute_and_writes_back_as_it_was():
+    document = CompareDocument.from_dict(copy.deepcopy(RACED))
+    assert document.raced and document.spec.seeds == [0] and document.spec.model_name == "acgan"
+    assert document.baseline.first.run_dir == "runs/fp32-seed0" and document.runs["bf16"].seed_runs[0].steps == 40
+    assert document.headline.higher_is_better and document.target == 0.7
+    assert document.cost.reaching("fp32").reached == 0 and document.cost.reaching("bf16").reached == 0
+    assert document.cost.currency == "USD" and document.environment.hardware == "AMD EPYC"
+    assert document.to_dict() == RACED
+    assert json.loads(json.dumps(document.to_dict())) == RACED
+
+
+def test_a_document_from_before_several_seeds_and_unconditional_gans_still_reads():
+    old = copy.deepcopy(RACED)
+    del old["headline"], old["spec"]["seed_list"]
+    for run in old["runs"].values():
+        del run["seeds"], run["per_seed"], run["final_interval"]
+    del old["cost"]["target"]
+    document = CompareDocument.from_dict(old)
+    assert document.headline.metric == "evaluator_accuracy" and document.spec.seeds == [0]
+    assert document.target == 0.7  # named target_accuracy then
+    assert document.baseline.first is document.baseline and document.baseline.interval("evaluator_accuracy") is None
+
+
+def test_a_cost_stage_that_could_not_run_is_its_note_alone():
+    failed = {"basis": None, "note": "the cost stage could not run: no catalog"}
+    document = CompareDocument.from_dict(copy.deepcopy(RACED) | {"cost": failed})
+    assert document.cost.basis is None and document.target is None and document.cost.reaching("fp32").reached == 0
+    assert document.to_dict()["cost"] == failed
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda d: d["runs"]["fp32"].update(steps="four"),
+        lambda d: d.pop("environment"),
+        lambda d: d["cost"]["to_target"]["fp32"].update(seconds="soon"),
+        lambda d: d.update(format="ampgan-compare/99"),
+    ],
+)
+def test_a_damaged_or_foreign_document_is_one_error_naming_the_file(tmp_path, damage):
+    data = copy.deepcopy(RACED)
+    damage(data)
+    (tmp_path / "compare.json").write_text(json.dumps(data))
+    with pytest.raises(AmpganError) as error:
+        load_compare(tmp_path)
+    assert "compare.json" in str(error.value) and "\n" not in str(error.value)
+
+
+def test_a_document_read_then_given_a_field_writes_it():
+    old = {k: v for k, v in copy.deepcopy(RACED).items() if k != "verdict"}
+    document = CompareDocument.from_dict(old).with_fields(verdict=["new"])
+    assert document.to_dict()["verdict"] == ["new"] and list(document.to_dict())[:3] == list(old)[:3]
