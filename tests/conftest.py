@@ -112,11 +112,7 @@ def _evaluators_trained_briefly():
     one: two epochs, at least 50 steps (digits: 0.88 held-out accuracy there, 0.59 at 40; the floor is
     0.5). For the whole session, so that module-scoped studies (made before any test's own fixtures) get
     it too; a test of the evaluator's own training asks for the real one (marker
-    `real_evaluator_training`)."""A study's evaluator (quality/evaluator.py) trains for at least 150 steps, tens of seconds per
-    dataset on 2 cores; a test of a study's plumbing needs a judge past the accuracy floor, not a good
-    one: two epochs, at least 50 steps (digits: 0.88 held-out accuracy, the floor 0.5). For the whole session, so that module-scoped studies (made before
-    any test's own fixtures) get it too; a test of the evaluator's own training asks for the real one
-    (marker `real_evaluator_training`)."""
+    `real_evaluator_training`)."""
     import ampgan.quality.evaluator as evaluator
 
     train_in_full = evaluator._train_classifier
