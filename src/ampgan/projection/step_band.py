@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from ampgan.precisions import FP16, FP32
 from ampgan.projection.kernel_fit import kernel_class
 from ampgan.projection.kernels import GEMM, Kernel
 
@@ -38,7 +39,7 @@ STEP_COVERAGE = 0.80
 
 def band_class(kernel: Kernel) -> str:
     """The class a kernel's speedup band comes from (the 16-bit one, as kernel_fit bands both precisions)."""
-    return kernel_class(kernel, "fp16")
+    return kernel_class(kernel, FP16)
 
 
 def layer_key(kernel: Kernel) -> tuple:
@@ -241,17 +242,14 @@ def chosen_pseudo_step_check(*arguments, **options) -> dict:
 def speedup_errors(tables: dict, residuals: dict) -> tuple[list, np.ndarray, np.ndarray, np.ndarray]:
     """The kernels measured in both precisions: each, its out-of-sample speedup error (log measured over
     predicted), and its (fp32, fp16) measured and predicted ms."""
-    fp32, fp16 = tables["fp32"], tables["fp16"]
+    fp32, fp16 = tables[FP32], tables[FP16]
     index = {n: i for i, n in enumerate(fp16.names)}
     pairs = [(i, index[n]) for i, n in enumerate(fp32.names) if n in index]
     kernels = [fp32.kernels[i] for i, _ in pairs]
-    errors = np.array([residuals["fp32"][i] - residuals["fp16"][j] for i, j in pairs])
+    errors = np.array([residuals[FP32][i] - residuals[FP16][j] for i, j in pairs])
     measured = np.array([[np.exp(fp32.log_ms[i]), np.exp(fp16.log_ms[j])] for i, j in pairs])
     predicted = np.array(
-        [
-            [np.exp(fp32.log_ms[i] - residuals["fp32"][i]), np.exp(fp16.log_ms[j] - residuals["fp16"][j])]
-            for i, j in pairs
-        ]
+        [[np.exp(fp32.log_ms[i] - residuals[FP32][i]), np.exp(fp16.log_ms[j] - residuals[FP16][j])] for i, j in pairs]
     )
     return kernels, errors, measured, predicted
 
