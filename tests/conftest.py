@@ -14,6 +14,7 @@ from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
+from stand_ins import brief_evaluator_training, untraced_op_tables  # noqa: E402
 
 from ampgan.cli import main
 from ampgan.config import TrainConfig, config_from_options
@@ -64,16 +65,7 @@ def _steps_not_traced_for_projection(request, monkeypatch):
         return
     import ampgan.bench.harness as harness
 
-    monkeypatch.setattr(
-        harness,
-        "trace_op_tables",
-        lambda spec, dataset, device, log=None, stop_check=None: {
-            "op_tables": {},
-            "op_tables_failed": [
-                {"precision": name, "reason": "not traced in this test"} for name in harness.OP_TABLE_PRECISIONS
-            ],
-        },
-    )
+    monkeypatch.setattr(harness, "trace_op_tables", untraced_op_tables)
 
 
 @pytest.fixture(autouse=True)
@@ -115,15 +107,12 @@ def _evaluators_trained_briefly():
     `real_evaluator_training`)."""
     import ampgan.quality.evaluator as evaluator
 
-    train_in_full = evaluator._train_classifier
-    _REAL_EVALUATOR_TRAINING.update(_train_classifier=train_in_full, MIN_TRAINING_STEPS=evaluator.MIN_TRAINING_STEPS)
-
-    def train_briefly(network, images, labels, epochs, seed, device, batch_size=128):
-        return train_in_full(network, images, labels, min(epochs, 2), seed, device, batch_size)
-
+    _REAL_EVALUATOR_TRAINING.update(
+        _train_classifier=evaluator._train_classifier, MIN_TRAINING_STEPS=evaluator.MIN_TRAINING_STEPS
+    )
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(evaluator, "MIN_TRAINING_STEPS", min(evaluator.MIN_TRAINING_STEPS, 50))
-        patch.setattr(evaluator, "_train_classifier", train_briefly)
+        for name, value in brief_evaluator_training(evaluator).items():
+            patch.setattr(evaluator, name, value)
         yield
 
 

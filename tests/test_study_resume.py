@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 import torch
@@ -74,17 +75,10 @@ DRIVER = textwrap.dedent("""
 
     # The step not traced for the projection, and the evaluator trained briefly, as in-process tests do
     # (conftest): neither is a stage this chain stops at.
-    harness.trace_op_tables = lambda spec, dataset, device, log=None, stop_check=None: {
-        "op_tables": {},
-        "op_tables_failed": [
-            {"precision": name, "reason": "not traced in this test"} for name in harness.OP_TABLE_PRECISIONS
-        ],
-    }
-    train_in_full = evaluator._train_classifier
-    evaluator.MIN_TRAINING_STEPS = 50
-    evaluator._train_classifier = lambda network, images, labels, epochs, *rest: train_in_full(
-        network, images, labels, min(epochs, 2), *rest
-    )
+    from stand_ins import brief_evaluator_training, untraced_op_tables
+    harness.trace_op_tables = untraced_op_tables
+    for name, value in brief_evaluator_training(evaluator).items():
+        setattr(evaluator, name, value)
 
     def nth(n):
         def when(*args, **kwargs):
@@ -109,7 +103,10 @@ DRIVER = textwrap.dedent("""
 
 
 def _compare(driver, out, *extra, stop_at=None, stop_with=None, cache):
-    env = dict(os.environ, AMPGAN_CACHE_DIR=str(cache))
+    tests = str(Path(__file__).parent)  # the driver imports the stand-ins there
+    env = dict(
+        os.environ, AMPGAN_CACHE_DIR=str(cache), PYTHONPATH=os.pathsep.join([tests, os.environ.get("PYTHONPATH", "")])
+    )
     if stop_at:
         env |= {"STOP_AT": stop_at, "STOP_WITH": stop_with}
     command = [sys.executable, str(driver), *(extra or [*STUDY, "--out", str(out)])]

@@ -30,7 +30,7 @@ import torch
 from torch import nn
 
 from ampgan.errors import AmpganError
-from ampgan.gan.ema import EMA, check_ema
+from ampgan.gan.ema import EMA, G_OWN_WEIGHTS, check_ema
 
 # What a loss function returns: the loss (a scalar tensor), or (the loss, {name: scalar tensor}) with
 # metrics to log beside it. Metrics stay tensors: the step never waits for the device.
@@ -163,7 +163,7 @@ class GAN:
     @property
     def sampling_weights(self) -> str:
         """Which weights `sampling_generator` holds, in words (printed and recorded beside what they made)."""
-        return self.ema.describe() if self.ema is not None else "G's own weights"
+        return self.ema.describe() if self.ema is not None else G_OWN_WEIGHTS
 
     @property
     def d_loss_terms(self) -> tuple[LossFunction, ...]:

@@ -13,6 +13,10 @@ from dataclasses import dataclass
 
 from ampgan.errors import AmpganError
 
+# What samples and evaluations are drawn from when a model declares no EMA (and what a study from before
+# GAN.ema was drawn from).
+G_OWN_WEIGHTS = "G's own weights"
+
 
 @dataclass(frozen=True)
 class EMA:

@@ -8,6 +8,7 @@ from pathlib import Path
 from ampgan.data import load_dataset
 from ampgan.errors import AmpganError
 from ampgan.files.atomic import write_json_atomically
+from ampgan.gan.ema import G_OWN_WEIGHTS
 from ampgan.quality.evaluator import (
     TrainedEvaluator,
     evaluator_for,
@@ -27,7 +28,7 @@ class RunQuality:
     step: int
     quality: dict
     evaluator: TrainedEvaluator
-    sampled_from: str = "G's own weights"  # the EMA of G when the model declares one
+    sampled_from: str = G_OWN_WEIGHTS  # the EMA of G when the model declares one
 
 
 def _names(names) -> str:

@@ -21,6 +21,7 @@ from ampgan.files.atomic import write_atomically
 from ampgan.files.jsonfile import read_json
 from ampgan.files.paths import inside
 from ampgan.files.schema import check_shape
+from ampgan.gan.ema import G_OWN_WEIGHTS
 from ampgan.plotting import precision_colour, pyplot, save_figure
 from ampgan.precisions import FP32
 from ampgan.projection.document import DOCUMENT_SHAPE, calibration_error_lines, fastest_mixed
@@ -355,7 +356,7 @@ def _bench_speedups(out_dir: Path) -> list[dict]:
 def _environment_lines(document: CompareDocument) -> list[str]:
     environment, spec = document.environment, document.spec
     versions = environment.versions
-    sampled_from = document.sampled_from or "G's own weights"  # studies from before GAN.ema: G itself
+    sampled_from = document.sampled_from or G_OWN_WEIGHTS  # studies from before GAN.ema: G itself
     return (
         [
             f"hardware: {environment.hardware_summary}",

@@ -19,6 +19,7 @@ from ampgan.data import ImageDataset, load_dataset
 from ampgan.errors import AmpganError, warn
 from ampgan.gan.alignment import alignment_warning
 from ampgan.gan.contract import GAN, DataSpec
+from ampgan.gan.ema import G_OWN_WEIGHTS
 from ampgan.gan.registry import ModelRecipe, build_on_meta, resolve_model
 from ampgan.runs.run_folder import require_tensorboard
 from ampgan.training.distributed import world
@@ -37,7 +38,7 @@ class PreparedRun:
     model: ModelRecipe
     fingerprint: str  # the model's (gan/registry.py): what cached speed decisions are keyed by
     conditional: bool = True  # the GAN draws its samples for a class (quality then has an intended class)
-    sampling_weights: str = "G's own weights"  # what samples and evaluations use (GAN.sampling_weights)
+    sampling_weights: str = G_OWN_WEIGHTS  # what samples and evaluations use (GAN.sampling_weights)
 
 
 def data_spec_of(dataset: ImageDataset) -> DataSpec:
