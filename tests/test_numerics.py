@@ -111,10 +111,13 @@ def test_a_compiled_step_gives_the_eager_steps_weights(model, precision, monkeyp
 @pytest.mark.slow
 def test_an_inductor_compiled_step_stays_within_float_rounding_of_the_eager_one(monkeypatch, tmp_path):
     """Generated kernels reorder float sums: not bit-exact, but within 1e-4 relative after 4 steps
-    (5e-6 measured when written, fp32, width 8)."""
+    (7e-6 measured when written, fp32, dcgan at width 8). The DCGAN has the AC-GAN's kinds of layers
+    (transposed and strided convolutions, batch norm, leaky ReLU) in fewer kernels: inductor's C++ build of
+    them is most of this test's time (30 s against 64 s for the AC-GAN on the 2-core Zen 3). The aot_eager
+    test above holds the AC-GANs' and the DCGAN's compiled graphs to the eager step bit for bit."""
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
     torch._dynamo.reset()
-    eager, compiled = _after_steps("acgan", "fp32", False, 4), _after_steps("acgan", "fp32", True, 4)
+    eager, compiled = _after_steps("dcgan", "fp32", False, 4), _after_steps("dcgan", "fp32", True, 4)
     for key, value in eager.items():
         if value.is_floating_point():
             torch.testing.assert_close(compiled[key], value, rtol=1e-4, atol=1e-6)

@@ -1,13 +1,16 @@
 """An interrupted comparison keeps what it finished and resumes to the very result of an uninterrupted one.
 
-Real processes and real signals: a small driver starts `ampgan compare` with one stage wrapped so that, when
-it is reached, the process sends itself SIGINT, SIGTERM or SIGKILL (a deterministic moment for the signal,
-delivered through the handlers ampgan installs). One study is stopped at every stage in turn and resumed
-each time; at the end its runs' weights and quality equal those of the same study run straight through.
+Real processes and real signals: each `ampgan compare` runs in its own process, forked from a small server
+that imported ampgan once (the fresh interpreter's start-up, about 4 s a command here, is tested by the
+CLI's own tests). In a process one stage is wrapped so that, when it is reached, the process sends itself
+SIGINT, SIGTERM or SIGKILL (a deterministic moment for the signal, delivered through the handlers ampgan
+installs). One study is stopped at every stage in turn and resumed each time; at the end its runs' weights
+and quality equal those of the same study run straight through.
 """
 
 import json
 import os
+import select
 import subprocess
 import sys
 import textwrap
@@ -49,29 +52,15 @@ STUDY = [
     "logging.log_every=2",
 ]
 
-DRIVER = textwrap.dedent("""
-    import os, signal, sys
-    stage, how = os.environ.get("STOP_AT", ""), os.environ.get("STOP_WITH")
-    sig = getattr(signal, how) if how else None
-
-    def stop():
-        os.kill(os.getpid(), sig)
-
-    def on_call(module, name, when=lambda *a, **k: True):
-        original = getattr(module, name)
-        def wrapped(*args, **kwargs):
-            if when(*args, **kwargs):
-                stop()
-            return original(*args, **kwargs)
-        setattr(module, name, wrapped)
+SERVER = textwrap.dedent("""
+    import json, os, signal, sys
 
     import ampgan.bench.harness as harness
-    import ampgan.cli.compare as cli_compare
     import ampgan.study.evaluate as evaluate
     import ampgan.study.report as report
     import ampgan.training.loop as loop
     import ampgan.quality.evaluator as evaluator
-    calls = {"n": 0}
+    from ampgan.cli import main
 
     # The step not traced for the projection, and the evaluator trained briefly, as in-process tests do
     # (conftest): neither is a stage this chain stops at.
@@ -79,38 +68,106 @@ DRIVER = textwrap.dedent("""
     harness.trace_op_tables = untraced_op_tables
     for name, value in brief_evaluator_training(evaluator).items():
         setattr(evaluator, name, value)
+    # What every command would otherwise import on its own: the compiler stack (the meta device's reference
+    # kernels pull it in) and the figures' library.
+    import matplotlib.pyplot, torch._dynamo
+
+    def on_call(module, name, when=lambda *a, **k: True):
+        original = getattr(module, name)
+        def wrapped(*args, **kwargs):
+            if when(*args, **kwargs):
+                os.kill(os.getpid(), getattr(signal, os.environ["STOP_WITH"]))
+            return original(*args, **kwargs)
+        setattr(module, name, wrapped)
 
     def nth(n):
+        calls = {"n": 0}
         def when(*args, **kwargs):
             calls["n"] += 1
             return calls["n"] == n
         return when
 
-    if stage == "evaluator":
-        on_call(evaluate, "evaluator_for")
-    elif stage == "bench":
-        on_call(harness._Contender, "timed_step", nth(3))
-    elif stage == "evaluation":  # the first evaluation inside the fp32 run
-        on_call(evaluate, "quality_of_images", nth(1))
-    elif stage.startswith("bf16-step-"):
-        at = int(stage.rsplit("-", 1)[1])
-        on_call(loop, "train_step", lambda state, batch: state.policy.name == "bf16" and state.step == at)
-    elif stage == "report":
-        on_call(report, "report_sections")
-    from ampgan.cli import main
-    main(sys.argv[1:])
+    def command(request):
+        \"\"\"In the forked process: output to the request's files, the stage wrapped, then ampgan.\"\"\"
+        for fd, path in ((1, request["stdout"]), (2, request["stderr"])):
+            os.dup2(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), fd)
+        os.environ.update(request["env"])
+        stage = request["env"].get("STOP_AT", "")
+        if stage == "evaluator":
+            on_call(evaluate, "evaluator_for")
+        elif stage == "bench":
+            on_call(harness._Contender, "timed_step", nth(3))
+        elif stage == "evaluation":  # the first evaluation inside the fp32 run
+            on_call(evaluate, "quality_of_images", nth(1))
+        elif stage.startswith("bf16-step-"):
+            at = int(stage.rsplit("-", 1)[1])
+            on_call(loop, "train_step", lambda state, batch: state.policy.name == "bf16" and state.step == at)
+        elif stage == "report":
+            on_call(report, "report_sections")
+        sys.argv = ["ampgan", *request["argv"]]
+        main(request["argv"])  # exits, through SystemExit, as the command does
+
+    for line in sys.stdin:
+        request = json.loads(line)
+        sys.stdout.flush()
+        child = os.fork()
+        if child == 0:
+            try:
+                command(request)
+                sys.exit(0)  # never back into the server's loop
+            finally:
+                sys.stdout.flush(), sys.stderr.flush()
+        _, status = os.waitpid(child, 0)
+        print(json.dumps({"returncode": os.waitstatus_to_exitcode(status)}), flush=True)
 """)
 
 
-def _compare(driver, out, *extra, stop_at=None, stop_with=None, cache):
-    tests = str(Path(__file__).parent)  # the driver imports the stand-ins there
-    env = dict(
-        os.environ, AMPGAN_CACHE_DIR=str(cache), PYTHONPATH=os.pathsep.join([tests, os.environ.get("PYTHONPATH", "")])
-    )
-    if stop_at:
-        env |= {"STOP_AT": stop_at, "STOP_WITH": stop_with}
-    command = [sys.executable, str(driver), *(extra or [*STUDY, "--out", str(out)])]
-    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+class _Server:
+    """The forking server (SERVER) in its own process: `run` asks it for one command in a new process and
+    returns that process's exit code and output."""
+
+    def __init__(self, folder: Path, cache: Path):
+        self.folder = folder
+        script = folder / "server.py"
+        script.write_text(SERVER)
+        tests = str(Path(__file__).parent)  # the server imports the stand-ins there
+        env = dict(
+            os.environ,
+            AMPGAN_CACHE_DIR=str(cache),
+            PYTHONPATH=os.pathsep.join([tests, os.environ.get("PYTHONPATH", "")]),
+        )
+        self.process = subprocess.Popen(
+            [sys.executable, str(script)], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
+        self.count = 0
+
+    def run(self, *argv, stop_at=None, stop_with=None) -> subprocess.CompletedProcess:
+        self.count += 1
+        stdout, stderr = self.folder / f"{self.count}.out", self.folder / f"{self.count}.err"
+        env = {"STOP_AT": stop_at, "STOP_WITH": stop_with} if stop_at else {}
+        request = {"argv": list(argv), "env": env, "stdout": str(stdout), "stderr": str(stderr)}
+        self.process.stdin.write(json.dumps(request) + "\n")
+        self.process.stdin.flush()
+        ready, _, _ = select.select([self.process.stdout], [], [], 300)
+        assert ready, f"no answer in 300 s to {argv}"
+        returncode = json.loads(self.process.stdout.readline())["returncode"]
+        return subprocess.CompletedProcess(argv, returncode, stdout.read_text(), stderr.read_text())
+
+    def close(self):
+        self.process.stdin.close()
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+
+
+@pytest.fixture
+def server(tmp_path):
+    folder = tmp_path / "server"
+    folder.mkdir()
+    running = _Server(folder, tmp_path / "cache")
+    yield running
+    running.close()
 
 
 def _final(out):
@@ -132,12 +189,9 @@ def _final(out):
 
 
 @pytest.mark.slow
-def test_a_study_stopped_at_every_stage_resumes_to_the_uninterrupted_result(tmp_path):
-    driver = tmp_path / "driver.py"
-    driver.write_text(DRIVER)
-    cache = tmp_path / "cache"
+def test_a_study_stopped_at_every_stage_resumes_to_the_uninterrupted_result(tmp_path, server):
     straight, stopped = tmp_path / "straight", tmp_path / "stopped"
-    done = _compare(driver, straight, cache=cache)
+    done = server.run(*STUDY, "--out", str(straight))
     assert done.returncode == 0, done.stderr
 
     # (stage, signal, expected exit code, what must be kept by then, how to continue)
@@ -151,8 +205,9 @@ def test_a_study_stopped_at_every_stage_resumes_to_the_uninterrupted_result(tmp_
     ]
     how_next = None
     for stage, signal_name, code, kept, next_way in chain:
-        arguments = () if how_next in (None, "same command") else ("compare", "--resume", str(stopped), "--quiet")
-        result = _compare(driver, stopped, *arguments, stop_at=stage, stop_with=signal_name, cache=cache)
+        same = (*STUDY, "--out", str(stopped))
+        arguments = same if how_next in (None, "same command") else ("compare", "--resume", str(stopped), "--quiet")
+        result = server.run(*arguments, stop_at=stage, stop_with=signal_name)
         assert result.returncode == code, (stage, result.stderr)
         assert "Traceback" not in result.stderr, (stage, result.stderr)
         assert (stopped / "study.json").is_file(), stage  # nothing lost, whatever stopped it
@@ -163,12 +218,12 @@ def test_a_study_stopped_at_every_stage_resumes_to_the_uninterrupted_result(tmp_
             assert all(part in last for part in kept), (stage, last)
         how_next = next_way
     # A command with other options is refused, not mixed into the study.
-    other = _compare(driver, stopped, *STUDY[:-2], "--set", "logging.log_every=4", "--out", str(stopped), cache=cache)
+    other = server.run(*STUDY[:-2], "--set", "logging.log_every=4", "--out", str(stopped))
     assert (
         other.returncode == 2
         and "holds a study with other options (config.logging.log_every was 2, now 4)" in other.stderr
     )
-    finished = _compare(driver, stopped, "compare", "--resume", str(stopped), "--quiet", cache=cache)
+    finished = server.run("compare", "--resume", str(stopped), "--quiet")
     assert finished.returncode == 0, finished.stderr
 
     (a_weights, a_quality, a), (b_weights, b_quality, b) = _final(straight), _final(stopped)

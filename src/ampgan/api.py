@@ -162,7 +162,6 @@ def bench(
     `max_seconds`, `min_seconds`, ...; `ampgan config --list`), and `compile` / `channels_last` (the
     precisions to compile or run channels-last) and `trace_ops`."""
     from ampgan.bench.harness import BenchSpec
-    from ampgan.bench.output import render
     from ampgan.bench.to_folder import bench_summary, bench_to_folder, check_bench
     from ampgan.config import build_config
     from ampgan.config.flags import spec_options
@@ -175,7 +174,6 @@ def bench(
     check_bench(spec, device)
     out = Path(out) if out is not None else default_out("bench")
     results = bench_to_folder(spec, out, overwrite, device, on_config=lambda result: None, log=log or _quiet)
-    render(results, out)  # the figures and results.csv, as the command draws them
     summary = bench_summary(results, out)
     return Benched(
         out_dir=out,

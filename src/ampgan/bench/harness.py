@@ -751,11 +751,15 @@ def _time_interleaved(
     learned = max((history.between_run_sd(key) for key in keys.values()), default=(BETWEEN_RUN_SD, "default"))
     if world().distributed:  # rank 0's history for every rank: the ranks must stop at the same round
         learned = gather_objects(learned)[0]
+    # Under DDP each sample is two steps: the data-parallel one the rounds count, then the same step alone
+    # on every rank (its local twin, for the scaling efficiency). The measured steps get half the seconds,
+    # so that the two together keep to --max-seconds.
+    seconds = max(seconds, 0.0) / (2 if twins else 1)
     rule = StoppingRule(
         min_rounds=max(2, spec.steps),
-        max_seconds=max(seconds, 0.0),
+        max_seconds=seconds,
         until=UNTIL_SETTLED,
-        min_seconds=min(spec.min_seconds, max(seconds, 0.0)),
+        min_seconds=min(spec.min_seconds, seconds),
         between_run_sd=learned[0],
     )
     rounds = measure_rounds(

@@ -65,7 +65,7 @@ from ampgan.training.start import claimed_on_main_rank, reopened_on_main_rank
 @click.pass_context
 def command(ctx: click.Context, **options) -> None:
     """Time per batch vs batch size for each precision (the study's Figures 1 and 2), for any GAN."""
-    from ampgan.bench.output import load_results, render, time_spent_text
+    from ampgan.bench.output import load_results, render, table, time_spent_text
 
     if options["from_"]:
         results = load_results(options["from_"])
@@ -91,11 +91,10 @@ def command(ctx: click.Context, **options) -> None:
     results = bench_to_folder(spec, out, options["overwrite"], device, on_config=_report_config, log=_progress)
     if results is None:  # a rank other than 0
         return
-    if options["as_json"]:
-        render(results, out)  # the figures and results.csv all the same
+    if options["as_json"]:  # bench_to_folder drew the figures and results.csv either way
         click.echo(json.dumps(bench_summary(results, out)))
     else:
-        click.echo(render(results, out))
+        click.echo(table(results))
         click.echo(f"results: {out / 'results.json'}")
     click.echo(time_spent_text(results, time.perf_counter() - STARTED_AT), err=True)
     _raise_if_stopped(results, f"what finished is in {out / 'results.json'}, marked incomplete")
