@@ -113,3 +113,26 @@ def test_spectral_norm_backward_runs_after_two_passes_and_eval_passes_leave_the_
     before = D.real_fake_head.spectral_u.clone()
     D(torch.randn(4, 1, 28, 28))
     assert torch.equal(D.real_fake_head.spectral_u, before)
+
+
+def test_one_meta_build_serves_every_preparation_of_the_same_model_and_data():
+    """A study prepares its model for every precision, seed and timer: the shapes-only build (and its
+    traces) is made once per function, options and data, and again when any of them changes."""
+    from ampgan.gan import registry
+    from ampgan.training.memory import trace_step_elements
+
+    builds = []
+
+    def counted(data, **options):
+        builds.append(options)
+        return registry.resolve_model("acgan", {"width": 8}).builder(data, **options)
+
+    data, other_data = DataSpec(image_size=32, channels=3, num_classes=4), DataSpec(32, 1, 4)
+    recipe = registry.ModelRecipe("counted", counted, {"width": 8})
+    first = registry.build_on_meta(recipe, data)
+    assert registry.build_on_meta(registry.ModelRecipe("counted", counted, {"width": 8}), data) is first
+    assert len(builds) == 1 and all(p.is_meta for p in first.generator.parameters())
+    assert trace_step_elements(first, data, 4) == trace_step_elements(first, data, 4) > 0
+    assert registry.build_on_meta(registry.ModelRecipe("counted", counted, {"width": 16}), data) is not first
+    assert registry.build_on_meta(recipe, other_data) is not first
+    assert len(builds) == 3

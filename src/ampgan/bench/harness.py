@@ -27,6 +27,7 @@ from ampgan.config.flags import spec_field
 from ampgan.data import DataConfig, load_dataset
 from ampgan.errors import AmpganError
 from ampgan.precisions import BF16, FP16, FP32
+from ampgan.precisions import precision as precision_mode
 from ampgan.speed.cache import decision_key
 from ampgan.speed.compile_time import measure_compile_times
 from ampgan.speed.decision import machine_key
@@ -451,7 +452,7 @@ def step_memory(spec: BenchSpec, dataset) -> dict | None:
         if not any(p.is_meta for p in gan.generator.parameters()):
             return None
         per_precision = {
-            name: estimate_step_memory(gan, data, 1, 4 if name == FP32 else 2) for name in OP_TABLE_PRECISIONS
+            name: estimate_step_memory(gan, data, 1, precision_mode(name).element_bytes) for name in OP_TABLE_PRECISIONS
         }
     except Exception:  # noqa: BLE001 - a model the meta trace cannot follow has no estimate, not an error
         return None

@@ -25,6 +25,7 @@ import pkgutil
 import shlex
 import sys
 import traceback
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -282,9 +283,30 @@ def _where(error: BaseException, path: Path | None = None) -> str:
     return f" ({Path(frame.filename).name}, line {frame.lineno})"
 
 
+# The GANs built on the meta device, newest last: a study prepares the same model for every precision, seed
+# and timer (a dozen times), and each build and its traces cost a fraction of a second. A meta GAN holds no
+# values, so one build serves every preparation of the same function, options and data in this process.
+_META_BUILDS: OrderedDict[tuple, GAN] = OrderedDict()
+_META_BUILDS_KEPT = 8
+
+
 def build_on_meta(recipe: ModelRecipe, data: DataSpec) -> GAN | None:
     """The GAN built on PyTorch's meta device (shapes only, no memory), or None when its function
-    cannot build there (it loads weights from a file, say, or is broken: the real build says how)."""
+    cannot build there (it loads weights from a file, say, or is broken: the real build says how).
+    The same function, options and data give the same GAN object (kept for the next preparation)."""
+    key = (recipe.builder, recipe.name, repr(sorted(recipe.options.items())), recipe.source_sha256, data)
+    if key in _META_BUILDS:
+        _META_BUILDS.move_to_end(key)
+        return _META_BUILDS[key]
+    gan = _build_on_meta(recipe, data)
+    if gan is not None:
+        _META_BUILDS[key] = gan
+        while len(_META_BUILDS) > _META_BUILDS_KEPT:
+            _META_BUILDS.popitem(last=False)
+    return gan
+
+
+def _build_on_meta(recipe: ModelRecipe, data: DataSpec) -> GAN | None:
     try:
         with torch.device("meta"):
             gan = check_gan(recipe.builder(data, **recipe.options), f"model {recipe.name}")

@@ -12,6 +12,7 @@ accepted may still not. The same trace refuses, in one line, a batch too small f
 from __future__ import annotations
 
 import os
+import weakref
 from dataclasses import dataclass
 
 import torch
@@ -52,10 +53,29 @@ class _NoScaling:
         return self.one
 
 
+# Traced element counts per (meta GAN, data, batch size), while that GAN lives: the meta build is shared by
+# every preparation of the same model (gan/registry.py), and so are its traces.
+_TRACED: dict[tuple[int, DataSpec, int], int] = {}
+
+
 def trace_step_elements(gan: GAN, data: DataSpec, batch_size: int) -> int:
     """Elements of every leaf layer's output over G's forward and D's loss terms, for `batch_size`
     images, traced on the meta device (`gan` built there). Raises ValueError/RuntimeError as the real
     step would for shape problems (a batch too small for batch norm, say)."""
+    key = (id(gan), data, batch_size)
+    if key not in _TRACED:
+        if not any(k[0] == id(gan) for k in _TRACED):
+            weakref.finalize(gan, _forget_traces, id(gan))
+        _TRACED[key] = _trace_step_elements(gan, data, batch_size)
+    return _TRACED[key]
+
+
+def _forget_traces(gan_id: int) -> None:
+    for key in [k for k in _TRACED if k[0] == gan_id]:
+        del _TRACED[key]
+
+
+def _trace_step_elements(gan: GAN, data: DataSpec, batch_size: int) -> int:
     total = 0
 
     def count(_module, _inputs, output):
