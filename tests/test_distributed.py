@@ -2,6 +2,7 @@
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -59,8 +60,12 @@ def test_shards_are_disjoint_and_cover_each_epoch():
     assert again._order.tolist() == epoch[1]  # seeded
 
 
-def test_two_processes_keep_identical_parameters_and_only_rank_0_writes(tmp_path):
-    script = tmp_path / "train_and_dump.py"
+@pytest.fixture(scope="module")
+def two_process_run(tmp_path_factory):
+    """Six steps under torchrun with a checkpoint every 3; each rank's parameter digest and last loss in
+    rankN.json beside the run folder (shared: a torchrun start is seconds of imports per process)."""
+    folder = tmp_path_factory.mktemp("two-processes")
+    script = folder / "train_and_dump.py"
     script.write_text(
         textwrap.dedent(f"""
         import hashlib, json
@@ -70,23 +75,27 @@ def test_two_processes_keep_identical_parameters_and_only_rank_0_writes(tmp_path
         config = config_from_options(dataset="synthetic", width=8, z_dim=16, batch_size=8, device="cpu", steps=6,
                                      log_every=2, sample_every=1000, checkpoint_every_steps=3)
         device = join_process_group("cpu")
-        result = run_training(prepare_run(config, device=device), "{tmp_path / "run"}", show_progress=False)
+        result = run_training(prepare_run(config, device=device), "{folder / "run"}", show_progress=False)
         state = result.state.train
         digest = hashlib.sha256()
         for p in list(state.generator.parameters()) + list(state.discriminator.parameters()):
             digest.update(p.detach().numpy().tobytes())
         loss = result.last_record["loss_d"]
         record = {{"digest": digest.hexdigest(), "loss": loss}}
-        open("{tmp_path}/rank%d.json" % world().rank, "w").write(json.dumps(record))
+        open("{folder}/rank%d.json" % world().rank, "w").write(json.dumps(record))
         shutdown()
     """)
     )
     result = torchrun(script=script)
     assert result.returncode == 0, result.stderr[-3000:]
-    ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
+    return folder
+
+
+def test_two_processes_keep_identical_parameters_and_only_rank_0_writes(two_process_run):
+    ranks = [json.loads((two_process_run / f"rank{r}.json").read_text()) for r in (0, 1)]
     assert ranks[0]["digest"] == ranks[1]["digest"]
     assert all(abs(r["loss"]) < 1e3 for r in ranks)
-    run = tmp_path / "run"
+    run = two_process_run / "run"
     steps = [json.loads(line)["step"] for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert steps == [2, 3, 4, 6]  # every 2nd step and the checkpoint at 3; one writer: none twice
     assert sorted(p.name for p in (run / "checkpoints").iterdir()) == [
@@ -98,10 +107,9 @@ def test_two_processes_keep_identical_parameters_and_only_rank_0_writes(tmp_path
     assert config["processes"] == 2 and config["global_batch_size"] == 16
 
 
-def test_a_two_process_checkpoint_resumes_in_one_process_and_back(tmp_path, capsys):
+def test_a_two_process_checkpoint_resumes_in_one_process_and_back(two_process_run, tmp_path, capsys):
     run = tmp_path / "run"
-    result = torchrun("train", *TINY, "--steps", "6", "--checkpoint-every", "3", "--out", str(run))
-    assert result.returncode == 0, result.stderr[-3000:]
+    shutil.copytree(two_process_run / "run", run)  # the shared run stays as the test above reads it
     code, _, err = run_cli(capsys, "train", "--resume", str(run), "--steps", "10", "--quiet")
     assert code == 0, err
     result = torchrun("train", "--resume", str(run), "--steps", "14", "--quiet")
@@ -192,27 +200,20 @@ def test_a_killed_rank_ends_the_job_with_a_clear_error(tmp_path):
     assert all(line.startswith(("error", "warning", "stopped")) for line in lines), lines
 
 
-def test_wrong_launcher_settings_are_one_line_errors(tmp_path):
-    env = os.environ | {"RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "0"}
-    env.pop("MASTER_ADDR", None)
-    env.pop("MASTER_PORT", None)
-    result = subprocess.run(
-        [sys.executable, "-m", "ampgan", "train", *TINY, "--steps", "1", "--out", str(tmp_path / "r")],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-    )
-    assert result.returncode == 2 and "MASTER_ADDR is not set: start ampgan with torchrun" in result.stderr
-    env = os.environ | {"RANK": "3", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29999"}
-    result = subprocess.run(
-        [sys.executable, "-m", "ampgan", "train", *TINY, "--steps", "1", "--out", str(tmp_path / "r")],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-    )
-    assert result.returncode == 2 and "inconsistent launcher settings" in result.stderr
+def test_wrong_launcher_settings_are_one_line_errors(tmp_path, monkeypatch, capsys):
+    """Checked before the process group starts: in this process, with the launcher's variables set."""
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("LOCAL_RANK", "0")
+    monkeypatch.delenv("MASTER_ADDR", raising=False)
+    monkeypatch.delenv("MASTER_PORT", raising=False)
+    code, _, err = run_cli(capsys, "train", *TINY, "--steps", "1", "--out", str(tmp_path / "r"))
+    assert code == 2 and "MASTER_ADDR is not set: start ampgan with torchrun" in err, err
+    for name, value in {"RANK": "3", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29999"}.items():
+        monkeypatch.setenv(name, value)
+    code, _, err = run_cli(capsys, "train", *TINY, "--steps", "1", "--out", str(tmp_path / "r"))
+    assert code == 2 and "inconsistent launcher settings" in err, err
+    assert not (tmp_path / "r").exists()
 
 
 def test_compile_under_ddp_runs_the_compiled_modules(tmp_path):
