@@ -30,7 +30,7 @@ from ampgan.errors import AmpganError
 from ampgan.speed.ab import cached_or_measured, median_s, outcome_of
 from ampgan.speed.cache import DecisionCache, StoredDecision, decision_key
 from ampgan.speed.decision import DECISION_RULE, WARMUP_STEPS, duration_text, interval_text, machine_key
-from ampgan.speed.rounds import RoundsResult, measure_rounds
+from ampgan.speed.rounds import RoundsResult, capped_for, measure_rounds
 
 EAGER, COMPILED = "eager", "compiled"
 CANNOT_COMPILE = "cannot compile here"
@@ -240,8 +240,9 @@ class TrainingStepCompileProbe(CompileProbe):
         )
         first_compile_s = max(compiled() - eager_first, 0.0)
         for _ in range(WARMUP_STEPS):
-            eager(), compiled()
-        rounds = measure_rounds({EAGER: eager, COMPILED: compiled}, EAGER, DECISION_RULE, seed=self.config.seed)
+            round_s = eager() + compiled()
+        rule = capped_for(DECISION_RULE, round_s)  # a compile that changes nothing ties: answered eager soon
+        rounds = measure_rounds({EAGER: eager, COMPILED: compiled}, EAGER, rule, seed=self.config.seed)
         compile_s = measure_warm_compile_s(
             self.config.with_fields({"compute.compile": True}), fix="pass --no-compile to train eager"
         )

@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import torch
 
 from ampgan.speed.ab import cached_or_measured, outcome_of
 from ampgan.speed.cache import DecisionCache, StoredDecision, decision_key
 from ampgan.speed.decision import DECISION_RULE, WARMUP_STEPS, duration_text, interval_text, machine_key
-from ampgan.speed.rounds import RoundsResult, StoppingRule, measure_rounds
+from ampgan.speed.rounds import RoundsResult, StoppingRule, capped_for, measure_rounds
 
 NCHW, CHANNELS_LAST = "nchw", "channels-last"
 
@@ -102,17 +102,7 @@ def decide_layout(
 
 # A format gain worth having shows within seconds; a tie is answered NCHW after at most this long.
 LAYOUT_RULE = StoppingRule(min_rounds=3, max_seconds=20.0, until=DECISION_RULE.until)
-# ... or after this many rounds, when they take less: a launch-bound GPU step (a few ms at batch 64) ties
-# the formats, and rounds that never settle a tie would otherwise run to the cap for every precision.
-LAYOUT_MAX_ROUNDS = 60
-LAYOUT_MIN_SECONDS_CAP = 2.0
-
-
-def capped_for(rule: StoppingRule, round_s: float) -> StoppingRule:
-    """`rule` with its time cap cut to LAYOUT_MAX_ROUNDS rounds of `round_s` (both formats' last warm-up
-    steps), never below LAYOUT_MIN_SECONDS_CAP nor above the rule's own cap."""
-    cap = min(rule.max_seconds, max(LAYOUT_MIN_SECONDS_CAP, LAYOUT_MAX_ROUNDS * round_s))
-    return replace(rule, max_seconds=cap, min_seconds=min(rule.min_seconds, cap))
+# ... or after TIE_MAX_ROUNDS rounds when they take less (speed/rounds.py capped_for).
 
 
 def measure_layouts_with(

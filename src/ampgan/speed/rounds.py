@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -87,6 +87,20 @@ class RoundsResult:
             },
             "intervals": {name: i.to_dict() if i else None for name, i in self.intervals.items()},
         }
+
+
+# A decision between two ways of running one step (a memory format, compiling) caps its rule at this many
+# rounds when they are short: a launch-bound GPU step (a few ms at batch 64) or a compile that changes nothing
+# ties, and rounds that never settle a tie would otherwise run to the rule's cap every time.
+TIE_MAX_ROUNDS = 60
+TIE_MIN_SECONDS = 2.0
+
+
+def capped_for(rule: StoppingRule, round_s: float) -> StoppingRule:
+    """`rule` with its time cap cut to TIE_MAX_ROUNDS rounds of `round_s` (the contenders' last warm-up
+    steps), never below TIE_MIN_SECONDS nor above the rule's own cap."""
+    cap = min(rule.max_seconds, max(TIE_MIN_SECONDS, TIE_MAX_ROUNDS * round_s))
+    return replace(rule, max_seconds=cap, min_seconds=min(rule.min_seconds, cap))
 
 
 def measure_rounds(
