@@ -116,6 +116,10 @@ def test_a_cost_stage_that_could_not_run_is_its_note_alone():
         lambda d: d.pop("environment"),
         lambda d: d["cost"]["to_target"]["fp32"].update(seconds="soon"),
         lambda d: d.update(format="ampgan-compare/99"),
+        lambda d: d["runs"]["bf16"]["final_interval"].update(evaluator_accuracy=0.9),
+        lambda d: d.update(seed_comparison={"bf16": {"seeds": 1, "time_to_target_ratio": "soon"}}),
+        lambda d: d.update(decisions={"bf16": {"verdict": "slower", "interval": [0.5]}}),
+        lambda d: d.update(layouts={"bf16": "channels-last"}),
     ],
 )
 def test_a_damaged_or_foreign_document_is_one_error_naming_the_file(tmp_path, damage):
@@ -131,3 +135,35 @@ def test_a_document_read_then_given_a_field_writes_it():
     old = {k: v for k, v in copy.deepcopy(RACED).items() if k != "verdict"}
     document = CompareDocument.from_dict(old).with_fields(verdict=["new"])
     assert document.to_dict()["verdict"] == ["new"] and list(document.to_dict())[:3] == list(old)[:3]
+
+
+def test_the_decisions_and_the_seed_comparison_read_by_attribute_and_write_back_as_they_were():
+    paired = {"mean": 0.05, "low": 0.01, "high": 0.09, "n": 3, "per_seed": {"0": 0.04}, "beyond_seed_spread": True}
+    data = copy.deepcopy(RACED) | {
+        "layouts": {"bf16": {"description": "channels_last 1.10x faster", "rounds": 12}},
+        "seed_comparison": {
+            "bf16": {"seeds": 3, "evaluator_accuracy": paired, "time_to_target_ratio": dict(paired, mean=1.4)}
+        },
+    }
+    no_faster = copy.deepcopy(RACED) | {
+        "outcome": "no faster mode",
+        "runs": {},
+        "decisions": {
+            "bf16": {
+                "verdict": "slower",
+                "step_s": 0.6,
+                "fp32_step_s": 0.3,
+                "interval": {"estimate": 0.5, "low": 0.45, "high": 0.55},
+                "rounds": 9,
+            }
+        },
+    }
+    document, slower = CompareDocument.from_dict(data), CompareDocument.from_dict(no_faster)
+    assert document.layouts["bf16"].description == "channels_last 1.10x faster"
+    compared = document.seed_comparison["bf16"]
+    assert compared.difference("evaluator_accuracy").high == 0.09 and compared.difference("kid") is None
+    assert compared.time_to_target_ratio.mean == 1.4 and compared.time_to_target_ratio.beyond_seed_spread
+    decision = slower.decisions["bf16"]
+    assert (decision.interval.low, decision.rounds, decision.note) == (0.45, 9, None)
+    assert json.dumps(document.to_dict()) == json.dumps(data)  # same keys, same order, nothing added
+    assert json.dumps(slower.to_dict()) == json.dumps(no_faster)

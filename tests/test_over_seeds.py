@@ -63,12 +63,12 @@ def test_summarize_seeds_keeps_each_run_and_means_the_metrics():
 
 
 def test_the_verdict_says_when_every_run_was_above_the_target_at_its_first_evaluation():
-    from ampgan.study.document import CostSection
+    from ampgan.study.document import CostSection, SeedComparison
     from ampgan.study.verdict import _target_line
 
-    comparison = {
-        "time_to_target_ratio": {"n": 3, "mean": 0.98, "low": 0.85, "high": 1.14, "beyond_seed_spread": False}
-    }
+    comparison = SeedComparison.from_dict(
+        {"time_to_target_ratio": {"n": 3, "mean": 0.98, "low": 0.85, "high": 1.14, "beyond_seed_spread": False}}
+    )
 
     def cost(by_first_bf16: int) -> CostSection:
         return CostSection.from_dict(

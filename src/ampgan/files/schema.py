@@ -31,6 +31,13 @@ class RelativePath:
     """A shape: a path inside the folder of the document that records it."""
 
 
+class OrNull:
+    """A shape: null, or a value of the shape inside (a table, a list)."""
+
+    def __init__(self, shape):
+        self.shape = shape
+
+
 class Between:
     """A shape: a finite number from `low` to `high` (a share, an accuracy); null too when `or_null`."""
 
@@ -89,7 +96,10 @@ def _matches(value: Any, wanted) -> bool:
 
 
 def _check(value: Any, shape, where: str) -> None:
-    if isinstance(shape, dict):
+    if isinstance(shape, OrNull):
+        if value is not None:
+            _check(value, shape.shape, where)
+    elif isinstance(shape, dict):
         if not isinstance(value, dict):
             raise ShapeError(where or "the document", f"should be a table, got {type(value).__name__}")
         for key, inner in shape.items():

@@ -42,8 +42,12 @@ from ampgan.study.document import (
     CostSection,
     DatasetRecord,
     Environment,
+    MeasuredChoice,
     RunSummary,
+    SeedComparison,
+    SpeedDecision,
     StudySpecRecord,
+    table_of,
 )
 from ampgan.study.evaluate import load_evaluator
 from ampgan.study.over_seeds import compare_seeds, summarize_seeds
@@ -117,8 +121,8 @@ def run_compare(spec: CompareSpec, out_dir: Path, show_progress: bool = True, lo
         spec=StudySpecRecord.from_dict(spec.to_document(precisions)),
         environment=Environment.from_dict(environment_stamp(device)),
         left_out=decided["left_out"],
-        layouts=decided["layouts"],
-        compile_decisions=decided["compile_decisions"],
+        layouts=table_of(MeasuredChoice, decided["layouts"]),
+        compile_decisions=table_of(MeasuredChoice, decided["compile_decisions"]),
         dataset=_dataset_record(spec, dataset),
         evaluator=evaluator.info,
         sampled_from=first.sampling_weights,  # the EMA of G when the model declares one, else G itself
@@ -136,7 +140,7 @@ def run_compare(spec: CompareSpec, out_dir: Path, show_progress: bool = True, lo
         cost=_stage_or_note("cost", lambda: cost_stage(document, bench_results, curves, out_dir)),
         projection=project_elsewhere(spec, dataset, bench_results, out_dir, device),
     )
-    document = document.with_fields(seed_comparison=compare_seeds(document))
+    document = document.with_fields(seed_comparison=table_of(SeedComparison, compare_seeds(document)))
     document = document.with_fields(verdict=verdict(document, bench_results["speedups"]) + stages_not_run(document))
     document.write(out_dir)
     return document
@@ -174,7 +178,7 @@ def _no_faster_mode(
         spec=StudySpecRecord.from_dict(spec.to_document((FP32,))),
         environment=Environment.from_dict(environment_stamp(device)),
         left_out=left_out,
-        decisions=decisions,
+        decisions=table_of(SpeedDecision, decisions),
         dataset=_dataset_record(spec, dataset),
         runs={},
         # No mode pays here; what would one pay on a GPU? The step is traced (a few steps at batch 8 and 16).

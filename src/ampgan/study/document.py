@@ -17,9 +17,10 @@ from typing import Any
 from ampgan.errors import AmpganError
 from ampgan.files.atomic import write_json_atomically
 from ampgan.files.jsonfile import read_json
-from ampgan.files.schema import Between, RelativePath, check_shape
+from ampgan.files.schema import Between, OrNull, RelativePath, check_shape
 from ampgan.precisions import FP32
 from ampgan.quality.headline import ACCURACY, FRECHET, Headline
+from ampgan.quality.registry import METRICS
 
 FORMAT = "ampgan-compare/1"
 READABLE_FORMATS = (FORMAT,)
@@ -28,6 +29,7 @@ RACED = "raced"
 
 _NUMBER = (int, float)
 _SHARE = Between(0.0, 1.0)
+_INTERVAL = {"?mean": (int, float, None), "?low": (int, float, None), "?high": (int, float, None), "?n": int}
 _FINAL = {
     "?evaluator_accuracy": Between(0.0, 1.0, or_null=True),
     "frechet_distance": _NUMBER,
@@ -47,7 +49,7 @@ _RUN = {
     "?seconds_per_step": _NUMBER,
     "?seeds": [int],
     "?per_seed": {"*": {"run_dir": RelativePath, "steps": int, "final": _FINAL}},
-    "?final_interval": dict,
+    "?final_interval": {"*": _INTERVAL},
 }
 # A cost stage that ran has these (one that could not has a note instead of a basis).
 _COST_SHAPE = {"cost": {"?basis": (dict, None), "?note": str, "?target": (int, float, None), "?to_target": dict}}
@@ -72,11 +74,12 @@ COMPARE_SHAPE = {
     "?floor": dict,
     "?cost": (dict, None),
     "?left_out": [{"precision": str, "reason": str}],
-    "?decisions": {"*": {"verdict": str}},
+    "?decisions": {"*": {"verdict": str, "?interval": OrNull({"estimate": _NUMBER, "low": _NUMBER, "high": _NUMBER})}},
     "?layouts": {"*": {"description": str}},
     "?compile_decisions": {"*": {"description": str}},
     "?sampled_from": str,
     "?headline": {"metric": str},
+    "?seed_comparison": {"*": {"?seeds": int, "?time_to_target_ratio": _INTERVAL}},
 }
 # A raced study has been evaluated: these too.
 _RACED_SHAPE = {"evaluator": dict, "floor": dict, "spec": {"eval_samples": int, "eval_points": int}}
@@ -139,6 +142,11 @@ class Record:
         if self.read_keys is None:
             return out
         return {key: out[key] for key in self.read_keys if key in out} | out
+
+
+def table_of(record_type, table: dict | None) -> dict | None:
+    """A table of plain dicts (as a stage returns them) as records of `record_type`, written back as given."""
+    return None if table is None else _table_of(record_type)(table)
 
 
 def _table_of(record_type):
@@ -211,6 +219,25 @@ class DatasetRecord(Record):
 
 
 @dataclass(frozen=True, kw_only=True)
+class Interval(Record):
+    """A mean over seeds with its 95% t-interval (study/over_seeds.py): of a final metric, of the paired
+    differences of a metric between two precisions, or of the paired ratios of their times to the target.
+    `low`/`high` are None below two seeds."""
+
+    mean: float | None = None
+    low: float | None = None
+    high: float | None = None
+    n: int = 0
+    per_seed: dict | None = None  # paired ones: seed -> difference or ratio
+    beyond_seed_spread: bool | None = None  # paired ones: the interval excludes no change (None: no interval)
+
+    @property
+    def known(self) -> bool:
+        """Two seeds or more: the interval has ends."""
+        return self.low is not None and self.high is not None
+
+
+@dataclass(frozen=True, kw_only=True)
 class SeedRun(Record):
     """One precision's run at one seed."""
 
@@ -235,7 +262,7 @@ class RunSummary(SeedRun):
 
     seeds: list[int] | None = _part(omit_none=True)
     per_seed: dict[str, SeedRun] | None = _part(read=_table_of(SeedRun), write=_written_table, omit_none=True)
-    final_interval: dict | None = _part(omit_none=True)
+    final_interval: dict[str, Interval] | None = _part(read=_table_of(Interval), write=_written_table, omit_none=True)
 
     @property
     def seed_runs(self) -> list[SeedRun]:
@@ -247,10 +274,10 @@ class RunSummary(SeedRun):
         """The first seed's run (Figure 4 shows it)."""
         return self.per_seed[str(self.seeds[0])] if self.per_seed is not None and self.seeds else self
 
-    def interval(self, metric: str) -> dict | None:
+    def interval(self, metric: str) -> Interval | None:
         """The final metric's mean and 95% interval over seeds, when there are some."""
         interval = (self.final_interval or {}).get(metric)
-        return interval if interval and interval.get("low") is not None else None
+        return interval if interval is not None and interval.known else None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -304,6 +331,58 @@ class CostSection(Record):
         return (self.to_target or {}).get(precision) or ToTarget()
 
 
+@dataclass(frozen=True, kw_only=True)
+class SpeedupBounds(Record):
+    estimate: float = 1.0
+    low: float = 1.0
+    high: float = 1.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class SpeedDecision(Record):
+    """A mode's measured speed against fp32 on the real training step (speed/decision.py), kept by a study
+    that found no mode faster."""
+
+    verdict: str = ""
+    step_s: float | None = None
+    fp32_step_s: float | None = None
+    interval: SpeedupBounds | None = _part(read=SpeedupBounds.from_dict, write=SpeedupBounds.to_dict)
+    rounds: int | None = None
+    note: str | None = _part(omit_none=True)
+
+
+@dataclass(frozen=True, kw_only=True)
+class MeasuredChoice(Record):
+    """A memory-format or compile decision that was measured (speed/layout.py, speed/compilation.py)."""
+
+    description: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class SeedComparison(Record):
+    """One mixed precision against fp32 over the seeds (study/over_seeds.py compare_seeds): the paired
+    difference of each paired metric, written under the metric's own name, and the paired ratio of their
+    times to the target."""
+
+    seeds: int = 0
+    time_to_target_ratio: Interval | None = _part(read=Interval.from_dict, write=Interval.to_dict, omit_none=True)
+    differences: dict[str, Interval] = _part(default={})  # metric -> candidate minus fp32, paired by seed
+
+    @classmethod
+    def from_dict(cls, data: dict) -> SeedComparison:
+        metrics = {k: Interval.from_dict(v) for k, v in data.items() if k in METRICS and isinstance(v, dict)}
+        record = super().from_dict({k: v for k, v in data.items() if k not in metrics})
+        return replace(record, differences=metrics, read_keys=tuple(data))
+
+    def to_dict(self) -> dict:
+        out = {k: v for k, v in super().to_dict().items() if k != "differences"}
+        out |= {metric: interval.to_dict() for metric, interval in self.differences.items()}
+        return out if self.read_keys is None else {k: out[k] for k in self.read_keys if k in out} | out
+
+    def difference(self, metric: str) -> Interval | None:
+        return self.differences.get(metric)
+
+
 def _headline(stored: dict) -> Headline:
     return FRECHET if stored.get("metric") == FRECHET.metric else ACCURACY
 
@@ -318,9 +397,17 @@ class CompareDocument(Record):
     spec: StudySpecRecord = _part(read=StudySpecRecord.from_dict, write=StudySpecRecord.to_dict)
     environment: Environment = _part(read=Environment.from_dict, write=Environment.to_dict)
     left_out: list[dict] = _part(default=[])
-    decisions: dict | None = _part(omit_none=True)  # each mode's speed against fp32 (no faster mode)
-    layouts: dict | None = _part(omit_none=True)  # the memory-format decisions measured (none when given)
-    compile_decisions: dict | None = _part(omit_none=True)  # compiled or eager, per precision (none when given)
+    # Each mode's speed against fp32 (no faster mode); the memory-format and compile decisions measured (none
+    # when given).
+    decisions: dict[str, SpeedDecision] | None = _part(
+        read=_table_of(SpeedDecision), write=_written_table, omit_none=True
+    )
+    layouts: dict[str, MeasuredChoice] | None = _part(
+        read=_table_of(MeasuredChoice), write=_written_table, omit_none=True
+    )
+    compile_decisions: dict[str, MeasuredChoice] | None = _part(
+        read=_table_of(MeasuredChoice), write=_written_table, omit_none=True
+    )
     dataset: DatasetRecord = _part(read=DatasetRecord.from_dict, write=DatasetRecord.to_dict)
     evaluator: dict | None = _part(omit_none=True)
     sampled_from: str | None = _part(omit_none=True)  # G's own weights or its EMA (absent before GAN.ema)
@@ -331,7 +418,9 @@ class CompareDocument(Record):
     runs: dict[str, RunSummary] = _part(read=_table_of(RunSummary), write=_written_table, default={})
     cost: CostSection | None = _part(read=CostSection.from_dict, write=CostSection.to_dict, omit_none=True)
     projection: dict | None = _part(omit_none=True)  # {"path", "line", ...} when projected, {"note"} when not
-    seed_comparison: dict | None = _part(omit_none=True)
+    seed_comparison: dict[str, SeedComparison] | None = _part(
+        read=_table_of(SeedComparison), write=_written_table, omit_none=True
+    )
     verdict: list[str] | None = _part(omit_none=True)
 
     @property

@@ -187,15 +187,15 @@ def _no_faster_mode_sections(document: CompareDocument, out_dir: Path) -> list[S
     versions = environment.versions
     rows = [["precision", "ms per step", "fp32 ms per step", "speedup [95% CI]", "rounds", "verdict"]]
     for name, decision in (document.decisions or {}).items():
-        interval = decision.get("interval")
+        interval = decision.interval
         rows.append(
             [
                 name,
-                _ms(decision.get("step_s")),
-                _ms(decision.get("fp32_step_s")),
-                f"{interval['estimate']:.2f}x [{interval['low']:.2f}-{interval['high']:.2f}]" if interval else "-",
-                str(decision.get("rounds", "")),
-                decision["verdict"] + (f" ({decision['note']})" if decision.get("note") else ""),
+                _ms(decision.step_s),
+                _ms(decision.fp32_step_s),
+                f"{interval.estimate:.2f}x [{interval.low:.2f}-{interval.high:.2f}]" if interval else "-",
+                "" if decision.rounds is None else str(decision.rounds),
+                decision.verdict + (f" ({decision.note})" if decision.note else ""),
             ]
         )
     return [
@@ -394,7 +394,7 @@ def _layout_lines(document: CompareDocument) -> list[str]:
     """Which memory format each precision trained in, and the measurement behind it."""
     channels_last = document.spec.channels_last or []
     formats = ", ".join(f"{p} {'channels-last' if p in channels_last else 'NCHW'}" for p in document.spec.precisions)
-    measured = [f"memory format measured: {decision['description']}" for decision in (document.layouts or {}).values()]
+    measured = [f"memory format measured: {decision.description}" for decision in (document.layouts or {}).values()]
     return [f"memory format: {formats}" + ("" if measured else " (as given)")] + measured
 
 
@@ -403,9 +403,7 @@ def _compile_lines(document: CompareDocument) -> list[str]:
     option ran eager)."""
     compiled = document.spec.compile or []
     modes = ", ".join(f"{p} {'compiled' if p in compiled else 'eager'}" for p in document.spec.precisions)
-    measured = [
-        f"compile measured: {decision['description']}" for decision in (document.compile_decisions or {}).values()
-    ]
+    measured = [f"compile measured: {decision.description}" for decision in (document.compile_decisions or {}).values()]
     return [
         f"torch.compile: {modes}" + ("" if measured else " (as given, or not measured for a run this short)")
     ] + measured
@@ -557,7 +555,7 @@ def _metrics_rows(document: CompareDocument) -> list[list[str]]:
 def _cell(run: RunSummary, metric: str, digits: int = 3) -> str:
     interval = run.interval(metric)
     if interval:
-        return f"{interval['mean']:.{digits}f} [{interval_text(metric, interval, digits)}]"
+        return f"{interval.mean:.{digits}f} [{interval_text(metric, interval, digits)}]"
     value = run.final.get(metric)
     return "-" if value is None else f"{value:.{digits}f}"
 

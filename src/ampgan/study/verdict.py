@@ -7,7 +7,7 @@ from __future__ import annotations
 from ampgan.bench.output import speedup_estimate, speedup_text
 from ampgan.precisions import FP32
 from ampgan.quality.headline import ACCURACY
-from ampgan.study.document import CompareDocument, CostSection, RunSummary
+from ampgan.study.document import CompareDocument, CostSection, Interval, RunSummary, SeedComparison, SpeedDecision
 
 
 def verdict(document: CompareDocument, bench_speedups: list[dict]) -> list[str]:
@@ -17,6 +17,7 @@ def verdict(document: CompareDocument, bench_speedups: list[dict]) -> list[str]:
     hardware = document.environment.hardware
     seeds = spec.seeds
     comparison = document.seed_comparison or {}
+    nothing_paired = SeedComparison()
     speedups = {(s["batch_size"], s["precision"]): s for s in bench_speedups}
     batch = spec.batch_size
     headline = document.headline
@@ -33,14 +34,16 @@ def verdict(document: CompareDocument, bench_speedups: list[dict]) -> list[str]:
                 precision,
                 run,
                 document.baseline,
-                comparison.get(precision, {}),
+                comparison.get(precision, nothing_paired),
                 len(seeds),
                 document.floor or {},
                 headline,
             )
         )
         if target is not None:
-            lines.append(_target_line(precision, cost, comparison.get(precision, {}), target, len(seeds), headline))
+            lines.append(
+                _target_line(precision, cost, comparison.get(precision, nothing_paired), target, len(seeds), headline)
+            )
         elif headline.higher_is_better:
             lines.append(
                 "Neither precision's samples were recognised clearly above chance on average (the target is "
@@ -114,13 +117,13 @@ def stages_not_run(document: CompareDocument) -> list[str]:
     return lines
 
 
-def _slower_text(name: str, decision: dict) -> str:
+def _slower_text(name: str, decision: SpeedDecision) -> str:
     """'bf16 6.00 s per step against fp32's 339 ms (17.7x slower)'."""
-    step, fp32 = decision.get("step_s"), decision.get("fp32_step_s")
+    step, fp32 = decision.step_s, decision.fp32_step_s
     if not step or not fp32:
-        return f"{name}: {decision['verdict']}"
+        return f"{name}: {decision.verdict}"
     ratio = step / fp32
-    relation = f"{ratio:.1f}x slower" if ratio > 1.05 else f"{1 / ratio:.2f}x, {decision['verdict']}"
+    relation = f"{ratio:.1f}x slower" if ratio > 1.05 else f"{1 / ratio:.2f}x, {decision.verdict}"
     return f"{name} {_duration(step)} per step against fp32's {_duration(fp32)} ({relation})"
 
 
@@ -162,7 +165,13 @@ def _speed_relation(pair: dict) -> str:
 
 
 def _quality_line(
-    precision: str, run: RunSummary, fp32_run: RunSummary, comparison: dict, seeds: int, floor: dict, headline=ACCURACY
+    precision: str,
+    run: RunSummary,
+    fp32_run: RunSummary,
+    comparison: SeedComparison,
+    seeds: int,
+    floor: dict,
+    headline=ACCURACY,
 ) -> str:
     mine, theirs = run.final, fp32_run.final
     metric = headline.metric
@@ -196,23 +205,21 @@ def _quality_line(
             ". With one seed per precision the verdict cannot tell a difference from seed-to-seed "
             "spread: run with --seeds 3 or more."
         )
-    difference = comparison.get(metric)
-    if difference and difference["low"] is not None:
+    difference = comparison.difference(metric)
+    if difference is not None and difference.known:
         judged = (
-            "larger than the seed-to-seed spread"
-            if difference["beyond_seed_spread"]
-            else "within the seed-to-seed spread"
+            "larger than the seed-to-seed spread" if difference.beyond_seed_spread else "within the seed-to-seed spread"
         )
         unit = "accuracy" if metric == "evaluator_accuracy" else "Fréchet distance"
         text += (
-            f". Paired by seed, {precision} minus fp32 is {difference['mean']:+.3f} in {unit} (95% CI "
-            f"{difference['low']:+.3f} to {difference['high']:+.3f}, {difference['n']} seeds): {judged}"
+            f". Paired by seed, {precision} minus fp32 is {difference.mean:+.3f} in {unit} (95% CI "
+            f"{difference.low:+.3f} to {difference.high:+.3f}, {difference.n} seeds): {judged}"
         )
     return text + "."
 
 
 def _target_line(
-    precision: str, cost: CostSection, comparison: dict, target: float, seeds: int, headline=ACCURACY
+    precision: str, cost: CostSection, comparison: SeedComparison, target: float, seeds: int, headline=ACCURACY
 ) -> str:
     mine, theirs = cost.reaching(precision), cost.reaching(FP32)
     named = (
@@ -227,17 +234,17 @@ def _target_line(
         + f", fp32 in {theirs.reached} of {theirs.seeds or seeds}"
         + (f" (mean {theirs.seconds:.0f} s)" if theirs.seconds else "")
     )
-    ratio = comparison.get("time_to_target_ratio") or {}
-    if ratio.get("n", 0) >= 2 and ratio.get("low") is not None:
-        judged = "beyond the seed-to-seed spread" if ratio["beyond_seed_spread"] else "within the seed-to-seed spread"
+    ratio = comparison.time_to_target_ratio or Interval()
+    if ratio.n >= 2 and ratio.known:
+        judged = "beyond the seed-to-seed spread" if ratio.beyond_seed_spread else "within the seed-to-seed spread"
         text += (
-            f". Where both reached it, {precision} got there {ratio['mean']:.2f}x sooner (95% CI "
-            f"{ratio['low']:.2f}-{ratio['high']:.2f}, {ratio['n']} seeds, paired): {judged}"
+            f". Where both reached it, {precision} got there {ratio.mean:.2f}x sooner (95% CI "
+            f"{ratio.low:.2f}-{ratio.high:.2f}, {ratio.n} seeds, paired): {judged}"
         )
         if mine.cost and theirs.cost:
             text += f", at {100 * mine.cost / theirs.cost:.0f}% of fp32's cost"
-    elif ratio.get("n") == 1:
-        text += f". In the one seed where both reached it, {precision} was {ratio['mean']:.2f}x sooner"
+    elif ratio.n == 1:
+        text += f". In the one seed where both reached it, {precision} was {ratio.mean:.2f}x sooner"
     if all(run.reached and run.by_first_evaluation == run.reached for run in (mine, theirs)):
         text += (
             ". Every run was already past the target at its first evaluation after the start, so these "
@@ -251,16 +258,16 @@ def _target_line(
 def _with_interval(run: RunSummary, metric: str) -> str:
     interval = run.interval(metric)
     if interval:
-        return f"{interval['mean']:.3f} [95% CI {interval_text(metric, interval)}]"
+        return f"{interval.mean:.3f} [95% CI {interval_text(metric, interval)}]"
     return f"{run.final[metric]:.3f}"
 
 
 _FRACTIONS = {"evaluator_accuracy", "precision", "recall", "coverage"}
 
 
-def interval_text(metric: str, interval: dict, digits: int = 3) -> str:
+def interval_text(metric: str, interval: Interval, digits: int = 3) -> str:
     """'0.897 to 0.989'; a share's interval is cut to [0, 1], where the t-interval may overshoot."""
-    low, high = interval["low"], interval["high"]
+    low, high = interval.low, interval.high
     if metric in _FRACTIONS:
         low, high = max(0.0, low), min(1.0, high)
     return f"{low:.{digits}f} to {high:.{digits}f}"
