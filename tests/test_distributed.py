@@ -141,7 +141,7 @@ def test_bench_under_two_processes_reports_per_rank_times_max_and_efficiency(tmp
         "--set",
         "bench.min_seconds=0",
         "--max-seconds",
-        "8",
+        "4",
         "--no-channels-last",
         "--out",
         str(out),
