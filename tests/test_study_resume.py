@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import own_decision_cache
 
 STUDY = [
     "compare",
@@ -126,16 +127,12 @@ class _Server:
     """The forking server (SERVER) in its own process: `run` asks it for one command in a new process and
     returns that process's exit code and output."""
 
-    def __init__(self, folder: Path, cache: Path):
+    def __init__(self, folder: Path):
         self.folder = folder
         script = folder / "server.py"
         script.write_text(SERVER)
         tests = str(Path(__file__).parent)  # the server imports the stand-ins there
-        env = dict(
-            os.environ,
-            AMPGAN_CACHE_DIR=str(cache),
-            PYTHONPATH=os.pathsep.join([tests, os.environ.get("PYTHONPATH", "")]),
-        )
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([tests, os.environ.get("PYTHONPATH", "")]))
         self.process = subprocess.Popen(
             [sys.executable, str(script)], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
         )
@@ -162,10 +159,12 @@ class _Server:
 
 
 @pytest.fixture
-def server(tmp_path):
+def server(tmp_path, monkeypatch):
+    """The server, with speed decisions of its own and the session's briefly trained evaluators."""
+    own_decision_cache(monkeypatch, tmp_path)
     folder = tmp_path / "server"
     folder.mkdir()
-    running = _Server(folder, tmp_path / "cache")
+    running = _Server(folder)
     yield running
     running.close()
 
