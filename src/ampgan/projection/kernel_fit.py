@@ -26,6 +26,7 @@ from ampgan.projection.kernel_model import (
     Features,
     features,
     irregular,
+    path_of,
     peak_tflops,
     predict_seconds,
 )
@@ -130,7 +131,7 @@ def _unpack(theta: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray]:
 
 
 def predict_ms(data: PathData, paths: dict[str, np.ndarray], shared: np.ndarray, gpu: GpuSpec) -> np.ndarray:
-    path = paths[FP32 if data.precision == FP32 else FP16]
+    path = paths[path_of(data.precision)]
     seconds, _, _ = predict_seconds(data.features, path, shared, data.peak, gpu.bandwidth_gbs, data.element_bytes)
     return seconds * 1e3
 
@@ -219,7 +220,7 @@ def kernel_class(kernel: Kernel, precision: str) -> str:
     """The band's class: the op, whether its channels are irregular (1-4 channels, or not aligned for the
     16-bit path), whether it is small, whether it is a strided convolution (their 16-bit kernels differ
     most between libraries: DeepBench's P100 data gradients)."""
-    shape = "irregular" if irregular(kernel, FP16 if precision != FP32 else FP32) else "regular"
+    shape = "irregular" if irregular(kernel, path_of(precision)) else "regular"
     strided = kernel.op != "gemm" and (kernel.stride_h > 1 or kernel.stride_w > 1)
     return f"{kernel.op}:{shape}" + (":small" if kernel.flops() < SMALL_FLOPS else "") + (":strided" if strided else "")
 
@@ -256,7 +257,7 @@ def residual_quantiles(
     quantiles are what the speedup's band must cover, and they are checked on kernels they did not see."""
     pooled: dict[str, dict[str, list[float]]] = {}
     for precision, data in tables.items():
-        path = FP32 if precision == FP32 else FP16
+        path = path_of(precision)
         for kernel, value in zip(data.kernels, residuals[precision]):
             # The class is the 16-bit one for both precisions, so a kernel's bands come from the same kernels.
             for name in class_candidates(kernel_class(kernel, FP16)):

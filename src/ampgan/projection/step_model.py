@@ -36,6 +36,7 @@ from ampgan.projection.kernel_model import (
     calibration_for,
     features,
     irregular,
+    path_of,
     peak_tflops,
     predict_seconds,
 )
@@ -128,7 +129,7 @@ def kernel_times(
         by_precision.setdefault(kernel_precision(precision, kernel), []).append(i)
     for used, indices in by_precision.items():
         picked = [kernels[i] for i in indices]
-        path = calibration.paths[FP32 if used == FP32 else FP16]
+        path = calibration.paths[path_of(used)]
         seconds, compute, memory = predict_seconds(
             features(picked, gpu.sms, used),
             path,
@@ -140,7 +141,7 @@ def kernel_times(
         out["seconds"][indices], out["compute"][indices], out["memory"][indices] = seconds, compute, memory
         for i, kernel in zip(indices, picked):
             entry = _class_entry(calibration, kernel_class(kernel, FP16))
-            band = entry[FP32 if used == FP32 else FP16]
+            band = entry[path_of(used)]
             out["time_low"][i] = math.exp(band["low"]) / widening
             out["time_high"][i] = math.exp(band["high"]) * widening
             if used != FP32:
