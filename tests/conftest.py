@@ -284,6 +284,16 @@ def tiny_disk(tmp_path):
     _unmount(disk)
 
 
+def fill_the_disk(disk) -> None:
+    """Write zeros on `disk` until it is full (it may be full already: then creating the file fails)."""
+    try:
+        with open(disk / "filler", "wb") as handle:
+            while True:
+                handle.write(b"\0" * 65536)
+    except OSError:
+        pass
+
+
 def pytest_collection_modifyitems(config, items):
     """The files whose tests are mostly `slow` first, so that under pytest-xdist (README's command, with
     --no-loadscope-reorder) the two workers start on the long files and share the short ones at the end:

@@ -9,7 +9,7 @@ import struct
 
 import pytest
 import torch
-from conftest import run_cli
+from conftest import fill_the_disk, run_cli
 
 TINY = [
     "--dataset",
@@ -243,12 +243,7 @@ def test_a_report_on_a_full_disk_is_one_line_and_keeps_the_old_report(originals,
     study = tiny_disk / "study"
     shutil.copytree(originals / "study", study, ignore=shutil.ignore_patterns("*.pt", "fig*.png"))
     before = (study / "report.html").read_bytes()
-    with open(tiny_disk / "filler", "wb") as handle:
-        try:
-            while True:
-                handle.write(b"\0" * 65536)
-        except OSError:
-            pass
+    fill_the_disk(tiny_disk)
     code, _, err = run_cli(capsys, "report", str(study))
     assert code == 2 and len(err.strip().splitlines()) == 1 and "No space left on device" in err
     assert (study / "report.html").read_bytes() == before and (study / "compare.json").is_file()

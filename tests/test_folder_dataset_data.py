@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import fill_the_disk
 from PIL import Image
 
 from ampgan.data.folder import load_folder
@@ -108,13 +109,7 @@ def test_a_full_disk_costs_only_the_cache(tmp_path, tiny_disk):
         Image.fromarray(np.random.default_rng(index).integers(0, 255, (200, 200, 3), dtype=np.uint8)).save(
             tiny_disk / "a" / f"{index}.png"
         )
-    filler = tiny_disk / "filler"
-    with open(filler, "wb") as handle:  # fill what is left
-        try:
-            while True:
-                handle.write(b"\0" * 65536)
-        except OSError:
-            pass
+    fill_the_disk(tiny_disk)  # what is left
     dataset, said = _load(tiny_disk, image_size=128, cache=True)
     assert len(dataset) == 3 and any("No space left" in line for line in said)
     assert not list(tiny_disk.glob(".ampgan-cache*")) and not list(tiny_disk.glob(".*.tmp"))
