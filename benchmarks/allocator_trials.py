@@ -49,6 +49,7 @@ def probe(precision: str, batch_size: int, steps: int, mallopt: bool) -> dict:
     from ampgan.config import config_from_options
     from ampgan.data import load_dataset
     from ampgan.data.batches import BatchStream
+    from ampgan.precisions import BF16
     from ampgan.system.cpu_tuning import keep_freed_memory_for_reuse
     from ampgan.training.prepared import prepare_run
     from ampgan.training.state import build_train_state
@@ -57,7 +58,7 @@ def probe(precision: str, batch_size: int, steps: int, mallopt: bool) -> dict:
     if mallopt:
         keep_freed_memory_for_reuse()
     config = config_from_options(
-        precision=precision, batch_size=batch_size, device="cpu", channels_last=precision == "bf16"
+        precision=precision, batch_size=batch_size, device="cpu", channels_last=precision == BF16
     )
     dataset = load_dataset(config.data)
     # Not StepTimer: it applies the malloc setting itself, which is what this script varies.

@@ -20,6 +20,7 @@ import torch
 
 from ampgan.config import config_from_options
 from ampgan.data import DataConfig, load_dataset
+from ampgan.precisions import BF16
 from ampgan.speed.rounds import UNTIL_DECIDED, StoppingRule, measure_rounds
 from ampgan.speed.step_timer import StepTimer
 from ampgan.system.environment import environment_stamp
@@ -30,7 +31,7 @@ RULE = StoppingRule(min_rounds=10, max_seconds=60.0, until=UNTIL_DECIDED)
 def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batch-sizes", default="64,256")
-    parser.add_argument("--precision", default="bf16")
+    parser.add_argument("--precision", default=BF16)
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
     device = torch.device("cpu")
@@ -38,7 +39,7 @@ def main(argv: list[str]) -> None:
     rows = []
     for batch_size in map(int, args.batch_sizes.split(",")):
         config = config_from_options(
-            precision=args.precision, batch_size=batch_size, device="cpu", channels_last=args.precision == "bf16"
+            precision=args.precision, batch_size=batch_size, device="cpu", channels_last=args.precision == BF16
         )
         today, one_region = StepTimer(config, dataset, device), StepTimer(config, dataset, device)
         outer = one_region.policy.autocast

@@ -23,6 +23,8 @@ from torch import nn
 
 from ampgan.gan import DataSpec
 from ampgan.gan.models.acgan import Discriminator, Generator
+from ampgan.precisions import BF16, FP32
+from ampgan.precisions import precision as precision_mode
 from ampgan.system.cpu_tuning import keep_freed_memory_for_reuse
 from ampgan.system.environment import environment_stamp
 from ampgan.system.hardware import detect_hardware, peak_tflops
@@ -65,8 +67,8 @@ def seconds_per_pass(layer: nn.Module, input_shape, precision: str, repeats: int
     """Median seconds of forward + input-gradient + weight-gradient for one layer, in the precision's
     own dtype throughout (no casts: the kernels alone)."""
     kind = nn.ConvTranspose2d if isinstance(layer, nn.ConvTranspose2d) else nn.Conv2d  # without spectral norm
-    dtype = torch.bfloat16 if precision == "bf16" else torch.float32
-    memory_format = torch.channels_last if precision == "bf16" else torch.contiguous_format
+    dtype = precision_mode(precision).compute_dtype
+    memory_format = torch.channels_last if precision == BF16 else torch.contiguous_format
     fresh = kind(
         layer.in_channels,
         layer.out_channels,
@@ -98,12 +100,12 @@ def main(argv: list[str]) -> None:
     keep_freed_memory_for_reuse()
     device = torch.device("cpu")
     hardware = detect_hardware(device)
-    peaks = {p: peak_tflops(hardware, p)[0] for p in ("fp32", "bf16")}
-    rows, totals = [], {"fp32": [0.0, 0.0], "bf16": [0.0, 0.0]}
+    peaks = {p: peak_tflops(hardware, p)[0] for p in (FP32, BF16)}
+    rows, totals = [], {FP32: [0.0, 0.0], BF16: [0.0, 0.0]}
     for name, layer, input_shape in layer_inputs(args.batch_size, args.width):
         flops = 3 * 2 * macs(layer, input_shape)  # forward, input gradient, weight gradient
         row = {"layer": name, "input": list(input_shape), "gflop": flops / 1e9}
-        for precision in ("fp32", "bf16"):
+        for precision in (FP32, BF16):
             seconds = seconds_per_pass(layer, input_shape, precision, args.repeats)
             tflops = flops / seconds / 1e12
             row[precision] = {
@@ -115,9 +117,9 @@ def main(argv: list[str]) -> None:
             totals[precision][1] += seconds
         rows.append(row)
         print(
-            f"{name:<16} in {str(input_shape):<20} {row['gflop']:7.2f} GFLOP | fp32 {row['fp32']['ms']:7.1f} ms "
-            f"{row['fp32']['percent_of_peak'] or 0:5.1f}% | bf16 {row['bf16']['ms']:7.1f} ms "
-            f"{row['bf16']['percent_of_peak'] or 0:5.1f}% of peak",
+            f"{name:<16} in {str(input_shape):<20} {row['gflop']:7.2f} GFLOP | fp32 {row[FP32]['ms']:7.1f} ms "
+            f"{row[FP32]['percent_of_peak'] or 0:5.1f}% | bf16 {row[BF16]['ms']:7.1f} ms "
+            f"{row[BF16]['percent_of_peak'] or 0:5.1f}% of peak",
             flush=True,
         )
     summary = {}

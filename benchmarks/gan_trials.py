@@ -25,6 +25,7 @@ import torch
 from ampgan.config import config_from_options, parse_set
 from ampgan.data import load_dataset
 from ampgan.gan.models.acgan import Discriminator, acgan
+from ampgan.precisions import BF16
 from ampgan.quality.evaluator import evaluator_for, generate_evenly, quality_of_images
 from ampgan.training.loop import prepare_run, run_training
 
@@ -91,7 +92,7 @@ def train_variant(name: str, seed: int, seconds: float, out: Path, base: dict) -
     changes = VARIANTS[name]
     defaults = config_from_options(
         dataset="digits",
-        precision="bf16",
+        precision=BF16,
         batch_size=64,
         time_budget=seconds,
         seed=seed,

@@ -589,14 +589,15 @@ def compiled_bench(out: Path, device_name: str, width: int, batch_size: int, max
     from ampgan.bench.harness import BenchSpec, run_bench
     from ampgan.bench.output import write_results
     from ampgan.config import config_from_options
+    from ampgan.precisions import BF16, FP32
     from ampgan.training.precision import resolve_device
 
     base = config_from_options(dataset="synthetic", model="acgan", width=width, device=device_name)
     spec = BenchSpec(
         base=base,
         batch_sizes=(batch_size,),
-        precisions=("fp32", "bf16"),
-        compile=("fp32", "bf16"),
+        precisions=(FP32, BF16),
+        compile=(FP32, BF16),
         measure_compile_times=False,
         channels_last=(),
         warmup=2,

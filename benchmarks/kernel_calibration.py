@@ -75,6 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     from ampgan.bench.calibration import measure_kernels, write_calibration
     from ampgan.config import config_from_options
     from ampgan.data import load_dataset
+    from ampgan.precisions import TF32
     from ampgan.speed.step_timer import StepTimer
     from ampgan.training.precision import resolve_device
 
@@ -98,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
                     dataset = dataset or load_dataset(config.data, seed=0)
                     timer = StepTimer(config, dataset, device, data_parallel=False, across_ranks=False)
                     timer()  # one real step first: autotuning, the optimizers' state
-                    measured, skipped = measure_kernels(timer, label, tf32=precision == "tf32", repeats=args.repeats)
+                    measured, skipped = measure_kernels(timer, label, tf32=precision == TF32, repeats=args.repeats)
                 except Exception as error:  # noqa: BLE001 - one configuration's failure is recorded, the rest go on
                     failed.append(
                         f"{label}: {type(error).__name__}: {str(error).splitlines()[0][:200] if str(error) else ''}"

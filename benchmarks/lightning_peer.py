@@ -39,6 +39,7 @@ from ampgan.bench.stats import timing_stats  # noqa: E402
 from ampgan.config import config_from_options  # noqa: E402
 from ampgan.data import DataConfig, load_dataset  # noqa: E402
 from ampgan.data.batches import BatchStream  # noqa: E402
+from ampgan.precisions import BF16, FP16, FP32
 from ampgan.speed.intervals import speedup_interval  # noqa: E402
 from ampgan.system.cpu_tuning import keep_freed_memory_for_reuse  # noqa: E402
 from ampgan.system.environment import environment_stamp  # noqa: E402
@@ -46,7 +47,7 @@ from ampgan.training.prepared import prepare_run  # noqa: E402
 from ampgan.training.state import build_train_state, wrap_modules  # noqa: E402
 from ampgan.training.step import train_step  # noqa: E402
 
-LIGHTNING_PRECISION = {"fp32": "32-true", "bf16": "bf16-mixed", "fp16": "16-mixed"}
+LIGHTNING_PRECISION = {FP32: "32-true", BF16: "bf16-mixed", FP16: "16-mixed"}
 
 
 def lightning_gan(nc: int, n_classes: int, nz: int = 128, width: int = 64):

@@ -20,6 +20,7 @@ pushes the same way as the passes counted here.
 
 from __future__ import annotations
 
+from ampgan.precisions import FP16, FP32
 from ampgan.projection.assumptions import BANDWIDTH_FRACTION
 from ampgan.projection.kernel_model import BYTES, calibration_for
 from ampgan.projection.kernels import Kernel
@@ -34,7 +35,7 @@ def layers(resolution: int) -> list[tuple[int, int, str]]:
     sizes = [4 * 2**i for i in range(resolution.bit_length() - 2)]
     out = []
     for size in sizes:
-        precision = "fp16" if size in sizes[-FP16_RESOLUTIONS:] else "fp32"
+        precision = FP16 if size in sizes[-FP16_RESOLUTIONS:] else FP32
         channels = min(CBASE // size, CMAX)
         out += [(size, channels, precision)] * 2
     return out

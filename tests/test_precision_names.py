@@ -33,6 +33,25 @@ def test_a_precision_is_named_only_in_precisions_py():
     assert not found, "use the Precision objects or the names in precisions.py:\n" + "\n".join(found)
 
 
+BENCHMARKS = PACKAGE.parents[1] / "benchmarks"
+# Scripts that spell the names on purpose: the GPU sweep's supervisor imports nothing of ampgan (a broken
+# install on the lent GPU must still leave its summary), the reference loop is PyTorch alone (the seam's
+# yardstick), and the seam check types the command lines of the code before the seam. benchmarks/results/
+# holds the scripts as they ran for a recorded result, and examples/ is user code, which types names as a
+# user does (`precisions=["fp32", "bf16"]`).
+SPELLED_ON_PURPOSE = {"gpu_sweep.py", "reference_loop.py", "seam_identity.py"}
+
+
+def test_the_benchmarks_name_a_precision_as_the_package_does():
+    found = [
+        literal
+        for path in sorted(BENCHMARKS.rglob("*.py"))
+        if "results" not in path.relative_to(BENCHMARKS).parts and path.name not in SPELLED_ON_PURPOSE
+        for literal in precision_literals(path, BENCHMARKS.parent)
+    ]
+    assert not found, "use the names in ampgan.precisions:\n" + "\n".join(found)
+
+
 def test_the_check_finds_a_name_and_leaves_prose_alone(tmp_path):
     module = tmp_path / "probe.py"
     module.write_text(

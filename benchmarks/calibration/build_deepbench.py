@@ -22,6 +22,7 @@ import json
 import sys
 from pathlib import Path
 
+from ampgan.precisions import FP16, FP32
 from ampgan.projection.kernel_fit import CALIBRATION_COLUMNS
 
 # The projection's calibration format, declared once (projection/kernel_fit.py).
@@ -151,7 +152,7 @@ def convert(checkout: Path, key: str) -> Path:
     book = openpyxl.load_workbook(checkout / "results" / "train" / about["file"], data_only=True)
     fp32_sheet, fp16_sheet = book.worksheets[0], book.worksheets[1]
     specs = _specs(book["Specs"])
-    rows = _named(_rows_of(fp32_sheet, "fp32")) + _named(_rows_of(fp16_sheet, "fp16"))
+    rows = _named(_rows_of(fp32_sheet, FP32)) + _named(_rows_of(fp16_sheet, FP16))
     out = HERE / about["out"]
     with out.open("w", newline="", encoding="utf-8") as stream:
         writer = csv.DictWriter(stream, fieldnames=COLUMNS, restval="")
@@ -173,8 +174,8 @@ def convert(checkout: Path, key: str) -> Path:
         "measured_by": "Baidu Research / NVIDIA for DeepBench (DeepBench's gemm_bench and conv_bench, "
         "one kernel timed in isolation)",
         "precisions": {
-            "fp32": f"sheet '{fp32_sheet.title}': fp32 inputs and arithmetic",
-            "fp16": f"sheet '{fp16_sheet.title}': {about['fp16_sheet']}",
+            FP32: f"sheet '{fp32_sheet.title}': fp32 inputs and arithmetic",
+            FP16: f"sheet '{fp16_sheet.title}': {about['fp16_sheet']}",
         },
         "fitted": about["fitted"],
         "note": (

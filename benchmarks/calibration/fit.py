@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ampgan.precisions import FP16, FP32
 from ampgan.projection.kernel_fit import (
     BAND_QUANTILES,
     FOLDS,
@@ -39,10 +40,10 @@ FITTED = {"volta": ("V100", ["deepbench_v100.csv"]), "pascal": ("P100", ["deepbe
 
 # The cases issue 34 named where the fixed-fraction roofline went wrong, reported out of sample.
 CASES = {
-    "aligned convolutions": lambda k: k.op != "gemm" and not irregular(k, "fp16"),
+    "aligned convolutions": lambda k: k.op != "gemm" and not irregular(k, FP16),
     "1-channel convolutions": lambda k: k.op != "gemm" and k.c == 1,
-    "GEMMs not multiples of 8": lambda k: k.op == "gemm" and irregular(k, "fp16"),
-    "aligned GEMMs": lambda k: k.op == "gemm" and not irregular(k, "fp16"),
+    "GEMMs not multiples of 8": lambda k: k.op == "gemm" and irregular(k, FP16),
+    "aligned GEMMs": lambda k: k.op == "gemm" and not irregular(k, FP16),
 }
 
 
@@ -91,7 +92,7 @@ def calibrate(architecture: str) -> dict:
             "small_flops": SMALL_FLOPS,
             "classes": residual_quantiles(tables, residuals),
             "speedup_fp32_to_fp16": check.summary(),
-            "cases": cases(check, {k.name: k for k in tables["fp32"].kernels}),
+            "cases": cases(check, {k.name: k for k in tables[FP32].kernels}),
             **step_composition(tables, residuals, check),
             "time_error": {
                 p: {"median": float(np.exp(np.median(np.abs(r)))), "p90": float(np.exp(np.quantile(np.abs(r), 0.9)))}
