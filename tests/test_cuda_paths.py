@@ -514,7 +514,8 @@ def test_too_slow_is_judged_after_the_autotuning_step():
 
 
 def test_a_layout_tie_on_a_launch_bound_gpu_is_capped_in_rounds():
-    from ampgan.speed.layout import LAYOUT_RULE, capped_for
+    from ampgan.speed.layout import LAYOUT_RULE
+    from ampgan.speed.rounds import capped_for
 
     assert capped_for(LAYOUT_RULE, 0.006).max_seconds == 2.0  # 3 ms steps: 2 s, not 20 s, for a tie
     assert capped_for(LAYOUT_RULE, 0.1).max_seconds == pytest.approx(6.0)

@@ -139,6 +139,10 @@ class Record:
             write = declared_field.metadata.get("write")
             out[key] = write(value) if write and value is not None else value
         out |= self.extra
+        return self._in_read_order(out)
+
+    def _in_read_order(self, out: dict) -> dict:
+        """`out` with the keys the table was read with first, in their order (as made here: unchanged)."""
         if self.read_keys is None:
             return out
         return {key: out[key] for key in self.read_keys if key in out} | out
@@ -377,7 +381,7 @@ class SeedComparison(Record):
     def to_dict(self) -> dict:
         out = {k: v for k, v in super().to_dict().items() if k != "differences"}
         out |= {metric: interval.to_dict() for metric, interval in self.differences.items()}
-        return out if self.read_keys is None else {k: out[k] for k in self.read_keys if k in out} | out
+        return self._in_read_order(out)
 
     def difference(self, metric: str) -> Interval | None:
         return self.differences.get(metric)

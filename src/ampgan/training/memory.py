@@ -53,26 +53,22 @@ class _NoScaling:
         return self.one
 
 
-# Traced element counts per (meta GAN, data, batch size), while that GAN lives: the meta build is shared by
+# Traced element counts per meta GAN, by (data, batch size), while that GAN lives: the meta build is shared by
 # every preparation of the same model (gan/registry.py), and so are its traces.
-_TRACED: dict[tuple[int, DataSpec, int], int] = {}
+_TRACED: dict[int, dict[tuple[DataSpec, int], int]] = {}
 
 
 def trace_step_elements(gan: GAN, data: DataSpec, batch_size: int) -> int:
     """Elements of every leaf layer's output over G's forward and D's loss terms, for `batch_size`
     images, traced on the meta device (`gan` built there). Raises ValueError/RuntimeError as the real
     step would for shape problems (a batch too small for batch norm, say)."""
-    key = (id(gan), data, batch_size)
-    if key not in _TRACED:
-        if not any(k[0] == id(gan) for k in _TRACED):
-            weakref.finalize(gan, _forget_traces, id(gan))
-        _TRACED[key] = _trace_step_elements(gan, data, batch_size)
-    return _TRACED[key]
-
-
-def _forget_traces(gan_id: int) -> None:
-    for key in [k for k in _TRACED if k[0] == gan_id]:
-        del _TRACED[key]
+    if id(gan) not in _TRACED:
+        _TRACED[id(gan)] = {}
+        weakref.finalize(gan, _TRACED.pop, id(gan), None)
+    traced = _TRACED[id(gan)]
+    if (data, batch_size) not in traced:
+        traced[(data, batch_size)] = _trace_step_elements(gan, data, batch_size)
+    return traced[(data, batch_size)]
 
 
 def _trace_step_elements(gan: GAN, data: DataSpec, batch_size: int) -> int:
