@@ -6,10 +6,11 @@ From Python: `ampgan.compare(model, out, ...)` runs the study, and `ampgan.train
 command line starts without loading torch for `--help`."""
 
 import importlib
+import importlib.metadata
 import time
 import types
 
-__version__ = "0.1.0"
+__version__ = importlib.metadata.version("ampgan")  # pyproject.toml declares it once
 # When ampgan was first imported: a command's start, before torch is (bench prints what it all took).
 STARTED_AT = time.perf_counter()
 
@@ -47,7 +48,7 @@ class _BenchPackage(types.ModuleType):
         return importlib.import_module("ampgan.api").bench(*args, **kwargs)
 
 
-# By importlib, as __getattr__ loads the exports: the root package re-exports, it is no layer's dependency
-# (system/environment.py reads __version__ from it). The bench package's __init__ imports nothing.
+# By importlib, as __getattr__ loads the exports: the root package re-exports, it is no layer's dependency.
+# The bench package's __init__ imports nothing.
 importlib.import_module("ampgan.bench").__class__ = _BenchPackage
 __all__ = sorted([*_EXPORTS, "bench"])

@@ -15,7 +15,7 @@ from ampgan.config.tree import (
     TrainConfig,
 )
 from ampgan.config.values import parse_duration, parse_loss_scale
-from ampgan.data.request import DataConfig
+from ampgan.data.registry import DataConfig
 
 __all__ = [
     "SAFE_TO_CHANGE_ON_RESUME",

@@ -66,8 +66,6 @@ def is_flat_config(values: dict) -> bool:
 
 
 def tree_from_flat(flat: dict[str, Any]) -> dict[str, Any]:
-    from ampgan.config.tree import set_path  # the tree module imports this one lazily
-
     values = _FLAT_DEFAULTS | _BEFORE_EACH_FIELD | dict(flat)
     tree: dict[str, Any] = {"model": {"name": "acgan"}}
     lr = values.pop("lr")
@@ -75,7 +73,11 @@ def tree_from_flat(flat: dict[str, Any]) -> dict[str, Any]:
     for name, value in values.items():
         if name not in _PATHS:
             raise _unknown(name)
-        set_path(tree, _PATHS[name], value)
+        section, dot, field = _PATHS[name].partition(".")
+        if dot:
+            tree.setdefault(section, {})[field] = value
+        else:
+            tree[section] = value
     return tree
 
 

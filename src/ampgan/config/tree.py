@@ -1,6 +1,6 @@
 """The config tree: one frozen section per concern, assembled in `TrainConfig`, written to config.json.
 
-    data         what to train on (data/request.py)
+    data         what to train on (data/registry.py)
     model        which GAN (a built-in name or path/to/file.py:FUNCTION) and its options
     optim        Adam's learning rates and betas (None: the model's own)
     precision    the mode and, for fp16, the loss scale
@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ampgan.data.request import DataConfig
+from ampgan.data.registry import DataConfig
 from ampgan.errors import ConfigError
 from ampgan.precisions import FP32
 from ampgan.precisions import NAMES as PRECISION_NAMES

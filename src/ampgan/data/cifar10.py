@@ -20,8 +20,7 @@ import torch
 
 from ampgan.data.dataset import ImageDataset
 from ampgan.data.files import download, file_digest, require_data_dir
-from ampgan.data.registry import register
-from ampgan.data.request import DataConfig
+from ampgan.data.registry import DataConfig, register
 from ampgan.errors import AmpganError
 
 URL = "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz"

@@ -13,8 +13,7 @@ import numpy as np
 import torch
 
 from ampgan.data.dataset import ImageDataset, resize_uint8
-from ampgan.data.registry import register
-from ampgan.data.request import DataConfig
+from ampgan.data.registry import DataConfig, register
 
 DEFAULT_SIZE = 32
 

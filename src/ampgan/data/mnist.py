@@ -15,8 +15,7 @@ import torch
 
 from ampgan.data.dataset import ImageDataset
 from ampgan.data.files import file_digest, require_data_dir
-from ampgan.data.registry import register
-from ampgan.data.request import DataConfig
+from ampgan.data.registry import DataConfig, register
 from ampgan.errors import AmpganError
 
 PREFIX = {"train": "train", "test": "t10k"}

@@ -18,8 +18,7 @@ import torch
 
 from ampgan.data.dataset import ImageDataset
 from ampgan.data.files import download, require_data_dir, verify_with_manifest
-from ampgan.data.registry import register
-from ampgan.data.request import DataConfig
+from ampgan.data.registry import DataConfig, register
 from ampgan.errors import AmpganError
 from ampgan.seeds import data_split_seed
 

@@ -1,8 +1,9 @@
-"""Dataset names -> loaders. Each format's module registers its own (`@register(name, uses=...)`), and
-this registry imports every module of the data package to find them, as gan/registry.py does for GANs:
-adding a dataset touches one module (docs/layout.md has the checklist). `uses` names the `data`
-fields the dataset reads beyond its name and shape; a field another dataset would ignore is refused
-(data/request.py asks `fields_used_by`)."""
+"""The `data` config section (which dataset, shaped how, from where; declared here once: the training
+config, the bench, the comparison and `ampgan data` all carry it) and the dataset names -> loaders.
+Each format's module registers its own (`@register(name, uses=...)`), and this registry imports every
+module of the data package to find them, as gan/registry.py does for GANs: adding a dataset touches one
+module (docs/layout.md has the checklist). `uses` names the `data` fields the dataset reads beyond its
+name and shape; a field another dataset would ignore is refused by the section's own check."""
 
 from __future__ import annotations
 
@@ -14,10 +15,56 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ampgan.data.dataset import ImageDataset
-from ampgan.data.request import DataConfig
-from ampgan.errors import AmpganError
+from ampgan.errors import AmpganError, ConfigError
+from ampgan.sections import Section
 
-Loader = Callable[[DataConfig, str, int], ImageDataset]  # (data section, split, seed)
+Loader = Callable[["DataConfig", str, int], ImageDataset]  # (data section, split, seed)
+
+
+CHANNEL_COUNTS = (1, 3)
+# Fields only some datasets read (each dataset's module says which, as it registers): one that the chosen
+# dataset would ignore is refused.
+_DATASET_FIELDS = ("classes", "max_per_class", "data_dir", "download")
+
+
+@dataclass(frozen=True, kw_only=True)
+class DataConfig(Section):
+    NAME = "data"
+
+    dataset: str = "digits"  # a registered name (below) or folder:PATH
+    image_size: int | None = None  # None: the dataset's own size (the model says which sizes it draws)
+    channels: int | None = None  # None: the dataset's own channel count
+    data_dir: str | None = None  # where a file-based dataset lives
+    classes: str | None = None  # Quick, Draw!: comma-separated class names (default: the study's ten)
+    max_per_class: int | None = None  # Quick, Draw!: rows read per class
+    download: bool = False  # fetch missing files (cifar10, quickdraw)
+    cache: bool = False  # folder:PATH: keep a verified .npz beside the images
+
+    def check(self) -> None:
+        if not self.dataset.strip():
+            raise ConfigError(self.path("dataset"), "is empty: name a dataset such as digits, or folder:PATH")
+        self.whole("image_size", minimum=4, optional=True)
+        if self.channels is not None and self.channels not in CHANNEL_COUNTS:
+            raise ConfigError(self.path("channels"), f"must be 1 or 3, got {self.channels}")
+        self.whole("max_per_class", optional=True)
+        if self.classes is not None and not self.class_list:
+            raise ConfigError(self.path("classes"), "needs at least one class name, e.g. apple,eye,fish")
+        for name in _DATASET_FIELDS:
+            datasets = fields_used_by(name)
+            if getattr(self, name) not in (None, False) and self.dataset not in datasets:
+                raise ConfigError(
+                    self.path(name), f"applies to {' and '.join(datasets)} only, not to {self.dataset}: drop it"
+                )
+        if self.cache and not self.dataset.startswith("folder:"):
+            raise ConfigError(
+                self.path("cache"), f"applies to folder:PATH datasets only, not to {self.dataset}: drop it"
+            )
+
+    @property
+    def class_list(self) -> tuple[str, ...] | None:
+        if self.classes is None:
+            return None
+        return tuple(name.strip() for name in self.classes.split(",") if name.strip())
 
 
 @dataclass(frozen=True)
@@ -56,7 +103,7 @@ def fields_used_by(field: str) -> tuple[str, ...]:
     return tuple(name for name, entry in sorted(_registered().items()) if field in entry.uses)
 
 
-def load_dataset(data: DataConfig = DataConfig(), split: str = "train", seed: int = 0) -> ImageDataset:
+def load_dataset(data: DataConfig, split: str = "train", seed: int = 0) -> ImageDataset:
     """The dataset `data` names, shaped as it asks (size and channels) and stamped with its source.
     `seed`: the run's (Quick, Draw!'s train/test split and the synthetic images depend on it)."""
     name = data.dataset

@@ -13,8 +13,7 @@ import numpy as np
 import torch
 
 from ampgan.data.dataset import ImageDataset
-from ampgan.data.registry import register
-from ampgan.data.request import DataConfig
+from ampgan.data.registry import DataConfig, register
 
 
 def make_synthetic(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from ampgan import precisions
+import ampgan.precisions as precisions
 from ampgan.precisions import PRECISIONS, FormatRange  # noqa: F401 - FormatRange: this module's readers use it
 
 # The 16-bit formats by the names of their modes (these names hold formats, precisions.py's hold names).

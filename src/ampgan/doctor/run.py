@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ampgan import precisions
+import ampgan.precisions as precisions
 from ampgan.config import TrainConfig
 from ampgan.data.batches import BatchStream
 from ampgan.doctor.ranges import BF16, FP16

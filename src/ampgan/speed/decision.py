@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ampgan import precisions
+import ampgan.precisions as precisions
 from ampgan.errors import warn
 from ampgan.precisions import FP32
 from ampgan.speed.ab import outcome_of

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import importlib.metadata
 import platform
 import subprocess
 import sys
@@ -11,7 +12,6 @@ from pathlib import Path
 import numpy as np
 import torch
 
-import ampgan
 from ampgan.system.cpu_tuning import tuning_state
 from ampgan.system.hardware import detect_hardware
 
@@ -47,7 +47,7 @@ def environment_stamp(device: torch.device) -> dict:
         "hardware": hardware.to_dict(),
         "hardware_summary": hardware.summary(),
         "versions": {
-            "ampgan": ampgan.__version__,
+            "ampgan": importlib.metadata.version("ampgan"),
             "python": platform.python_version(),
             "torch": torch.__version__,
             "cuda": torch.version.cuda,
