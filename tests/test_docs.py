@@ -150,6 +150,20 @@ def test_the_settings_table_and_the_help_come_from_the_declarations(capsys):
     for name, command in cli.commands.items():
         shown = [p for p in command.params if isinstance(p, click.Option) and not p.hidden]
         assert len(shown) <= 25, f"ampgan {name} --help lists {len(shown)} options"
-    code, out, err = run_cli(capsys, "train", "--dataset", "synthetic", "--z-dim", "12", "--dry-run", "--device", "cpu")
-    assert code == 0 and "--z-dim is now --set model.z_dim=VALUE" in err
-    assert '"z_dim": 12' in out
+    # A setting without a flag is no option of any command (options parsed = options shown): its flag, given,
+    # is one error line naming its --set path, for a config field and for a command's own setting alike.
+    for command, flag, path in [
+        ("train", "--z-dim", "model.z_dim"),
+        ("train", "--keep", "checkpoints.keep"),
+        ("compare", "--eval-points", "compare.eval_points"),
+        ("bench", "--warmup", "bench.warmup"),
+    ]:
+        code, out, err = run_cli(capsys, command, "--dataset", "synthetic", flag, "12", "--device", "cpu")
+        assert code == 2 and f"{flag} is no option: write --set {path}=VALUE" in err and err.count("\n") == 1, err
+    for name, command in cli.commands.items():
+        parsed = [p for p in getattr(command, "params", ()) if isinstance(p, click.Option)]
+        assert all(not p.hidden for p in parsed), f"ampgan {name} parses options --help does not show"
+    code, out, err = run_cli(
+        capsys, "train", "--dataset", "synthetic", "--set", "model.z_dim=12", "--dry-run", "--device", "cpu"
+    )
+    assert code == 0 and '"z_dim": 12' in out

@@ -265,7 +265,7 @@ def run_bench(
     spent["compile_times"], started = time.perf_counter() - started, time.perf_counter()
     peaks = {}
     for name in precisions:
-        value, source = (spec.peak_tflops, "--peak-tflops") if spec.peak_tflops else peak_tflops(hardware, name)
+        value, source = (spec.peak_tflops, "bench.peak_tflops") if spec.peak_tflops else peak_tflops(hardware, name)
         peaks[name] = {"tflops": value, "source": source}
     results: list[ConfigResult] = []
     measurements: list[dict] = []

@@ -59,6 +59,15 @@ def _rank_prefix() -> str:
 
 
 def _usage_message(error: click.UsageError) -> str:
+    if isinstance(error, click.NoSuchOption):
+        from ampgan.cli.options import moved_to_set
+
+        path = moved_to_set(error.option_name)
+        if path is not None:
+            return (
+                f"{error.option_name} is no option: write --set {path}=VALUE "
+                "('ampgan config --list' shows every setting)"
+            )
     if (
         isinstance(error, click.BadParameter)
         and not isinstance(error, click.MissingParameter)

@@ -208,17 +208,14 @@ trust_model_option = click.option(
 )
 
 
-def _moved_under_set(ctx, param, value):
-    """A flag that is no longer listed by --help still works, with one notice naming its --set path."""
-    if ctx.get_parameter_source(param.name) is click.core.ParameterSource.COMMANDLINE:
-        from ampgan.errors import warn
+# The settings whose flags --help does not list, by option ('--keep' -> 'checkpoints.keep'): such a flag is no
+# option of any command (parsed = shown); given anyway, it is one error line naming its --set path.
+_SETTINGS_WITHOUT_FLAG: dict[str, str] = {flag.option: flag.paths[0] for flag in FLAGS if not flag.common}
 
-        flag = FLAGS_BY_NAME[param.name]
-        warn(
-            f"{flag.option} is now --set {flag.paths[0]}=VALUE ('ampgan config --list' shows every setting); the "
-            "flag keeps working in this release"
-        )
-    return value
+
+def moved_to_set(option: str) -> str | None:
+    """The --set path of a setting that has no flag (`--keep` -> 'checkpoints.keep'), if `option` names one."""
+    return _SETTINGS_WITHOUT_FLAG.get(option)
 
 
 def _click_type(flag: Flag):
@@ -249,15 +246,11 @@ def _config_option(flag: Flag, always_shown: bool = False):
     """The click option of a config flag (config/flags.py). Its default is None, so it applies only when
     given; the config's own defaults (or a command's) fill in the rest. `always_shown`: for a command
     without --set (`ampgan data`), where the flag is the only way to the field."""
-    extra = {"hidden": True, "callback": _moved_under_set} if not (flag.common or always_shown) else {}
+    extra = {}
     if flag.name == "model":
         extra["callback"] = _consent_to_named_model
     if flag.value == "channels":
-        extra["callback"] = (
-            _int_choice
-            if always_shown
-            else lambda ctx, param, value: _int_choice(ctx, param, _moved_under_set(ctx, param, value))
-        )
+        extra["callback"] = _int_choice
     if flag.value == "switch":
         return click.option(
             f"{flag.option}/--no-{flag.option[2:]}", flag.name, default=None, help=_help_with_default(flag), **extra
@@ -282,31 +275,22 @@ def _spec_click_type(value: str):
 
 def spec_option_flags(spec_class, section: str):
     """The click options of a command's own spec (config/flags.py spec_field), each field's default and
-    help declared once on the dataclass; a field that is not common is hidden and reached as
-    `--set SECTION.FIELD=VALUE` (its old flag still works, with a notice)."""
+    help declared once on the dataclass; a field that is not common has no flag: it is reached as
+    `--set SECTION.FIELD=VALUE` (and its flag, given, is one error line naming that path)."""
     decorators = []
     for name, declared in spec_options(spec_class):
         option = declared["flag"] or "--" + name.replace("_", "-")
+        if not declared["common"]:
+            _SETTINGS_WITHOUT_FLAG.setdefault(option, f"{section}.{name}")
+            continue
         default = spec_default(spec_class, name)
         shown = ",".join(map(str, default)) if isinstance(default, tuple) else default
         help_text = declared["help"] + (f" [default: {shown}]" if shown not in (None, "") else "")
-
-        def notice(ctx, param, value, option=option, name=name):
-            if ctx.get_parameter_source(param.name) is click.core.ParameterSource.COMMANDLINE:
-                from ampgan.errors import warn
-
-                warn(
-                    f"{option} is now --set {section}.{name}=VALUE ('ampgan config --list' shows every setting); "
-                    "the flag keeps working in this release"
-                )
-            return value
-
-        extra = {} if declared["common"] else {"hidden": True, "callback": notice}
         if declared["value"] == "flag":
-            decorators.append(click.option(option, name, is_flag=True, default=None, help=declared["help"], **extra))
+            decorators.append(click.option(option, name, is_flag=True, default=None, help=declared["help"]))
             continue
         decorators.append(
-            click.option(option, name, type=_spec_click_type(declared["value"]), default=None, help=help_text, **extra)
+            click.option(option, name, type=_spec_click_type(declared["value"]), default=None, help=help_text)
         )
     return compose(*decorators)
 
@@ -346,8 +330,8 @@ def config_sets(options: dict, spec_sections: tuple[str, ...]) -> dict:
     return {**options, "sets": sets}
 
 
-# Every flag that sets a config field (config/flags.py), as a click option.
-CONFIG_FLAGS = {flag.name: _config_option(flag) for flag in FLAGS}
+# Every common flag that sets a config field (config/flags.py), as a click option.
+CONFIG_FLAGS = {flag.name: _config_option(flag) for flag in FLAGS if flag.common}
 
 
 def shown_config_flags(*names: str):
@@ -373,8 +357,8 @@ _SOURCES = compose(
         help="Set any config field or model option, e.g. --set model.mode_seeking=0 (repeatable; applied last).",
     ),
 )
-DATA_FLAGS = ("dataset", "data_dir", "classes", "max_per_class", "download", "cache", "image_size", "channels")
-MODEL_FLAGS = ("model", "width", "z_dim", "lr")
+DATA_FLAGS = ("dataset", "data_dir", "download", "image_size")
+MODEL_FLAGS = ("model", "width")
 
 
 def config_flags(*names: str):

@@ -1,9 +1,10 @@
 """The command line's shortcuts for config fields, declared once: each flag's name, the config paths it
 sets, its help and the kind of value it takes.
 
-`--batch-size 128` is `--set budget.batch_size=128`. The common flags are listed by `--help`; the others
-(`common=False`) are reached as `--set PATH=VALUE` (`ampgan config --list` shows every path) and their old
-flag still works for this release, with a one-line notice. The click options (cli/options.py), the
+`--batch-size 128` is `--set budget.batch_size=128`. The common flags are a command's options, listed by
+`--help`; the others (`common=False`) are no option (a command parses what it shows): they are reached as
+`--set PATH=VALUE` (`ampgan config --list` shows every path), and their name given as a flag is one error
+line naming that path. The click options (cli/options.py), the
 Python API's option names (`config_from_options(batch_size=128)`) and the docs' table
 (`ampgan config --list --markdown`) are all made from this list; a flag's default is the config's own,
 read from the tree (config/tree.py), never written here.
@@ -24,7 +25,7 @@ class Flag:
     # What it takes: text, whole, whole0 (>= 0), positive, duration, loss_scale, precision, device,
     # channels, names, switch (--x/--no-x), flag (on when given), steps_or_duration.
     value: str = "text"
-    common: bool = True  # listed by --help; else reached as --set PATH (the flag still works, with a notice)
+    common: bool = True  # an option listed by --help; else reached as --set PATH only
 
     @property
     def option(self) -> str:

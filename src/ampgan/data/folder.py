@@ -6,7 +6,7 @@ antialiased) to the model's size. A class's images may sit in nested folders ins
 torchvision's ImageFolder reads them); files that are not images, and images outside any class
 folder, are counted in one warning, never dropped without a word.
 
-`--cache` writes the decoded tensor as an .npz next to the data, keyed by a fingerprint of the file
+`data.cache` writes the decoded tensor as an .npz next to the data, keyed by a fingerprint of the file
 list (names, sizes, modification times) and checked against the folder it claims to be (count,
 shape, dtype, labels per class, SHA-256) before use: it is only a cache, so a damaged or foreign one
 is rebuilt with one warning, and a folder that cannot be written to trains without one.
@@ -213,7 +213,7 @@ def _write_cache(path: Path, images, labels, fingerprint: str, class_names) -> b
     except OSError as error:
         warn(
             f"cannot write the dataset cache {one_line(path)} ({error.strerror or error}): training goes on "
-            "without it; drop --cache, or make the folder writable"
+            "without it; drop data.cache, or make the folder writable"
         )
         return False
     return True

@@ -4,9 +4,9 @@ RUN_DIR/
   config.json            resolved config + dataset source + environment stamp
   metrics.jsonl          one JSON object per log point
   samples/step-XXXXXX.png fixed-noise grids, one row per class
-  checkpoints/step-XXXXXX.pt  the last --keep checkpoints (weights_only-loadable)
+  checkpoints/step-XXXXXX.pt  the last checkpoints.keep checkpoints (weights_only-loadable)
   generator.safetensors  the final generator alone (metadata: model and options, class names)
-  tensorboard/           only with --tensorboard
+  tensorboard/           only with logging.tensorboard
 """
 
 from __future__ import annotations
@@ -289,7 +289,7 @@ def require_tensorboard() -> None:
     import importlib.util
 
     if importlib.util.find_spec("tensorboard") is None:
-        raise AmpganError("--tensorboard needs the tensorboard package: pip install 'ampgan[tensorboard]'")
+        raise AmpganError("logging.tensorboard needs the tensorboard package: pip install 'ampgan[tensorboard]'")
 
 
 def _open_tensorboard(run_dir: Path):

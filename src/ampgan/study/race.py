@@ -128,5 +128,5 @@ def say_what_the_bench_left_unmeasured(bench_results: dict, log) -> None:
         )
         log(
             f"bench: no configuration finished ({reasons}); the runs train anyway, but the study will have no "
-            "measured speedup and no cost: give a larger --bench-seconds for them"
+            "measured speedup and no cost: give a larger --set compare.bench_seconds for them"
         )

@@ -3,7 +3,7 @@
 Checked at every log point (the only place the step's numbers are read from the device), so before
 every checkpoint, sample grid and exported generator:
 - every precision: a non-finite weight in G or D. Losses can stay finite while the weights have already
-  overflowed (--lr 1e10: losses of 1e22, a thousand inf weights), so the weights are what is checked.
+  overflowed (--set optim.lr_g=1e10: losses of 1e22, a thousand inf weights), so the weights are what is checked.
 - fp32/tf32/bf16: a non-finite loss anywhere in the window (the window's mean is then NaN/inf);
   there is no loss scaler to skip the step, so the weights are already poisoned.
 - fp16: overflowing steps are skipped by the scaler and counted; the run stops when the scale
