@@ -48,12 +48,14 @@ def test_the_acgan_step_reproduces_the_losses_of_the_code_before_the_seam():
 # acgan; acgan-2019 within 3.6% over 3 steps (its G loss moves 2.2% at the first step: its fakes' logits
 # pass two 1024-wide bf16 products), after which Adam's sign-sized steps let the two trajectories part
 # (8% by step 6), as any two GAN runs part: a test of the step compares where they have not yet.
+# On a Zen 4 (AVX512-BF16 dot products, 2026-12-03) acgan-2019's G loss at step 2 moves 6.0%, against 26-40%
+# for another start: its tolerance is 10%, still below half of the other start's smallest gap.
 # dcgan within 0.07% over 8 steps, r1 0.08% over 6 (its penalty at steps 2, 4, 6), wgan-gp 3% over 6 (G's
 # loss, the critic's score of the fakes, is near 0: a relative gap of a small number), against 12%, 2.5% and
 # 230% for another start.
 BF16_TOLERANCES = [
     ("acgan", 8, 0.01),
-    ("acgan-2019", 3, 0.05),
+    ("acgan-2019", 3, 0.1),
     ("dcgan", 8, 0.01),
     ("r1", 6, 0.005),
     ("wgan-gp", 6, 0.1),

@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 
 def compare(
     model: str | Callable = "acgan",
-    out: str | Path = "runs/compare",
+    out: str | Path | None = None,
     *,
     settings: dict[str, Any] | None = None,
     overwrite: bool = False,
@@ -56,7 +56,8 @@ def compare(
     `budget.time_budget_s` says otherwise. `study_settings`: the study's own settings, the fields of
     study.spec.CompareSpec with the command's defaults (`precisions=["fp32", "bf16"]`, `seeds=3`,
     `eval_points`, `eval_samples`, `bench_batch_sizes`, `bench_seconds`, ...; `ampgan config --list`).
-    The same call on a folder holding an interrupted study continues it."""
+    `out`: the folder, runs/compare-<time> when None (as the command). The same call on a folder holding an
+    interrupted study continues it."""
     from ampgan.study.progress import has_study
     from ampgan.study.session import run_study
     from ampgan.study.spec import CompareSpec, compare_base
@@ -64,7 +65,7 @@ def compare(
     _refuse_unknown("compare", study_settings, {f.name for f in fields(CompareSpec)} - {"base"})
     base = compare_base(_with_model(model, settings))
     spec = CompareSpec(base=base, **_as_tuples(study_settings))
-    out = Path(out)
+    out = Path(out) if out is not None else default_out("compare")
     document, _, html = run_study(
         spec,
         out,

@@ -80,6 +80,22 @@ class SpectralNormLinear(_SpectralNormalisation, nn.Linear):
         return F.linear(features, self.normalised_weight(), self.bias)
 
 
+def dcgan_upsampling(channels: int, image_channels: int, doublings: int) -> nn.Sequential:
+    """DCGAN's generator body: (B, c, s, s) -> (B, c/2, 2s, 2s) -> ... -> (B, image_channels, s * 2**doublings, ...)
+    in [-1, 1]. Each doubling but the last halves the channels (transposed conv, batch norm, ReLU); the last
+    makes the image (transposed conv with a bias, tanh)."""
+    layers: list[nn.Module] = []
+    for _ in range(doublings - 1):
+        layers += [
+            nn.ConvTranspose2d(channels, channels // 2, 4, stride=2, padding=1, bias=False),
+            nn.BatchNorm2d(channels // 2),
+            nn.ReLU(inplace=True),
+        ]
+        channels //= 2
+    layers += [nn.ConvTranspose2d(channels, image_channels, 4, stride=2, padding=1), nn.Tanh()]
+    return nn.Sequential(*layers)
+
+
 def start_spectral_normalisation(network: nn.Module) -> None:
     """Start the power iteration of every spectrally normalised layer (after the weights' initialisation)."""
     for module in network.modules():

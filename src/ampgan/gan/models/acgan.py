@@ -26,6 +26,7 @@ from ampgan.gan.layers import (
     SpectralNormConv2d,
     SpectralNormLinear,
     class_loss,
+    dcgan_upsampling,
     init_dcgan_weights,
     real_fake_loss,
     start_spectral_normalisation,
@@ -58,17 +59,7 @@ class Generator(nn.Module):
             nn.ReLU(inplace=True),
         )
         self._start = (start_channels, base, base)
-        layers: list[nn.Module] = []
-        channels = start_channels
-        for _ in range(n_up - 1):
-            layers += [
-                nn.ConvTranspose2d(channels, channels // 2, 4, stride=2, padding=1, bias=False),
-                nn.BatchNorm2d(channels // 2),
-                nn.ReLU(inplace=True),
-            ]
-            channels //= 2
-        layers += [nn.ConvTranspose2d(channels, data.channels, 4, stride=2, padding=1), nn.Tanh()]
-        self.upsample = nn.Sequential(*layers)
+        self.upsample = dcgan_upsampling(start_channels, data.channels, n_up)
         # The label enters as a learned embedding concatenated to z (kept at PyTorch's N(0, 1)
         # initialisation, as strong as the noise): multiplying z by it made the evaluator recognise
         # the samples far less often.

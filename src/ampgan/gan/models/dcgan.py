@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from ampgan.gan.contract import GAN, DataSpec, built_in
-from ampgan.gan.layers import d_fake_term, d_real_term, init_dcgan_weights, non_saturating_g_loss
+from ampgan.gan.layers import d_fake_term, d_real_term, dcgan_upsampling, init_dcgan_weights, non_saturating_g_loss
 from ampgan.gan.models.acgan import BASE_SIZE, upsamplings
 from ampgan.gan.options import require_image_size, require_whole
 
@@ -29,16 +29,7 @@ class Generator(nn.Module):
         self.project = nn.Sequential(
             nn.Linear(z_dim, channels * base**2, bias=False), nn.BatchNorm1d(channels * base**2), nn.ReLU(inplace=True)
         )
-        layers: list[nn.Module] = []
-        for _ in range(n_up - 1):
-            layers += [
-                nn.ConvTranspose2d(channels, channels // 2, 4, stride=2, padding=1, bias=False),
-                nn.BatchNorm2d(channels // 2),
-                nn.ReLU(inplace=True),
-            ]
-            channels //= 2
-        layers += [nn.ConvTranspose2d(channels, data.channels, 4, stride=2, padding=1), nn.Tanh()]
-        self.upsample = nn.Sequential(*layers)
+        self.upsample = dcgan_upsampling(channels, data.channels, n_up)
         self.apply(init_dcgan_weights)
 
     def forward(self, z: torch.Tensor) -> torch.Tensor:
