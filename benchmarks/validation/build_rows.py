@@ -104,7 +104,11 @@ def plain(value: float) -> str:
 def sections(text: str) -> list[tuple[int, str, list[str]]]:
     """(level, heading, lines up to the next heading of the same or a higher level) per markdown heading."""
     lines = text.splitlines()
-    marks = [(i, len(m.group(1)), m.group(2).strip()) for i, line in enumerate(lines) if (m := re.match(r"^(#+)\s+(.*)$", line))]
+    marks = [
+        (i, len(m.group(1)), m.group(2).strip())
+        for i, line in enumerate(lines)
+        if (m := re.match(r"^(#+)\s+(.*)$", line))
+    ]
     out = []
     for n, (i, level, title) in enumerate(marks):
         end = next((j for j, lv, _ in marks[n + 1 :] if lv <= level), len(lines))
@@ -116,6 +120,8 @@ def tables(lines: list[str]) -> list[tuple[list[str], list[list[str]]]]:
     """Markdown tables in lines: (header cells, body rows), the |---| separator dropped."""
     found, current = [], []
     for line in [*lines, ""]:
+        if current and re.fullmatch(r"\|?\s*:?-{3,}:?\s*(\|\s*:?-+:?\s*)*\|?", line.strip()):
+            continue  # a separator row written without its leading pipe (MaskRCNN's README)
         if line.strip().startswith("|"):
             current.append([cell.strip() for cell in line.strip().strip("|").split("|")])
         elif current:
@@ -137,7 +143,9 @@ def column(header: list[str], *words: str) -> int:
     matches = [
         i
         for i, cell in enumerate(header)
-        if all(cell.lower().startswith(w[1:].lower()) if w.startswith("^") else w.lower() in cell.lower() for w in words)
+        if all(
+            cell.lower().startswith(w[1:].lower()) if w.startswith("^") else w.lower() in cell.lower() for w in words
+        )
     ]
     if len(matches) > 1:  # the throughput, not its speedup, scaling or time-to-train columns
         matches = [i for i in matches if not re.search(r"speed-?up|scaling|time", header[i], re.IGNORECASE)]
@@ -148,7 +156,9 @@ def column(header: list[str], *words: str) -> int:
 
 def pick(rows: list[list[str]], header: list[str], where: dict[tuple[str, ...], str]) -> list[str]:
     chosen = [
-        row for row in rows if all(row[column(header, *words)].replace("*", "").strip() == value for words, value in where.items())
+        row
+        for row in rows
+        if all(row[column(header, *words)].replace("*", "").strip() == value for words, value in where.items())
     ]
     if len(chosen) != 1:
         raise SystemExit(f"build_rows: {where} selects {len(chosen)} rows of {header}: fix SPECS")
@@ -168,6 +178,42 @@ def batches(cell: str) -> tuple[float, float]:
         amp, base = cell.split("/")
         return number(base), number(amp)
     return number(cell), number(cell)
+
+
+def convnet_batches(text: str) -> dict[tuple[str, str, str], int]:
+    """(model, platform, precision) -> batch_size from ConvNets' configs.yml, its '<<: *anchor' platforms
+    resolved (no YAML library: the file is a fixed 4-space layout of model / platform / precision)."""
+    found, anchors, aliases = {}, {}, {}
+    model = platform = prec = None
+    for line in text.splitlines():
+        indent = len(line) - len(line.lstrip())
+        word = line.strip().split("#")[0].strip()
+        if not word:
+            continue
+        if indent == 4 and word.endswith(":"):
+            model = word[:-1]
+        elif indent == 8 and model:
+            platform = word.split(":")[0]
+            if "&" in word:
+                anchors[word.split("&")[1].strip()] = (model, platform)
+        elif indent == 12 and model and word.startswith("<<: *"):
+            aliases[(model, platform)] = anchors.get(word[5:].strip())
+        elif indent == 12 and model and word.endswith(":"):
+            prec = word[:-1]
+        elif indent == 16 and word.startswith("batch_size:"):
+            found[(model, platform, prec)] = int(word.split(":")[1])
+    for (model, platform), target in aliases.items():
+        for (m, p, prec), batch in list(found.items()):
+            if target and (m, p) == target:
+                found.setdefault((model, platform, prec), batch)
+    return found
+
+
+CONFIGS_YML = "PyTorch/Classification/ConvNets/configs.yml"
+NNUNET_NOTE = (
+    "input: MSD Task01_BrainTumour (4 MRI modalities), the benchmark's default --task 01; patch from "
+    "data_preprocessing/configs.py (01_2d 192x160, 01_3d 128x128x128)"
+)
 
 
 # GPU systems of the README headings: (heading words, gpu key as src/ampgan/system/gpus.csv spells it, detail).
@@ -194,83 +240,198 @@ def spec(model, task, inp, unit, items, path, headings, **kw) -> dict:
 
 CONVNETS = "PyTorch/Classification/ConvNets/{}/README.md"
 CONV_BATCH = (
-    "batch: the README's training tables give none; 256 per GPU is the recipe's batch "
-    "(README 'Default configuration' / configs.yml, both precisions)"
+    "batch: the training tables give none; taken from configs.yml (the platform's AMP and FP32/TF32 batch_size)"
 )
-A100_80, V100_16, V100_32 = "Training performance: NVIDIA DGX A100 (8x A100 80GB)", "Training performance: NVIDIA DGX-1 16GB (8x V100 16GB)", "Training performance: NVIDIA DGX-1 32GB (8x V100 32GB)"
+A100_80, V100_16, V100_32 = (
+    "Training performance: NVIDIA DGX A100 (8x A100 80GB)",
+    "Training performance: NVIDIA DGX-1 16GB (8x V100 16GB)",
+    "Training performance: NVIDIA DGX-1 32GB (8x V100 32GB)",
+)
 
 SPECS = [
     *(
         spec(
-            key, "classification", "3x224x224", "images/s", 1, CONVNETS.format(folder), [A100_80, V100_16, V100_32],
-            where={("GPUs",): "1"}, base=("Throughput", "32"), amp=("Throughput", "mixed"), batch=(256, 256), note=CONV_BATCH,
+            key,
+            "classification",
+            "3x224x224",
+            "images/s",
+            1,
+            CONVNETS.format(folder),
+            [A100_80, V100_16, V100_32],
+            where={("GPUs",): "1"},
+            base=("Throughput", "32"),
+            amp=("Throughput", "mixed"),
+            batch=None,
+            yml=key.replace("_", "-"),
+            note=CONV_BATCH,
         )
-        for key, folder in (("resnet50", "resnet50v1.5"), ("resnext101_32x4d", "resnext101-32x4d"), ("se_resnext101_32x4d", "se-resnext101-32x4d"))
+        for key, folder in (
+            ("resnet50", "resnet50v1.5"),
+            ("resnext101_32x4d", "resnext101-32x4d"),
+            ("se_resnext101_32x4d", "se-resnext101-32x4d"),
+        )
     ),
     *(
         spec(
-            key, "classification", shape, "images/s", 1, CONVNETS.format("efficientnet"),
-            ["Training performance: NVIDIA A100 (8x A100 80GB)", "Training performance: NVIDIA DGX-1 (8x V100 16GB)", "Training performance: NVIDIA DGX-1 (8x V100 32GB)"],
-            where={("Model",): name, ("GPUs",): "1"}, base=("32",), amp=("Throughput", "mixed"), batch=None,
-            note="batch: not stated in the README's training tables (its training scripts set it per precision)",
+            key,
+            "classification",
+            shape,
+            "images/s",
+            1,
+            CONVNETS.format("efficientnet"),
+            [
+                "Training performance: NVIDIA A100 (8x A100 80GB)",
+                "Training performance: NVIDIA DGX-1 (8x V100 16GB)",
+                "Training performance: NVIDIA DGX-1 (8x V100 32GB)",
+            ],
+            where={("Model",): name, ("GPUs",): "1"},
+            base=("32",),
+            amp=("Throughput", "mixed"),
+            batch=None,
+            yml=name,
+            note=CONV_BATCH,
         )
-        for key, name, shape in (("efficientnet_b0", "efficientnet-b0", "3x224x224"), ("efficientnet_b4", "efficientnet-b4", "3x380x380"))
+        for key, name, shape in (
+            ("efficientnet_b0", "efficientnet-b0", "3x224x224"),
+            ("efficientnet_b4", "efficientnet-b4", "3x380x380"),
+        )
     ),
     *(
         spec(
-            "ssd300", "detection", "3x300x300", "images/s", 1, "PyTorch/Detection/SSD/README.md",
-            ["Training performance: NVIDIA DGX A100 (8x A100 80GB)", "Training performance: NVIDIA DGX-1 (8x V100 16GB)"],
-            where={("GPUs",): "1", ("Batch",): bs}, base=("Throughput", "32"), amp=("Throughput", "mixed"), batch_col=("Batch",),
+            "ssd300",
+            "detection",
+            "3x300x300",
+            "images/s",
+            1,
+            "PyTorch/Detection/SSD/README.md",
+            [
+                "Training performance: NVIDIA DGX A100 (8x A100 80GB)",
+                "Training performance: NVIDIA DGX-1 (8x V100 16GB)",
+            ],
+            where={("GPUs",): "1", ("Batch",): bs},
+            base=("Throughput", "32"),
+            amp=("Throughput", "mixed"),
+            batch_col=("Batch",),
         )
         for bs in ("32", "64", "128")
     ),
     spec(
-        "efficientdet_d0", "detection", "3x512x512", "images/s", 1, "PyTorch/Detection/Efficientdet/README.md",
+        "efficientdet_d0",
+        "detection",
+        "3x512x512",
+        "images/s",
+        1,
+        "PyTorch/Detection/Efficientdet/README.md",
         ["Training performance: NVIDIA DGX A100 (8x A100 80GB)", "Training performance: NVIDIA DGX-1 (8x V100 32GB)"],
-        where={("GPUs",): "1"}, base=("Throughput", "32"), amp=("Throughput", "mixed"), batch=None,
-        note="batch: not stated in the training table; input 512x512 is EfficientDet-D0's resolution",
+        where={("GPUs",): "1"},
+        base=("Throughput", "32"),
+        amp=("Throughput", "mixed"),
+        batch=None,
+        script="PyTorch/Detection/Efficientdet/scripts/D0/train-benchmark_{precision}_{platform}.sh",
+        note="batch: the -b of the benchmark scripts the README names (scripts/D0/train-benchmark_*.sh); "
+        "input 512x512 is EfficientDet-D0's resolution",
     ),
     spec(
-        "maskrcnn_r50_fpn", "segmentation", "3x800x1333", "images/s", 1, "PyTorch/Segmentation/MaskRCNN/README.md",
+        "maskrcnn_r50_fpn",
+        "segmentation",
+        "3x800x1333",
+        "images/s",
+        1,
+        "PyTorch/Segmentation/MaskRCNN/README.md",
         ["Training performance: NVIDIA DGX A100 (8x A100 80GB)", "Training performance: NVIDIA DGX-1 (8x V100 32GB)"],
-        where={("GPUs",): "1"}, base=("Throughput", "32"), amp=("Throughput", "mixed"), batch_col=("Batch",),
-        note="input: COCO resized to shorter side 800, longer at most 1333 (Mask R-CNN's 1x recipe); sizes vary per image",
+        where={("GPUs",): "1"},
+        base=("Throughput", "32"),
+        amp=("Throughput", "mixed"),
+        batch_col=("Batch",),
+        note="input: COCO resized to shorter side 800, longer at most 1333 (Mask R-CNN's 1x recipe); "
+        "sizes vary per image",
     ),
     *(
         spec(
-            "nnunet_2d", "segmentation", "4x192x160", "images/s", 1, "PyTorch/Segmentation/nnUNet/README.md",
+            "nnunet_2d",
+            "segmentation",
+            "4x192x160",
+            "images/s",
+            1,
+            "PyTorch/Segmentation/nnUNet/README.md",
             ["Training performance: NVIDIA DGX A100 (8x A100 80G)", "Training performance: NVIDIA DGX-1 (8x V100 32G)"],
-            where={("Dimension",): "2", ("GPUs",): "1", ("Batch",): bs}, base=("Throughput", "32"), amp=("Throughput", "mixed"), batch_col=("Batch",),
-            note="input: BraTS (4 MRI modalities); the 2D patch 192x160 is nnU-Net's plan for it, not stated beside the table",
+            where={("Dimension",): "2", ("GPUs",): "1", ("Batch",): bs},
+            base=("Throughput", "32"),
+            amp=("Throughput", "mixed"),
+            batch_col=("Batch",),
+            note=NNUNET_NOTE,
         )
         for bs in ("32", "64", "128")
     ),
     *(
         spec(
-            "nnunet_3d", "segmentation", "4x128x128x128", "images/s", 1, "PyTorch/Segmentation/nnUNet/README.md",
+            "nnunet_3d",
+            "segmentation",
+            "4x128x128x128",
+            "images/s",
+            1,
+            "PyTorch/Segmentation/nnUNet/README.md",
             ["Training performance: NVIDIA DGX A100 (8x A100 80G)", "Training performance: NVIDIA DGX-1 (8x V100 32G)"],
-            where={("Dimension",): "3", ("GPUs",): "1", ("Batch",): bs}, base=("Throughput", "32"), amp=("Throughput", "mixed"), batch_col=("Batch",),
-            note="input: BraTS (4 MRI modalities); the 3D patch 128^3 is nnU-Net's plan for it, not stated beside the table",
+            where={("Dimension",): "3", ("GPUs",): "1", ("Batch",): bs},
+            base=("Throughput", "32"),
+            amp=("Throughput", "mixed"),
+            batch_col=("Batch",),
+            note=NNUNET_NOTE,
         )
         for bs in ("1", "2", "4")
     ),
     spec(
-        "gnmt", "translation", "tokens<=50 per side (WMT16 en-de BPE)", "tokens/s", 48, "PyTorch/Translation/GNMT/README.md",
-        ["Training throughput: NVIDIA DGX A100 (8x A100 40GB)", "Training throughput: NVIDIA DGX-1 (8x V100 16GB)", "Training throughput: NVIDIA DGX-2H (16x V100 32GB)"],
-        where={("GPUs",): "1"}, base=("Throughput", "32"), amp=("Throughput", "Mixed"), batch_col=("Batch",),
+        "gnmt",
+        "translation",
+        "tokens<=50 per side (WMT16 en-de BPE)",
+        "tokens/s",
+        48,
+        "PyTorch/Translation/GNMT/README.md",
+        [
+            "Training throughput: NVIDIA DGX A100 (8x A100 40GB)",
+            "Training throughput: NVIDIA DGX-1 (8x V100 16GB)",
+            "Training throughput: NVIDIA DGX-2H (16x V100 32GB)",
+        ],
+        where={("GPUs",): "1"},
+        base=("Throughput", "32"),
+        amp=("Throughput", "Mixed"),
+        batch_col=("Batch",),
         note="items_per_sample: ~48 source+target tokens per sentence pair, from lambdal's GNMT log on A100 80GB SXM4 "
         "(Tok/s 130377 x 0.378 s per step / batch 1024)",
     ),
     spec(
-        "transformer_big", "translation", "tokens (batch counted in tokens)", "tokens/s", 1, "PyTorch/Translation/Transformer/README.md",
-        ["Training performance: NVIDIA DGX A100 (8x A100 40GB)", "Training performance: NVIDIA DGX-1 (8x V100 16GB)", "Training performance: NVIDIA DGX-2 (16x V100 32GB)"],
-        where={("GPUs",): "1"}, base=("Throughput", "32"), amp=("Throughput", "mixed"), batch_col=("Batch",),
-        note="batch in tokens ('5120/2560': mixed precision / fp32); items_per_sample 1 as batch and throughput both count tokens",
+        "transformer_big",
+        "translation",
+        "tokens (batch counted in tokens)",
+        "tokens/s",
+        1,
+        "PyTorch/Translation/Transformer/README.md",
+        [
+            "Training performance: NVIDIA DGX A100 (8x A100 40GB)",
+            "Training performance: NVIDIA DGX-1 (8x V100 16GB)",
+            "Training performance: NVIDIA DGX-2 (16x V100 32GB)",
+        ],
+        where={("GPUs",): "1"},
+        base=("Throughput", "32"),
+        amp=("Throughput", "mixed"),
+        batch_col=("Batch",),
+        note="batch in tokens ('5120/2560': mixed precision / fp32, as scripts/run_DGX1_{AMP,FP32}.sh); "
+        "items_per_sample 1 as batch and throughput both count tokens",
     ),
     *(
         spec(
-            key, "lm", f"tokens{tgt}", "tokens/s", tgt, "PyTorch/LanguageModeling/Transformer-XL/README.md", [heading],
-            sub=sub, where={("GPUs",): "1", ("Batch",): bs}, base=("Throughput", "32"), amp=("Throughput", "Mixed"), batch_col=("Batch",),
+            key,
+            "lm",
+            f"tokens{tgt}",
+            "tokens/s",
+            tgt,
+            "PyTorch/LanguageModeling/Transformer-XL/README.md",
+            [heading],
+            sub=sub,
+            where={("GPUs",): "1", ("Batch",): bs},
+            base=("Throughput", "32"),
+            amp=("Throughput", "Mixed"),
+            batch_col=("Batch",),
             note=f"items_per_sample: tgt_len {tgt} of the README's {sub.lower()} configuration",
         )
         for key, sub, tgt, heading, bs in (
@@ -284,22 +445,62 @@ SPECS = [
     ),
     *(
         spec(
-            "bert_large_pretraining", "lm", f"seq{seq}", "sequences/s", 1, "PyTorch/LanguageModeling/BERT/README.md", [heading],
-            sub=sub, where={("GPUs",): "1", ("Sequence length",): str(seq)}, base=("Throughput", "32"), amp=("Throughput", "mixed"),
-            batch_col=("^Batch size / GPU",), batch_div=accum,
-            note="batch: per-step micro-batch (accumulated batch / accumulation steps); the throughput counts sequences",
+            "bert_large_pretraining",
+            "lm",
+            f"seq{seq}",
+            "sequences/s",
+            1,
+            "PyTorch/LanguageModeling/BERT/README.md",
+            [heading],
+            sub=sub,
+            where={("GPUs",): "1", ("Sequence length",): str(seq)},
+            base=("Throughput", "32"),
+            amp=("Throughput", "mixed"),
+            batch_col=("^Batch size / GPU",),
+            batch_div=accum,
+            note="batch: per-step micro-batch (accumulated batch / accumulation steps); throughput counts sequences",
         )
         for heading, sub, seq, accum in (
-            ("Training performance: NVIDIA DGX A100 (8x A100 80GB)", "Pre-training NVIDIA DGX A100 (8x A100 80GB)", 128, None),
-            ("Training performance: NVIDIA DGX A100 (8x A100 80GB)", "Pre-training NVIDIA DGX A100 (8x A100 80GB)", 512, None),
-            ("Training performance: NVIDIA DGX-1 (8x V100 32G)", "Pre-training NVIDIA DGX-1 With 32G", 128, ("Accumulation",)),
-            ("Training performance: NVIDIA DGX-1 (8x V100 32G)", "Pre-training NVIDIA DGX-1 With 32G", 512, ("Accumulation",)),
+            (
+                "Training performance: NVIDIA DGX A100 (8x A100 80GB)",
+                "Pre-training NVIDIA DGX A100 (8x A100 80GB)",
+                128,
+                None,
+            ),
+            (
+                "Training performance: NVIDIA DGX A100 (8x A100 80GB)",
+                "Pre-training NVIDIA DGX A100 (8x A100 80GB)",
+                512,
+                None,
+            ),
+            (
+                "Training performance: NVIDIA DGX-1 (8x V100 32G)",
+                "Pre-training NVIDIA DGX-1 With 32G",
+                128,
+                ("Accumulation",),
+            ),
+            (
+                "Training performance: NVIDIA DGX-1 (8x V100 32G)",
+                "Pre-training NVIDIA DGX-1 With 32G",
+                512,
+                ("Accumulation",),
+            ),
         )
     ),
     *(
         spec(
-            "bert_large_squad", "qa", "seq384", "sequences/s", 1, "PyTorch/LanguageModeling/BERT/README.md", [heading],
-            sub=sub, where={("GPUs",): "1"}, base=("Throughput", "32"), amp=("Throughput", "mixed"), batch_col=("Batch",),
+            "bert_large_squad",
+            "qa",
+            "seq384",
+            "sequences/s",
+            1,
+            "PyTorch/LanguageModeling/BERT/README.md",
+            [heading],
+            sub=sub,
+            where={("GPUs",): "1"},
+            base=("Throughput", "32"),
+            amp=("Throughput", "mixed"),
+            batch_col=("Batch",),
             note="input: SQuAD v1.1 fine-tuning at max_seq_length 384 (the README's run_squad.sh default)",
         )
         for heading, sub in (
@@ -308,43 +509,120 @@ SPECS = [
         )
     ),
     spec(
-        "ncf", "recommendation", "user-item pair", "samples/s", 1, "PyTorch/Recommendation/NCF/README.md",
-        ["Training performance: NVIDIA DGX A100 (8x A100 40GB)", "Training performance: NVIDIA DGX-1 (8x V100 16GB)", "Training performance: NVIDIA DGX-1 (8x V100 32GB)", "Training performance: NVIDIA DGX-2 (16x V100 32GB)"],
-        where={("GPUs",): "1"}, base=("Throughput", "32"), amp=("Throughput", "mixed"), batch_col=("Batch",),
+        "ncf",
+        "recommendation",
+        "user-item pair",
+        "samples/s",
+        1,
+        "PyTorch/Recommendation/NCF/README.md",
+        [
+            "Training performance: NVIDIA DGX A100 (8x A100 40GB)",
+            "Training performance: NVIDIA DGX-1 (8x V100 16GB)",
+            "Training performance: NVIDIA DGX-1 (8x V100 32GB)",
+            "Training performance: NVIDIA DGX-2 (16x V100 32GB)",
+        ],
+        where={("GPUs",): "1"},
+        base=("Throughput", "32"),
+        amp=("Throughput", "mixed"),
+        batch_col=("Batch",),
     ),
     spec(
-        "dlrm_small", "recommendation", "Criteo sample (13 dense + 26 sparse)", "samples/s", 1, "PyTorch/Recommendation/DLRM/README.md",
-        ["Training performance: NVIDIA DGX A100 (8x A100 80GB)", "Training performance: NVIDIA DGX-1 (8x V100 32GB)", "Training performance: NVIDIA DGX-2 (16x V100 32GB)"],
-        where={("GPUs",): "1", ("Model size",): "small"}, base=("Throughput", "32"), amp=("Throughput", "mixed"), batch=(65536, 65536),
+        "dlrm_small",
+        "recommendation",
+        "Criteo sample (13 dense + 26 sparse)",
+        "samples/s",
+        1,
+        "PyTorch/Recommendation/DLRM/README.md",
+        [
+            "Training performance: NVIDIA DGX A100 (8x A100 80GB)",
+            "Training performance: NVIDIA DGX-1 (8x V100 32GB)",
+            "Training performance: NVIDIA DGX-2 (16x V100 32GB)",
+        ],
+        where={("GPUs",): "1", ("Model size",): "small"},
+        base=("Throughput", "32"),
+        amp=("Throughput", "mixed"),
+        batch=(65536, 65536),
         note="batch: the table's '64k' is DLRM's default batch 65536",
     ),
     spec(
-        "tacotron2", "tts", f"mel80x{LJ_FRAMES}", "mel frames/s", LJ_FRAMES, "PyTorch/SpeechSynthesis/Tacotron2/README.md",
+        "tacotron2",
+        "tts",
+        f"mel80x{LJ_FRAMES}",
+        "mel frames/s",
+        LJ_FRAMES,
+        "PyTorch/SpeechSynthesis/Tacotron2/README.md",
         ["Training performance: NVIDIA DGX A100 (8x A100 40GB)", "Training performance: NVIDIA DGX-1 (8x V100 16GB)"],
-        table=0, where={("Number of GPUs",): "1"}, first=True, base=("mels", "32"), amp=("mels", "mixed"), batch_col=("Batch",), note=LJ_NOTE,
+        table=0,
+        where={("Number of GPUs",): "1"},
+        first=True,
+        base=("mels", "32"),
+        amp=("mels", "mixed"),
+        batch_col=("Batch",),
+        note=LJ_NOTE,
     ),
     spec(
-        "waveglow", "vocoder", "audio16000", "audio samples/s", 16000, "PyTorch/SpeechSynthesis/Tacotron2/README.md",
+        "waveglow",
+        "vocoder",
+        "audio8000",
+        "audio samples/s",
+        8000,
+        "PyTorch/SpeechSynthesis/Tacotron2/README.md",
         ["Training performance: NVIDIA DGX A100 (8x A100 40GB)", "Training performance: NVIDIA DGX-1 (8x V100 16GB)"],
-        table=1, where={("Number of GPUs",): "1"}, first=True, base=("samples", "32"), amp=("samples", "mixed"), batch_col=("Batch",),
-        note="items_per_sample: WaveGlow's training segment of 16,000 audio samples (README's --segment-length)",
+        table=1,
+        where={("Number of GPUs",): "1"},
+        first=True,
+        base=("samples", "32"),
+        amp=("samples", "mixed"),
+        batch_col=("Batch",),
+        note="items_per_sample: WaveGlow's training segment of 8,000 audio samples (README's --segment-length 8000)",
     ),
     spec(
-        "hifigan", "vocoder", "mel80x32", "mel frames/s", 32, "PyTorch/SpeechSynthesis/HiFiGAN/README.md",
+        "hifigan",
+        "vocoder",
+        "mel80x32",
+        "mel frames/s",
+        32,
+        "PyTorch/SpeechSynthesis/HiFiGAN/README.md",
         ["Training performance: NVIDIA DGX A100 (8x A100 80GB)", "Training performance: NVIDIA DGX-1 (8x V100 16GB)"],
-        where={("GPUs",): "1"}, first=True, base=("Throughput", "32"), amp=("Throughput", "mixed"), batch_col=("Batch",),
-        note="GAN (generator + two discriminators); items_per_sample: segment 8192 audio samples / hop 256 = 32 mel frames",
+        where={("GPUs",): "1"},
+        first=True,
+        base=("Throughput", "32"),
+        amp=("Throughput", "mixed"),
+        batch_col=("Batch",),
+        note="GAN (generator + two discriminators); items_per_sample: train.py's --segment_size 8192 audio samples "
+        "/ --hop_length 256 = 32 mel frames",
     ),
     spec(
-        "fastpitch", "tts", "mel80 (LJSpeech utterance)", "mel frames/s", LJ_FRAMES, "PyTorch/SpeechSynthesis/FastPitch/README.md",
+        "fastpitch",
+        "tts",
+        "mel80 (LJSpeech utterance)",
+        "mel frames/s",
+        LJ_FRAMES,
+        "PyTorch/SpeechSynthesis/FastPitch/README.md",
         ["Training performance: NVIDIA DGX A100 (8x A100 80GB)", "Training performance: NVIDIA DGX-1 (8x V100 16GB)"],
-        where={("GPUs",): "1"}, base=("Throughput", "32"), amp=("Throughput", "mixed"), batch_col=("Batch",),
+        where={("GPUs",): "1"},
+        base=("Throughput", "32"),
+        amp=("Throughput", "mixed"),
+        batch_col=("Batch",),
         note=LJ_NOTE + "; throughput counts output mel frames; 1 GPU runs with gradient accumulation (see the table)",
     ),
     spec(
-        "jasper", "speech", "audio (LibriSpeech utterance)", "sequences/s", 1, "PyTorch/SpeechRecognition/Jasper/README.md",
-        ["Training performance: NVIDIA DGX A100 (8x A100 80GB)", "Training performance: NVIDIA DGX-1 (8x V100 16GB)", "Training performance: NVIDIA DGX-1 (8x V100 32GB)"],
-        where={("GPUs",): "1"}, first=True, base=("Throughput", "32"), amp=("Throughput", "mixed"), batch_col=("Batch",),
+        "jasper",
+        "speech",
+        "audio (LibriSpeech utterance)",
+        "sequences/s",
+        1,
+        "PyTorch/SpeechRecognition/Jasper/README.md",
+        [
+            "Training performance: NVIDIA DGX A100 (8x A100 80GB)",
+            "Training performance: NVIDIA DGX-1 (8x V100 16GB)",
+            "Training performance: NVIDIA DGX-1 (8x V100 32GB)",
+        ],
+        where={("GPUs",): "1"},
+        first=True,
+        base=("Throughput", "32"),
+        amp=("Throughput", "mixed"),
+        batch_col=("Batch",),
         note="input: LibriSpeech utterances of varying length (the README gives no fixed shape)",
     ),
 ]
@@ -366,9 +644,17 @@ def dle_rows(gitdir: Path) -> list[dict]:
             where_text = "\n".join(body)
             if "sub" in s:
                 body = next(b for lvl, t, b in sections("\n".join(body)) if t == s["sub"])
-            parent = "\n".join(next(b for lvl, t, b in secs if re.search(r"Training (performance|throughput) results", t)) if any(re.search(r"Training (performance|throughput) results", t) for _, t, _ in secs) else [])
+            parent = "\n".join(
+                next(b for lvl, t, b in secs if re.search(r"Training (performance|throughput) results", t))
+                if any(re.search(r"Training (performance|throughput) results", t) for _, t, _ in secs)
+                else []
+            )
             header, rows = tables(body)[s.get("table", 0)]
-            row = [r for r in rows if all(r[column(header, *w)].replace("*", "").strip() == v for w, v in s["where"].items())]
+            row = [
+                r
+                for r in rows
+                if all(r[column(header, *w)].replace("*", "").strip() == v for w, v in s["where"].items())
+            ]
             if not row:
                 continue  # this system's table has no such batch (the specs list every batch any system shows)
             if len(row) > 1 and not s.get("first"):
@@ -386,11 +672,42 @@ def dle_rows(gitdir: Path) -> list[dict]:
             else:
                 b_base, b_amp = s["batch"] or (None, None)
             gpu, detail, generation = dgx(heading)
+            if s.get("yml"):
+                yml = convnet_batches(show(gitdir, commit, CONFIGS_YML))
+                platform = "DGXA100" if generation == "ampere" else ("DGX1V-32G" if "32" in detail[:4] else "DGX1V-16G")
+                b_base = yml.get((s["yml"], platform, "TF32" if generation == "ampere" else "FP32"))
+                b_amp = yml.get((s["yml"], platform, "AMP"))
+            if s.get("script"):
+                platform = "A100-80G" if generation == "ampere" else "V100-32G"
+                b_base, b_amp = (
+                    number(
+                        re.search(
+                            r"\s-b\s+(\d+)", show(gitdir, commit, s["script"].format(precision=p, platform=platform))
+                        ).group(1)
+                    )
+                    for p in ("TF32" if generation == "ampere" else "FP32", "AMP")
+                )
+            eight = [
+                r
+                for r in rows
+                if r[column(header, "GPUs")].replace("*", "").strip() == "8"
+                and all(
+                    r[column(header, *w)].replace("*", "").strip() == v for w, v in s["where"].items() if w != ("GPUs",)
+                )
+            ]
+            per_gpu = (
+                [number(eight[0][column(header, *s[k])]) for k in ("base", "amp")]
+                if eight and ("GPUs",) in s["where"]
+                else []
+            )
+            suspect = any(p and v < 0.5 * p / 8 for p, v in zip(per_gpu, (base, amp)))
             baseline = TF32 if generation != "volta" else FP32
-            software = container(where_text) or container(parent) or container(text) or "NGC container, version not stated"
+            software = (
+                container(where_text) or container(parent) or container(text) or "NGC container, version not stated"
+            )
             notes = [s.get("note", "")]
-            if "mixed" not in " ".join(s["amp"]).lower() or generation == "volta":
-                pass
+            if suspect:
+                notes.append("suspect: a 1-GPU throughput below half the per-GPU rate of the same table's 8-GPU row")
             out.append(
                 {
                     "model": s["model"],
@@ -412,7 +729,9 @@ def dle_rows(gitdir: Path) -> list[dict]:
                     "source_path": s["path"],
                     "commit": commit,
                     "heading": heading + (f" / {s['sub']}" if "sub" in s else ""),
-                    "notes": "; ".join(n for n in ["amp: torch.cuda.amp or apex AMP as the README's mixed precision mode", *notes] if n),
+                    "notes": "; ".join(
+                        n for n in ["amp: torch.cuda.amp or apex AMP as the README's mixed precision mode", *notes] if n
+                    ),
                 }
             )
     return out
@@ -459,32 +778,77 @@ LAMBDA_GPUS = {
     "LambdaCloud H100 80GB PCIe Gen5": ("H100 PCIe", "80GB PCIe Gen5 350 W (Lambda Cloud)", "hopper"),
 }
 for _vendor in ("", "Dell ", "DellTexas ", "SMC ", "1CC ", "RAIDZ1 "):
-    LAMBDA_GPUS[f"{_vendor}H100 80GB SXM5"] = ("H100", f"80GB SXM5 700 W ({_vendor.strip() or 'Lambda'} server)", "hopper")
+    LAMBDA_GPUS[f"{_vendor}H100 80GB SXM5"] = (
+        "H100",
+        f"80GB SXM5 700 W ({_vendor.strip() or 'Lambda'} server)",
+        "hopper",
+    )
 
 # Lambda's column -> (task, input, unit, items_per_sample, note)
 LAMBDA_MODELS = {
     "resnet50": ("resnet50", "classification", "3x224x224", "images/s", 1, ""),
     "ssd": ("ssd300", "detection", "3x300x300", "images/s", 1, ""),
     "maskrcnn": (
-        "maskrcnn_r50_fpn", "segmentation", "3x800x1333", "images/s", 1,
+        "maskrcnn_r50_fpn",
+        "segmentation",
+        "3x800x1333",
+        "images/s",
+        1,
         "input: COCO at shorter side 800, longer at most 1333 (e2e_mask_rcnn_R_50_FPN_1x)",
     ),
-    "bert_base_squad": ("bert_base_squad", "qa", "seq384", "sequences/s", 1, "input: run_squad.sh's max_seq_length 384 (assumed: Lambda's patch does not set it)"),
-    "bert_large_squad": ("bert_large_squad", "qa", "seq384", "sequences/s", 1, "input: run_squad.sh's max_seq_length 384 (assumed: Lambda's patch does not set it)"),
+    "bert_base_squad": (
+        "bert_base_squad",
+        "qa",
+        "seq384",
+        "sequences/s",
+        1,
+        "input: run_squad.sh's max_seq_length 384 (assumed: Lambda's patch does not set it)",
+    ),
+    "bert_large_squad": (
+        "bert_large_squad",
+        "qa",
+        "seq384",
+        "sequences/s",
+        1,
+        "input: run_squad.sh's max_seq_length 384 (assumed: Lambda's patch does not set it)",
+    ),
     "gnmt": (
-        "gnmt", "translation", "tokens<=50 per side (WMT16 en-de BPE)", "tokens/s", 48,
+        "gnmt",
+        "translation",
+        "tokens<=50 per side (WMT16 en-de BPE)",
+        "tokens/s",
+        48,
         "items_per_sample: ~48 source+target tokens per sentence pair, from Lambda's own log "
         "(A100_80GB_SXM4_v1 PyTorch_gnmt_FP32: Tok/s 130377 x 0.378 s per step / batch 1024)",
     ),
     "ncf": ("ncf", "recommendation", "user-item pair", "samples/s", 1, ""),
     "tacotron2": (
-        "tacotron2", "tts", "mel80x571", "mel frames/s", 571,
-        "items_per_sample: 571 mel frames per utterance, from Lambda's own log (A100_80GB_SXM4_v1 PyTorch_tacotron2_FP32: "
+        "tacotron2",
+        "tts",
+        "mel80x571",
+        "mel frames/s",
+        571,
+        "items_per_sample: 571 mel frames per utterance, from Lambda's own log "
+        "(A100_80GB_SXM4_v1 PyTorch_tacotron2_FP32: "
         "59632 items/s x 2.4527 s per step / batch 256) on its 625-clip LJSpeech subset",
     ),
-    "waveglow": ("waveglow", "vocoder", "audio8000", "audio samples/s", 8000, "items_per_sample: --segment-length 8000 audio samples"),
+    "waveglow": (
+        "waveglow",
+        "vocoder",
+        "audio8000",
+        "audio samples/s",
+        8000,
+        "items_per_sample: --segment-length 8000 audio samples",
+    ),
     "transformerxlbase": ("transformerxl_base", "lm", "tokens192", "tokens/s", 192, "items_per_sample: --tgt_len 192"),
-    "transformerxllarge": ("transformerxl_large", "lm", "tokens256", "tokens/s", 256, "items_per_sample: --tgt_len 256"),
+    "transformerxllarge": (
+        "transformerxl_large",
+        "lm",
+        "tokens256",
+        "tokens/s",
+        256,
+        "items_per_sample: --tgt_len 256",
+    ),
 }
 
 # What Lambda's "fp16" runs were, per version (config_v0/config_v1 and compile_results_pytorch*.py).
@@ -509,6 +873,12 @@ AMP_V0 = {
 }
 
 
+SUSPECT_SLOW = "suspect: mixed precision below half the baseline's throughput (a failed or misconfigured run?)"
+
+
+LAMBDA_FILES = "pytorch/pytorch-train-throughput-fp32.csv, -fp16.csv, pytorch-train-bs-fp32.csv, -fp16.csv"
+
+
 def lambda_software(gitdir: Path, commit: str, system: str) -> str:
     text = show(gitdir, commit, f"pytorch/results/{system}/sys_pytorch.txt") or ""
     torch = re.search(r"PyTorch Version:\s*(\S+)", text)
@@ -530,7 +900,11 @@ def systems(gitdir: Path, commit: str, script: str) -> dict[str, str]:
 def amp_flag_off(gitdir: Path, commit: str, system: str, run: str) -> bool:
     """True when the run's own log says it ran without AMP (NCF prints its arguments, 'amp : False')."""
     folder = f"pytorch/results/{system}/{run}"
-    names = [n for n in git(gitdir, "ls-tree", "--name-only", f"{commit}:{folder}").split() if n.endswith(".txt")] if show(gitdir, commit, folder + "/benchmark.para") is not None else []
+    names = (
+        [n for n in git(gitdir, "ls-tree", "--name-only", f"{commit}:{folder}").split() if n.endswith(".txt")]
+        if show(gitdir, commit, folder + "/benchmark.para") is not None
+        else []
+    )
     said = [re.search(r"\bamp : (True|False)", show(gitdir, commit, f"{folder}/{n}") or "") for n in names]
     return any(s and s.group(1) == "False" for s in said)
 
@@ -557,7 +931,10 @@ def lambda_rows(gitdir: Path, commit: str, script: str, version: str) -> tuple[l
         for col, (model, task, inp, unit, items, note) in LAMBDA_MODELS.items():
             if col not in row:
                 continue
-            values = [by_name[n].get(name, {}).get(col, "") for n in ("throughput-fp32", "throughput-fp16", "bs-fp32", "bs-fp16")]
+            values = [
+                by_name[n].get(name, {}).get(col, "")
+                for n in ("throughput-fp32", "throughput-fp16", "bs-fp32", "bs-fp16")
+            ]
             if any(not v or float(v) <= 0 for v in values):
                 skipped.append(f"{version} {name} {col}: a zero or missing throughput or batch")
                 continue
@@ -589,7 +966,7 @@ def lambda_rows(gitdir: Path, commit: str, script: str, version: str) -> tuple[l
                     "software": software,
                     "fp32_meaning": meaning,
                     "source": "Lambda",
-                    "source_path": "pytorch/pytorch-train-throughput-fp32.csv, -fp16.csv, pytorch-train-bs-fp32.csv, -fp16.csv",
+                    "source_path": LAMBDA_FILES,
                     "commit": commit,
                     "heading": f"{version} name_gpu={name!r}, column {col!r}",
                     "notes": "; ".join(
@@ -597,8 +974,13 @@ def lambda_rows(gitdir: Path, commit: str, script: str, version: str) -> tuple[l
                         for n in (
                             f"amp: {amp_runs[col]}",
                             note,
+                            SUSPECT_SLOW if float(values[1]) < 0.5 * float(values[0]) else "",
                             "throughput: mean of Lambda's runs (compile script), batch per GPU"
-                            + ("" if version == "v1" else "; v0 table, superseded at HEAD for this GPU by v1 where it has one"),
+                            + (
+                                ""
+                                if version == "v1"
+                                else "; v0 table, superseded at HEAD for this GPU by v1 where it has one"
+                            ),
                         )
                         if n
                     ),
@@ -609,8 +991,11 @@ def lambda_rows(gitdir: Path, commit: str, script: str, version: str) -> tuple[l
 
 def main(argv: list[str]) -> int:
     if len(argv) != 2 or not all(Path(a).is_dir() for a in argv):
-        print("usage: build_rows.py DLE_GIT_DIR LAMBDA_GIT_DIR (git directories of NVIDIA/DeepLearningExamples "
-              "and lambdal/deeplearning-benchmark)", file=sys.stderr)
+        print(
+            "usage: build_rows.py DLE_GIT_DIR LAMBDA_GIT_DIR (git directories of NVIDIA/DeepLearningExamples "
+            "and lambdal/deeplearning-benchmark)",
+            file=sys.stderr,
+        )
         return 2
     dle, lam = (Path(a) for a in argv)
     rows = dle_rows(dle)
@@ -618,8 +1003,7 @@ def main(argv: list[str]) -> int:
     v1, skipped1 = lambda_rows(lam, head, "pytorch/scripts/compile_results_pytorch.py", "v1")
     v0, skipped0 = lambda_rows(lam, LAMBDA_V0_COMMIT, "pytorch/scripts/compile_results_pytorch_throughput.py", "v0")
     rows += v1 + v0
-    key = lambda r: (r["source"], r["model"], r["generation"], r["gpu"], r["gpu_detail"], r["heading"], float(r["batch_amp"] or 0))
-    rows.sort(key=key)
+    rows.sort(key=lambda r: (r["source"], r["model"], r["generation"], r["gpu"], r["gpu_detail"], r["heading"]))
     kept = [r for r in rows if r["generation"] not in HELD_OUT]
     held = [r for r in rows if r["generation"] in HELD_OUT]
     for name, part in (("rows.csv", kept), ("heldout_ada_hopper.csv", held)):
