@@ -4,6 +4,7 @@ only in the kept-aside file), and the rebuild script's parsers read the README a
 
 import csv
 import importlib.util
+import json
 import re
 import subprocess
 from pathlib import Path
@@ -52,6 +53,17 @@ def test_ada_and_hopper_are_only_in_the_kept_aside_file():
     assert not [r for r in ROWS if r["generation"] in build_rows.HELD_OUT]
     assert HELD and {r["generation"] for r in HELD} == set(build_rows.HELD_OUT)
     assert {"H100", "RTX 4090", "RTX 6000 Ada"} <= {r["gpu"] for r in HELD}
+
+
+@pytest.mark.parametrize("name,rows,fitted", [("rows.csv", ROWS, True), ("heldout_ada_hopper.csv", HELD, False)])
+def test_each_file_says_what_it_holds_and_whether_it_may_be_fitted(name, rows, fitted):
+    sidecar = json.loads((VALIDATION / f"{name}.json").read_text(encoding="utf-8"))
+    assert sidecar["fitted"] is fitted
+    assert sidecar["rows"] == len(rows)
+    assert sidecar["models"] == sorted({r["model"] for r in rows})
+    assert sidecar["generations"] == sorted({r["generation"] for r in rows})
+    for commit in {r["commit"] for r in rows}:
+        assert commit in json.dumps(sidecar["sources"])
 
 
 @pytest.mark.parametrize("name,rows", [("rows.csv", ROWS), ("heldout_ada_hopper.csv", HELD)])

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import ast
 import csv
+import json
 import re
 import subprocess
 import sys
@@ -702,9 +703,13 @@ def dle_rows(gitdir: Path) -> list[dict]:
             )
             suspect = any(p and v < 0.5 * p / 8 for p, v in zip(per_gpu, (base, amp)))
             baseline = TF32 if generation != "volta" else FP32
-            software = (
-                container(where_text) or container(parent) or container(text) or "NGC container, version not stated"
-            )
+            software = container(where_text) or container(parent)
+            if not software:  # the results' text names none: the README's requirements are the best guess
+                guess = container(
+                    "\n".join(line for _, t, body in secs if t.lower() == "requirements" for line in body)
+                )
+                software = f"{guess} (the README's requirements; the results' text names no container)" if guess else ""
+            software = software or "NGC container, version not stated"
             notes = [s.get("note", "")]
             if suspect:
                 notes.append("suspect: a 1-GPU throughput below half the per-GPU rate of the same table's 8-GPU row")
@@ -853,23 +858,25 @@ LAMBDA_MODELS = {
 
 # What Lambda's "fp16" runs were, per version (config_v0/config_v1 and compile_results_pytorch*.py).
 AMP_V1 = {
-    "resnet50": "run PyTorch_resnet50_AMP (--amp --static-loss-scale 256)",
-    "ssd": "run PyTorch_SSD_AMP (--amp)",
-    "gnmt": "run PyTorch_gnmt_FP16 (--math fp16)",
-    "ncf": "run PyTorch_ncf_FP16 (--amp)",
+    "resnet50": "run PyTorch_resnet50_AMP (--amp; its log: amp : True)",
+    "ssd": "run PyTorch_SSD_AMP (--amp; its log: AMP : True, precision : amp)",
+    "gnmt": "run PyTorch_gnmt_FP16 (--math fp16; its log: math='fp16')",
+    "ncf": "run PyTorch_ncf_FP16 (--amp where the config passes it; its log: amp : True)",
     "tacotron2": "run PyTorch_tacotron2_FP16 (--amp-run)",
     "waveglow": "run PyTorch_waveglow_FP16 (--amp-run)",
-    "bert_base_squad": "run PyTorch_bert_base_squad_FP16 (run_squad.sh fp16)",
-    "bert_large_squad": "run PyTorch_bert_large_squad_FP16 (run_squad.sh fp16)",
-    "transformerxlbase": "run PyTorch_transformerxlbase_FP16 (--fp16)",
-    "transformerxllarge": "run PyTorch_transformerxllarge_FP16 (--fp16)",
+    "bert_base_squad": "run PyTorch_bert_base_squad_FP16 (run_squad.sh fp16; its log: fp16=True)",
+    "bert_large_squad": "run PyTorch_bert_large_squad_FP16 (run_squad.sh fp16; its log: fp16=True)",
+    "transformerxlbase": "run PyTorch_transformerxlbase_FP16 (--fp16; its log: amp='apex', apex AMP)",
+    "transformerxllarge": "run PyTorch_transformerxllarge_FP16 (--fp16; its log: amp='apex', apex AMP)",
 }
 AMP_V0 = {
     **AMP_V1,
     "resnet50": "run PyTorch_resnet50_FP16 (--fp16 --static-loss-scale 256: half-precision network with fp32 master "
     "weights, not autocast)",
     "ncf": "run PyTorch_ncf_FP16 (--opt_level O2: apex, half-precision model with fp32 master weights)",
-    "maskrcnn": "run PyTorch_maskrcnn_FP16 (DTYPE float16: apex AMP)",
+    "maskrcnn": "run PyTorch_maskrcnn_FP16 (DTYPE float16: the Mask R-CNN benchmark's apex AMP mode)",
+    "tacotron2": "run PyTorch_tacotron2_FP16 (--amp-run: apex AMP in the 20.x scripts)",
+    "waveglow": "run PyTorch_waveglow_FP16 (--amp-run: apex AMP in the 20.x scripts)",
 }
 
 
@@ -1006,11 +1013,32 @@ def main(argv: list[str]) -> int:
     rows.sort(key=lambda r: (r["source"], r["model"], r["generation"], r["gpu"], r["gpu_detail"], r["heading"]))
     kept = [r for r in rows if r["generation"] not in HELD_OUT]
     held = [r for r in rows if r["generation"] in HELD_OUT]
-    for name, part in (("rows.csv", kept), ("heldout_ada_hopper.csv", held)):
+    dle_head = git(dle, "rev-parse", "HEAD").strip()
+    for name, part, fitted in (("rows.csv", kept, True), ("heldout_ada_hopper.csv", held, False)):
         with open(HERE / name, "w", newline="", encoding="utf-8") as handle:
             writer = csv.DictWriter(handle, fieldnames=COLUMNS, lineterminator="\n")
             writer.writeheader()
             writer.writerows(part)
+        sidecar = {
+            "sources": {
+                "DLE": f"https://github.com/NVIDIA/DeepLearningExamples (commit {dle_head}, "
+                "PyTorch/*/*/README.md 'Training performance' tables)",
+                "Lambda": f"https://github.com/lambdal/deeplearning-benchmark (v1 at commit {head}, v0 at commit "
+                f"{LAMBDA_V0_COMMIT}; {LAMBDA_FILES})",
+            },
+            "licence": "DeepLearningExamples: each model folder's LICENSE (Apache-2.0 or BSD-3-Clause); "
+            "lambdal/deeplearning-benchmark: no licence file (published measurements, cited with their source)",
+            "measured_by": "NVIDIA (DGX systems, NGC containers) and Lambda (its own and partners' servers)",
+            "fitted": fitted,
+            "note": "fit and choose on this file"
+            if fitted
+            else "KEPT ASIDE: Ada and Hopper; nothing may be fitted on it",
+            "rebuilt_by": "benchmarks/validation/build_rows.py",
+            "rows": len(part),
+            "models": sorted({r["model"] for r in part}),
+            "generations": sorted({r["generation"] for r in part}),
+        }
+        (HERE / f"{name}.json").write_text(json.dumps(sidecar, indent=2) + "\n", encoding="utf-8")
     for line in skipped1 + skipped0:
         print("skipped:", line)
     print(f"rows.csv: {len(kept)} rows; heldout_ada_hopper.csv: {len(held)} rows")
