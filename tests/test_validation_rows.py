@@ -211,3 +211,13 @@ def test_the_amp_flag_is_read_from_the_run_logs(tmp_path):
     assert build_rows.amp_flag_off(gitdir, "HEAD", "sys1", "PyTorch_ncf_FP16")
     assert not build_rows.amp_flag_off(gitdir, "HEAD", "sys2", "PyTorch_ncf_FP16")
     assert not build_rows.amp_flag_off(gitdir, "HEAD", "sys3", "PyTorch_ncf_FP16")  # no such run: nothing said
+
+
+def test_the_readme_counts_what_the_files_hold():
+    readme = (VALIDATION / "README.md").read_text(encoding="utf-8")
+    for name, rows in (("rows.csv", ROWS), ("heldout_ada_hopper.csv", HELD)):
+        line = next(line for line in readme.splitlines() if line.startswith(f"| `{name}` |"))
+        assert f"| {len(rows)} ({len({r['model'] for r in rows})} models) |" in line, line
+        for generation in {r["generation"] for r in rows}:
+            count = sum(r["generation"] == generation for r in rows)
+            assert f"{generation} {count}" in line, f"{name}: {generation} {count} not in {line}"
