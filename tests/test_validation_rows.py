@@ -221,3 +221,10 @@ def test_the_readme_counts_what_the_files_hold():
         for generation in {r["generation"] for r in rows}:
             count = sum(r["generation"] == generation for r in rows)
             assert f"{generation} {count}" in line, f"{name}: {generation} {count} not in {line}"
+
+
+def test_the_wrong_folders_get_one_line_and_exit_2(tmp_path, capsys):
+    assert build_rows.main([str(tmp_path)]) == 2
+    assert build_rows.main([str(tmp_path), str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and "has no PyTorch/Classification/ConvNets/configs.yml" in err[1]

@@ -1007,6 +1007,14 @@ def main(argv: list[str]) -> int:
         )
         return 2
     dle, lam = (Path(a) for a in argv)
+    for gitdir, wanted, commit in ((dle, CONFIGS_YML, "HEAD"), (lam, LAMBDA_FILES.split(",")[0], LAMBDA_V0_COMMIT)):
+        if show(gitdir, commit, wanted) is None:  # not a git directory, the wrong repository, or history cut
+            print(
+                f"build_rows: {gitdir} has no {wanted} at {commit[:8]}: pass the git directory of "
+                "NVIDIA/DeepLearningExamples first and of lambdal/deeplearning-benchmark (full history) second",
+                file=sys.stderr,
+            )
+            return 2
     rows = dle_rows(dle)
     head = git(lam, "rev-parse", "HEAD").strip()
     v1, skipped1 = lambda_rows(lam, head, "pytorch/scripts/compile_results_pytorch.py", "v1")
