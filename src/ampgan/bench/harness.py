@@ -612,10 +612,11 @@ def _warm_up(
         if allowance is None:  # the first call of a configuration not yet judged may take the whole budget
             limit = spec.max_seconds if index == 0 and not judged else None
         else:
-            limit = None if compiling else allowance["left"]
-            if limit <= 0:
+            # Nothing left: not even a compiling call is started (its compile would be spent on a too_slow row).
+            if allowance["left"] <= 0:
                 _abandoned(spec, contender, spent_before=True)
                 return
+            limit = None if compiling else allowance["left"]  # a compile is not stopped: its time is said apart
         started = time.perf_counter()
         try:
             with abandoned_after(limit):
