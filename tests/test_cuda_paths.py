@@ -446,17 +446,72 @@ def test_compile_below_sm70_is_one_line(monkeypatch, capability, backend, refuse
 
 
 @pytest.mark.parametrize(
-    ("local_rank", "local_size", "visible", "index"),
-    [(3, 4, 4, 3), (3, 4, 8, 3), (3, 4, 1, 0), (0, 1, 1, 0), (3, 4, 2, None), (0, 2, 0, None)],
+    ("local_rank", "local_size", "visible", "own", "index"),
+    [
+        (3, 4, 4, False, 3),
+        (3, 4, 8, False, 3),
+        (3, 4, 1, True, 0),  # a scheduler showed each process its own GPU
+        (0, 1, 1, False, 0),
+        (3, 4, 1, False, None),  # four processes, one GPU they all see: NCCL's "Duplicate GPU"
+        (0, 4, 1, False, None),
+        (3, 4, 2, False, None),
+        (3, 4, 2, True, None),
+        (0, 2, 0, True, None),
+    ],
 )
-def test_torchrun_with_one_gpu_visible_per_process(local_rank, local_size, visible, index):
+def test_each_process_gets_a_gpu_of_its_own_or_is_refused(local_rank, local_size, visible, own, index):
     from ampgan.training.distributed import device_index_for
 
     if index is None:
-        with pytest.raises(AmpganError, match="GPU"):
-            device_index_for(local_rank, local_size, visible)
+        with pytest.raises(AmpganError, match="GPU") as refused:
+            device_index_for(local_rank, local_size, visible, own)
+        fix = "--device cpu" if visible else "CUDA_VISIBLE_DEVICES"
+        assert fix in str(refused.value) and "\n" not in str(refused.value)
+        if visible:
+            assert f"torchrun --nproc-per-node {visible}" in str(refused.value)
     else:
-        assert device_index_for(local_rank, local_size, visible) == index
+        assert device_index_for(local_rank, local_size, visible, own) == index
+
+
+@pytest.mark.parametrize(
+    ("environment", "local_rank", "refused"),
+    [
+        ({"TORCHELASTIC_RUN_ID": "r"}, 2, True),  # torchrun --nproc-per-node 4 on a one-GPU machine
+        ({"TORCHELASTIC_RUN_ID": "r"}, 0, True),
+        ({"TORCHELASTIC_RUN_ID": "r", "CUDA_VISIBLE_DEVICES": "0"}, 2, True),  # one GPU, the same for all
+        ({"TORCHELASTIC_RUN_ID": "r", "CUDA_VISIBLE_DEVICES": "3"}, 0, False),  # torchrun --virtual-local-rank
+        ({}, 2, False),  # started by a scheduler that set CUDA_VISIBLE_DEVICES per process
+    ],
+)
+def test_more_processes_than_gpus_are_refused_before_the_process_group(monkeypatch, environment, local_rank, refused):
+    """Four ranks on a machine whose one GPU each of them sees (torch.cuda's answers injected): one line
+    naming the fix, before any process group (whose NCCL would fail at the first collective, reported by
+    every other rank as lost contact)."""
+    import ampgan.training.distributed as distributed
+
+    for name in ("TORCHELASTIC_RUN_ID", "CUDA_VISIBLE_DEVICES"):
+        monkeypatch.delenv(name, raising=False)
+    rendezvous = {"RANK": str(local_rank), "WORLD_SIZE": "4", "LOCAL_RANK": str(local_rank), "LOCAL_WORLD_SIZE": "4"}
+    for name, value in (rendezvous | {"MASTER_ADDR": "localhost", "MASTER_PORT": "1"} | environment).items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    chosen = []
+    monkeypatch.setattr(torch.cuda, "set_device", chosen.append)
+    joined = []
+    monkeypatch.setattr(distributed.dist, "is_initialized", lambda: False)
+    monkeypatch.setattr(distributed.dist, "init_process_group", lambda **kwargs: joined.append(kwargs))
+    monkeypatch.setattr(distributed.dist, "new_group", lambda **kwargs: None)
+    monkeypatch.setattr(distributed, "_world", distributed.World())
+    if refused:
+        with pytest.raises(
+            AmpganError, match=r"^4 processes on this machine but 1 GPU visible to them: .*--device cpu$"
+        ):
+            distributed.join_process_group("auto")
+        assert joined == [] and chosen == []
+    else:
+        assert distributed.join_process_group("auto") == torch.device("cuda", 0)
+        assert joined[0]["backend"] == "nccl" and chosen == [torch.device("cuda", 0)]
 
 
 @pytest.mark.parametrize(
