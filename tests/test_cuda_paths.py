@@ -357,6 +357,51 @@ def test_backend_settings_set_every_tf32_switch_and_restore_them(monkeypatch, mo
         torch.set_float32_matmul_precision("highest")
 
 
+def _tf32_read_back() -> dict:
+    """Every TF32 switch read as a user would, each through its own API (legacy flags, fp32_precision where this
+    torch has it): reading a legacy flag that disagrees with its settings raises on torch 2.9 and later."""
+    backends = torch.backends
+    read = {
+        "matmul.allow_tf32": backends.cuda.matmul.allow_tf32,
+        "cudnn.allow_tf32": backends.cudnn.allow_tf32,
+        "float32_matmul_precision": torch.get_float32_matmul_precision(),
+    }
+    if hasattr(backends.cudnn, "conv") and hasattr(backends.cudnn.conv, "fp32_precision"):
+        read |= {
+            "matmul": backends.cuda.matmul.fp32_precision,
+            "conv": backends.cudnn.conv.fp32_precision,
+            "rnn": backends.cudnn.rnn.fp32_precision,
+        }
+    return read
+
+
+@pytest.mark.parametrize(("outer", "inner"), [("fp32", None), ("bf16", None), ("fp16", "tf32"), ("tf32", "fp32")])
+def test_tf32_switches_read_back_alike_through_both_apis_inside_and_after(monkeypatch, outer, inner):
+    """The legacy flags and the fp32_precision settings agree inside a policy's backend_settings() (nested too,
+    as the doctor nests them) and read back unchanged after: once, cuDNN's legacy flag was left False under conv
+    and rnn settings of "tf32", and reading it raised."""
+    monkeypatch.delenv(precision_module.DETERMINISTIC_ENV, raising=False)
+    before = _tf32_read_back()
+    try:
+        for mode in (outer, inner):
+            if mode is None:
+                continue
+            tf32 = mode == "tf32"
+            with precision_module.PrecisionPolicy(mode, torch.device("cuda", 0)).backend_settings():
+                inside = _tf32_read_back()
+                assert inside["matmul.allow_tf32"] == inside["cudnn.allow_tf32"] == tf32
+                if "conv" in inside:
+                    assert (inside["matmul"] == "tf32") == ((inside["conv"], inside["rnn"]) == ("tf32", "tf32")) == tf32
+                if inner is not None and mode == outer:
+                    with precision_module.PrecisionPolicy(inner, torch.device("cuda", 0)).backend_settings():
+                        assert _tf32_read_back()["cudnn.allow_tf32"] == (inner == "tf32")
+                    assert _tf32_read_back() == inside
+            assert _tf32_read_back() == before
+    finally:  # the defaults, whatever happened: later tests in this process must read them
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = False, True
+        torch.set_float32_matmul_precision("highest")
+
+
 def test_deterministic_runs_switch_autotuning_off_on_cuda(monkeypatch):
     monkeypatch.setenv(precision_module.DETERMINISTIC_ENV, "1")
     before = _switches()
