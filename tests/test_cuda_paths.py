@@ -4,7 +4,9 @@ without a GPU (names, capabilities, architecture lists, optimizer choice, contro
 import re
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -676,6 +678,72 @@ def test_a_transposed_convolution_is_the_data_gradient_of_the_direct_one():
     assert _rows_of(lambda: direct(y).sum().backward()) == [
         geometry | {"op": op} for op in ("conv_fwd", "conv_bwd_data", "conv_bwd_weight")
     ]
+
+
+def test_successive_timed_calls_of_a_calibration_kernel_read_inputs_out_of_the_cache(monkeypatch):
+    """measure_kernels on a real (tiny) step: each row's timed calls take their inputs in turn from sets that
+    together exceed the cache (injected: 1 MB), so no call reads what the call before it left in L2."""
+    from conftest import tiny_config
+
+    import ampgan.bench.calibration as calibration
+    from ampgan.data import load_dataset
+    from ampgan.speed.step_timer import StepTimer
+
+    config = tiny_config(batch_size=4)
+    timer = StepTimer(config, load_dataset(config.data, seed=0), torch.device("cpu"), across_ranks=False)
+    seen: dict[int, list[tuple]] = {}
+    real_rows = calibration.kernel_rows
+
+    def recorded_rows(calls, tf32):
+        rows, skipped = real_rows(calls, tf32)
+
+        def recording(index, func):
+            def run(*args, **kwargs):
+                tensors = [a for a in args if isinstance(a, torch.Tensor)]
+                seen.setdefault(index, []).append(
+                    (tuple(t.data_ptr() for t in tensors), sum(t.nbytes for t in tensors))
+                )
+                return func(*args, **kwargs)
+
+            return run
+
+        return [replace(row, func=recording(i, row.func)) for i, row in enumerate(rows)], skipped
+
+    monkeypatch.setattr(calibration, "kernel_rows", recorded_rows)
+    monkeypatch.setattr(calibration, "cache_bytes", lambda device: 2**20)
+    rows, _ = calibration.measure_kernels(timer, "test", tf32=False, repeats=6)
+    assert rows and len(seen) == len(rows) and all(r["ms"] > 0 for r in rows)
+    for calls in seen.values():
+        pointers = [p for p, _ in calls]
+        assert len(calls) == 6 and all(a != b for a, b in zip(pointers, pointers[1:]))  # never the last call's
+        sets, size = len(set(pointers)), calls[0][1]
+        assert sets == 6 or (sets - 1) * size >= 2**20  # all six apart, or enough to push a set out between turns
+
+
+def test_a_calibration_kernel_rotates_among_as_few_sets_as_push_one_out_of_the_cache():
+    from ampgan.bench.attainable import TensorSpec
+    from ampgan.bench.calibration import KernelRow, rotating_calls
+
+    spec = TensorSpec((16, 16), (16, 1), torch.float32, torch.device("cpu"))  # 1 KiB
+    row = KernelRow((("op", "gemm"),), torch.mm, (spec, spec), {})
+    assert rotating_calls(row, cache=8 * 2**10, calls=100)[1] == 1 + 4  # 4 other sets of 2 KiB fill 8 KiB
+    assert rotating_calls(row, cache=2**30, calls=12)[1] == 12  # no more sets than calls
+    assert rotating_calls(row, cache=0, calls=12)[1] == 1
+    run, count = rotating_calls(row, cache=8 * 2**10, calls=100)
+    results = [run() for _ in range(count + 1)]
+    assert not torch.equal(results[0], results[1]) and torch.equal(results[0], results[count])  # turn by turn
+
+
+def test_the_cache_a_calibration_kernel_must_leave_is_the_devices_own(monkeypatch):
+    from ampgan.bench.calibration import DEFAULT_CACHE_BYTES, cache_bytes
+
+    monkeypatch.setattr(
+        torch.cuda, "get_device_properties", lambda device=None: SimpleNamespace(L2_cache_size=50 * 2**20)
+    )
+    assert cache_bytes(torch.device("cuda", 0)) == 50 * 2**20  # the H100's and H200's L2
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device=None: SimpleNamespace())
+    assert cache_bytes(torch.device("cuda", 0)) == DEFAULT_CACHE_BYTES
+    assert cache_bytes(torch.device("cpu")) >= 2**20  # a CPU's last level (sysfs), or the default
 
 
 def test_grouped_convolutions_are_counted_apart_not_dropped():
