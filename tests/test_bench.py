@@ -535,3 +535,55 @@ def test_a_study_whose_bench_failed_everywhere_stops_before_training_and_benches
     results = bench_once(spec, dataset, ("fp32",), torch.device("cpu"), lambda line: None, out, progress)
     # Measured again (too_slow on a loaded machine is an answer too: the study would train on).
     assert results["configs"][0]["status"] in ("ok", "too_slow") and progress.bench_done
+
+
+@pytest.mark.parametrize("failing_rank", [0, 1])
+def test_a_single_process_twin_out_of_memory_is_an_oom_row_on_every_rank(monkeypatch, failing_rank):
+    """Under DDP each configuration is also timed without it (its twin, a second state beside the data-parallel
+    one): a twin that runs out of memory on this rank, or on another (its answer injected), makes an oom row,
+    agreed before any round; the other precision is measured as before. Two ranks are simulated in one process."""
+    from ampgan.training.distributed import World
+
+    real_timer = bench_module.StepTimer
+
+    def timer(config, dataset, device, data_parallel=True, batch=None, across_ranks=True):
+        if batch is not None and config.precision.name == "fp32" and failing_rank == 0:  # the twin alone
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        return real_timer(config, dataset, device, data_parallel, batch, across_ranks)
+
+    # Rank 1's answers, in the order the harness asks: its fp32 twin (out of memory when it is the failing
+    # rank), its bf16 twin, the speedup history's spread.
+    answers = iter([("oom", "CUDA out of memory. Tried to allocate 3.00 GiB") if failing_rank == 1 else None])
+    gathered = []
+
+    def gather(value):
+        gathered.append(value)
+        return [value, next(answers, None)]
+
+    monkeypatch.setattr(bench_module, "StepTimer", timer)
+    monkeypatch.setattr(bench_module, "world", lambda: World(rank=0, size=2, local_rank=0, local_size=2))
+    monkeypatch.setattr(bench_module, "_agreed_local_trial", lambda *args: None)  # the trial step: its own test
+    monkeypatch.setattr(bench_module, "gather_objects", gather)
+    spec = BenchSpec(
+        base=tiny_config(),
+        batch_sizes=(4,),
+        precisions=("fp32", "bf16"),
+        warmup=1,
+        steps=2,
+        min_seconds=0,
+        max_seconds=60,
+        channels_last=(),
+    )
+    results = run_bench(spec, torch.device("cpu"))
+    fp32, bf16 = results["configs"]
+    assert (
+        fp32["status"] == "oom"
+        and fp32["samples_s"] == []
+        and fp32["reason"].startswith(f"rank {failing_rank}: its single-process twin")
+    )
+    assert "out of memory" in fp32["reason"]
+    assert gathered[:2] == [
+        ("oom", "CUDA out of memory. Tried to allocate 2.00 GiB") if failing_rank == 0 else None,
+        None,
+    ]
+    assert bf16["status"] == "ok" and len(bf16["local_samples_s"]) == len(bf16["samples_s"]) >= 2
