@@ -45,8 +45,9 @@ def bench_once(spec: CompareSpec, dataset, precisions, device, log, out_dir: Pat
         if results.get("incomplete"):
             raise StudyInterrupted(results["incomplete"]["signum"], out_dir, progress)
     write_results(results, out_dir / "bench")
-    # A bench whose every configuration failed would race runs no speedup or cost can be drawn from: the
-    # study stops here, its bench kept for inspection and not marked done (the same command benches again).
+    # A bench that measured nothing because its configurations failed (a broken step) would race runs no
+    # speedup or cost can be drawn from: the study stops here, its bench kept for inspection and not marked
+    # done, so the same command benches again (too_slow rows alone: it trains on, and says so below).
     refuse_what_measured_nothing(results["configs"], f"the study stopped before training; see {out_dir / 'bench'}")
     progress.bench_done = True
     progress.save()

@@ -115,7 +115,7 @@ def device_index_for(local_rank: int, local_size: int, visible: int, shown_only_
     raise AmpganError(
         f"{local_size} processes on this machine but {gpus} visible to them: two would share a GPU, which NCCL "
         f"refuses; start at most {visible} (torchrun --nproc-per-node {visible}, or ampgan --nproc {visible}), "
-        "or train on the CPU with --device cpu"
+        "or run on the CPU with --device cpu"
     )
 
 
