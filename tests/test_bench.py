@@ -377,15 +377,7 @@ def test_a_compiled_precisions_first_call_is_not_stopped_but_nothing_left_starts
 # precisions and --attainable's rows and a refused --sweep cell (test_where_it_pays.py), the default
 # precisions and memory format (test_decisions_that_do_not_fit...), --from, torchrun (test_distributed.py).
 _FLAG_COMBINATIONS = {
-    "compile-channels-last-json": [
-        "--compile",
-        "--channels-last",
-        "--precisions",
-        "bf16",
-        "--batch-sizes",
-        "4,8",
-        "--json",
-    ],
+    "compile-channels-last-json": ["--compile", "--channels-last", "--precisions", "bf16", "--json"],
     "attainable-peak-no-trace": ["--attainable", "--precisions", "fp32", "--peak-tflops", "2", "--no-trace"],
     "sweep-json": ["--sweep", "model.width=4,8", "--precisions", "fp32", "--no-channels-last", "--json"],
 }
@@ -492,9 +484,7 @@ def test_a_bench_whose_every_configuration_failed_exits_2_and_keeps_its_results(
 def test_a_sweep_whose_every_cell_failed_exits_2_and_keeps_its_cells(tmp_path, capsys, monkeypatch):
     _every_step_fails(monkeypatch)
     out = tmp_path / "sweep"
-    # --max-seconds 60: a loaded machine's warm-up must not make the measured cell too slow (fp32 alone stops
-    # after its rounds).
-    command = ("bench", *TINY[:-1], "60", "--batch-sizes", "4", "--precisions", "fp32", "--out", str(out))
+    command = ("bench", *TINY, "--batch-sizes", "4", "--precisions", "fp32", "--out", str(out))
     code, _, err = run_cli(capsys, *command, "--sweep", "model.width=4,0")  # the second cell: refused
     assert code == 2 and "Traceback" not in err
     assert (
@@ -506,9 +496,7 @@ def test_a_sweep_whose_every_cell_failed_exits_2_and_keeps_its_cells(tmp_path, c
         )
     )
     assert [c["status"] for c in json.loads((out / "sweep.json").read_text())["cells"]] == ["ok", "error"]
-    monkeypatch.undo()  # a cell that measures: the sweep answers, its failed cells beside it
-    code, _, err = run_cli(capsys, *command, "--sweep", "model.width=4,0", "--overwrite")
-    assert code == 0, err[-2000:]
+    # A sweep with a measured cell beside a refused one exits 0 (test_where_it_pays.py).
 
 
 def test_a_study_whose_bench_failed_everywhere_stops_before_training_and_benches_again(tmp_path, monkeypatch):
