@@ -2,14 +2,17 @@
 
 import csv
 import json
+import re
 from pathlib import Path
 
 import pytest
 import torch
 from conftest import run_cli, tiny_config
 
+import ampgan
 import ampgan.bench.harness as bench_module
 from ampgan.bench.harness import BenchSpec, run_bench, speedups
+from ampgan.errors import AmpganError
 
 TINY = [
     "--width",
@@ -332,3 +335,243 @@ def test_an_op_trace_cycle_slower_than_foreseen_is_stopped_at_the_trace_deadline
     with pytest.raises(AmpganError, match="a fp32 cycle at batch 8 ran past the trace's share of the bench's budget"):
         ops._settled_trace(None, (torch.zeros(8, 1), None), "fp32", deadline=started + 0.3, first_cycle_s=0.01)
     assert time.perf_counter() - started < 5
+
+
+def test_a_compiled_precisions_first_call_is_not_stopped_but_nothing_left_starts_no_compile(monkeypatch):
+    """A compiled step's first call (its compile) is neither stopped at what is left of --max-seconds nor
+    charged to it; a later call is. With nothing left, not even the compile is started."""
+    from types import SimpleNamespace
+
+    from ampgan.bench.harness import ConfigResult, _warm_up
+
+    class Contender:  # the first call compiles for 30 s, then each call takes 0.05 s
+        def __init__(self):
+            self.result, self.calls = ConfigResult(batch_size=16, precision="bf16"), 0
+
+        def timed_step(self):
+            self.calls += 1
+            clock.now += 30.0 if self.calls == 1 else 0.05
+            return 30.0 if self.calls == 1 else 0.05
+
+    clock = SimpleNamespace(now=0.0)
+    monkeypatch.setattr(bench_module, "time", SimpleNamespace(perf_counter=lambda: clock.now))
+    spec, allowance = BenchSpec(warmup=2, steps=2, max_seconds=1.0, compile=("bf16",)), {"left": 1.0}
+    compiled = Contender()
+    _warm_up(spec, compiled, allowance=allowance)
+    assert compiled.result.status == "ok" and compiled.result.warmup_s == [30.0, 0.05]
+    assert allowance["left"] == pytest.approx(0.95)  # the compile not charged, the second call charged
+    late, allowance["left"] = Contender(), 0.0
+    _warm_up(spec, late, allowance=allowance)
+    assert late.calls == 0 and late.result.status == "too_slow" and "spent" in late.result.reason
+    # Without a shared allowance (a decision's own timer): the compile is not judged against --max-seconds.
+    alone = Contender()
+    _warm_up(spec, alone)
+    assert alone.result.status == "ok" and alone.calls == 2
+
+
+# Each documented flag of `ampgan bench` (its --help, docs/speed.md) in at least one combination, on a
+# width-8 model at batch 4, one precision each (a lone precision stops after its --steps rounds; --max-seconds
+# 60 only keeps a loaded machine's warm-ups in): the plumbing of each in seconds. Compiling uses the eager
+# backend (dynamo captures the graphs, no code is generated: an inductor compile takes minutes here); the
+# compile-time probes (fresh processes) are tests/test_compile_cache.py's and injected here. Elsewhere: two
+# precisions and --attainable's rows and a refused --sweep cell (test_where_it_pays.py), the default
+# precisions and memory format (test_decisions_that_do_not_fit...), --from, torchrun (test_distributed.py).
+_FLAG_COMBINATIONS = {
+    "compile-channels-last-json": ["--compile", "--channels-last", "--precisions", "bf16", "--json"],
+    "attainable-peak-no-trace": ["--attainable", "--precisions", "fp32", "--peak-tflops", "2", "--no-trace"],
+    "sweep-json": ["--sweep", "model.width=4,8", "--precisions", "fp32", "--no-channels-last", "--json"],
+}
+
+
+@pytest.mark.parametrize("flags", list(_FLAG_COMBINATIONS.values()), ids=list(_FLAG_COMBINATIONS))
+def test_every_documented_flag_of_bench_runs(tmp_path, capsys, monkeypatch, flags):
+    monkeypatch.setenv("AMPGAN_COMPILE_BACKEND", "eager")
+    monkeypatch.setattr(
+        bench_module, "measure_compile_times", lambda config: {"cold_s": 1.0, "warm_s": 0.5, "compiled_step_s": 0.01}
+    )
+    out = tmp_path / "bench"
+    sizes = [] if "--batch-sizes" in flags else ["--batch-sizes", "4"]
+    code, stdout, err = run_cli(capsys, "bench", *TINY[:-1], "60", *sizes, *flags, "--out", str(out))
+    assert code == 0 and "Traceback" not in err, err[-3000:]
+    if "--sweep" in flags:
+        cells = json.loads((out / "sweep.json").read_text())["cells"]
+        assert [c["status"] for c in cells] == ["ok", "ok"]
+        documents = [json.loads((out / c["results"]).read_text()) for c in cells]
+        assert json.loads(stdout)["sweep"] == str(out / "sweep.json")
+    else:
+        documents = [json.loads((out / "results.json").read_text())]
+        if "--json" in flags:
+            assert json.loads(stdout)["results"] == str(out / "results.json")
+    for results in documents:
+        assert results["configs"] and all(c["status"] == "ok" and c["samples_s"] for c in results["configs"])
+        spec = results["spec"]
+        if "--compile" in flags:
+            assert set(spec["compile"]) >= set(spec["precisions"]) and set(results["compile_times"]) == set(
+                spec["precisions"]
+            )
+            assert all(c["compile_s"] > 0 for c in results["configs"])
+        if "--channels-last" in flags:
+            assert set(spec["channels_last"]) >= set(spec["precisions"])
+        if "--no-channels-last" in flags:
+            assert spec["channels_last"] == []
+        if "--attainable" in flags:
+            assert all(c["attainable"]["step_s"] > 0 for c in results["configs"])
+        if "--peak-tflops" in flags:
+            assert {p["source"] for p in results["peaks"].values()} == {"--peak-tflops"}
+
+
+@pytest.mark.parametrize(
+    ("statuses", "failed"),
+    [
+        (["error", "error"], True),
+        (["error", "too_slow"], True),  # nothing measured, and something broke
+        (["oom", "error"], True),
+        (["ok", "error"], False),  # a measured row: the failed one is a result beside it
+        (["too_slow", "too_slow"], False),  # answers about this machine: more time would measure them
+        (["oom"], False),
+        ([], False),
+    ],
+)
+def test_a_bench_that_measured_nothing_because_it_failed_is_a_failure(statuses, failed):
+    from ampgan.bench.to_folder import measured_nothing
+
+    configs = [
+        {"batch_size": 4, "precision": "fp32", "status": s, "reason": f"why {i}"} for i, s in enumerate(statuses)
+    ]
+    found = measured_nothing(configs)
+    assert (found is not None) == failed
+    if failed:
+        assert found.startswith("the bench measured no configuration (fp32@4: ") and "why 0" in found
+
+
+def _every_step_fails(monkeypatch):
+    def broken(self):
+        raise RuntimeError("the step broke\nsecond line")
+
+    monkeypatch.setattr(bench_module._Contender, "timed_step", broken)
+
+
+_FAILED = "the bench measured no configuration (fp32@4: error (the step broke)"
+
+
+@pytest.mark.parametrize("json_flag", [[], ["--json"]], ids=["table", "json"])
+def test_a_bench_whose_every_configuration_failed_exits_2_and_keeps_its_results(
+    tmp_path, capsys, monkeypatch, json_flag
+):
+    _every_step_fails(monkeypatch)
+    out = tmp_path / "bench"
+    code, stdout, err = run_cli(
+        capsys, "bench", *TINY, "--batch-sizes", "4,8", "--precisions", "fp32", *json_flag, "--out", str(out)
+    )
+    assert code == 2 and "Traceback" not in err and stdout == ""
+    (line,) = [line for line in err.splitlines() if line.startswith("error")]
+    assert line.startswith(f"error: {_FAILED}; fp32@8: error (the step broke)): its results are in {out}")
+    assert [c["status"] for c in json.loads((out / "results.json").read_text())["configs"]] == ["error", "error"]
+    with pytest.raises(AmpganError, match="^" + re.escape(_FAILED)):
+        ampgan.bench(
+            "acgan",
+            tmp_path / "api",
+            settings={"model.width": 8, "model.z_dim": 16, "compute.device": "cpu"},
+            batch_sizes=[4],
+            precisions=["fp32"],
+            warmup=1,
+            min_seconds=0,
+            max_seconds=5,
+        )
+    assert (tmp_path / "api" / "results.json").is_file()
+
+
+def test_a_sweep_whose_every_cell_failed_exits_2_and_keeps_its_cells(tmp_path, capsys, monkeypatch):
+    _every_step_fails(monkeypatch)
+    out = tmp_path / "sweep"
+    command = ("bench", *TINY, "--batch-sizes", "4", "--precisions", "fp32", "--out", str(out))
+    code, _, err = run_cli(capsys, *command, "--sweep", "model.width=4,0")  # the second cell: refused
+    assert code == 2 and "Traceback" not in err
+    assert (
+        err.strip()
+        .splitlines()[-1]
+        .startswith(
+            "error: the bench measured no configuration (model.width=4 fp32@4: error (the step broke); "
+            "model.width=0: error ("
+        )
+    )
+    assert [c["status"] for c in json.loads((out / "sweep.json").read_text())["cells"]] == ["ok", "error"]
+    # A sweep with a measured cell beside a refused one exits 0 (test_where_it_pays.py).
+
+
+def test_a_study_whose_bench_failed_everywhere_stops_before_training_and_benches_again(tmp_path, monkeypatch):
+    """The study's race stage (study/race.py), without the stages before it: a bench that failed on every
+    configuration is one line and not recorded as done, so the same command benches again."""
+    from ampgan.data import load_dataset
+    from ampgan.study.progress import open_progress
+    from ampgan.study.race import bench_once
+    from ampgan.study.spec import CompareSpec
+
+    spec = CompareSpec(base=tiny_config(), bench_batch_sizes=(8,), bench_seconds=1.0, bench_steps=2, channels_last=())
+    dataset = load_dataset(spec.base.data, seed=spec.seed)
+    out = tmp_path / "study"
+    progress = open_progress(out, spec.to_document(("fp32",)))
+    _every_step_fails(monkeypatch)
+    with pytest.raises(AmpganError) as failed:
+        bench_once(spec, dataset, ("fp32",), torch.device("cpu"), lambda line: None, out, progress)
+    assert str(failed.value) == (
+        f"the bench measured no configuration (fp32@8: error (the step broke)): the study stopped before training; "
+        f"see {out / 'bench'}"
+    )
+    assert (out / "bench" / "results.json").is_file() and not progress.bench_done
+    monkeypatch.undo()
+    results = bench_once(spec, dataset, ("fp32",), torch.device("cpu"), lambda line: None, out, progress)
+    # Measured again (too_slow on a loaded machine is an answer too: the study would train on).
+    assert results["configs"][0]["status"] in ("ok", "too_slow") and progress.bench_done
+
+
+@pytest.mark.parametrize("failing_rank", [0, 1])
+def test_a_single_process_twin_out_of_memory_is_an_oom_row_on_every_rank(monkeypatch, failing_rank):
+    """Under DDP each configuration is also timed without it (its twin, a second state beside the data-parallel
+    one): a twin that runs out of memory on this rank, or on another (its answer injected), makes an oom row,
+    agreed before any round; the other precision is measured as before. Two ranks are simulated in one process."""
+    from ampgan.training.distributed import World
+
+    real_timer = bench_module.StepTimer
+
+    def timer(config, dataset, device, data_parallel=True, batch=None, across_ranks=True):
+        if batch is not None and config.precision.name == "fp32" and failing_rank == 0:  # the twin alone
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        return real_timer(config, dataset, device, data_parallel, batch, across_ranks)
+
+    # Rank 1's answers, in the order the harness asks: its fp32 twin (out of memory when it is the failing
+    # rank), its bf16 twin, the speedup history's spread.
+    answers = iter([("oom", "CUDA out of memory. Tried to allocate 3.00 GiB") if failing_rank == 1 else None])
+    gathered = []
+
+    def gather(value):
+        gathered.append(value)
+        return [value, next(answers, None)]
+
+    monkeypatch.setattr(bench_module, "StepTimer", timer)
+    monkeypatch.setattr(bench_module, "world", lambda: World(rank=0, size=2, local_rank=0, local_size=2))
+    monkeypatch.setattr(bench_module, "_agreed_local_trial", lambda *args: None)  # the trial step: its own test
+    monkeypatch.setattr(bench_module, "gather_objects", gather)
+    spec = BenchSpec(
+        base=tiny_config(),
+        batch_sizes=(4,),
+        precisions=("fp32", "bf16"),
+        warmup=1,
+        steps=2,
+        min_seconds=0,
+        max_seconds=60,
+        channels_last=(),
+    )
+    results = run_bench(spec, torch.device("cpu"))
+    fp32, bf16 = results["configs"]
+    assert (
+        fp32["status"] == "oom"
+        and fp32["samples_s"] == []
+        and fp32["reason"].startswith(f"rank {failing_rank}: its single-process twin")
+    )
+    assert "out of memory" in fp32["reason"]
+    assert gathered[:2] == [
+        ("oom", "CUDA out of memory. Tried to allocate 2.00 GiB") if failing_rank == 0 else None,
+        None,
+    ]
+    assert bf16["status"] == "ok" and len(bf16["local_samples_s"]) == len(bf16["samples_s"]) >= 2

@@ -4,7 +4,9 @@ without a GPU (names, capabilities, architecture lists, optimizer choice, contro
 import re
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -357,6 +359,51 @@ def test_backend_settings_set_every_tf32_switch_and_restore_them(monkeypatch, mo
         torch.set_float32_matmul_precision("highest")
 
 
+def _tf32_read_back() -> dict:
+    """Every TF32 switch read as a user would, each through its own API (legacy flags, fp32_precision where this
+    torch has it): reading a legacy flag that disagrees with its settings raises on torch 2.9 and later."""
+    backends = torch.backends
+    read = {
+        "matmul.allow_tf32": backends.cuda.matmul.allow_tf32,
+        "cudnn.allow_tf32": backends.cudnn.allow_tf32,
+        "float32_matmul_precision": torch.get_float32_matmul_precision(),
+    }
+    if hasattr(backends.cudnn, "conv") and hasattr(backends.cudnn.conv, "fp32_precision"):
+        read |= {
+            "matmul": backends.cuda.matmul.fp32_precision,
+            "conv": backends.cudnn.conv.fp32_precision,
+            "rnn": backends.cudnn.rnn.fp32_precision,
+        }
+    return read
+
+
+@pytest.mark.parametrize(("outer", "inner"), [("fp32", None), ("bf16", None), ("fp16", "tf32"), ("tf32", "fp32")])
+def test_tf32_switches_read_back_alike_through_both_apis_inside_and_after(monkeypatch, outer, inner):
+    """The legacy flags and the fp32_precision settings agree inside a policy's backend_settings() (nested too,
+    as the doctor nests them) and read back unchanged after: once, cuDNN's legacy flag was left False under conv
+    and rnn settings of "tf32", and reading it raised."""
+    monkeypatch.delenv(precision_module.DETERMINISTIC_ENV, raising=False)
+    before = _tf32_read_back()
+    try:
+        for mode in (outer, inner):
+            if mode is None:
+                continue
+            tf32 = mode == "tf32"
+            with precision_module.PrecisionPolicy(mode, torch.device("cuda", 0)).backend_settings():
+                inside = _tf32_read_back()
+                assert inside["matmul.allow_tf32"] == inside["cudnn.allow_tf32"] == tf32
+                if "conv" in inside:
+                    assert (inside["matmul"] == "tf32") == ((inside["conv"], inside["rnn"]) == ("tf32", "tf32")) == tf32
+                if inner is not None and mode == outer:
+                    with precision_module.PrecisionPolicy(inner, torch.device("cuda", 0)).backend_settings():
+                        assert _tf32_read_back()["cudnn.allow_tf32"] == (inner == "tf32")
+                    assert _tf32_read_back() == inside
+            assert _tf32_read_back() == before
+    finally:  # the defaults, whatever happened: later tests in this process must read them
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = False, True
+        torch.set_float32_matmul_precision("highest")
+
+
 def test_deterministic_runs_switch_autotuning_off_on_cuda(monkeypatch):
     monkeypatch.setenv(precision_module.DETERMINISTIC_ENV, "1")
     before = _switches()
@@ -446,17 +493,72 @@ def test_compile_below_sm70_is_one_line(monkeypatch, capability, backend, refuse
 
 
 @pytest.mark.parametrize(
-    ("local_rank", "local_size", "visible", "index"),
-    [(3, 4, 4, 3), (3, 4, 8, 3), (3, 4, 1, 0), (0, 1, 1, 0), (3, 4, 2, None), (0, 2, 0, None)],
+    ("local_rank", "local_size", "visible", "own", "index"),
+    [
+        (3, 4, 4, False, 3),
+        (3, 4, 8, False, 3),
+        (3, 4, 1, True, 0),  # a scheduler showed each process its own GPU
+        (0, 1, 1, False, 0),
+        (3, 4, 1, False, None),  # four processes, one GPU they all see: NCCL's "Duplicate GPU"
+        (0, 4, 1, False, None),
+        (3, 4, 2, False, None),
+        (3, 4, 2, True, None),
+        (0, 2, 0, True, None),
+    ],
 )
-def test_torchrun_with_one_gpu_visible_per_process(local_rank, local_size, visible, index):
+def test_each_process_gets_a_gpu_of_its_own_or_is_refused(local_rank, local_size, visible, own, index):
     from ampgan.training.distributed import device_index_for
 
     if index is None:
-        with pytest.raises(AmpganError, match="GPU"):
-            device_index_for(local_rank, local_size, visible)
+        with pytest.raises(AmpganError, match="GPU") as refused:
+            device_index_for(local_rank, local_size, visible, own)
+        fix = "--device cpu" if visible else "CUDA_VISIBLE_DEVICES"
+        assert fix in str(refused.value) and "\n" not in str(refused.value)
+        if visible:
+            assert f"torchrun --nproc-per-node {visible}" in str(refused.value)
     else:
-        assert device_index_for(local_rank, local_size, visible) == index
+        assert device_index_for(local_rank, local_size, visible, own) == index
+
+
+@pytest.mark.parametrize(
+    ("environment", "local_rank", "refused"),
+    [
+        ({"TORCHELASTIC_RUN_ID": "r"}, 2, True),  # torchrun --nproc-per-node 4 on a one-GPU machine
+        ({"TORCHELASTIC_RUN_ID": "r"}, 0, True),
+        ({"TORCHELASTIC_RUN_ID": "r", "CUDA_VISIBLE_DEVICES": "0"}, 2, True),  # one GPU, the same for all
+        ({"TORCHELASTIC_RUN_ID": "r", "CUDA_VISIBLE_DEVICES": "3"}, 0, False),  # torchrun --virtual-local-rank
+        ({}, 2, False),  # started by a scheduler that set CUDA_VISIBLE_DEVICES per process
+    ],
+)
+def test_more_processes_than_gpus_are_refused_before_the_process_group(monkeypatch, environment, local_rank, refused):
+    """Four ranks on a machine whose one GPU each of them sees (torch.cuda's answers injected): one line
+    naming the fix, before any process group (whose NCCL would fail at the first collective, reported by
+    every other rank as lost contact)."""
+    import ampgan.training.distributed as distributed
+
+    for name in ("TORCHELASTIC_RUN_ID", "CUDA_VISIBLE_DEVICES"):
+        monkeypatch.delenv(name, raising=False)
+    rendezvous = {"RANK": str(local_rank), "WORLD_SIZE": "4", "LOCAL_RANK": str(local_rank), "LOCAL_WORLD_SIZE": "4"}
+    for name, value in (rendezvous | {"MASTER_ADDR": "localhost", "MASTER_PORT": "1"} | environment).items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    chosen = []
+    monkeypatch.setattr(torch.cuda, "set_device", chosen.append)
+    joined = []
+    monkeypatch.setattr(distributed.dist, "is_initialized", lambda: False)
+    monkeypatch.setattr(distributed.dist, "init_process_group", lambda **kwargs: joined.append(kwargs))
+    monkeypatch.setattr(distributed.dist, "new_group", lambda **kwargs: None)
+    monkeypatch.setattr(distributed, "_world", distributed.World())
+    if refused:
+        with pytest.raises(
+            AmpganError, match=r"^4 processes on this machine but 1 GPU visible to them: .*--device cpu$"
+        ):
+            distributed.join_process_group("auto")
+        assert joined == [] and chosen == []
+    else:
+        assert distributed.join_process_group("auto") == torch.device("cuda", 0)
+        assert joined[0]["backend"] == "nccl" and chosen == [torch.device("cuda", 0)]
 
 
 @pytest.mark.parametrize(
@@ -576,6 +678,72 @@ def test_a_transposed_convolution_is_the_data_gradient_of_the_direct_one():
     assert _rows_of(lambda: direct(y).sum().backward()) == [
         geometry | {"op": op} for op in ("conv_fwd", "conv_bwd_data", "conv_bwd_weight")
     ]
+
+
+def test_successive_timed_calls_of_a_calibration_kernel_read_inputs_out_of_the_cache(monkeypatch):
+    """measure_kernels on a real (tiny) step: each row's timed calls take their inputs in turn from sets that
+    together exceed the cache (injected: 1 MB), so no call reads what the call before it left in L2."""
+    from conftest import tiny_config
+
+    import ampgan.bench.calibration as calibration
+    from ampgan.data import load_dataset
+    from ampgan.speed.step_timer import StepTimer
+
+    config = tiny_config(batch_size=4)
+    timer = StepTimer(config, load_dataset(config.data, seed=0), torch.device("cpu"), across_ranks=False)
+    seen: dict[int, list[tuple]] = {}
+    real_rows = calibration.kernel_rows
+
+    def recorded_rows(calls, tf32):
+        rows, skipped = real_rows(calls, tf32)
+
+        def recording(index, func):
+            def run(*args, **kwargs):
+                tensors = [a for a in args if isinstance(a, torch.Tensor)]
+                seen.setdefault(index, []).append(
+                    (tuple(t.data_ptr() for t in tensors), sum(t.nbytes for t in tensors))
+                )
+                return func(*args, **kwargs)
+
+            return run
+
+        return [replace(row, func=recording(i, row.func)) for i, row in enumerate(rows)], skipped
+
+    monkeypatch.setattr(calibration, "kernel_rows", recorded_rows)
+    monkeypatch.setattr(calibration, "cache_bytes", lambda device: 2**20)
+    rows, _ = calibration.measure_kernels(timer, "test", tf32=False, repeats=6)
+    assert rows and len(seen) == len(rows) and all(r["ms"] > 0 for r in rows)
+    for calls in seen.values():
+        pointers = [p for p, _ in calls]
+        assert len(calls) == 6 and all(a != b for a, b in zip(pointers, pointers[1:]))  # never the last call's
+        sets, size = len(set(pointers)), calls[0][1]
+        assert sets == 6 or (sets - 1) * size >= 2**20  # all six apart, or enough to push a set out between turns
+
+
+def test_a_calibration_kernel_rotates_among_as_few_sets_as_push_one_out_of_the_cache():
+    from ampgan.bench.attainable import TensorSpec
+    from ampgan.bench.calibration import KernelRow, rotating_calls
+
+    spec = TensorSpec((16, 16), (16, 1), torch.float32, torch.device("cpu"))  # 1 KiB
+    row = KernelRow((("op", "gemm"),), torch.mm, (spec, spec), {})
+    assert rotating_calls(row, cache=8 * 2**10, calls=100)[1] == 1 + 4  # 4 other sets of 2 KiB fill 8 KiB
+    assert rotating_calls(row, cache=2**30, calls=12)[1] == 12  # no more sets than calls
+    assert rotating_calls(row, cache=0, calls=12)[1] == 1
+    run, count = rotating_calls(row, cache=8 * 2**10, calls=100)
+    results = [run() for _ in range(count + 1)]
+    assert not torch.equal(results[0], results[1]) and torch.equal(results[0], results[count])  # turn by turn
+
+
+def test_the_cache_a_calibration_kernel_must_leave_is_the_devices_own(monkeypatch):
+    from ampgan.bench.calibration import DEFAULT_CACHE_BYTES, cache_bytes
+
+    monkeypatch.setattr(
+        torch.cuda, "get_device_properties", lambda device=None: SimpleNamespace(L2_cache_size=50 * 2**20)
+    )
+    assert cache_bytes(torch.device("cuda", 0)) == 50 * 2**20  # the H100's and H200's L2
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device=None: SimpleNamespace())
+    assert cache_bytes(torch.device("cuda", 0)) == DEFAULT_CACHE_BYTES
+    assert cache_bytes(torch.device("cpu")) >= 2**20  # a CPU's last level (sysfs), or the default
 
 
 def test_grouped_convolutions_are_counted_apart_not_dropped():

@@ -315,3 +315,50 @@ def test_damaged_and_foreign_checkpoints_give_one_clear_line(tmp_path, capsys):
 
     code, _, err = run_cli(capsys, "train", "--resume", str(tmp_path / "nothing"), "--steps", "8")
     assert code == 2 and "not an ampgan run folder" in err
+
+
+@pytest.mark.parametrize(
+    ("saved_as", "this_run"),
+    [
+        ({"fused": True, "foreach": False, "capturable": True}, {"foreach": True}),  # a GPU's checkpoint, a CPU run
+        ({"foreach": True, "fused": None}, {"fused": True}),  # a CPU's checkpoint, a run stepping fused Adam
+        ({"foreach": False, "fused": False, "differentiable": True}, {"foreach": True}),
+    ],
+    ids=["fused-checkpoint-on-cpu", "foreach-checkpoint-fused-run", "differentiable-checkpoint"],
+)
+def test_how_an_optimizer_executes_comes_from_this_run_never_from_the_checkpoint(monkeypatch, saved_as, this_run):
+    """Resuming on another device kind: the checkpoint's optimizers (G's, D's and a model's own) bring their
+    moments, step counts and hyperparameters; foreach, fused, capturable and differentiable are this run's
+    (training/state.py adam_implementation, injected here as another device's answer)."""
+    from conftest import step_on, tiny_batch, tiny_state
+
+    import ampgan.training.state as state_module
+    from ampgan.gan.contract import Adam
+    from ampgan.training.step import train_step
+
+    execution = ("foreach", "fused", "capturable", "differentiable")
+
+    def state():
+        made = tiny_state()
+        made.extra_optimizers["own"] = state_module.make_adam(made.discriminator.named_parameters(), Adam())
+        return made
+
+    saving = state()
+    train_step(saving, step_on(tiny_batch()))  # moments and step counts to carry over
+    saved = saving.state_dict()
+    for optimizer in [saved["optimizer_g"], saved["optimizer_d"], *saved["extra_optimizers"].values()]:
+        for group in optimizer["param_groups"]:
+            group.update(saved_as, lr=0.0123)  # as another device's run wrote them, with a changed lr
+    monkeypatch.setattr(state_module, "adam_implementation", lambda device_type: this_run)
+    resumed = state()
+    made = {k: resumed.optimizer_g.param_groups[0][k] for k in execution}
+    assert all(made[k] == v for k, v in this_run.items()) and not made["differentiable"]
+    resumed.load_state_dict(saved)
+    for optimizer in (resumed.optimizer_g, resumed.optimizer_d, *resumed.extra_optimizers.values()):
+        for group in optimizer.param_groups:
+            assert {k: group[k] for k in execution} == made
+            assert group["lr"] == 0.0123  # what the optimizer computes still comes from the checkpoint
+    first = resumed.optimizer_d.param_groups[0]["params"][0]
+    assert float(resumed.optimizer_d.state[first]["step"]) == 1.0
+    metrics = train_step(resumed, step_on(tiny_batch()))  # the next step runs with this run's optimizer
+    assert torch.isfinite(metrics["loss_d"]) and float(resumed.optimizer_d.state[first]["step"]) == 2.0

@@ -14,7 +14,10 @@ produced it). This module writes that table from ampgan's own step:
   of that convolution, and its backward passes conv_fwd and conv_bwd_weight rows; convolution_backward is
   split by its output_mask, so data and weight gradients are timed apart;
 - each row is run alone on fresh tensors of the recorded shapes and strides and timed (CUDA events on a
-  GPU, the clock on a CPU), in milliseconds per kernel call.
+  GPU, the clock on a CPU), in milliseconds per kernel call; successive calls take their inputs in turn
+  from enough sets that a set is out of the cache (the GPU's L2, the CPU's last level) when its turn comes
+  again, as a kernel of a real step reads inputs other kernels have since pushed out (repeated on the same
+  inputs, a small kernel would read them from the cache and time optimistically).
 
 Grouped or dilated convolutions have no row in the format and are counted apart, never dropped silently.
 """
@@ -22,8 +25,9 @@ Grouped or dilated convolutions have no row in the format and are counted apart,
 from __future__ import annotations
 
 import csv
-import functools
 import io
+import itertools
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -31,7 +35,7 @@ from pathlib import Path
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_map
+from torch.utils._pytree import tree_leaves, tree_map
 
 from ampgan.bench.attainable import TensorSpec
 from ampgan.files.atomic import write_atomically, write_json_atomically
@@ -225,6 +229,46 @@ def _materialise(value):
     return value.make() if isinstance(value, TensorSpec) else value
 
 
+# Where a device says nothing of its caches: larger than any CPU's L2 and the L2 of every GPU in gpus.csv
+# (the H100's and H200's 50 MB), so the inputs still leave the cache between their turns.
+DEFAULT_CACHE_BYTES = 64 * 2**20
+
+
+def cache_bytes(device: torch.device) -> int:
+    """The largest cache a kernel's inputs could stay in between two of its timed calls: the GPU's L2, the
+    CPU's last level (sysfs: the largest of cpu0's caches); DEFAULT_CACHE_BYTES when the device does not say."""
+    if device.type == "cuda":
+        return int(getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0)) or DEFAULT_CACHE_BYTES
+    sizes = []
+    for entry in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*/size"):
+        text = entry.read_text().strip().upper()  # "32K", "1024K", "32768K", "2M"
+        unit = {"K": 2**10, "M": 2**20, "G": 2**30}.get(text[-1:], 1)
+        digits = text.rstrip("KMG")
+        if digits.isdigit():
+            sizes.append(int(digits) * unit)
+    return max(sizes, default=DEFAULT_CACHE_BYTES)
+
+
+def _bytes_of(inputs) -> int:
+    return sum(t.untyped_storage().nbytes() for t in tree_leaves(inputs) if isinstance(t, torch.Tensor))
+
+
+def rotating_calls(row: KernelRow, cache: int, calls: int) -> tuple[Callable[[], object], int]:
+    """(a call of `row`'s kernel that takes the next of several input sets each time, how many sets): enough
+    that the sets used since a set's last turn fill `cache` bytes (they push it out), and no more than the
+    `calls` that will be made (each call on a set of its own then)."""
+    first = (tree_map(_materialise, row.args), tree_map(_materialise, row.kwargs))
+    count = max(1, min(calls, 1 + math.ceil(cache / max(_bytes_of(first), 1))))
+    sets = [first] + [(tree_map(_materialise, row.args), tree_map(_materialise, row.kwargs)) for _ in range(count - 1)]
+    turns = itertools.cycle(sets)
+
+    def call():
+        args, kwargs = next(turns)
+        return row.func(*args, **kwargs)
+
+    return call, count
+
+
 def time_kernel_ms(run: Callable[[], object], device: torch.device, repeats: int | None = None) -> float:
     """Milliseconds per call of `run`, alone: one call to warm (kernel selection, cuDNN autotuning), one
     to size the repeats, then repeated between CUDA events (the clock on a CPU). `repeats`: exactly that
@@ -256,12 +300,15 @@ def measure_kernels(timer, name: str, tf32: bool, repeats: int | None = None) ->
     name prefix (model, batch size, the step's precision)."""
     rows, skipped = kernel_rows(record_matrix_calls(timer), tf32)
     measured = []
+    cache = cache_bytes(timer.device)
+    # Every call time_kernel_ms makes: a warm one, one to size the repeats, then the repeats themselves.
+    calls = repeats if repeats is not None else MAX_REPEATS + 2
     with timer.policy.backend_settings():  # TF32 as the step's precision has it
         for index, row in enumerate(rows):
-            args, kwargs = tree_map(_materialise, row.args), tree_map(_materialise, row.kwargs)
-            ms = time_kernel_ms(functools.partial(row.func, *args, **kwargs), timer.device, repeats)
+            run, _ = rotating_calls(row, cache, calls)
+            ms = time_kernel_ms(run, timer.device, repeats)
             measured.append({"name": f"{name}/{index:03d}", **row.as_dict(), "ms": round(ms, 6)})
-            del args, kwargs
+            del run
     return measured, skipped
 
 

@@ -612,10 +612,11 @@ def _warm_up(
         if allowance is None:  # the first call of a configuration not yet judged may take the whole budget
             limit = spec.max_seconds if index == 0 and not judged else None
         else:
-            limit = None if compiling else allowance["left"]
-            if limit <= 0:
+            # Nothing left: not even a compiling call is started (its compile would be spent on a too_slow row).
+            if allowance["left"] <= 0:
                 _abandoned(spec, contender, spent_before=True)
                 return
+            limit = None if compiling else allowance["left"]  # a compile is not stopped: its time is said apart
         started = time.perf_counter()
         try:
             with abandoned_after(limit):
@@ -727,9 +728,10 @@ def _time_interleaved(
     --steps of them (and 2), at most `seconds` of measured steps: what the warm-ups left of the batch
     size's --max-seconds (all of it when None)."""
     seconds = spec.max_seconds if seconds is None else seconds
+    twins = _local_twins(spec, contenders) if world().distributed else {}
+    contenders = [c for c in contenders if c.result.status == "ok"]  # a failed twin's: an oom row, not measured
     if not contenders:
         return None
-    twins = {id(c): _local_twin(spec, c) for c in contenders} if world().distributed else {}
 
     def timer_of(contender: _Contender):
         def timed() -> float:
@@ -794,8 +796,34 @@ def _history_key(contender: _Contender) -> str:
     )
 
 
-def _local_twin(spec: BenchSpec, contender: _Contender) -> _Contender:
-    """The same configuration without DDP, warmed up: every rank steps alone, all at once."""
+def _local_twins(spec: BenchSpec, contenders: list[_Contender]) -> dict:
+    """{id(contender): its local twin} for the contenders whose twin every rank built and warmed up. A twin
+    allocates a second state beside every data-parallel one: one that fails on any rank (out of memory, say)
+    makes its contender an oom (or error) row on every rank, agreed before any round, never a traceback."""
+    twins = {}
+    for contender in contenders:
+        outcome = None
+        try:
+            twins[id(contender)] = _local_twin(spec, contender)
+        except Exception as error:  # noqa: BLE001 - agreed over the ranks below, then recorded
+            outcome = ("oom" if is_out_of_memory(error) else "error", _first_line(error))
+        failed = [(rank, found) for rank, found in enumerate(gather_objects(outcome)) if found is not None]
+        if failed:
+            twins.pop(id(contender), None)
+            _free_memory(contender.device)  # the failed twin's tensors, once nothing refers to them
+            rank, (status, reason) = failed[0]
+            contender.result.status = status
+            contender.result.reason = (
+                f"rank {rank}: its single-process twin (the scaling efficiency's reference, built beside the "
+                f"data-parallel step) failed: {reason}"
+            )
+    return twins
+
+
+def _local_twin(spec: BenchSpec, contender: _Contender) -> StepTimer:
+    """The same configuration without DDP, warmed up: every rank steps alone, all at once. Warmed up with no
+    collective inside (a rank failing here must not leave the others in one); its timed calls then report the
+    slowest rank's time, as the data-parallel step's do."""
     timer = contender.timer
     twin = StepTimer(
         spec.train_config(contender.result.precision, contender.result.batch_size),
@@ -803,9 +831,11 @@ def _local_twin(spec: BenchSpec, contender: _Contender) -> _Contender:
         contender.device,
         data_parallel=False,
         batch=(timer.real, timer.labels),
+        across_ranks=False,
     )
     for _ in range(max(1, spec.warmup)):
         twin()
+    twin.across_ranks = world().distributed
     return twin
 
 

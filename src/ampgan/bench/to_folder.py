@@ -9,6 +9,7 @@ import torch
 
 from ampgan.bench.harness import BenchSpec, run_bench
 from ampgan.bench.output import write_results
+from ampgan.errors import AmpganError
 from ampgan.precisions import FP32
 from ampgan.training.distributed import world
 from ampgan.training.precision import build_policy
@@ -34,7 +35,36 @@ def bench_to_folder(spec: BenchSpec, out: Path, overwrite: bool, device: torch.d
         if not world().is_main:
             return None
         write_results(results, out)
+    if not results.get("incomplete"):  # an interrupted bench exits as its signal asks
+        refuse_what_measured_nothing(results["configs"], f"its results are in {out / 'results.json'}")
     return results
+
+
+def measured_nothing(configs: list[dict]) -> str | None:
+    """Why a bench is a failure, or None: no configuration measured and at least one failed (`error`: a
+    broken step or harness; --compile's warm-up once failed on every configuration and the command exited
+    0). A bench whose rows are only too_slow or oom answers about this machine (give it more time, smaller
+    batches), and a study trains on without them (study/race.py): that alone is not a failure. Each row:
+    status, reason, and `label` (else precision@batch_size) naming it in the line."""
+    if not configs or any(c.get("status") == "ok" for c in configs):
+        return None
+    if not any(c.get("status") == "error" for c in configs):
+        return None
+    shown = "; ".join(
+        f"{c.get('label') or str(c['precision']) + '@' + str(c['batch_size'])}: {c['status']}"
+        + (f" ({c['reason']})" if c.get("reason") else "")
+        for c in configs[:3]
+    )
+    more = f"; {len(configs) - 3} more" if len(configs) > 3 else ""
+    return f"the bench measured no configuration ({shown}{more})"
+
+
+def refuse_what_measured_nothing(configs: list[dict], where: str) -> None:
+    """One error line (exit 2) for a bench that measured nothing because it failed (measured_nothing),
+    raised after its results were written: `where` says where they are, for inspection."""
+    failed = measured_nothing(configs)
+    if failed is not None:
+        raise AmpganError(f"{failed}: {where}")
 
 
 def bench_summary(results: dict, out: Path) -> dict:

@@ -10,7 +10,7 @@ import click
 
 from ampgan import STARTED_AT
 from ampgan.bench.harness import BenchSpec
-from ampgan.bench.to_folder import bench_summary, bench_to_folder, check_bench
+from ampgan.bench.to_folder import bench_summary, bench_to_folder, check_bench, refuse_what_measured_nothing
 from ampgan.cli.options import (
     DATA_FLAGS,
     MODEL_FLAGS,
@@ -131,6 +131,20 @@ def _sweep(spec, options: dict, out: Path, device) -> None:
             f"{', '.join(p.name for p in maps) or 'none (no mixed precision measured)'}"
         )
     _raise_if_stopped(document, f"the cells that finished are in {out / 'sweep.json'}")
+    refuse_what_measured_nothing(_sweep_rows(document, out), f"the cells' results are in {out / 'sweep.json'}")
+
+
+def _sweep_rows(document: dict, out: Path) -> list[dict]:
+    """Every configuration of every cell, named by its cell; a cell the model refused is one failed row."""
+    from ampgan.bench.sweep import load_cells
+
+    rows = []
+    for cell, results in load_cells(document, out):
+        if results is None:
+            rows.append({"label": cell["label"], "status": cell["status"], "reason": cell.get("reason", "")})
+            continue
+        rows += [c | {"label": f"{cell['label']} {c['precision']}@{c['batch_size']}"} for c in results["configs"]]
+    return rows
 
 
 def _raise_if_stopped(document: dict, kept: str) -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from ampgan.bench.harness import BenchSpec, run_bench
 from ampgan.bench.output import load_results, write_results
+from ampgan.bench.to_folder import refuse_what_measured_nothing
 from ampgan.files.atomic import write_json_atomically
 from ampgan.runs.checkpoint import list_checkpoints, load_checkpoint
 from ampgan.study.evaluate import QualityTracker, read_quality_curve
@@ -44,6 +45,10 @@ def bench_once(spec: CompareSpec, dataset, precisions, device, log, out_dir: Pat
         if results.get("incomplete"):
             raise StudyInterrupted(results["incomplete"]["signum"], out_dir, progress)
     write_results(results, out_dir / "bench")
+    # A bench that measured nothing because its configurations failed (a broken step) would race runs no
+    # speedup or cost can be drawn from: the study stops here, its bench kept for inspection and not marked
+    # done, so the same command benches again (too_slow rows alone: it trains on, and says so below).
+    refuse_what_measured_nothing(results["configs"], f"the study stopped before training; see {out_dir / 'bench'}")
     progress.bench_done = True
     progress.save()
     return results

@@ -83,7 +83,8 @@ def join_process_group(device_request: str) -> torch.device | None:
             raise AmpganError(f"{name} is not set: start ampgan with torchrun (it sets the rendezvous), not by hand")
     use_cuda = device_request == "cuda" or (device_request == "auto" and torch.cuda.is_available())
     if use_cuda:
-        device = torch.device("cuda", device_index_for(local_rank, local_size, torch.cuda.device_count()))
+        index = device_index_for(local_rank, local_size, torch.cuda.device_count(), _shown_only_its_own_gpu(local_rank))
+        device = torch.device("cuda", index)
         torch.cuda.set_device(device)
         backend = "nccl"
     else:
@@ -99,20 +100,34 @@ def join_process_group(device_request: str) -> torch.device | None:
     return device
 
 
-def device_index_for(local_rank: int, local_size: int, visible: int) -> int:
-    """This process's GPU: cuda:LOCAL_RANK when the node's processes share every GPU (one each), or
-    LOCAL_RANK % count when a scheduler shows each process only its own (CUDA_VISIBLE_DEVICES set per
-    process: one GPU, cuda:0). Refused when the processes of a node would share a GPU."""
+def device_index_for(local_rank: int, local_size: int, visible: int, shown_only_its_own: bool = False) -> int:
+    """This process's GPU: cuda:LOCAL_RANK when the node's processes see the same GPUs (one each), or cuda:0
+    when each process is shown only its own (`shown_only_its_own`: _shown_only_its_own_gpu). Refused, before
+    any process group exists, when processes would share a GPU: NCCL fails then ("Duplicate GPU") at the
+    first collective, which every other rank reports as lost contact."""
     if visible < 1:
         raise AmpganError("no CUDA GPU is visible to this process: check CUDA_VISIBLE_DEVICES, or use --device cpu")
     if visible >= local_size:
         return local_rank
-    if visible == 1:
+    if visible == 1 and shown_only_its_own:
         return 0
+    gpus = f"{visible} GPU{'s' if visible > 1 else ''}"
     raise AmpganError(
-        f"{local_size} processes per node but {visible} GPUs visible to each: use --nproc-per-node at "
-        "most the GPU count, or show each process one GPU of its own"
+        f"{local_size} processes on this machine but {gpus} visible to them: two would share a GPU, which NCCL "
+        f"refuses; start at most {visible} (torchrun --nproc-per-node {visible}, or ampgan --nproc {visible}), "
+        "or run on the CPU with --device cpu"
     )
+
+
+def _shown_only_its_own_gpu(local_rank: int) -> bool:
+    """Whether this process sees only the GPU that is its own, rather than one its neighbours see too. torch
+    elastic (torchrun, ampgan --nproc) starts a node's workers with one environment, so they see the same
+    GPUs, unless its --virtual-local-rank showed each its own (CUDA_VISIBLE_DEVICES one device, LOCAL_RANK 0
+    on every worker). A process started otherwise with one GPU visible was given it by a scheduler."""
+    if "TORCHELASTIC_RUN_ID" not in os.environ:
+        return True
+    shown = [part for part in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if part.strip()]
+    return local_rank == 0 and len(shown) == 1
 
 
 _left_alone = False

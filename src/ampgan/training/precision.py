@@ -111,10 +111,16 @@ def deterministic_requested() -> bool:
     return os.environ.get(DETERMINISTIC_ENV, "") not in ("", "0") or torch.are_deterministic_algorithms_enabled()
 
 
-# Every process-wide switch that decides which kernels an fp32 operation may use, as (object, attribute):
-# the legacy TF32 flags and, where this torch has them (2.9 and later), the per-backend `fp32_precision`
-# settings the flags are written through; restored in this order, finest last, so each ends as saved.
+# Every process-wide switch that decides which kernels an fp32 operation may use, as (object, attribute),
+# in the order they are restored: the legacy TF32 flags first, then, where this torch has them (2.9 and
+# later), the per-backend `fp32_precision` settings, finest last, so that each ends as saved. Both kinds are
+# saved: a legacy flag writes the new settings through, but cuDNN's also keeps a flag of its own that no
+# fp32_precision setting writes, and torch (2.9 and later) refuses to read `cudnn.allow_tf32` when that flag
+# and the conv and rnn settings disagree (restoring the settings alone once left it False under "tf32").
+# The policy itself sets TF32 through the legacy flags, the one API that keeps both kinds in agreement.
+_LEGACY_PATHS = (("backends.cuda.matmul", "allow_tf32"), ("backends.cudnn", "allow_tf32"))
 _SWITCH_PATHS = (
+    *_LEGACY_PATHS,
     ("backends", "fp32_precision"),
     ("backends.cuda.matmul", "fp32_precision"),
     ("backends.cudnn", "fp32_precision"),
@@ -127,7 +133,6 @@ _SWITCH_PATHS = (
     ("backends.cudnn", "benchmark"),
     ("backends.cudnn", "deterministic"),
 )
-_LEGACY_PATHS = (("backends.cuda.matmul", "allow_tf32"), ("backends.cudnn", "allow_tf32"))
 
 
 def _resolve(path: str):
@@ -143,13 +148,13 @@ def snapshot_backend_switches() -> dict:
     """The current value of every backend switch this torch has (see _SWITCH_PATHS), plus the
     float32 matmul precision and whether deterministic algorithms are on."""
     saved = {}
-    has_fp32_precision = hasattr(torch.backends.cudnn, "conv") and hasattr(torch.backends.cudnn.conv, "fp32_precision")
-    # Without the fp32_precision API (torch < 2.9) the legacy flags are the switches themselves; with it,
-    # they are views of it, and writing them back as well could only undo it.
-    for path, attribute in _SWITCH_PATHS + (() if has_fp32_precision else _LEGACY_PATHS):
+    for path, attribute in _SWITCH_PATHS:
         target = _resolve(path)
-        if target is not None and hasattr(target, attribute):
-            saved[(path, attribute)] = getattr(target, attribute)
+        try:
+            if target is not None and hasattr(target, attribute):
+                saved[(path, attribute)] = getattr(target, attribute)
+        except RuntimeError:  # a legacy flag the caller left disagreeing with its settings: unreadable, kept as is
+            continue
     saved["float32_matmul_precision"] = torch.get_float32_matmul_precision()
     saved["deterministic_algorithms"] = (
         torch.are_deterministic_algorithms_enabled(),
@@ -162,7 +167,12 @@ def restore_backend_switches(saved: dict) -> None:
     saved = dict(saved)
     enabled, warn_only = saved.pop("deterministic_algorithms")
     torch.use_deterministic_algorithms(enabled, warn_only=warn_only)
-    torch.set_float32_matmul_precision(saved.pop("float32_matmul_precision"))
+    matmul = saved.pop("float32_matmul_precision")
+    legacy = {key: saved.pop(key) for key in _LEGACY_PATHS if key in saved}
+    # The legacy flags write the settings through, then the matmul precision, then each setting as saved.
+    for (path, attribute), value in legacy.items():
+        setattr(_resolve(path), attribute, value)
+    torch.set_float32_matmul_precision(matmul)
     for (path, attribute), value in saved.items():
         setattr(_resolve(path), attribute, value)
 

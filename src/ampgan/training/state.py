@@ -106,13 +106,13 @@ class TrainState:
         load_weights(self.discriminator, saved["discriminator"], f"{origin} (discriminator)")
         load_average(self.gan, saved, origin)
         try:
-            self.optimizer_g.load_state_dict(saved["optimizer_g"])
-            self.optimizer_d.load_state_dict(saved["optimizer_d"])
+            load_optimizer_state(self.optimizer_g, saved["optimizer_g"])
+            load_optimizer_state(self.optimizer_d, saved["optimizer_d"])
             extra = saved.get("extra_optimizers", {})
             if set(extra) != set(self.extra_optimizers):
                 raise KeyError(f"optimizers {sorted(extra)} saved, {sorted(self.extra_optimizers)} in this model")
             for name, optimizer in self.extra_optimizers.items():
-                optimizer.load_state_dict(extra[name])
+                load_optimizer_state(optimizer, extra[name])
         except (RuntimeError, KeyError, ValueError) as error:
             raise AmpganError(
                 f"{origin} holds a model of another shape than this run's config ({_first_reason(error)})"
@@ -126,6 +126,28 @@ class TrainState:
         self.step = saved["step"]
         if "step_generator" in saved:
             set_generator_state(self.rng, saved["step_generator"])
+
+
+# How an optimizer executes, not what it computes: which kernels (foreach, fused), where its step count
+# lives (capturable), whether autograd records its update (differentiable). torch's load_state_dict takes
+# them from the saved param groups with the hyperparameters; a checkpoint written on another device kind
+# would then bring, say, foreach Adam to a GPU run whose loss scaler steps fused Adam (an AssertionError at
+# the first fp16 step), or fused Adam to a CPU run. This run's device decides them (adam_implementation).
+EXECUTION_SETTINGS = ("foreach", "fused", "capturable", "differentiable")
+
+
+def load_optimizer_state(optimizer: torch.optim.Optimizer, saved: dict) -> None:
+    """`saved` (an optimizer's state_dict) into `optimizer`, its execution settings left as this run made
+    them. Applied before torch loads the state, which places each step count by them (on the parameters'
+    device for fused or capturable, else as saved)."""
+    groups = []
+    for index, group in enumerate(saved["param_groups"]):
+        if index < len(optimizer.param_groups):  # a count that differs is refused by torch, as before
+            current = optimizer.param_groups[index]
+            group = {key: value for key, value in group.items() if key not in EXECUTION_SETTINGS}
+            group |= {key: current[key] for key in EXECUTION_SETTINGS if key in current}
+        groups.append(group)
+    optimizer.load_state_dict({**saved, "param_groups": groups})
 
 
 def _first_reason(error: BaseException) -> str:
