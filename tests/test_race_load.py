@@ -334,3 +334,31 @@ def test_a_charged_run_counts_its_steps_at_the_bench_time_and_keeps_its_wall_clo
     assert records[-1]["train_seconds"] == pytest.approx(0.4 * steps) and records[-1]["wall_seconds"] > 0
     saved = load_checkpoint(list_checkpoints(tmp_path / "run")[-1], map_location="cpu")
     assert saved["progress"]["wall_seconds"] == pytest.approx(result.state.wall_seconds)
+
+
+@pytest.mark.parametrize("under_load", [False, True])
+def test_a_bench_measured_under_load_is_said_in_the_speed_line(under_load):
+    from ampgan.study.document import RunSummary
+    from ampgan.study.verdict import _speed_line
+
+    run = RunSummary.from_dict({"run_dir": "runs/x", "steps": 10, "train_seconds": 1.0, "final": {}})
+    pair = {"batch_size": 64, "precision": BF16, "estimate": 1.7, "low": 1.6, "high": 1.8, "rounds": 9}
+    line = _speed_line(BF16, run, run, pair | {"under_load": under_load}, 64, "AMD EPYC")
+    assert ("measured while other processes crowded the cores" in line) is under_load
+
+
+def test_the_reports_speed_table_shows_the_runs_wall_clock_per_step():
+    from ampgan.study.document import RunSummary
+    from ampgan.study.report import _wall_step
+
+    per_seed = {
+        "0": {"run_dir": "runs/a", "steps": 10, "train_seconds": 1.0, "wall_seconds": 3.0, "final": {}},
+        "1": {"run_dir": "runs/b", "steps": 20, "train_seconds": 2.0, "wall_seconds": 2.0, "final": {}},
+    }
+    run = RunSummary.from_dict(
+        {"run_dir": "runs/a", "steps": 15, "train_seconds": 1.5, "seconds_per_step": 0.1, "final": {}}
+        | {"seeds": [0, 1], "per_seed": per_seed}
+    )
+    assert _wall_step(run) == pytest.approx((0.3 + 0.1) / 2)
+    older = RunSummary.from_dict({"run_dir": "runs/a", "steps": 10, "train_seconds": 2.0, "final": {}})
+    assert _wall_step(older) == pytest.approx(0.2)  # before the race's clock: the training clock was the wall's

@@ -154,7 +154,13 @@ def _speed_line(
     if pair:
         text += (
             f"{precision}'s training step was {_speed_relation(pair)} at batch {batch}: "
-            f"{speedup_text(pair)} on the bench."
+            f"{speedup_text(pair)} on the bench"
+            + (
+                " (measured while other processes crowded the cores: that moment's speedup, which the race "
+                "charges; rerun the study on a quieter machine to have the machine's)."
+                if pair.get("under_load")
+                else "."
+            )
         )
     elif note:
         text += f"the bench has no {precision} speedup at batch {batch} (it measured {precision}: {note})."
