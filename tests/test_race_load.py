@@ -362,3 +362,46 @@ def test_the_reports_speed_table_shows_the_runs_wall_clock_per_step():
     assert _wall_step(run) == pytest.approx((0.3 + 0.1) / 2)
     older = RunSummary.from_dict({"run_dir": "runs/a", "steps": 10, "train_seconds": 2.0, "final": {}})
     assert _wall_step(older) == pytest.approx(0.2)  # before the race's clock: the training clock was the wall's
+
+
+def test_a_crowded_machine_fits_the_threads_on_the_real_step(monkeypatch):
+    import torch
+    from conftest import tiny_config
+
+    import ampgan.speed.threads as threads
+    from ampgan.data import load_dataset
+
+    monkeypatch.delenv("OMP_NUM_THREADS")
+    monkeypatch.setattr(cpu_tuning, "others_running", lambda samples=5: 3)
+    monkeypatch.setattr(threads, "cores", lambda: 2)
+    monkeypatch.setattr(threads, "THREADS_RULE", StoppingRule(min_rounds=2, max_seconds=0.2, until=UNTIL_DECIDED))
+    config = tiny_config()
+    lines = []
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        choice = threads.fit_threads(config, load_dataset(config.data), torch.device("cpu"), lines.append)
+        assert choice["threads"] == torch.get_num_threads() and choice["before"] == 2
+        assert choice["measured"].startswith("1 thread(s) ") and "per fp32 step" in choice["measured"]
+        assert lines == [f"threads: {choice['reason']}"]
+        assert "3 other threads running beside 2 of ours on 2 cores" in lines[0]
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_a_resumed_study_runs_on_the_threads_it_decided(monkeypatch):
+    import torch
+
+    from ampgan.speed.threads import apply_threads
+
+    before = torch.get_num_threads()
+    try:
+        apply_threads({"threads": 1})  # the suite fixes OMP_NUM_THREADS: the user's choice wins
+        assert torch.get_num_threads() == before
+        monkeypatch.delenv("OMP_NUM_THREADS")
+        apply_threads({"threads": 1})
+        assert torch.get_num_threads() == 1
+        apply_threads(None)  # a study from before the threads were decided
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)
