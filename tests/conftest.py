@@ -43,14 +43,17 @@ def _deterministic_threads():
     torch.set_num_threads(_test_threads())
 
 
-@pytest.fixture(autouse=True)
-def _cores_free_of_other_processes(monkeypatch):
+@pytest.fixture(autouse=True, scope="session")
+def _cores_free_of_other_processes():
     """Every measurement meets a machine whose cores no other process crowds (system/cpu_tuning.py): the
     suite's own workers and a shared CI runner's neighbours would otherwise mark its decisions as taken under
-    load, or fit its threads, at random. Tests of those rules inject their loads."""
+    load, or fit its threads, at random. For the whole session, so that module-scoped studies get it too;
+    tests of those rules inject their loads."""
     import ampgan.system.cpu_tuning as cpu_tuning
 
-    monkeypatch.setattr(cpu_tuning, "others_running", lambda samples=5: 0)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(cpu_tuning, "others_running", lambda samples=5: 0)
+        yield
 
 
 @pytest.fixture(autouse=True)
