@@ -9,6 +9,9 @@ import os
 if os.environ.get("PYTEST_XDIST_WORKER"):
     for _variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ.setdefault(_variable, "1")
+# Fixed threads are the user's choice, which ampgan never changes (system/cpu_tuning.py): a test's results
+# then never depend on what else the machine runs (tests of the thread watch inject their loads).
+os.environ.setdefault("OMP_NUM_THREADS", os.environ.get("AMPGAN_TEST_THREADS") or "2")
 
 from pathlib import Path  # noqa: E402
 
@@ -38,6 +41,19 @@ def _test_threads() -> int:
 @pytest.fixture(autouse=True)
 def _deterministic_threads():
     torch.set_num_threads(_test_threads())
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _cores_free_of_other_processes():
+    """Every measurement meets a machine whose cores no other process crowds (system/cpu_tuning.py): the
+    suite's own workers and a shared CI runner's neighbours would otherwise mark its decisions as taken under
+    load, or fit its threads, at random. For the whole session, so that module-scoped studies get it too;
+    tests of those rules inject their loads."""
+    import ampgan.system.cpu_tuning as cpu_tuning
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(cpu_tuning, "others_running", lambda samples=5: 0)
+        yield
 
 
 @pytest.fixture(autouse=True)

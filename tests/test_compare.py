@@ -123,6 +123,14 @@ def test_compare_writes_every_file(tiny_compare):
         assert interval["n"] == 2 and interval["low"] <= summary["final"]["evaluator_accuracy"] <= interval["high"]
     paired = document["seed_comparison"]["bf16"]["evaluator_accuracy"]
     assert paired["n"] == 2 and set(paired["per_seed"]) == {"0", "1"}
+    race = document["race"]  # the race's clock, and every run's pace on the wall clock against the bench's
+    assert set(race["pace"]["bf16"]) == {"0", "1"}
+    for precision in ("fp32", "bf16"):
+        for run in document["runs"][precision]["per_seed"].values():
+            assert run["clock"] == race["clock"] and run["steps_per_s"] > 0 and run["wall_seconds"] > 0
+            if race["clock"] == "bench step time":  # a bench that settled this batch size: each step charged it
+                assert run["train_seconds"] == pytest.approx(12 * race["step_s"][precision], abs=0.01)
+                assert run["bench_steps_per_s"] == pytest.approx(1 / race["step_s"][precision])
     assert document["floor"]["evaluator_accuracy"] >= 0.5 and document["cost"]["basis"]["label"]
     report = (out / "report.md").read_text()
     assert "## Verdict" in report and "real images (floor)" in report and "torch" in report

@@ -36,6 +36,8 @@ from ampgan.speed.intervals import BETWEEN_RUN_SD
 from ampgan.speed.plan import EVERY_USEFUL, plan_run
 from ampgan.speed.rounds import UNTIL_SETTLED, RoundsResult, StoppingRule, measure_rounds
 from ampgan.speed.step_timer import StepTimer
+from ampgan.system import cpu_tuning
+from ampgan.system.cpu_tuning import cores, load_text, oversubscribed
 from ampgan.system.environment import environment_stamp
 from ampgan.system.hardware import detect_hardware, peak_tflops
 from ampgan.training.distributed import any_rank, gather_objects, leave_without_peers, world
@@ -154,6 +156,9 @@ class ConfigResult:
     per_rank_samples_s: list[list[float]] = field(default_factory=list)
     local_samples_s: list[float] = field(default_factory=list)
     attainable: dict = field(default_factory=dict)  # the step's operations timed alone (bench/attainable.py)
+    # A too_slow verdict taken while the machine was crowded (system/cpu_tuning.py): what the load was. Such a
+    # verdict is the moment's: no larger batch size is foreseen too slow from it.
+    under_load: str = ""
 
     def to_dict(self, peak: float | None, processes_per_peak: int = 1) -> dict:
         """`processes_per_peak`: how many processes share the device whose peak is given (all
@@ -287,7 +292,7 @@ def run_bench(
                 )
                 results += finished
                 for result in finished:
-                    if result.status == "too_slow" and result.warmup_s:
+                    if result.status == "too_slow" and result.warmup_s and not result.under_load:
                         slow_per_image.setdefault(result.precision, (batch_size, result.warmup_s[-1] / batch_size))
                 if rounds is not None:
                     measurements.append({"batch_size": batch_size, **rounds.to_dict()})
@@ -330,6 +335,7 @@ def run_bench(
         "peaks": peaks,
         "left_out": left_out,
         "layouts": layouts,
+        "threads": plan.threads,  # the thread count measured with, and why (speed/threads.py)
         # per compiled precision at the first batch size: {cold_s, warm_s, compiled_step_s}
         "compile_times": compile_times,
         "configs": rows,
@@ -604,6 +610,7 @@ def _warm_up(
     past what is left, and spends it; None: only a first call is stopped, at --max-seconds."""
     steps = spec.warmup + spec.steps + 1  # +1: the FLOP-counting step
     judged = contender.result.precision in spec.compile  # compilation dominates its first step: never judged
+    over_after_first: list[float] = []  # steps after the first that foresaw the budget exceeded, in a row
     index = 0
     while index < max(1, spec.warmup) or not judged:
         if index:
@@ -640,6 +647,7 @@ def _warm_up(
             over = any_rank([max(elapsed, call_s) * steps > spec.max_seconds])[0]
             if not over:
                 judged = True
+                over_after_first.clear()
             elif index == 0 and any_rank([call_s > spec.max_seconds])[0]:
                 # One warm-up call spent the whole of this batch size's --max-seconds: however much faster
                 # the next were (kernel selection is done), a second would be spent past the budget.
@@ -649,15 +657,33 @@ def _warm_up(
                 )
                 return
             elif index > 0:
+                over_after_first.append(elapsed)
+                if len(over_after_first) < TOO_SLOW_CONFIRMED_BY:
+                    index += 1  # one slow step is a hiccup (a neighbour's burst) until another confirms it
+                    continue
                 per_call = f" (one of each kind of step in its cycle: {call_s:.2f} s)" if call_s > 1.5 * elapsed else ""
+                seen = " and ".join(f"{value:.2f} s" for value in over_after_first)
                 contender.result.status = "too_slow"
                 contender.result.reason = (
-                    f"a step took {elapsed:.2f} s after the first (which selects kernels)"
-                    f"{per_call}; {steps} steps would exceed --max-seconds "
-                    f"{spec.max_seconds:g}"
+                    f"{len(over_after_first)} steps in a row after the first (which selects kernels) took {seen}"
+                    f"{per_call}; {steps} steps would exceed --max-seconds {spec.max_seconds:g}"
                 )
+                _mark_if_crowded(contender.result)
                 return
         index += 1
+
+
+# Steps after the first that must each foresee the budget exceeded, in a row, before a configuration is too slow.
+TOO_SLOW_CONFIRMED_BY = 2
+
+
+def _mark_if_crowded(result: ConfigResult) -> None:
+    """A too_slow verdict taken while other processes crowd the cores says so, and is the moment's answer only
+    (no larger batch size is foreseen too slow from it)."""
+    threads, machine_cores, others = torch.get_num_threads(), cores(), cpu_tuning.others_running()
+    if oversubscribed(threads, machine_cores, others):
+        result.under_load = load_text(others, threads, machine_cores)
+        result.reason += f" (measured under load: {result.under_load}; a rerun on free cores may fit)"
 
 
 def _abandoned(spec: BenchSpec, contender: _Contender, limit: float | None = None, spent_before: bool = False) -> None:
@@ -680,6 +706,7 @@ def _abandoned(spec: BenchSpec, contender: _Contender, limit: float | None = Non
         f"its warm-up call ran past the {limit:.3g} s left of --max-seconds {spec.max_seconds:g} for this batch "
         "size (warm-ups and measured rounds share it) and was stopped there"
     )
+    _mark_if_crowded(contender.result)
 
 
 def _forget_autotuning_peak(spec: BenchSpec, device: torch.device) -> None:
@@ -769,7 +796,7 @@ def _time_interleaved(
         {c.result.precision: timer_of(c) for c in contenders}, baseline, rule, seed=spec.seed, stop_check=stop_check
     )
     rounds.between_run_source = learned[1]
-    if world().is_main:
+    if world().is_main and rounds.machine_answer:  # a crowded moment's spread is not this machine's
         for name, key in keys.items():
             interval = rounds.intervals.get(name)
             if interval is not None and name not in rounds.hopeless:
@@ -875,6 +902,7 @@ def speedups(measurements: list[dict]) -> list[dict]:
                     **interval,
                     "stopped_by": measured["stopped_by"],
                     "load_changed": measured["load_changed"],
+                    "under_load": measured.get("under_load", False),
                     "baseline_step_s": medians.get(measured["baseline"]),
                     "step_s": medians.get(precision),
                 }

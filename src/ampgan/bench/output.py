@@ -481,6 +481,8 @@ def table(results: dict) -> str:
             note = (note + f" unsettled: CI wider than +-5% after {pair['rounds']} rounds").strip()
         if pair and pair.get("load_changed"):
             note = (note + " the machine's load changed during the measurement").strip()
+        if pair and pair.get("under_load"):
+            note = (note + " measured under load (other processes crowded the cores)").strip()
         if config.get("reason"):
             note = (note + " " + config["reason"]).strip()
         percent = f"{config['percent_of_peak']:.1f}" if config.get("percent_of_peak") is not None else "-"

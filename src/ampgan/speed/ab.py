@@ -54,6 +54,8 @@ def rounds_verdict(result: RoundsResult, name: str) -> tuple[str, list[str]]:
             notes.append(f"unsettled after {result.seconds:.0f} s")
     if result.load_changed:
         notes.append(f"the machine's load changed during the measurement ({result.baseline} {result.drift:+.0%})")
+    if result.under_load:
+        notes.append(result.load_note() + "; not kept as this machine's answer")
     return verdict, notes
 
 
@@ -80,11 +82,12 @@ def cached_or_measured(
     measure: Callable[[], tuple[object, bool]],
 ):
     """(decision, measured now?): `read(stored)` gives the cached decision (None when absent or not
-    trusted); else `measure()` -> (decision, load changed?), kept in the cache unless the load changed."""
+    trusted); else `measure()` -> (decision, the moment's answer only?), kept in the cache unless the load
+    changed or the machine was crowded during the measurement (RoundsResult.machine_answer)."""
     cached = read(cache.get(key) if cache else None)
     if cached is not None:
         return cached, False
-    decision, load_changed = measure()
-    if cache and not load_changed:
+    decision, moment_only = measure()
+    if cache and not moment_only:
         cache.put(key, decision.to_dict())
     return decision, True

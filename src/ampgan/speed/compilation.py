@@ -169,7 +169,7 @@ def decide_compile(
 
     def measured() -> tuple[CompileDecision, bool]:
         found = probe.measure()
-        return compile_from_measurement(found, precision, batch_size), found.rounds.load_changed
+        return compile_from_measurement(found, precision, batch_size), not found.rounds.machine_answer
 
     try:
         decision, _ = cached_or_measured(cache, key, lambda stored: None, measured)  # the cache was read above

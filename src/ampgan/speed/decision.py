@@ -180,11 +180,14 @@ def decide(
         measured = decisions_from_rounds(result, batch_size, hopeless)
         for name in missing:
             decisions[name] = measured[name]
-            # Kept as speed/ab.py keeps every answer: not when the machine's load changed meanwhile.
-            if cache and not result.load_changed:
+            # Kept as speed/ab.py keeps every answer: not when the machine's load changed meanwhile, nor when it
+            # was crowded (a decision taken under load is the moment's, not the machine's).
+            if cache and result.machine_answer:
                 cache.put(decision_key(**key_parts, batch_size=batch_size, precision=name), measured[name].to_dict())
         if result.load_changed:
             log("  (the machine's load changed during this measurement: the decision is not cached)")
+        elif result.under_load:
+            log(f"  ({result.load_note()}: the decision is not cached; it is measured again next time)")
     return {name: decisions[name] for name in precisions}
 
 

@@ -95,7 +95,7 @@ def decide_layout(
             "(once for this machine and model; the answer is cached) ..."
         )
         result = measure()
-        return layout_from_rounds(result, precision, batch_size), result.load_changed
+        return layout_from_rounds(result, precision, batch_size), not result.machine_answer
 
     return cached_or_measured(cache, key, LayoutDecision.from_cache, measured)[0]
 

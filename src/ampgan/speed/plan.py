@@ -1,6 +1,8 @@
 """The decisions a run needs before its first step, made by one function for every command.
 
     plan_run(config_for, dataset, device, ...) -> RunPlan
+        0. the threads, fitted to the cores other processes leave (speed/threads.py): every decision after
+           it, and the run, are measured on them
         1. which precisions: the ones given (a named mode measured as no faster is warned about), or
            chosen by measuring (FASTEST_MIXED: fp32 and the fastest mixed mode that is faster, as
            `compare` races; EVERY_USEFUL: fp32 and every mode not slower, as `bench` charts)
@@ -43,6 +45,7 @@ class RunPlan:
     precision_decisions: dict = field(default_factory=dict)  # name -> the speed decision, as a dict
     layouts: dict = field(default_factory=dict)  # name -> the layout decision, as a dict (when measured)
     compile_decisions: dict = field(default_factory=dict)  # name -> the compile decision (when measured)
+    threads: dict = field(default_factory=dict)  # the thread count chosen and why (speed/threads.py)
 
     def config_for(self, config_for: Callable[[str], object], precision: str):
         """The run's config in `precision` with this plan's memory format and compile setting."""
@@ -74,7 +77,9 @@ def plan_run(
     compile decision is not bounded by it (a command with a budget fixes compiling: bench's --compile)."""
     from ampgan.speed.compilation import compiled_precisions
     from ampgan.speed.layout import channels_last_precisions
+    from ampgan.speed.threads import fit_threads
 
+    threads = fit_threads(config_for(BASELINE), dataset, device, log)
     budget = _DecisionBudget(decision_seconds, log)
     # Each decision made by measuring is timed and said, with how to skip it.
     started = time.perf_counter()
@@ -89,6 +94,7 @@ def plan_run(
         compile=tuple(compile or ()),
         left_out=left_out,
         precision_decisions=measured,
+        threads=threads,
     )
     if chosen == (BASELINE,) and not precisions and not decide_layout_and_compile_alone:
         return plan
@@ -122,6 +128,7 @@ def plan_run(
         precision_decisions=measured,
         layouts=layouts,
         compile_decisions=compile_decisions,
+        threads=threads,
     )
 
 

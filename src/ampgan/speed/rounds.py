@@ -20,6 +20,8 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from ampgan.speed.intervals import BETWEEN_RUN_SD, SpeedupInterval, load_changed, reference_drift, speedup_interval
+from ampgan.system import cpu_tuning
+from ampgan.system.cpu_tuning import cores, load_text, oversubscribed
 
 UNTIL_SETTLED = "settled"  # every speedup known to +-5%: what a benchmark table reports
 UNTIL_DECIDED = "decided"  # enough to say faster / slower / no clear difference: what a choice needs
@@ -52,6 +54,11 @@ class RoundsResult:
     seconds: float = 0.0
     between_run_sd: float = BETWEEN_RUN_SD  # what the intervals carry, and where it came from
     between_run_source: str = "default"
+    # Other processes' runnable threads after each round (system/cpu_tuning.py; empty where /proc cannot tell),
+    # and our threads and the cores then: whether the rounds ran on an oversubscribed machine.
+    others_running: list[int] = field(default_factory=list)
+    threads: int = 1
+    cores: int = 1
 
     @property
     def rounds(self) -> int:
@@ -69,6 +76,32 @@ class RoundsResult:
     def load_changed(self) -> bool:
         return load_changed(self.samples_s[self.baseline])
 
+    @property
+    def crowded_rounds(self) -> int:
+        return sum(oversubscribed(self.threads, self.cores, others) for others in self.others_running)
+
+    @property
+    def under_load(self) -> bool:
+        """A quarter of the rounds or more ran with more runnable threads than cores: their times describe
+        the crowding as much as the contenders (ours waited for each other at every parallel region)."""
+        return bool(self.others_running) and self.crowded_rounds * CROWDED_SHARE >= len(self.others_running)
+
+    @property
+    def machine_answer(self) -> bool:
+        """Whether the result may be kept as this machine's answer (cached): not when the load changed during
+        the rounds or they ran crowded; then it answers for that moment only."""
+        return not (self.load_changed or self.under_load)
+
+    def load_note(self) -> str:
+        """'measured under load: 3 other threads running beside 2 of ours on 2 cores in 9 of 10 rounds'."""
+        if not self.under_load:
+            return ""
+        typical = sorted(self.others_running)[len(self.others_running) // 2]
+        return (
+            f"measured under load: {load_text(typical, self.threads, self.cores)} in {self.crowded_rounds} of "
+            f"{len(self.others_running)} rounds"
+        )
+
     def to_dict(self) -> dict:
         return {
             "baseline": self.baseline,
@@ -82,6 +115,8 @@ class RoundsResult:
             "hopeless": self.hopeless,
             "between_run_sd": self.between_run_sd,
             "between_run_source": self.between_run_source,
+            "under_load": self.under_load,
+            "load_note": self.load_note(),
             "median_s": {
                 name: float(np.median(samples)) if samples else None for name, samples in self.samples_s.items()
             },
@@ -94,6 +129,7 @@ class RoundsResult:
 # ties, and rounds that never settle a tie would otherwise run to the rule's cap every time.
 TIE_MAX_ROUNDS = 60
 TIE_MIN_SECONDS = 2.0
+CROWDED_SHARE = 4  # rounds under load, one in this many or more: the result is the moment's, not the machine's
 
 
 def capped_for(rule: StoppingRule, round_s: float) -> StoppingRule:
@@ -109,23 +145,35 @@ def measure_rounds(
     rule: StoppingRule,
     seed: int = 0,
     stop_check: Callable[[], None] = lambda: None,
+    load_probe: Callable[[], int | None] | None = None,
 ) -> RoundsResult:
     """`timers`: contender -> a callable that runs one step and returns its seconds (warmed up
-    already). `stop_check()` is called after every round (it raises to abandon the measurement)."""
-    result = _attempt(timers, baseline, rule, seed, stop_check, budget=rule.max_seconds)
+    already). `stop_check()` is called after every round (it raises to abandon the measurement);
+    `load_probe()` after every round: other processes' runnable threads (None: unknown; default: read from
+    the machine, system/cpu_tuning.py)."""
+    load_probe = load_probe or (lambda: cpu_tuning.others_running())
+    result = _attempt(timers, baseline, rule, seed, stop_check, budget=rule.max_seconds, load_probe=load_probe)
     spent = result.seconds
     if result.load_changed and result.stopped_by != "only a baseline" and spent <= rule.max_seconds / 2:
         first_drift = result.drift
-        result = _attempt(timers, baseline, rule, seed + 1, stop_check, budget=rule.max_seconds - spent)
+        result = _attempt(
+            timers, baseline, rule, seed + 1, stop_check, budget=rule.max_seconds - spent, load_probe=load_probe
+        )
         result.remeasured_after_drift = first_drift
         result.seconds += spent
     return result
 
 
-def _attempt(timers, baseline, rule, seed, stop_check, budget) -> RoundsResult:
+def _attempt(timers, baseline, rule, seed, stop_check, budget, load_probe) -> RoundsResult:
+    import torch
+
     order_source = random.Random(seed)
     result = RoundsResult(
-        baseline=baseline, samples_s={name: [] for name in timers}, between_run_sd=rule.between_run_sd
+        baseline=baseline,
+        samples_s={name: [] for name in timers},
+        between_run_sd=rule.between_run_sd,
+        threads=torch.get_num_threads(),
+        cores=cores(),
     )
     active = list(timers)
     while True:
@@ -135,6 +183,9 @@ def _attempt(timers, baseline, rule, seed, stop_check, budget) -> RoundsResult:
             elapsed = timers[name]()
             result.samples_s[name].append(elapsed)
             result.seconds += elapsed
+        seen = load_probe()
+        if seen is not None:
+            result.others_running.append(seen)
         stop_check()
         baseline_s = np.median(result.samples_s[baseline])
         for name in [name for name in active if name != baseline]:

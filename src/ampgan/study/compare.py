@@ -34,6 +34,7 @@ from ampgan.errors import AmpganError
 from ampgan.precisions import FP32
 from ampgan.quality.evaluator import check_evaluable, reference_floor
 from ampgan.quality.headline import headline_for
+from ampgan.speed.threads import apply_threads
 from ampgan.study.cost import cost_stage
 from ampgan.study.decide import decide
 from ampgan.study.document import (
@@ -43,6 +44,7 @@ from ampgan.study.document import (
     DatasetRecord,
     Environment,
     MeasuredChoice,
+    RaceRecord,
     RunSummary,
     SeedComparison,
     SpeedDecision,
@@ -53,7 +55,13 @@ from ampgan.study.evaluate import load_evaluator
 from ampgan.study.over_seeds import compare_seeds, summarize_seeds
 from ampgan.study.progress import StudyInterrupted, open_progress
 from ampgan.study.project import project_elsewhere
-from ampgan.study.race import bench_once, run_once, say_what_the_bench_left_unmeasured
+from ampgan.study.race import (
+    bench_once,
+    pace_of_seeds,
+    race_clock,
+    run_once,
+    say_what_the_bench_left_unmeasured,
+)
 from ampgan.study.spec import CompareSpec
 from ampgan.study.verdict import no_faster_mode_verdict, stages_not_run, verdict
 from ampgan.system.environment import environment_stamp
@@ -89,6 +97,7 @@ def run_compare(spec: CompareSpec, out_dir: Path, show_progress: bool = True, lo
             progress.decided = decide(spec, dataset, device, log)
             progress.save()
         decided = progress.decided
+        apply_threads(decided.get("threads"))  # a resumed study: the threads its bench and runs were measured on
         spec = dataclasses.replace(
             spec, channels_last=tuple(decided["channels_last"]), compile=tuple(decided["compile"])
         )
@@ -106,13 +115,29 @@ def run_compare(spec: CompareSpec, out_dir: Path, show_progress: bool = True, lo
         stop_here()
         bench_results = bench_once(spec, dataset, precisions, device, log, out_dir, progress)
         say_what_the_bench_left_unmeasured(bench_results, log)
+        clock = race_clock(bench_results, precisions, spec.batch_size)
+        charged = clock["step_s"] or {}
+        log(
+            f"race: timed on the {clock['clock']} ("
+            + (", ".join(f"{p} {s * 1e3:.1f} ms per step" for p, s in charged.items()) + "; " if charged else "")
+            + f"{clock['reason']})"
+        )
         stop_here()
         per_seed: dict[str, dict[int, dict]] = {p: {} for p in precisions}
         curves: dict[str, dict[int, list[dict]]] = {p: {} for p in precisions}
         for seed in spec.seed_list:
             for precision in precisions:  # one seed at a time: a change of the machine's load hits both alike
                 run, curve = run_once(
-                    spec, prepared[(precision, seed)], evaluator, dataset, out_dir, seed, show_progress, log, progress
+                    spec,
+                    prepared[(precision, seed)],
+                    evaluator,
+                    dataset,
+                    out_dir,
+                    seed,
+                    show_progress,
+                    log,
+                    progress,
+                    charge_s=charged.get(precision),
                 )
                 per_seed[precision][seed], curves[precision][seed] = run, curve
                 stop_here()
@@ -141,6 +166,20 @@ def run_compare(spec: CompareSpec, out_dir: Path, show_progress: bool = True, lo
         projection=project_elsewhere(spec, dataset, bench_results, out_dir, device),
     )
     document = document.with_fields(seed_comparison=table_of(SeedComparison, compare_seeds(document)))
+    headline = document.headline
+    pace = pace_of_seeds(
+        per_seed,
+        curves,
+        bench_results["speedups"],
+        FP32,
+        spec.batch_size,
+        document.target,
+        headline.metric,
+        headline.higher_is_better,
+    )
+    document = document.with_fields(
+        race=RaceRecord.from_dict(clock | {"threads": decided.get("threads"), "pace": pace})
+    )
     document = document.with_fields(verdict=verdict(document, bench_results["speedups"]) + stages_not_run(document))
     document.write(out_dir)
     return document

@@ -30,4 +30,5 @@ def decide(spec: CompareSpec, dataset, device: torch.device, log) -> dict:
         "compile": list(plan.compile),
         "layouts": plan.layouts,
         "compile_decisions": plan.compile_decisions,
+        "threads": plan.threads,  # a resumed study runs on them too (speed/threads.py apply_threads)
     }

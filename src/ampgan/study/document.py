@@ -48,7 +48,16 @@ _RUN = {
     "final": _FINAL,
     "?seconds_per_step": _NUMBER,
     "?seeds": [int],
-    "?per_seed": {"*": {"run_dir": RelativePath, "steps": int, "final": _FINAL}},
+    "?per_seed": {
+        "*": {
+            "run_dir": RelativePath,
+            "steps": int,
+            "final": _FINAL,
+            "?wall_seconds": Between(0.0, math.inf, or_null=True),
+            "?steps_per_s": (int, float, None),
+            "?bench_steps_per_s": (int, float, None),
+        }
+    },
     "?final_interval": {"*": _INTERVAL},
 }
 # A cost stage that ran has these (one that could not has a note instead of a basis).
@@ -80,6 +89,13 @@ COMPARE_SHAPE = {
     "?sampled_from": str,
     "?headline": {"metric": str},
     "?seed_comparison": {"*": {"?seeds": int, "?time_to_target_ratio": _INTERVAL}},
+    "?race": {
+        "clock": str,
+        "?reason": str,
+        "?step_s": OrNull({"*": _NUMBER}),
+        "?threads": (dict, None),
+        "?pace": {"*": {"*": {"wall_speedup": _NUMBER, "?within": (bool, None)}}},
+    },
 }
 # A raced study has been evaluated: these too.
 _RACED_SHAPE = {"evaluator": dict, "floor": dict, "spec": {"eval_samples": int, "eval_points": int}}
@@ -252,6 +268,14 @@ class SeedRun(Record):
     final: dict = _part(default={})  # metric -> value, and its flags (quality/registry.py names the metrics)
     eval_seconds_total: float | None = _part(omit_none=True)
     stamp: Any = _part(omit_none=True)
+    # The race's clock and its check (study/race.py): "bench step time" (each step charged the bench's) or
+    # "wall clock"; the steps' wall time; the pace on the wall clock and the bench's, in steps per second; what
+    # the thread watch changed while it trained (system/cpu_tuning.py). Absent in studies before them.
+    clock: str | None = _part(omit_none=True)
+    wall_seconds: float | None = _part(omit_none=True)
+    steps_per_s: float | None = _part(omit_none=True)
+    bench_steps_per_s: float | None = _part(omit_none=True)
+    thread_changes: list[str] | None = _part(omit_none=True)
 
     @property
     def flags(self) -> list[str]:
@@ -387,6 +411,44 @@ class SeedComparison(Record):
         return self.differences.get(metric)
 
 
+@dataclass(frozen=True, kw_only=True)
+class SeedPace(Record):
+    """One seed of a mixed precision against fp32's run at that seed, on the wall clock (study/race.py
+    pace_of_seeds): its speedup per step there against the bench's interval, each run's wall time per step over
+    its bench step, and the time-to-target ratio on the race's clock and on the wall clock."""
+
+    wall_speedup: float = 1.0
+    bench_estimate: float | None = None
+    bench_low: float | None = None
+    bench_high: float | None = None
+    within: bool | None = None  # inside the bench's interval widened by 10% each way (None: no interval)
+    wall_over_bench: float | None = None
+    baseline_wall_over_bench: float | None = None
+    time_to_target_ratio: float | None = None
+    wall_time_to_target_ratio: float | None = None
+    thread_changes: int = 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class RaceRecord(Record):
+    """How the race was timed (study/race.py): its clock and why, the seconds each precision's step was charged,
+    the threads it ran on, and every seed's pace on the wall clock against the bench."""
+
+    clock: str = ""
+    reason: str = ""
+    step_s: dict[str, float] | None = None
+    threads: dict | None = None
+    pace: dict[str, dict[str, SeedPace]] = _part(
+        read=lambda table: {name: _table_of(SeedPace)(seeds) for name, seeds in table.items()},
+        write=lambda table: {name: _written_table(seeds) for name, seeds in table.items()},
+        default={},
+    )
+
+    def off_pace(self, precision: str) -> dict[str, SeedPace]:
+        """The seeds of `precision` whose wall-clock speedup left the bench's interval."""
+        return {seed: pace for seed, pace in (self.pace or {}).get(precision, {}).items() if pace.within is False}
+
+
 def _headline(stored: dict) -> Headline:
     return FRECHET if stored.get("metric") == FRECHET.metric else ACCURACY
 
@@ -425,6 +487,7 @@ class CompareDocument(Record):
     seed_comparison: dict[str, SeedComparison] | None = _part(
         read=_table_of(SeedComparison), write=_written_table, omit_none=True
     )
+    race: RaceRecord | None = _part(read=RaceRecord.from_dict, write=RaceRecord.to_dict, omit_none=True)
     verdict: list[str] | None = _part(omit_none=True)
 
     @property

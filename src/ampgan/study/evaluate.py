@@ -64,6 +64,8 @@ class QualityTracker:
         point = {
             "step": record["step"],
             "train_seconds": record["train_seconds"],
+            # The wall clock beside a charged training clock (study/race.py): the race's check.
+            **({"wall_seconds": record["wall_seconds"]} if "wall_seconds" in record else {}),
             "eval_seconds": round(spent, 3),
             **({"final": True} if final else {}),
             **quality,

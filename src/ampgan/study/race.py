@@ -1,5 +1,13 @@
 """The study's race stage: the bench of its step (measured once), then every precision's run at every seed,
-each read back when finished, continued from its latest checkpoint when stopped, trained otherwise."""
+each read back when finished, continued from its latest checkpoint when stopped, trained otherwise.
+
+The race's clock is the bench's: each step of a run is charged its precision's settled bench step time (the
+median of interleaved rounds), so "the same training time" is the same number of bench-timed steps whatever
+else the machine ran meanwhile. Each run's wall clock is kept as the check: its pace against the bench's is
+recorded per run, and a seed whose wall-clock speedup leaves the bench's interval is flagged in the verdict
+with what timing it on the wall clock would have done to the answer (docs/study.md, "The race's clock": why
+this and not interleaved slices, with the measurements).
+"""
 
 from __future__ import annotations
 
@@ -9,6 +17,7 @@ from pathlib import Path
 from ampgan.bench.harness import BenchSpec, run_bench
 from ampgan.bench.output import load_results, write_results
 from ampgan.bench.to_folder import refuse_what_measured_nothing
+from ampgan.cost.arithmetic import time_to_quality
 from ampgan.files.atomic import write_json_atomically
 from ampgan.runs.checkpoint import list_checkpoints, load_checkpoint
 from ampgan.study.evaluate import QualityTracker, read_quality_curve
@@ -54,11 +63,51 @@ def bench_once(spec: CompareSpec, dataset, precisions, device, log, out_dir: Pat
     return results
 
 
+BENCH_CLOCK, WALL_CLOCK = "bench step time", "wall clock"
+# A seed's wall-clock speedup is off the bench's pace outside its interval widened by this factor each way.
+PACE_TOLERANCE = 1.1
+
+
+def race_clock(bench_results: dict, precisions, batch_size: int) -> dict:
+    """{"clock", "step_s": {precision: seconds charged per step} or None, "reason"}: each precision's settled
+    bench step at the study's batch size; the wall clock for every run when one precision has none (a race
+    on two clocks would be no race)."""
+    rows = {(c.get("precision"), c.get("batch_size")): c for c in bench_results.get("configs") or []}
+    step_s = {}
+    for precision in precisions:
+        row = rows.get((precision, batch_size)) or {}
+        median = (row.get("stats") or {}).get("median_s")
+        if row.get("status") != "ok" or not median:
+            why = row.get("reason") or row.get("status") or "not measured"
+            return {
+                "clock": WALL_CLOCK,
+                "step_s": None,
+                "reason": f"the bench has no settled {precision} step at batch {batch_size} ({why}): every run is "
+                "timed on its wall clock, which other work on the machine can tilt",
+            }
+        step_s[precision] = float(median)
+    return {
+        "clock": BENCH_CLOCK,
+        "step_s": step_s,
+        "reason": "each step is charged its precision's settled bench step time, so other work on the machine "
+        "during a run changes its wall time, not its place in the race",
+    }
+
+
 def run_once(
-    spec, prepared, evaluator, dataset, out_dir: Path, seed: int, show_progress, log, progress: StudyProgress
+    spec,
+    prepared,
+    evaluator,
+    dataset,
+    out_dir: Path,
+    seed: int,
+    show_progress,
+    log,
+    progress: StudyProgress,
+    charge_s: float | None = None,
 ) -> tuple[dict, list[dict]]:
     """A run of the study: read back when finished, continued from its latest checkpoint when it was
-    stopped, trained otherwise."""
+    stopped, trained otherwise. `charge_s`: the training clock's seconds per step (race_clock; None: wall)."""
     precision = prepared.config.precision.name
     key = f"{precision}-seed{seed}"
     run_dir = out_dir / "runs" / key
@@ -83,18 +132,29 @@ def run_once(
         log(f"train: {precision}, seed {seed}, for {budget_text(budget.time_budget_s, budget.steps)} ...")
     progress.mark_run(key, "started")
     try:
-        result = run_training(prepared, run_dir, show_progress=show_progress, on_log=tracker, resume_from=resume_from)
+        result = run_training(
+            prepared,
+            run_dir,
+            show_progress=show_progress,
+            on_log=tracker,
+            resume_from=resume_from,
+            step_charge_s=charge_s,
+        )
     except TrainingInterrupted as stopped:
         raise StudyInterrupted(stopped.signum, out_dir, progress) from None
-    run, curve = _finish_run(spec, result, tracker, evaluator, out_dir, run_dir, precision, seed, log)
+    run, curve = _finish_run(spec, result, tracker, evaluator, out_dir, run_dir, precision, seed, log, charge_s)
     progress.mark_run(key, "done", run)
     return run, curve
 
 
-def _finish_run(spec, result, tracker, evaluator, out_dir: Path, run_dir: Path, precision: str, seed: int, log):
+def _finish_run(
+    spec, result, tracker, evaluator, out_dir: Path, run_dir: Path, precision: str, seed: int, log, charge_s=None
+):
     # The final state is still in memory: evaluate its generator as it ended, no reload from disk.
     final = tracker.evaluate(
-        result.state.train, {"step": result.steps, "train_seconds": result.train_seconds}, final=True
+        result.state.train,
+        {"step": result.steps, "train_seconds": result.train_seconds, "wall_seconds": result.wall_seconds},
+        final=True,
     )
     quality = {
         "final": final,
@@ -110,10 +170,23 @@ def _finish_run(spec, result, tracker, evaluator, out_dir: Path, run_dir: Path, 
         # The training clock only (evaluation and checkpoints excluded): what the report sets
         # beside the bench's step time.
         "seconds_per_step": result.train_seconds / max(1, result.steps),
+        # The check beside the race's clock: what the steps took on the wall clock, and the pace against the
+        # bench's (steps per second each).
+        "clock": BENCH_CLOCK if charge_s is not None else WALL_CLOCK,
+        "wall_seconds": result.wall_seconds,
+        "steps_per_s": result.steps / result.wall_seconds if result.wall_seconds > 0 else None,
+        "bench_steps_per_s": 1.0 / charge_s if charge_s else None,
+        "thread_changes": result.thread_changes,
         "final": final,
         "eval_seconds_total": quality["eval_seconds_total"],
         "stamp": result.stamp,
     }
+    if charge_s and result.wall_seconds > 0 and result.steps:
+        wall_step = result.wall_seconds / result.steps
+        log(
+            f"  {precision} seed {seed}: {wall_step * 1e3:.1f} ms per step on the wall clock against the bench's "
+            f"{charge_s * 1e3:.1f} ms ({wall_step / charge_s:.2f}x), charged the bench's"
+        )
     flags = "; ".join(final.get("flags", [])) or "no class collapsed, dropped or drawn as another"
     accuracy = f"evaluator accuracy {final['evaluator_accuracy']:.3f}, " if "evaluator_accuracy" in final else ""
     log(
@@ -135,3 +208,71 @@ def say_what_the_bench_left_unmeasured(bench_results: dict, log) -> None:
             f"bench: no configuration finished ({reasons}); the runs train anyway, but the study will have no "
             "measured speedup and no cost: give a larger --set compare.bench_seconds for them"
         )
+
+
+def pace_of_seeds(
+    per_seed: dict[str, dict[int, dict]],
+    curves: dict[str, dict[int, list[dict]]],
+    bench_speedups: list[dict],
+    baseline: str,
+    batch_size: int,
+    target: float | None,
+    metric: str,
+    higher_is_better: bool = True,
+) -> dict[str, dict[str, dict]]:
+    """Per candidate precision and seed: its wall-clock speedup per step over the baseline's run at that seed
+    against the bench's interval (widened by PACE_TOLERANCE), each run's wall pace against its bench step, and
+    the time-to-target ratio on the race's clock and on the wall clock (pure: the runs, curves and bench)."""
+    pairs = {(s["batch_size"], s["precision"]): s for s in bench_speedups}
+    out: dict[str, dict[str, dict]] = {}
+    for precision, seeds in per_seed.items():
+        if precision == baseline:
+            continue
+        pair = pairs.get((batch_size, precision))
+        out[precision] = {}
+        for seed, run in seeds.items():
+            theirs = per_seed.get(baseline, {}).get(seed)
+            mine_step, their_step = _wall_step(run), _wall_step(theirs or {})
+            if mine_step is None or their_step is None:
+                continue
+            speedup = their_step / mine_step
+            entry = {
+                "wall_speedup": speedup,
+                "bench_estimate": pair.get("estimate") if pair else None,
+                "bench_low": pair.get("low") if pair else None,
+                "bench_high": pair.get("high") if pair else None,
+                "within": None,
+                "wall_over_bench": _over_bench(run),
+                "baseline_wall_over_bench": _over_bench(theirs),
+                "time_to_target_ratio": None,
+                "wall_time_to_target_ratio": None,
+                "thread_changes": len(run.get("thread_changes") or []) + len(theirs.get("thread_changes") or []),
+            }
+            if pair and pair.get("low") is not None and pair.get("high") is not None:
+                entry["within"] = pair["low"] / PACE_TOLERANCE <= speedup <= pair["high"] * PACE_TOLERANCE
+            if target is not None:
+                for key, clock in (
+                    ("time_to_target_ratio", "train_seconds"),
+                    ("wall_time_to_target_ratio", "wall_seconds"),
+                ):
+                    mine_t = _time_to(curves.get(precision, {}).get(seed, []), clock, metric, target, higher_is_better)
+                    their_t = _time_to(curves.get(baseline, {}).get(seed, []), clock, metric, target, higher_is_better)
+                    entry[key] = their_t / mine_t if mine_t and their_t else None
+            out[precision][str(seed)] = entry
+    return out
+
+
+def _wall_step(run: dict) -> float | None:
+    wall = run.get("wall_seconds", run.get("train_seconds"))
+    return wall / run["steps"] if run.get("steps") and wall else None
+
+
+def _over_bench(run: dict) -> float | None:
+    """The run's wall time per step over the bench step it was charged (None on the wall clock)."""
+    step, bench = _wall_step(run), run.get("bench_steps_per_s")
+    return step * bench if step and bench else None
+
+
+def _time_to(points: list[dict], clock: str, metric: str, target: float, higher_is_better: bool) -> float | None:
+    curve = [(p[clock], p[metric]) for p in points if p.get(clock) is not None and p.get(metric) is not None]
+    return time_to_quality(curve, target, higher_is_better)

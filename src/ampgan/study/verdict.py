@@ -7,7 +7,15 @@ from __future__ import annotations
 from ampgan.bench.output import speedup_estimate, speedup_text
 from ampgan.precisions import FP32
 from ampgan.quality.headline import ACCURACY
-from ampgan.study.document import CompareDocument, CostSection, Interval, RunSummary, SeedComparison, SpeedDecision
+from ampgan.study.document import (
+    CompareDocument,
+    CostSection,
+    Interval,
+    RaceRecord,
+    RunSummary,
+    SeedComparison,
+    SpeedDecision,
+)
 
 
 def verdict(document: CompareDocument, bench_speedups: list[dict]) -> list[str]:
@@ -28,7 +36,8 @@ def verdict(document: CompareDocument, bench_speedups: list[dict]) -> list[str]:
             continue
         pair = speedups.get((batch, precision))
         note = (document.bench_notes or {}).get(f"{precision}@{batch}")
-        lines.append(_speed_line(precision, run, document.baseline, pair, batch, hardware, note))
+        lines.append(_speed_line(precision, run, document.baseline, pair, batch, hardware, note, document.race))
+        lines += _off_pace_lines(precision, document.race)
         lines.append(
             _quality_line(
                 precision,
@@ -139,18 +148,76 @@ def _speed_line(
     batch: int,
     hardware: str,
     note: str | None = None,
+    race: RaceRecord | None = None,
 ) -> str:
     text = f"On this {hardware}, "
     if pair:
         text += (
             f"{precision}'s training step was {_speed_relation(pair)} at batch {batch}: "
-            f"{speedup_text(pair)} on the bench."
+            f"{speedup_text(pair)} on the bench"
+            + (
+                " (measured while other processes crowded the cores: that moment's speedup, which the race "
+                "charges; rerun the study on a quieter machine to have the machine's)."
+                if pair.get("under_load")
+                else "."
+            )
         )
     elif note:
         text += f"the bench has no {precision} speedup at batch {batch} (it measured {precision}: {note})."
     else:
         text += f"the bench has no {precision} speedup at batch {batch}."
+    if race is not None and race.step_s:
+        return text + _charged_text(precision, run, fp32_run, race)
     return text + _achieved_text(precision, run, fp32_run, pair)
+
+
+def _charged_text(precision: str, run: RunSummary, fp32_run: RunSummary, race: RaceRecord) -> str:
+    """The race on the bench's clock: how many steps each made, and the wall clock's pace beside it."""
+    charged = ", ".join(f"{name} {_duration(seconds)}" for name, seconds in race.step_s.items())
+    paces = race.pace.get(precision, {})
+    wall = ", ".join(f"seed {seed} {pace.wall_speedup:.2f}x" for seed, pace in paces.items())
+    return (
+        f" In the race it made {run.steps} steps to fp32's {fp32_run.steps} in the same training time, each step "
+        f"charged its bench time ({charged}), so other work on the machine could not tilt it"
+        + (f"; on the wall clock, kept as the check, it ran {wall} per step" if wall else "")
+        + "."
+    )
+
+
+def _off_pace_lines(precision: str, race: RaceRecord | None) -> list[str]:
+    """A line per seed whose wall-clock speedup left the bench's interval: which run moved, and what timing the
+    race on the wall clock would have done to the answer."""
+    if race is None:
+        return []
+    lines = []
+    for seed, pace in race.off_pace(precision).items():
+        runs = []
+        for name, over in ((FP32, pace.baseline_wall_over_bench), (precision, pace.wall_over_bench)):
+            if over is not None:
+                runs.append(f"{name} {over:.2f}x its bench step")
+        moved = f" ({', '.join(runs)} on the wall clock)" if runs else ""
+        threads = f"; the thread watch changed threads {pace.thread_changes} time(s)" if pace.thread_changes else ""
+        text = (
+            f"Seed {seed} ran off the bench's pace: on the wall clock {precision} was {pace.wall_speedup:.2f}x fp32 "
+            f"per step, outside the bench's {pace.bench_estimate:.2f}x (95% CI {pace.bench_low:.2f}-"
+            f"{pace.bench_high:.2f}) widened by 10%{moved}{threads}: other work on the machine slowed its runs "
+            "unevenly. "
+        )
+        if race.step_s:
+            text += "The race charged each step the bench's time, so this moved nothing in the answer"
+            if pace.wall_time_to_target_ratio and pace.time_to_target_ratio:
+                text += (
+                    f"; timed on the wall clock, {precision} would have reached the target "
+                    f"{pace.wall_time_to_target_ratio:.2f}x as soon as fp32 instead of {pace.time_to_target_ratio:.2f}x"
+                )
+            lines.append(text + ".")
+        else:
+            lines.append(
+                text + "The race was timed on the wall clock (" + race.reason + "), so this seed's time to the "
+                "target carries the tilt: rerun the study on a quieter machine, or give it a bench that measured "
+                "every precision."
+            )
+    return lines
 
 
 def _speed_relation(pair: dict) -> str:

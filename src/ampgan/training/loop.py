@@ -21,7 +21,7 @@ from ampgan.data.batches import BatchStream
 from ampgan.errors import AmpganError, warn
 from ampgan.runs.run_folder import NullWriter, RunWriter
 from ampgan.seeds import CURRENT_SCHEME, step_noise_seed
-from ampgan.system.cpu_tuning import keep_freed_memory_for_reuse
+from ampgan.system.cpu_tuning import ThreadWatch, keep_freed_memory_for_reuse, threads_given
 from ampgan.training.distributed import any_rank, average_over_ranks, gather_objects, leave_without_peers, world
 from ampgan.training.faults import FaultMonitor, FaultRules, NumericFault
 from ampgan.training.interruption import TrainingInterrupted, stop_on_signals
@@ -122,9 +122,11 @@ class RunState:
     train: TrainState
     stream: BatchStream
     window: MetricWindow = field(default_factory=MetricWindow)
-    train_seconds: float = 0.0
+    train_seconds: float = 0.0  # the training clock: the wall clock of the steps, or what they were charged
+    wall_seconds: float = 0.0  # the steps' wall clock (equal to train_seconds unless steps are charged)
     metrics_last_step: int = 0
     seed_scheme: int = CURRENT_SCHEME
+    thread_changes: list[str] = field(default_factory=list)  # what the thread watch changed, said in words
 
     def state_dict(self) -> dict:
         """Collective under torchrun: every rank contributes its data position, noise generator and RNGs."""
@@ -142,6 +144,7 @@ class RunState:
             "rng": per_rank[0]["rng"],  # rank 0's, where checkpoints before per-rank RNGs kept them
             "progress": {
                 "train_seconds": self.train_seconds,
+                "wall_seconds": self.wall_seconds,
                 "skipped_total": dict(self.window.skipped_total),
                 "data": {"world_size": world().size, "ranks": [r["data"] for r in per_rank]},
                 "step_generators": [r["step_generator"] for r in per_rank],
@@ -186,6 +189,7 @@ class RunState:
             self.stream.start_epoch(max(r["epoch"] for r in data["ranks"]) + 1)
         self.window.skipped_total = dict(progress["skipped_total"])
         self.train_seconds = progress["train_seconds"]
+        self.wall_seconds = progress.get("wall_seconds", self.train_seconds)  # checkpoints before charged steps
         return not_restored
 
 
@@ -272,6 +276,14 @@ class RunResult:
     def train_seconds(self) -> float:
         return round(self.state.train_seconds, 2)
 
+    @property
+    def wall_seconds(self) -> float:
+        return round(self.state.wall_seconds, 2)
+
+    @property
+    def thread_changes(self) -> list[str]:
+        return list(self.state.thread_changes)
+
 
 def run_training(
     prepared: PreparedRun,
@@ -282,6 +294,7 @@ def run_training(
     fault_rules: FaultRules = FaultRules(),
     on_log: Callable[[TrainState, dict], None] | None = None,
     refuse_spent_budget: bool = False,
+    step_charge_s: float | None = None,
 ) -> RunResult:
     """Train until the budget is spent, writing the run folder as it goes.
 
@@ -291,6 +304,9 @@ def run_training(
     a comparison happens there, so it never eats into the training budget).
     `refuse_spent_budget`: a resumption whose budget is already spent is an error (`train --resume` with
     a budget the run has used up), not a run of zero steps; a comparison finishing its runs keeps it off.
+    `step_charge_s`: each step adds this to the training clock instead of its wall time (a comparison charges
+    its bench's settled step time, so that other work on the machine cannot tilt its race; study/race.py); the
+    wall clock is kept beside it (`wall_seconds`, in metrics.jsonl and the checkpoints).
     Raises NumericFault or TrainingInterrupted after saving what should be saved.
     """
     prepared.policy.apply_backend_settings()
@@ -316,7 +332,9 @@ def run_training(
             static_scale=prepared.policy.loss_scale is not None,
             d_updates_per_step=state.train.gan.d_steps,
         )
-        loop = _Loop(prepared, state, writer, Path(run_dir), faults, on_log, show_progress and ranks.is_main)
+        loop = _Loop(
+            prepared, state, writer, Path(run_dir), faults, on_log, show_progress and ranks.is_main, step_charge_s
+        )
         try:
             loop.run(stop_request, fresh=resume_from is None)
         except Exception as error:
@@ -351,8 +369,17 @@ class _Loop:
         faults: FaultMonitor,
         on_log,
         show_progress: bool,
+        step_charge_s: float | None = None,
     ):
         self.config, self.device = prepared.config, prepared.policy.device
+        self.charge = step_charge_s
+        # A neighbour that crowds the cores mid-run: the threads are fitted to what it leaves, and it is said.
+        self.threads = ThreadWatch(
+            reference_s=step_charge_s,
+            active=self.device.type == "cpu" and not threads_given() and not world().distributed,
+            say=lambda line: warn(f"threads: {line}") if world().is_main else None,
+        )
+        state.thread_changes = self.threads.changes
         self.state, self.writer, self.run_dir, self.faults, self.on_log = state, writer, run_dir, faults, on_log
         self.budget = Budget.of(self.config)
         self.progress = _progress_bar(self.budget, show_progress, initial=state.train.step)
@@ -382,7 +409,9 @@ class _Loop:
         started = time.perf_counter()
         self.state.window.add(train_step(train, self.state.stream.next_batch))
         # Without a device sync this undercounts on CUDA; the flush below syncs and recounts.
-        seconds_so_far = self.state.train_seconds + time.perf_counter() - started
+        seconds_so_far = self.state.train_seconds + (
+            self.charge if self.charge is not None else time.perf_counter() - started
+        )
         # Every branch below must be taken by all ranks alike (flushes and checkpoints are
         # collective), so the per-rank clock- and signal-driven decisions are OR-ed over ranks.
         stopping, out_of_budget, checkpoint_by_time = any_rank(
@@ -399,7 +428,7 @@ class _Loop:
         if train.step % config.logging.log_every == 0 or checkpoint_due or finished:
             self.log(started)
         else:
-            self.state.train_seconds += time.perf_counter() - started
+            self.clock(started)
         if train.step % config.logging.sample_every == 0:
             self.writer.save_samples(train.step)
         if checkpoint_due or (stopping and train.step != self.last_checkpoint["step"]):
@@ -413,13 +442,15 @@ class _Loop:
         state, train = self.state, self.state.train
         steps_in_window = state.window.count
         record = state.window.flush(train)
-        state.train_seconds += time.perf_counter() - started
+        self.clock(started)
         images = train.step * self.config.budget.batch_size * world().size
         record.update(
             step=train.step,
             train_seconds=round(state.train_seconds, 4),
             images_per_second=round(images / state.train_seconds, 2) if state.train_seconds else 0.0,
         )
+        if self.charge is not None:
+            record.update(wall_seconds=round(state.wall_seconds, 4), threads=torch.get_num_threads())
         self.writer.log_metrics(record)
         state.metrics_last_step = self.writer.last_logged_step
         self.progress.update(train.step - self.progress.n)
@@ -446,6 +477,13 @@ class _Loop:
             )
         if self.on_log is not None:
             self.on_log(train, record)
+
+    def clock(self, started: float) -> None:
+        """The step's time on both clocks (charged or wall, and wall), and to the thread watch."""
+        wall = time.perf_counter() - started
+        self.state.wall_seconds += wall
+        self.state.train_seconds += self.charge if self.charge is not None else wall
+        self.threads.step(wall, self.state.train.step)
 
     def checkpoint_due_by_time(self, train_seconds: float) -> bool:
         every = self.config.checkpoints.every_s

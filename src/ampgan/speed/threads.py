@@ -1,0 +1,109 @@
+"""How many threads the step runs on: fitted to the cores other processes leave, measured before any speed is.
+
+A step measured with two threads on a 2-core machine while another process runs is mostly two threads waiting
+for each other (system/cpu_tuning.py): every speed decision taken then describes the crowding, not the
+precision. So before the decisions, when the machine is oversubscribed (our threads plus the other processes'
+runnable threads exceed the cores), the run's real fp32 step is timed at its thread count and at the count that
+fits, in interleaved rounds until decided (speed/rounds.py), and the fitted count is kept unless it is measured
+slower (a tie goes to fewer threads: they leave the neighbour its core and never wait on a descheduled partner).
+With free cores nothing is measured. The answer describes this moment, so it is never cached; a user's
+OMP_NUM_THREADS is obeyed and only reported; under torchrun each rank keeps its share (training/distributed.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+from ampgan.precisions import BASELINE
+from ampgan.speed.ab import outcome_of
+from ampgan.speed.decision import UNTIL_DECIDED, WARMUP_STEPS, duration_text, interval_text
+from ampgan.speed.rounds import StoppingRule, measure_rounds
+from ampgan.system import cpu_tuning
+from ampgan.system.cpu_tuning import cores, fitting_threads, load_text, oversubscribed, threads_given
+
+THREADS_RULE = StoppingRule(min_rounds=3, max_seconds=10.0, until=UNTIL_DECIDED)
+AS_IS, FEWER = "as is", "fewer"
+
+
+def thread_choice(
+    current: int,
+    machine_cores: int,
+    others: int | None,
+    given_by: str | None,
+    distributed: bool,
+    measure: Callable[[int, int], object] | None,
+) -> dict:
+    """The thread count to run with and why, as a dict: {threads, before, others_running, cores, reason,
+    measured}. `measure(current, fewer)` -> a RoundsResult of AS_IS (baseline) against FEWER; called only when
+    the machine is oversubscribed (pure given it: testable with injected rounds)."""
+    found = {"threads": current, "before": current, "others_running": others, "cores": machine_cores, "measured": None}
+    load = load_text(others, current, machine_cores)
+    if given_by:
+        return found | {"reason": f"{current} thread(s), fixed by {given_by}"}
+    if distributed:
+        return found | {"reason": f"{current} thread(s): each process's share of the cores"}
+    if not oversubscribed(current, machine_cores, others) or measure is None:
+        return found | {"reason": f"{current} thread(s): {load}, the cores are free"}
+    fewer = fitting_threads(machine_cores, others, current)
+    result = measure(current, fewer)
+    outcome = outcome_of(result, FEWER)
+    chosen = current if outcome.verdict == "slower" else fewer
+    said = (
+        f"{fewer} thread(s) {duration_text(outcome.candidate_step_s)} vs {current} "
+        f"{duration_text(outcome.baseline_step_s)} per fp32 step{interval_text(outcome.interval)}"
+    )
+    return found | {
+        "threads": chosen,
+        "measured": said,
+        "reason": f"{chosen} thread(s): {load}; measured {said}"
+        + ("" if chosen == fewer else f": {fewer} was slower, kept {current}"),
+    }
+
+
+def fit_threads(config, dataset, device: torch.device, log=lambda line: None) -> dict:
+    """Before the speed decisions: the threads that fit the machine now (thread_choice), applied to this
+    process and said in one line. Not a CPU run: nothing to fit."""
+    from ampgan.speed.step_timer import StepTimer
+    from ampgan.training.distributed import world
+
+    if device.type != "cpu":
+        return {"threads": None, "reason": "not a CPU run"}
+    current = torch.get_num_threads()
+
+    def measure(current: int, fewer: int):
+        timer = StepTimer(
+            config.with_fields({"precision.name": BASELINE, "precision.loss_scale": None}),
+            dataset,
+            device,
+            data_parallel=False,
+            across_ranks=False,
+        )
+
+        def at(threads: int):
+            def timed() -> float:
+                torch.set_num_threads(threads)
+                return timer()
+
+            return timed
+
+        timers = {AS_IS: at(current), FEWER: at(fewer)}
+        for _ in range(WARMUP_STEPS):
+            for timed in timers.values():
+                timed()
+        try:
+            return measure_rounds(timers, AS_IS, THREADS_RULE, seed=config.seed, load_probe=lambda: None)
+        finally:
+            torch.set_num_threads(current)
+
+    choice = thread_choice(current, cores(), cpu_tuning.others_running(), threads_given(), world().distributed, measure)
+    torch.set_num_threads(choice["threads"])
+    log(f"threads: {choice['reason']}")
+    return choice
+
+
+def apply_threads(choice: dict | None) -> None:
+    """A resumed study runs on the threads it decided at its start (its bench and runs were measured so)."""
+    if choice and choice.get("threads") and not threads_given():
+        torch.set_num_threads(int(choice["threads"]))

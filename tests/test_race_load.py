@@ -1,0 +1,407 @@
+"""A race that other work on the machine cannot tilt: the load seen, the threads fitted to it, the race's clock,
+each seed's pace against the bench, and decisions taken under load. Loads and timings are injected."""
+
+from __future__ import annotations
+
+import pytest
+
+import ampgan.system.cpu_tuning as cpu_tuning
+from ampgan.bench.harness import BenchSpec, ConfigResult, _warm_up
+from ampgan.precisions import BF16, FP32
+from ampgan.speed.cache import DecisionCache
+from ampgan.speed.decision import decide, measure_with
+from ampgan.speed.rounds import UNTIL_DECIDED, StoppingRule, measure_rounds
+from ampgan.speed.threads import AS_IS, FEWER, thread_choice
+from ampgan.study.document import RaceRecord
+from ampgan.study.race import BENCH_CLOCK, WALL_CLOCK, pace_of_seeds, race_clock
+from ampgan.study.verdict import _off_pace_lines
+from ampgan.system.cpu_tuning import ThreadWatch, _running_threads, fitting_threads, oversubscribed
+
+# --- the load seen ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("running", "own", "others"),
+    [(5, ["R", "S", "R"], 3), (2, ["R", "R"], 0), (1, ["R", "R", "S"], 0), (9, [], 9)],
+)
+def test_other_processes_threads_are_the_runnable_ones_not_ours(running, own, others):
+    stat = f"cpu  1 2 3\nprocs_running {running}\nprocs_blocked 0\n"
+    assert _running_threads(stat, own) == others
+
+
+def test_a_proc_stat_without_the_count_is_no_answer():
+    with pytest.raises(ValueError):
+        _running_threads("cpu 1 2 3\n", ["R"])
+
+
+@pytest.mark.parametrize(
+    ("cores", "others", "most", "fitted"),
+    [(2, 0, 2, 2), (2, 1, 2, 1), (2, 6, 2, 1), (8, 3, 8, 5), (8, 3, 4, 4), (2, None, 2, 2)],
+)
+def test_threads_fitted_leave_the_others_their_cores(cores, others, most, fitted):
+    assert fitting_threads(cores, others, most) == fitted
+
+
+@pytest.mark.parametrize(
+    ("threads", "cores", "others", "crowded"),
+    [(2, 2, 0, False), (2, 2, 1, True), (1, 2, 1, False), (1, 1, 5, False), (4, 8, 5, True), (2, 2, None, False)],
+)
+def test_oversubscribed_means_more_runnable_threads_than_cores(threads, cores, others, crowded):
+    assert oversubscribed(threads, cores, others) is crowded
+
+
+# --- the threads while training ---------------------------------------------------------------------------
+
+
+class _Threads:
+    def __init__(self, count: int):
+        self.count, self.set_to = count, []
+
+    def get(self) -> int:
+        return self.count
+
+    def set(self, count: int) -> None:
+        self.count = count
+        self.set_to.append(count)
+
+
+def _watch(threads: _Threads, loads: list[int | None], reference_s=None, active=True):
+    said = []
+    watch = ThreadWatch(
+        reference_s=reference_s,
+        active=active,
+        say=said.append,
+        probe=lambda: loads.pop(0),
+        get_threads=threads.get,
+        set_threads=threads.set,
+        machine_cores=2,
+    )
+    return watch, said
+
+
+def test_one_slow_step_changes_nothing():
+    threads = _Threads(2)
+    watch, said = _watch(threads, loads=[1, 1], reference_s=0.072)
+    for step, seconds in enumerate([0.07, 2.7, 0.07, 2.7, 0.07], start=1):
+        watch.step(seconds, step)
+    assert threads.set_to == [] and said == []
+
+
+def test_a_neighbour_that_slows_two_steps_in_a_row_gets_a_core_and_it_is_said():
+    threads = _Threads(2)
+    watch, said = _watch(threads, loads=[1], reference_s=0.072)
+    for step, seconds in enumerate([0.07, 2.7, 2.74], start=1):
+        watch.step(seconds, step)
+    assert threads.set_to == [1]
+    assert len(said) == 1 and "threads 2 -> 1" in said[0] and "2740 ms per step against 72 ms" in said[0]
+    assert watch.changes == said
+
+
+def test_slow_steps_without_another_process_keep_the_threads():
+    threads = _Threads(2)
+    watch, said = _watch(threads, loads=[0], reference_s=0.072)
+    for step, seconds in enumerate([0.3, 0.3], start=1):
+        watch.step(seconds, step)
+    assert threads.set_to == [] and said == []
+
+
+def test_without_a_reference_the_fastest_step_so_far_is_the_reference():
+    threads = _Threads(2)
+    watch, said = _watch(threads, loads=[3])
+    for step, seconds in enumerate([0.5, 0.1, 0.1, 0.35, 0.35], start=1):  # the first step selects kernels
+        watch.step(seconds, step)
+    assert threads.set_to == [1]
+
+
+def test_threads_come_back_once_the_cores_stay_free():
+    threads = _Threads(2)
+    loads = [1] + [1, 0, 0, 0]  # the neighbour, then a busy check, then three free ones
+    watch, said = _watch(threads, loads=loads, reference_s=0.072)
+    watch.step(2.7, 1)
+    watch.step(2.7, 2)
+    for step in range(3, 3 + 4 * cpu_tuning.CHECK_EVERY_STEPS):
+        watch.step(0.1, step)
+    assert threads.set_to == [1, 2]
+    assert "cores free again" in said[-1]
+
+
+def test_threads_the_user_fixed_are_never_changed():
+    threads = _Threads(2)
+    watch, said = _watch(threads, loads=[1, 1, 1], reference_s=0.072, active=False)
+    for step in range(1, 6):
+        watch.step(2.7, step)
+    assert threads.set_to == [] and said == []
+
+
+# --- the threads before measuring -------------------------------------------------------------------------
+
+
+def _rounds(as_is_s: float, fewer_s: float):
+    rule = StoppingRule(min_rounds=3, max_seconds=5.0, until=UNTIL_DECIDED)
+    return measure_rounds({AS_IS: lambda: as_is_s, FEWER: lambda: fewer_s}, AS_IS, rule, load_probe=lambda: None)
+
+
+def test_free_cores_are_not_measured():
+    called = []
+    choice = thread_choice(2, 2, 0, None, False, lambda current, fewer: called.append(1))
+    assert called == [] and choice["threads"] == 2 and "the cores are free" in choice["reason"]
+
+
+@pytest.mark.parametrize(
+    ("as_is_s", "fewer_s", "chosen"),
+    [(2.7, 0.12, 1), (0.1, 0.1, 1), (0.07, 0.2, 2)],  # crowded: fewer wins; a tie: fewer; fewer slower: kept
+)
+def test_a_crowded_machine_is_measured_and_fewer_threads_kept_unless_slower(as_is_s, fewer_s, chosen):
+    asked = []
+
+    def measure(current, fewer):
+        asked.append((current, fewer))
+        return _rounds(as_is_s, fewer_s)
+
+    choice = thread_choice(2, 2, 3, None, False, measure)
+    assert asked == [(2, 1)]
+    assert choice["threads"] == chosen and choice["others_running"] == 3
+    assert "3 other threads running beside 2 of ours on 2 cores" in choice["reason"]
+
+
+@pytest.mark.parametrize(("given", "distributed"), [("OMP_NUM_THREADS", False), (None, True)])
+def test_threads_given_or_shared_by_ranks_are_kept_and_reported(given, distributed):
+    choice = thread_choice(2, 2, 5, given, distributed, lambda current, fewer: pytest.fail("measured"))
+    assert choice["threads"] == 2
+    assert ("fixed by OMP_NUM_THREADS" in choice["reason"]) if given else ("share" in choice["reason"])
+
+
+# --- decisions and too_slow verdicts under load -----------------------------------------------------------
+
+
+@pytest.mark.parametrize(("others", "cached"), [(0, True), (1, False), (4, False)])
+def test_a_speed_decision_taken_under_load_is_not_kept_as_the_machines_answer(tmp_path, monkeypatch, others, cached):
+    monkeypatch.setattr(cpu_tuning, "others_running", lambda samples=5: others)
+    monkeypatch.setattr(cpu_tuning, "cores", lambda: 2)
+    monkeypatch.setattr("ampgan.speed.rounds.cores", lambda: 2)
+    monkeypatch.setattr("torch.get_num_threads", lambda: 2)
+    cache = DecisionCache(tmp_path)
+    times = {FP32: 0.1, BF16: 0.06}
+    lines = []
+    found = decide([BF16], 64, {"machine": "x"}, measure_with(lambda name: lambda: times[name]), cache, lines.append)
+    assert found[BF16].verdict == "faster"
+    assert bool(cache._read()) is cached
+    if not cached:
+        assert "measured under load" in found[BF16].note and "not cached" in lines[-1]
+        again = decide([BF16], 64, {"machine": "x"}, measure_with(lambda name: lambda: times[name]), cache)
+        assert not again[BF16].cached  # measured again, never read back
+
+
+def test_a_few_crowded_rounds_in_many_do_not_mark_the_answer():
+    loads = iter([1] + [0] * 20)
+    rule = StoppingRule(min_rounds=12, max_seconds=100.0)
+    result = measure_rounds({"a": lambda: 0.1, "b": lambda: 0.05}, "a", rule, load_probe=lambda: next(loads))
+    result.threads, result.cores = 2, 2
+    assert result.crowded_rounds == 1 and not result.under_load and result.machine_answer
+
+
+class _FakeContender:
+    """A configuration whose warm-up steps take the given seconds."""
+
+    def __init__(self, seconds: list[float]):
+        self.seconds = list(seconds)
+        self.result = ConfigResult(batch_size=32, precision=FP32)
+        self.timer = type("Timer", (), {"step_kinds": [(0, 1)]})()
+
+    def timed_step(self) -> float:
+        return self.seconds.pop(0)
+
+
+# 8 steps (2 warm-ups, 5 rounds, 1 counting FLOPs) in 30 s: a first step of 5 s does not settle it (40 s foreseen).
+SPEC = BenchSpec(batch_sizes=(32,), precisions=(FP32,), warmup=2, steps=5, max_seconds=30.0)
+
+
+@pytest.mark.parametrize(
+    "seconds",
+    [
+        [5.0, 3.83, 0.065],  # one slow step after the first (the issue's batch 32): a hiccup
+        [5.0, 3.83, 0.07, 3.9, 0.07],  # a slow step after the first fits: judged; later ones are not judged
+        [8.0, 0.07, 0.07],  # the first step (kernel selection) is never judged alone
+    ],
+)
+def test_one_slow_step_never_disqualifies_a_batch_size(seconds):
+    contender = _FakeContender(seconds)
+    _warm_up(SPEC, contender, allowance={"left": 100.0})
+    assert contender.result.status == "ok"
+
+
+@pytest.mark.parametrize(("others", "marked"), [(0, False), (2, True)])
+def test_two_slow_steps_in_a_row_make_it_too_slow_and_a_crowded_verdict_says_so(monkeypatch, others, marked):
+    monkeypatch.setattr(cpu_tuning, "others_running", lambda samples=5: others)
+    monkeypatch.setattr("ampgan.bench.harness.cores", lambda: 2)
+    monkeypatch.setattr("torch.get_num_threads", lambda: 2)
+    contender = _FakeContender([5.0, 3.83, 4.1])
+    _warm_up(SPEC, contender, allowance={"left": 100.0})
+    result = contender.result
+    assert result.status == "too_slow" and "2 steps in a row" in result.reason and "3.83 s and 4.10 s" in result.reason
+    assert bool(result.under_load) is marked
+    assert ("measured under load" in result.reason) is marked
+
+
+# --- the race's clock and each seed's pace ----------------------------------------------------------------
+
+
+def _bench(fp32_status="ok"):
+    return {
+        "configs": [
+            {"precision": FP32, "batch_size": 64, "status": fp32_status, "stats": {"median_s": 0.113}, "reason": "x"},
+            {"precision": BF16, "batch_size": 64, "status": "ok", "stats": {"median_s": 0.066}},
+        ],
+        "speedups": [{"batch_size": 64, "precision": BF16, "estimate": 1.71, "low": 1.65, "high": 1.76}],
+    }
+
+
+def test_the_race_charges_each_precision_its_bench_step():
+    clock = race_clock(_bench(), (FP32, BF16), 64)
+    assert clock["clock"] == BENCH_CLOCK and clock["step_s"] == {FP32: 0.113, BF16: 0.066}
+
+
+@pytest.mark.parametrize(("status", "batch"), [("too_slow", 64), ("ok", 128)])
+def test_without_a_settled_bench_step_for_every_precision_the_race_runs_on_the_wall_clock(status, batch):
+    clock = race_clock(_bench(status), (FP32, BF16), batch)
+    assert clock["clock"] == WALL_CLOCK and clock["step_s"] is None and "wall clock" in clock["reason"]
+
+
+def _run(steps, wall_s, charge_s):
+    return {"steps": steps, "wall_seconds": wall_s, "bench_steps_per_s": 1 / charge_s, "thread_changes": []}
+
+
+def _curve(step_s, wall_step_s, accuracies, every=10):
+    return [
+        {"step": every * i, "train_seconds": every * i * step_s, "wall_seconds": every * i * wall_step_s, "acc": a}
+        for i, a in enumerate(accuracies, start=1)
+    ]
+
+
+def test_each_seeds_wall_pace_is_held_against_the_benchs_interval():
+    runs = {
+        FP32: {0: _run(177, 20.0, 0.113), 1: _run(177, 177 * 0.889, 0.113)},  # seed 1: a neighbour, 7.9x
+        BF16: {0: _run(303, 20.0, 0.066), 1: _run(303, 303 * 0.844, 0.066)},
+    }
+    curves = {
+        FP32: {0: _curve(0.113, 0.113, [0.2, 0.5, 0.9]), 1: _curve(0.113, 0.889, [0.2, 0.5, 0.9])},
+        BF16: {0: _curve(0.066, 0.066, [0.2, 0.5, 0.9]), 1: _curve(0.066, 0.844, [0.2, 0.5, 0.9])},
+    }
+    pace = pace_of_seeds(runs, curves, _bench()["speedups"], FP32, 64, 0.5, "acc")
+    calm, crowded = pace[BF16]["0"], pace[BF16]["1"]
+    assert calm["within"] is True and calm["wall_speedup"] == pytest.approx(303 / 177)
+    assert crowded["within"] is False and crowded["wall_speedup"] == pytest.approx(0.889 / 0.844)
+    assert crowded["wall_over_bench"] == pytest.approx(0.844 / 0.066)
+    assert crowded["baseline_wall_over_bench"] == pytest.approx(0.889 / 0.113)
+    assert crowded["time_to_target_ratio"] == pytest.approx(0.113 / 0.066)  # the race's clock: the bench's
+    assert crowded["wall_time_to_target_ratio"] == pytest.approx(0.889 / 0.844)
+    record = RaceRecord.from_dict({"clock": BENCH_CLOCK, "step_s": {FP32: 0.113, BF16: 0.066}, "pace": pace})
+    assert list(record.off_pace(BF16)) == ["1"]
+    assert record.to_dict()["pace"] == pace  # written back as read
+    lines = _off_pace_lines(BF16, record)
+    assert len(lines) == 1 and lines[0].startswith("Seed 1 ran off the bench's pace")
+    assert "1.05x fp32 per step, outside the bench's 1.71x (95% CI 1.65-1.76)" in lines[0]
+    assert "fp32 7.87x its bench step, bf16 12.79x its bench step" in lines[0]
+    assert "moved nothing in the answer" in lines[0] and "1.05x as soon as fp32 instead of 1.71x" in lines[0]
+
+
+def test_on_the_wall_clock_an_off_pace_seed_is_said_to_carry_the_tilt():
+    pace = {BF16: {"0": {"wall_speedup": 1.05, "bench_estimate": 1.71, "bench_low": 1.65, "bench_high": 1.76,
+                         "within": False}}}  # fmt: skip
+    record = RaceRecord.from_dict({"clock": WALL_CLOCK, "reason": "no bf16 step", "step_s": None, "pace": pace})
+    (line,) = _off_pace_lines(BF16, record)
+    assert "timed on the wall clock (no bf16 step)" in line and "carries the tilt" in line
+
+
+# --- the training loop on a charged clock -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("budget", "steps"), [({"steps": 4}, 4), ({"steps": None, "time_budget": 1.2}, 3)])
+def test_a_charged_run_counts_its_steps_at_the_bench_time_and_keeps_its_wall_clock(tmp_path, budget, steps):
+    import json
+
+    from conftest import tiny_config
+
+    from ampgan.runs.checkpoint import list_checkpoints, load_checkpoint
+    from ampgan.training.loop import prepare_run, run_training
+
+    config = tiny_config(sets=["logging.log_every=2"], **budget)
+    result = run_training(prepare_run(config), tmp_path / "run", show_progress=False, step_charge_s=0.4)
+    assert result.steps == steps  # 1.2 s of training at 0.4 s a step: three steps, whatever the wall clock said
+    assert result.train_seconds == pytest.approx(0.4 * steps)
+    assert 0 < result.wall_seconds and result.wall_seconds != result.train_seconds
+    records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert records[-1]["train_seconds"] == pytest.approx(0.4 * steps) and records[-1]["wall_seconds"] > 0
+    saved = load_checkpoint(list_checkpoints(tmp_path / "run")[-1], map_location="cpu")
+    assert saved["progress"]["wall_seconds"] == pytest.approx(result.state.wall_seconds)
+
+
+@pytest.mark.parametrize("under_load", [False, True])
+def test_a_bench_measured_under_load_is_said_in_the_speed_line(under_load):
+    from ampgan.study.document import RunSummary
+    from ampgan.study.verdict import _speed_line
+
+    run = RunSummary.from_dict({"run_dir": "runs/x", "steps": 10, "train_seconds": 1.0, "final": {}})
+    pair = {"batch_size": 64, "precision": BF16, "estimate": 1.7, "low": 1.6, "high": 1.8, "rounds": 9}
+    line = _speed_line(BF16, run, run, pair | {"under_load": under_load}, 64, "AMD EPYC")
+    assert ("measured while other processes crowded the cores" in line) is under_load
+
+
+def test_the_reports_speed_table_shows_the_runs_wall_clock_per_step():
+    from ampgan.study.document import RunSummary
+    from ampgan.study.report import _wall_step
+
+    per_seed = {
+        "0": {"run_dir": "runs/a", "steps": 10, "train_seconds": 1.0, "wall_seconds": 3.0, "final": {}},
+        "1": {"run_dir": "runs/b", "steps": 20, "train_seconds": 2.0, "wall_seconds": 2.0, "final": {}},
+    }
+    run = RunSummary.from_dict(
+        {"run_dir": "runs/a", "steps": 15, "train_seconds": 1.5, "seconds_per_step": 0.1, "final": {}}
+        | {"seeds": [0, 1], "per_seed": per_seed}
+    )
+    assert _wall_step(run) == pytest.approx((0.3 + 0.1) / 2)
+    older = RunSummary.from_dict({"run_dir": "runs/a", "steps": 10, "train_seconds": 2.0, "final": {}})
+    assert _wall_step(older) == pytest.approx(0.2)  # before the race's clock: the training clock was the wall's
+
+
+def test_a_crowded_machine_fits_the_threads_on_the_real_step(monkeypatch):
+    import torch
+    from conftest import tiny_config
+
+    import ampgan.speed.threads as threads
+    from ampgan.data import load_dataset
+
+    monkeypatch.delenv("OMP_NUM_THREADS")
+    monkeypatch.setattr(cpu_tuning, "others_running", lambda samples=5: 3)
+    monkeypatch.setattr(threads, "cores", lambda: 2)
+    monkeypatch.setattr(threads, "THREADS_RULE", StoppingRule(min_rounds=2, max_seconds=0.2, until=UNTIL_DECIDED))
+    config = tiny_config()
+    lines = []
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        choice = threads.fit_threads(config, load_dataset(config.data), torch.device("cpu"), lines.append)
+        assert choice["threads"] == torch.get_num_threads() and choice["before"] == 2
+        assert choice["measured"].startswith("1 thread(s) ") and "per fp32 step" in choice["measured"]
+        assert lines == [f"threads: {choice['reason']}"]
+        assert "3 other threads running beside 2 of ours on 2 cores" in lines[0]
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_a_resumed_study_runs_on_the_threads_it_decided(monkeypatch):
+    import torch
+
+    from ampgan.speed.threads import apply_threads
+
+    before = torch.get_num_threads()
+    try:
+        apply_threads({"threads": 1})  # the suite fixes OMP_NUM_THREADS: the user's choice wins
+        assert torch.get_num_threads() == before
+        monkeypatch.delenv("OMP_NUM_THREADS")
+        apply_threads({"threads": 1})
+        assert torch.get_num_threads() == 1
+        apply_threads(None)  # a study from before the threads were decided
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)
