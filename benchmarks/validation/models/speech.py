@@ -85,7 +85,7 @@ class WN(nn.Module):
     """WaveGlow's WaveNet-like coupling network: 8 layers of 3-wide dilated convolutions (dilation 1..128),
     a gated tanh-sigmoid on each, conditioned on the upsampled mels by 1x1 convolutions."""
 
-    def __init__(self, half: int, conditioning: int, channels: int = 256, layers: int = 8):
+    def __init__(self, half: int, conditioning: int, channels: int = 512, layers: int = 8):
         super().__init__()
         self.start = nn.Conv1d(half, channels, 1)
         self.inputs = nn.ModuleList(
@@ -115,9 +115,9 @@ class WN(nn.Module):
 
 class WaveGlow(nn.Module):
     """DLE's WaveGlow: 12 flows over groups of 8 samples, 2 channels out early every 4 flows, WN 8 layers of
-    256 channels (DLE's --wn-channels 256), mels upsampled by a 1024-wide transposed convolution (stride
-    256). The invertible 1x1 convolution is a 1x1 convolution; its log-determinant (of a c x c matrix, at
-    most 8 x 8) is left out."""
+    512 channels (the paper's and NVIDIA's config: n_channels 512), mels upsampled by a 1024-wide transposed
+    convolution (stride 256). The invertible 1x1 convolution is a 1x1 convolution; its log-determinant (of a
+    c x c matrix, at most 8 x 8) is left out."""
 
     def __init__(self, mels: int = 80, flows: int = 12, group: int = 8, early_every: int = 4, early_size: int = 2):
         super().__init__()

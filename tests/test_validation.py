@@ -1,0 +1,163 @@
+"""The projection checked on whole training steps: the validation models traced on the meta device, the
+step composition fitted on published end-to-end rows, its leave-one-model-out error recomputed from the
+CSVs and held to what ampgan ships (calibration/composition.json) and what docs/projection.md states."""
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+VALIDATION = ROOT / "benchmarks" / "validation"
+sys.path.insert(0, str(VALIDATION))
+
+import check  # noqa: E402
+import composition_fit as cf  # noqa: E402
+import trace_models  # noqa: E402
+from models.autocast import MetaAutocast  # noqa: E402
+
+from ampgan.bench.ops import FUSED_UPDATES, fused_update, kernel_shapes, record_ops  # noqa: E402
+from ampgan.projection.composition import composed_step, generation_of, load_composition  # noqa: E402
+from ampgan.system.gpus import gpu_spec  # noqa: E402
+
+METRICS = ("median_speedup_error", "p90_speedup_error", "coverage", "median_band_width", "median_time_error")
+
+
+@pytest.fixture(scope="module")
+def recomputed():
+    """check.py's numbers, leave-one-model-out, recomputed from rows.csv and the cached op tables."""
+    summary, records, skipped = check.evaluate(None)
+    return summary, records, skipped
+
+
+def test_the_leave_one_model_out_error_is_what_ampgan_ships_and_the_docs_state(recomputed):
+    summary, records, _ = recomputed
+    shipped = load_composition().document["validation"]
+    assert summary == shipped  # rebuilt by benchmarks/validation/fit_composition.py when rows or models change
+    assert summary["rows"] >= 30 and len(summary["models"]) >= 10 and len(summary["generations"]) >= 3
+    docs = (ROOT / "docs" / "projection.md").read_text()
+    for name in [*summary["generations"], "overall"]:
+        s = summary[name]
+        line = (
+            f"| {name} | {s['rows']} | {s['models']} | {s['median_speedup_error']:.2f}x "
+            f"| {s['p90_speedup_error']:.2f}x | {s['coverage']:.0%} | {s['median_band_width']:.2f} "
+            f"| {s['median_time_error']:.2f}x |"
+        )
+        assert line in docs, line
+    # Every error is a ratio >= 1 and each band holds its own mid.
+    for r in records:
+        assert r["speedup_error"] >= 1 and min(r["time_errors"]) >= 1
+        assert r["band"][0] <= r["projected_speedup"] <= r["band"][1]
+
+
+def test_each_row_is_predicted_without_its_model(recomputed):
+    """Leave-one-model-out, not the fit: a row's projection changes when its own model joins the fit."""
+    _, records, _ = recomputed
+    rows, _ = cf.load_rows(cf.ROWS)
+    whole = cf.fit(rows)
+    index = next(i for i, r in enumerate(rows) if r.model == "waveglow")
+    with_it = cf.per_sample_ratio(cf.predict(rows[index], whole), rows[index].batch)
+    assert records[index]["model"] == "waveglow"
+    assert not math.isclose(records[index]["projected_speedup"], with_it, rel_tol=1e-3)
+
+
+def test_the_fit_s_vectorised_composition_is_ampgan_s():
+    rows, _ = cf.load_rows(cf.ROWS)
+    params = load_composition().params
+    np.testing.assert_allclose(cf.Design.of(rows).seconds(params), [cf.predict(r, params) for r in rows], rtol=1e-12)
+
+
+def test_a_small_model_s_trace_matches_the_cache():
+    cached = trace_models.load_cache()["models"]["ncf"]
+    assert json.loads(json.dumps(trace_models.trace_document("ncf"))) == cached
+
+
+def test_rows_without_a_builder_or_a_gpu_are_left_out_with_a_reason(tmp_path):
+    header = (VALIDATION / "rows.csv").read_text().splitlines()[0]
+    good = next(line for line in (VALIDATION / "rows.csv").read_text().splitlines() if line.startswith("resnet50,"))
+    lines = [header, good, good.replace("resnet50,", "alexnet,", 1), good.replace(",V100,", ",Voodoo 5,", 1)]
+    path = tmp_path / "rows.csv"
+    path.write_text("\n".join(lines) + "\n")
+    rows, skipped = cf.load_rows(path)
+    assert [r.model for r in rows] == ["resnet50"] or len(rows) == 1
+    reasons = " ".join(why for _, why in skipped)
+    assert "no builder" in reasons and (",V100," not in good or "not in a GPU table" in reasons)
+
+
+def test_check_refuses_a_missing_rows_file_in_one_line(tmp_path):
+    result = subprocess.run(
+        [sys.executable, str(VALIDATION / "check.py"), "--json", "--rows", str(tmp_path / "nope.csv")],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert result.returncode == 2 and "no rows file" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_meta_autocast_casts_as_cuda_autocast_does():
+    """Products to fp16 (their inputs cast, recorded as casts), layer norm and softmax back to fp32."""
+    with torch.device("meta"):
+        linear, norm = torch.nn.Linear(16, 16), torch.nn.LayerNorm(16)
+        x = torch.empty(4, 16)
+
+    def forward():
+        with MetaAutocast():
+            y = linear(x)
+            assert y.dtype == torch.float16
+            z = norm(y)
+            assert z.dtype == torch.float32
+            assert torch.softmax(y, -1).dtype == torch.float32
+
+    ops = [(r.op, r.dtype) for r in record_ops(forward)]
+    assert ("aten.addmm", "float16") in ops and ops.count(("aten._to_copy", "float32")) >= 3
+
+
+def test_one_d_dilated_convolutions_and_batched_products_get_kernel_shapes():
+    data, weight = torch.empty(2, 8, 100, device="meta"), torch.empty(16, 8, 3, device="meta")
+    conv = kernel_shapes("convolution", (data, weight, None, [1], [4], [4], False, [0], 1))
+    # A 3-wide filter dilated by 4 and padded by 4 keeps 100 outputs: the dense 1x3 filter padded by 1.
+    assert conv == (("conv_fwd", (2, 8, 1, 100, 16, 1, 3, 0, 1, 1, 1)),)
+    a, b = torch.empty(6, 32, 64, device="meta"), torch.empty(6, 64, 48, device="meta")
+    assert kernel_shapes("bmm", (a, b)) == (("gemm", (6 * 32, 48, 64, 0, 0)),)
+
+
+def test_each_optimizer_is_charged_its_own_fused_update():
+    weights = [torch.nn.Parameter(torch.zeros(10))]
+    weights[0].grad = torch.zeros(10)
+    charged = {
+        "Adam": fused_update(torch.optim.Adam(weights)),
+        "SGD": fused_update(torch.optim.SGD(weights, lr=0.1, momentum=0.9)),
+        "plain": fused_update(torch.optim.SGD(weights, lr=0.1)),
+        "LAMB": fused_update(cf_lamb(weights)),
+    }
+    assert {k: v.bytes / 40 for k, v in charged.items()} == {
+        "Adam": FUSED_UPDATES["cuda.fused_adam"],
+        "SGD": FUSED_UPDATES["cuda.fused_sgd"],
+        "plain": FUSED_UPDATES["cuda.fused_sgd_plain"],
+        "LAMB": FUSED_UPDATES["cuda.fused_lamb"],
+    }
+    weights[0].grad = None
+    assert fused_update(torch.optim.Adam(weights)) is None  # nothing to update
+
+
+def cf_lamb(weights):
+    from models import Lamb
+
+    return Lamb(weights)
+
+
+def test_p100_mixed_precision_is_not_called_calibrated_and_its_band_spans_what_is_known():
+    cached = trace_models.tables_of(trace_models.load_cache()["models"]["resnet50"])
+    composition = load_composition()
+    p100 = gpu_spec("P100")
+    fp32 = composed_step(cached["fp32"].on_cuda(), 256, p100, "fp32")
+    fp16 = composed_step(cached["fp16"].on_cuda(), 256, p100, "fp16")
+    assert generation_of(p100) == "pascal" and fp32.calibrated and not fp16.calibrated
+    own, wide = composition.bands["pascal"]["speedup"], composition.uncalibrated["speedup"]
+    assert fp16.speedup_band == (min(own[0], wide[0]), max(own[1], wide[1]))
+    assert "NOT calibrated" in fp16.note
