@@ -8,6 +8,8 @@ convolutions) comes before the one over strict fp32; the measured rows of this m
 
 from __future__ import annotations
 
+import math
+
 from ampgan.bench.ops import OpTable
 from ampgan.cost.arithmetic import cost_of_batches
 from ampgan.cost.catalog import Instance, cheapest_instance
@@ -335,7 +337,7 @@ def build_projection(
         "batches_costed": BATCHES_COSTED,
         "price_catalog": catalog_source,
         "devices": [gpu.to_dict() for gpu in gpus],
-        "assumptions": all_assumptions(launch),
+        "assumptions": all_assumptions(launch) + fitted_quantities(),
         "op_tables": {
             name: {"kernels": t.kernels(), "traced_at": list(t.traced_at), "rows": len(t.rows)}
             for name, t in tables.items()
@@ -365,6 +367,33 @@ def speedup_text(row: dict) -> str:
             + ("strict fp32" if parts else FP32)
         )
     return ", ".join(parts) or "-"
+
+
+def fitted_quantities() -> list[dict]:
+    """The step composition's fitted quantities, as assumptions are listed (the ones above them describe the
+    kernel view: what bounds the step, how much of it runs on tensor cores)."""
+    from ampgan.projection.composition import load_composition  # noqa: PLC0415
+
+    composition = load_composition().document
+    source = (
+        f"fitted on {composition['fitted_on']['rows']} published end-to-end training rows "
+        f"({composition['script']}, {composition['date']})"
+    )
+    units = {"launch_gap_s": "seconds", "host_per_op_s": "seconds", "watts_per_sm": "watts"}
+    out = []
+    for name, value in composition["parameters"]["global"].items():
+        number = math.exp(value)
+        out.append(
+            {
+                "name": f"step composition: {name}",
+                "low": number,
+                "mid": number,
+                "high": number,
+                "unit": units.get(name, "factor"),
+                "source": source,
+            }
+        )
+    return out
 
 
 def composition_error_lines() -> list[str]:
@@ -460,7 +489,7 @@ def table_text(document: dict) -> str:
     notes = sorted({f"{r['device']}: {r['calibration']}" for r in document["rows"] if r.get("calibration")})
     if notes:
         lines += ["", "Calibration per GPU:"] + [f"- {note}" for note in notes]
-    lines += ["", "The kernel model's error, measured on kernels no fit saw (docs/projection.md):"] + [
+    lines += ["", "The model's error, measured on whole steps and kernels no fit saw (docs/projection.md):"] + [
         f"- {line}" for line in calibration_error_lines()
     ]
     if document["measured_here"]:
@@ -520,8 +549,7 @@ def summary_line(document: dict, devices: tuple[str, ...] = ("T4", "V100", "A100
     if not parts:
         return None
     return (
-        "On GPUs this machine does not have, PROJECTED (DeepBench-calibrated kernels composed into a step by a fit "
-        "on published end-to-end training rows, not measured), the fastest mixed mode: "
-        + " | ".join(parts)
-        + " (report section 'On other hardware', with the model's error)."
+        "On GPUs this machine does not have, PROJECTED (a kernel model calibrated on DeepBench's V100 and P100 "
+        "kernels, composed into this step by a fit on published end-to-end training rows, not measured), the "
+        "fastest mixed mode: " + " | ".join(parts) + " (report section 'On other hardware', with the model's error)."
     )
