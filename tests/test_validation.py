@@ -170,3 +170,21 @@ def test_p100_mixed_precision_is_not_called_calibrated_and_its_band_spans_what_i
     own, wide = composition.bands["pascal"]["speedup"], composition.uncalibrated["speedup"]
     assert fp16.speedup_band == (min(own[0], wide[0]), max(own[1], wide[1]))
     assert "NOT calibrated" in fp16.note
+
+
+STUDY_RESULTS = ROOT / "benchmarks" / "results" / "projection-composed-acgan2019-cifar32-amd-zen4-2026-12-03"
+
+
+def test_the_study_is_checked_at_its_own_shape_and_its_numbers_are_the_shipped_model_s():
+    """CIFAR-10's 32x32x3, not Quick, Draw!'s 28 px grey: the traced step's first convolution reads 3 channels
+    of 32 x 32; and the committed comparison is what the shipped composition projects from it today."""
+    results = json.loads((STUDY_RESULTS / "bench" / "results.json").read_text())
+    assert results["spec"]["config"]["data"]["image_size"] == 32
+    first = [k for r in results["op_tables"]["fp32"]["rows"] for k in r[8] if k[0] == "conv_fwd"]
+    assert any([round(a) for a, _ in dims][1:4] == [3, 32, 32] for _, dims in first)
+    sys.path.insert(0, str(STUDY_RESULTS))
+    import study_check
+
+    committed = json.loads((STUDY_RESULTS / "study_check.json").read_text())
+    assert json.loads(json.dumps(study_check.check())) == committed
+    assert {(c["gpu"], c["batch"]) for c in committed} >= {("T4", 2048), ("V100", 2048), ("P100", 64)}

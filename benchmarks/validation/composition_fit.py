@@ -62,7 +62,7 @@ def baseline_precision(row: dict) -> str:
     TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1, so their products ran TF32 too although PyTorch's own default had
     turned them to fp32; the rows show it: BERT-large on an A100 80GB takes 13.3 ms a sequence there
     (batch 64), DLE's TF32 run 16 ms, and strict fp32 products would take about 2.5x that."""
-    return FP32 if row["baseline"] == "fp32" else TF32
+    return FP32 if row["baseline"] == FP32 else TF32
 
 
 @dataclass
