@@ -188,3 +188,33 @@ def test_the_study_is_checked_at_its_own_shape_and_its_numbers_are_the_shipped_m
     committed = json.loads((STUDY_RESULTS / "study_check.json").read_text())
     assert json.loads(json.dumps(study_check.check())) == committed
     assert {(c["gpu"], c["batch"]) for c in committed} >= {("T4", 2048), ("V100", 2048), ("P100", 64)}
+
+
+def test_rows_of_another_file_are_projected_with_the_shipped_fit_and_a_generation_without_rows_gets_the_wide_band(
+    tmp_path,
+):
+    with open(VALIDATION / "rows.csv", newline="") as handle:
+        reader = csv.DictReader(handle)
+        good = next(r for r in reader if r["model"] == "resnet50" and r["gpu"] == "V100")
+        fields = reader.fieldnames
+    path = tmp_path / "other.csv"
+    with open(path, "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fields)
+        writer.writeheader()
+        writer.writerows([good, {**good, "gpu": "RTX 4090", "generation": "ada"}])
+    result = subprocess.run(
+        [sys.executable, str(VALIDATION / "check.py"), "--json", "--rows", str(path)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**__import__("os").environ, "PYTHONPATH": str(ROOT / "src")},
+    )
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout.splitlines()[-1])
+    assert summary["rows"] == 2 and summary["generations"] == ["ada", "volta"]
+    assert set(summary["overall"]) >= {"median_speedup_error", "coverage", "median_band_width", *METRICS}
+    shipped = load_composition()
+    _, records, _ = check.evaluate(path)
+    ada = next(r for r in records if r["generation"] == "ada")
+    low, high = shipped.uncalibrated["speedup"]
+    assert ada["band"][1] / ada["band"][0] == pytest.approx(math.exp(high - low))
