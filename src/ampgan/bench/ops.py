@@ -18,7 +18,9 @@ step whose operations otherwise change with the batch.
 Optimizer updates are marked: on CUDA ampgan steps Adam with the fused implementation (one pass
 over weights, gradients and moments), where the CPU runs foreach kernels, so each optimizer step also
 gets a row `cuda.fused_adam` with what the fused update moves, and a projection onto a GPU uses it
-instead of the traced kernels (`OpTable.on_cuda`).
+instead of the traced kernels (`OpTable.on_cuda`). Other optimizers get their fused update's row too
+(`cuda.fused_sgd`, `cuda.fused_lamb`: apex's and torch's fused kernels, as NVIDIA's published training
+runs step them), by what each reads and writes per weight.
 """
 
 from __future__ import annotations
@@ -41,6 +43,11 @@ from ampgan.training.step import train_step
 FORMAT = "ampgan-ops/1"
 FUSED_ADAM = "cuda.fused_adam"  # not traced: the update CUDA runs instead of the optimizer's traced kernels
 FUSED_ADAM_PASSES = 7
+# The fused updates CUDA runs, by what each moves per weight element (in weight-sized passes): Adam reads the
+# weight, gradient and two moments and writes three; SGD with momentum reads three and writes two (without
+# momentum: two and one); LAMB (apex FusedLAMB) is Adam's pass writing its update, the update's and the
+# weight's norms, then a second pass reading weight and update and writing the weight.
+FUSED_UPDATES = {FUSED_ADAM: FUSED_ADAM_PASSES, "cuda.fused_sgd": 5, "cuda.fused_sgd_plain": 3, "cuda.fused_lamb": 12}
 # Multiples of 8, so that a matrix dimension that is the batch (a linear layer's rows) is aligned as it is
 # at the batch sizes people train at, and large enough for batch norm.
 TRACE_BATCH_SIZES = (8, 16)
@@ -184,15 +191,28 @@ def kernel_shapes(name: str, args) -> tuple:
     (conv pass, (batch, c, h, w, out_channels, r, s, pad_h, pad_w, stride_h, stride_w)) with the pass one of
     conv_fwd, conv_bwd_data, conv_bwd_weight of an ordinary convolution. A transposed convolution is the
     ordinary one run the other way: its forward is that one's data gradient, and its data gradient that
-    one's forward. Empty for what the kernel model does not describe (grouped, dilated, batched products)."""
+    one's forward. A 1-D convolution is the 2-D one with a 1-high input and filter; a batched product one
+    product with its batches' rows stacked. Empty for what the kernel model does not describe (grouped
+    convolutions, products of more than 3 dimensions)."""
     tensors = [a for a in args if isinstance(a, torch.Tensor)]
     if name in ("mm", "addmm"):
         a, b = tensors[-2], tensors[-1]
         if a.dim() != 2 or b.dim() != 2:
             return ()
         return (("gemm", (a.shape[0], b.shape[1], a.shape[1], int(_is_transposed(a)), int(_is_transposed(b)))),)
+    if name in ("bmm", "baddbmm"):
+        # A batched product (attention's scores and context) tiles like one product with its batches'
+        # rows stacked: the same tiles over the multiprocessors, the same FLOPs.
+        a, b = tensors[-2], tensors[-1]
+        if a.dim() != 3 or b.dim() != 3:
+            return ()
+        return (("gemm", (a.shape[0] * a.shape[1], b.shape[2], a.shape[2], 0, 0)),)
     if name not in ("convolution", "convolution_backward"):
         return ()
+    first = 1 if name == "convolution_backward" else 0
+    if args[first].dim() == 3:
+        # A 1-D convolution (audio, text) is cuDNN's 2-D one with a 1-high input and filter.
+        return kernel_shapes(name, _as_2d_convolution(name, args))
     backward = name == "convolution_backward"
     # convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups)
     # convolution_backward(grad_output, input, weight, bias_sizes, stride, padding, dilation, transposed,
@@ -200,10 +220,15 @@ def kernel_shapes(name: str, args) -> tuple:
     first = 1 if backward else 0
     data, weight = args[first], args[first + 1]
     stride, padding, dilation, transposed, _, groups = args[first + 3 : first + 9]
-    if data.dim() != 4 or groups != 1 or any(d != 1 for d in dilation):
+    if data.dim() != 4 or groups != 1 or (transposed and any(d != 1 for d in dilation)):
         return ()
     r, s = weight.shape[2:]
-    common = (r, s, padding[0], padding[1], stride[0], stride[1])
+    # A dilated filter (WaveNet's) does a dense one's work over the same output: taken as the dense filter
+    # padded so that its output has the same size.
+    pad_h, pad_w = (p - (d - 1) * (k - 1) // 2 for p, d, k in zip(padding, dilation, (r, s)))
+    if pad_h < 0 or pad_w < 0:
+        return ()
+    common = (r, s, pad_h, pad_w, stride[0], stride[1])
     if not transposed:  # input (N, C, H, W), weight (K, C, r, s)
         shape = (*data.shape, weight.shape[0], *common)
         passes = (
@@ -226,6 +251,18 @@ def kernel_shapes(name: str, args) -> tuple:
             else tuple(kind for kind, wanted in zip(("conv_fwd", "conv_bwd_weight"), args[10][:2]) if wanted)
         )
     return tuple((kind, tuple(int(d) for d in shape)) for kind in passes)
+
+
+def _as_2d_convolution(name: str, args) -> tuple:
+    """A 1-D convolution's arguments as the 2-D convolution's (shapes only: the tensors are views)."""
+    args = list(args)
+    first = 1 if name == "convolution_backward" else 0
+    tensors = (0, 1, 2) if first else (0, 1)
+    for index in tensors:
+        args[index] = args[index].unsqueeze(2)
+    for index, fill in ((first + 3, 1), (first + 4, 0), (first + 5, 1), (first + 7, 0)):
+        args[index] = [fill, *args[index]]
+    return tuple(args)
 
 
 def _tensors(tree) -> list[torch.Tensor]:
@@ -285,26 +322,37 @@ class _OpRecorder(TorchDispatchMode):
         return out
 
 
+def fused_update_op(optimizer: torch.optim.Optimizer) -> str:
+    """The fused CUDA update that stands for `optimizer`'s step: by its class's name, so that an optimizer
+    written elsewhere (apex's FusedLAMB, a LAMB of one's own) is recognised as torch's are."""
+    name = type(optimizer).__name__.lower()
+    if "lamb" in name or "lars" in name:
+        return "cuda.fused_lamb"
+    if "sgd" in name:
+        momentum = any(group.get("momentum", 0) for group in optimizer.param_groups)
+        return "cuda.fused_sgd" if momentum else "cuda.fused_sgd_plain"
+    return FUSED_ADAM
+
+
+def fused_update(optimizer: torch.optim.Optimizer) -> OpRecord | None:
+    """What the fused update of `optimizer`'s weights that have a gradient moves (None: none has one)."""
+    stepped = [p for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
+    if not stepped:
+        return None
+    op = fused_update_op(optimizer)
+    moved = sum(p.numel() * 4 for p in stepped) * FUSED_UPDATES[op]  # fp32 master weights and states
+    return OpRecord(op=op, unit="memory", dtype="float32", alignment=1, flops=0.0, bytes=float(moved), optimizer=True)
+
+
 def record_ops(run: Callable[[], object]) -> list[OpRecord]:
     """Every kernel-launching operation `run` dispatches, in order (it runs once, for real)."""
     recorder = _OpRecorder()
 
     def enter(optimizer, *_):
         recorder.in_optimizer += 1
-        stepped = [p for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
-        if stepped:  # what the fused update would move: read weight, gradient, 2 moments; write 3
-            moved = sum(p.numel() * p.element_size() for p in stepped) * FUSED_ADAM_PASSES
-            recorder.records.append(
-                OpRecord(
-                    op=FUSED_ADAM,
-                    unit="memory",
-                    dtype="float32",
-                    alignment=1,
-                    flops=0.0,
-                    bytes=float(moved),
-                    optimizer=True,
-                )
-            )
+        update = fused_update(optimizer)
+        if update is not None:
+            recorder.records.append(update)
 
     def leave(*_):
         recorder.in_optimizer -= 1
@@ -429,7 +477,7 @@ class OpTable:
 
     def on_cuda(self) -> tuple[OpRow, ...]:
         """The rows a CUDA step runs: the traced optimizer kernels replaced by the fused update."""
-        return tuple(r for r in self.rows if not r.optimizer or r.op == FUSED_ADAM)
+        return tuple(r for r in self.rows if not r.optimizer or r.op in FUSED_UPDATES)
 
     def to_dict(self) -> dict:
         return {

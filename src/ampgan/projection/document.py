@@ -8,6 +8,8 @@ convolutions) comes before the one over strict fp32; the measured rows of this m
 
 from __future__ import annotations
 
+import math
+
 from ampgan.bench.ops import OpTable
 from ampgan.cost.arithmetic import cost_of_batches
 from ampgan.cost.catalog import Instance, cheapest_instance
@@ -15,8 +17,9 @@ from ampgan.errors import AmpganError
 from ampgan.precisions import BASELINE, FP16, FP32, MIXED, NAMES, TF32, in_order
 from ampgan.precisions import precision as precision_mode
 from ampgan.projection.assumptions import all_assumptions, host_seconds_per_op
+from ampgan.projection.composition import ComposedStep, composed_speedup, composed_step
 from ampgan.projection.kernel_model import calibration_for
-from ampgan.projection.step_model import DEFAULT, UNCALIBRATED_WIDENING, StepEstimate, speedup_band, step_estimate
+from ampgan.projection.step_model import DEFAULT, UNCALIBRATED_WIDENING, step_estimate
 from ampgan.system.gpus import GpuSpec
 
 FORMAT = "ampgan-projection/1"
@@ -130,11 +133,11 @@ def project(
         price = instance.price_per_hour / max(1, instance.gpu_count) if instance else None
         calibration = _calibration_note(gpu)
         for batch_size in batch_sizes:
-            estimates: dict[str, StepEstimate] = {}
+            composed: dict[str, ComposedStep] = {}
             fp32_table, _ = table_for(BASELINE, tables)
             default = None
             if has_tf32_default(gpu) and fp32_table is not None:
-                default = step_estimate(fp32_table.on_cuda(), batch_size, gpu, DEFAULT, dispatch_s)
+                default = composed_step(fp32_table.on_cuda(), batch_size, gpu, DEFAULT)
             for name in precisions:
                 row = {"device": gpu.key, "precision": name, "batch_size": batch_size, "projected": True}
                 table, table_note = table_for(name, tables)
@@ -142,27 +145,34 @@ def project(
                 if reason:
                     rows.append({**row, "status": "not projected", "reason": reason})
                     continue
-                estimate = estimates[name] = step_estimate(table.on_cuda(), batch_size, gpu, name, dispatch_s)
-                ms = {"fast": estimate.low * 1e3, "mid": estimate.seconds * 1e3, "slow": estimate.high * 1e3}
+                # The kernels' own view (what bounds them, how much runs on tensor cores); the time and its band
+                # come from the composition fitted end to end (composition.py).
+                estimate = step_estimate(table.on_cuda(), batch_size, gpu, name, dispatch_s)
+                step = composed[name] = composed_step(table.on_cuda(), batch_size, gpu, name)
+                ms = {"fast": step.low * 1e3, "mid": step.seconds * 1e3, "slow": step.high * 1e3}
                 row.update(
                     {
                         "status": "ok",
                         "ms_per_step": ms["mid"],
                         "ms_low": ms["fast"],
                         "ms_high": ms["slow"],
-                        "bound": estimate.bound,
-                        "seconds_by_bound": estimate.by_bound,
+                        "bound": step.bound,
+                        "seconds_by_part": {k: v for k, v in step.parts.items() if k != "seconds"},
                         "tensor_flops_share": estimate.tensor_flops_share,
                         "kernels": estimate.kernels,
-                        "host_ms": estimate.host_s * 1e3,
+                        "host_ms": step.parts["host_s"] * 1e3,
                         "flops_per_step": table.flops_at(batch_size),
                         "bytes_per_step": sum(r.bytes_at(batch_size) * r.weight for r in table.on_cuda()),
-                        "calibration": calibration["note"],
-                        "calibrated": calibration["own"],
+                        "calibration": f"{calibration['note']}; step composition fitted end to end, band from "
+                        f"{step.note}",
+                        # Calibrated: the step's generation has published end-to-end rows the composition was
+                        # fitted and checked on (its kernels may still borrow another architecture's model).
+                        "calibrated": step.calibrated,
                         "source": f"kernel model ({calibration['architecture']} calibration) on the {gpu.key} "
                         f"datasheet row "
-                        f"({gpu.source}); {table_note}, traced on {table.device} at batch {table.traced_at[0]} "
-                        f"and {table.traced_at[1]}"
+                        f"({gpu.source}), composed into a step by the fit on published end-to-end training rows "
+                        f"(calibration/composition.json); {table_note}, traced on {table.device} at batch "
+                        f"{table.traced_at[0]} and {table.traced_at[1]}"
                         + (
                             f"; {estimate.guessed_kernels} matrix ops without recorded shapes (an older trace) "
                             "taken as square products"
@@ -176,8 +186,8 @@ def project(
                     # A lower bound: a row that does not fit cannot; one that fits may still not.
                     row["memory_gib_at_least"] = needed / 2**30
                     row["fits"] = needed <= gpu.memory_gib * 2**30
-                if BASELINE in estimates:
-                    mid, low, high = speedup_band(estimates[BASELINE], estimate)
+                if BASELINE in composed:
+                    mid, low, high = composed_speedup(composed[BASELINE], step)
                     row.update({"speedup": mid, "speedup_low": low, "speedup_high": high})
                 if default is not None:
                     if name == BASELINE:
@@ -189,7 +199,7 @@ def project(
                             }
                         )
                     else:
-                        mid, low, high = speedup_band(default, estimate)
+                        mid, low, high = composed_speedup(default, step)
                         row.update(
                             {
                                 "speedup_over_default": mid,
@@ -327,7 +337,7 @@ def build_projection(
         "batches_costed": BATCHES_COSTED,
         "price_catalog": catalog_source,
         "devices": [gpu.to_dict() for gpu in gpus],
-        "assumptions": all_assumptions(launch),
+        "assumptions": all_assumptions(launch) + fitted_quantities(),
         "op_tables": {
             name: {"kernels": t.kernels(), "traced_at": list(t.traced_at), "rows": len(t.rows)}
             for name, t in tables.items()
@@ -359,11 +369,57 @@ def speedup_text(row: dict) -> str:
     return ", ".join(parts) or "-"
 
 
+def fitted_quantities() -> list[dict]:
+    """The step composition's fitted quantities, as assumptions are listed (the ones above them describe the
+    kernel view: what bounds the step, how much of it runs on tensor cores)."""
+    from ampgan.projection.composition import load_composition  # noqa: PLC0415
+
+    composition = load_composition().document
+    source = (
+        f"fitted on {composition['fitted_on']['rows']} published end-to-end training rows "
+        f"({composition['script']}, {composition['date']})"
+    )
+    units = {"launch_gap_s": "seconds", "host_per_op_s": "seconds", "watts_per_sm": "watts"}
+    out = []
+    for name, value in composition["parameters"]["global"].items():
+        number = math.exp(value)
+        out.append(
+            {
+                "name": f"step composition: {name}",
+                "low": number,
+                "mid": number,
+                "high": number,
+                "unit": units.get(name, "factor"),
+                "source": source,
+            }
+        )
+    return out
+
+
+def composition_error_lines() -> list[str]:
+    """Per GPU generation: the step composition's leave-one-model-out error on published end-to-end
+    training rows (calibration/composition.json)."""
+    from ampgan.projection.composition import load_composition  # noqa: PLC0415
+
+    validation = load_composition().document["validation"]
+    lines = []
+    for name in [*validation["generations"], "overall"]:
+        s = validation[name]
+        lines.append(
+            f"whole steps, {name} ({s['rows']} published rows, {s['models']} models, each predicted by a fit "
+            f"without its model): AMP speedup off by {s['median_speedup_error']:.2f}x in the median, "
+            f"{s['p90_speedup_error']:.2f}x at the 90th percentile; the band holds {s['coverage']:.0%} "
+            f"(median width {s['median_band_width']:.2f}x); step time off by {s['median_time_error']:.2f}x"
+        )
+    return lines
+
+
 def calibration_error_lines() -> list[str]:
-    """Per calibrated architecture: the cross-validated error of the kernel model (calibration/*.json)."""
+    """The step composition's end-to-end error per generation, then per calibrated architecture the
+    cross-validated error of the kernel model (calibration/*.json)."""
     from ampgan.projection.kernel_model import load_calibration  # noqa: PLC0415
 
-    lines = []
+    lines = composition_error_lines()
     for architecture in ("volta", "pascal"):
         calibration = load_calibration(architecture)
         error = calibration.residuals["speedup_fp32_to_fp16"]
@@ -388,7 +444,8 @@ def table_text(document: dict) -> str:
     lines = [
         (
             f"**Projected, not measured** (a kernel model calibrated on measured GPU kernels, over the step's "
-            f"operations; model {document['model']}, traced on {document['traced_on']}). ms per step and cost of "
+            f"operations, composed by a fit on published end-to-end training rows; model {document['model']}, "
+            f"traced on {document['traced_on']}). ms per step and cost of "
             f"{document['batches_costed']:.0e} batches, mid [band]. On a TF32 GPU the speedup is first over "
             "PyTorch's default (convolutions in TF32, products in fp32), then over strict fp32."
         ),
@@ -432,7 +489,7 @@ def table_text(document: dict) -> str:
     notes = sorted({f"{r['device']}: {r['calibration']}" for r in document["rows"] if r.get("calibration")})
     if notes:
         lines += ["", "Calibration per GPU:"] + [f"- {note}" for note in notes]
-    lines += ["", "The kernel model's error, measured on kernels no fit saw (docs/projection.md):"] + [
+    lines += ["", "The model's error, measured on whole steps and kernels no fit saw (docs/projection.md):"] + [
         f"- {line}" for line in calibration_error_lines()
     ]
     if document["measured_here"]:
@@ -493,7 +550,6 @@ def summary_line(document: dict, devices: tuple[str, ...] = ("T4", "V100", "A100
         return None
     return (
         "On GPUs this machine does not have, PROJECTED (a kernel model calibrated on DeepBench's V100 and P100 "
-        "kernels over this step's operations, not measured), the fastest mixed mode: "
-        + " | ".join(parts)
-        + " (report section 'On other hardware', with the model's error)."
+        "kernels, composed into this step by a fit on published end-to-end training rows, not measured), the "
+        "fastest mixed mode: " + " | ".join(parts) + " (report section 'On other hardware', with the model's error)."
     )

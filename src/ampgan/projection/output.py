@@ -49,7 +49,8 @@ def _csv_row(row: dict) -> dict:
 def footer(document: dict) -> str:
     software = document.get("software", {})
     return (
-        f"PROJECTED (kernel model calibrated on DeepBench V100/P100 kernels), not measured | model {document['model']} "
+        f"PROJECTED (DeepBench-calibrated kernels, step composed by an end-to-end fit), not measured | model "
+        f"{document['model']} "
         f"{document.get('model_options') or ''} on {document.get('dataset')} | op tables traced on "
         f"{document['traced_on']} | torch {software.get('torch', '?')}, ampgan {software.get('ampgan', '?')} | "
         "peaks and bandwidths: NVIDIA datasheets (src/ampgan/system/gpus.csv); band: cross-validated error"

@@ -322,7 +322,7 @@ def projection_sections(out_dir: Path) -> list[Section]:
                 projected_speedup_text(best),
                 best["bound"] + (" (does not fit)" if best.get("fits") is False else ""),
                 cost,
-                "calibrated" if best.get("calibrated") else "NOT calibrated (band widened)",
+                "calibrated" if best.get("calibrated") else "NOT calibrated (band of generations without rows)",
             ]
         )
     if len(rows) == 1:
@@ -330,9 +330,10 @@ def projection_sections(out_dir: Path) -> list[Section]:
     paragraph = (
         f"PROJECTED, not measured: a kernel model calibrated on measured GPU kernels (DeepBench V100 and P100) "
         f"over this step's operations (traced on {document['traced_on']}), with NVIDIA's datasheet peaks and "
-        "bandwidths; on GPUs with TF32 the speedup is first over PyTorch's default (TF32 convolutions), then "
-        "over strict fp32. Cost of 1M batches at the cheapest catalog price per GPU. The model's error on "
-        "kernels it was not fitted to: "
+        "bandwidths, composed into a step by quantities fitted on published end-to-end training throughput "
+        "(NVIDIA DeepLearningExamples, Lambda); on GPUs with TF32 the speedup is first over PyTorch's default "
+        "(TF32 convolutions), then over strict fp32. Cost of 1M batches at the cheapest catalog price per GPU. "
+        "The model's error on whole training steps and kernels it was not fitted to: "
         + "; ".join(document.get("calibration_error") or calibration_error_lines())
         + ". Every precision, the bands and the sources: projection/projection.md; any GPU or batch size: "
         "ampgan project bench/results.json."

@@ -30,6 +30,7 @@ class GpuSpec:
     source: str
     checked: str
     sms: int = 80  # streaming multiprocessors: the kernel model spreads tiles over them in waves
+    watts: float | None = None  # the board's power limit: a low one per multiprocessor holds the clock below boost
 
     @property
     def tensor_cores(self) -> bool:
@@ -45,6 +46,7 @@ class GpuSpec:
             "memory_gib": self.memory_gib,
             "cuda_capability": list(self.cuda_capability),
             "sms": self.sms,
+            "watts": self.watts,
             "source": self.source,
             "checked": self.checked,
         }
@@ -57,7 +59,11 @@ def _number(text: str) -> float | None:
 @lru_cache(maxsize=1)
 def gpu_table() -> dict[str, GpuSpec]:
     """Every row of gpus.csv by key, in the file's order."""
-    text = resources.files("ampgan.system").joinpath("gpus.csv").read_text(encoding="utf-8")
+    return parse_gpu_table(resources.files("ampgan.system").joinpath("gpus.csv").read_text(encoding="utf-8"))
+
+
+def parse_gpu_table(text: str) -> dict[str, GpuSpec]:
+    """The rows of a table in gpus.csv's columns (benchmarks/validation/gpus.csv adds the GPUs it checks on)."""
     table = {}
     for row in csv.DictReader(text.splitlines()):
         major, minor = row["cuda_capability"].split(".")
@@ -72,6 +78,7 @@ def gpu_table() -> dict[str, GpuSpec]:
             source=row["source"],
             checked=row["checked"],
             sms=int(row["sms"]),
+            watts=_number(row.get("watts") or ""),
         )
     return table
 

@@ -1,0 +1,76 @@
+"""How good the projection is on whole training steps: leave-one-model-out on the validation rows.
+
+    python benchmarks/validation/check.py [--json] [--rows FILE.csv]
+
+Without --rows: every row of rows.csv that has a model builder is projected by a composition fitted on the
+other models' rows (composition_fit.py), its band from the other models' errors in its GPU generation; the
+errors are ratios >= 1, max(projected / measured, measured / projected). With --rows FILE.csv: that file's
+rows projected with the composition fitted on all of rows.csv, nothing fitted on them (the Ada and Hopper
+rows kept aside: heldout_ada_hopper.csv). Prints a table, then (with --json) one JSON object last:
+rows, models, generations, and overall and per generation median_speedup_error, p90_speedup_error,
+coverage, median_band_width, median_time_error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
+
+import composition_fit as cf  # noqa: E402
+
+from ampgan.projection.composition import load_composition  # noqa: E402
+
+
+def evaluate(rows_file: Path | None) -> tuple[dict, list[dict], list]:
+    """(the summary, each row's record, the rows left out with why). With `rows_file`: its rows projected
+    with the composition ampgan ships (calibration/composition.json, fitted on rows.csv), as `ampgan
+    project` would; nothing is fitted on them."""
+    if rows_file is None:
+        rows, skipped = cf.load_rows(cf.ROWS)
+        records, _ = cf.validate(rows)
+        return cf.report(records, len(rows)), records, skipped
+    shipped = load_composition()
+    other, skipped = cf.load_rows(rows_file)
+    bands = {"bands": shipped.bands, "uncalibrated_band": shipped.uncalibrated}
+    records = cf.held_out(other, shipped.params, bands)
+    return cf.report(records, len(other)), records, skipped
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", action="store_true", help="print the summary as one JSON object, last")
+    parser.add_argument("--rows", type=Path, help="project this file's rows without fitting on them")
+    args = parser.parse_args(argv)
+    if args.rows is not None and not args.rows.is_file():
+        print(f"error: no rows file at {args.rows}: give a CSV in rows.csv's columns", file=sys.stderr)
+        return 2
+    summary, records, skipped = evaluate(args.rows)
+    print(
+        f"{'generation':<10} {'rows':>5} {'models':>6} {'speedup err':>11} {'p90':>6} {'band holds':>10} "
+        f"{'band hi/lo':>10} {'time err':>8}"
+    )
+    for name in [*summary["generations"], "overall"]:
+        s = summary[name]
+        print(
+            f"{name:<10} {s['rows']:>5} {s['models']:>6} {s['median_speedup_error']:>10.2f}x "
+            f"{s['p90_speedup_error']:>5.2f}x {s['coverage']:>10.0%} {s['median_band_width']:>10.2f} "
+            f"{s['median_time_error']:>7.2f}x"
+        )
+    reasons: dict[str, int] = {}
+    for row, why in skipped:
+        reasons[f"{row['model']}: {why}"] = reasons.get(f"{row['model']}: {why}", 0) + 1
+    for why, count in sorted(reasons.items()):
+        print(f"left out: {count} rows of {why}")
+    if args.json:
+        print(json.dumps(summary))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,114 @@
+"""CUDA autocast's casts on the meta device, where torch.autocast does nothing.
+
+torch.autocast has no meta backend ("unsupported autocast device_type 'meta'"), so a model built on the
+meta device traces in fp32 only. This mode applies CUDA autocast's fp16 policy at the function level
+(torch/csrc/autograd/autocast_mode.cpp, the CUDA lists of torch 2.x): the functions on its lower-precision
+list run with their floating inputs cast to fp16, those on its fp32 list with them cast to fp32, the
+"promote" ones with every input at the widest floating type among them. The casts are ordinary `to()`
+calls, so the tracer records them, and autograd their casts back in the backward pass, as under CUDA
+autocast. What it leaves out: autocast's weight-cast cache (a weight used twice in one forward is cast
+twice here; a training step's forward uses each weight once in these models).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+F = torch.nn.functional
+
+LOWER = {
+    F.linear,
+    F.conv1d,
+    F.conv2d,
+    F.conv3d,
+    F.conv_transpose1d,
+    F.conv_transpose2d,
+    torch.conv1d,
+    torch.conv2d,
+    torch.conv_transpose1d,
+    torch.conv_transpose2d,
+    torch.matmul,
+    torch.Tensor.matmul,
+    torch.Tensor.__matmul__,
+    torch.mm,
+    torch.Tensor.mm,
+    torch.bmm,
+    torch.Tensor.bmm,
+    torch.baddbmm,
+    torch.addmm,
+    torch.addbmm,
+    torch.einsum,
+    torch.lstm_cell,
+    torch.gru_cell,
+    torch._VF.lstm,
+    torch._VF.gru,
+    F.prelu,
+}
+FP32 = {
+    F.layer_norm,
+    F.group_norm,
+    F.softmax,
+    F.log_softmax,
+    torch.softmax,
+    torch.log_softmax,
+    torch.Tensor.softmax,
+    torch.Tensor.log_softmax,
+    F.cross_entropy,
+    F.nll_loss,
+    F.mse_loss,
+    F.l1_loss,
+    F.smooth_l1_loss,
+    F.binary_cross_entropy_with_logits,
+    F.softplus,
+    torch.exp,
+    torch.log,
+    torch.Tensor.exp,
+    torch.Tensor.log,
+    torch.pow,
+    torch.Tensor.pow,
+    torch.rsqrt,
+    torch.sum,
+    torch.Tensor.sum,
+    torch.cumsum,
+    torch.logsumexp,
+    torch.norm,
+}
+PROMOTE = {torch.cat, torch.stack, torch.addcmul, torch.addcdiv, torch.index_put, torch.Tensor.index_put_}
+
+
+def _cast(value, dtype: torch.dtype):
+    if isinstance(value, torch.Tensor):
+        return value.to(dtype) if value.is_floating_point() and value.dtype != dtype else value
+    if isinstance(value, (list, tuple)):
+        return type(value)(_cast(v, dtype) for v in value)
+    return value
+
+
+def _floats(value) -> list[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        return [value] if value.is_floating_point() else []
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in _floats(v)]
+    return []
+
+
+class MetaAutocast(TorchFunctionMode):
+    """CUDA autocast's fp16 policy on meta tensors (entered inside the forward and loss, as autocast is)."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func in LOWER:
+            dtype = torch.float16
+        elif func in FP32:
+            dtype = torch.float32
+        elif func in PROMOTE:
+            floats = _floats(args) + _floats(list(kwargs.values()))
+            dtype = torch.float32 if any(t.dtype == torch.float32 for t in floats) else None
+        else:
+            dtype = None
+        if dtype is not None:
+            args, kwargs = _cast(args, dtype), {k: _cast(v, dtype) for k, v in kwargs.items()}
+        # The mode is off while its handler runs (torch pops it), so the function's own calls inside run
+        # uncast, as autocast runs a function once under its dispatch key: an LSTM's gates stay in fp16.
+        return func(*args, **kwargs)

@@ -1,0 +1,140 @@
+"""Trace the validation models' training steps into op tables (bench/ops.py's format), cached in
+op_tables.json beside this script so that check.py and its test do not re-trace them.
+
+    python benchmarks/validation/trace_models.py [--models resnet50,ncf] [--check ncf]
+
+Each model (models/__init__.py) is built on the meta device (shapes only: BERT-large's 340M weights take no
+memory) and one training step traced at batch 8 and 16 in fp32 and in fp16 mixed precision, written as
+intercept + slope x batch per operation as ampgan bench writes a GAN's. fp16: the forward and loss under
+CUDA autocast's casts (models/autocast.py: torch.autocast has no meta backend), the loss scaled, the
+backward, then the scaler's unscale-and-check pass over the fp32 gradients. Both: the fused optimizer
+update CUDA runs (bench/ops.py FUSED_UPDATES). `--check NAME` re-traces one model and exits 1 when it no
+longer matches the cache (the test does this for a small one).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
+
+from models import Workload, workload, workload_key  # noqa: E402
+from models.autocast import MetaAutocast  # noqa: E402
+
+from ampgan.bench.ops import TRACE_BATCH_SIZES, OpRecord, OpTable, affine_rows, fused_update, record_ops  # noqa: E402
+from ampgan.precisions import FP16, FP32  # noqa: E402
+
+CACHE = HERE / "op_tables.json"
+FORMAT = "ampgan-validation-op-tables/1"
+AMP_UNSCALE = "cuda.amp_unscale"  # GradScaler's fused check-and-unscale: reads and writes every fp32 gradient
+LOSS_SCALE = 65536.0
+
+
+def trace_step(
+    workload: Workload, model: torch.nn.Module, optimizer, batch_size: int, precision: str
+) -> list[OpRecord]:
+    batch = workload.inputs(batch_size)
+    for p in model.parameters():
+        p.grad = None
+
+    def step():
+        if precision == FP16:
+            # CPU autocast on as well: no meta tensor goes through it, but nn.LSTM accepts an fp16 input to
+            # fp32 weights only while some autocast is on (as CUDA autocast is on a GPU).
+            with torch.autocast("cpu", dtype=torch.float16), MetaAutocast():
+                loss = workload.loss(model, batch)
+            (loss.float() * LOSS_SCALE).backward()
+        else:
+            workload.loss(model, batch).backward()
+
+    records = record_ops(step)
+    if precision == FP16:
+        moved = sum(p.grad.numel() * 4 * 2 for p in model.parameters() if p.grad is not None)
+        records.append(OpRecord(AMP_UNSCALE, "memory", "float32", 1, 0.0, float(moved), optimizer=False))
+    update = fused_update(optimizer)
+    if update is not None:
+        records.append(update)
+    return records
+
+
+def trace_workload(workload: Workload, precision: str) -> OpTable:
+    with torch.device("meta"):
+        model = workload.build()
+    model.train()
+    optimizer = workload.optimizer(list(model.parameters()))
+    small, large = TRACE_BATCH_SIZES
+    traces = [trace_step(workload, model, optimizer, size, precision) for size in (small, large)]
+    return OpTable(precision, tuple(affine_rows(traces[0], traces[1], small, large)), (small, large), "meta")
+
+
+def trace_document(key: str) -> dict:
+    """One traced step by its key (models.workload_key: "resnet50", "tacotron2:571")."""
+    built = workload(key)
+    with torch.device("meta"):
+        parameters = sum(p.numel() for p in built.build().parameters())
+    return {
+        "sample": built.sample,
+        "training": built.training,
+        "parameters": parameters,
+        "op_tables": {p: trace_workload(built, p).to_dict() for p in (FP32, FP16)},
+    }
+
+
+def needed_keys(rows_csv: Path) -> list[str]:
+    """The traced steps a rows file needs (its rows without a builder need none)."""
+    with open(rows_csv, newline="", encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    keys = {workload_key(r["model"], r["input"], float(r["items_per_sample"] or 1)) for r in rows}
+    return sorted(k for k in keys if k)
+
+
+def load_cache(path: Path = CACHE) -> dict:
+    return json.loads(path.read_text())
+
+
+def tables_of(entry: dict) -> dict[str, OpTable]:
+    return {p: OpTable.from_dict(t) for p, t in entry["op_tables"].items()}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--models", help="comma-separated keys such as resnet50,tacotron2:571 (default: every one the rows need)"
+    )
+    parser.add_argument("--rows", type=Path, default=HERE / "rows.csv", help="the rows whose models are traced")
+    parser.add_argument("--check", help="re-trace this model and compare with the cache")
+    args = parser.parse_args(argv)
+    if args.check:
+        fresh = trace_document(args.check)
+        cached = load_cache()["models"][args.check]
+        same = json.loads(json.dumps(fresh)) == cached
+        print(f"{args.check}: {'matches' if same else 'DIFFERS FROM'} {CACHE.name}")
+        return 0 if same else 1
+    cache = load_cache() if CACHE.is_file() else {"format": FORMAT, "models": {}}
+    names = args.models.split(",") if args.models else needed_keys(args.rows)
+    for name in names:
+        started = time.perf_counter()
+        cache["models"][name] = trace_document(name)
+        rows = {p: len(t["rows"]) for p, t in cache["models"][name]["op_tables"].items()}
+        print(f"{name}: {rows} op rows, {time.perf_counter() - started:.1f} s", flush=True)
+        save_cache(cache)  # after each model: a long trace (Tacotron 2's 600 decoder steps) keeps the others
+    return 0
+
+
+def save_cache(cache: dict) -> None:
+    cache["traced_with"] = {"torch": torch.__version__, "script": "benchmarks/validation/trace_models.py"}
+    cache["models"] = dict(sorted(cache["models"].items()))
+    CACHE.write_text(json.dumps(cache, separators=(",", ":")) + "\n")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,220 @@
+"""The projection checked on whole training steps: the validation models traced on the meta device, the
+step composition fitted on published end-to-end rows, its leave-one-model-out error recomputed from the
+CSVs and held to what ampgan ships (calibration/composition.json) and what docs/projection.md states."""
+
+import csv
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+VALIDATION = ROOT / "benchmarks" / "validation"
+sys.path.insert(0, str(VALIDATION))
+
+import check  # noqa: E402
+import composition_fit as cf  # noqa: E402
+import trace_models  # noqa: E402
+from models.autocast import MetaAutocast  # noqa: E402
+
+from ampgan.bench.ops import FUSED_UPDATES, fused_update, kernel_shapes, record_ops  # noqa: E402
+from ampgan.projection.composition import composed_step, generation_of, load_composition  # noqa: E402
+from ampgan.system.gpus import gpu_spec  # noqa: E402
+
+METRICS = ("median_speedup_error", "p90_speedup_error", "coverage", "median_band_width", "median_time_error")
+
+
+@pytest.fixture(scope="module")
+def recomputed():
+    """check.py's numbers, leave-one-model-out, recomputed from rows.csv and the cached op tables."""
+    summary, records, skipped = check.evaluate(None)
+    return summary, records, skipped
+
+
+def test_the_leave_one_model_out_error_is_what_ampgan_ships_and_the_docs_state(recomputed):
+    summary, records, _ = recomputed
+    shipped = load_composition().document["validation"]
+    assert summary == shipped  # rebuilt by benchmarks/validation/fit_composition.py when rows or models change
+    assert summary["rows"] >= 30 and len(summary["models"]) >= 10 and len(summary["generations"]) >= 3
+    docs = (ROOT / "docs" / "projection.md").read_text()
+    for name in [*summary["generations"], "overall"]:
+        s = summary[name]
+        line = (
+            f"| {name} | {s['rows']} | {s['models']} | {s['median_speedup_error']:.2f}x "
+            f"| {s['p90_speedup_error']:.2f}x | {s['coverage']:.0%} | {s['median_band_width']:.2f} "
+            f"| {s['median_time_error']:.2f}x |"
+        )
+        assert line in docs, line
+    # Every error is a ratio >= 1 and each band holds its own mid.
+    for r in records:
+        assert r["speedup_error"] >= 1 and min(r["time_errors"]) >= 1
+        assert r["band"][0] <= r["projected_speedup"] <= r["band"][1]
+
+
+def test_each_row_is_predicted_without_its_model(recomputed):
+    """Leave-one-model-out, not the fit: a row's projection changes when its own model joins the fit."""
+    _, records, _ = recomputed
+    rows, _ = cf.load_rows(cf.ROWS)
+    whole = cf.fit(rows)
+    index = next(i for i, r in enumerate(rows) if r.model == "waveglow")
+    with_it = cf.per_sample_ratio(cf.predict(rows[index], whole), rows[index].batch)
+    assert records[index]["model"] == "waveglow"
+    assert not math.isclose(records[index]["projected_speedup"], with_it, rel_tol=1e-3)
+
+
+def test_the_fit_s_vectorised_composition_is_ampgan_s():
+    rows, _ = cf.load_rows(cf.ROWS)
+    params = load_composition().params
+    np.testing.assert_allclose(cf.Design.of(rows).seconds(params), [cf.predict(r, params) for r in rows], rtol=1e-12)
+
+
+def test_a_small_model_s_trace_matches_the_cache():
+    cached = trace_models.load_cache()["models"]["ncf"]
+    assert json.loads(json.dumps(trace_models.trace_document("ncf"))) == cached
+
+
+def test_rows_without_a_builder_a_gpu_or_a_batch_are_left_out_with_a_reason(tmp_path):
+    with open(VALIDATION / "rows.csv", newline="") as handle:
+        reader = csv.DictReader(handle)
+        good = next(r for r in reader if r["model"] == "resnet50")
+        fields = reader.fieldnames
+    variants = [good, {**good, "model": "alexnet"}, {**good, "gpu": "Voodoo 5"}, {**good, "batch_amp": ""}]
+    path = tmp_path / "rows.csv"
+    with open(path, "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fields)
+        writer.writeheader()
+        writer.writerows(variants)
+    rows, skipped = cf.load_rows(path)
+    assert [r.model for r in rows] == ["resnet50"]
+    assert [why.split(" (")[0].split(":")[0] for _, why in skipped] == [
+        "no builder for this model",
+        "GPU Voodoo 5 not in a GPU table",
+        "no batch size",
+    ]
+
+
+def test_check_refuses_a_missing_rows_file_in_one_line(tmp_path):
+    result = subprocess.run(
+        [sys.executable, str(VALIDATION / "check.py"), "--json", "--rows", str(tmp_path / "nope.csv")],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert result.returncode == 2 and "no rows file" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_meta_autocast_casts_as_cuda_autocast_does():
+    """Products to fp16 (their inputs cast, recorded as casts), layer norm and softmax back to fp32."""
+    with torch.device("meta"):
+        linear, norm = torch.nn.Linear(16, 16), torch.nn.LayerNorm(16)
+        x = torch.empty(4, 16)
+
+    def forward():
+        with MetaAutocast():
+            y = linear(x)
+            assert y.dtype == torch.float16
+            z = norm(y)
+            assert z.dtype == torch.float32
+            assert torch.softmax(y, -1).dtype == torch.float32
+
+    ops = [(r.op, r.dtype) for r in record_ops(forward)]
+    assert ("aten.addmm", "float16") in ops and ops.count(("aten._to_copy", "float32")) >= 3
+
+
+def test_one_d_dilated_convolutions_and_batched_products_get_kernel_shapes():
+    data, weight = torch.empty(2, 8, 100, device="meta"), torch.empty(16, 8, 3, device="meta")
+    conv = kernel_shapes("convolution", (data, weight, None, [1], [4], [4], False, [0], 1))
+    # A 3-wide filter dilated by 4 and padded by 4 keeps 100 outputs: the dense 1x3 filter padded by 1.
+    assert conv == (("conv_fwd", (2, 8, 1, 100, 16, 1, 3, 0, 1, 1, 1)),)
+    a, b = torch.empty(6, 32, 64, device="meta"), torch.empty(6, 64, 48, device="meta")
+    assert kernel_shapes("bmm", (a, b)) == (("gemm", (6 * 32, 48, 64, 0, 0)),)
+
+
+def test_each_optimizer_is_charged_its_own_fused_update():
+    weights = [torch.nn.Parameter(torch.zeros(10))]
+    weights[0].grad = torch.zeros(10)
+    charged = {
+        "Adam": fused_update(torch.optim.Adam(weights)),
+        "SGD": fused_update(torch.optim.SGD(weights, lr=0.1, momentum=0.9)),
+        "plain": fused_update(torch.optim.SGD(weights, lr=0.1)),
+        "LAMB": fused_update(cf_lamb(weights)),
+    }
+    assert {k: v.bytes / 40 for k, v in charged.items()} == {
+        "Adam": FUSED_UPDATES["cuda.fused_adam"],
+        "SGD": FUSED_UPDATES["cuda.fused_sgd"],
+        "plain": FUSED_UPDATES["cuda.fused_sgd_plain"],
+        "LAMB": FUSED_UPDATES["cuda.fused_lamb"],
+    }
+    weights[0].grad = None
+    assert fused_update(torch.optim.Adam(weights)) is None  # nothing to update
+
+
+def cf_lamb(weights):
+    from models import Lamb
+
+    return Lamb(weights)
+
+
+def test_p100_mixed_precision_is_not_called_calibrated_and_its_band_spans_what_is_known():
+    cached = trace_models.tables_of(trace_models.load_cache()["models"]["resnet50"])
+    composition = load_composition()
+    p100 = gpu_spec("P100")
+    fp32 = composed_step(cached["fp32"].on_cuda(), 256, p100, "fp32")
+    fp16 = composed_step(cached["fp16"].on_cuda(), 256, p100, "fp16")
+    assert generation_of(p100) == "pascal" and fp32.calibrated and not fp16.calibrated
+    own, wide = composition.bands["pascal"]["speedup"], composition.uncalibrated["speedup"]
+    assert fp16.speedup_band == (min(own[0], wide[0]), max(own[1], wide[1]))
+    assert "NOT calibrated" in fp16.note
+
+
+STUDY_RESULTS = ROOT / "benchmarks" / "results" / "projection-composed-acgan2019-cifar32-amd-zen4-2026-12-03"
+
+
+def test_the_study_is_checked_at_its_own_shape_and_its_numbers_are_the_shipped_model_s():
+    """CIFAR-10's 32x32x3, not Quick, Draw!'s 28 px grey: the traced step's first convolution reads 3 channels
+    of 32 x 32; and the committed comparison is what the shipped composition projects from it today."""
+    results = json.loads((STUDY_RESULTS / "bench" / "results.json").read_text())
+    assert results["spec"]["config"]["data"]["image_size"] == 32
+    first = [k for r in results["op_tables"]["fp32"]["rows"] for k in r[8] if k[0] == "conv_fwd"]
+    assert any([round(a) for a, _ in dims][1:4] == [3, 32, 32] for _, dims in first)
+    sys.path.insert(0, str(STUDY_RESULTS))
+    import study_check
+
+    committed = json.loads((STUDY_RESULTS / "study_check.json").read_text())
+    assert json.loads(json.dumps(study_check.check())) == committed
+    assert {(c["gpu"], c["batch"]) for c in committed} >= {("T4", 2048), ("V100", 2048), ("P100", 64)}
+
+
+def test_rows_of_another_file_are_projected_with_the_shipped_fit_and_a_generation_without_rows_gets_the_wide_band(
+    tmp_path,
+):
+    with open(VALIDATION / "rows.csv", newline="") as handle:
+        reader = csv.DictReader(handle)
+        good = next(r for r in reader if r["model"] == "resnet50" and r["gpu"] == "V100")
+        fields = reader.fieldnames
+    path = tmp_path / "other.csv"
+    with open(path, "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fields)
+        writer.writeheader()
+        writer.writerows([good, {**good, "gpu": "RTX 4090", "generation": "ada"}])
+    result = subprocess.run(
+        [sys.executable, str(VALIDATION / "check.py"), "--json", "--rows", str(path)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**__import__("os").environ, "PYTHONPATH": str(ROOT / "src")},
+    )
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout.splitlines()[-1])
+    assert summary["rows"] == 2 and summary["generations"] == ["ada", "volta"]
+    assert set(summary["overall"]) >= {"median_speedup_error", "coverage", "median_band_width", *METRICS}
+    shipped = load_composition()
+    _, records, _ = check.evaluate(path)
+    ada = next(r for r in records if r["generation"] == "ada")
+    low, high = shipped.uncalibrated["speedup"]
+    assert ada["band"][1] / ada["band"][0] == pytest.approx(math.exp(high - low))
