@@ -232,8 +232,7 @@ def plan(work: Path, rehearse: bool = False, time_scale: float = 1.0) -> list[St
             sizes.bench_max_seconds,
             sizes,
             65,
-            "15 s start + 3 batches x (--max-seconds 12: warm-ups with cuDNN autotuning and rounds of 4 precisions, "
-            "0.23 s a round at 4096, 0.48 s at the band's top) + 1 s building + 4 s figures = 58 s",
+            "15 s cold start + 3 x (--max-seconds 12 + 1 s building) + 4 s figures = 58 s (a 4096 round: 0.23-0.48 s)",
         ),
         _bench(
             "bench-acgan",
@@ -243,8 +242,7 @@ def plan(work: Path, rehearse: bool = False, time_scale: float = 1.0) -> list[St
             sizes.acgan_max_seconds,
             sizes,
             40,
-            "8 s start + 2 batches x (--max-seconds 12 + 1 s building) + 4 s figures = 38 s; its step is lighter "
-            "than the study's (convolutions of width 64)",
+            "8 s start + 2 x (--max-seconds 12 + 1 s building) + 4 s figures = 38 s (steps lighter than the study's)",
         ),
     ]
     project = work / "project-acgan-2019"
@@ -267,8 +265,7 @@ def plan(work: Path, rehearse: bool = False, time_scale: float = 1.0) -> list[St
                 f"{10 * time_scale:g}",
             ],
             30,
-            "8 s start + op tables of fp32/bf16/fp16 at batch 8 and 16 (4-16 traced steps each, host-bound at "
-            "~5 ms plus the dispatch mode's Python per op; capped at 10 s) + 6 s projecting 7 GPUs = 24 s",
+            "8 s start + 3 op tables, 4-16 host-bound traced steps each (cap 10 s) + 6 s projecting 7 GPUs = 24 s",
             writes="project-acgan-2019/projection/projection.json",
         )
     )
@@ -284,8 +281,7 @@ def plan(work: Path, rehearse: bool = False, time_scale: float = 1.0) -> list[St
                 *sizes.calibration,
             ],
             45,
-            "8 s start + 16 configurations x (0.4 s building and one real step + ~40 kernels timed to 2 ms of "
-            "device time each, 3 calls at least: ~0.6 s) = 24 s, x1.8 for a slower kernel table",
+            "8 s start + 16 configurations x (0.4 s building + ~40 kernels x >=3 calls of <= 2 ms) = 24 s; x1.8",
             writes="calibration/kernels.csv",
         )
     )
@@ -305,8 +301,7 @@ def plan(work: Path, rehearse: bool = False, time_scale: float = 1.0) -> list[St
                 str(work / "cuda-tests.xml"),
             ],
             60,
-            "10 s pytest and torch start + 8 tests: 6 trainings of <= 8 steps at ms a step, a float64 reference "
-            "convolution of 4 GFLOP on 16 cores (~2 s), 40 kernels timed = ~25 s; x2 margin",
+            "10 s start + 8 tests (6 trainings of <= 8 ms-steps, a 4-GFLOP float64 conv on 16 cores) = 25 s; x2",
             writes="cuda-tests.xml",
             grace=10,
         )
@@ -337,7 +332,7 @@ def plan(work: Path, rehearse: bool = False, time_scale: float = 1.0) -> list[St
                 "--overwrite",
             ],
             25,
-            "8 s start + first checkpoint at step 0 + 6 s more of ~5 ms steps + the checkpoint SIGTERM writes = 16 s",
+            "8 s start + checkpoint at step 0 + 6 s more of ~5 ms steps + the checkpoint SIGTERM writes = 16 s",
             writes="resume-run/checkpoints",
             ok_exits=(143,),
             sigterm_once=str(run / "checkpoints" / "step-000000.pt"),
@@ -374,8 +369,7 @@ def plan(work: Path, rehearse: bool = False, time_scale: float = 1.0) -> list[St
                 f"{sizes.compiled_seconds * time_scale:g}",
             ],
             75,
-            "8 s start + 2 s eager + inductor's cold compile of one network in one precision (58-70 s on 2 cores; "
-            "less with 16) + 8 s of rounds; last: stopped mid-compile it still says how long the compile ran",
+            "8 s start + cold compile (58-70 s on 2 cores; 16 here) + 8 s rounds; last, killed it says how long",
             writes="bench-compiled/results.json",
             env={"AMPGAN_COMPILE_BACKEND": "eager"} if rehearse else {},
         )
@@ -755,7 +749,7 @@ def self_check_text(document: dict) -> list[str]:
     for step in document["steps"]:
         lines.append(f"  {step['name']:<20} {step['status']:<48} {step['seconds']:>6.1f} s of {step['limit']}")
     if document.get("running"):
-        lines.append(f"  {document['running']:<20} running (a summary from here on was not written: killed?)")
+        lines.append(f"  {document['running']:<20} running (if this is the last summary, the sweep was killed here)")
     for name in document.get("to_run", []):
         lines.append(f"  {name:<20} not run yet")
     for name in document.get("not_run", []):

@@ -389,7 +389,7 @@ def _start_driver(tmp_path) -> tuple[subprocess.Popen, Path, Path]:
     return process, work, out
 
 
-def _wait_for(condition, seen: list, out: Path, timeout: float = 30.0) -> None:
+def _wait_for(condition, seen: list, out: Path, timeout: float = 30.0, every_s: float = 0.01) -> None:
     """Poll until `condition()`, reading OUT all the while: its summary parses every time and it never holds
     more than 8 files."""
     deadline = time.monotonic() + timeout
@@ -398,7 +398,7 @@ def _wait_for(condition, seen: list, out: Path, timeout: float = 30.0) -> None:
         if (out / "summary.json").exists():
             seen.append(json.loads((out / "summary.json").read_text())["state"])
         assert not out.exists() or len(list(out.iterdir())) <= 8
-        time.sleep(0.01)
+        time.sleep(every_s)
 
 
 def _readable(out: Path) -> dict:
@@ -534,11 +534,12 @@ def test_the_sweep_rehearsed_on_the_cpu_delivers_after_every_step_and_checks_its
     )
     seen: list = []
     try:
-        _wait_for(lambda: process.poll() is not None, seen, out, timeout=1500)
+        _wait_for(lambda: process.poll() is not None, seen, out, timeout=1500, every_s=0.2)
         printed = process.communicate(timeout=60)[0].decode().splitlines()
     finally:
         process.kill()
     summary = _readable(out)
+    assert (out / "summary.txt").read_text().splitlines() == summary["self_check"]
     statuses = {step["name"]: step["status"] for step in summary["steps"]}
     assert process.returncode == 0 and summary["ok"], summary["self_check"]
     assert list(statuses) == [step.name for step in sweep.plan(work, rehearse=True)]
@@ -551,7 +552,8 @@ def test_the_sweep_rehearsed_on_the_cpu_delivers_after_every_step_and_checks_its
     assert (study["spec"]["config"]["data"]["image_size"], study["spec"]["config"]["data"]["channels"]) == (32, 3)
     assert any(row["bench"] == "bench-acgan-2019" and "speedup" in row for row in summary["speedups"])
     config = json.loads((work / "resume-run" / "config.json").read_text())
-    assert config["precision"]["name"] == "fp16" and "resumed" in (work / "train-resume.log").read_text().lower()
+    assert config["config"]["precision"]["name"] == "fp16" and config["config"]["precision"]["loss_scale"] is None
+    assert "(resumed from step-" in (work / "train-resume.log").read_text()
     # The projection's op tables, traced by the project step itself (the bench ran with --no-trace).
     traced = json.loads((work / "project-acgan-2019" / "results.json").read_text())
     assert (
