@@ -797,10 +797,16 @@ def self_check_text(document: dict) -> list[str]:
     compiled = document.get("compiled")
     if compiled:
         interval = compiled.get("speedup") or {}
+        if compiled.get("compile_ran_s") is not None:
+            found = f"the compile had run {_fmt(compiled['compile_ran_s'], 1)} s"
+        else:
+            found = (
+                f"first compile {_fmt(compiled.get('first_compile_s'), 1)} s, compiled over eager "
+                f"{_fmt(interval.get('estimate'))}x [{_fmt(interval.get('low'))}-{_fmt(interval.get('high'))}]"
+            )
         lines.append(
-            f"  compiled {compiled.get('precision')} at batch {compiled.get('batch_size')}: {compiled.get('status')}; "
-            f"first compile {_fmt(compiled.get('first_compile_s'), 1)} s, compiled over eager "
-            f"{_fmt(interval.get('estimate'))}x [{_fmt(interval.get('low'))}-{_fmt(interval.get('high'))}]"
+            f"  compiled {compiled.get('precision')} at batch {compiled.get('batch_size')} "
+            f"({compiled.get('compile_backend')}): {compiled.get('status')}; {found}"
         )
     lines.append("  checks:")
     for item in document["checks"]:

@@ -336,6 +336,21 @@ def test_a_rehearsal_leaves_what_only_a_gpu_shows_out_and_passes(tmp_path):
     ]
 
 
+def test_a_compile_cut_short_says_how_long_it_had_run(tmp_path):
+    _good_gpu_run(tmp_path)
+    compiled = {"precision": "bf16", "batch_size": 1024, "compile_backend": "inductor", "eager_step_s": 0.01}
+    _write(
+        tmp_path / "bench-compiled" / "results.json",
+        compiled | {"status": "stopped while compiling", "compile_ran_s": 61.4},
+    )
+    line = "  compiled bf16 at batch 1024 (inductor): stopped while compiling; the compile had run 61.4 s"
+    assert line in _finished(tmp_path)["self_check"]
+    measured = {"status": "measured", "first_compile_s": 41.0, "speedup": {"estimate": 1.3, "low": 1.25, "high": 1.36}}
+    _write(tmp_path / "bench-compiled" / "results.json", compiled | measured)
+    line = "first compile 41.0 s, compiled over eager 1.30x [1.25-1.36]"
+    assert any(line in text for text in _finished(tmp_path)["self_check"])
+
+
 def test_a_summary_before_the_end_is_not_a_result(tmp_path):
     _good_gpu_run(tmp_path)
     document = sweep.new_document(sweep.plan(tmp_path), False)
