@@ -839,7 +839,7 @@ def pack(work: Path, tarball: Path, leave_out=(".pt",)) -> list[str]:
     for suffixes in (leave_out, (*leave_out, ".png")):
 
         def write(handle, suffixes=suffixes) -> None:
-            with tarfile.open(fileobj=handle, mode="w:gz") as archive:
+            with tarfile.open(fileobj=handle, mode="w:gz", compresslevel=6) as archive:
                 for path in sorted(work.rglob("*")):
                     if path.is_file() and not path.name.endswith(suffixes):
                         try:
