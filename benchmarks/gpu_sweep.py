@@ -806,7 +806,7 @@ def self_check_text(document: dict) -> list[str]:
             )
         lines.append(
             f"  compiled {compiled.get('precision')} at batch {compiled.get('batch_size')} "
-            f"({compiled.get('compile_backend')}): {compiled.get('status')}; {found}"
+            f"({compiled.get('compile_backend')} backend): {compiled.get('status')}; {found}"
         )
     lines.append("  checks:")
     for item in document["checks"]:

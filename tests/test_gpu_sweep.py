@@ -343,7 +343,7 @@ def test_a_compile_cut_short_says_how_long_it_had_run(tmp_path):
         tmp_path / "bench-compiled" / "results.json",
         compiled | {"status": "stopped while compiling", "compile_ran_s": 61.4},
     )
-    line = "  compiled bf16 at batch 1024 (inductor): stopped while compiling; the compile had run 61.4 s"
+    line = "  compiled bf16 at batch 1024 (inductor backend): stopped while compiling; the compile had run 61.4 s"
     assert line in _finished(tmp_path)["self_check"]
     measured = {"status": "measured", "first_compile_s": 41.0, "speedup": {"estimate": 1.3, "low": 1.25, "high": 1.36}}
     _write(tmp_path / "bench-compiled" / "results.json", compiled | measured)
