@@ -379,7 +379,11 @@ steps = [sweep.Step(f"s{{i}}", [*child, f"s{{i}}", "0.3"], 30, "stand-in", grace
 steps.append(sweep.Step("long", [*child, "long", "60"], 60, "stand-in", grace=2))
 steps.append(sweep.Step("after", [*child, "after", "0"], 5, "stand-in"))
 probe = [sys.executable, "-c", "print('name, driver_version')"]  # stands in for nvidia-smi: a child beside the steps
-sys.exit(sweep.supervise(steps, work, out, rehearse=True, total_s=120, probe=probe))
+code = sweep.supervise(steps, work, out, rehearse=True, total_s=120, probe=probe)
+# The supervisor imports nothing of ampgan nor torch: a broken install still leaves a summary.
+imported = sorted(m for m in sys.modules if m.split(".")[0] in ("ampgan", "torch"))
+(work / "imported.json").write_text(json.dumps(imported))
+sys.exit(code)
 """
 CHILD = """
 import os, signal, sys, time
@@ -480,6 +484,7 @@ def test_sigterm_stops_the_running_step_delivers_and_exits_143(tmp_path):
     summary = _readable(out)
     assert summary["state"] == "stopped by SIGTERM" and (work / "long.stopped").exists()
     assert summary["stamp"]["nvidia_smi"] == ["name, driver_version"]  # the probe's answer, kept
+    assert json.loads((work / "imported.json").read_text()) == []
     statuses = {s["name"]: s["status"] for s in summary["steps"]}
     assert statuses == {"s0": "ok", "s1": "ok", "long": "stopped: the sweep got a signal"}
     assert summary["not_run"] == ["after"] and "after                not run: the sweep got SIGTERM" in output
