@@ -35,6 +35,7 @@ what it should and every check of the self-check holds, 1 otherwise, 2 on bad ar
 from __future__ import annotations
 
 import argparse
+import csv
 import ctypes
 import json
 import os
@@ -61,12 +62,11 @@ STUDY = "bench-acgan-2019"
 # A speedup interval whose low end clears this shows a mode really differs from strict fp32.
 DIFFERS_BY = 1.05
 LARGE_BATCH = 1024  # from here the study's network is compute-bound on an H200 (projected), and TF32 must show
-ALL_PRECISIONS = ("fp32", "tf32", "bf16", "fp16")  # spelled here: the supervisor imports nothing of ampgan
 
 
 @dataclass(frozen=True)
 class Sizes:
-    """What the steps run at: on the GPU, or rehearsed on a CPU in about a minute."""
+    """What the steps run at: on the GPU, or rehearsed on a CPU (two minutes on a busy 2-core machine)."""
 
     device: str
     precisions: str  # the benches'
@@ -210,11 +210,11 @@ def plan(work: Path, rehearse: bool = False, time_scale: float = 1.0) -> list[St
     `ampgan project` from its op tables and NVIDIA's datasheet (benchmarks/results/projection-step-band-acgan2019-
     amd-zen3-2026-12-02: fp32 46 ms [25-79] at batch 2048, 28 px; x2 for 4096 and x1.31 for 32 px: 120 ms
     [66-206]; tf32 47, bf16 30, fp16 30 ms; host-bound at 4-6 ms below batch 256); a bf16 8192^3 product at 788
-    TFLOP/s and 4.3 TB/s copies measured on this kind of machine (/work/.library/device/KINDS.md); torch's
-    import, CUDA's context and cuDNN's engines loaded from a cold disk (~3 GB of cu130 libraries) taken as 15 s
-    for the first process and 8 s for later ones (2.0 s measured here for a warm import); inductor's cold compile
-    of the default model's step, 58-70 s on a 2-core CPU (benchmarks/results/cpu-speed-intel-amx-2core-2026-11-30,
-    C++ codegen on 2 cores; Triton's on 16 cores is the parallel part)."""
+    TFLOP/s and 4.3 TB/s copies, measured on a lent H200 machine of this kind on 2026-10-28; torch's import, CUDA's
+    context and cuDNN's engines from a cold disk (~3 GB of cu130 libraries) taken as 15 s for the first process
+    and 8 s for later ones (`import torch, ampgan.cli` took 7.2 s on a 2-core Zen 4 at load 10, page cache warm);
+    inductor's cold compile of the default model's step, 58-70 s on a 2-core CPU (benchmarks/results/cpu-speed-
+    intel-amx-2core-2026-11-30: C++ codegen on 2 cores; Triton's on 16 cores is the part that parallelises)."""
     sizes = REHEARSAL if rehearse else GPU
     if time_scale != 1.0:
         sizes = replace(
@@ -565,8 +565,6 @@ def calibration_summary(work: Path) -> dict:
     table = work / "calibration" / "kernels.csv"
     if not table.is_file():
         return {"rows": 0, "by_op": {}, "precisions": [], "sidecar": False}
-    import csv
-
     with open(table, newline="") as handle:
         rows = list(csv.DictReader(handle))
     by_op: dict[str, int] = {}
