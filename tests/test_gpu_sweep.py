@@ -543,10 +543,11 @@ def test_the_sweep_rehearsed_on_the_cpu_delivers_after_every_step_and_checks_its
 
     work, out = tmp_path / "work", tmp_path / "out"
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
-    # Limits twice the sweep's own (and its benches' --max-seconds): a busy 2-core machine must not decide the
-    # outcome; one thread per process under pytest-xdist (conftest) keeps the other worker from stalling it.
+    # The rehearsal's limits are twice the GPU's by default (and its benches' --max-seconds): a busy 2-core machine
+    # must not decide the outcome; one thread per process under pytest-xdist (conftest) keeps the other worker
+    # from stalling it.
     process = subprocess.Popen(
-        [sys.executable, str(SWEEP), str(work), "--rehearse", "--time-scale", "2", "--deliver", str(out)],
+        [sys.executable, str(SWEEP), str(work), "--rehearse", "--deliver", str(out)],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         env=env,
