@@ -2,10 +2,7 @@
 without a GPU (names, capabilities, architecture lists, optimizer choice, control traffic)."""
 
 import re
-import subprocess
-import sys
 from dataclasses import replace
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -117,95 +114,6 @@ def test_control_flags_travel_as_cpu_tensors(monkeypatch):
     monkeypatch.setattr(distributed, "_control_group", "gloo-group")
     assert distributed.any_rank([False, True]) == [True, True]
     assert seen == {"device": "cpu", "group": "gloo-group"}
-
-
-SWEEP = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu_sweep.py"
-
-
-def test_the_gpu_sweep_lists_its_commands_within_six_minutes(tmp_path):
-    result = subprocess.run(
-        [sys.executable, str(SWEEP), str(tmp_path / "sweep"), "--dry-run"], capture_output=True, text=True, timeout=60
-    )
-    assert result.returncode == 0, result.stderr
-    lines = result.stdout.splitlines()
-    assert any("bench --model acgan-2019" in line and "fp32,tf32,bf16,fp16" in line for line in lines)
-    assert any("kernel_calibration.py" in line and "--device cuda" in line for line in lines)
-    assert any("train --resume" in line for line in lines) and any("--compiled-bench" in line for line in lines)
-    # The decisions the sweep names as skipped are skipped: no layout, precision or compile decision runs.
-    benches = [line for line in lines if " bench " in line]
-    assert benches and all("--no-channels-last" in line and "--precisions" in line for line in benches)
-    total = int(lines[-1].split("at most ")[1].split()[0])
-    assert total <= 360 and not (tmp_path / "sweep").exists()  # a dry run writes nothing
-
-
-@pytest.mark.slow  # eight processes in turn, each importing torch: a minute and a half on an idle 2-core machine
-def test_the_sweep_rehearsed_on_the_cpu_checks_itself_and_delivers_the_calibration(tmp_path):
-    import csv
-    import json
-    import tarfile
-
-    from ampgan.bench.calibration import COLUMNS
-
-    work, deliver = tmp_path / "work", tmp_path / "out"
-    env = {**__import__("os").environ, "PYTHONPATH": str(SWEEP.parents[1] / "src")}
-    # Limits twice the sweep's own (and its benches' --max-seconds): a busy 2-core machine must not decide the
-    # outcome; one thread per process under pytest-xdist (conftest) keeps the other worker from stalling it.
-    result = subprocess.run(
-        [sys.executable, str(SWEEP), str(work), "--rehearse", "--time-scale", "2", "--deliver", str(deliver)],
-        capture_output=True,
-        text=True,
-        timeout=1500,
-        env=env,
-        cwd=SWEEP.parents[1],
-    )
-    summary = json.loads((deliver / "summary.json").read_text())
-    statuses = {step["name"]: step["status"] for step in summary["steps"]}
-    assert result.returncode == 0 and summary["ok"], statuses
-    assert set(statuses) == {
-        "cuda-tests",
-        "bench-acgan-2019",
-        "calibrate",
-        "project-acgan-2019",
-        "bench-acgan",
-        "train-sigterm",
-        "train-resume",
-        "bench-compiled",
-    }
-    # The self-check is printed last, and says what each step did.
-    printed = result.stdout.splitlines()
-    assert printed[printed.index(summary["self_check"][0]) :] == summary["self_check"]
-    assert all(f"  {name}" in result.stdout for name in statuses)
-    # Measured speedups reach the self-check, per precision and batch size.
-    measured = {(row["bench"], row["precision"], row["batch_size"]) for row in summary["speedups"] if "speedup" in row}
-    assert {("bench-acgan-2019", "bf16", 4), ("bench-acgan", "bf16", 4)} <= measured
-    compiled = json.loads((work / "bench-compiled" / "results.json").read_text())
-    assert [(c["precision"], c["batch_size"]) for c in compiled["configs"]] == [("fp32", 4), ("bf16", 4)]
-    assert compiled["compile_times"] == {} and compiled["spec"]["compile"] == ["fp32", "bf16"]
-    assert summary["cuda_tests"].startswith("8 skipped")  # no GPU here: every GPU test skips, none fails
-    # What comes back: at most 8 files, one tarball without checkpoints.
-    delivered = sorted(p.name for p in deliver.iterdir())
-    assert delivered == [
-        "calibration-kernels.csv",
-        "calibration-kernels.json",
-        "summary.json",
-        "summary.txt",
-        "sweep.tar.gz",
-    ]
-    with tarfile.open(deliver / "sweep.tar.gz") as archive:
-        names = archive.getnames()
-    assert not any(name.endswith(".pt") for name in names) and any(name.endswith("sweep.json") for name in names)
-    # The calibration table, in the projection's format, with its sidecar.
-    with open(deliver / "calibration-kernels.csv", newline="") as handle:
-        reader = csv.DictReader(handle)
-        rows = list(reader)
-    assert tuple(reader.fieldnames) == COLUMNS
-    assert {row["op"] for row in rows} == {"gemm", "conv_fwd", "conv_bwd_data", "conv_bwd_weight"}
-    assert {row["precision"] for row in rows} == {"fp32", "bf16"} and all(float(row["ms"]) > 0 for row in rows)
-    gemm = next(row for row in rows if row["op"] == "gemm")
-    assert gemm["m"] and gemm["c"] == "" and gemm["out_channels"] == ""  # unused columns empty
-    sidecar = json.loads((deliver / "calibration-kernels.json").read_text())
-    assert {"gpu", "architecture", "source", "licence", "date", "software", "measured_by"} <= set(sidecar)
-    assert sidecar["software"]["torch"] == torch.__version__
 
 
 # --- Resume on other hardware: what a checkpoint's RNG states can and cannot continue ---------------------
