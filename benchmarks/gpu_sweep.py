@@ -46,8 +46,10 @@ import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from ampgan.system.processes import python_command
+
 ROOT = Path(__file__).resolve().parents[1]
-AMPGAN = [sys.executable, "-m", "ampgan"]
+AMPGAN = python_command("-m", "ampgan")
 TOTAL_LIMIT_S = 360  # the commands' limits together: 6 of the lent machine's 15 minutes
 MAX_DELIVERED_BYTES = 15 * 2**20  # one file back may be 16 MiB
 
@@ -183,9 +185,7 @@ def plan(work: Path, rehearse: bool = False, time_scale: float = 1.0) -> list[St
         sizes = replace(sizes, bench_max_seconds=f"{float(sizes.bench_max_seconds) * time_scale:g}")
     # On the GPU the injected CUDA paths run too (on torch 2.11 there); a rehearsal shows the GPU tests skip.
     tests = [
-        sys.executable,
-        "-m",
-        "pytest",
+        *python_command("-m", "pytest"),
         "-q",
         "-p",
         "no:cacheprovider",
@@ -201,8 +201,7 @@ def plan(work: Path, rehearse: bool = False, time_scale: float = 1.0) -> list[St
         Step(
             "calibrate",
             [
-                sys.executable,
-                str(ROOT / "benchmarks" / "kernel_calibration.py"),
+                *python_command(str(ROOT / "benchmarks" / "kernel_calibration.py")),
                 str(work / "calibration" / "kernels.csv"),
                 "--device",
                 sizes.device,
@@ -278,8 +277,7 @@ def plan(work: Path, rehearse: bool = False, time_scale: float = 1.0) -> list[St
     # The compiled step through the bench's own harness, without its compile-time processes (cold and warm
     # cache in fresh processes, a minute each): compiled_bench() below.
     compiled = [
-        sys.executable,
-        str(Path(__file__).resolve()),
+        *python_command(str(Path(__file__).resolve())),
         str(work / "bench-compiled"),
         "--compiled-bench",
         "--device",

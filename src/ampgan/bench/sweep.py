@@ -18,7 +18,7 @@ from ampgan.bench.harness import BenchSpec, run_bench
 from ampgan.bench.output import load_results, write_results
 from ampgan.config import parse_set
 from ampgan.data import load_dataset
-from ampgan.errors import AmpganError, ConfigError
+from ampgan.errors import AmpganError, ConfigError, one_line
 from ampgan.files.atomic import write_json_atomically
 from ampgan.files.jsonfile import read_json
 from ampgan.files.paths import inside
@@ -253,7 +253,7 @@ def sweep_table(document: dict, out: Path) -> str:
             lines.append(f"{row['label']:<32}" + "".join(texts))
         lines.append("")
     lines.append(sweep_footer(document, next((results for _, results in loaded if results), None)))
-    return "\n".join(lines)
+    return "\n".join(map(one_line, lines))  # a name holding a newline stays inside its row
 
 
 def draw_maps(document: dict, out: Path) -> list[Path]:

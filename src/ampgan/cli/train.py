@@ -11,7 +11,7 @@ import click
 from ampgan.cli.options import WholeNumber, compose, config_flags, config_from_cli, default_out, given_changes
 from ampgan.config import TrainConfig
 from ampgan.config.flags import FLAGS
-from ampgan.errors import AmpganError
+from ampgan.errors import AmpganError, say
 from ampgan.speed.planned_run import train_planned
 from ampgan.training.distributed import join_process_group, world
 from ampgan.training.loop import DEFAULT_STEPS
@@ -107,18 +107,18 @@ def command(ctx: click.Context, **options) -> None:
 
 def _log(quiet: bool):
     """Where the speed decisions say what they measured: stderr, or nowhere with --quiet."""
-    return (lambda line: None) if quiet else (lambda line: click.echo(line, err=True))
+    return (lambda line: None) if quiet else (lambda line: say(line, err=True))
 
 
 def _report(result, resumed_from: Path | None) -> None:
     last = result.last_record
     losses = f"D loss {last['loss_d']:.3f}, G loss {last['loss_g']:.3f}" if "loss_d" in last else "no step logged"
-    click.echo(
+    say(
         f"trained {result.steps} steps in {result.train_seconds:.1f} s "
         f"({last.get('images_per_second', 0):.0f} img/s); {losses} | {result.stamp}"
     )
     resumed = f" (resumed from {resumed_from.name})" if resumed_from is not None else ""
-    click.echo(f"run folder: {result.run_dir}{resumed}")
+    say(f"run folder: {result.run_dir}{resumed}")
 
 
 def _print_dry_run(config: TrainConfig, out: Path, resume_dir: Path | None, device) -> None:
@@ -129,8 +129,8 @@ def _print_dry_run(config: TrainConfig, out: Path, resume_dir: Path | None, devi
     if not config.budget_is_set:
         resolved["budget"]["steps"] = DEFAULT_STEPS
     dataset = prepared.dataset
-    click.echo(
-        json.dumps(
+    say(
+        *json.dumps(
             {
                 "config": resolved,
                 "precision": prepared.policy.describe(),
@@ -145,7 +145,7 @@ def _print_dry_run(config: TrainConfig, out: Path, resume_dir: Path | None, devi
                 "resume": str(resume_dir) if resume_dir else None,
             },
             indent=2,
-        )
+        ).splitlines()
     )
 
 

@@ -100,7 +100,9 @@ def _fingerprint(files: list[Path], size: int, channels: int) -> str:
     digest = hashlib.sha256(f"{size}:{channels}".encode())
     for path in files:
         stat = path.stat()
-        digest.update(f"{path.parent.name}/{path.name}:{stat.st_size}:{stat.st_mtime_ns}".encode())
+        # A name that is not UTF-8 (surrogate-escaped by Python) hashes as the bytes it is.
+        name = f"{path.parent.name}/{path.name}:{stat.st_size}:{stat.st_mtime_ns}"
+        digest.update(name.encode("utf-8", "surrogateescape"))
     return digest.hexdigest()
 
 
