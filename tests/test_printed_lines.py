@@ -3,6 +3,7 @@ from outside (a class folder, an --out path, a file name) can neither start a li
 terminal as an escape sequence, and a name that is not UTF-8 prints instead of crashing."""
 
 import ast
+import json
 import os
 from pathlib import Path
 
@@ -115,3 +116,16 @@ def test_train_prints_a_forged_out_and_forged_warnings_as_one_line_each(tmp_path
     assert len(warned) == 1 and warned[0].startswith("warning: folder:"), warned
     assert "loose\\nerror: forged.png" in warned[0] and "NOTES\\x1b[2Jerror" in warned[0], warned
     assert (out / "config.json").exists()
+
+
+def test_json_output_stays_json_with_forged_names(tmp_path, capsys):
+    """--dry-run's JSON (and every --json) goes through the same escaping and still parses: the names come
+    back exactly, DEL included (JSON leaves it raw; say_json escapes it the JSON way)."""
+    names = ("del\x7fname", "x\nerror: forged line", "title\x1b]0;pwned\x07")
+    root = write_image_folder(tmp_path / "data", classes=names, per_class=1, size=8)
+    code, out, err = run_cli(
+        capsys, "train", "--dataset", f"folder:{root}", "--image-size", "28", "--dry-run", "--device", "cpu"
+    )
+    assert code == 0, err
+    _shown(out)
+    assert sorted(json.loads(out)["dataset"]["classes"]) == sorted(names)

@@ -42,6 +42,14 @@ def say(*lines: object, err: bool = False) -> None:
         click.echo(one_line(line), err=err)
 
 
+def say_json(document: object, indent: int | None = None) -> None:
+    """`document` as JSON on stdout, through `say`. json.dumps escapes every control character but DEL,
+    which `say` would show as `\\x7f` (not JSON): it is escaped the JSON way first, so the output parses."""
+    import json
+
+    say(*json.dumps(document, indent=indent).replace("\x7f", "\\u007f").splitlines())
+
+
 def warn(message: str) -> None:
     warnings.warn(message, AmpganWarning, stacklevel=2)
 

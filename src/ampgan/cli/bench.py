@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
@@ -23,7 +22,7 @@ from ampgan.cli.options import (
     spec_option_flags,
     spec_values,
 )
-from ampgan.errors import say
+from ampgan.errors import say, say_json
 from ampgan.precisions import NAMES as PRECISION_NAMES
 from ampgan.training.distributed import join_process_group, world
 from ampgan.training.precision import resolve_device
@@ -93,7 +92,7 @@ def command(ctx: click.Context, **options) -> None:
     if results is None:  # a rank other than 0
         return
     if options["as_json"]:  # bench_to_folder drew the figures and results.csv either way
-        say(json.dumps(bench_summary(results, out)))
+        say_json(bench_summary(results, out))
     else:
         say(*table(results).splitlines())
         say(f"results: {out / 'results.json'}")
@@ -122,7 +121,7 @@ def _sweep(spec, options: dict, out: Path, device) -> None:
             return
         maps = draw_maps(document, out)
     if options["as_json"]:
-        say(json.dumps({"sweep": str(out / "sweep.json"), "cells": document["cells"], "maps": [str(p) for p in maps]}))
+        say_json({"sweep": str(out / "sweep.json"), "cells": document["cells"], "maps": [str(p) for p in maps]})
     else:
         say(*sweep_table(document, out).splitlines())
         say(

@@ -18,7 +18,7 @@ from ampgan.cli.options import (
     spec_option_flags,
     spec_values,
 )
-from ampgan.errors import AmpganError, say
+from ampgan.errors import AmpganError, say, say_json
 from ampgan.study.spec import CompareSpec, compare_base
 
 
@@ -62,7 +62,7 @@ def command(ctx: click.Context, **options) -> None:
         )
         progress = load_progress(resume)
         try:
-            spec = CompareSpec.from_document(progress.spec)
+            spec = CompareSpec.from_document(progress.spec, resume, progress.path)
         except (AmpganError, KeyError, TypeError, ValueError) as error:
             raise AmpganError(
                 f"{progress.path} is damaged or foreign (its spec: {error}): start the study again with --overwrite"
@@ -105,11 +105,9 @@ def _study(spec, out: Path, options: dict, reopen: bool) -> None:
         with_doctor=options["with_doctor"],
     )
     if options.get("as_json"):
-        import json
-
         from ampgan.study.answer import study_of
 
-        say(json.dumps(study_of(document, out, html_path).to_dict()))
+        say_json(study_of(document, out, html_path).to_dict())
         return
     for line in document.verdict:
         say(line)

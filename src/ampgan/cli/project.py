@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
 
 from ampgan.cli.options import spec_option_flags, trust_model_option
-from ampgan.errors import AmpganError, say
+from ampgan.errors import AmpganError, say, say_json
 from ampgan.projection.from_results import ProjectSpec, project_results
 
 
@@ -44,7 +43,7 @@ def command(results, kernels, devices, batch_sizes, prices, out, overwrite, as_j
     spec = ProjectSpec(devices=devices, batch_sizes=batch_sizes, prices=prices)
     projection, target, text = project_results(results, spec, out, overwrite, log=lambda line: say(line, err=True))
     if as_json:
-        say(json.dumps({"projection": str(target / "projection.json"), "rows": projection["rows"]}))
+        say_json({"projection": str(target / "projection.json"), "rows": projection["rows"]})
     else:
         say(*text.splitlines())
         say(f"projection: {target / 'projection.json'} (PROJECTED, not measured)")
@@ -65,7 +64,7 @@ def _project_kernels(path: Path, devices: str | None, out: Path | None, overwrit
     ):
         written = write_kernel_projection(rows, target)
     if as_json:
-        say(json.dumps({"kernels": str(written), "rows": rows}))
+        say_json({"kernels": str(written), "rows": rows})
     else:
         say(
             f"{len(table)} kernels x {len(gpus)} GPUs: {written} (PROJECTED by the kernel model, not measured; "

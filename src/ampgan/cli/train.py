@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -11,7 +10,7 @@ import click
 from ampgan.cli.options import WholeNumber, compose, config_flags, config_from_cli, default_out, given_changes
 from ampgan.config import TrainConfig
 from ampgan.config.flags import FLAGS
-from ampgan.errors import AmpganError, say
+from ampgan.errors import AmpganError, say, say_json
 from ampgan.speed.planned_run import train_planned
 from ampgan.training.distributed import join_process_group, world
 from ampgan.training.loop import DEFAULT_STEPS
@@ -129,23 +128,21 @@ def _print_dry_run(config: TrainConfig, out: Path, resume_dir: Path | None, devi
     if not config.budget_is_set:
         resolved["budget"]["steps"] = DEFAULT_STEPS
     dataset = prepared.dataset
-    say(
-        *json.dumps(
-            {
-                "config": resolved,
-                "precision": prepared.policy.describe(),
-                "device": str(prepared.policy.device),
-                "model": {"name": prepared.model.name, "fingerprint": prepared.fingerprint},
-                "dataset": {
-                    "images": len(dataset),
-                    "classes": list(dataset.class_names),
-                    "image_shape": [dataset.channels, dataset.image_size, dataset.image_size],
-                },
-                "out": str(out),
-                "resume": str(resume_dir) if resume_dir else None,
+    say_json(
+        {
+            "config": resolved,
+            "precision": prepared.policy.describe(),
+            "device": str(prepared.policy.device),
+            "model": {"name": prepared.model.name, "fingerprint": prepared.fingerprint},
+            "dataset": {
+                "images": len(dataset),
+                "classes": list(dataset.class_names),
+                "image_shape": [dataset.channels, dataset.image_size, dataset.image_size],
             },
-            indent=2,
-        ).splitlines()
+            "out": str(out),
+            "resume": str(resume_dir) if resume_dir else None,
+        },
+        indent=2,
     )
 
 

@@ -20,6 +20,7 @@ from ampgan.errors import AmpganError
 from ampgan.files.atomic import open_for_append, os_error_behind, write_atomically, write_json_atomically
 from ampgan.files.images import save_png
 from ampgan.files.jsonfile import read_json, read_jsonl
+from ampgan.files.paths import file_in
 from ampgan.files.schema import check_shape
 from ampgan.runs.checkpoint import checkpoint_path, list_checkpoints, prune_checkpoints, save_checkpoint
 from ampgan.runs.samples import fixed_noise, render_samples
@@ -57,7 +58,7 @@ class RunWriter:
             document["resumed"] = previous.get("resumed", []) + [
                 {"at_step": resumed_at, "date": self.environment["date"], "command": self.environment["command"]}
             ]
-            self.last_logged_step = truncate_metrics(self.run_dir / "metrics.jsonl", resumed_at)
+            self.last_logged_step = truncate_metrics(file_in(self.run_dir, "metrics.jsonl"), resumed_at)
         with self._stopping_cleanly_if_unwritable(self.run_dir / "config.json"):
             write_json_atomically(self.run_dir / "config.json", document)
         self._metrics = open_for_append(self.run_dir / "metrics.jsonl")
@@ -239,7 +240,7 @@ class NullWriter:
 
 def read_run_config(run_dir: Path) -> dict:
     """config.json of an existing run folder, checked for a format this ampgan understands."""
-    path = Path(run_dir) / "config.json"
+    path = file_in(run_dir, "config.json")
     document = read_json(
         path,
         missing=f"{run_dir} is not an ampgan run folder (no config.json)",
