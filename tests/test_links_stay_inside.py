@@ -3,6 +3,7 @@ a linked subfolder on the way, a relative `../` link) never carries an outside f
 resumed run or a dataset. Links that stay inside are followed."""
 
 import base64
+import json
 import os
 import shutil
 
@@ -148,3 +149,34 @@ def test_a_dataset_class_folder_linked_out_is_refused(secret, tmp_path, capsys):
     (root / "private").symlink_to(secret / "pictures" / "private", target_is_directory=True)
     code, _, err = run_cli(capsys, "data", "info", f"folder:{root}")
     assert code == 2 and "outside the dataset folder" in err and len(err.strip().splitlines()) == 1, err
+
+
+@pytest.mark.parametrize("linked", ["samples", "tensorboard"])
+def test_a_resumed_run_never_writes_through_a_subfolder_linked_out(originals, secret, tmp_path, capsys, linked):
+    """A run folder whose samples/ (or tensorboard/) is a link to an outside folder: resuming it would write
+    grids there; it is refused in one line before anything is written, and the outside folder stays empty."""
+    run = tmp_path / "run"
+    shutil.copytree(originals / "run", run)
+    target = secret / "written-here"
+    target.mkdir()
+    shutil.rmtree(run / linked, ignore_errors=True)
+    (run / linked).symlink_to(target, target_is_directory=True)
+    before = (run / "config.json").read_bytes()
+    code, _, err = run_cli(capsys, "train", "--resume", str(run), "--steps", "6", "--quiet")
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "leads outside" in err, err
+    assert list(target.iterdir()) == [] and (run / "config.json").read_bytes() == before
+
+
+def test_a_resumed_study_never_writes_through_a_run_folder_linked_out(originals, secret, tmp_path, capsys):
+    study = tmp_path / "study"
+    shutil.copytree(originals / "study", study)
+    run = next((study / "runs").iterdir())
+    shutil.move(run, secret / run.name)
+    run.symlink_to(secret / run.name, target_is_directory=True)
+    progress = json.loads((study / "study.json").read_text())
+    progress["runs"].pop(run.name)  # not finished: the resumed study would train it again, there
+    (study / "study.json").write_text(json.dumps(progress))
+    before = sorted(p.name for p in (secret / run.name).rglob("*"))
+    code, _, err = run_cli(capsys, "compare", "--resume", str(study), "--quiet")
+    assert code == 2 and "leads outside" in err and err.strip().splitlines()[-1].startswith("error:"), err
+    assert sorted(p.name for p in (secret / run.name).rglob("*")) == before

@@ -26,6 +26,9 @@ from ampgan.runs.checkpoint import checkpoint_path, list_checkpoints, prune_chec
 from ampgan.runs.samples import fixed_noise, render_samples
 from ampgan.system.environment import environment_stamp, stamp_line
 
+# The subfolders a run writes into (and metrics.jsonl, appended to).
+WRITTEN_INTO = ("samples", "checkpoints", "tensorboard", "metrics.jsonl")
+
 # Of config.json; bumped when a run folder's layout changes. 2: the config tree and any GAN (1: ampgan 0.1's
 # flat config of the AC-GAN, still read: config/legacy.py).
 RUN_FORMAT_VERSION = 2
@@ -50,6 +53,9 @@ class RunWriter:
         self.last_record: dict = {}
         self.last_logged_step = 0
         self.resumed = resumed_at is not None
+        if self.resumed:  # what it writes stays in its folder: a subfolder linked out is refused before any write
+            for name in WRITTEN_INTO:
+                file_in(self.run_dir, name)
         previous = read_run_config(self.run_dir) if self.resumed else {}
         # Every checkpoint carries the run's identity, so one copied in from another run is refused.
         self.run_id = previous.get("run_id") if isinstance(previous.get("run_id"), str) else uuid.uuid4().hex

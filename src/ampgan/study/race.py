@@ -57,7 +57,7 @@ def run_once(
     stopped, trained otherwise."""
     precision = prepared.config.precision.name
     key = f"{precision}-seed{seed}"
-    run_dir = out_dir / "runs" / key
+    run_dir = file_in(out_dir, "runs", key)  # a run folder linked out of the study is refused, never written
     finished = progress.run_done(key)
     if finished is not None:
         log(f"train: {precision}, seed {seed}: finished before, read back")
