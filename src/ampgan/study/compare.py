@@ -30,7 +30,7 @@ import torch
 
 from ampgan.data import load_dataset
 from ampgan.doctor.preflight import check_before_training
-from ampgan.errors import AmpganError
+from ampgan.errors import AmpganError, say
 from ampgan.files.paths import file_in
 from ampgan.precisions import FP32
 from ampgan.quality.evaluator import check_evaluable, reference_floor
@@ -63,7 +63,7 @@ from ampgan.training.loop import prepare_run
 from ampgan.training.precision import resolve_device
 
 
-def run_compare(spec: CompareSpec, out_dir: Path, show_progress: bool = True, log=print) -> CompareDocument:
+def run_compare(spec: CompareSpec, out_dir: Path, show_progress: bool = True, log=say) -> CompareDocument:
     """The study, resumed where its study.json says it stopped (a new one when the folder has none).
     Interrupted by SIGINT/SIGTERM, it keeps what finished and raises StudyInterrupted."""
     out_dir = Path(out_dir)
