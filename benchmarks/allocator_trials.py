@@ -24,6 +24,8 @@ import sys
 import time
 from pathlib import Path
 
+from ampgan.system.processes import python_command
+
 LIBRARIES = {
     "jemalloc": ["/usr/lib/x86_64-linux-gnu/libjemalloc.so.2", "/usr/lib/aarch64-linux-gnu/libjemalloc.so.2"],
     "tcmalloc": [
@@ -119,8 +121,7 @@ def main(argv: list[str]) -> None:
                 extra = env | ({"LD_PRELOAD": path} if path else {})
                 done = subprocess.run(
                     [
-                        sys.executable,
-                        __file__,
+                        *python_command(__file__),
                         "--probe",
                         f"{precision}:{int(mallopt)}",
                         "--batch-size",

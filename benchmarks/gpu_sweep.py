@@ -52,7 +52,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = Path(__file__).resolve()
-AMPGAN = [sys.executable, "-m", "ampgan"]
+# Every child starts as ampgan's system/processes.py starts them (-P: never the current folder's modules); the
+# supervisor spells it here because it imports nothing of ampgan (a broken install still leaves its summary).
+PYTHON = [sys.executable, "-P"]
+AMPGAN = [*PYTHON, "-m", "ampgan"]
 TOTAL_LIMIT_S = 360  # the steps' limits together: 6 of the lent machine's 15 minutes (its start takes 1-2)
 MAX_DELIVERED_BYTES = 15 * 2**20  # one file back may be 16 MiB
 MAX_OUT_FILES = 8  # files back from $OUT
@@ -253,7 +256,7 @@ def plan(work: Path, rehearse: bool = False, time_scale: float = 1.0) -> list[St
         Step(
             "project-acgan-2019",
             [
-                sys.executable,
+                *PYTHON,
                 str(SCRIPT),
                 str(project),
                 "--project-step",
@@ -276,7 +279,7 @@ def plan(work: Path, rehearse: bool = False, time_scale: float = 1.0) -> list[St
         Step(
             "calibrate",
             [
-                sys.executable,
+                *PYTHON,
                 str(ROOT / "benchmarks" / "kernel_calibration.py"),
                 str(work / "calibration" / "kernels.csv"),
                 "--device",
@@ -292,7 +295,7 @@ def plan(work: Path, rehearse: bool = False, time_scale: float = 1.0) -> list[St
         Step(
             "cuda-tests",
             [
-                sys.executable,
+                *PYTHON,
                 str(SCRIPT),
                 str(work),
                 "--pytest",
@@ -358,7 +361,7 @@ def plan(work: Path, rehearse: bool = False, time_scale: float = 1.0) -> list[St
         Step(
             "bench-compiled",
             [
-                sys.executable,
+                *PYTHON,
                 str(SCRIPT),
                 str(work / "bench-compiled"),
                 "--compiled-step",

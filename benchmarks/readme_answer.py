@@ -14,6 +14,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from ampgan.system.processes import python_command
+
 ROOT = Path(__file__).resolve().parents[1]
 BEGIN, END = "<!-- answer:begin -->", "<!-- answer:end -->"
 
@@ -29,7 +31,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("runs/readme-answer"))
     args = parser.parse_args()
-    command = [sys.executable, "-m", "ampgan", "compare", "--out", str(args.out), "--overwrite", "--quiet"]
+    command = python_command("-m", "ampgan", "compare", "--out", str(args.out), "--overwrite", "--quiet")
     result = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
     if result.returncode != 0:
         print(result.stderr[-2000:], file=sys.stderr)

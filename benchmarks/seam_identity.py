@@ -18,10 +18,11 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import torch
+
+from ampgan.system.processes import python_command
 
 COMMON = [
     "--no-channels-last",
@@ -112,7 +113,7 @@ def train(src: Path | None, out: Path, arguments: list[str], cache: Path) -> Non
     if src is not None:
         env["PYTHONPATH"] = str(src)
     done = subprocess.run(
-        [sys.executable, "-m", "ampgan", "train", *arguments, "--out", str(out)],
+        python_command("-m", "ampgan", "train", *arguments, "--out", str(out)),
         env=env,
         capture_output=True,
         text=True,
@@ -171,17 +172,9 @@ def main(argv=None) -> None:
         if src is not None:
             env["PYTHONPATH"] = str(src)
         subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "ampgan",
-                "train",
-                "--resume",
-                str(work / f"resumed-by-{version}"),
-                "--steps",
-                "35",
-                "--quiet",
-            ],
+            python_command(
+                "-m", "ampgan", "train", "--resume", str(work / f"resumed-by-{version}"), "--steps", "35", "--quiet"
+            ),
             env=env,
             check=True,
             capture_output=True,

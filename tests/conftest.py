@@ -320,3 +320,59 @@ def pytest_collection_modifyitems(config, items):
         total[item.path] = total.get(item.path, 0) + 1
         slow[item.path] = slow.get(item.path, 0) + (item.get_closest_marker("slow") is not None)
     items.sort(key=lambda item: -slow[item.path] / total[item.path])
+
+
+# The run and the study `originals` makes: tiny, on synthetic data, in eager NCHW (no decision to time).
+ORIGINALS_TINY = [
+    "--dataset",
+    "synthetic",
+    "--width",
+    "8",
+    "--set",
+    "model.z_dim=16",
+    "--batch-size",
+    "8",
+    "--device",
+    "cpu",
+    "--quiet",
+    "--no-channels-last",
+    "--no-compile",
+]
+
+
+@pytest.fixture(scope="session")
+def originals(tmp_path_factory):
+    """A run folder and a finished comparison, made once per session; each test damages or links out a
+    copy (tests/test_damaged_files.py, tests/test_links_stay_inside.py)."""
+    root = tmp_path_factory.mktemp("originals")
+
+    def call(*args):
+        try:
+            main(list(args))
+        except SystemExit as exit_:
+            assert exit_.code in (0, None)
+
+    call("train", *ORIGINALS_TINY, "--steps", "4", "--set", "logging.log_every=2", "--out", str(root / "run"))
+    call(
+        "compare",
+        *ORIGINALS_TINY,
+        "--steps",
+        "4",
+        "--precisions",
+        "fp32,bf16",
+        "--seeds",
+        "1",
+        "--set",
+        "compare.eval_points=2",
+        "--set",
+        "compare.eval_samples=20",
+        "--set",
+        "compare.bench_batch_sizes=8",
+        "--set",
+        "compare.bench_seconds=0.2",
+        "--set",
+        "logging.log_every=2",
+        "--out",
+        str(root / "study"),
+    )
+    return root

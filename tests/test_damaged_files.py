@@ -29,54 +29,7 @@ TINY = [
 DAMAGES = ["truncated", "wrong type", "missing field", "foreign", "not utf-8"]
 
 
-@pytest.fixture(scope="module")
-def originals(tmp_path_factory):
-    """A run folder and a finished comparison, made once; each test damages a copy."""
-    root = tmp_path_factory.mktemp("originals")
-    from ampgan.cli import main
-
-    def call(*args):
-        try:
-            main(list(args))
-        except SystemExit as exit_:
-            assert exit_.code in (0, None)
-
-    call("train", *TINY, "--steps", "4", "--set", "logging.log_every=2", "--out", str(root / "run"))
-    call(
-        "compare",
-        "--dataset",
-        "synthetic",
-        "--width",
-        "8",
-        "--set",
-        "model.z_dim=16",
-        "--batch-size",
-        "8",
-        "--steps",
-        "4",
-        "--precisions",
-        "fp32,bf16",
-        "--seeds",
-        "1",
-        "--set",
-        "compare.eval_points=2",
-        "--set",
-        "compare.eval_samples=20",
-        "--set",
-        "compare.bench_batch_sizes=8",
-        "--set",
-        "compare.bench_seconds=0.2",
-        "--no-channels-last",
-        "--no-compile",
-        "--device",
-        "cpu",
-        "--quiet",
-        "--set",
-        "logging.log_every=2",
-        "--out",
-        str(root / "study"),
-    )
-    return root
+# originals: a run folder and a finished comparison, made once per session (conftest.py).
 
 
 def _json_damage(path, damage, wrong_type, missing):

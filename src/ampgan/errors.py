@@ -19,9 +19,35 @@ class AmpganWarning(UserWarning):
 
 
 def one_line(text: object) -> str:
-    """`text` as one printable line: control characters (a newline in a file's name, an escape sequence)
-    are shown escaped, so no name inside a message can start a line of its own or forge one."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
+    """`text` as one printable line: control characters (a newline in a file's name, an escape sequence, C1
+    controls, bidirectional overrides) are shown escaped, so no name inside a message can start a line of
+    its own, forge one or move the terminal's cursor. A byte that was not UTF-8 in a file name (Python's
+    surrogateescape, U+DC80-U+DCFF) is shown as the byte it was, `\\xff`, instead of failing to print."""
+    return "".join(c if c.isprintable() else _escaped(c) for c in str(text))
+
+
+def _escaped(character: str) -> str:
+    if "\udc80" <= character <= "\udcff":
+        return f"\\x{ord(character) - 0xDC00:02x}"
+    return repr(character)[1:-1]
+
+
+def say(*lines: object, err: bool = False) -> None:
+    """Print each of `lines` as one line, escaped by `one_line`: the one way ampgan prints to a terminal
+    (tests/test_printed_lines.py holds src/ to it). A caller with a block of text passes its lines
+    (`say(*text.splitlines())`); a name inside a line can then never start a line of its own."""
+    import click
+
+    for line in lines:
+        click.echo(one_line(line), err=err)
+
+
+def say_json(document: object, indent: int | None = None) -> None:
+    """`document` as JSON on stdout, through `say`. json.dumps escapes every control character but DEL,
+    which `say` would show as `\\x7f` (not JSON): it is escaped the JSON way first, so the output parses."""
+    import json
+
+    say(*json.dumps(document, indent=indent).replace("\x7f", "\\u007f").splitlines())
 
 
 def warn(message: str) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ampgan.errors import AmpganError
+from ampgan.errors import AmpganError, one_line
 from ampgan.files.atomic import write_atomically, write_json_atomically
 from ampgan.files.jsonfile import read_json
 from ampgan.files.schema import check_shape
@@ -518,4 +518,4 @@ def table(results: dict) -> str:
     if processes > 1:
         lines.append(f"{processes} processes: batch is per process, img/s is for all of them")
     lines.append(stamp_text(results))
-    return "\n".join(lines)
+    return "\n".join(map(one_line, lines))  # a name holding a newline stays inside its row

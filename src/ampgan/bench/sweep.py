@@ -18,10 +18,10 @@ from ampgan.bench.harness import BenchSpec, run_bench
 from ampgan.bench.output import load_results, write_results
 from ampgan.config import parse_set
 from ampgan.data import load_dataset
-from ampgan.errors import AmpganError, ConfigError
+from ampgan.errors import AmpganError, ConfigError, one_line
 from ampgan.files.atomic import write_json_atomically
 from ampgan.files.jsonfile import read_json
-from ampgan.files.paths import inside
+from ampgan.files.paths import file_in, inside
 from ampgan.files.schema import RelativePath, check_shape
 from ampgan.plotting import pyplot, save_figure
 from ampgan.precisions import BASELINE, in_order
@@ -132,7 +132,7 @@ _SWEEP_SHAPE = {
 def read_sweep(out: Path, spec: BenchSpec, axes: dict[str, list]) -> dict:
     """The sweep.json of an interrupted sweep in `out`, checked: its shape, and that it is this sweep (the
     same settings and axes); one error line otherwise."""
-    path = Path(out) / "sweep.json"
+    path = file_in(out, "sweep.json")
     fix = "run this sweep in a new --out (or add --overwrite to replace that one)"
     document = read_json(path, missing=f"{out} holds no sweep.json: {fix}", damaged=f"{path} is damaged: {fix}")
     check_shape(document, _SWEEP_SHAPE, str(path), fix)
@@ -253,7 +253,7 @@ def sweep_table(document: dict, out: Path) -> str:
             lines.append(f"{row['label']:<32}" + "".join(texts))
         lines.append("")
     lines.append(sweep_footer(document, next((results for _, results in loaded if results), None)))
-    return "\n".join(lines)
+    return "\n".join(map(one_line, lines))  # a name holding a newline stays inside its row
 
 
 def draw_maps(document: dict, out: Path) -> list[Path]:

@@ -11,9 +11,10 @@ import warnings
 
 import click
 
-from ampgan.errors import AmpganError, AmpganWarning, ConfigError, one_line
+from ampgan.errors import AmpganError, AmpganWarning, ConfigError, say
 from ampgan.training.distributed import lost_contact_with_ranks, shutdown, world
 from ampgan.training.interruption import Interrupted
+from ampgan.training.launcher import finished_command
 
 EXIT_USAGE = 2
 
@@ -45,13 +46,14 @@ def main(argv: list[str] | None = None) -> None:
             _dispatch(argv)
         finally:
             shutdown()
+    finished_command()  # under --nproc: this rank's receipt that ampgan's command ran to its end
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
     if issubclass(category, AmpganWarning):
-        click.echo(f"warning: {one_line(message)}", err=True)
+        say(f"warning: {message}", err=True)
     else:
-        click.echo(warnings.formatwarning(message, category, filename, lineno, line).rstrip(), err=True)
+        say(*warnings.formatwarning(message, category, filename, lineno, line).rstrip().splitlines(), err=True)
 
 
 def _rank_prefix() -> str:
@@ -85,38 +87,38 @@ def _dispatch(argv: list[str]) -> None:
         # obj: the command line as given, for `--nproc N` to relaunch the same command.
         cli.main(args=argv, prog_name="ampgan", standalone_mode=False, obj={"argv": argv})
     except click.exceptions.Abort:
-        click.echo("aborted", err=True)
+        say("aborted", err=True)
         sys.exit(130)
     except click.UsageError as error:
         name = error.ctx.command.name if error.ctx and error.ctx.command else "cli"
         hint = f" (see 'ampgan {name} --help')" if name != "cli" else " (see 'ampgan --help')"
-        click.echo(f"error: {one_line(_usage_message(error))}{hint}", err=True)
+        say(f"error: {_usage_message(error)}{hint}", err=True)
         sys.exit(EXIT_USAGE)
     except click.ClickException as error:
-        click.echo(f"error: {one_line(error.format_message())}", err=True)
+        say(f"error: {error.format_message()}", err=True)
         sys.exit(error.exit_code)
     except Interrupted as stop:
-        click.echo(f"stopped{_rank_prefix()}: {one_line(stop)}", err=True)
+        say(f"stopped{_rank_prefix()}: {stop}", err=True)
         sys.exit(stop.exit_code)
     except KeyboardInterrupt:
         # Ctrl-C where no stage was listening for it (loading data, say): nothing was being saved.
-        click.echo(f"stopped{_rank_prefix()}: SIGINT received before any work was saved", err=True)
+        say(f"stopped{_rank_prefix()}: SIGINT received before any work was saved", err=True)
         sys.exit(130)
     except ConfigError as error:
         from ampgan.cli.options import flag_of
 
         flag = flag_of(error.field)
         named = f"{error.field} ({flag})" if flag else error.field
-        click.echo(f"error{_rank_prefix()}: {one_line(f'{named} {error.problem}')}", err=True)
+        say(f"error{_rank_prefix()}: {named} {error.problem}", err=True)
         sys.exit(EXIT_USAGE)
     except AmpganError as error:
-        click.echo(f"error{_rank_prefix()}: {one_line(error)}", err=True)
+        say(f"error{_rank_prefix()}: {error}", err=True)
         sys.exit(getattr(error, "exit_code", EXIT_USAGE))
     except RuntimeError as error:
         reason = lost_contact_with_ranks(error)
         if reason is None:
             raise  # a bug: its traceback is what a developer needs
-        click.echo(
+        say(
             f"error{_rank_prefix()}: lost contact with another rank ({reason}); the launcher's line "
             "below names the rank that failed",
             err=True,

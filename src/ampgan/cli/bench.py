@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
@@ -23,6 +22,7 @@ from ampgan.cli.options import (
     spec_option_flags,
     spec_values,
 )
+from ampgan.errors import say, say_json
 from ampgan.precisions import NAMES as PRECISION_NAMES
 from ampgan.training.distributed import join_process_group, world
 from ampgan.training.precision import resolve_device
@@ -70,8 +70,8 @@ def command(ctx: click.Context, **options) -> None:
     if options["from_"]:
         results = load_results(options["from_"])
         out = options["out"] or Path(options["from_"]).parent
-        click.echo(render(results, out))
-        click.echo(f"figures and results.csv re-drawn in {out}")
+        say(*render(results, out).splitlines())
+        say(f"figures and results.csv re-drawn in {out}")
         return
     # Synthetic data by default, so data never limits the step.
     base = config_from_cli(ctx, config_sets(options, ("bench",)), defaults={"data.dataset": "synthetic"})
@@ -92,11 +92,11 @@ def command(ctx: click.Context, **options) -> None:
     if results is None:  # a rank other than 0
         return
     if options["as_json"]:  # bench_to_folder drew the figures and results.csv either way
-        click.echo(json.dumps(bench_summary(results, out)))
+        say_json(bench_summary(results, out))
     else:
-        click.echo(table(results))
-        click.echo(f"results: {out / 'results.json'}")
-    click.echo(time_spent_text(results, time.perf_counter() - STARTED_AT), err=True)
+        say(*table(results).splitlines())
+        say(f"results: {out / 'results.json'}")
+    say(time_spent_text(results, time.perf_counter() - STARTED_AT), err=True)
     _raise_if_stopped(results, f"what finished is in {out / 'results.json'}, marked incomplete")
 
 
@@ -110,7 +110,7 @@ def _sweep(spec, options: dict, out: Path, device) -> None:
         from ampgan.bench.sweep import read_sweep
 
         previous = read_sweep(out, spec, axes)
-        click.echo(f"continuing the sweep in {out}", err=True)
+        say(f"continuing the sweep in {out}", err=True)
     with (
         reopened_on_main_rank(out)
         if previous is not None
@@ -121,12 +121,10 @@ def _sweep(spec, options: dict, out: Path, device) -> None:
             return
         maps = draw_maps(document, out)
     if options["as_json"]:
-        click.echo(
-            json.dumps({"sweep": str(out / "sweep.json"), "cells": document["cells"], "maps": [str(p) for p in maps]})
-        )
+        say_json({"sweep": str(out / "sweep.json"), "cells": document["cells"], "maps": [str(p) for p in maps]})
     else:
-        click.echo(sweep_table(document, out))
-        click.echo(
+        say(*sweep_table(document, out).splitlines())
+        say(
             f"sweep: {out / 'sweep.json'}; maps: "
             f"{', '.join(p.name for p in maps) or 'none (no mixed precision measured)'}"
         )
@@ -159,7 +157,7 @@ def _raise_if_stopped(document: dict, kept: str) -> None:
 
 def _progress(line: str) -> None:
     if world().is_main:
-        click.echo(line, err=True)
+        say(line, err=True)
 
 
 def _report_config(result) -> None:
@@ -168,6 +166,6 @@ def _report_config(result) -> None:
         return
     if result.samples_s:
         median = sorted(result.samples_s)[len(result.samples_s) // 2]
-        click.echo(f"  batch {result.batch_size:>5} {result.precision:>5}: {median * 1e3:9.2f} ms/step", err=True)
+        say(f"  batch {result.batch_size:>5} {result.precision:>5}: {median * 1e3:9.2f} ms/step", err=True)
     else:
-        click.echo(f"  batch {result.batch_size:>5} {result.precision:>5}: {result.status} ({result.reason})", err=True)
+        say(f"  batch {result.batch_size:>5} {result.precision:>5}: {result.status} ({result.reason})", err=True)

@@ -18,7 +18,7 @@ from ampgan.cli.options import (
     spec_option_flags,
     spec_values,
 )
-from ampgan.errors import AmpganError
+from ampgan.errors import AmpganError, say, say_json
 from ampgan.study.spec import CompareSpec, compare_base
 
 
@@ -62,7 +62,7 @@ def command(ctx: click.Context, **options) -> None:
         )
         progress = load_progress(resume)
         try:
-            spec = CompareSpec.from_document(progress.spec)
+            spec = CompareSpec.from_document(progress.spec, resume, progress.path)
         except (AmpganError, KeyError, TypeError, ValueError) as error:
             raise AmpganError(
                 f"{progress.path} is damaged or foreign (its spec: {error}): start the study again with --overwrite"
@@ -101,16 +101,14 @@ def _study(spec, out: Path, options: dict, reopen: bool) -> None:
         overwrite=options["overwrite"],
         reopen=reopen,
         show_progress=not options["quiet"],
-        log=lambda line: click.echo(line, err=True),
+        log=lambda line: say(line, err=True),
         with_doctor=options["with_doctor"],
     )
     if options.get("as_json"):
-        import json
-
         from ampgan.study.answer import study_of
 
-        click.echo(json.dumps(study_of(document, out, html_path).to_dict()))
+        say_json(study_of(document, out, html_path).to_dict())
         return
     for line in document.verdict:
-        click.echo(line)
-    click.echo(f"report: {html_path} (and {md_path.name})")
+        say(line)
+    say(f"report: {html_path} (and {md_path.name})")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from ampgan.config.flags import flag_for_path, spec_default, spec_options
+from ampgan.errors import say
 
 
 def setting_rows() -> list[tuple[str, str, str, str]]:
@@ -50,10 +51,10 @@ def command(list_: bool, markdown: bool) -> None:
     Model options are set as --set model.OPTION=VALUE (a model's function lists its own)."""
     rows = setting_rows()
     if markdown:
-        click.echo("| setting (`--set`) | default | flag | what |\n|---|---|---|---|")
+        say("| setting (`--set`) | default | flag | what |", "|---|---|---|---|")
         for path, default, flag, text in rows:
-            click.echo(f"| `{path}` | {default} | {f'`{flag}`' if flag else ''} | {text.replace('|', '/')} |")
+            say(f"| `{path}` | {default} | {f'`{flag}`' if flag else ''} | {text.replace('|', '/')} |")
         return
     width = max(len(path) for path, *_ in rows)
     for path, default, flag, text in rows:
-        click.echo(f"{path:<{width}}  {default:<14} {flag:<16} {text}")
+        say(f"{path:<{width}}  {default:<14} {flag:<16} {text}")

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from ampgan.cli.options import PositiveNumber
-from ampgan.errors import AmpganError
+from ampgan.errors import AmpganError, say
 
 
 @click.command("cost")
@@ -75,10 +75,10 @@ def command(
         else (None, None)
     )
     if list_instances:
-        click.echo(f"catalog: {source}")
+        say(f"catalog: {source}")
         for item in catalog:
             checked = "" if item.verified else "  (unverified)"
-            click.echo(
+            say(
                 f"{item.label:<28} {item.hardware:<10} x{max(1, item.gpu_count)} {item.price_per_hour:>9.4f} "
                 f"{item.currency}/h  {item.region:<12} {item.date}  {item.source}{checked}"
             )
@@ -110,13 +110,13 @@ def command(
         from ampgan.runs.claim import claimed_folder
 
         with claimed_folder(out, overwrite, "cost", unfinished=lambda folder: not (folder / "fig3_cost.png").is_file()):
-            click.echo(write_cost(document, out))
-        click.echo(f"cost: {out / 'cost.json'}")
+            say(*write_cost(document, out).splitlines())
+        say(f"cost: {out / 'cost.json'}")
         return
     target = Path(results[0]).parent
     _refuse_foreign_cost_files(target)
-    click.echo(write_cost(document, target))
-    click.echo(f"cost: {target / 'cost.json'}")
+    say(*write_cost(document, target).splitlines())
+    say(f"cost: {target / 'cost.json'}")
 
 
 def _refuse_foreign_cost_files(folder: Path) -> None:
@@ -155,10 +155,10 @@ def _projected_onto(chosen, documents, device, paths):
         )
     launch = launch_assumption(measure_dispatch_seconds(), device)
     projected = [
-        as_bench_document(d, op_tables_of(d, Path(p), log=lambda line: click.echo(line, err=True)), gpu, launch)
+        as_bench_document(d, op_tables_of(d, Path(p), log=lambda line: say(line, err=True)), gpu, launch)
         for d, p in zip(documents, paths)
     ]
-    click.echo(
+    say(
         f"{chosen.label} runs on {gpu.key}, not on {device}: costing PROJECTED times (kernel model), not measured ones",
         err=True,
     )

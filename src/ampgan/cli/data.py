@@ -8,6 +8,7 @@ import click
 
 from ampgan.cli.options import WholeNumber, compose, shown_config_flags
 from ampgan.data import DataConfig, ImageDataset, load_dataset
+from ampgan.errors import one_line, say
 
 _options = compose(
     click.argument("dataset"),
@@ -41,26 +42,25 @@ def info(**options) -> None:
     """Classes, counts, image size, source and checksum state."""
     dataset = _load(options)
     source = dataset.source
-    click.echo(
+    say(
         f"{options['dataset']} ({options['split']}): {len(dataset)} images, "
         f"{dataset.channels}x{dataset.image_size}x{dataset.image_size} uint8, "
         f"{dataset.images.numel() / 2**20:.1f} MiB in memory"
     )
-    width = max(len(name) for name in dataset.class_names)
-    for name, count in zip(dataset.class_names, dataset.counts_per_class()):
-        click.echo(f"  {name:<{width}}  {count:>7}")
-    click.echo(f"source: {source.get('origin', source.get('generator', source.get('name')))}")
+    names = [one_line(name) for name in dataset.class_names]  # escaped first: the column fits what is shown
+    width = max(len(name) for name in names)
+    for name, count in zip(names, dataset.counts_per_class()):
+        say(f"  {name:<{width}}  {count:>7}")
+    say(f"source: {source.get('origin', source.get('generator', source.get('name')))}")
     if "md5" in source:
-        click.echo(f"checksums: MD5 of {len(source['md5'])} files verified against the published values")
+        say(f"checksums: MD5 of {len(source['md5'])} files verified against the published values")
     elif "manifest" in source:
-        click.echo(f"checksums: SHA-256 of {len(source['sha256'])} files match the manifest {source['manifest']}")
+        say(f"checksums: SHA-256 of {len(source['sha256'])} files match the manifest {source['manifest']}")
     elif isinstance(source.get("sha256"), dict):
-        click.echo(
-            f"checksums: SHA-256 recorded for {', '.join(source['sha256'])} (no published values to check against)"
-        )
+        say(f"checksums: SHA-256 recorded for {', '.join(source['sha256'])} (no published values to check against)")
     if "cache" in source:
-        click.echo(f"cache: {source['cache']} ({'hit' if source.get('cache_hit') else 'written'})")
-    click.echo(f"content SHA-256: {dataset.content_sha256()}")
+        say(f"cache: {source['cache']} ({'hit' if source.get('cache_hit') else 'written'})")
+    say(f"content SHA-256: {dataset.content_sha256()}")
 
 
 @command.command("grid")
@@ -77,4 +77,4 @@ def grid(out, overwrite, per_class, **options) -> None:
     out = output_file(out, (".png",), overwrite)  # checked before the data is read; never replaced by surprise
     dataset = _load(options)
     save_png(class_rows_grid(dataset, per_class, options["seed"] or 0), out)
-    click.echo(f"wrote {out}: {dataset.num_classes} classes x {per_class} images ({', '.join(dataset.class_names)})")
+    say(f"wrote {out}: {dataset.num_classes} classes x {per_class} images ({', '.join(dataset.class_names)})")

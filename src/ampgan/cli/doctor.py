@@ -17,7 +17,7 @@ from ampgan.cli.options import (
     given_changes,
     out_options,
 )
-from ampgan.errors import AmpganError, AmpganWarning
+from ampgan.errors import AmpganError, AmpganWarning, say
 
 _RUN_CHANGES = {"budget.batch_size", "compute.device", "seed"}
 
@@ -70,7 +70,7 @@ def command(ctx: click.Context, **options) -> None:
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", AmpganWarning)
-        findings = check_before_training(config, log=click.echo)  # what cannot work stops here, exit 2
+        findings = check_before_training(config, log=say)  # what cannot work stops here, exit 2
     with claimed_folder(out, options["overwrite"], "doctor"), warnings.catch_warnings():
         warnings.simplefilter("ignore", AmpganWarning)  # fp16-on-CPU speed is part of the report itself
         report = diagnose_gan(config, options["record_steps"], fp16_steps, options["run_dir"])
@@ -78,9 +78,9 @@ def command(ctx: click.Context, **options) -> None:
         report["summary_lines"] = [f"preflight: {f.line()}" for f in findings] + report["summary_lines"]
         write_doctor(report, out)
     for line in report["summary_lines"]:
-        click.echo(f"- {line}")
-    click.echo(
+        say(f"- {line}")
+    say(
         f"{report['environment']['hardware_summary']} | model {config.model.name} | batch "
         f"{config.budget.batch_size} | torch {report['environment']['versions']['torch']}"
     )
-    click.echo(f"doctor: {out / 'doctor.json'} (figures doctor_gradients.png, doctor_layers.png)")
+    say(f"doctor: {out / 'doctor.json'} (figures doctor_gradients.png, doctor_layers.png)")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from ampgan.cli.options import DATA_FLAGS, MODEL_FLAGS, config_flags, config_from_cli
+from ampgan.errors import say
 
 
 @click.command("preflight")
@@ -18,8 +19,8 @@ def command(ctx: click.Context, **options) -> None:
     from ampgan.doctor.preflight import check_before_training
 
     config = config_from_cli(ctx, options)
-    findings = check_before_training(config, log=click.echo)
-    click.echo(
+    findings = check_before_training(config, log=say)
+    say(
         f"preflight: model {config.model.name}: "
         + (f"{len(findings)} warning(s), nothing that stops training" if findings else "nothing found")
     )

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
 
 from ampgan.cli.options import spec_option_flags, trust_model_option
-from ampgan.errors import AmpganError
+from ampgan.errors import AmpganError, say, say_json
 from ampgan.projection.from_results import ProjectSpec, project_results
 
 
@@ -42,14 +41,12 @@ def command(results, kernels, devices, batch_sizes, prices, out, overwrite, as_j
         _project_kernels(kernels, devices, out, overwrite, as_json)
         return
     spec = ProjectSpec(devices=devices, batch_sizes=batch_sizes, prices=prices)
-    projection, target, text = project_results(
-        results, spec, out, overwrite, log=lambda line: click.echo(line, err=True)
-    )
+    projection, target, text = project_results(results, spec, out, overwrite, log=lambda line: say(line, err=True))
     if as_json:
-        click.echo(json.dumps({"projection": str(target / "projection.json"), "rows": projection["rows"]}))
+        say_json({"projection": str(target / "projection.json"), "rows": projection["rows"]})
     else:
-        click.echo(text)
-        click.echo(f"projection: {target / 'projection.json'} (PROJECTED, not measured)")
+        say(*text.splitlines())
+        say(f"projection: {target / 'projection.json'} (PROJECTED, not measured)")
 
 
 def _project_kernels(path: Path, devices: str | None, out: Path | None, overwrite: bool, as_json: bool) -> None:
@@ -67,9 +64,9 @@ def _project_kernels(path: Path, devices: str | None, out: Path | None, overwrit
     ):
         written = write_kernel_projection(rows, target)
     if as_json:
-        click.echo(json.dumps({"kernels": str(written), "rows": rows}))
+        say_json({"kernels": str(written), "rows": rows})
     else:
-        click.echo(
+        say(
             f"{len(table)} kernels x {len(gpus)} GPUs: {written} (PROJECTED by the kernel model, not measured; "
             "its error: docs/projection.md)"
         )

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from ampgan.cli.options import WholeNumber, seed_option, trust_model_option
-from ampgan.errors import AmpganError
+from ampgan.errors import AmpganError, say
 
 
 @click.command("evaluate")
@@ -30,13 +30,13 @@ def evaluate(run_dirs, samples, seed, evaluator_cache) -> None:
     results = evaluate_runs(list(run_dirs), samples, seed, evaluator_cache)
     shown = table_metrics(conditional=any("evaluator_accuracy" in item.quality for item in results))
     width = {m.key: max(9, len(m.label)) for m in shown}
-    click.echo(f"{'run':<40} {'precision':>9} {'step':>7} " + " ".join(f"{m.label:>{width[m.key]}}" for m in shown))
+    say(f"{'run':<40} {'precision':>9} {'step':>7} " + " ".join(f"{m.label:>{width[m.key]}}" for m in shown))
     for item in results:
         values = " ".join(f"{format_value(m, item.quality.get(m.key)):>{width[m.key]}}" for m in shown)
-        click.echo(f"{str(item.run_dir)[-40:]:<40} {item.precision:>9} {item.step:>7} {values}")
-    click.echo(f"{samples} samples each | evaluator held-out accuracy {results[0].evaluator.held_out_accuracy:.3f}")
+        say(f"{str(item.run_dir)[-40:]:<40} {item.precision:>9} {item.step:>7} {values}")
+    say(f"{samples} samples each | evaluator held-out accuracy {results[0].evaluator.held_out_accuracy:.3f}")
     for weights in sorted({item.sampled_from for item in results}):
-        click.echo(f"sampled from {weights}")
+        say(f"sampled from {weights}")
 
 
 @click.command("generate")
@@ -77,7 +77,7 @@ def generate(run_dir, class_, n, seed, out, format_, overwrite) -> None:
                 f"model {run.gan.name} of {run_dir} is unconditional: it draws no class; leave out --class"
             )
         write_class_samples(class_samples(run, 0, n, seed), -1, "", out)
-        click.echo(f"wrote {out}: {n} samples from step {run.step} of {run_dir} ({run.gan.sampling_weights})")
+        say(f"wrote {out}: {n} samples from step {run.step} of {run_dir} ({run.gan.sampling_weights})")
         return
     if class_ is None:
         raise AmpganError(
@@ -86,7 +86,7 @@ def generate(run_dir, class_, n, seed, out, format_, overwrite) -> None:
         )
     label = class_index(run.class_names, class_)
     write_class_samples(class_samples(run, label, n, seed), label, run.class_names[label], out)
-    click.echo(
+    say(
         f"wrote {out}: {n} samples of class {run.class_names[label]!r} from step {run.step} of {run_dir} "
         f"({run.gan.sampling_weights})"
     )
@@ -99,7 +99,7 @@ def report(out_dir) -> None:
     from ampgan.study.report import render_report
 
     md_path, html_path = render_report(out_dir)
-    click.echo(f"report: {html_path} (and {md_path.name})")
+    say(f"report: {html_path} (and {md_path.name})")
 
 
 commands = (evaluate, generate, report)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -11,7 +10,7 @@ import click
 from ampgan.cli.options import WholeNumber, compose, config_flags, config_from_cli, default_out, given_changes
 from ampgan.config import TrainConfig
 from ampgan.config.flags import FLAGS
-from ampgan.errors import AmpganError
+from ampgan.errors import AmpganError, say, say_json
 from ampgan.speed.planned_run import train_planned
 from ampgan.training.distributed import join_process_group, world
 from ampgan.training.loop import DEFAULT_STEPS
@@ -96,18 +95,18 @@ def command(ctx: click.Context, **options) -> None:
 
 def _log(quiet: bool):
     """Where the speed decisions say what they measured: stderr, or nowhere with --quiet."""
-    return (lambda line: None) if quiet else (lambda line: click.echo(line, err=True))
+    return (lambda line: None) if quiet else (lambda line: say(line, err=True))
 
 
 def _report(result, resumed_from: Path | None) -> None:
     last = result.last_record
     losses = f"D loss {last['loss_d']:.3f}, G loss {last['loss_g']:.3f}" if "loss_d" in last else "no step logged"
-    click.echo(
+    say(
         f"trained {result.steps} steps in {result.train_seconds:.1f} s "
         f"({last.get('images_per_second', 0):.0f} img/s); {losses} | {result.stamp}"
     )
     resumed = f" (resumed from {resumed_from.name})" if resumed_from is not None else ""
-    click.echo(f"run folder: {result.run_dir}{resumed}")
+    say(f"run folder: {result.run_dir}{resumed}")
 
 
 def _print_dry_run(config: TrainConfig, out: Path, resume_dir: Path | None, device) -> None:
@@ -118,23 +117,21 @@ def _print_dry_run(config: TrainConfig, out: Path, resume_dir: Path | None, devi
     if not config.budget_is_set:
         resolved["budget"]["steps"] = DEFAULT_STEPS
     dataset = prepared.dataset
-    click.echo(
-        json.dumps(
-            {
-                "config": resolved,
-                "precision": prepared.policy.describe(),
-                "device": str(prepared.policy.device),
-                "model": {"name": prepared.model.name, "fingerprint": prepared.fingerprint},
-                "dataset": {
-                    "images": len(dataset),
-                    "classes": list(dataset.class_names),
-                    "image_shape": [dataset.channels, dataset.image_size, dataset.image_size],
-                },
-                "out": str(out),
-                "resume": str(resume_dir) if resume_dir else None,
+    say_json(
+        {
+            "config": resolved,
+            "precision": prepared.policy.describe(),
+            "device": str(prepared.policy.device),
+            "model": {"name": prepared.model.name, "fingerprint": prepared.fingerprint},
+            "dataset": {
+                "images": len(dataset),
+                "classes": list(dataset.class_names),
+                "image_shape": [dataset.channels, dataset.image_size, dataset.image_size],
             },
-            indent=2,
-        )
+            "out": str(out),
+            "resume": str(resume_dir) if resume_dir else None,
+        },
+        indent=2,
     )
 
 

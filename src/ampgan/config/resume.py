@@ -1,6 +1,9 @@
-"""What a resumed run may change: how long it runs and what it writes, never what it computes."""
+"""What a resumed run may change: how long it runs and what it writes, never what it computes; and what a
+config read back from a document may make ampgan do."""
 
 from __future__ import annotations
+
+from ampgan.config.tree import TrainConfig
 
 # Paths, or whole sections ending in ".*". Anything else would make the resumed run a different experiment.
 SAFE_TO_CHANGE_ON_RESUME = frozenset(
@@ -18,3 +21,16 @@ SAFE_TO_CHANGE_ON_RESUME = frozenset(
 def safe_to_change(path: str) -> bool:
     section = path.partition(".")[0]
     return path in SAFE_TO_CHANGE_ON_RESUME or f"{section}.*" in SAFE_TO_CHANGE_ON_RESUME
+
+
+# The switches by which a config makes ampgan write where its data lives: a download into data.data_dir, the
+# folder dataset's cache beside its images. A document (a run's config.json, a study's spec) names where data
+# is read; it never makes ampgan write there: in a config read from one they are off, and the command that
+# reads it may turn them on again (--download, --cache: both are safe to change on resume).
+WRITES_WHERE_DATA_LIVES = ("data.download", "data.cache")
+
+
+def config_from_document(tree: object) -> TrainConfig:
+    """The TrainConfig a document records, with WRITES_WHERE_DATA_LIVES off."""
+    config = TrainConfig.from_dict(tree)
+    return config.with_fields({path: False for path in WRITES_WHERE_DATA_LIVES if config.get(path)})

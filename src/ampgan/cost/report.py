@@ -10,7 +10,7 @@ from pathlib import Path
 from ampgan.bench.output import load_results
 from ampgan.cost.arithmetic import cheapest_per_sample, cost_of_batches, cost_of_samples, saving
 from ampgan.cost.catalog import Instance, staleness_warning
-from ampgan.errors import AmpganError
+from ampgan.errors import AmpganError, one_line
 from ampgan.files.atomic import write_atomically, write_json_atomically
 from ampgan.plotting import precision_colour, pyplot, save_figure
 from ampgan.precisions import BASELINE, in_order
@@ -207,7 +207,7 @@ def cost_table(document: dict) -> str:
     lines.append(
         f"measured on {document['measured_on']} | torch {document['environment'].get('versions', {}).get('torch', '?')}"
     )
-    return "\n".join(lines)
+    return "\n".join(map(one_line, lines))  # a name holding a newline stays inside its row
 
 
 def _figure(document: dict, path: Path) -> None:

@@ -26,6 +26,7 @@ from PIL import Image, UnidentifiedImageError
 from ampgan.data.dataset import ImageDataset
 from ampgan.errors import AmpganError, one_line, warn
 from ampgan.files.atomic import write_atomically
+from ampgan.files.paths import leads_out
 
 IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff"}
 DEFAULT_SIZE = 32
@@ -43,9 +44,9 @@ def _class_folders(root: Path) -> list[Path]:
 
 
 def _refuse_links_that_leave(path: Path, root: Path) -> None:
-    """A dataset is what lies inside its folder: a symbolic link that leads out of it (a linked
-    directory would silently become a class) is refused rather than followed."""
-    if path.is_symlink() and not path.resolve().is_relative_to(root.resolve()):
+    """A dataset is what lies inside its folder: a symbolic link that leads out of it (a linked image, a
+    linked class folder or subfolder, a `../` link) is refused rather than followed (files/paths.py)."""
+    if leads_out(root, path):
         raise AmpganError(
             f"{path} is a link to {path.resolve()}, outside the dataset folder {root}: copy the "
             "images in, or remove the link"
@@ -100,7 +101,9 @@ def _fingerprint(files: list[Path], size: int, channels: int) -> str:
     digest = hashlib.sha256(f"{size}:{channels}".encode())
     for path in files:
         stat = path.stat()
-        digest.update(f"{path.parent.name}/{path.name}:{stat.st_size}:{stat.st_mtime_ns}".encode())
+        # A name that is not UTF-8 (surrogate-escaped by Python) hashes as the bytes it is.
+        name = f"{path.parent.name}/{path.name}:{stat.st_size}:{stat.st_mtime_ns}"
+        digest.update(name.encode("utf-8", "surrogateescape"))
     return digest.hexdigest()
 
 
@@ -166,7 +169,8 @@ def load_folder(
     counts = [len(files) for files in files_per_class]
     cache_path = root / f".ampgan-cache-{size}px-{channels}ch.npz"
     source = {"name": "folder", "origin": str(root), "files": len(all_files), "fingerprint": fingerprint}
-    if cache and cache_path.is_file():
+    # A cache that is a link leading out is not read: it is replaced by a file of this folder's own.
+    if cache and cache_path.is_file() and not leads_out(root, cache_path):
         cached = _read_cache(cache_path, fingerprint, class_names, counts, (channels, size, size))
         if cached is not None:
             images, labels = cached

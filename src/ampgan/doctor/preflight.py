@@ -21,7 +21,7 @@ from torch.overrides import TorchFunctionMode
 
 from ampgan.config import TrainConfig
 from ampgan.data.batches import BatchStream
-from ampgan.errors import AmpganError
+from ampgan.errors import AmpganError, say
 from ampgan.gan.context import LossContext, draw_inputs
 from ampgan.precisions import BF16, FP16, FP32
 from ampgan.training.precision import build_policy
@@ -559,7 +559,7 @@ def _loss_terms(state, policy, batch, ops) -> tuple[dict[str, float], dict[str, 
     return values, notes
 
 
-def check_before_training(config: TrainConfig, dataset=None, log=print) -> list[Finding]:
+def check_before_training(config: TrainConfig, dataset=None, log=say) -> list[Finding]:
     """Preflight as a gate: every finding logged as one line; stops (AmpganError, exit 2) on an error."""
     findings = preflight(config, dataset)
     for finding in findings:

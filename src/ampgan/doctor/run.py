@@ -24,6 +24,7 @@ from ampgan.doctor.recorder import (
     summarize_layers,
 )
 from ampgan.files.atomic import write_json_atomically
+from ampgan.files.paths import file_in
 from ampgan.gan.alignment import misaligned_layers
 from ampgan.plotting import pyplot, save_figure
 from ampgan.system.environment import environment_stamp
@@ -115,7 +116,7 @@ def _dynamic_fp16_run(config, prepared, steps: int, run_dir: Path | None) -> dic
 
         scales = [
             m["loss_scale_d"]
-            for m in read_metrics(Path(run_dir) / "metrics.jsonl")
+            for m in read_metrics(file_in(run_dir, "metrics.jsonl"))
             if isinstance(m.get("loss_scale_d"), (int, float))
         ]
         return loss_scale_history(scales) | {"source": f"{run_dir}/metrics.jsonl", "steps": len(scales)}

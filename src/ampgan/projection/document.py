@@ -13,7 +13,7 @@ import math
 from ampgan.bench.ops import OpTable
 from ampgan.cost.arithmetic import cost_of_batches
 from ampgan.cost.catalog import Instance, cheapest_instance
-from ampgan.errors import AmpganError
+from ampgan.errors import AmpganError, one_line
 from ampgan.precisions import BASELINE, FP16, FP32, MIXED, NAMES, TF32, in_order
 from ampgan.precisions import precision as precision_mode
 from ampgan.projection.assumptions import all_assumptions, host_seconds_per_op
@@ -515,7 +515,7 @@ def table_text(document: dict) -> str:
     lines += ["", "Assumptions:"] + [
         f"- {a['name']}: {a['low']:g}-{a['high']:g} {a['unit']} ({a['source']})" for a in document["assumptions"]
     ]
-    return "\n".join(lines)
+    return "\n".join(map(one_line, lines))  # a name holding a newline stays inside its row
 
 
 def fastest_mixed(rows: list[dict], device: str, batch_size: int) -> tuple[dict, dict] | None:

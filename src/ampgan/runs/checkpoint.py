@@ -20,6 +20,7 @@ import torch
 
 from ampgan.errors import AmpganError, one_line
 from ampgan.files.atomic import write_atomically
+from ampgan.files.paths import file_in
 from ampgan.files.schema import check_shape
 
 FORMAT_VERSION = 2
@@ -62,10 +63,11 @@ def checkpoint_path(run_dir: Path, step: int) -> Path:
 
 def list_checkpoints(run_dir: Path) -> list[Path]:
     """Complete checkpoints of a run, oldest first (temporary files are never listed)."""
-    folder = Path(run_dir) / "checkpoints"
+    folder = file_in(run_dir, "checkpoints")  # a linked checkpoint folder or file leading out: refused
     if not folder.is_dir():
         return []
-    found = [(int(m.group(1)), p) for p in folder.iterdir() if (m := _NAME.match(p.name))]
+    named = [(m, p.name) for p in folder.iterdir() if (m := _NAME.match(p.name))]
+    found = [(int(m.group(1)), file_in(run_dir, "checkpoints", name)) for m, name in named]
     return [p for _, p in sorted(found)]
 
 

@@ -20,10 +20,14 @@ from ampgan.errors import AmpganError
 from ampgan.files.atomic import open_for_append, os_error_behind, write_atomically, write_json_atomically
 from ampgan.files.images import save_png
 from ampgan.files.jsonfile import read_json, read_jsonl
+from ampgan.files.paths import file_in
 from ampgan.files.schema import check_shape
 from ampgan.runs.checkpoint import checkpoint_path, list_checkpoints, prune_checkpoints, save_checkpoint
 from ampgan.runs.samples import fixed_noise, render_samples
 from ampgan.system.environment import environment_stamp, stamp_line
+
+# The subfolders a run writes into (and metrics.jsonl, appended to).
+WRITTEN_INTO = ("samples", "checkpoints", "tensorboard", "metrics.jsonl")
 
 # Of config.json; bumped when a run folder's layout changes. 2: the config tree and any GAN (1: ampgan 0.1's
 # flat config of the AC-GAN, still read: config/legacy.py).
@@ -49,6 +53,9 @@ class RunWriter:
         self.last_record: dict = {}
         self.last_logged_step = 0
         self.resumed = resumed_at is not None
+        if self.resumed:  # what it writes stays in its folder: a subfolder linked out is refused before any write
+            for name in WRITTEN_INTO:
+                file_in(self.run_dir, name)
         previous = read_run_config(self.run_dir) if self.resumed else {}
         # Every checkpoint carries the run's identity, so one copied in from another run is refused.
         self.run_id = previous.get("run_id") if isinstance(previous.get("run_id"), str) else uuid.uuid4().hex
@@ -57,7 +64,7 @@ class RunWriter:
             document["resumed"] = previous.get("resumed", []) + [
                 {"at_step": resumed_at, "date": self.environment["date"], "command": self.environment["command"]}
             ]
-            self.last_logged_step = truncate_metrics(self.run_dir / "metrics.jsonl", resumed_at)
+            self.last_logged_step = truncate_metrics(file_in(self.run_dir, "metrics.jsonl"), resumed_at)
         with self._stopping_cleanly_if_unwritable(self.run_dir / "config.json"):
             write_json_atomically(self.run_dir / "config.json", document)
         self._metrics = open_for_append(self.run_dir / "metrics.jsonl")
@@ -239,7 +246,7 @@ class NullWriter:
 
 def read_run_config(run_dir: Path) -> dict:
     """config.json of an existing run folder, checked for a format this ampgan understands."""
-    path = Path(run_dir) / "config.json"
+    path = file_in(run_dir, "config.json")
     document = read_json(
         path,
         missing=f"{run_dir} is not an ampgan run folder (no config.json)",

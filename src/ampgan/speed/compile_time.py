@@ -18,7 +18,8 @@ import sys
 import tempfile
 
 from ampgan.config import TrainConfig
-from ampgan.errors import AmpganError
+from ampgan.errors import AmpganError, say
+from ampgan.system.processes import python_command
 from ampgan.training.compile_cache import ENV, use_persistent_compile_cache
 
 PROBE_TIMEOUT_S = 900
@@ -45,7 +46,7 @@ def measure_warm_compile_s(config: TrainConfig, fix: str = "drop --compile") -> 
 def _probe(config: TrainConfig, cache_folder: str, fix: str = "drop --compile") -> dict:
     from ampgan.gan.registry import consent_environment
 
-    command = [sys.executable, "-m", "ampgan.speed.compile_time", json.dumps(config.to_dict())]
+    command = python_command("-m", "ampgan.speed.compile_time", json.dumps(config.to_dict()))
     try:
         # The probe builds the model this process was allowed to import, and no other (gan/registry.py).
         done = subprocess.run(
@@ -73,7 +74,7 @@ def _probe_main(config_json: str) -> None:
     timer = StepTimer(config, dataset, resolve_device(config.compute.device), data_parallel=False, across_ranks=False)
     first = timer()
     step = statistics.median(timer() for _ in range(3))
-    print(json.dumps({"first_step_s": first, "step_s": step}))
+    say(json.dumps({"first_step_s": first, "step_s": step}))
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ampgan.bench.output import speedup_estimate
+from ampgan.files.paths import file_in
 from ampgan.precisions import FP32
 from ampgan.study.document import RACED, CompareDocument
 
@@ -46,7 +47,7 @@ def study_of(document: CompareDocument, out_dir: Path, report: Path | None = Non
 
     runs = document.runs
     speedup = {}
-    bench = Path(out_dir) / "bench" / "results.json"
+    bench = file_in(out_dir, "bench", "results.json")
     if runs and bench.is_file():
         batch = document.spec.batch_size
         for pair in load_results(bench)["speedups"]:

@@ -30,7 +30,8 @@ import torch
 
 from ampgan.data import load_dataset
 from ampgan.doctor.preflight import check_before_training
-from ampgan.errors import AmpganError
+from ampgan.errors import AmpganError, say
+from ampgan.files.paths import file_in
 from ampgan.precisions import FP32
 from ampgan.quality.evaluator import check_evaluable, reference_floor
 from ampgan.quality.headline import headline_for
@@ -70,7 +71,7 @@ from ampgan.training.loop import prepare_run
 from ampgan.training.precision import resolve_device
 
 
-def run_compare(spec: CompareSpec, out_dir: Path, show_progress: bool = True, log=print) -> CompareDocument:
+def run_compare(spec: CompareSpec, out_dir: Path, show_progress: bool = True, log=say) -> CompareDocument:
     """The study, resumed where its study.json says it stopped (a new one when the folder has none).
     Interrupted by SIGINT/SIGTERM, it keeps what finished and raises StudyInterrupted."""
     out_dir = Path(out_dir)
@@ -87,6 +88,8 @@ def run_compare(spec: CompareSpec, out_dir: Path, show_progress: bool = True, lo
     check_evaluable(dataset)  # one class, or too few images per class: no evaluator could judge the runs
     check_before_training(spec.train_config(FP32), dataset, log=log)  # before anything is measured or trained
     progress = open_progress(out_dir, spec.to_document(spec.precisions))
+    for name in ("runs", "bench", "projection", "cost", "doctor"):  # a subfolder linked out is never written into
+        file_in(out_dir, name)
     with stop_on_signals() as stop:
 
         def stop_here() -> None:

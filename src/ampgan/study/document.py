@@ -17,6 +17,7 @@ from typing import Any
 from ampgan.errors import AmpganError
 from ampgan.files.atomic import write_json_atomically
 from ampgan.files.jsonfile import read_json
+from ampgan.files.paths import file_in
 from ampgan.files.schema import Between, OrNull, RelativePath, check_shape
 from ampgan.precisions import FP32
 from ampgan.quality.headline import ACCURACY, FRECHET, Headline
@@ -528,7 +529,7 @@ class CompareDocument(Record):
 
 def load_compare(out_dir: Path) -> CompareDocument:
     """The study's compare.json, validated; a missing, damaged or foreign one is one error line."""
-    path = Path(out_dir) / "compare.json"
+    path = file_in(out_dir, "compare.json")
     data = read_json(
         path,
         missing=f"{out_dir} has no compare.json: give the --out folder of an 'ampgan compare' run",

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from ampgan.files.atomic import open_for_append, write_atomically
 from ampgan.files.jsonfile import read_jsonl
+from ampgan.files.paths import file_in
 from ampgan.files.schema import check_shape
 from ampgan.quality.evaluator import evaluator_for, generate_evenly, quality_of_images
 from ampgan.seeds import evaluation_noise_seed
@@ -46,7 +47,7 @@ class QualityTracker:
 
     @property
     def path(self) -> Path:
-        return self.run_dir / "quality.jsonl"
+        return file_in(self.run_dir, "quality.jsonl")
 
     def evaluate(self, state, record: dict, final: bool = False) -> dict:
         started = time.perf_counter()

@@ -18,9 +18,11 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ampgan.config.resume import WRITES_WHERE_DATA_LIVES
 from ampgan.errors import AmpganError
 from ampgan.files.atomic import write_json_atomically
 from ampgan.files.jsonfile import read_json
+from ampgan.files.paths import file_in
 from ampgan.files.schema import check_shape
 from ampgan.training.interruption import Interrupted
 
@@ -37,8 +39,15 @@ _SHAPE = {
 
 
 def study_identity(spec_document: dict) -> str:
-    """A digest of the options that change a study's result (its spec, as compare.json records it)."""
-    text = json.dumps(spec_document, sort_keys=True, default=str)
+    """A digest of the options that change a study's result (its spec, as compare.json records it). Where
+    it keeps and fetches things (its evaluator cache, a bench to reuse, whether data may be downloaded or
+    cached) is left out: read back from study.json these are resolved or switched off (study/spec.py
+    from_document), and the study they continue is the same one."""
+    document = {key: value for key, value in spec_document.items() if key not in ("evaluator_cache", "bench")}
+    if isinstance(document.get("config"), dict) and isinstance(document["config"].get("data"), dict):
+        data = {k: v for k, v in document["config"]["data"].items() if f"data.{k}" not in WRITES_WHERE_DATA_LIVES}
+        document["config"] = document["config"] | {"data": data}
+    text = json.dumps(document, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:20]
 
 
@@ -107,7 +116,7 @@ def has_progress(folder: Path) -> bool:
 
 
 def load_progress(folder: Path) -> StudyProgress:
-    path = Path(folder) / FILE_NAME
+    path = file_in(folder, FILE_NAME)
     document = read_json(
         path,
         missing=f"{folder} holds no interrupted study ({FILE_NAME} is missing): start it with ampgan compare --out",

@@ -19,6 +19,7 @@ from ampgan.bench.output import load_results, write_results
 from ampgan.bench.to_folder import refuse_what_measured_nothing
 from ampgan.cost.arithmetic import time_to_quality
 from ampgan.files.atomic import write_json_atomically
+from ampgan.files.paths import file_in
 from ampgan.runs.checkpoint import list_checkpoints, load_checkpoint
 from ampgan.study.evaluate import QualityTracker, read_quality_curve
 from ampgan.study.progress import StudyInterrupted, StudyProgress
@@ -32,7 +33,7 @@ def bench_once(spec: CompareSpec, dataset, precisions, device, log, out_dir: Pat
     """The bench of the study's step (or the one --bench gave), measured once: a resumed study reads it back.
     Interrupted, it is measured again on resume (a bench cut short compares too few rounds)."""
     if progress.bench_done:
-        return load_results(out_dir / "bench" / "results.json")
+        return load_results(file_in(out_dir, "bench", "results.json"))
     if spec.bench is not None:
         results = load_results(spec.bench)
     else:
@@ -110,11 +111,11 @@ def run_once(
     stopped, trained otherwise. `charge_s`: the training clock's seconds per step (race_clock; None: wall)."""
     precision = prepared.config.precision.name
     key = f"{precision}-seed{seed}"
-    run_dir = out_dir / "runs" / key
+    run_dir = file_in(out_dir, "runs", key)  # a run folder linked out of the study is refused, never written
     finished = progress.run_done(key)
     if finished is not None:
         log(f"train: {precision}, seed {seed}: finished before, read back")
-        return finished, read_quality_curve(run_dir / "quality.jsonl")
+        return finished, read_quality_curve(file_in(run_dir, "quality.jsonl"))
     checkpoints = list_checkpoints(run_dir)
     tracker = QualityTracker(
         evaluator, run_dir, spec, prepared.policy.autocast, dataset.num_classes, seed, prepared.config.logging.log_every

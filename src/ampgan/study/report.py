@@ -19,7 +19,7 @@ from PIL import Image
 from ampgan.bench.output import load_results, speedup_text
 from ampgan.files.atomic import write_atomically
 from ampgan.files.jsonfile import read_json
-from ampgan.files.paths import inside
+from ampgan.files.paths import file_in, inside, leads_out, left_out
 from ampgan.files.schema import check_shape
 from ampgan.gan.ema import G_OWN_WEIGHTS
 from ampgan.plotting import precision_colour, pyplot, save_figure
@@ -55,9 +55,15 @@ def _read_grid(path: Path) -> tuple[np.ndarray | None, str]:
         return None, f"{path.name} cannot be read ({type(error).__name__})"
 
 
-def _latest_samples(run_dir: Path) -> Path | None:
+def _latest_samples(out_dir: Path, run_dir: Path) -> tuple[Path | None, str]:
+    """(the run's last sample grid, "") or (None, why none is shown): a grid that is a link leading out of
+    the study (the grid itself, its samples/ folder, a `../` link) is left out with a warning."""
     grids = sorted((run_dir / "samples").glob("step-*.png"))
-    return grids[-1] if grids else None
+    if not grids:
+        return None, "no sample grid"
+    if left_out(out_dir, grids[-1], "the report"):
+        return None, "a link leading outside the study"
+    return grids[-1], ""
 
 
 def figure_samples(document: CompareDocument, out_dir: Path, footer: str) -> Path:
@@ -66,8 +72,8 @@ def figure_samples(document: CompareDocument, out_dir: Path, footer: str) -> Pat
     runs = document.runs
     figure, axes = plt.subplots(1, len(runs), figsize=(4.2 * len(runs), 5.2), dpi=120, squeeze=False)
     for axis, (precision, run) in zip(axes[0], runs.items()):
-        grid_path = _latest_samples(_run_folder(out_dir, run.run_dir))
-        grid, problem = _read_grid(grid_path) if grid_path is not None else (None, "no sample grid")
+        grid_path, problem = _latest_samples(out_dir, _run_folder(out_dir, run.run_dir))
+        grid, problem = _read_grid(grid_path) if grid_path is not None else (None, problem)
         if grid is not None:
             axis.imshow(grid, cmap="gray" if grid.ndim == 2 else None, interpolation="nearest")
         else:
@@ -94,7 +100,7 @@ def _curves_over_seeds(document: CompareDocument, out_dir: Path, precision: str,
     """(mean seconds, mean value, lowest, highest) per evaluation index over the precision's seeds
     (every seed evaluates at the same training-time marks, so index k is the same moment)."""
     folders = [run.run_dir for run in document.runs[precision].seed_runs]
-    curves = [read_quality_curve(_run_folder(out_dir, folder) / "quality.jsonl") for folder in folders]
+    curves = [read_quality_curve(file_in(_run_folder(out_dir, folder), "quality.jsonl")) for folder in folders]
     length = min(len(c) for c in curves)
     curves = [c[:length] for c in curves]
     seconds = np.mean([[p["train_seconds"] for p in c] for c in curves], axis=0)
@@ -143,7 +149,8 @@ def figure_losses(document: CompareDocument, out_dir: Path, footer: str) -> tupl
     figure, axis = plt.subplots(figsize=(7, 4), dpi=120)
     scaled = {}
     for precision, run in document.runs.items():
-        metrics = [m for m in read_metrics(_run_folder(out_dir, run.run_dir) / "metrics.jsonl") if "loss_d" in m]
+        path = file_in(_run_folder(out_dir, run.run_dir), "metrics.jsonl")
+        metrics = [m for m in read_metrics(path) if "loss_d" in m]
         seconds = [m["train_seconds"] for m in metrics]
         colour = precision_colour(precision)
         axis.plot(seconds, [m["loss_d"] for m in metrics], color=colour, label=f"{precision} D")
@@ -245,7 +252,7 @@ def report_sections(document: CompareDocument, out_dir: Path) -> list[Section]:
         ("Figure 3: cost of 1M batches", out_dir / "cost" / "fig3_cost.png"),
     ]
     sections = [Section("Verdict", lines=document.verdict or verdict(document, _bench_speedups(out_dir)))]
-    sections += [Section(title, figure=path) for title, path in pictures if path is not None and path.is_file()]
+    sections += [Section(title, figure=path) for title, path in pictures if _shown(out_dir, path)]
     sections += [
         Section(
             "Final metrics",
@@ -259,7 +266,8 @@ def report_sections(document: CompareDocument, out_dir: Path) -> list[Section]:
         Section("Environment", lines=_environment_lines(document)),
     ]
     sections += _class_sections(document)
-    doctor = next((p for p in (out_dir / "doctor.json", out_dir / "doctor" / "doctor.json") if p.is_file()), None)
+    doctors = (out_dir / "doctor.json", out_dir / "doctor" / "doctor.json")
+    doctor = next((p for p in doctors if _shown(out_dir, p)), None)
     doctor_lines = (
         check_shape(
             read_json(doctor, missing="", damaged=f"{doctor} is damaged: run 'ampgan doctor' again"),
@@ -275,16 +283,22 @@ def report_sections(document: CompareDocument, out_dir: Path) -> list[Section]:
     sections += [
         Section(title, figure=path)
         for title, path in (("Losses", losses), ("fp16 loss scale and skipped steps", scale))
-        if path is not None and path.is_file()
+        if _shown(out_dir, path)
     ]
     return sections
+
+
+def _shown(out_dir: Path, path: Path | None) -> bool:
+    """Whether the report shows this file of the study: it exists, and lies inside the study (a link leading
+    out is left out with one warning line: files/paths.py)."""
+    return path is not None and path.is_file() and not left_out(out_dir, path, "the report")
 
 
 def projection_sections(out_dir: Path) -> list[Section]:
     """ "On other hardware": per GPU and batch size, fp32 against the fastest mixed mode the model
     projects (projection/projection.json), and its figure. Nothing when the study made no projection."""
     path = out_dir / "projection" / "projection.json"
-    if not path.is_file():
+    if not _shown(out_dir, path):
         return []
     document = read_json(path, missing="", damaged=f"{path} is damaged: run 'ampgan project' on the bench results")
     check_shape(document, DOCUMENT_SHAPE, str(path), "run 'ampgan project' on the study's bench/results.json")
@@ -341,7 +355,7 @@ def projection_sections(out_dir: Path) -> list[Section]:
     figure = out_dir / "projection" / "fig_projection.png"
     return [
         Section("On other hardware (PROJECTED, not measured)", table=rows, paragraph=paragraph),
-        *([Section("Projected time and speedup on other GPUs", figure=figure)] if figure.is_file() else []),
+        *([Section("Projected time and speedup on other GPUs", figure=figure)] if _shown(out_dir, figure) else []),
     ]
 
 
@@ -351,7 +365,7 @@ def _money(amount: float) -> str:
 
 def _bench_speedups(out_dir: Path) -> list[dict]:
     path = out_dir / "bench" / "results.json"
-    return load_results(path)["speedups"] if path.is_file() else []
+    return load_results(path)["speedups"] if _shown(out_dir, path) else []
 
 
 def _environment_lines(document: CompareDocument) -> list[str]:
@@ -425,7 +439,11 @@ def _price_note(document: CompareDocument) -> str:
     )
 
 
-def _data_uri(path: Path) -> str:
+def _data_uri(out_dir: Path, path: Path) -> str:
+    """The figure, embedded; never a file outside the study (every section was checked: this is the last
+    gate before bytes enter report.html)."""
+    if leads_out(out_dir, path):
+        return ""
     return "data:image/png;base64," + base64.b64encode(path.read_bytes()).decode()
 
 
@@ -458,7 +476,7 @@ def render_report(out_dir: Path) -> tuple[Path, Path]:
         "title": f"ampgan comparison: {compared} on {document.dataset.name}",
         "sections": report_sections(document, out_dir),
         "relative": lambda path: path.relative_to(out_dir).as_posix(),
-        "data_uri": _data_uri,
+        "data_uri": lambda path: _data_uri(out_dir, path),
     }
     paths = []
     for name in ("report.md", "report.html"):
@@ -479,7 +497,7 @@ _SPEED_NOTE = (
 def _speed_rows(document: CompareDocument, out_dir: Path) -> list[list[str]]:
     batch = document.spec.batch_size
     path = out_dir / "bench" / "results.json"
-    bench = load_results(path) if path.is_file() else {"configs": [], "speedups": []}
+    bench = load_results(path) if _shown(out_dir, path) else {"configs": [], "speedups": []}
     bench_ms = {
         c["precision"]: c["stats"]["median_s"] * 1e3
         for c in bench["configs"]

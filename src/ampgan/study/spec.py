@@ -7,8 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
-from ampgan.config import BudgetConfig, TrainConfig, build_config
+from ampgan.config import BudgetConfig, TrainConfig, build_config, config_from_document
 from ampgan.config.flags import spec_field
+from ampgan.files.paths import recorded_place
 
 # The comparison's own bench is shorter than `ampgan bench`'s default (it has three batch sizes
 # and two training runs to fit in a few minutes); its intervals say how settled it got.
@@ -113,8 +114,10 @@ class CompareSpec:
         )
 
     @classmethod
-    def from_document(cls, document: dict) -> CompareSpec:
-        """The spec a study.json or compare.json recorded (to_document's inverse)."""
+    def from_document(cls, document: dict, folder: Path, path: Path) -> CompareSpec:
+        """The spec a study.json (`path`, in the study `folder`) recorded (to_document's inverse). What it
+        records is input: its paths are used only inside the study or ampgan's own cache (files/paths.py),
+        and its config never makes ampgan write where the data lives (config_from_document)."""
         own = {}
         for declared in fields(cls):
             if declared.name == "base" or declared.name not in document:
@@ -122,10 +125,10 @@ class CompareSpec:
             value = document[declared.name]
             if isinstance(value, list):
                 value = tuple(value)
-            if declared.name in ("bench", "evaluator_cache") and value is not None:
-                value = Path(value)
+            if declared.name in _PLACES:
+                value = recorded_place(folder, value, path, *_PLACES[declared.name])
             own[declared.name] = value
-        return cls(base=TrainConfig.from_dict(document["config"]), **own)
+        return cls(base=config_from_document(document["config"]), **own)
 
     def to_document(self, precisions) -> dict:
         """What compare.json records of the spec: the comparison's own settings, the shared config, and
@@ -144,6 +147,13 @@ class CompareSpec:
             "precisions": list(precisions),
             "seed_list": self.seed_list,
         }
+
+
+# The places a spec records, each with what is done instead when a document names one outside the study.
+_PLACES = {
+    "bench": ("the bench results", "the study measures its own bench"),
+    "evaluator_cache": ("the evaluator cache", "the evaluator is cached in ampgan's own cache folder"),
+}
 
 
 def budget_text(time_budget_s: float | None, steps: int | None) -> str:

@@ -18,7 +18,7 @@ import torch
 
 from ampgan.config import TrainConfig
 from ampgan.data.batches import BatchStream
-from ampgan.errors import AmpganError, warn
+from ampgan.errors import AmpganError, say, warn
 from ampgan.runs.run_folder import NullWriter, RunWriter
 from ampgan.seeds import CURRENT_SCHEME, step_noise_seed
 from ampgan.system.cpu_tuning import ThreadWatch, keep_freed_memory_for_reuse, threads_given
@@ -457,11 +457,7 @@ class _Loop:
         self.progress.set_postfix_str(_postfix(record), refresh=False)
         if self.log_lines and state.train_seconds >= self.next_line_at:
             total = f"/{self.budget.steps}" if self.budget.steps else ""
-            print(
-                f"  step {train.step}{total}, {state.train_seconds:.0f} s: {_postfix(record)}",
-                file=sys.stderr,
-                flush=True,
-            )
+            say(f"  step {train.step}{total}, {state.train_seconds:.0f} s: {_postfix(record)}", err=True)
             self.next_line_at = state.train_seconds + LOG_LINE_EVERY_S
         reason = (
             self.faults.check(record, steps_in_window, state.window.last_skipped)

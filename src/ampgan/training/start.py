@@ -14,7 +14,7 @@ from pathlib import Path
 
 import torch
 
-from ampgan.config import TrainConfig, safe_to_change
+from ampgan.config import TrainConfig, config_from_document, safe_to_change
 from ampgan.errors import AmpganError, ConfigError
 from ampgan.runs.checkpoint import check_step_matches_name, latest_checkpoint, list_checkpoints, load_checkpoint
 from ampgan.runs.claim import FolderLock, claimed_folder
@@ -28,7 +28,7 @@ def saved_config(run_dir: Path) -> TrainConfig:
     error line saying the file is damaged."""
     path = Path(run_dir) / "config.json"
     try:
-        return TrainConfig.from_dict(read_run_config(run_dir)["config"])
+        return config_from_document(read_run_config(run_dir)["config"])
     except ConfigError as error:
         raise AmpganError(
             f"{path} is damaged or foreign ({error}): it cannot be resumed or read; start a new "

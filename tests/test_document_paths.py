@@ -1,0 +1,149 @@
+"""A path read from a document is used only inside the document's folder or ampgan's own cache folder
+(files/paths.py recorded_place), and a config read from a document never makes ampgan write where its data
+lives (config/resume.py config_from_document): nothing a document says makes ampgan write outside."""
+
+import json
+import os
+import shutil
+import warnings
+from pathlib import Path
+
+import pytest
+from conftest import run_cli
+from fixtures import write_image_folder, write_quickdraw
+
+from ampgan.config import TrainConfig, config_from_document
+from ampgan.errors import AmpganWarning
+from ampgan.files.cache_dir import cache_dir
+from ampgan.study.spec import CompareSpec
+
+COMMON = ["--width", "8", "--set", "model.z_dim=16", "--batch-size", "4", "--device", "cpu", "--quiet"]
+
+
+def _spec_document(**places) -> dict:
+    return CompareSpec(base=TrainConfig()).to_document(("fp32",)) | places
+
+
+@pytest.mark.parametrize(
+    "recorded, expected",
+    [
+        ("/elsewhere/evcache", None),  # the issue's case: an absolute path anywhere
+        ("../../evcache", None),  # relative, climbing out of the study
+        ("sub/../../evcache", None),  # relative, climbing out after a detour
+        (7, None),  # not a path at all
+        ("cache/inside", "study"),  # inside the study
+        ("CACHE", "cache"),  # inside ampgan's own cache folder
+    ],
+)
+def test_a_recorded_place_is_used_only_inside_the_study_or_ampgans_cache(tmp_path, recorded, expected):
+    study = tmp_path / "study"
+    study.mkdir()
+    if recorded == "CACHE":
+        recorded = str(cache_dir() / "evaluators-elsewhere")
+    document = _spec_document(evaluator_cache=recorded, bench=recorded)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        spec = CompareSpec.from_document(document, study, study / "study.json")
+    said = [str(w.message) for w in caught if issubclass(w.category, AmpganWarning)]
+    if expected is None:
+        assert spec.evaluator_cache is None and spec.bench is None
+        assert len(said) == 2 and all("outside" in line and "ignored" in line for line in said), said
+    else:
+        root = study if expected == "study" else cache_dir()
+        assert spec.evaluator_cache is not None and spec.evaluator_cache.resolve().is_relative_to(root.resolve())
+        assert said == []
+
+
+def test_a_recorded_place_that_links_out_of_the_study_is_ignored(tmp_path):
+    study, outside = tmp_path / "study", tmp_path / "outside"
+    study.mkdir()
+    outside.mkdir()
+    (study / "cache").symlink_to(outside, target_is_directory=True)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        spec = CompareSpec.from_document(_spec_document(evaluator_cache="cache"), study, study / "study.json")
+    assert spec.evaluator_cache is None and len(caught) == 1
+
+
+def test_compare_resume_writes_nothing_where_study_json_points(originals, tmp_path, capsys):
+    """study.json edited to name an evaluator cache in ../evcache (relative, out of the study) and a bench
+    to reuse at an absolute path outside: the resumed study caches its evaluator in ampgan's own cache,
+    measures its own bench, says so in one warning each, and creates nothing outside."""
+    study, outside = tmp_path / "study", tmp_path / "outside"
+    shutil.copytree(originals / "study", study)
+    outside.mkdir()
+    bench = json.loads((study / "bench" / "results.json").read_text())
+    bench["environment"]["date"] = "OUTSIDE-MARKER"
+    (outside / "results.json").write_text(json.dumps(bench))
+    progress = json.loads((study / "study.json").read_text())
+    progress["spec"]["evaluator_cache"] = "../evcache"
+    progress["spec"]["bench"] = str(outside / "results.json")
+    progress["bench_done"] = False
+    (study / "study.json").write_text(json.dumps(progress))
+    before = sorted(os.listdir(tmp_path))
+
+    code, out, err = run_cli(capsys, "compare", "--resume", str(study), "--quiet")
+    assert code == 0, err
+    assert sorted(os.listdir(tmp_path)) == before and os.listdir(outside) == ["results.json"]
+    warned = [line for line in err.splitlines() if line.startswith("warning: ") and "ignored" in line]
+    assert len(warned) == 2, err
+    assert any("evaluator cache '../evcache'" in line for line in warned)
+    assert any("the bench results" in line and "measures its own bench" in line for line in warned)
+    assert "OUTSIDE-MARKER" not in (study / "bench" / "results.json").read_text()
+    assert "report:" in out
+
+
+def test_a_config_read_from_a_document_never_writes_where_data_lives():
+    tree = TrainConfig().with_fields({"data.dataset": "quickdraw", "data.data_dir": "/x", "data.download": True})
+    assert config_from_document(tree.to_dict()).data.download is False
+    tree = TrainConfig().with_fields({"data.dataset": "folder:/x", "data.cache": True})
+    assert config_from_document(tree.to_dict()).data.cache is False
+
+
+def test_a_resumed_run_writes_no_cache_beside_the_images_unless_asked_again(tmp_path, capsys):
+    """A run of a folder dataset trained with --cache, resumed as its config.json says: no cache is written
+    into the data folder, which is not the run's; `--cache` on resume asks for it again."""
+    data = write_image_folder(tmp_path / "data", classes=("a", "b"), per_class=4, size=28)
+    run = tmp_path / "run"
+    code, _, err = run_cli(
+        capsys, "train", "--dataset", f"folder:{data}", "--cache", *COMMON, "--steps", "1", "--out", str(run)
+    )
+    assert code == 0, err
+    caches = lambda: sorted(p.name for p in Path(data).glob(".ampgan-cache-*"))  # noqa: E731
+    assert len(caches()) == 1
+    for cache in Path(data).glob(".ampgan-cache-*"):
+        cache.unlink()
+    code, _, err = run_cli(capsys, "train", "--resume", str(run), "--steps", "2", "--quiet")
+    assert code == 0, err
+    assert caches() == []
+    code, _, err = run_cli(capsys, "train", "--resume", str(run), "--steps", "3", "--cache", "--quiet")
+    assert code == 0, err
+    assert len(caches()) == 1
+
+
+def test_a_resumed_run_never_downloads_into_the_folder_its_config_names(tmp_path, capsys):
+    """Trained with --download (the files were there), resumed after the data folder is gone: one line
+    asking for --download, and the folder is not created again (a download would have made it)."""
+    data = write_quickdraw(tmp_path / "elsewhere" / "quickdraw", classes=("apple", "eye"))
+    run = tmp_path / "run"
+    code, _, err = run_cli(
+        capsys,
+        "train",
+        "--dataset",
+        "quickdraw",
+        "--data-dir",
+        str(data),
+        "--classes",
+        "apple,eye",
+        "--download",
+        *COMMON,
+        "--steps",
+        "1",
+        "--out",
+        str(run),
+    )
+    assert code == 0, err
+    shutil.rmtree(data)
+    code, _, err = run_cli(capsys, "train", "--resume", str(run), "--steps", "2", "--quiet")
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "--download" in err, err
+    assert not data.exists()

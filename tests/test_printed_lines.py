@@ -1,0 +1,131 @@
+"""Every line ampgan prints goes through one function (errors.say), which escapes control characters: a name
+from outside (a class folder, an --out path, a file name) can neither start a line of its own nor reach the
+terminal as an escape sequence, and a name that is not UTF-8 prints instead of crashing."""
+
+import ast
+import json
+import os
+from pathlib import Path
+
+from conftest import run_cli
+from fixtures import write_image_folder
+from PIL import Image
+
+from ampgan.errors import one_line
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# Names the issue did not list: a terminal title (OSC), a C1 control, a right-to-left override, a carriage
+# return that would overwrite the line, DEL; and the one it did (a newline starting a forged `error:`).
+FORGED = (
+    "x\nerror: forged line",
+    "title\x1b]0;pwned\x07",
+    "c1\x9b31m",
+    "bidi\u202etxt.exe",
+    "cr\rerror: over",
+    "del\x7f",
+)
+
+
+def _shown(text: str) -> list[str]:
+    lines = text.splitlines()
+    for line in lines:
+        assert all(c.isprintable() for c in line), repr(line)  # no control character reached the terminal
+    return lines
+
+
+def test_nothing_in_src_prints_but_say():
+    """print (called, or a default log function), click.echo/secho, sys.stdout/stderr.write and tqdm.write
+    print around the escaping: only errors.say may print (it is the printing layer)."""
+    offenders = []
+    for path in (ROOT / "src" / "ampgan").rglob("*.py"):
+        if path.relative_to(ROOT / "src" / "ampgan").as_posix() == "errors.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            function = node.func if isinstance(node, ast.Call) else None
+            if isinstance(node, ast.Name) and node.id == "print":  # called, or passed on as a log function
+                offenders.append(f"{path.name}:{node.lineno} print")
+            elif isinstance(function, ast.Attribute) and function.attr in ("echo", "secho", "write"):
+                owner = ast.unparse(function.value)
+                if owner in ("click", "sys.stdout", "sys.stderr", "tqdm") or function.attr in ("echo", "secho"):
+                    offenders.append(f"{path.name}:{node.lineno} {owner}.{function.attr}")
+            elif isinstance(node, ast.keyword) and node.arg == "log" and ast.unparse(node.value) == "click.echo":
+                offenders.append(f"{path.name}:{node.value.lineno} log=click.echo")
+    assert offenders == [], offenders
+
+
+def test_one_line_escapes_every_control_and_shows_undecodable_bytes():
+    assert one_line("a\nb\r\x1b[2J\x9b\x7f\u202e\t") == "a\\nb\\r\\x1b[2J\\x9b\\x7f\\u202e\\t"
+    undecodable = os.fsdecode(b"cats\xff\xfe")  # how Python names a file whose name is not UTF-8
+    assert one_line(undecodable) == "cats\\xff\\xfe"
+    assert one_line("ünïcode 猫 ok") == "ünïcode 猫 ok"  # printable text is left as it is
+
+
+def test_data_info_and_grid_print_forged_class_names_escaped(tmp_path, capsys):
+    root = write_image_folder(tmp_path / "data", classes=FORGED, per_class=1, size=8)
+    undecodable = os.fsencode(tmp_path / "data") + b"/bytes\xff\xfe"  # a class folder that is not UTF-8
+    os.mkdir(undecodable)
+    Image.new("RGB", (8, 8), (1, 2, 3)).save(os.fsdecode(undecodable + b"/img.png"))
+    code, out, err = run_cli(capsys, "data", "info", f"folder:{root}")
+    assert code == 0, err
+    lines = _shown(out)
+    assert len(lines) == 1 + len(FORGED) + 1 + 2, lines  # header, one per class, the undecodable one, source, hash
+    assert not any(line.startswith(("error", "title", "cr")) for line in lines), lines
+    assert any("x\\nerror: forged line" in line for line in lines) and any("bytes\\xff\\xfe" in line for line in lines)
+    grid = tmp_path / "grid\nerror: forged\x1b[2J.png"
+    code, out, err = run_cli(capsys, "data", "grid", f"folder:{root}", "--out", str(grid), "--per-class", "1")
+    assert code == 0, err
+    assert len(_shown(out)) == 1 and out.startswith("wrote ") and "grid\\nerror: forged\\x1b[2J.png" in out
+    assert grid.exists()
+
+
+def test_train_prints_a_forged_out_and_forged_warnings_as_one_line_each(tmp_path, capsys):
+    """--out with a newline and an escape sequence; a warning naming files whose names hold a newline and
+    an escape sequence (the folder dataset's 'leaves out' warning)."""
+    root = write_image_folder(tmp_path / "data", classes=("a", "b"), per_class=4, size=8)
+    Image.new("RGB", (8, 8), (1, 2, 3)).save(root / "loose\nerror: forged.png")  # belongs to no class
+    (root / "a" / "NOTES\x1b[2Jerror").write_text("not an image")  # no suffix: named by its name
+    out = tmp_path / "run\nerror: forged\x1b]0;t\x07"
+    code, stdout, err = run_cli(
+        capsys,
+        "train",
+        "--dataset",
+        f"folder:{root}",
+        "--image-size",
+        "28",
+        "--width",
+        "8",
+        "--set",
+        "model.z_dim=16",
+        "--batch-size",
+        "4",
+        "--steps",
+        "1",
+        "--device",
+        "cpu",
+        "--no-compile",
+        "--no-channels-last",
+        "--quiet",
+        "--out",
+        str(out),
+    )
+    assert code == 0, err
+    printed, warned = _shown(stdout), _shown(err)
+    assert len(printed) == 2 and printed[0].startswith("trained 1 steps"), printed
+    assert printed[1] == f"run folder: {one_line(out)}" and "run\\nerror: forged\\x1b]0;t\\x07" in printed[1]
+    assert len(warned) == 1 and warned[0].startswith("warning: folder:"), warned
+    assert "loose\\nerror: forged.png" in warned[0] and "NOTES\\x1b[2Jerror" in warned[0], warned
+    assert (out / "config.json").exists()
+
+
+def test_json_output_stays_json_with_forged_names(tmp_path, capsys):
+    """--dry-run's JSON (and every --json) goes through the same escaping and still parses: the names come
+    back exactly, DEL included (JSON leaves it raw; say_json escapes it the JSON way)."""
+    names = ("del\x7fname", "x\nerror: forged line", "title\x1b]0;pwned\x07")
+    root = write_image_folder(tmp_path / "data", classes=names, per_class=1, size=8)
+    code, out, err = run_cli(
+        capsys, "train", "--dataset", f"folder:{root}", "--image-size", "28", "--dry-run", "--device", "cpu"
+    )
+    assert code == 0, err
+    _shown(out)
+    assert sorted(json.loads(out)["dataset"]["classes"]) == sorted(names)
