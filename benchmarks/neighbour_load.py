@@ -25,6 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 from ampgan.precisions import BF16, FP32  # noqa: E402
+from ampgan.system.processes import python_command  # noqa: E402
 
 
 def child(args) -> None:
@@ -88,7 +89,7 @@ def main() -> None:
         env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
         if policy != "default":
             env["OMP_WAIT_POLICY"] = policy
-        argv = [sys.executable, __file__, "--child", "--threads", threads]
+        argv = python_command(__file__, "--child", "--threads", threads)
         for name in ("model", "dataset", "width", "batch_size", "rounds"):
             argv += [f"--{name.replace('_', '-')}", str(getattr(args, name))]
         children[setting] = subprocess.Popen(argv, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
@@ -98,7 +99,7 @@ def main() -> None:
         for cycle in range(args.cycles):
             order = settings[cycle % len(settings) :] + settings[: cycle % len(settings)]
             for phase in ("alone", "beside"):
-                neighbour = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if phase == "beside" else None
+                neighbour = subprocess.Popen(python_command("-c", "while True: pass")) if phase == "beside" else None
                 time.sleep(0.3 if neighbour else 0)
                 for setting in order:
                     children[setting].stdin.write("go\n")
