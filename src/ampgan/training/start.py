@@ -17,7 +17,7 @@ import torch
 from ampgan.config import TrainConfig, safe_to_change
 from ampgan.errors import AmpganError, ConfigError
 from ampgan.runs.checkpoint import check_step_matches_name, latest_checkpoint, list_checkpoints, load_checkpoint
-from ampgan.runs.claim import FolderLock, claimed_folder
+from ampgan.runs.claim import FolderLock, check_place, claimed_folder
 from ampgan.runs.run_folder import read_run_config
 from ampgan.training.distributed import any_rank, world
 from ampgan.training.prepared import PreparedRun, prepare_run
@@ -104,7 +104,9 @@ def new_run(config: TrainConfig, run_dir: Path, overwrite: bool, device: torch.d
     """Validate, then claim the folder (rank 0) for the block: a run that fails before its first
     checkpoint past step 0 leaves no folder behind (a replaced one comes back)."""
     prepared = prepare_run(config, device=device)
-    with claimed_on_main_rank(run_dir, overwrite, prepared.policy.device, "run", worth_keeping=has_progress):
+    with claimed_on_main_rank(
+        run_dir, overwrite, prepared.policy.device, "run", worth_keeping=has_progress, data=config.data.folders_read
+    ):
         yield RunStart(prepared=prepared, run_dir=Path(run_dir))
 
 
@@ -117,6 +119,7 @@ def resumed_run(config: TrainConfig, run_dir: Path, device: torch.device | None 
             stack.callback(FolderLock(run_dir).release)
         # Every check of the folder comes before the model is built: building a user's model imports
         # its code, which must not happen for a folder that is refused anyway.
+        check_place(run_dir, "run", config.data.folders_read)  # a run left inside its dataset by an older ampgan
         checkpoint = latest_checkpoint(run_dir)
         # Loaded to the CPU: RNG states must be CPU tensors, and the optimizers move their state to
         # the parameters' device themselves (keeping Adam's step counters on the CPU).
@@ -134,7 +137,12 @@ def resumed_run(config: TrainConfig, run_dir: Path, device: torch.device | None 
 
 @contextmanager
 def claimed_on_main_rank(
-    out: Path, overwrite: bool, device: torch.device, kind: str, worth_keeping=lambda folder: False
+    out: Path,
+    overwrite: bool,
+    device: torch.device,
+    kind: str,
+    worth_keeping=lambda folder: False,
+    data: tuple[str, ...] = (),
 ):
     """Rank 0 alone claims the output folder (runs.claim) for the block; the other ranks learn whether
     it could, instead of waiting in the first collective for a rank that has already exited."""
@@ -142,7 +150,7 @@ def claimed_on_main_rank(
         failure = None
         if world().is_main:
             try:
-                stack.enter_context(claimed_folder(out, overwrite, kind, worth_keeping))
+                stack.enter_context(claimed_folder(out, overwrite, kind, worth_keeping, data=data))
             except AmpganError as error:
                 failure = error
         (failed,) = any_rank([failure is not None])
