@@ -156,13 +156,13 @@ def unproven(folder: Path, control: tuple[str, ...] = ()) -> list[str]:
         for name in files + [f for f in folders if (here / f).is_symlink()]:
             path = here / name
             relative = path.relative_to(folder).as_posix()
+            if here in (owner, folder) and name in (MANIFEST, *control) and not path.is_symlink():
+                continue  # beside its manifest, or at the top (an older ampgan's marker, without one)
             if owner is None or path.is_symlink():
                 found.append(relative)
                 continue
             inside = path.relative_to(owner).as_posix()
             records = manifests[owner]
-            if here == owner and name in (MANIFEST, *control):
-                continue
             if _matches(path, records.get(inside, set())):
                 continue
             found.append(relative)

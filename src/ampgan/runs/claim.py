@@ -296,7 +296,7 @@ def check_place(path: Path, kind: str, data: tuple[str | Path, ...] = ()) -> Non
             where = "holds" if images != resolved and images.is_relative_to(resolved) else "is inside"
             raise AmpganError(
                 f"--out {shown} {where} the dataset folder {one_line(root)}: what the {kind} writes would be "
-                "read as data (its sample grids as training images); choose a folder outside the dataset"
+                "read as data (a run's sample grids as training images); choose a folder outside the dataset"
             )
     owner = _owning_folder(path)
     if owner is None:

@@ -8,6 +8,7 @@ Nothing is written before every input was validated, so a bad option never touch
 
 from __future__ import annotations
 
+import os
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +18,7 @@ import torch
 from ampgan.config import TrainConfig, safe_to_change
 from ampgan.errors import AmpganError, ConfigError
 from ampgan.runs.checkpoint import check_step_matches_name, latest_checkpoint, list_checkpoints, load_checkpoint
-from ampgan.runs.claim import FolderLock, check_place, claimed_folder
+from ampgan.runs.claim import FolderLock, check_place, claimed_folder, settle_leftovers
 from ampgan.runs.run_folder import read_run_config
 from ampgan.training.distributed import any_rank, world
 from ampgan.training.prepared import PreparedRun, prepare_run
@@ -41,6 +42,8 @@ def resumed_config(run_dir: Path, changes: dict, option_names: dict[str, str]) -
 
     `changes`: {config path: value} the user set explicitly; `option_names`: path -> the flag that sets
     it (for the message that refuses a change)."""
+    if os.environ.get("RANK", "0") == "0":  # one process puts back what a killed --overwrite set aside
+        settle_leftovers(run_dir)
     config = saved_config(run_dir)
     applied = {}
     for path, value in changes.items():
@@ -115,8 +118,8 @@ def resumed_run(config: TrainConfig, run_dir: Path, device: torch.device | None 
     """`config`: from resumed_config(); the folder is locked for the block (rank 0). Refuses a budget
     the run has already reached."""
     with ExitStack() as stack:
-        if world().is_main:
-            stack.callback(FolderLock(run_dir).release)
+        if world().is_main:  # (what a killed --overwrite left was settled by resumed_config)
+            stack.callback(FolderLock(run_dir, mention_leftovers=False).release)
         # Every check of the folder comes before the model is built: building a user's model imports
         # its code, which must not happen for a folder that is refused anyway.
         check_place(run_dir, "run", config.data.folders_read)  # a run left inside its dataset by an older ampgan
