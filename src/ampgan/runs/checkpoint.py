@@ -109,7 +109,9 @@ def damage(path: Path) -> str | None:
     if proven is True:
         return None
     if proven is False:
-        return "is damaged: its sha256 differs from what ampgan wrote (changed on disk since)"
+        return (
+            "is damaged: its sha256 differs from what ampgan wrote there (changed on disk, or copied in from elsewhere)"
+        )
     try:  # no record (ampgan 0.1, or copied): the zip CRC of every entry, as torch wrote them
         with zipfile.ZipFile(path) as archive:
             bad = archive.testzip()
