@@ -162,12 +162,17 @@ def test_a_damaged_quickdraw_manifest_is_one_line(tmp_path, capsys):
 
 
 def test_everything_a_command_writes_is_in_its_folder_kind(originals):
-    """--overwrite may replace what ampgan wrote (runs/claim.py FOLDER_KINDS): a study and a run as the
-    commands leave them hold nothing the marker's list leaves out."""
-    from ampgan.runs.claim import foreign_entries, marker_kind
+    """--overwrite may replace what ampgan wrote (runs/claim.py): a study and a run as the commands leave
+    them hold nothing their manifest does not prove (files/manifest.py), and nothing outside their kind."""
+    import fnmatch
 
-    assert marker_kind(originals / "study") == "study" and foreign_entries(originals / "study", "study") == []
-    assert marker_kind(originals / "run") == "run" and foreign_entries(originals / "run", "run") == []
+    from ampgan.runs.claim import FOLDER_KINDS, marker_kind, unproven_entries
+
+    for folder, kind in ((originals / "study", "study"), (originals / "run", "run")):
+        assert marker_kind(folder) == kind and unproven_entries(folder) == []
+        files = [p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()]
+        patterns = FOLDER_KINDS[kind] + ("*.ampgan-*", "*.tmp")
+        assert [f for f in files if not any(fnmatch.fnmatchcase(f, p) for p in patterns)] == []
 
 
 @pytest.mark.parametrize("damage", ["random bytes", "30000 x 30000 header"])

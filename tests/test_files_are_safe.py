@@ -13,6 +13,7 @@ from fixtures import write_quickdraw
 from ampgan.cost.catalog import load_catalog
 from ampgan.data import DataConfig, load_dataset
 from ampgan.errors import AmpganError
+from ampgan.files.atomic import write_atomically
 from ampgan.runs.claim import LOCK, MARKER, claimed_folder
 
 TINY = [
@@ -57,7 +58,7 @@ def test_overwrite_replaces_only_folders_ampgan_wrote(tmp_path, capsys):
 def test_a_replacement_that_fails_before_training_puts_the_old_run_back(tmp_path):
     old = tmp_path / "run"
     with claimed_folder(old, overwrite=False, kind="run"):
-        (old / "config.json").write_text('{"format_version": 1}')
+        write_atomically(old / "config.json", lambda stream: stream.write(b'{"format_version": 1}'))  # as ampgan does
     with pytest.raises(RuntimeError):
         with claimed_folder(old, overwrite=True, kind="run"):
             assert not (old / "config.json").exists()  # the new folder starts empty ...

@@ -194,16 +194,19 @@ def test_a_link_inside_is_never_followed_when_replacing(capsys, tmp_path):
 
 
 def test_a_run_inside_a_study_is_not_replaced_from_outside(capsys, tmp_path):
-    from ampgan.runs.claim import claimed_folder
+    from ampgan.runs.claim import MARKER, claimed_folder
 
     study = tmp_path / "study"
     with claimed_folder(study, overwrite=False, kind="study"):
         pass
     run = study / "runs" / "fp32-seed0"
-    assert _train(capsys, run)[0] == 0  # made by hand inside it: allowed ...
-    code, _, err = _train(capsys, run, "--overwrite")  # ... but never replaced from outside
-    assert code == 2 and "is part of" in err
-    assert (run / "checkpoints" / "step-000002.pt").is_file()
+    code, _, err = _train(capsys, run)  # a folder belongs to one thing: not made by hand inside it ...
+    assert code == 2 and "is inside" in err and "ampgan's study folder" in err and not run.exists()
+    with claimed_folder(study, overwrite=True, kind="study"):  # ... nor replaced from outside
+        with claimed_folder(run, overwrite=False, kind="run"):  # (made by the command holding the study)
+            pass
+    code, _, err = _train(capsys, run, "--overwrite")
+    assert code == 2 and "is inside" in err and (run / MARKER).is_file()
 
 
 def test_a_name_with_a_newline_cannot_forge_a_line(capsys, tmp_path):
@@ -218,18 +221,21 @@ def test_an_unfinished_folder_is_replaced_by_the_same_command_again(tmp_path):
     """What a killed `ampgan project` leaves (its first file and a temporary figure) does not block the
     rerun; a finished one, or one holding a user's file, still needs --overwrite or is refused."""
     from ampgan.errors import AmpganError
+    from ampgan.files.atomic import write_atomically
+    from ampgan.files.manifest import record_temporary
     from ampgan.runs.claim import claimed_folder
 
     finished = ("projection.json", "fig_projection.png")
     unfinished = lambda folder: not all((folder / name).is_file() for name in finished)  # noqa: E731
     out = tmp_path / "projection"
     with claimed_folder(out, overwrite=False, kind="projection", unfinished=unfinished):
-        (out / "projection.json").write_text("{}")
-        (out / ".fig_projection.png.x1.tmp").write_bytes(b"\x89PNG")  # killed while drawing
+        write_atomically(out / "projection.json", lambda stream: stream.write(b"{}"))
+        record_temporary(out / ".fig_projection.png.x1.tmp")  # as write_atomically does, then killed while drawing
+        (out / ".fig_projection.png.x1.tmp").write_bytes(b"\x89PNG")
     with claimed_folder(out, overwrite=False, kind="projection", unfinished=unfinished):
         assert not (out / "projection.json").exists()  # replaced: a fresh start
         for name in finished:
-            (out / name).write_text("done")
+            write_atomically(out / name, lambda stream: stream.write(b"done"))
     with pytest.raises(AmpganError, match="already holds files"):
         with claimed_folder(out, overwrite=False, kind="projection", unfinished=unfinished):
             pass
@@ -313,6 +319,8 @@ def _built_in_run(tmp_path_factory):
 def test_a_checkpoint_with_impossible_values_is_refused_by_every_reader(capsys, tmp_path, _built_in_run, damage):
     import torch
 
+    from ampgan.files.manifest import record
+
     run = tmp_path / "run"
     shutil.copytree(_built_in_run, run)
     (checkpoint,) = sorted((run / "checkpoints").glob("step-*.pt"))[-1:]
@@ -331,6 +339,7 @@ def test_a_checkpoint_with_impossible_values_is_refused_by_every_reader(capsys, 
         payload["step"] = 1
         expected = "says step 1"
     torch.save(payload, checkpoint)
+    record(checkpoint)  # as if ampgan had written these values: the checks after its digest (files/manifest.py)
     before = (run / "metrics.jsonl").read_bytes()
     for command in (
         ("generate", str(run), "--class", "0", "--out", str(tmp_path / "g.png")),

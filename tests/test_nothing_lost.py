@@ -141,6 +141,8 @@ def test_a_static_fp16_scale_that_overflows_every_update_is_caught_early(tmp_pat
 
 
 def test_a_checkpoint_resumes_only_the_run_that_saved_it(tmp_path, capsys):
+    from ampgan.files.manifest import record
+
     one, two = tmp_path / "one", tmp_path / "two"
     for folder, seed in ((one, "0"), (two, "1")):
         assert run_cli(capsys, "train", *TINY, "--steps", "4", "--seed", seed, "--out", str(folder))[0] == 0
@@ -156,6 +158,9 @@ def test_a_checkpoint_resumes_only_the_run_that_saved_it(tmp_path, capsys):
     document["config"]["precision"]["name"] = "fp32"
     (one / "config.json").write_text(json.dumps(document))
     target.write_bytes(latest.read_bytes())
+    code, _, err = run_cli(capsys, "train", "--resume", str(one), "--steps", "8")
+    assert code == 2 and "copied in from elsewhere" in err and err.count("\n") == 1  # not what ampgan wrote here
+    record(target)  # ... and even if it were recorded, its run identity refuses it
     code, _, err = run_cli(capsys, "train", "--resume", str(one), "--steps", "8")
     assert code == 2 and "was saved by another run" in err and err.count("\n") == 1
 
@@ -324,7 +329,7 @@ def test_damaged_decision_json_line_in_the_middle_of_metrics_is_one_line(tmp_pat
     (run / "metrics.jsonl").write_text("\n".join(lines) + "\n")
     code, _, err = run_cli(capsys, "train", "--resume", str(run), "--steps", "8")
     assert code == 2 and "metrics.jsonl is damaged or foreign (step should be int" in err
-    with pytest.raises(AmpganError, match="line 1 is not a JSON record"):
+    with pytest.raises(AmpganError, match="line 1 holds bytes that are not text"):
         from ampgan.files.jsonfile import read_jsonl
 
         (run / "broken.jsonl").write_bytes(b'\xff\xfe\n{"step": 1}\n')

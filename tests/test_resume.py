@@ -13,6 +13,7 @@ from conftest import run_cli
 
 from ampgan.config import config_from_options
 from ampgan.errors import AmpganError
+from ampgan.files.manifest import MANIFEST, record
 from ampgan.runs.checkpoint import FORMAT_VERSION, latest_checkpoint, list_checkpoints, load_checkpoint
 from ampgan.training.faults import FaultRules, NumericFault
 from ampgan.training.loop import prepare_run, run_training
@@ -86,7 +87,8 @@ def test_a_version_1_run_resumes_on_the_seed_scheme_it_started_with(tmp_path, ca
     payload = torch.load(path, weights_only=True)
     assert payload["seed_scheme"] == 1
     payload = {k: v for k, v in payload.items() if k not in ("seed_scheme", "step_generator")} | {"format_version": 1}
-    torch.save(payload, path)  # as ampgan 0.1 wrote it
+    torch.save(payload, path)  # as ampgan 0.1 wrote it ...
+    (old / MANIFEST).unlink()  # ... which kept no manifest: the checkpoint is held to its zip CRC
     code, _, err = run_cli(capsys, "train", "--resume", str(old), "--steps", "12", "--quiet")
     assert code == 0, err
     a, b = weights(straight, 12), weights(old, 12)
@@ -290,10 +292,15 @@ def test_damaged_and_foreign_checkpoints_give_one_clear_line(tmp_path, capsys):
 
     latest.write_bytes(data[: len(data) // 2])  # truncated
     code, _, err = run_cli(capsys, "train", "--resume", str(run), "--steps", "8")
+    assert code == 2 and err.startswith(f"error: checkpoint {latest} is damaged") and err.count("\n") == 1
+    record(latest)  # even were it recorded as ampgan's (a disk that lost its end), it cannot be read
+    code, _, err = run_cli(capsys, "train", "--resume", str(run), "--steps", "8")
     assert code == 2 and err.startswith(f"error: cannot read checkpoint {latest}") and err.count("\n") == 1
 
+    # The checks after the digest: each file below recorded as if ampgan had written it.
     payload = torch.load(__import__("io").BytesIO(data), weights_only=True)
     torch.save(payload | {"format_version": FORMAT_VERSION + 1}, latest)
+    record(latest)
     with pytest.raises(AmpganError, match="newer than this ampgan reads"):
         load_checkpoint(latest)
 
@@ -301,10 +308,12 @@ def test_damaged_and_foreign_checkpoints_give_one_clear_line(tmp_path, capsys):
     assert run_cli(capsys, "train", *TINY, "--width", "16", "--steps", "2", "--out", str(other))[0] == 0
     foreign = load_checkpoint(latest_checkpoint(other))
     torch.save(foreign, latest)  # a wider model's checkpoint under this run's name
+    record(latest)
     code, _, err = run_cli(capsys, "train", "--resume", str(run), "--steps", "8")
     assert code == 2 and f"{latest} was saved by another run" in err and err.count("\n") == 1
     own_id = json.loads((run / "config.json").read_text())["run_id"]
     torch.save(foreign | {"run_id": own_id}, latest)  # ... even disguised as this run's: its config says width 16
+    record(latest)
     code, _, err = run_cli(capsys, "train", "--resume", str(run), "--steps", "8")
     assert code == 2 and "was trained with model.width = 16, but" in err and "says 8" in err and err.count("\n") == 1
 

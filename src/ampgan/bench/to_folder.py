@@ -30,7 +30,7 @@ def check_bench(spec: BenchSpec, device: torch.device) -> None:
 
 def bench_to_folder(spec: BenchSpec, out: Path, overwrite: bool, device: torch.device, on_config, log) -> dict | None:
     """The bench's results, written to out/results.json (None on ranks other than 0, which write nothing)."""
-    with claimed_on_main_rank(out, overwrite, device, "bench"):
+    with claimed_on_main_rank(out, overwrite, device, "bench", data=spec.base.data.folders_read):
         results = run_bench(spec, device, on_config=on_config, log=log)
         if not world().is_main:
             return None

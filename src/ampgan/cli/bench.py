@@ -114,7 +114,7 @@ def _sweep(spec, options: dict, out: Path, device) -> None:
     with (
         reopened_on_main_rank(out)
         if previous is not None
-        else claimed_on_main_rank(out, options["overwrite"], device, "bench")
+        else claimed_on_main_rank(out, options["overwrite"], device, "bench", data=spec.base.data.folders_read)
     ):
         document = run_sweep(spec, axes, out, device, log=_progress, on_config=_report_config, previous=previous)
         if not world().is_main:

@@ -71,7 +71,7 @@ def command(ctx: click.Context, **options) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", AmpganWarning)
         findings = check_before_training(config, log=say)  # what cannot work stops here, exit 2
-    with claimed_folder(out, options["overwrite"], "doctor"), warnings.catch_warnings():
+    with claimed_folder(out, options["overwrite"], "doctor", data=config.data.folders_read), warnings.catch_warnings():
         warnings.simplefilter("ignore", AmpganWarning)  # fp16-on-CPU speed is part of the report itself
         report = diagnose_gan(config, options["record_steps"], fp16_steps, options["run_dir"])
         report["preflight"] = [{"severity": f.severity, "check": f.check, "text": f.text} for f in findings]

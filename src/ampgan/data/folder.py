@@ -26,6 +26,7 @@ from PIL import Image, UnidentifiedImageError
 from ampgan.data.dataset import ImageDataset
 from ampgan.errors import AmpganError, one_line, warn
 from ampgan.files.atomic import write_atomically
+from ampgan.files.manifest import FOLDER_MARKER
 from ampgan.files.paths import leads_out
 
 IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff"}
@@ -35,6 +36,7 @@ DEFAULT_SIZE = 32
 def _class_folders(root: Path) -> list[Path]:
     if not root.is_dir():
         raise AmpganError(f"image folder {root} does not exist: give folder:PATH with one sub-folder per class")
+    _refuse_an_output_folder(root, root)
     folders = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
     for folder in folders:
         _refuse_links_that_leave(folder, root)
@@ -53,11 +55,25 @@ def _refuse_links_that_leave(path: Path, root: Path) -> None:
         )
 
 
+def _refuse_an_output_folder(folder: Path, root: Path) -> None:
+    """A folder ampgan writes (a run, a study: it holds ampgan's marker) is never read as data: a run put
+    inside its own dataset would train on its sample grids the next time the images are read."""
+    if (folder / FOLDER_MARKER).exists():
+        raise AmpganError(
+            f"{one_line(folder)} in folder:{one_line(root)} is an ampgan output folder, not images: its sample "
+            "grids would be read as training data; move it out of the dataset folder"
+        )
+
+
 def _image_files(folder: Path) -> list[Path]:
-    """Every image in the class folder and in folders nested inside it."""
+    """Every image in the class folder and in folders nested inside it (no ampgan output folder among them)."""
+    found = list(folder.rglob("*"))
+    for path in found:
+        if path.name == FOLDER_MARKER:
+            _refuse_an_output_folder(path.parent, folder.parent)
     files = sorted(
         p
-        for p in folder.rglob("*")
+        for p in found
         if p.is_file()
         and p.suffix.lower() in IMAGE_SUFFIXES
         and not any(part.startswith(".") for part in p.relative_to(folder).parts)

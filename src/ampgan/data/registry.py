@@ -61,6 +61,12 @@ class DataConfig(Section):
             )
 
     @property
+    def folders_read(self) -> tuple[str, ...]:
+        """The dataset folder the images are read from (folder:PATH): no command writes into it or around it
+        (runs/claim.py check_place), or its own files would be read as data."""
+        return (self.dataset.removeprefix("folder:"),) if self.dataset.startswith("folder:") else ()
+
+    @property
     def class_list(self) -> tuple[str, ...] | None:
         if self.classes is None:
             return None

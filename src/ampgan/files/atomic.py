@@ -1,12 +1,15 @@
 """Writing files so that a crash never leaves a half-written one under the final name.
 
 Write to a temporary file in the same directory, flush and fsync it, `os.replace` it over the
-final name (atomic on POSIX), then fsync the directory so the rename itself is durable.
+final name (atomic on POSIX), then fsync the directory so the rename itself is durable. Every file
+written here, and every log appended to, is then noted in the manifest of the ampgan folder it lies in
+(files/manifest.py): what ampgan may later delete, and how a checkpoint proves it is the one written.
 """
 
 from __future__ import annotations
 
 import errno
+import hashlib
 import json
 import os
 import tempfile
@@ -15,6 +18,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from ampgan.errors import UnwritableFile
+from ampgan.files import manifest
 
 
 def _file_mode() -> int:
@@ -48,6 +52,7 @@ def _write_atomically(path: Path, write: Callable[[IO[bytes]], Any]) -> None:
     # an ordinary write would have given it, so a report can be served or shared.
     handle, temp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.fchmod(handle, _file_mode())
+    manifest.record_temporary(Path(temp_name))  # known as ampgan's even if this write is killed midway
     try:
         with os.fdopen(handle, "wb") as stream:
             write(stream)
@@ -58,6 +63,7 @@ def _write_atomically(path: Path, write: Callable[[IO[bytes]], Any]) -> None:
         Path(temp_name).unlink(missing_ok=True)
         raise
     _fsync_directory(path.parent)
+    manifest.record(path)
 
 
 def write_json_atomically(path: Path, value: Any) -> None:
@@ -65,11 +71,11 @@ def write_json_atomically(path: Path, value: Any) -> None:
     write_atomically(path, lambda stream: stream.write(text.encode("utf-8")))
 
 
-def open_for_append(path: Path) -> IO[str]:
+def open_for_append(path: Path) -> AppendLog:
     """A log ampgan appends to (metrics.jsonl, quality.jsonl), opened without following a symbolic link:
     a link planted at that name would otherwise have ampgan write into whatever it points to."""
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o666)
+        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o666)
     except OSError:
         if Path(path).is_symlink():
             from ampgan.errors import AmpganError
@@ -78,7 +84,47 @@ def open_for_append(path: Path) -> IO[str]:
                 f"{path} is a symbolic link: ampgan never writes through links in its own folders; remove the link"
             ) from None
         raise
-    return os.fdopen(fd, "a", encoding="utf-8")
+    return AppendLog(Path(path), fd)
+
+
+class AppendLog:
+    """A text log appended to, each flush noted in its folder's manifest: its sha256 is kept running over
+    what it held when opened and every line since, so a log is never read back whole per line."""
+
+    def __init__(self, path: Path, fd: int):
+        self.path, self._fd = path, fd
+        self._root = manifest.manifest_root(path)
+        self._sha, self._size = hashlib.sha256(), 0
+        if self._root is not None:
+            while chunk := os.pread(fd, 1 << 20, self._size):  # the file opened, whatever happens to its name
+                self._sha.update(chunk)
+                self._size += len(chunk)
+
+    def write(self, text: str) -> int:
+        data = memoryview(text.encode("utf-8"))
+        while data:
+            written = os.write(self._fd, data)
+            if self._root is not None:
+                self._sha.update(data[:written])
+                self._size += written
+            data = data[written:]
+        return len(text)
+
+    def flush(self) -> None:
+        if self._root is not None:
+            manifest.record(self.path, (self._size, self._sha.hexdigest()))
+
+    def close(self) -> None:
+        if self._fd is not None:
+            self.flush()
+            os.close(self._fd)
+            self._fd = None
+
+    def __enter__(self) -> AppendLog:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
 
 def os_error_behind(error: BaseException) -> OSError | None:

@@ -6,6 +6,14 @@ What a checkpoint holds is decided by the training state that saves itself
 listed checkpoint complete) and reads it back with `torch.load(weights_only=True)`, so loading
 never executes code.
 
+A checkpoint proves it is the one written before anything in it is trusted (`verify_checkpoint`, on every
+load: resume, evaluate, generate, a study's runs): its size and sha256 must equal what the run folder's
+manifest recorded when ampgan wrote it (files/manifest.py); one without a record (ampgan 0.1's, or a file
+copied out of its folder) must at least pass its zip CRC test. A damaged newest checkpoint, or one that is
+not a regular file (a FIFO, a link, a folder), is refused with one line naming the newest intact one to
+resume from once it is moved out: ampgan never falls back on its own, because continuing from an older
+step silently discards training the user may want to recover, and never deletes the damaged file.
+
 Format versions: 2 adds `seed_scheme` (seeds.py). A version-1 checkpoint loads as scheme 1, so a
 run started by ampgan 0.1 resumes drawing exactly the data order and noise it would have drawn.
 """
@@ -13,12 +21,16 @@ run started by ampgan 0.1 resumes drawing exactly the data order and noise it wo
 from __future__ import annotations
 
 import math
+import os
 import re
+import stat
+import zipfile
 from pathlib import Path
 
 import torch
 
 from ampgan.errors import AmpganError, one_line
+from ampgan.files import manifest
 from ampgan.files.atomic import write_atomically
 from ampgan.files.paths import file_in
 from ampgan.files.schema import check_shape
@@ -86,10 +98,56 @@ def save_checkpoint(path: Path, payload: dict) -> None:
     write_atomically(path, lambda stream: torch.save(payload, stream))
 
 
+def damage(path: Path) -> str | None:
+    """Why `path` is not a checkpoint as ampgan wrote it, or None when it proves it is."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return "is missing"
+    if not stat.S_ISREG(mode):
+        kinds = ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISDIR, "a folder"))
+        return f"is {next((name for test, name in kinds if test(mode)), 'a special file')}, not a checkpoint file"
+    proven = manifest.recorded(path)
+    if proven is True:
+        return None
+    if proven is False:
+        return (
+            "is damaged: its sha256 differs from what ampgan wrote there (changed on disk, or copied in from elsewhere)"
+        )
+    try:  # no record (ampgan 0.1, or copied): the zip CRC of every entry, as torch wrote them
+        with zipfile.ZipFile(path) as archive:
+            bad = archive.testzip()
+    except (zipfile.BadZipFile, OSError, EOFError, ValueError) as error:
+        return f"is damaged or not a checkpoint ({type(error).__name__})"
+    return f"is damaged: its entry {bad} fails its CRC check" if bad else None
+
+
+def verify_checkpoint(path: Path) -> None:
+    """One error line unless `path` is a checkpoint as ampgan wrote it, naming the newest intact one before it."""
+    path = Path(path)
+    problem = damage(path)
+    if problem is None:
+        return
+    if problem == "is missing":
+        raise AmpganError(f"no checkpoint at {one_line(path)}: give a run folder that finished at least one save")
+    older = [p for p in list_checkpoints(path.parent.parent) if _step(p) < _step(path)]
+    intact = next((p for p in reversed(older) if damage(p) is None), None)
+    fix = (
+        f"move it out of {one_line(path.parent)} to resume from {intact.name}, the newest intact checkpoint"
+        if intact is not None
+        else "no intact checkpoint is left before it: restore it from a copy, or start a new run"
+    )
+    raise AmpganError(f"checkpoint {one_line(path)} {problem}: {fix}")
+
+
+def _step(path: Path) -> int:
+    named = _NAME.match(Path(path).name)
+    return int(named.group(1)) if named else -1
+
+
 def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dict:
     path = Path(path)
-    if not path.is_file():
-        raise AmpganError(f"no checkpoint at {path}: give a run folder that finished at least one save")
+    verify_checkpoint(path)
     try:
         payload = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as error:  # truncated, not a torch file, or holds objects we refuse to unpickle
@@ -188,6 +246,7 @@ def load_weights(module: torch.nn.Module, saved: dict, origin: str) -> None:
 
 
 def prune_checkpoints(run_dir: Path, keep: int) -> None:
-    """Delete all but the newest `keep` checkpoints (after the newest was safely written)."""
+    """Delete all but the newest `keep` checkpoints (after the newest was safely written): only those
+    ampgan can show it wrote (files/manifest.py); a file of that name someone edited or put there stays."""
     for old in list_checkpoints(run_dir)[:-keep]:
-        old.unlink(missing_ok=True)
+        manifest.delete_written(old)

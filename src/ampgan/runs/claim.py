@@ -2,13 +2,21 @@
 
 - A folder ampgan creates gets a marker file (`.ampgan-folder`): a small JSON document naming what the
   folder is (a run, a study, a bench, ...) and what ampgan may write in it (FOLDER_KINDS).
-- `--overwrite` replaces only a folder with a valid marker, and only when everything inside is something
-  ampgan writes in a folder of that kind: a file anyone else put there (notes, a thesis, a script) makes
-  `--overwrite` refuse, naming the file. A folder without a marker is never replaced, whatever it holds.
-- A folder inside another ampgan folder (a study's run, a bench inside a study) is that folder's part:
-  `--overwrite` never replaces it from outside (its parent's documents describe it).
-- Replacing moves the old folder aside (`.NAME.replaced-PID`, beside it) and deletes it only once the
-  new run has something to put there; a command that fails before that moves the old one back.
+- `--overwrite` replaces only a folder with a valid marker, of the kind the command writes, and only when
+  every file inside is one ampgan can show it wrote: its manifest (files/manifest.py) records the file's
+  path, size and sha256, and the file still matches. A name is no proof: notes in any subfolder, a sample or
+  checkpoint renamed or edited (`step-best-KEEP.pt`), a link, a FIFO make `--overwrite` refuse, naming the
+  file. A folder without a marker is never replaced, whatever it holds; one an older ampgan wrote without a
+  manifest only while it holds nothing but its marker.
+- A folder belongs to one thing (the ownership rule, `check_place`): `--out` is never inside another ampgan
+  folder (a run, a study's subfolder) unless it is a part that folder's kind is made of and the command
+  making it holds that folder; never a folder of another kind; never inside, or around, a folder the
+  command reads as its data (a dataset's images would take in the run's sample grids). Refused before
+  anything is written. `--overwrite` never replaces a part from outside (its parent's documents describe it).
+- Replacing moves the old folder aside (`.NAME.replaced-PID`, beside it) and deletes what ampgan wrote in it
+  only once the new run has something to put there; a command that fails before that moves the old one
+  back. An aside left by a command that was killed is put back, deleted (by the same proof) or named, by
+  the next command that claims or reopens that folder: never left without a word.
 - While a command writes into a folder it holds an exclusive lock (`flock` on `.ampgan-lock`, with its
   pid inside). A second process is refused with that pid. The kernel releases the lock when the
   holder dies, however it dies, so a crashed run never blocks the next one.
@@ -20,14 +28,14 @@ import fcntl
 import fnmatch
 import json
 import os
-import shutil
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from ampgan.errors import AmpganError, one_line
+from ampgan.errors import AmpganError, one_line, warn
+from ampgan.files import manifest
 
-MARKER = ".ampgan-folder"
+MARKER = manifest.FOLDER_MARKER
 LOCK = ".ampgan-lock"
 MARKER_FORMAT = "ampgan-folder/2"
 
@@ -107,6 +115,7 @@ def _write_marker(folder: Path, kind: str) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
         handle.write(json.dumps(document, indent=1) + "\n")
+    manifest.start(folder)
 
 
 def marker_kind(folder: Path) -> str | None:
@@ -145,17 +154,34 @@ def _kind_by_documents(folder: Path) -> str | None:
     return None
 
 
-def foreign_entries(folder: Path, kind: str) -> list[str]:
-    """The paths under `folder` (relative, sorted) that ampgan does not write in a folder of `kind`:
+_CONTROL = (MARKER, LOCK)
+
+
+def unproven_entries(folder: Path) -> list[str]:
+    """The paths under `folder` (relative, sorted) that ampgan cannot show it wrote (files/manifest.py):
     files, links and special files alike (a link is never followed)."""
-    patterns = FOLDER_KINDS[kind] + _ALWAYS + tuple(f"*/{p}" for p in _ALWAYS)
-    foreign = []
-    for root, folders, files in os.walk(folder):
+    return manifest.unproven(folder, _CONTROL)
+
+
+def remove_written(folder: Path) -> list[str]:
+    """Delete what ampgan can show it wrote under `folder`, then its emptied subfolders and `folder`
+    itself; the paths it kept (relative, sorted): anything else, which stays where it is."""
+    folder = Path(folder)
+    kept = set(unproven_entries(folder))
+    for root, folders, files in os.walk(folder, topdown=False):
         for name in files + [f for f in folders if Path(root, f).is_symlink()]:
-            relative = Path(root, name).relative_to(folder).as_posix()
-            if Path(root, name).is_symlink() or not any(fnmatch.fnmatchcase(relative, p) for p in patterns):
-                foreign.append(relative)
-    return sorted(foreign)
+            if Path(root, name).relative_to(folder).as_posix() not in kept:
+                Path(root, name).unlink(missing_ok=True)
+        for name in folders:
+            try:
+                Path(root, name).rmdir()
+            except OSError:
+                pass  # it holds what was kept
+    try:
+        folder.rmdir()
+    except OSError:
+        pass
+    return sorted(kept)
 
 
 def _owning_folder(path: Path) -> Path | None:
@@ -169,8 +195,10 @@ def _owning_folder(path: Path) -> Path | None:
 class FolderLock:
     """An exclusive lock on a folder for as long as this object (or the process) lives."""
 
-    def __init__(self, folder: Path):
+    def __init__(self, folder: Path, mention_leftovers: bool = True):
         self.folder = Path(folder)
+        if mention_leftovers:  # a folder reopened (resumed, evaluated) names what a killed --overwrite left
+            settle_leftovers(self.folder)
         path = self.folder / LOCK
         refuse_link(path)
         try:
@@ -204,31 +232,43 @@ def is_ampgan_folder(folder: Path) -> bool:
     return marker_kind(folder) is not None
 
 
-def check_replaceable(path: Path) -> None:
-    """One error line unless --overwrite may replace `path`: ampgan's own folder, holding only what
-    ampgan writes in a folder of its kind, and no part of another ampgan folder."""
+def check_replaceable(path: Path, kind: str | None = None) -> None:
+    """One error line unless --overwrite may replace `path` with a folder of `kind`: ampgan's own folder
+    of that kind, no part of another ampgan folder, every file in it proven ampgan's (its manifest)."""
     shown = one_line(path)
-    kind = marker_kind(path)
-    if kind is None:
+    found = marker_kind(path)
+    if found is None:
         raise AmpganError(
             f"--out {shown} holds files but no ampgan marker ({MARKER}): --overwrite replaces only "
             "folders ampgan created; choose a new folder, or empty this one yourself"
         )
+    if kind is not None and found != kind:
+        raise AmpganError(
+            f"--out {shown} is ampgan's {found} folder, not a {kind}: --overwrite replaces a folder only "
+            f"with one of its own kind; choose another --out"
+        )
     owner = _owning_folder(path)
-    if owner is not None and kind not in _DERIVED_KINDS:
+    if owner is not None and found not in _DERIVED_KINDS:
         raise AmpganError(
             f"--out {shown} is part of {one_line(owner)} (ampgan's {marker_kind(owner) or 'folder'}), "
             "whose documents describe it: replacing it alone would leave them describing something "
             "else; give a folder outside it (or rerun the command that made it)"
         )
     for control in (LOCK, MARKER):
-        refuse_link(path / control)  # named for what it is, before the general rule names it foreign
-    foreign = foreign_entries(path, kind)
-    if foreign:
-        more = f" and {len(foreign) - 1} more" if len(foreign) > 1 else ""
+        refuse_link(path / control)  # named for what it is, before the general rule names it unproven
+    unproven = unproven_entries(path)
+    if unproven and not (Path(path) / manifest.MANIFEST).is_file():
         raise AmpganError(
-            f"--out {shown} holds {one_line(foreign[0])}{more}, which ampgan did not write: "
-            f"--overwrite would delete it; move it out first, or choose a new folder"
+            f"--out {shown} was written by an older ampgan, which kept no record of its files "
+            f"({manifest.MANIFEST}), so nothing in it can be shown to be ampgan's ({one_line(unproven[0])}, ...): "
+            "--overwrite deletes only what ampgan can show it wrote; empty the folder yourself, or choose a new one"
+        )
+    if unproven:
+        more = f" and {len(unproven) - 1} more" if len(unproven) > 1 else ""
+        raise AmpganError(
+            f"--out {shown} holds {one_line(unproven[0])}{more}, which ampgan did not write, or which changed "
+            f"since (its record in {manifest.MANIFEST} does not match): --overwrite would delete it; move it "
+            "out of the folder first, or choose another --out"
         )
 
 
@@ -244,11 +284,139 @@ def _refuse_dangerous(path: Path) -> None:
         )
 
 
+def check_place(path: Path, kind: str, data: tuple[str | Path, ...] = ()) -> None:
+    """The ownership rule: one error line, before anything is written, unless `path` may become a folder
+    of `kind`. A folder belongs to one thing: never inside (or around) a dataset folder the command reads
+    (`data`), never inside another ampgan folder, except as a part that folder's kind is made of (a
+    projection of a bench; a part made by the command that holds its folder)."""
+    shown, resolved = one_line(path), Path(path).resolve()
+    for root in data:
+        images = Path(root).expanduser().resolve()
+        if resolved == images or resolved.is_relative_to(images) or images.is_relative_to(resolved):
+            where = "holds" if images != resolved and images.is_relative_to(resolved) else "is inside"
+            raise AmpganError(
+                f"--out {shown} {where} the dataset folder {one_line(root)}: what the {kind} writes would be "
+                "read as data (a run's sample grids as training images); choose a folder outside the dataset"
+            )
+    owner = _owning_folder(path)
+    if owner is None:
+        return
+    owner_kind = marker_kind(owner)
+    relative = resolved.relative_to(owner).as_posix()
+    theirs = FOLDER_KINDS.get(owner_kind or "", ())
+    part = any(fnmatch.fnmatchcase(f"{relative}/{own}", pattern) for own in FOLDER_KINDS[kind] for pattern in theirs)
+    if part and (kind in _DERIVED_KINDS or _held_here(owner)):
+        return
+    raise AmpganError(
+        f"--out {shown} is inside {one_line(owner)}, ampgan's {owner_kind or 'output'} folder: a folder belongs "
+        "to one thing, and that one's files are written only by the command that made it; choose a "
+        "folder outside it"
+    )
+
+
+def _held_here(folder: Path) -> bool:
+    """This process holds `folder`'s lock (the command that made it is the one writing its part)."""
+    path = Path(folder) / LOCK
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return False
+    try:
+        holder = os.pread(fd, 64, 0).decode(errors="replace").strip()
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return holder == str(os.getpid())
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False
+    finally:
+        os.close(fd)
+
+
+def _is_held(folder: Path) -> bool:
+    """Some live process holds `folder`'s lock."""
+    path = Path(folder) / LOCK
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    else:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False
+    finally:
+        os.close(fd)
+
+
+def _asides(path: Path) -> list[tuple[Path, int]]:
+    """The folders an --overwrite of `path` moved aside (`.NAME.replaced-PID`) and has not yet deleted."""
+    prefix = f".{path.name}.replaced-"
+    found = []
+    try:
+        siblings = list(path.parent.iterdir()) if path.parent.is_dir() else []
+    except OSError:
+        return []
+    for sibling in siblings:
+        pid = sibling.name.removeprefix(prefix)
+        if sibling.name.startswith(prefix) and pid.isdigit() and sibling.is_dir() and not sibling.is_symlink():
+            found.append((sibling, int(pid)))
+    return sorted(found)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # someone else's process: alive
+    return True
+
+
+def settle_leftovers(path: Path, overwrite: bool = False) -> None:
+    """What an --overwrite of `path` that was killed midway left beside it (`.NAME.replaced-PID`, the old
+    folder) is never left without a word: put back when `path` is gone (it was killed before writing
+    anything), deleted with a line when this command replaces `path` anyway and every file in it is proven
+    ampgan's, else named in a warning with what to do. One still being replaced by a live process is left
+    to it."""
+    path = Path(path)
+    for aside, pid in _asides(path):
+        if pid == os.getpid() or (_alive(pid) and (not path.exists() or _is_held(path))):
+            continue  # its command is still running (or is this one)
+        shown, old = one_line(path), one_line(aside)
+        if not path.exists():
+            os.replace(aside, path)
+            warn(
+                f"{shown} was being replaced by --overwrite when its process ({pid}) stopped, before it wrote "
+                f"anything: the old folder is back in place ({old} was its name meanwhile)"
+            )
+        elif overwrite and not unproven_entries(aside):
+            remove_written(aside)
+            warn(f"deleted {old}: the old {shown} that an --overwrite stopped midway (process {pid}) had set aside")
+        else:
+            warn(
+                f"{old} holds the old {shown}, set aside by an --overwrite whose process ({pid}) stopped "
+                f"midway: nothing in it was deleted; take what you need from it and delete it"
+                + ("" if overwrite else ", or add --overwrite to delete what ampgan wrote there")
+            )
+
+
 class FolderClaim:
     """A claimed output folder: new or replaced, locked; `finish()` when the command has succeeded or
-    its folder holds something worth keeping, `abandon()` otherwise (the old folder comes back)."""
+    its folder holds something worth keeping, `abandon()` otherwise (the old folder comes back).
+    `data`: the dataset folders the command reads (check_place keeps the output out of them)."""
 
-    def __init__(self, path: Path, overwrite: bool, kind: str, unfinished: Callable[[Path], bool] | None = None):
+    def __init__(
+        self,
+        path: Path,
+        overwrite: bool,
+        kind: str,
+        unfinished: Callable[[Path], bool] | None = None,
+        data: tuple[str | Path, ...] = (),
+    ):
         if kind not in FOLDER_KINDS:
             raise ValueError(f"unknown folder kind {kind!r}")
         self.path = Path(path)
@@ -256,6 +424,8 @@ class FolderClaim:
         self.aside: Path | None = None
         if self.path.exists() and not self.path.is_dir():
             raise AmpganError(f"--out {one_line(self.path)} is a file, not a folder: choose another path")
+        check_place(self.path, kind, data)
+        settle_leftovers(self.path, overwrite)
         if self.path.is_dir() and any(self.path.iterdir()):
             # A folder of this kind that a stopped command left unfinished is replaced by the same command
             # again, as a finished one is by --overwrite (and by the same rule).
@@ -266,8 +436,8 @@ class FolderClaim:
                 raise AmpganError(
                     f"--out {self.path} already holds files: choose a new folder or add --overwrite to replace it"
                 )
-            check_replaceable(self.path)
-            FolderLock(self.path).release()  # refuses when a live process still writes there
+            check_replaceable(self.path, kind)
+            FolderLock(self.path, mention_leftovers=False).release()  # refuses while a live process writes there
             self.aside = self.path.with_name(f".{self.path.name}.replaced-{os.getpid()}")
             os.replace(self.path, self.aside)
         try:
@@ -276,19 +446,31 @@ class FolderClaim:
         except OSError as error:
             self._restore()
             raise AmpganError(f"cannot create --out {self.path} ({error.strerror}): choose a writable folder") from None
-        self.lock = FolderLock(self.path)
+        self.lock = FolderLock(self.path, mention_leftovers=False)
 
     def finish(self) -> None:
-        """The new contents stay: delete the replaced folder, if any."""
+        """The new contents stay: delete what ampgan wrote in the replaced folder, if any (anything else
+        someone put there meanwhile is kept, and named)."""
         if self.aside is not None:
-            shutil.rmtree(self.aside, ignore_errors=True)
+            kept = remove_written(self.aside)
+            if kept:
+                warn(
+                    f"kept {one_line(self.aside)}: it holds {one_line(kept[0])}, which ampgan did not write "
+                    "(put there while the command ran); take it, then delete the folder"
+                )
             self.aside = None
 
     def abandon(self) -> None:
         """The command failed before writing anything worth keeping: remove the new folder and put
         the replaced one back."""
         self.lock.release()
-        shutil.rmtree(self.path, ignore_errors=True)
+        kept = remove_written(self.path)
+        if kept:
+            warn(f"kept {one_line(self.path)}: it holds {one_line(kept[0])}, which ampgan did not write")
+            if self.aside is not None:
+                warn(f"the folder it replaced is in {one_line(self.aside)}")
+            self.aside = None
+            return
         self._restore()
 
     def _restore(self) -> None:
@@ -304,10 +486,11 @@ def claimed_folder(
     kind: str,
     worth_keeping: Callable[[Path], bool] = lambda folder: False,
     unfinished: Callable[[Path], bool] | None = None,
+    data: tuple[str | Path, ...] = (),
 ) -> Iterator[FolderClaim]:
     """Claim the folder for the block. On success the replaced folder (if any) is deleted; on failure
     the new folder is kept only if `worth_keeping(folder)` (a resumable run), else the old one comes back."""
-    claim = FolderClaim(path, overwrite, kind, unfinished)
+    claim = FolderClaim(path, overwrite, kind, unfinished, data)
     try:
         yield claim
     except BaseException:

@@ -16,10 +16,11 @@ import uuid
 from contextlib import contextmanager
 from pathlib import Path
 
-from ampgan.errors import AmpganError
+from ampgan.errors import AmpganError, warn
 from ampgan.files.atomic import open_for_append, os_error_behind, write_atomically, write_json_atomically
 from ampgan.files.images import save_png
 from ampgan.files.jsonfile import read_json, read_jsonl
+from ampgan.files.manifest import record_tree
 from ampgan.files.paths import file_in
 from ampgan.files.schema import check_shape
 from ampgan.runs.checkpoint import checkpoint_path, list_checkpoints, prune_checkpoints, save_checkpoint
@@ -117,6 +118,13 @@ class RunWriter:
             for name, value in record.items():
                 if name != "step":
                     self._tensorboard.add_scalar(name, value, record["step"])
+            self._record_tensorboard()
+
+    def _record_tensorboard(self) -> None:
+        """TensorBoard writes its own files: flushed, then noted in the manifest, so a run stopped at any
+        point can still be replaced (files/manifest.py)."""
+        self._tensorboard.flush()
+        record_tree(self.run_dir / "tensorboard")
 
     def save_samples(self, step: int) -> Path:
         z, labels = self._noise
@@ -209,6 +217,7 @@ class RunWriter:
         self._metrics.close()
         if self._tensorboard is not None:
             self._tensorboard.close()
+            record_tree(self.run_dir / "tensorboard")
 
 
 class NullWriter:
@@ -273,10 +282,10 @@ def read_run_config(run_dir: Path) -> dict:
 METRICS_RECORD = {"step": int, "train_seconds": (int, float)}
 
 
-def read_metrics(path: Path) -> list[dict]:
+def read_metrics(path: Path, said=None) -> list[dict]:
     """metrics.jsonl's records, each checked for the fields every reader relies on (one error line for a
-    damaged file; a last line cut short by a crash is skipped)."""
-    records = read_jsonl(path)
+    damaged file; a last line cut short by a crash is skipped, and `said`)."""
+    records = read_jsonl(path, said)
     for record in records:
         check_shape(record, METRICS_RECORD, str(path), "remove the damaged line, or resume from an earlier checkpoint")
     return records
@@ -285,7 +294,7 @@ def read_metrics(path: Path) -> list[dict]:
 def truncate_metrics(path: Path, last_step: int) -> int:
     """Keep the records up to `last_step` (the checkpoint's), dropping any the lost part of the run
     wrote after it and a line cut short by a crash; rewritten atomically. Returns the last kept step."""
-    kept = [record for record in read_metrics(path) if record["step"] <= last_step]
+    kept = [record for record in read_metrics(path, warn) if record["step"] <= last_step]
     text = "".join(json.dumps(record) + "\n" for record in kept)
     write_atomically(path, lambda stream: stream.write(text.encode("utf-8")))
     return kept[-1]["step"] if kept else 0

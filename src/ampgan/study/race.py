@@ -11,16 +11,17 @@ this and not interleaved slices, with the measurements).
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 from ampgan.bench.harness import BenchSpec, run_bench
 from ampgan.bench.output import load_results, write_results
 from ampgan.bench.to_folder import refuse_what_measured_nothing
 from ampgan.cost.arithmetic import time_to_quality
+from ampgan.errors import AmpganError, one_line
 from ampgan.files.atomic import write_json_atomically
 from ampgan.files.paths import file_in
 from ampgan.runs.checkpoint import list_checkpoints, load_checkpoint
+from ampgan.runs.claim import remove_written
 from ampgan.study.evaluate import QualityTracker, read_quality_curve
 from ampgan.study.progress import StudyInterrupted, StudyProgress
 from ampgan.study.spec import COMPARE_BENCH_MAX_FACTOR, CompareSpec, budget_text
@@ -127,7 +128,14 @@ def run_once(
         tracker.restore(resume_from["step"])
         log(f"train: {precision}, seed {seed}: continuing from step {resume_from['step']} ...")
     else:
-        shutil.rmtree(run_dir, ignore_errors=True)  # a start cut short before its first checkpoint: nothing to keep
+        # A start cut short before its first checkpoint: nothing of it to keep, and only what ampgan can
+        # show it wrote is deleted (runs/claim.py); anything else stops the study, named.
+        kept = remove_written(run_dir) if run_dir.is_dir() else []
+        if kept:
+            raise AmpganError(
+                f"{one_line(run_dir)} holds {one_line(kept[0])}, which ampgan did not write: move it out, "
+                "then continue the study"
+            )
         run_dir.mkdir(parents=True)
         budget = prepared.config.budget
         log(f"train: {precision}, seed {seed}, for {budget_text(budget.time_budget_s, budget.steps)} ...")

@@ -30,7 +30,9 @@ def run_study(
             log(f"continuing the study in {out} ...")
             stack.callback(FolderLock(out).release)
         else:
-            stack.enter_context(claimed_folder(out, overwrite, "study", worth_keeping=has_progress))
+            stack.enter_context(
+                claimed_folder(out, overwrite, "study", worth_keeping=has_progress, data=spec.base.data.folders_read)
+            )
         document = run_compare(spec, out, show_progress=show_progress, log=log)
         with stop_on_signals() as stop:  # the last stages: finished, then stopped if a signal came meanwhile
             if with_doctor:

@@ -8,6 +8,7 @@ Nothing is written before every input was validated, so a bad option never touch
 
 from __future__ import annotations
 
+import os
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +18,7 @@ import torch
 from ampgan.config import TrainConfig, config_from_document, safe_to_change
 from ampgan.errors import AmpganError, ConfigError
 from ampgan.runs.checkpoint import check_step_matches_name, latest_checkpoint, list_checkpoints, load_checkpoint
-from ampgan.runs.claim import FolderLock, claimed_folder
+from ampgan.runs.claim import FolderLock, check_place, claimed_folder, settle_leftovers
 from ampgan.runs.run_folder import read_run_config
 from ampgan.training.distributed import any_rank, world
 from ampgan.training.prepared import PreparedRun, prepare_run
@@ -41,6 +42,8 @@ def resumed_config(run_dir: Path, changes: dict, option_names: dict[str, str]) -
 
     `changes`: {config path: value} the user set explicitly; `option_names`: path -> the flag that sets
     it (for the message that refuses a change)."""
+    if os.environ.get("RANK", "0") == "0":  # one process puts back what a killed --overwrite set aside
+        settle_leftovers(run_dir)
     config = saved_config(run_dir)
     applied = {}
     for path, value in changes.items():
@@ -104,7 +107,9 @@ def new_run(config: TrainConfig, run_dir: Path, overwrite: bool, device: torch.d
     """Validate, then claim the folder (rank 0) for the block: a run that fails before its first
     checkpoint past step 0 leaves no folder behind (a replaced one comes back)."""
     prepared = prepare_run(config, device=device)
-    with claimed_on_main_rank(run_dir, overwrite, prepared.policy.device, "run", worth_keeping=has_progress):
+    with claimed_on_main_rank(
+        run_dir, overwrite, prepared.policy.device, "run", worth_keeping=has_progress, data=config.data.folders_read
+    ):
         yield RunStart(prepared=prepared, run_dir=Path(run_dir))
 
 
@@ -113,10 +118,11 @@ def resumed_run(config: TrainConfig, run_dir: Path, device: torch.device | None 
     """`config`: from resumed_config(); the folder is locked for the block (rank 0). Refuses a budget
     the run has already reached."""
     with ExitStack() as stack:
-        if world().is_main:
-            stack.callback(FolderLock(run_dir).release)
+        if world().is_main:  # (what a killed --overwrite left was settled by resumed_config)
+            stack.callback(FolderLock(run_dir, mention_leftovers=False).release)
         # Every check of the folder comes before the model is built: building a user's model imports
         # its code, which must not happen for a folder that is refused anyway.
+        check_place(run_dir, "run", config.data.folders_read)  # a run left inside its dataset by an older ampgan
         checkpoint = latest_checkpoint(run_dir)
         # Loaded to the CPU: RNG states must be CPU tensors, and the optimizers move their state to
         # the parameters' device themselves (keeping Adam's step counters on the CPU).
@@ -134,7 +140,12 @@ def resumed_run(config: TrainConfig, run_dir: Path, device: torch.device | None 
 
 @contextmanager
 def claimed_on_main_rank(
-    out: Path, overwrite: bool, device: torch.device, kind: str, worth_keeping=lambda folder: False
+    out: Path,
+    overwrite: bool,
+    device: torch.device,
+    kind: str,
+    worth_keeping=lambda folder: False,
+    data: tuple[str, ...] = (),
 ):
     """Rank 0 alone claims the output folder (runs.claim) for the block; the other ranks learn whether
     it could, instead of waiting in the first collective for a rank that has already exited."""
@@ -142,7 +153,7 @@ def claimed_on_main_rank(
         failure = None
         if world().is_main:
             try:
-                stack.enter_context(claimed_folder(out, overwrite, kind, worth_keeping))
+                stack.enter_context(claimed_folder(out, overwrite, kind, worth_keeping, data=data))
             except AmpganError as error:
                 failure = error
         (failed,) = any_rank([failure is not None])

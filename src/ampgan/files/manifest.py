@@ -1,0 +1,194 @@
+"""What ampgan wrote in a folder, with each file's size and sha256: the proof that lets it delete a file.
+
+A folder ampgan claims (runs/claim.py) holds `.ampgan-written.jsonl`, one JSON line per file written there:
+`{"path": "samples/step-000002.png", "size": 1234, "sha256": "..."}`. Every writer records through this
+module (files/atomic.py: whole files after their rename, logs after each append), so "ampgan wrote it" is
+one rule: the file's size and sha256 equal a line recorded for its path (any such line: a log cut back on
+resume matches what it held then). A name is no proof: a file renamed, edited, or put there by someone
+else, whatever it is called, matches no line, and nothing that deletes (`--overwrite`, checkpoint
+pruning) touches it. The same lines prove a checkpoint is the one written (runs/checkpoint.py).
+
+Each line is one `write` on a file opened O_APPEND, so a crash leaves every earlier line whole; a line cut
+short is skipped, and the file it described counts as not proven (kept, never deleted).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import stat
+from pathlib import Path
+
+MANIFEST = ".ampgan-written.jsonl"
+_ANY = (-1, "")  # a temporary file's record: whatever it holds (a write killed midway) is ampgan's
+FOLDER_MARKER = ".ampgan-folder"  # what kind of folder ampgan claimed (runs/claim.py writes and reads it)
+
+
+def start(folder: Path) -> None:
+    """An empty manifest in a folder ampgan has just claimed (never through a link)."""
+    fd = os.open(Path(folder) / MANIFEST, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+    os.close(fd)
+
+
+def manifest_root(path: Path) -> Path | None:
+    """The nearest folder holding `path` that has a manifest (the ampgan folder it is written in), if any."""
+    try:
+        folder = Path(path).absolute().parent.resolve()
+    except (OSError, RuntimeError):
+        return None
+    for candidate in (folder, *folder.parents):
+        if _is_regular(candidate / MANIFEST):
+            return candidate
+    return None
+
+
+def digest(path: Path) -> tuple[int, str] | None:
+    """(size, sha256) of a regular file, read without following a link; None for anything else (a link, a
+    FIFO, a folder, a device: never opened, so a FIFO cannot block the reader)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        sha, size = hashlib.sha256(), 0
+        while chunk := os.read(fd, 1 << 20):
+            sha.update(chunk)
+            size += len(chunk)
+        return size, sha.hexdigest()
+    finally:
+        os.close(fd)
+
+
+def record(path: Path, written: tuple[int, str] | None = None) -> None:
+    """Note `path` (now complete) in the manifest of the ampgan folder it lies in; nothing outside one.
+    `written`: its (size, sha256) when the writer already knows them (a log it appends to)."""
+    root = manifest_root(path)
+    if root is None:
+        return
+    written = written or digest(path)
+    if written is None:
+        return
+    _append(path, {"size": written[0], "sha256": written[1]}, root)
+
+
+def _append(path: Path, entry: dict, root: Path | None = None) -> None:
+    root = root or manifest_root(path)
+    if root is None:
+        return
+    line = json.dumps({"path": _relative(path, root), **entry}) + "\n"
+    fd = os.open(root / MANIFEST, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW)
+    try:
+        os.write(fd, line.encode("utf-8"))
+    finally:
+        os.close(fd)
+
+
+def record_temporary(path: Path) -> None:
+    """Note the temporary file an atomic write is about to fill (its name is random): left by a write that
+    was killed, it is still known as ampgan's, whatever it holds."""
+    _append(path, {"temporary": True})
+
+
+def record_tree(folder: Path) -> None:
+    """Note every regular file under `folder` (what a library wrote there for ampgan: TensorBoard's events)."""
+    for root, _, files in os.walk(folder):
+        for name in files:
+            record(Path(root, name))
+
+
+def entries(root: Path) -> dict[str, set[tuple[int, str]]]:
+    """path -> every (size, sha256) recorded for it in `root`'s manifest ({} without one)."""
+    found: dict[str, set[tuple[int, str]]] = {}
+    path = Path(root) / MANIFEST
+    if not _is_regular(path):
+        return found
+    with open(path, "rb") as handle:
+        for line in handle:
+            try:
+                entry = json.loads(line)
+                written = _ANY if entry.get("temporary") is True else (int(entry["size"]), str(entry["sha256"]))
+                found.setdefault(entry["path"], set()).add(written)
+            except (ValueError, KeyError, TypeError):
+                continue  # a line cut short by a crash (or damaged): what it described stays unproven
+    return found
+
+
+def is_written(path: Path) -> bool:
+    """`path` is a file ampgan wrote and nobody changed since: its size and sha256 are recorded for it."""
+    root = manifest_root(path)
+    return root is not None and _matches(path, entries(root).get(_relative(path, root), set()))
+
+
+def recorded(path: Path) -> bool | None:
+    """True when `path` matches what its manifest recorded for it, False when it differs from every record,
+    None when no manifest has a record of it (a folder of an older ampgan, or a file copied elsewhere)."""
+    root = manifest_root(path)
+    records = entries(root).get(_relative(path, root)) if root is not None else None
+    if not records:
+        return None
+    return _matches(path, records)
+
+
+def delete_written(path: Path) -> bool:
+    """Delete `path` only if ampgan wrote it (is_written); True when it was deleted."""
+    if is_written(path):
+        Path(path).unlink(missing_ok=True)
+        return True
+    return False
+
+
+def unproven(folder: Path, control: tuple[str, ...] = ()) -> list[str]:
+    """The paths under `folder` (relative, sorted) that no manifest in it proves ampgan wrote: files,
+    links and special files alike (a link is never followed). Each file answers to the nearest manifest
+    above it inside `folder`; `control` names (a marker, a lock) and the manifest itself are exempt beside
+    a manifest."""
+    folder = Path(folder)
+    found: list[str] = []
+    manifests: dict[Path, dict[str, set[tuple[int, str]]]] = {}
+    for root, folders, files in os.walk(folder):
+        here = Path(root)
+        if _is_regular(here / MANIFEST):
+            manifests[here] = entries(here)
+        owner = next((m for m in (here, *here.parents) if m in manifests), None)
+        for name in files + [f for f in folders if (here / f).is_symlink()]:
+            path = here / name
+            relative = path.relative_to(folder).as_posix()
+            if here in (owner, folder) and name in (MANIFEST, *control) and not path.is_symlink():
+                continue  # beside its manifest, or at the top (an older ampgan's marker, without one)
+            if owner is None or path.is_symlink():
+                found.append(relative)
+                continue
+            inside = path.relative_to(owner).as_posix()
+            records = manifests[owner]
+            if _matches(path, records.get(inside, set())):
+                continue
+            found.append(relative)
+    return sorted(found)
+
+
+def _matches(path: Path, records: set[tuple[int, str]]) -> bool:
+    if not records:
+        return False
+    if _ANY in records:
+        return True
+    try:
+        size = os.lstat(path).st_size
+    except OSError:
+        return False
+    if all(size != recorded_size for recorded_size, _ in records):
+        return False  # cheaper than hashing: a different size is a different file
+    return digest(path) in records
+
+
+def _relative(path: Path, root: Path) -> str:
+    return (Path(path).absolute().parent.resolve() / Path(path).name).relative_to(root).as_posix()
+
+
+def _is_regular(path: Path) -> bool:
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
