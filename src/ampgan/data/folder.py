@@ -26,6 +26,7 @@ from PIL import Image, UnidentifiedImageError
 from ampgan.data.dataset import ImageDataset
 from ampgan.errors import AmpganError, one_line, warn
 from ampgan.files.atomic import write_atomically
+from ampgan.files.jsonfile import parse_json
 
 IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff"}
 DEFAULT_SIZE = 32
@@ -226,7 +227,7 @@ def _read_cache(
     cache that is damaged or holds anything but this folder's images is rebuilt, with one warning."""
     try:
         with np.load(path, allow_pickle=False) as archive:
-            meta = json.loads(archive["meta"].tobytes().decode())
+            meta = parse_json(archive["meta"].tobytes().decode())
             images, labels = archive["images"], archive["labels"]
         if not isinstance(meta, dict):
             raise ValueError("its description is not a table")

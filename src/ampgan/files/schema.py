@@ -151,3 +151,28 @@ def check_shape(value: Any, shape, origin: str, fix: str) -> Any:
     except ShapeError as error:
         raise AmpganError(f"{origin} is damaged or foreign ({error.where} {error.problem}): {fix}") from None
     return value
+
+
+def table_number(text: Any, where: str, field: str, *, whole: bool = False, least: float = 0, most: float) -> float:
+    """A number from a cell of a table a person gives (a price catalog, a kernel table): finite, whole when
+    `whole`, from `least` to `most`; else one error line naming `where` (the file and line), the column and
+    what it takes. `float('inf')`, '1e300' or 'four' would otherwise end in an OverflowError traceback or an
+    absurd figure; `most` is the largest value that means something for the column."""
+    shown = str(text if text is not None else "").strip()
+    kind = "a whole number" if whole else "a number"
+    try:
+        value = float(shown)
+        if not math.isfinite(value) or (whole and value != int(value)):
+            raise ValueError
+    except (ValueError, OverflowError):
+        raise AmpganError(
+            f"{where}: {field} is {_short(shown)}, not {kind}: write {kind} from {_plain(least)} to {_plain(most)}"
+        ) from None
+    if not least <= value <= most:
+        bounds = f"from {_plain(least)} to {_plain(most)}"
+        raise AmpganError(f"{where}: {field} is {_short(shown)[1:-1]}; it must be {bounds}")
+    return int(value) if whole else value
+
+
+def _plain(value: float) -> str:
+    return str(int(value)) if value == int(value) else f"{value:g}"

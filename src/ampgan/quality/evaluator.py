@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import io
-import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +28,7 @@ from ampgan.data import ImageDataset
 from ampgan.errors import AmpganError, one_line, warn
 from ampgan.files.atomic import write_atomically, write_json_atomically
 from ampgan.files.cache_dir import cache_dir
+from ampgan.files.jsonfile import parse_json
 from ampgan.files.schema import has_shape
 from ampgan.quality.metrics import (
     accuracy,
@@ -226,7 +226,7 @@ def _cached_evaluator(network: Evaluator, weights_path: Path, info_path: Path, d
         return None
     try:
         blob = weights_path.read_bytes()
-        info = json.loads(info_path.read_text(encoding="utf-8"))
+        info = parse_json(info_path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         info, blob = None, b""
     reason = None

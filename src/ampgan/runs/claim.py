@@ -26,6 +26,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ampgan.errors import AmpganError, one_line
+from ampgan.files.jsonfile import parse_json
 
 MARKER = ".ampgan-folder"
 LOCK = ".ampgan-lock"
@@ -122,7 +123,7 @@ def marker_kind(folder: Path) -> str | None:
     if text.startswith("written by ampgan"):  # ampgan's first marker
         return _kind_by_documents(Path(folder))
     try:
-        document = json.loads(text)
+        document = parse_json(text)
     except ValueError:
         return None
     kind = document.get("kind") if isinstance(document, dict) and document.get("format") == MARKER_FORMAT else None

@@ -1,0 +1,168 @@
+"""Issue 47's classes 8 and 9: what used to end in a traceback (exit 1), or in a line that names the wrong
+problem, ends in one line that names the problem and the fix (exit 2), or works.
+
+Each rule lives in one place; these tests try it on variants the issue did not name."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+from conftest import run_cli
+
+from ampgan.errors import AmpganError, AmpganWarning
+from ampgan.files.jsonfile import (
+    MAX_DEPTH,
+    DuplicateKey,
+    TooDeep,
+    parse_json,
+    parse_toml,
+    read_cache_json,
+    read_jsonl,
+)
+
+TINY = ("--steps", "2", "--width", "8", "--batch-size", "8", "--precision", "fp32", "--dataset", "synthetic")
+
+
+def _one_error_line(code, err, *words):
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert code == 2, err
+    assert len(lines) == 1 and lines[0].startswith("error: "), err
+    assert "Traceback" not in err
+    for word in words:
+        assert word in lines[0], (word, lines[0])
+    return lines[0]
+
+
+# --- the one JSON/TOML reader: depth, duplicate keys ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[" * 100_000 + "]" * 100_000,  # past Python's recursion limit: was a RecursionError
+        '{"a":' * (MAX_DEPTH + 1) + "1" + "}" * (MAX_DEPTH + 1),  # parses, but deeper than any document
+        '[{"a":' * 60 + "1" + "}]" * 60,  # mixed lists and tables
+    ],
+)
+def test_json_nested_too_deep_is_one_reason(text):
+    with pytest.raises(TooDeep):
+        parse_json(text)
+
+
+def test_json_at_the_depth_limit_is_read():
+    assert parse_json("[" * MAX_DEPTH + "]" * MAX_DEPTH) is not None
+
+
+@pytest.mark.parametrize("text", ["a = " + "[" * 5000 + "]" * 5000, "a = " + "{b=" * 5000 + "1" + "}" * 5000])
+def test_toml_nested_too_deep_is_one_reason(text):
+    with pytest.raises(TooDeep):
+        parse_toml(text)
+
+
+@pytest.mark.parametrize("text", ['{"a": 1, "a": 1}', '{"x": [{"b": 1, "c": 2, "b": 3}]}'])
+def test_json_duplicate_key_is_refused_naming_it(text):
+    with pytest.raises(DuplicateKey, match="appears twice"):
+        parse_json(text)
+
+
+def test_jsonl_line_nested_too_deep_in_the_middle_is_one_error(tmp_path):
+    path = tmp_path / "metrics.jsonl"
+    path.write_text('{"step": 1}\n' + "[" * 50_000 + "]" * 50_000 + '\n{"step": 2}\n')
+    with pytest.raises(AmpganError, match="line 2 is not a JSON record"):
+        read_jsonl(path)
+
+
+@pytest.mark.parametrize("content", ["[" * 100_000, '{"format": 1, "format": 2}', "\udcff"])
+def test_a_damaged_cache_is_a_warning_and_none(tmp_path, content):
+    path = tmp_path / "cache.json"
+    path.write_bytes(content.encode("utf-8", errors="surrogateescape"))
+    with pytest.warns(AmpganWarning, match="is damaged .*writes it anew"):
+        assert read_cache_json(path) is None
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert read_cache_json(tmp_path / "absent.json") is None  # no cache yet: nothing to say
+
+
+def test_the_decision_caches_rebuild_a_deep_file(tmp_path):
+    from ampgan.speed.cache import DecisionCache
+    from ampgan.speed.history import SpeedupHistory
+
+    for cache in (DecisionCache(tmp_path), SpeedupHistory(tmp_path)):
+        cache.path.write_text("[" * 100_000 + "]" * 100_000)
+    decisions = DecisionCache(tmp_path)
+    with pytest.warns(AmpganWarning, match="precision-decisions.json is damaged"):
+        assert decisions.get("key") is None
+        decisions.put("key", {"chosen": "fp32"})
+    assert decisions.get("key") == {"chosen": "fp32"}
+    with pytest.warns(AmpganWarning, match="speedup-history.json is damaged"):
+        SpeedupHistory(tmp_path)._read()
+
+
+@pytest.mark.parametrize(
+    "name, content, words",
+    [
+        ("deep.json", '{"a":' * 5000 + "1" + "}" * 5000, ["deep.json", "nests deeper than"]),
+        ("deep.toml", "[budget]\nx = " + "[" * 3000 + "]" * 3000, ["deep.toml", "nests deeper than"]),
+        ("twice.json", '{"budget": {"batch_size": 8, "steps": 2, "batch_size": 16}}', ["'batch_size'", "twice"]),
+        ("twice.json", '{"model": {"name": "dcgan"}, "model": {"name": "acgan"}}', ["'model'", "twice"]),
+    ],
+)
+def test_a_config_file_that_cannot_be_read_is_one_line(capsys, tmp_path, name, content, words):
+    (tmp_path / name).write_text(content)
+    code, _, err = run_cli(capsys, "train", "--config", str(tmp_path / name), *TINY, "--out", str(tmp_path / "r"))
+    _one_error_line(code, err, *words)
+    assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize("value", ["[" * 3000 + "]" * 3000, '{"a": 1, "a": 2}'])
+def test_a_set_value_nested_too_deep_or_with_a_key_twice_is_one_line(capsys, tmp_path, value):
+    code, _, err = run_cli(capsys, "train", *TINY, "--set", f"model.width={value}", "--out", str(tmp_path / "r"))
+    _one_error_line(code, err, "--set value")
+
+
+@pytest.mark.parametrize("document", ["compare.json", "study.json"])
+def test_a_study_document_nested_too_deep_is_one_line(capsys, tmp_path, document):
+    (tmp_path / document).write_text("[" * 100_000 + "]" * 100_000)
+    code, _, err = run_cli(capsys, "report", str(tmp_path))
+    assert code == 2 and "Traceback" not in err and err.startswith("error: "), err
+
+
+# --- numbers in a person's tables: finite, whole where counted, within what means something ------------
+
+
+@pytest.mark.parametrize("m", ["inf", "-Infinity", "1e300", "9" * 400, "NaN", "-5", "2.5", "4294967296"])
+def test_a_kernel_table_dimension_that_means_nothing_is_one_line(capsys, tmp_path, m):
+    table = tmp_path / "k.csv"
+    table.write_text(f"name,op,m,n,k\nk1,gemm,{m},64,64\n")
+    code, _, err = run_cli(capsys, "project", "--kernels", str(table), "--out", str(tmp_path / "p"))
+    line = _one_error_line(code, err, "k.csv line 2 (k1): m is", "2147483647")
+    assert len(line) < 250  # a 400-digit cell is shown cut short
+
+
+@pytest.mark.parametrize(
+    "cells, column",
+    [
+        ("1,four,0.5", "vcpus"),
+        ("1,4,inf", "price_per_hour"),
+        ("1,4,1e308", "price_per_hour"),
+        ("one,4,0.5", "gpu_count"),
+        ("1e12,4,0.5", "gpu_count"),
+        ("1,-3,0.5", "vcpus"),
+    ],
+)
+def test_a_price_catalog_cell_that_is_no_number_is_one_line(capsys, tmp_path, cells, column):
+    prices = tmp_path / "p.csv"
+    prices.write_text(
+        "provider,region,instance,hardware,gpu_count,vcpus,price_per_hour,currency,source,date\n"
+        f"aws,us,x1,T4,{cells},USD,s,2025-01\n"
+    )
+    code, _, err = run_cli(capsys, "cost", "--prices", str(prices), "--list-instances")
+    _one_error_line(code, err, "p.csv line 2:", f"{column} is")
+
+
+def test_a_skypilot_accelerator_count_that_is_infinite_is_one_line(tmp_path):
+    from ampgan.cost.skypilot import _count
+
+    with pytest.raises(AmpganError, match="AcceleratorCount is 'inf'"):
+        _count({"AcceleratorCount": "inf"}, tmp_path / "vms.csv", 3)
