@@ -166,3 +166,75 @@ def test_a_skypilot_accelerator_count_that_is_infinite_is_one_line(tmp_path):
 
     with pytest.raises(AmpganError, match="AcceleratorCount is 'inf'"):
         _count({"AcceleratorCount": "inf"}, tmp_path / "vms.csv", 3)
+
+
+# --- sizes refused before anything is allocated ----------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    from ampgan.cli import main
+
+    out = tmp_path_factory.mktemp("run") / "run"
+    try:
+        # Module-scoped: made before the autouse stand-ins; the flags skip the decisions they would skip.
+        main(["train", *TINY, "--no-channels-last", "--no-compile", "--out", str(out)])
+    except SystemExit as exit_:
+        assert not exit_.code
+    return out
+
+
+def test_generate_more_samples_than_memory_holds_is_refused_first(capsys, tmp_path, tiny_run):
+    out = tmp_path / "g.png"
+    code, _, err = run_cli(capsys, "generate", str(tiny_run), "--class", "0", "--n", "1000000000", "--out", str(out))
+    _one_error_line(code, err, "--n 1000000000 needs at least", "TiB", "memory available now", "or fewer")
+    assert not out.exists()
+
+
+def test_generate_on_a_machine_with_little_memory_names_what_fits(capsys, tmp_path, tiny_run, monkeypatch):
+    import ampgan.system.memory as memory
+
+    # 1 MiB free: 64 samples of 3x32x32 (40 KiB each held at once) do not fit; the line says how many do.
+    monkeypatch.setattr(memory, "available_memory_bytes", lambda device="cpu": 2**20)
+    code, _, err = run_cli(
+        capsys, "generate", str(tiny_run), "--class", "0", "--n", "64", "--out", str(tmp_path / "g.npz")
+    )
+    line = _one_error_line(code, err, "--n 64", "1.0 MiB")
+    largest = int(line.split("use --n ")[1].split()[0])
+    assert 0 < largest < 64
+    assert (
+        run_cli(
+            capsys, "generate", str(tiny_run), "--class", "0", "--n", str(largest), "--out", str(tmp_path / "g.npz")
+        )[0]
+        == 0
+    )
+
+
+def test_evaluate_more_samples_than_memory_holds_is_refused_first(capsys, tiny_run):
+    code, _, err = run_cli(capsys, "evaluate", str(tiny_run), "--samples", "1000000000")
+    _one_error_line(code, err, "--samples 1000000000 needs at least", "or fewer")
+    assert not (tiny_run / "quality.json").exists()
+
+
+def test_a_study_evaluating_more_samples_than_fit_is_refused_before_any_run():
+    from ampgan.quality.evaluator import refuse_samples_that_cannot_fit
+
+    with pytest.raises(
+        AmpganError, match=r"--set compare.eval_samples=100000000000 needs .* compare.eval_samples=\d+ or"
+    ):
+        refuse_samples_that_cannot_fit(10**11, (3, 32, 32), "--set compare.eval_samples=")
+
+
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (("--set", "logging.samples_per_class=10000000"), ["logging.samples_per_class=10000000", "sample grid"]),
+        (("--model", "dcgan", "--set", "logging.samples_per_class=1000000"), ["samples_per_class=1000000", "or fewer"]),
+        (("--image-size", "65536"), ["--image-size 65536", "or less"]),
+        (("--dataset", "digits", "--image-size", "100000"), ["--image-size 100000", "1797 images"]),
+    ],
+)
+def test_a_size_beyond_the_machine_is_refused_before_allocating(capsys, tmp_path, args, words):
+    code, _, err = run_cli(capsys, "train", *TINY, *args, "--out", str(tmp_path / "r"))
+    _one_error_line(code, err, "memory available now", *words)
+    assert not (tmp_path / "r").exists()

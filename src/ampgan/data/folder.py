@@ -23,7 +23,7 @@ import numpy as np
 import torch
 from PIL import Image, UnidentifiedImageError
 
-from ampgan.data.dataset import ImageDataset
+from ampgan.data.dataset import ImageDataset, refuse_images_that_cannot_fit
 from ampgan.errors import AmpganError, one_line, warn
 from ampgan.files.atomic import write_atomically
 from ampgan.files.jsonfile import parse_json
@@ -172,6 +172,7 @@ def load_folder(
         if cached is not None:
             images, labels = cached
             return ImageDataset(images, labels, class_names, source | {"cache": str(cache_path), "cache_hit": True})
+    refuse_images_that_cannot_fit(len(all_files), channels, size)
     images = np.empty((len(all_files), channels, size, size), dtype=np.uint8)
     labels = np.empty(len(all_files), dtype=np.int64)
     flattened: list[Path] = []

@@ -32,7 +32,7 @@ from ampgan.data import load_dataset
 from ampgan.doctor.preflight import check_before_training
 from ampgan.errors import AmpganError
 from ampgan.precisions import FP32
-from ampgan.quality.evaluator import check_evaluable, reference_floor
+from ampgan.quality.evaluator import check_evaluable, reference_floor, refuse_samples_that_cannot_fit
 from ampgan.quality.headline import headline_for
 from ampgan.study.cost import cost_stage
 from ampgan.study.decide import decide
@@ -77,6 +77,7 @@ def run_compare(spec: CompareSpec, out_dir: Path, show_progress: bool = True, lo
             "its study races on the Fréchet distance (its target is set from the runs); leave it out"
         )
     check_evaluable(dataset)  # one class, or too few images per class: no evaluator could judge the runs
+    refuse_samples_that_cannot_fit(spec.eval_samples, tuple(dataset.images.shape[1:]), "--set compare.eval_samples=")
     check_before_training(spec.train_config(FP32), dataset, log=log)  # before anything is measured or trained
     progress = open_progress(out_dir, spec.to_document(spec.precisions))
     with stop_on_signals() as stop:
