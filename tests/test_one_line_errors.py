@@ -6,6 +6,7 @@ Each rule lives in one place; these tests try it on variants the issue did not n
 from __future__ import annotations
 
 import warnings
+from pathlib import Path
 
 import pytest
 from conftest import run_cli
@@ -238,3 +239,46 @@ def test_a_size_beyond_the_machine_is_refused_before_allocating(capsys, tmp_path
     code, _, err = run_cli(capsys, "train", *TINY, *args, "--out", str(tmp_path / "r"))
     _one_error_line(code, err, "memory available now", *words)
     assert not (tmp_path / "r").exists()
+
+
+# --- environment variables: one declaration each, checked before any command -----------------------------
+
+
+@pytest.mark.parametrize(
+    "name, value, words",
+    [
+        ("AMPGAN_COMPILE_BACKEND", "bogus", ["a torch.compile backend", "inductor"]),
+        ("AMPGAN_COLLECTIVE_TIMEOUT_S", "abc", ["whole seconds"]),
+        ("AMPGAN_CONTROL_TIMEOUT_S", "-5", ["whole seconds, 1 or more"]),
+        ("AMPGAN_DETERMINISTIC", "maybe", ["1 or 0"]),
+        ("AMPGAN_CACHE_DIR", "{file}", ["a folder"]),
+    ],
+)
+def test_an_environment_variable_it_cannot_take_is_one_line_before_any_command(
+    capsys, tmp_path, monkeypatch, name, value, words
+):
+    (tmp_path / "a-file").write_text("x")
+    monkeypatch.setenv(name, value.format(file=tmp_path / "a-file"))
+    for command in (["config", "--list"], ["train", *TINY, "--out", str(tmp_path / "r")]):
+        code, out, err = run_cli(capsys, *command)
+        _one_error_line(code, err, name, *words)
+        assert out == ""
+    assert not (tmp_path / "r").exists()
+
+
+def test_every_ampgan_variable_read_in_the_source_is_declared_once():
+    import re
+
+    from ampgan.env import VARIABLES
+
+    source = Path(__file__).parents[1] / "src" / "ampgan"
+    read = {name for path in source.rglob("*.py") for name in re.findall(r"\bAMPGAN_[A-Z_]+\b", path.read_text())}
+    assert read == set(VARIABLES)
+
+
+@pytest.mark.parametrize("value, expected", [("", False), ("0", False), ("off", False), ("1", True), ("Yes", True)])
+def test_a_switch_variable_reads_the_usual_spellings(monkeypatch, value, expected):
+    from ampgan.env import env_value
+
+    monkeypatch.setenv("AMPGAN_DETERMINISTIC", value)
+    assert env_value("AMPGAN_DETERMINISTIC") is expected

@@ -11,6 +11,7 @@ import warnings
 
 import click
 
+from ampgan.env import check_environment
 from ampgan.errors import AmpganError, AmpganWarning, ConfigError, one_line
 from ampgan.training.distributed import lost_contact_with_ranks, shutdown, world
 from ampgan.training.interruption import Interrupted
@@ -73,6 +74,7 @@ def _usage_message(error: click.UsageError) -> str:
 
 def _dispatch(argv: list[str]) -> None:
     try:
+        check_environment()  # every AMPGAN_* variable set, before any command reads one
         # obj: the command line as given, for `--nproc N` to relaunch the same command.
         cli.main(args=argv, prog_name="ampgan", standalone_mode=False, obj={"argv": argv})
     except click.exceptions.Abort:

@@ -16,17 +16,20 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
+from ampgan.env import env_value
 from ampgan.errors import AmpganError
 
 # A rank that dies leaves the others blocked in a collective; this bounds the wait (torchrun
-# also stops the survivors as soon as it sees one worker exit).
-COLLECTIVE_TIMEOUT = dt.timedelta(seconds=int(os.environ.get("AMPGAN_COLLECTIVE_TIMEOUT_S", "120")))
+# also stops the survivors as soon as it sees one worker exit): AMPGAN_COLLECTIVE_TIMEOUT_S (ampgan/env.py).
 # Control traffic (stop/log/save flags, decisions measured on rank 0) travels on a gloo group of CPU
 # tensors: under NCCL a flag on the GPU would be read back to the host every step, serialising the ranks,
 # and ranks waiting minutes for rank 0's speed decisions would meet NCCL's watchdog (a C++ abort) at
-# COLLECTIVE_TIMEOUT. Waiting here is bounded by CONTROL_TIMEOUT instead.
-CONTROL_TIMEOUT = dt.timedelta(seconds=int(os.environ.get("AMPGAN_CONTROL_TIMEOUT_S", "3600")))
+# the collective timeout. Waiting here is bounded by AMPGAN_CONTROL_TIMEOUT_S instead.
 _control_group = None
+
+
+def _seconds(variable: str) -> dt.timedelta:
+    return dt.timedelta(seconds=env_value(variable))
 
 
 @dataclass(frozen=True)
@@ -93,8 +96,9 @@ def join_process_group(device_request: str) -> torch.device | None:
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // local_size))
     global _control_group
     if not dist.is_initialized():
-        dist.init_process_group(backend=backend, rank=rank, world_size=size, timeout=COLLECTIVE_TIMEOUT)
-    _control_group = dist.new_group(backend="gloo", timeout=CONTROL_TIMEOUT)
+        timeout = _seconds("AMPGAN_COLLECTIVE_TIMEOUT_S")
+        dist.init_process_group(backend=backend, rank=rank, world_size=size, timeout=timeout)
+    _control_group = dist.new_group(backend="gloo", timeout=_seconds("AMPGAN_CONTROL_TIMEOUT_S"))
     _world = World(rank=rank, size=size, local_rank=local_rank, local_size=local_size)
     return device
 

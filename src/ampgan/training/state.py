@@ -9,7 +9,6 @@ only stores the payload. The process-wide RNGs (torch, CUDA, numpy, Python) are 
 
 from __future__ import annotations
 
-import os
 import random
 from collections.abc import Callable
 from contextlib import contextmanager
@@ -19,6 +18,7 @@ import numpy as np
 import torch
 
 from ampgan.config import TrainConfig
+from ampgan.env import env_value
 from ampgan.errors import AmpganError
 from ampgan.gan.contract import GAN, Adam, DataSpec
 from ampgan.gan.registry import ModelRecipe
@@ -312,7 +312,7 @@ def restore_global_rngs(saved: dict, device: torch.device | None = None) -> list
 def compile_backend() -> str:
     """torch.compile's backend: inductor (generated kernels), or AMPGAN_COMPILE_BACKEND (e.g. `eager`:
     graph capture without code generation, to check what compiles in seconds)."""
-    return os.environ.get("AMPGAN_COMPILE_BACKEND", "inductor")
+    return env_value("AMPGAN_COMPILE_BACKEND")
 
 
 # Graphs one process may compile per network function. D alone runs three ways per step (real images
