@@ -5,6 +5,7 @@ Each rule lives in one place; these tests try it on variants the issue did not n
 
 from __future__ import annotations
 
+import os
 import warnings
 from pathlib import Path
 
@@ -282,3 +283,50 @@ def test_a_switch_variable_reads_the_usual_spellings(monkeypatch, value, expecte
 
     monkeypatch.setenv("AMPGAN_DETERMINISTIC", value)
     assert env_value("AMPGAN_DETERMINISTIC") is expected
+
+
+# --- Ctrl-C at any moment, the first second included -------------------------------------------------------
+
+# Run as the console script does (`from ampgan.cli import main; sys.exit(main())`), with a real SIGINT sent to
+# the process the moment it first imports the named module: while Python loads the commands (click, torch)
+# or inside a command's own lazy import.
+_INTERRUPT_AT_IMPORT = """
+import os, signal, sys
+
+class Interrupt:
+    def find_spec(self, name, path=None, target=None):
+        if name == sys.argv[1]:
+            sys.meta_path.remove(self)
+            os.kill(os.getpid(), signal.SIGINT)
+        return None
+
+sys.meta_path.insert(0, Interrupt())
+from ampgan.cli import main
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+@pytest.mark.parametrize(
+    "module, command",
+    [
+        ("click", ["config", "--list"]),
+        ("torch", ["data", "info", "synthetic"]),
+        ("ampgan.quality.assess", ["evaluate", "no-such-run"]),
+    ],
+)
+def test_sigint_while_loading_is_one_line_and_exit_130(tmp_path, module, command):
+    import subprocess
+    import sys
+
+    source = str(Path(__file__).parents[1] / "src")
+    environment = dict(os.environ, PYTHONPATH=source + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    done = subprocess.run(
+        [sys.executable, "-c", _INTERRUPT_AT_IMPORT, module, *command],
+        cwd=tmp_path,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 130, done.stderr
+    assert done.stderr.strip() == "stopped: SIGINT received before any work was saved", done.stderr
