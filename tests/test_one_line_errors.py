@@ -330,3 +330,36 @@ def test_sigint_while_loading_is_one_line_and_exit_130(tmp_path, module, command
     )
     assert done.returncode == 130, done.stderr
     assert done.stderr.strip() == "stopped: SIGINT received before any work was saved", done.stderr
+
+
+# --- names that are not text ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("raw", [b"d\xffog", b"\xe9t\xe9", b"ok\xc3"])  # Latin-1 bytes, a cut multi-byte letter
+@pytest.mark.parametrize("command", [["data", "info"], ["train", *TINY[:-2]]])
+def test_a_class_folder_whose_name_is_not_utf8_is_one_line(capsys, tmp_path, raw, command):
+    from fixtures import write_image_folder
+
+    root = write_image_folder(tmp_path / "images", classes=("cats", "dogs"), per_class=12, size=16)
+    (root / "dogs").rename(root / os.fsdecode(raw))
+    args = [*command, f"folder:{root}"] if command[0] == "data" else [*command, "--dataset", f"folder:{root}"]
+    code, _, err = run_cli(capsys, *args, *(["--out", str(tmp_path / "r")] if command[0] == "train" else []))
+    _one_error_line(code, err, "class folder", repr(raw), "not valid UTF-8", "rename it")
+
+
+def test_an_image_whose_name_is_not_utf8_is_read(capsys, tmp_path):
+    from fixtures import write_image_folder
+
+    root = write_image_folder(tmp_path / "images", classes=("cats", "dogs"), per_class=12, size=16)
+    first = sorted((root / "cats").iterdir())[0]
+    first.rename(first.with_name(os.fsdecode(b"\xff" + os.fsencode(first.name))))
+    code, out, err = run_cli(capsys, "data", "info", f"folder:{root}")
+    assert code == 0, err
+    assert "cats" in out and "12" in out
+
+
+def test_a_model_file_whose_name_is_not_utf8_is_one_line(capsys, tmp_path):
+    model = tmp_path / os.fsdecode(b"gan\xff.py")
+    model.write_text("raise SystemExit('imported')\n")
+    code, _, err = run_cli(capsys, "train", *TINY, "--model", f"{model}:build", "--out", str(tmp_path / "r"))
+    _one_error_line(code, err, "model file", "not valid UTF-8")

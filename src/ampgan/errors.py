@@ -7,6 +7,7 @@ does not stop the run is an `AmpganWarning`, printed as one `warning:` line.
 
 from __future__ import annotations
 
+import os
 import warnings
 
 
@@ -22,6 +23,22 @@ def one_line(text: object) -> str:
     """`text` as one printable line: control characters (a newline in a file's name, an escape sequence)
     are shown escaped, so no name inside a message can start a line of its own or forge one."""
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
+
+
+def name_as_text(name: str, what: str) -> str:
+    """A name read from the file system that becomes data (a class name, a model's name: written to config.json,
+    shown in tables and reports) must be text. One that is not valid UTF-8 reaches Python as surrogates, which no
+    JSON, HTML or terminal line can carry: refused in one line naming its bytes, rather than a
+    UnicodeEncodeError wherever it is first written."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        raw = os.fsencode(name)
+        raise AmpganError(
+            f"{what} {raw!r} has a name that is not valid UTF-8 text: rename it (e.g. to "
+            f"{raw.decode('utf-8', errors='replace').replace(chr(0xFFFD), '_')!r})"
+        ) from None
+    return name
 
 
 def warn(message: str) -> None:

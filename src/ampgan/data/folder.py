@@ -24,7 +24,7 @@ import torch
 from PIL import Image, UnidentifiedImageError
 
 from ampgan.data.dataset import ImageDataset, refuse_images_that_cannot_fit
-from ampgan.errors import AmpganError, one_line, warn
+from ampgan.errors import AmpganError, name_as_text, one_line, warn
 from ampgan.files.atomic import write_atomically
 from ampgan.files.jsonfile import parse_json
 
@@ -38,6 +38,7 @@ def _class_folders(root: Path) -> list[Path]:
     folders = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
     for folder in folders:
         _refuse_links_that_leave(folder, root)
+        name_as_text(folder.name, f"the class folder of folder:{one_line(root)} named")
     if not folders:
         raise AmpganError(f"{root} has no class sub-folders: put each class's images in a folder named after the class")
     return folders
@@ -101,7 +102,10 @@ def _fingerprint(files: list[Path], size: int, channels: int) -> str:
     digest = hashlib.sha256(f"{size}:{channels}".encode())
     for path in files:
         stat = path.stat()
-        digest.update(f"{path.parent.name}/{path.name}:{stat.st_size}:{stat.st_mtime_ns}".encode())
+        # surrogateescape: an image's name need not be UTF-8 (only class names become text).
+        digest.update(
+            f"{path.parent.name}/{path.name}:{stat.st_size}:{stat.st_mtime_ns}".encode(errors="surrogateescape")
+        )
     return digest.hexdigest()
 
 
