@@ -363,3 +363,103 @@ def test_a_model_file_whose_name_is_not_utf8_is_one_line(capsys, tmp_path):
     model.write_text("raise SystemExit('imported')\n")
     code, _, err = run_cli(capsys, "train", *TINY, "--model", f"{model}:build", "--out", str(tmp_path / "r"))
     _one_error_line(code, err, "model file", "not valid UTF-8")
+
+
+# --- messages that name the right problem -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "where, words",
+    [
+        ("home", "is your home folder"),
+        ("root", "is the root folder"),
+        ("here", "is the current folder"),
+        ("parent", "is a folder above the current one"),
+    ],
+)
+def test_a_dangerous_out_is_named_for_what_it_is(capsys, tmp_path, monkeypatch, where, words):
+    home = tmp_path / "home"
+    (home / "project" / "sub").mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(home / "project" / "sub")
+    out = {"home": str(home), "root": "/", "here": ".", "parent": ".."}[where]
+    code, _, err = run_cli(capsys, "train", *TINY, "--out", out)
+    _one_error_line(code, err, words)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        lambda special: ["train", *TINY, "--config", special],
+        lambda special: ["cost", "--prices", special, "--list-instances"],
+        lambda special: ["project", "--kernels", special, "--out", special + "-out"],
+        lambda special: ["train", *TINY, "--model", f"{special}:build", "--out", special + "-out"],
+        lambda special: ["report", special],
+    ],
+)
+@pytest.mark.parametrize("kind", ["fifo", "socket"])
+def test_a_special_file_given_as_a_file_is_called_what_it_is(capsys, tmp_path, command, kind):
+    import socket
+
+    special = tmp_path / "given.csv"
+    if kind == "fifo":
+        os.mkfifo(special)
+        named = "a FIFO"
+    else:
+        holder = socket.socket(socket.AF_UNIX)
+        holder.bind(str(special))
+        named = "a socket"
+    args = command(str(special))
+    if args[0] == "report":  # a study folder whose compare.json is the special file
+        folder = tmp_path / "study"
+        folder.mkdir()
+        special.rename(folder / "compare.json")
+        args, special = ["report", str(folder)], folder / "compare.json"
+    code, _, err = run_cli(capsys, *args)  # a FIFO opened for reading would block here forever
+    _one_error_line(code, err, named, "not a regular file")
+
+
+def test_out_that_is_a_fifo_is_called_a_fifo(capsys, tmp_path):
+    os.mkfifo(tmp_path / "out")
+    code, _, err = run_cli(capsys, "train", *TINY, "--out", str(tmp_path / "out"))
+    _one_error_line(code, err, "is a FIFO (named pipe), not a folder")
+
+
+@pytest.mark.parametrize(
+    "found, words",
+    [
+        ("ampgan-compare/2", ["written by a newer ampgan", "ampgan-compare/2", "upgrade"]),
+        ("ampgan-compare/17", ["written by a newer ampgan", "upgrade"]),
+        ("ampgan-compare/0", ["written by an older ampgan", "rerun"]),
+        ("ampgan-bench/1", ["is not an ampgan comparison", "'ampgan-bench/1'"]),
+        (None, ["is not an ampgan comparison", "none"]),
+    ],
+)
+def test_a_versioned_document_says_which_version_wrote_it(found, words):
+    from ampgan.files.schema import check_format
+
+    with pytest.raises(AmpganError) as error:
+        check_format({"format": found}, "ampgan-compare/1", "x/compare.json", "an ampgan comparison", "rerun")
+    for word in words:
+        assert word in str(error.value)
+
+
+@pytest.mark.parametrize(
+    "name, newer, command",
+    [
+        ("compare.json", "ampgan-compare/2", lambda folder: ["report", str(folder)]),
+        (
+            "results.json",
+            "ampgan-bench/9",
+            lambda folder: ["cost", str(folder / "results.json"), "--price-per-hour", "1"],
+        ),
+        ("results.json", "ampgan-bench/2", lambda folder: ["project", str(folder / "results.json")]),
+        ("study.json", "ampgan-study/3", lambda folder: ["compare", "--resume", str(folder)]),
+    ],
+)
+def test_a_document_from_a_newer_ampgan_says_upgrade(capsys, tmp_path, name, newer, command):
+    folder = tmp_path / "from-the-future"
+    folder.mkdir()
+    (folder / name).write_text(f'{{"format": "{newer}", "configs": [], "anything": "new"}}')
+    code, _, err = run_cli(capsys, *command(folder))
+    _one_error_line(code, err, "written by a newer ampgan", newer, "upgrade ampgan")

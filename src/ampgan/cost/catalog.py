@@ -17,6 +17,7 @@ from importlib import resources
 from pathlib import Path
 
 from ampgan.errors import AmpganError
+from ampgan.files.jsonfile import refuse_unless_regular_file
 from ampgan.files.schema import table_number
 
 REQUIRED_COLUMNS = (
@@ -74,6 +75,7 @@ def load_catalog(path: Path | None = None) -> list[Instance]:
         text, origin = resources.files("ampgan.cost").joinpath("prices.csv").read_text("utf-8"), "built-in catalog"
     else:
         path = Path(path)
+        refuse_unless_regular_file(path, "the price catalog")
         if not path.is_file():
             raise AmpganError(f"no price catalog at {path}: give a CSV with columns {', '.join(REQUIRED_COLUMNS)}")
         try:

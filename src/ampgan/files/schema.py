@@ -176,3 +176,26 @@ def table_number(text: Any, where: str, field: str, *, whole: bool = False, leas
 
 def _plain(value: float) -> str:
     return str(int(value)) if value == int(value) else f"{value:g}"
+
+
+def check_format(
+    document: Any, expected: str, origin: str, what: str, fix: str, readable: tuple[str, ...] = ()
+) -> None:
+    """One rule for every versioned document ampgan reads ('format': 'ampgan-KIND/N'): `expected` (or one of
+    the older `readable`) passes; the same kind with a higher N was written by a newer ampgan (say so: the
+    fix is an upgrade, not a rerun); a lower one by an older ampgan (`fix`); anything else is not `what`
+    ('an ampgan comparison'). One error line each, naming `origin` (the file)."""
+    found = document.get("format") if isinstance(document, dict) else None
+    if found == expected or found in readable:
+        return
+    kind, _, version = expected.rpartition("/")
+    theirs = found.removeprefix(kind + "/") if isinstance(found, str) and found.startswith(kind + "/") else ""
+    if theirs.isdigit() and int(theirs) > int(version):
+        raise AmpganError(
+            f"{origin} was written by a newer ampgan (format {found}; this one reads {expected}): upgrade "
+            "ampgan to read it (pip install -U ampgan)"
+        )
+    if theirs.isdigit():
+        raise AmpganError(f"{origin} was written by an older ampgan (format {found}; this one reads {expected}): {fix}")
+    shown = _short(found) if found is not None else "none"
+    raise AmpganError(f"{origin} is not {what} (its format is {shown}, not {expected})")

@@ -26,7 +26,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ampgan.errors import AmpganError, one_line
-from ampgan.files.jsonfile import parse_json
+from ampgan.files.jsonfile import not_a_regular_file, parse_json
 
 MARKER = ".ampgan-folder"
 LOCK = ".ampgan-lock"
@@ -235,14 +235,18 @@ def check_replaceable(path: Path) -> None:
 
 def _refuse_dangerous(path: Path) -> None:
     """The current folder, one of its parents, the home folder or the root are never output folders."""
-    if str(path).strip() in ("", "."):
+    if not str(path).strip():
         raise AmpganError("--out is empty: give the path of a new folder for the results")
     resolved, here = path.resolve(), Path.cwd().resolve()
-    if resolved == here or resolved in here.parents or resolved in (Path.home().resolve(), Path("/")):
-        raise AmpganError(
-            f"--out {path} is {'the current folder' if resolved == here else 'a folder above this one'}"
-            ": give a new folder for the results"
-        )
+    # Named for what it is, the most telling first: the home folder is also above a folder inside it.
+    for dangerous, what in (
+        (resolved == Path(resolved.anchor), "the root folder"),
+        (resolved == Path.home().resolve(), "your home folder"),
+        (resolved == here, "the current folder"),
+        (resolved in here.parents, "a folder above the current one"),
+    ):
+        if dangerous:
+            raise AmpganError(f"--out {one_line(path)} is {what}: give a new folder for the results")
 
 
 class FolderClaim:
@@ -256,7 +260,8 @@ class FolderClaim:
         _refuse_dangerous(self.path)
         self.aside: Path | None = None
         if self.path.exists() and not self.path.is_dir():
-            raise AmpganError(f"--out {one_line(self.path)} is a file, not a folder: choose another path")
+            what = not_a_regular_file(self.path) or "a file"
+            raise AmpganError(f"--out {one_line(self.path)} is {what}, not a folder: choose another path")
         if self.path.is_dir() and any(self.path.iterdir()):
             # A folder of this kind that a stopped command left unfinished is replaced by the same command
             # again, as a finished one is by --overwrite (and by the same rule).
