@@ -41,6 +41,17 @@ def name_as_text(name: str, what: str) -> str:
     return name
 
 
+def first_words(text: str, limit: int = 300) -> str:
+    """A library's message as its first line, at most `limit` characters cut between words (never mid-word),
+    with '...' where it was cut."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    line = lines[0] if lines else ""
+    if len(line) <= limit:
+        return line
+    cut = line[:limit].rsplit(" ", 1)[0] if " " in line[:limit] else line[:limit]
+    return cut.rstrip(" ,;:") + " ..."
+
+
 def warn(message: str) -> None:
     warnings.warn(message, AmpganWarning, stacklevel=2)
 

@@ -30,7 +30,7 @@ import torch
 
 from ampgan.data import load_dataset
 from ampgan.doctor.preflight import check_before_training
-from ampgan.errors import AmpganError
+from ampgan.errors import AmpganError, first_words
 from ampgan.precisions import FP32
 from ampgan.quality.evaluator import check_evaluable, reference_floor, refuse_samples_that_cannot_fit
 from ampgan.quality.headline import headline_for
@@ -164,7 +164,7 @@ def _stage_or_note(stage: str, run) -> CostSection:
     except (KeyboardInterrupt, Interrupted):
         raise
     except Exception as error:  # noqa: BLE001 - finished runs must not be lost to a later stage
-        reason = str(error).splitlines()[0][:300] if str(error) else type(error).__name__
+        reason = first_words(str(error)) or type(error).__name__
         return CostSection(basis=None, note=f"the {stage} stage could not run: {reason}")
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import re
 from dataclasses import dataclass
 
 import torch
@@ -199,3 +200,50 @@ def lost_contact_with_ranks(error: BaseException) -> str | None:
     if isinstance(error, RuntimeError) and any(sign in text for sign in _LOST_PEER_SIGNS):
         return next(sign for sign in _LOST_PEER_SIGNS if sign in text)
     return None
+
+
+# What DDP's reducer says when a backward pass left trainable parameters without a gradient (it notices at the
+# next forward pass): 900 characters advising `find_unused_parameters=True`, which ampgan does not expose
+# (finding them costs a graph walk every step) and which would hide a loss that forgot part of a network.
+_UNUSED_PARAMETERS = "Expected to have finished reduction in the prior iteration"
+_UNUSED_INDICES = re.compile(r"Parameter indices which did not receive grad for rank \d+:((?:\s*\d+)+)")
+
+
+def name_reduced_parameters(ddp: torch.nn.Module, network: str) -> None:
+    """Record on a DDP module the names of the parameters its reducer indexes, in its order (as DDP's
+    _build_params_for_reducer makes the list: trainable when wrapped, each once; without torch.compile's
+    `_orig_mod.`), so that its error about unused parameters can be told with their names."""
+    seen, names = set(), []
+    for module_name, module in ddp.module.named_modules():
+        for name, parameter in module.named_parameters(recurse=False):
+            if parameter.requires_grad and id(parameter) not in seen:
+                seen.add(id(parameter))
+                full = f"{module_name}.{name}" if module_name else name
+                names.append(full.replace("_orig_mod.", ""))
+    ddp.ampgan_reduced = (network, names)
+
+
+def unused_parameters_line(error: BaseException, origin: str) -> str | None:
+    """DDP's error about parameters that got no gradient as one ampgan line naming them (when the DDP module
+    was named by name_reduced_parameters) and the fix ampgan offers; None for any other error."""
+    text = str(error)
+    if _UNUSED_PARAMETERS not in text:
+        return None
+    network, names = "a network", []
+    frame = error.__traceback__
+    while frame is not None:  # the DDP module whose forward noticed it
+        reduced = getattr(frame.tb_frame.f_locals.get("self"), "ampgan_reduced", None)
+        if reduced is not None:
+            network, names = reduced
+        frame = frame.tb_next
+    found = _UNUSED_INDICES.search(text)
+    indices = [int(i) for i in found.group(1).split()] if found else []
+    named = [names[i] for i in indices if i < len(names)]
+    shown = ", ".join(named[:6] or [str(i) for i in indices[:6]]) + (" ..." if len(indices) > 6 else "")
+    what = f"parameters {shown} of {network}" if named else f"parameters of {network} (indices {shown or '?'})"
+    return (
+        f"{origin}: {what} got no gradient in the previous backward pass, and under torchrun (DDP) every "
+        "trainable parameter must reach each loss: add a zero-weighted term for the outputs the loss leaves out "
+        "(+ ampgan.unused_but_reduced(output)), or remove or freeze those parameters (docs/your-gan.md, "
+        "'What preflight checks'; 'ampgan preflight' names them in one process)"
+    )

@@ -25,7 +25,7 @@ from ampgan.gan.registry import ModelRecipe
 from ampgan.runs.checkpoint import load_weights
 from ampgan.seeds import CURRENT_SCHEME, step_noise_seed, weights_seed
 from ampgan.training.compile_cache import use_persistent_compile_cache
-from ampgan.training.distributed import world
+from ampgan.training.distributed import name_reduced_parameters, world
 from ampgan.training.ema import attach_average, load_average
 from ampgan.training.precision import LossScaler, PrecisionPolicy
 
@@ -378,4 +378,6 @@ def wrap_modules(
         device_ids = [state.policy.device.index] if state.policy.device.type == "cuda" else None
         generator = DDP(generator, device_ids=device_ids)
         discriminator = DDP(discriminator, device_ids=device_ids)
+        name_reduced_parameters(generator, "the generator")
+        name_reduced_parameters(discriminator, "the discriminator")
     state.run_generator, state.run_discriminator = generator, discriminator
