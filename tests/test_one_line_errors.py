@@ -287,9 +287,9 @@ def test_a_switch_variable_reads_the_usual_spellings(monkeypatch, value, expecte
 
 # --- Ctrl-C at any moment, the first second included -------------------------------------------------------
 
-# Run as the console script does (`from ampgan.cli import main; sys.exit(main())`), with a real SIGINT sent to
-# the process the moment it first imports the named module: while Python loads the commands (click, torch)
-# or inside a command's own lazy import.
+# Run as the console script does (`from ENTRY import main; sys.exit(main())`, ENTRY as pyproject.toml names it),
+# with a real SIGINT sent to the process the moment it first imports the named module: while Python loads the
+# commands (click, torch) or inside a command's own lazy import.
 _INTERRUPT_AT_IMPORT = """
 import os, signal, sys
 
@@ -301,7 +301,7 @@ class Interrupt:
         return None
 
 sys.meta_path.insert(0, Interrupt())
-from ampgan.cli import main
+from {entry} import main
 sys.exit(main(sys.argv[2:]))
 """
 
@@ -317,11 +317,14 @@ sys.exit(main(sys.argv[2:]))
 def test_sigint_while_loading_is_one_line_and_exit_130(tmp_path, module, command):
     import subprocess
     import sys
+    import tomllib
 
-    source = str(Path(__file__).parents[1] / "src")
+    root = Path(__file__).parents[1]
+    entry = tomllib.loads((root / "pyproject.toml").read_text())["project"]["scripts"]["ampgan"].split(":")[0]
+    source = str(root / "src")
     environment = dict(os.environ, PYTHONPATH=source + os.pathsep + os.environ.get("PYTHONPATH", ""))
     done = subprocess.run(
-        [sys.executable, "-c", _INTERRUPT_AT_IMPORT, module, *command],
+        [sys.executable, "-c", _INTERRUPT_AT_IMPORT.format(entry=entry), module, *command],
         cwd=tmp_path,
         env=environment,
         capture_output=True,

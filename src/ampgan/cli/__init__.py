@@ -1,37 +1,125 @@
-"""The `ampgan` command's entry point (`main`), which imports nothing before it can catch Ctrl-C.
+"""The `ampgan` command: one module per subcommand, one place that turns problems into one line (the console
+script's entry point, which catches a Ctrl-C while this loads, is ampgan/__main__.py).
 
-The commands, their group and the one place that turns problems into one line are in cli/group.py. Loading
-them loads torch (a second or more): a Ctrl-C then would end in a KeyboardInterrupt traceback from the
-import, before any handler exists. `main` imports them inside its own handler, so an interruption at any
-moment is the same one line and exit code 130.
+Every user-fixable problem becomes one `error:` line and exit code 2 (3 for a numeric fault,
+130/143 for an interruption); warnings are one `warning:` line each. Tracebacks are for bugs only.
 """
 
 from __future__ import annotations
 
 import sys
+import warnings
 
-INTERRUPTED_EARLY = "stopped: SIGINT received before any work was saved"
+import click
+
+from ampgan.env import check_environment
+from ampgan.errors import AmpganError, AmpganWarning, ConfigError, one_line
+from ampgan.training.distributed import lost_contact_with_ranks, shutdown, world
+from ampgan.training.interruption import Interrupted
+
+EXIT_USAGE = 2
+NOTHING_SAVED = "SIGINT received before any work was saved"  # ampgan/__main__.py says it too, before this loads
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="ampgan")
+def cli() -> None:
+    """Does mixed precision make my GAN train faster and cheaper, without making it worse?"""
+
+
+def _register() -> None:
+    from ampgan.cli import bench, compare, config, cost, data, doctor, preflight, project, runs, train
+
+    for module in (train, data, bench, cost, project, compare, doctor, preflight, config):
+        cli.add_command(module.command)
+    for command in runs.commands:
+        cli.add_command(command)
+
+
+_register()
 
 
 def main(argv: list[str] | None = None) -> None:
-    try:
-        from ampgan.cli.group import run
+    argv = list(sys.argv[1:] if argv is None else argv)
+    with warnings.catch_warnings():
+        warnings.simplefilter("default", AmpganWarning)
+        warnings.showwarning = _show_warning
+        try:
+            _dispatch(argv)
+        finally:
+            shutdown()
 
-        run(argv)
-    except KeyboardInterrupt:
-        # Ctrl-C while Python loaded the commands, or between a command's own handlers: nothing was saved.
-        sys.stderr.write(INTERRUPTED_EARLY + "\n")
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    if issubclass(category, AmpganWarning):
+        click.echo(f"warning: {one_line(message)}", err=True)
+    else:
+        click.echo(warnings.formatwarning(message, category, filename, lineno, line).rstrip(), err=True)
+
+
+def _rank_prefix() -> str:
+    return f" (rank {world().rank})" if world().distributed else ""
+
+
+def _usage_message(error: click.UsageError) -> str:
+    if (
+        isinstance(error, click.BadParameter)
+        and not isinstance(error, click.MissingParameter)
+        and error.param is not None
+    ):
+        hint = error.param.opts[0] if error.param.opts else error.param.name
+        if isinstance(error.param, click.Argument):
+            hint = error.param.human_readable_name
+        return f"{hint} {error.message}"
+    return error.format_message()
+
+
+def _dispatch(argv: list[str]) -> None:
+    try:
+        check_environment()  # every AMPGAN_* variable set, before any command reads one
+        # obj: the command line as given, for `--nproc N` to relaunch the same command.
+        cli.main(args=argv, prog_name="ampgan", standalone_mode=False, obj={"argv": argv})
+    except click.exceptions.Abort as error:
+        # click turns a Ctrl-C inside a command (a lazy import, loading data) into Abort: the same line as
+        # one anywhere else; an Abort of its own (a prompt's end of input) is only that.
+        interrupted = isinstance(error.__context__, KeyboardInterrupt)
+        click.echo(
+            f"stopped{_rank_prefix()}: {NOTHING_SAVED}" if interrupted else "aborted",
+            err=True,
+        )
         sys.exit(130)
+    except click.UsageError as error:
+        name = error.ctx.command.name if error.ctx and error.ctx.command else "cli"
+        hint = f" (see 'ampgan {name} --help')" if name != "cli" else " (see 'ampgan --help')"
+        click.echo(f"error: {one_line(_usage_message(error))}{hint}", err=True)
+        sys.exit(EXIT_USAGE)
+    except click.ClickException as error:
+        click.echo(f"error: {one_line(error.format_message())}", err=True)
+        sys.exit(error.exit_code)
+    except Interrupted as stop:
+        click.echo(f"stopped{_rank_prefix()}: {one_line(stop)}", err=True)
+        sys.exit(stop.exit_code)
+    except KeyboardInterrupt:
+        # Ctrl-C where no stage was listening for it (loading data, say): nothing was being saved.
+        click.echo(f"stopped{_rank_prefix()}: {NOTHING_SAVED}", err=True)
+        sys.exit(130)
+    except ConfigError as error:
+        from ampgan.cli.options import flag_of
 
-
-def __getattr__(name: str):
-    """`ampgan.cli.cli` (the click group) and the rest of cli/group.py, loaded when first asked for."""
-    import importlib
-
-    if name.startswith("__"):
-        raise AttributeError(name)
-    group = importlib.import_module("ampgan.cli.group")
-    try:
-        return getattr(group, name)
-    except AttributeError:
-        raise AttributeError(f"module 'ampgan.cli' has no attribute {name!r}") from None
+        flag = flag_of(error.field)
+        named = f"{error.field} ({flag})" if flag else error.field
+        click.echo(f"error{_rank_prefix()}: {one_line(f'{named} {error.problem}')}", err=True)
+        sys.exit(EXIT_USAGE)
+    except AmpganError as error:
+        click.echo(f"error{_rank_prefix()}: {one_line(error)}", err=True)
+        sys.exit(getattr(error, "exit_code", EXIT_USAGE))
+    except RuntimeError as error:
+        reason = lost_contact_with_ranks(error)
+        if reason is None:
+            raise  # a bug: its traceback is what a developer needs
+        click.echo(
+            f"error{_rank_prefix()}: lost contact with another rank ({reason}); the launcher's line "
+            "below names the rank that failed",
+            err=True,
+        )
+        sys.exit(1)
