@@ -106,9 +106,9 @@ def test_a_loss_taken_out_as_a_number_is_told_to_return_the_tensor(models, funct
     assert "reduce it" not in text
 
 
-def test_a_detached_loss_is_told_it_has_no_gradient(models):
+def test_a_detached_loss_is_told_it_reaches_no_parameter(models):
     text = _findings(models, "detached")[("error", "step")]
-    assert "a loss with no gradient" in text and "reduce it" not in text
+    assert "its loss reaches no trainable parameter of the discriminator" in text and "reduce it" not in text
 
 
 def test_train_says_the_same_in_one_line(models, capsys, tmp_path):

@@ -79,8 +79,8 @@ def _users_code(origin: str) -> Iterator[None]:
 
 
 def as_loss(result, origin: str) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-    """A loss function's result as (loss, metrics), checked: a scalar floating tensor that autograd can
-    differentiate (checks of type, shape and flags only, which cost no device synchronisation). Each
+    """A loss function's result as (loss, metrics), checked: a scalar floating tensor (checks of type and
+    shape only, which cost no device synchronisation; one with no gradient is _no_gradient's). Each
     mistake gets its own fix: a Python number was cut from autograd (.item(), float()) and must be the
     tensor itself; only a tensor of many values needs reducing."""
     loss, metrics = result if isinstance(result, tuple) and len(result) == 2 else (result, {})
@@ -100,11 +100,6 @@ def as_loss(result, origin: str) -> tuple[torch.Tensor, dict[str, torch.Tensor]]
         )
     if not loss.is_floating_point():
         raise AmpganError(f"{origin} returned a {loss.dtype} tensor: a loss is a floating-point tensor")
-    if torch.is_grad_enabled() and not loss.requires_grad:
-        raise AmpganError(
-            f"{origin} returned a loss with no gradient (cut by .detach(), torch.no_grad() or torch.tensor(...)): "
-            "return the loss as computed from the networks' outputs"
-        )
     if not isinstance(metrics, dict):
         raise AmpganError(
             f"{origin} returned metrics of type {type(metrics).__name__}: return (loss, {{name: tensor}})"
