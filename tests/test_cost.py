@@ -84,9 +84,13 @@ def test_instance_lookup_and_hardware_matching():
         (",".join(REQUIRED_COLUMNS) + "\naws,us,x,T4,1,0.5,USD,,2025-01\n", "empty source"),
         (
             ",".join(REQUIRED_COLUMNS) + "\naws,us,x,T4,1,-2,USD,https://x,2025-01\n",
-            "must be a positive, finite number",
+            "price_per_hour is -2; it must be from 0 to",
         ),
-        (",".join(REQUIRED_COLUMNS) + "\naws,us,x,T4,one,0.5,USD,https://x,2025-01\n", "must be numbers"),
+        (",".join(REQUIRED_COLUMNS) + "\naws,us,x,T4,1,0,USD,https://x,2025-01\n", "must be more than 0"),
+        (
+            ",".join(REQUIRED_COLUMNS) + "\naws,us,x,T4,one,0.5,USD,https://x,2025-01\n",
+            "gpu_count is 'one', not a whole",
+        ),
     ],
 )
 def test_user_catalogs_are_validated(tmp_path, text, message):

@@ -7,6 +7,7 @@ does not stop the run is an `AmpganWarning`, printed as one `warning:` line.
 
 from __future__ import annotations
 
+import os
 import warnings
 
 
@@ -48,6 +49,33 @@ def say_json(document: object, indent: int | None = None) -> None:
     import json
 
     say(*json.dumps(document, indent=indent).replace("\x7f", "\\u007f").splitlines())
+
+
+def name_as_text(name: str, what: str) -> str:
+    """A name read from the file system that becomes data (a class name, a model's name: written to config.json,
+    shown in tables and reports) must be text. One that is not valid UTF-8 reaches Python as surrogates, which no
+    JSON, HTML or terminal line can carry: refused in one line naming its bytes, rather than a
+    UnicodeEncodeError wherever it is first written."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        raw = os.fsencode(name)
+        raise AmpganError(
+            f"{what} {raw!r} has a name that is not valid UTF-8 text: rename it (e.g. to "
+            f"{raw.decode('utf-8', errors='replace').replace(chr(0xFFFD), '_')!r})"
+        ) from None
+    return name
+
+
+def first_words(text: str, limit: int = 300) -> str:
+    """A library's message as its first line, at most `limit` characters cut between words (never mid-word),
+    with '...' where it was cut."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    line = lines[0] if lines else ""
+    if len(line) <= limit:
+        return line
+    cut = line[:limit].rsplit(" ", 1)[0] if " " in line[:limit] else line[:limit]
+    return cut.rstrip(" ,;:") + " ..."
 
 
 def warn(message: str) -> None:

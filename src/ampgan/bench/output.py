@@ -12,10 +12,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ampgan.errors import AmpganError, one_line
+from ampgan.errors import one_line
 from ampgan.files.atomic import write_atomically, write_json_atomically
 from ampgan.files.jsonfile import read_json
-from ampgan.files.schema import check_shape
+from ampgan.files.schema import check_format, check_shape
 from ampgan.plotting import precision_colour, pyplot, save_figure
 from ampgan.precisions import in_order
 
@@ -110,9 +110,8 @@ def load_results(path: Path) -> dict:
         missing=f"no bench results at {path}: run 'ampgan bench' first or give the path to its results.json",
         damaged=f"{path} is not valid JSON: re-run 'ampgan bench'",
     )
-    if not isinstance(results, dict) or results.get("format") != "ampgan-bench/1" or "configs" not in results:
-        raise AmpganError(f"{path} is not an ampgan bench results file (format ampgan-bench/1)")
     fix = "re-run 'ampgan bench' (or the comparison) to measure again"
+    check_format(results, "ampgan-bench/1", str(path), "an ampgan bench results file", fix)
     check_shape(results, RESULTS_SHAPE, str(path), fix)
     for index, config in enumerate(results["configs"]):
         if config.get("stats"):

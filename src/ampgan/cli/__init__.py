@@ -1,4 +1,5 @@
-"""The `ampgan` command: one module per subcommand, one place that turns problems into one line.
+"""The `ampgan` command: one module per subcommand, one place that turns problems into one line (the console
+script's entry point, which catches a Ctrl-C while this loads, is ampgan/__main__.py).
 
 Every user-fixable problem becomes one `error:` line and exit code 2 (3 for a numeric fault,
 130/143 for an interruption); warnings are one `warning:` line each. Tracebacks are for bugs only.
@@ -11,12 +12,14 @@ import warnings
 
 import click
 
+from ampgan.env import check_environment
 from ampgan.errors import AmpganError, AmpganWarning, ConfigError, say
 from ampgan.training.distributed import lost_contact_with_ranks, shutdown, world
 from ampgan.training.interruption import Interrupted
 from ampgan.training.launcher import finished_command
 
 EXIT_USAGE = 2
+NOTHING_SAVED = "SIGINT received before any work was saved"  # ampgan/__main__.py says it too, before this loads
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -84,10 +87,14 @@ def _usage_message(error: click.UsageError) -> str:
 
 def _dispatch(argv: list[str]) -> None:
     try:
+        check_environment()  # every AMPGAN_* variable set, before any command reads one
         # obj: the command line as given, for `--nproc N` to relaunch the same command.
         cli.main(args=argv, prog_name="ampgan", standalone_mode=False, obj={"argv": argv})
-    except click.exceptions.Abort:
-        say("aborted", err=True)
+    except click.exceptions.Abort as error:
+        # click turns a Ctrl-C inside a command (a lazy import, loading data) into Abort: the same line as
+        # one anywhere else; an Abort of its own (a prompt's end of input) is only that.
+        interrupted = isinstance(error.__context__, KeyboardInterrupt)
+        say(f"stopped{_rank_prefix()}: {NOTHING_SAVED}" if interrupted else "aborted", err=True)
         sys.exit(130)
     except click.UsageError as error:
         name = error.ctx.command.name if error.ctx and error.ctx.command else "cli"
@@ -102,7 +109,7 @@ def _dispatch(argv: list[str]) -> None:
         sys.exit(stop.exit_code)
     except KeyboardInterrupt:
         # Ctrl-C where no stage was listening for it (loading data, say): nothing was being saved.
-        say(f"stopped{_rank_prefix()}: SIGINT received before any work was saved", err=True)
+        say(f"stopped{_rank_prefix()}: {NOTHING_SAVED}", err=True)
         sys.exit(130)
     except ConfigError as error:
         from ampgan.cli.options import flag_of

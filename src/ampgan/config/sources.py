@@ -9,8 +9,6 @@ field and every model option can be set with --set.
 
 from __future__ import annotations
 
-import json
-import tomllib
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -18,6 +16,14 @@ from typing import Any
 from ampgan.config.flags import FLAGS
 from ampgan.config.tree import TrainConfig, set_path
 from ampgan.errors import AmpganError, ConfigError
+from ampgan.files.jsonfile import (
+    DamagedDocument,
+    DuplicateKey,
+    TooDeep,
+    parse_json,
+    parse_toml,
+    refuse_unless_regular_file,
+)
 from ampgan.trust import consent_to_import
 
 # option name (a flag's, with underscores) -> the config paths it sets (config/flags.py declares them);
@@ -50,14 +56,16 @@ def parse_value(raw: str) -> Any:
         return lowered == "true"
     if lowered in ("null", "none"):
         return None
-    try:
-        return json.loads(text)
-    except ValueError:
-        pass
-    try:
-        return tomllib.loads(f"value = {text}")["value"]
-    except (tomllib.TOMLDecodeError, KeyError):
-        return text
+    errors = []
+    for parse in (parse_json, lambda text: parse_toml(f"value = {text}")["value"]):
+        try:
+            return parse(text)
+        except DamagedDocument as error:
+            errors.append(error)
+    refused = next((error for error in errors if isinstance(error, (TooDeep, DuplicateKey))), None)
+    if refused:  # JSON or TOML, but not one ampgan takes: not text either
+        raise AmpganError(f"the --set value starting {text[:20]!r}: {refused}")
+    return text
 
 
 def parse_set(text: str) -> tuple[str, Any]:
@@ -72,6 +80,7 @@ def read_config_file(path: Path) -> dict:
     """A config file as a dict: TOML (.toml) or JSON; a run folder's config.json gives the config the run
     trained with. One error line when it is missing or damaged."""
     path = Path(path)
+    refuse_unless_regular_file(path, "config file")
     if not path.is_file():
         raise AmpganError(f"no config file {path}: give a .toml or .json file (or a run's config.json)")
     try:
@@ -79,10 +88,10 @@ def read_config_file(path: Path) -> dict:
     except (OSError, UnicodeDecodeError) as error:
         raise AmpganError(f"cannot read config file {path} ({error}): give a UTF-8 TOML or JSON file") from None
     try:
-        document = tomllib.loads(text) if path.suffix.lower() == ".toml" else json.loads(text)
-    except (tomllib.TOMLDecodeError, ValueError) as error:
+        document = parse_toml(text) if path.suffix.lower() == ".toml" else parse_json(text)
+    except DamagedDocument as error:
         kind = "TOML" if path.suffix.lower() == ".toml" else "JSON"
-        raise AmpganError(f"config file {path} is not valid {kind} ({str(error).splitlines()[0]})") from None
+        raise AmpganError(f"config file {path} is not valid {kind} ({error})") from None
     if isinstance(document, dict) and isinstance(document.get("config"), dict) and "format_version" in document:
         document = document["config"]  # a run folder's config.json
     if not isinstance(document, dict):

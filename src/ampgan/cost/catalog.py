@@ -12,12 +12,13 @@ import csv
 import datetime
 import difflib
 import io
-import math
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
 from ampgan.errors import AmpganError
+from ampgan.files.jsonfile import refuse_unless_regular_file
+from ampgan.files.schema import table_number
 
 REQUIRED_COLUMNS = (
     "provider",
@@ -30,6 +31,11 @@ REQUIRED_COLUMNS = (
     "source",
     "date",
 )
+
+# The largest values a catalog row can mean (no instance has more GPUs or vCPUs, or costs more an hour):
+# beyond them a cell is a typo, and a cost computed from it would be nonsense.
+MOST_PER_INSTANCE = 100_000
+MOST_PER_HOUR = 1_000_000.0
 
 
 @dataclass(frozen=True)
@@ -69,6 +75,7 @@ def load_catalog(path: Path | None = None) -> list[Instance]:
         text, origin = resources.files("ampgan.cost").joinpath("prices.csv").read_text("utf-8"), "built-in catalog"
     else:
         path = Path(path)
+        refuse_unless_regular_file(path, "the price catalog")
         if not path.is_file():
             raise AmpganError(f"no price catalog at {path}: give a CSV with columns {', '.join(REQUIRED_COLUMNS)}")
         try:
@@ -87,13 +94,14 @@ def load_catalog(path: Path | None = None) -> list[Instance]:
         empty = [c for c in REQUIRED_COLUMNS if not (row.get(c) or "").strip()]
         if empty:
             raise AmpganError(f"{origin} line {line}: empty {', '.join(empty)} (every price needs a source and a date)")
-        try:
-            price = float(row["price_per_hour"])
-            gpus = int(row["gpu_count"])
-        except ValueError:
-            raise AmpganError(f"{origin} line {line}: price_per_hour and gpu_count must be numbers") from None
-        if not (math.isfinite(price) and price > 0):
-            raise AmpganError(f"{origin} line {line}: price_per_hour must be a positive, finite number, got {price}")
+        where = f"{origin} line {line}"
+        price = table_number(row["price_per_hour"], where, "price_per_hour", most=MOST_PER_HOUR)
+        if price <= 0:
+            raise AmpganError(f"{where}: price_per_hour must be more than 0, got {price}")
+        gpus = table_number(row["gpu_count"], where, "gpu_count", whole=True, most=MOST_PER_INSTANCE)
+        vcpus = row.get("vcpus") or ""
+        if vcpus.strip():
+            vcpus = table_number(vcpus, where, "vcpus", whole=True, least=1, most=MOST_PER_INSTANCE)
         instances.append(
             Instance(
                 provider=row["provider"].strip(),
@@ -105,7 +113,7 @@ def load_catalog(path: Path | None = None) -> list[Instance]:
                 currency=row["currency"].strip(),
                 source=row["source"].strip(),
                 date=row["date"].strip(),
-                vcpus=int(row["vcpus"]) if (row.get("vcpus") or "").strip() else None,
+                vcpus=vcpus or None,
                 note=(row.get("note") or "").strip(),
                 checked=(row.get("checked") or "").strip(),
             )

@@ -21,8 +21,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ampgan.cost.catalog import Instance
+from ampgan.cost.catalog import MOST_PER_INSTANCE, Instance
 from ampgan.errors import AmpganError
+from ampgan.files.schema import table_number
 
 DEFAULT_DIR = Path.home() / ".sky" / "catalogs"
 CLOUDS = ("aws", "gcp", "azure")
@@ -154,10 +155,7 @@ def _count(row: dict, path: Path, line: int) -> int:
     text = (row.get("AcceleratorCount") or "").strip()
     if not text:
         return 0
-    try:
-        return int(float(text))
-    except ValueError:
-        raise AmpganError(f"{path} line {line}: AcceleratorCount {text!r} is not a number") from None
+    return table_number(text, f"{path} line {line}", "AcceleratorCount", whole=True, most=MOST_PER_INSTANCE)
 
 
 def _offerings(cloud, rows, path, date, spot, region, version) -> list[Instance]:

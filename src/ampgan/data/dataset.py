@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import hashlib
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 import torch.nn.functional as F
+
+from ampgan.system.memory import largest_count, refuse_unless_it_fits
 
 
 @dataclass(frozen=True)
@@ -67,8 +70,23 @@ class ImageDataset:
         return ImageDataset(images, self.labels, self.class_names, source)
 
 
+def refuse_images_that_cannot_fit(count: int, channels: int, size: int, bytes_per_value: int = 1) -> None:
+    """One error line before a loader makes `count` images of `size` x `size` pixels (`bytes_per_value` per
+    value while it makes them) when the machine cannot hold them: a typo such as --image-size 65536
+    would ask for terabytes."""
+    per_pixel = count * channels * bytes_per_value
+    largest = math.isqrt(largest_count(per_pixel))
+    refuse_unless_it_fits(
+        f"--image-size {size}",
+        per_pixel * size * size,
+        f"{count} images of {channels}x{size}x{size}",
+        f"use --image-size {largest} or less" if largest >= 4 else "use fewer images or a machine with more memory",
+    )
+
+
 def resize_uint8(images: torch.Tensor, size: int, chunk: int = 4096) -> torch.Tensor:
     """Bilinear resize of a uint8 batch, in chunks so memory stays near the uint8 size."""
+    refuse_images_that_cannot_fit(images.shape[0], images.shape[1], size)
     out = torch.empty(images.shape[0], images.shape[1], size, size, dtype=torch.uint8)
     for start in range(0, images.shape[0], chunk):
         part = images[start : start + chunk].float()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import urllib.error
 import urllib.request
@@ -12,6 +11,7 @@ from pathlib import Path
 from ampgan.errors import AmpganError
 from ampgan.files.atomic import write_json_atomically
 from ampgan.files.cache_dir import cache_dir
+from ampgan.files.jsonfile import parse_json
 from ampgan.files.schema import has_shape
 
 MANIFEST_NAME = "ampgan-manifest.json"
@@ -99,7 +99,7 @@ def verify_with_manifest(data_dir: Path, files: list[Path]) -> tuple[dict[str, s
     manifest: dict[str, str] = {}
     if manifest_path.exists():
         try:
-            document = json.loads(manifest_path.read_text(encoding="utf-8"))
+            document = parse_json(manifest_path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             document = None
         if not has_shape(document, {"sha256": {"*": str}}):

@@ -23,9 +23,10 @@ import numpy as np
 import torch
 from PIL import Image, UnidentifiedImageError
 
-from ampgan.data.dataset import ImageDataset
-from ampgan.errors import AmpganError, one_line, warn
+from ampgan.data.dataset import ImageDataset, refuse_images_that_cannot_fit
+from ampgan.errors import AmpganError, name_as_text, one_line, warn
 from ampgan.files.atomic import write_atomically
+from ampgan.files.jsonfile import parse_json
 from ampgan.files.manifest import FOLDER_MARKER
 from ampgan.files.paths import leads_out
 
@@ -40,6 +41,7 @@ def _class_folders(root: Path) -> list[Path]:
     folders = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
     for folder in folders:
         _refuse_links_that_leave(folder, root)
+        name_as_text(folder.name, f"the class folder of folder:{one_line(root)} named")
     if not folders:
         raise AmpganError(f"{root} has no class sub-folders: put each class's images in a folder named after the class")
     return folders
@@ -191,6 +193,7 @@ def load_folder(
         if cached is not None:
             images, labels = cached
             return ImageDataset(images, labels, class_names, source | {"cache": str(cache_path), "cache_hit": True})
+    refuse_images_that_cannot_fit(len(all_files), channels, size)
     images = np.empty((len(all_files), channels, size, size), dtype=np.uint8)
     labels = np.empty(len(all_files), dtype=np.int64)
     flattened: list[Path] = []
@@ -246,7 +249,7 @@ def _read_cache(
     cache that is damaged or holds anything but this folder's images is rebuilt, with one warning."""
     try:
         with np.load(path, allow_pickle=False) as archive:
-            meta = json.loads(archive["meta"].tobytes().decode())
+            meta = parse_json(archive["meta"].tobytes().decode())
             images, labels = archive["images"], archive["labels"]
         if not isinstance(meta, dict):
             raise ValueError("its description is not a table")

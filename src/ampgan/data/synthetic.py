@@ -12,13 +12,15 @@ import math
 import numpy as np
 import torch
 
-from ampgan.data.dataset import ImageDataset
+from ampgan.data.dataset import ImageDataset, refuse_images_that_cannot_fit
 from ampgan.data.registry import DataConfig, register
 
 
 def make_synthetic(
     *, count: int = 2048, num_classes: int = 10, channels: int = 3, image_size: int = 32, seed: int = 0
 ) -> ImageDataset:
+    # The gratings are made in float64, the pixels and their noise at once: 8 bytes each, twice, then uint8.
+    refuse_images_that_cannot_fit(count, channels, image_size, bytes_per_value=8 + 8 + 1)
     rng = np.random.default_rng(seed)
     labels = np.arange(count) % num_classes
     rng.shuffle(labels)

@@ -21,13 +21,13 @@ from torch.overrides import TorchFunctionMode
 
 from ampgan.config import TrainConfig
 from ampgan.data.batches import BatchStream
-from ampgan.errors import AmpganError, say
+from ampgan.errors import AmpganError, first_words, say
 from ampgan.gan.context import LossContext, draw_inputs
 from ampgan.precisions import BF16, FP16, FP32
 from ampgan.training.precision import build_policy
 from ampgan.training.prepared import prepare_run
 from ampgan.training.state import build_train_state
-from ampgan.training.step import train_step
+from ampgan.training.step import as_loss, train_step
 
 PREFLIGHT_BATCH = 8
 CPU = torch.device("cpu")
@@ -86,6 +86,7 @@ def preflight(config: TrainConfig, dataset=None) -> list[Finding]:
             )
         )
     findings += witness.findings() + ops.findings(gan.name) + _saves_as_tensors(state)
+    findings += _g_state_changed_by_d_loss(prepared, stream)
     findings += _losses_under_loss_scaling(prepared, stream)
     for name in REAL_STEP_PRECISIONS:
         if not any(f.severity == "error" for f in findings):
@@ -162,7 +163,7 @@ def _generator_output(gan, data) -> list[Finding]:
                     "error",
                     "generator",
                     f"G({'z, labels' if gan.conditional else 'z'}) raised "
-                    f"{type(error).__name__}: {str(error).splitlines()[0][:200]}",
+                    f"{type(error).__name__}: {first_words(str(error), 200)}",
                 )
             ]
     wanted = (PREFLIGHT_BATCH, data.channels, data.image_size, data.image_size)
@@ -175,6 +176,19 @@ def _generator_output(gan, data) -> list[Finding]:
                 f"G returns {got}, the data is {wanted} (B, C, H, W): make G draw "
                 f"{data.channels}-channel {data.image_size} px images, or change "
                 "--image-size/--set data.channels=",
+            )
+        ]
+    if images.dtype != torch.float32:
+        # Preflight's G runs in fp32 without autocast: anything else is G's own doing, and D (fp32 weights)
+        # would fail on it, or train in float64 at a fraction of the speed, blamed on D's update.
+        return [
+            Finding(
+                "error",
+                "generator",
+                f"G returns {str(images.dtype).removeprefix('torch.')} images, not float32: G's output dtype "
+                "comes from G itself (a .double(), a float64 tensor made in forward from numpy or "
+                "torch.tensor(..., dtype=torch.float64)); keep G's tensors float32 and let ampgan's autocast "
+                "choose the compute precision",
             )
         ]
     low, high = gan.image_range
@@ -293,8 +307,8 @@ class _GradientWitness:
                     "unused",
                     f"{len(names)} parameter(s) get no gradient in a backward pass of "
                     f"{label} ({shown}): under torchrun DDP stops there; use them in "
-                    "every loss term (a zero-weighted term: ampgan's "
-                    "unused_but_reduced) or leave them out of the network",
+                    "every loss term (a zero-weighted term: ampgan.unused_but_reduced(output)) "
+                    "or leave them out of the network",
                 )
             )
         return out
@@ -384,7 +398,7 @@ def _saves_as_tensors(state) -> list[Finding]:
                 "error",
                 "checkpoint",
                 f"the model's state cannot be read back with weights_only=True "
-                f"({type(error).__name__}: {str(error).splitlines()[0][:160]}): keep "
+                f"({type(error).__name__}: {first_words(str(error), 160)}): keep "
                 "only tensors in its state_dict (buffers, not Python objects)",
             )
         ]
@@ -502,9 +516,40 @@ def _scaling_fix(did: set[str]) -> str:
     )
 
 
-def _loss_terms(state, policy, batch, ops) -> tuple[dict[str, float], dict[str, set[str]]]:
-    """Every loss term's value on the same batch and noise, as the step's first D and G updates see them,
-    and what each did (LossContext.notes)."""
+def _g_state_changed_by_d_loss(prepared, stream) -> list[Finding]:
+    """A D loss that runs G again (ctx.G(ctx.z) where ctx.fake was meant, even under torch.no_grad()) in
+    training mode updates G's running statistics (batch norm's running mean and variance,
+    num_batches_tracked) a second time per step: G's weights are safe (only D's optimizer steps), so no
+    other check sees it, but eval-mode samples and every quality score use those statistics. Found by G's
+    buffers changing while D's loss terms run, each on the context the step gives it."""
+    state = build_train_state(prepared.config, prepared.model, prepared.data, build_policy(FP32, CPU))
+    if not any(True for _ in state.generator.buffers()):
+        return []
+    context = _context(state, stream.next_batch())
+    findings = []
+    for index, term in enumerate(state.gan.d_loss_terms, start=1):
+        before = {name: buffer.clone() for name, buffer in state.generator.named_buffers()}
+        try:
+            term(context)
+        except Exception:  # noqa: BLE001 - a failing loss is the step's finding, not this one's
+            continue
+        moved = [n for n, b in state.generator.named_buffers() if n in before and not torch.equal(before[n], b)]
+        if moved:
+            shown = ", ".join(moved[:3]) + (f" and {len(moved) - 3} more" if len(moved) > 3 else "")
+            findings.append(
+                Finding(
+                    "warning",
+                    "g-state",
+                    f"d_loss term {index} changes G's buffers ({shown}): it runs G in training mode during D's "
+                    "update, so G's batch-norm statistics move twice per step and eval-mode samples use them; "
+                    "use ctx.fake (G's output for this step, already detached) instead of calling ctx.G",
+                )
+            )
+    return findings
+
+
+def _context(state, batch) -> LossContext:
+    """The LossContext the step's first D update gives its loss terms: the same batch, noise and fakes."""
     gan = state.gan
     torch.manual_seed(0)
     real, labels = batch
@@ -524,8 +569,16 @@ def _loss_terms(state, policy, batch, ops) -> tuple[dict[str, float], dict[str, 
         device=CPU,
     )
     context.z, context.fake_labels = draw_inputs(gan, context, real.shape[0])
-    with torch.no_grad(), policy.autocast():
+    with torch.no_grad(), state.policy.autocast():
         context.fake = gan.generate(state.generator, context.z, context.fake_labels).detach()
+    return context
+
+
+def _loss_terms(state, policy, batch, ops) -> tuple[dict[str, float], dict[str, set[str]]]:
+    """Every loss term's value on the same batch and noise, as the step's first D and G updates see them,
+    and what each did (LossContext.notes)."""
+    gan = state.gan
+    context = _context(state, batch)
     values, notes = {}, {}
     terms = [(f"d_loss term {i + 1}", term, state.scaler_d) for i, term in enumerate(gan.d_loss_terms)]
     terms.append(("g_loss", gan.g_loss, state.scaler_g))
@@ -545,15 +598,9 @@ def _loss_terms(state, policy, batch, ops) -> tuple[dict[str, float], dict[str, 
             raise AmpganError(f"model {gan.name}: {name}: {error}") from None
         except Exception as error:  # noqa: BLE001 - the user's loss failing is one line
             raise AmpganError(
-                f"model {gan.name}: {name} failed: {type(error).__name__}: "
-                f"{str(error).splitlines()[0][:200] if str(error) else ''}"
+                f"model {gan.name}: {name} failed: {type(error).__name__}: {first_words(str(error), 200)}"
             ) from None
-        loss = result[0] if isinstance(result, tuple) else result
-        if not isinstance(loss, torch.Tensor) or not loss.is_floating_point() or loss.numel() != 1:
-            raise AmpganError(
-                f"model {gan.name}: {name} returned {type(loss).__name__}, not a scalar loss tensor: "
-                "reduce it to one number (e.g. .mean())"
-            )
+        loss, _ = as_loss(result, f"model {gan.name}: {name}")  # the step's own rule
         values[name] = float(loss.detach().float().reshape(-1)[0])
         notes[name] = set(context.notes)
     return values, notes

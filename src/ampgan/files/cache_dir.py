@@ -8,8 +8,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from ampgan.env import env_value
+
 
 def cache_dir() -> Path:
-    if os.environ.get("AMPGAN_CACHE_DIR"):
-        return Path(os.environ["AMPGAN_CACHE_DIR"])
+    if env_value("AMPGAN_CACHE_DIR"):
+        return Path(env_value("AMPGAN_CACHE_DIR"))
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ampgan"

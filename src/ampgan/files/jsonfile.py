@@ -1,24 +1,143 @@
-"""Reading the JSON documents ampgan writes, with one clear error when one is missing or damaged."""
+"""Reading the JSON (and TOML) documents ampgan is given or wrote: one parser with one rule, and one clear error
+when a document is missing or damaged.
+
+Every document ampgan reads (a config, a --set value, config.json, metrics.jsonl, compare.json, study.json, a
+cache) is parsed by `parse_json`/`parse_toml`, which turn every way a text can fail into `DamagedDocument`, a
+ValueError with a short reason: malformed text, a key given twice (JSON would keep the last silently, TOML
+refuses it; ampgan refuses both), or nesting deeper than `MAX_DEPTH` (Python's parsers recurse, and a
+hostile file nested 100,000 deep would end in a RecursionError traceback, or pass and break the code that
+walks it)."""
 
 from __future__ import annotations
 
 import json
+import stat
+import tomllib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ampgan.errors import AmpganError
+from ampgan.errors import AmpganError, one_line, warn
+
+# No document ampgan writes or reads nests deeper than 8; 100 leaves room and stays far from Python's
+# recursion limit (1000), which the parsers and the code walking a document both spend.
+MAX_DEPTH = 100
+
+
+class DamagedDocument(ValueError):
+    """A text that is not a document ampgan can use; str() is the reason in a few words."""
+
+
+class TooDeep(DamagedDocument):
+    def __init__(self) -> None:
+        super().__init__(f"nests deeper than {MAX_DEPTH} levels, and no ampgan document does")
+
+
+class DuplicateKey(DamagedDocument):
+    def __init__(self, key: str) -> None:
+        super().__init__(f"the key {key!r} appears twice in one table; keep one")
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict:
+    document = dict(pairs)
+    if len(document) != len(pairs):
+        seen = set()
+        twice = next(key for key, _ in pairs if key in seen or seen.add(key))
+        raise DuplicateKey(twice)
+    return document
+
+
+def _check_depth(document: Any) -> Any:
+    # Iterative: walking a nested document recursively is the failure this rule prevents.
+    stack = [(document, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, dict):
+            value = list(value.values())
+        if isinstance(value, list):
+            if depth > MAX_DEPTH:
+                raise TooDeep()
+            stack.extend((item, depth + 1) for item in value)
+    return document
+
+
+def parse_json(text: str | bytes) -> Any:
+    """The JSON document in `text`, or DamagedDocument saying why not."""
+    try:
+        document = json.loads(text, object_pairs_hook=_unique_keys)
+    except RecursionError:
+        raise TooDeep() from None
+    except json.JSONDecodeError as error:
+        raise DamagedDocument(f"{error.msg} at line {error.lineno} column {error.colno}") from None
+    except UnicodeDecodeError as error:
+        raise DamagedDocument(f"it is not UTF-8 text ({error.reason})") from None
+    return _check_depth(document)
+
+
+def parse_toml(text: str) -> dict:
+    """The TOML document in `text`, or DamagedDocument saying why not."""
+    try:
+        document = tomllib.loads(text)
+    except RecursionError:
+        raise TooDeep() from None
+    except tomllib.TOMLDecodeError as error:
+        raise DamagedDocument(str(error).splitlines()[0]) from None
+    return _check_depth(document)
+
+
+def not_a_regular_file(path: Path) -> str | None:
+    """What `path` is when it exists but is not a regular file ('a FIFO', 'a folder', ...), else None.
+    Path.is_file() is False for all of them, and calling one "missing" sends the user looking for the
+    wrong problem; opening a FIFO would block until something writes to it."""
+    path = Path(path)
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return None
+    for test, kind in (
+        (stat.S_ISREG, None),
+        (stat.S_ISDIR, "a folder"),
+        (stat.S_ISFIFO, "a FIFO (named pipe)"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+    ):
+        if test(mode):
+            return kind
+    return "not a regular file"
+
+
+def refuse_unless_regular_file(path: Path, what: str) -> None:
+    """One error line when `path` (given as `what`, e.g. 'config file') exists but is no regular file."""
+    kind = not_a_regular_file(path)
+    if kind is not None:
+        raise AmpganError(f"{what} {one_line(path)} is {kind}, not a regular file: give the file itself")
 
 
 def read_json(path: Path, *, missing: str, damaged: str) -> Any:
     """The parsed document; `missing`/`damaged` are the user-facing sentences for either failure."""
     path = Path(path)
+    refuse_unless_regular_file(path, "the document")
     if not path.is_file():
         raise AmpganError(missing)
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError, OSError):
+        return parse_json(path.read_text(encoding="utf-8"))
+    except (DamagedDocument, UnicodeDecodeError, OSError):
         raise AmpganError(damaged) from None
+
+
+def read_cache_json(path: Path) -> Any:
+    """A cache file's document, or None when there is none or it is damaged: a cache is ampgan's own and
+    rebuildable, so a damaged one is one warning line and is written anew, never fatal."""
+    path = Path(path)
+    try:
+        return parse_json(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (DamagedDocument, UnicodeDecodeError, OSError) as error:
+        reason = error if isinstance(error, DamagedDocument) else type(error).__name__
+        warn(f"the cache {one_line(path)} is damaged ({one_line(reason)}): ignoring it; ampgan writes it anew")
+        return None
 
 
 def read_jsonl(path: Path, said: Callable[[str], None] | None = None) -> list[dict]:
@@ -40,8 +159,8 @@ def read_jsonl(path: Path, said: Callable[[str], None] | None = None) -> list[di
         except UnicodeDecodeError:
             line = None
         try:
-            record = json.loads(line) if line is not None else None
-        except json.JSONDecodeError:
+            record = parse_json(line) if line is not None else None
+        except DamagedDocument:
             record = None
         if not isinstance(record, dict):
             if number == len(lines) and line is not None and line.isprintable():

@@ -151,3 +151,51 @@ def check_shape(value: Any, shape, origin: str, fix: str) -> Any:
     except ShapeError as error:
         raise AmpganError(f"{origin} is damaged or foreign ({error.where} {error.problem}): {fix}") from None
     return value
+
+
+def table_number(text: Any, where: str, field: str, *, whole: bool = False, least: float = 0, most: float) -> float:
+    """A number from a cell of a table a person gives (a price catalog, a kernel table): finite, whole when
+    `whole`, from `least` to `most`; else one error line naming `where` (the file and line), the column and
+    what it takes. `float('inf')`, '1e300' or 'four' would otherwise end in an OverflowError traceback or an
+    absurd figure; `most` is the largest value that means something for the column."""
+    shown = str(text if text is not None else "").strip()
+    kind = "a whole number" if whole else "a number"
+    try:
+        value = float(shown)
+        if not math.isfinite(value) or (whole and value != int(value)):
+            raise ValueError
+    except (ValueError, OverflowError):
+        raise AmpganError(
+            f"{where}: {field} is {_short(shown)}, not {kind}: write {kind} from {_plain(least)} to {_plain(most)}"
+        ) from None
+    if not least <= value <= most:
+        bounds = f"from {_plain(least)} to {_plain(most)}"
+        raise AmpganError(f"{where}: {field} is {_short(shown)[1:-1]}; it must be {bounds}")
+    return int(value) if whole else value
+
+
+def _plain(value: float) -> str:
+    return str(int(value)) if value == int(value) else f"{value:g}"
+
+
+def check_format(
+    document: Any, expected: str, origin: str, what: str, fix: str, readable: tuple[str, ...] = ()
+) -> None:
+    """One rule for every versioned document ampgan reads ('format': 'ampgan-KIND/N'): `expected` (or one of
+    the older `readable`) passes; the same kind with a higher N was written by a newer ampgan (say so: the
+    fix is an upgrade, not a rerun); a lower one by an older ampgan (`fix`); anything else is not `what`
+    ('an ampgan comparison'). One error line each, naming `origin` (the file)."""
+    found = document.get("format") if isinstance(document, dict) else None
+    if found == expected or found in readable:
+        return
+    kind, _, version = expected.rpartition("/")
+    theirs = found.removeprefix(kind + "/") if isinstance(found, str) and found.startswith(kind + "/") else ""
+    if theirs.isdigit() and int(theirs) > int(version):
+        raise AmpganError(
+            f"{origin} was written by a newer ampgan (format {found}; this one reads {expected}): upgrade "
+            "ampgan to read it (pip install -U ampgan)"
+        )
+    if theirs.isdigit():
+        raise AmpganError(f"{origin} was written by an older ampgan (format {found}; this one reads {expected}): {fix}")
+    shown = _short(found) if found is not None else "none"
+    raise AmpganError(f"{origin} is not {what} (its format is {shown}, not {expected})")

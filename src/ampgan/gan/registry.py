@@ -33,7 +33,8 @@ from typing import Any
 
 import torch
 
-from ampgan.errors import AmpganError, ConfigError
+from ampgan.errors import AmpganError, ConfigError, name_as_text
+from ampgan.files.jsonfile import refuse_unless_regular_file
 from ampgan.gan.contract import BUILT_IN, GAN, DataSpec, check_gan
 from ampgan.gan.layers import keep_in_fp32
 from ampgan.gan.options import option_parameters, resolve_options
@@ -209,7 +210,9 @@ def _find_builder(name: str) -> tuple[Callable, Path | None]:
 
 
 def _import_file(path_text: str):
+    name_as_text(path_text, "the model file")  # the model's name is written to config.json
     path = Path(path_text).expanduser()
+    refuse_unless_regular_file(path, "the model file")
     if not path.is_file():
         raise AmpganError(f"no model file {path}: give path/to/file.py:FUNCTION (the path relative to here)")
     resolved = path.resolve()

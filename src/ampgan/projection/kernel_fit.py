@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from ampgan.errors import AmpganError
+from ampgan.files.jsonfile import refuse_unless_regular_file
 from ampgan.precisions import BF16, FP16, FP32, TF32
 from ampgan.projection.kernel_model import (
     BYTES,
@@ -56,6 +57,7 @@ class Measured:
 
 def read_kernel_rows(path: Path, *, measured: bool) -> list[tuple[int, dict]]:
     """(line number, row) of a kernel CSV; one error line for a missing file or missing columns."""
+    refuse_unless_regular_file(path, "the kernel table")  # a FIFO would block the read forever
     try:
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as error:

@@ -18,7 +18,6 @@ source in calibration/<architecture>.json. Pure numpy, vectorised over a table o
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from functools import lru_cache
@@ -27,6 +26,7 @@ from importlib import resources
 import numpy as np
 
 from ampgan.errors import AmpganError
+from ampgan.files.jsonfile import parse_json
 from ampgan.precisions import FP16, FP32, PRECISIONS, TF32
 from ampgan.projection.kernels import CONV_OPS, GEMM, Kernel
 from ampgan.system.gpus import GpuSpec
@@ -191,7 +191,7 @@ def calibration_for(gpu: GpuSpec) -> tuple[Calibration, bool]:
 def load_calibration(architecture: str) -> Calibration:
     try:
         text = resources.files("ampgan.projection").joinpath("calibration", f"{architecture}.json").read_text("utf-8")
-        document = json.loads(text)
+        document = parse_json(text)
         paths = {p: np.array([document["parameters"][p][name] for name in PATH_PARAMETERS], dtype=float) for p in PATHS}
         shared = np.array([document["parameters"]["shared"][name] for name in SHARED_PARAMETERS], dtype=float)
         return Calibration(architecture, paths, shared, document["cross_validation"], document)

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ampgan.errors import AmpganError
+from ampgan.files.schema import table_number
 
 GEMM, CONV_OPS = "gemm", ("conv_fwd", "conv_bwd_data", "conv_bwd_weight")
 OPS = (GEMM, *CONV_OPS)
@@ -92,19 +93,13 @@ class Kernel:
         return row
 
 
+# No GPU kernel has a dimension past int32's indexing (CUDA's grids and cuBLAS's sizes are int32): a larger
+# one is a typo, and 1e300 or inf would give a time with no meaning (or an OverflowError).
+LARGEST_DIMENSION = 2**31 - 1
+
+
 def _whole(row: dict, field: str, where: str, least: int) -> int:
-    text = str(row.get(field) if row.get(field) is not None else "").strip()
-    try:
-        value = int(float(text))
-        if value != float(text):
-            raise ValueError
-    except ValueError:
-        raise AmpganError(
-            f"{where}: {field} is {text!r}, not a whole number: give every {row.get('op')} row its {field}"
-        ) from None
-    if value < least:
-        raise AmpganError(f"{where}: {field} is {value}; it must be at least {least}")
-    return value
+    return table_number(row.get(field), where, field, whole=True, least=least, most=LARGEST_DIMENSION)
 
 
 def _flag(row: dict, field: str, where: str) -> bool:

@@ -13,7 +13,7 @@ from ampgan.config import TrainConfig
 from ampgan.data import load_dataset
 from ampgan.errors import AmpganError, ConfigError
 from ampgan.files.jsonfile import read_json
-from ampgan.files.schema import check_shape
+from ampgan.files.schema import check_format, check_shape
 
 TRACED_FORMAT = "ampgan-traced-step/1"
 _TRACED = {"format": str, "spec": {"model": str, "batch_sizes": [int]}, "environment": dict, "op_tables": dict}
@@ -26,9 +26,9 @@ def load_traced_step(path: Path) -> dict:
         missing=f"no traced step at {path}",
         damaged=f"{path} is not valid JSON: run the study again or 'ampgan bench' for this model",
     )
-    check_shape(document, _TRACED, str(path), "run the study again or 'ampgan bench' for this model")
-    if document["format"] != TRACED_FORMAT:
-        raise AmpganError(f"{path} is not a traced step ({TRACED_FORMAT})")
+    fix = "run the study again or 'ampgan bench' for this model"
+    check_format(document, TRACED_FORMAT, str(path), "a traced step", fix)
+    check_shape(document, _TRACED, str(path), fix)
     return document
 
 

@@ -15,6 +15,7 @@ from ampgan.quality.evaluator import (
     generate_evenly,
     quality_of_images,
     reference_floor,
+    refuse_samples_that_cannot_fit,
 )
 from ampgan.runs.claim import FolderLock
 from ampgan.seeds import evaluation_noise_seed
@@ -40,6 +41,8 @@ def evaluate_runs(run_dirs: list[Path], samples: int, seed: int, evaluator_cache
     """Every run's final generator against the evaluator of its dataset (trained once per dataset);
     writes RUN_DIR/quality.json with the metrics, the evaluator and the real-image floor."""
     loaded = [load_trained_run(run_dir) for run_dir in run_dirs]  # all readable before any work
+    for run in loaded:
+        refuse_samples_that_cannot_fit(samples, tuple(run.document["dataset"]["image_shape"]), "--samples")
     evaluators: dict[tuple, TrainedEvaluator] = {}
     results = []
     for run in loaded:

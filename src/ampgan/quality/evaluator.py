@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import io
-import json
+import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +29,7 @@ from ampgan.data import ImageDataset
 from ampgan.errors import AmpganError, one_line, warn
 from ampgan.files.atomic import write_atomically, write_json_atomically
 from ampgan.files.cache_dir import cache_dir
+from ampgan.files.jsonfile import parse_json
 from ampgan.files.schema import has_shape
 from ampgan.quality.metrics import (
     accuracy,
@@ -44,6 +45,7 @@ from ampgan.quality.metrics import (
     unconditional_flags,
 )
 from ampgan.seeds import reference_subset_seed
+from ampgan.system.memory import largest_count, refuse_unless_it_fits
 
 MIN_EVALUATOR_ACCURACY = 0.5  # 5x chance for 10 classes; a weaker classifier's features mean little
 HELD_OUT_FRACTION = 0.2
@@ -226,7 +228,7 @@ def _cached_evaluator(network: Evaluator, weights_path: Path, info_path: Path, d
         return None
     try:
         blob = weights_path.read_bytes()
-        info = json.loads(info_path.read_text(encoding="utf-8"))
+        info = parse_json(info_path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         info, blob = None, b""
     reason = None
@@ -296,6 +298,21 @@ def _features_and_predictions(network: Evaluator, images: torch.Tensor, batch_si
 def _classify_accuracy(network, images, labels) -> float:
     _, predicted = _features_and_predictions(network, images)
     return accuracy(predicted, labels.numpy())
+
+
+def refuse_samples_that_cannot_fit(count: int, image_shape: tuple[int, int, int], request: str) -> None:
+    """One error line, before any sample is drawn, when `count` samples cannot be held at once (the images
+    in fp32 and their labels, a lower bound: the evaluator's features come on top). `request`: the setting
+    as the user gives it: '--samples' or '--set compare.eval_samples='."""
+    bytes_each = math.prod(image_shape) * 4 + 8
+    largest = largest_count(bytes_each)
+    given = "" if request.endswith("=") else " "
+    refuse_unless_it_fits(
+        f"{request}{given}{count}",
+        count * bytes_each,
+        "the samples, held at once to be scored",
+        f"use {request}{given}{largest} or fewer" if largest >= 2 else "free memory, or use a machine with more",
+    )
 
 
 @torch.no_grad()

@@ -34,6 +34,7 @@ from pathlib import Path
 
 from ampgan.errors import AmpganError, one_line, warn
 from ampgan.files import manifest
+from ampgan.files.jsonfile import not_a_regular_file, parse_json
 
 MARKER = manifest.FOLDER_MARKER
 LOCK = ".ampgan-lock"
@@ -131,7 +132,7 @@ def marker_kind(folder: Path) -> str | None:
     if text.startswith("written by ampgan"):  # ampgan's first marker
         return _kind_by_documents(Path(folder))
     try:
-        document = json.loads(text)
+        document = parse_json(text)
     except ValueError:
         return None
     kind = document.get("kind") if isinstance(document, dict) and document.get("format") == MARKER_FORMAT else None
@@ -274,14 +275,18 @@ def check_replaceable(path: Path, kind: str | None = None) -> None:
 
 def _refuse_dangerous(path: Path) -> None:
     """The current folder, one of its parents, the home folder or the root are never output folders."""
-    if str(path).strip() in ("", "."):
+    if not str(path).strip():
         raise AmpganError("--out is empty: give the path of a new folder for the results")
     resolved, here = path.resolve(), Path.cwd().resolve()
-    if resolved == here or resolved in here.parents or resolved in (Path.home().resolve(), Path("/")):
-        raise AmpganError(
-            f"--out {path} is {'the current folder' if resolved == here else 'a folder above this one'}"
-            ": give a new folder for the results"
-        )
+    # Named for what it is, the most telling first: the home folder is also above a folder inside it.
+    for dangerous, what in (
+        (resolved == Path(resolved.anchor), "the root folder"),
+        (resolved == Path.home().resolve(), "your home folder"),
+        (resolved == here, "the current folder"),
+        (resolved in here.parents, "a folder above the current one"),
+    ):
+        if dangerous:
+            raise AmpganError(f"--out {one_line(path)} is {what}: give a new folder for the results")
 
 
 def check_place(path: Path, kind: str, data: tuple[str | Path, ...] = ()) -> None:
@@ -423,7 +428,8 @@ class FolderClaim:
         _refuse_dangerous(self.path)
         self.aside: Path | None = None
         if self.path.exists() and not self.path.is_dir():
-            raise AmpganError(f"--out {one_line(self.path)} is a file, not a folder: choose another path")
+            what = not_a_regular_file(self.path) or "a file"
+            raise AmpganError(f"--out {one_line(self.path)} is {what}, not a folder: choose another path")
         check_place(self.path, kind, data)
         settle_leftovers(self.path, overwrite)
         if self.path.is_dir() and any(self.path.iterdir()):

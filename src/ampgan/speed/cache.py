@@ -3,8 +3,8 @@
 One JSON file, `precision-decisions.json`, in ampgan's cache folder (files.cache_dir). Keyed by everything that
 changes the answer: the hardware (CPU model and flags or GPU and capability), the thread count, the torch version, the
 model's shape, the batch size, whether the step is compiled, and the precision. The file is a
-convenience: a damaged or unwritable one is ignored (and rebuilt), and so is any entry that lacks a
-field or has one of the wrong type (StoredDecision.from_cache): measured again, never an error.
+convenience: a damaged one is ignored with one warning line and rebuilt, an unwritable one ignored, and so is
+any entry that lacks a field or has one of the wrong type (StoredDecision.from_cache): measured again, never an error.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from pathlib import Path
 from ampgan.errors import warn
 from ampgan.files.atomic import write_json_atomically
 from ampgan.files.cache_dir import cache_dir
+from ampgan.files.jsonfile import read_cache_json
 from ampgan.files.schema import has_shape
 from ampgan.sections import fits
 
@@ -66,10 +67,7 @@ class DecisionCache:
         self.path = Path(folder or cache_dir()) / FILE_NAME
 
     def _read(self) -> dict:
-        try:
-            document = json.loads(self.path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return {}
+        document = read_cache_json(self.path)
         if not isinstance(document, dict) or document.get("format") != FORMAT:
             return {}
         decisions = document.get("decisions")

@@ -6,12 +6,11 @@ measured to `speedup-history.json` in ampgan's cache folder, keyed like the spee
 torch, threads, model and its options, data shape, layout, compile, batch size, precision). Once a key
 has three or more earlier estimates, their standard deviation in log speedup (if larger than the
 default, intervals.BETWEEN_RUN_SD) widens that key's intervals. The file is a convenience: a damaged or
-unwritable one is ignored, and the default is used.
+unwritable one is ignored (a damaged one with one warning line), and the default is used.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
 from pathlib import Path
@@ -19,6 +18,7 @@ from pathlib import Path
 from ampgan.errors import warn
 from ampgan.files.atomic import write_json_atomically
 from ampgan.files.cache_dir import cache_dir
+from ampgan.files.jsonfile import read_cache_json
 from ampgan.speed.intervals import BETWEEN_RUN_SD
 
 FORMAT = "ampgan-speedup-history/1"
@@ -32,10 +32,7 @@ class SpeedupHistory:
         self.path = Path(folder or cache_dir()) / FILE_NAME
 
     def _read(self) -> dict[str, list[float]]:
-        try:
-            document = json.loads(self.path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return {}
+        document = read_cache_json(self.path)
         if (
             not isinstance(document, dict)
             or document.get("format") != FORMAT

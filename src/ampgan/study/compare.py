@@ -30,10 +30,10 @@ import torch
 
 from ampgan.data import load_dataset
 from ampgan.doctor.preflight import check_before_training
-from ampgan.errors import AmpganError, say
+from ampgan.errors import AmpganError, first_words, say
 from ampgan.files.paths import file_in
 from ampgan.precisions import FP32
-from ampgan.quality.evaluator import check_evaluable, reference_floor
+from ampgan.quality.evaluator import check_evaluable, reference_floor, refuse_samples_that_cannot_fit
 from ampgan.quality.headline import headline_for
 from ampgan.speed.threads import apply_threads
 from ampgan.study.cost import cost_stage
@@ -86,6 +86,7 @@ def run_compare(spec: CompareSpec, out_dir: Path, show_progress: bool = True, lo
             "its study races on the Fréchet distance (its target is set from the runs); leave it out"
         )
     check_evaluable(dataset)  # one class, or too few images per class: no evaluator could judge the runs
+    refuse_samples_that_cannot_fit(spec.eval_samples, tuple(dataset.images.shape[1:]), "--set compare.eval_samples=")
     check_before_training(spec.train_config(FP32), dataset, log=log)  # before anything is measured or trained
     progress = open_progress(out_dir, spec.to_document(spec.precisions))
     for name in ("runs", "bench", "projection", "cost", "doctor"):  # a subfolder linked out is never written into
@@ -205,7 +206,7 @@ def _stage_or_note(stage: str, run) -> CostSection:
     except (KeyboardInterrupt, Interrupted):
         raise
     except Exception as error:  # noqa: BLE001 - finished runs must not be lost to a later stage
-        reason = str(error).splitlines()[0][:300] if str(error) else type(error).__name__
+        reason = first_words(str(error)) or type(error).__name__
         return CostSection(basis=None, note=f"the {stage} stage could not run: {reason}")
 
 

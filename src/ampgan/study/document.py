@@ -14,11 +14,10 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from ampgan.errors import AmpganError
 from ampgan.files.atomic import write_json_atomically
 from ampgan.files.jsonfile import read_json
 from ampgan.files.paths import file_in
-from ampgan.files.schema import Between, OrNull, RelativePath, check_shape
+from ampgan.files.schema import Between, OrNull, RelativePath, check_format, check_shape
 from ampgan.precisions import FP32
 from ampgan.quality.headline import ACCURACY, FRECHET, Headline
 from ampgan.quality.registry import METRICS
@@ -514,8 +513,7 @@ class CompareDocument(Record):
     @classmethod
     def checked(cls, data: Any, origin: str, fix: str) -> CompareDocument:
         """The document of `data`, once it has the shape every reader relies on; else one error line."""
-        if not isinstance(data, dict) or data.get("format") not in READABLE_FORMATS:
-            raise AmpganError(f"{origin} is not an ampgan comparison (format {FORMAT})")
+        check_format(data, FORMAT, origin, "an ampgan comparison", fix, readable=READABLE_FORMATS)
         check_shape(data, COMPARE_SHAPE, origin, fix)
         if isinstance(data.get("cost"), dict):
             check_shape(data, _COST_SHAPE, origin, fix)

@@ -23,7 +23,7 @@ from ampgan.errors import AmpganError
 from ampgan.files.atomic import write_json_atomically
 from ampgan.files.jsonfile import read_json
 from ampgan.files.paths import file_in
-from ampgan.files.schema import check_shape
+from ampgan.files.schema import check_format, check_shape
 from ampgan.training.interruption import Interrupted
 
 FILE_NAME = "study.json"
@@ -122,12 +122,8 @@ def load_progress(folder: Path) -> StudyProgress:
         missing=f"{folder} holds no interrupted study ({FILE_NAME} is missing): start it with ampgan compare --out",
         damaged=f"{path} is damaged (not valid JSON): start the study again with --overwrite",
     )
+    check_format(document, FORMAT, str(path), "an ampgan study's progress", "start the study again with --overwrite")
     check_shape(document, _SHAPE, str(path), "start the study again with --overwrite")
-    if document["format"] != FORMAT:
-        raise AmpganError(
-            f"{path} has format {document['format']!r}, not {FORMAT}: it was written by another ampgan "
-            "version; start the study again with --overwrite"
-        )
     return StudyProgress(
         Path(folder),
         document["identity"],

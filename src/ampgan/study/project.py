@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ampgan.bench.harness import BenchSpec
+from ampgan.errors import first_words
 from ampgan.files.atomic import write_json_atomically
 from ampgan.study.spec import CompareSpec
 from ampgan.system.environment import environment_stamp
@@ -24,9 +25,7 @@ def project_elsewhere(spec: CompareSpec, dataset, bench_results: dict | None, ou
     except (KeyboardInterrupt, Interrupted):
         raise
     except Exception as error:  # noqa: BLE001 - the study's measured answer must not depend on it
-        return {
-            "note": f"not projected: {type(error).__name__}: {str(error).splitlines()[0][:200] if str(error) else ''}"
-        }
+        return {"note": f"not projected: {type(error).__name__}: {first_words(str(error), 200)}"}
 
 
 def _project_elsewhere(spec: CompareSpec, dataset, bench_results: dict | None, out_dir: Path, device) -> dict:

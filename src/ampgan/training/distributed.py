@@ -11,22 +11,26 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import re
 from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
 
+from ampgan.env import env_value
 from ampgan.errors import AmpganError
 
 # A rank that dies leaves the others blocked in a collective; this bounds the wait (torchrun
-# also stops the survivors as soon as it sees one worker exit).
-COLLECTIVE_TIMEOUT = dt.timedelta(seconds=int(os.environ.get("AMPGAN_COLLECTIVE_TIMEOUT_S", "120")))
+# also stops the survivors as soon as it sees one worker exit): AMPGAN_COLLECTIVE_TIMEOUT_S (ampgan/env.py).
 # Control traffic (stop/log/save flags, decisions measured on rank 0) travels on a gloo group of CPU
 # tensors: under NCCL a flag on the GPU would be read back to the host every step, serialising the ranks,
 # and ranks waiting minutes for rank 0's speed decisions would meet NCCL's watchdog (a C++ abort) at
-# COLLECTIVE_TIMEOUT. Waiting here is bounded by CONTROL_TIMEOUT instead.
-CONTROL_TIMEOUT = dt.timedelta(seconds=int(os.environ.get("AMPGAN_CONTROL_TIMEOUT_S", "3600")))
+# the collective timeout. Waiting here is bounded by AMPGAN_CONTROL_TIMEOUT_S instead.
 _control_group = None
+
+
+def _seconds(variable: str) -> dt.timedelta:
+    return dt.timedelta(seconds=env_value(variable))
 
 
 @dataclass(frozen=True)
@@ -94,8 +98,9 @@ def join_process_group(device_request: str) -> torch.device | None:
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // local_size))
     global _control_group
     if not dist.is_initialized():
-        dist.init_process_group(backend=backend, rank=rank, world_size=size, timeout=COLLECTIVE_TIMEOUT)
-    _control_group = dist.new_group(backend="gloo", timeout=CONTROL_TIMEOUT)
+        timeout = _seconds("AMPGAN_COLLECTIVE_TIMEOUT_S")
+        dist.init_process_group(backend=backend, rank=rank, world_size=size, timeout=timeout)
+    _control_group = dist.new_group(backend="gloo", timeout=_seconds("AMPGAN_CONTROL_TIMEOUT_S"))
     _world = World(rank=rank, size=size, local_rank=local_rank, local_size=local_size)
     return device
 
@@ -210,3 +215,50 @@ def lost_contact_with_ranks(error: BaseException) -> str | None:
     if isinstance(error, RuntimeError) and any(sign in text for sign in _LOST_PEER_SIGNS):
         return next(sign for sign in _LOST_PEER_SIGNS if sign in text)
     return None
+
+
+# What DDP's reducer says when a backward pass left trainable parameters without a gradient (it notices at the
+# next forward pass): 900 characters advising `find_unused_parameters=True`, which ampgan does not expose
+# (finding them costs a graph walk every step) and which would hide a loss that forgot part of a network.
+_UNUSED_PARAMETERS = "Expected to have finished reduction in the prior iteration"
+_UNUSED_INDICES = re.compile(r"Parameter indices which did not receive grad for rank \d+:((?:\s*\d+)+)")
+
+
+def name_reduced_parameters(ddp: torch.nn.Module, network: str) -> None:
+    """Record on a DDP module the names of the parameters its reducer indexes, in its order (as DDP's
+    _build_params_for_reducer makes the list: trainable when wrapped, each once; without torch.compile's
+    `_orig_mod.`), so that its error about unused parameters can be told with their names."""
+    seen, names = set(), []
+    for module_name, module in ddp.module.named_modules():
+        for name, parameter in module.named_parameters(recurse=False):
+            if parameter.requires_grad and id(parameter) not in seen:
+                seen.add(id(parameter))
+                full = f"{module_name}.{name}" if module_name else name
+                names.append(full.replace("_orig_mod.", ""))
+    ddp.ampgan_reduced = (network, names)
+
+
+def unused_parameters_line(error: BaseException, origin: str) -> str | None:
+    """DDP's error about parameters that got no gradient as one ampgan line naming them (when the DDP module
+    was named by name_reduced_parameters) and the fix ampgan offers; None for any other error."""
+    text = str(error)
+    if _UNUSED_PARAMETERS not in text:
+        return None
+    network, names = "a network", []
+    frame = error.__traceback__
+    while frame is not None:  # the DDP module whose forward noticed it
+        reduced = getattr(frame.tb_frame.f_locals.get("self"), "ampgan_reduced", None)
+        if reduced is not None:
+            network, names = reduced
+        frame = frame.tb_next
+    found = _UNUSED_INDICES.search(text)
+    indices = [int(i) for i in found.group(1).split()] if found else []
+    named = [names[i] for i in indices if i < len(names)]
+    shown = ", ".join(named[:6] or [str(i) for i in indices[:6]]) + (" ..." if len(indices) > 6 else "")
+    what = f"parameters {shown} of {network}" if named else f"parameters of {network} (indices {shown or '?'})"
+    return (
+        f"{origin}: {what} got no gradient in the previous backward pass, and under torchrun (DDP) every "
+        "trainable parameter must reach each loss: add a zero-weighted term for the outputs the loss leaves out "
+        "(+ ampgan.unused_but_reduced(output)), or remove or freeze those parameters (docs/your-gan.md, "
+        "'What preflight checks'; 'ampgan preflight' names them in one process)"
+    )

@@ -14,7 +14,7 @@ import copy
 import torch
 from torch import nn
 
-from ampgan.errors import AmpganError
+from ampgan.errors import AmpganError, first_words
 from ampgan.gan.contract import GAN
 from ampgan.runs.checkpoint import load_weights
 
@@ -30,7 +30,7 @@ def attach_average(gan: GAN) -> None:
     except Exception as error:  # noqa: BLE001 - a generator that cannot be copied is the user's to fix
         raise AmpganError(
             f"model {gan.name}: GAN.ema needs a copy of the generator, and copy.deepcopy(generator) failed "
-            f"({type(error).__name__}: {str(error).splitlines()[0][:200] if str(error) else ''}): make it copyable"
+            f"({type(error).__name__}: {first_words(str(error), 200)}): make it copyable"
         ) from None
     for tensor in list(average.parameters()) + list(average.buffers()):
         if tensor.is_floating_point():

@@ -11,7 +11,6 @@ accepted may still not. The same trace refuses, in one line, a batch too small f
 
 from __future__ import annotations
 
-import os
 import weakref
 from dataclasses import dataclass
 
@@ -21,6 +20,7 @@ from torch import nn
 from ampgan.errors import AmpganError
 from ampgan.gan.context import LossContext, draw_inputs
 from ampgan.gan.contract import GAN, DataSpec
+from ampgan.system.memory import available_memory_bytes, size_text
 
 _FP32_BYTES = 4
 _COPIES_PER_PARAMETER = 4  # weight, gradient, Adam's first and second moment
@@ -159,25 +159,6 @@ def check_batch_shapes(gan: GAN, data: DataSpec, batch_size: int) -> None:
         pass
 
 
-def available_memory_bytes(device: torch.device) -> int | None:
-    """Memory a new allocation can use now: free GPU memory, or the kernel's MemAvailable (which
-    counts reclaimable page cache). None when the platform does not say."""
-    if device.type == "cuda":
-        free, _total = torch.cuda.mem_get_info(device)
-        return int(free)
-    try:
-        with open("/proc/meminfo", encoding="ascii") as meminfo:
-            for line in meminfo:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    try:
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError):
-        return None
-
-
 def refuse_what_cannot_fit(
     gan: GAN | None,
     data: DataSpec,
@@ -204,24 +185,18 @@ def refuse_what_cannot_fit(
         # Batch norm needs 2 images per step: below that no batch size fits, only a smaller model does.
         if largest < 2:
             raise AmpganError(
-                f"model {gan.name} needs at least {_size(estimate.parameters_bytes * processes_sharing_memory)} for "
+                f"model {gan.name} needs at least "
+                f"{size_text(estimate.parameters_bytes * processes_sharing_memory)} for "
                 f"its weights, gradients and Adam's moments{sharing} before any image, and "
-                f"{_size(estimate.total_bytes_at(2) * processes_sharing_memory)} at batch size 2, while "
-                f"{device.type.upper()} memory available now is {_size(available)}: no batch size fits; make the "
+                f"{size_text(estimate.total_bytes_at(2) * processes_sharing_memory)} at batch size 2, while "
+                f"{device.type.upper()} memory available now is {size_text(available)}: no batch size fits; make the "
                 "model smaller (a lower --width or model option) or use a machine with more memory"
             )
         raise AmpganError(
-            f"--batch-size {batch_size}{sharing} needs at least {_size(needed)} for one training step, "
-            f"and {device.type.upper()} memory available now is {_size(available)}: use a batch size of at most "
+            f"--batch-size {batch_size}{sharing} needs at least {size_text(needed)} for one training step, "
+            f"and {device.type.upper()} memory available now is {size_text(available)}: use a batch size of at most "
             f"{largest}"
         )
-
-
-def _size(count: int) -> str:
-    for unit, scale in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20)):
-        if count >= scale:
-            return f"{count / scale:.1f} {unit}"
-    return f"{count / 2**10:.1f} KiB"
 
 
 def parameter_count(network: nn.Module) -> int:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ampgan.env import env_value
 from ampgan.errors import AmpganError
 from ampgan.precisions import Precision, precision
 
@@ -108,7 +109,7 @@ DETERMINISTIC_ENV = "AMPGAN_DETERMINISTIC"
 def deterministic_requested() -> bool:
     """AMPGAN_DETERMINISTIC=1, or torch.use_deterministic_algorithms(True) set by the caller: the same
     kernels every time on CUDA (no cuDNN autotuning, deterministic algorithms), at some speed."""
-    return os.environ.get(DETERMINISTIC_ENV, "") not in ("", "0") or torch.are_deterministic_algorithms_enabled()
+    return env_value(DETERMINISTIC_ENV) or torch.are_deterministic_algorithms_enabled()
 
 
 # Every process-wide switch that decides which kernels an fp32 operation may use, as (object, attribute),

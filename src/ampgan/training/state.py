@@ -9,7 +9,6 @@ only stores the payload. The process-wide RNGs (torch, CUDA, numpy, Python) are 
 
 from __future__ import annotations
 
-import os
 import random
 from collections.abc import Callable
 from contextlib import contextmanager
@@ -19,13 +18,14 @@ import numpy as np
 import torch
 
 from ampgan.config import TrainConfig
+from ampgan.env import env_value
 from ampgan.errors import AmpganError
 from ampgan.gan.contract import GAN, Adam, DataSpec
 from ampgan.gan.registry import ModelRecipe
 from ampgan.runs.checkpoint import load_weights
 from ampgan.seeds import CURRENT_SCHEME, step_noise_seed, weights_seed
 from ampgan.training.compile_cache import use_persistent_compile_cache
-from ampgan.training.distributed import world
+from ampgan.training.distributed import name_reduced_parameters, world
 from ampgan.training.ema import attach_average, load_average
 from ampgan.training.precision import LossScaler, PrecisionPolicy
 
@@ -334,7 +334,7 @@ def restore_global_rngs(saved: dict, device: torch.device | None = None) -> list
 def compile_backend() -> str:
     """torch.compile's backend: inductor (generated kernels), or AMPGAN_COMPILE_BACKEND (e.g. `eager`:
     graph capture without code generation, to check what compiles in seconds)."""
-    return os.environ.get("AMPGAN_COMPILE_BACKEND", "inductor")
+    return env_value("AMPGAN_COMPILE_BACKEND")
 
 
 # Graphs one process may compile per network function. D alone runs three ways per step (real images
@@ -400,4 +400,6 @@ def wrap_modules(
         device_ids = [state.policy.device.index] if state.policy.device.type == "cuda" else None
         generator = DDP(generator, device_ids=device_ids)
         discriminator = DDP(discriminator, device_ids=device_ids)
+        name_reduced_parameters(generator, "the generator")
+        name_reduced_parameters(discriminator, "the discriminator")
     state.run_generator, state.run_discriminator = generator, discriminator

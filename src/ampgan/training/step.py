@@ -16,9 +16,9 @@ from contextlib import contextmanager
 
 import torch
 
-from ampgan.errors import AmpganError
+from ampgan.errors import AmpganError, first_words
 from ampgan.gan.context import LossContext, draw_inputs
-from ampgan.training.distributed import lost_contact_with_ranks
+from ampgan.training.distributed import lost_contact_with_ranks, unused_parameters_line
 from ampgan.training.ema import update_average
 from ampgan.training.precision import LossScaler, PrecisionPolicy
 from ampgan.training.state import TrainState
@@ -72,17 +72,34 @@ def _users_code(origin: str) -> Iterator[None]:
                 "cannot compile yet (aot_autograd has no double backward): train this model without "
                 "--compile (--no-compile)"
             ) from None
-        lines = [line.strip() for line in str(error).splitlines() if line.strip()]
-        raise AmpganError(f"{origin} failed: {type(error).__name__}: {lines[0][:300] if lines else ''}") from None
+        translated = unused_parameters_line(error, origin)
+        if translated:
+            raise AmpganError(translated) from None
+        raise AmpganError(f"{origin} failed: {type(error).__name__}: {first_words(str(error))}") from None
 
 
-def _as_loss(result, origin: str) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-    """A loss function's result as (loss, metrics), checked: a scalar floating tensor (a shape check
-    only, which costs no device synchronisation)."""
+def as_loss(result, origin: str) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """A loss function's result as (loss, metrics), checked: a scalar floating tensor (checks of type and
+    shape only, which cost no device synchronisation; one with no gradient is _no_gradient's). Each
+    mistake gets its own fix: a Python number was cut from autograd (.item(), float()) and must be the
+    tensor itself; only a tensor of many values needs reducing."""
     loss, metrics = result if isinstance(result, tuple) and len(result) == 2 else (result, {})
-    if not isinstance(loss, torch.Tensor) or not loss.is_floating_point() or loss.numel() != 1:
-        what = f"a {tuple(loss.shape)} {loss.dtype} tensor" if isinstance(loss, torch.Tensor) else type(loss).__name__
-        raise AmpganError(f"{origin} returned {what}, not a scalar loss: reduce it to one number (e.g. .mean())")
+    if isinstance(loss, (int, float)) or (hasattr(loss, "dtype") and not isinstance(loss, torch.Tensor)):
+        raise AmpganError(
+            f"{origin} returned a {type(loss).__name__} ({loss!r:.20}), not a tensor: a number taken out of the "
+            "loss (.item(), float(), numpy) has no gradient; return the loss tensor itself (call .item() "
+            "only on metrics you log)"
+        )
+    if not isinstance(loss, torch.Tensor):
+        raise AmpganError(
+            f"{origin} returned {type(loss).__name__}, not a loss: return a scalar tensor (or (loss, metrics))"
+        )
+    if loss.numel() != 1:
+        raise AmpganError(
+            f"{origin} returned a {tuple(loss.shape)} tensor, not a scalar loss: reduce it to one number (e.g. .mean())"
+        )
+    if not loss.is_floating_point():
+        raise AmpganError(f"{origin} returned a {loss.dtype} tensor: a loss is a floating-point tensor")
     if not isinstance(metrics, dict):
         raise AmpganError(
             f"{origin} returned metrics of type {type(metrics).__name__}: return (loss, {{name: tensor}})"
@@ -123,7 +140,7 @@ def _backward_terms(
         where = f"{origin} ({getattr(term, '__name__', 'loss')})" if len(terms) > 1 else origin
         with _users_code(where):
             with policy.autocast():
-                loss, extra = _as_loss(term(context), where)
+                loss, extra = as_loss(term(context), where)
             if multiplier != 1.0:
                 loss = loss * multiplier
             if not loss.requires_grad:  # only the frozen network's outputs, or constants
@@ -187,7 +204,7 @@ def train_step(state: TrainState, next_batch: Callable[[], Batch]) -> dict[str, 
         origin = f"{model} G's update, g_loss"
         with _users_code(origin):
             with policy.autocast():
-                loss_g, extra = _as_loss(gan.g_loss(context), origin)
+                loss_g, extra = as_loss(gan.g_loss(context), origin)
             metrics.update({name: value.detach() for name, value in extra.items()})
             state.optimizer_g.zero_grad(set_to_none=True)
             if not loss_g.requires_grad:

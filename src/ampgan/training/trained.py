@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from ampgan.gan.contract import GAN, DataSpec
 from ampgan.gan.registry import resolve_model
 from ampgan.runs.checkpoint import check_step_matches_name, latest_checkpoint, load_checkpoint, load_weights
 from ampgan.runs.run_folder import read_run_config
+from ampgan.system.memory import largest_count, refuse_unless_it_fits
 from ampgan.training.ema import attach_average, load_average
 from ampgan.training.start import saved_config
 
@@ -99,6 +101,12 @@ def class_samples(run: TrainedRun, label: int, count: int, seed: int) -> np.ndar
     gan = run.gan
     generator_net = gan.sampling_generator  # the EMA of G when the model declares one
     device = next(generator_net.parameters()).device
+    # Held at once: G's fp32 output, its copy in [0, 1], the uint8 images and the grid (a lower bound).
+    bytes_each = math.prod(run.document["dataset"]["image_shape"]) * (4 + 4 + 1 + 1) + 4 * gan.z_dim
+    largest = largest_count(bytes_each, device)
+    refuse_unless_it_fits(
+        f"--n {count}", count * bytes_each, "the samples, generated at once", f"use --n {largest} or fewer", device
+    )
     z = gan.draw_z(count, torch.Generator().manual_seed(seed)).to(device)
     labels = torch.full((count,), label, dtype=torch.long, device=device) if gan.conditional else None
     return to_uint8(gan.to_unit_range(gan.generate(generator_net, z, labels).float()))

@@ -1,0 +1,98 @@
+"""Every AMPGAN_* environment variable, declared once: its name, what it takes and its default.
+
+They are read through `env_value`, and the command line checks every one that is set before any command
+runs (`check_environment`), so a value a variable cannot take is one error line naming the variable, the
+value and what it takes: never a traceback from int() at import, and never a value quietly read as
+something else (AMPGAN_DETERMINISTIC=maybe as on)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ampgan.errors import AmpganError, one_line
+
+
+@dataclass(frozen=True)
+class Variable:
+    name: str
+    takes: str  # what a valid value is, in words
+    parse: Callable[[str], Any]  # the value, or ValueError
+    default: Any
+
+
+def _seconds(text: str) -> int:
+    value = int(text.strip())
+    if value < 1:
+        raise ValueError
+    return value
+
+
+def _switch(text: str) -> bool:
+    value = text.strip().lower()
+    if value in ("", "0", "false", "no", "off"):
+        return False
+    if value in ("1", "true", "yes", "on"):
+        return True
+    raise ValueError
+
+
+def _compile_backend(text: str) -> str:
+    name = text.strip()
+    if name != "inductor":  # the default needs no check (and no import of dynamo)
+        from torch._dynamo import list_backends
+
+        if name not in list_backends(exclude_tags=()):
+            raise ValueError
+    return name
+
+
+def _folder(text: str) -> str:
+    if not text.strip() or (os.path.exists(text) and not os.path.isdir(text)):
+        raise ValueError
+    return text
+
+
+def _backends() -> str:
+    from torch._dynamo import list_backends
+
+    return ", ".join(sorted(list_backends(exclude_tags=())))
+
+
+VARIABLES = {
+    variable.name: variable
+    for variable in (
+        Variable("AMPGAN_CACHE_DIR", "a folder (ampgan creates it)", _folder, None),
+        Variable("AMPGAN_COMPILE_BACKEND", "a torch.compile backend", _compile_backend, "inductor"),
+        Variable("AMPGAN_DETERMINISTIC", "1 or 0 (true/false, yes/no, on/off)", _switch, False),
+        Variable("AMPGAN_COLLECTIVE_TIMEOUT_S", "whole seconds, 1 or more", _seconds, 120),
+        Variable("AMPGAN_CONTROL_TIMEOUT_S", "whole seconds, 1 or more", _seconds, 3600),
+        Variable("AMPGAN_TRUSTED_MODELS", "model names, one a line (ampgan sets it for its own processes)", str, ""),
+    )
+}
+
+
+def env_value(name: str) -> Any:
+    """The variable's value (its default when unset or empty); one error line when it cannot take it."""
+    variable = VARIABLES[name]
+    text = os.environ.get(name, "")
+    if not text:
+        return variable.default
+    try:
+        return variable.parse(text)
+    except ValueError:
+        takes = variable.takes + (f" ({_backends()})" if name == "AMPGAN_COMPILE_BACKEND" else "")
+        raise AmpganError(
+            f"the environment variable {name}={one_line(text)!r} cannot be used: it takes {takes}; "
+            f"set it so, or unset it for the default"
+            + (f" ({variable.default})" if variable.default not in (None, "") else "")
+        ) from None
+
+
+def check_environment() -> None:
+    """Every AMPGAN_* variable that is set, checked before a command starts."""
+    for name in sorted(os.environ):
+        if name.startswith("AMPGAN_") and name in VARIABLES:
+            env_value(name)

@@ -1,0 +1,468 @@
+"""Issue 47's classes 8 and 9: what used to end in a traceback (exit 1), or in a line that names the wrong
+problem, ends in one line that names the problem and the fix (exit 2), or works.
+
+Each rule lives in one place; these tests try it on variants the issue did not name."""
+
+from __future__ import annotations
+
+import os
+import warnings
+from pathlib import Path
+
+import pytest
+from conftest import run_cli
+
+from ampgan.errors import AmpganError, AmpganWarning
+from ampgan.files.jsonfile import (
+    MAX_DEPTH,
+    DuplicateKey,
+    TooDeep,
+    parse_json,
+    parse_toml,
+    read_cache_json,
+    read_jsonl,
+)
+
+TINY = ("--steps", "2", "--width", "8", "--batch-size", "8", "--precision", "fp32", "--dataset", "synthetic")
+
+
+def _one_error_line(code, err, *words):
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert code == 2, err
+    assert len(lines) == 1 and lines[0].startswith("error: "), err
+    assert "Traceback" not in err
+    for word in words:
+        assert word in lines[0], (word, lines[0])
+    return lines[0]
+
+
+# --- the one JSON/TOML reader: depth, duplicate keys ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[" * 100_000 + "]" * 100_000,  # past Python's recursion limit: was a RecursionError
+        '{"a":' * (MAX_DEPTH + 1) + "1" + "}" * (MAX_DEPTH + 1),  # parses, but deeper than any document
+        '[{"a":' * 60 + "1" + "}]" * 60,  # mixed lists and tables
+    ],
+)
+def test_json_nested_too_deep_is_one_reason(text):
+    with pytest.raises(TooDeep):
+        parse_json(text)
+
+
+def test_json_at_the_depth_limit_is_read():
+    assert parse_json("[" * MAX_DEPTH + "]" * MAX_DEPTH) is not None
+
+
+@pytest.mark.parametrize("text", ["a = " + "[" * 5000 + "]" * 5000, "a = " + "{b=" * 5000 + "1" + "}" * 5000])
+def test_toml_nested_too_deep_is_one_reason(text):
+    with pytest.raises(TooDeep):
+        parse_toml(text)
+
+
+@pytest.mark.parametrize("text", ['{"a": 1, "a": 1}', '{"x": [{"b": 1, "c": 2, "b": 3}]}'])
+def test_json_duplicate_key_is_refused_naming_it(text):
+    with pytest.raises(DuplicateKey, match="appears twice"):
+        parse_json(text)
+
+
+def test_jsonl_line_nested_too_deep_in_the_middle_is_one_error(tmp_path):
+    path = tmp_path / "metrics.jsonl"
+    path.write_text('{"step": 1}\n' + "[" * 50_000 + "]" * 50_000 + '\n{"step": 2}\n')
+    with pytest.raises(AmpganError, match="line 2 is not a JSON record"):
+        read_jsonl(path)
+
+
+@pytest.mark.parametrize("content", ["[" * 100_000, '{"format": 1, "format": 2}', "\udcff"])
+def test_a_damaged_cache_is_a_warning_and_none(tmp_path, content):
+    path = tmp_path / "cache.json"
+    path.write_bytes(content.encode("utf-8", errors="surrogateescape"))
+    with pytest.warns(AmpganWarning, match="is damaged .*writes it anew"):
+        assert read_cache_json(path) is None
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert read_cache_json(tmp_path / "absent.json") is None  # no cache yet: nothing to say
+
+
+def test_the_decision_caches_rebuild_a_deep_file(tmp_path):
+    from ampgan.speed.cache import DecisionCache
+    from ampgan.speed.history import SpeedupHistory
+
+    for cache in (DecisionCache(tmp_path), SpeedupHistory(tmp_path)):
+        cache.path.write_text("[" * 100_000 + "]" * 100_000)
+    decisions = DecisionCache(tmp_path)
+    with pytest.warns(AmpganWarning, match="precision-decisions.json is damaged"):
+        assert decisions.get("key") is None
+        decisions.put("key", {"chosen": "fp32"})
+    assert decisions.get("key") == {"chosen": "fp32"}
+    with pytest.warns(AmpganWarning, match="speedup-history.json is damaged"):
+        SpeedupHistory(tmp_path)._read()
+
+
+@pytest.mark.parametrize(
+    "name, content, words",
+    [
+        ("deep.json", '{"a":' * 5000 + "1" + "}" * 5000, ["deep.json", "nests deeper than"]),
+        ("deep.toml", "[budget]\nx = " + "[" * 3000 + "]" * 3000, ["deep.toml", "nests deeper than"]),
+        ("twice.json", '{"budget": {"batch_size": 8, "steps": 2, "batch_size": 16}}', ["'batch_size'", "twice"]),
+        ("twice.json", '{"model": {"name": "dcgan"}, "model": {"name": "acgan"}}', ["'model'", "twice"]),
+    ],
+)
+def test_a_config_file_that_cannot_be_read_is_one_line(capsys, tmp_path, name, content, words):
+    (tmp_path / name).write_text(content)
+    code, _, err = run_cli(capsys, "train", "--config", str(tmp_path / name), *TINY, "--out", str(tmp_path / "r"))
+    _one_error_line(code, err, *words)
+    assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize("value", ["[" * 3000 + "]" * 3000, '{"a": 1, "a": 2}'])
+def test_a_set_value_nested_too_deep_or_with_a_key_twice_is_one_line(capsys, tmp_path, value):
+    code, _, err = run_cli(capsys, "train", *TINY, "--set", f"model.width={value}", "--out", str(tmp_path / "r"))
+    _one_error_line(code, err, "--set value")
+
+
+@pytest.mark.parametrize("document", ["compare.json", "study.json"])
+def test_a_study_document_nested_too_deep_is_one_line(capsys, tmp_path, document):
+    (tmp_path / document).write_text("[" * 100_000 + "]" * 100_000)
+    code, _, err = run_cli(capsys, "report", str(tmp_path))
+    assert code == 2 and "Traceback" not in err and err.startswith("error: "), err
+
+
+# --- numbers in a person's tables: finite, whole where counted, within what means something ------------
+
+
+@pytest.mark.parametrize("m", ["inf", "-Infinity", "1e300", "9" * 400, "NaN", "-5", "2.5", "4294967296"])
+def test_a_kernel_table_dimension_that_means_nothing_is_one_line(capsys, tmp_path, m):
+    table = tmp_path / "k.csv"
+    table.write_text(f"name,op,m,n,k\nk1,gemm,{m},64,64\n")
+    code, _, err = run_cli(capsys, "project", "--kernels", str(table), "--out", str(tmp_path / "p"))
+    line = _one_error_line(code, err, "k.csv line 2 (k1): m is", "2147483647")
+    assert len(line) < 250  # a 400-digit cell is shown cut short
+
+
+@pytest.mark.parametrize(
+    "cells, column",
+    [
+        ("1,four,0.5", "vcpus"),
+        ("1,4,inf", "price_per_hour"),
+        ("1,4,1e308", "price_per_hour"),
+        ("one,4,0.5", "gpu_count"),
+        ("1e12,4,0.5", "gpu_count"),
+        ("1,-3,0.5", "vcpus"),
+    ],
+)
+def test_a_price_catalog_cell_that_is_no_number_is_one_line(capsys, tmp_path, cells, column):
+    prices = tmp_path / "p.csv"
+    prices.write_text(
+        "provider,region,instance,hardware,gpu_count,vcpus,price_per_hour,currency,source,date\n"
+        f"aws,us,x1,T4,{cells},USD,s,2025-01\n"
+    )
+    code, _, err = run_cli(capsys, "cost", "--prices", str(prices), "--list-instances")
+    _one_error_line(code, err, "p.csv line 2:", f"{column} is")
+
+
+def test_a_skypilot_accelerator_count_that_is_infinite_is_one_line(tmp_path):
+    from ampgan.cost.skypilot import _count
+
+    with pytest.raises(AmpganError, match="AcceleratorCount is 'inf'"):
+        _count({"AcceleratorCount": "inf"}, tmp_path / "vms.csv", 3)
+
+
+# --- sizes refused before anything is allocated ----------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    from ampgan.cli import main
+
+    out = tmp_path_factory.mktemp("run") / "run"
+    try:
+        # Module-scoped: made before the autouse stand-ins; the flags skip the decisions they would skip.
+        main(["train", *TINY, "--no-channels-last", "--no-compile", "--out", str(out)])
+    except SystemExit as exit_:
+        assert not exit_.code
+    return out
+
+
+def test_generate_more_samples_than_memory_holds_is_refused_first(capsys, tmp_path, tiny_run):
+    out = tmp_path / "g.png"
+    code, _, err = run_cli(capsys, "generate", str(tiny_run), "--class", "0", "--n", "1000000000", "--out", str(out))
+    _one_error_line(code, err, "--n 1000000000 needs at least", "TiB", "memory available now", "or fewer")
+    assert not out.exists()
+
+
+def test_generate_on_a_machine_with_little_memory_names_what_fits(capsys, tmp_path, tiny_run, monkeypatch):
+    import ampgan.system.memory as memory
+
+    # 1 MiB free: 64 samples of 3x32x32 (40 KiB each held at once) do not fit; the line says how many do.
+    monkeypatch.setattr(memory, "available_memory_bytes", lambda device="cpu": 2**20)
+    code, _, err = run_cli(
+        capsys, "generate", str(tiny_run), "--class", "0", "--n", "64", "--out", str(tmp_path / "g.npz")
+    )
+    line = _one_error_line(code, err, "--n 64", "1.0 MiB")
+    largest = int(line.split("use --n ")[1].split()[0])
+    assert 0 < largest < 64
+    assert (
+        run_cli(
+            capsys, "generate", str(tiny_run), "--class", "0", "--n", str(largest), "--out", str(tmp_path / "g.npz")
+        )[0]
+        == 0
+    )
+
+
+def test_evaluate_more_samples_than_memory_holds_is_refused_first(capsys, tiny_run):
+    code, _, err = run_cli(capsys, "evaluate", str(tiny_run), "--samples", "1000000000")
+    _one_error_line(code, err, "--samples 1000000000 needs at least", "or fewer")
+    assert not (tiny_run / "quality.json").exists()
+
+
+def test_a_study_evaluating_more_samples_than_fit_is_refused_before_any_run():
+    from ampgan.quality.evaluator import refuse_samples_that_cannot_fit
+
+    with pytest.raises(
+        AmpganError, match=r"--set compare.eval_samples=100000000000 needs .* compare.eval_samples=\d+ or"
+    ):
+        refuse_samples_that_cannot_fit(10**11, (3, 32, 32), "--set compare.eval_samples=")
+
+
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (("--set", "logging.samples_per_class=10000000"), ["logging.samples_per_class=10000000", "sample grid"]),
+        (("--model", "dcgan", "--set", "logging.samples_per_class=1000000"), ["samples_per_class=1000000", "or fewer"]),
+        (("--image-size", "65536"), ["--image-size 65536", "or less"]),
+        (("--dataset", "digits", "--image-size", "100000"), ["--image-size 100000", "1797 images"]),
+    ],
+)
+def test_a_size_beyond_the_machine_is_refused_before_allocating(capsys, tmp_path, args, words):
+    code, _, err = run_cli(capsys, "train", *TINY, *args, "--out", str(tmp_path / "r"))
+    _one_error_line(code, err, "memory available now", *words)
+    assert not (tmp_path / "r").exists()
+
+
+# --- environment variables: one declaration each, checked before any command -----------------------------
+
+
+@pytest.mark.parametrize(
+    "name, value, words",
+    [
+        ("AMPGAN_COMPILE_BACKEND", "bogus", ["a torch.compile backend", "inductor"]),
+        ("AMPGAN_COLLECTIVE_TIMEOUT_S", "abc", ["whole seconds"]),
+        ("AMPGAN_CONTROL_TIMEOUT_S", "-5", ["whole seconds, 1 or more"]),
+        ("AMPGAN_DETERMINISTIC", "maybe", ["1 or 0"]),
+        ("AMPGAN_CACHE_DIR", "{file}", ["a folder"]),
+    ],
+)
+def test_an_environment_variable_it_cannot_take_is_one_line_before_any_command(
+    capsys, tmp_path, monkeypatch, name, value, words
+):
+    (tmp_path / "a-file").write_text("x")
+    monkeypatch.setenv(name, value.format(file=tmp_path / "a-file"))
+    for command in (["config", "--list"], ["train", *TINY, "--out", str(tmp_path / "r")]):
+        code, out, err = run_cli(capsys, *command)
+        _one_error_line(code, err, name, *words)
+        assert out == ""
+    assert not (tmp_path / "r").exists()
+
+
+def test_every_ampgan_variable_read_in_the_source_is_declared_once():
+    import re
+
+    from ampgan.env import VARIABLES
+
+    source = Path(__file__).parents[1] / "src" / "ampgan"
+    read = {name for path in source.rglob("*.py") for name in re.findall(r"\bAMPGAN_[A-Z_]+\b", path.read_text())}
+    assert read == set(VARIABLES)
+
+
+@pytest.mark.parametrize("value, expected", [("", False), ("0", False), ("off", False), ("1", True), ("Yes", True)])
+def test_a_switch_variable_reads_the_usual_spellings(monkeypatch, value, expected):
+    from ampgan.env import env_value
+
+    monkeypatch.setenv("AMPGAN_DETERMINISTIC", value)
+    assert env_value("AMPGAN_DETERMINISTIC") is expected
+
+
+# --- Ctrl-C at any moment, the first second included -------------------------------------------------------
+
+# Run as the console script does (`from ENTRY import main; sys.exit(main())`, ENTRY as pyproject.toml names it),
+# with a real SIGINT sent to the process the moment it first imports the named module: while Python loads the
+# commands (click, torch) or inside a command's own lazy import.
+_INTERRUPT_AT_IMPORT = """
+import os, signal, sys
+
+class Interrupt:
+    def find_spec(self, name, path=None, target=None):
+        if name == sys.argv[1]:
+            sys.meta_path.remove(self)
+            os.kill(os.getpid(), signal.SIGINT)
+        return None
+
+sys.meta_path.insert(0, Interrupt())
+from {entry} import main
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+@pytest.mark.parametrize(
+    "module, command",
+    [
+        ("click", ["config", "--list"]),
+        ("torch", ["data", "info", "synthetic"]),
+        ("ampgan.quality.assess", ["evaluate", "no-such-run"]),
+    ],
+)
+def test_sigint_while_loading_is_one_line_and_exit_130(tmp_path, module, command):
+    import subprocess
+    import sys
+    import tomllib
+
+    root = Path(__file__).parents[1]
+    entry = tomllib.loads((root / "pyproject.toml").read_text())["project"]["scripts"]["ampgan"].split(":")[0]
+    source = str(root / "src")
+    environment = dict(os.environ, PYTHONPATH=source + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    done = subprocess.run(
+        [sys.executable, "-c", _INTERRUPT_AT_IMPORT.format(entry=entry), module, *command],
+        cwd=tmp_path,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 130, done.stderr
+    assert done.stderr.strip() == "stopped: SIGINT received before any work was saved", done.stderr
+
+
+# --- names that are not text ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("raw", [b"d\xffog", b"\xe9t\xe9", b"ok\xc3"])  # Latin-1 bytes, a cut multi-byte letter
+@pytest.mark.parametrize("command", [["data", "info"], ["train", *TINY[:-2]]])
+def test_a_class_folder_whose_name_is_not_utf8_is_one_line(capsys, tmp_path, raw, command):
+    from fixtures import write_image_folder
+
+    root = write_image_folder(tmp_path / "images", classes=("cats", "dogs"), per_class=12, size=16)
+    (root / "dogs").rename(root / os.fsdecode(raw))
+    args = [*command, f"folder:{root}"] if command[0] == "data" else [*command, "--dataset", f"folder:{root}"]
+    code, _, err = run_cli(capsys, *args, *(["--out", str(tmp_path / "r")] if command[0] == "train" else []))
+    _one_error_line(code, err, "class folder", repr(raw), "not valid UTF-8", "rename it")
+
+
+def test_an_image_whose_name_is_not_utf8_is_read(capsys, tmp_path):
+    from fixtures import write_image_folder
+
+    root = write_image_folder(tmp_path / "images", classes=("cats", "dogs"), per_class=12, size=16)
+    first = sorted((root / "cats").iterdir())[0]
+    first.rename(first.with_name(os.fsdecode(b"\xff" + os.fsencode(first.name))))
+    code, out, err = run_cli(capsys, "data", "info", f"folder:{root}")
+    assert code == 0, err
+    assert "cats" in out and "12" in out
+
+
+def test_a_model_file_whose_name_is_not_utf8_is_one_line(capsys, tmp_path):
+    model = tmp_path / os.fsdecode(b"gan\xff.py")
+    model.write_text("raise SystemExit('imported')\n")
+    code, _, err = run_cli(capsys, "train", *TINY, "--model", f"{model}:build", "--out", str(tmp_path / "r"))
+    _one_error_line(code, err, "model file", "not valid UTF-8")
+
+
+# --- messages that name the right problem -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "where, words",
+    [
+        ("home", "is your home folder"),
+        ("root", "is the root folder"),
+        ("here", "is the current folder"),
+        ("parent", "is a folder above the current one"),
+    ],
+)
+def test_a_dangerous_out_is_named_for_what_it_is(capsys, tmp_path, monkeypatch, where, words):
+    home = tmp_path / "home"
+    (home / "project" / "sub").mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(home / "project" / "sub")
+    out = {"home": str(home), "root": "/", "here": ".", "parent": ".."}[where]
+    code, _, err = run_cli(capsys, "train", *TINY, "--out", out)
+    _one_error_line(code, err, words)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        lambda special: ["train", *TINY, "--config", special],
+        lambda special: ["cost", "--prices", special, "--list-instances"],
+        lambda special: ["project", "--kernels", special, "--out", special + "-out"],
+        lambda special: ["train", *TINY, "--model", f"{special}:build", "--out", special + "-out"],
+        lambda special: ["report", special],
+    ],
+)
+@pytest.mark.parametrize("kind", ["fifo", "socket"])
+def test_a_special_file_given_as_a_file_is_called_what_it_is(capsys, tmp_path, command, kind):
+    import socket
+
+    special = tmp_path / "given.csv"
+    if kind == "fifo":
+        os.mkfifo(special)
+        named = "a FIFO"
+    else:
+        holder = socket.socket(socket.AF_UNIX)
+        holder.bind(str(special))
+        named = "a socket"
+    args = command(str(special))
+    if args[0] == "report":  # a study folder whose compare.json is the special file
+        folder = tmp_path / "study"
+        folder.mkdir()
+        special.rename(folder / "compare.json")
+        args, special = ["report", str(folder)], folder / "compare.json"
+    code, _, err = run_cli(capsys, *args)  # a FIFO opened for reading would block here forever
+    _one_error_line(code, err, named, "not a regular file")
+
+
+def test_out_that_is_a_fifo_is_called_a_fifo(capsys, tmp_path):
+    os.mkfifo(tmp_path / "out")
+    code, _, err = run_cli(capsys, "train", *TINY, "--out", str(tmp_path / "out"))
+    _one_error_line(code, err, "is a FIFO (named pipe), not a folder")
+
+
+@pytest.mark.parametrize(
+    "found, words",
+    [
+        ("ampgan-compare/2", ["written by a newer ampgan", "ampgan-compare/2", "upgrade"]),
+        ("ampgan-compare/17", ["written by a newer ampgan", "upgrade"]),
+        ("ampgan-compare/0", ["written by an older ampgan", "rerun"]),
+        ("ampgan-bench/1", ["is not an ampgan comparison", "'ampgan-bench/1'"]),
+        (None, ["is not an ampgan comparison", "none"]),
+    ],
+)
+def test_a_versioned_document_says_which_version_wrote_it(found, words):
+    from ampgan.files.schema import check_format
+
+    with pytest.raises(AmpganError) as error:
+        check_format({"format": found}, "ampgan-compare/1", "x/compare.json", "an ampgan comparison", "rerun")
+    for word in words:
+        assert word in str(error.value)
+
+
+@pytest.mark.parametrize(
+    "name, newer, command",
+    [
+        ("compare.json", "ampgan-compare/2", lambda folder: ["report", str(folder)]),
+        (
+            "results.json",
+            "ampgan-bench/9",
+            lambda folder: ["cost", str(folder / "results.json"), "--price-per-hour", "1"],
+        ),
+        ("results.json", "ampgan-bench/2", lambda folder: ["project", str(folder / "results.json")]),
+        ("study.json", "ampgan-study/3", lambda folder: ["compare", "--resume", str(folder)]),
+    ],
+)
+def test_a_document_from_a_newer_ampgan_says_upgrade(capsys, tmp_path, name, newer, command):
+    folder = tmp_path / "from-the-future"
+    folder.mkdir()
+    (folder / name).write_text(f'{{"format": "{newer}", "configs": [], "anything": "new"}}')
+    code, _, err = run_cli(capsys, *command(folder))
+    _one_error_line(code, err, "written by a newer ampgan", newer, "upgrade ampgan")
