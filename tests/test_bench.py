@@ -378,7 +378,7 @@ def test_a_compiled_precisions_first_call_is_not_stopped_but_nothing_left_starts
 # precisions and memory format (test_decisions_that_do_not_fit...), --from, torchrun (test_distributed.py).
 _FLAG_COMBINATIONS = {
     "compile-channels-last-json": ["--compile", "--channels-last", "--precisions", "bf16", "--json"],
-    "attainable-peak-no-trace": ["--attainable", "--precisions", "fp32", "--peak-tflops", "2", "--no-trace"],
+    "attainable-peak-no-trace": ["--attainable", "--precisions", "fp32", "--set", "bench.peak_tflops=2", "--no-trace"],
     "sweep-json": ["--sweep", "model.width=4,8", "--precisions", "fp32", "--no-channels-last", "--json"],
 }
 
@@ -416,8 +416,8 @@ def test_every_documented_flag_of_bench_runs(tmp_path, capsys, monkeypatch, flag
             assert spec["channels_last"] == []
         if "--attainable" in flags:
             assert all(c["attainable"]["step_s"] > 0 for c in results["configs"])
-        if "--peak-tflops" in flags:
-            assert {p["source"] for p in results["peaks"].values()} == {"--peak-tflops"}
+        if "bench.peak_tflops=2" in flags:
+            assert {p["source"] for p in results["peaks"].values()} == {"bench.peak_tflops"}
 
 
 @pytest.mark.parametrize(

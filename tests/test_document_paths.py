@@ -102,11 +102,21 @@ def test_a_config_read_from_a_document_never_writes_where_data_lives():
 
 def test_a_resumed_run_writes_no_cache_beside_the_images_unless_asked_again(tmp_path, capsys):
     """A run of a folder dataset trained with --cache, resumed as its config.json says: no cache is written
-    into the data folder, which is not the run's; `--cache` on resume asks for it again."""
+    into the data folder, which is not the run's; `--set data.cache=true` on resume asks for it again."""
     data = write_image_folder(tmp_path / "data", classes=("a", "b"), per_class=4, size=28)
     run = tmp_path / "run"
     code, _, err = run_cli(
-        capsys, "train", "--dataset", f"folder:{data}", "--cache", *COMMON, "--steps", "1", "--out", str(run)
+        capsys,
+        "train",
+        "--dataset",
+        f"folder:{data}",
+        "--set",
+        "data.cache=true",
+        *COMMON,
+        "--steps",
+        "1",
+        "--out",
+        str(run),
     )
     assert code == 0, err
     caches = lambda: sorted(p.name for p in Path(data).glob(".ampgan-cache-*"))  # noqa: E731
@@ -116,7 +126,7 @@ def test_a_resumed_run_writes_no_cache_beside_the_images_unless_asked_again(tmp_
     code, _, err = run_cli(capsys, "train", "--resume", str(run), "--steps", "2", "--quiet")
     assert code == 0, err
     assert caches() == []
-    code, _, err = run_cli(capsys, "train", "--resume", str(run), "--steps", "3", "--cache", "--quiet")
+    code, _, err = run_cli(capsys, "train", "--resume", str(run), "--steps", "3", "--set", "data.cache=true", "--quiet")
     assert code == 0, err
     assert len(caches()) == 1
 
@@ -133,8 +143,8 @@ def test_a_resumed_run_never_downloads_into_the_folder_its_config_names(tmp_path
         "quickdraw",
         "--data-dir",
         str(data),
-        "--classes",
-        "apple,eye",
+        "--set",
+        "data.classes='apple,eye'",
         "--download",
         *COMMON,
         "--steps",

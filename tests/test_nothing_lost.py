@@ -210,8 +210,9 @@ def test_a_link_planted_at_the_lock_or_a_log_is_never_written_through(tmp_path, 
     (run / "metrics.jsonl").unlink()
     (run / "metrics.jsonl").symlink_to(precious)
     code, _, err = run_cli(capsys, "train", "--resume", str(run), "--steps", "4")
-    # Resuming rewrites the log under its own name (replacing the link, not writing through it).
-    assert precious.read_text() == "keep me" and not (run / "metrics.jsonl").is_symlink()
+    # A log that links out of the run is refused before anything is written (files/paths.py file_in).
+    assert code == 2 and err.count("\n") == 1 and "metrics.jsonl" in err
+    assert precious.read_text() == "keep me"
 
 
 def test_report_markdown_shows_names_literally():

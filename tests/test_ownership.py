@@ -98,7 +98,9 @@ def test_every_command_records_all_it_writes(capsys, run, tmp_path):
 
     pytest.importorskip("tensorboard")
     assert unproven_entries(run) == []
-    code, _, err = run_cli(capsys, "train", "--resume", str(run), "--steps", "6", "--tensorboard", "--quiet")
+    code, _, err = run_cli(
+        capsys, "train", "--resume", str(run), "--steps", "6", "--set", "logging.tensorboard=true", "--quiet"
+    )
     assert code == 0, err
     assert list((run / "tensorboard").iterdir()) and unproven_entries(run) == []
     doctor = tmp_path / "doctor"

@@ -69,6 +69,7 @@ VARIABLES = {
         Variable("AMPGAN_DETERMINISTIC", "1 or 0 (true/false, yes/no, on/off)", _switch, False),
         Variable("AMPGAN_COLLECTIVE_TIMEOUT_S", "whole seconds, 1 or more", _seconds, 120),
         Variable("AMPGAN_CONTROL_TIMEOUT_S", "whole seconds, 1 or more", _seconds, 3600),
+        Variable("AMPGAN_LAUNCH_RECEIPTS", "a folder (ampgan's --nproc launcher sets it for its ranks)", str, None),
         Variable("AMPGAN_TRUSTED_MODELS", "model names, one a line (ampgan sets it for its own processes)", str, ""),
     )
 }
