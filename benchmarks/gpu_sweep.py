@@ -586,8 +586,9 @@ def deliver(document: dict, work: Path, deliver_dir: Path) -> list[str]:
 
 def compiled_bench(out: Path, device_name: str, width: int, batch_size: int, max_seconds: float) -> int:
     """`ampgan bench --compile` of fp32 and bf16 at one batch size, without the compile-time processes."""
-    from ampgan.bench.harness import BenchSpec, run_bench
+    from ampgan.bench.harness import run_bench
     from ampgan.bench.output import write_results
+    from ampgan.bench.spec import BenchSpec
     from ampgan.config import config_from_options
     from ampgan.precisions import BF16, FP32
     from ampgan.training.precision import resolve_device

@@ -22,6 +22,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_map
 
 from ampgan.bench.ops import NO_KERNEL
+from ampgan.precisions import FP32
 from ampgan.training.step import train_step
 
 MIN_TIMED_S = 0.005  # per operation: repeat it until this much time has passed (or MAX_REPEATS)
@@ -184,3 +185,23 @@ def attainable_comparison(fp32: dict, mixed: dict, achieved: float | None, top: 
         "achieved_of_attainable": achieved / attainable if achieved and attainable else None,
         "biggest_gaps": gaps,
     }
+
+
+def attainable_rows(rows: list[dict], pairs: list[dict]) -> list[dict]:
+    """Per batch size and mixed precision with operations timed alone: attainable against achieved."""
+    by_key = {(r["batch_size"], r["precision"]): r for r in rows if r.get("attainable")}
+    achieved = {(p["batch_size"], p["precision"]): p["estimate"] for p in pairs}
+    out = []
+    for (batch_size, precision), row in by_key.items():
+        base = by_key.get((batch_size, FP32))
+        if precision == FP32 or base is None:
+            continue
+        out.append(
+            {
+                "batch_size": batch_size,
+                "precision": precision,
+                "baseline": FP32,
+                **attainable_comparison(base["attainable"], row["attainable"], achieved.get((batch_size, precision))),
+            }
+        )
+    return out

@@ -10,7 +10,7 @@ from ampgan.config.flags import flag_for_path, spec_default, spec_options
 def setting_rows() -> list[tuple[str, str, str, str]]:
     """(path, default, flag or '', help): every config field, then the study's and the bench's own
     settings (`--set compare.FIELD=VALUE`, `--set bench.FIELD=VALUE`)."""
-    from ampgan.bench.harness import BenchSpec
+    from ampgan.bench.spec import BenchSpec
     from ampgan.config import TrainConfig
     from ampgan.study.spec import CompareSpec
 
