@@ -636,9 +636,10 @@ def test_a_layout_tie_on_a_launch_bound_gpu_is_capped_in_rounds():
 
 
 def _rows_of(run):
-    from ampgan.bench.calibration import _MatrixCalls, kernel_rows
+    from ampgan.bench.attainable import CallRecorder
+    from ampgan.bench.calibration import is_matrix_call, kernel_rows
 
-    recorder = _MatrixCalls()
+    recorder = CallRecorder(is_matrix_call)
     with recorder:
         run()
     return [row.as_dict() for row in kernel_rows(recorder.calls, tf32=False)[0]]
@@ -755,10 +756,11 @@ def test_the_cache_a_calibration_kernel_must_leave_is_the_devices_own(monkeypatc
 
 
 def test_grouped_convolutions_are_counted_apart_not_dropped():
-    from ampgan.bench.calibration import _MatrixCalls, kernel_rows
+    from ampgan.bench.attainable import CallRecorder
+    from ampgan.bench.calibration import is_matrix_call, kernel_rows
 
     grouped = torch.nn.Conv2d(4, 4, 3, groups=2)
-    recorder = _MatrixCalls()
+    recorder = CallRecorder(is_matrix_call)
     with recorder:
         grouped(torch.randn(1, 4, 8, 8))
     rows, skipped = kernel_rows(recorder.calls, tf32=True)

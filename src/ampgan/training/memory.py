@@ -16,7 +16,6 @@ import weakref
 from dataclasses import dataclass
 
 import torch
-from torch import nn
 
 from ampgan.errors import AmpganError
 from ampgan.gan.context import LossContext, draw_inputs
@@ -222,7 +221,3 @@ def _size(count: int) -> str:
         if count >= scale:
             return f"{count / scale:.1f} {unit}"
     return f"{count / 2**10:.1f} KiB"
-
-
-def parameter_count(network: nn.Module) -> int:
-    return sum(p.numel() for p in network.parameters())
