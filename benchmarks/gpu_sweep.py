@@ -1037,9 +1037,10 @@ def project_child(
     signal.signal(signal.SIGTERM, _raise_stopped)
     import torch  # noqa: F401 - imported before ampgan, as the CLI does
 
-    from ampgan.bench.harness import BenchSpec, step_memory
+    from ampgan.bench.op_tables import step_memory
     from ampgan.bench.ops import trace_op_table
     from ampgan.bench.output import load_results
+    from ampgan.bench.spec import BenchSpec
     from ampgan.config import TrainConfig
     from ampgan.data import load_dataset
     from ampgan.errors import AmpganError

@@ -18,7 +18,8 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-from ampgan.bench.harness import BenchSpec, _Contender  # noqa: E402
+from ampgan.bench.measure import Contender  # noqa: E402
+from ampgan.bench.spec import BenchSpec  # noqa: E402
 from ampgan.bench.stats import timing_stats  # noqa: E402
 from ampgan.config import config_from_options  # noqa: E402
 from ampgan.data import load_dataset  # noqa: E402
@@ -39,7 +40,7 @@ def main() -> None:
     keep_freed_memory_for_reuse()
     spec = BenchSpec(base=config_from_options(dataset="synthetic", device="cpu"), precisions=(args.precision,))
     dataset = load_dataset(spec.base.data)
-    contender = _Contender(spec, args.precision, args.batch_size, dataset, device)
+    contender = Contender(spec, args.precision, args.batch_size, dataset, device)
     for _ in range(3):
         contender.timed_step()
     bare, harness = [], []

@@ -80,8 +80,10 @@ def _steps_not_traced_for_projection(request, monkeypatch):
     if "real_op_trace" in request.keywords:
         return
     import ampgan.bench.harness as harness
+    import ampgan.bench.op_tables as op_tables
 
-    monkeypatch.setattr(harness, "trace_op_tables", untraced_op_tables)
+    monkeypatch.setattr(harness, "trace_op_tables", untraced_op_tables)  # a bench's
+    monkeypatch.setattr(op_tables, "trace_op_tables", untraced_op_tables)  # a study's projection without a bench
 
 
 @pytest.fixture(autouse=True)

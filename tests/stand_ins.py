@@ -8,9 +8,9 @@ from __future__ import annotations
 BRIEF_EVALUATOR_STEPS = 50
 
 
-def untraced_op_tables(spec, dataset, device, log=None, stop_check=None) -> dict:
-    """bench.harness.trace_op_tables as a bench that traced nothing: every precision left out, saying why."""
-    from ampgan.bench.harness import OP_TABLE_PRECISIONS
+def untraced_op_tables(spec, dataset, device, log=None, stop_check=None, cycle_s=None) -> dict:
+    """bench.op_tables.trace_op_tables as a bench that traced nothing: every precision left out, saying why."""
+    from ampgan.bench.op_tables import OP_TABLE_PRECISIONS
 
     return {
         "op_tables": {},

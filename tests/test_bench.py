@@ -10,8 +10,14 @@ import torch
 from conftest import run_cli, tiny_config
 
 import ampgan
+import ampgan.bench.deadline as deadline
 import ampgan.bench.harness as bench_module
-from ampgan.bench.harness import BenchSpec, run_bench, speedups
+import ampgan.bench.measure as measure
+import ampgan.bench.twin as twin
+from ampgan.bench.deadline import warm_up
+from ampgan.bench.harness import run_bench
+from ampgan.bench.results import ConfigResult, speedups
+from ampgan.bench.spec import BenchSpec
 from ampgan.errors import AmpganError
 
 TINY = [
@@ -94,14 +100,14 @@ def test_too_slow_configurations_are_recorded_not_waited_for(tmp_path):
 
 
 def test_out_of_memory_is_recorded_and_the_rest_goes_on(monkeypatch):
-    real_step = bench_module.train_step
+    real_step = measure.train_step
 
     def step_that_runs_out_of_memory_at_batch_8(state, next_batch):
         if next_batch()[0].shape[0] == 8:
             raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
         return real_step(state, next_batch)
 
-    monkeypatch.setattr(bench_module, "train_step", step_that_runs_out_of_memory_at_batch_8)
+    monkeypatch.setattr(measure, "train_step", step_that_runs_out_of_memory_at_batch_8)
     spec = BenchSpec(base=tiny_config(), batch_sizes=(4, 8, 4), precisions=("fp32",), warmup=1, steps=2, min_seconds=0)
     results = run_bench(spec, torch.device("cpu"))
     assert [c["status"] for c in results["configs"]] == ["ok", "oom", "ok"]
@@ -210,7 +216,7 @@ def test_a_signal_during_the_op_trace_stops_it_and_keeps_every_measurement(monke
     import os
     import signal
 
-    def trace(spec, dataset, device, log=None, stop_check=None):
+    def trace(spec, dataset, device, log=None, stop_check=None, cycle_s=None):
         os.kill(os.getpid(), signal.SIGINT)  # caught by the bench's guard: recorded, not raised
         assert stop_check()
         return {"op_tables": {}, "op_tables_failed": [{"precision": "fp32", "reason": "not traced: asked to stop"}]}
@@ -258,8 +264,6 @@ def test_decisions_that_do_not_fit_their_share_of_the_budget_take_their_defaults
 def test_a_first_warm_up_call_longer_than_the_budget_is_too_slow_at_once(monkeypatch):
     from types import SimpleNamespace
 
-    from ampgan.bench.harness import ConfigResult, _warm_up
-
     class Contender:  # one call of a lazy model's cycle: 4 s per step on average, 12 s in all
         result = ConfigResult(batch_size=16, precision="bf16")
 
@@ -268,8 +272,8 @@ def test_a_first_warm_up_call_longer_than_the_budget_is_too_slow_at_once(monkeyp
             return 4.0
 
     clock = SimpleNamespace(now=0.0)
-    monkeypatch.setattr(bench_module, "time", SimpleNamespace(perf_counter=lambda: clock.now))
-    _warm_up(BenchSpec(warmup=2, steps=2, max_seconds=10.0), Contender())
+    monkeypatch.setattr(deadline, "time", SimpleNamespace(perf_counter=lambda: clock.now))
+    warm_up(BenchSpec(warmup=2, steps=2, max_seconds=10.0), Contender())
     assert Contender.result.status == "too_slow" and Contender.result.warmup_call_s == [12.0]  # no second call
     assert "first warm-up call took 12.00 s, more than --max-seconds 10 alone" in Contender.result.reason
 
@@ -277,8 +281,6 @@ def test_a_first_warm_up_call_longer_than_the_budget_is_too_slow_at_once(monkeyp
 def test_a_first_warm_up_call_running_past_the_budget_is_stopped_there():
     import signal
     import time
-
-    from ampgan.bench.harness import ConfigResult, _warm_up
 
     class Contender:  # a call that would take 30 s
         result = ConfigResult(batch_size=16, precision="bf16")
@@ -289,7 +291,7 @@ def test_a_first_warm_up_call_running_past_the_budget_is_stopped_there():
 
     handler = signal.getsignal(signal.SIGALRM)
     started = time.perf_counter()
-    _warm_up(BenchSpec(warmup=2, steps=2, max_seconds=0.3), Contender())
+    warm_up(BenchSpec(warmup=2, steps=2, max_seconds=0.3), Contender())
     assert time.perf_counter() - started < 5
     assert Contender.result.status == "too_slow" and "ran past the 0.3 s left of --max-seconds 0.3" in (
         Contender.result.reason
@@ -301,8 +303,6 @@ def test_a_first_warm_up_call_running_past_the_budget_is_stopped_there():
 def test_a_batch_sizes_warm_ups_share_its_max_seconds_with_its_rounds():
     import time
 
-    from ampgan.bench.harness import ConfigResult, _warm_up
-
     class Contender:
         def __init__(self, call_s):
             self.call_s, self.result = call_s, ConfigResult(batch_size=16, precision="fp32")
@@ -313,14 +313,14 @@ def test_a_batch_sizes_warm_ups_share_its_max_seconds_with_its_rounds():
 
     spec, allowance = BenchSpec(warmup=2, steps=2, max_seconds=1.0), {"left": 1.0}
     first = Contender(0.1)
-    _warm_up(spec, first, allowance=allowance)
+    warm_up(spec, first, allowance=allowance)
     assert first.result.status == "ok" and 0.7 < allowance["left"] < 0.8  # two calls spent
     slow = Contender(30)
-    _warm_up(spec, slow, allowance=allowance)  # stopped at what was left, not at --max-seconds
+    warm_up(spec, slow, allowance=allowance)  # stopped at what was left, not at --max-seconds
     assert slow.result.status == "too_slow" and "ran past the 0.7" in slow.result.reason
     assert allowance["left"] < 0.05
     late, allowance["left"] = Contender(0.1), 0.0
-    _warm_up(spec, late, allowance=allowance)
+    warm_up(spec, late, allowance=allowance)
     assert late.result.status == "too_slow" and "the warm-ups before it spent" in late.result.reason
 
 
@@ -342,8 +342,6 @@ def test_a_compiled_precisions_first_call_is_not_stopped_but_nothing_left_starts
     charged to it; a later call is. With nothing left, not even the compile is started."""
     from types import SimpleNamespace
 
-    from ampgan.bench.harness import ConfigResult, _warm_up
-
     class Contender:  # the first call compiles for 30 s, then each call takes 0.05 s
         def __init__(self):
             self.result, self.calls = ConfigResult(batch_size=16, precision="bf16"), 0
@@ -354,18 +352,18 @@ def test_a_compiled_precisions_first_call_is_not_stopped_but_nothing_left_starts
             return 30.0 if self.calls == 1 else 0.05
 
     clock = SimpleNamespace(now=0.0)
-    monkeypatch.setattr(bench_module, "time", SimpleNamespace(perf_counter=lambda: clock.now))
+    monkeypatch.setattr(deadline, "time", SimpleNamespace(perf_counter=lambda: clock.now))
     spec, allowance = BenchSpec(warmup=2, steps=2, max_seconds=1.0, compile=("bf16",)), {"left": 1.0}
     compiled = Contender()
-    _warm_up(spec, compiled, allowance=allowance)
+    warm_up(spec, compiled, allowance=allowance)
     assert compiled.result.status == "ok" and compiled.result.warmup_s == [30.0, 0.05]
     assert allowance["left"] == pytest.approx(0.95)  # the compile not charged, the second call charged
     late, allowance["left"] = Contender(), 0.0
-    _warm_up(spec, late, allowance=allowance)
+    warm_up(spec, late, allowance=allowance)
     assert late.calls == 0 and late.result.status == "too_slow" and "spent" in late.result.reason
     # Without a shared allowance (a decision's own timer): the compile is not judged against --max-seconds.
     alone = Contender()
-    _warm_up(spec, alone)
+    warm_up(spec, alone)
     assert alone.result.status == "ok" and alone.calls == 2
 
 
@@ -448,7 +446,7 @@ def _every_step_fails(monkeypatch):
     def broken(self):
         raise RuntimeError("the step broke\nsecond line")
 
-    monkeypatch.setattr(bench_module._Contender, "timed_step", broken)
+    monkeypatch.setattr(measure.Contender, "timed_step", broken)
 
 
 _FAILED = "the bench measured no configuration (fp32@4: error (the step broke)"
@@ -532,7 +530,7 @@ def test_a_single_process_twin_out_of_memory_is_an_oom_row_on_every_rank(monkeyp
     agreed before any round; the other precision is measured as before. Two ranks are simulated in one process."""
     from ampgan.training.distributed import World
 
-    real_timer = bench_module.StepTimer
+    real_timer = measure.StepTimer
 
     def timer(config, dataset, device, data_parallel=True, batch=None, across_ranks=True):
         if batch is not None and config.precision.name == "fp32" and failing_rank == 0:  # the twin alone
@@ -548,10 +546,12 @@ def test_a_single_process_twin_out_of_memory_is_an_oom_row_on_every_rank(monkeyp
         gathered.append(value)
         return [value, next(answers, None)]
 
-    monkeypatch.setattr(bench_module, "StepTimer", timer)
-    monkeypatch.setattr(bench_module, "world", lambda: World(rank=0, size=2, local_rank=0, local_size=2))
-    monkeypatch.setattr(bench_module, "_agreed_local_trial", lambda *args: None)  # the trial step: its own test
-    monkeypatch.setattr(bench_module, "gather_objects", gather)
+    for module in (measure, twin):
+        monkeypatch.setattr(module, "StepTimer", timer)
+        monkeypatch.setattr(module, "gather_objects", gather)
+    for module in (bench_module, measure, twin):
+        monkeypatch.setattr(module, "world", lambda: World(rank=0, size=2, local_rank=0, local_size=2))
+    monkeypatch.setattr(measure, "agreed_local_trial", lambda *args: None)  # the trial step: its own test
     spec = BenchSpec(
         base=tiny_config(),
         batch_sizes=(4,),

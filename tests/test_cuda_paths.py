@@ -360,23 +360,23 @@ def test_out_of_memory_in_train_is_one_line(tmp_path, capsys, monkeypatch):
 def test_a_failure_on_one_rank_is_every_ranks_result_before_any_collective(monkeypatch):
     from conftest import tiny_config
 
-    import ampgan.bench.harness as harness
-    from ampgan.bench.harness import BenchSpec
+    import ampgan.bench.twin as twin
+    from ampgan.bench.spec import BenchSpec
     from ampgan.data import load_dataset
     from ampgan.training.distributed import World
 
     # This rank's trial step runs (really, alone); rank 1's ran out of memory: both record it.
     gathered = []
-    monkeypatch.setattr(harness, "world", lambda: World(rank=0, size=2, local_rank=0, local_size=2))
+    monkeypatch.setattr(twin, "world", lambda: World(rank=0, size=2, local_rank=0, local_size=2))
     monkeypatch.setattr(
-        harness, "gather_objects", lambda value: gathered.append(value) or [value, ("oom", "CUDA out of memory.")]
+        twin, "gather_objects", lambda value: gathered.append(value) or [value, ("oom", "CUDA out of memory.")]
     )
     spec = BenchSpec(base=tiny_config(), batch_sizes=(4,), precisions=("fp32",), warmup=1, steps=2)
     dataset = load_dataset(spec.base.data, seed=0)
-    result = harness._agreed_local_trial(spec, "fp32", 4, dataset, torch.device("cpu"))
+    result = twin.agreed_local_trial(spec, "fp32", 4, dataset, torch.device("cpu"))
     assert gathered == [None] and result.status == "oom" and result.reason == "rank 1: CUDA out of memory."
-    monkeypatch.setattr(harness, "gather_objects", lambda value: [value, None])
-    assert harness._agreed_local_trial(spec, "fp32", 4, dataset, torch.device("cpu")) is None
+    monkeypatch.setattr(twin, "gather_objects", lambda value: [value, None])
+    assert twin.agreed_local_trial(spec, "fp32", 4, dataset, torch.device("cpu")) is None
 
 
 @pytest.mark.parametrize(
@@ -502,7 +502,9 @@ def test_the_shuffle_order_reaches_the_gpu_through_pinned_memory(monkeypatch):
 
 
 def test_too_slow_is_judged_after_the_autotuning_step():
-    from ampgan.bench.harness import BenchSpec, ConfigResult, _warm_up
+    from ampgan.bench.deadline import warm_up
+    from ampgan.bench.results import ConfigResult
+    from ampgan.bench.spec import BenchSpec
 
     class Contender:  # a configuration whose step times are given
         def __init__(self, times):
@@ -513,19 +515,19 @@ def test_too_slow_is_judged_after_the_autotuning_step():
 
     spec = BenchSpec(warmup=1, steps=5, max_seconds=3.0)
     autotuning = Contender([2.0, 0.05])  # the first step selects cuDNN's kernels
-    _warm_up(spec, autotuning)
+    warm_up(spec, autotuning)
     assert autotuning.result.status == "ok" and autotuning.result.warmup_s == [2.0, 0.05]
     hiccup = Contender([2.0, 1.0, 0.05])  # one slow step after the first: a neighbour's burst, not the step
-    _warm_up(spec, hiccup)
+    warm_up(spec, hiccup)
     assert hiccup.result.status == "ok" and hiccup.result.warmup_s == [2.0, 1.0, 0.05]
     slow = Contender([2.0, 1.0, 1.1])  # confirmed by the next
-    _warm_up(spec, slow)
+    warm_up(spec, slow)
     assert slow.result.status == "too_slow" and "2 steps in a row after the first (which selects kernels) took " in (
         slow.result.reason
     )
     assert "1.00 s and 1.10 s" in slow.result.reason
     fast = Contender([0.1])
-    _warm_up(spec, fast)
+    warm_up(spec, fast)
     assert fast.result.warmup_s == [0.1]  # a first step within the budget is judged at once
 
 
@@ -542,9 +544,10 @@ def test_a_layout_tie_on_a_launch_bound_gpu_is_capped_in_rounds():
 
 
 def _rows_of(run):
-    from ampgan.bench.calibration import _MatrixCalls, kernel_rows
+    from ampgan.bench.attainable import CallRecorder
+    from ampgan.bench.calibration import is_matrix_call, kernel_rows
 
-    recorder = _MatrixCalls()
+    recorder = CallRecorder(is_matrix_call)
     with recorder:
         run()
     return [row.as_dict() for row in kernel_rows(recorder.calls, tf32=False)[0]]
@@ -661,10 +664,11 @@ def test_the_cache_a_calibration_kernel_must_leave_is_the_devices_own(monkeypatc
 
 
 def test_grouped_convolutions_are_counted_apart_not_dropped():
-    from ampgan.bench.calibration import _MatrixCalls, kernel_rows
+    from ampgan.bench.attainable import CallRecorder
+    from ampgan.bench.calibration import is_matrix_call, kernel_rows
 
     grouped = torch.nn.Conv2d(4, 4, 3, groups=2)
-    recorder = _MatrixCalls()
+    recorder = CallRecorder(is_matrix_call)
     with recorder:
         grouped(torch.randn(1, 4, 8, 8))
     rows, skipped = kernel_rows(recorder.calls, tf32=True)

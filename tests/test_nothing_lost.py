@@ -260,15 +260,15 @@ def test_files_written_atomically_get_the_umasks_mode(tmp_path):
 
 
 def test_sigterm_before_the_first_batch_size_finishes_keeps_an_empty_incomplete_bench(tmp_path, capsys, monkeypatch):
-    import ampgan.bench.harness as harness
+    from ampgan.bench.measure import Contender
 
-    real = harness._Contender.timed_step
+    real = Contender.timed_step
 
     def signalled(contender):
         os.kill(os.getpid(), signal.SIGTERM)  # a real signal, to the handler the bench installed
         return real(contender)
 
-    monkeypatch.setattr(harness._Contender, "timed_step", signalled)
+    monkeypatch.setattr(Contender, "timed_step", signalled)
     out = tmp_path / "bench"
     code, stdout, err = run_cli(
         capsys,

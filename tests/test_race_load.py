@@ -6,7 +6,9 @@ from __future__ import annotations
 import pytest
 
 import ampgan.system.cpu_tuning as cpu_tuning
-from ampgan.bench.harness import BenchSpec, ConfigResult, _warm_up
+from ampgan.bench.deadline import warm_up
+from ampgan.bench.results import ConfigResult
+from ampgan.bench.spec import BenchSpec
 from ampgan.precisions import BF16, FP32
 from ampgan.speed.cache import DecisionCache
 from ampgan.speed.decision import decide, measure_with
@@ -226,17 +228,17 @@ SPEC = BenchSpec(batch_sizes=(32,), precisions=(FP32,), warmup=2, steps=5, max_s
 )
 def test_one_slow_step_never_disqualifies_a_batch_size(seconds):
     contender = _FakeContender(seconds)
-    _warm_up(SPEC, contender, allowance={"left": 100.0})
+    warm_up(SPEC, contender, allowance={"left": 100.0})
     assert contender.result.status == "ok"
 
 
 @pytest.mark.parametrize(("others", "marked"), [(0, False), (2, True)])
 def test_two_slow_steps_in_a_row_make_it_too_slow_and_a_crowded_verdict_says_so(monkeypatch, others, marked):
     monkeypatch.setattr(cpu_tuning, "others_running", lambda samples=5: others)
-    monkeypatch.setattr("ampgan.bench.harness.cores", lambda: 2)
+    monkeypatch.setattr("ampgan.bench.deadline.cores", lambda: 2)
     monkeypatch.setattr("torch.get_num_threads", lambda: 2)
     contender = _FakeContender([5.0, 3.83, 4.1])
-    _warm_up(SPEC, contender, allowance={"left": 100.0})
+    warm_up(SPEC, contender, allowance={"left": 100.0})
     result = contender.result
     assert result.status == "too_slow" and "2 steps in a row" in result.reason and "3.83 s and 4.10 s" in result.reason
     assert bool(result.under_load) is marked

@@ -57,6 +57,8 @@ SERVER = textwrap.dedent("""
     import json, os, signal, sys
 
     import ampgan.bench.harness as harness
+    import ampgan.bench.measure as measure
+    import ampgan.bench.op_tables as op_tables
     import ampgan.study.evaluate as evaluate
     import ampgan.study.report as report
     import ampgan.training.loop as loop
@@ -66,7 +68,7 @@ SERVER = textwrap.dedent("""
     # The step not traced for the projection, and the evaluator trained briefly, as in-process tests do
     # (conftest): neither is a stage this chain stops at.
     from stand_ins import brief_evaluator_training, untraced_op_tables
-    harness.trace_op_tables = untraced_op_tables
+    harness.trace_op_tables = op_tables.trace_op_tables = untraced_op_tables
     for name, value in brief_evaluator_training(evaluator).items():
         setattr(evaluator, name, value)
     # What every command would otherwise import on its own: the compiler stack (the meta device's reference
@@ -97,7 +99,7 @@ SERVER = textwrap.dedent("""
         if stage == "evaluator":
             on_call(evaluate, "evaluator_for")
         elif stage == "bench":
-            on_call(harness._Contender, "timed_step", nth(3))
+            on_call(measure.Contender, "timed_step", nth(3))
         elif stage == "evaluation":  # the first evaluation inside the fp32 run
             on_call(evaluate, "quality_of_images", nth(1))
         elif stage.startswith("bf16-step-"):

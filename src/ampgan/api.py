@@ -158,11 +158,11 @@ def bench(
     **bench_settings,
 ) -> Benched:
     """Time per batch against batch size for each precision, as `ampgan bench` measures it (synthetic data
-    unless `settings` name a dataset). `bench_settings`: the bench's own, the fields of bench.harness.BenchSpec
+    unless `settings` name a dataset). `bench_settings`: the bench's own, the fields of bench.spec.BenchSpec
     with the command's defaults (`batch_sizes=[64, 256]`, `precisions=["fp32", "bf16"]`, `steps`,
     `max_seconds`, `min_seconds`, ...; `ampgan config --list`), and `compile` / `channels_last` (the
     precisions to compile or run channels-last) and `trace_ops`."""
-    from ampgan.bench.harness import BenchSpec
+    from ampgan.bench.spec import BenchSpec
     from ampgan.bench.to_folder import bench_summary, bench_to_folder, check_bench
     from ampgan.config import build_config
     from ampgan.config.flags import spec_options

@@ -22,6 +22,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_map
 
 from ampgan.bench.ops import NO_KERNEL
+from ampgan.precisions import FP32
 from ampgan.training.step import train_step
 
 MIN_TIMED_S = 0.005  # per operation: repeat it until this much time has passed (or MAX_REPEATS)
@@ -52,27 +53,34 @@ class TensorSpec:
         return tensor.zero_()  # indices and labels: 0 is valid for every index an op takes
 
 
-def _template(value):
+def as_spec(value):
+    """A tensor as the TensorSpec a fresh one is made from; anything else as it is."""
     if isinstance(value, torch.Tensor):
         return TensorSpec(tuple(value.shape), tuple(value.stride()), value.dtype, value.device)
     return value
 
 
-def _materialise(value, dense: bool = False):
+def materialised(value, dense: bool = False):
     return value.make(dense) if isinstance(value, TensorSpec) else value
 
 
-class _CallRecorder(TorchDispatchMode):
-    def __init__(self):
+class CallRecorder(TorchDispatchMode):
+    """The calls a block dispatches whose op `keep(name, func)` keeps, as (op, args and kwargs with TensorSpecs),
+    in order."""
+
+    def __init__(self, keep):
         super().__init__()
-        self.calls: list[tuple] = []
+        self.keep, self.calls = keep, []
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        name = str(func._overloadpacket)
-        if name.startswith("aten.") and not func.is_view and name.rsplit(".", 1)[-1] not in NO_KERNEL:
-            self.calls.append((func, tree_map(_template, args), tree_map(_template, kwargs)))
+        if self.keep(str(func._overloadpacket), func):
+            self.calls.append((func, tree_map(as_spec, args), tree_map(as_spec, kwargs)))
         return func(*args, **kwargs)
+
+
+def _has_kernel(name: str, func) -> bool:
+    return name.startswith("aten.") and not func.is_view and name.rsplit(".", 1)[-1] not in NO_KERNEL
 
 
 @dataclass
@@ -84,7 +92,7 @@ class OpAlone:
 
 
 def _time_alone(func, args, kwargs, device: torch.device) -> float:
-    inputs = (tree_map(_materialise, args), tree_map(_materialise, kwargs))
+    inputs = (tree_map(materialised, args), tree_map(materialised, kwargs))
     try:
         func(*inputs[0], **inputs[1])  # warm: kernel selection, first allocation
     except RuntimeError as error:
@@ -92,7 +100,7 @@ def _time_alone(func, args, kwargs, device: torch.device) -> float:
             raise
 
         def dense(value):
-            return _materialise(value, dense=True)
+            return materialised(value, dense=True)
 
         inputs = (tree_map(dense, args), tree_map(dense, kwargs))
         func(*inputs[0], **inputs[1])
@@ -115,7 +123,7 @@ def ops_alone(timer) -> list[OpAlone]:
     with timer.state.eager() as state:
         for before, count in timer.step_kinds:
             state.step = before
-            recorder = _CallRecorder()
+            recorder = CallRecorder(_has_kernel)
             with recorder:
                 train_step(state, timer.resident_batch)
             for func, args, kwargs in recorder.calls:
@@ -184,3 +192,23 @@ def attainable_comparison(fp32: dict, mixed: dict, achieved: float | None, top: 
         "achieved_of_attainable": achieved / attainable if achieved and attainable else None,
         "biggest_gaps": gaps,
     }
+
+
+def attainable_rows(rows: list[dict], pairs: list[dict]) -> list[dict]:
+    """Per batch size and mixed precision with operations timed alone: attainable against achieved."""
+    by_key = {(r["batch_size"], r["precision"]): r for r in rows if r.get("attainable")}
+    achieved = {(p["batch_size"], p["precision"]): p["estimate"] for p in pairs}
+    out = []
+    for (batch_size, precision), row in by_key.items():
+        base = by_key.get((batch_size, FP32))
+        if precision == FP32 or base is None:
+            continue
+        out.append(
+            {
+                "batch_size": batch_size,
+                "precision": precision,
+                "baseline": FP32,
+                **attainable_comparison(base["attainable"], row["attainable"], achieved.get((batch_size, precision))),
+            }
+        )
+    return out

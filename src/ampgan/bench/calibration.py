@@ -34,10 +34,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves, tree_map
 
-from ampgan.bench.attainable import TensorSpec
+from ampgan.bench.attainable import CallRecorder, TensorSpec, materialised
 from ampgan.files.atomic import write_atomically, write_json_atomically
 from ampgan.precisions import BF16, FP16, FP32, TF32
 from ampgan.training.step import train_step
@@ -71,25 +70,8 @@ MIN_TIMED_MS = 2.0  # repeat a kernel until this much device time has passed ...
 MAX_REPEATS = 100  # ... or this many calls
 
 
-def _spec(value):
-    if isinstance(value, torch.Tensor):
-        return TensorSpec(tuple(value.shape), tuple(value.stride()), value.dtype, value.device)
-    return value
-
-
-class _MatrixCalls(TorchDispatchMode):
-    """The GEMM and convolution calls a block dispatches, as (op, args with TensorSpecs), in order."""
-
-    def __init__(self):
-        super().__init__()
-        self.calls: list[tuple] = []
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        name = str(func._overloadpacket)
-        if name in _GEMMS or name in _CONVOLUTIONS:
-            self.calls.append((func, tree_map(_spec, tuple(args)), tree_map(_spec, kwargs)))
-        return func(*args, **kwargs)
+def is_matrix_call(name: str, func) -> bool:
+    return name in _GEMMS or name in _CONVOLUTIONS
 
 
 def precision_of(dtype: torch.dtype, tf32: bool) -> str:
@@ -216,17 +198,13 @@ def kernel_rows(calls: list[tuple], tf32: bool) -> tuple[list[KernelRow], list[s
 
 def record_matrix_calls(timer) -> list[tuple]:
     """Every GEMM and convolution call of one cycle of a StepTimer's real step (eager modules)."""
-    recorder = _MatrixCalls()
+    recorder = CallRecorder(is_matrix_call)
     with timer.state.eager() as state:
         for before, _ in timer.step_kinds:
             state.step = before
             with recorder:
                 train_step(state, timer.resident_batch)
     return recorder.calls
-
-
-def _materialise(value):
-    return value.make() if isinstance(value, TensorSpec) else value
 
 
 # Where a device says nothing of its caches: larger than any CPU's L2 and the L2 of every GPU in gpus.csv
@@ -257,9 +235,9 @@ def rotating_calls(row: KernelRow, cache: int, calls: int) -> tuple[Callable[[],
     """(a call of `row`'s kernel that takes the next of several input sets each time, how many sets): enough
     that the sets used since a set's last turn fill `cache` bytes (they push it out), and no more than the
     `calls` that will be made (each call on a set of its own then)."""
-    first = (tree_map(_materialise, row.args), tree_map(_materialise, row.kwargs))
+    first = (tree_map(materialised, row.args), tree_map(materialised, row.kwargs))
     count = max(1, min(calls, 1 + math.ceil(cache / max(_bytes_of(first), 1))))
-    sets = [first] + [(tree_map(_materialise, row.args), tree_map(_materialise, row.kwargs)) for _ in range(count - 1)]
+    sets = [first] + [(tree_map(materialised, row.args), tree_map(materialised, row.kwargs)) for _ in range(count - 1)]
     turns = itertools.cycle(sets)
 
     def call():

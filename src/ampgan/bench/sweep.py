@@ -14,8 +14,9 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
-from ampgan.bench.harness import BenchSpec, run_bench
+from ampgan.bench.harness import run_bench
 from ampgan.bench.output import load_results, write_results
+from ampgan.bench.spec import BenchSpec
 from ampgan.config import parse_set
 from ampgan.data import load_dataset
 from ampgan.errors import AmpganError, ConfigError, one_line

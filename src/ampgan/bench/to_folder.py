@@ -7,8 +7,9 @@ from pathlib import Path
 
 import torch
 
-from ampgan.bench.harness import BenchSpec, run_bench
+from ampgan.bench.harness import run_bench
 from ampgan.bench.output import write_results
+from ampgan.bench.spec import BenchSpec
 from ampgan.errors import AmpganError
 from ampgan.precisions import FP32
 from ampgan.training.distributed import world

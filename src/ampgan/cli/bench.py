@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from ampgan import STARTED_AT
-from ampgan.bench.harness import BenchSpec
+from ampgan.bench.spec import BenchSpec
 from ampgan.bench.to_folder import bench_summary, bench_to_folder, check_bench, refuse_what_measured_nothing
 from ampgan.cli.options import (
     DATA_FLAGS,

@@ -11,7 +11,7 @@ from ampgan.errors import say
 def setting_rows() -> list[tuple[str, str, str, str]]:
     """(path, default, flag or '', help): every config field, then the study's and the bench's own
     settings (`--set compare.FIELD=VALUE`, `--set bench.FIELD=VALUE`)."""
-    from ampgan.bench.harness import BenchSpec
+    from ampgan.bench.spec import BenchSpec
     from ampgan.config import TrainConfig
     from ampgan.study.spec import CompareSpec
 

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import torch
 
-from ampgan.bench.harness import BenchSpec, trace_op_tables
+from ampgan.bench.op_tables import trace_op_tables
 from ampgan.bench.ops import OpTable
+from ampgan.bench.spec import BenchSpec
 from ampgan.config import TrainConfig
 from ampgan.data import load_dataset
 from ampgan.errors import AmpganError, ConfigError

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ampgan.bench.harness import BenchSpec
+from ampgan.bench.spec import BenchSpec
 from ampgan.errors import first_words
 from ampgan.files.atomic import write_json_atomically
 from ampgan.study.spec import CompareSpec
@@ -29,7 +29,7 @@ def project_elsewhere(spec: CompareSpec, dataset, bench_results: dict | None, ou
 
 
 def _project_elsewhere(spec: CompareSpec, dataset, bench_results: dict | None, out_dir: Path, device) -> dict:
-    from ampgan.bench.harness import trace_op_tables
+    from ampgan.bench.op_tables import trace_op_tables
     from ampgan.bench.ops import OpTable
     from ampgan.cost.catalog import load_catalog
     from ampgan.projection.assumptions import launch_assumption, measure_dispatch_seconds

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ampgan.bench.harness import BenchSpec, run_bench
+from ampgan.bench.harness import run_bench
 from ampgan.bench.output import load_results, write_results
+from ampgan.bench.spec import BenchSpec
 from ampgan.bench.to_folder import refuse_what_measured_nothing
 from ampgan.cost.arithmetic import time_to_quality
 from ampgan.errors import AmpganError, one_line

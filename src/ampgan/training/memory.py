@@ -15,7 +15,6 @@ import weakref
 from dataclasses import dataclass
 
 import torch
-from torch import nn
 
 from ampgan.errors import AmpganError
 from ampgan.gan.context import LossContext, draw_inputs
@@ -197,7 +196,3 @@ def refuse_what_cannot_fit(
             f"and {device.type.upper()} memory available now is {size_text(available)}: use a batch size of at most "
             f"{largest}"
         )
-
-
-def parameter_count(network: nn.Module) -> int:
-    return sum(p.numel() for p in network.parameters())

@@ -10,6 +10,7 @@ Elsewhere (a CPU, or no numbers), half the batch.
 
 from __future__ import annotations
 
+import gc
 import re
 
 import torch
@@ -24,6 +25,13 @@ USABLE_SHARE = 0.9  # of the device's memory: the allocator's fragmentation and 
 def is_out_of_memory(error: BaseException) -> bool:
     text = str(error).lower()
     return isinstance(error, torch.OutOfMemoryError) or "out of memory" in text or "can't allocate memory" in text
+
+
+def release_memory(device: torch.device) -> None:
+    """What a failed or finished step held, freed before the next is built: Python's cycles, then CUDA's cache."""
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
 
 
 def requested_bytes(error: BaseException) -> int:

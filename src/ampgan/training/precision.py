@@ -226,10 +226,6 @@ class LossScaler:
             self._scaler.update(self.static_scale)
         return skipped
 
-    def backward_and_step(self, loss: torch.Tensor, optimizer: torch.optim.Optimizer) -> torch.Tensor:
-        self.backward(loss)
-        return self.step(optimizer)
-
     def scale(self) -> float:
         """The current loss scale (1.0 when not scaling). Synchronises: call when logging only."""
         return self._scaler.get_scale() if self.enabled else 1.0

@@ -1,0 +1,237 @@
+"""Measuring one batch size: each precision's contender built (its own state, same seed, same initial weights,
+one resident batch on the device: speed/step_timer.py), warmed up within the batch size's --max-seconds
+(bench/deadline.py), its FLOPs counted; then the contenders that fit timed in interleaved rounds, in random
+order within each round, until every speedup over fp32 is known to +-5% at 95% confidence or the time cap is
+spent (speed/rounds.py). The clock is read only after the device has finished."""
+
+from __future__ import annotations
+
+import functools
+import resource
+import time
+
+import torch
+
+from ampgan.bench.attainable import ops_alone, summarise
+from ampgan.bench.deadline import TooSlowAhead, warm_up
+from ampgan.bench.flops import count_flops_by_kind
+from ampgan.bench.results import ConfigResult, failure
+from ampgan.bench.spec import BenchSpec
+from ampgan.bench.twin import agreed_local_trial, local_twins
+from ampgan.precisions import FP32
+from ampgan.speed.cache import decision_key
+from ampgan.speed.decision import machine_key
+from ampgan.speed.history import SpeedupHistory
+from ampgan.speed.intervals import BETWEEN_RUN_SD
+from ampgan.speed.rounds import UNTIL_SETTLED, RoundsResult, StoppingRule, measure_rounds
+from ampgan.speed.step_timer import StepTimer
+from ampgan.training.distributed import any_rank, gather_objects, leave_without_peers, world
+from ampgan.training.out_of_memory import is_out_of_memory, out_of_memory_error, release_memory
+from ampgan.training.step import train_step
+
+
+class StopRequested(Exception):
+    """SIGINT/SIGTERM arrived: stop measuring, keep the batch sizes already finished."""
+
+
+class StopCheck:
+    """Asked between steps; every rank stops at the same point (the answer is OR-ed over ranks)."""
+
+    def __init__(self, request):
+        self.request = request
+
+    def __call__(self) -> None:
+        if any_rank([bool(self.request)])[0]:
+            raise StopRequested
+
+
+class Contender:
+    """One precision at one batch size: its step timer, its results, and the memory it holds."""
+
+    def __init__(self, spec: BenchSpec, precision: str, batch_size: int, dataset, device):
+        # This contender's own peak: the contenders before it stay allocated while it warms up.
+        self.rss_before = _peak_rss_bytes()
+        self.held_before = torch.cuda.memory_allocated(device) if device.type == "cuda" else 0
+        if device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(device)
+        self.timer = StepTimer(spec.train_config(precision, batch_size), dataset, device)
+        self.result = ConfigResult(batch_size=batch_size, precision=precision, processes=world().size)
+        self.device = device
+
+    def timed_step(self) -> float:
+        return self.timer()
+
+    def sample(self, twin: StepTimer | None = None) -> float:
+        """One measured round's call: its time recorded (every rank's too under DDP, and then its twin's)."""
+        elapsed = self.timed_step()
+        self.result.samples_s.append(elapsed)
+        if self.timer.data_parallel:
+            self.result.per_rank_samples_s.append(self.timer.last_per_rank)
+        if twin is not None:
+            self.result.local_samples_s.append(twin())
+        return elapsed
+
+    def peak_memory_bytes(self) -> int:
+        if self.device.type == "cuda":
+            return torch.cuda.max_memory_allocated(self.device) - self.held_before
+        return max(0, _peak_rss_bytes() - self.rss_before)
+
+    def count_step_flops(self) -> dict[str, int]:
+        """FLOPs per step by kind (a cycle's over its steps). Counted on the eager modules: the FLOPs are
+        the same, and the counter's global module hooks would otherwise make compiled modules recompile."""
+        timer = self.timer
+        total: dict[str, int] = {}
+        with timer.state.eager() as state:
+            for before, count in timer.step_kinds:
+                state.step = before
+                for kind, flops in count_flops_by_kind(lambda: train_step(state, timer.resident_batch)).items():
+                    total[kind] = total.get(kind, 0) + flops * count
+        return {kind: flops // timer.cycle_steps for kind, flops in total.items()}
+
+    def finish(self) -> ConfigResult:
+        self.result.skipped_steps = self.timer.skipped_steps()
+        return self.result
+
+
+def _peak_rss_bytes() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
+
+
+def measure_batch_size(
+    spec: BenchSpec, precisions, batch_size: int, dataset, device, stop_check, ahead: TooSlowAhead, spent: dict
+) -> tuple[list[ConfigResult], RoundsResult | None]:
+    """Every precision at `batch_size`, in the order given: a result each, and the rounds of those timed.
+    The batch size's --max-seconds is shared by its warm-ups and its measured rounds (building each
+    configuration and a compiled step's compilation are not counted: both are said apart); `spent["building"]`
+    gains the seconds spent building each configuration (its networks, optimizers and resident batch: model
+    building, which no measuring budget bounds). `ahead`: the precisions foreseen too slow, not run."""
+    allowance = {"left": spec.max_seconds}
+    contenders: list[Contender] = []
+    finished: list[ConfigResult] = []
+    for precision in precisions:
+        stop_check()
+        refused = ahead.foreseen(spec, precision, batch_size)
+        if refused is None and world().distributed:
+            # A configuration that fails on one rank only (out of memory on the fullest GPU, say) must fail
+            # on every rank before any of them enters a collective the failed one would never join.
+            refused = agreed_local_trial(spec, precision, batch_size, dataset, device)
+        if refused is None:
+            ready = _warmed_up(spec, precision, batch_size, dataset, device, stop_check, allowance, spent)
+            (contenders if isinstance(ready, Contender) else finished).append(ready)
+        else:
+            finished.append(refused)
+    rounds = _time_interleaved(spec, contenders, stop_check, seconds=allowance["left"])
+    finished += [c.finish() for c in contenders]
+    contenders.clear()
+    release_memory(device)
+    finished.sort(key=lambda r: precisions.index(r.precision))
+    return finished, rounds
+
+
+def _warmed_up(
+    spec: BenchSpec, precision: str, batch_size: int, dataset, device, stop_check, allowance: dict, spent: dict
+) -> Contender | ConfigResult:
+    """The contender warmed up and counted, ready for the rounds; or the result of one that is not (too
+    slow, out of memory, failed)."""
+    contender = None
+    try:
+        built = time.perf_counter()
+        contender = Contender(spec, precision, batch_size, dataset, device)
+        spent["building"] = spent.get("building", 0.0) + time.perf_counter() - built
+        after_first = functools.partial(_forget_autotuning_peak, spec, device)
+        warm_up(spec, contender, stop_check, after_first=after_first, allowance=allowance)
+        if contender.result.status != "ok":
+            return contender.finish()
+        contender.result.peak_memory_bytes = contender.peak_memory_bytes()
+        contender.result.flops_by_kind = contender.count_step_flops()
+        contender.result.flops_per_step = sum(contender.result.flops_by_kind.values())
+        if spec.attainable:
+            contender.result.attainable = summarise(ops_alone(contender.timer))
+        return contender
+    except StopRequested:
+        raise
+    except Exception as error:  # noqa: BLE001 - a failed configuration is a result, not a crash
+        if world().distributed:
+            # Past the agreed trial, a failure may be this rank's alone, inside a collective: it ends the
+            # job in one line (torchrun stops the other ranks) rather than leave them waiting.
+            if is_out_of_memory(error):
+                leave_without_peers()
+                raise out_of_memory_error(error, batch_size, device, f"the {precision} bench step") from None
+            raise
+        result = contender.result if contender else ConfigResult(batch_size=batch_size, precision=precision)
+        result.status, result.reason = failure(error)
+        contender = None
+        release_memory(device)
+        return result
+
+
+def _forget_autotuning_peak(spec: BenchSpec, device: torch.device) -> None:
+    """After the first step: the peak memory from here on is the step's own, without the workspaces
+    cuDNN's autotuner tried in the first one. With a single warm-up step there is no later one to
+    measure, and the peak keeps them (a bench's --warmup is at least 2 by default)."""
+    if device.type == "cuda" and spec.warmup >= 2:
+        torch.cuda.reset_peak_memory_stats(device)
+
+
+def _time_interleaved(
+    spec: BenchSpec, contenders: list[Contender], stop_check=lambda: None, seconds: float | None = None
+) -> RoundsResult | None:
+    """Rounds in random order until every speedup over fp32 is settled (speed.rounds), at least
+    --steps of them (and 2), at most `seconds` of measured steps: what the warm-ups left of the batch
+    size's --max-seconds (all of it when None)."""
+    seconds = spec.max_seconds if seconds is None else seconds
+    twins = local_twins(spec, contenders) if world().distributed else {}
+    contenders = [c for c in contenders if c.result.status == "ok"]  # a failed twin's: an oom row, not measured
+    if not contenders:
+        return None
+    names = [c.result.precision for c in contenders]
+    baseline = FP32 if FP32 in names else names[0]
+    history = SpeedupHistory()
+    keys = {c.result.precision: _history_key(c) for c in contenders if c.result.precision != baseline}
+    learned = max((history.between_run_sd(key) for key in keys.values()), default=(BETWEEN_RUN_SD, "default"))
+    if world().distributed:  # rank 0's history for every rank: the ranks must stop at the same round
+        learned = gather_objects(learned)[0]
+    # Under DDP each sample is two steps: the data-parallel one the rounds count, then the same step alone
+    # on every rank (its local twin, for the scaling efficiency). The measured steps get half the seconds,
+    # so that the two together keep to --max-seconds.
+    seconds = max(seconds, 0.0) / (2 if twins else 1)
+    rule = StoppingRule(
+        min_rounds=max(2, spec.steps),
+        max_seconds=seconds,
+        until=UNTIL_SETTLED,
+        min_seconds=min(spec.min_seconds, seconds),
+        between_run_sd=learned[0],
+    )
+    samplers = {c.result.precision: functools.partial(c.sample, twins.get(id(c))) for c in contenders}
+    rounds = measure_rounds(samplers, baseline, rule, seed=spec.seed, stop_check=stop_check)
+    rounds.between_run_source = learned[1]
+    if world().is_main and rounds.machine_answer:  # a crowded moment's spread is not this machine's
+        for name, key in keys.items():
+            interval = rounds.intervals.get(name)
+            if interval is not None and name not in rounds.hopeless:
+                history.record(key, interval.estimate)
+    for contender in contenders:
+        _keep_the_last_attempt(contender.result, rounds)
+    return rounds
+
+
+def _keep_the_last_attempt(result: ConfigResult, rounds: RoundsResult) -> None:
+    """After a re-measurement only the last attempt's rounds count."""
+    kept = len(rounds.samples_s[result.precision])
+    result.samples_s = result.samples_s[len(result.samples_s) - kept :]
+    result.per_rank_samples_s = result.per_rank_samples_s[len(result.per_rank_samples_s) - kept :]
+    result.local_samples_s = result.local_samples_s[len(result.local_samples_s) - kept :]
+    if result.precision in rounds.hopeless:
+        result.reason = f"left out after {kept} round(s): {rounds.hopeless[result.precision]}"
+
+
+def _history_key(contender: Contender) -> str:
+    """The speedup history's key (speed/history.py): the decisions' machine and model key, the batch
+    size, the precision, the number of processes."""
+    config = contender.timer.config
+    return decision_key(
+        **machine_key(contender.device, config),
+        batch_size=contender.result.batch_size,
+        precision=contender.result.precision,
+        processes=world().size,
+    )

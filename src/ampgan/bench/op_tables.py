@@ -1,0 +1,130 @@
+"""The step's operations per precision for `ampgan project` (bench/ops.py traces one table): the precisions
+asked for first, then the others a projection onto GPUs reads, within the trace's share of the bench's budget
+(bench/deadline.py), each left out with its reason when it would not fit; and a lower bound on one step's
+memory."""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+from ampgan.bench.deadline import TRACE_SHARE, trace_budget_s
+from ampgan.bench.ops import TRACE_BATCH_SIZES, trace_op_table
+from ampgan.bench.results import ConfigResult
+from ampgan.bench.spec import BenchSpec
+from ampgan.errors import AmpganError
+from ampgan.precisions import BF16, FP16, FP32
+from ampgan.precisions import precision as precision_mode
+from ampgan.speed.step_timer import StepTimer
+from ampgan.training.memory import estimate_step_memory
+from ampgan.training.prepared import resolve_config
+
+OP_TABLE_PRECISIONS = (FP32, BF16, FP16)
+
+
+def foreseen_cycles(results: list[ConfigResult]) -> dict[str, float]:
+    """Each precision's first trace cycle in seconds, foreseen from its first warm-up call (a cycle at the
+    smaller trace batch)."""
+    foreseen = {}
+    for result in results:
+        for call_s in result.warmup_call_s[:1]:
+            cycle_s = call_s * TRACE_BATCH_SIZES[0] / result.batch_size
+            foreseen[result.precision] = min(foreseen.get(result.precision, cycle_s), cycle_s)
+    return foreseen
+
+
+def trace_op_tables(
+    spec: BenchSpec,
+    dataset,
+    device: torch.device,
+    log=lambda line: None,
+    stop_check=lambda: False,
+    cycle_s: dict[str, float] | None = None,
+) -> dict:
+    """{"op_tables": {precision: table}, "op_tables_failed": [...], "op_tables_seconds", "step_memory"}: the
+    step's operations per precision (bench/ops.py), traced eager on this rank alone: the precisions the bench
+    was asked for (--precisions) first, then the others a projection onto GPUs reads, all within TRACE_SHARE of
+    the bench's budget (a trace stops before a cycle that would end past it, and says so). `cycle_s`: each
+    precision's first cycle foreseen (foreseen_cycles). `stop_check()` true: the precisions not traced yet are
+    left out (a signal arrived)."""
+    cycle_s = cycle_s or {}
+    tables, failed = {}, []
+    budget = trace_budget_s(spec)
+    started = time.perf_counter()
+    deadline = started + budget
+    asked = tuple(spec.precisions) or OP_TABLE_PRECISIONS
+    for name in (*asked, *(p for p in OP_TABLE_PRECISIONS if p not in asked)):
+        # A precision the bench did not run is foreseen as slow as the slowest it did.
+        foreseen = cycle_s.get(name, max(cycle_s.values(), default=None))
+        reason = _left_out(name in asked, deadline, budget, foreseen, stop_check)
+        if reason is None:
+            try:
+                tables[name] = _traced(spec, name, dataset, device, deadline, foreseen)
+            except AmpganError as error:
+                reason = str(error)
+            except Exception as error:  # noqa: BLE001 - a step that cannot be traced is reported, not fatal
+                reason = (
+                    f"{type(error).__name__}: {str(error).splitlines()[0][:200]}"
+                    if str(error)
+                    else type(error).__name__
+                )
+        if reason is not None:
+            failed.append({"precision": name, "reason": reason})
+    spent = time.perf_counter() - started
+    log(
+        f"op tables: {', '.join(tables) or 'none'} traced in {spent:.1f} s (their share: at most {TRACE_SHARE:.0%} of "
+        f"the bench's --max-seconds x batch sizes = {budget:.0f} s; skip them with --no-trace)"
+    )
+    if failed:
+        log("op tables not traced for " + "; ".join(f"{f['precision']}: {f['reason']}" for f in failed))
+    return {
+        "op_tables": tables,
+        "op_tables_failed": failed,
+        "op_tables_seconds": round(spent, 3),
+        "step_memory": step_memory(spec, dataset),
+    }
+
+
+def _left_out(asked: bool, deadline: float, budget: float, foreseen: float | None, stop_check) -> str | None:
+    """Why a precision is not traced (None: it is)."""
+    if not asked and deadline - time.perf_counter() < budget / 2:
+        return "not traced: --precisions left it out and under half the trace's share of the budget was left for it"
+    if stop_check():
+        return "not traced: the bench was asked to stop"
+    left = deadline - time.perf_counter()
+    if foreseen is not None and foreseen > left:
+        return (
+            f"not traced: its warm-up foresees {foreseen:.1f} s per trace cycle, more than the {max(left, 0):.1f} s "
+            "left of the trace's share of the budget; give a larger --max-seconds"
+        )
+    return None
+
+
+def _traced(spec: BenchSpec, name: str, dataset, device, deadline: float, foreseen: float | None) -> dict:
+    def make_timer(batch_size):
+        config = spec.train_config(name, batch_size).with_fields({"compute.compile": False})
+        return StepTimer(config, dataset, device, data_parallel=False, across_ranks=False)
+
+    return trace_op_table(make_timer, name, deadline=deadline, first_cycle_s=foreseen or 0.0).to_dict()
+
+
+def step_memory(spec: BenchSpec, dataset) -> dict | None:
+    """A lower bound on one step's memory as a function of the batch (training/memory.py's estimate on
+    the meta device): {"parameters_bytes", "activation_bytes_per_sample": {precision: bytes}}; None when
+    the model cannot be traced there."""
+    try:
+        _, _, gan, data = resolve_config(spec.train_config(FP32, TRACE_BATCH_SIZES[0]), dataset)
+        if not any(p.is_meta for p in gan.generator.parameters()):
+            return None
+        per_precision = {
+            name: estimate_step_memory(gan, data, 1, precision_mode(name).element_bytes) for name in OP_TABLE_PRECISIONS
+        }
+    except Exception:  # noqa: BLE001 - a model the meta trace cannot follow has no estimate, not an error
+        return None
+    return {
+        "parameters_bytes": per_precision[FP32].parameters_bytes,
+        "activation_bytes_per_sample": {name: e.activations_bytes_per_sample for name, e in per_precision.items()},
+        "what": "a lower bound (training/memory.py): weights, gradients and Adam's moments in fp32, every layer's "
+        "output; no temporaries, no allocator slack",
+    }

@@ -1,0 +1,84 @@
+"""What a bench found: one configuration's record (its status, its timings and what follows from them),
+and each batch size's speedups over the baseline."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+from ampgan.bench.stats import achieved_fraction_of_peak, throughput, timing_stats
+from ampgan.training.out_of_memory import is_out_of_memory
+
+
+@dataclass
+class ConfigResult:
+    batch_size: int
+    precision: str
+    status: str = "ok"  # ok | too_slow | oom | error
+    reason: str = ""
+    samples_s: list[float] = field(default_factory=list)
+    warmup_s: list[float] = field(default_factory=list)
+    warmup_call_s: list[float] = field(default_factory=list)  # each warm-up call: one step of each kind of the cycle
+    flops_per_step: int | None = None
+    flops_by_kind: dict[str, int] = field(default_factory=dict)  # convolution / matmul / other, per step
+    peak_memory_bytes: int | None = None
+    skipped_steps: int = 0
+    # With several processes: samples_s holds the slowest rank's time of each round (it bounds the
+    # wall clock); per_rank_samples_s every rank's; local_samples_s each rank's step without DDP,
+    # timed alongside (the "1 process" reference for scaling efficiency).
+    processes: int = 1
+    per_rank_samples_s: list[list[float]] = field(default_factory=list)
+    local_samples_s: list[float] = field(default_factory=list)
+    attainable: dict = field(default_factory=dict)  # the step's operations timed alone (bench/attainable.py)
+    # A too_slow verdict taken while the machine was crowded (system/cpu_tuning.py): what the load was. Such a
+    # verdict is the moment's: no larger batch size is foreseen too slow from it.
+    under_load: str = ""
+
+    def to_dict(self, peak: float | None, processes_per_peak: int = 1) -> dict:
+        """`processes_per_peak`: how many processes share the device whose peak is given (all
+        local processes on a CPU, one per GPU)."""
+        row = asdict(self)
+        if self.samples_s:
+            stats = timing_stats(self.samples_s)
+            row["stats"] = stats.to_dict()
+            row.update(throughput(self.batch_size * self.processes, stats.median_s))
+            if self.flops_per_step:
+                row["matmul_share"] = self.flops_by_kind.get("matmul", 0) / self.flops_per_step
+                achieved, percent = achieved_fraction_of_peak(
+                    self.flops_per_step * processes_per_peak, stats.median_s, peak
+                )
+                row["achieved_tflops"], row["percent_of_peak"] = achieved, percent
+            if self.local_samples_s:
+                # throughput(N) / (N x throughput(1)) with both measured per process:
+                # (N B / t_ddp) / (N B / t_local) = t_local / t_ddp.
+                row["scaling_efficiency"] = timing_stats(self.local_samples_s).median_s / stats.median_s
+        return row
+
+
+def failure(error: BaseException) -> tuple[str, str]:
+    """(status, reason) of a configuration that failed with `error`: oom or error, and its first line."""
+    reason = str(error).splitlines()[0][:300] if str(error) else type(error).__name__
+    return ("oom" if is_out_of_memory(error) else "error", reason)
+
+
+def speedups(measurements: list[dict]) -> list[dict]:
+    """Per batch size, each precision's speedup over the baseline with its 95% interval."""
+    out = []
+    for measured in measurements:
+        for precision, interval in measured["intervals"].items():
+            if interval is None:
+                continue
+            medians = measured.get("median_s", {})
+            out.append(
+                {
+                    "batch_size": measured["batch_size"],
+                    "precision": precision,
+                    "baseline": measured["baseline"],
+                    **interval,
+                    "stopped_by": measured["stopped_by"],
+                    "load_changed": measured["load_changed"],
+                    "under_load": measured.get("under_load", False),
+                    "baseline_step_s": medians.get(measured["baseline"]),
+                    "step_s": medians.get(precision),
+                }
+            )
+    return out

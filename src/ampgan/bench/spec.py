@@ -1,0 +1,95 @@
+"""What a bench is asked: the run to time, and the bench's own settings (which precisions and batch
+sizes, its warm-up, its rounds, its budget, what else it reports)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+
+from ampgan.config import TrainConfig
+from ampgan.config.flags import spec_field
+from ampgan.data import DataConfig
+
+
+def _synthetic_data() -> TrainConfig:
+    return TrainConfig(data=DataConfig(dataset="synthetic"))
+
+
+@dataclass(frozen=True, kw_only=True)
+class BenchSpec:
+    # The run being timed: data, model and its options, optimizer, device, seed (its precision, batch
+    # size, budget, memory format and compile setting are the bench's to vary). Synthetic data by
+    # default, so data never limits.
+    base: TrainConfig = field(default_factory=_synthetic_data)
+    batch_sizes: tuple[int, ...] = spec_field((16, 64, 256, 1024, 2048), "Batch sizes to time.", "int_list")
+    precisions: tuple[str, ...] = spec_field(
+        (), "Comma-separated; default: every precision this device runs at useful speed.", "precision_list"
+    )
+    warmup: int = spec_field(2, "Discarded steps per configuration.", "whole", common=False)
+    steps: int = spec_field(
+        5, "The fewest timed rounds per batch size; more run until every speedup's 95% CI is within +-5%.", "whole2"
+    )
+    max_seconds: float = spec_field(
+        60.0,
+        "Cap on each batch size's warm-ups and measured rounds together (the speedup is then marked "
+        "unsettled); a configuration whose warm-up projects beyond it, or runs past what is left of it, is "
+        "recorded as too slow.",
+        "positive",
+    )
+    # Per batch size, measure at least this long: neighbours' load on a shared machine shifts over
+    # tens of seconds, and an answer drawn from a few seconds describes one such state only.
+    min_seconds: float = spec_field(
+        20.0,
+        "Measure each batch size at least this long (a shared machine's load shifts over tens of seconds).",
+        "nonnegative",
+        common=False,
+    )
+    compile: tuple[str, ...] = ()  # the precisions whose step is torch.compile'd (compile time reported apart)
+    # Measure the compiled precisions' compile time, cold and warm, in fresh processes (a minute or
+    # more each); a comparison has its compile decisions' numbers already and skips it.
+    measure_compile_times: bool = True
+    # The precisions whose step runs channels-last (NHWC); None: measured per precision at the first
+    # batch size, on this machine (speed/layout.py).
+    channels_last: tuple[str, ...] | None = None
+    peak_tflops: float | None = spec_field(
+        None, "Override the device's peak (TFLOP/s) for the % of peak column.", "positive", common=False
+    )
+    # Trace the step's operations in fp32, bf16 and fp16 (a few steps at batch 8 and 16) for
+    # `ampgan project`; a bench whose tables are not wanted (the speed decisions' own) skips it.
+    trace_ops: bool = True
+    # Time every operation of each configuration's real step alone, in each precision, and report the
+    # attainable speedup (their sums' ratio) beside the measured one (bench/attainable.py).
+    attainable: bool = spec_field(
+        False,
+        "Also time every operation of each configuration's step alone: the "
+        "attainable speedup (what these kernels allow) beside the measured one.",
+        "flag",
+    )
+
+    @property
+    def seed(self) -> int:
+        return self.base.seed
+
+    def train_config(self, precision: str, batch_size: int) -> TrainConfig:
+        return self.base.with_fields(
+            {
+                "precision.name": precision,
+                "precision.loss_scale": None,
+                "budget.batch_size": batch_size,
+                "budget.steps": 1,
+                "budget.time_budget_s": None,
+                "compute.compile": precision in self.compile,
+                "compute.channels_last": precision in (self.channels_last or ()),
+            }
+        )
+
+    def to_dict(self) -> dict:
+        """What results.json records of the spec: the bench's own settings beside the base config."""
+        own = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "base"}
+        return {
+            "dataset": self.base.data.dataset,
+            "model": self.base.model.name,
+            "model_options": dict(self.base.model.options),
+            "seed": self.seed,
+            "config": self.base.to_dict(),
+            **{k: list(v) if isinstance(v, tuple) else v for k, v in own.items()},
+        }
