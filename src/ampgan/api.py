@@ -27,7 +27,7 @@ continued from another one.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -52,19 +52,29 @@ def compare(
     """FP32 against mixed precision for `model` (a built-in name, "path.py:FUNCTION", "package.module:
     FUNCTION", or a model function), as `ampgan compare` runs it. `settings`: config paths and values
     (`{"data.dataset": "digits", "budget.steps": 300, "model.width": 16}`; the model's options are
-    `model.NAME`); the budget is 40 s of training per run unless `budget.steps` or
+    `model.NAME`); the budget is study.spec.DEFAULT_BUDGET_S of training per run unless `budget.steps` or
     `budget.time_budget_s` says otherwise. `study_settings`: the study's own settings, the fields of
     study.spec.CompareSpec with the command's defaults (`precisions=["fp32", "bf16"]`, `seeds=3`,
-    `eval_points`, `eval_samples`, `bench_batch_sizes`, `bench_seconds`, ...; `ampgan config --list`).
+    `eval_points`, `eval_samples`, `bench_results`, ...), its bench's as a dict (`bench={"batch_sizes": [8],
+    "min_seconds": 1.0, "max_seconds": 3.0}`: the `compare.bench.*` rows of `ampgan config --list`).
     `out`: the folder, runs/compare-<time> when None (as the command). The same call on a folder holding an
     interrupted study continues it."""
+    from ampgan.config.flags import spec_default, spec_settings
     from ampgan.study.progress import has_study
     from ampgan.study.session import run_study
     from ampgan.study.spec import CompareSpec, compare_base
 
-    _refuse_unknown("compare", study_settings, {f.name for f in fields(CompareSpec)} - {"base"})
-    base = compare_base(_with_model(model, settings))
-    spec = CompareSpec(base=base, **_as_tuples(study_settings))
+    _refuse_unknown("compare", study_settings, {f.name for f in fields(CompareSpec)} - {"base"}, CompareSpec.MOVED)
+    study_settings = _as_tuples(study_settings)
+    if isinstance(study_settings.get("bench"), dict):
+        bench = study_settings["bench"]
+        _refuse_unknown(
+            "compare's bench",
+            bench,
+            {n.partition(".")[2] for n, _, _ in spec_settings(CompareSpec) if n.startswith("bench.")},
+        )
+        study_settings["bench"] = replace(spec_default(CompareSpec, "bench"), **_as_tuples(bench))
+    spec = CompareSpec(base=compare_base(_with_model(model, settings)), **study_settings)
     out = Path(out) if out is not None else default_out("compare")
     document, _, html = run_study(
         spec,
@@ -222,9 +232,12 @@ def project(
     return Projected(out_dir=target, projection=target / "projection.json", rows=projection["rows"])
 
 
-def _refuse_unknown(command: str, given: dict, known: set[str]) -> None:
-    """One error line for a setting the command does not have, naming the ones it has."""
+def _refuse_unknown(command: str, given: dict, known: set[str], moved: dict | None = None) -> None:
+    """One error line for a setting the command does not have, naming the ones it has (or its new name, when
+    it is one of `moved`: {old name: new})."""
     unknown = sorted(set(given) - known)
+    if unknown and unknown[0] in (moved or {}):
+        raise AmpganError(f"ampgan.{command}: the setting {unknown[0]!r} moved to {moved[unknown[0]]}")
     if unknown:
         raise AmpganError(
             f"ampgan.{command} has no setting {unknown[0]!r}: its settings are {', '.join(sorted(known))} "

@@ -7,12 +7,13 @@ A bad value fails in its type, before the command runs, and reads as one line:
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import click
 
 from ampgan.config import TrainConfig, build_config, parse_duration, parse_loss_scale, parse_set
-from ampgan.config.flags import FLAGS, FLAGS_BY_NAME, Flag, flag_for_path, spec_default, spec_options
+from ampgan.config.flags import FLAGS, FLAGS_BY_NAME, Flag, flag_for_path, spec_default, spec_options, spec_settings
 from ampgan.config.sources import file_changes, option_changes, parse_value
 from ampgan.config.tree import DEVICES
 from ampgan.errors import AmpganError
@@ -292,26 +293,32 @@ def spec_option_flags(spec_class, section: str):
         decorators.append(
             click.option(option, name, type=_spec_click_type(declared["value"]), default=None, help=help_text)
         )
+    for old, new in getattr(spec_class, "MOVED", {}).items():
+        _SETTINGS_WITHOUT_FLAG.setdefault("--" + old.replace("_", "-"), f"{section}.{new.split()[0]}")
     return compose(*decorators)
 
 
 def spec_values(spec_class, section: str, options: dict) -> dict:
-    """{field: value} of the spec fields given on the command line, then by `--set SECTION.FIELD=VALUE`
-    (checked by the field's own type; one error line naming the field otherwise)."""
-    declared = dict(spec_options(spec_class))
-    values = {name: options[name] for name in declared if options.get(name) is not None}
+    """{field: value} of the spec fields given on the command line, then by `--set SECTION.FIELD=VALUE` or, for
+    a nested spec's, `--set SECTION.FIELD.SETTING=VALUE` (checked by the setting's own type; one error line naming
+    the setting otherwise, or its new path when it moved: the spec's MOVED)."""
+    values = {name: options[name] for name, _ in spec_options(spec_class) if options.get(name) is not None}
+    settings = {name: declared for name, _, declared in spec_settings(spec_class)}
+    moved, nested = getattr(spec_class, "MOVED", {}), {}
     for text in options.get("sets") or ():
         path, _, raw = text.partition("=")
         head, dot, name = path.strip().partition(".")
         if head != section or not dot:
             continue
-        if name not in declared:
+        if name in moved:
+            raise AmpganError(f"--set {path.strip()}: it moved to {section}.{moved[name]}")
+        if name not in settings:
             raise AmpganError(
-                f"--set {path.strip()}: {section} has no setting {name!r} (its settings: {', '.join(declared)})"
+                f"--set {path.strip()}: {section} has no setting {name!r} (its settings: {', '.join(settings)})"
             )
         try:
-            kind = declared[name]["value"]
-            values[name] = (
+            kind = settings[name]["value"]
+            value = (
                 raw.strip()
                 if kind == "text"
                 else parse_value(raw) is True
@@ -320,6 +327,12 @@ def spec_values(spec_class, section: str, options: dict) -> dict:
             )
         except click.BadParameter as error:
             raise AmpganError(f"--set {path.strip()} {error.message}") from None
+        outer, _, inner = name.partition(".")
+        if inner:
+            nested.setdefault(outer, {})[inner] = value
+        else:
+            values[name] = value
+    values.update({outer: replace(spec_default(spec_class, outer), **given) for outer, given in nested.items()})
     return values
 
 

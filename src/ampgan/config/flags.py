@@ -147,6 +147,33 @@ def spec_field(
     return field(default=default if default is not MISSING else MISSING, metadata=metadata)
 
 
+def nested_spec(default, *set_by_owner: str):
+    """A field of a command's spec that is another command's spec (compare's bench: a BenchSpec, `default` its
+    values there), its settings reached as `--set SPEC.FIELD.SETTING=VALUE`; `set_by_owner`: its fields the
+    outer spec sets itself (no setting)."""
+    from dataclasses import field
+
+    return field(default=default, metadata={"nested": set_by_owner})
+
+
+def spec_settings(spec_class) -> list[tuple[str, object, dict]]:
+    """(name, default, its option's declaration) of every setting of a spec dataclass, a nested spec's
+    (nested_spec) as 'FIELD.SETTING' with its default there."""
+    from dataclasses import fields
+
+    rows = []
+    for f in fields(spec_class):
+        if "option" in f.metadata:
+            rows.append((f.name, spec_default(spec_class, f.name), f.metadata["option"]))
+        elif "nested" in f.metadata:
+            rows += [
+                (f"{f.name}.{name}", getattr(f.default, name), declared)
+                for name, declared in spec_options(type(f.default))
+                if name not in f.metadata["nested"]
+            ]
+    return rows
+
+
 def spec_options(spec_class) -> list[tuple[str, dict]]:
     """(field name, its option's declaration) for every field of a spec dataclass that has a flag."""
     from dataclasses import fields

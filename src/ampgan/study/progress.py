@@ -22,6 +22,7 @@ from ampgan.errors import AmpganError
 from ampgan.files.atomic import write_json_atomically
 from ampgan.files.jsonfile import read_json
 from ampgan.files.schema import check_shape
+from ampgan.study.spec import CompareSpec
 from ampgan.training.interruption import Interrupted
 
 FILE_NAME = "study.json"
@@ -138,6 +139,10 @@ def open_progress(folder: Path, spec_document: dict) -> StudyProgress:
         progress.save()
         return progress
     progress = load_progress(folder)
+    if progress.identity != identity and study_identity(progress.spec) == progress.identity:
+        if _as_written_now(progress.spec) == spec_document:  # an earlier version's record of this very study
+            progress.identity, progress.spec = identity, spec_document
+            progress.save()
     if progress.identity != identity:
         differing = _first_difference(progress.spec, spec_document)
         if not differing:  # the same options under another identity: the file itself was changed
@@ -151,6 +156,14 @@ def open_progress(folder: Path, spec_document: dict) -> StudyProgress:
             f"'ampgan compare --resume {folder}', or start this one with another --out (or --overwrite)"
         )
     return progress
+
+
+def _as_written_now(saved: dict) -> dict | None:
+    """The spec a study.json records, as this version records it (CompareSpec reads earlier versions' too)."""
+    try:
+        return CompareSpec.from_document(saved).to_document(saved.get("precisions", ()))
+    except (AmpganError, KeyError, TypeError, ValueError):
+        return None
 
 
 def _first_difference(saved: dict, given: dict, prefix: str = "") -> str:

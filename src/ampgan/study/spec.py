@@ -4,16 +4,21 @@ study.json and compare.json."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
+from ampgan.bench.harness import BenchSpec
 from ampgan.config import BudgetConfig, TrainConfig, build_config
-from ampgan.config.flags import spec_field
+from ampgan.config.flags import nested_spec, spec_field
+from ampgan.errors import AmpganError
 
-# The comparison's own bench is shorter than `ampgan bench`'s default (it has three batch sizes
-# and two training runs to fit in a few minutes); its intervals say how settled it got.
-COMPARE_BENCH_MIN_SECONDS = 10.0
-COMPARE_BENCH_MAX_FACTOR = 3.0  # measured at most this many times --bench-seconds per batch size
+# The comparison's own bench (`--set compare.bench.FIELD=VALUE`), shorter than `ampgan bench`'s default: it
+# has three batch sizes and two training runs to fit in a few minutes; its intervals say how settled it got.
+# Its base, precisions, memory format and compile setting are the study's (study/race.py bench_once).
+COMPARE_BENCH = BenchSpec(
+    batch_sizes=(16, 64, 256), warmup=1, min_seconds=10.0, max_seconds=30.0, measure_compile_times=False
+)
+_SET_BY_STUDY = ("precisions", "channels_last", "compile")
 # A study's runs save a checkpoint this often (training time), so a crash or kill -9 loses at most this
 # much of a run: the rest continues from it (checkpoints cost no training time: the clock excludes them).
 STUDY_CHECKPOINT_EVERY_S = 30.0
@@ -57,17 +62,11 @@ class CompareSpec:
     )
     eval_points: int = spec_field(4, "Evaluations during training.", "whole", common=False)
     eval_samples: int = spec_field(1000, "Generated samples per evaluation.", "whole2", common=False)
-    bench: Path | None = spec_field(None, "Reuse these bench results instead of measuring.", "path", common=False)
-    bench_batch_sizes: tuple[int, ...] = spec_field(
-        (16, 64, 256), "Batch sizes the bench measures.", "int_list", common=False
+    bench_results: Path | None = spec_field(
+        None, "Reuse these bench results instead of measuring.", "path", common=False, flag="--bench"
     )
-    bench_steps: int = 5
-    bench_seconds: float = spec_field(
-        COMPARE_BENCH_MIN_SECONDS,
-        "Measure the bench at least this long per batch size (at most three times as long).",
-        "positive",
-        common=False,
-    )
+    # The bench of the study's step: every setting of `ampgan bench` but the precisions (the study's own).
+    bench: BenchSpec = nested_spec(COMPARE_BENCH, *_SET_BY_STUDY)
     instance: str | None = spec_field(None, "Price the runs on this catalog instance.")
     price_per_hour: float | None = spec_field(None, "Price the runs at this hourly price.", "positive", common=False)
     target_accuracy: float | None = spec_field(
@@ -80,6 +79,21 @@ class CompareSpec:
     # The precisions whose runs (and bench steps) are torch.compile'd; None: decided per precision,
     # where compiling pays for itself over the time budget on this machine (speed/compilation.py).
     compile: tuple[str, ...] | None = None
+
+    # Settings that moved: {old name: its path now}; given, each is one error line naming the new one.
+    MOVED = {
+        "bench": "bench_results",
+        "bench_batch_sizes": "bench.batch_sizes",
+        "bench_seconds": "bench.min_seconds (and bench.max_seconds)",
+        "bench_steps": "bench.steps",
+    }
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.bench, BenchSpec):
+            raise AmpganError(
+                f"compare's bench is its settings (bench.batch_sizes, ...), not {self.bench!r}: reuse bench "
+                "results with bench_results=PATH"
+            )
 
     @property
     def seed(self) -> int:
@@ -114,25 +128,36 @@ class CompareSpec:
 
     @classmethod
     def from_document(cls, document: dict) -> CompareSpec:
-        """The spec a study.json or compare.json recorded (to_document's inverse)."""
+        """The spec a study.json or compare.json recorded (to_document's inverse), also as versions before the
+        bench was a BenchSpec wrote it (`bench` the results reused; bench_batch_sizes, bench_steps, bench_seconds
+        measured at least that long and at most three times as long)."""
+        document = dict(document)
+        if not isinstance(document.get("bench", {}), dict):
+            document["bench_results"] = document.pop("bench")
+        bench = dict(document.get("bench", {}))
+        for old, new in (("bench_batch_sizes", "batch_sizes"), ("bench_steps", "steps"), ("bench_seconds", "")):
+            if old in document:
+                value = document.pop(old)
+                bench.update({new: value} if new else {"min_seconds": value, "max_seconds": 3 * value})
+        document["bench"] = replace(COMPARE_BENCH, **_tuples(bench))
         own = {}
         for declared in fields(cls):
             if declared.name == "base" or declared.name not in document:
                 continue
             value = document[declared.name]
-            if isinstance(value, list):
-                value = tuple(value)
-            if declared.name in ("bench", "evaluator_cache") and value is not None:
+            if declared.name in ("bench_results", "evaluator_cache") and value is not None:
                 value = Path(value)
             own[declared.name] = value
-        return cls(base=TrainConfig.from_dict(document["config"]), **own)
+        return cls(base=TrainConfig.from_dict(document["config"]), **_tuples(own))
 
     def to_document(self, precisions) -> dict:
         """What compare.json records of the spec: the comparison's own settings, the shared config, and
         the fields the report reads at the top level."""
-        own = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "base"}
+        own = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("base", "bench")}
+        bench = {name: getattr(self.bench, name) for name in _BENCH_OWN}
         return {
             **_jsonable(own),
+            "bench": _jsonable(bench),
             "config": self.base.to_dict(),
             "dataset": self.base.data.dataset,
             "model": self.base.model.name,
@@ -147,13 +172,21 @@ class CompareSpec:
 
 
 def budget_text(time_budget_s: float | None, steps: int | None) -> str:
-    """How long each run trains: '40 s of training', '300 steps', both ('... or ...'), or the default."""
+    """How long each run trains: '90 s of training', '300 steps', both ('... or ...'), or the default."""
     parts = []
     if time_budget_s is not None:
         parts.append(f"{time_budget_s:g} s of training")
     if steps is not None:
         parts.append(f"{steps} steps")
     return " or ".join(parts) or "the default budget"
+
+
+# What a study records of its bench: the BenchSpec's own settings, not its base or what the study sets.
+_BENCH_OWN = [f.name for f in fields(BenchSpec) if f.name not in ("base", "trace_cycle_s", *_SET_BY_STUDY)]
+
+
+def _tuples(values: dict) -> dict:
+    return {k: tuple(v) if isinstance(v, list) else v for k, v in values.items()}
 
 
 def _jsonable(values: dict) -> dict:
