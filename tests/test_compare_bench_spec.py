@@ -9,6 +9,7 @@ import torch
 from conftest import run_cli, tiny_config
 
 import ampgan
+from ampgan.bench.harness import BenchSpec
 from ampgan.cli.options import spec_values
 from ampgan.errors import AmpganError
 from ampgan.study.progress import StudyProgress, open_progress, study_identity
@@ -67,9 +68,18 @@ def test_the_old_bench_flags_name_their_new_path(capsys, flag, path):
     assert code == 2 and f"{flag} is no option: write --set {path}=VALUE" in err and err.count("\n") == 1, err
 
 
+def test_the_bench_command_keeps_its_own_settings_and_errors(capsys, tmp_path):
+    """The bench command's spec (no nested spec, nothing moved) is read by the same code: a setting it lacks
+    is one line naming its settings."""
+    values = spec_values(BenchSpec, "bench", {"sets": ("bench.warmup=3", "compare.seeds=2"), "steps": 4})
+    assert values == {"warmup": 3, "steps": 4}
+    code, _, err = run_cli(capsys, "bench", "--set", "bench.batch=8", "--out", str(tmp_path / "b"))
+    assert code == 2 and "bench has no setting 'batch'" in err and err.count("\n") == 1, err
+
+
 def test_the_python_api_takes_the_bench_as_a_dict_and_names_moved_settings(tmp_path):
     for call, named in [
-        (lambda out: ampgan.compare("acgan", out, bench_seconds=1.0), "'bench_seconds' moved to bench.min_seconds"),
+        (lambda out: ampgan.compare("acgan", out, bench_seconds=1.0), "'bench_seconds': it moved to bench.min_seconds"),
         (lambda out: ampgan.compare("acgan", out, bench={"precisions": ["fp32"]}), "has no setting 'precisions'"),
         (lambda out: ampgan.compare("acgan", out, bench="results.json"), "bench_results=PATH"),
     ]:

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ampgan.config.flags import as_tuples, spec_settings
 from ampgan.errors import AmpganError
 from ampgan.runs.claim import default_out
 from ampgan.study.answer import Study, study_of
@@ -59,22 +60,20 @@ def compare(
     "min_seconds": 1.0, "max_seconds": 3.0}`: the `compare.bench.*` rows of `ampgan config --list`).
     `out`: the folder, runs/compare-<time> when None (as the command). The same call on a folder holding an
     interrupted study continues it."""
-    from ampgan.config.flags import spec_default, spec_settings
     from ampgan.study.progress import has_study
     from ampgan.study.session import run_study
-    from ampgan.study.spec import CompareSpec, compare_base
+    from ampgan.study.spec import COMPARE_BENCH, CompareSpec, compare_base
 
     _refuse_unknown("compare", study_settings, {f.name for f in fields(CompareSpec)} - {"base"}, CompareSpec.MOVED)
-    study_settings = _as_tuples(study_settings)
-    if isinstance(study_settings.get("bench"), dict):
-        bench = study_settings["bench"]
+    bench = study_settings.pop("bench", {})
+    if isinstance(bench, dict):  # compare's bench: its own settings over the study's defaults (COMPARE_BENCH)
         _refuse_unknown(
             "compare's bench",
             bench,
-            {n.partition(".")[2] for n, _, _ in spec_settings(CompareSpec) if n.startswith("bench.")},
+            {name.partition(".")[2] for name, _, _ in spec_settings(CompareSpec) if name.startswith("bench.")},
         )
-        study_settings["bench"] = replace(spec_default(CompareSpec, "bench"), **_as_tuples(bench))
-    spec = CompareSpec(base=compare_base(_with_model(model, settings)), **study_settings)
+        bench = replace(COMPARE_BENCH, **as_tuples(bench))
+    spec = CompareSpec(base=compare_base(_with_model(model, settings)), bench=bench, **as_tuples(study_settings))
     out = Path(out) if out is not None else default_out("compare")
     document, _, html = run_study(
         spec,
@@ -175,12 +174,11 @@ def bench(
     from ampgan.bench.harness import BenchSpec
     from ampgan.bench.to_folder import bench_summary, bench_to_folder, check_bench
     from ampgan.config import build_config
-    from ampgan.config.flags import spec_options
     from ampgan.training.precision import resolve_device
 
-    _refuse_unknown("bench", bench_settings, {name for name, _ in spec_options(BenchSpec)} | set(_BENCH_SWITCHES))
+    _refuse_unknown("bench", bench_settings, {name for name, _, _ in spec_settings(BenchSpec)} | set(_BENCH_SWITCHES))
     base = build_config({"data.dataset": "synthetic"}, _with_model(model, settings))
-    spec = BenchSpec(base=base, **_as_tuples(bench_settings))
+    spec = BenchSpec(base=base, **as_tuples(bench_settings))
     device = resolve_device(base.compute.device)
     check_bench(spec, device)
     out = Path(out) if out is not None else default_out("bench")
@@ -221,11 +219,10 @@ def project(
     """A bench's step projected onto GPUs this machine does not have, as `ampgan project RESULTS` does it:
     `results` is a results.json, a bench folder or a study folder; `project_settings` the fields of
     projection.from_results.ProjectSpec (`devices="T4,A100"`, `batch_sizes=[64, 2048]`, `prices=PATH`)."""
-    from ampgan.config.flags import spec_options
     from ampgan.projection.from_results import ProjectSpec, project_results
 
-    _refuse_unknown("project", project_settings, {name for name, _ in spec_options(ProjectSpec)})
-    spec = ProjectSpec(**_as_tuples(project_settings))
+    _refuse_unknown("project", project_settings, {name for name, _, _ in spec_settings(ProjectSpec)})
+    spec = ProjectSpec(**as_tuples(project_settings))
     projection, target, _ = project_results(
         Path(results), spec, Path(out) if out is not None else None, overwrite, log=log or _quiet
     )
@@ -236,12 +233,11 @@ def _refuse_unknown(command: str, given: dict, known: set[str], moved: dict | No
     """One error line for a setting the command does not have, naming the ones it has (or its new name, when
     it is one of `moved`: {old name: new})."""
     unknown = sorted(set(given) - known)
-    if unknown and unknown[0] in (moved or {}):
-        raise AmpganError(f"ampgan.{command}: the setting {unknown[0]!r} moved to {moved[unknown[0]]}")
     if unknown:
         raise AmpganError(
-            f"ampgan.{command} has no setting {unknown[0]!r}: its settings are {', '.join(sorted(known))} "
-            "(config fields go in settings={'section.field': value})"
+            f"ampgan.{command} has no setting {unknown[0]!r}"
+            + (f": it moved to {moved[unknown[0]]}" if unknown[0] in (moved or {}) else "")
+            + f": its settings are {', '.join(sorted(known))} (config fields go in settings={{'section.field': value}})"
         )
 
 
@@ -253,11 +249,6 @@ def _with_model(model: str | Callable, settings: dict | None) -> dict:
     name = model if isinstance(model, str) else model_name_for(model)
     consent_to_import(name)
     return {**{k: v for k, v in (settings or {}).items() if k != "model.name"}, "model.name": name}
-
-
-def _as_tuples(values: dict) -> dict:
-    """A list given for a tuple-valued setting (batch sizes, precisions), as the spec holds it."""
-    return {key: tuple(value) if isinstance(value, list) else value for key, value in values.items()}
 
 
 def _quiet(line: str) -> None:

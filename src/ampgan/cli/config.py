@@ -21,8 +21,9 @@ def setting_rows() -> list[tuple[str, str, str, str]]:
     for section, spec in (("compare", CompareSpec), ("bench", BenchSpec)):
         for name, default, declared in spec_settings(spec):
             # A nested spec's settings (compare.bench.*) have no flag: --set reaches them.
-            shown = declared["common"] and "." not in name
-            option = (declared["flag"] or "--" + name.replace("_", "-")) if shown else ""
+            option = (
+                (declared["flag"] or "--" + name.replace("_", "-")) if declared["common"] and "." not in name else ""
+            )
             rows.append((f"{section}.{name}", _shown(default), option, declared["help"]))
     return rows
 

@@ -140,9 +140,11 @@ def open_progress(folder: Path, spec_document: dict) -> StudyProgress:
         return progress
     progress = load_progress(folder)
     if progress.identity != identity and study_identity(progress.spec) == progress.identity:
-        if _as_written_now(progress.spec) == spec_document:  # an earlier version's record of this very study
-            progress.identity, progress.spec = identity, spec_document
-            progress.save()
+        try:  # an earlier version's record of this very study: taken up, recorded as this version records it
+            if CompareSpec.from_document(progress.spec).to_document(progress.spec["precisions"]) == spec_document:
+                progress.identity, progress.spec = identity, spec_document
+        except (AmpganError, KeyError, TypeError, ValueError):
+            pass  # another version's record of another study: refused below
     if progress.identity != identity:
         differing = _first_difference(progress.spec, spec_document)
         if not differing:  # the same options under another identity: the file itself was changed
@@ -156,14 +158,6 @@ def open_progress(folder: Path, spec_document: dict) -> StudyProgress:
             f"'ampgan compare --resume {folder}', or start this one with another --out (or --overwrite)"
         )
     return progress
-
-
-def _as_written_now(saved: dict) -> dict | None:
-    """The spec a study.json records, as this version records it (CompareSpec reads earlier versions' too)."""
-    try:
-        return CompareSpec.from_document(saved).to_document(saved.get("precisions", ()))
-    except (AmpganError, KeyError, TypeError, ValueError):
-        return None
 
 
 def _first_difference(saved: dict, given: dict, prefix: str = "") -> str:

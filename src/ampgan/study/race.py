@@ -39,15 +39,19 @@ def bench_once(spec: CompareSpec, dataset, precisions, device, log, out_dir: Pat
     else:
         sizes = tuple(sorted(set(spec.bench.batch_sizes) | {spec.batch_size}))
         log(f"bench: batch sizes {', '.join(map(str, sizes))} x {', '.join(precisions)} ...")
-        bench_spec = replace(
-            spec.bench,
-            base=spec.base,
-            batch_sizes=sizes,
-            precisions=precisions,
-            channels_last=spec.channels_last,
-            compile=spec.compile or (),
+        # The spec's own bench, of the study's step: its base, precisions, memory format and compile setting.
+        results = run_bench(
+            replace(
+                spec.bench,
+                base=spec.base,
+                batch_sizes=sizes,
+                precisions=precisions,
+                channels_last=spec.channels_last,
+                compile=spec.compile or (),
+            ),
+            device,
+            dataset=dataset,
         )
-        results = run_bench(bench_spec, device, dataset=dataset)
         if results.get("incomplete"):
             raise StudyInterrupted(results["incomplete"]["signum"], out_dir, progress)
     write_results(results, out_dir / "bench")

@@ -8,8 +8,8 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 from ampgan.bench.harness import BenchSpec
-from ampgan.config import BudgetConfig, TrainConfig, build_config
-from ampgan.config.flags import nested_spec, spec_field
+from ampgan.config import TrainConfig, build_config
+from ampgan.config.flags import as_tuples, nested_spec, spec_field, spec_settings
 from ampgan.errors import AmpganError
 
 # The comparison's own bench (`--set compare.bench.FIELD=VALUE`), shorter than `ampgan bench`'s default: it
@@ -18,7 +18,6 @@ from ampgan.errors import AmpganError
 COMPARE_BENCH = BenchSpec(
     batch_sizes=(16, 64, 256), warmup=1, min_seconds=10.0, max_seconds=30.0, measure_compile_times=False
 )
-_SET_BY_STUDY = ("precisions", "channels_last", "compile")
 # A study's runs save a checkpoint this often (training time), so a crash or kill -9 loses at most this
 # much of a run: the rest continues from it (checkpoints cost no training time: the clock excludes them).
 STUDY_CHECKPOINT_EVERY_S = 30.0
@@ -28,17 +27,11 @@ STUDY_CHECKPOINT_EVERY_S = 30.0
 DEFAULT_BUDGET_S = 40.0
 
 
-def _compare_defaults() -> TrainConfig:
-    return TrainConfig(budget=BudgetConfig(time_budget_s=DEFAULT_BUDGET_S))
-
-
 def compare_base(changes: dict) -> TrainConfig:
     """The config every run of a study trains, from {config path: value}: DEFAULT_BUDGET_S of training
     unless the changes give a time budget, and a step budget alone when they give only steps."""
-    changes = dict(changes)
-    if "budget.time_budget_s" not in changes:
-        changes["budget.time_budget_s"] = None if changes.get("budget.steps") is not None else DEFAULT_BUDGET_S
-    return build_config(changes)
+    budget_s = None if changes.get("budget.steps") is not None else DEFAULT_BUDGET_S
+    return build_config({"budget.time_budget_s": budget_s}, changes)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -50,7 +43,7 @@ class CompareSpec:
     # What every run trains: data, model and its options, optimizer, device, batch size, budget, seed
     # (the first seed). Each run takes it whole, in its own precision: `compare` studies whatever
     # `train` would train.
-    base: TrainConfig = field(default_factory=_compare_defaults)
+    base: TrainConfig = field(default_factory=lambda: compare_base({}))
     precisions: tuple[str, ...] = spec_field(
         (), "Comma-separated; default fp32 and this device's best mixed mode.", "precision_list"
     )
@@ -66,7 +59,7 @@ class CompareSpec:
         None, "Reuse these bench results instead of measuring.", "path", common=False, flag="--bench"
     )
     # The bench of the study's step: every setting of `ampgan bench` but the precisions (the study's own).
-    bench: BenchSpec = nested_spec(COMPARE_BENCH, *_SET_BY_STUDY)
+    bench: BenchSpec = nested_spec(COMPARE_BENCH, "precisions")
     instance: str | None = spec_field(None, "Price the runs on this catalog instance.")
     price_per_hour: float | None = spec_field(None, "Price the runs at this hourly price.", "positive", common=False)
     target_accuracy: float | None = spec_field(
@@ -134,30 +127,33 @@ class CompareSpec:
         document = dict(document)
         if not isinstance(document.get("bench", {}), dict):
             document["bench_results"] = document.pop("bench")
-        bench = dict(document.get("bench", {}))
-        for old, new in (("bench_batch_sizes", "batch_sizes"), ("bench_steps", "steps"), ("bench_seconds", "")):
-            if old in document:
-                value = document.pop(old)
-                bench.update({new: value} if new else {"min_seconds": value, "max_seconds": 3 * value})
-        document["bench"] = replace(COMPARE_BENCH, **_tuples(bench))
-        own = {}
-        for declared in fields(cls):
-            if declared.name == "base" or declared.name not in document:
-                continue
-            value = document[declared.name]
-            if declared.name in ("bench_results", "evaluator_cache") and value is not None:
-                value = Path(value)
-            own[declared.name] = value
-        return cls(base=TrainConfig.from_dict(document["config"]), **_tuples(own))
+        old = {
+            name: document.pop(f"bench_{name}")
+            for name in ("batch_sizes", "steps", "seconds")
+            if f"bench_{name}" in document
+        }
+        if "seconds" in old:
+            old.update(min_seconds=old["seconds"], max_seconds=3 * old.pop("seconds"))
+        own = {
+            f.name: Path(document[f.name])
+            if f.name in ("bench_results", "evaluator_cache") and document[f.name] is not None
+            else document[f.name]
+            for f in fields(cls)
+            if f.name not in ("base", "bench") and f.name in document
+        }
+        bench = as_tuples({**document.get("bench", {}), **old})
+        return cls(
+            base=TrainConfig.from_dict(document["config"]), bench=replace(COMPARE_BENCH, **bench), **as_tuples(own)
+        )
 
     def to_document(self, precisions) -> dict:
         """What compare.json records of the spec: the comparison's own settings, the shared config, and
         the fields the report reads at the top level."""
         own = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("base", "bench")}
-        bench = {name: getattr(self.bench, name) for name in _BENCH_OWN}
         return {
             **_jsonable(own),
-            "bench": _jsonable(bench),
+            # The bench's settings (its base, precisions, memory format and compile setting are the study's).
+            "bench": _jsonable({name: getattr(self.bench, name) for name, _, _ in spec_settings(BenchSpec)}),
             "config": self.base.to_dict(),
             "dataset": self.base.data.dataset,
             "model": self.base.model.name,
@@ -179,14 +175,6 @@ def budget_text(time_budget_s: float | None, steps: int | None) -> str:
     if steps is not None:
         parts.append(f"{steps} steps")
     return " or ".join(parts) or "the default budget"
-
-
-# What a study records of its bench: the BenchSpec's own settings, not its base or what the study sets.
-_BENCH_OWN = [f.name for f in fields(BenchSpec) if f.name not in ("base", "trace_cycle_s", *_SET_BY_STUDY)]
-
-
-def _tuples(values: dict) -> dict:
-    return {k: tuple(v) if isinstance(v, list) else v for k, v in values.items()}
 
 
 def _jsonable(values: dict) -> dict:
