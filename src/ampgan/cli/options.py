@@ -308,6 +308,7 @@ def spec_values(spec_class, section: str, options: dict) -> dict:
     the setting otherwise, or its new path when it moved: the spec's MOVED)."""
     values = {name: options[name] for name, _, _ in spec_settings(spec_class) if options.get(name) is not None}
     settings = {name: declared for name, _, declared in spec_settings(spec_class)}
+    moved = getattr(spec_class, "MOVED", {})
     for text in options.get("sets") or ():
         path, _, raw = text.partition("=")
         head, dot, name = path.strip().partition(".")
@@ -316,11 +317,7 @@ def spec_values(spec_class, section: str, options: dict) -> dict:
         if name not in settings:
             raise AmpganError(
                 f"--set {path.strip()}: "
-                + (
-                    f"it moved to {section}.{getattr(spec_class, 'MOVED', {})[name]}"
-                    if name in getattr(spec_class, "MOVED", {})
-                    else f"{section} has no setting {name!r}"
-                )
+                + (f"it moved to {section}.{moved[name]}" if name in moved else f"{section} has no setting {name!r}")
                 + f" (its settings: {', '.join(settings)})"
             )
         try:

@@ -127,13 +127,12 @@ class CompareSpec:
         document = dict(document)
         if not isinstance(document.get("bench", {}), dict):
             document["bench_results"] = document.pop("bench")
-        old = {
-            name: document.pop(f"bench_{name}")
-            for name in ("batch_sizes", "steps", "seconds")
-            if f"bench_{name}" in document
+        seconds = document.pop("bench_seconds", None)
+        bench = {
+            **document.get("bench", {}),
+            **{name: document.pop(f"bench_{name}") for name in ("batch_sizes", "steps") if f"bench_{name}" in document},
+            **({"min_seconds": seconds, "max_seconds": 3 * seconds} if seconds is not None else {}),
         }
-        if "seconds" in old:
-            old.update(min_seconds=old["seconds"], max_seconds=3 * old.pop("seconds"))
         own = {
             f.name: Path(document[f.name])
             if f.name in ("bench_results", "evaluator_cache") and document[f.name] is not None
@@ -141,9 +140,10 @@ class CompareSpec:
             for f in fields(cls)
             if f.name not in ("base", "bench") and f.name in document
         }
-        bench = as_tuples({**document.get("bench", {}), **old})
         return cls(
-            base=TrainConfig.from_dict(document["config"]), bench=replace(COMPARE_BENCH, **bench), **as_tuples(own)
+            base=TrainConfig.from_dict(document["config"]),
+            bench=replace(COMPARE_BENCH, **as_tuples(bench)),
+            **as_tuples(own),
         )
 
     def to_document(self, precisions) -> dict:
