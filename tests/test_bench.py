@@ -3,6 +3,7 @@
 import csv
 import json
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -503,9 +504,13 @@ def test_a_study_whose_bench_failed_everywhere_stops_before_training_and_benches
     from ampgan.data import load_dataset
     from ampgan.study.progress import open_progress
     from ampgan.study.race import bench_once
-    from ampgan.study.spec import CompareSpec
+    from ampgan.study.spec import COMPARE_BENCH, CompareSpec
 
-    spec = CompareSpec(base=tiny_config(), bench_batch_sizes=(8,), bench_seconds=1.0, bench_steps=2, channels_last=())
+    spec = CompareSpec(
+        base=tiny_config(),
+        bench=replace(COMPARE_BENCH, batch_sizes=(8,), steps=2, min_seconds=1.0, max_seconds=3.0),
+        channels_last=(),
+    )
     dataset = load_dataset(spec.base.data, seed=spec.seed)
     out = tmp_path / "study"
     progress = open_progress(out, spec.to_document(("fp32",)))

@@ -144,8 +144,7 @@ def test_the_python_api_compares_the_sngan(tmp_path):
         seeds=1,
         eval_points=1,
         eval_samples=40,
-        bench_batch_sizes=[8],
-        bench_seconds=0.2,
+        bench={"batch_sizes": [8], "min_seconds": 0.2, "max_seconds": 0.6},
     )
     assert study.precisions == ["fp32", "bf16"] and study.final["bf16"]["frechet_distance"] > 0
     assert study.report.is_file()

@@ -240,7 +240,7 @@ def test_a_run_whose_lazy_update_is_nan_at_every_application_stops(tmp_path):
 
 
 def test_a_study_whose_bench_finished_nothing_keeps_its_runs_and_reports(tmp_path, capsys):
-    """The bench marks every configuration too slow (--bench-seconds far under one step): the runs still
+    """The bench marks every configuration too slow (compare.bench.max_seconds far under one step): the runs still
     train, the cost stage says why it could not run, compare.json is written and `ampgan report` renders it."""
     import json
 
@@ -267,9 +267,11 @@ def test_a_study_whose_bench_finished_nothing_keeps_its_runs_and_reports(tmp_pat
         "--set",
         "compare.eval_samples=40",
         "--set",
-        "compare.bench_batch_sizes=8",
+        "compare.bench.batch_sizes=8",
         "--set",
-        "compare.bench_seconds=0.0001",
+        "compare.bench.min_seconds=0.0001",
+        "--set",
+        "compare.bench.max_seconds=0.0003",
         "--batch-size",
         "8",
         "--device",
@@ -279,6 +281,7 @@ def test_a_study_whose_bench_finished_nothing_keeps_its_runs_and_reports(tmp_pat
     )
     assert code == 0, err[-2000:]
     assert "bench: no configuration finished" in stdout + err  # said before training
+    assert "give a larger --set compare.bench.max_seconds" in stdout + err  # the setting that caps it
     document = json.loads((out / "compare.json").read_text())
     assert set(document["runs"]) == {"fp32", "bf16"}
     assert document["cost"]["basis"] is None and "the cost stage could not run" in document["cost"]["note"]

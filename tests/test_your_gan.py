@@ -28,9 +28,11 @@ QUICK = [
     "--set",
     "compare.eval_samples=40",
     "--set",
-    "compare.bench_batch_sizes=8",
+    "compare.bench.batch_sizes=8",
     "--set",
-    "compare.bench_seconds=0.2",
+    "compare.bench.min_seconds=0.2",
+    "--set",
+    "compare.bench.max_seconds=0.6",
     "--batch-size",
     "8",
     "--device",
@@ -359,8 +361,7 @@ def test_the_python_api_returns_the_verdict_as_data(tmp_path):
         seeds=1,
         eval_points=1,
         eval_samples=40,
-        bench_batch_sizes=[8],
-        bench_seconds=0.2,
+        bench={"batch_sizes": [8], "min_seconds": 0.2, "max_seconds": 0.6},
     )
     assert study.outcome == "raced" and study.precisions == ["fp32", "bf16"]
     assert study.headline == "frechet_distance" and study.verdict == study.document["verdict"]

@@ -19,10 +19,17 @@ from ampgan.cli.options import (
     spec_values,
 )
 from ampgan.errors import AmpganError, say, say_json
-from ampgan.study.spec import CompareSpec, compare_base
+from ampgan.study.spec import DEFAULT_BUDGET_S, CompareSpec, compare_base
 
 
-@click.command("compare")
+# The help reads the default budget from its one declaration (study/spec.py DEFAULT_BUDGET_S).
+@click.command(
+    "compare",
+    help="FP32 vs mixed precision on any GAN: same start, same budget; speed, quality, cost and a report. Every "
+    "run trains the config `train` would (--set reaches any field or model option, --set compare.FIELD=VALUE the "
+    f"study's own settings); the default budget is {DEFAULT_BUDGET_S:g} s of training per precision and seed. An "
+    "interrupted study keeps what it finished: --resume DIR, or the same command again, continues it.",
+)
 @config_flags(
     *DATA_FLAGS, *MODEL_FLAGS, "batch_size", "time_budget", "steps", "seed", "device", "channels_last", "compile"
 )
@@ -47,10 +54,6 @@ from ampgan.study.spec import CompareSpec, compare_base
 )
 @click.pass_context
 def command(ctx: click.Context, **options) -> None:
-    """FP32 vs mixed precision on any GAN: same start, same budget; speed, quality, cost and a report.
-    Every run trains the config `train` would (--set reaches any field or model option, and --set
-    compare.FIELD=VALUE the study's own settings); the default budget is 40 s of training per precision and
-    seed. An interrupted study keeps what it finished: --resume DIR, or the same command again, continues it."""
     from ampgan.study.progress import has_study, load_progress
 
     resume = options["resume"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from ampgan.config.flags import flag_for_path, spec_default, spec_options
+from ampgan.config.flags import flag_for_path, spec_settings
 from ampgan.errors import say
 
 
@@ -20,16 +20,12 @@ def setting_rows() -> list[tuple[str, str, str, str]]:
         flag = flag_for_path(path)
         rows.append((path, _shown(default), flag.option if flag and flag.common else "", flag.help if flag else ""))
     for section, spec in (("compare", CompareSpec), ("bench", BenchSpec)):
-        for name, declared in spec_options(spec):
-            option = declared["flag"] or "--" + name.replace("_", "-")
-            rows.append(
-                (
-                    f"{section}.{name}",
-                    _shown(spec_default(spec, name)),
-                    option if declared["common"] else "",
-                    declared["help"],
-                )
+        for name, default, declared in spec_settings(spec):
+            # A nested spec's settings (compare.bench.*) have no flag: --set reaches them.
+            option = (
+                (declared["flag"] or "--" + name.replace("_", "-")) if declared["common"] and "." not in name else ""
             )
+            rows.append((f"{section}.{name}", _shown(default), option, declared["help"]))
     return rows
 
 

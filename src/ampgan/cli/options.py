@@ -7,12 +7,13 @@ A bad value fails in its type, before the command runs, and reads as one line:
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import click
 
 from ampgan.config import TrainConfig, build_config, parse_duration, parse_loss_scale, parse_set
-from ampgan.config.flags import FLAGS, FLAGS_BY_NAME, Flag, flag_for_path, spec_default, spec_options
+from ampgan.config.flags import FLAGS, FLAGS_BY_NAME, Flag, flag_for_path, spec_settings
 from ampgan.config.sources import file_changes, option_changes, parse_value
 from ampgan.config.tree import DEVICES
 from ampgan.errors import AmpganError
@@ -278,12 +279,11 @@ def spec_option_flags(spec_class, section: str):
     help declared once on the dataclass; a field that is not common has no flag: it is reached as
     `--set SECTION.FIELD=VALUE` (and its flag, given, is one error line naming that path)."""
     decorators = []
-    for name, declared in spec_options(spec_class):
+    for name, default, declared in spec_settings(spec_class):
         option = declared["flag"] or "--" + name.replace("_", "-")
-        if not declared["common"]:
+        if not declared["common"] or "." in name:  # a nested spec's settings (compare.bench.*) too: --set only
             _SETTINGS_WITHOUT_FLAG.setdefault(option, f"{section}.{name}")
             continue
-        default = spec_default(spec_class, name)
         shown = ",".join(map(str, default)) if isinstance(default, tuple) else default
         help_text = declared["help"] + (f" [default: {shown}]" if shown not in (None, "") else "")
         if declared["value"] == "flag":
@@ -292,25 +292,36 @@ def spec_option_flags(spec_class, section: str):
         decorators.append(
             click.option(option, name, type=_spec_click_type(declared["value"]), default=None, help=help_text)
         )
+    # A moved setting's old flag (--bench-seconds) names its new path.
+    _SETTINGS_WITHOUT_FLAG.update(
+        {
+            "--" + old.replace("_", "-"): f"{section}.{new.split()[0]}"
+            for old, new in getattr(spec_class, "MOVED", {}).items()
+        }
+    )
     return compose(*decorators)
 
 
 def spec_values(spec_class, section: str, options: dict) -> dict:
-    """{field: value} of the spec fields given on the command line, then by `--set SECTION.FIELD=VALUE`
-    (checked by the field's own type; one error line naming the field otherwise)."""
-    declared = dict(spec_options(spec_class))
-    values = {name: options[name] for name in declared if options.get(name) is not None}
+    """{field: value} of the spec fields given on the command line, then by `--set SECTION.FIELD=VALUE` or, for
+    a nested spec's, `--set SECTION.FIELD.SETTING=VALUE` (checked by the setting's own type; one error line naming
+    the setting otherwise, or its new path when it moved: the spec's MOVED)."""
+    values = {name: options[name] for name, _, _ in spec_settings(spec_class) if options.get(name) is not None}
+    settings = {name: declared for name, _, declared in spec_settings(spec_class)}
+    moved = getattr(spec_class, "MOVED", {})
     for text in options.get("sets") or ():
         path, _, raw = text.partition("=")
         head, dot, name = path.strip().partition(".")
         if head != section or not dot:
             continue
-        if name not in declared:
+        if name not in settings:
             raise AmpganError(
-                f"--set {path.strip()}: {section} has no setting {name!r} (its settings: {', '.join(declared)})"
+                f"--set {path.strip()}: "
+                + (f"it moved to {section}.{moved[name]}" if name in moved else f"{section} has no setting {name!r}")
+                + f" (its settings: {', '.join(settings)})"
             )
         try:
-            kind = declared[name]["value"]
+            kind = settings[name]["value"]
             values[name] = (
                 raw.strip()
                 if kind == "text"
@@ -320,6 +331,9 @@ def spec_values(spec_class, section: str, options: dict) -> dict:
             )
         except click.BadParameter as error:
             raise AmpganError(f"--set {path.strip()} {error.message}") from None
+    for outer in {name.partition(".")[0] for name in values if "." in name}:  # a nested spec's, as one spec
+        given = {name.partition(".")[2]: values.pop(name) for name in list(values) if name.startswith(outer + ".")}
+        values[outer] = replace(getattr(spec_class, outer), **given)
     return values
 
 

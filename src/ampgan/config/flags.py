@@ -12,7 +12,7 @@ read from the tree (config/tree.py), never written here.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 
 from ampgan.data.registry import dataset_names
 
@@ -132,32 +132,33 @@ def flag_for_path(path: str) -> Flag | None:
     return next((flag for flag in FLAGS if path in flag.paths), None)
 
 
-def spec_field(
-    default, help: str, value: str = "text", *, common: bool = True, flag: str | None = None, default_factory=None
-):
+def spec_field(default, help: str, value: str = "text", *, common: bool = True, flag: str | None = None):
     """A field of a command's own spec (CompareSpec, BenchSpec) declared with its command-line option: the
     dataclass default is the only default, `help` the only help. `value` as for Flag, plus path, int_list,
     precision_list, fraction, whole2; `common=False`: reached as `--set SPEC.FIELD=VALUE` (the flag still
     works, with a notice); `flag`: the option's name when it is not --field-name."""
-    from dataclasses import MISSING, field
-
-    metadata = {"option": {"help": help, "value": value, "common": common, "flag": flag}}
-    if default_factory is not None:
-        return field(default_factory=default_factory, metadata=metadata)
-    return field(default=default if default is not MISSING else MISSING, metadata=metadata)
+    return field(default=default, metadata={"option": {"help": help, "value": value, "common": common, "flag": flag}})
 
 
-def spec_options(spec_class) -> list[tuple[str, dict]]:
-    """(field name, its option's declaration) for every field of a spec dataclass that has a flag."""
-    from dataclasses import fields
+def nested_spec(default, *set_by_owner: str):
+    """A field of a command's spec that is another command's spec (compare's bench: a BenchSpec, `default` its
+    values there), its settings reached as `--set SPEC.FIELD.SETTING=VALUE`; `set_by_owner`: its fields the
+    outer spec sets itself (no setting)."""
+    return field(default=default, metadata={"nested": set_by_owner})
 
-    return [(f.name, f.metadata["option"]) for f in fields(spec_class) if "option" in f.metadata]
+
+def spec_settings(spec_class) -> list[tuple[str, object, dict]]:
+    """(name, default, its option's declaration) of every setting of a spec dataclass (spec_field), a nested
+    spec's (nested_spec) as 'FIELD.SETTING' with its default there."""
+    return [(f.name, f.default, f.metadata["option"]) for f in fields(spec_class) if "option" in f.metadata] + [
+        (f"{f.name}.{name}", getattr(f.default, name), declared)
+        for f in fields(spec_class)
+        if "nested" in f.metadata
+        for name, _, declared in spec_settings(type(f.default))
+        if name not in f.metadata["nested"]
+    ]
 
 
-def spec_default(spec_class, name: str):
-    from dataclasses import MISSING, fields
-
-    for f in fields(spec_class):
-        if f.name == name:
-            return f.default_factory() if f.default is MISSING and f.default_factory is not MISSING else f.default
-    raise KeyError(name)
+def as_tuples(values: dict) -> dict:
+    """A list given for a tuple-valued setting (batch sizes, precisions), as a spec holds it."""
+    return {key: tuple(value) if isinstance(value, list) else value for key, value in values.items()}

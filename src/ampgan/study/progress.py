@@ -24,6 +24,7 @@ from ampgan.files.atomic import write_json_atomically
 from ampgan.files.jsonfile import read_json
 from ampgan.files.paths import file_in
 from ampgan.files.schema import check_format, check_shape
+from ampgan.study.spec import CompareSpec
 from ampgan.training.interruption import Interrupted
 
 FILE_NAME = "study.json"
@@ -43,7 +44,12 @@ def study_identity(spec_document: dict) -> str:
     it keeps and fetches things (its evaluator cache, a bench to reuse, whether data may be downloaded or
     cached) is left out: read back from study.json these are resolved or switched off (study/spec.py
     from_document), and the study they continue is the same one."""
-    document = {key: value for key, value in spec_document.items() if key not in ("evaluator_cache", "bench")}
+    document = {
+        key: value
+        for key, value in spec_document.items()
+        # the bench's settings count; a bench to reuse (bench_results, or an earlier version's `bench` path) does not
+        if key not in ("evaluator_cache", "bench_results") and not (key == "bench" and not isinstance(value, dict))
+    }
     if isinstance(document.get("config"), dict) and isinstance(document["config"].get("data"), dict):
         data = {k: v for k, v in document["config"]["data"].items() if f"data.{k}" not in WRITES_WHERE_DATA_LIVES}
         document["config"] = document["config"] | {"data": data}
@@ -143,6 +149,15 @@ def open_progress(folder: Path, spec_document: dict) -> StudyProgress:
         progress.save()
         return progress
     progress = load_progress(folder)
+    if progress.identity != identity and study_identity(progress.spec) == progress.identity:
+        try:  # an earlier version's record of this very study: taken up, recorded as this version records it
+            if (
+                CompareSpec.from_document(progress.spec, folder, progress.path).to_document(progress.spec["precisions"])
+                == spec_document
+            ):
+                progress.identity, progress.spec = identity, spec_document
+        except (AmpganError, KeyError, TypeError, ValueError):
+            pass  # another version's record of another study: refused below
     if progress.identity != identity:
         differing = _first_difference(progress.spec, spec_document)
         if not differing:  # the same options under another identity: the file itself was changed

@@ -11,11 +11,11 @@ this and not interleaved slices, with the measurements).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from ampgan.bench.harness import run_bench
 from ampgan.bench.output import load_results, write_results
-from ampgan.bench.spec import BenchSpec
 from ampgan.bench.to_folder import refuse_what_measured_nothing
 from ampgan.cost.arithmetic import time_to_quality
 from ampgan.errors import AmpganError, one_line
@@ -25,7 +25,7 @@ from ampgan.runs.checkpoint import list_checkpoints, load_checkpoint
 from ampgan.runs.claim import remove_written
 from ampgan.study.evaluate import QualityTracker, read_quality_curve
 from ampgan.study.progress import StudyInterrupted, StudyProgress
-from ampgan.study.spec import COMPARE_BENCH_MAX_FACTOR, CompareSpec, budget_text
+from ampgan.study.spec import CompareSpec, budget_text
 from ampgan.training.interruption import TrainingInterrupted
 from ampgan.training.loop import run_training
 from ampgan.training.start import check_checkpoint_belongs
@@ -36,24 +36,24 @@ def bench_once(spec: CompareSpec, dataset, precisions, device, log, out_dir: Pat
     Interrupted, it is measured again on resume (a bench cut short compares too few rounds)."""
     if progress.bench_done:
         return load_results(file_in(out_dir, "bench", "results.json"))
-    if spec.bench is not None:
-        results = load_results(spec.bench)
+    if spec.bench_results is not None:
+        results = load_results(spec.bench_results)
     else:
-        sizes = tuple(sorted(set(spec.bench_batch_sizes) | {spec.batch_size}))
+        sizes = tuple(sorted(set(spec.bench.batch_sizes) | {spec.batch_size}))
         log(f"bench: batch sizes {', '.join(map(str, sizes))} x {', '.join(precisions)} ...")
-        bench_spec = BenchSpec(
-            base=spec.base,
-            batch_sizes=sizes,
-            precisions=precisions,
-            warmup=1,
-            steps=spec.bench_steps,
-            channels_last=spec.channels_last,
-            compile=spec.compile or (),
-            measure_compile_times=False,
-            min_seconds=spec.bench_seconds,
-            max_seconds=COMPARE_BENCH_MAX_FACTOR * spec.bench_seconds,
+        # The spec's own bench, of the study's step: its base, precisions, memory format and compile setting.
+        results = run_bench(
+            replace(
+                spec.bench,
+                base=spec.base,
+                batch_sizes=sizes,
+                precisions=precisions,
+                channels_last=spec.channels_last,
+                compile=spec.compile or (),
+            ),
+            device,
+            dataset=dataset,
         )
-        results = run_bench(bench_spec, device, dataset=dataset)
         if results.get("incomplete"):
             raise StudyInterrupted(results["incomplete"]["signum"], out_dir, progress)
     write_results(results, out_dir / "bench")
@@ -216,7 +216,7 @@ def say_what_the_bench_left_unmeasured(bench_results: dict, log) -> None:
         )
         log(
             f"bench: no configuration finished ({reasons}); the runs train anyway, but the study will have no "
-            "measured speedup and no cost: give a larger --set compare.bench_seconds for them"
+            "measured speedup and no cost: give a larger --set compare.bench.max_seconds for them"
         )
 
 

@@ -4,17 +4,21 @@ study.json and compare.json."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
-from ampgan.config import BudgetConfig, TrainConfig, build_config, config_from_document
-from ampgan.config.flags import spec_field
+from ampgan.bench.spec import BenchSpec
+from ampgan.config import TrainConfig, build_config, config_from_document
+from ampgan.config.flags import as_tuples, nested_spec, spec_field, spec_settings
+from ampgan.errors import AmpganError
 from ampgan.files.paths import recorded_place
 
-# The comparison's own bench is shorter than `ampgan bench`'s default (it has three batch sizes
-# and two training runs to fit in a few minutes); its intervals say how settled it got.
-COMPARE_BENCH_MIN_SECONDS = 10.0
-COMPARE_BENCH_MAX_FACTOR = 3.0  # measured at most this many times --bench-seconds per batch size
+# The comparison's own bench (`--set compare.bench.FIELD=VALUE`), shorter than `ampgan bench`'s default: it
+# has three batch sizes and two training runs to fit in a few minutes; its intervals say how settled it got.
+# Its base, precisions, memory format and compile setting are the study's (study/race.py bench_once).
+COMPARE_BENCH = BenchSpec(
+    batch_sizes=(16, 64, 256), warmup=1, min_seconds=10.0, max_seconds=30.0, measure_compile_times=False
+)
 # A study's runs save a checkpoint this often (training time), so a crash or kill -9 loses at most this
 # much of a run: the rest continues from it (checkpoints cost no training time: the clock excludes them).
 STUDY_CHECKPOINT_EVERY_S = 30.0
@@ -24,17 +28,11 @@ STUDY_CHECKPOINT_EVERY_S = 30.0
 DEFAULT_BUDGET_S = 40.0
 
 
-def _compare_defaults() -> TrainConfig:
-    return TrainConfig(budget=BudgetConfig(time_budget_s=DEFAULT_BUDGET_S))
-
-
 def compare_base(changes: dict) -> TrainConfig:
     """The config every run of a study trains, from {config path: value}: DEFAULT_BUDGET_S of training
     unless the changes give a time budget, and a step budget alone when they give only steps."""
-    changes = dict(changes)
-    if "budget.time_budget_s" not in changes:
-        changes["budget.time_budget_s"] = None if changes.get("budget.steps") is not None else DEFAULT_BUDGET_S
-    return build_config(changes)
+    budget_s = None if changes.get("budget.steps") is not None else DEFAULT_BUDGET_S
+    return build_config({"budget.time_budget_s": budget_s}, changes)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -46,7 +44,7 @@ class CompareSpec:
     # What every run trains: data, model and its options, optimizer, device, batch size, budget, seed
     # (the first seed). Each run takes it whole, in its own precision: `compare` studies whatever
     # `train` would train.
-    base: TrainConfig = field(default_factory=_compare_defaults)
+    base: TrainConfig = field(default_factory=lambda: compare_base({}))
     precisions: tuple[str, ...] = spec_field(
         (), "Comma-separated; default fp32 and this device's best mixed mode.", "precision_list"
     )
@@ -58,17 +56,11 @@ class CompareSpec:
     )
     eval_points: int = spec_field(4, "Evaluations during training.", "whole", common=False)
     eval_samples: int = spec_field(1000, "Generated samples per evaluation.", "whole2", common=False)
-    bench: Path | None = spec_field(None, "Reuse these bench results instead of measuring.", "path", common=False)
-    bench_batch_sizes: tuple[int, ...] = spec_field(
-        (16, 64, 256), "Batch sizes the bench measures.", "int_list", common=False
+    bench_results: Path | None = spec_field(
+        None, "Reuse these bench results instead of measuring.", "path", common=False, flag="--bench"
     )
-    bench_steps: int = 5
-    bench_seconds: float = spec_field(
-        COMPARE_BENCH_MIN_SECONDS,
-        "Measure the bench at least this long per batch size (at most three times as long).",
-        "positive",
-        common=False,
-    )
+    # The bench of the study's step: every setting of `ampgan bench` but the precisions (the study's own).
+    bench: BenchSpec = nested_spec(COMPARE_BENCH, "precisions")
     instance: str | None = spec_field(None, "Price the runs on this catalog instance.")
     price_per_hour: float | None = spec_field(None, "Price the runs at this hourly price.", "positive", common=False)
     target_accuracy: float | None = spec_field(
@@ -81,6 +73,21 @@ class CompareSpec:
     # The precisions whose runs (and bench steps) are torch.compile'd; None: decided per precision,
     # where compiling pays for itself over the time budget on this machine (speed/compilation.py).
     compile: tuple[str, ...] | None = None
+
+    # Settings that moved: {old name: its path now}; given, each is one error line naming the new one.
+    MOVED = {
+        "bench": "bench_results",
+        "bench_batch_sizes": "bench.batch_sizes",
+        "bench_seconds": "bench.min_seconds (and bench.max_seconds)",
+        "bench_steps": "bench.steps",
+    }
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.bench, BenchSpec):
+            raise AmpganError(
+                f"compare's bench is its settings (bench.batch_sizes, ...), not {self.bench!r}: reuse bench "
+                "results with bench_results=PATH"
+            )
 
     @property
     def seed(self) -> int:
@@ -115,27 +122,42 @@ class CompareSpec:
 
     @classmethod
     def from_document(cls, document: dict, folder: Path, path: Path) -> CompareSpec:
-        """The spec a study.json (`path`, in the study `folder`) recorded (to_document's inverse). What it
-        records is input: its paths are used only inside the study or ampgan's own cache (files/paths.py),
-        and its config never makes ampgan write where the data lives (config_from_document)."""
+        """The spec a study.json or compare.json (`path`, in the study `folder`) recorded (to_document's inverse),
+        also as versions before the bench was a BenchSpec wrote it (`bench` the results reused; bench_batch_sizes,
+        bench_steps, bench_seconds measured at least that long and at most three times as long). What it
+        records is input: its paths are used only inside the study or ampgan's own cache (files/paths.py), and
+        its config never makes ampgan write where the data lives (config_from_document)."""
+        document = dict(document)
+        if not isinstance(document.get("bench", {}), dict):
+            document["bench_results"] = document.pop("bench")
+        seconds = document.pop("bench_seconds", None)
+        bench = {
+            **document.get("bench", {}),
+            **{name: document.pop(f"bench_{name}") for name in ("batch_sizes", "steps") if f"bench_{name}" in document},
+            **({"min_seconds": seconds, "max_seconds": 3 * seconds} if seconds is not None else {}),
+        }
         own = {}
         for declared in fields(cls):
-            if declared.name == "base" or declared.name not in document:
+            if declared.name in ("base", "bench") or declared.name not in document:
                 continue
             value = document[declared.name]
-            if isinstance(value, list):
-                value = tuple(value)
             if declared.name in _PLACES:
                 value = recorded_place(folder, value, path, *_PLACES[declared.name])
             own[declared.name] = value
-        return cls(base=config_from_document(document["config"]), **own)
+        return cls(
+            base=config_from_document(document["config"]),
+            bench=replace(COMPARE_BENCH, **as_tuples(bench)),
+            **as_tuples(own),
+        )
 
     def to_document(self, precisions) -> dict:
         """What compare.json records of the spec: the comparison's own settings, the shared config, and
         the fields the report reads at the top level."""
-        own = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "base"}
+        own = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("base", "bench")}
         return {
             **_jsonable(own),
+            # The bench's settings (its base, precisions, memory format and compile setting are the study's).
+            "bench": _jsonable({name: getattr(self.bench, name) for name, _, _ in spec_settings(BenchSpec)}),
             "config": self.base.to_dict(),
             "dataset": self.base.data.dataset,
             "model": self.base.model.name,
@@ -151,13 +173,13 @@ class CompareSpec:
 
 # The places a spec records, each with what is done instead when a document names one outside the study.
 _PLACES = {
-    "bench": ("the bench results", "the study measures its own bench"),
+    "bench_results": ("the bench results", "the study measures its own bench"),
     "evaluator_cache": ("the evaluator cache", "the evaluator is cached in ampgan's own cache folder"),
 }
 
 
 def budget_text(time_budget_s: float | None, steps: int | None) -> str:
-    """How long each run trains: '40 s of training', '300 steps', both ('... or ...'), or the default."""
+    """How long each run trains: '90 s of training', '300 steps', both ('... or ...'), or the default."""
     parts = []
     if time_budget_s is not None:
         parts.append(f"{time_budget_s:g} s of training")
