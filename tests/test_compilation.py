@@ -245,7 +245,6 @@ def test_compare_compiles_the_precisions_where_it_pays_and_says_so(tmp_path, cap
     )
     monkeypatch.setenv("AMPGAN_COMPILE_BACKEND", "eager")
     own_decision_cache(monkeypatch, tmp_path)
-    monkeypatch.setattr("ampgan.study.spec.COMPARE_BENCH_MIN_SECONDS", 0.0)  # the bench's plumbing, not its timing
     out = tmp_path / "c"
     code, _, err = run_short_compare(capsys, TINY, out)
     assert code == 0, err

@@ -40,13 +40,13 @@ def test_a_recorded_place_is_used_only_inside_the_study_or_ampgans_cache(tmp_pat
     study.mkdir()
     if recorded == "CACHE":
         recorded = str(cache_dir() / "evaluators-elsewhere")
-    document = _spec_document(evaluator_cache=recorded, bench=recorded)
+    document = _spec_document(evaluator_cache=recorded, bench_results=recorded)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         spec = CompareSpec.from_document(document, study, study / "study.json")
     said = [str(w.message) for w in caught if issubclass(w.category, AmpganWarning)]
     if expected is None:
-        assert spec.evaluator_cache is None and spec.bench is None
+        assert spec.evaluator_cache is None and spec.bench_results is None
         assert len(said) == 2 and all("outside" in line and "ignored" in line for line in said), said
     else:
         root = study if expected == "study" else cache_dir()
@@ -77,7 +77,7 @@ def test_compare_resume_writes_nothing_where_study_json_points(originals, tmp_pa
     (outside / "results.json").write_text(json.dumps(bench))
     progress = json.loads((study / "study.json").read_text())
     progress["spec"]["evaluator_cache"] = "../evcache"
-    progress["spec"]["bench"] = str(outside / "results.json")
+    progress["spec"]["bench_results"] = str(outside / "results.json")
     progress["bench_done"] = False
     (study / "study.json").write_text(json.dumps(progress))
     before = sorted(os.listdir(tmp_path))
