@@ -9,23 +9,9 @@ import struct
 
 import pytest
 import torch
-from conftest import fill_the_disk, run_cli
+from conftest import ORIGINALS_TINY, fill_the_disk, run_cli
 
-TINY = [
-    "--dataset",
-    "synthetic",
-    "--width",
-    "8",
-    "--set",
-    "model.z_dim=16",
-    "--batch-size",
-    "8",
-    "--device",
-    "cpu",
-    "--quiet",
-    "--no-channels-last",
-    "--no-compile",
-]
+TINY = ORIGINALS_TINY  # the same tiny run the session's originals were made with (conftest.py)
 DAMAGES = ["truncated", "wrong type", "missing field", "foreign", "not utf-8"]
 
 
