@@ -361,7 +361,7 @@ def test_the_python_api_returns_the_verdict_as_data(tmp_path):
         seeds=1,
         eval_points=1,
         eval_samples=40,
-        bench={"batch_sizes": [8], "min_seconds": 0.2, "max_seconds": 0.6},
+        bench={"batch_sizes": [8], "min_seconds": 0.2, "max_seconds": 3.0},  # bf16 measured even on a busy machine
     )
     assert study.outcome == "raced" and study.precisions == ["fp32", "bf16"]
     assert study.headline == "frechet_distance" and study.verdict == study.document["verdict"]
