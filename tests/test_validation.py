@@ -54,6 +54,12 @@ def test_the_leave_one_model_out_error_is_what_ampgan_ships_and_the_docs_state(r
     for r in records:
         assert r["speedup_error"] >= 1 and min(r["time_errors"]) >= 1
         assert r["band"][0] <= r["projected_speedup"] <= r["band"][1]
+    # A band is never narrower than the error measured on rows it did not see: each generation's shipped band
+    # spans at least its left-out median error each way, and the validation's bands hold the coverage target.
+    assert summary["overall"]["coverage"] >= cf.COVERAGE
+    for generation, band in load_composition().bands.items():
+        low, high = band["speedup"]
+        assert math.exp(min(-low, high)) >= summary[generation]["median_speedup_error"] * 0.999, generation
 
 
 def test_each_row_is_predicted_without_its_model(recomputed):
@@ -124,6 +130,41 @@ def test_meta_autocast_casts_as_cuda_autocast_does():
 
     ops = [(r.op, r.dtype) for r in record_ops(forward)]
     assert ("aten.addmm", "float16") in ops and ops.count(("aten._to_copy", "float32")) >= 3
+
+
+def test_a_model_trained_with_apex_o2_is_traced_in_fp16_throughout_with_master_weight_passes():
+    """DLE trains BERT, GNMT and Transformer-XL with apex O2: layer norm and softmax run in fp16 (autocast
+    would cast them to fp32), and the master weights cost a pass each way besides the update."""
+    from models import FIXED, Workload
+    from models.text import BertForQuestionAnswering
+
+    bert = FIXED["bert_base_squad"]
+    assert bert.amp == "O2" and FIXED["resnet50"].amp == "autocast"
+    tiny = {
+        amp: Workload(
+            "tiny",
+            lambda: BertForQuestionAnswering(1, 16, 2, vocab=64, positions=16),
+            lambda b: (
+                tuple(torch.zeros(b, 12, dtype=torch.long, device="meta") for _ in range(2))
+                + tuple(torch.zeros(b, dtype=torch.long, device="meta") for _ in range(2))
+            ),
+            bert.loss,
+            bert.optimizer,
+            "",
+            "",
+            amp,
+        )
+        for amp in ("O2", "autocast")
+    }
+    tables = {amp: trace_models.trace_workload(w, "fp16") for amp, w in tiny.items()}
+    forward = ("aten.native_layer_norm", "aten._softmax")
+    norms = {amp: {r.dtype for r in t.rows if r.op in forward} for amp, t in tables.items()}
+    assert norms == {"O2": {"float16"}, "autocast": {"float32"}}
+    casts = {amp: sum(r.op == "aten._to_copy" for r in t.rows) for amp, t in tables.items()}
+    assert casts["O2"] < casts["autocast"]
+    weights = sum(p.numel() for p in tiny["O2"].build().parameters())
+    unscale = {amp: next(r for r in t.rows if r.op == trace_models.AMP_UNSCALE) for amp, t in tables.items()}
+    assert unscale["O2"].bytes_at(8) == 12 * weights and unscale["autocast"].bytes_at(8) == 8 * weights
 
 
 def test_one_d_dilated_convolutions_and_batched_products_get_kernel_shapes():

@@ -7,7 +7,8 @@ Each model (models/__init__.py) is built on the meta device (shapes only: BERT-l
 memory) and one training step traced at batch 8 and 16 in fp32 and in fp16 mixed precision, written as
 intercept + slope x batch per operation as ampgan bench writes a GAN's. fp16: the forward and loss under
 CUDA autocast's casts (models/autocast.py: torch.autocast has no meta backend), the loss scaled, the
-backward, then the scaler's unscale-and-check pass over the fp32 gradients. Both: the fused optimizer
+backward, then the scaler's unscale-and-check pass over the fp32 gradients; a model DLE trains with apex O2
+(Workload.amp) runs its whole network in fp16 instead, with the master weights' passes. Both: the fused optimizer
 update CUDA runs (bench/ops.py FUSED_UPDATES). `--check NAME` re-traces one model and exits 1 when it no
 longer matches the cache (the test does this for a small one).
 """
@@ -47,7 +48,9 @@ def trace_step(
         p.grad = None
 
     def step():
-        if precision == FP16:
+        if precision == FP16 and workload.amp == "O2":  # the network itself is fp16 (trace_workload)
+            (workload.loss(model, batch).float() * LOSS_SCALE).backward()
+        elif precision == FP16:
             # CPU autocast on as well: no meta tensor goes through it, but nn.LSTM accepts an fp16 input to
             # fp32 weights only while some autocast is on (as CUDA autocast is on a GPU).
             with torch.autocast("cpu", dtype=torch.float16), MetaAutocast():
@@ -58,7 +61,10 @@ def trace_step(
 
     records = record_ops(step)
     if precision == FP16:
-        moved = sum(p.grad.numel() * 4 * 2 for p in model.parameters() if p.grad is not None)
+        # autocast: read and write every fp32 gradient; apex O2: fp16 gradients to fp32 master gradients (2 + 4
+        # bytes), and after the update the masters back into the fp16 network (4 + 2)
+        per_weight = 12 if workload.amp == "O2" else 8
+        moved = sum(p.grad.numel() * per_weight for p in model.parameters() if p.grad is not None)
         records.append(OpRecord(AMP_UNSCALE, "memory", "float32", 1, 0.0, float(moved), optimizer=False))
     update = fused_update(optimizer)
     if update is not None:
@@ -71,6 +77,8 @@ def trace_workload(workload: Workload, precision: str) -> OpTable:
         model = workload.build()
     model.train()
     optimizer = workload.optimizer(list(model.parameters()))
+    if precision == FP16 and workload.amp == "O2":
+        model.half()  # the optimizer keeps its (fp32 master) update: bench/ops.fused_update charges 4-byte weights
     small, large = TRACE_BATCH_SIZES
     traces = [trace_step(workload, model, optimizer, size, precision) for size in (small, large)]
     return OpTable(precision, tuple(affine_rows(traces[0], traces[1], small, large)), (small, large), "meta")

@@ -42,6 +42,9 @@ class Workload:
     optimizer: Callable[[list], torch.optim.Optimizer]
     sample: str  # what one sample is (the throughput's unit is items_per_sample of these)
     training: str  # loss, optimizer and approximations, as DLE's README trains it
+    # How its mixed precision ran: "autocast" (torch.cuda.amp, apex O1), or "O2" (apex amp.initialize at O2:
+    # the whole network in fp16, layer norms and softmax included, with fp32 master weights).
+    amp: str = "autocast"
 
 
 def _meta(*shape, dtype=torch.float32):
@@ -96,7 +99,9 @@ def _txl(size: str, length: int) -> Workload:
         Lamb,
         f"a {length}-token segment of WikiText-103 (with {length} tokens of memory)",
         "adaptive softmax cross entropy, LAMB (DLE's jitlamb); the adaptive input looked up in its head table "
-        "and the tail clusters run on a fixed share of the tokens (text.AdaptiveSoftmax)",
+        "and the tail clusters run on a fixed share of the tokens (text.AdaptiveSoftmax); apex O2 (train.py's "
+        "default --amp apex, --apex_amp_opt_level O2)",
+        "O2",
     )
 
 
@@ -111,7 +116,8 @@ def _gnmt(tokens: int) -> Workload:
         f"one WMT16 en-de sentence pair, {side} tokens a side (the rows' {tokens} tokens per pair)",
         "label-smoothed (0.1) cross entropy, Adam; attention computed for all target steps at once after the "
         "first decoder layer (GNMT v2's recurrent attention feeds each step's context to the next layers: the "
-        "same products)",
+        "same products); apex O2 (seq2seq/train/trainer.py: amp.initialize(opt_level='O2'))",
+        "O2",
     )
 
 
@@ -168,7 +174,9 @@ FIXED: dict[str, Workload] = {
             _squad,
             _adam,
             f"one {BERT_LENGTH}-token SQuAD sequence",
-            "start/end cross entropy, Adam (DLE's BertAdam, fused)",
+            "start/end cross entropy, Adam (DLE's BertAdam, fused); apex O2 (run_squad.py: "
+            "amp.initialize(opt_level='O2', keep_batchnorm_fp32=False))",
+            "O2",
         ),
         Workload(
             "bert_large_squad",
@@ -177,7 +185,9 @@ FIXED: dict[str, Workload] = {
             _squad,
             _adam,
             f"one {BERT_LENGTH}-token SQuAD sequence",
-            "start/end cross entropy, Adam (DLE's BertAdam, fused)",
+            "start/end cross entropy, Adam (DLE's BertAdam, fused); apex O2 (run_squad.py: "
+            "amp.initialize(opt_level='O2', keep_batchnorm_fp32=False))",
+            "O2",
         ),
         Workload(
             "ncf",

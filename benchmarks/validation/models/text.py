@@ -158,7 +158,7 @@ class TransformerXL(nn.Module):
         batch, length = tokens.shape
         # The adaptive input: every token looked up in the head table (the others' lookups are a few percent).
         x = self.embedding_projections[0](self.embeddings[0](tokens.clamp(max=AdaptiveSoftmax.CUTOFFS[0] - 1)))
-        positions = torch.zeros(memory_length + length, self.d_model, device=tokens.device)
+        positions = torch.zeros(memory_length + length, self.d_model, device=tokens.device, dtype=x.dtype)
         for layer in self.layers:
             memory = torch.zeros(batch, memory_length, self.d_model, device=tokens.device, dtype=x.dtype)
             x = layer(x, memory, positions)

@@ -130,10 +130,6 @@ def step_parts(rows: Iterable[OpRow], batch_size: float, gpu: GpuSpec, precision
     return StepParts(matrix, other, other_16, cast, update, memory_ops, sum(r.weight for r in rows))
 
 
-def _value(params: dict, name: str, generation: str) -> float:
-    return params["global"][name] + params.get("generations", {}).get(generation, {}).get(name, 0.0)
-
-
 def clock_factor(gpu: GpuSpec, watts_per_sm: float) -> float:
     """The share of the boost clock a board's power limit sustains under matrix work (1 without a limit)."""
     if not gpu.watts:

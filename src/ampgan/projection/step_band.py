@@ -178,13 +178,12 @@ def pseudo_step_check(
     layers_per_step: tuple[int, int] = (3, 9),
     seed: int = 0,
 ) -> dict:
-    """Pseudo-steps of whole layers (each layer's every batch and pass), drawn from one half of the
-    layers, composed with the correlations measured on the other half (`correlations_of_half(h)`:
-    measured without half h). Each pseudo-step says what multiple of its composed band holds its
-    measured fp32 -> 16-bit speedup; `step_scale`, the multiple that holds `share` of them, widens every
-    projected step's band (1 when the composition alone holds them). Out of sample: the multiple from one
-    half's pseudo-steps is held against the other half's, and the band's width is reported beside that
-    of every kernel at its band's end at once (what the step's band was before).
+    """Pseudo-steps of whole layers (each layer's every batch and pass), drawn from one half of the layers,
+    composed with the correlations measured on the other (`correlations_of_half(h)`: without half h). Each
+    says what multiple of its composed band holds its measured fp32 -> 16-bit speedup; `step_scale`, the
+    multiple that holds `share` of them, widens every projected step's band (1 when the composition alone
+    holds them). Out of sample: the multiple from one half's pseudo-steps is held against the other half's,
+    and the band's width is reported beside that of every kernel at its band's end at once.
 
     measured and predicted: (fp32 ms, 16-bit ms) per kernel, predicted out of sample; log_band: each
     kernel's (low, high) log factor on its predicted speedup, from other folds' residuals."""

@@ -192,41 +192,37 @@ def step_estimate(
     w = np.asarray(weights, dtype=float)
     timed = kernel_times(kernels, gpu, precision, calibration, widening)
     matrix = timed.seconds * w
-    # The step's speedup band: each kernel's class band scaled by how its errors add up over this step's
-    # kernels (step_band.py: measured correlations, then the multiple that holds DeepBench's pseudo-steps,
-    # at least 1), an uncalibrated
-    # architecture's shift added whole, since it moves every kernel at once.
+    # The step's speedup band: each kernel's class band scaled by how its errors add up over this step's kernels
+    # (step_band.py: measured correlations, then the multiple that holds DeepBench's pseudo-steps, at least 1),
+    # an uncalibrated architecture's shift added whole, since it moves every kernel at once.
     cross_validation = calibration.residuals
+    spreads = (timed.speedup_high - timed.speedup_low) / 2
+    filters = frozenset(tuple(f) for f in cross_validation["filters"])
     scale = cross_validation["pseudo_steps"]["step_scale"] * composition_factor(
-        kernels,
-        matrix,
-        (timed.speedup_high - timed.speedup_low) / 2,
-        cross_validation["correlation"],
-        band_class,
-        frozenset(tuple(f) for f in cross_validation["filters"]),
+        kernels, matrix, spreads, cross_validation["correlation"], band_class, filters
     )
     shift = math.log(widening) * timed.varied
     step_speedup_band = (scale * timed.speedup_low - shift, scale * timed.speedup_high + shift)
     flops = np.array([k.flops() for k in kernels]) * w
     # The other operations: memory traffic at the assumed bandwidth fraction, a launch gap each.
-    other = {"mid": 0.0, "low": 0.0, "high": 0.0}
     memory_rows = [r for r in rows if r.unit != "matrix"]
-    for row in memory_rows:
-        data = row.bytes_at(batch_size) * row.weight / (gpu.bandwidth_gbs * 1e9)
-        other["mid"] += data / BANDWIDTH_FRACTION.mid + row.weight * sum(LAUNCH_GAP_S) / 2
-        other["low"] += data / BANDWIDTH_FRACTION.high + row.weight * LAUNCH_GAP_S[0]
-        other["high"] += data / BANDWIDTH_FRACTION.low + row.weight * LAUNCH_GAP_S[1]
+    data = sum(r.bytes_at(batch_size) * r.weight for r in memory_rows) / (gpu.bandwidth_gbs * 1e9)
+    launches = sum(r.weight for r in memory_rows)
+    other = {
+        "mid": data / BANDWIDTH_FRACTION.mid + launches * sum(LAUNCH_GAP_S) / 2,
+        "low": data / BANDWIDTH_FRACTION.high + launches * LAUNCH_GAP_S[0],
+        "high": data / BANDWIDTH_FRACTION.low + launches * LAUNCH_GAP_S[1],
+    }
     operations = sum(r.weight for r in rows)
     host = operations * dispatch_s
     gpu_mid = float(matrix.sum()) + other["mid"]
     gpu_low = float((matrix * timed.time_low).sum()) + other["low"]
     gpu_high = float((matrix * timed.time_high).sum()) + other["high"]
-    launch_part = sum(r.weight for r in memory_rows) * sum(LAUNCH_GAP_S) / 2
+    launch_part = launches * sum(LAUNCH_GAP_S) / 2
+    memory_bound = w * np.where(timed.compute < timed.memory, timed.seconds, 0)
     by_bound = {
-        "compute": float((w * np.where(timed.compute >= timed.memory, timed.seconds, 0)).sum()),
-        "memory": float((w * np.where(timed.compute < timed.memory, timed.seconds, 0)).sum())
-        + other["mid"]
-        - launch_part,
+        "compute": float((matrix - memory_bound).sum()),
+        "memory": float(memory_bound.sum()) + other["mid"] - launch_part,
         "launch": launch_part,
         "host": host if host > gpu_mid else 0.0,
     }
