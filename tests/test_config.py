@@ -48,7 +48,7 @@ def test_parse_loss_scale():
         (dict(channels=2), "data.channels", "must be 1 or 3"),
         (dict(steps=0), "budget.steps", "must be a whole number"),
         (dict(time_budget=float("nan")), "budget.time_budget_s", "positive, finite"),
-        (dict(lr=-1.0), "optim.lr_g", "positive"),
+        (dict(lr_g=-1.0), "optim.lr_g", "positive"),
         (dict(seed=-3), "seed", "at least 0"),
     ],
 )

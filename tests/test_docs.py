@@ -146,7 +146,7 @@ def test_the_settings_table_and_the_help_come_from_the_declarations(capsys):
     code, table, _ = run_cli(capsys, "config", "--markdown")
     assert code == 0
     documented = (root / "docs" / "config.md").read_text().split("<!-- settings:begin -->\n")[1].split("<!--")[0]
-    assert documented == table, "docs/config.md's settings table is stale: paste 'ampgan config --markdown' there"
+    assert documented == table, "docs/config.md's settings table is stale: ampgan config --write docs/config.md"
     for name, command in cli.commands.items():
         shown = [p for p in command.params if isinstance(p, click.Option) and not p.hidden]
         assert len(shown) <= 25, f"ampgan {name} --help lists {len(shown)} options"
