@@ -46,8 +46,7 @@ def setting(default, help: str, flag: bool | str = False, kind: str = "text", sk
     (True: --field-name; a text: that option; False: reached as `--set PATH=VALUE` only) and the kind of
     value a flag or `--set` takes (cli/options.py: whole, positive, duration, int_list, switch, ...). A field
     that is a nested spec (compare's bench) names the fields its owner sets itself in `skip`."""
-    kept = {"default_factory": lambda: dict(default)} if isinstance(default, dict) else {"default": default}
-    return dataclasses.field(**kept, metadata={"help": help, "flag": flag, "kind": kind, "skip": skip})
+    return dataclasses.field(default=default, metadata={"help": help, "flag": flag, "kind": kind, "skip": skip})
 
 
 @dataclasses.dataclass(frozen=True)

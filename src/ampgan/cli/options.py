@@ -65,10 +65,6 @@ def PositiveNumber() -> Number:  # noqa: N802 - reads like the other types where
     return Number(lambda x: math.isfinite(x) and x > 0, "must be positive and finite")
 
 
-def Fraction() -> Number:  # noqa: N802
-    return Number(lambda x: 0 < x <= 1, "is a fraction in (0, 1]")
-
-
 class Parsed(click.ParamType):
     """A value read by one of config.py's parsers; the parser's AmpganError becomes the option's error."""
 
@@ -84,61 +80,33 @@ class Parsed(click.ParamType):
             self.fail(str(error), param, ctx)
 
 
-def Duration() -> Parsed:  # noqa: N802 - reads like the other types where it is used
-    """90s, 7m, 1h30m or plain seconds -> seconds (> 0)."""
-    return Parsed(positive_duration, "duration")
+def _whole_numbers(text: str) -> tuple[int, ...]:
+    """'16,64,256' -> (16, 64, 256): batch sizes, each at least 1."""
+    try:
+        values = tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise AmpganError(f"takes whole numbers separated by commas, e.g. 16,64,256; got {text!r}") from None
+    if not values or min(values) < 1:
+        raise AmpganError(f"needs at least one value, each at least 1; got {text!r}")
+    return values
 
 
-def LossScale() -> Parsed:  # noqa: N802
-    """'dynamic' -> None (GradScaler decides), a number -> that static scale."""
-    return Parsed(parse_loss_scale, "scale")
+def _precisions(text: str) -> tuple[str, ...]:
+    """'fp32,bf16' -> ('fp32', 'bf16'), each a precision's name."""
+    names = tuple(part.strip() for part in text.split(",") if part.strip())
+    unknown = [name for name in names if name not in PRECISION_NAMES]
+    if not names or unknown:
+        wrong = f"has unknown precision {unknown[0]!r}: choose from" if unknown else "needs at least one of"
+        raise AmpganError(f"{wrong} {', '.join(PRECISION_NAMES)}")
+    return names
 
 
-def StepsOrDuration() -> Parsed:  # noqa: N802
-    """'500' -> ('steps', 500); '10m' -> ('seconds', 600.0)."""
-    return Parsed(parse_steps_or_duration, "steps|duration")
-
-
-class IntList(click.ParamType):
-    name = "list"
-
-    def convert(self, value, param, ctx):
-        if isinstance(value, tuple):
-            return value
-        try:
-            values = tuple(int(part) for part in str(value).split(",") if part.strip())
-        except ValueError:
-            self.fail(f"takes whole numbers separated by commas, e.g. 16,64,256; got {value!r}", param, ctx)
-        if not values or min(values) < 1:
-            self.fail(f"needs at least one value, each at least 1; got {value!r}", param, ctx)
-        return values
-
-
-class PrecisionList(click.ParamType):
-    name = "precisions"
-
-    def convert(self, value, param, ctx):
-        if isinstance(value, tuple):
-            return value
-        names = tuple(p.strip() for p in str(value).split(",") if p.strip())
-        if not names:
-            self.fail(f"needs at least one of {', '.join(PRECISION_NAMES)}", param, ctx)
-        for name in names:
-            if name not in PRECISION_NAMES:
-                self.fail(f"has unknown precision {name!r}: choose from {', '.join(PRECISION_NAMES)}", param, ctx)
-        return names
-
-
-class NameList(click.ParamType):
-    """Comma-separated names; an empty list is refused rather than read as 'the default'."""
-
-    name = "names"
-
-    def convert(self, value, param, ctx):
-        names = [n.strip() for n in str(value).split(",") if n.strip()]
-        if not names:
-            self.fail(f"needs at least one name, got {value!r}", param, ctx)
-        return ",".join(names)
+def _names(text: str) -> str:
+    """Comma-separated names, tidied; an empty list is refused rather than read as 'the default'."""
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    if not names:
+        raise AmpganError(f"needs at least one name, got {text!r}")
+    return ",".join(names)
 
 
 def compose(*decorators):
@@ -204,16 +172,16 @@ def _click_type(kind: str):
         "whole4": WholeNumber(4),
         "positive": PositiveNumber(),
         "nonnegative": Number(lambda x: math.isfinite(x) and x >= 0, "must be 0 or more"),
-        "fraction": Fraction(),
-        "duration": Duration(),
-        "loss_scale": LossScale(),
-        "steps_or_duration": StepsOrDuration(),
+        "fraction": Number(lambda x: 0 < x <= 1, "is a fraction in (0, 1]"),
+        "duration": Parsed(positive_duration, "duration"),  # 90s, 7m, 1h30m or plain seconds -> seconds (> 0)
+        "loss_scale": Parsed(parse_loss_scale, "scale"),  # 'dynamic' -> None (GradScaler decides), or a number
+        "steps_or_duration": Parsed(parse_steps_or_duration, "steps|duration"),  # ('steps', 500), ('seconds', 600.0)
         "precision": click.Choice(PRECISION_NAMES),
         "device": click.Choice(DEVICES),
         "channels": click.Choice(["1", "3"]),
-        "names": NameList(),
-        "int_list": IntList(),
-        "precision_list": PrecisionList(),
+        "names": Parsed(_names, "names"),
+        "int_list": Parsed(_whole_numbers, "list"),
+        "precision_list": Parsed(_precisions, "precisions"),
         "path": click.Path(path_type=Path),
     }.get(kind)
 
