@@ -4,7 +4,8 @@ A section knows its name in the config tree (`data`, `budget`, ...), so every pr
 by its path (`budget.batch_size must be a whole number of at least 1, got 0`), whoever set it: a
 command-line flag, `--set`, a config file or a Python caller. The field's annotation decides which
 types it takes (JSON and TOML bring ints where floats are meant: those become floats; a bool is never
-taken for a number); a section's `check()` adds the ranges.
+taken for a number), its kind (`setting`) the range (whole, whole4, positive, duration); a section's `check()`
+adds the rest.
 
 Every setting is declared once, on its field (`setting(default, help, flag=...)`): in a section, and in a
 command's own spec (bench/spec.py BenchSpec, study/spec.py CompareSpec). `settings()` walks a spec and
@@ -131,10 +132,16 @@ class Section:
             if isinstance(value, bool) and bool not in allowed or not isinstance(value, allowed):
                 wanted = " or ".join("null" if t is type(None) else t.__name__ for t in allowed)
                 raise ConfigError(self.path(field.name), f"takes {wanted}, got {value!r}")
+        for field in dataclasses.fields(self):  # the range its kind names: whole4 is a whole number >= 4
+            kind = field.metadata.get("kind", "")
+            if kind.startswith("whole"):
+                self.whole(field.name, int(kind[5:] or "1"), optional=True)
+            elif kind in ("positive", "duration"):
+                self.positive(field.name, optional=True)
         self.check()
 
     def check(self) -> None:
-        """Ranges and relations between this section's fields (the types are checked already)."""
+        """Relations between this section's fields and ranges no kind names (types and kinds are checked)."""
 
     @classmethod
     def path(cls, field_name: str) -> str:

@@ -38,7 +38,8 @@ def option_changes(options: dict[str, Any]) -> dict[str, Any]:
         if name not in named:
             refuse_unknown("the config", name, named)
         if named[name].kind == "steps_or_duration":
-            unit, every = value if isinstance(value, tuple) else parse_steps_or_duration(value)
+            value = parse_steps_or_duration(value) if isinstance(value, str) else value  # '500', '10m'
+            unit, every = value if isinstance(value, tuple) else ("steps", value)  # a number: steps, checked there
             changes.update({"checkpoints.every_steps": None, "checkpoints.every_s": None})
             changes["checkpoints.every_steps" if unit == "steps" else "checkpoints.every_s"] = every
         else:

@@ -90,8 +90,6 @@ class OptimConfig(Section):
     beta2: float | None = setting(None, "Adam's beta2 for both networks (default: the model's).")
 
     def check(self) -> None:
-        self.positive("lr_g", optional=True)
-        self.positive("lr_d", optional=True)
         for name in ("beta1", "beta2"):
             value = getattr(self, name)
             if value is not None and not 0 <= value < 1:
@@ -158,11 +156,6 @@ class BudgetConfig(Section):
         None, "Stop after this much training wall time, e.g. 7m, 90s, 1h.", "--time-budget", "duration"
     )
 
-    def check(self) -> None:
-        self.whole("batch_size")
-        self.whole("steps", optional=True)
-        self.positive("time_budget_s", optional=True)
-
 
 @dataclass(frozen=True, kw_only=True)
 class CheckpointConfig(Section):
@@ -176,9 +169,7 @@ class CheckpointConfig(Section):
     keep: int = setting(3, "How many recent checkpoints to keep.", kind="whole")
 
     def check(self) -> None:
-        self.whole("every_steps", optional=True)
-        self.positive("every_s", optional=True)
-        self.whole("keep")
+        self.whole("every_steps", optional=True)  # its kind reads steps or a time: the steps are checked here
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -189,10 +180,6 @@ class LoggingConfig(Section):
     sample_every: int = setting(500, "Steps between sample grids.", kind="whole")
     samples_per_class: int = setting(8, "Images per class in a sample grid (its columns).", kind="whole")
     tensorboard: bool = setting(False, "Also write TensorBoard event files.", kind="flag")
-
-    def check(self) -> None:
-        for name in ("log_every", "sample_every", "samples_per_class"):
-            self.whole(name)
 
 
 SECTIONS: dict[str, type[Section]] = {

@@ -51,10 +51,8 @@ class DataConfig(Section):
     def check(self) -> None:
         if not self.dataset.strip():
             raise ConfigError(self.path("dataset"), "is empty: name a dataset such as digits, or folder:PATH")
-        self.whole("image_size", minimum=4, optional=True)
         if self.channels is not None and self.channels not in CHANNEL_COUNTS:
             raise ConfigError(self.path("channels"), f"must be 1 or 3, got {self.channels}")
-        self.whole("max_per_class", optional=True)
         if self.classes is not None and not self.class_list:
             raise ConfigError(self.path("classes"), "needs at least one class name, e.g. apple,eye,fish")
         for name in _DATASET_FIELDS:
