@@ -48,19 +48,22 @@ def test_bench_then_project_return_what_their_commands_write(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "call",
+    ("call", "closest"),
     [
-        lambda out: ampgan.bench("acgan", out, settings=TINY, batch_size=[8]),
-        lambda out: ampgan.project(out, device="T4"),
-        lambda out: ampgan.compare("acgan", out, seed=3),
+        (lambda out: ampgan.bench("acgan", out, settings=TINY, batch_size=[8]), "batch_sizes"),
+        (lambda out: ampgan.project(out, device="T4"), "devices"),
+        (lambda out: ampgan.compare("acgan", out, seed=3), "seeds"),
+        (lambda out: ampgan.compare("acgan", out, bench={"warmups": 1}), "bench.warmup"),
+        (lambda out: ampgan.bench("acgan", out, settings=TINY, max_second=3), "max_seconds"),
     ],
-    ids=["bench", "project", "compare"],
+    ids=["bench", "project", "compare", "compare-bench", "bench-seconds"],
 )
-def test_a_setting_the_command_does_not_have_is_one_line_naming_its_settings(tmp_path, call):
+def test_a_setting_the_command_does_not_have_is_one_line_naming_its_settings(tmp_path, call, closest):
     with pytest.raises(AmpganError) as refused:
         call(tmp_path / "out")
     message = str(refused.value)
     assert "has no setting" in message and "its settings are" in message and "\n" not in message
+    assert f"did you mean {closest}?" in message
     assert not (tmp_path / "out").exists()  # refused before anything is written
 
 

@@ -10,8 +10,9 @@ from conftest import run_cli, tiny_config
 
 import ampgan
 from ampgan.bench.harness import BenchSpec
-from ampgan.cli.options import spec_values
+from ampgan.cli.options import own_values
 from ampgan.errors import AmpganError
+from ampgan.sections import with_settings
 from ampgan.study.progress import StudyProgress, open_progress, study_identity
 from ampgan.study.spec import COMPARE_BENCH, CompareSpec
 
@@ -26,11 +27,12 @@ def _old_document(spec: CompareSpec, bench_seconds: float = 10.0) -> dict:
 
 def test_the_bench_settings_are_set_under_compare_bench_with_their_own_types():
     sets = ("compare.bench.batch_sizes=8,32", "compare.bench.max_seconds=2.5", "compare.bench.attainable=true")
-    values = spec_values(CompareSpec, "compare", {"sets": sets + ("compare.seeds=2", "bench.steps=9")})
-    assert values["seeds"] == 2  # bench.steps is the bench command's, not this one's
-    assert values["bench"] == replace(COMPARE_BENCH, batch_sizes=(8, 32), max_seconds=2.5, attainable=True)
+    values = own_values(CompareSpec(), "compare.", {"sets": sets + ("compare.seeds=2", "bench.steps=9")})
+    assert values["seeds"] == 2 and "steps" not in values  # bench.steps is the bench command's, not this one's
+    values = with_settings(CompareSpec(), values, "compare").bench
+    assert values == replace(COMPARE_BENCH, batch_sizes=(8, 32), max_seconds=2.5, attainable=True)
     # What is not given is the study's own default, declared once (COMPARE_BENCH), not `ampgan bench`'s.
-    assert (values["bench"].warmup, values["bench"].min_seconds, values["bench"].measure_compile_times) == (
+    assert (values.warmup, values.min_seconds, values.measure_compile_times) == (
         1,
         10.0,
         False,
@@ -71,7 +73,7 @@ def test_the_old_bench_flags_name_their_new_path(capsys, flag, path):
 def test_the_bench_command_keeps_its_own_settings_and_errors(capsys, tmp_path):
     """The bench command's spec (no nested spec, nothing moved) is read by the same code: a setting it lacks
     is one line naming its settings."""
-    values = spec_values(BenchSpec, "bench", {"sets": ("bench.warmup=3", "compare.seeds=2"), "steps": 4})
+    values = own_values(BenchSpec(), "bench.", {"sets": ("bench.warmup=3", "compare.seeds=2"), "steps": 4})
     assert values == {"warmup": 3, "steps": 4}
     code, _, err = run_cli(capsys, "bench", "--set", "bench.batch=8", "--out", str(tmp_path / "b"))
     assert code == 2 and "bench has no setting 'batch'" in err and err.count("\n") == 1, err
@@ -80,7 +82,7 @@ def test_the_bench_command_keeps_its_own_settings_and_errors(capsys, tmp_path):
 def test_the_python_api_takes_the_bench_as_a_dict_and_names_moved_settings(tmp_path):
     for call, named in [
         (lambda out: ampgan.compare("acgan", out, bench_seconds=1.0), "'bench_seconds': it moved to bench.min_seconds"),
-        (lambda out: ampgan.compare("acgan", out, bench={"precisions": ["fp32"]}), "has no setting 'precisions'"),
+        (lambda out: ampgan.compare("acgan", out, bench={"precisions": ["fp32"]}), "has no setting 'bench.precisions'"),
         (lambda out: ampgan.compare("acgan", out, bench="results.json"), "bench_results=PATH"),
     ]:
         with pytest.raises(AmpganError) as refused:

@@ -48,8 +48,15 @@ def test_parse_loss_scale():
         (dict(channels=2), "data.channels", "must be 1 or 3"),
         (dict(steps=0), "budget.steps", "must be a whole number"),
         (dict(time_budget=float("nan")), "budget.time_budget_s", "positive, finite"),
-        (dict(lr=-1.0), "optim.lr_g", "positive"),
+        (dict(lr_g=-1.0), "optim.lr_g", "positive"),
         (dict(seed=-3), "seed", "at least 0"),
+        # Ranges that come from the field's declared kind (sections.py setting), one per kind.
+        (dict(keep=0), "checkpoints.keep", "at least 1, got 0"),
+        (dict(image_size=3), "data.image_size", "at least 4, got 3"),
+        (dict(every_s=-1.0), "checkpoints.every_s", "positive, finite"),
+        (dict(lr_d=0.0), "optim.lr_d", "positive, finite"),
+        (dict(log_every=0), "logging.log_every", "at least 1"),
+        (dict(checkpoint_every=0), "checkpoints.every_steps", "at least 1"),
     ],
 )
 def test_every_field_is_checked_by_its_path(options, field, problem):

@@ -73,7 +73,7 @@ def two_process_run(tmp_path_factory):
         from ampgan.training.distributed import join_process_group, shutdown, world
         from ampgan.training.loop import prepare_run, run_training
         config = config_from_options(dataset="synthetic", width=8, z_dim=16, batch_size=8, device="cpu", steps=6,
-                                     log_every=2, sample_every=1000, checkpoint_every_steps=3)
+                                     log_every=2, sample_every=1000, checkpoint_every=3)
         device = join_process_group("cpu")
         result = run_training(prepare_run(config, device=device), "{folder / "run"}", show_progress=False)
         state = result.state.train

@@ -146,7 +146,7 @@ def test_the_settings_table_and_the_help_come_from_the_declarations(capsys):
     code, table, _ = run_cli(capsys, "config", "--markdown")
     assert code == 0
     documented = (root / "docs" / "config.md").read_text().split("<!-- settings:begin -->\n")[1].split("<!--")[0]
-    assert documented == table, "docs/config.md's settings table is stale: paste 'ampgan config --markdown' there"
+    assert documented == table, "docs/config.md's settings table is stale: ampgan config --write docs/config.md"
     for name, command in cli.commands.items():
         shown = [p for p in command.params if isinstance(p, click.Option) and not p.hidden]
         assert len(shown) <= 25, f"ampgan {name} --help lists {len(shown)} options"
@@ -157,6 +157,12 @@ def test_the_settings_table_and_the_help_come_from_the_declarations(capsys):
         ("train", "--keep", "checkpoints.keep"),
         ("compare", "--eval-points", "compare.eval_points"),
         ("bench", "--warmup", "bench.warmup"),
+        # Variants: a field beside a flagged one, a nested spec's setting, a renamed flag, a model option.
+        ("train", "--every-s", "checkpoints.every_s"),
+        ("compare", "--peak-tflops", "compare.bench.peak_tflops"),
+        ("compare", "--bench", "compare.bench_results"),
+        ("doctor", "--tensorboard", "logging.tensorboard"),
+        ("bench", "--z-dim", "model.z_dim"),
     ]:
         code, out, err = run_cli(capsys, command, "--dataset", "synthetic", flag, "12", "--device", "cpu")
         assert code == 2 and f"{flag} is no option: write --set {path}=VALUE" in err and err.count("\n") == 1, err
@@ -167,3 +173,42 @@ def test_the_settings_table_and_the_help_come_from_the_declarations(capsys):
         capsys, "train", "--dataset", "synthetic", "--set", "model.z_dim=12", "--dry-run", "--device", "cpu"
     )
     assert code == 0 and '"z_dim": 12' in out
+
+
+def test_each_commands_options_are_its_specs_flags():
+    """One walk of a command's spec makes its options: each setting's flag is the option of that name, with no
+    default of its own (the spec's applies); compare's bench settings have none (`--set` only)."""
+    import click
+
+    from ampgan.bench.spec import BenchSpec
+    from ampgan.cli import cli
+    from ampgan.config import TrainConfig
+    from ampgan.sections import settings
+    from ampgan.study.spec import CompareSpec
+
+    for name, spec, prefix in [
+        ("train", TrainConfig(), ""),
+        ("compare", CompareSpec(), "compare."),
+        ("bench", BenchSpec(), "bench."),
+    ]:
+        options = {p.name: p for p in cli.commands[name].params if isinstance(p, click.Option)}
+        flagged = {s.name: s for s in settings(spec, prefix) if s.flag and s.name in options}
+        assert all(options[n].opts[0] == s.flag and options[n].default is None for n, s in flagged.items())
+        assert {s.path for s in flagged.values()} >= {"data.dataset", "model.name", "seed"}
+    assert len([s for s in settings(TrainConfig()) if s.flag]) == 16  # train shows every config flag
+    assert not [s for s in settings(CompareSpec(), "compare.") if s.path.startswith("compare.bench.") and s.flag]
+
+
+def test_the_settings_page_is_written_by_the_generator(tmp_path, capsys):
+    """`ampgan config --write PAGE` puts the table between the page's markers, and leaves the rest; a page
+    without them is one error line."""
+    from conftest import run_cli
+
+    page = tmp_path / "config.md"
+    page.write_text("intro\n<!-- settings:begin -->\nold\n<!-- settings:end -->\nafter\n")
+    assert run_cli(capsys, "config", "--write", str(page))[0] == 0
+    code, table, _ = run_cli(capsys, "config", "--markdown")
+    assert page.read_text() == "intro\n<!-- settings:begin -->\n" + table + "<!-- settings:end -->\nafter\n"
+    (tmp_path / "plain.md").write_text("no markers\n")
+    code, _, err = run_cli(capsys, "config", "--write", str(tmp_path / "plain.md"))
+    assert code == 2 and "has no settings markers" in err and err.count("\n") == 1

@@ -232,7 +232,7 @@ def _tiny_config(**overrides):
         device="cpu",
         log_every=2,
         sample_every=1000,
-        checkpoint_every_steps=4,
+        checkpoint_every=4,
         keep=10,
     )
     return config_from_options(**(values | overrides))

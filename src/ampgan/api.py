@@ -27,13 +27,12 @@ continued from another one.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ampgan.config.flags import as_tuples, spec_settings
-from ampgan.errors import AmpganError
 from ampgan.runs.claim import default_out
+from ampgan.sections import with_settings
 from ampgan.study.answer import Study, study_of
 
 if TYPE_CHECKING:
@@ -53,27 +52,23 @@ def compare(
     """FP32 against mixed precision for `model` (a built-in name, "path.py:FUNCTION", "package.module:
     FUNCTION", or a model function), as `ampgan compare` runs it. `settings`: config paths and values
     (`{"data.dataset": "digits", "budget.steps": 300, "model.width": 16}`; the model's options are
-    `model.NAME`); the budget is study.spec.DEFAULT_BUDGET_S of training per run unless `budget.steps` or
+    `model.NAME`); the budget is the command's (CompareSpec's base) unless `budget.steps` or
     `budget.time_budget_s` says otherwise. `study_settings`: the study's own settings, the fields of
     study.spec.CompareSpec with the command's defaults (`precisions=["fp32", "bf16"]`, `seeds=3`,
     `eval_points`, `eval_samples`, `bench_results`, ...), its bench's as a dict (`bench={"batch_sizes": [8],
-    "min_seconds": 1.0, "max_seconds": 3.0}`: the `compare.bench.*` rows of `ampgan config --list`).
+    "min_seconds": 1.0, "max_seconds": 3.0}`: the `compare.bench.*` rows of `ampgan config --list`); an
+    unknown one is one error line naming the closest.
     `out`: the folder, runs/compare-<time> when None (as the command). The same call on a folder holding an
     interrupted study continues it."""
     from ampgan.study.progress import has_study
     from ampgan.study.session import run_study
-    from ampgan.study.spec import COMPARE_BENCH, CompareSpec, compare_base
+    from ampgan.study.spec import CompareSpec, compare_base
 
-    _refuse_unknown("compare", study_settings, {f.name for f in fields(CompareSpec)} - {"base"}, CompareSpec.MOVED)
-    bench = study_settings.pop("bench", {})
-    if isinstance(bench, dict):  # compare's bench: its own settings over the study's defaults (COMPARE_BENCH)
-        _refuse_unknown(
-            "compare's bench",
-            bench,
-            {name.partition(".")[2] for name, _, _ in spec_settings(CompareSpec) if name.startswith("bench.")},
-        )
-        bench = replace(COMPARE_BENCH, **as_tuples(bench))
-    spec = CompareSpec(base=compare_base(_with_model(model, settings)), bench=bench, **as_tuples(study_settings))
+    bench = study_settings.pop("bench", {})  # compare's bench, as a dict: its settings over the study's defaults
+    nested = {f"bench.{name}": value for name, value in bench.items()} if isinstance(bench, dict) else {"bench": bench}
+    spec = with_settings(
+        CompareSpec(base=compare_base(_with_model(model, settings))), study_settings | nested, "ampgan.compare"
+    )
     out = Path(out) if out is not None else default_out("compare")
     document, _, html = run_study(
         spec,
@@ -152,11 +147,6 @@ class Benched:
         return next((s for s in self.speedups if s["precision"] == precision and s["batch_size"] == batch_size), None)
 
 
-# The bench's settings the command line reaches besides its declared options (--compile, --channels-last,
-# --no-trace): each a field of BenchSpec.
-_BENCH_SWITCHES = ("compile", "channels_last", "trace_ops")
-
-
 def bench(
     model: str | Callable = "acgan",
     out: str | Path | None = None,
@@ -170,15 +160,14 @@ def bench(
     unless `settings` name a dataset). `bench_settings`: the bench's own, the fields of bench.spec.BenchSpec
     with the command's defaults (`batch_sizes=[64, 256]`, `precisions=["fp32", "bf16"]`, `steps`,
     `max_seconds`, `min_seconds`, ...; `ampgan config --list`), and `compile` / `channels_last` (the
-    precisions to compile or run channels-last) and `trace_ops`."""
+    precisions to compile or run channels-last) and `trace_ops`; an unknown one is one error line."""
     from ampgan.bench.spec import BenchSpec
     from ampgan.bench.to_folder import bench_summary, bench_to_folder, check_bench
     from ampgan.config import build_config
     from ampgan.training.precision import resolve_device
 
-    _refuse_unknown("bench", bench_settings, {name for name, _, _ in spec_settings(BenchSpec)} | set(_BENCH_SWITCHES))
     base = build_config({"data.dataset": "synthetic"}, _with_model(model, settings))
-    spec = BenchSpec(base=base, **as_tuples(bench_settings))
+    spec = with_settings(BenchSpec(base=base), bench_settings, "ampgan.bench")
     device = resolve_device(base.compute.device)
     check_bench(spec, device)
     out = Path(out) if out is not None else default_out("bench")
@@ -221,24 +210,11 @@ def project(
     projection.from_results.ProjectSpec (`devices="T4,A100"`, `batch_sizes=[64, 2048]`, `prices=PATH`)."""
     from ampgan.projection.from_results import ProjectSpec, project_results
 
-    _refuse_unknown("project", project_settings, {name for name, _, _ in spec_settings(ProjectSpec)})
-    spec = ProjectSpec(**as_tuples(project_settings))
+    spec = with_settings(ProjectSpec(), project_settings, "ampgan.project")
     projection, target, _ = project_results(
         Path(results), spec, Path(out) if out is not None else None, overwrite, log=log or _quiet
     )
     return Projected(out_dir=target, projection=target / "projection.json", rows=projection["rows"])
-
-
-def _refuse_unknown(command: str, given: dict, known: set[str], moved: dict | None = None) -> None:
-    """One error line for a setting the command does not have, naming the ones it has (or its new name, when
-    it is one of `moved`: {old name: new})."""
-    unknown = sorted(set(given) - known)
-    if unknown:
-        raise AmpganError(
-            f"ampgan.{command} has no setting {unknown[0]!r}"
-            + (f": it moved to {moved[unknown[0]]}" if unknown[0] in (moved or {}) else "")
-            + f": its settings are {', '.join(sorted(known))} (config fields go in settings={{'section.field': value}})"
-        )
 
 
 def _with_model(model: str | Callable, settings: dict | None) -> dict:

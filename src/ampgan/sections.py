@@ -4,7 +4,12 @@ A section knows its name in the config tree (`data`, `budget`, ...), so every pr
 by its path (`budget.batch_size must be a whole number of at least 1, got 0`), whoever set it: a
 command-line flag, `--set`, a config file or a Python caller. The field's annotation decides which
 types it takes (JSON and TOML bring ints where floats are meant: those become floats; a bool is never
-taken for a number); a section's `check()` adds the ranges.
+taken for a number), its kind (`setting`) the range (whole, whole4, positive, duration); a section's `check()`
+adds the rest.
+
+Every setting is declared once, on its field (`setting(default, help, flag=...)`): in a section, and in a
+command's own spec (bench/spec.py BenchSpec, study/spec.py CompareSpec). `settings()` walks a spec and
+yields them; the click options, `--set` paths, the Python API's keywords and docs/config.md are made from it.
 """
 
 from __future__ import annotations
@@ -12,9 +17,10 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import math
+from collections.abc import Iterator
 from typing import Any, ClassVar
 
-from ampgan.errors import ConfigError
+from ampgan.errors import AmpganError, ConfigError
 
 _SIMPLE = {"int": int, "float": float, "bool": bool, "str": str, "dict": dict, "None": type(None)}
 
@@ -36,6 +42,82 @@ def fits(annotation: str, value: Any) -> bool:
     return isinstance(value, allowed)
 
 
+def setting(default, help: str, flag: bool | str = False, kind: str = "text", skip: tuple[str, ...] = ()):
+    """A field declared with all there is to know of it: its default (the only one), its help, its flag
+    (True: --field-name; a text: that option; False: reached as `--set PATH=VALUE` only) and the kind of
+    value a flag or `--set` takes (cli/options.py: whole, positive, duration, int_list, switch, ...). A field
+    that is a nested spec (compare's bench) names the fields its owner sets itself in `skip`."""
+    return dataclasses.field(default=default, metadata={"help": help, "flag": flag, "kind": kind, "skip": skip})
+
+
+@dataclasses.dataclass(frozen=True)
+class Setting:
+    path: str  # 'budget.batch_size', 'compare.seeds', 'compare.bench.warmup'
+    default: Any
+    help: str
+    flag: str | None  # '--batch-size', or None: `--set PATH=VALUE` only
+    kind: str
+
+    @property
+    def name(self) -> str:
+        """The flag's name as a click parameter and a keyword ('--time-budget' -> time_budget)."""
+        return (self.flag or "--" + self.path.rpartition(".")[2])[2:].replace("-", "_")
+
+
+def settings(spec, prefix: str = "", skip: tuple[str, ...] = ()) -> Iterator[Setting]:
+    """Every setting of a spec (an instance: its defaults are the command's), walking its sections and nested
+    specs; a command spec's `base` is the config tree, whose paths have no prefix."""
+    for field in dataclasses.fields(spec):
+        value, declared = getattr(spec, field.name), field.metadata
+        if field.name in skip:
+            continue
+        if dataclasses.is_dataclass(value):
+            inner = "" if field.name == "base" else f"{prefix}{field.name}."
+            # A nested spec's settings (compare's bench) are reached by `--set` alone: their flags are its command's.
+            for found in settings(value, inner, declared.get("skip", ())):
+                yield dataclasses.replace(found, flag=None) if "help" in declared else found
+        elif "help" in declared:
+            flag, text = declared["flag"], declared["help"]
+            flag = "--" + field.name.replace("_", "-") if flag is True else flag or None
+            yield Setting(prefix + field.name, value, text() if callable(text) else text, flag, declared["kind"])
+    yield from getattr(spec, "OPTION_SETTINGS", ())
+
+
+def own_settings(spec, prefix: str) -> dict[str, Setting]:
+    """A command spec's own settings (not its config tree's), by their path under `prefix`: {'seeds': ...,
+    'bench.warmup': ...} of compare's spec with prefix 'compare.'."""
+    return {s.path.removeprefix(prefix): s for s in settings(spec, prefix, skip=("base",))}
+
+
+def refuse_unknown(where: str, name: str, known, moved: str | None = None) -> None:
+    """One error line for a setting that does not exist: its new path when it moved, else the closest one."""
+    why = f": it moved to {moved}" if moved else close_match_hint(name, known)
+    raise AmpganError(f"{where} has no setting {name!r}{why}; its settings are {', '.join(sorted(known))}")
+
+
+def with_settings(spec, values: dict, where: str, prefix: str = ""):
+    """`spec` (a command's spec) with `values` set: {'seeds': 2, 'bench.warmup': 1} (its own settings and fields,
+    a nested spec's by FIELD.SETTING), as the command line's flags and `--set` and the Python API give them;
+    an unknown name is one error line (`where` names the caller)."""
+    moved = getattr(spec, "MOVED", {})
+    known = set(own_settings(spec, prefix)) | {f.name for f in dataclasses.fields(spec)} - {"base"}
+    for name in values:
+        if name not in known:
+            refuse_unknown(where, name, known, moved.get(name) and prefix + moved[name])
+    nested: dict[str, dict] = {}
+    for name in [name for name in values if "." in name]:
+        outer, _, inner = name.partition(".")
+        nested.setdefault(outer, {})[inner] = values[name]
+    own = {name: value for name, value in values.items() if "." not in name}
+    replaced = {outer: dataclasses.replace(getattr(spec, outer), **as_tuples(given)) for outer, given in nested.items()}
+    return dataclasses.replace(spec, **as_tuples(own), **replaced)
+
+
+def as_tuples(values: dict) -> dict:
+    """A list given for a tuple-valued setting (batch sizes, precisions), as a spec holds it."""
+    return {key: tuple(value) if isinstance(value, list) else value for key, value in values.items()}
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Section:
     NAME: ClassVar[str] = ""
@@ -50,10 +132,16 @@ class Section:
             if isinstance(value, bool) and bool not in allowed or not isinstance(value, allowed):
                 wanted = " or ".join("null" if t is type(None) else t.__name__ for t in allowed)
                 raise ConfigError(self.path(field.name), f"takes {wanted}, got {value!r}")
+        for field in dataclasses.fields(self):  # the range its kind names: whole4 is a whole number >= 4
+            kind = field.metadata.get("kind", "")
+            if kind.startswith("whole"):
+                self.whole(field.name, int(kind[5:] or "1"), optional=True)
+            elif kind in ("positive", "duration"):
+                self.positive(field.name, optional=True)
         self.check()
 
     def check(self) -> None:
-        """Ranges and relations between this section's fields (the types are checked already)."""
+        """Relations between this section's fields and ranges no kind names (types and kinds are checked)."""
 
     @classmethod
     def path(cls, field_name: str) -> str:

@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 
 from ampgan.config import TrainConfig
-from ampgan.config.flags import spec_field
 from ampgan.data import DataConfig
+from ampgan.sections import setting
 
 
 def _synthetic_data() -> TrainConfig:
@@ -20,28 +20,31 @@ class BenchSpec:
     # size, budget, memory format and compile setting are the bench's to vary). Synthetic data by
     # default, so data never limits.
     base: TrainConfig = field(default_factory=_synthetic_data)
-    batch_sizes: tuple[int, ...] = spec_field((16, 64, 256, 1024, 2048), "Batch sizes to time.", "int_list")
-    precisions: tuple[str, ...] = spec_field(
-        (), "Comma-separated; default: every precision this device runs at useful speed.", "precision_list"
+    batch_sizes: tuple[int, ...] = setting((16, 64, 256, 1024, 2048), "Batch sizes to time.", True, "int_list")
+    precisions: tuple[str, ...] = setting(
+        (), "Comma-separated; default: every precision this device runs at useful speed.", True, "precision_list"
     )
-    warmup: int = spec_field(2, "Discarded steps per configuration.", "whole", common=False)
-    steps: int = spec_field(
-        5, "The fewest timed rounds per batch size; more run until every speedup's 95% CI is within +-5%.", "whole2"
+    warmup: int = setting(2, "Discarded steps per configuration.", kind="whole")
+    steps: int = setting(
+        5,
+        "The fewest timed rounds per batch size; more run until every speedup's 95% CI is within +-5%.",
+        True,
+        "whole2",
     )
-    max_seconds: float = spec_field(
+    max_seconds: float = setting(
         60.0,
         "Cap on each batch size's warm-ups and measured rounds together (the speedup is then marked "
         "unsettled); a configuration whose warm-up projects beyond it, or runs past what is left of it, is "
         "recorded as too slow.",
+        True,
         "positive",
     )
     # Per batch size, measure at least this long: neighbours' load on a shared machine shifts over
     # tens of seconds, and an answer drawn from a few seconds describes one such state only.
-    min_seconds: float = spec_field(
+    min_seconds: float = setting(
         20.0,
         "Measure each batch size at least this long (a shared machine's load shifts over tens of seconds).",
-        "nonnegative",
-        common=False,
+        kind="nonnegative",
     )
     compile: tuple[str, ...] = ()  # the precisions whose step is torch.compile'd (compile time reported apart)
     # Measure the compiled precisions' compile time, cold and warm, in fresh processes (a minute or
@@ -50,18 +53,19 @@ class BenchSpec:
     # The precisions whose step runs channels-last (NHWC); None: measured per precision at the first
     # batch size, on this machine (speed/layout.py).
     channels_last: tuple[str, ...] | None = None
-    peak_tflops: float | None = spec_field(
-        None, "Override the device's peak (TFLOP/s) for the % of peak column.", "positive", common=False
+    peak_tflops: float | None = setting(
+        None, "Override the device's peak (TFLOP/s) for the % of peak column.", kind="positive"
     )
     # Trace the step's operations in fp32, bf16 and fp16 (a few steps at batch 8 and 16) for
     # `ampgan project`; a bench whose tables are not wanted (the speed decisions' own) skips it.
     trace_ops: bool = True
     # Time every operation of each configuration's real step alone, in each precision, and report the
     # attainable speedup (their sums' ratio) beside the measured one (bench/attainable.py).
-    attainable: bool = spec_field(
+    attainable: bool = setting(
         False,
         "Also time every operation of each configuration's step alone: the "
         "attainable speedup (what these kernels allow) beside the measured one.",
+        True,
         "flag",
     )
 

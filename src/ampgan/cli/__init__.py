@@ -67,7 +67,7 @@ def _usage_message(error: click.UsageError) -> str:
     if isinstance(error, click.NoSuchOption):
         from ampgan.cli.options import moved_to_set
 
-        path = moved_to_set(error.option_name)
+        path = moved_to_set(error.ctx and error.ctx.command, error.option_name)
         if path is not None:
             return (
                 f"{error.option_name} is no option: write --set {path}=VALUE "

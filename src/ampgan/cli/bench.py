@@ -11,27 +11,25 @@ from ampgan import STARTED_AT
 from ampgan.bench.spec import BenchSpec
 from ampgan.bench.to_folder import bench_summary, bench_to_folder, check_bench, refuse_what_measured_nothing
 from ampgan.cli.options import (
-    DATA_FLAGS,
-    MODEL_FLAGS,
-    config_flags,
-    config_from_cli,
-    config_sets,
+    DATA_AND_MODEL,
     default_out,
+    given_changes,
     out_options,
+    own_values,
     precisions_given,
-    spec_option_flags,
-    spec_values,
+    spec_options,
 )
+from ampgan.config import build_config
 from ampgan.errors import say, say_json
 from ampgan.precisions import NAMES as PRECISION_NAMES
+from ampgan.sections import with_settings
 from ampgan.training.distributed import join_process_group, world
 from ampgan.training.precision import resolve_device
 from ampgan.training.start import claimed_on_main_rank, reopened_on_main_rank
 
 
 @click.command("bench")
-@config_flags(*DATA_FLAGS, *MODEL_FLAGS, "device", "seed", "channels_last")
-@spec_option_flags(BenchSpec, "bench")
+@spec_options(BenchSpec(), "bench.", parts=(*DATA_AND_MODEL, "compute.device", "seed", "compute.channels_last"))
 @click.option("--compile", "compile_", is_flag=True, help="torch.compile the networks (compile time reported apart).")
 @click.option(
     "--sweep",
@@ -73,14 +71,17 @@ def command(ctx: click.Context, **options) -> None:
         say(*render(results, out).splitlines())
         say(f"figures and results.csv re-drawn in {out}")
         return
-    # Synthetic data by default, so data never limits the step.
-    base = config_from_cli(ctx, config_sets(options, ("bench",)), defaults={"data.dataset": "synthetic"})
-    spec = BenchSpec(
-        base=base,
-        **spec_values(BenchSpec, "bench", options),
-        compile=tuple(PRECISION_NAMES) if options["compile_"] else (),
-        channels_last=precisions_given(options["channels_last"]),
-        trace_ops=not options["no_trace"],
+    # Synthetic data by default (BenchSpec's base), so data never limits the step.
+    base = build_config({"data.dataset": "synthetic"}, given_changes(ctx, options, BenchSpec(), "bench."))
+    spec = with_settings(
+        BenchSpec(
+            base=base,
+            compile=tuple(PRECISION_NAMES) if options["compile_"] else (),
+            channels_last=precisions_given(options["channels_last"]),
+            trace_ops=not options["no_trace"],
+        ),
+        own_values(BenchSpec(), "bench.", options),
+        "bench",
     )
     device = join_process_group(base.compute.device) or resolve_device(base.compute.device)
     check_bench(spec, device)

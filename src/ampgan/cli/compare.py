@@ -7,18 +7,16 @@ from pathlib import Path
 import click
 
 from ampgan.cli.options import (
-    DATA_FLAGS,
-    MODEL_FLAGS,
-    config_flags,
-    config_sets,
+    DATA_AND_MODEL,
     default_out,
     given_changes,
     out_options,
+    own_values,
     precisions_given,
-    spec_option_flags,
-    spec_values,
+    spec_options,
 )
 from ampgan.errors import AmpganError, say, say_json
+from ampgan.sections import with_settings
 from ampgan.study.spec import DEFAULT_BUDGET_S, CompareSpec, compare_base
 
 
@@ -30,10 +28,7 @@ from ampgan.study.spec import DEFAULT_BUDGET_S, CompareSpec, compare_base
     f"study's own settings); the default budget is {DEFAULT_BUDGET_S:g} s of training per precision and seed. An "
     "interrupted study keeps what it finished: --resume DIR, or the same command again, continues it.",
 )
-@config_flags(
-    *DATA_FLAGS, *MODEL_FLAGS, "batch_size", "time_budget", "steps", "seed", "device", "channels_last", "compile"
-)
-@spec_option_flags(CompareSpec, "compare")
+@spec_options(CompareSpec(), "compare.", parts=(*DATA_AND_MODEL, "budget.", "compute.", "seed"))
 @out_options("compare")
 @click.option(
     "--resume",
@@ -79,13 +74,14 @@ def command(ctx: click.Context, **options) -> None:
             )
         _study(spec, resume, options, reopen=True)
         return
-    config_options = config_sets(options, ("compare",))
-    base = compare_base(given_changes(ctx, config_options))
-    spec = CompareSpec(
-        base=base,
-        **spec_values(CompareSpec, "compare", options),
-        channels_last=precisions_given(options["channels_last"]),
-        compile=precisions_given(options["compile"]),
+    spec = with_settings(
+        CompareSpec(
+            base=compare_base(given_changes(ctx, options, CompareSpec(), "compare.")),
+            channels_last=precisions_given(options["channels_last"]),
+            compile=precisions_given(options["compile"]),
+        ),
+        own_values(CompareSpec(), "compare.", options),
+        "compare",
     )
     out = options["out"] or default_out("compare")
     # The same command again on a folder it was interrupted in continues there (study.json says so).

@@ -1,32 +1,28 @@
-"""`ampgan config --list`: every setting a command reads, where it is declared, its default and its flag."""
+"""`ampgan config --list`: every setting a command reads, its default, its flag and its help, made from the specs'
+declarations (sections.py settings), as docs/config.md's table is: `ampgan config --write docs/config.md` writes
+it there anew."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
-from ampgan.config.flags import flag_for_path, spec_settings
-from ampgan.errors import say
+from ampgan.errors import AmpganError, say
+from ampgan.sections import own_settings, settings
+
+_TABLE = "<!-- settings:begin -->\n"
 
 
 def setting_rows() -> list[tuple[str, str, str, str]]:
-    """(path, default, flag or '', help): every config field, then the study's and the bench's own
-    settings (`--set compare.FIELD=VALUE`, `--set bench.FIELD=VALUE`)."""
+    """(path, default, flag or '', help): every config field, then the study's and the bench's own settings
+    (`--set compare.FIELD=VALUE`, `--set bench.FIELD=VALUE`)."""
     from ampgan.bench.spec import BenchSpec
     from ampgan.config import TrainConfig
     from ampgan.study.spec import CompareSpec
 
-    rows = []
-    for path, default in TrainConfig().paths().items():
-        flag = flag_for_path(path)
-        rows.append((path, _shown(default), flag.option if flag and flag.common else "", flag.help if flag else ""))
-    for section, spec in (("compare", CompareSpec), ("bench", BenchSpec)):
-        for name, default, declared in spec_settings(spec):
-            # A nested spec's settings (compare.bench.*) have no flag: --set reaches them.
-            option = (
-                (declared["flag"] or "--" + name.replace("_", "-")) if declared["common"] and "." not in name else ""
-            )
-            rows.append((f"{section}.{name}", _shown(default), option, declared["help"]))
-    return rows
+    own = [*own_settings(CompareSpec(), "compare.").values(), *own_settings(BenchSpec(), "bench.").values()]
+    return [(s.path, _shown(s.default), s.flag or "", s.help) for s in [*settings(TrainConfig()), *own]]
 
 
 def _shown(value) -> str:
@@ -34,23 +30,40 @@ def _shown(value) -> str:
         return "(none)"
     if isinstance(value, tuple):
         return ",".join(map(str, value)) or "(none)"
-    if isinstance(value, dict):
-        return "(the model's)"
     return str(value)
+
+
+def markdown() -> str:
+    """The settings as docs/config.md's table."""
+    rows = [
+        f"| `{path}` | {default} | {f'`{flag}`' if flag else ''} | {text.replace('|', '/')} |"
+        for path, default, flag, text in setting_rows()
+    ]
+    return "\n".join(["| setting (`--set`) | default | flag | what |", "|---|---|---|---|", *rows, ""])
 
 
 @click.command("config")
 @click.option("--list", "list_", is_flag=True, default=True, help="List every setting (the default).")
-@click.option("--markdown", is_flag=True, help="As a Markdown table (docs/config.md embeds it).")
-def command(list_: bool, markdown: bool) -> None:
+@click.option("--markdown", "as_markdown", is_flag=True, help="As a Markdown table (docs/config.md embeds it).")
+@click.option(
+    "--write",
+    "page",
+    type=click.Path(path_type=Path, dir_okay=False, exists=True),
+    help="Write the Markdown table into this page between its settings markers (docs/config.md).",
+)
+def command(list_: bool, as_markdown: bool, page: Path | None) -> None:
     """Every setting: its path for --set PATH=VALUE (or a config file), its default and its flag, if any.
     Model options are set as --set model.OPTION=VALUE (a model's function lists its own)."""
-    rows = setting_rows()
-    if markdown:
-        say("| setting (`--set`) | default | flag | what |", "|---|---|---|---|")
-        for path, default, flag, text in rows:
-            say(f"| `{path}` | {default} | {f'`{flag}`' if flag else ''} | {text.replace('|', '/')} |")
+    if page is not None:
+        head, found, rest = page.read_text(encoding="utf-8").partition(_TABLE)
+        if not found or "<!--" not in rest:
+            raise AmpganError(f"{page} has no settings markers ({_TABLE.strip()} ... <!-- settings:end -->)")
+        page.write_text(head + _TABLE + markdown() + "<!--" + rest.split("<!--", 1)[1], encoding="utf-8")
         return
+    if as_markdown:
+        say(*markdown().splitlines())
+        return
+    rows = setting_rows()
     width = max(len(path) for path, *_ in rows)
     for path, default, flag, text in rows:
         say(f"{path:<{width}}  {default:<14} {flag:<16} {text}")

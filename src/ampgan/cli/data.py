@@ -6,14 +6,15 @@ from pathlib import Path
 
 import click
 
-from ampgan.cli.options import WholeNumber, compose, shown_config_flags
+from ampgan.cli.options import WholeNumber, compose, spec_options
 from ampgan.data import DataConfig, ImageDataset, load_dataset
 from ampgan.errors import one_line, say
 
 _options = compose(
     click.argument("dataset"),
     click.option("--split", type=click.Choice(["train", "test"]), default="train", show_default=True),
-    shown_config_flags("data_dir", "classes", "max_per_class", "image_size", "channels", "download", "cache", "seed"),
+    # Every data setting but the dataset (the argument), each with a flag: this command has no --set.
+    spec_options(parts=tuple(f"data.{name}" for name in DataConfig.field_names()[1:]) + ("seed",), with_set=False),
 )
 
 

@@ -8,14 +8,13 @@ from pathlib import Path
 import click
 
 from ampgan.cli.options import (
-    DATA_FLAGS,
-    MODEL_FLAGS,
+    DATA_AND_MODEL,
     WholeNumber,
-    config_flags,
     config_from_cli,
     default_out,
     given_changes,
     out_options,
+    spec_options,
 )
 from ampgan.errors import AmpganError, AmpganWarning, say
 
@@ -23,7 +22,7 @@ _RUN_CHANGES = {"budget.batch_size", "compute.device", "seed"}
 
 
 @click.command("doctor")
-@config_flags(*DATA_FLAGS, *MODEL_FLAGS, "batch_size", "device", "seed")
+@spec_options(parts=(*DATA_AND_MODEL, "budget.batch_size", "compute.device", "seed"))
 @click.option(
     "--run",
     "run_dir",

@@ -1,4 +1,5 @@
-"""Options shared by several commands, declared once, and the click types that validate values.
+"""The command line made from the declarations: each command's options, `--set` paths and their checks come
+from its spec's settings (sections.py `setting`, walked by `settings`); the click types that validate values.
 
 A bad value fails in its type, before the command runs, and reads as one line:
 `error: --steps must be at least 1, got 0`.
@@ -12,13 +13,14 @@ from pathlib import Path
 
 import click
 
-from ampgan.config import TrainConfig, build_config, parse_duration, parse_loss_scale, parse_set
-from ampgan.config.flags import FLAGS, FLAGS_BY_NAME, Flag, flag_for_path, spec_settings
+from ampgan.config import TrainConfig, build_config, parse_loss_scale, parse_set
 from ampgan.config.sources import file_changes, option_changes, parse_value
 from ampgan.config.tree import DEVICES
+from ampgan.config.values import parse_steps_or_duration, positive_duration
 from ampgan.errors import AmpganError
 from ampgan.precisions import NAMES as PRECISION_NAMES
 from ampgan.runs.claim import default_out as default_out  # the commands' default folders, named in one place
+from ampgan.sections import Setting, own_settings, refuse_unknown, settings
 
 
 class WholeNumber(click.ParamType):
@@ -63,10 +65,6 @@ def PositiveNumber() -> Number:  # noqa: N802 - reads like the other types where
     return Number(lambda x: math.isfinite(x) and x > 0, "must be positive and finite")
 
 
-def Fraction() -> Number:  # noqa: N802
-    return Number(lambda x: 0 < x <= 1, "is a fraction in (0, 1]")
-
-
 class Parsed(click.ParamType):
     """A value read by one of config.py's parsers; the parser's AmpganError becomes the option's error."""
 
@@ -82,77 +80,33 @@ class Parsed(click.ParamType):
             self.fail(str(error), param, ctx)
 
 
-def _positive_duration(text: str) -> float:
-    seconds = parse_duration(text)
-    if not seconds > 0:
-        raise AmpganError(f"must be positive, got {text}")
-    return seconds
+def _whole_numbers(text: str) -> tuple[int, ...]:
+    """'16,64,256' -> (16, 64, 256): batch sizes, each at least 1."""
+    try:
+        values = tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise AmpganError(f"takes whole numbers separated by commas, e.g. 16,64,256; got {text!r}") from None
+    if not values or min(values) < 1:
+        raise AmpganError(f"needs at least one value, each at least 1; got {text!r}")
+    return values
 
 
-def Duration() -> Parsed:  # noqa: N802 - reads like the other types where it is used
-    """90s, 7m, 1h30m or plain seconds -> seconds (> 0)."""
-    return Parsed(_positive_duration, "duration")
+def _precisions(text: str) -> tuple[str, ...]:
+    """'fp32,bf16' -> ('fp32', 'bf16'), each a precision's name."""
+    names = tuple(part.strip() for part in text.split(",") if part.strip())
+    unknown = [name for name in names if name not in PRECISION_NAMES]
+    if not names or unknown:
+        wrong = f"has unknown precision {unknown[0]!r}: choose from" if unknown else "needs at least one of"
+        raise AmpganError(f"{wrong} {', '.join(PRECISION_NAMES)}")
+    return names
 
 
-def LossScale() -> Parsed:  # noqa: N802
-    """'dynamic' -> None (GradScaler decides), a number -> that static scale."""
-    return Parsed(parse_loss_scale, "scale")
-
-
-class StepsOrDuration(click.ParamType):
-    """'500' -> ('steps', 500); '10m' -> ('seconds', 600.0)."""
-
-    name = "steps|duration"
-
-    def convert(self, value, param, ctx):
-        if isinstance(value, tuple):
-            return value
-        text = str(value).strip().lower()
-        if text.isdigit() and int(text) >= 1:
-            return ("steps", int(text))
-        return ("seconds", Duration().convert(text, param, ctx))
-
-
-class IntList(click.ParamType):
-    name = "list"
-
-    def convert(self, value, param, ctx):
-        if isinstance(value, tuple):
-            return value
-        try:
-            values = tuple(int(part) for part in str(value).split(",") if part.strip())
-        except ValueError:
-            self.fail(f"takes whole numbers separated by commas, e.g. 16,64,256; got {value!r}", param, ctx)
-        if not values or min(values) < 1:
-            self.fail(f"needs at least one value, each at least 1; got {value!r}", param, ctx)
-        return values
-
-
-class PrecisionList(click.ParamType):
-    name = "precisions"
-
-    def convert(self, value, param, ctx):
-        if isinstance(value, tuple):
-            return value
-        names = tuple(p.strip() for p in str(value).split(",") if p.strip())
-        if not names:
-            self.fail(f"needs at least one of {', '.join(PRECISION_NAMES)}", param, ctx)
-        for name in names:
-            if name not in PRECISION_NAMES:
-                self.fail(f"has unknown precision {name!r}: choose from {', '.join(PRECISION_NAMES)}", param, ctx)
-        return names
-
-
-class NameList(click.ParamType):
-    """Comma-separated names; an empty list is refused rather than read as 'the default'."""
-
-    name = "names"
-
-    def convert(self, value, param, ctx):
-        names = [n.strip() for n in str(value).split(",") if n.strip()]
-        if not names:
-            self.fail(f"needs at least one name, got {value!r}", param, ctx)
-        return ",".join(names)
+def _names(text: str) -> str:
+    """Comma-separated names, tidied; an empty list is refused rather than read as 'the default'."""
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    if not names:
+        raise AmpganError(f"needs at least one name, got {text!r}")
+    return ",".join(names)
 
 
 def compose(*decorators):
@@ -209,148 +163,130 @@ trust_model_option = click.option(
 )
 
 
-# The settings whose flags --help does not list, by option ('--keep' -> 'checkpoints.keep'): such a flag is no
-# option of any command (parsed = shown); given anyway, it is one error line naming its --set path.
-_SETTINGS_WITHOUT_FLAG: dict[str, str] = {flag.option: flag.paths[0] for flag in FLAGS if not flag.common}
-
-
-def moved_to_set(option: str) -> str | None:
-    """The --set path of a setting that has no flag (`--keep` -> 'checkpoints.keep'), if `option` names one."""
-    return _SETTINGS_WITHOUT_FLAG.get(option)
-
-
-def _click_type(flag: Flag):
+def _click_type(kind: str):
+    """The click type of a setting's kind (sections.py setting); text takes any string."""
     return {
         "whole": WholeNumber(),
         "whole0": WholeNumber(0),
+        "whole2": WholeNumber(2),
         "whole4": WholeNumber(4),
         "positive": PositiveNumber(),
-        "duration": Duration(),
-        "loss_scale": LossScale(),
+        "nonnegative": Number(lambda x: math.isfinite(x) and x >= 0, "must be 0 or more"),
+        "fraction": Number(lambda x: 0 < x <= 1, "is a fraction in (0, 1]"),
+        "duration": Parsed(positive_duration, "duration"),  # 90s, 7m, 1h30m or plain seconds -> seconds (> 0)
+        "loss_scale": Parsed(parse_loss_scale, "scale"),  # 'dynamic' -> None (GradScaler decides), or a number
+        "steps_or_duration": Parsed(parse_steps_or_duration, "steps|duration"),  # ('steps', 500), ('seconds', 600.0)
         "precision": click.Choice(PRECISION_NAMES),
         "device": click.Choice(DEVICES),
         "channels": click.Choice(["1", "3"]),
-        "names": NameList(),
-        "steps_or_duration": StepsOrDuration(),
-    }.get(flag.value)
-
-
-def _help_with_default(flag: Flag) -> str:
-    """The flag's help, ending with the config's own default (read from the tree, never written twice)."""
-    if len(flag.paths) != 1 or "default" in flag.help:
-        return flag.help
-    default = TrainConfig().get(flag.paths[0])
-    return flag.help if default is None or default is False or default == "" else f"{flag.help} [default: {default}]"
-
-
-def _config_option(flag: Flag, always_shown: bool = False):
-    """The click option of a config flag (config/flags.py). Its default is None, so it applies only when
-    given; the config's own defaults (or a command's) fill in the rest. `always_shown`: for a command
-    without --set (`ampgan data`), where the flag is the only way to the field."""
-    extra = {}
-    if flag.name == "model":
-        extra["callback"] = _consent_to_named_model
-    if flag.value == "channels":
-        extra["callback"] = _int_choice
-    if flag.value == "switch":
-        return click.option(
-            f"{flag.option}/--no-{flag.option[2:]}", flag.name, default=None, help=_help_with_default(flag), **extra
-        )
-    if flag.value == "flag":
-        return click.option(flag.option, flag.name, is_flag=True, default=None, help=_help_with_default(flag), **extra)
-    return click.option(
-        flag.option, flag.name, type=_click_type(flag), default=None, help=_help_with_default(flag), **extra
-    )
-
-
-def _spec_click_type(value: str):
-    return {
-        "precision_list": PrecisionList(),
-        "int_list": IntList(),
-        "fraction": Fraction(),
-        "whole2": WholeNumber(2),
+        "names": Parsed(_names, "names"),
+        "int_list": Parsed(_whole_numbers, "list"),
+        "precision_list": Parsed(_precisions, "precisions"),
         "path": click.Path(path_type=Path),
-        "nonnegative": Number(lambda x: math.isfinite(x) and x >= 0, "must be 0 or more"),
-    }.get(value) or _click_type(Flag("", (), "", value))
+    }.get(kind)
 
 
-def spec_option_flags(spec_class, section: str):
-    """The click options of a command's own spec (config/flags.py spec_field), each field's default and
-    help declared once on the dataclass; a field that is not common has no flag: it is reached as
-    `--set SECTION.FIELD=VALUE` (and its flag, given, is one error line naming that path)."""
-    decorators = []
-    for name, default, declared in spec_settings(spec_class):
-        option = declared["flag"] or "--" + name.replace("_", "-")
-        if not declared["common"] or "." in name:  # a nested spec's settings (compare.bench.*) too: --set only
-            _SETTINGS_WITHOUT_FLAG.setdefault(option, f"{section}.{name}")
-            continue
-        shown = ",".join(map(str, default)) if isinstance(default, tuple) else default
-        help_text = declared["help"] + (f" [default: {shown}]" if shown not in (None, "") else "")
-        if declared["value"] == "flag":
-            decorators.append(click.option(option, name, is_flag=True, default=None, help=declared["help"]))
-            continue
-        decorators.append(
-            click.option(option, name, type=_spec_click_type(declared["value"]), default=None, help=help_text)
-        )
-    # A moved setting's old flag (--bench-seconds) names its new path.
-    _SETTINGS_WITHOUT_FLAG.update(
-        {
-            "--" + old.replace("_", "-"): f"{section}.{new.split()[0]}"
-            for old, new in getattr(spec_class, "MOVED", {}).items()
-        }
-    )
-    return compose(*decorators)
+def _help(setting: Setting) -> str:
+    """The setting's help, ending with its default (the command's spec's own, never written twice)."""
+    default = ",".join(map(str, setting.default)) if isinstance(setting.default, tuple) else setting.default
+    if default is None or default is False or default == "" or "default" in setting.help:
+        return setting.help
+    return f"{setting.help} [default: {default}]"
 
 
-def spec_values(spec_class, section: str, options: dict) -> dict:
-    """{field: value} of the spec fields given on the command line, then by `--set SECTION.FIELD=VALUE` or, for
-    a nested spec's, `--set SECTION.FIELD.SETTING=VALUE` (checked by the setting's own type; one error line naming
-    the setting otherwise, or its new path when it moved: the spec's MOVED)."""
-    values = {name: options[name] for name, _, _ in spec_settings(spec_class) if options.get(name) is not None}
-    settings = {name: declared for name, _, declared in spec_settings(spec_class)}
-    moved = getattr(spec_class, "MOVED", {})
+def _option(setting: Setting):
+    """A setting's flag as a click option. Its default is None, so it applies only when given: the spec's own
+    default fills in the rest."""
+    callback = _consent_to_named_model if setting.path == "model.name" else None
+    shared = {
+        "default": None,
+        "help": _help(setting),
+        "callback": _int_choice if setting.kind == "channels" else callback,
+    }
+    if setting.kind == "switch":
+        return click.option(f"{setting.flag}/--no-{setting.flag[2:]}", setting.name, **shared)
+    if setting.kind == "flag":
+        return click.option(setting.flag, setting.name, is_flag=True, **shared)
+    return click.option(setting.flag, setting.name, type=_click_type(setting.kind), **shared)
+
+
+def spec_options(spec=None, prefix: str = "", parts: tuple[str, ...] = ("",), with_set: bool = True):
+    """A command's options made from its spec (an instance, its defaults the command's; TrainConfig() when None):
+    the flag of each of its own settings (paths under `prefix`, 'compare.') and of the config tree's under `parts`
+    ('data.', 'budget.batch_size'), then --config, --trust-model and --set. A setting without a flag is no option
+    (options parsed = options shown): its name as a flag, or a moved one (the spec's MOVED), is one error line
+    naming its --set path. `with_set=False`: a command without --set (`ampgan data`) shows each one's flag."""
+    spec = TrainConfig() if spec is None else spec
+    chosen = [s for s in settings(spec, prefix) if s.path.startswith((prefix or "\0", *parts))]
+    shown = [
+        s if s.flag else replace(s, flag="--" + s.name.replace("_", "-")) for s in chosen if s.flag or not with_set
+    ]
+    moved = {"--" + s.name.replace("_", "-"): s.path for s in settings(spec, prefix) if not s.flag}
+    for old, new in getattr(spec, "MOVED", {}).items():
+        moved["--" + old.replace("_", "-")] = prefix + new.split()[0]
+
+    def apply(function):
+        function.moved_flags = moved  # read by moved_to_set when click finds no such option
+        return compose(*map(_option, shown), *([_SOURCES] if with_set else []))(function)
+
+    return apply
+
+
+def moved_to_set(command: click.Command | None, option: str) -> str | None:
+    """The --set path of a setting that has no flag in `command` (`--keep` -> 'checkpoints.keep'), if `option`
+    names one."""
+    return getattr(getattr(command, "callback", None), "moved_flags", {}).get(option)
+
+
+def _given(ctx: click.Context, spec, prefix: str) -> list[tuple[Setting, object]]:
+    """The settings whose flags the command line gave, with their values."""
+    by_name = {s.name: s for s in settings(spec, prefix) if s.flag}
+    return [
+        (by_name[name], value)
+        for name, value in ctx.params.items()
+        if name in by_name and ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE
+    ]
+
+
+def given_changes(ctx: click.Context, options: dict, spec=None, prefix: str = "") -> dict:
+    """{config path: value} the user set: the config file's, then the config flags given on the command line,
+    then every --set of a config path (each later one wins; a command's own settings, under `prefix`, are
+    own_values')."""
+    changes = dict(file_changes(options["config_file"])) if options.get("config_file") else {}
+    flags = {
+        s.name: value
+        for s, value in _given(ctx, spec or TrainConfig(), prefix)
+        if not s.path.startswith(prefix or "\0")
+    }
+    changes.update(option_changes(flags))
+    for text in options.get("sets") or ():
+        path, value = parse_set(text)
+        if not (prefix and path.startswith(prefix)):
+            changes[path] = value
+    return changes
+
+
+def own_values(spec, prefix: str, options: dict) -> dict:
+    """{setting: value} of the command's own settings the user gave ('seeds', 'bench.warmup'): its flags, then
+    `--set PREFIX.SETTING=VALUE`, each read by its setting's kind (one error line naming it otherwise)."""
+    declared = own_settings(spec, prefix)
+    values = {name: options[s.name] for name, s in declared.items() if s.flag and options.get(s.name) is not None}
     for text in options.get("sets") or ():
         path, _, raw = text.partition("=")
-        head, dot, name = path.strip().partition(".")
-        if head != section or not dot:
+        path = path.strip()
+        if not path.startswith(prefix):
             continue
-        if name not in settings:
-            raise AmpganError(
-                f"--set {path.strip()}: "
-                + (f"it moved to {section}.{moved[name]}" if name in moved else f"{section} has no setting {name!r}")
-                + f" (its settings: {', '.join(settings)})"
-            )
+        name = path.removeprefix(prefix)
+        if name not in declared:
+            moved = getattr(spec, "MOVED", {}).get(name)
+            refuse_unknown(f"--set {path}: {prefix[:-1]}", name, declared, moved and prefix + moved)
+        kind = declared[name].kind
         try:
-            kind = settings[name]["value"]
-            values[name] = (
-                raw.strip()
-                if kind == "text"
-                else parse_value(raw) is True
-                if kind == "flag"
-                else _spec_click_type(kind).convert(raw.strip(), None, None)
-            )
+            converted = _click_type(kind).convert(raw.strip(), None, None) if _click_type(kind) else raw.strip()
         except click.BadParameter as error:
-            raise AmpganError(f"--set {path.strip()} {error.message}") from None
-    for outer in {name.partition(".")[0] for name in values if "." in name}:  # a nested spec's, as one spec
-        given = {name.partition(".")[2]: values.pop(name) for name in list(values) if name.startswith(outer + ".")}
-        values[outer] = replace(getattr(spec_class, outer), **given)
+            raise AmpganError(f"--set {path} {error.message}") from None
+        values[name] = parse_value(raw) is True if kind == "flag" else converted
     return values
-
-
-def config_sets(options: dict, spec_sections: tuple[str, ...]) -> dict:
-    """`options` with the --set texts that name a command's spec (`compare.seeds=2`) left out: the rest
-    set config fields."""
-    sets = tuple(text for text in options.get("sets") or () if text.partition(".")[0].strip() not in spec_sections)
-    return {**options, "sets": sets}
-
-
-# Every common flag that sets a config field (config/flags.py), as a click option.
-CONFIG_FLAGS = {flag.name: _config_option(flag) for flag in FLAGS if flag.common}
-
-
-def shown_config_flags(*names: str):
-    """The named config flags, every one listed by --help (for commands that have no --set)."""
-    return compose(*(_config_option(FLAGS_BY_NAME[name], always_shown=True) for name in names))
 
 
 _SOURCES = compose(
@@ -371,40 +307,13 @@ _SOURCES = compose(
         help="Set any config field or model option, e.g. --set model.mode_seeking=0 (repeatable; applied last).",
     ),
 )
-DATA_FLAGS = ("dataset", "data_dir", "download", "image_size")
-MODEL_FLAGS = ("model", "width")
-
-
-def config_flags(*names: str):
-    """The named config flags, plus --config and --set."""
-    return compose(*(CONFIG_FLAGS[name] for name in names), _SOURCES)
+# The config tree's parts whose flags a command that trains or builds a model shows.
+DATA_AND_MODEL = ("data.", "model.")
 
 
 def flag_of(path: str) -> str | None:
     """The flag that sets a config path ('budget.batch_size' -> '--batch-size'), if one does."""
-    flag = flag_for_path(path)
-    return flag.option if flag is not None else None
-
-
-def given_changes(ctx: click.Context, options: dict) -> dict:
-    """{config path: value} the user set: the config file's, then the flags given on the command line,
-    then every --set (each later one wins)."""
-    changes = dict(file_changes(options["config_file"])) if options.get("config_file") else {}
-    given = {
-        name
-        for name in ctx.params
-        if ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE and name in CONFIG_FLAGS
-    }
-    flat = {name: options[name] for name in given if name != "checkpoint_every"}
-    if "checkpoint_every" in given:
-        unit, every = options["checkpoint_every"]
-        flat["checkpoint_every_steps"] = every if unit == "steps" else None
-        flat["checkpoint_every_s"] = every if unit == "seconds" else None
-    changes.update(option_changes(flat))
-    for text in options.get("sets") or ():
-        path, value = parse_set(text)
-        changes[path] = value
-    return changes
+    return next((s.flag for s in settings(TrainConfig()) if s.path == path), None)
 
 
 def config_from_cli(ctx: click.Context, options: dict, defaults: dict | None = None) -> TrainConfig:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import click
 
-from ampgan.cli.options import DATA_FLAGS, MODEL_FLAGS, config_flags, config_from_cli
+from ampgan.cli.options import DATA_AND_MODEL, config_from_cli, spec_options
 from ampgan.errors import say
 
 
 @click.command("preflight")
-@config_flags(*DATA_FLAGS, *MODEL_FLAGS, "seed")
+@spec_options(parts=(*DATA_AND_MODEL, "seed"))
 @click.pass_context
 def command(ctx: click.Context, **options) -> None:
     """Check a GAN before training it: G's output shape and range, D's last operation, parameters without

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from ampgan.cli.options import spec_option_flags, trust_model_option
+from ampgan.cli.options import spec_options, trust_model_option
 from ampgan.errors import AmpganError, say, say_json
 from ampgan.projection.from_results import ProjectSpec, project_results
 
@@ -21,7 +21,7 @@ from ampgan.projection.from_results import ProjectSpec, project_results
     "out_channels,r,s,pad_h,pad_w,stride_h,stride_w): writes OUT/kernels.csv with each one's "
     "projected ms and band per GPU and precision.",
 )
-@spec_option_flags(ProjectSpec, "project")
+@spec_options(ProjectSpec(), "project.", parts=(), with_set=False)
 @click.option(
     "--out",
     type=click.Path(path_type=Path),

@@ -7,34 +7,17 @@ from pathlib import Path
 
 import click
 
-from ampgan.cli.options import WholeNumber, compose, config_flags, config_from_cli, default_out, given_changes
+from ampgan.cli.options import WholeNumber, compose, config_from_cli, default_out, given_changes, spec_options
 from ampgan.config import TrainConfig
-from ampgan.config.flags import FLAGS
 from ampgan.errors import AmpganError, say, say_json
+from ampgan.sections import settings
 from ampgan.speed.planned_run import train_planned
 from ampgan.training.distributed import join_process_group, world
 from ampgan.training.loop import DEFAULT_STEPS
 from ampgan.training.start import new_run, resumed_config, resumed_run
 
 _options = compose(
-    config_flags(
-        "dataset",
-        "model",
-        "precision",
-        "loss_scale",
-        "batch_size",
-        "steps",
-        "time_budget",
-        "seed",
-        "device",
-        "checkpoint_every",
-        "image_size",
-        "data_dir",
-        "download",
-        "width",
-        "channels_last",
-        "compile",
-    ),
+    spec_options(TrainConfig()),  # every config setting that has a flag
     click.option(
         "--out",
         type=click.Path(path_type=Path),
@@ -75,8 +58,7 @@ def command(ctx: click.Context, **options) -> None:
     if resume_dir is not None:
         if options["out"] is not None and Path(options["out"]) != resume_dir:
             raise AmpganError("--resume continues the run in its own folder: drop --out")
-        option_names = {path: flag.option for flag in FLAGS for path in flag.paths}
-        config = resumed_config(resume_dir, explicit, option_names)
+        config = resumed_config(resume_dir, explicit, {s.path: s.flag for s in settings(TrainConfig()) if s.flag})
     else:
         config = config_from_cli(ctx, options)
     device = join_process_group(config.compute.device)  # under torchrun: this rank's device

@@ -1,8 +1,8 @@
 """Where a config's values come from, lowest first: the defaults, a command's own defaults, a config file
 (`--config FILE`, TOML or JSON), the command's flags, then `--set section.field=value` (repeatable).
 
-Flags are shortcuts for fields (`--batch-size 128` is `--set budget.batch_size=128`), declared once in
-config/flags.py for the command line and for `config_from_options`, the same thing from Python
+Flags are shortcuts for fields (`--batch-size 128` is `--set budget.batch_size=128`), declared once on the
+field (sections.py setting) for the command line and for `config_from_options`, the same thing from Python
 (`config_from_options(dataset="digits", precision="bf16", width=32)`). New knobs need no new flag: every
 field and every model option can be set with --set.
 """
@@ -13,8 +13,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from ampgan.config.flags import FLAGS
 from ampgan.config.tree import TrainConfig, set_path
+from ampgan.config.values import parse_steps_or_duration
 from ampgan.errors import AmpganError, ConfigError
 from ampgan.files.jsonfile import (
     DamagedDocument,
@@ -24,26 +24,26 @@ from ampgan.files.jsonfile import (
     parse_toml,
     refuse_unless_regular_file,
 )
+from ampgan.sections import refuse_unknown, settings
 from ampgan.trust import consent_to_import
-
-# option name (a flag's, with underscores) -> the config paths it sets (config/flags.py declares them);
-# --checkpoint-every's two meanings have a name each here.
-OPTION_PATHS: dict[str, tuple[str, ...]] = {
-    flag.name: flag.paths for flag in FLAGS if flag.name != "checkpoint_every"
-} | {"checkpoint_every_steps": ("checkpoints.every_steps",), "checkpoint_every_s": ("checkpoints.every_s",)}
 
 
 def option_changes(options: dict[str, Any]) -> dict[str, Any]:
-    """{config path: value} for the named options (see OPTION_PATHS)."""
+    """{config path: value} for config settings named as the command line's flags name them (`batch_size`,
+    `time_budget`, `model`; a setting without a flag by its field's name: `keep`); --checkpoint-every's steps
+    (500) or training time (10m) sets both of its fields."""
+    named = {setting.name: setting for setting in settings(TrainConfig())}
     changes = {}
     for name, value in options.items():
-        if name not in OPTION_PATHS:
-            raise AmpganError(
-                f"{name!r} is not a config option: use one of {', '.join(OPTION_PATHS)}, "
-                "or a config path such as budget.batch_size"
-            )
-        for path in OPTION_PATHS[name]:
-            changes[path] = value
+        if name not in named:
+            refuse_unknown("the config", name, named)
+        if named[name].kind == "steps_or_duration":
+            value = parse_steps_or_duration(value) if isinstance(value, str) else value  # '500', '10m'
+            unit, every = value if isinstance(value, tuple) else ("steps", value)  # a number: steps, checked there
+            changes.update({"checkpoints.every_steps": None, "checkpoints.every_s": None})
+            changes["checkpoints.every_steps" if unit == "steps" else "checkpoints.every_s"] = every
+        else:
+            changes[named[name].path] = value
     return changes
 
 

@@ -25,7 +25,7 @@ from ampgan.errors import ConfigError
 from ampgan.precisions import FP32
 from ampgan.precisions import NAMES as PRECISION_NAMES
 from ampgan.precisions import precision as precision_mode
-from ampgan.sections import Section, close_match_hint
+from ampgan.sections import Section, Setting, close_match_hint, setting
 
 DEVICES = ("auto", "cpu", "cuda")
 
@@ -37,8 +37,24 @@ class ModelConfig(Section):
 
     NAME = "model"
 
-    name: str = "acgan"
+    name: str = setting(
+        "acgan",
+        "The GAN: acgan (default), acgan-2019 (the study's network), dcgan, wgan-gp, r1, or your own as "
+        "path/to/file.py:FUNCTION or package.module:FUNCTION (imported and run; docs/your-gan.md).",
+        "--model",
+    )
     options: dict = field(default_factory=dict)
+    # The model options most GANs take, as settings (any other is `--set model.OPTION=VALUE`, as these are).
+    OPTION_SETTINGS = (
+        Setting(
+            "model.width",
+            None,
+            "Model option `width` (the built-ins' channels w, 2w, 4w; acgan 64, dcgan/wgan-gp 32, r1 16).",
+            "--width",
+            "whole",
+        ),
+        Setting("model.z_dim", None, "Model option `z_dim`: the noise size.", None, "whole"),
+    )
 
     def check(self) -> None:
         if not self.name.strip():
@@ -68,14 +84,12 @@ class OptimConfig(Section):
 
     NAME = "optim"
 
-    lr_g: float | None = None
-    lr_d: float | None = None
-    beta1: float | None = None
-    beta2: float | None = None
+    lr_g: float | None = setting(None, "G's Adam learning rate (default: the model's).", kind="positive")
+    lr_d: float | None = setting(None, "D's Adam learning rate (default: the model's).", kind="positive")
+    beta1: float | None = setting(None, "Adam's beta1 for both networks (default: the model's).")
+    beta2: float | None = setting(None, "Adam's beta2 for both networks (default: the model's).")
 
     def check(self) -> None:
-        self.positive("lr_g", optional=True)
-        self.positive("lr_d", optional=True)
         for name in ("beta1", "beta2"):
             value = getattr(self, name)
             if value is not None and not 0 <= value < 1:
@@ -89,8 +103,10 @@ class PrecisionConfig(Section):
 
     NAME = "precision"
 
-    name: str = FP32
-    loss_scale: float | None = None
+    name: str = setting(FP32, "fp32 (default), tf32, bf16 or fp16.", "--precision", "precision")
+    loss_scale: float | None = setting(
+        None, "fp16 only: 'dynamic' (GradScaler, the default) or a fixed number such as 128.", True, "loss_scale"
+    )
 
     def check(self) -> None:
         if self.name not in PRECISION_NAMES:
@@ -105,10 +121,22 @@ class PrecisionConfig(Section):
 class ComputeConfig(Section):
     NAME = "compute"
 
-    device: str = "auto"
-    channels_last: bool = False  # NHWC; a new run without --channels-last/--no-... measures which is faster
-    compile: bool = False  # torch.compile; a new run without --compile/--no-... decides whether it pays
-    sync_bn: bool = False  # with several processes: batch-norm statistics over the global batch (CUDA)
+    device: str = setting("auto", "auto (default), cpu or cuda.", True, "device")
+    channels_last: bool = setting(
+        False,
+        "NHWC (or, with --no-, NCHW) memory format for every precision; default: measured per precision on this "
+        "machine (cached), channels-last where it is faster.",
+        True,
+        "switch",
+    )
+    compile: bool = setting(
+        False,
+        "torch.compile the networks (or, with --no-, run them eager); default: compiled where it pays for its "
+        "compile time over the run's length on this machine (measured once, cached).",
+        True,
+        "switch",
+    )
+    sync_bn: bool = setting(False, "With several processes: SyncBatchNorm (CUDA only).", kind="flag")
 
     def check(self) -> None:
         if self.device not in DEVICES:
@@ -122,42 +150,36 @@ class BudgetConfig(Section):
 
     NAME = "budget"
 
-    batch_size: int = 64  # per process
-    steps: int | None = None
-    time_budget_s: float | None = None
-
-    def check(self) -> None:
-        self.whole("batch_size")
-        self.whole("steps", optional=True)
-        self.positive("time_budget_s", optional=True)
+    batch_size: int = setting(64, "Per process.", True, "whole")
+    steps: int | None = setting(None, "Stop after this many steps (one step: one G update).", True, "whole")
+    time_budget_s: float | None = setting(
+        None, "Stop after this much training wall time, e.g. 7m, 90s, 1h.", "--time-budget", "duration"
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
 class CheckpointConfig(Section):
     NAME = "checkpoints"
 
-    every_steps: int | None = 500
-    every_s: float | None = None  # of training time
-    keep: int = 3
+    # --checkpoint-every sets both: steps (500) or training time (10m).
+    every_steps: int | None = setting(
+        500, "Steps (500) or training time (10m) between checkpoints.", "--checkpoint-every", "steps_or_duration"
+    )
+    every_s: float | None = setting(None, "Training time between checkpoints.", kind="duration")
+    keep: int = setting(3, "How many recent checkpoints to keep.", kind="whole")
 
     def check(self) -> None:
-        self.whole("every_steps", optional=True)
-        self.positive("every_s", optional=True)
-        self.whole("keep")
+        self.whole("every_steps", optional=True)  # its kind reads steps or a time: the steps are checked here
 
 
 @dataclass(frozen=True, kw_only=True)
 class LoggingConfig(Section):
     NAME = "logging"
 
-    log_every: int = 10  # steps between metric records
-    sample_every: int = 500  # steps between sample grids
-    samples_per_class: int = 8  # columns of a grid
-    tensorboard: bool = False
-
-    def check(self) -> None:
-        for name in ("log_every", "sample_every", "samples_per_class"):
-            self.whole(name)
+    log_every: int = setting(10, "Steps between metric records.", kind="whole")
+    sample_every: int = setting(500, "Steps between sample grids.", kind="whole")
+    samples_per_class: int = setting(8, "Images per class in a sample grid (its columns).", kind="whole")
+    tensorboard: bool = setting(False, "Also write TensorBoard event files.", kind="flag")
 
 
 SECTIONS: dict[str, type[Section]] = {
@@ -186,7 +208,8 @@ class TrainConfig:
     budget: BudgetConfig = field(default_factory=BudgetConfig)
     checkpoints: CheckpointConfig = field(default_factory=CheckpointConfig)
     logging: LoggingConfig = field(default_factory=LoggingConfig)
-    seed: int = 0  # weights, data order, noise and evaluation (seeds.py derives each stream)
+    # seeds.py derives each stream from it.
+    seed: int = setting(0, "Seeds weights, data order, noise and evaluation.", True, "whole0")
 
     def __post_init__(self) -> None:
         for name, section in SECTIONS.items():

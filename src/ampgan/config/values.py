@@ -1,4 +1,5 @@
-"""Values written as text: durations ('7m', '1h30m', '90s') and loss scales ('dynamic', '128')."""
+"""Values written as text: durations ('7m', '1h30m', '90s'), steps or a duration ('500', '10m') and loss scales
+('dynamic', '128')."""
 
 from __future__ import annotations
 
@@ -24,6 +25,19 @@ def parse_duration(text: str) -> float:
     if not math.isfinite(seconds):
         raise AmpganError(f"the duration {text!r} is not finite: write it like 90s, 7m or 1h30m")
     return seconds
+
+
+def positive_duration(text: str) -> float:
+    seconds = parse_duration(text)
+    if not seconds > 0:
+        raise AmpganError(f"must be positive, got {text}")
+    return seconds
+
+
+def parse_steps_or_duration(text: str) -> tuple[str, float]:
+    """'500' -> ('steps', 500); '10m' -> ('seconds', 600.0): how often --checkpoint-every saves."""
+    text = str(text).strip().lower()
+    return ("steps", int(text)) if text.isdigit() and int(text) >= 1 else ("seconds", positive_duration(text))
 
 
 def parse_loss_scale(text: str) -> float | None:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from ampgan.data.dataset import ImageDataset
 from ampgan.errors import AmpganError, ConfigError
-from ampgan.sections import Section
+from ampgan.sections import Section, setting
 
 Loader = Callable[["DataConfig", str, int], ImageDataset]  # (data section, split, seed)
 
@@ -31,22 +31,28 @@ _DATASET_FIELDS = ("classes", "max_per_class", "data_dir", "download")
 class DataConfig(Section):
     NAME = "data"
 
-    dataset: str = "digits"  # a registered name (below) or folder:PATH
-    image_size: int | None = None  # None: the dataset's own size (the model says which sizes it draws)
-    channels: int | None = None  # None: the dataset's own channel count
-    data_dir: str | None = None  # where a file-based dataset lives
-    classes: str | None = None  # Quick, Draw!: comma-separated class names (default: the study's ten)
-    max_per_class: int | None = None  # Quick, Draw!: rows read per class
-    download: bool = False  # fetch missing files (cifar10, quickdraw)
-    cache: bool = False  # folder:PATH: keep a verified .npz beside the images
+    dataset: str = setting(
+        "digits",
+        lambda: f"A registered dataset ({', '.join(dataset_names())}; digits is embedded) or folder:PATH.",
+        True,
+    )
+    image_size: int | None = setting(
+        None, "Resize the data (default: the dataset's size; the model says which it draws).", True, "whole4"
+    )
+    channels: int | None = setting(None, "Grey or colour (default: the dataset's).", kind="channels")
+    data_dir: str | None = setting(None, "Where a file-based dataset lives (cifar10, quickdraw, mnist).", True)
+    classes: str | None = setting(
+        None, "Quick, Draw! classes, comma-separated (default: the study's ten).", kind="names"
+    )
+    max_per_class: int | None = setting(None, "Quick, Draw!: rows read per class.", kind="whole")
+    download: bool = setting(False, "Fetch missing dataset files (cifar10, quickdraw).", True, "flag")
+    cache: bool = setting(False, "folder:PATH: keep a verified .npz cache next to the images.", kind="flag")
 
     def check(self) -> None:
         if not self.dataset.strip():
             raise ConfigError(self.path("dataset"), "is empty: name a dataset such as digits, or folder:PATH")
-        self.whole("image_size", minimum=4, optional=True)
         if self.channels is not None and self.channels not in CHANNEL_COUNTS:
             raise ConfigError(self.path("channels"), f"must be 1 or 3, got {self.channels}")
-        self.whole("max_per_class", optional=True)
         if self.classes is not None and not self.class_list:
             raise ConfigError(self.path("classes"), "needs at least one class name, e.g. apple,eye,fish")
         for name in _DATASET_FIELDS:

@@ -6,25 +6,26 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ampgan.config.flags import spec_field
 from ampgan.errors import AmpganError
+from ampgan.sections import setting
 
 
 @dataclass(frozen=True, kw_only=True)
 class ProjectSpec:
-    """What a projection is given besides the results, declared once (config/flags.py spec_field): the
+    """What a projection is given besides the results, declared once (sections.py setting): the
     command's options and the Python API's settings come from these fields."""
 
-    devices: str | None = spec_field(
+    devices: str | None = setting(
         None,
         "GPUs from src/ampgan/system/gpus.csv, comma-separated (default T4,P100,V100,A100,L4,H100,H200).",
+        True,
         "names",
     )
-    batch_sizes: tuple[int, ...] | None = spec_field(
-        None, "Batch sizes to project, any size (default: the bench's).", "int_list"
+    batch_sizes: tuple[int, ...] | None = setting(
+        None, "Batch sizes to project, any size (default: the bench's).", True, "int_list"
     )
-    prices: Path | None = spec_field(
-        None, "Your own price catalog CSV for the cost column (default: the built-in one).", "path"
+    prices: Path | None = setting(
+        None, "Your own price catalog CSV for the cost column (default: the built-in one).", True, "path"
     )
 
 

@@ -1,5 +1,5 @@
 """What a study is given, declared once: CompareSpec (the comparison's own settings, each with its default, help
-and option: config/flags.py spec_field) over the TrainConfig every run trains, and how the spec is recorded in
+and option: sections.py setting) over the TrainConfig every run trains, and how the spec is recorded in
 study.json and compare.json."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from pathlib import Path
 
 from ampgan.bench.spec import BenchSpec
 from ampgan.config import TrainConfig, build_config, config_from_document
-from ampgan.config.flags import as_tuples, nested_spec, spec_field, spec_settings
 from ampgan.errors import AmpganError
 from ampgan.files.paths import recorded_place
+from ampgan.sections import as_tuples, setting, settings
 
 # The comparison's own bench (`--set compare.bench.FIELD=VALUE`), shorter than `ampgan bench`'s default: it
 # has three batch sizes and two training runs to fit in a few minutes; its intervals say how settled it got.
@@ -38,34 +38,31 @@ def compare_base(changes: dict) -> TrainConfig:
 @dataclass(frozen=True, kw_only=True)
 class CompareSpec:
     """What `ampgan compare` (and `ampgan.compare`) is given besides the config, declared once: each field's
-    default, help and command-line option (config/flags.py spec_field; `--set compare.FIELD=VALUE` reaches
+    default, help and command-line option (sections.py setting; `--set compare.FIELD=VALUE` reaches
     every one)."""
 
     # What every run trains: data, model and its options, optimizer, device, batch size, budget, seed
     # (the first seed). Each run takes it whole, in its own precision: `compare` studies whatever
     # `train` would train.
     base: TrainConfig = field(default_factory=lambda: compare_base({}))
-    precisions: tuple[str, ...] = spec_field(
-        (), "Comma-separated; default fp32 and this device's best mixed mode.", "precision_list"
+    precisions: tuple[str, ...] = setting(
+        (), "Comma-separated; default fp32 and this device's best mixed mode.", True, "precision_list"
     )
-    seeds: int = spec_field(
+    seeds: int = setting(
         3,
         "Seeds per precision (--seed, --seed + 1, ...), each an identical start for every "
         "precision; the verdict pairs them.",
+        True,
         "whole",
     )
-    eval_points: int = spec_field(4, "Evaluations during training.", "whole", common=False)
-    eval_samples: int = spec_field(1000, "Generated samples per evaluation.", "whole2", common=False)
-    bench_results: Path | None = spec_field(
-        None, "Reuse these bench results instead of measuring.", "path", common=False, flag="--bench"
-    )
-    # The bench of the study's step: every setting of `ampgan bench` but the precisions (the study's own).
-    bench: BenchSpec = nested_spec(COMPARE_BENCH, "precisions")
-    instance: str | None = spec_field(None, "Price the runs on this catalog instance.")
-    price_per_hour: float | None = spec_field(None, "Price the runs at this hourly price.", "positive", common=False)
-    target_accuracy: float | None = spec_field(
-        None, "Quality target (default: 80% of the best final).", "fraction", common=False
-    )
+    eval_points: int = setting(4, "Evaluations during training.", kind="whole")
+    eval_samples: int = setting(1000, "Generated samples per evaluation.", kind="whole2")
+    bench_results: Path | None = setting(None, "Reuse these bench results instead of measuring.", kind="path")
+    # The bench of the study's step: every setting of `ampgan bench` but its base and precisions (the study's).
+    bench: BenchSpec = setting(COMPARE_BENCH, "The study's bench.", skip=("base", "precisions"))
+    instance: str | None = setting(None, "Price the runs on this catalog instance.", True)
+    price_per_hour: float | None = setting(None, "Price the runs at this hourly price.", kind="positive")
+    target_accuracy: float | None = setting(None, "Quality target (default: 80% of the best final).", kind="fraction")
     evaluator_cache: Path | None = None
     # The precisions trained (and benched) channels-last; None: measured per precision at the
     # comparison's batch size (speed/layout.py).
@@ -157,7 +154,7 @@ class CompareSpec:
         return {
             **_jsonable(own),
             # The bench's settings (its base, precisions, memory format and compile setting are the study's).
-            "bench": _jsonable({name: getattr(self.bench, name) for name, _, _ in spec_settings(BenchSpec)}),
+            "bench": _jsonable({s.path: s.default for s in settings(self.bench, skip=("base",))}),
             "config": self.base.to_dict(),
             "dataset": self.base.data.dataset,
             "model": self.base.model.name,
