@@ -4,9 +4,9 @@ Everything that differs between fp32, tf32, bf16 and fp16 lives in its `Precisio
 one dtype string to an autocast context and a scaler; this is that mapping, written once). The training
 policy (training/precision.py), the speed decisions, the projection, the doctor, the tables and figures
 all look a mode up here by name: what a mode stores per element, the alignment its matrix kernels want,
-the mode whose traced operations stand in for it, the range of its 16-bit format, its colour and order.
-Adding a mode means adding one entry below (and its peak figures: a `NAME_tflops` column in
-system/gpus.csv, and the CPU rule in system/hardware.py).
+the unit path its kernels take on a GPU, the mode whose traced operations stand in for it, the range of its
+16-bit format, its colour and order. Adding a mode means adding one entry below, or one `register` call
+(its GPU rates: a `NAME_tflops` column in system/gpus.csv, else it runs at fp32's; docs/layout.md).
 """
 
 from __future__ import annotations
