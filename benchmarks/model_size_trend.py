@@ -21,8 +21,9 @@ pushes the same way as the passes counted here.
 from __future__ import annotations
 
 from ampgan.precisions import FP16, FP32
+from ampgan.precisions import precision as precision_mode
 from ampgan.projection.assumptions import BANDWIDTH_FRACTION
-from ampgan.projection.kernel_model import BYTES, calibration_for
+from ampgan.projection.kernel_model import calibration_for
 from ampgan.projection.kernels import Kernel
 from ampgan.projection.step_model import kernel_times
 from ampgan.system.gpus import gpu_spec
@@ -63,7 +64,7 @@ def step_seconds(resolution: int, device: str) -> dict[str, float]:
             for op in ("conv_fwd", "conv_bwd_data", "conv_bwd_weight")
         ]
         matrix += float(kernel_times(passes, gpu, precision, calibration, 1.0).seconds.sum())
-        data = PASSES * 2 * BATCH * channels * size * size * BYTES[precision]
+        data = PASSES * 2 * BATCH * channels * size * size * precision_mode(precision).element_bytes
         elementwise += data / (gpu.bandwidth_gbs * 1e9 * BANDWIDTH_FRACTION.mid)
     return {"matrix": matrix, "elementwise": elementwise, "total": matrix + elementwise}
 

@@ -23,7 +23,7 @@ import trace_models  # noqa: E402
 from models.autocast import MetaAutocast  # noqa: E402
 
 from ampgan.bench.ops import FUSED_UPDATES, fused_update, kernel_shapes, record_ops  # noqa: E402
-from ampgan.projection.composition import composed_step, generation_of, load_composition  # noqa: E402
+from ampgan.projection.composition import composed_step, load_composition  # noqa: E402
 from ampgan.system.gpus import gpu_spec  # noqa: E402
 
 METRICS = ("median_speedup_error", "p90_speedup_error", "coverage", "median_band_width", "median_time_error")
@@ -207,7 +207,7 @@ def test_p100_mixed_precision_is_not_called_calibrated_and_its_band_spans_what_i
     p100 = gpu_spec("P100")
     fp32 = composed_step(cached["fp32"].on_cuda(), 256, p100, "fp32")
     fp16 = composed_step(cached["fp16"].on_cuda(), 256, p100, "fp16")
-    assert generation_of(p100) == "pascal" and fp32.calibrated and not fp16.calibrated
+    assert p100.generation == "pascal" and fp32.calibrated and not fp16.calibrated
     own, wide = composition.bands["pascal"]["speedup"], composition.uncalibrated["speedup"]
     assert fp16.speedup_band == (min(own[0], wide[0]), max(own[1], wide[1]))
     assert "NOT calibrated" in fp16.note

@@ -24,7 +24,7 @@ from models import workload_key  # noqa: E402
 from trace_models import load_cache, tables_of  # noqa: E402
 
 from ampgan.precisions import FP16, FP32, TF32  # noqa: E402
-from ampgan.projection.composition import GLOBAL, PATHS, PER_GENERATION, compose, generation_of, step_parts  # noqa: E402
+from ampgan.projection.composition import GLOBAL, PATHS, PER_GENERATION, compose, step_parts  # noqa: E402
 from ampgan.system.gpus import GpuSpec, gpu_table, parse_gpu_table  # noqa: E402
 
 ROWS = HERE / "rows.csv"
@@ -120,7 +120,7 @@ def load_rows(path: Path, cache: dict | None = None) -> tuple[list[Row], list[tu
             step_parts(tables[key][FP32].on_cuda(), batch[0], gpu, baseline),
             step_parts(tables[key][FP16].on_cuda(), batch[1], gpu, FP16),
         )
-        rows.append(Row(r["model"], key, gpu, generation_of(gpu), baseline, batch, measured, r, parts))
+        rows.append(Row(r["model"], key, gpu, gpu.generation, baseline, batch, measured, r, parts))
     return rows, skipped
 
 

@@ -4,9 +4,9 @@ Everything that differs between fp32, tf32, bf16 and fp16 lives in its `Precisio
 one dtype string to an autocast context and a scaler; this is that mapping, written once). The training
 policy (training/precision.py), the speed decisions, the projection, the doctor, the tables and figures
 all look a mode up here by name: what a mode stores per element, the alignment its matrix kernels want,
-the mode whose traced operations stand in for it, the range of its 16-bit format, its colour and order.
-Adding a mode means adding one entry below (and its peak figures: a `NAME_tflops` column in
-system/gpus.csv, and the CPU rule in system/hardware.py).
+the unit path its kernels take on a GPU, the mode whose traced operations stand in for it, the range of its
+16-bit format, its colour and order. Adding a mode means adding one entry below, or one `register` call
+(its GPU rates: a `NAME_tflops` column in system/gpus.csv, else it runs at fp32's; docs/layout.md).
 """
 
 from __future__ import annotations
@@ -62,9 +62,14 @@ class Precision:
     order: int  # in tables and legends
     mixed: bool  # the study's "mixed precision": 16-bit compute, fp32 master weights
     summary: str  # one line for the README's table and --help
+    # The matrix unit its kernels run on, as the projection's calibrations fit them: "fp32" (fp32 arithmetic),
+    # "tf32" (fp32 data on tensor cores) or "fp16" (16-bit inputs on tensor cores, fp32 accumulation).
+    kernel_path: str
     # The mode whose traced operations describe this one's step when it was not traced itself: tf32 runs
     # fp32's operations (only the matrix unit differs); fp16 and bf16 move the same bytes.
     stand_in: str | None = None
+    # The bench traces its step's operations for the projection unless asked otherwise; tf32's are fp32's exactly.
+    traced: bool = True
 
     @property
     def element_bytes(self) -> int:
@@ -116,6 +121,7 @@ _MODES = (
         order=0,
         mixed=False,
         summary="strict FP32 (TF32 switched off on CUDA)",
+        kernel_path=FP32,
     ),
     Precision(
         TF32,
@@ -130,7 +136,9 @@ _MODES = (
         order=1,
         mixed=False,
         summary="FP32 storage, TF32 tensor-core matmuls",
+        kernel_path=TF32,
         stand_in=FP32,
+        traced=False,
     ),
     Precision(
         BF16,
@@ -145,6 +153,7 @@ _MODES = (
         order=2,
         mixed=True,
         summary="autocast to bfloat16, no loss scaling",
+        kernel_path=FP16,
         stand_in=FP16,
     ),
     # fp16 runs on every NVIDIA GPU (a P100 has fp16 units but no tensor cores: the study measured no gain
@@ -162,14 +171,24 @@ _MODES = (
         order=3,
         mixed=True,
         summary="autocast to float16 with loss scaling",
+        kernel_path=FP16,
         stand_in=BF16,
     ),
 )
 
 PRECISIONS: dict[str, Precision] = {mode.name: mode for mode in sorted(_MODES, key=lambda m: m.order)}
-NAMES: tuple[str, ...] = tuple(PRECISIONS)
+# Every mode's name, in order: a live view, so a mode registered later (a test's dummy, a user's own) is in
+# every choice, table and loop that reads it.
+NAMES = PRECISIONS.keys()
 BASELINE = FP32
-MIXED: tuple[str, ...] = tuple(name for name, mode in PRECISIONS.items() if mode.mixed)
+
+
+def register(mode: Precision) -> Precision:
+    """Adds a mode: the command line, the bench, the projection, tables and figures loop over PRECISIONS."""
+    if mode.name in PRECISIONS:
+        raise ValueError(f"precision {mode.name!r} is registered twice")
+    PRECISIONS[mode.name] = mode
+    return mode
 
 
 def precision(name: str) -> Precision:

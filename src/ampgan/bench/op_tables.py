@@ -14,13 +14,10 @@ from ampgan.bench.ops import TRACE_BATCH_SIZES, trace_op_table
 from ampgan.bench.results import ConfigResult
 from ampgan.bench.spec import BenchSpec
 from ampgan.errors import AmpganError
-from ampgan.precisions import BF16, FP16, FP32
-from ampgan.precisions import precision as precision_mode
+from ampgan.precisions import FP32, PRECISIONS
 from ampgan.speed.step_timer import StepTimer
 from ampgan.training.memory import estimate_step_memory
 from ampgan.training.prepared import resolve_config
-
-OP_TABLE_PRECISIONS = (FP32, BF16, FP16)
 
 
 def foreseen_cycles(results: list[ConfigResult]) -> dict[str, float]:
@@ -53,8 +50,9 @@ def trace_op_tables(
     budget = trace_budget_s(spec)
     started = time.perf_counter()
     deadline = started + budget
-    asked = tuple(spec.precisions) or OP_TABLE_PRECISIONS
-    for name in (*asked, *(p for p in OP_TABLE_PRECISIONS if p not in asked)):
+    traced = [name for name, mode in PRECISIONS.items() if mode.traced]
+    asked = tuple(spec.precisions) or traced
+    for name in (*asked, *(p for p in traced if p not in asked)):
         # A precision the bench did not run is foreseen as slow as the slowest it did.
         foreseen = cycle_s.get(name, max(cycle_s.values(), default=None))
         reason = _left_out(name in asked, deadline, budget, foreseen, stop_check)
@@ -118,7 +116,9 @@ def step_memory(spec: BenchSpec, dataset) -> dict | None:
         if not any(p.is_meta for p in gan.generator.parameters()):
             return None
         per_precision = {
-            name: estimate_step_memory(gan, data, 1, precision_mode(name).element_bytes) for name in OP_TABLE_PRECISIONS
+            name: estimate_step_memory(gan, data, 1, mode.element_bytes)
+            for name, mode in PRECISIONS.items()
+            if mode.traced
         }
     except Exception:  # noqa: BLE001 - a model the meta trace cannot follow has no estimate, not an error
         return None

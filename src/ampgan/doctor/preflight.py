@@ -23,7 +23,7 @@ from ampgan.config import TrainConfig
 from ampgan.data.batches import BatchStream
 from ampgan.errors import AmpganError, first_words, say
 from ampgan.gan.context import LossContext, draw_inputs
-from ampgan.precisions import BF16, FP16, FP32
+from ampgan.precisions import FP16, FP32, PRECISIONS
 from ampgan.training.precision import build_policy
 from ampgan.training.prepared import prepare_run
 from ampgan.training.state import build_train_state
@@ -49,7 +49,8 @@ class Finding:
 
 def preflight(config: TrainConfig, dataset=None) -> list[Finding]:
     """The findings for `config`'s GAN on its data: one fp32 step watched, the losses under fp16 loss scaling,
-    then the real step (backward and optimizer step included) in each of REAL_STEP_PRECISIONS."""
+    then the real step (backward and optimizer step included) in every mode with a CPU path: bf16 and fp16
+    autocast run on the CPU too, so what fails only under one of them is found before a comparison starts."""
     config = config.with_fields(
         {
             "precision.name": FP32,
@@ -88,15 +89,10 @@ def preflight(config: TrainConfig, dataset=None) -> list[Finding]:
     findings += witness.findings() + ops.findings(gan.name) + _saves_as_tensors(state)
     findings += _g_state_changed_by_d_loss(prepared, stream)
     findings += _losses_under_loss_scaling(prepared, stream)
-    for name in REAL_STEP_PRECISIONS:
+    for name in (name for name, mode in PRECISIONS.items() if mode.cpu):
         if not any(f.severity == "error" for f in findings):
             findings += _real_step_under(name, prepared, stream)
     return findings
-
-
-# The precisions whose real step preflight runs: every mode a study may compare (bf16 and fp16 autocast
-# run on the CPU too, so what fails only under one of them is found before a comparison starts).
-REAL_STEP_PRECISIONS = (FP32, BF16, FP16)
 
 
 def _real_step_under(name: str, prepared, stream) -> list[Finding]:

@@ -111,7 +111,7 @@ def _stream(prepared, state, config) -> BatchStream:
 def _dynamic_fp16_run(config, prepared, steps: int, run_dir: Path | None) -> dict:
     """Where GradScaler's dynamic scale settles in a real fp16 run: read from an fp16 run folder's
     metrics, or measured over `steps` fresh fp16 steps (slow on CPUs without fp16 kernels)."""
-    if run_dir is not None and config.precision.name == precisions.FP16:
+    if run_dir is not None and precisions.precision(config.precision.name).loss_scaling:
         from ampgan.runs.run_folder import read_metrics
 
         scales = [

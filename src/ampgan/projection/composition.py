@@ -32,9 +32,10 @@ import numpy as np
 
 from ampgan.bench.ops import FUSED_UPDATES, OpRow
 from ampgan.errors import AmpganError
-from ampgan.precisions import BF16, FP16, FP32, TF32
-from ampgan.projection.kernel_model import BYTES, calibration_for, features, peak_tflops, predict_seconds
-from ampgan.projection.step_model import kernel_precision, row_kernels
+from ampgan.precisions import FP16, FP32, TF32
+from ampgan.precisions import precision as precision_mode
+from ampgan.projection.kernel_model import calibration_for, features, peak_tflops, predict_seconds
+from ampgan.projection.step_model import DEFAULT, kernel_precision, row_kernels
 from ampgan.system.gpus import GpuSpec
 
 PATHS = (FP32, TF32, FP16)  # bf16 composes as fp16: the same tensor-core path and bytes
@@ -53,22 +54,6 @@ GLOBAL = (
 PER_GENERATION = ("matrix_fp32", "matrix_16")  # a generation's offset on fp32 products, and on tensor-core ones
 CASTS = ("aten._to_copy", "aten.to", "aten.copy_")
 SCALER = ("cuda.amp_unscale",)
-GENERATIONS = {
-    (6,): "pascal",
-    (7, 0): "volta",
-    (7, 5): "turing",
-    (8, 0): "ampere",
-    (8, 6): "ampere",
-    (8, 7): "ampere",
-    (8, 9): "ada",
-    (9,): "hopper",
-    (10,): "blackwell",
-}
-
-
-def generation_of(gpu: GpuSpec) -> str:
-    major, minor = gpu.cuda_capability
-    return GENERATIONS.get((major, minor)) or GENERATIONS.get((major,)) or f"capability {major}.{minor}"
 
 
 @dataclass(frozen=True)
@@ -85,10 +70,6 @@ class StepParts:
     operations: float
 
 
-def _path(used: str) -> str:
-    return FP16 if used == BF16 else used
-
-
 def step_parts(rows: Iterable[OpRow], batch_size: float, gpu: GpuSpec, precision: str) -> StepParts:
     """`precision`: fp32, tf32, fp16, bf16 or step_model.DEFAULT (TF32 convolutions, fp32 products)."""
     rows = list(rows)
@@ -102,7 +83,7 @@ def step_parts(rows: Iterable[OpRow], batch_size: float, gpu: GpuSpec, precision
         picked = [kernels[i] for i in indices]
         # Without tensor cores (Pascal) autocast's 16-bit products run fp32 arithmetic on 16-bit data (cuBLAS
         # and cuDNN's compute type): the fp32 path, not DeepBench's cuDNN 6 pseudo-fp16 kernels.
-        tensor = used != FP32 and gpu.tensor_cores
+        tensor = precision_mode(used).tensor_cores and gpu.tensor_cores
         path = calibration.paths[FP16 if tensor else FP32]
         seconds, _, _ = predict_seconds(
             features(picked, gpu.sms, used if tensor else FP32),
@@ -110,9 +91,9 @@ def step_parts(rows: Iterable[OpRow], batch_size: float, gpu: GpuSpec, precision
             calibration.shared,
             peak_tflops(gpu, used),
             gpu.bandwidth_gbs,
-            BYTES[used],
+            precision_mode(used).element_bytes,
         )
-        matrix[_path(used)] += float((seconds * np.asarray([weights[i] for i in indices])).sum())
+        matrix[precision_mode(used).kernel_path] += float((seconds * np.asarray([weights[i] for i in indices])).sum())
     other = other_16 = cast = update = memory_ops = 0.0
     for row in rows:
         if row.unit == "matrix":
@@ -140,7 +121,7 @@ def clock_factor(gpu: GpuSpec, watts_per_sm: float) -> float:
 def compose(parts: StepParts, gpu: GpuSpec, params: dict) -> dict[str, float]:
     """{"seconds", "gpu_s", "host_s", "matrix_s", "memory_s", "launch_s"}: the step composed with `params`
     ({"global": {name: log value}, "generations": {generation: {name: log offset}}})."""
-    generation = generation_of(gpu)
+    generation = gpu.generation
     g = params["global"]
     offsets = params.get("generations", {}).get(generation, {})
     clock = clock_factor(gpu, math.exp(g["watts_per_sm"]))
@@ -179,7 +160,7 @@ class Composition:
 
     def band(self, gpu: GpuSpec) -> tuple[dict, bool, str]:
         """(the band's log factors, whether the GPU's generation has rows, what the band rests on)."""
-        generation = generation_of(gpu)
+        generation = gpu.generation
         own = self.bands.get(generation)
         if own is None:
             return self.uncalibrated, False, f"{generation}: no end-to-end rows; {self.uncalibrated['source']}"
@@ -228,7 +209,7 @@ def composed_step(rows: Iterable[OpRow], batch_size: float, gpu: GpuSpec, precis
     composition = load_composition()
     parts = compose(step_parts(rows, batch_size, gpu, precision), gpu, composition.params)
     band, own, note = composition.band(gpu)
-    if precision not in (FP32, TF32) and not gpu.tensor_cores:
+    if precision != DEFAULT and precision_mode(precision).mixed and not gpu.tensor_cores:
         wide = composition.uncalibrated
         band = {key: [min(band[key][0], wide[key][0]), max(band[key][1], wide[key][1])] for key in ("speedup", "time")}
         own = False

@@ -14,13 +14,13 @@ from ampgan.bench.ops import OpTable
 from ampgan.cost.arithmetic import cost_of_batches
 from ampgan.cost.catalog import Instance, cheapest_instance
 from ampgan.errors import AmpganError, one_line
-from ampgan.precisions import BASELINE, FP16, FP32, MIXED, NAMES, TF32, in_order
+from ampgan.precisions import BASELINE, FP16, FP32, NAMES, PRECISIONS, TF32, in_order
 from ampgan.precisions import precision as precision_mode
 from ampgan.projection.assumptions import all_assumptions, host_seconds_per_op
 from ampgan.projection.composition import ComposedStep, composed_speedup, composed_step
 from ampgan.projection.kernel_model import calibration_for
 from ampgan.projection.step_model import DEFAULT, UNCALIBRATED_WIDENING, step_estimate
-from ampgan.system.gpus import GpuSpec
+from ampgan.system.gpus import GpuSpec, gpu_table
 
 FORMAT = "ampgan-projection/1"
 DEFAULT_DEVICES = ("T4", "P100", "V100", "A100", "L4", "H100", "H200")
@@ -63,15 +63,6 @@ def table_for(precision: str, tables: dict[str, OpTable]) -> tuple[OpTable | Non
     return None, f"no op table for {precision} or a stand-in"
 
 
-def unsupported_reason(gpu: GpuSpec, precision: str) -> str | None:
-    reason = precision_mode(precision).unavailable_reason("cuda", gpu.cuda_capability)
-    if reason:
-        return reason
-    if precision == TF32 and not gpu.peak_tflops.get(TF32):
-        return "no TF32 tensor cores"
-    return None
-
-
 def memory_at_least(memory: dict | None, precision: str, batch_size: int) -> float | None:
     """The lower bound on one step's memory in bytes (bench's step_memory), or None without one."""
     if not isinstance(memory, dict):
@@ -109,8 +100,8 @@ def _calibration_note(gpu: GpuSpec) -> dict:
 
 
 def has_tf32_default(gpu: GpuSpec) -> bool:
-    """PyTorch runs convolutions in TF32 by default (torch.backends.cudnn.allow_tf32) on capability >= 8.0."""
-    return gpu.cuda_capability >= (8, 0) and bool(gpu.peak_tflops.get(TF32))
+    """PyTorch runs convolutions in TF32 by default (torch.backends.cudnn.allow_tf32) where the GPU has TF32."""
+    return gpu.cannot_run(TF32) is None
 
 
 def project(
@@ -141,7 +132,7 @@ def project(
             for name in precisions:
                 row = {"device": gpu.key, "precision": name, "batch_size": batch_size, "projected": True}
                 table, table_note = table_for(name, tables)
-                reason = unsupported_reason(gpu, name) or (None if table else table_note)
+                reason = gpu.cannot_run(name) or (None if table else table_note)
                 if reason:
                     rows.append({**row, "status": "not projected", "reason": reason})
                     continue
@@ -420,7 +411,7 @@ def calibration_error_lines() -> list[str]:
     from ampgan.projection.kernel_model import load_calibration  # noqa: PLC0415
 
     lines = composition_error_lines()
-    for architecture in ("volta", "pascal"):
+    for architecture in sorted({gpu.calibration for gpu in gpu_table().values() if gpu.calibration}, reverse=True):
         calibration = load_calibration(architecture)
         error = calibration.residuals["speedup_fp32_to_fp16"]
         times = calibration.residuals["time_error"]
@@ -526,7 +517,7 @@ def fastest_mixed(rows: list[dict], device: str, batch_size: int) -> tuple[dict,
         for r in rows
         if r.get("status") == "ok" and r["device"] == device and r["batch_size"] == batch_size
     }
-    mixed = [mine[name] for name in MIXED if name in mine and "speedup" in mine[name]]
+    mixed = [mine[name] for name in NAMES if PRECISIONS[name].mixed and name in mine and "speedup" in mine[name]]
     if BASELINE not in mine or not mixed:
         return None
     return mine[BASELINE], max(mixed, key=lambda r: r["speedup"])

@@ -19,9 +19,9 @@ import numpy as np
 
 from ampgan.errors import AmpganError
 from ampgan.files.jsonfile import refuse_unless_regular_file
-from ampgan.precisions import BF16, FP16, FP32, TF32
+from ampgan.precisions import FP16, FP32, NAMES
+from ampgan.precisions import precision as precision_mode
 from ampgan.projection.kernel_model import (
-    BYTES,
     PATH_PARAMETERS,
     PATHS,
     Features,
@@ -34,7 +34,6 @@ from ampgan.projection.kernel_model import (
 from ampgan.projection.kernels import COLUMNS, Kernel, kernel_from_row
 from ampgan.system.gpus import GpuSpec
 
-PRECISIONS = (FP32, TF32, FP16, BF16)
 CALIBRATION_COLUMNS = (*COLUMNS, "precision", "ms")
 # Of the cross-validated log residuals, per class and precision, conformally corrected: 11% of a class's
 # kernels may fall below its band and 11% above. The one level chosen knowing the cross-validation: the
@@ -82,10 +81,8 @@ def read_calibration(path: Path) -> list[Measured]:
         where = f"{path} line {number}"
         kernel = kernel_from_row(row, where)
         precision = str(row.get("precision") or "").strip()
-        if precision not in PRECISIONS:
-            raise AmpganError(
-                f"{where} ({kernel.name}): precision is {precision!r}: choose from {', '.join(PRECISIONS)}"
-            )
+        if precision not in NAMES:
+            raise AmpganError(f"{where} ({kernel.name}): precision is {precision!r}: choose from {', '.join(NAMES)}")
         try:
             ms = float(row.get("ms") or "")
         except ValueError:
@@ -123,7 +120,7 @@ def path_data(kernels: list[Kernel], log_ms: np.ndarray, precision: str, gpu: Gp
         features(kernels, gpu.sms, precision),
         np.asarray(log_ms, dtype=float),
         peak_tflops(gpu, precision),
-        BYTES[precision],
+        precision_mode(precision).element_bytes,
     )
 
 

@@ -27,7 +27,8 @@ import numpy as np
 
 from ampgan.errors import AmpganError
 from ampgan.files.jsonfile import parse_json
-from ampgan.precisions import FP16, FP32, PRECISIONS, TF32
+from ampgan.precisions import FP16, FP32
+from ampgan.precisions import precision as precision_mode
 from ampgan.projection.kernels import CONV_OPS, GEMM, Kernel
 from ampgan.system.gpus import GpuSpec
 
@@ -51,25 +52,19 @@ SHARED_PARAMETERS = ("log_launch_s", "log_bandwidth_fraction")
 PATHS = (FP32, FP16)  # a calibration's two unit paths: 32-bit, and 16-bit inputs with fp32 accumulation
 TILES = ((128, 128), (128, 64), (64, 64), (64, 32), (32, 32))
 TINY_CHANNELS = 4  # 1-3 channel images (and a 4-channel one) are the measured slow case
-# Per precision (precisions.py): bytes per element its kernels read, and the multiple of it they want.
-BYTES = {name: mode.element_bytes for name, mode in PRECISIONS.items()}
-ALIGNMENT = {name: mode.alignment for name, mode in PRECISIONS.items()}
 
 
 def path_of(precision: str) -> str:
-    """The calibrated path a precision runs on: tf32 is a tensor-core path like fp16 (its own peak)."""
-    return FP32 if precision == FP32 else FP16
+    """The calibrated path a precision runs on (its record's kernel path): tf32 is a tensor-core path like
+    fp16 (its own peak)."""
+    return FP32 if precision_mode(precision).kernel_path == FP32 else FP16
 
 
 def peak_tflops(gpu: GpuSpec, precision: str) -> float:
-    """The unit's peak a kernel in `precision` runs at: a GPU without 16-bit tensor cores (P100: half2
-    accumulates in fp16) converts autocast's 16-bit inputs and multiplies at its fp32 rate."""
-    fp32 = gpu.peak_tflops[FP32] or 0.0
-    if precision == FP32:
-        return fp32
-    if precision == TF32:
-        return gpu.peak_tflops.get(TF32) or fp32
-    return (gpu.peak_tflops.get(precision) or fp32) if gpu.tensor_cores else fp32
+    """The unit's peak a kernel in `precision` runs at: its own column of the GPU's row, else fp32's. A GPU
+    without tensor cores (P100: half2 accumulates in fp16) converts autocast's 16-bit inputs and multiplies
+    at its fp32 rate."""
+    return (gpu.peak_tflops.get(precision) if gpu.tensor_cores else None) or gpu.peak_tflops[FP32] or 0.0
 
 
 @dataclass(frozen=True)
@@ -104,7 +99,7 @@ def _tile_utilisation(m: int, n: int, k: int, sms: int) -> list[float]:
 
 
 def features(kernels: list[Kernel], sms: int, precision: str) -> Features:
-    align = ALIGNMENT[precision]
+    align = precision_mode(precision).alignment
     ops = [GEMM, *CONV_OPS]
     rows = []
     for kernel in kernels:
@@ -182,9 +177,8 @@ class Calibration:
 
 def calibration_for(gpu: GpuSpec) -> tuple[Calibration, bool]:
     """(the calibration a GPU's kernels are projected with, whether it was fitted on this architecture)."""
-    major, minor = gpu.cuda_capability
-    own = {(6, 0): "pascal", (7, 0): "volta"}.get((major, minor))
-    return load_calibration(own or ("volta" if gpu.tensor_cores else "pascal")), own is not None
+    own = gpu.calibration  # gpus.csv names it; a GPU without one borrows the nearest: with tensor cores or not
+    return load_calibration(own or ("volta" if gpu.tensor_cores else "pascal")), bool(own)
 
 
 @lru_cache(maxsize=None)
@@ -206,4 +200,4 @@ def irregular(kernel: Kernel, precision: str) -> bool:
     """A kernel in the calibration's wide-error class: tiny channels, or channels a 16-bit path needs aligned."""
     if kernel.op != GEMM and kernel.c <= TINY_CHANNELS:
         return True
-    return any(d % ALIGNMENT[precision] for d in kernel.channel_dims())
+    return any(d % precision_mode(precision).alignment for d in kernel.channel_dims())

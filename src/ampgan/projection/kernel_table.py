@@ -15,8 +15,7 @@ from pathlib import Path
 
 from ampgan.errors import AmpganError
 from ampgan.files.atomic import write_atomically
-from ampgan.precisions import BF16, FP16, FP32, TF32
-from ampgan.precisions import precision as precision_mode
+from ampgan.precisions import NAMES
 from ampgan.projection.kernel_fit import read_kernel_rows
 from ampgan.projection.kernel_model import calibration_for
 from ampgan.projection.kernels import Kernel, kernel_from_row
@@ -24,7 +23,6 @@ from ampgan.projection.step_model import UNCALIBRATED_WIDENING, kernel_times
 from ampgan.system.gpus import GpuSpec
 
 OUTPUT_COLUMNS = ("name", "device", "precision", "ms", "ms_low", "ms_high", "bound")
-KERNEL_PRECISIONS = (FP32, TF32, BF16, FP16)
 
 
 def read_kernels(path: Path) -> list[Kernel]:
@@ -44,15 +42,9 @@ def read_kernels(path: Path) -> list[Kernel]:
 
 
 def precisions_of(gpu: GpuSpec) -> list[str]:
-    """fp32 and fp16 on every GPU (a P100's fp16 converts to fp32 arithmetic), tf32 and bf16 where it has them."""
-    out = []
-    for name in KERNEL_PRECISIONS:
-        if precision_mode(name).unavailable_reason("cuda", gpu.cuda_capability):
-            continue
-        if name == TF32 and not gpu.peak_tflops.get(TF32):
-            continue
-        out.append(name)
-    return out
+    """Every mode the GPU runs: fp32 and fp16 on every one (a P100's fp16 converts to fp32 arithmetic), tf32 and
+    bf16 where it has them."""
+    return [name for name in NAMES if gpu.cannot_run(name) is None]
 
 
 def project_kernels(kernels: list[Kernel], gpus: list[GpuSpec]) -> list[dict]:

@@ -28,10 +28,10 @@ import numpy as np
 
 from ampgan.bench.ops import OpRow
 from ampgan.precisions import FP16, FP32, TF32
+from ampgan.precisions import precision as precision_mode
 from ampgan.projection.assumptions import BANDWIDTH_FRACTION, LAUNCH_GAP_S
 from ampgan.projection.kernel_fit import class_candidates, kernel_class
 from ampgan.projection.kernel_model import (
-    BYTES,
     Calibration,
     calibration_for,
     features,
@@ -136,7 +136,7 @@ def kernel_times(
             calibration.shared,
             peak_tflops(gpu, used),
             gpu.bandwidth_gbs,
-            BYTES[used],
+            precision_mode(used).element_bytes,
         )
         out["seconds"][indices], out["compute"][indices], out["memory"][indices] = seconds, compute, memory
         for i, kernel in zip(indices, picked):
@@ -144,11 +144,11 @@ def kernel_times(
             band = entry[path_of(used)]
             out["time_low"][i] = math.exp(band["low"]) / widening
             out["time_high"][i] = math.exp(band["high"]) * widening
-            if used != FP32:
+            if path_of(used) != FP32:
                 out["speedup_low"][i] = entry["speedup"]["low"]
                 out["speedup_high"][i] = entry["speedup"]["high"]
                 out["varied"][i] = 1.0
-            out["tensor"][i] = float(used != FP32 and gpu.tensor_cores and not irregular(kernel, used))
+            out["tensor"][i] = float(path_of(used) != FP32 and gpu.tensor_cores and not irregular(kernel, used))
     return KernelTimes(**out)
 
 

@@ -36,7 +36,6 @@ from ampgan.quality.metrics import (
     class_shares,
     confusion_matrix,
     density_coverage,
-    frechet_distance,
     intra_class_diversity,
     kernel_inception_distance,
     mean_pairwise_distance,
@@ -44,6 +43,7 @@ from ampgan.quality.metrics import (
     quality_flags,
     unconditional_flags,
 )
+from ampgan.quality.registry import computed
 from ampgan.seeds import reference_subset_seed
 from ampgan.system.memory import largest_count, refuse_unless_it_fits
 
@@ -350,12 +350,7 @@ def quality_of_images(evaluator: TrainedEvaluator, images: torch.Tensor, intende
     features, predicted = _features_and_predictions(evaluator.network, images)
     real_features = evaluator.held_out_features()
     kid, kid_std = kernel_inception_distance(features, real_features)
-    quality = {
-        "frechet_distance": frechet_distance(features, real_features),
-        "kid": kid,
-        "kid_std": kid_std,
-        "samples": len(images),
-    }
+    quality = computed(images, features, real_features) | {"kid": kid, "kid_std": kid_std, "samples": len(images)}
     if intended is None:
         return quality | unconditional_metrics(features, predicted, real_features, evaluator)
     quality = {"evaluator_accuracy": accuracy(predicted, intended.numpy())} | quality
@@ -446,9 +441,8 @@ def reference_floor(evaluator: TrainedEvaluator, count: int) -> dict:
     real_features, predicted = _features_and_predictions(evaluator.network, evaluator.train_images[chosen])
     held_features = evaluator.held_out_features()
     kid, kid_std = kernel_inception_distance(real_features, held_features)
-    floor = {
+    floor = computed(_to_input(evaluator.train_images[chosen]), real_features, held_features) | {
         "evaluator_accuracy": evaluator.held_out_accuracy,
-        "frechet_distance": frechet_distance(real_features, held_features),
         "kid": kid,
         "kid_std": kid_std,
         "samples": count,

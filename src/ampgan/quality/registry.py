@@ -1,15 +1,18 @@
 """Every quality metric a study reports, described once: its key in a quality record, how tables and
-sentences name it, which way is better, how many digits it shows, and what it applies to. The seed
-summary, the paired comparison between precisions, the report's metrics table and `ampgan evaluate`
-iterate over this list; none of them names a metric of its own.
+sentences name it, which way is better, how many digits it shows, what it applies to, and how it is
+computed. The evaluator (generated samples and the real images' floor), the seed summary, the paired
+comparison between precisions, the report's metrics table and `ampgan evaluate` iterate over this list;
+none of them names a metric of its own.
 
-Adding a metric: compute it in quality/evaluator.py's quality_of_images (and reference_floor, for the
-real images' value), then describe it here with @register; docs/layout.md has the checklist.
+Adding a metric: one `register(Metric(...))` with its `compute`; docs/layout.md has the checklist.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+
+from ampgan.quality.metrics import frechet_distance
 
 
 @dataclass(frozen=True)
@@ -22,6 +25,10 @@ class Metric:
     conditional_only: bool = False  # needs an intended class per sample (a conditional GAN)
     in_table: bool = True  # a column of the report's metrics table and of `ampgan evaluate`
     paired: bool = False  # compared between precisions seed by seed (study/over_seeds.py)
+    # (images (N, C, H, W) in [-1, 1], their evaluator features, the held-out real images' features) -> its
+    # value, for generated samples and for real training images (the floor). None: quality/evaluator.py
+    # computes it with the figures it shares work with (the k-NN radii, the class predictions).
+    compute: Callable | None = None
 
 
 METRICS: dict[str, Metric] = {}
@@ -40,13 +47,26 @@ EVALUATOR_ACCURACY = register(
 RECALL = register(Metric("recall", "recall", "recall", True, paired=True))
 COVERAGE = register(Metric("coverage", "coverage", "coverage", True, paired=True))
 FRECHET_DISTANCE = register(
-    Metric("frechet_distance", "Fréchet distance", "Fréchet distance", False, digits=2, paired=True)
+    Metric(
+        "frechet_distance",
+        "Fréchet distance",
+        "Fréchet distance",
+        False,
+        digits=2,
+        paired=True,
+        compute=lambda images, features, real_features: frechet_distance(features, real_features),
+    )
 )
 KID = register(Metric("kid", "KID", "KID", False, digits=4))
 PRECISION = register(Metric("precision", "precision", "precision", True, in_table=False))
 DENSITY = register(Metric("density", "density", "density", True, in_table=False))
 # A single number for an unconditional GAN only (a conditional one has one per class).
 DIVERSITY = register(Metric("diversity", "diversity", "diversity", True, in_table=False))
+
+
+def computed(images, features, real_features) -> dict:
+    """Each metric its record computes, of these images (see Metric.compute)."""
+    return {m.key: m.compute(images, features, real_features) for m in METRICS.values() if m.compute}
 
 
 def table_metrics(conditional: bool = True) -> list[Metric]:

@@ -33,7 +33,6 @@ from ampgan.speed.intervals import SpeedupInterval
 from ampgan.speed.rounds import UNTIL_DECIDED, RoundsResult, StoppingRule, measure_rounds
 
 BASELINE = precisions.BASELINE
-MIXED = tuple(name for name, mode in precisions.PRECISIONS.items() if mode.mixed)  # 16-bit compute, fp32 weights
 DECISION_RULE = StoppingRule(min_rounds=3, max_seconds=30.0, until=UNTIL_DECIDED)
 WARMUP_STEPS = 2
 # A first (warm-up) step this many times slower than fp32's first is hopeless at once: one-off costs
@@ -192,7 +191,7 @@ def decide(
 
 
 def fastest_useful_mixed(decisions: dict[str, Decision]) -> str | None:
-    useful = [d for d in decisions.values() if d.precision in MIXED and d.useful]
+    useful = [d for d in decisions.values() if precisions.precision(d.precision).mixed and d.useful]
     if not useful:
         return None
     return max(useful, key=lambda d: d.interval["estimate"] if d.interval else 0.0).precision

@@ -14,10 +14,8 @@ import math
 import numpy as np
 
 from ampgan.precisions import FP32
-from ampgan.quality.registry import METRICS as _REGISTERED
+from ampgan.quality.registry import METRICS
 from ampgan.speed.intervals import t_quantile_975
-
-METRICS = tuple(_REGISTERED)  # every registered metric (quality/registry.py) gets a mean and an interval
 
 
 def mean_interval(values) -> dict:
@@ -38,6 +36,7 @@ def summarize_seeds(per_seed: dict[int, dict]) -> dict:
     and each final metric's interval. `run_dir` and `stamp` are the first seed's (Figure 4 shows it)."""
     seeds = sorted(per_seed)
     runs = [per_seed[seed] for seed in seeds]
+    # every registered metric (quality/registry.py) gets a mean and an interval
     metrics = [m for m in METRICS if all(isinstance(run["final"].get(m), (int, float)) for run in runs)]
     intervals = {m: mean_interval([run["final"][m] for run in runs]) for m in metrics}
     flags = [f"seed {seed}: {flag}" for seed in seeds for flag in per_seed[seed]["final"].get("flags", [])]
@@ -88,7 +87,7 @@ def compare_seeds(document) -> dict:
         if precision == FP32:
             continue
         entry = {"seeds": len(run.seeds)}
-        for metric in (key for key, described in _REGISTERED.items() if described.paired):
+        for metric in (key for key, described in METRICS.items() if described.paired):
             mine = {s: r.final[metric] for s, r in run.per_seed.items() if metric in r.final}
             theirs = {s: r.final[metric] for s, r in baseline.per_seed.items() if metric in r.final}
             if mine and theirs:

@@ -16,6 +16,7 @@ from importlib import resources
 
 from ampgan.errors import AmpganError
 from ampgan.precisions import NAMES as PRECISION_NAMES
+from ampgan.precisions import precision as precision_mode
 
 
 @dataclass(frozen=True)
@@ -27,6 +28,8 @@ class GpuSpec:
     bandwidth_gbs: float
     memory_gib: float
     cuda_capability: tuple[int, int]
+    generation: str  # its architecture ("volta", "hopper"): the step composition fits offsets and bands per generation
+    calibration: str  # the kernel calibration fitted on this architecture (projection/calibration/NAME.json); "": none
     source: str
     checked: str
     sms: int = 80  # streaming multiprocessors: the kernel model spreads tiles over them in waves
@@ -35,6 +38,13 @@ class GpuSpec:
     @property
     def tensor_cores(self) -> bool:
         return self.fp16_units == "tensor"
+
+    def cannot_run(self, precision: str) -> str | None:
+        """Why this GPU cannot run `precision` (too old for its mode, or no rate for it in this row), or None."""
+        reason = precision_mode(precision).unavailable_reason("cuda", self.cuda_capability)
+        if reason is None and precision in self.peak_tflops and not self.peak_tflops[precision]:
+            return f"no {precision} units (its datasheet row gives no {precision} rate)"
+        return reason
 
     def to_dict(self) -> dict:
         return {
@@ -45,6 +55,8 @@ class GpuSpec:
             "bandwidth_gbs": self.bandwidth_gbs,
             "memory_gib": self.memory_gib,
             "cuda_capability": list(self.cuda_capability),
+            "generation": self.generation,
+            "calibration": self.calibration,
             "sms": self.sms,
             "watts": self.watts,
             "source": self.source,
@@ -70,17 +82,29 @@ def parse_gpu_table(text: str) -> dict[str, GpuSpec]:
         table[row["key"]] = GpuSpec(
             key=row["key"],
             name=row["name"],
-            peak_tflops={name: _number(row[f"{name}_tflops"]) for name in PRECISION_NAMES},
+            # A mode without a column (one registered in code) runs at the fp32 rate (kernel_model.peak_tflops).
+            peak_tflops={name: _number(row[f"{name}_tflops"]) for name in PRECISION_NAMES if f"{name}_tflops" in row},
             fp16_units=row["fp16_units"],
             bandwidth_gbs=float(row["bandwidth_gbs"]),
             memory_gib=float(row["memory_gib"]),
             cuda_capability=(int(major), int(minor)),
+            generation=row["generation"],
+            calibration=row["calibration"],
             source=row["source"],
             checked=row["checked"],
             sms=int(row["sms"]),
             watts=_number(row.get("watts") or ""),
         )
     return table
+
+
+def register(spec: GpuSpec) -> GpuSpec:
+    """Adds a GPU to the table `project`, `cost` and the bench's % of peak read (a test's dummy, a board the
+    CSV does not list yet)."""
+    if spec.key in gpu_table():
+        raise ValueError(f"GPU {spec.key!r} is registered twice")
+    gpu_table()[spec.key] = spec
+    return spec
 
 
 def gpu_spec(key: str) -> GpuSpec:

@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass, field
 
 import torch
 
-from ampgan.precisions import BF16, FP16, FP32
+from ampgan.precisions import precision as precision_mode
 from ampgan.system.gpus import gpu_table
 
 # CPU flags (from /proc/cpuinfo) that decide the vector width and which reduced-precision
@@ -154,7 +154,8 @@ def gpu_peak_tflops(name: str, precision: str) -> float | None:
 def cpu_flops_per_cycle(
     cpu_model: str, flags: tuple[str, ...] | set[str], precision: str, family: int | None = None
 ) -> int | None:
-    """Peak FLOPs per cycle per core for the vector/matrix units this CPU has.
+    """Peak FLOPs per cycle per core for the vector/matrix units this CPU has, by the dtype the mode computes
+    in (its record in precisions.py): a mode registered later that computes in float32 gets FP32's.
 
     - FP32, AVX-512: Intel Xeon cores have two 512-bit FMA units: 2 x 16 lanes x 2 = 64.
       AMD Zen 4 (family 25) runs AVX-512 on two 256-bit FMA pipes: 2 x 8 x 2 = 32; Zen 5
@@ -172,15 +173,16 @@ def cpu_flops_per_cycle(
         fp32 = 32
     else:
         return None
-    if precision == FP32:
+    mode = precision_mode(precision)
+    if not mode.cpu:
+        return None  # tf32 is a CUDA mode
+    if mode.compute_dtype == torch.float32:
         return fp32
-    if precision == BF16:
+    if mode.compute_dtype == torch.bfloat16:
         if "amx_bf16" in flags:
             return 1024
         return 2 * fp32 if "avx512_bf16" in flags else None
-    if precision == FP16:
-        return 1024 if "amx_fp16" in flags else None
-    return None  # tf32 is a CUDA mode
+    return 1024 if "amx_fp16" in flags else None  # float16
 
 
 def peak_tflops(hardware: Hardware, precision: str) -> tuple[float | None, str]:
