@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 import ampgan.system.cpu_tuning as cpu_tuning
-from ampgan.bench.deadline import warm_up
+from ampgan.bench.deadline import TooSlowAhead, warm_up
 from ampgan.bench.results import ConfigResult
 from ampgan.bench.spec import BenchSpec
 from ampgan.precisions import BF16, FP32
@@ -229,6 +229,67 @@ def test_a_speed_decision_taken_under_load_is_not_kept_as_the_machines_answer(tm
         assert not again[BF16].cached  # measured again, never read back
 
 
+def _crowded(monkeypatch, others: int) -> None:
+    monkeypatch.setattr(cpu_tuning, "others_running", lambda samples=5: others)
+    monkeypatch.setattr("ampgan.speed.rounds.cores", lambda: 2)
+    monkeypatch.setattr("torch.get_num_threads", lambda: 2)
+
+
+@pytest.mark.parametrize("others", [0, 3])
+def test_layout_and_compile_decisions_taken_under_load_are_used_but_not_cached(tmp_path, monkeypatch, others):
+    from ampgan.speed.compilation import COMPILED, EAGER, CompileMeasurement, CompileProbe, decide_compile
+    from ampgan.speed.decision import DECISION_RULE
+    from ampgan.speed.layout import CHANNELS_LAST, NCHW, decide_layout, measure_layouts_with
+
+    _crowded(monkeypatch, others)
+    times = {NCHW: 0.08, CHANNELS_LAST: 0.06, EAGER: 0.1, COMPILED: 0.07}
+
+    class Probe(CompileProbe):
+        def measure(self):
+            rounds = measure_rounds(
+                {name: lambda name=name: times[name] for name in (EAGER, COMPILED)}, EAGER, DECISION_RULE
+            )
+            return CompileMeasurement(rounds, first_compile_s=1.0, compile_s=1.0)
+
+    layout_cache, compile_cache = DecisionCache(tmp_path / "layout"), DecisionCache(tmp_path / "compile")
+    layout = decide_layout(
+        BF16, 64, {"machine": "x"}, measure_layouts_with(lambda name: lambda: times[name]), layout_cache
+    )
+    compile_it, decision = decide_compile(BF16, 64, {"machine": "x"}, (None, 3600.0), Probe(), compile_cache)
+    assert layout.channels_last and compile_it  # the moment's answer is used ...
+    assert bool(layout_cache._read()) is bool(compile_cache._read()) is (others == 0)  # ... and kept only if calm
+    for note in (layout.note, decision.note):
+        assert ("measured under load: 3 other threads running beside 2 of ours on 2 cores" in note) is (others > 0)
+
+
+def test_a_bench_measured_under_load_adds_nothing_to_the_speedup_history(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    import torch
+    from conftest import tiny_config
+
+    from ampgan.bench.measure import _time_interleaved
+    from ampgan.speed.history import FILE_NAME
+
+    monkeypatch.setenv("AMPGAN_CACHE_DIR", str(tmp_path))
+    spec = BenchSpec(batch_sizes=(8,), precisions=(FP32, BF16), steps=4, max_seconds=5.0)
+
+    def contender(precision, seconds):
+        result = ConfigResult(batch_size=8, precision=precision)
+        timer = SimpleNamespace(config=tiny_config(), data_parallel=False)
+        return SimpleNamespace(
+            result=result,
+            timer=timer,
+            device=torch.device("cpu"),
+            sample=lambda twin: result.samples_s.append(seconds) or seconds,
+        )
+
+    for others, kept in ((3, False), (0, True)):
+        _crowded(monkeypatch, others)
+        rounds = _time_interleaved(spec, [contender(FP32, 0.1), contender(BF16, 0.06)])
+        assert rounds.under_load is not kept and (tmp_path / FILE_NAME).exists() is kept
+
+
 def test_a_few_crowded_rounds_in_many_do_not_mark_the_answer():
     loads = iter([1] + [0] * 20)
     rule = StoppingRule(min_rounds=12, max_seconds=100.0)
@@ -278,6 +339,10 @@ def test_two_slow_steps_in_a_row_make_it_too_slow_and_a_crowded_verdict_says_so(
     assert result.status == "too_slow" and "2 steps in a row" in result.reason and "3.83 s and 4.10 s" in result.reason
     assert bool(result.under_load) is marked
     assert ("measured under load" in result.reason) is marked
+    ahead = TooSlowAhead()
+    ahead.learn([result])
+    foreseen = ahead.foreseen(SPEC, FP32, 1024)  # 32x the images: too slow, unless the verdict was the moment's
+    assert (foreseen is None) is marked
 
 
 # --- the race's clock and each seed's pace ----------------------------------------------------------------
