@@ -135,10 +135,10 @@ class ThreadWatch:
     """Fits a training run's threads to the machine as its load changes, by measurement on the run's own steps.
     When the count that leaves the other processes their cores (fitting_threads, looked up in /proc) differs
     from the one running, the two take turns for TRIAL_STEPS steps each and the faster is kept (within
-    MORE_THREADS_GAIN of each other: the fewer, which never waits on a descheduled partner). A slowdown with no count
-    to try is said once per episode. Every choice is said (`say`) and each change kept (`changes`), never
-    silent. Inactive when the user fixed the threads or under torchrun (each rank has its share of the cores).
-    `probe`, `get_threads`, `set_threads` are injectable (tests)."""
+    MORE_THREADS_GAIN of each other: the fewer, which never waits on a descheduled partner). A slowdown with no
+    count to try is said once in a run (its pace is in its record). Every choice is said (`say`) and each change
+    kept (`changes`), never silent. Inactive when the user fixed the threads or under torchrun (each rank has
+    its share of the cores). `probe`, `get_threads`, `set_threads` are injectable (tests)."""
 
     def __init__(
         self,
@@ -174,7 +174,6 @@ class ThreadWatch:
         self.fastest_s = min(seconds, self.fastest_s or seconds)
         slow = reference is not None and seconds > SLOWED_FACTOR * reference
         self.slow_in_a_row = self.slow_in_a_row + 1 if slow else 0
-        self.slowdown_said = self.slowdown_said and slow
         self.since_check_s += seconds
         if self.slow_in_a_row < SLOW_STEPS_TO_ACT and self.since_check_s < CHECK_EVERY_S:
             return
