@@ -113,8 +113,8 @@ def steps(args) -> None:
             children[model, setting] = subprocess.Popen(
                 argv, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
             )
-    for process in children.values():
-        assert process.stdout.readline().strip() == "ready"
+            # Built and warmed up one at a time: a process spinning at its barriers would crowd the others'.
+            assert children[model, setting].stdout.readline().strip() == "ready"
     keys = list(children)
     found = {key: {"alone": [], "beside": []} for key in keys}
     try:
@@ -128,13 +128,18 @@ def steps(args) -> None:
                     found[key][phase].append(json.loads(children[key].stdout.readline()))
                 busy_loop(False)
             print(f"cycle {cycle + 1} of {args.cycles} done, load average {os.getloadavg()}", flush=True)
+            if cycle:  # what the cycles so far say: a run stopped early keeps it
+                summary(args, models, settings, found, cycle + 1)
     finally:
         for process in children.values():
             process.stdin.close()
             process.wait()
+
+
+def summary(args, models, settings, found, cycles: int) -> None:
     for model in models:
         first = found[model, settings[0]]["alone"]
-        print(f"\n{model}, batch {args.batch_size}: per setting, medians over {args.cycles} cycles; ratios paired")
+        print(f"{model}, batch {args.batch_size}: per setting, medians over {cycles} cycles; ratios paired", flush=True)
         for setting in settings:
             alone, beside = found[model, setting]["alone"], found[model, setting]["beside"]
             parts = [f"  threads {setting.replace(':', ', OMP_WAIT_POLICY ')}:"]
@@ -193,7 +198,7 @@ def race_start(args, out: Path) -> None:
             f"{low:.2f}-{high:.2f}: race's clock {'within' if low <= race <= high else 'OUTSIDE'}, wall clock "
             f"{'within' if low <= pace['wall_speedup'] <= high else 'OUTSIDE'}"
         )
-    print(f"threads: {document['race'].get('threads')}")
+    print(f"threads: {(document['race'].get('threads') or {}).get('reason')}")
 
 
 def race_halfway(args, out: Path) -> None:
@@ -201,7 +206,8 @@ def race_halfway(args, out: Path) -> None:
     for name, start_at_run in (("alone", 0), ("halfway", 4)):
         document = compare(args, out / f"race-{name}", seeds=3, start_at_run=start_at_run)
         ratios[name] = (document.get("seed_comparison") or {}).get(BF16, {}).get("time_to_target_ratio") or {}
-        print(f"{name}: bf16's time-to-target ratio {ratios[name]}; threads: {document['race'].get('threads')}")
+        threads = (document["race"].get("threads") or {}).get("reason")
+        print(f"{name}: bf16's time-to-target ratio {ratios[name]}; threads: {threads}")
     alone, halfway = ratios["alone"], ratios["halfway"]
     if alone.get("low") is None or halfway.get("mean") is None:
         sys.exit("a race without a time-to-target interval: give a longer --budget or more seeds")
@@ -221,7 +227,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=4, help="interleaved rounds per turn")
     parser.add_argument("--cycles", type=int, default=6)
     parser.add_argument(
-        "--settings", default="2:default,2:ACTIVE,2:PASSIVE,1:default", help="threads:wait policy, comma-separated"
+        "--settings",
+        default="2:default,2:PASSIVE,1:default",
+        # ACTIVE is not among them: its idle threads spin even while their process waits for its turn, and
+        # would crowd every other setting's turn.
+        help="threads:wait policy, comma-separated",
     )
     parser.add_argument("--budget", default="20s", help="races: each run's --time-budget")
     parser.add_argument("--out", type=Path, help="races: the study folders' parent (default: a temporary one)")

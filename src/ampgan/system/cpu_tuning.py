@@ -48,14 +48,14 @@ def tuning_state() -> dict:
     }
 
 
-# Threads that fit the machine. PyTorch's CPU step runs its operations on one OpenMP thread per core, and
-# at the end of every parallel region each thread waits for the others (libgomp spins first, then sleeps).
+# Threads that fit the machine. PyTorch's CPU step runs its operations on one OpenMP thread per core (torch's
+# own libgomp), and at the end of every parallel region each thread waits for the others: libgomp spins about
+# 3 ms (GOMP_SPINCOUNT 300000 unless OMP_WAIT_POLICY says otherwise, read once when torch loads it), then sleeps.
 # When another process keeps a core busy, the thread that shares it is descheduled for whole time slices while
 # its partner waits: a width-8 AC-GAN's 28 ms step took 1.34 s beside one busy loop on a 2-core Zen 4 (47x),
 # 122 ms with one thread (benchmarks/results/neighbour-load-amd-zen4-2core-2026-12-03). So the threads are
 # fitted to the cores the other processes leave (before measuring, and while training, speed/threads.py and
 # ThreadWatch below), unless the user fixed them.
-THREADS_GIVEN_BY = ("OMP_NUM_THREADS",)
 
 
 def cores() -> int:
@@ -68,7 +68,7 @@ def cores() -> int:
 
 def threads_given() -> str | None:
     """The environment variable that fixed the thread count (the user's choice, never changed), or None."""
-    return next((name for name in THREADS_GIVEN_BY if os.environ.get(name)), None)
+    return "OMP_NUM_THREADS" if os.environ.get("OMP_NUM_THREADS") else None
 
 
 def _running_threads(stat_text: str, own_states: list[str]) -> int:
@@ -105,9 +105,7 @@ def others_running(samples: int = 5) -> int | None:
 
 def fitting_threads(cores: int, others: int | None, most: int) -> int:
     """The threads that leave the other processes their cores: cores - others, at least 1, at most `most`."""
-    if others is None:
-        return most
-    return max(1, min(most, cores - others))
+    return most if others is None else max(1, min(most, cores - others))
 
 
 def oversubscribed(threads: int, cores: int, others: int | None) -> bool:
