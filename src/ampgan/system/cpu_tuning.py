@@ -49,8 +49,9 @@ def tuning_state() -> dict:
 
 
 # Threads that fit the machine. PyTorch's CPU step runs its operations on one OpenMP thread per core (torch's
-# own libgomp), and at the end of every parallel region each thread waits for the others: libgomp spins about
-# 3 ms (GOMP_SPINCOUNT 300000 unless OMP_WAIT_POLICY says otherwise, read once when torch loads it), then sleeps.
+# own libgomp), and at the end of every parallel region each thread waits for the others: libgomp spins 300000
+# turns, about 3 ms (unless OMP_WAIT_POLICY or GOMP_SPINCOUNT, read once when torch loads it, say otherwise), then
+# sleeps.
 # When another process keeps a core busy, the thread that shares it is descheduled for whole time slices while
 # its partner waits: a width-8 AC-GAN's 28 ms step took 1.34 s beside one busy loop on a 2-core Zen 4 (47x),
 # 122 ms with one thread (benchmarks/results/neighbour-load-amd-zen4-2core-2026-12-03). So the threads are
