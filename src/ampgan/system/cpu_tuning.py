@@ -167,8 +167,7 @@ class ThreadWatch:
         if not self.active:
             return
         if self.trial is not None:
-            self._trial_step(seconds, at_step)
-            return
+            return self._trial_step(seconds, at_step)
         reference = self.reference_s or self.fastest_s
         self.fastest_s = min(seconds, self.fastest_s or seconds)
         slow = reference is not None and seconds > SLOWED_FACTOR * reference
