@@ -130,9 +130,10 @@ def steps(args) -> None:
             print(f"cycle {cycle + 1} of {args.cycles} done, load average {os.getloadavg()}", flush=True)
             if cycle:  # what the cycles so far say: a run stopped early keeps it
                 summary(args, models, settings, found, cycle + 1)
-    finally:
+    finally:  # stopped early too: the busy loop first, then the settings' processes, none left running
+        busy_loop(False)
         for process in children.values():
-            process.stdin.close()
+            process.kill()
             process.wait()
 
 
