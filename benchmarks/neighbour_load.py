@@ -1,15 +1,26 @@
-"""What one busy neighbour does to the training step, per thread count and OpenMP wait policy.
+"""What one busy neighbour does to the training step and to the race, on this machine.
 
-    python benchmarks/neighbour_load.py --width 8 --batch-size 64 --rounds 6 --cycles 5
+    python benchmarks/neighbour_load.py [--models acgan-2019@32,acgan] [--cycles 6] [--rounds 4]
+    python benchmarks/neighbour_load.py --scenario race-start    [--budget 20s] [-- EXTRA COMPARE OPTIONS]
+    python benchmarks/neighbour_load.py --scenario race-halfway  [--budget 20s] [-- EXTRA COMPARE OPTIONS]
 
-Each setting (torch threads x OMP_WAIT_POLICY) lives in a process of its own (libgomp reads its wait policy
-once, when it is loaded), with fp32's and bf16's real training step built and warmed up
-(speed/step_timer.py). The settings then take turns, the bench's principle across processes: in each cycle,
-first with nothing of ours running beside them ("alone"), then beside one busy-loop process
-(`python -c "while True: pass"`), every setting times `--rounds` interleaved fp32/bf16 rounds, in an order
+**steps** (the default): each setting (torch threads x OMP_WAIT_POLICY) of each model lives in a process of its
+own (libgomp reads its wait policy once, when torch loads it), with fp32's and bf16's real training step built
+and warmed up (speed/step_timer.py). The processes then take turns, the bench's principle across processes: in
+each cycle, first with nothing of ours running beside them ("alone"), then beside one busy-loop process
+(`python -c "while True: pass"`), every process times `--rounds` interleaved fp32/bf16 rounds, in an order
 rotated per cycle. A shared machine's other tenants come and go; taking turns lets their load land on every
-setting and both states alike, and the ratios (beside / alone, bf16 / fp32) are taken per cycle, then their
-median over cycles is printed. Say how loaded the machine was (`uptime`, printed before and after).
+setting and both states alike. Every ratio is paired by cycle (beside / alone, bf16 / fp32, one setting / the
+first) and given as the geometric mean over cycles with its 95% t-interval (speed/intervals.py).
+
+**race-start** (issue 45's first race target): `ampgan compare --precisions fp32,bf16 --seeds 2 --time-budget
+20s` with a busy loop started when the race's first run starts: each seed's per-step speedup, on the race's
+clock and on the wall clock, against the bench's interval widened by 10%.
+**race-halfway**: the same race with 3 seeds, alone, then again with the busy loop started when the 4th of its
+6 runs starts (fp32 of seed 1 alone, bf16 of seed 1 beside it): how far the time-to-target ratio moved, against
+half its interval's width in the race alone.
+
+The load average is printed before and after: on a shared machine, say it beside every number.
 """
 
 from __future__ import annotations
@@ -17,20 +28,38 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
+import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 from ampgan.precisions import BF16, FP32  # noqa: E402
+from ampgan.speed.intervals import speedup_interval  # noqa: E402
 from ampgan.system.processes import python_command  # noqa: E402
+
+BUSY_LOOP = ("-c", "while True: pass")
+NEIGHBOURS: list[subprocess.Popen] = []
+
+
+def busy_loop(on: bool = True) -> None:
+    """Start the busy neighbour (on) or stop every one started."""
+    if on:
+        NEIGHBOURS.append(subprocess.Popen(python_command(*BUSY_LOOP)))
+        time.sleep(0.3)  # running, and seen by the scheduler, before anything is timed
+    while NEIGHBOURS and not on:
+        neighbour = NEIGHBOURS.pop()
+        neighbour.kill()
+        neighbour.wait()
 
 
 def child(args) -> None:
-    """One setting: its threads set here, its wait policy given in the environment; then, per line read
-    from stdin, `--rounds` interleaved rounds and each precision's median step, as one JSON line."""
+    """One model at one setting: its threads set here, its wait policy given in the environment; then, per line
+    read from stdin, `--rounds` interleaved rounds and each precision's median step, as one JSON line."""
     import torch
 
     from ampgan.config import config_from_options
@@ -38,9 +67,9 @@ def child(args) -> None:
     from ampgan.speed.step_timer import StepTimer
 
     torch.set_num_threads(args.threads)
-    config = config_from_options(
-        dataset=args.dataset, device="cpu", width=args.width, batch_size=args.batch_size, model=args.model
-    )
+    model, _, size = args.model.partition("@")
+    options = {"image_size": int(size)} if size else {}
+    config = config_from_options(dataset=args.dataset, device="cpu", batch_size=args.batch_size, model=model, **options)
     dataset = load_dataset(config.data)
     timers = {
         name: StepTimer(
@@ -64,76 +93,167 @@ def child(args) -> None:
         print(json.dumps({name: statistics.median(values) for name, values in samples.items()}), flush=True)
 
 
+def ratio(numerators: list[float], denominators: list[float]) -> str:
+    """'1.93x (1.71-2.18)': the geometric mean of the paired ratios with its 95% interval."""
+    found = speedup_interval(numerators, denominators, between_run_sd=0.0)
+    return f"{found.estimate:.2f}x ({found.low:.2f}-{found.high:.2f})"
+
+
+def steps(args) -> None:
+    settings, models = args.settings.split(","), args.models.split(",")
+    children = {}
+    for model in models:
+        for setting in settings:
+            threads, policy = setting.split(":")
+            env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "OMP_NUM_THREADS")}
+            if policy != "default":
+                env["OMP_WAIT_POLICY"] = policy
+            argv = python_command(__file__, "--child", "--threads", threads, "--model", model)
+            argv += ["--dataset", args.dataset, "--batch-size", str(args.batch_size), "--rounds", str(args.rounds)]
+            children[model, setting] = subprocess.Popen(
+                argv, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+            )
+            # Built and warmed up one at a time: a process spinning at its barriers would crowd the others'.
+            assert children[model, setting].stdout.readline().strip() == "ready"
+    keys = list(children)
+    found = {key: {"alone": [], "beside": []} for key in keys}
+    try:
+        for cycle in range(args.cycles):
+            order = keys[cycle % len(keys) :] + keys[: cycle % len(keys)]
+            for phase in ("alone", "beside"):
+                busy_loop(phase == "beside")
+                for key in order:
+                    children[key].stdin.write("go\n")
+                    children[key].stdin.flush()
+                    found[key][phase].append(json.loads(children[key].stdout.readline()))
+                busy_loop(False)
+            print(f"cycle {cycle + 1} of {args.cycles} done, load average {os.getloadavg()}", flush=True)
+            if cycle:  # what the cycles so far say: a run stopped early keeps it
+                summary(args, models, settings, found, cycle + 1)
+    finally:  # stopped early too: the busy loop first, then the settings' processes, none left running
+        busy_loop(False)
+        for process in children.values():
+            process.kill()
+            process.wait()
+
+
+def summary(args, models, settings, found, cycles: int) -> None:
+    for model in models:
+        first = found[model, settings[0]]["alone"]
+        print(f"{model}, batch {args.batch_size}: per setting, medians over {cycles} cycles; ratios paired", flush=True)
+        for setting in settings:
+            alone, beside = found[model, setting]["alone"], found[model, setting]["beside"]
+            parts = [f"  threads {setting.replace(':', ', OMP_WAIT_POLICY ')}:"]
+            for name in (FP32, BF16):
+                mine, base = [a[name] for a in alone], [a[name] for a in first]
+                theirs = [b[name] for b in beside]
+                parts.append(
+                    f"{name} {statistics.median(mine) * 1e3:.1f} ms alone, {statistics.median(theirs) * 1e3:.1f} ms "
+                    f"beside; beside/alone {ratio(theirs, mine)}, beside/alone at {settings[0]} "
+                    f"{ratio(theirs, base)}, alone/alone at {settings[0]} {ratio(mine, base)};"
+                )
+            parts.append(
+                f"bf16 speedup {ratio([a[FP32] for a in alone], [a[BF16] for a in alone])} alone, "
+                f"{ratio([b[FP32] for b in beside], [b[BF16] for b in beside])} beside"
+            )
+            print(" ".join(parts), flush=True)
+
+
+def compare(args, out: Path, seeds: int, start_at_run: int) -> dict:
+    """`ampgan compare` fp32 vs bf16 for `--budget` per run, its output passed through; a busy loop started when
+    its `start_at_run`-th run starts (0: none), stopped when it ends. Its compare.json."""
+    argv = python_command("-m", "ampgan", "compare", "--precisions", f"{FP32},{BF16}", "--seeds", str(seeds))
+    argv += ["--time-budget", args.budget, "--out", str(out), *args.extra]
+    print("$", " ".join(argv[2:]), flush=True)
+    env = os.environ | {"PYTHONUNBUFFERED": "1"}  # each line as it is said: the busy loop starts on time
+    process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    runs = 0
+    try:
+        for line in process.stdout:
+            print(line, end="", flush=True)
+            runs += bool(re.match(r"train: \w+, seed \d+", line))
+            if start_at_run and runs == start_at_run and not NEIGHBOURS:
+                busy_loop()
+                print(f"[busy loop started with run {runs}, load average {os.getloadavg()}]", flush=True)
+    except BaseException:
+        process.terminate()
+        raise
+    finally:
+        process.wait()
+        busy_loop(False)
+    if process.returncode:
+        sys.exit(f"compare exited {process.returncode}")
+    return json.loads((out / "compare.json").read_text())
+
+
+def race_start(args, out: Path) -> None:
+    document = compare(args, out / "race-start", seeds=2, start_at_run=1)
+    step_s = document["race"].get("step_s") or {}
+    for seed, pace in document["race"]["pace"][BF16].items():
+        low, high = pace["bench_low"] / 1.1, pace["bench_high"] * 1.1
+        race = step_s[FP32] / step_s[BF16] if step_s else pace["wall_speedup"]
+        print(
+            f"seed {seed}: bf16 per-step speedup {race:.2f}x on the race's clock ({document['race']['clock']}), "
+            f"{pace['wall_speedup']:.2f}x on the wall clock (fp32 {pace['baseline_wall_over_bench']:.2f}x its bench "
+            f"step, bf16 {pace['wall_over_bench']:.2f}x); the bench's {pace['bench_estimate']:.2f}x widened by 10%: "
+            f"{low:.2f}-{high:.2f}: race's clock {'within' if low <= race <= high else 'OUTSIDE'}, wall clock "
+            f"{'within' if low <= pace['wall_speedup'] <= high else 'OUTSIDE'}"
+        )
+    print(f"threads: {(document['race'].get('threads') or {}).get('reason')}")
+
+
+def race_halfway(args, out: Path) -> None:
+    ratios = {}
+    for name, start_at_run in (("alone", 0), ("halfway", 4)):
+        document = compare(args, out / f"race-{name}", seeds=3, start_at_run=start_at_run)
+        ratios[name] = (document.get("seed_comparison") or {}).get(BF16, {}).get("time_to_target_ratio") or {}
+        threads = (document["race"].get("threads") or {}).get("reason")
+        print(f"{name}: bf16's time-to-target ratio {ratios[name]}; threads: {threads}")
+    alone, halfway = ratios["alone"], ratios["halfway"]
+    if alone.get("low") is None or halfway.get("mean") is None:
+        sys.exit("a race without a time-to-target interval: give a longer --budget or more seeds")
+    moved, half = abs(halfway["mean"] - alone["mean"]), (alone["high"] - alone["low"]) / 2
+    print(
+        f"time-to-target ratio {alone['mean']:.2f}x alone, {halfway['mean']:.2f}x with the busy loop from the 4th "
+        f"run: moved {moved:.2f}, {'less' if moved < half else 'NOT less'} than the half width {half:.2f}"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", default="acgan")
+    parser.add_argument("--scenario", choices=("steps", "race-start", "race-halfway"), default="steps")
+    parser.add_argument("--models", default="acgan-2019@32,acgan", help="MODEL[@IMAGE_SIZE], comma-separated")
     parser.add_argument("--dataset", default="digits")
-    parser.add_argument("--width", type=int, default=8)
     parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--rounds", type=int, default=6, help="interleaved rounds per turn")
-    parser.add_argument("--cycles", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=4, help="interleaved rounds per turn")
+    parser.add_argument("--cycles", type=int, default=6)
     parser.add_argument(
-        "--settings", default="2:default,2:PASSIVE,1:default", help="threads:wait policy, comma-separated"
+        "--settings",
+        default="2:default,2:PASSIVE,1:default",
+        # ACTIVE is not among them: its idle threads spin even while their process waits for its turn, and
+        # would crowd every other setting's turn.
+        help="threads:wait policy, comma-separated",
     )
+    parser.add_argument("--budget", default="20s", help="races: each run's --time-budget")
+    parser.add_argument("--out", type=Path, help="races: the study folders' parent (default: a temporary one)")
+    parser.add_argument("extra", nargs="*", help="races: more `ampgan compare` options, after --")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--threads", type=int, default=2, help=argparse.SUPPRESS)
+    parser.add_argument("--model", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         child(args)
         return
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # the busy loop and the children are stopped too
     print(f"load average before: {os.getloadavg()}", flush=True)
-    settings = args.settings.split(",")
-    children = {}
-    for setting in settings:
-        threads, policy = setting.split(":")
-        env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
-        if policy != "default":
-            env["OMP_WAIT_POLICY"] = policy
-        argv = python_command(__file__, "--child", "--threads", threads)
-        for name in ("model", "dataset", "width", "batch_size", "rounds"):
-            argv += [f"--{name.replace('_', '-')}", str(getattr(args, name))]
-        children[setting] = subprocess.Popen(argv, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        assert children[setting].stdout.readline().strip() == "ready"
-    found = {setting: {"alone": [], "beside": []} for setting in settings}
     try:
-        for cycle in range(args.cycles):
-            order = settings[cycle % len(settings) :] + settings[: cycle % len(settings)]
-            for phase in ("alone", "beside"):
-                neighbour = subprocess.Popen(python_command("-c", "while True: pass")) if phase == "beside" else None
-                time.sleep(0.3 if neighbour else 0)
-                for setting in order:
-                    children[setting].stdin.write("go\n")
-                    children[setting].stdin.flush()
-                    found[setting][phase].append(json.loads(children[setting].stdout.readline()))
-                if neighbour:
-                    neighbour.kill()
-                    neighbour.wait()
+        if args.scenario == "steps":
+            steps(args)
+        else:
+            out = args.out or Path(tempfile.mkdtemp(prefix="neighbour-load-"))
+            (race_start if args.scenario == "race-start" else race_halfway)(args, out)
     finally:
-        for process in children.values():
-            process.stdin.close()
-            process.wait()
-    for setting in settings:
-        alone, beside = found[setting]["alone"], found[setting]["beside"]
-
-        def median_of(values):
-            return statistics.median(values)
-
-        parts = [f"threads {setting.replace(':', ', OMP_WAIT_POLICY ')}:"]
-        for name in (FP32, BF16):
-            parts.append(
-                f"{name} {median_of([a[name] for a in alone]) * 1e3:.1f} ms alone, "
-                f"{median_of([b[name] for b in beside]) * 1e3:.1f} ms beside the busy loop "
-                f"({median_of([b[name] / a[name] for a, b in zip(alone, beside)]):.2f}x);"
-            )
-        parts.append(
-            f"bf16 speedup {median_of([a[FP32] / a[BF16] for a in alone]):.2f}x alone, "
-            f"{median_of([b[FP32] / b[BF16] for b in beside]):.2f}x beside"
-        )
-        print(" ".join(parts), flush=True)
-    base = settings[0]
-    for setting in settings[1:]:
-        ratio = median_of([a[FP32] / b[FP32] for a, b in zip(found[setting]["alone"], found[base]["alone"])])
-        print(f"alone, fp32 step of {setting} / {base}: {ratio:.2f}x (same cycle, taken in turn)")
+        busy_loop(False)
     print(f"load average after: {os.getloadavg()}", flush=True)
 
 

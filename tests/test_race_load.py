@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 import ampgan.system.cpu_tuning as cpu_tuning
-from ampgan.bench.deadline import warm_up
+from ampgan.bench.deadline import TooSlowAhead, warm_up
 from ampgan.bench.results import ConfigResult
 from ampgan.bench.spec import BenchSpec
 from ampgan.precisions import BF16, FP32
@@ -81,56 +81,91 @@ def _watch(threads: _Threads, loads: list[int | None], reference_s=None, active=
     return watch, said
 
 
-def test_one_slow_step_changes_nothing():
+def _steps(watch, threads: _Threads, seconds_at: dict[int, float], count: int, first: int = 1) -> int:
+    """`count` steps on a machine where a step takes `seconds_at[threads]`; the next step's number."""
+    for step in range(first, first + count):
+        watch.step(seconds_at[threads.count], step)
+    return first + count
+
+
+def test_one_slow_step_does_not_look_at_the_machine():
     threads = _Threads(2)
-    watch, said = _watch(threads, loads=[1, 1], reference_s=0.072)
-    for step, seconds in enumerate([0.07, 2.7, 0.07, 2.7, 0.07], start=1):
+    watch, said = _watch(threads, loads=[], reference_s=0.072)  # a probe would pop from an empty list
+    for step, seconds in enumerate([0.07, 2.7, 0.07, 0.9, 0.07], start=1):
         watch.step(seconds, step)
     assert threads.set_to == [] and said == []
 
 
-def test_a_neighbour_that_slows_two_steps_in_a_row_gets_a_core_and_it_is_said():
+@pytest.mark.parametrize(
+    ("seconds_at", "chosen"),
+    [
+        ({1: 0.12, 2: 2.7}, 1),  # two threads wait for each other beside the busy loop: fewer kept
+        ({1: 0.10, 2: 0.1005}, 1),  # a tie goes to fewer
+        ({1: 0.12, 2: 0.07}, 2),  # a light neighbour: two threads still faster, kept
+    ],
+)
+def test_a_neighbour_that_slows_two_steps_in_a_row_starts_a_measured_choice_of_threads(seconds_at, chosen):
     threads = _Threads(2)
     watch, said = _watch(threads, loads=[1], reference_s=0.072)
     for step, seconds in enumerate([0.07, 2.7, 2.74], start=1):
         watch.step(seconds, step)
-    assert threads.set_to == [1]
-    assert len(said) == 1 and "threads 2 -> 1" in said[0] and "2740 ms per step against 72 ms" in said[0]
-    assert watch.changes == said
+    assert threads.set_to == [1]  # the trial starts at the count that fits
+    _steps(watch, threads, seconds_at, 2 * cpu_tuning.TRIAL_STEPS, first=4)
+    assert threads.set_to == [1, 2, 1, 2, 1, 2, chosen] and threads.count == chosen  # the two took turns
+    (line,) = said
+    assert "1 other thread running beside 2 of ours on 2 cores" in line
+    assert f"1 thread(s) {seconds_at[1] * 1e3:.0f} ms vs 2 {seconds_at[2] * 1e3:.0f} ms per step" in line
+    assert line.endswith(f"threads 2 -> {chosen}")
+    assert watch.changes == ([line] if chosen == 1 else [])
 
 
-def test_slow_steps_without_another_process_keep_the_threads():
+def test_the_machine_is_looked_at_every_few_seconds_of_steps_and_threads_come_back_when_faster():
     threads = _Threads(2)
-    watch, said = _watch(threads, loads=[0], reference_s=0.072)
-    for step, seconds in enumerate([0.3, 0.3], start=1):
+    loads = [2, 0]  # a neighbour seen without any slow step, then the cores free again
+    watch, said = _watch(threads, loads=loads, reference_s=0.1)
+    per_check = int(cpu_tuning.CHECK_EVERY_S / 0.1) + 1
+    step = _steps(watch, threads, {1: 0.1, 2: 0.1}, per_check)  # the first look: a trial, fewer on a tie
+    step = _steps(watch, threads, {1: 0.1, 2: 0.1}, 2 * cpu_tuning.TRIAL_STEPS, first=step)
+    assert threads.count == 1 and said[-1].endswith("threads 2 -> 1")
+    step = _steps(watch, threads, {1: 0.1, 2: 0.06}, per_check + 2 * cpu_tuning.TRIAL_STEPS, first=step)
+    assert threads.count == 2 and said[-1].endswith("threads 1 -> 2") and len(watch.changes) == 2
+    assert loads == []
+
+
+def test_a_count_tried_and_not_kept_is_not_tried_again_until_steps_slow_down():
+    threads = _Threads(2)
+    watch, said = _watch(threads, loads=[1, 1, 1], reference_s=0.1)
+    per_check = int(cpu_tuning.CHECK_EVERY_S / 0.1) + 1
+    step = _steps(watch, threads, {1: 0.2, 2: 0.1}, per_check + 2 * cpu_tuning.TRIAL_STEPS)
+    assert threads.count == 2 and len(said) == 1  # tried, two threads kept
+    step = _steps(watch, threads, {1: 0.2, 2: 0.1}, per_check, first=step)  # looked again: no second trial
+    assert threads.set_to == [1, 2, 1, 2, 1, 2, 2] and len(said) == 1
+    _steps(watch, threads, {1: 0.2, 2: 0.5}, 2 + 2 * cpu_tuning.TRIAL_STEPS, first=step)  # the neighbour grew
+    assert threads.count == 1 and said[-1].endswith("threads 2 -> 1")
+
+
+def test_a_slowdown_with_no_count_left_to_try_is_said_once_in_a_run():
+    threads = _Threads(1)
+    watch, said = _watch(threads, loads=[3, 3, 3, 3], reference_s=0.072)
+    for step, seconds in enumerate([0.3, 0.3, 0.3, 0.3, 0.07, 0.3, 0.3], start=1):
         watch.step(seconds, step)
-    assert threads.set_to == [] and said == []
+    assert threads.set_to == [] and len(said) == 1
+    assert "300 ms per step against 72 ms (4.2x), with 3 other threads running beside 1 of ours" in said[0]
+    assert "already fit" in said[0] and "wall clock carries the slowdown" in said[0]
 
 
 def test_without_a_reference_the_fastest_step_so_far_is_the_reference():
     threads = _Threads(2)
     watch, said = _watch(threads, loads=[3])
-    for step, seconds in enumerate([0.5, 0.1, 0.1, 0.35, 0.35], start=1):  # the first step selects kernels
+    for step, seconds in enumerate([0.5, 0.1, 0.1, 0.25, 0.25], start=1):  # the first step selects kernels
         watch.step(seconds, step)
     assert threads.set_to == [1]
-
-
-def test_threads_come_back_once_the_cores_stay_free():
-    threads = _Threads(2)
-    loads = [1] + [1, 0, 0, 0]  # the neighbour, then a busy check, then three free ones
-    watch, said = _watch(threads, loads=loads, reference_s=0.072)
-    watch.step(2.7, 1)
-    watch.step(2.7, 2)
-    for step in range(3, 3 + 4 * cpu_tuning.CHECK_EVERY_STEPS):
-        watch.step(0.1, step)
-    assert threads.set_to == [1, 2]
-    assert "cores free again" in said[-1]
 
 
 def test_threads_the_user_fixed_are_never_changed():
     threads = _Threads(2)
     watch, said = _watch(threads, loads=[1, 1, 1], reference_s=0.072, active=False)
-    for step in range(1, 6):
+    for step in range(1, 100):
         watch.step(2.7, step)
     assert threads.set_to == [] and said == []
 
@@ -194,6 +229,67 @@ def test_a_speed_decision_taken_under_load_is_not_kept_as_the_machines_answer(tm
         assert not again[BF16].cached  # measured again, never read back
 
 
+def _crowded(monkeypatch, others: int) -> None:
+    monkeypatch.setattr(cpu_tuning, "others_running", lambda samples=5: others)
+    monkeypatch.setattr("ampgan.speed.rounds.cores", lambda: 2)
+    monkeypatch.setattr("torch.get_num_threads", lambda: 2)
+
+
+@pytest.mark.parametrize("others", [0, 3])
+def test_layout_and_compile_decisions_taken_under_load_are_used_but_not_cached(tmp_path, monkeypatch, others):
+    from ampgan.speed.compilation import COMPILED, EAGER, CompileMeasurement, CompileProbe, decide_compile
+    from ampgan.speed.decision import DECISION_RULE
+    from ampgan.speed.layout import CHANNELS_LAST, NCHW, decide_layout, measure_layouts_with
+
+    _crowded(monkeypatch, others)
+    times = {NCHW: 0.08, CHANNELS_LAST: 0.06, EAGER: 0.1, COMPILED: 0.07}
+
+    class Probe(CompileProbe):
+        def measure(self):
+            rounds = measure_rounds(
+                {name: lambda name=name: times[name] for name in (EAGER, COMPILED)}, EAGER, DECISION_RULE
+            )
+            return CompileMeasurement(rounds, first_compile_s=1.0, compile_s=1.0)
+
+    layout_cache, compile_cache = DecisionCache(tmp_path / "layout"), DecisionCache(tmp_path / "compile")
+    layout = decide_layout(
+        BF16, 64, {"machine": "x"}, measure_layouts_with(lambda name: lambda: times[name]), layout_cache
+    )
+    compile_it, decision = decide_compile(BF16, 64, {"machine": "x"}, (None, 3600.0), Probe(), compile_cache)
+    assert layout.channels_last and compile_it  # the moment's answer is used ...
+    assert bool(layout_cache._read()) is bool(compile_cache._read()) is (others == 0)  # ... and kept only if calm
+    for note in (layout.note, decision.note):
+        assert ("measured under load: 3 other threads running beside 2 of ours on 2 cores" in note) is (others > 0)
+
+
+def test_a_bench_measured_under_load_adds_nothing_to_the_speedup_history(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    import torch
+    from conftest import tiny_config
+
+    from ampgan.bench.measure import _time_interleaved
+    from ampgan.speed.history import FILE_NAME
+
+    monkeypatch.setenv("AMPGAN_CACHE_DIR", str(tmp_path))
+    spec = BenchSpec(batch_sizes=(8,), precisions=(FP32, BF16), steps=4, max_seconds=5.0)
+
+    def contender(precision, seconds):
+        result = ConfigResult(batch_size=8, precision=precision)
+        timer = SimpleNamespace(config=tiny_config(), data_parallel=False)
+        return SimpleNamespace(
+            result=result,
+            timer=timer,
+            device=torch.device("cpu"),
+            sample=lambda twin: result.samples_s.append(seconds) or seconds,
+        )
+
+    for others, kept in ((3, False), (0, True)):
+        _crowded(monkeypatch, others)
+        rounds = _time_interleaved(spec, [contender(FP32, 0.1), contender(BF16, 0.06)])
+        assert rounds.under_load is not kept and (tmp_path / FILE_NAME).exists() is kept
+
+
 def test_a_few_crowded_rounds_in_many_do_not_mark_the_answer():
     loads = iter([1] + [0] * 20)
     rule = StoppingRule(min_rounds=12, max_seconds=100.0)
@@ -243,6 +339,10 @@ def test_two_slow_steps_in_a_row_make_it_too_slow_and_a_crowded_verdict_says_so(
     assert result.status == "too_slow" and "2 steps in a row" in result.reason and "3.83 s and 4.10 s" in result.reason
     assert bool(result.under_load) is marked
     assert ("measured under load" in result.reason) is marked
+    ahead = TooSlowAhead()
+    ahead.learn([result])
+    foreseen = ahead.foreseen(SPEC, FP32, 1024)  # 32x the images: too slow, unless the verdict was the moment's
+    assert (foreseen is None) is marked
 
 
 # --- the race's clock and each seed's pace ----------------------------------------------------------------

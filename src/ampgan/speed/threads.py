@@ -12,6 +12,7 @@ OMP_NUM_THREADS is obeyed and only reported; under torchrun each rank keeps its 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import torch
@@ -47,8 +48,7 @@ def thread_choice(
     if not oversubscribed(current, machine_cores, others) or measure is None:
         return found | {"reason": f"{current} thread(s): {load}, the cores are free"}
     fewer = fitting_threads(machine_cores, others, current)
-    result = measure(current, fewer)
-    outcome = outcome_of(result, FEWER)
+    outcome = outcome_of(measure(current, fewer), FEWER)
     chosen = current if outcome.verdict == "slower" else fewer
     said = (
         f"{fewer} thread(s) {duration_text(outcome.candidate_step_s)} vs {current} "
@@ -81,14 +81,7 @@ def fit_threads(config, dataset, device: torch.device, log=lambda line: None) ->
             across_ranks=False,
         )
 
-        def at(threads: int):
-            def timed() -> float:
-                torch.set_num_threads(threads)
-                return timer()
-
-            return timed
-
-        timers = {AS_IS: at(current), FEWER: at(fewer)}
+        timers = {AS_IS: functools.partial(_step_at, current, timer), FEWER: functools.partial(_step_at, fewer, timer)}
         for _ in range(WARMUP_STEPS):
             for timed in timers.values():
                 timed()
@@ -101,6 +94,12 @@ def fit_threads(config, dataset, device: torch.device, log=lambda line: None) ->
     torch.set_num_threads(choice["threads"])
     log(f"threads: {choice['reason']}")
     return choice
+
+
+# One timed step on `threads` threads: the two counts take turns in one process.
+def _step_at(threads: int, timer) -> float:
+    torch.set_num_threads(threads)
+    return timer()
 
 
 def apply_threads(choice: dict | None) -> None:

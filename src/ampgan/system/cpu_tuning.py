@@ -48,14 +48,15 @@ def tuning_state() -> dict:
     }
 
 
-# Threads that fit the machine. PyTorch's CPU step runs its operations on one OpenMP thread per core, and
-# at the end of every parallel region each thread waits for the others (libgomp spins first, then sleeps).
+# Threads that fit the machine. PyTorch's CPU step runs its operations on one OpenMP thread per core (torch's
+# own libgomp), and at the end of every parallel region each thread waits for the others: libgomp spins 300000
+# turns, about 3 ms (unless OMP_WAIT_POLICY or GOMP_SPINCOUNT, read once when torch loads it, say otherwise), then
+# sleeps.
 # When another process keeps a core busy, the thread that shares it is descheduled for whole time slices while
 # its partner waits: a width-8 AC-GAN's 28 ms step took 1.34 s beside one busy loop on a 2-core Zen 4 (47x),
 # 122 ms with one thread (benchmarks/results/neighbour-load-amd-zen4-2core-2026-12-03). So the threads are
 # fitted to the cores the other processes leave (before measuring, and while training, speed/threads.py and
 # ThreadWatch below), unless the user fixed them.
-THREADS_GIVEN_BY = ("OMP_NUM_THREADS",)
 
 
 def cores() -> int:
@@ -68,7 +69,7 @@ def cores() -> int:
 
 def threads_given() -> str | None:
     """The environment variable that fixed the thread count (the user's choice, never changed), or None."""
-    return next((name for name in THREADS_GIVEN_BY if os.environ.get(name)), None)
+    return "OMP_NUM_THREADS" if os.environ.get("OMP_NUM_THREADS") else None
 
 
 def _running_threads(stat_text: str, own_states: list[str]) -> int:
@@ -105,9 +106,7 @@ def others_running(samples: int = 5) -> int | None:
 
 def fitting_threads(cores: int, others: int | None, most: int) -> int:
     """The threads that leave the other processes their cores: cores - others, at least 1, at most `most`."""
-    if others is None:
-        return most
-    return max(1, min(most, cores - others))
+    return most if others is None else max(1, min(most, cores - others))
 
 
 def oversubscribed(threads: int, cores: int, others: int | None) -> bool:
@@ -121,22 +120,24 @@ def load_text(others: int | None, threads: int, cores: int) -> str:
     return f"{seen} other thread{'s' if others != 1 else ''} running beside {threads} of ours on {cores} cores"
 
 
-# While training: a step this many times the run's reference (its bench step, else its fastest recent step),
-# twice in a row, makes the watch look at the machine (one slow step is a hiccup, not a neighbour).
-SLOWED_FACTOR = 3.0
+# While training the watch looks at the machine every CHECK_EVERY_S of steps, and at once when SLOW_STEPS_TO_ACT
+# steps in a row took over SLOWED_FACTOR x the run's reference (its bench step, else its fastest step): one slow
+# step is a hiccup, not a neighbour. A neighbour that doubles the step is the most a race may meet unsaid.
+SLOWED_FACTOR = 2.0
 SLOW_STEPS_TO_ACT = 2
-# The cores must look free this many checks in a row before the threads go back up (a neighbour that comes
-# and goes would otherwise have them change at every check).
-FREE_CHECKS_TO_RESTORE = 3
-CHECK_EVERY_STEPS = 50  # with the threads lowered: how often to look whether the cores are free again
+CHECK_EVERY_S = 5.0
+TRIAL_STEPS = 3  # steps at each of two thread counts, taking turns, before the faster is kept
+MORE_THREADS_GAIN = 1.02  # what more threads must gain to be kept (speed/intervals.py's MIN_EFFECT)
 
 
 class ThreadWatch:
-    """Watches a training run's step times and fits its threads to the machine as the load changes: lowered
-    to the cores other processes leave when a step slowed SLOWED_FACTOR x twice in a row and another process is
-    running, restored when the cores have been free for a while. Each change is said (`say`) and kept
-    (`changes`), never silent. Inactive when the user fixed the threads or under torchrun (each rank has its
-    share of the cores). `probe`, `get_threads`, `set_threads` are injectable (tests)."""
+    """Fits a training run's threads to the machine as its load changes, by measurement on the run's own steps.
+    When the count that leaves the other processes their cores (fitting_threads, looked up in /proc) differs
+    from the one running, the two take turns for TRIAL_STEPS steps each and the faster is kept (within
+    MORE_THREADS_GAIN of each other: the fewer, which never waits on a descheduled partner). A slowdown with no
+    count to try is said once in a run (its pace is in its record). Every choice is said (`say`) and each change
+    kept (`changes`), never silent. Inactive when the user fixed the threads or under torchrun (each rank has
+    its share of the cores). `probe`, `get_threads`, `set_threads` are injectable (tests)."""
 
     def __init__(
         self,
@@ -157,51 +158,53 @@ class ThreadWatch:
         self.cores = machine_cores or cores()
         self.full = self.get_threads()  # what the run started with: the most it goes back to
         self.fastest_s: float | None = None
-        self.slow_in_a_row = 0
-        self.free_in_a_row = 0
-        self.steps_since_check = 0
+        self.slow_in_a_row, self.since_check_s, self.slowdown_said = 0, 0.0, False
+        self.trial: dict[int, list[float]] | None = None  # thread count -> its steps' seconds, while on trial
+        self.tried: int | None = None  # the count last tried against the running one
         self.changes: list[str] = []
 
     def step(self, seconds: float, at_step: int) -> None:
         if not self.active:
             return
+        if self.trial is not None:
+            return self._trial_step(seconds, at_step)
         reference = self.reference_s or self.fastest_s
-        if self.fastest_s is None or seconds < self.fastest_s:
-            self.fastest_s = seconds
-        if reference is not None and seconds > SLOWED_FACTOR * reference:
-            self.slow_in_a_row += 1
-        else:
-            self.slow_in_a_row = 0
-        if self.slow_in_a_row >= SLOW_STEPS_TO_ACT and self.get_threads() > 1:
-            self.slow_in_a_row = 0
-            others = self.probe()
-            threads = self.get_threads()
-            fitted = fitting_threads(self.cores, others, threads)
-            if fitted < threads:
-                self._change(
-                    fitted,
-                    f"step {at_step}: {seconds * 1e3:.0f} ms per step against {reference * 1e3:.0f} ms before, with "
-                    f"{load_text(others, threads, self.cores)}: threads {threads} -> {fitted} (each waited for "
-                    "the other at every operation's end)",
-                )
+        self.fastest_s = min(seconds, self.fastest_s or seconds)
+        slow = reference is not None and seconds > SLOWED_FACTOR * reference
+        self.slow_in_a_row = self.slow_in_a_row + 1 if slow else 0
+        self.since_check_s += seconds
+        if self.slow_in_a_row < SLOW_STEPS_TO_ACT and self.since_check_s < CHECK_EVERY_S:
             return
-        if self.get_threads() < self.full:
-            self.steps_since_check += 1
-            if self.steps_since_check >= CHECK_EVERY_STEPS:
-                self.steps_since_check = 0
-                others = self.probe()
-                fitted = fitting_threads(self.cores, others, self.full)
-                self.free_in_a_row = self.free_in_a_row + 1 if fitted > self.get_threads() else 0
-                if self.free_in_a_row >= FREE_CHECKS_TO_RESTORE:
-                    self.free_in_a_row = 0
-                    self._change(
-                        fitted,
-                        f"step {at_step}: cores free again ({load_text(others, self.get_threads(), self.cores)}): "
-                        f"threads {self.get_threads()} -> {fitted}",
-                    )
+        self.since_check_s, self.slow_in_a_row = 0.0, 0
+        others, threads = self.probe(), self.get_threads()
+        fitted = fitting_threads(self.cores, others, self.full)
+        self.load = load_text(others, threads, self.cores)
+        if fitted != threads and (slow or fitted != self.tried):
+            self.tried, self.trial, self.trial_from = fitted, {threads: [], fitted: []}, threads
+            self.set_threads(fitted)
+        elif slow and not self.slowdown_said:
+            self.slowdown_said = True
+            self.say(
+                f"step {at_step}: {seconds * 1e3:.0f} ms per step against {reference * 1e3:.0f} ms "
+                f"({seconds / reference:.1f}x), with {self.load}: {threads} thread(s) already fit the cores left; "
+                "this run's wall clock carries the slowdown"
+            )
 
-    def _change(self, threads: int, line: str) -> None:
-        self.set_threads(threads)
-        self.fastest_s = None  # the step's pace at the new thread count is learned anew
-        self.changes.append(line)
+    def _trial_step(self, seconds: float, at_step: int) -> None:
+        self.trial[self.get_threads()].append(seconds)
+        fewer, more = sorted(self.trial)
+        if min(map(len, self.trial.values())) < TRIAL_STEPS:
+            self.set_threads(fewer if self.get_threads() == more else more)  # the two take turns
+            return
+        median = {count: statistics.median(times) for count, times in self.trial.items()}
+        chosen = more if median[more] * MORE_THREADS_GAIN < median[fewer] else fewer
+        self.trial, self.fastest_s = None, None  # the step's pace at the chosen count is learned anew
+        self.set_threads(chosen)
+        line = (
+            f"step {at_step}: {self.load}; measured {fewer} thread(s) {median[fewer] * 1e3:.0f} ms vs {more} "
+            f"{median[more] * 1e3:.0f} ms per step ({TRIAL_STEPS} steps each, taking turns): threads "
+            f"{self.trial_from} -> {chosen}"
+        )
+        if chosen != self.trial_from:
+            self.changes.append(line)
         self.say(line)
