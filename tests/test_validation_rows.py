@@ -136,6 +136,14 @@ def test_a_run_whose_log_says_amp_false_is_not_a_mixed_precision_row():
     assert not [m for _, m in lambda_v1 if m in ("tacotron2", "waveglow")]
     assert ("16GB SXM2 (Lambda Cloud)", "ncf") in lambda_v1  # its log says amp : True
     assert ("80GB SXM4 400 W", "ncf") not in lambda_v1  # its log says amp : False
+    # v0's Ampere runs of both (PyTorch 1.7-1.10) mostly log 'PARAMETER amp : False' too (the A100s, A-series);
+    # the RTX 3070/3080 Tacotron 2 logs say amp : True. Its NGC 20.01 runs (Pascal, Turing, Volta) ran apex
+    # AMP and stay, as does v0's fp16 ResNet-50 (fp16 : True beside amp : False).
+    lambda_v0 = [r for r in ROWS if r["source"] == "Lambda" and r["heading"].startswith("v0")]
+    speech = {(r["generation"], r["gpu"]) for r in lambda_v0 if r["model"] in ("tacotron2", "waveglow")}
+    assert {g for g, _ in speech} == {"pascal", "turing", "volta", "ampere"}
+    assert {gpu for g, gpu in speech if g == "ampere"} == {"RTX 3070", "RTX 3080"}
+    assert any(r["model"] == "resnet50" and r["generation"] == "ampere" for r in lambda_v0)
 
 
 def test_numbers_and_batches_parse_as_the_readmes_write_them():
@@ -203,6 +211,13 @@ def test_the_amp_flag_is_read_from_the_run_logs(tmp_path):
     other.mkdir(parents=True)
     (other / "benchmark.para").write_text("GLOBAL_BATCH 8 GPU 1\n")
     (other / "01.txt").write_text("amp : True\n")
+    # v0's folders: no benchmark.para, DLL-format logs; an fp16 network (FP16_Optimizer) logs amp : False too
+    v0 = repo / "pytorch" / "results" / "sys4" / "PyTorch_waveglow_FP16"
+    v0.mkdir(parents=True)
+    (v0 / "04-11-2020.txt").write_text("DLL 2020-11-04 - PARAMETER amp : False \nDLL - PARAMETER batch_size : 24\n")
+    fp16 = repo / "pytorch" / "results" / "sys4" / "PyTorch_resnet50_FP16"
+    fp16.mkdir(parents=True)
+    (fp16 / "04-11-2020.txt").write_text("DLL PARAMETER fp16 : True  static_loss_scale : 256.0  amp : False\n")
     git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
     subprocess.run([*git, "add", "."], check=True)
@@ -211,6 +226,8 @@ def test_the_amp_flag_is_read_from_the_run_logs(tmp_path):
     assert build_rows.amp_flag_off(gitdir, "HEAD", "sys1", "PyTorch_ncf_FP16")
     assert not build_rows.amp_flag_off(gitdir, "HEAD", "sys2", "PyTorch_ncf_FP16")
     assert not build_rows.amp_flag_off(gitdir, "HEAD", "sys3", "PyTorch_ncf_FP16")  # no such run: nothing said
+    assert build_rows.amp_flag_off(gitdir, "HEAD", "sys4", "PyTorch_waveglow_FP16")
+    assert not build_rows.amp_flag_off(gitdir, "HEAD", "sys4", "PyTorch_resnet50_FP16")
 
 
 def test_the_readme_counts_what_the_files_hold():

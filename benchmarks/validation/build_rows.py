@@ -907,15 +907,15 @@ def systems(gitdir: Path, commit: str, script: str) -> dict[str, str]:
 
 
 def amp_flag_off(gitdir: Path, commit: str, system: str, run: str) -> bool:
-    """True when the run's own log says it ran without AMP (NCF prints its arguments, 'amp : False')."""
+    """True when the run's own log says it ran without AMP ('amp : False': NCF prints its arguments, the
+    20.x+ Tacotron 2 / WaveGlow scripts 'PARAMETER amp : False': v0's Ampere runs, whose --amp-run those
+    scripts no longer read). Every version's logs are read, v0's too (their folders have no benchmark.para)."""
     folder = f"pytorch/results/{system}/{run}"
-    names = (
-        [n for n in git(gitdir, "ls-tree", "--name-only", f"{commit}:{folder}").split() if n.endswith(".txt")]
-        if show(gitdir, commit, folder + "/benchmark.para") is not None
-        else []
-    )
-    said = [re.search(r"\bamp : (True|False)", show(gitdir, commit, f"{folder}/{n}") or "") for n in names]
-    return any(s and s.group(1) == "False" for s in said)
+    listing = show(gitdir, commit, folder) or ""  # `git show` of a tree: its header line, then its entries
+    names = [n for n in listing.split("\n") if n.endswith(".txt")]
+    logs = [show(gitdir, commit, f"{folder}/{n}") or "" for n in names]
+    # v0's ResNet-50 logs 'amp : False' beside 'fp16 : True': a half-precision network (FP16_Optimizer), kept
+    return any(re.search(r"\bamp : False", log) and not re.search(r"\bfp16 : True", log) for log in logs)
 
 
 def lambda_rows(gitdir: Path, commit: str, script: str, version: str) -> tuple[list[dict], list[str]]:

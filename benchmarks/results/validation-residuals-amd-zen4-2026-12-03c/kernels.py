@@ -1,0 +1,43 @@
+"""Where a validation model's projected matrix time goes, per convolution shape, at datasheet peak (the
+kernel model alone, before the composition's fitted factors).
+
+    python benchmarks/results/validation-residuals-amd-zen4-2026-12-03c/kernels.py MODEL_KEY BATCH GPU
+"""
+
+from __future__ import annotations
+
+import collections
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "validation"))
+
+import composition_fit as cf  # noqa: E402
+from trace_models import load_cache, tables_of  # noqa: E402
+
+from ampgan.precisions import FP16, FP32  # noqa: E402
+from ampgan.projection.kernel_model import BYTES, calibration_for, features, peak_tflops, predict_seconds  # noqa: E402
+from ampgan.projection.step_model import row_kernels  # noqa: E402
+
+key, batch, gpu = sys.argv[1], float(sys.argv[2]), cf.gpus()[sys.argv[3]]
+tables = tables_of(load_cache()["models"][key])
+calibration, _ = calibration_for(gpu)
+for precision in (FP32, FP16):
+    kernels, weights, _ = row_kernels(list(tables[precision].on_cuda()), batch)
+    seconds, _, _ = predict_seconds(
+        features(kernels, gpu.sms, precision),
+        calibration.paths[precision],
+        calibration.shared,
+        peak_tflops(gpu, precision),
+        gpu.bandwidth_gbs,
+        BYTES[precision],
+    )
+    time, flops = collections.Counter(), collections.Counter()
+    for kernel, weight, s in zip(kernels, weights, seconds):
+        shape = (kernel.op,) if kernel.op == "gemm" else (kernel.op, kernel.c, kernel.out_channels, kernel.r, kernel.s)
+        time[shape] += s * weight
+        flops[shape] += kernel.flops() * weight
+    total = sum(time.values())
+    print(f"{key} {gpu.key} batch {batch:g} {precision}: matrix {total:.3f} s at peak")
+    for shape, s in time.most_common(10):
+        print(f"  {shape}: {100 * s / total:.1f}% of it, {flops[shape] / s / 1e12:.1f} TFLOP/s")
