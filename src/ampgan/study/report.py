@@ -302,44 +302,12 @@ def projection_sections(out_dir: Path) -> list[Section]:
         return []
     document = read_json(path, missing="", damaged=f"{path} is damaged: run 'ampgan project' on the bench results")
     check_shape(document, DOCUMENT_SHAPE, str(path), "run 'ampgan project' on the study's bench/results.json")
-    rows = [
-        [
-            "GPU",
-            "batch",
-            "fp32 ms",
-            "fastest mixed mode",
-            "its ms",
-            "speedup [band]: over the TF32 default first",
-            "bound",
-            "cost of 1M batches, fp32 to mixed",
-            "calibration",
-        ]
-    ]
     ok = [r for r in document["rows"] if r.get("status") == "ok"]
-    for device, batch in dict.fromkeys((r["device"], r["batch_size"]) for r in ok):
-        pair = fastest_mixed(ok, device, batch)
-        if pair is None:
-            continue
-        base, best = pair
-        cost = (
-            f"{_money(base['cost']['mid'])} to {_money(best['cost']['mid'])}"
-            if "cost" in base and "cost" in best
-            else "no price"
-        )
-        rows.append(
-            [
-                device,
-                str(batch),
-                f"{base['ms_per_step']:.1f}",
-                best["precision"],
-                f"{best['ms_per_step']:.1f}",
-                projected_speedup_text(best),
-                best["bound"] + (" (does not fit)" if best.get("fits") is False else ""),
-                cost,
-                "calibrated" if best.get("calibrated") else "NOT calibrated (band of generations without rows)",
-            ]
-        )
-    if len(rows) == 1:
+    pairs = (
+        fastest_mixed(ok, device, batch) for device, batch in dict.fromkeys((r["device"], r["batch_size"]) for r in ok)
+    )
+    rows = [_projection_row(base, best) for base, best in filter(None, pairs)]
+    if not rows:
         return []
     paragraph = (
         f"PROJECTED, not measured: a kernel model calibrated on measured GPU kernels (DeepBench V100 and P100) "
@@ -354,8 +322,41 @@ def projection_sections(out_dir: Path) -> list[Section]:
     )
     figure = out_dir / "projection" / "fig_projection.png"
     return [
-        Section("On other hardware (PROJECTED, not measured)", table=rows, paragraph=paragraph),
+        Section("On other hardware (PROJECTED, not measured)", table=[_PROJECTION_HEADER, *rows], paragraph=paragraph),
         *([Section("Projected time and speedup on other GPUs", figure=figure)] if _shown(out_dir, figure) else []),
+    ]
+
+
+_PROJECTION_HEADER = [
+    "GPU",
+    "batch",
+    "fp32 ms",
+    "fastest mixed mode",
+    "its ms",
+    "speedup [band]: over the TF32 default first",
+    "bound",
+    "cost of 1M batches, fp32 to mixed",
+    "calibration",
+]
+
+
+def _projection_row(base: dict, best: dict) -> list[str]:
+    """One GPU and batch size: fp32's projected row against the fastest mixed mode's."""
+    cost = (
+        f"{_money(base['cost']['mid'])} to {_money(best['cost']['mid'])}"
+        if "cost" in base and "cost" in best
+        else "no price"
+    )
+    return [
+        best["device"],
+        str(best["batch_size"]),
+        f"{base['ms_per_step']:.1f}",
+        best["precision"],
+        f"{best['ms_per_step']:.1f}",
+        projected_speedup_text(best),
+        best["bound"] + (" (does not fit)" if best.get("fits") is False else ""),
+        cost,
+        "calibrated" if best.get("calibrated") else "NOT calibrated (band of generations without rows)",
     ]
 
 
