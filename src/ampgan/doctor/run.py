@@ -27,6 +27,8 @@ from ampgan.files.atomic import write_json_atomically
 from ampgan.files.paths import file_in
 from ampgan.gan.alignment import misaligned_layers
 from ampgan.plotting import pyplot, save_figure
+from ampgan.runs.checkpoint import check_step_matches_name, latest_checkpoint, load_checkpoint, load_weights
+from ampgan.runs.run_folder import read_metrics
 from ampgan.system.environment import environment_stamp
 from ampgan.training.precision import PrecisionPolicy, restore_backend_switches, snapshot_backend_switches
 from ampgan.training.prepared import prepare_run
@@ -89,8 +91,6 @@ def _diagnose(config: TrainConfig, steps: int, fp16_steps: int, run_dir: Path | 
 
 
 def _load_run_weights(state, run_dir: Path) -> None:
-    from ampgan.runs.checkpoint import check_step_matches_name, latest_checkpoint, load_checkpoint, load_weights
-
     checkpoint = latest_checkpoint(run_dir)
     payload = load_checkpoint(checkpoint, map_location="cpu")
     check_step_matches_name(payload, checkpoint)
@@ -112,8 +112,6 @@ def _dynamic_fp16_run(config, prepared, steps: int, run_dir: Path | None) -> dic
     """Where GradScaler's dynamic scale settles in a real fp16 run: read from an fp16 run folder's
     metrics, or measured over `steps` fresh fp16 steps (slow on CPUs without fp16 kernels)."""
     if run_dir is not None and config.precision.name == precisions.FP16:
-        from ampgan.runs.run_folder import read_metrics
-
         scales = [
             m["loss_scale_d"]
             for m in read_metrics(file_in(run_dir, "metrics.jsonl"))

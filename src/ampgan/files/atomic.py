@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
-from ampgan.errors import UnwritableFile
+from ampgan.errors import AmpganError, UnwritableFile
 from ampgan.files import manifest
 
 
@@ -78,8 +78,6 @@ def open_for_append(path: Path) -> AppendLog:
         fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o666)
     except OSError:
         if Path(path).is_symlink():
-            from ampgan.errors import AmpganError
-
             raise AmpganError(
                 f"{path} is a symbolic link: ampgan never writes through links in its own folders; remove the link"
             ) from None

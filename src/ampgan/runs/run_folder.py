@@ -11,10 +11,13 @@ RUN_DIR/
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import uuid
 from contextlib import contextmanager
 from pathlib import Path
+
+from safetensors.torch import save
 
 from ampgan.errors import AmpganError, warn
 from ampgan.files.atomic import open_for_append, os_error_behind, write_atomically, write_json_atomically
@@ -155,8 +158,6 @@ class RunWriter:
     def export_generator(self) -> Path:
         """generator.safetensors: the trained generator alone (its EMA when the model declares one; the
         metadata's `weights` says which), loadable without ampgan or pickle."""
-        from safetensors.torch import save
-
         generator = self.state.gan.sampling_generator  # the EMA of G when the model declares one
         tensors = {k: v.detach().contiguous().cpu() for k, v in generator.state_dict().items()}
         model = self.prepared.config.model
@@ -302,13 +303,13 @@ def truncate_metrics(path: Path, last_step: int) -> int:
 
 def require_tensorboard() -> None:
     """Checked while validating, so a missing package never costs an existing run folder."""
-    import importlib.util
-
     if importlib.util.find_spec("tensorboard") is None:
         raise AmpganError("logging.tensorboard needs the tensorboard package: pip install 'ampgan[tensorboard]'")
 
 
 def _open_tensorboard(run_dir: Path):
+    # Imported here: tensorboard is an optional extra (require_tensorboard checks it first), and its import
+    # costs seconds that a run without logging.tensorboard never pays.
     from torch.utils.tensorboard import SummaryWriter
 
     return SummaryWriter(log_dir=str(run_dir / "tensorboard"))
