@@ -22,9 +22,9 @@ from safetensors.torch import save
 from ampgan.errors import AmpganError, warn
 from ampgan.files.atomic import open_for_append, os_error_behind, write_atomically, write_json_atomically
 from ampgan.files.images import save_png
-from ampgan.files.jsonfile import read_json, read_jsonl
+from ampgan.files.jsonfile import read_jsonl
 from ampgan.files.manifest import record_tree
-from ampgan.files.paths import file_in
+from ampgan.files.paths import file_in, read_json_in
 from ampgan.files.schema import check_shape
 from ampgan.runs.checkpoint import checkpoint_path, list_checkpoints, prune_checkpoints, save_checkpoint
 from ampgan.runs.samples import fixed_noise, render_samples
@@ -207,7 +207,7 @@ class RunWriter:
 
     def summary(self, train_seconds: float) -> dict:
         return {
-            "run_dir": str(self.run_dir),
+            "run_dir": str(self.run_dir) if self.run_dir is not None else None,
             "steps": self.state.step,
             "train_seconds": round(train_seconds, 2),
             "last": self.last_record,
@@ -232,35 +232,21 @@ class NullWriter:
     def log_metrics(self, record: dict) -> None:
         self.last_record, self.last_logged_step = record, record["step"]
 
-    def save_samples(self, step: int) -> None:
-        pass
+    def _nothing(self, *args) -> None:
+        """What rank 0 writes, left unwritten."""
 
-    def save_checkpoint(self, payload: dict) -> None:
-        pass
-
-    def export_generator(self) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
-
-    def summary(self, train_seconds: float) -> dict:
-        return {
-            "run_dir": None,
-            "steps": self.state.step,
-            "train_seconds": round(train_seconds, 2),
-            "last": self.last_record,
-            "stamp": "",
-        }
+    save_samples = save_checkpoint = export_generator = close = _nothing
+    run_dir, stamp = None, ""
+    summary = RunWriter.summary  # the same record, of no folder and no stamp
 
 
 def read_run_config(run_dir: Path) -> dict:
     """config.json of an existing run folder, checked for a format this ampgan understands."""
-    path = file_in(run_dir, "config.json")
-    document = read_json(
-        path,
+    path, document = read_json_in(
+        run_dir,
+        "config.json",
         missing=f"{run_dir} is not an ampgan run folder (no config.json)",
-        damaged=f"{path} is damaged (not valid JSON): this run cannot be resumed",
+        fix="this run cannot be resumed",
     )
     if not isinstance(document, dict):
         raise AmpganError(

@@ -17,8 +17,7 @@ from pathlib import Path
 from typing import Any, Union, get_args, get_origin, get_type_hints
 
 from ampgan.files.atomic import write_json_atomically
-from ampgan.files.jsonfile import read_json
-from ampgan.files.paths import file_in
+from ampgan.files.paths import read_json_in
 from ampgan.files.schema import Between, OrNull, RelativePath, check_format, check_shape
 from ampgan.precisions import FP32
 from ampgan.quality.headline import ACCURACY, FRECHET, Headline
@@ -511,11 +510,11 @@ class CompareDocument(Record):
 
 def load_compare(out_dir: Path) -> CompareDocument:
     """The study's compare.json, validated; a missing, damaged or foreign one is one error line."""
-    path = file_in(out_dir, "compare.json")
-    data = read_json(
-        path,
+    path, data = read_json_in(
+        out_dir,
+        "compare.json",
         missing=f"{out_dir} has no compare.json: give the --out folder of an 'ampgan compare' run",
-        damaged=f"{path} is damaged (not valid JSON): run 'ampgan compare' again",
+        fix="run 'ampgan compare' again",
     )
     fix = f"continue the study with 'ampgan compare --resume {out_dir}' to write it anew, or run it again"
     return CompareDocument.checked(data, str(path), fix)

@@ -190,8 +190,7 @@ class Section:
 
 def _no_faster_mode_sections(document: CompareDocument, out_dir: Path) -> list[Section]:
     """The report of a study that found no mode faster than fp32: the verdict, the machine, the decisions."""
-    environment, spec = document.environment, document.spec
-    versions = environment.versions
+    spec = document.spec
     rows = [["precision", "ms per step", "fp32 ms per step", "speedup [95% CI]", "rounds", "verdict"]]
     for name, decision in (document.decisions or {}).items():
         interval = decision.interval
@@ -210,12 +209,8 @@ def _no_faster_mode_sections(document: CompareDocument, out_dir: Path) -> list[S
         *projection_sections(out_dir),
         Section(
             "Environment",
-            lines=[
-                f"hardware: {environment.hardware_summary}",
-                f"software: torch {versions['torch']}, ampgan {versions['ampgan']}, python {versions['python']}",
-                f"date: {environment.date}; commit {environment.git_commit}",
-                f"model {spec.model_name} on {document.dataset.name}, batch {spec.batch_size}",
-            ],
+            lines=_machine_lines(document)
+            + [f"model {spec.model_name} on {document.dataset.name}, batch {spec.batch_size}"],
         ),
         Section(
             "Speed decisions: the real training step against fp32",
@@ -369,15 +364,22 @@ def _bench_speedups(out_dir: Path) -> list[dict]:
     return load_results(path)["speedups"] if _shown(out_dir, path) else []
 
 
-def _environment_lines(document: CompareDocument) -> list[str]:
-    environment, spec = document.environment, document.spec
+def _machine_lines(document: CompareDocument) -> list[str]:
+    environment = document.environment
     versions = environment.versions
+    return [
+        f"hardware: {environment.hardware_summary}",
+        f"software: torch {versions['torch']}, ampgan {versions['ampgan']}, python {versions['python']}",
+        f"date: {environment.date}; commit {environment.git_commit}",
+    ]
+
+
+def _environment_lines(document: CompareDocument) -> list[str]:
+    spec = document.spec
     sampled_from = document.sampled_from or G_OWN_WEIGHTS  # studies from before GAN.ema: G itself
     return (
-        [
-            f"hardware: {environment.hardware_summary}",
-            f"software: torch {versions['torch']}, ampgan {versions['ampgan']}, python {versions['python']}",
-            f"date: {environment.date}; commit {environment.git_commit}",
+        _machine_lines(document)
+        + [
             f"protocol: seeds {', '.join(map(str, spec.seeds))}, each an identical start "
             "(weights, data order, noise) for every precision; "
             f"{budget_text(spec.time_budget_s, spec.steps)} per precision and seed at batch {spec.batch_size}, "
@@ -387,8 +389,8 @@ def _environment_lines(document: CompareDocument) -> list[str]:
             f"(refused below {document.evaluator.get('min_accuracy', 0.5):.2f})",
             f"samples and quality: drawn from {sampled_from}",
         ]
-        + _layout_lines(document)
-        + _compile_lines(document)
+        + _setup_lines(document, "memory format", document.spec.channels_last, ("channels-last", "NCHW"))
+        + _setup_lines(document, "torch.compile", document.spec.compile, ("compiled", "eager"))
         + [f"left out {item['precision']}: {item['reason']}" for item in document.left_out]
     )
 
@@ -406,23 +408,20 @@ def _setup_text(spec: StudySpecRecord) -> str:
     )
 
 
-def _layout_lines(document: CompareDocument) -> list[str]:
-    """Which memory format each precision trained in, and the measurement behind it."""
-    channels_last = document.spec.channels_last or []
-    formats = ", ".join(f"{p} {'channels-last' if p in channels_last else 'NCHW'}" for p in document.spec.precisions)
-    measured = [f"memory format measured: {decision.description}" for decision in (document.layouts or {}).values()]
-    return [f"memory format: {formats}" + ("" if measured else " (as given)")] + measured
-
-
-def _compile_lines(document: CompareDocument) -> list[str]:
-    """Which precisions ran compiled, and the measurement behind it (comparisons from before the
-    option ran eager)."""
-    compiled = document.spec.compile or []
-    modes = ", ".join(f"{p} {'compiled' if p in compiled else 'eager'}" for p in document.spec.precisions)
-    measured = [f"compile measured: {decision.description}" for decision in (document.compile_decisions or {}).values()]
-    return [
-        f"torch.compile: {modes}" + ("" if measured else " (as given, or not measured for a run this short)")
-    ] + measured
+def _setup_lines(document: CompareDocument, what: str, chosen: list[str] | None, words: tuple[str, str]) -> list[str]:
+    """Which memory format each precision trained in, or which ran compiled (comparisons from before the
+    option: none), and the measurements behind it."""
+    modes = ", ".join(f"{p} {words[0] if p in (chosen or []) else words[1]}" for p in document.spec.precisions)
+    if what == "memory format":
+        decisions, measured_as, given = document.layouts, "memory format measured", " (as given)"
+    else:
+        decisions, measured_as, given = (
+            document.compile_decisions,
+            "compile measured",
+            " (as given, or not measured for a run this short)",
+        )
+    measured = [f"{measured_as}: {decision.description}" for decision in (decisions or {}).values()]
+    return [f"{what}: {modes}" + ("" if measured else given)] + measured
 
 
 def _price_note(document: CompareDocument) -> str:
