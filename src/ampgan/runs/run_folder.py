@@ -248,21 +248,15 @@ def read_run_config(run_dir: Path) -> dict:
         missing=f"{run_dir} is not an ampgan run folder (no config.json)",
         fix="this run cannot be resumed",
     )
-    if not isinstance(document, dict):
-        raise AmpganError(
-            f"{path} holds {type(document).__name__}, not an ampgan run's config document: the file "
-            "is damaged or foreign"
-        )
-    version = document.get("format_version")
-    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+    check_shape(document, {"format_version": int, "config": dict}, str(path), "the run cannot be resumed or read")
+    version = document["format_version"]
+    if version < 1:
         raise AmpganError(f"{path} has no valid format_version ({version!r}): the file is damaged or foreign")
     if version > RUN_FORMAT_VERSION:
         raise AmpganError(
             f"{run_dir} was written by a newer ampgan (run format {version}, this one reads "
             f"{RUN_FORMAT_VERSION}): upgrade ampgan to use it"
         )
-    if not isinstance(document.get("config"), dict):
-        raise AmpganError(f'{path} has no "config" table: the file is damaged; the run cannot be resumed or read')
     return document
 
 
