@@ -327,14 +327,12 @@ class _OpsInLosses(TorchFunctionMode):
         self.plain_grad: set[str] = set()  # terms that called torch.autograd.grad themselves
         self._hooks = []
         for network in (gan.generator, gan.discriminator):
-            self._hooks.append(network.register_forward_pre_hook(lambda *a: self._enter()))
-            self._hooks.append(network.register_forward_hook(lambda *a: self._leave()))
+            self._hooks.append(network.register_forward_pre_hook(lambda *a: self._inside(1)))
+            self._hooks.append(network.register_forward_hook(lambda *a: self._inside(-1)))
 
-    def _enter(self):
-        self.depth += 1
-
-    def _leave(self):
-        self.depth -= 1
+    def _inside(self, entered: int) -> None:
+        """Into (1) or out of (-1) G's or D's forward: what runs at depth 0 is the loss code's own."""
+        self.depth += entered
 
     def __exit__(self, *exc):
         for hook in self._hooks:

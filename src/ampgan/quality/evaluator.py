@@ -195,7 +195,8 @@ def _train_and_keep(network, dataset, split, epochs, seed, device, min_accuracy,
     started = time.perf_counter()
     ran = _train_classifier(network, dataset.images[train_idx], dataset.labels[train_idx], epochs, seed, device)
     network.cpu()
-    held_accuracy = _classify_accuracy(network, dataset.images[held_idx], dataset.labels[held_idx])
+    _, predicted = _features_and_predictions(network, dataset.images[held_idx])
+    held_accuracy = accuracy(predicted, dataset.labels[held_idx].numpy())
     info = {
         "held_out_accuracy": held_accuracy,
         "epochs": ran,
@@ -303,11 +304,6 @@ def _features_and_predictions(network: Evaluator, images: torch.Tensor, batch_si
         features.append(f.cpu())
         predictions.append(logits.argmax(1).cpu())
     return torch.cat(features).numpy().astype(np.float64), torch.cat(predictions).numpy()
-
-
-def _classify_accuracy(network, images, labels) -> float:
-    _, predicted = _features_and_predictions(network, images)
-    return accuracy(predicted, labels.numpy())
 
 
 def refuse_samples_that_cannot_fit(count: int, image_shape: tuple[int, int, int], request: str) -> None:

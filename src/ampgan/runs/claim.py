@@ -154,13 +154,10 @@ def _kind_by_documents(folder: Path) -> str | None:
     return None
 
 
-_CONTROL = (MARKER, LOCK)
-
-
 def unproven_entries(folder: Path) -> list[str]:
     """The paths under `folder` (relative, sorted) that ampgan cannot show it wrote (files/manifest.py):
     files, links and special files alike (a link is never followed)."""
-    return manifest.unproven(folder, _CONTROL)
+    return manifest.unproven(folder, (MARKER, LOCK))
 
 
 def remove_written(folder: Path) -> list[str]:

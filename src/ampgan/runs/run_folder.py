@@ -121,13 +121,10 @@ class RunWriter:
             for name, value in record.items():
                 if name != "step":
                     self._tensorboard.add_scalar(name, value, record["step"])
-            self._record_tensorboard()
-
-    def _record_tensorboard(self) -> None:
-        """TensorBoard writes its own files: flushed, then noted in the manifest, so a run stopped at any
-        point can still be replaced (files/manifest.py)."""
-        self._tensorboard.flush()
-        record_tree(self.run_dir / "tensorboard")
+            # TensorBoard writes its own files: flushed, then noted in the manifest, so a run stopped at any
+            # point can still be replaced (files/manifest.py).
+            self._tensorboard.flush()
+            record_tree(self.run_dir / "tensorboard")
 
     def save_samples(self, step: int) -> Path:
         z, labels = self._noise

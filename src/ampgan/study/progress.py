@@ -90,16 +90,11 @@ class StudyProgress:
         self.runs[key] = {"status": status, **({"summary": summary} if summary is not None else {})}
         self.save()
 
-    def finished_parts(self) -> list[str]:
-        parts = ["the speed decisions"] if self.decided else []
-        if self.bench_done:
-            parts.append("the bench")
-        parts += [f"run {key}" for key, entry in self.runs.items() if entry.get("status") == "done"]
-        return parts
-
     def describe(self) -> str:
         """'the speed decisions, the bench, run fp32-seed0 (and run bf16-seed0 in progress)'."""
-        done = ", ".join(self.finished_parts()) or "nothing yet"
+        parts = ["the speed decisions"] * bool(self.decided) + ["the bench"] * self.bench_done
+        parts += [f"run {key}" for key, entry in self.runs.items() if entry.get("status") == "done"]
+        done = ", ".join(parts) or "nothing yet"
         started = [key for key, entry in self.runs.items() if entry.get("status") == "started"]
         return done + (f"; run {', '.join(started)} stopped at its last checkpoint" if started else "")
 

@@ -246,7 +246,9 @@ def report_sections(document: CompareDocument, out_dir: Path) -> list[Section]:
         ("Figure 2: time per 1000 samples", out_dir / "bench" / "fig2_time_per_1000_samples.png"),
         ("Figure 3: cost of 1M batches", out_dir / "cost" / "fig3_cost.png"),
     ]
-    sections = [Section("Verdict", lines=document.verdict or verdict(document, _bench_speedups(out_dir)))]
+    bench = out_dir / "bench" / "results.json"
+    speedups = load_results(bench)["speedups"] if _shown(out_dir, bench) else []
+    sections = [Section("Verdict", lines=document.verdict or verdict(document, speedups))]
     sections += [Section(title, figure=path) for title, path in pictures if _shown(out_dir, path)]
     sections += [
         Section(
@@ -359,11 +361,6 @@ def _money(amount: float) -> str:
     return f"{amount:,.0f}" if amount >= 10 else f"{amount:.2f}"
 
 
-def _bench_speedups(out_dir: Path) -> list[dict]:
-    path = out_dir / "bench" / "results.json"
-    return load_results(path)["speedups"] if _shown(out_dir, path) else []
-
-
 def _machine_lines(document: CompareDocument) -> list[str]:
     environment = document.environment
     versions = environment.versions
@@ -384,7 +381,8 @@ def _environment_lines(document: CompareDocument) -> list[str]:
             "(weights, data order, noise) for every precision; "
             f"{budget_text(spec.time_budget_s, spec.steps)} per precision and seed at batch {spec.batch_size}, "
             f"evaluation excluded; {spec.eval_samples} samples per evaluation",
-            f"model: {spec.model_name} {_options_text(spec.model_options or {})}".rstrip(),
+            f"model: {spec.model_name}"
+            + (f" ({', '.join(f'{k}={v}' for k, v in spec.model_options.items())})" if spec.model_options else ""),
             f"evaluator: held-out real accuracy {document.evaluator['held_out_accuracy']:.3f} "
             f"(refused below {document.evaluator.get('min_accuracy', 0.5):.2f})",
             f"samples and quality: drawn from {sampled_from}",
@@ -393,10 +391,6 @@ def _environment_lines(document: CompareDocument) -> list[str]:
         + _setup_lines(document, "torch.compile", document.spec.compile, ("compiled", "eager"))
         + [f"left out {item['precision']}: {item['reason']}" for item in document.left_out]
     )
-
-
-def _options_text(options: dict) -> str:
-    return f"({', '.join(f'{k}={v}' for k, v in options.items())})" if options else ""
 
 
 def _setup_text(spec: StudySpecRecord) -> str:
