@@ -263,10 +263,7 @@ METRICS_RECORD = {"step": int, "train_seconds": (int, float)}
 def read_metrics(path: Path, said=None) -> list[dict]:
     """metrics.jsonl's records, each checked for the fields every reader relies on (one error line for a
     damaged file; a last line cut short by a crash is skipped, and `said`)."""
-    records = read_jsonl(path, said)
-    for record in records:
-        check_shape(record, METRICS_RECORD, str(path), "remove the damaged line, or resume from an earlier checkpoint")
-    return records
+    return read_jsonl(path, said, METRICS_RECORD, "remove the damaged line, or resume from an earlier checkpoint")
 
 
 def truncate_metrics(path: Path, last_step: int) -> int:
