@@ -460,53 +460,39 @@ def _scaling_findings(
                 "ctx.input_gradients(outputs, inputs), right in every precision",
             )
         ]
-    elif not math.isfinite(fp16) and "summed outputs" in did:
-        return [
-            Finding(
-                "error",
-                "scaling",
-                f"{term} is {fp16} under fp16 loss scaling ({fp32:.4g} in fp32): "
-                "it passes ctx.input_gradients an already-summed scalar, so "
-                "every element's backward pass starts from the whole loss "
-                "scale and overflows fp16; pass the unreduced tensor "
-                "(ctx.input_gradients(img * y, w), not (img * y).sum())",
-            )
-        ]
+    if not math.isfinite(fp16) and "summed outputs" in did:
+        text = (
+            f"{term} is {fp16} under fp16 loss scaling ({fp32:.4g} in fp32): "
+            "it passes ctx.input_gradients an already-summed scalar, so "
+            "every element's backward pass starts from the whole loss "
+            "scale and overflows fp16; pass the unreduced tensor "
+            "(ctx.input_gradients(img * y, w), not (img * y).sum())"
+        )
     elif not math.isfinite(fp16):
-        return [
-            Finding(
-                "error",
-                "scaling",
-                f"{term} is {fp16} under fp16 loss scaling and {fp32:.4g} in fp32: "
-                "its update would be skipped at every step; " + _scaling_fix(did),
-            )
-        ]
+        text = (
+            f"{term} is {fp16} under fp16 loss scaling and {fp32:.4g} in fp32: "
+            "its update would be skipped at every step; " + _scaling_fix(did)
+        )
     elif abs(fp16 - fp32) > max(1.0, 10 * abs(fp32)) or (
         high is not None and math.isfinite(high) and abs(high) > 4 * abs(fp16) + 1e-6
     ):
-        return [
-            Finding(
-                "error",
-                "scaling",
-                f"{term} is {fp16:.4g} under fp16 loss scaling and {fp32:.4g} "
-                "in fp32, and grows with the scale: it carries the loss scale "
-                "(a gradient penalty taken from the scaled score and not "
-                "unscaled); " + _scaling_fix(did),
-            )
-        ]
+        text = (
+            f"{term} is {fp16:.4g} under fp16 loss scaling and {fp32:.4g} "
+            "in fp32, and grows with the scale: it carries the loss scale "
+            "(a gradient penalty taken from the scaled score and not "
+            "unscaled); " + _scaling_fix(did)
+        )
     elif "summed outputs" in did:
-        return [
-            Finding(
-                "error",
-                "scaling",
-                f"{term} passes ctx.input_gradients an already-summed scalar: "
-                "every element's backward pass then starts from the whole "
-                "loss scale, which overflows fp16 as the model grows; pass the "
-                "unreduced tensor (ctx.input_gradients(D(x), x), not "
-                "D(x).sum())",
-            )
-        ]
-    return []
+        text = (
+            f"{term} passes ctx.input_gradients an already-summed scalar: "
+            "every element's backward pass then starts from the whole "
+            "loss scale, which overflows fp16 as the model grows; pass the "
+            "unreduced tensor (ctx.input_gradients(D(x), x), not "
+            "D(x).sum())"
+        )
+    else:
+        return []
+    return [Finding("error", "scaling", text)]
 
 
 def _scaling_fix(did: set[str]) -> str:
