@@ -325,10 +325,14 @@ class _OpsInLosses(TorchFunctionMode):
         self.refused: set[str] = set()
         self.term = ""  # the loss term running now (set by _loss_terms)
         self.plain_grad: set[str] = set()  # terms that called torch.autograd.grad themselves
-        self._hooks = []
-        for network in (gan.generator, gan.discriminator):
-            self._hooks.append(network.register_forward_pre_hook(lambda *a: self._inside(1)))
-            self._hooks.append(network.register_forward_hook(lambda *a: self._inside(-1)))
+        self._hooks = [
+            hook
+            for network in (gan.generator, gan.discriminator)
+            for hook in (
+                network.register_forward_pre_hook(lambda *a: self._inside(1)),
+                network.register_forward_hook(lambda *a: self._inside(-1)),
+            )
+        ]
 
     def _inside(self, entered: int) -> None:
         """Into (1) or out of (-1) G's or D's forward: what runs at depth 0 is the loss code's own."""

@@ -153,13 +153,10 @@ def recommend_loss_scale(histogram: list[int]) -> dict:
 
 
 def summarize_layers(records: dict[str, LayerRecord]) -> list[dict]:
-    rows = []
-    for name, record in records.items():
-        row = {"layer": name, "max_abs": dict(record.max_abs)}
-        for kind in KINDS:
-            row[kind] = record.fractions(kind)
-        rows.append(row)
-    return rows
+    return [
+        {"layer": name, "max_abs": dict(record.max_abs)} | {kind: record.fractions(kind) for kind in KINDS}
+        for name, record in records.items()
+    ]
 
 
 def flagged(rows: list[dict], threshold: float = 1e-4) -> dict[str, list[str]]:
