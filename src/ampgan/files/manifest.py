@@ -37,10 +37,7 @@ def manifest_root(path: Path) -> Path | None:
         folder = Path(path).absolute().parent.resolve()
     except (OSError, RuntimeError):
         return None
-    for candidate in (folder, *folder.parents):
-        if _is_regular(candidate / MANIFEST):
-            return candidate
-    return None
+    return next((candidate for candidate in (folder, *folder.parents) if _is_regular(candidate / MANIFEST)), None)
 
 
 def digest(path: Path) -> tuple[int, str] | None:

@@ -138,20 +138,21 @@ def marker_kind(folder: Path) -> str | None:
     return kind if kind in FOLDER_KINDS else None
 
 
+# The document that tells a folder's kind when its marker names none (ampgan's first marker), in this order.
+_KIND_BY_DOCUMENT = (
+    ("compare.json", "study"),
+    ("study.json", "study"),
+    ("config.json", "run"),
+    ("results.json", "bench"),
+    ("sweep.json", "bench"),
+    ("doctor.json", "doctor"),
+    ("projection.json", "projection"),
+    ("cost.json", "cost"),
+)
+
+
 def _kind_by_documents(folder: Path) -> str | None:
-    for name, kind in (
-        ("compare.json", "study"),
-        ("study.json", "study"),
-        ("config.json", "run"),
-        ("results.json", "bench"),
-        ("sweep.json", "bench"),
-        ("doctor.json", "doctor"),
-        ("projection.json", "projection"),
-        ("cost.json", "cost"),
-    ):
-        if (folder / name).is_file():
-            return kind
-    return None
+    return next((kind for name, kind in _KIND_BY_DOCUMENT if (folder / name).is_file()), None)
 
 
 def unproven_entries(folder: Path) -> list[str]:
@@ -179,10 +180,8 @@ def remove_written(folder: Path) -> list[str]:
 
 def _owning_folder(path: Path) -> Path | None:
     """The nearest folder above `path` that ampgan claimed (a study holding this run), if any."""
-    for parent in path.resolve().parents:
-        if (parent / MARKER).is_file() and not (parent / MARKER).is_symlink():
-            return parent
-    return None
+    parents = path.resolve().parents
+    return next((p for p in parents if (p / MARKER).is_file() and not (p / MARKER).is_symlink()), None)
 
 
 class FolderLock:
@@ -334,16 +333,18 @@ def _lock_holder(folder: Path) -> str | None:
 def _asides(path: Path) -> list[tuple[Path, int]]:
     """The folders an --overwrite of `path` moved aside (`.NAME.replaced-PID`) and has not yet deleted."""
     prefix = f".{path.name}.replaced-"
-    found = []
     try:
         siblings = list(path.parent.iterdir()) if path.parent.is_dir() else []
     except OSError:
         return []
-    for sibling in siblings:
-        pid = sibling.name.removeprefix(prefix)
-        if sibling.name.startswith(prefix) and pid.isdigit() and sibling.is_dir() and not sibling.is_symlink():
-            found.append((sibling, int(pid)))
-    return sorted(found)
+    return sorted(
+        (sibling, int(sibling.name.removeprefix(prefix)))
+        for sibling in siblings
+        if sibling.name.startswith(prefix)
+        and sibling.name.removeprefix(prefix).isdigit()
+        and sibling.is_dir()
+        and not sibling.is_symlink()
+    )
 
 
 def _alive(pid: int) -> bool:
