@@ -162,8 +162,7 @@ def summary_lines(report: dict) -> list[str]:
     if settled:
         lines.append(f"dynamic scaling settled at {settled:g} for D ({dynamic['source']}).")
     hardware = report["hardware"]
-    for decision in hardware.get("decisions", {}).values():
-        lines.append(f"training step vs fp32 here: {decision['description']}")
+    lines += [f"training step vs fp32 here: {d['description']}" for d in hardware.get("decisions", {}).values()]
     lines.append(
         f"use {hardware['recommended_mode']} here (the fastest mode measured faster than fp32 at batch "
         f"{hardware.get('batch_size', '?')}; fp32 when none is)."

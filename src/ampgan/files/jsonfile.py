@@ -95,17 +95,15 @@ def not_a_regular_file(path: Path) -> str | None:
         mode = path.stat().st_mode
     except OSError:
         return None
-    for test, kind in (
+    kinds = (
         (stat.S_ISREG, None),
         (stat.S_ISDIR, "a folder"),
         (stat.S_ISFIFO, "a FIFO (named pipe)"),
         (stat.S_ISSOCK, "a socket"),
         (stat.S_ISCHR, "a character device"),
         (stat.S_ISBLK, "a block device"),
-    ):
-        if test(mode):
-            return kind
-    return "not a regular file"
+    )
+    return next((kind for test, kind in kinds if test(mode)), "not a regular file")
 
 
 def refuse_unless_regular_file(path: Path, what: str) -> None:
