@@ -167,3 +167,39 @@ def test_the_decisions_and_the_seed_comparison_read_by_attribute_and_write_back_
     assert (decision.interval.low, decision.rounds, decision.note) == (0.45, 9, None)
     assert json.dumps(document.to_dict()) == json.dumps(data)  # same keys, same order, nothing added
     assert json.dumps(slower.to_dict()) == json.dumps(no_faster)
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        # Fields the records declare and no hand-written shape checked: their types now are the check.
+        lambda d: d["spec"].update(steps="forty"),
+        lambda d: d["spec"].update(channels_last="bf16"),
+        lambda d: d["environment"].update(git_commit=7),
+        lambda d: d["runs"]["bf16"].update(seconds_per_step="fast"),
+        lambda d: d["runs"]["fp32"]["per_seed"]["0"].pop("train_seconds"),
+        lambda d: d["runs"]["fp32"]["final_interval"]["evaluator_accuracy"].update(beyond_seed_spread="yes"),
+        lambda d: d["cost"].update(catalog_date=20261101),
+        lambda d: d["cost"]["to_target"]["fp32"].update(by_first_evaluation=None),
+        lambda d: d.update(
+            race={"clock": "wall clock", "pace": {"bf16": {"0": {"wall_speedup": 1.0, "bench_low": "x"}}}}
+        ),
+        lambda d: d.update(decisions={"bf16": {"verdict": "slower", "rounds": 2.5}}),
+    ],
+)
+def test_every_field_a_record_declares_is_checked_by_its_type(damage):
+    data = copy.deepcopy(RACED)
+    damage(data)
+    with pytest.raises(AmpganError, match="is damaged or foreign"):
+        CompareDocument.checked(data, "compare.json", "run it again")
+
+
+def test_the_check_comes_from_the_records_and_passes_every_committed_study():
+    from pathlib import Path
+
+    shape = CompareDocument.shape()
+    assert {"format", "spec", "environment", "dataset", "runs"} <= set(shape) and "?race" in shape
+    committed = sorted((Path(__file__).parent.parent / "benchmarks" / "results").rglob("compare.json"))
+    for path in committed:
+        data = json.loads(path.read_text())
+        assert CompareDocument.checked(copy.deepcopy(data), str(path), "fix").to_dict() == data

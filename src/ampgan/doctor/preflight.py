@@ -321,16 +321,18 @@ class _OpsInLosses(TorchFunctionMode):
         self.refused: set[str] = set()
         self.term = ""  # the loss term running now (set by _loss_terms)
         self.plain_grad: set[str] = set()  # terms that called torch.autograd.grad themselves
-        self._hooks = []
-        for network in (gan.generator, gan.discriminator):
-            self._hooks.append(network.register_forward_pre_hook(lambda *a: self._enter()))
-            self._hooks.append(network.register_forward_hook(lambda *a: self._leave()))
+        self._hooks = [
+            hook
+            for network in (gan.generator, gan.discriminator)
+            for hook in (
+                network.register_forward_pre_hook(lambda *a: self._inside(1)),
+                network.register_forward_hook(lambda *a: self._inside(-1)),
+            )
+        ]
 
-    def _enter(self):
-        self.depth += 1
-
-    def _leave(self):
-        self.depth -= 1
+    def _inside(self, entered: int) -> None:
+        """Into (1) or out of (-1) G's or D's forward: what runs at depth 0 is the loss code's own."""
+        self.depth += entered
 
     def __exit__(self, *exc):
         for hook in self._hooks:
@@ -426,66 +428,8 @@ def _losses_under_loss_scaling(prepared, stream) -> list[Finding]:
     findings = []
     for term, fp32 in values[FP32].items():
         fp16, high = values[FP16].get(term), values["fp16 high"].get(term)
-        if fp16 is None or not math.isfinite(fp32):
-            continue
-        did = notes.get(term, set())
-        if term in plain_grad and "read the scale" not in did:
-            findings.append(
-                Finding(
-                    "error",
-                    "penalty",
-                    f"{term} takes input gradients with torch.autograd.grad: under "
-                    "fp16 they are not loss-scaled, so small ones flush to zero "
-                    "(a penalty that silently weakens); take them with "
-                    "ctx.input_gradients(outputs, inputs), right in every precision",
-                )
-            )
-        elif not math.isfinite(fp16) and "summed outputs" in did:
-            findings.append(
-                Finding(
-                    "error",
-                    "scaling",
-                    f"{term} is {fp16} under fp16 loss scaling ({fp32:.4g} in fp32): "
-                    "it passes ctx.input_gradients an already-summed scalar, so "
-                    "every element's backward pass starts from the whole loss "
-                    "scale and overflows fp16; pass the unreduced tensor "
-                    "(ctx.input_gradients(img * y, w), not (img * y).sum())",
-                )
-            )
-        elif not math.isfinite(fp16):
-            findings.append(
-                Finding(
-                    "error",
-                    "scaling",
-                    f"{term} is {fp16} under fp16 loss scaling and {fp32:.4g} in fp32: "
-                    "its update would be skipped at every step; " + _scaling_fix(did),
-                )
-            )
-        elif abs(fp16 - fp32) > max(1.0, 10 * abs(fp32)) or (
-            high is not None and math.isfinite(high) and abs(high) > 4 * abs(fp16) + 1e-6
-        ):
-            findings.append(
-                Finding(
-                    "error",
-                    "scaling",
-                    f"{term} is {fp16:.4g} under fp16 loss scaling and {fp32:.4g} "
-                    "in fp32, and grows with the scale: it carries the loss scale "
-                    "(a gradient penalty taken from the scaled score and not "
-                    "unscaled); " + _scaling_fix(did),
-                )
-            )
-        elif "summed outputs" in did:
-            findings.append(
-                Finding(
-                    "error",
-                    "scaling",
-                    f"{term} passes ctx.input_gradients an already-summed scalar: "
-                    "every element's backward pass then starts from the whole "
-                    "loss scale, which overflows fp16 as the model grows; pass the "
-                    "unreduced tensor (ctx.input_gradients(D(x), x), not "
-                    "D(x).sum())",
-                )
-            )
+        if fp16 is not None and math.isfinite(fp32):
+            findings += _scaling_findings(term, fp32, fp16, high, notes.get(term, set()), term in plain_grad)
     if fragile:
         findings.append(
             Finding(
@@ -498,6 +442,57 @@ def _losses_under_loss_scaling(prepared, stream) -> list[Finding]:
             )
         )
     return findings
+
+
+def _scaling_findings(
+    term: str, fp32: float, fp16: float, high: float | None, did: set[str], plain_grad: bool
+) -> list[Finding]:
+    """What one loss term's values in fp32, under fp16 loss scaling and at a higher scale say is wrong with it
+    (`did`: what the term did, LossContext.notes; `plain_grad`: it called torch.autograd.grad itself)."""
+    if plain_grad and "read the scale" not in did:
+        return [
+            Finding(
+                "error",
+                "penalty",
+                f"{term} takes input gradients with torch.autograd.grad: under "
+                "fp16 they are not loss-scaled, so small ones flush to zero "
+                "(a penalty that silently weakens); take them with "
+                "ctx.input_gradients(outputs, inputs), right in every precision",
+            )
+        ]
+    if not math.isfinite(fp16) and "summed outputs" in did:
+        text = (
+            f"{term} is {fp16} under fp16 loss scaling ({fp32:.4g} in fp32): "
+            "it passes ctx.input_gradients an already-summed scalar, so "
+            "every element's backward pass starts from the whole loss "
+            "scale and overflows fp16; pass the unreduced tensor "
+            "(ctx.input_gradients(img * y, w), not (img * y).sum())"
+        )
+    elif not math.isfinite(fp16):
+        text = (
+            f"{term} is {fp16} under fp16 loss scaling and {fp32:.4g} in fp32: "
+            "its update would be skipped at every step; " + _scaling_fix(did)
+        )
+    elif abs(fp16 - fp32) > max(1.0, 10 * abs(fp32)) or (
+        high is not None and math.isfinite(high) and abs(high) > 4 * abs(fp16) + 1e-6
+    ):
+        text = (
+            f"{term} is {fp16:.4g} under fp16 loss scaling and {fp32:.4g} "
+            "in fp32, and grows with the scale: it carries the loss scale "
+            "(a gradient penalty taken from the scaled score and not "
+            "unscaled); " + _scaling_fix(did)
+        )
+    elif "summed outputs" in did:
+        text = (
+            f"{term} passes ctx.input_gradients an already-summed scalar: "
+            "every element's backward pass then starts from the whole "
+            "loss scale, which overflows fp16 as the model grows; pass the "
+            "unreduced tensor (ctx.input_gradients(D(x), x), not "
+            "D(x).sum())"
+        )
+    else:
+        return []
+    return [Finding("error", "scaling", text)]
 
 
 def _scaling_fix(did: set[str]) -> str:
@@ -555,9 +550,6 @@ def _context(state, batch) -> LossContext:
         D=state.discriminator,
         real=real,
         labels=labels,
-        z=None,
-        fake_labels=None,
-        fake=None,
         step=0,
         rng=rng,
         gan=gan,

@@ -19,6 +19,7 @@ from torch import nn
 
 from ampgan.doctor.ranges import FORMATS, classify, log2_histogram
 from ampgan.precisions import FP16, FP32
+from ampgan.speed.decision import decide_for_run
 
 KINDS = ("weights", "activations", "activation_grads", "weight_grads")
 HIST_LOW, HIST_HIGH = -150, 130
@@ -152,13 +153,10 @@ def recommend_loss_scale(histogram: list[int]) -> dict:
 
 
 def summarize_layers(records: dict[str, LayerRecord]) -> list[dict]:
-    rows = []
-    for name, record in records.items():
-        row = {"layer": name, "max_abs": dict(record.max_abs)}
-        for kind in KINDS:
-            row[kind] = record.fractions(kind)
-        rows.append(row)
-    return rows
+    return [
+        {"layer": name, "max_abs": dict(record.max_abs)} | {kind: record.fractions(kind) for kind in KINDS}
+        for name, record in records.items()
+    ]
 
 
 def flagged(rows: list[dict], threshold: float = 1e-4) -> dict[str, list[str]]:
@@ -175,8 +173,6 @@ def flagged(rows: list[dict], threshold: float = 1e-4) -> dict[str, list[str]]:
 def hardware_advice(config, dataset, device: torch.device, log=lambda line: None) -> dict:
     """Which precision to train in here: the speed decision (speed.decision) for every mode this
     device can run, on the diagnosed configuration's own training step, and the fastest useful one."""
-    from ampgan.speed.decision import decide_for_run
-
     decisions, cannot_run = decide_for_run(
         config.with_fields({"precision.name": FP32, "precision.loss_scale": None}), dataset, device, log=log
     )

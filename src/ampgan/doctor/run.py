@@ -27,6 +27,8 @@ from ampgan.files.atomic import write_json_atomically
 from ampgan.files.paths import file_in
 from ampgan.gan.alignment import misaligned_layers
 from ampgan.plotting import pyplot, save_figure
+from ampgan.runs.checkpoint import check_step_matches_name, latest_checkpoint, load_checkpoint, load_weights
+from ampgan.runs.run_folder import read_metrics
 from ampgan.system.environment import environment_stamp
 from ampgan.training.precision import PrecisionPolicy, restore_backend_switches, snapshot_backend_switches
 from ampgan.training.prepared import prepare_run
@@ -40,57 +42,51 @@ def diagnose_gan(config: TrainConfig, steps: int, fp16_steps: int, run_dir: Path
     speed decisions inside set them per precision."""
     saved = snapshot_backend_switches()
     try:
-        return _diagnose(config, steps, fp16_steps, run_dir)
+        fp32_config = config.with_fields({"precision.name": precisions.FP32, "precision.loss_scale": None})
+        prepared = prepare_run(fp32_config)
+        config = prepared.config.with_fields(
+            {"precision.name": config.precision.name, "precision.loss_scale": config.precision.loss_scale}
+        )
+        state = build_train_state(prepared.config, prepared.model, prepared.data, prepared.policy)
+        if run_dir is not None:
+            _load_run_weights(state, run_dir)
+        networks = {"G": state.generator, "D": state.discriminator}
+        stream = _stream(prepared, state, config)
+        recorder = LayerRecorder(networks)
+        # Strict FP32 (no TF32 in cuBLAS or cuDNN) for the reference steps, the caller's switches back after.
+        with prepared.policy.backend_settings():
+            try:
+                recorder.record_weights()
+                for _ in range(steps):
+                    train_step(state, stream.next_batch)
+                    recorder.after_backward()
+            finally:
+                recorder.close()
+        histogram = gradient_histogram(recorder.records)
+        recommendation = recommend_loss_scale(histogram)
+        rows = summarize_layers(recorder.records)
+        report = {
+            "format": "ampgan-doctor/1",
+            "config": config.to_dict(),
+            "steps": steps,
+            "environment": environment_stamp(prepared.policy.device),
+            "formats": {f.name: dataclasses.asdict(f) for f in (FP16, BF16)},
+            "layers": rows,
+            "flags": flagged(rows),
+            "gradient_histogram": {"low_exponent": HIST_LOW, "counts": histogram},
+            "loss_scale": recommendation,
+            "scale_table": {str(e): fractions_at_scale(histogram, e) for e in range(0, 25, 2)},
+            "alignment": misaligned_layers(networks, prepared.data),
+            "hardware": hardware_advice(prepared.config, prepared.dataset, prepared.policy.device),
+        }
+        report["dynamic_scaling"] = _dynamic_fp16_run(config, prepared, fp16_steps, run_dir)
+        report["summary_lines"] = summary_lines(report)
+        return report
     finally:
         restore_backend_switches(saved)
 
 
-def _diagnose(config: TrainConfig, steps: int, fp16_steps: int, run_dir: Path | None) -> dict:
-    fp32_config = config.with_fields({"precision.name": precisions.FP32, "precision.loss_scale": None})
-    prepared = prepare_run(fp32_config)
-    config = prepared.config.with_fields(
-        {"precision.name": config.precision.name, "precision.loss_scale": config.precision.loss_scale}
-    )
-    state = build_train_state(prepared.config, prepared.model, prepared.data, prepared.policy)
-    if run_dir is not None:
-        _load_run_weights(state, run_dir)
-    networks = {"G": state.generator, "D": state.discriminator}
-    stream = _stream(prepared, state, config)
-    recorder = LayerRecorder(networks)
-    # Strict FP32 (no TF32 in cuBLAS or cuDNN) for the reference steps, the caller's switches back after.
-    with prepared.policy.backend_settings():
-        try:
-            recorder.record_weights()
-            for _ in range(steps):
-                train_step(state, stream.next_batch)
-                recorder.after_backward()
-        finally:
-            recorder.close()
-    histogram = gradient_histogram(recorder.records)
-    recommendation = recommend_loss_scale(histogram)
-    rows = summarize_layers(recorder.records)
-    report = {
-        "format": "ampgan-doctor/1",
-        "config": config.to_dict(),
-        "steps": steps,
-        "environment": environment_stamp(prepared.policy.device),
-        "formats": {f.name: dataclasses.asdict(f) for f in (FP16, BF16)},
-        "layers": rows,
-        "flags": flagged(rows),
-        "gradient_histogram": {"low_exponent": HIST_LOW, "counts": histogram},
-        "loss_scale": recommendation,
-        "scale_table": {str(e): fractions_at_scale(histogram, e) for e in range(0, 25, 2)},
-        "alignment": misaligned_layers(networks, prepared.data),
-        "hardware": hardware_advice(prepared.config, prepared.dataset, prepared.policy.device),
-    }
-    report["dynamic_scaling"] = _dynamic_fp16_run(config, prepared, fp16_steps, run_dir)
-    report["summary_lines"] = summary_lines(report)
-    return report
-
-
 def _load_run_weights(state, run_dir: Path) -> None:
-    from ampgan.runs.checkpoint import check_step_matches_name, latest_checkpoint, load_checkpoint, load_weights
-
     checkpoint = latest_checkpoint(run_dir)
     payload = load_checkpoint(checkpoint, map_location="cpu")
     check_step_matches_name(payload, checkpoint)
@@ -112,8 +108,6 @@ def _dynamic_fp16_run(config, prepared, steps: int, run_dir: Path | None) -> dic
     """Where GradScaler's dynamic scale settles in a real fp16 run: read from an fp16 run folder's
     metrics, or measured over `steps` fresh fp16 steps (slow on CPUs without fp16 kernels)."""
     if run_dir is not None and precisions.precision(config.precision.name).loss_scaling:
-        from ampgan.runs.run_folder import read_metrics
-
         scales = [
             m["loss_scale_d"]
             for m in read_metrics(file_in(run_dir, "metrics.jsonl"))
@@ -168,8 +162,7 @@ def summary_lines(report: dict) -> list[str]:
     if settled:
         lines.append(f"dynamic scaling settled at {settled:g} for D ({dynamic['source']}).")
     hardware = report["hardware"]
-    for decision in hardware.get("decisions", {}).values():
-        lines.append(f"training step vs fp32 here: {decision['description']}")
+    lines += [f"training step vs fp32 here: {d['description']}" for d in hardware.get("decisions", {}).values()]
     lines.append(
         f"use {hardware['recommended_mode']} here (the fastest mode measured faster than fp32 at batch "
         f"{hardware.get('batch_size', '?')}; fp32 when none is)."

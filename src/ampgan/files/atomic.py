@@ -17,16 +17,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
-from ampgan.errors import UnwritableFile
+from ampgan.errors import AmpganError, UnwritableFile
 from ampgan.files import manifest
-
-
-def _file_mode() -> int:
-    """The mode an ordinary open() would give a new file here: 0666 less the process's umask."""
-    umask = os.umask(0)
-    os.umask(umask)
-    return 0o666 & ~umask
-
 
 # The filesystem's refusals a user fixes (space, a read-only mount, permissions): one line, not a traceback.
 _REFUSALS = {errno.ENOSPC, errno.EROFS, errno.EACCES, errno.EPERM, errno.EDQUOT, errno.EFBIG}
@@ -51,7 +43,9 @@ def _write_atomically(path: Path, write: Callable[[IO[bytes]], Any]) -> None:
     # mkstemp creates the file 0600 and never follows a link (O_EXCL); the final file gets the mode
     # an ordinary write would have given it, so a report can be served or shared.
     handle, temp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.fchmod(handle, _file_mode())
+    umask = os.umask(0)  # read by setting it: the mode an ordinary open() gives is 0666 less the umask
+    os.umask(umask)
+    os.fchmod(handle, 0o666 & ~umask)
     manifest.record_temporary(Path(temp_name))  # known as ampgan's even if this write is killed midway
     try:
         with os.fdopen(handle, "wb") as stream:
@@ -78,8 +72,6 @@ def open_for_append(path: Path) -> AppendLog:
         fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o666)
     except OSError:
         if Path(path).is_symlink():
-            from ampgan.errors import AmpganError
-
             raise AmpganError(
                 f"{path} is a symbolic link: ampgan never writes through links in its own folders; remove the link"
             ) from None

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ampgan.errors import AmpganError, one_line, warn
+from ampgan.files.schema import check_shape
 
 # No document ampgan writes or reads nests deeper than 8; 100 leaves room and stays far from Python's
 # recursion limit (1000), which the parsers and the code walking a document both spend.
@@ -94,17 +95,15 @@ def not_a_regular_file(path: Path) -> str | None:
         mode = path.stat().st_mode
     except OSError:
         return None
-    for test, kind in (
+    kinds = (
         (stat.S_ISREG, None),
         (stat.S_ISDIR, "a folder"),
         (stat.S_ISFIFO, "a FIFO (named pipe)"),
         (stat.S_ISSOCK, "a socket"),
         (stat.S_ISCHR, "a character device"),
         (stat.S_ISBLK, "a block device"),
-    ):
-        if test(mode):
-            return kind
-    return "not a regular file"
+    )
+    return next((kind for test, kind in kinds if test(mode)), "not a regular file")
 
 
 def refuse_unless_regular_file(path: Path, what: str) -> None:
@@ -140,12 +139,15 @@ def read_cache_json(path: Path) -> Any:
         return None
 
 
-def read_jsonl(path: Path, said: Callable[[str], None] | None = None) -> list[dict]:
+def read_jsonl(
+    path: Path, said: Callable[[str], None] | None = None, shape: dict | None = None, fix: str = ""
+) -> list[dict]:
     """The records of a JSON-lines log ampgan appends to ([] when it does not exist). Only a crash explains
     a bad line, and a crash cuts the last line short: no newline yet, and still plain text (ampgan writes
     ASCII JSON). Such a line is skipped (and `said`, when given: a resume drops it for good). Anything else
     (bytes that are not text, garbage after the last record, a line that is not a JSON object) means the
-    file was damaged or edited: one error line naming the line, never a silent resume."""
+    file was damaged or edited: one error line naming the line, never a silent resume. With a `shape`, each
+    record is checked for it (files/schema.py: one error line naming the file, then `fix`)."""
     path = Path(path)
     if not path.is_file():
         return []
@@ -172,5 +174,5 @@ def read_jsonl(path: Path, said: Callable[[str], None] | None = None) -> list[di
                 f"{path} is damaged (line {number} {what}): it was changed after ampgan wrote it; restore it, "
                 f"or delete line {number} and the lines after it to resume"
             )
-        records.append(record)
+        records.append(check_shape(record, shape, str(path), fix) if shape is not None else record)
     return records

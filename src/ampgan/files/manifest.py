@@ -37,10 +37,7 @@ def manifest_root(path: Path) -> Path | None:
         folder = Path(path).absolute().parent.resolve()
     except (OSError, RuntimeError):
         return None
-    for candidate in (folder, *folder.parents):
-        if _is_regular(candidate / MANIFEST):
-            return candidate
-    return None
+    return next((candidate for candidate in (folder, *folder.parents) if _is_regular(candidate / MANIFEST)), None)
 
 
 def digest(path: Path) -> tuple[int, str] | None:
@@ -116,12 +113,6 @@ def entries(root: Path) -> dict[str, set[tuple[int, str]]]:
     return found
 
 
-def is_written(path: Path) -> bool:
-    """`path` is a file ampgan wrote and nobody changed since: its size and sha256 are recorded for it."""
-    root = manifest_root(path)
-    return root is not None and _matches(path, entries(root).get(_relative(path, root), set()))
-
-
 def recorded(path: Path) -> bool | None:
     """True when `path` matches what its manifest recorded for it, False when it differs from every record,
     None when no manifest has a record of it (a folder of an older ampgan, or a file copied elsewhere)."""
@@ -133,8 +124,9 @@ def recorded(path: Path) -> bool | None:
 
 
 def delete_written(path: Path) -> bool:
-    """Delete `path` only if ampgan wrote it (is_written); True when it was deleted."""
-    if is_written(path):
+    """Delete `path` only if ampgan wrote it and nobody changed it since (its size and sha256 are recorded for
+    it); True when it was deleted."""
+    if recorded(path) is True:
         Path(path).unlink(missing_ok=True)
         return True
     return False

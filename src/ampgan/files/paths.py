@@ -16,9 +16,11 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from ampgan.errors import AmpganError, one_line, warn
 from ampgan.files.cache_dir import cache_dir
+from ampgan.files.jsonfile import read_json
 from ampgan.files.schema import is_relative_inside
 
 
@@ -57,6 +59,13 @@ def file_in(folder: Path, *names: str) -> Path:
             "inside a folder it is given; copy the file in, or remove the link"
         )
     return path
+
+
+def read_json_in(folder: Path, name: str, *, missing: str, fix: str) -> tuple[Path, Any]:
+    """(the path, the JSON document) of `name` inside `folder` (file_in); one error line when it is missing
+    (`missing`) or is not valid JSON (naming the file, then `fix`)."""
+    path = file_in(folder, name)
+    return path, read_json(path, missing=missing, damaged=f"{path} is damaged (not valid JSON): {fix}")
 
 
 def left_out(folder: Path, path: Path, where: str) -> bool:

@@ -16,6 +16,7 @@ own folder (relative, no `..`, no control characters); resolve it with files.pat
 from __future__ import annotations
 
 import math
+from pathlib import PurePosixPath
 from typing import Any
 
 from ampgan.errors import AmpganError
@@ -56,8 +57,6 @@ class Between:
 
 
 def is_relative_inside(text: Any) -> bool:
-    from pathlib import PurePosixPath
-
     if not isinstance(text, str) or not text or any(not c.isprintable() for c in text) or "\\" in text:
         return False
     path = PurePosixPath(text)

@@ -165,30 +165,9 @@ def evaluator_for(
     network = Evaluator(dataset.channels, dataset.num_classes)
     info = _cached_evaluator(network, weights_path, info_path, dataset)
     if info is None:
-        started = time.perf_counter()
-        ran = _train_classifier(network, dataset.images[train_idx], dataset.labels[train_idx], epochs, seed, device)
-        network.cpu()
-        held_accuracy = _classify_accuracy(network, dataset.images[held_idx], dataset.labels[held_idx])
-        info = {
-            "held_out_accuracy": held_accuracy,
-            "epochs": ran,
-            "train_images": len(train_idx),
-            "held_out_images": len(held_idx),
-            "train_seconds": round(time.perf_counter() - started, 2),
-            "dataset_sha256": dataset.content_sha256(),
-            "min_accuracy": min_accuracy,
-        }
-        buffer = io.BytesIO()
-        torch.save(network.state_dict(), buffer)
-        info["weights_sha256"] = hashlib.sha256(buffer.getvalue()).hexdigest()
-        try:
-            write_atomically(weights_path, lambda stream: stream.write(buffer.getvalue()))
-            write_json_atomically(info_path, info)  # last: an entry without it is never reused
-        except OSError as error:  # only a cache: the trained evaluator is used all the same
-            warn(
-                f"cannot keep the evaluator in its cache {one_line(cache_dir)} ({error.strerror or error}): it "
-                "is used without being kept, and trained again next time; set AMPGAN_CACHE_DIR to a writable folder"
-            )
+        info = _train_and_keep(
+            network, dataset, (train_idx, held_idx), epochs, seed, device, min_accuracy, weights_path
+        )
     info = dict(info, cache=str(weights_path))
     if info["held_out_accuracy"] < min_accuracy:
         raise AmpganError(
@@ -207,6 +186,38 @@ def evaluator_for(
         train_labels=dataset.labels[train_idx],
         class_names=tuple(dataset.class_names),
     )
+
+
+def _train_and_keep(network, dataset, split, epochs, seed, device, min_accuracy, weights_path: Path) -> dict:
+    """Train the evaluator on the split's first part, score it on the second, and keep it in the cache (its
+    weights, then its description beside them); the description."""
+    train_idx, held_idx = split
+    started = time.perf_counter()
+    ran = _train_classifier(network, dataset.images[train_idx], dataset.labels[train_idx], epochs, seed, device)
+    network.cpu()
+    _, predicted = _features_and_predictions(network, dataset.images[held_idx])
+    held_accuracy = accuracy(predicted, dataset.labels[held_idx].numpy())
+    info = {
+        "held_out_accuracy": held_accuracy,
+        "epochs": ran,
+        "train_images": len(train_idx),
+        "held_out_images": len(held_idx),
+        "train_seconds": round(time.perf_counter() - started, 2),
+        "dataset_sha256": dataset.content_sha256(),
+        "min_accuracy": min_accuracy,
+    }
+    buffer = io.BytesIO()
+    torch.save(network.state_dict(), buffer)
+    info["weights_sha256"] = hashlib.sha256(buffer.getvalue()).hexdigest()
+    try:
+        write_atomically(weights_path, lambda stream: stream.write(buffer.getvalue()))
+        write_json_atomically(weights_path.with_suffix(".json"), info)  # last: an entry without it is never reused
+    except OSError as error:  # only a cache: the trained evaluator is used all the same
+        warn(
+            f"cannot keep the evaluator in its cache {one_line(weights_path.parent)} ({error.strerror or error}): it "
+            "is used without being kept, and trained again next time; set AMPGAN_CACHE_DIR to a writable folder"
+        )
+    return info
 
 
 _INFO_SHAPE = {
@@ -293,11 +304,6 @@ def _features_and_predictions(network: Evaluator, images: torch.Tensor, batch_si
         features.append(f.cpu())
         predictions.append(logits.argmax(1).cpu())
     return torch.cat(features).numpy().astype(np.float64), torch.cat(predictions).numpy()
-
-
-def _classify_accuracy(network, images, labels) -> float:
-    _, predicted = _features_and_predictions(network, images)
-    return accuracy(predicted, labels.numpy())
 
 
 def refuse_samples_that_cannot_fit(count: int, image_shape: tuple[int, int, int], request: str) -> None:

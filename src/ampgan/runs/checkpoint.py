@@ -188,8 +188,7 @@ def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dic
 def check_step_matches_name(payload: dict, path: Path) -> None:
     """A checkpoint named step-N.pt holds step N: one that says another was renamed or edited. (Checked by
     its readers after they check whose run it is, which is the clearer reason when both fail.)"""
-    named = _NAME.match(Path(path).name)
-    if named and int(named.group(1)) != payload["step"]:
+    if _step(path) not in (-1, payload["step"]):
         raise AmpganError(
             f"checkpoint {one_line(path)} says step {payload['step']}, not the step its name gives: it "
             "was edited or renamed; delete it to resume from the one before"

@@ -24,12 +24,13 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import fcntl
 import fnmatch
 import json
 import os
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from ampgan.errors import AmpganError, one_line, warn
@@ -67,8 +68,6 @@ _DOCTOR = ("doctor.json", "doctor_*.png")
 
 def default_out(kind: str) -> Path:
     """The folder a command writes when it is given none: runs/KIND-<time>."""
-    import datetime as dt
-
     return Path("runs") / f"{kind}-{dt.datetime.now():%Y%m%d-%H%M%S}"
 
 
@@ -139,29 +138,27 @@ def marker_kind(folder: Path) -> str | None:
     return kind if kind in FOLDER_KINDS else None
 
 
+# The document that tells a folder's kind when its marker names none (ampgan's first marker), in this order.
+_KIND_BY_DOCUMENT = (
+    ("compare.json", "study"),
+    ("study.json", "study"),
+    ("config.json", "run"),
+    ("results.json", "bench"),
+    ("sweep.json", "bench"),
+    ("doctor.json", "doctor"),
+    ("projection.json", "projection"),
+    ("cost.json", "cost"),
+)
+
+
 def _kind_by_documents(folder: Path) -> str | None:
-    for name, kind in (
-        ("compare.json", "study"),
-        ("study.json", "study"),
-        ("config.json", "run"),
-        ("results.json", "bench"),
-        ("sweep.json", "bench"),
-        ("doctor.json", "doctor"),
-        ("projection.json", "projection"),
-        ("cost.json", "cost"),
-    ):
-        if (folder / name).is_file():
-            return kind
-    return None
-
-
-_CONTROL = (MARKER, LOCK)
+    return next((kind for name, kind in _KIND_BY_DOCUMENT if (folder / name).is_file()), None)
 
 
 def unproven_entries(folder: Path) -> list[str]:
     """The paths under `folder` (relative, sorted) that ampgan cannot show it wrote (files/manifest.py):
     files, links and special files alike (a link is never followed)."""
-    return manifest.unproven(folder, _CONTROL)
+    return manifest.unproven(folder, (MARKER, LOCK))
 
 
 def remove_written(folder: Path) -> list[str]:
@@ -174,23 +171,17 @@ def remove_written(folder: Path) -> list[str]:
             if Path(root, name).relative_to(folder).as_posix() not in kept:
                 Path(root, name).unlink(missing_ok=True)
         for name in folders:
-            try:
+            with suppress(OSError):  # it holds what was kept
                 Path(root, name).rmdir()
-            except OSError:
-                pass  # it holds what was kept
-    try:
+    with suppress(OSError):
         folder.rmdir()
-    except OSError:
-        pass
     return sorted(kept)
 
 
 def _owning_folder(path: Path) -> Path | None:
     """The nearest folder above `path` that ampgan claimed (a study holding this run), if any."""
-    for parent in path.resolve().parents:
-        if (parent / MARKER).is_file() and not (parent / MARKER).is_symlink():
-            return parent
-    return None
+    parents = path.resolve().parents
+    return next((p for p in parents if (p / MARKER).is_file() and not (p / MARKER).is_symlink()), None)
 
 
 class FolderLock:
@@ -310,7 +301,8 @@ def check_place(path: Path, kind: str, data: tuple[str | Path, ...] = ()) -> Non
     relative = resolved.relative_to(owner).as_posix()
     theirs = FOLDER_KINDS.get(owner_kind or "", ())
     part = any(fnmatch.fnmatchcase(f"{relative}/{own}", pattern) for own in FOLDER_KINDS[kind] for pattern in theirs)
-    if part and (kind in _DERIVED_KINDS or _held_here(owner)):
+    # A part is made by the command that made its folder: this process holds that folder's lock.
+    if part and (kind in _DERIVED_KINDS or _lock_holder(owner) == str(os.getpid())):
         return
     raise AmpganError(
         f"--out {shown} is inside {one_line(owner)}, ampgan's {owner_kind or 'output'} folder: a folder belongs "
@@ -319,39 +311,21 @@ def check_place(path: Path, kind: str, data: tuple[str | Path, ...] = ()) -> Non
     )
 
 
-def _held_here(folder: Path) -> bool:
-    """This process holds `folder`'s lock (the command that made it is the one writing its part)."""
+def _lock_holder(folder: Path) -> str | None:
+    """The pid written in `folder`'s lock while some live process holds it ("" if unreadable), else None."""
     path = Path(folder) / LOCK
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
     except OSError:
-        return False
+        return None
     try:
         holder = os.pread(fd, 64, 0).decode(errors="replace").strip()
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return holder == str(os.getpid())
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return False
-    finally:
-        os.close(fd)
-
-
-def _is_held(folder: Path) -> bool:
-    """Some live process holds `folder`'s lock."""
-    path = Path(folder) / LOCK
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-    except OSError:
-        return False
-    try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
-        return True
+        return holder
     else:
         fcntl.flock(fd, fcntl.LOCK_UN)
-        return False
+        return None
     finally:
         os.close(fd)
 
@@ -359,16 +333,18 @@ def _is_held(folder: Path) -> bool:
 def _asides(path: Path) -> list[tuple[Path, int]]:
     """The folders an --overwrite of `path` moved aside (`.NAME.replaced-PID`) and has not yet deleted."""
     prefix = f".{path.name}.replaced-"
-    found = []
     try:
         siblings = list(path.parent.iterdir()) if path.parent.is_dir() else []
     except OSError:
         return []
-    for sibling in siblings:
-        pid = sibling.name.removeprefix(prefix)
-        if sibling.name.startswith(prefix) and pid.isdigit() and sibling.is_dir() and not sibling.is_symlink():
-            found.append((sibling, int(pid)))
-    return sorted(found)
+    return sorted(
+        (sibling, int(sibling.name.removeprefix(prefix)))
+        for sibling in siblings
+        if sibling.name.startswith(prefix)
+        and sibling.name.removeprefix(prefix).isdigit()
+        and sibling.is_dir()
+        and not sibling.is_symlink()
+    )
 
 
 def _alive(pid: int) -> bool:
@@ -389,7 +365,7 @@ def settle_leftovers(path: Path, overwrite: bool = False) -> None:
     to it."""
     path = Path(path)
     for aside, pid in _asides(path):
-        if pid == os.getpid() or (_alive(pid) and (not path.exists() or _is_held(path))):
+        if pid == os.getpid() or (_alive(pid) and (not path.exists() or _lock_holder(path) is not None)):
             continue  # its command is still running (or is this one)
         shown, old = one_line(path), one_line(aside)
         if not path.exists():

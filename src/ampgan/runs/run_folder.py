@@ -11,17 +11,20 @@ RUN_DIR/
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import uuid
 from contextlib import contextmanager
 from pathlib import Path
 
+from safetensors.torch import save
+
 from ampgan.errors import AmpganError, warn
 from ampgan.files.atomic import open_for_append, os_error_behind, write_atomically, write_json_atomically
 from ampgan.files.images import save_png
-from ampgan.files.jsonfile import read_json, read_jsonl
+from ampgan.files.jsonfile import read_jsonl
 from ampgan.files.manifest import record_tree
-from ampgan.files.paths import file_in
+from ampgan.files.paths import file_in, read_json_in
 from ampgan.files.schema import check_shape
 from ampgan.runs.checkpoint import checkpoint_path, list_checkpoints, prune_checkpoints, save_checkpoint
 from ampgan.runs.samples import fixed_noise, render_samples
@@ -118,13 +121,10 @@ class RunWriter:
             for name, value in record.items():
                 if name != "step":
                     self._tensorboard.add_scalar(name, value, record["step"])
-            self._record_tensorboard()
-
-    def _record_tensorboard(self) -> None:
-        """TensorBoard writes its own files: flushed, then noted in the manifest, so a run stopped at any
-        point can still be replaced (files/manifest.py)."""
-        self._tensorboard.flush()
-        record_tree(self.run_dir / "tensorboard")
+            # TensorBoard writes its own files: flushed, then noted in the manifest, so a run stopped at any
+            # point can still be replaced (files/manifest.py).
+            self._tensorboard.flush()
+            record_tree(self.run_dir / "tensorboard")
 
     def save_samples(self, step: int) -> Path:
         z, labels = self._noise
@@ -155,8 +155,6 @@ class RunWriter:
     def export_generator(self) -> Path:
         """generator.safetensors: the trained generator alone (its EMA when the model declares one; the
         metadata's `weights` says which), loadable without ampgan or pickle."""
-        from safetensors.torch import save
-
         generator = self.state.gan.sampling_generator  # the EMA of G when the model declares one
         tensors = {k: v.detach().contiguous().cpu() for k, v in generator.state_dict().items()}
         model = self.prepared.config.model
@@ -206,7 +204,7 @@ class RunWriter:
 
     def summary(self, train_seconds: float) -> dict:
         return {
-            "run_dir": str(self.run_dir),
+            "run_dir": str(self.run_dir) if self.run_dir is not None else None,
             "steps": self.state.step,
             "train_seconds": round(train_seconds, 2),
             "last": self.last_record,
@@ -231,51 +229,31 @@ class NullWriter:
     def log_metrics(self, record: dict) -> None:
         self.last_record, self.last_logged_step = record, record["step"]
 
-    def save_samples(self, step: int) -> None:
-        pass
+    def _nothing(self, *args) -> None:
+        """What rank 0 writes, left unwritten."""
 
-    def save_checkpoint(self, payload: dict) -> None:
-        pass
-
-    def export_generator(self) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
-
-    def summary(self, train_seconds: float) -> dict:
-        return {
-            "run_dir": None,
-            "steps": self.state.step,
-            "train_seconds": round(train_seconds, 2),
-            "last": self.last_record,
-            "stamp": "",
-        }
+    save_samples = save_checkpoint = export_generator = close = _nothing
+    run_dir, stamp = None, ""
+    summary = RunWriter.summary  # the same record, of no folder and no stamp
 
 
 def read_run_config(run_dir: Path) -> dict:
     """config.json of an existing run folder, checked for a format this ampgan understands."""
-    path = file_in(run_dir, "config.json")
-    document = read_json(
-        path,
+    path, document = read_json_in(
+        run_dir,
+        "config.json",
         missing=f"{run_dir} is not an ampgan run folder (no config.json)",
-        damaged=f"{path} is damaged (not valid JSON): this run cannot be resumed",
+        fix="this run cannot be resumed",
     )
-    if not isinstance(document, dict):
-        raise AmpganError(
-            f"{path} holds {type(document).__name__}, not an ampgan run's config document: the file "
-            "is damaged or foreign"
-        )
-    version = document.get("format_version")
-    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+    check_shape(document, {"format_version": int, "config": dict}, str(path), "the run cannot be resumed or read")
+    version = document["format_version"]
+    if version < 1:
         raise AmpganError(f"{path} has no valid format_version ({version!r}): the file is damaged or foreign")
     if version > RUN_FORMAT_VERSION:
         raise AmpganError(
             f"{run_dir} was written by a newer ampgan (run format {version}, this one reads "
             f"{RUN_FORMAT_VERSION}): upgrade ampgan to use it"
         )
-    if not isinstance(document.get("config"), dict):
-        raise AmpganError(f'{path} has no "config" table: the file is damaged; the run cannot be resumed or read')
     return document
 
 
@@ -285,10 +263,7 @@ METRICS_RECORD = {"step": int, "train_seconds": (int, float)}
 def read_metrics(path: Path, said=None) -> list[dict]:
     """metrics.jsonl's records, each checked for the fields every reader relies on (one error line for a
     damaged file; a last line cut short by a crash is skipped, and `said`)."""
-    records = read_jsonl(path, said)
-    for record in records:
-        check_shape(record, METRICS_RECORD, str(path), "remove the damaged line, or resume from an earlier checkpoint")
-    return records
+    return read_jsonl(path, said, METRICS_RECORD, "remove the damaged line, or resume from an earlier checkpoint")
 
 
 def truncate_metrics(path: Path, last_step: int) -> int:
@@ -302,13 +277,13 @@ def truncate_metrics(path: Path, last_step: int) -> int:
 
 def require_tensorboard() -> None:
     """Checked while validating, so a missing package never costs an existing run folder."""
-    import importlib.util
-
     if importlib.util.find_spec("tensorboard") is None:
         raise AmpganError("logging.tensorboard needs the tensorboard package: pip install 'ampgan[tensorboard]'")
 
 
 def _open_tensorboard(run_dir: Path):
+    # Imported here: tensorboard is an optional extra (require_tensorboard checks it first), and its import
+    # costs seconds that a run without logging.tensorboard never pays.
     from torch.utils.tensorboard import SummaryWriter
 
     return SummaryWriter(log_dir=str(run_dir / "tensorboard"))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ampgan.bench.output import speedup_estimate
+from ampgan.bench.output import load_results, speedup_estimate
 from ampgan.files.paths import file_in
 from ampgan.precisions import FP32
 from ampgan.study.document import RACED, CompareDocument
@@ -43,8 +43,6 @@ class Study:
 
 def study_of(document: CompareDocument, out_dir: Path, report: Path | None = None) -> Study:
     """A Study from a compare.json document."""
-    from ampgan.bench.output import load_results
-
     runs = document.runs
     speedup = {}
     bench = file_in(out_dir, "bench", "results.json")

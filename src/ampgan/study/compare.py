@@ -76,18 +76,7 @@ def run_compare(spec: CompareSpec, out_dir: Path, show_progress: bool = True, lo
     Interrupted by SIGINT/SIGTERM, it keeps what finished and raises StudyInterrupted."""
     out_dir = Path(out_dir)
     device = resolve_device(spec.base.compute.device)
-    if spec.precisions and FP32 not in spec.precisions:
-        raise AmpganError("a comparison needs fp32 as its baseline: add it to --precisions")
-    dataset = load_dataset(spec.base.data, seed=spec.seed)
-    first = prepare_run(spec.train_config(FP32), dataset)  # validates the options before any measuring
-    if spec.target_accuracy is not None and not first.conditional:
-        raise AmpganError(
-            f"compare.target_accuracy needs a conditional GAN: model {spec.base.model.name} draws no class, so "
-            "its study races on the Fréchet distance (its target is set from the runs); leave it out"
-        )
-    check_evaluable(dataset)  # one class, or too few images per class: no evaluator could judge the runs
-    refuse_samples_that_cannot_fit(spec.eval_samples, tuple(dataset.images.shape[1:]), "--set compare.eval_samples=")
-    check_before_training(spec.train_config(FP32), dataset, log=log)  # before anything is measured or trained
+    dataset, first = _refuse_before_measuring(spec, log)
     progress = open_progress(out_dir, spec.to_document(spec.precisions))
     for name in ("runs", "bench", "projection", "cost", "doctor"):  # a subfolder linked out is never written into
         file_in(out_dir, name)
@@ -97,14 +86,7 @@ def run_compare(spec: CompareSpec, out_dir: Path, show_progress: bool = True, lo
             if stop:
                 raise StudyInterrupted(stop.signum, out_dir, progress)
 
-        if progress.decided is None:
-            progress.decided = decide(spec, dataset, device, log)
-            progress.save()
-        decided = progress.decided
-        apply_threads(decided.get("threads"))  # a resumed study: the threads its bench and runs were measured on
-        spec = dataclasses.replace(
-            spec, channels_last=tuple(decided["channels_last"]), compile=tuple(decided["compile"])
-        )
+        spec, decided = _decided(spec, progress, dataset, device, log)
         precisions = tuple(decided["precisions"])
         if precisions == (FP32,) and not spec.precisions:
             return _no_faster_mode(spec, out_dir, device, dataset, decided["left_out"], decided["decisions"])
@@ -121,17 +103,13 @@ def run_compare(spec: CompareSpec, out_dir: Path, show_progress: bool = True, lo
         say_what_the_bench_left_unmeasured(bench_results, log)
         clock = race_clock(bench_results, precisions, spec.batch_size)
         charged = clock["step_s"] or {}
-        log(
-            f"race: timed on the {clock['clock']} ("
-            + (", ".join(f"{p} {s * 1e3:.1f} ms per step" for p, s in charged.items()) + "; " if charged else "")
-            + f"{clock['reason']})"
-        )
+        log(_clock_line(clock))
         stop_here()
         per_seed: dict[str, dict[int, dict]] = {p: {} for p in precisions}
         curves: dict[str, dict[int, list[dict]]] = {p: {} for p in precisions}
         for seed in spec.seed_list:
             for precision in precisions:  # one seed at a time: a change of the machine's load hits both alike
-                run, curve = run_once(
+                per_seed[precision][seed], curves[precision][seed] = run_once(
                     spec,
                     prepared[(precision, seed)],
                     evaluator,
@@ -143,10 +121,39 @@ def run_compare(spec: CompareSpec, out_dir: Path, show_progress: bool = True, lo
                     progress,
                     charge_s=charged.get(precision),
                 )
-                per_seed[precision][seed], curves[precision][seed] = run, curve
                 stop_here()
 
-    document = CompareDocument(
+    document = _raced_document(spec, device, dataset, decided, first, evaluator, bench_results, per_seed)
+    race = clock | {"threads": decided.get("threads")}
+    return _after_the_runs(document, spec, dataset, bench_results, per_seed, curves, race, out_dir, device)
+
+
+def _decided(spec: CompareSpec, progress, dataset, device, log) -> tuple[CompareSpec, dict]:
+    """The decide stage (once: a resumed study races what it began with), its threads applied, and the spec
+    with the memory formats and compile it decided."""
+    if progress.decided is None:
+        progress.decided = decide(spec, dataset, device, log)
+        progress.save()
+    decided = progress.decided
+    apply_threads(decided.get("threads"))  # a resumed study: the threads its bench and runs were measured on
+    spec = dataclasses.replace(spec, channels_last=tuple(decided["channels_last"]), compile=tuple(decided["compile"]))
+    return spec, decided
+
+
+def _clock_line(clock: dict) -> str:
+    """'race: timed on the bench step time (fp32 12.0 ms per step, bf16 8.1 ms per step; why)'."""
+    charged = clock["step_s"] or {}
+    return (
+        f"race: timed on the {clock['clock']} ("
+        + (", ".join(f"{p} {s * 1e3:.1f} ms per step" for p, s in charged.items()) + "; " if charged else "")
+        + f"{clock['reason']})"
+    )
+
+
+def _raced_document(spec, device, dataset, decided: dict, first, evaluator, bench_results: dict, per_seed):
+    """compare.json of a raced study as its runs leave it: the later stages add to it (_after_the_runs)."""
+    precisions = tuple(per_seed)
+    return CompareDocument(
         spec=StudySpecRecord.from_dict(spec.to_document(precisions)),
         environment=Environment.from_dict(environment_stamp(device)),
         left_out=decided["left_out"],
@@ -160,11 +167,35 @@ def run_compare(spec: CompareSpec, out_dir: Path, show_progress: bool = True, lo
             f"{c['precision']}@{c['batch_size']}": c["reason"] for c in bench_results["configs"] if c.get("reason")
         },
         # What the study races on: accuracy for a conditional GAN, the Fréchet distance otherwise.
-        stored_headline=headline_for(prepared[(FP32 if FP32 in precisions else precisions[0], spec.seed)].conditional),
+        stored_headline=headline_for(first.conditional),
         runs={p: RunSummary.from_dict(summarize_seeds(per_seed[p])) for p in precisions},
     )
-    # The runs are finished: a stage after them that cannot run is reported in its section and the verdict,
-    # and never takes the study down with it.
+
+
+def _refuse_before_measuring(spec: CompareSpec, log):
+    """(the dataset, fp32's prepared run) once every option is valid, the data can be judged and the GAN passes
+    preflight: a study that cannot finish is refused before anything is measured or trained."""
+    if spec.precisions and FP32 not in spec.precisions:
+        raise AmpganError("a comparison needs fp32 as its baseline: add it to --precisions")
+    dataset = load_dataset(spec.base.data, seed=spec.seed)
+    first = prepare_run(spec.train_config(FP32), dataset)  # validates the options before any measuring
+    if spec.target_accuracy is not None and not first.conditional:
+        raise AmpganError(
+            f"compare.target_accuracy needs a conditional GAN: model {spec.base.model.name} draws no class, so "
+            "its study races on the Fréchet distance (its target is set from the runs); leave it out"
+        )
+    check_evaluable(dataset)  # one class, or too few images per class: no evaluator could judge the runs
+    refuse_samples_that_cannot_fit(spec.eval_samples, tuple(dataset.images.shape[1:]), "--set compare.eval_samples=")
+    check_before_training(spec.train_config(FP32), dataset, log=log)  # before anything is measured or trained
+    return dataset, first
+
+
+def _after_the_runs(
+    document: CompareDocument, spec, dataset, bench_results: dict, per_seed, curves, race: dict, out_dir, device
+) -> CompareDocument:
+    """The stages after the runs (cost, projection, the seeds compared, the race's pace, the verdict), then
+    compare.json. The runs are finished: a stage that cannot run is reported in its section and the verdict,
+    and never takes the study down with it."""
     document = document.with_fields(
         cost=_stage_or_note("cost", lambda: cost_stage(document, bench_results, curves, out_dir)),
         projection=project_elsewhere(spec, dataset, bench_results, out_dir, device),
@@ -181,9 +212,7 @@ def run_compare(spec: CompareSpec, out_dir: Path, show_progress: bool = True, lo
         headline.metric,
         headline.higher_is_better,
     )
-    document = document.with_fields(
-        race=RaceRecord.from_dict(clock | {"threads": decided.get("threads"), "pace": pace})
-    )
+    document = document.with_fields(race=RaceRecord.from_dict(race | {"pace": pace}))
     document = document.with_fields(verdict=verdict(document, bench_results["speedups"]) + stages_not_run(document))
     document.write(out_dir)
     return document

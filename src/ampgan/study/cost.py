@@ -19,18 +19,16 @@ def cost_stage(
     spec = document.spec
     device_name = measured_device(bench_results)
     catalog = load_catalog()
-    if spec.price_per_hour is not None or spec.instance is not None:
-        instance = find_instance(catalog, spec.instance) if spec.instance else None
-        basis = price_basis(instance, spec.price_per_hour, device_name, assume_same_speed=False)
-    else:
-        cheapest = cheapest_instance(catalog, device_name)
-        if cheapest is None:
-            return CostSection(
-                basis=None,
-                note=f"no catalog instance runs on {device_name}: give --instance or --set "
-                f"compare.price_per_hour=PRICE",
-            )
-        basis = price_basis(cheapest, None, device_name, assume_same_speed=False)
+    # A price or an instance given is the basis; else the cheapest instance of the catalog with this device.
+    given = spec.price_per_hour is not None or spec.instance is not None
+    named = find_instance(catalog, spec.instance) if spec.instance else None
+    instance = named if given else cheapest_instance(catalog, device_name)
+    if instance is None and not given:
+        return CostSection(
+            basis=None,
+            note=f"no catalog instance runs on {device_name}: give --instance or --set compare.price_per_hour=PRICE",
+        )
+    basis = price_basis(instance, spec.price_per_hour, device_name, assume_same_speed=False)
     cost_document = build_cost_document([bench_results], device_name, basis, 1e6, None, catalog_date(catalog))
     write_cost(cost_document, out_dir / "cost")
     runs = document.runs

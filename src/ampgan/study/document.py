@@ -9,14 +9,15 @@ and the field (files/schema.py), never a KeyError in the report.
 
 from __future__ import annotations
 
+import functools
 import math
+import types
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Union, get_args, get_origin, get_type_hints
 
 from ampgan.files.atomic import write_json_atomically
-from ampgan.files.jsonfile import read_json
-from ampgan.files.paths import file_in
+from ampgan.files.paths import read_json_in
 from ampgan.files.schema import Between, OrNull, RelativePath, check_format, check_shape
 from ampgan.precisions import FP32
 from ampgan.quality.headline import ACCURACY, FRECHET, Headline
@@ -29,7 +30,7 @@ RACED = "raced"
 
 _NUMBER = (int, float)
 _SHARE = Between(0.0, 1.0)
-_INTERVAL = {"?mean": (int, float, None), "?low": (int, float, None), "?high": (int, float, None), "?n": int}
+# A run's final quality figures (quality/registry.py names the metrics): what a reader relies on of them.
 _FINAL = {
     "?evaluator_accuracy": Between(0.0, 1.0, or_null=True),
     "frechet_distance": _NUMBER,
@@ -41,73 +42,76 @@ _FINAL = {
     "?per_class": list,
     "?confusion": list,
 }
-_RUN = {
-    "run_dir": RelativePath,
-    "steps": int,
-    "train_seconds": Between(0.0, math.inf),
-    "final": _FINAL,
-    "?seconds_per_step": _NUMBER,
-    "?seeds": [int],
-    "?per_seed": {
-        "*": {
-            "run_dir": RelativePath,
-            "steps": int,
-            "final": _FINAL,
-            "?wall_seconds": Between(0.0, math.inf, or_null=True),
-            "?steps_per_s": (int, float, None),
-            "?bench_steps_per_s": (int, float, None),
-        }
-    },
-    "?final_interval": {"*": _INTERVAL},
-}
-# A cost stage that ran has these (one that could not has a note instead of a basis).
-_COST_SHAPE = {"cost": {"?basis": (dict, None), "?note": str, "?target": (int, float, None), "?to_target": dict}}
-_TO_TARGET = {
-    "?reached": int,
-    "?seeds": int,
-    "?by_first_evaluation": int,
-    "?seconds": (int, float, None),
-    "?cost": (int, float, None),
-    "?per_seed": dict,
-}
-# What a reader relies on (a study that found no faster mode has no runs, no evaluator, no floor).
-COMPARE_SHAPE = {
-    "format": str,
-    "?outcome": str,
-    "spec": {"batch_size": int, "?eval_samples": int, "?eval_points": int, "?seed_list": [int], "?precisions": [str]},
-    "environment": {"hardware_summary": str, "versions": {"torch": str, "ampgan": str, "python": str}, "date": str},
-    "dataset": {"name": str, "class_names": [str]},
-    "runs": {"*": _RUN},
-    "?verdict": [str],
-    "?evaluator": {"held_out_accuracy": _SHARE},
-    "?floor": dict,
-    "?cost": (dict, None),
-    "?left_out": [{"precision": str, "reason": str}],
-    "?decisions": {"*": {"verdict": str, "?interval": OrNull({"estimate": _NUMBER, "low": _NUMBER, "high": _NUMBER})}},
-    "?layouts": {"*": {"description": str}},
-    "?compile_decisions": {"*": {"description": str}},
-    "?sampled_from": str,
-    "?headline": {"metric": str},
-    "?seed_comparison": {"*": {"?seeds": int, "?time_to_target_ratio": _INTERVAL}},
-    "?race": {
-        "clock": str,
-        "?reason": str,
-        "?step_s": OrNull({"*": _NUMBER}),
-        "?threads": (dict, None),
-        "?pace": {"*": {"*": {"wall_speedup": _NUMBER, "?within": (bool, None)}}},
-    },
-}
-# A raced study has been evaluated: these too.
+# A raced study has been evaluated: these too (a study that found no faster mode has no evaluator, no floor).
 _RACED_SHAPE = {"evaluator": dict, "floor": dict, "spec": {"eval_samples": int, "eval_points": int}}
 
 
-def _part(read=None, write=None, key: str | None = None, omit_none: bool = False, default: Any = None):
-    """A record's field: how its JSON value is read into a typed one and written back; `omit_none` for a
-    field some documents do not have (written only when set)."""
-    metadata = {"read": read, "write": write, "key": key, "omit_none": omit_none}
+def _part(
+    read=None,
+    write=None,
+    key: str | None = None,
+    omit_none: bool = False,
+    default: Any = None,
+    required: bool = False,
+    shape: Any = None,
+):
+    """A record's field, beyond its type: `read`/`write` for a value its type does not say how to read
+    (records, and tables of them, read and write themselves); `omit_none` for a field some documents do
+    not have (written only when set); `required` for a field every document has; `shape` where a reader
+    relies on more than the type (files/schema.py: a path inside the folder, a share, the final metrics)."""
+    metadata = {"read": read, "write": write, "key": key, "omit_none": omit_none, "required": required, "shape": shape}
     if isinstance(default, (list, dict)):
         return field(default_factory=type(default), metadata=metadata)
     return field(default=default, metadata=metadata)
+
+
+@functools.cache
+def _hints(record_type) -> dict:
+    return get_type_hints(record_type)
+
+
+def _optional(hint) -> Any:
+    """X of `X | None`; None when `hint` is no such union."""
+    if get_origin(hint) in (Union, types.UnionType):
+        return next(a for a in get_args(hint) if a is not type(None))
+    return None
+
+
+def _shape_of(hint) -> Any:
+    """The shape (files/schema.py) of a JSON value read as type `hint`: a record's table (Record.shape), a
+    list's items, a table's values; None (not checked) for Any."""
+    origin, args = get_origin(hint), get_args(hint)
+    if hint is Any:
+        return None
+    if _optional(hint) is not None:
+        inner = _shape_of(_optional(hint))  # a plain type takes null beside it, so its error line says "or null"
+        return (
+            (*inner, None) if isinstance(inner, tuple) else (inner, None) if isinstance(inner, type) else OrNull(inner)
+        )
+    if origin is list:
+        return [_shape_of(args[0])]
+    if origin is dict:
+        return {"*": _shape_of(args[1])}
+    if isinstance(hint, type) and issubclass(hint, Record):
+        return hint.shape()
+    return _NUMBER if hint is float else hint
+
+
+def _read(hint, value: Any) -> Any:
+    """A JSON value as type `hint` holds it: a record (or a table of records) read from its table."""
+    origin, args = get_origin(hint), get_args(hint)
+    if value is None or _optional(hint) is not None:
+        return None if value is None else _read(_optional(hint), value)
+    if origin is dict:
+        return {name: _read(args[1], item) for name, item in value.items()}
+    return hint.from_dict(value) if isinstance(hint, type) and issubclass(hint, Record) else value
+
+
+def _written(value: Any) -> Any:
+    """A field's value as JSON: records (and tables of them) written as their tables."""
+    if isinstance(value, Record):
+        return value.to_dict()
+    return {name: _written(item) for name, item in value.items()} if isinstance(value, dict) else value
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -127,8 +131,8 @@ class Record:
         for declared_field in declared:
             key = declared_field.metadata.get("key") or declared_field.name
             if key in data:
-                read = declared_field.metadata.get("read")
-                values[declared_field.name] = read(data[key]) if read and data[key] is not None else data[key]
+                read = declared_field.metadata.get("read") or functools.partial(_read, _hints(cls)[declared_field.name])
+                values[declared_field.name] = read(data[key]) if data[key] is not None else None
         known = {f.metadata.get("key") or f.name for f in declared}
         extra = {k: v for k, v in data.items() if k not in known}
         return cls(**values, extra=extra, read_keys=tuple(data))
@@ -152,10 +156,22 @@ class Record:
             value = getattr(self, declared_field.name)
             if value is None and declared_field.metadata.get("omit_none"):
                 continue
-            write = declared_field.metadata.get("write")
-            out[key] = write(value) if write and value is not None else value
+            write = declared_field.metadata.get("write") or _written
+            out[key] = write(value) if value is not None else value
         out |= self.extra
         return self._in_read_order(out)
+
+    @classmethod
+    def shape(cls) -> dict:
+        """The shape (files/schema.py) of the table this record reads, from its fields: each field's type, or
+        its `shape` where a reader relies on more; a key a document may lack is optional unless `required`."""
+        shape = {}
+        for declared in fields(cls):
+            inner = declared.metadata.get("shape") or _shape_of(_hints(cls)[declared.name])
+            if declared.name not in ("extra", "read_keys") and inner is not None:
+                key = declared.metadata.get("key") or declared.name
+                shape[key if declared.metadata.get("required") else f"?{key}"] = inner
+        return shape
 
     def _in_read_order(self, out: dict) -> dict:
         """`out` with the keys the table was read with first, in their order (as made here: unchanged)."""
@@ -166,25 +182,7 @@ class Record:
 
 def table_of(record_type, table: dict | None) -> dict | None:
     """A table of plain dicts (as a stage returns them) as records of `record_type`, written back as given."""
-    return None if table is None else _table_of(record_type)(table)
-
-
-def _table_of(record_type):
-    return lambda table: {name: record_type.from_dict(value) for name, value in table.items()}
-
-
-def _written_table(table: dict) -> dict:
-    return {name: value.to_dict() for name, value in table.items()}
-
-
-def _optional_table_of(record_type):
-    return lambda table: {
-        name: None if value is None else record_type.from_dict(value) for name, value in table.items()
-    }
-
-
-def _optional_written_table(table: dict) -> dict:
-    return {name: None if value is None else value.to_dict() for name, value in table.items()}
+    return None if table is None else {name: record_type.from_dict(value) for name, value in table.items()}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -192,7 +190,7 @@ class StudySpecRecord(Record):
     """The spec as the document records it (study/spec.py CompareSpec.to_document): the study's own
     settings, the shared config, and the fields a reader wants at hand."""
 
-    batch_size: int = 0
+    batch_size: int = _part(default=0, required=True)
     seed: int = 0
     seed_list: list[int] | None = None  # documents from before several seeds have `seed` alone
     precisions: list[str] = _part(default=[])
@@ -219,9 +217,9 @@ class StudySpecRecord(Record):
 
 @dataclass(frozen=True, kw_only=True)
 class Environment(Record):
-    hardware_summary: str = ""
-    versions: dict = _part(default={})
-    date: str = ""
+    hardware_summary: str = _part(default="", required=True)
+    versions: dict = _part(default={}, required=True, shape={"torch": str, "ampgan": str, "python": str})
+    date: str = _part(default="", required=True)
     git_commit: str | None = None
 
     @property
@@ -232,8 +230,8 @@ class Environment(Record):
 
 @dataclass(frozen=True, kw_only=True)
 class DatasetRecord(Record):
-    name: str = ""
-    class_names: list[str] = _part(default=[])
+    name: str = _part(default="", required=True)
+    class_names: list[str] = _part(default=[], required=True)
     images: int | None = None
     source: Any = None
 
@@ -261,18 +259,20 @@ class Interval(Record):
 class SeedRun(Record):
     """One precision's run at one seed."""
 
-    run_dir: str = ""
-    steps: int = 0
-    train_seconds: float = 0.0
+    run_dir: str = _part(default="", required=True, shape=RelativePath)
+    steps: int = _part(default=0, required=True)
+    train_seconds: float = _part(default=0.0, required=True, shape=Between(0.0, math.inf))
     seconds_per_step: float | None = _part(omit_none=True)
-    final: dict = _part(default={})  # metric -> value, and its flags (quality/registry.py names the metrics)
+    final: dict = _part(
+        default={}, required=True, shape=_FINAL
+    )  # metric -> value, and its flags (quality/registry.py names the metrics)
     eval_seconds_total: float | None = _part(omit_none=True)
     stamp: Any = _part(omit_none=True)
     # The race's clock and its check (study/race.py): "bench step time" (each step charged the bench's) or
     # "wall clock"; the steps' wall time; the pace on the wall clock and the bench's, in steps per second; what
     # the thread watch changed while it trained (system/cpu_tuning.py). Absent in studies before them.
     clock: str | None = _part(omit_none=True)
-    wall_seconds: float | None = _part(omit_none=True)
+    wall_seconds: float | None = _part(omit_none=True, shape=Between(0.0, math.inf, or_null=True))
     steps_per_s: float | None = _part(omit_none=True)
     bench_steps_per_s: float | None = _part(omit_none=True)
     thread_changes: list[str] | None = _part(omit_none=True)
@@ -289,8 +289,8 @@ class RunSummary(SeedRun):
     single run: no seeds, no per_seed."""
 
     seeds: list[int] | None = _part(omit_none=True)
-    per_seed: dict[str, SeedRun] | None = _part(read=_table_of(SeedRun), write=_written_table, omit_none=True)
-    final_interval: dict[str, Interval] | None = _part(read=_table_of(Interval), write=_written_table, omit_none=True)
+    per_seed: dict[str, SeedRun] | None = _part(omit_none=True)
+    final_interval: dict[str, Interval] | None = _part(omit_none=True)
 
     @property
     def seed_runs(self) -> list[SeedRun]:
@@ -331,9 +331,7 @@ class CostSection(Record):
     target: float | None = None
     target_metric: str | None = None
     target_accuracy: float | None = None
-    to_target: dict[str, ToTarget | None] = _part(
-        read=_optional_table_of(ToTarget), write=_optional_written_table, default={}
-    )
+    to_target: dict[str, ToTarget | None] = _part(default={})
     budget: dict = _part(default={})
     table: list = _part(default=[])
     catalog_date: str | None = None
@@ -361,9 +359,9 @@ class CostSection(Record):
 
 @dataclass(frozen=True, kw_only=True)
 class SpeedupBounds(Record):
-    estimate: float = 1.0
-    low: float = 1.0
-    high: float = 1.0
+    estimate: float = _part(default=1.0, required=True)
+    low: float = _part(default=1.0, required=True)
+    high: float = _part(default=1.0, required=True)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -371,10 +369,10 @@ class SpeedDecision(Record):
     """A mode's measured speed against fp32 on the real training step (speed/decision.py), kept by a study
     that found no mode faster."""
 
-    verdict: str = ""
+    verdict: str = _part(default="", required=True)
     step_s: float | None = None
     fp32_step_s: float | None = None
-    interval: SpeedupBounds | None = _part(read=SpeedupBounds.from_dict, write=SpeedupBounds.to_dict)
+    interval: SpeedupBounds | None = None
     rounds: int | None = None
     note: str | None = _part(omit_none=True)
 
@@ -383,7 +381,7 @@ class SpeedDecision(Record):
 class MeasuredChoice(Record):
     """A memory-format or compile decision that was measured (speed/layout.py, speed/compilation.py)."""
 
-    description: str = ""
+    description: str = _part(default="", required=True)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -393,7 +391,7 @@ class SeedComparison(Record):
     times to the target."""
 
     seeds: int = 0
-    time_to_target_ratio: Interval | None = _part(read=Interval.from_dict, write=Interval.to_dict, omit_none=True)
+    time_to_target_ratio: Interval | None = _part(omit_none=True)
     differences: dict[str, Interval] = _part(default={})  # metric -> candidate minus fp32, paired by seed
 
     @classmethod
@@ -434,15 +432,11 @@ class RaceRecord(Record):
     """How the race was timed (study/race.py): its clock and why, the seconds each precision's step was charged,
     the threads it ran on, and every seed's pace on the wall clock against the bench."""
 
-    clock: str = ""
+    clock: str = _part(default="", required=True)
     reason: str = ""
     step_s: dict[str, float] | None = None
     threads: dict | None = None
-    pace: dict[str, dict[str, SeedPace]] = _part(
-        read=lambda table: {name: _table_of(SeedPace)(seeds) for name, seeds in table.items()},
-        write=lambda table: {name: _written_table(seeds) for name, seeds in table.items()},
-        default={},
-    )
+    pace: dict[str, dict[str, SeedPace]] = _part(default={})
 
     def off_pace(self, precision: str) -> dict[str, SeedPace]:
         """The seeds of `precision` whose wall-clock speedup left the bench's interval."""
@@ -458,36 +452,30 @@ class CompareDocument(Record):
     """A study's compare.json. A raced study has runs, an evaluator, its floor, a cost and a
     seed comparison; one that found no faster mode has the speed decisions and no runs."""
 
-    format: str = FORMAT
+    format: str = _part(default=FORMAT, required=True)
     outcome: str | None = _part(omit_none=True)  # absent: raced
-    spec: StudySpecRecord = _part(read=StudySpecRecord.from_dict, write=StudySpecRecord.to_dict)
-    environment: Environment = _part(read=Environment.from_dict, write=Environment.to_dict)
-    left_out: list[dict] = _part(default=[])
+    spec: StudySpecRecord = _part(required=True)
+    environment: Environment = _part(required=True)
+    left_out: list[dict] = _part(default=[], shape=[{"precision": str, "reason": str}])
     # Each mode's speed against fp32 (no faster mode); the memory-format and compile decisions measured (none
     # when given).
-    decisions: dict[str, SpeedDecision] | None = _part(
-        read=_table_of(SpeedDecision), write=_written_table, omit_none=True
-    )
-    layouts: dict[str, MeasuredChoice] | None = _part(
-        read=_table_of(MeasuredChoice), write=_written_table, omit_none=True
-    )
-    compile_decisions: dict[str, MeasuredChoice] | None = _part(
-        read=_table_of(MeasuredChoice), write=_written_table, omit_none=True
-    )
-    dataset: DatasetRecord = _part(read=DatasetRecord.from_dict, write=DatasetRecord.to_dict)
-    evaluator: dict | None = _part(omit_none=True)
+    decisions: dict[str, SpeedDecision] | None = _part(omit_none=True)
+    layouts: dict[str, MeasuredChoice] | None = _part(omit_none=True)
+    compile_decisions: dict[str, MeasuredChoice] | None = _part(omit_none=True)
+    dataset: DatasetRecord = _part(required=True)
+    evaluator: dict | None = _part(omit_none=True, shape=OrNull({"held_out_accuracy": _SHARE}))
     sampled_from: str | None = _part(omit_none=True)  # G's own weights or its EMA (absent before GAN.ema)
     floor: dict | None = _part(omit_none=True)  # the real images' own quality figures
     # Why a bench configuration has no speedup (left out as hopeless, too slow, failed): the verdict says so.
     bench_notes: dict | None = _part(omit_none=True)
-    stored_headline: Headline | None = _part(read=_headline, write=Headline.as_dict, key="headline", omit_none=True)
-    runs: dict[str, RunSummary] = _part(read=_table_of(RunSummary), write=_written_table, default={})
-    cost: CostSection | None = _part(read=CostSection.from_dict, write=CostSection.to_dict, omit_none=True)
-    projection: dict | None = _part(omit_none=True)  # {"path", "line", ...} when projected, {"note"} when not
-    seed_comparison: dict[str, SeedComparison] | None = _part(
-        read=_table_of(SeedComparison), write=_written_table, omit_none=True
+    stored_headline: Headline | None = _part(
+        read=_headline, write=Headline.as_dict, key="headline", omit_none=True, shape={"metric": str}
     )
-    race: RaceRecord | None = _part(read=RaceRecord.from_dict, write=RaceRecord.to_dict, omit_none=True)
+    runs: dict[str, RunSummary] = _part(default={}, required=True)
+    cost: CostSection | None = _part(omit_none=True)
+    projection: dict | None = _part(omit_none=True)  # {"path", "line", ...} when projected, {"note"} when not
+    seed_comparison: dict[str, SeedComparison] | None = _part(omit_none=True)
+    race: RaceRecord | None = _part(omit_none=True)
     verdict: list[str] | None = _part(omit_none=True)
 
     @property
@@ -514,12 +502,7 @@ class CompareDocument(Record):
     def checked(cls, data: Any, origin: str, fix: str) -> CompareDocument:
         """The document of `data`, once it has the shape every reader relies on; else one error line."""
         check_format(data, FORMAT, origin, "an ampgan comparison", fix, readable=READABLE_FORMATS)
-        check_shape(data, COMPARE_SHAPE, origin, fix)
-        if isinstance(data.get("cost"), dict):
-            check_shape(data, _COST_SHAPE, origin, fix)
-            for name, reaching in (data["cost"].get("to_target") or {}).items():
-                if reaching is not None:
-                    check_shape(reaching, _TO_TARGET, f"{origin} (cost.to_target.{name})", fix)
+        check_shape(data, cls.shape(), origin, fix)
         if data.get("outcome") != NO_FASTER_MODE:
             check_shape(data, _RACED_SHAPE, origin, fix)
         return cls.from_dict(data)
@@ -527,11 +510,11 @@ class CompareDocument(Record):
 
 def load_compare(out_dir: Path) -> CompareDocument:
     """The study's compare.json, validated; a missing, damaged or foreign one is one error line."""
-    path = file_in(out_dir, "compare.json")
-    data = read_json(
-        path,
+    path, data = read_json_in(
+        out_dir,
+        "compare.json",
         missing=f"{out_dir} has no compare.json: give the --out folder of an 'ampgan compare' run",
-        damaged=f"{path} is damaged (not valid JSON): run 'ampgan compare' again",
+        fix="run 'ampgan compare' again",
     )
     fix = f"continue the study with 'ampgan compare --resume {out_dir}' to write it anew, or run it again"
     return CompareDocument.checked(data, str(path), fix)

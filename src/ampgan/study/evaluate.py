@@ -10,7 +10,6 @@ from pathlib import Path
 from ampgan.files.atomic import open_for_append, write_atomically
 from ampgan.files.jsonfile import read_jsonl
 from ampgan.files.paths import file_in
-from ampgan.files.schema import check_shape
 from ampgan.quality.evaluator import evaluator_for, generate_evenly, quality_of_images
 from ampgan.seeds import evaluation_noise_seed
 from ampgan.study.spec import CompareSpec
@@ -109,12 +108,5 @@ _CURVE_POINT = {
 def read_quality_curve(path: Path) -> list[dict]:
     """A run's quality.jsonl: its evaluations in order; a line cut short by a crash is skipped, a record
     without the fields a curve needs is one error line naming the file."""
-    records = read_jsonl(path)
-    for record in records:
-        check_shape(
-            record,
-            _CURVE_POINT,
-            str(path),
-            "delete the run's folder to train it again, or start the study again with --overwrite",
-        )
-    return records
+    fix = "delete the run's folder to train it again, or start the study again with --overwrite"
+    return read_jsonl(path, shape=_CURVE_POINT, fix=fix)

@@ -66,15 +66,11 @@ def paired_differences(candidate: dict[str, float], baseline: dict[str, float]) 
 
 def paired_ratios(candidate: dict[str, float | None], baseline: dict[str, float | None]) -> dict:
     """baseline / candidate per seed where both reached a value (e.g. fp32's time to target over
-    bf16's: > 1 = sooner), as a geometric mean with a t-interval on the logs."""
-    seeds = sorted((s for s in set(candidate) & set(baseline) if candidate[s] and baseline[s]), key=int)
-    logs = [math.log(baseline[s] / candidate[s]) for s in seeds]
-    interval = mean_interval(logs)
-    out = {"n": interval["n"], "per_seed": {s: baseline[s] / candidate[s] for s in seeds}}
-    for key in ("mean", "low", "high"):
-        out[key] = math.exp(interval[key]) if interval[key] is not None else None
-    out["beyond_seed_spread"] = None if interval["low"] is None else (interval["low"] > 0 or interval["high"] < 0)
-    return out
+    bf16's: > 1 = sooner), as a geometric mean: the paired differences of the logs, exponentiated."""
+    seeds = [s for s in set(candidate) & set(baseline) if candidate[s] and baseline[s]]
+    logs = paired_differences({s: math.log(baseline[s]) for s in seeds}, {s: math.log(candidate[s]) for s in seeds})
+    ratios = {key: math.exp(logs[key]) if logs[key] is not None else None for key in ("mean", "low", "high")}
+    return logs | ratios | {"per_seed": {s: baseline[s] / candidate[s] for s in sorted(seeds, key=int)}}
 
 
 def compare_seeds(document) -> dict:

@@ -21,8 +21,7 @@ from pathlib import Path
 from ampgan.config.resume import WRITES_WHERE_DATA_LIVES
 from ampgan.errors import AmpganError
 from ampgan.files.atomic import write_json_atomically
-from ampgan.files.jsonfile import read_json
-from ampgan.files.paths import file_in
+from ampgan.files.paths import read_json_in
 from ampgan.files.schema import check_format, check_shape
 from ampgan.study.spec import CompareSpec
 from ampgan.training.interruption import Interrupted
@@ -91,16 +90,11 @@ class StudyProgress:
         self.runs[key] = {"status": status, **({"summary": summary} if summary is not None else {})}
         self.save()
 
-    def finished_parts(self) -> list[str]:
-        parts = ["the speed decisions"] if self.decided else []
-        if self.bench_done:
-            parts.append("the bench")
-        parts += [f"run {key}" for key, entry in self.runs.items() if entry.get("status") == "done"]
-        return parts
-
     def describe(self) -> str:
         """'the speed decisions, the bench, run fp32-seed0 (and run bf16-seed0 in progress)'."""
-        done = ", ".join(self.finished_parts()) or "nothing yet"
+        parts = ["the speed decisions"] * bool(self.decided) + ["the bench"] * self.bench_done
+        parts += [f"run {key}" for key, entry in self.runs.items() if entry.get("status") == "done"]
+        done = ", ".join(parts) or "nothing yet"
         started = [key for key, entry in self.runs.items() if entry.get("status") == "started"]
         return done + (f"; run {', '.join(started)} stopped at its last checkpoint" if started else "")
 
@@ -122,11 +116,11 @@ def has_progress(folder: Path) -> bool:
 
 
 def load_progress(folder: Path) -> StudyProgress:
-    path = file_in(folder, FILE_NAME)
-    document = read_json(
-        path,
+    path, document = read_json_in(
+        folder,
+        FILE_NAME,
         missing=f"{folder} holds no interrupted study ({FILE_NAME} is missing): start it with ampgan compare --out",
-        damaged=f"{path} is damaged (not valid JSON): start the study again with --overwrite",
+        fix="start the study again with --overwrite",
     )
     check_format(document, FORMAT, str(path), "an ampgan study's progress", "start the study again with --overwrite")
     check_shape(document, _SHAPE, str(path), "start the study again with --overwrite")

@@ -5,11 +5,19 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ampgan.bench.op_tables import trace_op_tables
+from ampgan.bench.ops import OpTable
 from ampgan.bench.spec import BenchSpec
+from ampgan.cost.catalog import load_catalog
 from ampgan.errors import first_words
 from ampgan.files.atomic import write_json_atomically
+from ampgan.projection.assumptions import launch_assumption, measure_dispatch_seconds
+from ampgan.projection.document import DEFAULT_DEVICES, build_projection, summary_line
+from ampgan.projection.output import write_projection
+from ampgan.projection.tables import TRACED_FORMAT
 from ampgan.study.spec import CompareSpec
 from ampgan.system.environment import environment_stamp
+from ampgan.system.gpus import gpu_spec
 from ampgan.training.interruption import Interrupted
 
 PROJECTED_BATCH_SIZES = (2048,)  # besides the study's own: the batch of the published study's T4 result
@@ -29,15 +37,6 @@ def project_elsewhere(spec: CompareSpec, dataset, bench_results: dict | None, ou
 
 
 def _project_elsewhere(spec: CompareSpec, dataset, bench_results: dict | None, out_dir: Path, device) -> dict:
-    from ampgan.bench.op_tables import trace_op_tables
-    from ampgan.bench.ops import OpTable
-    from ampgan.cost.catalog import load_catalog
-    from ampgan.projection.assumptions import launch_assumption, measure_dispatch_seconds
-    from ampgan.projection.document import DEFAULT_DEVICES, build_projection, summary_line
-    from ampgan.projection.output import write_projection
-    from ampgan.projection.tables import TRACED_FORMAT
-    from ampgan.system.gpus import gpu_spec
-
     environment = environment_stamp(device)
     if bench_results is None:
         traced = trace_op_tables(BenchSpec(base=spec.base), dataset, device)

@@ -190,8 +190,7 @@ class Section:
 
 def _no_faster_mode_sections(document: CompareDocument, out_dir: Path) -> list[Section]:
     """The report of a study that found no mode faster than fp32: the verdict, the machine, the decisions."""
-    environment, spec = document.environment, document.spec
-    versions = environment.versions
+    spec = document.spec
     rows = [["precision", "ms per step", "fp32 ms per step", "speedup [95% CI]", "rounds", "verdict"]]
     for name, decision in (document.decisions or {}).items():
         interval = decision.interval
@@ -210,12 +209,8 @@ def _no_faster_mode_sections(document: CompareDocument, out_dir: Path) -> list[S
         *projection_sections(out_dir),
         Section(
             "Environment",
-            lines=[
-                f"hardware: {environment.hardware_summary}",
-                f"software: torch {versions['torch']}, ampgan {versions['ampgan']}, python {versions['python']}",
-                f"date: {environment.date}; commit {environment.git_commit}",
-                f"model {spec.model_name} on {document.dataset.name}, batch {spec.batch_size}",
-            ],
+            lines=_machine_lines(document)
+            + [f"model {spec.model_name} on {document.dataset.name}, batch {spec.batch_size}"],
         ),
         Section(
             "Speed decisions: the real training step against fp32",
@@ -251,7 +246,9 @@ def report_sections(document: CompareDocument, out_dir: Path) -> list[Section]:
         ("Figure 2: time per 1000 samples", out_dir / "bench" / "fig2_time_per_1000_samples.png"),
         ("Figure 3: cost of 1M batches", out_dir / "cost" / "fig3_cost.png"),
     ]
-    sections = [Section("Verdict", lines=document.verdict or verdict(document, _bench_speedups(out_dir)))]
+    bench = out_dir / "bench" / "results.json"
+    speedups = load_results(bench)["speedups"] if _shown(out_dir, bench) else []
+    sections = [Section("Verdict", lines=document.verdict or verdict(document, speedups))]
     sections += [Section(title, figure=path) for title, path in pictures if _shown(out_dir, path)]
     sections += [
         Section(
@@ -302,44 +299,12 @@ def projection_sections(out_dir: Path) -> list[Section]:
         return []
     document = read_json(path, missing="", damaged=f"{path} is damaged: run 'ampgan project' on the bench results")
     check_shape(document, DOCUMENT_SHAPE, str(path), "run 'ampgan project' on the study's bench/results.json")
-    rows = [
-        [
-            "GPU",
-            "batch",
-            "fp32 ms",
-            "fastest mixed mode",
-            "its ms",
-            "speedup [band]: over the TF32 default first",
-            "bound",
-            "cost of 1M batches, fp32 to mixed",
-            "calibration",
-        ]
-    ]
     ok = [r for r in document["rows"] if r.get("status") == "ok"]
-    for device, batch in dict.fromkeys((r["device"], r["batch_size"]) for r in ok):
-        pair = fastest_mixed(ok, device, batch)
-        if pair is None:
-            continue
-        base, best = pair
-        cost = (
-            f"{_money(base['cost']['mid'])} to {_money(best['cost']['mid'])}"
-            if "cost" in base and "cost" in best
-            else "no price"
-        )
-        rows.append(
-            [
-                device,
-                str(batch),
-                f"{base['ms_per_step']:.1f}",
-                best["precision"],
-                f"{best['ms_per_step']:.1f}",
-                projected_speedup_text(best),
-                best["bound"] + (" (does not fit)" if best.get("fits") is False else ""),
-                cost,
-                "calibrated" if best.get("calibrated") else "NOT calibrated (band of generations without rows)",
-            ]
-        )
-    if len(rows) == 1:
+    pairs = (
+        fastest_mixed(ok, device, batch) for device, batch in dict.fromkeys((r["device"], r["batch_size"]) for r in ok)
+    )
+    rows = [_projection_row(base, best) for base, best in filter(None, pairs)]
+    if not rows:
         return []
     paragraph = (
         f"PROJECTED, not measured: a kernel model calibrated on measured GPU kernels (DeepBench V100 and P100) "
@@ -354,8 +319,41 @@ def projection_sections(out_dir: Path) -> list[Section]:
     )
     figure = out_dir / "projection" / "fig_projection.png"
     return [
-        Section("On other hardware (PROJECTED, not measured)", table=rows, paragraph=paragraph),
+        Section("On other hardware (PROJECTED, not measured)", table=[_PROJECTION_HEADER, *rows], paragraph=paragraph),
         *([Section("Projected time and speedup on other GPUs", figure=figure)] if _shown(out_dir, figure) else []),
+    ]
+
+
+_PROJECTION_HEADER = [
+    "GPU",
+    "batch",
+    "fp32 ms",
+    "fastest mixed mode",
+    "its ms",
+    "speedup [band]: over the TF32 default first",
+    "bound",
+    "cost of 1M batches, fp32 to mixed",
+    "calibration",
+]
+
+
+def _projection_row(base: dict, best: dict) -> list[str]:
+    """One GPU and batch size: fp32's projected row against the fastest mixed mode's."""
+    cost = (
+        f"{_money(base['cost']['mid'])} to {_money(best['cost']['mid'])}"
+        if "cost" in base and "cost" in best
+        else "no price"
+    )
+    return [
+        best["device"],
+        str(best["batch_size"]),
+        f"{base['ms_per_step']:.1f}",
+        best["precision"],
+        f"{best['ms_per_step']:.1f}",
+        projected_speedup_text(best),
+        best["bound"] + (" (does not fit)" if best.get("fits") is False else ""),
+        cost,
+        "calibrated" if best.get("calibrated") else "NOT calibrated (band of generations without rows)",
     ]
 
 
@@ -363,37 +361,36 @@ def _money(amount: float) -> str:
     return f"{amount:,.0f}" if amount >= 10 else f"{amount:.2f}"
 
 
-def _bench_speedups(out_dir: Path) -> list[dict]:
-    path = out_dir / "bench" / "results.json"
-    return load_results(path)["speedups"] if _shown(out_dir, path) else []
+def _machine_lines(document: CompareDocument) -> list[str]:
+    environment = document.environment
+    versions = environment.versions
+    return [
+        f"hardware: {environment.hardware_summary}",
+        f"software: torch {versions['torch']}, ampgan {versions['ampgan']}, python {versions['python']}",
+        f"date: {environment.date}; commit {environment.git_commit}",
+    ]
 
 
 def _environment_lines(document: CompareDocument) -> list[str]:
-    environment, spec = document.environment, document.spec
-    versions = environment.versions
+    spec = document.spec
     sampled_from = document.sampled_from or G_OWN_WEIGHTS  # studies from before GAN.ema: G itself
     return (
-        [
-            f"hardware: {environment.hardware_summary}",
-            f"software: torch {versions['torch']}, ampgan {versions['ampgan']}, python {versions['python']}",
-            f"date: {environment.date}; commit {environment.git_commit}",
+        _machine_lines(document)
+        + [
             f"protocol: seeds {', '.join(map(str, spec.seeds))}, each an identical start "
             "(weights, data order, noise) for every precision; "
             f"{budget_text(spec.time_budget_s, spec.steps)} per precision and seed at batch {spec.batch_size}, "
             f"evaluation excluded; {spec.eval_samples} samples per evaluation",
-            f"model: {spec.model_name} {_options_text(spec.model_options or {})}".rstrip(),
+            f"model: {spec.model_name}"
+            + (f" ({', '.join(f'{k}={v}' for k, v in spec.model_options.items())})" if spec.model_options else ""),
             f"evaluator: held-out real accuracy {document.evaluator['held_out_accuracy']:.3f} "
             f"(refused below {document.evaluator.get('min_accuracy', 0.5):.2f})",
             f"samples and quality: drawn from {sampled_from}",
         ]
-        + _layout_lines(document)
-        + _compile_lines(document)
+        + _setup_lines(document, "memory format", document.spec.channels_last, ("channels-last", "NCHW"))
+        + _setup_lines(document, "torch.compile", document.spec.compile, ("compiled", "eager"))
         + [f"left out {item['precision']}: {item['reason']}" for item in document.left_out]
     )
-
-
-def _options_text(options: dict) -> str:
-    return f"({', '.join(f'{k}={v}' for k, v in options.items())})" if options else ""
 
 
 def _setup_text(spec: StudySpecRecord) -> str:
@@ -405,23 +402,20 @@ def _setup_text(spec: StudySpecRecord) -> str:
     )
 
 
-def _layout_lines(document: CompareDocument) -> list[str]:
-    """Which memory format each precision trained in, and the measurement behind it."""
-    channels_last = document.spec.channels_last or []
-    formats = ", ".join(f"{p} {'channels-last' if p in channels_last else 'NCHW'}" for p in document.spec.precisions)
-    measured = [f"memory format measured: {decision.description}" for decision in (document.layouts or {}).values()]
-    return [f"memory format: {formats}" + ("" if measured else " (as given)")] + measured
-
-
-def _compile_lines(document: CompareDocument) -> list[str]:
-    """Which precisions ran compiled, and the measurement behind it (comparisons from before the
-    option ran eager)."""
-    compiled = document.spec.compile or []
-    modes = ", ".join(f"{p} {'compiled' if p in compiled else 'eager'}" for p in document.spec.precisions)
-    measured = [f"compile measured: {decision.description}" for decision in (document.compile_decisions or {}).values()]
-    return [
-        f"torch.compile: {modes}" + ("" if measured else " (as given, or not measured for a run this short)")
-    ] + measured
+def _setup_lines(document: CompareDocument, what: str, chosen: list[str] | None, words: tuple[str, str]) -> list[str]:
+    """Which memory format each precision trained in, or which ran compiled (comparisons from before the
+    option: none), and the measurements behind it."""
+    modes = ", ".join(f"{p} {words[0] if p in (chosen or []) else words[1]}" for p in document.spec.precisions)
+    if what == "memory format":
+        decisions, measured_as, given = document.layouts, "memory format measured", " (as given)"
+    else:
+        decisions, measured_as, given = (
+            document.compile_decisions,
+            "compile measured",
+            " (as given, or not measured for a run this short)",
+        )
+    measured = [f"{measured_as}: {decision.description}" for decision in (decisions or {}).values()]
+    return [f"{what}: {modes}" + ("" if measured else given)] + measured
 
 
 def _price_note(document: CompareDocument) -> str:

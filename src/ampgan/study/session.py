@@ -8,9 +8,16 @@ import warnings
 from contextlib import ExitStack
 from pathlib import Path
 
+from ampgan.doctor.run import diagnose_gan, write_doctor
 from ampgan.errors import AmpganWarning
 from ampgan.precisions import FP32
+from ampgan.runs.claim import FolderLock, claimed_folder
+from ampgan.study.compare import run_compare
 from ampgan.study.document import CompareDocument
+from ampgan.study.progress import StudyInterrupted, has_progress, load_progress
+from ampgan.study.report import render_report
+from ampgan.training.interruption import stop_on_signals
+from ampgan.training.precision import resolve_device
 
 
 def run_study(
@@ -18,12 +25,6 @@ def run_study(
 ) -> tuple[CompareDocument, Path, Path]:
     """(compare.json's document, report.md, report.html). A new folder is claimed; one with an
     interrupted study is locked and reopened. Whatever stops it, a folder that holds finished work is kept."""
-    from ampgan.runs.claim import FolderLock, claimed_folder
-    from ampgan.study.compare import run_compare
-    from ampgan.study.progress import StudyInterrupted, has_progress, load_progress
-    from ampgan.study.report import render_report
-    from ampgan.training.interruption import stop_on_signals
-
     out = Path(out)
     with ExitStack() as stack:
         if reopen:
@@ -44,9 +45,6 @@ def run_study(
 
 
 def _add_doctor(spec, out: Path, log) -> None:
-    from ampgan.doctor.run import diagnose_gan, write_doctor
-    from ampgan.training.precision import resolve_device
-
     log("doctor: recording ranges over 3 fp32 steps ...")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", AmpganWarning)

@@ -191,10 +191,11 @@ def _off_pace_lines(precision: str, race: RaceRecord | None) -> list[str]:
         return []
     lines = []
     for seed, pace in race.off_pace(precision).items():
-        runs = []
-        for name, over in ((FP32, pace.baseline_wall_over_bench), (precision, pace.wall_over_bench)):
-            if over is not None:
-                runs.append(f"{name} {over:.2f}x its bench step")
+        runs = [
+            f"{name} {over:.2f}x its bench step"
+            for name, over in ((FP32, pace.baseline_wall_over_bench), (precision, pace.wall_over_bench))
+            if over is not None
+        ]
         moved = f" ({', '.join(runs)} on the wall clock)" if runs else ""
         threads = f"; the thread watch changed threads {pace.thread_changes} time(s)" if pace.thread_changes else ""
         text = (
@@ -363,15 +364,13 @@ def _why_the_runs_differ(precision: str, run: RunSummary, fp32_run: RunSummary, 
     ran while the machine was busier."""
     if not pair.get("baseline_step_s") or not pair.get("step_s"):
         return ""
-    parts = []
-    for name, step, bench in (
-        (FP32, fp32_run.seconds_per_step, pair["baseline_step_s"]),
-        (precision, run.seconds_per_step, pair["step_s"]),
-    ):
-        parts.append(
-            f"{name} ran {step * 1e3:.0f} ms per step against the bench's {bench * 1e3:.0f} ms "
-            f"({step / bench - 1:+.0%})"
+    parts = [
+        f"{name} ran {step * 1e3:.0f} ms per step against the bench's {bench * 1e3:.0f} ms ({step / bench - 1:+.0%})"
+        for name, step, bench in (
+            (FP32, fp32_run.seconds_per_step, pair["baseline_step_s"]),
+            (precision, run.seconds_per_step, pair["step_s"]),
         )
+    ]
     slower = fp32_run.seconds_per_step / pair["baseline_step_s"] + run.seconds_per_step / pair["step_s"] > 2
     reason = (
         ", so the runs paid per-step costs the bench does not (fresh batches from the data pipeline, logging) "
