@@ -86,12 +86,6 @@ class Kernel:
         """The dimensions a library needs to be multiples of 8 (16 bit) or 4 (tf32) for tensor cores."""
         return (self.m, self.n, self.k) if self.op == GEMM else (self.c, self.out_channels)
 
-    def to_row(self) -> dict:
-        row = {"name": self.name, "op": self.op}
-        fields = GEMM_FIELDS + GEMM_FLAGS if self.op == GEMM else CONV_FIELDS
-        row.update({f: int(getattr(self, f)) for f in fields})
-        return row
-
 
 # No GPU kernel has a dimension past int32's indexing (CUDA's grids and cuBLAS's sizes are int32): a larger
 # one is a typo, and 1e300 or inf would give a time with no meaning (or an OverflowError).
