@@ -183,12 +183,14 @@ def cost_table(document: dict) -> str:
         f"{'batch':>6} {'precision':>9} {'s/batch':>9} {'hours':>10} {'cost':>12} {'saving vs fp32 [95% CI]':>28}",
     ]
     for row in document["rows"]:
-        saving_text = ""
-        if "saving_vs_fp32" in row:
-            saving_text = f"{row['saving_vs_fp32']:,.2f} ({row['saving_percent']:.0f}%"
-            if "saving_percent_low" in row:
-                saving_text += f" [{row['saving_percent_low']:.0f}-{row['saving_percent_high']:.0f}%]"
-            saving_text += ")"
+        interval = (
+            f" [{row['saving_percent_low']:.0f}-{row['saving_percent_high']:.0f}%]"
+            if "saving_percent_low" in row
+            else ""
+        )
+        saving_text = (
+            f"{row['saving_vs_fp32']:,.2f} ({row['saving_percent']:.0f}%{interval})" if "saving_vs_fp32" in row else ""
+        )
         lines.append(
             f"{row['batch_size']:>6} {row['precision']:>9} {row['seconds_per_batch']:>9.4f} "
             f"{row['hours']:>10,.1f} {row['cost']:>12,.2f} {saving_text:>28}"

@@ -193,11 +193,6 @@ def _calibration_note(gpu: GpuSpec) -> dict:
     return {"architecture": calibration.architecture, "own": own, "note": note}
 
 
-def has_tf32_default(gpu: GpuSpec) -> bool:
-    """PyTorch runs convolutions in TF32 by default (torch.backends.cudnn.allow_tf32) on capability >= 8.0."""
-    return gpu.cuda_capability >= (8, 0) and bool(gpu.peak_tflops.get(TF32))
-
-
 def project(
     tables: dict[str, OpTable],
     gpus: list[GpuSpec],
@@ -223,7 +218,8 @@ def projected_rows(tables, gpus, batch_sizes, launch, precisions=NAMES, catalog=
             composed: dict[str, ComposedStep] = {}
             fp32_table, _ = table_for(BASELINE, tables)
             default = None
-            if has_tf32_default(gpu) and fp32_table is not None:
+            # PyTorch runs convolutions in TF32 by default (torch.backends.cudnn.allow_tf32) on capability >= 8.0.
+            if gpu.cuda_capability >= (8, 0) and gpu.peak_tflops.get(TF32) and fp32_table is not None:
                 default = composed_step(fp32_table.on_cuda(), batch_size, gpu, DEFAULT)
             for name in precisions:
                 row = Row(device=gpu.key, precision=name, batch_size=batch_size, projected=True, status="ok")
@@ -466,9 +462,10 @@ def fitted_quantities() -> list[Assumption]:
     ]
 
 
-def composition_error_lines() -> list[str]:
-    """Per GPU generation: the step composition's leave-one-model-out error on published end-to-end
-    training rows (calibration/composition.json)."""
+def calibration_error_lines() -> list[str]:
+    """Per GPU generation, the step composition's leave-one-model-out error on published end-to-end training
+    rows (calibration/composition.json); then per calibrated architecture the cross-validated error of the
+    kernel model (calibration/*.json)."""
     validation = load_composition().document["validation"]
     lines = []
     for name in [*validation["generations"], "overall"]:
@@ -479,13 +476,6 @@ def composition_error_lines() -> list[str]:
             f"{s['p90_speedup_error']:.2f}x at the 90th percentile; the band holds {s['coverage']:.0%} "
             f"(median width {s['median_band_width']:.2f}x); step time off by {s['median_time_error']:.2f}x"
         )
-    return lines
-
-
-def calibration_error_lines() -> list[str]:
-    """The step composition's end-to-end error per generation, then per calibrated architecture the
-    cross-validated error of the kernel model (calibration/*.json)."""
-    lines = composition_error_lines()
     for architecture in ("volta", "pascal"):
         calibration = load_calibration(architecture)
         error = calibration.residuals["speedup_fp32_to_fp16"]

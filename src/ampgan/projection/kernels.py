@@ -59,11 +59,11 @@ class Kernel:
         if self.op == GEMM:
             return self.m, self.n, self.k
         p, q = self.output_hw
-        if self.op == "conv_fwd":
-            return self.batch * p * q, self.out_channels, self.c * self.r * self.s
-        if self.op == "conv_bwd_data":
-            return self.batch * self.h * self.w, self.c, self.out_channels * self.r * self.s
-        return self.out_channels, self.c * self.r * self.s, self.batch * p * q
+        return {
+            "conv_fwd": (self.batch * p * q, self.out_channels, self.c * self.r * self.s),
+            "conv_bwd_data": (self.batch * self.h * self.w, self.c, self.out_channels * self.r * self.s),
+            "conv_bwd_weight": (self.out_channels, self.c * self.r * self.s, self.batch * p * q),
+        }[self.op]
 
     def flops(self) -> float:
         if self.op == GEMM:

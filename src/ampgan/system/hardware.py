@@ -172,15 +172,12 @@ def cpu_flops_per_cycle(
         fp32 = 32
     else:
         return None
-    if precision == FP32:
-        return fp32
-    if precision == BF16:
-        if "amx_bf16" in flags:
-            return 1024
-        return 2 * fp32 if "avx512_bf16" in flags else None
-    if precision == FP16:
-        return 1024 if "amx_fp16" in flags else None
-    return None  # tf32 is a CUDA mode
+    per_precision = {
+        FP32: fp32,
+        BF16: 1024 if "amx_bf16" in flags else 2 * fp32 if "avx512_bf16" in flags else None,
+        FP16: 1024 if "amx_fp16" in flags else None,
+    }
+    return per_precision.get(precision)  # tf32 is a CUDA mode
 
 
 def peak_tflops(hardware: Hardware, precision: str) -> tuple[float | None, str]:
