@@ -3,6 +3,7 @@ cases, the op table of a real step, and `ampgan project` end to end with its fai
 
 import json
 import math
+import re
 
 import numpy as np
 import pytest
@@ -443,3 +444,33 @@ def test_a_transposed_convolution_is_recorded_as_the_ordinary_one_run_the_other_
     shape = (8, 1, 28, 28, 64, 4, 4, 1, 1, 2, 2)  # the ordinary convolution 1 -> 64 channels at 28x28
     assert records[0].kernels == (("conv_bwd_data", shape),)
     assert records[1].kernels == (("conv_fwd", shape), ("conv_bwd_weight", shape))
+
+
+def test_every_committed_projection_reads_with_the_records_and_a_damaged_one_is_one_line():
+    """projection.json is described once (projection/document.py's records): the files earlier versions wrote
+    (benchmarks/results/, one with `seconds_by_bound`, one without `calibration_error`) read, and a damaged
+    row, cost or measured row is one error line naming the field."""
+    from pathlib import Path
+
+    from ampgan.projection.document import check_projection
+
+    committed = sorted((Path(__file__).resolve().parents[1] / "benchmarks" / "results").glob("*/projection/*.json"))
+    committed = [path for path in committed if path.name == "projection.json"]
+    assert len(committed) >= 4
+    for path in committed:
+        check_projection(json.loads(path.read_text(encoding="utf-8")), str(path), "fix")
+    document = json.loads(committed[-1].read_text(encoding="utf-8"))
+    ok = next(i for i, row in enumerate(document["rows"]) if row["status"] == "ok")
+    damages = {
+        f"rows[{ok}].ms_per_step": lambda d: d["rows"][ok].update(ms_per_step="fast"),
+        f"rows[{ok}].cost.mid": lambda d: d["rows"][ok]["cost"].pop("mid"),
+        "rows[0].device": lambda d: d["rows"][0].pop("device"),
+        f"rows[{ok}].speedup": lambda d: d["rows"][ok].update(speedup=float("nan")),
+        "measured_here[0].ms_per_step": lambda d: d["measured_here"][0].update(ms_per_step=None),
+        "traced_on": lambda d: d.pop("traced_on"),
+    }
+    for where, damage in damages.items():
+        damaged = json.loads(json.dumps(document))
+        damage(damaged)
+        with pytest.raises(AmpganError, match=rf"^projection.json is damaged or foreign \({re.escape(where)} "):
+            check_projection(damaged, "projection.json", "fix")

@@ -126,12 +126,11 @@ class Section:
         for field in dataclasses.fields(self):
             value = getattr(self, field.name)
             allowed = _allowed_types(str(field.type))
-            if float in allowed and isinstance(value, int) and not isinstance(value, bool):
-                object.__setattr__(self, field.name, float(value))
-                continue
-            if isinstance(value, bool) and bool not in allowed or not isinstance(value, allowed):
+            if not fits(str(field.type), value):
                 wanted = " or ".join("null" if t is type(None) else t.__name__ for t in allowed)
                 raise ConfigError(self.path(field.name), f"takes {wanted}, got {value!r}")
+            if float in allowed and isinstance(value, int) and not isinstance(value, bool):
+                object.__setattr__(self, field.name, float(value))
         for field in dataclasses.fields(self):  # the range its kind names: whole4 is a whole number >= 4
             kind = field.metadata.get("kind", "")
             if kind.startswith("whole"):

@@ -35,14 +35,17 @@ def consent_to_import(name: str) -> None:
 
 def consent_environment() -> dict[str, str]:
     """The environment entry that carries this process's consent to a process it starts."""
-    inherited = [n for n in os.environ.get(MODEL_CONSENT_ENV, "").split("\n") if n]
-    return {MODEL_CONSENT_ENV: "\n".join(sorted(_CONSENTED | set(inherited)))}
+    return {MODEL_CONSENT_ENV: "\n".join(sorted(_consented()))}
 
 
 def import_consented(name: str) -> bool:
-    inherited = set(os.environ.get(MODEL_CONSENT_ENV, "").split("\n"))
-    consented = _CONSENTED | inherited
+    consented = _consented()
     return ANY_MODEL in consented or _consent_key(name) in consented
+
+
+def _consented() -> set[str]:
+    # This process's consent and the consent it inherited from the process that started it.
+    return _CONSENTED | {n for n in os.environ.get(MODEL_CONSENT_ENV, "").split("\n") if n}
 
 
 def _consent_key(name: str) -> str:

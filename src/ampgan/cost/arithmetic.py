@@ -10,14 +10,10 @@ from collections.abc import Iterable, Sequence
 SECONDS_PER_HOUR = 3600.0
 
 
-def _require_positive_price(price_per_hour: float) -> None:
-    if not price_per_hour > 0:
-        raise ValueError(f"price per hour must be positive, got {price_per_hour}")
-
-
 def cost_of_seconds(seconds: float, price_per_hour: float) -> dict:
     """A wall-clock budget: {'hours', 'cost'}."""
-    _require_positive_price(price_per_hour)
+    if not price_per_hour > 0:
+        raise ValueError(f"price per hour must be positive, got {price_per_hour}")
     hours = seconds / SECONDS_PER_HOUR
     return {"hours": hours, "cost": hours * price_per_hour}
 

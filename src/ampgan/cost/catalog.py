@@ -19,6 +19,7 @@ from pathlib import Path
 from ampgan.errors import AmpganError
 from ampgan.files.jsonfile import refuse_unless_regular_file
 from ampgan.files.schema import table_number
+from ampgan.system.hardware import names_device
 
 REQUIRED_COLUMNS = (
     "provider",
@@ -64,8 +65,6 @@ class Instance:
     def matches_hardware(self, device_name: str) -> bool:
         """Does the measured device look like this instance's hardware? 'A100-40GB' matches
         'NVIDIA A100-SXM4-40GB' (every token of it is a whole token of the name: 'L4' is not 'L40S')."""
-        from ampgan.system.hardware import names_device
-
         return names_device(self.hardware, device_name)
 
 

@@ -8,7 +8,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from ampgan.bench.output import load_results
-from ampgan.cost.arithmetic import cheapest_per_sample, cost_of_batches, cost_of_samples, saving
+from ampgan.cost.arithmetic import cheapest_per_sample, cost_of_batches, saving
 from ampgan.cost.catalog import Instance, staleness_warning
 from ampgan.errors import AmpganError, one_line
 from ampgan.files.atomic import write_atomically, write_json_atomically
@@ -93,10 +93,9 @@ def cost_rows(documents: list[dict], price_per_hour: float, batches: float | Non
             if not config.get("stats"):
                 continue
             seconds = config["stats"]["median_s"]
-            if samples is not None:
-                amount = cost_of_samples(seconds, config["batch_size"], samples, price_per_hour)
-            else:
-                amount = cost_of_batches(seconds, batches, price_per_hour)
+            # N samples take N / B batches (a fraction of a batch costs its fraction: cost_of_samples).
+            count = samples / config["batch_size"] if samples is not None else batches
+            amount = cost_of_batches(seconds, count, price_per_hour)
             rows.append(
                 {
                     "batch_size": config["batch_size"],
@@ -184,12 +183,14 @@ def cost_table(document: dict) -> str:
         f"{'batch':>6} {'precision':>9} {'s/batch':>9} {'hours':>10} {'cost':>12} {'saving vs fp32 [95% CI]':>28}",
     ]
     for row in document["rows"]:
-        saving_text = ""
-        if "saving_vs_fp32" in row:
-            saving_text = f"{row['saving_vs_fp32']:,.2f} ({row['saving_percent']:.0f}%"
-            if "saving_percent_low" in row:
-                saving_text += f" [{row['saving_percent_low']:.0f}-{row['saving_percent_high']:.0f}%]"
-            saving_text += ")"
+        interval = (
+            f" [{row['saving_percent_low']:.0f}-{row['saving_percent_high']:.0f}%]"
+            if "saving_percent_low" in row
+            else ""
+        )
+        saving_text = (
+            f"{row['saving_vs_fp32']:,.2f} ({row['saving_percent']:.0f}%{interval})" if "saving_vs_fp32" in row else ""
+        )
         lines.append(
             f"{row['batch_size']:>6} {row['precision']:>9} {row['seconds_per_batch']:>9.4f} "
             f"{row['hours']:>10,.1f} {row['cost']:>12,.2f} {saving_text:>28}"

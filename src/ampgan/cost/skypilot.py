@@ -16,6 +16,7 @@ m7a = AMD, ...), else they are skipped: ampgan could not match them to a measure
 from __future__ import annotations
 
 import csv
+import datetime
 import math
 import re
 from dataclasses import dataclass
@@ -109,10 +110,10 @@ def load_skypilot(source: SkyPilotSource, spot: bool = False, regions: dict[str,
     regions = DEFAULT_REGION | (regions or {})
     instances = []
     for path in source.files:
-        cloud = path.parent.name
-        rows = _read_rows(path)
-        date = _file_date(path)
-        instances += _offerings(cloud, rows, path, date, spot, regions[cloud], source.version)
+        date = datetime.date.fromtimestamp(path.stat().st_mtime).isoformat()
+        instances += _offerings(
+            path.parent.name, _read_rows(path), path, date, spot, regions[path.parent.name], source.version
+        )
     if not instances:
         raise AmpganError(f"{source.describe()} has no priced instance in regions {', '.join(regions.values())}")
     return instances
@@ -132,23 +133,16 @@ def _read_rows(path: Path) -> list[tuple[int, dict]]:
         raise AmpganError(f"{path} is not a readable CSV ({error})") from None
 
 
-def _file_date(path: Path) -> str:
-    import datetime
-
-    return datetime.date.fromtimestamp(path.stat().st_mtime).isoformat()
-
-
 def _price(row: dict, column: str, path: Path, line: int) -> float | None:
+    """The row's price in `column`; None when it has none (an empty cell, or GCP's placeholder)."""
     text = (row.get(column) or "").strip()
-    if not text:
-        return None
     try:
-        value = float(text)
+        value = float(text) if text else None
     except ValueError:
         raise AmpganError(f"{path} line {line}: {column} {text!r} is not a number") from None
-    if not (math.isfinite(value) and value > 0):
+    if value is not None and not (math.isfinite(value) and value > 0):
         raise AmpganError(f"{path} line {line}: {column} must be a positive, finite number, got {text}")
-    return None if value >= _PLACEHOLDER_PRICE else value
+    return None if value is None or value >= _PLACEHOLDER_PRICE else value
 
 
 def _count(row: dict, path: Path, line: int) -> int:
@@ -159,15 +153,30 @@ def _count(row: dict, path: Path, line: int) -> int:
 
 
 def _offerings(cloud, rows, path, date, spot, region, version) -> list[Instance]:
-    column = "SpotPrice" if spot else "Price"
     kind = "spot" if spot else "on-demand"
     source = f"SkyPilot catalog {version}/{cloud}/vms.csv ({kind}, {region})"
+
+    def offering(name: str, hardware: str, count: int, price: float, note: str = "") -> Instance:
+        return Instance(
+            cloud,
+            region,
+            name,
+            hardware,
+            count,
+            price,
+            "USD",
+            source,
+            date,
+            note=note + f"{kind} price",
+            checked=source,
+        )
+
     hosts, gpus, out, seen = {}, {}, [], set()
     for line, row in rows:
         if row["Region"].strip() != region:
             continue
         name, accelerator = row["InstanceType"].strip(), row["AcceleratorName"].strip()
-        price = _price(row, column, path, line)
+        price = _price(row, "SpotPrice" if spot else "Price", path, line)
         if price is None:
             continue
         if not name and accelerator:  # a GCP GPU priced on its own
@@ -177,17 +186,13 @@ def _offerings(cloud, rows, path, date, spot, region, version) -> list[Instance]
             continue  # another zone of the same region: same price
         seen.add((name, accelerator))
         hosts[name] = price
-        if accelerator:
-            hardware = ACCELERATOR_HARDWARE.get(accelerator)
-            if hardware:
-                out.append(_instance(cloud, region, name, hardware, _count(row, path, line), price, source, date, kind))
-        elif cloud != "gcp" or not _bundled(name):
-            vendor = _cpu_vendor(cloud, name)
+        if accelerator and ACCELERATOR_HARDWARE.get(accelerator):
+            out.append(offering(name, ACCELERATOR_HARDWARE[accelerator], _count(row, path, line), price))
+        elif not accelerator and (cloud != "gcp" or not _bundled(name)):
+            vendor = next((v for c, pattern, v in _CPU_VENDOR if c == cloud and pattern.match(name)), None)
             if vendor:
-                out.append(_instance(cloud, region, name, vendor, 0, price, source, date, kind))
-    if cloud == "gcp":
-        out += _gcp_gpu_machines(hosts, gpus, region, source, date, kind)
-    return out
+                out.append(offering(name, vendor, 0, price))
+    return out + (_gcp_gpu_machines(hosts, gpus, offering) if cloud == "gcp" else [])
 
 
 def _bundled(name: str) -> tuple[str, int] | None:
@@ -198,67 +203,21 @@ def _bundled(name: str) -> tuple[str, int] | None:
     return None
 
 
-def _gcp_gpu_machines(hosts, gpus, region, source, date, kind) -> list[Instance]:
+def _gcp_gpu_machines(hosts: dict, gpus: dict, offering) -> list[Instance]:
+    """GCP's GPU machines: a bundled machine type's host price plus its GPUs', and each GPU that attaches to
+    an N1 host on an n1-standard-4."""
     out = []
     for name, host_price in hosts.items():
         bundled = _bundled(name)
-        if bundled and bundled in gpus and ACCELERATOR_HARDWARE.get(bundled[0]):
-            out.append(
-                _instance(
-                    "gcp",
-                    region,
-                    name,
-                    ACCELERATOR_HARDWARE[bundled[0]],
-                    bundled[1],
-                    host_price + gpus[bundled],
-                    source,
-                    date,
-                    kind,
-                    note=f"host {host_price:g} + {bundled[1]} x {bundled[0]} {gpus[bundled]:g}",
-                )
-            )
+        if bundled in gpus and ACCELERATOR_HARDWARE.get(bundled[0]):
+            accelerator, count = bundled
+            note = f"host {host_price:g} + {count} x {accelerator} {gpus[bundled]:g}; "
+            out.append(offering(name, ACCELERATOR_HARDWARE[accelerator], count, host_price + gpus[bundled], note))
     host = hosts.get(_GCP_ATTACHABLE_HOST)
     bundled_accelerators = {accelerator for _, accelerator, _ in _GCP_BUNDLED}
     for (accelerator, count), price in gpus.items():
-        if host is None or accelerator in bundled_accelerators or count != 1:
-            continue
         hardware = ACCELERATOR_HARDWARE.get(accelerator)
-        if hardware:
-            out.append(
-                _instance(
-                    "gcp",
-                    region,
-                    f"{_GCP_ATTACHABLE_HOST}+{accelerator.lower()}",
-                    hardware,
-                    1,
-                    host + price,
-                    source,
-                    date,
-                    kind,
-                    note=f"GPU {price:g} on an {_GCP_ATTACHABLE_HOST} host {host:g}",
-                )
-            )
+        if host is not None and hardware and accelerator not in bundled_accelerators and count == 1:
+            note = f"GPU {price:g} on an {_GCP_ATTACHABLE_HOST} host {host:g}; "
+            out.append(offering(f"{_GCP_ATTACHABLE_HOST}+{accelerator.lower()}", hardware, 1, host + price, note))
     return out
-
-
-def _cpu_vendor(cloud: str, name: str) -> str | None:
-    for vendor_cloud, pattern, vendor in _CPU_VENDOR:
-        if vendor_cloud == cloud and pattern.match(name):
-            return vendor
-    return None
-
-
-def _instance(cloud, region, name, hardware, count, price, source, date, kind, note="") -> Instance:
-    return Instance(
-        provider=cloud,
-        region=region,
-        instance=name,
-        hardware=hardware,
-        gpu_count=count,
-        price_per_hour=price,
-        currency="USD",
-        source=source,
-        date=date,
-        note=(note + "; " if note else "") + f"{kind} price",
-        checked=source,
-    )

@@ -25,24 +25,14 @@ class Assumption:
     unit: str
     source: str
 
-    def to_dict(self) -> dict:
-        return {
-            "name": self.name,
-            "low": self.low,
-            "mid": self.mid,
-            "high": self.high,
-            "unit": self.unit,
-            "source": self.source,
-        }
-
 
 BANDWIDTH_FRACTION = Assumption(
-    "memory-bandwidth fraction of peak",
-    0.60,
-    0.75,
-    0.90,
-    "fraction",
-    "assumption. STREAM-style kernels (McCalpin 1995; BabelStream, Deakin et al. 2016) reach 70-90% of a GPU's "
+    name="memory-bandwidth fraction of peak",
+    low=0.60,
+    mid=0.75,
+    high=0.90,
+    unit="fraction",
+    source="assumption. STREAM-style kernels (McCalpin 1995; BabelStream, Deakin et al. 2016) reach 70-90% of a GPU's "
     "datasheet bandwidth; element-wise, normalisation and reduction kernels reach that or less: 60-90%",
 )
 LAUNCH_GAP_S = (2e-6, 6e-6)  # assumed GPU-side cost per dependent kernel, from busy stream to a host-issued one
@@ -79,20 +69,16 @@ def launch_assumption(dispatch_s: float, where: str) -> Assumption:
     )
 
 
-def host_seconds_per_op(launch: Assumption) -> float:
-    return launch.mid
-
-
 LAUNCH_GAP = Assumption(
-    "launch gap per non-matrix kernel",
-    LAUNCH_GAP_S[0],
-    sum(LAUNCH_GAP_S) / 2,
-    LAUNCH_GAP_S[1],
-    "seconds",
-    "assumption. NVIDIA, 'Getting Started with CUDA Graphs': launch overheads of microseconds per kernel; a matrix "
-    "kernel's own cost is in its calibration (fitted on isolated kernels)",
+    name="launch gap per non-matrix kernel",
+    low=LAUNCH_GAP_S[0],
+    mid=sum(LAUNCH_GAP_S) / 2,
+    high=LAUNCH_GAP_S[1],
+    unit="seconds",
+    source="assumption. NVIDIA, 'Getting Started with CUDA Graphs': launch overheads of microseconds per kernel; a "
+    "matrix kernel's own cost is in its calibration (fitted on isolated kernels)",
 )
 
 
-def all_assumptions(launch: Assumption) -> list[dict]:
-    return [a.to_dict() for a in (BANDWIDTH_FRACTION, LAUNCH_GAP, launch)]
+def all_assumptions(launch: Assumption) -> list[Assumption]:
+    return [BANDWIDTH_FRACTION, LAUNCH_GAP, launch]

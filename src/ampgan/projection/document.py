@@ -9,47 +9,132 @@ convolutions) comes before the one over strict fp32; the measured rows of this m
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field, fields, is_dataclass, replace
 
 from ampgan.bench.ops import OpTable
 from ampgan.cost.arithmetic import cost_of_batches
 from ampgan.cost.catalog import Instance, cheapest_instance
 from ampgan.errors import AmpganError, one_line
+from ampgan.files.records import shape_of
+from ampgan.files.schema import check_shape
 from ampgan.precisions import BASELINE, FP16, FP32, NAMES, PRECISIONS, TF32, in_order
 from ampgan.precisions import precision as precision_mode
-from ampgan.projection.assumptions import all_assumptions, host_seconds_per_op
-from ampgan.projection.composition import ComposedStep, composed_speedup, composed_step
-from ampgan.projection.kernel_model import calibration_for
+from ampgan.projection.assumptions import Assumption, all_assumptions
+from ampgan.projection.composition import ComposedStep, composed_speedup, composed_step, load_composition
+from ampgan.projection.kernel_model import calibration_for, load_calibration
 from ampgan.projection.step_model import DEFAULT, UNCALIBRATED_WIDENING, step_estimate
 from ampgan.system.gpus import GpuSpec, gpu_table
+from ampgan.system.hardware import gpu_table_key
 
 FORMAT = "ampgan-projection/1"
 DEFAULT_DEVICES = ("T4", "P100", "V100", "A100", "L4", "H100", "H200")
-PROJECTED_PRECISIONS = NAMES
 BATCHES_COSTED = 1e6  # the study's
-_NUMBER = (int, float)
-# What a reader of projection.json relies on (files/schema.py): the report's section reads these.
-ROW_SHAPE = {
-    "device": str,
-    "precision": str,
-    "batch_size": int,
-    "status": str,
-    "projected": bool,
-    "?ms_per_step": _NUMBER,
-    "?ms_low": _NUMBER,
-    "?ms_high": _NUMBER,
-    "?speedup": _NUMBER,
-    "?speedup_low": _NUMBER,
-    "?speedup_high": _NUMBER,
-    "?bound": str,
-    "?cost": {"fast": _NUMBER, "mid": _NUMBER, "slow": _NUMBER},
-    "?fits": bool,
-    "?memory_gib_at_least": _NUMBER,
-    "?speedup_over_default": _NUMBER,
-    "?speedup_over_default_low": _NUMBER,
-    "?speedup_over_default_high": _NUMBER,
-    "?calibrated": bool,
-}
-DOCUMENT_SHAPE = {"format": str, "model": (str, None), "traced_on": (str, None), "rows": [ROW_SHAPE]}
+_NONE = (None, None, None)
+
+
+@dataclass(frozen=True)
+class Cost:
+    """The cost of the study's 1M batches at the band's fast end, its mid and its slow end."""
+
+    fast: float
+    mid: float
+    slow: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class Row:
+    """One GPU x precision x batch size of projection.json, as it is written and read back (a field left at
+    None is not written: a row that was not projected has a reason instead of times)."""
+
+    device: str
+    precision: str
+    batch_size: int
+    projected: bool
+    status: str
+    reason: str | None = None
+    ms_per_step: float | None = None
+    ms_low: float | None = None
+    ms_high: float | None = None
+    bound: str | None = None
+    seconds_by_part: dict[str, float] | None = None
+    tensor_flops_share: float | None = None
+    kernels: float | None = None
+    host_ms: float | None = None
+    flops_per_step: float | None = None
+    bytes_per_step: float | None = None
+    calibration: str | None = None
+    # Calibrated: the step's generation has published end-to-end rows the composition was fitted and checked
+    # on (its kernels may still borrow another architecture's model).
+    calibrated: bool | None = None
+    source: str | None = None
+    # A lower bound: a row that does not fit cannot; one that fits may still not.
+    memory_gib_at_least: float | None = None
+    fits: bool | None = None
+    speedup: float | None = None
+    speedup_low: float | None = None
+    speedup_high: float | None = None
+    default_ms_per_step: float | None = None  # fp32's row on a TF32 GPU: PyTorch's default (TF32 convolutions)
+    default_ms_low: float | None = None
+    default_ms_high: float | None = None
+    speedup_over_default: float | None = None
+    speedup_over_default_low: float | None = None
+    speedup_over_default_high: float | None = None
+    cost: Cost | None = None
+    instance: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Measured:
+    """One of this machine's measured configurations (the bench's median), and, measured on a GPU of the table,
+    the projection for it: the check of the model against a measurement (nothing is scaled by it)."""
+
+    device: str | None
+    precision: str
+    batch_size: int
+    projected: bool
+    ms_per_step: float
+    source: str
+    projected_for_it_ms: float | None = None
+    projected_low_ms: float | None = None
+    projected_high_ms: float | None = None
+    measured_over_projected: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Projection:
+    """projection.json: what a reader relies on is declared here and checked when read (files/records.py)."""
+
+    format: str
+    what: str = ""
+    calibration_error: list[str] | None = None  # projections before the step composition have none
+    model: str | None
+    model_options: dict = field(default_factory=dict)
+    dataset: str | None = None
+    traced_on: str | None
+    software: dict = field(default_factory=dict)
+    batches_costed: float = BATCHES_COSTED
+    price_catalog: str | None = None
+    devices: list[dict] = field(default_factory=list)
+    assumptions: list[Assumption] = field(default_factory=list)
+    op_tables: dict = field(default_factory=dict)
+    rows: list[Row]
+    measured_here: list[Measured] = field(default_factory=list)
+
+
+def as_written(value):
+    """A record as projection.json holds it (its records as tables); a field at its None default is left out."""
+    if is_dataclass(value):
+        return {
+            f.name: as_written(getattr(value, f.name))
+            for f in fields(value)
+            if getattr(value, f.name) is not None or f.default is not None
+        }
+    return [as_written(item) for item in value] if isinstance(value, list) else value
+
+
+def check_projection(document, origin: str, fix: str) -> dict:
+    """A projection.json read back, checked against the records above (one error line naming the field)."""
+    return check_shape(document, shape_of(Projection), origin, fix)
 
 
 def table_for(precision: str, tables: dict[str, OpTable]) -> tuple[OpTable | None, str]:
@@ -108,20 +193,22 @@ def project(
     tables: dict[str, OpTable],
     gpus: list[GpuSpec],
     batch_sizes: list[int],
-    launch,
+    launch: Assumption,
     *,
-    precisions: tuple[str, ...] = PROJECTED_PRECISIONS,
+    precisions: tuple[str, ...] = NAMES,
     catalog: list[Instance] | None = None,
     memory: dict | None = None,
 ) -> list[dict]:
-    """One row per GPU x precision x batch size: the projected ms per step with its band, its bound, its
-    speedup over strict fp32 and (on a TF32 GPU) over PyTorch's default, and the cost of the study's 1M
-    batches. The model: projection/step_model.py."""
-    dispatch_s = host_seconds_per_op(launch)
+    """One row per GPU x precision x batch size, as projection.json holds it: the projected ms per step with
+    its band, its bound, its speedup over strict fp32 and (on a TF32 GPU) over PyTorch's default, and the cost
+    of the study's 1M batches. The model: projection/step_model.py."""
+    return [as_written(row) for row in projected_rows(tables, gpus, batch_sizes, launch, precisions, catalog, memory)]
+
+
+def projected_rows(tables, gpus, batch_sizes, launch, precisions=NAMES, catalog=None, memory=None) -> list[Row]:
     rows = []
     for gpu in gpus:
         instance = cheapest_instance(catalog, gpu.name)
-        price = instance.price_per_hour / max(1, instance.gpu_count) if instance else None
         calibration = _calibration_note(gpu)
         for batch_size in batch_sizes:
             composed: dict[str, ComposedStep] = {}
@@ -130,85 +217,78 @@ def project(
             if has_tf32_default(gpu) and fp32_table is not None:
                 default = composed_step(fp32_table.on_cuda(), batch_size, gpu, DEFAULT)
             for name in precisions:
-                row = {"device": gpu.key, "precision": name, "batch_size": batch_size, "projected": True}
+                row = Row(device=gpu.key, precision=name, batch_size=batch_size, projected=True, status="ok")
                 table, table_note = table_for(name, tables)
                 reason = gpu.cannot_run(name) or (None if table else table_note)
                 if reason:
-                    rows.append({**row, "status": "not projected", "reason": reason})
+                    rows.append(replace(row, status="not projected", reason=reason))
                     continue
-                # The kernels' own view (what bounds them, how much runs on tensor cores); the time and its band
-                # come from the composition fitted end to end (composition.py).
-                estimate = step_estimate(table.on_cuda(), batch_size, gpu, name, dispatch_s)
                 step = composed[name] = composed_step(table.on_cuda(), batch_size, gpu, name)
-                ms = {"fast": step.low * 1e3, "mid": step.seconds * 1e3, "slow": step.high * 1e3}
-                row.update(
-                    {
-                        "status": "ok",
-                        "ms_per_step": ms["mid"],
-                        "ms_low": ms["fast"],
-                        "ms_high": ms["slow"],
-                        "bound": step.bound,
-                        "seconds_by_part": {k: v for k, v in step.parts.items() if k != "seconds"},
-                        "tensor_flops_share": estimate.tensor_flops_share,
-                        "kernels": estimate.kernels,
-                        "host_ms": step.parts["host_s"] * 1e3,
-                        "flops_per_step": table.flops_at(batch_size),
-                        "bytes_per_step": sum(r.bytes_at(batch_size) * r.weight for r in table.on_cuda()),
-                        "calibration": f"{calibration['note']}; step composition fitted end to end, band from "
-                        f"{step.note}",
-                        # Calibrated: the step's generation has published end-to-end rows the composition was
-                        # fitted and checked on (its kernels may still borrow another architecture's model).
-                        "calibrated": step.calibrated,
-                        "source": f"kernel model ({calibration['architecture']} calibration) on the {gpu.key} "
-                        f"datasheet row "
-                        f"({gpu.source}), composed into a step by the fit on published end-to-end training rows "
-                        f"(calibration/composition.json); {table_note}, traced on {table.device} at batch "
-                        f"{table.traced_at[0]} and {table.traced_at[1]}"
-                        + (
-                            f"; {estimate.guessed_kernels} matrix ops without recorded shapes (an older trace) "
-                            "taken as square products"
-                            if estimate.guessed_kernels
-                            else ""
-                        ),
-                    }
-                )
+                estimate = step_estimate(table.on_cuda(), batch_size, gpu, name, launch.mid)
                 needed = memory_at_least(memory, name, batch_size)
-                if needed is not None:
-                    # A lower bound: a row that does not fit cannot; one that fits may still not.
-                    row["memory_gib_at_least"] = needed / 2**30
-                    row["fits"] = needed <= gpu.memory_gib * 2**30
-                if BASELINE in composed:
-                    mid, low, high = composed_speedup(composed[BASELINE], step)
-                    row.update({"speedup": mid, "speedup_low": low, "speedup_high": high})
-                if default is not None:
-                    if name == BASELINE:
-                        row.update(
-                            {
-                                "default_ms_per_step": default.seconds * 1e3,
-                                "default_ms_low": default.low * 1e3,
-                                "default_ms_high": default.high * 1e3,
-                            }
-                        )
-                    else:
-                        mid, low, high = composed_speedup(default, step)
-                        row.update(
-                            {
-                                "speedup_over_default": mid,
-                                "speedup_over_default_low": low,
-                                "speedup_over_default_high": high,
-                            }
-                        )
-                if price is not None:
-                    row["cost"] = {
-                        point: cost_of_batches(ms[point] / 1e3, BATCHES_COSTED, price)["cost"]
-                        for point in ("fast", "mid", "slow")
-                    }
-                    row["instance"] = (
-                        f"{instance.label} ({instance.price_per_hour:g} {instance.currency}/h, "
-                        f"{instance.date}, {instance.source})"
-                    )
-                rows.append(row)
+                row = replace(
+                    row,
+                    **_kernel_view(step, estimate, table, table_note, batch_size, gpu, calibration),
+                    memory_gib_at_least=None if needed is None else needed / 2**30,
+                    fits=None if needed is None else needed <= gpu.memory_gib * 2**30,
+                    **_speedups(step, composed.get(BASELINE), default, name == BASELINE),
+                )
+                rows.append(_priced(row, instance))
     return rows
+
+
+def _kernel_view(step, estimate, table, table_note, batch_size, gpu, calibration) -> dict:
+    """A projected row's time and band (from the composition fitted end to end: composition.py) and the
+    kernels' own view: what bounds them, how much runs on tensor cores, what the projection rests on."""
+    guessed = (
+        f"; {estimate.guessed_kernels} matrix ops without recorded shapes (an older trace) taken as square products"
+        if estimate.guessed_kernels
+        else ""
+    )
+    return {
+        "ms_per_step": step.seconds * 1e3,
+        "ms_low": step.low * 1e3,
+        "ms_high": step.high * 1e3,
+        "bound": step.bound,
+        "seconds_by_part": {k: v for k, v in step.parts.items() if k != "seconds"},
+        "tensor_flops_share": estimate.tensor_flops_share,
+        "kernels": estimate.kernels,
+        "host_ms": step.parts["host_s"] * 1e3,
+        "flops_per_step": table.flops_at(batch_size),
+        "bytes_per_step": sum(r.bytes_at(batch_size) * r.weight for r in table.on_cuda()),
+        "calibration": f"{calibration['note']}; step composition fitted end to end, band from {step.note}",
+        "calibrated": step.calibrated,
+        "source": f"kernel model ({calibration['architecture']} calibration) on the {gpu.key} datasheet row "
+        f"({gpu.source}), composed into a step by the fit on published end-to-end training rows "
+        f"(calibration/composition.json); {table_note}, traced on {table.device} at batch "
+        f"{table.traced_at[0]} and {table.traced_at[1]}{guessed}",
+    }
+
+
+def _speedups(step: ComposedStep, baseline: ComposedStep | None, default: ComposedStep | None, is_fp32: bool) -> dict:
+    """The speedup over strict fp32 (its band), and on a TF32 GPU fp32's row holds PyTorch's default's time
+    and every other row its speedup over that default."""
+    mid, low, high = composed_speedup(baseline, step) if baseline is not None else _NONE
+    out = {"speedup": mid, "speedup_low": low, "speedup_high": high}
+    if default is not None and is_fp32:
+        out |= {"default_ms_per_step": default.seconds * 1e3, "default_ms_low": default.low * 1e3}
+        out["default_ms_high"] = default.high * 1e3
+    elif default is not None:
+        mid, low, high = composed_speedup(default, step)
+        out |= {"speedup_over_default": mid, "speedup_over_default_low": low, "speedup_over_default_high": high}
+    return out
+
+
+def _priced(row: Row, instance: Instance | None) -> Row:
+    """The row with the cost of the study's batches at the cheapest catalog price per GPU, if there is one."""
+    if instance is None:
+        return row
+    price = instance.price_per_hour / max(1, instance.gpu_count)
+    fast, mid, slow = (
+        cost_of_batches(ms / 1e3, BATCHES_COSTED, price)["cost"] for ms in (row.ms_low, row.ms_per_step, row.ms_high)
+    )
+    label = f"{instance.label} ({instance.price_per_hour:g} {instance.currency}/h, {instance.date}, {instance.source})"
+    return replace(row, cost=Cost(fast, mid, slow), instance=label)
 
 
 def gpu_of_instance(instance: Instance, gpus: list[GpuSpec]) -> GpuSpec | None:
@@ -223,29 +303,29 @@ def as_bench_document(results: dict, tables: dict[str, OpTable], gpu: GpuSpec, l
     precision's mid time as its median, the band as the speedup's interval) for `ampgan cost`; and
     one line saying how it was made."""
     sizes = sorted({c["batch_size"] for c in results.get("configs", [])}) or list(results["spec"]["batch_sizes"])
-    rows = [r for r in project(tables, [gpu], sizes, launch) if r["status"] == "ok"]
+    rows = [r for r in projected_rows(tables, [gpu], sizes, launch) if r.status == "ok"]
     if not rows:
         raise AmpganError(f"nothing of these results can be projected onto {gpu.key}")
     configs = [
         {
-            "batch_size": r["batch_size"],
-            "precision": r["precision"],
+            "batch_size": r.batch_size,
+            "precision": r.precision,
             "status": "ok",
-            "stats": {"median_s": r["ms_per_step"] / 1e3},
+            "stats": {"median_s": r.ms_per_step / 1e3},
         }
         for r in rows
     ]
     speedups = [
         {
-            "batch_size": r["batch_size"],
-            "precision": r["precision"],
+            "batch_size": r.batch_size,
+            "precision": r.precision,
             "baseline": BASELINE,
-            "estimate": r["speedup"],
-            "low": r["speedup_low"],
-            "high": r["speedup_high"],
+            "estimate": r.speedup,
+            "low": r.speedup_low,
+            "high": r.speedup_high,
         }
         for r in rows
-        if r["precision"] != BASELINE and "speedup" in r
+        if r.precision != BASELINE and r.speedup is not None
     ]
     traced = next(iter(tables.values()))
     how = (
@@ -261,42 +341,37 @@ def measured_gpu(results: dict, gpus: dict[str, GpuSpec]) -> GpuSpec | None:
     hardware = results.get("hardware") or {}
     if hardware.get("device_type") != "cuda" or not isinstance(hardware.get("name"), str):
         return None
-    from ampgan.system.hardware import gpu_table_key  # noqa: PLC0415 - beside its one use
-
     key = gpu_table_key(hardware["name"])
     return gpus.get(key) if key else None
 
 
-def measured_rows(results: dict, tables: dict[str, OpTable] | None = None, launch=None) -> list[dict]:
+def measured_rows(results: dict, tables: dict[str, OpTable] | None = None, launch=None) -> list[Measured]:
     """This machine's measured ms per step (the bench's medians), labelled measured. Measured on a GPU of
     the table, each row also holds the projection for that GPU and measured / projected: the check of the
     model against a measurement (nothing is scaled by it)."""
-    from ampgan.system.gpus import gpu_table  # noqa: PLC0415
-
     device = results.get("environment", {}).get("hardware_summary") or results.get("hardware", {}).get("name")
     gpu = measured_gpu(results, gpu_table()) if tables and launch else None
     rows = []
     for config in results.get("configs", []):
         if not config.get("stats"):
             continue
-        row = {
-            "device": device,
-            "precision": config["precision"],
-            "batch_size": config["batch_size"],
-            "projected": False,
-            "ms_per_step": config["stats"]["median_s"] * 1e3,
-            "source": "measured by ampgan bench on this machine",
-        }
+        row = Measured(
+            device=device,
+            precision=config["precision"],
+            batch_size=config["batch_size"],
+            projected=False,
+            ms_per_step=config["stats"]["median_s"] * 1e3,
+            source="measured by ampgan bench on this machine",
+        )
         if gpu is not None:
-            (projected,) = project(tables, [gpu], [config["batch_size"]], launch, precisions=(config["precision"],))
-            if projected["status"] == "ok":
-                row.update(
-                    {
-                        "projected_for_it_ms": projected["ms_per_step"],
-                        "projected_low_ms": projected["ms_low"],
-                        "projected_high_ms": projected["ms_high"],
-                        "measured_over_projected": row["ms_per_step"] / projected["ms_per_step"],
-                    }
+            (projected,) = projected_rows(tables, [gpu], [config["batch_size"]], launch, (config["precision"],))
+            if projected.status == "ok":
+                row = replace(
+                    row,
+                    projected_for_it_ms=projected.ms_per_step,
+                    projected_low_ms=projected.ms_low,
+                    projected_high_ms=projected.ms_high,
+                    measured_over_projected=row.ms_per_step / projected.ms_per_step,
                 )
         rows.append(row)
     return rows
@@ -307,35 +382,35 @@ def build_projection(
     tables: dict[str, OpTable],
     gpus: list[GpuSpec],
     batch_sizes: list[int],
-    launch,
+    launch: Assumption,
     catalog: list[Instance] | None,
     catalog_source: str | None,
 ) -> dict:
+    """projection.json's content: every row, what it rests on, and this machine's measured rows."""
     if not tables:
         raise AmpganError("no op table to project from: re-run 'ampgan bench' (it traces the step's operations)")
-    rows = project(tables, gpus, batch_sizes, launch, catalog=catalog, memory=results.get("step_memory"))
-    spec = results.get("spec", {})
-    return {
-        "format": FORMAT,
-        "what": "PROJECTED times and costs (a kernel model calibrated on measured GPU kernels, over the step's "
+    spec, environment = results.get("spec", {}), results.get("environment", {})
+    projection = Projection(
+        format=FORMAT,
+        what="PROJECTED times and costs (a kernel model calibrated on measured GPU kernels, over the step's "
         "operations), not measurements",
-        "calibration_error": calibration_error_lines(),
-        "model": spec.get("model"),
-        "model_options": spec.get("model_options", {}),
-        "dataset": spec.get("dataset"),
-        "traced_on": results.get("environment", {}).get("hardware_summary"),
-        "software": results.get("environment", {}).get("versions", {}),
-        "batches_costed": BATCHES_COSTED,
-        "price_catalog": catalog_source,
-        "devices": [gpu.to_dict() for gpu in gpus],
-        "assumptions": all_assumptions(launch) + fitted_quantities(),
-        "op_tables": {
+        calibration_error=calibration_error_lines(),
+        model=spec.get("model"),
+        model_options=spec.get("model_options", {}),
+        dataset=spec.get("dataset"),
+        traced_on=environment.get("hardware_summary"),
+        software=environment.get("versions", {}),
+        price_catalog=catalog_source,
+        devices=[gpu.to_dict() for gpu in gpus],
+        assumptions=all_assumptions(launch) + fitted_quantities(),
+        op_tables={
             name: {"kernels": t.kernels(), "traced_at": list(t.traced_at), "rows": len(t.rows)}
             for name, t in tables.items()
         },
-        "rows": rows,
-        "measured_here": measured_rows(results, tables, launch),
-    }
+        rows=projected_rows(tables, gpus, batch_sizes, launch, catalog=catalog, memory=results.get("step_memory")),
+        measured_here=measured_rows(results, tables, launch),
+    )
+    return as_written(projection)
 
 
 def _band(low: float, mid: float, high: float, digits: int = 0) -> str:
@@ -360,38 +435,32 @@ def speedup_text(row: dict) -> str:
     return ", ".join(parts) or "-"
 
 
-def fitted_quantities() -> list[dict]:
+def fitted_quantities() -> list[Assumption]:
     """The step composition's fitted quantities, as assumptions are listed (the ones above them describe the
     kernel view: what bounds the step, how much of it runs on tensor cores)."""
-    from ampgan.projection.composition import load_composition  # noqa: PLC0415
-
     composition = load_composition().document
     source = (
         f"fitted on {composition['fitted_on']['rows']} published end-to-end training rows "
         f"({composition['script']}, {composition['date']})"
     )
     units = {"launch_gap_s": "seconds", "host_per_op_s": "seconds", "watts_per_sm": "watts"}
-    out = []
-    for name, value in composition["parameters"]["global"].items():
-        number = math.exp(value)
-        out.append(
-            {
-                "name": f"step composition: {name}",
-                "low": number,
-                "mid": number,
-                "high": number,
-                "unit": units.get(name, "factor"),
-                "source": source,
-            }
+    return [
+        Assumption(
+            name=f"step composition: {name}",
+            low=math.exp(value),
+            mid=math.exp(value),
+            high=math.exp(value),
+            unit=units.get(name, "factor"),
+            source=source,
         )
-    return out
+        for name, value in composition["parameters"]["global"].items()
+    ]
 
 
-def composition_error_lines() -> list[str]:
-    """Per GPU generation: the step composition's leave-one-model-out error on published end-to-end
-    training rows (calibration/composition.json)."""
-    from ampgan.projection.composition import load_composition  # noqa: PLC0415
-
+def calibration_error_lines() -> list[str]:
+    """Per GPU generation, the step composition's leave-one-model-out error on published end-to-end training
+    rows (calibration/composition.json); then per calibrated architecture the cross-validated error of the
+    kernel model (calibration/*.json)."""
     validation = load_composition().document["validation"]
     lines = []
     for name in [*validation["generations"], "overall"]:
@@ -402,15 +471,6 @@ def composition_error_lines() -> list[str]:
             f"{s['p90_speedup_error']:.2f}x at the 90th percentile; the band holds {s['coverage']:.0%} "
             f"(median width {s['median_band_width']:.2f}x); step time off by {s['median_time_error']:.2f}x"
         )
-    return lines
-
-
-def calibration_error_lines() -> list[str]:
-    """The step composition's end-to-end error per generation, then per calibrated architecture the
-    cross-validated error of the kernel model (calibration/*.json)."""
-    from ampgan.projection.kernel_model import load_calibration  # noqa: PLC0415
-
-    lines = composition_error_lines()
     for architecture in sorted({gpu.calibration for gpu in gpu_table().values() if gpu.calibration}, reverse=True):
         calibration = load_calibration(architecture)
         error = calibration.residuals["speedup_fp32_to_fp16"]
@@ -444,22 +504,13 @@ def table_text(document: dict) -> str:
         "| GPU | batch | precision | ms per step | speedup | bound | tensor-core share | cost | calibration |",
         "|---|---:|---|---:|---|---|---:|---:|---|",
     ]
-    too_big = []
-    for row in document["rows"]:
-        if row["status"] != "ok":
-            continue
+    ok = [row for row in document["rows"] if row["status"] == "ok"]
+    for row in ok:
         cost = _band(row["cost"]["fast"], row["cost"]["mid"], row["cost"]["slow"]) if "cost" in row else "no price"
-        if row.get("fits") is False:
-            too_big.append(
-                f"{row['device']} {row['precision']} at batch {row['batch_size']} "
-                f"(at least {row['memory_gib_at_least']:.1f} GiB)"
-            )
         ms = _band(row["ms_low"], row["ms_per_step"], row["ms_high"], 1)
         if "default_ms_per_step" in row:
-            ms += (
-                f" (default, TF32 convolutions: "
-                f"{_band(row['default_ms_low'], row['default_ms_per_step'], row['default_ms_high'], 1)})"
-            )
+            default = _band(row["default_ms_low"], row["default_ms_per_step"], row["default_ms_high"], 1)
+            ms += f" (default, TF32 convolutions: {default})"
         lines.append(
             f"| {row['device']} | {row['batch_size']} | {row['precision']} | {ms} | "
             f"{speedup_text(row) if row['precision'] != BASELINE else '-'} | {row['bound']} | "
@@ -471,6 +522,11 @@ def table_text(document: dict) -> str:
     )
     if skipped:
         lines += ["", "Not projected: " + "; ".join(skipped) + "."]
+    too_big = [
+        f"{r['device']} {r['precision']} at batch {r['batch_size']} (at least {r['memory_gib_at_least']:.1f} GiB)"
+        for r in ok
+        if r.get("fits") is False
+    ]
     if too_big:
         lines += [
             "",
@@ -483,30 +539,35 @@ def table_text(document: dict) -> str:
     lines += ["", "The model's error, measured on whole steps and kernels no fit saw (docs/projection.md):"] + [
         f"- {line}" for line in calibration_error_lines()
     ]
-    if document["measured_here"]:
-        checked = any("projected_for_it_ms" in row for row in document["measured_here"])
-        lines += [
-            "",
-            f"Measured on this machine ({document['traced_on']}):",
-            "",
-            "| batch | precision | ms per step (measured) |"
-            + (" projected for it | measured / projected |" if checked else ""),
-            "|---:|---|---:|" + ("---:|---:|" if checked else ""),
-        ]
-        for row in sorted(document["measured_here"], key=lambda r: (r["batch_size"], in_order([r["precision"]]))):
-            line = f"| {row['batch_size']} | {row['precision']} | {row['ms_per_step']:.1f} |"
-            if checked:
-                line += (
-                    f" {_band(row['projected_low_ms'], row['projected_for_it_ms'], row['projected_high_ms'], 1)} | "
-                    f"{row['measured_over_projected']:.2f} |"
-                    if "projected_for_it_ms" in row
-                    else " - | - |"
-                )
-            lines.append(line)
-    lines += ["", "Assumptions:"] + [
-        f"- {a['name']}: {a['low']:g}-{a['high']:g} {a['unit']} ({a['source']})" for a in document["assumptions"]
-    ]
+    lines += _measured_lines(document) + ["", "Assumptions:"]
+    lines += [f"- {a['name']}: {a['low']:g}-{a['high']:g} {a['unit']} ({a['source']})" for a in document["assumptions"]]
     return "\n".join(map(one_line, lines))  # a name holding a newline stays inside its row
+
+
+def _measured_lines(document: dict) -> list[str]:
+    """The table of this machine's measured rows, each beside its projection where it has one."""
+    if not document["measured_here"]:
+        return []
+    checked = any("projected_for_it_ms" in row for row in document["measured_here"])
+    lines = [
+        "",
+        f"Measured on this machine ({document['traced_on']}):",
+        "",
+        "| batch | precision | ms per step (measured) |"
+        + (" projected for it | measured / projected |" if checked else ""),
+        "|---:|---|---:|" + ("---:|---:|" if checked else ""),
+    ]
+    for row in sorted(document["measured_here"], key=lambda r: (r["batch_size"], in_order([r["precision"]]))):
+        line = f"| {row['batch_size']} | {row['precision']} | {row['ms_per_step']:.1f} |"
+        if checked and "projected_for_it_ms" in row:
+            line += (
+                f" {_band(row['projected_low_ms'], row['projected_for_it_ms'], row['projected_high_ms'], 1)} | "
+                f"{row['measured_over_projected']:.2f} |"
+            )
+        elif checked:
+            line += " - | - |"
+        lines.append(line)
+    return lines
 
 
 def fastest_mixed(rows: list[dict], device: str, batch_size: int) -> tuple[dict, dict] | None:

@@ -59,11 +59,11 @@ class Kernel:
         if self.op == GEMM:
             return self.m, self.n, self.k
         p, q = self.output_hw
-        if self.op == "conv_fwd":
-            return self.batch * p * q, self.out_channels, self.c * self.r * self.s
-        if self.op == "conv_bwd_data":
-            return self.batch * self.h * self.w, self.c, self.out_channels * self.r * self.s
-        return self.out_channels, self.c * self.r * self.s, self.batch * p * q
+        return {
+            "conv_fwd": (self.batch * p * q, self.out_channels, self.c * self.r * self.s),
+            "conv_bwd_data": (self.batch * self.h * self.w, self.c, self.out_channels * self.r * self.s),
+            "conv_bwd_weight": (self.out_channels, self.c * self.r * self.s, self.batch * p * q),
+        }[self.op]
 
     def flops(self) -> float:
         if self.op == GEMM:
@@ -85,12 +85,6 @@ class Kernel:
     def channel_dims(self) -> tuple[int, ...]:
         """The dimensions a library needs to be multiples of 8 (16 bit) or 4 (tf32) for tensor cores."""
         return (self.m, self.n, self.k) if self.op == GEMM else (self.c, self.out_channels)
-
-    def to_row(self) -> dict:
-        row = {"name": self.name, "op": self.op}
-        fields = GEMM_FIELDS + GEMM_FLAGS if self.op == GEMM else CONV_FIELDS
-        row.update({f: int(getattr(self, f)) for f in fields})
-        return row
 
 
 # No GPU kernel has a dimension past int32's indexing (CUDA's grids and cuBLAS's sizes are int32): a larger

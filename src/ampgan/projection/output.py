@@ -81,7 +81,14 @@ def figure(document: dict, path: Path) -> Path | None:
     plt = pyplot()
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.6))
     devices = list(dict.fromkeys(r["device"] for r in rows))
-    colours = plt.get_cmap("tab10")
+    _times(left, rows, devices, plt.get_cmap("tab10"))
+    _speedups(right, rows, devices)
+    fig.suptitle(f"PROJECTED, not measured: {document['model']} on GPUs this machine does not have", fontsize=10)
+    return save_figure(fig, path, footer(document))
+
+
+def _times(axes, rows: list[dict], devices: list[str], colours) -> None:
+    """Per GPU: fp32's ms per step against batch size (solid), its fastest mixed mode's (dashed)."""
     for index, device in enumerate(devices):
         mine = [r for r in rows if r["device"] == device]
         pair = fastest_mixed(mine, device, max(r["batch_size"] for r in mine))
@@ -89,27 +96,24 @@ def figure(document: dict, path: Path) -> Path | None:
             line = sorted((r for r in mine if r["precision"] == name), key=lambda r: r["batch_size"])
             if not name or not line:
                 continue
-            xs = [r["batch_size"] for r in line]
-            left.plot(
-                xs,
-                [r["ms_per_step"] for r in line],
-                style,
-                marker="o",
-                markersize=3,
-                color=colours(index % 10),
-                label=f"{device} {name}",
-            )
+            xs, ys = [r["batch_size"] for r in line], [r["ms_per_step"] for r in line]
+            axes.plot(xs, ys, style, marker="o", markersize=3, color=colours(index % 10), label=f"{device} {name}")
     sizes = sorted({r["batch_size"] for r in rows})
-    left.set(
+    axes.set(
         xscale="log",
         yscale="log",
         xlabel="batch size",
         ylabel="ms per step (projected, mid of the band)",
         title="Projected time per batch (fp32 solid, fastest mixed mode dashed)",
     )
-    left.set_xticks(sizes, [str(size) for size in sizes])
-    left.minorticks_off()
-    left.legend(fontsize=6, ncol=2)
+    axes.set_xticks(sizes, [str(size) for size in sizes])
+    axes.minorticks_off()
+    axes.legend(fontsize=6, ncol=2)
+
+
+def _speedups(axes, rows: list[dict], devices: list[str]) -> None:
+    """At the largest batch: each mode's speedup per GPU with its band, over what the user runs without
+    changing anything (TF32 convolutions where the GPU has them, else fp32)."""
     largest = max(r["batch_size"] for r in rows)
     at_largest = [r for r in rows if r["batch_size"] == largest and "speedup" in r and r["precision"] != FP32]
     names = in_order({r["precision"] for r in at_largest})
@@ -117,22 +121,17 @@ def figure(document: dict, path: Path) -> Path | None:
     for offset, name in enumerate(names):
         xs, ys, errors = [], [], [[], []]
         for index, device in enumerate(devices):
-            match = [r for r in at_largest if r["device"] == device and r["precision"] == name]
-            if match:
-                r = match[0]
-                # Against what the user runs without changing anything: TF32 convolutions where the GPU has them.
+            for r in [r for r in at_largest if r["device"] == device and r["precision"] == name][:1]:
                 key = "speedup_over_default" if "speedup_over_default" in r else "speedup"
                 xs.append(index + offset * width)
                 ys.append(r[key])
                 errors[0].append(r[key] - r[f"{key}_low"])
                 errors[1].append(r[f"{key}_high"] - r[key])
-        right.bar(xs, ys, width, yerr=errors, capsize=2, color=precision_colour(name), label=name)
-    right.axhline(1.0, color="#444444", linewidth=0.8)
-    right.set_xticks([i + width * (len(names) - 1) / 2 for i in range(len(devices))], devices, fontsize=7)
-    right.set(
+        axes.bar(xs, ys, width, yerr=errors, capsize=2, color=precision_colour(name), label=name)
+    axes.axhline(1.0, color="#444444", linewidth=0.8)
+    axes.set_xticks([i + width * (len(names) - 1) / 2 for i in range(len(devices))], devices, fontsize=7)
+    axes.set(
         ylabel="speedup over PyTorch's default, projected\n(TF32 convolutions on a TF32 GPU, else fp32)",
         title=f"Projected speedup at batch {largest}",
     )
-    right.legend(fontsize=7)
-    fig.suptitle(f"PROJECTED, not measured: {document['model']} on GPUs this machine does not have", fontsize=10)
-    return save_figure(fig, path, footer(document))
+    axes.legend(fontsize=7)

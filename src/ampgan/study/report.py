@@ -24,7 +24,7 @@ from ampgan.files.schema import check_shape
 from ampgan.gan.ema import G_OWN_WEIGHTS
 from ampgan.plotting import precision_colour, pyplot, save_figure
 from ampgan.precisions import FP32
-from ampgan.projection.document import DOCUMENT_SHAPE, calibration_error_lines, fastest_mixed
+from ampgan.projection.document import calibration_error_lines, check_projection, fastest_mixed
 from ampgan.projection.document import speedup_text as projected_speedup_text
 from ampgan.quality.registry import format_value, table_metrics
 from ampgan.runs.run_folder import read_metrics
@@ -298,7 +298,7 @@ def projection_sections(out_dir: Path) -> list[Section]:
     if not _shown(out_dir, path):
         return []
     document = read_json(path, missing="", damaged=f"{path} is damaged: run 'ampgan project' on the bench results")
-    check_shape(document, DOCUMENT_SHAPE, str(path), "run 'ampgan project' on the study's bench/results.json")
+    check_projection(document, str(path), "run 'ampgan project' on the study's bench/results.json")
     ok = [r for r in document["rows"] if r.get("status") == "ok"]
     pairs = (
         fastest_mixed(ok, device, batch) for device, batch in dict.fromkeys((r["device"], r["batch_size"]) for r in ok)

@@ -16,28 +16,25 @@ from ampgan.system.cpu_tuning import tuning_state
 from ampgan.system.hardware import detect_hardware
 
 
-def git_commit() -> str | None:
-    """The commit of the ampgan checkout, if it runs from one (None for an installed wheel)."""
-    here = Path(__file__).resolve().parent
-    try:
-        result = subprocess.run(
-            ["git", "-C", str(here), "rev-parse", "--short", "HEAD"],
-            capture_output=True,
-            text=True,
-            timeout=5,
-            check=False,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    if result.returncode != 0:
-        return None
-    dirty = subprocess.run(
-        ["git", "-C", str(here), "status", "--porcelain", "--untracked-files=no"],
+def _git(*arguments: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        ["git", "-C", str(Path(__file__).resolve().parent), *arguments],
         capture_output=True,
         text=True,
         timeout=5,
         check=False,
-    ).stdout.strip()
+    )
+
+
+def git_commit() -> str | None:
+    """The commit of the ampgan checkout, if it runs from one (None for an installed wheel)."""
+    try:
+        result = _git("rev-parse", "--short", "HEAD")
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if result.returncode != 0:
+        return None
+    dirty = _git("status", "--porcelain", "--untracked-files=no").stdout.strip()
     return result.stdout.strip() + ("-dirty" if dirty else "")
 
 

@@ -176,13 +176,9 @@ def cpu_flops_per_cycle(
     mode = precision_mode(precision)
     if not mode.cpu:
         return None  # tf32 is a CUDA mode
-    if mode.compute_dtype == torch.float32:
-        return fp32
-    if mode.compute_dtype == torch.bfloat16:
-        if "amx_bf16" in flags:
-            return 1024
-        return 2 * fp32 if "avx512_bf16" in flags else None
-    return 1024 if "amx_fp16" in flags else None  # float16
+    bf16 = 1024 if "amx_bf16" in flags else 2 * fp32 if "avx512_bf16" in flags else None
+    per_dtype = {torch.float32: fp32, torch.bfloat16: bf16, torch.float16: 1024 if "amx_fp16" in flags else None}
+    return per_dtype.get(mode.compute_dtype)
 
 
 def peak_tflops(hardware: Hardware, precision: str) -> tuple[float | None, str]:
