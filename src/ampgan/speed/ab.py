@@ -91,3 +91,11 @@ def cached_or_measured(
     if cache and not moment_only:
         cache.put(key, decision.to_dict())
     return decision, True
+
+
+def on_rank_zero(precisions, decide_one: Callable[[str], dict]) -> dict[str, dict]:
+    """{precision: decide_one(precision)}, measured by rank 0 alone under torchrun; every rank gets rank 0's
+    answers (a timing on a shared CPU would mix the ranks' load)."""
+    from ampgan.training.distributed import gather_objects, world
+
+    return gather_objects({name: decide_one(name) for name in precisions} if world().is_main else {})[0]
