@@ -34,22 +34,19 @@ def planned(start: RunStart, explicit: dict, log) -> RunStart:
     """A new run's memory format and compile setting, where the user set neither, as measured faster for
     its precision and batch size on this machine (speed/plan.py; cached after the first time). The choice
     goes into config.json, so a resumed run keeps it."""
-    from ampgan.speed.plan import plan_run
+    from ampgan.speed.plan import Asked, plan_run
 
     prepared = start.prepared
     config, name = prepared.config, prepared.config.precision.name
-    plan = plan_run(
+    asked = Asked(
         lambda precision: config,
-        prepared.dataset,
-        prepared.policy.device,
         precisions=(name,),
         channels_last=None
         if "compute.channels_last" not in explicit
         else ((name,) if config.compute.channels_last else ()),
         compile=None if "compute.compile" not in explicit else ((name,) if config.compute.compile else ()),
-        warn_named=False,
-        log=log,
     )
+    plan = plan_run(asked, prepared.dataset, prepared.policy.device, log)
     chosen = config.with_fields(
         {"compute.channels_last": name in plan.channels_last, "compute.compile": name in plan.compile}
     )

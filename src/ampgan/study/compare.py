@@ -101,13 +101,13 @@ def run_compare(spec: CompareSpec, out_dir: Path, show_progress: bool = True, lo
             progress.decided = decide(spec, dataset, device, log)
             progress.save()
         decided = progress.decided
-        apply_threads(decided.get("threads"))  # a resumed study: the threads its bench and runs were measured on
+        apply_threads(decided.threads)  # a resumed study: the threads its bench and runs were measured on
         spec = dataclasses.replace(
-            spec, channels_last=tuple(decided["channels_last"]), compile=tuple(decided["compile"])
+            spec, channels_last=tuple(decided.channels_last), compile=tuple(decided.compile)
         )
-        precisions = tuple(decided["precisions"])
+        precisions = tuple(decided.precisions)
         if precisions == (FP32,) and not spec.precisions:
-            return _no_faster_mode(spec, out_dir, device, dataset, decided["left_out"], decided["decisions"])
+            return _no_faster_mode(spec, out_dir, device, dataset, decided.left_out, decided.decisions)
         stop_here()
         prepared = {
             (p, seed): prepare_run(spec.train_config(p, seed), dataset)  # validates all first
@@ -149,9 +149,9 @@ def run_compare(spec: CompareSpec, out_dir: Path, show_progress: bool = True, lo
     document = CompareDocument(
         spec=StudySpecRecord.from_dict(spec.to_document(precisions)),
         environment=Environment.from_dict(environment_stamp(device)),
-        left_out=decided["left_out"],
-        layouts=table_of(MeasuredChoice, decided["layouts"]),
-        compile_decisions=table_of(MeasuredChoice, decided["compile_decisions"]),
+        left_out=decided.left_out,
+        layouts=table_of(MeasuredChoice, decided.layouts),
+        compile_decisions=table_of(MeasuredChoice, decided.compile_decisions),
         dataset=_dataset_record(spec, dataset),
         evaluator=evaluator.info,
         sampled_from=first.sampling_weights,  # the EMA of G when the model declares one, else G itself
@@ -182,7 +182,7 @@ def run_compare(spec: CompareSpec, out_dir: Path, show_progress: bool = True, lo
         headline.higher_is_better,
     )
     document = document.with_fields(
-        race=RaceRecord.from_dict(clock | {"threads": decided.get("threads"), "pace": pace})
+        race=RaceRecord.from_dict(clock | {"threads": decided.threads, "pace": pace})
     )
     document = document.with_fields(verdict=verdict(document, bench_results["speedups"]) + stages_not_run(document))
     document.write(out_dir)
