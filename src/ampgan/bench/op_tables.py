@@ -9,7 +9,7 @@ import time
 
 import torch
 
-from ampgan.bench.deadline import TRACE_SHARE, trace_budget_s
+from ampgan.bench.deadline import TRACE_SHARE, budget_s
 from ampgan.bench.ops import TRACE_BATCH_SIZES, trace_op_table
 from ampgan.bench.results import ConfigResult
 from ampgan.bench.spec import BenchSpec
@@ -50,7 +50,7 @@ def trace_op_tables(
     left out (a signal arrived)."""
     cycle_s = cycle_s or {}
     tables, failed = {}, []
-    budget = trace_budget_s(spec)
+    budget = TRACE_SHARE * budget_s(spec)
     started = time.perf_counter()
     deadline = started + budget
     asked = tuple(spec.precisions) or OP_TABLE_PRECISIONS

@@ -103,25 +103,29 @@ class RoundsResult:
         )
 
     def to_dict(self) -> dict:
-        return {
-            "baseline": self.baseline,
-            "rounds": self.rounds,
-            "stopped_by": self.stopped_by,
-            "settled": self.settled,
-            "seconds": self.seconds,
-            "drift": self.drift,
-            "load_changed": self.load_changed,
-            "remeasured_after_drift": self.remeasured_after_drift,
-            "hopeless": self.hopeless,
-            "between_run_sd": self.between_run_sd,
-            "between_run_source": self.between_run_source,
-            "under_load": self.under_load,
+        return {name: getattr(self, name) for name in _SUMMARY} | {
             "load_note": self.load_note(),
             "median_s": {
                 name: float(np.median(samples)) if samples else None for name, samples in self.samples_s.items()
             },
             "intervals": {name: i.to_dict() if i else None for name, i in self.intervals.items()},
         }
+
+
+_SUMMARY = (
+    "baseline",
+    "rounds",
+    "stopped_by",
+    "settled",
+    "seconds",
+    "drift",
+    "load_changed",
+    "remeasured_after_drift",
+    "hopeless",
+    "between_run_sd",
+    "between_run_source",
+    "under_load",
+)
 
 
 # A decision between two ways of running one step (a memory format, compiling) caps its rule at this many
