@@ -125,11 +125,12 @@ def _compile_times(spec: BenchSpec, precisions) -> dict:
 
 
 def _peaks(spec: BenchSpec, hardware: Hardware, precisions) -> dict:
-    peaks = {}
-    for name in precisions:
-        value, source = (spec.peak_tflops, "bench.peak_tflops") if spec.peak_tflops else peak_tflops(hardware, name)
-        peaks[name] = {"tflops": value, "source": source}
-    return peaks
+    """Each precision's peak (TFLOP/s) and its source: the device's, or --peak-tflops for every precision."""
+    found = {
+        name: (spec.peak_tflops, "bench.peak_tflops") if spec.peak_tflops else peak_tflops(hardware, name)
+        for name in precisions
+    }
+    return {name: {"tflops": value, "source": source} for name, (value, source) in found.items()}
 
 
 def _measure(

@@ -102,11 +102,18 @@ def _left_out(asked: bool, deadline: float, budget: float, foreseen: float | Non
 
 
 def _traced(spec: BenchSpec, name: str, dataset, device, deadline: float, foreseen: float | None) -> dict:
-    def make_timer(batch_size):
-        config = spec.train_config(name, batch_size).with_fields({"compute.compile": False})
-        return StepTimer(config, dataset, device, data_parallel=False, across_ranks=False)
-
-    return trace_op_table(make_timer, name, deadline=deadline, first_cycle_s=foreseen or 0.0).to_dict()
+    return trace_op_table(
+        lambda batch_size: StepTimer(
+            spec.train_config(name, batch_size).with_fields({"compute.compile": False}),
+            dataset,
+            device,
+            data_parallel=False,
+            across_ranks=False,
+        ),
+        name,
+        deadline=deadline,
+        first_cycle_s=foreseen or 0.0,
+    ).to_dict()
 
 
 def step_memory(spec: BenchSpec, dataset) -> dict | None:

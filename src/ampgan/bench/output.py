@@ -6,8 +6,6 @@ without measuring again.
 
 from __future__ import annotations
 
-import csv
-import io
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +13,7 @@ import numpy as np
 from ampgan.bench.results import ConfigResult
 from ampgan.bench.stats import TimingStats
 from ampgan.errors import one_line
-from ampgan.files.atomic import write_atomically, write_json_atomically
+from ampgan.files.atomic import write_csv_atomically, write_json_atomically
 from ampgan.files.jsonfile import read_json
 from ampgan.files.records import shape_of
 from ampgan.files.schema import OrNull, check_format, check_shape
@@ -171,11 +169,7 @@ def write_results(results: dict, out_dir: Path) -> None:
 def render(results: dict, out_dir: Path) -> str:
     """Writes results.csv and both figures; returns the console table."""
     out_dir = Path(out_dir)
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=CSV_COLUMNS)
-    writer.writeheader()
-    writer.writerows(csv_rows(results))
-    write_atomically(out_dir / "results.csv", lambda stream: stream.write(buffer.getvalue().encode()))
+    write_csv_atomically(out_dir / "results.csv", CSV_COLUMNS, csv_rows(results))
     _figure(results, out_dir / "fig1_time_per_batch.png", per_sample=False)
     _figure(results, out_dir / "fig2_time_per_1000_samples.png", per_sample=True)
     if any(row.get("attainable_speedup") for row in results.get("attainable") or []):
