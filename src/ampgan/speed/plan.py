@@ -30,6 +30,18 @@ from dataclasses import dataclass, field, replace
 import torch
 
 from ampgan.precisions import BASELINE, in_order
+from ampgan.speed.compilation import compiled_precisions
+from ampgan.speed.decision import (
+    DECISION_RULE,
+    cached_decisions,
+    candidates_for,
+    choose_for_comparison,
+    decide_for_run,
+    warn_about_named_modes,
+)
+from ampgan.speed.layout import LAYOUT_RULE, cached_layout, channels_last_precisions
+from ampgan.speed.threads import fit_threads
+from ampgan.training.distributed import gather_objects, world
 
 
 @dataclass(frozen=True)
@@ -37,6 +49,9 @@ class Choice:
     """How a command chooses its precisions when none is given, and what follows from that choice."""
 
     name: str
+    # (decisions, what cannot run, modes run without a decision) -> (the precisions, what was left out and why);
+    # None: the precisions are given.
+    pick: Callable[[dict, list, list], tuple[tuple[str, ...], list[dict]]] | None = None
     # A given mode already measured as no faster is warned about: not where the command measures it itself
     # (bench) or warns on its own (train: speed/planned_run.py).
     warn_named: bool = False
@@ -45,9 +60,23 @@ class Choice:
     alone_decides: bool = True
 
 
+def _every_useful(decisions: dict, cannot_run: list, unmeasured: list) -> tuple[tuple[str, ...], list[dict]]:
+    """fp32 and every mode not measured slower (one that only breaks even may gain at larger batches, which is
+    what a bench charts), and the modes run without a decision."""
+    kept = {name for name, d in decisions.items() if d.verdict != "slower"} | set(unmeasured)
+    slower = [{"precision": name, "reason": d.reason()} for name, d in decisions.items() if d.verdict == "slower"]
+    return (BASELINE, *in_order(kept)), cannot_run + slower
+
+
 GIVEN = Choice("given")  # train: its one precision
-FASTEST_MIXED = Choice("fastest mixed", warn_named=True, alone_decides=False)  # compare: fp32 against the fastest
-EVERY_USEFUL = Choice("every useful")  # bench: fp32 and every mode not measured slower
+# compare: fp32 against the fastest mode that is faster here
+FASTEST_MIXED = Choice(
+    "fastest mixed",
+    lambda decisions, cannot_run, unmeasured: choose_for_comparison(decisions, cannot_run),
+    warn_named=True,
+    alone_decides=False,
+)
+EVERY_USEFUL = Choice("every useful", _every_useful)  # bench: fp32 and every mode not measured slower
 
 
 @dataclass(frozen=True)
@@ -83,10 +112,6 @@ class RunPlan:
 def plan_run(asked: Asked, dataset, device: torch.device, log: Callable[[str], None] = lambda line: None) -> RunPlan:
     """The plan for what a command `asked`: each decision made by measuring is timed and said, with how to
     skip it."""
-    from ampgan.speed.compilation import compiled_precisions
-    from ampgan.speed.layout import channels_last_precisions
-    from ampgan.speed.threads import fit_threads
-
     threads = fit_threads(asked.config_for(BASELINE), dataset, device, log)
     budget = _DecisionBudget(asked.decision_seconds, log)
     started = time.perf_counter()
@@ -149,9 +174,6 @@ class _DecisionBudget:
     def layouts_that_fit(self, config_for, precisions, device) -> tuple[str, ...]:
         """The precisions whose memory format is decided (cached, or measured within the share), in order;
         the others run NCHW. Rank 0's answer for every rank."""
-        from ampgan.speed.layout import LAYOUT_RULE, cached_layout
-        from ampgan.training.distributed import gather_objects, world
-
         if self.left is None:
             return tuple(precisions)
         fitting = []
@@ -169,15 +191,6 @@ class _DecisionBudget:
 
 def _precisions(asked: Asked, dataset, device, log, budget: _DecisionBudget):
     """(the precisions to run, what was left out and why, the decisions measured as dicts)."""
-    from ampgan.speed.decision import (
-        DECISION_RULE,
-        cached_decisions,
-        candidates_for,
-        decide_for_run,
-        warn_about_named_modes,
-    )
-    from ampgan.training.distributed import gather_objects, world
-
     baseline_config, choose = asked.config_for(BASELINE), asked.choose
     if asked.precisions or choose == GIVEN:
         if asked.precisions and choose.warn_named:
@@ -194,28 +207,16 @@ def _precisions(asked: Asked, dataset, device, log, budget: _DecisionBudget):
                 + f"; {', '.join(skipped)} timed without it (choose with --precisions)"
             )
             decisions = {name: cached[name] for name in candidates if name in cached}
-            return _chosen(choose, decisions, cannot_run, skipped, gather_objects, log)
+            return _chosen(choose, decisions, cannot_run, skipped, log)
     decisions, cannot_run = decide_for_run(baseline_config, dataset, device, log=log) if world().is_main else ({}, [])
-    return _chosen(choose, decisions, cannot_run, [], gather_objects, log)
+    return _chosen(choose, decisions, cannot_run, [], log)
 
 
-def _chosen(choose: Choice, decisions: dict, cannot_run: list, unmeasured: list[str], gather_objects, log):
+def _chosen(choose: Choice, decisions: dict, cannot_run: list, unmeasured: list[str], log):
     """(the precisions to run, what was left out and why, the decisions as dicts) from rank 0's decisions;
     `unmeasured`: modes that run without a decision (its share of the budget did not fit one)."""
-    from ampgan.speed.decision import choose_for_comparison
-
     decisions, cannot_run, unmeasured = gather_objects((decisions, cannot_run, unmeasured))[0]  # rank 0's answer
     for decision in decisions.values():
         log(f"  {decision.describe()}")
-    measured = {name: decision.to_dict() for name, decision in decisions.items()}
-    if choose == FASTEST_MIXED:
-        chosen, left_out = choose_for_comparison(decisions, cannot_run)
-        return chosen, left_out, measured
-    if choose == EVERY_USEFUL:
-        kept = {name for name, d in decisions.items() if d.verdict != "slower"} | set(unmeasured)
-        chosen = (BASELINE, *in_order(kept))
-        left_out = cannot_run + [
-            {"precision": name, "reason": d.reason()} for name, d in decisions.items() if d.verdict == "slower"
-        ]
-        return chosen, left_out, measured
-    raise ValueError(f"unknown precision choice {choose!r}")
+    chosen, left_out = choose.pick(decisions, cannot_run, unmeasured)
+    return chosen, left_out, {name: decision.to_dict() for name, decision in decisions.items()}
