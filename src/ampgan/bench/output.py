@@ -6,6 +6,7 @@ without measuring again.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -310,8 +311,6 @@ def incomplete_text(incomplete: dict) -> str:
 def plain_log_ticks(low: float, high: float) -> list[float]:
     """At least three ticks covering [low, high] for a log axis labelled in plain numbers a reader
     can read a time off: 1-2-5 x 10^k, else every digit x 10^k, else evenly spaced round values."""
-    import math
-
     span = range(math.floor(math.log10(low)) - 1, math.ceil(math.log10(high)) + 1)
     for mantissas in ((1, 2, 5), range(1, 10)):
         ticks = [

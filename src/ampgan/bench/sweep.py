@@ -273,7 +273,7 @@ def draw_maps(document: dict, out: Path) -> list[Path]:
             ]
             for row in rows
         ]
-        from matplotlib.colors import TwoSlopeNorm
+        from matplotlib.colors import TwoSlopeNorm  # matplotlib only when a map is drawn (start-up time)
 
         present = [v for line in values for v in line if v == v]
         # 1.0 (no gain) in the middle of the scale whatever the range: red slower, green faster.

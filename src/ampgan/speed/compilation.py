@@ -29,8 +29,11 @@ import torch
 from ampgan.errors import AmpganError
 from ampgan.speed.ab import cached_or_measured, median_s, on_rank_zero, outcome_of
 from ampgan.speed.cache import DecisionCache, StoredDecision, decision_key
+from ampgan.speed.compile_time import measure_warm_compile_s
 from ampgan.speed.decision import DECISION_RULE, WARMUP_STEPS, duration_text, interval_text, machine_key
 from ampgan.speed.rounds import RoundsResult, capped_for, measure_rounds
+from ampgan.speed.step_timer import StepTimer
+from ampgan.training.loop import Budget
 
 EAGER, COMPILED = "eager", "compiled"
 CANNOT_COMPILE = "cannot compile here"
@@ -201,8 +204,6 @@ class TrainingStepCompileProbe(CompileProbe):
         self._eager = None
 
     def _eager_timer(self):
-        from ampgan.speed.step_timer import StepTimer
-
         if self._eager is None:
             self._eager = StepTimer(
                 self.config.with_fields({"compute.compile": False}),
@@ -219,9 +220,6 @@ class TrainingStepCompileProbe(CompileProbe):
         return median_s([timer() for _ in range(ESTIMATE_STEPS)])
 
     def measure(self) -> CompileMeasurement:
-        from ampgan.speed.compile_time import measure_warm_compile_s
-        from ampgan.speed.step_timer import StepTimer
-
         eager = self._eager_timer()
         eager_first = eager()
         compiled = StepTimer(
@@ -253,7 +251,6 @@ def compiled_precisions(
     """(the precisions whose runs compile, {precision: its decision as a dict, when there is one}).
     `config_for(precision)`: the run's config in that precision (its budget, batch size, memory
     format); rank 0 measures (speed/ab.py on_rank_zero)."""
-    from ampgan.training.loop import Budget
 
     def decided(precision: str) -> dict:
         config = config_for(precision)

@@ -26,11 +26,14 @@ import torch
 
 import ampgan.precisions as precisions
 from ampgan.errors import warn
+from ampgan.gan.registry import resolve_model
 from ampgan.precisions import FP32
 from ampgan.speed.ab import outcome_of
 from ampgan.speed.cache import DecisionCache, StoredDecision, decision_key
 from ampgan.speed.intervals import SpeedupInterval
 from ampgan.speed.rounds import UNTIL_DECIDED, RoundsResult, StoppingRule, measure_rounds
+from ampgan.speed.step_timer import StepTimer
+from ampgan.system.hardware import detect_hardware
 
 BASELINE = precisions.BASELINE
 MIXED = tuple(name for name, mode in precisions.PRECISIONS.items() if mode.mixed)  # 16-bit compute, fp32 weights
@@ -194,9 +197,6 @@ def machine_key(device: torch.device, config, deciding: str = "") -> dict:
     the model by name, every option and the source of the file that defines it (a GAN that differs in
     any of them never shares a cached answer with another); `deciding`: the setting decided (the memory
     format's decision, "channels_last", or compiling's, "compile"), left out of its own key."""
-    from ampgan.gan.registry import resolve_model
-    from ampgan.system.hardware import detect_hardware
-
     hardware = detect_hardware(device)
     model = resolve_model(config.model.name, config.model.options)
     key = {
@@ -246,8 +246,6 @@ def measure_with(
 def measure_on_training_step(config, dataset, device: torch.device) -> Measure:
     """measure_with() on the real step: a StepTimer per precision at the config's batch size and
     model, timing this process alone."""
-    from ampgan.speed.step_timer import StepTimer
-
     return measure_with(
         lambda name: StepTimer(
             config.with_fields({"precision.name": name, "precision.loss_scale": None}),

@@ -21,6 +21,7 @@ from ampgan.speed.ab import cached_or_measured, on_rank_zero, outcome_of
 from ampgan.speed.cache import DecisionCache, StoredDecision, decision_key
 from ampgan.speed.decision import DECISION_RULE, WARMUP_STEPS, duration_text, interval_text, machine_key
 from ampgan.speed.rounds import RoundsResult, StoppingRule, capped_for, measure_rounds
+from ampgan.speed.step_timer import StepTimer
 
 NCHW, CHANNELS_LAST = "nchw", "channels-last"
 
@@ -113,8 +114,6 @@ def measure_layouts_with(
 
 def measure_layouts_on_training_step(config, dataset, device: torch.device) -> Callable[[], RoundsResult]:
     """measure_layouts_with() on the run's real step, this process alone."""
-    from ampgan.speed.step_timer import StepTimer
-
     return measure_layouts_with(
         lambda name: StepTimer(
             config.with_fields({"compute.channels_last": name == CHANNELS_LAST}),
