@@ -43,10 +43,9 @@ class ConfigResult:
             row.update(throughput(self.batch_size * self.processes, stats.median_s))
             if self.flops_per_step:
                 row["matmul_share"] = self.flops_by_kind.get("matmul", 0) / self.flops_per_step
-                achieved, percent = achieved_fraction_of_peak(
+                row["achieved_tflops"], row["percent_of_peak"] = achieved_fraction_of_peak(
                     self.flops_per_step * processes_per_peak, stats.median_s, peak
                 )
-                row["achieved_tflops"], row["percent_of_peak"] = achieved, percent
             if self.local_samples_s:
                 # throughput(N) / (N x throughput(1)) with both measured per process:
                 # (N B / t_ddp) / (N B / t_local) = t_local / t_ddp.

@@ -233,8 +233,7 @@ def measure_with(
             for name in names
             if first[name] > HOPELESS_FIRST_STEP * first[BASELINE]
         }
-        for name in hopeless:
-            del timers[name]
+        timers = {name: timer for name, timer in timers.items() if name not in hopeless}
         for _ in range(WARMUP_STEPS - 1):
             for timer in timers.values():
                 timer()

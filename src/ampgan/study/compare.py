@@ -102,9 +102,7 @@ def run_compare(spec: CompareSpec, out_dir: Path, show_progress: bool = True, lo
             progress.save()
         decided = progress.decided
         apply_threads(decided.threads)  # a resumed study: the threads its bench and runs were measured on
-        spec = dataclasses.replace(
-            spec, channels_last=tuple(decided.channels_last), compile=tuple(decided.compile)
-        )
+        spec = dataclasses.replace(spec, channels_last=tuple(decided.channels_last), compile=tuple(decided.compile))
         precisions = tuple(decided.precisions)
         if precisions == (FP32,) and not spec.precisions:
             return _no_faster_mode(spec, out_dir, device, dataset, decided.left_out, decided.decisions)
@@ -181,9 +179,7 @@ def run_compare(spec: CompareSpec, out_dir: Path, show_progress: bool = True, lo
         headline.metric,
         headline.higher_is_better,
     )
-    document = document.with_fields(
-        race=RaceRecord.from_dict(clock | {"threads": decided.threads, "pace": pace})
-    )
+    document = document.with_fields(race=RaceRecord.from_dict(clock | {"threads": decided.threads, "pace": pace}))
     document = document.with_fields(verdict=verdict(document, bench_results["speedups"]) + stages_not_run(document))
     document.write(out_dir)
     return document
