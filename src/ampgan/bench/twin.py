@@ -20,8 +20,10 @@ def agreed_local_trial(spec: BenchSpec, precision: str, batch_size: int, dataset
     """One step of the configuration on this rank alone (no DDP, no collective inside), then every rank
     learns whether any failed: None when it ran everywhere, else the result every rank records."""
 
-    config = spec.train_config(precision, batch_size)
-    _, outcome = _tried(lambda: StepTimer(config, dataset, device, data_parallel=False, across_ranks=False)())
+    def trial() -> None:  # the config built inside it too: whatever fails is agreed
+        StepTimer(spec.train_config(precision, batch_size), dataset, device, data_parallel=False, across_ranks=False)()
+
+    _, outcome = _tried(trial)
     release_memory(device)  # the trial's state, whether it ran or failed
     failed = _first_failure(outcome)
     if failed is None:
