@@ -61,23 +61,19 @@ def failure(error: BaseException) -> tuple[str, str]:
 
 def speedups(measurements: list[dict]) -> list[dict]:
     """Per batch size, each precision's speedup over the baseline with its 95% interval."""
-    out = []
-    for measured in measurements:
-        for precision, interval in measured["intervals"].items():
-            if interval is None:
-                continue
-            medians = measured.get("median_s", {})
-            out.append(
-                {
-                    "batch_size": measured["batch_size"],
-                    "precision": precision,
-                    "baseline": measured["baseline"],
-                    **interval,
-                    "stopped_by": measured["stopped_by"],
-                    "load_changed": measured["load_changed"],
-                    "under_load": measured.get("under_load", False),
-                    "baseline_step_s": medians.get(measured["baseline"]),
-                    "step_s": medians.get(precision),
-                }
-            )
-    return out
+    return [
+        {
+            "batch_size": measured["batch_size"],
+            "precision": precision,
+            "baseline": measured["baseline"],
+            **interval,
+            "stopped_by": measured["stopped_by"],
+            "load_changed": measured["load_changed"],
+            "under_load": measured.get("under_load", False),
+            "baseline_step_s": measured.get("median_s", {}).get(measured["baseline"]),
+            "step_s": measured.get("median_s", {}).get(precision),
+        }
+        for measured in measurements
+        for precision, interval in measured["intervals"].items()
+        if interval is not None
+    ]
