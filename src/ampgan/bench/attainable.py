@@ -128,11 +128,8 @@ def ops_alone(timer) -> list[OpAlone]:
                 train_step(state, timer.resident_batch)
             for func, args, kwargs in recorder.calls:
                 key = repr((func, args, kwargs))
-                weight = count / timer.cycle_steps
-                if key in recorded:
-                    recorded[key] = (*recorded[key][:3], recorded[key][3] + weight)
-                else:
-                    recorded[key] = (func, args, kwargs, weight)
+                *call, weight = recorded.get(key, (func, args, kwargs, 0.0))
+                recorded[key] = (*call, weight + count / timer.cycle_steps)
     alone = []
     for func, args, kwargs, weight in recorded.values():
         op = str(func._overloadpacket)

@@ -24,8 +24,6 @@ Grouped or dilated convolutions have no row in the format and are counted apart,
 
 from __future__ import annotations
 
-import csv
-import io
 import itertools
 import math
 import time
@@ -37,7 +35,7 @@ import torch
 from torch.utils._pytree import tree_leaves, tree_map
 
 from ampgan.bench.attainable import CallRecorder, TensorSpec, materialised
-from ampgan.files.atomic import write_atomically, write_json_atomically
+from ampgan.files.atomic import write_csv_atomically, write_json_atomically
 from ampgan.precisions import BF16, FP16, FP32, TF32
 from ampgan.training.step import train_step
 
@@ -94,10 +92,6 @@ class KernelRow:
     func: object
     args: tuple
     kwargs: dict
-
-    @property
-    def key(self) -> tuple:
-        return self.fields
 
     def as_dict(self) -> dict:
         return dict(self.fields)
@@ -192,7 +186,7 @@ def kernel_rows(calls: list[tuple], tf32: bool) -> tuple[list[KernelRow], list[s
             if why:
                 skipped.append(why)
         for item in found:
-            rows.setdefault(item.key, item)
+            rows.setdefault(item.fields, item)  # a kernel is its columns: the same ones are timed once
     return list(rows.values()), skipped
 
 
@@ -292,13 +286,5 @@ def measure_kernels(timer, name: str, tf32: bool, repeats: int | None = None) ->
 
 def write_calibration(rows: list[dict], csv_path: Path, sidecar: dict) -> None:
     """The table (COLUMNS, unused columns empty) and its sidecar JSON beside it (same name, .json)."""
-
-    def write(stream) -> None:
-        text = io.StringIO()
-        writer = csv.DictWriter(text, fieldnames=COLUMNS, restval="", lineterminator="\n")
-        writer.writeheader()
-        writer.writerows(rows)
-        stream.write(text.getvalue().encode())
-
-    write_atomically(Path(csv_path), write)
+    write_csv_atomically(Path(csv_path), COLUMNS, rows, restval="", lineterminator="\n")
     write_json_atomically(Path(csv_path).with_suffix(".json"), sidecar)

@@ -51,10 +51,6 @@ def budget_s(spec: BenchSpec) -> float:
     return spec.max_seconds * len(spec.batch_sizes)
 
 
-def trace_budget_s(spec: BenchSpec) -> float:
-    return TRACE_SHARE * budget_s(spec)
-
-
 class CallTooLong(BaseException):
     """Raised inside the abandoned call. A BaseException, as KeyboardInterrupt is, so that no `except
     Exception` on the way (the step's one-line error for the user's code) takes it for the model's failure."""

@@ -25,7 +25,7 @@ from ampgan.bench.results import ConfigResult, speedups
 from ampgan.bench.spec import BenchSpec
 from ampgan.data import load_dataset
 from ampgan.speed.compile_time import measure_compile_times
-from ampgan.speed.plan import EVERY_USEFUL, RunPlan, plan_run
+from ampgan.speed.plan import EVERY_USEFUL, Asked, RunPlan, plan_run
 from ampgan.system.environment import environment_stamp
 from ampgan.system.hardware import Hardware, detect_hardware, peak_tflops
 from ampgan.training.distributed import world
@@ -102,18 +102,15 @@ def _decisions(spec: BenchSpec, dataset, device: torch.device, log) -> RunPlan:
     """The decisions made before anything is measured (speed/plan.py: timed and said, with how to skip each):
     every precision not measured slower at the first batch size (a bench charts where a mode starts to
     gain), and each one's memory format; whether to compile is the user's (--compile)."""
-    return plan_run(
+    asked = Asked(
         lambda precision: spec.train_config(precision, spec.batch_sizes[0]),
-        dataset,
-        device,
-        precisions=spec.precisions,
-        choose=EVERY_USEFUL,
-        channels_last=spec.channels_last,
-        compile=spec.compile,
-        warn_named=False,
+        EVERY_USEFUL,
+        spec.precisions,
+        spec.channels_last,
+        spec.compile,
         decision_seconds=DECISION_SHARE * budget_s(spec),
-        log=log,
     )
+    return plan_run(asked, dataset, device, log)
 
 
 def _compile_times(spec: BenchSpec, precisions) -> dict:
@@ -128,11 +125,12 @@ def _compile_times(spec: BenchSpec, precisions) -> dict:
 
 
 def _peaks(spec: BenchSpec, hardware: Hardware, precisions) -> dict:
-    peaks = {}
-    for name in precisions:
-        value, source = (spec.peak_tflops, "bench.peak_tflops") if spec.peak_tflops else peak_tflops(hardware, name)
-        peaks[name] = {"tflops": value, "source": source}
-    return peaks
+    """Each precision's peak (TFLOP/s) and its source: the device's, or --peak-tflops for every precision."""
+    found = {
+        name: (spec.peak_tflops, "bench.peak_tflops") if spec.peak_tflops else peak_tflops(hardware, name)
+        for name in precisions
+    }
+    return {name: {"tflops": value, "source": source} for name, (value, source) in found.items()}
 
 
 def _measure(

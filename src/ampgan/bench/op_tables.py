@@ -9,7 +9,7 @@ import time
 
 import torch
 
-from ampgan.bench.deadline import TRACE_SHARE, trace_budget_s
+from ampgan.bench.deadline import TRACE_SHARE, budget_s
 from ampgan.bench.ops import TRACE_BATCH_SIZES, trace_op_table
 from ampgan.bench.results import ConfigResult
 from ampgan.bench.spec import BenchSpec
@@ -47,7 +47,7 @@ def trace_op_tables(
     left out (a signal arrived)."""
     cycle_s = cycle_s or {}
     tables, failed = {}, []
-    budget = trace_budget_s(spec)
+    budget = TRACE_SHARE * budget_s(spec)
     started = time.perf_counter()
     deadline = started + budget
     traced = [name for name, mode in PRECISIONS.items() if mode.traced]
@@ -100,11 +100,18 @@ def _left_out(asked: bool, deadline: float, budget: float, foreseen: float | Non
 
 
 def _traced(spec: BenchSpec, name: str, dataset, device, deadline: float, foreseen: float | None) -> dict:
-    def make_timer(batch_size):
-        config = spec.train_config(name, batch_size).with_fields({"compute.compile": False})
-        return StepTimer(config, dataset, device, data_parallel=False, across_ranks=False)
-
-    return trace_op_table(make_timer, name, deadline=deadline, first_cycle_s=foreseen or 0.0).to_dict()
+    return trace_op_table(
+        lambda batch_size: StepTimer(
+            spec.train_config(name, batch_size).with_fields({"compute.compile": False}),
+            dataset,
+            device,
+            data_parallel=False,
+            across_ranks=False,
+        ),
+        name,
+        deadline=deadline,
+        first_cycle_s=foreseen or 0.0,
+    ).to_dict()
 
 
 def step_memory(spec: BenchSpec, dataset) -> dict | None:

@@ -213,7 +213,11 @@ def kernel_shapes(name: str, args) -> tuple:
     if args[first].dim() == 3:
         # A 1-D convolution (audio, text) is cuDNN's 2-D one with a 1-high input and filter.
         return kernel_shapes(name, _as_2d_convolution(name, args))
-    backward = name == "convolution_backward"
+    return _convolution_kernels(name == "convolution_backward", args)
+
+
+def _convolution_kernels(backward: bool, args) -> tuple:
+    """kernel_shapes of aten.convolution (`backward` False) or aten.convolution_backward (True)."""
     # convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups)
     # convolution_backward(grad_output, input, weight, bias_sizes, stride, padding, dilation, transposed,
     #                      output_padding, groups, output_mask)
@@ -230,26 +234,20 @@ def kernel_shapes(name: str, args) -> tuple:
         return ()
     common = (r, s, pad_h, pad_w, stride[0], stride[1])
     if not transposed:  # input (N, C, H, W), weight (K, C, r, s)
-        shape = (*data.shape, weight.shape[0], *common)
-        passes = (
-            ("conv_fwd",)
-            if not backward
-            else tuple(kind for kind, wanted in zip(("conv_bwd_data", "conv_bwd_weight"), args[10][:2]) if wanted)
-        )
+        shape, forward, data_gradient = (*data.shape, weight.shape[0], *common), "conv_fwd", "conv_bwd_data"
     else:  # input (N, Cin, H, W), weight (Cin, Cout, r, s): the ordinary convolution maps Cout -> Cin
-        outer = args[0] if backward else None
-        if outer is None:  # the forward's output size, as conv_transpose computes it (no output padding here)
+        if backward:
+            outer_shape = tuple(args[0].shape)
+        else:  # the forward's output size, as conv_transpose computes it (no output padding here)
             height = (data.shape[2] - 1) * stride[0] - 2 * padding[0] + r + args[7][0]
             width = (data.shape[3] - 1) * stride[1] - 2 * padding[1] + s + args[7][1]
             outer_shape = (data.shape[0], weight.shape[1], height, width)
-        else:
-            outer_shape = tuple(outer.shape)
-        shape = (*outer_shape, weight.shape[0], *common)
-        passes = (
-            ("conv_bwd_data",)
-            if not backward
-            else tuple(kind for kind, wanted in zip(("conv_fwd", "conv_bwd_weight"), args[10][:2]) if wanted)
-        )
+        shape, forward, data_gradient = (*outer_shape, weight.shape[0], *common), "conv_bwd_data", "conv_fwd"
+    passes = (
+        (forward,)
+        if not backward
+        else tuple(kind for kind, wanted in zip((data_gradient, "conv_bwd_weight"), args[10][:2]) if wanted)
+    )
     return tuple((kind, tuple(int(d) for d in shape)) for kind in passes)
 
 

@@ -6,16 +6,18 @@ without measuring again.
 
 from __future__ import annotations
 
-import csv
-import io
+import math
 from pathlib import Path
 
 import numpy as np
 
+from ampgan.bench.results import ConfigResult
+from ampgan.bench.stats import TimingStats
 from ampgan.errors import one_line
-from ampgan.files.atomic import write_atomically, write_json_atomically
+from ampgan.files.atomic import write_csv_atomically, write_json_atomically
 from ampgan.files.jsonfile import read_json
-from ampgan.files.schema import check_format, check_shape
+from ampgan.files.records import shape_of
+from ampgan.files.schema import OrNull, check_format, check_shape
 from ampgan.plotting import precision_colour, pyplot, save_figure
 from ampgan.precisions import in_order
 
@@ -62,7 +64,7 @@ def speedup_text(pair: dict) -> str:
     return f"{pair['estimate']:.2f}x (95% CI {pair['low']:.2f}-{pair['high']:.2f}, {pair['rounds']} rounds{unsettled})"
 
 
-# What the table, the figures, cost and compare read of results.json.
+# What the table, the figures, cost and compare read of results.json (a configuration as its record says).
 _SPEEDUP = {
     "batch_size": int,
     "precision": str,
@@ -78,28 +80,11 @@ RESULTS_SHAPE = {
     "spec": {"precisions": [str], "?batch_sizes": [int]},
     "hardware": {"name": str, "device_type": str},
     "peaks": {"*": {"tflops": (int, float, None), "source": str}},
-    "configs": [
-        {
-            "batch_size": int,
-            "precision": str,
-            "status": str,
-            "?stats": (dict, None),
-            "?samples_s": [(int, float)],
-            "?warmup_s": [(int, float)],
-            "?flops_per_step": (int, None),
-        }
-    ],
+    # a configuration's row: its record's fields (bench/results.py), with what follows from its timings
+    "configs": [shape_of(ConfigResult) | {"status": str, "?stats": OrNull(shape_of(TimingStats))}],
     "speedups": [_SPEEDUP],
     "?left_out": [{"precision": str, "reason": str}],
     "?incomplete": (dict, None),
-}
-_STATS = {
-    "median_s": (int, float),
-    "q1_s": (int, float),
-    "q3_s": (int, float),
-    "?iqr_s": (int, float),
-    "?min_s": (int, float),
-    "?noisy": bool,
 }
 
 
@@ -112,11 +97,7 @@ def load_results(path: Path) -> dict:
     )
     fix = "re-run 'ampgan bench' (or the comparison) to measure again"
     check_format(results, "ampgan-bench/1", str(path), "an ampgan bench results file", fix)
-    check_shape(results, RESULTS_SHAPE, str(path), fix)
-    for index, config in enumerate(results["configs"]):
-        if config.get("stats"):
-            check_shape(config["stats"], _STATS, f"{path} (configs[{index}].stats)", fix)
-    return results
+    return check_shape(results, RESULTS_SHAPE, str(path), fix)
 
 
 def csv_rows(results: dict) -> list[dict]:
@@ -189,11 +170,7 @@ def write_results(results: dict, out_dir: Path) -> None:
 def render(results: dict, out_dir: Path) -> str:
     """Writes results.csv and both figures; returns the console table."""
     out_dir = Path(out_dir)
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=CSV_COLUMNS)
-    writer.writeheader()
-    writer.writerows(csv_rows(results))
-    write_atomically(out_dir / "results.csv", lambda stream: stream.write(buffer.getvalue().encode()))
+    write_csv_atomically(out_dir / "results.csv", CSV_COLUMNS, csv_rows(results))
     _figure(results, out_dir / "fig1_time_per_batch.png", per_sample=False)
     _figure(results, out_dir / "fig2_time_per_1000_samples.png", per_sample=True)
     if any(row.get("attainable_speedup") for row in results.get("attainable") or []):
@@ -334,8 +311,6 @@ def incomplete_text(incomplete: dict) -> str:
 def plain_log_ticks(low: float, high: float) -> list[float]:
     """At least three ticks covering [low, high] for a log axis labelled in plain numbers a reader
     can read a time off: 1-2-5 x 10^k, else every digit x 10^k, else evenly spaced round values."""
-    import math
-
     span = range(math.floor(math.log10(low)) - 1, math.ceil(math.log10(high)) + 1)
     for mantissas in ((1, 2, 5), range(1, 10)):
         ticks = [
@@ -452,6 +427,41 @@ def attainable_lines(results: dict) -> list[str]:
     return lines
 
 
+def _or_dash(value, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def _config_line(config: dict, pair: dict | None) -> str:
+    """One configuration's row of the table: its times, throughput, FLOPs and speedup, and a note saying what
+    qualifies them (several processes, noise, skipped steps, an unsettled interval, the load, the reason)."""
+    stats = config.get("stats")
+    if not stats:
+        return (
+            f"{config['batch_size']:>6} {config['precision']:>9} {'-':>10} {'':>8} {'':>9} {'':>8} {'':>6} "
+            f"{'':>8} {'':>7} {'':>19}  {config['status']}: {config.get('reason', '')}"
+        )
+    flags = pair or {}
+    notes = [
+        f"{config['processes']} processes, slowest rank; scaling efficiency {config['scaling_efficiency']:.0%}"
+        if "scaling_efficiency" in config
+        else "",
+        "noisy (IQR > 10% of median)" if stats.get("noisy") else "",
+        f"{config['skipped_steps']} skipped steps" if config.get("skipped_steps") else "",
+        "" if flags.get("settled", True) else f"unsettled: CI wider than +-5% after {flags['rounds']} rounds",
+        "the machine's load changed during the measurement" if flags.get("load_changed") else "",
+        "measured under load (other processes crowded the cores)" if flags.get("under_load") else "",
+        config.get("reason") or "",
+    ]
+    gflop = config["flops_per_step"] / 1e9 if config.get("flops_per_step") else None
+    return (
+        f"{config['batch_size']:>6} {config['precision']:>9} {stats['median_s'] * 1e3:>10.2f} "
+        f"{stats.get('iqr_s', 0.0) * 1e3:>8.2f} {config.get('images_per_s', 0.0):>9.1f} {_or_dash(gflop, '.2f'):>8} "
+        f"{_or_dash(config.get('matmul_share'), '.0%'):>6} {_or_dash(config.get('achieved_tflops'), '.3f'):>8} "
+        f"{_or_dash(config.get('percent_of_peak'), '.1f'):>7} {_speedup_cell(pair):>19}  "
+        + " ".join(note.strip() for note in notes if note.strip())
+    )
+
+
 def table(results: dict) -> str:
     speedup = {(s["batch_size"], s["precision"]): s for s in results["speedups"]}
     processes = results.get("processes", 1)
@@ -459,43 +469,10 @@ def table(results: dict) -> str:
         f"{'batch':>6} {'precision':>9} {'median ms':>10} {'IQR ms':>8} {'img/s':>9} {'GFLOP':>8} {'matmul':>6} "
         f"{'TFLOP/s':>8} {'% peak':>7} {'speedup [95% CI]':>19}  note"
     ]
-    for config in results["configs"]:
-        stats = config.get("stats")
-        if not stats:
-            lines.append(
-                f"{config['batch_size']:>6} {config['precision']:>9} {'-':>10} {'':>8} {'':>9} {'':>8} {'':>6} "
-                f"{'':>8} {'':>7} {'':>19}  {config['status']}: {config.get('reason', '')}"
-            )
-            continue
-        pair = speedup.get((config["batch_size"], config["precision"]))
-        note = "noisy (IQR > 10% of median)" if stats.get("noisy") else ""
-        if "scaling_efficiency" in config:
-            note = (
-                f"{config['processes']} processes, slowest rank; scaling efficiency "
-                f"{config['scaling_efficiency']:.0%} {note}"
-            ).strip()
-        if config.get("skipped_steps"):
-            note = (note + f" {config['skipped_steps']} skipped steps").strip()
-        if pair and not pair.get("settled", True):
-            note = (note + f" unsettled: CI wider than +-5% after {pair['rounds']} rounds").strip()
-        if pair and pair.get("load_changed"):
-            note = (note + " the machine's load changed during the measurement").strip()
-        if pair and pair.get("under_load"):
-            note = (note + " measured under load (other processes crowded the cores)").strip()
-        if config.get("reason"):
-            note = (note + " " + config["reason"]).strip()
-        percent = f"{config['percent_of_peak']:.1f}" if config.get("percent_of_peak") is not None else "-"
-        achieved = f"{config['achieved_tflops']:.3f}" if config.get("achieved_tflops") is not None else "-"
-        gflop = f"{config['flops_per_step'] / 1e9:.2f}" if config.get("flops_per_step") else "-"
-        share = f"{config['matmul_share']:.0%}" if config.get("matmul_share") is not None else "-"
-        lines.append(
-            f"{config['batch_size']:>6} {config['precision']:>9} {stats['median_s'] * 1e3:>10.2f} "
-            f"{stats.get('iqr_s', 0.0) * 1e3:>8.2f} {config.get('images_per_s', 0.0):>9.1f} {gflop:>8} "
-            f"{share:>6} {achieved:>8} {percent:>7} "
-            f"{_speedup_cell(pair):>19}  {note}"
-        )
-    for item in results.get("left_out", []):
-        lines.append(f"left out {item['precision']}: {item['reason']}")
+    lines += [
+        _config_line(config, speedup.get((config["batch_size"], config["precision"]))) for config in results["configs"]
+    ]
+    lines += [f"left out {item['precision']}: {item['reason']}" for item in results.get("left_out", [])]
     lines += attainable_lines(results)
     if results.get("compile_times"):
         batch = results["spec"]["batch_sizes"][0]
@@ -509,11 +486,11 @@ def table(results: dict) -> str:
         f"{name} {p['tflops']:.3g} TFLOP/s ({p['source']})" if p["tflops"] else f"{name}: {p['source']}"
         for name, p in results["peaks"].items()
     )
-    lines.append(f"peaks: {peaks}")
-    lines.append(
+    lines += [
+        f"peaks: {peaks}",
         "GFLOP: counted per training step (torch.utils.flop_counter); matmul: the share of it in matrix "
-        "products, the rest convolutions"
-    )
+        "products, the rest convolutions",
+    ]
     if processes > 1:
         lines.append(f"{processes} processes: batch is per process, img/s is for all of them")
     lines.append(stamp_text(results))

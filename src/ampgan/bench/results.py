@@ -43,10 +43,9 @@ class ConfigResult:
             row.update(throughput(self.batch_size * self.processes, stats.median_s))
             if self.flops_per_step:
                 row["matmul_share"] = self.flops_by_kind.get("matmul", 0) / self.flops_per_step
-                achieved, percent = achieved_fraction_of_peak(
+                row["achieved_tflops"], row["percent_of_peak"] = achieved_fraction_of_peak(
                     self.flops_per_step * processes_per_peak, stats.median_s, peak
                 )
-                row["achieved_tflops"], row["percent_of_peak"] = achieved, percent
             if self.local_samples_s:
                 # throughput(N) / (N x throughput(1)) with both measured per process:
                 # (N B / t_ddp) / (N B / t_local) = t_local / t_ddp.
@@ -62,23 +61,19 @@ def failure(error: BaseException) -> tuple[str, str]:
 
 def speedups(measurements: list[dict]) -> list[dict]:
     """Per batch size, each precision's speedup over the baseline with its 95% interval."""
-    out = []
-    for measured in measurements:
-        for precision, interval in measured["intervals"].items():
-            if interval is None:
-                continue
-            medians = measured.get("median_s", {})
-            out.append(
-                {
-                    "batch_size": measured["batch_size"],
-                    "precision": precision,
-                    "baseline": measured["baseline"],
-                    **interval,
-                    "stopped_by": measured["stopped_by"],
-                    "load_changed": measured["load_changed"],
-                    "under_load": measured.get("under_load", False),
-                    "baseline_step_s": medians.get(measured["baseline"]),
-                    "step_s": medians.get(precision),
-                }
-            )
-    return out
+    return [
+        {
+            "batch_size": measured["batch_size"],
+            "precision": precision,
+            "baseline": measured["baseline"],
+            **interval,
+            "stopped_by": measured["stopped_by"],
+            "load_changed": measured["load_changed"],
+            "under_load": measured.get("under_load", False),
+            "baseline_step_s": measured.get("median_s", {}).get(measured["baseline"]),
+            "step_s": measured.get("median_s", {}).get(precision),
+        }
+        for measured in measurements
+        for precision, interval in measured["intervals"].items()
+        if interval is not None
+    ]

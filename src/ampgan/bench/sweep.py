@@ -83,43 +83,42 @@ def run_sweep(
         "cells": [],
     }
     finished = _finished_cells(previous, out)
-    datasets = {}
+    datasets = {}  # one load per data setting the cells share
     for values in cells(axes):
         label = cell_label(values)
-        if label in finished:
-            log(f"sweep: {label} (finished before, kept)")
-            document["cells"].append(finished[label])
-            write_json_atomically(out / "sweep.json", document)
-            continue
-        log(f"sweep: {label}")
-        folder = Path("cells") / cell_folder(values)
-        try:
-            cell_spec = replace(spec, base=spec.base.with_fields(values))
-            config = cell_spec.train_config(BASELINE, spec.batch_sizes[0])
-            key = repr(config.data.to_dict())
-            if key not in datasets:
-                datasets[key] = load_dataset(config.data, seed=config.seed)
-            prepare_run(config, datasets[key], device)  # the model's own checks, before anything is measured
-        except (AmpganError, ConfigError) as error:
-            document["cells"].append({"values": values, "label": label, "status": "error", "reason": str(error)})
-            write_json_atomically(out / "sweep.json", document)
-            continue
-        results = run_bench(cell_spec, device, on_config=on_config, log=log, dataset=datasets[key])
-        write_results(results, out / folder)
-        document["cells"].append(
-            {
-                "values": values,
-                "label": label,
-                "status": "incomplete" if results.get("incomplete") else "ok",
-                "results": str(folder / "results.json"),
-            }
-        )
+        log(f"sweep: {label}" + (" (finished before, kept)" if label in finished else ""))
+        cell, incomplete = finished.get(label), None
+        if cell is None:
+            cell, incomplete = _benched(spec, values, out, device, datasets, log, on_config)
+        document["cells"].append(cell)
+        if incomplete:
+            document["incomplete"] = incomplete
         write_json_atomically(out / "sweep.json", document)
-        if results.get("incomplete"):
-            document["incomplete"] = results["incomplete"]
-            write_json_atomically(out / "sweep.json", document)
+        if incomplete:
             break
     return document
+
+
+def _benched(
+    spec: BenchSpec, values: dict, out: Path, device, datasets: dict, log, on_config
+) -> tuple[dict, dict | None]:
+    """(the cell benched into out/cells/<cell>/, or refused by the model with the reason; what a signal left
+    unmeasured, None when nothing)."""
+    label, folder = cell_label(values), Path("cells") / cell_folder(values)
+    try:
+        cell_spec = replace(spec, base=spec.base.with_fields(values))
+        config = cell_spec.train_config(BASELINE, spec.batch_sizes[0])
+        key = repr(config.data.to_dict())
+        if key not in datasets:
+            datasets[key] = load_dataset(config.data, seed=config.seed)
+        prepare_run(config, datasets[key], device)  # the model's own checks, before anything is measured
+    except (AmpganError, ConfigError) as error:
+        return {"values": values, "label": label, "status": "error", "reason": str(error)}, None
+    results = run_bench(cell_spec, device, on_config=on_config, log=log, dataset=datasets[key])
+    write_results(results, out / folder)
+    status = "incomplete" if results.get("incomplete") else "ok"
+    cell = {"values": values, "label": label, "status": status, "results": str(folder / "results.json")}
+    return cell, results.get("incomplete")
 
 
 _SWEEP_SHAPE = {
@@ -231,29 +230,27 @@ def sweep_table(document: dict, out: Path) -> str:
             if row["status"] == "error":
                 lines.append(f"{row['label']:<32}  {row['reason']}")
                 continue
-            texts = []
-            for size in sizes:
-                item = row["cells"].get(size) or {}
-                text = (
-                    f"{item['speedup']:.2f} [{item['low']:.2f}-{item['high']:.2f}]"
-                    if item.get("speedup")
-                    else f"~{item['median_ratio']:.2f} left out"
-                    if item.get("median_ratio")
-                    else {"too_slow": "too slow", "oom": "out of memory", "error": "failed"}.get(
-                        item.get("status"), "-"
-                    )
-                )
-                if item.get("flops"):
-                    text += f" ({item['flops'] / 1e9:.3g})"
-                if item.get("achieved_of_attainable") is not None:
-                    text += f" {item['achieved_of_attainable']:.0%}"
-                elif item.get("attainable"):
-                    text += f" att. {item['attainable']:.2f}"
-                texts.append(f"  {text:>32}")
+            texts = [f"  {_table_cell_text(row['cells'].get(size) or {}):>32}" for size in sizes]
             lines.append(f"{row['label']:<32}" + "".join(texts))
         lines.append("")
     lines.append(sweep_footer(document, next((results for _, results in loaded if results), None)))
     return "\n".join(map(one_line, lines))  # a name holding a newline stays inside its row
+
+
+def _table_cell_text(item: dict) -> str:
+    """A table cell: the speedup with its interval (or the medians' ratio of a precision left out, or why
+    nothing was measured), the GFLOP per step, the achieved share of the attainable speedup."""
+    text = (
+        f"{item['speedup']:.2f} [{item['low']:.2f}-{item['high']:.2f}]"
+        if item.get("speedup")
+        else f"~{item['median_ratio']:.2f} left out"
+        if item.get("median_ratio")
+        else {"too_slow": "too slow", "oom": "out of memory", "error": "failed"}.get(item.get("status"), "-")
+    )
+    flops = f" ({item['flops'] / 1e9:.3g})" if item.get("flops") else ""
+    achieved, attainable = item.get("achieved_of_attainable"), item.get("attainable")
+    share = f" {achieved:.0%}" if achieved is not None else f" att. {attainable:.2f}" if attainable else ""
+    return text + flops + share
 
 
 def draw_maps(document: dict, out: Path) -> list[Path]:
@@ -266,8 +263,7 @@ def draw_maps(document: dict, out: Path) -> list[Path]:
         sizes = sorted({b for row in rows for b in row["cells"]})
         if not rows or not sizes:
             continue
-        plt = pyplot()
-        figure, axes = plt.subplots(figsize=(1.6 + 1.5 * len(sizes), 1.2 + 0.75 * len(rows)), dpi=120)
+        figure, axes = pyplot().subplots(figsize=(1.6 + 1.5 * len(sizes), 1.2 + 0.75 * len(rows)), dpi=120)
         values = [
             [
                 (row["cells"].get(b) or {}).get("speedup")
@@ -277,7 +273,7 @@ def draw_maps(document: dict, out: Path) -> list[Path]:
             ]
             for row in rows
         ]
-        from matplotlib.colors import TwoSlopeNorm
+        from matplotlib.colors import TwoSlopeNorm  # matplotlib only when a map is drawn (start-up time)
 
         present = [v for line in values for v in line if v == v]
         # 1.0 (no gain) in the middle of the scale whatever the range: red slower, green faster.
@@ -285,40 +281,31 @@ def draw_maps(document: dict, out: Path) -> list[Path]:
         image = axes.imshow(values, cmap="RdYlGn", norm=norm, aspect="auto")
         for y, row in enumerate(rows):
             for x, size in enumerate(sizes):
-                item = row["cells"].get(size) or {}
-                if not item.get("speedup") and item.get("median_ratio"):
-                    flops = f"\n{item['flops'] / 1e9:.3g} GFLOP" if item.get("flops") else ""
-                    attainable = f"\nattainable {item['attainable']:.2f}x" if item.get("attainable") else ""
-                    axes.text(
-                        x,
-                        y,
-                        f"~{item['median_ratio']:.2f}x\nleft out:\nfar slower{flops}{attainable}",
-                        ha="center",
-                        va="center",
-                        fontsize=6,
-                    )
-                    continue
-                if not item.get("speedup"):
-                    why = {"too_slow": "too slow\nhere", "oom": "out of\nmemory"}.get(
-                        item.get("status"), "no speedup\nmeasured"
-                    )
-                    flops = f"\n{item['flops'] / 1e9:.3g} GFLOP" if item.get("flops") else ""
-                    axes.text(x, y, why + flops, ha="center", va="center", fontsize=6, color="#555555")
-                    continue
-                text = f"{item['speedup']:.2f}x\n[{item['low']:.2f}-{item['high']:.2f}]"
-                if item.get("flops"):
-                    text += f"\n{item['flops'] / 1e9:.3g} GFLOP"
-                if item.get("achieved_of_attainable") is not None:
-                    text += f"\n{item['achieved_of_attainable']:.0%} of {item['attainable']:.2f}x"
-                axes.text(x, y, text, ha="center", va="center", fontsize=6)
+                text, colour = _map_cell_text(row["cells"].get(size) or {})
+                axes.text(x, y, text, ha="center", va="center", fontsize=6, color=colour)
         axes.set_xticks(range(len(sizes)), [str(b) for b in sizes])
         axes.set_yticks(range(len(rows)), [row["label"] for row in rows], fontsize=7)
         axes.set_xlabel("batch size")
         axes.set_title(f"{precision} speedup over fp32 by model setting and batch size (measured)", fontsize=9)
         figure.colorbar(image, ax=axes, label="speedup over fp32")
-        path = out / f"fig_speedup_map_{precision}.png"
-        paths.append(save_figure(figure, path, sweep_footer(document, first)))
+        paths.append(save_figure(figure, out / f"fig_speedup_map_{precision}.png", sweep_footer(document, first)))
     return paths
+
+
+def _map_cell_text(item: dict) -> tuple[str, str | None]:
+    """A map cell's text and colour (None: the default): the speedup with its interval, the FLOPs of a step
+    and the achieved share of the attainable speedup; for a precision left out after a round or two, the
+    medians' ratio; else why nothing was measured, greyed."""
+    flops = f"\n{item['flops'] / 1e9:.3g} GFLOP" if item.get("flops") else ""
+    if item.get("speedup"):
+        achieved = item.get("achieved_of_attainable")
+        share = f"\n{achieved:.0%} of {item['attainable']:.2f}x" if achieved is not None else ""
+        return f"{item['speedup']:.2f}x\n[{item['low']:.2f}-{item['high']:.2f}]{flops}{share}", None
+    if item.get("median_ratio"):
+        attainable = f"\nattainable {item['attainable']:.2f}x" if item.get("attainable") else ""
+        return f"~{item['median_ratio']:.2f}x\nleft out:\nfar slower{flops}{attainable}", None
+    why = {"too_slow": "too slow\nhere", "oom": "out of\nmemory"}.get(item.get("status"), "no speedup\nmeasured")
+    return why + flops, "#555555"
 
 
 def sweep_footer(document: dict, first: dict | None) -> str:

@@ -12,6 +12,7 @@ from ampgan.bench.output import write_results
 from ampgan.bench.spec import BenchSpec
 from ampgan.errors import AmpganError
 from ampgan.precisions import FP32
+from ampgan.speed.decision import warn_about_named_modes
 from ampgan.training.distributed import world
 from ampgan.training.precision import build_policy
 from ampgan.training.start import claimed_on_main_rank
@@ -24,8 +25,6 @@ def check_bench(spec: BenchSpec, device: torch.device) -> None:
         build_policy(precision, device)
     spec.train_config(spec.precisions[0] if spec.precisions else FP32, spec.batch_sizes[0])  # validates sizes
     if spec.precisions and world().is_main:
-        from ampgan.speed.decision import warn_about_named_modes
-
         warn_about_named_modes(spec.train_config(FP32, spec.batch_sizes[0]), device, list(spec.precisions))
 
 
@@ -47,9 +46,8 @@ def measured_nothing(configs: list[dict]) -> str | None:
     0). A bench whose rows are only too_slow or oom answers about this machine (give it more time, smaller
     batches), and a study trains on without them (study/race.py): that alone is not a failure. Each row:
     status, reason, and `label` (else precision@batch_size) naming it in the line."""
-    if not configs or any(c.get("status") == "ok" for c in configs):
-        return None
-    if not any(c.get("status") == "error" for c in configs):
+    statuses = {c.get("status") for c in configs}
+    if "ok" in statuses or "error" not in statuses:  # (no configuration at all: nothing failed either)
         return None
     shown = "; ".join(
         f"{c.get('label') or str(c['precision']) + '@' + str(c['batch_size'])}: {c['status']}"

@@ -20,9 +20,8 @@ def agreed_local_trial(spec: BenchSpec, precision: str, batch_size: int, dataset
     """One step of the configuration on this rank alone (no DDP, no collective inside), then every rank
     learns whether any failed: None when it ran everywhere, else the result every rank records."""
 
-    def trial() -> None:
-        config = spec.train_config(precision, batch_size)
-        StepTimer(config, dataset, device, data_parallel=False, across_ranks=False)()
+    def trial() -> None:  # the config built inside it too: whatever fails is agreed
+        StepTimer(spec.train_config(precision, batch_size), dataset, device, data_parallel=False, across_ranks=False)()
 
     _, outcome = _tried(trial)
     release_memory(device)  # the trial's state, whether it ran or failed

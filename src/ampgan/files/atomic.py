@@ -8,8 +8,10 @@ written here, and every log appended to, is then noted in the manifest of the am
 
 from __future__ import annotations
 
+import csv
 import errno
 import hashlib
+import io
 import json
 import os
 import tempfile
@@ -63,6 +65,15 @@ def _write_atomically(path: Path, write: Callable[[IO[bytes]], Any]) -> None:
 def write_json_atomically(path: Path, value: Any) -> None:
     text = json.dumps(value, indent=2, sort_keys=False) + "\n"
     write_atomically(path, lambda stream: stream.write(text.encode("utf-8")))
+
+
+def write_csv_atomically(path: Path, columns, rows, **options: Any) -> None:
+    """A table as CSV: a header of `columns`, a line per row (a dict); `options` as csv.DictWriter takes them."""
+    text = io.StringIO()
+    writer = csv.DictWriter(text, fieldnames=columns, **options)
+    writer.writeheader()
+    writer.writerows(rows)
+    write_atomically(path, lambda stream: stream.write(text.getvalue().encode()))
 
 
 def open_for_append(path: Path) -> AppendLog:

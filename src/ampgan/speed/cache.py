@@ -17,8 +17,8 @@ from ampgan.errors import warn
 from ampgan.files.atomic import write_json_atomically
 from ampgan.files.cache_dir import cache_dir
 from ampgan.files.jsonfile import read_cache_json
+from ampgan.files.records import shape_of
 from ampgan.files.schema import has_shape
-from ampgan.sections import fits
 
 FORMAT = "ampgan-precision-decisions/1"
 FILE_NAME = "precision-decisions.json"
@@ -40,21 +40,28 @@ class StoredDecision:
     def from_cache(cls, document: dict | None):
         """The cached decision, or None when there is none or the entry does not have every field with its
         type (written by another version, or edited): such an entry is measured again, never trusted."""
-        if not isinstance(document, dict):
+        if not has_shape(document, shape_of(cls)):
             return None
-        for field in dataclasses.fields(cls):
-            if field.name == "cached":
-                continue
-            missing = field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING
-            if field.name not in document:
-                if missing:
-                    return None
-                continue
-            if not fits(str(field.type), document[field.name]):
-                return None
         if document.get("interval") is not None and not has_shape(document["interval"], _INTERVAL):
             return None
         return cls.from_dict(document, cached=True)
+
+    @classmethod
+    def from_outcome(cls, precision: str, batch_size: int, outcome, **own):
+        """The decision from what its rounds say (speed/ab.py Outcome: the verdict, both step times, the
+        interval, the rounds, the note, the date), with the fields that are its own (`own`)."""
+        return cls(
+            precision,
+            batch_size,
+            outcome.verdict,
+            outcome.baseline_step_s,
+            outcome.candidate_step_s,
+            outcome.interval,
+            outcome.rounds,
+            note=outcome.note,
+            measured_on=outcome.measured_on,
+            **own,
+        )
 
 
 def decision_key(**parts) -> str:
@@ -62,28 +69,43 @@ def decision_key(**parts) -> str:
     return json.dumps(parts, sort_keys=True, default=str)
 
 
-class DecisionCache:
+class CacheFile:
+    """One JSON file in ampgan's cache folder, {"format": FORMAT, PART: {...}}: read back as its part ({} when
+    missing, damaged or of another format), rewritten whole; one that cannot be written is a warning that
+    says what is lost (`LOST`), never an error."""
+
+    FORMAT = FILE_NAME = PART = WHAT = LOST = ""
+
     def __init__(self, folder: Path | None = None):
-        self.path = Path(folder or cache_dir()) / FILE_NAME
+        self.path = Path(folder or cache_dir()) / self.FILE_NAME
+
+    def _part(self) -> dict:
+        document = read_cache_json(self.path)
+        if not isinstance(document, dict) or document.get("format") != self.FORMAT:
+            return {}
+        part = document.get(self.PART)
+        return part if isinstance(part, dict) else {}
+
+    def _write(self, part: dict) -> None:
+        try:
+            write_json_atomically(self.path, {"format": self.FORMAT, self.PART: part})
+        except OSError as error:
+            warn(
+                f"could not write the {self.WHAT} {self.path} ({error.strerror}): {self.LOST}; set "
+                "AMPGAN_CACHE_DIR to a writable folder"
+            )
+
+
+class DecisionCache(CacheFile):
+    FORMAT, FILE_NAME, PART = FORMAT, FILE_NAME, "decisions"
+    WHAT, LOST = "speed-decision cache", "the measurement will be repeated next time"
 
     def _read(self) -> dict:
-        document = read_cache_json(self.path)
-        if not isinstance(document, dict) or document.get("format") != FORMAT:
-            return {}
-        decisions = document.get("decisions")
-        return decisions if isinstance(decisions, dict) else {}
+        return self._part()
 
     def get(self, key: str) -> dict | None:
         value = self._read().get(key)
         return value if isinstance(value, dict) else None
 
     def put(self, key: str, decision: dict) -> None:
-        decisions = self._read()
-        decisions[key] = decision
-        try:
-            write_json_atomically(self.path, {"format": FORMAT, "decisions": decisions})
-        except OSError as error:
-            warn(
-                f"could not write the speed-decision cache {self.path} ({error.strerror}): the measurement "
-                "will be repeated next time; set AMPGAN_CACHE_DIR to a writable folder"
-            )
+        self._write(self._read() | {key: decision})

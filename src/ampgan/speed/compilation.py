@@ -27,10 +27,13 @@ from dataclasses import dataclass
 import torch
 
 from ampgan.errors import AmpganError
-from ampgan.speed.ab import cached_or_measured, median_s, outcome_of
+from ampgan.speed.ab import cached_or_measured, median_s, on_rank_zero, outcome_of
 from ampgan.speed.cache import DecisionCache, StoredDecision, decision_key
+from ampgan.speed.compile_time import measure_warm_compile_s
 from ampgan.speed.decision import DECISION_RULE, WARMUP_STEPS, duration_text, interval_text, machine_key
 from ampgan.speed.rounds import RoundsResult, capped_for, measure_rounds
+from ampgan.speed.step_timer import StepTimer
+from ampgan.training.loop import Budget
 
 EAGER, COMPILED = "eager", "compiled"
 CANNOT_COMPILE = "cannot compile here"
@@ -113,19 +116,12 @@ class CompileProbe:
 
 def compile_from_measurement(found: CompileMeasurement, precision: str, batch_size: int) -> CompileDecision:
     """The decision from rounds of eager (the baseline) against compiled (pure)."""
-    outcome = outcome_of(found.rounds, COMPILED)
-    return CompileDecision(
+    return CompileDecision.from_outcome(
         precision,
         batch_size,
-        outcome.verdict,
-        outcome.baseline_step_s,
-        outcome.candidate_step_s,
-        outcome.interval,
-        outcome.rounds,
+        outcome_of(found.rounds, COMPILED),
         compile_s=round(found.compile_s, 2),
         first_compile_s=round(found.first_compile_s, 2),
-        note=outcome.note,
-        measured_on=outcome.measured_on,
     )
 
 
@@ -208,8 +204,6 @@ class TrainingStepCompileProbe(CompileProbe):
         self._eager = None
 
     def _eager_timer(self):
-        from ampgan.speed.step_timer import StepTimer
-
         if self._eager is None:
             self._eager = StepTimer(
                 self.config.with_fields({"compute.compile": False}),
@@ -226,9 +220,6 @@ class TrainingStepCompileProbe(CompileProbe):
         return median_s([timer() for _ in range(ESTIMATE_STEPS)])
 
     def measure(self) -> CompileMeasurement:
-        from ampgan.speed.compile_time import measure_warm_compile_s
-        from ampgan.speed.step_timer import StepTimer
-
         eager = self._eager_timer()
         eager_first = eager()
         compiled = StepTimer(
@@ -254,42 +245,29 @@ def compile_probe_for(config, dataset, device: torch.device) -> CompileProbe:
     return TrainingStepCompileProbe(config, dataset, device)
 
 
-def compile_key(device: torch.device, config) -> dict:
-    """machine_key without the compile setting itself (the thing decided)."""
-    return {k: v for k, v in machine_key(device, config).items() if k != "compile"}
-
-
 def compiled_precisions(
-    config_for: Callable[[str], object],
-    precisions,
-    dataset,
-    device: torch.device,
-    log: Callable[[str], None] = lambda line: None,
+    config_for: Callable[[str], object], precisions, dataset, device: torch.device, log=lambda line: None
 ) -> tuple[tuple[str, ...], dict[str, dict]]:
     """(the precisions whose runs compile, {precision: its decision as a dict, when there is one}).
     `config_for(precision)`: the run's config in that precision (its budget, batch size, memory
-    format). Under torchrun rank 0 measures alone and every rank gets its answer."""
-    from ampgan.training.distributed import gather_objects, world
-    from ampgan.training.loop import Budget
+    format); rank 0 measures (speed/ab.py on_rank_zero)."""
 
-    answers: dict[str, dict] = {}
-    if world().is_main:
-        cache = DecisionCache()
-        for precision in precisions:
-            config = config_for(precision)
-            budget = Budget.of(config)
-            compile_it, decision = decide_compile(
-                precision,
-                config.budget.batch_size,
-                compile_key(device, config),
-                (budget.steps, budget.seconds),
-                compile_probe_for(config, dataset, device),
-                cache,
-                log,
-            )
-            if decision is not None:
-                log(f"  {decision.describe()}: {'compiled' if compile_it else 'eager'}")
-            answers[precision] = {"compile": compile_it, "decision": decision.to_dict() if decision else None}
-    answers = gather_objects(answers)[0]
+    def decided(precision: str) -> dict:
+        config = config_for(precision)
+        budget = Budget.of(config)
+        compile_it, decision = decide_compile(
+            precision,
+            config.budget.batch_size,
+            machine_key(device, config, deciding="compile"),
+            (budget.steps, budget.seconds),
+            compile_probe_for(config, dataset, device),
+            DecisionCache(),
+            log,
+        )
+        if decision is not None:
+            log(f"  {decision.describe()}: {'compiled' if compile_it else 'eager'}")
+        return {"compile": compile_it, "decision": decision.to_dict() if decision else None}
+
+    answers = on_rank_zero(precisions, decided)
     chosen = tuple(p for p in precisions if answers[p]["compile"])
     return chosen, {p: answers[p]["decision"] for p in precisions if answers[p]["decision"] is not None}

@@ -26,11 +26,14 @@ import torch
 
 import ampgan.precisions as precisions
 from ampgan.errors import warn
+from ampgan.gan.registry import resolve_model
 from ampgan.precisions import FP32
 from ampgan.speed.ab import outcome_of
 from ampgan.speed.cache import DecisionCache, StoredDecision, decision_key
 from ampgan.speed.intervals import SpeedupInterval
 from ampgan.speed.rounds import UNTIL_DECIDED, RoundsResult, StoppingRule, measure_rounds
+from ampgan.speed.step_timer import StepTimer
+from ampgan.system.hardware import detect_hardware
 
 BASELINE = precisions.BASELINE
 DECISION_RULE = StoppingRule(min_rounds=3, max_seconds=30.0, until=UNTIL_DECIDED)
@@ -122,20 +125,8 @@ def decisions_from_rounds(
             note=f"first steps: more than {HOPELESS_FIRST_STEP:g}x slower, left out at once",
         )
     for name in result.samples_s:
-        if name == result.baseline:
-            continue
-        found = outcome_of(result, name)
-        decisions[name] = Decision(
-            name,
-            batch_size,
-            found.verdict,
-            found.baseline_step_s,
-            found.candidate_step_s,
-            found.interval,
-            found.rounds,
-            note=found.note,
-            measured_on=found.measured_on,
-        )
+        if name != result.baseline:
+            decisions[name] = Decision.from_outcome(name, batch_size, outcome_of(result, name))
     return decisions
 
 
@@ -161,15 +152,8 @@ def decide(
 ) -> dict[str, Decision]:
     """The decision for each of `precisions`: from the cache when it holds one for `key_parts`,
     else measured (`measure(names)` -> rounds against fp32 and the candidates hopeless at warm-up)."""
-    decisions, missing = {}, []
-    for name in precisions:
-        cached = Decision.from_cache(
-            cache.get(decision_key(**key_parts, batch_size=batch_size, precision=name)) if cache else None
-        )
-        if cached is not None:
-            decisions[name] = cached
-        else:
-            missing.append(name)
+    decisions = _cached(cache, key_parts, batch_size, precisions)
+    missing = [name for name in precisions if name not in decisions]
     if missing:
         log(
             f"measuring {', '.join(missing)} against fp32 on the real training step at batch {batch_size} "
@@ -207,16 +191,14 @@ def choose_for_comparison(decisions: dict[str, Decision], left_out: list[dict]) 
     return ((FP32, best) if best else (FP32,)), left
 
 
-def machine_key(device: torch.device, config) -> dict:
+def machine_key(device: torch.device, config, deciding: str = "") -> dict:
     """What, besides the batch size and precision, changes a decision (cache.py's key): the machine, and
     the model by name, every option and the source of the file that defines it (a GAN that differs in
-    any of them never shares a cached answer with another)."""
-    from ampgan.gan.registry import resolve_model
-    from ampgan.system.hardware import detect_hardware
-
+    any of them never shares a cached answer with another); `deciding`: the setting decided (the memory
+    format's decision, "channels_last", or compiling's, "compile"), left out of its own key."""
     hardware = detect_hardware(device)
     model = resolve_model(config.model.name, config.model.options)
-    return {
+    key = {
         "hardware": hardware.name,
         "flags": hardware.cpu_flags,
         "capability": hardware.cuda_capability,
@@ -232,6 +214,7 @@ def machine_key(device: torch.device, config) -> dict:
         "compile": config.compute.compile,
         "channels_last": config.compute.channels_last,
     }
+    return {name: value for name, value in key.items() if name != deciding}
 
 
 def measure_with(
@@ -249,8 +232,7 @@ def measure_with(
             for name in names
             if first[name] > HOPELESS_FIRST_STEP * first[BASELINE]
         }
-        for name in hopeless:
-            del timers[name]
+        timers = {name: timer for name, timer in timers.items() if name not in hopeless}
         for _ in range(WARMUP_STEPS - 1):
             for timer in timers.values():
                 timer()
@@ -262,18 +244,16 @@ def measure_with(
 def measure_on_training_step(config, dataset, device: torch.device) -> Measure:
     """measure_with() on the real step: a StepTimer per precision at the config's batch size and
     model, timing this process alone."""
-    from ampgan.speed.step_timer import StepTimer
-
-    def make_timer(name: str) -> StepTimer:
-        return StepTimer(
+    return measure_with(
+        lambda name: StepTimer(
             config.with_fields({"precision.name": name, "precision.loss_scale": None}),
             dataset,
             device,
             data_parallel=False,
             across_ranks=False,
-        )
-
-    return measure_with(make_timer, seed=config.seed)
+        ),
+        seed=config.seed,
+    )
 
 
 def decide_for_run(
@@ -298,19 +278,22 @@ def decide_for_run(
     return decisions, cannot_run
 
 
+def _cached(
+    cache: DecisionCache | None, key_parts: dict, batch_size: int, precisions: list[str]
+) -> dict[str, Decision]:
+    """The decisions `cache` holds (and trusts) for these modes, by name."""
+    return {
+        name: found
+        for name in precisions
+        if cache
+        and (found := Decision.from_cache(cache.get(decision_key(**key_parts, batch_size=batch_size, precision=name))))
+    }
+
+
 def cached_decisions(config, device: torch.device, precisions: list[str]) -> dict[str, Decision]:
     """The decisions the cache already holds for these modes at the config's batch size (no measuring)."""
-    cache, key = DecisionCache(), machine_key(device, config)
-    found = {}
-    for name in precisions:
-        if name == BASELINE:
-            continue
-        cached = Decision.from_cache(
-            cache.get(decision_key(**key, batch_size=config.budget.batch_size, precision=name))
-        )
-        if cached is not None:
-            found[name] = cached
-    return found
+    names = [name for name in precisions if name != BASELINE]
+    return _cached(DecisionCache(), machine_key(device, config), config.budget.batch_size, names)
 
 
 def warn_about_named_modes(config, device: torch.device, precisions: list[str]) -> None:

@@ -13,12 +13,8 @@ from __future__ import annotations
 
 import math
 import statistics
-from pathlib import Path
 
-from ampgan.errors import warn
-from ampgan.files.atomic import write_json_atomically
-from ampgan.files.cache_dir import cache_dir
-from ampgan.files.jsonfile import read_cache_json
+from ampgan.speed.cache import CacheFile
 from ampgan.speed.intervals import BETWEEN_RUN_SD
 
 FORMAT = "ampgan-speedup-history/1"
@@ -27,25 +23,18 @@ KEPT = 20  # the latest estimates per key
 LEARNED_FROM = 3  # estimates before a key's own spread is trusted
 
 
-class SpeedupHistory:
-    def __init__(self, folder: Path | None = None):
-        self.path = Path(folder or cache_dir()) / FILE_NAME
+class SpeedupHistory(CacheFile):
+    FORMAT, FILE_NAME, PART = FORMAT, FILE_NAME, "keys"
+    WHAT, LOST = "speedup history", "intervals keep the default between-run spread"
 
     def _read(self) -> dict[str, list[float]]:
-        document = read_cache_json(self.path)
-        if (
-            not isinstance(document, dict)
-            or document.get("format") != FORMAT
-            or not isinstance(document.get("keys"), dict)
-        ):
-            return {}
         return {
             key: [
                 float(v)
                 for v in values
                 if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
             ]
-            for key, values in document["keys"].items()
+            for key, values in self._part().items()
             if isinstance(values, list)
         }
 
@@ -69,11 +58,4 @@ class SpeedupHistory:
         if not (math.isfinite(estimate) and estimate > 0):
             return
         keys = self._read()
-        keys[key] = (keys.get(key, []) + [float(estimate)])[-KEPT:]
-        try:
-            write_json_atomically(self.path, {"format": FORMAT, "keys": keys})
-        except OSError as error:
-            warn(
-                f"could not write the speedup history {self.path} ({error.strerror}): intervals keep the default "
-                "between-run spread; set AMPGAN_CACHE_DIR to a writable folder"
-            )
+        self._write(keys | {key: (keys.get(key, []) + [float(estimate)])[-KEPT:]})

@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-CONFIDENCE = 0.95
+# Every interval is a 95% one (t_{0.975} below).
 SETTLED_WITHIN = 0.05  # an interval within +-5% of its estimate answers the question
 # "Faster" needs the whole interval above this: with optional stopping (measure until the interval
 # excludes 1), an interval that merely clears 1 favours "faster" for gains of a percent or two that a

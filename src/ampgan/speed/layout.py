@@ -17,10 +17,11 @@ from dataclasses import dataclass
 
 import torch
 
-from ampgan.speed.ab import cached_or_measured, outcome_of
+from ampgan.speed.ab import cached_or_measured, on_rank_zero, outcome_of
 from ampgan.speed.cache import DecisionCache, StoredDecision, decision_key
 from ampgan.speed.decision import DECISION_RULE, WARMUP_STEPS, duration_text, interval_text, machine_key
 from ampgan.speed.rounds import RoundsResult, StoppingRule, capped_for, measure_rounds
+from ampgan.speed.step_timer import StepTimer
 
 NCHW, CHANNELS_LAST = "nchw", "channels-last"
 
@@ -63,18 +64,7 @@ class LayoutDecision(StoredDecision):
 
 def layout_from_rounds(result: RoundsResult, precision: str, batch_size: int) -> LayoutDecision:
     """The decision from interleaved rounds of NCHW (the baseline) and channels-last (pure)."""
-    found = outcome_of(result, CHANNELS_LAST)
-    return LayoutDecision(
-        precision,
-        batch_size,
-        found.verdict,
-        found.baseline_step_s,
-        found.candidate_step_s,
-        found.interval,
-        found.rounds,
-        note=found.note,
-        measured_on=found.measured_on,
-    )
+    return LayoutDecision.from_outcome(precision, batch_size, outcome_of(result, CHANNELS_LAST))
 
 
 def decide_layout(
@@ -124,29 +114,22 @@ def measure_layouts_with(
 
 def measure_layouts_on_training_step(config, dataset, device: torch.device) -> Callable[[], RoundsResult]:
     """measure_layouts_with() on the run's real step, this process alone."""
-    from ampgan.speed.step_timer import StepTimer
-
-    def make_timer(name: str) -> StepTimer:
-        return StepTimer(
+    return measure_layouts_with(
+        lambda name: StepTimer(
             config.with_fields({"compute.channels_last": name == CHANNELS_LAST}),
             dataset,
             device,
             data_parallel=False,
             across_ranks=False,
-        )
-
-    return measure_layouts_with(make_timer, seed=config.seed)
-
-
-def layout_key(device: torch.device, config) -> dict:
-    """machine_key without the format itself (the thing decided)."""
-    return {k: v for k, v in machine_key(device, config).items() if k != "channels_last"}
+        ),
+        seed=config.seed,
+    )
 
 
 def cached_layout(config, device: torch.device) -> LayoutDecision | None:
     """The memory-format decision the cache holds for the config's precision and batch size (no measuring)."""
     key = decision_key(
-        **layout_key(device, config),
+        **machine_key(device, config, deciding="channels_last"),
         batch_size=config.budget.batch_size,
         precision=config.precision.name,
         question="memory format",
@@ -161,30 +144,21 @@ def decide_layout_for_run(
     return decide_layout(
         config.precision.name,
         config.budget.batch_size,
-        layout_key(device, config),
+        machine_key(device, config, deciding="channels_last"),
         measure_layouts_on_training_step(config, dataset, device),
         DecisionCache() if use_cache else None,
         log,
     )
 
 
-def channels_last_precisions(
-    config_for: Callable[[str], object],
-    precisions,
-    dataset,
-    device: torch.device,
-    log: Callable[[str], None] = lambda line: None,
-) -> tuple[tuple[str, ...], dict[str, dict]]:
+def channels_last_precisions(config_for, precisions, dataset, device, log=lambda line: None) -> tuple[tuple, dict]:
     """(the precisions that run faster channels-last here, {precision: its decision as a dict}).
-    `config_for(precision)`: the run's config in that precision. Under torchrun rank 0 measures
-    alone and every rank gets its answer (a timing on a shared CPU would mix the ranks' load)."""
-    from ampgan.training.distributed import gather_objects, world
+    `config_for(precision)`: the run's config in that precision; rank 0 measures (speed/ab.py on_rank_zero)."""
 
-    decisions = {}
-    if world().is_main:
-        for precision in precisions:
-            decision = decide_layout_for_run(config_for(precision), dataset, device, log=log)
-            log(f"  {decision.describe()}")
-            decisions[precision] = decision.to_dict()
-    decisions = gather_objects(decisions)[0]
+    def decided(precision: str) -> dict:
+        decision = decide_layout_for_run(config_for(precision), dataset, device, log=log)
+        log(f"  {decision.describe()}")
+        return decision.to_dict()
+
+    decisions = on_rank_zero(precisions, decided)
     return tuple(p for p in precisions if decisions[p]["channels_last"]), decisions

@@ -1,6 +1,6 @@
 """The decisions a run needs before its first step, made by one function for every command.
 
-    plan_run(config_for, dataset, device, ...) -> RunPlan
+    plan_run(Asked(config_for, choose, ...), dataset, device) -> RunPlan
         0. the threads, fitted to the cores other processes leave (speed/threads.py): every decision after
            it, and the run, are measured on them
         1. which precisions: the ones given (a named mode measured as no faster is warned about), or
@@ -25,111 +25,128 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 
 from ampgan.precisions import BASELINE, in_order
+from ampgan.speed.compilation import compiled_precisions
+from ampgan.speed.decision import (
+    DECISION_RULE,
+    cached_decisions,
+    candidates_for,
+    choose_for_comparison,
+    decide_for_run,
+    warn_about_named_modes,
+)
+from ampgan.speed.layout import LAYOUT_RULE, cached_layout, channels_last_precisions
+from ampgan.speed.threads import fit_threads
+from ampgan.training.distributed import gather_objects, world
 
-GIVEN = "given"
-FASTEST_MIXED = "fastest mixed"  # compare: fp32 against the fastest mode that is faster here
-EVERY_USEFUL = "every useful"  # bench: fp32 and every mode not measured slower
+
+@dataclass(frozen=True)
+class Choice:
+    """How a command chooses its precisions when none is given, and what follows from that choice."""
+
+    name: str
+    # (decisions, what cannot run, modes run without a decision) -> (the precisions, what was left out and why);
+    # None: the precisions are given.
+    pick: Callable[[dict, list, list], tuple[tuple[str, ...], list[dict]]] | None = None
+    # A given mode already measured as no faster is warned about: not where the command measures it itself
+    # (bench) or warns on its own (train: speed/planned_run.py).
+    warn_named: bool = False
+    # With no mode faster, fp32 alone still gets its memory format and compile decided (compare: nothing to
+    # race, so nothing is decided).
+    alone_decides: bool = True
+
+
+def _every_useful(decisions: dict, cannot_run: list, unmeasured: list) -> tuple[tuple[str, ...], list[dict]]:
+    """fp32 and every mode not measured slower (one that only breaks even may gain at larger batches, which is
+    what a bench charts), and the modes run without a decision."""
+    kept = {name for name, d in decisions.items() if d.verdict != "slower"} | set(unmeasured)
+    slower = [{"precision": name, "reason": d.reason()} for name, d in decisions.items() if d.verdict == "slower"]
+    return (BASELINE, *in_order(kept)), cannot_run + slower
+
+
+GIVEN = Choice("given")  # train: its one precision
+# compare: fp32 against the fastest mode that is faster here
+FASTEST_MIXED = Choice(
+    "fastest mixed",
+    lambda decisions, cannot_run, unmeasured: choose_for_comparison(decisions, cannot_run),
+    warn_named=True,
+    alone_decides=False,
+)
+EVERY_USEFUL = Choice("every useful", _every_useful)  # bench: fp32 and every mode not measured slower
+
+
+@dataclass(frozen=True)
+class Asked:
+    """What a command asks of its plan. `config_for(precision)`: the run's config in that precision (batch
+    size, budget: what is measured); `precisions`: the ones given (empty: chosen by `choose`); `channels_last`,
+    `compile`: the precisions fixed by the user (None: decided by measuring); `decision_seconds`: the share of
+    the command's budget the decisions may take (None: no limit; the compile decision is not bounded by it: a
+    command with a budget fixes compiling, bench's --compile)."""
+
+    config_for: Callable[[str], object]
+    choose: Choice = GIVEN
+    precisions: tuple[str, ...] = ()
+    channels_last: tuple[str, ...] | None = None
+    compile: tuple[str, ...] | None = None
+    decision_seconds: float | None = None
 
 
 @dataclass(frozen=True)
 class RunPlan:
+    """The plan, kept as it is (study.json's `decided`) and read back with files/records.py."""
+
     precisions: tuple[str, ...]
-    channels_last: tuple[str, ...]  # the precisions that run NHWC
-    compile: tuple[str, ...]  # the precisions whose step is torch.compile'd
+    channels_last: tuple[str, ...] = ()  # the precisions that run NHWC
+    compile: tuple[str, ...] = ()  # the precisions whose step is torch.compile'd
     left_out: list[dict] = field(default_factory=list)  # [{precision, reason}] not run
-    precision_decisions: dict = field(default_factory=dict)  # name -> the speed decision, as a dict
+    decisions: dict = field(default_factory=dict)  # name -> the speed decision, as a dict
     layouts: dict = field(default_factory=dict)  # name -> the layout decision, as a dict (when measured)
     compile_decisions: dict = field(default_factory=dict)  # name -> the compile decision (when measured)
-    threads: dict = field(default_factory=dict)  # the thread count chosen and why (speed/threads.py)
-
-    def config_for(self, config_for: Callable[[str], object], precision: str):
-        """The run's config in `precision` with this plan's memory format and compile setting."""
-        return config_for(precision).with_fields(
-            {"compute.channels_last": precision in self.channels_last, "compute.compile": precision in self.compile}
-        )
+    threads: dict | None = None  # the thread count chosen and why (speed/threads.py)
 
 
-def plan_run(
-    config_for: Callable[[str], object],
-    dataset,
-    device: torch.device,
-    *,
-    precisions: tuple[str, ...] = (),
-    choose: str = GIVEN,
-    channels_last: tuple[str, ...] | None = None,
-    compile: tuple[str, ...] | None = None,
-    decide_layout_and_compile_alone: bool = True,
-    warn_named: bool = True,
-    decision_seconds: float | None = None,
-    log: Callable[[str], None] = lambda line: None,
-) -> RunPlan:
-    """`config_for(precision)`: the run's config in that precision (batch size, budget: what is measured).
-    `precisions`: the ones given (empty: chosen by `choose`); `channels_last`, `compile`: the precisions
-    fixed by the user (None: decided by measuring). `decide_layout_and_compile_alone`: False skips those
-    decisions when only fp32 would run because no mode was faster (nothing to race). `warn_named`: warn
-    about a given mode already measured as no faster (a command that measures it itself says False).
-    `decision_seconds`: the share of the command's budget the decisions may take (None: no limit); the
-    compile decision is not bounded by it (a command with a budget fixes compiling: bench's --compile)."""
-    from ampgan.speed.compilation import compiled_precisions
-    from ampgan.speed.layout import channels_last_precisions
-    from ampgan.speed.threads import fit_threads
-
-    threads = fit_threads(config_for(BASELINE), dataset, device, log)
-    budget = _DecisionBudget(decision_seconds, log)
-    # Each decision made by measuring is timed and said, with how to skip it.
+def plan_run(asked: Asked, dataset, device: torch.device, log: Callable[[str], None] = lambda line: None) -> RunPlan:
+    """The plan for what a command `asked`: each decision made by measuring is timed and said, with how to
+    skip it."""
+    threads = fit_threads(asked.config_for(BASELINE), dataset, device, log)
+    budget = _DecisionBudget(asked.decision_seconds, log)
     started = time.perf_counter()
-    chosen, left_out, measured = _precisions(
-        config_for, dataset, device, tuple(precisions), choose, warn_named, log, budget
-    )
-    if not precisions and choose != GIVEN:
+    chosen, left_out, measured = _precisions(asked, dataset, device, log, budget)
+    if not asked.precisions and asked.choose != GIVEN:
         log(f"decisions: the precisions chosen in {time.perf_counter() - started:.1f} s (skip: give --precisions)")
     plan = RunPlan(
-        precisions=chosen,
-        channels_last=tuple(channels_last or ()),
-        compile=tuple(compile or ()),
-        left_out=left_out,
-        precision_decisions=measured,
-        threads=threads,
+        chosen, tuple(asked.channels_last or ()), tuple(asked.compile or ()), left_out, measured, threads=threads
     )
-    if chosen == (BASELINE,) and not precisions and not decide_layout_and_compile_alone:
+    if chosen == (BASELINE,) and not asked.precisions and not asked.choose.alone_decides:
         return plan
-    layouts, compile_decisions = {}, {}
-    if channels_last is None:
+    if asked.channels_last is None:
         started = time.perf_counter()
-        measured_formats = budget.layouts_that_fit(config_for, chosen, device)
-        channels_last, layouts = channels_last_precisions(config_for, measured_formats, dataset, device, log)
+        measured_formats = budget.layouts_that_fit(asked.config_for, chosen, device)
+        channels_last, layouts = channels_last_precisions(asked.config_for, measured_formats, dataset, device, log)
+        plan = replace(plan, channels_last=channels_last, layouts=layouts)
         log(
             f"decisions: the memory format decided in {time.perf_counter() - started:.1f} s "
             "(skip: give --channels-last or --no-channels-last)"
         )
-    if compile is None:
+    if asked.compile is None:
         started = time.perf_counter()
-        compile, compile_decisions = compiled_precisions(
-            lambda name: config_for(name).with_fields({"compute.channels_last": name in channels_last}),
+        compiled, decisions = compiled_precisions(
+            lambda name: asked.config_for(name).with_fields({"compute.channels_last": name in plan.channels_last}),
             chosen,
             dataset,
             device,
             log,
         )
+        plan = replace(plan, compile=compiled, compile_decisions=decisions)
         log(
             f"decisions: compiling decided in {time.perf_counter() - started:.1f} s (skip: give --compile or "
             "--no-compile)"
         )
-    return RunPlan(
-        precisions=chosen,
-        channels_last=tuple(channels_last),
-        compile=tuple(compile),
-        left_out=left_out,
-        precision_decisions=measured,
-        layouts=layouts,
-        compile_decisions=compile_decisions,
-        threads=threads,
-    )
+    return plan
 
 
 class _DecisionBudget:
@@ -157,9 +174,6 @@ class _DecisionBudget:
     def layouts_that_fit(self, config_for, precisions, device) -> tuple[str, ...]:
         """The precisions whose memory format is decided (cached, or measured within the share), in order;
         the others run NCHW. Rank 0's answer for every rank."""
-        from ampgan.speed.layout import LAYOUT_RULE, cached_layout
-        from ampgan.training.distributed import gather_objects, world
-
         if self.left is None:
             return tuple(precisions)
         fitting = []
@@ -175,24 +189,13 @@ class _DecisionBudget:
         return tuple(gather_objects(fitting)[0])
 
 
-def _precisions(
-    config_for, dataset, device, given: tuple[str, ...], choose: str, warn_named: bool, log, budget: _DecisionBudget
-):
+def _precisions(asked: Asked, dataset, device, log, budget: _DecisionBudget):
     """(the precisions to run, what was left out and why, the decisions measured as dicts)."""
-    from ampgan.speed.decision import (
-        DECISION_RULE,
-        cached_decisions,
-        candidates_for,
-        decide_for_run,
-        warn_about_named_modes,
-    )
-    from ampgan.training.distributed import gather_objects, world
-
-    baseline_config = config_for(BASELINE)
-    if given or choose == GIVEN:
-        if given and warn_named:
-            warn_about_named_modes(baseline_config, device, list(given))
-        return tuple(given), [], {}
+    baseline_config, choose = asked.config_for(BASELINE), asked.choose
+    if asked.precisions or choose == GIVEN:
+        if asked.precisions and choose.warn_named:
+            warn_about_named_modes(baseline_config, device, list(asked.precisions))
+        return tuple(asked.precisions), [], {}
     if world().is_main and budget.left is not None:
         candidates, cannot_run = candidates_for(device)
         cached = cached_decisions(baseline_config, device, candidates)
@@ -204,28 +207,16 @@ def _precisions(
                 + f"; {', '.join(skipped)} timed without it (choose with --precisions)"
             )
             decisions = {name: cached[name] for name in candidates if name in cached}
-            return _chosen(choose, decisions, cannot_run, skipped, gather_objects, log)
+            return _chosen(choose, decisions, cannot_run, skipped, log)
     decisions, cannot_run = decide_for_run(baseline_config, dataset, device, log=log) if world().is_main else ({}, [])
-    return _chosen(choose, decisions, cannot_run, [], gather_objects, log)
+    return _chosen(choose, decisions, cannot_run, [], log)
 
 
-def _chosen(choose: str, decisions: dict, cannot_run: list, unmeasured: list[str], gather_objects, log):
+def _chosen(choose: Choice, decisions: dict, cannot_run: list, unmeasured: list[str], log):
     """(the precisions to run, what was left out and why, the decisions as dicts) from rank 0's decisions;
     `unmeasured`: modes that run without a decision (its share of the budget did not fit one)."""
-    from ampgan.speed.decision import choose_for_comparison
-
     decisions, cannot_run, unmeasured = gather_objects((decisions, cannot_run, unmeasured))[0]  # rank 0's answer
     for decision in decisions.values():
         log(f"  {decision.describe()}")
-    measured = {name: decision.to_dict() for name, decision in decisions.items()}
-    if choose == FASTEST_MIXED:
-        chosen, left_out = choose_for_comparison(decisions, cannot_run)
-        return chosen, left_out, measured
-    if choose == EVERY_USEFUL:
-        kept = {name for name, d in decisions.items() if d.verdict != "slower"} | set(unmeasured)
-        chosen = (BASELINE, *in_order(kept))
-        left_out = cannot_run + [
-            {"precision": name, "reason": d.reason()} for name, d in decisions.items() if d.verdict == "slower"
-        ]
-        return chosen, left_out, measured
-    raise ValueError(f"unknown precision choice {choose!r}")
+    chosen, left_out = choose.pick(decisions, cannot_run, unmeasured)
+    return chosen, left_out, {name: decision.to_dict() for name, decision in decisions.items()}

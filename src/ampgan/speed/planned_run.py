@@ -6,7 +6,10 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+from ampgan.errors import warn
 from ampgan.precisions import FP32
+from ampgan.speed.decision import decide_for_run
+from ampgan.speed.plan import Asked, plan_run
 from ampgan.training.distributed import world
 from ampgan.training.loop import RunResult, run_training
 from ampgan.training.start import RunStart
@@ -34,22 +37,17 @@ def planned(start: RunStart, explicit: dict, log) -> RunStart:
     """A new run's memory format and compile setting, where the user set neither, as measured faster for
     its precision and batch size on this machine (speed/plan.py; cached after the first time). The choice
     goes into config.json, so a resumed run keeps it."""
-    from ampgan.speed.plan import plan_run
-
     prepared = start.prepared
     config, name = prepared.config, prepared.config.precision.name
-    plan = plan_run(
+    asked = Asked(
         lambda precision: config,
-        prepared.dataset,
-        prepared.policy.device,
         precisions=(name,),
         channels_last=None
         if "compute.channels_last" not in explicit
         else ((name,) if config.compute.channels_last else ()),
         compile=None if "compute.compile" not in explicit else ((name,) if config.compute.compile else ()),
-        warn_named=False,
-        log=log,
     )
+    plan = plan_run(asked, prepared.dataset, prepared.policy.device, log)
     chosen = config.with_fields(
         {"compute.channels_last": name in plan.channels_last, "compute.compile": name in plan.compile}
     )
@@ -59,9 +57,6 @@ def planned(start: RunStart, explicit: dict, log) -> RunStart:
 def warn_if_not_faster(start: RunStart, log) -> None:
     """A new mixed-precision run learns (once per machine and model: cached) whether its mode is
     faster than fp32 here, and is warned when it is not. The run goes on either way."""
-    from ampgan.errors import warn
-    from ampgan.speed.decision import decide_for_run
-
     config, prepared = start.prepared.config, start.prepared
     if config.precision.name == FP32 or start.resume_from is not None or not world().is_main:
         return

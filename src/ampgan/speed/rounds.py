@@ -103,25 +103,29 @@ class RoundsResult:
         )
 
     def to_dict(self) -> dict:
-        return {
-            "baseline": self.baseline,
-            "rounds": self.rounds,
-            "stopped_by": self.stopped_by,
-            "settled": self.settled,
-            "seconds": self.seconds,
-            "drift": self.drift,
-            "load_changed": self.load_changed,
-            "remeasured_after_drift": self.remeasured_after_drift,
-            "hopeless": self.hopeless,
-            "between_run_sd": self.between_run_sd,
-            "between_run_source": self.between_run_source,
-            "under_load": self.under_load,
+        return {name: getattr(self, name) for name in _SUMMARY} | {
             "load_note": self.load_note(),
             "median_s": {
                 name: float(np.median(samples)) if samples else None for name, samples in self.samples_s.items()
             },
             "intervals": {name: i.to_dict() if i else None for name, i in self.intervals.items()},
         }
+
+
+_SUMMARY = (
+    "baseline",
+    "rounds",
+    "stopped_by",
+    "settled",
+    "seconds",
+    "drift",
+    "load_changed",
+    "remeasured_after_drift",
+    "hopeless",
+    "between_run_sd",
+    "between_run_source",
+    "under_load",
+)
 
 
 # A decision between two ways of running one step (a memory format, compiling) caps its rule at this many
@@ -192,7 +196,7 @@ def _attempt(timers, baseline, rule, seed, stop_check, budget, load_probe) -> Ro
             # Medians over the rounds so far: after one round the round itself, later robust to one
             # step that a neighbour's burst slowed 5x (seen: 1.69 s against 0.26 s after 46 good rounds).
             candidate_s = np.median(result.samples_s[name])
-            if _hopeless(candidate_s, baseline_s, rule):
+            if candidate_s > rule.hopeless_factor * baseline_s:
                 result.hopeless[name] = (
                     f"its median step took {candidate_s:.3g} s against {baseline}'s "
                     f"{baseline_s:.3g} s over {len(result.samples_s[name])} round(s): more "
@@ -205,10 +209,6 @@ def _attempt(timers, baseline, rule, seed, stop_check, budget, load_probe) -> Ro
             result.stopped_by = stop
             result.drift = reference_drift(result.samples_s[baseline])
             return result
-
-
-def _hopeless(candidate_s: float, baseline_s: float, rule: StoppingRule) -> bool:
-    return candidate_s > rule.hopeless_factor * baseline_s
 
 
 def _update_intervals(result: RoundsResult, active: list[str], between_run_sd: float = BETWEEN_RUN_SD) -> None:

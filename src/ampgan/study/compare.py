@@ -35,6 +35,7 @@ from ampgan.files.paths import file_in
 from ampgan.precisions import FP32
 from ampgan.quality.evaluator import check_evaluable, reference_floor, refuse_samples_that_cannot_fit
 from ampgan.quality.headline import headline_for
+from ampgan.speed.plan import RunPlan
 from ampgan.speed.threads import apply_threads
 from ampgan.study.cost import cost_stage
 from ampgan.study.decide import decide
@@ -87,9 +88,9 @@ def run_compare(spec: CompareSpec, out_dir: Path, show_progress: bool = True, lo
                 raise StudyInterrupted(stop.signum, out_dir, progress)
 
         spec, decided = _decided(spec, progress, dataset, device, log)
-        precisions = tuple(decided["precisions"])
+        precisions = tuple(decided.precisions)
         if precisions == (FP32,) and not spec.precisions:
-            return _no_faster_mode(spec, out_dir, device, dataset, decided["left_out"], decided["decisions"])
+            return _no_faster_mode(spec, out_dir, device, dataset, decided.left_out, decided.decisions)
         stop_here()
         prepared = {
             (p, seed): prepare_run(spec.train_config(p, seed), dataset)  # validates all first
@@ -124,19 +125,19 @@ def run_compare(spec: CompareSpec, out_dir: Path, show_progress: bool = True, lo
                 stop_here()
 
     document = _raced_document(spec, device, dataset, decided, first, evaluator, bench_results, per_seed)
-    race = clock | {"threads": decided.get("threads")}
+    race = clock | {"threads": decided.threads}
     return _after_the_runs(document, spec, dataset, bench_results, per_seed, curves, race, out_dir, device)
 
 
-def _decided(spec: CompareSpec, progress, dataset, device, log) -> tuple[CompareSpec, dict]:
+def _decided(spec: CompareSpec, progress, dataset, device, log) -> tuple[CompareSpec, RunPlan]:
     """The decide stage (once: a resumed study races what it began with), its threads applied, and the spec
     with the memory formats and compile it decided."""
     if progress.decided is None:
         progress.decided = decide(spec, dataset, device, log)
         progress.save()
     decided = progress.decided
-    apply_threads(decided.get("threads"))  # a resumed study: the threads its bench and runs were measured on
-    spec = dataclasses.replace(spec, channels_last=tuple(decided["channels_last"]), compile=tuple(decided["compile"]))
+    apply_threads(decided.threads)  # a resumed study: the threads its bench and runs were measured on
+    spec = dataclasses.replace(spec, channels_last=tuple(decided.channels_last), compile=tuple(decided.compile))
     return spec, decided
 
 
@@ -150,15 +151,15 @@ def _clock_line(clock: dict) -> str:
     )
 
 
-def _raced_document(spec, device, dataset, decided: dict, first, evaluator, bench_results: dict, per_seed):
+def _raced_document(spec, device, dataset, decided: RunPlan, first, evaluator, bench_results: dict, per_seed):
     """compare.json of a raced study as its runs leave it: the later stages add to it (_after_the_runs)."""
     precisions = tuple(per_seed)
     return CompareDocument(
         spec=StudySpecRecord.from_dict(spec.to_document(precisions)),
         environment=Environment.from_dict(environment_stamp(device)),
-        left_out=decided["left_out"],
-        layouts=table_of(MeasuredChoice, decided["layouts"]),
-        compile_decisions=table_of(MeasuredChoice, decided["compile_decisions"]),
+        left_out=decided.left_out,
+        layouts=table_of(MeasuredChoice, decided.layouts),
+        compile_decisions=table_of(MeasuredChoice, decided.compile_decisions),
         dataset=_dataset_record(spec, dataset),
         evaluator=evaluator.info,
         sampled_from=first.sampling_weights,  # the EMA of G when the model declares one, else G itself

@@ -22,7 +22,9 @@ from ampgan.config.resume import WRITES_WHERE_DATA_LIVES
 from ampgan.errors import AmpganError
 from ampgan.files.atomic import write_json_atomically
 from ampgan.files.paths import read_json_in
+from ampgan.files.records import from_json, to_json
 from ampgan.files.schema import check_format, check_shape
+from ampgan.speed.plan import RunPlan
 from ampgan.study.spec import CompareSpec
 from ampgan.training.interruption import Interrupted
 
@@ -61,7 +63,7 @@ class StudyProgress:
     folder: Path
     identity: str
     spec: dict
-    decided: dict | None = None  # precisions, what was left out, the speed/layout/compile decisions
+    decided: RunPlan | None = None  # precisions, what was left out, the speed/layout/compile decisions
     bench_done: bool = False
     runs: dict[str, dict] = field(default_factory=dict)
 
@@ -76,7 +78,7 @@ class StudyProgress:
                 "format": FORMAT,
                 "identity": self.identity,
                 "spec": self.spec,
-                "decided": self.decided,
+                "decided": to_json(self.decided) if self.decided else None,
                 "bench_done": self.bench_done,
                 "runs": self.runs,
             },
@@ -123,12 +125,14 @@ def load_progress(folder: Path) -> StudyProgress:
         fix="start the study again with --overwrite",
     )
     check_format(document, FORMAT, str(path), "an ampgan study's progress", "start the study again with --overwrite")
-    check_shape(document, _SHAPE, str(path), "start the study again with --overwrite")
+    fix = "start the study again with --overwrite"
+    check_shape(document, _SHAPE, str(path), fix)
+    decided = document["decided"]
     return StudyProgress(
         Path(folder),
         document["identity"],
         document["spec"],
-        document["decided"],
+        from_json(RunPlan, decided, f"{path} (decided)", fix) if decided is not None else None,
         document["bench_done"],
         document["runs"],
     )
