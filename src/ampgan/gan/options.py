@@ -92,20 +92,20 @@ def require_image_size(model: str, data, sizes) -> None:
         )
 
 
+def is_whole(value, minimum: int) -> bool:
+    """A whole number (never a bool) of at least `minimum`."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= minimum
+
+
 # Range checks a model function calls on its own options; each names the option by its config path.
 def require_whole(name: str, value: int, minimum: int = 1) -> None:
-    if not (isinstance(value, int) and not isinstance(value, bool) and value >= minimum):
+    if not is_whole(value, minimum):
         raise ConfigError(f"model.{name}", f"must be a whole number of at least {minimum}, got {value!r}")
 
 
 def require_non_negative(name: str, value: float) -> None:
     if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
         raise ConfigError(f"model.{name}", f"must be 0 or more, got {value!r}")
-
-
-def require_positive(name: str, value: float) -> None:
-    if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
-        raise ConfigError(f"model.{name}", f"must be positive and finite, got {value!r}")
 
 
 def require_fraction(name: str, value: float) -> None:
