@@ -37,6 +37,27 @@ class LossContext:
     # itself), "summed outputs" (input_gradients got an already-summed scalar). Appending costs nothing.
     notes: list[str] = field(default_factory=list)
 
+    @classmethod
+    def for_batch(cls, gan, G, D, real, labels, *, step: int, rng, scaler, draw=None) -> LossContext:
+        """The context of a D update on (real, labels): its noise and fake labels drawn (by `draw`, by
+        default as training draws them), its fakes not made yet."""
+        context = cls(
+            G=G,
+            D=D,
+            real=real,
+            labels=labels,
+            z=None,
+            fake_labels=None,
+            fake=None,
+            step=step,
+            rng=rng,
+            gan=gan,
+            scaler=scaler,
+            device=real.device,
+        )
+        context.z, context.fake_labels = (draw or draw_inputs)(gan, context, real.shape[0])
+        return context
+
     @property
     def batch_size(self) -> int:
         return self.real.shape[0] if self.real is not None else self.z.shape[0]

@@ -85,21 +85,17 @@ def _trace_step_elements(gan: GAN, data: DataSpec, batch_size: int) -> int:
     try:
         real = torch.empty(batch_size, data.channels, data.image_size, data.image_size, device=meta)
         labels = torch.zeros(batch_size, dtype=torch.long, device=meta)
-        context = LossContext(
-            G=gan.generator,
-            D=gan.discriminator,
-            real=real,
-            labels=labels,
-            z=None,
-            fake_labels=None,
-            fake=None,
+        context = LossContext.for_batch(
+            gan,
+            gan.generator,
+            gan.discriminator,
+            real,
+            labels,
             step=0,
             rng=None,
-            gan=gan,
             scaler=_NoScaling(meta),
-            device=meta,
+            draw=_meta_inputs,
         )
-        context.z, context.fake_labels = _meta_inputs(gan, context, batch_size)
         fake = gan.generate(gan.generator, context.z, context.fake_labels)
         wanted = (batch_size, data.channels, data.image_size, data.image_size)
         if not isinstance(fake, torch.Tensor) or tuple(fake.shape) != wanted:
