@@ -15,13 +15,11 @@ decorated with @built_in("name")): the registry imports every module there.
 
 from __future__ import annotations
 
-import difflib
 import functools
 import hashlib
 import importlib
 import importlib.util
 import inspect
-import pkgutil
 import shlex
 import sys
 import traceback
@@ -33,11 +31,13 @@ from typing import Any
 
 import torch
 
+from ampgan.data.registry import import_every_module
 from ampgan.errors import AmpganError, ConfigError, name_as_text
 from ampgan.files.jsonfile import refuse_unless_regular_file
 from ampgan.gan.contract import BUILT_IN, GAN, DataSpec, check_gan
 from ampgan.gan.layers import keep_in_fp32
 from ampgan.gan.options import option_parameters, resolve_options
+from ampgan.sections import close_match_hint
 from ampgan.trust import (  # noqa: F401 - the registry's readers import the rule from here too
     ANY_MODEL,
     MODEL_CONSENT_ENV,
@@ -51,10 +51,7 @@ from ampgan.trust import (  # noqa: F401 - the registry's readers import the rul
 @functools.cache
 def _built_in() -> dict[str, Callable]:
     """Every model function of gan/models/ by name (each module imported once)."""
-    from ampgan.gan import models
-
-    for found in pkgutil.iter_modules(models.__path__):
-        importlib.import_module(f"{models.__name__}.{found.name}")
+    import_every_module("ampgan.gan.models")
     return BUILT_IN
 
 
@@ -179,11 +176,9 @@ def _find_builder(name: str) -> tuple[Callable, Path | None]:
         builder = built_in[name]
         return builder, Path(inspect.getsourcefile(builder))
     if ":" not in name:
-        close = difflib.get_close_matches(name, list(built_in), n=1)
-        hint = f" (did you mean {close[0]}?)" if close else ""
         raise ConfigError(
             "model.name",
-            f"{name!r} is not a built-in model{hint}: choose one of {', '.join(built_in)}, "
+            f"{name!r} is not a built-in model{close_match_hint(name, built_in)}: choose one of {', '.join(built_in)}, "
             "or give your own as path/to/file.py:FUNCTION or package.module:FUNCTION",
         )
     where, _, function_name = name.rpartition(":")
@@ -198,10 +193,9 @@ def _find_builder(name: str) -> tuple[Callable, Path | None]:
             for n, v in vars(module).items()
             if inspect.isfunction(v) and not n.startswith("_") and getattr(v, "__module__", None) == module.__name__
         )
-        close = difflib.get_close_matches(function_name, available, n=1)
-        hint = f" (did you mean {close[0]}?)" if close else ""
         raise AmpganError(
-            f"{where} has no function {function_name!r}{hint}; its functions: {', '.join(available) or 'none'}"
+            f"{where} has no function {function_name!r}{close_match_hint(function_name, available)}; "
+            f"its functions: {', '.join(available) or 'none'}"
         )
     if not callable(builder):
         raise AmpganError(f"{where}:{function_name} is a {type(builder).__name__}, not a function")

@@ -40,16 +40,12 @@ class PrecisionPolicy:
         return self.mode.compute_dtype
 
     @property
-    def uses_autocast(self) -> bool:
-        return self.mode.autocast
-
-    @property
     def uses_loss_scaling(self) -> bool:
         # bf16 has FP32's exponent range, so gradients do not underflow: no scaling needed.
         return self.mode.loss_scaling
 
     def autocast(self) -> AbstractContextManager:
-        if not self.uses_autocast:
+        if not self.mode.autocast:
             return nullcontext()
         return torch.autocast(self.device.type, dtype=self.compute_dtype)
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
+from torch.nn.parallel import DistributedDataParallel as DDP
 
 from ampgan.config import TrainConfig
 from ampgan.env import env_value
@@ -65,13 +66,15 @@ class TrainState:
     def discriminator(self) -> torch.nn.Module:
         return self.gan.discriminator
 
-    def _wrappers(self) -> tuple:
-        return (self.run_generator, self.run_discriminator, self.run_generator_unwrapped, self.run_discriminator_for_g)
-
     @contextmanager
     def eager(self):
         """Run the step on the plain modules (no DDP, no torch.compile) inside the block."""
-        wrapped = self._wrappers()
+        wrapped = (
+            self.run_generator,
+            self.run_discriminator,
+            self.run_generator_unwrapped,
+            self.run_discriminator_for_g,
+        )
         self.run_generator = self.run_generator_unwrapped = self.generator
         self.run_discriminator = self.run_discriminator_for_g = self.discriminator
         try:
@@ -379,8 +382,6 @@ def wrap_modules(
     the compiled module without DDP: no gradient of its is reduced there. `data_parallel=False`: never
     DDP (the bench's single-process reference, timed beside the DDP step).
     """
-    from torch.nn.parallel import DistributedDataParallel as DDP
-
     distributed = data_parallel and world().distributed
     if sync_batch_norm and distributed:
         if state.policy.device.type != "cuda":
