@@ -213,7 +213,4 @@ def unused_but_reduced(*outputs: torch.Tensor) -> torch.Tensor:
     """An exact zero that touches `outputs`: DDP expects every parameter of a wrapped network to get a
     gradient in each backward pass, and a head a loss does not use gets one from this (zero, so the
     update is unchanged) without find_unused_parameters."""
-    total = 0.0 * outputs[0].float().sum()
-    for output in outputs[1:]:
-        total = total + 0.0 * output.float().sum()
-    return total
+    return sum((0.0 * output.float().sum() for output in outputs[1:]), 0.0 * outputs[0].float().sum())

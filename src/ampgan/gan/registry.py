@@ -295,21 +295,13 @@ def build_on_meta(recipe: ModelRecipe, data: DataSpec) -> GAN | None:
     if key in _META_BUILDS:
         _META_BUILDS.move_to_end(key)
         return _META_BUILDS[key]
-    gan = _build_on_meta(recipe, data)
-    if gan is not None:
-        _META_BUILDS[key] = gan
-        while len(_META_BUILDS) > _META_BUILDS_KEPT:
-            _META_BUILDS.popitem(last=False)
-    return gan
-
-
-def _build_on_meta(recipe: ModelRecipe, data: DataSpec) -> GAN | None:
     try:
         with torch.device("meta"):
             gan = check_gan(recipe.builder(data, **recipe.options), f"model {recipe.name}")
-        gan.name = recipe.name
-        return gan
-    except KeyboardInterrupt:
-        raise
     except Exception:  # noqa: BLE001 - not every model builds on meta; the caller does without
         return None
+    gan.name = recipe.name
+    _META_BUILDS[key] = gan
+    while len(_META_BUILDS) > _META_BUILDS_KEPT:
+        _META_BUILDS.popitem(last=False)
+    return gan

@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import torch
@@ -165,16 +165,13 @@ def optimizer_settings(model: Adam, config: TrainConfig, network: str) -> Adam:
     """The model's Adam with the run's `optim` overrides applied (network: "g" or "d")."""
     optim = config.optim
     lr = optim.lr_g if network == "g" else optim.lr_d
-    betas = (
-        optim.beta1 if optim.beta1 is not None else model.betas[0],
-        optim.beta2 if optim.beta2 is not None else model.betas[1],
-    )
-    return Adam(
+    return replace(
+        model,
         lr=lr if lr is not None else model.lr,
-        betas=betas,
-        eps=model.eps,
-        weight_decay=model.weight_decay,
-        lr_multipliers=model.lr_multipliers,
+        betas=(
+            optim.beta1 if optim.beta1 is not None else model.betas[0],
+            optim.beta2 if optim.beta2 is not None else model.betas[1],
+        ),
     )
 
 
@@ -227,12 +224,10 @@ def build_train_state(
     device = policy.device
     torch.manual_seed(weights_seed(config.seed))
     gan = model.build(data)
-    gan.generator.to(device)
-    gan.discriminator.to(device)
-    if config.compute.channels_last:
-        # NHWC lets oneDNN/cuDNN pick their fastest convolution kernels without layout reorders.
-        gan.generator.to(memory_format=torch.channels_last)
-        gan.discriminator.to(memory_format=torch.channels_last)
+    # NHWC lets oneDNN/cuDNN pick their fastest convolution kernels without layout reorders.
+    layout = torch.channels_last if config.compute.channels_last else torch.preserve_format
+    for network in (gan.generator, gan.discriminator):
+        network.to(device, memory_format=layout)
     attach_average(gan)  # after G is placed: the average lives where G does, never in an optimizer
     networks = {"generator": gan.generator, "discriminator": gan.discriminator}
     extra_optimizers, extra_scalers = {}, {}
