@@ -90,18 +90,21 @@ def register(name: str, uses: tuple[str, ...] = ()) -> Callable[[Loader], Loader
     return add
 
 
-def import_every_module(package: str) -> None:
-    """Import each module of `package` (by name: the registry is imported by the package itself), so that
-    what its modules register (datasets here, GANs in gan/models/) is registered."""
-    for found in pkgutil.iter_modules(importlib.import_module(package).__path__):
-        importlib.import_module(f"{package}.{found.name}")
+def registry_of(package: str, table: dict) -> Callable[[], dict]:
+    """A function that returns `table` once every module of `package` is imported (each once, on the first
+    call): what they register fills it (datasets here, GANs in gan/models/). The package is imported by
+    name: this registry is imported by its own package."""
+
+    @functools.cache
+    def filled() -> dict:
+        for found in pkgutil.iter_modules(importlib.import_module(package).__path__):
+            importlib.import_module(f"{package}.{found.name}")
+        return table
+
+    return filled
 
 
-@functools.cache
-def _registered() -> dict[str, RegisteredDataset]:
-    """Every dataset of the data package's modules (each imported once)."""
-    import_every_module("ampgan.data")
-    return _LOADERS
+_registered = registry_of("ampgan.data", _LOADERS)  # every dataset of the data package's modules
 
 
 def dataset_names() -> list[str]:

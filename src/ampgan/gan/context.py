@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import torch
 
 
-@dataclass
+@dataclass(kw_only=True)
 class LossContext:
     """Fields a loss may read. In D's update `fake` is detached; in G's update it carries G's graph (D is
     frozen); in an extra update it is None unless the update draws its own with `generate`."""
@@ -25,9 +25,9 @@ class LossContext:
     D: Callable  # the discriminator as this update runs it
     real: torch.Tensor | None  # (B, C, H, W) in the GAN's image_range
     labels: torch.Tensor | None  # (B,) the real images' classes
-    z: torch.Tensor | None  # (B, z_dim) the fakes' noise
-    fake_labels: torch.Tensor | None  # (B,) the fakes' classes (conditional GANs), else None
-    fake: torch.Tensor | None
+    z: torch.Tensor | None = None  # (B, z_dim) the fakes' noise
+    fake_labels: torch.Tensor | None = None  # (B,) the fakes' classes (conditional GANs), else None
+    fake: torch.Tensor | None = None
     step: int  # G updates finished before this one
     rng: torch.Generator  # the step's noise generator, on the training device
     gan: object  # the GAN (gan/contract.py)
@@ -42,18 +42,7 @@ class LossContext:
         """The context of a D update on (real, labels): its noise and fake labels drawn (by `draw`, by
         default as training draws them), its fakes not made yet."""
         context = cls(
-            G=G,
-            D=D,
-            real=real,
-            labels=labels,
-            z=None,
-            fake_labels=None,
-            fake=None,
-            step=step,
-            rng=rng,
-            gan=gan,
-            scaler=scaler,
-            device=real.device,
+            G=G, D=D, real=real, labels=labels, step=step, rng=rng, gan=gan, scaler=scaler, device=real.device
         )
         context.z, context.fake_labels = (draw or draw_inputs)(gan, context, real.shape[0])
         return context

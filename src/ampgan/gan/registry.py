@@ -15,7 +15,6 @@ decorated with @built_in("name")): the registry imports every module there.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import importlib
 import importlib.util
@@ -31,7 +30,7 @@ from typing import Any
 
 import torch
 
-from ampgan.data.registry import import_every_module
+from ampgan.data.registry import registry_of
 from ampgan.errors import AmpganError, ConfigError, name_as_text
 from ampgan.files.jsonfile import refuse_unless_regular_file
 from ampgan.gan.contract import BUILT_IN, GAN, DataSpec, check_gan
@@ -47,12 +46,7 @@ from ampgan.trust import (  # noqa: F401 - the registry's readers import the rul
     import_consented,
 )
 
-
-@functools.cache
-def _built_in() -> dict[str, Callable]:
-    """Every model function of gan/models/ by name (each module imported once)."""
-    import_every_module("ampgan.gan.models")
-    return BUILT_IN
+_built_in = registry_of("ampgan.gan.models", BUILT_IN)  # every model function of gan/models/ by name
 
 
 def model_names() -> list[str]:
