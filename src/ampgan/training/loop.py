@@ -371,9 +371,11 @@ class _Loop:
         )
         state.thread_changes = self.threads.changes
         self.state, self.writer, self.run_dir, self.on_log = state, writer, run_dir, on_log
-        policy = prepared.policy
         self.faults = FaultMonitor(
-            policy.uses_loss_scaling, fault_rules, policy.loss_scale is not None, state.train.gan.d_steps
+            prepared.policy.uses_loss_scaling,
+            fault_rules,
+            prepared.policy.loss_scale is not None,
+            state.train.gan.d_steps,
         )
         self.budget = Budget.of(self.config)
         self.progress = _progress_bar(self.budget, show_progress, initial=state.train.step)
