@@ -119,11 +119,9 @@ def acgan(
     """ampgan's AC-GAN: width w (channels w, 2w, 4w), noise size z_dim; the loss options above."""
     # Over 60 lines, kept whole: a model definition read top to bottom, its losses closures over its options.
     require_image_size("acgan", data, tuple(BASE_SIZE))
-    require_whole("width", width)
-    require_whole("z_dim", z_dim)
-    require_non_negative("mode_seeking", mode_seeking)
-    require_non_negative("class_weight_g", class_weight_g)
-    require_fraction("real_label", real_label)
+    require_whole(width=width, z_dim=z_dim)
+    require_non_negative(mode_seeking=mode_seeking, class_weight_g=class_weight_g)
+    require_fraction(real_label=real_label)
 
     def draw_inputs(context):
         z = torch.randn(context.batch_size, z_dim, device=context.device, generator=context.rng)

@@ -107,7 +107,7 @@ class StudyDiscriminator(nn.Module):
 def acgan_2019(data: DataSpec, *, z_dim: int = 100) -> GAN:
     """The study's network and losses (z_dim 100 as the study; not a multiple of 8)."""
     require_image_size("acgan-2019", data, SIZES)
-    require_whole("z_dim", z_dim)
+    require_whole(z_dim=z_dim)
 
     def draw_inputs(context):
         z = torch.rand(context.batch_size, z_dim, device=context.device, generator=context.rng).mul_(2).sub_(1)

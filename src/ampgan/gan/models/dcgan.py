@@ -56,8 +56,7 @@ def dcgan(data: DataSpec, *, width: int = 32, z_dim: int = 128) -> GAN:
     """Unconditional DCGAN: width w (channels w, 2w, 4w), noise size z_dim (128, not the paper's 100: a
     multiple of 8 keeps the first matrix product on tensor cores / AMX)."""
     require_image_size("dcgan", data, tuple(BASE_SIZE))
-    require_whole("width", width)
-    require_whole("z_dim", z_dim)
+    require_whole(width=width, z_dim=z_dim)
 
     return GAN(
         generator=Generator(data, z_dim, width),

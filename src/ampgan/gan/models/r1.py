@@ -114,10 +114,8 @@ def r1_penalty(context) -> torch.Tensor:
 def r1(data: DataSpec, *, width: int = 16, z_dim: int = 128, gamma: float = 1.0, r1_every: int = 16) -> GAN:
     """Residual GAN with lazy R1: width w, noise size z_dim, penalty weight gamma every r1_every steps."""
     require_image_size("r1", data, tuple(BASE_SIZE))
-    require_whole("width", width)
-    require_whole("z_dim", z_dim)
-    require_non_negative("gamma", gamma)
-    require_whole("r1_every", r1_every)
+    require_whole(width=width, z_dim=z_dim, r1_every=r1_every)
+    require_non_negative(gamma=gamma)
 
     def lazy_r1(context):
         penalty = r1_penalty(context)
