@@ -42,9 +42,7 @@ class BatchStream:
         self.seed_scheme = seed_scheme  # a resumed run keeps the scheme it started with (seeds.py)
         self.rank, self.world_size = rank, world_size
         self.image_range = image_range  # what the model's images are in: the data is scaled to it
-        self.epoch = 0
-        self._order = self._permutation(0)
-        self._position = 0
+        self.start_epoch(0)
 
     def _permutation(self, epoch: int) -> torch.Tensor:
         # Seeded by (seed, epoch) alone, so the data order never depends on the precision or on
@@ -58,8 +56,8 @@ class BatchStream:
 
     def load_state_dict(self, state: dict) -> None:
         """Continue the data order exactly where a checkpoint left it."""
-        self.epoch, self._position = state["epoch"], state["position"]
-        self._order = self._permutation(self.epoch)
+        self.start_epoch(state["epoch"])
+        self._position = state["position"]
 
     def start_epoch(self, epoch: int) -> None:
         """Continue from the start of an epoch (a run resumed on another number of processes)."""
@@ -70,9 +68,7 @@ class BatchStream:
         parts, needed = [], self.batch_size
         while needed:
             if self._position == len(self._order):
-                self.epoch += 1
-                self._order = self._permutation(self.epoch)
-                self._position = 0
+                self.start_epoch(self.epoch + 1)
             take = min(needed, len(self._order) - self._position)
             parts.append(self._order[self._position : self._position + take])
             self._position += take

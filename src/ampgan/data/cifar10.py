@@ -78,7 +78,7 @@ def _check_md5(blob: bytes, name: str, origin: str) -> str:
 class _Source:
     """Reads named members from the archive or from the extracted folder, whichever is present."""
 
-    def __init__(self, root: Path):
+    def __init__(self, root: Path):  # a folder: require_data_dir refuses a file
         self.archive = root / ARCHIVE_NAME if (root / ARCHIVE_NAME).is_file() else None
         if root.name == FOLDER_NAME:
             self.folder = root
@@ -86,8 +86,6 @@ class _Source:
             self.folder = root / FOLDER_NAME
         else:
             self.folder = None
-        if root.is_file() and root.name.endswith((".tar.gz", ".tgz")):
-            self.archive, self.folder = root, None
         self._tar = None
 
     def __enter__(self):

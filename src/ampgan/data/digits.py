@@ -19,7 +19,7 @@ DEFAULT_SIZE = 32
 
 
 def load_digits_dataset(image_size: int | None = None) -> ImageDataset:
-    from sklearn.datasets import load_digits
+    from sklearn.datasets import load_digits  # here, not at the top: scikit-learn takes seconds to import
 
     bunch = load_digits()
     raw = bunch.images  # (1797, 8, 8) float, values 0..16, ink = high values

@@ -68,16 +68,13 @@ def download(url: str, target: Path, *, expected_md5: str | None = None, timeout
             )
         os.replace(partial, target)
         return target
-    except AmpganError:
-        partial.unlink(missing_ok=True)
-        raise
     except urllib.error.HTTPError as error:
-        partial.unlink(missing_ok=True)
         raise AmpganError(f"cannot download {url} (HTTP {error.code}): check the name, or {manual}") from None
     except (urllib.error.URLError, OSError, ValueError) as error:
-        partial.unlink(missing_ok=True)
         reason = getattr(error, "reason", error)
         raise AmpganError(f"cannot download {url} ({reason}): no network? {manual[0].upper() + manual[1:]}") from None
+    finally:
+        partial.unlink(missing_ok=True)  # nothing left after a complete download (renamed), the rest after a failure
 
 
 def _manifest_locations(data_dir: Path) -> list[Path]:

@@ -7,6 +7,7 @@ then raw uint8 data. Train split: train-images-idx3-ubyte(.gz); test: t10k-image
 from __future__ import annotations
 
 import gzip
+import math
 import struct
 from pathlib import Path
 
@@ -47,9 +48,7 @@ def _read_idx(path: Path, magic: int, header_ints: int, item_bytes: int = 1) -> 
             fields = struct.unpack(f">{1 + header_ints}I", header)
             if fields[0] != magic:
                 raise AmpganError(f"{path} has IDX magic {fields[0]:#010x}, expected {magic:#010x}: wrong file")
-            expected = item_bytes
-            for size in fields[1:]:
-                expected *= size
+            expected = item_bytes * math.prod(fields[1:])
             if expected > MAX_IDX_BYTES:
                 raise AmpganError(
                     f"{path}'s header announces {expected / 2**30:.1f} GiB of data, more than an IDX "

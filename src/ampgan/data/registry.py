@@ -96,14 +96,21 @@ def register(name: str, uses: tuple[str, ...] = ()) -> Callable[[Loader], Loader
     return add
 
 
-@functools.cache
-def _registered() -> dict[str, RegisteredDataset]:
-    """Every dataset of the data package's modules (each imported once)."""
-    import ampgan.data as package
+def registry_of(package: str, table: dict) -> Callable[[], dict]:
+    """A function that returns `table` once every module of `package` is imported (each once, on the first
+    call): what they register fills it (datasets here, GANs in gan/models/). The package is imported by
+    name: this registry is imported by its own package."""
 
-    for found in pkgutil.iter_modules(package.__path__):
-        importlib.import_module(f"{package.__name__}.{found.name}")
-    return _LOADERS
+    @functools.cache
+    def filled() -> dict:
+        for found in pkgutil.iter_modules(importlib.import_module(package).__path__):
+            importlib.import_module(f"{package}.{found.name}")
+        return table
+
+    return filled
+
+
+_registered = registry_of("ampgan.data", _LOADERS)  # every dataset of the data package's modules
 
 
 def dataset_names() -> list[str]:
@@ -121,7 +128,7 @@ def load_dataset(data: DataConfig, split: str = "train", seed: int = 0) -> Image
     name = data.dataset
     loaders = _registered()
     if name.startswith("folder:"):
-        from ampgan.data.folder import load_folder
+        from ampgan.data.folder import load_folder  # not at the top: Pillow costs 0.13 s of every command's start
 
         dataset = load_folder(name.removeprefix("folder:"), data.image_size, data.channels, data.cache)
     elif name not in loaders:

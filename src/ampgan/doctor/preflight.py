@@ -22,7 +22,7 @@ from torch.overrides import TorchFunctionMode
 from ampgan.config import TrainConfig
 from ampgan.data.batches import BatchStream
 from ampgan.errors import AmpganError, first_words, say
-from ampgan.gan.context import LossContext, draw_inputs
+from ampgan.gan.context import LossContext
 from ampgan.precisions import FP16, FP32, PRECISIONS
 from ampgan.training.precision import build_policy
 from ampgan.training.prepared import prepare_run
@@ -545,18 +545,9 @@ def _context(state, batch) -> LossContext:
     torch.manual_seed(0)
     real, labels = batch
     rng = torch.Generator().manual_seed(1)
-    context = LossContext(
-        G=state.generator,
-        D=state.discriminator,
-        real=real,
-        labels=labels,
-        step=0,
-        rng=rng,
-        gan=gan,
-        scaler=state.scaler_d,
-        device=CPU,
+    context = LossContext.for_batch(
+        gan, state.generator, state.discriminator, real, labels, step=0, rng=rng, scaler=state.scaler_d
     )
-    context.z, context.fake_labels = draw_inputs(gan, context, real.shape[0])
     with torch.no_grad(), state.policy.autocast():
         context.fake = gan.generate(state.generator, context.z, context.fake_labels).detach()
     return context

@@ -25,7 +25,7 @@ class LossContext:
     D: Callable  # the discriminator as this update runs it
     real: torch.Tensor | None  # (B, C, H, W) in the GAN's image_range
     labels: torch.Tensor | None  # (B,) the real images' classes
-    z: torch.Tensor | None = None  # (B, z_dim) the fakes' noise (drawn once the context is made)
+    z: torch.Tensor | None = None  # (B, z_dim) the fakes' noise
     fake_labels: torch.Tensor | None = None  # (B,) the fakes' classes (conditional GANs), else None
     fake: torch.Tensor | None = None
     step: int  # G updates finished before this one
@@ -36,6 +36,16 @@ class LossContext:
     # What the loss did that preflight must know to name the fix: "read the scale" (it scales something
     # itself), "summed outputs" (input_gradients got an already-summed scalar). Appending costs nothing.
     notes: list[str] = field(default_factory=list)
+
+    @classmethod
+    def for_batch(cls, gan, G, D, real, labels, *, step: int, rng, scaler, draw=None) -> LossContext:
+        """The context of a D update on (real, labels): its noise and fake labels drawn (by `draw`, by
+        default as training draws them), its fakes not made yet."""
+        context = cls(
+            G=G, D=D, real=real, labels=labels, step=step, rng=rng, gan=gan, scaler=scaler, device=real.device
+        )
+        context.z, context.fake_labels = (draw or draw_inputs)(gan, context, real.shape[0])
+        return context
 
     @property
     def batch_size(self) -> int:

@@ -23,14 +23,16 @@ docs/your-gan.md walks through the contract with complete examples (examples/).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 from torch import nn
 
 from ampgan.errors import AmpganError
 from ampgan.gan.ema import EMA, G_OWN_WEIGHTS, check_ema
+from ampgan.gan.options import is_whole
 
 # What a loss function returns: the loss (a scalar tensor), or (the loss, {name: scalar tensor}) with
 # metrics to log beside it. Metrics stay tensors: the step never waits for the device.
@@ -68,13 +70,7 @@ class Adam:
         (lr * c, betas ** c) to keep the same per-step dynamics."""
         base = cls(**settings)
         c = every / (every + 1)
-        return cls(
-            lr=base.lr * c,
-            betas=(base.betas[0] ** c, base.betas[1] ** c),
-            eps=base.eps,
-            weight_decay=base.weight_decay,
-            lr_multipliers=base.lr_multipliers,
-        )
+        return replace(base, lr=base.lr * c, betas=(base.betas[0] ** c, base.betas[1] ** c))
 
 
 @dataclass(frozen=True)
@@ -167,16 +163,13 @@ class GAN:
 
     @property
     def d_loss_terms(self) -> tuple[LossFunction, ...]:
-        return _as_terms(self.d_loss)
+        return as_terms(self.d_loss)
 
     @property
     def cycle_steps(self) -> int:
         """Steps after which the schedule repeats (every lazy update has run): the unit a speed
         measurement must time, so a mode is not judged on the steps where a penalty does not run."""
-        cycle = 1
-        for update in self.extra_updates:
-            cycle = cycle * update.every // _gcd(cycle, update.every)
-        return cycle
+        return math.lcm(*(update.every for update in self.extra_updates))
 
     def cycle_kinds(self) -> list[tuple[int, int]]:
         """The cycle's steps grouped by which extra updates run in them: [(a step count before such a
@@ -206,14 +199,8 @@ class GAN:
         return (images - low) * (2.0 / (high - low)) - 1.0
 
 
-def _as_terms(loss) -> tuple[LossFunction, ...]:
+def as_terms(loss) -> tuple[LossFunction, ...]:
     return tuple(loss) if isinstance(loss, (list, tuple)) else (loss,)
-
-
-def _gcd(a: int, b: int) -> int:
-    while b:
-        a, b = b, a % b
-    return a
 
 
 def check_gan(gan, origin: str) -> GAN:
@@ -224,37 +211,16 @@ def check_gan(gan, origin: str) -> GAN:
             f"{origin} returned {type(gan).__name__}, not an ampgan GAN: return "
             "ampgan.GAN(generator=..., discriminator=..., z_dim=..., d_loss=..., g_loss=...)"
         )
-    for name in NETWORKS:
-        if not isinstance(getattr(gan, name), nn.Module):
-            raise AmpganError(f"{origin}: GAN.{name} is {type(getattr(gan, name)).__name__}, not a torch.nn.Module")
-        if not any(parameter.requires_grad for parameter in getattr(gan, name).parameters()):
-            raise AmpganError(
-                f"{origin}: every parameter of GAN.{name} is frozen (requires_grad=False): nothing "
-                "would train; leave the layers that should learn trainable"
-            )
-    if gan.generator is gan.discriminator:
-        raise AmpganError(f"{origin}: the generator and the discriminator are the same module: give two networks")
-    shared = {id(p) for p in gan.generator.parameters()} & {id(p) for p in gan.discriminator.parameters()}
-    if shared:
-        raise AmpganError(
-            f"{origin}: the generator and the discriminator share {len(shared)} parameter(s): each "
-            "network needs its own (each has its own optimizer and loss scaler)"
-        )
-    if not isinstance(gan.z_dim, int) or isinstance(gan.z_dim, bool) or gan.z_dim < 1:
-        raise AmpganError(f"{origin}: GAN.z_dim must be a whole number of at least 1, got {gan.z_dim!r}")
+    _check_networks(gan, origin)
+    for name in ("z_dim", "d_steps"):
+        if not is_whole(getattr(gan, name), 1):
+            raise AmpganError(f"{origin}: GAN.{name} must be a whole number of at least 1, got {getattr(gan, name)!r}")
     if gan.z_distribution not in Z_DISTRIBUTIONS:
         raise AmpganError(
             f"{origin}: GAN.z_distribution must be one of {', '.join(Z_DISTRIBUTIONS)}, got {gan.z_distribution!r}"
         )
-    if not isinstance(gan.d_steps, int) or isinstance(gan.d_steps, bool) or gan.d_steps < 1:
-        raise AmpganError(f"{origin}: GAN.d_steps must be a whole number of at least 1, got {gan.d_steps!r}")
     for name in ("d_loss", "g_loss"):
-        for term in _as_terms(getattr(gan, name)):
-            if not callable(term):
-                raise AmpganError(
-                    f"{origin}: GAN.{name} must be a function of the loss context (or a list of "
-                    f"them), got {type(term).__name__}"
-                )
+        _check_callable(getattr(gan, name), f"{origin}: GAN.{name}", " (or a list of them)")
     low_high = gan.image_range
     if not (
         isinstance(low_high, tuple)
@@ -271,52 +237,73 @@ def check_gan(gan, origin: str) -> GAN:
         raise AmpganError(
             f"{origin}: a conditional GAN needs num_classes (the data's number of classes), got {gan.num_classes!r}"
         )
-    names = set()
-    for update in gan.extra_updates:
-        if not isinstance(update, Update):
-            raise AmpganError(f"{origin}: GAN.extra_updates holds {type(update).__name__}: use ampgan.Update(...)")
-        if update.name in names or update.name in ("d", "g"):
-            raise AmpganError(f"{origin}: two updates are called {update.name!r} (or it is 'd'/'g'): name each once")
-        names.add(update.name)
-        if not update.networks or any(n not in NETWORKS for n in update.networks):
+    _check_updates(gan.extra_updates, origin)
+    check_ema(gan.ema, origin)
+    if gan.draw_inputs is not None:
+        _check_callable(gan.draw_inputs, f"{origin}: GAN.draw_inputs")
+    return gan
+
+
+def _check_callable(loss, where: str, or_list: str = "") -> None:
+    for term in as_terms(loss):
+        if not callable(term):
+            raise AmpganError(f"{where} must be a function of the loss context{or_list}, got {type(term).__name__}")
+
+
+def _check_networks(gan: GAN, origin: str) -> None:
+    """Two distinct networks with trainable parameters of their own, their fp32 islands and learning-rate
+    multipliers inside them."""
+    for name, which in zip(NETWORKS, ("optimizer_g", "optimizer_d")):
+        network = getattr(gan, name)
+        if not isinstance(network, nn.Module):
+            raise AmpganError(f"{origin}: GAN.{name} is {type(network).__name__}, not a torch.nn.Module")
+        if not any(parameter.requires_grad for parameter in network.parameters()):
             raise AmpganError(
-                f"{origin}: Update {update.name!r} networks must be among {NETWORKS}, got {update.networks!r}"
+                f"{origin}: every parameter of GAN.{name} is frozen (requires_grad=False): nothing "
+                "would train; leave the layers that should learn trainable"
             )
-        if update.optimizer is None and len(update.networks) != 1:
-            raise AmpganError(
-                f"{origin}: Update {update.name!r} changes both networks, so it needs an optimizer "
-                "of its own (optimizer=ampgan.Adam(...))"
-            )
-        if not isinstance(update.every, int) or update.every < 1:
-            raise AmpganError(f"{origin}: Update {update.name!r} every must be a whole number of at least 1")
-        for term in _as_terms(update.loss):
-            if not callable(term):
-                raise AmpganError(f"{origin}: Update {update.name!r} loss must be a function of the loss context")
-    for module in gan.fp32_modules:
-        if not isinstance(module, nn.Module) or not any(module is m for m in _modules_of(gan)):
-            raise AmpganError(
-                f"{origin}: every GAN.fp32_modules entry must be a submodule of the generator or the discriminator"
-            )
-    for which in ("optimizer_g", "optimizer_d"):
-        network = gan.generator if which == "optimizer_g" else gan.discriminator
-        names = [name for name, _ in network.named_parameters()]
+        names = [n for n, _ in network.named_parameters()]
         for prefix, factor in getattr(gan, which).lr_multipliers.items():
             if not isinstance(factor, (int, float)) or factor <= 0:
                 raise AmpganError(
                     f"{origin}: GAN.{which} lr_multipliers[{prefix!r}] must be a positive number, got {factor!r}"
                 )
-            if not any(name.startswith(prefix) for name in names):
+            if not any(n.startswith(prefix) for n in names):
                 raise AmpganError(
                     f"{origin}: GAN.{which} lr_multipliers names {prefix!r}, which no parameter name "
-                    f"of the {'generator' if which == 'optimizer_g' else 'discriminator'} starts with "
-                    f"(they start: {', '.join(sorted({n.split('.')[0] for n in names})[:6])})"
+                    f"of the {name} starts with (they start: {', '.join(sorted({n.split('.')[0] for n in names})[:6])})"
                 )
-    check_ema(gan.ema, origin)
-    if gan.draw_inputs is not None and not callable(gan.draw_inputs):
-        raise AmpganError(f"{origin}: GAN.draw_inputs must be a function of the loss context")
-    return gan
+    if gan.generator is gan.discriminator:
+        raise AmpganError(f"{origin}: the generator and the discriminator are the same module: give two networks")
+    shared = {id(p) for p in gan.generator.parameters()} & {id(p) for p in gan.discriminator.parameters()}
+    if shared:
+        raise AmpganError(
+            f"{origin}: the generator and the discriminator share {len(shared)} parameter(s): each "
+            "network needs its own (each has its own optimizer and loss scaler)"
+        )
+    modules = [m for network in (gan.generator, gan.discriminator) for m in network.modules()]
+    for module in gan.fp32_modules:
+        if not isinstance(module, nn.Module) or not any(module is m for m in modules):
+            raise AmpganError(
+                f"{origin}: every GAN.fp32_modules entry must be a submodule of the generator or the discriminator"
+            )
 
 
-def _modules_of(gan: GAN):
-    yield from gan.generator.modules()
-    yield from gan.discriminator.modules()
+def _check_updates(updates: Sequence[Update], origin: str) -> None:
+    names = set()
+    for update in updates:
+        if not isinstance(update, Update):
+            raise AmpganError(f"{origin}: GAN.extra_updates holds {type(update).__name__}: use ampgan.Update(...)")
+        where = f"{origin}: Update {update.name!r}"
+        if update.name in names or update.name in ("d", "g"):
+            raise AmpganError(f"{origin}: two updates are called {update.name!r} (or it is 'd'/'g'): name each once")
+        names.add(update.name)
+        if not update.networks or any(n not in NETWORKS for n in update.networks):
+            raise AmpganError(f"{where} networks must be among {NETWORKS}, got {update.networks!r}")
+        if update.optimizer is None and len(update.networks) != 1:
+            raise AmpganError(
+                f"{where} changes both networks, so it needs an optimizer of its own (optimizer=ampgan.Adam(...))"
+            )
+        if not is_whole(update.every, 1):
+            raise AmpganError(f"{where} every must be a whole number of at least 1")
+        _check_callable(update.loss, f"{where} loss")

@@ -12,6 +12,7 @@ import math
 from dataclasses import dataclass
 
 from ampgan.errors import AmpganError
+from ampgan.gan.options import is_whole
 
 # What samples and evaluations are drawn from when a model declares no EMA (and what a study from before
 # GAN.ema was drawn from).
@@ -68,9 +69,10 @@ def check_ema(ema, origin: str) -> EMA | None:
             f"update, e.g. 0.999), got {decay!r}"
         )
     for name, least in (("start", 0), ("every", 1)):
-        value = getattr(ema, name)
-        if isinstance(value, bool) or not isinstance(value, int) or value < least:
-            raise AmpganError(f"{origin}: GAN.ema {name} must be a whole number of at least {least}, got {value!r}")
+        if not is_whole(getattr(ema, name), least):
+            raise AmpganError(
+                f"{origin}: GAN.ema {name} must be a whole number of at least {least}, got {getattr(ema, name)!r}"
+            )
     rampup = ema.rampup
     if rampup is not None and (isinstance(rampup, bool) or not isinstance(rampup, (int, float)) or rampup <= 0):
         raise AmpganError(

@@ -96,6 +96,23 @@ def dcgan_upsampling(channels: int, image_channels: int, doublings: int) -> nn.S
     return nn.Sequential(*layers)
 
 
+def dcgan_downsampling(
+    data, width: int, halvings: int, conv: type[nn.Conv2d] = nn.Conv2d, batch_norm: bool = True
+) -> tuple[list[nn.Module], int]:
+    """DCGAN's discriminator body: (B, C, s, s) -> (B, w, s/2, s/2) -> (B, 2w, s/4, s/4) -> ... flattened, and
+    the number of features it gives per image. Each halving is a strided 4x4 convolution (`conv`), batch norm
+    (not on the first: it sees the images; none without `batch_norm`) and leaky ReLU 0.2. `data`: gan.DataSpec."""
+    layers: list[nn.Module] = []
+    in_channels, out_channels = data.channels, width
+    for index in range(halvings):
+        layers.append(conv(in_channels, out_channels, 4, stride=2, padding=1, bias=index == 0 or not batch_norm))
+        if index > 0 and batch_norm:
+            layers.append(nn.BatchNorm2d(out_channels))
+        layers.append(nn.LeakyReLU(0.2, inplace=True))
+        in_channels, out_channels = out_channels, out_channels * 2
+    return [*layers, nn.Flatten()], in_channels * (data.image_size // 2**halvings) ** 2
+
+
 def start_spectral_normalisation(network: nn.Module) -> None:
     """Start the power iteration of every spectrally normalised layer (after the weights' initialisation)."""
     for module in network.modules():
@@ -172,6 +189,10 @@ def non_saturating_g_loss(context):
     return real_fake_loss(context.D(context.fake), 1.0)
 
 
+# The non-saturating GAN's losses (Goodfellow et al. 2014) for a D with one logit per image: GAN(..., **NON_SATURATING).
+NON_SATURATING = {"d_loss": (d_real_term, d_fake_term), "g_loss": non_saturating_g_loss}
+
+
 def class_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     """Cross-entropy in fp32 (the softmax's log-sum-exp). `logits`: (B, K); `labels`: (B,) class indices."""
     if (
@@ -192,7 +213,4 @@ def unused_but_reduced(*outputs: torch.Tensor) -> torch.Tensor:
     """An exact zero that touches `outputs`: DDP expects every parameter of a wrapped network to get a
     gradient in each backward pass, and a head a loss does not use gets one from this (zero, so the
     update is unchanged) without find_unused_parameters."""
-    total = 0.0 * outputs[0].float().sum()
-    for output in outputs[1:]:
-        total = total + 0.0 * output.float().sum()
-    return total
+    return sum((0.0 * output.float().sum() for output in outputs[1:]), 0.0 * outputs[0].float().sum())

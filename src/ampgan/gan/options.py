@@ -92,22 +92,26 @@ def require_image_size(model: str, data, sizes) -> None:
         )
 
 
-# Range checks a model function calls on its own options; each names the option by its config path.
-def require_whole(name: str, value: int, minimum: int = 1) -> None:
-    if not (isinstance(value, int) and not isinstance(value, bool) and value >= minimum):
-        raise ConfigError(f"model.{name}", f"must be a whole number of at least {minimum}, got {value!r}")
+def is_whole(value, minimum: int) -> bool:
+    """A whole number (never a bool) of at least `minimum`."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= minimum
 
 
-def require_non_negative(name: str, value: float) -> None:
-    if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
-        raise ConfigError(f"model.{name}", f"must be 0 or more, got {value!r}")
+# Range checks a model function calls on its own options (`require_whole(width=width, z_dim=z_dim)`); each
+# names the option by its config path.
+def require_whole(**options) -> None:
+    for name, value in options.items():
+        if not is_whole(value, 1):
+            raise ConfigError(f"model.{name}", f"must be a whole number of at least 1, got {value!r}")
 
 
-def require_positive(name: str, value: float) -> None:
-    if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
-        raise ConfigError(f"model.{name}", f"must be positive and finite, got {value!r}")
+def require_non_negative(**options) -> None:
+    for name, value in options.items():
+        if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
+            raise ConfigError(f"model.{name}", f"must be 0 or more, got {value!r}")
 
 
-def require_fraction(name: str, value: float) -> None:
-    if not (isinstance(value, (int, float)) and 0 < value <= 1):
-        raise ConfigError(f"model.{name}", f"must be in (0, 1], got {value!r}")
+def require_fraction(**options) -> None:
+    for name, value in options.items():
+        if not (isinstance(value, (int, float)) and 0 < value <= 1):
+            raise ConfigError(f"model.{name}", f"must be in (0, 1], got {value!r}")

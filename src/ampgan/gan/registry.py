@@ -15,13 +15,10 @@ decorated with @built_in("name")): the registry imports every module there.
 
 from __future__ import annotations
 
-import difflib
-import functools
 import hashlib
 import importlib
 import importlib.util
 import inspect
-import pkgutil
 import shlex
 import sys
 import traceback
@@ -33,11 +30,13 @@ from typing import Any
 
 import torch
 
+from ampgan.data.registry import registry_of
 from ampgan.errors import AmpganError, ConfigError, name_as_text
 from ampgan.files.jsonfile import refuse_unless_regular_file
 from ampgan.gan.contract import BUILT_IN, GAN, DataSpec, check_gan
 from ampgan.gan.layers import keep_in_fp32
 from ampgan.gan.options import option_parameters, resolve_options
+from ampgan.sections import close_match_hint
 from ampgan.trust import (  # noqa: F401 - the registry's readers import the rule from here too
     ANY_MODEL,
     MODEL_CONSENT_ENV,
@@ -47,15 +46,7 @@ from ampgan.trust import (  # noqa: F401 - the registry's readers import the rul
     import_consented,
 )
 
-
-@functools.cache
-def _built_in() -> dict[str, Callable]:
-    """Every model function of gan/models/ by name (each module imported once)."""
-    from ampgan.gan import models
-
-    for found in pkgutil.iter_modules(models.__path__):
-        importlib.import_module(f"{models.__name__}.{found.name}")
-    return BUILT_IN
+_built_in = registry_of("ampgan.gan.models", BUILT_IN)  # every model function of gan/models/ by name
 
 
 def model_names() -> list[str]:
@@ -179,11 +170,9 @@ def _find_builder(name: str) -> tuple[Callable, Path | None]:
         builder = built_in[name]
         return builder, Path(inspect.getsourcefile(builder))
     if ":" not in name:
-        close = difflib.get_close_matches(name, list(built_in), n=1)
-        hint = f" (did you mean {close[0]}?)" if close else ""
         raise ConfigError(
             "model.name",
-            f"{name!r} is not a built-in model{hint}: choose one of {', '.join(built_in)}, "
+            f"{name!r} is not a built-in model{close_match_hint(name, built_in)}: choose one of {', '.join(built_in)}, "
             "or give your own as path/to/file.py:FUNCTION or package.module:FUNCTION",
         )
     where, _, function_name = name.rpartition(":")
@@ -198,10 +187,9 @@ def _find_builder(name: str) -> tuple[Callable, Path | None]:
             for n, v in vars(module).items()
             if inspect.isfunction(v) and not n.startswith("_") and getattr(v, "__module__", None) == module.__name__
         )
-        close = difflib.get_close_matches(function_name, available, n=1)
-        hint = f" (did you mean {close[0]}?)" if close else ""
         raise AmpganError(
-            f"{where} has no function {function_name!r}{hint}; its functions: {', '.join(available) or 'none'}"
+            f"{where} has no function {function_name!r}{close_match_hint(function_name, available)}; "
+            f"its functions: {', '.join(available) or 'none'}"
         )
     if not callable(builder):
         raise AmpganError(f"{where}:{function_name} is a {type(builder).__name__}, not a function")
@@ -301,21 +289,13 @@ def build_on_meta(recipe: ModelRecipe, data: DataSpec) -> GAN | None:
     if key in _META_BUILDS:
         _META_BUILDS.move_to_end(key)
         return _META_BUILDS[key]
-    gan = _build_on_meta(recipe, data)
-    if gan is not None:
-        _META_BUILDS[key] = gan
-        while len(_META_BUILDS) > _META_BUILDS_KEPT:
-            _META_BUILDS.popitem(last=False)
-    return gan
-
-
-def _build_on_meta(recipe: ModelRecipe, data: DataSpec) -> GAN | None:
     try:
         with torch.device("meta"):
             gan = check_gan(recipe.builder(data, **recipe.options), f"model {recipe.name}")
-        gan.name = recipe.name
-        return gan
-    except KeyboardInterrupt:
-        raise
     except Exception:  # noqa: BLE001 - not every model builds on meta; the caller does without
         return None
+    gan.name = recipe.name
+    _META_BUILDS[key] = gan
+    while len(_META_BUILDS) > _META_BUILDS_KEPT:
+        _META_BUILDS.popitem(last=False)
+    return gan

@@ -28,6 +28,7 @@ RECEIPTS_ENV = "AMPGAN_LAUNCH_RECEIPTS"
 
 def launch_on_this_machine(nproc: int, argv: list[str], target: list[str] | None = None) -> int:
     """Run `python -P -m ampgan ARGV` (or `python -P TARGET ARGV`) in `nproc` processes; the exit code."""
+    # Imported here, not at the top: torch's launcher takes 0.66 s to import, which no other command needs.
     from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch

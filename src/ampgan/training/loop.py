@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
+from tqdm.auto import tqdm
 
 from ampgan.config import TrainConfig
 from ampgan.data.batches import BatchStream
@@ -326,14 +327,8 @@ def run_training(
             else NullWriter(state.train)
         )
         state.metrics_last_step = writer.last_logged_step
-        faults = FaultMonitor(
-            prepared.policy.uses_loss_scaling,
-            fault_rules,
-            static_scale=prepared.policy.loss_scale is not None,
-            d_updates_per_step=state.train.gan.d_steps,
-        )
         loop = _Loop(
-            prepared, state, writer, Path(run_dir), faults, on_log, show_progress and ranks.is_main, step_charge_s
+            prepared, state, writer, Path(run_dir), fault_rules, on_log, show_progress and ranks.is_main, step_charge_s
         )
         try:
             loop.run(stop_request, fresh=resume_from is None)
@@ -349,12 +344,7 @@ def run_training(
         finally:
             loop.progress.close()
             writer.close()
-    return RunResult(
-        state=state,
-        run_dir=Path(run_dir) if ranks.is_main else None,
-        last_record=writer.last_record,
-        stamp=getattr(writer, "stamp", ""),
-    )
+    return RunResult(state, Path(run_dir) if ranks.is_main else None, writer.last_record, getattr(writer, "stamp", ""))
 
 
 class _Loop:
@@ -366,7 +356,7 @@ class _Loop:
         state: RunState,
         writer,
         run_dir: Path,
-        faults: FaultMonitor,
+        fault_rules: FaultRules,
         on_log,
         show_progress: bool,
         step_charge_s: float | None = None,
@@ -380,7 +370,13 @@ class _Loop:
             say=lambda line: warn(f"threads: {line}") if world().is_main else None,
         )
         state.thread_changes = self.threads.changes
-        self.state, self.writer, self.run_dir, self.faults, self.on_log = state, writer, run_dir, faults, on_log
+        self.state, self.writer, self.run_dir, self.on_log = state, writer, run_dir, on_log
+        self.faults = FaultMonitor(
+            prepared.policy.uses_loss_scaling,
+            fault_rules,
+            prepared.policy.loss_scale is not None,
+            state.train.gan.d_steps,
+        )
         self.budget = Budget.of(self.config)
         self.progress = _progress_bar(self.budget, show_progress, initial=state.train.step)
         # Not on a terminal (a CI log, `| tee`): a plain line every LOG_LINE_EVERY_S of training instead.
@@ -496,8 +492,6 @@ LOG_LINE_EVERY_S = 30.0
 def _progress_bar(budget: Budget, enabled: bool, initial: int = 0):
     """tqdm on stderr, only when stderr is a terminal: in a CI log or through `| tee` its carriage-return
     redraws would pile up as one line of step/s fragments between the log lines."""
-    from tqdm.auto import tqdm
-
     enabled = enabled and sys.stderr.isatty()
     return tqdm(total=budget.steps, initial=initial, unit="step", disable=not enabled, dynamic_ncols=True, leave=True)
 

@@ -19,7 +19,9 @@ import torch
 from ampgan.errors import AmpganError
 from ampgan.gan.context import LossContext, draw_inputs
 from ampgan.gan.contract import GAN, DataSpec
+from ampgan.precisions import FP32
 from ampgan.system.memory import available_memory_bytes, size_text
+from ampgan.training.precision import LossScaler, PrecisionPolicy
 
 _FP32_BYTES = 4
 _COPIES_PER_PARAMETER = 4  # weight, gradient, Adam's first and second moment
@@ -42,14 +44,6 @@ class MemoryEstimate:
 
     def total_bytes_at(self, batch_size: int) -> int:
         return self.parameters_bytes + self.activations_bytes_per_sample * batch_size
-
-
-class _NoScaling:
-    def __init__(self, device):
-        self.one = torch.ones((), device=device)
-
-    def scale_tensor(self):
-        return self.one
 
 
 # Traced element counts per meta GAN, by (data, batch size), while that GAN lives: the meta build is shared by
@@ -85,21 +79,17 @@ def _trace_step_elements(gan: GAN, data: DataSpec, batch_size: int) -> int:
     try:
         real = torch.empty(batch_size, data.channels, data.image_size, data.image_size, device=meta)
         labels = torch.zeros(batch_size, dtype=torch.long, device=meta)
-        context = LossContext(
-            G=gan.generator,
-            D=gan.discriminator,
-            real=real,
-            labels=labels,
-            z=None,
-            fake_labels=None,
-            fake=None,
+        context = LossContext.for_batch(
+            gan,
+            gan.generator,
+            gan.discriminator,
+            real,
+            labels,
             step=0,
             rng=None,
-            gan=gan,
-            scaler=_NoScaling(meta),
-            device=meta,
+            scaler=LossScaler(PrecisionPolicy(FP32, meta)),
+            draw=_meta_inputs,
         )
-        context.z, context.fake_labels = _meta_inputs(gan, context, batch_size)
         fake = gan.generate(gan.generator, context.z, context.fake_labels)
         wanted = (batch_size, data.channels, data.image_size, data.image_size)
         if not isinstance(fake, torch.Tensor) or tuple(fake.shape) != wanted:

@@ -40,16 +40,12 @@ class PrecisionPolicy:
         return self.mode.compute_dtype
 
     @property
-    def uses_autocast(self) -> bool:
-        return self.mode.autocast
-
-    @property
     def uses_loss_scaling(self) -> bool:
         # bf16 has FP32's exponent range, so gradients do not underflow: no scaling needed.
         return self.mode.loss_scaling
 
     def autocast(self) -> AbstractContextManager:
-        if not self.uses_autocast:
+        if not self.mode.autocast:
             return nullcontext()
         return torch.autocast(self.device.type, dtype=self.compute_dtype)
 
@@ -258,23 +254,22 @@ def check_kernels_for(device: torch.device) -> None:
     if not arch_list:  # a build that does not say: nothing to check against
         return
     major, minor = torch.cuda.get_device_capability(device)
-    runs = False
-    for arch in arch_list:
-        kind, _, number = arch.partition("_")
-        if not number.isdigit() or len(number) < 2:
-            continue
-        arch_major, arch_minor = int(number[:-1]), int(number[-1])
-        if kind == "sm" and arch_major == major and arch_minor <= minor:
-            runs = True
-        elif kind == "compute" and (arch_major, arch_minor) <= (major, minor):
-            runs = True
-    if not runs:
+    if not any(_runs_on(arch, major, minor) for arch in arch_list):
         name = torch.cuda.get_device_name(device)
         raise AmpganError(
             f"this PyTorch build ({torch.__version__}) has no kernels for {name} (sm_{major}{minor}); it "
             f"has {', '.join(arch_list)}: install a PyTorch wheel built for sm_{major}{minor} (an older "
             "CUDA build, e.g. --index-url https://download.pytorch.org/whl/cu118), or use --device cpu"
         )
+
+
+def _runs_on(arch: str, major: int, minor: int) -> bool:
+    """Whether kernels built for `arch` (sm_XY, compute_XY) run on a GPU of capability (major, minor)."""
+    kind, _, number = arch.partition("_")
+    if not number.isdigit() or len(number) < 2:
+        return False
+    built = (int(number[:-1]), int(number[-1]))
+    return (kind == "sm" and built[0] == major and built[1] <= minor) or (kind == "compute" and built <= (major, minor))
 
 
 def build_policy(name: str, device: torch.device, loss_scale: float | None = None) -> PrecisionPolicy:

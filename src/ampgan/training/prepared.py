@@ -43,19 +43,10 @@ class PreparedRun:
     sampling_weights: str = G_OWN_WEIGHTS  # what samples and evaluations use (GAN.sampling_weights)
 
 
-def data_spec_of(dataset: ImageDataset) -> DataSpec:
-    return DataSpec(
-        image_size=dataset.image_size,
-        channels=dataset.channels,
-        num_classes=dataset.num_classes,
-        class_names=tuple(dataset.class_names),
-    )
-
-
 def resolve_config(config: TrainConfig, dataset: ImageDataset) -> tuple[TrainConfig, ModelRecipe, GAN, DataSpec]:
     """(the config with the model's options and optimizer settings written out, the recipe, the GAN built
     on the meta device (on the CPU when it cannot be built there), the data's description)."""
-    data = data_spec_of(dataset)
+    data = DataSpec(dataset.image_size, dataset.channels, dataset.num_classes, tuple(dataset.class_names))
     recipe = resolve_model(config.model.name, config.model.options)
     gan = build_on_meta(recipe, data)
     if gan is None:

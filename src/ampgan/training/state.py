@@ -12,10 +12,11 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import torch
+from torch.nn.parallel import DistributedDataParallel as DDP
 
 from ampgan.config import TrainConfig
 from ampgan.env import env_value
@@ -65,13 +66,15 @@ class TrainState:
     def discriminator(self) -> torch.nn.Module:
         return self.gan.discriminator
 
-    def _wrappers(self) -> tuple:
-        return (self.run_generator, self.run_discriminator, self.run_generator_unwrapped, self.run_discriminator_for_g)
-
     @contextmanager
     def eager(self):
         """Run the step on the plain modules (no DDP, no torch.compile) inside the block."""
-        wrapped = self._wrappers()
+        wrapped = (
+            self.run_generator,
+            self.run_discriminator,
+            self.run_generator_unwrapped,
+            self.run_discriminator_for_g,
+        )
         self.run_generator = self.run_generator_unwrapped = self.generator
         self.run_discriminator = self.run_discriminator_for_g = self.discriminator
         try:
@@ -162,16 +165,13 @@ def optimizer_settings(model: Adam, config: TrainConfig, network: str) -> Adam:
     """The model's Adam with the run's `optim` overrides applied (network: "g" or "d")."""
     optim = config.optim
     lr = optim.lr_g if network == "g" else optim.lr_d
-    betas = (
-        optim.beta1 if optim.beta1 is not None else model.betas[0],
-        optim.beta2 if optim.beta2 is not None else model.betas[1],
-    )
-    return Adam(
+    return replace(
+        model,
         lr=lr if lr is not None else model.lr,
-        betas=betas,
-        eps=model.eps,
-        weight_decay=model.weight_decay,
-        lr_multipliers=model.lr_multipliers,
+        betas=(
+            optim.beta1 if optim.beta1 is not None else model.betas[0],
+            optim.beta2 if optim.beta2 is not None else model.betas[1],
+        ),
     )
 
 
@@ -224,12 +224,10 @@ def build_train_state(
     device = policy.device
     torch.manual_seed(weights_seed(config.seed))
     gan = model.build(data)
-    gan.generator.to(device)
-    gan.discriminator.to(device)
-    if config.compute.channels_last:
-        # NHWC lets oneDNN/cuDNN pick their fastest convolution kernels without layout reorders.
-        gan.generator.to(memory_format=torch.channels_last)
-        gan.discriminator.to(memory_format=torch.channels_last)
+    # NHWC lets oneDNN/cuDNN pick their fastest convolution kernels without layout reorders.
+    layout = torch.channels_last if config.compute.channels_last else torch.preserve_format
+    for network in (gan.generator, gan.discriminator):
+        network.to(device, memory_format=layout)
     attach_average(gan)  # after G is placed: the average lives where G does, never in an optimizer
     networks = {"generator": gan.generator, "discriminator": gan.discriminator}
     extra_optimizers, extra_scalers = {}, {}
@@ -379,8 +377,6 @@ def wrap_modules(
     the compiled module without DDP: no gradient of its is reduced there. `data_parallel=False`: never
     DDP (the bench's single-process reference, timed beside the DDP step).
     """
-    from torch.nn.parallel import DistributedDataParallel as DDP
-
     distributed = data_parallel and world().distributed
     if sync_batch_norm and distributed:
         if state.policy.device.type != "cuda":

@@ -13,13 +13,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 
 import torch
 
 from ampgan.errors import AmpganError, first_words
-from ampgan.gan.context import LossContext, draw_inputs
+from ampgan.gan.context import LossContext
+from ampgan.gan.contract import as_terms
 from ampgan.training.distributed import lost_contact_with_ranks, unused_parameters_line
 from ampgan.training.ema import update_average
+from ampgan.training.out_of_memory import is_out_of_memory
 from ampgan.training.precision import LossScaler, PrecisionPolicy
 from ampgan.training.state import TrainState
 
@@ -42,17 +45,6 @@ def _frozen(modules: Sequence[torch.nn.Module]) -> Iterator[None]:
             parameter.requires_grad_(True)
 
 
-def _not_the_models_doing(error: BaseException) -> bool:
-    """Failures the caller handles itself: out of memory (the bench marks the batch size), a lost rank."""
-    text = str(error).lower()
-    return (
-        isinstance(error, torch.OutOfMemoryError)
-        or "out of memory" in text
-        or "can't allocate memory" in text
-        or lost_contact_with_ranks(error) is not None
-    )
-
-
 @contextmanager
 def _users_code(origin: str) -> Iterator[None]:
     """The user's networks and losses run inside: whatever they raise becomes one line naming the model,
@@ -64,8 +56,8 @@ def _users_code(origin: str) -> Iterator[None]:
             raise
         raise AmpganError(f"{origin}: {error}") from None
     except Exception as error:  # noqa: BLE001 - the user's code failing is the message
-        if _not_the_models_doing(error):
-            raise
+        if is_out_of_memory(error) or lost_contact_with_ranks(error) is not None:
+            raise  # the caller's to handle: out of memory (the bench marks the batch size), a lost rank
         if isinstance(error, RuntimeError) and "double backward" in str(error):
             raise AmpganError(
                 f"{origin} takes gradients of gradients (a gradient penalty), which torch.compile "
@@ -160,56 +152,17 @@ def train_step(state: TrainState, next_batch: Callable[[], Batch]) -> dict[str, 
     """
     gan, policy = state.gan, state.policy
     metrics: dict[str, torch.Tensor] = {}
-    skipped_d = None
     model = f"model {gan.name or 'GAN'}:"
 
     # (1) Update D: its loss terms on real and generated images, one backward pass each.
-    for index in range(gan.d_steps):
-        last = index == gan.d_steps - 1
-        real, labels = next_batch()
-        context = LossContext(
-            G=state.run_generator,
-            D=state.run_discriminator,
-            real=real,
-            labels=labels,
-            z=None,
-            fake_labels=None,
-            fake=None,
-            step=state.step,
-            rng=state.rng,
-            gan=gan,
-            scaler=state.scaler_d,
-            device=real.device,
-        )
-        context.z, context.fake_labels = draw_inputs(gan, context, real.shape[0])
-        state.optimizer_d.zero_grad(set_to_none=True)
-        with _users_code(f"{model} G's forward pass (for D's update)"):
-            if last:  # these fakes also feed G's update: G's graph is kept (through DDP's G, when wrapped)
-                with policy.autocast():
-                    fake = gan.generate(state.run_generator, context.z, context.fake_labels)  # (B, C, H, W)
-            else:  # only D learns from these: no graph, and no DDP forward without its backward
-                with torch.no_grad(), policy.autocast():
-                    fake = gan.generate(state.run_generator_unwrapped, context.z, context.fake_labels)
-        context.fake = fake.detach()
-        origin = f"{model} D's update, d_loss"
-        loss_d = _backward_terms(
-            gan.d_loss_terms, context, state.scaler_d, policy, metrics, origin, "the discriminator"
-        )
-        skipped = _step(state.scaler_d, state.optimizer_d, origin, "the discriminator")
-        skipped_d = skipped if skipped_d is None else skipped_d + skipped
+    context, fake, loss_d, skipped_d = _update_d(state, next_batch, metrics, model)
 
     # (2) Update G: its loss on the last fakes, through a frozen D.
     with _frozen([state.discriminator]):
         context.D, context.fake, context.scaler = state.run_discriminator_for_g, fake, state.scaler_g
         origin = f"{model} G's update, g_loss"
-        with _users_code(origin):
-            with policy.autocast():
-                loss_g, extra = as_loss(gan.g_loss(context), origin)
-            metrics.update({name: value.detach() for name, value in extra.items()})
-            state.optimizer_g.zero_grad(set_to_none=True)
-            if not loss_g.requires_grad:
-                raise _no_gradient(origin, "the generator")
-            state.scaler_g.backward(loss_g)
+        state.optimizer_g.zero_grad(set_to_none=True)
+        loss_g = _backward_terms((gan.g_loss,), context, state.scaler_g, policy, metrics, origin, "the generator")
         skipped_g = _step(state.scaler_g, state.optimizer_g, origin, "the generator")
     state.step += 1
 
@@ -233,7 +186,42 @@ def train_step(state: TrainState, next_batch: Callable[[], Batch]) -> dict[str, 
     update_average(gan, state.step)
 
     with torch.no_grad():
-        return {"loss_d": loss_d, "loss_g": loss_g.detach(), **metrics, "skipped_d": skipped_d, "skipped_g": skipped_g}
+        return {"loss_d": loss_d, "loss_g": loss_g, **metrics, "skipped_d": skipped_d, "skipped_g": skipped_g}
+
+
+def _update_d(state: TrainState, next_batch: Callable[[], Batch], metrics: dict, model: str):
+    """D's `d_steps` updates, each on a batch of its own: (the last one's context, its fakes with G's graph,
+    its loss, D's skipped updates)."""
+    gan, policy = state.gan, state.policy
+    skipped_d = None
+    for index in range(gan.d_steps):
+        real, labels = next_batch()
+        context = LossContext.for_batch(
+            gan,
+            state.run_generator,
+            state.run_discriminator,
+            real,
+            labels,
+            step=state.step,
+            rng=state.rng,
+            scaler=state.scaler_d,
+        )
+        state.optimizer_d.zero_grad(set_to_none=True)
+        with _users_code(f"{model} G's forward pass (for D's update)"):
+            if index == gan.d_steps - 1:  # these fakes also feed G's update: G's graph is kept (through DDP's G)
+                with policy.autocast():
+                    fake = gan.generate(state.run_generator, context.z, context.fake_labels)  # (B, C, H, W)
+            else:  # only D learns from these: no graph, and no DDP forward without its backward
+                with torch.no_grad(), policy.autocast():
+                    fake = gan.generate(state.run_generator_unwrapped, context.z, context.fake_labels)
+        context.fake = fake.detach()
+        origin = f"{model} D's update, d_loss"
+        loss_d = _backward_terms(
+            gan.d_loss_terms, context, state.scaler_d, policy, metrics, origin, "the discriminator"
+        )
+        skipped = _step(state.scaler_d, state.optimizer_d, origin, "the discriminator")
+        skipped_d = skipped if skipped_d is None else skipped_d + skipped
+    return context, fake, loss_d, skipped_d
 
 
 def _extra_update(
@@ -251,33 +239,20 @@ def _extra_update(
     frozen = [
         network for network, trains in ((state.generator, trains_g), (state.discriminator, trains_d)) if not trains
     ]
-    context = LossContext(
+    context = replace(
+        step_context,
         G=state.run_generator if trains_g else state.run_generator_unwrapped,
         D=state.run_discriminator if trains_d else state.run_discriminator_for_g,
-        real=step_context.real,
-        labels=step_context.labels,
-        z=step_context.z,
-        fake_labels=step_context.fake_labels,
         fake=None,
         step=state.step,
-        rng=state.rng,
-        gan=state.gan,
         scaler=scaler,
-        device=step_context.device,
     )
     with _frozen(frozen):
         optimizer.zero_grad(set_to_none=True)
-        terms = update.loss if isinstance(update.loss, (list, tuple)) else (update.loss,)
         changes = " and ".join(f"the {name}" for name in update.networks)
         origin = f"{model} update {update.name!r} (of {changes})"
+        multiplier = float(update.every) if update.scale_by_interval else 1.0
         loss = _backward_terms(
-            terms,
-            context,
-            scaler,
-            state.policy,
-            metrics,
-            origin,
-            changes,
-            multiplier=float(update.every) if update.scale_by_interval else 1.0,
+            as_terms(update.loss), context, scaler, state.policy, metrics, origin, changes, multiplier
         )
         return loss, _step(scaler, optimizer, origin, changes)

@@ -26,6 +26,7 @@ from ampgan.gan.layers import (
     SpectralNormConv2d,
     SpectralNormLinear,
     class_loss,
+    dcgan_downsampling,
     dcgan_upsampling,
     init_dcgan_weights,
     real_fake_loss,
@@ -81,19 +82,8 @@ class Discriminator(nn.Module):
     def __init__(self, data: DataSpec, width: int, *, spectral_norm: bool = False):
         super().__init__()
         conv, linear = (SpectralNormConv2d, SpectralNormLinear) if spectral_norm else (nn.Conv2d, nn.Linear)
-        n_down = upsamplings(data.image_size)
-        layers: list[nn.Module] = []
-        in_channels, out_channels = data.channels, width
-        for index in range(n_down):
-            layers.append(conv(in_channels, out_channels, 4, stride=2, padding=1, bias=index == 0))
-            if index > 0:  # DCGAN: no batch-norm on the layer that sees the images
-                layers.append(nn.BatchNorm2d(out_channels))
-            layers.append(nn.LeakyReLU(0.2, inplace=True))
-            in_channels, out_channels = out_channels, out_channels * 2
-        layers.append(nn.Flatten())
-        self.features = nn.Sequential(*layers)
-        feature_size = data.image_size // 2**n_down
-        feature_dim = in_channels * feature_size**2  # (B, 4w * 4 * 4) for 32 px
+        layers, feature_dim = dcgan_downsampling(data, width, upsamplings(data.image_size), conv)
+        self.features = nn.Sequential(*layers)  # (B, 4w * 4 * 4) for 32 px
         self.real_fake_head = linear(feature_dim, 1)
         self.class_head = nn.Linear(feature_dim, data.num_classes)  # the auxiliary classifier
         self.apply(init_dcgan_weights)
@@ -127,14 +117,11 @@ def acgan(
     class_loss_on_fakes: bool = False,
 ) -> GAN:
     """ampgan's AC-GAN: width w (channels w, 2w, 4w), noise size z_dim; the loss options above."""
+    # Over 60 lines, kept whole: a model definition read top to bottom, its losses closures over its options.
     require_image_size("acgan", data, tuple(BASE_SIZE))
-    require_whole("width", width)
-    require_whole("z_dim", z_dim)
-    require_non_negative("mode_seeking", mode_seeking)
-    require_non_negative("class_weight_g", class_weight_g)
-    require_fraction("real_label", real_label)
-    generator = Generator(data, z_dim, width)
-    discriminator = Discriminator(data, width, spectral_norm=spectral_norm_d)
+    require_whole(width=width, z_dim=z_dim)
+    require_non_negative(mode_seeking=mode_seeking, class_weight_g=class_weight_g)
+    require_fraction(real_label=real_label)
 
     def draw_inputs(context):
         z = torch.randn(context.batch_size, z_dim, device=context.device, generator=context.rng)
@@ -176,8 +163,8 @@ def acgan(
         return loss
 
     return GAN(
-        generator=generator,
-        discriminator=discriminator,
+        generator=Generator(data, z_dim, width),
+        discriminator=Discriminator(data, width, spectral_norm=spectral_norm_d),
         z_dim=z_dim,
         conditional=True,
         num_classes=data.num_classes,

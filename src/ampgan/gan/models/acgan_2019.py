@@ -107,8 +107,7 @@ class StudyDiscriminator(nn.Module):
 def acgan_2019(data: DataSpec, *, z_dim: int = 100) -> GAN:
     """The study's network and losses (z_dim 100 as the study; not a multiple of 8)."""
     require_image_size("acgan-2019", data, SIZES)
-    require_whole("z_dim", z_dim)
-    generator, discriminator = StudyGenerator(data, z_dim), StudyDiscriminator(data)
+    require_whole(z_dim=z_dim)
 
     def draw_inputs(context):
         z = torch.rand(context.batch_size, z_dim, device=context.device, generator=context.rng).mul_(2).sub_(1)
@@ -146,8 +145,8 @@ def acgan_2019(data: DataSpec, *, z_dim: int = 100) -> GAN:
         "classifier", loss=(class_on_real, class_on_fake), networks=("generator", "discriminator"), optimizer=STUDY_ADAM
     )
     return GAN(
-        generator=generator,
-        discriminator=discriminator,
+        generator=StudyGenerator(data, z_dim),
+        discriminator=StudyDiscriminator(data),
         z_dim=z_dim,
         conditional=True,
         num_classes=data.num_classes,

@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from ampgan.gan.contract import GAN, DataSpec, built_in
-from ampgan.gan.layers import d_fake_term, d_real_term, dcgan_upsampling, init_dcgan_weights, non_saturating_g_loss
+from ampgan.gan.layers import NON_SATURATING, dcgan_downsampling, dcgan_upsampling, init_dcgan_weights
 from ampgan.gan.models.acgan import BASE_SIZE, upsamplings
 from ampgan.gan.options import require_image_size, require_whole
 
@@ -43,20 +43,8 @@ class Discriminator(nn.Module):
 
     def __init__(self, data: DataSpec, width: int, *, batch_norm: bool = True):
         super().__init__()
-        layers: list[nn.Module] = []
-        in_channels, out_channels = data.channels, width
-        n_down = upsamplings(data.image_size)
-        for index in range(n_down):
-            layers.append(
-                nn.Conv2d(in_channels, out_channels, 4, stride=2, padding=1, bias=index == 0 or not batch_norm)
-            )
-            if index > 0 and batch_norm:  # DCGAN: no batch norm on the layer that sees the images
-                layers.append(nn.BatchNorm2d(out_channels))
-            layers.append(nn.LeakyReLU(0.2, inplace=True))
-            in_channels, out_channels = out_channels, out_channels * 2
-        feature_size = data.image_size // 2**n_down
-        layers += [nn.Flatten(), nn.Linear(in_channels * feature_size**2, 1)]
-        self.score = nn.Sequential(*layers)
+        layers, features = dcgan_downsampling(data, width, upsamplings(data.image_size), batch_norm=batch_norm)
+        self.score = nn.Sequential(*layers, nn.Linear(features, 1))
         self.apply(init_dcgan_weights)
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
@@ -68,14 +56,12 @@ def dcgan(data: DataSpec, *, width: int = 32, z_dim: int = 128) -> GAN:
     """Unconditional DCGAN: width w (channels w, 2w, 4w), noise size z_dim (128, not the paper's 100: a
     multiple of 8 keeps the first matrix product on tensor cores / AMX)."""
     require_image_size("dcgan", data, tuple(BASE_SIZE))
-    require_whole("width", width)
-    require_whole("z_dim", z_dim)
+    require_whole(width=width, z_dim=z_dim)
 
     return GAN(
         generator=Generator(data, z_dim, width),
         discriminator=Discriminator(data, width),
         z_dim=z_dim,
-        d_loss=(d_real_term, d_fake_term),
-        g_loss=non_saturating_g_loss,
+        **NON_SATURATING,
         description=f"DCGAN, unconditional, width {width}, z {z_dim}",
     )

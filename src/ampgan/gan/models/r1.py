@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ampgan.gan.contract import GAN, DataSpec, Update, built_in
-from ampgan.gan.layers import d_fake_term, d_real_term, non_saturating_g_loss
+from ampgan.gan.layers import NON_SATURATING
 from ampgan.gan.models.acgan import BASE_SIZE, upsamplings
 from ampgan.gan.options import require_image_size, require_non_negative, require_whole
 
@@ -114,10 +114,8 @@ def r1_penalty(context) -> torch.Tensor:
 def r1(data: DataSpec, *, width: int = 16, z_dim: int = 128, gamma: float = 1.0, r1_every: int = 16) -> GAN:
     """Residual GAN with lazy R1: width w, noise size z_dim, penalty weight gamma every r1_every steps."""
     require_image_size("r1", data, tuple(BASE_SIZE))
-    require_whole("width", width)
-    require_whole("z_dim", z_dim)
-    require_non_negative("gamma", gamma)
-    require_whole("r1_every", r1_every)
+    require_whole(width=width, z_dim=z_dim, r1_every=r1_every)
+    require_non_negative(gamma=gamma)
 
     def lazy_r1(context):
         penalty = r1_penalty(context)
@@ -127,8 +125,7 @@ def r1(data: DataSpec, *, width: int = 16, z_dim: int = 128, gamma: float = 1.0,
         generator=Generator(data, z_dim, width),
         discriminator=Discriminator(data, width),
         z_dim=z_dim,
-        d_loss=(d_real_term, d_fake_term),
-        g_loss=non_saturating_g_loss,
+        **NON_SATURATING,
         extra_updates=(Update("r1", lazy_r1, networks=("discriminator",), every=r1_every, scale_by_interval=True),),
         description=f"residual GAN, R1 {gamma:g} every {r1_every} steps, width {width}, z {z_dim}",
     )

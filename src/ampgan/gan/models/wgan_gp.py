@@ -32,10 +32,8 @@ def wgan_gp(
 ) -> GAN:
     """WGAN-GP: width w, noise size z_dim, `critic_steps` critic updates per G update."""
     require_image_size("wgan-gp", data, tuple(BASE_SIZE))
-    require_whole("width", width)
-    require_whole("z_dim", z_dim)
-    require_whole("critic_steps", critic_steps)
-    require_non_negative("penalty_weight", penalty_weight)
+    require_whole(width=width, z_dim=z_dim, critic_steps=critic_steps)
+    require_non_negative(penalty_weight=penalty_weight)
 
     def critic_loss(context):
         """Score the fakes low and the real images high; keep the critic 1-Lipschitz between them."""
