@@ -63,7 +63,7 @@ def command(
 ) -> None:
     """What training costs per precision and batch size, from bench results (the study's Figure 3)."""
     from ampgan.cost.catalog import catalog_date, find_instance
-    from ampgan.cost.report import build_cost_document, load_same_hardware, price_basis, write_cost
+    from ampgan.cost.report import build_cost_document, load_same_hardware, price_basis
 
     if prices and prices_from:
         raise AmpganError("give --prices FILE or --prices-from skypilot[:DIR], not both")
@@ -75,14 +75,7 @@ def command(
         else (None, None)
     )
     if list_instances:
-        say(f"catalog: {source}")
-        for item in catalog:
-            checked = "" if item.verified else "  (unverified)"
-            say(
-                f"{item.label:<28} {item.hardware:<10} x{max(1, item.gpu_count)} {item.price_per_hour:>9.4f} "
-                f"{item.currency}/h  {item.region:<12} {item.date}  {item.source}{checked}"
-            )
-        return
+        return _list(catalog, source)
     if not results:
         raise AmpganError("give at least one bench results.json (from 'ampgan bench')")
     if (instance is None) == (price_per_hour is None):
@@ -106,17 +99,33 @@ def command(
         catalog_date(catalog) if catalog and instance else None,
         source if catalog and instance else None,
     )
-    if out is not None:  # a folder of its own, claimed like every output folder (runs/claim.py)
-        from ampgan.runs.claim import claimed_folder
+    _write(document, out, overwrite, Path(results[0]).parent)
 
+
+def _list(catalog, source: str) -> None:
+    """--list-instances: the catalog's instances, a line each."""
+    say(f"catalog: {source}")
+    for item in catalog:
+        checked = "" if item.verified else "  (unverified)"
+        say(
+            f"{item.label:<28} {item.hardware:<10} x{max(1, item.gpu_count)} {item.price_per_hour:>9.4f} "
+            f"{item.currency}/h  {item.region:<12} {item.date}  {item.source}{checked}"
+        )
+
+
+def _write(document: dict, out: Path | None, overwrite: bool, beside: Path) -> None:
+    """The cost files in --out (a folder of its own, claimed like every output folder: runs/claim.py), or
+    beside the first results.json when ampgan's own cost files are all that is there."""
+    from ampgan.cost.report import write_cost
+    from ampgan.runs.claim import claimed_folder
+
+    if out is not None:
         with claimed_folder(out, overwrite, "cost", unfinished=lambda folder: not (folder / "fig3_cost.png").is_file()):
             say(*write_cost(document, out).splitlines())
-        say(f"cost: {out / 'cost.json'}")
-        return
-    target = Path(results[0]).parent
-    _refuse_foreign_cost_files(target)
-    say(*write_cost(document, target).splitlines())
-    say(f"cost: {target / 'cost.json'}")
+    else:
+        _refuse_foreign_cost_files(beside)
+        say(*write_cost(document, beside).splitlines())
+    say(f"cost: {(out or beside) / 'cost.json'}")
 
 
 def _refuse_foreign_cost_files(folder: Path) -> None:
