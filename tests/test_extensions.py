@@ -3,15 +3,15 @@ metric (quality/registry.register, its computation on the record) and a GPU (sys
 calibration named on its row). Each dummy below is one register call; bench, compare's report and project
 then carry it end to end, because they loop over the registries instead of naming what they know."""
 
+import dataclasses
 import json
 
 import pytest
-import torch
 from conftest import run_cli
 
 from ampgan import precisions
 from ampgan.bench import measure, op_tables
-from ampgan.precisions import FP32, Precision
+from ampgan.precisions import FP32
 from ampgan.quality import registry as metrics
 from ampgan.system import gpus
 
@@ -19,20 +19,12 @@ TINY = ["--dataset", "synthetic", "--width", "8", "--set", "model.z_dim=16", "--
 
 
 # An fp32 twin with its own name and colour: runs on the CPU, computes as fp32, projects on fp32's path.
-PLAIN = Precision(
-    "plain32",
-    torch.float32,
-    autocast=False,
-    loss_scaling=False,
-    tf32_matmul=False,
-    cpu=True,
-    cuda_capability=None,
-    cuda_requirement="",
+PLAIN = dataclasses.replace(
+    precisions.precision(FP32),
+    name="plain32",
     colour="#8c564b",
     order=len(precisions.PRECISIONS),
-    mixed=False,
     summary="fp32 under another name (a test's dummy)",
-    kernel_path=FP32,
     stand_in=FP32,
 )
 # The mean pixel value of the images the record is handed (in [-1, 1]).
