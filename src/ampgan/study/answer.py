@@ -20,7 +20,7 @@ class Study:
     verdict: list[str]
     precisions: list[str]
     headline: str  # the quality metric raced on: "evaluator_accuracy" (conditional) or "frechet_distance"
-    speedup: dict[str, dict] = field(default_factory=dict)  # precision -> the bench's speedup at the batch size, or its reason
+    speedup: dict[str, dict] = field(default_factory=dict)  # precision -> bench speedup at the batch, or its reason
     final: dict[str, dict] = field(default_factory=dict)  # precision -> final quality (means over seeds)
     report: Path | None = None
     cost: dict = field(default_factory=dict)  # the target and, per precision, the time and cost to reach it
