@@ -17,8 +17,9 @@ first) and given as the geometric mean over cycles with its 95% t-interval (spee
 20s` with a busy loop started when the race's first run starts: each seed's per-step speedup, on the race's
 clock and on the wall clock, against the bench's interval widened by 10%.
 **race-halfway**: the same race with 3 seeds, alone, then again with the busy loop started when the 4th of its
-6 runs starts (fp32 of seed 1 alone, bf16 of seed 1 beside it): how far the time-to-target ratio moved, against
-half its interval's width in the race alone.
+6 runs starts (fp32 of seed 1 alone, bf16 of seed 1 beside it), reading the first race's bench and quality
+target (`compare.bench_results`, `compare.target_accuracy`) so that the loop is the only difference: how far the
+time-to-target ratio moved, against half its interval's width in the race alone.
 
 The load average is printed before and after: on a shared machine, say it beside every number.
 """
@@ -159,11 +160,11 @@ def summary(args, models, settings, found, cycles: int) -> None:
             print(" ".join(parts), flush=True)
 
 
-def compare(args, out: Path, seeds: int, start_at_run: int) -> dict:
+def compare(args, out: Path, seeds: int, start_at_run: int, more: list[str] = ()) -> dict:
     """`ampgan compare` fp32 vs bf16 for `--budget` per run, its output passed through; a busy loop started when
     its `start_at_run`-th run starts (0: none), stopped when it ends. Its compare.json."""
     argv = python_command("-m", "ampgan", "compare", "--precisions", f"{FP32},{BF16}", "--seeds", str(seeds))
-    argv += ["--time-budget", args.budget, "--out", str(out), *args.extra]
+    argv += ["--time-budget", args.budget, "--out", str(out), *args.extra, *more]
     print("$", " ".join(argv[2:]), flush=True)
     env = os.environ | {"PYTHONUNBUFFERED": "1"}  # each line as it is said: the busy loop starts on time
     process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
@@ -203,19 +204,35 @@ def race_start(args, out: Path) -> None:
 
 
 def race_halfway(args, out: Path) -> None:
+    """The race alone, then again with the busy loop from its 4th run. The second race reads the first's bench and
+    quality target, so that the busy loop is the only thing that differs: a bench measured minutes apart on a
+    shared machine gives different absolute step times (so a different number of steps in the same budget), and a
+    target taken from each race's own curves moves with them; neither is what the loop did."""
+    alone_out = out / "race-alone"
+    alone = compare(args, alone_out, seeds=3, start_at_run=0)
+    target = alone["cost"].get("target")
+    if target is None:
+        sys.exit("the race alone chose no quality target: give a longer --budget")
+    same = ["--set", f"compare.bench_results={alone_out / 'bench' / 'results.json'}"]
+    same += ["--set", f"compare.target_accuracy={target}"]
+    halfway = compare(args, out / "race-halfway", seeds=3, start_at_run=4, more=same)
     ratios = {}
-    for name, start_at_run in (("alone", 0), ("halfway", 4)):
-        document = compare(args, out / f"race-{name}", seeds=3, start_at_run=start_at_run)
+    for name, document in (("alone", alone), ("halfway", halfway)):
         ratios[name] = (document.get("seed_comparison") or {}).get(BF16, {}).get("time_to_target_ratio") or {}
         threads = (document["race"].get("threads") or {}).get("reason")
-        print(f"{name}: bf16's time-to-target ratio {ratios[name]}; threads: {threads}")
-    alone, halfway = ratios["alone"], ratios["halfway"]
-    if alone.get("low") is None or halfway.get("mean") is None:
+        steps = {precision: run.get("steps") for precision, run in document["runs"].items()}
+        print(
+            f"{name}: target {document['cost'].get('target')}, steps per run {steps}, bf16's time-to-target "
+            f"ratio {ratios[name]}; threads: {threads}"
+        )
+    alone_ratio, halfway_ratio = ratios["alone"], ratios["halfway"]
+    if alone_ratio.get("low") is None or halfway_ratio.get("mean") is None:
         sys.exit("a race without a time-to-target interval: give a longer --budget or more seeds")
-    moved, half = abs(halfway["mean"] - alone["mean"]), (alone["high"] - alone["low"]) / 2
+    moved, half = abs(halfway_ratio["mean"] - alone_ratio["mean"]), (alone_ratio["high"] - alone_ratio["low"]) / 2
     print(
-        f"time-to-target ratio {alone['mean']:.2f}x alone, {halfway['mean']:.2f}x with the busy loop from the 4th "
-        f"run: moved {moved:.2f}, {'less' if moved < half else 'NOT less'} than the half width {half:.2f}"
+        f"time-to-target ratio {alone_ratio['mean']:.2f}x alone, {halfway_ratio['mean']:.2f}x with the busy loop from "
+        f"the 4th run (same bench, same target {target}): moved {moved:.2f}, "
+        f"{'less' if moved < half else 'NOT less'} than the half width {half:.2f}"
     )
 
 

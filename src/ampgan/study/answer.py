@@ -20,7 +20,7 @@ class Study:
     verdict: list[str]
     precisions: list[str]
     headline: str  # the quality metric raced on: "evaluator_accuracy" (conditional) or "frechet_distance"
-    speedup: dict[str, dict] = field(default_factory=dict)  # precision -> the bench's speedup at the batch size
+    speedup: dict[str, dict] = field(default_factory=dict)  # precision -> bench speedup at the batch, or its reason
     final: dict[str, dict] = field(default_factory=dict)  # precision -> final quality (means over seeds)
     report: Path | None = None
     cost: dict = field(default_factory=dict)  # the target and, per precision, the time and cost to reach it
@@ -47,10 +47,17 @@ def study_of(document: CompareDocument, out_dir: Path, report: Path | None = Non
     speedup = {}
     bench = file_in(out_dir, "bench", "results.json")
     if runs and bench.is_file():
-        batch = document.spec.batch_size
-        for pair in load_results(bench)["speedups"]:
+        batch, results = document.spec.batch_size, load_results(bench)
+        for pair in results["speedups"]:
             if pair["batch_size"] == batch and pair["precision"] in runs:
                 speedup[pair["precision"]] = pair | {"estimate": speedup_estimate(pair)}
+        # A raced precision the bench could not time at the study's batch (too slow, failed) still has an entry,
+        # saying why, so that `study.speedup[p]` answers for every precision raced against the baseline.
+        why = {(c["precision"], c["batch_size"]): c.get("reason") or c.get("status") for c in results["configs"]}
+        for precision in runs:
+            if precision != FP32 and precision not in speedup:
+                reason = why.get((precision, batch)) or why.get((FP32, batch)) or "not measured by the bench"
+                speedup[precision] = {"precision": precision, "batch_size": batch, "estimate": None, "reason": reason}
     cost = document.cost
     cost_summary = (
         {

@@ -1,0 +1,52 @@
+"""`ampgan.compare(...)`'s answer (study/answer.py) read from a real study folder: every raced precision has a
+speedup entry, with the bench's interval where it timed the step and the bench's reason where it could not."""
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from ampgan.study.answer import study_of
+from ampgan.study.document import load_compare
+
+STUDY = Path(__file__).parent.parent / "benchmarks" / "results" / "compare-digits-7m-3seeds-intel-amx-2026-11-30"
+
+
+@pytest.fixture
+def study_dir(tmp_path):
+    if not (STUDY / "compare.json").is_file():
+        pytest.skip("the committed study folder is missing")
+    out = tmp_path / "study"
+    shutil.copytree(STUDY, out)
+    return out
+
+
+def test_a_measured_precision_carries_the_bench_interval(study_dir):
+    study = study_of(load_compare(study_dir), study_dir)
+    mixed = [p for p in study.precisions if p != "fp32"]
+    assert mixed, "the committed study raced a mixed mode"
+    for precision in mixed:
+        entry = study.speedup[precision]
+        assert entry["low"] <= entry["estimate"] <= entry["high"]
+        assert "reason" not in entry
+
+
+@pytest.mark.parametrize(
+    "status, reason", [("too_slow", "one step took 9.2 s"), ("failed", "the step raised RuntimeError: out of memory")]
+)
+def test_a_precision_the_bench_could_not_time_says_why_instead_of_a_key_error(study_dir, status, reason):
+    results_file = study_dir / "bench" / "results.json"
+    results = json.loads(results_file.read_text())
+    batch = load_compare(study_dir).spec.batch_size
+    mixed = next(p for p in load_compare(study_dir).runs if p != "fp32")
+    results["speedups"] = [s for s in results["speedups"] if not (s["precision"] == mixed and s["batch_size"] == batch)]
+    for config in results["configs"]:
+        if config["precision"] == mixed and config["batch_size"] == batch:
+            config.update(status=status, reason=reason)
+    results_file.write_text(json.dumps(results))
+    study = study_of(load_compare(study_dir), study_dir)
+    entry = study.speedup[mixed]
+    assert entry["estimate"] is None and entry["batch_size"] == batch
+    assert entry["reason"] == reason
+    assert json.loads(json.dumps(study.to_dict()))["speedup"][mixed]["reason"] == entry["reason"]
