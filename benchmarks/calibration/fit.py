@@ -28,7 +28,7 @@ from ampgan.projection.kernel_fit import (
     residual_quantiles,
     speedup_check,
 )
-from ampgan.projection.kernel_model import PATH_PARAMETERS, SHARED_PARAMETERS, irregular
+from ampgan.projection.kernel_model import PATH_PARAMETERS, SHARED_PARAMETERS, irregular, path_of
 from ampgan.projection.step_band import step_composition
 from ampgan.system.gpus import gpu_spec
 
@@ -61,6 +61,25 @@ def cases(check, kernels: dict) -> dict:
     return out
 
 
+TINY_TERMS = ("tiny_c_fwd", "tiny_c_bwd_data", "tiny_c_bwd_weight")  # 1-4 channel convolutions, per pass
+
+
+def unmeasured(tables: dict, paths: dict) -> dict:
+    """{path: {term: value}}: each path's tiny-channel passes that no kernel of the tables had (DeepBench has
+    no 1-4 channel data gradient: a network's first layer needs none), so the fit left them at its start, 0,
+    the path's ordinary efficiency, with the mean of that path's measured tiny-channel passes beside it. A
+    GAN runs exactly that kernel (D's input gradient, a transposed convolution to RGB), and nothing measured
+    says which of the two values it takes: ampgan's band spans both (projection/composition.py)."""
+    out = {}
+    for path, values in paths.items():
+        seen = sum(d.features.tiny_c.sum(0) for d in tables.values() if path_of(d.precision) == path)
+        measured = [values[PATH_PARAMETERS.index(t)] for t, n in zip(TINY_TERMS, seen) if n]
+        missing = {t: float(np.mean(measured)) for t, n in zip(TINY_TERMS, seen) if not n and measured}
+        if missing:
+            out[path] = missing
+    return out
+
+
 def calibrate(architecture: str) -> dict:
     key, files = FITTED[architecture]
     gpu = gpu_spec(key)
@@ -86,6 +105,7 @@ def calibrate(architecture: str) -> dict:
             **{p: dict(zip(PATH_PARAMETERS, map(float, v))) for p, v in paths.items()},
             "shared": dict(zip(SHARED_PARAMETERS, map(float, shared))),
         },
+        "unmeasured": unmeasured(tables, paths),
         "cross_validation": {
             "folds": FOLDS,
             "quantiles": list(BAND_QUANTILES),
