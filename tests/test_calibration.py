@@ -20,7 +20,7 @@ from ampgan.projection.kernel_fit import (
     read_calibration,
     speedup_check,
 )
-from ampgan.projection.kernel_model import PATH_PARAMETERS, load_calibration
+from ampgan.projection.kernel_model import PATH_PARAMETERS, load_calibration, path_of
 from ampgan.projection.step_band import step_composition
 from ampgan.study.report import projection_sections
 from ampgan.system.gpus import gpu_spec
@@ -209,3 +209,21 @@ def test_the_gpu_sweep_writes_the_calibration_format_the_projection_reads():
     from ampgan.projection.kernel_fit import CALIBRATION_COLUMNS
 
     assert tuple(COLUMNS) == tuple(CALIBRATION_COLUMNS)
+
+
+def test_the_unmeasured_terms_are_the_tiny_channel_passes_no_table_kernel_had(recomputed):
+    """calibration/<arch>.json's "unmeasured": a 1-4 channel pass that no kernel of the tables ran stays at the
+    fit's start (0) and is named with the mean of that path's measured 1-4 channel passes (fit.py)."""
+    architecture, _, tables, paths, _, _, _ = recomputed
+    terms = ("tiny_c_fwd", "tiny_c_bwd_data", "tiny_c_bwd_weight")
+    expected = {}
+    for path, values in paths.items():
+        seen = sum(d.features.tiny_c.sum(0) for d in tables.values() if path_of(d.precision) == path)
+        measured = [values[PATH_PARAMETERS.index(t)] for t, n in zip(terms, seen) if n > 0]
+        for term, n in zip(terms, seen):
+            if n == 0:
+                assert values[PATH_PARAMETERS.index(term)] == pytest.approx(0.0, abs=1e-9)  # never moved by the fit
+                expected.setdefault(path, {})[term] = pytest.approx(float(np.mean(measured)), abs=1e-6)
+    assert load_calibration(architecture).document["unmeasured"] == expected
+    if architecture == "volta":  # DeepBench's V100 sheet: no 1-4 channel data gradient in either precision
+        assert set(expected) == {"fp32", "fp16"} and all(set(v) == {"tiny_c_bwd_data"} for v in expected.values())
