@@ -61,22 +61,38 @@ def cases(check, kernels: dict) -> dict:
     return out
 
 
-TINY_TERMS = ("tiny_c_fwd", "tiny_c_bwd_data", "tiny_c_bwd_weight")  # 1-4 channel convolutions, per pass
+# Terms of one kind: a term no kernel of the tables had takes its measured siblings' mean as its other value.
+SIBLINGS = (("tiny_c_fwd", "tiny_c_bwd_data", "tiny_c_bwd_weight"), ("misaligned_gemm", "misaligned_conv"))
+
+
+def term_counts(features) -> dict[str, float]:
+    """How many kernels carry each sibling term's feature."""
+    tiny = features.tiny_c.sum(0)
+    return {
+        **dict(zip(SIBLINGS[0], tiny)),
+        "misaligned_gemm": features.misaligned_gemm.sum(),
+        "misaligned_conv": features.misaligned_conv.sum(),
+    }
 
 
 def unmeasured(tables: dict, paths: dict) -> dict:
-    """{path: {term: value}}: each path's tiny-channel passes that no kernel of the tables had (DeepBench has
-    no 1-4 channel data gradient: a network's first layer needs none), so the fit left them at its start, 0,
-    the path's ordinary efficiency, with the mean of that path's measured tiny-channel passes beside it. A
-    GAN runs exactly that kernel (D's input gradient, a transposed convolution to RGB), and nothing measured
-    says which of the two values it takes: ampgan's band spans both (projection/composition.py)."""
+    """{path: {term: value}}: each path's terms that no kernel of the tables had, so the fit left them at its
+    start, 0 (the path's ordinary efficiency), with the mean of their measured siblings beside them. DeepBench
+    has no 1-4 channel data gradient (a network's first layer needs none) and no convolution with channels
+    off a multiple of 8 but the 1-4 channel ones; a GAN runs the first (D's input gradient, a transposed
+    convolution to RGB) and nothing measured says which value it takes: ampgan's band spans both
+    (projection/composition.py)."""
     out = {}
     for path, values in paths.items():
-        seen = sum(d.features.tiny_c.sum(0) for d in tables.values() if path_of(d.precision) == path)
-        measured = [values[PATH_PARAMETERS.index(t)] for t, n in zip(TINY_TERMS, seen) if n]
-        missing = {t: float(np.mean(measured)) for t, n in zip(TINY_TERMS, seen) if not n and measured}
-        if missing:
-            out[path] = missing
+        seen: dict[str, float] = {}
+        for d in tables.values():
+            if path_of(d.precision) == path:
+                for term, n in term_counts(d.features).items():
+                    seen[term] = seen.get(term, 0.0) + n
+        for group in SIBLINGS:
+            measured = [values[PATH_PARAMETERS.index(t)] for t in group if seen[t]]
+            for term in (t for t in group if not seen[t] and measured):
+                out.setdefault(path, {})[term] = float(np.mean(measured))
     return out
 
 
