@@ -503,12 +503,14 @@ def test_a_16_bit_data_gradient_into_few_channels_no_calibration_measured_widens
     other = fp32.unmeasured_s / fp16.unmeasured_s
     assert low == pytest.approx(other * math.exp(band[0])) and high == pytest.approx(mid * math.exp(band[1]))
     assert low < other < mid < high and fp16.high >= fp16.unmeasured_s
+    assert "no calibration measured (a 1-4 channel data gradient)" in fp16.note  # the row says why it is wide
 
 
 def test_a_step_without_an_unmeasured_kernel_keeps_its_generation_s_band_and_pascal_measured_its_own():
     aligned = affine_rows(_to_rgb_step(8, 8), _to_rgb_step(8, 16), 8, 16)  # 8 channels: no tiny term
     fp32, fp16 = (composed_step(aligned, 2048, gpu_spec("V100"), p) for p in ("fp32", "fp16"))
     assert fp16.unmeasured_s == fp16.seconds and fp32.unmeasured_s == fp32.seconds
+    assert "no calibration measured" not in fp16.note
     mid, low, high = composed_speedup(fp32, fp16)
     band = load_composition().bands["volta"]["speedup"]
     assert (low, high) == pytest.approx((mid * math.exp(band[0]), mid * math.exp(band[1])))

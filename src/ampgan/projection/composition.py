@@ -127,9 +127,8 @@ def clock_factor(gpu: GpuSpec, watts_per_sm: float) -> float:
 def compose(parts: StepParts, gpu: GpuSpec, params: dict) -> dict[str, float]:
     """{"seconds", "gpu_s", "host_s", "matrix_s", "memory_s", "launch_s"}: the step composed with `params`
     ({"global": {name: log value}, "generations": {generation: {name: log offset}}})."""
-    generation = gpu.generation
     g = params["global"]
-    offsets = params.get("generations", {}).get(generation, {})
+    offsets = params.get("generations", {}).get(gpu.generation, {})
     clock = clock_factor(gpu, math.exp(g["watts_per_sm"]))
     matrix = 0.0
     for path, seconds in parts.matrix_s.items():
@@ -166,11 +165,10 @@ class Composition:
 
     def band(self, gpu: GpuSpec) -> tuple[dict, bool, str]:
         """(the band's log factors, whether the GPU's generation has rows, what the band rests on)."""
-        generation = gpu.generation
-        own = self.bands.get(generation)
+        own = self.bands.get(gpu.generation)
         if own is None:
-            return self.uncalibrated, False, f"{generation}: no end-to-end rows; {self.uncalibrated['source']}"
-        return own, True, f"{generation}: {own['source']}"
+            return self.uncalibrated, False, f"{gpu.generation}: no end-to-end rows; {self.uncalibrated['source']}"
+        return own, True, f"{gpu.generation}: {own['source']}"
 
 
 @lru_cache(maxsize=None)
@@ -228,6 +226,11 @@ def composed_step(rows: Iterable[OpRow], batch_size: float, gpu: GpuSpec, precis
             f"{note}; 16-bit without tensor cores: NOT calibrated on this chip, band spans the uncalibrated errors too"
         )
     seconds = parts["seconds"]
+    if abs(math.log(other / seconds)) > 0.01:  # say why this step's band is wider than its generation's
+        note = (
+            f"{note}; also spans x{other / seconds:.2f} this step's time: a kernel term no calibration measured "
+            "(a 1-4 channel data gradient) at its measured siblings' value"
+        )
     return ComposedStep(
         seconds,
         min(seconds, other) * math.exp(band["time"][0]),
