@@ -20,7 +20,7 @@ from ampgan.projection.kernel_fit import (
     read_calibration,
     speedup_check,
 )
-from ampgan.projection.kernel_model import PATH_PARAMETERS, load_calibration
+from ampgan.projection.kernel_model import PATH_PARAMETERS, load_calibration, path_of
 from ampgan.projection.step_band import step_composition
 from ampgan.study.report import projection_sections
 from ampgan.system.gpus import gpu_spec
@@ -209,3 +209,30 @@ def test_the_gpu_sweep_writes_the_calibration_format_the_projection_reads():
     from ampgan.projection.kernel_fit import CALIBRATION_COLUMNS
 
     assert tuple(COLUMNS) == tuple(CALIBRATION_COLUMNS)
+
+
+def test_the_unmeasured_terms_are_those_no_table_kernel_had_with_their_measured_siblings_mean(recomputed):
+    """calibration/<arch>.json's "unmeasured": a term no kernel of the tables carried stays at the fit's start
+    (0) and is named with the mean of its measured siblings (the other 1-4 channel passes; a misaligned
+    convolution's sibling is the misaligned GEMM), recomputed here from the tables' features."""
+    architecture, _, tables, paths, _, _, _ = recomputed
+    siblings = (("tiny_c_fwd", "tiny_c_bwd_data", "tiny_c_bwd_weight"), ("misaligned_gemm", "misaligned_conv"))
+    expected = {}
+    for path, values in paths.items():
+        carried = [d.features for d in tables.values() if path_of(d.precision) == path]
+        tiny = sum(f.tiny_c.sum(0) for f in carried)
+        seen = {
+            **dict(zip(siblings[0], tiny)),
+            "misaligned_gemm": sum(f.misaligned_gemm.sum() for f in carried),
+            "misaligned_conv": sum(f.misaligned_conv.sum() for f in carried),
+        }
+        for group in siblings:
+            measured = [values[PATH_PARAMETERS.index(t)] for t in group if seen[t] > 0]
+            for term in (t for t in group if seen[t] == 0):
+                assert values[PATH_PARAMETERS.index(term)] == pytest.approx(0.0, abs=1e-9)  # never moved by the fit
+                expected.setdefault(path, {})[term] = pytest.approx(float(np.mean(measured)), abs=1e-6)
+    assert load_calibration(architecture).document["unmeasured"] == expected
+    # DeepBench has no convolution with channels off a multiple of 8 beyond 1-4, and V100's sheet no 1-4 channel
+    # data gradient (the P100's has): what a GAN's image gradient runs is unmeasured on tensor-core GPUs only.
+    tiny_data_gradient = {"tiny_c_bwd_data"} if architecture == "volta" else set()
+    assert all(set(v) == {"misaligned_conv"} | tiny_data_gradient for v in expected.values())

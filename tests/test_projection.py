@@ -13,12 +13,14 @@ from torch import nn
 
 from ampgan.bench.ops import OpRecord, OpRow, OpTable, affine_rows, record_ops
 from ampgan.errors import AmpganError
+from ampgan.projection.composition import composed_speedup, composed_step, load_composition
 from ampgan.projection.kernel_model import (
     PATH_PARAMETERS,
     TILES,
     _tile_utilisation,
     calibration_for,
     features,
+    load_calibration,
     peak_tflops,
     predict_seconds,
 )
@@ -474,3 +476,46 @@ def test_every_committed_projection_reads_with_the_records_and_a_damaged_one_is_
         damage(damaged)
         with pytest.raises(AmpganError, match=rf"^projection.json is damaged or foreign \({re.escape(where)} "):
             check_projection(damaged, "projection.json", "fix")
+
+
+def _to_rgb_step(out_channels: int, batch: int) -> list[OpRecord]:
+    """A generator's last layer and the gradient back through it: a transposed convolution to `out_channels`
+    is the data gradient of an ordinary convolution from that many channels."""
+    layer = nn.ConvTranspose2d(64, out_channels, 4, stride=2, padding=1)
+    torch.manual_seed(0)
+    z = torch.randn(batch, 64, 8, 8, requires_grad=True)
+    return record_ops(lambda: layer(z).sum().backward())
+
+
+@pytest.mark.parametrize("out_channels", [1, 3, 4])
+def test_a_16_bit_data_gradient_into_few_channels_no_calibration_measured_widens_the_band_to_both_values(
+    out_channels,
+):
+    """DeepBench has no 1-4 channel data gradient, so the fit left its term at 0; the calibration names it
+    with its measured siblings' value, and the projection's band spans the speedup at both."""
+    rows = affine_rows(_to_rgb_step(out_channels, 8), _to_rgb_step(out_channels, 16), 8, 16)
+    v100 = gpu_spec("V100")
+    assert load_calibration("volta").document["unmeasured"]["fp16"]["tiny_c_bwd_data"] < -1  # slow when 16-bit
+    fp32, fp16 = (composed_step(rows, 2048, v100, p) for p in ("fp32", "fp16"))
+    assert fp16.unmeasured_s > 2 * fp16.seconds  # the siblings' value makes the 16-bit kernel far slower
+    mid, low, high = composed_speedup(fp32, fp16)
+    band = load_composition().bands["volta"]["speedup"]
+    other = fp32.unmeasured_s / fp16.unmeasured_s
+    assert low == pytest.approx(other * math.exp(band[0])) and high == pytest.approx(mid * math.exp(band[1]))
+    assert low < other < mid < high and fp16.high >= fp16.unmeasured_s
+    assert "no calibration measured (a 1-4 channel data gradient)" in fp16.note  # the row says why it is wide
+
+
+def test_a_step_without_an_unmeasured_kernel_keeps_its_generation_s_band_and_pascal_measured_its_own():
+    aligned = affine_rows(_to_rgb_step(8, 8), _to_rgb_step(8, 16), 8, 16)  # 8 channels: no tiny term
+    fp32, fp16 = (composed_step(aligned, 2048, gpu_spec("V100"), p) for p in ("fp32", "fp16"))
+    assert fp16.unmeasured_s == fp16.seconds and fp32.unmeasured_s == fp32.seconds
+    assert "no calibration measured" not in fp16.note
+    mid, low, high = composed_speedup(fp32, fp16)
+    band = load_composition().bands["volta"]["speedup"]
+    assert (low, high) == pytest.approx((mid * math.exp(band[0]), mid * math.exp(band[1])))
+    assert "tiny_c_bwd_data" not in load_calibration("pascal").document["unmeasured"]["fp32"]  # the P100's has it
+    tiny = affine_rows(_to_rgb_step(3, 8), _to_rgb_step(3, 16), 8, 16)
+    assert composed_step(tiny, 2048, gpu_spec("P100"), "fp16").unmeasured_s == pytest.approx(
+        composed_step(tiny, 2048, gpu_spec("P100"), "fp16").seconds
+    )

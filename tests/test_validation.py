@@ -50,6 +50,15 @@ def test_the_leave_one_model_out_error_is_what_ampgan_ships_and_the_docs_state(r
             f"| {s['median_time_error']:.2f}x |"
         )
         assert line in docs, line
+    for name, s in summary["by_software"].items():  # the same errors split by the software the rows ran
+        generation, software = name.split()
+        line = (
+            f"| {generation} | {software} | {s['rows']} | {s['models']} | {s['median_speedup_error']:.2f}x "
+            f"| {s['p90_speedup_error']:.2f}x | {s['coverage']:.0%} | {s['median_band_width']:.2f} "
+            f"| {s['median_time_error']:.2f}x |"
+        )
+        assert line in docs, line
+    assert sum(s["rows"] for s in summary["by_software"].values()) == summary["overall"]["rows"]
     # Every error is a ratio >= 1 and each band holds its own mid.
     for r in records:
         assert r["speedup_error"] >= 1 and min(r["time_errors"]) >= 1

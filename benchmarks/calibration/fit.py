@@ -28,7 +28,7 @@ from ampgan.projection.kernel_fit import (
     residual_quantiles,
     speedup_check,
 )
-from ampgan.projection.kernel_model import PATH_PARAMETERS, SHARED_PARAMETERS, irregular
+from ampgan.projection.kernel_model import PATH_PARAMETERS, SHARED_PARAMETERS, irregular, path_of
 from ampgan.projection.step_band import step_composition
 from ampgan.system.gpus import gpu_spec
 
@@ -61,6 +61,41 @@ def cases(check, kernels: dict) -> dict:
     return out
 
 
+# Terms of one kind: a term no kernel of the tables had takes its measured siblings' mean as its other value.
+SIBLINGS = (("tiny_c_fwd", "tiny_c_bwd_data", "tiny_c_bwd_weight"), ("misaligned_gemm", "misaligned_conv"))
+
+
+def term_counts(features) -> dict[str, float]:
+    """How many kernels carry each sibling term's feature."""
+    tiny = features.tiny_c.sum(0)
+    return {
+        **dict(zip(SIBLINGS[0], tiny)),
+        "misaligned_gemm": features.misaligned_gemm.sum(),
+        "misaligned_conv": features.misaligned_conv.sum(),
+    }
+
+
+def unmeasured(tables: dict, paths: dict) -> dict:
+    """{path: {term: value}}: each path's terms that no kernel of the tables had, so the fit left them at its
+    start, 0 (the path's ordinary efficiency), with the mean of their measured siblings beside them. DeepBench
+    has no 1-4 channel data gradient (a network's first layer needs none) and no convolution with channels
+    off a multiple of 8 but the 1-4 channel ones; a GAN runs the first (D's input gradient, a transposed
+    convolution to RGB) and nothing measured says which value it takes: ampgan's band spans both
+    (projection/composition.py)."""
+    out = {}
+    for path, values in paths.items():
+        seen: dict[str, float] = {}
+        for d in tables.values():
+            if path_of(d.precision) == path:
+                for term, n in term_counts(d.features).items():
+                    seen[term] = seen.get(term, 0.0) + n
+        for group in SIBLINGS:
+            measured = [values[PATH_PARAMETERS.index(t)] for t in group if seen[t]]
+            for term in (t for t in group if not seen[t] and measured):
+                out.setdefault(path, {})[term] = float(np.mean(measured))
+    return out
+
+
 def calibrate(architecture: str) -> dict:
     key, files = FITTED[architecture]
     gpu = gpu_spec(key)
@@ -86,6 +121,7 @@ def calibrate(architecture: str) -> dict:
             **{p: dict(zip(PATH_PARAMETERS, map(float, v))) for p, v in paths.items()},
             "shared": dict(zip(SHARED_PARAMETERS, map(float, shared))),
         },
+        "unmeasured": unmeasured(tables, paths),
         "cross_validation": {
             "folds": FOLDS,
             "quantiles": list(BAND_QUANTILES),

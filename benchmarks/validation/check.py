@@ -8,7 +8,8 @@ errors are ratios >= 1, max(projected / measured, measured / projected). With --
 rows projected with the composition fitted on all of rows.csv, nothing fitted on them (the Ada and Hopper
 rows kept aside: heldout_ada_hopper.csv). Prints a table, then (with --json) one JSON object last:
 rows, models, generations, and overall and per generation median_speedup_error, p90_speedup_error,
-coverage, median_band_width, median_time_error.
+coverage, median_band_width, median_time_error; under by_software the same per generation and software era
+(composition_fit.software_era: Lambda's 2020 CUDA 10.2 runs, and CUDA 11 onwards).
 """
 
 from __future__ import annotations
@@ -52,13 +53,14 @@ def main(argv=None) -> int:
         return 2
     summary, records, skipped = evaluate(args.rows)
     print(
-        f"{'generation':<10} {'rows':>5} {'models':>6} {'speedup err':>11} {'p90':>6} {'band holds':>10} "
+        f"{'generation':<16} {'rows':>5} {'models':>6} {'speedup err':>11} {'p90':>6} {'band holds':>10} "
         f"{'band hi/lo':>10} {'time err':>8}"
     )
-    for name in [*summary["generations"], "overall"]:
-        s = summary[name]
+    # Per generation, overall, then each generation split by the software its rows ran (the same bands).
+    named = [(g, summary[g]) for g in [*summary["generations"], "overall"]] + list(summary["by_software"].items())
+    for name, s in named:
         print(
-            f"{name:<10} {s['rows']:>5} {s['models']:>6} {s['median_speedup_error']:>10.2f}x "
+            f"{name:<16} {s['rows']:>5} {s['models']:>6} {s['median_speedup_error']:>10.2f}x "
             f"{s['p90_speedup_error']:>5.2f}x {s['coverage']:>10.0%} {s['median_band_width']:>10.2f} "
             f"{s['median_time_error']:>7.2f}x"
         )

@@ -261,6 +261,12 @@ def summary(records: list[dict]) -> dict:
     }
 
 
+def software_era(row: Row) -> str:
+    """The software a row ran on, in two eras: Lambda's 2020 runs (NGC 20.01: PyTorch 1.4, CUDA 10.2, apex) and
+    everything since (CUDA 11.0-11.8, PyTorch 1.6-1.13, native AMP or apex), the nearest to what a user runs today."""
+    return "cuda10.2" if "CUDA 10." in row.source["software"] else "cuda11+"
+
+
 def record(row: Row, predicted: tuple[float, float], band: tuple[float, float]) -> dict:
     mid = per_sample_ratio(predicted, row.batch)
     low, high = mid * math.exp(band[0]), mid * math.exp(band[1])
@@ -268,6 +274,7 @@ def record(row: Row, predicted: tuple[float, float], band: tuple[float, float]) 
         "model": row.model,
         "gpu": row.gpu.key,
         "generation": row.generation,
+        "software": software_era(row),
         "measured_speedup": row.speedup,
         "projected_speedup": mid,
         "band": [low, high],
@@ -330,10 +337,16 @@ def held_out(rows: list[Row], params: dict, bands: dict) -> list[dict]:
 
 def report(records: list[dict], rows_count: int) -> dict:
     generations = sorted({r["generation"] for r in records})
+    cells = sorted({(r["generation"], r["software"]) for r in records})
     return {
         "rows": rows_count,
         "models": sorted({r["model"] for r in records}),
         "generations": generations,
         "overall": summary(records),
         **{g: summary([r for r in records if r["generation"] == g]) for g in generations},
+        # The same errors and bands split by the software the rows ran (software_era): the generation's band is
+        # taken from all its rows, old software included; this says how it does on each.
+        "by_software": {
+            f"{g} {e}": summary([r for r in records if (r["generation"], r["software"]) == (g, e)]) for g, e in cells
+        },
     }

@@ -34,7 +34,7 @@ from ampgan.bench.ops import FUSED_UPDATES, OpRow
 from ampgan.errors import AmpganError
 from ampgan.precisions import FP16, FP32, TF32
 from ampgan.precisions import precision as precision_mode
-from ampgan.projection.kernel_model import calibration_for, features, peak_tflops, predict_seconds
+from ampgan.projection.kernel_model import PATH_PARAMETERS, calibration_for, features, peak_tflops, predict_seconds
 from ampgan.projection.step_model import DEFAULT, kernel_precision, row_kernels
 from ampgan.system.gpus import GpuSpec
 
@@ -70,8 +70,12 @@ class StepParts:
     operations: float
 
 
-def step_parts(rows: Iterable[OpRow], batch_size: float, gpu: GpuSpec, precision: str) -> StepParts:
-    """`precision`: fp32, tf32, fp16, bf16 or step_model.DEFAULT (TF32 convolutions, fp32 products)."""
+def step_parts(
+    rows: Iterable[OpRow], batch_size: float, gpu: GpuSpec, precision: str, unmeasured: bool = False
+) -> StepParts:
+    """`precision`: fp32, tf32, fp16, bf16 or step_model.DEFAULT (TF32 convolutions, fp32 products).
+    `unmeasured`: the kernel model's terms that no calibration kernel measured (the calibration's
+    "unmeasured": a 1-4 channel data gradient) at their measured siblings' value instead of the fit's 0."""
     rows = list(rows)
     calibration, _ = calibration_for(gpu)
     kernels, weights, _ = row_kernels(rows, batch_size)
@@ -84,7 +88,11 @@ def step_parts(rows: Iterable[OpRow], batch_size: float, gpu: GpuSpec, precision
         # Without tensor cores (Pascal) autocast's 16-bit products run fp32 arithmetic on 16-bit data (cuBLAS
         # and cuDNN's compute type): the fp32 path, not DeepBench's cuDNN 6 pseudo-fp16 kernels.
         tensor = precision_mode(used).tensor_cores and gpu.tensor_cores
-        path = calibration.paths[FP16 if tensor else FP32]
+        name = FP16 if tensor else FP32
+        path = calibration.paths[name].copy()
+        replaced = calibration.document.get("unmeasured", {}).get(name, {}) if unmeasured else {}
+        for term, value in replaced.items():
+            path[PATH_PARAMETERS.index(term)] = value
         seconds, _, _ = predict_seconds(
             features(picked, gpu.sms, used if tensor else FP32),
             path,
@@ -113,17 +121,14 @@ def step_parts(rows: Iterable[OpRow], batch_size: float, gpu: GpuSpec, precision
 
 def clock_factor(gpu: GpuSpec, watts_per_sm: float) -> float:
     """The share of the boost clock a board's power limit sustains under matrix work (1 without a limit)."""
-    if not gpu.watts:
-        return 1.0
-    return min(1.0, gpu.watts / (gpu.sms * watts_per_sm)) ** (1 / 3)
+    return min(1.0, gpu.watts / (gpu.sms * watts_per_sm)) ** (1 / 3) if gpu.watts else 1.0
 
 
 def compose(parts: StepParts, gpu: GpuSpec, params: dict) -> dict[str, float]:
     """{"seconds", "gpu_s", "host_s", "matrix_s", "memory_s", "launch_s"}: the step composed with `params`
     ({"global": {name: log value}, "generations": {generation: {name: log offset}}})."""
-    generation = gpu.generation
     g = params["global"]
-    offsets = params.get("generations", {}).get(generation, {})
+    offsets = params.get("generations", {}).get(gpu.generation, {})
     clock = clock_factor(gpu, math.exp(g["watts_per_sm"]))
     matrix = 0.0
     for path, seconds in parts.matrix_s.items():
@@ -160,18 +165,18 @@ class Composition:
 
     def band(self, gpu: GpuSpec) -> tuple[dict, bool, str]:
         """(the band's log factors, whether the GPU's generation has rows, what the band rests on)."""
-        generation = gpu.generation
-        own = self.bands.get(generation)
+        own = self.bands.get(gpu.generation)
         if own is None:
-            return self.uncalibrated, False, f"{generation}: no end-to-end rows; {self.uncalibrated['source']}"
-        return own, True, f"{generation}: {own['source']}"
+            return self.uncalibrated, False, f"{gpu.generation}: no end-to-end rows; {self.uncalibrated['source']}"
+        return own, True, f"{gpu.generation}: {own['source']}"
 
 
 @lru_cache(maxsize=None)
 def load_composition() -> Composition:
     try:
-        text = resources.files("ampgan.projection").joinpath("calibration", "composition.json").read_text("utf-8")
-        document = json.loads(text)
+        document = json.loads(
+            resources.files("ampgan.projection").joinpath("calibration", "composition.json").read_text("utf-8")
+        )
         return Composition(document["parameters"], document["bands"], document["uncalibrated_band"], document)
     except (FileNotFoundError, KeyError, TypeError, ValueError) as error:
         raise AmpganError(
@@ -189,25 +194,29 @@ class ComposedStep:
     high: float
     parts: dict[str, float]  # compose()'s seconds by part
     speedup_band: tuple[float, float]  # log factors on a speedup whose faster side is this step
+    unmeasured_s: float  # the step with the unmeasured kernel terms at their measured siblings' value
     calibrated: bool
     note: str
 
     @property
     def bound(self) -> str:
         p = self.parts
-        shares = {"compute": p["matrix_s"], "memory": p["memory_s"], "launch": p["launch_s"], "host": p["host_s"]}
-        if p["host_s"] < p["gpu_s"]:
-            shares["host"] = 0.0
+        host = p["host_s"] if p["host_s"] >= p["gpu_s"] else 0.0  # a host that keeps ahead bounds nothing
+        shares = {"compute": p["matrix_s"], "memory": p["memory_s"], "launch": p["launch_s"], "host": host}
         return max(shares, key=shares.get)
 
 
 def composed_step(rows: Iterable[OpRow], batch_size: float, gpu: GpuSpec, precision: str) -> ComposedStep:
     """The step's time with the fitted composition and its band: the generation's leave-one-model-out
-    errors, or, for a generation without rows, those of generations predicted without theirs. A 16-bit step
+    errors, or, for a generation without rows, those of generations predicted without theirs, around both the
+    step and the step with the kernel terms no calibration measured at their measured siblings' value (a
+    GAN's 1-4 channel data gradients: nothing measured says which holds, so the band spans both). A 16-bit step
     on a GPU without tensor cores (Pascal) is never called calibrated: no P100 row was published, GP102's
     (GTX 1080 Ti) are another chip, so its band spans both its generation's errors and the uncalibrated ones."""
     composition = load_composition()
+    rows = list(rows)
     parts = compose(step_parts(rows, batch_size, gpu, precision), gpu, composition.params)
+    other = compose(step_parts(rows, batch_size, gpu, precision, unmeasured=True), gpu, composition.params)["seconds"]
     band, own, note = composition.band(gpu)
     if precision != DEFAULT and precision_mode(precision).mixed and not gpu.tensor_cores:
         wide = composition.uncalibrated
@@ -217,12 +226,18 @@ def composed_step(rows: Iterable[OpRow], batch_size: float, gpu: GpuSpec, precis
             f"{note}; 16-bit without tensor cores: NOT calibrated on this chip, band spans the uncalibrated errors too"
         )
     seconds = parts["seconds"]
+    if abs(math.log(other / seconds)) > 0.01:  # say why this step's band is wider than its generation's
+        note = (
+            f"{note}; also spans x{other / seconds:.2f} this step's time: a kernel term no calibration measured "
+            "(a 1-4 channel data gradient) at its measured siblings' value"
+        )
     return ComposedStep(
         seconds,
-        seconds * math.exp(band["time"][0]),
-        seconds * math.exp(band["time"][1]),
+        min(seconds, other) * math.exp(band["time"][0]),
+        max(seconds, other) * math.exp(band["time"][1]),
         parts,
         (band["speedup"][0], band["speedup"][1]),
+        other,
         own,
         note,
     )
@@ -230,9 +245,10 @@ def composed_step(rows: Iterable[OpRow], batch_size: float, gpu: GpuSpec, precis
 
 def composed_speedup(baseline: ComposedStep, faster: ComposedStep) -> tuple[float, float, float]:
     """(mid, low, high) per-sample speedup of `faster` over `baseline` at the same batch size: the band is
-    the measured-over-projected speedup errors of the faster side's generation."""
-    mid = baseline.seconds / faster.seconds
-    low_log, high_log = faster.speedup_band
+    the measured-over-projected speedup errors of the faster side's generation, around the mid and around
+    the speedup with the unmeasured kernel terms at their measured siblings' value."""
     if faster is baseline:
         return 1.0, 1.0, 1.0
-    return mid, mid * math.exp(low_log), mid * math.exp(high_log)
+    mid = baseline.seconds / faster.seconds
+    other = baseline.unmeasured_s / faster.unmeasured_s
+    return mid, min(mid, other) * math.exp(faster.speedup_band[0]), max(mid, other) * math.exp(faster.speedup_band[1])

@@ -153,11 +153,8 @@ def kernel_times(
 
 
 def _class_entry(calibration: Calibration, name: str) -> dict:
-    classes = calibration.residuals["classes"]
-    for candidate in class_candidates(name):
-        if candidate in classes and "speedup" in classes[candidate]:
-            return classes[candidate]
-    raise KeyError(name)
+    classes = calibration.residuals["classes"]  # the broadest candidate, the op's own class, is always there
+    return next(classes[c] for c in class_candidates(name) if "speedup" in classes.get(c, {}))
 
 
 @dataclass(frozen=True)
