@@ -170,16 +170,16 @@ class Section:
     # Shared range checks, each naming the field.
     def whole(self, name: str, minimum: int = 1, optional: bool = False) -> None:
         value = getattr(self, name)
-        if value is None and optional:
-            return
-        if not (isinstance(value, int) and not isinstance(value, bool) and value >= minimum):
+        if (value is not None or not optional) and not (
+            isinstance(value, int) and not isinstance(value, bool) and value >= minimum
+        ):
             raise ConfigError(self.path(name), f"must be a whole number of at least {minimum}, got {value!r}")
 
     def positive(self, name: str, optional: bool = False) -> None:
         value = getattr(self, name)
-        if value is None and optional:
-            return
-        if not (isinstance(value, float) and math.isfinite(value) and value > 0):
+        if (value is not None or not optional) and not (
+            isinstance(value, float) and math.isfinite(value) and value > 0
+        ):
             raise ConfigError(self.path(name), f"must be a positive, finite number, got {value!r}")
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from ampgan import STARTED_AT
+from ampgan.bench.output import incomplete_text, load_results, render, table, time_spent_text
 from ampgan.bench.spec import BenchSpec
 from ampgan.bench.to_folder import bench_summary, bench_to_folder, check_bench, refuse_what_measured_nothing
 from ampgan.cli.options import (
@@ -24,6 +25,7 @@ from ampgan.errors import say, say_json
 from ampgan.precisions import NAMES as PRECISION_NAMES
 from ampgan.sections import with_settings
 from ampgan.training.distributed import join_process_group, world
+from ampgan.training.interruption import Interrupted
 from ampgan.training.precision import resolve_device
 from ampgan.training.start import claimed_on_main_rank, reopened_on_main_rank
 
@@ -63,8 +65,6 @@ from ampgan.training.start import claimed_on_main_rank, reopened_on_main_rank
 @click.pass_context
 def command(ctx: click.Context, **options) -> None:
     """Time per batch vs batch size for each precision (the study's Figures 1 and 2), for any GAN."""
-    from ampgan.bench.output import load_results, render, table, time_spent_text
-
     if options["from_"]:
         results = load_results(options["from_"])
         out = options["out"] or Path(options["from_"]).parent
@@ -102,14 +102,12 @@ def command(ctx: click.Context, **options) -> None:
 
 
 def _sweep(spec, options: dict, out: Path, device) -> None:
-    from ampgan.bench.sweep import draw_maps, parse_axes, run_sweep, sweep_table
+    from ampgan.bench.sweep import draw_maps, parse_axes, read_sweep, run_sweep, sweep_table
 
     axes = parse_axes(options["sweeps"])
     # The same command again on a folder where it was interrupted continues there (sweep.json says so).
     previous = None
     if (out / "sweep.json").is_file() and not options["overwrite"]:
-        from ampgan.bench.sweep import read_sweep
-
         previous = read_sweep(out, spec, axes)
         say(f"continuing the sweep in {out}", err=True)
     with (
@@ -149,9 +147,6 @@ def _sweep_rows(document: dict, out: Path) -> list[dict]:
 def _raise_if_stopped(document: dict, kept: str) -> None:
     """Exit as a signal asks (130/143) when the bench or sweep was stopped, saying what was kept."""
     if document.get("incomplete"):
-        from ampgan.bench.output import incomplete_text
-        from ampgan.training.interruption import Interrupted
-
         stopped = document["incomplete"]
         raise Interrupted(stopped["signum"], f"{incomplete_text(stopped)}; {kept}")
 

@@ -7,7 +7,9 @@ from pathlib import Path
 import click
 
 from ampgan.cli.options import PositiveNumber
-from ampgan.errors import AmpganError, say
+from ampgan.errors import AmpganError, one_line, say
+from ampgan.runs.claim import claimed_folder, is_ampgan_folder
+from ampgan.system.gpus import gpu_table
 
 
 @click.command("cost")
@@ -117,7 +119,6 @@ def _write(document: dict, out: Path | None, overwrite: bool, beside: Path) -> N
     """The cost files in --out (a folder of its own, claimed like every output folder: runs/claim.py), or
     beside the first results.json when ampgan's own cost files are all that is there."""
     from ampgan.cost.report import write_cost
-    from ampgan.runs.claim import claimed_folder
 
     if out is not None:
         with claimed_folder(out, overwrite, "cost", unfinished=lambda folder: not (folder / "fig3_cost.png").is_file()):
@@ -131,9 +132,6 @@ def _write(document: dict, out: Path | None, overwrite: bool, beside: Path) -> N
 def _refuse_foreign_cost_files(folder: Path) -> None:
     """Beside the results, the cost files are rewritten only in ampgan's own folder: a cost.json of
     someone else's there is never replaced by surprise."""
-    from ampgan.errors import one_line
-    from ampgan.runs.claim import is_ampgan_folder
-
     present = [name for name in ("cost.json", "cost.csv", "fig3_cost.png") if (folder / name).exists()]
     if present and not is_ampgan_folder(folder):
         raise AmpganError(
@@ -147,7 +145,6 @@ def _projected_onto(chosen, documents, device, paths):
     from ampgan.projection.assumptions import launch_assumption, measure_dispatch_seconds
     from ampgan.projection.document import as_bench_document, gpu_of_instance
     from ampgan.projection.tables import op_tables_of
-    from ampgan.system.gpus import gpu_table
 
     gpu = gpu_of_instance(chosen, list(gpu_table().values()))
     untraced = not all(d.get("op_tables") for d in documents)

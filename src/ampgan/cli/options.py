@@ -21,43 +21,31 @@ from ampgan.errors import AmpganError
 from ampgan.precisions import NAMES as PRECISION_NAMES
 from ampgan.runs.claim import default_out as default_out  # the commands' default folders, named in one place
 from ampgan.sections import Setting, own_settings, refuse_unknown, settings
-
-
-class WholeNumber(click.ParamType):
-    name = "integer"
-
-    def __init__(self, minimum: int = 1):
-        self.minimum = minimum
-
-    def convert(self, value, param, ctx):
-        if isinstance(value, int) and not isinstance(value, bool):
-            number = value
-        else:
-            try:
-                number = int(str(value).strip())
-            except ValueError:
-                self.fail(f"must be a whole number, got {value!r}", param, ctx)
-        if number < self.minimum:
-            self.fail(f"must be at least {self.minimum}, got {number}", param, ctx)
-        return number
+from ampgan.trust import ANY_MODEL, consent_to_import
 
 
 class Number(click.ParamType):
-    """A number that `accept`s; `requirement` completes 'OPTION ... got VALUE' when it does not."""
+    """A number (`whole`: a whole number, shown as INTEGER) that `accept`s; `requirement` completes
+    'OPTION ... got VALUE' when it does not."""
 
-    name = "number"
-
-    def __init__(self, accept, requirement: str):
-        self.accept, self.requirement = accept, requirement
+    def __init__(self, accept, requirement: str, whole: bool = False):
+        self.accept, self.requirement, self.whole = accept, requirement, whole
+        self.name = "integer" if whole else "number"
 
     def convert(self, value, param, ctx):
         try:
-            number = float(value)
+            number = int(str(value).strip()) if self.whole else float(value)
         except (TypeError, ValueError):
-            self.fail(f"takes a number such as 1e6, got {value!r}", param, ctx)
+            wanted = "must be a whole number" if self.whole else "takes a number such as 1e6"
+            self.fail(f"{wanted}, got {value!r}", param, ctx)
         if not self.accept(number):
-            self.fail(f"{self.requirement}, got {value}", param, ctx)
+            self.fail(f"{self.requirement}, got {number if self.whole else value}", param, ctx)
         return number
+
+
+def WholeNumber(minimum: int = 1) -> Number:  # noqa: N802 - reads like the other types where it is used
+    """A whole number of at least `minimum` (a count, a seed, a number of steps)."""
+    return Number(lambda x: x >= minimum, f"must be at least {minimum}", whole=True)
 
 
 def PositiveNumber() -> Number:  # noqa: N802 - reads like the other types where it is used
@@ -125,11 +113,8 @@ def _int_choice(ctx, param, value):
 
 
 def _consent_to_named_model(ctx, param, value):
-    """A model named on the command line may be imported (gan/registry.py: the model trust rule)."""
-    if value:
-        from ampgan.gan.registry import consent_to_import  # imports torch: only when a model is named
-
-        consent_to_import(value)
+    """A model named on the command line may be imported (ampgan/trust.py: the model trust rule)."""
+    consent_to_import(value)  # nothing for None or an empty name
     return value
 
 
@@ -137,17 +122,12 @@ def _consent_to_set_model(ctx, param, values):
     for text in values or ():
         path, equals, raw = text.partition("=")
         if equals and path.strip() == "model.name":
-            name = parse_value(raw)
-            if isinstance(name, str):
-                _consent_to_named_model(ctx, param, name)
+            consent_to_import(parse_value(raw))  # nothing for a value that is not a name
     return values
 
 
 def _consent_to_any_model(ctx, param, value):
-    if value:
-        from ampgan.gan.registry import ANY_MODEL
-
-        _consent_to_named_model(ctx, param, ANY_MODEL)
+    consent_to_import(ANY_MODEL if value else None)
     return value
 
 

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from ampgan.config.tree import TrainConfig, set_path
+from ampgan.config.tree import TrainConfig, by_path, set_path
 from ampgan.config.values import parse_steps_or_duration
 from ampgan.errors import AmpganError, ConfigError
 from ampgan.files.jsonfile import (
@@ -111,13 +111,7 @@ def file_changes(path: Path) -> dict[str, Any]:
         TrainConfig.from_dict(document)
     except ConfigError as error:
         raise AmpganError(f"config file {path}: {error}") from None
-    changes = {}
-    for section, values in document.items():
-        if isinstance(values, dict):
-            changes.update({f"{section}.{name}": value for name, value in values.items()})
-        else:
-            changes[section] = values
-    return changes
+    return by_path(document)
 
 
 def build_config(*layers: dict[str, Any], file: Path | None = None, base: TrainConfig | None = None) -> TrainConfig:

@@ -150,11 +150,9 @@ def table_for(precision: str, tables: dict[str, OpTable]) -> tuple[OpTable | Non
 
 def memory_at_least(memory: dict | None, precision: str, batch_size: int) -> float | None:
     """The lower bound on one step's memory in bytes (bench's step_memory), or None without one."""
-    if not isinstance(memory, dict):
-        return None
+    memory = memory if isinstance(memory, dict) else {}
     per_sample = memory.get("activation_bytes_per_sample") or {}
-    stand_in = precision_mode(precision).stand_in
-    value = per_sample.get(precision, per_sample.get(stand_in))
+    value = per_sample.get(precision, per_sample.get(precision_mode(precision).stand_in))
     parameters = memory.get("parameters_bytes")
     if not isinstance(value, (int, float)) or not isinstance(parameters, (int, float)):
         return None
@@ -210,12 +208,10 @@ def projected_rows(tables, gpus, batch_sizes, launch, precisions=NAMES, catalog=
     for gpu in gpus:
         instance = cheapest_instance(catalog, gpu.name)
         calibration = _calibration_note(gpu)
+        fp32_table = tables.get(BASELINE) if has_tf32_default(gpu) else None
         for batch_size in batch_sizes:
             composed: dict[str, ComposedStep] = {}
-            fp32_table, _ = table_for(BASELINE, tables)
-            default = None
-            if has_tf32_default(gpu) and fp32_table is not None:
-                default = composed_step(fp32_table.on_cuda(), batch_size, gpu, DEFAULT)
+            default = composed_step(fp32_table.on_cuda(), batch_size, gpu, DEFAULT) if fp32_table else None
             for name in precisions:
                 row = Row(device=gpu.key, precision=name, batch_size=batch_size, projected=True, status="ok")
                 table, table_note = table_for(name, tables)
@@ -268,15 +264,16 @@ def _kernel_view(step, estimate, table, table_note, batch_size, gpu, calibration
 def _speedups(step: ComposedStep, baseline: ComposedStep | None, default: ComposedStep | None, is_fp32: bool) -> dict:
     """The speedup over strict fp32 (its band), and on a TF32 GPU fp32's row holds PyTorch's default's time
     and every other row its speedup over that default."""
-    mid, low, high = composed_speedup(baseline, step) if baseline is not None else _NONE
-    out = {"speedup": mid, "speedup_low": low, "speedup_high": high}
+    out = _band_fields("speedup", composed_speedup(baseline, step) if baseline is not None else _NONE)
     if default is not None and is_fp32:
-        out |= {"default_ms_per_step": default.seconds * 1e3, "default_ms_low": default.low * 1e3}
-        out["default_ms_high"] = default.high * 1e3
-    elif default is not None:
-        mid, low, high = composed_speedup(default, step)
-        out |= {"speedup_over_default": mid, "speedup_over_default_low": low, "speedup_over_default_high": high}
-    return out
+        ms = (default.seconds * 1e3, default.low * 1e3, default.high * 1e3)
+        return out | dict(zip(("default_ms_per_step", "default_ms_low", "default_ms_high"), ms))
+    return out | (_band_fields("speedup_over_default", composed_speedup(default, step)) if default else {})
+
+
+def _band_fields(name: str, band: tuple) -> dict:
+    """(mid, low, high) as a row's NAME, NAME_low and NAME_high."""
+    return dict(zip((name, f"{name}_low", f"{name}_high"), band))
 
 
 def _priced(row: Row, instance: Instance | None) -> Row:
