@@ -28,9 +28,8 @@ def one_line(text: object) -> str:
 
 
 def _escaped(character: str) -> str:
-    if "\udc80" <= character <= "\udcff":
-        return f"\\x{ord(character) - 0xDC00:02x}"
-    return repr(character)[1:-1]
+    surrogate = "\udc80" <= character <= "\udcff"
+    return f"\\x{ord(character) - 0xDC00:02x}" if surrogate else repr(character)[1:-1]
 
 
 def say(*lines: object, err: bool = False) -> None:

@@ -37,9 +37,7 @@ def fits(annotation: str, value: Any) -> bool:
     allowed = _allowed_types(annotation)
     if isinstance(value, bool):
         return bool in allowed
-    if float in allowed and isinstance(value, int):
-        return True
-    return isinstance(value, allowed)
+    return (float in allowed and isinstance(value, int)) or isinstance(value, allowed)
 
 
 def setting(default, help: str, flag: bool | str = False, kind: str = "text", skip: tuple[str, ...] = ()):

@@ -28,9 +28,7 @@ def setting_rows() -> list[tuple[str, str, str, str]]:
 def _shown(value) -> str:
     if value is None:
         return "(none)"
-    if isinstance(value, tuple):
-        return ",".join(map(str, value)) or "(none)"
-    return str(value)
+    return (",".join(map(str, value)) or "(none)") if isinstance(value, tuple) else str(value)
 
 
 def markdown() -> str:

@@ -191,5 +191,5 @@ def _catalog(prices, prices_from, spot, regions):
             raise AmpganError(f"--region {item}: give CLOUD=REGION with CLOUD one of {', '.join(CLOUDS)}")
         chosen[cloud] = region
     source = find_catalogs(folder or None)
-    kind_text = "spot" if spot else "on-demand"
-    return load_skypilot(source, spot=spot, regions=chosen), f"{source.describe()} ({kind_text} prices)"
+    kind = "spot" if spot else "on-demand"
+    return load_skypilot(source, spot=spot, regions=chosen), f"{source.describe()} ({kind} prices)"

@@ -61,9 +61,8 @@ def command(ctx: click.Context, **options) -> None:
     else:
         config = config_from_cli(ctx, options, defaults={"budget.batch_size": 32})
     device = resolve_device(config.compute.device)
-    fp16_steps = options["fp16_steps"]
-    if fp16_steps is None:
-        fp16_steps = 50 if device.type == "cuda" else 8
+    default_fp16_steps = 50 if device.type == "cuda" else 8
+    fp16_steps = default_fp16_steps if options["fp16_steps"] is None else options["fp16_steps"]
     out = options["out"] or default_out("doctor")
     from ampgan.doctor.preflight import check_before_training
 

@@ -169,9 +169,8 @@ def _click_type(kind: str):
 def _help(setting: Setting) -> str:
     """The setting's help, ending with its default (the command's spec's own, never written twice)."""
     default = ",".join(map(str, setting.default)) if isinstance(setting.default, tuple) else setting.default
-    if default is None or default is False or default == "" or "default" in setting.help:
-        return setting.help
-    return f"{setting.help} [default: {default}]"
+    quiet = default is None or default is False or default == "" or "default" in setting.help
+    return setting.help if quiet else f"{setting.help} [default: {default}]"
 
 
 def _option(setting: Setting):
@@ -202,8 +201,7 @@ def spec_options(spec=None, prefix: str = "", parts: tuple[str, ...] = ("",), wi
         s if s.flag else replace(s, flag="--" + s.name.replace("_", "-")) for s in chosen if s.flag or not with_set
     ]
     moved = {"--" + s.name.replace("_", "-"): s.path for s in settings(spec, prefix) if not s.flag}
-    for old, new in getattr(spec, "MOVED", {}).items():
-        moved["--" + old.replace("_", "-")] = prefix + new.split()[0]
+    moved |= {"--" + old.replace("_", "-"): prefix + new.split()[0] for old, new in getattr(spec, "MOVED", {}).items()}
 
     def apply(function):
         function.moved_flags = moved  # read by moved_to_set when click finds no such option

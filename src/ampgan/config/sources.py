@@ -47,15 +47,15 @@ def option_changes(options: dict[str, Any]) -> dict[str, Any]:
     return changes
 
 
+_WORDS = {"true": True, "false": False, "null": None, "none": None}  # in any case: True, NULL, None
+
+
 def parse_value(raw: str) -> Any:
     """A --set value as TOML or JSON would read it (numbers, true/false, null, "quoted", [lists]);
     anything else is the text itself."""
     text = raw.strip()
-    lowered = text.lower()
-    if lowered in ("true", "false"):
-        return lowered == "true"
-    if lowered in ("null", "none"):
-        return None
+    if text.lower() in _WORDS:
+        return _WORDS[text.lower()]
     errors = []
     for parse in (parse_json, lambda text: parse_toml(f"value = {text}")["value"]):
         try:

@@ -171,14 +171,13 @@ def _calibration_note(gpu: GpuSpec) -> dict:
         f"{error.get('median_speedup_error', float('nan')):.2f}x in the median, band holds "
         f"{error.get('band_coverage', float('nan')):.0%}"
     )
-    if own:
-        note = f"calibrated on {gpu.key}'s architecture ({calibration.architecture}: {tables}); {measured}"
-    else:
-        note = (
-            f"NO calibration for this architecture (capability {gpu.cuda_capability[0]}.{gpu.cuda_capability[1]}): "
-            f"{calibration.architecture}'s ({tables}) with this GPU's datasheet, band widened "
-            f"x{UNCALIBRATED_WIDENING} each way; {measured}"
-        )
+    note = (
+        f"calibrated on {gpu.key}'s architecture ({calibration.architecture}: {tables}); {measured}"
+        if own
+        else f"NO calibration for this architecture (capability {gpu.cuda_capability[0]}.{gpu.cuda_capability[1]}): "
+        f"{calibration.architecture}'s ({tables}) with this GPU's datasheet, band widened "
+        f"x{UNCALIBRATED_WIDENING} each way; {measured}"
+    )
     return {"architecture": calibration.architecture, "own": own, "note": note}
 
 
@@ -576,9 +575,7 @@ def fastest_mixed(rows: list[dict], device: str, batch_size: int) -> tuple[dict,
         if r.get("status") == "ok" and r["device"] == device and r["batch_size"] == batch_size
     }
     mixed = [mine[name] for name in NAMES if PRECISIONS[name].mixed and name in mine and "speedup" in mine[name]]
-    if BASELINE not in mine or not mixed:
-        return None
-    return mine[BASELINE], max(mixed, key=lambda r: r["speedup"])
+    return (mine[BASELINE], max(mixed, key=lambda r: r["speedup"])) if BASELINE in mine and mixed else None
 
 
 def summary_line(document: dict, devices: tuple[str, ...] = ("T4", "V100", "A100", "H100")) -> str | None:

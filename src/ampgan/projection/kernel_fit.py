@@ -44,6 +44,7 @@ FOLDS = 5
 # a reduction of 64 half as fast, no other effect; 5 us per launch, 75% of the bandwidth.
 START_PATH = np.array([math.log(0.6)] * 4 + [0.2, math.log(64.0)] + [0.0] * 8)
 START_SHARED = np.array([math.log(5e-6), math.log(0.75)])
+START = np.concatenate([START_PATH] * len(PATHS) + [START_SHARED])  # every path's, then the shared parameters
 PRIOR_WEIGHT = 0.05
 
 
@@ -138,14 +139,13 @@ def predict_ms(data: PathData, paths: dict[str, np.ndarray], shared: np.ndarray,
 def _residuals(theta: np.ndarray, data: list[PathData], gpu: GpuSpec) -> np.ndarray:
     paths, shared = _unpack(theta)
     parts = [np.log(predict_ms(d, paths, shared, gpu)) - d.log_ms for d in data]
-    start = np.concatenate([START_PATH] * len(PATHS) + [START_SHARED])
-    parts.append(math.sqrt(PRIOR_WEIGHT) * (theta - start))
+    parts.append(math.sqrt(PRIOR_WEIGHT) * (theta - START))
     return np.concatenate(parts)
 
 
 def fit(data: list[PathData], gpu: GpuSpec, iterations: int = 60) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """Levenberg-Marquardt on log time over every precision's kernels of one GPU at once."""
-    theta = np.concatenate([START_PATH] * len(PATHS) + [START_SHARED])
+    theta = START.copy()  # _unpack returns views of it
     damping, current = 1e-2, _residuals(theta, data, gpu)
     cost = float(current @ current)
     for _ in range(iterations):
@@ -268,16 +268,17 @@ def residual_quantiles(
                 value = float(residuals[FP32][i] - residuals[half][index[name]])
                 for broader in class_candidates(kernel_class(kernel, FP16)):
                     pooled.setdefault(broader, {}).setdefault("speedup", []).append(value)
-    out = {}
-    for name, by_path in pooled.items():
-        if min(len(v) for v in by_path.values()) < MIN_CLASS and ":" in name:
-            continue
-        entry = {}
-        for path, values in by_path.items():
-            low, high = conformal_quantiles(values, quantiles[0])
-            entry[path] = {"low": float(min(low, 0.0)), "high": float(max(high, 0.0)), "kernels": len(values)}
-        out[name] = entry
-    return out
+    return {
+        name: {path: _band(values, quantiles[0]) for path, values in by_path.items()}
+        for name, by_path in pooled.items()
+        if min(len(v) for v in by_path.values()) >= MIN_CLASS or ":" not in name  # a class too small is left out
+    }
+
+
+def _band(values: list[float], tail: float) -> dict:
+    """One class's band of log factors: its conformal quantiles, never excluding 0 (the model's own value)."""
+    low, high = conformal_quantiles(values, tail)
+    return {"low": float(min(low, 0.0)), "high": float(max(high, 0.0)), "kernels": len(values)}
 
 
 @dataclass(frozen=True)

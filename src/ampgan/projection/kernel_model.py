@@ -198,6 +198,5 @@ def load_calibration(architecture: str) -> Calibration:
 
 def irregular(kernel: Kernel, precision: str) -> bool:
     """A kernel in the calibration's wide-error class: tiny channels, or channels a 16-bit path needs aligned."""
-    if kernel.op != GEMM and kernel.c <= TINY_CHANNELS:
-        return True
-    return any(d % precision_mode(precision).alignment for d in kernel.channel_dims())
+    tiny = kernel.op != GEMM and kernel.c <= TINY_CHANNELS
+    return tiny or any(d % precision_mode(precision).alignment for d in kernel.channel_dims())

@@ -9,12 +9,10 @@ for a GPU whose architecture has no calibration), bound what limits it: compute,
 
 from __future__ import annotations
 
-import csv
-import io
 from pathlib import Path
 
 from ampgan.errors import AmpganError
-from ampgan.files.atomic import write_atomically
+from ampgan.files.atomic import write_csv_atomically
 from ampgan.precisions import NAMES
 from ampgan.projection.kernel_fit import read_kernel_rows
 from ampgan.projection.kernel_model import calibration_for
@@ -72,11 +70,7 @@ def project_kernels(kernels: list[Kernel], gpus: list[GpuSpec]) -> list[dict]:
 
 
 def write_kernel_projection(rows: list[dict], out: Path) -> Path:
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=OUTPUT_COLUMNS, lineterminator="\n")
-    writer.writeheader()
-    for row in rows:
-        writer.writerow({**row, **{k: f"{row[k]:.6g}" for k in ("ms", "ms_low", "ms_high")}})
     path = Path(out) / "kernels.csv"
-    write_atomically(path, lambda stream: stream.write(buffer.getvalue().encode()))
+    shown = [{**row, **{k: f"{row[k]:.6g}" for k in ("ms", "ms_low", "ms_high")}} for row in rows]
+    write_csv_atomically(path, OUTPUT_COLUMNS, shown, lineterminator="\n")
     return path
