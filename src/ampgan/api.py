@@ -205,9 +205,12 @@ def project(
     projection.from_results.ProjectSpec (`devices="T4,A100"`, `batch_sizes=[64, 2048]`, `prices=PATH`)."""
     from ampgan.projection.from_results import ProjectSpec, project_results
 
-    spec = with_settings(ProjectSpec(), project_settings, "ampgan.project")
     projection, target, _ = project_results(
-        Path(results), spec, Path(out) if out is not None else None, overwrite, log=log or _quiet
+        Path(results),
+        with_settings(ProjectSpec(), project_settings, "ampgan.project"),
+        Path(out) if out is not None else None,
+        overwrite,
+        log=log or _quiet,
     )
     return Projected(out_dir=target, projection=target / "projection.json", rows=projection["rows"])
 

@@ -197,8 +197,7 @@ def precision(name: str) -> Precision:
 
 
 def colour(name: str) -> str | None:
-    mode = PRECISIONS.get(name)
-    return mode.colour if mode else None
+    return PRECISIONS[name].colour if name in PRECISIONS else None
 
 
 def in_order(names) -> list[str]:

@@ -27,17 +27,7 @@ _SIMPLE = {"int": int, "float": float, "bool": bool, "str": str, "dict": dict, "
 
 def _allowed_types(annotation: str) -> tuple[type, ...]:
     """'int | None' -> (int, NoneType); the annotations here are written with these simple names only."""
-    names = [part.strip() for part in annotation.split("|")]
-    return tuple(_SIMPLE[name.split("[")[0]] for name in names)
-
-
-def fits(annotation: str, value: Any) -> bool:
-    """Does `value` have the type a dataclass field annotated `annotation` (e.g. 'float | None') takes?
-    An int fits a float; a bool fits only bool."""
-    allowed = _allowed_types(annotation)
-    if isinstance(value, bool):
-        return bool in allowed
-    return (float in allowed and isinstance(value, int)) or isinstance(value, allowed)
+    return tuple(_SIMPLE[part.strip().split("[")[0]] for part in annotation.split("|"))
 
 
 def setting(default, help: str, flag: bool | str = False, kind: str = "text", skip: tuple[str, ...] = ()):
@@ -124,10 +114,12 @@ class Section:
         for field in dataclasses.fields(self):
             value = getattr(self, field.name)
             allowed = _allowed_types(str(field.type))
-            if not fits(str(field.type), value):
+            # An int is taken for a float (and becomes one); a bool is taken only for a bool, never for a number.
+            int_for_float = float in allowed and isinstance(value, int) and not isinstance(value, bool)
+            if not (int_for_float or (bool in allowed if isinstance(value, bool) else isinstance(value, allowed))):
                 wanted = " or ".join("null" if t is type(None) else t.__name__ for t in allowed)
                 raise ConfigError(self.path(field.name), f"takes {wanted}, got {value!r}")
-            if float in allowed and isinstance(value, int) and not isinstance(value, bool):
+            if int_for_float:
                 object.__setattr__(self, field.name, float(value))
         for field in dataclasses.fields(self):  # the range its kind names: whole4 is a whole number >= 4
             kind = field.metadata.get("kind", "")

@@ -30,9 +30,8 @@ def cli() -> None:
     """Does mixed precision make my GAN train faster and cheaper, without making it worse?"""
 
 
-for _command in (train, data, bench, cost, project, compare, doctor, preflight, config):
-    cli.add_command(_command.command)
-for _command in runs.commands:
+_MODULES = (train, data, bench, cost, project, compare, doctor, preflight, config)
+for _command in [*(module.command for module in _MODULES), *runs.commands]:  # runs: evaluate, generate, report
     cli.add_command(_command)
 
 

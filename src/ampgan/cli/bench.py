@@ -68,8 +68,7 @@ def command(ctx: click.Context, **options) -> None:
     if options["from_"]:
         results = load_results(options["from_"])
         out = options["out"] or Path(options["from_"]).parent
-        say(*render(results, out).splitlines())
-        say(f"figures and results.csv re-drawn in {out}")
+        say(*render(results, out).splitlines(), f"figures and results.csv re-drawn in {out}")
         return
     # Synthetic data by default (BenchSpec's base), so data never limits the step.
     base = build_config({"data.dataset": "synthetic"}, given_changes(ctx, options, BenchSpec(), "bench."))
@@ -95,8 +94,7 @@ def command(ctx: click.Context, **options) -> None:
     if options["as_json"]:  # bench_to_folder drew the figures and results.csv either way
         say_json(bench_summary(results, out))
     else:
-        say(*table(results).splitlines())
-        say(f"results: {out / 'results.json'}")
+        say(*table(results).splitlines(), f"results: {out / 'results.json'}")
     say(time_spent_text(results, time.perf_counter() - STARTED_AT), err=True)
     _raise_if_stopped(results, f"what finished is in {out / 'results.json'}, marked incomplete")
 
@@ -122,10 +120,10 @@ def _sweep(spec, options: dict, out: Path, device) -> None:
     if options["as_json"]:
         say_json({"sweep": str(out / "sweep.json"), "cells": document["cells"], "maps": [str(p) for p in maps]})
     else:
-        say(*sweep_table(document, out).splitlines())
         say(
+            *sweep_table(document, out).splitlines(),
             f"sweep: {out / 'sweep.json'}; maps: "
-            f"{', '.join(p.name for p in maps) or 'none (no mixed precision measured)'}"
+            f"{', '.join(p.name for p in maps) or 'none (no mixed precision measured)'}",
         )
     _raise_if_stopped(document, f"the cells that finished are in {out / 'sweep.json'}")
     refuse_what_measured_nothing(_sweep_rows(document, out), f"the cells' results are in {out / 'sweep.json'}")

@@ -63,5 +63,4 @@ def command(list_: bool, as_markdown: bool, page: Path | None) -> None:
         return
     rows = setting_rows()
     width = max(len(path) for path, *_ in rows)
-    for path, default, flag, text in rows:
-        say(f"{path:<{width}}  {default:<14} {flag:<16} {text}")
+    say(*(f"{path:<{width}}  {default:<14} {flag:<16} {text}" for path, default, flag, text in rows))

@@ -91,11 +91,10 @@ def command(
     projected = None
     if chosen is not None and not chosen.matches_hardware(device) and not assume_same_speed:
         documents, device, projected = _projected_onto(chosen, documents, device, results)
-    basis = price_basis(chosen, price_per_hour, device, assume_same_speed, projected)
     document = build_cost_document(
         documents,
         device,
-        basis,
+        price_basis(chosen, price_per_hour, device, assume_same_speed, projected),
         batches,
         samples,
         catalog_date(catalog) if catalog and instance else None,
@@ -106,13 +105,15 @@ def command(
 
 def _list(catalog, source: str) -> None:
     """--list-instances: the catalog's instances, a line each."""
-    say(f"catalog: {source}")
-    for item in catalog:
-        checked = "" if item.verified else "  (unverified)"
-        say(
+    say(
+        f"catalog: {source}",
+        *(
             f"{item.label:<28} {item.hardware:<10} x{max(1, item.gpu_count)} {item.price_per_hour:>9.4f} "
-            f"{item.currency}/h  {item.region:<12} {item.date}  {item.source}{checked}"
-        )
+            f"{item.currency}/h  {item.region:<12} {item.date}  {item.source}"
+            + ("" if item.verified else "  (unverified)")
+            for item in catalog
+        ),
+    )
 
 
 def _write(document: dict, out: Path | None, overwrite: bool, beside: Path) -> None:

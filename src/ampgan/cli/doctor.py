@@ -75,10 +75,9 @@ def command(ctx: click.Context, **options) -> None:
         report["preflight"] = [{"severity": f.severity, "check": f.check, "text": f.text} for f in findings]
         report["summary_lines"] = [f"preflight: {f.line()}" for f in findings] + report["summary_lines"]
         write_doctor(report, out)
-    for line in report["summary_lines"]:
-        say(f"- {line}")
     say(
+        *(f"- {line}" for line in report["summary_lines"]),
         f"{report['environment']['hardware_summary']} | model {config.model.name} | batch "
-        f"{config.budget.batch_size} | torch {report['environment']['versions']['torch']}"
+        f"{config.budget.batch_size} | torch {report['environment']['versions']['torch']}",
+        f"doctor: {out / 'doctor.json'} (figures doctor_gradients.png, doctor_layers.png)",
     )
-    say(f"doctor: {out / 'doctor.json'} (figures doctor_gradients.png, doctor_layers.png)")

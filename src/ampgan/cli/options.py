@@ -216,27 +216,19 @@ def moved_to_set(command: click.Command | None, option: str) -> str | None:
     return getattr(getattr(command, "callback", None), "moved_flags", {}).get(option)
 
 
-def _given(ctx: click.Context, spec, prefix: str) -> list[tuple[Setting, object]]:
-    """The settings whose flags the command line gave, with their values."""
-    by_name = {s.name: s for s in settings(spec, prefix) if s.flag}
-    return [
-        (by_name[name], value)
-        for name, value in ctx.params.items()
-        if name in by_name and ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE
-    ]
-
-
 def given_changes(ctx: click.Context, options: dict, spec=None, prefix: str = "") -> dict:
     """{config path: value} the user set: the config file's, then the config flags given on the command line,
     then every --set of a config path (each later one wins; a command's own settings, under `prefix`, are
     own_values')."""
     changes = dict(file_changes(options["config_file"])) if options.get("config_file") else {}
-    flags = {
-        s.name: value
-        for s, value in _given(ctx, spec or TrainConfig(), prefix)
-        if not s.path.startswith(prefix or "\0")
+    # The config settings whose flags the command line gave.
+    flagged = {
+        s.name for s in settings(spec or TrainConfig(), prefix) if s.flag and not s.path.startswith(prefix or "\0")
     }
-    changes.update(option_changes(flags))
+    typed = click.core.ParameterSource.COMMANDLINE
+    changes.update(
+        option_changes({n: v for n, v in ctx.params.items() if n in flagged and ctx.get_parameter_source(n) is typed})
+    )
     for text in options.get("sets") or ():
         path, value = parse_set(text)
         if not (prefix and path.startswith(prefix)):

@@ -51,8 +51,7 @@ def command(ctx: click.Context, **options) -> None:
     if options["nproc"] != 1:
         from ampgan.training.launcher import launch_on_this_machine
 
-        argv = _without_nproc(ctx.obj["argv"])
-        sys.exit(launch_on_this_machine(options["nproc"], argv))
+        sys.exit(launch_on_this_machine(options["nproc"], _without_nproc(ctx.obj["argv"])))
     resume_dir = options["resume"]
     explicit = given_changes(ctx, options)
     if resume_dir is not None:

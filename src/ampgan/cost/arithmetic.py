@@ -52,8 +52,7 @@ def time_to_quality(curve: Sequence[tuple[float, float]], target: float, higher_
     interpolated linearly between the two evaluations around it; None if it never does."""
     previous = None
     for seconds, value in curve:
-        reached = value >= target if higher_is_better else value <= target
-        if reached:
+        if value >= target if higher_is_better else value <= target:
             if previous is None or previous[1] == value:
                 return seconds
             fraction = (target - previous[1]) / (value - previous[1])

@@ -323,11 +323,10 @@ def as_bench_document(results: dict, tables: dict[str, OpTable], gpu: GpuSpec, l
         for r in rows
         if r.precision != BASELINE and r.speedup is not None
     ]
-    traced = next(iter(tables.values()))
+    traced_on = results.get("environment", {}).get("hardware_summary", next(iter(tables.values())).device)
     how = (
         f"a kernel model calibrated on measured GPU kernels, over the step's operations, onto {gpu.name} "
-        f"(datasheet row {gpu.key}), op tables traced on "
-        f"{results.get('environment', {}).get('hardware_summary', traced.device)}; see 'ampgan project' for the band"
+        f"(datasheet row {gpu.key}), op tables traced on {traced_on}; see 'ampgan project' for the band"
     )
     return {**results, "configs": configs, "speedups": speedups}, how
 
@@ -532,11 +531,15 @@ def table_text(document: dict) -> str:
     notes = sorted({f"{r['device']}: {r['calibration']}" for r in document["rows"] if r.get("calibration")})
     if notes:
         lines += ["", "Calibration per GPU:"] + [f"- {note}" for note in notes]
-    lines += ["", "The model's error, measured on whole steps and kernels no fit saw (docs/projection.md):"] + [
-        f"- {line}" for line in calibration_error_lines()
+    lines += [
+        "",
+        "The model's error, measured on whole steps and kernels no fit saw (docs/projection.md):",
+        *(f"- {line}" for line in calibration_error_lines()),
+        *_measured_lines(document),
+        "",
+        "Assumptions:",
+        *(f"- {a['name']}: {a['low']:g}-{a['high']:g} {a['unit']} ({a['source']})" for a in document["assumptions"]),
     ]
-    lines += _measured_lines(document) + ["", "Assumptions:"]
-    lines += [f"- {a['name']}: {a['low']:g}-{a['high']:g} {a['unit']} ({a['source']})" for a in document["assumptions"]]
     return "\n".join(map(one_line, lines))  # a name holding a newline stays inside its row
 
 

@@ -131,8 +131,9 @@ def _unpack(theta: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray]:
 
 
 def predict_ms(data: PathData, paths: dict[str, np.ndarray], shared: np.ndarray, gpu: GpuSpec) -> np.ndarray:
-    path = paths[path_of(data.precision)]
-    seconds, _, _ = predict_seconds(data.features, path, shared, data.peak, gpu.bandwidth_gbs, data.element_bytes)
+    seconds, _, _ = predict_seconds(
+        data.features, paths[path_of(data.precision)], shared, data.peak, gpu.bandwidth_gbs, data.element_bytes
+    )
     return seconds * 1e3
 
 

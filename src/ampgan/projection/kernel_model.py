@@ -184,8 +184,8 @@ def calibration_for(gpu: GpuSpec) -> tuple[Calibration, bool]:
 @lru_cache(maxsize=None)
 def load_calibration(architecture: str) -> Calibration:
     try:
-        text = resources.files("ampgan.projection").joinpath("calibration", f"{architecture}.json").read_text("utf-8")
-        document = parse_json(text)
+        shipped = resources.files("ampgan.projection").joinpath("calibration", f"{architecture}.json")
+        document = parse_json(shipped.read_text("utf-8"))
         paths = {p: np.array([document["parameters"][p][name] for name in PATH_PARAMETERS], dtype=float) for p in PATHS}
         shared = np.array([document["parameters"]["shared"][name] for name in SHARED_PARAMETERS], dtype=float)
         return Calibration(architecture, paths, shared, document["cross_validation"], document)
