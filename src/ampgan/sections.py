@@ -25,11 +25,6 @@ from ampgan.errors import AmpganError, ConfigError
 _SIMPLE = {"int": int, "float": float, "bool": bool, "str": str, "dict": dict, "None": type(None)}
 
 
-def _allowed_types(annotation: str) -> tuple[type, ...]:
-    """'int | None' -> (int, NoneType); the annotations here are written with these simple names only."""
-    return tuple(_SIMPLE[part.strip().split("[")[0]] for part in annotation.split("|"))
-
-
 def setting(default, help: str, flag: bool | str = False, kind: str = "text", skip: tuple[str, ...] = ()):
     """A field declared with all there is to know of it: its default (the only one), its help, its flag
     (True: --field-name; a text: that option; False: reached as `--set PATH=VALUE` only) and the kind of
@@ -113,7 +108,8 @@ class Section:
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):
             value = getattr(self, field.name)
-            allowed = _allowed_types(str(field.type))
+            # 'int | None' -> (int, NoneType): a section's annotations are written with _SIMPLE's names only.
+            allowed = tuple(_SIMPLE[part.strip().split("[")[0]] for part in str(field.type).split("|"))
             # An int is taken for a float (and becomes one); a bool is taken only for a bool, never for a number.
             int_for_float = float in allowed and isinstance(value, int) and not isinstance(value, bool)
             if not (int_for_float or (bool in allowed if isinstance(value, bool) else isinstance(value, allowed))):

@@ -156,10 +156,7 @@ def _progress(line: str) -> None:
 
 def _report_config(result) -> None:
     """One line per finished configuration, as it finishes (rank 0 only)."""
-    if not world().is_main:
-        return
-    if result.samples_s:
-        median = sorted(result.samples_s)[len(result.samples_s) // 2]
-        say(f"  batch {result.batch_size:>5} {result.precision:>5}: {median * 1e3:9.2f} ms/step", err=True)
-    else:
-        say(f"  batch {result.batch_size:>5} {result.precision:>5}: {result.status} ({result.reason})", err=True)
+    if world().is_main:
+        samples = sorted(result.samples_s)
+        shown = f"{samples[len(samples) // 2] * 1e3:9.2f} ms/step" if samples else f"{result.status} ({result.reason})"
+        say(f"  batch {result.batch_size:>5} {result.precision:>5}: {shown}", err=True)

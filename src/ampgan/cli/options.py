@@ -108,10 +108,6 @@ def compose(*decorators):
     return apply
 
 
-def _int_choice(ctx, param, value):
-    return int(value) if value else None
-
-
 def _consent_to_named_model(ctx, param, value):
     """A model named on the command line may be imported (ampgan/trust.py: the model trust rule)."""
     consent_to_import(value)  # nothing for None or an empty name
@@ -180,7 +176,10 @@ def _option(setting: Setting):
     shared = {
         "default": None,
         "help": _help(setting),
-        "callback": _int_choice if setting.kind == "channels" else callback,
+        # --channels is a choice of "1" or "3": the config takes the number.
+        "callback": (lambda ctx, param, value: int(value) if value else None)
+        if setting.kind == "channels"
+        else callback,
     }
     if setting.kind == "switch":
         return click.option(f"{setting.flag}/--no-{setting.flag[2:]}", setting.name, **shared)

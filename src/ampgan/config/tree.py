@@ -242,8 +242,10 @@ class TrainConfig:
                 f"is not a config section{close_match_hint(unknown[0], [*SECTIONS, *TOP_LEVEL])}"
                 f" (the sections: {', '.join([*SECTIONS, *TOP_LEVEL])})",
             )
-        sections = {name: SECTIONS[name].from_dict(values[name]) for name in SECTIONS if name in values}
-        return cls(**sections, **{name: values[name] for name in TOP_LEVEL if name in values})
+        return cls(
+            **{name: SECTIONS[name].from_dict(values[name]) for name in SECTIONS if name in values},
+            **{name: values[name] for name in TOP_LEVEL if name in values},
+        )
 
     def paths(self) -> dict[str, Any]:
         """Every field by its path: {"budget.batch_size": 64, "model.width": 64, "seed": 0, ...}."""

@@ -112,8 +112,9 @@ def cost_rows(documents: list[dict], price_per_hour: float, batches: float | Non
             pair = intervals.get((row["batch_size"], row["precision"]))
             if pair:
                 # A speedup s saves 1 - 1/s of the cost: the speedup's interval maps onto the saving's.
-                row["saving_percent_low"] = 100.0 * (1 - 1 / pair["low"])
-                row["saving_percent_high"] = 100.0 * (1 - 1 / pair["high"])
+                row.update(
+                    saving_percent_low=100.0 * (1 - 1 / pair["low"]), saving_percent_high=100.0 * (1 - 1 / pair["high"])
+                )
     order = in_order({r["precision"] for r in rows})
     return sorted(rows, key=lambda r: (r["batch_size"], order.index(r["precision"])))
 

@@ -181,11 +181,6 @@ def _calibration_note(gpu: GpuSpec) -> dict:
     return {"architecture": calibration.architecture, "own": own, "note": note}
 
 
-def has_tf32_default(gpu: GpuSpec) -> bool:
-    """PyTorch runs convolutions in TF32 by default (torch.backends.cudnn.allow_tf32) where the GPU has TF32."""
-    return gpu.cannot_run(TF32) is None
-
-
 def project(
     tables: dict[str, OpTable],
     gpus: list[GpuSpec],
@@ -207,7 +202,8 @@ def projected_rows(tables, gpus, batch_sizes, launch, precisions=NAMES, catalog=
     for gpu in gpus:
         instance = cheapest_instance(catalog, gpu.name)
         calibration = _calibration_note(gpu)
-        fp32_table = tables.get(BASELINE) if has_tf32_default(gpu) else None
+        # PyTorch runs convolutions in TF32 by default (torch.backends.cudnn.allow_tf32) where the GPU has TF32.
+        fp32_table = tables.get(BASELINE) if gpu.cannot_run(TF32) is None else None
         for batch_size in batch_sizes:
             composed: dict[str, ComposedStep] = {}
             default = composed_step(fp32_table.on_cuda(), batch_size, gpu, DEFAULT) if fp32_table else None

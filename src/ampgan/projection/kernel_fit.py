@@ -46,6 +46,7 @@ START_PATH = np.array([math.log(0.6)] * 4 + [0.2, math.log(64.0)] + [0.0] * 8)
 START_SHARED = np.array([math.log(5e-6), math.log(0.75)])
 START = np.concatenate([START_PATH] * len(PATHS) + [START_SHARED])  # every path's, then the shared parameters
 PRIOR_WEIGHT = 0.05
+STEP = 1e-5  # of the finite differences that make the fit's Jacobian
 
 
 @dataclass(frozen=True)
@@ -150,12 +151,9 @@ def fit(data: list[PathData], gpu: GpuSpec, iterations: int = 60) -> tuple[dict[
     damping, current = 1e-2, _residuals(theta, data, gpu)
     cost = float(current @ current)
     for _ in range(iterations):
-        step = 1e-5
-        jacobian = np.empty((current.size, theta.size))
-        for j in range(theta.size):
-            shifted = theta.copy()
-            shifted[j] += step
-            jacobian[:, j] = (_residuals(shifted, data, gpu) - current) / step
+        # Forward differences, one parameter at a time (a unit vector of the identity each).
+        columns = [(_residuals(theta + STEP * unit, data, gpu) - current) / STEP for unit in np.eye(theta.size)]
+        jacobian = np.stack(columns, axis=1)
         normal = jacobian.T @ jacobian
         gradient = jacobian.T @ current
         while True:

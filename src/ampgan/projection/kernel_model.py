@@ -29,7 +29,7 @@ from ampgan.errors import AmpganError
 from ampgan.files.jsonfile import parse_json
 from ampgan.precisions import FP16, FP32
 from ampgan.precisions import precision as precision_mode
-from ampgan.projection.kernels import CONV_OPS, GEMM, Kernel
+from ampgan.projection.kernels import CONV_OPS, GEMM, OPS, Kernel
 from ampgan.system.gpus import GpuSpec
 
 PATH_PARAMETERS = (
@@ -100,7 +100,6 @@ def _tile_utilisation(m: int, n: int, k: int, sms: int) -> list[float]:
 
 def features(kernels: list[Kernel], sms: int, precision: str) -> Features:
     align = precision_mode(precision).alignment
-    ops = [GEMM, *CONV_OPS]
     rows = []
     for kernel in kernels:
         m, n, k = kernel.implicit_gemm()
@@ -111,7 +110,7 @@ def features(kernels: list[Kernel], sms: int, precision: str) -> Features:
             (
                 kernel.flops(),
                 kernel.elements(),
-                ops.index(kernel.op),
+                OPS.index(kernel.op),
                 _tile_utilisation(m, n, k, sms),
                 k,
                 misaligned and not conv,

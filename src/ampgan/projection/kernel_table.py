@@ -39,17 +39,13 @@ def read_kernels(path: Path) -> list[Kernel]:
     return kernels
 
 
-def precisions_of(gpu: GpuSpec) -> list[str]:
-    """Every mode the GPU runs: fp32 and fp16 on every one (a P100's fp16 converts to fp32 arithmetic), tf32 and
-    bf16 where it has them."""
-    return [name for name in NAMES if gpu.cannot_run(name) is None]
-
-
 def project_kernels(kernels: list[Kernel], gpus: list[GpuSpec]) -> list[dict]:
     rows = []
     for gpu in gpus:
         calibration, own = calibration_for(gpu)
-        for precision in precisions_of(gpu):
+        # Every mode the GPU runs: fp32 and fp16 on every one (a P100's fp16 converts to fp32 arithmetic), tf32
+        # and bf16 where it has them.
+        for precision in [name for name in NAMES if gpu.cannot_run(name) is None]:
             timed = kernel_times(kernels, gpu, precision, calibration, 1.0 if own else UNCALIBRATED_WIDENING)
             for i, kernel in enumerate(kernels):
                 launch = float(timed.seconds[i] - (timed.compute[i] ** 4 + timed.memory[i] ** 4) ** 0.25)

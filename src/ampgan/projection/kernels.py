@@ -66,10 +66,9 @@ class Kernel:
         }[self.op]
 
     def flops(self) -> float:
-        if self.op == GEMM:
-            return 2.0 * self.m * self.n * self.k
         p, q = self.output_hw
-        return 2.0 * self.batch * self.out_channels * p * q * self.c * self.r * self.s
+        conv = self.batch * self.out_channels * p * q * self.c * self.r * self.s
+        return 2.0 * (self.m * self.n * self.k if self.op == GEMM else conv)
 
     def elements(self) -> float:
         """Elements read and written once: both operands and the result."""
