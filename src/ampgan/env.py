@@ -93,6 +93,5 @@ def env_value(name: str) -> Any:
 
 def check_environment() -> None:
     """Every AMPGAN_* variable that is set, checked before a command starts."""
-    for name in sorted(os.environ):
-        if name.startswith("AMPGAN_") and name in VARIABLES:
-            env_value(name)
+    for name in sorted(VARIABLES.keys() & os.environ.keys()):
+        env_value(name)

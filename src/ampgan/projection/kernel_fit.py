@@ -253,20 +253,24 @@ def residual_quantiles(
     class: of each precision's time, and of the fp32 -> 16-bit speedup (measured over predicted). The
     speedup has its own because a kernel's two errors move together (the same shape costs both): its
     quantiles are what the speedup's band must cover, and they are checked on kernels they did not see."""
-    pooled: dict[str, dict[str, list[float]]] = {}
-    for precision, data in tables.items():
-        path = path_of(precision)
-        for kernel, value in zip(data.kernels, residuals[precision]):
-            # The class is the 16-bit one for both precisions, so a kernel's bands come from the same kernels.
-            for name in class_candidates(kernel_class(kernel, FP16)):
-                pooled.setdefault(name, {}).setdefault(path, []).append(float(value))
+    # (kernel, "fp32" | "fp16" | "speedup", log factor): each precision's residuals, then each kernel's speedup's.
+    found = [
+        (kernel, path_of(precision), float(value))
+        for precision, data in tables.items()
+        for kernel, value in zip(data.kernels, residuals[precision])
+    ]
     if FP32 in tables and half in tables:
         index = {n: i for i, n in enumerate(tables[half].names)}
-        for i, (name, kernel) in enumerate(zip(tables[FP32].names, tables[FP32].kernels)):
-            if name in index:
-                value = float(residuals[FP32][i] - residuals[half][index[name]])
-                for broader in class_candidates(kernel_class(kernel, FP16)):
-                    pooled.setdefault(broader, {}).setdefault("speedup", []).append(value)
+        found += [
+            (kernel, "speedup", float(residuals[FP32][i] - residuals[half][index[name]]))
+            for i, (name, kernel) in enumerate(zip(tables[FP32].names, tables[FP32].kernels))
+            if name in index
+        ]
+    pooled: dict[str, dict[str, list[float]]] = {}
+    for kernel, key, value in found:
+        # The class is the 16-bit one for both precisions, so a kernel's bands come from the same kernels.
+        for name in class_candidates(kernel_class(kernel, FP16)):
+            pooled.setdefault(name, {}).setdefault(key, []).append(value)
     return {
         name: {path: _band(values, quantiles[0]) for path, values in by_path.items()}
         for name, by_path in pooled.items()
