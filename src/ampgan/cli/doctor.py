@@ -72,8 +72,10 @@ def command(ctx: click.Context, **options) -> None:
     with claimed_folder(out, options["overwrite"], "doctor", data=config.data.folders_read), warnings.catch_warnings():
         warnings.simplefilter("ignore", AmpganWarning)  # fp16-on-CPU speed is part of the report itself
         report = diagnose_gan(config, options["record_steps"], fp16_steps, options["run_dir"])
-        report["preflight"] = [{"severity": f.severity, "check": f.check, "text": f.text} for f in findings]
-        report["summary_lines"] = [f"preflight: {f.line()}" for f in findings] + report["summary_lines"]
+        report.update(
+            preflight=[{"severity": f.severity, "check": f.check, "text": f.text} for f in findings],
+            summary_lines=[f"preflight: {f.line()}" for f in findings] + report["summary_lines"],
+        )
         write_doctor(report, out)
     say(
         *(f"- {line}" for line in report["summary_lines"]),

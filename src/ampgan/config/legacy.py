@@ -69,9 +69,8 @@ def is_flat_config(values: dict) -> bool:
 
 def tree_from_flat(flat: dict[str, Any]) -> dict[str, Any]:
     values = _FLAT_DEFAULTS | _BEFORE_EACH_FIELD | dict(flat)
-    tree: dict[str, Any] = {"model": {"name": "acgan"}}
     lr = values.pop("lr")
-    tree["optim"] = {"lr_g": lr, "lr_d": lr}
+    tree: dict[str, Any] = {"model": {"name": "acgan"}, "optim": {"lr_g": lr, "lr_d": lr}}
     for name, value in values.items():
         if name not in _PATHS:
             raise ConfigError(
