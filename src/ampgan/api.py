@@ -29,14 +29,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from ampgan.config import TrainConfig, build_config
 from ampgan.runs.claim import default_out
 from ampgan.sections import with_settings
 from ampgan.study.answer import Study, study_of
-
-if TYPE_CHECKING:
-    from ampgan.config import TrainConfig
+from ampgan.training.precision import resolve_device
 
 
 def compare(
@@ -107,10 +106,8 @@ def train(
     """One run in one precision, as `ampgan train` trains it: `settings` are config paths and values
     (`{"precision.name": "bf16", "budget.steps": 300, "model.width": 16}`; `ampgan config --list`), and
     the memory format and compile setting the user leaves out are measured as the command measures them."""
-    from ampgan.config import TrainConfig, build_config
     from ampgan.runs.run_folder import read_run_config
     from ampgan.speed.planned_run import train_planned
-    from ampgan.training.precision import resolve_device
     from ampgan.training.start import new_run
 
     explicit = _with_model(model, settings)
@@ -163,8 +160,6 @@ def bench(
     precisions to compile or run channels-last) and `trace_ops`; an unknown one is one error line."""
     from ampgan.bench.spec import BenchSpec
     from ampgan.bench.to_folder import bench_summary, bench_to_folder, check_bench
-    from ampgan.config import build_config
-    from ampgan.training.precision import resolve_device
 
     base = build_config({"data.dataset": "synthetic"}, _with_model(model, settings))
     spec = with_settings(BenchSpec(base=base), bench_settings, "ampgan.bench")
@@ -210,9 +205,12 @@ def project(
     projection.from_results.ProjectSpec (`devices="T4,A100"`, `batch_sizes=[64, 2048]`, `prices=PATH`)."""
     from ampgan.projection.from_results import ProjectSpec, project_results
 
-    spec = with_settings(ProjectSpec(), project_settings, "ampgan.project")
     projection, target, _ = project_results(
-        Path(results), spec, Path(out) if out is not None else None, overwrite, log=log or _quiet
+        Path(results),
+        with_settings(ProjectSpec(), project_settings, "ampgan.project"),
+        Path(out) if out is not None else None,
+        overwrite,
+        log=log or _quiet,
     )
     return Projected(out_dir=target, projection=target / "projection.json", rows=projection["rows"])
 

@@ -30,13 +30,11 @@ def _seconds(text: str) -> int:
     return value
 
 
+_SWITCH = {**dict.fromkeys(("", "0", "false", "no", "off"), False), **dict.fromkeys(("1", "true", "yes", "on"), True)}
+
+
 def _switch(text: str) -> bool:
-    value = text.strip().lower()
-    if value in ("", "0", "false", "no", "off"):
-        return False
-    if value in ("1", "true", "yes", "on"):
-        return True
-    raise ValueError
+    return _SWITCH[text.strip().lower()]  # KeyError: not a switch
 
 
 def _compile_backend(text: str) -> str:
@@ -84,7 +82,7 @@ def env_value(name: str) -> Any:
         return variable.default
     try:
         return variable.parse(text)
-    except ValueError:
+    except (ValueError, KeyError):  # each parser's way of refusing a value
         takes = variable.takes + (f" ({_backends()})" if name == "AMPGAN_COMPILE_BACKEND" else "")
         raise AmpganError(
             f"the environment variable {name}={one_line(text)!r} cannot be used: it takes {takes}; "
@@ -95,6 +93,5 @@ def env_value(name: str) -> Any:
 
 def check_environment() -> None:
     """Every AMPGAN_* variable that is set, checked before a command starts."""
-    for name in sorted(os.environ):
-        if name.startswith("AMPGAN_") and name in VARIABLES:
-            env_value(name)
+    for name in sorted(VARIABLES.keys() & os.environ.keys()):
+        env_value(name)

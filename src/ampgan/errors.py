@@ -28,9 +28,8 @@ def one_line(text: object) -> str:
 
 
 def _escaped(character: str) -> str:
-    if "\udc80" <= character <= "\udcff":
-        return f"\\x{ord(character) - 0xDC00:02x}"
-    return repr(character)[1:-1]
+    surrogate = "\udc80" <= character <= "\udcff"
+    return f"\\x{ord(character) - 0xDC00:02x}" if surrogate else repr(character)[1:-1]
 
 
 def say(*lines: object, err: bool = False) -> None:
@@ -70,8 +69,7 @@ def name_as_text(name: str, what: str) -> str:
 def first_words(text: str, limit: int = 300) -> str:
     """A library's message as its first line, at most `limit` characters cut between words (never mid-word),
     with '...' where it was cut."""
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    line = lines[0] if lines else ""
+    line = next((line.strip() for line in text.splitlines() if line.strip()), "")
     if len(line) <= limit:
         return line
     cut = line[:limit].rsplit(" ", 1)[0] if " " in line[:limit] else line[:limit]

@@ -95,12 +95,9 @@ class Precision:
     def unavailable_reason(self, device_type: str, capability: tuple[int, int] | None = None) -> str | None:
         """Why this mode cannot run on that device, or None when it can."""
         if device_type == "cuda":
-            if self.cuda_capability is not None and capability is not None and capability < self.cuda_capability:
-                return self.cuda_requirement
-            return None
-        if not self.cpu:
-            return "a CUDA tensor-core mode"
-        return None
+            too_old = self.cuda_capability is not None and capability is not None and capability < self.cuda_capability
+            return self.cuda_requirement if too_old else None
+        return None if self.cpu else "a CUDA tensor-core mode"
 
 
 # Each mode's name, as configs, files and tables spell it (config.json, results.json's and the calibration's
@@ -200,8 +197,7 @@ def precision(name: str) -> Precision:
 
 
 def colour(name: str) -> str | None:
-    mode = PRECISIONS.get(name)
-    return mode.colour if mode else None
+    return PRECISIONS[name].colour if name in PRECISIONS else None
 
 
 def in_order(names) -> list[str]:

@@ -25,23 +25,6 @@ from ampgan.errors import AmpganError, ConfigError
 _SIMPLE = {"int": int, "float": float, "bool": bool, "str": str, "dict": dict, "None": type(None)}
 
 
-def _allowed_types(annotation: str) -> tuple[type, ...]:
-    """'int | None' -> (int, NoneType); the annotations here are written with these simple names only."""
-    names = [part.strip() for part in annotation.split("|")]
-    return tuple(_SIMPLE[name.split("[")[0]] for name in names)
-
-
-def fits(annotation: str, value: Any) -> bool:
-    """Does `value` have the type a dataclass field annotated `annotation` (e.g. 'float | None') takes?
-    An int fits a float; a bool fits only bool."""
-    allowed = _allowed_types(annotation)
-    if isinstance(value, bool):
-        return bool in allowed
-    if float in allowed and isinstance(value, int):
-        return True
-    return isinstance(value, allowed)
-
-
 def setting(default, help: str, flag: bool | str = False, kind: str = "text", skip: tuple[str, ...] = ()):
     """A field declared with all there is to know of it: its default (the only one), its help, its flag
     (True: --field-name; a text: that option; False: reached as `--set PATH=VALUE` only) and the kind of
@@ -125,11 +108,14 @@ class Section:
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):
             value = getattr(self, field.name)
-            allowed = _allowed_types(str(field.type))
-            if not fits(str(field.type), value):
+            # 'int | None' -> (int, NoneType): a section's annotations are written with _SIMPLE's names only.
+            allowed = tuple(_SIMPLE[part.strip().split("[")[0]] for part in str(field.type).split("|"))
+            # An int is taken for a float (and becomes one); a bool is taken only for a bool, never for a number.
+            int_for_float = float in allowed and isinstance(value, int) and not isinstance(value, bool)
+            if not (int_for_float or (bool in allowed if isinstance(value, bool) else isinstance(value, allowed))):
                 wanted = " or ".join("null" if t is type(None) else t.__name__ for t in allowed)
                 raise ConfigError(self.path(field.name), f"takes {wanted}, got {value!r}")
-            if float in allowed and isinstance(value, int) and not isinstance(value, bool):
+            if int_for_float:
                 object.__setattr__(self, field.name, float(value))
         for field in dataclasses.fields(self):  # the range its kind names: whole4 is a whole number >= 4
             kind = field.metadata.get("kind", "")
@@ -170,16 +156,16 @@ class Section:
     # Shared range checks, each naming the field.
     def whole(self, name: str, minimum: int = 1, optional: bool = False) -> None:
         value = getattr(self, name)
-        if value is None and optional:
-            return
-        if not (isinstance(value, int) and not isinstance(value, bool) and value >= minimum):
+        if (value is not None or not optional) and not (
+            isinstance(value, int) and not isinstance(value, bool) and value >= minimum
+        ):
             raise ConfigError(self.path(name), f"must be a whole number of at least {minimum}, got {value!r}")
 
     def positive(self, name: str, optional: bool = False) -> None:
         value = getattr(self, name)
-        if value is None and optional:
-            return
-        if not (isinstance(value, float) and math.isfinite(value) and value > 0):
+        if (value is not None or not optional) and not (
+            isinstance(value, float) and math.isfinite(value) and value > 0
+        ):
             raise ConfigError(self.path(name), f"must be a positive, finite number, got {value!r}")
 
 

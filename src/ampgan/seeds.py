@@ -32,16 +32,12 @@ def weights_seed(seed: int) -> int:
 def step_noise_seed(seed: int, rank: int, step: int = 0, scheme: int = CURRENT_SCHEME) -> int:
     """A rank's generator of z and fake labels in the training step: distinct per rank, and per
     step for a rank that joins a resumed run without a saved generator of its own."""
-    if scheme == 1:
-        return seed + 1 + 7919 * rank + 1_000_003 * step
-    return _derive("step-noise", seed, rank, step)
+    return seed + 1 + 7919 * rank + 1_000_003 * step if scheme == 1 else _derive("step-noise", seed, rank, step)
 
 
 def data_order_seed(seed: int, epoch: int, scheme: int = CURRENT_SCHEME) -> int:
     """The permutation of the training set in one epoch: the same for every rank and precision."""
-    if scheme == 1:
-        return seed * 1_000_003 + epoch
-    return _derive("data-order", seed, epoch)
+    return seed * 1_000_003 + epoch if scheme == 1 else _derive("data-order", seed, epoch)
 
 
 def sample_grid_seed(seed: int) -> int:

@@ -51,6 +51,5 @@ def _consented() -> set[str]:
 def _consent_key(name: str) -> str:
     """One key per model however its file's path was written (relative, ./, absolute)."""
     where, colon, function_name = name.rpartition(":")
-    if colon and (where.endswith(".py") or "/" in where):
-        return f"{Path(where).expanduser().resolve()}:{function_name}"
-    return name
+    is_file = colon and (where.endswith(".py") or "/" in where)
+    return f"{Path(where).expanduser().resolve()}:{function_name}" if is_file else name

@@ -12,6 +12,8 @@ import warnings
 
 import click
 
+from ampgan.cli import bench, compare, config, cost, data, doctor, preflight, project, runs, train
+from ampgan.cli.options import flag_of, moved_to_set
 from ampgan.env import check_environment
 from ampgan.errors import AmpganError, AmpganWarning, ConfigError, say
 from ampgan.training.distributed import lost_contact_with_ranks, shutdown, world
@@ -28,16 +30,9 @@ def cli() -> None:
     """Does mixed precision make my GAN train faster and cheaper, without making it worse?"""
 
 
-def _register() -> None:
-    from ampgan.cli import bench, compare, config, cost, data, doctor, preflight, project, runs, train
-
-    for module in (train, data, bench, cost, project, compare, doctor, preflight, config):
-        cli.add_command(module.command)
-    for command in runs.commands:
-        cli.add_command(command)
-
-
-_register()
+_MODULES = (train, data, bench, cost, project, compare, doctor, preflight, config)
+for _command in [*(module.command for module in _MODULES), *runs.commands]:  # runs: evaluate, generate, report
+    cli.add_command(_command)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -65,8 +60,6 @@ def _rank_prefix() -> str:
 
 def _usage_message(error: click.UsageError) -> str:
     if isinstance(error, click.NoSuchOption):
-        from ampgan.cli.options import moved_to_set
-
         path = moved_to_set(error.ctx and error.ctx.command, error.option_name)
         if path is not None:
             return (
@@ -90,44 +83,38 @@ def _dispatch(argv: list[str]) -> None:
         check_environment()  # every AMPGAN_* variable set, before any command reads one
         # obj: the command line as given, for `--nproc N` to relaunch the same command.
         cli.main(args=argv, prog_name="ampgan", standalone_mode=False, obj={"argv": argv})
+        return
     except click.exceptions.Abort as error:
         # click turns a Ctrl-C inside a command (a lazy import, loading data) into Abort: the same line as
         # one anywhere else; an Abort of its own (a prompt's end of input) is only that.
         interrupted = isinstance(error.__context__, KeyboardInterrupt)
-        say(f"stopped{_rank_prefix()}: {NOTHING_SAVED}" if interrupted else "aborted", err=True)
-        sys.exit(130)
+        line, code = f"stopped{_rank_prefix()}: {NOTHING_SAVED}" if interrupted else "aborted", 130
     except click.UsageError as error:
         name = error.ctx.command.name if error.ctx and error.ctx.command else "cli"
         hint = f" (see 'ampgan {name} --help')" if name != "cli" else " (see 'ampgan --help')"
-        say(f"error: {_usage_message(error)}{hint}", err=True)
-        sys.exit(EXIT_USAGE)
+        line, code = f"error: {_usage_message(error)}{hint}", EXIT_USAGE
     except click.ClickException as error:
-        say(f"error: {error.format_message()}", err=True)
-        sys.exit(error.exit_code)
+        line, code = f"error: {error.format_message()}", error.exit_code
     except Interrupted as stop:
-        say(f"stopped{_rank_prefix()}: {stop}", err=True)
-        sys.exit(stop.exit_code)
+        line, code = f"stopped{_rank_prefix()}: {stop}", stop.exit_code
     except KeyboardInterrupt:
         # Ctrl-C where no stage was listening for it (loading data, say): nothing was being saved.
-        say(f"stopped{_rank_prefix()}: {NOTHING_SAVED}", err=True)
-        sys.exit(130)
+        line, code = f"stopped{_rank_prefix()}: {NOTHING_SAVED}", 130
     except ConfigError as error:
-        from ampgan.cli.options import flag_of
-
         flag = flag_of(error.field)
         named = f"{error.field} ({flag})" if flag else error.field
-        say(f"error{_rank_prefix()}: {named} {error.problem}", err=True)
-        sys.exit(EXIT_USAGE)
+        line, code = f"error{_rank_prefix()}: {named} {error.problem}", EXIT_USAGE
     except AmpganError as error:
-        say(f"error{_rank_prefix()}: {error}", err=True)
-        sys.exit(getattr(error, "exit_code", EXIT_USAGE))
+        line, code = f"error{_rank_prefix()}: {error}", getattr(error, "exit_code", EXIT_USAGE)
     except RuntimeError as error:
         reason = lost_contact_with_ranks(error)
         if reason is None:
             raise  # a bug: its traceback is what a developer needs
-        say(
+        line = (
             f"error{_rank_prefix()}: lost contact with another rank ({reason}); the launcher's line "
-            "below names the rank that failed",
-            err=True,
+            "below names the rank that failed"
         )
-        sys.exit(1)
+        code = 1
+    # One line on stderr and the exit code each problem has (above), never a traceback.
+    say(line, err=True)
+    sys.exit(code)

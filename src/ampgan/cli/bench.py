@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from ampgan import STARTED_AT
+from ampgan.bench.output import incomplete_text, load_results, render, table, time_spent_text
 from ampgan.bench.spec import BenchSpec
 from ampgan.bench.to_folder import bench_summary, bench_to_folder, check_bench, refuse_what_measured_nothing
 from ampgan.cli.options import (
@@ -24,6 +25,7 @@ from ampgan.errors import say, say_json
 from ampgan.precisions import NAMES as PRECISION_NAMES
 from ampgan.sections import with_settings
 from ampgan.training.distributed import join_process_group, world
+from ampgan.training.interruption import Interrupted
 from ampgan.training.precision import resolve_device
 from ampgan.training.start import claimed_on_main_rank, reopened_on_main_rank
 
@@ -63,13 +65,10 @@ from ampgan.training.start import claimed_on_main_rank, reopened_on_main_rank
 @click.pass_context
 def command(ctx: click.Context, **options) -> None:
     """Time per batch vs batch size for each precision (the study's Figures 1 and 2), for any GAN."""
-    from ampgan.bench.output import load_results, render, table, time_spent_text
-
     if options["from_"]:
         results = load_results(options["from_"])
         out = options["out"] or Path(options["from_"]).parent
-        say(*render(results, out).splitlines())
-        say(f"figures and results.csv re-drawn in {out}")
+        say(*render(results, out).splitlines(), f"figures and results.csv re-drawn in {out}")
         return
     # Synthetic data by default (BenchSpec's base), so data never limits the step.
     base = build_config({"data.dataset": "synthetic"}, given_changes(ctx, options, BenchSpec(), "bench."))
@@ -95,21 +94,18 @@ def command(ctx: click.Context, **options) -> None:
     if options["as_json"]:  # bench_to_folder drew the figures and results.csv either way
         say_json(bench_summary(results, out))
     else:
-        say(*table(results).splitlines())
-        say(f"results: {out / 'results.json'}")
+        say(*table(results).splitlines(), f"results: {out / 'results.json'}")
     say(time_spent_text(results, time.perf_counter() - STARTED_AT), err=True)
     _raise_if_stopped(results, f"what finished is in {out / 'results.json'}, marked incomplete")
 
 
 def _sweep(spec, options: dict, out: Path, device) -> None:
-    from ampgan.bench.sweep import draw_maps, parse_axes, run_sweep, sweep_table
+    from ampgan.bench.sweep import draw_maps, parse_axes, read_sweep, run_sweep, sweep_table
 
     axes = parse_axes(options["sweeps"])
     # The same command again on a folder where it was interrupted continues there (sweep.json says so).
     previous = None
     if (out / "sweep.json").is_file() and not options["overwrite"]:
-        from ampgan.bench.sweep import read_sweep
-
         previous = read_sweep(out, spec, axes)
         say(f"continuing the sweep in {out}", err=True)
     with (
@@ -124,10 +120,10 @@ def _sweep(spec, options: dict, out: Path, device) -> None:
     if options["as_json"]:
         say_json({"sweep": str(out / "sweep.json"), "cells": document["cells"], "maps": [str(p) for p in maps]})
     else:
-        say(*sweep_table(document, out).splitlines())
         say(
+            *sweep_table(document, out).splitlines(),
             f"sweep: {out / 'sweep.json'}; maps: "
-            f"{', '.join(p.name for p in maps) or 'none (no mixed precision measured)'}"
+            f"{', '.join(p.name for p in maps) or 'none (no mixed precision measured)'}",
         )
     _raise_if_stopped(document, f"the cells that finished are in {out / 'sweep.json'}")
     refuse_what_measured_nothing(_sweep_rows(document, out), f"the cells' results are in {out / 'sweep.json'}")
@@ -149,9 +145,6 @@ def _sweep_rows(document: dict, out: Path) -> list[dict]:
 def _raise_if_stopped(document: dict, kept: str) -> None:
     """Exit as a signal asks (130/143) when the bench or sweep was stopped, saying what was kept."""
     if document.get("incomplete"):
-        from ampgan.bench.output import incomplete_text
-        from ampgan.training.interruption import Interrupted
-
         stopped = document["incomplete"]
         raise Interrupted(stopped["signum"], f"{incomplete_text(stopped)}; {kept}")
 
@@ -163,10 +156,7 @@ def _progress(line: str) -> None:
 
 def _report_config(result) -> None:
     """One line per finished configuration, as it finishes (rank 0 only)."""
-    if not world().is_main:
-        return
-    if result.samples_s:
-        median = sorted(result.samples_s)[len(result.samples_s) // 2]
-        say(f"  batch {result.batch_size:>5} {result.precision:>5}: {median * 1e3:9.2f} ms/step", err=True)
-    else:
-        say(f"  batch {result.batch_size:>5} {result.precision:>5}: {result.status} ({result.reason})", err=True)
+    if world().is_main:
+        samples = sorted(result.samples_s)
+        shown = f"{samples[len(samples) // 2] * 1e3:9.2f} ms/step" if samples else f"{result.status} ({result.reason})"
+        say(f"  batch {result.batch_size:>5} {result.precision:>5}: {shown}", err=True)

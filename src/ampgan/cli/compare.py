@@ -108,6 +108,4 @@ def _study(spec, out: Path, options: dict, reopen: bool) -> None:
 
         say_json(study_of(document, out, html_path).to_dict())
         return
-    for line in document.verdict:
-        say(line)
-    say(f"report: {html_path} (and {md_path.name})")
+    say(*document.verdict, f"report: {html_path} (and {md_path.name})")

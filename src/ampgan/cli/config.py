@@ -28,9 +28,7 @@ def setting_rows() -> list[tuple[str, str, str, str]]:
 def _shown(value) -> str:
     if value is None:
         return "(none)"
-    if isinstance(value, tuple):
-        return ",".join(map(str, value)) or "(none)"
-    return str(value)
+    return (",".join(map(str, value)) or "(none)") if isinstance(value, tuple) else str(value)
 
 
 def markdown() -> str:
@@ -65,5 +63,4 @@ def command(list_: bool, as_markdown: bool, page: Path | None) -> None:
         return
     rows = setting_rows()
     width = max(len(path) for path, *_ in rows)
-    for path, default, flag, text in rows:
-        say(f"{path:<{width}}  {default:<14} {flag:<16} {text}")
+    say(*(f"{path:<{width}}  {default:<14} {flag:<16} {text}" for path, default, flag, text in rows))

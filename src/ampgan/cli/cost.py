@@ -7,7 +7,9 @@ from pathlib import Path
 import click
 
 from ampgan.cli.options import PositiveNumber
-from ampgan.errors import AmpganError, say
+from ampgan.errors import AmpganError, one_line, say
+from ampgan.runs.claim import claimed_folder, is_ampgan_folder
+from ampgan.system.gpus import gpu_table
 
 
 @click.command("cost")
@@ -89,11 +91,10 @@ def command(
     projected = None
     if chosen is not None and not chosen.matches_hardware(device) and not assume_same_speed:
         documents, device, projected = _projected_onto(chosen, documents, device, results)
-    basis = price_basis(chosen, price_per_hour, device, assume_same_speed, projected)
     document = build_cost_document(
         documents,
         device,
-        basis,
+        price_basis(chosen, price_per_hour, device, assume_same_speed, projected),
         batches,
         samples,
         catalog_date(catalog) if catalog and instance else None,
@@ -104,20 +105,21 @@ def command(
 
 def _list(catalog, source: str) -> None:
     """--list-instances: the catalog's instances, a line each."""
-    say(f"catalog: {source}")
-    for item in catalog:
-        checked = "" if item.verified else "  (unverified)"
-        say(
+    say(
+        f"catalog: {source}",
+        *(
             f"{item.label:<28} {item.hardware:<10} x{max(1, item.gpu_count)} {item.price_per_hour:>9.4f} "
-            f"{item.currency}/h  {item.region:<12} {item.date}  {item.source}{checked}"
-        )
+            f"{item.currency}/h  {item.region:<12} {item.date}  {item.source}"
+            + ("" if item.verified else "  (unverified)")
+            for item in catalog
+        ),
+    )
 
 
 def _write(document: dict, out: Path | None, overwrite: bool, beside: Path) -> None:
     """The cost files in --out (a folder of its own, claimed like every output folder: runs/claim.py), or
     beside the first results.json when ampgan's own cost files are all that is there."""
     from ampgan.cost.report import write_cost
-    from ampgan.runs.claim import claimed_folder
 
     if out is not None:
         with claimed_folder(out, overwrite, "cost", unfinished=lambda folder: not (folder / "fig3_cost.png").is_file()):
@@ -131,9 +133,6 @@ def _write(document: dict, out: Path | None, overwrite: bool, beside: Path) -> N
 def _refuse_foreign_cost_files(folder: Path) -> None:
     """Beside the results, the cost files are rewritten only in ampgan's own folder: a cost.json of
     someone else's there is never replaced by surprise."""
-    from ampgan.errors import one_line
-    from ampgan.runs.claim import is_ampgan_folder
-
     present = [name for name in ("cost.json", "cost.csv", "fig3_cost.png") if (folder / name).exists()]
     if present and not is_ampgan_folder(folder):
         raise AmpganError(
@@ -147,7 +146,6 @@ def _projected_onto(chosen, documents, device, paths):
     from ampgan.projection.assumptions import launch_assumption, measure_dispatch_seconds
     from ampgan.projection.document import as_bench_document, gpu_of_instance
     from ampgan.projection.tables import op_tables_of
-    from ampgan.system.gpus import gpu_table
 
     gpu = gpu_of_instance(chosen, list(gpu_table().values()))
     untraced = not all(d.get("op_tables") for d in documents)
@@ -194,5 +192,5 @@ def _catalog(prices, prices_from, spot, regions):
             raise AmpganError(f"--region {item}: give CLOUD=REGION with CLOUD one of {', '.join(CLOUDS)}")
         chosen[cloud] = region
     source = find_catalogs(folder or None)
-    kind_text = "spot" if spot else "on-demand"
-    return load_skypilot(source, spot=spot, regions=chosen), f"{source.describe()} ({kind_text} prices)"
+    kind = "spot" if spot else "on-demand"
+    return load_skypilot(source, spot=spot, regions=chosen), f"{source.describe()} ({kind} prices)"

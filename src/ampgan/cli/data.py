@@ -50,9 +50,10 @@ def info(**options) -> None:
     )
     names = [one_line(name) for name in dataset.class_names]  # escaped first: the column fits what is shown
     width = max(len(name) for name in names)
-    for name, count in zip(names, dataset.counts_per_class()):
-        say(f"  {name:<{width}}  {count:>7}")
-    say(f"source: {source.get('origin', source.get('generator', source.get('name')))}")
+    say(
+        *(f"  {name:<{width}}  {count:>7}" for name, count in zip(names, dataset.counts_per_class())),
+        f"source: {source.get('origin', source.get('generator', source.get('name')))}",
+    )
     if "md5" in source:
         say(f"checksums: MD5 of {len(source['md5'])} files verified against the published values")
     elif "manifest" in source:

@@ -61,9 +61,8 @@ def command(ctx: click.Context, **options) -> None:
     else:
         config = config_from_cli(ctx, options, defaults={"budget.batch_size": 32})
     device = resolve_device(config.compute.device)
-    fp16_steps = options["fp16_steps"]
-    if fp16_steps is None:
-        fp16_steps = 50 if device.type == "cuda" else 8
+    default_fp16_steps = 50 if device.type == "cuda" else 8
+    fp16_steps = default_fp16_steps if options["fp16_steps"] is None else options["fp16_steps"]
     out = options["out"] or default_out("doctor")
     from ampgan.doctor.preflight import check_before_training
 
@@ -73,13 +72,14 @@ def command(ctx: click.Context, **options) -> None:
     with claimed_folder(out, options["overwrite"], "doctor", data=config.data.folders_read), warnings.catch_warnings():
         warnings.simplefilter("ignore", AmpganWarning)  # fp16-on-CPU speed is part of the report itself
         report = diagnose_gan(config, options["record_steps"], fp16_steps, options["run_dir"])
-        report["preflight"] = [{"severity": f.severity, "check": f.check, "text": f.text} for f in findings]
-        report["summary_lines"] = [f"preflight: {f.line()}" for f in findings] + report["summary_lines"]
+        report.update(
+            preflight=[{"severity": f.severity, "check": f.check, "text": f.text} for f in findings],
+            summary_lines=[f"preflight: {f.line()}" for f in findings] + report["summary_lines"],
+        )
         write_doctor(report, out)
-    for line in report["summary_lines"]:
-        say(f"- {line}")
     say(
+        *(f"- {line}" for line in report["summary_lines"]),
         f"{report['environment']['hardware_summary']} | model {config.model.name} | batch "
-        f"{config.budget.batch_size} | torch {report['environment']['versions']['torch']}"
+        f"{config.budget.batch_size} | torch {report['environment']['versions']['torch']}",
+        f"doctor: {out / 'doctor.json'} (figures doctor_gradients.png, doctor_layers.png)",
     )
-    say(f"doctor: {out / 'doctor.json'} (figures doctor_gradients.png, doctor_layers.png)")

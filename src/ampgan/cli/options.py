@@ -21,43 +21,31 @@ from ampgan.errors import AmpganError
 from ampgan.precisions import NAMES as PRECISION_NAMES
 from ampgan.runs.claim import default_out as default_out  # the commands' default folders, named in one place
 from ampgan.sections import Setting, own_settings, refuse_unknown, settings
-
-
-class WholeNumber(click.ParamType):
-    name = "integer"
-
-    def __init__(self, minimum: int = 1):
-        self.minimum = minimum
-
-    def convert(self, value, param, ctx):
-        if isinstance(value, int) and not isinstance(value, bool):
-            number = value
-        else:
-            try:
-                number = int(str(value).strip())
-            except ValueError:
-                self.fail(f"must be a whole number, got {value!r}", param, ctx)
-        if number < self.minimum:
-            self.fail(f"must be at least {self.minimum}, got {number}", param, ctx)
-        return number
+from ampgan.trust import ANY_MODEL, consent_to_import
 
 
 class Number(click.ParamType):
-    """A number that `accept`s; `requirement` completes 'OPTION ... got VALUE' when it does not."""
+    """A number (`whole`: a whole number, shown as INTEGER) that `accept`s; `requirement` completes
+    'OPTION ... got VALUE' when it does not."""
 
-    name = "number"
-
-    def __init__(self, accept, requirement: str):
-        self.accept, self.requirement = accept, requirement
+    def __init__(self, accept, requirement: str, whole: bool = False):
+        self.accept, self.requirement, self.whole = accept, requirement, whole
+        self.name = "integer" if whole else "number"
 
     def convert(self, value, param, ctx):
         try:
-            number = float(value)
+            number = int(str(value).strip()) if self.whole else float(value)
         except (TypeError, ValueError):
-            self.fail(f"takes a number such as 1e6, got {value!r}", param, ctx)
+            wanted = "must be a whole number" if self.whole else "takes a number such as 1e6"
+            self.fail(f"{wanted}, got {value!r}", param, ctx)
         if not self.accept(number):
-            self.fail(f"{self.requirement}, got {value}", param, ctx)
+            self.fail(f"{self.requirement}, got {number if self.whole else value}", param, ctx)
         return number
+
+
+def WholeNumber(minimum: int = 1) -> Number:  # noqa: N802 - reads like the other types where it is used
+    """A whole number of at least `minimum` (a count, a seed, a number of steps)."""
+    return Number(lambda x: x >= minimum, f"must be at least {minimum}", whole=True)
 
 
 def PositiveNumber() -> Number:  # noqa: N802 - reads like the other types where it is used
@@ -120,16 +108,9 @@ def compose(*decorators):
     return apply
 
 
-def _int_choice(ctx, param, value):
-    return int(value) if value else None
-
-
 def _consent_to_named_model(ctx, param, value):
-    """A model named on the command line may be imported (gan/registry.py: the model trust rule)."""
-    if value:
-        from ampgan.gan.registry import consent_to_import  # imports torch: only when a model is named
-
-        consent_to_import(value)
+    """A model named on the command line may be imported (ampgan/trust.py: the model trust rule)."""
+    consent_to_import(value)  # nothing for None or an empty name
     return value
 
 
@@ -137,17 +118,12 @@ def _consent_to_set_model(ctx, param, values):
     for text in values or ():
         path, equals, raw = text.partition("=")
         if equals and path.strip() == "model.name":
-            name = parse_value(raw)
-            if isinstance(name, str):
-                _consent_to_named_model(ctx, param, name)
+            consent_to_import(parse_value(raw))  # nothing for a value that is not a name
     return values
 
 
 def _consent_to_any_model(ctx, param, value):
-    if value:
-        from ampgan.gan.registry import ANY_MODEL
-
-        _consent_to_named_model(ctx, param, ANY_MODEL)
+    consent_to_import(ANY_MODEL if value else None)
     return value
 
 
@@ -189,9 +165,8 @@ def _click_type(kind: str):
 def _help(setting: Setting) -> str:
     """The setting's help, ending with its default (the command's spec's own, never written twice)."""
     default = ",".join(map(str, setting.default)) if isinstance(setting.default, tuple) else setting.default
-    if default is None or default is False or default == "" or "default" in setting.help:
-        return setting.help
-    return f"{setting.help} [default: {default}]"
+    quiet = default is None or default is False or default == "" or "default" in setting.help
+    return setting.help if quiet else f"{setting.help} [default: {default}]"
 
 
 def _option(setting: Setting):
@@ -201,7 +176,10 @@ def _option(setting: Setting):
     shared = {
         "default": None,
         "help": _help(setting),
-        "callback": _int_choice if setting.kind == "channels" else callback,
+        # --channels is a choice of "1" or "3": the config takes the number.
+        "callback": (lambda ctx, param, value: int(value) if value else None)
+        if setting.kind == "channels"
+        else callback,
     }
     if setting.kind == "switch":
         return click.option(f"{setting.flag}/--no-{setting.flag[2:]}", setting.name, **shared)
@@ -222,8 +200,7 @@ def spec_options(spec=None, prefix: str = "", parts: tuple[str, ...] = ("",), wi
         s if s.flag else replace(s, flag="--" + s.name.replace("_", "-")) for s in chosen if s.flag or not with_set
     ]
     moved = {"--" + s.name.replace("_", "-"): s.path for s in settings(spec, prefix) if not s.flag}
-    for old, new in getattr(spec, "MOVED", {}).items():
-        moved["--" + old.replace("_", "-")] = prefix + new.split()[0]
+    moved |= {"--" + old.replace("_", "-"): prefix + new.split()[0] for old, new in getattr(spec, "MOVED", {}).items()}
 
     def apply(function):
         function.moved_flags = moved  # read by moved_to_set when click finds no such option
@@ -238,27 +215,19 @@ def moved_to_set(command: click.Command | None, option: str) -> str | None:
     return getattr(getattr(command, "callback", None), "moved_flags", {}).get(option)
 
 
-def _given(ctx: click.Context, spec, prefix: str) -> list[tuple[Setting, object]]:
-    """The settings whose flags the command line gave, with their values."""
-    by_name = {s.name: s for s in settings(spec, prefix) if s.flag}
-    return [
-        (by_name[name], value)
-        for name, value in ctx.params.items()
-        if name in by_name and ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE
-    ]
-
-
 def given_changes(ctx: click.Context, options: dict, spec=None, prefix: str = "") -> dict:
     """{config path: value} the user set: the config file's, then the config flags given on the command line,
     then every --set of a config path (each later one wins; a command's own settings, under `prefix`, are
     own_values')."""
     changes = dict(file_changes(options["config_file"])) if options.get("config_file") else {}
-    flags = {
-        s.name: value
-        for s, value in _given(ctx, spec or TrainConfig(), prefix)
-        if not s.path.startswith(prefix or "\0")
+    # The config settings whose flags the command line gave.
+    flagged = {
+        s.name for s in settings(spec or TrainConfig(), prefix) if s.flag and not s.path.startswith(prefix or "\0")
     }
-    changes.update(option_changes(flags))
+    typed = click.core.ParameterSource.COMMANDLINE
+    changes.update(
+        option_changes({n: v for n, v in ctx.params.items() if n in flagged and ctx.get_parameter_source(n) is typed})
+    )
     for text in options.get("sets") or ():
         path, value = parse_set(text)
         if not (prefix and path.startswith(prefix)):

@@ -45,8 +45,7 @@ def command(results, kernels, devices, batch_sizes, prices, out, overwrite, as_j
     if as_json:
         say_json({"projection": str(target / "projection.json"), "rows": projection["rows"]})
     else:
-        say(*text.splitlines())
-        say(f"projection: {target / 'projection.json'} (PROJECTED, not measured)")
+        say(*text.splitlines(), f"projection: {target / 'projection.json'} (PROJECTED, not measured)")
 
 
 def _project_kernels(path: Path, devices: str | None, out: Path | None, overwrite: bool, as_json: bool) -> None:

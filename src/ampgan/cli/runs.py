@@ -34,9 +34,10 @@ def evaluate(run_dirs, samples, seed, evaluator_cache) -> None:
     for item in results:
         values = " ".join(f"{format_value(m, item.quality.get(m.key)):>{width[m.key]}}" for m in shown)
         say(f"{str(item.run_dir)[-40:]:<40} {item.precision:>9} {item.step:>7} {values}")
-    say(f"{samples} samples each | evaluator held-out accuracy {results[0].evaluator.held_out_accuracy:.3f}")
-    for weights in sorted({item.sampled_from for item in results}):
-        say(f"sampled from {weights}")
+    say(
+        f"{samples} samples each | evaluator held-out accuracy {results[0].evaluator.held_out_accuracy:.3f}",
+        *(f"sampled from {weights}" for weights in sorted({item.sampled_from for item in results})),
+    )
 
 
 @click.command("generate")

@@ -51,8 +51,7 @@ def command(ctx: click.Context, **options) -> None:
     if options["nproc"] != 1:
         from ampgan.training.launcher import launch_on_this_machine
 
-        argv = _without_nproc(ctx.obj["argv"])
-        sys.exit(launch_on_this_machine(options["nproc"], argv))
+        sys.exit(launch_on_this_machine(options["nproc"], _without_nproc(ctx.obj["argv"])))
     resume_dir = options["resume"]
     explicit = given_changes(ctx, options)
     if resume_dir is not None:
@@ -69,15 +68,13 @@ def command(ctx: click.Context, **options) -> None:
     starting = resumed_run(config, out, device) if resume_dir else new_run(config, out, options["overwrite"], device)
     quiet = options["quiet"]
     result, resumed_from = train_planned(
-        starting, None if resume_dir else explicit, show_progress=not quiet, log=_log(quiet)
+        starting,
+        None if resume_dir else explicit,
+        show_progress=not quiet,
+        log=(lambda line: None) if quiet else (lambda line: say(line, err=True)),  # what the speed decisions measured
     )
     if world().is_main:
         _report(result, resumed_from)
-
-
-def _log(quiet: bool):
-    """Where the speed decisions say what they measured: stderr, or nowhere with --quiet."""
-    return (lambda line: None) if quiet else (lambda line: say(line, err=True))
 
 
 def _report(result, resumed_from: Path | None) -> None:

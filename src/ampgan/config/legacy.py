@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ampgan.errors import ConfigError
+
 # flat field -> its path in the tree. The AC-GAN's options became model options.
 _PATHS = {
     "dataset": "data.dataset",
@@ -67,21 +69,16 @@ def is_flat_config(values: dict) -> bool:
 
 def tree_from_flat(flat: dict[str, Any]) -> dict[str, Any]:
     values = _FLAT_DEFAULTS | _BEFORE_EACH_FIELD | dict(flat)
-    tree: dict[str, Any] = {"model": {"name": "acgan"}}
     lr = values.pop("lr")
-    tree["optim"] = {"lr_g": lr, "lr_d": lr}
+    tree: dict[str, Any] = {"model": {"name": "acgan"}, "optim": {"lr_g": lr, "lr_d": lr}}
     for name, value in values.items():
         if name not in _PATHS:
-            raise _unknown(name)
+            raise ConfigError(
+                name, "is not a field of an ampgan 0.1 config: the file was written by another ampgan version"
+            )
         section, dot, field = _PATHS[name].partition(".")
         if dot:
             tree.setdefault(section, {})[field] = value
         else:
             tree[section] = value
     return tree
-
-
-def _unknown(name: str):
-    from ampgan.errors import ConfigError
-
-    return ConfigError(name, "is not a field of an ampgan 0.1 config: the file was written by another ampgan version")

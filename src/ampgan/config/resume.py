@@ -19,8 +19,7 @@ SAFE_TO_CHANGE_ON_RESUME = frozenset(
 
 
 def safe_to_change(path: str) -> bool:
-    section = path.partition(".")[0]
-    return path in SAFE_TO_CHANGE_ON_RESUME or f"{section}.*" in SAFE_TO_CHANGE_ON_RESUME
+    return path in SAFE_TO_CHANGE_ON_RESUME or f"{path.partition('.')[0]}.*" in SAFE_TO_CHANGE_ON_RESUME
 
 
 # The switches by which a config makes ampgan write where its data lives: a download into data.data_dir, the

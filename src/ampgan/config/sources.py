@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from ampgan.config.tree import TrainConfig, set_path
+from ampgan.config.tree import TrainConfig, by_path, set_path
 from ampgan.config.values import parse_steps_or_duration
 from ampgan.errors import AmpganError, ConfigError
 from ampgan.files.jsonfile import (
@@ -47,15 +47,15 @@ def option_changes(options: dict[str, Any]) -> dict[str, Any]:
     return changes
 
 
+_WORDS = {"true": True, "false": False, "null": None, "none": None}  # in any case: True, NULL, None
+
+
 def parse_value(raw: str) -> Any:
     """A --set value as TOML or JSON would read it (numbers, true/false, null, "quoted", [lists]);
     anything else is the text itself."""
     text = raw.strip()
-    lowered = text.lower()
-    if lowered in ("true", "false"):
-        return lowered == "true"
-    if lowered in ("null", "none"):
-        return None
+    if text.lower() in _WORDS:
+        return _WORDS[text.lower()]
     errors = []
     for parse in (parse_json, lambda text: parse_toml(f"value = {text}")["value"]):
         try:
@@ -111,13 +111,7 @@ def file_changes(path: Path) -> dict[str, Any]:
         TrainConfig.from_dict(document)
     except ConfigError as error:
         raise AmpganError(f"config file {path}: {error}") from None
-    changes = {}
-    for section, values in document.items():
-        if isinstance(values, dict):
-            changes.update({f"{section}.{name}": value for name, value in values.items()})
-        else:
-            changes[section] = values
-    return changes
+    return by_path(document)
 
 
 def build_config(*layers: dict[str, Any], file: Path | None = None, base: TrainConfig | None = None) -> TrainConfig:

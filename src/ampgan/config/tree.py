@@ -242,27 +242,21 @@ class TrainConfig:
                 f"is not a config section{close_match_hint(unknown[0], [*SECTIONS, *TOP_LEVEL])}"
                 f" (the sections: {', '.join([*SECTIONS, *TOP_LEVEL])})",
             )
-        sections = {name: SECTIONS[name].from_dict(values[name]) for name in SECTIONS if name in values}
-        return cls(**sections, **{name: values[name] for name in TOP_LEVEL if name in values})
+        return cls(
+            **{name: SECTIONS[name].from_dict(values[name]) for name in SECTIONS if name in values},
+            **{name: values[name] for name in TOP_LEVEL if name in values},
+        )
 
     def paths(self) -> dict[str, Any]:
         """Every field by its path: {"budget.batch_size": 64, "model.width": 64, "seed": 0, ...}."""
-        found = {}
-        for name, values in self.to_dict().items():
-            if isinstance(values, dict):
-                found.update({f"{name}.{field_name}": value for field_name, value in values.items()})
-            else:
-                found[name] = values
-        return found
+        return by_path(self.to_dict())
 
     def get(self, path: str) -> Any:
         section, _, name = path.partition(".")
-        if not name:
-            return getattr(self, section)
         part = getattr(self, section)
-        if isinstance(part, ModelConfig) and name != "name":
+        if name and isinstance(part, ModelConfig) and name != "name":
             return part.options.get(name)
-        return getattr(part, name)
+        return getattr(part, name) if name else part
 
     def with_fields(self, changes: dict[str, Any]) -> TrainConfig:
         """A copy with `changes` ({"budget.batch_size": 8, "model.width": 16, "seed": 3}) applied."""
@@ -270,6 +264,17 @@ class TrainConfig:
         for path, value in changes.items():
             set_path(tree, path, value)
         return TrainConfig.from_dict(tree)
+
+
+def by_path(tree: dict) -> dict[str, Any]:
+    """A config tree's values by their paths: {"budget": {"steps": 5}, "seed": 0} -> {"budget.steps": 5, "seed": 0}."""
+    found = {}
+    for name, values in tree.items():
+        if isinstance(values, dict):
+            found.update({f"{name}.{field_name}": value for field_name, value in values.items()})
+        else:
+            found[name] = values
+    return found
 
 
 def set_path(tree: dict, path: str, value: Any) -> None:

@@ -40,12 +40,11 @@ def saving(baseline_cost: float, candidate_cost: float) -> dict:
 def cheapest_per_sample(rows: Iterable[dict], price_per_hour: float) -> dict | None:
     """Of rows {'batch_size', 'precision', 'seconds_per_batch'}, the one with the lowest cost per
     sample on this instance (on one instance that is also the fastest per sample)."""
-    best = None
-    for row in rows:
-        per_sample = cost_per_sample(row["seconds_per_batch"], row["batch_size"], price_per_hour)
-        if best is None or per_sample < best["cost_per_sample"]:
-            best = dict(row, cost_per_sample=per_sample)
-    return best
+    priced = [
+        dict(row, cost_per_sample=cost_per_sample(row["seconds_per_batch"], row["batch_size"], price_per_hour))
+        for row in rows
+    ]
+    return min(priced, key=lambda row: row["cost_per_sample"], default=None)  # the first of equals
 
 
 def time_to_quality(curve: Sequence[tuple[float, float]], target: float, higher_is_better: bool = True) -> float | None:
@@ -53,8 +52,7 @@ def time_to_quality(curve: Sequence[tuple[float, float]], target: float, higher_
     interpolated linearly between the two evaluations around it; None if it never does."""
     previous = None
     for seconds, value in curve:
-        reached = value >= target if higher_is_better else value <= target
-        if reached:
+        if value >= target if higher_is_better else value <= target:
             if previous is None or previous[1] == value:
                 return seconds
             fraction = (target - previous[1]) / (value - previous[1])
@@ -68,6 +66,4 @@ def cost_to_quality(
 ) -> dict | None:
     """{'seconds', 'hours', 'cost'} to first reach the quality target, or None if never reached."""
     seconds = time_to_quality(curve, target, higher_is_better)
-    if seconds is None:
-        return None
-    return {"seconds": seconds, **cost_of_seconds(seconds, price_per_hour)}
+    return None if seconds is None else {"seconds": seconds, **cost_of_seconds(seconds, price_per_hour)}

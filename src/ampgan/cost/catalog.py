@@ -98,9 +98,8 @@ def load_catalog(path: Path | None = None) -> list[Instance]:
         if price <= 0:
             raise AmpganError(f"{where}: price_per_hour must be more than 0, got {price}")
         gpus = table_number(row["gpu_count"], where, "gpu_count", whole=True, most=MOST_PER_INSTANCE)
-        vcpus = row.get("vcpus") or ""
-        if vcpus.strip():
-            vcpus = table_number(vcpus, where, "vcpus", whole=True, least=1, most=MOST_PER_INSTANCE)
+        vcpus = (row.get("vcpus") or "").strip()
+        vcpus = table_number(vcpus, where, "vcpus", whole=True, least=1, most=MOST_PER_INSTANCE) if vcpus else None
         instances.append(
             Instance(
                 provider=row["provider"].strip(),
@@ -112,7 +111,7 @@ def load_catalog(path: Path | None = None) -> list[Instance]:
                 currency=row["currency"].strip(),
                 source=row["source"].strip(),
                 date=row["date"].strip(),
-                vcpus=vcpus or None,
+                vcpus=vcpus,
                 note=(row.get("note") or "").strip(),
                 checked=(row.get("checked") or "").strip(),
             )

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import csv
-import io
 from dataclasses import asdict
 from pathlib import Path
 
@@ -11,7 +9,7 @@ from ampgan.bench.output import load_results
 from ampgan.cost.arithmetic import cheapest_per_sample, cost_of_batches, saving
 from ampgan.cost.catalog import Instance, staleness_warning
 from ampgan.errors import AmpganError, one_line
-from ampgan.files.atomic import write_atomically, write_json_atomically
+from ampgan.files.atomic import write_csv_atomically, write_json_atomically
 from ampgan.plotting import precision_colour, pyplot, save_figure
 from ampgan.precisions import BASELINE, in_order
 
@@ -114,8 +112,9 @@ def cost_rows(documents: list[dict], price_per_hour: float, batches: float | Non
             pair = intervals.get((row["batch_size"], row["precision"]))
             if pair:
                 # A speedup s saves 1 - 1/s of the cost: the speedup's interval maps onto the saving's.
-                row["saving_percent_low"] = 100.0 * (1 - 1 / pair["low"])
-                row["saving_percent_high"] = 100.0 * (1 - 1 / pair["high"])
+                row.update(
+                    saving_percent_low=100.0 * (1 - 1 / pair["low"]), saving_percent_high=100.0 * (1 - 1 / pair["high"])
+                )
     order = in_order({r["precision"] for r in rows})
     return sorted(rows, key=lambda r: (r["batch_size"], order.index(r["precision"])))
 
@@ -148,7 +147,6 @@ def build_cost_document(
 def write_cost(document: dict, out_dir: Path) -> str:
     out_dir = Path(out_dir)
     write_json_atomically(out_dir / "cost.json", document)
-    buffer = io.StringIO()
     columns = [
         "batch_size",
         "precision",
@@ -160,19 +158,14 @@ def write_cost(document: dict, out_dir: Path) -> str:
         "saving_percent_low",
         "saving_percent_high",
     ]
-    writer = csv.DictWriter(buffer, fieldnames=columns, extrasaction="ignore")
-    writer.writeheader()
-    writer.writerows(document["rows"])
-    write_atomically(out_dir / "cost.csv", lambda stream: stream.write(buffer.getvalue().encode()))
+    write_csv_atomically(out_dir / "cost.csv", columns, document["rows"], extrasaction="ignore")
     _figure(document, out_dir / "fig3_cost.png")
     return cost_table(document)
 
 
 def _workload_text(document: dict) -> str:
     workload = document["workload"]
-    if "samples" in workload:
-        return f"{workload['samples']:,.0f} samples"
-    return f"{workload['batches']:,.0f} batches"
+    return f"{workload['samples']:,.0f} samples" if "samples" in workload else f"{workload['batches']:,.0f} batches"
 
 
 def cost_table(document: dict) -> str:
@@ -196,11 +189,11 @@ def cost_table(document: dict) -> str:
             f"{row['hours']:>10,.1f} {row['cost']:>12,.2f} {saving_text:>28}"
         )
     best = document["cheapest_per_sample"]
-    lines.append(
+    lines += [
         f"cheapest per sample: {best['precision']} at batch {best['batch_size']} "
-        f"({best['cost_per_sample'] * 1e6:.3g} {currency} per million samples)"
-    )
-    lines.append(f"price: {basis['explanation']}")
+        f"({best['cost_per_sample'] * 1e6:.3g} {currency} per million samples)",
+        f"price: {basis['explanation']}",
+    ]
     if basis.get("stale"):
         lines.append(f"warning: {basis['stale']}")
     if document.get("catalog_source"):
@@ -224,13 +217,9 @@ def _figure(document: dict, path: Path) -> None:
         bars = axes.bar(xs, ys, width, label=precision, color=precision_colour(precision))
         axes.bar_label(bars, labels=[f"{y:,.0f}" if y >= 10 else f"{y:.2f}" for y in ys], fontsize=7)
     axes.set_xticks(range(len(batch_sizes)), [str(b) for b in batch_sizes])
-    axes.set_xlabel("batch size")
-    currency = document["basis"]["currency"]
-    axes.set_ylabel(f"cost ({currency})")
-    title = f"Cost of {_workload_text(document)} on {document['basis']['label']}"
-    if document["basis"]["projection"]:
-        title += " (PROJECTION)"
-    axes.set_title(title, fontsize=10)
+    axes.set(xlabel="batch size", ylabel=f"cost ({document['basis']['currency']})")
+    projection = " (PROJECTION)" if document["basis"]["projection"] else ""
+    axes.set_title(f"Cost of {_workload_text(document)} on {document['basis']['label']}{projection}", fontsize=10)
     axes.legend()
     axes.grid(True, axis="y", alpha=0.3)
     versions = document["environment"].get("versions", {})

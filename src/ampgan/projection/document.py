@@ -150,11 +150,9 @@ def table_for(precision: str, tables: dict[str, OpTable]) -> tuple[OpTable | Non
 
 def memory_at_least(memory: dict | None, precision: str, batch_size: int) -> float | None:
     """The lower bound on one step's memory in bytes (bench's step_memory), or None without one."""
-    if not isinstance(memory, dict):
-        return None
+    memory = memory if isinstance(memory, dict) else {}
     per_sample = memory.get("activation_bytes_per_sample") or {}
-    stand_in = precision_mode(precision).stand_in
-    value = per_sample.get(precision, per_sample.get(stand_in))
+    value = per_sample.get(precision, per_sample.get(precision_mode(precision).stand_in))
     parameters = memory.get("parameters_bytes")
     if not isinstance(value, (int, float)) or not isinstance(parameters, (int, float)):
         return None
@@ -173,20 +171,14 @@ def _calibration_note(gpu: GpuSpec) -> dict:
         f"{error.get('median_speedup_error', float('nan')):.2f}x in the median, band holds "
         f"{error.get('band_coverage', float('nan')):.0%}"
     )
-    if own:
-        note = f"calibrated on {gpu.key}'s architecture ({calibration.architecture}: {tables}); {measured}"
-    else:
-        note = (
-            f"NO calibration for this architecture (capability {gpu.cuda_capability[0]}.{gpu.cuda_capability[1]}): "
-            f"{calibration.architecture}'s ({tables}) with this GPU's datasheet, band widened "
-            f"x{UNCALIBRATED_WIDENING} each way; {measured}"
-        )
+    note = (
+        f"calibrated on {gpu.key}'s architecture ({calibration.architecture}: {tables}); {measured}"
+        if own
+        else f"NO calibration for this architecture (capability {gpu.cuda_capability[0]}.{gpu.cuda_capability[1]}): "
+        f"{calibration.architecture}'s ({tables}) with this GPU's datasheet, band widened "
+        f"x{UNCALIBRATED_WIDENING} each way; {measured}"
+    )
     return {"architecture": calibration.architecture, "own": own, "note": note}
-
-
-def has_tf32_default(gpu: GpuSpec) -> bool:
-    """PyTorch runs convolutions in TF32 by default (torch.backends.cudnn.allow_tf32) where the GPU has TF32."""
-    return gpu.cannot_run(TF32) is None
 
 
 def project(
@@ -210,12 +202,11 @@ def projected_rows(tables, gpus, batch_sizes, launch, precisions=NAMES, catalog=
     for gpu in gpus:
         instance = cheapest_instance(catalog, gpu.name)
         calibration = _calibration_note(gpu)
+        # PyTorch runs convolutions in TF32 by default (torch.backends.cudnn.allow_tf32) where the GPU has TF32.
+        fp32_table = tables.get(BASELINE) if gpu.cannot_run(TF32) is None else None
         for batch_size in batch_sizes:
             composed: dict[str, ComposedStep] = {}
-            fp32_table, _ = table_for(BASELINE, tables)
-            default = None
-            if has_tf32_default(gpu) and fp32_table is not None:
-                default = composed_step(fp32_table.on_cuda(), batch_size, gpu, DEFAULT)
+            default = composed_step(fp32_table.on_cuda(), batch_size, gpu, DEFAULT) if fp32_table else None
             for name in precisions:
                 row = Row(device=gpu.key, precision=name, batch_size=batch_size, projected=True, status="ok")
                 table, table_note = table_for(name, tables)
@@ -268,15 +259,16 @@ def _kernel_view(step, estimate, table, table_note, batch_size, gpu, calibration
 def _speedups(step: ComposedStep, baseline: ComposedStep | None, default: ComposedStep | None, is_fp32: bool) -> dict:
     """The speedup over strict fp32 (its band), and on a TF32 GPU fp32's row holds PyTorch's default's time
     and every other row its speedup over that default."""
-    mid, low, high = composed_speedup(baseline, step) if baseline is not None else _NONE
-    out = {"speedup": mid, "speedup_low": low, "speedup_high": high}
+    out = _band_fields("speedup", composed_speedup(baseline, step) if baseline is not None else _NONE)
     if default is not None and is_fp32:
-        out |= {"default_ms_per_step": default.seconds * 1e3, "default_ms_low": default.low * 1e3}
-        out["default_ms_high"] = default.high * 1e3
-    elif default is not None:
-        mid, low, high = composed_speedup(default, step)
-        out |= {"speedup_over_default": mid, "speedup_over_default_low": low, "speedup_over_default_high": high}
-    return out
+        ms = (default.seconds * 1e3, default.low * 1e3, default.high * 1e3)
+        return out | dict(zip(("default_ms_per_step", "default_ms_low", "default_ms_high"), ms))
+    return out | (_band_fields("speedup_over_default", composed_speedup(default, step)) if default else {})
+
+
+def _band_fields(name: str, band: tuple) -> dict:
+    """(mid, low, high) as a row's NAME, NAME_low and NAME_high."""
+    return dict(zip((name, f"{name}_low", f"{name}_high"), band))
 
 
 def _priced(row: Row, instance: Instance | None) -> Row:
@@ -327,11 +319,10 @@ def as_bench_document(results: dict, tables: dict[str, OpTable], gpu: GpuSpec, l
         for r in rows
         if r.precision != BASELINE and r.speedup is not None
     ]
-    traced = next(iter(tables.values()))
+    traced_on = results.get("environment", {}).get("hardware_summary", next(iter(tables.values())).device)
     how = (
         f"a kernel model calibrated on measured GPU kernels, over the step's operations, onto {gpu.name} "
-        f"(datasheet row {gpu.key}), op tables traced on "
-        f"{results.get('environment', {}).get('hardware_summary', traced.device)}; see 'ampgan project' for the band"
+        f"(datasheet row {gpu.key}), op tables traced on {traced_on}; see 'ampgan project' for the band"
     )
     return {**results, "configs": configs, "speedups": speedups}, how
 
@@ -536,11 +527,15 @@ def table_text(document: dict) -> str:
     notes = sorted({f"{r['device']}: {r['calibration']}" for r in document["rows"] if r.get("calibration")})
     if notes:
         lines += ["", "Calibration per GPU:"] + [f"- {note}" for note in notes]
-    lines += ["", "The model's error, measured on whole steps and kernels no fit saw (docs/projection.md):"] + [
-        f"- {line}" for line in calibration_error_lines()
+    lines += [
+        "",
+        "The model's error, measured on whole steps and kernels no fit saw (docs/projection.md):",
+        *(f"- {line}" for line in calibration_error_lines()),
+        *_measured_lines(document),
+        "",
+        "Assumptions:",
+        *(f"- {a['name']}: {a['low']:g}-{a['high']:g} {a['unit']} ({a['source']})" for a in document["assumptions"]),
     ]
-    lines += _measured_lines(document) + ["", "Assumptions:"]
-    lines += [f"- {a['name']}: {a['low']:g}-{a['high']:g} {a['unit']} ({a['source']})" for a in document["assumptions"]]
     return "\n".join(map(one_line, lines))  # a name holding a newline stays inside its row
 
 
@@ -579,9 +574,7 @@ def fastest_mixed(rows: list[dict], device: str, batch_size: int) -> tuple[dict,
         if r.get("status") == "ok" and r["device"] == device and r["batch_size"] == batch_size
     }
     mixed = [mine[name] for name in NAMES if PRECISIONS[name].mixed and name in mine and "speedup" in mine[name]]
-    if BASELINE not in mine or not mixed:
-        return None
-    return mine[BASELINE], max(mixed, key=lambda r: r["speedup"])
+    return (mine[BASELINE], max(mixed, key=lambda r: r["speedup"])) if BASELINE in mine and mixed else None
 
 
 def summary_line(document: dict, devices: tuple[str, ...] = ("T4", "V100", "A100", "H100")) -> str | None:

@@ -44,7 +44,9 @@ FOLDS = 5
 # a reduction of 64 half as fast, no other effect; 5 us per launch, 75% of the bandwidth.
 START_PATH = np.array([math.log(0.6)] * 4 + [0.2, math.log(64.0)] + [0.0] * 8)
 START_SHARED = np.array([math.log(5e-6), math.log(0.75)])
+START = np.concatenate([START_PATH] * len(PATHS) + [START_SHARED])  # every path's, then the shared parameters
 PRIOR_WEIGHT = 0.05
+STEP = 1e-5  # of the finite differences that make the fit's Jacobian
 
 
 @dataclass(frozen=True)
@@ -130,31 +132,28 @@ def _unpack(theta: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray]:
 
 
 def predict_ms(data: PathData, paths: dict[str, np.ndarray], shared: np.ndarray, gpu: GpuSpec) -> np.ndarray:
-    path = paths[path_of(data.precision)]
-    seconds, _, _ = predict_seconds(data.features, path, shared, data.peak, gpu.bandwidth_gbs, data.element_bytes)
+    seconds, _, _ = predict_seconds(
+        data.features, paths[path_of(data.precision)], shared, data.peak, gpu.bandwidth_gbs, data.element_bytes
+    )
     return seconds * 1e3
 
 
 def _residuals(theta: np.ndarray, data: list[PathData], gpu: GpuSpec) -> np.ndarray:
     paths, shared = _unpack(theta)
     parts = [np.log(predict_ms(d, paths, shared, gpu)) - d.log_ms for d in data]
-    start = np.concatenate([START_PATH] * len(PATHS) + [START_SHARED])
-    parts.append(math.sqrt(PRIOR_WEIGHT) * (theta - start))
+    parts.append(math.sqrt(PRIOR_WEIGHT) * (theta - START))
     return np.concatenate(parts)
 
 
 def fit(data: list[PathData], gpu: GpuSpec, iterations: int = 60) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """Levenberg-Marquardt on log time over every precision's kernels of one GPU at once."""
-    theta = np.concatenate([START_PATH] * len(PATHS) + [START_SHARED])
+    theta = START.copy()  # _unpack returns views of it
     damping, current = 1e-2, _residuals(theta, data, gpu)
     cost = float(current @ current)
     for _ in range(iterations):
-        step = 1e-5
-        jacobian = np.empty((current.size, theta.size))
-        for j in range(theta.size):
-            shifted = theta.copy()
-            shifted[j] += step
-            jacobian[:, j] = (_residuals(shifted, data, gpu) - current) / step
+        # Forward differences, one parameter at a time (a unit vector of the identity each).
+        columns = [(_residuals(theta + STEP * unit, data, gpu) - current) / STEP for unit in np.eye(theta.size)]
+        jacobian = np.stack(columns, axis=1)
         normal = jacobian.T @ jacobian
         gradient = jacobian.T @ current
         while True:
@@ -254,30 +253,35 @@ def residual_quantiles(
     class: of each precision's time, and of the fp32 -> 16-bit speedup (measured over predicted). The
     speedup has its own because a kernel's two errors move together (the same shape costs both): its
     quantiles are what the speedup's band must cover, and they are checked on kernels they did not see."""
-    pooled: dict[str, dict[str, list[float]]] = {}
-    for precision, data in tables.items():
-        path = path_of(precision)
-        for kernel, value in zip(data.kernels, residuals[precision]):
-            # The class is the 16-bit one for both precisions, so a kernel's bands come from the same kernels.
-            for name in class_candidates(kernel_class(kernel, FP16)):
-                pooled.setdefault(name, {}).setdefault(path, []).append(float(value))
+    # (kernel, "fp32" | "fp16" | "speedup", log factor): each precision's residuals, then each kernel's speedup's.
+    found = [
+        (kernel, path_of(precision), float(value))
+        for precision, data in tables.items()
+        for kernel, value in zip(data.kernels, residuals[precision])
+    ]
     if FP32 in tables and half in tables:
         index = {n: i for i, n in enumerate(tables[half].names)}
-        for i, (name, kernel) in enumerate(zip(tables[FP32].names, tables[FP32].kernels)):
-            if name in index:
-                value = float(residuals[FP32][i] - residuals[half][index[name]])
-                for broader in class_candidates(kernel_class(kernel, FP16)):
-                    pooled.setdefault(broader, {}).setdefault("speedup", []).append(value)
-    out = {}
-    for name, by_path in pooled.items():
-        if min(len(v) for v in by_path.values()) < MIN_CLASS and ":" in name:
-            continue
-        entry = {}
-        for path, values in by_path.items():
-            low, high = conformal_quantiles(values, quantiles[0])
-            entry[path] = {"low": float(min(low, 0.0)), "high": float(max(high, 0.0)), "kernels": len(values)}
-        out[name] = entry
-    return out
+        found += [
+            (kernel, "speedup", float(residuals[FP32][i] - residuals[half][index[name]]))
+            for i, (name, kernel) in enumerate(zip(tables[FP32].names, tables[FP32].kernels))
+            if name in index
+        ]
+    pooled: dict[str, dict[str, list[float]]] = {}
+    for kernel, key, value in found:
+        # The class is the 16-bit one for both precisions, so a kernel's bands come from the same kernels.
+        for name in class_candidates(kernel_class(kernel, FP16)):
+            pooled.setdefault(name, {}).setdefault(key, []).append(value)
+    return {
+        name: {path: _band(values, quantiles[0]) for path, values in by_path.items()}
+        for name, by_path in pooled.items()
+        if min(len(v) for v in by_path.values()) >= MIN_CLASS or ":" not in name  # a class too small is left out
+    }
+
+
+def _band(values: list[float], tail: float) -> dict:
+    """One class's band of log factors: its conformal quantiles, never excluding 0 (the model's own value)."""
+    low, high = conformal_quantiles(values, tail)
+    return {"low": float(min(low, 0.0)), "high": float(max(high, 0.0)), "kernels": len(values)}
 
 
 @dataclass(frozen=True)

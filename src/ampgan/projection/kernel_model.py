@@ -29,7 +29,7 @@ from ampgan.errors import AmpganError
 from ampgan.files.jsonfile import parse_json
 from ampgan.precisions import FP16, FP32
 from ampgan.precisions import precision as precision_mode
-from ampgan.projection.kernels import CONV_OPS, GEMM, Kernel
+from ampgan.projection.kernels import CONV_OPS, GEMM, OPS, Kernel
 from ampgan.system.gpus import GpuSpec
 
 PATH_PARAMETERS = (
@@ -100,7 +100,6 @@ def _tile_utilisation(m: int, n: int, k: int, sms: int) -> list[float]:
 
 def features(kernels: list[Kernel], sms: int, precision: str) -> Features:
     align = precision_mode(precision).alignment
-    ops = [GEMM, *CONV_OPS]
     rows = []
     for kernel in kernels:
         m, n, k = kernel.implicit_gemm()
@@ -111,7 +110,7 @@ def features(kernels: list[Kernel], sms: int, precision: str) -> Features:
             (
                 kernel.flops(),
                 kernel.elements(),
-                ops.index(kernel.op),
+                OPS.index(kernel.op),
                 _tile_utilisation(m, n, k, sms),
                 k,
                 misaligned and not conv,
@@ -184,8 +183,8 @@ def calibration_for(gpu: GpuSpec) -> tuple[Calibration, bool]:
 @lru_cache(maxsize=None)
 def load_calibration(architecture: str) -> Calibration:
     try:
-        text = resources.files("ampgan.projection").joinpath("calibration", f"{architecture}.json").read_text("utf-8")
-        document = parse_json(text)
+        shipped = resources.files("ampgan.projection").joinpath("calibration", f"{architecture}.json")
+        document = parse_json(shipped.read_text("utf-8"))
         paths = {p: np.array([document["parameters"][p][name] for name in PATH_PARAMETERS], dtype=float) for p in PATHS}
         shared = np.array([document["parameters"]["shared"][name] for name in SHARED_PARAMETERS], dtype=float)
         return Calibration(architecture, paths, shared, document["cross_validation"], document)
@@ -198,6 +197,5 @@ def load_calibration(architecture: str) -> Calibration:
 
 def irregular(kernel: Kernel, precision: str) -> bool:
     """A kernel in the calibration's wide-error class: tiny channels, or channels a 16-bit path needs aligned."""
-    if kernel.op != GEMM and kernel.c <= TINY_CHANNELS:
-        return True
-    return any(d % precision_mode(precision).alignment for d in kernel.channel_dims())
+    tiny = kernel.op != GEMM and kernel.c <= TINY_CHANNELS
+    return tiny or any(d % precision_mode(precision).alignment for d in kernel.channel_dims())

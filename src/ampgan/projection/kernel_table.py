@@ -9,12 +9,10 @@ for a GPU whose architecture has no calibration), bound what limits it: compute,
 
 from __future__ import annotations
 
-import csv
-import io
 from pathlib import Path
 
 from ampgan.errors import AmpganError
-from ampgan.files.atomic import write_atomically
+from ampgan.files.atomic import write_csv_atomically
 from ampgan.precisions import NAMES
 from ampgan.projection.kernel_fit import read_kernel_rows
 from ampgan.projection.kernel_model import calibration_for
@@ -41,17 +39,13 @@ def read_kernels(path: Path) -> list[Kernel]:
     return kernels
 
 
-def precisions_of(gpu: GpuSpec) -> list[str]:
-    """Every mode the GPU runs: fp32 and fp16 on every one (a P100's fp16 converts to fp32 arithmetic), tf32 and
-    bf16 where it has them."""
-    return [name for name in NAMES if gpu.cannot_run(name) is None]
-
-
 def project_kernels(kernels: list[Kernel], gpus: list[GpuSpec]) -> list[dict]:
     rows = []
     for gpu in gpus:
         calibration, own = calibration_for(gpu)
-        for precision in precisions_of(gpu):
+        # Every mode the GPU runs: fp32 and fp16 on every one (a P100's fp16 converts to fp32 arithmetic), tf32
+        # and bf16 where it has them.
+        for precision in [name for name in NAMES if gpu.cannot_run(name) is None]:
             timed = kernel_times(kernels, gpu, precision, calibration, 1.0 if own else UNCALIBRATED_WIDENING)
             for i, kernel in enumerate(kernels):
                 launch = float(timed.seconds[i] - (timed.compute[i] ** 4 + timed.memory[i] ** 4) ** 0.25)
@@ -72,11 +66,7 @@ def project_kernels(kernels: list[Kernel], gpus: list[GpuSpec]) -> list[dict]:
 
 
 def write_kernel_projection(rows: list[dict], out: Path) -> Path:
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=OUTPUT_COLUMNS, lineterminator="\n")
-    writer.writeheader()
-    for row in rows:
-        writer.writerow({**row, **{k: f"{row[k]:.6g}" for k in ("ms", "ms_low", "ms_high")}})
     path = Path(out) / "kernels.csv"
-    write_atomically(path, lambda stream: stream.write(buffer.getvalue().encode()))
+    shown = [{**row, **{k: f"{row[k]:.6g}" for k in ("ms", "ms_low", "ms_high")}} for row in rows]
+    write_csv_atomically(path, OUTPUT_COLUMNS, shown, lineterminator="\n")
     return path

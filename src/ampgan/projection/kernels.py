@@ -66,10 +66,9 @@ class Kernel:
         }[self.op]
 
     def flops(self) -> float:
-        if self.op == GEMM:
-            return 2.0 * self.m * self.n * self.k
         p, q = self.output_hw
-        return 2.0 * self.batch * self.out_channels * p * q * self.c * self.r * self.s
+        conv = self.batch * self.out_channels * p * q * self.c * self.r * self.s
+        return 2.0 * (self.m * self.n * self.k if self.op == GEMM else conv)
 
     def elements(self) -> float:
         """Elements read and written once: both operands and the result."""
@@ -115,10 +114,9 @@ def kernel_from_row(row: dict, where: str) -> Kernel:
         raise AmpganError(f"{where} ({name}): op is {op!r}: choose from {', '.join(OPS)}")
     if op == GEMM:
         values = {f: _whole(row, f, f"{where} ({name})", 1) for f in GEMM_FIELDS}
-        flags = {f: _flag(row, f, f"{where} ({name})") for f in GEMM_FLAGS}
-        return Kernel(name, op, **values, **flags)
-    least = {"pad_h": 0, "pad_w": 0}
-    values = {f: _whole(row, f, f"{where} ({name})", least.get(f, 1)) for f in CONV_FIELDS}
+        return Kernel(name, op, **values, **{f: _flag(row, f, f"{where} ({name})") for f in GEMM_FLAGS})
+    paddings = ("pad_h", "pad_w")  # may be 0; every other dimension is at least 1
+    values = {f: _whole(row, f, f"{where} ({name})", 0 if f in paddings else 1) for f in CONV_FIELDS}
     kernel = Kernel(name, op, **values)
     p, q = kernel.output_hw
     if p < 1 or q < 1:

@@ -3,11 +3,9 @@ projection.md and the figure, every one of them saying PROJECTED."""
 
 from __future__ import annotations
 
-import csv
-import io
 from pathlib import Path
 
-from ampgan.files.atomic import write_atomically, write_json_atomically
+from ampgan.files.atomic import write_atomically, write_csv_atomically, write_json_atomically
 from ampgan.plotting import precision_colour, pyplot, save_figure
 from ampgan.precisions import FP32, in_order
 from ampgan.projection.document import fastest_mixed, table_text
@@ -61,11 +59,7 @@ def write_projection(document: dict, out: Path) -> str:
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     write_json_atomically(out / "projection.json", document)
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=CSV_COLUMNS)
-    writer.writeheader()
-    writer.writerows(_csv_row(r) for r in document["rows"])
-    write_atomically(out / "projection.csv", lambda stream: stream.write(buffer.getvalue().encode()))
+    write_csv_atomically(out / "projection.csv", CSV_COLUMNS, [_csv_row(r) for r in document["rows"]])
     text = table_text(document)
     write_atomically(out / "projection.md", lambda stream: stream.write((text + "\n").encode()))
     figure(document, out / "fig_projection.png")

@@ -29,8 +29,7 @@ def load_traced_step(path: Path) -> dict:
     )
     fix = "run the study again or 'ampgan bench' for this model"
     check_format(document, TRACED_FORMAT, str(path), "a traced step", fix)
-    check_shape(document, _TRACED, str(path), fix)
-    return document
+    return check_shape(document, _TRACED, str(path), fix)
 
 
 def op_tables_of(results: dict, path: Path, log=lambda line: None) -> dict[str, OpTable]:
