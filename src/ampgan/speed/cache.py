@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from dataclasses import KW_ONLY, dataclass
 from pathlib import Path
 
 from ampgan.errors import warn
@@ -27,8 +28,18 @@ FILE_NAME = "precision-decisions.json"
 _INTERVAL = {"estimate": (int, float), "low": (int, float), "high": (int, float), "rounds": int}
 
 
+@dataclass(frozen=True)
 class StoredDecision:
-    """What every cached decision (a frozen dataclass with a `cached` field) reads itself back with."""
+    """What every cached decision shares, and reads itself back with: a subclass's own fields (its two step
+    times, its interval, its rounds) follow `verdict`; `note`, `measured_on` and `cached` are named."""
+
+    precision: str
+    batch_size: int
+    verdict: str
+    _: KW_ONLY
+    note: str = ""  # why measuring stopped early, or what disturbed it
+    measured_on: str = ""
+    cached: bool = False
 
     @classmethod
     def from_dict(cls, document: dict, cached: bool = False):

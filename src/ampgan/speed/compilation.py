@@ -45,18 +45,13 @@ ESTIMATE_STEPS = 2  # eager steps timed (after one warm-up) to estimate a step-b
 
 @dataclass(frozen=True)
 class CompileDecision(StoredDecision):
-    precision: str
-    batch_size: int
-    verdict: str  # the compiled step is: faster | slower | no clear difference | cannot compile here
+    # verdict (StoredDecision): the compiled step is faster | slower | no clear difference | cannot compile here
     eager_step_s: float | None
     compiled_step_s: float | None
     interval: dict | None  # the compiled step's speedup over the eager one (SpeedupInterval.to_dict())
     rounds: int
     compile_s: float | None  # what a new run pays before its first step, compile cache warm
     first_compile_s: float | None = None  # what the measuring process paid (cold unless cached before)
-    note: str = ""
-    measured_on: str = ""
-    cached: bool = False
 
     @property
     def break_even_s(self) -> float | None:

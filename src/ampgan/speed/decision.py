@@ -45,16 +45,13 @@ HOPELESS_FIRST_STEP = 20.0
 
 def candidate_modes(device_type: str, cuda_capability: tuple[int, int] | None = None) -> tuple[list[str], list[dict]]:
     """(precisions worth measuring against fp32, [{precision, reason}] that cannot run here at all)."""
-    candidates, cannot_run = [], []
-    for name, mode in precisions.PRECISIONS.items():
-        if name == BASELINE:
-            continue
-        reason = mode.unavailable_reason(device_type, cuda_capability)
-        if reason is None:
-            candidates.append(name)
-        else:
-            cannot_run.append({"precision": name, "reason": reason})
-    return candidates, cannot_run
+    why_not = {
+        name: mode.unavailable_reason(device_type, cuda_capability)
+        for name, mode in precisions.PRECISIONS.items()
+        if name != BASELINE
+    }
+    cannot_run = [{"precision": name, "reason": reason} for name, reason in why_not.items() if reason is not None]
+    return [name for name, reason in why_not.items() if reason is None], cannot_run
 
 
 def candidates_for(device: torch.device) -> tuple[list[str], list[dict]]:
@@ -64,16 +61,11 @@ def candidates_for(device: torch.device) -> tuple[list[str], list[dict]]:
 
 @dataclass(frozen=True)
 class Decision(StoredDecision):
-    precision: str
-    batch_size: int
-    verdict: str  # faster | slower | no clear difference
+    # verdict (StoredDecision): faster | slower | no clear difference
     fp32_step_s: float | None
     step_s: float | None
     interval: dict | None  # SpeedupInterval.to_dict(), when two or more rounds were paired
     rounds: int
-    note: str = ""  # why measuring stopped early, or what disturbed it
-    measured_on: str = ""
-    cached: bool = False
 
     @property
     def useful(self) -> bool:
@@ -176,9 +168,8 @@ def decide(
 
 def fastest_useful_mixed(decisions: dict[str, Decision]) -> str | None:
     useful = [d for d in decisions.values() if precisions.precision(d.precision).mixed and d.useful]
-    if not useful:
-        return None
-    return max(useful, key=lambda d: d.interval["estimate"] if d.interval else 0.0).precision
+    best = max(useful, key=lambda d: d.interval["estimate"] if d.interval else 0.0, default=None)
+    return best.precision if best else None
 
 
 def choose_for_comparison(decisions: dict[str, Decision], left_out: list[dict]) -> tuple[tuple[str, ...], list[dict]]:

@@ -28,16 +28,11 @@ NCHW, CHANNELS_LAST = "nchw", "channels-last"
 
 @dataclass(frozen=True)
 class LayoutDecision(StoredDecision):
-    precision: str
-    batch_size: int
-    verdict: str  # channels-last is: faster | slower | no clear difference
+    # verdict (StoredDecision): channels-last is faster | slower | no clear difference
     nchw_step_s: float | None
     channels_last_step_s: float | None
     interval: dict | None  # channels-last's speedup over NCHW (SpeedupInterval.to_dict())
     rounds: int
-    note: str = ""
-    measured_on: str = ""
-    cached: bool = False
 
     @property
     def channels_last(self) -> bool:
