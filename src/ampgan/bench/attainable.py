@@ -14,6 +14,7 @@ counted apart, with their share of the step's operations, never silently dropped
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass
 
@@ -99,9 +100,7 @@ def _time_alone(func, args, kwargs, device: torch.device) -> float:
         if "more than one element of the written-to tensor" not in str(error):
             raise
 
-        def dense(value):
-            return materialised(value, dense=True)
-
+        dense = functools.partial(materialised, dense=True)
         inputs = (tree_map(dense, args), tree_map(dense, kwargs))
         func(*inputs[0], **inputs[1])
     if device.type == "cuda":

@@ -158,8 +158,7 @@ def _matrix_dims(name: str, args) -> tuple[str, tuple[int, ...]]:
         return tuple(value.shape) if isinstance(value, torch.Tensor) else ()
 
     if name == "convolution_backward":  # (grad_output, input, weight, ...)
-        weight, dtype = shape(2), args[0].dtype
-        return str(dtype).removeprefix("torch."), weight[:2]
+        return str(args[0].dtype).removeprefix("torch."), shape(2)[:2]
     if "convolution" in name:  # (input, weight, ...): out and in channels (either order when transposed)
         return str(args[0].dtype).removeprefix("torch."), shape(1)[:2]
     first = 1 if name in ("addmm", "baddbmm") else 0
@@ -544,5 +543,5 @@ def trace_op_table(
         _settled_trace(timer, (real[:size], labels[:size]), precision, deadline, first_cycle_s * size / small)
         for size in (small, large)
     ]
-    rows = affine_rows(traces[0], traces[1], small, large)
-    return OpTable(precision=precision, rows=tuple(rows), traced_at=(small, large), device=timer.device.type)
+    rows = tuple(affine_rows(traces[0], traces[1], small, large))
+    return OpTable(precision=precision, rows=rows, traced_at=(small, large), device=timer.device.type)

@@ -137,17 +137,9 @@ def csv_rows(results: dict) -> list[dict]:
 
 
 def _speedup_columns(pair: dict | None) -> dict:
-    if pair is None:
-        return {
-            "speedup_vs_baseline": "",
-            "speedup_ci_low": "",
-            "speedup_ci_high": "",
-            "rounds": "",
-            "settled": "",
-            "load_changed": "",
-        }
+    pair = pair or {}
     return {
-        "speedup_vs_baseline": round(speedup_estimate(pair), 3),
+        "speedup_vs_baseline": round(speedup_estimate(pair), 3) if pair else "",
         "speedup_ci_low": _round(pair.get("low"), 3),
         "speedup_ci_high": _round(pair.get("high"), 3),
         "rounds": pair.get("rounds", ""),

@@ -42,20 +42,15 @@ class StoredDecision:
     cached: bool = False
 
     @classmethod
-    def from_dict(cls, document: dict, cached: bool = False):
-        """The decision from its stored dict; keys of fields it no longer has are ignored."""
-        fields = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in document.items() if k in fields} | {"cached": cached})
-
-    @classmethod
     def from_cache(cls, document: dict | None):
         """The cached decision, or None when there is none or the entry does not have every field with its
-        type (written by another version, or edited): such an entry is measured again, never trusted."""
-        if not has_shape(document, shape_of(cls)):
+        type (written by another version, or edited): such an entry is measured again, never trusted. Keys of
+        fields it no longer has are ignored."""
+        interval = document.get("interval") if isinstance(document, dict) else None
+        if not has_shape(document, shape_of(cls)) or (interval is not None and not has_shape(interval, _INTERVAL)):
             return None
-        if document.get("interval") is not None and not has_shape(document["interval"], _INTERVAL):
-            return None
-        return cls.from_dict(document, cached=True)
+        fields = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in document.items() if k in fields} | {"cached": True})
 
     @classmethod
     def from_outcome(cls, precision: str, batch_size: int, outcome, **own):
@@ -111,12 +106,9 @@ class DecisionCache(CacheFile):
     FORMAT, FILE_NAME, PART = FORMAT, FILE_NAME, "decisions"
     WHAT, LOST = "speed-decision cache", "the measurement will be repeated next time"
 
-    def _read(self) -> dict:
-        return self._part()
-
     def get(self, key: str) -> dict | None:
-        value = self._read().get(key)
+        value = self._part().get(key)
         return value if isinstance(value, dict) else None
 
     def put(self, key: str, decision: dict) -> None:
-        self._write(self._read() | {key: decision})
+        self._write(self._part() | {key: decision})

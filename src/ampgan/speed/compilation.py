@@ -62,8 +62,7 @@ class CompileDecision(StoredDecision):
 
     def pays_for(self, run_s: float | None) -> bool:
         """`run_s`: the run's expected length in eager seconds (None: unbounded)."""
-        break_even = self.break_even_s
-        return break_even is not None and (run_s is None or run_s > break_even)
+        return self.break_even_s is not None and (run_s is None or run_s > self.break_even_s)
 
     def describe(self) -> str:
         """'bf16 at batch 64: compiled 61.0 ms vs eager 80.2 ms per step, 1.31x (95% CI 1.22-1.41, 8 rounds),
@@ -124,8 +123,7 @@ def expected_run_s(steps: int | None, seconds: float | None, eager_step_s: float
     """A run's length in eager seconds: its time budget, or its steps at the eager step's pace,
     whichever ends it first (None: neither bounds it)."""
     by_steps = steps * eager_step_s if steps is not None else None
-    bounds = [b for b in (by_steps, seconds) if b is not None]
-    return min(bounds) if bounds else None
+    return min((b for b in (by_steps, seconds) if b is not None), default=None)
 
 
 def decide_compile(
@@ -211,8 +209,7 @@ class TrainingStepCompileProbe(CompileProbe):
         return self._eager
 
     def eager_step_s(self) -> float:
-        timer = self._eager_timer()
-        return median_s([timer() for _ in range(ESTIMATE_STEPS)])
+        return median_s([self._eager_timer()() for _ in range(ESTIMATE_STEPS)])
 
     def measure(self) -> CompileMeasurement:
         eager = self._eager_timer()

@@ -102,7 +102,6 @@ def decisions_from_rounds(
 ) -> dict[str, Decision]:
     """The verdict of every candidate measured in `result` (pure: testable with injected rounds).
     `hopeless_at_warmup`: candidate -> (its first step's seconds, fp32's first step's seconds)."""
-    today = datetime.date.today().isoformat()
     decisions = {}
     for name, (first, fp32_first) in hopeless_at_warmup.items():
         decisions[name] = Decision(
@@ -113,7 +112,7 @@ def decisions_from_rounds(
             first,
             None,
             0,
-            measured_on=today,
+            measured_on=datetime.date.today().isoformat(),
             note=f"first steps: more than {HOPELESS_FIRST_STEP:g}x slower, left out at once",
         )
     for name in result.samples_s:
@@ -257,9 +256,8 @@ def decide_for_run(
 ) -> tuple[dict[str, Decision], list[dict]]:
     """Decisions for this machine at the config's batch size: (decisions, modes that cannot run here)."""
     candidates, cannot_run = candidates_for(device)
-    names = [p for p in (precisions or candidates) if p != BASELINE]
     decisions = decide(
-        names,
+        [p for p in (precisions or candidates) if p != BASELINE],
         config.budget.batch_size,
         machine_key(device, config),
         measure_on_training_step(config, dataset, device),

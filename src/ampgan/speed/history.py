@@ -38,12 +38,9 @@ class SpeedupHistory(CacheFile):
             if isinstance(values, list)
         }
 
-    def estimates(self, key: str) -> list[float]:
-        return self._read().get(key, [])
-
     def between_run_sd(self, key: str) -> tuple[float, str]:
         """(sd in log speedup, where it comes from) for intervals measured under `key`."""
-        earlier = self.estimates(key)
+        earlier = self._read().get(key, [])
         if len(earlier) < LEARNED_FROM:
             return BETWEEN_RUN_SD, f"default {BETWEEN_RUN_SD:.1%} ({len(earlier)} earlier runs of this configuration)"
         learned = statistics.stdev(math.log(v) for v in earlier)

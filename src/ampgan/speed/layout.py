@@ -98,11 +98,9 @@ def measure_layouts_with(
 
     def measure() -> RoundsResult:
         timers = {name: make_timer(name) for name in (NCHW, CHANNELS_LAST)}
-        last = {}
         for _ in range(WARMUP_STEPS):
-            for name, timer in timers.items():
-                last[name] = timer()
-        return measure_rounds(timers, NCHW, capped_for(rule, sum(last.values())), seed=seed)
+            round_s = sum(timer() for timer in timers.values())  # the last one caps a tie (capped_for)
+        return measure_rounds(timers, NCHW, capped_for(rule, round_s), seed=seed)
 
     return measure
 

@@ -239,6 +239,4 @@ def _why_stop(result: RoundsResult, active: list[str], rule: StoppingRule, budge
 
 
 def _answered(interval: SpeedupInterval | None, rule: StoppingRule) -> bool:
-    if interval is None:
-        return False
-    return interval.settled or (rule.until == UNTIL_DECIDED and interval.decided)
+    return interval is not None and (interval.settled or (rule.until == UNTIL_DECIDED and interval.decided))
