@@ -203,18 +203,19 @@ def kernel_shapes(name: str, args) -> tuple:
     if args[first].dim() == 3:
         # A 1-D convolution (audio, text) is cuDNN's 2-D one with a 1-high input and filter.
         return kernel_shapes(name, _as_2d_convolution(name, args))
-    return _convolution_kernels(name == "convolution_backward", args)
+    return convolution_kernels(name == "convolution_backward", args)
 
 
-def _convolution_kernels(backward: bool, args) -> tuple:
-    """kernel_shapes of aten.convolution (`backward` False) or aten.convolution_backward (True)."""
+def convolution_kernels(backward: bool, args) -> tuple:
+    """kernel_shapes of aten.convolution (`backward` False) or aten.convolution_backward (True): their tensors'
+    shapes are all it reads (a recorded call's TensorSpecs do too, bench/calibration.py)."""
     # convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups)
     # convolution_backward(grad_output, input, weight, bias_sizes, stride, padding, dilation, transposed,
     #                      output_padding, groups, output_mask)
     first = 1 if backward else 0
     data, weight = args[first], args[first + 1]
     stride, padding, dilation, transposed, _, groups = args[first + 3 : first + 9]
-    if data.dim() != 4 or groups != 1 or (transposed and any(d != 1 for d in dilation)):
+    if len(data.shape) != 4 or groups != 1 or (transposed and any(d != 1 for d in dilation)):
         return ()
     r, s = weight.shape[2:]
     # A dilated filter (WaveNet's) does a dense one's work over the same output: taken as the dense filter
