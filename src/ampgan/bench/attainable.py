@@ -155,13 +155,12 @@ def summarise(alone: list[OpAlone], top: int = 8) -> dict:
     for item in timed:
         by_op[item.op] = by_op.get(item.op, 0.0) + item.seconds * item.weight
     total = sum(by_op.values())
-    failed = [a for a in alone if a.seconds is None]
     return {
         "step_s": total,
         "ops": sum(a.weight for a in alone),
         "replayed_share": sum(a.weight for a in timed) / max(1e-12, sum(a.weight for a in alone)),
         "by_op": [{"op": op, "seconds": s} for op, s in sorted(by_op.items(), key=lambda kv: -kv[1])[:top]],
-        "not_replayed": sorted({f"{a.op} ({a.error})" for a in failed})[:top],
+        "not_replayed": sorted({f"{a.op} ({a.error})" for a in alone if a.seconds is None})[:top],
     }
 
 

@@ -62,7 +62,6 @@ COLUMNS = (
     "precision",
     "ms",
 )
-OPS = ("gemm", "conv_fwd", "conv_bwd_data", "conv_bwd_weight")
 _CONV_COLUMNS = COLUMNS[7:18]  # batch ... stride_w: a convolution pass's dimensions, in convolution_kernels' order
 _GEMMS = {"aten.mm": 0, "aten.addmm": 1, "aten.bmm": 0}  # index of operand A in the call's arguments
 _CONVOLUTIONS = ("aten.convolution", "aten.convolution_backward")
@@ -189,8 +188,9 @@ def rotating_calls(row: KernelRow, cache: int, calls: int) -> tuple[Callable[[],
     `calls` that will be made (each call on a set of its own then)."""
     first = (tree_map(materialised, row.args), tree_map(materialised, row.kwargs))
     count = max(1, min(calls, 1 + math.ceil(cache / max(_bytes_of(first), 1))))
-    sets = [first] + [(tree_map(materialised, row.args), tree_map(materialised, row.kwargs)) for _ in range(count - 1)]
-    turns = itertools.cycle(sets)
+    turns = itertools.cycle(
+        [first] + [(tree_map(materialised, row.args), tree_map(materialised, row.kwargs)) for _ in range(count - 1)]
+    )
 
     def call():
         args, kwargs = next(turns)
@@ -236,8 +236,8 @@ def measure_kernels(timer, name: str, tf32: bool, repeats: int | None = None) ->
     with timer.policy.backend_settings():  # TF32 as the step's precision has it
         for index, row in enumerate(rows):
             run, _ = rotating_calls(row, cache, calls)
-            ms = time_kernel_ms(run, timer.device, repeats)
-            measured.append({"name": f"{name}/{index:03d}", **row.as_dict(), "ms": round(ms, 6)})
+            ms = round(time_kernel_ms(run, timer.device, repeats), 6)
+            measured.append({"name": f"{name}/{index:03d}", **row.as_dict(), "ms": ms})
             del run
     return measured, skipped
 

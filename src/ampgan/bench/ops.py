@@ -544,5 +544,9 @@ def trace_op_table(
         _settled_trace(timer, (real[:size], labels[:size]), precision, deadline, first_cycle_s * size / small)
         for size in (small, large)
     ]
-    rows = tuple(affine_rows(traces[0], traces[1], small, large))
-    return OpTable(precision=precision, rows=rows, traced_at=(small, large), device=timer.device.type)
+    return OpTable(
+        precision=precision,
+        rows=tuple(affine_rows(traces[0], traces[1], small, large)),
+        traced_at=(small, large),
+        device=timer.device.type,
+    )

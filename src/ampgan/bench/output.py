@@ -65,15 +65,6 @@ def speedup_text(pair: dict) -> str:
 
 
 # What the table, the figures, cost and compare read of results.json (a configuration as its record says).
-_SPEEDUP = {
-    "batch_size": int,
-    "precision": str,
-    "baseline": str,
-    "?estimate": (int, float),
-    "?low": (int, float),
-    "?high": (int, float),
-    "?rounds": int,
-}
 RESULTS_SHAPE = {
     "format": str,
     "environment": {"?hardware_summary": str, "?versions": dict, "?date": str},
@@ -82,7 +73,17 @@ RESULTS_SHAPE = {
     "peaks": {"*": {"tflops": (int, float, None), "source": str}},
     # a configuration's row: its record's fields (bench/results.py), with what follows from its timings
     "configs": [shape_of(ConfigResult) | {"status": str, "?stats": OrNull(shape_of(TimingStats))}],
-    "speedups": [_SPEEDUP],
+    "speedups": [
+        {
+            "batch_size": int,
+            "precision": str,
+            "baseline": str,
+            "?estimate": (int, float),
+            "?low": (int, float),
+            "?high": (int, float),
+            "?rounds": int,
+        }
+    ],
     "?left_out": [{"precision": str, "reason": str}],
     "?incomplete": (dict, None),
 }

@@ -208,8 +208,7 @@ def map_rows(loaded: list[tuple[dict, dict | None]], precision: str) -> list[dic
 
 
 def sweep_precisions(loaded: list[tuple[dict, dict | None]]) -> list[str]:
-    names = {c["precision"] for _, results in loaded if results for c in results["configs"]}
-    return in_order(names - {BASELINE})
+    return in_order({c["precision"] for _, results in loaded if results for c in results["configs"]} - {BASELINE})
 
 
 def sweep_table(document: dict, out: Path) -> str:

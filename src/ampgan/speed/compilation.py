@@ -261,5 +261,6 @@ def compiled_precisions(
         return {"compile": compile_it, "decision": decision.to_dict() if decision else None}
 
     answers = on_rank_zero(precisions, decided)
-    chosen = tuple(p for p in precisions if answers[p]["compile"])
-    return chosen, {p: answers[p]["decision"] for p in precisions if answers[p]["decision"] is not None}
+    return tuple(p for p in precisions if answers[p]["compile"]), {
+        p: answers[p]["decision"] for p in precisions if answers[p]["decision"] is not None
+    }

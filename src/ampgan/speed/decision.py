@@ -55,8 +55,7 @@ def candidate_modes(device_type: str, cuda_capability: tuple[int, int] | None = 
 
 
 def candidates_for(device: torch.device) -> tuple[list[str], list[dict]]:
-    capability = torch.cuda.get_device_capability(device) if device.type == "cuda" else None
-    return candidate_modes(device.type, capability)
+    return candidate_modes(device.type, torch.cuda.get_device_capability(device) if device.type == "cuda" else None)
 
 
 @dataclass(frozen=True)
@@ -175,10 +174,9 @@ def choose_for_comparison(decisions: dict[str, Decision], left_out: list[dict]) 
     """(fp32 and the fastest useful mixed mode, or fp32 alone when no mode is faster here; what was left
     out and why)."""
     best = fastest_useful_mixed(decisions)
-    left = left_out + [
+    return ((FP32, best) if best else (FP32,)), left_out + [
         {"precision": d.precision, "reason": d.reason()} for d in decisions.values() if d.precision != best
     ]
-    return ((FP32, best) if best else (FP32,)), left
 
 
 def machine_key(device: torch.device, config, deciding: str = "") -> dict:

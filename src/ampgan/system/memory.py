@@ -20,8 +20,7 @@ def available_memory_bytes(device: torch.device | str = "cpu") -> int | None:
     counts reclaimable page cache). None when the platform does not say."""
     device = torch.device(device)
     if device.type == "cuda":
-        free, _total = torch.cuda.mem_get_info(device)
-        return int(free)
+        return int(torch.cuda.mem_get_info(device)[0])  # (free, total)
     try:
         with open("/proc/meminfo", encoding="ascii") as meminfo:
             for line in meminfo:
