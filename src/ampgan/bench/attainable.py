@@ -49,16 +49,14 @@ class TensorSpec:
 
     @staticmethod
     def _filled(tensor: torch.Tensor) -> torch.Tensor:
-        if tensor.is_floating_point():
-            return tensor.normal_()
-        return tensor.zero_()  # indices and labels: 0 is valid for every index an op takes
+        # Indices and labels: 0 is valid for every index an op takes.
+        return tensor.normal_() if tensor.is_floating_point() else tensor.zero_()
 
 
 def as_spec(value):
     """A tensor as the TensorSpec a fresh one is made from; anything else as it is."""
-    if isinstance(value, torch.Tensor):
-        return TensorSpec(tuple(value.shape), tuple(value.stride()), value.dtype, value.device)
-    return value
+    is_tensor = isinstance(value, torch.Tensor)
+    return TensorSpec(tuple(value.shape), tuple(value.stride()), value.dtype, value.device) if is_tensor else value
 
 
 def materialised(value, dense: bool = False):

@@ -132,8 +132,7 @@ def _conv_rows(name: str, func, args, kwargs, tf32: bool) -> tuple[list[KernelRo
 
 def kernel_rows(calls: list[tuple], tf32: bool) -> tuple[list[KernelRow], list[str]]:
     """The distinct kernels of recorded calls, in first-seen order, and what could not be described."""
-    rows: dict[tuple, KernelRow] = {}
-    skipped = []
+    rows, skipped = {}, []  # a kernel's columns -> its KernelRow; what could not be described
     for func, args, kwargs in calls:
         name = str(func._overloadpacket)
         if name in _GEMMS:

@@ -138,8 +138,7 @@ def _measure(
 ) -> tuple[list[ConfigResult], list[dict], dict | None]:
     """Batch size after batch size: every result, each batch size's rounds, and what a signal left
     unmeasured (None when nothing)."""
-    results: list[ConfigResult] = []
-    measurements: list[dict] = []
+    results, measurements = [], []  # every ConfigResult; each batch size's rounds, as a dict
     ahead = TooSlowAhead()
     for index, batch_size in enumerate(spec.batch_sizes):
         try:

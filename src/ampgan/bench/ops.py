@@ -194,9 +194,7 @@ def kernel_shapes(name: str, args) -> tuple:
         # A batched product (attention's scores and context) tiles like one product with its batches'
         # rows stacked: the same tiles over the multiprocessors, the same FLOPs.
         a, b = tensors[-2], tensors[-1]
-        if a.dim() != 3 or b.dim() != 3:
-            return ()
-        return (("gemm", (a.shape[0] * a.shape[1], b.shape[2], a.shape[2], 0, 0)),)
+        return (("gemm", (a.shape[0] * a.shape[1], b.shape[2], a.shape[2], 0, 0)),) if a.dim() == b.dim() == 3 else ()
     if name not in ("convolution", "convolution_backward"):
         return ()
     first = 1 if name == "convolution_backward" else 0
@@ -476,8 +474,7 @@ def trace_cycle(timer, batch: tuple[torch.Tensor, torch.Tensor]) -> list[OpRecor
     """One cycle of a StepTimer's GAN on `batch` (every kind of step once, weighted by its share),
     traced on the eager modules. None when the loss scaler skipped an update in it (an fp16 overflow:
     that step runs no optimizer, which is not the step a run spends its time in)."""
-    records: list[OpRecord] = []
-    skipped = False
+    records, skipped = [], False
     with timer.state.eager() as state:
         for before, count in timer.step_kinds:
             state.step = before

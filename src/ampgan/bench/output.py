@@ -217,8 +217,7 @@ def _attainable_figure(results: dict, path: Path) -> None:
                 )
     axes.axhline(1.0, color="#444444", linewidth=0.8)
     axes.set_xticks(range(len(sizes)), [str(b) for b in sizes])
-    axes.set_xlabel("batch size")
-    axes.set_ylabel("speedup over fp32")
+    axes.set(xlabel="batch size", ylabel="speedup over fp32")
     axes.set_title(
         "Measured speedup against the attainable one (every operation of the step alone)\nlabel: measured / attainable",
         fontsize=9,
@@ -323,13 +322,18 @@ def _figure(results: dict, path: Path, per_sample: bool) -> None:
         rows = [c for c in results["configs"] if c["precision"] == precision and c.get("stats")]
         if not rows:
             continue
-        batch = [r["batch_size"] for r in rows]
         scale = [1000.0 / r["batch_size"] if per_sample else 1.0 for r in rows]
         median = [r["stats"]["median_s"] * s * 1e3 for r, s in zip(rows, scale)]
         low = [(r["stats"]["median_s"] - r["stats"]["q1_s"]) * s * 1e3 for r, s in zip(rows, scale)]
         high = [(r["stats"]["q3_s"] - r["stats"]["median_s"]) * s * 1e3 for r, s in zip(rows, scale)]
         axes.errorbar(
-            batch, median, yerr=[low, high], marker="o", capsize=3, label=precision, color=precision_colour(precision)
+            [r["batch_size"] for r in rows],
+            median,
+            yerr=[low, high],
+            marker="o",
+            capsize=3,
+            label=precision,
+            color=precision_colour(precision),
         )
         for row, y in zip(rows, median):
             pair = speedups.get((row["batch_size"], precision))
@@ -353,8 +357,7 @@ def _figure(results: dict, path: Path, per_sample: bool) -> None:
     if plotted:
         ticks = plain_log_ticks(min(plotted), max(plotted))
         axes.set_yticks(ticks, [f"{t:g}" for t in ticks])
-    axes.set_xlabel("batch size")
-    axes.set_ylabel("ms per 1000 samples" if per_sample else "ms per batch (D + G step)")
+    axes.set(xlabel="batch size", ylabel="ms per 1000 samples" if per_sample else "ms per batch (D + G step)")
     axes.set_title(
         ("Time per 1000 samples" if per_sample else "Average time per batch")
         + " (median, IQR bars)\nlabels: speedup vs fp32 [95% CI], ? = unsettled (CI wider than +-5%)",

@@ -217,11 +217,11 @@ def sweep_table(document: dict, out: Path) -> str:
     for precision in sweep_precisions(loaded):
         rows = map_rows(loaded, precision)
         sizes = sorted({b for row in rows for b in row["cells"]})
-        lines.append(
+        lines += [
             f"{precision} over fp32, speedup [95% CI] (GFLOP per step; achieved share of the attainable "
-            "speedup when measured)"
-        )
-        lines.append(f"{'cell':<32}" + "".join(f"  {'batch ' + str(b):>32}" for b in sizes))
+            "speedup when measured)",
+            f"{'cell':<32}" + "".join(f"  {'batch ' + str(b):>32}" for b in sizes),
+        ]
         for row in rows:
             if row["status"] == "error":
                 lines.append(f"{row['label']:<32}  {row['reason']}")

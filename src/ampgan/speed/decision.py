@@ -122,11 +122,8 @@ def decisions_from_rounds(
 
 def interval_text(interval: dict | None) -> str:
     """', 1.70x (95% CI 1.62-1.79, 6 rounds)' from a stored SpeedupInterval dict; '' without one."""
-    if not interval:
-        return ""
-    return (
-        ", " + SpeedupInterval(interval["estimate"], interval["low"], interval["high"], interval["rounds"]).describe()
-    )
+    fields = ("estimate", "low", "high", "rounds")
+    return ", " + SpeedupInterval(*(interval[k] for k in fields)).describe() if interval else ""
 
 
 Measure = Callable[[list[str]], tuple[RoundsResult, dict[str, tuple[float, float]]]]
