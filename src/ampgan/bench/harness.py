@@ -102,15 +102,19 @@ def _decisions(spec: BenchSpec, dataset, device: torch.device, log) -> RunPlan:
     """The decisions made before anything is measured (speed/plan.py: timed and said, with how to skip each):
     every precision not measured slower at the first batch size (a bench charts where a mode starts to
     gain), and each one's memory format; whether to compile is the user's (--compile)."""
-    asked = Asked(
-        lambda precision: spec.train_config(precision, spec.batch_sizes[0]),
-        EVERY_USEFUL,
-        spec.precisions,
-        spec.channels_last,
-        spec.compile,
-        decision_seconds=DECISION_SHARE * budget_s(spec),
+    return plan_run(
+        Asked(
+            lambda precision: spec.train_config(precision, spec.batch_sizes[0]),
+            EVERY_USEFUL,
+            spec.precisions,
+            spec.channels_last,
+            spec.compile,
+            decision_seconds=DECISION_SHARE * budget_s(spec),
+        ),
+        dataset,
+        device,
+        log,
     )
-    return plan_run(asked, dataset, device, log)
 
 
 def _compile_times(spec: BenchSpec, precisions) -> dict:

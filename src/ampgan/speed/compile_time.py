@@ -70,8 +70,13 @@ def _probe_main(config_json: str) -> None:
     from ampgan.training.precision import resolve_device
 
     config = TrainConfig.from_dict(json.loads(config_json))
-    dataset = load_dataset(config.data, seed=config.seed)
-    timer = StepTimer(config, dataset, resolve_device(config.compute.device), data_parallel=False, across_ranks=False)
+    timer = StepTimer(
+        config,
+        load_dataset(config.data, seed=config.seed),
+        resolve_device(config.compute.device),
+        data_parallel=False,
+        across_ranks=False,
+    )
     first = timer()
     step = statistics.median(timer() for _ in range(3))
     say(json.dumps({"first_step_s": first, "step_s": step}))
