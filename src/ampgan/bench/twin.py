@@ -20,10 +20,12 @@ def agreed_local_trial(spec: BenchSpec, precision: str, batch_size: int, dataset
     """One step of the configuration on this rank alone (no DDP, no collective inside), then every rank
     learns whether any failed: None when it ran everywhere, else the result every rank records."""
 
-    def trial() -> None:  # the config built inside it too: whatever fails is agreed
-        StepTimer(spec.train_config(precision, batch_size), dataset, device, data_parallel=False, across_ranks=False)()
-
-    _, outcome = _tried(trial)
+    # The config is built inside the trial too: whatever fails is agreed.
+    _, outcome = _tried(
+        lambda: StepTimer(
+            spec.train_config(precision, batch_size), dataset, device, data_parallel=False, across_ranks=False
+        )()
+    )
     release_memory(device)  # the trial's state, whether it ran or failed
     failed = _first_failure(outcome)
     if failed is None:
