@@ -231,11 +231,10 @@ def _why_stop(result: RoundsResult, active: list[str], rule: StoppingRule, budge
             return "only a baseline"
         if all(_answered(result.intervals[name], rule) for name in candidates):
             return rule.until
-    if result.seconds >= budget and (rounds >= 2 or not candidates):
-        return "time cap"
-    if result.seconds >= 2 * budget:  # even two rounds do not fit: stop with what there is
-        return "time cap"
-    return ""
+    # At the cap with two rounds (or nothing to compare), or past twice the cap: even two rounds do not fit,
+    # stop with what there is.
+    at_cap = result.seconds >= budget and (rounds >= 2 or not candidates)
+    return "time cap" if at_cap or result.seconds >= 2 * budget else ""
 
 
 def _answered(interval: SpeedupInterval | None, rule: StoppingRule) -> bool:
