@@ -120,7 +120,7 @@ def measure_batch_size(
             (contenders if isinstance(ready, Contender) else finished).append(ready)
         else:
             finished.append(refused)
-    rounds = _time_interleaved(spec, contenders, stop_check, allowance["left"])
+    rounds = _time_interleaved(spec, contenders, stop_check, seconds=allowance["left"])
     finished += [c.finish() for c in contenders]
     contenders.clear()
     release_memory(device)
@@ -171,10 +171,13 @@ def _forget_autotuning_peak(spec: BenchSpec, device: torch.device) -> None:
         torch.cuda.reset_peak_memory_stats(device)
 
 
-def _time_interleaved(spec: BenchSpec, contenders: list[Contender], stop_check, seconds: float) -> RoundsResult | None:
+def _time_interleaved(
+    spec: BenchSpec, contenders: list[Contender], stop_check=lambda: None, seconds: float | None = None
+) -> RoundsResult | None:
     """Rounds in random order until every speedup over fp32 is settled (speed.rounds), at least
     --steps of them (and 2), at most `seconds` of measured steps: what the warm-ups left of the batch
-    size's --max-seconds."""
+    size's --max-seconds (all of it when None)."""
+    seconds = spec.max_seconds if seconds is None else seconds
     twins = local_twins(spec, contenders) if world().distributed else {}
     contenders = [c for c in contenders if c.result.status == "ok"]  # a failed twin's: an oom row, not measured
     if not contenders:

@@ -42,15 +42,19 @@ class StoredDecision:
     cached: bool = False
 
     @classmethod
+    def from_dict(cls, document: dict, cached: bool = False):
+        """The decision from its stored dict; keys of fields it no longer has are ignored."""
+        fields = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in document.items() if k in fields} | {"cached": cached})
+
+    @classmethod
     def from_cache(cls, document: dict | None):
         """The cached decision, or None when there is none or the entry does not have every field with its
-        type (written by another version, or edited): such an entry is measured again, never trusted. Keys of
-        fields it no longer has are ignored."""
+        type (written by another version, or edited): such an entry is measured again, never trusted."""
         interval = document.get("interval") if isinstance(document, dict) else None
         if not has_shape(document, shape_of(cls)) or (interval is not None and not has_shape(interval, _INTERVAL)):
             return None
-        fields = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in document.items() if k in fields} | {"cached": True})
+        return cls.from_dict(document, cached=True)
 
     @classmethod
     def from_outcome(cls, precision: str, batch_size: int, outcome, **own):
@@ -85,7 +89,7 @@ class CacheFile:
     def __init__(self, folder: Path | None = None):
         self.path = Path(folder or cache_dir()) / self.FILE_NAME
 
-    def _part(self) -> dict:
+    def _read(self) -> dict:
         document = read_cache_json(self.path)
         if not isinstance(document, dict) or document.get("format") != self.FORMAT:
             return {}
@@ -107,8 +111,8 @@ class DecisionCache(CacheFile):
     WHAT, LOST = "speed-decision cache", "the measurement will be repeated next time"
 
     def get(self, key: str) -> dict | None:
-        value = self._part().get(key)
+        value = self._read().get(key)
         return value if isinstance(value, dict) else None
 
     def put(self, key: str, decision: dict) -> None:
-        self._write(self._part() | {key: decision})
+        self._write(self._read() | {key: decision})

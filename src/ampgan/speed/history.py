@@ -34,13 +34,16 @@ class SpeedupHistory(CacheFile):
                 for v in values
                 if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
             ]
-            for key, values in self._part().items()
+            for key, values in super()._read().items()
             if isinstance(values, list)
         }
 
+    def estimates(self, key: str) -> list[float]:
+        return self._read().get(key, [])
+
     def between_run_sd(self, key: str) -> tuple[float, str]:
         """(sd in log speedup, where it comes from) for intervals measured under `key`."""
-        earlier = self._read().get(key, [])
+        earlier = self.estimates(key)
         if len(earlier) < LEARNED_FROM:
             return BETWEEN_RUN_SD, f"default {BETWEEN_RUN_SD:.1%} ({len(earlier)} earlier runs of this configuration)"
         learned = statistics.stdev(math.log(v) for v in earlier)
