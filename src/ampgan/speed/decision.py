@@ -27,7 +27,6 @@ import torch
 import ampgan.precisions as precisions
 from ampgan.errors import warn
 from ampgan.gan.registry import resolve_model
-from ampgan.precisions import FP32
 from ampgan.speed.ab import outcome_of
 from ampgan.speed.cache import DecisionCache, StoredDecision, decision_key
 from ampgan.speed.intervals import SpeedupInterval
@@ -171,7 +170,7 @@ def choose_for_comparison(decisions: dict[str, Decision], left_out: list[dict]) 
     """(fp32 and the fastest useful mixed mode, or fp32 alone when no mode is faster here; what was left
     out and why)."""
     best = fastest_useful_mixed(decisions)
-    return ((FP32, best) if best else (FP32,)), left_out + [
+    return ((precisions.FP32, best) if best else (precisions.FP32,)), left_out + [
         {"precision": d.precision, "reason": d.reason()} for d in decisions.values() if d.precision != best
     ]
 
