@@ -58,11 +58,14 @@ def run_bench(
         # The op tables, inside the same guard: a signal now stops them (between precisions), never the
         # process, so what was measured is written.
         with _stage(spent, "trace"):
-            traced = {}
-            if incomplete is None and not stop_request and spec.trace_ops and world().is_main:
-                traced = trace_op_tables(
+            tracing = incomplete is None and not stop_request and spec.trace_ops and world().is_main
+            traced = (
+                trace_op_tables(
                     spec, dataset, device, log, lambda: bool(stop_request), cycle_s=foreseen_cycles(results)
                 )
+                if tracing
+                else {}
+            )
         if incomplete is None and stop_request:  # after the last check: everything measured, but asked to stop
             incomplete = _stopped(stop_request, spec.batch_sizes, ())
     rows = _rows(spec, results, peaks, device)

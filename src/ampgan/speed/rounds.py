@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 import numpy as np
+import torch
 
 from ampgan.speed.intervals import BETWEEN_RUN_SD, SpeedupInterval, load_changed, reference_drift, speedup_interval
 from ampgan.system import cpu_tuning
@@ -169,8 +170,6 @@ def measure_rounds(
 
 
 def _attempt(timers, baseline, rule, seed, stop_check, budget, load_probe) -> RoundsResult:
-    import torch
-
     order_source = random.Random(seed)
     result = RoundsResult(
         baseline=baseline,
