@@ -14,6 +14,7 @@ counted apart, with their share of the step's operations, never silently dropped
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass
 
@@ -48,16 +49,14 @@ class TensorSpec:
 
     @staticmethod
     def _filled(tensor: torch.Tensor) -> torch.Tensor:
-        if tensor.is_floating_point():
-            return tensor.normal_()
-        return tensor.zero_()  # indices and labels: 0 is valid for every index an op takes
+        # Indices and labels: 0 is valid for every index an op takes.
+        return tensor.normal_() if tensor.is_floating_point() else tensor.zero_()
 
 
 def as_spec(value):
     """A tensor as the TensorSpec a fresh one is made from; anything else as it is."""
-    if isinstance(value, torch.Tensor):
-        return TensorSpec(tuple(value.shape), tuple(value.stride()), value.dtype, value.device)
-    return value
+    is_tensor = isinstance(value, torch.Tensor)
+    return TensorSpec(tuple(value.shape), tuple(value.stride()), value.dtype, value.device) if is_tensor else value
 
 
 def materialised(value, dense: bool = False):
@@ -99,9 +98,7 @@ def _time_alone(func, args, kwargs, device: torch.device) -> float:
         if "more than one element of the written-to tensor" not in str(error):
             raise
 
-        def dense(value):
-            return materialised(value, dense=True)
-
+        dense = functools.partial(materialised, dense=True)
         inputs = (tree_map(dense, args), tree_map(dense, kwargs))
         func(*inputs[0], **inputs[1])
     if device.type == "cuda":
@@ -156,13 +153,12 @@ def summarise(alone: list[OpAlone], top: int = 8) -> dict:
     for item in timed:
         by_op[item.op] = by_op.get(item.op, 0.0) + item.seconds * item.weight
     total = sum(by_op.values())
-    failed = [a for a in alone if a.seconds is None]
     return {
         "step_s": total,
         "ops": sum(a.weight for a in alone),
         "replayed_share": sum(a.weight for a in timed) / max(1e-12, sum(a.weight for a in alone)),
         "by_op": [{"op": op, "seconds": s} for op, s in sorted(by_op.items(), key=lambda kv: -kv[1])[:top]],
-        "not_replayed": sorted({f"{a.op} ({a.error})" for a in failed})[:top],
+        "not_replayed": sorted({f"{a.op} ({a.error})" for a in alone if a.seconds is None})[:top],
     }
 
 

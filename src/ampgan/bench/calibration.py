@@ -35,6 +35,7 @@ import torch
 from torch.utils._pytree import tree_leaves, tree_map
 
 from ampgan.bench.attainable import CallRecorder, TensorSpec, materialised
+from ampgan.bench.ops import convolution_kernels
 from ampgan.files.atomic import write_csv_atomically, write_json_atomically
 from ampgan.precisions import BF16, FP16, FP32, TF32
 from ampgan.training.step import train_step
@@ -61,7 +62,7 @@ COLUMNS = (
     "precision",
     "ms",
 )
-OPS = ("gemm", "conv_fwd", "conv_bwd_data", "conv_bwd_weight")
+_CONV_COLUMNS = COLUMNS[7:18]  # batch ... stride_w: a convolution pass's dimensions, in convolution_kernels' order
 _GEMMS = {"aten.mm": 0, "aten.addmm": 1, "aten.bmm": 0}  # index of operand A in the call's arguments
 _CONVOLUTIONS = ("aten.convolution", "aten.convolution_backward")
 MIN_TIMED_MS = 2.0  # repeat a kernel until this much device time has passed ...
@@ -112,71 +113,26 @@ def _gemm_rows(name: str, func, args, kwargs, tf32: bool) -> list[KernelRow]:
     return [KernelRow(tuple((c, fields[c]) for c in COLUMNS if c in fields), func, args, kwargs)]
 
 
-def _conv_geometry(x_shape, k: int, weight_shape, stride, padding) -> dict:
-    """The direct convolution of input (N, C, H, W) to `k` channels with an R x S filter."""
-    return {
-        "batch": x_shape[0],
-        "c": x_shape[1],
-        "h": x_shape[2],
-        "w": x_shape[3],
-        "out_channels": k,
-        "r": weight_shape[2],
-        "s": weight_shape[3],
-        "pad_h": padding[0],
-        "pad_w": padding[1],
-        "stride_h": stride[0],
-        "stride_w": stride[1],
-    }
-
-
-def _transposed_output_shape(x_shape, weight_shape, stride, padding, output_padding) -> tuple[int, ...]:
-    spatial = [
-        (size - 1) * stride[i] - 2 * padding[i] + (weight_shape[2 + i] - 1) + output_padding[i] + 1
-        for i, size in enumerate(x_shape[2:])
-    ]
-    return (x_shape[0], weight_shape[1], *spatial)
-
-
 def _conv_rows(name: str, func, args, kwargs, tf32: bool) -> tuple[list[KernelRow], str | None]:
-    """(rows, None), or ([], why) for a convolution the format cannot describe."""
-    if name == "aten.convolution":
-        x, weight, _, stride, padding, dilation, transposed, output_padding, groups = args[:9]
-        grad_output = None
-    else:
-        grad_output, x, weight, _, stride, padding, dilation, transposed, output_padding, groups, mask = args[:11]
+    """(rows, None), or ([], why) for a convolution the format cannot describe. Each pass's geometry is the
+    op table's (bench/ops.py convolution_kernels: a transposed convolution as the direct one from its output
+    back to its input); a backward pass is run alone, with the output mask that asks for it only."""
+    backward = name == "aten.convolution_backward"
+    x, weight, _, _, _, dilation, _, _, groups = args[backward : backward + 9]
     if len(x.shape) != 4 or groups != 1 or any(d != 1 for d in dilation):
         return [], f"{name} with {len(x.shape) - 2}-d input, groups {groups}, dilation {list(dilation)}"
-    precision = precision_of(x.dtype, tf32)
-    if transposed:  # the direct convolution from this op's output back to its input
-        output_shape = (
-            grad_output.shape
-            if grad_output is not None
-            else _transposed_output_shape(x.shape, weight.shape, stride, padding, output_padding)
-        )
-        geometry = _conv_geometry(output_shape, x.shape[1], weight.shape, stride, padding)
-        forward, data_grad = "conv_bwd_data", "conv_fwd"
-    else:
-        geometry = _conv_geometry(x.shape, weight.shape[0], weight.shape, stride, padding)
-        forward, data_grad = "conv_fwd", "conv_bwd_data"
-
-    def row(op: str, call_args) -> KernelRow:
-        fields = geometry | {"op": op, "precision": precision}
-        return KernelRow(tuple((c, fields[c]) for c in COLUMNS if c in fields), func, tuple(call_args), kwargs)
-
-    if name == "aten.convolution":
-        return [row(forward, (x, weight, None, *args[3:]))], None  # the bias is a kernel of its own
     rows = []
-    if mask[0]:
-        rows.append(row(data_grad, (*args[:10], [True, False, False])))
-    if mask[1]:
-        rows.append(row("conv_bwd_weight", (*args[:10], [False, True, False])))
+    for op, dims in convolution_kernels(backward, args):
+        fields = dict(zip(_CONV_COLUMNS, dims)) | {"op": op, "precision": precision_of(x.dtype, tf32)}
+        alone = [False, True, False] if op == "conv_bwd_weight" else [True, False, False]
+        call = (*args[:10], alone) if backward else (x, weight, None, *args[3:])  # the bias is a kernel of its own
+        rows.append(KernelRow(tuple((c, fields[c]) for c in COLUMNS if c in fields), func, call, kwargs))
     return rows, None
 
 
 def kernel_rows(calls: list[tuple], tf32: bool) -> tuple[list[KernelRow], list[str]]:
     """The distinct kernels of recorded calls, in first-seen order, and what could not be described."""
-    rows: dict[tuple, KernelRow] = {}
-    skipped = []
+    rows, skipped = {}, []  # a kernel's columns -> its KernelRow; what could not be described
     for func, args, kwargs in calls:
         name = str(func._overloadpacket)
         if name in _GEMMS:
@@ -231,8 +187,9 @@ def rotating_calls(row: KernelRow, cache: int, calls: int) -> tuple[Callable[[],
     `calls` that will be made (each call on a set of its own then)."""
     first = (tree_map(materialised, row.args), tree_map(materialised, row.kwargs))
     count = max(1, min(calls, 1 + math.ceil(cache / max(_bytes_of(first), 1))))
-    sets = [first] + [(tree_map(materialised, row.args), tree_map(materialised, row.kwargs)) for _ in range(count - 1)]
-    turns = itertools.cycle(sets)
+    turns = itertools.cycle(
+        [first] + [(tree_map(materialised, row.args), tree_map(materialised, row.kwargs)) for _ in range(count - 1)]
+    )
 
     def call():
         args, kwargs = next(turns)
@@ -278,8 +235,8 @@ def measure_kernels(timer, name: str, tf32: bool, repeats: int | None = None) ->
     with timer.policy.backend_settings():  # TF32 as the step's precision has it
         for index, row in enumerate(rows):
             run, _ = rotating_calls(row, cache, calls)
-            ms = time_kernel_ms(run, timer.device, repeats)
-            measured.append({"name": f"{name}/{index:03d}", **row.as_dict(), "ms": round(ms, 6)})
+            ms = round(time_kernel_ms(run, timer.device, repeats), 6)
+            measured.append({"name": f"{name}/{index:03d}", **row.as_dict(), "ms": ms})
             del run
     return measured, skipped
 

@@ -58,11 +58,14 @@ def run_bench(
         # The op tables, inside the same guard: a signal now stops them (between precisions), never the
         # process, so what was measured is written.
         with _stage(spent, "trace"):
-            traced = {}
-            if incomplete is None and not stop_request and spec.trace_ops and world().is_main:
-                traced = trace_op_tables(
+            tracing = incomplete is None and not stop_request and spec.trace_ops and world().is_main
+            traced = (
+                trace_op_tables(
                     spec, dataset, device, log, lambda: bool(stop_request), cycle_s=foreseen_cycles(results)
                 )
+                if tracing
+                else {}
+            )
         if incomplete is None and stop_request:  # after the last check: everything measured, but asked to stop
             incomplete = _stopped(stop_request, spec.batch_sizes, ())
     rows = _rows(spec, results, peaks, device)
@@ -102,15 +105,19 @@ def _decisions(spec: BenchSpec, dataset, device: torch.device, log) -> RunPlan:
     """The decisions made before anything is measured (speed/plan.py: timed and said, with how to skip each):
     every precision not measured slower at the first batch size (a bench charts where a mode starts to
     gain), and each one's memory format; whether to compile is the user's (--compile)."""
-    asked = Asked(
-        lambda precision: spec.train_config(precision, spec.batch_sizes[0]),
-        EVERY_USEFUL,
-        spec.precisions,
-        spec.channels_last,
-        spec.compile,
-        decision_seconds=DECISION_SHARE * budget_s(spec),
+    return plan_run(
+        Asked(
+            lambda precision: spec.train_config(precision, spec.batch_sizes[0]),
+            EVERY_USEFUL,
+            spec.precisions,
+            spec.channels_last,
+            spec.compile,
+            decision_seconds=DECISION_SHARE * budget_s(spec),
+        ),
+        dataset,
+        device,
+        log,
     )
-    return plan_run(asked, dataset, device, log)
 
 
 def _compile_times(spec: BenchSpec, precisions) -> dict:
@@ -138,8 +145,7 @@ def _measure(
 ) -> tuple[list[ConfigResult], list[dict], dict | None]:
     """Batch size after batch size: every result, each batch size's rounds, and what a signal left
     unmeasured (None when nothing)."""
-    results: list[ConfigResult] = []
-    measurements: list[dict] = []
+    results, measurements = [], []  # every ConfigResult; each batch size's rounds, as a dict
     ahead = TooSlowAhead()
     for index, batch_size in enumerate(spec.batch_sizes):
         try:

@@ -30,8 +30,9 @@ from ampgan.training.out_of_memory import is_out_of_memory, out_of_memory_error,
 from ampgan.training.step import train_step
 
 
-class StopRequested(Exception):
-    """SIGINT/SIGTERM arrived: stop measuring, keep the batch sizes already finished."""
+class StopRequested(BaseException):
+    """SIGINT/SIGTERM arrived: stop measuring, keep the batch sizes already finished. A BaseException, as
+    KeyboardInterrupt is: no `except Exception` on its way (a configuration's failure) takes it for an error."""
 
 
 class StopCheck:
@@ -106,8 +107,7 @@ def measure_batch_size(
     gains the seconds spent building each configuration (its networks, optimizers and resident batch: model
     building, which no measuring budget bounds). `ahead`: the precisions foreseen too slow, not run."""
     allowance = {"left": spec.max_seconds}
-    contenders: list[Contender] = []
-    finished: list[ConfigResult] = []
+    contenders, finished = [], []  # warmed up and timed in the rounds; results already final
     for precision in precisions:
         stop_check()
         refused = ahead.foreseen(spec, precision, batch_size)
@@ -148,8 +148,6 @@ def _warmed_up(
         if spec.attainable:
             contender.result.attainable = summarise(ops_alone(contender.timer))
         return contender
-    except StopRequested:
-        raise
     except Exception as error:  # noqa: BLE001 - a failed configuration is a result, not a crash
         if world().distributed:
             # Past the agreed trial, a failure may be this rank's alone, inside a collective: it ends the
@@ -228,9 +226,8 @@ def _keep_the_last_attempt(result: ConfigResult, rounds: RoundsResult) -> None:
 def _history_key(contender: Contender) -> str:
     """The speedup history's key (speed/history.py): the decisions' machine and model key, the batch
     size, the precision, the number of processes."""
-    config = contender.timer.config
     return decision_key(
-        **machine_key(contender.device, config),
+        **machine_key(contender.device, contender.timer.config),
         batch_size=contender.result.batch_size,
         precision=contender.result.precision,
         processes=world().size,

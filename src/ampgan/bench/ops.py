@@ -25,9 +25,10 @@ runs step them), by what each reads and writes per weight.
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
@@ -89,20 +90,13 @@ class OpRecord:
 
 
 @dataclass(frozen=True)
-class OpRow:
-    """One operation of the op table: its cost at batch size B is intercept + slope x B."""
+class OpRow(OpRecord):
+    """One operation of the op table, its fields an OpRecord's: its cost at batch size B is intercept + slope x B.
+    `kernels`: each dimension affine in the batch like flops, ((kind, ((intercept, slope), ...)), ...), kind
+    and dimensions as kernel_shapes() gives them."""
 
-    op: str
-    unit: str
-    dtype: str
-    alignment: int
     flops: tuple[float, float]  # (intercept, slope)
     bytes: tuple[float, float]
-    optimizer: bool
-    weight: float
-    # The kernels a matrix op launches, by shape, each dimension affine in the batch like flops:
-    # ((kind, ((intercept, slope), ...)), ...), kind and dimensions as kernel_shapes() gives them.
-    kernels: tuple = ()
 
     def kernels_at(self, batch_size: float) -> list[tuple[str, tuple[int, ...]]]:
         return [(kind, tuple(max(0, round(a + b * batch_size)) for a, b in dims)) for kind, dims in self.kernels]
@@ -153,10 +147,7 @@ class OpRow:
 
 
 def _alignment(*dims: int) -> int:
-    for step in (8, 4):
-        if all(int(d) % step == 0 for d in dims):
-            return step
-    return 1
+    return next((step for step in (8, 4) if all(int(d) % step == 0 for d in dims)), 1)
 
 
 def _matrix_dims(name: str, args) -> tuple[str, tuple[int, ...]]:
@@ -167,8 +158,7 @@ def _matrix_dims(name: str, args) -> tuple[str, tuple[int, ...]]:
         return tuple(value.shape) if isinstance(value, torch.Tensor) else ()
 
     if name == "convolution_backward":  # (grad_output, input, weight, ...)
-        weight, dtype = shape(2), args[0].dtype
-        return str(dtype).removeprefix("torch."), weight[:2]
+        return str(args[0].dtype).removeprefix("torch."), shape(2)[:2]
     if "convolution" in name:  # (input, weight, ...): out and in channels (either order when transposed)
         return str(args[0].dtype).removeprefix("torch."), shape(1)[:2]
     first = 1 if name in ("addmm", "baddbmm") else 0
@@ -204,27 +194,26 @@ def kernel_shapes(name: str, args) -> tuple:
         # A batched product (attention's scores and context) tiles like one product with its batches'
         # rows stacked: the same tiles over the multiprocessors, the same FLOPs.
         a, b = tensors[-2], tensors[-1]
-        if a.dim() != 3 or b.dim() != 3:
-            return ()
-        return (("gemm", (a.shape[0] * a.shape[1], b.shape[2], a.shape[2], 0, 0)),)
+        return (("gemm", (a.shape[0] * a.shape[1], b.shape[2], a.shape[2], 0, 0)),) if a.dim() == b.dim() == 3 else ()
     if name not in ("convolution", "convolution_backward"):
         return ()
     first = 1 if name == "convolution_backward" else 0
     if args[first].dim() == 3:
         # A 1-D convolution (audio, text) is cuDNN's 2-D one with a 1-high input and filter.
         return kernel_shapes(name, _as_2d_convolution(name, args))
-    return _convolution_kernels(name == "convolution_backward", args)
+    return convolution_kernels(name == "convolution_backward", args)
 
 
-def _convolution_kernels(backward: bool, args) -> tuple:
-    """kernel_shapes of aten.convolution (`backward` False) or aten.convolution_backward (True)."""
+def convolution_kernels(backward: bool, args) -> tuple:
+    """kernel_shapes of aten.convolution (`backward` False) or aten.convolution_backward (True): their tensors'
+    shapes are all it reads (a recorded call's TensorSpecs do too, bench/calibration.py)."""
     # convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups)
     # convolution_backward(grad_output, input, weight, bias_sizes, stride, padding, dilation, transposed,
     #                      output_padding, groups, output_mask)
     first = 1 if backward else 0
     data, weight = args[first], args[first + 1]
     stride, padding, dilation, transposed, _, groups = args[first + 3 : first + 9]
-    if data.dim() != 4 or groups != 1 or (transposed and any(d != 1 for d in dilation)):
+    if len(data.shape) != 4 or groups != 1 or (transposed and any(d != 1 for d in dilation)):
         return ()
     r, s = weight.shape[2:]
     # A dilated filter (WaveNet's) does a dense one's work over the same output: taken as the dense filter
@@ -269,13 +258,8 @@ def _tensors(tree) -> list[torch.Tensor]:
 
 
 def _bytes_of(tensors: list[torch.Tensor]) -> int:
-    seen, total = set(), 0
-    for tensor in tensors:
-        if id(tensor) in seen:
-            continue
-        seen.add(id(tensor))
-        total += tensor.numel() * tensor.element_size()
-    return total
+    """The bytes of the tensors, each counted once however often it appears."""
+    return sum(t.numel() * t.element_size() for t in {id(t): t for t in tensors}.values())
 
 
 class _OpRecorder(TorchDispatchMode):
@@ -292,26 +276,20 @@ class _OpRecorder(TorchDispatchMode):
         if not str(packet).startswith("aten.") or func.is_view or name in NO_KERNEL:
             return out
         inputs, outputs = _tensors((args, kwargs)), _tensors(out)
-        kernels = ()
         if kind_of(str(packet)) == "other":
             widest = max((t for t in inputs if t.is_floating_point()), key=lambda t: t.element_size(), default=None)
-            dtype, alignment, unit = (
-                (str(widest.dtype).removeprefix("torch.") if widest is not None else "none"),
-                1,
-                "memory",
-            )
+            dtype = str(widest.dtype).removeprefix("torch.") if widest is not None else "none"
+            alignment, unit, kernels = 1, "memory", ()
         else:
             dtype, dims = _matrix_dims(name, args)
-            alignment, unit = _alignment(*dims), "matrix"
-            kernels = kernel_shapes(name, args)
-        flops = float(flops_of(packet, args, kwargs, out)) if packet in flop_registry else 0.0
+            alignment, unit, kernels = _alignment(*dims), "matrix", kernel_shapes(name, args)
         self.records.append(
             OpRecord(
                 op=str(packet),
                 unit=unit,
                 dtype=dtype,
                 alignment=alignment,
-                flops=flops,
+                flops=float(flops_of(packet, args, kwargs, out)) if packet in flop_registry else 0.0,
                 bytes=float(_bytes_of(inputs + outputs)),
                 optimizer=self.in_optimizer > 0,
                 kernels=kernels,
@@ -371,28 +349,17 @@ def _kind(record: OpRecord) -> tuple:
 
 def _runs(records: list[OpRecord]) -> list[list[OpRecord]]:
     """Consecutive records of the same kind, grouped."""
-    runs: list[list[OpRecord]] = []
-    for record in records:
-        if runs and _kind(runs[-1][0]) == _kind(record):
-            runs[-1].append(record)
-        else:
-            runs.append([record])
-    return runs
+    return [list(run) for _, run in itertools.groupby(records, key=_kind)]
 
 
 def _merged(run: list[OpRecord]) -> OpRecord:
     """One record for the run. Its kernels are left out: their number follows the batch, so the run is
     projected from its summed FLOPs and bytes (as a table without kernel shapes is)."""
-    first = run[0]
-    return OpRecord(
-        first.op,
-        first.unit,
-        first.dtype,
-        min(r.alignment for r in run),
-        sum(r.flops for r in run),
-        sum(r.bytes for r in run),
-        first.optimizer,
-        first.weight,
+    return replace(
+        run[0],
+        alignment=min(r.alignment for r in run),
+        flops=sum(r.flops for r in run),
+        bytes=sum(r.bytes for r in run),
         kernels=(),
     )
 
@@ -406,15 +373,8 @@ def match_batch_dependent_runs(small: list[OpRecord], large: list[OpRecord]) -> 
     small_runs, large_runs = _runs(small), _runs(large)
     if len(small_runs) != len(large_runs) or any(_kind(a[0]) != _kind(b[0]) for a, b in zip(small_runs, large_runs)):
         return small, large
-    out_small, out_large = [], []
-    for a, b in zip(small_runs, large_runs):
-        if len(a) == len(b):
-            out_small += a
-            out_large += b
-        else:
-            out_small.append(_merged(a))
-            out_large.append(_merged(b))
-    return out_small, out_large
+    pairs = [(a, b) if len(a) == len(b) else ([_merged(a)], [_merged(b)]) for a, b in zip(small_runs, large_runs)]
+    return [r for a, _ in pairs for r in a], [r for _, b in pairs for r in b]
 
 
 def affine_rows(small: list[OpRecord], large: list[OpRecord], small_batch: int, large_batch: int) -> list[OpRow]:
@@ -514,18 +474,13 @@ def trace_cycle(timer, batch: tuple[torch.Tensor, torch.Tensor]) -> list[OpRecor
     """One cycle of a StepTimer's GAN on `batch` (every kind of step once, weighted by its share),
     traced on the eager modules. None when the loss scaler skipped an update in it (an fp16 overflow:
     that step runs no optimizer, which is not the step a run spends its time in)."""
-    records: list[OpRecord] = []
-    skipped = False
+    records, skipped = [], False
     with timer.state.eager() as state:
         for before, count in timer.step_kinds:
             state.step = before
             metrics = {}
-
-            def step(metrics=metrics):
-                metrics.update(train_step(state, lambda: batch))
-
-            for record in record_ops(step):
-                records.append(OpRecord(**{**record.__dict__, "weight": count / timer.cycle_steps}))
+            ran = record_ops(lambda: metrics.update(train_step(state, lambda: batch)))  # runs here, once
+            records += [replace(record, weight=count / timer.cycle_steps) for record in ran]
             skipped |= any(bool(v) for name, v in metrics.items() if name.startswith("skipped"))
     return None if skipped else records
 
@@ -586,5 +541,9 @@ def trace_op_table(
         _settled_trace(timer, (real[:size], labels[:size]), precision, deadline, first_cycle_s * size / small)
         for size in (small, large)
     ]
-    rows = affine_rows(traces[0], traces[1], small, large)
-    return OpTable(precision=precision, rows=tuple(rows), traced_at=(small, large), device=timer.device.type)
+    return OpTable(
+        precision=precision,
+        rows=tuple(affine_rows(traces[0], traces[1], small, large)),
+        traced_at=(small, large),
+        device=timer.device.type,
+    )

@@ -65,15 +65,6 @@ def speedup_text(pair: dict) -> str:
 
 
 # What the table, the figures, cost and compare read of results.json (a configuration as its record says).
-_SPEEDUP = {
-    "batch_size": int,
-    "precision": str,
-    "baseline": str,
-    "?estimate": (int, float),
-    "?low": (int, float),
-    "?high": (int, float),
-    "?rounds": int,
-}
 RESULTS_SHAPE = {
     "format": str,
     "environment": {"?hardware_summary": str, "?versions": dict, "?date": str},
@@ -82,7 +73,17 @@ RESULTS_SHAPE = {
     "peaks": {"*": {"tflops": (int, float, None), "source": str}},
     # a configuration's row: its record's fields (bench/results.py), with what follows from its timings
     "configs": [shape_of(ConfigResult) | {"status": str, "?stats": OrNull(shape_of(TimingStats))}],
-    "speedups": [_SPEEDUP],
+    "speedups": [
+        {
+            "batch_size": int,
+            "precision": str,
+            "baseline": str,
+            "?estimate": (int, float),
+            "?low": (int, float),
+            "?high": (int, float),
+            "?rounds": int,
+        }
+    ],
     "?left_out": [{"precision": str, "reason": str}],
     "?incomplete": (dict, None),
 }
@@ -137,17 +138,9 @@ def csv_rows(results: dict) -> list[dict]:
 
 
 def _speedup_columns(pair: dict | None) -> dict:
-    if pair is None:
-        return {
-            "speedup_vs_baseline": "",
-            "speedup_ci_low": "",
-            "speedup_ci_high": "",
-            "rounds": "",
-            "settled": "",
-            "load_changed": "",
-        }
+    pair = pair or {}
     return {
-        "speedup_vs_baseline": round(speedup_estimate(pair), 3),
+        "speedup_vs_baseline": round(speedup_estimate(pair), 3) if pair else "",
         "speedup_ci_low": _round(pair.get("low"), 3),
         "speedup_ci_high": _round(pair.get("high"), 3),
         "rounds": pair.get("rounds", ""),
@@ -224,8 +217,7 @@ def _attainable_figure(results: dict, path: Path) -> None:
                 )
     axes.axhline(1.0, color="#444444", linewidth=0.8)
     axes.set_xticks(range(len(sizes)), [str(b) for b in sizes])
-    axes.set_xlabel("batch size")
-    axes.set_ylabel("speedup over fp32")
+    axes.set(xlabel="batch size", ylabel="speedup over fp32")
     axes.set_title(
         "Measured speedup against the attainable one (every operation of the step alone)\nlabel: measured / attainable",
         fontsize=9,
@@ -330,13 +322,18 @@ def _figure(results: dict, path: Path, per_sample: bool) -> None:
         rows = [c for c in results["configs"] if c["precision"] == precision and c.get("stats")]
         if not rows:
             continue
-        batch = [r["batch_size"] for r in rows]
         scale = [1000.0 / r["batch_size"] if per_sample else 1.0 for r in rows]
         median = [r["stats"]["median_s"] * s * 1e3 for r, s in zip(rows, scale)]
         low = [(r["stats"]["median_s"] - r["stats"]["q1_s"]) * s * 1e3 for r, s in zip(rows, scale)]
         high = [(r["stats"]["q3_s"] - r["stats"]["median_s"]) * s * 1e3 for r, s in zip(rows, scale)]
         axes.errorbar(
-            batch, median, yerr=[low, high], marker="o", capsize=3, label=precision, color=precision_colour(precision)
+            [r["batch_size"] for r in rows],
+            median,
+            yerr=[low, high],
+            marker="o",
+            capsize=3,
+            label=precision,
+            color=precision_colour(precision),
         )
         for row, y in zip(rows, median):
             pair = speedups.get((row["batch_size"], precision))
@@ -360,8 +357,7 @@ def _figure(results: dict, path: Path, per_sample: bool) -> None:
     if plotted:
         ticks = plain_log_ticks(min(plotted), max(plotted))
         axes.set_yticks(ticks, [f"{t:g}" for t in ticks])
-    axes.set_xlabel("batch size")
-    axes.set_ylabel("ms per 1000 samples" if per_sample else "ms per batch (D + G step)")
+    axes.set(xlabel="batch size", ylabel="ms per 1000 samples" if per_sample else "ms per batch (D + G step)")
     axes.set_title(
         ("Time per 1000 samples" if per_sample else "Average time per batch")
         + " (median, IQR bars)\nlabels: speedup vs fp32 [95% CI], ? = unsettled (CI wider than +-5%)",

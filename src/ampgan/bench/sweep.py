@@ -182,27 +182,24 @@ def map_rows(loaded: list[tuple[dict, dict | None]], precision: str) -> list[dic
         row = {"label": cell["label"], "status": cell["status"], "reason": cell.get("reason", ""), "cells": {}}
         if results is not None:
             pairs = {(s["batch_size"], s["precision"]): s for s in results["speedups"]}
-            flops = {(c["batch_size"], c["precision"]): c.get("flops_per_step") for c in results["configs"]}
+            configs = {(c["batch_size"], c["precision"]): c for c in results["configs"]}
             attained = {(a["batch_size"], a["precision"]): a for a in results.get("attainable") or []}
-            status = {(c["batch_size"], c["precision"]): c["status"] for c in results["configs"]}
-            medians = {
-                (c["batch_size"], c["precision"]): c["stats"]["median_s"] for c in results["configs"] if c.get("stats")
-            }
             for batch_size in results["spec"]["batch_sizes"]:
-                pair = pairs.get((batch_size, precision))
+                pair = pairs.get((batch_size, precision)) or {}
                 found = attained.get((batch_size, precision), {})
+                mixed, fp32 = configs.get((batch_size, precision), {}), configs.get((batch_size, BASELINE), {})
                 row["cells"][batch_size] = {
-                    "speedup": pair["estimate"] if pair else None,
-                    "low": pair["low"] if pair else None,
-                    "high": pair["high"] if pair else None,
-                    "flops": flops.get((batch_size, BASELINE)),
+                    "speedup": pair.get("estimate"),
+                    "low": pair.get("low"),
+                    "high": pair.get("high"),
+                    "flops": fp32.get("flops_per_step"),
                     "attainable": found.get("attainable_speedup"),
                     "achieved_of_attainable": found.get("achieved_of_attainable"),
-                    "status": status.get((batch_size, precision), "not run"),
+                    "status": mixed.get("status", "not run"),
                     # Left out after a round or two (far slower than fp32): the medians' ratio, no interval.
                     "median_ratio": (
-                        medians[(batch_size, BASELINE)] / medians[(batch_size, precision)]
-                        if not pair and (batch_size, precision) in medians and (batch_size, BASELINE) in medians
+                        fp32["stats"]["median_s"] / mixed["stats"]["median_s"]
+                        if not pair and mixed.get("stats") and fp32.get("stats")
                         else None
                     ),
                 }
@@ -211,8 +208,7 @@ def map_rows(loaded: list[tuple[dict, dict | None]], precision: str) -> list[dic
 
 
 def sweep_precisions(loaded: list[tuple[dict, dict | None]]) -> list[str]:
-    names = {c["precision"] for _, results in loaded if results for c in results["configs"]}
-    return in_order(names - {BASELINE})
+    return in_order({c["precision"] for _, results in loaded if results for c in results["configs"]} - {BASELINE})
 
 
 def sweep_table(document: dict, out: Path) -> str:
@@ -221,11 +217,11 @@ def sweep_table(document: dict, out: Path) -> str:
     for precision in sweep_precisions(loaded):
         rows = map_rows(loaded, precision)
         sizes = sorted({b for row in rows for b in row["cells"]})
-        lines.append(
+        lines += [
             f"{precision} over fp32, speedup [95% CI] (GFLOP per step; achieved share of the attainable "
-            "speedup when measured)"
-        )
-        lines.append(f"{'cell':<32}" + "".join(f"  {'batch ' + str(b):>32}" for b in sizes))
+            "speedup when measured)",
+            f"{'cell':<32}" + "".join(f"  {'batch ' + str(b):>32}" for b in sizes),
+        ]
         for row in rows:
             if row["status"] == "error":
                 lines.append(f"{row['label']:<32}  {row['reason']}")

@@ -20,12 +20,13 @@ def agreed_local_trial(spec: BenchSpec, precision: str, batch_size: int, dataset
     """One step of the configuration on this rank alone (no DDP, no collective inside), then every rank
     learns whether any failed: None when it ran everywhere, else the result every rank records."""
 
-    def trial() -> None:  # the config built inside it too: whatever fails is agreed
-        StepTimer(spec.train_config(precision, batch_size), dataset, device, data_parallel=False, across_ranks=False)()
-
-    _, outcome = _tried(trial)
+    # The config is built inside the trial too: whatever fails is agreed.
+    _, failed = _agreed(
+        lambda: StepTimer(
+            spec.train_config(precision, batch_size), dataset, device, data_parallel=False, across_ranks=False
+        )()
+    )
     release_memory(device)  # the trial's state, whether it ran or failed
-    failed = _first_failure(outcome)
     if failed is None:
         return None
     rank, (status, reason) = failed
@@ -45,8 +46,7 @@ def local_twins(spec: BenchSpec, contenders: list) -> dict:
     traceback."""
     twins = {}
     for contender in contenders:
-        twin, outcome = _tried(lambda: _twin(spec, contender))
-        failed = _first_failure(outcome)
+        twin, failed = _agreed(lambda: _twin(spec, contender))
         if failed is None:
             twins[id(contender)] = twin
             continue
@@ -80,15 +80,12 @@ def _twin(spec: BenchSpec, contender) -> StepTimer:
     return twin
 
 
-def _tried(attempt) -> tuple[object, tuple[str, str] | None]:
-    """(what `attempt()` returned, None) when it ran on this rank, else (None, its failure's (status, reason))."""
+def _agreed(attempt) -> tuple[object, tuple[int, tuple[str, str]] | None]:
+    """(what `attempt()` returned on this rank, None when it failed here; the first rank whose attempt failed
+    and its failure's (status, reason), every rank's outcome gathered, None when it ran everywhere)."""
     try:
-        return attempt(), None
-    except Exception as error:  # noqa: BLE001 - agreed over the ranks (_first_failure), then recorded
-        return None, failure(error)
-
-
-def _first_failure(outcome: tuple[str, str] | None) -> tuple[int, tuple[str, str]] | None:
-    """Every rank's outcome gathered: the first rank that failed and its (status, reason), or None."""
+        value, outcome = attempt(), None
+    except Exception as error:  # noqa: BLE001 - agreed over the ranks, then recorded
+        value, outcome = None, failure(error)
     failed = [(rank, found) for rank, found in enumerate(gather_objects(outcome)) if found is not None]
-    return failed[0] if failed else None
+    return value, (failed[0] if failed else None)

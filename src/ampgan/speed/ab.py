@@ -38,9 +38,10 @@ def median_s(samples: list[float]) -> float | None:
     return statistics.median(samples) if samples else None
 
 
-def rounds_verdict(result: RoundsResult, name: str) -> tuple[str, list[str]]:
-    """A candidate's verdict against the rounds' baseline (faster | slower | no clear difference) and the
-    notes that qualify it. The one rule for precisions, memory formats and compilation alike."""
+def outcome_of(result: RoundsResult, name: str) -> Outcome:
+    """The outcome for candidate `name` in `result` (pure: testable with injected rounds): its verdict against
+    the rounds' baseline (faster | slower | no clear difference) and the notes that qualify it. The one rule for
+    precisions, memory formats and compilation alike."""
     interval = result.intervals.get(name)
     notes = []
     if name in result.hopeless:
@@ -57,20 +58,12 @@ def rounds_verdict(result: RoundsResult, name: str) -> tuple[str, list[str]]:
         notes.append(f"the machine's load changed during the measurement ({result.baseline} {result.drift:+.0%})")
     if result.under_load:
         notes.append(result.load_note() + "; not kept as this machine's answer")
-    return verdict, notes
-
-
-def outcome_of(result: RoundsResult, candidate: str) -> Outcome:
-    """The outcome for `candidate` in `result` (pure: testable with injected rounds)."""
-    verdict, notes = rounds_verdict(result, candidate)
-    interval = result.intervals.get(candidate)
-    samples = result.samples_s[candidate]
     return Outcome(
         verdict,
         median_s(result.samples_s[result.baseline]),
-        median_s(samples),
+        median_s(result.samples_s[name]),
         interval.to_dict() if interval else None,
-        len(samples),
+        len(result.samples_s[name]),
         "; ".join(notes),
         datetime.date.today().isoformat(),
     )

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from dataclasses import KW_ONLY, dataclass
 from pathlib import Path
 
 from ampgan.errors import warn
@@ -27,8 +28,18 @@ FILE_NAME = "precision-decisions.json"
 _INTERVAL = {"estimate": (int, float), "low": (int, float), "high": (int, float), "rounds": int}
 
 
+@dataclass(frozen=True)
 class StoredDecision:
-    """What every cached decision (a frozen dataclass with a `cached` field) reads itself back with."""
+    """What every cached decision shares, and reads itself back with: a subclass's own fields (its two step
+    times, its interval, its rounds) follow `verdict`; `note`, `measured_on` and `cached` are named."""
+
+    precision: str
+    batch_size: int
+    verdict: str
+    _: KW_ONLY
+    note: str = ""  # why measuring stopped early, or what disturbed it
+    measured_on: str = ""
+    cached: bool = False
 
     @classmethod
     def from_dict(cls, document: dict, cached: bool = False):
@@ -40,9 +51,8 @@ class StoredDecision:
     def from_cache(cls, document: dict | None):
         """The cached decision, or None when there is none or the entry does not have every field with its
         type (written by another version, or edited): such an entry is measured again, never trusted."""
-        if not has_shape(document, shape_of(cls)):
-            return None
-        if document.get("interval") is not None and not has_shape(document["interval"], _INTERVAL):
+        interval = document.get("interval") if isinstance(document, dict) else None
+        if not has_shape(document, shape_of(cls)) or (interval is not None and not has_shape(interval, _INTERVAL)):
             return None
         return cls.from_dict(document, cached=True)
 
@@ -79,7 +89,7 @@ class CacheFile:
     def __init__(self, folder: Path | None = None):
         self.path = Path(folder or cache_dir()) / self.FILE_NAME
 
-    def _part(self) -> dict:
+    def _read(self) -> dict:
         document = read_cache_json(self.path)
         if not isinstance(document, dict) or document.get("format") != self.FORMAT:
             return {}
@@ -99,9 +109,6 @@ class CacheFile:
 class DecisionCache(CacheFile):
     FORMAT, FILE_NAME, PART = FORMAT, FILE_NAME, "decisions"
     WHAT, LOST = "speed-decision cache", "the measurement will be repeated next time"
-
-    def _read(self) -> dict:
-        return self._part()
 
     def get(self, key: str) -> dict | None:
         value = self._read().get(key)

@@ -45,18 +45,13 @@ ESTIMATE_STEPS = 2  # eager steps timed (after one warm-up) to estimate a step-b
 
 @dataclass(frozen=True)
 class CompileDecision(StoredDecision):
-    precision: str
-    batch_size: int
-    verdict: str  # the compiled step is: faster | slower | no clear difference | cannot compile here
+    # verdict (StoredDecision): the compiled step is faster | slower | no clear difference | cannot compile here
     eager_step_s: float | None
     compiled_step_s: float | None
     interval: dict | None  # the compiled step's speedup over the eager one (SpeedupInterval.to_dict())
     rounds: int
     compile_s: float | None  # what a new run pays before its first step, compile cache warm
     first_compile_s: float | None = None  # what the measuring process paid (cold unless cached before)
-    note: str = ""
-    measured_on: str = ""
-    cached: bool = False
 
     @property
     def break_even_s(self) -> float | None:
@@ -67,8 +62,7 @@ class CompileDecision(StoredDecision):
 
     def pays_for(self, run_s: float | None) -> bool:
         """`run_s`: the run's expected length in eager seconds (None: unbounded)."""
-        break_even = self.break_even_s
-        return break_even is not None and (run_s is None or run_s > break_even)
+        return self.break_even_s is not None and (run_s is None or run_s > self.break_even_s)
 
     def describe(self) -> str:
         """'bf16 at batch 64: compiled 61.0 ms vs eager 80.2 ms per step, 1.31x (95% CI 1.22-1.41, 8 rounds),
@@ -129,8 +123,7 @@ def expected_run_s(steps: int | None, seconds: float | None, eager_step_s: float
     """A run's length in eager seconds: its time budget, or its steps at the eager step's pace,
     whichever ends it first (None: neither bounds it)."""
     by_steps = steps * eager_step_s if steps is not None else None
-    bounds = [b for b in (by_steps, seconds) if b is not None]
-    return min(bounds) if bounds else None
+    return min((b for b in (by_steps, seconds) if b is not None), default=None)
 
 
 def decide_compile(
@@ -216,8 +209,7 @@ class TrainingStepCompileProbe(CompileProbe):
         return self._eager
 
     def eager_step_s(self) -> float:
-        timer = self._eager_timer()
-        return median_s([timer() for _ in range(ESTIMATE_STEPS)])
+        return median_s([self._eager_timer()() for _ in range(ESTIMATE_STEPS)])
 
     def measure(self) -> CompileMeasurement:
         eager = self._eager_timer()
@@ -269,5 +261,6 @@ def compiled_precisions(
         return {"compile": compile_it, "decision": decision.to_dict() if decision else None}
 
     answers = on_rank_zero(precisions, decided)
-    chosen = tuple(p for p in precisions if answers[p]["compile"])
-    return chosen, {p: answers[p]["decision"] for p in precisions if answers[p]["decision"] is not None}
+    return tuple(p for p in precisions if answers[p]["compile"]), {
+        p: answers[p]["decision"] for p in precisions if answers[p]["decision"] is not None
+    }

@@ -18,9 +18,13 @@ import sys
 import tempfile
 
 from ampgan.config import TrainConfig
+from ampgan.data import load_dataset
 from ampgan.errors import AmpganError, say
+from ampgan.gan.registry import consent_environment
+from ampgan.speed.step_timer import StepTimer
 from ampgan.system.processes import python_command
 from ampgan.training.compile_cache import ENV, use_persistent_compile_cache
+from ampgan.training.precision import resolve_device
 
 PROBE_TIMEOUT_S = 900
 
@@ -44,8 +48,6 @@ def measure_warm_compile_s(config: TrainConfig, fix: str = "drop --compile") -> 
 
 
 def _probe(config: TrainConfig, cache_folder: str, fix: str = "drop --compile") -> dict:
-    from ampgan.gan.registry import consent_environment
-
     command = python_command("-m", "ampgan.speed.compile_time", json.dumps(config.to_dict()))
     try:
         # The probe builds the model this process was allowed to import, and no other (gan/registry.py).
@@ -65,13 +67,14 @@ def _probe(config: TrainConfig, cache_folder: str, fix: str = "drop --compile") 
 
 
 def _probe_main(config_json: str) -> None:
-    from ampgan.data import load_dataset
-    from ampgan.speed.step_timer import StepTimer
-    from ampgan.training.precision import resolve_device
-
     config = TrainConfig.from_dict(json.loads(config_json))
-    dataset = load_dataset(config.data, seed=config.seed)
-    timer = StepTimer(config, dataset, resolve_device(config.compute.device), data_parallel=False, across_ranks=False)
+    timer = StepTimer(
+        config,
+        load_dataset(config.data, seed=config.seed),
+        resolve_device(config.compute.device),
+        data_parallel=False,
+        across_ranks=False,
+    )
     first = timer()
     step = statistics.median(timer() for _ in range(3))
     say(json.dumps({"first_step_s": first, "step_s": step}))

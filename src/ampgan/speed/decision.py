@@ -27,7 +27,6 @@ import torch
 import ampgan.precisions as precisions
 from ampgan.errors import warn
 from ampgan.gan.registry import resolve_model
-from ampgan.precisions import FP32
 from ampgan.speed.ab import outcome_of
 from ampgan.speed.cache import DecisionCache, StoredDecision, decision_key
 from ampgan.speed.intervals import SpeedupInterval
@@ -45,35 +44,26 @@ HOPELESS_FIRST_STEP = 20.0
 
 def candidate_modes(device_type: str, cuda_capability: tuple[int, int] | None = None) -> tuple[list[str], list[dict]]:
     """(precisions worth measuring against fp32, [{precision, reason}] that cannot run here at all)."""
-    candidates, cannot_run = [], []
-    for name, mode in precisions.PRECISIONS.items():
-        if name == BASELINE:
-            continue
-        reason = mode.unavailable_reason(device_type, cuda_capability)
-        if reason is None:
-            candidates.append(name)
-        else:
-            cannot_run.append({"precision": name, "reason": reason})
-    return candidates, cannot_run
+    why_not = {
+        name: mode.unavailable_reason(device_type, cuda_capability)
+        for name, mode in precisions.PRECISIONS.items()
+        if name != BASELINE
+    }
+    cannot_run = [{"precision": name, "reason": reason} for name, reason in why_not.items() if reason is not None]
+    return [name for name, reason in why_not.items() if reason is None], cannot_run
 
 
 def candidates_for(device: torch.device) -> tuple[list[str], list[dict]]:
-    capability = torch.cuda.get_device_capability(device) if device.type == "cuda" else None
-    return candidate_modes(device.type, capability)
+    return candidate_modes(device.type, torch.cuda.get_device_capability(device) if device.type == "cuda" else None)
 
 
 @dataclass(frozen=True)
 class Decision(StoredDecision):
-    precision: str
-    batch_size: int
-    verdict: str  # faster | slower | no clear difference
+    # verdict (StoredDecision): faster | slower | no clear difference
     fp32_step_s: float | None
     step_s: float | None
     interval: dict | None  # SpeedupInterval.to_dict(), when two or more rounds were paired
     rounds: int
-    note: str = ""  # why measuring stopped early, or what disturbed it
-    measured_on: str = ""
-    cached: bool = False
 
     @property
     def useful(self) -> bool:
@@ -110,7 +100,6 @@ def decisions_from_rounds(
 ) -> dict[str, Decision]:
     """The verdict of every candidate measured in `result` (pure: testable with injected rounds).
     `hopeless_at_warmup`: candidate -> (its first step's seconds, fp32's first step's seconds)."""
-    today = datetime.date.today().isoformat()
     decisions = {}
     for name, (first, fp32_first) in hopeless_at_warmup.items():
         decisions[name] = Decision(
@@ -121,7 +110,7 @@ def decisions_from_rounds(
             first,
             None,
             0,
-            measured_on=today,
+            measured_on=datetime.date.today().isoformat(),
             note=f"first steps: more than {HOPELESS_FIRST_STEP:g}x slower, left out at once",
         )
     for name in result.samples_s:
@@ -132,11 +121,8 @@ def decisions_from_rounds(
 
 def interval_text(interval: dict | None) -> str:
     """', 1.70x (95% CI 1.62-1.79, 6 rounds)' from a stored SpeedupInterval dict; '' without one."""
-    if not interval:
-        return ""
-    return (
-        ", " + SpeedupInterval(interval["estimate"], interval["low"], interval["high"], interval["rounds"]).describe()
-    )
+    fields = ("estimate", "low", "high", "rounds")
+    return ", " + SpeedupInterval(*(interval[k] for k in fields)).describe() if interval else ""
 
 
 Measure = Callable[[list[str]], tuple[RoundsResult, dict[str, tuple[float, float]]]]
@@ -176,19 +162,17 @@ def decide(
 
 def fastest_useful_mixed(decisions: dict[str, Decision]) -> str | None:
     useful = [d for d in decisions.values() if precisions.precision(d.precision).mixed and d.useful]
-    if not useful:
-        return None
-    return max(useful, key=lambda d: d.interval["estimate"] if d.interval else 0.0).precision
+    best = max(useful, key=lambda d: d.interval["estimate"] if d.interval else 0.0, default=None)
+    return best.precision if best else None
 
 
 def choose_for_comparison(decisions: dict[str, Decision], left_out: list[dict]) -> tuple[tuple[str, ...], list[dict]]:
     """(fp32 and the fastest useful mixed mode, or fp32 alone when no mode is faster here; what was left
     out and why)."""
     best = fastest_useful_mixed(decisions)
-    left = left_out + [
+    return ((precisions.FP32, best) if best else (precisions.FP32,)), left_out + [
         {"precision": d.precision, "reason": d.reason()} for d in decisions.values() if d.precision != best
     ]
-    return ((FP32, best) if best else (FP32,)), left
 
 
 def machine_key(device: torch.device, config, deciding: str = "") -> dict:
@@ -266,9 +250,8 @@ def decide_for_run(
 ) -> tuple[dict[str, Decision], list[dict]]:
     """Decisions for this machine at the config's batch size: (decisions, modes that cannot run here)."""
     candidates, cannot_run = candidates_for(device)
-    names = [p for p in (precisions or candidates) if p != BASELINE]
     decisions = decide(
-        names,
+        [p for p in (precisions or candidates) if p != BASELINE],
         config.budget.batch_size,
         machine_key(device, config),
         measure_on_training_step(config, dataset, device),

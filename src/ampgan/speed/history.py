@@ -34,7 +34,7 @@ class SpeedupHistory(CacheFile):
                 for v in values
                 if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
             ]
-            for key, values in self._part().items()
+            for key, values in super()._read().items()
             if isinstance(values, list)
         }
 

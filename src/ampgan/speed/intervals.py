@@ -149,8 +149,7 @@ def block_means(values: Sequence[float], max_blocks: int) -> np.ndarray:
     """Means of up to `max_blocks` consecutive blocks of near-equal size (every value in one block;
     with fewer values than blocks, the values themselves)."""
     values = np.asarray(values, dtype=np.float64)
-    count = min(len(values), max_blocks)
-    return np.array([chunk.mean() for chunk in np.array_split(values, count)])
+    return np.array([chunk.mean() for chunk in np.array_split(values, min(len(values), max_blocks))])
 
 
 def reference_drift(reference_s: Sequence[float]) -> float | None:

@@ -28,16 +28,11 @@ NCHW, CHANNELS_LAST = "nchw", "channels-last"
 
 @dataclass(frozen=True)
 class LayoutDecision(StoredDecision):
-    precision: str
-    batch_size: int
-    verdict: str  # channels-last is: faster | slower | no clear difference
+    # verdict (StoredDecision): channels-last is faster | slower | no clear difference
     nchw_step_s: float | None
     channels_last_step_s: float | None
     interval: dict | None  # channels-last's speedup over NCHW (SpeedupInterval.to_dict())
     rounds: int
-    note: str = ""
-    measured_on: str = ""
-    cached: bool = False
 
     @property
     def channels_last(self) -> bool:
@@ -103,11 +98,9 @@ def measure_layouts_with(
 
     def measure() -> RoundsResult:
         timers = {name: make_timer(name) for name in (NCHW, CHANNELS_LAST)}
-        last = {}
         for _ in range(WARMUP_STEPS):
-            for name, timer in timers.items():
-                last[name] = timer()
-        return measure_rounds(timers, NCHW, capped_for(rule, sum(last.values())), seed=seed)
+            round_s = sum(timer() for timer in timers.values())  # the last one caps a tie (capped_for)
+        return measure_rounds(timers, NCHW, capped_for(rule, round_s), seed=seed)
 
     return measure
 

@@ -125,8 +125,8 @@ def plan_run(asked: Asked, dataset, device: torch.device, log: Callable[[str], N
         return plan
     if asked.channels_last is None:
         started = time.perf_counter()
-        measured_formats = budget.layouts_that_fit(asked.config_for, chosen, device)
-        channels_last, layouts = channels_last_precisions(asked.config_for, measured_formats, dataset, device, log)
+        fitting = budget.layouts_that_fit(asked.config_for, chosen, device)  # the others run NCHW
+        channels_last, layouts = channels_last_precisions(asked.config_for, fitting, dataset, device, log)
         plan = replace(plan, channels_last=channels_last, layouts=layouts)
         log(
             f"decisions: the memory format decided in {time.perf_counter() - started:.1f} s "
@@ -206,8 +206,7 @@ def _precisions(asked: Asked, dataset, device, log, budget: _DecisionBudget):
                 budget.why_not("the precisions", DECISION_RULE.max_seconds)
                 + f"; {', '.join(skipped)} timed without it (choose with --precisions)"
             )
-            decisions = {name: cached[name] for name in candidates if name in cached}
-            return _chosen(choose, decisions, cannot_run, skipped, log)
+            return _chosen(choose, cached, cannot_run, skipped, log)
     decisions, cannot_run = decide_for_run(baseline_config, dataset, device, log=log) if world().is_main else ({}, [])
     return _chosen(choose, decisions, cannot_run, [], log)
 

@@ -39,15 +39,19 @@ def planned(start: RunStart, explicit: dict, log) -> RunStart:
     goes into config.json, so a resumed run keeps it."""
     prepared = start.prepared
     config, name = prepared.config, prepared.config.precision.name
-    asked = Asked(
-        lambda precision: config,
-        precisions=(name,),
-        channels_last=None
-        if "compute.channels_last" not in explicit
-        else ((name,) if config.compute.channels_last else ()),
-        compile=None if "compute.compile" not in explicit else ((name,) if config.compute.compile else ()),
+    plan = plan_run(
+        Asked(
+            lambda precision: config,
+            precisions=(name,),
+            channels_last=None
+            if "compute.channels_last" not in explicit
+            else ((name,) if config.compute.channels_last else ()),
+            compile=None if "compute.compile" not in explicit else ((name,) if config.compute.compile else ()),
+        ),
+        prepared.dataset,
+        prepared.policy.device,
+        log,
     )
-    plan = plan_run(asked, prepared.dataset, prepared.policy.device, log)
     chosen = config.with_fields(
         {"compute.channels_last": name in plan.channels_last, "compute.compile": name in plan.compile}
     )

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 import numpy as np
+import torch
 
 from ampgan.speed.intervals import BETWEEN_RUN_SD, SpeedupInterval, load_changed, reference_drift, speedup_interval
 from ampgan.system import cpu_tuning
@@ -169,8 +170,6 @@ def measure_rounds(
 
 
 def _attempt(timers, baseline, rule, seed, stop_check, budget, load_probe) -> RoundsResult:
-    import torch
-
     order_source = random.Random(seed)
     result = RoundsResult(
         baseline=baseline,
@@ -231,14 +230,11 @@ def _why_stop(result: RoundsResult, active: list[str], rule: StoppingRule, budge
             return "only a baseline"
         if all(_answered(result.intervals[name], rule) for name in candidates):
             return rule.until
-    if result.seconds >= budget and (rounds >= 2 or not candidates):
-        return "time cap"
-    if result.seconds >= 2 * budget:  # even two rounds do not fit: stop with what there is
-        return "time cap"
-    return ""
+    # At the cap with two rounds (or nothing to compare), or past twice the cap: even two rounds do not fit,
+    # stop with what there is.
+    at_cap = result.seconds >= budget and (rounds >= 2 or not candidates)
+    return "time cap" if at_cap or result.seconds >= 2 * budget else ""
 
 
 def _answered(interval: SpeedupInterval | None, rule: StoppingRule) -> bool:
-    if interval is None:
-        return False
-    return interval.settled or (rule.until == UNTIL_DECIDED and interval.decided)
+    return interval is not None and (interval.settled or (rule.until == UNTIL_DECIDED and interval.decided))

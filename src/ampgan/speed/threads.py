@@ -21,8 +21,10 @@ from ampgan.precisions import BASELINE
 from ampgan.speed.ab import outcome_of
 from ampgan.speed.decision import UNTIL_DECIDED, WARMUP_STEPS, duration_text, interval_text
 from ampgan.speed.rounds import StoppingRule, measure_rounds
+from ampgan.speed.step_timer import StepTimer
 from ampgan.system import cpu_tuning
 from ampgan.system.cpu_tuning import cores, fitting_threads, load_text, oversubscribed, threads_given
+from ampgan.training.distributed import world
 
 THREADS_RULE = StoppingRule(min_rounds=3, max_seconds=10.0, until=UNTIL_DECIDED)
 AS_IS, FEWER = "as is", "fewer"
@@ -65,9 +67,6 @@ def thread_choice(
 def fit_threads(config, dataset, device: torch.device, log=lambda line: None) -> dict:
     """Before the speed decisions: the threads that fit the machine now (thread_choice), applied to this
     process and said in one line. Not a CPU run: nothing to fit."""
-    from ampgan.speed.step_timer import StepTimer
-    from ampgan.training.distributed import world
-
     if device.type != "cpu":
         return {"threads": None, "reason": "not a CPU run"}
     current = torch.get_num_threads()

@@ -14,9 +14,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 
+from ampgan import precisions
 from ampgan.errors import AmpganError
-from ampgan.precisions import NAMES as PRECISION_NAMES
-from ampgan.precisions import precision as precision_mode
 
 
 @dataclass(frozen=True)
@@ -41,7 +40,7 @@ class GpuSpec:
 
     def cannot_run(self, precision: str) -> str | None:
         """Why this GPU cannot run `precision` (too old for its mode, or no rate for it in this row), or None."""
-        reason = precision_mode(precision).unavailable_reason("cuda", self.cuda_capability)
+        reason = precisions.precision(precision).unavailable_reason("cuda", self.cuda_capability)
         if reason is None and precision in self.peak_tflops and not self.peak_tflops[precision]:
             return f"no {precision} units (its datasheet row gives no {precision} rate)"
         return reason
@@ -83,7 +82,7 @@ def parse_gpu_table(text: str) -> dict[str, GpuSpec]:
             key=row["key"],
             name=row["name"],
             # A mode without a column (one registered in code) runs at the fp32 rate (kernel_model.peak_tflops).
-            peak_tflops={name: _number(row[f"{name}_tflops"]) for name in PRECISION_NAMES if f"{name}_tflops" in row},
+            peak_tflops={name: _number(row[f"{name}_tflops"]) for name in precisions.NAMES if f"{name}_tflops" in row},
             fp16_units=row["fp16_units"],
             bandwidth_gbs=float(row["bandwidth_gbs"]),
             memory_gib=float(row["memory_gib"]),

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-import os
 import platform
 import re
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 import torch
 
 from ampgan.precisions import precision as precision_mode
+from ampgan.system.cpu_tuning import cores
 from ampgan.system.gpus import gpu_table
 
 # CPU flags (from /proc/cpuinfo) that decide the vector width and which reduced-precision
@@ -45,46 +46,38 @@ class Hardware:
 
 
 def _cpuinfo() -> tuple[str, set[str], float | None, int | None, str]:
-    model, flags, mhz, family = platform.processor() or platform.machine(), set(), None, None
     try:
-        with open("/proc/cpuinfo", encoding="utf-8") as handle:
-            for line in handle:
-                key, _, value = line.partition(":")
-                key = key.strip()
-                if key == "model name":
-                    model = value.strip()
-                elif key == "flags":
-                    flags = set(value.split())
-                elif key == "cpu MHz" and mhz is None:
-                    mhz = float(value)
-                elif key == "cpu family" and family is None:
-                    family = int(value)
-                if flags and key == "":  # the first processor's block is enough
-                    break
+        text = Path("/proc/cpuinfo").read_text(encoding="utf-8")
     except OSError:
-        pass
+        text = ""
+    # The first processor's block is enough: "key<tabs>: value" lines.
+    first = {
+        key.strip(): value.strip()
+        for key, _, value in (line.partition(":") for line in text.split("\n\n")[0].splitlines())
+    }
+    model = first.get("model name") or platform.processor() or platform.machine()
+    mhz = float(first["cpu MHz"]) if "cpu MHz" in first else None
+    family = int(first["cpu family"]) if "cpu family" in first else None
+    source = "the clock /proc/cpuinfo showed at detection; the OS reports no maximum" if mhz else ""
     rated = _max_mhz()
     if rated:
-        return model, flags, rated, family, "the maximum clock the OS reports (cpufreq)"
-    source = "the clock /proc/cpuinfo showed at detection; the OS reports no maximum" if mhz else ""
-    return model, flags, mhz, family, source
+        mhz, source = rated, "the maximum clock the OS reports (cpufreq)"
+    return model, set(first.get("flags", "").split()), mhz, family, source
 
 
 def _max_mhz() -> float | None:
     """The rated maximum clock where the kernel exposes it (not on most VMs)."""
     try:
-        with open("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq", encoding="utf-8") as handle:
-            return int(handle.read()) / 1000.0
+        return int(Path("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq").read_text(encoding="utf-8")) / 1000
     except (OSError, ValueError):
         return None
 
 
 def detect_hardware(device: torch.device) -> Hardware:
     cpu_model, flags, mhz, family, mhz_source = _cpuinfo()
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     common = dict(
         cpu_model=cpu_model,
-        cpu_cores=cores,
+        cpu_cores=cores(),
         torch_threads=torch.get_num_threads(),
         cpu_flags=tuple(f for f in SIMD_FLAGS if f in flags),
         cpu_mhz=mhz,
@@ -103,11 +96,6 @@ def detect_hardware(device: torch.device) -> Hardware:
     return Hardware(device_type="cpu", name=cpu_model, **common)
 
 
-# Dense (no sparsity) peak TFLOP/s from NVIDIA's datasheets (system/gpus.csv names each one); the
-# fp16/bf16/tf32 figures are tensor-core rates. None: the precision has no fast path there.
-GPU_PEAK_TFLOPS: dict[str, dict[str, float | None]] = {key: spec.peak_tflops for key, spec in gpu_table().items()}
-
-
 def name_tokens(text: str) -> list[str]:
     """'NVIDIA A100-SXM4-80GB' -> ['nvidia', 'a100', 'sxm4', '80gb']."""
     return [token for token in re.split(r"[^0-9a-z]+", text.lower()) if token]
@@ -122,9 +110,9 @@ def names_device(key: str, device_name: str) -> bool:
 
 
 def gpu_table_key(name: str) -> str | None:
-    """The GPU_PEAK_TFLOPS key that names this device, the most specific first ("H100 PCIe" before
-    "H100"); None for a GPU the table does not know."""
-    matching = [key for key in GPU_PEAK_TFLOPS if names_device(key, name)]
+    """The key of the GPU table (system/gpus.py: dense datasheet peaks) that names this device, the most specific
+    first ("H100 PCIe" before "H100"); None for a GPU the table does not know."""
+    matching = [key for key in gpu_table() if names_device(key, name)]
     return max(matching, key=lambda key: len(name_tokens(key))) if matching else None
 
 
@@ -146,7 +134,7 @@ def gpu_peak_tflops(name: str, precision: str) -> float | None:
     None for a GPU the table does not know (the caller says so and asks for --peak-tflops rather than
     guess) or a precision without a fast path."""
     key = gpu_table_key(_MIG_PROFILE.sub("", name))
-    peak = GPU_PEAK_TFLOPS[key].get(precision) if key else None
+    peak = gpu_table()[key].peak_tflops.get(precision) if key else None
     share = mig_compute_share(name)
     return peak * share if peak is not None and share is not None else peak
 

@@ -20,8 +20,7 @@ def available_memory_bytes(device: torch.device | str = "cpu") -> int | None:
     counts reclaimable page cache). None when the platform does not say."""
     device = torch.device(device)
     if device.type == "cuda":
-        free, _total = torch.cuda.mem_get_info(device)
-        return int(free)
+        return int(torch.cuda.mem_get_info(device)[0])  # (free, total)
     try:
         with open("/proc/meminfo", encoding="ascii") as meminfo:
             for line in meminfo:
@@ -60,5 +59,4 @@ def refuse_unless_it_fits(
 
 def largest_count(bytes_each: int, device: torch.device | str = "cpu", fixed_bytes: int = 0) -> int:
     """How many items of `bytes_each` fit beside `fixed_bytes` in the memory available now (0 if none)."""
-    available = available_memory_bytes(device) or 0
-    return max(0, (available - fixed_bytes) // max(1, bytes_each))
+    return max(0, ((available_memory_bytes(device) or 0) - fixed_bytes) // max(1, bytes_each))
