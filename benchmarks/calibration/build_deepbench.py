@@ -23,9 +23,9 @@ import sys
 from pathlib import Path
 
 from ampgan.precisions import FP16, FP32
-from ampgan.projection.kernel_fit import CALIBRATION_COLUMNS
+from ampgan.projection.kernels import CALIBRATION_COLUMNS
 
-# The projection's calibration format, declared once (projection/kernel_fit.py).
+# The projection's calibration format, declared once (projection/kernels.py).
 COLUMNS = list(CALIBRATION_COLUMNS)
 HERE = Path(__file__).resolve().parent
 SOURCE = "https://github.com/baidu-research/DeepBench (commit da81ba7, results/train/{sheet})"

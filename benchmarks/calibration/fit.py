@@ -2,7 +2,7 @@
 
     python benchmarks/calibration/fit.py            # every fitted table below (a few seconds)
 
-Each architecture's parameters are fitted on its measured kernels (src/ampgan/projection/kernel_fit.py),
+Each architecture's parameters are fitted on its measured kernels (kernel_fit.py beside this script),
 then cross-validated by kernel: the residuals of kernels no fit saw give the band per kernel class and
 the error the documentation states. Held-out tables (heldout_*.csv) are never read here.
 """
@@ -16,11 +16,13 @@ from pathlib import Path
 
 import numpy as np
 
-from ampgan.precisions import FP16, FP32
-from ampgan.projection.kernel_fit import (
+HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))  # kernel_fit.py beside it, when imported rather than run
+
+from kernel_fit import (  # noqa: E402
     BAND_QUANTILES,
     FOLDS,
-    SMALL_FLOPS,
     cross_validated_log_residuals,
     fit,
     paired,
@@ -28,11 +30,18 @@ from ampgan.projection.kernel_fit import (
     residual_quantiles,
     speedup_check,
 )
-from ampgan.projection.kernel_model import PATH_PARAMETERS, SHARED_PARAMETERS, irregular, path_of
-from ampgan.projection.step_band import step_composition
-from ampgan.system.gpus import gpu_spec
 
-HERE = Path(__file__).resolve().parent
+from ampgan.precisions import FP16, FP32  # noqa: E402
+from ampgan.projection.kernel_model import (  # noqa: E402
+    PATH_PARAMETERS,
+    SHARED_PARAMETERS,
+    SMALL_FLOPS,
+    irregular,
+    path_of,
+)
+from ampgan.projection.step_band import step_composition  # noqa: E402
+from ampgan.system.gpus import gpu_spec  # noqa: E402
+
 OUT = HERE.parents[1] / "src" / "ampgan" / "projection" / "calibration"
 # architecture -> (the GPU row of gpus.csv the table was measured on, the tables fitted)
 FITTED = {"volta": ("V100", ["deepbench_v100.csv"]), "pascal": ("P100", ["deepbench_p100.csv"])}
@@ -116,7 +125,7 @@ def calibrate(architecture: str) -> dict:
         "fitted_on": {p: len(d.names) for p, d in tables.items()},
         "fitted": datetime.date.today().isoformat(),
         "fitted_by": "benchmarks/calibration/fit.py (Levenberg-Marquardt on log time, "
-        "src/ampgan/projection/kernel_fit.py)",
+        "benchmarks/calibration/kernel_fit.py)",
         "parameters": {
             **{p: dict(zip(PATH_PARAMETERS, map(float, v))) for p, v in paths.items()},
             "shared": dict(zip(SHARED_PARAMETERS, map(float, shared))),

@@ -199,3 +199,22 @@ def irregular(kernel: Kernel, precision: str) -> bool:
     """A kernel in the calibration's wide-error class: tiny channels, or channels a 16-bit path needs aligned."""
     tiny = kernel.op != GEMM and kernel.c <= TINY_CHANNELS
     return tiny or any(d % precision_mode(precision).alignment for d in kernel.channel_dims())
+
+
+SMALL_FLOPS = 3e9  # under it a kernel is mostly launch and prologue: its errors differ from a large one's
+
+
+def kernel_class(kernel: Kernel, precision: str) -> str:
+    """The band's class: the op, whether its channels are irregular (1-4 channels, or not aligned for the
+    16-bit path), whether it is small, whether it is a strided convolution (their 16-bit kernels differ
+    most between libraries: DeepBench's P100 data gradients)."""
+    shape = "irregular" if irregular(kernel, path_of(precision)) else "regular"
+    strided = kernel.op != "gemm" and (kernel.stride_h > 1 or kernel.stride_w > 1)
+    return f"{kernel.op}:{shape}" + (":small" if kernel.flops() < SMALL_FLOPS else "") + (":strided" if strided else "")
+
+
+def class_candidates(name: str) -> list[str]:
+    """A class and the broader ones it belongs to, most specific first ("conv_fwd:regular:small" ->
+    ..., "conv_fwd:regular", "conv_fwd"): a band comes from the first with enough kernels."""
+    parts = name.split(":")
+    return [":".join(parts[:i]) for i in range(len(parts), 0, -1)]

@@ -14,9 +14,8 @@ from pathlib import Path
 from ampgan.errors import AmpganError
 from ampgan.files.atomic import write_csv_atomically
 from ampgan.precisions import NAMES
-from ampgan.projection.kernel_fit import read_kernel_rows
 from ampgan.projection.kernel_model import calibration_for
-from ampgan.projection.kernels import Kernel, kernel_from_row
+from ampgan.projection.kernels import Kernel, kernel_from_row, read_kernel_rows
 from ampgan.projection.step_model import UNCALIBRATED_WIDENING, kernel_times
 from ampgan.system.gpus import GpuSpec
 

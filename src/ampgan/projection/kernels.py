@@ -12,9 +12,12 @@ form cuBLAS and cuDNN tile onto the GPU's multiprocessors: that is where its eff
 
 from __future__ import annotations
 
+import csv
 from dataclasses import dataclass
+from pathlib import Path
 
 from ampgan.errors import AmpganError
+from ampgan.files.jsonfile import refuse_unless_regular_file
 from ampgan.files.schema import table_number
 
 GEMM, CONV_OPS = "gemm", ("conv_fwd", "conv_bwd_data", "conv_bwd_weight")
@@ -23,6 +26,7 @@ GEMM_FIELDS = ("m", "n", "k")
 GEMM_FLAGS = ("transpose_a", "transpose_b")
 CONV_FIELDS = ("batch", "c", "h", "w", "out_channels", "r", "s", "pad_h", "pad_w", "stride_h", "stride_w")
 COLUMNS = ("name", "op", *GEMM_FIELDS, *GEMM_FLAGS, *CONV_FIELDS)
+CALIBRATION_COLUMNS = (*COLUMNS, "precision", "ms")  # a measured table: each kernel's precision and time
 
 
 @dataclass(frozen=True)
@@ -125,3 +129,23 @@ def kernel_from_row(row: dict, where: str) -> Kernel:
             f"input padded by {kernel.pad_h}x{kernel.pad_w}"
         )
     return kernel
+
+
+def read_kernel_rows(path: Path, *, measured: bool) -> list[tuple[int, dict]]:
+    """(line number, row) of a kernel CSV; one error line for a missing file or missing columns."""
+    refuse_unless_regular_file(path, "the kernel table")  # a FIFO would block the read forever
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise AmpganError(
+            f"cannot read the kernel table {path} ({error.__class__.__name__}): give a CSV file"
+        ) from None
+    reader = csv.DictReader(text.splitlines())
+    needed = ("name", "op") + (("precision", "ms") if measured else ())
+    missing = [c for c in needed if c not in (reader.fieldnames or [])]
+    if missing:
+        raise AmpganError(
+            f"{path} has no column {', '.join(missing)}: its header must hold "
+            f"{','.join(CALIBRATION_COLUMNS if measured else COLUMNS)}"
+        )
+    return [(number, row) for number, row in enumerate(reader, start=2)]

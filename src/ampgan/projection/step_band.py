@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from ampgan.precisions import FP16, FP32
-from ampgan.projection.kernel_fit import kernel_class
+from ampgan.projection.kernel_model import kernel_class
 from ampgan.projection.kernels import GEMM, Kernel
 
 CORRELATION_KINDS = ("same_layer", "same_class", "other")

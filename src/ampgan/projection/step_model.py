@@ -30,12 +30,13 @@ from ampgan.bench.ops import OpRow
 from ampgan.precisions import FP16, FP32, TF32
 from ampgan.precisions import precision as precision_mode
 from ampgan.projection.assumptions import BANDWIDTH_FRACTION, LAUNCH_GAP_S
-from ampgan.projection.kernel_fit import class_candidates, kernel_class
 from ampgan.projection.kernel_model import (
     Calibration,
     calibration_for,
+    class_candidates,
     features,
     irregular,
+    kernel_class,
     path_of,
     peak_tflops,
     predict_seconds,

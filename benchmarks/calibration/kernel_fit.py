@@ -1,5 +1,8 @@
 """Fitting the kernel model to measured kernels, and saying how wrong it is on kernels it did not see.
 
+Run by fit.py beside it (the fitted parameters and bands ship as src/ampgan/projection/calibration/*.json;
+ampgan itself only reads them), and by tests/test_calibration.py, which recomputes the shipped numbers.
+
 Reads a calibration table (benchmarks/calibration/*.csv: kernel shape, precision, measured ms; the
 format docs/projection.md gives), fits each architecture's parameters by Levenberg-Marquardt on log
 time (numpy only; a weak pull towards neutral values keeps a term that few kernels exercise near
@@ -10,7 +13,6 @@ and precision) and the error the documentation states; tests/test_calibration.py
 
 from __future__ import annotations
 
-import csv
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,23 +20,22 @@ from pathlib import Path
 import numpy as np
 
 from ampgan.errors import AmpganError
-from ampgan.files.jsonfile import refuse_unless_regular_file
 from ampgan.precisions import FP16, FP32, NAMES
 from ampgan.precisions import precision as precision_mode
 from ampgan.projection.kernel_model import (
     PATH_PARAMETERS,
     PATHS,
     Features,
+    class_candidates,
     features,
-    irregular,
+    kernel_class,
     path_of,
     peak_tflops,
     predict_seconds,
 )
-from ampgan.projection.kernels import COLUMNS, Kernel, kernel_from_row
+from ampgan.projection.kernels import Kernel, kernel_from_row, read_kernel_rows
 from ampgan.system.gpus import GpuSpec
 
-CALIBRATION_COLUMNS = (*COLUMNS, "precision", "ms")
 # Of the cross-validated log residuals, per class and precision, conformally corrected: 11% of a class's
 # kernels may fall below its band and 11% above. The one level chosen knowing the cross-validation: the
 # smallest band that still holds 80% of the measured speedups of kernels neither fit nor band saw.
@@ -54,26 +55,6 @@ class Measured:
     kernel: Kernel
     precision: str
     ms: float
-
-
-def read_kernel_rows(path: Path, *, measured: bool) -> list[tuple[int, dict]]:
-    """(line number, row) of a kernel CSV; one error line for a missing file or missing columns."""
-    refuse_unless_regular_file(path, "the kernel table")  # a FIFO would block the read forever
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
-        raise AmpganError(
-            f"cannot read the kernel table {path} ({error.__class__.__name__}): give a CSV file"
-        ) from None
-    reader = csv.DictReader(text.splitlines())
-    needed = ("name", "op") + (("precision", "ms") if measured else ())
-    missing = [c for c in needed if c not in (reader.fieldnames or [])]
-    if missing:
-        raise AmpganError(
-            f"{path} has no column {', '.join(missing)}: its header must hold "
-            f"{','.join(CALIBRATION_COLUMNS if measured else COLUMNS)}"
-        )
-    return [(number, row) for number, row in enumerate(reader, start=2)]
 
 
 def read_calibration(path: Path) -> list[Measured]:
@@ -209,25 +190,6 @@ def cross_validated_log_residuals(
                 test = data.subset(held)
                 out[precision][held] = test.log_ms - np.log(predict_ms(test, paths, shared, gpu))
     return out
-
-
-SMALL_FLOPS = 3e9  # under it a kernel is mostly launch and prologue: its errors differ from a large one's
-
-
-def kernel_class(kernel: Kernel, precision: str) -> str:
-    """The band's class: the op, whether its channels are irregular (1-4 channels, or not aligned for the
-    16-bit path), whether it is small, whether it is a strided convolution (their 16-bit kernels differ
-    most between libraries: DeepBench's P100 data gradients)."""
-    shape = "irregular" if irregular(kernel, path_of(precision)) else "regular"
-    strided = kernel.op != "gemm" and (kernel.stride_h > 1 or kernel.stride_w > 1)
-    return f"{kernel.op}:{shape}" + (":small" if kernel.flops() < SMALL_FLOPS else "") + (":strided" if strided else "")
-
-
-def class_candidates(name: str) -> list[str]:
-    """A class and the broader ones it belongs to, most specific first ("conv_fwd:regular:small" ->
-    ..., "conv_fwd:regular", "conv_fwd"): a band comes from the first with enough kernels."""
-    parts = name.split(":")
-    return [":".join(parts[:i]) for i in range(len(parts), 0, -1)]
 
 
 MIN_CLASS = 8  # kernels a class needs to have its own band; a smaller one takes its broader class's
