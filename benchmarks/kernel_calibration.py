@@ -5,7 +5,7 @@
 
 For the study's network (acgan-2019, 28 px grey) and the default model (acgan, width 64, 32 px colour), at
 each batch size and precision: one cycle of the real step is recorded, each matrix kernel is run alone and
-timed (src/ampgan/bench/calibration.py), and OUT.csv (name,op,m,n,k,...,precision,ms) with OUT.json (the
+timed (benchmarks/calibration/step_kernels.py), and OUT.csv (name,op,m,n,k,...,precision,ms) with OUT.json (the
 GPU, its architecture, the software, the date) is rewritten after every configuration, so a run stopped
 by a signal keeps what it finished. Exit 0 when every configuration was measured, 1 otherwise.
 """
@@ -41,7 +41,7 @@ def sidecar(device, batch_sizes, precisions, models, finished) -> dict:
         "source": (
             f"ampgan's real training step ({', '.join(models)}; batch {', '.join(map(str, batch_sizes))}; "
             f"{', '.join(precisions)}): every GEMM and convolution recorded by a dispatch mode and timed alone "
-            "(benchmarks/kernel_calibration.py, src/ampgan/bench/calibration.py)"
+            "(benchmarks/kernel_calibration.py, benchmarks/calibration/step_kernels.py)"
         ),
         "licence": "measured by the ampgan project; the repository's terms apply (it names no licence yet)",
         "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
@@ -72,7 +72,9 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, lambda signum, frame: stop.update(signal=signum))
     import torch
 
-    from ampgan.bench.calibration import measure_kernels, write_calibration
+    sys.path.insert(0, str(Path(__file__).resolve().parent / "calibration"))
+    from step_kernels import measure_kernels, write_calibration
+
     from ampgan.config import config_from_options
     from ampgan.data import load_dataset
     from ampgan.precisions import TF32

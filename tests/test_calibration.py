@@ -205,12 +205,51 @@ def test_every_path_parameter_is_shipped_with_a_source():
         assert document["tables"][0]["software"]["cudnn"]
 
 
-def test_the_gpu_sweep_writes_the_calibration_format_the_projection_reads():
-    """bench/calibration.py sits below the projection's layer and so states the columns itself: they must be
-    the projection's (projection/kernels.py CALIBRATION_COLUMNS)."""
-    from ampgan.bench.calibration import COLUMNS
+def test_the_gpu_sweep_writes_the_calibration_format_the_projection_reads(tmp_path):
+    """A table the GPU sweep's kernel timer writes (step_kernels.write_calibration) reads back through the fit's
+    reader, row for row, and its header is the projection's (projection/kernels.py CALIBRATION_COLUMNS)."""
+    from step_kernels import write_calibration
 
-    assert tuple(COLUMNS) == tuple(CALIBRATION_COLUMNS)
+    rows = [
+        {
+            "name": "g/000",
+            "op": "gemm",
+            "m": 64,
+            "n": 128,
+            "k": 256,
+            "transpose_a": "N",
+            "transpose_b": "T",
+            "precision": "fp16",
+            "ms": 0.0125,
+        },
+        {
+            "name": "c/001",
+            "op": "conv_fwd",
+            "batch": 8,
+            "c": 3,
+            "h": 32,
+            "w": 32,
+            "out_channels": 16,
+            "r": 3,
+            "s": 3,
+            "pad_h": 1,
+            "pad_w": 1,
+            "stride_h": 1,
+            "stride_w": 1,
+            "precision": "fp32",
+            "ms": 0.5,
+        },
+    ]
+    table = tmp_path / "kernels.csv"
+    write_calibration(rows, table, {"gpu": "test"})
+    assert table.read_text().splitlines()[0] == ",".join(CALIBRATION_COLUMNS)
+    read = read_calibration(table)
+    assert [(m.kernel.name, m.kernel.op, m.precision, m.ms) for m in read] == [
+        ("g/000", "gemm", "fp16", 0.0125),
+        ("c/001", "conv_fwd", "fp32", 0.5),
+    ]
+    assert (read[0].kernel.m, read[0].kernel.n, read[0].kernel.k) == (64, 128, 256)
+    assert json.loads(table.with_suffix(".json").read_text()) == {"gpu": "test"}
 
 
 def test_the_unmeasured_terms_are_those_no_table_kernel_had_with_their_measured_siblings_mean(recomputed):

@@ -2,7 +2,9 @@
 without a GPU (names, capabilities, architecture lists, optimizer choice, control traffic)."""
 
 import re
+import sys
 from dataclasses import replace
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -14,6 +16,9 @@ from ampgan.precisions import precision
 from ampgan.system.hardware import gpu_peak_tflops, gpu_table_key
 from ampgan.training import precision as precision_module
 from ampgan.training.state import adam_implementation
+
+# benchmarks/calibration/step_kernels.py: the GPU sweep's kernel timer, a script's module rather than ampgan's
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks" / "calibration"))
 
 REAL_NAMES = {
     "Tesla T4": "T4",
@@ -544,8 +549,9 @@ def test_a_layout_tie_on_a_launch_bound_gpu_is_capped_in_rounds():
 
 
 def _rows_of(run):
+    from step_kernels import is_matrix_call, kernel_rows
+
     from ampgan.bench.attainable import CallRecorder
-    from ampgan.bench.calibration import is_matrix_call, kernel_rows
 
     recorder = CallRecorder(is_matrix_call)
     with recorder:
@@ -600,9 +606,9 @@ def test_a_transposed_convolution_is_the_data_gradient_of_the_direct_one():
 def test_successive_timed_calls_of_a_calibration_kernel_read_inputs_out_of_the_cache(monkeypatch):
     """measure_kernels on a real (tiny) step: each row's timed calls take their inputs in turn from sets that
     together exceed the cache (injected: 1 MB), so no call reads what the call before it left in L2."""
+    import step_kernels as calibration
     from conftest import tiny_config
 
-    import ampgan.bench.calibration as calibration
     from ampgan.data import load_dataset
     from ampgan.speed.step_timer import StepTimer
 
@@ -638,8 +644,9 @@ def test_successive_timed_calls_of_a_calibration_kernel_read_inputs_out_of_the_c
 
 
 def test_a_calibration_kernel_rotates_among_as_few_sets_as_push_one_out_of_the_cache():
+    from step_kernels import KernelRow, rotating_calls
+
     from ampgan.bench.attainable import TensorSpec
-    from ampgan.bench.calibration import KernelRow, rotating_calls
 
     spec = TensorSpec((16, 16), (16, 1), torch.float32, torch.device("cpu"))  # 1 KiB
     row = KernelRow((("op", "gemm"),), torch.mm, (spec, spec), {})
@@ -652,7 +659,7 @@ def test_a_calibration_kernel_rotates_among_as_few_sets_as_push_one_out_of_the_c
 
 
 def test_the_cache_a_calibration_kernel_must_leave_is_the_devices_own(monkeypatch):
-    from ampgan.bench.calibration import DEFAULT_CACHE_BYTES, cache_bytes
+    from step_kernels import DEFAULT_CACHE_BYTES, cache_bytes
 
     monkeypatch.setattr(
         torch.cuda, "get_device_properties", lambda device=None: SimpleNamespace(L2_cache_size=50 * 2**20)
@@ -664,8 +671,9 @@ def test_the_cache_a_calibration_kernel_must_leave_is_the_devices_own(monkeypatc
 
 
 def test_grouped_convolutions_are_counted_apart_not_dropped():
+    from step_kernels import is_matrix_call, kernel_rows
+
     from ampgan.bench.attainable import CallRecorder
-    from ampgan.bench.calibration import is_matrix_call, kernel_rows
 
     grouped = torch.nn.Conv2d(4, 4, 3, groups=2)
     recorder = CallRecorder(is_matrix_call)

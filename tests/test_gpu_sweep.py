@@ -539,7 +539,7 @@ def test_the_tests_step_stopped_by_sigterm_still_writes_its_junit_file(tmp_path)
 
 @pytest.mark.slow  # eight processes in turn, each importing torch, two stepping the study's network on the CPU
 def test_the_sweep_rehearsed_on_the_cpu_delivers_after_every_step_and_checks_itself(tmp_path):
-    from ampgan.bench.calibration import COLUMNS
+    from ampgan.projection.kernels import CALIBRATION_COLUMNS as COLUMNS
 
     work, out = tmp_path / "work", tmp_path / "out"
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}

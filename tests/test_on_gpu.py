@@ -6,9 +6,15 @@ is cached, and a decision measured in a test would spend the sweep's seconds on 
 compiled step is the sweep's bench-compiled step, not a test here: inductor's first compile takes longer than
 the sweep gives these tests."""
 
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 from conftest import run_cli
+
+# benchmarks/calibration/step_kernels.py: the GPU sweep's kernel timer, a script's module rather than ampgan's
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks" / "calibration"))
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs an NVIDIA GPU")
 
@@ -175,7 +181,8 @@ def test_channels_last_runs_on_cudnn():
 
 
 def test_the_calibration_times_cuda_kernels_with_events():
-    from ampgan.bench.calibration import COLUMNS, measure_kernels
+    from step_kernels import COLUMNS, measure_kernels
+
     from ampgan.config import config_from_options
     from ampgan.data import load_dataset
     from ampgan.speed.step_timer import StepTimer

@@ -206,7 +206,7 @@ def kernel_shapes(name: str, args) -> tuple:
 
 def convolution_kernels(backward: bool, args) -> tuple:
     """kernel_shapes of aten.convolution (`backward` False) or aten.convolution_backward (True): their tensors'
-    shapes are all it reads (a recorded call's TensorSpecs do too, bench/calibration.py)."""
+    shapes are all it reads (a recorded call's TensorSpecs do too, benchmarks/calibration/step_kernels.py)."""
     # convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups)
     # convolution_backward(grad_output, input, weight, bias_sizes, stride, padding, dilation, transposed,
     #                      output_padding, groups, output_mask)

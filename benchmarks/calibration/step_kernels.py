@@ -1,5 +1,7 @@
 """Every GEMM and convolution of the real training step, timed alone: rows of the projection's calibration.
 
+Run by benchmarks/kernel_calibration.py (the GPU sweep's calibrate stage); ampgan itself only reads the tables.
+
 The projection (projection/) predicts a step's time on GPUs this machine does not have from op tables
 and datasheet peaks; its calibration is a table of measured kernels on real GPUs, in one format shared
 with it (DeepBench's idea: every kernel's shape, precision and time, with the GPU and software that
@@ -38,30 +40,9 @@ from ampgan.bench.attainable import CallRecorder, TensorSpec, materialised
 from ampgan.bench.ops import convolution_kernels
 from ampgan.files.atomic import write_csv_atomically, write_json_atomically
 from ampgan.precisions import BF16, FP16, FP32, TF32
+from ampgan.projection.kernels import CALIBRATION_COLUMNS as COLUMNS
 from ampgan.training.step import train_step
 
-COLUMNS = (
-    "name",
-    "op",
-    "m",
-    "n",
-    "k",
-    "transpose_a",
-    "transpose_b",
-    "batch",
-    "c",
-    "h",
-    "w",
-    "out_channels",
-    "r",
-    "s",
-    "pad_h",
-    "pad_w",
-    "stride_h",
-    "stride_w",
-    "precision",
-    "ms",
-)
 _CONV_COLUMNS = COLUMNS[7:18]  # batch ... stride_w: a convolution pass's dimensions, in convolution_kernels' order
 _GEMMS = {"aten.mm": 0, "aten.addmm": 1, "aten.bmm": 0}  # index of operand A in the call's arguments
 _CONVOLUTIONS = ("aten.convolution", "aten.convolution_backward")
