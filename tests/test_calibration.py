@@ -14,7 +14,6 @@ from conftest import run_cli
 from ampgan.errors import AmpganError
 from ampgan.projection.kernel_model import PATH_PARAMETERS, load_calibration, path_of
 from ampgan.projection.kernels import CALIBRATION_COLUMNS
-from ampgan.projection.step_band import step_composition
 from ampgan.study.report import projection_sections
 from ampgan.system.gpus import gpu_spec
 
@@ -29,6 +28,7 @@ from kernel_fit import (  # noqa: E402
     read_calibration,
     speedup_check,
 )
+from step_band_fit import step_composition  # noqa: E402
 
 PROJECTED_RESULTS = (
     ROOT / "benchmarks" / "results" / "projection-step-band-acgan2019-amd-zen3-2026-12-02" / "projection"

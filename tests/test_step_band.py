@@ -2,12 +2,18 @@
 correlations, and the step band built from them."""
 
 import math
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from ampgan.projection.kernels import Kernel
-from ampgan.projection.step_band import composition_factor, layer_key, pair_correlations
+from ampgan.projection.step_band import composition_factor, layer_key
+
+# the correlations are measured by the calibration's fit, beside its data
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks" / "calibration"))
+from step_band_fit import pair_correlations  # noqa: E402
 
 
 def conv(name, op="conv_fwd", batch=64, c=64, out=128, hw=16):

@@ -30,6 +30,7 @@ from kernel_fit import (  # noqa: E402
     residual_quantiles,
     speedup_check,
 )
+from step_band_fit import step_composition  # noqa: E402
 
 from ampgan.precisions import FP16, FP32  # noqa: E402
 from ampgan.projection.kernel_model import (  # noqa: E402
@@ -39,7 +40,6 @@ from ampgan.projection.kernel_model import (  # noqa: E402
     irregular,
     path_of,
 )
-from ampgan.projection.step_band import step_composition  # noqa: E402
 from ampgan.system.gpus import gpu_spec  # noqa: E402
 
 OUT = HERE.parents[1] / "src" / "ampgan" / "projection" / "calibration"
