@@ -116,11 +116,10 @@ def device_index_for(local_rank: int, local_size: int, visible: int, shown_only_
         return local_rank
     if visible == 1 and shown_only_its_own:
         return 0
-    gpus = f"{visible} GPU{'s' if visible > 1 else ''}"
     raise AmpganError(
-        f"{local_size} processes on this machine but {gpus} visible to them: two would share a GPU, which NCCL "
-        f"refuses; start at most {visible} (torchrun --nproc-per-node {visible}, or ampgan --nproc {visible}), "
-        "or run on the CPU with --device cpu"
+        f"{local_size} processes on this machine but {visible} GPU{'s' if visible > 1 else ''} visible to them: "
+        f"two would share a GPU, which NCCL refuses; start at most {visible} (torchrun --nproc-per-node {visible}, "
+        f"or ampgan --nproc {visible}), or run on the CPU with --device cpu"
     )
 
 
@@ -211,10 +210,9 @@ def lost_contact_with_ranks(error: BaseException) -> str | None:
         return None
     if isinstance(error, getattr(torch.distributed, "DistError", ())):
         return type(error).__name__
-    text = str(error)
-    if isinstance(error, RuntimeError) and any(sign in text for sign in _LOST_PEER_SIGNS):
-        return next(sign for sign in _LOST_PEER_SIGNS if sign in text)
-    return None
+    if not isinstance(error, RuntimeError):
+        return None
+    return next((sign for sign in _LOST_PEER_SIGNS if sign in str(error)), None)
 
 
 # What DDP's reducer says when a backward pass left trainable parameters without a gradient (it notices at the
@@ -233,8 +231,7 @@ def name_reduced_parameters(ddp: torch.nn.Module, network: str) -> None:
         for name, parameter in module.named_parameters(recurse=False):
             if parameter.requires_grad and id(parameter) not in seen:
                 seen.add(id(parameter))
-                full = f"{module_name}.{name}" if module_name else name
-                names.append(full.replace("_orig_mod.", ""))
+                names.append((f"{module_name}.{name}" if module_name else name).replace("_orig_mod.", ""))
     ddp.ampgan_reduced = (network, names)
 
 

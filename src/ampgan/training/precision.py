@@ -213,13 +213,10 @@ class LossScaler:
             return self._no_skip
         # GradScaler has no public accessor for "did this step find inf/NaN"; this private one
         # returns the on-device flags step() just used, so reading it costs no synchronisation.
-        found_inf = sum(self._scaler._found_inf_per_device(optimizer).values())
-        skipped = (found_inf > 0).float()
-        if self.static_scale is None:
-            self._scaler.update()
-        else:
-            # A static scale (the study used 128): skip overflowing steps, never change the scale.
-            self._scaler.update(self.static_scale)
+        skipped = (sum(self._scaler._found_inf_per_device(optimizer).values()) > 0).float()
+        # None: the dynamic update. A static scale (the study used 128) is set again as it is: overflowing
+        # steps are skipped, the scale never changes.
+        self._scaler.update(self.static_scale)
         return skipped
 
     def scale(self) -> float:
@@ -255,11 +252,11 @@ def check_kernels_for(device: torch.device) -> None:
         return
     major, minor = torch.cuda.get_device_capability(device)
     if not any(_runs_on(arch, major, minor) for arch in arch_list):
-        name = torch.cuda.get_device_name(device)
         raise AmpganError(
-            f"this PyTorch build ({torch.__version__}) has no kernels for {name} (sm_{major}{minor}); it "
-            f"has {', '.join(arch_list)}: install a PyTorch wheel built for sm_{major}{minor} (an older "
-            "CUDA build, e.g. --index-url https://download.pytorch.org/whl/cu118), or use --device cpu"
+            f"this PyTorch build ({torch.__version__}) has no kernels for {torch.cuda.get_device_name(device)} "
+            f"(sm_{major}{minor}); it has {', '.join(arch_list)}: install a PyTorch wheel built for "
+            f"sm_{major}{minor} (an older CUDA build, e.g. --index-url https://download.pytorch.org/whl/cu118), or "
+            "use --device cpu"
         )
 
 
@@ -275,9 +272,8 @@ def _runs_on(arch: str, major: int, minor: int) -> bool:
 def build_policy(name: str, device: torch.device, loss_scale: float | None = None) -> PrecisionPolicy:
     """The policy for this device, refusing modes it cannot run (by the device's own capability:
     torch.cuda.is_bf16_supported() answers yes for emulated bf16 on a T4 and asks the current device)."""
-    mode = precision(name)
     capability = torch.cuda.get_device_capability(device) if device.type == "cuda" else None
-    reason = mode.unavailable_reason(device.type, capability)
+    reason = precision(name).unavailable_reason(device.type, capability)
     if reason is not None:
         if device.type == "cuda":
             raise AmpganError(
