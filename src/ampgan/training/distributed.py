@@ -29,10 +29,6 @@ from ampgan.errors import AmpganError
 _control_group = None
 
 
-def _seconds(variable: str) -> dt.timedelta:
-    return dt.timedelta(seconds=env_value(variable))
-
-
 @dataclass(frozen=True)
 class World:
     rank: int = 0
@@ -98,9 +94,10 @@ def join_process_group(device_request: str) -> torch.device | None:
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // local_size))
     global _control_group
     if not dist.is_initialized():
-        timeout = _seconds("AMPGAN_COLLECTIVE_TIMEOUT_S")
+        timeout = dt.timedelta(seconds=env_value("AMPGAN_COLLECTIVE_TIMEOUT_S"))
         dist.init_process_group(backend=backend, rank=rank, world_size=size, timeout=timeout)
-    _control_group = dist.new_group(backend="gloo", timeout=_seconds("AMPGAN_CONTROL_TIMEOUT_S"))
+    control_timeout = dt.timedelta(seconds=env_value("AMPGAN_CONTROL_TIMEOUT_S"))
+    _control_group = dist.new_group(backend="gloo", timeout=control_timeout)
     _world = World(rank=rank, size=size, local_rank=local_rank, local_size=local_size)
     return device
 

@@ -33,8 +33,6 @@ def launch_on_this_machine(nproc: int, argv: list[str], target: list[str] | None
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
-    if nproc < 1:
-        raise AmpganError(f"--nproc must be at least 1, got {nproc}")
     if launched_by_torchrun():
         raise AmpganError("--nproc is for launching on this machine; under torchrun use its --nproc-per-node instead")
     config = LaunchConfig(

@@ -203,7 +203,7 @@ class LossScaler:
     def scale_tensor(self) -> torch.Tensor:
         """The current scale as a 0-dim fp32 tensor on the device (1 without scaling), with no host
         synchronisation: what a gradient penalty multiplies its backward pass by (gan/context.py)."""
-        return self._scaler.scale(self._one) if self.enabled else self._one
+        return self._scaler.scale(self._one)  # the tensor itself when scaling is off
 
     def step(self, optimizer: torch.optim.Optimizer) -> torch.Tensor:
         """Unscale, skip on inf/NaN, update the scale. Returns a 0-dim tensor: 1.0 if the step was
@@ -221,7 +221,7 @@ class LossScaler:
 
     def scale(self) -> float:
         """The current loss scale (1.0 when not scaling). Synchronises: call when logging only."""
-        return self._scaler.get_scale() if self.enabled else 1.0
+        return self._scaler.get_scale()  # 1.0 when scaling is off
 
     def state_dict(self) -> dict:
         return self._scaler.state_dict()
