@@ -81,8 +81,7 @@ def join_process_group(device_request: str) -> torch.device | None:
     for name in ("MASTER_ADDR", "MASTER_PORT"):
         if name not in os.environ:
             raise AmpganError(f"{name} is not set: start ampgan with torchrun (it sets the rendezvous), not by hand")
-    use_cuda = device_request == "cuda" or (device_request == "auto" and torch.cuda.is_available())
-    if use_cuda:
+    if device_request == "cuda" or (device_request == "auto" and torch.cuda.is_available()):
         index = device_index_for(local_rank, local_size, torch.cuda.device_count(), _shown_only_its_own_gpu(local_rank))
         device = torch.device("cuda", index)
         torch.cuda.set_device(device)
@@ -96,8 +95,7 @@ def join_process_group(device_request: str) -> torch.device | None:
     if not dist.is_initialized():
         timeout = dt.timedelta(seconds=env_value("AMPGAN_COLLECTIVE_TIMEOUT_S"))
         dist.init_process_group(backend=backend, rank=rank, world_size=size, timeout=timeout)
-    control_timeout = dt.timedelta(seconds=env_value("AMPGAN_CONTROL_TIMEOUT_S"))
-    _control_group = dist.new_group(backend="gloo", timeout=control_timeout)
+    _control_group = dist.new_group(backend="gloo", timeout=dt.timedelta(seconds=env_value("AMPGAN_CONTROL_TIMEOUT_S")))
     _world = World(rank=rank, size=size, local_rank=local_rank, local_size=local_size)
     return device
 

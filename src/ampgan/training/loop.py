@@ -366,7 +366,7 @@ class _Loop:
         state.thread_changes = self.threads.changes
         self.state, self.writer, self.run_dir, self.on_log = state, writer, run_dir, on_log
         self.faults = FaultMonitor(
-            prepared.policy.uses_loss_scaling,
+            prepared.policy.mode.loss_scaling,
             fault_rules,
             prepared.policy.loss_scale is not None,
             state.train.gan.d_steps,

@@ -31,23 +31,16 @@ class PrecisionPolicy:
     device: torch.device
     loss_scale: float | None = None  # fp16 only: None = dynamic, a number = static
 
+    # The mode's record (precisions.py): its compute dtype, autocast, loss scaling (fp16's; bf16 has FP32's
+    # exponent range, so its gradients do not underflow), ...
     @property
     def mode(self) -> Precision:
         return precision(self.name)
 
-    @property
-    def compute_dtype(self) -> torch.dtype:
-        return self.mode.compute_dtype
-
-    @property
-    def uses_loss_scaling(self) -> bool:
-        # bf16 has FP32's exponent range, so gradients do not underflow: no scaling needed.
-        return self.mode.loss_scaling
-
     def autocast(self) -> AbstractContextManager:
         if not self.mode.autocast:
             return nullcontext()
-        return torch.autocast(self.device.type, dtype=self.compute_dtype)
+        return torch.autocast(self.device.type, dtype=self.mode.compute_dtype)
 
     def apply_backend_settings(self) -> None:
         """Set PyTorch's process-wide backend switches for this mode (and leave them set: a training run
@@ -89,11 +82,8 @@ class PrecisionPolicy:
         finally:
             restore_backend_switches(saved)
 
-    def make_loss_scaler(self) -> LossScaler:
-        return LossScaler(self)
-
     def describe(self) -> str:
-        if not self.uses_loss_scaling:
+        if not self.mode.loss_scaling:
             return self.name
         scaling = "dynamic" if self.loss_scale is None else f"static {self.loss_scale:g}"
         return f"{self.name} (loss scale {scaling})"
@@ -187,7 +177,7 @@ class LossScaler:
         self._scaler = torch.amp.GradScaler(
             policy.device.type,
             init_scale=policy.loss_scale or 2.0**16,
-            enabled=policy.uses_loss_scaling,
+            enabled=policy.mode.loss_scaling,
         )
         self._one = torch.ones((), device=policy.device)
         self._no_skip = torch.zeros((), device=policy.device)

@@ -233,13 +233,13 @@ def build_train_state(
         if update.optimizer is not None:
             parameters = [named for name in update.networks for named in trainable(networks[name])]
             extra_optimizers[update.name] = make_adam(parameters, update.optimizer)
-            extra_scalers[update.name] = policy.make_loss_scaler()
+            extra_scalers[update.name] = LossScaler(policy)
     return TrainState(
         gan=gan,
         optimizer_g=make_adam(trainable(gan.generator), optimizer_settings(gan.optimizer_g, config, "g")),
         optimizer_d=make_adam(trainable(gan.discriminator), optimizer_settings(gan.optimizer_d, config, "d")),
-        scaler_g=policy.make_loss_scaler(),
-        scaler_d=policy.make_loss_scaler(),
+        scaler_g=LossScaler(policy),
+        scaler_d=LossScaler(policy),
         policy=policy,
         rng=torch.Generator(device=device).manual_seed(step_noise_seed(config.seed, rank, scheme=seed_scheme)),
         extra_optimizers=extra_optimizers,
