@@ -66,12 +66,6 @@ def _unpickle(blob: bytes, origin: str) -> dict:
         ) from None
 
 
-def _extracted_folder(root: Path) -> Path | None:
-    """The extracted batches: `root` itself or its cifar-10-batches-py/ (`root` is a folder: require_data_dir)."""
-    folder = root if root.name == FOLDER_NAME else root / FOLDER_NAME
-    return folder if folder.is_dir() else None
-
-
 def _members(folder: Path | None, archive: Path, names: list[str]) -> Iterator[tuple[bytes, str]]:
     """(the bytes, where they were read) of each named batch file, in order: from the extracted folder when
     there is one, else from the archive (opened once, one member in memory at a time)."""
@@ -108,7 +102,8 @@ def load_cifar10(data_dir: str | None, split: str = "train", download_missing: b
     if split not in SPLITS:
         raise AmpganError(f"CIFAR-10 has the splits train and test, not {split!r}")
     root = require_data_dir(data_dir, "cifar10", download_missing)
-    folder, archive = _extracted_folder(root), root / ARCHIVE_NAME
+    folder = root if root.name == FOLDER_NAME else root / FOLDER_NAME  # the extracted batches, if any
+    folder, archive = folder if folder.is_dir() else None, root / ARCHIVE_NAME
     if folder is None and not archive.is_file():
         if not download_missing:
             raise AmpganError(

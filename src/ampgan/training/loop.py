@@ -108,8 +108,7 @@ class MetricWindow:
             else:
                 record[name] = round(total / self._counts[name], 5)
         if state.scaler_d.enabled:
-            record["loss_scale_d"] = state.scaler_d.scale()
-            record["loss_scale_g"] = state.scaler_g.scale()
+            record.update(loss_scale_d=state.scaler_d.scale(), loss_scale_g=state.scaler_g.scale())
         self._sums, self._counts, self.count = {}, {}, 0
         return record
 
@@ -372,7 +371,16 @@ class _Loop:
             state.train.gan.d_steps,
         )
         self.budget = Budget.of(self.config)
-        self.progress = _progress_bar(self.budget, show_progress, initial=state.train.step)
+        # tqdm on stderr, only when stderr is a terminal: in a CI log or through `| tee` its carriage-return
+        # redraws would pile up as one line of step/s fragments between the log lines.
+        self.progress = tqdm(
+            total=self.budget.steps,
+            initial=state.train.step,
+            unit="step",
+            disable=not (show_progress and sys.stderr.isatty()),
+            dynamic_ncols=True,
+            leave=True,
+        )
         # Not on a terminal (a CI log, `| tee`): a plain line every LOG_LINE_EVERY_S of training instead.
         self.log_lines = show_progress and self.progress.disable and world().is_main
         self.next_line_at = state.train_seconds + LOG_LINE_EVERY_S
@@ -483,13 +491,6 @@ class _Loop:
 
 
 LOG_LINE_EVERY_S = 30.0
-
-
-def _progress_bar(budget: Budget, enabled: bool, initial: int = 0):
-    """tqdm on stderr, only when stderr is a terminal: in a CI log or through `| tee` its carriage-return
-    redraws would pile up as one line of step/s fragments between the log lines."""
-    shown = enabled and sys.stderr.isatty()
-    return tqdm(total=budget.steps, initial=initial, unit="step", disable=not shown, dynamic_ncols=True, leave=True)
 
 
 def _postfix(record: dict) -> str:

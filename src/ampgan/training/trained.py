@@ -32,10 +32,6 @@ class TrainedRun:
     step: int
 
     @property
-    def generator(self) -> torch.nn.Module:
-        return self.gan.generator
-
-    @property
     def class_names(self) -> list[str]:
         return self.document["dataset"]["class_names"]
 
