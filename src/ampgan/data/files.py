@@ -80,8 +80,7 @@ def download(url: str, target: Path, *, expected_md5: str | None = None, timeout
 def _manifest_locations(data_dir: Path) -> list[Path]:
     """Beside the data first; for a read-only data folder, the user's cache folder instead."""
     key = hashlib.sha256(str(data_dir.resolve()).encode("utf-8", "surrogateescape")).hexdigest()[:16]
-    cache_root = cache_dir() / "manifests"
-    return [data_dir / MANIFEST_NAME, cache_root / f"{data_dir.name}-{key}.json"]
+    return [data_dir / MANIFEST_NAME, cache_dir() / "manifests" / f"{data_dir.name}-{key}.json"]
 
 
 def verify_with_manifest(data_dir: Path, files: list[Path]) -> tuple[dict[str, str], str]:

@@ -65,9 +65,8 @@ class _SpectralNormalisation:
             matrix = self.weight.reshape(self.weight.shape[0], -1).float()
             if self.training:
                 self._power_iteration(matrix.detach())
-            # Copies: the buffers change in place on D's next pass, before this one's backward.
-            sigma = torch.dot(self.spectral_u.clone(), matrix @ self.spectral_v.clone())
-            return self.weight / sigma
+            # sigma = u . W v, from copies: the buffers change in place on D's next pass, before this one's backward.
+            return self.weight / torch.dot(self.spectral_u.clone(), matrix @ self.spectral_v.clone())
 
 
 class SpectralNormConv2d(_SpectralNormalisation, nn.Conv2d):

@@ -37,10 +37,10 @@ def resolve_options(model: str, builder: Callable, given: dict[str, Any]) -> dic
     resolved = {}
     for name, value in given.items():
         if name not in parameters and not any_keyword:
-            choices = ", ".join(parameters) or "none"
             raise ConfigError(
                 f"model.{name}",
-                f"is not an option of model {model}{close_match_hint(name, parameters)} (its options: {choices})",
+                f"is not an option of model {model}{close_match_hint(name, parameters)} (its options: "
+                f"{', '.join(parameters) or 'none'})",
             )
         default = parameters[name].default if name in parameters else inspect.Parameter.empty
         resolved[name] = _converted(f"model.{name}", value, default)

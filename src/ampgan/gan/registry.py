@@ -139,9 +139,12 @@ def resolve_model(name: str, given_options: dict[str, Any]) -> ModelRecipe:
         option_parameters(builder)
     except (TypeError, ValueError) as error:
         raise AmpganError(f"model {name}: {error}: define it as def FUNCTION(data, *, option=default, ...)") from None
-    options = resolve_options(name, builder, dict(given_options))
-    digest = _IN_PROCESS[name][1] if name in _IN_PROCESS else _sha256_of(source)
-    return ModelRecipe(name=name, builder=builder, options=options, source_sha256=digest)
+    return ModelRecipe(
+        name=name,
+        builder=builder,
+        options=resolve_options(name, builder, dict(given_options)),
+        source_sha256=_IN_PROCESS[name][1] if name in _IN_PROCESS else _sha256_of(source),
+    )
 
 
 def _find_builder(name: str) -> tuple[Callable, Path | None]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import re
+import traceback
 from dataclasses import dataclass
 
 import torch
@@ -237,12 +238,10 @@ def unused_parameters_line(error: BaseException, origin: str) -> str | None:
     if _UNUSED_PARAMETERS not in text:
         return None
     network, names = "a network", []
-    frame = error.__traceback__
-    while frame is not None:  # the DDP module whose forward noticed it
-        reduced = getattr(frame.tb_frame.f_locals.get("self"), "ampgan_reduced", None)
+    for frame, _ in traceback.walk_tb(error.__traceback__):  # the DDP module whose forward noticed it
+        reduced = getattr(frame.f_locals.get("self"), "ampgan_reduced", None)
         if reduced is not None:
             network, names = reduced
-        frame = frame.tb_next
     found = _UNUSED_INDICES.search(text)
     indices = [int(i) for i in found.group(1).split()] if found else []
     named = [names[i] for i in indices if i < len(names)]

@@ -135,8 +135,7 @@ def acgan(
     def d_real(context):
         """Real images -> real (smoothed), and their class."""
         real_fake, classes = context.D(context.real)
-        loss = real_fake_loss(real_fake, real_label) + class_loss(classes, context.labels)
-        return loss, {
+        return real_fake_loss(real_fake, real_label) + class_loss(classes, context.labels), {
             "d_real_acc": (real_fake > 0).float().mean(),
             "class_acc_real": (classes.argmax(1) == context.labels).float().mean(),
         }
