@@ -271,6 +271,19 @@ class RunResult:
     wall_seconds: float
     thread_changes: list[str]
 
+    @classmethod
+    def of(cls, state: RunState, run_dir: Path | None, writer) -> RunResult:
+        return cls(
+            state,
+            run_dir,
+            writer.last_record,
+            getattr(writer, "stamp", ""),
+            state.train.step,
+            round(state.train_seconds, 2),
+            round(state.wall_seconds, 2),
+            list(state.thread_changes),
+        )
+
 
 def run_training(
     prepared: PreparedRun,
@@ -329,16 +342,7 @@ def run_training(
         finally:
             loop.progress.close()
             writer.close()
-    return RunResult(
-        state,
-        Path(run_dir) if ranks.is_main else None,
-        writer.last_record,
-        getattr(writer, "stamp", ""),
-        state.train.step,
-        round(state.train_seconds, 2),
-        round(state.wall_seconds, 2),
-        list(state.thread_changes),
-    )
+    return RunResult.of(state, Path(run_dir) if ranks.is_main else None, writer)
 
 
 class _Loop:

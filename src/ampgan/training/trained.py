@@ -39,10 +39,8 @@ class TrainedRun:
 def _data_of(document: dict, path: Path) -> DataSpec:
     """The data a run trained on, as its config.json describes it (checked: a damaged description
     would build a model of another shape, or score samples against the wrong classes)."""
-    dataset = document.get("dataset")
-    shape = dataset.get("image_shape") if isinstance(dataset, dict) else None
-    names = dataset.get("class_names") if isinstance(dataset, dict) else None
-    counts = dataset.get("counts_per_class") if isinstance(dataset, dict) else None
+    dataset = document.get("dataset") if isinstance(document.get("dataset"), dict) else {}
+    shape, names, counts = (dataset.get(key) for key in ("image_shape", "class_names", "counts_per_class"))
     if not (
         isinstance(shape, list)
         and len(shape) == 3
