@@ -155,13 +155,16 @@ def hinge_loss(scores: torch.Tensor, target: str) -> torch.Tensor:
     mean relu(1 - D(x))) and on fakes (`"fake"`: mean relu(1 + D(G(z)))); G's loss (`"generator"`:
     -mean D(G(z))). `scores`: one per image, (B,) or (B, 1)."""
     scores = _one_score_per_image(scores, "hinge_loss")
-    if target == "real":
-        return F.relu(1.0 - scores).mean()
-    if target == "fake":
-        return F.relu(1.0 + scores).mean()
-    if target == "generator":
-        return -scores.mean()
-    raise AmpganError(f"hinge_loss target must be 'real', 'fake' or 'generator', got {target!r}")
+    if target not in tuple(_HINGE):  # compared, not hashed: any value gets the one-line error
+        raise AmpganError(f"hinge_loss target must be 'real', 'fake' or 'generator', got {target!r}")
+    return _HINGE[target](scores)
+
+
+_HINGE = {
+    "real": lambda scores: F.relu(1.0 - scores).mean(),
+    "fake": lambda scores: F.relu(1.0 + scores).mean(),
+    "generator": lambda scores: -scores.mean(),
+}
 
 
 def real_fake_loss(logits: torch.Tensor, target: float) -> torch.Tensor:
