@@ -66,15 +66,15 @@ def _unpickle(blob: bytes, origin: str) -> dict:
         ) from None
 
 
-def _members(folder: Path | None, archive: Path, names: list[str]) -> Iterator[tuple[bytes, str]]:
-    """(the bytes, where they were read) of each named batch file, in order: from the extracted folder when
-    there is one, else from the archive (opened once, one member in memory at a time)."""
+def _members(folder: Path | None, archive: Path, names: list[str]) -> Iterator[tuple[str, bytes, str]]:
+    """(name, its bytes, where they were read) of each named batch file, in order: from the extracted folder
+    when there is one, else from the archive (opened once, one member in memory at a time)."""
     if folder is not None:
         for name in names:
             path = folder / name
             if not path.is_file():
                 raise AmpganError(f"{path} is missing: the CIFAR-10 folder is incomplete, extract the archive again")
-            yield path.read_bytes(), str(path)
+            yield name, path.read_bytes(), str(path)
         return
     try:
         tar = tarfile.open(archive, "r:gz")
@@ -95,7 +95,7 @@ def _members(folder: Path | None, archive: Path, names: list[str]) -> Iterator[t
                 raise AmpganError(
                     f"{archive} is truncated or corrupted ({type(error).__name__}): delete it and fetch it again"
                 ) from None
-            yield blob, f"{archive}:{FOLDER_NAME}/{name}"
+            yield name, blob, f"{archive}:{FOLDER_NAME}/{name}"
 
 
 def load_cifar10(data_dir: str | None, split: str = "train", download_missing: bool = False) -> ImageDataset:
@@ -111,9 +111,8 @@ def load_cifar10(data_dir: str | None, split: str = "train", download_missing: b
                 f"from {URL} there by hand"
             )
         download(URL, archive, expected_md5=ARCHIVE_MD5)
-    names = ["batches.meta", *SPLITS[split]]
     checksums, images, labels = {}, [], []
-    for name, (blob, origin) in zip(names, _members(folder, archive, names)):
+    for name, blob, origin in _members(folder, archive, ["batches.meta", *SPLITS[split]]):
         checksums[name] = hashlib.md5(blob).hexdigest()
         if checksums[name] != FILE_MD5[name]:
             raise AmpganError(
