@@ -277,7 +277,7 @@ class RunResult:
             state,
             run_dir,
             writer.last_record,
-            getattr(writer, "stamp", ""),
+            writer.stamp,
             state.train.step,
             round(state.train_seconds, 2),
             round(state.wall_seconds, 2),

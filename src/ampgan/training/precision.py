@@ -138,7 +138,7 @@ def snapshot_backend_switches() -> dict:
     for path, attribute in _SWITCH_PATHS:
         target = _resolve(path)
         try:
-            if target is not None and hasattr(target, attribute):
+            if hasattr(target, attribute):  # (None, for a path this torch lacks, has none of them)
                 saved[(path, attribute)] = getattr(target, attribute)
         except RuntimeError:  # a legacy flag the caller left disagreeing with its settings: unreadable, kept as is
             continue
