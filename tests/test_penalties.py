@@ -8,14 +8,14 @@ import torch
 from ampgan.gan import DataSpec, LossContext, resolve_model
 from ampgan.gan.models.r1 import r1_penalty
 from ampgan.gan.models.wgan_gp import gradient_penalty
-from ampgan.training.precision import build_policy
+from ampgan.training.precision import LossScaler, build_policy
 
 CPU = torch.device("cpu")
 DATA = DataSpec(image_size=28, channels=1, num_classes=10)
 
 
 def _context(gan, policy, real, fake):
-    scaler = policy.make_loss_scaler()
+    scaler = LossScaler(policy)
     return LossContext(
         G=gan.generator,
         D=gan.discriminator,

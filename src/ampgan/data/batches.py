@@ -48,8 +48,9 @@ class BatchStream:
         # Seeded by (seed, epoch) alone, so the data order never depends on the precision or on
         # what else consumed random numbers: every precision in a comparison sees the same batches.
         generator = torch.Generator().manual_seed(data_order_seed(self.seed, epoch, self.seed_scheme))
-        order = torch.randperm(len(self.labels), generator=generator)[self.rank :: self.world_size]
-        return copy_to_device(order, self.images.device)
+        return copy_to_device(
+            torch.randperm(len(self.labels), generator=generator)[self.rank :: self.world_size], self.images.device
+        )
 
     def state_dict(self) -> dict:
         return {"epoch": self.epoch, "position": self._position}

@@ -13,6 +13,7 @@ import io
 import pickle
 import tarfile
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -65,100 +66,78 @@ def _unpickle(blob: bytes, origin: str) -> dict:
         ) from None
 
 
-def _check_md5(blob: bytes, name: str, origin: str) -> str:
-    found = hashlib.md5(blob).hexdigest()
-    if found != FILE_MD5[name]:
-        raise AmpganError(
-            f"checksum mismatch for {origin}: MD5 {found}, expected {FILE_MD5[name]}; the file is damaged "
-            "or not the official CIFAR-10, fetch the archive again"
-        )
-    return found
-
-
-class _Source:
-    """Reads named members from the archive or from the extracted folder, whichever is present."""
-
-    def __init__(self, root: Path):  # a folder: require_data_dir refuses a file
-        self.archive = root / ARCHIVE_NAME if (root / ARCHIVE_NAME).is_file() else None
-        if root.name == FOLDER_NAME:
-            self.folder = root
-        elif (root / FOLDER_NAME).is_dir():
-            self.folder = root / FOLDER_NAME
-        else:
-            self.folder = None
-        self._tar = None
-
-    def __enter__(self):
-        if self.folder is None and self.archive is not None:
-            try:
-                self._tar = tarfile.open(self.archive, "r:gz")
-            except (tarfile.TarError, OSError, EOFError) as error:
-                raise AmpganError(
-                    f"{self.archive} is not a readable tar.gz ({error}): it is truncated or corrupted; "
-                    "delete it and fetch it again"
-                ) from None
-        return self
-
-    def __exit__(self, *exc):
-        if self._tar is not None:
-            self._tar.close()
-
-    def read(self, name: str) -> tuple[bytes, str]:
-        if self.folder is not None:
-            path = self.folder / name
+def _members(folder: Path | None, archive: Path, names: list[str]) -> Iterator[tuple[str, bytes, str]]:
+    """(name, its bytes, where they were read) of each named batch file, in order: from the extracted folder
+    when there is one, else from the archive (opened once, one member in memory at a time)."""
+    if folder is not None:
+        for name in names:
+            path = folder / name
             if not path.is_file():
                 raise AmpganError(f"{path} is missing: the CIFAR-10 folder is incomplete, extract the archive again")
-            return path.read_bytes(), str(path)
-        origin = f"{self.archive}:{FOLDER_NAME}/{name}"
-        try:
-            member = self._tar.extractfile(f"{FOLDER_NAME}/{name}")
-            if member is None:
-                raise KeyError(name)
-            return member.read(), origin
-        except KeyError:
-            raise AmpganError(f"{self.archive} has no {FOLDER_NAME}/{name}: not the CIFAR-10 python archive") from None
-        except (tarfile.TarError, OSError, EOFError, zlib.error) as error:
-            raise AmpganError(
-                f"{self.archive} is truncated or corrupted ({type(error).__name__}): delete it and fetch it again"
-            ) from None
+            yield name, path.read_bytes(), str(path)
+        return
+    try:
+        tar = tarfile.open(archive, "r:gz")
+    except (tarfile.TarError, OSError, EOFError) as error:
+        raise AmpganError(
+            f"{archive} is not a readable tar.gz ({error}): it is truncated or corrupted; delete it and fetch it again"
+        ) from None
+    with tar:
+        for name in names:
+            try:
+                member = tar.extractfile(f"{FOLDER_NAME}/{name}")
+                if member is None:
+                    raise KeyError(name)
+                blob = member.read()
+            except KeyError:
+                raise AmpganError(f"{archive} has no {FOLDER_NAME}/{name}: not the CIFAR-10 python archive") from None
+            except (tarfile.TarError, OSError, EOFError, zlib.error) as error:
+                raise AmpganError(
+                    f"{archive} is truncated or corrupted ({type(error).__name__}): delete it and fetch it again"
+                ) from None
+            yield name, blob, f"{archive}:{FOLDER_NAME}/{name}"
 
 
 def load_cifar10(data_dir: str | None, split: str = "train", download_missing: bool = False) -> ImageDataset:
     if split not in SPLITS:
         raise AmpganError(f"CIFAR-10 has the splits train and test, not {split!r}")
     root = require_data_dir(data_dir, "cifar10", download_missing)
-    source = _Source(root)
-    if source.folder is None and source.archive is None:
+    folder = root if root.name == FOLDER_NAME else root / FOLDER_NAME  # the extracted batches, if any
+    folder, archive = folder if folder.is_dir() else None, root / ARCHIVE_NAME
+    if folder is None and not archive.is_file():
         if not download_missing:
             raise AmpganError(
                 f"no {ARCHIVE_NAME} or {FOLDER_NAME}/ in {root}: add --download, or put the archive "
                 f"from {URL} there by hand"
             )
-        download(URL, root / ARCHIVE_NAME, expected_md5=ARCHIVE_MD5)
-        source = _Source(root)
-    names = SPLITS[split]
-    checksums = {}
-    with source:
-        meta_blob, meta_origin = source.read("batches.meta")
-        checksums["batches.meta"] = _check_md5(meta_blob, "batches.meta", meta_origin)
-        class_names = tuple(
-            n.decode() if isinstance(n, bytes) else str(n) for n in _unpickle(meta_blob, meta_origin)[b"label_names"]
-        )
-        images, labels = [], []
-        for name in names:
-            blob, origin = source.read(name)
-            checksums[name] = _check_md5(blob, name, origin)
-            batch = _unpickle(blob, origin)
-            data = np.asarray(batch[b"data"])
-            if data.dtype != np.uint8 or data.ndim != 2 or data.shape[1] != 3072:
-                raise AmpganError(f"{origin} holds {data.dtype} {data.shape}, not (N, 3072) uint8")
-            images.append(torch.from_numpy(data.reshape(-1, 3, 32, 32).copy()))
-            labels.append(torch.tensor(batch[b"labels"], dtype=torch.int64))
-            del blob, batch, data  # keep peak memory near one batch beyond the result
-    origin = str(source.archive if source.folder is None else source.folder)
-    record = {"name": "cifar10", "split": split, "origin": origin, "md5": checksums, "md5_verified": True}
-    if source.folder is None:
-        record["archive_md5"] = file_digest(source.archive, "md5")
+        download(URL, archive, expected_md5=ARCHIVE_MD5)
+    checksums, images, labels = {}, [], []
+    for name, blob, origin in _members(folder, archive, ["batches.meta", *SPLITS[split]]):
+        checksums[name] = hashlib.md5(blob).hexdigest()
+        if checksums[name] != FILE_MD5[name]:
+            raise AmpganError(
+                f"checksum mismatch for {origin}: MD5 {checksums[name]}, expected {FILE_MD5[name]}; the file is "
+                "damaged or not the official CIFAR-10, fetch the archive again"
+            )
+        batch = _unpickle(blob, origin)
+        if name == "batches.meta":
+            class_names = tuple(n.decode() if isinstance(n, bytes) else str(n) for n in batch[b"label_names"])
+            continue
+        data = np.asarray(batch[b"data"])
+        if data.dtype != np.uint8 or data.ndim != 2 or data.shape[1] != 3072:
+            raise AmpganError(f"{origin} holds {data.dtype} {data.shape}, not (N, 3072) uint8")
+        images.append(torch.from_numpy(data.reshape(-1, 3, 32, 32).copy()))
+        labels.append(torch.tensor(batch[b"labels"], dtype=torch.int64))
+        del blob, batch, data  # keep peak memory near one batch beyond the result
+    record = {
+        "name": "cifar10",
+        "split": split,
+        "origin": str(folder or archive),
+        "md5": checksums,
+        "md5_verified": True,
+    }
+    if folder is None:
+        record["archive_md5"] = file_digest(archive, "md5")
     return ImageDataset(torch.cat(images), torch.cat(labels), class_names, record)
 
 

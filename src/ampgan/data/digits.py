@@ -26,12 +26,16 @@ def load_digits_dataset(image_size: int | None = None) -> ImageDataset:
     grey = np.round(raw * (255.0 / 16.0)).astype(np.uint8)
     images = resize_uint8(torch.from_numpy(grey).unsqueeze(1), image_size or DEFAULT_SIZE)
     labels = torch.from_numpy(bunch.target.astype(np.int64))
-    source = {
-        "name": "digits",
-        "origin": "scikit-learn sklearn.datasets.load_digits (UCI optical recognition of handwritten digits)",
-        "raw_sha256": hashlib.sha256(grey.tobytes()).hexdigest(),
-    }
-    return ImageDataset(images, labels, tuple(str(d) for d in range(10)), source)
+    return ImageDataset(
+        images,
+        labels,
+        tuple(str(d) for d in range(10)),
+        {
+            "name": "digits",
+            "origin": "scikit-learn sklearn.datasets.load_digits (UCI optical recognition of handwritten digits)",
+            "raw_sha256": hashlib.sha256(grey.tobytes()).hexdigest(),
+        },
+    )
 
 
 @register("digits")

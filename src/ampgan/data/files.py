@@ -80,8 +80,7 @@ def download(url: str, target: Path, *, expected_md5: str | None = None, timeout
 def _manifest_locations(data_dir: Path) -> list[Path]:
     """Beside the data first; for a read-only data folder, the user's cache folder instead."""
     key = hashlib.sha256(str(data_dir.resolve()).encode("utf-8", "surrogateescape")).hexdigest()[:16]
-    cache_root = cache_dir() / "manifests"
-    return [data_dir / MANIFEST_NAME, cache_root / f"{data_dir.name}-{key}.json"]
+    return [data_dir / MANIFEST_NAME, cache_dir() / "manifests" / f"{data_dir.name}-{key}.json"]
 
 
 def verify_with_manifest(data_dir: Path, files: list[Path]) -> tuple[dict[str, str], str]:
@@ -102,21 +101,17 @@ def verify_with_manifest(data_dir: Path, files: list[Path]) -> tuple[dict[str, s
         if not has_shape(document, {"sha256": {"*": str}}):
             raise AmpganError(f"{manifest_path} is damaged: delete it to record the checksums anew")
         manifest = document["sha256"]
-    sums, changed = {}, False
+    sums = {path.name: file_digest(path) for path in files}
     for path in files:
-        digest = file_digest(path)
-        recorded = manifest.get(path.name)
-        if recorded is None:
-            manifest[path.name], changed = digest, True
-        elif recorded != digest:
+        digest = sums[path.name]
+        if manifest.get(path.name, digest) != digest:
             raise AmpganError(
                 f"checksum mismatch: {path} has changed since it was first used (SHA-256 {digest[:12]}..., "
-                f"manifest says {recorded[:12]}...): restore the file, or delete its line in {manifest_path} "
-                f"to accept it"
+                f"manifest says {manifest[path.name][:12]}...): restore the file, or delete its line in "
+                f"{manifest_path} to accept it"
             )
-        sums[path.name] = digest
-    if changed:
-        document = {"sha256": dict(sorted(manifest.items()))}
+    if sums.keys() - manifest.keys():  # files seen for the first time: recorded
+        document = {"sha256": dict(sorted((manifest | sums).items()))}
         try:
             write_json_atomically(manifest_path, document)
         except OSError:  # a read-only data folder: keep the manifest in the cache folder

@@ -191,18 +191,13 @@ def load_folder(
     if cache and cache_path.is_file() and not leads_out(root, cache_path):
         cached = _read_cache(cache_path, fingerprint, class_names, counts, (channels, size, size))
         if cached is not None:
-            images, labels = cached
-            return ImageDataset(images, labels, class_names, source | {"cache": str(cache_path), "cache_hit": True})
+            return ImageDataset(*cached, class_names, source | {"cache": str(cache_path), "cache_hit": True})
     refuse_images_that_cannot_fit(len(all_files), channels, size)
     images = np.empty((len(all_files), channels, size, size), dtype=np.uint8)
-    labels = np.empty(len(all_files), dtype=np.int64)
+    labels = np.repeat(np.arange(len(folders), dtype=np.int64), counts)  # the files are in class order
     flattened: list[Path] = []
-    index = 0
-    for label, files in enumerate(files_per_class):
-        for file in files:
-            images[index] = _decode(file, size, channels, flattened)
-            labels[index] = label
-            index += 1
+    for index, file in enumerate(all_files):
+        images[index] = _decode(file, size, channels, flattened)
     if flattened:
         warn(
             f"{len(flattened)} image(s) of folder:{one_line(root)} have transparent pixels (e.g. "

@@ -60,9 +60,8 @@ def load_quickdraw(
     root = require_data_dir(data_dir, "quickdraw", download_missing)
     classes = tuple(classes or STUDY_CLASSES)
     max_per_class = max_per_class or DEFAULT_MAX_PER_CLASS
-    paths = []
-    for name in classes:
-        path = root / f"{name}.npy"
+    paths = [root / f"{name}.npy" for name in classes]
+    for name, path in zip(classes, paths):
         if not path.is_file():
             if download_missing:
                 download(class_url(name), path)
@@ -73,7 +72,6 @@ def load_quickdraw(
                 raise AmpganError(
                     f"no Quick, Draw! class {name!r} in {root}{hint}: put {name}.npy there, or add --download"
                 )
-        paths.append(path)
     # Every file is validated before the manifest records it: a bad file replaced by a good one must
     # not be refused later as a "checksum mismatch" against the bad one's digest.
     opened = [_open_bitmaps(path) for path in paths]

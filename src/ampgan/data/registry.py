@@ -56,7 +56,7 @@ class DataConfig(Section):
         if self.classes is not None and not self.class_list:
             raise ConfigError(self.path("classes"), "needs at least one class name, e.g. apple,eye,fish")
         for name in _DATASET_FIELDS:
-            datasets = fields_used_by(name)
+            datasets = tuple(dataset for dataset, entry in sorted(_registered().items()) if name in entry.uses)
             if getattr(self, name) not in (None, False) and self.dataset not in datasets:
                 raise ConfigError(
                     self.path(name), f"applies to {' and '.join(datasets)} only, not to {self.dataset}: drop it"
@@ -115,11 +115,6 @@ _registered = registry_of("ampgan.data", _LOADERS)  # every dataset of the data 
 
 def dataset_names() -> list[str]:
     return sorted(_registered())
-
-
-def fields_used_by(field: str) -> tuple[str, ...]:
-    """The datasets that read this data field (data_dir, download, classes, ...)."""
-    return tuple(name for name, entry in sorted(_registered().items()) if field in entry.uses)
 
 
 def load_dataset(data: DataConfig, split: str = "train", seed: int = 0) -> ImageDataset:

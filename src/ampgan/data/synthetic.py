@@ -36,13 +36,12 @@ def make_synthetic(
     tint = rng.uniform(0.7, 1.0, size=(count, channels, 1, 1))  # per-channel colour cast
     pixels = grey[:, None] * tint + rng.normal(0, 0.03, size=(count, channels, image_size, image_size))
     images = np.clip(pixels * 255.0, 0, 255).round().astype(np.uint8)
-    source = {
-        "name": "synthetic",
-        "generator": "sinusoidal gratings, one orientation/frequency per class",
-        "seed": seed,
-    }
-    class_names = tuple(f"grating-{k}" for k in range(num_classes))
-    return ImageDataset(torch.from_numpy(images), torch.from_numpy(labels.astype(np.int64)), class_names, source)
+    return ImageDataset(
+        torch.from_numpy(images),
+        torch.from_numpy(labels.astype(np.int64)),
+        tuple(f"grating-{k}" for k in range(num_classes)),
+        {"name": "synthetic", "generator": "sinusoidal gratings, one orientation/frequency per class", "seed": seed},
+    )
 
 
 @register("synthetic")

@@ -108,7 +108,7 @@ def _real_step_under(name: str, prepared, stream) -> list[Finding]:
         metrics = train_step(state, stream.next_batch)
     except AmpganError as error:
         return [Finding("error", "step", f"under {policy.describe()}: {error}")]
-    if policy.uses_loss_scaling:  # a non-finite fp16 loss is skipped; _losses_under_loss_scaling judges it
+    if policy.mode.loss_scaling:  # a non-finite fp16 loss is skipped; _losses_under_loss_scaling judges it
         return []
     bad = [n for n, value in metrics.items() if n.startswith("loss") and not torch.isfinite(value).all()]
     if not bad:

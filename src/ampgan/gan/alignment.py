@@ -6,6 +6,12 @@ from torch import nn
 
 from ampgan.gan.contract import DataSpec
 
+# The matrix dimensions of each kind of layer that tensor cores and AMX see.
+_DIMENSIONS = (
+    ((nn.Conv2d, nn.ConvTranspose2d), ("in_channels", "out_channels")),
+    (nn.Linear, ("in_features", "out_features")),
+)
+
 
 def misaligned_layers(networks: dict[str, nn.Module], data: DataSpec | None = None) -> list[dict]:
     """Every conv/linear dimension that is not a multiple of 8, with the layer and a suggestion.
@@ -15,13 +21,9 @@ def misaligned_layers(networks: dict[str, nn.Module], data: DataSpec | None = No
     found = []
     for prefix, network in networks.items():
         for name, module in network.named_modules():
-            if isinstance(module, (nn.Conv2d, nn.ConvTranspose2d)):
-                dims = {"in_channels": module.in_channels, "out_channels": module.out_channels}
-            elif isinstance(module, nn.Linear):
-                dims = {"in_features": module.in_features, "out_features": module.out_features}
-            else:
-                continue
-            for dim, value in dims.items():
+            dims = next((dims for kinds, dims in _DIMENSIONS if isinstance(module, kinds)), ())
+            for dim in dims:
+                value = getattr(module, dim)
                 if value % 8:
                     fixed = (
                         value in fixed_values

@@ -65,9 +65,8 @@ class _SpectralNormalisation:
             matrix = self.weight.reshape(self.weight.shape[0], -1).float()
             if self.training:
                 self._power_iteration(matrix.detach())
-            # Copies: the buffers change in place on D's next pass, before this one's backward.
-            sigma = torch.dot(self.spectral_u.clone(), matrix @ self.spectral_v.clone())
-            return self.weight / sigma
+            # sigma = u . W v, from copies: the buffers change in place on D's next pass, before this one's backward.
+            return self.weight / torch.dot(self.spectral_u.clone(), matrix @ self.spectral_v.clone())
 
 
 class SpectralNormConv2d(_SpectralNormalisation, nn.Conv2d):
@@ -156,13 +155,16 @@ def hinge_loss(scores: torch.Tensor, target: str) -> torch.Tensor:
     mean relu(1 - D(x))) and on fakes (`"fake"`: mean relu(1 + D(G(z)))); G's loss (`"generator"`:
     -mean D(G(z))). `scores`: one per image, (B,) or (B, 1)."""
     scores = _one_score_per_image(scores, "hinge_loss")
-    if target == "real":
-        return F.relu(1.0 - scores).mean()
-    if target == "fake":
-        return F.relu(1.0 + scores).mean()
-    if target == "generator":
-        return -scores.mean()
-    raise AmpganError(f"hinge_loss target must be 'real', 'fake' or 'generator', got {target!r}")
+    if target not in tuple(_HINGE):  # compared, not hashed: any value gets the one-line error
+        raise AmpganError(f"hinge_loss target must be 'real', 'fake' or 'generator', got {target!r}")
+    return _HINGE[target](scores)
+
+
+_HINGE = {
+    "real": lambda scores: F.relu(1.0 - scores).mean(),
+    "fake": lambda scores: F.relu(1.0 + scores).mean(),
+    "generator": lambda scores: -scores.mean(),
+}
 
 
 def real_fake_loss(logits: torch.Tensor, target: float) -> torch.Tensor:

@@ -20,20 +20,15 @@ from ampgan.sections import close_match_hint
 
 def option_parameters(builder: Callable) -> tuple[dict[str, inspect.Parameter], bool]:
     """({option name: its parameter}, whether the function takes **options as well)."""
-    signature = inspect.signature(builder)
-    parameters = list(signature.parameters.values())
+    parameters = list(inspect.signature(builder).parameters.values())
     if not parameters or parameters[0].kind not in (
         inspect.Parameter.POSITIONAL_ONLY,
         inspect.Parameter.POSITIONAL_OR_KEYWORD,
     ):
         raise TypeError("a model function takes the data description as its first (positional) argument")
-    options, any_keyword = {}, False
-    for parameter in parameters[1:]:
-        if parameter.kind is inspect.Parameter.VAR_KEYWORD:
-            any_keyword = True
-        elif parameter.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY):
-            options[parameter.name] = parameter
-    return options, any_keyword
+    named = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    options = {parameter.name: parameter for parameter in parameters[1:] if parameter.kind in named}
+    return options, any(parameter.kind is inspect.Parameter.VAR_KEYWORD for parameter in parameters[1:])
 
 
 def resolve_options(model: str, builder: Callable, given: dict[str, Any]) -> dict[str, Any]:
@@ -42,10 +37,10 @@ def resolve_options(model: str, builder: Callable, given: dict[str, Any]) -> dic
     resolved = {}
     for name, value in given.items():
         if name not in parameters and not any_keyword:
-            choices = ", ".join(parameters) or "none"
             raise ConfigError(
                 f"model.{name}",
-                f"is not an option of model {model}{close_match_hint(name, parameters)} (its options: {choices})",
+                f"is not an option of model {model}{close_match_hint(name, parameters)} (its options: "
+                f"{', '.join(parameters) or 'none'})",
             )
         default = parameters[name].default if name in parameters else inspect.Parameter.empty
         resolved[name] = _converted(f"model.{name}", value, default)
@@ -63,9 +58,7 @@ def _converted(path: str, value: Any, default: Any) -> Any:
     if default is inspect.Parameter.empty or default is None:
         return value
     wanted = type(default)
-    if wanted is bool:
-        if isinstance(value, bool):
-            return value
+    if wanted is bool and not isinstance(value, bool):
         raise ConfigError(path, f"takes true or false, got {value!r}")
     if wanted in (int, float):
         if isinstance(value, bool) or not isinstance(value, (int, float)):

@@ -60,11 +60,10 @@ def refuse_unless_consented(name: str) -> None:
     """One line, before any import, for a model that is not built in and that nobody named."""
     if name in _built_in() or name.startswith("python:") or ":" not in name or import_consented(name):
         return
-    quoted = shlex.quote(name)
     raise UntrustedModel(
         f"model {name} is not built in and was named by a file, not by you: building it imports "
         f"and runs that code, which ampgan never does on a file's word; read the code, then name it "
-        f"yourself with --model {quoted} (or pass --trust-model)"
+        f"yourself with --model {shlex.quote(name)} (or pass --trust-model)"
     )
 
 
@@ -105,10 +104,6 @@ class ModelRecipe:
     options: dict[str, Any] = field(default_factory=dict)
     source_sha256: str = ""  # of the file that defines the function: a changed file is another model
 
-    @property
-    def built_in(self) -> bool:
-        return self.name in _built_in()
-
     def build(self, data: DataSpec) -> GAN:
         """A new GAN (fresh weights from torch's current RNG state), checked against the contract."""
         origin = f"model {self.name}"
@@ -136,9 +131,6 @@ class ModelRecipe:
                     digest.update(f"{name}:{tuple(parameter.shape)};".encode())
         return digest.hexdigest()[:20]
 
-    def to_dict(self) -> dict:
-        return {"name": self.name, "options": dict(self.options), "source_sha256": self.source_sha256}
-
 
 def resolve_model(name: str, given_options: dict[str, Any]) -> ModelRecipe:
     """The model called `name` with `given_options` checked and every default filled in."""
@@ -147,9 +139,12 @@ def resolve_model(name: str, given_options: dict[str, Any]) -> ModelRecipe:
         option_parameters(builder)
     except (TypeError, ValueError) as error:
         raise AmpganError(f"model {name}: {error}: define it as def FUNCTION(data, *, option=default, ...)") from None
-    options = resolve_options(name, builder, dict(given_options))
-    digest = _IN_PROCESS[name][1] if name in _IN_PROCESS else _sha256_of(source)
-    return ModelRecipe(name=name, builder=builder, options=options, source_sha256=digest)
+    return ModelRecipe(
+        name=name,
+        builder=builder,
+        options=resolve_options(name, builder, dict(given_options)),
+        source_sha256=_IN_PROCESS[name][1] if name in _IN_PROCESS else _sha256_of(source),
+    )
 
 
 def _find_builder(name: str) -> tuple[Callable, Path | None]:
@@ -167,8 +162,7 @@ def _find_builder(name: str) -> tuple[Callable, Path | None]:
             )
         return _IN_PROCESS[name][0], None
     if name in built_in:
-        builder = built_in[name]
-        return builder, Path(inspect.getsourcefile(builder))
+        return built_in[name], Path(inspect.getsourcefile(built_in[name]))
     if ":" not in name:
         raise ConfigError(
             "model.name",
@@ -256,22 +250,18 @@ def _first_line(error: BaseException) -> str:
 
 def _where(error: BaseException, path: Path | None = None) -> str:
     """' (file.py, line 12)': the deepest frame of the user's code (outside torch and ampgan)."""
-    frames = traceback.extract_tb(error.__traceback__)
     if isinstance(error, SyntaxError) and error.filename:
         return f" ({Path(error.filename).name}, line {error.lineno})"
     own = [
         f
-        for f in frames
+        for f in traceback.extract_tb(error.__traceback__)
         if "site-packages" not in f.filename
         and "/ampgan/" not in f.filename.replace("\\", "/")
         and not f.filename.startswith("<")
     ]
     if path is not None:
         own = [f for f in own if Path(f.filename).resolve() == path] or own
-    if not own:
-        return ""
-    frame = own[-1]
-    return f" ({Path(frame.filename).name}, line {frame.lineno})"
+    return f" ({Path(own[-1].filename).name}, line {own[-1].lineno})" if own else ""
 
 
 # The GANs built on the meta device, newest last: a study prepares the same model for every precision, seed

@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import re
+import traceback
 from dataclasses import dataclass
 
 import torch
@@ -27,10 +28,6 @@ from ampgan.errors import AmpganError
 # and ranks waiting minutes for rank 0's speed decisions would meet NCCL's watchdog (a C++ abort) at
 # the collective timeout. Waiting here is bounded by AMPGAN_CONTROL_TIMEOUT_S instead.
 _control_group = None
-
-
-def _seconds(variable: str) -> dt.timedelta:
-    return dt.timedelta(seconds=env_value(variable))
 
 
 @dataclass(frozen=True)
@@ -85,8 +82,7 @@ def join_process_group(device_request: str) -> torch.device | None:
     for name in ("MASTER_ADDR", "MASTER_PORT"):
         if name not in os.environ:
             raise AmpganError(f"{name} is not set: start ampgan with torchrun (it sets the rendezvous), not by hand")
-    use_cuda = device_request == "cuda" or (device_request == "auto" and torch.cuda.is_available())
-    if use_cuda:
+    if device_request == "cuda" or (device_request == "auto" and torch.cuda.is_available()):
         index = device_index_for(local_rank, local_size, torch.cuda.device_count(), _shown_only_its_own_gpu(local_rank))
         device = torch.device("cuda", index)
         torch.cuda.set_device(device)
@@ -98,9 +94,9 @@ def join_process_group(device_request: str) -> torch.device | None:
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // local_size))
     global _control_group
     if not dist.is_initialized():
-        timeout = _seconds("AMPGAN_COLLECTIVE_TIMEOUT_S")
+        timeout = dt.timedelta(seconds=env_value("AMPGAN_COLLECTIVE_TIMEOUT_S"))
         dist.init_process_group(backend=backend, rank=rank, world_size=size, timeout=timeout)
-    _control_group = dist.new_group(backend="gloo", timeout=_seconds("AMPGAN_CONTROL_TIMEOUT_S"))
+    _control_group = dist.new_group(backend="gloo", timeout=dt.timedelta(seconds=env_value("AMPGAN_CONTROL_TIMEOUT_S")))
     _world = World(rank=rank, size=size, local_rank=local_rank, local_size=local_size)
     return device
 
@@ -116,11 +112,10 @@ def device_index_for(local_rank: int, local_size: int, visible: int, shown_only_
         return local_rank
     if visible == 1 and shown_only_its_own:
         return 0
-    gpus = f"{visible} GPU{'s' if visible > 1 else ''}"
     raise AmpganError(
-        f"{local_size} processes on this machine but {gpus} visible to them: two would share a GPU, which NCCL "
-        f"refuses; start at most {visible} (torchrun --nproc-per-node {visible}, or ampgan --nproc {visible}), "
-        "or run on the CPU with --device cpu"
+        f"{local_size} processes on this machine but {visible} GPU{'s' if visible > 1 else ''} visible to them: "
+        f"two would share a GPU, which NCCL refuses; start at most {visible} (torchrun --nproc-per-node {visible}, "
+        f"or ampgan --nproc {visible}), or run on the CPU with --device cpu"
     )
 
 
@@ -211,10 +206,9 @@ def lost_contact_with_ranks(error: BaseException) -> str | None:
         return None
     if isinstance(error, getattr(torch.distributed, "DistError", ())):
         return type(error).__name__
-    text = str(error)
-    if isinstance(error, RuntimeError) and any(sign in text for sign in _LOST_PEER_SIGNS):
-        return next(sign for sign in _LOST_PEER_SIGNS if sign in text)
-    return None
+    if not isinstance(error, RuntimeError):
+        return None
+    return next((sign for sign in _LOST_PEER_SIGNS if sign in str(error)), None)
 
 
 # What DDP's reducer says when a backward pass left trainable parameters without a gradient (it notices at the
@@ -233,8 +227,7 @@ def name_reduced_parameters(ddp: torch.nn.Module, network: str) -> None:
         for name, parameter in module.named_parameters(recurse=False):
             if parameter.requires_grad and id(parameter) not in seen:
                 seen.add(id(parameter))
-                full = f"{module_name}.{name}" if module_name else name
-                names.append(full.replace("_orig_mod.", ""))
+                names.append((f"{module_name}.{name}" if module_name else name).replace("_orig_mod.", ""))
     ddp.ampgan_reduced = (network, names)
 
 
@@ -245,12 +238,10 @@ def unused_parameters_line(error: BaseException, origin: str) -> str | None:
     if _UNUSED_PARAMETERS not in text:
         return None
     network, names = "a network", []
-    frame = error.__traceback__
-    while frame is not None:  # the DDP module whose forward noticed it
-        reduced = getattr(frame.tb_frame.f_locals.get("self"), "ampgan_reduced", None)
+    for frame, _ in traceback.walk_tb(error.__traceback__):  # the DDP module whose forward noticed it
+        reduced = getattr(frame.f_locals.get("self"), "ampgan_reduced", None)
         if reduced is not None:
             network, names = reduced
-        frame = frame.tb_next
     found = _UNUSED_INDICES.search(text)
     indices = [int(i) for i in found.group(1).split()] if found else []
     named = [names[i] for i in indices if i < len(names)]

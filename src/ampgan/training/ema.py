@@ -52,12 +52,13 @@ def update_average(gan: GAN, step: int) -> None:
     average = gan.averaged_generator
     if average is None or not gan.ema.due(step):
         return
-    decay = gan.ema.decay_at(step)
     parameters, buffers = _pairs(average, gan.generator)
     floating = [(a, g) for a, g in parameters if a.is_floating_point()]
     if floating:
         # lerp: a + (1 - decay) (g - a), one multi-tensor kernel for every parameter
-        torch._foreach_lerp_([a for a, _ in floating], [g.detach().float() for _, g in floating], 1.0 - decay)
+        torch._foreach_lerp_(
+            [a for a, _ in floating], [g.detach().float() for _, g in floating], 1.0 - gan.ema.decay_at(step)
+        )
     for a, g in [(a, g) for a, g in parameters if not a.is_floating_point()] + buffers:
         a.copy_(g)
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -51,30 +51,24 @@ def non_finite_weights(networks: dict[str, torch.nn.Module]) -> list[str]:
     return found
 
 
+@dataclass
 class FaultMonitor:
-    def __init__(
-        self,
-        uses_loss_scaling: bool,
-        rules: FaultRules = FaultRules(),
-        static_scale: bool = False,
-        d_updates_per_step: int = 1,
-    ):
-        self.uses_loss_scaling = uses_loss_scaling
-        self.rules = rules
-        self.static_scale = static_scale
-        self.d_updates_per_step = d_updates_per_step
-        self._windows: deque[tuple[int, int]] = deque()  # (steps, skipped steps) per log window
+    uses_loss_scaling: bool
+    rules: FaultRules = FaultRules()
+    static_scale: bool = False
+    d_updates_per_step: int = 1
+    _windows: deque[tuple[int, int]] = field(default_factory=deque, init=False)  # (steps, skipped steps) per window
 
     def check_weights(self, networks: dict[str, torch.nn.Module], step: int) -> str | None:
         bad = non_finite_weights(networks)
-        if bad:
-            return (
-                f"{' and '.join(bad)} {'have' if len(bad) > 1 else 'has'} non-finite (NaN or inf) weights or "
-                f"statistics by step {step}: the updates "
-                "overflowed; lower the learning rate (--set optim.lr_g=... --set optim.lr_d=...), or train in "
-                "fp32 if this was a 16-bit precision"
-            )
-        return None
+        return (
+            f"{' and '.join(bad)} {'have' if len(bad) > 1 else 'has'} non-finite (NaN or inf) weights or "
+            f"statistics by step {step}: the updates "
+            "overflowed; lower the learning rate (--set optim.lr_g=... --set optim.lr_d=...), or train in "
+            "fp32 if this was a 16-bit precision"
+            if bad
+            else None
+        )
 
     def check(self, record: dict, steps_in_window: int, skipped_in_window: int) -> str | None:
         """A sentence saying why the run must stop, or None."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 import signal
 import threading
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 
 class Interrupted(Exception):
@@ -30,11 +31,11 @@ class TrainingInterrupted(Interrupted):
         )
 
 
+@dataclass
 class StopRequest:
     """Set by the signal handler, read by the loop between steps."""
 
-    def __init__(self) -> None:
-        self.signum: int | None = None
+    signum: int | None = None
 
     def __bool__(self) -> bool:
         return self.signum is not None

@@ -33,8 +33,6 @@ def launch_on_this_machine(nproc: int, argv: list[str], target: list[str] | None
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
-    if nproc < 1:
-        raise AmpganError(f"--nproc must be at least 1, got {nproc}")
     if launched_by_torchrun():
         raise AmpganError("--nproc is for launching on this machine; under torchrun use its --nproc-per-node instead")
     config = LaunchConfig(
@@ -58,12 +56,9 @@ def launch_on_this_machine(nproc: int, argv: list[str], target: list[str] | None
             elastic_launch(config, entrypoint=python)(*arguments)
         except ChildFailedError as failed:
             rank, failure = failed.get_first_failure()
-            say(
-                f"error: {describe_failure(rank, failure.exitcode, failure.signal_name())}; "
-                "the launcher stopped the other ranks",
-                err=True,
-            )
-            code = failure.exitcode
+            code = failure.exitcode  # negative: killed by that signal
+            how = f"was killed by signal {-code} ({failure.signal_name()})" if code < 0 else f"exited with code {code}"
+            say(f"error: rank {rank} {how}; the launcher stopped the other ranks", err=True)
             return code if 0 < code < 256 else 1
         except SignalException as stop:
             # Ctrl-C or SIGTERM to the launcher: the agent passed it on to every rank, which finished
@@ -100,10 +95,3 @@ def describe_silent(ranks: list[int], target: list[str] | None = None) -> str:
         f"{who} exited without finishing the command, so nothing was trained or written by them: '{ran}' did "
         "not run this ampgan; check which one it imports with: python -P -c 'import ampgan; print(ampgan.__file__)'"
     )
-
-
-def describe_failure(rank: int, exitcode: int, signal_name: str) -> str:
-    """'rank 1 was killed by signal 9 (SIGKILL)' or 'rank 0 exited with code 2'."""
-    if exitcode < 0:
-        return f"rank {rank} was killed by signal {-exitcode} ({signal_name})"
-    return f"rank {rank} exited with code {exitcode}"

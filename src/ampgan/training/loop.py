@@ -108,8 +108,7 @@ class MetricWindow:
             else:
                 record[name] = round(total / self._counts[name], 5)
         if state.scaler_d.enabled:
-            record["loss_scale_d"] = state.scaler_d.scale()
-            record["loss_scale_g"] = state.scaler_g.scale()
+            record.update(loss_scale_d=state.scaler_d.scale(), loss_scale_g=state.scaler_g.scale())
         self._sums, self._counts, self.count = {}, {}, 0
         return record
 
@@ -173,21 +172,20 @@ class RunState:
         not_restored = restore_global_rngs(saved_rngs_for(saved, ranks.rank, ranks.size), device)
         generators = progress.get("step_generators", [])
         saved_kind = progress.get("step_generator_device", saved.get("step_generator_device"))
-        same_kind = saved_kind in (None, device.type)
         if not (
             same_world
             and len(generators) == ranks.size
-            and same_kind
+            and saved_kind in (None, device.type)
             and set_generator_state(self.train.rng, generators[ranks.rank])
         ):
             self.train.rng.manual_seed(step_noise_seed(self.config.seed, ranks.rank, self.train.step, self.seed_scheme))
-            why = "another number of processes" if not same_world else f"{saved_kind or 'another device kind'}"
+            why = "another number of processes" if not same_world else saved_kind or "another device kind"
             not_restored.append(f"the noise generator (saved on {why}: re-seeded from seed, rank and step)")
-        data = progress["data"]
+        saved_ranks = progress["data"]["ranks"]
         if same_world:
-            self.stream.load_state_dict(data["ranks"][ranks.rank])
+            self.stream.load_state_dict(saved_ranks[ranks.rank])
         else:
-            self.stream.start_epoch(max(r["epoch"] for r in data["ranks"]) + 1)
+            self.stream.start_epoch(max(r["epoch"] for r in saved_ranks) + 1)
         self.window.skipped_total = dict(progress["skipped_total"])
         self.train_seconds = progress["train_seconds"]
         self.wall_seconds = progress.get("wall_seconds", self.train_seconds)  # checkpoints before charged steps
@@ -268,22 +266,23 @@ class RunResult:
     run_dir: Path | None  # None on ranks other than 0, which write nothing
     last_record: dict
     stamp: str
+    steps: int
+    train_seconds: float  # rounded to 0.01 s, as printed and recorded
+    wall_seconds: float
+    thread_changes: list[str]
 
-    @property
-    def steps(self) -> int:
-        return self.state.train.step
-
-    @property
-    def train_seconds(self) -> float:
-        return round(self.state.train_seconds, 2)
-
-    @property
-    def wall_seconds(self) -> float:
-        return round(self.state.wall_seconds, 2)
-
-    @property
-    def thread_changes(self) -> list[str]:
-        return list(self.state.thread_changes)
+    @classmethod
+    def of(cls, state: RunState, run_dir: Path | None, writer) -> RunResult:
+        return cls(
+            state,
+            run_dir,
+            writer.last_record,
+            writer.stamp,
+            state.train.step,
+            round(state.train_seconds, 2),
+            round(state.wall_seconds, 2),
+            list(state.thread_changes),
+        )
 
 
 def run_training(
@@ -318,11 +317,10 @@ def run_training(
     with stop_on_signals() as stop_request:
         state = build_run_state(prepared, resume_from, origin=f"the checkpoint in {run_dir}")
         ranks = world()
-        resumed_at = state.train.step if resume_from is not None else None
         if resume_from is not None and refuse_spent_budget:
             refuse_a_spent_budget(Budget.of(prepared.config), state, run_dir)
         writer = (
-            RunWriter(run_dir, prepared, state.train, ranks.size, resumed_at)
+            RunWriter(run_dir, prepared, state.train, ranks.size, state.train.step if resume_from is not None else None)
             if ranks.is_main
             else NullWriter(state.train)
         )
@@ -344,7 +342,7 @@ def run_training(
         finally:
             loop.progress.close()
             writer.close()
-    return RunResult(state, Path(run_dir) if ranks.is_main else None, writer.last_record, getattr(writer, "stamp", ""))
+    return RunResult.of(state, Path(run_dir) if ranks.is_main else None, writer)
 
 
 class _Loop:
@@ -361,24 +359,32 @@ class _Loop:
         show_progress: bool,
         step_charge_s: float | None = None,
     ):
-        self.config, self.device = prepared.config, prepared.policy.device
-        self.charge = step_charge_s
+        self.config, self.charge = prepared.config, step_charge_s
         # A neighbour that crowds the cores mid-run: the threads are fitted to what it leaves, and it is said.
         self.threads = ThreadWatch(
             reference_s=step_charge_s,
-            active=self.device.type == "cpu" and not threads_given() and not world().distributed,
+            active=prepared.policy.device.type == "cpu" and not threads_given() and not world().distributed,
             say=lambda line: warn(f"threads: {line}") if world().is_main else None,
         )
         state.thread_changes = self.threads.changes
         self.state, self.writer, self.run_dir, self.on_log = state, writer, run_dir, on_log
         self.faults = FaultMonitor(
-            prepared.policy.uses_loss_scaling,
+            prepared.policy.mode.loss_scaling,
             fault_rules,
             prepared.policy.loss_scale is not None,
             state.train.gan.d_steps,
         )
         self.budget = Budget.of(self.config)
-        self.progress = _progress_bar(self.budget, show_progress, initial=state.train.step)
+        # tqdm on stderr, only when stderr is a terminal: in a CI log or through `| tee` its carriage-return
+        # redraws would pile up as one line of step/s fragments between the log lines.
+        self.progress = tqdm(
+            total=self.budget.steps,
+            initial=state.train.step,
+            unit="step",
+            disable=not (show_progress and sys.stderr.isatty()),
+            dynamic_ncols=True,
+            leave=True,
+        )
         # Not on a terminal (a CI log, `| tee`): a plain line every LOG_LINE_EVERY_S of training instead.
         self.log_lines = show_progress and self.progress.disable and world().is_main
         self.next_line_at = state.train_seconds + LOG_LINE_EVERY_S
@@ -461,11 +467,13 @@ class _Loop:
             or self.faults.check_weights({"G": train.generator, "D": train.discriminator}, train.step)
         )
         if reason:
-            # The weights may already be poisoned: keep the last good checkpoint, add none.
-            if self.last_checkpoint["step"] == 0:  # a new run's folder holds nothing worth keeping (training/start.py)
-                raise NumericFault(f"{reason}; it stopped before saving any training, so its folder is not kept")
+            # The weights may already be poisoned: keep the last good checkpoint, add none. A new run's folder
+            # with no step past 0 holds nothing worth keeping (training/start.py).
+            kept = self.last_checkpoint["step"]
             raise NumericFault(
-                f"{reason}; the last good checkpoint is step {self.last_checkpoint['step']} in {self.run_dir}"
+                f"{reason}; the last good checkpoint is step {kept} in {self.run_dir}"
+                if kept
+                else f"{reason}; it stopped before saving any training, so its folder is not kept"
             )
         if self.on_log is not None:
             self.on_log(train, record)
@@ -487,13 +495,6 @@ class _Loop:
 
 
 LOG_LINE_EVERY_S = 30.0
-
-
-def _progress_bar(budget: Budget, enabled: bool, initial: int = 0):
-    """tqdm on stderr, only when stderr is a terminal: in a CI log or through `| tee` its carriage-return
-    redraws would pile up as one line of step/s fragments between the log lines."""
-    enabled = enabled and sys.stderr.isatty()
-    return tqdm(total=budget.steps, initial=initial, unit="step", disable=not enabled, dynamic_ncols=True, leave=True)
 
 
 def _postfix(record: dict) -> str:

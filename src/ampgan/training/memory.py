@@ -11,7 +11,6 @@ accepted may still not. The same trace refuses, in one line, a batch too small f
 
 from __future__ import annotations
 
-import weakref
 from dataclasses import dataclass
 
 import torch
@@ -46,19 +45,13 @@ class MemoryEstimate:
         return self.parameters_bytes + self.activations_bytes_per_sample * batch_size
 
 
-# Traced element counts per meta GAN, by (data, batch size), while that GAN lives: the meta build is shared by
-# every preparation of the same model (gan/registry.py), and so are its traces.
-_TRACED: dict[int, dict[tuple[DataSpec, int], int]] = {}
-
-
 def trace_step_elements(gan: GAN, data: DataSpec, batch_size: int) -> int:
     """Elements of every leaf layer's output over G's forward and D's loss terms, for `batch_size`
     images, traced on the meta device (`gan` built there). Raises ValueError/RuntimeError as the real
     step would for shape problems (a batch too small for batch norm, say)."""
-    if id(gan) not in _TRACED:
-        _TRACED[id(gan)] = {}
-        weakref.finalize(gan, _TRACED.pop, id(gan), None)
-    traced = _TRACED[id(gan)]
+    # Kept on the GAN, by (data, batch size), as long as it lives: the meta build is shared by every preparation
+    # of the same model (gan/registry.py), and so are its traces.
+    traced = vars(gan).setdefault("_ampgan_traced", {})
     if (data, batch_size) not in traced:
         traced[(data, batch_size)] = _trace_step_elements(gan, data, batch_size)
     return traced[(data, batch_size)]

@@ -59,13 +59,12 @@ def out_of_memory_error(
 ) -> AmpganError:
     """One line for an out-of-memory failure of `what` at `batch_size` on `device`, naming a batch size to try."""
     if device.type == "cuda":
-        peak = torch.cuda.max_memory_allocated(device)
-        needed = peak + requested_bytes(error)
+        needed = torch.cuda.max_memory_allocated(device) + requested_bytes(error)  # its peak, and what failed
         total = torch.cuda.get_device_properties(device).total_memory
-        name = torch.cuda.get_device_name(device)
         fits = batch_that_fits(batch_size, needed, total)
         return AmpganError(
-            f"{what} at batch {batch_size} ran out of memory on {name} ({_gib(total)}): it had asked for "
+            f"{what} at batch {batch_size} ran out of memory on {torch.cuda.get_device_name(device)} "
+            f"({_gib(total)}): it had asked for "
             f"at least {_gib(needed)} when it failed; try --batch-size {fits} (or fewer images per "
             "process)"
         )

@@ -31,23 +31,16 @@ class PrecisionPolicy:
     device: torch.device
     loss_scale: float | None = None  # fp16 only: None = dynamic, a number = static
 
+    # The mode's record (precisions.py): its compute dtype, autocast, loss scaling (fp16's; bf16 has FP32's
+    # exponent range, so its gradients do not underflow), ...
     @property
     def mode(self) -> Precision:
         return precision(self.name)
 
-    @property
-    def compute_dtype(self) -> torch.dtype:
-        return self.mode.compute_dtype
-
-    @property
-    def uses_loss_scaling(self) -> bool:
-        # bf16 has FP32's exponent range, so gradients do not underflow: no scaling needed.
-        return self.mode.loss_scaling
-
     def autocast(self) -> AbstractContextManager:
         if not self.mode.autocast:
             return nullcontext()
-        return torch.autocast(self.device.type, dtype=self.compute_dtype)
+        return torch.autocast(self.device.type, dtype=self.mode.compute_dtype)
 
     def apply_backend_settings(self) -> None:
         """Set PyTorch's process-wide backend switches for this mode (and leave them set: a training run
@@ -89,11 +82,8 @@ class PrecisionPolicy:
         finally:
             restore_backend_switches(saved)
 
-    def make_loss_scaler(self) -> LossScaler:
-        return LossScaler(self)
-
     def describe(self) -> str:
-        if not self.uses_loss_scaling:
+        if not self.mode.loss_scaling:
             return self.name
         scaling = "dynamic" if self.loss_scale is None else f"static {self.loss_scale:g}"
         return f"{self.name} (loss scale {scaling})"
@@ -148,7 +138,7 @@ def snapshot_backend_switches() -> dict:
     for path, attribute in _SWITCH_PATHS:
         target = _resolve(path)
         try:
-            if target is not None and hasattr(target, attribute):
+            if hasattr(target, attribute):  # (None, for a path this torch lacks, has none of them)
                 saved[(path, attribute)] = getattr(target, attribute)
         except RuntimeError:  # a legacy flag the caller left disagreeing with its settings: unreadable, kept as is
             continue
@@ -187,7 +177,7 @@ class LossScaler:
         self._scaler = torch.amp.GradScaler(
             policy.device.type,
             init_scale=policy.loss_scale or 2.0**16,
-            enabled=policy.uses_loss_scaling,
+            enabled=policy.mode.loss_scaling,
         )
         self._one = torch.ones((), device=policy.device)
         self._no_skip = torch.zeros((), device=policy.device)
@@ -203,7 +193,7 @@ class LossScaler:
     def scale_tensor(self) -> torch.Tensor:
         """The current scale as a 0-dim fp32 tensor on the device (1 without scaling), with no host
         synchronisation: what a gradient penalty multiplies its backward pass by (gan/context.py)."""
-        return self._scaler.scale(self._one) if self.enabled else self._one
+        return self._scaler.scale(self._one)  # the tensor itself when scaling is off
 
     def step(self, optimizer: torch.optim.Optimizer) -> torch.Tensor:
         """Unscale, skip on inf/NaN, update the scale. Returns a 0-dim tensor: 1.0 if the step was
@@ -213,18 +203,15 @@ class LossScaler:
             return self._no_skip
         # GradScaler has no public accessor for "did this step find inf/NaN"; this private one
         # returns the on-device flags step() just used, so reading it costs no synchronisation.
-        found_inf = sum(self._scaler._found_inf_per_device(optimizer).values())
-        skipped = (found_inf > 0).float()
-        if self.static_scale is None:
-            self._scaler.update()
-        else:
-            # A static scale (the study used 128): skip overflowing steps, never change the scale.
-            self._scaler.update(self.static_scale)
+        skipped = (sum(self._scaler._found_inf_per_device(optimizer).values()) > 0).float()
+        # None: the dynamic update. A static scale (the study used 128) is set again as it is: overflowing
+        # steps are skipped, the scale never changes.
+        self._scaler.update(self.static_scale)
         return skipped
 
     def scale(self) -> float:
         """The current loss scale (1.0 when not scaling). Synchronises: call when logging only."""
-        return self._scaler.get_scale() if self.enabled else 1.0
+        return self._scaler.get_scale()  # 1.0 when scaling is off
 
     def state_dict(self) -> dict:
         return self._scaler.state_dict()
@@ -255,11 +242,11 @@ def check_kernels_for(device: torch.device) -> None:
         return
     major, minor = torch.cuda.get_device_capability(device)
     if not any(_runs_on(arch, major, minor) for arch in arch_list):
-        name = torch.cuda.get_device_name(device)
         raise AmpganError(
-            f"this PyTorch build ({torch.__version__}) has no kernels for {name} (sm_{major}{minor}); it "
-            f"has {', '.join(arch_list)}: install a PyTorch wheel built for sm_{major}{minor} (an older "
-            "CUDA build, e.g. --index-url https://download.pytorch.org/whl/cu118), or use --device cpu"
+            f"this PyTorch build ({torch.__version__}) has no kernels for {torch.cuda.get_device_name(device)} "
+            f"(sm_{major}{minor}); it has {', '.join(arch_list)}: install a PyTorch wheel built for "
+            f"sm_{major}{minor} (an older CUDA build, e.g. --index-url https://download.pytorch.org/whl/cu118), or "
+            "use --device cpu"
         )
 
 
@@ -275,9 +262,8 @@ def _runs_on(arch: str, major: int, minor: int) -> bool:
 def build_policy(name: str, device: torch.device, loss_scale: float | None = None) -> PrecisionPolicy:
     """The policy for this device, refusing modes it cannot run (by the device's own capability:
     torch.cuda.is_bf16_supported() answers yes for emulated bf16 on a T4 and asks the current device)."""
-    mode = precision(name)
     capability = torch.cuda.get_device_capability(device) if device.type == "cuda" else None
-    reason = mode.unavailable_reason(device.type, capability)
+    reason = precision(name).unavailable_reason(device.type, capability)
     if reason is not None:
         if device.type == "cuda":
             raise AmpganError(

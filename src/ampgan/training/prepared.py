@@ -99,7 +99,7 @@ def prepare_run(
             data,
             config.budget.batch_size,
             device,
-            policy.compute_dtype.itemsize,
+            policy.mode.compute_dtype.itemsize,
             world().local_size if device.type == "cpu" else 1,
         )
     _refuse_a_grid_that_cannot_fit(config.logging.samples_per_class, data, gan.conditional, gan.z_dim)

@@ -27,13 +27,12 @@ from ampgan.training.prepared import PreparedRun, prepare_run
 def saved_config(run_dir: Path) -> TrainConfig:
     """The config a run folder's config.json records (a flat one from ampgan 0.1 included), or one
     error line saying the file is damaged."""
-    path = Path(run_dir) / "config.json"
     try:
         return config_from_document(read_run_config(run_dir)["config"])
     except ConfigError as error:
         raise AmpganError(
-            f"{path} is damaged or foreign ({error}): it cannot be resumed or read; start a new "
-            "run, or restore the file"
+            f"{Path(run_dir) / 'config.json'} is damaged or foreign ({error}): it cannot be resumed or read; start "
+            "a new run, or restore the file"
         ) from None
 
 
@@ -65,8 +64,7 @@ def check_checkpoint_belongs(payload: dict, checkpoint: Path, run_dir: Path, con
     """A checkpoint resumes only the run that saved it: the same run identity (config.json's run_id,
     which every checkpoint carries) and the same experiment (every field that may not change on resume).
     One error line otherwise: config.json was edited, or the checkpoint was copied from another run."""
-    document = read_run_config(run_dir)
-    saved_id, own_id = payload.get("run_id"), document.get("run_id")
+    saved_id, own_id = payload.get("run_id"), read_run_config(run_dir).get("run_id")
     if saved_id is not None and own_id is not None and saved_id != own_id:
         raise AmpganError(
             f"{checkpoint} was saved by another run (run {saved_id}, this folder's is {own_id}): it was "

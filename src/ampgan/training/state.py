@@ -155,10 +155,9 @@ def load_optimizer_state(optimizer: torch.optim.Optimizer, saved: dict) -> None:
 
 def _first_reason(error: BaseException) -> str:
     lines = [line.strip() for line in str(error).splitlines() if line.strip()]
-    detail = next(
+    return next(
         (line for line in lines if line.startswith("size mismatch")), lines[0] if lines else type(error).__name__
-    )
-    return detail[:200]
+    )[:200]
 
 
 def optimizer_settings(model: Adam, config: TrainConfig, network: str) -> Adam:
@@ -199,9 +198,8 @@ def make_adam(named_parameters, settings: Adam) -> torch.optim.Optimizer:
         scale = next((factor for prefix, factor in settings.lr_multipliers.items() if name.startswith(prefix)), 1.0)
         groups.setdefault(scale, []).append(parameter)
     device_type = named[0][1].device.type if named else "cpu"
-    param_groups = [{"params": params, "lr": settings.lr * scale} for scale, params in groups.items()]
     return torch.optim.Adam(
-        param_groups,
+        [{"params": params, "lr": settings.lr * scale} for scale, params in groups.items()],
         lr=settings.lr,
         betas=settings.betas,
         eps=settings.eps,
@@ -235,16 +233,15 @@ def build_train_state(
         if update.optimizer is not None:
             parameters = [named for name in update.networks for named in trainable(networks[name])]
             extra_optimizers[update.name] = make_adam(parameters, update.optimizer)
-            extra_scalers[update.name] = policy.make_loss_scaler()
-    rng = torch.Generator(device=device).manual_seed(step_noise_seed(config.seed, rank, scheme=seed_scheme))
+            extra_scalers[update.name] = LossScaler(policy)
     return TrainState(
         gan=gan,
         optimizer_g=make_adam(trainable(gan.generator), optimizer_settings(gan.optimizer_g, config, "g")),
         optimizer_d=make_adam(trainable(gan.discriminator), optimizer_settings(gan.optimizer_d, config, "d")),
-        scaler_g=policy.make_loss_scaler(),
-        scaler_d=policy.make_loss_scaler(),
+        scaler_g=LossScaler(policy),
+        scaler_d=LossScaler(policy),
         policy=policy,
-        rng=rng,
+        rng=torch.Generator(device=device).manual_seed(step_noise_seed(config.seed, rank, scheme=seed_scheme)),
         extra_optimizers=extra_optimizers,
         extra_scalers=extra_scalers,
     )
@@ -271,11 +268,10 @@ def capture_global_rngs(device: torch.device | None = None) -> dict:
     numpy_state = np.random.get_state()
     python_version, python_internal, python_gauss = random.getstate()
     device = device or torch.device("cpu")
-    on_cuda = device.type == "cuda"
     return {
         "torch_cpu": torch.get_rng_state(),
         "device": device.type,
-        "torch_cuda": [torch.cuda.get_rng_state(device)] if on_cuda else [],
+        "torch_cuda": [torch.cuda.get_rng_state(device)] if device.type == "cuda" else [],
         "numpy": {
             "kind": numpy_state[0],
             "keys": torch.from_numpy(numpy_state[1].astype(np.int64)),
@@ -354,10 +350,10 @@ def check_compile_runs_on(device: torch.device) -> None:
         return
     capability = torch.cuda.get_device_capability(device)
     if tuple(capability) < TRITON_MIN_CAPABILITY:
-        name = torch.cuda.get_device_name(device)
         raise AmpganError(
             f"--compile needs a GPU of compute capability 7.0 or newer (its kernels are Triton's), and "
-            f"{name} is sm_{capability[0]}{capability[1]}: drop --compile (the eager step runs there)"
+            f"{torch.cuda.get_device_name(device)} is sm_{capability[0]}{capability[1]}: drop --compile (the eager "
+            "step runs there)"
         )
 
 

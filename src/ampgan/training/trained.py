@@ -32,10 +32,6 @@ class TrainedRun:
     step: int
 
     @property
-    def generator(self) -> torch.nn.Module:
-        return self.gan.generator
-
-    @property
     def class_names(self) -> list[str]:
         return self.document["dataset"]["class_names"]
 
@@ -43,10 +39,8 @@ class TrainedRun:
 def _data_of(document: dict, path: Path) -> DataSpec:
     """The data a run trained on, as its config.json describes it (checked: a damaged description
     would build a model of another shape, or score samples against the wrong classes)."""
-    dataset = document.get("dataset")
-    shape = dataset.get("image_shape") if isinstance(dataset, dict) else None
-    names = dataset.get("class_names") if isinstance(dataset, dict) else None
-    counts = dataset.get("counts_per_class") if isinstance(dataset, dict) else None
+    dataset = document.get("dataset") if isinstance(document.get("dataset"), dict) else {}
+    shape, names, counts = (dataset.get(key) for key in ("image_shape", "class_names", "counts_per_class"))
     if not (
         isinstance(shape, list)
         and len(shape) == 3
@@ -103,10 +97,8 @@ def class_samples(run: TrainedRun, label: int, count: int, seed: int) -> np.ndar
     device = next(generator_net.parameters()).device
     # Held at once: G's fp32 output, its copy in [0, 1], the uint8 images and the grid (a lower bound).
     bytes_each = math.prod(run.document["dataset"]["image_shape"]) * (4 + 4 + 1 + 1) + 4 * gan.z_dim
-    largest = largest_count(bytes_each, device)
-    refuse_unless_it_fits(
-        f"--n {count}", count * bytes_each, "the samples, generated at once", f"use --n {largest} or fewer", device
-    )
+    fix = f"use --n {largest_count(bytes_each, device)} or fewer"
+    refuse_unless_it_fits(f"--n {count}", count * bytes_each, "the samples, generated at once", fix, device)
     z = gan.draw_z(count, torch.Generator().manual_seed(seed)).to(device)
     labels = torch.full((count,), label, dtype=torch.long, device=device) if gan.conditional else None
     return to_uint8(gan.to_unit_range(gan.generate(generator_net, z, labels).float()))

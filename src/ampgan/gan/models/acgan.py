@@ -31,6 +31,7 @@ from ampgan.gan.layers import (
     init_dcgan_weights,
     real_fake_loss,
     start_spectral_normalisation,
+    unused_but_reduced,
 )
 from ampgan.gan.options import require_fraction, require_image_size, require_non_negative, require_whole
 
@@ -134,8 +135,7 @@ def acgan(
     def d_real(context):
         """Real images -> real (smoothed), and their class."""
         real_fake, classes = context.D(context.real)
-        loss = real_fake_loss(real_fake, real_label) + class_loss(classes, context.labels)
-        return loss, {
+        return real_fake_loss(real_fake, real_label) + class_loss(classes, context.labels), {
             "d_real_acc": (real_fake > 0).float().mean(),
             "class_acc_real": (classes.argmax(1) == context.labels).float().mean(),
         }
@@ -144,11 +144,9 @@ def acgan(
         """Fakes -> fake. The class head learns from real images only unless class_loss_on_fakes; a
         zero-weighted term then gives it a gradient, which DDP expects from every parameter."""
         real_fake, classes = context.D(context.fake)
-        loss = real_fake_loss(real_fake, 0.0)
-        if class_loss_on_fakes:
-            loss = loss + class_loss(classes, context.fake_labels)
-        else:
-            loss = loss + 0.0 * classes.float().sum()
+        loss = real_fake_loss(real_fake, 0.0) + (
+            class_loss(classes, context.fake_labels) if class_loss_on_fakes else unused_but_reduced(classes)
+        )
         return loss, {
             "d_fake_acc": (real_fake < 0).float().mean(),
             "class_acc_fake": (classes.argmax(1) == context.fake_labels).float().mean(),

@@ -141,9 +141,6 @@ def acgan_2019(data: DataSpec, *, z_dim: int = 100) -> GAN:
             "class_acc_fake": (classes.argmax(1) == context.fake_labels).float().mean()
         }
 
-    classifier_update = Update(
-        "classifier", loss=(class_on_real, class_on_fake), networks=("generator", "discriminator"), optimizer=STUDY_ADAM
-    )
     return GAN(
         generator=StudyGenerator(data, z_dim),
         discriminator=StudyDiscriminator(data),
@@ -154,7 +151,14 @@ def acgan_2019(data: DataSpec, *, z_dim: int = 100) -> GAN:
         image_range=(0.0, 1.0),
         d_loss=(d_real, d_fake),
         g_loss=g_loss,
-        extra_updates=(classifier_update,),
+        extra_updates=(
+            Update(
+                "classifier",
+                loss=(class_on_real, class_on_fake),
+                networks=("generator", "discriminator"),
+                optimizer=STUDY_ADAM,
+            ),
+        ),
         optimizer_g=STUDY_ADAM,
         optimizer_d=STUDY_ADAM,
         draw_inputs=draw_inputs,

@@ -71,13 +71,9 @@ class Generator(nn.Module):
         channels = width * 2**n_up  # 28 px, width w: 4w at 7 x 7, 2w at 14 x 14, w at 28 x 28
         self._start = (channels, base, base)
         self.project = nn.Linear(z_dim, channels * base**2)
-        blocks = []
-        for _ in range(n_up):
-            blocks.append(UpBlock(channels, channels // 2))
-            channels //= 2
-        self.blocks = nn.Sequential(*blocks)
+        self.blocks = nn.Sequential(*(UpBlock(channels // 2**i, channels // 2 ** (i + 1)) for i in range(n_up)))
         self.to_image = nn.Sequential(
-            nn.BatchNorm2d(channels), nn.ReLU(), nn.Conv2d(channels, data.channels, 3, padding=1), nn.Tanh()
+            nn.BatchNorm2d(width), nn.ReLU(), nn.Conv2d(width, data.channels, 3, padding=1), nn.Tanh()
         )
 
     def forward(self, z: torch.Tensor) -> torch.Tensor:
@@ -91,12 +87,8 @@ class Discriminator(nn.Module):
         super().__init__()
         n_down = upsamplings(data.image_size)
         self.stem = nn.Conv2d(data.channels, width, 3, padding=1)
-        blocks, channels = [], width
-        for _ in range(n_down):
-            blocks.append(DownBlock(channels, channels * 2))
-            channels *= 2
-        self.blocks = nn.Sequential(*blocks)
-        self.head = nn.Linear(channels * BASE_SIZE[data.image_size] ** 2, 1)
+        self.blocks = nn.Sequential(*(DownBlock(width * 2**i, width * 2 ** (i + 1)) for i in range(n_down)))
+        self.head = nn.Linear(width * 2**n_down * BASE_SIZE[data.image_size] ** 2, 1)
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         features = F.leaky_relu(self.blocks(self.stem(images)), 0.2)
