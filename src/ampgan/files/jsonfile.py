@@ -158,10 +158,9 @@ def read_jsonl(
             break
         try:
             line = raw.decode("utf-8")
+            record = parse_json(line)
         except UnicodeDecodeError:
-            line = None
-        try:
-            record = parse_json(line) if line is not None else None
+            line, record = None, None
         except DamagedDocument:
             record = None
         if not isinstance(record, dict):
@@ -169,10 +168,10 @@ def read_jsonl(
                 if said is not None:
                     said(f"{path}: its last line was cut short when the run stopped; it was dropped")
                 continue  # the crash-cut last line
-            what = "holds bytes that are not text" if line is None else "is not a JSON record"
             raise AmpganError(
-                f"{path} is damaged (line {number} {what}): it was changed after ampgan wrote it; restore it, "
-                f"or delete line {number} and the lines after it to resume"
+                f"{path} is damaged (line {number} "
+                f"{'holds bytes that are not text' if line is None else 'is not a JSON record'}): it was changed "
+                f"after ampgan wrote it; restore it, or delete line {number} and the lines after it to resume"
             )
         records.append(check_shape(record, shape, str(path), fix) if shape is not None else record)
     return records

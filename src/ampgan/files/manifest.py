@@ -147,17 +147,12 @@ def unproven(folder: Path, control: tuple[str, ...] = ()) -> list[str]:
         owner = next((m for m in (here, *here.parents) if m in manifests), None)
         for name in files + [f for f in folders if (here / f).is_symlink()]:
             path = here / name
-            relative = path.relative_to(folder).as_posix()
             if here in (owner, folder) and name in (MANIFEST, *control) and not path.is_symlink():
                 continue  # beside its manifest, or at the top (an older ampgan's marker, without one)
-            if owner is None or path.is_symlink():
-                found.append(relative)
-                continue
-            inside = path.relative_to(owner).as_posix()
-            records = manifests[owner]
-            if _matches(path, records.get(inside, set())):
-                continue
-            found.append(relative)
+            # Its path in its manifest; a link, or a file no manifest answers for, is never proven.
+            inside = owner is not None and not path.is_symlink() and path.relative_to(owner).as_posix()
+            if not inside or not _matches(path, manifests[owner].get(inside, set())):
+                found.append(path.relative_to(folder).as_posix())
     return sorted(found)
 
 
