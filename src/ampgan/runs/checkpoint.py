@@ -78,9 +78,12 @@ def list_checkpoints(run_dir: Path) -> list[Path]:
     folder = file_in(run_dir, "checkpoints")  # a linked checkpoint folder or file leading out: refused
     if not folder.is_dir():
         return []
-    named = [(m, p.name) for p in folder.iterdir() if (m := _NAME.match(p.name))]
-    found = [(int(m.group(1)), file_in(run_dir, "checkpoints", name)) for m, name in named]
-    return [p for _, p in sorted(found)]
+    found = sorted(
+        (int(m.group(1)), file_in(run_dir, "checkpoints", p.name))
+        for p in folder.iterdir()
+        if (m := _NAME.match(p.name))
+    )
+    return [p for _, p in found]
 
 
 def latest_checkpoint(run_dir: Path) -> Path:
