@@ -148,7 +148,7 @@ def _own_precision(gan) -> list[Finding]:
 
 def _generator_output(gan, data) -> list[Finding]:
     rng = torch.Generator().manual_seed(0)
-    z = gan.draw_z(PREFLIGHT_BATCH, rng)
+    z = gan.draw_z(PREFLIGHT_BATCH, rng)  # drawn before the labels, from the same generator
     labels = torch.randint(gan.num_classes, (PREFLIGHT_BATCH,), generator=rng) if gan.conditional else None
     with torch.no_grad():
         try:
@@ -294,20 +294,17 @@ class _GradientWitness:
             scaler.backward = original
 
     def findings(self) -> list[Finding]:
-        out = []
-        for label, names in self.missing.items():
-            shown = ", ".join(sorted(names)[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
-            out.append(
-                Finding(
-                    "warning",
-                    "unused",
-                    f"{len(names)} parameter(s) get no gradient in a backward pass of "
-                    f"{label} ({shown}): under torchrun DDP stops there; use them in "
-                    "every loss term (a zero-weighted term: ampgan.unused_but_reduced(output)) "
-                    "or leave them out of the network",
-                )
+        return [
+            Finding(
+                "warning",
+                "unused",
+                f"{len(names)} parameter(s) get no gradient in a backward pass of "
+                f"{label} ({_first_few(sorted(names), 4)}): under torchrun DDP stops there; use them in "
+                "every loss term (a zero-weighted term: ampgan.unused_but_reduced(output)) "
+                "or leave them out of the network",
             )
-        return out
+            for label, names in self.missing.items()
+        ]
 
 
 class _OpsInLosses(TorchFunctionMode):
@@ -356,18 +353,22 @@ class _OpsInLosses(TorchFunctionMode):
         return func(*args, **(kwargs or {}))
 
     def findings(self, model: str) -> list[Finding]:
-        out = []
-        if self.refused:
-            out.append(
-                Finding(
-                    "warning",
-                    "autocast",
-                    f"model {model} computes {', '.join(sorted(self.refused))} (BCE "
-                    "on probabilities), which autocast refuses on CUDA: return "
-                    "logits and use BCE-with-logits (ampgan.real_fake_loss)",
-                )
+        if not self.refused:
+            return []
+        return [
+            Finding(
+                "warning",
+                "autocast",
+                f"model {model} computes {', '.join(sorted(self.refused))} (BCE "
+                "on probabilities), which autocast refuses on CUDA: return "
+                "logits and use BCE-with-logits (ampgan.real_fake_loss)",
             )
-        return out
+        ]
+
+
+def _first_few(names: list[str], count: int) -> str:
+    """'a, b, c and 2 more': the first `count` names, and how many are left out."""
+    return ", ".join(names[:count]) + (f" and {len(names) - count} more" if len(names) > count else "")
 
 
 def _called_from(function, depth: int = 8) -> bool:
@@ -526,14 +527,13 @@ def _g_state_changed_by_d_loss(prepared, stream) -> list[Finding]:
             continue
         moved = [n for n, b in state.generator.named_buffers() if n in before and not torch.equal(before[n], b)]
         if moved:
-            shown = ", ".join(moved[:3]) + (f" and {len(moved) - 3} more" if len(moved) > 3 else "")
             findings.append(
                 Finding(
                     "warning",
                     "g-state",
-                    f"d_loss term {index} changes G's buffers ({shown}): it runs G in training mode during D's "
-                    "update, so G's batch-norm statistics move twice per step and eval-mode samples use them; "
-                    "use ctx.fake (G's output for this step, already detached) instead of calling ctx.G",
+                    f"d_loss term {index} changes G's buffers ({_first_few(moved, 3)}): it runs G in training mode "
+                    "during D's update, so G's batch-norm statistics move twice per step and eval-mode samples use "
+                    "them; use ctx.fake (G's output for this step, already detached) instead of calling ctx.G",
                 )
             )
     return findings
