@@ -52,25 +52,25 @@ def study_of(document: CompareDocument, out_dir: Path, report: Path | None = Non
             if pair["batch_size"] == batch and pair["precision"] in runs:
                 speedup[pair["precision"]] = pair | {"estimate": speedup_estimate(pair)}
     cost = document.cost
-    cost_summary = (
-        {
-            "target": cost.target,
-            "to_target": {
-                p: {
-                    k: getattr(entry, k) if entry is not None else None for k in ("reached", "seeds", "seconds", "cost")
-                }
-                for p, entry in cost.to_target.items()
-            },
-            "currency": cost.currency,
-        }
-        if cost is not None
-        else {}
-    )
     return Study(
         out_dir=Path(out_dir),
         outcome=document.outcome or RACED,
         verdict=list(document.verdict or []),
-        cost=cost_summary,
+        cost=(
+            {
+                "target": cost.target,
+                "to_target": {
+                    p: {
+                        k: getattr(entry, k) if entry is not None else None
+                        for k in ("reached", "seeds", "seconds", "cost")
+                    }
+                    for p, entry in cost.to_target.items()
+                },
+                "currency": cost.currency,
+            }
+            if cost is not None
+            else {}
+        ),
         precisions=list(runs) or [FP32],
         headline=document.headline.metric,
         speedup=speedup,

@@ -133,14 +133,8 @@ class CompareSpec:
             **{name: document.pop(f"bench_{name}") for name in ("batch_sizes", "steps") if f"bench_{name}" in document},
             **({"min_seconds": seconds, "max_seconds": 3 * seconds} if seconds is not None else {}),
         }
-        own = {}
-        for declared in fields(cls):
-            if declared.name in ("base", "bench") or declared.name not in document:
-                continue
-            value = document[declared.name]
-            if declared.name in _PLACES:
-                value = recorded_place(folder, value, path, *_PLACES[declared.name])
-            own[declared.name] = value
+        own = {f.name: document[f.name] for f in fields(cls) if f.name not in ("base", "bench") and f.name in document}
+        own |= {name: recorded_place(folder, own[name], path, *place) for name, place in _PLACES.items() if name in own}
         return cls(
             base=config_from_document(document["config"]),
             bench=replace(COMPARE_BENCH, **as_tuples(bench)),

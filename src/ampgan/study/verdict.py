@@ -86,14 +86,14 @@ def no_faster_mode_verdict(document: CompareDocument) -> list[str]:
     hardware = document.environment.hardware_summary
     batch, model = document.spec.batch_size, document.spec.model_name
     decisions = document.decisions or {}
-    measured = "; ".join(_slower_text(name, decision) for name, decision in decisions.items())
     cannot = "; ".join(
         f"{item['precision']}: {item['reason']}" for item in document.left_out if item["precision"] not in decisions
     )
     lines = [
         f"On this machine ({hardware}) no mixed-precision mode trains model {model} faster than fp32 at batch "
         f"{batch}, so mixed precision would make training slower and dearer here, not faster: train in fp32 "
-        f"on it. Measured on the real training step: {measured}."
+        f"on it. Measured on the real training step: "
+        f"{'; '.join(_slower_text(name, decision) for name, decision in decisions.items())}."
     ]
     if cannot:
         lines.append(f"Not available here: {cannot}.")
@@ -241,7 +241,6 @@ def _quality_line(
     floor: dict,
     headline=ACCURACY,
 ) -> str:
-    mine, theirs = run.final, fp32_run.final
     metric = headline.metric
     if metric == "evaluator_accuracy":
         ceiling = (
@@ -263,7 +262,7 @@ def _quality_line(
             f"Final Fréchet distance (an unconditional GAN: no class to recognise): {precision} "
             f"{_with_interval(run, metric)}, fp32 {_with_interval(fp32_run, metric)}{ceiling}"
         )
-    if "coverage" in mine and "coverage" in theirs:
+    if "coverage" in run.final and "coverage" in fp32_run.final:
         text += (
             f"; coverage {precision} {_with_interval(run, 'coverage')}, fp32 {_with_interval(fp32_run, 'coverage')}"
             + (f" (real images: {floor['coverage']:.2f})" if "coverage" in floor else "")
@@ -278,9 +277,9 @@ def _quality_line(
         judged = (
             "larger than the seed-to-seed spread" if difference.beyond_seed_spread else "within the seed-to-seed spread"
         )
-        unit = "accuracy" if metric == "evaluator_accuracy" else "Fréchet distance"
         text += (
-            f". Paired by seed, {precision} minus fp32 is {difference.mean:+.3f} in {unit} (95% CI "
+            f". Paired by seed, {precision} minus fp32 is {difference.mean:+.3f} in "
+            f"{'accuracy' if metric == 'evaluator_accuracy' else 'Fréchet distance'} (95% CI "
             f"{difference.low:+.3f} to {difference.high:+.3f}, {difference.n} seeds): {judged}"
         )
     return text + "."
@@ -290,13 +289,13 @@ def _target_line(
     precision: str, cost: CostSection, comparison: SeedComparison, target: float, seeds: int, headline=ACCURACY
 ) -> str:
     mine, theirs = cost.reaching(precision), cost.reaching(FP32)
-    named = (
-        f"Target evaluator accuracy {target:.2f}"
-        if headline.higher_is_better
-        else f"Target Fréchet distance {target:.2f} or lower"
-    )
     text = (
-        f"{named}: {precision} reached it in {mine.reached} of "
+        (
+            f"Target evaluator accuracy {target:.2f}"
+            if headline.higher_is_better
+            else f"Target Fréchet distance {target:.2f} or lower"
+        )
+        + f": {precision} reached it in {mine.reached} of "
         f"{mine.seeds or seeds} seeds"
         + (f" (mean {mine.seconds:.0f} s of training)" if mine.seconds else "")
         + f", fp32 in {theirs.reached} of {theirs.seeds or seeds}"
@@ -372,10 +371,13 @@ def _why_the_runs_differ(precision: str, run: RunSummary, fp32_run: RunSummary, 
         )
     ]
     slower = fp32_run.seconds_per_step / pair["baseline_step_s"] + run.seconds_per_step / pair["step_s"] > 2
-    reason = (
-        ", so the runs paid per-step costs the bench does not (fresh batches from the data pipeline, logging) "
-        "or met more load from the machine's other tenants"
-        if slower
-        else ", so the machine was less loaded during the runs than during the bench"
+    return (
+        ": "
+        + " and ".join(parts)
+        + (
+            ", so the runs paid per-step costs the bench does not (fresh batches from the data pipeline, logging) "
+            "or met more load from the machine's other tenants"
+            if slower
+            else ", so the machine was less loaded during the runs than during the bench"
+        )
     )
-    return ": " + " and ".join(parts) + reason
