@@ -343,12 +343,10 @@ class _OpsInLosses(TorchFunctionMode):
         if name in _REFUSED:
             self.refused.add(name)
         elif name in _FRAGILE and (self.depth == 0 or name == "normalize"):
-            low = [
-                a
+            if any(
+                isinstance(a, torch.Tensor) and a.dtype in (torch.float16, torch.bfloat16)
                 for a in (*args, *(kwargs or {}).values())
-                if isinstance(a, torch.Tensor) and a.dtype in (torch.float16, torch.bfloat16)
-            ]
-            if low:
+            ):
                 self.fragile.add(name)
         return func(*args, **(kwargs or {}))
 
@@ -544,9 +542,15 @@ def _context(state, batch) -> LossContext:
     gan = state.gan
     torch.manual_seed(0)
     real, labels = batch
-    rng = torch.Generator().manual_seed(1)
     context = LossContext.for_batch(
-        gan, state.generator, state.discriminator, real, labels, step=0, rng=rng, scaler=state.scaler_d
+        gan,
+        state.generator,
+        state.discriminator,
+        real,
+        labels,
+        step=0,
+        rng=torch.Generator().manual_seed(1),
+        scaler=state.scaler_d,
     )
     with torch.no_grad(), state.policy.autocast():
         context.fake = gan.generate(state.generator, context.z, context.fake_labels).detach()

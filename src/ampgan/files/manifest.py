@@ -27,8 +27,7 @@ FOLDER_MARKER = ".ampgan-folder"  # what kind of folder ampgan claimed (runs/cla
 
 def start(folder: Path) -> None:
     """An empty manifest in a folder ampgan has just claimed (never through a link)."""
-    fd = os.open(Path(folder) / MANIFEST, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
-    os.close(fd)
+    os.close(os.open(Path(folder) / MANIFEST, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644))
 
 
 def manifest_root(path: Path) -> Path | None:

@@ -323,18 +323,16 @@ def generate_evenly(
     """`count` samples of the GAN (gan/contract.py) from seeded noise (its own distribution), float images
     in [-1, 1] on the CPU, with the classes they were drawn for in equal shares (None for an
     unconditional GAN: its samples have no intended class)."""
-    rng = torch.Generator().manual_seed(seed)
     labels = torch.arange(count) % num_classes if gan.conditional else None
-    z = gan.draw_z(count, rng)
+    z = gan.draw_z(count, torch.Generator().manual_seed(seed))
     generator_net = gan.sampling_generator  # the EMA of G when the model declares one
     was_training = generator_net.training
     generator_net.eval()
     images = []
     try:
         for start in range(0, count, batch_size):
-            context = autocast() if autocast else torch.autocast("cpu", enabled=False)
             part = labels[start : start + batch_size].to(device) if labels is not None else None
-            with context:
+            with autocast() if autocast else torch.autocast("cpu", enabled=False):
                 drawn = gan.generate(generator_net, z[start : start + batch_size].to(device), part)
             images.append(gan.to_unit_range(drawn.float()).cpu())
     finally:
@@ -436,9 +434,10 @@ def manifold_and_class_metrics(
 
 def reference_floor(evaluator: TrainedEvaluator, count: int) -> dict:
     """The same metrics for real training images vs the held-out set: what a perfect generator scores."""
-    generator = torch.Generator().manual_seed(reference_subset_seed())
     count = min(count, len(evaluator.train_images))
-    chosen = torch.randperm(len(evaluator.train_images), generator=generator)[:count]
+    chosen = torch.randperm(
+        len(evaluator.train_images), generator=torch.Generator().manual_seed(reference_subset_seed())
+    )[:count]
     real_features, predicted = _features_and_predictions(evaluator.network, evaluator.train_images[chosen])
     held_features = evaluator.held_out_features()
     kid, kid_std = kernel_inception_distance(real_features, held_features)

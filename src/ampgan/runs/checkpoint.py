@@ -133,8 +133,10 @@ def verify_checkpoint(path: Path) -> None:
         return
     if problem == "is missing":
         raise AmpganError(f"no checkpoint at {one_line(path)}: give a run folder that finished at least one save")
-    older = [p for p in list_checkpoints(path.parent.parent) if _step(p) < _step(path)]
-    intact = next((p for p in reversed(older) if damage(p) is None), None)
+    intact = next(
+        (p for p in reversed(list_checkpoints(path.parent.parent)) if _step(p) < _step(path) and damage(p) is None),
+        None,
+    )
     fix = (
         f"move it out of {one_line(path.parent)} to resume from {intact.name}, the newest intact checkpoint"
         if intact is not None

@@ -120,8 +120,7 @@ class Record:
                 values[declared.name] = read(data[key])
             elif key in data:
                 values[declared.name] = None
-        extra = {k: v for k, v in data.items() if k not in _declared(cls)}
-        return cls(**values, extra=extra, read_keys=tuple(data))
+        return cls(**values, extra={k: v for k, v in data.items() if k not in _declared(cls)}, read_keys=tuple(data))
 
     def with_fields(self, **changes):
         """A copy with these fields set (and written, whether or not the table read had them)."""
@@ -324,9 +323,8 @@ class CostSection(Record):
     @classmethod
     def from_dict(cls, data: dict) -> CostSection:
         section = super().from_dict(data)
-        if "target" not in data:  # documents from before unconditional GANs name it target_accuracy
-            section = replace(section, target=data.get("target_accuracy"))  # read so, and written as read
-        return section
+        # Documents from before unconditional GANs name it target_accuracy: read so, and written as read.
+        return section if "target" in data else replace(section, target=data.get("target_accuracy"))
 
     @property
     def currency(self) -> str | None:
@@ -377,13 +375,14 @@ class SeedComparison(Record):
     @classmethod
     def from_dict(cls, data: dict) -> SeedComparison:
         metrics = {k: Interval.from_dict(v) for k, v in data.items() if k in METRICS and isinstance(v, dict)}
-        record = super().from_dict({k: v for k, v in data.items() if k not in metrics})
-        return replace(record, differences=metrics, read_keys=tuple(data))
+        others = super().from_dict({k: v for k, v in data.items() if k not in metrics})
+        return replace(others, differences=metrics, read_keys=tuple(data))
 
     def to_dict(self) -> dict:
-        out = {k: v for k, v in super().to_dict().items() if k != "differences"}
-        out |= {metric: interval.to_dict() for metric, interval in self.differences.items()}
-        return self._in_read_order(out)
+        return self._in_read_order(
+            {k: v for k, v in super().to_dict().items() if k != "differences"}
+            | {metric: interval.to_dict() for metric, interval in self.differences.items()}
+        )
 
     def difference(self, metric: str) -> Interval | None:
         return self.differences.get(metric)
@@ -496,5 +495,8 @@ def load_compare(out_dir: Path) -> CompareDocument:
         missing=f"{out_dir} has no compare.json: give the --out folder of an 'ampgan compare' run",
         fix="run 'ampgan compare' again",
     )
-    fix = f"continue the study with 'ampgan compare --resume {out_dir}' to write it anew, or run it again"
-    return CompareDocument.checked(data, str(path), fix)
+    return CompareDocument.checked(
+        data,
+        str(path),
+        f"continue the study with 'ampgan compare --resume {out_dir}' to write it anew, or run it again",
+    )

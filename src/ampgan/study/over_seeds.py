@@ -80,7 +80,6 @@ def paired_ratios(candidate: dict[str, float | None], baseline: dict[str, float 
 def compare_seeds(document) -> dict:
     """For each precision other than fp32: the paired differences of the final metrics and the
     paired ratio of times to the quality target (`document`: a study/document.py CompareDocument)."""
-    baseline = document.baseline
     comparison = {}
     for precision, run in document.runs.items():
         if precision == FP32:
@@ -88,7 +87,7 @@ def compare_seeds(document) -> dict:
         entry = {"seeds": len(run.seeds)}
         for metric in (key for key, described in METRICS.items() if described.paired):
             mine = {s: r.final[metric] for s, r in run.per_seed.items() if metric in r.final}
-            theirs = {s: r.final[metric] for s, r in baseline.per_seed.items() if metric in r.final}
+            theirs = {s: r.final[metric] for s, r in document.baseline.per_seed.items() if metric in r.final}
             if mine and theirs:
                 entry[metric] = paired_differences(mine, theirs)
         cost = document.cost or CostSection()

@@ -169,8 +169,10 @@ def figure_losses(document: CompareDocument, out_dir: Path, footer: str) -> tupl
         steps = [m["step"] for m in metrics]
         axis.plot(steps, [m["loss_scale_d"] for m in metrics], label=f"{precision} scale D")
         axis.plot(steps, [m["loss_scale_g"] for m in metrics], ls="--", label=f"{precision} scale G")
-        skipped = metrics[-1]["skipped_d_total"] + metrics[-1]["skipped_g_total"]
-        axis.set_title(f"fp16 loss scale ({skipped} skipped updates in all)")
+        axis.set_title(
+            f"fp16 loss scale ({metrics[-1]['skipped_d_total'] + metrics[-1]['skipped_g_total']} skipped "
+            "updates in all)"
+        )
     axis.set(xlabel="step", ylabel="loss scale")
     axis.set_yscale("log", base=2)
     axis.legend(fontsize=8)
@@ -530,10 +532,12 @@ def _wall_step(run) -> float | None:
 
 
 def _metrics_header(document: CompareDocument) -> list[str]:
-    shown = table_metrics(document.headline.higher_is_better)
     return (
         ["precision", "seeds", "steps (mean)"]
-        + [f"{m.label} [95% CI]" if m.key == document.headline.metric else m.label for m in shown]
+        + [
+            f"{m.label} [95% CI]" if m.key == document.headline.metric else m.label
+            for m in table_metrics(document.headline.higher_is_better)
+        ]
         + ["time to target (reached)", "cost to target"]
     )
 

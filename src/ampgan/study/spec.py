@@ -31,8 +31,9 @@ DEFAULT_BUDGET_S = 40.0
 def compare_base(changes: dict) -> TrainConfig:
     """The config every run of a study trains, from {config path: value}: DEFAULT_BUDGET_S of training
     unless the changes give a time budget, and a step budget alone when they give only steps."""
-    budget_s = None if changes.get("budget.steps") is not None else DEFAULT_BUDGET_S
-    return build_config({"budget.time_budget_s": budget_s}, changes)
+    return build_config(
+        {"budget.time_budget_s": None if changes.get("budget.steps") is not None else DEFAULT_BUDGET_S}, changes
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -144,9 +145,8 @@ class CompareSpec:
     def to_document(self, precisions) -> dict:
         """What compare.json records of the spec: the comparison's own settings, the shared config, and
         the fields the report reads at the top level."""
-        own = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("base", "bench")}
         return {
-            **_jsonable(own),
+            **_jsonable({f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("base", "bench")}),
             # The bench's settings (its base, precisions, memory format and compile setting are the study's).
             "bench": _jsonable({s.path: s.default for s in settings(self.bench, skip=("base",))}),
             "config": self.base.to_dict(),

@@ -22,7 +22,6 @@ def verdict(document: CompareDocument, bench_speedups: list[dict]) -> list[str]:
     """Plain-language conclusions from a comparison document and its bench's speedups, each with
     its uncertainty. Computed once by `ampgan compare` and stored in compare.json."""
     cost, runs, spec = document.cost or CostSection(), document.runs, document.spec
-    hardware = document.environment.hardware
     seeds = spec.seeds
     comparison = document.seed_comparison or {}
     nothing_paired = SeedComparison()
@@ -34,9 +33,18 @@ def verdict(document: CompareDocument, bench_speedups: list[dict]) -> list[str]:
     for precision, run in runs.items():
         if precision == FP32:
             continue
-        pair = speedups.get((batch, precision))
-        note = (document.bench_notes or {}).get(f"{precision}@{batch}")
-        lines.append(_speed_line(precision, run, document.baseline, pair, batch, hardware, note, document.race))
+        lines.append(
+            _speed_line(
+                precision,
+                run,
+                document.baseline,
+                speedups.get((batch, precision)),
+                batch,
+                document.environment.hardware,
+                (document.bench_notes or {}).get(f"{precision}@{batch}"),
+                document.race,
+            )
+        )
         lines += _off_pace_lines(precision, document.race)
         lines.append(
             _quality_line(
