@@ -86,9 +86,13 @@ def preflight(config: TrainConfig, dataset=None) -> list[Finding]:
                 "or the initialisation are broken before any precision enters",
             )
         )
-    findings += witness.findings() + ops.findings(gan.name) + _saves_as_tensors(state)
-    findings += _g_state_changed_by_d_loss(prepared, stream)
-    findings += _losses_under_loss_scaling(prepared, stream)
+    findings += (
+        witness.findings()
+        + ops.findings(gan.name)
+        + _saves_as_tensors(state)
+        + _g_state_changed_by_d_loss(prepared, stream)
+        + _losses_under_loss_scaling(prepared, stream)
+    )
     for name in (name for name, mode in PRECISIONS.items() if mode.cpu):
         if not any(f.severity == "error" for f in findings):
             findings += _real_step_under(name, prepared, stream)

@@ -103,12 +103,13 @@ class LayerRecorder:
 
 
 def gradient_histogram(records: dict[str, LayerRecord]) -> list[int]:
-    total = _zeros_histogram()
-    for record in records.values():
-        for kind in ("activation_grads", "weight_grads"):
-            for index, count in enumerate(record.histograms.get(kind, [])):
-                total[index] += count
-    return total
+    gradients = [
+        record.histograms[kind]
+        for record in records.values()
+        for kind in ("activation_grads", "weight_grads")
+        if kind in record.histograms
+    ]
+    return [sum(bucket) for bucket in zip(_zeros_histogram(), *gradients)]
 
 
 def fractions_at_scale(histogram: list[int], scale_exponent: int) -> dict[str, float]:

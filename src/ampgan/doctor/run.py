@@ -76,8 +76,8 @@ def diagnose_gan(config: TrainConfig, steps: int, fp16_steps: int, run_dir: Path
             "scale_table": {str(e): fractions_at_scale(histogram, e) for e in range(0, 25, 2)},
             "alignment": misaligned_layers(networks, prepared.data),
             "hardware": hardware_advice(prepared.config, prepared.dataset, prepared.policy.device),
+            "dynamic_scaling": _dynamic_fp16_run(config, prepared, fp16_steps, run_dir),
         }
-        report["dynamic_scaling"] = _dynamic_fp16_run(config, prepared, fp16_steps, run_dir)
         report["summary_lines"] = summary_lines(report)
         return report
     finally:

@@ -203,24 +203,17 @@ def check_step_matches_name(payload: dict, path: Path) -> None:
 def _first_non_finite(value, where: str = "") -> str | None:
     """The path of the first floating-point tensor or number holding NaN or infinity, else None."""
     if isinstance(value, torch.Tensor):
-        if value.is_floating_point() and not bool(torch.isfinite(value).all()):
-            return where
-        return None
+        return where if value.is_floating_point() and not bool(torch.isfinite(value).all()) else None
     if isinstance(value, float):
         return where if not math.isfinite(value) else None
-    if isinstance(value, dict):
-        items = value.items()
-    elif isinstance(value, (list, tuple)):
-        items = enumerate(value)
-    else:
-        return None
-    for key, item in items:
-        if where.startswith("scaler") or key in ("rng", "torch_cpu", "torch_cuda"):
-            continue  # a loss scale may be inf mid-search; RNG states are bytes
-        found = _first_non_finite(item, f"{where}.{key}" if where else str(key))
-        if found:
-            return found
-    return None
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, (list, tuple)) else ()
+    found = (
+        _first_non_finite(item, f"{where}.{key}" if where else str(key))
+        for key, item in items
+        # a loss scale may be inf mid-search; RNG states are bytes
+        if not (where.startswith("scaler") or key in ("rng", "torch_cpu", "torch_cuda"))
+    )
+    return next(filter(None, found), None)
 
 
 def load_weights(module: torch.nn.Module, saved: dict, origin: str) -> None:

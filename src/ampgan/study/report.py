@@ -31,7 +31,7 @@ from ampgan.runs.run_folder import read_metrics
 from ampgan.study.document import CompareDocument, CostSection, RunSummary, StudySpecRecord, load_compare
 from ampgan.study.evaluate import read_quality_curve
 from ampgan.study.spec import budget_text
-from ampgan.study.verdict import interval_text, verdict
+from ampgan.study.verdict import verdict, with_interval
 
 
 def _run_folder(out_dir: Path, recorded: str) -> Path:
@@ -556,7 +556,7 @@ def _metrics_rows(document: CompareDocument) -> list[list[str]]:
                 precision,
                 str(seeds),
                 str(run.steps),
-                *(_cell(run, m.key, m.digits) for m in shown),
+                *(with_interval(run, m.key, m.digits, ci="") for m in shown),
                 f"{reached.seconds:.0f} s ({reached.reached}/{reached.seeds})"
                 if reached.seconds
                 else f"not reached (0/{seeds})",
@@ -575,14 +575,6 @@ def _metrics_rows(document: CompareDocument) -> list[list[str]]:
         ]
     )
     return rows
-
-
-def _cell(run: RunSummary, metric: str, digits: int = 3) -> str:
-    interval = run.interval(metric)
-    if interval:
-        return f"{interval.mean:.{digits}f} [{interval_text(metric, interval, digits)}]"
-    value = run.final.get(metric)
-    return "-" if value is None else f"{value:.{digits}f}"
 
 
 def _class_sections(document: CompareDocument) -> list[Section]:
