@@ -259,21 +259,24 @@ class _GradientWitness:
             for name, network in networks.items()
         ]
         scalers = [("D's update", state.scaler_d, ("discriminator",)), ("G's update", state.scaler_g, ("generator",))]
-        for update in state.gan.extra_updates:
-            scaler = state.extra_scalers.get(update.name) if update.optimizer is not None else None
-            if scaler is not None:
-                scalers.append((f"update {update.name!r}", scaler, update.networks))
+        scalers += [
+            (f"update {update.name!r}", state.extra_scalers[update.name], update.networks)
+            for update in state.gan.extra_updates
+            if update.optimizer is not None and state.extra_scalers.get(update.name) is not None
+        ]
         wrapped: set[int] = set()
         for label, scaler, names in scalers:
-            if id(scaler) in wrapped:
-                continue
-            wrapped.add(id(scaler))
-            params = [
-                (n, f"{'G' if n == 'generator' else 'D'}.{p_name}", p)
-                for n in names
-                for p_name, p in networks[n].named_parameters()
-            ]
-            self._wrap(scaler, label, params)
+            if id(scaler) not in wrapped:  # a scaler several updates share is wrapped once, for the first
+                wrapped.add(id(scaler))
+                self._wrap(
+                    scaler,
+                    label,
+                    [
+                        (n, f"{'G' if n == 'generator' else 'D'}.{p_name}", p)
+                        for n in names
+                        for p_name, p in networks[n].named_parameters()
+                    ],
+                )
 
     def _wrap(self, scaler, label, params) -> None:
         original = scaler.backward
@@ -567,8 +570,9 @@ def _loss_terms(state, policy, batch, ops) -> tuple[dict[str, float], dict[str, 
     gan = state.gan
     context = _context(state, batch)
     values, notes = {}, {}
-    terms = [(f"d_loss term {i + 1}", term, state.scaler_d) for i, term in enumerate(gan.d_loss_terms)]
-    terms.append(("g_loss", gan.g_loss, state.scaler_g))
+    terms = [(f"d_loss term {i + 1}", term, state.scaler_d) for i, term in enumerate(gan.d_loss_terms)] + [
+        ("g_loss", gan.g_loss, state.scaler_g)
+    ]
     for update in gan.extra_updates:
         loss = update.loss if isinstance(update.loss, (list, tuple)) else (update.loss,)
         scaler = state.extra_scalers.get(update.name) or (

@@ -166,14 +166,12 @@ def summary_lines(report: dict) -> list[str]:
         f"{hardware.get('batch_size', '?')}; fp32 when none is)."
     )
     adjustable = [a for a in report["alignment"] if not a["fixed_by_task"]]
-    if adjustable:
-        lines.append(
-            "not multiples of 8: "
-            + ", ".join(f"{a['layer']} {a['dimension']}={a['value']} (try {a['suggested']})" for a in adjustable[:6])
-        )
-    else:
-        lines.append("alignment: every choosable conv/linear dimension is a multiple of 8.")
-    return lines
+    return lines + [
+        "not multiples of 8: "
+        + ", ".join(f"{a['layer']} {a['dimension']}={a['value']} (try {a['suggested']})" for a in adjustable[:6])
+        if adjustable
+        else "alignment: every choosable conv/linear dimension is a multiple of 8."
+    ]
 
 
 def _percent(fraction: float) -> str:

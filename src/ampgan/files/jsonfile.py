@@ -65,25 +65,23 @@ def _check_depth(document: Any) -> Any:
 def parse_json(text: str | bytes) -> Any:
     """The JSON document in `text`, or DamagedDocument saying why not."""
     try:
-        document = json.loads(text, object_pairs_hook=_unique_keys)
+        return _check_depth(json.loads(text, object_pairs_hook=_unique_keys))
     except RecursionError:
         raise TooDeep() from None
     except json.JSONDecodeError as error:
         raise DamagedDocument(f"{error.msg} at line {error.lineno} column {error.colno}") from None
     except UnicodeDecodeError as error:
         raise DamagedDocument(f"it is not UTF-8 text ({error.reason})") from None
-    return _check_depth(document)
 
 
 def parse_toml(text: str) -> dict:
     """The TOML document in `text`, or DamagedDocument saying why not."""
     try:
-        document = tomllib.loads(text)
+        return _check_depth(tomllib.loads(text))
     except RecursionError:
         raise TooDeep() from None
     except tomllib.TOMLDecodeError as error:
         raise DamagedDocument(str(error).splitlines()[0]) from None
-    return _check_depth(document)
 
 
 def not_a_regular_file(path: Path) -> str | None:

@@ -62,22 +62,17 @@ def record(path: Path, written: tuple[int, str] | None = None) -> None:
     """Note `path` (now complete) in the manifest of the ampgan folder it lies in; nothing outside one.
     `written`: its (size, sha256) when the writer already knows them (a log it appends to)."""
     root = manifest_root(path)
-    if root is None:
-        return
-    written = written or digest(path)
-    if written is None:
-        return
-    _append(path, {"size": written[0], "sha256": written[1]}, root)
+    if root is not None and (written := written or digest(path)) is not None:
+        _append(path, {"size": written[0], "sha256": written[1]}, root)
 
 
 def _append(path: Path, entry: dict, root: Path | None = None) -> None:
     root = root or manifest_root(path)
     if root is None:
         return
-    line = json.dumps({"path": _relative(path, root), **entry}) + "\n"
     fd = os.open(root / MANIFEST, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW)
     try:
-        os.write(fd, line.encode("utf-8"))
+        os.write(fd, (json.dumps({"path": _relative(path, root), **entry}) + "\n").encode("utf-8"))
     finally:
         os.close(fd)
 

@@ -158,8 +158,9 @@ def table_number(text: Any, where: str, field: str, *, whole: bool = False, leas
             f"{where}: {field} is {_short(shown)}, not {kind}: write {kind} from {_plain(least)} to {_plain(most)}"
         ) from None
     if not least <= value <= most:
-        bounds = f"from {_plain(least)} to {_plain(most)}"
-        raise AmpganError(f"{where}: {field} is {_short(shown)[1:-1]}; it must be {bounds}")
+        raise AmpganError(
+            f"{where}: {field} is {_short(shown)[1:-1]}; it must be from {_plain(least)} to {_plain(most)}"
+        )
     return int(value) if whole else value
 
 
@@ -186,5 +187,6 @@ def check_format(
         )
     if theirs.isdigit():
         raise AmpganError(f"{origin} was written by an older ampgan (format {found}; this one reads {expected}): {fix}")
-    shown = _short(found) if found is not None else "none"
-    raise AmpganError(f"{origin} is not {what} (its format is {shown}, not {expected})")
+    raise AmpganError(
+        f"{origin} is not {what} (its format is {_short(found) if found is not None else 'none'}, not {expected})"
+    )

@@ -159,11 +159,9 @@ def evaluator_for(
     cache_dir = Path(cache_dir) if cache_dir else ampgan_cache_dir() / "evaluators"
     weights_path, info_path = cache_dir / f"{key}.pt", cache_dir / f"{key}.json"
     network = Evaluator(dataset.channels, dataset.num_classes)
-    info = _cached_evaluator(network, weights_path, info_path, dataset)
-    if info is None:
-        info = _train_and_keep(
-            network, dataset, (train_idx, held_idx), epochs, seed, device, min_accuracy, weights_path
-        )
+    info = _cached_evaluator(network, weights_path, info_path, dataset) or _train_and_keep(
+        network, dataset, (train_idx, held_idx), epochs, seed, device, min_accuracy, weights_path
+    )
     info = dict(info, cache=str(weights_path))
     if info["held_out_accuracy"] < min_accuracy:
         raise AmpganError(

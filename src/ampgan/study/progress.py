@@ -95,9 +95,10 @@ class StudyProgress:
         """'the speed decisions, the bench, run fp32-seed0 (and run bf16-seed0 in progress)'."""
         parts = ["the speed decisions"] * bool(self.decided) + ["the bench"] * self.bench_done
         parts += [f"run {key}" for key, entry in self.runs.items() if entry.get("status") == "done"]
-        done = ", ".join(parts) or "nothing yet"
         started = [key for key, entry in self.runs.items() if entry.get("status") == "started"]
-        return done + (f"; run {', '.join(started)} stopped at its last checkpoint" if started else "")
+        return (", ".join(parts) or "nothing yet") + (
+            f"; run {', '.join(started)} stopped at its last checkpoint" if started else ""
+        )
 
 
 def has_study(folder: Path) -> bool:

@@ -133,10 +133,9 @@ def figure_quality(document: CompareDocument, out_dir: Path, footer: str) -> Pat
         axis.set(xlabel="training time (s)", ylabel=label)
         axis.grid(True, alpha=0.3)
         axis.legend(fontsize=8)
-    target = document.target
-    if target:
+    if document.target:
         target_axis = axes[0] if headline.higher_is_better else axes[2]
-        target_axis.axhline(target, ls=":", color="#d62728", label=f"target {target:.2f}")
+        target_axis.axhline(document.target, ls=":", color="#d62728", label=f"target {document.target:.2f}")
         target_axis.legend(fontsize=8)
     axes[2].set_yscale("log")
     band = f"mean of {seeds} seeds, band: lowest to highest seed" if seeds > 1 else "one seed"
@@ -194,19 +193,17 @@ class Section:
 def _no_faster_mode_sections(document: CompareDocument, out_dir: Path) -> list[Section]:
     """The report of a study that found no mode faster than fp32: the verdict, the machine, the decisions."""
     spec = document.spec
-    rows = [["precision", "ms per step", "fp32 ms per step", "speedup [95% CI]", "rounds", "verdict"]]
-    for name, decision in (document.decisions or {}).items():
-        interval = decision.interval
-        rows.append(
-            [
-                name,
-                _ms(decision.step_s),
-                _ms(decision.fp32_step_s),
-                f"{interval.estimate:.2f}x [{interval.low:.2f}-{interval.high:.2f}]" if interval else "-",
-                "" if decision.rounds is None else str(decision.rounds),
-                decision.verdict + (f" ({decision.note})" if decision.note else ""),
-            ]
-        )
+    rows = [["precision", "ms per step", "fp32 ms per step", "speedup [95% CI]", "rounds", "verdict"]] + [
+        [
+            name,
+            _ms(decision.step_s),
+            _ms(decision.fp32_step_s),
+            f"{bounds.estimate:.2f}x [{bounds.low:.2f}-{bounds.high:.2f}]" if (bounds := decision.interval) else "-",
+            "" if decision.rounds is None else str(decision.rounds),
+            decision.verdict + (f" ({decision.note})" if decision.note else ""),
+        ]
+        for name, decision in (document.decisions or {}).items()
+    ]
     return [
         Section("Verdict", lines=document.verdict or []),
         *projection_sections(out_dir),
@@ -473,11 +470,10 @@ def render_report(out_dir: Path) -> tuple[Path, Path]:
         "relative": lambda path: path.relative_to(out_dir).as_posix(),
         "data_uri": lambda path: _data_uri(out_dir, path),
     }
-    paths = []
-    for name in ("report.md", "report.html"):
-        write_text_atomically(out_dir / name, _TEMPLATES.get_template(f"{name}.j2").render(**context))
-        paths.append(out_dir / name)
-    return paths[0], paths[1]
+    paths = (out_dir / "report.md", out_dir / "report.html")
+    for path in paths:
+        write_text_atomically(path, _TEMPLATES.get_template(f"{path.name}.j2").render(**context))
+    return paths
 
 
 _SPEED_NOTE = (

@@ -17,14 +17,20 @@ from ampgan.study.document import (
     SpeedDecision,
 )
 
+# Why there is no quality target (by whether the headline metric is higher-is-better): what the runs lacked.
+_NO_TARGET = {
+    True: "Neither precision's samples were recognised clearly above chance on average (the target is set only "
+    "when the best mean final accuracy is at least twice chance): train longer before comparing time to quality.",
+    False: "Neither precision brought the Fréchet distance below half of its first evaluation's (the target is set "
+    "only then): train longer before comparing time to quality.",
+}
+
 
 def verdict(document: CompareDocument, bench_speedups: list[dict]) -> list[str]:
     """Plain-language conclusions from a comparison document and its bench's speedups, each with
     its uncertainty. Computed once by `ampgan compare` and stored in compare.json."""
     cost, runs, spec = document.cost or CostSection(), document.runs, document.spec
-    seeds = spec.seeds
     comparison = document.seed_comparison or {}
-    nothing_paired = SeedComparison()
     speedups = {(s["batch_size"], s["precision"]): s for s in bench_speedups}
     batch = spec.batch_size
     headline = document.headline
@@ -51,36 +57,29 @@ def verdict(document: CompareDocument, bench_speedups: list[dict]) -> list[str]:
                 precision,
                 run,
                 document.baseline,
-                comparison.get(precision, nothing_paired),
-                len(seeds),
+                comparison.get(precision) or SeedComparison(),
+                len(spec.seeds),
                 document.floor or {},
                 headline,
             )
         )
-        if target is not None:
-            lines.append(
-                _target_line(precision, cost, comparison.get(precision, nothing_paired), target, len(seeds), headline)
+        lines.append(
+            _target_line(
+                precision, cost, comparison.get(precision) or SeedComparison(), target, len(spec.seeds), headline
             )
-        elif headline.higher_is_better:
-            lines.append(
-                "Neither precision's samples were recognised clearly above chance on average (the target is "
-                "set only when the best mean final accuracy is at least twice chance): train longer before "
-                "comparing time to quality."
-            )
-        else:
-            lines.append(
-                "Neither precision brought the Fréchet distance below half of its first evaluation's (the "
-                "target is set only then): train longer before comparing time to quality."
-            )
+            if target is not None
+            else _NO_TARGET[headline.higher_is_better]
+        )
     flags = [f"{precision}, {flag}" for precision, run in runs.items() for flag in run.flags]
     if flags:
         lines.append(
             "Flags at the end of training: " + "; ".join(flags[:8]) + ("; ..." if len(flags) > 8 else "") + "."
         )
-    if spec.time_budget_s:
-        apart = f"{spec.time_budget_s / spec.eval_points:.0f} s of training apart"
-    else:
-        apart = f"{(spec.steps or 0) / spec.eval_points:.0f} steps apart"
+    apart = (
+        f"{spec.time_budget_s / spec.eval_points:.0f} s of training apart"
+        if spec.time_budget_s
+        else f"{(spec.steps or 0) / spec.eval_points:.0f} steps apart"
+    )
     lines.append(
         f"Times to the target are interpolated between evaluations {apart}; GAN "
         "quality curves are not monotonic (see the quality figure)."
