@@ -102,10 +102,9 @@ def _curves_over_seeds(document: CompareDocument, out_dir: Path, precision: str,
         read_quality_curve(file_in(_run_folder(out_dir, run.run_dir), "quality.jsonl"))
         for run in document.runs[precision].seed_runs
     ]
-    length = min(len(c) for c in curves)
-    curves = [c[:length] for c in curves]
-    seconds = np.mean([[p["train_seconds"] for p in c] for c in curves], axis=0)
-    values = np.array([[p.get(metric, np.nan) for p in c] for c in curves], dtype=float)
+    length = min(len(c) for c in curves)  # the evaluations every seed has
+    seconds = np.mean([[p["train_seconds"] for p in c[:length]] for c in curves], axis=0)
+    values = np.array([[p.get(metric, np.nan) for p in c[:length]] for c in curves], dtype=float)
     return seconds, values.mean(0), values.min(0), values.max(0), len(curves)
 
 
@@ -494,12 +493,11 @@ def _speed_rows(document: CompareDocument, out_dir: Path) -> list[list[str]]:
         if c["batch_size"] == batch and c.get("stats")
     }
     pairs = {s["precision"]: s for s in bench["speedups"] if s["batch_size"] == batch}
-    runs = document.runs
-    fp32_step = _wall_step(runs[FP32]) if FP32 in runs else None
+    fp32_step = _wall_step(document.runs[FP32]) if FP32 in document.runs else None
     rows = [
         ["precision", f"bench ms/step (batch {batch})", "bench speedup [95% CI]", "run ms/step (wall)", "run speedup"]
     ]
-    for precision, run in runs.items():
+    for precision, run in document.runs.items():
         step = _wall_step(run)
         pair = pairs.get(precision)
         rows.append(
