@@ -88,9 +88,8 @@ def not_a_regular_file(path: Path) -> str | None:
     """What `path` is when it exists but is not a regular file ('a FIFO', 'a folder', ...), else None.
     Path.is_file() is False for all of them, and calling one "missing" sends the user looking for the
     wrong problem; opening a FIFO would block until something writes to it."""
-    path = Path(path)
     try:
-        mode = path.stat().st_mode
+        mode = Path(path).stat().st_mode
     except OSError:
         return None
     kinds = (

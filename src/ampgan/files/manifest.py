@@ -112,9 +112,7 @@ def recorded(path: Path) -> bool | None:
     None when no manifest has a record of it (a folder of an older ampgan, or a file copied elsewhere)."""
     root = manifest_root(path)
     records = entries(root).get(_relative(path, root)) if root is not None else None
-    if not records:
-        return None
-    return _matches(path, records)
+    return _matches(path, records) if records else None
 
 
 def delete_written(path: Path) -> bool:

@@ -97,8 +97,7 @@ def latest_checkpoint(run_dir: Path) -> Path:
 
 def save_checkpoint(path: Path, payload: dict) -> None:
     """`payload`: tensors and plain Python values only (so a weights_only load can read it)."""
-    payload = {"format_version": FORMAT_VERSION, **payload}
-    write_atomically(path, lambda stream: torch.save(payload, stream))
+    write_atomically(path, lambda stream: torch.save({"format_version": FORMAT_VERSION, **payload}, stream))
 
 
 def damage(path: Path) -> str | None:
