@@ -86,9 +86,13 @@ def preflight(config: TrainConfig, dataset=None) -> list[Finding]:
                 "or the initialisation are broken before any precision enters",
             )
         )
-    findings += witness.findings() + ops.findings(gan.name) + _saves_as_tensors(state)
-    findings += _g_state_changed_by_d_loss(prepared, stream)
-    findings += _losses_under_loss_scaling(prepared, stream)
+    findings += (
+        witness.findings()
+        + ops.findings(gan.name)
+        + _saves_as_tensors(state)
+        + _g_state_changed_by_d_loss(prepared, stream)
+        + _losses_under_loss_scaling(prepared, stream)
+    )
     for name in (name for name, mode in PRECISIONS.items() if mode.cpu):
         if not any(f.severity == "error" for f in findings):
             findings += _real_step_under(name, prepared, stream)
@@ -148,7 +152,7 @@ def _own_precision(gan) -> list[Finding]:
 
 def _generator_output(gan, data) -> list[Finding]:
     rng = torch.Generator().manual_seed(0)
-    z = gan.draw_z(PREFLIGHT_BATCH, rng)
+    z = gan.draw_z(PREFLIGHT_BATCH, rng)  # drawn before the labels, from the same generator
     labels = torch.randint(gan.num_classes, (PREFLIGHT_BATCH,), generator=rng) if gan.conditional else None
     with torch.no_grad():
         try:
@@ -255,21 +259,24 @@ class _GradientWitness:
             for name, network in networks.items()
         ]
         scalers = [("D's update", state.scaler_d, ("discriminator",)), ("G's update", state.scaler_g, ("generator",))]
-        for update in state.gan.extra_updates:
-            scaler = state.extra_scalers.get(update.name) if update.optimizer is not None else None
-            if scaler is not None:
-                scalers.append((f"update {update.name!r}", scaler, update.networks))
+        scalers += [
+            (f"update {update.name!r}", state.extra_scalers[update.name], update.networks)
+            for update in state.gan.extra_updates
+            if update.optimizer is not None and state.extra_scalers.get(update.name) is not None
+        ]
         wrapped: set[int] = set()
         for label, scaler, names in scalers:
-            if id(scaler) in wrapped:
-                continue
-            wrapped.add(id(scaler))
-            params = [
-                (n, f"{'G' if n == 'generator' else 'D'}.{p_name}", p)
-                for n in names
-                for p_name, p in networks[n].named_parameters()
-            ]
-            self._wrap(scaler, label, params)
+            if id(scaler) not in wrapped:  # a scaler several updates share is wrapped once, for the first
+                wrapped.add(id(scaler))
+                self._wrap(
+                    scaler,
+                    label,
+                    [
+                        (n, f"{'G' if n == 'generator' else 'D'}.{p_name}", p)
+                        for n in names
+                        for p_name, p in networks[n].named_parameters()
+                    ],
+                )
 
     def _wrap(self, scaler, label, params) -> None:
         original = scaler.backward
@@ -294,20 +301,17 @@ class _GradientWitness:
             scaler.backward = original
 
     def findings(self) -> list[Finding]:
-        out = []
-        for label, names in self.missing.items():
-            shown = ", ".join(sorted(names)[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
-            out.append(
-                Finding(
-                    "warning",
-                    "unused",
-                    f"{len(names)} parameter(s) get no gradient in a backward pass of "
-                    f"{label} ({shown}): under torchrun DDP stops there; use them in "
-                    "every loss term (a zero-weighted term: ampgan.unused_but_reduced(output)) "
-                    "or leave them out of the network",
-                )
+        return [
+            Finding(
+                "warning",
+                "unused",
+                f"{len(names)} parameter(s) get no gradient in a backward pass of "
+                f"{label} ({_first_few(sorted(names), 4)}): under torchrun DDP stops there; use them in "
+                "every loss term (a zero-weighted term: ampgan.unused_but_reduced(output)) "
+                "or leave them out of the network",
             )
-        return out
+            for label, names in self.missing.items()
+        ]
 
 
 class _OpsInLosses(TorchFunctionMode):
@@ -346,28 +350,30 @@ class _OpsInLosses(TorchFunctionMode):
         if name in _REFUSED:
             self.refused.add(name)
         elif name in _FRAGILE and (self.depth == 0 or name == "normalize"):
-            low = [
-                a
+            if any(
+                isinstance(a, torch.Tensor) and a.dtype in (torch.float16, torch.bfloat16)
                 for a in (*args, *(kwargs or {}).values())
-                if isinstance(a, torch.Tensor) and a.dtype in (torch.float16, torch.bfloat16)
-            ]
-            if low:
+            ):
                 self.fragile.add(name)
         return func(*args, **(kwargs or {}))
 
     def findings(self, model: str) -> list[Finding]:
-        out = []
-        if self.refused:
-            out.append(
-                Finding(
-                    "warning",
-                    "autocast",
-                    f"model {model} computes {', '.join(sorted(self.refused))} (BCE "
-                    "on probabilities), which autocast refuses on CUDA: return "
-                    "logits and use BCE-with-logits (ampgan.real_fake_loss)",
-                )
+        if not self.refused:
+            return []
+        return [
+            Finding(
+                "warning",
+                "autocast",
+                f"model {model} computes {', '.join(sorted(self.refused))} (BCE "
+                "on probabilities), which autocast refuses on CUDA: return "
+                "logits and use BCE-with-logits (ampgan.real_fake_loss)",
             )
-        return out
+        ]
+
+
+def _first_few(names: list[str], count: int) -> str:
+    """'a, b, c and 2 more': the first `count` names, and how many are left out."""
+    return ", ".join(names[:count]) + (f" and {len(names) - count} more" if len(names) > count else "")
 
 
 def _called_from(function, depth: int = 8) -> bool:
@@ -526,14 +532,13 @@ def _g_state_changed_by_d_loss(prepared, stream) -> list[Finding]:
             continue
         moved = [n for n, b in state.generator.named_buffers() if n in before and not torch.equal(before[n], b)]
         if moved:
-            shown = ", ".join(moved[:3]) + (f" and {len(moved) - 3} more" if len(moved) > 3 else "")
             findings.append(
                 Finding(
                     "warning",
                     "g-state",
-                    f"d_loss term {index} changes G's buffers ({shown}): it runs G in training mode during D's "
-                    "update, so G's batch-norm statistics move twice per step and eval-mode samples use them; "
-                    "use ctx.fake (G's output for this step, already detached) instead of calling ctx.G",
+                    f"d_loss term {index} changes G's buffers ({_first_few(moved, 3)}): it runs G in training mode "
+                    "during D's update, so G's batch-norm statistics move twice per step and eval-mode samples use "
+                    "them; use ctx.fake (G's output for this step, already detached) instead of calling ctx.G",
                 )
             )
     return findings
@@ -544,9 +549,15 @@ def _context(state, batch) -> LossContext:
     gan = state.gan
     torch.manual_seed(0)
     real, labels = batch
-    rng = torch.Generator().manual_seed(1)
     context = LossContext.for_batch(
-        gan, state.generator, state.discriminator, real, labels, step=0, rng=rng, scaler=state.scaler_d
+        gan,
+        state.generator,
+        state.discriminator,
+        real,
+        labels,
+        step=0,
+        rng=torch.Generator().manual_seed(1),
+        scaler=state.scaler_d,
     )
     with torch.no_grad(), state.policy.autocast():
         context.fake = gan.generate(state.generator, context.z, context.fake_labels).detach()
@@ -559,8 +570,9 @@ def _loss_terms(state, policy, batch, ops) -> tuple[dict[str, float], dict[str, 
     gan = state.gan
     context = _context(state, batch)
     values, notes = {}, {}
-    terms = [(f"d_loss term {i + 1}", term, state.scaler_d) for i, term in enumerate(gan.d_loss_terms)]
-    terms.append(("g_loss", gan.g_loss, state.scaler_g))
+    terms = [(f"d_loss term {i + 1}", term, state.scaler_d) for i, term in enumerate(gan.d_loss_terms)] + [
+        ("g_loss", gan.g_loss, state.scaler_g)
+    ]
     for update in gan.extra_updates:
         loss = update.loss if isinstance(update.loss, (list, tuple)) else (update.loss,)
         scaler = state.extra_scalers.get(update.name) or (

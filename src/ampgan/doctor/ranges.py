@@ -39,6 +39,5 @@ def log2_histogram(values: torch.Tensor, low: int = -150, high: int = 130) -> tu
     """(counts per bucket floor(log2|x|) for x in [low, high], zeros): magnitudes on a log2 axis."""
     magnitudes = values.detach().abs().double().flatten()
     magnitudes = magnitudes[torch.isfinite(magnitudes)]
-    zeros = int((magnitudes == 0).sum())
     exponents = torch.floor(torch.log2(magnitudes[magnitudes > 0])).clamp(low, high).long() - low
-    return torch.bincount(exponents, minlength=high - low + 1).tolist(), zeros
+    return torch.bincount(exponents, minlength=high - low + 1).tolist(), int((magnitudes == 0).sum())

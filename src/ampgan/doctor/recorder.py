@@ -47,9 +47,8 @@ class LayerRecord:
                     continue  # counted once
                 self.counts[kind][key if key in ("values", "zeros") else f"{fmt_name}_{key}"] += value
         histogram, _ = log2_histogram(tensor, HIST_LOW, HIST_HIGH)
-        merged = self.histograms[kind]
         for index, count in enumerate(histogram):
-            merged[index] += count
+            self.histograms[kind][index] += count
         finite = tensor.detach()[torch.isfinite(tensor.detach())]
         if finite.numel():
             self.max_abs[kind] = max(self.max_abs[kind], float(finite.abs().max()))
@@ -104,12 +103,13 @@ class LayerRecorder:
 
 
 def gradient_histogram(records: dict[str, LayerRecord]) -> list[int]:
-    total = _zeros_histogram()
-    for record in records.values():
-        for kind in ("activation_grads", "weight_grads"):
-            for index, count in enumerate(record.histograms.get(kind, [])):
-                total[index] += count
-    return total
+    gradients = [
+        record.histograms[kind]
+        for record in records.values()
+        for kind in ("activation_grads", "weight_grads")
+        if kind in record.histograms
+    ]
+    return [sum(bucket) for bucket in zip(_zeros_histogram(), *gradients)]
 
 
 def fractions_at_scale(histogram: list[int], scale_exponent: int) -> dict[str, float]:
@@ -177,13 +177,12 @@ def hardware_advice(config, dataset, device: torch.device, log=lambda line: None
         config.with_fields({"precision.name": FP32, "precision.loss_scale": None}), dataset, device, log=log
     )
     useful = {name: d for name, d in decisions.items() if d.useful}
-    best = max(useful, key=lambda name: useful[name].interval["estimate"]) if useful else FP32
     return {
         "speedup_vs_fp32": {name: d.interval["estimate"] if d.interval else None for name, d in decisions.items()},
         "decisions": {name: d.to_dict() for name, d in decisions.items()},
         "cannot_run": cannot_run,
         "fast_modes": sorted(useful),
-        "recommended_mode": best,
+        "recommended_mode": max(useful, key=lambda name: useful[name].interval["estimate"]) if useful else FP32,
         "batch_size": config.budget.batch_size,
     }
 

@@ -42,8 +42,7 @@ def diagnose_gan(config: TrainConfig, steps: int, fp16_steps: int, run_dir: Path
     speed decisions inside set them per precision."""
     saved = snapshot_backend_switches()
     try:
-        fp32_config = config.with_fields({"precision.name": precisions.FP32, "precision.loss_scale": None})
-        prepared = prepare_run(fp32_config)
+        prepared = prepare_run(config.with_fields({"precision.name": precisions.FP32, "precision.loss_scale": None}))
         config = prepared.config.with_fields(
             {"precision.name": config.precision.name, "precision.loss_scale": config.precision.loss_scale}
         )
@@ -63,7 +62,6 @@ def diagnose_gan(config: TrainConfig, steps: int, fp16_steps: int, run_dir: Path
             finally:
                 recorder.close()
         histogram = gradient_histogram(recorder.records)
-        recommendation = recommend_loss_scale(histogram)
         rows = summarize_layers(recorder.records)
         report = {
             "format": "ampgan-doctor/1",
@@ -74,12 +72,12 @@ def diagnose_gan(config: TrainConfig, steps: int, fp16_steps: int, run_dir: Path
             "layers": rows,
             "flags": flagged(rows),
             "gradient_histogram": {"low_exponent": HIST_LOW, "counts": histogram},
-            "loss_scale": recommendation,
+            "loss_scale": recommend_loss_scale(histogram),
             "scale_table": {str(e): fractions_at_scale(histogram, e) for e in range(0, 25, 2)},
             "alignment": misaligned_layers(networks, prepared.data),
             "hardware": hardware_advice(prepared.config, prepared.dataset, prepared.policy.device),
+            "dynamic_scaling": _dynamic_fp16_run(config, prepared, fp16_steps, run_dir),
         }
-        report["dynamic_scaling"] = _dynamic_fp16_run(config, prepared, fp16_steps, run_dir)
         report["summary_lines"] = summary_lines(report)
         return report
     finally:
@@ -168,14 +166,12 @@ def summary_lines(report: dict) -> list[str]:
         f"{hardware.get('batch_size', '?')}; fp32 when none is)."
     )
     adjustable = [a for a in report["alignment"] if not a["fixed_by_task"]]
-    if adjustable:
-        lines.append(
-            "not multiples of 8: "
-            + ", ".join(f"{a['layer']} {a['dimension']}={a['value']} (try {a['suggested']})" for a in adjustable[:6])
-        )
-    else:
-        lines.append("alignment: every choosable conv/linear dimension is a multiple of 8.")
-    return lines
+    return lines + [
+        "not multiples of 8: "
+        + ", ".join(f"{a['layer']} {a['dimension']}={a['value']} (try {a['suggested']})" for a in adjustable[:6])
+        if adjustable
+        else "alignment: every choosable conv/linear dimension is a multiple of 8."
+    ]
 
 
 def _percent(fraction: float) -> str:
@@ -203,11 +199,10 @@ def _footer(report: dict) -> str:
 
 
 def _gradient_figure(report: dict, path: Path) -> None:
-    plt = pyplot()
     counts = np.asarray(report["gradient_histogram"]["counts"], dtype=float)
     exponents = np.arange(len(counts)) + report["gradient_histogram"]["low_exponent"]
     scale_exponent = report["loss_scale"].get("exponent", 0)
-    figure, axis = plt.subplots(figsize=(9, 4.5), dpi=120)
+    figure, axis = pyplot().subplots(figsize=(9, 4.5), dpi=120)
     total = counts.sum() or 1
     axis.bar(exponents, counts / total, width=1.0, alpha=0.6, label="gradients (unscaled)", color="#1f77b4")
     axis.bar(
@@ -237,7 +232,6 @@ def _gradient_figure(report: dict, path: Path) -> None:
 
 
 def _layer_heatmap(report: dict, path: Path) -> None:
-    plt = pyplot()
     columns = [
         (kind, key)
         for kind in KINDS
@@ -245,7 +239,7 @@ def _layer_heatmap(report: dict, path: Path) -> None:
     ]
     layers = report["layers"]
     matrix = np.array([[row.get(kind, {}).get(key, 0.0) for kind, key in columns] for row in layers])
-    figure, axis = plt.subplots(figsize=(12, 0.32 * len(layers) + 2.5), dpi=120)
+    figure, axis = pyplot().subplots(figsize=(12, 0.32 * len(layers) + 2.5), dpi=120)
     image = axis.imshow(np.log10(matrix + 1e-7), aspect="auto", cmap="magma_r", vmin=-7, vmax=0)
     axis.set_yticks(range(len(layers)), [row["layer"] for row in layers], fontsize=7)
     axis.set_xticks(range(len(columns)), [f"{kind}\n{key}" for kind, key in columns], rotation=90, fontsize=6)

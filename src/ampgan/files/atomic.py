@@ -63,8 +63,16 @@ def _write_atomically(path: Path, write: Callable[[IO[bytes]], Any]) -> None:
 
 
 def write_json_atomically(path: Path, value: Any) -> None:
-    text = json.dumps(value, indent=2, sort_keys=False) + "\n"
+    write_text_atomically(path, json.dumps(value, indent=2, sort_keys=False) + "\n")
+
+
+def write_text_atomically(path: Path, text: str) -> None:
     write_atomically(path, lambda stream: stream.write(text.encode("utf-8")))
+
+
+def write_jsonl_atomically(path: Path, records: list) -> None:
+    """A JSON-lines log rewritten whole (cut back on resume): one record per line."""
+    write_text_atomically(path, "".join(json.dumps(record) + "\n" for record in records))
 
 
 def write_csv_atomically(path: Path, columns, rows, **options: Any) -> None:
@@ -73,7 +81,7 @@ def write_csv_atomically(path: Path, columns, rows, **options: Any) -> None:
     writer = csv.DictWriter(text, fieldnames=columns, **options)
     writer.writeheader()
     writer.writerows(rows)
-    write_atomically(path, lambda stream: stream.write(text.getvalue().encode()))
+    write_text_atomically(path, text.getvalue())
 
 
 def open_for_append(path: Path) -> AppendLog:

@@ -17,8 +17,9 @@ from ampgan.files.atomic import write_atomically
 
 def to_uint8(images: torch.Tensor) -> np.ndarray:
     """[-1, 1] float (N, C, H, W) -> uint8 (N, H, W, C)."""
-    scaled = ((images.detach().float().cpu().clamp(-1, 1) + 1) * 127.5).round().to(torch.uint8)
-    return scaled.permute(0, 2, 3, 1).numpy()
+    return (
+        ((images.detach().float().cpu().clamp(-1, 1) + 1) * 127.5).round().to(torch.uint8).permute(0, 2, 3, 1).numpy()
+    )
 
 
 def image_grid(images: np.ndarray, rows: int, padding: int = 2) -> np.ndarray:

@@ -65,34 +65,31 @@ def _check_depth(document: Any) -> Any:
 def parse_json(text: str | bytes) -> Any:
     """The JSON document in `text`, or DamagedDocument saying why not."""
     try:
-        document = json.loads(text, object_pairs_hook=_unique_keys)
+        return _check_depth(json.loads(text, object_pairs_hook=_unique_keys))
     except RecursionError:
         raise TooDeep() from None
     except json.JSONDecodeError as error:
         raise DamagedDocument(f"{error.msg} at line {error.lineno} column {error.colno}") from None
     except UnicodeDecodeError as error:
         raise DamagedDocument(f"it is not UTF-8 text ({error.reason})") from None
-    return _check_depth(document)
 
 
 def parse_toml(text: str) -> dict:
     """The TOML document in `text`, or DamagedDocument saying why not."""
     try:
-        document = tomllib.loads(text)
+        return _check_depth(tomllib.loads(text))
     except RecursionError:
         raise TooDeep() from None
     except tomllib.TOMLDecodeError as error:
         raise DamagedDocument(str(error).splitlines()[0]) from None
-    return _check_depth(document)
 
 
 def not_a_regular_file(path: Path) -> str | None:
     """What `path` is when it exists but is not a regular file ('a FIFO', 'a folder', ...), else None.
     Path.is_file() is False for all of them, and calling one "missing" sends the user looking for the
     wrong problem; opening a FIFO would block until something writes to it."""
-    path = Path(path)
     try:
-        mode = path.stat().st_mode
+        mode = Path(path).stat().st_mode
     except OSError:
         return None
     kinds = (
@@ -158,10 +155,9 @@ def read_jsonl(
             break
         try:
             line = raw.decode("utf-8")
+            record = parse_json(line)
         except UnicodeDecodeError:
-            line = None
-        try:
-            record = parse_json(line) if line is not None else None
+            line, record = None, None
         except DamagedDocument:
             record = None
         if not isinstance(record, dict):
@@ -169,10 +165,10 @@ def read_jsonl(
                 if said is not None:
                     said(f"{path}: its last line was cut short when the run stopped; it was dropped")
                 continue  # the crash-cut last line
-            what = "holds bytes that are not text" if line is None else "is not a JSON record"
             raise AmpganError(
-                f"{path} is damaged (line {number} {what}): it was changed after ampgan wrote it; restore it, "
-                f"or delete line {number} and the lines after it to resume"
+                f"{path} is damaged (line {number} "
+                f"{'holds bytes that are not text' if line is None else 'is not a JSON record'}): it was changed "
+                f"after ampgan wrote it; restore it, or delete line {number} and the lines after it to resume"
             )
         records.append(check_shape(record, shape, str(path), fix) if shape is not None else record)
     return records

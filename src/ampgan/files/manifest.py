@@ -27,8 +27,7 @@ FOLDER_MARKER = ".ampgan-folder"  # what kind of folder ampgan claimed (runs/cla
 
 def start(folder: Path) -> None:
     """An empty manifest in a folder ampgan has just claimed (never through a link)."""
-    fd = os.open(Path(folder) / MANIFEST, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
-    os.close(fd)
+    os.close(os.open(Path(folder) / MANIFEST, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644))
 
 
 def manifest_root(path: Path) -> Path | None:
@@ -63,22 +62,17 @@ def record(path: Path, written: tuple[int, str] | None = None) -> None:
     """Note `path` (now complete) in the manifest of the ampgan folder it lies in; nothing outside one.
     `written`: its (size, sha256) when the writer already knows them (a log it appends to)."""
     root = manifest_root(path)
-    if root is None:
-        return
-    written = written or digest(path)
-    if written is None:
-        return
-    _append(path, {"size": written[0], "sha256": written[1]}, root)
+    if root is not None and (written := written or digest(path)) is not None:
+        _append(path, {"size": written[0], "sha256": written[1]}, root)
 
 
 def _append(path: Path, entry: dict, root: Path | None = None) -> None:
     root = root or manifest_root(path)
     if root is None:
         return
-    line = json.dumps({"path": _relative(path, root), **entry}) + "\n"
     fd = os.open(root / MANIFEST, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW)
     try:
-        os.write(fd, line.encode("utf-8"))
+        os.write(fd, (json.dumps({"path": _relative(path, root), **entry}) + "\n").encode("utf-8"))
     finally:
         os.close(fd)
 
@@ -118,9 +112,7 @@ def recorded(path: Path) -> bool | None:
     None when no manifest has a record of it (a folder of an older ampgan, or a file copied elsewhere)."""
     root = manifest_root(path)
     records = entries(root).get(_relative(path, root)) if root is not None else None
-    if not records:
-        return None
-    return _matches(path, records)
+    return _matches(path, records) if records else None
 
 
 def delete_written(path: Path) -> bool:
@@ -147,17 +139,12 @@ def unproven(folder: Path, control: tuple[str, ...] = ()) -> list[str]:
         owner = next((m for m in (here, *here.parents) if m in manifests), None)
         for name in files + [f for f in folders if (here / f).is_symlink()]:
             path = here / name
-            relative = path.relative_to(folder).as_posix()
             if here in (owner, folder) and name in (MANIFEST, *control) and not path.is_symlink():
                 continue  # beside its manifest, or at the top (an older ampgan's marker, without one)
-            if owner is None or path.is_symlink():
-                found.append(relative)
-                continue
-            inside = path.relative_to(owner).as_posix()
-            records = manifests[owner]
-            if _matches(path, records.get(inside, set())):
-                continue
-            found.append(relative)
+            # Its path in its manifest; a link, or a file no manifest answers for, is never proven.
+            inside = owner is not None and not path.is_symlink() and path.relative_to(owner).as_posix()
+            if not inside or not _matches(path, manifests[owner].get(inside, set())):
+                found.append(path.relative_to(folder).as_posix())
     return sorted(found)
 
 

@@ -86,14 +86,8 @@ def inside(
     """`folder / recorded`, once `recorded` is a relative path that stays inside `folder` (links
     included); else one error line naming the document."""
     folder = Path(folder)
-    if is_relative_inside(recorded):
-        path = folder / str(recorded)
-        try:
-            resolved, root = path.resolve(), folder.resolve()
-        except (OSError, RuntimeError):
-            resolved, root = None, None
-        if resolved is not None and (resolved == root or resolved.is_relative_to(root)):
-            return path
+    if is_relative_inside(recorded) and not leads_out(folder, folder / str(recorded)):
+        return folder / str(recorded)
     raise AmpganError(
         f"{one_line(document)} records the path {one_line(repr(recorded))[:120]}, which is not inside "
         f"{one_line(folder)}: the file was edited or is foreign; {fix}"

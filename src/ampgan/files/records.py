@@ -20,6 +20,8 @@ _FLAT = {int: int, float: (int, float), str: str, bool: bool, type(None): None, 
 def shape_of(kind) -> Any:
     """The files/schema.py shape of a type annotation (a record, a container of them, a simple type)."""
     if dataclasses.is_dataclass(kind):
+        if isinstance(getattr(kind, "shape", None), types.MethodType):  # a record stating its own (study/document.py)
+            return kind.shape()
         hints = typing.get_type_hints(kind)
         return {_key(f): shape_of(hints[f.name]) for f in dataclasses.fields(kind) if f.init}
     origin, args = typing.get_origin(kind), typing.get_args(kind)

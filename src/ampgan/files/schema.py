@@ -82,16 +82,9 @@ def _matches(value: Any, wanted) -> bool:
     kinds = wanted if isinstance(wanted, tuple) else (wanted,)
     if isinstance(value, float) and not math.isfinite(value):
         return NonFinite in kinds
-    for kind in kinds:
-        if kind is None:
-            if value is None:
-                return True
-        elif isinstance(value, bool):
-            if kind is bool:
-                return True
-        elif kind is not NonFinite and isinstance(value, kind):
-            return True
-    return False
+    if isinstance(value, bool):  # never taken for a number
+        return bool in kinds
+    return any(value is None if kind is None else isinstance(value, kind) for kind in kinds)
 
 
 def _check(value: Any, shape, where: str) -> None:
@@ -102,17 +95,14 @@ def _check(value: Any, shape, where: str) -> None:
         if not isinstance(value, dict):
             raise ShapeError(where or "the document", f"should be a table, got {type(value).__name__}")
         for key, inner in shape.items():
-            if key == "*":
-                for name, item in value.items():
-                    _check(item, inner, f"{where}.{name}" if where else str(name))
-                continue
-            optional = key.startswith("?")
             name = key.lstrip("?")
-            if name not in value:
-                if optional:
-                    continue
+            if key == "*":
+                for item_name, item in value.items():
+                    _check(item, inner, f"{where}.{item_name}" if where else str(item_name))
+            elif name in value:
+                _check(value[name], inner, f"{where}.{name}" if where else name)
+            elif not key.startswith("?"):
                 raise ShapeError(f"{where}.{name}" if where else name, "is missing")
-            _check(value[name], inner, f"{where}.{name}" if where else name)
     elif isinstance(shape, Between):
         if not shape.holds(value):
             raise ShapeError(
@@ -168,8 +158,9 @@ def table_number(text: Any, where: str, field: str, *, whole: bool = False, leas
             f"{where}: {field} is {_short(shown)}, not {kind}: write {kind} from {_plain(least)} to {_plain(most)}"
         ) from None
     if not least <= value <= most:
-        bounds = f"from {_plain(least)} to {_plain(most)}"
-        raise AmpganError(f"{where}: {field} is {_short(shown)[1:-1]}; it must be {bounds}")
+        raise AmpganError(
+            f"{where}: {field} is {_short(shown)[1:-1]}; it must be from {_plain(least)} to {_plain(most)}"
+        )
     return int(value) if whole else value
 
 
@@ -196,5 +187,6 @@ def check_format(
         )
     if theirs.isdigit():
         raise AmpganError(f"{origin} was written by an older ampgan (format {found}; this one reads {expected}): {fix}")
-    shown = _short(found) if found is not None else "none"
-    raise AmpganError(f"{origin} is not {what} (its format is {shown}, not {expected})")
+    raise AmpganError(
+        f"{origin} is not {what} (its format is {_short(found) if found is not None else 'none'}, not {expected})"
+    )

@@ -49,8 +49,9 @@ def evaluate_runs(run_dirs: list[Path], samples: int, seed: int, evaluator_cache
         config = run.config
         key = (config.data, config.seed)
         if key not in evaluators:
-            dataset = load_dataset(config.data, seed=config.seed)
-            evaluators[key] = evaluator_for(dataset, cache_dir=evaluator_cache, seed=seed)
+            evaluators[key] = evaluator_for(
+                load_dataset(config.data, seed=config.seed), cache_dir=evaluator_cache, seed=seed
+            )
         evaluator = evaluators[key]
         if tuple(run.class_names) != evaluator.class_names:
             raise AmpganError(

@@ -28,7 +28,7 @@ from torch import nn
 from ampgan.data import ImageDataset
 from ampgan.errors import AmpganError, one_line, warn
 from ampgan.files.atomic import write_atomically, write_json_atomically
-from ampgan.files.cache_dir import cache_dir
+from ampgan.files.cache_dir import cache_dir as ampgan_cache_dir
 from ampgan.files.jsonfile import parse_json
 from ampgan.files.schema import has_shape
 from ampgan.quality.metrics import (
@@ -141,10 +141,6 @@ def split_for_evaluation(dataset: ImageDataset, seed: int = 0) -> tuple[torch.Te
     return torch.cat(train), torch.cat(held_out)
 
 
-def default_cache_dir() -> Path:
-    return cache_dir() / "evaluators"
-
-
 def evaluator_for(
     dataset: ImageDataset,
     cache_dir: Path | None = None,
@@ -160,14 +156,12 @@ def evaluator_for(
     # v4: entries carry their weights' digest (v3: the one-cycle schedule, shifts and minimum steps of
     # _train_classifier); older ones are not reused.
     key = hashlib.sha256(f"{dataset.content_sha256()}:{epochs}:{seed}:v4".encode()).hexdigest()[:20]
-    cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
+    cache_dir = Path(cache_dir) if cache_dir else ampgan_cache_dir() / "evaluators"
     weights_path, info_path = cache_dir / f"{key}.pt", cache_dir / f"{key}.json"
     network = Evaluator(dataset.channels, dataset.num_classes)
-    info = _cached_evaluator(network, weights_path, info_path, dataset)
-    if info is None:
-        info = _train_and_keep(
-            network, dataset, (train_idx, held_idx), epochs, seed, device, min_accuracy, weights_path
-        )
+    info = _cached_evaluator(network, weights_path, info_path, dataset) or _train_and_keep(
+        network, dataset, (train_idx, held_idx), epochs, seed, device, min_accuracy, weights_path
+    )
     info = dict(info, cache=str(weights_path))
     if info["held_out_accuracy"] < min_accuracy:
         raise AmpganError(
@@ -196,9 +190,8 @@ def _train_and_keep(network, dataset, split, epochs, seed, device, min_accuracy,
     ran = _train_classifier(network, dataset.images[train_idx], dataset.labels[train_idx], epochs, seed, device)
     network.cpu()
     _, predicted = _features_and_predictions(network, dataset.images[held_idx])
-    held_accuracy = accuracy(predicted, dataset.labels[held_idx].numpy())
     info = {
-        "held_out_accuracy": held_accuracy,
+        "held_out_accuracy": accuracy(predicted, dataset.labels[held_idx].numpy()),
         "epochs": ran,
         "train_images": len(train_idx),
         "held_out_images": len(held_idx),
@@ -328,18 +321,16 @@ def generate_evenly(
     """`count` samples of the GAN (gan/contract.py) from seeded noise (its own distribution), float images
     in [-1, 1] on the CPU, with the classes they were drawn for in equal shares (None for an
     unconditional GAN: its samples have no intended class)."""
-    rng = torch.Generator().manual_seed(seed)
     labels = torch.arange(count) % num_classes if gan.conditional else None
-    z = gan.draw_z(count, rng)
+    z = gan.draw_z(count, torch.Generator().manual_seed(seed))
     generator_net = gan.sampling_generator  # the EMA of G when the model declares one
     was_training = generator_net.training
     generator_net.eval()
     images = []
     try:
         for start in range(0, count, batch_size):
-            context = autocast() if autocast else torch.autocast("cpu", enabled=False)
             part = labels[start : start + batch_size].to(device) if labels is not None else None
-            with context:
+            with autocast() if autocast else torch.autocast("cpu", enabled=False):
                 drawn = gan.generate(generator_net, z[start : start + batch_size].to(device), part)
             images.append(gan.to_unit_range(drawn.float()).cpu())
     finally:
@@ -378,11 +369,6 @@ def unconditional_metrics(
     features: np.ndarray, predicted: np.ndarray, real_features: np.ndarray, evaluator: TrainedEvaluator
 ) -> dict:
     """Precision/recall, density/coverage, diversity against real images, and the classes read."""
-    metrics: dict = {}
-    rng = np.random.default_rng(0)
-    chosen = rng.choice(len(features), min(len(features), len(real_features)), replace=False)
-    if len(chosen) > _MANIFOLD_K:
-        metrics |= precision_recall(real_features, features[chosen]) | density_coverage(real_features, features[chosen])
     reference = mean_pairwise_distance(real_features) if len(real_features) > 1 else 0.0
     diversity = mean_pairwise_distance(features) / reference if len(features) > 1 and reference > 0 else None
     names = list(evaluator.class_names)
@@ -392,7 +378,7 @@ def unconditional_metrics(
         if evaluator.held_out_labels is not None
         else np.full(len(names), 1 / len(names))
     )
-    return metrics | {
+    return _manifold(features, real_features) | {
         "diversity": diversity,
         "class_shares": [round(float(s), 4) for s in shares],
         "flags": unconditional_flags(diversity, shares, real_shares, names),
@@ -400,6 +386,16 @@ def unconditional_metrics(
 
 
 _MANIFOLD_K = 5  # the larger of the two k's: precision/recall use 3, density/coverage 5
+
+
+def _manifold(features: np.ndarray, real_features: np.ndarray) -> dict:
+    """Precision/recall (k=3) and density/coverage (k=5) on as many samples as real images (the k-NN radii
+    depend on the set sizes, so equal sizes keep them comparable); none when k-NN radii cannot be had (they
+    need more than k points: tiny datasets have fewer)."""
+    chosen = np.random.default_rng(0).choice(len(features), min(len(features), len(real_features)), replace=False)
+    if len(chosen) <= _MANIFOLD_K:
+        return {}
+    return precision_recall(real_features, features[chosen]) | density_coverage(real_features, features[chosen])
 
 
 def manifold_and_class_metrics(
@@ -413,11 +409,6 @@ def manifold_and_class_metrics(
     """Precision/recall (k=3) and density/coverage (k=5) on as many samples as real images (the
     k-NN radii depend on the set sizes, so equal sizes keep them comparable), overall and per class."""
     num_classes = len(class_names)
-    rng = np.random.default_rng(0)
-    chosen = rng.choice(len(features), min(len(features), len(real_features)), replace=False)
-    overall = {}
-    if len(chosen) > _MANIFOLD_K:  # k-NN radii need more than k points (tiny datasets have fewer)
-        overall = precision_recall(real_features, features[chosen]) | density_coverage(real_features, features[chosen])
     diversity = intra_class_diversity(features, intended, real_features, real_labels, num_classes)
     confusion = confusion_matrix(intended, predicted, num_classes)
     per_class = []
@@ -429,10 +420,10 @@ def manifold_and_class_metrics(
             "diversity": diversity[label],
         }
         if len(mine) > _MANIFOLD_K and len(reals) > _MANIFOLD_K:
-            mine = mine[: len(reals)] if len(mine) > len(reals) else mine
+            mine = mine[: len(reals)]  # as many samples as real images
             row |= precision_recall(reals, mine) | {"coverage": density_coverage(reals, mine)["coverage"]}
         per_class.append(row)
-    return overall | {
+    return _manifold(features, real_features) | {
         "per_class": per_class,
         "confusion": confusion.tolist(),
         "flags": quality_flags(diversity, confusion, list(class_names)),
@@ -441,9 +432,10 @@ def manifold_and_class_metrics(
 
 def reference_floor(evaluator: TrainedEvaluator, count: int) -> dict:
     """The same metrics for real training images vs the held-out set: what a perfect generator scores."""
-    generator = torch.Generator().manual_seed(reference_subset_seed())
     count = min(count, len(evaluator.train_images))
-    chosen = torch.randperm(len(evaluator.train_images), generator=generator)[:count]
+    chosen = torch.randperm(
+        len(evaluator.train_images), generator=torch.Generator().manual_seed(reference_subset_seed())
+    )[:count]
     real_features, predicted = _features_and_predictions(evaluator.network, evaluator.train_images[chosen])
     held_features = evaluator.held_out_features()
     kid, kid_std = kernel_inception_distance(real_features, held_features)

@@ -13,10 +13,12 @@ import numpy as np
 
 
 def frechet_distance(features_a: np.ndarray, features_b: np.ndarray) -> float:
-    mu_a, mu_b = features_a.mean(0), features_b.mean(0)
-    cov_a = np.atleast_2d(np.cov(features_a, rowvar=False))
-    cov_b = np.atleast_2d(np.cov(features_b, rowvar=False))
-    return frechet_distance_of_gaussians(mu_a, cov_a, mu_b, cov_b)
+    return frechet_distance_of_gaussians(
+        features_a.mean(0),
+        np.atleast_2d(np.cov(features_a, rowvar=False)),
+        features_b.mean(0),
+        np.atleast_2d(np.cov(features_b, rowvar=False)),
+    )
 
 
 def frechet_distance_of_gaussians(mu_a, cov_a, mu_b, cov_b) -> float:
@@ -24,10 +26,8 @@ def frechet_distance_of_gaussians(mu_a, cov_a, mu_b, cov_b) -> float:
     cov_a, cov_b = np.asarray(cov_a, np.float64), np.asarray(cov_b, np.float64)
     # Tr((S1 S2)^(1/2)) = sum of the square roots of the eigenvalues of S1 S2, which are real and
     # non-negative for two PSD matrices (tiny negative/imaginary parts are rounding).
-    eigenvalues = np.linalg.eigvals(cov_a @ cov_b)
-    trace_sqrt = np.sqrt(np.clip(eigenvalues.real, 0, None)).sum()
-    value = float(((mu_a - mu_b) ** 2).sum() + np.trace(cov_a) + np.trace(cov_b) - 2 * trace_sqrt)
-    return max(value, 0.0)
+    trace_sqrt = np.sqrt(np.clip(np.linalg.eigvals(cov_a @ cov_b).real, 0, None)).sum()
+    return max(float(((mu_a - mu_b) ** 2).sum() + np.trace(cov_a) + np.trace(cov_b) - 2 * trace_sqrt), 0.0)
 
 
 def _polynomial_kernel(x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -48,12 +48,11 @@ def kernel_inception_distance(
         y = features_b[rng.choice(len(features_b), size, replace=False)].astype(np.float64)
         k_xx, k_yy, k_xy = _polynomial_kernel(x, x), _polynomial_kernel(y, y), _polynomial_kernel(x, y)
         off_diagonal = size * (size - 1)
-        mmd = (
+        values.append(
             (k_xx.sum() - np.trace(k_xx)) / off_diagonal
             + (k_yy.sum() - np.trace(k_yy)) / off_diagonal
             - 2 * k_xy.mean()
         )
-        values.append(mmd)
     return float(np.mean(values)), float(np.std(values))
 
 
@@ -67,16 +66,14 @@ def accuracy(predicted: np.ndarray, intended: np.ndarray) -> float:
 def _pairwise_distances(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Euclidean distances (len(a), len(b)) in float64."""
     a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    squared = (a * a).sum(1)[:, None] + (b * b).sum(1)[None, :] - 2.0 * a @ b.T
-    return np.sqrt(np.clip(squared, 0.0, None))
+    return np.sqrt(np.clip((a * a).sum(1)[:, None] + (b * b).sum(1)[None, :] - 2.0 * a @ b.T, 0.0, None))
 
 
 def knn_radii(features: np.ndarray, k: int) -> np.ndarray:
     """Each point's distance to its k-th nearest other point of the same set."""
     if len(features) <= k:
         raise ValueError(f"k-nearest-neighbour radii need more than k={k} points, got {len(features)}")
-    distances = _pairwise_distances(features, features)
-    return np.sort(distances, axis=1)[:, k]  # column 0 is the point itself (distance 0)
+    return np.sort(_pairwise_distances(features, features), axis=1)[:, k]  # column 0 is the point itself (distance 0)
 
 
 def precision_recall(real: np.ndarray, fake: np.ndarray, k: int = 3) -> dict:
@@ -86,9 +83,10 @@ def precision_recall(real: np.ndarray, fake: np.ndarray, k: int = 3) -> dict:
     recall: share of reals inside the fake manifold (is all of the data reproduced?)."""
     real_radii, fake_radii = knn_radii(real, k), knn_radii(fake, k)
     real_to_fake = _pairwise_distances(real, fake)  # (N real, M fake)
-    precision = float((real_to_fake <= real_radii[:, None]).any(axis=0).mean())
-    recall = float((real_to_fake <= fake_radii[None, :]).any(axis=1).mean())
-    return {"precision": precision, "recall": recall}
+    return {
+        "precision": float((real_to_fake <= real_radii[:, None]).any(axis=0).mean()),
+        "recall": float((real_to_fake <= fake_radii[None, :]).any(axis=1).mean()),
+    }
 
 
 def density_coverage(real: np.ndarray, fake: np.ndarray, k: int = 5) -> dict:
@@ -96,8 +94,7 @@ def density_coverage(real: np.ndarray, fake: np.ndarray, k: int = 5) -> dict:
     among the fakes cannot inflate them. density: how many real balls hold each fake, over k (1 when
     fakes are spread like reals; above 1 when they crowd dense regions); coverage: share of real
     balls holding at least one fake (low when modes are missing, the mark of collapse)."""
-    real_radii = knn_radii(real, k)
-    inside = _pairwise_distances(real, fake) <= real_radii[:, None]  # (N real, M fake)
+    inside = _pairwise_distances(real, fake) <= knn_radii(real, k)[:, None]  # (N real, M fake)
     return {"density": float(inside.sum() / (k * fake.shape[0])), "coverage": float(inside.any(axis=1).mean())}
 
 
@@ -105,9 +102,8 @@ def mean_pairwise_distance(features: np.ndarray) -> float:
     """Mean Euclidean distance over all pairs of distinct points (0 for identical points)."""
     if len(features) < 2:
         raise ValueError("pairwise distances need at least two points")
-    distances = _pairwise_distances(features, features)
     count = len(features)
-    return float(distances.sum() / (count * (count - 1)))
+    return float(_pairwise_distances(features, features).sum() / (count * (count - 1)))
 
 
 def intra_class_diversity(
@@ -141,13 +137,11 @@ PERMUTED_ABOVE = 0.5  # a class drawn as one other class in more than half of it
 
 def quality_flags(diversity: list[float | None], confusion: np.ndarray, class_names: list[str]) -> list[str]:
     """Plain-language warnings: collapsed classes and classes drawn as another class."""
-    flags = []
-    for label, ratio in enumerate(diversity):
-        if ratio is not None and ratio < COLLAPSE_BELOW:
-            flags.append(
-                f"class {class_names[label]}: diversity {ratio:.0%} of real (collapsed: its samples "
-                "are nearly one image)"
-            )
+    flags = [
+        f"class {class_names[label]}: diversity {ratio:.0%} of real (collapsed: its samples are nearly one image)"
+        for label, ratio in enumerate(diversity)
+        if ratio is not None and ratio < COLLAPSE_BELOW
+    ]
     for label, row in enumerate(confusion):
         total = row.sum()
         if total == 0:

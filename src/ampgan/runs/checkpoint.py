@@ -78,9 +78,12 @@ def list_checkpoints(run_dir: Path) -> list[Path]:
     folder = file_in(run_dir, "checkpoints")  # a linked checkpoint folder or file leading out: refused
     if not folder.is_dir():
         return []
-    named = [(m, p.name) for p in folder.iterdir() if (m := _NAME.match(p.name))]
-    found = [(int(m.group(1)), file_in(run_dir, "checkpoints", name)) for m, name in named]
-    return [p for _, p in sorted(found)]
+    found = sorted(
+        (int(m.group(1)), file_in(run_dir, "checkpoints", p.name))
+        for p in folder.iterdir()
+        if (m := _NAME.match(p.name))
+    )
+    return [p for _, p in found]
 
 
 def latest_checkpoint(run_dir: Path) -> Path:
@@ -94,8 +97,7 @@ def latest_checkpoint(run_dir: Path) -> Path:
 
 def save_checkpoint(path: Path, payload: dict) -> None:
     """`payload`: tensors and plain Python values only (so a weights_only load can read it)."""
-    payload = {"format_version": FORMAT_VERSION, **payload}
-    write_atomically(path, lambda stream: torch.save(payload, stream))
+    write_atomically(path, lambda stream: torch.save({"format_version": FORMAT_VERSION, **payload}, stream))
 
 
 def damage(path: Path) -> str | None:
@@ -130,8 +132,10 @@ def verify_checkpoint(path: Path) -> None:
         return
     if problem == "is missing":
         raise AmpganError(f"no checkpoint at {one_line(path)}: give a run folder that finished at least one save")
-    older = [p for p in list_checkpoints(path.parent.parent) if _step(p) < _step(path)]
-    intact = next((p for p in reversed(older) if damage(p) is None), None)
+    intact = next(
+        (p for p in reversed(list_checkpoints(path.parent.parent)) if _step(p) < _step(path) and damage(p) is None),
+        None,
+    )
     fix = (
         f"move it out of {one_line(path.parent)} to resume from {intact.name}, the newest intact checkpoint"
         if intact is not None
@@ -198,24 +202,17 @@ def check_step_matches_name(payload: dict, path: Path) -> None:
 def _first_non_finite(value, where: str = "") -> str | None:
     """The path of the first floating-point tensor or number holding NaN or infinity, else None."""
     if isinstance(value, torch.Tensor):
-        if value.is_floating_point() and not bool(torch.isfinite(value).all()):
-            return where
-        return None
+        return where if value.is_floating_point() and not bool(torch.isfinite(value).all()) else None
     if isinstance(value, float):
         return where if not math.isfinite(value) else None
-    if isinstance(value, dict):
-        items = value.items()
-    elif isinstance(value, (list, tuple)):
-        items = enumerate(value)
-    else:
-        return None
-    for key, item in items:
-        if where.startswith("scaler") or key in ("rng", "torch_cpu", "torch_cuda"):
-            continue  # a loss scale may be inf mid-search; RNG states are bytes
-        found = _first_non_finite(item, f"{where}.{key}" if where else str(key))
-        if found:
-            return found
-    return None
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, (list, tuple)) else ()
+    found = (
+        _first_non_finite(item, f"{where}.{key}" if where else str(key))
+        for key, item in items
+        # a loss scale may be inf mid-search; RNG states are bytes
+        if not (where.startswith("scaler") or key in ("rng", "torch_cpu", "torch_cuda"))
+    )
+    return next(filter(None, found), None)
 
 
 def load_weights(module: torch.nn.Module, saved: dict, origin: str) -> None:

@@ -128,8 +128,8 @@ def marker_kind(folder: Path) -> str | None:
         text = path.read_text(encoding="utf-8")[:100_000]
     except (OSError, UnicodeDecodeError):
         return None
-    if text.startswith("written by ampgan"):  # ampgan's first marker
-        return _kind_by_documents(Path(folder))
+    if text.startswith("written by ampgan"):  # ampgan's first marker: its documents tell
+        return next((kind for name, kind in _KIND_BY_DOCUMENT if (Path(folder) / name).is_file()), None)
     try:
         document = parse_json(text)
     except ValueError:
@@ -149,10 +149,6 @@ _KIND_BY_DOCUMENT = (
     ("projection.json", "projection"),
     ("cost.json", "cost"),
 )
-
-
-def _kind_by_documents(folder: Path) -> str | None:
-    return next((kind for name, kind in _KIND_BY_DOCUMENT if (folder / name).is_file()), None)
 
 
 def unproven_entries(folder: Path) -> list[str]:
@@ -180,8 +176,7 @@ def remove_written(folder: Path) -> list[str]:
 
 def _owning_folder(path: Path) -> Path | None:
     """The nearest folder above `path` that ampgan claimed (a study holding this run), if any."""
-    parents = path.resolve().parents
-    return next((p for p in parents if (p / MARKER).is_file() and not (p / MARKER).is_symlink()), None)
+    return next((p for p in path.resolve().parents if (p / MARKER).is_file() and not (p / MARKER).is_symlink()), None)
 
 
 class FolderLock:
@@ -299,8 +294,11 @@ def check_place(path: Path, kind: str, data: tuple[str | Path, ...] = ()) -> Non
         return
     owner_kind = marker_kind(owner)
     relative = resolved.relative_to(owner).as_posix()
-    theirs = FOLDER_KINDS.get(owner_kind or "", ())
-    part = any(fnmatch.fnmatchcase(f"{relative}/{own}", pattern) for own in FOLDER_KINDS[kind] for pattern in theirs)
+    part = any(
+        fnmatch.fnmatchcase(f"{relative}/{own}", pattern)
+        for own in FOLDER_KINDS[kind]
+        for pattern in FOLDER_KINDS.get(owner_kind or "", ())
+    )
     # A part is made by the command that made its folder: this process holds that folder's lock.
     if part and (kind in _DERIVED_KINDS or _lock_holder(owner) == str(os.getpid())):
         return
@@ -313,9 +311,8 @@ def check_place(path: Path, kind: str, data: tuple[str | Path, ...] = ()) -> Non
 
 def _lock_holder(folder: Path) -> str | None:
     """The pid written in `folder`'s lock while some live process holds it ("" if unreadable), else None."""
-    path = Path(folder) / LOCK
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        fd = os.open(Path(folder) / LOCK, os.O_RDONLY | os.O_NOFOLLOW)
     except OSError:
         return None
     try:
@@ -398,14 +395,14 @@ class FolderClaim:
         unfinished: Callable[[Path], bool] | None = None,
         data: tuple[str | Path, ...] = (),
     ):
-        if kind not in FOLDER_KINDS:
-            raise ValueError(f"unknown folder kind {kind!r}")
         self.path = Path(path)
         _refuse_dangerous(self.path)
         self.aside: Path | None = None
         if self.path.exists() and not self.path.is_dir():
-            what = not_a_regular_file(self.path) or "a file"
-            raise AmpganError(f"--out {one_line(self.path)} is {what}, not a folder: choose another path")
+            raise AmpganError(
+                f"--out {one_line(self.path)} is {not_a_regular_file(self.path) or 'a file'}, not a folder: "
+                "choose another path"
+            )
         check_place(self.path, kind, data)
         settle_leftovers(self.path, overwrite)
         if self.path.is_dir() and any(self.path.iterdir()):

@@ -20,7 +20,13 @@ from pathlib import Path
 from safetensors.torch import save
 
 from ampgan.errors import AmpganError, warn
-from ampgan.files.atomic import open_for_append, os_error_behind, write_atomically, write_json_atomically
+from ampgan.files.atomic import (
+    open_for_append,
+    os_error_behind,
+    write_atomically,
+    write_json_atomically,
+    write_jsonl_atomically,
+)
 from ampgan.files.images import save_png
 from ampgan.files.jsonfile import read_jsonl
 from ampgan.files.manifest import record_tree
@@ -52,8 +58,12 @@ class RunWriter:
         self.processes = processes
         config, dataset = prepared.config, prepared.dataset
         self.environment = environment_stamp(prepared.policy.device)
-        batch = config.budget.batch_size if processes == 1 else f"{config.budget.batch_size} x {processes} processes"
-        self.stamp = stamp_line(self.environment, prepared.policy.describe(), batch, model=config.model.name)
+        self.stamp = stamp_line(
+            self.environment,
+            prepared.policy.describe(),
+            config.budget.batch_size if processes == 1 else f"{config.budget.batch_size} x {processes} processes",
+            model=config.model.name,
+        )
         self.last_record: dict = {}
         self.last_logged_step = 0
         self.resumed = resumed_at is not None
@@ -77,10 +87,6 @@ class RunWriter:
 
     def _config_document(self) -> dict:
         config, dataset, gan = self.prepared.config, self.prepared.dataset, self.state.gan
-        parameters = {
-            "generator": sum(p.numel() for p in self.state.generator.parameters()),
-            "discriminator": sum(p.numel() for p in self.state.discriminator.parameters()),
-        }
         return {
             "format_version": RUN_FORMAT_VERSION,
             "run_id": self.run_id,
@@ -103,7 +109,10 @@ class RunWriter:
                 "conditional": gan.conditional,
                 "z_dim": gan.z_dim,
                 "image_range": list(gan.image_range),
-                "parameters": parameters,
+                "parameters": {
+                    "generator": sum(p.numel() for p in self.state.generator.parameters()),
+                    "discriminator": sum(p.numel() for p in self.state.discriminator.parameters()),
+                },
                 "fingerprint": self.prepared.fingerprint,
                 "source_sha256": self.prepared.model.source_sha256,
             },
@@ -156,7 +165,6 @@ class RunWriter:
         """generator.safetensors: the trained generator alone (its EMA when the model declares one; the
         metadata's `weights` says which), loadable without ampgan or pickle."""
         generator = self.state.gan.sampling_generator  # the EMA of G when the model declares one
-        tensors = {k: v.detach().contiguous().cpu() for k, v in generator.state_dict().items()}
         model = self.prepared.config.model
         metadata = {
             "model": json.dumps({"name": model.name, "options": model.options}),
@@ -167,7 +175,7 @@ class RunWriter:
             "ampgan_stamp": self.stamp,
         }
         path = self.run_dir / "generator.safetensors"
-        blob = save(tensors, metadata=metadata)
+        blob = save({k: v.detach().contiguous().cpu() for k, v in generator.state_dict().items()}, metadata=metadata)
         with self._stopping_cleanly_if_unwritable(path):
             write_atomically(path, lambda stream: stream.write(blob))
         return path
@@ -186,15 +194,15 @@ class RunWriter:
             raise AmpganError(self._unwritable_message(path, cause)) from None
 
     def _unwritable_message(self, path: Path, cause: OSError) -> str:
-        reason = cause.strerror or str(cause)
         checkpoints = list_checkpoints(self.run_dir)
-        head = f"could not write {path.relative_to(self.run_dir)} in {self.run_dir} ({reason}); the run stopped"
-        trained_checkpoints = [p for p in checkpoints if p.name != "step-000000.pt"]
-        if self.resumed or trained_checkpoints:
-            last = checkpoints[-1]
+        head = (
+            f"could not write {path.relative_to(self.run_dir)} in {self.run_dir} ({cause.strerror or cause}); "
+            "the run stopped"
+        )
+        if self.resumed or any(p.name != "step-000000.pt" for p in checkpoints):  # it saved some training
             return (
                 f"{head}. What it saved is intact: the last good checkpoint is "
-                f"{last.relative_to(self.run_dir)}. Free space, then continue with "
+                f"{checkpoints[-1].relative_to(self.run_dir)}. Free space, then continue with "
                 f"'ampgan train --resume {self.run_dir}'"
             )
         return (
@@ -270,8 +278,7 @@ def truncate_metrics(path: Path, last_step: int) -> int:
     """Keep the records up to `last_step` (the checkpoint's), dropping any the lost part of the run
     wrote after it and a line cut short by a crash; rewritten atomically. Returns the last kept step."""
     kept = [record for record in read_metrics(path, warn) if record["step"] <= last_step]
-    text = "".join(json.dumps(record) + "\n" for record in kept)
-    write_atomically(path, lambda stream: stream.write(text.encode("utf-8")))
+    write_jsonl_atomically(path, kept)
     return kept[-1]["step"] if kept else 0
 
 

@@ -20,10 +20,8 @@ def fixed_noise(gan, num_classes: int, per_class: int, seed: int) -> tuple[torch
     generator = torch.Generator().manual_seed(sample_grid_seed(seed))
     if not gan.conditional:
         return gan.draw_z(per_class * per_class, generator), None
-    z_row = gan.draw_z(per_class, generator)
-    z = z_row.repeat(num_classes, 1)
-    labels = torch.arange(num_classes).repeat_interleave(per_class)
-    return z, labels
+    z_row = gan.draw_z(per_class, generator)  # one row's noise, the same in every class's row
+    return z_row.repeat(num_classes, 1), torch.arange(num_classes).repeat_interleave(per_class)
 
 
 @torch.no_grad()

@@ -59,25 +59,25 @@ def study_of(document: CompareDocument, out_dir: Path, report: Path | None = Non
                 reason = why.get((precision, batch)) or why.get((FP32, batch)) or "not measured by the bench"
                 speedup[precision] = {"precision": precision, "batch_size": batch, "estimate": None, "reason": reason}
     cost = document.cost
-    cost_summary = (
-        {
-            "target": cost.target,
-            "to_target": {
-                p: {
-                    k: getattr(entry, k) if entry is not None else None for k in ("reached", "seeds", "seconds", "cost")
-                }
-                for p, entry in cost.to_target.items()
-            },
-            "currency": cost.currency,
-        }
-        if cost is not None
-        else {}
-    )
     return Study(
         out_dir=Path(out_dir),
         outcome=document.outcome or RACED,
         verdict=list(document.verdict or []),
-        cost=cost_summary,
+        cost=(
+            {
+                "target": cost.target,
+                "to_target": {
+                    p: {
+                        k: getattr(entry, k) if entry is not None else None
+                        for k in ("reached", "seeds", "seconds", "cost")
+                    }
+                    for p, entry in cost.to_target.items()
+                },
+                "currency": cost.currency,
+            }
+            if cost is not None
+            else {}
+        ),
         precisions=list(runs) or [FP32],
         headline=document.headline.metric,
         speedup=speedup,

@@ -5,7 +5,7 @@ same wall-clock training budget per precision (evaluation time excluded and repo
 measured during and after training, times from a bench of the same step, costs from the cost
 model, and a report that puts it together. The stages, each a module of this package:
 
-    decide    decide.py    the precisions to race, each one's memory format and compile (speed/plan.py)
+    decide    compare.py   the precisions to race, each one's memory format and compile (speed/plan.py)
     race      race.py      the bench of the step, then every precision's run at every seed
     evaluate  evaluate.py  the evaluator, and each run's quality curve while it trains
     project   project.py   the step projected onto GPUs this machine does not have
@@ -35,10 +35,9 @@ from ampgan.files.paths import file_in
 from ampgan.precisions import FP32
 from ampgan.quality.evaluator import check_evaluable, reference_floor, refuse_samples_that_cannot_fit
 from ampgan.quality.headline import headline_for
-from ampgan.speed.plan import RunPlan
+from ampgan.speed.plan import FASTEST_MIXED, Asked, RunPlan, plan_run
 from ampgan.speed.threads import apply_threads
 from ampgan.study.cost import cost_stage
-from ampgan.study.decide import decide
 from ampgan.study.document import (
     NO_FASTER_MODE,
     CompareDocument,
@@ -131,9 +130,11 @@ def run_compare(spec: CompareSpec, out_dir: Path, show_progress: bool = True, lo
 
 def _decided(spec: CompareSpec, progress, dataset, device, log) -> tuple[CompareSpec, RunPlan]:
     """The decide stage (once: a resumed study races what it began with), its threads applied, and the spec
-    with the memory formats and compile it decided."""
+    with the memory formats and compile it decided (speed/plan.py, kept in study.json). With no mode faster
+    than fp32 there is nothing to race, and no format or compile is decided."""
     if progress.decided is None:
-        progress.decided = decide(spec, dataset, device, log)
+        asked = Asked(spec.train_config, FASTEST_MIXED, spec.precisions, spec.channels_last, spec.compile)
+        progress.decided = plan_run(asked, dataset, device, log)
         progress.save()
     decided = progress.decided
     apply_threads(decided.threads)  # a resumed study: the threads its bench and runs were measured on
@@ -236,8 +237,9 @@ def _stage_or_note(stage: str, run) -> CostSection:
     except (KeyboardInterrupt, Interrupted):
         raise
     except Exception as error:  # noqa: BLE001 - finished runs must not be lost to a later stage
-        reason = first_words(str(error)) or type(error).__name__
-        return CostSection(basis=None, note=f"the {stage} stage could not run: {reason}")
+        return CostSection(
+            basis=None, note=f"the {stage} stage could not run: {first_words(str(error)) or type(error).__name__}"
+        )
 
 
 def _no_faster_mode(

@@ -44,20 +44,18 @@ def cost_stage(
             if points and points[0].get(metric) is not None
         ]  # each run's first evaluation
         target = default_target(headline, finals, starts, len(document.dataset.class_names))
-    to_target = {
-        precision: ToTarget.from_dict(_to_target(curves[precision], target, basis["price_per_hour"], headline))
-        if target
-        else None
-        for precision in runs
-    }
-    budget = {p: cost_of_seconds(run.train_seconds, basis["price_per_hour"]) for p, run in runs.items()}
     return CostSection(
         basis=basis,
         target=target,
         target_metric=metric,
         target_accuracy=target if headline.higher_is_better else None,
-        to_target=to_target,
-        budget=budget,
+        to_target={
+            precision: ToTarget.from_dict(_to_target(curves[precision], target, basis["price_per_hour"], headline))
+            if target
+            else None
+            for precision in runs
+        },
+        budget={p: cost_of_seconds(run.train_seconds, basis["price_per_hour"]) for p, run in runs.items()},
         table=cost_document["rows"],
         catalog_date=cost_document["catalog_date"],
     )

@@ -18,6 +18,7 @@ from typing import Any, Union, get_args, get_origin, get_type_hints
 
 from ampgan.files.atomic import write_json_atomically
 from ampgan.files.paths import read_json_in
+from ampgan.files.records import shape_of
 from ampgan.files.schema import Between, OrNull, RelativePath, check_format, check_shape
 from ampgan.precisions import FP32
 from ampgan.quality.headline import ACCURACY, FRECHET, Headline
@@ -70,31 +71,17 @@ def _hints(record_type) -> dict:
     return get_type_hints(record_type)
 
 
+@functools.cache
+def _declared(record_type) -> dict:
+    """{key in the JSON table: field} of a record's declared fields (all but `extra` and `read_keys`)."""
+    return {f.metadata.get("key") or f.name: f for f in fields(record_type) if f.name not in ("extra", "read_keys")}
+
+
 def _optional(hint) -> Any:
     """X of `X | None`; None when `hint` is no such union."""
     if get_origin(hint) in (Union, types.UnionType):
         return next(a for a in get_args(hint) if a is not type(None))
     return None
-
-
-def _shape_of(hint) -> Any:
-    """The shape (files/schema.py) of a JSON value read as type `hint`: a record's table (Record.shape), a
-    list's items, a table's values; None (not checked) for Any."""
-    origin, args = get_origin(hint), get_args(hint)
-    if hint is Any:
-        return None
-    if _optional(hint) is not None:
-        inner = _shape_of(_optional(hint))  # a plain type takes null beside it, so its error line says "or null"
-        return (
-            (*inner, None) if isinstance(inner, tuple) else (inner, None) if isinstance(inner, type) else OrNull(inner)
-        )
-    if origin is list:
-        return [_shape_of(args[0])]
-    if origin is dict:
-        return {"*": _shape_of(args[1])}
-    if isinstance(hint, type) and issubclass(hint, Record):
-        return hint.shape()
-    return _NUMBER if hint is float else hint
 
 
 def _read(hint, value: Any) -> Any:
@@ -126,52 +113,44 @@ class Record:
 
     @classmethod
     def from_dict(cls, data: dict):
-        declared = [f for f in fields(cls) if f.name not in ("extra", "read_keys")]
         values = {}
-        for declared_field in declared:
-            key = declared_field.metadata.get("key") or declared_field.name
-            if key in data:
-                read = declared_field.metadata.get("read") or functools.partial(_read, _hints(cls)[declared_field.name])
-                values[declared_field.name] = read(data[key]) if data[key] is not None else None
-        known = {f.metadata.get("key") or f.name for f in declared}
-        extra = {k: v for k, v in data.items() if k not in known}
-        return cls(**values, extra=extra, read_keys=tuple(data))
+        for key, declared in _declared(cls).items():
+            if data.get(key) is not None:
+                read = declared.metadata.get("read") or functools.partial(_read, _hints(cls)[declared.name])
+                values[declared.name] = read(data[key])
+            elif key in data:
+                values[declared.name] = None
+        return cls(**values, extra={k: v for k, v in data.items() if k not in _declared(cls)}, read_keys=tuple(data))
 
     def with_fields(self, **changes):
         """A copy with these fields set (and written, whether or not the table read had them)."""
         if self.read_keys is None:
             return replace(self, **changes)
-        keys = {f.name: f.metadata.get("key") or f.name for f in fields(self)}
-        added = tuple(keys[name] for name in changes if keys[name] not in self.read_keys)
+        added = tuple(
+            key for key, f in _declared(type(self)).items() if f.name in changes and key not in self.read_keys
+        )
         return replace(self, **changes, read_keys=self.read_keys + added)
 
     def to_dict(self) -> dict:
         out = {}
-        for declared_field in fields(self):
-            key = declared_field.metadata.get("key") or declared_field.name
-            if declared_field.name in ("extra", "read_keys") or (
-                self.read_keys is not None and key not in self.read_keys
-            ):
-                continue
-            value = getattr(self, declared_field.name)
-            if value is None and declared_field.metadata.get("omit_none"):
-                continue
-            write = declared_field.metadata.get("write") or _written
-            out[key] = write(value) if value is not None else value
-        out |= self.extra
-        return self._in_read_order(out)
+        for key, declared in _declared(type(self)).items():
+            value = getattr(self, declared.name)
+            written = self.read_keys is None or key in self.read_keys
+            if written and not (value is None and declared.metadata.get("omit_none")):
+                out[key] = None if value is None else (declared.metadata.get("write") or _written)(value)
+        return self._in_read_order(out | self.extra)
 
     @classmethod
     def shape(cls) -> dict:
-        """The shape (files/schema.py) of the table this record reads, from its fields: each field's type, or
-        its `shape` where a reader relies on more; a key a document may lack is optional unless `required`."""
-        shape = {}
-        for declared in fields(cls):
-            inner = declared.metadata.get("shape") or _shape_of(_hints(cls)[declared.name])
-            if declared.name not in ("extra", "read_keys") and inner is not None:
-                key = declared.metadata.get("key") or declared.name
-                shape[key if declared.metadata.get("required") else f"?{key}"] = inner
-        return shape
+        """The shape (files/schema.py) of the table this record reads, from its fields: each field's type
+        (files/records.py), or its `shape` where a reader relies on more; a key a document may lack is optional
+        unless `required`; a field of type Any is not checked."""
+        return {
+            key if declared.metadata.get("required") else f"?{key}": declared.metadata.get("shape")
+            or shape_of(_hints(cls)[declared.name])
+            for key, declared in _declared(cls).items()
+            if declared.metadata.get("shape") or _hints(cls)[declared.name] is not Any
+        }
 
     def _in_read_order(self, out: dict) -> dict:
         """`out` with the keys the table was read with first, in their order (as made here: unchanged)."""
@@ -344,9 +323,8 @@ class CostSection(Record):
     @classmethod
     def from_dict(cls, data: dict) -> CostSection:
         section = super().from_dict(data)
-        if "target" not in data:  # documents from before unconditional GANs name it target_accuracy
-            section = replace(section, target=data.get("target_accuracy"))  # read so, and written as read
-        return section
+        # Documents from before unconditional GANs name it target_accuracy: read so, and written as read.
+        return section if "target" in data else replace(section, target=data.get("target_accuracy"))
 
     @property
     def currency(self) -> str | None:
@@ -397,13 +375,14 @@ class SeedComparison(Record):
     @classmethod
     def from_dict(cls, data: dict) -> SeedComparison:
         metrics = {k: Interval.from_dict(v) for k, v in data.items() if k in METRICS and isinstance(v, dict)}
-        record = super().from_dict({k: v for k, v in data.items() if k not in metrics})
-        return replace(record, differences=metrics, read_keys=tuple(data))
+        others = super().from_dict({k: v for k, v in data.items() if k not in metrics})
+        return replace(others, differences=metrics, read_keys=tuple(data))
 
     def to_dict(self) -> dict:
-        out = {k: v for k, v in super().to_dict().items() if k != "differences"}
-        out |= {metric: interval.to_dict() for metric, interval in self.differences.items()}
-        return self._in_read_order(out)
+        return self._in_read_order(
+            {k: v for k, v in super().to_dict().items() if k != "differences"}
+            | {metric: interval.to_dict() for metric, interval in self.differences.items()}
+        )
 
     def difference(self, metric: str) -> Interval | None:
         return self.differences.get(metric)
@@ -516,5 +495,8 @@ def load_compare(out_dir: Path) -> CompareDocument:
         missing=f"{out_dir} has no compare.json: give the --out folder of an 'ampgan compare' run",
         fix="run 'ampgan compare' again",
     )
-    fix = f"continue the study with 'ampgan compare --resume {out_dir}' to write it anew, or run it again"
-    return CompareDocument.checked(data, str(path), fix)
+    return CompareDocument.checked(
+        data,
+        str(path),
+        f"continue the study with 'ampgan compare --resume {out_dir}' to write it anew, or run it again",
+    )

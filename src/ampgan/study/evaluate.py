@@ -7,7 +7,7 @@ import json
 import time
 from pathlib import Path
 
-from ampgan.files.atomic import open_for_append, write_atomically
+from ampgan.files.atomic import open_for_append, write_jsonl_atomically
 from ampgan.files.jsonfile import read_jsonl
 from ampgan.files.paths import file_in
 from ampgan.quality.evaluator import evaluator_for, generate_evenly, quality_of_images
@@ -38,8 +38,9 @@ class QualityTracker:
         self.autocast, self.num_classes, self.log_every = autocast, num_classes, log_every
         budget = spec.base.budget
         self.clock = "train_seconds" if budget.time_budget_s is not None else "step"
-        total = budget.time_budget_s if budget.time_budget_s is not None else budget.steps or DEFAULT_STEPS
-        self.interval = total / spec.eval_points
+        self.interval = (
+            budget.time_budget_s if budget.time_budget_s is not None else budget.steps or DEFAULT_STEPS
+        ) / spec.eval_points
         self.next_at = 0.0
         self.curve: list[dict] = []
         self.eval_seconds = 0.0
@@ -90,8 +91,7 @@ class QualityTracker:
         self.curve = [
             point for point in read_quality_curve(self.path) if point["step"] <= step and not point.get("final")
         ]
-        text = "".join(json.dumps(point) + "\n" for point in self.curve)
-        write_atomically(self.path, lambda stream: stream.write(text.encode("utf-8")))
+        write_jsonl_atomically(self.path, self.curve)
         self.eval_seconds = sum(point.get("eval_seconds", 0.0) for point in self.curve)
         for point in self.curve:
             self._advance(point[self.clock])
@@ -108,5 +108,8 @@ _CURVE_POINT = {
 def read_quality_curve(path: Path) -> list[dict]:
     """A run's quality.jsonl: its evaluations in order; a line cut short by a crash is skipped, a record
     without the fields a curve needs is one error line naming the file."""
-    fix = "delete the run's folder to train it again, or start the study again with --overwrite"
-    return read_jsonl(path, shape=_CURVE_POINT, fix=fix)
+    return read_jsonl(
+        path,
+        shape=_CURVE_POINT,
+        fix="delete the run's folder to train it again, or start the study again with --overwrite",
+    )

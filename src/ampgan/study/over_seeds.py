@@ -16,6 +16,7 @@ import numpy as np
 from ampgan.precisions import FP32
 from ampgan.quality.registry import METRICS
 from ampgan.speed.intervals import t_quantile_975
+from ampgan.study.document import CostSection
 
 
 def mean_interval(values) -> dict:
@@ -39,7 +40,6 @@ def summarize_seeds(per_seed: dict[int, dict]) -> dict:
     # every registered metric (quality/registry.py) gets a mean and an interval
     metrics = [m for m in METRICS if all(isinstance(run["final"].get(m), (int, float)) for run in runs)]
     intervals = {m: mean_interval([run["final"][m] for run in runs]) for m in metrics}
-    flags = [f"seed {seed}: {flag}" for seed in seeds for flag in per_seed[seed]["final"].get("flags", [])]
     return {
         "seeds": seeds,
         "per_seed": {str(seed): per_seed[seed] for seed in seeds},
@@ -49,7 +49,8 @@ def summarize_seeds(per_seed: dict[int, dict]) -> dict:
         "train_seconds": float(np.mean([run["train_seconds"] for run in runs])),
         "seconds_per_step": float(np.mean([run["seconds_per_step"] for run in runs])),
         "eval_seconds_total": float(sum(run["eval_seconds_total"] for run in runs)),
-        "final": {m: intervals[m]["mean"] for m in metrics} | {"flags": flags},
+        "final": {m: intervals[m]["mean"] for m in metrics}
+        | {"flags": [f"seed {seed}: {flag}" for seed in seeds for flag in per_seed[seed]["final"].get("flags", [])]},
         "final_interval": intervals,
     }
 
@@ -69,31 +70,30 @@ def paired_ratios(candidate: dict[str, float | None], baseline: dict[str, float 
     bf16's: > 1 = sooner), as a geometric mean: the paired differences of the logs, exponentiated."""
     seeds = [s for s in set(candidate) & set(baseline) if candidate[s] and baseline[s]]
     logs = paired_differences({s: math.log(baseline[s]) for s in seeds}, {s: math.log(candidate[s]) for s in seeds})
-    ratios = {key: math.exp(logs[key]) if logs[key] is not None else None for key in ("mean", "low", "high")}
-    return logs | ratios | {"per_seed": {s: baseline[s] / candidate[s] for s in sorted(seeds, key=int)}}
+    return (
+        logs
+        | {key: math.exp(logs[key]) if logs[key] is not None else None for key in ("mean", "low", "high")}
+        | {"per_seed": {s: baseline[s] / candidate[s] for s in sorted(seeds, key=int)}}
+    )
 
 
 def compare_seeds(document) -> dict:
     """For each precision other than fp32: the paired differences of the final metrics and the
     paired ratio of times to the quality target (`document`: a study/document.py CompareDocument)."""
-    runs = document.runs
-    baseline = document.baseline
     comparison = {}
-    for precision, run in runs.items():
+    for precision, run in document.runs.items():
         if precision == FP32:
             continue
         entry = {"seeds": len(run.seeds)}
         for metric in (key for key, described in METRICS.items() if described.paired):
             mine = {s: r.final[metric] for s, r in run.per_seed.items() if metric in r.final}
-            theirs = {s: r.final[metric] for s, r in baseline.per_seed.items() if metric in r.final}
+            theirs = {s: r.final[metric] for s, r in document.baseline.per_seed.items() if metric in r.final}
             if mine and theirs:
                 entry[metric] = paired_differences(mine, theirs)
-        cost = document.cost
-        reached = cost.reaching(precision).per_seed if cost is not None else {}
-        reached_fp32 = cost.reaching(FP32).per_seed if cost is not None else {}
+        cost = document.cost or CostSection()
         entry["time_to_target_ratio"] = paired_ratios(
-            {s: (r or {}).get("seconds") for s, r in reached.items()},
-            {s: (r or {}).get("seconds") for s, r in reached_fp32.items()},
+            {s: (r or {}).get("seconds") for s, r in cost.reaching(precision).per_seed.items()},
+            {s: (r or {}).get("seconds") for s, r in cost.reaching(FP32).per_seed.items()},
         )
         comparison[precision] = entry
     return comparison

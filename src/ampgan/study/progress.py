@@ -54,8 +54,7 @@ def study_identity(spec_document: dict) -> str:
     if isinstance(document.get("config"), dict) and isinstance(document["config"].get("data"), dict):
         data = {k: v for k, v in document["config"]["data"].items() if f"data.{k}" not in WRITES_WHERE_DATA_LIVES}
         document["config"] = document["config"] | {"data": data}
-    text = json.dumps(document, sort_keys=True, default=str)
-    return hashlib.sha256(text.encode()).hexdigest()[:20]
+    return hashlib.sha256(json.dumps(document, sort_keys=True, default=str).encode()).hexdigest()[:20]
 
 
 @dataclass
@@ -96,9 +95,10 @@ class StudyProgress:
         """'the speed decisions, the bench, run fp32-seed0 (and run bf16-seed0 in progress)'."""
         parts = ["the speed decisions"] * bool(self.decided) + ["the bench"] * self.bench_done
         parts += [f"run {key}" for key, entry in self.runs.items() if entry.get("status") == "done"]
-        done = ", ".join(parts) or "nothing yet"
         started = [key for key, entry in self.runs.items() if entry.get("status") == "started"]
-        return done + (f"; run {', '.join(started)} stopped at its last checkpoint" if started else "")
+        return (", ".join(parts) or "nothing yet") + (
+            f"; run {', '.join(started)} stopped at its last checkpoint" if started else ""
+        )
 
 
 def has_study(folder: Path) -> bool:
@@ -118,21 +118,20 @@ def has_progress(folder: Path) -> bool:
 
 
 def load_progress(folder: Path) -> StudyProgress:
+    fix = "start the study again with --overwrite"
     path, document = read_json_in(
         folder,
         FILE_NAME,
         missing=f"{folder} holds no interrupted study ({FILE_NAME} is missing): start it with ampgan compare --out",
-        fix="start the study again with --overwrite",
+        fix=fix,
     )
-    check_format(document, FORMAT, str(path), "an ampgan study's progress", "start the study again with --overwrite")
-    fix = "start the study again with --overwrite"
+    check_format(document, FORMAT, str(path), "an ampgan study's progress", fix)
     check_shape(document, _SHAPE, str(path), fix)
-    decided = document["decided"]
     return StudyProgress(
         Path(folder),
         document["identity"],
         document["spec"],
-        from_json(RunPlan, decided, f"{path} (decided)", fix) if decided is not None else None,
+        None if document["decided"] is None else from_json(RunPlan, document["decided"], f"{path} (decided)", fix),
         document["bench_done"],
         document["runs"],
     )

@@ -62,14 +62,13 @@ def _project_elsewhere(spec: CompareSpec, dataset, bench_results: dict | None, o
         tables = {name: OpTable.from_dict(table) for name, table in stored.items()}
     except ValueError as error:
         return {"note": f"not projected: {error}"}
-    launch = launch_assumption(measure_dispatch_seconds(), environment["hardware_summary"])
     sizes = sorted({spec.batch_size, *PROJECTED_BATCH_SIZES})
     projection = build_projection(
         bench_results,
         tables,
         [gpu_spec(name) for name in DEFAULT_DEVICES],
         sizes,
-        launch,
+        launch_assumption(measure_dispatch_seconds(), environment["hardware_summary"]),
         load_catalog(),
         "ampgan's built-in catalog (src/ampgan/cost/prices.csv)",
     )

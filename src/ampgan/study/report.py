@@ -17,7 +17,7 @@ import numpy as np
 from PIL import Image
 
 from ampgan.bench.output import load_results, speedup_text
-from ampgan.files.atomic import write_atomically
+from ampgan.files.atomic import write_text_atomically
 from ampgan.files.jsonfile import read_json
 from ampgan.files.paths import file_in, inside, leads_out, left_out
 from ampgan.files.schema import check_shape
@@ -31,7 +31,7 @@ from ampgan.runs.run_folder import read_metrics
 from ampgan.study.document import CompareDocument, CostSection, RunSummary, StudySpecRecord, load_compare
 from ampgan.study.evaluate import read_quality_curve
 from ampgan.study.spec import budget_text
-from ampgan.study.verdict import interval_text, verdict
+from ampgan.study.verdict import verdict, with_interval
 
 
 def _run_folder(out_dir: Path, recorded: str) -> Path:
@@ -68,9 +68,8 @@ def _latest_samples(out_dir: Path, run_dir: Path) -> tuple[Path | None, str]:
 
 def figure_samples(document: CompareDocument, out_dir: Path, footer: str) -> Path:
     """Figure 4: each precision's final samples side by side (same noise, one row per class)."""
-    plt = pyplot()
     runs = document.runs
-    figure, axes = plt.subplots(1, len(runs), figsize=(4.2 * len(runs), 5.2), dpi=120, squeeze=False)
+    figure, axes = pyplot().subplots(1, len(runs), figsize=(4.2 * len(runs), 5.2), dpi=120, squeeze=False)
     for axis, (precision, run) in zip(axes[0], runs.items()):
         grid_path, problem = _latest_samples(out_dir, _run_folder(out_dir, run.run_dir))
         grid, problem = _read_grid(grid_path) if grid_path is not None else (None, problem)
@@ -99,17 +98,17 @@ def figure_samples(document: CompareDocument, out_dir: Path, footer: str) -> Pat
 def _curves_over_seeds(document: CompareDocument, out_dir: Path, precision: str, metric: str):
     """(mean seconds, mean value, lowest, highest) per evaluation index over the precision's seeds
     (every seed evaluates at the same training-time marks, so index k is the same moment)."""
-    folders = [run.run_dir for run in document.runs[precision].seed_runs]
-    curves = [read_quality_curve(file_in(_run_folder(out_dir, folder), "quality.jsonl")) for folder in folders]
-    length = min(len(c) for c in curves)
-    curves = [c[:length] for c in curves]
-    seconds = np.mean([[p["train_seconds"] for p in c] for c in curves], axis=0)
-    values = np.array([[p.get(metric, np.nan) for p in c] for c in curves], dtype=float)
+    curves = [
+        read_quality_curve(file_in(_run_folder(out_dir, run.run_dir), "quality.jsonl"))
+        for run in document.runs[precision].seed_runs
+    ]
+    length = min(len(c) for c in curves)  # the evaluations every seed has
+    seconds = np.mean([[p["train_seconds"] for p in c[:length]] for c in curves], axis=0)
+    values = np.array([[p.get(metric, np.nan) for p in c[:length]] for c in curves], dtype=float)
     return seconds, values.mean(0), values.min(0), values.max(0), len(curves)
 
 
 def figure_quality(document: CompareDocument, out_dir: Path, footer: str) -> Path:
-    plt = pyplot()
     headline = document.headline
     panels = [
         ("evaluator_accuracy", "evaluator accuracy (intended class)")
@@ -118,7 +117,7 @@ def figure_quality(document: CompareDocument, out_dir: Path, footer: str) -> Pat
         ("recall", "recall (share of real covered)"),
         ("frechet_distance", "Fréchet distance (evaluator features)"),
     ]
-    figure, axes = plt.subplots(1, 3, figsize=(13, 4), dpi=120)
+    figure, axes = pyplot().subplots(1, 3, figsize=(13, 4), dpi=120)
     floor = document.floor
     seeds = 1
     for axis, (metric, label) in zip(axes, panels):
@@ -133,10 +132,9 @@ def figure_quality(document: CompareDocument, out_dir: Path, footer: str) -> Pat
         axis.set(xlabel="training time (s)", ylabel=label)
         axis.grid(True, alpha=0.3)
         axis.legend(fontsize=8)
-    target = document.target
-    if target:
+    if document.target:
         target_axis = axes[0] if headline.higher_is_better else axes[2]
-        target_axis.axhline(target, ls=":", color="#d62728", label=f"target {target:.2f}")
+        target_axis.axhline(document.target, ls=":", color="#d62728", label=f"target {document.target:.2f}")
         target_axis.legend(fontsize=8)
     axes[2].set_yscale("log")
     band = f"mean of {seeds} seeds, band: lowest to highest seed" if seeds > 1 else "one seed"
@@ -149,8 +147,9 @@ def figure_losses(document: CompareDocument, out_dir: Path, footer: str) -> tupl
     figure, axis = plt.subplots(figsize=(7, 4), dpi=120)
     scaled = {}
     for precision, run in document.runs.items():
-        path = file_in(_run_folder(out_dir, run.run_dir), "metrics.jsonl")
-        metrics = [m for m in read_metrics(path) if "loss_d" in m]
+        metrics = [
+            m for m in read_metrics(file_in(_run_folder(out_dir, run.run_dir), "metrics.jsonl")) if "loss_d" in m
+        ]
         seconds = [m["train_seconds"] for m in metrics]
         colour = precision_colour(precision)
         axis.plot(seconds, [m["loss_d"] for m in metrics], color=colour, label=f"{precision} D")
@@ -168,8 +167,10 @@ def figure_losses(document: CompareDocument, out_dir: Path, footer: str) -> tupl
         steps = [m["step"] for m in metrics]
         axis.plot(steps, [m["loss_scale_d"] for m in metrics], label=f"{precision} scale D")
         axis.plot(steps, [m["loss_scale_g"] for m in metrics], ls="--", label=f"{precision} scale G")
-        skipped = metrics[-1]["skipped_d_total"] + metrics[-1]["skipped_g_total"]
-        axis.set_title(f"fp16 loss scale ({skipped} skipped updates in all)")
+        axis.set_title(
+            f"fp16 loss scale ({metrics[-1]['skipped_d_total'] + metrics[-1]['skipped_g_total']} skipped "
+            "updates in all)"
+        )
     axis.set(xlabel="step", ylabel="loss scale")
     axis.set_yscale("log", base=2)
     axis.legend(fontsize=8)
@@ -191,19 +192,17 @@ class Section:
 def _no_faster_mode_sections(document: CompareDocument, out_dir: Path) -> list[Section]:
     """The report of a study that found no mode faster than fp32: the verdict, the machine, the decisions."""
     spec = document.spec
-    rows = [["precision", "ms per step", "fp32 ms per step", "speedup [95% CI]", "rounds", "verdict"]]
-    for name, decision in (document.decisions or {}).items():
-        interval = decision.interval
-        rows.append(
-            [
-                name,
-                _ms(decision.step_s),
-                _ms(decision.fp32_step_s),
-                f"{interval.estimate:.2f}x [{interval.low:.2f}-{interval.high:.2f}]" if interval else "-",
-                "" if decision.rounds is None else str(decision.rounds),
-                decision.verdict + (f" ({decision.note})" if decision.note else ""),
-            ]
-        )
+    rows = [["precision", "ms per step", "fp32 ms per step", "speedup [95% CI]", "rounds", "verdict"]] + [
+        [
+            name,
+            _ms(decision.step_s),
+            _ms(decision.fp32_step_s),
+            f"{bounds.estimate:.2f}x [{bounds.low:.2f}-{bounds.high:.2f}]" if (bounds := decision.interval) else "-",
+            "" if decision.rounds is None else str(decision.rounds),
+            decision.verdict + (f" ({decision.note})" if decision.note else ""),
+        ]
+        for name, decision in (document.decisions or {}).items()
+    ]
     return [
         Section("Verdict", lines=document.verdict or []),
         *projection_sections(out_dir),
@@ -263,8 +262,9 @@ def report_sections(document: CompareDocument, out_dir: Path) -> list[Section]:
         Section("Environment", lines=_environment_lines(document)),
     ]
     sections += _class_sections(document)
-    doctors = (out_dir / "doctor.json", out_dir / "doctor" / "doctor.json")
-    doctor = next((p for p in doctors if _shown(out_dir, p)), None)
+    doctor = next(
+        (p for p in (out_dir / "doctor.json", out_dir / "doctor" / "doctor.json") if _shown(out_dir, p)), None
+    )
     doctor_lines = (
         check_shape(
             read_json(doctor, missing="", damaged=f"{doctor} is damaged: run 'ampgan doctor' again"),
@@ -339,11 +339,6 @@ _PROJECTION_HEADER = [
 
 def _projection_row(base: dict, best: dict) -> list[str]:
     """One GPU and batch size: fp32's projected row against the fastest mixed mode's."""
-    cost = (
-        f"{_money(base['cost']['mid'])} to {_money(best['cost']['mid'])}"
-        if "cost" in base and "cost" in best
-        else "no price"
-    )
     return [
         best["device"],
         str(best["batch_size"]),
@@ -352,7 +347,9 @@ def _projection_row(base: dict, best: dict) -> list[str]:
         f"{best['ms_per_step']:.1f}",
         projected_speedup_text(best),
         best["bound"] + (" (does not fit)" if best.get("fits") is False else ""),
-        cost,
+        f"{_money(base['cost']['mid'])} to {_money(best['cost']['mid'])}"
+        if "cost" in base and "cost" in best
+        else "no price",
         "calibrated" if best.get("calibrated") else "NOT calibrated (band of generations without rows)",
     ]
 
@@ -373,7 +370,6 @@ def _machine_lines(document: CompareDocument) -> list[str]:
 
 def _environment_lines(document: CompareDocument) -> list[str]:
     spec = document.spec
-    sampled_from = document.sampled_from or G_OWN_WEIGHTS  # studies from before GAN.ema: G itself
     return (
         _machine_lines(document)
         + [
@@ -385,7 +381,8 @@ def _environment_lines(document: CompareDocument) -> list[str]:
             + (f" ({', '.join(f'{k}={v}' for k, v in spec.model_options.items())})" if spec.model_options else ""),
             f"evaluator: held-out real accuracy {document.evaluator['held_out_accuracy']:.3f} "
             f"(refused below {document.evaluator.get('min_accuracy', 0.5):.2f})",
-            f"samples and quality: drawn from {sampled_from}",
+            # studies from before GAN.ema: drawn from G itself
+            f"samples and quality: drawn from {document.sampled_from or G_OWN_WEIGHTS}",
         ]
         + _setup_lines(document, "memory format", document.spec.channels_last, ("channels-last", "NCHW"))
         + _setup_lines(document, "torch.compile", document.spec.compile, ("compiled", "eager"))
@@ -465,19 +462,17 @@ def render_report(out_dir: Path) -> tuple[Path, Path]:
     """report.md (figures linked) and report.html (figures embedded) from the same sections."""
     out_dir = Path(out_dir)
     document = load_compare(out_dir)
-    compared = ", ".join(document.runs) or "no mode faster than fp32"
     context = {
-        "title": f"ampgan comparison: {compared} on {document.dataset.name}",
+        "title": f"ampgan comparison: {', '.join(document.runs) or 'no mode faster than fp32'} on "
+        f"{document.dataset.name}",
         "sections": report_sections(document, out_dir),
         "relative": lambda path: path.relative_to(out_dir).as_posix(),
         "data_uri": lambda path: _data_uri(out_dir, path),
     }
-    paths = []
-    for name in ("report.md", "report.html"):
-        text = _TEMPLATES.get_template(f"{name}.j2").render(**context)
-        write_atomically(out_dir / name, lambda stream, text=text: stream.write(text.encode("utf-8")))
-        paths.append(out_dir / name)
-    return paths[0], paths[1]
+    paths = (out_dir / "report.md", out_dir / "report.html")
+    for path in paths:
+        write_text_atomically(path, _TEMPLATES.get_template(f"{path.name}.j2").render(**context))
+    return paths
 
 
 _SPEED_NOTE = (
@@ -498,12 +493,11 @@ def _speed_rows(document: CompareDocument, out_dir: Path) -> list[list[str]]:
         if c["batch_size"] == batch and c.get("stats")
     }
     pairs = {s["precision"]: s for s in bench["speedups"] if s["batch_size"] == batch}
-    runs = document.runs
-    fp32_step = _wall_step(runs[FP32]) if FP32 in runs else None
+    fp32_step = _wall_step(document.runs[FP32]) if FP32 in document.runs else None
     rows = [
         ["precision", f"bench ms/step (batch {batch})", "bench speedup [95% CI]", "run ms/step (wall)", "run speedup"]
     ]
-    for precision, run in runs.items():
+    for precision, run in document.runs.items():
         step = _wall_step(run)
         pair = pairs.get(precision)
         rows.append(
@@ -532,10 +526,12 @@ def _wall_step(run) -> float | None:
 
 
 def _metrics_header(document: CompareDocument) -> list[str]:
-    shown = table_metrics(document.headline.higher_is_better)
     return (
         ["precision", "seeds", "steps (mean)"]
-        + [f"{m.label} [95% CI]" if m.key == document.headline.metric else m.label for m in shown]
+        + [
+            f"{m.label} [95% CI]" if m.key == document.headline.metric else m.label
+            for m in table_metrics(document.headline.higher_is_better)
+        ]
         + ["time to target (reached)", "cost to target"]
     )
 
@@ -544,25 +540,21 @@ def _metrics_rows(document: CompareDocument) -> list[list[str]]:
     """One row per precision (each registered table metric with its interval over seeds), then the real
     images' floor."""
     cost = document.cost or CostSection()
-    currency = cost.currency or ""
     shown = table_metrics(document.headline.higher_is_better)
     rows = []
     for precision, run in document.runs.items():
         reached = cost.reaching(precision)
         seeds = len(run.seeds if run.seeds is not None else [0])
-        time_text = (
-            f"{reached.seconds:.0f} s ({reached.reached}/{reached.seeds})"
-            if reached.seconds
-            else f"not reached (0/{seeds})"
-        )
         rows.append(
             [
                 precision,
                 str(seeds),
                 str(run.steps),
-                *(_cell(run, m.key, m.digits) for m in shown),
-                time_text,
-                f"{reached.cost:.6f} {currency}" if reached.cost else "-",
+                *(with_interval(run, m.key, m.digits, ci="") for m in shown),
+                f"{reached.seconds:.0f} s ({reached.reached}/{reached.seeds})"
+                if reached.seconds
+                else f"not reached (0/{seeds})",
+                f"{reached.cost:.6f} {cost.currency or ''}" if reached.cost else "-",
             ]
         )
     floor = document.floor
@@ -579,14 +571,6 @@ def _metrics_rows(document: CompareDocument) -> list[list[str]]:
     return rows
 
 
-def _cell(run: RunSummary, metric: str, digits: int = 3) -> str:
-    interval = run.interval(metric)
-    if interval:
-        return f"{interval.mean:.{digits}f} [{interval_text(metric, interval, digits)}]"
-    value = run.final.get(metric)
-    return "-" if value is None else f"{value:.{digits}f}"
-
-
 def _class_sections(document: CompareDocument) -> list[Section]:
     """Per precision: each class's accuracy, recall, coverage and diversity (mean over seeds), the
     flags, and the confusion matrix summed over seeds (rows: intended class, columns: as read)."""
@@ -599,36 +583,36 @@ def _class_sections(document: CompareDocument) -> list[Section]:
             continue
         if not all("per_class" in f for f in finals):
             continue
-        rows = [["class", "accuracy", "recall", "coverage", "diversity vs real"]]
-        for index, name in enumerate(names):
-
-            def mean(key):
-                values = [f["per_class"][index].get(key) for f in finals]
-                values = [v for v in values if v is not None]
-                return f"{np.mean(values):.2f}" if values else "-"
-
-            rows.append([name, mean("accuracy"), mean("recall"), mean("coverage"), mean("diversity")])
-        flags = list(run.flags)
-        sections.append(
+        rows = [["class", "accuracy", "recall", "coverage", "diversity vs real"]] + [
+            [name, *(_class_mean(finals, index, key) for key in ("accuracy", "recall", "coverage", "diversity"))]
+            for index, name in enumerate(names)
+        ]
+        sections += [
             Section(
                 f"{precision}: per class (mean of {len(finals)} seeds)",
                 table=rows,
                 folded=True,
-                paragraph=("Flags: " + "; ".join(flags))
-                if flags
+                paragraph=("Flags: " + "; ".join(run.flags))
+                if run.flags
                 else "No class collapsed (diversity below 25% of real) or drawn as another class (over 50%).",
-            )
-        )
-        confusion = np.sum([f["confusion"] for f in finals], axis=0)
-        sections.append(
+            ),
             Section(
                 f"{precision}: confusion matrix (rows: intended class, columns: evaluator's reading)",
                 folded=True,
                 table=[["intended \\ read", *names]]
-                + [[name, *map(str, row)] for name, row in zip(names, confusion.tolist())],
-            )
-        )
+                + [
+                    [name, *map(str, row)]
+                    for name, row in zip(names, np.sum([f["confusion"] for f in finals], axis=0).tolist())
+                ],
+            ),
+        ]
     return sections
+
+
+def _class_mean(finals: list[dict], index: int, key: str) -> str:
+    """A class's figure (its row in each seed's per_class) as the mean over the seeds that have it."""
+    values = [f["per_class"][index].get(key) for f in finals if f["per_class"][index].get(key) is not None]
+    return f"{np.mean(values):.2f}" if values else "-"
 
 
 def _shares_section(precision: str, run: RunSummary, finals: list[dict], names: list[str], floor: dict) -> Section:

@@ -31,8 +31,9 @@ DEFAULT_BUDGET_S = 40.0
 def compare_base(changes: dict) -> TrainConfig:
     """The config every run of a study trains, from {config path: value}: DEFAULT_BUDGET_S of training
     unless the changes give a time budget, and a step budget alone when they give only steps."""
-    budget_s = None if changes.get("budget.steps") is not None else DEFAULT_BUDGET_S
-    return build_config({"budget.time_budget_s": budget_s}, changes)
+    return build_config(
+        {"budget.time_budget_s": None if changes.get("budget.steps") is not None else DEFAULT_BUDGET_S}, changes
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -133,14 +134,8 @@ class CompareSpec:
             **{name: document.pop(f"bench_{name}") for name in ("batch_sizes", "steps") if f"bench_{name}" in document},
             **({"min_seconds": seconds, "max_seconds": 3 * seconds} if seconds is not None else {}),
         }
-        own = {}
-        for declared in fields(cls):
-            if declared.name in ("base", "bench") or declared.name not in document:
-                continue
-            value = document[declared.name]
-            if declared.name in _PLACES:
-                value = recorded_place(folder, value, path, *_PLACES[declared.name])
-            own[declared.name] = value
+        own = {f.name: document[f.name] for f in fields(cls) if f.name not in ("base", "bench") and f.name in document}
+        own |= {name: recorded_place(folder, own[name], path, *place) for name, place in _PLACES.items() if name in own}
         return cls(
             base=config_from_document(document["config"]),
             bench=replace(COMPARE_BENCH, **as_tuples(bench)),
@@ -150,9 +145,8 @@ class CompareSpec:
     def to_document(self, precisions) -> dict:
         """What compare.json records of the spec: the comparison's own settings, the shared config, and
         the fields the report reads at the top level."""
-        own = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("base", "bench")}
         return {
-            **_jsonable(own),
+            **_jsonable({f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("base", "bench")}),
             # The bench's settings (its base, precisions, memory format and compile setting are the study's).
             "bench": _jsonable({s.path: s.default for s in settings(self.bench, skip=("base",))}),
             "config": self.base.to_dict(),

@@ -17,15 +17,20 @@ from ampgan.study.document import (
     SpeedDecision,
 )
 
+# Why there is no quality target (by whether the headline metric is higher-is-better): what the runs lacked.
+_NO_TARGET = {
+    True: "Neither precision's samples were recognised clearly above chance on average (the target is set only "
+    "when the best mean final accuracy is at least twice chance): train longer before comparing time to quality.",
+    False: "Neither precision brought the Fréchet distance below half of its first evaluation's (the target is set "
+    "only then): train longer before comparing time to quality.",
+}
+
 
 def verdict(document: CompareDocument, bench_speedups: list[dict]) -> list[str]:
     """Plain-language conclusions from a comparison document and its bench's speedups, each with
     its uncertainty. Computed once by `ampgan compare` and stored in compare.json."""
     cost, runs, spec = document.cost or CostSection(), document.runs, document.spec
-    hardware = document.environment.hardware
-    seeds = spec.seeds
     comparison = document.seed_comparison or {}
-    nothing_paired = SeedComparison()
     speedups = {(s["batch_size"], s["precision"]): s for s in bench_speedups}
     batch = spec.batch_size
     headline = document.headline
@@ -34,45 +39,47 @@ def verdict(document: CompareDocument, bench_speedups: list[dict]) -> list[str]:
     for precision, run in runs.items():
         if precision == FP32:
             continue
-        pair = speedups.get((batch, precision))
-        note = (document.bench_notes or {}).get(f"{precision}@{batch}")
-        lines.append(_speed_line(precision, run, document.baseline, pair, batch, hardware, note, document.race))
+        lines.append(
+            _speed_line(
+                precision,
+                run,
+                document.baseline,
+                speedups.get((batch, precision)),
+                batch,
+                document.environment.hardware,
+                (document.bench_notes or {}).get(f"{precision}@{batch}"),
+                document.race,
+            )
+        )
         lines += _off_pace_lines(precision, document.race)
         lines.append(
             _quality_line(
                 precision,
                 run,
                 document.baseline,
-                comparison.get(precision, nothing_paired),
-                len(seeds),
+                comparison.get(precision) or SeedComparison(),
+                len(spec.seeds),
                 document.floor or {},
                 headline,
             )
         )
-        if target is not None:
-            lines.append(
-                _target_line(precision, cost, comparison.get(precision, nothing_paired), target, len(seeds), headline)
+        lines.append(
+            _target_line(
+                precision, cost, comparison.get(precision) or SeedComparison(), target, len(spec.seeds), headline
             )
-        elif headline.higher_is_better:
-            lines.append(
-                "Neither precision's samples were recognised clearly above chance on average (the target is "
-                "set only when the best mean final accuracy is at least twice chance): train longer before "
-                "comparing time to quality."
-            )
-        else:
-            lines.append(
-                "Neither precision brought the Fréchet distance below half of its first evaluation's (the "
-                "target is set only then): train longer before comparing time to quality."
-            )
+            if target is not None
+            else _NO_TARGET[headline.higher_is_better]
+        )
     flags = [f"{precision}, {flag}" for precision, run in runs.items() for flag in run.flags]
     if flags:
         lines.append(
             "Flags at the end of training: " + "; ".join(flags[:8]) + ("; ..." if len(flags) > 8 else "") + "."
         )
-    if spec.time_budget_s:
-        apart = f"{spec.time_budget_s / spec.eval_points:.0f} s of training apart"
-    else:
-        apart = f"{(spec.steps or 0) / spec.eval_points:.0f} steps apart"
+    apart = (
+        f"{spec.time_budget_s / spec.eval_points:.0f} s of training apart"
+        if spec.time_budget_s
+        else f"{(spec.steps or 0) / spec.eval_points:.0f} steps apart"
+    )
     lines.append(
         f"Times to the target are interpolated between evaluations {apart}; GAN "
         "quality curves are not monotonic (see the quality figure)."
@@ -86,14 +93,14 @@ def no_faster_mode_verdict(document: CompareDocument) -> list[str]:
     hardware = document.environment.hardware_summary
     batch, model = document.spec.batch_size, document.spec.model_name
     decisions = document.decisions or {}
-    measured = "; ".join(_slower_text(name, decision) for name, decision in decisions.items())
     cannot = "; ".join(
         f"{item['precision']}: {item['reason']}" for item in document.left_out if item["precision"] not in decisions
     )
     lines = [
         f"On this machine ({hardware}) no mixed-precision mode trains model {model} faster than fp32 at batch "
         f"{batch}, so mixed precision would make training slower and dearer here, not faster: train in fp32 "
-        f"on it. Measured on the real training step: {measured}."
+        f"on it. Measured on the real training step: "
+        f"{'; '.join(_slower_text(name, decision) for name, decision in decisions.items())}."
     ]
     if cannot:
         lines.append(f"Not available here: {cannot}.")
@@ -241,7 +248,6 @@ def _quality_line(
     floor: dict,
     headline=ACCURACY,
 ) -> str:
-    mine, theirs = run.final, fp32_run.final
     metric = headline.metric
     if metric == "evaluator_accuracy":
         ceiling = (
@@ -250,8 +256,8 @@ def _quality_line(
             else ""
         )
         text = (
-            f"Final evaluator accuracy: {precision} {_with_interval(run, metric)}, fp32 "
-            f"{_with_interval(fp32_run, metric)}{ceiling}"
+            f"Final evaluator accuracy: {precision} {with_interval(run, metric)}, fp32 "
+            f"{with_interval(fp32_run, metric)}{ceiling}"
         )
     else:
         ceiling = (
@@ -261,11 +267,11 @@ def _quality_line(
         )
         text = (
             f"Final Fréchet distance (an unconditional GAN: no class to recognise): {precision} "
-            f"{_with_interval(run, metric)}, fp32 {_with_interval(fp32_run, metric)}{ceiling}"
+            f"{with_interval(run, metric)}, fp32 {with_interval(fp32_run, metric)}{ceiling}"
         )
-    if "coverage" in mine and "coverage" in theirs:
+    if "coverage" in run.final and "coverage" in fp32_run.final:
         text += (
-            f"; coverage {precision} {_with_interval(run, 'coverage')}, fp32 {_with_interval(fp32_run, 'coverage')}"
+            f"; coverage {precision} {with_interval(run, 'coverage')}, fp32 {with_interval(fp32_run, 'coverage')}"
             + (f" (real images: {floor['coverage']:.2f})" if "coverage" in floor else "")
         )
     if seeds < 2:
@@ -278,9 +284,9 @@ def _quality_line(
         judged = (
             "larger than the seed-to-seed spread" if difference.beyond_seed_spread else "within the seed-to-seed spread"
         )
-        unit = "accuracy" if metric == "evaluator_accuracy" else "Fréchet distance"
         text += (
-            f". Paired by seed, {precision} minus fp32 is {difference.mean:+.3f} in {unit} (95% CI "
+            f". Paired by seed, {precision} minus fp32 is {difference.mean:+.3f} in "
+            f"{'accuracy' if metric == 'evaluator_accuracy' else 'Fréchet distance'} (95% CI "
             f"{difference.low:+.3f} to {difference.high:+.3f}, {difference.n} seeds): {judged}"
         )
     return text + "."
@@ -290,13 +296,13 @@ def _target_line(
     precision: str, cost: CostSection, comparison: SeedComparison, target: float, seeds: int, headline=ACCURACY
 ) -> str:
     mine, theirs = cost.reaching(precision), cost.reaching(FP32)
-    named = (
-        f"Target evaluator accuracy {target:.2f}"
-        if headline.higher_is_better
-        else f"Target Fréchet distance {target:.2f} or lower"
-    )
     text = (
-        f"{named}: {precision} reached it in {mine.reached} of "
+        (
+            f"Target evaluator accuracy {target:.2f}"
+            if headline.higher_is_better
+            else f"Target Fréchet distance {target:.2f} or lower"
+        )
+        + f": {precision} reached it in {mine.reached} of "
         f"{mine.seeds or seeds} seeds"
         + (f" (mean {mine.seconds:.0f} s of training)" if mine.seconds else "")
         + f", fp32 in {theirs.reached} of {theirs.seeds or seeds}"
@@ -323,11 +329,13 @@ def _target_line(
     return text + "."
 
 
-def _with_interval(run: RunSummary, metric: str) -> str:
+def with_interval(run: RunSummary, metric: str, digits: int = 3, ci: str = "95% CI ") -> str:
+    """'0.912 [95% CI 0.897 to 0.989]': a final metric's mean over seeds and its interval ('-' without it)."""
     interval = run.interval(metric)
     if interval:
-        return f"{interval.mean:.3f} [95% CI {interval_text(metric, interval)}]"
-    return f"{run.final[metric]:.3f}"
+        return f"{interval.mean:.{digits}f} [{ci}{interval_text(metric, interval, digits)}]"
+    value = run.final.get(metric)
+    return "-" if value is None else f"{value:.{digits}f}"
 
 
 _FRACTIONS = {"evaluator_accuracy", "precision", "recall", "coverage"}
@@ -372,10 +380,13 @@ def _why_the_runs_differ(precision: str, run: RunSummary, fp32_run: RunSummary, 
         )
     ]
     slower = fp32_run.seconds_per_step / pair["baseline_step_s"] + run.seconds_per_step / pair["step_s"] > 2
-    reason = (
-        ", so the runs paid per-step costs the bench does not (fresh batches from the data pipeline, logging) "
-        "or met more load from the machine's other tenants"
-        if slower
-        else ", so the machine was less loaded during the runs than during the bench"
+    return (
+        ": "
+        + " and ".join(parts)
+        + (
+            ", so the runs paid per-step costs the bench does not (fresh batches from the data pipeline, logging) "
+            "or met more load from the machine's other tenants"
+            if slower
+            else ", so the machine was less loaded during the runs than during the bench"
+        )
     )
-    return ": " + " and ".join(parts) + reason
