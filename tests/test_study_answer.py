@@ -50,3 +50,21 @@ def test_a_precision_the_bench_could_not_time_says_why_instead_of_a_key_error(st
     assert entry["estimate"] is None and entry["batch_size"] == batch
     assert entry["reason"] == reason
     assert json.loads(json.dumps(study.to_dict()))["speedup"][mixed]["reason"] == entry["reason"]
+
+
+def test_a_baseline_the_bench_could_not_time_is_named_as_the_reason(study_dir):
+    """When fp32 (not the mixed mode) failed at the study's batch, the mixed mode's entry says it was the baseline;
+    a finished configuration's status ("ok") is never given as a reason."""
+    results_file = study_dir / "bench" / "results.json"
+    results = json.loads(results_file.read_text())
+    batch = load_compare(study_dir).spec.batch_size
+    mixed = next(p for p in load_compare(study_dir).runs if p != "fp32")
+    results["speedups"] = [s for s in results["speedups"] if not (s["precision"] == mixed and s["batch_size"] == batch)]
+    for config in results["configs"]:
+        if config["precision"] == "fp32" and config["batch_size"] == batch:
+            config.update(status="too_slow", reason="one step took 9.2 s")
+    results_file.write_text(json.dumps(results))
+    assert (
+        study_of(load_compare(study_dir), study_dir).speedup[mixed]["reason"]
+        == "the fp32 baseline: one step took 9.2 s"
+    )

@@ -53,10 +53,18 @@ def study_of(document: CompareDocument, out_dir: Path, report: Path | None = Non
                 speedup[pair["precision"]] = pair | {"estimate": speedup_estimate(pair)}
         # A raced precision the bench could not time at the study's batch (too slow, failed) still has an entry,
         # saying why, so that `study.speedup[p]` answers for every precision raced against the baseline.
-        why = {(c["precision"], c["batch_size"]): c.get("reason") or c.get("status") for c in results["configs"]}
+        why = {
+            (c["precision"], c["batch_size"]): c.get("reason") or c["status"]
+            for c in results["configs"]
+            if c["status"] != "ok"
+        }
         for precision in runs:
             if precision != FP32 and precision not in speedup:
-                reason = why.get((precision, batch)) or why.get((FP32, batch)) or "not measured by the bench"
+                reason = why.get((precision, batch)) or (
+                    f"the {FP32} baseline: {why[FP32, batch]}"
+                    if (FP32, batch) in why
+                    else f"not measured by the bench at batch {batch}"
+                )
                 speedup[precision] = {"precision": precision, "batch_size": batch, "estimate": None, "reason": reason}
     cost = document.cost
     return Study(
