@@ -210,7 +210,7 @@ def race_halfway(args, out: Path) -> None:
     target taken from each race's own curves moves with them; neither is what the loop did."""
     alone_out = out / "race-alone"
     alone = compare(args, alone_out, seeds=3, start_at_run=0)
-    target = alone["cost"].get("target")
+    target = (alone.get("cost") or {}).get("target")
     if target is None:
         sys.exit("the race alone chose no quality target: give a longer --budget")
     same = ["--set", f"compare.bench_results={alone_out / 'bench' / 'results.json'}"]
@@ -221,9 +221,9 @@ def race_halfway(args, out: Path) -> None:
         ratios[name] = (document.get("seed_comparison") or {}).get(BF16, {}).get("time_to_target_ratio") or {}
         threads = (document["race"].get("threads") or {}).get("reason")
         steps = {precision: run.get("steps") for precision, run in document["runs"].items()}
+        chosen = (document.get("cost") or {}).get("target")
         print(
-            f"{name}: target {document['cost'].get('target')}, steps per run {steps}, bf16's time-to-target "
-            f"ratio {ratios[name]}; threads: {threads}"
+            f"{name}: target {chosen}, steps per run {steps}, bf16's time-to-target ratio {ratios[name]}; threads: {threads}"
         )
     alone_ratio, halfway_ratio = ratios["alone"], ratios["halfway"]
     if alone_ratio.get("low") is None or halfway_ratio.get("mean") is None:
