@@ -223,7 +223,8 @@ def race_halfway(args, out: Path) -> None:
         steps = {precision: run.get("steps") for precision, run in document["runs"].items()}
         chosen = (document.get("cost") or {}).get("target")
         print(
-            f"{name}: target {chosen}, steps per run {steps}, bf16's time-to-target ratio {ratios[name]}; threads: {threads}"
+            f"{name}: target {chosen}, steps per run {steps}, bf16's time-to-target ratio {ratios[name]}; "
+            f"threads: {threads}"
         )
     alone_ratio, halfway_ratio = ratios["alone"], ratios["halfway"]
     if alone_ratio.get("low") is None or halfway_ratio.get("mean") is None:
