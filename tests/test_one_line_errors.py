@@ -5,6 +5,7 @@ Each rule lives in one place; these tests try it on variants the issue did not n
 
 from __future__ import annotations
 
+import json
 import os
 import warnings
 from pathlib import Path
@@ -466,3 +467,14 @@ def test_a_document_from_a_newer_ampgan_says_upgrade(capsys, tmp_path, name, new
     (folder / name).write_text(f'{{"format": "{newer}", "configs": [], "anything": "new"}}')
     code, _, err = run_cli(capsys, *command(folder))
     _one_error_line(code, err, "written by a newer ampgan", newer, "upgrade ampgan")
+
+
+@pytest.mark.parametrize("rest", [{}, {"config": {"data": {}}}, {"layout": "something new"}])
+def test_a_run_folder_from_a_newer_ampgan_says_upgrade_whatever_else_it_holds(capsys, tmp_path, rest):
+    """The run format's version is read before the rest: a newer ampgan may lay out config.json differently, and
+    its reader must hear "upgrade", not "damaged"."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.json").write_text(json.dumps({"format_version": 99, **rest}))
+    code, _, err = run_cli(capsys, "train", "--resume", str(run))
+    _one_error_line(code, err, "written by a newer ampgan", "run format 99", "upgrade ampgan")

@@ -253,7 +253,8 @@ def read_run_config(run_dir: Path) -> dict:
         missing=f"{run_dir} is not an ampgan run folder (no config.json)",
         fix="this run cannot be resumed",
     )
-    check_shape(document, {"format_version": int, "config": dict}, str(path), "the run cannot be resumed or read")
+    # The version first: a newer ampgan's run may lay out the rest differently, and its reader says "upgrade".
+    check_shape(document, {"format_version": int}, str(path), "the run cannot be resumed or read")
     version = document["format_version"]
     if version < 1:
         raise AmpganError(f"{path} has no valid format_version ({version!r}): the file is damaged or foreign")
@@ -262,6 +263,7 @@ def read_run_config(run_dir: Path) -> dict:
             f"{run_dir} was written by a newer ampgan (run format {version}, this one reads "
             f"{RUN_FORMAT_VERSION}): upgrade ampgan to use it"
         )
+    check_shape(document, {"config": dict}, str(path), "the run cannot be resumed or read")
     return document
 
 
