@@ -54,6 +54,24 @@ def test_a_committed_result_with_a_damaged_configuration_is_one_line(tmp_path):
         assert named in str(error.value) and "\n" not in str(error.value)
 
 
+def test_a_result_whose_stats_hold_only_the_median_and_quartiles_still_reads(tmp_path):
+    """Files written by hand or by other tools may give only what the readers need of a configuration's timings
+    (median and quartiles): they load and render, a missing IQR shown as 0."""
+    document = json.loads(_bench_documents()[0].read_text())
+    stats = document["configs"][0]["stats"]
+    document["configs"][0]["stats"] = {key: stats[key] for key in ("median_s", "q1_s", "q3_s")}
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(document))
+    results = load_results(path)
+    assert results["configs"][0]["stats"] == {key: stats[key] for key in ("median_s", "q1_s", "q3_s")}
+    assert table(results).splitlines()[1].split()[:4] == [
+        str(results["configs"][0]["batch_size"]),
+        results["configs"][0]["precision"],
+        f"{stats['median_s'] * 1e3:.2f}",
+        "0.00",
+    ]
+
+
 @dataclass(frozen=True)
 class Inner:
     name: str

@@ -12,7 +12,6 @@ from pathlib import Path
 import numpy as np
 
 from ampgan.bench.results import ConfigResult
-from ampgan.bench.stats import TimingStats
 from ampgan.errors import one_line
 from ampgan.files.atomic import write_csv_atomically, write_json_atomically
 from ampgan.files.jsonfile import read_json
@@ -64,6 +63,16 @@ def speedup_text(pair: dict) -> str:
     return f"{pair['estimate']:.2f}x (95% CI {pair['low']:.2f}-{pair['high']:.2f}, {pair['rounds']} rounds{unsettled})"
 
 
+# What the readers need of a configuration's timing statistics: the median and quartiles (files written by hand or
+# by other tools may leave the rest out; the table shows a missing IQR as 0).
+STATS_READ = {
+    "median_s": (int, float),
+    "q1_s": (int, float),
+    "q3_s": (int, float),
+    "?iqr_s": (int, float),
+    "?min_s": (int, float),
+    "?noisy": bool,
+}
 # What the table, the figures, cost and compare read of results.json (a configuration as its record says).
 RESULTS_SHAPE = {
     "format": str,
@@ -72,7 +81,7 @@ RESULTS_SHAPE = {
     "hardware": {"name": str, "device_type": str},
     "peaks": {"*": {"tflops": (int, float, None), "source": str}},
     # a configuration's row: its record's fields (bench/results.py), with what follows from its timings
-    "configs": [shape_of(ConfigResult) | {"status": str, "?stats": OrNull(shape_of(TimingStats))}],
+    "configs": [shape_of(ConfigResult) | {"status": str, "?stats": OrNull(STATS_READ)}],
     "speedups": [
         {
             "batch_size": int,

@@ -14,15 +14,15 @@ import numpy as np
 NOISY_IQR_FRACTION = 0.10  # torch.utils.benchmark warns above this
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True)
 class TimingStats:
-    count: int | None = None  # not read back: results.json written by hand or by other tools may leave it out
+    count: int
     median_s: float
     q1_s: float
     q3_s: float
     iqr_s: float
     min_s: float
-    mean_s: float | None = None  # likewise
+    mean_s: float
 
     @property
     def relative_iqr(self) -> float:
