@@ -96,6 +96,7 @@ def _members(folder: Path | None, archive: Path, names: list[str]) -> Iterator[t
                     f"{archive} is truncated or corrupted ({type(error).__name__}): delete it and fetch it again"
                 ) from None
             yield name, blob, f"{archive}:{FOLDER_NAME}/{name}"
+            del blob  # before the next member is read: one member in memory at a time
 
 
 def load_cifar10(data_dir: str | None, split: str = "train", download_missing: bool = False) -> ImageDataset:

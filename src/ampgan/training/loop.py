@@ -371,8 +371,8 @@ class _Loop:
         self.faults = FaultMonitor(
             prepared.policy.mode.loss_scaling,
             fault_rules,
-            prepared.policy.loss_scale is not None,
-            state.train.gan.d_steps,
+            static_scale=prepared.policy.loss_scale is not None,
+            d_updates_per_step=state.train.gan.d_steps,
         )
         self.budget = Budget.of(self.config)
         # tqdm on stderr, only when stderr is a terminal: in a CI log or through `| tee` its carriage-return
