@@ -163,6 +163,9 @@ def test_the_settings_table_and_the_help_come_from_the_declarations(capsys):
         ("compare", "--bench", "compare.bench_results"),
         ("doctor", "--tensorboard", "logging.tensorboard"),
         ("bench", "--z-dim", "model.z_dim"),
+        # A removed flag of the config tree itself (TrainConfig.MOVED), on any command.
+        ("train", "--lr", "optim.lr_g"),
+        ("compare", "--lr", "optim.lr_g"),
     ]:
         code, out, err = run_cli(capsys, command, "--dataset", "synthetic", flag, "12", "--device", "cpu")
         assert code == 2 and f"{flag} is no option: write --set {path}=VALUE" in err and err.count("\n") == 1, err

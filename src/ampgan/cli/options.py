@@ -201,6 +201,7 @@ def spec_options(spec=None, prefix: str = "", parts: tuple[str, ...] = ("",), wi
     ]
     moved = {"--" + s.name.replace("_", "-"): s.path for s in settings(spec, prefix) if not s.flag}
     moved |= {"--" + old.replace("_", "-"): prefix + new.split()[0] for old, new in getattr(spec, "MOVED", {}).items()}
+    moved |= {"--" + old: new.split()[0] for old, new in TrainConfig.MOVED.items()}  # the config tree's, any command
 
     def apply(function):
         function.moved_flags = moved  # read by moved_to_set when click finds no such option

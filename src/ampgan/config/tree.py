@@ -200,6 +200,9 @@ TOP_LEVEL = ("seed",)
 
 @dataclass(frozen=True, kw_only=True)
 class TrainConfig:
+    # Flags that are gone: {old name: its path now}; given to any command, each is one error line naming it.
+    MOVED = {"lr": "optim.lr_g (and optim.lr_d)"}
+
     data: DataConfig = field(default_factory=DataConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)
