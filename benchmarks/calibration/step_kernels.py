@@ -41,9 +41,9 @@ from ampgan.bench.ops import convolution_kernels
 from ampgan.files.atomic import write_csv_atomically, write_json_atomically
 from ampgan.precisions import BF16, FP16, FP32, TF32
 from ampgan.projection.kernels import CALIBRATION_COLUMNS as COLUMNS
+from ampgan.projection.kernels import CONV_FIELDS
 from ampgan.training.step import train_step
 
-_CONV_COLUMNS = COLUMNS[7:18]  # batch ... stride_w: a convolution pass's dimensions, in convolution_kernels' order
 _GEMMS = {"aten.mm": 0, "aten.addmm": 1, "aten.bmm": 0}  # index of operand A in the call's arguments
 _CONVOLUTIONS = ("aten.convolution", "aten.convolution_backward")
 MIN_TIMED_MS = 2.0  # repeat a kernel until this much device time has passed ...
@@ -104,7 +104,7 @@ def _conv_rows(name: str, func, args, kwargs, tf32: bool) -> tuple[list[KernelRo
         return [], f"{name} with {len(x.shape) - 2}-d input, groups {groups}, dilation {list(dilation)}"
     rows = []
     for op, dims in convolution_kernels(backward, args):
-        fields = dict(zip(_CONV_COLUMNS, dims)) | {"op": op, "precision": precision_of(x.dtype, tf32)}
+        fields = dict(zip(CONV_FIELDS, dims)) | {"op": op, "precision": precision_of(x.dtype, tf32)}
         alone = [False, True, False] if op == "conv_bwd_weight" else [True, False, False]
         call = (*args[:10], alone) if backward else (x, weight, None, *args[3:])  # the bias is a kernel of its own
         rows.append(KernelRow(tuple((c, fields[c]) for c in COLUMNS if c in fields), func, call, kwargs))

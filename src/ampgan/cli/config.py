@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from ampgan.errors import AmpganError, say
+from ampgan.files.atomic import write_text_atomically
 from ampgan.sections import own_settings, settings
 
 _TABLE = "<!-- settings:begin -->\n"
@@ -56,7 +57,7 @@ def command(list_: bool, as_markdown: bool, page: Path | None) -> None:
         head, found, rest = page.read_text(encoding="utf-8").partition(_TABLE)
         if not found or "<!--" not in rest:
             raise AmpganError(f"{page} has no settings markers ({_TABLE.strip()} ... <!-- settings:end -->)")
-        page.write_text(head + _TABLE + markdown() + "<!--" + rest.split("<!--", 1)[1], encoding="utf-8")
+        write_text_atomically(page, head + _TABLE + markdown() + "<!--" + rest.split("<!--", 1)[1])
         return
     if as_markdown:
         say(*markdown().splitlines())

@@ -6,7 +6,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from ampgan.bench.output import load_results
-from ampgan.cost.arithmetic import cheapest_per_sample, cost_of_batches, saving
+from ampgan.cost.arithmetic import cheapest_per_sample, cost_of_batches, cost_of_samples, saving
 from ampgan.cost.catalog import Instance, staleness_warning
 from ampgan.errors import AmpganError, one_line
 from ampgan.files.atomic import write_csv_atomically, write_json_atomically
@@ -91,9 +91,11 @@ def cost_rows(documents: list[dict], price_per_hour: float, batches: float | Non
             if not config.get("stats"):
                 continue
             seconds = config["stats"]["median_s"]
-            # N samples take N / B batches (a fraction of a batch costs its fraction: cost_of_samples).
-            count = samples / config["batch_size"] if samples is not None else batches
-            amount = cost_of_batches(seconds, count, price_per_hour)
+            amount = (
+                cost_of_samples(seconds, config["batch_size"], samples, price_per_hour)
+                if samples is not None
+                else cost_of_batches(seconds, batches, price_per_hour)
+            )
             rows.append(
                 {
                     "batch_size": config["batch_size"],

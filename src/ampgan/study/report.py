@@ -384,8 +384,24 @@ def _environment_lines(document: CompareDocument) -> list[str]:
             # studies from before GAN.ema: drawn from G itself
             f"samples and quality: drawn from {document.sampled_from or G_OWN_WEIGHTS}",
         ]
-        + _setup_lines(document, "memory format", document.spec.channels_last, ("channels-last", "NCHW"))
-        + _setup_lines(document, "torch.compile", document.spec.compile, ("compiled", "eager"))
+        + _setup_lines(
+            document,
+            "memory format",
+            document.spec.channels_last,
+            ("channels-last", "NCHW"),
+            document.layouts,
+            measured_as="memory format measured",
+            given=" (as given)",
+        )
+        + _setup_lines(
+            document,
+            "torch.compile",
+            document.spec.compile,
+            ("compiled", "eager"),
+            document.compile_decisions,
+            measured_as="compile measured",
+            given=" (as given, or not measured for a run this short)",
+        )
         + [f"left out {item['precision']}: {item['reason']}" for item in document.left_out]
     )
 
@@ -399,18 +415,19 @@ def _setup_text(spec: StudySpecRecord) -> str:
     )
 
 
-def _setup_lines(document: CompareDocument, what: str, chosen: list[str] | None, words: tuple[str, str]) -> list[str]:
+def _setup_lines(
+    document: CompareDocument,
+    what: str,
+    chosen: list[str] | None,
+    words: tuple[str, str],
+    decisions: dict | None,
+    *,
+    measured_as: str,
+    given: str,
+) -> list[str]:
     """Which memory format each precision trained in, or which ran compiled (comparisons from before the
-    option: none), and the measurements behind it."""
+    option: none), and the measurements behind it (`given` when there were none)."""
     modes = ", ".join(f"{p} {words[0] if p in (chosen or []) else words[1]}" for p in document.spec.precisions)
-    if what == "memory format":
-        decisions, measured_as, given = document.layouts, "memory format measured", " (as given)"
-    else:
-        decisions, measured_as, given = (
-            document.compile_decisions,
-            "compile measured",
-            " (as given, or not measured for a run this short)",
-        )
     measured = [f"{measured_as}: {decision.description}" for decision in (decisions or {}).values()]
     return [f"{what}: {modes}" + ("" if measured else given)] + measured
 
