@@ -34,7 +34,10 @@ _SWITCH = {**dict.fromkeys(("", "0", "false", "no", "off"), False), **dict.fromk
 
 
 def _switch(text: str) -> bool:
-    return _SWITCH[text.strip().lower()]  # KeyError: not a switch
+    word = text.strip().lower()
+    if word not in _SWITCH:
+        raise ValueError(f"not a switch: {text!r}")
+    return _SWITCH[word]
 
 
 def _compile_backend(text: str) -> str:
@@ -82,7 +85,7 @@ def env_value(name: str) -> Any:
         return variable.default
     try:
         return variable.parse(text)
-    except (ValueError, KeyError):  # each parser's way of refusing a value
+    except ValueError:  # each parser's way of refusing a value
         takes = variable.takes + (f" ({_backends()})" if name == "AMPGAN_COMPILE_BACKEND" else "")
         raise AmpganError(
             f"the environment variable {name}={one_line(text)!r} cannot be used: it takes {takes}; "
