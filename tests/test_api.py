@@ -67,6 +67,28 @@ def test_a_setting_the_command_does_not_have_is_one_line_naming_its_settings(tmp
     assert not (tmp_path / "out").exists()  # refused before anything is written
 
 
+@pytest.mark.parametrize(
+    ("call", "path", "value"),
+    [
+        (lambda out: ampgan.bench("acgan", out, settings=TINY, batch_size=8), "budget.batch_size", "8"),
+        (lambda out: ampgan.compare("acgan", out, z_dim=16), "model.z_dim", "16"),
+        (lambda out: ampgan.compare("acgan", out, lr_g=1e-3), "optim.lr_g", "0.001"),
+    ],
+    ids=["bench-batch", "compare-model", "compare-optim"],
+)
+def test_a_config_field_given_by_its_bare_name_is_pointed_to_settings(tmp_path, call, path, value):
+    """A config tree field passed as a keyword (`batch_size=8`) is one line saying where it goes, not the closest
+    of the command's own settings (which would be `batch_sizes`, another thing)."""
+    with pytest.raises(AmpganError) as refused:
+        call(tmp_path / "out")
+    message = str(refused.value)
+    assert (
+        message.endswith(f"if you meant the config setting, give settings={{'{path}': {value}}}")
+        and "\n" not in message
+    )
+    assert not (tmp_path / "out").exists()
+
+
 def test_a_config_setting_that_does_not_exist_is_one_line(tmp_path):
     with pytest.raises(AmpganError) as refused:
         ampgan.train("acgan", tmp_path / "run", settings={"budget.stepz": 2})

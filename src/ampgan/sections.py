@@ -72,10 +72,10 @@ def own_settings(spec, prefix: str) -> dict[str, Setting]:
     return {s.path.removeprefix(prefix): s for s in settings(spec, prefix, skip=("base",))}
 
 
-def refuse_unknown(where: str, name: str, known, moved: str | None = None) -> None:
+def refuse_unknown(where: str, name: str, known, moved: str | None = None, also: str = "") -> None:
     """One error line for a setting that does not exist: its new path when it moved, else the closest one."""
     why = f": it moved to {moved}" if moved else close_match_hint(name, known)
-    raise AmpganError(f"{where} has no setting {name!r}{why}; its settings are {', '.join(sorted(known))}")
+    raise AmpganError(f"{where} has no setting {name!r}{why}; its settings are {', '.join(sorted(known))}{also}")
 
 
 def with_settings(spec, values: dict, where: str, prefix: str = ""):
@@ -84,9 +84,16 @@ def with_settings(spec, values: dict, where: str, prefix: str = ""):
     an unknown name is one error line (`where` names the caller)."""
     moved = getattr(spec, "MOVED", {})
     known = set(own_settings(spec, prefix)) | {f.name for f in dataclasses.fields(spec)} - {"base"}
+    # A config tree field given by its bare name (`batch_size=8`) belongs in settings= under its path: say so too.
+    config = {s.name: s.path for s in settings(spec.base)} if hasattr(spec, "base") else {}
     for name in values:
         if name not in known:
-            refuse_unknown(where, name, known, moved.get(name) and prefix + moved[name])
+            also = (
+                f"; if you meant the config setting, give settings={{'{config[name]}': {values[name]!r}}}"
+                if name in config
+                else ""
+            )
+            refuse_unknown(where, name, known, moved.get(name) and prefix + moved[name], also)
     nested: dict[str, dict] = {}
     for name in [name for name in values if "." in name]:
         outer, _, inner = name.partition(".")
