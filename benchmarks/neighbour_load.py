@@ -263,6 +263,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2, help=argparse.SUPPRESS)
     parser.add_argument("--model", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.cycles < 2:
+        parser.error("--cycles must be at least 2: every ratio is paired by cycle, with an interval over cycles")
     if args.child:
         child(args)
         return
