@@ -191,6 +191,10 @@ BAD_MODELS = textwrap.dedent("""
     def three_logits(data):
         G, D = nets(data, d_out=3)
         return ampgan.GAN(generator=G, discriminator=D, z_dim=8, d_loss=loss, g_loss=loss)
+
+    def g_loss_terms(data):
+        G, D = nets(data)
+        return ampgan.GAN(generator=G, discriminator=D, z_dim=8, d_loss=[loss, loss], g_loss=[loss, loss])
 """)
 
 
@@ -202,6 +206,11 @@ BAD_MODELS = textwrap.dedent("""
         ("not_a_gan", "returned tuple, not an ampgan GAN"),
         ("small_images", "the generator returned (8, 3, 8, 8) for a batch of 8, not (B, C, H, W) = (8, 3, 32, 32)"),
         ("three_logits", "real_fake_loss takes D's real/fake logits, one per image ((B,) or (B, 1)), got (8, 3)"),
+        # d_loss may be a list of terms; g_loss is one function (the step calls it once)
+        (
+            "g_loss_terms",
+            "GAN.g_loss must be one function of the loss context (G's update is one backward pass), got list",
+        ),
     ],
 )
 def test_a_bad_model_file_is_one_line_naming_it(function, expected, tmp_path, capsys):

@@ -219,8 +219,12 @@ def check_gan(gan, origin: str) -> GAN:
         raise AmpganError(
             f"{origin}: GAN.z_distribution must be one of {', '.join(Z_DISTRIBUTIONS)}, got {gan.z_distribution!r}"
         )
-    for name in ("d_loss", "g_loss"):
-        _check_callable(getattr(gan, name), f"{origin}: GAN.{name}", " (or a list of them)")
+    _check_callable(gan.d_loss, f"{origin}: GAN.d_loss", " (or a list of them)")
+    if not callable(gan.g_loss):  # one function: G's update is one backward pass through D (the step calls it)
+        raise AmpganError(
+            f"{origin}: GAN.g_loss must be one function of the loss context (G's update is one backward pass), "
+            f"got {type(gan.g_loss).__name__}"
+        )
     low_high = gan.image_range
     if not (
         isinstance(low_high, tuple)
