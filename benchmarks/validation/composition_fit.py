@@ -97,7 +97,7 @@ def load_rows(path: Path, cache: dict | None = None) -> tuple[list[Row], list[tu
     tables: dict[str, dict] = {}
     for r in raw:
         items = float(r["items_per_sample"] or 1)
-        key = workload_key(r["model"], r["input"], items)
+        key = workload_key(r)
         if key is None:
             skipped.append((r, "no builder for this model (benchmarks/validation/models)"))
             continue
