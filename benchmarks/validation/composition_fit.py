@@ -256,7 +256,7 @@ def fit(rows: list[Row], start: dict | None = None, term_prior: tuple[float, flo
     spread = np.array([PRIOR[k][1] for k in GLOBAL] + [GENERATION_SPREAD] * count + [s for _, s in term])
 
     def residuals(vector):
-        predicted = np.log(design.seconds(_unpack(vector, generations)))
+        predicted = np.log(design.seconds(_unpack(vector, generations, bool(term))))
         error = predicted - measured
         speedup = (predicted[:, 0] - predicted[:, 1]) - (measured[:, 0] - measured[:, 1])  # batches cancel
         return np.concatenate([(error * weights[:, None]).ravel(), speedup * weights, (vector - centre) / spread])

@@ -10,9 +10,11 @@ kernel class DeepBench never timed (a first layer needs no input gradient).
 
 from __future__ import annotations
 
+import warnings
+
 import torch
 from torch import nn
-from torch.nn.utils import spectral_norm, weight_norm
+from torch.nn.utils import spectral_norm
 
 from .autocast import autocast_disabled
 
@@ -22,6 +24,13 @@ SEGMENT = 8192  # --segment_size: audio samples per training example
 HOP, FFT, MELS = 256, 1024, 80  # --hop_length, --filter_length (= --win_length), --num_mels
 FRAMES = SEGMENT // HOP  # 32 mel frames in (the generator's input per example)
 DLE_GLOBAL_BATCH = 128  # train_benchmark.sh: gradient accumulation = 128 / (batch x GPUs)
+
+
+def weight_norm(module: nn.Module) -> nn.Module:
+    """torch.nn.utils.weight_norm, as DLE uses it (the deprecated hook: the same weight recomputed each forward)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        return nn.utils.weight_norm(module)
 
 
 def _padding(kernel: int, dilation: int = 1) -> int:
