@@ -3,7 +3,7 @@
 The kernel model (kernel_model.py) times each matrix kernel as DeepBench measured kernels alone. A whole
 step adds what no kernel sheet shows, and these few quantities are fitted on published end-to-end training
 throughput (benchmarks/validation/: NVIDIA DeepLearningExamples and Lambda's single-GPU fp32/TF32 and AMP
-rows), not on any GAN and never on the study's figures:
+rows; one GAN among them, NVIDIA's HiFi-GAN vocoder), never on ampgan's own GANs nor on the study's figures:
 
     matrix  = sum over precision paths of  exp(matrix[path] + generation[path]) x kernel-model seconds / clock
     clock   = min(1, watts / (SMs x watts_per_sm)) ** (1/3)     (a power cap holds the clock below boost)
