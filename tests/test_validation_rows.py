@@ -245,3 +245,15 @@ def test_the_wrong_folders_get_one_line_and_exit_2(tmp_path, capsys):
     assert build_rows.main([str(tmp_path), str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 2 and "has no PyTorch/Classification/ConvNets/configs.yml" in err[1]
+
+
+def test_hifigan_s_rows_count_what_train_py_counts():
+    """DLE's train.py counts x.size(0) * x.size(1) a micro-batch, and x is (batch, 80 mels, 32 frames): 80 an
+    example (the README's time to train agrees, build_rows.HIFIGAN_NOTE); the A100's AMP run says it kept
+    MSD's grouped convolutions fp32, the V100's does not."""
+    rows = {r["gpu"]: r for r in ROWS if r["model"] == "hifigan"}
+    assert set(rows) == {"V100", "A100-80GB"} and {r["items_per_sample"] for r in rows.values()} == {"80"}
+    assert (
+        "--no_amp_grouped_conv" in rows["A100-80GB"]["notes"] and "--no_amp_grouped_conv" not in rows["V100"]["notes"]
+    )
+    assert step_seconds(rows["V100"], "baseline") == pytest.approx(32 * 80 / 3017.57)

@@ -20,6 +20,7 @@ import csv
 import json
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -81,7 +82,10 @@ def trace_workload(workload: Workload, precision: str) -> OpTable:
         model.half()  # the optimizer keeps its (fp32 master) update: bench/ops.fused_update charges 4-byte weights
     small, large = TRACE_BATCH_SIZES
     traces = [trace_step(workload, model, optimizer, size, precision) for size in (small, large)]
-    return OpTable(precision, tuple(affine_rows(traces[0], traces[1], small, large)), (small, large), "meta")
+    rows = affine_rows(traces[0], traces[1], small, large)
+    # per micro-batch: a row's batch and throughput are a micro-batch's
+    rows = [replace(r, weight=r.weight / workload.accumulation) for r in rows]
+    return OpTable(precision, tuple(rows), (small, large), "meta")
 
 
 def trace_document(key: str) -> dict:
@@ -101,7 +105,7 @@ def needed_keys(rows_csv: Path) -> list[str]:
     """The traced steps a rows file needs (its rows without a builder need none)."""
     with open(rows_csv, newline="", encoding="utf-8") as handle:
         rows = list(csv.DictReader(handle))
-    keys = {workload_key(r["model"], r["input"], float(r["items_per_sample"] or 1)) for r in rows}
+    keys = {workload_key(r) for r in rows}
     return sorted(k for k in keys if k)
 
 

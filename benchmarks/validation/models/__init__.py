@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from . import speech, text, vision
+from . import hifigan, speech, text, vision
 
 F = nn.functional
 
@@ -45,6 +45,9 @@ class Workload:
     # How its mixed precision ran: "autocast" (torch.cuda.amp, apex O1), or "O2" (apex amp.initialize at O2:
     # the whole network in fp16, layer norms and softmax included, with fp32 master weights).
     amp: str = "autocast"
+    # Micro-batches per optimizer step (gradient accumulation): the traced step runs them all, and its op
+    # rows are divided by it, since the rows' batch and throughput are per micro-batch.
+    accumulation: int = 1
 
 
 def _meta(*shape, dtype=torch.float32):
@@ -145,6 +148,26 @@ def _waveglow(samples: int) -> Workload:
     )
 
 
+def _hifigan(accumulation: int, fp32_grouped: bool) -> Workload:
+    def adamw(params):
+        return torch.optim.AdamW(params, lr=3e-4, betas=(0.8, 0.99))
+
+    frames, segment = hifigan.FRAMES, hifigan.SEGMENT
+    return Workload(
+        "hifigan",
+        lambda: hifigan.HiFiGAN(fp32_grouped),
+        lambda b: (_meta(b, 80, frames), _meta(b, 1, segment), _meta(b, 80, frames)),
+        lambda model, batch: hifigan.hifigan_step(model, batch, accumulation),
+        adamw,
+        f"one {segment}-sample LJSpeech segment ({frames} mel frames in)",
+        f"v1 generator, MPD (periods 2-11) and MSD (3 scales), each update's losses as train.py computes them "
+        f"(mel L1 x 45 on an STFT, feature matching, least squares); AdamW (one for all weights: the same "
+        f"update as DLE's two); {accumulation} micro-batch(es) a step"
+        + ("; MSD's grouped convolutions in fp32 (--no_amp_grouped_conv)" if fp32_grouped else ""),
+        accumulation=accumulation,
+    )
+
+
 FIXED: dict[str, Workload] = {
     w.name: w
     for w in (
@@ -208,11 +231,19 @@ SIZED = {
     "transformerxl_base": lambda n: _txl("base", n),
     "transformerxl_large": lambda n: _txl("large", n),
 }
-MODELS = tuple(FIXED) + tuple(SIZED)
+MODELS = (*FIXED, *SIZED, "hifigan")
 
 
-def workload_key(model: str, input_: str, items_per_sample: float) -> str | None:
-    """The traced step a row's model and input map to ("tacotron2:571"), or None without a builder."""
+NO_AMP_GROUPED = "--no_amp_grouped_conv"  # in a hifigan row's notes: its AMP run kept MSD's grouped convolutions fp32
+
+
+def workload_key(row: dict) -> str | None:
+    """The traced step a row (rows.csv's columns) maps to ("tacotron2:571"), or None without a builder."""
+    model, input_, items_per_sample = row["model"], row["input"], float(row["items_per_sample"] or 1)
+    if model == "hifigan":
+        # DLE's 1-GPU runs keep 128 examples a step (train_benchmark.sh): batch 32 accumulates 4 micro-batches
+        accumulation = max(1, hifigan.DLE_GLOBAL_BATCH // int(float(row["batch_amp"] or hifigan.DLE_GLOBAL_BATCH)))
+        return f"hifigan:{accumulation}" + (":fp32-grouped" if NO_AMP_GROUPED in row["notes"] else "")
     if model in FIXED:
         return model
     if model not in SIZED:
@@ -225,4 +256,7 @@ def workload_key(model: str, input_: str, items_per_sample: float) -> str | None
 
 def workload(key: str) -> Workload:
     model, _, length = key.partition(":")
+    if model == "hifigan":
+        accumulation, _, grouped = length.partition(":")
+        return _hifigan(int(accumulation), grouped == "fp32-grouped")
     return FIXED[model] if model in FIXED else SIZED[model](int(length))

@@ -12,6 +12,10 @@ twice here; a training step's forward uses each weight once in these models).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+
 import torch
 from torch.overrides import TorchFunctionMode
 
@@ -77,6 +81,20 @@ FP32 = {
 PROMOTE = {torch.cat, torch.stack, torch.addcmul, torch.addcdiv, torch.index_put, torch.Tensor.index_put_}
 
 
+_DISABLED = ContextVar("meta_autocast_disabled", default=False)
+
+
+@contextmanager
+def autocast_disabled() -> Iterator[None]:
+    """`torch.autocast("cuda", enabled=False)` for this emulation: what a model runs inside keeps its dtypes
+    (HiFi-GAN's spectrogram and its fp32 grouped convolutions)."""
+    token = _DISABLED.set(True)
+    try:
+        yield
+    finally:
+        _DISABLED.reset(token)
+
+
 def _cast(value, dtype: torch.dtype):
     if isinstance(value, torch.Tensor):
         return value.to(dtype) if value.is_floating_point() and value.dtype != dtype else value
@@ -98,7 +116,9 @@ class MetaAutocast(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        if func in LOWER:
+        if _DISABLED.get():
+            dtype = None
+        elif func in LOWER:
             dtype = torch.float16
         elif func in FP32:
             dtype = torch.float32

@@ -3,7 +3,7 @@
 The kernel model (kernel_model.py) times each matrix kernel as DeepBench measured kernels alone. A whole
 step adds what no kernel sheet shows, and these few quantities are fitted on published end-to-end training
 throughput (benchmarks/validation/: NVIDIA DeepLearningExamples and Lambda's single-GPU fp32/TF32 and AMP
-rows), not on any GAN and never on the study's figures:
+rows; one GAN among them, NVIDIA's HiFi-GAN vocoder), never on ampgan's own GANs nor on the study's figures:
 
     matrix  = sum over precision paths of  exp(matrix[path] + generation[path]) x kernel-model seconds / clock
     clock   = min(1, watts / (SMs x watts_per_sm)) ** (1/3)     (a power cap holds the clock below boost)
@@ -71,11 +71,12 @@ class StepParts:
 
 
 def step_parts(
-    rows: Iterable[OpRow], batch_size: float, gpu: GpuSpec, precision: str, unmeasured: bool = False
+    rows: Iterable[OpRow], batch_size: float, gpu: GpuSpec, precision: str, terms: dict | None = None
 ) -> StepParts:
     """`precision`: fp32, tf32, fp16, bf16 or step_model.DEFAULT (TF32 convolutions, fp32 products).
-    `unmeasured`: the kernel model's terms that no calibration kernel measured (the calibration's
-    "unmeasured": a 1-4 channel data gradient) at their measured siblings' value instead of the fit's 0."""
+    `terms`: kernel-model terms to use instead of the calibration's, {path: {term: value}}: those no
+    calibration kernel measured (its "unmeasured": a 1-4 channel data gradient) at their measured siblings'
+    value instead of the fit's 0, or at a value tried end to end (benchmarks/validation/composition_fit.py)."""
     rows = list(rows)
     calibration, _ = calibration_for(gpu)
     kernels, weights, _ = row_kernels(rows, batch_size)
@@ -90,8 +91,7 @@ def step_parts(
         tensor = precision_mode(used).tensor_cores and gpu.tensor_cores
         name = FP16 if tensor else FP32
         path = calibration.paths[name].copy()
-        replaced = calibration.document.get("unmeasured", {}).get(name, {}) if unmeasured else {}
-        for term, value in replaced.items():
+        for term, value in (terms or {}).get(name, {}).items():
             path[PATH_PARAMETERS.index(term)] = value
         seconds, _, _ = predict_seconds(
             features(picked, gpu.sms, used if tensor else FP32),
@@ -215,8 +215,9 @@ def composed_step(rows: Iterable[OpRow], batch_size: float, gpu: GpuSpec, precis
     (GTX 1080 Ti) are another chip, so its band spans both its generation's errors and the uncalibrated ones."""
     composition = load_composition()
     rows = list(rows)
+    siblings = calibration_for(gpu)[0].document.get("unmeasured")
     parts = compose(step_parts(rows, batch_size, gpu, precision), gpu, composition.params)
-    other = compose(step_parts(rows, batch_size, gpu, precision, unmeasured=True), gpu, composition.params)["seconds"]
+    other = compose(step_parts(rows, batch_size, gpu, precision, siblings), gpu, composition.params)["seconds"]
     band, own, note = composition.band(gpu)
     if precision != DEFAULT and precision_mode(precision).mixed and not gpu.tensor_cores:
         wide = composition.uncalibrated
