@@ -43,27 +43,22 @@ def _run_folder(out_dir: Path, recorded: str) -> Path:
 MAX_GRID_PIXELS = 4096 * 4096
 
 
-def _read_grid(path: Path) -> tuple[np.ndarray | None, str]:
-    """(the grid's pixels, "") or (None, why it is not shown): a damaged or oversized PNG costs its panel,
-    never the report."""
-    try:
-        with Image.open(path) as image:
-            if image.width * image.height > MAX_GRID_PIXELS:
-                return None, f"{path.name} is {image.width}x{image.height} px, not a sample grid"
-            return np.asarray(image.convert("RGB") if image.mode not in ("L", "RGB") else image), ""
-    except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as error:
-        return None, f"{path.name} cannot be read ({type(error).__name__})"
-
-
-def _latest_samples(out_dir: Path, run_dir: Path) -> tuple[Path | None, str]:
-    """(the run's last sample grid, "") or (None, why none is shown): a grid that is a link leading out of
-    the study (the grid itself, its samples/ folder, a `../` link) is left out with a warning."""
+def _latest_grid(out_dir: Path, run_dir: Path) -> tuple[np.ndarray | None, str]:
+    """(the pixels of the run's last sample grid, "") or (None, why it is not shown): a grid that is a link
+    leading out of the study (the grid itself, its samples/ folder, a `../` link) is left out with a warning,
+    and a damaged or oversized PNG costs its panel, never the report."""
     grids = sorted((run_dir / "samples").glob("step-*.png"))
     if not grids:
         return None, "no sample grid"
     if left_out(out_dir, grids[-1], "the report"):
         return None, "a link leading outside the study"
-    return grids[-1], ""
+    try:
+        with Image.open(grids[-1]) as image:
+            if image.width * image.height > MAX_GRID_PIXELS:
+                return None, f"{grids[-1].name} is {image.width}x{image.height} px, not a sample grid"
+            return np.asarray(image.convert("RGB") if image.mode not in ("L", "RGB") else image), ""
+    except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as error:
+        return None, f"{grids[-1].name} cannot be read ({type(error).__name__})"
 
 
 def figure_samples(document: CompareDocument, out_dir: Path, footer: str) -> Path:
@@ -71,8 +66,7 @@ def figure_samples(document: CompareDocument, out_dir: Path, footer: str) -> Pat
     runs = document.runs
     figure, axes = pyplot().subplots(1, len(runs), figsize=(4.2 * len(runs), 5.2), dpi=120, squeeze=False)
     for axis, (precision, run) in zip(axes[0], runs.items()):
-        grid_path, problem = _latest_samples(out_dir, _run_folder(out_dir, run.run_dir))
-        grid, problem = _read_grid(grid_path) if grid_path is not None else (None, problem)
+        grid, problem = _latest_grid(out_dir, _run_folder(out_dir, run.run_dir))
         if grid is not None:
             axis.imshow(grid, cmap="gray" if grid.ndim == 2 else None, interpolation="nearest")
         else:
@@ -546,7 +540,7 @@ def _metrics_header(document: CompareDocument) -> list[str]:
     return (
         ["precision", "seeds", "steps (mean)"]
         + [
-            f"{m.label} [95% CI]" if m.key == document.headline.metric else m.label
+            f"{m.label} [95% CI]" if m.key == document.headline.key else m.label
             for m in table_metrics(document.headline.higher_is_better)
         ]
         + ["time to target (reached)", "cost to target"]
