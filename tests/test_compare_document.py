@@ -98,7 +98,7 @@ def test_a_document_from_before_several_seeds_and_unconditional_gans_still_reads
         del run["seeds"], run["per_seed"], run["final_interval"]
     del old["cost"]["target"]
     document = CompareDocument.from_dict(old)
-    assert document.headline.metric == "evaluator_accuracy" and document.spec.seeds == [0]
+    assert document.headline.key == "evaluator_accuracy" and document.spec.seeds == [0]
     assert document.target == 0.7  # named target_accuracy then
     assert document.baseline.first is document.baseline and document.baseline.interval("evaluator_accuracy") is None
 

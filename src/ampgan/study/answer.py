@@ -87,7 +87,7 @@ def study_of(document: CompareDocument, out_dir: Path, report: Path | None = Non
             else {}
         ),
         precisions=list(runs) or [FP32],
-        headline=document.headline.metric,
+        headline=document.headline.key,
         speedup=speedup,
         final={p: {k: v for k, v in run.final.items() if k != "flags"} for p, run in runs.items()},
         report=report,

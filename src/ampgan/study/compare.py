@@ -211,7 +211,7 @@ def _after_the_runs(
         FP32,
         spec.batch_size,
         document.target,
-        headline.metric,
+        headline.key,
         headline.higher_is_better,
     )
     document = document.with_fields(race=RaceRecord.from_dict(race | {"pace": pace}))

@@ -19,8 +19,8 @@ from ampgan.files.paths import read_json_in
 from ampgan.files.records import Record, part, shape_of
 from ampgan.files.schema import Between, OrNull, RelativePath, check_format, check_shape
 from ampgan.precisions import FP32
-from ampgan.quality.headline import ACCURACY, FRECHET, Headline
-from ampgan.quality.registry import METRICS
+from ampgan.quality.headline import ACCURACY, FRECHET
+from ampgan.quality.registry import METRICS, Metric
 
 FORMAT = "ampgan-compare/1"
 READABLE_FORMATS = (FORMAT,)
@@ -308,8 +308,13 @@ class RaceRecord(Record):
         return {seed: pace for seed, pace in (self.pace or {}).get(precision, {}).items() if pace.within is False}
 
 
-def _headline(stored: dict) -> Headline:
-    return FRECHET if stored.get("metric") == FRECHET.metric else ACCURACY
+def _headline(stored: dict) -> Metric:
+    return FRECHET if stored.get("metric") == FRECHET.key else ACCURACY
+
+
+def _headline_written(metric: Metric) -> dict:
+    """The headline as compare.json holds it: the metric's key, how a sentence names it, which way is better."""
+    return {"metric": metric.key, "name": metric.name, "higher_is_better": metric.higher_is_better}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -333,8 +338,8 @@ class CompareDocument(Record):
     floor: dict | None = part(omit_none=True)  # the real images' own quality figures
     # Why a bench configuration has no speedup (left out as hopeless, too slow, failed): the verdict says so.
     bench_notes: dict | None = part(omit_none=True)
-    stored_headline: Headline | None = part(
-        read=_headline, write=Headline.as_dict, key="headline", omit_none=True, shape={"metric": str}
+    stored_headline: Metric | None = part(
+        read=_headline, write=_headline_written, key="headline", omit_none=True, shape={"metric": str}
     )
     runs: dict[str, RunSummary] = part(default={}, required=True)
     cost: CostSection | None = part(omit_none=True)
@@ -348,7 +353,7 @@ class CompareDocument(Record):
         return self.outcome != NO_FASTER_MODE
 
     @property
-    def headline(self) -> Headline:
+    def headline(self) -> Metric:
         """What the study races on (documents from before unconditional GANs: accuracy)."""
         return self.stored_headline or ACCURACY
 

@@ -248,7 +248,7 @@ def _quality_line(
     floor: dict,
     headline=ACCURACY,
 ) -> str:
-    metric = headline.metric
+    metric = headline.key
     if metric == "evaluator_accuracy":
         ceiling = (
             f" (the evaluator's ceiling: {floor['evaluator_accuracy']:.3f} on real held-out images)"
