@@ -162,7 +162,7 @@ def test_the_decisions_and_the_seed_comparison_read_by_attribute_and_write_back_
     document, slower = CompareDocument.from_dict(data), CompareDocument.from_dict(no_faster)
     assert document.layouts["bf16"].description == "channels_last 1.10x faster"
     compared = document.seed_comparison["bf16"]
-    assert compared.difference("evaluator_accuracy").high == 0.09 and compared.difference("kid") is None
+    assert compared.differences["evaluator_accuracy"].high == 0.09 and "kid" not in compared.differences
     assert compared.time_to_target_ratio.mean == 1.4 and compared.time_to_target_ratio.beyond_seed_spread
     decision = slower.decisions["bf16"]
     assert (decision.interval.low, decision.rounds, decision.note) == (0.45, 9, None)

@@ -141,8 +141,7 @@ class Record:
 
     @classmethod
     def from_dict(cls, data: dict):
-        declared = _declared(cls)
-        extra = {key: value for key, value in data.items() if key not in declared}
+        extra = {key: value for key, value in data.items() if key not in _declared(cls)}
         return cls(**_fields_read(cls, data), extra=extra, read_keys=tuple(data))
 
     def with_fields(self, **changes):

@@ -214,11 +214,6 @@ class FolderLock:
             self._fd = None
 
 
-def is_ampgan_folder(folder: Path) -> bool:
-    """Written by ampgan: it holds a valid marker."""
-    return marker_kind(folder) is not None
-
-
 def check_replaceable(path: Path, kind: str | None = None) -> None:
     """One error line unless --overwrite may replace `path` with a folder of `kind`: ampgan's own folder
     of that kind, no part of another ampgan folder, every file in it proven ampgan's (its manifest)."""

@@ -102,7 +102,6 @@ def run_compare(spec: CompareSpec, out_dir: Path, show_progress: bool = True, lo
         bench_results = bench_once(spec, dataset, precisions, device, log, out_dir, progress)
         say_what_the_bench_left_unmeasured(bench_results, log)
         clock = race_clock(bench_results, precisions, spec.batch_size)
-        charged = clock["step_s"] or {}
         log(_clock_line(clock))
         stop_here()
         per_seed: dict[str, dict[int, dict]] = {p: {} for p in precisions}
@@ -119,7 +118,7 @@ def run_compare(spec: CompareSpec, out_dir: Path, show_progress: bool = True, lo
                     show_progress,
                     log,
                     progress,
-                    charge_s=charged.get(precision),
+                    charge_s=(clock["step_s"] or {}).get(precision),
                 )
                 stop_here()
 
@@ -133,8 +132,12 @@ def _decided(spec: CompareSpec, progress, dataset, device, log) -> tuple[Compare
     with the memory formats and compile it decided (speed/plan.py, kept in study.json). With no mode faster
     than fp32 there is nothing to race, and no format or compile is decided."""
     if progress.decided is None:
-        asked = Asked(spec.train_config, FASTEST_MIXED, spec.precisions, spec.channels_last, spec.compile)
-        progress.decided = plan_run(asked, dataset, device, log)
+        progress.decided = plan_run(
+            Asked(spec.train_config, FASTEST_MIXED, spec.precisions, spec.channels_last, spec.compile),
+            dataset,
+            device,
+            log,
+        )
         progress.save()
     decided = progress.decided
     apply_threads(decided.threads)  # a resumed study: the threads its bench and runs were measured on

@@ -270,9 +270,6 @@ class SeedComparison(Record):
             | {metric: interval.to_dict() for metric, interval in self.differences.items()}
         )
 
-    def difference(self, metric: str) -> Interval | None:
-        return self.differences.get(metric)
-
 
 @dataclass(frozen=True, kw_only=True)
 class SeedPace(Record):

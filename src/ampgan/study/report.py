@@ -465,8 +465,7 @@ _TEMPLATES = jinja2.Environment(
     autoescape=jinja2.select_autoescape(enabled_extensions=("html.j2",), default_for_string=False),
     keep_trailing_newline=True,
 )
-_TEMPLATES.filters["md"] = markdown_text
-_TEMPLATES.filters["md_cell"] = markdown_cell
+_TEMPLATES.filters.update(md=markdown_text, md_cell=markdown_cell)
 
 
 def render_report(out_dir: Path) -> tuple[Path, Path]:

@@ -181,8 +181,7 @@ def _speed_line(
 def _charged_text(precision: str, run: RunSummary, fp32_run: RunSummary, race: RaceRecord) -> str:
     """The race on the bench's clock: how many steps each made, and the wall clock's pace beside it."""
     charged = ", ".join(f"{name} {_duration(seconds)}" for name, seconds in race.step_s.items())
-    paces = race.pace.get(precision, {})
-    wall = ", ".join(f"seed {seed} {pace.wall_speedup:.2f}x" for seed, pace in paces.items())
+    wall = ", ".join(f"seed {seed} {pace.wall_speedup:.2f}x" for seed, pace in race.pace.get(precision, {}).items())
     return (
         f" In the race it made {run.steps} steps to fp32's {fp32_run.steps} in the same training time, each step "
         f"charged its bench time ({charged}), so other work on the machine could not tilt it"
@@ -279,7 +278,7 @@ def _quality_line(
             ". With one seed per precision the verdict cannot tell a difference from seed-to-seed "
             "spread: run with --seeds 3 or more."
         )
-    difference = comparison.difference(metric)
+    difference = comparison.differences.get(metric)
     if difference is not None and difference.known:
         judged = (
             "larger than the seed-to-seed spread" if difference.beyond_seed_spread else "within the seed-to-seed spread"
