@@ -246,7 +246,7 @@ def report_sections(document: CompareDocument, out_dir: Path) -> list[Section]:
     sections += [
         Section(
             "Final metrics",
-            table=[_metrics_header(document), *_metrics_rows(document)],
+            table=_metrics_table(document),
             paragraph=_price_note(document),
         ),
         Section(
@@ -535,23 +535,16 @@ def _wall_step(run) -> float | None:
     return float(np.mean(steps)) if steps else run.seconds_per_step
 
 
-def _metrics_header(document: CompareDocument) -> list[str]:
-    return (
-        ["precision", "seeds", "steps (mean)"]
-        + [
-            f"{m.label} [95% CI]" if m.key == document.headline.key else m.label
-            for m in table_metrics(document.headline.higher_is_better)
-        ]
-        + ["time to target (reached)", "cost to target"]
-    )
-
-
-def _metrics_rows(document: CompareDocument) -> list[list[str]]:
-    """One row per precision (each registered table metric with its interval over seeds), then the real
-    images' floor."""
+def _metrics_table(document: CompareDocument) -> list[list[str]]:
+    """The header, one row per precision (each registered table metric with its interval over seeds), then the
+    real images' floor."""
     cost = document.cost or CostSection()
     shown = table_metrics(document.headline.higher_is_better)
-    rows = []
+    rows = [
+        ["precision", "seeds", "steps (mean)"]
+        + [f"{m.label} [95% CI]" if m.key == document.headline.key else m.label for m in shown]
+        + ["time to target (reached)", "cost to target"]
+    ]
     for precision, run in document.runs.items():
         reached = cost.reaching(precision)
         seeds = len(run.seeds if run.seeds is not None else [0])
