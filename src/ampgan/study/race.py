@@ -71,27 +71,34 @@ BENCH_CLOCK, WALL_CLOCK = "bench step time", "wall clock"
 PACE_TOLERANCE = 1.1
 
 
+def unmeasured(configs: list[dict]) -> dict[tuple[str, int], str]:
+    """{(precision, batch size): why} of each bench configuration with no settled step (too slow, failed): its
+    reason, else its status. The race's clock, the study's log and its answer (study/answer.py) read a row so."""
+    return {(c["precision"], c["batch_size"]): c.get("reason") or c["status"] for c in configs if c["status"] != "ok"}
+
+
 def race_clock(bench_results: dict, precisions, batch_size: int) -> dict:
     """{"clock", "step_s": {precision: seconds charged per step} or None, "reason"}: each precision's settled
     bench step at the study's batch size; the wall clock for every run when one precision has none (a race
     on two clocks would be no race)."""
-    rows = {(c.get("precision"), c.get("batch_size")): c for c in bench_results.get("configs") or []}
-    step_s = {}
-    for precision in precisions:
-        row = rows.get((precision, batch_size)) or {}
-        median = (row.get("stats") or {}).get("median_s")
-        if row.get("status") != "ok" or not median:
-            why = row.get("reason") or row.get("status") or "not measured"
-            return {
-                "clock": WALL_CLOCK,
-                "step_s": None,
-                "reason": f"the bench has no settled {precision} step at batch {batch_size} ({why}): every run is "
-                "timed on its wall clock, which other work on the machine can tilt",
-            }
-        step_s[precision] = float(median)
+    configs = bench_results.get("configs") or []
+    settled = {
+        c["precision"]: float(c["stats"]["median_s"])
+        for c in configs
+        if c["batch_size"] == batch_size and c["status"] == "ok" and (c.get("stats") or {}).get("median_s")
+    }
+    missing = next((precision for precision in precisions if precision not in settled), None)
+    if missing is not None:
+        return {
+            "clock": WALL_CLOCK,
+            "step_s": None,
+            "reason": f"the bench has no settled {missing} step at batch {batch_size} "
+            f"({unmeasured(configs).get((missing, batch_size), 'not measured')}): every run is timed on its wall "
+            "clock, which other work on the machine can tilt",
+        }
     return {
         "clock": BENCH_CLOCK,
-        "step_s": step_s,
+        "step_s": {precision: settled[precision] for precision in precisions},
         "reason": "each step is charged its precision's settled bench step time, so other work on the machine "
         "during a run changes its wall time, not its place in the race",
     }
@@ -211,9 +218,7 @@ def say_what_the_bench_left_unmeasured(bench_results: dict, log) -> None:
     say so now, not after the runs."""
     configs = bench_results.get("configs") or []
     if configs and not any(c.get("status") == "ok" for c in configs):
-        reasons = "; ".join(
-            f"{c['precision']}@{c['batch_size']}: {c.get('reason') or c.get('status')}" for c in configs[:3]
-        )
+        reasons = "; ".join(f"{p}@{batch}: {why}" for (p, batch), why in list(unmeasured(configs).items())[:3])
         log(
             f"bench: no configuration finished ({reasons}); the runs train anyway, but the study will have no "
             "measured speedup and no cost: give a larger --set compare.bench.max_seconds for them"
