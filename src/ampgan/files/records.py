@@ -88,11 +88,12 @@ def _key(key: str, field: dataclasses.Field) -> str:
 def from_json(kind, value: Any, origin: str, fix: str):
     """The record of class `kind` that `value` (read from `origin`) describes; one error line naming the field
     and `fix` when it does not have the record's shape."""
-    return _built(kind, check_shape(value, shape_of(kind), origin, fix))
+    return as_records(kind, check_shape(value, shape_of(kind), origin, fix))
 
 
-def _built(kind, value: Any):
-    """A JSON value as type `kind` holds it: records (and containers of them) read from their tables."""
+def as_records(kind, value: Any):
+    """A JSON value as type `kind` holds it: records (and containers of them) read from their tables. Unchecked:
+    for values ampgan made (a stage's tables); a document read back goes through from_json."""
     if value is None:
         return None
     if isinstance(kind, type) and issubclass(kind, Record):
@@ -101,11 +102,11 @@ def _built(kind, value: Any):
         return kind(**_fields_read(kind, value))
     origin, args = typing.get_origin(kind), typing.get_args(kind)
     if origin in (typing.Union, types.UnionType):
-        return _built(next(arg for arg in args if arg is not type(None)), value) if len(args) == 2 else value
+        return as_records(next(arg for arg in args if arg is not type(None)), value) if len(args) == 2 else value
     if origin in (list, tuple) and args:
-        return origin(_built(args[0], item) for item in value)
+        return origin(as_records(args[0], item) for item in value)
     if origin is dict and args:
-        return {name: _built(args[1], item) for name, item in value.items()}
+        return {name: as_records(args[1], item) for name, item in value.items()}
     return value
 
 
@@ -113,7 +114,9 @@ def _fields_read(kind, table: dict) -> dict:
     """{field name: value} of the keys of `table` that `kind` declares, each read as its type (or its `read`)
     says."""
     return {
-        f.name: None if table[key] is None else (f.metadata.get("read") or functools.partial(_built, hint))(table[key])
+        f.name: None
+        if table[key] is None
+        else (f.metadata.get("read") or functools.partial(as_records, hint))(table[key])
         for key, (f, hint) in _declared(kind).items()
         if key in table
     }

@@ -32,6 +32,7 @@ from ampgan.data import load_dataset
 from ampgan.doctor.preflight import check_before_training
 from ampgan.errors import AmpganError, first_words, say
 from ampgan.files.paths import file_in
+from ampgan.files.records import as_records
 from ampgan.precisions import FP32
 from ampgan.quality.evaluator import check_evaluable, reference_floor, refuse_samples_that_cannot_fit
 from ampgan.quality.headline import headline_for
@@ -50,7 +51,6 @@ from ampgan.study.document import (
     SeedComparison,
     SpeedDecision,
     StudySpecRecord,
-    table_of,
 )
 from ampgan.study.evaluate import load_evaluator
 from ampgan.study.over_seeds import compare_seeds, summarize_seeds
@@ -162,8 +162,8 @@ def _raced_document(spec, device, dataset, decided: RunPlan, first, evaluator, b
         spec=StudySpecRecord.from_dict(spec.to_document(precisions)),
         environment=Environment.from_dict(environment_stamp(device)),
         left_out=decided.left_out,
-        layouts=table_of(MeasuredChoice, decided.layouts),
-        compile_decisions=table_of(MeasuredChoice, decided.compile_decisions),
+        layouts=as_records(dict[str, MeasuredChoice], decided.layouts),
+        compile_decisions=as_records(dict[str, MeasuredChoice], decided.compile_decisions),
         dataset=_dataset_record(spec, dataset),
         evaluator=evaluator.info,
         sampled_from=first.sampling_weights,  # the EMA of G when the model declares one, else G itself
@@ -205,7 +205,7 @@ def _after_the_runs(
         cost=_stage_or_note("cost", lambda: cost_stage(document, bench_results, curves, out_dir)),
         projection=project_elsewhere(spec, dataset, bench_results, out_dir, device),
     )
-    document = document.with_fields(seed_comparison=table_of(SeedComparison, compare_seeds(document)))
+    document = document.with_fields(seed_comparison=as_records(dict[str, SeedComparison], compare_seeds(document)))
     headline = document.headline
     pace = pace_of_seeds(
         per_seed,
@@ -256,7 +256,7 @@ def _no_faster_mode(
         spec=StudySpecRecord.from_dict(spec.to_document((FP32,))),
         environment=Environment.from_dict(environment_stamp(device)),
         left_out=left_out,
-        decisions=table_of(SpeedDecision, decisions),
+        decisions=as_records(dict[str, SpeedDecision], decisions),
         dataset=_dataset_record(spec, dataset),
         runs={},
         # No mode pays here; what would one pay on a GPU? The step is traced (a few steps at batch 8 and 16).

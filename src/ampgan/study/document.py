@@ -45,11 +45,6 @@ _FINAL = {
 _RACED_SHAPE = {"evaluator": dict, "floor": dict, "spec": {"eval_samples": int, "eval_points": int}}
 
 
-def table_of(record_type, table: dict | None) -> dict | None:
-    """A table of plain dicts (as a stage returns them) as records of `record_type`, written back as given."""
-    return None if table is None else {name: record_type.from_dict(value) for name, value in table.items()}
-
-
 @dataclass(frozen=True, kw_only=True)
 class StudySpecRecord(Record):
     """The spec as the document records it (study/spec.py CompareSpec.to_document): the study's own

@@ -243,7 +243,8 @@ def pace_of_seeds(
     for precision, seeds in per_seed.items():
         if precision == baseline:
             continue
-        pair = pairs.get((batch_size, precision))
+        pair = pairs.get((batch_size, precision)) or {}
+        low, high = pair.get("low"), pair.get("high")
         out[precision] = {}
         for seed, run in seeds.items():
             theirs = per_seed.get(baseline, {}).get(seed)
@@ -253,18 +254,17 @@ def pace_of_seeds(
             speedup = their_step / mine_step
             entry = {
                 "wall_speedup": speedup,
-                "bench_estimate": pair.get("estimate") if pair else None,
-                "bench_low": pair.get("low") if pair else None,
-                "bench_high": pair.get("high") if pair else None,
-                "within": None,
+                "bench_estimate": pair.get("estimate"),
+                "bench_low": low,
+                "bench_high": high,
+                # None without an interval
+                "within": low / PACE_TOLERANCE <= speedup <= high * PACE_TOLERANCE if None not in (low, high) else None,
                 "wall_over_bench": _over_bench(run),
                 "baseline_wall_over_bench": _over_bench(theirs),
                 "time_to_target_ratio": None,
                 "wall_time_to_target_ratio": None,
                 "thread_changes": len(run.get("thread_changes") or []) + len(theirs.get("thread_changes") or []),
             }
-            if pair and pair.get("low") is not None and pair.get("high") is not None:
-                entry["within"] = pair["low"] / PACE_TOLERANCE <= speedup <= pair["high"] * PACE_TOLERANCE
             if target is not None:
                 for key, clock in (
                     ("time_to_target_ratio", "train_seconds"),
