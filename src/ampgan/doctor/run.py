@@ -181,7 +181,6 @@ def _percent(fraction: float) -> str:
 
 
 def write_doctor(report: dict, out_dir: Path) -> None:
-    out_dir = Path(out_dir)
     write_json_atomically(out_dir / "doctor.json", report)
     _gradient_figure(report, out_dir / "doctor_gradients.png")
     _layer_heatmap(report, out_dir / "doctor_layers.png")

@@ -74,7 +74,6 @@ from ampgan.training.precision import resolve_device
 def run_compare(spec: CompareSpec, out_dir: Path, show_progress: bool = True, log=say) -> CompareDocument:
     """The study, resumed where its study.json says it stopped (a new one when the folder has none).
     Interrupted by SIGINT/SIGTERM, it keeps what finished and raises StudyInterrupted."""
-    out_dir = Path(out_dir)
     device = resolve_device(spec.base.compute.device)
     dataset, first = _refuse_before_measuring(spec, log)
     progress = open_progress(out_dir, spec.to_document(spec.precisions))

@@ -470,7 +470,6 @@ _TEMPLATES.filters.update(md=markdown_text, md_cell=markdown_cell)
 
 def render_report(out_dir: Path) -> tuple[Path, Path]:
     """report.md (figures linked) and report.html (figures embedded) from the same sections."""
-    out_dir = Path(out_dir)
     document = load_compare(out_dir)
     context = {
         "title": f"ampgan comparison: {', '.join(document.runs) or 'no mode faster than fp32'} on "
