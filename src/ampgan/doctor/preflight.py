@@ -548,13 +548,11 @@ def _context(state, batch) -> LossContext:
     """The LossContext the step's first D update gives its loss terms: the same batch, noise and fakes."""
     gan = state.gan
     torch.manual_seed(0)
-    real, labels = batch
     context = LossContext.for_batch(
         gan,
         state.generator,
         state.discriminator,
-        real,
-        labels,
+        *batch,  # (real images, their labels)
         step=0,
         rng=torch.Generator().manual_seed(1),
         scaler=state.scaler_d,

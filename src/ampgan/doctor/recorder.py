@@ -15,7 +15,6 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 import torch
-from torch import nn
 
 from ampgan.doctor.ranges import FORMATS, classify, log2_histogram
 from ampgan.precisions import FP16, FP32
@@ -62,7 +61,7 @@ class LayerRecord:
 class LayerRecorder:
     """Forward/backward hooks on every leaf layer that has parameters (conv, linear, norm, embedding)."""
 
-    def __init__(self, networks: dict[str, nn.Module]):
+    def __init__(self, networks: dict[str, torch.nn.Module]):
         self.records: dict[str, LayerRecord] = {}
         self._handles = []
         self._parameters = []

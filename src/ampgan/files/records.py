@@ -16,7 +16,6 @@ import dataclasses
 import functools
 import types
 import typing
-from typing import Any
 
 from ampgan.files.schema import OrNull, check_shape
 
@@ -28,9 +27,9 @@ def part(
     write=None,
     key: str | None = None,
     omit_none: bool = False,
-    default: Any = None,
+    default: typing.Any = None,
     required: bool = False,
-    shape: Any = None,
+    shape: typing.Any = None,
 ):
     """A record's field, beyond its type: `read`/`write` for a value its type does not say how to read;
     `key` for a field named otherwise in the table; `omit_none` for a field some documents do not have
@@ -43,7 +42,7 @@ def part(
 
 
 @functools.cache
-def _declared(kind) -> dict[str, tuple[dataclasses.Field, Any]]:
+def _declared(kind) -> dict[str, tuple[dataclasses.Field, typing.Any]]:
     """{key in the JSON table: (field, its type)} of a record class (a Record's bookkeeping of what it read is
     no key of the table)."""
     hints = typing.get_type_hints(kind)
@@ -54,13 +53,13 @@ def _declared(kind) -> dict[str, tuple[dataclasses.Field, Any]]:
     }
 
 
-def shape_of(kind) -> Any:
+def shape_of(kind) -> typing.Any:
     """The files/schema.py shape of a type annotation (a record, a container of them, a simple type)."""
     if dataclasses.is_dataclass(kind):
         return {
             _key(key, f): f.metadata.get("shape") or shape_of(hint)
             for key, (f, hint) in _declared(kind).items()
-            if f.metadata.get("shape") or hint is not Any
+            if f.metadata.get("shape") or hint is not typing.Any
         }
     origin, args = typing.get_origin(kind), typing.get_args(kind)
     if origin in (typing.Union, types.UnionType):
@@ -85,13 +84,13 @@ def _key(key: str, field: dataclasses.Field) -> str:
     return key if required else f"?{key}"
 
 
-def from_json(kind, value: Any, origin: str, fix: str):
+def from_json(kind, value: typing.Any, origin: str, fix: str):
     """The record of class `kind` that `value` (read from `origin`) describes; one error line naming the field
     and `fix` when it does not have the record's shape."""
     return as_records(kind, check_shape(value, shape_of(kind), origin, fix))
 
 
-def as_records(kind, value: Any):
+def as_records(kind, value: typing.Any):
     """A JSON value as type `kind` holds it: records (and containers of them) read from their tables. Unchecked:
     for values ampgan made (a stage's tables); a document read back goes through from_json."""
     if value is None:

@@ -23,7 +23,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from ampgan.data import ImageDataset
@@ -277,7 +276,7 @@ def _train_classifier(network, images, labels, epochs, seed, device, batch_size=
             shift_y, shift_x = torch.randint(-2, 3, (2,), generator=generator).tolist()
             inputs = torch.roll(_to_input(images[batch]), shifts=(shift_y, shift_x), dims=(2, 3))
             _, logits = network(inputs.to(device))
-            loss = F.cross_entropy(logits, labels[batch].to(device))
+            loss = torch.nn.functional.cross_entropy(logits, labels[batch].to(device))
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()

@@ -205,7 +205,6 @@ def _after_the_runs(
         projection=project_elsewhere(spec, dataset, bench_results, out_dir, device),
     )
     document = document.with_fields(seed_comparison=as_records(dict[str, SeedComparison], compare_seeds(document)))
-    headline = document.headline
     pace = pace_of_seeds(
         per_seed,
         curves,
@@ -213,8 +212,8 @@ def _after_the_runs(
         FP32,
         spec.batch_size,
         document.target,
-        headline.key,
-        headline.higher_is_better,
+        document.headline.key,
+        document.headline.higher_is_better,
     )
     document = document.with_fields(race=RaceRecord.from_dict(race | {"pace": pace}))
     document = document.with_fields(verdict=verdict(document, bench_results["speedups"]) + stages_not_run(document))

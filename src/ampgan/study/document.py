@@ -17,7 +17,7 @@ from typing import Any
 from ampgan.files.atomic import write_json_atomically
 from ampgan.files.paths import read_json_in
 from ampgan.files.records import Record, part, shape_of
-from ampgan.files.schema import Between, OrNull, RelativePath, check_format, check_shape
+from ampgan.files.schema import Between, Number, OrNull, RelativePath, check_format, check_shape
 from ampgan.precisions import FP32
 from ampgan.quality.headline import ACCURACY, FRECHET
 from ampgan.quality.registry import METRICS, Metric
@@ -27,16 +27,15 @@ READABLE_FORMATS = (FORMAT,)
 NO_FASTER_MODE = "no faster mode"  # the outcome of a study that found no mode faster than fp32 (nothing raced)
 RACED = "raced"
 
-_NUMBER = (int, float)
 _SHARE = Between(0.0, 1.0)
 # A run's final quality figures (quality/registry.py names the metrics): what a reader relies on of them.
 _FINAL = {
     "?evaluator_accuracy": Between(0.0, 1.0, or_null=True),
-    "frechet_distance": _NUMBER,
+    "frechet_distance": Number,
     "?recall": _SHARE,
     "?precision": _SHARE,
     "?coverage": _SHARE,
-    "?kid": _NUMBER,
+    "?kid": Number,
     "?flags": [str],
     "?per_class": list,
     "?confusion": list,

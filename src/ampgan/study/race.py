@@ -159,13 +159,13 @@ def run_once(
         )
     except TrainingInterrupted as stopped:
         raise StudyInterrupted(stopped.signum, out_dir, progress) from None
-    run, curve = _finish_run(spec, result, tracker, evaluator, out_dir, run_dir, precision, seed, log, charge_s)
+    run, curve = _finish_run(result, tracker, evaluator, out_dir, run_dir, precision, seed, log, charge_s)
     progress.mark_run(key, "done", run)
     return run, curve
 
 
 def _finish_run(
-    spec, result, tracker, evaluator, out_dir: Path, run_dir: Path, precision: str, seed: int, log, charge_s=None
+    result, tracker, evaluator, out_dir: Path, run_dir: Path, precision: str, seed: int, log, charge_s=None
 ):
     # The final state is still in memory: evaluate its generator as it ended, no reload from disk.
     final = tracker.evaluate(

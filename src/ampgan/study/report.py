@@ -24,8 +24,7 @@ from ampgan.files.schema import check_shape
 from ampgan.gan.ema import G_OWN_WEIGHTS
 from ampgan.plotting import precision_colour, pyplot, save_figure
 from ampgan.precisions import FP32
-from ampgan.projection.document import calibration_error_lines, check_projection, fastest_mixed
-from ampgan.projection.document import speedup_text as projected_speedup_text
+from ampgan.projection import document as projection
 from ampgan.quality.registry import format_value, table_metrics
 from ampgan.runs.run_folder import read_metrics
 from ampgan.study.document import CompareDocument, CostSection, RunSummary, StudySpecRecord, load_compare
@@ -292,10 +291,11 @@ def projection_sections(out_dir: Path) -> list[Section]:
     if not _shown(out_dir, path):
         return []
     document = read_json(path, missing="", damaged=f"{path} is damaged: run 'ampgan project' on the bench results")
-    check_projection(document, str(path), "run 'ampgan project' on the study's bench/results.json")
+    projection.check_projection(document, str(path), "run 'ampgan project' on the study's bench/results.json")
     ok = [r for r in document["rows"] if r.get("status") == "ok"]
     pairs = (
-        fastest_mixed(ok, device, batch) for device, batch in dict.fromkeys((r["device"], r["batch_size"]) for r in ok)
+        projection.fastest_mixed(ok, device, batch)
+        for device, batch in dict.fromkeys((r["device"], r["batch_size"]) for r in ok)
     )
     rows = [_projection_row(base, best) for base, best in filter(None, pairs)]
     if not rows:
@@ -307,7 +307,7 @@ def projection_sections(out_dir: Path) -> list[Section]:
         "(NVIDIA DeepLearningExamples, Lambda); on GPUs with TF32 the speedup is first over PyTorch's default "
         "(TF32 convolutions), then over strict fp32. Cost of 1M batches at the cheapest catalog price per GPU. "
         "The model's error on whole training steps and kernels it was not fitted to: "
-        + "; ".join(document.get("calibration_error") or calibration_error_lines())
+        + "; ".join(document.get("calibration_error") or projection.calibration_error_lines())
         + ". Every precision, the bands and the sources: projection/projection.md; any GPU or batch size: "
         "ampgan project bench/results.json."
     )
@@ -339,7 +339,7 @@ def _projection_row(base: dict, best: dict) -> list[str]:
         f"{base['ms_per_step']:.1f}",
         best["precision"],
         f"{best['ms_per_step']:.1f}",
-        projected_speedup_text(best),
+        projection.speedup_text(best),
         best["bound"] + (" (does not fit)" if best.get("fits") is False else ""),
         f"{_money(base['cost']['mid'])} to {_money(best['cost']['mid'])}"
         if "cost" in base and "cost" in best
