@@ -431,11 +431,14 @@ def _losses_under_loss_scaling(prepared, stream) -> list[Finding]:
                 return [Finding("error", "step", f"under {policy.describe()}: {error}")]
         if name == FP16:
             fragile, plain_grad, notes = ops.fragile, ops.plain_grad, term_notes
-    findings = []
-    for term, fp32 in values[FP32].items():
-        fp16, high = values[FP16].get(term), values["fp16 high"].get(term)
-        if fp16 is not None and math.isfinite(fp32):
-            findings += _scaling_findings(term, fp32, fp16, high, notes.get(term, set()), term in plain_grad)
+    findings = [
+        finding
+        for term, fp32 in values[FP32].items()
+        if values[FP16].get(term) is not None and math.isfinite(fp32)
+        for finding in _scaling_findings(
+            term, fp32, values[FP16][term], values["fp16 high"].get(term), notes.get(term, set()), term in plain_grad
+        )
+    ]
     if fragile:
         findings.append(
             Finding(
