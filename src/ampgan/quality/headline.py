@@ -8,14 +8,11 @@ from __future__ import annotations
 
 from ampgan.quality.registry import EVALUATOR_ACCURACY, FRECHET_DISTANCE, Metric
 
-# The headline is its metric's own record (quality/registry.py): its key in a quality record, how a sentence
-# names it, which way is better.
-ACCURACY = EVALUATOR_ACCURACY
-FRECHET = FRECHET_DISTANCE
-
 
 def headline_for(conditional: bool) -> Metric:
-    return ACCURACY if conditional else FRECHET
+    """The headline is its metric's own record (quality/registry.py): its key in a quality record, how a
+    sentence names it, which way is better."""
+    return EVALUATOR_ACCURACY if conditional else FRECHET_DISTANCE
 
 
 def default_target(

@@ -19,8 +19,7 @@ from ampgan.files.paths import read_json_in
 from ampgan.files.records import Record, part, shape_of
 from ampgan.files.schema import Between, Number, OrNull, RelativePath, check_format, check_shape
 from ampgan.precisions import FP32
-from ampgan.quality.headline import ACCURACY, FRECHET
-from ampgan.quality.registry import METRICS, Metric
+from ampgan.quality.registry import EVALUATOR_ACCURACY, FRECHET_DISTANCE, METRICS, Metric
 
 FORMAT = "ampgan-compare/1"
 READABLE_FORMATS = (FORMAT,)
@@ -300,7 +299,7 @@ class RaceRecord(Record):
 
 
 def _headline(stored: dict) -> Metric:
-    return FRECHET if stored.get("metric") == FRECHET.key else ACCURACY
+    return FRECHET_DISTANCE if stored.get("metric") == FRECHET_DISTANCE.key else EVALUATOR_ACCURACY
 
 
 def _headline_written(metric: Metric) -> dict:
@@ -346,7 +345,7 @@ class CompareDocument(Record):
     @property
     def headline(self) -> Metric:
         """What the study races on (documents from before unconditional GANs: accuracy)."""
-        return self.stored_headline or ACCURACY
+        return self.stored_headline or EVALUATOR_ACCURACY
 
     @property
     def baseline(self) -> RunSummary:

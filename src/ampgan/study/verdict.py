@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ampgan.bench.output import speedup_estimate, speedup_text
 from ampgan.precisions import FP32
-from ampgan.quality.headline import ACCURACY
+from ampgan.quality.registry import EVALUATOR_ACCURACY
 from ampgan.study.document import (
     CompareDocument,
     CostSection,
@@ -245,7 +245,7 @@ def _quality_line(
     comparison: SeedComparison,
     seeds: int,
     floor: dict,
-    headline=ACCURACY,
+    headline=EVALUATOR_ACCURACY,
 ) -> str:
     metric = headline.key
     if metric == "evaluator_accuracy":
@@ -292,7 +292,12 @@ def _quality_line(
 
 
 def _target_line(
-    precision: str, cost: CostSection, comparison: SeedComparison, target: float, seeds: int, headline=ACCURACY
+    precision: str,
+    cost: CostSection,
+    comparison: SeedComparison,
+    target: float,
+    seeds: int,
+    headline=EVALUATOR_ACCURACY,
 ) -> str:
     mine, theirs = cost.reaching(precision), cost.reaching(FP32)
     text = (
