@@ -60,9 +60,10 @@ def paired_differences(candidate: dict[str, float], baseline: dict[str, float]) 
     whether the interval excludes 0 (None with fewer than two seeds)."""
     seeds = sorted(set(candidate) & set(baseline), key=int)
     result = mean_interval([candidate[s] - baseline[s] for s in seeds])
-    result["per_seed"] = {s: candidate[s] - baseline[s] for s in seeds}
-    result["beyond_seed_spread"] = None if result["low"] is None else (result["low"] > 0 or result["high"] < 0)
-    return result
+    return result | {
+        "per_seed": {s: candidate[s] - baseline[s] for s in seeds},
+        "beyond_seed_spread": None if result["low"] is None else (result["low"] > 0 or result["high"] < 0),
+    }
 
 
 def paired_ratios(candidate: dict[str, float | None], baseline: dict[str, float | None]) -> dict:
