@@ -78,8 +78,7 @@ def diagnose_gan(config: TrainConfig, steps: int, fp16_steps: int, run_dir: Path
             "hardware": hardware_advice(prepared.config, prepared.dataset, prepared.policy.device),
             "dynamic_scaling": _dynamic_fp16_run(config, prepared, fp16_steps, run_dir),
         }
-        report["summary_lines"] = summary_lines(report)
-        return report
+        return report | {"summary_lines": summary_lines(report)}
     finally:
         restore_backend_switches(saved)
 
