@@ -111,7 +111,6 @@ def figure_quality(document: CompareDocument, out_dir: Path, footer: str) -> Pat
         ("frechet_distance", "Fréchet distance (evaluator features)"),
     ]
     figure, axes = pyplot().subplots(1, 3, figsize=(13, 4), dpi=120)
-    floor = document.floor
     seeds = 1
     for axis, (metric, label) in zip(axes, panels):
         for precision in document.runs:
@@ -120,8 +119,8 @@ def figure_quality(document: CompareDocument, out_dir: Path, footer: str) -> Pat
             axis.plot(seconds, mean, marker="o", label=precision, color=colour)
             if seeds > 1:
                 axis.fill_between(seconds, low, high, color=colour, alpha=0.2)
-        if floor.get(metric) is not None:
-            axis.axhline(floor[metric], ls="--", color="#888", label="real images")
+        if document.floor.get(metric) is not None:
+            axis.axhline(document.floor[metric], ls="--", color="#888", label="real images")
         axis.set(xlabel="training time (s)", ylabel=label)
         axis.grid(True, alpha=0.3)
         axis.legend(fontsize=8)
@@ -184,7 +183,6 @@ class Section:
 
 def _no_faster_mode_sections(document: CompareDocument, out_dir: Path) -> list[Section]:
     """The report of a study that found no mode faster than fp32: the verdict, the machine, the decisions."""
-    spec = document.spec
     rows = [["precision", "ms per step", "fp32 ms per step", "speedup [95% CI]", "rounds", "verdict"]] + [
         [
             name,
@@ -202,7 +200,7 @@ def _no_faster_mode_sections(document: CompareDocument, out_dir: Path) -> list[S
         Section(
             "Environment",
             lines=_machine_lines(document)
-            + [f"model {spec.model_name} on {document.dataset.name}, batch {spec.batch_size}"],
+            + [f"model {document.spec.model_name} on {document.dataset.name}, batch {document.spec.batch_size}"],
         ),
         Section(
             "Speed decisions: the real training step against fp32",
@@ -625,13 +623,12 @@ def _shares_section(precision: str, run: RunSummary, finals: list[dict], names: 
     for index, name in enumerate(names):
         real = [f"{floor['class_shares'][index]:.1%}"] if "class_shares" in floor else []
         rows.append([name, f"{shares[index]:.1%}", *real])
-    flags = run.flags
     return Section(
         f"{precision}: classes the evaluator reads in the samples (mean of {len(finals)} seeds)",
         table=rows,
         folded=True,
-        paragraph=("Flags: " + "; ".join(flags))
-        if flags
+        paragraph=("Flags: " + "; ".join(run.flags))
+        if run.flags
         else "No collapse (diversity below 25% of real) and no dropped mode (a class under a quarter of its "
         "real share).",
     )

@@ -91,15 +91,14 @@ def no_faster_mode_verdict(document: CompareDocument) -> list[str]:
     """The verdict of a study on a machine where every mixed-precision mode is slower than fp32 (or not
     clearly faster): the measurements, what it means, what would change it."""
     hardware = document.environment.hardware_summary
-    batch, model = document.spec.batch_size, document.spec.model_name
     decisions = document.decisions or {}
     cannot = "; ".join(
         f"{item['precision']}: {item['reason']}" for item in document.left_out if item["precision"] not in decisions
     )
     lines = [
-        f"On this machine ({hardware}) no mixed-precision mode trains model {model} faster than fp32 at batch "
-        f"{batch}, so mixed precision would make training slower and dearer here, not faster: train in fp32 "
-        f"on it. Measured on the real training step: "
+        f"On this machine ({hardware}) no mixed-precision mode trains model {document.spec.model_name} faster "
+        f"than fp32 at batch {document.spec.batch_size}, so mixed precision would make training slower and dearer "
+        "here, not faster: train in fp32 on it. Measured on the real training step: "
         f"{'; '.join(_slower_text(name, decision) for name, decision in decisions.items())}."
     ]
     if cannot:
