@@ -549,10 +549,9 @@ def _g_state_changed_by_d_loss(prepared, stream) -> list[Finding]:
 
 def _context(state, batch) -> LossContext:
     """The LossContext the step's first D update gives its loss terms: the same batch, noise and fakes."""
-    gan = state.gan
     torch.manual_seed(0)
     context = LossContext.for_batch(
-        gan,
+        state.gan,
         state.generator,
         state.discriminator,
         *batch,  # (real images, their labels)
@@ -561,7 +560,7 @@ def _context(state, batch) -> LossContext:
         scaler=state.scaler_d,
     )
     with torch.no_grad(), state.policy.autocast():
-        context.fake = gan.generate(state.generator, context.z, context.fake_labels).detach()
+        context.fake = state.gan.generate(state.generator, context.z, context.fake_labels).detach()
     return context
 
 

@@ -421,12 +421,6 @@ def reference_floor(evaluator: TrainedEvaluator, count: int) -> dict:
     real_features, predicted = _features_and_predictions(evaluator.network, evaluator.train_images[chosen])
     held_features = evaluator.held_out_features
     kid, kid_std = kernel_inception_distance(real_features, held_features)
-    floor = computed(_to_input(evaluator.train_images[chosen]), real_features, held_features) | {
-        "evaluator_accuracy": evaluator.held_out_accuracy,
-        "kid": kid,
-        "kid_std": kid_std,
-        "samples": count,
-    }
     metrics = manifold_and_class_metrics(
         real_features,
         evaluator.train_labels[chosen].numpy(),
@@ -435,7 +429,11 @@ def reference_floor(evaluator: TrainedEvaluator, count: int) -> dict:
         evaluator.held_out_labels.numpy(),
         evaluator.class_names,
     )
-    return floor | {
+    return computed(_to_input(evaluator.train_images[chosen]), real_features, held_features) | {
+        "evaluator_accuracy": evaluator.held_out_accuracy,
+        "kid": kid,
+        "kid_std": kid_std,
+        "samples": count,
         **{key: metrics[key] for key in ("precision", "recall", "density", "coverage") if key in metrics},
         "diversity": [row["diversity"] for row in metrics["per_class"]],
         "class_shares": [

@@ -26,8 +26,7 @@ def fixed_noise(gan, num_classes: int, per_class: int, seed: int) -> tuple[torch
 
 def render_samples(gan, z: torch.Tensor, labels: torch.Tensor | None, rows: int, autocast) -> np.ndarray:
     """The grid the generator draws for the fixed noise, in eval mode (running BN statistics)."""
-    device = next(gan.sampling_generator.parameters()).device
-    return image_grid(to_uint8(drawn(gan, z, labels, device, autocast)), rows)
+    return image_grid(to_uint8(drawn(gan, z, labels, next(gan.sampling_generator.parameters()).device, autocast)), rows)
 
 
 @torch.no_grad()

@@ -102,10 +102,9 @@ def _curves_over_seeds(document: CompareDocument, out_dir: Path, precision: str,
 
 
 def figure_quality(document: CompareDocument, out_dir: Path, footer: str) -> Path:
-    headline = document.headline
     panels = [
         ("evaluator_accuracy", "evaluator accuracy (intended class)")
-        if headline.higher_is_better
+        if document.headline.higher_is_better
         else ("coverage", "coverage (share of real covered, k=5)"),
         ("recall", "recall (share of real covered)"),
         ("frechet_distance", "Fréchet distance (evaluator features)"),
@@ -125,7 +124,7 @@ def figure_quality(document: CompareDocument, out_dir: Path, footer: str) -> Pat
         axis.grid(True, alpha=0.3)
         axis.legend(fontsize=8)
     if document.target:
-        target_axis = axes[0] if headline.higher_is_better else axes[2]
+        target_axis = axes[0] if document.headline.higher_is_better else axes[2]
         target_axis.axhline(document.target, ls=":", color="#d62728", label=f"target {document.target:.2f}")
         target_axis.legend(fontsize=8)
     axes[2].set_yscale("log")
@@ -222,11 +221,10 @@ def report_sections(document: CompareDocument, out_dir: Path) -> list[Section]:
     if not document.raced:
         return _no_faster_mode_sections(document, out_dir)
     environment = document.environment
-    versions = environment.versions
     footer = (
         f"{environment.hardware_summary} | batch {document.spec.batch_size}, "
         f"{_setup_text(document.spec)} | "
-        f"torch {versions['torch']}, ampgan {versions['ampgan']} | {environment.date}"
+        f"torch {environment.versions['torch']}, ampgan {environment.versions['ampgan']} | {environment.date}"
     )
     losses, scale = figure_losses(document, out_dir, footer)
     pictures = [
@@ -557,18 +555,17 @@ def _metrics_table(document: CompareDocument) -> list[list[str]]:
                 f"{reached.cost:.6f} {cost.currency or ''}" if reached.cost else "-",
             ]
         )
-    floor = document.floor
-    rows.append(
+    return [
+        *rows,
         [
             "real images (floor)",
             "",
             "",
-            *(format_value(m, floor.get(m.key)) if m.key in floor else "" for m in shown),
+            *(format_value(m, document.floor.get(m.key)) if m.key in document.floor else "" for m in shown),
             "",
             "",
-        ]
-    )
-    return rows
+        ],
+    ]
 
 
 def _class_sections(document: CompareDocument) -> list[Section]:

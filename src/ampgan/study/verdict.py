@@ -34,7 +34,6 @@ def verdict(document: CompareDocument, bench_speedups: list[dict]) -> list[str]:
     speedups = {(s["batch_size"], s["precision"]): s for s in bench_speedups}
     batch = spec.batch_size
     headline = document.headline
-    target = cost.target
     lines = []
     for precision, run in runs.items():
         if precision == FP32:
@@ -65,9 +64,9 @@ def verdict(document: CompareDocument, bench_speedups: list[dict]) -> list[str]:
         )
         lines.append(
             _target_line(
-                precision, cost, comparison.get(precision) or SeedComparison(), target, len(spec.seeds), headline
+                precision, cost, comparison.get(precision) or SeedComparison(), cost.target, len(spec.seeds), headline
             )
-            if target is not None
+            if cost.target is not None
             else _NO_TARGET[headline.higher_is_better]
         )
     flags = [f"{precision}, {flag}" for precision, run in runs.items() for flag in run.flags]
