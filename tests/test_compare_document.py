@@ -7,6 +7,7 @@ import json
 import pytest
 
 from ampgan.errors import AmpganError
+from ampgan.files.records import shape_of
 from ampgan.study.document import FORMAT, CompareDocument, load_compare
 
 _FINAL = {"evaluator_accuracy": 0.8, "frechet_distance": 3.5, "recall": 0.6, "flags": []}
@@ -97,7 +98,7 @@ def test_a_document_from_before_several_seeds_and_unconditional_gans_still_reads
         del run["seeds"], run["per_seed"], run["final_interval"]
     del old["cost"]["target"]
     document = CompareDocument.from_dict(old)
-    assert document.headline.metric == "evaluator_accuracy" and document.spec.seeds == [0]
+    assert document.headline.key == "evaluator_accuracy" and document.spec.seeds == [0]
     assert document.target == 0.7  # named target_accuracy then
     assert document.baseline.first is document.baseline and document.baseline.interval("evaluator_accuracy") is None
 
@@ -161,7 +162,7 @@ def test_the_decisions_and_the_seed_comparison_read_by_attribute_and_write_back_
     document, slower = CompareDocument.from_dict(data), CompareDocument.from_dict(no_faster)
     assert document.layouts["bf16"].description == "channels_last 1.10x faster"
     compared = document.seed_comparison["bf16"]
-    assert compared.difference("evaluator_accuracy").high == 0.09 and compared.difference("kid") is None
+    assert compared.differences["evaluator_accuracy"].high == 0.09 and "kid" not in compared.differences
     assert compared.time_to_target_ratio.mean == 1.4 and compared.time_to_target_ratio.beyond_seed_spread
     decision = slower.decisions["bf16"]
     assert (decision.interval.low, decision.rounds, decision.note) == (0.45, 9, None)
@@ -197,7 +198,7 @@ def test_every_field_a_record_declares_is_checked_by_its_type(damage):
 def test_the_check_comes_from_the_records_and_passes_every_committed_study():
     from pathlib import Path
 
-    shape = CompareDocument.shape()
+    shape = shape_of(CompareDocument)
     assert {"format", "spec", "environment", "dataset", "runs"} <= set(shape) and "?race" in shape
     committed = sorted((Path(__file__).parent.parent / "benchmarks" / "results").rglob("compare.json"))
     for path in committed:

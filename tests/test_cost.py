@@ -15,6 +15,7 @@ from ampgan.cost.arithmetic import (
 )
 from ampgan.cost.catalog import REQUIRED_COLUMNS, find_instance, load_catalog
 from ampgan.errors import AmpganError
+from ampgan.runs.claim import _write_marker
 
 
 def test_the_studys_arithmetic():
@@ -186,3 +187,18 @@ def test_cost_cli_errors(tmp_path, capsys):
     ]:
         code, _, err = run_cli(capsys, "cost", *args)
         assert code == 2 and message in err and err.count("\n") == 1, (args, err)
+
+
+@pytest.mark.parametrize("name", ["cost.json", "cost.csv", "fig3_cost.png"])
+def test_cost_files_beside_results_are_rewritten_only_in_amgans_own_folder(tmp_path, capsys, name):
+    results = tmp_path / "results.json"
+    results.write_text(json.dumps(bench_results()))
+    (tmp_path / name).write_text("someone else's")
+    code, _, err = run_cli(capsys, "cost", str(results), "--price-per-hour", "1")
+    assert code == 2 and f"holds {name}, and is not a folder ampgan created" in err and err.count("\n") == 1
+    assert (tmp_path / name).read_text() == "someone else's"
+    # The same folder once ampgan claimed it (a valid marker): its cost files are ampgan's to rewrite.
+    _write_marker(tmp_path, "bench")
+    code, _, err = run_cli(capsys, "cost", str(results), "--price-per-hour", "1")
+    assert code == 0, err
+    assert json.loads((tmp_path / "cost.json").read_text())["basis"]["price_per_hour"] == 1

@@ -8,7 +8,7 @@ import click
 
 from ampgan.cli.options import PositiveNumber
 from ampgan.errors import AmpganError, one_line, say
-from ampgan.runs.claim import claimed_folder, is_ampgan_folder
+from ampgan.runs.claim import claimed_folder, marker_kind
 from ampgan.system.gpus import gpu_table
 
 
@@ -134,7 +134,7 @@ def _refuse_foreign_cost_files(folder: Path) -> None:
     """Beside the results, the cost files are rewritten only in ampgan's own folder: a cost.json of
     someone else's there is never replaced by surprise."""
     present = [name for name in ("cost.json", "cost.csv", "fig3_cost.png") if (folder / name).exists()]
-    if present and not is_ampgan_folder(folder):
+    if present and marker_kind(folder) is None:  # not written by ampgan: no valid marker
         raise AmpganError(
             f"{one_line(folder)} holds {present[0]}, and is not a folder ampgan created: give --out for the cost files"
         )

@@ -431,11 +431,14 @@ def _losses_under_loss_scaling(prepared, stream) -> list[Finding]:
                 return [Finding("error", "step", f"under {policy.describe()}: {error}")]
         if name == FP16:
             fragile, plain_grad, notes = ops.fragile, ops.plain_grad, term_notes
-    findings = []
-    for term, fp32 in values[FP32].items():
-        fp16, high = values[FP16].get(term), values["fp16 high"].get(term)
-        if fp16 is not None and math.isfinite(fp32):
-            findings += _scaling_findings(term, fp32, fp16, high, notes.get(term, set()), term in plain_grad)
+    findings = [
+        finding
+        for term, fp32 in values[FP32].items()
+        if values[FP16].get(term) is not None and math.isfinite(fp32)
+        for finding in _scaling_findings(
+            term, fp32, values[FP16][term], values["fp16 high"].get(term), notes.get(term, set()), term in plain_grad
+        )
+    ]
     if fragile:
         findings.append(
             Finding(
@@ -546,21 +549,18 @@ def _g_state_changed_by_d_loss(prepared, stream) -> list[Finding]:
 
 def _context(state, batch) -> LossContext:
     """The LossContext the step's first D update gives its loss terms: the same batch, noise and fakes."""
-    gan = state.gan
     torch.manual_seed(0)
-    real, labels = batch
     context = LossContext.for_batch(
-        gan,
+        state.gan,
         state.generator,
         state.discriminator,
-        real,
-        labels,
+        *batch,  # (real images, their labels)
         step=0,
         rng=torch.Generator().manual_seed(1),
         scaler=state.scaler_d,
     )
     with torch.no_grad(), state.policy.autocast():
-        context.fake = gan.generate(state.generator, context.z, context.fake_labels).detach()
+        context.fake = state.gan.generate(state.generator, context.z, context.fake_labels).detach()
     return context
 
 

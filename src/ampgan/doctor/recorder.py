@@ -15,7 +15,6 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 import torch
-from torch import nn
 
 from ampgan.doctor.ranges import FORMATS, classify, log2_histogram
 from ampgan.precisions import FP16, FP32
@@ -47,8 +46,7 @@ class LayerRecord:
                     continue  # counted once
                 self.counts[kind][key if key in ("values", "zeros") else f"{fmt_name}_{key}"] += value
         histogram, _ = log2_histogram(tensor, HIST_LOW, HIST_HIGH)
-        for index, count in enumerate(histogram):
-            self.histograms[kind][index] += count
+        self.histograms[kind] = [mine + more for mine, more in zip(self.histograms[kind], histogram)]
         finite = tensor.detach()[torch.isfinite(tensor.detach())]
         if finite.numel():
             self.max_abs[kind] = max(self.max_abs[kind], float(finite.abs().max()))
@@ -63,7 +61,7 @@ class LayerRecord:
 class LayerRecorder:
     """Forward/backward hooks on every leaf layer that has parameters (conv, linear, norm, embedding)."""
 
-    def __init__(self, networks: dict[str, nn.Module]):
+    def __init__(self, networks: dict[str, torch.nn.Module]):
         self.records: dict[str, LayerRecord] = {}
         self._handles = []
         self._parameters = []
@@ -119,19 +117,14 @@ def fractions_at_scale(histogram: list[int], scale_exponent: int) -> dict[str, f
     the fp16 limits (powers of two, except overflow at 65520 which sits inside bucket 15: counted as
     overflow from bucket 16 on) fall on bucket edges.
     """
-    total = sum(histogram)
-    if total == 0:
-        return {"overflow": 0.0, "flush_to_zero": 0.0, "subnormal": 0.0}
-    overflow = flush = subnormal = 0
-    for index, count in enumerate(histogram):
-        exponent = index + HIST_LOW + scale_exponent
-        if exponent >= 16:
-            overflow += count
-        elif exponent < -25:  # entirely at or below 2^-25: rounds to zero
-            flush += count
-        elif exponent < -14:
-            subnormal += count
-    return {"overflow": overflow / total, "flush_to_zero": flush / total, "subnormal": subnormal / total}
+    buckets = [(index + HIST_LOW + scale_exponent, count) for index, count in enumerate(histogram)]
+    total = sum(histogram) or 1  # no values: every fraction 0
+    return {
+        "overflow": sum(count for exponent, count in buckets if exponent >= 16) / total,
+        # entirely at or below 2^-25: rounds to zero
+        "flush_to_zero": sum(count for exponent, count in buckets if exponent < -25) / total,
+        "subnormal": sum(count for exponent, count in buckets if -25 <= exponent < -14) / total,
+    }
 
 
 def recommend_loss_scale(histogram: list[int]) -> dict:

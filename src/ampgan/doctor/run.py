@@ -78,8 +78,7 @@ def diagnose_gan(config: TrainConfig, steps: int, fp16_steps: int, run_dir: Path
             "hardware": hardware_advice(prepared.config, prepared.dataset, prepared.policy.device),
             "dynamic_scaling": _dynamic_fp16_run(config, prepared, fp16_steps, run_dir),
         }
-        report["summary_lines"] = summary_lines(report)
-        return report
+        return report | {"summary_lines": summary_lines(report)}
     finally:
         restore_backend_switches(saved)
 
@@ -181,19 +180,17 @@ def _percent(fraction: float) -> str:
 
 
 def write_doctor(report: dict, out_dir: Path) -> None:
-    out_dir = Path(out_dir)
     write_json_atomically(out_dir / "doctor.json", report)
     _gradient_figure(report, out_dir / "doctor_gradients.png")
     _layer_heatmap(report, out_dir / "doctor_layers.png")
 
 
 def _footer(report: dict) -> str:
-    env = report["environment"]
-    config = report["config"]
-    batch = config["budget"]["batch_size"] if "budget" in config else config.get("batch_size")
-    model = config.get("model", {}).get("name", "acgan") if isinstance(config.get("model"), dict) else "acgan"
+    """The figures' footer, of a report diagnose_gan just made (its config is the config tree's)."""
+    env, config = report["environment"], report["config"]
     return (
-        f"{env['hardware_summary']} | model {model}, fp32 diagnostic, batch {batch}, {report['steps']} steps | "
+        f"{env['hardware_summary']} | model {config['model']['name']}, fp32 diagnostic, batch "
+        f"{config['budget']['batch_size']}, {report['steps']} steps | "
         f"torch {env['versions']['torch']}, ampgan {env['versions']['ampgan']}"
     )
 
@@ -220,9 +217,9 @@ def _gradient_figure(report: dict, path: Path) -> None:
     occupied = exponents[counts > 0]
     low = min(occupied.min() if occupied.size else -40, -40)
     high = max(occupied.max() + scale_exponent if occupied.size else 20, 20)
-    axis.set_xlim(low - 2, high + 2)
     axis.text(low, axis.get_ylim()[1] * 0.9, "bf16 covers 2^-133 .. 2^127: all of this", fontsize=8, color="#555")
     axis.set(
+        xlim=(low - 2, high + 2),
         xlabel="log2 |gradient|",
         ylabel="fraction of gradient values",
         title="Gradient magnitudes against the fp16 range",

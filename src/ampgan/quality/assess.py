@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,16 +44,14 @@ def evaluate_runs(run_dirs: list[Path], samples: int, seed: int, evaluator_cache
     loaded = [load_trained_run(run_dir) for run_dir in run_dirs]  # all readable before any work
     for run in loaded:
         refuse_samples_that_cannot_fit(samples, tuple(run.document["dataset"]["image_shape"]), "--samples")
-    evaluators: dict[tuple, TrainedEvaluator] = {}
+    # One evaluator per dataset (its data and seed), trained or loaded once.
+    evaluator_of = functools.cache(
+        lambda data, data_seed: evaluator_for(load_dataset(data, seed=data_seed), cache_dir=evaluator_cache, seed=seed)
+    )
     results = []
     for run in loaded:
         config = run.config
-        key = (config.data, config.seed)
-        if key not in evaluators:
-            evaluators[key] = evaluator_for(
-                load_dataset(config.data, seed=config.seed), cache_dir=evaluator_cache, seed=seed
-            )
-        evaluator = evaluators[key]
+        evaluator = evaluator_of(config.data, config.seed)
         if tuple(run.class_names) != evaluator.class_names:
             raise AmpganError(
                 f"{run.run_dir}/config.json names the classes {_names(run.class_names)} but its dataset "

@@ -13,6 +13,7 @@ is cached per dataset content and refused below MIN_EVALUATOR_ACCURACY held-out 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 import math
@@ -22,7 +23,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from ampgan.data import ImageDataset
@@ -44,6 +44,7 @@ from ampgan.quality.metrics import (
     unconditional_flags,
 )
 from ampgan.quality.registry import computed
+from ampgan.runs.samples import drawn
 from ampgan.seeds import reference_subset_seed
 from ampgan.system.memory import largest_count, refuse_unless_it_fits
 
@@ -85,16 +86,14 @@ class TrainedEvaluator:
     held_out_images: torch.Tensor  # uint8, the real reference set for FD/KID
     train_images: torch.Tensor  # uint8, for the real-vs-real floor
     info: dict
-    held_out_labels: torch.Tensor | None = None  # for the per-class metrics
-    train_labels: torch.Tensor | None = None
-    class_names: tuple[str, ...] = ()
-    _held_out_features: np.ndarray | None = None
+    held_out_labels: torch.Tensor  # for the per-class metrics
+    train_labels: torch.Tensor
+    class_names: tuple[str, ...]
 
+    @functools.cached_property
     def held_out_features(self) -> np.ndarray:
         """The real reference features, computed once (every evaluation of a comparison reuses them)."""
-        if self._held_out_features is None:
-            self._held_out_features, _ = _features_and_predictions(self.network, self.held_out_images)
-        return self._held_out_features
+        return _features_and_predictions(self.network, self.held_out_images)[0]
 
 
 def _to_input(images_uint8: torch.Tensor) -> torch.Tensor:
@@ -176,9 +175,9 @@ def evaluator_for(
         dataset.images[held_idx],
         dataset.images[train_idx],
         info,
-        held_out_labels=dataset.labels[held_idx],
-        train_labels=dataset.labels[train_idx],
-        class_names=tuple(dataset.class_names),
+        dataset.labels[held_idx],
+        dataset.labels[train_idx],
+        tuple(dataset.class_names),
     )
 
 
@@ -277,7 +276,7 @@ def _train_classifier(network, images, labels, epochs, seed, device, batch_size=
             shift_y, shift_x = torch.randint(-2, 3, (2,), generator=generator).tolist()
             inputs = torch.roll(_to_input(images[batch]), shifts=(shift_y, shift_x), dims=(2, 3))
             _, logits = network(inputs.to(device))
-            loss = F.cross_entropy(logits, labels[batch].to(device))
+            loss = torch.nn.functional.cross_entropy(logits, labels[batch].to(device))
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
@@ -314,28 +313,15 @@ def refuse_samples_that_cannot_fit(count: int, image_shape: tuple[int, int, int]
     )
 
 
-@torch.no_grad()
 def generate_evenly(
     gan, num_classes: int, count: int, seed: int, device, autocast=None, batch_size: int = 500
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """`count` samples of the GAN (gan/contract.py) from seeded noise (its own distribution), float images
-    in [-1, 1] on the CPU, with the classes they were drawn for in equal shares (None for an
-    unconditional GAN: its samples have no intended class)."""
+    in [-1, 1] on the CPU (runs/samples.py drawn), with the classes they were drawn for in equal shares (None
+    for an unconditional GAN: its samples have no intended class)."""
     labels = torch.arange(count) % num_classes if gan.conditional else None
     z = gan.draw_z(count, torch.Generator().manual_seed(seed))
-    generator_net = gan.sampling_generator  # the EMA of G when the model declares one
-    was_training = generator_net.training
-    generator_net.eval()
-    images = []
-    try:
-        for start in range(0, count, batch_size):
-            part = labels[start : start + batch_size].to(device) if labels is not None else None
-            with autocast() if autocast else torch.autocast("cpu", enabled=False):
-                drawn = gan.generate(generator_net, z[start : start + batch_size].to(device), part)
-            images.append(gan.to_unit_range(drawn.float()).cpu())
-    finally:
-        generator_net.train(was_training)
-    return torch.cat(images), labels
+    return drawn(gan, z, labels, device, autocast, batch_size), labels
 
 
 def quality_of_images(evaluator: TrainedEvaluator, images: torch.Tensor, intended: torch.Tensor | None) -> dict:
@@ -345,24 +331,23 @@ def quality_of_images(evaluator: TrainedEvaluator, images: torch.Tensor, intende
     confusion matrix and its flags; for an unconditional one (`intended` None) the overall diversity,
     the share of each class the evaluator reads, and flags for collapse and dropped modes."""
     features, predicted = _features_and_predictions(evaluator.network, images)
-    real_features = evaluator.held_out_features()
+    real_features = evaluator.held_out_features
     kid, kid_std = kernel_inception_distance(features, real_features)
     quality = computed(images, features, real_features) | {"kid": kid, "kid_std": kid_std, "samples": len(images)}
     if intended is None:
         return quality | unconditional_metrics(features, predicted, real_features, evaluator)
-    quality = {"evaluator_accuracy": accuracy(predicted, intended.numpy())} | quality
-    if evaluator.held_out_labels is not None:
-        quality.update(
-            manifold_and_class_metrics(
-                features,
-                intended.numpy(),
-                predicted,
-                real_features,
-                evaluator.held_out_labels.numpy(),
-                evaluator.class_names,
-            )
+    return (
+        {"evaluator_accuracy": accuracy(predicted, intended.numpy())}
+        | quality
+        | manifold_and_class_metrics(
+            features,
+            intended.numpy(),
+            predicted,
+            real_features,
+            evaluator.held_out_labels.numpy(),
+            evaluator.class_names,
         )
-    return quality
+    )
 
 
 def unconditional_metrics(
@@ -373,15 +358,12 @@ def unconditional_metrics(
     diversity = mean_pairwise_distance(features) / reference if len(features) > 1 and reference > 0 else None
     names = list(evaluator.class_names)
     shares = class_shares(predicted, len(names))
-    real_shares = (
-        class_shares(evaluator.held_out_labels.numpy(), len(names))
-        if evaluator.held_out_labels is not None
-        else np.full(len(names), 1 / len(names))
-    )
     return _manifold(features, real_features) | {
         "diversity": diversity,
         "class_shares": [round(float(s), 4) for s in shares],
-        "flags": unconditional_flags(diversity, shares, real_shares, names),
+        "flags": unconditional_flags(
+            diversity, shares, class_shares(evaluator.held_out_labels.numpy(), len(names)), names
+        ),
     }
 
 
@@ -437,26 +419,24 @@ def reference_floor(evaluator: TrainedEvaluator, count: int) -> dict:
         len(evaluator.train_images), generator=torch.Generator().manual_seed(reference_subset_seed())
     )[:count]
     real_features, predicted = _features_and_predictions(evaluator.network, evaluator.train_images[chosen])
-    held_features = evaluator.held_out_features()
+    held_features = evaluator.held_out_features
     kid, kid_std = kernel_inception_distance(real_features, held_features)
-    floor = computed(_to_input(evaluator.train_images[chosen]), real_features, held_features) | {
+    metrics = manifold_and_class_metrics(
+        real_features,
+        evaluator.train_labels[chosen].numpy(),
+        predicted,
+        held_features,
+        evaluator.held_out_labels.numpy(),
+        evaluator.class_names,
+    )
+    return computed(_to_input(evaluator.train_images[chosen]), real_features, held_features) | {
         "evaluator_accuracy": evaluator.held_out_accuracy,
         "kid": kid,
         "kid_std": kid_std,
         "samples": count,
-    }
-    if evaluator.held_out_labels is not None and evaluator.train_labels is not None:
-        metrics = manifold_and_class_metrics(
-            real_features,
-            evaluator.train_labels[chosen].numpy(),
-            predicted,
-            held_features,
-            evaluator.held_out_labels.numpy(),
-            evaluator.class_names,
-        )
-        floor.update({key: metrics[key] for key in ("precision", "recall", "density", "coverage") if key in metrics})
-        floor["diversity"] = [row["diversity"] for row in metrics["per_class"]]
-        floor["class_shares"] = [
+        **{key: metrics[key] for key in ("precision", "recall", "density", "coverage") if key in metrics},
+        "diversity": [row["diversity"] for row in metrics["per_class"]],
+        "class_shares": [
             round(float(v), 4) for v in class_shares(evaluator.held_out_labels.numpy(), len(evaluator.class_names))
-        ]
-    return floor
+        ],
+    }

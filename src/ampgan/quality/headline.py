@@ -6,38 +6,17 @@ here, so a conditional and an unconditional GAN go through the same comparison."
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from ampgan.quality.registry import EVALUATOR_ACCURACY, FRECHET_DISTANCE, Metric
 
 
-@dataclass(frozen=True)
-class Headline:
-    metric: str  # the key in a quality record
-    name: str  # how a sentence names it
-    higher_is_better: bool
-
-    def as_dict(self) -> dict:
-        return {"metric": self.metric, "name": self.name, "higher_is_better": self.higher_is_better}
-
-    def reached(self, value: float, target: float) -> bool:
-        return value >= target if self.higher_is_better else value <= target
-
-
-def _headline(metric: Metric) -> Headline:
-    return Headline(metric.key, metric.name, metric.higher_is_better)
-
-
-ACCURACY = _headline(EVALUATOR_ACCURACY)
-FRECHET = _headline(FRECHET_DISTANCE)
-
-
-def headline_for(conditional: bool) -> Headline:
-    return ACCURACY if conditional else FRECHET
+def headline_for(conditional: bool) -> Metric:
+    """The headline is its metric's own record (quality/registry.py): its key in a quality record, how a
+    sentence names it, which way is better."""
+    return EVALUATOR_ACCURACY if conditional else FRECHET_DISTANCE
 
 
 def default_target(
-    headline: Headline, final_values: list[float], start_values: list[float], num_classes: int
+    headline: Metric, final_values: list[float], start_values: list[float], num_classes: int
 ) -> float | None:
     """80% of the way from where training starts to the best mean final value, or None when nothing
     moved clearly: accuracy from chance (1/K; set only when the best is at least twice chance), the

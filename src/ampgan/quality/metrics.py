@@ -142,14 +142,11 @@ def quality_flags(diversity: list[float | None], confusion: np.ndarray, class_na
         for label, ratio in enumerate(diversity)
         if ratio is not None and ratio < COLLAPSE_BELOW
     ]
-    for label, row in enumerate(confusion):
-        total = row.sum()
-        if total == 0:
-            continue
-        others = row.copy()
-        others[label] = 0
+    read_as_another = confusion - np.diag(np.diag(confusion))  # each class's samples the evaluator reads otherwise
+    for label, others in enumerate(read_as_another):
+        total = confusion[label].sum()
         drawn_as = int(others.argmax())
-        if others[drawn_as] / total > PERMUTED_ABOVE:
+        if total and others[drawn_as] / total > PERMUTED_ABOVE:
             flags.append(
                 f"class {class_names[label]}: drawn as {class_names[drawn_as]} in "
                 f"{others[drawn_as] / total:.0%} of its samples"

@@ -30,6 +30,10 @@ class Metric:
     # computes it with the figures it shares work with (the k-NN radii, the class predictions).
     compute: Callable | None = None
 
+    def reached(self, value: float, target: float) -> bool:
+        """Whether `value` is at `target` or better."""
+        return value >= target if self.higher_is_better else value <= target
+
 
 METRICS: dict[str, Metric] = {}
 

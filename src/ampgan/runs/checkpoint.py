@@ -126,7 +126,6 @@ def damage(path: Path) -> str | None:
 
 def verify_checkpoint(path: Path) -> None:
     """One error line unless `path` is a checkpoint as ampgan wrote it, naming the newest intact one before it."""
-    path = Path(path)
     problem = damage(path)
     if problem is None:
         return

@@ -160,7 +160,6 @@ def unproven_entries(folder: Path) -> list[str]:
 def remove_written(folder: Path) -> list[str]:
     """Delete what ampgan can show it wrote under `folder`, then its emptied subfolders and `folder`
     itself; the paths it kept (relative, sorted): anything else, which stays where it is."""
-    folder = Path(folder)
     kept = set(unproven_entries(folder))
     for root, folders, files in os.walk(folder, topdown=False):
         for name in files + [f for f in folders if Path(root, f).is_symlink()]:
@@ -212,11 +211,6 @@ class FolderLock:
             fcntl.flock(self._fd, fcntl.LOCK_UN)
             os.close(self._fd)
             self._fd = None
-
-
-def is_ampgan_folder(folder: Path) -> bool:
-    """Written by ampgan: it holds a valid marker."""
-    return marker_kind(folder) is not None
 
 
 def check_replaceable(path: Path, kind: str | None = None) -> None:

@@ -24,16 +24,26 @@ def fixed_noise(gan, num_classes: int, per_class: int, seed: int) -> tuple[torch
     return z_row.repeat(num_classes, 1), torch.arange(num_classes).repeat_interleave(per_class)
 
 
-@torch.no_grad()
 def render_samples(gan, z: torch.Tensor, labels: torch.Tensor | None, rows: int, autocast) -> np.ndarray:
     """The grid the generator draws for the fixed noise, in eval mode (running BN statistics)."""
-    generator_net = gan.sampling_generator  # the EMA of G when the model declares one
-    device = next(generator_net.parameters()).device
+    return image_grid(to_uint8(drawn(gan, z, labels, next(gan.sampling_generator.parameters()).device, autocast)), rows)
+
+
+@torch.no_grad()
+def drawn(gan, z: torch.Tensor, labels: torch.Tensor | None, device, autocast=None, batch_size: int = 500):
+    """What G draws for the noise `z` (and the classes `labels`), `batch_size` at a time on `device`, in eval
+    mode (running BN statistics) and under `autocast` (none: fp32): float images in [-1, 1] on the CPU. G is
+    its EMA when the model declares one; its training mode is as it was afterwards."""
+    generator_net = gan.sampling_generator
     was_training = generator_net.training
     generator_net.eval()
+    images = []
     try:
-        with autocast():
-            images = gan.generate(generator_net, z.to(device), labels.to(device) if labels is not None else None)
+        for start in range(0, len(z), batch_size):
+            part = labels[start : start + batch_size].to(device) if labels is not None else None
+            with autocast() if autocast else torch.autocast("cpu", enabled=False):
+                batch = gan.generate(generator_net, z[start : start + batch_size].to(device), part)
+            images.append(gan.to_unit_range(batch.float()).cpu())
     finally:
         generator_net.train(was_training)
-    return image_grid(to_uint8(gan.to_unit_range(images.float())), rows)
+    return torch.cat(images)

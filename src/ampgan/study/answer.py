@@ -9,6 +9,7 @@ from ampgan.bench.output import load_results, speedup_estimate
 from ampgan.files.paths import file_in
 from ampgan.precisions import FP32
 from ampgan.study.document import RACED, CompareDocument
+from ampgan.study.race import unmeasured
 
 
 @dataclass(frozen=True)
@@ -48,16 +49,14 @@ def study_of(document: CompareDocument, out_dir: Path, report: Path | None = Non
     bench = file_in(out_dir, "bench", "results.json")
     if runs and bench.is_file():
         batch, results = document.spec.batch_size, load_results(bench)
-        for pair in results["speedups"]:
-            if pair["batch_size"] == batch and pair["precision"] in runs:
-                speedup[pair["precision"]] = pair | {"estimate": speedup_estimate(pair)}
+        speedup = {
+            pair["precision"]: pair | {"estimate": speedup_estimate(pair)}
+            for pair in results["speedups"]
+            if pair["batch_size"] == batch and pair["precision"] in runs
+        }
         # A raced precision the bench could not time at the study's batch (too slow, failed) still has an entry,
         # saying why, so that `study.speedup[p]` answers for every precision raced against the baseline.
-        why = {
-            (c["precision"], c["batch_size"]): c.get("reason") or c["status"]
-            for c in results["configs"]
-            if c["status"] != "ok"
-        }
+        why = unmeasured(results["configs"])
         for precision in runs:
             if precision != FP32 and precision not in speedup:
                 reason = why.get((precision, batch)) or (
@@ -87,7 +86,7 @@ def study_of(document: CompareDocument, out_dir: Path, report: Path | None = Non
             else {}
         ),
         precisions=list(runs) or [FP32],
-        headline=document.headline.metric,
+        headline=document.headline.key,
         speedup=speedup,
         final={p: {k: v for k, v in run.final.items() if k != "flags"} for p, run in runs.items()},
         report=report,

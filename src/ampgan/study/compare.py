@@ -32,6 +32,7 @@ from ampgan.data import load_dataset
 from ampgan.doctor.preflight import check_before_training
 from ampgan.errors import AmpganError, first_words, say
 from ampgan.files.paths import file_in
+from ampgan.files.records import as_records
 from ampgan.precisions import FP32
 from ampgan.quality.evaluator import check_evaluable, reference_floor, refuse_samples_that_cannot_fit
 from ampgan.quality.headline import headline_for
@@ -50,7 +51,6 @@ from ampgan.study.document import (
     SeedComparison,
     SpeedDecision,
     StudySpecRecord,
-    table_of,
 )
 from ampgan.study.evaluate import load_evaluator
 from ampgan.study.over_seeds import compare_seeds, summarize_seeds
@@ -74,7 +74,6 @@ from ampgan.training.precision import resolve_device
 def run_compare(spec: CompareSpec, out_dir: Path, show_progress: bool = True, log=say) -> CompareDocument:
     """The study, resumed where its study.json says it stopped (a new one when the folder has none).
     Interrupted by SIGINT/SIGTERM, it keeps what finished and raises StudyInterrupted."""
-    out_dir = Path(out_dir)
     device = resolve_device(spec.base.compute.device)
     dataset, first = _refuse_before_measuring(spec, log)
     progress = open_progress(out_dir, spec.to_document(spec.precisions))
@@ -102,7 +101,6 @@ def run_compare(spec: CompareSpec, out_dir: Path, show_progress: bool = True, lo
         bench_results = bench_once(spec, dataset, precisions, device, log, out_dir, progress)
         say_what_the_bench_left_unmeasured(bench_results, log)
         clock = race_clock(bench_results, precisions, spec.batch_size)
-        charged = clock["step_s"] or {}
         log(_clock_line(clock))
         stop_here()
         per_seed: dict[str, dict[int, dict]] = {p: {} for p in precisions}
@@ -119,7 +117,7 @@ def run_compare(spec: CompareSpec, out_dir: Path, show_progress: bool = True, lo
                     show_progress,
                     log,
                     progress,
-                    charge_s=charged.get(precision),
+                    charge_s=(clock["step_s"] or {}).get(precision),
                 )
                 stop_here()
 
@@ -133,8 +131,12 @@ def _decided(spec: CompareSpec, progress, dataset, device, log) -> tuple[Compare
     with the memory formats and compile it decided (speed/plan.py, kept in study.json). With no mode faster
     than fp32 there is nothing to race, and no format or compile is decided."""
     if progress.decided is None:
-        asked = Asked(spec.train_config, FASTEST_MIXED, spec.precisions, spec.channels_last, spec.compile)
-        progress.decided = plan_run(asked, dataset, device, log)
+        progress.decided = plan_run(
+            Asked(spec.train_config, FASTEST_MIXED, spec.precisions, spec.channels_last, spec.compile),
+            dataset,
+            device,
+            log,
+        )
         progress.save()
     decided = progress.decided
     apply_threads(decided.threads)  # a resumed study: the threads its bench and runs were measured on
@@ -159,8 +161,8 @@ def _raced_document(spec, device, dataset, decided: RunPlan, first, evaluator, b
         spec=StudySpecRecord.from_dict(spec.to_document(precisions)),
         environment=Environment.from_dict(environment_stamp(device)),
         left_out=decided.left_out,
-        layouts=table_of(MeasuredChoice, decided.layouts),
-        compile_decisions=table_of(MeasuredChoice, decided.compile_decisions),
+        layouts=as_records(dict[str, MeasuredChoice], decided.layouts),
+        compile_decisions=as_records(dict[str, MeasuredChoice], decided.compile_decisions),
         dataset=_dataset_record(spec, dataset),
         evaluator=evaluator.info,
         sampled_from=first.sampling_weights,  # the EMA of G when the model declares one, else G itself
@@ -202,8 +204,7 @@ def _after_the_runs(
         cost=_stage_or_note("cost", lambda: cost_stage(document, bench_results, curves, out_dir)),
         projection=project_elsewhere(spec, dataset, bench_results, out_dir, device),
     )
-    document = document.with_fields(seed_comparison=table_of(SeedComparison, compare_seeds(document)))
-    headline = document.headline
+    document = document.with_fields(seed_comparison=as_records(dict[str, SeedComparison], compare_seeds(document)))
     pace = pace_of_seeds(
         per_seed,
         curves,
@@ -211,8 +212,8 @@ def _after_the_runs(
         FP32,
         spec.batch_size,
         document.target,
-        headline.metric,
-        headline.higher_is_better,
+        document.headline.key,
+        document.headline.higher_is_better,
     )
     document = document.with_fields(race=RaceRecord.from_dict(race | {"pace": pace}))
     document = document.with_fields(verdict=verdict(document, bench_results["speedups"]) + stages_not_run(document))
@@ -253,7 +254,7 @@ def _no_faster_mode(
         spec=StudySpecRecord.from_dict(spec.to_document((FP32,))),
         environment=Environment.from_dict(environment_stamp(device)),
         left_out=left_out,
-        decisions=table_of(SpeedDecision, decisions),
+        decisions=as_records(dict[str, SpeedDecision], decisions),
         dataset=_dataset_record(spec, dataset),
         runs={},
         # No mode pays here; what would one pay on a GPU? The step is traced (a few steps at batch 8 and 16).

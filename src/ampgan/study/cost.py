@@ -33,7 +33,7 @@ def cost_stage(
     write_cost(cost_document, out_dir / "cost")
     runs = document.runs
     headline = document.headline
-    metric = headline.metric
+    metric = headline.key
     target = spec.target_accuracy if headline.higher_is_better else None
     if target is None:
         finals = [run.final[metric] for run in runs.values()]
@@ -66,7 +66,7 @@ def _to_target(curves: dict[int, list[dict]], target: float, price_per_hour: flo
     means over the seeds that reached it (how many did is beside them)."""
     per_seed = {}
     for seed, points in curves.items():
-        curve = [(p["train_seconds"], p[headline.metric]) for p in points if p.get(headline.metric) is not None]
+        curve = [(p["train_seconds"], p[headline.key]) for p in points if p.get(headline.key) is not None]
         reached_at = cost_to_quality(curve, target, price_per_hour, headline.higher_is_better)
         if reached_at:
             # Past the target at the first evaluation after the start: the time is interpolated

@@ -9,36 +9,32 @@ and the field (files/schema.py), never a KeyError in the report.
 
 from __future__ import annotations
 
-import functools
 import math
-import types
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Union, get_args, get_origin, get_type_hints
+from typing import Any
 
 from ampgan.files.atomic import write_json_atomically
 from ampgan.files.paths import read_json_in
-from ampgan.files.records import shape_of
-from ampgan.files.schema import Between, OrNull, RelativePath, check_format, check_shape
+from ampgan.files.records import Record, part, shape_of
+from ampgan.files.schema import Between, Number, OrNull, RelativePath, check_format, check_shape
 from ampgan.precisions import FP32
-from ampgan.quality.headline import ACCURACY, FRECHET, Headline
-from ampgan.quality.registry import METRICS
+from ampgan.quality.registry import EVALUATOR_ACCURACY, FRECHET_DISTANCE, METRICS, Metric
 
 FORMAT = "ampgan-compare/1"
 READABLE_FORMATS = (FORMAT,)
 NO_FASTER_MODE = "no faster mode"  # the outcome of a study that found no mode faster than fp32 (nothing raced)
 RACED = "raced"
 
-_NUMBER = (int, float)
 _SHARE = Between(0.0, 1.0)
 # A run's final quality figures (quality/registry.py names the metrics): what a reader relies on of them.
 _FINAL = {
     "?evaluator_accuracy": Between(0.0, 1.0, or_null=True),
-    "frechet_distance": _NUMBER,
+    "frechet_distance": Number,
     "?recall": _SHARE,
     "?precision": _SHARE,
     "?coverage": _SHARE,
-    "?kid": _NUMBER,
+    "?kid": Number,
     "?flags": [str],
     "?per_class": list,
     "?confusion": list,
@@ -47,136 +43,19 @@ _FINAL = {
 _RACED_SHAPE = {"evaluator": dict, "floor": dict, "spec": {"eval_samples": int, "eval_points": int}}
 
 
-def _part(
-    read=None,
-    write=None,
-    key: str | None = None,
-    omit_none: bool = False,
-    default: Any = None,
-    required: bool = False,
-    shape: Any = None,
-):
-    """A record's field, beyond its type: `read`/`write` for a value its type does not say how to read
-    (records, and tables of them, read and write themselves); `omit_none` for a field some documents do
-    not have (written only when set); `required` for a field every document has; `shape` where a reader
-    relies on more than the type (files/schema.py: a path inside the folder, a share, the final metrics)."""
-    metadata = {"read": read, "write": write, "key": key, "omit_none": omit_none, "required": required, "shape": shape}
-    if isinstance(default, (list, dict)):
-        return field(default_factory=type(default), metadata=metadata)
-    return field(default=default, metadata=metadata)
-
-
-@functools.cache
-def _hints(record_type) -> dict:
-    return get_type_hints(record_type)
-
-
-@functools.cache
-def _declared(record_type) -> dict:
-    """{key in the JSON table: field} of a record's declared fields (all but `extra` and `read_keys`)."""
-    return {f.metadata.get("key") or f.name: f for f in fields(record_type) if f.name not in ("extra", "read_keys")}
-
-
-def _optional(hint) -> Any:
-    """X of `X | None`; None when `hint` is no such union."""
-    if get_origin(hint) in (Union, types.UnionType):
-        return next(a for a in get_args(hint) if a is not type(None))
-    return None
-
-
-def _read(hint, value: Any) -> Any:
-    """A JSON value as type `hint` holds it: a record (or a table of records) read from its table."""
-    origin, args = get_origin(hint), get_args(hint)
-    if value is None or _optional(hint) is not None:
-        return None if value is None else _read(_optional(hint), value)
-    if origin is dict:
-        return {name: _read(args[1], item) for name, item in value.items()}
-    return hint.from_dict(value) if isinstance(hint, type) and issubclass(hint, Record) else value
-
-
-def _written(value: Any) -> Any:
-    """A field's value as JSON: records (and tables of them) written as their tables."""
-    if isinstance(value, Record):
-        return value.to_dict()
-    return {name: _written(item) for name, item in value.items()} if isinstance(value, dict) else value
-
-
-@dataclass(frozen=True, kw_only=True)
-class Record:
-    """A JSON table as typed fields; `extra` holds its other keys, as written, and a key the table did not
-    have is not written back: a document read and written again is the document that was read."""
-
-    extra: dict = field(default_factory=dict, repr=False, compare=False)
-    # The keys of the JSON table read, in its order (None: made here): a declared key it did not have (a
-    # document from an earlier version) is not written back, and the others are written in the same order.
-    read_keys: tuple | None = field(default=None, repr=False, compare=False)
-
-    @classmethod
-    def from_dict(cls, data: dict):
-        values = {}
-        for key, declared in _declared(cls).items():
-            if data.get(key) is not None:
-                read = declared.metadata.get("read") or functools.partial(_read, _hints(cls)[declared.name])
-                values[declared.name] = read(data[key])
-            elif key in data:
-                values[declared.name] = None
-        return cls(**values, extra={k: v for k, v in data.items() if k not in _declared(cls)}, read_keys=tuple(data))
-
-    def with_fields(self, **changes):
-        """A copy with these fields set (and written, whether or not the table read had them)."""
-        if self.read_keys is None:
-            return replace(self, **changes)
-        added = tuple(
-            key for key, f in _declared(type(self)).items() if f.name in changes and key not in self.read_keys
-        )
-        return replace(self, **changes, read_keys=self.read_keys + added)
-
-    def to_dict(self) -> dict:
-        out = {}
-        for key, declared in _declared(type(self)).items():
-            value = getattr(self, declared.name)
-            written = self.read_keys is None or key in self.read_keys
-            if written and not (value is None and declared.metadata.get("omit_none")):
-                out[key] = None if value is None else (declared.metadata.get("write") or _written)(value)
-        return self._in_read_order(out | self.extra)
-
-    @classmethod
-    def shape(cls) -> dict:
-        """The shape (files/schema.py) of the table this record reads, from its fields: each field's type
-        (files/records.py), or its `shape` where a reader relies on more; a key a document may lack is optional
-        unless `required`; a field of type Any is not checked."""
-        return {
-            key if declared.metadata.get("required") else f"?{key}": declared.metadata.get("shape")
-            or shape_of(_hints(cls)[declared.name])
-            for key, declared in _declared(cls).items()
-            if declared.metadata.get("shape") or _hints(cls)[declared.name] is not Any
-        }
-
-    def _in_read_order(self, out: dict) -> dict:
-        """`out` with the keys the table was read with first, in their order (as made here: unchanged)."""
-        if self.read_keys is None:
-            return out
-        return {key: out[key] for key in self.read_keys if key in out} | out
-
-
-def table_of(record_type, table: dict | None) -> dict | None:
-    """A table of plain dicts (as a stage returns them) as records of `record_type`, written back as given."""
-    return None if table is None else {name: record_type.from_dict(value) for name, value in table.items()}
-
-
 @dataclass(frozen=True, kw_only=True)
 class StudySpecRecord(Record):
     """The spec as the document records it (study/spec.py CompareSpec.to_document): the study's own
     settings, the shared config, and the fields a reader wants at hand."""
 
-    batch_size: int = _part(default=0, required=True)
+    batch_size: int = part(default=0, required=True)
     seed: int = 0
     seed_list: list[int] | None = None  # documents from before several seeds have `seed` alone
-    precisions: list[str] = _part(default=[])
+    precisions: list[str] = part(default=[])
     eval_samples: int | None = None
     eval_points: int | None = None
     model: str | None = None
-    model_options: dict = _part(default={})
+    model_options: dict = part(default={})
     time_budget_s: float | None = None
     steps: int | None = None
     channels_last: list[str] | None = None
@@ -196,9 +75,9 @@ class StudySpecRecord(Record):
 
 @dataclass(frozen=True, kw_only=True)
 class Environment(Record):
-    hardware_summary: str = _part(default="", required=True)
-    versions: dict = _part(default={}, required=True, shape={"torch": str, "ampgan": str, "python": str})
-    date: str = _part(default="", required=True)
+    hardware_summary: str = part(default="", required=True)
+    versions: dict = part(default={}, required=True, shape={"torch": str, "ampgan": str, "python": str})
+    date: str = part(default="", required=True)
     git_commit: str | None = None
 
     @property
@@ -209,8 +88,8 @@ class Environment(Record):
 
 @dataclass(frozen=True, kw_only=True)
 class DatasetRecord(Record):
-    name: str = _part(default="", required=True)
-    class_names: list[str] = _part(default=[], required=True)
+    name: str = part(default="", required=True)
+    class_names: list[str] = part(default=[], required=True)
     images: int | None = None
     source: Any = None
 
@@ -238,23 +117,23 @@ class Interval(Record):
 class SeedRun(Record):
     """One precision's run at one seed."""
 
-    run_dir: str = _part(default="", required=True, shape=RelativePath)
-    steps: int = _part(default=0, required=True)
-    train_seconds: float = _part(default=0.0, required=True, shape=Between(0.0, math.inf))
-    seconds_per_step: float | None = _part(omit_none=True)
-    final: dict = _part(
+    run_dir: str = part(default="", required=True, shape=RelativePath)
+    steps: int = part(default=0, required=True)
+    train_seconds: float = part(default=0.0, required=True, shape=Between(0.0, math.inf))
+    seconds_per_step: float | None = part(omit_none=True)
+    final: dict = part(
         default={}, required=True, shape=_FINAL
     )  # metric -> value, and its flags (quality/registry.py names the metrics)
-    eval_seconds_total: float | None = _part(omit_none=True)
-    stamp: Any = _part(omit_none=True)
+    eval_seconds_total: float | None = part(omit_none=True)
+    stamp: Any = part(omit_none=True)
     # The race's clock and its check (study/race.py): "bench step time" (each step charged the bench's) or
     # "wall clock"; the steps' wall time; the pace on the wall clock and the bench's, in steps per second; what
     # the thread watch changed while it trained (system/cpu_tuning.py). Absent in studies before them.
-    clock: str | None = _part(omit_none=True)
-    wall_seconds: float | None = _part(omit_none=True, shape=Between(0.0, math.inf, or_null=True))
-    steps_per_s: float | None = _part(omit_none=True)
-    bench_steps_per_s: float | None = _part(omit_none=True)
-    thread_changes: list[str] | None = _part(omit_none=True)
+    clock: str | None = part(omit_none=True)
+    wall_seconds: float | None = part(omit_none=True, shape=Between(0.0, math.inf, or_null=True))
+    steps_per_s: float | None = part(omit_none=True)
+    bench_steps_per_s: float | None = part(omit_none=True)
+    thread_changes: list[str] | None = part(omit_none=True)
 
     @property
     def flags(self) -> list[str]:
@@ -267,9 +146,9 @@ class RunSummary(SeedRun):
     shape, each seed's run and each final metric's interval. Documents from before several seeds hold a
     single run: no seeds, no per_seed."""
 
-    seeds: list[int] | None = _part(omit_none=True)
-    per_seed: dict[str, SeedRun] | None = _part(omit_none=True)
-    final_interval: dict[str, Interval] | None = _part(omit_none=True)
+    seeds: list[int] | None = part(omit_none=True)
+    per_seed: dict[str, SeedRun] | None = part(omit_none=True)
+    final_interval: dict[str, Interval] | None = part(omit_none=True)
 
     @property
     def seed_runs(self) -> list[SeedRun]:
@@ -292,7 +171,7 @@ class ToTarget(Record):
     """One precision's time and cost to the quality target: per seed, and the means over the seeds that
     reached it."""
 
-    per_seed: dict = _part(default={})
+    per_seed: dict = part(default={})
     reached: int = 0
     seeds: int | None = None
     by_first_evaluation: int = 0
@@ -306,13 +185,13 @@ class CostSection(Record):
     precision's time and cost to it, and the cost table of the bench."""
 
     basis: dict | None = None
-    note: str | None = _part(omit_none=True)
+    note: str | None = part(omit_none=True)
     target: float | None = None
     target_metric: str | None = None
     target_accuracy: float | None = None
-    to_target: dict[str, ToTarget | None] = _part(default={})
-    budget: dict = _part(default={})
-    table: list = _part(default=[])
+    to_target: dict[str, ToTarget | None] = part(default={})
+    budget: dict = part(default={})
+    table: list = part(default=[])
     catalog_date: str | None = None
 
     def to_dict(self) -> dict:
@@ -337,9 +216,9 @@ class CostSection(Record):
 
 @dataclass(frozen=True, kw_only=True)
 class SpeedupBounds(Record):
-    estimate: float = _part(default=1.0, required=True)
-    low: float = _part(default=1.0, required=True)
-    high: float = _part(default=1.0, required=True)
+    estimate: float = part(default=1.0, required=True)
+    low: float = part(default=1.0, required=True)
+    high: float = part(default=1.0, required=True)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -347,19 +226,19 @@ class SpeedDecision(Record):
     """A mode's measured speed against fp32 on the real training step (speed/decision.py), kept by a study
     that found no mode faster."""
 
-    verdict: str = _part(default="", required=True)
+    verdict: str = part(default="", required=True)
     step_s: float | None = None
     fp32_step_s: float | None = None
     interval: SpeedupBounds | None = None
     rounds: int | None = None
-    note: str | None = _part(omit_none=True)
+    note: str | None = part(omit_none=True)
 
 
 @dataclass(frozen=True, kw_only=True)
 class MeasuredChoice(Record):
     """A memory-format or compile decision that was measured (speed/layout.py, speed/compilation.py)."""
 
-    description: str = _part(default="", required=True)
+    description: str = part(default="", required=True)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -369,8 +248,8 @@ class SeedComparison(Record):
     times to the target."""
 
     seeds: int = 0
-    time_to_target_ratio: Interval | None = _part(omit_none=True)
-    differences: dict[str, Interval] = _part(default={})  # metric -> candidate minus fp32, paired by seed
+    time_to_target_ratio: Interval | None = part(omit_none=True)
+    differences: dict[str, Interval] = part(default={})  # metric -> candidate minus fp32, paired by seed
 
     @classmethod
     def from_dict(cls, data: dict) -> SeedComparison:
@@ -383,9 +262,6 @@ class SeedComparison(Record):
             {k: v for k, v in super().to_dict().items() if k != "differences"}
             | {metric: interval.to_dict() for metric, interval in self.differences.items()}
         )
-
-    def difference(self, metric: str) -> Interval | None:
-        return self.differences.get(metric)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -411,19 +287,24 @@ class RaceRecord(Record):
     """How the race was timed (study/race.py): its clock and why, the seconds each precision's step was charged,
     the threads it ran on, and every seed's pace on the wall clock against the bench."""
 
-    clock: str = _part(default="", required=True)
+    clock: str = part(default="", required=True)
     reason: str = ""
     step_s: dict[str, float] | None = None
     threads: dict | None = None
-    pace: dict[str, dict[str, SeedPace]] = _part(default={})
+    pace: dict[str, dict[str, SeedPace]] = part(default={})
 
     def off_pace(self, precision: str) -> dict[str, SeedPace]:
         """The seeds of `precision` whose wall-clock speedup left the bench's interval."""
         return {seed: pace for seed, pace in (self.pace or {}).get(precision, {}).items() if pace.within is False}
 
 
-def _headline(stored: dict) -> Headline:
-    return FRECHET if stored.get("metric") == FRECHET.metric else ACCURACY
+def _headline(stored: dict) -> Metric:
+    return FRECHET_DISTANCE if stored.get("metric") == FRECHET_DISTANCE.key else EVALUATOR_ACCURACY
+
+
+def _headline_written(metric: Metric) -> dict:
+    """The headline as compare.json holds it: the metric's key, how a sentence names it, which way is better."""
+    return {"metric": metric.key, "name": metric.name, "higher_is_better": metric.higher_is_better}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -431,40 +312,40 @@ class CompareDocument(Record):
     """A study's compare.json. A raced study has runs, an evaluator, its floor, a cost and a
     seed comparison; one that found no faster mode has the speed decisions and no runs."""
 
-    format: str = _part(default=FORMAT, required=True)
-    outcome: str | None = _part(omit_none=True)  # absent: raced
-    spec: StudySpecRecord = _part(required=True)
-    environment: Environment = _part(required=True)
-    left_out: list[dict] = _part(default=[], shape=[{"precision": str, "reason": str}])
+    format: str = part(default=FORMAT, required=True)
+    outcome: str | None = part(omit_none=True)  # absent: raced
+    spec: StudySpecRecord = part(required=True)
+    environment: Environment = part(required=True)
+    left_out: list[dict] = part(default=[], shape=[{"precision": str, "reason": str}])
     # Each mode's speed against fp32 (no faster mode); the memory-format and compile decisions measured (none
     # when given).
-    decisions: dict[str, SpeedDecision] | None = _part(omit_none=True)
-    layouts: dict[str, MeasuredChoice] | None = _part(omit_none=True)
-    compile_decisions: dict[str, MeasuredChoice] | None = _part(omit_none=True)
-    dataset: DatasetRecord = _part(required=True)
-    evaluator: dict | None = _part(omit_none=True, shape=OrNull({"held_out_accuracy": _SHARE}))
-    sampled_from: str | None = _part(omit_none=True)  # G's own weights or its EMA (absent before GAN.ema)
-    floor: dict | None = _part(omit_none=True)  # the real images' own quality figures
+    decisions: dict[str, SpeedDecision] | None = part(omit_none=True)
+    layouts: dict[str, MeasuredChoice] | None = part(omit_none=True)
+    compile_decisions: dict[str, MeasuredChoice] | None = part(omit_none=True)
+    dataset: DatasetRecord = part(required=True)
+    evaluator: dict | None = part(omit_none=True, shape=OrNull({"held_out_accuracy": _SHARE}))
+    sampled_from: str | None = part(omit_none=True)  # G's own weights or its EMA (absent before GAN.ema)
+    floor: dict | None = part(omit_none=True)  # the real images' own quality figures
     # Why a bench configuration has no speedup (left out as hopeless, too slow, failed): the verdict says so.
-    bench_notes: dict | None = _part(omit_none=True)
-    stored_headline: Headline | None = _part(
-        read=_headline, write=Headline.as_dict, key="headline", omit_none=True, shape={"metric": str}
+    bench_notes: dict | None = part(omit_none=True)
+    stored_headline: Metric | None = part(
+        read=_headline, write=_headline_written, key="headline", omit_none=True, shape={"metric": str}
     )
-    runs: dict[str, RunSummary] = _part(default={}, required=True)
-    cost: CostSection | None = _part(omit_none=True)
-    projection: dict | None = _part(omit_none=True)  # {"path", "line", ...} when projected, {"note"} when not
-    seed_comparison: dict[str, SeedComparison] | None = _part(omit_none=True)
-    race: RaceRecord | None = _part(omit_none=True)
-    verdict: list[str] | None = _part(omit_none=True)
+    runs: dict[str, RunSummary] = part(default={}, required=True)
+    cost: CostSection | None = part(omit_none=True)
+    projection: dict | None = part(omit_none=True)  # {"path", "line", ...} when projected, {"note"} when not
+    seed_comparison: dict[str, SeedComparison] | None = part(omit_none=True)
+    race: RaceRecord | None = part(omit_none=True)
+    verdict: list[str] | None = part(omit_none=True)
 
     @property
     def raced(self) -> bool:
         return self.outcome != NO_FASTER_MODE
 
     @property
-    def headline(self) -> Headline:
+    def headline(self) -> Metric:
         """What the study races on (documents from before unconditional GANs: accuracy)."""
-        return self.stored_headline or ACCURACY
+        return self.stored_headline or EVALUATOR_ACCURACY
 
     @property
     def baseline(self) -> RunSummary:
@@ -481,7 +362,7 @@ class CompareDocument(Record):
     def checked(cls, data: Any, origin: str, fix: str) -> CompareDocument:
         """The document of `data`, once it has the shape every reader relies on; else one error line."""
         check_format(data, FORMAT, origin, "an ampgan comparison", fix, readable=READABLE_FORMATS)
-        check_shape(data, cls.shape(), origin, fix)
+        check_shape(data, shape_of(cls), origin, fix)
         if data.get("outcome") != NO_FASTER_MODE:
             check_shape(data, _RACED_SHAPE, origin, fix)
         return cls.from_dict(data)

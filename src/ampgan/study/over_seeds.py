@@ -60,9 +60,10 @@ def paired_differences(candidate: dict[str, float], baseline: dict[str, float]) 
     whether the interval excludes 0 (None with fewer than two seeds)."""
     seeds = sorted(set(candidate) & set(baseline), key=int)
     result = mean_interval([candidate[s] - baseline[s] for s in seeds])
-    result["per_seed"] = {s: candidate[s] - baseline[s] for s in seeds}
-    result["beyond_seed_spread"] = None if result["low"] is None else (result["low"] > 0 or result["high"] < 0)
-    return result
+    return result | {
+        "per_seed": {s: candidate[s] - baseline[s] for s in seeds},
+        "beyond_seed_spread": None if result["low"] is None else (result["low"] > 0 or result["high"] < 0),
+    }
 
 
 def paired_ratios(candidate: dict[str, float | None], baseline: dict[str, float | None]) -> dict:
@@ -81,6 +82,7 @@ def compare_seeds(document) -> dict:
     """For each precision other than fp32: the paired differences of the final metrics and the
     paired ratio of times to the quality target (`document`: a study/document.py CompareDocument)."""
     comparison = {}
+    cost = document.cost or CostSection()
     for precision, run in document.runs.items():
         if precision == FP32:
             continue
@@ -90,10 +92,10 @@ def compare_seeds(document) -> dict:
             theirs = {s: r.final[metric] for s, r in document.baseline.per_seed.items() if metric in r.final}
             if mine and theirs:
                 entry[metric] = paired_differences(mine, theirs)
-        cost = document.cost or CostSection()
-        entry["time_to_target_ratio"] = paired_ratios(
-            {s: (r or {}).get("seconds") for s, r in cost.reaching(precision).per_seed.items()},
-            {s: (r or {}).get("seconds") for s, r in cost.reaching(FP32).per_seed.items()},
-        )
-        comparison[precision] = entry
+        comparison[precision] = entry | {
+            "time_to_target_ratio": paired_ratios(
+                {s: (r or {}).get("seconds") for s, r in cost.reaching(precision).per_seed.items()},
+                {s: (r or {}).get("seconds") for s, r in cost.reaching(FP32).per_seed.items()},
+            )
+        }
     return comparison

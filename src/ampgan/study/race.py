@@ -71,27 +71,34 @@ BENCH_CLOCK, WALL_CLOCK = "bench step time", "wall clock"
 PACE_TOLERANCE = 1.1
 
 
+def unmeasured(configs: list[dict]) -> dict[tuple[str, int], str]:
+    """{(precision, batch size): why} of each bench configuration with no settled step (too slow, failed): its
+    reason, else its status. The race's clock, the study's log and its answer (study/answer.py) read a row so."""
+    return {(c["precision"], c["batch_size"]): c.get("reason") or c["status"] for c in configs if c["status"] != "ok"}
+
+
 def race_clock(bench_results: dict, precisions, batch_size: int) -> dict:
     """{"clock", "step_s": {precision: seconds charged per step} or None, "reason"}: each precision's settled
     bench step at the study's batch size; the wall clock for every run when one precision has none (a race
     on two clocks would be no race)."""
-    rows = {(c.get("precision"), c.get("batch_size")): c for c in bench_results.get("configs") or []}
-    step_s = {}
-    for precision in precisions:
-        row = rows.get((precision, batch_size)) or {}
-        median = (row.get("stats") or {}).get("median_s")
-        if row.get("status") != "ok" or not median:
-            why = row.get("reason") or row.get("status") or "not measured"
-            return {
-                "clock": WALL_CLOCK,
-                "step_s": None,
-                "reason": f"the bench has no settled {precision} step at batch {batch_size} ({why}): every run is "
-                "timed on its wall clock, which other work on the machine can tilt",
-            }
-        step_s[precision] = float(median)
+    configs = bench_results.get("configs") or []
+    settled = {
+        c["precision"]: float(c["stats"]["median_s"])
+        for c in configs
+        if c["batch_size"] == batch_size and c["status"] == "ok" and (c.get("stats") or {}).get("median_s")
+    }
+    missing = next((precision for precision in precisions if precision not in settled), None)
+    if missing is not None:
+        return {
+            "clock": WALL_CLOCK,
+            "step_s": None,
+            "reason": f"the bench has no settled {missing} step at batch {batch_size} "
+            f"({unmeasured(configs).get((missing, batch_size), 'not measured')}): every run is timed on its wall "
+            "clock, which other work on the machine can tilt",
+        }
     return {
         "clock": BENCH_CLOCK,
-        "step_s": step_s,
+        "step_s": {precision: settled[precision] for precision in precisions},
         "reason": "each step is charged its precision's settled bench step time, so other work on the machine "
         "during a run changes its wall time, not its place in the race",
     }
@@ -152,13 +159,13 @@ def run_once(
         )
     except TrainingInterrupted as stopped:
         raise StudyInterrupted(stopped.signum, out_dir, progress) from None
-    run, curve = _finish_run(spec, result, tracker, evaluator, out_dir, run_dir, precision, seed, log, charge_s)
+    run, curve = _finish_run(result, tracker, evaluator, out_dir, run_dir, precision, seed, log, charge_s)
     progress.mark_run(key, "done", run)
     return run, curve
 
 
 def _finish_run(
-    spec, result, tracker, evaluator, out_dir: Path, run_dir: Path, precision: str, seed: int, log, charge_s=None
+    result, tracker, evaluator, out_dir: Path, run_dir: Path, precision: str, seed: int, log, charge_s=None
 ):
     # The final state is still in memory: evaluate its generator as it ended, no reload from disk.
     final = tracker.evaluate(
@@ -211,9 +218,7 @@ def say_what_the_bench_left_unmeasured(bench_results: dict, log) -> None:
     say so now, not after the runs."""
     configs = bench_results.get("configs") or []
     if configs and not any(c.get("status") == "ok" for c in configs):
-        reasons = "; ".join(
-            f"{c['precision']}@{c['batch_size']}: {c.get('reason') or c.get('status')}" for c in configs[:3]
-        )
+        reasons = "; ".join(f"{p}@{batch}: {why}" for (p, batch), why in list(unmeasured(configs).items())[:3])
         log(
             f"bench: no configuration finished ({reasons}); the runs train anyway, but the study will have no "
             "measured speedup and no cost: give a larger --set compare.bench.max_seconds for them"
@@ -238,7 +243,8 @@ def pace_of_seeds(
     for precision, seeds in per_seed.items():
         if precision == baseline:
             continue
-        pair = pairs.get((batch_size, precision))
+        pair = pairs.get((batch_size, precision)) or {}
+        low, high = pair.get("low"), pair.get("high")
         out[precision] = {}
         for seed, run in seeds.items():
             theirs = per_seed.get(baseline, {}).get(seed)
@@ -248,18 +254,17 @@ def pace_of_seeds(
             speedup = their_step / mine_step
             entry = {
                 "wall_speedup": speedup,
-                "bench_estimate": pair.get("estimate") if pair else None,
-                "bench_low": pair.get("low") if pair else None,
-                "bench_high": pair.get("high") if pair else None,
-                "within": None,
+                "bench_estimate": pair.get("estimate"),
+                "bench_low": low,
+                "bench_high": high,
+                # None without an interval
+                "within": low / PACE_TOLERANCE <= speedup <= high * PACE_TOLERANCE if None not in (low, high) else None,
                 "wall_over_bench": _over_bench(run),
                 "baseline_wall_over_bench": _over_bench(theirs),
                 "time_to_target_ratio": None,
                 "wall_time_to_target_ratio": None,
                 "thread_changes": len(run.get("thread_changes") or []) + len(theirs.get("thread_changes") or []),
             }
-            if pair and pair.get("low") is not None and pair.get("high") is not None:
-                entry["within"] = pair["low"] / PACE_TOLERANCE <= speedup <= pair["high"] * PACE_TOLERANCE
             if target is not None:
                 for key, clock in (
                     ("time_to_target_ratio", "train_seconds"),

@@ -24,8 +24,7 @@ from ampgan.files.schema import check_shape
 from ampgan.gan.ema import G_OWN_WEIGHTS
 from ampgan.plotting import precision_colour, pyplot, save_figure
 from ampgan.precisions import FP32
-from ampgan.projection.document import calibration_error_lines, check_projection, fastest_mixed
-from ampgan.projection.document import speedup_text as projected_speedup_text
+from ampgan.projection import document as projection
 from ampgan.quality.registry import format_value, table_metrics
 from ampgan.runs.run_folder import read_metrics
 from ampgan.study.document import CompareDocument, CostSection, RunSummary, StudySpecRecord, load_compare
@@ -43,27 +42,22 @@ def _run_folder(out_dir: Path, recorded: str) -> Path:
 MAX_GRID_PIXELS = 4096 * 4096
 
 
-def _read_grid(path: Path) -> tuple[np.ndarray | None, str]:
-    """(the grid's pixels, "") or (None, why it is not shown): a damaged or oversized PNG costs its panel,
-    never the report."""
-    try:
-        with Image.open(path) as image:
-            if image.width * image.height > MAX_GRID_PIXELS:
-                return None, f"{path.name} is {image.width}x{image.height} px, not a sample grid"
-            return np.asarray(image.convert("RGB") if image.mode not in ("L", "RGB") else image), ""
-    except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as error:
-        return None, f"{path.name} cannot be read ({type(error).__name__})"
-
-
-def _latest_samples(out_dir: Path, run_dir: Path) -> tuple[Path | None, str]:
-    """(the run's last sample grid, "") or (None, why none is shown): a grid that is a link leading out of
-    the study (the grid itself, its samples/ folder, a `../` link) is left out with a warning."""
+def _latest_grid(out_dir: Path, run_dir: Path) -> tuple[np.ndarray | None, str]:
+    """(the pixels of the run's last sample grid, "") or (None, why it is not shown): a grid that is a link
+    leading out of the study (the grid itself, its samples/ folder, a `../` link) is left out with a warning,
+    and a damaged or oversized PNG costs its panel, never the report."""
     grids = sorted((run_dir / "samples").glob("step-*.png"))
     if not grids:
         return None, "no sample grid"
     if left_out(out_dir, grids[-1], "the report"):
         return None, "a link leading outside the study"
-    return grids[-1], ""
+    try:
+        with Image.open(grids[-1]) as image:
+            if image.width * image.height > MAX_GRID_PIXELS:
+                return None, f"{grids[-1].name} is {image.width}x{image.height} px, not a sample grid"
+            return np.asarray(image.convert("RGB") if image.mode not in ("L", "RGB") else image), ""
+    except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as error:
+        return None, f"{grids[-1].name} cannot be read ({type(error).__name__})"
 
 
 def figure_samples(document: CompareDocument, out_dir: Path, footer: str) -> Path:
@@ -71,8 +65,7 @@ def figure_samples(document: CompareDocument, out_dir: Path, footer: str) -> Pat
     runs = document.runs
     figure, axes = pyplot().subplots(1, len(runs), figsize=(4.2 * len(runs), 5.2), dpi=120, squeeze=False)
     for axis, (precision, run) in zip(axes[0], runs.items()):
-        grid_path, problem = _latest_samples(out_dir, _run_folder(out_dir, run.run_dir))
-        grid, problem = _read_grid(grid_path) if grid_path is not None else (None, problem)
+        grid, problem = _latest_grid(out_dir, _run_folder(out_dir, run.run_dir))
         if grid is not None:
             axis.imshow(grid, cmap="gray" if grid.ndim == 2 else None, interpolation="nearest")
         else:
@@ -109,16 +102,14 @@ def _curves_over_seeds(document: CompareDocument, out_dir: Path, precision: str,
 
 
 def figure_quality(document: CompareDocument, out_dir: Path, footer: str) -> Path:
-    headline = document.headline
     panels = [
         ("evaluator_accuracy", "evaluator accuracy (intended class)")
-        if headline.higher_is_better
+        if document.headline.higher_is_better
         else ("coverage", "coverage (share of real covered, k=5)"),
         ("recall", "recall (share of real covered)"),
         ("frechet_distance", "Fréchet distance (evaluator features)"),
     ]
     figure, axes = pyplot().subplots(1, 3, figsize=(13, 4), dpi=120)
-    floor = document.floor
     seeds = 1
     for axis, (metric, label) in zip(axes, panels):
         for precision in document.runs:
@@ -127,13 +118,13 @@ def figure_quality(document: CompareDocument, out_dir: Path, footer: str) -> Pat
             axis.plot(seconds, mean, marker="o", label=precision, color=colour)
             if seeds > 1:
                 axis.fill_between(seconds, low, high, color=colour, alpha=0.2)
-        if floor.get(metric) is not None:
-            axis.axhline(floor[metric], ls="--", color="#888", label="real images")
+        if document.floor.get(metric) is not None:
+            axis.axhline(document.floor[metric], ls="--", color="#888", label="real images")
         axis.set(xlabel="training time (s)", ylabel=label)
         axis.grid(True, alpha=0.3)
         axis.legend(fontsize=8)
     if document.target:
-        target_axis = axes[0] if headline.higher_is_better else axes[2]
+        target_axis = axes[0] if document.headline.higher_is_better else axes[2]
         target_axis.axhline(document.target, ls=":", color="#d62728", label=f"target {document.target:.2f}")
         target_axis.legend(fontsize=8)
     axes[2].set_yscale("log")
@@ -191,7 +182,6 @@ class Section:
 
 def _no_faster_mode_sections(document: CompareDocument, out_dir: Path) -> list[Section]:
     """The report of a study that found no mode faster than fp32: the verdict, the machine, the decisions."""
-    spec = document.spec
     rows = [["precision", "ms per step", "fp32 ms per step", "speedup [95% CI]", "rounds", "verdict"]] + [
         [
             name,
@@ -209,7 +199,7 @@ def _no_faster_mode_sections(document: CompareDocument, out_dir: Path) -> list[S
         Section(
             "Environment",
             lines=_machine_lines(document)
-            + [f"model {spec.model_name} on {document.dataset.name}, batch {spec.batch_size}"],
+            + [f"model {document.spec.model_name} on {document.dataset.name}, batch {document.spec.batch_size}"],
         ),
         Section(
             "Speed decisions: the real training step against fp32",
@@ -231,11 +221,10 @@ def report_sections(document: CompareDocument, out_dir: Path) -> list[Section]:
     if not document.raced:
         return _no_faster_mode_sections(document, out_dir)
     environment = document.environment
-    versions = environment.versions
     footer = (
         f"{environment.hardware_summary} | batch {document.spec.batch_size}, "
         f"{_setup_text(document.spec)} | "
-        f"torch {versions['torch']}, ampgan {versions['ampgan']} | {environment.date}"
+        f"torch {environment.versions['torch']}, ampgan {environment.versions['ampgan']} | {environment.date}"
     )
     losses, scale = figure_losses(document, out_dir, footer)
     pictures = [
@@ -252,7 +241,7 @@ def report_sections(document: CompareDocument, out_dir: Path) -> list[Section]:
     sections += [
         Section(
             "Final metrics",
-            table=[_metrics_header(document), *_metrics_rows(document)],
+            table=_metrics_table(document),
             paragraph=_price_note(document),
         ),
         Section(
@@ -298,10 +287,11 @@ def projection_sections(out_dir: Path) -> list[Section]:
     if not _shown(out_dir, path):
         return []
     document = read_json(path, missing="", damaged=f"{path} is damaged: run 'ampgan project' on the bench results")
-    check_projection(document, str(path), "run 'ampgan project' on the study's bench/results.json")
+    projection.check_projection(document, str(path), "run 'ampgan project' on the study's bench/results.json")
     ok = [r for r in document["rows"] if r.get("status") == "ok"]
     pairs = (
-        fastest_mixed(ok, device, batch) for device, batch in dict.fromkeys((r["device"], r["batch_size"]) for r in ok)
+        projection.fastest_mixed(ok, device, batch)
+        for device, batch in dict.fromkeys((r["device"], r["batch_size"]) for r in ok)
     )
     rows = [_projection_row(base, best) for base, best in filter(None, pairs)]
     if not rows:
@@ -313,7 +303,7 @@ def projection_sections(out_dir: Path) -> list[Section]:
         "(NVIDIA DeepLearningExamples, Lambda); on GPUs with TF32 the speedup is first over PyTorch's default "
         "(TF32 convolutions), then over strict fp32. Cost of 1M batches at the cheapest catalog price per GPU. "
         "The model's error on whole training steps and kernels it was not fitted to: "
-        + "; ".join(document.get("calibration_error") or calibration_error_lines())
+        + "; ".join(document.get("calibration_error") or projection.calibration_error_lines())
         + ". Every precision, the bands and the sources: projection/projection.md; any GPU or batch size: "
         "ampgan project bench/results.json."
     )
@@ -345,7 +335,7 @@ def _projection_row(base: dict, best: dict) -> list[str]:
         f"{base['ms_per_step']:.1f}",
         best["precision"],
         f"{best['ms_per_step']:.1f}",
-        projected_speedup_text(best),
+        projection.speedup_text(best),
         best["bound"] + (" (does not fit)" if best.get("fits") is False else ""),
         f"{_money(base['cost']['mid'])} to {_money(best['cost']['mid'])}"
         if "cost" in base and "cost" in best
@@ -471,13 +461,11 @@ _TEMPLATES = jinja2.Environment(
     autoescape=jinja2.select_autoescape(enabled_extensions=("html.j2",), default_for_string=False),
     keep_trailing_newline=True,
 )
-_TEMPLATES.filters["md"] = markdown_text
-_TEMPLATES.filters["md_cell"] = markdown_cell
+_TEMPLATES.filters.update(md=markdown_text, md_cell=markdown_cell)
 
 
 def render_report(out_dir: Path) -> tuple[Path, Path]:
     """report.md (figures linked) and report.html (figures embedded) from the same sections."""
-    out_dir = Path(out_dir)
     document = load_compare(out_dir)
     context = {
         "title": f"ampgan comparison: {', '.join(document.runs) or 'no mode faster than fp32'} on "
@@ -542,23 +530,16 @@ def _wall_step(run) -> float | None:
     return float(np.mean(steps)) if steps else run.seconds_per_step
 
 
-def _metrics_header(document: CompareDocument) -> list[str]:
-    return (
-        ["precision", "seeds", "steps (mean)"]
-        + [
-            f"{m.label} [95% CI]" if m.key == document.headline.metric else m.label
-            for m in table_metrics(document.headline.higher_is_better)
-        ]
-        + ["time to target (reached)", "cost to target"]
-    )
-
-
-def _metrics_rows(document: CompareDocument) -> list[list[str]]:
-    """One row per precision (each registered table metric with its interval over seeds), then the real
-    images' floor."""
+def _metrics_table(document: CompareDocument) -> list[list[str]]:
+    """The header, one row per precision (each registered table metric with its interval over seeds), then the
+    real images' floor."""
     cost = document.cost or CostSection()
     shown = table_metrics(document.headline.higher_is_better)
-    rows = []
+    rows = [
+        ["precision", "seeds", "steps (mean)"]
+        + [f"{m.label} [95% CI]" if m.key == document.headline.key else m.label for m in shown]
+        + ["time to target (reached)", "cost to target"]
+    ]
     for precision, run in document.runs.items():
         reached = cost.reaching(precision)
         seeds = len(run.seeds if run.seeds is not None else [0])
@@ -574,18 +555,17 @@ def _metrics_rows(document: CompareDocument) -> list[list[str]]:
                 f"{reached.cost:.6f} {cost.currency or ''}" if reached.cost else "-",
             ]
         )
-    floor = document.floor
-    rows.append(
+    return [
+        *rows,
         [
             "real images (floor)",
             "",
             "",
-            *(format_value(m, floor.get(m.key)) if m.key in floor else "" for m in shown),
+            *(format_value(m, document.floor.get(m.key)) if m.key in document.floor else "" for m in shown),
             "",
             "",
-        ]
-    )
-    return rows
+        ],
+    ]
 
 
 def _class_sections(document: CompareDocument) -> list[Section]:
@@ -640,13 +620,12 @@ def _shares_section(precision: str, run: RunSummary, finals: list[dict], names: 
     for index, name in enumerate(names):
         real = [f"{floor['class_shares'][index]:.1%}"] if "class_shares" in floor else []
         rows.append([name, f"{shares[index]:.1%}", *real])
-    flags = run.flags
     return Section(
         f"{precision}: classes the evaluator reads in the samples (mean of {len(finals)} seeds)",
         table=rows,
         folded=True,
-        paragraph=("Flags: " + "; ".join(flags))
-        if flags
+        paragraph=("Flags: " + "; ".join(run.flags))
+        if run.flags
         else "No collapse (diversity below 25% of real) and no dropped mode (a class under a quarter of its "
         "real share).",
     )

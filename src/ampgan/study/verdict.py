@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ampgan.bench.output import speedup_estimate, speedup_text
 from ampgan.precisions import FP32
-from ampgan.quality.headline import ACCURACY
+from ampgan.quality.registry import EVALUATOR_ACCURACY
 from ampgan.study.document import (
     CompareDocument,
     CostSection,
@@ -34,7 +34,6 @@ def verdict(document: CompareDocument, bench_speedups: list[dict]) -> list[str]:
     speedups = {(s["batch_size"], s["precision"]): s for s in bench_speedups}
     batch = spec.batch_size
     headline = document.headline
-    target = cost.target
     lines = []
     for precision, run in runs.items():
         if precision == FP32:
@@ -65,9 +64,9 @@ def verdict(document: CompareDocument, bench_speedups: list[dict]) -> list[str]:
         )
         lines.append(
             _target_line(
-                precision, cost, comparison.get(precision) or SeedComparison(), target, len(spec.seeds), headline
+                precision, cost, comparison.get(precision) or SeedComparison(), cost.target, len(spec.seeds), headline
             )
-            if target is not None
+            if cost.target is not None
             else _NO_TARGET[headline.higher_is_better]
         )
     flags = [f"{precision}, {flag}" for precision, run in runs.items() for flag in run.flags]
@@ -91,15 +90,14 @@ def no_faster_mode_verdict(document: CompareDocument) -> list[str]:
     """The verdict of a study on a machine where every mixed-precision mode is slower than fp32 (or not
     clearly faster): the measurements, what it means, what would change it."""
     hardware = document.environment.hardware_summary
-    batch, model = document.spec.batch_size, document.spec.model_name
     decisions = document.decisions or {}
     cannot = "; ".join(
         f"{item['precision']}: {item['reason']}" for item in document.left_out if item["precision"] not in decisions
     )
     lines = [
-        f"On this machine ({hardware}) no mixed-precision mode trains model {model} faster than fp32 at batch "
-        f"{batch}, so mixed precision would make training slower and dearer here, not faster: train in fp32 "
-        f"on it. Measured on the real training step: "
+        f"On this machine ({hardware}) no mixed-precision mode trains model {document.spec.model_name} faster "
+        f"than fp32 at batch {document.spec.batch_size}, so mixed precision would make training slower and dearer "
+        "here, not faster: train in fp32 on it. Measured on the real training step: "
         f"{'; '.join(_slower_text(name, decision) for name, decision in decisions.items())}."
     ]
     if cannot:
@@ -181,8 +179,7 @@ def _speed_line(
 def _charged_text(precision: str, run: RunSummary, fp32_run: RunSummary, race: RaceRecord) -> str:
     """The race on the bench's clock: how many steps each made, and the wall clock's pace beside it."""
     charged = ", ".join(f"{name} {_duration(seconds)}" for name, seconds in race.step_s.items())
-    paces = race.pace.get(precision, {})
-    wall = ", ".join(f"seed {seed} {pace.wall_speedup:.2f}x" for seed, pace in paces.items())
+    wall = ", ".join(f"seed {seed} {pace.wall_speedup:.2f}x" for seed, pace in race.pace.get(precision, {}).items())
     return (
         f" In the race it made {run.steps} steps to fp32's {fp32_run.steps} in the same training time, each step "
         f"charged its bench time ({charged}), so other work on the machine could not tilt it"
@@ -246,9 +243,9 @@ def _quality_line(
     comparison: SeedComparison,
     seeds: int,
     floor: dict,
-    headline=ACCURACY,
+    headline=EVALUATOR_ACCURACY,
 ) -> str:
-    metric = headline.metric
+    metric = headline.key
     if metric == "evaluator_accuracy":
         ceiling = (
             f" (the evaluator's ceiling: {floor['evaluator_accuracy']:.3f} on real held-out images)"
@@ -279,7 +276,7 @@ def _quality_line(
             ". With one seed per precision the verdict cannot tell a difference from seed-to-seed "
             "spread: run with --seeds 3 or more."
         )
-    difference = comparison.difference(metric)
+    difference = comparison.differences.get(metric)
     if difference is not None and difference.known:
         judged = (
             "larger than the seed-to-seed spread" if difference.beyond_seed_spread else "within the seed-to-seed spread"
@@ -293,7 +290,12 @@ def _quality_line(
 
 
 def _target_line(
-    precision: str, cost: CostSection, comparison: SeedComparison, target: float, seeds: int, headline=ACCURACY
+    precision: str,
+    cost: CostSection,
+    comparison: SeedComparison,
+    target: float,
+    seeds: int,
+    headline=EVALUATOR_ACCURACY,
 ) -> str:
     mine, theirs = cost.reaching(precision), cost.reaching(FP32)
     text = (
