@@ -109,8 +109,9 @@ def compose(*decorators):
 
 
 def _consent_to_named_model(ctx, param, value):
-    """A model named on the command line may be imported (ampgan/trust.py: the model trust rule)."""
-    consent_to_import(value)  # nothing for None or an empty name
+    """A model named on the command line may be imported (ampgan/trust.py: the model trust rule); --trust-model
+    (True) consents to any model a folder or file names."""
+    consent_to_import(ANY_MODEL if value is True else value)  # nothing for None, False or an empty name
     return value
 
 
@@ -122,18 +123,13 @@ def _consent_to_set_model(ctx, param, values):
     return values
 
 
-def _consent_to_any_model(ctx, param, value):
-    consent_to_import(ANY_MODEL if value else None)
-    return value
-
-
 # Consent to import the model that a folder or file names (the model trust rule): without it, such a
 # model is refused with one line saying to name it or pass this flag.
 trust_model_option = click.option(
     "--trust-model",
     is_flag=True,
     expose_value=False,
-    callback=_consent_to_any_model,
+    callback=_consent_to_named_model,
     help="Import the model (not built in) that a run folder, study or config file names, running its code; "
     "without this, ampgan imports only a model you name with --model.",
 )
