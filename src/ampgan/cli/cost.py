@@ -7,6 +7,9 @@ from pathlib import Path
 import click
 
 from ampgan.cli.options import PositiveNumber
+from ampgan.cost.catalog import catalog_date, find_instance, load_catalog
+from ampgan.cost.report import build_cost_document, load_same_hardware, price_basis, write_cost
+from ampgan.cost.skypilot import CLOUDS, find_catalogs, load_skypilot
 from ampgan.errors import AmpganError, one_line, say
 from ampgan.runs.claim import claimed_folder, is_ampgan_folder
 from ampgan.system.gpus import gpu_table
@@ -64,9 +67,6 @@ def command(
     overwrite,
 ) -> None:
     """What training costs per precision and batch size, from bench results (the study's Figure 3)."""
-    from ampgan.cost.catalog import catalog_date, find_instance
-    from ampgan.cost.report import build_cost_document, load_same_hardware, price_basis
-
     if prices and prices_from:
         raise AmpganError("give --prices FILE or --prices-from skypilot[:DIR], not both")
     if (spot or regions) and not prices_from:
@@ -119,8 +119,6 @@ def _list(catalog, source: str) -> None:
 def _write(document: dict, out: Path | None, overwrite: bool, beside: Path) -> None:
     """The cost files in --out (a folder of its own, claimed like every output folder: runs/claim.py), or
     beside the first results.json when ampgan's own cost files are all that is there."""
-    from ampgan.cost.report import write_cost
-
     if out is not None:
         with claimed_folder(out, overwrite, "cost", unfinished=lambda folder: not (folder / "fig3_cost.png").is_file()):
             say(*write_cost(document, out).splitlines())
@@ -174,14 +172,10 @@ def _projected_onto(chosen, documents, device, paths):
 
 def _catalog(prices, prices_from, spot, regions):
     """(instances, where they came from): the built-in catalog, a CSV, or SkyPilot's catalogs."""
-    from ampgan.cost.catalog import load_catalog
-
     if not prices_from:
         return load_catalog(prices), (
             str(prices) if prices else "ampgan's built-in catalog (src/ampgan/cost/prices.csv)"
         )
-    from ampgan.cost.skypilot import CLOUDS, find_catalogs, load_skypilot
-
     kind, _, folder = prices_from.partition(":")
     if kind != "skypilot":
         raise AmpganError(f"--prices-from {prices_from}: the one catalog kind read is skypilot[:DIR]")
