@@ -57,15 +57,6 @@ class _ArraysOnlyUnpickler(pickle.Unpickler):
         return super().find_class(module, name)
 
 
-def _unpickle(blob: bytes, origin: str) -> dict:
-    try:
-        return _ArraysOnlyUnpickler(io.BytesIO(blob), encoding="bytes").load()
-    except Exception as error:  # noqa: BLE001 - any failure here means a damaged file
-        raise AmpganError(
-            f"{origin} is not a CIFAR-10 batch ({type(error).__name__}): the file is damaged; fetch the archive again"
-        ) from None
-
-
 def _members(folder: Path | None, archive: Path, names: list[str]) -> Iterator[tuple[str, bytes, str]]:
     """(name, its bytes, where they were read) of each named batch file, in order: from the extracted folder
     when there is one, else from the archive (opened once, one member in memory at a time)."""
@@ -121,7 +112,13 @@ def load_cifar10(data: DataConfig, split: str, seed: int) -> ImageDataset:
                 f"checksum mismatch for {origin}: MD5 {checksums[name]}, expected {FILE_MD5[name]}; the file is "
                 "damaged or not the official CIFAR-10, fetch the archive again"
             )
-        batch = _unpickle(blob, origin)
+        try:
+            batch = _ArraysOnlyUnpickler(io.BytesIO(blob), encoding="bytes").load()
+        except Exception as error:  # noqa: BLE001 - any failure here means a damaged file
+            raise AmpganError(
+                f"{origin} is not a CIFAR-10 batch ({type(error).__name__}): the file is damaged; fetch the archive "
+                "again"
+            ) from None
         if name == "batches.meta":
             class_names = tuple(n.decode() if isinstance(n, bytes) else str(n) for n in batch[b"label_names"])
             continue

@@ -93,10 +93,14 @@ def load_mnist(data: DataConfig, split: str, seed: int) -> ImageDataset:
     labels = torch.from_numpy(np.frombuffer(label_bytes, dtype=np.uint8).astype(np.int64))
     if len(labels) and int(labels.max()) > 9:
         raise AmpganError(f"{labels_path} has the label {int(labels.max())}, but MNIST's are 0-9: wrong file")
-    source = {
-        "name": "mnist",
-        "split": split,
-        "origin": str(root),
-        "sha256": {p.name: file_digest(p) for p in (images_path, labels_path)},
-    }
-    return ImageDataset(images, labels, tuple(str(d) for d in range(10)), source)
+    return ImageDataset(
+        images,
+        labels,
+        tuple(str(d) for d in range(10)),
+        {
+            "name": "mnist",
+            "split": split,
+            "origin": str(root),
+            "sha256": {p.name: file_digest(p) for p in (images_path, labels_path)},
+        },
+    )

@@ -79,14 +79,18 @@ def load_quickdraw(data: DataConfig, split: str, seed: int) -> ImageDataset:
         block = np.asarray(bitmaps[:rows])[chosen]  # reads only the first `rows` rows from disk
         images.append(torch.from_numpy(block.reshape(-1, 1, 28, 28).copy()))
         labels.append(torch.full((len(chosen),), label, dtype=torch.int64))
-    source = {
-        "name": "quickdraw",
-        "split": split,
-        "origin": str(root),
-        "classes": list(classes),
-        "max_per_class": max_per_class,
-        "split_seed": seed,
-        "sha256": checksums,
-        "manifest": manifest,
-    }
-    return ImageDataset(torch.cat(images), torch.cat(labels), classes, source)
+    return ImageDataset(
+        torch.cat(images),
+        torch.cat(labels),
+        classes,
+        {
+            "name": "quickdraw",
+            "split": split,
+            "origin": str(root),
+            "classes": list(classes),
+            "max_per_class": max_per_class,
+            "split_seed": seed,
+            "sha256": checksums,
+            "manifest": manifest,
+        },
+    )
