@@ -76,8 +76,17 @@ def command(
         if (instance or list_instances or prices or prices_from)
         else (None, None)
     )
-    if list_instances:
-        return _list(catalog, source)
+    if list_instances:  # the catalog's instances, a line each
+        say(
+            f"catalog: {source}",
+            *(
+                f"{item.label:<28} {item.hardware:<10} x{max(1, item.gpu_count)} {item.price_per_hour:>9.4f} "
+                f"{item.currency}/h  {item.region:<12} {item.date}  {item.source}"
+                + ("" if item.verified else "  (unverified)")
+                for item in catalog
+            ),
+        )
+        return
     if not results:
         raise AmpganError("give at least one bench results.json (from 'ampgan bench')")
     if (instance is None) == (price_per_hour is None):
@@ -103,19 +112,6 @@ def command(
     _write(document, out, overwrite, Path(results[0]).parent)
 
 
-def _list(catalog, source: str) -> None:
-    """--list-instances: the catalog's instances, a line each."""
-    say(
-        f"catalog: {source}",
-        *(
-            f"{item.label:<28} {item.hardware:<10} x{max(1, item.gpu_count)} {item.price_per_hour:>9.4f} "
-            f"{item.currency}/h  {item.region:<12} {item.date}  {item.source}"
-            + ("" if item.verified else "  (unverified)")
-            for item in catalog
-        ),
-    )
-
-
 def _write(document: dict, out: Path | None, overwrite: bool, beside: Path) -> None:
     """The cost files in --out (a folder of its own, claimed like every output folder: runs/claim.py), or
     beside the first results.json when ampgan's own cost files are all that is there."""
@@ -123,19 +119,16 @@ def _write(document: dict, out: Path | None, overwrite: bool, beside: Path) -> N
         with claimed_folder(out, overwrite, "cost", unfinished=lambda folder: not (folder / "fig3_cost.png").is_file()):
             say(*write_cost(document, out).splitlines())
     else:
-        _refuse_foreign_cost_files(beside)
+        # Beside the results, the cost files are rewritten only in ampgan's own folder: a cost.json of
+        # someone else's there is never replaced by surprise.
+        present = [name for name in ("cost.json", "cost.csv", "fig3_cost.png") if (beside / name).exists()]
+        if present and not is_ampgan_folder(beside):
+            raise AmpganError(
+                f"{one_line(beside)} holds {present[0]}, and is not a folder ampgan created: give --out for the "
+                "cost files"
+            )
         say(*write_cost(document, beside).splitlines())
     say(f"cost: {(out or beside) / 'cost.json'}")
-
-
-def _refuse_foreign_cost_files(folder: Path) -> None:
-    """Beside the results, the cost files are rewritten only in ampgan's own folder: a cost.json of
-    someone else's there is never replaced by surprise."""
-    present = [name for name in ("cost.json", "cost.csv", "fig3_cost.png") if (folder / name).exists()]
-    if present and not is_ampgan_folder(folder):
-        raise AmpganError(
-            f"{one_line(folder)} holds {present[0]}, and is not a folder ampgan created: give --out for the cost files"
-        )
 
 
 def _projected_onto(chosen, documents, device, paths):

@@ -158,20 +158,16 @@ def _click_type(kind: str):
     }.get(kind)
 
 
-def _help(setting: Setting) -> str:
-    """The setting's help, ending with its default (the command's spec's own, never written twice)."""
-    default = ",".join(map(str, setting.default)) if isinstance(setting.default, tuple) else setting.default
-    quiet = default is None or default is False or default == "" or "default" in setting.help
-    return setting.help if quiet else f"{setting.help} [default: {default}]"
-
-
 def _option(setting: Setting):
     """A setting's flag as a click option. Its default is None, so it applies only when given: the spec's own
     default fills in the rest."""
     callback = _consent_to_named_model if setting.path == "model.name" else None
+    # The help ends with the default (the command's spec's own, never written twice).
+    default = ",".join(map(str, setting.default)) if isinstance(setting.default, tuple) else setting.default
+    quiet = default is None or default is False or default == "" or "default" in setting.help
     shared = {
         "default": None,
-        "help": _help(setting),
+        "help": setting.help if quiet else f"{setting.help} [default: {default}]",
         # --channels is a choice of "1" or "3": the config takes the number.
         "callback": (lambda ctx, param, value: int(value) if value else None)
         if setting.kind == "channels"

@@ -59,7 +59,6 @@ def price_basis(
             "that hardware"
         )
     devices = max(1, instance.gpu_count)
-    price = instance.price_per_hour / devices
     checked = f"checked: {instance.checked}" if instance.verified else "UNVERIFIED: no public catalog confirmed it"
     explanation = (
         f"{instance.label} {instance.price_per_hour:g} {instance.currency}/h ({instance.source}, "
@@ -72,7 +71,7 @@ def price_basis(
     elif projection:
         explanation += f"; PROJECTION: times measured on {device}, not on {instance.hardware}"
     return {
-        "price_per_hour": price,
+        "price_per_hour": instance.price_per_hour / devices,
         "currency": instance.currency,
         "label": instance.label,
         "projection": projection,
@@ -147,7 +146,6 @@ def build_cost_document(
 
 
 def write_cost(document: dict, out_dir: Path) -> str:
-    out_dir = Path(out_dir)
     write_json_atomically(out_dir / "cost.json", document)
     columns = [
         "batch_size",
