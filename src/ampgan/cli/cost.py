@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from ampgan.cli.options import PositiveNumber
+from ampgan.cli.options import POSITIVE_NUMBER
 from ampgan.cost.catalog import catalog_date, find_instance, load_catalog
 from ampgan.cost.report import build_cost_document, load_same_hardware, price_basis, write_cost
 from ampgan.cost.skypilot import CLOUDS, find_catalogs, load_skypilot
@@ -21,12 +21,12 @@ from ampgan.system.gpus import gpu_table
     "--instance", default=None, help="An instance from the price catalog, e.g. g4dn.xlarge or aws/p4d.24xlarge."
 )
 @click.option(
-    "--price-per-hour", type=PositiveNumber(), default=None, help="A one-off hourly price for the measured device."
+    "--price-per-hour", type=POSITIVE_NUMBER, default=None, help="A one-off hourly price for the measured device."
 )
 @click.option(
-    "--batches", type=PositiveNumber(), default=None, help="Cost this many batches (default 1e6, the study's)."
+    "--batches", type=POSITIVE_NUMBER, default=None, help="Cost this many batches (default 1e6, the study's)."
 )
-@click.option("--samples", type=PositiveNumber(), default=None, help="Cost this many samples instead of batches.")
+@click.option("--samples", type=POSITIVE_NUMBER, default=None, help="Cost this many samples instead of batches.")
 @click.option("--prices", type=click.Path(path_type=Path), default=None, help="Your own catalog CSV (same columns).")
 @click.option(
     "--prices-from",
@@ -179,5 +179,6 @@ def _catalog(prices, prices_from, spot, regions):
             raise AmpganError(f"--region {item}: give CLOUD=REGION with CLOUD one of {', '.join(CLOUDS)}")
         chosen[cloud] = region
     source = find_catalogs(folder or None)
-    kind = "spot" if spot else "on-demand"
-    return load_skypilot(source, spot=spot, regions=chosen), f"{source.describe()} ({kind} prices)"
+    return load_skypilot(source, spot=spot, regions=chosen), (
+        f"{source.describe()} ({'spot' if spot else 'on-demand'} prices)"
+    )

@@ -48,9 +48,8 @@ def WholeNumber(minimum: int = 1) -> Number:  # noqa: N802 - reads like the othe
     return Number(lambda x: x >= minimum, f"must be at least {minimum}", whole=True)
 
 
-def PositiveNumber() -> Number:  # noqa: N802 - reads like the other types where it is used
-    """A finite number > 0 (a price, a peak, a count, a number of seconds)."""
-    return Number(lambda x: math.isfinite(x) and x > 0, "must be positive and finite")
+# A finite number > 0 (a price, a peak, a count, a number of seconds); a type holds no state, so one serves all.
+POSITIVE_NUMBER = Number(lambda x: math.isfinite(x) and x > 0, "must be positive and finite")
 
 
 class Parsed(click.ParamType):
@@ -142,7 +141,7 @@ def _click_type(kind: str):
         "whole0": WholeNumber(0),
         "whole2": WholeNumber(2),
         "whole4": WholeNumber(4),
-        "positive": PositiveNumber(),
+        "positive": POSITIVE_NUMBER,
         "nonnegative": Number(lambda x: math.isfinite(x) and x >= 0, "must be 0 or more"),
         "fraction": Number(lambda x: 0 < x <= 1, "is a fraction in (0, 1]"),
         "duration": Parsed(positive_duration, "duration"),  # 90s, 7m, 1h30m or plain seconds -> seconds (> 0)

@@ -110,12 +110,10 @@ def _print_dry_run(config: TrainConfig, out: Path, resume_dir: Path | None, devi
 
 
 def _without_nproc(argv: list[str]) -> list[str]:
-    kept, skip = [], False
-    for word in argv:
-        if skip:
-            skip = False
-        elif word == "--nproc":
-            skip = True
+    kept, words = [], iter(argv)
+    for word in words:
+        if word == "--nproc":
+            next(words, None)  # and its value
         elif not word.startswith("--nproc="):
             kept.append(word)
     return kept

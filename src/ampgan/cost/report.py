@@ -50,7 +50,7 @@ def price_basis(
             "projection": False,
             "explanation": f"{price_per_hour:g}/h as given",
         }
-    assert instance is not None
+    # Without a price, an instance (each caller gives one of the two).
     projection = bool(projected) or not instance.matches_hardware(device)
     if projection and not assume_same_speed and not projected:
         raise AmpganError(
@@ -222,10 +222,9 @@ def _figure(document: dict, path: Path) -> None:
     axes.set_title(f"Cost of {_workload_text(document)} on {document['basis']['label']}{projection}", fontsize=10)
     axes.legend()
     axes.grid(True, axis="y", alpha=0.3)
-    versions = document["environment"].get("versions", {})
     save_figure(
         figure,
         path,
-        f"measured on {document['measured_on']} | torch {versions.get('torch', '?')} | "
-        f"{document['basis']['explanation']}",
+        f"measured on {document['measured_on']} | torch "
+        f"{document['environment'].get('versions', {}).get('torch', '?')} | {document['basis']['explanation']}",
     )

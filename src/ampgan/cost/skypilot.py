@@ -147,8 +147,9 @@ def _price(row: dict, column: str, path: Path, line: int) -> float | None:
 
 def _count(row: dict, path: Path, line: int) -> int:
     text = (row.get("AcceleratorCount") or "").strip()
-    where = f"{path} line {line}"
-    return table_number(text, where, "AcceleratorCount", whole=True, most=MOST_PER_INSTANCE) if text else 0
+    return (
+        table_number(text, f"{path} line {line}", "AcceleratorCount", whole=True, most=MOST_PER_INSTANCE) if text else 0
+    )
 
 
 def _offerings(cloud, rows, path, date, spot, region, version) -> list[Instance]:

@@ -27,8 +27,11 @@ def option_parameters(builder: Callable) -> tuple[dict[str, inspect.Parameter], 
         inspect.Parameter.POSITIONAL_OR_KEYWORD,
     ):
         raise TypeError("a model function takes the data description as its first (positional) argument")
-    named = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
-    options = {parameter.name: parameter for parameter in parameters[1:] if parameter.kind in named}
+    options = {
+        parameter.name: parameter
+        for parameter in parameters[1:]
+        if parameter.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    }
     return options, any(parameter.kind is inspect.Parameter.VAR_KEYWORD for parameter in parameters[1:])
 
 

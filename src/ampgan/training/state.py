@@ -224,11 +224,10 @@ def build_train_state(
     for network in (gan.generator, gan.discriminator):
         network.to(device, memory_format=layout)
     attach_average(gan)  # after G is placed: the average lives where G does, never in an optimizer
-    networks = {"generator": gan.generator, "discriminator": gan.discriminator}
     extra_optimizers, extra_scalers = {}, {}
     for update in gan.extra_updates:
         if update.optimizer is not None:
-            parameters = [named for name in update.networks for named in trainable(networks[name])]
+            parameters = [named for name in update.networks for named in trainable(getattr(gan, name))]
             extra_optimizers[update.name] = make_adam(parameters, update.optimizer)
             extra_scalers[update.name] = LossScaler(policy)
     return TrainState(
