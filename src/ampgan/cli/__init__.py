@@ -30,8 +30,11 @@ def cli() -> None:
     """Does mixed precision make my GAN train faster and cheaper, without making it worse?"""
 
 
-_MODULES = (train, data, bench, cost, project, compare, doctor, preflight, config)
-for _command in [*(module.command for module in _MODULES), *runs.commands]:  # runs: evaluate, generate, report
+# One module per command (runs: evaluate, generate, report).
+for _command in [
+    *(module.command for module in (train, data, bench, cost, project, compare, doctor, preflight, config)),
+    *runs.commands,
+]:
     cli.add_command(_command)
 
 

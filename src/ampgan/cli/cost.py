@@ -119,16 +119,19 @@ def _write(document: dict, out: Path | None, overwrite: bool, beside: Path) -> N
         with claimed_folder(out, overwrite, "cost", unfinished=lambda folder: not (folder / "fig3_cost.png").is_file()):
             say(*write_cost(document, out).splitlines())
     else:
-        # Beside the results, the cost files are rewritten only in ampgan's own folder: a cost.json of
-        # someone else's there is never replaced by surprise.
-        present = [name for name in ("cost.json", "cost.csv", "fig3_cost.png") if (beside / name).exists()]
-        if present and not is_ampgan_folder(beside):
-            raise AmpganError(
-                f"{one_line(beside)} holds {present[0]}, and is not a folder ampgan created: give --out for the "
-                "cost files"
-            )
+        _refuse_foreign_cost_files(beside)
         say(*write_cost(document, beside).splitlines())
     say(f"cost: {(out or beside) / 'cost.json'}")
+
+
+def _refuse_foreign_cost_files(folder: Path) -> None:
+    """Beside the results, the cost files are rewritten only in ampgan's own folder: a cost.json of
+    someone else's there is never replaced by surprise."""
+    present = [name for name in ("cost.json", "cost.csv", "fig3_cost.png") if (folder / name).exists()]
+    if present and not is_ampgan_folder(folder):
+        raise AmpganError(
+            f"{one_line(folder)} holds {present[0]}, and is not a folder ampgan created: give --out for the cost files"
+        )
 
 
 def _projected_onto(chosen, documents, device, paths):

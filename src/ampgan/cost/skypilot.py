@@ -110,9 +110,14 @@ def load_skypilot(source: SkyPilotSource, spot: bool = False, regions: dict[str,
     regions = DEFAULT_REGION | (regions or {})
     instances = []
     for path in source.files:
-        date = datetime.date.fromtimestamp(path.stat().st_mtime).isoformat()
         instances += _offerings(
-            path.parent.name, _read_rows(path), path, date, spot, regions[path.parent.name], source.version
+            path.parent.name,
+            _read_rows(path),
+            path,
+            datetime.date.fromtimestamp(path.stat().st_mtime).isoformat(),  # the file's date: when SkyPilot fetched it
+            spot,
+            regions[path.parent.name],
+            source.version,
         )
     if not instances:
         raise AmpganError(f"{source.describe()} has no priced instance in regions {', '.join(regions.values())}")
