@@ -21,7 +21,7 @@ model given by name or as a function, each returning its answer as data.
 The folder it writes is the one the command writes (compare.json, report.html, runs/...), and a model
 function defined in a .py file is recorded as `path.py:NAME`, so the command line can train it again.
 A function defined in a notebook is known to this process only (`python:NAME`): its study cannot be
-continued from another one.
+continued from another one. A call given no `log` logs nothing: a function's answer is its return value.
 """
 
 from __future__ import annotations
@@ -114,7 +114,7 @@ def train(
     config = build_config(explicit)
     out = Path(out) if out is not None else default_out(f"{config.data.dataset}-{config.precision.name}")
     starting = new_run(config, out, overwrite, resolve_device(config.compute.device))
-    result, _ = train_planned(starting, explicit, show_progress=show_progress, log=log or _quiet)
+    result, _ = train_planned(starting, explicit, show_progress=show_progress, log=log or (lambda line: None))
     last = result.last_record
     return Trained(
         run_dir=Path(result.run_dir),
@@ -166,7 +166,9 @@ def bench(
     device = resolve_device(base.compute.device)
     check_bench(spec, device)
     out = Path(out) if out is not None else default_out("bench")
-    results = bench_to_folder(spec, out, overwrite, device, on_config=lambda result: None, log=log or _quiet)
+    results = bench_to_folder(
+        spec, out, overwrite, device, on_config=lambda result: None, log=log or (lambda line: None)
+    )
     summary = bench_summary(results, out)
     return Benched(
         out_dir=out,
@@ -210,7 +212,7 @@ def project(
         with_settings(ProjectSpec(), project_settings, "ampgan.project"),
         Path(out) if out is not None else None,
         overwrite,
-        log=log or _quiet,
+        log=log or (lambda line: None),
     )
     return Projected(out_dir=target, projection=target / "projection.json", rows=projection["rows"])
 
@@ -223,7 +225,3 @@ def _with_model(model: str | Callable, settings: dict | None) -> dict:
     name = model if isinstance(model, str) else model_name_for(model)
     consent_to_import(name)
     return {**{k: v for k, v in (settings or {}).items() if k != "model.name"}, "model.name": name}
-
-
-def _quiet(line: str) -> None:
-    """The log of a call that gave none: nothing (a function's answer is its return value)."""

@@ -42,11 +42,8 @@ def _switch(text: str) -> bool:
 
 def _compile_backend(text: str) -> str:
     name = text.strip()
-    if name != "inductor":  # the default needs no check (and no import of dynamo)
-        from torch._dynamo import list_backends
-
-        if name not in list_backends(exclude_tags=()):
-            raise ValueError
+    if name != "inductor" and name not in _backends():  # the default needs no check (and no import of dynamo)
+        raise ValueError
     return name
 
 
@@ -56,11 +53,12 @@ def _folder(text: str) -> str:
     return text
 
 
-def _backends() -> str:
-    # Only for the error line: torch._dynamo took 7.5 s to import here (-X importtime, loaded 2-core Zen 4).
+def _backends() -> list[str]:
+    # Only for a backend other than the default: torch._dynamo took 7.5 s to import here (-X importtime,
+    # loaded 2-core Zen 4).
     from torch._dynamo import list_backends
 
-    return ", ".join(sorted(list_backends(exclude_tags=())))
+    return sorted(list_backends(exclude_tags=()))
 
 
 VARIABLES = {
@@ -86,7 +84,7 @@ def env_value(name: str) -> Any:
     try:
         return variable.parse(text)
     except ValueError:  # each parser's way of refusing a value
-        takes = variable.takes + (f" ({_backends()})" if name == "AMPGAN_COMPILE_BACKEND" else "")
+        takes = variable.takes + (f" ({', '.join(_backends())})" if name == "AMPGAN_COMPILE_BACKEND" else "")
         raise AmpganError(
             f"the environment variable {name}={one_line(text)!r} cannot be used: it takes {takes}; "
             f"set it so, or unset it for the default"

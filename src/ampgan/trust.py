@@ -3,7 +3,7 @@
 A model that is not built in is imported (its code run) only when the person running ampgan named it: on the
 command line (`--model`, `--set model.name=`), in a Python call (`ampgan.compare(my_gan)`,
 `config_from_options(model=...)`), or with `--trust-model`, consent to the model a folder or file names.
-A name read from a file ampgan was given is data. gan/registry.py refuses the rest (refuse_unless_consented);
+A name read from a file ampgan was given is data. gan/registry.py refuses the rest (_find_builder);
 this module only keeps the consent, low enough that the config layer can record it too.
 """
 

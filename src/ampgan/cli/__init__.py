@@ -30,8 +30,11 @@ def cli() -> None:
     """Does mixed precision make my GAN train faster and cheaper, without making it worse?"""
 
 
-_MODULES = (train, data, bench, cost, project, compare, doctor, preflight, config)
-for _command in [*(module.command for module in _MODULES), *runs.commands]:  # runs: evaluate, generate, report
+# One module per command (runs: evaluate, generate, report).
+for _command in [
+    *(module.command for module in (train, data, bench, cost, project, compare, doctor, preflight, config)),
+    *runs.commands,
+]:
     cli.add_command(_command)
 
 
@@ -110,11 +113,11 @@ def _dispatch(argv: list[str]) -> None:
         reason = lost_contact_with_ranks(error)
         if reason is None:
             raise  # a bug: its traceback is what a developer needs
-        line = (
+        line, code = (
             f"error{_rank_prefix()}: lost contact with another rank ({reason}); the launcher's line "
-            "below names the rank that failed"
+            "below names the rank that failed",
+            1,
         )
-        code = 1
     # One line on stderr and the exit code each problem has (above), never a traceback.
     say(line, err=True)
     sys.exit(code)

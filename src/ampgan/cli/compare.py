@@ -73,19 +73,19 @@ def command(ctx: click.Context, **options) -> None:
                 f"{', '.join('--' + name.replace('_', '-') for name in given)}"
             )
         _study(spec, resume, options, reopen=True)
-        return
-    spec = with_settings(
-        CompareSpec(
-            base=compare_base(given_changes(ctx, options, CompareSpec(), "compare.")),
-            channels_last=precisions_given(options["channels_last"]),
-            compile=precisions_given(options["compile"]),
-        ),
-        own_values(CompareSpec(), "compare.", options),
-        "compare",
-    )
-    out = options["out"] or default_out("compare")
-    # The same command again on a folder it was interrupted in continues there (study.json says so).
-    _study(spec, out, options, reopen=has_study(out) and not options["overwrite"])
+    else:
+        spec = with_settings(
+            CompareSpec(
+                base=compare_base(given_changes(ctx, options, CompareSpec(), "compare.")),
+                channels_last=precisions_given(options["channels_last"]),
+                compile=precisions_given(options["compile"]),
+            ),
+            own_values(CompareSpec(), "compare.", options),
+            "compare",
+        )
+        out = options["out"] or default_out("compare")
+        # The same command again on a folder it was interrupted in continues there (study.json says so).
+        _study(spec, out, options, reopen=has_study(out) and not options["overwrite"])
 
 
 _RESUME_MAY_GIVE = {"resume", "quiet", "with_doctor", "as_json"}

@@ -34,11 +34,17 @@ def _shown(value) -> str:
 
 def markdown() -> str:
     """The settings as docs/config.md's table."""
-    rows = [
-        f"| `{path}` | {default} | {f'`{flag}`' if flag else ''} | {text.replace('|', '/')} |"
-        for path, default, flag, text in setting_rows()
-    ]
-    return "\n".join(["| setting (`--set`) | default | flag | what |", "|---|---|---|---|", *rows, ""])
+    return "\n".join(
+        [
+            "| setting (`--set`) | default | flag | what |",
+            "|---|---|---|---|",
+            *(
+                f"| `{path}` | {default} | {f'`{flag}`' if flag else ''} | {text.replace('|', '/')} |"
+                for path, default, flag, text in setting_rows()
+            ),
+            "",
+        ]
+    )
 
 
 @click.command("config")

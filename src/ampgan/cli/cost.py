@@ -6,7 +6,10 @@ from pathlib import Path
 
 import click
 
-from ampgan.cli.options import PositiveNumber
+from ampgan.cli.options import POSITIVE_NUMBER
+from ampgan.cost.catalog import catalog_date, find_instance, load_catalog
+from ampgan.cost.report import build_cost_document, load_same_hardware, price_basis, write_cost
+from ampgan.cost.skypilot import CLOUDS, find_catalogs, load_skypilot
 from ampgan.errors import AmpganError, one_line, say
 from ampgan.runs.claim import claimed_folder, marker_kind
 from ampgan.system.gpus import gpu_table
@@ -18,12 +21,12 @@ from ampgan.system.gpus import gpu_table
     "--instance", default=None, help="An instance from the price catalog, e.g. g4dn.xlarge or aws/p4d.24xlarge."
 )
 @click.option(
-    "--price-per-hour", type=PositiveNumber(), default=None, help="A one-off hourly price for the measured device."
+    "--price-per-hour", type=POSITIVE_NUMBER, default=None, help="A one-off hourly price for the measured device."
 )
 @click.option(
-    "--batches", type=PositiveNumber(), default=None, help="Cost this many batches (default 1e6, the study's)."
+    "--batches", type=POSITIVE_NUMBER, default=None, help="Cost this many batches (default 1e6, the study's)."
 )
-@click.option("--samples", type=PositiveNumber(), default=None, help="Cost this many samples instead of batches.")
+@click.option("--samples", type=POSITIVE_NUMBER, default=None, help="Cost this many samples instead of batches.")
 @click.option("--prices", type=click.Path(path_type=Path), default=None, help="Your own catalog CSV (same columns).")
 @click.option(
     "--prices-from",
@@ -64,9 +67,6 @@ def command(
     overwrite,
 ) -> None:
     """What training costs per precision and batch size, from bench results (the study's Figure 3)."""
-    from ampgan.cost.catalog import catalog_date, find_instance
-    from ampgan.cost.report import build_cost_document, load_same_hardware, price_basis
-
     if prices and prices_from:
         raise AmpganError("give --prices FILE or --prices-from skypilot[:DIR], not both")
     if (spot or regions) and not prices_from:
@@ -76,8 +76,17 @@ def command(
         if (instance or list_instances or prices or prices_from)
         else (None, None)
     )
-    if list_instances:
-        return _list(catalog, source)
+    if list_instances:  # the catalog's instances, a line each
+        say(
+            f"catalog: {source}",
+            *(
+                f"{item.label:<28} {item.hardware:<10} x{max(1, item.gpu_count)} {item.price_per_hour:>9.4f} "
+                f"{item.currency}/h  {item.region:<12} {item.date}  {item.source}"
+                + ("" if item.verified else "  (unverified)")
+                for item in catalog
+            ),
+        )
+        return
     if not results:
         raise AmpganError("give at least one bench results.json (from 'ampgan bench')")
     if (instance is None) == (price_per_hour is None):
@@ -103,24 +112,9 @@ def command(
     _write(document, out, overwrite, Path(results[0]).parent)
 
 
-def _list(catalog, source: str) -> None:
-    """--list-instances: the catalog's instances, a line each."""
-    say(
-        f"catalog: {source}",
-        *(
-            f"{item.label:<28} {item.hardware:<10} x{max(1, item.gpu_count)} {item.price_per_hour:>9.4f} "
-            f"{item.currency}/h  {item.region:<12} {item.date}  {item.source}"
-            + ("" if item.verified else "  (unverified)")
-            for item in catalog
-        ),
-    )
-
-
 def _write(document: dict, out: Path | None, overwrite: bool, beside: Path) -> None:
     """The cost files in --out (a folder of its own, claimed like every output folder: runs/claim.py), or
     beside the first results.json when ampgan's own cost files are all that is there."""
-    from ampgan.cost.report import write_cost
-
     if out is not None:
         with claimed_folder(out, overwrite, "cost", unfinished=lambda folder: not (folder / "fig3_cost.png").is_file()):
             say(*write_cost(document, out).splitlines())
@@ -174,14 +168,10 @@ def _projected_onto(chosen, documents, device, paths):
 
 def _catalog(prices, prices_from, spot, regions):
     """(instances, where they came from): the built-in catalog, a CSV, or SkyPilot's catalogs."""
-    from ampgan.cost.catalog import load_catalog
-
     if not prices_from:
         return load_catalog(prices), (
             str(prices) if prices else "ampgan's built-in catalog (src/ampgan/cost/prices.csv)"
         )
-    from ampgan.cost.skypilot import CLOUDS, find_catalogs, load_skypilot
-
     kind, _, folder = prices_from.partition(":")
     if kind != "skypilot":
         raise AmpganError(f"--prices-from {prices_from}: the one catalog kind read is skypilot[:DIR]")
@@ -192,5 +182,6 @@ def _catalog(prices, prices_from, spot, regions):
             raise AmpganError(f"--region {item}: give CLOUD=REGION with CLOUD one of {', '.join(CLOUDS)}")
         chosen[cloud] = region
     source = find_catalogs(folder or None)
-    kind = "spot" if spot else "on-demand"
-    return load_skypilot(source, spot=spot, regions=chosen), f"{source.describe()} ({kind} prices)"
+    return load_skypilot(source, spot=spot, regions=chosen), (
+        f"{source.describe()} ({'spot' if spot else 'on-demand'} prices)"
+    )

@@ -19,17 +19,20 @@ _options = compose(
 
 
 def _load(options: dict) -> ImageDataset:
-    data = DataConfig(
-        dataset=options["dataset"],
-        data_dir=options["data_dir"],
-        classes=options["classes"],
-        max_per_class=options["max_per_class"],
-        image_size=options["image_size"],
-        channels=options["channels"],
-        download=bool(options["download"]),
-        cache=bool(options["cache"]),
+    return load_dataset(
+        DataConfig(
+            dataset=options["dataset"],
+            data_dir=options["data_dir"],
+            classes=options["classes"],
+            max_per_class=options["max_per_class"],
+            image_size=options["image_size"],
+            channels=options["channels"],
+            download=bool(options["download"]),
+            cache=bool(options["cache"]),
+        ),
+        options["split"],
+        seed=options["seed"] or 0,
     )
-    return load_dataset(data, options["split"], seed=options["seed"] or 0)
 
 
 @click.group("data")

@@ -61,8 +61,7 @@ def command(ctx: click.Context, **options) -> None:
     else:
         config = config_from_cli(ctx, options, defaults={"budget.batch_size": 32})
     device = resolve_device(config.compute.device)
-    default_fp16_steps = 50 if device.type == "cuda" else 8
-    fp16_steps = default_fp16_steps if options["fp16_steps"] is None else options["fp16_steps"]
+    fp16_steps = options["fp16_steps"] if options["fp16_steps"] is not None else (50 if device.type == "cuda" else 8)
     out = options["out"] or default_out("doctor")
     from ampgan.doctor.preflight import check_before_training
 

@@ -48,9 +48,8 @@ def WholeNumber(minimum: int = 1) -> Number:  # noqa: N802 - reads like the othe
     return Number(lambda x: x >= minimum, f"must be at least {minimum}", whole=True)
 
 
-def PositiveNumber() -> Number:  # noqa: N802 - reads like the other types where it is used
-    """A finite number > 0 (a price, a peak, a count, a number of seconds)."""
-    return Number(lambda x: math.isfinite(x) and x > 0, "must be positive and finite")
+# A finite number > 0 (a price, a peak, a count, a number of seconds); a type holds no state, so one serves all.
+POSITIVE_NUMBER = Number(lambda x: math.isfinite(x) and x > 0, "must be positive and finite")
 
 
 class Parsed(click.ParamType):
@@ -109,8 +108,9 @@ def compose(*decorators):
 
 
 def _consent_to_named_model(ctx, param, value):
-    """A model named on the command line may be imported (ampgan/trust.py: the model trust rule)."""
-    consent_to_import(value)  # nothing for None or an empty name
+    """A model named on the command line may be imported (ampgan/trust.py: the model trust rule); --trust-model
+    (True) consents to any model a folder or file names."""
+    consent_to_import(ANY_MODEL if value is True else value)  # nothing for None, False or an empty name
     return value
 
 
@@ -122,18 +122,13 @@ def _consent_to_set_model(ctx, param, values):
     return values
 
 
-def _consent_to_any_model(ctx, param, value):
-    consent_to_import(ANY_MODEL if value else None)
-    return value
-
-
 # Consent to import the model that a folder or file names (the model trust rule): without it, such a
 # model is refused with one line saying to name it or pass this flag.
 trust_model_option = click.option(
     "--trust-model",
     is_flag=True,
     expose_value=False,
-    callback=_consent_to_any_model,
+    callback=_consent_to_named_model,
     help="Import the model (not built in) that a run folder, study or config file names, running its code; "
     "without this, ampgan imports only a model you name with --model.",
 )
@@ -146,7 +141,7 @@ def _click_type(kind: str):
         "whole0": WholeNumber(0),
         "whole2": WholeNumber(2),
         "whole4": WholeNumber(4),
-        "positive": PositiveNumber(),
+        "positive": POSITIVE_NUMBER,
         "nonnegative": Number(lambda x: math.isfinite(x) and x >= 0, "must be 0 or more"),
         "fraction": Number(lambda x: 0 < x <= 1, "is a fraction in (0, 1]"),
         "duration": Parsed(positive_duration, "duration"),  # 90s, 7m, 1h30m or plain seconds -> seconds (> 0)
@@ -162,20 +157,16 @@ def _click_type(kind: str):
     }.get(kind)
 
 
-def _help(setting: Setting) -> str:
-    """The setting's help, ending with its default (the command's spec's own, never written twice)."""
-    default = ",".join(map(str, setting.default)) if isinstance(setting.default, tuple) else setting.default
-    quiet = default is None or default is False or default == "" or "default" in setting.help
-    return setting.help if quiet else f"{setting.help} [default: {default}]"
-
-
 def _option(setting: Setting):
     """A setting's flag as a click option. Its default is None, so it applies only when given: the spec's own
     default fills in the rest."""
     callback = _consent_to_named_model if setting.path == "model.name" else None
+    # The help ends with the default (the command's spec's own, never written twice).
+    default = ",".join(map(str, setting.default)) if isinstance(setting.default, tuple) else setting.default
+    quiet = default is None or default is False or default == "" or "default" in setting.help
     shared = {
         "default": None,
-        "help": _help(setting),
+        "help": setting.help if quiet else f"{setting.help} [default: {default}]",
         # --channels is a choice of "1" or "3": the config takes the number.
         "callback": (lambda ctx, param, value: int(value) if value else None)
         if setting.kind == "channels"

@@ -74,18 +74,13 @@ def command(ctx: click.Context, **options) -> None:
         log=(lambda line: None) if quiet else (lambda line: say(line, err=True)),  # what the speed decisions measured
     )
     if world().is_main:
-        _report(result, resumed_from)
-
-
-def _report(result, resumed_from: Path | None) -> None:
-    last = result.last_record
-    losses = f"D loss {last['loss_d']:.3f}, G loss {last['loss_g']:.3f}" if "loss_d" in last else "no step logged"
-    say(
-        f"trained {result.steps} steps in {result.train_seconds:.1f} s "
-        f"({last.get('images_per_second', 0):.0f} img/s); {losses} | {result.stamp}"
-    )
-    resumed = f" (resumed from {resumed_from.name})" if resumed_from is not None else ""
-    say(f"run folder: {result.run_dir}{resumed}")
+        last = result.last_record
+        losses = f"D loss {last['loss_d']:.3f}, G loss {last['loss_g']:.3f}" if "loss_d" in last else "no step logged"
+        say(
+            f"trained {result.steps} steps in {result.train_seconds:.1f} s "
+            f"({last.get('images_per_second', 0):.0f} img/s); {losses} | {result.stamp}",
+            f"run folder: {result.run_dir}" + (f" (resumed from {resumed_from.name})" if resumed_from else ""),
+        )
 
 
 def _print_dry_run(config: TrainConfig, out: Path, resume_dir: Path | None, device) -> None:
@@ -115,12 +110,10 @@ def _print_dry_run(config: TrainConfig, out: Path, resume_dir: Path | None, devi
 
 
 def _without_nproc(argv: list[str]) -> list[str]:
-    kept, skip = [], False
-    for word in argv:
-        if skip:
-            skip = False
-        elif word == "--nproc":
-            skip = True
+    kept, words = [], iter(argv)
+    for word in words:
+        if word == "--nproc":
+            next(words, None)  # and its value
         elif not word.startswith("--nproc="):
             kept.append(word)
     return kept

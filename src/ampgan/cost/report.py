@@ -50,7 +50,7 @@ def price_basis(
             "projection": False,
             "explanation": f"{price_per_hour:g}/h as given",
         }
-    assert instance is not None
+    # Without a price, an instance (each caller gives one of the two).
     projection = bool(projected) or not instance.matches_hardware(device)
     if projection and not assume_same_speed and not projected:
         raise AmpganError(
@@ -59,7 +59,6 @@ def price_basis(
             "that hardware"
         )
     devices = max(1, instance.gpu_count)
-    price = instance.price_per_hour / devices
     checked = f"checked: {instance.checked}" if instance.verified else "UNVERIFIED: no public catalog confirmed it"
     explanation = (
         f"{instance.label} {instance.price_per_hour:g} {instance.currency}/h ({instance.source}, "
@@ -72,7 +71,7 @@ def price_basis(
     elif projection:
         explanation += f"; PROJECTION: times measured on {device}, not on {instance.hardware}"
     return {
-        "price_per_hour": price,
+        "price_per_hour": instance.price_per_hour / devices,
         "currency": instance.currency,
         "label": instance.label,
         "projection": projection,
@@ -147,7 +146,6 @@ def build_cost_document(
 
 
 def write_cost(document: dict, out_dir: Path) -> str:
-    out_dir = Path(out_dir)
     write_json_atomically(out_dir / "cost.json", document)
     columns = [
         "batch_size",
@@ -224,10 +222,9 @@ def _figure(document: dict, path: Path) -> None:
     axes.set_title(f"Cost of {_workload_text(document)} on {document['basis']['label']}{projection}", fontsize=10)
     axes.legend()
     axes.grid(True, axis="y", alpha=0.3)
-    versions = document["environment"].get("versions", {})
     save_figure(
         figure,
         path,
-        f"measured on {document['measured_on']} | torch {versions.get('torch', '?')} | "
-        f"{document['basis']['explanation']}",
+        f"measured on {document['measured_on']} | torch "
+        f"{document['environment'].get('versions', {}).get('torch', '?')} | {document['basis']['explanation']}",
     )

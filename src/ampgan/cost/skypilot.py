@@ -110,9 +110,14 @@ def load_skypilot(source: SkyPilotSource, spot: bool = False, regions: dict[str,
     regions = DEFAULT_REGION | (regions or {})
     instances = []
     for path in source.files:
-        date = datetime.date.fromtimestamp(path.stat().st_mtime).isoformat()
         instances += _offerings(
-            path.parent.name, _read_rows(path), path, date, spot, regions[path.parent.name], source.version
+            path.parent.name,
+            _read_rows(path),
+            path,
+            datetime.date.fromtimestamp(path.stat().st_mtime).isoformat(),  # the file's date: when SkyPilot fetched it
+            spot,
+            regions[path.parent.name],
+            source.version,
         )
     if not instances:
         raise AmpganError(f"{source.describe()} has no priced instance in regions {', '.join(regions.values())}")
@@ -147,8 +152,9 @@ def _price(row: dict, column: str, path: Path, line: int) -> float | None:
 
 def _count(row: dict, path: Path, line: int) -> int:
     text = (row.get("AcceleratorCount") or "").strip()
-    where = f"{path} line {line}"
-    return table_number(text, where, "AcceleratorCount", whole=True, most=MOST_PER_INSTANCE) if text else 0
+    return (
+        table_number(text, f"{path} line {line}", "AcceleratorCount", whole=True, most=MOST_PER_INSTANCE) if text else 0
+    )
 
 
 def _offerings(cloud, rows, path, date, spot, region, version) -> list[Instance]:

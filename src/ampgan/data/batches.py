@@ -44,14 +44,6 @@ class BatchStream:
         self.image_range = image_range  # what the model's images are in: the data is scaled to it
         self.start_epoch(0)
 
-    def _permutation(self, epoch: int) -> torch.Tensor:
-        # Seeded by (seed, epoch) alone, so the data order never depends on the precision or on
-        # what else consumed random numbers: every precision in a comparison sees the same batches.
-        generator = torch.Generator().manual_seed(data_order_seed(self.seed, epoch, self.seed_scheme))
-        return copy_to_device(
-            torch.randperm(len(self.labels), generator=generator)[self.rank :: self.world_size], self.images.device
-        )
-
     def state_dict(self) -> dict:
         return {"epoch": self.epoch, "position": self._position}
 
@@ -63,7 +55,12 @@ class BatchStream:
     def start_epoch(self, epoch: int) -> None:
         """Continue from the start of an epoch (a run resumed on another number of processes)."""
         self.epoch, self._position = epoch, 0
-        self._order = self._permutation(epoch)
+        # Seeded by (seed, epoch) alone, so the data order never depends on the precision or on
+        # what else consumed random numbers: every precision in a comparison sees the same batches.
+        generator = torch.Generator().manual_seed(data_order_seed(self.seed, epoch, self.seed_scheme))
+        self._order = copy_to_device(
+            torch.randperm(len(self.labels), generator=generator)[self.rank :: self.world_size], self.images.device
+        )
 
     def next_indices(self) -> torch.Tensor:
         parts, needed = [], self.batch_size

@@ -57,15 +57,6 @@ class _ArraysOnlyUnpickler(pickle.Unpickler):
         return super().find_class(module, name)
 
 
-def _unpickle(blob: bytes, origin: str) -> dict:
-    try:
-        return _ArraysOnlyUnpickler(io.BytesIO(blob), encoding="bytes").load()
-    except Exception as error:  # noqa: BLE001 - any failure here means a damaged file
-        raise AmpganError(
-            f"{origin} is not a CIFAR-10 batch ({type(error).__name__}): the file is damaged; fetch the archive again"
-        ) from None
-
-
 def _members(folder: Path | None, archive: Path, names: list[str]) -> Iterator[tuple[str, bytes, str]]:
     """(name, its bytes, where they were read) of each named batch file, in order: from the extracted folder
     when there is one, else from the archive (opened once, one member in memory at a time)."""
@@ -99,14 +90,15 @@ def _members(folder: Path | None, archive: Path, names: list[str]) -> Iterator[t
             del blob  # before the next member is read: one member in memory at a time
 
 
-def load_cifar10(data_dir: str | None, split: str = "train", download_missing: bool = False) -> ImageDataset:
+@register("cifar10", uses=("data_dir", "download"))
+def load_cifar10(data: DataConfig, split: str, seed: int) -> ImageDataset:
     if split not in SPLITS:
         raise AmpganError(f"CIFAR-10 has the splits train and test, not {split!r}")
-    root = require_data_dir(data_dir, "cifar10", download_missing)
+    root = require_data_dir(data.data_dir, "cifar10", data.download)
     folder = root if root.name == FOLDER_NAME else root / FOLDER_NAME  # the extracted batches, if any
     folder, archive = folder if folder.is_dir() else None, root / ARCHIVE_NAME
     if folder is None and not archive.is_file():
-        if not download_missing:
+        if not data.download:
             raise AmpganError(
                 f"no {ARCHIVE_NAME} or {FOLDER_NAME}/ in {root}: add --download, or put the archive "
                 f"from {URL} there by hand"
@@ -120,16 +112,22 @@ def load_cifar10(data_dir: str | None, split: str = "train", download_missing: b
                 f"checksum mismatch for {origin}: MD5 {checksums[name]}, expected {FILE_MD5[name]}; the file is "
                 "damaged or not the official CIFAR-10, fetch the archive again"
             )
-        batch = _unpickle(blob, origin)
+        try:
+            batch = _ArraysOnlyUnpickler(io.BytesIO(blob), encoding="bytes").load()
+        except Exception as error:  # noqa: BLE001 - any failure here means a damaged file
+            raise AmpganError(
+                f"{origin} is not a CIFAR-10 batch ({type(error).__name__}): the file is damaged; fetch the archive "
+                "again"
+            ) from None
         if name == "batches.meta":
             class_names = tuple(n.decode() if isinstance(n, bytes) else str(n) for n in batch[b"label_names"])
             continue
-        data = np.asarray(batch[b"data"])
-        if data.dtype != np.uint8 or data.ndim != 2 or data.shape[1] != 3072:
-            raise AmpganError(f"{origin} holds {data.dtype} {data.shape}, not (N, 3072) uint8")
-        images.append(torch.from_numpy(data.reshape(-1, 3, 32, 32).copy()))
+        pixels = np.asarray(batch[b"data"])
+        if pixels.dtype != np.uint8 or pixels.ndim != 2 or pixels.shape[1] != 3072:
+            raise AmpganError(f"{origin} holds {pixels.dtype} {pixels.shape}, not (N, 3072) uint8")
+        images.append(torch.from_numpy(pixels.reshape(-1, 3, 32, 32).copy()))
         labels.append(torch.tensor(batch[b"labels"], dtype=torch.int64))
-        del blob, batch, data  # keep peak memory near one batch beyond the result
+        del blob, batch, pixels  # keep peak memory near one batch beyond the result
     record = {
         "name": "cifar10",
         "split": split,
@@ -140,8 +138,3 @@ def load_cifar10(data_dir: str | None, split: str = "train", download_missing: b
     if folder is None:
         record["archive_md5"] = file_digest(archive, "md5")
     return ImageDataset(torch.cat(images), torch.cat(labels), class_names, record)
-
-
-@register("cifar10", uses=("data_dir", "download"))
-def _cifar10(data: DataConfig, split: str, seed: int) -> ImageDataset:
-    return load_cifar10(data.data_dir, split, data.download)

@@ -60,8 +60,12 @@ class ImageDataset:
             images = resize_uint8(images, image_size)
         if images is self.images:
             return self
-        source = dict(self.source, resized_to=[images.shape[1], images.shape[2], images.shape[3]])
-        return ImageDataset(images, self.labels, self.class_names, source)
+        return ImageDataset(
+            images,
+            self.labels,
+            self.class_names,
+            dict(self.source, resized_to=[images.shape[1], images.shape[2], images.shape[3]]),
+        )
 
 
 def refuse_images_that_cannot_fit(count: int, channels: int, size: int, bytes_per_value: int = 1) -> None:

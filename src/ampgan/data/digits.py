@@ -18,13 +18,14 @@ from ampgan.data.registry import DataConfig, register
 DEFAULT_SIZE = 32
 
 
-def load_digits_dataset(image_size: int | None = None) -> ImageDataset:
+@register("digits")
+def load_digits_dataset(data: DataConfig, split: str, seed: int) -> ImageDataset:
     from sklearn.datasets import load_digits  # here, not at the top: scikit-learn takes seconds to import
 
     bunch = load_digits()
     raw = bunch.images  # (1797, 8, 8) float, values 0..16, ink = high values
     grey = np.round(raw * (255.0 / 16.0)).astype(np.uint8)
-    images = resize_uint8(torch.from_numpy(grey).unsqueeze(1), image_size or DEFAULT_SIZE)
+    images = resize_uint8(torch.from_numpy(grey).unsqueeze(1), data.image_size or DEFAULT_SIZE)
     labels = torch.from_numpy(bunch.target.astype(np.int64))
     return ImageDataset(
         images,
@@ -36,8 +37,3 @@ def load_digits_dataset(image_size: int | None = None) -> ImageDataset:
             "raw_sha256": hashlib.sha256(grey.tobytes()).hexdigest(),
         },
     )
-
-
-@register("digits")
-def _digits(data: DataConfig, split: str, seed: int) -> ImageDataset:
-    return load_digits_dataset(data.image_size)

@@ -77,12 +77,6 @@ def download(url: str, target: Path, *, expected_md5: str | None = None, timeout
         partial.unlink(missing_ok=True)  # nothing left after a complete download (renamed), the rest after a failure
 
 
-def _manifest_locations(data_dir: Path) -> list[Path]:
-    """Beside the data first; for a read-only data folder, the user's cache folder instead."""
-    key = hashlib.sha256(str(data_dir.resolve()).encode("utf-8", "surrogateescape")).hexdigest()[:16]
-    return [data_dir / MANIFEST_NAME, cache_dir() / "manifests" / f"{data_dir.name}-{key}.json"]
-
-
 def verify_with_manifest(data_dir: Path, files: list[Path]) -> tuple[dict[str, str], str]:
     """SHA-256 of each file, recorded in a manifest on first sight and checked on every later load.
     Returns (checksums, where the manifest lives).
@@ -90,7 +84,9 @@ def verify_with_manifest(data_dir: Path, files: list[Path]) -> tuple[dict[str, s
     For datasets with no published checksums (Quick, Draw!): a file that changes after it was first
     used is caught instead of silently training on different data.
     """
-    locations = _manifest_locations(data_dir)
+    # Beside the data first; for a read-only data folder, the user's cache folder instead.
+    key = hashlib.sha256(str(data_dir.resolve()).encode("utf-8", "surrogateescape")).hexdigest()[:16]
+    locations = [data_dir / MANIFEST_NAME, cache_dir() / "manifests" / f"{data_dir.name}-{key}.json"]
     manifest_path = next((p for p in locations if p.exists()), locations[0])
     manifest: dict[str, str] = {}
     if manifest_path.exists():

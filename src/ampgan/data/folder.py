@@ -115,16 +115,6 @@ def _warn_about_what_is_not_read(root: Path, folders: list[Path]) -> None:
         )
 
 
-def _fingerprint(files: list[Path], size: int, channels: int) -> str:
-    digest = hashlib.sha256(f"{size}:{channels}".encode())
-    for path in files:
-        stat = path.stat()
-        # A name that is not UTF-8 (surrogate-escaped by Python) hashes as the bytes it is.
-        name = f"{path.parent.name}/{path.name}:{stat.st_size}:{stat.st_mtime_ns}"
-        digest.update(name.encode("utf-8", "surrogateescape"))
-    return digest.hexdigest()
-
-
 def _decode(path: Path, size: int, channels: int, flattened: list[Path]) -> np.ndarray:
     try:
         with Image.open(path) as image:
@@ -182,7 +172,14 @@ def load_folder(
     files_per_class = [_image_files(folder) for folder in folders]
     _warn_about_what_is_not_read(root, folders)
     all_files = [f for files in files_per_class for f in files]
-    fingerprint = _fingerprint(all_files, size, channels)
+    digest = hashlib.sha256(f"{size}:{channels}".encode())  # the cache's key: the file list and the shape
+    for file in all_files:
+        stat = file.stat()
+        # A name that is not UTF-8 (surrogate-escaped by Python) hashes as the bytes it is.
+        digest.update(
+            f"{file.parent.name}/{file.name}:{stat.st_size}:{stat.st_mtime_ns}".encode("utf-8", "surrogateescape")
+        )
+    fingerprint = digest.hexdigest()
     class_names = tuple(folder.name for folder in folders)
     counts = [len(files) for files in files_per_class]
     cache_path = root / f".ampgan-cache-{size}px-{channels}ch.npz"

@@ -73,10 +73,11 @@ def _read_idx(path: Path, magic: int, header_ints: int, item_bytes: int = 1) -> 
     return fields[1:], payload
 
 
-def load_mnist(data_dir: str | None, split: str = "train") -> ImageDataset:
+@register("mnist", uses=("data_dir",))
+def load_mnist(data: DataConfig, split: str, seed: int) -> ImageDataset:
     if split not in PREFIX:
         raise AmpganError(f"MNIST has the splits train and test, not {split!r}")
-    root = require_data_dir(data_dir, "mnist", False)
+    root = require_data_dir(data.data_dir, "mnist", False)
     images_path = _find(root, f"{PREFIX[split]}-images-idx3-ubyte")
     labels_path = _find(root, f"{PREFIX[split]}-labels-idx1-ubyte")
     (label_count,), label_bytes = _read_idx(labels_path, 0x00000801, 1)
@@ -92,15 +93,14 @@ def load_mnist(data_dir: str | None, split: str = "train") -> ImageDataset:
     labels = torch.from_numpy(np.frombuffer(label_bytes, dtype=np.uint8).astype(np.int64))
     if len(labels) and int(labels.max()) > 9:
         raise AmpganError(f"{labels_path} has the label {int(labels.max())}, but MNIST's are 0-9: wrong file")
-    source = {
-        "name": "mnist",
-        "split": split,
-        "origin": str(root),
-        "sha256": {p.name: file_digest(p) for p in (images_path, labels_path)},
-    }
-    return ImageDataset(images, labels, tuple(str(d) for d in range(10)), source)
-
-
-@register("mnist", uses=("data_dir",))
-def _mnist(data: DataConfig, split: str, seed: int) -> ImageDataset:
-    return load_mnist(data.data_dir, split)
+    return ImageDataset(
+        images,
+        labels,
+        tuple(str(d) for d in range(10)),
+        {
+            "name": "mnist",
+            "split": split,
+            "origin": str(root),
+            "sha256": {p.name: file_digest(p) for p in (images_path, labels_path)},
+        },
+    )

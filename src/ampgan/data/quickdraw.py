@@ -47,23 +47,17 @@ def _open_bitmaps(path: Path) -> np.ndarray:
     return array
 
 
-def load_quickdraw(
-    data_dir: str | None,
-    classes: tuple[str, ...] | None = None,
-    max_per_class: int | None = None,
-    split: str = "train",
-    seed: int = 0,
-    download_missing: bool = False,
-) -> ImageDataset:
+@register("quickdraw", uses=("data_dir", "download", "classes", "max_per_class"))
+def load_quickdraw(data: DataConfig, split: str, seed: int) -> ImageDataset:
     if split not in ("train", "test"):
         raise AmpganError(f"Quick, Draw! has the splits train and test, not {split!r}")
-    root = require_data_dir(data_dir, "quickdraw", download_missing)
-    classes = tuple(classes or STUDY_CLASSES)
-    max_per_class = max_per_class or DEFAULT_MAX_PER_CLASS
+    root = require_data_dir(data.data_dir, "quickdraw", data.download)
+    classes = tuple(data.class_list or STUDY_CLASSES)
+    max_per_class = data.max_per_class or DEFAULT_MAX_PER_CLASS
     paths = [root / f"{name}.npy" for name in classes]
     for name, path in zip(classes, paths):
         if not path.is_file():
-            if download_missing:
+            if data.download:
                 download(class_url(name), path)
             else:
                 known = sorted({p.stem for p in root.glob("*.npy")} | set(STUDY_CLASSES))
@@ -85,19 +79,18 @@ def load_quickdraw(
         block = np.asarray(bitmaps[:rows])[chosen]  # reads only the first `rows` rows from disk
         images.append(torch.from_numpy(block.reshape(-1, 1, 28, 28).copy()))
         labels.append(torch.full((len(chosen),), label, dtype=torch.int64))
-    source = {
-        "name": "quickdraw",
-        "split": split,
-        "origin": str(root),
-        "classes": list(classes),
-        "max_per_class": max_per_class,
-        "split_seed": seed,
-        "sha256": checksums,
-        "manifest": manifest,
-    }
-    return ImageDataset(torch.cat(images), torch.cat(labels), classes, source)
-
-
-@register("quickdraw", uses=("data_dir", "download", "classes", "max_per_class"))
-def _quickdraw(data: DataConfig, split: str, seed: int) -> ImageDataset:
-    return load_quickdraw(data.data_dir, data.class_list, data.max_per_class, split, seed, data.download)
+    return ImageDataset(
+        torch.cat(images),
+        torch.cat(labels),
+        classes,
+        {
+            "name": "quickdraw",
+            "split": split,
+            "origin": str(root),
+            "classes": list(classes),
+            "max_per_class": max_per_class,
+            "split_seed": seed,
+            "sha256": checksums,
+            "manifest": manifest,
+        },
+    )

@@ -12,6 +12,7 @@ from __future__ import annotations
 import inspect
 import math
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from ampgan.errors import AmpganError, ConfigError
@@ -26,8 +27,11 @@ def option_parameters(builder: Callable) -> tuple[dict[str, inspect.Parameter], 
         inspect.Parameter.POSITIONAL_OR_KEYWORD,
     ):
         raise TypeError("a model function takes the data description as its first (positional) argument")
-    named = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
-    options = {parameter.name: parameter for parameter in parameters[1:] if parameter.kind in named}
+    options = {
+        parameter.name: parameter
+        for parameter in parameters[1:]
+        if parameter.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    }
     return options, any(parameter.kind is inspect.Parameter.VAR_KEYWORD for parameter in parameters[1:])
 
 
@@ -90,21 +94,18 @@ def is_whole(value, minimum: int) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= minimum
 
 
+def _require(accept: Callable[[Any], bool], requirement: str, **options) -> None:
+    for name, value in options.items():
+        if not accept(value):
+            raise ConfigError(f"model.{name}", f"{requirement}, got {value!r}")
+
+
 # Range checks a model function calls on its own options (`require_whole(width=width, z_dim=z_dim)`); each
 # names the option by its config path.
-def require_whole(**options) -> None:
-    for name, value in options.items():
-        if not is_whole(value, 1):
-            raise ConfigError(f"model.{name}", f"must be a whole number of at least 1, got {value!r}")
-
-
-def require_non_negative(**options) -> None:
-    for name, value in options.items():
-        if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
-            raise ConfigError(f"model.{name}", f"must be 0 or more, got {value!r}")
-
-
-def require_fraction(**options) -> None:
-    for name, value in options.items():
-        if not (isinstance(value, (int, float)) and 0 < value <= 1):
-            raise ConfigError(f"model.{name}", f"must be in (0, 1], got {value!r}")
+require_whole = partial(_require, lambda value: is_whole(value, 1), "must be a whole number of at least 1")
+require_non_negative = partial(
+    _require, lambda value: isinstance(value, (int, float)) and math.isfinite(value) and value >= 0, "must be 0 or more"
+)
+require_fraction = partial(
+    _require, lambda value: isinstance(value, (int, float)) and 0 < value <= 1, "must be in (0, 1]"
+)

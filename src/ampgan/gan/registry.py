@@ -31,7 +31,7 @@ from typing import Any
 import torch
 
 from ampgan.data.registry import registry_of
-from ampgan.errors import AmpganError, ConfigError, name_as_text
+from ampgan.errors import AmpganError, ConfigError, first_words, name_as_text
 from ampgan.files.jsonfile import refuse_unless_regular_file
 from ampgan.gan.contract import BUILT_IN, GAN, DataSpec, check_gan
 from ampgan.gan.layers import keep_in_fp32
@@ -54,17 +54,6 @@ def model_names() -> list[str]:
 
 
 _IN_PROCESS: dict[str, tuple[Callable, str]] = {}  # "python:NAME" -> (model function, its source's digest)
-
-
-def refuse_unless_consented(name: str) -> None:
-    """One line, before any import, for a model that is not built in and that nobody named."""
-    if name in _built_in() or name.startswith("python:") or ":" not in name or import_consented(name):
-        return
-    raise UntrustedModel(
-        f"model {name} is not built in and was named by a file, not by you: building it imports "
-        f"and runs that code, which ampgan never does on a file's word; read the code, then name it "
-        f"yourself with --model {shlex.quote(name)} (or pass --trust-model)"
-    )
 
 
 def model_name_for(function: Callable) -> str:
@@ -113,7 +102,8 @@ class ModelRecipe:
             raise
         except Exception as error:  # noqa: BLE001 - the user's code failing is one line naming it
             raise AmpganError(
-                f"{origin} raised {type(error).__name__}: {_first_line(error)}{_where(error)}: fix the model function"
+                f"{origin} raised {type(error).__name__}: {first_words(str(error))}{_where(error)}: fix the model "
+                "function"
             ) from None
         gan = check_gan(gan, origin)
         gan.name = self.name
@@ -148,11 +138,7 @@ def resolve_model(name: str, given_options: dict[str, Any]) -> ModelRecipe:
 
 
 def _find_builder(name: str) -> tuple[Callable, Path | None]:
-    if not isinstance(name, str) or not name.strip():
-        raise ConfigError(
-            "model.name",
-            "is empty: name a built-in model (" + ", ".join(model_names()) + ") or path/to/file.py:FUNCTION",
-        )
+    """`name`: a config's model.name, which ModelConfig has checked is a name (not empty)."""
     built_in = _built_in()
     if name.startswith("python:"):
         if name not in _IN_PROCESS:
@@ -172,7 +158,12 @@ def _find_builder(name: str) -> tuple[Callable, Path | None]:
     where, _, function_name = name.rpartition(":")
     if not function_name.isidentifier():
         raise ConfigError("model.name", f"{name!r}: {function_name!r} after the colon is not a function name")
-    refuse_unless_consented(name)
+    if not import_consented(name):  # one line, before any import, for a model (not built in) nobody named
+        raise UntrustedModel(
+            f"model {name} is not built in and was named by a file, not by you: building it imports "
+            f"and runs that code, which ampgan never does on a file's word; read the code, then name it "
+            f"yourself with --model {shlex.quote(name)} (or pass --trust-model)"
+        )
     module = _import_file(where) if where.endswith(".py") or "/" in where else _import_module(where)
     builder = getattr(module, function_name, None)
     if builder is None:
@@ -216,7 +207,7 @@ def _import_file(path_text: str):
         if isinstance(error, KeyboardInterrupt):
             raise
         raise AmpganError(
-            f"importing {path} failed: {type(error).__name__}: {_first_line(error)}{_where(error, resolved)}"
+            f"importing {path} failed: {type(error).__name__}: {first_words(str(error))}{_where(error, resolved)}"
         ) from None
     return module
 
@@ -230,7 +221,7 @@ def _import_module(name: str):
         ) from None
     except Exception as error:  # noqa: BLE001
         raise AmpganError(
-            f"importing {name} failed: {type(error).__name__}: {_first_line(error)}{_where(error)}"
+            f"importing {name} failed: {type(error).__name__}: {first_words(str(error))}{_where(error)}"
         ) from None
 
 
@@ -241,11 +232,6 @@ def _sha256_of(path: Path | None) -> str:
         return hashlib.sha256(path.read_bytes()).hexdigest()
     except OSError:
         return ""
-
-
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip().splitlines()
-    return (text[0] if text else type(error).__name__)[:300]
 
 
 def _where(error: BaseException, path: Path | None = None) -> str:

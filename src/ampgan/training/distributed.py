@@ -68,7 +68,7 @@ def _env_int(name: str) -> int:
 def join_process_group(device_request: str) -> torch.device | None:
     """Under torchrun: join the process group it set up and return this rank's device.
     Outside torchrun: nothing to join, None (the caller resolves the device itself)."""
-    global _world
+    global _world, _control_group
     if not launched_by_torchrun():
         return None
     rank, size = _env_int("RANK"), _env_int("WORLD_SIZE")
@@ -92,7 +92,6 @@ def join_process_group(device_request: str) -> torch.device | None:
         backend = "gloo"
         # N processes on one machine share its cores: give each its share, never more threads than cores.
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // local_size))
-    global _control_group
     if not dist.is_initialized():
         timeout = dt.timedelta(seconds=env_value("AMPGAN_COLLECTIVE_TIMEOUT_S"))
         dist.init_process_group(backend=backend, rank=rank, world_size=size, timeout=timeout)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import copy
 
 import torch
-from torch import nn
 
 from ampgan.errors import AmpganError, first_words
 from ampgan.gan.contract import GAN
@@ -39,12 +38,6 @@ def attach_average(gan: GAN) -> None:
     gan.averaged_generator = average.eval()
 
 
-def _pairs(average: nn.Module, source: nn.Module) -> tuple[list, list]:
-    ours, theirs = dict(average.named_parameters()), dict(source.named_parameters())
-    buffers_ours, buffers_theirs = dict(average.named_buffers()), dict(source.named_buffers())
-    return [(ours[n], theirs[n]) for n in ours], [(buffers_ours[n], buffers_theirs[n]) for n in buffers_ours]
-
-
 @torch.no_grad()
 def update_average(gan: GAN, step: int) -> None:
     """After the step that made the step count `step`: average = decay x average + (1 - decay) x G, at the
@@ -52,7 +45,10 @@ def update_average(gan: GAN, step: int) -> None:
     average = gan.averaged_generator
     if average is None or not gan.ema.due(step):
         return
-    parameters, buffers = _pairs(average, gan.generator)
+    # (the average's, G's) of each parameter and each buffer, by name
+    theirs, theirs_buffers = dict(gan.generator.named_parameters()), dict(gan.generator.named_buffers())
+    parameters = [(mine, theirs[name]) for name, mine in average.named_parameters()]
+    buffers = [(mine, theirs_buffers[name]) for name, mine in average.named_buffers()]
     floating = [(a, g) for a, g in parameters if a.is_floating_point()]
     if floating:
         # lerp: a + (1 - decay) (g - a), one multi-tensor kernel for every parameter

@@ -74,13 +74,13 @@ class FaultMonitor:
         """A sentence saying why the run must stop, or None."""
         if not self.uses_loss_scaling:
             bad = [name for name in ("loss_d", "loss_g") if not math.isfinite(record[name])]
-            if bad:
-                return (
-                    f"{' and '.join(bad)} became non-finite (NaN or inf) by step {record['step']}: "
-                    "lower the learning rate (--set optim.lr_g=... --set optim.lr_d=...), or train in fp32 if "
-                    "this was bf16"
-                )
-            return None
+            return (
+                f"{' and '.join(bad)} became non-finite (NaN or inf) by step {record['step']}: "
+                "lower the learning rate (--set optim.lr_g=... --set optim.lr_d=...), or train in fp32 if "
+                "this was bf16"
+                if bad
+                else None
+            )
         if self.static_scale and record["step"] >= self.rules.static_steps:
             for network, total, updates in (
                 ("D", "skipped_d_total", self.d_updates_per_step),

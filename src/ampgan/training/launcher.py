@@ -72,7 +72,15 @@ def launch_on_this_machine(nproc: int, argv: list[str], target: list[str] | None
                 os.environ[RECEIPTS_ENV] = before
         silent = [rank for rank in range(nproc) if not (Path(receipts) / f"rank-{rank}").exists()]
     if silent:
-        say(f"error: {describe_silent(silent, target)}", err=True)
+        # Ranks that exited 0 without finishing ampgan's command: what they ran was not ampgan's.
+        who = f"rank {silent[0]}" if len(silent) == 1 else f"ranks {', '.join(map(str, silent))}"
+        ran = " ".join(target) if target else "python -P -m ampgan"
+        say(
+            f"error: {who} exited without finishing the command, so nothing was trained or written by them: "
+            f"'{ran}' did not run this ampgan; check which one it imports with: python -P -c 'import ampgan; "
+            "print(ampgan.__file__)'",
+            err=True,
+        )
         return 1
     return 0
 
@@ -85,13 +93,3 @@ def finished_command() -> None:
             (Path(folder) / f"rank-{int(rank)}").touch()
         except OSError:
             pass  # the launcher is gone or its folder with it: nobody to tell
-
-
-def describe_silent(ranks: list[int], target: list[str] | None = None) -> str:
-    """Ranks that exited 0 without finishing ampgan's command: what they ran was not ampgan's."""
-    who = f"rank {ranks[0]}" if len(ranks) == 1 else f"ranks {', '.join(map(str, ranks))}"
-    ran = " ".join(target) if target else "python -P -m ampgan"
-    return (
-        f"{who} exited without finishing the command, so nothing was trained or written by them: '{ran}' did "
-        "not run this ampgan; check which one it imports with: python -P -c 'import ampgan; print(ampgan.__file__)'"
-    )

@@ -49,18 +49,30 @@ DEFAULT_STEPS = 1000  # when neither --steps nor --time-budget is given
 FAILED_APPLICATIONS_TO_STOP = 8
 
 
-class FailingUpdates:
-    """Per extra update, how many of its latest applications in a row were skipped or non-finite: counted
-    on the device (no sync per step), read at the log points."""
+class MetricWindow:
+    """Sums step metrics on the device between log points; flush() averages and reads them. Per extra
+    update it also counts how many of its latest applications in a row were skipped or non-finite (on the
+    device, no sync per step; read at the log points by failing_reason)."""
 
     def __init__(self) -> None:
         self._streaks: dict[str, torch.Tensor] = {}
+        self._sums: dict[str, torch.Tensor] = {}
+        self._counts: dict[str, int] = {}  # a lazy update's metrics appear only on the steps it runs
+        self.count = 0
+        self.skipped_total = {"skipped_d": 0, "skipped_g": 0}
+        self.last_skipped = 0  # optimizer updates skipped in the window just flushed (D and G)
 
-    def add(self, name: str, failed: torch.Tensor) -> None:
-        streak = self._streaks.get(name)
-        self._streaks[name] = failed.clone() if streak is None else (streak + 1) * failed
+    def add(self, metrics: dict[str, torch.Tensor]) -> None:
+        for name, value in metrics.items():
+            if name.startswith(FAILED):
+                streak = self._streaks.get(name[len(FAILED) :])
+                self._streaks[name[len(FAILED) :]] = value.clone() if streak is None else (streak + 1) * value
+                continue
+            self._sums[name] = self._sums[name] + value if name in self._sums else value.clone()
+            self._counts[name] = self._counts.get(name, 0) + 1
+        self.count += 1
 
-    def reason(self, step: int, precision: str) -> str | None:
+    def failing_reason(self, step: int, precision: str) -> str | None:
         """Why the run must stop, or None; the same answer on every rank (all must have failed)."""
         failing = average_over_ranks(
             {name: (streak >= FAILED_APPLICATIONS_TO_STOP).float() for name, streak in self._streaks.items()}
@@ -74,27 +86,6 @@ class FailingUpdates:
             "down; 'ampgan preflight --model ...' names the cause (a penalty given a pre-summed tensor or taken "
             "from the scaled score: pass ctx.input_gradients the unreduced outputs)"
         )
-
-
-class MetricWindow:
-    """Sums step metrics on the device between log points; flush() averages and reads them."""
-
-    def __init__(self) -> None:
-        self.failing = FailingUpdates()
-        self._sums: dict[str, torch.Tensor] = {}
-        self._counts: dict[str, int] = {}  # a lazy update's metrics appear only on the steps it runs
-        self.count = 0
-        self.skipped_total = {"skipped_d": 0, "skipped_g": 0}
-        self.last_skipped = 0  # optimizer updates skipped in the window just flushed (D and G)
-
-    def add(self, metrics: dict[str, torch.Tensor]) -> None:
-        for name, value in metrics.items():
-            if name.startswith(FAILED):
-                self.failing.add(name[len(FAILED) :], value)
-                continue
-            self._sums[name] = self._sums[name] + value if name in self._sums else value.clone()
-            self._counts[name] = self._counts.get(name, 0) + 1
-        self.count += 1
 
     def flush(self, state: TrainState) -> dict:
         values = {name: total.item() for name, total in average_over_ranks(self._sums).items()}
@@ -200,8 +191,11 @@ def saved_rngs_for(saved: dict, rank: int, world_size: int) -> dict:
     return rngs[rank] if progress["data"]["world_size"] == world_size == len(rngs) else rngs[0]
 
 
-def build_run_state(prepared: PreparedRun, resume_from: dict | None, origin: str = "") -> RunState:
-    """A fresh RunState, or the one `resume_from` (a loaded checkpoint) saved, with this run's seed scheme."""
+def build_run_state(
+    prepared: PreparedRun, resume_from: dict | None, run_dir: Path, refuse_spent_budget: bool = False
+) -> RunState:
+    """A fresh RunState, or the one `resume_from` (a loaded checkpoint of `run_dir`) saved, with this run's
+    seed scheme. `refuse_spent_budget`: see run_training."""
     config, policy, ranks = prepared.config, prepared.policy, world()
     scheme = resume_from["seed_scheme"] if resume_from is not None else CURRENT_SCHEME
     train = build_train_state(config, prepared.model, prepared.data, policy, rank=ranks.rank, seed_scheme=scheme)
@@ -217,11 +211,24 @@ def build_run_state(prepared: PreparedRun, resume_from: dict | None, origin: str
     )
     state = RunState(config=config, train=train, stream=stream, seed_scheme=scheme)
     if resume_from is not None:
-        not_restored = state.load_state_dict(resume_from, origin)
+        not_restored = state.load_state_dict(resume_from, f"the checkpoint in {run_dir}")
         if not_restored and ranks.is_main:
             warn(
                 f"resumed with everything but {'; '.join(not_restored)}: training continues correctly, but its "
                 "losses will not match an uninterrupted run's"
+            )
+        # A resumed run whose budget is already spent would train nothing and exit 0: say so instead. Budgets
+        # count the whole run (steps from 0, training time since its start), not this resumption.
+        budget = Budget.of(config)
+        if refuse_spent_budget and budget.spent(train.step, state.train_seconds):
+            spent = (
+                f"{train.step} steps"
+                if budget.steps is not None and train.step >= budget.steps
+                else f"{state.train_seconds:.0f} s of training"
+            )
+            raise AmpganError(
+                f"{run_dir} has already trained {spent}, all of the budget asked for (it counts the whole "
+                "run from its start): resume with a larger --steps or --time-budget"
             )
     wrap_modules(train, compile=config.compute.compile, sync_batch_norm=config.compute.sync_bn)
     return state
@@ -239,21 +246,6 @@ class Budget:
     def spent(self, step: int, train_seconds: float) -> bool:
         return (self.steps is not None and step >= self.steps) or (
             self.seconds is not None and train_seconds >= self.seconds
-        )
-
-
-def refuse_a_spent_budget(budget: Budget, state: RunState, run_dir: Path) -> None:
-    """A resumed run whose budget is already spent would train nothing and exit 0: say so instead. Budgets
-    count the whole run (steps from 0, training time since its start), not this resumption."""
-    if budget.spent(state.train.step, state.train_seconds):
-        spent = (
-            f"{state.train.step} steps"
-            if budget.steps is not None and state.train.step >= budget.steps
-            else f"{state.train_seconds:.0f} s of training"
-        )
-        raise AmpganError(
-            f"{run_dir} has already trained {spent}, all of the budget asked for (it counts the whole "
-            "run from its start): resume with a larger --steps or --time-budget"
         )
 
 
@@ -315,10 +307,8 @@ def run_training(
     # From here a signal only asks to stop: one that arrives while the state is built or compiled is acted
     # on right after the step-0 checkpoint, so the run can still be resumed.
     with stop_on_signals() as stop_request:
-        state = build_run_state(prepared, resume_from, origin=f"the checkpoint in {run_dir}")
+        state = build_run_state(prepared, resume_from, run_dir, refuse_spent_budget)
         ranks = world()
-        if resume_from is not None and refuse_spent_budget:
-            refuse_a_spent_budget(Budget.of(prepared.config), state, run_dir)
         writer = (
             RunWriter(run_dir, prepared, state.train, ranks.size, state.train.step if resume_from is not None else None)
             if ranks.is_main
@@ -420,7 +410,9 @@ class _Loop:
             [
                 bool(stop_request),
                 self.budget.spent(train.step, seconds_so_far),
-                self.checkpoint_due_by_time(seconds_so_far),
+                # a checkpoint due by training time (checkpoints.every_s)
+                self.config.checkpoints.every_s is not None
+                and seconds_so_far - self.last_checkpoint["seconds"] >= self.config.checkpoints.every_s,
             ]
         )
         checkpoint_due = checkpoint_by_time or (
@@ -463,7 +455,7 @@ class _Loop:
             self.next_line_at = state.train_seconds + LOG_LINE_EVERY_S
         reason = (
             self.faults.check(record, steps_in_window, state.window.last_skipped)
-            or state.window.failing.reason(train.step, train.policy.describe())
+            or state.window.failing_reason(train.step, train.policy.describe())
             or self.faults.check_weights({"G": train.generator, "D": train.discriminator}, train.step)
         )
         if reason:
@@ -484,10 +476,6 @@ class _Loop:
         self.state.wall_seconds += wall
         self.state.train_seconds += self.charge if self.charge is not None else wall
         self.threads.step(wall, self.state.train.step)
-
-    def checkpoint_due_by_time(self, train_seconds: float) -> bool:
-        every = self.config.checkpoints.every_s
-        return every is not None and train_seconds - self.last_checkpoint["seconds"] >= every
 
     def save_checkpoint(self) -> None:
         self.writer.save_checkpoint(self.state.state_dict())  # collective: every rank takes part

@@ -34,12 +34,6 @@ def release_memory(device: torch.device) -> None:
         torch.cuda.empty_cache()
 
 
-def requested_bytes(error: BaseException) -> int:
-    """The allocation that failed, as the CUDA caching allocator's message gives it (0 if it does not)."""
-    found = _TRIED.search(str(error))
-    return int(float(found.group(1)) * _UNITS[found.group(2)]) if found else 0
-
-
 def batch_that_fits(batch_size: int, needed_bytes: int, total_bytes: int) -> int:
     """The largest power of two below `batch_size` whose share of `needed_bytes` (a lower bound on what
     the step at `batch_size` needs) fits in USABLE_SHARE of `total_bytes`; at least 1."""
@@ -59,7 +53,9 @@ def out_of_memory_error(
 ) -> AmpganError:
     """One line for an out-of-memory failure of `what` at `batch_size` on `device`, naming a batch size to try."""
     if device.type == "cuda":
-        needed = torch.cuda.max_memory_allocated(device) + requested_bytes(error)  # its peak, and what failed
+        # Its peak, and the allocation that failed as the CUDA caching allocator's message gives it (if it does).
+        tried = _TRIED.search(str(error))
+        needed = torch.cuda.max_memory_allocated(device) + (int(float(tried[1]) * _UNITS[tried[2]]) if tried else 0)
         total = torch.cuda.get_device_properties(device).total_memory
         fits = batch_that_fits(batch_size, needed, total)
         return AmpganError(

@@ -51,7 +51,7 @@ class PrecisionPolicy:
         are the same every step, so the first step of each shape tries cuDNN's algorithms and keeps the
         fastest (without it every precision is timed on cuDNN's heuristic pick, which favours none of them
         reliably). Decisions and the bench discard those first steps. The autotuner's pick may differ
-        between processes, so runs are not bit-identical on CUDA unless deterministic_requested()."""
+        between processes, so runs are not bit-identical on CUDA unless determinism is asked for."""
         allow_tf32 = self.device.type == "cuda" and self.mode.tf32_matmul
         # Matrix products on every backend: "highest" is strict FP32 (a caller's "medium" would let oneDNN
         # run them in bf16 on a CPU); "high" lets cuBLAS use TF32.
@@ -60,7 +60,9 @@ class PrecisionPolicy:
             return
         torch.backends.cuda.matmul.allow_tf32 = allow_tf32
         torch.backends.cudnn.allow_tf32 = allow_tf32  # convolutions: cuDNN's own switch, on by default
-        if deterministic_requested():
+        # AMPGAN_DETERMINISTIC=1, or torch.use_deterministic_algorithms(True) set by the caller: the same
+        # kernels every time on CUDA (no cuDNN autotuning, deterministic algorithms), at some speed.
+        if env_value(DETERMINISTIC_ENV) or torch.are_deterministic_algorithms_enabled():
             # Same kernels in every process, so a resumed run repeats the uninterrupted one bit for bit.
             torch.backends.cudnn.benchmark = False
             torch.backends.cudnn.deterministic = True
@@ -90,12 +92,6 @@ class PrecisionPolicy:
 
 
 DETERMINISTIC_ENV = "AMPGAN_DETERMINISTIC"
-
-
-def deterministic_requested() -> bool:
-    """AMPGAN_DETERMINISTIC=1, or torch.use_deterministic_algorithms(True) set by the caller: the same
-    kernels every time on CUDA (no cuDNN autotuning, deterministic algorithms), at some speed."""
-    return env_value(DETERMINISTIC_ENV) or torch.are_deterministic_algorithms_enabled()
 
 
 # Every process-wide switch that decides which kernels an fp32 operation may use, as (object, attribute),

@@ -62,20 +62,6 @@ def resolve_config(config: TrainConfig, dataset: ImageDataset) -> tuple[TrainCon
     return config.with_fields(changes), recipe, gan, data
 
 
-def _refuse_a_grid_that_cannot_fit(per_class: int, data: DataSpec, conditional: bool, z_dim: int) -> None:
-    """The sample grid is drawn at once: its noise, G's fp32 output, its copy in [0, 1] and the uint8 grid."""
-    images = (data.num_classes if conditional else per_class) * per_class
-    bytes_each = data.channels * data.image_size**2 * (4 + 4 + 1) + 4 * z_dim
-    fits = largest_count(bytes_each)  # images
-    largest = fits // data.num_classes if conditional else math.isqrt(fits)
-    refuse_unless_it_fits(
-        f"logging.samples_per_class={per_class}",
-        images * bytes_each,
-        f"a sample grid of {images} images, drawn at once",
-        f"use --set logging.samples_per_class={largest} or fewer",
-    )
-
-
 def prepare_run(
     config: TrainConfig, dataset: ImageDataset | None = None, device: torch.device | None = None
 ) -> PreparedRun:
@@ -102,7 +88,18 @@ def prepare_run(
             policy.mode.compute_dtype.itemsize,
             world().local_size if device.type == "cpu" else 1,
         )
-    _refuse_a_grid_that_cannot_fit(config.logging.samples_per_class, data, gan.conditional, gan.z_dim)
+    # The sample grid is drawn at once: its noise, G's fp32 output, its copy in [0, 1] and the uint8 grid.
+    per_class = config.logging.samples_per_class
+    images = (data.num_classes if gan.conditional else per_class) * per_class
+    bytes_each = data.channels * data.image_size**2 * (4 + 4 + 1) + 4 * gan.z_dim
+    fits = largest_count(bytes_each)  # images
+    largest = fits // data.num_classes if gan.conditional else math.isqrt(fits)
+    refuse_unless_it_fits(
+        f"logging.samples_per_class={per_class}",
+        images * bytes_each,
+        f"a sample grid of {images} images, drawn at once",
+        f"use --set logging.samples_per_class={largest} or fewer",
+    )
     message = alignment_warning({"G": gan.generator, "D": gan.discriminator}, data)
     if message:
         warn(message)

@@ -44,19 +44,17 @@ class TrainState:
     # Updates with an optimizer of their own (gan.Update with `optimizer`), by name.
     extra_optimizers: dict[str, torch.optim.Optimizer] = field(default_factory=dict)
     extra_scalers: dict[str, LossScaler] = field(default_factory=dict)
-    # What the step calls: the plain modules, or their torch.compile'd and/or DDP wrappers (kept
-    # apart so checkpoints always hold the plain modules' state dicts). A network that is frozen in an
-    # update runs without DDP (`*_unwrapped`: compiled or plain): no gradient of its is reduced there.
-    run_generator: Callable | None = None
-    run_discriminator: Callable | None = None
-    run_generator_unwrapped: Callable | None = None
-    run_discriminator_for_g: Callable | None = None
+    # What the step calls: the plain modules (as built), or their torch.compile'd and/or DDP wrappers
+    # (wrap_modules; kept apart so checkpoints always hold the plain modules' state dicts). A network that is
+    # frozen in an update runs without DDP (`*_unwrapped`: compiled or plain): no gradient of its is reduced there.
+    run_generator: Callable = field(init=False)
+    run_discriminator: Callable = field(init=False)
+    run_generator_unwrapped: Callable = field(init=False)
+    run_discriminator_for_g: Callable = field(init=False)
 
     def __post_init__(self) -> None:
-        self.run_generator = self.run_generator or self.generator
-        self.run_discriminator = self.run_discriminator or self.discriminator
-        self.run_generator_unwrapped = self.run_generator_unwrapped or self.run_generator
-        self.run_discriminator_for_g = self.run_discriminator_for_g or self.run_discriminator
+        self.run_generator = self.run_generator_unwrapped = self.generator
+        self.run_discriminator = self.run_discriminator_for_g = self.discriminator
 
     @property
     def generator(self) -> torch.nn.Module:
@@ -75,8 +73,7 @@ class TrainState:
             self.run_generator_unwrapped,
             self.run_discriminator_for_g,
         )
-        self.run_generator = self.run_generator_unwrapped = self.generator
-        self.run_discriminator = self.run_discriminator_for_g = self.discriminator
+        self.__post_init__()  # the plain modules, as built
         try:
             yield self
         finally:
@@ -227,11 +224,10 @@ def build_train_state(
     for network in (gan.generator, gan.discriminator):
         network.to(device, memory_format=layout)
     attach_average(gan)  # after G is placed: the average lives where G does, never in an optimizer
-    networks = {"generator": gan.generator, "discriminator": gan.discriminator}
     extra_optimizers, extra_scalers = {}, {}
     for update in gan.extra_updates:
         if update.optimizer is not None:
-            parameters = [named for name in update.networks for named in trainable(networks[name])]
+            parameters = [named for name in update.networks for named in trainable(getattr(gan, name))]
             extra_optimizers[update.name] = make_adam(parameters, update.optimizer)
             extra_scalers[update.name] = LossScaler(policy)
     return TrainState(
@@ -357,12 +353,6 @@ def check_compile_runs_on(device: torch.device) -> None:
         )
 
 
-def allow_every_variant_of_the_step() -> None:
-    config = torch._dynamo.config
-    name = "recompile_limit" if hasattr(config, "recompile_limit") else "cache_size_limit"
-    setattr(config, name, max(getattr(config, name), RECOMPILE_LIMIT))
-
-
 def wrap_modules(
     state: TrainState, *, compile: bool, sync_batch_norm: bool = False, data_parallel: bool = True
 ) -> None:
@@ -384,7 +374,9 @@ def wrap_modules(
     if compile:
         check_compile_runs_on(state.policy.device)
         use_persistent_compile_cache()
-        allow_every_variant_of_the_step()
+        dynamo = torch._dynamo.config  # every variant of the step may compile (RECOMPILE_LIMIT)
+        limit = "recompile_limit" if hasattr(dynamo, "recompile_limit") else "cache_size_limit"
+        setattr(dynamo, limit, max(getattr(dynamo, limit), RECOMPILE_LIMIT))
         generator = torch.compile(generator, backend=compile_backend())
         discriminator = torch.compile(discriminator, backend=compile_backend())
     state.run_generator_unwrapped, state.run_discriminator_for_g = generator, discriminator

@@ -172,7 +172,7 @@ def train_step(state: TrainState, next_batch: Callable[[], Batch]) -> dict[str, 
             continue
         metrics[f"loss_{update.name}"], skipped = _extra_update(state, update, context, metrics, model)
         # 1 when this application changed nothing (skipped for overflow) or its loss is NaN/inf: the loop
-        # stops a run whose lazy update fails at every application (training/loop.py, FailingUpdates).
+        # stops a run whose lazy update fails at every application (training/loop.py, MetricWindow.failing_reason).
         non_finite = (~torch.isfinite(metrics[f"loss_{update.name}"])).float()
         metrics[f"{FAILED}{update.name}"] = torch.maximum(skipped, non_finite)
         if update.optimizer is not None:

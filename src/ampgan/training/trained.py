@@ -97,8 +97,13 @@ def class_samples(run: TrainedRun, label: int, count: int, seed: int) -> np.ndar
     device = next(generator_net.parameters()).device
     # Held at once: G's fp32 output, its copy in [0, 1], the uint8 images and the grid (a lower bound).
     bytes_each = math.prod(run.document["dataset"]["image_shape"]) * (4 + 4 + 1 + 1) + 4 * gan.z_dim
-    fix = f"use --n {largest_count(bytes_each, device)} or fewer"
-    refuse_unless_it_fits(f"--n {count}", count * bytes_each, "the samples, generated at once", fix, device)
+    refuse_unless_it_fits(
+        f"--n {count}",
+        count * bytes_each,
+        "the samples, generated at once",
+        f"use --n {largest_count(bytes_each, device)} or fewer",
+        device,
+    )
     z = gan.draw_z(count, torch.Generator().manual_seed(seed)).to(device)
     labels = torch.full((count,), label, dtype=torch.long, device=device) if gan.conditional else None
     return to_uint8(gan.to_unit_range(gan.generate(generator_net, z, labels).float()))
