@@ -6,14 +6,14 @@ from pathlib import Path
 
 import click
 
-from ampgan.cli.options import PositiveNumber
+from ampgan.cli.options import PositiveNumber, ShellPath
 from ampgan.errors import AmpganError, one_line, say
 from ampgan.runs.claim import claimed_folder, is_ampgan_folder
 from ampgan.system.gpus import gpu_table
 
 
 @click.command("cost")
-@click.argument("results", nargs=-1, type=click.Path(path_type=Path))
+@click.argument("results", nargs=-1, type=ShellPath())
 @click.option(
     "--instance", default=None, help="An instance from the price catalog, e.g. g4dn.xlarge or aws/p4d.24xlarge."
 )
@@ -24,7 +24,7 @@ from ampgan.system.gpus import gpu_table
     "--batches", type=PositiveNumber(), default=None, help="Cost this many batches (default 1e6, the study's)."
 )
 @click.option("--samples", type=PositiveNumber(), default=None, help="Cost this many samples instead of batches.")
-@click.option("--prices", type=click.Path(path_type=Path), default=None, help="Your own catalog CSV (same columns).")
+@click.option("--prices", type=ShellPath(), default=None, help="Your own catalog CSV (same columns).")
 @click.option(
     "--prices-from",
     default=None,
@@ -43,7 +43,7 @@ from ampgan.system.gpus import gpu_table
 @click.option("--list-instances", is_flag=True, help="Print the catalog and exit.")
 @click.option(
     "--out",
-    type=click.Path(path_type=Path),
+    type=ShellPath(),
     default=None,
     help="A new folder for cost.json/csv/fig3 (default: beside the first results file).",
 )
