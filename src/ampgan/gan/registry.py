@@ -251,12 +251,9 @@ def _import_file(path_text: str):
     try:
         with torch_settings_kept(f"importing {path}"):
             spec.loader.exec_module(module)
-    except AmpganError:
-        del sys.modules[module_name]
-        raise
     except BaseException as error:  # noqa: BLE001 - the user's file failing to import is one line
         del sys.modules[module_name]
-        if isinstance(error, KeyboardInterrupt):
+        if isinstance(error, (KeyboardInterrupt, AmpganError)):
             raise
         raise AmpganError(
             f"importing {path} failed: {type(error).__name__}: {_first_line(error)}{_where(error, resolved)}"
@@ -265,19 +262,17 @@ def _import_file(path_text: str):
 
 
 def _import_module(name: str):
-    try:
-        with torch_settings_kept(f"importing {name}"):
+    with torch_settings_kept(f"importing {name}"):
+        try:
             return importlib.import_module(name)
-    except AmpganError:
-        raise
-    except ModuleNotFoundError as error:
-        raise AmpganError(
-            f"cannot import {name} ({error}): give path/to/file.py:FUNCTION, or install the package"
-        ) from None
-    except Exception as error:  # noqa: BLE001
-        raise AmpganError(
-            f"importing {name} failed: {type(error).__name__}: {_first_line(error)}{_where(error)}"
-        ) from None
+        except ModuleNotFoundError as error:
+            raise AmpganError(
+                f"cannot import {name} ({error}): give path/to/file.py:FUNCTION, or install the package"
+            ) from None
+        except Exception as error:  # noqa: BLE001
+            raise AmpganError(
+                f"importing {name} failed: {type(error).__name__}: {_first_line(error)}{_where(error)}"
+            ) from None
 
 
 def _sha256_of(path: Path | None) -> str:
