@@ -144,6 +144,21 @@ def test_an_existing_run_folder_is_never_touched_without_overwrite(tmp_path, cap
     assert json.loads((tmp_path / "mine" / "config.json").read_text())["config"]["budget"]["steps"] == 2
 
 
+def test_a_tilde_the_shell_left_alone_is_the_home_folder(tmp_path, capsys, monkeypatch):
+    """`--out=~/run` is one word, which the shell does not expand: ampgan does, for every path it is given
+    (written to, resumed, read), instead of making a folder named '~' in the current one."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    (tmp_path / "home").mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    assert run_cli(capsys, "train", *TINY, "--steps", "1", "--out=~/run")[0] == 0
+    assert run_cli(capsys, "train", "--resume", "~/run", "--steps", "2", "--quiet")[0] == 0
+    code, _, err = run_cli(capsys, "data", "grid", "synthetic", "--per-class", "1", "--out", "~/grid.png")
+    assert code == 0, err
+    assert (tmp_path / "home" / "run" / "checkpoints" / "step-000002.pt").exists()
+    assert (tmp_path / "home" / "grid.png").exists() and list((tmp_path / "elsewhere").iterdir()) == []
+
+
 def test_misaligned_width_warns_in_one_line(tmp_path, capsys):
     code, _, err = run_cli(capsys, "train", *TINY, "--width", "12", "--dry-run")
     assert code == 0

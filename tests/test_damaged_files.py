@@ -136,6 +136,36 @@ def test_a_damaged_checkpoint_is_one_line_and_exit_2(originals, tmp_path, capsys
     assert latest.name in err
 
 
+@pytest.mark.parametrize(
+    "obstruction", ["metrics.jsonl", "generator.safetensors", "samples/step-000008.png", "samples as a file"]
+)
+def test_a_folder_or_file_in_the_way_of_a_write_is_one_line_and_keeps_the_run(originals, tmp_path, capsys, obstruction):
+    """A folder where ampgan writes a file (or a file where it writes a folder) stops the resumed run with one
+    line saying to move it, not a traceback or 'free space'; the checkpoints it had are untouched."""
+    folder = tmp_path / "copy"
+    shutil.copytree(originals / "run", folder)
+    if obstruction == "samples as a file":
+        shutil.rmtree(folder / "samples")
+        (folder / "samples").write_text("mine")
+    else:
+        (folder / obstruction).unlink(missing_ok=True)
+        (folder / obstruction).mkdir(parents=True)
+    kept = {path: path.read_bytes() for path in (folder / "checkpoints").iterdir()}
+    code, _, err = run_cli(capsys, "train", "--resume", str(folder), "--steps", "8")
+    lines = [line for line in err.splitlines() if line.startswith("error:")]
+    assert code == 2 and len(lines) == 1 and "move what stands in its way" in lines[0], err
+    assert "Traceback" not in err and all(path.read_bytes() == data for path, data in kept.items())
+
+
+def test_a_manifest_line_that_is_not_a_record_leaves_what_it_named_unproven(originals, tmp_path, capsys):
+    folder = tmp_path / "copy"
+    shutil.copytree(originals / "run", folder)
+    with open(folder / ".ampgan-written.jsonl", "a") as manifest:
+        manifest.write('[1, 2]\n"text"\n{"path": ["a"], "size": 1, "sha256": "x"}\n')
+    code, _, err = run_cli(capsys, "train", "--resume", str(folder), "--steps", "6")
+    assert code == 0 and "Traceback" not in err, err
+
+
 def test_a_damaged_quickdraw_manifest_is_one_line(tmp_path, capsys):
     from fixtures import write_quickdraw
 

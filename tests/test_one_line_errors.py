@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import warnings
 from pathlib import Path
 
@@ -298,12 +299,12 @@ class Interrupt:
     def find_spec(self, name, path=None, target=None):
         if name == sys.argv[1]:
             sys.meta_path.remove(self)
-            os.kill(os.getpid(), signal.SIGINT)
+            os.kill(os.getpid(), getattr(signal, sys.argv[2]))
         return None
 
 sys.meta_path.insert(0, Interrupt())
 from {entry} import main
-sys.exit(main(sys.argv[2:]))
+sys.exit(main(sys.argv[3:]))
 """
 
 
@@ -315,7 +316,8 @@ sys.exit(main(sys.argv[2:]))
         ("ampgan.quality.assess", ["evaluate", "no-such-run"]),
     ],
 )
-def test_sigint_while_loading_is_one_line_and_exit_130(tmp_path, module, command):
+@pytest.mark.parametrize("name, code", [("SIGINT", 130), ("SIGTERM", 143)])
+def test_a_signal_while_loading_is_one_line_and_its_exit_code(tmp_path, module, command, name, code):
     import subprocess
     import sys
     import tomllib
@@ -325,15 +327,37 @@ def test_sigint_while_loading_is_one_line_and_exit_130(tmp_path, module, command
     source = str(root / "src")
     environment = dict(os.environ, PYTHONPATH=source + os.pathsep + os.environ.get("PYTHONPATH", ""))
     done = subprocess.run(
-        [sys.executable, "-c", _INTERRUPT_AT_IMPORT.format(entry=entry), module, *command],
+        [sys.executable, "-c", _INTERRUPT_AT_IMPORT.format(entry=entry), module, name, *command],
         cwd=tmp_path,
         env=environment,
         capture_output=True,
         text=True,
         timeout=120,
     )
-    assert done.returncode == 130, done.stderr
-    assert done.stderr.strip() == "stopped: SIGINT received before any work was saved", done.stderr
+    assert done.returncode == code, done.stderr
+    assert done.stderr.splitlines()[-1] == f"stopped: {name} received before any work was saved", done.stderr
+
+
+@pytest.mark.parametrize("signum", [None, signal.SIGTERM])  # a Ctrl-C; a SIGTERM as ampgan/__main__.py raises it
+def test_a_signal_after_the_out_folder_is_claimed_gives_the_folder_back(capsys, tmp_path, monkeypatch, signum):
+    """Between the claim of --out and the training loop's own handler (loading data), a Ctrl-C or a SIGTERM
+    (a scheduler's) unwinds: the new folder is removed, one line names the signal, the shell's exit code."""
+    import ampgan.speed.planned_run as planned_run
+
+    def interrupted(*args, **kwargs):
+        assert (tmp_path / "run" / ".ampgan-folder").exists()  # claimed: the moment the signal comes
+        raise KeyboardInterrupt(*([signum] if signum else []))
+
+    monkeypatch.setattr(planned_run, "warn_if_not_faster", interrupted)
+    code, out, err = run_cli(
+        capsys, "train", *TINY[:-2], "--no-channels-last", "--no-compile", "--out", str(tmp_path / "run")
+    )
+    name = signal.Signals(signum or signal.SIGINT).name
+    assert (
+        code == 128 + (signum or signal.SIGINT)
+        and err.splitlines()[-1] == f"stopped: {name} received before any work was saved"
+    )
+    assert not (tmp_path / "run").exists() and list(tmp_path.iterdir()) == []
 
 
 # --- names that are not text ---------------------------------------------------------------------------------

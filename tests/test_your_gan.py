@@ -195,6 +195,41 @@ BAD_MODELS = textwrap.dedent("""
     def g_loss_terms(data):
         G, D = nets(data)
         return ampgan.GAN(generator=G, discriminator=D, z_dim=8, d_loss=[loss, loss], g_loss=[loss, loss])
+
+    def with_metrics(data, metric):
+        G, D = nets(data)
+        return ampgan.GAN(generator=G, discriminator=D, z_dim=8, d_loss=loss,
+                          g_loss=lambda ctx: (loss(ctx), {"score": metric(ctx)}))
+
+    def metric_text(data):
+        return with_metrics(data, lambda ctx: "high")
+
+    def metric_per_image(data):
+        return with_metrics(data, lambda ctx: ctx.D(ctx.fake))
+
+    def metric_number(data):
+        return with_metrics(data, lambda ctx: 0.5)
+
+    def on_meta(data):
+        G, D = nets(data)
+        return ampgan.GAN(generator=G.to("meta"), discriminator=D, z_dim=8, d_loss=loss, g_loss=loss)
+
+    def exits(data):
+        raise SystemExit("giving up")
+
+    def exits_in_loss(data):
+        G, D = nets(data)
+        return ampgan.GAN(generator=G, discriminator=D, z_dim=8, d_loss=loss, g_loss=lambda ctx: exit(3))
+
+    def grad_off(data):
+        torch.set_grad_enabled(False)  # an inference habit: every step after it would train nothing
+        G, D = nets(data)
+        return ampgan.GAN(generator=G, discriminator=D, z_dim=8, d_loss=loss, g_loss=loss)
+
+    def float64_default(data):
+        torch.set_default_dtype(torch.float64)
+        G, D = nets(data)
+        return ampgan.GAN(generator=G, discriminator=D, z_dim=8, d_loss=loss, g_loss=loss)
 """)
 
 
@@ -211,6 +246,20 @@ BAD_MODELS = textwrap.dedent("""
             "g_loss_terms",
             "GAN.g_loss must be one function of the loss context (G's update is one backward pass), got list",
         ),
+        # a loss's metrics are logged as one number each: anything else is named before it reaches the log
+        ("metric_text", "g_loss returned metric 'score' as str, not a one-number tensor"),
+        ("metric_per_image", "g_loss returned metric 'score' as (8, 1), not a one-number tensor"),
+        ("metric_number", "g_loss returned metric 'score' as float, not a one-number tensor"),
+        (
+            "on_meta",
+            "G.0.weight and 1 more tensor(s) are on the meta device (no values): build the networks on the CPU",
+        ),
+        # the user's code exiting is one line naming it, not a silent exit with the user's message
+        ("exits", "raised SystemExit: giving up (bad_models.py, line"),
+        ("exits_in_loss", "G's update, g_loss failed: SystemExit: 3"),
+        # a process-wide torch setting the model function changes is named (and put back)
+        ("grad_off", "changed torch's settings for the whole process (torch.set_grad_enabled(False))"),
+        ("float64_default", "changed torch's settings for the whole process (torch.set_default_dtype(torch.float64))"),
     ],
 )
 def test_a_bad_model_file_is_one_line_naming_it(function, expected, tmp_path, capsys):
@@ -235,6 +284,28 @@ def test_a_bad_model_file_is_one_line_naming_it(function, expected, tmp_path, ca
     lines = [line for line in err.splitlines() if line.startswith("error:")]
     assert len(lines) == 1 and expected in lines[0], err
     assert "Traceback" not in err and not (tmp_path / "run").exists()
+    assert torch.is_grad_enabled() and torch.get_default_dtype() == torch.float32
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ("def build(data:\n    return 1\n", "SyntaxError: '(' was never closed (setup_model.py, line 1)"),
+        ("import torch\ntorch.set_default_device('meta')\n", "(torch.set_default_device(meta))"),
+        ("import torch\ntorch.set_grad_enabled(False)\n", "(torch.set_grad_enabled(False))"),
+        ("import sys\nsys.exit(0)\n", "failed: SystemExit: 0 (setup_model.py, line 2)"),
+    ],
+)
+def test_a_model_file_that_fails_or_changes_torch_as_it_is_imported_is_one_line(source, expected, tmp_path, capsys):
+    """Importing the file runs its top level: what it raises, and a process-wide torch setting it changes
+    (an inference script's habits), are one line naming the file; the settings are put back."""
+    path = tmp_path / "setup_model.py"
+    path.write_text(source + "def gan(data):\n    raise AssertionError('never built')\n")
+    code, out, err = run_cli(capsys, "preflight", "--model", f"{path}:gan", "--dataset", "synthetic")
+    lines = [line for line in err.splitlines() if line.startswith("error:")]
+    assert code == 2 and len(lines) == 1 and f"importing {path}" in lines[0] and expected in lines[0], err
+    assert lines[0].count("line ") <= 1 and "never built" not in err  # a place is given once
+    assert torch.is_grad_enabled() and torch.get_default_device() == torch.device("cpu")
 
 
 PREFLIGHT_MODELS = textwrap.dedent("""

@@ -6,22 +6,31 @@ KeyboardInterrupt traceback from the import, before any handler of theirs exists
 its own handler, so an interruption at any moment is the same one line and exit code 130.
 """
 
+import signal
 import sys
 
 # The line ampgan/cli prints for a Ctrl-C no stage was listening for (NOTHING_SAVED: not importable from there
-# before the handler below exists).
-INTERRUPTED_EARLY = "stopped: SIGINT received before any work was saved"
+# before the handler below exists), after the signal's name.
+INTERRUPTED_EARLY = "received before any work was saved"
+
+
+def _terminate(signum, frame) -> None:
+    # SIGTERM (a scheduler's, `kill`'s) where no stage listens for it unwinds as a Ctrl-C does, so a folder
+    # claimed for output is given back; its number rides along for the line and the exit code (143).
+    raise KeyboardInterrupt(signum)
 
 
 def main(argv: list[str] | None = None) -> None:
+    signal.signal(signal.SIGTERM, _terminate)
     try:
         from ampgan.cli import main as run
 
         run(argv)
-    except KeyboardInterrupt:
-        # Ctrl-C while Python loaded the commands, or between a command's own handlers: nothing was saved.
-        sys.stderr.write(INTERRUPTED_EARLY + "\n")
-        sys.exit(130)
+    except KeyboardInterrupt as stop:
+        # a signal while Python loaded the commands, or between a command's own handlers: nothing was saved.
+        signum = stop.args[0] if stop.args else signal.SIGINT
+        sys.stderr.write(f"stopped: {signal.Signals(signum).name} {INTERRUPTED_EARLY}\n")
+        sys.exit(128 + signum)
 
 
 if __name__ == "__main__":

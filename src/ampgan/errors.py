@@ -7,6 +7,7 @@ does not stop the run is an `AmpganWarning`, printed as one `warning:` line.
 
 from __future__ import annotations
 
+import errno
 import os
 import warnings
 
@@ -89,6 +90,10 @@ class ConfigError(AmpganError):
         super().__init__(f"{field} {problem}")
 
 
+# A folder where a file is written, or a file where its folder is: the path is taken, not the disk refused.
+IN_THE_WAY = {errno.EISDIR, errno.ENOTDIR, errno.EEXIST}
+
+
 class UnwritableFile(AmpganError, OSError):
     """A write the filesystem refused (full, read-only, no permission). Still an OSError, so code that
     copes with a failed write (a cache, a run that stops cleanly) keeps coping; printed as one line.
@@ -96,9 +101,12 @@ class UnwritableFile(AmpganError, OSError):
 
     def __init__(self, path, error: OSError):
         OSError.__init__(self, error.errno, error.strerror, str(path))
+        fix = (
+            "move what stands in its way" if error.errno in IN_THE_WAY else "free some space or choose a writable place"
+        )
         self.message = (
-            f"cannot write {one_line(path)} ({one_line(error.strerror or error)}): free some space or "
-            "choose a writable place, then run the command again; every file written before is intact"
+            f"cannot write {one_line(path)} ({one_line(error.strerror or error)}): {fix}, then run the command "
+            "again; every file written before is intact"
         )
 
     def __str__(self) -> str:

@@ -7,6 +7,7 @@ Every user-fixable problem becomes one `error:` line and exit code 2 (3 for a nu
 
 from __future__ import annotations
 
+import signal
 import sys
 import warnings
 
@@ -21,7 +22,7 @@ from ampgan.training.interruption import Interrupted
 from ampgan.training.launcher import finished_command
 
 EXIT_USAGE = 2
-NOTHING_SAVED = "SIGINT received before any work was saved"  # ampgan/__main__.py says it too, before this loads
+NOTHING_SAVED = "received before any work was saved"  # ampgan/__main__.py says it too, before this loads
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -81,6 +82,13 @@ def _usage_message(error: click.UsageError) -> str:
     return error.format_message()
 
 
+def _nothing_saved(stop: KeyboardInterrupt) -> tuple[str, int]:
+    """The line and exit code of a Ctrl-C, or a SIGTERM (ampgan/__main__.py raises it as KeyboardInterrupt(15)),
+    that no stage was listening for."""
+    signum = stop.args[0] if stop.args else signal.SIGINT
+    return f"stopped{_rank_prefix()}: {signal.Signals(signum).name} {NOTHING_SAVED}", 128 + signum
+
+
 def _dispatch(argv: list[str]) -> None:
     try:
         check_environment()  # every AMPGAN_* variable set, before any command reads one
@@ -91,7 +99,7 @@ def _dispatch(argv: list[str]) -> None:
         # click turns a Ctrl-C inside a command (a lazy import, loading data) into Abort: the same line as
         # one anywhere else; an Abort of its own (a prompt's end of input) is only that.
         interrupted = isinstance(error.__context__, KeyboardInterrupt)
-        line, code = f"stopped{_rank_prefix()}: {NOTHING_SAVED}" if interrupted else "aborted", 130
+        line, code = _nothing_saved(error.__context__) if interrupted else ("aborted", 130)
     except click.UsageError as error:
         name = error.ctx.command.name if error.ctx and error.ctx.command else "cli"
         hint = f" (see 'ampgan {name} --help')" if name != "cli" else " (see 'ampgan --help')"
@@ -100,9 +108,9 @@ def _dispatch(argv: list[str]) -> None:
         line, code = f"error: {error.format_message()}", error.exit_code
     except Interrupted as stop:
         line, code = f"stopped{_rank_prefix()}: {stop}", stop.exit_code
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as stop:
         # Ctrl-C where no stage was listening for it (loading data, say): nothing was being saved.
-        line, code = f"stopped{_rank_prefix()}: {NOTHING_SAVED}", 130
+        line, code = _nothing_saved(stop)
     except ConfigError as error:
         flag = flag_of(error.field)
         named = f"{error.field} ({flag})" if flag else error.field

@@ -13,6 +13,7 @@ from ampgan.bench.spec import BenchSpec
 from ampgan.bench.to_folder import bench_summary, bench_to_folder, check_bench, refuse_what_measured_nothing
 from ampgan.cli.options import (
     DATA_AND_MODEL,
+    ShellPath,
     default_out,
     given_changes,
     out_options,
@@ -51,7 +52,7 @@ from ampgan.training.start import claimed_on_main_rank, reopened_on_main_rank
 @click.option(
     "--from",
     "from_",
-    type=click.Path(path_type=Path),
+    type=ShellPath(),
     default=None,
     help="Re-draw figures and table from an existing results.json; measures nothing.",
 )

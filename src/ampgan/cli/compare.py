@@ -8,6 +8,7 @@ import click
 
 from ampgan.cli.options import (
     DATA_AND_MODEL,
+    ShellPath,
     default_out,
     given_changes,
     out_options,
@@ -32,7 +33,7 @@ from ampgan.study.spec import DEFAULT_BUDGET_S, CompareSpec, compare_base
 @out_options("compare")
 @click.option(
     "--resume",
-    type=click.Path(path_type=Path),
+    type=ShellPath(),
     default=None,
     help="Continue the interrupted study in this folder, with the options it was started with.",
 )

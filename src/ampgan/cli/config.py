@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from ampgan.cli.options import ShellPath
 from ampgan.errors import AmpganError, say
 from ampgan.files.atomic import write_text_atomically
 from ampgan.sections import own_settings, settings
@@ -53,7 +54,7 @@ def markdown() -> str:
 @click.option(
     "--write",
     "page",
-    type=click.Path(path_type=Path, dir_okay=False, exists=True),
+    type=ShellPath(dir_okay=False, exists=True),
     help="Write the Markdown table into this page between its settings markers (docs/config.md).",
 )
 def command(list_: bool, as_markdown: bool, page: Path | None) -> None:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from ampgan.cli.options import POSITIVE_NUMBER
+from ampgan.cli.options import POSITIVE_NUMBER, ShellPath
 from ampgan.cost.catalog import catalog_date, find_instance, load_catalog
 from ampgan.cost.report import build_cost_document, load_same_hardware, price_basis, write_cost
 from ampgan.cost.skypilot import CLOUDS, find_catalogs, load_skypilot
@@ -16,7 +16,7 @@ from ampgan.system.gpus import gpu_table
 
 
 @click.command("cost")
-@click.argument("results", nargs=-1, type=click.Path(path_type=Path))
+@click.argument("results", nargs=-1, type=ShellPath())
 @click.option(
     "--instance", default=None, help="An instance from the price catalog, e.g. g4dn.xlarge or aws/p4d.24xlarge."
 )
@@ -27,7 +27,7 @@ from ampgan.system.gpus import gpu_table
     "--batches", type=POSITIVE_NUMBER, default=None, help="Cost this many batches (default 1e6, the study's)."
 )
 @click.option("--samples", type=POSITIVE_NUMBER, default=None, help="Cost this many samples instead of batches.")
-@click.option("--prices", type=click.Path(path_type=Path), default=None, help="Your own catalog CSV (same columns).")
+@click.option("--prices", type=ShellPath(), default=None, help="Your own catalog CSV (same columns).")
 @click.option(
     "--prices-from",
     default=None,
@@ -46,7 +46,7 @@ from ampgan.system.gpus import gpu_table
 @click.option("--list-instances", is_flag=True, help="Print the catalog and exit.")
 @click.option(
     "--out",
-    type=click.Path(path_type=Path),
+    type=ShellPath(),
     default=None,
     help="A new folder for cost.json/csv/fig3 (default: beside the first results file).",
 )

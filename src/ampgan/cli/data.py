@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import click
 
-from ampgan.cli.options import WholeNumber, compose, spec_options
+from ampgan.cli.options import ShellPath, WholeNumber, compose, spec_options
 from ampgan.data import DataConfig, ImageDataset, load_dataset
 from ampgan.errors import one_line, say
 
@@ -70,7 +68,7 @@ def info(**options) -> None:
 
 @command.command("grid")
 @_options
-@click.option("--out", type=click.Path(path_type=Path), required=True, help="PNG file to write.")
+@click.option("--out", type=ShellPath(), required=True, help="PNG file to write.")
 @click.option("--overwrite", is_flag=True, help="Replace --out if it exists.")
 @click.option("--per-class", type=WholeNumber(), default=8, show_default=True)
 def grid(out, overwrite, per_class, **options) -> None:

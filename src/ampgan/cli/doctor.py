@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import warnings
-from pathlib import Path
 
 import click
 
 from ampgan.cli.options import (
     DATA_AND_MODEL,
+    ShellPath,
     WholeNumber,
     config_from_cli,
     default_out,
@@ -26,7 +26,7 @@ _RUN_CHANGES = {"budget.batch_size", "compute.device", "seed"}
 @click.option(
     "--run",
     "run_dir",
-    type=click.Path(path_type=Path),
+    type=ShellPath(),
     default=None,
     help="Diagnose this run's model (its config and latest weights).",
 )

@@ -8,6 +8,7 @@ A bad value fails in its type, before the command runs, and reads as one line:
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import replace
 from pathlib import Path
 
@@ -22,6 +23,17 @@ from ampgan.precisions import NAMES as PRECISION_NAMES
 from ampgan.runs.claim import default_out as default_out  # the commands' default folders, named in one place
 from ampgan.sections import Setting, own_settings, refuse_unknown, settings
 from ampgan.trust import ANY_MODEL, consent_to_import
+
+
+class ShellPath(click.Path):
+    """A path option or argument, `~` expanded as the shell expands a word of its own: `--out=~/runs/x` is one
+    word the shell leaves alone, and would otherwise make a folder named '~' in the current one."""
+
+    def __init__(self, **checks):
+        super().__init__(path_type=Path, **checks)
+
+    def convert(self, value, param, ctx):
+        return super().convert(os.path.expanduser(value) if isinstance(value, str) else value, param, ctx)
 
 
 class Number(click.ParamType):
@@ -153,7 +165,7 @@ def _click_type(kind: str):
         "names": Parsed(_names, "names"),
         "int_list": Parsed(_whole_numbers, "list"),
         "precision_list": Parsed(_precisions, "precisions"),
-        "path": click.Path(path_type=Path),
+        "path": ShellPath(),
     }.get(kind)
 
 
@@ -254,7 +266,7 @@ _SOURCES = compose(
     click.option(
         "--config",
         "config_file",
-        type=click.Path(path_type=Path),
+        type=ShellPath(),
         default=None,
         help="A config file (TOML or JSON; a run's config.json too) below the flags.",
     ),
@@ -297,8 +309,6 @@ seed_option = click.option(
 
 def out_options(what: str):
     return compose(
-        click.option(
-            "--out", type=click.Path(path_type=Path), default=None, help=f"Output folder (default runs/{what}-<time>)."
-        ),
+        click.option("--out", type=ShellPath(), default=None, help=f"Output folder (default runs/{what}-<time>)."),
         click.option("--overwrite", is_flag=True, help="Replace an existing, non-empty output folder."),
     )

@@ -6,16 +6,16 @@ from pathlib import Path
 
 import click
 
-from ampgan.cli.options import spec_options, trust_model_option
+from ampgan.cli.options import ShellPath, spec_options, trust_model_option
 from ampgan.errors import AmpganError, say, say_json
 from ampgan.projection.from_results import ProjectSpec, project_results
 
 
 @click.command("project")
-@click.argument("results", type=click.Path(path_type=Path), required=False)
+@click.argument("results", type=ShellPath(), required=False)
 @click.option(
     "--kernels",
-    type=click.Path(path_type=Path),
+    type=ShellPath(),
     default=None,
     help="Instead of RESULTS: a CSV of kernels (name,op,m,n,k,transpose_a,transpose_b,batch,c,h,w,"
     "out_channels,r,s,pad_h,pad_w,stride_h,stride_w): writes OUT/kernels.csv with each one's "
@@ -24,7 +24,7 @@ from ampgan.projection.from_results import ProjectSpec, project_results
 @spec_options(ProjectSpec(), "project.", parts=(), with_set=False)
 @click.option(
     "--out",
-    type=click.Path(path_type=Path),
+    type=ShellPath(),
     default=None,
     help="Output folder (default: projection/ beside the results).",
 )

@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import click
 
-from ampgan.cli.options import WholeNumber, seed_option, trust_model_option
+from ampgan.cli.options import ShellPath, WholeNumber, seed_option, trust_model_option
 from ampgan.errors import AmpganError, say
 
 
 @click.command("evaluate")
-@click.argument("run_dirs", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.argument("run_dirs", nargs=-1, required=True, type=ShellPath())
 @click.option(
     "--samples",
     type=WholeNumber(2),
@@ -20,7 +18,7 @@ from ampgan.errors import AmpganError, say
     help="Generated samples, classes in equal shares.",
 )
 @seed_option
-@click.option("--evaluator-cache", type=click.Path(path_type=Path), default=None)
+@click.option("--evaluator-cache", type=ShellPath(), default=None)
 @trust_model_option
 def evaluate(run_dirs, samples, seed, evaluator_cache) -> None:
     """Quality of trained generators: evaluator accuracy, Fréchet distance, KID -> quality.json."""
@@ -41,7 +39,7 @@ def evaluate(run_dirs, samples, seed, evaluator_cache) -> None:
 
 
 @click.command("generate")
-@click.argument("run_dir", type=click.Path(path_type=Path))
+@click.argument("run_dir", type=ShellPath())
 @click.option(
     "--class",
     "class_",
@@ -52,7 +50,7 @@ def evaluate(run_dirs, samples, seed, evaluator_cache) -> None:
 @seed_option
 @click.option(
     "--out",
-    type=click.Path(path_type=Path),
+    type=ShellPath(),
     required=True,
     help="A .png file (an image grid) or a .npz file (images, labels, class name).",
 )
@@ -94,7 +92,7 @@ def generate(run_dir, class_, n, seed, out, format_, overwrite) -> None:
 
 
 @click.command("report")
-@click.argument("out_dir", type=click.Path(path_type=Path))
+@click.argument("out_dir", type=ShellPath())
 def report(out_dir) -> None:
     """Re-render report.md and report.html of a comparison from its files."""
     from ampgan.study.report import render_report

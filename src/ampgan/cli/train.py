@@ -7,7 +7,15 @@ from pathlib import Path
 
 import click
 
-from ampgan.cli.options import WholeNumber, compose, config_from_cli, default_out, given_changes, spec_options
+from ampgan.cli.options import (
+    ShellPath,
+    WholeNumber,
+    compose,
+    config_from_cli,
+    default_out,
+    given_changes,
+    spec_options,
+)
 from ampgan.config import TrainConfig
 from ampgan.errors import AmpganError, say, say_json
 from ampgan.sections import settings
@@ -20,14 +28,14 @@ _options = compose(
     spec_options(TrainConfig()),  # every config setting that has a flag
     click.option(
         "--out",
-        type=click.Path(path_type=Path),
+        type=ShellPath(),
         default=None,
         help="Run folder (default runs/<dataset>-<precision>-<time>).",
     ),
     click.option("--overwrite", is_flag=True, help="Replace an existing, non-empty run folder."),
     click.option(
         "--resume",
-        type=click.Path(path_type=Path),
+        type=ShellPath(),
         default=None,
         help="Continue the run in this folder from its last checkpoint.",
     ),

@@ -19,11 +19,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
-from ampgan.errors import AmpganError, UnwritableFile
+from ampgan.errors import IN_THE_WAY, AmpganError, UnwritableFile
 from ampgan.files import manifest
 
-# The filesystem's refusals a user fixes (space, a read-only mount, permissions): one line, not a traceback.
-_REFUSALS = {errno.ENOSPC, errno.EROFS, errno.EACCES, errno.EPERM, errno.EDQUOT, errno.EFBIG}
+# The filesystem's refusals a user fixes (space, a read-only mount, permissions, a folder where the file goes
+# or a file where its folder goes): one line, not a traceback.
+_REFUSALS = {errno.ENOSPC, errno.EROFS, errno.EACCES, errno.EPERM, errno.EDQUOT, errno.EFBIG, *IN_THE_WAY}
 
 
 def write_atomically(path: Path, write: Callable[[IO[bytes]], Any]) -> None:

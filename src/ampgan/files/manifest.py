@@ -102,7 +102,7 @@ def entries(root: Path) -> dict[str, set[tuple[int, str]]]:
                 entry = json.loads(line)
                 written = _ANY if entry.get("temporary") is True else (int(entry["size"]), str(entry["sha256"]))
                 found.setdefault(entry["path"], set()).add(written)
-            except (ValueError, KeyError, TypeError):
+            except (ValueError, KeyError, TypeError, AttributeError):  # AttributeError: a line not a {...}
                 continue  # a line cut short by a crash (or damaged): what it described stays unproven
     return found
 

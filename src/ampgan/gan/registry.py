@@ -24,6 +24,7 @@ import sys
 import traceback
 from collections import OrderedDict
 from collections.abc import Callable
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -97,15 +98,23 @@ class ModelRecipe:
         """A new GAN (fresh weights from torch's current RNG state), checked against the contract."""
         origin = f"model {self.name}"
         try:
-            gan = self.builder(data, **self.options)
+            with torch_settings_kept(origin):
+                gan = self.builder(data, **self.options)
         except (AmpganError, KeyboardInterrupt):
             raise
-        except Exception as error:  # noqa: BLE001 - the user's code failing is one line naming it
+        except (Exception, SystemExit) as error:  # noqa: BLE001 - the user's code failing is one line naming it
             raise AmpganError(
-                f"{origin} raised {type(error).__name__}: {first_words(str(error))}{_where(error)}: fix the model "
+                f"{origin} raised {type(error).__name__}: {_first_line(error)}{_where(error)}: fix the model "
                 "function"
             ) from None
         gan = check_gan(gan, origin)
+        networks = {"G": gan.generator, "D": gan.discriminator}
+        on_meta = [f"{k}.{n}" for k, net in networks.items() for n, t in net.state_dict().items() if t.is_meta]
+        if on_meta:  # shapes without values: nothing to train or move to a device
+            raise AmpganError(
+                f"{origin}: {on_meta[0]} and {len(on_meta) - 1} more tensor(s) are on the meta device (no values): "
+                "build the networks on the CPU (ampgan moves them to the training device)"
+            )
         gan.name = self.name
         for module in gan.fp32_modules:
             keep_in_fp32(module)
@@ -182,6 +191,36 @@ def _find_builder(name: str) -> tuple[Callable, Path | None]:
     return builder, Path(source) if source else None
 
 
+# Settings torch keeps for the whole process, each with its setter: a user's file or model function that
+# changes one (grad mode off, float64 or the meta device by default) would change every step ampgan runs after.
+_TORCH_SETTINGS = {
+    "torch.set_grad_enabled": (torch.is_grad_enabled, torch.set_grad_enabled),
+    "torch.set_default_dtype": (torch.get_default_dtype, torch.set_default_dtype),
+    # the CPU is torch's own default: put back as None, not as a device context entered for every later call
+    "torch.set_default_device": (
+        torch.get_default_device,
+        lambda device: torch.set_default_device(None if device == torch.device("cpu") else device),
+    ),
+}
+
+
+@contextmanager
+def torch_settings_kept(origin: str):
+    """Runs the user's code; a process-wide torch setting it changed is put back and named in one line."""
+    before = {name: get() for name, (get, _) in _TORCH_SETTINGS.items()}
+    yield
+    changed = {name: get() for name, (get, _) in _TORCH_SETTINGS.items() if get() != before[name]}
+    for name in changed:
+        _TORCH_SETTINGS[name][1](before[name])
+    if changed:
+        raise AmpganError(
+            f"{origin} changed torch's settings for the whole process ("
+            + ", ".join(f"{name}({value})" for name, value in changed.items())
+            + "): ampgan sets them for every precision; remove the call, or set it inside your forward or loss "
+            "(e.g. with torch.no_grad():)"
+        )
+
+
 def _import_file(path_text: str):
     name_as_text(path_text, "the model file")  # the model's name is written to config.json
     path = Path(path_text).expanduser()
@@ -201,28 +240,30 @@ def _import_file(path_text: str):
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module
     try:
-        spec.loader.exec_module(module)
+        with torch_settings_kept(f"importing {path}"):
+            spec.loader.exec_module(module)
     except BaseException as error:  # noqa: BLE001 - the user's file failing to import is one line
         del sys.modules[module_name]
-        if isinstance(error, KeyboardInterrupt):
+        if isinstance(error, (KeyboardInterrupt, AmpganError)):
             raise
         raise AmpganError(
-            f"importing {path} failed: {type(error).__name__}: {first_words(str(error))}{_where(error, resolved)}"
+            f"importing {path} failed: {type(error).__name__}: {_first_line(error)}{_where(error, resolved)}"
         ) from None
     return module
 
 
 def _import_module(name: str):
-    try:
-        return importlib.import_module(name)
-    except ModuleNotFoundError as error:
-        raise AmpganError(
-            f"cannot import {name} ({error}): give path/to/file.py:FUNCTION, or install the package"
-        ) from None
-    except Exception as error:  # noqa: BLE001
-        raise AmpganError(
-            f"importing {name} failed: {type(error).__name__}: {first_words(str(error))}{_where(error)}"
-        ) from None
+    with torch_settings_kept(f"importing {name}"):
+        try:
+            return importlib.import_module(name)
+        except ModuleNotFoundError as error:
+            raise AmpganError(
+                f"cannot import {name} ({error}): give path/to/file.py:FUNCTION, or install the package"
+            ) from None
+        except Exception as error:  # noqa: BLE001
+            raise AmpganError(
+                f"importing {name} failed: {type(error).__name__}: {_first_line(error)}{_where(error)}"
+            ) from None
 
 
 def _sha256_of(path: Path | None) -> str:
@@ -232,6 +273,11 @@ def _sha256_of(path: Path | None) -> str:
         return hashlib.sha256(path.read_bytes()).hexdigest()
     except OSError:
         return ""
+
+
+def _first_line(error: BaseException) -> str:
+    # a SyntaxError's str() carries its place, which _where gives once; an empty message is its type's name
+    return first_words(error.msg if isinstance(error, SyntaxError) else str(error)) or type(error).__name__
 
 
 def _where(error: BaseException, path: Path | None = None) -> str:
@@ -266,9 +312,9 @@ def build_on_meta(recipe: ModelRecipe, data: DataSpec) -> GAN | None:
         _META_BUILDS.move_to_end(key)
         return _META_BUILDS[key]
     try:
-        with torch.device("meta"):
+        with torch_settings_kept(f"model {recipe.name}"), torch.device("meta"):
             gan = check_gan(recipe.builder(data, **recipe.options), f"model {recipe.name}")
-    except Exception:  # noqa: BLE001 - not every model builds on meta; the caller does without
+    except (Exception, SystemExit):  # noqa: BLE001 - not every model builds on meta; the caller does without
         return None
     gan.name = recipe.name
     _META_BUILDS[key] = gan

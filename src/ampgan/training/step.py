@@ -55,7 +55,7 @@ def _users_code(origin: str) -> Iterator[None]:
         if type(error) is not AmpganError or str(error).startswith(origin.split(":")[0]):
             raise
         raise AmpganError(f"{origin}: {error}") from None
-    except Exception as error:  # noqa: BLE001 - the user's code failing is the message
+    except (Exception, SystemExit) as error:  # noqa: BLE001 - the user's code failing (or exiting) is the message
         if is_out_of_memory(error) or lost_contact_with_ranks(error) is not None:
             raise  # the caller's to handle: out of memory (the bench marks the batch size), a lost rank
         if isinstance(error, RuntimeError) and "double backward" in str(error):
@@ -96,6 +96,13 @@ def as_loss(result, origin: str) -> tuple[torch.Tensor, dict[str, torch.Tensor]]
         raise AmpganError(
             f"{origin} returned metrics of type {type(metrics).__name__}: return (loss, {{name: tensor}})"
         )
+    for name, value in metrics.items():  # each is averaged over the steps it logs and written as one number
+        if not (isinstance(value, torch.Tensor) and value.numel() == 1 and not value.is_complex()):
+            shape = tuple(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__
+            raise AmpganError(
+                f"{origin} returned metric {name!r} as {shape}, not a one-number tensor: log one number per "
+                "metric (reduce it, e.g. .mean(); keep it a tensor)"
+            )
     return loss.reshape(()), metrics
 
 
