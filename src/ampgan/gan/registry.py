@@ -104,8 +104,7 @@ class ModelRecipe:
             raise
         except (Exception, SystemExit) as error:  # noqa: BLE001 - the user's code failing is one line naming it
             raise AmpganError(
-                f"{origin} raised {type(error).__name__}: {_first_line(error)}{_where(error)}: fix the model "
-                "function"
+                f"{origin} raised {type(error).__name__}: {_first_line(error)}{_where(error)}: fix the model function"
             ) from None
         gan = check_gan(gan, origin)
         networks = {"G": gan.generator, "D": gan.discriminator}
