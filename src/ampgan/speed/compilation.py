@@ -19,10 +19,9 @@ measure): runs of MEASURE_FROM_RUN_S or more measure, once per machine and model
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import torch
 
@@ -31,7 +30,7 @@ from ampgan.speed.ab import cached_or_measured, median_s, on_rank_zero, outcome_
 from ampgan.speed.cache import DecisionCache, StoredDecision, decision_key
 from ampgan.speed.compile_time import measure_warm_compile_s
 from ampgan.speed.decision import DECISION_RULE, WARMUP_STEPS, duration_text, interval_text, machine_key
-from ampgan.speed.rounds import RoundsResult, capped_for, measure_rounds
+from ampgan.speed.rounds import RoundsResult, warmed_up_rounds
 from ampgan.speed.step_timer import StepTimer
 from ampgan.training.loop import Budget
 
@@ -85,7 +84,7 @@ class CompileDecision(StoredDecision):
         )
 
     def to_dict(self) -> dict:
-        return dataclasses.asdict(self) | {"break_even_s": self.break_even_s, "description": self.describe()}
+        return asdict(self) | {"break_even_s": self.break_even_s, "description": self.describe()}
 
 
 @dataclass(frozen=True)
@@ -222,14 +221,17 @@ class TrainingStepCompileProbe(CompileProbe):
             across_ranks=False,
         )
         first_compile_s = max(compiled() - eager_first, 0.0)
-        for _ in range(WARMUP_STEPS):
-            round_s = eager() + compiled()
-        rule = capped_for(DECISION_RULE, round_s)  # a compile that changes nothing ties: answered eager soon
-        rounds = measure_rounds({EAGER: eager, COMPILED: compiled}, EAGER, rule, seed=self.config.seed)
-        compile_s = measure_warm_compile_s(
-            self.config.with_fields({"compute.compile": True}), fix="pass --no-compile to train eager"
+        # A compile that changes nothing ties: answered eager soon (tie_capped).
+        rounds = warmed_up_rounds(
+            {EAGER: eager, COMPILED: compiled}, EAGER, DECISION_RULE, WARMUP_STEPS, self.config.seed, tie_capped=True
         )
-        return CompileMeasurement(rounds, first_compile_s, compile_s)
+        return CompileMeasurement(
+            rounds,
+            first_compile_s,
+            measure_warm_compile_s(
+                self.config.with_fields({"compute.compile": True}), fix="pass --no-compile to train eager"
+            ),
+        )
 
 
 def compile_probe_for(config, dataset, device: torch.device) -> CompileProbe:
