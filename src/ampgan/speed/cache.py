@@ -36,6 +36,15 @@ class StoredDecision:
     measured_on: str = ""
     cached: bool = False
 
+    @property
+    def note_text(self) -> str:
+        """' (the note)' and ' [cached, measured DATE]' as every decision's line shows them ('' without)."""
+        return f" ({self.note})" if self.note else ""
+
+    @property
+    def cached_text(self) -> str:
+        return f" [cached, measured {self.measured_on}]" if self.cached else ""
+
     @classmethod
     def from_cache(cls, document: dict | None):
         """The cached decision, or None when there is none or the entry does not have every field with its

@@ -66,21 +66,18 @@ class CompileDecision(StoredDecision):
     def describe(self) -> str:
         """'bf16 at batch 64: compiled 61.0 ms vs eager 80.2 ms per step, 1.31x (95% CI 1.22-1.41, 8 rounds),
         7.4 s to compile in a new run: pays after 32 s of training'."""
-        note = f" ({self.note})" if self.note else ""
-        cached = f" [cached, measured {self.measured_on}]" if self.cached else ""
         head = f"{self.precision} at batch {self.batch_size}"
         if self.verdict == CANNOT_COMPILE:
-            return f"{head}: {CANNOT_COMPILE}{note}{cached}"
+            return f"{head}: {CANNOT_COMPILE}{self.note_text}{self.cached_text}"
         compile_s = f", {self.compile_s:.1f} s to compile in a new run" if self.compile_s is not None else ""
-        break_even = self.break_even_s
         pays = (
-            f"pays after {break_even:.0f} s of training"
-            if break_even is not None
+            f"pays after {self.break_even_s:.0f} s of training"
+            if self.break_even_s is not None
             else f"never pays (compiled step: {self.verdict})"
         )
         return (
             f"{head}: compiled {duration_text(self.compiled_step_s)} vs eager {duration_text(self.eager_step_s)} "
-            f"per step{interval_text(self.interval)}{compile_s}{note}: {pays}{cached}"
+            f"per step{interval_text(self.interval)}{compile_s}{self.note_text}: {pays}{self.cached_text}"
         )
 
     def to_dict(self) -> dict:

@@ -80,9 +80,7 @@ class Decision(StoredDecision):
             if self.step_s and self.fp32_step_s
             else f"at batch {self.batch_size}"
         )
-        note = f" ({self.note})" if self.note else ""
-        cached = f" [cached, measured {self.measured_on}]" if self.cached else ""
-        return f"{times}{interval_text(self.interval)}{note}: {self.verdict}{cached}"
+        return f"{times}{interval_text(self.interval)}{self.note_text}: {self.verdict}{self.cached_text}"
 
     def to_dict(self) -> dict:
         return asdict(self) | {"useful": self.useful, "description": self.describe()}

@@ -44,12 +44,10 @@ class LayoutDecision(StoredDecision):
     def describe(self) -> str:
         """'bf16 at batch 64: channels-last 70.1 ms vs NCHW 80.6 ms per step, 1.15x (95% CI 1.10-1.20,
         6 rounds): channels-last'."""
-        note = f" ({self.note})" if self.note else ""
-        cached = f" [cached, measured {self.measured_on}]" if self.cached else ""
         return (
             f"{self.precision} at batch {self.batch_size}: channels-last {duration_text(self.channels_last_step_s)} "
-            f"vs NCHW {duration_text(self.nchw_step_s)} per step{interval_text(self.interval)}{note}: "
-            f"{self.chosen}{cached}"
+            f"vs NCHW {duration_text(self.nchw_step_s)} per step{interval_text(self.interval)}{self.note_text}: "
+            f"{self.chosen}{self.cached_text}"
         )
 
     def to_dict(self) -> dict:

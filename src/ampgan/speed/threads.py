@@ -78,9 +78,15 @@ def fit_threads(config, dataset, device: torch.device, log=lambda line: None) ->
             data_parallel=False,
             across_ranks=False,
         )
-        timers = {AS_IS: functools.partial(_step_at, current, timer), FEWER: functools.partial(_step_at, fewer, timer)}
         try:
-            return warmed_up_rounds(timers, AS_IS, THREADS_RULE, WARMUP_STEPS, config.seed, load_probe=lambda: None)
+            return warmed_up_rounds(
+                {AS_IS: functools.partial(_step_at, current, timer), FEWER: functools.partial(_step_at, fewer, timer)},
+                AS_IS,
+                THREADS_RULE,
+                WARMUP_STEPS,
+                config.seed,
+                load_probe=lambda: None,
+            )
         finally:
             torch.set_num_threads(current)
 
