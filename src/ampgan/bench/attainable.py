@@ -44,8 +44,9 @@ class TensorSpec:
         if dense:
             return self._filled(torch.empty(self.shape, dtype=self.dtype, device=self.device))
         elements = 1 + sum((size - 1) * step for size, step in zip(self.shape, self.stride)) if all(self.shape) else 0
-        storage = self._filled(torch.empty(elements, dtype=self.dtype, device=self.device))
-        return storage.as_strided(self.shape, self.stride)
+        return self._filled(torch.empty(elements, dtype=self.dtype, device=self.device)).as_strided(
+            self.shape, self.stride
+        )
 
     @staticmethod
     def _filled(tensor: torch.Tensor) -> torch.Tensor:

@@ -174,7 +174,6 @@ def _abandoned(spec: BenchSpec, contender, limit: float | None = None, spent_bef
             "(warm-ups and measured rounds share it)"
         )
         return
-    limit = spec.max_seconds if limit is None else limit
     kinds = len(getattr(getattr(contender, "timer", None), "step_kinds", None) or [None])
     if not contender.result.warmup_s:  # what is known of a step here: at least this
         contender.result.warmup_call_s.append(limit)

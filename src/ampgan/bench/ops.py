@@ -416,11 +416,10 @@ def affine_rows(small: list[OpRecord], large: list[OpRecord], small_batch: int, 
     whose length follows the batch taken as one), merged where identical. Raises AmpganError when the two
     traces are not the same operations in the same order."""
     small, large = match_batch_dependent_runs(small, large)
-    same = len(small) == len(large) and all(
-        _kind(a) + (tuple(k for k, _ in a.kernels),) == _kind(b) + (tuple(k for k, _ in b.kernels),)
+    if len(small) != len(large) or any(
+        _kind(a) + (tuple(k for k, _ in a.kernels),) != _kind(b) + (tuple(k for k, _ in b.kernels),)
         for a, b in zip(small, large)
-    )
-    if not same:
+    ):
         raise AmpganError(
             f"the training step runs different operations at batch {small_batch} and {large_batch} "
             f"({len(small)} against {len(large)}): its cost cannot be written as a function of the "

@@ -157,8 +157,7 @@ def _round(value, digits):
 
 def write_results(results: dict, out_dir: Path) -> None:
     """results.json, results.csv and the figures."""
-    out_dir = Path(out_dir)
-    write_json_atomically(out_dir / "results.json", results)
+    write_json_atomically(Path(out_dir) / "results.json", results)
     render(results, out_dir)
 
 
