@@ -169,14 +169,15 @@ def _calibration_note(gpu: GpuSpec) -> dict:
         f"{error.get('median_speedup_error', float('nan')):.2f}x in the median, band holds "
         f"{error.get('band_coverage', float('nan')):.0%}"
     )
-    note = (
-        f"calibrated on {gpu.key}'s architecture ({calibration.architecture}: {tables}); {measured}"
+    return {
+        "architecture": calibration.architecture,
+        "own": own,
+        "note": f"calibrated on {gpu.key}'s architecture ({calibration.architecture}: {tables}); {measured}"
         if own
         else f"NO calibration for this architecture (capability {gpu.cuda_capability[0]}.{gpu.cuda_capability[1]}): "
         f"{calibration.architecture}'s ({tables}) with this GPU's datasheet, band widened "
-        f"x{UNCALIBRATED_WIDENING} each way; {measured}"
-    )
-    return {"architecture": calibration.architecture, "own": own, "note": note}
+        f"x{UNCALIBRATED_WIDENING} each way; {measured}",
+    }
 
 
 def project(
@@ -334,8 +335,7 @@ def measured_gpu(results: dict, gpus: dict[str, GpuSpec]) -> GpuSpec | None:
     hardware = results.get("hardware") or {}
     if hardware.get("device_type") != "cuda" or not isinstance(hardware.get("name"), str):
         return None
-    key = gpu_table_key(hardware["name"])
-    return gpus.get(key) if key else None
+    return gpus.get(gpu_table_key(hardware["name"]))  # None: a GPU the table does not know
 
 
 def measured_rows(results: dict, tables: dict[str, OpTable] | None = None, launch=None) -> list[Measured]:
