@@ -474,7 +474,7 @@ def test_a_crowded_machine_fits_the_threads_on_the_real_step(monkeypatch):
 
     monkeypatch.delenv("OMP_NUM_THREADS")
     monkeypatch.setattr(cpu_tuning, "others_running", lambda samples=5: 3)
-    monkeypatch.setattr(threads, "cores", lambda: 2)
+    monkeypatch.setattr(cpu_tuning, "cores", lambda: 2)  # speed/threads.py reads it through the module
     monkeypatch.setattr(threads, "THREADS_RULE", StoppingRule(min_rounds=2, max_seconds=0.2, until=UNTIL_DECIDED))
     config = tiny_config()
     lines = []
