@@ -157,7 +157,7 @@ def test_a_damaged_plan_in_study_json_is_one_line(tmp_path):
 
 @pytest.mark.parametrize("kind", [Decision, LayoutDecision, CompileDecision])
 def test_a_cached_decision_with_a_field_of_another_type_is_measured_again(kind):
-    stored = to_json(kind.from_dict({name: None for name in kind.__dataclass_fields__} | _filled(kind)))
+    stored = to_json(kind(**{name: None for name in kind.__dataclass_fields__} | _filled(kind)))
     assert kind.from_cache(stored) is not None and kind.from_cache(stored).cached
     for name, wrong in (("batch_size", "8"), ("rounds", True), ("verdict", None), ("interval", {"estimate": "1"})):
         assert kind.from_cache(stored | {name: wrong}) is None, name

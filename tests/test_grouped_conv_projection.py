@@ -6,8 +6,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ampgan.bench.flops import count_flops
-from ampgan.bench.ops import OpRecord, OpTable, affine_rows, record_ops
+from ampgan.bench.ops import OpRecord, OpTable, affine_rows, count_flops, record_ops
 
 
 def test_a_run_of_one_operation_that_follows_the_batch_is_one_row():

@@ -215,7 +215,6 @@ def test_threads_given_or_shared_by_ranks_are_kept_and_reported(given, distribut
 def test_a_speed_decision_taken_under_load_is_not_kept_as_the_machines_answer(tmp_path, monkeypatch, others, cached):
     monkeypatch.setattr(cpu_tuning, "others_running", lambda samples=5: others)
     monkeypatch.setattr(cpu_tuning, "cores", lambda: 2)
-    monkeypatch.setattr("ampgan.speed.rounds.cores", lambda: 2)
     monkeypatch.setattr("torch.get_num_threads", lambda: 2)
     cache = DecisionCache(tmp_path)
     times = {FP32: 0.1, BF16: 0.06}
@@ -231,7 +230,7 @@ def test_a_speed_decision_taken_under_load_is_not_kept_as_the_machines_answer(tm
 
 def _crowded(monkeypatch, others: int) -> None:
     monkeypatch.setattr(cpu_tuning, "others_running", lambda samples=5: others)
-    monkeypatch.setattr("ampgan.speed.rounds.cores", lambda: 2)
+    monkeypatch.setattr(cpu_tuning, "cores", lambda: 2)
     monkeypatch.setattr("torch.get_num_threads", lambda: 2)
 
 
@@ -331,7 +330,7 @@ def test_one_slow_step_never_disqualifies_a_batch_size(seconds):
 @pytest.mark.parametrize(("others", "marked"), [(0, False), (2, True)])
 def test_two_slow_steps_in_a_row_make_it_too_slow_and_a_crowded_verdict_says_so(monkeypatch, others, marked):
     monkeypatch.setattr(cpu_tuning, "others_running", lambda samples=5: others)
-    monkeypatch.setattr("ampgan.bench.deadline.cores", lambda: 2)
+    monkeypatch.setattr(cpu_tuning, "cores", lambda: 2)
     monkeypatch.setattr("torch.get_num_threads", lambda: 2)
     contender = _FakeContender([5.0, 3.83, 4.1])
     warm_up(SPEC, contender, allowance={"left": 100.0})
@@ -475,7 +474,7 @@ def test_a_crowded_machine_fits_the_threads_on_the_real_step(monkeypatch):
 
     monkeypatch.delenv("OMP_NUM_THREADS")
     monkeypatch.setattr(cpu_tuning, "others_running", lambda samples=5: 3)
-    monkeypatch.setattr(threads, "cores", lambda: 2)
+    monkeypatch.setattr(cpu_tuning, "cores", lambda: 2)  # speed/threads.py reads it through the module
     monkeypatch.setattr(threads, "THREADS_RULE", StoppingRule(min_rounds=2, max_seconds=0.2, until=UNTIL_DECIDED))
     config = tiny_config()
     lines = []

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from ampgan.bench.flops import count_flops
+from ampgan.bench.ops import count_flops
 from ampgan.bench.stats import achieved_fraction_of_peak, throughput, timing_stats
 
 

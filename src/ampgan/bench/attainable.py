@@ -44,8 +44,9 @@ class TensorSpec:
         if dense:
             return self._filled(torch.empty(self.shape, dtype=self.dtype, device=self.device))
         elements = 1 + sum((size - 1) * step for size, step in zip(self.shape, self.stride)) if all(self.shape) else 0
-        storage = self._filled(torch.empty(elements, dtype=self.dtype, device=self.device))
-        return storage.as_strided(self.shape, self.stride)
+        return self._filled(torch.empty(elements, dtype=self.dtype, device=self.device)).as_strided(
+            self.shape, self.stride
+        )
 
     @staticmethod
     def _filled(tensor: torch.Tensor) -> torch.Tensor:
@@ -120,8 +121,7 @@ def ops_alone(timer) -> list[OpAlone]:
     with timer.state.eager() as state:
         for before, count in timer.step_kinds:
             state.step = before
-            recorder = CallRecorder(_has_kernel)
-            with recorder:
+            with CallRecorder(_has_kernel) as recorder:
                 train_step(state, timer.resident_batch)
             for func, args, kwargs in recorder.calls:
                 key = repr((func, args, kwargs))
@@ -152,9 +152,8 @@ def summarise(alone: list[OpAlone], top: int = 8) -> dict:
     by_op: dict[str, float] = {}
     for item in timed:
         by_op[item.op] = by_op.get(item.op, 0.0) + item.seconds * item.weight
-    total = sum(by_op.values())
     return {
-        "step_s": total,
+        "step_s": sum(by_op.values()),
         "ops": sum(a.weight for a in alone),
         "replayed_share": sum(a.weight for a in timed) / max(1e-12, sum(a.weight for a in alone)),
         "by_op": [{"op": op, "seconds": s} for op, s in sorted(by_op.items(), key=lambda kv: -kv[1])[:top]],
@@ -191,17 +190,15 @@ def attainable_rows(rows: list[dict], pairs: list[dict]) -> list[dict]:
     """Per batch size and mixed precision with operations timed alone: attainable against achieved."""
     by_key = {(r["batch_size"], r["precision"]): r for r in rows if r.get("attainable")}
     achieved = {(p["batch_size"], p["precision"]): p["estimate"] for p in pairs}
-    out = []
-    for (batch_size, precision), row in by_key.items():
-        base = by_key.get((batch_size, FP32))
-        if precision == FP32 or base is None:
-            continue
-        out.append(
-            {
-                "batch_size": batch_size,
-                "precision": precision,
-                "baseline": FP32,
-                **attainable_comparison(base["attainable"], row["attainable"], achieved.get((batch_size, precision))),
-            }
-        )
-    return out
+    return [
+        {
+            "batch_size": batch_size,
+            "precision": precision,
+            "baseline": FP32,
+            **attainable_comparison(
+                by_key[(batch_size, FP32)]["attainable"], row["attainable"], achieved.get((batch_size, precision))
+            ),
+        }
+        for (batch_size, precision), row in by_key.items()
+        if precision != FP32 and (batch_size, FP32) in by_key
+    ]

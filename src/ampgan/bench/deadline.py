@@ -29,7 +29,6 @@ import torch
 from ampgan.bench.results import ConfigResult
 from ampgan.bench.spec import BenchSpec
 from ampgan.system import cpu_tuning
-from ampgan.system.cpu_tuning import cores, load_text, oversubscribed
 from ampgan.training.distributed import any_rank, world
 
 # The decisions before measuring (precisions, memory format) may take this share of the budget: one whose
@@ -56,19 +55,12 @@ class CallTooLong(BaseException):
     Exception` on the way (the step's one-line error for the user's code) takes it for the model's failure."""
 
 
-def can_abandon() -> bool:
-    return (
-        hasattr(signal, "setitimer")
-        and threading.current_thread() is threading.main_thread()
-        and not world().distributed
-    )
-
-
 @contextmanager
 def abandoned_after(seconds: float | None) -> Iterator[None]:
-    """CallTooLong inside the block once `seconds` have passed (None, or where can_abandon() is false:
-    the block runs to its end)."""
-    if seconds is None or seconds <= 0 or not can_abandon():
+    """CallTooLong inside the block once `seconds` have passed (None, or where no alarm can stop it, off the main
+    thread or under torchrun: the block runs to its end)."""
+    alarm = hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
+    if seconds is None or seconds <= 0 or not alarm or world().distributed:
         yield
         return
 
@@ -165,9 +157,9 @@ def _fits(spec: BenchSpec, result: ConfigResult, index: int, elapsed: float, cal
 def _mark_if_crowded(result: ConfigResult) -> None:
     """A too_slow verdict taken while other processes crowd the cores says so, and is the moment's answer only
     (no larger batch size is foreseen too slow from it)."""
-    threads, machine_cores, others = torch.get_num_threads(), cores(), cpu_tuning.others_running()
-    if oversubscribed(threads, machine_cores, others):
-        result.under_load = load_text(others, threads, machine_cores)
+    threads, machine_cores, others = torch.get_num_threads(), cpu_tuning.cores(), cpu_tuning.others_running()
+    if cpu_tuning.oversubscribed(threads, machine_cores, others):
+        result.under_load = cpu_tuning.load_text(others, threads, machine_cores)
         result.reason += f" (measured under load: {result.under_load}; a rerun on free cores may fit)"
 
 
@@ -182,7 +174,6 @@ def _abandoned(spec: BenchSpec, contender, limit: float | None = None, spent_bef
             "(warm-ups and measured rounds share it)"
         )
         return
-    limit = spec.max_seconds if limit is None else limit
     kinds = len(getattr(getattr(contender, "timer", None), "step_kinds", None) or [None])
     if not contender.result.warmup_s:  # what is known of a step here: at least this
         contender.result.warmup_call_s.append(limit)

@@ -13,13 +13,13 @@ import signal
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import replace
+from dataclasses import asdict, replace
 
 import torch
 
 from ampgan.bench.attainable import attainable_rows
 from ampgan.bench.deadline import DECISION_SHARE, TRACE_SHARE, TooSlowAhead, budget_s
-from ampgan.bench.measure import StopCheck, StopRequested, measure_batch_size
+from ampgan.bench.measure import StopRequested, measure_batch_size, stop_check
 from ampgan.bench.op_tables import foreseen_cycles, trace_op_tables
 from ampgan.bench.results import ConfigResult, speedups
 from ampgan.bench.spec import BenchSpec
@@ -76,7 +76,7 @@ def run_bench(
         "processes": world().size,
         "spec": spec.to_dict()
         | {"precisions": list(plan.precisions), "decision_share": DECISION_SHARE, "trace_share": TRACE_SHARE},
-        "hardware": hardware.to_dict(),
+        "hardware": asdict(hardware),
         "peaks": peaks,
         "left_out": plan.left_out,
         "layouts": plan.layouts,
@@ -150,7 +150,7 @@ def _measure(
     for index, batch_size in enumerate(spec.batch_sizes):
         try:
             finished, rounds = measure_batch_size(
-                spec, precisions, batch_size, dataset, device, StopCheck(stop_request), ahead, spent
+                spec, precisions, batch_size, dataset, device, stop_check(stop_request), ahead, spent
             )
         except StopRequested:
             # The batch size being measured has too few rounds to be compared: it is left out.

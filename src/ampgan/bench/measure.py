@@ -9,12 +9,13 @@ from __future__ import annotations
 import functools
 import resource
 import time
+from collections.abc import Callable
 
 import torch
 
 from ampgan.bench.attainable import ops_alone, summarise
 from ampgan.bench.deadline import TooSlowAhead, warm_up
-from ampgan.bench.flops import count_flops_by_kind
+from ampgan.bench.ops import count_flops_by_kind
 from ampgan.bench.results import ConfigResult, failure
 from ampgan.bench.spec import BenchSpec
 from ampgan.bench.twin import agreed_local_trial, local_twins
@@ -35,15 +36,15 @@ class StopRequested(BaseException):
     KeyboardInterrupt is: no `except Exception` on its way (a configuration's failure) takes it for an error."""
 
 
-class StopCheck:
-    """Asked between steps; every rank stops at the same point (the answer is OR-ed over ranks)."""
+def stop_check(request) -> Callable[[], None]:
+    """Asked between steps: StopRequested once `request` is set; every rank stops at the same point (the answer
+    is OR-ed over ranks)."""
 
-    def __init__(self, request):
-        self.request = request
-
-    def __call__(self) -> None:
-        if any_rank([bool(self.request)])[0]:
+    def check() -> None:
+        if any_rank([bool(request)])[0]:
             raise StopRequested
+
+    return check
 
 
 class Contender:
@@ -138,8 +139,13 @@ def _warmed_up(
         built = time.perf_counter()
         contender = Contender(spec, precision, batch_size, dataset, device)
         spent["building"] = spent.get("building", 0.0) + time.perf_counter() - built
-        after_first = functools.partial(_forget_autotuning_peak, spec, device)
-        warm_up(spec, contender, stop_check, after_first=after_first, allowance=allowance)
+        warm_up(
+            spec,
+            contender,
+            stop_check,
+            after_first=functools.partial(_forget_autotuning_peak, spec, device),
+            allowance=allowance,
+        )
         if contender.result.status != "ok":
             return contender.finish()
         contender.result.peak_memory_bytes = contender.peak_memory_bytes()
@@ -185,7 +191,18 @@ def _time_interleaved(
     names = [c.result.precision for c in contenders]
     baseline = FP32 if FP32 in names else names[0]
     history = SpeedupHistory()
-    keys = {c.result.precision: _history_key(c) for c in contenders if c.result.precision != baseline}
+    # The speedup history's key (speed/history.py): the decisions' machine and model key, the batch size, the
+    # precision, the number of processes.
+    keys = {
+        c.result.precision: decision_key(
+            **machine_key(c.device, c.timer.config),
+            batch_size=c.result.batch_size,
+            precision=c.result.precision,
+            processes=world().size,
+        )
+        for c in contenders
+        if c.result.precision != baseline
+    }
     learned = max((history.between_run_sd(key) for key in keys.values()), default=(BETWEEN_RUN_SD, "default"))
     if world().distributed:  # rank 0's history for every rank: the ranks must stop at the same round
         learned = gather_objects(learned)[0]
@@ -221,14 +238,3 @@ def _keep_the_last_attempt(result: ConfigResult, rounds: RoundsResult) -> None:
     result.local_samples_s = result.local_samples_s[len(result.local_samples_s) - kept :]
     if result.precision in rounds.hopeless:
         result.reason = f"left out after {kept} round(s): {rounds.hopeless[result.precision]}"
-
-
-def _history_key(contender: Contender) -> str:
-    """The speedup history's key (speed/history.py): the decisions' machine and model key, the batch
-    size, the precision, the number of processes."""
-    return decision_key(
-        **machine_key(contender.device, contender.timer.config),
-        batch_size=contender.result.batch_size,
-        precision=contender.result.precision,
-        processes=world().size,
-    )

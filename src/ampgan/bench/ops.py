@@ -2,7 +2,7 @@
 
 Every ATen operation the step dispatches (both updates, forward, backward, the penalty's double
 backward, the loss scaler, the optimizer) is recorded by a dispatch mode with its FLOPs (PyTorch's
-own formulas, as bench/flops.py counts them), the bytes of every tensor it reads and writes (in the
+own formulas: `flops_of` below), the bytes of every tensor it reads and writes (in the
 dtypes they run in under this precision), and its unit: "matrix" work (convolutions, matrix products
 and their backward passes) or "memory" work (everything else: element-wise ops, normalisation,
 reductions, casts). Views and allocations launch no kernel and move no data; they are left out.
@@ -37,21 +37,56 @@ from torch.utils._pytree import tree_flatten
 from torch.utils.flop_counter import flop_registry
 
 from ampgan.bench.deadline import CallTooLong, abandoned_after
-from ampgan.bench.flops import flops_of, kind_of
 from ampgan.errors import AmpganError
 from ampgan.training.step import train_step
 
 FORMAT = "ampgan-ops/1"
 FUSED_ADAM = "cuda.fused_adam"  # not traced: the update CUDA runs instead of the optimizer's traced kernels
-FUSED_ADAM_PASSES = 7
 # The fused updates CUDA runs, by what each moves per weight element (in weight-sized passes): Adam reads the
 # weight, gradient and two moments and writes three; SGD with momentum reads three and writes two (without
 # momentum: two and one); LAMB (apex FusedLAMB) is Adam's pass writing its update, the update's and the
 # weight's norms, then a second pass reading weight and update and writing the weight.
-FUSED_UPDATES = {FUSED_ADAM: FUSED_ADAM_PASSES, "cuda.fused_sgd": 5, "cuda.fused_sgd_plain": 3, "cuda.fused_lamb": 12}
+FUSED_UPDATES = {FUSED_ADAM: 7, "cuda.fused_sgd": 5, "cuda.fused_sgd_plain": 3, "cuda.fused_lamb": 12}
 # Multiples of 8, so that a matrix dimension that is the batch (a linear layer's rows) is aligned as it is
 # at the batch sizes people train at, and large enough for batch norm.
 TRACE_BATCH_SIZES = (8, 16)
+
+# FLOPs, counted with PyTorch's own formulas: those of `torch.utils.flop_counter` count the matrix work
+# (convolutions, matmuls, their backward passes) that dispatches through them, 2 FLOPs per multiply-add. They are
+# applied by the dispatch mode below that records a step's operations rather than by FlopCounterMode, whose module
+# tracker hooks every module's backward and fails inside `torch.autograd.grad` on a leaf input (a gradient
+# penalty's interpolated images: "A leaf node was passed to _will_engine_execute_node"). Element-wise work
+# (activations, batch-norm, Adam) is not counted; for these networks it is a few percent at most. The split between
+# matrix products and convolutions matters for mixed precision: tensor cores and AMX reach a larger share of their
+# peak on large matrix products than on small convolutions.
+MATMUL_OPS = ("mm", "addmm", "bmm", "baddbmm", "matmul", "linear")
+
+
+def kind_of(op_name: str) -> str:
+    """'aten.convolution_backward' -> 'convolution'; 'aten.addmm' -> 'matmul'; anything else 'other'."""
+    name = op_name.rsplit(".", 1)[-1]
+    if "convolution" in name:
+        return "convolution"
+    if name in MATMUL_OPS:
+        return "matmul"
+    return "other"
+
+
+def flops_of(packet, args, kwargs, out) -> int:
+    """FLOPs of one dispatched operation by PyTorch's formula, with one correction: the weight gradient of
+    a grouped convolution. torch's formula computes it as a convolution of every input channel with every
+    output channel, `groups` times the work each group's channels do (torch 2.13, flop_counter.py). A
+    StyleGAN2 modulated convolution (groups = batch) then counts batch² FLOPs, which no affine op table
+    can hold (its intercept went negative: a projection at large batch made the step's cost grow as the
+    square of the batch). Each group's weight gradient is counted once, as its forward is."""
+    formula = flop_registry[packet]
+    if packet is not torch.ops.aten.convolution_backward or len(args) < 11 or args[9] == 1:
+        return int(formula(*args, **kwargs, out_val=out))
+    groups, mask = args[9], args[10]
+    data_part = formula(*args[:10], [mask[0], False, False], **kwargs, out_val=out) if mask[0] else 0
+    weight_part = formula(*args[:10], [False, mask[1], False], **kwargs, out_val=out) if mask[1] else 0
+    return int(data_part + weight_part // groups)
+
 
 # Operations that allocate or relabel memory without a kernel over it.
 NO_KERNEL = {
@@ -107,19 +142,6 @@ class OpRow(OpRecord):
     def bytes_at(self, batch_size: float) -> float:
         return max(0.0, self.bytes[0] + self.bytes[1] * batch_size)
 
-    def to_list(self) -> list:
-        return [
-            self.op,
-            self.unit,
-            self.dtype,
-            self.alignment,
-            list(self.flops),
-            list(self.bytes),
-            self.optimizer,
-            self.weight,
-            [[kind, [list(d) for d in dims]] for kind, dims in self.kernels],
-        ]
-
     @classmethod
     def from_list(cls, item: list) -> OpRow:
         # Tables written before kernels were recorded have 8 columns.
@@ -144,10 +166,6 @@ class OpRow(OpRecord):
             float(weight),
             kernels,
         )
-
-
-def _alignment(*dims: int) -> int:
-    return next((step for step in (8, 4) if all(int(d) % step == 0 for d in dims)), 1)
 
 
 def _matrix_dims(name: str, args) -> tuple[str, tuple[int, ...]]:
@@ -282,7 +300,9 @@ class _OpRecorder(TorchDispatchMode):
             alignment, unit, kernels = 1, "memory", ()
         else:
             dtype, dims = _matrix_dims(name, args)
-            alignment, unit, kernels = _alignment(*dims), "matrix", kernel_shapes(name, args)
+            # OpRecord.alignment: the largest of 8, 4, 1 that divides every dimension tensor cores tile.
+            alignment = next((step for step in (8, 4) if all(int(d) % step == 0 for d in dims)), 1)
+            unit, kernels = "matrix", kernel_shapes(name, args)
         self.records.append(
             OpRecord(
                 op=str(packet),
@@ -343,6 +363,20 @@ def record_ops(run: Callable[[], object]) -> list[OpRecord]:
     return recorder.records
 
 
+def count_flops_by_kind(run: Callable[[], object]) -> dict[str, int]:
+    """{"convolution": n, "matmul": n, "other": n} FLOPs of everything `run` computes (it runs once, for real),
+    as its recorded operations count them."""
+    kinds = {"convolution": 0, "matmul": 0, "other": 0}
+    for record in record_ops(run):
+        kinds[kind_of(record.op)] += int(record.flops)
+    return kinds
+
+
+def count_flops(run: Callable[[], object]) -> int:
+    """Total FLOPs of everything `run` computes (it runs once, for real)."""
+    return sum(count_flops_by_kind(run).values())
+
+
 def _kind(record: OpRecord) -> tuple:
     return record.op, record.unit, record.dtype, record.optimizer, record.weight
 
@@ -382,11 +416,10 @@ def affine_rows(small: list[OpRecord], large: list[OpRecord], small_batch: int, 
     whose length follows the batch taken as one), merged where identical. Raises AmpganError when the two
     traces are not the same operations in the same order."""
     small, large = match_batch_dependent_runs(small, large)
-    same = len(small) == len(large) and all(
-        _kind(a) + (tuple(k for k, _ in a.kernels),) == _kind(b) + (tuple(k for k, _ in b.kernels),)
+    if len(small) != len(large) or any(
+        _kind(a) + (tuple(k for k, _ in a.kernels),) != _kind(b) + (tuple(k for k, _ in b.kernels),)
         for a, b in zip(small, large)
-    )
-    if not same:
+    ):
         raise AmpganError(
             f"the training step runs different operations at batch {small_batch} and {large_batch} "
             f"({len(small)} against {len(large)}): its cost cannot be written as a function of the "
@@ -444,7 +477,20 @@ class OpTable:
             "traced_at": list(self.traced_at),
             "device": self.device,
             "columns": ["op", "unit", "dtype", "alignment", "flops", "bytes", "optimizer", "weight", "kernels"],
-            "rows": [r.to_list() for r in self.rows],
+            "rows": [
+                [
+                    r.op,
+                    r.unit,
+                    r.dtype,
+                    r.alignment,
+                    list(r.flops),
+                    list(r.bytes),
+                    r.optimizer,
+                    r.weight,
+                    [[kind, [list(d) for d in dims]] for kind, dims in r.kernels],
+                ]
+                for r in self.rows
+            ],
         }
 
     @classmethod

@@ -114,7 +114,7 @@ def csv_rows(results: dict) -> list[dict]:
     speedup = {(s["batch_size"], s["precision"]): s for s in results["speedups"]}
     rows = []
     for config in results["configs"]:
-        stats = config.get("stats") or {}
+        stats, pair = config.get("stats") or {}, speedup.get((config["batch_size"], config["precision"])) or {}
         ms = lambda key: round(stats[key] * 1e3, 3) if key in stats else ""  # noqa: E731
         rows.append(
             {
@@ -137,7 +137,12 @@ def csv_rows(results: dict) -> list[dict]:
                     config["peak_memory_bytes"] / 2**20 if config.get("peak_memory_bytes") is not None else None, 1
                 ),
                 "skipped_steps": config.get("skipped_steps", ""),
-                **_speedup_columns(speedup.get((config["batch_size"], config["precision"]))),
+                "speedup_vs_baseline": round(speedup_estimate(pair), 3) if pair else "",
+                "speedup_ci_low": _round(pair.get("low"), 3),
+                "speedup_ci_high": _round(pair.get("high"), 3),
+                "rounds": pair.get("rounds", ""),
+                "settled": pair.get("settled", ""),
+                "load_changed": pair.get("load_changed", ""),
                 "processes": config.get("processes", 1),
                 "scaling_efficiency": _round(config.get("scaling_efficiency"), 3),
                 "reason": config.get("reason", ""),
@@ -146,26 +151,13 @@ def csv_rows(results: dict) -> list[dict]:
     return rows
 
 
-def _speedup_columns(pair: dict | None) -> dict:
-    pair = pair or {}
-    return {
-        "speedup_vs_baseline": round(speedup_estimate(pair), 3) if pair else "",
-        "speedup_ci_low": _round(pair.get("low"), 3),
-        "speedup_ci_high": _round(pair.get("high"), 3),
-        "rounds": pair.get("rounds", ""),
-        "settled": pair.get("settled", ""),
-        "load_changed": pair.get("load_changed", ""),
-    }
-
-
 def _round(value, digits):
     return "" if value is None else round(value, digits)
 
 
 def write_results(results: dict, out_dir: Path) -> None:
     """results.json, results.csv and the figures."""
-    out_dir = Path(out_dir)
-    write_json_atomically(out_dir / "results.json", results)
+    write_json_atomically(Path(out_dir) / "results.json", results)
     render(results, out_dir)
 
 
@@ -469,16 +461,16 @@ def _config_line(config: dict, pair: dict | None) -> str:
 
 def table(results: dict) -> str:
     speedup = {(s["batch_size"], s["precision"]): s for s in results["speedups"]}
-    processes = results.get("processes", 1)
     lines = [
         f"{'batch':>6} {'precision':>9} {'median ms':>10} {'IQR ms':>8} {'img/s':>9} {'GFLOP':>8} {'matmul':>6} "
-        f"{'TFLOP/s':>8} {'% peak':>7} {'speedup [95% CI]':>19}  note"
+        f"{'TFLOP/s':>8} {'% peak':>7} {'speedup [95% CI]':>19}  note",
+        *(
+            _config_line(config, speedup.get((config["batch_size"], config["precision"])))
+            for config in results["configs"]
+        ),
+        *(f"left out {item['precision']}: {item['reason']}" for item in results.get("left_out", [])),
+        *attainable_lines(results),
     ]
-    lines += [
-        _config_line(config, speedup.get((config["batch_size"], config["precision"]))) for config in results["configs"]
-    ]
-    lines += [f"left out {item['precision']}: {item['reason']}" for item in results.get("left_out", [])]
-    lines += attainable_lines(results)
     if results.get("compile_times"):
         batch = results["spec"]["batch_sizes"][0]
         times = "; ".join(
@@ -496,7 +488,7 @@ def table(results: dict) -> str:
         "GFLOP: counted per training step (torch.utils.flop_counter); matmul: the share of it in matrix "
         "products, the rest convolutions",
     ]
-    if processes > 1:
-        lines.append(f"{processes} processes: batch is per process, img/s is for all of them")
+    if results.get("processes", 1) > 1:
+        lines.append(f"{results['processes']} processes: batch is per process, img/s is for all of them")
     lines.append(stamp_text(results))
     return "\n".join(map(one_line, lines))  # a name holding a newline stays inside its row

@@ -10,16 +10,12 @@ from ampgan.data import DataConfig
 from ampgan.sections import setting
 
 
-def _synthetic_data() -> TrainConfig:
-    return TrainConfig(data=DataConfig(dataset="synthetic"))
-
-
 @dataclass(frozen=True, kw_only=True)
 class BenchSpec:
     # The run being timed: data, model and its options, optimizer, device, seed (its precision, batch
     # size, budget, memory format and compile setting are the bench's to vary). Synthetic data by
     # default, so data never limits.
-    base: TrainConfig = field(default_factory=_synthetic_data)
+    base: TrainConfig = field(default_factory=lambda: TrainConfig(data=DataConfig(dataset="synthetic")))
     batch_sizes: tuple[int, ...] = setting((16, 64, 256, 1024, 2048), "Batch sizes to time.", True, "int_list")
     precisions: tuple[str, ...] = setting(
         (), "Comma-separated; default: every precision this device runs at useful speed.", True, "precision_list"

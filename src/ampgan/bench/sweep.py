@@ -50,16 +50,11 @@ def parse_axes(texts: tuple[str, ...]) -> dict[str, list]:
 
 def cells(axes: dict[str, list]) -> list[dict]:
     """Every combination of the axes' values, in the order given."""
-    names = list(axes)
-    return [dict(zip(names, combination)) for combination in itertools.product(*(axes[n] for n in names))]
+    return [dict(zip(axes, combination)) for combination in itertools.product(*axes.values())]
 
 
 def cell_label(values: dict) -> str:
     return ",".join(f"{path}={value}" for path, value in values.items())
-
-
-def cell_folder(values: dict) -> str:
-    return "".join(c if c.isalnum() or c in "._=-" else "_" for c in cell_label(values).replace(",", "+"))
 
 
 def run_sweep(
@@ -104,7 +99,8 @@ def _benched(
 ) -> tuple[dict, dict | None]:
     """(the cell benched into out/cells/<cell>/, or refused by the model with the reason; what a signal left
     unmeasured, None when nothing)."""
-    label, folder = cell_label(values), Path("cells") / cell_folder(values)
+    label = cell_label(values)
+    folder = Path("cells") / "".join(c if c.isalnum() or c in "._=-" else "_" for c in label.replace(",", "+"))
     try:
         cell_spec = replace(spec, base=spec.base.with_fields(values))
         config = cell_spec.train_config(BASELINE, spec.batch_sizes[0])

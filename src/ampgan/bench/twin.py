@@ -87,5 +87,4 @@ def _agreed(attempt) -> tuple[object, tuple[int, tuple[str, str]] | None]:
         value, outcome = attempt(), None
     except Exception as error:  # noqa: BLE001 - agreed over the ranks, then recorded
         value, outcome = None, failure(error)
-    failed = [(rank, found) for rank, found in enumerate(gather_objects(outcome)) if found is not None]
-    return value, (failed[0] if failed else None)
+    return value, next(((rank, found) for rank, found in enumerate(gather_objects(outcome)) if found is not None), None)

@@ -78,7 +78,3 @@ LAUNCH_GAP = Assumption(
     source="assumption. NVIDIA, 'Getting Started with CUDA Graphs': launch overheads of microseconds per kernel; a "
     "matrix kernel's own cost is in its calibration (fitted on isolated kernels)",
 )
-
-
-def all_assumptions(launch: Assumption) -> list[Assumption]:
-    return [BANDWIDTH_FRACTION, LAUNCH_GAP, launch]

@@ -15,11 +15,10 @@ from ampgan.bench.ops import OpTable
 from ampgan.cost.arithmetic import cost_of_batches
 from ampgan.cost.catalog import Instance, cheapest_instance
 from ampgan.errors import AmpganError, one_line
-from ampgan.files.records import shape_of
+from ampgan.files.records import shape_of, to_json
 from ampgan.files.schema import check_shape
 from ampgan.precisions import BASELINE, FP16, FP32, NAMES, PRECISIONS, TF32, in_order
-from ampgan.precisions import precision as precision_mode
-from ampgan.projection.assumptions import Assumption, all_assumptions
+from ampgan.projection.assumptions import BANDWIDTH_FRACTION, LAUNCH_GAP, Assumption
 from ampgan.projection.composition import ComposedStep, composed_speedup, composed_step, load_composition
 from ampgan.projection.kernel_model import calibration_for, load_calibration
 from ampgan.projection.step_model import DEFAULT, UNCALIBRATED_WIDENING, step_estimate
@@ -29,7 +28,6 @@ from ampgan.system.hardware import gpu_table_key
 FORMAT = "ampgan-projection/1"
 DEFAULT_DEVICES = ("T4", "P100", "V100", "A100", "L4", "H100", "H200")
 BATCHES_COSTED = 1e6  # the study's
-_NONE = (None, None, None)
 
 
 @dataclass(frozen=True)
@@ -142,7 +140,7 @@ def table_for(precision: str, tables: dict[str, OpTable]) -> tuple[OpTable | Non
     matrix unit differs); fp16 and bf16 move the same bytes, so one stands in for the other."""
     if precision in tables:
         return tables[precision], f"op table traced in {precision}"
-    stand_in = precision_mode(precision).stand_in
+    stand_in = PRECISIONS[precision].stand_in
     if stand_in in tables:
         return tables[stand_in], f"{stand_in}'s op table (the same operations and bytes as {precision})"
     return None, f"no op table for {precision} or a stand-in"
@@ -152,7 +150,7 @@ def memory_at_least(memory: dict | None, precision: str, batch_size: int) -> flo
     """The lower bound on one step's memory in bytes (bench's step_memory), or None without one."""
     memory = memory if isinstance(memory, dict) else {}
     per_sample = memory.get("activation_bytes_per_sample") or {}
-    value = per_sample.get(precision, per_sample.get(precision_mode(precision).stand_in))
+    value = per_sample.get(precision, per_sample.get(PRECISIONS[precision].stand_in))
     parameters = memory.get("parameters_bytes")
     if not isinstance(value, (int, float)) or not isinstance(parameters, (int, float)):
         return None
@@ -171,14 +169,15 @@ def _calibration_note(gpu: GpuSpec) -> dict:
         f"{error.get('median_speedup_error', float('nan')):.2f}x in the median, band holds "
         f"{error.get('band_coverage', float('nan')):.0%}"
     )
-    note = (
-        f"calibrated on {gpu.key}'s architecture ({calibration.architecture}: {tables}); {measured}"
+    return {
+        "architecture": calibration.architecture,
+        "own": own,
+        "note": f"calibrated on {gpu.key}'s architecture ({calibration.architecture}: {tables}); {measured}"
         if own
         else f"NO calibration for this architecture (capability {gpu.cuda_capability[0]}.{gpu.cuda_capability[1]}): "
         f"{calibration.architecture}'s ({tables}) with this GPU's datasheet, band widened "
-        f"x{UNCALIBRATED_WIDENING} each way; {measured}"
-    )
-    return {"architecture": calibration.architecture, "own": own, "note": note}
+        f"x{UNCALIBRATED_WIDENING} each way; {measured}",
+    }
 
 
 def project(
@@ -259,7 +258,7 @@ def _kernel_view(step, estimate, table, table_note, batch_size, gpu, calibration
 def _speedups(step: ComposedStep, baseline: ComposedStep | None, default: ComposedStep | None, is_fp32: bool) -> dict:
     """The speedup over strict fp32 (its band), and on a TF32 GPU fp32's row holds PyTorch's default's time
     and every other row its speedup over that default."""
-    out = _band_fields("speedup", composed_speedup(baseline, step) if baseline is not None else _NONE)
+    out = _band_fields("speedup", composed_speedup(baseline, step)) if baseline is not None else {}
     if default is not None and is_fp32:
         ms = (default.seconds * 1e3, default.low * 1e3, default.high * 1e3)
         return out | dict(zip(("default_ms_per_step", "default_ms_low", "default_ms_high"), ms))
@@ -279,8 +278,12 @@ def _priced(row: Row, instance: Instance | None) -> Row:
     fast, mid, slow = (
         cost_of_batches(ms / 1e3, BATCHES_COSTED, price)["cost"] for ms in (row.ms_low, row.ms_per_step, row.ms_high)
     )
-    label = f"{instance.label} ({instance.price_per_hour:g} {instance.currency}/h, {instance.date}, {instance.source})"
-    return replace(row, cost=Cost(fast, mid, slow), instance=label)
+    return replace(
+        row,
+        cost=Cost(fast, mid, slow),
+        instance=f"{instance.label} ({instance.price_per_hour:g} {instance.currency}/h, {instance.date}, "
+        f"{instance.source})",
+    )
 
 
 def gpu_of_instance(instance: Instance, gpus: list[GpuSpec]) -> GpuSpec | None:
@@ -332,8 +335,7 @@ def measured_gpu(results: dict, gpus: dict[str, GpuSpec]) -> GpuSpec | None:
     hardware = results.get("hardware") or {}
     if hardware.get("device_type") != "cuda" or not isinstance(hardware.get("name"), str):
         return None
-    key = gpu_table_key(hardware["name"])
-    return gpus.get(key) if key else None
+    return gpus.get(gpu_table_key(hardware["name"]))  # None: a GPU the table does not know
 
 
 def measured_rows(results: dict, tables: dict[str, OpTable] | None = None, launch=None) -> list[Measured]:
@@ -381,27 +383,28 @@ def build_projection(
     if not tables:
         raise AmpganError("no op table to project from: re-run 'ampgan bench' (it traces the step's operations)")
     spec, environment = results.get("spec", {}), results.get("environment", {})
-    projection = Projection(
-        format=FORMAT,
-        what="PROJECTED times and costs (a kernel model calibrated on measured GPU kernels, over the step's "
-        "operations), not measurements",
-        calibration_error=calibration_error_lines(),
-        model=spec.get("model"),
-        model_options=spec.get("model_options", {}),
-        dataset=spec.get("dataset"),
-        traced_on=environment.get("hardware_summary"),
-        software=environment.get("versions", {}),
-        price_catalog=catalog_source,
-        devices=[gpu.to_dict() for gpu in gpus],
-        assumptions=all_assumptions(launch) + fitted_quantities(),
-        op_tables={
-            name: {"kernels": t.kernels(), "traced_at": list(t.traced_at), "rows": len(t.rows)}
-            for name, t in tables.items()
-        },
-        rows=projected_rows(tables, gpus, batch_sizes, launch, catalog=catalog, memory=results.get("step_memory")),
-        measured_here=measured_rows(results, tables, launch),
+    return as_written(
+        Projection(
+            format=FORMAT,
+            what="PROJECTED times and costs (a kernel model calibrated on measured GPU kernels, over the step's "
+            "operations), not measurements",
+            calibration_error=calibration_error_lines(),
+            model=spec.get("model"),
+            model_options=spec.get("model_options", {}),
+            dataset=spec.get("dataset"),
+            traced_on=environment.get("hardware_summary"),
+            software=environment.get("versions", {}),
+            price_catalog=catalog_source,
+            devices=[to_json(gpu) for gpu in gpus],  # as the datasheet row has it (gpus.csv)
+            assumptions=[BANDWIDTH_FRACTION, LAUNCH_GAP, launch, *fitted_quantities()],
+            op_tables={
+                name: {"kernels": t.kernels(), "traced_at": list(t.traced_at), "rows": len(t.rows)}
+                for name, t in tables.items()
+            },
+            rows=projected_rows(tables, gpus, batch_sizes, launch, catalog=catalog, memory=results.get("step_memory")),
+            measured_here=measured_rows(results, tables, launch),
+        )
     )
-    return as_written(projection)
 
 
 def _band(low: float, mid: float, high: float, digits: int = 0) -> str:

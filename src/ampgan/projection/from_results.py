@@ -74,12 +74,16 @@ def project_results(results: Path, spec: ProjectSpec, out: Path | None, overwrit
     )
     target = out or path.parent / "projection"
     # A projection stopped before its last file (killed, say) is replaced by the same command again.
-    finished = ("projection.json", "projection.csv", "projection.md", "fig_projection.png")
     with claimed_folder(
         target,
         overwrite,
         "projection",
-        unfinished=lambda folder: not all((folder / name).is_file() for name in finished),
+        unfinished=lambda folder: (
+            not all(
+                (folder / name).is_file()
+                for name in ("projection.json", "projection.csv", "projection.md", "fig_projection.png")
+            )
+        ),
     ):
         text = write_projection(projection, target)
     return projection, target, text

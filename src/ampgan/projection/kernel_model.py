@@ -27,8 +27,7 @@ import numpy as np
 
 from ampgan.errors import AmpganError
 from ampgan.files.jsonfile import parse_json
-from ampgan.precisions import FP16, FP32
-from ampgan.precisions import precision as precision_mode
+from ampgan.precisions import FP16, FP32, PRECISIONS
 from ampgan.projection.kernels import CONV_OPS, GEMM, OPS, Kernel
 from ampgan.system.gpus import GpuSpec
 
@@ -57,7 +56,7 @@ TINY_CHANNELS = 4  # 1-3 channel images (and a 4-channel one) are the measured s
 def path_of(precision: str) -> str:
     """The calibrated path a precision runs on (its record's kernel path): tf32 is a tensor-core path like
     fp16 (its own peak)."""
-    return FP32 if precision_mode(precision).kernel_path == FP32 else FP16
+    return FP32 if PRECISIONS[precision].kernel_path == FP32 else FP16
 
 
 def peak_tflops(gpu: GpuSpec, precision: str) -> float:
@@ -99,7 +98,7 @@ def _tile_utilisation(m: int, n: int, k: int, sms: int) -> list[float]:
 
 
 def features(kernels: list[Kernel], sms: int, precision: str) -> Features:
-    align = precision_mode(precision).alignment
+    align = PRECISIONS[precision].alignment
     rows = []
     for kernel in kernels:
         m, n, k = kernel.implicit_gemm()
@@ -198,7 +197,7 @@ def load_calibration(architecture: str) -> Calibration:
 def irregular(kernel: Kernel, precision: str) -> bool:
     """A kernel in the calibration's wide-error class: tiny channels, or channels a 16-bit path needs aligned."""
     tiny = kernel.op != GEMM and kernel.c <= TINY_CHANNELS
-    return tiny or any(d % precision_mode(precision).alignment for d in kernel.channel_dims())
+    return tiny or any(d % PRECISIONS[precision].alignment for d in kernel.channel_dims())
 
 
 SMALL_FLOPS = 3e9  # under it a kernel is mostly launch and prologue: its errors differ from a large one's

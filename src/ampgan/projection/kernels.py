@@ -117,11 +117,16 @@ def kernel_from_row(row: dict, where: str) -> Kernel:
     if op not in OPS:
         raise AmpganError(f"{where} ({name}): op is {op!r}: choose from {', '.join(OPS)}")
     if op == GEMM:
-        values = {f: _whole(row, f, f"{where} ({name})", 1) for f in GEMM_FIELDS}
-        return Kernel(name, op, **values, **{f: _flag(row, f, f"{where} ({name})") for f in GEMM_FLAGS})
-    paddings = ("pad_h", "pad_w")  # may be 0; every other dimension is at least 1
-    values = {f: _whole(row, f, f"{where} ({name})", 0 if f in paddings else 1) for f in CONV_FIELDS}
-    kernel = Kernel(name, op, **values)
+        return Kernel(
+            name,
+            op,
+            **{f: _whole(row, f, f"{where} ({name})", 1) for f in GEMM_FIELDS},
+            **{f: _flag(row, f, f"{where} ({name})") for f in GEMM_FLAGS},
+        )
+    # The paddings may be 0; every other dimension is at least 1.
+    kernel = Kernel(
+        name, op, **{f: _whole(row, f, f"{where} ({name})", 0 if f in ("pad_h", "pad_w") else 1) for f in CONV_FIELDS}
+    )
     p, q = kernel.output_hw
     if p < 1 or q < 1:
         raise AmpganError(

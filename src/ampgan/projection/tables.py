@@ -62,8 +62,9 @@ def _trace_from_config(results: dict, path: Path, log) -> dict:
         raise AmpganError(
             f"{path} has neither op tables nor a config to trace them from ({error}): re-run 'ampgan bench'"
         ) from None
-    dataset = load_dataset(config.data, seed=config.seed)
-    traced = trace_op_tables(BenchSpec(base=config), dataset, torch.device("cpu"), log)
+    traced = trace_op_tables(
+        BenchSpec(base=config), load_dataset(config.data, seed=config.seed), torch.device("cpu"), log
+    )
     results["step_memory"] = traced.get("step_memory")  # for the memory check, as a bench would have stored it
     if not traced["op_tables"]:
         reasons = "; ".join(f"{f['precision']}: {f['reason']}" for f in traced["op_tables_failed"])

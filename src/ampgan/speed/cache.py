@@ -9,9 +9,8 @@ any entry that lacks a field or has one of the wrong type (StoredDecision.from_c
 
 from __future__ import annotations
 
-import dataclasses
 import json
-from dataclasses import KW_ONLY, dataclass
+from dataclasses import KW_ONLY, dataclass, fields
 from pathlib import Path
 
 from ampgan.errors import warn
@@ -20,10 +19,6 @@ from ampgan.files.cache_dir import cache_dir
 from ampgan.files.jsonfile import read_cache_json
 from ampgan.files.records import shape_of
 from ampgan.files.schema import has_shape
-
-FORMAT = "ampgan-precision-decisions/1"
-FILE_NAME = "precision-decisions.json"
-
 
 _INTERVAL = {"estimate": (int, float), "low": (int, float), "high": (int, float), "rounds": int}
 
@@ -41,20 +36,25 @@ class StoredDecision:
     measured_on: str = ""
     cached: bool = False
 
-    @classmethod
-    def from_dict(cls, document: dict, cached: bool = False):
-        """The decision from its stored dict; keys of fields it no longer has are ignored."""
-        fields = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in document.items() if k in fields} | {"cached": cached})
+    @property
+    def note_text(self) -> str:
+        """' (the note)' and ' [cached, measured DATE]' as every decision's line shows them ('' without)."""
+        return f" ({self.note})" if self.note else ""
+
+    @property
+    def cached_text(self) -> str:
+        return f" [cached, measured {self.measured_on}]" if self.cached else ""
 
     @classmethod
     def from_cache(cls, document: dict | None):
         """The cached decision, or None when there is none or the entry does not have every field with its
-        type (written by another version, or edited): such an entry is measured again, never trusted."""
+        type (written by another version, or edited): such an entry is measured again, never trusted. Keys of
+        fields it no longer has are ignored."""
         interval = document.get("interval") if isinstance(document, dict) else None
         if not has_shape(document, shape_of(cls)) or (interval is not None and not has_shape(interval, _INTERVAL)):
             return None
-        return cls.from_dict(document, cached=True)
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in document.items() if k in names} | {"cached": True})
 
     @classmethod
     def from_outcome(cls, precision: str, batch_size: int, outcome, **own):
@@ -107,7 +107,7 @@ class CacheFile:
 
 
 class DecisionCache(CacheFile):
-    FORMAT, FILE_NAME, PART = FORMAT, FILE_NAME, "decisions"
+    FORMAT, FILE_NAME, PART = "ampgan-precision-decisions/1", "precision-decisions.json", "decisions"
     WHAT, LOST = "speed-decision cache", "the measurement will be repeated next time"
 
     def get(self, key: str) -> dict | None:

@@ -19,10 +19,9 @@ measure): runs of MEASURE_FROM_RUN_S or more measure, once per machine and model
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import torch
 
@@ -31,7 +30,7 @@ from ampgan.speed.ab import cached_or_measured, median_s, on_rank_zero, outcome_
 from ampgan.speed.cache import DecisionCache, StoredDecision, decision_key
 from ampgan.speed.compile_time import measure_warm_compile_s
 from ampgan.speed.decision import DECISION_RULE, WARMUP_STEPS, duration_text, interval_text, machine_key
-from ampgan.speed.rounds import RoundsResult, capped_for, measure_rounds
+from ampgan.speed.rounds import RoundsResult, warmed_up_rounds
 from ampgan.speed.step_timer import StepTimer
 from ampgan.training.loop import Budget
 
@@ -67,25 +66,22 @@ class CompileDecision(StoredDecision):
     def describe(self) -> str:
         """'bf16 at batch 64: compiled 61.0 ms vs eager 80.2 ms per step, 1.31x (95% CI 1.22-1.41, 8 rounds),
         7.4 s to compile in a new run: pays after 32 s of training'."""
-        note = f" ({self.note})" if self.note else ""
-        cached = f" [cached, measured {self.measured_on}]" if self.cached else ""
         head = f"{self.precision} at batch {self.batch_size}"
         if self.verdict == CANNOT_COMPILE:
-            return f"{head}: {CANNOT_COMPILE}{note}{cached}"
+            return f"{head}: {CANNOT_COMPILE}{self.note_text}{self.cached_text}"
         compile_s = f", {self.compile_s:.1f} s to compile in a new run" if self.compile_s is not None else ""
-        break_even = self.break_even_s
         pays = (
-            f"pays after {break_even:.0f} s of training"
-            if break_even is not None
+            f"pays after {self.break_even_s:.0f} s of training"
+            if self.break_even_s is not None
             else f"never pays (compiled step: {self.verdict})"
         )
         return (
             f"{head}: compiled {duration_text(self.compiled_step_s)} vs eager {duration_text(self.eager_step_s)} "
-            f"per step{interval_text(self.interval)}{compile_s}{note}: {pays}{cached}"
+            f"per step{interval_text(self.interval)}{compile_s}{self.note_text}: {pays}{self.cached_text}"
         )
 
     def to_dict(self) -> dict:
-        return dataclasses.asdict(self) | {"break_even_s": self.break_even_s, "description": self.describe()}
+        return asdict(self) | {"break_even_s": self.break_even_s, "description": self.describe()}
 
 
 @dataclass(frozen=True)
@@ -222,14 +218,17 @@ class TrainingStepCompileProbe(CompileProbe):
             across_ranks=False,
         )
         first_compile_s = max(compiled() - eager_first, 0.0)
-        for _ in range(WARMUP_STEPS):
-            round_s = eager() + compiled()
-        rule = capped_for(DECISION_RULE, round_s)  # a compile that changes nothing ties: answered eager soon
-        rounds = measure_rounds({EAGER: eager, COMPILED: compiled}, EAGER, rule, seed=self.config.seed)
-        compile_s = measure_warm_compile_s(
-            self.config.with_fields({"compute.compile": True}), fix="pass --no-compile to train eager"
+        # A compile that changes nothing ties: answered eager soon (tie_capped).
+        rounds = warmed_up_rounds(
+            {EAGER: eager, COMPILED: compiled}, EAGER, DECISION_RULE, WARMUP_STEPS, self.config.seed, tie_capped=True
         )
-        return CompileMeasurement(rounds, first_compile_s, compile_s)
+        return CompileMeasurement(
+            rounds,
+            first_compile_s,
+            measure_warm_compile_s(
+                self.config.with_fields({"compute.compile": True}), fix="pass --no-compile to train eager"
+            ),
+        )
 
 
 def compile_probe_for(config, dataset, device: torch.device) -> CompileProbe:

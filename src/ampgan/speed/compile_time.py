@@ -48,11 +48,10 @@ def measure_warm_compile_s(config: TrainConfig, fix: str = "drop --compile") -> 
 
 
 def _probe(config: TrainConfig, cache_folder: str, fix: str = "drop --compile") -> dict:
-    command = python_command("-m", "ampgan.speed.compile_time", json.dumps(config.to_dict()))
     try:
         # The probe builds the model this process was allowed to import, and no other (gan/registry.py).
         done = subprocess.run(
-            command,
+            python_command("-m", "ampgan.speed.compile_time", json.dumps(config.to_dict())),
             env=os.environ | {ENV: cache_folder} | consent_environment(),
             capture_output=True,
             text=True,

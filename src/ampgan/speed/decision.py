@@ -17,24 +17,22 @@ recommends the fastest useful mode; `train` warns when its precision is not usef
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import torch
 
-import ampgan.precisions as precisions
 from ampgan.errors import warn
 from ampgan.gan.registry import resolve_model
+from ampgan.precisions import BASELINE, FP32, PRECISIONS
 from ampgan.speed.ab import outcome_of
 from ampgan.speed.cache import DecisionCache, StoredDecision, decision_key
 from ampgan.speed.intervals import SpeedupInterval
-from ampgan.speed.rounds import UNTIL_DECIDED, RoundsResult, StoppingRule, measure_rounds
+from ampgan.speed.rounds import UNTIL_DECIDED, RoundsResult, StoppingRule, warmed_up_rounds
 from ampgan.speed.step_timer import StepTimer
 from ampgan.system.hardware import detect_hardware
 
-BASELINE = precisions.BASELINE
 DECISION_RULE = StoppingRule(min_rounds=3, max_seconds=30.0, until=UNTIL_DECIDED)
 WARMUP_STEPS = 2
 # A first (warm-up) step this many times slower than fp32's first is hopeless at once: one-off costs
@@ -46,11 +44,12 @@ def candidate_modes(device_type: str, cuda_capability: tuple[int, int] | None = 
     """(precisions worth measuring against fp32, [{precision, reason}] that cannot run here at all)."""
     why_not = {
         name: mode.unavailable_reason(device_type, cuda_capability)
-        for name, mode in precisions.PRECISIONS.items()
+        for name, mode in PRECISIONS.items()
         if name != BASELINE
     }
-    cannot_run = [{"precision": name, "reason": reason} for name, reason in why_not.items() if reason is not None]
-    return [name for name, reason in why_not.items() if reason is None], cannot_run
+    return [name for name, reason in why_not.items() if reason is None], [
+        {"precision": name, "reason": reason} for name, reason in why_not.items() if reason is not None
+    ]
 
 
 def candidates_for(device: torch.device) -> tuple[list[str], list[dict]]:
@@ -81,12 +80,10 @@ class Decision(StoredDecision):
             if self.step_s and self.fp32_step_s
             else f"at batch {self.batch_size}"
         )
-        note = f" ({self.note})" if self.note else ""
-        cached = f" [cached, measured {self.measured_on}]" if self.cached else ""
-        return f"{times}{interval_text(self.interval)}{note}: {self.verdict}{cached}"
+        return f"{times}{interval_text(self.interval)}{self.note_text}: {self.verdict}{self.cached_text}"
 
     def to_dict(self) -> dict:
-        return dataclasses.asdict(self) | {"useful": self.useful, "description": self.describe()}
+        return asdict(self) | {"useful": self.useful, "description": self.describe()}
 
 
 def duration_text(seconds: float | None) -> str:
@@ -100,9 +97,8 @@ def decisions_from_rounds(
 ) -> dict[str, Decision]:
     """The verdict of every candidate measured in `result` (pure: testable with injected rounds).
     `hopeless_at_warmup`: candidate -> (its first step's seconds, fp32's first step's seconds)."""
-    decisions = {}
-    for name, (first, fp32_first) in hopeless_at_warmup.items():
-        decisions[name] = Decision(
+    hopeless = {
+        name: Decision(
             name,
             batch_size,
             "slower",
@@ -113,16 +109,22 @@ def decisions_from_rounds(
             measured_on=datetime.date.today().isoformat(),
             note=f"first steps: more than {HOPELESS_FIRST_STEP:g}x slower, left out at once",
         )
-    for name in result.samples_s:
-        if name != result.baseline:
-            decisions[name] = Decision.from_outcome(name, batch_size, outcome_of(result, name))
-    return decisions
+        for name, (first, fp32_first) in hopeless_at_warmup.items()
+    }
+    return hopeless | {
+        name: Decision.from_outcome(name, batch_size, outcome_of(result, name))
+        for name in result.samples_s
+        if name != result.baseline
+    }
 
 
 def interval_text(interval: dict | None) -> str:
     """', 1.70x (95% CI 1.62-1.79, 6 rounds)' from a stored SpeedupInterval dict; '' without one."""
-    fields = ("estimate", "low", "high", "rounds")
-    return ", " + SpeedupInterval(*(interval[k] for k in fields)).describe() if interval else ""
+    return (
+        ", " + SpeedupInterval(*(interval[k] for k in ("estimate", "low", "high", "rounds"))).describe()
+        if interval
+        else ""
+    )
 
 
 Measure = Callable[[list[str]], tuple[RoundsResult, dict[str, tuple[float, float]]]]
@@ -161,8 +163,11 @@ def decide(
 
 
 def fastest_useful_mixed(decisions: dict[str, Decision]) -> str | None:
-    useful = [d for d in decisions.values() if precisions.precision(d.precision).mixed and d.useful]
-    best = max(useful, key=lambda d: d.interval["estimate"] if d.interval else 0.0, default=None)
+    best = max(
+        (d for d in decisions.values() if PRECISIONS[d.precision].mixed and d.useful),
+        key=lambda d: d.interval["estimate"] if d.interval else 0.0,
+        default=None,
+    )
     return best.precision if best else None
 
 
@@ -170,7 +175,7 @@ def choose_for_comparison(decisions: dict[str, Decision], left_out: list[dict]) 
     """(fp32 and the fastest useful mixed mode, or fp32 alone when no mode is faster here; what was left
     out and why)."""
     best = fastest_useful_mixed(decisions)
-    return ((precisions.FP32, best) if best else (precisions.FP32,)), left_out + [
+    return ((FP32, best) if best else (FP32,)), left_out + [
         {"precision": d.precision, "reason": d.reason()} for d in decisions.values() if d.precision != best
     ]
 
@@ -217,10 +222,7 @@ def measure_with(
             if first[name] > HOPELESS_FIRST_STEP * first[BASELINE]
         }
         timers = {name: timer for name, timer in timers.items() if name not in hopeless}
-        for _ in range(WARMUP_STEPS - 1):
-            for timer in timers.values():
-                timer()
-        return measure_rounds(timers, BASELINE, rule, seed=seed), hopeless
+        return warmed_up_rounds(timers, BASELINE, rule, WARMUP_STEPS - 1, seed), hopeless
 
     return measure
 
@@ -250,15 +252,14 @@ def decide_for_run(
 ) -> tuple[dict[str, Decision], list[dict]]:
     """Decisions for this machine at the config's batch size: (decisions, modes that cannot run here)."""
     candidates, cannot_run = candidates_for(device)
-    decisions = decide(
+    return decide(
         [p for p in (precisions or candidates) if p != BASELINE],
         config.budget.batch_size,
         machine_key(device, config),
         measure_on_training_step(config, dataset, device),
         DecisionCache() if use_cache else None,
         log,
-    )
-    return decisions, cannot_run
+    ), cannot_run
 
 
 def _cached(
@@ -275,8 +276,12 @@ def _cached(
 
 def cached_decisions(config, device: torch.device, precisions: list[str]) -> dict[str, Decision]:
     """The decisions the cache already holds for these modes at the config's batch size (no measuring)."""
-    names = [name for name in precisions if name != BASELINE]
-    return _cached(DecisionCache(), machine_key(device, config), config.budget.batch_size, names)
+    return _cached(
+        DecisionCache(),
+        machine_key(device, config),
+        config.budget.batch_size,
+        [name for name in precisions if name != BASELINE],
+    )
 
 
 def warn_about_named_modes(config, device: torch.device, precisions: list[str]) -> None:

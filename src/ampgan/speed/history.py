@@ -17,14 +17,13 @@ import statistics
 from ampgan.speed.cache import CacheFile
 from ampgan.speed.intervals import BETWEEN_RUN_SD
 
-FORMAT = "ampgan-speedup-history/1"
 FILE_NAME = "speedup-history.json"
 KEPT = 20  # the latest estimates per key
 LEARNED_FROM = 3  # estimates before a key's own spread is trusted
 
 
 class SpeedupHistory(CacheFile):
-    FORMAT, FILE_NAME, PART = FORMAT, FILE_NAME, "keys"
+    FORMAT, FILE_NAME, PART = "ampgan-speedup-history/1", FILE_NAME, "keys"
     WHAT, LOST = "speedup history", "intervals keep the default between-run spread"
 
     def _read(self) -> dict[str, list[float]]:

@@ -11,16 +11,15 @@ code path is written for), cached per machine, model, batch size and precision.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import torch
 
 from ampgan.speed.ab import cached_or_measured, on_rank_zero, outcome_of
 from ampgan.speed.cache import DecisionCache, StoredDecision, decision_key
 from ampgan.speed.decision import DECISION_RULE, WARMUP_STEPS, duration_text, interval_text, machine_key
-from ampgan.speed.rounds import RoundsResult, StoppingRule, capped_for, measure_rounds
+from ampgan.speed.rounds import RoundsResult, StoppingRule, warmed_up_rounds
 from ampgan.speed.step_timer import StepTimer
 
 NCHW, CHANNELS_LAST = "nchw", "channels-last"
@@ -45,16 +44,14 @@ class LayoutDecision(StoredDecision):
     def describe(self) -> str:
         """'bf16 at batch 64: channels-last 70.1 ms vs NCHW 80.6 ms per step, 1.15x (95% CI 1.10-1.20,
         6 rounds): channels-last'."""
-        note = f" ({self.note})" if self.note else ""
-        cached = f" [cached, measured {self.measured_on}]" if self.cached else ""
         return (
             f"{self.precision} at batch {self.batch_size}: channels-last {duration_text(self.channels_last_step_s)} "
-            f"vs NCHW {duration_text(self.nchw_step_s)} per step{interval_text(self.interval)}{note}: "
-            f"{self.chosen}{cached}"
+            f"vs NCHW {duration_text(self.nchw_step_s)} per step{interval_text(self.interval)}{self.note_text}: "
+            f"{self.chosen}{self.cached_text}"
         )
 
     def to_dict(self) -> dict:
-        return dataclasses.asdict(self) | {"channels_last": self.channels_last, "description": self.describe()}
+        return asdict(self) | {"channels_last": self.channels_last, "description": self.describe()}
 
 
 def layout_from_rounds(result: RoundsResult, precision: str, batch_size: int) -> LayoutDecision:
@@ -98,9 +95,7 @@ def measure_layouts_with(
 
     def measure() -> RoundsResult:
         timers = {name: make_timer(name) for name in (NCHW, CHANNELS_LAST)}
-        for _ in range(WARMUP_STEPS):
-            round_s = sum(timer() for timer in timers.values())  # the last one caps a tie (capped_for)
-        return measure_rounds(timers, NCHW, capped_for(rule, round_s), seed=seed)
+        return warmed_up_rounds(timers, NCHW, rule, WARMUP_STEPS, seed, tie_capped=True)
 
     return measure
 
@@ -121,13 +116,16 @@ def measure_layouts_on_training_step(config, dataset, device: torch.device) -> C
 
 def cached_layout(config, device: torch.device) -> LayoutDecision | None:
     """The memory-format decision the cache holds for the config's precision and batch size (no measuring)."""
-    key = decision_key(
-        **machine_key(device, config, deciding="channels_last"),
-        batch_size=config.budget.batch_size,
-        precision=config.precision.name,
-        question="memory format",
+    return LayoutDecision.from_cache(
+        DecisionCache().get(
+            decision_key(
+                **machine_key(device, config, deciding="channels_last"),
+                batch_size=config.budget.batch_size,
+                precision=config.precision.name,
+                question="memory format",
+            )
+        )
     )
-    return LayoutDecision.from_cache(DecisionCache().get(key))
 
 
 def decide_layout_for_run(

@@ -64,8 +64,9 @@ def _every_useful(decisions: dict, cannot_run: list, unmeasured: list) -> tuple[
     """fp32 and every mode not measured slower (one that only breaks even may gain at larger batches, which is
     what a bench charts), and the modes run without a decision."""
     kept = {name for name, d in decisions.items() if d.verdict != "slower"} | set(unmeasured)
-    slower = [{"precision": name, "reason": d.reason()} for name, d in decisions.items() if d.verdict == "slower"]
-    return (BASELINE, *in_order(kept)), cannot_run + slower
+    return (BASELINE, *in_order(kept)), cannot_run + [
+        {"precision": name, "reason": d.reason()} for name, d in decisions.items() if d.verdict == "slower"
+    ]
 
 
 GIVEN = Choice("given")  # train: its one precision

@@ -22,7 +22,6 @@ import torch
 
 from ampgan.speed.intervals import BETWEEN_RUN_SD, SpeedupInterval, load_changed, reference_drift, speedup_interval
 from ampgan.system import cpu_tuning
-from ampgan.system.cpu_tuning import cores, load_text, oversubscribed
 
 UNTIL_SETTLED = "settled"  # every speedup known to +-5%: what a benchmark table reports
 UNTIL_DECIDED = "decided"  # enough to say faster / slower / no clear difference: what a choice needs
@@ -79,7 +78,7 @@ class RoundsResult:
 
     @property
     def crowded_rounds(self) -> int:
-        return sum(oversubscribed(self.threads, self.cores, others) for others in self.others_running)
+        return sum(cpu_tuning.oversubscribed(self.threads, self.cores, others) for others in self.others_running)
 
     @property
     def under_load(self) -> bool:
@@ -99,8 +98,8 @@ class RoundsResult:
             return ""
         typical = sorted(self.others_running)[len(self.others_running) // 2]
         return (
-            f"measured under load: {load_text(typical, self.threads, self.cores)} in {self.crowded_rounds} of "
-            f"{len(self.others_running)} rounds"
+            f"measured under load: {cpu_tuning.load_text(typical, self.threads, self.cores)} in "
+            f"{self.crowded_rounds} of {len(self.others_running)} rounds"
         )
 
     def to_dict(self) -> dict:
@@ -144,6 +143,23 @@ def capped_for(rule: StoppingRule, round_s: float) -> StoppingRule:
     return replace(rule, max_seconds=cap, min_seconds=min(rule.min_seconds, cap))
 
 
+def warmed_up_rounds(
+    timers: dict[str, Callable[[], float]],
+    baseline: str,
+    rule: StoppingRule,
+    warmup: int,
+    seed: int,
+    tie_capped: bool = False,
+    **measuring,
+) -> RoundsResult:
+    """`warmup` rounds of every timer, discarded, then measure_rounds (`measuring`: its other arguments);
+    `tie_capped`: a decision between two ways of running one step, whose rule is capped_for the last warm-up
+    round."""
+    for _ in range(warmup):
+        round_s = sum(timer() for timer in timers.values())
+    return measure_rounds(timers, baseline, capped_for(rule, round_s) if tie_capped else rule, seed=seed, **measuring)
+
+
 def measure_rounds(
     timers: dict[str, Callable[[], float]],
     baseline: str,
@@ -176,7 +192,7 @@ def _attempt(timers, baseline, rule, seed, stop_check, budget, load_probe) -> Ro
         samples_s={name: [] for name in timers},
         between_run_sd=rule.between_run_sd,
         threads=torch.get_num_threads(),
-        cores=cores(),
+        cores=cpu_tuning.cores(),
     )
     active = list(timers)
     while True:
@@ -202,7 +218,7 @@ def _attempt(timers, baseline, rule, seed, stop_check, budget, load_probe) -> Ro
                     f"than {rule.hopeless_factor:g}x slower"
                 )
                 active.remove(name)
-        _update_intervals(result, active, rule.between_run_sd)
+        _update_intervals(result, rule.between_run_sd)
         stop = _why_stop(result, active, rule, budget)
         if stop:
             result.stopped_by = stop
@@ -210,16 +226,15 @@ def _attempt(timers, baseline, rule, seed, stop_check, budget, load_probe) -> Ro
             return result
 
 
-def _update_intervals(result: RoundsResult, active: list[str], between_run_sd: float = BETWEEN_RUN_SD) -> None:
+def _update_intervals(result: RoundsResult, between_run_sd: float) -> None:
     for name, samples in result.samples_s.items():
-        if name == result.baseline:
-            continue
         paired = min(len(samples), result.rounds)
-        result.intervals[name] = (
-            speedup_interval(result.samples_s[result.baseline][:paired], samples[:paired], between_run_sd)
-            if paired >= 2
-            else None
-        )
+        if name != result.baseline:
+            result.intervals[name] = (
+                speedup_interval(result.samples_s[result.baseline][:paired], samples[:paired], between_run_sd)
+                if paired >= 2
+                else None
+            )
 
 
 def _why_stop(result: RoundsResult, active: list[str], rule: StoppingRule, budget: float) -> str:

@@ -20,10 +20,9 @@ import torch
 from ampgan.precisions import BASELINE
 from ampgan.speed.ab import outcome_of
 from ampgan.speed.decision import UNTIL_DECIDED, WARMUP_STEPS, duration_text, interval_text
-from ampgan.speed.rounds import StoppingRule, measure_rounds
+from ampgan.speed.rounds import StoppingRule, warmed_up_rounds
 from ampgan.speed.step_timer import StepTimer
 from ampgan.system import cpu_tuning
-from ampgan.system.cpu_tuning import cores, fitting_threads, load_text, oversubscribed, threads_given
 from ampgan.training.distributed import world
 
 THREADS_RULE = StoppingRule(min_rounds=3, max_seconds=10.0, until=UNTIL_DECIDED)
@@ -42,14 +41,14 @@ def thread_choice(
     measured}. `measure(current, fewer)` -> a RoundsResult of AS_IS (baseline) against FEWER; called only when
     the machine is oversubscribed (pure given it: testable with injected rounds)."""
     found = {"threads": current, "before": current, "others_running": others, "cores": machine_cores, "measured": None}
-    load = load_text(others, current, machine_cores)
+    load = cpu_tuning.load_text(others, current, machine_cores)
     if given_by:
         return found | {"reason": f"{current} thread(s), fixed by {given_by}"}
     if distributed:
         return found | {"reason": f"{current} thread(s): each process's share of the cores"}
-    if not oversubscribed(current, machine_cores, others) or measure is None:
+    if not cpu_tuning.oversubscribed(current, machine_cores, others) or measure is None:
         return found | {"reason": f"{current} thread(s): {load}, the cores are free"}
-    fewer = fitting_threads(machine_cores, others, current)
+    fewer = cpu_tuning.fitting_threads(machine_cores, others, current)
     outcome = outcome_of(measure(current, fewer), FEWER)
     chosen = current if outcome.verdict == "slower" else fewer
     said = (
@@ -79,17 +78,26 @@ def fit_threads(config, dataset, device: torch.device, log=lambda line: None) ->
             data_parallel=False,
             across_ranks=False,
         )
-
-        timers = {AS_IS: functools.partial(_step_at, current, timer), FEWER: functools.partial(_step_at, fewer, timer)}
-        for _ in range(WARMUP_STEPS):
-            for timed in timers.values():
-                timed()
         try:
-            return measure_rounds(timers, AS_IS, THREADS_RULE, seed=config.seed, load_probe=lambda: None)
+            return warmed_up_rounds(
+                {AS_IS: functools.partial(_step_at, current, timer), FEWER: functools.partial(_step_at, fewer, timer)},
+                AS_IS,
+                THREADS_RULE,
+                WARMUP_STEPS,
+                config.seed,
+                load_probe=lambda: None,
+            )
         finally:
             torch.set_num_threads(current)
 
-    choice = thread_choice(current, cores(), cpu_tuning.others_running(), threads_given(), world().distributed, measure)
+    choice = thread_choice(
+        current,
+        cpu_tuning.cores(),
+        cpu_tuning.others_running(),
+        cpu_tuning.threads_given(),
+        world().distributed,
+        measure,
+    )
     torch.set_num_threads(choice["threads"])
     log(f"threads: {choice['reason']}")
     return choice
@@ -103,5 +111,5 @@ def _step_at(threads: int, timer) -> float:
 
 def apply_threads(choice: dict | None) -> None:
     """A resumed study runs on the threads it decided at its start (its bench and runs were measured so)."""
-    if choice and choice.get("threads") and not threads_given():
+    if choice and choice.get("threads") and not cpu_tuning.threads_given():
         torch.set_num_threads(int(choice["threads"]))

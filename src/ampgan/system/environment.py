@@ -7,6 +7,7 @@ import importlib.metadata
 import platform
 import subprocess
 import sys
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -41,7 +42,7 @@ def git_commit() -> str | None:
 def environment_stamp(device: torch.device) -> dict:
     hardware = detect_hardware(device)
     return {
-        "hardware": hardware.to_dict(),
+        "hardware": asdict(hardware),
         "hardware_summary": hardware.summary(),
         "versions": {
             "ampgan": importlib.metadata.version("ampgan"),

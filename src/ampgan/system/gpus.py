@@ -18,7 +18,7 @@ from ampgan import precisions
 from ampgan.errors import AmpganError
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class GpuSpec:
     key: str  # as device names and the price catalog spell it: "T4", "A100-80GB", "H100 PCIe"
     name: str  # as torch.cuda.get_device_name spells it (the price catalog matches on it)
@@ -29,10 +29,10 @@ class GpuSpec:
     cuda_capability: tuple[int, int]
     generation: str  # its architecture ("volta", "hopper"): the step composition fits offsets and bands per generation
     calibration: str  # the kernel calibration fitted on this architecture (projection/calibration/NAME.json); "": none
-    source: str
-    checked: str
     sms: int = 80  # streaming multiprocessors: the kernel model spreads tiles over them in waves
     watts: float | None = None  # the board's power limit: a low one per multiprocessor holds the clock below boost
+    source: str
+    checked: str
 
     @property
     def tensor_cores(self) -> bool:
@@ -44,23 +44,6 @@ class GpuSpec:
         if reason is None and precision in self.peak_tflops and not self.peak_tflops[precision]:
             return f"no {precision} units (its datasheet row gives no {precision} rate)"
         return reason
-
-    def to_dict(self) -> dict:
-        return {
-            "key": self.key,
-            "name": self.name,
-            "peak_tflops": dict(self.peak_tflops),
-            "fp16_units": self.fp16_units,
-            "bandwidth_gbs": self.bandwidth_gbs,
-            "memory_gib": self.memory_gib,
-            "cuda_capability": list(self.cuda_capability),
-            "generation": self.generation,
-            "calibration": self.calibration,
-            "sms": self.sms,
-            "watts": self.watts,
-            "source": self.source,
-            "checked": self.checked,
-        }
 
 
 def _number(text: str) -> float | None:
@@ -75,10 +58,8 @@ def gpu_table() -> dict[str, GpuSpec]:
 
 def parse_gpu_table(text: str) -> dict[str, GpuSpec]:
     """The rows of a table in gpus.csv's columns (benchmarks/validation/gpus.csv adds the GPUs it checks on)."""
-    table = {}
-    for row in csv.DictReader(text.splitlines()):
-        major, minor = row["cuda_capability"].split(".")
-        table[row["key"]] = GpuSpec(
+    return {
+        row["key"]: GpuSpec(
             key=row["key"],
             name=row["name"],
             # A mode without a column (one registered in code) runs at the fp32 rate (kernel_model.peak_tflops).
@@ -86,7 +67,7 @@ def parse_gpu_table(text: str) -> dict[str, GpuSpec]:
             fp16_units=row["fp16_units"],
             bandwidth_gbs=float(row["bandwidth_gbs"]),
             memory_gib=float(row["memory_gib"]),
-            cuda_capability=(int(major), int(minor)),
+            cuda_capability=tuple(int(part) for part in row["cuda_capability"].split(".")),  # "8.0" -> (8, 0)
             generation=row["generation"],
             calibration=row["calibration"],
             source=row["source"],
@@ -94,7 +75,8 @@ def parse_gpu_table(text: str) -> dict[str, GpuSpec]:
             sms=int(row["sms"]),
             watts=_number(row.get("watts") or ""),
         )
-    return table
+        for row in csv.DictReader(text.splitlines())
+    }
 
 
 def register(spec: GpuSpec) -> GpuSpec:

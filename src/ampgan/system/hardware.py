@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import platform
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -40,9 +40,6 @@ class Hardware:
             return f"{self.name} (sm_{major}{minor})"
         flags = ", ".join(f for f in self.cpu_flags if f in _SHOWN_FLAGS) or "no AVX-512 bf16/fp16 or AMX"
         return f"{self.cpu_model}, {self.cpu_cores} cores, {self.torch_threads} threads [{flags}]"
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 def _cpuinfo() -> tuple[str, set[str], float | None, int | None, str]:

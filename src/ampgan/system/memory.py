@@ -50,9 +50,9 @@ def refuse_unless_it_fits(
     available = available_memory_bytes(device)
     if available is None or needed_bytes <= available:
         return
-    kind = torch.device(device).type.upper()
     raise AmpganError(
-        f"{request} needs at least {size_text(needed_bytes)} for {held}, and {kind} memory available now is "
+        f"{request} needs at least {size_text(needed_bytes)} for {held}, and {torch.device(device).type.upper()} "
+        "memory available now is "
         f"{size_text(available)}: {fix}"
     )
 
