@@ -190,7 +190,7 @@ def test_cost_cli_errors(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("name", ["cost.json", "cost.csv", "fig3_cost.png"])
-def test_cost_files_beside_results_are_rewritten_only_in_amgans_own_folder(tmp_path, capsys, name):
+def test_cost_files_beside_results_are_rewritten_only_in_ampgans_own_folder(tmp_path, capsys, name):
     results = tmp_path / "results.json"
     results.write_text(json.dumps(bench_results()))
     (tmp_path / name).write_text("someone else's")
