@@ -166,6 +166,20 @@ def test_a_manifest_line_that_is_not_a_record_leaves_what_it_named_unproven(orig
     assert code == 0 and "Traceback" not in err, err
 
 
+@pytest.mark.parametrize("runs", [{}, "only bf16's"])
+def test_a_raced_study_without_fp32_s_run_is_one_line(originals, tmp_path, capsys, runs):
+    """Every raced run is compared with fp32's: a compare.json that lost it (its runs emptied, or cut to
+    the other precision's) is damaged, said in one line, not a figure with zero columns."""
+    folder = tmp_path / "copy"
+    shutil.copytree(originals / "study", folder)
+    document = json.loads((folder / "compare.json").read_text())
+    document["runs"] = {} if runs == {} else {k: v for k, v in document["runs"].items() if k != "fp32"}
+    (folder / "compare.json").write_text(json.dumps(document))
+    code, _, err = run_cli(capsys, "report", str(folder))
+    assert code == 2 and err.startswith("error: ") and err.count("\n") == 1, err
+    assert "compare.json is damaged or foreign (runs.fp32 is missing)" in err
+
+
 def test_a_damaged_quickdraw_manifest_is_one_line(tmp_path, capsys):
     from fixtures import write_quickdraw
 

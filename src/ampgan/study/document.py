@@ -43,8 +43,14 @@ _FINAL = {
     "?per_class": list,
     "?confusion": list,
 }
-# A raced study has been evaluated: these too (a study that found no faster mode has no evaluator, no floor).
-_RACED_SHAPE = {"evaluator": dict, "floor": dict, "spec": {"eval_samples": int, "eval_points": int}}
+# A raced study has been evaluated: these too (a study that found no faster mode has no evaluator, no floor),
+# and has fp32's run, which every other is compared with (CompareDocument.baseline).
+_RACED_SHAPE = {
+    "evaluator": dict,
+    "floor": dict,
+    "spec": {"eval_samples": int, "eval_points": int},
+    "runs": {FP32: dict},
+}
 
 
 def _part(
