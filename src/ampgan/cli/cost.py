@@ -6,14 +6,14 @@ from pathlib import Path
 
 import click
 
-from ampgan.cli.options import PositiveNumber, ShellPath
+from ampgan.cli.options import PositiveNumber, ShellPath, each_once
 from ampgan.errors import AmpganError, one_line, say
 from ampgan.runs.claim import claimed_folder, is_ampgan_folder
 from ampgan.system.gpus import gpu_table
 
 
 @click.command("cost")
-@click.argument("results", nargs=-1, type=ShellPath())
+@click.argument("results", nargs=-1, type=ShellPath(), callback=each_once)
 @click.option(
     "--instance", default=None, help="An instance from the price catalog, e.g. g4dn.xlarge or aws/p4d.24xlarge."
 )
