@@ -166,18 +166,31 @@ def test_a_manifest_line_that_is_not_a_record_leaves_what_it_named_unproven(orig
     assert code == 0 and "Traceback" not in err, err
 
 
-@pytest.mark.parametrize("runs", [{}, "only bf16's"])
-def test_a_raced_study_without_fp32_s_run_is_one_line(originals, tmp_path, capsys, runs):
-    """Every raced run is compared with fp32's: a compare.json that lost it (its runs emptied, or cut to
-    the other precision's) is damaged, said in one line, not a figure with zero columns."""
+def _cut_runs(document, keep):
+    document["runs"] = {k: v for k, v in document["runs"].items() if keep(k)}
+
+
+@pytest.mark.parametrize(
+    "change, expected",
+    [
+        (lambda d: _cut_runs(d, lambda name: False), "(runs.fp32 is missing)"),
+        (lambda d: _cut_runs(d, lambda name: name != "fp32"), "(runs.fp32 is missing)"),
+        (lambda d: d["evaluator"].update(min_accuracy="half"), "(evaluator.min_accuracy should be a number from 0"),
+    ],
+    ids=["no runs", "only bf16's run", "a threshold in words"],
+)
+def test_a_compare_json_the_report_cannot_draw_is_one_line(originals, tmp_path, capsys, change, expected):
+    """Every raced run is compared with fp32's, and the setup prints the evaluator's threshold as a number:
+    a compare.json that lost the one or holds the other as text is damaged, said in one line (not a figure of
+    zero columns, or a format error, as tracebacks)."""
     folder = tmp_path / "copy"
     shutil.copytree(originals / "study", folder)
     document = json.loads((folder / "compare.json").read_text())
-    document["runs"] = {} if runs == {} else {k: v for k, v in document["runs"].items() if k != "fp32"}
+    change(document)
     (folder / "compare.json").write_text(json.dumps(document))
     code, _, err = run_cli(capsys, "report", str(folder))
     assert code == 2 and err.startswith("error: ") and err.count("\n") == 1, err
-    assert "compare.json is damaged or foreign (runs.fp32 is missing)" in err
+    assert "compare.json is damaged or foreign " + expected in err, err
 
 
 def test_a_damaged_quickdraw_manifest_is_one_line(tmp_path, capsys):

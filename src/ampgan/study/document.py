@@ -448,7 +448,7 @@ class CompareDocument(Record):
     layouts: dict[str, MeasuredChoice] | None = _part(omit_none=True)
     compile_decisions: dict[str, MeasuredChoice] | None = _part(omit_none=True)
     dataset: DatasetRecord = _part(required=True)
-    evaluator: dict | None = _part(omit_none=True, shape=OrNull({"held_out_accuracy": _SHARE}))
+    evaluator: dict | None = _part(omit_none=True, shape=OrNull({"held_out_accuracy": _SHARE, "?min_accuracy": _SHARE}))
     sampled_from: str | None = _part(omit_none=True)  # G's own weights or its EMA (absent before GAN.ema)
     floor: dict | None = _part(omit_none=True)  # the real images' own quality figures
     # Why a bench configuration has no speedup (left out as hopeless, too slow, failed): the verdict says so.
