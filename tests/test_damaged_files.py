@@ -176,13 +176,16 @@ def _cut_runs(document, keep):
         (lambda d: _cut_runs(d, lambda name: False), "(runs.fp32 is missing)"),
         (lambda d: _cut_runs(d, lambda name: name != "fp32"), "(runs.fp32 is missing)"),
         (lambda d: d["evaluator"].update(min_accuracy="half"), "(evaluator.min_accuracy should be a number from 0"),
+        (lambda d: d["floor"].update(kid="low"), "(floor.kid should be int or a finite number, got 'low')"),
+        (lambda d: d["floor"].update(recall=[]), "(floor.recall should be a number from 0"),
+        (lambda d: d["floor"].update(class_shares=["a tenth"]), "(floor.class_shares[0] should be a number from 0"),
     ],
-    ids=["no runs", "only bf16's run", "a threshold in words"],
+    ids=["no runs", "only bf16's run", "a threshold in words", "a floor in words", "a floor as a list", "shares"],
 )
 def test_a_compare_json_the_report_cannot_draw_is_one_line(originals, tmp_path, capsys, change, expected):
-    """Every raced run is compared with fp32's, and the setup prints the evaluator's threshold as a number:
-    a compare.json that lost the one or holds the other as text is damaged, said in one line (not a figure of
-    zero columns, or a format error, as tracebacks)."""
+    """Every raced run is compared with fp32's, and the setup and the figures show the evaluator's threshold
+    and the real images' floor as numbers: a compare.json that lost the one or holds the others as text or
+    lists is damaged, said in one line (not a figure of zero columns, or a format error, as tracebacks)."""
     folder = tmp_path / "copy"
     shutil.copytree(originals / "study", folder)
     document = json.loads((folder / "compare.json").read_text())

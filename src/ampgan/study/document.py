@@ -450,7 +450,9 @@ class CompareDocument(Record):
     dataset: DatasetRecord = _part(required=True)
     evaluator: dict | None = _part(omit_none=True, shape=OrNull({"held_out_accuracy": _SHARE, "?min_accuracy": _SHARE}))
     sampled_from: str | None = _part(omit_none=True)  # G's own weights or its EMA (absent before GAN.ema)
-    floor: dict | None = _part(omit_none=True)  # the real images' own quality figures
+    floor: dict | None = _part(  # the real images' own quality figures, drawn and printed beside the runs'
+        omit_none=True, shape=OrNull(_FINAL | {"?class_shares": [_SHARE], "?diversity": [(*_NUMBER, None)]})
+    )
     # Why a bench configuration has no speedup (left out as hopeless, too slow, failed): the verdict says so.
     bench_notes: dict | None = _part(omit_none=True)
     stored_headline: Headline | None = _part(
