@@ -130,6 +130,24 @@ def bench_results(device_name="Tesla T4", device_type="cuda"):
     }
 
 
+def test_the_same_results_given_twice_are_costed_once(tmp_path, capsys, monkeypatch):
+    """`a/results.json ./a/results.json` (or a glob that matched it again) is one file: one row per
+    configuration, not two."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "results.json").write_text(json.dumps(bench_results()))
+    monkeypatch.chdir(tmp_path)
+    given = ["a/results.json", "./a/results.json", str(tmp_path / "a" / "results.json")]
+    code, _, err = run_cli(capsys, "cost", *given, "--instance", "g4dn.xlarge", "--out", str(tmp_path / "c"))
+    assert code == 0, err
+    rows = json.loads((tmp_path / "c" / "cost.json").read_text())["rows"]
+    assert sorted((r["batch_size"], r["precision"]) for r in rows) == [
+        (64, "fp16"),
+        (64, "fp32"),
+        (2048, "fp16"),
+        (2048, "fp32"),
+    ]
+
+
 def test_cost_cli_writes_table_files_and_figure(tmp_path, capsys):
     results = tmp_path / "results.json"
     results.write_text(json.dumps(bench_results()))

@@ -166,6 +166,36 @@ def test_a_manifest_line_that_is_not_a_record_leaves_what_it_named_unproven(orig
     assert code == 0 and "Traceback" not in err, err
 
 
+def _cut_runs(document, keep):
+    document["runs"] = {k: v for k, v in document["runs"].items() if keep(k)}
+
+
+@pytest.mark.parametrize(
+    "change, expected",
+    [
+        (lambda d: _cut_runs(d, lambda name: False), "(runs.fp32 is missing)"),
+        (lambda d: _cut_runs(d, lambda name: name != "fp32"), "(runs.fp32 is missing)"),
+        (lambda d: d["evaluator"].update(min_accuracy="half"), "(evaluator.min_accuracy should be a number from 0"),
+        (lambda d: d["floor"].update(kid="low"), "(floor.kid should be int or a finite number, got 'low')"),
+        (lambda d: d["floor"].update(recall=[]), "(floor.recall should be a number from 0"),
+        (lambda d: d["floor"].update(class_shares=["a tenth"]), "(floor.class_shares[0] should be a number from 0"),
+    ],
+    ids=["no runs", "only bf16's run", "a threshold in words", "a floor in words", "a floor as a list", "shares"],
+)
+def test_a_compare_json_the_report_cannot_draw_is_one_line(originals, tmp_path, capsys, change, expected):
+    """Every raced run is compared with fp32's, and the setup and the figures show the evaluator's threshold
+    and the real images' floor as numbers: a compare.json that lost the one or holds the others as text or
+    lists is damaged, said in one line (not a figure of zero columns, or a format error, as tracebacks)."""
+    folder = tmp_path / "copy"
+    shutil.copytree(originals / "study", folder)
+    document = json.loads((folder / "compare.json").read_text())
+    change(document)
+    (folder / "compare.json").write_text(json.dumps(document))
+    code, _, err = run_cli(capsys, "report", str(folder))
+    assert code == 2 and err.startswith("error: ") and err.count("\n") == 1, err
+    assert "compare.json is damaged or foreign " + expected in err, err
+
+
 def test_a_damaged_quickdraw_manifest_is_one_line(tmp_path, capsys):
     from fixtures import write_quickdraw
 

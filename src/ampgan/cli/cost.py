@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from ampgan.cli.options import POSITIVE_NUMBER, ShellPath
+from ampgan.cli.options import POSITIVE_NUMBER, ShellPath, each_once
 from ampgan.cost.catalog import catalog_date, find_instance, load_catalog
 from ampgan.cost.report import build_cost_document, load_same_hardware, price_basis, write_cost
 from ampgan.cost.skypilot import CLOUDS, find_catalogs, load_skypilot
@@ -16,7 +16,7 @@ from ampgan.system.gpus import gpu_table
 
 
 @click.command("cost")
-@click.argument("results", nargs=-1, type=ShellPath())
+@click.argument("results", nargs=-1, type=ShellPath(), callback=each_once)
 @click.option(
     "--instance", default=None, help="An instance from the price catalog, e.g. g4dn.xlarge or aws/p4d.24xlarge."
 )

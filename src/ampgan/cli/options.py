@@ -36,6 +36,12 @@ class ShellPath(click.Path):
         return super().convert(os.path.expanduser(value) if isinstance(value, str) else value, param, ctx)
 
 
+def each_once(ctx, param, paths: tuple[Path, ...]) -> tuple[Path, ...]:
+    """A list of paths with each folder or file once (`runs/a runs/a/`, a shell glob that matched it again):
+    read twice, it would be evaluated twice or counted twice in a table."""
+    return tuple({path.resolve(): path for path in paths}.values())
+
+
 class Number(click.ParamType):
     """A number (`whole`: a whole number, shown as INTEGER) that `accept`s; `requirement` completes
     'OPTION ... got VALUE' when it does not."""

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import click
 
-from ampgan.cli.options import ShellPath, WholeNumber, seed_option, trust_model_option
+from ampgan.cli.options import ShellPath, WholeNumber, each_once, seed_option, trust_model_option
 from ampgan.errors import AmpganError, say
 
 
 @click.command("evaluate")
-@click.argument("run_dirs", nargs=-1, required=True, type=ShellPath())
+@click.argument("run_dirs", nargs=-1, required=True, type=ShellPath(), callback=each_once)
 @click.option(
     "--samples",
     type=WholeNumber(2),

@@ -39,8 +39,14 @@ _FINAL = {
     "?per_class": list,
     "?confusion": list,
 }
-# A raced study has been evaluated: these too (a study that found no faster mode has no evaluator, no floor).
-_RACED_SHAPE = {"evaluator": dict, "floor": dict, "spec": {"eval_samples": int, "eval_points": int}}
+# A raced study has been evaluated: these too (a study that found no faster mode has no evaluator, no floor),
+# and has fp32's run, which every other is compared with (CompareDocument.baseline).
+_RACED_SHAPE = {
+    "evaluator": dict,
+    "floor": dict,
+    "spec": {"eval_samples": int, "eval_points": int},
+    "runs": {FP32: dict},
+}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -323,9 +329,11 @@ class CompareDocument(Record):
     layouts: dict[str, MeasuredChoice] | None = part(omit_none=True)
     compile_decisions: dict[str, MeasuredChoice] | None = part(omit_none=True)
     dataset: DatasetRecord = part(required=True)
-    evaluator: dict | None = part(omit_none=True, shape=OrNull({"held_out_accuracy": _SHARE}))
+    evaluator: dict | None = part(omit_none=True, shape=OrNull({"held_out_accuracy": _SHARE, "?min_accuracy": _SHARE}))
     sampled_from: str | None = part(omit_none=True)  # G's own weights or its EMA (absent before GAN.ema)
-    floor: dict | None = part(omit_none=True)  # the real images' own quality figures
+    floor: dict | None = part(  # the real images' own quality figures, drawn and printed beside the runs'
+        omit_none=True, shape=OrNull(_FINAL | {"?class_shares": [_SHARE], "?diversity": [(*_NUMBER, None)]})
+    )
     # Why a bench configuration has no speedup (left out as hopeless, too slow, failed): the verdict says so.
     bench_notes: dict | None = part(omit_none=True)
     stored_headline: Metric | None = part(

@@ -98,10 +98,10 @@ def as_loss(result, origin: str) -> tuple[torch.Tensor, dict[str, torch.Tensor]]
         )
     for name, value in metrics.items():  # each is averaged over the steps it logs and written as one number
         if not (isinstance(value, torch.Tensor) and value.numel() == 1 and not value.is_complex()):
-            shape = tuple(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__
             raise AmpganError(
-                f"{origin} returned metric {name!r} as {shape}, not a one-number tensor: log one number per "
-                "metric (reduce it, e.g. .mean(); keep it a tensor)"
+                f"{origin} returned metric {name!r} as "
+                f"{tuple(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__}, not a one-number "
+                "tensor: log one number per metric (reduce it, e.g. .mean(); keep it a tensor)"
             )
     return loss.reshape(()), metrics
 
