@@ -332,7 +332,7 @@ class CompareDocument(Record):
     evaluator: dict | None = part(omit_none=True, shape=OrNull({"held_out_accuracy": _SHARE, "?min_accuracy": _SHARE}))
     sampled_from: str | None = part(omit_none=True)  # G's own weights or its EMA (absent before GAN.ema)
     floor: dict | None = part(  # the real images' own quality figures, drawn and printed beside the runs'
-        omit_none=True, shape=OrNull(_FINAL | {"?class_shares": [_SHARE], "?diversity": [(*_NUMBER, None)]})
+        omit_none=True, shape=OrNull(_FINAL | {"?class_shares": [_SHARE], "?diversity": [(*Number, None)]})
     )
     # Why a bench configuration has no speedup (left out as hopeless, too slow, failed): the verdict says so.
     bench_notes: dict | None = part(omit_none=True)
