@@ -158,6 +158,15 @@ def test_results_whose_cpu_is_not_a_name_are_one_line(tmp_path, capsys, cpu_mode
     assert code == 2 and err.count("\n") == 1 and "(hardware.cpu_model should be str, got " in err, err
 
 
+@pytest.mark.parametrize("per_sample", ["x", -1, {"fp32": "many"}])
+def test_results_whose_step_memory_is_not_numbers_are_one_line_for_project(tmp_path, capsys, per_sample):
+    document = bench_results()
+    document["step_memory"] = {"parameters_bytes": 1000, "activation_bytes_per_sample": per_sample}
+    (tmp_path / "results.json").write_text(json.dumps(document))
+    code, _, err = run_cli(capsys, "project", str(tmp_path / "results.json"), "--out", str(tmp_path / "p"))
+    assert code == 2 and err.count("\n") == 1 and "step_memory.activation_bytes_per_sample" in err, err
+
+
 def test_cost_cli_writes_table_files_and_figure(tmp_path, capsys):
     results = tmp_path / "results.json"
     results.write_text(json.dumps(bench_results()))

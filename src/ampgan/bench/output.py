@@ -95,6 +95,7 @@ RESULTS_SHAPE = {
     ],
     "?left_out": [{"precision": str, "reason": str}],
     "?incomplete": (dict, None),
+    "?step_memory": {"?parameters_bytes": (int, float), "?activation_bytes_per_sample": {"*": (int, float)}},
 }
 
 
