@@ -148,6 +148,26 @@ def test_the_same_results_given_twice_are_costed_once(tmp_path, capsys, monkeypa
     ]
 
 
+@pytest.mark.parametrize("cpu_model", [None, ["AMD"], 7])
+def test_results_whose_cpu_is_not_a_name_are_one_line(tmp_path, capsys, cpu_model):
+    """The CPU's model names the machine cost prices (its tokens are matched): anything but text there is a
+    damaged results.json, one line, not an AttributeError."""
+    document = bench_results("AMD EPYC", "cpu")
+    document["hardware"]["cpu_model"] = cpu_model
+    (tmp_path / "results.json").write_text(json.dumps(document))
+    code, _, err = run_cli(capsys, "cost", str(tmp_path / "results.json"), "--instance", "aws/g6.xlarge")
+    assert code == 2 and err.count("\n") == 1 and "(hardware.cpu_model should be str, got " in err, err
+
+
+@pytest.mark.parametrize("per_sample", ["x", -1, {"fp32": "many"}])
+def test_results_whose_step_memory_is_not_numbers_are_one_line_for_project(tmp_path, capsys, per_sample):
+    document = bench_results()
+    document["step_memory"] = {"parameters_bytes": 1000, "activation_bytes_per_sample": per_sample}
+    (tmp_path / "results.json").write_text(json.dumps(document))
+    code, _, err = run_cli(capsys, "project", str(tmp_path / "results.json"), "--out", str(tmp_path / "p"))
+    assert code == 2 and err.count("\n") == 1 and "step_memory.activation_bytes_per_sample" in err, err
+
+
 def test_cost_cli_writes_table_files_and_figure(tmp_path, capsys):
     results = tmp_path / "results.json"
     results.write_text(json.dumps(bench_results()))

@@ -78,7 +78,7 @@ RESULTS_SHAPE = {
     "format": str,
     "environment": {"?hardware_summary": str, "?versions": dict, "?date": str},
     "spec": {"precisions": [str], "?batch_sizes": [int]},
-    "hardware": {"name": str, "device_type": str},
+    "hardware": {"name": str, "device_type": str, "?cpu_model": str},
     "peaks": {"*": {"tflops": (int, float, None), "source": str}},
     # a configuration's row: its record's fields (bench/results.py), with what follows from its timings
     "configs": [shape_of(ConfigResult) | {"status": str, "?stats": OrNull(STATS_READ)}],
@@ -95,6 +95,7 @@ RESULTS_SHAPE = {
     ],
     "?left_out": [{"precision": str, "reason": str}],
     "?incomplete": (dict, None),
+    "?step_memory": {"?parameters_bytes": (int, float), "?activation_bytes_per_sample": {"*": (int, float)}},
 }
 
 
