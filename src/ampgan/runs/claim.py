@@ -88,7 +88,6 @@ FOLDER_KINDS: dict[str, tuple[str, ...]] = {
     + _under("projection", _PROJECTION)
     + _under("doctor", _DOCTOR),
 }
-_ALWAYS = (MARKER, LOCK, ".*.tmp")
 # Folders made wholly from their parent's files (a projection of a bench): replaceable inside it.
 _DERIVED_KINDS = {"projection"}
 
