@@ -15,8 +15,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "validation"))
 import composition_fit as cf  # noqa: E402
 from trace_models import load_cache, tables_of  # noqa: E402
 
-from ampgan.precisions import FP16, FP32  # noqa: E402
-from ampgan.projection.kernel_model import BYTES, calibration_for, features, peak_tflops, predict_seconds  # noqa: E402
+from ampgan.precisions import FP16, FP32, precision as precision_mode  # noqa: E402
+from ampgan.projection.kernel_model import calibration_for, features, peak_tflops, predict_seconds  # noqa: E402
 from ampgan.projection.step_model import row_kernels  # noqa: E402
 
 key, batch, gpu = sys.argv[1], float(sys.argv[2]), cf.gpus()[sys.argv[3]]
@@ -30,7 +30,7 @@ for precision in (FP32, FP16):
         calibration.shared,
         peak_tflops(gpu, precision),
         gpu.bandwidth_gbs,
-        BYTES[precision],
+        precision_mode(precision).element_bytes,
     )
     time, flops = collections.Counter(), collections.Counter()
     for kernel, weight, s in zip(kernels, weights, seconds):

@@ -28,6 +28,9 @@ from ampgan.precisions import FP16
 from ampgan.projection.kernel_model import kernel_class
 from ampgan.projection.kernels import GEMM, Kernel
 
+# The relations relation() names whose correlation was measured (benchmarks/calibration/step_band_fit.py).
+CORRELATION_KINDS = ("same_layer", "same_class", "other")
+
 
 def band_class(kernel: Kernel) -> str:
     """The class a kernel's speedup band comes from (the 16-bit one, as kernel_fit bands both precisions)."""
