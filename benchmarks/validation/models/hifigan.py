@@ -81,6 +81,18 @@ class Generator(nn.Module):
         return torch.tanh(self.conv_post(F.leaky_relu(x)))  # leaky_relu's default slope here, as DLE has it
 
 
+def _scores_and_features(convs: nn.ModuleList, post: nn.Module, x: torch.Tensor):
+    """A HiFi-GAN discriminator's body: leaky ReLU after each convolution, every activation kept for the
+    feature-matching loss, the last layer's output flattened as the scores."""
+    fmap = []
+    for conv in convs:
+        x = F.leaky_relu(conv(x), SLOPE)
+        fmap.append(x)
+    x = post(x)
+    fmap.append(x)
+    return torch.flatten(x, 1, -1), fmap
+
+
 class PeriodDiscriminator(nn.Module):
     """The waveform reflect-padded to a multiple of `period` and folded to (B, 1, T / period, period); five
     (5, 1) convolutions 1 -> 32 -> 128 -> 512 -> 1024 -> 1024 (stride 3 but the last) and a (3, 1) one to 1."""
@@ -100,13 +112,7 @@ class PeriodDiscriminator(nn.Module):
         if t % self.period:
             x = F.pad(x, (0, self.period - t % self.period), "reflect")
         x = x.view(b, c, -1, self.period)
-        fmap = []
-        for conv in self.convs:
-            x = F.leaky_relu(conv(x), SLOPE)
-            fmap.append(x)
-        x = self.conv_post(x)
-        fmap.append(x)
-        return torch.flatten(x, 1, -1), fmap
+        return _scores_and_features(self.convs, self.conv_post, x)
 
 
 class FloatConv1d(nn.Conv1d):
@@ -149,13 +155,7 @@ class ScaleDiscriminator(nn.Module):
         self.conv_post = norm(nn.Conv1d(1024, 1, 3, 1, padding=1))
 
     def forward(self, x):
-        fmap = []
-        for conv in self.convs:
-            x = F.leaky_relu(conv(x), SLOPE)
-            fmap.append(x)
-        x = self.conv_post(x)
-        fmap.append(x)
-        return torch.flatten(x, 1, -1), fmap
+        return _scores_and_features(self.convs, self.conv_post, x)
 
 
 class MultiPeriod(nn.Module):
