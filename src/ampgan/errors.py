@@ -94,6 +94,11 @@ class ConfigError(AmpganError):
 IN_THE_WAY = {errno.EISDIR, errno.ENOTDIR, errno.EEXIST}
 
 
+def write_fix(error: OSError) -> str:
+    """What to do about a write the filesystem refused: the path is taken, or the disk or folder refused it."""
+    return "move what stands in its way" if error.errno in IN_THE_WAY else "free some space or choose a writable place"
+
+
 class UnwritableFile(AmpganError, OSError):
     """A write the filesystem refused (full, read-only, no permission). Still an OSError, so code that
     copes with a failed write (a cache, a run that stops cleanly) keeps coping; printed as one line.
@@ -101,12 +106,9 @@ class UnwritableFile(AmpganError, OSError):
 
     def __init__(self, path, error: OSError):
         OSError.__init__(self, error.errno, error.strerror, str(path))
-        fix = (
-            "move what stands in its way" if error.errno in IN_THE_WAY else "free some space or choose a writable place"
-        )
         self.message = (
-            f"cannot write {one_line(path)} ({one_line(error.strerror or error)}): {fix}, then run the command "
-            "again; every file written before is intact"
+            f"cannot write {one_line(path)} ({one_line(error.strerror or error)}): {write_fix(error)}, then run the "
+            "command again; every file written before is intact"
         )
 
     def __str__(self) -> str:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from safetensors.torch import save
 
-from ampgan.errors import IN_THE_WAY, AmpganError, warn
+from ampgan.errors import AmpganError, warn, write_fix
 from ampgan.files.atomic import (
     open_for_append,
     os_error_behind,
@@ -199,17 +199,14 @@ class RunWriter:
             f"could not write {path.relative_to(self.run_dir)} in {self.run_dir} ({cause.strerror or cause}); "
             "the run stopped"
         )
-        fix = "move what stands in its way" if cause.errno in IN_THE_WAY else "free space"
+        fix = write_fix(cause)
         if self.resumed or any(p.name != "step-000000.pt" for p in checkpoints):  # it saved some training
             return (
                 f"{head}. What it saved is intact: the last good checkpoint is "
                 f"{checkpoints[-1].relative_to(self.run_dir)}; {fix}, then continue with "
                 f"'ampgan train --resume {self.run_dir}'"
             )
-        return (
-            f"{head} before it saved any training, so nothing of it is kept: {fix} (or choose "
-            "another --out) and run the command again"
-        )
+        return f"{head} before it saved any training, so nothing of it is kept: {fix} and run the command again"
 
     def summary(self, train_seconds: float) -> dict:
         return {
