@@ -3,6 +3,7 @@ import json
 import pytest
 from conftest import run_cli
 
+from ampgan.bench.output import load_results
 from ampgan.cost.arithmetic import (
     cheapest_per_sample,
     cost_of_batches,
@@ -166,6 +167,14 @@ def test_results_whose_step_memory_is_not_numbers_are_one_line_for_project(tmp_p
     (tmp_path / "results.json").write_text(json.dumps(document))
     code, _, err = run_cli(capsys, "project", str(tmp_path / "results.json"), "--out", str(tmp_path / "p"))
     assert code == 2 and err.count("\n") == 1 and "step_memory.activation_bytes_per_sample" in err, err
+
+
+def test_results_without_step_memory_still_read(tmp_path):
+    """A bench whose model could not be traced on the meta device writes step_memory as null: still its results."""
+    document = bench_results()
+    document["step_memory"] = None
+    (tmp_path / "results.json").write_text(json.dumps(document))
+    assert load_results(tmp_path / "results.json")["step_memory"] is None
 
 
 def test_cost_cli_writes_table_files_and_figure(tmp_path, capsys):

@@ -95,7 +95,8 @@ RESULTS_SHAPE = {
     ],
     "?left_out": [{"precision": str, "reason": str}],
     "?incomplete": (dict, None),
-    "?step_memory": {"?parameters_bytes": (int, float), "?activation_bytes_per_sample": {"*": (int, float)}},
+    # null when the model could not be traced on the meta device (op_tables.step_memory)
+    "?step_memory": OrNull({"?parameters_bytes": (int, float), "?activation_bytes_per_sample": {"*": (int, float)}}),
 }
 
 
