@@ -28,7 +28,9 @@ def main(argv: list[str] | None = None) -> None:
         run(argv)
     except KeyboardInterrupt as stop:
         # a signal while Python loaded the commands, or between a command's own handlers: nothing was saved.
-        signum = stop.args[0] if stop.args else signal.SIGINT
+        from ampgan.errors import signal_number
+
+        signum = signal_number(stop)
         sys.stderr.write(f"stopped: {signal.Signals(signum).name} {INTERRUPTED_EARLY}\n")
         sys.exit(128 + signum)
 

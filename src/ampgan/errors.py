@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import errno
 import os
+import signal
 import warnings
 
 
@@ -88,6 +89,12 @@ class ConfigError(AmpganError):
     def __init__(self, field: str, problem: str):
         self.field, self.problem = field, problem
         super().__init__(f"{field} {problem}")
+
+
+def signal_number(stop: KeyboardInterrupt) -> int:
+    """The signal that stopped a command: ampgan/__main__.py raises SIGTERM as KeyboardInterrupt(15); any other
+    KeyboardInterrupt (Ctrl-C, or one a library raised with a message) is SIGINT."""
+    return stop.args[0] if stop.args and isinstance(stop.args[0], int) else signal.SIGINT
 
 
 # A folder where a file is written, or a file where its folder is: the path is taken, not the disk refused.

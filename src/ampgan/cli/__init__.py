@@ -16,7 +16,7 @@ import click
 from ampgan.cli import bench, compare, config, cost, data, doctor, preflight, project, runs, train
 from ampgan.cli.options import flag_of, moved_to_set
 from ampgan.env import check_environment
-from ampgan.errors import AmpganError, AmpganWarning, ConfigError, say
+from ampgan.errors import AmpganError, AmpganWarning, ConfigError, say, signal_number
 from ampgan.training.distributed import lost_contact_with_ranks, shutdown, world
 from ampgan.training.interruption import Interrupted
 from ampgan.training.launcher import finished_command
@@ -85,7 +85,7 @@ def _usage_message(error: click.UsageError) -> str:
 def _nothing_saved(stop: KeyboardInterrupt) -> tuple[str, int]:
     """The line and exit code of a Ctrl-C, or a SIGTERM (ampgan/__main__.py raises it as KeyboardInterrupt(15)),
     that no stage was listening for."""
-    signum = stop.args[0] if stop.args else signal.SIGINT
+    signum = signal_number(stop)
     return f"stopped{_rank_prefix()}: {signal.Signals(signum).name} {NOTHING_SAVED}", 128 + signum
 
 

@@ -207,10 +207,12 @@ _TORCH_SETTINGS = {
 def torch_settings_kept(origin: str):
     """Runs the user's code; a process-wide torch setting it changed is put back and named in one line."""
     before = {name: get() for name, (get, _) in _TORCH_SETTINGS.items()}
-    yield
-    changed = {name: get() for name, (get, _) in _TORCH_SETTINGS.items() if get() != before[name]}
-    for name in changed:
-        _TORCH_SETTINGS[name][1](before[name])
+    try:
+        yield
+    finally:  # put back even when the user's code raised (a failed meta build is swallowed by its caller)
+        changed = {name: get() for name, (get, _) in _TORCH_SETTINGS.items() if get() != before[name]}
+        for name in changed:
+            _TORCH_SETTINGS[name][1](before[name])
     if changed:
         raise AmpganError(
             f"{origin} changed torch's settings for the whole process ("
