@@ -144,14 +144,16 @@ def shutdown() -> None:
     """Leave the process group together: a rank that tears gloo down while a peer is still in its
     last collective makes that peer abort (SIGABRT) at exit. A rank that failed alone does not wait."""
     global _world, _control_group, _left_alone
-    _control_group = None
     if dist.is_initialized() and not _left_alone:
         # (A rank left alone skips even the destruction: NCCL's would wait on the collective it left.)
+        # On the control group: the others wait here while rank 0 alone writes results and figures, which
+        # on a crowded machine outlasts the collective timeout meant for a dead peer.
         try:
-            dist.barrier()
+            dist.barrier(group=_control_group)
         except Exception:  # noqa: BLE001 - a peer already gone: nothing left to wait for
             pass
         dist.destroy_process_group()
+    _control_group = None
     _world = World()
     _left_alone = False
 
