@@ -768,7 +768,8 @@ def dle_rows(gitdir: Path) -> list[dict]:
 # ---------------------------------------------------------------------------------------------------------
 # lambdal/deeplearning-benchmark
 
-# name_gpu -> (gpu key as src/ampgan/system/gpus.csv spells it where it has one, detail, generation)
+# name_gpu -> (gpu key as src/ampgan/system/gpus.csv spells it where it has one, else benchmarks/validation/gpus.csv
+# (which adds the PCIe A100s: their 250-300 W and bandwidth are not the SXM part's), detail, generation)
 LAMBDA_GPUS = {
     "GTX 1080Ti": ("GTX 1080 Ti", "11GB GDDR5X 250 W (GP102: fp16 at 1/64 rate, no tensor cores)", "pascal"),
     "RTX 2080Ti": ("RTX 2080 Ti", "11GB 250 W", "turing"),
@@ -788,10 +789,10 @@ LAMBDA_GPUS = {
     "RTX 3090": ("RTX 3090", "24GB 350 W", "ampere"),
     "RTX 3090Ti": ("RTX 3090 Ti", "24GB 450 W", "ampere"),
     "LambdaCloud A10": ("A10", "24GB PCIe 150 W (Lambda Cloud)", "ampere"),
-    "A100 40GB PCIe": ("A100", "40GB PCIe 250 W", "ampere"),
-    "LambdaCloud A100 40GB PCIe": ("A100", "40GB PCIe 250 W (Lambda Cloud)", "ampere"),
+    "A100 40GB PCIe": ("A100 PCIe", "40GB PCIe 250 W", "ampere"),
+    "LambdaCloud A100 40GB PCIe": ("A100 PCIe", "40GB PCIe 250 W (Lambda Cloud)", "ampere"),
     "A100 40GB SXM4": ("A100", "40GB SXM4 400 W", "ampere"),
-    "A100 80GB PCIe": ("A100-80GB", "80GB PCIe 300 W", "ampere"),
+    "A100 80GB PCIe": ("A100-80GB PCIe", "80GB PCIe 300 W", "ampere"),
     "A100 80GB SXM4": ("A100-80GB", "80GB SXM4 400 W", "ampere"),
     "RTX A4000": ("RTX A4000", "16GB 140 W", "ampere"),
     "RTX A4500": ("RTX A4500", "20GB 200 W", "ampere"),

@@ -6,7 +6,8 @@ throughput (benchmarks/validation/: NVIDIA DeepLearningExamples and Lambda's sin
 rows; one GAN among them, NVIDIA's HiFi-GAN vocoder), never on ampgan's own GANs nor on the study's figures:
 
     matrix  = sum over precision paths of  exp(matrix[path] + generation[path]) x kernel-model seconds / clock
-    clock   = min(1, watts / (SMs x watts_per_sm)) ** (1/3)     (a power cap holds the clock below boost)
+    clock   = min(1, watts / (SMs x watts_per_sm)) ** (1/3)     (a power cap holds the clock below boost; a
+              published sustained clock, gpus.csv's clock_share, instead where there is one: the T4's)
     GPU     = matrix + other bytes / (bandwidth x memory_fraction[_16: on 16-bit data])
               + autocast's casts / (bandwidth x cast_fraction)
               + the optimizer's and scaler's passes / (bandwidth x update_fraction) + non-matrix kernels x launch_gap
@@ -120,8 +121,9 @@ def step_parts(
 
 
 def clock_factor(gpu: GpuSpec, watts_per_sm: float) -> float:
-    """The share of the boost clock a board's power limit sustains under matrix work (1 without a limit)."""
-    return min(1.0, gpu.watts / (gpu.sms * watts_per_sm)) ** (1 / 3) if gpu.watts else 1.0
+    """The share of the boost clock a board sustains under matrix work: its published figure (gpus.csv's
+    clock_share), else what its power limit allows (1 without a limit)."""
+    return gpu.clock_share or (min(1.0, gpu.watts / (gpu.sms * watts_per_sm)) ** (1 / 3) if gpu.watts else 1.0)
 
 
 def compose(parts: StepParts, gpu: GpuSpec, params: dict) -> dict[str, float]:

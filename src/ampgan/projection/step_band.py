@@ -68,9 +68,13 @@ def relation(a: Kernel, b: Kernel, class_of: Callable[[Kernel], str], measured: 
     nothing measured says that their errors average, and they share what the model never saw."""
     if layer_key(a) == layer_key(b):
         return "same_layer"
-    if measured is not None and filter_of(a) is not None and filter_of(a) == filter_of(b):
-        if filter_of(a) not in measured:
-            return "unmeasured"
+    if (
+        measured is not None
+        and filter_of(a) is not None
+        and filter_of(a) == filter_of(b)
+        and filter_of(a) not in measured
+    ):
+        return "unmeasured"
     return "same_class" if family_key(a, class_of) == family_key(b, class_of) else "other"
 
 

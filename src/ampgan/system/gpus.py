@@ -31,6 +31,10 @@ class GpuSpec:
     calibration: str  # the kernel calibration fitted on this architecture (projection/calibration/NAME.json); "": none
     sms: int = 80  # streaming multiprocessors: the kernel model spreads tiles over them in waves
     watts: float | None = None  # the board's power limit: a low one per multiprocessor holds the clock below boost
+    # The share of its boost clock the board sustains under matrix work where that is published (the T4 at 70 W:
+    # ~900 of 1590 MHz), or 1 where the boost clock is already the one for its power (laptop parts); else None,
+    # and the projection estimates it from `watts` (projection/composition.py clock_factor).
+    clock_share: float | None = None
     source: str
     checked: str
 
@@ -74,6 +78,7 @@ def parse_gpu_table(text: str) -> dict[str, GpuSpec]:
             checked=row["checked"],
             sms=int(row["sms"]),
             watts=_number(row.get("watts") or ""),
+            clock_share=_number(row.get("clock_share") or ""),
         )
         for row in csv.DictReader(text.splitlines())
     }
