@@ -47,7 +47,36 @@ class GpuSpec:
 
 
 def _number(text: str) -> float | None:
-    return float(text) if text.strip() else None
+    return float(text) if text else None
+
+
+def _capability(text: str) -> tuple[int, int]:
+    """(8, 6) from "8.6"; (8, 0) from "8" (8.0 as a spreadsheet saves it)."""
+    major, _, minor = text.partition(".")
+    return int(major), int(minor or "0")
+
+
+def _units(text: str) -> str:
+    if text not in ("tensor", "half2"):
+        raise ValueError(text)
+    return text
+
+
+# Each column of gpus.csv, how its cell is read and what it must hold (a precision's peak rate: "<name>_tflops").
+COLUMNS = {
+    "key": (str, "a name"),
+    "name": (str, "a name"),
+    "fp16_units": (_units, "tensor or half2"),
+    "bandwidth_gbs": (float, "a number"),
+    "memory_gib": (float, "a number"),
+    "cuda_capability": (_capability, "MAJOR.MINOR such as 8.0"),
+    "generation": (str, "a name"),
+    "calibration": (str, "a name or empty"),
+    "sms": (int, "a whole number"),
+    "watts": (_number, "a number or empty"),  # empty: no power limit
+    "source": (str, "a text"),
+    "checked": (str, "a text"),
+}
 
 
 @lru_cache(maxsize=1)
@@ -56,27 +85,32 @@ def gpu_table() -> dict[str, GpuSpec]:
     return parse_gpu_table(resources.files("ampgan.system").joinpath("gpus.csv").read_text(encoding="utf-8"))
 
 
-def parse_gpu_table(text: str) -> dict[str, GpuSpec]:
-    """The rows of a table in gpus.csv's columns (benchmarks/validation/gpus.csv adds the GPUs it checks on)."""
-    return {
-        row["key"]: GpuSpec(
-            key=row["key"],
-            name=row["name"],
-            # A mode without a column (one registered in code) runs at the fp32 rate (kernel_model.peak_tflops).
-            peak_tflops={name: _number(row[f"{name}_tflops"]) for name in precisions.NAMES if f"{name}_tflops" in row},
-            fp16_units=row["fp16_units"],
-            bandwidth_gbs=float(row["bandwidth_gbs"]),
-            memory_gib=float(row["memory_gib"]),
-            cuda_capability=tuple(int(part) for part in row["cuda_capability"].split(".")),  # "8.0" -> (8, 0)
-            generation=row["generation"],
-            calibration=row["calibration"],
-            source=row["source"],
-            checked=row["checked"],
-            sms=int(row["sms"]),
-            watts=_number(row.get("watts") or ""),
-        )
-        for row in csv.DictReader(text.splitlines())
-    }
+def parse_gpu_table(text: str, source: str = "src/ampgan/system/gpus.csv") -> dict[str, GpuSpec]:
+    """The rows of a table in gpus.csv's columns (benchmarks/validation/gpus.csv adds the GPUs it checks on).
+    The table is input (edited by hand, saved by a spreadsheet): a column missing or a cell that does not read
+    as its column says is one line naming the file, the GPU, the column and the value."""
+    reader = csv.DictReader(text.splitlines())
+    header = reader.fieldnames or []
+    missing = [column for column in COLUMNS if column not in header]
+    if missing:
+        raise AmpganError(f"{source} has no column {', '.join(missing)}: its first line names gpus.csv's columns")
+    # A mode without a column (one registered in code) runs at the fp32 rate (kernel_model.peak_tflops); an empty
+    # cell: no fast path in that precision.
+    rates = {name: f"{name}_tflops" for name in precisions.NAMES if f"{name}_tflops" in header}
+    columns = COLUMNS | {column: (_number, "a number or empty") for column in rates.values()}
+    table = {}
+    for row in reader:
+        cells = {}
+        for column, (read, form) in columns.items():
+            try:
+                cells[column] = read((row[column] or "").strip())
+            except ValueError:
+                raise AmpganError(
+                    f"{source}: GPU {row['key']!r} has {column} {row[column]!r}, not {form}: correct that cell"
+                ) from None
+        rate = {name: cells.pop(column) for name, column in rates.items()}
+        table[cells["key"]] = GpuSpec(peak_tflops=rate, **cells)
+    return table
 
 
 def register(spec: GpuSpec) -> GpuSpec:
