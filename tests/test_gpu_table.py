@@ -44,23 +44,31 @@ def test_a_compute_capability_saved_without_its_minor_reads_as_minor_0(written, 
 
 
 @pytest.mark.parametrize(
-    ("column", "value", "form"),
+    ("column", "value", "named", "says"),
     [
-        ("cuda_capability", "8.0.1", "MAJOR.MINOR such as 8.0"),
-        ("cuda_capability", "sm_80", "MAJOR.MINOR such as 8.0"),
-        ("cuda_capability", "", "MAJOR.MINOR such as 8.0"),
-        ("sms", "80.5", "a whole number"),
-        ("bandwidth_gbs", "900 GB/s", "a number"),
-        ("memory_gib", "", "a number"),
-        ("fp16_tflops", "n/a", "a number or empty"),
-        ("watts", "300W", "a number or empty"),
-        ("fp16_units", "Tensor", "tensor or half2"),
+        ("cuda_capability", "8.0.1", "cuda_capability's minor", "is '0.1', not a whole number"),
+        ("cuda_capability", "sm_80", "cuda_capability", "is 'sm_80', not a whole number"),
+        ("cuda_capability", "", "cuda_capability", "is '', not a whole number"),
+        ("sms", "80.5", "sms", "is '80.5', not a whole number"),
+        ("sms", "0", "sms", "is 0; it must be from 1 to 100000"),
+        ("bandwidth_gbs", "900 GB/s", "bandwidth_gbs", "is '900 GB/s', not a number"),
+        ("bandwidth_gbs", "inf", "bandwidth_gbs", "is 'inf', not a number"),
+        ("memory_gib", "", "memory_gib", "is '', not a number"),
+        ("fp16_tflops", "n/a", "fp16_tflops", "is 'n/a', not a number"),
+        ("fp16_tflops", "-125", "fp16_tflops", "is -125; it must be from 0 to 100000"),
+        ("watts", "300W", "watts", "is '300W', not a number"),
     ],
 )
-def test_a_cell_that_does_not_read_as_its_column_is_one_line_naming_it(column, value, form):
+def test_a_cell_that_does_not_read_as_its_column_is_one_line_naming_it(column, value, named, says):
+    """files/schema.py's table_number, as the price catalog's cells are read: the file, its line, the column."""
     with pytest.raises(AmpganError) as raised:
         parse_gpu_table(edited(column, value), "my-gpus.csv")
-    assert str(raised.value) == f"my-gpus.csv: GPU 'V100' has {column} {value!r}, not {form}: correct that cell"
+    assert str(raised.value).startswith(f"my-gpus.csv line 5: {named} {says}")  # V100 is the table's 4th row
+
+
+def test_fp16_units_is_tensor_or_half2():
+    with pytest.raises(AmpganError, match="^my-gpus.csv line 5: fp16_units is 'Tensor': write tensor, or half2"):
+        parse_gpu_table(edited("fp16_units", "Tensor"), "my-gpus.csv")
 
 
 @pytest.mark.parametrize("column", ["sms", "cuda_capability", "watts"])

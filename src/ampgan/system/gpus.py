@@ -16,6 +16,7 @@ from importlib import resources
 
 from ampgan import precisions
 from ampgan.errors import AmpganError
+from ampgan.files.schema import table_number
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -46,37 +47,24 @@ class GpuSpec:
         return reason
 
 
-def _number(text: str) -> float | None:
-    return float(text) if text else None
-
-
-def _capability(text: str) -> tuple[int, int]:
-    """(8, 6) from "8.6"; (8, 0) from "8" (8.0 as a spreadsheet saves it)."""
-    major, _, minor = text.partition(".")
-    return int(major), int(minor or "0")
-
-
-def _units(text: str) -> str:
-    if text not in ("tensor", "half2"):
-        raise ValueError(text)
-    return text
-
-
-# Each column of gpus.csv, how its cell is read and what it must hold (a precision's peak rate: "<name>_tflops").
-COLUMNS = {
-    "key": (str, "a name"),
-    "name": (str, "a name"),
-    "fp16_units": (_units, "tensor or half2"),
-    "bandwidth_gbs": (float, "a number"),
-    "memory_gib": (float, "a number"),
-    "cuda_capability": (_capability, "MAJOR.MINOR such as 8.0"),
-    "generation": (str, "a name"),
-    "calibration": (str, "a name or empty"),
-    "sms": (int, "a whole number"),
-    "watts": (_number, "a number or empty"),  # empty: no power limit
-    "source": (str, "a text"),
-    "checked": (str, "a text"),
-}
+# The largest value a cell can mean (no GPU has more multiprocessors, TFLOP/s, GB/s, GiB or watts): beyond it
+# a cell is a typo.
+MOST = 100_000
+# Every column of gpus.csv (a precision's peak rate is a column "<name>_tflops").
+COLUMNS = (
+    "key",
+    "name",
+    "fp16_units",
+    "bandwidth_gbs",
+    "memory_gib",
+    "cuda_capability",
+    "generation",
+    "calibration",
+    "sms",
+    "watts",
+    "source",
+    "checked",
+)
 
 
 @lru_cache(maxsize=1)
@@ -87,30 +75,45 @@ def gpu_table() -> dict[str, GpuSpec]:
 
 def parse_gpu_table(text: str, source: str = "src/ampgan/system/gpus.csv") -> dict[str, GpuSpec]:
     """The rows of a table in gpus.csv's columns (benchmarks/validation/gpus.csv adds the GPUs it checks on).
-    The table is input (edited by hand, saved by a spreadsheet): a column missing or a cell that does not read
-    as its column says is one line naming the file, the GPU, the column and the value."""
+    The table is input (edited by hand, saved by a spreadsheet): a column missing, or a cell that does not
+    read as its column says, is one line naming the file, the line and the column (files/schema.py)."""
     reader = csv.DictReader(text.splitlines())
     header = reader.fieldnames or []
     missing = [column for column in COLUMNS if column not in header]
     if missing:
         raise AmpganError(f"{source} has no column {', '.join(missing)}: its first line names gpus.csv's columns")
-    # A mode without a column (one registered in code) runs at the fp32 rate (kernel_model.peak_tflops); an empty
-    # cell: no fast path in that precision.
-    rates = {name: f"{name}_tflops" for name in precisions.NAMES if f"{name}_tflops" in header}
-    columns = COLUMNS | {column: (_number, "a number or empty") for column in rates.values()}
+    # A mode without a column (one registered in code) runs at the fp32 rate (kernel_model.peak_tflops).
+    rates = [name for name in precisions.NAMES if f"{name}_tflops" in header]
     table = {}
-    for row in reader:
-        cells = {}
-        for column, (read, form) in columns.items():
-            try:
-                cells[column] = read((row[column] or "").strip())
-            except ValueError:
-                raise AmpganError(
-                    f"{source}: GPU {row['key']!r} has {column} {row[column]!r}, not {form}: correct that cell"
-                ) from None
-        rate = {name: cells.pop(column) for name, column in rates.items()}
-        table[cells["key"]] = GpuSpec(peak_tflops=rate, **cells)
+    for line, row in enumerate(reader, start=2):
+        spec = _row({column: (value or "").strip() for column, value in row.items()}, f"{source} line {line}", rates)
+        table[spec.key] = spec
     return table
+
+
+def _row(row: dict[str, str], where: str, rates: list[str]) -> GpuSpec:
+    """One row of gpus.csv, its numbers read by files/schema.py's table_number; an empty rate is no fast path in
+    that precision, an empty watts no power limit."""
+
+    def number(column: str, optional: bool = False, **limits):
+        return None if optional and not row[column] else table_number(row[column], where, column, most=MOST, **limits)
+
+    if row["fp16_units"] not in ("tensor", "half2"):
+        raise AmpganError(f"{where}: fp16_units is {row['fp16_units']!r}: write tensor, or half2 (no tensor cores)")
+    # "8.6" -> (8, 6); "8" (8.0 as a spreadsheet saves it) -> (8, 0)
+    major, _, minor = row["cuda_capability"].partition(".")
+    return GpuSpec(
+        peak_tflops={name: number(f"{name}_tflops", optional=True) for name in rates},
+        bandwidth_gbs=number("bandwidth_gbs"),
+        memory_gib=number("memory_gib"),
+        cuda_capability=(
+            table_number(major, where, "cuda_capability", whole=True, most=99),
+            table_number(minor or "0", where, "cuda_capability's minor", whole=True, most=99),
+        ),
+        sms=number("sms", whole=True, least=1),
+        watts=number("watts", optional=True),
+        **{k: row[k] for k in ("key", "name", "fp16_units", "generation", "calibration", "source", "checked")},
+    )
 
 
 def register(spec: GpuSpec) -> GpuSpec:
