@@ -88,3 +88,12 @@ def test_an_empty_rate_is_no_fast_path_and_a_precision_without_a_column_has_no_e
     t4 = parse_gpu_table(out.getvalue())["T4"]
     assert "tf32" not in t4.peak_tflops and t4.peak_tflops["bf16"] is None and t4.cannot_run("bf16")
     assert set(COLUMNS) <= {f.name for f in dataclasses.fields(t4)}
+
+
+def test_a_row_with_a_cell_too_many_or_too_few_is_read_or_refused_in_one_line():
+    lines = PACKAGED.splitlines()
+    extra = "\n".join([*lines[:4], lines[4] + ",a stray cell", *lines[5:]])
+    assert parse_gpu_table(extra)["V100"] == gpu_table()["V100"]  # the stray cell is left aside
+    short = "\n".join([*lines[:4], "V100,Tesla V100", *lines[5:]])
+    with pytest.raises(AmpganError, match="^src/ampgan/system/gpus.csv line 5: fp16_units is ''"):
+        parse_gpu_table(short)

@@ -84,11 +84,12 @@ def parse_gpu_table(text: str, source: str = "src/ampgan/system/gpus.csv") -> di
         raise AmpganError(f"{source} has no column {', '.join(missing)}: its first line names gpus.csv's columns")
     # A mode without a column (one registered in code) runs at the fp32 rate (kernel_model.peak_tflops).
     rates = [name for name in precisions.NAMES if f"{name}_tflops" in header]
-    table = {}
-    for line, row in enumerate(reader, start=2):
-        spec = _row({column: (value or "").strip() for column, value in row.items()}, f"{source} line {line}", rates)
-        table[spec.key] = spec
-    return table
+    specs = [
+        # (cells past the header's columns, under the key None, are left aside as before)
+        _row({c: (value or "").strip() for c, value in row.items() if c is not None}, f"{source} line {line}", rates)
+        for line, row in enumerate(reader, start=2)
+    ]
+    return {spec.key: spec for spec in specs}
 
 
 def _row(row: dict[str, str], where: str, rates: list[str]) -> GpuSpec:
