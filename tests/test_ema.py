@@ -14,8 +14,9 @@ import ampgan
 from ampgan.config import config_from_options
 from ampgan.data.batches import BatchStream
 from ampgan.data.synthetic import make_synthetic
+from ampgan.errors import AmpganError
 from ampgan.files.manifest import record
-from ampgan.gan.ema import EMA
+from ampgan.gan.ema import EMA, check_ema
 from ampgan.quality.evaluator import generate_evenly
 from ampgan.training.precision import build_policy
 from ampgan.training.prepared import prepare_run
@@ -163,6 +164,30 @@ def test_a_bad_ema_is_one_line(model_file, tmp_path, capsys, option, expected):
     )
     errors = [line for line in err.splitlines() if line.strip()]
     assert code == 2 and len(errors) == 1 and expected in errors[0], err
+
+
+@pytest.mark.parametrize(
+    ("fields", "named", "value"),
+    [
+        ({"decay": True}, "decay must be a number between 0 and 1 (the share the average keeps", "True"),
+        ({"decay": "0.99"}, "decay must be a number between 0 and 1 (the share the average keeps", "'0.99'"),
+        ({"start": -1}, "start must be a whole number of at least 0", "-1"),
+        ({"start": 1.5}, "start must be a whole number of at least 0", "1.5"),
+        ({"every": True}, "every must be a whole number of at least 1", "True"),
+        ({"rampup": 0}, "rampup must be a positive number (StyleGAN2-ADA uses 0.05) or None", "0"),
+        ({"rampup": False}, "rampup must be a positive number (StyleGAN2-ADA uses 0.05) or None", "False"),
+    ],
+)
+def test_each_field_of_an_ema_is_checked_with_one_line_naming_it_and_its_value(fields, named, value):
+    with pytest.raises(AmpganError) as raised:
+        check_ema(EMA(**fields), "my.py:gan")
+    assert str(raised.value).startswith(f"my.py:gan: GAN.ema {named}") and str(raised.value).endswith(f"got {value}")
+
+
+def test_an_ema_at_its_edges_passes_its_check():
+    for ema in (EMA(), EMA(decay=0.5, start=0, every=1, rampup=None), EMA(decay=1 - 1e-9, start=10, rampup=0.05)):
+        assert check_ema(ema, "my.py:gan") is ema
+    assert check_ema(None, "my.py:gan") is None
 
 
 def test_a_gan_without_ema_samples_from_g_itself():

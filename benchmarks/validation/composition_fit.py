@@ -11,6 +11,7 @@ import csv
 import math
 import sys
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
@@ -68,7 +69,7 @@ TERM_GRID = np.arange(1.0, -8.01, -0.25)  # the term's values at which the kerne
 
 def gpus() -> dict[str, GpuSpec]:
     table = dict(gpu_table())
-    table.update(parse_gpu_table((HERE / "gpus.csv").read_text(encoding="utf-8")))
+    table.update(parse_gpu_table((HERE / "gpus.csv").read_text(encoding="utf-8"), "benchmarks/validation/gpus.csv"))
     return table
 
 
@@ -92,8 +93,13 @@ class Row:
     measured: tuple[float, float]  # seconds per step: baseline, AMP
     source: dict
     parts: tuple = field(default=None, repr=False)
-    # (2, paths, TERM_GRID): the seconds the term's kernels add to each side's matrix paths, term at each grid value
-    term_s: np.ndarray = field(default=None, repr=False)
+    sides: tuple = field(default=None, repr=False)  # ((op rows, batch, precision) of the baseline, of AMP)
+
+    @cached_property
+    def term_s(self) -> np.ndarray:
+        """(2, paths, TERM_GRID): the seconds the term's kernels add to each side's matrix paths, term at each grid
+        value; timed when first read (only a fit of the term, or a prediction with one, reads it)."""
+        return np.stack([term_grid(t, b, self.gpu, p) for t, b, p in self.sides])
 
     def parts_at(self, term: float) -> tuple:
         """Each side's parts with the kernel term at `term` (the kernels it scales re-timed)."""
@@ -166,8 +172,7 @@ def load_rows(path: Path, cache: dict | None = None) -> tuple[list[Row], list[tu
         baseline = baseline_precision(r)
         sides = ((tables[key][FP32].on_cuda(), batch[0], baseline), (tables[key][FP16].on_cuda(), batch[1], FP16))
         parts = tuple(step_parts(t, b, gpu, p) for t, b, p in sides)
-        term_s = np.stack([term_grid(t, b, gpu, p) for t, b, p in sides])
-        rows.append(Row(r["model"], key, gpu, gpu.generation, baseline, batch, measured, r, parts, term_s))
+        rows.append(Row(r["model"], key, gpu, gpu.generation, baseline, batch, measured, r, parts, sides))
     return rows, skipped
 
 
@@ -192,8 +197,10 @@ def term_of(params: dict) -> float:
 
 
 def predict(row: Row, params: dict) -> tuple[float, float]:
-    """The row's (baseline, AMP) seconds as `ampgan project` composes them (composition.compose)."""
-    return tuple(compose(parts, row.gpu, params)["seconds"] for parts in row.parts_at(term_of(params)))
+    """The row's (baseline, AMP) seconds as `ampgan project` composes them (composition.compose); without a
+    fitted term, with the calibration's (nothing re-timed)."""
+    sides = row.parts_at(term_of(params)) if "kernel_terms" in params else row.parts
+    return tuple(compose(parts, row.gpu, params)["seconds"] for parts in sides)
 
 
 @dataclass(frozen=True)
@@ -207,7 +214,12 @@ class Design:
     power: np.ndarray  # (rows,): watts per SM (inf without a power limit)
     clock_share: np.ndarray  # (rows,): the GPU's published sustained clock share (gpus.csv), nan where none
     generation: list[str]
-    term_s: np.ndarray  # (rows, 2, paths, TERM_GRID): Row.term_s
+    rows: list[Row] = field(repr=False)
+
+    @cached_property
+    def term_s(self) -> np.ndarray:
+        """(rows, 2, paths, TERM_GRID): Row.term_s, read only when the params fit the term."""
+        return np.stack([r.term_s for r in self.rows])
 
     @classmethod
     def of(cls, rows: list[Row]) -> Design:
@@ -223,7 +235,7 @@ class Design:
             np.array([r.gpu.watts / r.gpu.sms if r.gpu.watts else np.inf for r in rows]),
             np.array([r.gpu.clock_share or np.nan for r in rows]),
             [r.generation for r in rows],
-            np.stack([r.term_s for r in rows]),
+            rows,
         )
 
     def seconds(self, params: dict) -> np.ndarray:
@@ -238,7 +250,8 @@ class Design:
         scale = np.exp(base[None, :] + offsets[index][:, columns])
         clock = np.minimum(1.0, self.power / math.exp(g["watts_per_sm"])) ** (1 / 3)
         clock = np.where(np.isnan(self.clock_share), clock, self.clock_share)  # composition.clock_factor
-        timed = self.matrix + term_seconds(self.term_s, term_of(params))
+        # without a fitted term, the calibration's: nothing added
+        timed = self.matrix + term_seconds(self.term_s, term_of(params)) if "kernel_terms" in params else self.matrix
         matrix = (timed * scale[:, None, :]).sum(2) / clock[:, None]
         kinds = ("memory_fraction", "memory_fraction_16", "cast_fraction", "update_fraction")
         fractions = np.exp([g[k] for k in kinds])

@@ -113,8 +113,12 @@ def train(
     explicit = _with_model(model, settings)
     config = build_config(explicit)
     out = Path(out) if out is not None else default_out(f"{config.data.dataset}-{config.precision.name}")
-    starting = new_run(config, out, overwrite, resolve_device(config.compute.device))
-    result, _ = train_planned(starting, explicit, show_progress=show_progress, log=log or (lambda line: None))
+    result, _ = train_planned(
+        new_run(config, out, overwrite, resolve_device(config.compute.device)),
+        explicit,
+        show_progress=show_progress,
+        log=log or (lambda line: None),
+    )
     last = result.last_record
     return Trained(
         run_dir=Path(result.run_dir),

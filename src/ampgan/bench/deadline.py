@@ -97,7 +97,7 @@ def warm_up(spec: BenchSpec, contender, stop_check=lambda: None, after_first=lam
         else:
             # Nothing left: not even a compiling call is started (its compile would be spent on a too_slow row).
             if allowance["left"] <= 0:
-                _abandoned(spec, contender, spent_before=True)
+                _abandoned(spec, contender, None)
                 return
             limit = None if compiling else allowance["left"]  # a compile is not stopped: its time is said apart
         started = time.perf_counter()
@@ -105,7 +105,7 @@ def warm_up(spec: BenchSpec, contender, stop_check=lambda: None, after_first=lam
             with abandoned_after(limit):
                 elapsed = contender.timed_step()  # per step, averaged over the cycle's kinds of step
         except CallTooLong:
-            _abandoned(spec, contender, limit=limit)
+            _abandoned(spec, contender, limit)  # an alarm was set: limit is a number
             return
         finally:
             if allowance is not None and not compiling:
@@ -163,12 +163,12 @@ def _mark_if_crowded(result: ConfigResult) -> None:
         result.reason += f" (measured under load: {result.under_load}; a rerun on free cores may fit)"
 
 
-def _abandoned(spec: BenchSpec, contender, limit: float | None = None, spent_before: bool = False) -> None:
+def _abandoned(spec: BenchSpec, contender, limit: float | None) -> None:
     """A warm-up call stopped when it ran past what was left of the batch size's --max-seconds (`limit`
-    seconds), or not started because nothing was left: too slow. A stopped call's time is known to be at
-    least `limit`, so a larger batch size of this precision is foreseen too slow without running."""
+    seconds), or not started because nothing was left (`limit` None): too slow. A stopped call's time is known
+    to be at least `limit`, so a larger batch size of this precision is foreseen too slow without running."""
     contender.result.status = "too_slow"
-    if spent_before:
+    if limit is None:
         contender.result.reason = (
             f"not warmed up: the warm-ups before it spent this batch size's --max-seconds {spec.max_seconds:g} "
             "(warm-ups and measured rounds share it)"

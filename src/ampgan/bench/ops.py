@@ -142,6 +142,20 @@ class OpRow(OpRecord):
     def bytes_at(self, batch_size: float) -> float:
         return max(0.0, self.bytes[0] + self.bytes[1] * batch_size)
 
+    def to_list(self) -> list:
+        """The row as an op table's file holds it (OpTable.to_dict's "columns"); from_list reads it back."""
+        return [
+            self.op,
+            self.unit,
+            self.dtype,
+            self.alignment,
+            list(self.flops),
+            list(self.bytes),
+            self.optimizer,
+            self.weight,
+            [[kind, [list(d) for d in dims]] for kind, dims in self.kernels],
+        ]
+
     @classmethod
     def from_list(cls, item: list) -> OpRow:
         # Tables written before kernels were recorded have 8 columns.
@@ -477,20 +491,7 @@ class OpTable:
             "traced_at": list(self.traced_at),
             "device": self.device,
             "columns": ["op", "unit", "dtype", "alignment", "flops", "bytes", "optimizer", "weight", "kernels"],
-            "rows": [
-                [
-                    r.op,
-                    r.unit,
-                    r.dtype,
-                    r.alignment,
-                    list(r.flops),
-                    list(r.bytes),
-                    r.optimizer,
-                    r.weight,
-                    [[kind, [list(d) for d in dims]] for kind, dims in r.kernels],
-                ]
-                for r in self.rows
-            ],
+            "rows": [r.to_list() for r in self.rows],
         }
 
     @classmethod

@@ -112,6 +112,12 @@ def load_results(path: Path) -> dict:
     return check_shape(results, RESULTS_SHAPE, str(path), fix)
 
 
+def unmeasured(configs: list[dict]) -> dict[tuple[str, int], str]:
+    """{(precision, batch size): why} of each bench configuration with no settled step (too slow, failed): its
+    reason, else its status: why a row is unfinished, as the study's race clock, its log and its answer read it."""
+    return {(c["precision"], c["batch_size"]): c.get("reason") or c["status"] for c in configs if c["status"] != "ok"}
+
+
 def csv_rows(results: dict) -> list[dict]:
     speedup = {(s["batch_size"], s["precision"]): s for s in results["speedups"]}
     rows = []

@@ -112,9 +112,12 @@ def _benched(
         return {"values": values, "label": label, "status": "error", "reason": str(error)}, None
     results = run_bench(cell_spec, device, on_config=on_config, log=log, dataset=datasets[key])
     write_results(results, out / folder)
-    status = "incomplete" if results.get("incomplete") else "ok"
-    cell = {"values": values, "label": label, "status": status, "results": str(folder / "results.json")}
-    return cell, results.get("incomplete")
+    return {
+        "values": values,
+        "label": label,
+        "status": "incomplete" if results.get("incomplete") else "ok",
+        "results": str(folder / "results.json"),
+    }, results.get("incomplete")
 
 
 _SWEEP_SHAPE = {

@@ -40,8 +40,13 @@ def command(results, kernels, devices, batch_sizes, prices, out, overwrite, as_j
     if kernels is not None:
         _project_kernels(kernels, devices, out, overwrite, as_json)
         return
-    spec = ProjectSpec(devices=devices, batch_sizes=batch_sizes, prices=prices)
-    projection, target, text = project_results(results, spec, out, overwrite, log=lambda line: say(line, err=True))
+    projection, target, text = project_results(
+        results,
+        ProjectSpec(devices=devices, batch_sizes=batch_sizes, prices=prices),
+        out,
+        overwrite,
+        log=lambda line: say(line, err=True),
+    )
     if as_json:
         say_json({"projection": str(target / "projection.json"), "rows": projection["rows"]})
     else:

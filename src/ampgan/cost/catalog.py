@@ -123,8 +123,11 @@ def load_catalog(path: Path | None = None) -> list[Instance]:
 
 def cheapest_instance(catalog: list[Instance] | None, hardware: str) -> Instance | None:
     """The catalog instance with the lowest price per GPU whose hardware is this device (by name)."""
-    matching = [i for i in catalog or () if i.matches_hardware(hardware)]
-    return min(matching, key=lambda i: i.price_per_hour / max(1, i.gpu_count), default=None)
+    return min(
+        (i for i in catalog or () if i.matches_hardware(hardware)),
+        key=lambda i: i.price_per_hour / max(1, i.gpu_count),
+        default=None,
+    )
 
 
 def find_instance(catalog: list[Instance], name: str) -> Instance:

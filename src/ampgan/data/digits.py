@@ -23,8 +23,8 @@ def load_digits_dataset(data: DataConfig, split: str, seed: int) -> ImageDataset
     from sklearn.datasets import load_digits  # here, not at the top: scikit-learn takes seconds to import
 
     bunch = load_digits()
-    raw = bunch.images  # (1797, 8, 8) float, values 0..16, ink = high values
-    grey = np.round(raw * (255.0 / 16.0)).astype(np.uint8)
+    # bunch.images: (1797, 8, 8) float, values 0..16, ink = high values
+    grey = np.round(bunch.images * (255.0 / 16.0)).astype(np.uint8)
     images = resize_uint8(torch.from_numpy(grey).unsqueeze(1), data.image_size or DEFAULT_SIZE)
     labels = torch.from_numpy(bunch.target.astype(np.int64))
     return ImageDataset(

@@ -258,11 +258,14 @@ class _GradientWitness:
             network.register_forward_pre_hook(lambda module, args, name=name: self.called.add(name))
             for name, network in networks.items()
         ]
-        scalers = [("D's update", state.scaler_d, ("discriminator",)), ("G's update", state.scaler_g, ("generator",))]
-        scalers += [
-            (f"update {update.name!r}", state.extra_scalers[update.name], update.networks)
-            for update in state.gan.extra_updates
-            if update.optimizer is not None and state.extra_scalers.get(update.name) is not None
+        scalers = [
+            ("D's update", state.scaler_d, ("discriminator",)),
+            ("G's update", state.scaler_g, ("generator",)),
+            *(
+                (f"update {update.name!r}", state.extra_scalers[update.name], update.networks)
+                for update in state.gan.extra_updates
+                if update.optimizer is not None and state.extra_scalers.get(update.name) is not None
+            ),
         ]
         wrapped: set[int] = set()
         for label, scaler, names in scalers:

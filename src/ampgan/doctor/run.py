@@ -159,11 +159,11 @@ def summary_lines(report: dict) -> list[str]:
     if settled:
         lines.append(f"dynamic scaling settled at {settled:g} for D ({dynamic['source']}).")
     hardware = report["hardware"]
-    lines += [f"training step vs fp32 here: {d['description']}" for d in hardware.get("decisions", {}).values()]
-    lines.append(
+    lines += [
+        *(f"training step vs fp32 here: {d['description']}" for d in hardware.get("decisions", {}).values()),
         f"use {hardware['recommended_mode']} here (the fastest mode measured faster than fp32 at batch "
-        f"{hardware.get('batch_size', '?')}; fp32 when none is)."
-    )
+        f"{hardware.get('batch_size', '?')}; fp32 when none is).",
+    ]
     adjustable = [a for a in report["alignment"] if not a["fixed_by_task"]]
     return lines + [
         "not multiples of 8: "

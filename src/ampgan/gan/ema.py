@@ -56,26 +56,30 @@ class EMA:
         return 0.5 ** (1.0 / half_life)
 
 
+# Each field of an EMA: what it must be (as the error line says it) and the test of that.
+_FIELDS = (
+    (
+        "decay",
+        "a number between 0 and 1 (the share the average keeps at each update, e.g. 0.999)",
+        lambda value: not isinstance(value, bool) and isinstance(value, (int, float)) and 0.0 < value < 1.0,
+    ),
+    ("start", "a whole number of at least 0", lambda value: is_whole(value, 0)),
+    ("every", "a whole number of at least 1", lambda value: is_whole(value, 1)),
+    (
+        "rampup",
+        "a positive number (StyleGAN2-ADA uses 0.05) or None",
+        lambda value: value is None or (not isinstance(value, bool) and isinstance(value, (int, float)) and value > 0),
+    ),
+)
+
+
 def check_ema(ema, origin: str) -> EMA | None:
     """GAN.ema checked: one line naming the field and what it may be."""
     if ema is None:
         return None
     if not isinstance(ema, EMA):
         raise AmpganError(f"{origin}: GAN.ema is {type(ema).__name__}: use ampgan.EMA(decay=0.999) (or leave it None)")
-    decay = ema.decay
-    if isinstance(decay, bool) or not isinstance(decay, (int, float)) or not 0.0 < decay < 1.0:
-        raise AmpganError(
-            f"{origin}: GAN.ema decay must be a number between 0 and 1 (the share the average keeps at each "
-            f"update, e.g. 0.999), got {decay!r}"
-        )
-    for name, least in (("start", 0), ("every", 1)):
-        if not is_whole(getattr(ema, name), least):
-            raise AmpganError(
-                f"{origin}: GAN.ema {name} must be a whole number of at least {least}, got {getattr(ema, name)!r}"
-            )
-    rampup = ema.rampup
-    if rampup is not None and (isinstance(rampup, bool) or not isinstance(rampup, (int, float)) or rampup <= 0):
-        raise AmpganError(
-            f"{origin}: GAN.ema rampup must be a positive number (StyleGAN2-ADA uses 0.05) or None, got {rampup!r}"
-        )
+    for name, requirement, accept in _FIELDS:
+        if not accept(getattr(ema, name)):
+            raise AmpganError(f"{origin}: GAN.ema {name} must be {requirement}, got {getattr(ema, name)!r}")
     return ema

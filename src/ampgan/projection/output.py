@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ampgan.files.atomic import write_atomically, write_csv_atomically, write_json_atomically
+from ampgan.files.atomic import write_csv_atomically, write_json_atomically, write_text_atomically
 from ampgan.plotting import precision_colour, pyplot, save_figure
 from ampgan.precisions import FP32, in_order
 from ampgan.projection.document import fastest_mixed, table_text
@@ -56,12 +56,11 @@ def footer(document: dict) -> str:
 
 
 def write_projection(document: dict, out: Path) -> str:
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    out = Path(out)  # (each write makes the folder)
     write_json_atomically(out / "projection.json", document)
     write_csv_atomically(out / "projection.csv", CSV_COLUMNS, [_csv_row(r) for r in document["rows"]])
     text = table_text(document)
-    write_atomically(out / "projection.md", lambda stream: stream.write((text + "\n").encode()))
+    write_text_atomically(out / "projection.md", text + "\n")
     figure(document, out / "fig_projection.png")
     return text
 

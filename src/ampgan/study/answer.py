@@ -5,11 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ampgan.bench.output import load_results, speedup_estimate
+from ampgan.bench.output import load_results, speedup_estimate, unmeasured
 from ampgan.files.paths import file_in
 from ampgan.precisions import FP32
 from ampgan.study.document import RACED, CompareDocument
-from ampgan.study.race import unmeasured
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from ampgan.bench.harness import run_bench
-from ampgan.bench.output import load_results, write_results
+from ampgan.bench.output import load_results, unmeasured, write_results
 from ampgan.bench.to_folder import refuse_what_measured_nothing
 from ampgan.cost.arithmetic import time_to_quality
 from ampgan.errors import AmpganError, one_line
@@ -69,12 +69,6 @@ def bench_once(spec: CompareSpec, dataset, precisions, device, log, out_dir: Pat
 BENCH_CLOCK, WALL_CLOCK = "bench step time", "wall clock"
 # A seed's wall-clock speedup is off the bench's pace outside its interval widened by this factor each way.
 PACE_TOLERANCE = 1.1
-
-
-def unmeasured(configs: list[dict]) -> dict[tuple[str, int], str]:
-    """{(precision, batch size): why} of each bench configuration with no settled step (too slow, failed): its
-    reason, else its status. The race's clock, the study's log and its answer (study/answer.py) read a row so."""
-    return {(c["precision"], c["batch_size"]): c.get("reason") or c["status"] for c in configs if c["status"] != "ok"}
 
 
 def race_clock(bench_results: dict, precisions, batch_size: int) -> dict:

@@ -236,9 +236,9 @@ def report_sections(document: CompareDocument, out_dir: Path) -> list[Section]:
     ]
     bench = out_dir / "bench" / "results.json"
     speedups = load_results(bench)["speedups"] if _shown(out_dir, bench) else []
-    sections = [Section("Verdict", lines=document.verdict or verdict(document, speedups))]
-    sections += [Section(title, figure=path) for title, path in pictures if _shown(out_dir, path)]
-    sections += [
+    sections = [
+        Section("Verdict", lines=document.verdict or verdict(document, speedups)),
+        *(Section(title, figure=path) for title, path in pictures if _shown(out_dir, path)),
         Section(
             "Final metrics",
             table=_metrics_table(document),
@@ -249,8 +249,8 @@ def report_sections(document: CompareDocument, out_dir: Path) -> list[Section]:
         ),
         *projection_sections(out_dir),
         Section("Environment", lines=_environment_lines(document)),
+        *_class_sections(document),
     ]
-    sections += _class_sections(document)
     doctor = next(
         (p for p in (out_dir / "doctor.json", out_dir / "doctor" / "doctor.json") if _shown(out_dir, p)), None
     )

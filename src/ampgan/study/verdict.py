@@ -38,7 +38,9 @@ def verdict(document: CompareDocument, bench_speedups: list[dict]) -> list[str]:
     for precision, run in runs.items():
         if precision == FP32:
             continue
-        lines.append(
+        over_seeds = comparison.get(precision) or SeedComparison()  # its comparison with fp32, seed by seed
+        # per mixed precision: its speed, its pace off the bench's, its quality, its time to the target
+        lines += [
             _speed_line(
                 precision,
                 run,
@@ -48,27 +50,15 @@ def verdict(document: CompareDocument, bench_speedups: list[dict]) -> list[str]:
                 document.environment.hardware,
                 (document.bench_notes or {}).get(f"{precision}@{batch}"),
                 document.race,
-            )
-        )
-        lines += _off_pace_lines(precision, document.race)
-        lines.append(
+            ),
+            *_off_pace_lines(precision, document.race),
             _quality_line(
-                precision,
-                run,
-                document.baseline,
-                comparison.get(precision) or SeedComparison(),
-                len(spec.seeds),
-                document.floor or {},
-                headline,
-            )
-        )
-        lines.append(
-            _target_line(
-                precision, cost, comparison.get(precision) or SeedComparison(), cost.target, len(spec.seeds), headline
-            )
+                precision, run, document.baseline, over_seeds, len(spec.seeds), document.floor or {}, headline
+            ),
+            _target_line(precision, cost, over_seeds, cost.target, len(spec.seeds), headline)
             if cost.target is not None
-            else _NO_TARGET[headline.higher_is_better]
-        )
+            else _NO_TARGET[headline.higher_is_better],
+        ]
     flags = [f"{precision}, {flag}" for precision, run in runs.items() for flag in run.flags]
     if flags:
         lines.append(

@@ -16,6 +16,7 @@ from importlib import resources
 
 from ampgan import precisions
 from ampgan.errors import AmpganError
+from ampgan.files.schema import table_number
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -50,8 +51,24 @@ class GpuSpec:
         return reason
 
 
-def _number(text: str) -> float | None:
-    return float(text) if text.strip() else None
+# The largest value a cell can mean (no GPU has more multiprocessors, TFLOP/s, GB/s, GiB or watts): beyond it
+# a cell is a typo.
+MOST = 100_000
+# Every column of gpus.csv (a precision's peak rate is a column "<name>_tflops").
+COLUMNS = (
+    "key",
+    "name",
+    "fp16_units",
+    "bandwidth_gbs",
+    "memory_gib",
+    "cuda_capability",
+    "generation",
+    "calibration",
+    "sms",
+    "watts",
+    "source",
+    "checked",
+)
 
 
 @lru_cache(maxsize=1)
@@ -60,28 +77,50 @@ def gpu_table() -> dict[str, GpuSpec]:
     return parse_gpu_table(resources.files("ampgan.system").joinpath("gpus.csv").read_text(encoding="utf-8"))
 
 
-def parse_gpu_table(text: str) -> dict[str, GpuSpec]:
-    """The rows of a table in gpus.csv's columns (benchmarks/validation/gpus.csv adds the GPUs it checks on)."""
-    return {
-        row["key"]: GpuSpec(
-            key=row["key"],
-            name=row["name"],
-            # A mode without a column (one registered in code) runs at the fp32 rate (kernel_model.peak_tflops).
-            peak_tflops={name: _number(row[f"{name}_tflops"]) for name in precisions.NAMES if f"{name}_tflops" in row},
-            fp16_units=row["fp16_units"],
-            bandwidth_gbs=float(row["bandwidth_gbs"]),
-            memory_gib=float(row["memory_gib"]),
-            cuda_capability=tuple(int(part) for part in row["cuda_capability"].split(".")),  # "8.0" -> (8, 0)
-            generation=row["generation"],
-            calibration=row["calibration"],
-            source=row["source"],
-            checked=row["checked"],
-            sms=int(row["sms"]),
-            watts=_number(row.get("watts") or ""),
-            clock_share=_number(row.get("clock_share") or ""),
-        )
-        for row in csv.DictReader(text.splitlines())
-    }
+def parse_gpu_table(text: str, source: str = "src/ampgan/system/gpus.csv") -> dict[str, GpuSpec]:
+    """The rows of a table in gpus.csv's columns (benchmarks/validation/gpus.csv adds the GPUs it checks on).
+    The table is input (edited by hand, saved by a spreadsheet): a column missing, or a cell that does not
+    read as its column says, is one line naming the file, the line and the column (files/schema.py)."""
+    reader = csv.DictReader(text.splitlines())
+    header = reader.fieldnames or []
+    missing = [column for column in COLUMNS if column not in header]
+    if missing:
+        raise AmpganError(f"{source} has no column {', '.join(missing)}: its first line names gpus.csv's columns")
+    # A mode without a column (one registered in code) runs at the fp32 rate (kernel_model.peak_tflops).
+    rates = [name for name in precisions.NAMES if f"{name}_tflops" in header]
+    specs = [
+        # (cells past the header's columns, under the key None, are left aside as before)
+        _row({c: (value or "").strip() for c, value in row.items() if c is not None}, f"{source} line {line}", rates)
+        for line, row in enumerate(reader, start=2)
+    ]
+    return {spec.key: spec for spec in specs}
+
+
+def _row(row: dict[str, str], where: str, rates: list[str]) -> GpuSpec:
+    """One row of gpus.csv, its numbers read by files/schema.py's table_number; an empty rate is no fast path in
+    that precision, an empty watts no power limit."""
+
+    def number(column: str, optional: bool = False, most: float = MOST, **limits):
+        value = row.get(column, "")  # an optional column may be absent from the table
+        return None if optional and not value else table_number(value, where, column, most=most, **limits)
+
+    if row["fp16_units"] not in ("tensor", "half2"):
+        raise AmpganError(f"{where}: fp16_units is {row['fp16_units']!r}: write tensor, or half2 (no tensor cores)")
+    # "8.6" -> (8, 6); "8" (8.0 as a spreadsheet saves it) -> (8, 0)
+    major, _, minor = row["cuda_capability"].partition(".")
+    return GpuSpec(
+        peak_tflops={name: number(f"{name}_tflops", optional=True) for name in rates},
+        bandwidth_gbs=number("bandwidth_gbs"),
+        memory_gib=number("memory_gib"),
+        cuda_capability=(
+            table_number(major, where, "cuda_capability", whole=True, most=99),
+            table_number(minor or "0", where, "cuda_capability's minor", whole=True, most=99),
+        ),
+        sms=number("sms", whole=True, least=1),
+        watts=number("watts", optional=True),
+        clock_share=number("clock_share", optional=True, most=1),
+        **{k: row[k] for k in ("key", "name", "fp16_units", "generation", "calibration", "source", "checked")},
+    )
 
 
 def register(spec: GpuSpec) -> GpuSpec:

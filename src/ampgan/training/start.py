@@ -132,8 +132,12 @@ def resumed_run(config: TrainConfig, run_dir: Path, device: torch.device | None 
                 f"{run_dir} already reached step {payload['step']} of --steps {steps}: "
                 "give a larger --steps to train further"
             )
-        prepared = prepare_run(config, device=device)
-        yield RunStart(prepared=prepared, run_dir=Path(run_dir), resume_from=payload, checkpoint=checkpoint)
+        yield RunStart(
+            prepared=prepare_run(config, device=device),
+            run_dir=Path(run_dir),
+            resume_from=payload,
+            checkpoint=checkpoint,
+        )
 
 
 @contextmanager
