@@ -502,3 +502,51 @@ def test_compiling_a_gradient_penalty_is_one_line_not_a_traceback(tmp_path, caps
     )
     assert code == 2 and "takes gradients of gradients" in err and "--no-compile" in err
     assert "Traceback" not in err
+
+
+# An image-to-image GAN (pix2pixHD's shape): G translates a map that draw_inputs draws for the training step, so it
+# trains and benches, but cannot draw from the (N, z_dim) noise that samples, generate and evaluations give it.
+IMAGE_TO_IMAGE = textwrap.dedent("""
+    import torch
+    from torch import nn
+    import ampgan
+
+    def translator(data, *, map_channels: int = 2):
+        G = nn.Sequential(nn.Conv2d(map_channels, data.channels, 3, padding=1), nn.Tanh())  # (B, maps, H, W) in
+        D = nn.Sequential(nn.Conv2d(data.channels, 4, 3, padding=1), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                          nn.Linear(4, 1))
+
+        def draw_inputs(ctx):
+            b, _, h, w = ctx.real.shape
+            return torch.rand(b, map_channels, h, w, generator=ctx.rng, device=ctx.device), None
+
+        return ampgan.GAN(generator=G, discriminator=D, z_dim=map_channels, draw_inputs=draw_inputs,
+                          d_loss=(lambda ctx: ampgan.real_fake_loss(ctx.D(ctx.real), 1.0),
+                                  lambda ctx: ampgan.real_fake_loss(ctx.D(ctx.fake), 0.0)),
+                          g_loss=lambda ctx: ampgan.real_fake_loss(ctx.D(ctx.fake), 1.0))
+""")
+
+
+@pytest.mark.parametrize("when", ["at the end", "on the way"])
+def test_a_g_that_takes_draw_inputs_maps_not_noise_stops_in_one_line_at_its_samples_and_loses_no_step(
+    tmp_path, capsys, when
+):
+    path = tmp_path / "translator.py"
+    path.write_text(IMAGE_TO_IMAGE)
+    model = ("--model", f"{path}:translator", "--dataset", "synthetic", "--image-size", "8")
+    sample_every = "500" if when == "at the end" else "2"  # the run's last samples, or a grid due at step 2
+    code, out, err = run_cli(
+        capsys, "train", *model, "--steps", "3", "--batch-size", "4", "--precision", "fp32", "--quiet",
+        "--checkpoint-every", "2", "--set", f"logging.sample_every={sample_every}", "--out", str(tmp_path / "run"),
+    )  # fmt: skip
+    assert code == 2, err[-2000:]
+    assert "Traceback" not in err and "G failed drawing images" in err, err[-2000:]
+    assert "z of shape (N, z_dim)" in err and "draw_inputs feeds only the training step" in err
+    from ampgan.runs.checkpoint import checkpoint_path
+
+    # the checkpoint due with the failing samples is written before them
+    assert checkpoint_path(tmp_path / "run", 3 if when == "at the end" else 2).is_file()
+
+    config = config_from_options(model=f"{path}:translator", dataset="synthetic", image_size=8)
+    findings = {(f.severity, f.check): f.text for f in preflight(config)}
+    assert "draw_inputs feeds only the training step" in findings[("error", "generator")]
