@@ -259,6 +259,7 @@ def test_decisions_that_do_not_fit_their_share_of_the_budget_take_their_defaults
     assert {c["precision"] for c in results["configs"]} == {"fp32", "bf16", "fp16"}
     (line,) = [line for line in err.splitlines() if line.startswith("bench: ")]
     assert "s in all for the 2 s asked (--max-seconds 2 x 1 batch size(s)): decisions" in line
+    assert "skip: --precisions, --channels-last/--no-channels-last, OMP_NUM_THREADS=N for the thread count" in line
     assert set(results["seconds"]) == {"decisions", "compile_times", "building", "measuring", "trace"}
 
 
