@@ -61,8 +61,9 @@ def trace_op_tables(
         if reason is None:
             try:
                 tables[name] = _traced(spec, name, dataset, device, deadline, foreseen)
-            except OverBudget as error:
-                reason = f"{error}; {fits}"
+            except OverBudget as error:  # measured, not foreseen: what it had spent and still needed at the least
+                least = math.ceil((time.perf_counter() - started + error.more_s) / (budget / spec.max_seconds))
+                reason = f"{error}; --max-seconds {least} at the least"
             except AmpganError as error:
                 reason = str(error)
             except Exception as error:  # noqa: BLE001 - a step that cannot be traced is reported, not fatal

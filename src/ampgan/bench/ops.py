@@ -540,7 +540,12 @@ SMALL_CYCLES_PER_TRACE = 6
 
 
 class OverBudget(AmpganError):
-    """A trace stopped for the bench's budget (bench/op_tables.py says which --max-seconds would fit it)."""
+    """A trace stopped for the bench's budget; `more_s`: the least it still needed (the next cycle, or a whole run
+    of the cycle cut short), from which bench/op_tables.py says the least --max-seconds that could fit it."""
+
+    def __init__(self, message: str, more_s: float):
+        super().__init__(message)
+        self.more_s = more_s
 
 
 def _settled_trace(
@@ -551,7 +556,8 @@ def _settled_trace(
         if deadline is not None and time.perf_counter() + last_cycle_s > deadline:
             raise OverBudget(
                 f"not traced: another {precision} cycle at batch {len(batch[0])} ({last_cycle_s:.1f} s) "
-                "would run past the trace's share of the bench's budget"
+                "would run past the trace's share of the bench's budget",
+                more_s=last_cycle_s,
             )
         started = time.perf_counter()
         try:
@@ -562,7 +568,8 @@ def _settled_trace(
         except CallTooLong:
             raise OverBudget(
                 f"not traced: a {precision} cycle at batch {len(batch[0])} ran past the trace's share of the "
-                f"bench's budget and was stopped there ({time.perf_counter() - started:.1f} s)"
+                f"bench's budget and was stopped there ({time.perf_counter() - started:.1f} s)",
+                more_s=time.perf_counter() - started,
             ) from None
         last_cycle_s = time.perf_counter() - started
         if records is not None and previous is not None and [r.op for r in records] == [r.op for r in previous]:
