@@ -550,3 +550,34 @@ def test_a_g_that_takes_draw_inputs_maps_not_noise_stops_in_one_line_at_its_samp
     config = config_from_options(model=f"{path}:translator", dataset="synthetic", image_size=8)
     findings = {(f.severity, f.check): f.text for f in preflight(config)}
     assert "draw_inputs feeds only the training step" in findings[("error", "generator")]
+
+
+@pytest.mark.parametrize("sets", [["model.label_nc=3"], ["model.label_nc=0", "model.instance=0"]])
+def test_the_pix2pixhd_user_file_steps_in_every_precision_with_its_vgg_frozen(sets):
+    """benchmarks/validation/user_gans/pix2pixhd.py (issue 43's published-GAN check) at a tiny size: its label
+    map (or RGB input) from draw_inputs, two PatchGANs and the frozen VGG19 on D train in fp32, bf16 and fp16."""
+    from ampgan.data.batches import BatchStream
+    from ampgan.data.synthetic import make_synthetic
+    from ampgan.training.precision import build_policy
+    from ampgan.training.prepared import prepare_run
+    from ampgan.training.state import build_train_state
+    from ampgan.training.step import train_step
+
+    model = str(ROOT / "benchmarks" / "validation" / "user_gans" / "pix2pixhd.py:pix2pixhd")
+    tiny = ["model.ngf=4", "model.ndf=4", "model.downsample=2", "model.blocks=1", *sets]
+    dataset = make_synthetic(image_size=16, count=16)
+    for precision in ("fp32", "bf16", "fp16"):
+        config = config_from_options(
+            model=model, dataset="synthetic", image_size=16, precision=precision, batch_size=2, sets=tiny
+        )
+        prepared = prepare_run(config, dataset)
+        state = build_train_state(
+            prepared.config, prepared.model, prepared.data, build_policy(precision, torch.device("cpu"))
+        )
+        vgg = {name: p.detach().clone() for name, p in state.gan.discriminator.vgg.named_parameters()}
+        stream = BatchStream(dataset, 2, torch.device("cpu"), 0, image_range=state.gan.image_range)
+        for _ in range(2):
+            metrics = train_step(state, stream.next_batch)
+        assert all(torch.isfinite(v) for name, v in metrics.items() if name.startswith("loss")), (precision, metrics)
+        assert metrics["vgg"] > 0 and metrics["feat"] > 0
+        assert all(torch.equal(p, vgg[name]) for name, p in state.gan.discriminator.vgg.named_parameters())
