@@ -259,6 +259,7 @@ def test_decisions_that_do_not_fit_their_share_of_the_budget_take_their_defaults
     assert {c["precision"] for c in results["configs"]} == {"fp32", "bf16", "fp16"}
     (line,) = [line for line in err.splitlines() if line.startswith("bench: ")]
     assert "s in all for the 2 s asked (--max-seconds 2 x 1 batch size(s)): decisions" in line
+    assert "skip: --precisions, --channels-last/--no-channels-last, OMP_NUM_THREADS=N for the thread count" in line
     assert set(results["seconds"]) == {"decisions", "compile_times", "building", "measuring", "trace"}
 
 
@@ -580,3 +581,34 @@ def test_a_single_process_twin_out_of_memory_is_an_oom_row_on_every_rank(monkeyp
         None,
     ]
     assert bf16["status"] == "ok" and len(bf16["local_samples_s"]) == len(bf16["samples_s"]) >= 2
+
+
+@pytest.mark.real_op_trace  # the real trace_op_tables, its tracing stood in for below
+def test_a_precision_left_out_of_the_op_trace_for_time_names_the_max_seconds_that_would_fit_it(monkeypatch):
+    """A user's GAN at its real size foresees minutes per trace cycle: the line says which --max-seconds
+    holds its six small-batch cycles in the trace's half of the budget, not only 'give a larger' one."""
+    import ampgan.bench.op_tables as op_tables
+    from ampgan.bench.ops import OverBudget
+
+    spec = BenchSpec(base=tiny_config(), batch_sizes=(4, 8), precisions=("fp32",), max_seconds=10)
+    # asked for, nothing traced before it: 6 cycles of 100 s in a share of max_seconds x 2 sizes x 0.5
+    assert op_tables._what_fits(spec, 0.0, 100.0, True).startswith("--max-seconds 600 would fit its trace")
+    # not asked for: it also needs half the share left when it starts (400 s spent -> a share of 800 s)
+    assert op_tables._what_fits(spec, 400.0, 10.0, False).startswith("--max-seconds 800 ")
+    assert op_tables._what_fits(spec, 400.0, 100.0, False).startswith("--max-seconds 1000 ")
+    assert op_tables._what_fits(spec, 0.0, None, True) == "give a larger --max-seconds"
+
+    def stopped(spec, name, dataset, device, deadline, foreseen):
+        raise OverBudget(f"not traced: another {name} cycle at batch 8 (100.0 s) would run past", more_s=100.0)
+
+    monkeypatch.setattr(op_tables, "_traced", stopped)
+    monkeypatch.setattr(op_tables, "step_memory", lambda spec, dataset: None)
+    result = op_tables.trace_op_tables(spec, None, torch.device("cpu"), cycle_s={"fp32": 1e-3})
+    reasons = {failed["precision"]: failed["reason"] for failed in result["op_tables_failed"]}
+    # measured, not foreseen: the time spent and the cycle still needed, in a share of 0.5 x 2 sizes per second
+    assert re.search(r"would run past; --max-seconds 10[01] at the least$", reasons["fp32"]), reasons["fp32"]
+    result = op_tables.trace_op_tables(spec, None, torch.device("cpu"), cycle_s={"fp32": 100.0})
+    reasons = {failed["precision"]: failed["reason"] for failed in result["op_tables_failed"]}
+    assert "foresees 100.0 s per trace cycle" in reasons["fp32"]
+    assert re.search(r"; --max-seconds 60[01] would fit", reasons["fp32"])  # 600 after the microseconds spent
+    assert all("--max-seconds" in reason for reason in reasons.values()), reasons

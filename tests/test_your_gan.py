@@ -502,3 +502,82 @@ def test_compiling_a_gradient_penalty_is_one_line_not_a_traceback(tmp_path, caps
     )
     assert code == 2 and "takes gradients of gradients" in err and "--no-compile" in err
     assert "Traceback" not in err
+
+
+# An image-to-image GAN (pix2pixHD's shape): G translates a map that draw_inputs draws for the training step, so it
+# trains and benches, but cannot draw from the (N, z_dim) noise that samples, generate and evaluations give it.
+IMAGE_TO_IMAGE = textwrap.dedent("""
+    import torch
+    from torch import nn
+    import ampgan
+
+    def translator(data, *, map_channels: int = 2):
+        G = nn.Sequential(nn.Conv2d(map_channels, data.channels, 3, padding=1), nn.Tanh())  # (B, maps, H, W) in
+        D = nn.Sequential(nn.Conv2d(data.channels, 4, 3, padding=1), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                          nn.Linear(4, 1))
+
+        def draw_inputs(ctx):
+            b, _, h, w = ctx.real.shape
+            return torch.rand(b, map_channels, h, w, generator=ctx.rng, device=ctx.device), None
+
+        return ampgan.GAN(generator=G, discriminator=D, z_dim=map_channels, draw_inputs=draw_inputs,
+                          d_loss=(lambda ctx: ampgan.real_fake_loss(ctx.D(ctx.real), 1.0),
+                                  lambda ctx: ampgan.real_fake_loss(ctx.D(ctx.fake), 0.0)),
+                          g_loss=lambda ctx: ampgan.real_fake_loss(ctx.D(ctx.fake), 1.0))
+""")
+
+
+@pytest.mark.parametrize("when", ["at the end", "on the way"])
+def test_a_g_that_takes_draw_inputs_maps_not_noise_stops_in_one_line_at_its_samples_and_loses_no_step(
+    tmp_path, capsys, when
+):
+    path = tmp_path / "translator.py"
+    path.write_text(IMAGE_TO_IMAGE)
+    model = ("--model", f"{path}:translator", "--dataset", "synthetic", "--image-size", "8")
+    sample_every = "500" if when == "at the end" else "2"  # the run's last samples, or a grid due at step 2
+    code, out, err = run_cli(
+        capsys, "train", *model, "--steps", "3", "--batch-size", "4", "--precision", "fp32", "--quiet",
+        "--checkpoint-every", "2", "--set", f"logging.sample_every={sample_every}", "--out", str(tmp_path / "run"),
+    )  # fmt: skip
+    assert code == 2, err[-2000:]
+    assert "Traceback" not in err and "G failed drawing images" in err, err[-2000:]
+    assert "z of shape (N, z_dim)" in err and "draw_inputs feeds only the training step" in err
+    from ampgan.runs.checkpoint import checkpoint_path
+
+    # the checkpoint due with the failing samples is written before them
+    assert checkpoint_path(tmp_path / "run", 3 if when == "at the end" else 2).is_file()
+
+    config = config_from_options(model=f"{path}:translator", dataset="synthetic", image_size=8)
+    findings = {(f.severity, f.check): f.text for f in preflight(config)}
+    assert "draw_inputs feeds only the training step" in findings[("error", "generator")]
+
+
+@pytest.mark.parametrize("sets", [["model.label_nc=3"], ["model.label_nc=0", "model.instance=0"]])
+def test_the_pix2pixhd_user_file_steps_in_every_precision_with_its_vgg_frozen(sets):
+    """benchmarks/validation/user_gans/pix2pixhd.py (issue 43's published-GAN check) at a tiny size: its label
+    map (or RGB input) from draw_inputs, two PatchGANs and the frozen VGG19 on D train in fp32, bf16 and fp16."""
+    from ampgan.data.batches import BatchStream
+    from ampgan.data.synthetic import make_synthetic
+    from ampgan.training.precision import build_policy
+    from ampgan.training.prepared import prepare_run
+    from ampgan.training.state import build_train_state
+    from ampgan.training.step import train_step
+
+    model = str(ROOT / "benchmarks" / "validation" / "user_gans" / "pix2pixhd.py:pix2pixhd")
+    tiny = ["model.ngf=4", "model.ndf=4", "model.downsample=2", "model.blocks=1", *sets]
+    dataset = make_synthetic(image_size=16, count=16)
+    for precision in ("fp32", "bf16", "fp16"):
+        config = config_from_options(
+            model=model, dataset="synthetic", image_size=16, precision=precision, batch_size=2, sets=tiny
+        )
+        prepared = prepare_run(config, dataset)
+        state = build_train_state(
+            prepared.config, prepared.model, prepared.data, build_policy(precision, torch.device("cpu"))
+        )
+        vgg = {name: p.detach().clone() for name, p in state.gan.discriminator.vgg.named_parameters()}
+        stream = BatchStream(dataset, 2, torch.device("cpu"), 0, image_range=state.gan.image_range)
+        for _ in range(2):
+            metrics = train_step(state, stream.next_batch)
+        assert all(torch.isfinite(v) for name, v in metrics.items() if name.startswith("loss")), (precision, metrics)
+        assert metrics["vgg"] > 0 and metrics["feat"] > 0
+        assert all(torch.equal(p, vgg[name]) for name, p in state.gan.discriminator.vgg.named_parameters())

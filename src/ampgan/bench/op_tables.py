@@ -5,12 +5,13 @@ memory."""
 
 from __future__ import annotations
 
+import math
 import time
 
 import torch
 
 from ampgan.bench.deadline import TRACE_SHARE, budget_s
-from ampgan.bench.ops import TRACE_BATCH_SIZES, trace_op_table
+from ampgan.bench.ops import SMALL_CYCLES_PER_TRACE, TRACE_BATCH_SIZES, OverBudget, trace_op_table
 from ampgan.bench.results import ConfigResult
 from ampgan.bench.spec import BenchSpec
 from ampgan.errors import AmpganError
@@ -55,10 +56,14 @@ def trace_op_tables(
     for name in (*asked, *(p for p in traced if p not in asked)):
         # A precision the bench did not run is foreseen as slow as the slowest it did.
         foreseen = cycle_s.get(name, max(cycle_s.values(), default=None))
-        reason = _left_out(name in asked, deadline, budget, foreseen, stop_check)
+        fits = _what_fits(spec, time.perf_counter() - started, foreseen, name in asked)
+        reason = _left_out(name in asked, deadline, budget, foreseen, stop_check, fits)
         if reason is None:
             try:
                 tables[name] = _traced(spec, name, dataset, device, deadline, foreseen)
+            except OverBudget as error:  # measured, not foreseen: what it had spent and still needed at the least
+                least = math.ceil((time.perf_counter() - started + error.more_s) / (budget / spec.max_seconds))
+                reason = f"{error}; --max-seconds {least} at the least"
             except AmpganError as error:
                 reason = str(error)
             except Exception as error:  # noqa: BLE001 - a step that cannot be traced is reported, not fatal
@@ -84,17 +89,34 @@ def trace_op_tables(
     }
 
 
-def _left_out(asked: bool, deadline: float, budget: float, foreseen: float | None, stop_check) -> str | None:
-    """Why a precision is not traced (None: it is)."""
+def _what_fits(spec: BenchSpec, spent: float, foreseen: float | None, asked: bool) -> str:
+    """What would trace a precision left out for time: the --max-seconds whose trace share holds its trace
+    (SMALL_CYCLES_PER_TRACE cycles as foreseen) after the `spent` seconds the traces before it took; one that
+    --precisions does not name also needs half the share left when it starts. A user's GAN at its real size
+    can need far more than the default budget: the line names the number instead of leaving it to guesses."""
+    if foreseen is None:
+        return "give a larger --max-seconds"
+    needed = spent + SMALL_CYCLES_PER_TRACE * foreseen
+    if not asked:
+        needed = max(needed, 2 * spent)
+    max_seconds = math.ceil(needed / (TRACE_SHARE * len(spec.batch_sizes)))
+    return f"--max-seconds {max_seconds} would fit its trace (as foreseen from its warm-up)"
+
+
+def _left_out(asked: bool, deadline: float, budget: float, foreseen: float | None, stop_check, fits: str) -> str | None:
+    """Why a precision is not traced (None: it is); `fits`: what would trace it (_what_fits)."""
     if not asked and deadline - time.perf_counter() < budget / 2:
-        return "not traced: --precisions left it out and under half the trace's share of the budget was left for it"
+        return (
+            "not traced: --precisions left it out and under half the trace's share of the budget was left for it; "
+            f"name it in --precisions, or {fits}"
+        )
     if stop_check():
         return "not traced: the bench was asked to stop"
     left = deadline - time.perf_counter()
     if foreseen is not None and foreseen > left:
         return (
             f"not traced: its warm-up foresees {foreseen:.1f} s per trace cycle, more than the {max(left, 0):.1f} s "
-            "left of the trace's share of the budget; give a larger --max-seconds"
+            f"left of the trace's share of the budget; {fits}"
         )
     return None
 

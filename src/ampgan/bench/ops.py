@@ -535,6 +535,18 @@ def trace_cycle(timer, batch: tuple[torch.Tensor, torch.Tensor]) -> list[OpRecor
 # fp16's dynamic scale starts at 2^16 and halves at each overflow; the first update that is not skipped
 # also creates Adam's moments, so a trace is kept once two cycles in a row ran the same operations.
 MAX_TRACE_ATTEMPTS = 16
+# A trace takes each batch size's operations once two cycles in a row agree: at least two cycles at the small
+# trace batch and two at the large one, each twice as long: six small-batch cycles in all.
+SMALL_CYCLES_PER_TRACE = 6
+
+
+class OverBudget(AmpganError):
+    """A trace stopped for the bench's budget; `more_s`: the least it still needed (the next cycle, or a whole run
+    of the cycle cut short), from which bench/op_tables.py says the least --max-seconds that could fit it."""
+
+    def __init__(self, message: str, more_s: float):
+        super().__init__(message)
+        self.more_s = more_s
 
 
 def _settled_trace(
@@ -543,9 +555,10 @@ def _settled_trace(
     previous, last_cycle_s = None, first_cycle_s
     for _ in range(MAX_TRACE_ATTEMPTS):
         if deadline is not None and time.perf_counter() + last_cycle_s > deadline:
-            raise AmpganError(
+            raise OverBudget(
                 f"not traced: another {precision} cycle at batch {len(batch[0])} ({last_cycle_s:.1f} s) "
-                "would run past the trace's share of the bench's budget; give a larger --max-seconds"
+                "would run past the trace's share of the bench's budget",
+                more_s=last_cycle_s,
             )
         started = time.perf_counter()
         try:
@@ -554,10 +567,10 @@ def _settled_trace(
             with abandoned_after(None if deadline is None else deadline - started):
                 records = trace_cycle(timer, batch)
         except CallTooLong:
-            raise AmpganError(
+            raise OverBudget(
                 f"not traced: a {precision} cycle at batch {len(batch[0])} ran past the trace's share of the "
-                f"bench's budget and was stopped there ({time.perf_counter() - started:.1f} s); give a larger "
-                "--max-seconds"
+                f"bench's budget and was stopped there ({time.perf_counter() - started:.1f} s)",
+                more_s=time.perf_counter() - started,
             ) from None
         last_cycle_s = time.perf_counter() - started
         if records is not None and previous is not None and [r.op for r in records] == [r.op for r in previous]:

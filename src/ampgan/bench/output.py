@@ -284,8 +284,10 @@ def time_spent_text(results: dict, total_s: float) -> str:
     building = spent.get("building", 0.0)  # each configuration's networks: part of the overhead
     overhead = max(total_s - sum(v for k, v in spent.items() if k != "building"), 0.0)
     parts = [
+        # the thread count is measured among the decisions on a crowded CPU (speed/threads.py): a user's GAN whose step
+        # takes seconds spends minutes there, and only OMP_NUM_THREADS skips it
         f"decisions {spent.get('decisions', 0):.1f} s (share: {spec.get('decision_share', 0):.0%}; skip: --precisions, "
-        "--channels-last/--no-channels-last)",
+        "--channels-last/--no-channels-last, OMP_NUM_THREADS=N for the thread count)",
         f"measuring {spent.get('measuring', 0):.1f} s",
         f"op trace {spent.get('trace', 0):.1f} s (share: {spec.get('trace_share', 0):.0%}; skip: --no-trace)",
     ]

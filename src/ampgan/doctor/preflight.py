@@ -24,6 +24,7 @@ from ampgan.data.batches import BatchStream
 from ampgan.errors import AmpganError, first_words, say
 from ampgan.gan.context import LossContext
 from ampgan.precisions import FP16, FP32, PRECISIONS
+from ampgan.runs.samples import NOISE_INPUT
 from ampgan.training.precision import build_policy
 from ampgan.training.prepared import prepare_run
 from ampgan.training.state import build_train_state
@@ -163,7 +164,8 @@ def _generator_output(gan, data) -> list[Finding]:
                     "error",
                     "generator",
                     f"G({'z, labels' if gan.conditional else 'z'}) raised "
-                    f"{type(error).__name__}: {first_words(str(error), 200)}",
+                    f"{type(error).__name__}: {first_words(str(error), 200)}"
+                    + (f"; {NOISE_INPUT}" if gan.draw_inputs is not None else ""),
                 )
             ]
     wanted = (PREFLIGHT_BATCH, data.channels, data.image_size, data.image_size)

@@ -10,8 +10,16 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from ampgan.errors import AmpganError, first_words
 from ampgan.files.images import image_grid, to_uint8
 from ampgan.seeds import sample_grid_seed
+
+# What G is called on outside the training step: a G that takes something else (a label map to translate, drawn by
+# draw_inputs for training) trains, then fails at its first samples.
+NOISE_INPUT = (
+    "samples, `ampgan generate` and evaluations call G on z of shape (N, z_dim) drawn from its z_distribution "
+    "(draw_inputs feeds only the training step)"
+)
 
 
 def fixed_noise(gan, num_classes: int, per_class: int, seed: int) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -42,7 +50,15 @@ def drawn(gan, z: torch.Tensor, labels: torch.Tensor | None, device, autocast=No
         for start in range(0, len(z), batch_size):
             part = labels[start : start + batch_size].to(device) if labels is not None else None
             with autocast() if autocast else torch.autocast("cpu", enabled=False):
-                batch = gan.generate(generator_net, z[start : start + batch_size].to(device), part)
+                try:
+                    batch = gan.generate(generator_net, z[start : start + batch_size].to(device), part)
+                except torch.OutOfMemoryError:
+                    raise
+                except Exception as error:  # noqa: BLE001 - the user's G failing is one line, not a traceback
+                    raise AmpganError(
+                        f"model {gan.name}: G failed drawing images: {type(error).__name__}: "
+                        f"{first_words(str(error), 200)}; {NOISE_INPUT}"
+                    ) from None
             images.append(gan.to_unit_range(batch.float()).cpu())
     finally:
         generator_net.train(was_training)

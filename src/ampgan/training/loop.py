@@ -389,10 +389,10 @@ class _Loop:
         finished = self.budget.spent(train.step, self.state.train_seconds)
         while not finished:
             finished = self.one_step(stop_request)
+        if train.step != self.last_checkpoint["step"]:
+            self.save_checkpoint()  # before the last samples: a G that fails drawing them loses no trained step
         if train.step % self.config.logging.sample_every:
             self.writer.save_samples(train.step)
-        if train.step != self.last_checkpoint["step"]:
-            self.save_checkpoint()
         self.writer.export_generator()
 
     def one_step(self, stop_request) -> bool:
@@ -423,10 +423,10 @@ class _Loop:
             self.log(started)
         else:
             self.clock(started)
+        if checkpoint_due or (stopping and train.step != self.last_checkpoint["step"]):
+            self.save_checkpoint()  # before the samples, as at the end of the run
         if train.step % config.logging.sample_every == 0:
             self.writer.save_samples(train.step)
-        if checkpoint_due or (stopping and train.step != self.last_checkpoint["step"]):
-            self.save_checkpoint()
         if stopping:
             raise TrainingInterrupted(stop_request.signum or signal.SIGTERM, train.step, str(self.run_dir))
         return finished
