@@ -24,7 +24,11 @@ from ampgan.files import manifest
 
 # The filesystem's refusals a user fixes (space, a read-only mount, permissions, a folder where the file goes
 # or a file where its folder goes): one line, not a traceback.
-_REFUSALS = {errno.ENOSPC, errno.EROFS, errno.EACCES, errno.EPERM, errno.EDQUOT, errno.EFBIG, *IN_THE_WAY}
+_REFUSALS = {errno.ENOSPC, errno.EROFS, errno.EACCES, errno.EPERM, errno.EDQUOT, errno.EFBIG, errno.ENOENT, *IN_THE_WAY}
+
+# The folders this process holds for writing (runs/claim.py's FolderLock): each one's lock file -> the lock's open
+# descriptor. The lock file moves or goes with its folder, so a write checks the name still leads to it.
+HELD: dict[Path, int] = {}
 
 
 def write_atomically(path: Path, write: Callable[[IO[bytes]], Any]) -> None:
@@ -42,6 +46,11 @@ def write_atomically(path: Path, write: Callable[[IO[bytes]], Any]) -> None:
 
 
 def _write_atomically(path: Path, write: Callable[[IO[bytes]], Any]) -> None:
+    # A folder moved or deleted while a command writes in it (a user tidying up mid-run) is not made again at
+    # its old name by the mkdir below, holding the last few files without the ones that explain them.
+    for lock, fd in HELD.items():
+        if path.absolute().is_relative_to(lock.parent) and not _still_at(lock, fd):
+            raise OSError(errno.ENOENT, f"{lock.parent} was moved or deleted while ampgan wrote in it")
     path.parent.mkdir(parents=True, exist_ok=True)
     # mkstemp creates the file 0600 and never follows a link (O_EXCL); the final file gets the mode
     # an ordinary write would have given it, so a report can be served or shared.
@@ -149,6 +158,13 @@ def os_error_behind(error: BaseException) -> OSError | None:
         seen.add(id(error))
         error = error.__cause__ or error.__context__
     return None
+
+
+def _still_at(path: Path, fd: int) -> bool:
+    try:
+        return os.path.samestat(os.stat(path, follow_symlinks=False), os.fstat(fd))
+    except OSError:
+        return False
 
 
 def _fsync_directory(directory: Path) -> None:
