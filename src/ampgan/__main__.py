@@ -6,6 +6,7 @@ KeyboardInterrupt traceback from the import, before any handler of theirs exists
 its own handler, so an interruption at any moment is the same one line and exit code 130.
 """
 
+import os
 import signal
 import sys
 
@@ -36,4 +37,9 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
+    # `python -m ampgan` puts the current folder first on the import path: a torch.py or click.py in a user's
+    # project would stand in for the real one. Off it goes, as the `ampgan` command and every process ampgan
+    # starts (system/processes.py: -P) have it; Python found ampgan itself there before this line could run.
+    if sys.path[0] == os.getcwd() and not sys.flags.safe_path:
+        del sys.path[0]
     main()
