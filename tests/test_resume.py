@@ -1,5 +1,6 @@
 """Runs that survive: bit-exact resume, kill -9, SIGTERM, numeric faults, damaged files."""
 
+import functools
 import json
 import random
 import signal
@@ -141,7 +142,7 @@ def test_resume_refuses_changes_that_alter_the_run(tmp_path, capsys):
     assert (run / "metrics.jsonl").read_text() == before
 
 
-def _start_run(run_dir, steps=400, extra=()):
+def _start_run(run_dir, steps=400, extra=(), **popen):
     command = [
         sys.executable,
         "-m",
@@ -158,7 +159,7 @@ def _start_run(run_dir, steps=400, extra=()):
         str(run_dir),
         *extra,
     ]
-    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen)
 
 
 def _wait_for_first_checkpoint(run_dir, process, timeout=60):
@@ -189,18 +190,33 @@ def test_kill_9_at_random_moments_always_leaves_a_resumable_run(tmp_path, capsys
 
 
 @pytest.mark.slow
-def test_sigterm_saves_a_checkpoint_and_exits_143(tmp_path):
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGHUP])
+def test_sigterm_or_a_closed_terminal_saves_a_checkpoint_and_exits_128_plus_its_number(tmp_path, stop):
     run = tmp_path / "run"
     process = _start_run(run)
     _wait_for_first_checkpoint(run, process)
     time.sleep(0.3)
-    process.send_signal(signal.SIGTERM)
+    process.send_signal(stop)
     _, err = process.communicate(timeout=60)
-    assert process.returncode == 143
-    assert "SIGTERM received: stopped after step" in err and f"ampgan train --resume {run}" in err
+    assert process.returncode == 128 + stop
+    assert f"{stop.name} received: stopped after step" in err and f"ampgan train --resume {run}" in err
     stopped_at = int(err.split("stopped after step ")[1].split()[0])
     assert load_checkpoint(latest_checkpoint(run))["step"] == stopped_at
     assert metric_lines(run)[-1]["step"] == stopped_at
+
+
+@pytest.mark.slow
+def test_a_run_under_nohup_trains_on_when_the_terminal_closes(tmp_path):
+    run = tmp_path / "run"
+    nohup = functools.partial(signal.signal, signal.SIGHUP, signal.SIG_IGN)
+    process = _start_run(run, steps=12, preexec_fn=nohup)
+    time.sleep(0.5)
+    process.send_signal(signal.SIGHUP)  # while it starts (before any stage listens)
+    _wait_for_first_checkpoint(run, process)
+    process.send_signal(signal.SIGHUP)  # while it trains
+    _, err = process.communicate(timeout=120)
+    assert process.returncode == 0, err
+    assert load_checkpoint(latest_checkpoint(run))["step"] == 12
 
 
 def _poisoning(monkeypatch, from_step, value, target="grad"):

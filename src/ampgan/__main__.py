@@ -16,13 +16,16 @@ INTERRUPTED_EARLY = "received before any work was saved"
 
 
 def _terminate(signum, frame) -> None:
-    # SIGTERM (a scheduler's, `kill`'s) where no stage listens for it unwinds as a Ctrl-C does, so a folder
-    # claimed for output is given back; its number rides along for the line and the exit code (143).
+    # SIGTERM (a scheduler's, `kill`'s) or SIGHUP (the terminal closed) where no stage listens for it unwinds as a
+    # Ctrl-C does, so a folder claimed for output is given back; its number rides along for the line and the exit
+    # code (143, 129).
     raise KeyboardInterrupt(signum)
 
 
 def main(argv: list[str] | None = None) -> None:
-    signal.signal(signal.SIGTERM, _terminate)
+    for signum in (signal.SIGTERM, signal.SIGHUP):  # SIGHUP: the terminal was closed; under nohup it stays ignored
+        if signal.getsignal(signum) is not signal.SIG_IGN:
+            signal.signal(signum, _terminate)
     try:
         from ampgan.cli import main as run
 
