@@ -387,3 +387,40 @@ def test_how_an_optimizer_executes_comes_from_this_run_never_from_the_checkpoint
     assert float(resumed.optimizer_d.state[first]["step"]) == 1.0
     metrics = train_step(resumed, step_on(tiny_batch()))  # the next step runs with this run's optimizer
     assert torch.isfinite(metrics["loss_d"]) and float(resumed.optimizer_d.state[first]["step"]) == 2.0
+
+
+def test_a_run_resumes_only_on_the_data_it_was_trained_on(tmp_path, capsys):
+    """Images added, removed or edited, or a class added, in the dataset folder since the run started: resuming
+    is refused in one line before any training (not trained on other data, nor a 'damaged checkpoint' for a
+    class count that changed); files touched but unchanged, or put back, resume."""
+    import shutil
+
+    from fixtures import write_image_folder
+    from PIL import Image
+
+    data = write_image_folder(tmp_path / "data", size=16)
+    run = tmp_path / "run"
+    options = [*TINY[2:], "--dataset", f"folder:{data}", "--steps", "2", "--checkpoint-every", "1", "--out", str(run)]
+    assert run_cli(capsys, "train", *options)[0] == 0
+    kept = sorted(p.name for p in (run / "checkpoints").iterdir())
+
+    def added(folder):
+        Image.new("RGB", (16, 16), (9, 9, 9)).save(folder / "cats" / "new.png")
+
+    def edited(folder):
+        Image.new("RGB", (16, 16), (250, 0, 0)).save(folder / "dogs" / "img0.png")
+
+    def new_class(folder):
+        shutil.copytree(folder / "dogs", folder / "foxes")
+
+    for change in (added, edited, new_class, lambda folder: (folder / "cats" / "img1.jpg").unlink()):
+        shutil.copytree(data, tmp_path / "original")
+        change(data)
+        code, _, err = run_cli(capsys, "train", "--resume", str(run), "--steps", "3", "--quiet")
+        assert code == 2 and err.count("\n") == 1 and "holds other data than" in err and "damaged" not in err, err
+        assert sorted(p.name for p in (run / "checkpoints").iterdir()) == kept
+        shutil.rmtree(data)
+        (tmp_path / "original").rename(data)
+    for image in data.rglob("*.*"):
+        image.touch()
+    assert run_cli(capsys, "train", "--resume", str(run), "--steps", "3", "--quiet")[0] == 0

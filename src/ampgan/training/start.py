@@ -17,6 +17,7 @@ import torch
 
 from ampgan.config import TrainConfig, config_from_document, safe_to_change
 from ampgan.errors import AmpganError, ConfigError
+from ampgan.files.schema import has_shape
 from ampgan.runs.checkpoint import check_step_matches_name, latest_checkpoint, list_checkpoints, load_checkpoint
 from ampgan.runs.claim import FolderLock, check_place, claimed_folder, settle_leftovers
 from ampgan.runs.run_folder import read_run_config
@@ -133,6 +134,15 @@ def resumed_run(config: TrainConfig, run_dir: Path, device: torch.device | None 
                 "give a larger --steps to train further"
             )
         prepared = prepare_run(config, device=device)
+        recorded = read_run_config(run_dir)  # what it was trained on (an older run's config.json may not say)
+        if has_shape(recorded, {"dataset": {"source": {"sha256": (str, dict)}}}) and (
+            recorded["dataset"]["source"]["sha256"] != prepared.dataset.source["sha256"]
+        ):
+            raise AmpganError(
+                f"{config.data.dataset} holds other data than {run_dir} was trained on (images added, removed or "
+                "edited since it started): resuming would train on other data; put the data back as it was, or "
+                "start a new run"
+            )
         yield RunStart(prepared=prepared, run_dir=Path(run_dir), resume_from=payload, checkpoint=checkpoint)
 
 
