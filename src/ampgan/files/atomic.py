@@ -49,7 +49,8 @@ def _write_atomically(path: Path, write: Callable[[IO[bytes]], Any]) -> None:
     # A folder moved or deleted while a command writes in it (a user tidying up mid-run) is not made again at
     # its old name by the mkdir below, holding the last few files without the ones that explain them.
     for lock, fd in HELD.items():
-        if path.absolute().is_relative_to(lock.parent) and not _still_at(lock, fd):
+        still_there = lock.exists() and os.path.samestat(lock.stat(), os.fstat(fd))
+        if path.absolute().is_relative_to(lock.parent) and not still_there:
             raise OSError(errno.ENOENT, f"{lock.parent} was moved or deleted while ampgan wrote in it")
     path.parent.mkdir(parents=True, exist_ok=True)
     # mkstemp creates the file 0600 and never follows a link (O_EXCL); the final file gets the mode
@@ -158,13 +159,6 @@ def os_error_behind(error: BaseException) -> OSError | None:
         seen.add(id(error))
         error = error.__cause__ or error.__context__
     return None
-
-
-def _still_at(path: Path, fd: int) -> bool:
-    try:
-        return os.path.samestat(os.stat(path, follow_symlinks=False), os.fstat(fd))
-    except OSError:
-        return False
 
 
 def _fsync_directory(directory: Path) -> None:
