@@ -383,3 +383,29 @@ def test_a_run_folder_moved_mid_run_stops_the_run_and_resumes_where_it_went(tmp_
     assert sorted(p.name for p in (moved / "checkpoints").iterdir()) == ["step-000000.pt", "step-000002.pt"]
     assert run_cli(capsys, "train", "--resume", str(moved), "--quiet")[0] == 0
     assert (moved / "checkpoints" / "step-000006.pt").is_file() and (moved / "config.json").is_file()
+
+
+def test_a_log_whose_folder_is_gone_or_whose_disk_refuses_is_one_line(tmp_path, monkeypatch):
+    """quality.jsonl of a study whose folder was moved mid-race was a FileNotFoundError traceback: opening or
+    appending to a log, a refusal by the filesystem is UnwritableFile (one line); anything else stays itself."""
+    import errno
+    import os
+
+    from ampgan.errors import UnwritableFile
+    from ampgan.files import atomic
+
+    with pytest.raises(UnwritableFile, match="No such file or directory.*: put the folder back where it was"):
+        atomic.open_for_append(tmp_path / "moved" / "quality.jsonl")
+    log = atomic.open_for_append(tmp_path / "metrics.jsonl")
+    log.write("kept\n")
+    for code in (errno.ENOSPC, errno.EROFS, errno.EFBIG, errno.EBADF):
+
+        def refuse(fd, data):
+            raise OSError(code, os.strerror(code))
+
+        with pytest.raises(OSError, match=os.strerror(code)) as refused, monkeypatch.context() as patch:
+            patch.setattr(atomic.os, "write", refuse)
+            log.write("lost\n")
+        assert isinstance(refused.value, UnwritableFile) == (code != errno.EBADF), code
+    log.close()
+    assert (tmp_path / "metrics.jsonl").read_text() == "kept\n"

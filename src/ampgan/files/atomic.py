@@ -100,13 +100,20 @@ def open_for_append(path: Path) -> AppendLog:
     a link planted at that name would otherwise have ampgan write into whatever it points to."""
     try:
         fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o666)
-    except OSError:
+    except OSError as error:
         if Path(path).is_symlink():
             raise AmpganError(
                 f"{path} is a symbolic link: ampgan never writes through links in its own folders; remove the link"
             ) from None
-        raise
+        _refused(path, error)
     return AppendLog(Path(path), fd)
+
+
+def _refused(path: Path, error: OSError):
+    """Raises the one line of a write the filesystem refused (its folder gone, full, read-only), else `error`."""
+    if error.errno in _REFUSALS:
+        raise UnwritableFile(path, error) from None
+    raise error
 
 
 class AppendLog:
@@ -125,7 +132,10 @@ class AppendLog:
     def write(self, text: str) -> int:
         data = memoryview(text.encode("utf-8"))
         while data:
-            written = os.write(self._fd, data)
+            try:
+                written = os.write(self._fd, data)
+            except OSError as error:
+                _refused(self.path, error)
             if self._root is not None:
                 self._sha.update(data[:written])
                 self._size += written
