@@ -206,14 +206,16 @@ def test_sigterm_or_a_closed_terminal_saves_a_checkpoint_and_exits_128_plus_its_
 
 
 @pytest.mark.slow
-def test_a_run_under_nohup_trains_on_when_the_terminal_closes(tmp_path):
+@pytest.mark.parametrize("ignored", [signal.SIGHUP, signal.SIGINT], ids=["nohup", "a-script-s-background-job"])
+def test_a_run_started_ignoring_a_signal_trains_on_through_it(tmp_path, ignored):
+    """nohup ignores SIGHUP (the terminal closing), a shell script starts its background jobs ignoring SIGINT:
+    ampgan leaves them ignored, at start and while it trains."""
     run = tmp_path / "run"
-    nohup = functools.partial(signal.signal, signal.SIGHUP, signal.SIG_IGN)
-    process = _start_run(run, steps=12, preexec_fn=nohup)
+    process = _start_run(run, steps=12, preexec_fn=functools.partial(signal.signal, ignored, signal.SIG_IGN))
     time.sleep(0.5)
-    process.send_signal(signal.SIGHUP)  # while it starts (before any stage listens)
+    process.send_signal(ignored)  # while it starts (before any stage listens)
     _wait_for_first_checkpoint(run, process)
-    process.send_signal(signal.SIGHUP)  # while it trains
+    process.send_signal(ignored)  # while it trains
     _, err = process.communicate(timeout=120)
     assert process.returncode == 0, err
     assert load_checkpoint(latest_checkpoint(run))["step"] == 12

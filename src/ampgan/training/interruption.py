@@ -52,10 +52,10 @@ def stop_on_signals():
     def handle(signum, frame):
         request.signum = signum
 
-    signals = [signal.SIGINT, signal.SIGTERM]
-    if signal.getsignal(signal.SIGHUP) is not signal.SIG_IGN:  # ignored under nohup: the work goes on
-        signals.append(signal.SIGHUP)  # the terminal was closed: save what is finished, as for SIGTERM
-    previous = {sig: signal.signal(sig, handle) for sig in signals}
+    # SIGHUP: the terminal was closed, so save what is finished as for SIGTERM. A signal the process was started
+    # ignoring stays ignored (nohup's SIGHUP, a shell script's background job's SIGINT): the work goes on.
+    stops = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    previous = {sig: signal.signal(sig, handle) for sig in stops if signal.getsignal(sig) is not signal.SIG_IGN}
     try:
         yield request
     finally:
