@@ -262,19 +262,22 @@ def _beside(folder: Path):
     leave the module cache first: another folder's `helpers.py`, or this one's edited, is imported afresh."""
     for name in _BESIDE_MODEL_FILES & set(sys.modules):
         del sys.modules[name]  # the earlier model keeps its own: its functions hold the module
+    # A folder already on the path (site-packages, PYTHONPATH) holds installed modules, not a file's helpers.
+    installed = str(folder) in sys.path
     sys.path.insert(0, str(folder))
     before = set(sys.modules)
     try:
         yield
     finally:
         sys.path.remove(str(folder))
-        if str(folder) not in sys.path:
+        if not installed:
             sys.path.append(str(folder))
-        for name in set(sys.modules) - before:
-            found = Path(getattr(sys.modules[name], "__file__", None) or "/")
-            # a module of its folder, not one of a virtual environment or a package that lies below it
-            if found.is_relative_to(folder) and found.relative_to(folder).parts[0].split(".")[0] == name.split(".")[0]:
-                _BESIDE_MODEL_FILES.add(name)
+            for name in set(sys.modules) - before:
+                found = Path(getattr(sys.modules[name], "__file__", None) or "/")
+                # a module of its folder, not one of a virtual environment or a package that lies below it
+                top = name.split(".")[0]
+                if found.is_relative_to(folder) and found.relative_to(folder).parts[0].split(".")[0] == top:
+                    _BESIDE_MODEL_FILES.add(name)
 
 
 def _import_module(name: str):
