@@ -229,8 +229,9 @@ def _import_file(path_text: str):
     if not path.is_file():
         raise AmpganError(f"no model file {path}: give path/to/file.py:FUNCTION (the path relative to here)")
     resolved = path.resolve()
-    # named by its path and its text: the same file edited since (in a notebook's process) is imported again
-    module_name = "ampgan_user_model_" + hashlib.sha256(str(resolved).encode() + resolved.read_bytes()).hexdigest()[:12]
+    # named by its path and its text: the same file edited since (in a notebook's process) is imported again; one
+    # that cannot be read fails in exec_module below, in one line
+    module_name = "ampgan_user_model_" + hashlib.sha256(f"{resolved}:{_sha256_of(resolved)}".encode()).hexdigest()[:12]
     if module_name in sys.modules:
         return sys.modules[module_name]
     spec = importlib.util.spec_from_file_location(module_name, resolved)
@@ -275,8 +276,9 @@ def _beside(folder: Path):
             for name in set(sys.modules) - before:
                 found = Path(getattr(sys.modules[name], "__file__", None) or "/")
                 # a module of its folder, not one of a virtual environment or a package that lies below it
-                top = name.split(".")[0]
-                if found.is_relative_to(folder) and found.relative_to(folder).parts[0].split(".")[0] == top:
+                if found.is_relative_to(folder) and (
+                    found.relative_to(folder).parts[0].split(".")[0] == name.split(".")[0]
+                ):
                     _BESIDE_MODEL_FILES.add(name)
 
 
