@@ -335,3 +335,77 @@ def test_unwritable_out_folders_are_one_line_each(tmp_path, capsys, monkeypatch)
     monkeypatch.setattr(pathlib.Path, "mkdir", read_only)
     code, _, err = run_cli(capsys, "train", *TINY, "--steps", "1", "--out", str(tmp_path / "ro" / "run"))
     assert code == 2 and "(Read-only file system): choose a writable folder" in err and err.count("\n") == 1, err
+
+
+def test_a_write_into_a_held_folder_moved_or_deleted_meanwhile_never_makes_it_again(tmp_path):
+    """Moved, deleted, or its lock file gone: a write at the old name is refused in one line instead of making a
+    new folder there that holds the last few files without the ones that explain them."""
+    import shutil
+
+    from ampgan.errors import UnwritableFile
+
+    def move(folder):
+        folder.rename(folder.with_name("moved-" + folder.name))
+
+    for name, meddle in {"moved": move, "deleted": shutil.rmtree, "unlocked": lambda f: (f / LOCK).unlink()}.items():
+        out = tmp_path / name
+        refused = f"{name} was moved or deleted while ampgan wrote in it\\): put the folder back where it was"
+        with pytest.raises(UnwritableFile, match=refused):
+            with claimed_folder(out, overwrite=False, kind="bench"):
+                write_atomically(out / "results.json", lambda stream: stream.write(b"{}"))
+                meddle(out)
+                write_atomically(out / "figures" / "fig1.png", lambda stream: stream.write(b"png"))
+        assert not (out / "figures").exists(), name
+    # Nothing held: a write makes its folders as before, outside a held folder and in one released.
+    write_atomically(tmp_path / "moved" / "a" / "b.txt", lambda stream: stream.write(b"b"))
+    write_atomically(tmp_path / "cache" / "c" / "d.txt", lambda stream: stream.write(b"d"))
+    assert (tmp_path / "moved" / "a" / "b.txt").read_bytes() == b"b" and (tmp_path / "cache" / "c" / "d.txt").is_file()
+
+
+def test_a_run_folder_moved_mid_run_stops_the_run_and_resumes_where_it_went(tmp_path, capsys, monkeypatch):
+    import ampgan.runs.run_folder as run_folder
+
+    run, moved = tmp_path / "run", tmp_path / "kept" / "run"
+    real_save = run_folder.save_checkpoint
+    (tmp_path / "kept").mkdir()
+
+    def moved_before_step_4(path, payload):
+        if payload["step"] == 4:
+            run.rename(moved)
+        real_save(path, payload)
+
+    monkeypatch.setattr(run_folder, "save_checkpoint", moved_before_step_4)
+    code, _, err = run_cli(capsys, "train", *TINY, "--steps", "6", "--checkpoint-every", "2", "--out", str(run))
+    assert code == 2 and err.count("\n") == 1 and "Traceback" not in err, err
+    assert "checkpoints/step-000004.pt" in err and "went with the folder: continue with 'ampgan train --resume'" in err
+    assert not run.exists()  # not made again at the old name, half-empty
+    monkeypatch.undo()
+    assert sorted(p.name for p in (moved / "checkpoints").iterdir()) == ["step-000000.pt", "step-000002.pt"]
+    assert run_cli(capsys, "train", "--resume", str(moved), "--quiet")[0] == 0
+    assert (moved / "checkpoints" / "step-000006.pt").is_file() and (moved / "config.json").is_file()
+
+
+def test_a_log_whose_folder_is_gone_or_whose_disk_refuses_is_one_line(tmp_path, monkeypatch):
+    """quality.jsonl of a study whose folder was moved mid-race was a FileNotFoundError traceback: opening or
+    appending to a log, a refusal by the filesystem is UnwritableFile (one line); anything else stays itself."""
+    import errno
+    import os
+
+    from ampgan.errors import UnwritableFile
+    from ampgan.files import atomic
+
+    with pytest.raises(UnwritableFile, match="No such file or directory.*: put the folder back where it was"):
+        atomic.open_for_append(tmp_path / "moved" / "quality.jsonl")
+    log = atomic.open_for_append(tmp_path / "metrics.jsonl")
+    log.write("kept\n")
+    for code in (errno.ENOSPC, errno.EROFS, errno.EFBIG, errno.EBADF):
+
+        def refuse(fd, data):
+            raise OSError(code, os.strerror(code))
+
+        with pytest.raises(OSError, match=os.strerror(code)) as refused, monkeypatch.context() as patch:
+            patch.setattr(atomic.os, "write", refuse)
+            log.write("lost\n")
+        assert isinstance(refused.value, UnwritableFile) == (code != errno.EBADF), code
+    log.close()
+    assert (tmp_path / "metrics.jsonl").read_text() == "kept\n"

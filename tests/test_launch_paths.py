@@ -156,3 +156,15 @@ def test_the_python_command_keeps_pythonpath(tmp_path):
     done = subprocess.run(python_command("-c", code), env=env, capture_output=True, text=True, timeout=60)
     assert done.stdout.split() == ["7", "True"], done.stderr
     assert python_command("x")[0] == sys.executable
+
+
+def test_python_m_ampgan_never_imports_the_current_folders_modules(tmp_path):
+    """`python -m ampgan` run in a project holding torch.py, numpy.py and click.py imports the installed ones,
+    as the `ampgan` command does (an ampgan.py there Python itself imports before ampgan runs: -P avoids it)."""
+    folder = _decoy_folder(tmp_path / "project")
+    (folder / "ampgan.py").unlink()
+    done = subprocess.run(
+        [sys.executable, "-m", "ampgan", "config", "--list"], cwd=folder, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0 and "model.name" in done.stdout, done.stderr[-2000:]
+    assert _marks(folder) == []

@@ -1,5 +1,6 @@
 """Runs that survive: bit-exact resume, kill -9, SIGTERM, numeric faults, damaged files."""
 
+import functools
 import json
 import random
 import signal
@@ -141,7 +142,7 @@ def test_resume_refuses_changes_that_alter_the_run(tmp_path, capsys):
     assert (run / "metrics.jsonl").read_text() == before
 
 
-def _start_run(run_dir, steps=400, extra=()):
+def _start_run(run_dir, steps=400, extra=(), **popen):
     command = [
         sys.executable,
         "-m",
@@ -158,7 +159,7 @@ def _start_run(run_dir, steps=400, extra=()):
         str(run_dir),
         *extra,
     ]
-    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen)
 
 
 def _wait_for_first_checkpoint(run_dir, process, timeout=60):
@@ -189,18 +190,35 @@ def test_kill_9_at_random_moments_always_leaves_a_resumable_run(tmp_path, capsys
 
 
 @pytest.mark.slow
-def test_sigterm_saves_a_checkpoint_and_exits_143(tmp_path):
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGHUP])
+def test_sigterm_or_a_closed_terminal_saves_a_checkpoint_and_exits_128_plus_its_number(tmp_path, stop):
     run = tmp_path / "run"
     process = _start_run(run)
     _wait_for_first_checkpoint(run, process)
     time.sleep(0.3)
-    process.send_signal(signal.SIGTERM)
+    process.send_signal(stop)
     _, err = process.communicate(timeout=60)
-    assert process.returncode == 143
-    assert "SIGTERM received: stopped after step" in err and f"ampgan train --resume {run}" in err
+    assert process.returncode == 128 + stop
+    assert f"{stop.name} received: stopped after step" in err and f"ampgan train --resume {run}" in err
     stopped_at = int(err.split("stopped after step ")[1].split()[0])
     assert load_checkpoint(latest_checkpoint(run))["step"] == stopped_at
     assert metric_lines(run)[-1]["step"] == stopped_at
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("ignored", [signal.SIGHUP, signal.SIGINT], ids=["nohup", "a-script-s-background-job"])
+def test_a_run_started_ignoring_a_signal_trains_on_through_it(tmp_path, ignored):
+    """nohup ignores SIGHUP (the terminal closing), a shell script starts its background jobs ignoring SIGINT:
+    ampgan leaves them ignored, at start and while it trains."""
+    run = tmp_path / "run"
+    process = _start_run(run, steps=12, preexec_fn=functools.partial(signal.signal, ignored, signal.SIG_IGN))
+    time.sleep(0.5)
+    process.send_signal(ignored)  # while it starts (before any stage listens)
+    _wait_for_first_checkpoint(run, process)
+    process.send_signal(ignored)  # while it trains
+    _, err = process.communicate(timeout=120)
+    assert process.returncode == 0, err
+    assert load_checkpoint(latest_checkpoint(run))["step"] == 12
 
 
 def _poisoning(monkeypatch, from_step, value, target="grad"):
@@ -371,3 +389,54 @@ def test_how_an_optimizer_executes_comes_from_this_run_never_from_the_checkpoint
     assert float(resumed.optimizer_d.state[first]["step"]) == 1.0
     metrics = train_step(resumed, step_on(tiny_batch()))  # the next step runs with this run's optimizer
     assert torch.isfinite(metrics["loss_d"]) and float(resumed.optimizer_d.state[first]["step"]) == 2.0
+
+
+def test_a_run_resumes_only_on_the_data_it_was_trained_on(tmp_path, capsys):
+    """Images added, removed or edited, or a class added, in the dataset folder since the run started: resuming
+    is refused in one line before any training (not trained on other data, nor a 'damaged checkpoint' for a
+    class count that changed); files touched but unchanged, or put back, resume."""
+    import shutil
+
+    from fixtures import write_image_folder
+    from PIL import Image
+
+    data = write_image_folder(tmp_path / "data", size=16)
+    run = tmp_path / "run"
+    options = [*TINY[2:], "--dataset", f"folder:{data}", "--steps", "2", "--checkpoint-every", "1", "--out", str(run)]
+    assert run_cli(capsys, "train", *options)[0] == 0
+    kept = sorted(p.name for p in (run / "checkpoints").iterdir())
+
+    def added(folder):
+        Image.new("RGB", (16, 16), (9, 9, 9)).save(folder / "cats" / "new.png")
+
+    def edited(folder):
+        Image.new("RGB", (16, 16), (250, 0, 0)).save(folder / "dogs" / "img0.png")
+
+    def new_class(folder):
+        shutil.copytree(folder / "dogs", folder / "foxes")
+
+    for change in (added, edited, new_class, lambda folder: (folder / "cats" / "img1.jpg").unlink()):
+        shutil.copytree(data, tmp_path / "original")
+        change(data)
+        code, _, err = run_cli(capsys, "train", "--resume", str(run), "--steps", "3", "--quiet")
+        assert code == 2 and err.count("\n") == 1 and "holds other data than" in err and "damaged" not in err, err
+        assert sorted(p.name for p in (run / "checkpoints").iterdir()) == kept
+        shutil.rmtree(data)
+        (tmp_path / "original").rename(data)
+    for image in data.rglob("*.*"):
+        image.touch()
+    assert run_cli(capsys, "train", "--resume", str(run), "--steps", "3", "--quiet")[0] == 0
+    # The check a study's race makes too (study/race.py), on the data it loaded once; a config.json of an older
+    # ampgan that records no content digest is not refused for it.
+    from ampgan.data import load_dataset
+    from ampgan.training.start import check_checkpoint_belongs, resumed_config
+
+    config, checkpoint = resumed_config(run, {}, {}), latest_checkpoint(run)
+    other = load_dataset(config.data)
+    other.source["sha256"] = "0" * 64
+    with pytest.raises(AmpganError, match="holds other data than"):
+        check_checkpoint_belongs(load_checkpoint(checkpoint), checkpoint, run, config, other)
+    document = json.loads((run / "config.json").read_text())
+    del document["dataset"]["source"]["sha256"]
+    (run / "config.json").write_text(json.dumps(document))
+    check_checkpoint_belongs(load_checkpoint(checkpoint), checkpoint, run, config, other)

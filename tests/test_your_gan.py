@@ -581,3 +581,47 @@ def test_the_pix2pixhd_user_file_steps_in_every_precision_with_its_vgg_frozen(se
         assert all(torch.isfinite(v) for name, v in metrics.items() if name.startswith("loss")), (precision, metrics)
         assert metrics["vgg"] > 0 and metrics["feat"] > 0
         assert all(torch.equal(p, vgg[name]) for name, p in state.gan.discriminator.vgg.named_parameters())
+
+
+TWO_LAYER_GAN = textwrap.dedent("""
+    from torch import nn
+    import ampgan
+    import helpers
+
+    def build(data):
+        pixels = data.channels * data.image_size ** 2
+        G = nn.Sequential(nn.Linear(8, helpers.WIDTH), nn.Linear(helpers.WIDTH, pixels), nn.Tanh(),
+                          nn.Unflatten(1, (data.channels, data.image_size, data.image_size)))
+        D = nn.Sequential(nn.Flatten(), nn.Linear(pixels, 1), nn.Flatten(0))
+        loss = lambda ctx: ampgan.real_fake_loss(ctx.D(ctx.fake), 1.0)
+        return ampgan.GAN(generator=G, discriminator=D, z_dim=8, d_loss=loss, g_loss=loss, description=TAG)
+""")
+
+
+def test_model_files_import_the_helpers_beside_them_each_its_own(tmp_path, monkeypatch):
+    """Two model files of one name in two folders, each importing its own `helpers.py` (and a file edited since it
+    was imported), in one process: each builds with its own helpers and its text as it is now, whatever the
+    current folder; the file's folder never stands in for a module ampgan imports later."""
+    from ampgan.trust import consent_to_import
+
+    data = DataSpec(image_size=8, channels=1, num_classes=2)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("sys.path", list(__import__("sys").path))  # the folders go on it
+    for folder, width in (("a", 4), ("b", 12), ("c/deeper", 20)):
+        (tmp_path / folder).mkdir(parents=True)
+        (tmp_path / folder / "helpers.py").write_text(f"WIDTH = {width}\n")
+        (tmp_path / folder / "gan.py").write_text(f"TAG = 'first {folder}'\n" + TWO_LAYER_GAN)
+        (tmp_path / folder / "jinja2.py").write_text("raise ImportError('a user file stood in for jinja2')\n")
+    built = {}
+    for cwd, folder in ((tmp_path, "a"), (tmp_path / "c", "b"), (tmp_path / "a", "c/deeper"), (tmp_path, "a")):
+        monkeypatch.chdir(cwd)
+        name = f"{tmp_path / folder / 'gan.py'}:build"
+        consent_to_import(name)
+        gan = resolve_model(name, {}).build(data)
+        built[folder] = (gan.generator[0].out_features, gan.description)
+        (tmp_path / folder / "gan.py").write_text(f"TAG = 'edited {folder}'\n" + TWO_LAYER_GAN)
+    assert built == {"a": (4, "edited a"), "b": (12, "first b"), "c/deeper": (20, "first c/deeper")}
+    import jinja2.sandbox  # not imported by this process yet; the real one, not the user's file of that name
+
+    assert "site-packages" in jinja2.__file__
+    monkeypatch.delitem(__import__("sys").modules, "helpers")

@@ -6,6 +6,7 @@ KeyboardInterrupt traceback from the import, before any handler of theirs exists
 its own handler, so an interruption at any moment is the same one line and exit code 130.
 """
 
+import os
 import signal
 import sys
 
@@ -15,13 +16,16 @@ INTERRUPTED_EARLY = "received before any work was saved"
 
 
 def _terminate(signum, frame) -> None:
-    # SIGTERM (a scheduler's, `kill`'s) where no stage listens for it unwinds as a Ctrl-C does, so a folder
-    # claimed for output is given back; its number rides along for the line and the exit code (143).
+    # SIGTERM (a scheduler's, `kill`'s) or SIGHUP (the terminal closed) where no stage listens for it unwinds as a
+    # Ctrl-C does, so a folder claimed for output is given back; its number rides along for the line and the exit
+    # code (143, 129).
     raise KeyboardInterrupt(signum)
 
 
 def main(argv: list[str] | None = None) -> None:
-    signal.signal(signal.SIGTERM, _terminate)
+    for signum in (signal.SIGTERM, signal.SIGHUP):  # SIGHUP: the terminal was closed; under nohup it stays ignored
+        if signal.getsignal(signum) is not signal.SIG_IGN:
+            signal.signal(signum, _terminate)
     try:
         from ampgan.cli import main as run
 
@@ -36,4 +40,9 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
+    # `python -m ampgan` puts the current folder first on the import path: a torch.py or click.py in a user's
+    # project would stand in for the real one. Off it goes, as the `ampgan` command and every process ampgan
+    # starts (system/processes.py: -P) have it; Python found ampgan itself there before this line could run.
+    if sys.path[0] == os.getcwd() and not sys.flags.safe_path:
+        del sys.path[0]
     main()

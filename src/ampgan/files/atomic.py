@@ -24,7 +24,11 @@ from ampgan.files import manifest
 
 # The filesystem's refusals a user fixes (space, a read-only mount, permissions, a folder where the file goes
 # or a file where its folder goes): one line, not a traceback.
-_REFUSALS = {errno.ENOSPC, errno.EROFS, errno.EACCES, errno.EPERM, errno.EDQUOT, errno.EFBIG, *IN_THE_WAY}
+_REFUSALS = {errno.ENOSPC, errno.EROFS, errno.EACCES, errno.EPERM, errno.EDQUOT, errno.EFBIG, errno.ENOENT, *IN_THE_WAY}
+
+# The folders this process holds for writing (runs/claim.py's FolderLock): each one's lock file -> the lock's open
+# descriptor. The lock file moves or goes with its folder, so a write checks the name still leads to it.
+HELD: dict[Path, int] = {}
 
 
 def write_atomically(path: Path, write: Callable[[IO[bytes]], Any]) -> None:
@@ -42,6 +46,12 @@ def write_atomically(path: Path, write: Callable[[IO[bytes]], Any]) -> None:
 
 
 def _write_atomically(path: Path, write: Callable[[IO[bytes]], Any]) -> None:
+    # A folder moved or deleted while a command writes in it (a user tidying up mid-run) is not made again at
+    # its old name by the mkdir below, holding the last few files without the ones that explain them.
+    for lock, fd in HELD.items():
+        still_there = lock.exists() and os.path.samestat(lock.stat(), os.fstat(fd))
+        if path.absolute().is_relative_to(lock.parent) and not still_there:
+            raise OSError(errno.ENOENT, f"{lock.parent} was moved or deleted while ampgan wrote in it")
     path.parent.mkdir(parents=True, exist_ok=True)
     # mkstemp creates the file 0600 and never follows a link (O_EXCL); the final file gets the mode
     # an ordinary write would have given it, so a report can be served or shared.
@@ -90,13 +100,20 @@ def open_for_append(path: Path) -> AppendLog:
     a link planted at that name would otherwise have ampgan write into whatever it points to."""
     try:
         fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o666)
-    except OSError:
+    except OSError as error:
         if Path(path).is_symlink():
             raise AmpganError(
                 f"{path} is a symbolic link: ampgan never writes through links in its own folders; remove the link"
             ) from None
-        raise
+        _refused(path, error)
     return AppendLog(Path(path), fd)
+
+
+def _refused(path: Path, error: OSError):
+    """Raises the one line of a write the filesystem refused (its folder gone, full, read-only), else `error`."""
+    if error.errno in _REFUSALS:
+        raise UnwritableFile(path, error) from None
+    raise error
 
 
 class AppendLog:
@@ -115,7 +132,10 @@ class AppendLog:
     def write(self, text: str) -> int:
         data = memoryview(text.encode("utf-8"))
         while data:
-            written = os.write(self._fd, data)
+            try:
+                written = os.write(self._fd, data)
+            except OSError as error:
+                _refused(self.path, error)
             if self._root is not None:
                 self._sha.update(data[:written])
                 self._size += written

@@ -6,8 +6,8 @@ imported only when the person running ampgan named it: on the command line (`--m
 model.name=`), in a Python call, or by consenting with `--trust-model` to the model a file names. A
 name read from a file ampgan was given (a run folder's config.json, a study.json, a config file, a
 results file) is data: building it without that consent is refused with the flag to pass (the model
-trust rule, docs/training.md). Its folder is put on sys.path first, as `python file.py` would, so it
-can import the modules beside it.
+trust rule, docs/training.md). While it is imported its folder comes first on sys.path, as `python file.py`
+has it, so it imports the modules beside it, each file its own (_beside).
 
 A built-in GAN is added by writing its module in gan/models/ (a model function returning gan.GAN,
 decorated with @built_in("name")): the registry imports every module there.
@@ -229,19 +229,18 @@ def _import_file(path_text: str):
     if not path.is_file():
         raise AmpganError(f"no model file {path}: give path/to/file.py:FUNCTION (the path relative to here)")
     resolved = path.resolve()
-    module_name = "ampgan_user_model_" + hashlib.sha256(str(resolved).encode()).hexdigest()[:12]
+    # named by its path and its text: the same file edited since (in a notebook's process) is imported again; one
+    # that cannot be read fails in exec_module below, in one line
+    module_name = "ampgan_user_model_" + hashlib.sha256(f"{resolved}:{_sha256_of(resolved)}".encode()).hexdigest()[:12]
     if module_name in sys.modules:
         return sys.modules[module_name]
-    folder = str(resolved.parent)
-    if folder not in sys.path:
-        sys.path.insert(0, folder)
     spec = importlib.util.spec_from_file_location(module_name, resolved)
     if spec is None or spec.loader is None:
         raise AmpganError(f"{path} cannot be imported as a Python module: give a .py file")
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module
     try:
-        with torch_settings_kept(f"importing {path}"):
+        with torch_settings_kept(f"importing {path}"), _beside(resolved.parent):
             spec.loader.exec_module(module)
     except BaseException as error:  # noqa: BLE001 - the user's file failing to import is one line
         del sys.modules[module_name]
@@ -251,6 +250,36 @@ def _import_file(path_text: str):
             f"importing {path} failed: {type(error).__name__}: {_first_line(error)}{_where(error, resolved)}"
         ) from None
     return module
+
+
+_BESIDE_MODEL_FILES: set[str] = set()  # the modules user files imported from their own folders (helpers.py)
+
+
+@contextmanager
+def _beside(folder: Path):
+    """While a user's file is imported its folder comes first on sys.path, as `python file.py` has it, so it
+    imports the helpers beside it; then it goes last, so a file there named like a module ampgan imports later
+    (matplotlib.py, jinja2.py) cannot stand in for it. The modules an earlier user file imported from beside it
+    leave the module cache first: another folder's `helpers.py`, or this one's edited, is imported afresh."""
+    for name in _BESIDE_MODEL_FILES & set(sys.modules):
+        del sys.modules[name]  # the earlier model keeps its own: its functions hold the module
+    # A folder already on the path (site-packages, PYTHONPATH) holds installed modules, not a file's helpers.
+    installed = str(folder) in sys.path
+    sys.path.insert(0, str(folder))
+    before = set(sys.modules)
+    try:
+        yield
+    finally:
+        sys.path.remove(str(folder))
+        if not installed:
+            sys.path.append(str(folder))
+            for name in set(sys.modules) - before:
+                found = Path(getattr(sys.modules[name], "__file__", None) or "/")
+                # a module of its folder, not one of a virtual environment or a package that lies below it
+                if found.is_relative_to(folder) and (
+                    found.relative_to(folder).parts[0].split(".")[0] == name.split(".")[0]
+                ):
+                    _BESIDE_MODEL_FILES.add(name)
 
 
 def _import_module(name: str):

@@ -35,6 +35,7 @@ from pathlib import Path
 
 from ampgan.errors import AmpganError, one_line, warn
 from ampgan.files import manifest
+from ampgan.files.atomic import HELD
 from ampgan.files.jsonfile import not_a_regular_file, parse_json
 
 MARKER = manifest.FOLDER_MARKER
@@ -203,10 +204,13 @@ class FolderLock:
             ) from None
         os.ftruncate(self._fd, 0)
         os.pwrite(self._fd, str(os.getpid()).encode(), 0)
+        self._held = path.absolute()
+        HELD[self._held] = self._fd  # a write in here checks the folder was not moved or deleted meanwhile
 
     def release(self) -> None:
         """Unlock and close; a second call does nothing."""
         if self._fd is not None:
+            HELD.pop(self._held, None)
             fcntl.flock(self._fd, fcntl.LOCK_UN)
             os.close(self._fd)
             self._fd = None

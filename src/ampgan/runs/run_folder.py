@@ -200,6 +200,8 @@ class RunWriter:
             "the run stopped"
         )
         fix = write_fix(cause)
+        if not self.run_dir.is_dir():  # moved or deleted while it ran: what it saved went with it
+            return f"{head}; what it saved went with the folder: continue with 'ampgan train --resume' and its new path"
         if self.resumed or any(p.name != "step-000000.pt" for p in checkpoints):  # it saved some training
             return (
                 f"{head}. What it saved is intact: the last good checkpoint is "

@@ -1,4 +1,4 @@
-"""SIGINT/SIGTERM: finish the current step, save what is finished, exit 130/143 saying what was kept.
+"""SIGINT/SIGTERM/SIGHUP: finish the current step, save what is finished, exit 130/143/129 saying what was kept.
 
 Training writes a checkpoint and prints a resume hint; a benchmark writes the batch sizes it
 finished, marked incomplete."""
@@ -20,7 +20,7 @@ class Interrupted(Exception):
 
     @property
     def exit_code(self) -> int:
-        return 128 + self.signum  # the shell's convention: 130 for SIGINT, 143 for SIGTERM
+        return 128 + self.signum  # the shell's convention: 130 for SIGINT, 143 for SIGTERM, 129 for SIGHUP
 
 
 class TrainingInterrupted(Interrupted):
@@ -43,7 +43,7 @@ class StopRequest:
 
 @contextmanager
 def stop_on_signals():
-    """Within the block, SIGINT/SIGTERM only set the request; the loop decides when to stop."""
+    """Within the block, SIGINT/SIGTERM/SIGHUP only set the request; the loop decides when to stop."""
     request = StopRequest()
     if threading.current_thread() is not threading.main_thread():
         yield request  # signal handlers can only be installed from the main thread
@@ -52,7 +52,10 @@ def stop_on_signals():
     def handle(signum, frame):
         request.signum = signum
 
-    previous = {sig: signal.signal(sig, handle) for sig in (signal.SIGINT, signal.SIGTERM)}
+    # SIGHUP: the terminal was closed, so save what is finished as for SIGTERM. A signal the process was started
+    # ignoring stays ignored (nohup's SIGHUP, a shell script's background job's SIGINT): the work goes on.
+    stops = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    previous = {sig: signal.signal(sig, handle) for sig in stops if signal.getsignal(sig) is not signal.SIG_IGN}
     try:
         yield request
     finally:

@@ -16,7 +16,9 @@ from pathlib import Path
 import torch
 
 from ampgan.config import TrainConfig, config_from_document, safe_to_change
+from ampgan.data import ImageDataset, load_dataset
 from ampgan.errors import AmpganError, ConfigError
+from ampgan.files.schema import has_shape
 from ampgan.runs.checkpoint import check_step_matches_name, latest_checkpoint, list_checkpoints, load_checkpoint
 from ampgan.runs.claim import FolderLock, check_place, claimed_folder, settle_leftovers
 from ampgan.runs.run_folder import read_run_config
@@ -60,11 +62,15 @@ def resumed_config(run_dir: Path, changes: dict, option_names: dict[str, str]) -
     return config.with_fields(applied)
 
 
-def check_checkpoint_belongs(payload: dict, checkpoint: Path, run_dir: Path, config: TrainConfig) -> None:
+def check_checkpoint_belongs(
+    payload: dict, checkpoint: Path, run_dir: Path, config: TrainConfig, dataset: ImageDataset
+) -> None:
     """A checkpoint resumes only the run that saved it: the same run identity (config.json's run_id,
-    which every checkpoint carries) and the same experiment (every field that may not change on resume).
-    One error line otherwise: config.json was edited, or the checkpoint was copied from another run."""
-    saved_id, own_id = payload.get("run_id"), read_run_config(run_dir).get("run_id")
+    which every checkpoint carries), the same experiment (every field that may not change on resume) and the
+    same data (config.json's content SHA-256 of `dataset`, when it records one). One error line otherwise:
+    config.json was edited, the checkpoint was copied from another run, or the data changed since."""
+    recorded = read_run_config(run_dir)
+    saved_id, own_id = payload.get("run_id"), recorded.get("run_id")
     if saved_id is not None and own_id is not None and saved_id != own_id:
         raise AmpganError(
             f"{checkpoint} was saved by another run (run {saved_id}, this folder's is {own_id}): it was "
@@ -83,6 +89,14 @@ def check_checkpoint_belongs(payload: dict, checkpoint: Path, run_dir: Path, con
                 f"says {value!r}: config.json was edited, or the checkpoint comes from another run; "
                 "restore config.json, or start a new run"
             )
+    if has_shape(recorded, {"dataset": {"source": {"sha256": (str, dict)}}}) and (
+        recorded["dataset"]["source"]["sha256"] != dataset.source["sha256"]
+    ):
+        raise AmpganError(
+            f"{config.data.dataset} holds other data than {run_dir} was trained on (images added, removed or "
+            "edited since it started): resuming would train on other data; put the data back as it was, or "
+            "start a new run"
+        )
     check_step_matches_name(payload, checkpoint)  # last: whose run and which experiment are the clearer reasons
 
 
@@ -125,7 +139,8 @@ def resumed_run(config: TrainConfig, run_dir: Path, device: torch.device | None 
         # Loaded to the CPU: RNG states must be CPU tensors, and the optimizers move their state to
         # the parameters' device themselves (keeping Adam's step counters on the CPU).
         payload = load_checkpoint(checkpoint, map_location="cpu")
-        check_checkpoint_belongs(payload, checkpoint, run_dir, config)
+        dataset = load_dataset(config.data, seed=config.seed)
+        check_checkpoint_belongs(payload, checkpoint, run_dir, config, dataset)
         steps = config.budget.steps
         if steps is not None and payload["step"] >= steps and config.budget.time_budget_s is None:
             raise AmpganError(
@@ -133,7 +148,7 @@ def resumed_run(config: TrainConfig, run_dir: Path, device: torch.device | None 
                 "give a larger --steps to train further"
             )
         yield RunStart(
-            prepared=prepare_run(config, device=device),
+            prepared=prepare_run(config, dataset, device=device),
             run_dir=Path(run_dir),
             resume_from=payload,
             checkpoint=checkpoint,
