@@ -201,6 +201,28 @@ def test_a_crowded_machine_is_measured_and_fewer_threads_kept_unless_slower(as_i
     assert "3 other threads running beside 2 of ours on 2 cores" in choice["reason"]
 
 
+@pytest.mark.parametrize(("as_is_s", "fewer_s", "measured"), [(4.0, 1.5, False), (2.0, 0.5, True), (0.1, 0.1, True)])
+def test_steps_too_long_for_the_cap_keep_fewer_threads_unmeasured_after_the_warm_up(as_is_s, fewer_s, measured):
+    """THREADS_RULE's cap is 10 s: a warmed-up round over 5 s is not measured further (it would run far past
+    the cap); its warm-ups are the only steps spent."""
+    import ampgan.speed.threads as threads
+
+    steps = []
+
+    def timer(name, seconds):
+        return lambda: steps.append(name) or seconds
+
+    rounds = threads.rounds_within_cap({AS_IS: timer(AS_IS, as_is_s), FEWER: timer(FEWER, fewer_s)}, seed=0)
+    assert (rounds is not None) is measured
+    if not measured:
+        assert sorted(steps) == [AS_IS, AS_IS, FEWER, FEWER]  # the two warm-up rounds only
+        choice = thread_choice(2, 2, 3, None, False, lambda current, fewer: rounds)
+        assert choice["threads"] == 1 and choice["measured"] is None
+        assert "not measured: a warmed-up step on each count took more than half" in choice["reason"]
+    else:
+        assert len(steps) > 4 and rounds.rounds >= 2
+
+
 @pytest.mark.parametrize(("given", "distributed"), [("OMP_NUM_THREADS", False), (None, True)])
 def test_threads_given_or_shared_by_ranks_are_kept_and_reported(given, distributed):
     choice = thread_choice(2, 2, 5, given, distributed, lambda current, fewer: pytest.fail("measured"))
@@ -475,7 +497,7 @@ def test_a_crowded_machine_fits_the_threads_on_the_real_step(monkeypatch):
     monkeypatch.delenv("OMP_NUM_THREADS")
     monkeypatch.setattr(cpu_tuning, "others_running", lambda samples=5: 3)
     monkeypatch.setattr(cpu_tuning, "cores", lambda: 2)  # speed/threads.py reads it through the module
-    monkeypatch.setattr(threads, "THREADS_RULE", StoppingRule(min_rounds=2, max_seconds=0.2, until=UNTIL_DECIDED))
+    monkeypatch.setattr(threads, "THREADS_RULE", StoppingRule(min_rounds=2, max_seconds=2.0, until=UNTIL_DECIDED))
     config = tiny_config()
     lines = []
     before = torch.get_num_threads()

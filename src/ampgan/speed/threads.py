@@ -20,7 +20,7 @@ import torch
 from ampgan.precisions import BASELINE
 from ampgan.speed.ab import outcome_of
 from ampgan.speed.decision import UNTIL_DECIDED, WARMUP_STEPS, duration_text, interval_text
-from ampgan.speed.rounds import StoppingRule, warmed_up_rounds
+from ampgan.speed.rounds import StoppingRule, measure_rounds
 from ampgan.speed.step_timer import StepTimer
 from ampgan.system import cpu_tuning
 from ampgan.training.distributed import world
@@ -38,8 +38,9 @@ def thread_choice(
     measure: Callable[[int, int], object] | None,
 ) -> dict:
     """The thread count to run with and why, as a dict: {threads, before, others_running, cores, reason,
-    measured}. `measure(current, fewer)` -> a RoundsResult of AS_IS (baseline) against FEWER; called only when
-    the machine is oversubscribed (pure given it: testable with injected rounds)."""
+    measured}. `measure(current, fewer)` -> a RoundsResult of AS_IS (baseline) against FEWER, or None when a
+    step is too long to measure within the cap; called only when the machine is oversubscribed (pure given
+    it: testable with injected rounds)."""
     found = {"threads": current, "before": current, "others_running": others, "cores": machine_cores, "measured": None}
     load = cpu_tuning.load_text(others, current, machine_cores)
     if given_by:
@@ -49,7 +50,15 @@ def thread_choice(
     if not cpu_tuning.oversubscribed(current, machine_cores, others) or measure is None:
         return found | {"reason": f"{current} thread(s): {load}, the cores are free"}
     fewer = cpu_tuning.fitting_threads(machine_cores, others, current)
-    outcome = outcome_of(measure(current, fewer), FEWER)
+    rounds = measure(current, fewer)
+    if rounds is None:
+        return found | {
+            "threads": fewer,
+            "reason": f"{fewer} thread(s): {load}; not measured: a warmed-up step on each count took more than "
+            f"half the measurement's {THREADS_RULE.max_seconds:g} s cap, and fewer threads leave the other "
+            "processes their cores (fix the count with OMP_NUM_THREADS)",
+        }
+    outcome = outcome_of(rounds, FEWER)
     chosen = current if outcome.verdict == "slower" else fewer
     said = (
         f"{fewer} thread(s) {duration_text(outcome.candidate_step_s)} vs {current} "
@@ -79,14 +88,11 @@ def fit_threads(config, dataset, device: torch.device, log=lambda line: None) ->
             across_ranks=False,
         )
         try:
-            return warmed_up_rounds(
-                {AS_IS: functools.partial(_step_at, current, timer), FEWER: functools.partial(_step_at, fewer, timer)},
-                AS_IS,
-                THREADS_RULE,
-                WARMUP_STEPS,
-                config.seed,
-                load_probe=lambda: None,
-            )
+            timers = {
+                AS_IS: functools.partial(_step_at, current, timer),
+                FEWER: functools.partial(_step_at, fewer, timer),
+            }
+            return rounds_within_cap(timers, config.seed)
         finally:
             torch.set_num_threads(current)
 
@@ -101,6 +107,18 @@ def fit_threads(config, dataset, device: torch.device, log=lambda line: None) ->
     torch.set_num_threads(choice["threads"])
     log(f"threads: {choice['reason']}")
     return choice
+
+
+def rounds_within_cap(timers: dict[str, Callable[[], float]], seed: int):
+    """The two counts' interleaved rounds under THREADS_RULE, after WARMUP_STEPS warm-up rounds; None when the
+    last warm-up round (kernels made) already took half the cap: its measured rounds would run several times
+    past it (a user's GAN with multi-second steps spent 60-116 s here), to overturn only the tie rule's
+    choice."""
+    for _ in range(WARMUP_STEPS):
+        round_s = sum(timer() for timer in timers.values())
+    if round_s > THREADS_RULE.max_seconds / 2:
+        return None
+    return measure_rounds(timers, AS_IS, THREADS_RULE, seed=seed, load_probe=lambda: None)
 
 
 # One timed step on `threads` threads: the two counts take turns in one process.
