@@ -26,8 +26,9 @@ from ampgan.speed.history import SpeedupHistory
 from ampgan.speed.intervals import BETWEEN_RUN_SD
 from ampgan.speed.rounds import UNTIL_SETTLED, RoundsResult, StoppingRule, measure_rounds
 from ampgan.speed.step_timer import StepTimer
+from ampgan.system.memory import is_out_of_memory
 from ampgan.training.distributed import any_rank, gather_objects, leave_without_peers, world
-from ampgan.training.out_of_memory import is_out_of_memory, out_of_memory_error, release_memory
+from ampgan.training.out_of_memory import out_of_memory_error, release_memory
 from ampgan.training.step import train_step
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from ampgan.bench.stats import achieved_fraction_of_peak, throughput, timing_stats
-from ampgan.training.out_of_memory import is_out_of_memory
+from ampgan.system.memory import is_out_of_memory
 
 
 @dataclass

@@ -13,6 +13,7 @@ import torch
 from ampgan.errors import AmpganError, first_words
 from ampgan.files.images import image_grid, to_uint8
 from ampgan.seeds import sample_grid_seed
+from ampgan.system.memory import is_out_of_memory
 
 # What G is called on outside the training step: a G that takes something else (a label map to translate, drawn by
 # draw_inputs for training) trains, then fails at its first samples.
@@ -46,20 +47,24 @@ def drawn(gan, z: torch.Tensor, labels: torch.Tensor | None, device, autocast=No
     was_training = generator_net.training
     generator_net.eval()
     images = []
-    try:
-        for start in range(0, len(z), batch_size):
-            part = labels[start : start + batch_size].to(device) if labels is not None else None
-            with autocast() if autocast else torch.autocast("cpu", enabled=False):
-                try:
-                    batch = gan.generate(generator_net, z[start : start + batch_size].to(device), part)
-                except torch.OutOfMemoryError:
-                    raise
-                except Exception as error:  # noqa: BLE001 - the user's G failing is one line, not a traceback
-                    raise AmpganError(
-                        f"model {gan.name}: G failed drawing images: {type(error).__name__}: "
-                        f"{first_words(str(error), 200)}; {NOISE_INPUT}"
-                    ) from None
-            images.append(gan.to_unit_range(batch.float()).cpu())
-    finally:
-        generator_net.train(was_training)
+    # On a forked random state: a G that draws noise of its own in forward (a StyleGAN's noise inputs) must
+    # not move the training's RNG, or a run resumed from the checkpoint saved beside these samples would
+    # not continue as the uninterrupted run does.
+    with torch.random.fork_rng(devices=[device] if torch.device(device).type == "cuda" else []):
+        try:
+            for start in range(0, len(z), batch_size):
+                part = labels[start : start + batch_size].to(device) if labels is not None else None
+                with autocast() if autocast else torch.autocast("cpu", enabled=False):
+                    try:
+                        batch = gan.generate(generator_net, z[start : start + batch_size].to(device), part)
+                    except Exception as error:  # noqa: BLE001 - the user's G failing is one line, not a traceback
+                        if is_out_of_memory(error):
+                            raise  # the caller's: the loop's and the bench's out-of-memory lines
+                        raise AmpganError(
+                            f"model {gan.name}: G failed drawing images: {type(error).__name__}: "
+                            f"{first_words(str(error), 200)}; {NOISE_INPUT}"
+                        ) from None
+                images.append(gan.to_unit_range(batch.float()).cpu())
+        finally:
+            generator_net.train(was_training)
     return torch.cat(images)

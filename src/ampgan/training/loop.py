@@ -23,10 +23,11 @@ from ampgan.errors import AmpganError, say, warn
 from ampgan.runs.run_folder import NullWriter, RunWriter
 from ampgan.seeds import CURRENT_SCHEME, step_noise_seed
 from ampgan.system.cpu_tuning import ThreadWatch, keep_freed_memory_for_reuse, threads_given
+from ampgan.system.memory import is_out_of_memory
 from ampgan.training.distributed import any_rank, average_over_ranks, gather_objects, leave_without_peers, world
 from ampgan.training.faults import FaultMonitor, FaultRules, NumericFault
 from ampgan.training.interruption import TrainingInterrupted, stop_on_signals
-from ampgan.training.out_of_memory import is_out_of_memory, out_of_memory_error
+from ampgan.training.out_of_memory import out_of_memory_error
 from ampgan.training.prepared import PreparedRun, prepare_run
 from ampgan.training.state import (
     TrainState,

@@ -22,11 +22,6 @@ _UNITS = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
 USABLE_SHARE = 0.9  # of the device's memory: the allocator's fragmentation and the CUDA context take the rest
 
 
-def is_out_of_memory(error: BaseException) -> bool:
-    text = str(error).lower()
-    return isinstance(error, torch.OutOfMemoryError) or "out of memory" in text or "can't allocate memory" in text
-
-
 def release_memory(device: torch.device) -> None:
     """What a failed or finished step held, freed before the next is built: Python's cycles, then CUDA's cache."""
     gc.collect()

@@ -20,9 +20,9 @@ import torch
 from ampgan.errors import AmpganError, first_words
 from ampgan.gan.context import LossContext
 from ampgan.gan.contract import as_terms
+from ampgan.system.memory import is_out_of_memory
 from ampgan.training.distributed import lost_contact_with_ranks, unused_parameters_line
 from ampgan.training.ema import update_average
-from ampgan.training.out_of_memory import is_out_of_memory
 from ampgan.training.precision import LossScaler, PrecisionPolicy
 from ampgan.training.state import TrainState
 
