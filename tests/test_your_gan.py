@@ -625,3 +625,29 @@ def test_model_files_import_the_helpers_beside_them_each_its_own(tmp_path, monke
 
     assert "site-packages" in jinja2.__file__
     monkeypatch.delitem(__import__("sys").modules, "helpers")
+
+
+def test_a_folders_second_model_file_keeps_its_helpers_its_own(tmp_path, monkeypatch):
+    """The first file of a folder leaves the folder on sys.path (at its end); the folder's second file, importing
+    other helpers, must still have them tracked as that folder's, so a third folder's file of the same helper
+    name gets its own."""
+    import sys
+
+    from ampgan.trust import consent_to_import
+
+    data = DataSpec(image_size=8, channels=1, num_classes=2)
+    monkeypatch.setattr("sys.path", list(sys.path))
+    first, second = tmp_path / "x", tmp_path / "y"
+    for folder, width in ((first, 4), (second, 12)):
+        folder.mkdir()
+        (folder / "helpers.py").write_text("WIDTH = 6\n")
+        (folder / "helpers2.py").write_text(f"WIDTH = {width}\n")
+        (folder / "c.py").write_text("TAG = 'c'\n" + TWO_LAYER_GAN.replace("helpers", "helpers2"))
+    (first / "a.py").write_text("TAG = 'a'\n" + TWO_LAYER_GAN)
+    widths = []
+    for path in (first / "a.py", first / "c.py", second / "c.py"):
+        consent_to_import(f"{path}:build")
+        widths.append(resolve_model(f"{path}:build", {}).build(data).generator[0].out_features)
+    assert widths == [6, 4, 12]
+    for name in ("helpers", "helpers2"):
+        monkeypatch.delitem(sys.modules, name, raising=False)

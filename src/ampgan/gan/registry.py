@@ -253,6 +253,7 @@ def _import_file(path_text: str):
 
 
 _BESIDE_MODEL_FILES: set[str] = set()  # the modules user files imported from their own folders (helpers.py)
+_MODEL_FOLDERS: set[str] = set()  # the folders _beside put at the end of sys.path: not installed ones
 
 
 @contextmanager
@@ -264,7 +265,7 @@ def _beside(folder: Path):
     for name in _BESIDE_MODEL_FILES & set(sys.modules):
         del sys.modules[name]  # the earlier model keeps its own: its functions hold the module
     # A folder already on the path (site-packages, PYTHONPATH) holds installed modules, not a file's helpers.
-    installed = str(folder) in sys.path
+    installed = str(folder) in sys.path and str(folder) not in _MODEL_FOLDERS
     sys.path.insert(0, str(folder))
     before = set(sys.modules)
     try:
@@ -272,7 +273,9 @@ def _beside(folder: Path):
     finally:
         sys.path.remove(str(folder))
         if not installed:
-            sys.path.append(str(folder))
+            if str(folder) not in sys.path:
+                sys.path.append(str(folder))
+            _MODEL_FOLDERS.add(str(folder))
             for name in set(sys.modules) - before:
                 found = Path(getattr(sys.modules[name], "__file__", None) or "/")
                 # a module of its folder, not one of a virtual environment or a package that lies below it
