@@ -57,6 +57,10 @@ def test_a_compute_capability_saved_without_its_minor_reads_as_minor_0(written, 
         ("fp16_tflops", "n/a", "fp16_tflops", "is 'n/a', not a number"),
         ("fp16_tflops", "-125", "fp16_tflops", "is -125; it must be from 0 to 100000"),
         ("watts", "300W", "watts", "is '300W', not a number"),
+        ("watts", "0", "watts", "is 0; it must be from 1 to 100000"),
+        ("clock_share", "0", "clock_share", "is 0; it must be from 0.01 to 1"),
+        ("clock_share", "57%", "clock_share", "is '57%', not a number"),
+        ("clock_share", "1.2", "clock_share", "is 1.2; it must be from 0.01 to 1"),
     ],
 )
 def test_a_cell_that_does_not_read_as_its_column_is_one_line_naming_it(column, value, named, says):

@@ -117,8 +117,9 @@ def _row(row: dict[str, str], where: str, rates: list[str]) -> GpuSpec:
             table_number(minor or "0", where, "cuda_capability's minor", whole=True, most=99),
         ),
         sms=number("sms", whole=True, least=1),
-        watts=number("watts", optional=True),
-        clock_share=number("clock_share", optional=True, most=1),
+        # A 0 would read as "none" downstream (the power rule): an empty cell says that, a 0 is a typo.
+        watts=number("watts", optional=True, least=1),
+        clock_share=number("clock_share", optional=True, least=0.01, most=1),
         **{k: row[k] for k in ("key", "name", "fp16_units", "generation", "calibration", "source", "checked")},
     )
 
