@@ -23,8 +23,9 @@ from ampgan.errors import IN_THE_WAY, AmpganError, UnwritableFile
 from ampgan.files import manifest
 
 # The filesystem's refusals a user fixes (space, a read-only mount, permissions, a folder where the file goes
-# or a file where its folder goes): one line, not a traceback.
-_REFUSALS = {errno.ENOSPC, errno.EROFS, errno.EACCES, errno.EPERM, errno.EDQUOT, errno.EFBIG, errno.ENOENT, *IN_THE_WAY}
+# or a file where its folder goes): one line, not a traceback. (ENOENT is one only where the folder is known to
+# have gone: a held folder, an appended log's; elsewhere, a write callback's own missing file stays its error.)
+_REFUSALS = {errno.ENOSPC, errno.EROFS, errno.EACCES, errno.EPERM, errno.EDQUOT, errno.EFBIG, *IN_THE_WAY}
 
 # The folders this process holds for writing (runs/claim.py's FolderLock): each one's lock file -> the lock's open
 # descriptor. The lock file moves or goes with its folder, so a write checks the name still leads to it.
@@ -49,9 +50,10 @@ def _write_atomically(path: Path, write: Callable[[IO[bytes]], Any]) -> None:
     # A folder moved or deleted while a command writes in it (a user tidying up mid-run) is not made again at
     # its old name by the mkdir below, holding the last few files without the ones that explain them.
     for lock, fd in HELD.items():
-        still_there = lock.exists() and os.path.samestat(lock.stat(), os.fstat(fd))
-        if path.absolute().is_relative_to(lock.parent) and not still_there:
-            raise OSError(errno.ENOENT, f"{lock.parent} was moved or deleted while ampgan wrote in it")
+        if path.absolute().is_relative_to(lock.parent) and not _still_there(lock, fd):
+            raise UnwritableFile(
+                path, OSError(errno.ENOENT, f"{lock.parent} was moved or deleted while ampgan wrote in it")
+            )
     path.parent.mkdir(parents=True, exist_ok=True)
     # mkstemp creates the file 0600 and never follows a link (O_EXCL); the final file gets the mode
     # an ordinary write would have given it, so a report can be served or shared.
@@ -71,6 +73,14 @@ def _write_atomically(path: Path, write: Callable[[IO[bytes]], Any]) -> None:
         raise
     _fsync_directory(path.parent)
     manifest.record(path)
+
+
+def _still_there(lock: Path, fd: int) -> bool:
+    """Whether the lock's name still leads to the lock file this process holds open."""
+    try:
+        return os.path.samestat(os.stat(lock), os.fstat(fd))
+    except FileNotFoundError:
+        return False
 
 
 def write_json_atomically(path: Path, value: Any) -> None:
@@ -111,7 +121,7 @@ def open_for_append(path: Path) -> AppendLog:
 
 def _refused(path: Path, error: OSError):
     """Raises the one line of a write the filesystem refused (its folder gone, full, read-only), else `error`."""
-    if error.errno in _REFUSALS:
+    if error.errno in _REFUSALS or error.errno == errno.ENOENT:  # a log's folder gone is the user's to fix
         raise UnwritableFile(path, error) from None
     raise error
 
