@@ -435,8 +435,8 @@ def test_a_run_resumes_only_on_the_data_it_was_trained_on(tmp_path, capsys):
     other = load_dataset(config.data)
     other.source["sha256"] = "0" * 64
     with pytest.raises(AmpganError, match="holds other data than"):
-        check_checkpoint_belongs(load_checkpoint(checkpoint), checkpoint, run, config, other)
+        check_checkpoint_belongs(load_checkpoint(checkpoint), checkpoint, run, config, lambda: other)
     document = json.loads((run / "config.json").read_text())
     del document["dataset"]["source"]["sha256"]
     (run / "config.json").write_text(json.dumps(document))
-    check_checkpoint_belongs(load_checkpoint(checkpoint), checkpoint, run, config, other)
+    assert check_checkpoint_belongs(load_checkpoint(checkpoint), checkpoint, run, config, lambda: other) is other

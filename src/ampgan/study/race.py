@@ -126,7 +126,7 @@ def run_once(
     resume_from = None
     if checkpoints:
         resume_from = load_checkpoint(checkpoints[-1], map_location="cpu")
-        check_checkpoint_belongs(resume_from, checkpoints[-1], run_dir, prepared.config, dataset)
+        check_checkpoint_belongs(resume_from, checkpoints[-1], run_dir, prepared.config, lambda: dataset)
         tracker.restore(resume_from["step"])
         log(f"train: {precision}, seed {seed}: continuing from step {resume_from['step']} ...")
     else:

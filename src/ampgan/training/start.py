@@ -9,6 +9,7 @@ Nothing is written before every input was validated, so a bad option never touch
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -63,12 +64,13 @@ def resumed_config(run_dir: Path, changes: dict, option_names: dict[str, str]) -
 
 
 def check_checkpoint_belongs(
-    payload: dict, checkpoint: Path, run_dir: Path, config: TrainConfig, dataset: ImageDataset
-) -> None:
+    payload: dict, checkpoint: Path, run_dir: Path, config: TrainConfig, load_data: Callable[[], ImageDataset]
+) -> ImageDataset:
     """A checkpoint resumes only the run that saved it: the same run identity (config.json's run_id,
     which every checkpoint carries), the same experiment (every field that may not change on resume) and the
-    same data (config.json's content SHA-256 of `dataset`, when it records one). One error line otherwise:
-    config.json was edited, the checkpoint was copied from another run, or the data changed since."""
+    same data (config.json's content SHA-256 of the dataset `load_data()` returns, when it records one). One
+    error line otherwise: config.json was edited, the checkpoint was copied from another run, or the data
+    changed since. The data is loaded after the cheap checks (a large folder takes a while): returned."""
     recorded = read_run_config(run_dir)
     saved_id, own_id = payload.get("run_id"), recorded.get("run_id")
     if saved_id is not None and own_id is not None and saved_id != own_id:
@@ -89,6 +91,7 @@ def check_checkpoint_belongs(
                 f"says {value!r}: config.json was edited, or the checkpoint comes from another run; "
                 "restore config.json, or start a new run"
             )
+    dataset = load_data()
     if has_shape(recorded, {"dataset": {"source": {"sha256": (str, dict)}}}) and (
         recorded["dataset"]["source"]["sha256"] != dataset.source["sha256"]
     ):
@@ -98,6 +101,7 @@ def check_checkpoint_belongs(
             "start a new run"
         )
     check_step_matches_name(payload, checkpoint)  # last: whose run and which experiment are the clearer reasons
+    return dataset
 
 
 @dataclass(frozen=True)
@@ -139,14 +143,15 @@ def resumed_run(config: TrainConfig, run_dir: Path, device: torch.device | None 
         # Loaded to the CPU: RNG states must be CPU tensors, and the optimizers move their state to
         # the parameters' device themselves (keeping Adam's step counters on the CPU).
         payload = load_checkpoint(checkpoint, map_location="cpu")
-        dataset = load_dataset(config.data, seed=config.seed)
-        check_checkpoint_belongs(payload, checkpoint, run_dir, config, dataset)
         steps = config.budget.steps
         if steps is not None and payload["step"] >= steps and config.budget.time_budget_s is None:
             raise AmpganError(
                 f"{run_dir} already reached step {payload['step']} of --steps {steps}: "
                 "give a larger --steps to train further"
             )
+        dataset = check_checkpoint_belongs(
+            payload, checkpoint, run_dir, config, lambda: load_dataset(config.data, seed=config.seed)
+        )
         yield RunStart(
             prepared=prepare_run(config, dataset, device=device),
             run_dir=Path(run_dir),
