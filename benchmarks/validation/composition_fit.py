@@ -392,8 +392,8 @@ def level_for(errors: list[float], groups: list, share: float = COVERAGE) -> flo
             inside += [low <= e <= high for e, g in zip(errors, groups) if g == group]
         return float(np.mean(inside))
 
-    reaching = [level for level in LEVELS if holds(level) >= share]
-    return max(reaching) if reaching else min(LEVELS)
+    # LEVELS descend: the first that reaches is the largest, and the rest need not be tried.
+    return next((level for level in LEVELS if holds(level) >= share), min(LEVELS))
 
 
 def validate(rows: list[Row], term_prior: tuple[float, float] | None = None) -> tuple[list[dict], dict]:

@@ -62,7 +62,7 @@ def trace_op_tables(
             try:
                 tables[name] = _traced(spec, name, dataset, device, deadline, foreseen)
             except OverBudget as error:  # measured, not foreseen: what it had spent and still needed at the least
-                least = math.ceil((time.perf_counter() - started + error.more_s) / (budget / spec.max_seconds))
+                least = _max_seconds_for(spec, time.perf_counter() - started + error.more_s)
                 reason = f"{error}; --max-seconds {least} at the least"
             except AmpganError as error:
                 reason = str(error)
@@ -99,8 +99,12 @@ def _what_fits(spec: BenchSpec, spent: float, foreseen: float | None, asked: boo
     needed = spent + SMALL_CYCLES_PER_TRACE * foreseen
     if not asked:
         needed = max(needed, 2 * spent)
-    max_seconds = math.ceil(needed / (TRACE_SHARE * len(spec.batch_sizes)))
-    return f"--max-seconds {max_seconds} would fit its trace (as foreseen from its warm-up)"
+    return f"--max-seconds {_max_seconds_for(spec, needed)} would fit its trace (as foreseen from its warm-up)"
+
+
+def _max_seconds_for(spec: BenchSpec, trace_s: float) -> int:
+    """The --max-seconds whose trace share (TRACE_SHARE of it per batch size) holds `trace_s` seconds of tracing."""
+    return math.ceil(trace_s / (TRACE_SHARE * len(spec.batch_sizes)))
 
 
 def _left_out(asked: bool, deadline: float, budget: float, foreseen: float | None, stop_check, fits: str) -> str | None:
