@@ -255,6 +255,13 @@ def test_a_size_beyond_the_machine_is_refused_before_allocating(capsys, tmp_path
         ("AMPGAN_CONTROL_TIMEOUT_S", "-5", ["whole seconds, 1 or more"]),
         ("AMPGAN_DETERMINISTIC", "maybe", ["1 or 0"]),
         ("AMPGAN_CACHE_DIR", "{file}", ["a folder"]),
+        # read by torch when it loads, where a value it cannot read is silently every core (OMP) or one (MKL)
+        ("OMP_NUM_THREADS", "abc", ["a whole number of threads"]),
+        ("OMP_NUM_THREADS", "0", ["1 or more"]),
+        ("OMP_NUM_THREADS", "2,x", ["a whole number of threads"]),
+        ("MKL_NUM_THREADS", "x", ["a whole number of threads"]),
+        ("MKL_NUM_THREADS", "-1", ["1 or more"]),
+        ("TORCHINDUCTOR_CACHE_DIR", "{file}", ["a folder"]),  # torch._dynamo's import failed on it (traceback)
     ],
 )
 def test_an_environment_variable_it_cannot_take_is_one_line_before_any_command(
@@ -276,7 +283,59 @@ def test_every_ampgan_variable_read_in_the_source_is_declared_once():
 
     source = Path(__file__).parents[1] / "src" / "ampgan"
     read = {name for path in source.rglob("*.py") for name in re.findall(r"\bAMPGAN_[A-Z_]+\b", path.read_text())}
-    assert read == set(VARIABLES)
+    assert read == {name for name in VARIABLES if name.startswith("AMPGAN_")}
+
+
+@pytest.mark.parametrize(
+    "variables, given",
+    [
+        ({}, None),
+        ({"OMP_NUM_THREADS": "4,2"}, "OMP_NUM_THREADS"),  # OpenMP's nested levels
+        ({"MKL_NUM_THREADS": "1"}, "MKL_NUM_THREADS"),  # torch runs on one thread: the user's choice, reported
+        ({"OMP_NUM_THREADS": " 3", "MKL_NUM_THREADS": "1"}, "OMP_NUM_THREADS"),  # torch reads OMP's first
+        ({"OMP_NUM_THREADS": ""}, None),  # empty: unset
+    ],
+)
+def test_the_thread_count_a_variable_fixes_is_kept_and_named(monkeypatch, variables, given):
+    from ampgan.env import check_environment
+    from ampgan.system.cpu_tuning import threads_given
+
+    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in variables.items():
+        monkeypatch.setenv(name, value)
+    check_environment()
+    assert threads_given() == given
+
+
+def test_a_thread_count_it_cannot_take_is_refused_before_torch_loads(tmp_path):
+    """The console script checks the environment before importing the commands: libgomp's own complaint (printed
+    when torch loads) never comes before ampgan's line, and nothing runs."""
+    import subprocess
+    import sys
+
+    environment = dict(
+        os.environ,
+        OMP_NUM_THREADS="abc",
+        PYTHONPATH=str(Path(__file__).parents[1] / "src") + os.pathsep + os.environ.get("PYTHONPATH", ""),
+    )
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-P",
+            "-c",
+            "import sys; from ampgan.__main__ import main; main(sys.argv[1:]); print('torch' in sys.modules)",
+            "config",
+            "--list",
+        ],
+        cwd=tmp_path,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    _one_error_line(done.returncode, done.stderr, "OMP_NUM_THREADS='abc'", "a whole number of threads")
+    assert done.stdout == ""
 
 
 @pytest.mark.parametrize("value, expected", [("", False), ("0", False), ("off", False), ("1", True), ("Yes", True)])
