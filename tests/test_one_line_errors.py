@@ -561,3 +561,48 @@ def test_a_run_folder_from_a_newer_ampgan_says_upgrade_whatever_else_it_holds(ca
     (run / "config.json").write_text(json.dumps({"format_version": 99, **rest}))
     code, _, err = run_cli(capsys, "train", "--resume", str(run))
     _one_error_line(code, err, "written by a newer ampgan", "run format 99", "upgrade ampgan")
+
+
+# --- numbers a person or a damaged file writes with digits int() does not read -----------------------------
+
+# str.isdigit() is True for superscripts and other digits int() refuses ('²', '①'): a check made with it let
+# them through to int(), a ValueError traceback. isdecimal() is exactly what int() reads ('٣' is 3).
+ODD_DIGITS = ["²", "①", "1²", "𝟚x"]
+
+
+@pytest.mark.parametrize("text", ODD_DIGITS)
+def test_a_count_in_odd_digits_is_one_line(capsys, tmp_path, text):
+    code, _, err = run_cli(capsys, "train", *TINY, "--checkpoint-every", text, "--out", str(tmp_path / "r"))
+    _one_error_line(code, err, "--checkpoint-every", repr(text))
+    assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize("text", ODD_DIGITS)
+def test_a_format_version_in_odd_digits_is_not_a_version(text):
+    from ampgan.files.schema import check_format
+
+    with pytest.raises(AmpganError, match="is not an ampgan comparison"):
+        check_format({"format": f"ampgan-compare/{text}"}, "ampgan-compare/1", "c.json", "an ampgan comparison", "")
+
+
+@pytest.mark.parametrize("text", ODD_DIGITS)
+def test_a_class_in_odd_digits_is_no_class(text):
+    from ampgan.training.trained import class_index
+
+    with pytest.raises(AmpganError, match="no class"):
+        class_index(["zero", "one", "two"], text)
+    assert class_index(["zero", "one", "two", "٣"], "٣") == 3  # a name first
+    assert class_index(["zero", "one", "two"], "٢") == 2  # Arabic-Indic two: a digit int() reads
+
+
+def test_a_folder_moved_aside_with_odd_digits_is_not_one_of_ampgans(tmp_path):
+    from ampgan.runs.claim import _asides
+
+    for suffix in ["12", *ODD_DIGITS]:
+        (tmp_path / f".out.replaced-{suffix}").mkdir()
+    assert _asides(tmp_path / "out") == [(tmp_path / ".out.replaced-12", 12)]
+
+
+def test_no_digit_check_in_the_source_lets_through_what_int_refuses():
+    source = Path(__file__).parents[1] / "src" / "ampgan"
+    assert [path.name for path in source.rglob("*.py") if ".isdigit()" in path.read_text()] == []

@@ -57,7 +57,7 @@ def _folder(text: str) -> str:
 def _threads(text: str) -> str:
     # OpenMP takes a count or a comma list (nested levels). A value it cannot read is not an error to libgomp or
     # torch: OMP_NUM_THREADS=abc runs on every core, MKL_NUM_THREADS=abc on one, both silently.
-    if not all(part.strip().isdigit() and int(part) > 0 for part in text.split(",")):
+    if not all(part.strip().isascii() and part.strip().isdecimal() and int(part) > 0 for part in text.split(",")):
         raise ValueError
     return text
 

@@ -180,12 +180,12 @@ def check_format(
         return
     kind, _, version = expected.rpartition("/")
     theirs = found.removeprefix(kind + "/") if isinstance(found, str) and found.startswith(kind + "/") else ""
-    if theirs.isdigit() and int(theirs) > int(version):
+    if theirs.isdecimal() and int(theirs) > int(version):
         raise AmpganError(
             f"{origin} was written by a newer ampgan (format {found}; this one reads {expected}): upgrade "
             "ampgan to read it (pip install -U ampgan)"
         )
-    if theirs.isdigit():
+    if theirs.isdecimal():
         raise AmpganError(f"{origin} was written by an older ampgan (format {found}; this one reads {expected}): {fix}")
     raise AmpganError(
         f"{origin} is not {what} (its format is {_short(found) if found is not None else 'none'}, not {expected})"

@@ -335,7 +335,7 @@ def _asides(path: Path) -> list[tuple[Path, int]]:
         (sibling, int(sibling.name.removeprefix(prefix)))
         for sibling in siblings
         if sibling.name.startswith(prefix)
-        and sibling.name.removeprefix(prefix).isdigit()
+        and sibling.name.removeprefix(prefix).isdecimal()
         and sibling.is_dir()
         and not sibling.is_symlink()
     )
