@@ -88,6 +88,25 @@ def test_a_damaged_cache_is_a_warning_and_none(tmp_path, content):
         assert read_cache_json(tmp_path / "absent.json") is None  # no cache yet: nothing to say
 
 
+@pytest.mark.parametrize("obstacle", ["its folder is a file", "a folder", "not readable"])
+def test_a_cache_that_cannot_be_read_is_not_called_damaged(tmp_path, obstacle):
+    """XDG_CACHE_HOME pointing at a file said 'the cache ... is damaged (NotADirectoryError)'."""
+    path = tmp_path / "cache.json"
+    if obstacle == "its folder is a file":
+        (tmp_path / "xdg").write_text("a file")
+        path = tmp_path / "xdg" / "ampgan" / "cache.json"
+    elif obstacle == "a folder":
+        path.mkdir()
+    else:
+        path.write_text("{}")
+        path.chmod(0)
+        if os.access(path, os.R_OK):
+            pytest.skip("running as root: every file is readable")
+    with pytest.warns(AmpganWarning, match=r"cannot be read \(") as said:
+        assert read_cache_json(path) is None
+    assert "damaged" not in str(said[0].message)
+
+
 def test_the_decision_caches_rebuild_a_deep_file(tmp_path):
     from ampgan.speed.cache import DecisionCache
     from ampgan.speed.history import SpeedupHistory

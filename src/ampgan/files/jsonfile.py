@@ -130,7 +130,11 @@ def read_cache_json(path: Path) -> Any:
         return parse_json(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         return None
-    except (DamagedDocument, UnicodeDecodeError, OSError) as error:
+    except OSError as error:
+        # Nothing is damaged where the cache's folder is a file or the file is not readable: said as it is.
+        warn(f"the cache {one_line(path)} cannot be read ({error.strerror or type(error).__name__}): ignoring it")
+        return None
+    except (DamagedDocument, UnicodeDecodeError) as error:
         reason = error if isinstance(error, DamagedDocument) else type(error).__name__
         warn(f"the cache {one_line(path)} is damaged ({one_line(reason)}): ignoring it; ampgan writes it anew")
         return None
