@@ -625,3 +625,33 @@ def test_a_folder_moved_aside_with_odd_digits_is_not_one_of_ampgans(tmp_path):
 def test_no_digit_check_in_the_source_lets_through_what_int_refuses():
     source = Path(__file__).parents[1] / "src" / "ampgan"
     assert [path.name for path in source.rglob("*.py") if ".isdigit()" in path.read_text()] == []
+
+
+# --- a folder another ampgan is still writing ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "command, folder",
+    [
+        (lambda d: ["report", str(d)], "study"),  # a report asked of a study that runs
+        (lambda d: ["cost", str(d / "bench" / "results.json"), "--price-per-hour", "1"], "study"),
+        (lambda d: ["project", str(d / "bench" / "results.json")], "study"),
+        (lambda d: ["project", str(d / "bench" / "results.json")], "study/bench"),  # a bench that runs
+        (lambda d: ["evaluate", str(d / "runs" / "fp32-seed0")], "study/runs/fp32-seed0"),
+    ],
+)
+def test_a_file_not_yet_written_by_a_running_ampgan_says_so(capsys, tmp_path, command, folder):
+    """It said "has no compare.json: give the --out folder of an 'ampgan compare' run" (or "run 'ampgan bench'
+    first") of the very folder the other process was filling."""
+    from ampgan.runs.claim import FolderLock
+
+    study = tmp_path / "study"
+    (tmp_path / folder).mkdir(parents=True)
+    lock = FolderLock(tmp_path / folder)
+    try:
+        code, _, err = run_cli(capsys, *command(study))
+    finally:
+        lock.release()
+    _one_error_line(code, err, "is not written yet", f"ampgan process {os.getpid()} is writing", "finished")
+    code, _, err = run_cli(capsys, *command(study))  # no process at work: the folder is simply not one
+    assert code == 2 and "is not written yet" not in err, err
