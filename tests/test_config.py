@@ -123,6 +123,10 @@ def test_layers_apply_in_order_and_a_new_model_drops_the_old_ones_options(tmp_pa
     bad.write_text("[budget\n")
     with pytest.raises(AmpganError, match="is not valid TOML"):
         read_config_file(bad)
+    for name in ("study.yaml", "study.yml", "study.cfg"):  # the fix names the formats read, by the file's name
+        (tmp_path / name).write_text("budget:\n  batch_size: 8\n")
+        with pytest.raises(AmpganError, match=r"is not valid JSON .*: ampgan reads TOML from a \.toml file and JSON"):
+            read_config_file(tmp_path / name)
 
 
 def test_a_run_folders_config_json_is_a_config_file(tmp_path, capsys):

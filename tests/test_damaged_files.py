@@ -4,6 +4,7 @@ file, exit 2, no traceback (a JSON-lines log cut short is the one damage a crash
 
 import json
 import os
+import re
 import shutil
 import struct
 
@@ -252,3 +253,86 @@ def test_a_report_on_a_full_disk_is_one_line_and_keeps_the_old_report(originals,
     assert code == 2 and len(err.strip().splitlines()) == 1 and "No space left on device" in err
     assert (study / "report.html").read_bytes() == before and (study / "compare.json").is_file()
     assert not list(study.rglob(".*.tmp"))
+
+
+def _every_config_stat(key, value):
+    def change(document):
+        for config in document["configs"]:
+            if config.get("stats"):
+                config["stats"][key] = value
+
+    return change
+
+
+def _every_speedup(key, value):
+    def change(document):
+        for pair in document["speedups"]:
+            pair[key] = value
+
+    return change
+
+
+# Numbers a cost or a projection divides by or sums into a price: zero ended in a ZeroDivisionError traceback,
+# a negative one in a negative cost, NaN in a NaN row (a JSON number json.dumps writes as NaN).
+@pytest.mark.parametrize(
+    "change, words",
+    [
+        (_every_config_stat("median_s", 0.0), "median_s should be a number above 0"),
+        (_every_config_stat("median_s", -0.01), "median_s should be a number above 0"),
+        (_every_config_stat("q1_s", float("nan")), "q1_s should be a number above 0"),
+        (_every_speedup("low", 0), "low should be a number above 0"),
+        (_every_speedup("estimate", -1.2), "estimate should be a number above 0"),
+    ],
+)
+@pytest.mark.parametrize("command", ["cost", "project"])
+def test_a_time_no_reader_can_divide_by_is_one_line(originals, tmp_path, capsys, change, words, command):
+    results = tmp_path / "results.json"
+    document = json.loads((originals / "study/bench/results.json").read_text())
+    change(document)
+    results.write_text(json.dumps(document))
+    arguments = ["--price-per-hour", "1"] if command == "cost" else []
+    code, _, err = run_cli(capsys, command, str(results), *arguments, "--out", str(tmp_path / "out"))
+    assert code == 2 and err.startswith("error: ") and err.count("\n") == 1, err
+    assert words in err and "results.json" in err, err
+    assert not (tmp_path / "out").exists()
+
+
+_ROW = [
+    "aten.mm",
+    "matrix",
+    "float32",
+    8,
+    [0.0, 4096.0],
+    [1024.0, 64.0],
+    False,
+    0.5,
+    [["gemm", [[0.0, 8.0], [64.0, 0.0], [64.0, 0.0], [1.0, 0.0], [0.0, 0.0]]]],
+]
+
+
+@pytest.mark.parametrize(
+    "column, value, words",
+    [
+        (7, 0.0, "a share that is not above 0"),  # the shares are summed and divided by (ZeroDivisionError)
+        (7, -0.5, "a share that is not above 0"),
+        (7, float("inf"), "a share that is not above 0"),
+        (4, [float("-inf"), 1.0], "not finite"),
+        (5, [0.0, float("nan")], "not finite"),
+        (8, [["gemm", [[0.0, float("nan")], [64.0, 0.0], [64.0, 0.0], [1.0, 0.0], [0.0, 0.0]]]], "not finite"),
+        ("traced_at", [8, 8], "traced at batch sizes [8, 8]"),
+        ("traced_at", [0, 0], "traced at batch sizes [0, 0]"),
+        ("traced_at", [16, 8], "traced at batch sizes [16, 8]"),
+    ],
+)
+def test_an_op_table_read_back_with_a_count_no_projection_can_use_is_refused(column, value, words):
+    from ampgan.bench.ops import FORMAT, OpTable
+
+    row = list(_ROW)
+    table = {"format": FORMAT, "precision": "fp32", "traced_at": [8, 16], "device": "cpu", "rows": [row]}
+    assert OpTable.from_dict(json.loads(json.dumps(table))).kernels() == 0.5  # the undamaged table reads
+    if column == "traced_at":
+        table["traced_at"] = value
+    else:
+        row[column] = value
+    with pytest.raises(ValueError, match=re.escape(words)):
+        OpTable.from_dict(table)

@@ -157,3 +157,29 @@ def test_an_evaluator_cache_that_cannot_be_written_costs_only_the_cache(tmp_path
     said = [str(w.message) for w in caught if issubclass(w.category, AmpganWarning)]
     assert evaluator.held_out_accuracy >= 0 and any("cannot keep the evaluator in its cache" in line for line in said)
     assert not list(Path(cache).glob("*.pt")) and not list(Path(cache).glob(".*.tmp"))
+
+
+@pytest.mark.parametrize(
+    "orientation, turn",
+    [
+        (1, None),
+        (3, Image.Transpose.ROTATE_180),
+        (6, Image.Transpose.ROTATE_270),
+        (8, Image.Transpose.ROTATE_90),
+        (2, Image.Transpose.FLIP_LEFT_RIGHT),
+    ],
+)
+@pytest.mark.parametrize("suffix", [".jpg", ".png"])
+def test_an_image_stands_as_its_exif_orientation_says(tmp_path, orientation, turn, suffix):
+    """A phone stores a portrait photo sideways and says so in EXIF; the data is the picture as it is seen."""
+    (tmp_path / "a").mkdir()
+    pixels = np.zeros((8, 16, 3), np.uint8)
+    pixels[:, :8] = 255  # stored: white left half, black right half, 16 wide and 8 tall
+    stored = Image.fromarray(pixels)
+    exif = stored.getexif()
+    exif[0x0112] = orientation
+    stored.save(tmp_path / "a" / f"x{suffix}", exif=exif, **({"quality": 100} if suffix == ".jpg" else {}))
+    dataset, _ = _load(tmp_path, image_size=16, channels=1)
+    seen = stored if turn is None else stored.transpose(turn)
+    expected = np.asarray(seen.convert("L").resize((16, 16), Image.Resampling.BILINEAR, reducing_gap=None))
+    assert np.abs(dataset.images[0, 0].numpy().astype(int) - expected.astype(int)).max() <= 8  # JPEG's own noise

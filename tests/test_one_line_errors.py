@@ -88,6 +88,25 @@ def test_a_damaged_cache_is_a_warning_and_none(tmp_path, content):
         assert read_cache_json(tmp_path / "absent.json") is None  # no cache yet: nothing to say
 
 
+@pytest.mark.parametrize("obstacle", ["its folder is a file", "a folder", "not readable"])
+def test_a_cache_that_cannot_be_read_is_not_called_damaged(tmp_path, obstacle):
+    """XDG_CACHE_HOME pointing at a file said 'the cache ... is damaged (NotADirectoryError)'."""
+    path = tmp_path / "cache.json"
+    if obstacle == "its folder is a file":
+        (tmp_path / "xdg").write_text("a file")
+        path = tmp_path / "xdg" / "ampgan" / "cache.json"
+    elif obstacle == "a folder":
+        path.mkdir()
+    else:
+        path.write_text("{}")
+        path.chmod(0)
+        if os.access(path, os.R_OK):
+            pytest.skip("running as root: every file is readable")
+    with pytest.warns(AmpganWarning, match=r"cannot be read \(") as said:
+        assert read_cache_json(path) is None
+    assert "damaged" not in str(said[0].message)
+
+
 def test_the_decision_caches_rebuild_a_deep_file(tmp_path):
     from ampgan.speed.cache import DecisionCache
     from ampgan.speed.history import SpeedupHistory
@@ -255,6 +274,13 @@ def test_a_size_beyond_the_machine_is_refused_before_allocating(capsys, tmp_path
         ("AMPGAN_CONTROL_TIMEOUT_S", "-5", ["whole seconds, 1 or more"]),
         ("AMPGAN_DETERMINISTIC", "maybe", ["1 or 0"]),
         ("AMPGAN_CACHE_DIR", "{file}", ["a folder"]),
+        # read by torch when it loads, where a value it cannot read is silently every core (OMP) or one (MKL)
+        ("OMP_NUM_THREADS", "abc", ["a whole number of threads"]),
+        ("OMP_NUM_THREADS", "0", ["1 or more"]),
+        ("OMP_NUM_THREADS", "2,x", ["a whole number of threads"]),
+        ("MKL_NUM_THREADS", "x", ["a whole number of threads"]),
+        ("MKL_NUM_THREADS", "-1", ["1 or more"]),
+        ("TORCHINDUCTOR_CACHE_DIR", "{file}", ["a folder"]),  # torch._dynamo's import failed on it (traceback)
     ],
 )
 def test_an_environment_variable_it_cannot_take_is_one_line_before_any_command(
@@ -276,7 +302,59 @@ def test_every_ampgan_variable_read_in_the_source_is_declared_once():
 
     source = Path(__file__).parents[1] / "src" / "ampgan"
     read = {name for path in source.rglob("*.py") for name in re.findall(r"\bAMPGAN_[A-Z_]+\b", path.read_text())}
-    assert read == set(VARIABLES)
+    assert read == {name for name in VARIABLES if name.startswith("AMPGAN_")}
+
+
+@pytest.mark.parametrize(
+    "variables, given",
+    [
+        ({}, None),
+        ({"OMP_NUM_THREADS": "4,2"}, "OMP_NUM_THREADS"),  # OpenMP's nested levels
+        ({"MKL_NUM_THREADS": "1"}, "MKL_NUM_THREADS"),  # torch runs on one thread: the user's choice, reported
+        ({"OMP_NUM_THREADS": " 3", "MKL_NUM_THREADS": "1"}, "OMP_NUM_THREADS"),  # torch reads OMP's first
+        ({"OMP_NUM_THREADS": ""}, None),  # empty: unset
+    ],
+)
+def test_the_thread_count_a_variable_fixes_is_kept_and_named(monkeypatch, variables, given):
+    from ampgan.env import check_environment
+    from ampgan.system.cpu_tuning import threads_given
+
+    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in variables.items():
+        monkeypatch.setenv(name, value)
+    check_environment()
+    assert threads_given() == given
+
+
+def test_a_thread_count_it_cannot_take_is_refused_before_torch_loads(tmp_path):
+    """The console script checks the environment before importing the commands: libgomp's own complaint (printed
+    when torch loads) never comes before ampgan's line, and nothing runs."""
+    import subprocess
+    import sys
+
+    environment = dict(
+        os.environ,
+        OMP_NUM_THREADS="abc",
+        PYTHONPATH=str(Path(__file__).parents[1] / "src") + os.pathsep + os.environ.get("PYTHONPATH", ""),
+    )
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-P",
+            "-c",
+            "import sys; from ampgan.__main__ import main; main(sys.argv[1:]); print('torch' in sys.modules)",
+            "config",
+            "--list",
+        ],
+        cwd=tmp_path,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    _one_error_line(done.returncode, done.stderr, "OMP_NUM_THREADS='abc'", "a whole number of threads")
+    assert done.stdout == ""
 
 
 @pytest.mark.parametrize("value, expected", [("", False), ("0", False), ("off", False), ("1", True), ("Yes", True)])
@@ -502,3 +580,78 @@ def test_a_run_folder_from_a_newer_ampgan_says_upgrade_whatever_else_it_holds(ca
     (run / "config.json").write_text(json.dumps({"format_version": 99, **rest}))
     code, _, err = run_cli(capsys, "train", "--resume", str(run))
     _one_error_line(code, err, "written by a newer ampgan", "run format 99", "upgrade ampgan")
+
+
+# --- numbers a person or a damaged file writes with digits int() does not read -----------------------------
+
+# str.isdigit() is True for superscripts and other digits int() refuses ('²', '①'): a check made with it let
+# them through to int(), a ValueError traceback. isdecimal() is exactly what int() reads ('٣' is 3).
+ODD_DIGITS = ["²", "①", "1²", "𝟚x"]
+
+
+@pytest.mark.parametrize("text", ODD_DIGITS)
+def test_a_count_in_odd_digits_is_one_line(capsys, tmp_path, text):
+    code, _, err = run_cli(capsys, "train", *TINY, "--checkpoint-every", text, "--out", str(tmp_path / "r"))
+    _one_error_line(code, err, "--checkpoint-every", repr(text))
+    assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize("text", ODD_DIGITS)
+def test_a_format_version_in_odd_digits_is_not_a_version(text):
+    from ampgan.files.schema import check_format
+
+    with pytest.raises(AmpganError, match="is not an ampgan comparison"):
+        check_format({"format": f"ampgan-compare/{text}"}, "ampgan-compare/1", "c.json", "an ampgan comparison", "")
+
+
+@pytest.mark.parametrize("text", ODD_DIGITS)
+def test_a_class_in_odd_digits_is_no_class(text):
+    from ampgan.training.trained import class_index
+
+    with pytest.raises(AmpganError, match="no class"):
+        class_index(["zero", "one", "two"], text)
+    assert class_index(["zero", "one", "two", "٣"], "٣") == 3  # a name first
+    assert class_index(["zero", "one", "two"], "٢") == 2  # Arabic-Indic two: a digit int() reads
+
+
+def test_a_folder_moved_aside_with_odd_digits_is_not_one_of_ampgans(tmp_path):
+    from ampgan.runs.claim import _asides
+
+    for suffix in ["12", *ODD_DIGITS]:
+        (tmp_path / f".out.replaced-{suffix}").mkdir()
+    assert _asides(tmp_path / "out") == [(tmp_path / ".out.replaced-12", 12)]
+
+
+def test_no_digit_check_in_the_source_lets_through_what_int_refuses():
+    source = Path(__file__).parents[1] / "src" / "ampgan"
+    assert [path.name for path in source.rglob("*.py") if ".isdigit()" in path.read_text()] == []
+
+
+# --- a folder another ampgan is still writing ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "command, folder",
+    [
+        (lambda d: ["report", str(d)], "study"),  # a report asked of a study that runs
+        (lambda d: ["cost", str(d / "bench" / "results.json"), "--price-per-hour", "1"], "study"),
+        (lambda d: ["project", str(d / "bench" / "results.json")], "study"),
+        (lambda d: ["project", str(d / "bench" / "results.json")], "study/bench"),  # a bench that runs
+        (lambda d: ["evaluate", str(d / "runs" / "fp32-seed0")], "study/runs/fp32-seed0"),
+    ],
+)
+def test_a_file_not_yet_written_by_a_running_ampgan_says_so(capsys, tmp_path, command, folder):
+    """It said "has no compare.json: give the --out folder of an 'ampgan compare' run" (or "run 'ampgan bench'
+    first") of the very folder the other process was filling."""
+    from ampgan.runs.claim import FolderLock
+
+    study = tmp_path / "study"
+    (tmp_path / folder).mkdir(parents=True)
+    lock = FolderLock(tmp_path / folder)
+    try:
+        code, _, err = run_cli(capsys, *command(study))
+    finally:
+        lock.release()
+    _one_error_line(code, err, "is not written yet", f"ampgan process {os.getpid()} is writing", "finished")
+    code, _, err = run_cli(capsys, *command(study))  # no process at work: the folder is simply not one
+    assert code == 2 and "is not written yet" not in err, err

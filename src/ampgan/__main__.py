@@ -22,11 +22,25 @@ def _terminate(signum, frame) -> None:
     raise KeyboardInterrupt(signum)
 
 
+def _check_environment() -> None:
+    # Before torch loads: libgomp and torch read the thread counts then, and libgomp's own complaint about a value
+    # it cannot read would come before ampgan's line (ampgan/cli checks again, for callers of its main).
+    from ampgan.env import check_environment
+    from ampgan.errors import AmpganError
+
+    try:
+        check_environment()
+    except AmpganError as error:
+        sys.stderr.write(f"error: {error}\n")
+        sys.exit(2)
+
+
 def main(argv: list[str] | None = None) -> None:
     for signum in (signal.SIGTERM, signal.SIGHUP):  # SIGHUP: the terminal was closed; under nohup it stays ignored
         if signal.getsignal(signum) is not signal.SIG_IGN:
             signal.signal(signum, _terminate)
     try:
+        _check_environment()
         from ampgan.cli import main as run
 
         run(argv)

@@ -1,4 +1,5 @@
-"""Every AMPGAN_* environment variable, declared once: its name, what it takes and its default.
+"""Every AMPGAN_* environment variable, declared once: its name, what it takes and its default; and the
+others ampgan reads (the thread counts torch takes when it loads, torch.compile's cache folder).
 
 They are read through `env_value`, and the command line checks every one that is set before any command
 runs (`check_environment`), so a value a variable cannot take is one error line naming the variable, the
@@ -53,6 +54,14 @@ def _folder(text: str) -> str:
     return text
 
 
+def _threads(text: str) -> str:
+    # OpenMP takes a count or a comma list (nested levels). A value it cannot read is not an error to libgomp or
+    # torch: OMP_NUM_THREADS=abc runs on every core, MKL_NUM_THREADS=abc on one, both silently.
+    if not all(part.strip().isascii() and part.strip().isdecimal() and int(part) > 0 for part in text.split(",")):
+        raise ValueError
+    return text
+
+
 def _backends() -> list[str]:
     # Only for a backend other than the default: torch._dynamo took 7.5 s to import here (-X importtime,
     # loaded 2-core Zen 4).
@@ -71,6 +80,9 @@ VARIABLES = {
         Variable("AMPGAN_CONTROL_TIMEOUT_S", "whole seconds, 1 or more", _seconds, 3600),
         Variable("AMPGAN_LAUNCH_RECEIPTS", "a folder (ampgan's --nproc launcher sets it for its ranks)", str, None),
         Variable("AMPGAN_TRUSTED_MODELS", "model names, one a line (ampgan sets it for its own processes)", str, ""),
+        Variable("OMP_NUM_THREADS", "a whole number of threads, 1 or more", _threads, None),
+        Variable("MKL_NUM_THREADS", "a whole number of threads, 1 or more", _threads, None),
+        Variable("TORCHINDUCTOR_CACHE_DIR", "a folder (torch.compile creates it)", _folder, None),
     )
 }
 
@@ -93,6 +105,6 @@ def env_value(name: str) -> Any:
 
 
 def check_environment() -> None:
-    """Every AMPGAN_* variable that is set, checked before a command starts."""
+    """Every variable declared here that is set, checked before a command starts."""
     for name in sorted(VARIABLES.keys() & os.environ.keys()):
         env_value(name)

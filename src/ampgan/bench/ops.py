@@ -26,6 +26,7 @@ runs step them), by what each reads and writes per weight.
 from __future__ import annotations
 
 import itertools
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -169,6 +170,11 @@ class OpRow(OpRecord):
             raise ValueError(
                 f"a kernel of an op row is not one of {', '.join(KERNEL_DIMS)} with its dimensions: {item!r:.80}"
             )
+        counts = [float(v) for v in (*flops[:2], *data[:2], *(d for _, dims in kernels for pair in dims for d in pair))]
+        # Each count is affine in the batch size (its intercept may be negative) and finite; a row's share of the step
+        # is above 0 (the shares are summed and divided by: 0 was a ZeroDivisionError in a projection).
+        if not all(math.isfinite(v) for v in counts) or not 0 < float(weight) < math.inf:
+            raise ValueError(f"an op row with a count that is not finite, or a share that is not above 0: {item!r:.80}")
         return cls(
             op,
             unit,
@@ -509,6 +515,10 @@ class OpTable:
             traced_at = tuple(int(b) for b in document["traced_at"])
         except (TypeError, ValueError, KeyError, IndexError) as error:
             raise ValueError(f"a damaged op table: {error}") from None
+        if len(traced_at) != 2 or not 0 < traced_at[0] < traced_at[1]:  # the rows' slopes divide by their gap
+            raise ValueError(
+                f"a damaged op table: traced at batch sizes {list(traced_at)}, not a smaller then a larger one"
+            )
         return cls(
             precision=str(document.get("precision")),
             rows=parsed,

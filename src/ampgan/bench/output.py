@@ -16,7 +16,7 @@ from ampgan.errors import one_line
 from ampgan.files.atomic import write_csv_atomically, write_json_atomically
 from ampgan.files.jsonfile import read_json
 from ampgan.files.records import shape_of
-from ampgan.files.schema import OrNull, check_format, check_shape
+from ampgan.files.schema import POSITIVE, Between, OrNull, check_format, check_shape
 from ampgan.plotting import precision_colour, pyplot, save_figure
 from ampgan.precisions import in_order
 
@@ -66,11 +66,11 @@ def speedup_text(pair: dict) -> str:
 # What the readers need of a configuration's timing statistics: the median and quartiles (files written by hand or
 # by other tools may leave the rest out; the table shows a missing IQR as 0).
 STATS_READ = {
-    "median_s": (int, float),
-    "q1_s": (int, float),
-    "q3_s": (int, float),
-    "?iqr_s": (int, float),
-    "?min_s": (int, float),
+    "median_s": POSITIVE,
+    "q1_s": POSITIVE,
+    "q3_s": POSITIVE,
+    "?iqr_s": Between(0.0, math.inf),
+    "?min_s": POSITIVE,
     "?noisy": bool,
 }
 # What the table, the figures, cost and compare read of results.json (a configuration as its record says).
@@ -87,9 +87,9 @@ RESULTS_SHAPE = {
             "batch_size": int,
             "precision": str,
             "baseline": str,
-            "?estimate": (int, float),
-            "?low": (int, float),
-            "?high": (int, float),
+            "?estimate": POSITIVE,
+            "?low": POSITIVE,
+            "?high": POSITIVE,
             "?rounds": int,
         }
     ],

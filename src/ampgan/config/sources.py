@@ -91,7 +91,10 @@ def read_config_file(path: Path) -> dict:
         document = parse_toml(text) if path.suffix.lower() == ".toml" else parse_json(text)
     except DamagedDocument as error:
         kind = "TOML" if path.suffix.lower() == ".toml" else "JSON"
-        raise AmpganError(f"config file {path} is not valid {kind} ({error})") from None
+        raise AmpganError(
+            f"config file {path} is not valid {kind} ({error}): ampgan reads TOML from a .toml file and JSON from "
+            "any other (not YAML)"
+        ) from None
     if isinstance(document, dict) and isinstance(document.get("config"), dict) and "format_version" in document:
         document = document["config"]  # a run folder's config.json
     if not isinstance(document, dict):

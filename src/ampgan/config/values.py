@@ -37,7 +37,7 @@ def positive_duration(text: str) -> float:
 def parse_steps_or_duration(text: str) -> tuple[str, float]:
     """'500' -> ('steps', 500); '10m' -> ('seconds', 600.0): how often --checkpoint-every saves."""
     text = str(text).strip().lower()
-    return ("steps", int(text)) if text.isdigit() and int(text) >= 1 else ("seconds", positive_duration(text))
+    return ("steps", int(text)) if text.isdecimal() and int(text) >= 1 else ("seconds", positive_duration(text))
 
 
 def parse_loss_scale(text: str) -> float | None:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from PIL import Image, UnidentifiedImageError
+from PIL import Image, ImageOps, UnidentifiedImageError
 
 from ampgan.data.dataset import ImageDataset, refuse_images_that_cannot_fit
 from ampgan.errors import AmpganError, name_as_text, one_line, warn
@@ -118,7 +118,8 @@ def _warn_about_what_is_not_read(root: Path, folders: list[Path]) -> None:
 def _decode(path: Path, size: int, channels: int, flattened: list[Path]) -> np.ndarray:
     try:
         with Image.open(path) as image:
-            image = _to_8_bit(image, path, channels, flattened)
+            # A camera's EXIF orientation says how the pixels stand: a phone's portrait photo is stored sideways.
+            image = _to_8_bit(ImageOps.exif_transpose(image), path, channels, flattened)
             if image.size != (size, size):
                 image = image.resize((size, size), Image.Resampling.BILINEAR, reducing_gap=None)
             array = np.asarray(image, dtype=np.uint8)
@@ -172,7 +173,9 @@ def load_folder(
     files_per_class = [_image_files(folder) for folder in folders]
     _warn_about_what_is_not_read(root, folders)
     all_files = [f for files in files_per_class for f in files]
-    digest = hashlib.sha256(f"{size}:{channels}".encode())  # the cache's key: the file list and the shape
+    # The cache's key: the file list and the shape; "upright": decoded by EXIF orientation, which caches written
+    # before were not.
+    digest = hashlib.sha256(f"{size}:{channels}:upright".encode())
     for file in all_files:
         stat = file.stat()
         # A name that is not UTF-8 (surrogate-escaped by Python) hashes as the bytes it is.

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ampgan.errors import AmpganError, one_line, warn
+from ampgan.files import manifest
 from ampgan.files.schema import check_shape
 
 # No document ampgan writes or reads nests deeper than 8; 100 leaves room and stays far from Python's
@@ -115,7 +116,14 @@ def read_json(path: Path, *, missing: str, damaged: str) -> Any:
     path = Path(path)
     refuse_unless_regular_file(path, "the document")
     if not path.is_file():
-        raise AmpganError(missing)
+        # Not there yet while another ampgan still writes its folder (a report asked of a study that runs).
+        writer = next((pid for folder in path.parents[:2] if (pid := manifest.lock_holder(folder)) is not None), None)
+        raise AmpganError(
+            missing
+            if writer is None
+            else f"{path} is not written yet: ampgan process {writer or '(unknown)'} is writing {path.parent}; run "
+            "this again when it has finished"
+        )
     try:
         return parse_json(path.read_text(encoding="utf-8"))
     except (DamagedDocument, UnicodeDecodeError, OSError):
@@ -130,7 +138,11 @@ def read_cache_json(path: Path) -> Any:
         return parse_json(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         return None
-    except (DamagedDocument, UnicodeDecodeError, OSError) as error:
+    except OSError as error:
+        # Nothing is damaged where the cache's folder is a file or the file is not readable: said as it is.
+        warn(f"the cache {one_line(path)} cannot be read ({error.strerror or type(error).__name__}): ignoring it")
+        return None
+    except (DamagedDocument, UnicodeDecodeError) as error:
         reason = error if isinstance(error, DamagedDocument) else type(error).__name__
         warn(f"the cache {one_line(path)} is damaged ({one_line(reason)}): ignoring it; ampgan writes it anew")
         return None

@@ -14,6 +14,7 @@ short is skipped, and the file it described counts as not proven (kept, never de
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -23,6 +24,7 @@ from pathlib import Path
 MANIFEST = ".ampgan-written.jsonl"
 _ANY = (-1, "")  # a temporary file's record: whatever it holds (a write killed midway) is ampgan's
 FOLDER_MARKER = ".ampgan-folder"  # what kind of folder ampgan claimed (runs/claim.py writes and reads it)
+LOCK = ".ampgan-lock"  # held (flock) by the process writing the folder; it holds its pid
 
 
 def start(folder: Path) -> None:
@@ -171,3 +173,21 @@ def _is_regular(path: Path) -> bool:
         return stat.S_ISREG(os.lstat(path).st_mode)
     except OSError:
         return False
+
+
+def lock_holder(folder: Path) -> str | None:
+    """The pid written in `folder`'s lock while some live process holds it ("" if unreadable), else None."""
+    try:
+        fd = os.open(Path(folder) / LOCK, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    try:
+        holder = os.pread(fd, 64, 0).decode(errors="replace").strip()
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return holder
+    else:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)

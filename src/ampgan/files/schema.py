@@ -42,8 +42,9 @@ class OrNull:
 class Between:
     """A shape: a finite number from `low` to `high` (a share, an accuracy); null too when `or_null`."""
 
-    def __init__(self, low: float, high: float, or_null: bool = False):
+    def __init__(self, low: float, high: float, or_null: bool = False, says: str = ""):
         self.low, self.high, self.or_null = low, high, or_null
+        self.says = says or f"a number from {low:g} to {high:g}"  # in the error line
 
     def holds(self, value: Any) -> bool:
         if value is None:
@@ -54,6 +55,11 @@ class Between:
             and math.isfinite(value)
             and self.low <= value <= self.high
         )
+
+
+# A time, a rate or a speedup: something is divided by it, and zero or a negative one would reach a cost table as
+# a ZeroDivisionError or a negative price.
+POSITIVE = Between(math.ulp(0.0), math.inf, says="a number above 0")
 
 
 def is_relative_inside(text: Any) -> bool:
@@ -105,9 +111,7 @@ def _check(value: Any, shape, where: str) -> None:
                 raise ShapeError(f"{where}.{name}" if where else name, "is missing")
     elif isinstance(shape, Between):
         if not shape.holds(value):
-            raise ShapeError(
-                where or "the document", f"should be a number from {shape.low:g} to {shape.high:g}, got {_short(value)}"
-            )
+            raise ShapeError(where or "the document", f"should be {shape.says}, got {_short(value)}")
     elif shape is RelativePath:
         if not is_relative_inside(value):
             raise ShapeError(where or "the document", f"should be a path inside its folder, got {_short(value)}")
@@ -180,12 +184,12 @@ def check_format(
         return
     kind, _, version = expected.rpartition("/")
     theirs = found.removeprefix(kind + "/") if isinstance(found, str) and found.startswith(kind + "/") else ""
-    if theirs.isdigit() and int(theirs) > int(version):
+    if theirs.isdecimal() and int(theirs) > int(version):
         raise AmpganError(
             f"{origin} was written by a newer ampgan (format {found}; this one reads {expected}): upgrade "
             "ampgan to read it (pip install -U ampgan)"
         )
-    if theirs.isdigit():
+    if theirs.isdecimal():
         raise AmpganError(f"{origin} was written by an older ampgan (format {found}; this one reads {expected}): {fix}")
     raise AmpganError(
         f"{origin} is not {what} (its format is {_short(found) if found is not None else 'none'}, not {expected})"

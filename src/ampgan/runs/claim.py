@@ -39,7 +39,7 @@ from ampgan.files.atomic import HELD
 from ampgan.files.jsonfile import not_a_regular_file, parse_json
 
 MARKER = manifest.FOLDER_MARKER
-LOCK = ".ampgan-lock"
+LOCK = manifest.LOCK
 MARKER_FORMAT = "ampgan-folder/2"
 
 # What ampgan writes in a folder of each kind, as paths relative to it (fnmatch patterns: `*` spans
@@ -297,31 +297,13 @@ def check_place(path: Path, kind: str, data: tuple[str | Path, ...] = ()) -> Non
         for pattern in FOLDER_KINDS.get(owner_kind or "", ())
     )
     # A part is made by the command that made its folder: this process holds that folder's lock.
-    if part and (kind in _DERIVED_KINDS or _lock_holder(owner) == str(os.getpid())):
+    if part and (kind in _DERIVED_KINDS or manifest.lock_holder(owner) == str(os.getpid())):
         return
     raise AmpganError(
         f"--out {shown} is inside {one_line(owner)}, ampgan's {owner_kind or 'output'} folder: a folder belongs "
         "to one thing, and that one's files are written only by the command that made it; choose a "
         "folder outside it"
     )
-
-
-def _lock_holder(folder: Path) -> str | None:
-    """The pid written in `folder`'s lock while some live process holds it ("" if unreadable), else None."""
-    try:
-        fd = os.open(Path(folder) / LOCK, os.O_RDONLY | os.O_NOFOLLOW)
-    except OSError:
-        return None
-    try:
-        holder = os.pread(fd, 64, 0).decode(errors="replace").strip()
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return holder
-    else:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return None
-    finally:
-        os.close(fd)
 
 
 def _asides(path: Path) -> list[tuple[Path, int]]:
@@ -335,7 +317,7 @@ def _asides(path: Path) -> list[tuple[Path, int]]:
         (sibling, int(sibling.name.removeprefix(prefix)))
         for sibling in siblings
         if sibling.name.startswith(prefix)
-        and sibling.name.removeprefix(prefix).isdigit()
+        and sibling.name.removeprefix(prefix).isdecimal()
         and sibling.is_dir()
         and not sibling.is_symlink()
     )
@@ -359,7 +341,7 @@ def settle_leftovers(path: Path, overwrite: bool = False) -> None:
     to it."""
     path = Path(path)
     for aside, pid in _asides(path):
-        if pid == os.getpid() or (_alive(pid) and (not path.exists() or _lock_holder(path) is not None)):
+        if pid == os.getpid() or (_alive(pid) and (not path.exists() or manifest.lock_holder(path) is not None)):
             continue  # its command is still running (or is this one)
         shown, old = one_line(path), one_line(aside)
         if not path.exists():

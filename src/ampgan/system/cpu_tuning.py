@@ -18,6 +18,8 @@ import platform
 import statistics
 from pathlib import Path
 
+from ampgan.env import env_value
+
 _M_TRIM_THRESHOLD = -1  # glibc malloc.h
 _M_MMAP_THRESHOLD = -3
 _applied: bool | None = None
@@ -68,8 +70,9 @@ def cores() -> int:
 
 
 def threads_given() -> str | None:
-    """The environment variable that fixed the thread count (the user's choice, never changed), or None."""
-    return "OMP_NUM_THREADS" if os.environ.get("OMP_NUM_THREADS") else None
+    """The environment variable that fixed the thread count (the user's choice, never changed), or None. torch
+    reads MKL_NUM_THREADS where OMP_NUM_THREADS is not set (MKL_NUM_THREADS=1: one thread)."""
+    return next((name for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS") if env_value(name)), None)
 
 
 def _running_threads(stat_text: str, own_states: list[str]) -> int:

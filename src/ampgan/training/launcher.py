@@ -88,7 +88,7 @@ def launch_on_this_machine(nproc: int, argv: list[str], target: list[str] | None
 def finished_command() -> None:
     """Called by a rank whose command finished: its receipt for the launcher (nothing outside a launch)."""
     folder, rank = os.environ.get(RECEIPTS_ENV), os.environ.get("RANK")
-    if folder and rank is not None and rank.isdigit():
+    if folder and rank is not None and rank.isdecimal():
         try:
             (Path(folder) / f"rank-{int(rank)}").touch()
         except OSError:

@@ -249,7 +249,7 @@ def check_kernels_for(device: torch.device) -> None:
 def _runs_on(arch: str, major: int, minor: int) -> bool:
     """Whether kernels built for `arch` (sm_XY, compute_XY) run on a GPU of capability (major, minor)."""
     kind, _, number = arch.partition("_")
-    if not number.isdigit() or len(number) < 2:
+    if not number.isdecimal() or len(number) < 2:
         return False
     built = (int(number[:-1]), int(number[-1]))
     return (kind == "sm" and built[0] == major and built[1] <= minor) or (kind == "compute" and built <= (major, minor))

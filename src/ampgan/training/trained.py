@@ -81,7 +81,7 @@ def class_index(class_names: list[str], wanted: str) -> int:
     """A class by name or by index, with a clear error listing the choices."""
     if wanted in class_names:
         return class_names.index(wanted)
-    if wanted.isdigit() and int(wanted) < len(class_names):
+    if wanted.isdecimal() and int(wanted) < len(class_names):
         return int(wanted)
     raise AmpganError(
         f"no class {wanted!r}: choose a name or index 0-{len(class_names) - 1} of {', '.join(class_names)}"
