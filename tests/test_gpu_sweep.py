@@ -393,7 +393,9 @@ def stopped(signum, frame):
     (work / (name + ".stopped")).write_text("1")
     sys.exit(143)
 signal.signal(signal.SIGTERM, stopped)
-(work / (name + ".pid")).write_text(str(os.getpid()))
+# Written whole under its name (the test reads it the moment the name appears: a plain write showed it empty)
+(work / (name + ".pid.tmp")).write_text(str(os.getpid()))
+os.replace(work / (name + ".pid.tmp"), work / (name + ".pid"))
 time.sleep(seconds)
 """
 
