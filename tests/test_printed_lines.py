@@ -136,3 +136,23 @@ def test_json_output_stays_json_with_forged_names(tmp_path, capsys):
     assert code == 0, err
     _shown(out)
     assert sorted(json.loads(out)["dataset"]["classes"]) == sorted(names)
+
+
+def test_a_reader_that_went_away_neither_fails_nor_says_anything():
+    """`ampgan config --list | head -1`: the pipe's reader is gone (closed here before ampgan starts, so its
+    first line meets it): exit 0 and not a word on stderr, not exit 1 from a BrokenPipeError."""
+    import subprocess
+    import sys
+
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        result = subprocess.run(
+            [sys.executable, "-P", "-m", "ampgan", "config", "--list"],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            timeout=120,
+        )
+    finally:
+        os.close(write_end)
+    assert (result.returncode, result.stderr) == (0, b"")

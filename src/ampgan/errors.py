@@ -10,6 +10,7 @@ from __future__ import annotations
 import errno
 import os
 import signal
+import sys
 import warnings
 
 
@@ -41,7 +42,20 @@ def say(*lines: object, err: bool = False) -> None:
     import click
 
     for line in lines:
-        click.echo(one_line(line), err=err)
+        try:
+            click.echo(one_line(line), err=err)
+        except BrokenPipeError:
+            _no_reader(sys.stderr if err else sys.stdout)
+            return
+
+
+def _no_reader(stream) -> None:
+    """The reader of `stream` went away (`ampgan bench ... | head -1`): the command's work still finishes and its
+    files are written whole; what it would print, and the interpreter's last flush, go to /dev/null instead of
+    ending the command with exit 1 and no word."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, stream.fileno())
+    os.close(devnull)
 
 
 def say_json(document: object, indent: int | None = None) -> None:
