@@ -203,6 +203,28 @@ def test_the_gpu_table_has_a_source_for_every_row_and_the_study_s_gpus():
         gpu_spec("Z9")
 
 
+@pytest.mark.parametrize(
+    "typed, key",
+    [
+        ("Tesla T4", "T4"),  # as nvidia-smi prints them (the table's name column)
+        ("NVIDIA H100 80GB HBM3", "H100"),
+        ("nvidia  a100-sxm4-40gb", "A100"),  # case and spacing aside
+        ("NVIDIA H100 PCIe", "H100 PCIe"),
+        ("  h100   pcie ", "H100 PCIe"),
+        ("a100-80gb", "A100-80GB"),
+    ],
+)
+def test_a_gpu_is_found_by_its_key_or_the_name_nvidia_smi_prints(typed, key):
+    assert gpu_spec(typed).key == key
+
+
+@pytest.mark.parametrize("typed", ["NVIDIA A10G", "B200", "Tesla V100-PCIE-16GB", "H100 SXM"])
+def test_a_gpu_not_in_the_table_says_how_to_add_it_and_guesses_nothing(typed):
+    # a near name is not the same board (a V100 PCIe is not the table's SXM2): refused, not matched by a token
+    with pytest.raises(AmpganError, match=f"unknown GPU '{typed}'.*row to add to src/ampgan/system/gpus.csv"):
+        gpu_spec(typed)
+
+
 @pytest.fixture(scope="module")
 def tiny_bench(tmp_path_factory):
     from ampgan.cli import main

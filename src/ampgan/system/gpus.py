@@ -134,9 +134,13 @@ def register(spec: GpuSpec) -> GpuSpec:
 
 
 def gpu_spec(key: str) -> GpuSpec:
-    """The row called `key` (case-insensitive); one error line listing the table otherwise."""
+    """The row whose key, or whose name as nvidia-smi and torch print it ("Tesla T4", "NVIDIA H100 80GB HBM3"),
+    is `key` (case and spacing aside: users paste nvidia-smi's name); one error line naming the fix otherwise."""
     table = gpu_table()
-    for name, spec in table.items():
-        if name.lower() == key.strip().lower():
+    for spec in table.values():
+        if " ".join(key.lower().split()) in (spec.key.lower(), " ".join(spec.name.lower().split())):
             return spec
-    raise AmpganError(f"unknown GPU {key!r}: choose from {', '.join(table)} (the table is src/ampgan/system/gpus.csv)")
+    raise AmpganError(
+        f"unknown GPU {key!r}: give a key ({', '.join(table)}) or the name nvidia-smi prints for one; a GPU not "
+        "listed is a row to add to src/ampgan/system/gpus.csv (its datasheet's dense rates, memory bandwidth, source)"
+    )
