@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import math
+import re
 import sys
 from dataclasses import dataclass, field, replace
 from functools import cached_property
@@ -159,7 +160,13 @@ def load_rows(path: Path, cache: dict | None = None) -> tuple[list[Row], list[tu
             skipped.append((r, f"{key} not traced: run trace_models.py"))
             continue
         if r["gpu"] not in table:
-            skipped.append((r, f"GPU {r['gpu']} not in a GPU table"))
+            skipped.append(
+                (
+                    r,
+                    f"GPU {r['gpu']} not in a GPU table (add its datasheet row, with the source, to "
+                    "benchmarks/validation/gpus.csv in src/ampgan/system/gpus.csv's columns)",
+                )
+            )
             continue
         if not r["batch_baseline"] or not r["batch_amp"]:
             skipped.append((r, "no batch size"))
@@ -358,9 +365,14 @@ def summary(records: list[dict]) -> dict:
 
 
 def software_era(row: Row) -> str:
-    """The software a row ran on, in two eras: Lambda's 2020 runs (NGC 20.01: PyTorch 1.4, CUDA 10.2, apex) and
-    everything since (CUDA 11.0-11.8, PyTorch 1.6-1.13, native AMP or apex), the nearest to what a user runs today."""
-    return "cuda10.2" if "CUDA 10." in row.source["software"] else "cuda11+"
+    """The software a row ran on, in eras: Lambda's 2020 runs (NGC 20.01: PyTorch 1.4, CUDA 10.2, apex), NGC
+    containers before 20.06 that name no CUDA version (DeepLearningExamples' 2019-20 tables; its A100 rows, which
+    need CUDA 11, name 20.06 or later), and everything since (CUDA 11+, PyTorch 1.6+), nearest to what users run."""
+    software = row.source["software"]
+    ngc = re.search(r"pytorch:(\d+)\.(\d+)", software)
+    if "CUDA 10." in software:
+        return "cuda10.2"
+    return "ngc<20.06" if ngc and (int(ngc[1]), int(ngc[2])) < (20, 6) else "cuda11+"
 
 
 def record(row: Row, predicted: tuple[float, float], band: tuple[float, float]) -> dict:
