@@ -23,6 +23,8 @@ SSD = "PyTorch/Detection/SSD/README.md"
 TACO = "PyTorch/SpeechSynthesis/Tacotron2/README.md"
 GNMT = "PyTorch/Translation/GNMT/README.md"
 NCF = "PyTorch/Recommendation/NCF/README.md"
+BERT = "PyTorch/LanguageModeling/BERT/README.md"
+TXL = "PyTorch/LanguageModeling/Transformer-XL/README.md"
 C_RN50 = "9061083098da527671529366315f5bc0e16493c4"  # 2020-10-21
 C_SSD21 = "0b3f770b0a87a5bfc549c2ecaaf140f749f24ce0"  # 2021-11-09
 C_SSD20 = "437b950d5be2cc5d8044378ebf02976d5a21fc13"  # 2020-09-14
@@ -32,6 +34,9 @@ C_TACO19 = "2992264d3a22d9e3a7af43e7f5ed993746e5b3bc"  # 2019-12-16
 C_GNMT1905 = "b09ce9831bfa296dd56eaa3e2516eb2b76db010e"  # 2019-10-21
 C_GNMT1901 = "0663b67c1afe9979c9767ed63c7e719b1d0629b9"  # 2019-07-08
 C_NCF = "17bc6aac816cbada40e799b06735c309f9b7043a"  # 2020-06-27
+C_BERT = "78ec680207ad61bb2644f39dd2f117b80f893fa8"  # 2021-08-26
+C_TXL1911 = "a38deff61eedc813c8813c2bc21e8fe6aa6c12e1"  # 2020-02-05
+C_TXL1909 = "ca28f554765aeb14b391ac951f7b17de50fdb483"  # 2019-11-28
 
 V16 = ("V100", "16GB SXM2 300 W (DGX-1)", "volta")
 V32 = ("V100", "32GB SXM2 300 W (DGX-1)", "volta")
@@ -45,14 +50,23 @@ KIND = {
     "waveglow": ("vocoder", "audio8000", "audio samples/s", 8000),
     "gnmt": ("translation", "tokens<=50 per side (WMT16 en-de BPE)", "tokens/s", 48),
     "ncf": ("recommendation", "user-item pair", "samples/s", 1),
+    "bert_large_squad": ("qa", "seq384", "sequences/s", 1),
+    "transformerxl_base": ("lm", "tokens192", "tokens/s", 192),
+    "transformerxl_large": ("lm", "tokens384", "tokens/s", 384),
 }
 ITEMS_NOTE = {
     "tacotron2": br.LJ_NOTE,
     "waveglow": "items_per_sample: WaveGlow's training segment of 8,000 audio samples (README's --segment-length 8000)",
+    "bert_large_squad": "input: SQuAD v1.1 fine-tuning at max_seq_length 384 (the README's run_squad.sh default)",
+    "transformerxl_base": "items_per_sample: tgt_len 192 of the README's base model configuration",
+    "transformerxl_large": "items_per_sample: tgt_len 384 of the README's large model configuration",
     "gnmt": "items_per_sample: ~48 source+target tokens per sentence pair, as rows.csv (lambdal's GNMT log)",
 }
 RN50_A = "batch: the README's benchmark table (DGXA100 AMP 256, TF32 256)"
 RN50_V = "batch: the README's benchmark table (DGX-1 AMP 256, FP32 128)"
+TXL_NA = (
+    "batch: mixed precision at twice the batch (the table's FP32 cell there is N/A; its speedup is over FP32 at half)"
+)
 # (model, gpu, batch fp32/tf32, batch amp, throughput fp32/tf32, throughput amp, software, path, commit, heading, note)
 # fmt: off
 ROWS = [
@@ -96,6 +110,26 @@ ROWS = [
      "Training performance: NVIDIA DGX-1 (8x V100 32GB)", ""),
     ("ncf", V32H, 1048576, 1048576, 10.83e6, 22.18e6, "NGC pytorch:20.06-py3 (README)", NCF, C_NCF,
      "Training performance: NVIDIA DGX-2 (16x V100 32GB)", ""),
+    ("bert_large_squad", A40, 16, 32, 44, 116, "NGC pytorch:20.06-py3 (README)", BERT, C_BERT,
+     "Training performance: NVIDIA DGX A100 (8x A100 40GB) / Fine-tuning NVIDIA DGX A100 (8x A100 40GB)", ""),
+    ("bert_large_squad", V32H, 8, 10, 12, 53, "NGC pytorch:20.06-py3 (README)", BERT, C_BERT,
+     "Training performance: NVIDIA DGX-2 (16x V100 32G) / Fine-tuning NVIDIA DGX-2 With 32G", ""),
+    ("bert_large_squad", V32, 8, 10, 12, 49, "NGC pytorch:20.06-py3 (README)", BERT, C_BERT,
+     "Training performance: NVIDIA DGX-1 (8x V100 32G) / Fine-tuning NVIDIA DGX-1 With 32G", ""),
+    ("bert_large_squad", V16, 4, 10, 9, 50, "NGC pytorch:20.06-py3 (README)", BERT, C_BERT,
+     "Training performance: NVIDIA DGX-1 (8x V100 16G) / Fine-tuning NVIDIA DGX-1 With 16G", ""),
+    ("transformerxl_base", V16, 16, 16, 12180, 25365, "NGC pytorch:19.11-py3 (README)", TXL, C_TXL1911,
+     "Training performance: NVIDIA DGX-1 (8x V100 16G) / Base model", ""),
+    ("transformerxl_base", V16, 16, 32, 12180, 34771, "NGC pytorch:19.11-py3 (README)", TXL, C_TXL1911,
+     "Training performance: NVIDIA DGX-1 (8x V100 16G) / Base model", TXL_NA),
+    ("transformerxl_large", V16, 2, 2, 2976, 5810, "NGC pytorch:19.11-py3 (README)", TXL, C_TXL1911,
+     "Training performance: NVIDIA DGX-1 (8x V100 16G) / Large model", ""),
+    ("transformerxl_large", V16, 2, 4, 2976, 8549, "NGC pytorch:19.11-py3 (README)", TXL, C_TXL1911,
+     "Training performance: NVIDIA DGX-1 (8x V100 16G) / Large model", TXL_NA),
+    ("transformerxl_base", V16, 16, 16, 11499.8, 24028.9, "NGC pytorch:19.09-py3 (README)", TXL, C_TXL1909,
+     "Training performance: NVIDIA DGX-1 (8x V100 16G)", ""),
+    ("transformerxl_base", V16, 16, 32, 11499.8, 31072.4, "NGC pytorch:19.09-py3 (README)", TXL, C_TXL1909,
+     "Training performance: NVIDIA DGX-1 (8x V100 16G)", TXL_NA),
 ]
 # fmt: on
 

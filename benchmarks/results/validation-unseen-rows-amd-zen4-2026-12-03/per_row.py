@@ -11,11 +11,13 @@ import check  # noqa: E402
 
 _, records, _ = check.evaluate(Path(sys.argv[1]))
 print(
-    f"{'model':<18} {'gpu':<10} {'software':<10} {'measured':>8} {'projected':>9} {'band':>13} {'in':>3} {'t32 err':>7} {'amp err':>7}"
+    f"{'model':<18} {'gpu':<10} {'software':<10} {'measured':>8} {'projected':>9} {'band':>13} {'in':>3} "
+    f"{'t32 err':>7} {'amp err':>7}"
 )
 for r in records:
     t32, t16 = r["time_errors"]
     print(
-        f"{r['model']:<18} {r['gpu']:<10} {r['software']:<10} {r['measured_speedup']:>7.2f}x {r['projected_speedup']:>8.2f}x "
+        f"{r['model']:<18} {r['gpu']:<10} {r['software']:<10} "
+        f"{r['measured_speedup']:>7.2f}x {r['projected_speedup']:>8.2f}x "
         f"{r['band'][0]:>6.2f}-{r['band'][1]:<5.2f} {'yes' if r['in_band'] else 'NO':>3} {t32:>6.2f}x {t16:>6.2f}x"
     )
