@@ -103,7 +103,13 @@ def test_rows_without_a_builder_a_gpu_or_a_batch_are_left_out_with_a_reason(tmp_
         reader = csv.DictReader(handle)
         good = next(r for r in reader if r["model"] == "resnet50")
         fields = reader.fieldnames
-    variants = [good, {**good, "model": "alexnet"}, {**good, "gpu": "Voodoo 5"}, {**good, "batch_amp": ""}]
+    variants = [
+        good,
+        {**good, "model": "alexnet"},
+        {**good, "gpu": "Voodoo 5"},
+        {**good, "batch_amp": ""},
+        {**good, "model": "tacotron2", "input": "mel80x999"},  # a Tacotron 2 length nobody traced
+    ]
     path = tmp_path / "rows.csv"
     with open(path, "w", newline="") as handle:
         writer = csv.DictWriter(handle, fields)
@@ -115,7 +121,27 @@ def test_rows_without_a_builder_a_gpu_or_a_batch_are_left_out_with_a_reason(tmp_
         "no builder for this model",
         "GPU Voodoo 5 not in a GPU table",
         "no batch size",
+        "tacotron2",
     ]
+    # each names its fix: where a GPU row goes, the command that traces the missing length
+    assert "benchmarks/validation/gpus.csv" in skipped[1][1]
+    assert skipped[3][1].endswith("run benchmarks/validation/trace_models.py --models tacotron2:999")
+
+
+@pytest.mark.parametrize(
+    "software, era",
+    [
+        ("PyTorch 1.4.0a0+a5b4d78, CUDA 10.2.89 (results/x/sys_pytorch.txt)", "cuda10.2"),
+        ("NGC pytorch:19.05-py3 (README)", "ngc<20.06"),  # DLE's 2019-20 tables name the container only
+        ("NGC pytorch:20.03-py3 (README)", "ngc<20.06"),
+        ("NGC pytorch:20.06-py3", "cuda11+"),
+        ("NGC pytorch:21.11-py3", "cuda11+"),
+        ("PyTorch 2.5.0a0+e000cf0ad9.nv24.10, CUDA 12.6.77", "cuda11+"),
+    ],
+)
+def test_a_row_s_software_era_reads_the_container_when_no_cuda_version_is_given(software, era):
+    row = cf.Row("m", "m", None, "volta", "fp32", (1, 1), (1.0, 1.0), {"software": software})
+    assert cf.software_era(row) == era
 
 
 def test_check_refuses_a_missing_rows_file_in_one_line(tmp_path):

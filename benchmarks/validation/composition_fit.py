@@ -157,7 +157,7 @@ def load_rows(path: Path, cache: dict | None = None) -> tuple[list[Row], list[tu
             skipped.append((r, "no builder for this model (benchmarks/validation/models)"))
             continue
         if key not in cache["models"]:
-            skipped.append((r, f"{key} not traced: run trace_models.py"))
+            skipped.append((r, f"{key} not traced: run benchmarks/validation/trace_models.py --models {key}"))
             continue
         if r["gpu"] not in table:
             skipped.append(
