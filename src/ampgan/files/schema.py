@@ -173,15 +173,17 @@ def _plain(value: float) -> str:
 
 
 def check_format(
-    document: Any, expected: str, origin: str, what: str, fix: str, readable: tuple[str, ...] = ()
-) -> None:
+    document: Any, expected: str, origin: str, what: str, fix: str, readable: tuple[str, ...] = (), shape=None
+) -> Any:
     """One rule for every versioned document ampgan reads ('format': 'ampgan-KIND/N'): `expected` (or one of
-    the older `readable`) passes; the same kind with a higher N was written by a newer ampgan (say so: the
-    fix is an upgrade, not a rerun); a lower one by an older ampgan (`fix`); anything else is not `what`
-    ('an ampgan comparison'). One error line each, naming `origin` (the file)."""
+    the older `readable`) passes, and is returned once it has `shape` (check_shape; the format first: a newer
+    ampgan's document may be laid out otherwise, and its reader says "upgrade"); the same kind with a higher N
+    was written by a newer ampgan (say so: the fix is an upgrade, not a rerun); a lower one by an older ampgan
+    (`fix`); anything else is not `what` ('an ampgan comparison'). One error line each, naming `origin` (the
+    file)."""
     found = document.get("format") if isinstance(document, dict) else None
     if found == expected or found in readable:
-        return
+        return document if shape is None else check_shape(document, shape, origin, fix)
     kind, _, version = expected.rpartition("/")
     theirs = found.removeprefix(kind + "/") if isinstance(found, str) and found.startswith(kind + "/") else ""
     if theirs.isdecimal() and int(theirs) > int(version):
