@@ -88,12 +88,14 @@ def fit_threads(config, dataset, device: torch.device, log=lambda line: None) ->
             across_ranks=False,
         )
         try:
-            timers = {
-                AS_IS: functools.partial(_step_at, current, timer),
-                FEWER: functools.partial(_step_at, fewer, timer),
-            }
             return warmed_up_rounds(
-                timers, AS_IS, THREADS_RULE, WARMUP_STEPS, config.seed, within_cap=True, load_probe=lambda: None
+                {AS_IS: functools.partial(_step_at, current, timer), FEWER: functools.partial(_step_at, fewer, timer)},
+                AS_IS,
+                THREADS_RULE,
+                WARMUP_STEPS,
+                config.seed,
+                within_cap=True,
+                load_probe=lambda: None,
             )
         finally:
             torch.set_num_threads(current)
