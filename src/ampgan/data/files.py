@@ -17,12 +17,9 @@ from ampgan.files.schema import has_shape
 MANIFEST_NAME = "ampgan-manifest.json"
 
 
-def file_digest(path: Path, algorithm: str = "sha256", chunk: int = 1 << 20) -> str:
-    digest = hashlib.new(algorithm)
+def file_digest(path: Path, algorithm: str = "sha256") -> str:
     with open(path, "rb") as handle:
-        while block := handle.read(chunk):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(handle, algorithm).hexdigest()  # read in chunks, never whole
 
 
 def require_data_dir(data_dir: str | None, dataset: str, download: bool) -> Path:
