@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -48,10 +49,8 @@ def download(url: str, target: Path, *, expected_md5: str | None = None, timeout
     try:
         with urllib.request.urlopen(url, timeout=timeout) as response, open(partial, "wb") as out:
             expected_length = response.headers.get("Content-Length")
-            received = 0
-            while block := response.read(1 << 20):
-                out.write(block)
-                received += len(block)
+            shutil.copyfileobj(response, out, 1 << 20)
+            received = out.tell()
             out.flush()
             os.fsync(out.fileno())
         if expected_length is not None and received != int(expected_length):
