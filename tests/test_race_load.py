@@ -205,14 +205,17 @@ def test_a_crowded_machine_is_measured_and_fewer_threads_kept_unless_slower(as_i
 def test_steps_too_long_for_the_cap_keep_fewer_threads_unmeasured_after_the_warm_up(as_is_s, fewer_s, measured):
     """THREADS_RULE's cap is 10 s: a warmed-up round over 5 s is not measured further (it would run far past
     the cap); its warm-ups are the only steps spent."""
-    import ampgan.speed.threads as threads
+    from ampgan.speed.decision import WARMUP_STEPS
+    from ampgan.speed.rounds import warmed_up_rounds
+    from ampgan.speed.threads import THREADS_RULE
 
     steps = []
 
     def timer(name, seconds):
         return lambda: steps.append(name) or seconds
 
-    rounds = threads.rounds_within_cap({AS_IS: timer(AS_IS, as_is_s), FEWER: timer(FEWER, fewer_s)}, seed=0)
+    timers = {AS_IS: timer(AS_IS, as_is_s), FEWER: timer(FEWER, fewer_s)}
+    rounds = warmed_up_rounds(timers, AS_IS, THREADS_RULE, WARMUP_STEPS, 0, within_cap=True, load_probe=lambda: None)
     assert (rounds is not None) is measured
     if not measured:
         assert sorted(steps) == [AS_IS, AS_IS, FEWER, FEWER]  # the two warm-up rounds only

@@ -16,7 +16,7 @@ from ampgan.errors import one_line
 from ampgan.files.atomic import write_csv_atomically, write_json_atomically
 from ampgan.files.jsonfile import read_json
 from ampgan.files.records import shape_of
-from ampgan.files.schema import POSITIVE, Between, OrNull, check_format, check_shape
+from ampgan.files.schema import POSITIVE, Between, OrNull, check_format
 from ampgan.plotting import precision_colour, pyplot, save_figure
 from ampgan.precisions import in_order
 
@@ -108,8 +108,7 @@ def load_results(path: Path) -> dict:
         damaged=f"{path} is not valid JSON: re-run 'ampgan bench'",
     )
     fix = "re-run 'ampgan bench' (or the comparison) to measure again"
-    check_format(results, "ampgan-bench/1", str(path), "an ampgan bench results file", fix)
-    return check_shape(results, RESULTS_SHAPE, str(path), fix)
+    return check_format(results, "ampgan-bench/1", str(path), "an ampgan bench results file", fix, shape=RESULTS_SHAPE)
 
 
 def unmeasured(configs: list[dict]) -> dict[tuple[str, int], str]:

@@ -23,7 +23,7 @@ from ampgan.errors import AmpganError, ConfigError, one_line
 from ampgan.files.atomic import write_json_atomically
 from ampgan.files.jsonfile import read_json
 from ampgan.files.paths import file_in, inside
-from ampgan.files.schema import RelativePath, check_format, check_shape
+from ampgan.files.schema import RelativePath, check_format
 from ampgan.plotting import pyplot, save_figure
 from ampgan.precisions import BASELINE, in_order
 from ampgan.system.environment import environment_stamp
@@ -134,8 +134,7 @@ def read_sweep(out: Path, spec: BenchSpec, axes: dict[str, list]) -> dict:
     path = file_in(out, "sweep.json")
     fix = "run this sweep in a new --out (or add --overwrite to replace that one)"
     document = read_json(path, missing=f"{out} holds no sweep.json: {fix}", damaged=f"{path} is damaged: {fix}")
-    check_format(document, FORMAT, str(path), "an ampgan sweep", fix)
-    check_shape(document, _SWEEP_SHAPE, str(path), fix)
+    check_format(document, FORMAT, str(path), "an ampgan sweep", fix, shape=_SWEEP_SHAPE)
     given = json.loads(json.dumps({"spec": spec.to_dict(), "axes": axes}, default=str))
     for part in ("spec", "axes"):
         if document[part] != given[part]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -17,12 +18,9 @@ from ampgan.files.schema import has_shape
 MANIFEST_NAME = "ampgan-manifest.json"
 
 
-def file_digest(path: Path, algorithm: str = "sha256", chunk: int = 1 << 20) -> str:
-    digest = hashlib.new(algorithm)
+def file_digest(path: Path, algorithm: str = "sha256") -> str:
     with open(path, "rb") as handle:
-        while block := handle.read(chunk):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(handle, algorithm).hexdigest()  # read in chunks, never whole
 
 
 def require_data_dir(data_dir: str | None, dataset: str, download: bool) -> Path:
@@ -51,10 +49,8 @@ def download(url: str, target: Path, *, expected_md5: str | None = None, timeout
     try:
         with urllib.request.urlopen(url, timeout=timeout) as response, open(partial, "wb") as out:
             expected_length = response.headers.get("Content-Length")
-            received = 0
-            while block := response.read(1 << 20):
-                out.write(block)
-                received += len(block)
+            shutil.copyfileobj(response, out, 1 << 20)
+            received = out.tell()
             out.flush()
             os.fsync(out.fileno())
         if expected_length is not None and received != int(expected_length):

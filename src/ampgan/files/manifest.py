@@ -51,11 +51,9 @@ def digest(path: Path) -> tuple[int, str] | None:
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return None
-        sha, size = hashlib.sha256(), 0
-        while chunk := os.read(fd, 1 << 20):
-            sha.update(chunk)
-            size += len(chunk)
-        return size, sha.hexdigest()
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            sha = hashlib.file_digest(handle, "sha256")  # read in chunks, to the end: its size is where it stopped
+            return handle.tell(), sha.hexdigest()
     finally:
         os.close(fd)
 

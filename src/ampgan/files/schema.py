@@ -8,9 +8,9 @@ what to do, never a KeyError or TypeError three calls later.
 A shape is a type (or a tuple of types), a dict of field -> shape (a field named "?name" may be
 absent; the field "*" gives the shape of every value of a table), or a one-item list: a list whose
 items all have that shape. `None` in a tuple allows null. bool is never taken for a number, and a
-number is finite unless the shape names `NonFinite` (a diverged loss): NaN or infinity in a count, a time
-or a score would otherwise reach a table or a figure. `RelativePath` is a path inside the document's
-own folder (relative, no `..`, no control characters); resolve it with files.paths.inside().
+number is finite: NaN or infinity in a count, a time or a score would otherwise reach a table or a figure.
+`RelativePath` is a path inside the document's own folder (relative, no `..`, no control characters);
+resolve it with files.paths.inside().
 """
 
 from __future__ import annotations
@@ -22,10 +22,6 @@ from typing import Any
 from ampgan.errors import AmpganError
 
 Number = (int, float)
-
-
-class NonFinite:
-    """In a shape's tuple: a float that may be NaN or infinite."""
 
 
 class RelativePath:
@@ -80,14 +76,13 @@ def _type_names(wanted) -> str:
     return " or ".join(
         "null" if kind is None else "a finite number" if kind is float else getattr(kind, "__name__", str(kind))
         for kind in kinds
-        if kind is not NonFinite
     )
 
 
 def _matches(value: Any, wanted) -> bool:
     kinds = wanted if isinstance(wanted, tuple) else (wanted,)
     if isinstance(value, float) and not math.isfinite(value):
-        return NonFinite in kinds
+        return False  # no shape takes NaN or infinity
     if isinstance(value, bool):  # never taken for a number
         return bool in kinds
     return any(value is None if kind is None else isinstance(value, kind) for kind in kinds)
@@ -173,15 +168,17 @@ def _plain(value: float) -> str:
 
 
 def check_format(
-    document: Any, expected: str, origin: str, what: str, fix: str, readable: tuple[str, ...] = ()
-) -> None:
+    document: Any, expected: str, origin: str, what: str, fix: str, readable: tuple[str, ...] = (), shape=None
+) -> Any:
     """One rule for every versioned document ampgan reads ('format': 'ampgan-KIND/N'): `expected` (or one of
-    the older `readable`) passes; the same kind with a higher N was written by a newer ampgan (say so: the
-    fix is an upgrade, not a rerun); a lower one by an older ampgan (`fix`); anything else is not `what`
-    ('an ampgan comparison'). One error line each, naming `origin` (the file)."""
+    the older `readable`) passes, and is returned once it has `shape` (check_shape; the format first: a newer
+    ampgan's document may be laid out otherwise, and its reader says "upgrade"); the same kind with a higher N
+    was written by a newer ampgan (say so: the fix is an upgrade, not a rerun); a lower one by an older ampgan
+    (`fix`); anything else is not `what` ('an ampgan comparison'). One error line each, naming `origin` (the
+    file)."""
     found = document.get("format") if isinstance(document, dict) else None
     if found == expected or found in readable:
-        return
+        return document if shape is None else check_shape(document, shape, origin, fix)
     kind, _, version = expected.rpartition("/")
     theirs = found.removeprefix(kind + "/") if isinstance(found, str) and found.startswith(kind + "/") else ""
     if theirs.isdecimal() and int(theirs) > int(version):

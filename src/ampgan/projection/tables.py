@@ -14,7 +14,7 @@ from ampgan.config import TrainConfig
 from ampgan.data import load_dataset
 from ampgan.errors import AmpganError, ConfigError
 from ampgan.files.jsonfile import read_json
-from ampgan.files.schema import check_format, check_shape
+from ampgan.files.schema import check_format
 
 TRACED_FORMAT = "ampgan-traced-step/1"
 _TRACED = {"format": str, "spec": {"model": str, "batch_sizes": [int]}, "environment": dict, "op_tables": dict}
@@ -28,8 +28,7 @@ def load_traced_step(path: Path) -> dict:
         damaged=f"{path} is not valid JSON: run the study again or 'ampgan bench' for this model",
     )
     fix = "run the study again or 'ampgan bench' for this model"
-    check_format(document, TRACED_FORMAT, str(path), "a traced step", fix)
-    return check_shape(document, _TRACED, str(path), fix)
+    return check_format(document, TRACED_FORMAT, str(path), "a traced step", fix, shape=_TRACED)
 
 
 def op_tables_of(results: dict, path: Path, log=lambda line: None) -> dict[str, OpTable]:

@@ -150,13 +150,18 @@ def warmed_up_rounds(
     warmup: int,
     seed: int,
     tie_capped: bool = False,
+    within_cap: bool = False,
     **measuring,
-) -> RoundsResult:
+) -> RoundsResult | None:
     """`warmup` rounds of every timer, discarded, then measure_rounds (`measuring`: its other arguments);
     `tie_capped`: a decision between two ways of running one step, whose rule is capped_for the last warm-up
-    round."""
+    round. `within_cap`: None, not measured, when the last warm-up round (kernels made) already took half the
+    rule's cap: its measured rounds would run several times past it (a user's GAN with multi-second steps spent
+    60-116 s choosing its threads so, to overturn only the tie rule's choice)."""
     for _ in range(warmup):
         round_s = sum(timer() for timer in timers.values())
+    if within_cap and round_s > rule.max_seconds / 2:
+        return None
     return measure_rounds(timers, baseline, capped_for(rule, round_s) if tie_capped else rule, seed=seed, **measuring)
 
 

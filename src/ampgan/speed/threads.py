@@ -20,7 +20,7 @@ import torch
 from ampgan.precisions import BASELINE
 from ampgan.speed.ab import outcome_of
 from ampgan.speed.decision import UNTIL_DECIDED, WARMUP_STEPS, duration_text, interval_text
-from ampgan.speed.rounds import StoppingRule, measure_rounds
+from ampgan.speed.rounds import StoppingRule, warmed_up_rounds
 from ampgan.speed.step_timer import StepTimer
 from ampgan.system import cpu_tuning
 from ampgan.training.distributed import world
@@ -88,11 +88,15 @@ def fit_threads(config, dataset, device: torch.device, log=lambda line: None) ->
             across_ranks=False,
         )
         try:
-            timers = {
-                AS_IS: functools.partial(_step_at, current, timer),
-                FEWER: functools.partial(_step_at, fewer, timer),
-            }
-            return rounds_within_cap(timers, config.seed)
+            return warmed_up_rounds(
+                {AS_IS: functools.partial(_step_at, current, timer), FEWER: functools.partial(_step_at, fewer, timer)},
+                AS_IS,
+                THREADS_RULE,
+                WARMUP_STEPS,
+                config.seed,
+                within_cap=True,
+                load_probe=lambda: None,
+            )
         finally:
             torch.set_num_threads(current)
 
@@ -107,18 +111,6 @@ def fit_threads(config, dataset, device: torch.device, log=lambda line: None) ->
     torch.set_num_threads(choice["threads"])
     log(f"threads: {choice['reason']}")
     return choice
-
-
-def rounds_within_cap(timers: dict[str, Callable[[], float]], seed: int):
-    """The two counts' interleaved rounds under THREADS_RULE, after WARMUP_STEPS warm-up rounds; None when the
-    last warm-up round (kernels made) already took half the cap: its measured rounds would run several times
-    past it (a user's GAN with multi-second steps spent 60-116 s here), to overturn only the tie rule's
-    choice."""
-    for _ in range(WARMUP_STEPS):
-        round_s = sum(timer() for timer in timers.values())
-    if round_s > THREADS_RULE.max_seconds / 2:
-        return None
-    return measure_rounds(timers, AS_IS, THREADS_RULE, seed=seed, load_probe=lambda: None)
 
 
 # One timed step on `threads` threads: the two counts take turns in one process.

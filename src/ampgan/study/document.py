@@ -369,8 +369,7 @@ class CompareDocument(Record):
     @classmethod
     def checked(cls, data: Any, origin: str, fix: str) -> CompareDocument:
         """The document of `data`, once it has the shape every reader relies on; else one error line."""
-        check_format(data, FORMAT, origin, "an ampgan comparison", fix, readable=READABLE_FORMATS)
-        check_shape(data, shape_of(cls), origin, fix)
+        check_format(data, FORMAT, origin, "an ampgan comparison", fix, readable=READABLE_FORMATS, shape=shape_of(cls))
         if data.get("outcome") != NO_FASTER_MODE:
             check_shape(data, _RACED_SHAPE, origin, fix)
         return cls.from_dict(data)

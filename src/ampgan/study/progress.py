@@ -23,7 +23,7 @@ from ampgan.errors import AmpganError
 from ampgan.files.atomic import write_json_atomically
 from ampgan.files.paths import read_json_in
 from ampgan.files.records import from_json, to_json
-from ampgan.files.schema import check_format, check_shape
+from ampgan.files.schema import check_format
 from ampgan.speed.plan import RunPlan
 from ampgan.study.spec import CompareSpec
 from ampgan.training.interruption import Interrupted
@@ -125,8 +125,7 @@ def load_progress(folder: Path) -> StudyProgress:
         missing=f"{folder} holds no interrupted study ({FILE_NAME} is missing): start it with ampgan compare --out",
         fix=fix,
     )
-    check_format(document, FORMAT, str(path), "an ampgan study's progress", fix)
-    check_shape(document, _SHAPE, str(path), fix)
+    check_format(document, FORMAT, str(path), "an ampgan study's progress", fix, shape=_SHAPE)
     return StudyProgress(
         Path(folder),
         document["identity"],
