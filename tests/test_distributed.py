@@ -301,3 +301,36 @@ def test_nproc_streams_the_ranks_output_live_and_stops_on_sigterm(tmp_path):
             process.kill()
     assert code == 143, "".join(lines) + rest
     assert "stopped: the launcher received SIGTERM" in rest and "Traceback" not in rest, rest
+
+
+@pytest.mark.parametrize(
+    ("allowed", "local_size", "threads"), [({0, 1}, 2, 1), ({0, 1, 2, 3, 4, 5}, 2, 3), ({0}, 4, 1)]
+)
+def test_each_cpu_rank_gets_its_share_of_the_cores_it_may_run_on(monkeypatch, allowed, local_size, threads):
+    """N CPU processes share the cores the affinity mask allows (a container, `taskset`), not every core of the
+    machine: 2 ranks on 2 allowed cores of a 64-core machine get one thread each, never 32 that oversubscribe
+    the two (the process group itself is injected: only the thread count is under test)."""
+    import ampgan.training.distributed as distributed
+
+    for name, value in {
+        "TORCHELASTIC_RUN_ID": "r",
+        "RANK": "0",
+        "WORLD_SIZE": str(local_size),
+        "LOCAL_RANK": "0",
+        "LOCAL_WORLD_SIZE": str(local_size),
+        "MASTER_ADDR": "localhost",
+        "MASTER_PORT": "1",
+    }.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: allowed)
+    monkeypatch.setattr(os, "cpu_count", lambda: 64)
+    monkeypatch.setattr(distributed.dist, "is_initialized", lambda: False)
+    monkeypatch.setattr(distributed.dist, "init_process_group", lambda **kwargs: None)
+    monkeypatch.setattr(distributed.dist, "new_group", lambda **kwargs: None)
+    monkeypatch.setattr(distributed, "_world", distributed.World())
+    before = torch.get_num_threads()
+    try:
+        assert distributed.join_process_group("cpu") == torch.device("cpu")
+        assert torch.get_num_threads() == threads
+    finally:
+        torch.set_num_threads(before)

@@ -20,6 +20,7 @@ import torch.distributed as dist
 
 from ampgan.env import env_value
 from ampgan.errors import AmpganError
+from ampgan.system.cpu_tuning import cores
 
 # A rank that dies leaves the others blocked in a collective; this bounds the wait (torchrun
 # also stops the survivors as soon as it sees one worker exit): AMPGAN_COLLECTIVE_TIMEOUT_S (ampgan/env.py).
@@ -90,8 +91,9 @@ def join_process_group(device_request: str) -> torch.device | None:
     else:
         device = torch.device("cpu")
         backend = "gloo"
-        # N processes on one machine share its cores: give each its share, never more threads than cores.
-        torch.set_num_threads(max(1, (os.cpu_count() or 1) // local_size))
+        # N processes on one machine share the cores it lets them run on (the affinity mask: a container or
+        # taskset narrows it): give each its share, never more threads than those cores.
+        torch.set_num_threads(max(1, cores() // local_size))
     if not dist.is_initialized():
         timeout = dt.timedelta(seconds=env_value("AMPGAN_COLLECTIVE_TIMEOUT_S"))
         dist.init_process_group(backend=backend, rank=rank, world_size=size, timeout=timeout)
