@@ -28,12 +28,7 @@ from ampgan.system.gpus import gpu_table, user_gpus
 )
 @click.option("--samples", type=POSITIVE_NUMBER, default=None, help="Cost this many samples instead of batches.")
 @click.option("--prices", type=ShellPath(), default=None, help="Your own catalog CSV (same columns).")
-@click.option(
-    "--gpus",
-    type=ShellPath(),
-    default=None,
-    help="Your own GPU rows (a CSV in src/ampgan/system/gpus.csv's columns): an --instance's GPU to project onto.",
-)
+@click.option("--gpus", type=ShellPath(), default=None, help="Your own GPU rows CSV (system/gpus.csv's columns).")
 @click.option(
     "--prices-from",
     default=None,
