@@ -30,8 +30,19 @@ REAL_NAMES = {
     "NVIDIA H100 PCIe": "H100 PCIe",
     "NVIDIA H200": "H200",
     "NVIDIA L4": "L4",
-    "NVIDIA L40S": None,
-    "NVIDIA GeForce RTX 4090": None,
+    "NVIDIA L40S": "L40S",  # not the L4
+    "NVIDIA GeForce RTX 4090": "RTX 4090",
+    "NVIDIA A100-PCIE-40GB": "A100 PCIe",  # the 250 W part, not the SXM row
+    "NVIDIA RTX 6000 Ada Generation": "RTX 6000 Ada",  # not the Quadro RTX 6000
+    "NVIDIA A10": "A10",
+    "NVIDIA A10G": None,  # AWS's variant: no row (its rates were not read from a source)
+    # a variant is not the board of its number: a laptop's smaller chip, a Ti's more multiprocessors
+    "NVIDIA GeForce RTX 4090 Laptop GPU": None,
+    "NVIDIA GeForce RTX 3080 Laptop GPU": None,
+    "NVIDIA GeForce RTX 2080 with Max-Q Design": None,
+    "NVIDIA GeForce RTX 3080 Ti": None,
+    "NVIDIA GeForce RTX 2080 SUPER": None,
+    "NVIDIA GeForce RTX 2080 Ti": "RTX 2080 Ti",
 }
 
 
@@ -45,7 +56,7 @@ def test_real_device_names_find_their_own_row_or_none(name, key):
 def test_the_price_catalog_matches_whole_names():
     catalog = load_catalog()
     hardware = lambda device: {i.hardware for i in catalog if i.matches_hardware(device)}  # noqa: E731
-    assert hardware("NVIDIA L40S") == set()  # not the L4's rows
+    assert hardware("NVIDIA L40S") == {"L40S"}  # g6e.xlarge's, not the L4's rows
     assert hardware("NVIDIA L4") == {"L4"}
     assert hardware("NVIDIA A100-SXM4-80GB") == {"A100-80GB"}
     assert hardware("Tesla T4") == {"T4"}

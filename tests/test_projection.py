@@ -221,7 +221,7 @@ def test_a_gpu_is_found_by_its_key_or_the_name_nvidia_smi_prints(typed, key):
 @pytest.mark.parametrize("typed", ["NVIDIA A10G", "B200", "Tesla V100-PCIE-16GB", "H100 SXM"])
 def test_a_gpu_not_in_the_table_says_how_to_add_it_and_guesses_nothing(typed):
     # a near name is not the same board (a V100 PCIe is not the table's SXM2): refused, not matched by a token
-    with pytest.raises(AmpganError, match=f"unknown GPU '{typed}'.*row to add to src/ampgan/system/gpus.csv"):
+    with pytest.raises(AmpganError, match=f"unknown GPU '{typed}'.*give --gpus FILE.csv: a row in src/ampgan/system/"):
         gpu_spec(typed)
 
 

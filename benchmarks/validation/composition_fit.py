@@ -164,7 +164,8 @@ def load_rows(path: Path, cache: dict | None = None) -> tuple[list[Row], list[tu
                 (
                     r,
                     f"GPU {r['gpu']} not in a GPU table (add its datasheet row, with the source, to "
-                    "benchmarks/validation/gpus.csv in src/ampgan/system/gpus.csv's columns)",
+                    "src/ampgan/system/gpus.csv, or for a part no user picks, a laptop's, to "
+                    "benchmarks/validation/gpus.csv in its columns)",
                 )
             )
             continue

@@ -208,7 +208,8 @@ def project(
 ) -> Projected:
     """A bench's step projected onto GPUs this machine does not have, as `ampgan project RESULTS` does it:
     `results` is a results.json, a bench folder or a study folder; `project_settings` the fields of
-    projection.from_results.ProjectSpec (`devices="T4,A100"`, `batch_sizes=[64, 2048]`, `prices=PATH`)."""
+    projection.from_results.ProjectSpec (`devices="T4,A100"`, `batch_sizes=[64, 2048]`, `prices=PATH`, `gpus=PATH`:
+    your own GPU rows)."""
     from ampgan.projection.from_results import ProjectSpec, project_results
 
     projection, target, _ = project_results(

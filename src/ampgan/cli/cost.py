@@ -12,7 +12,7 @@ from ampgan.cost.report import build_cost_document, load_same_hardware, price_ba
 from ampgan.cost.skypilot import CLOUDS, find_catalogs, load_skypilot
 from ampgan.errors import AmpganError, one_line, say
 from ampgan.runs.claim import claimed_folder, marker_kind
-from ampgan.system.gpus import gpu_table
+from ampgan.system.gpus import gpu_table, user_gpus
 
 
 @click.command("cost")
@@ -28,6 +28,7 @@ from ampgan.system.gpus import gpu_table
 )
 @click.option("--samples", type=POSITIVE_NUMBER, default=None, help="Cost this many samples instead of batches.")
 @click.option("--prices", type=ShellPath(), default=None, help="Your own catalog CSV (same columns).")
+@click.option("--gpus", type=ShellPath(), default=None, help="Your own GPU rows CSV (system/gpus.csv's columns).")
 @click.option(
     "--prices-from",
     default=None,
@@ -58,6 +59,7 @@ def command(
     batches,
     samples,
     prices,
+    gpus,
     prices_from,
     spot,
     regions,
@@ -93,13 +95,13 @@ def command(
         raise AmpganError("give exactly one of --instance NAME or --price-per-hour X")
     if batches is not None and samples is not None:
         raise AmpganError("give --batches or --samples, not both")
-    if batches is None and samples is None:
-        batches = 1e6
+    batches = 1e6 if batches is None and samples is None else batches  # the study's 1M batches
     documents, device = load_same_hardware(list(results))
     chosen = find_instance(catalog, instance) if instance else None
     projected = None
-    if chosen is not None and not chosen.matches_hardware(device) and not assume_same_speed:
-        documents, device, projected = _projected_onto(chosen, documents, device, results)
+    with user_gpus(gpus):  # read whenever given: a damaged file is said, not skipped
+        if chosen is not None and not chosen.matches_hardware(device) and not assume_same_speed:
+            documents, device, projected = _projected_onto(chosen, documents, device, results)
     document = build_cost_document(
         documents,
         device,
@@ -136,7 +138,7 @@ def _refuse_foreign_cost_files(folder: Path) -> None:
 
 def _projected_onto(chosen, documents, device, paths):
     """The results projected onto the instance's GPU (ampgan project's kernel model) instead of charging
-    another machine's times to it; one error line when its GPU is not in the table."""
+    another machine's times to it; one error line when its GPU is not in the table (or the user's --gpus)."""
     from ampgan.projection.assumptions import launch_assumption, measure_dispatch_seconds
     from ampgan.projection.document import as_bench_document, gpu_of_instance
     from ampgan.projection.tables import op_tables_of
@@ -145,7 +147,7 @@ def _projected_onto(chosen, documents, device, paths):
     untraced = not all(d.get("op_tables") for d in documents)
     if gpu is None or untraced:
         why = (
-            "the GPU table has no row to project onto"
+            "the GPU table has no row to project onto (give yours: --gpus FILE.csv)"
             if gpu is None
             else "these results hold no op tables to project from (re-run 'ampgan bench': it traces them)"
         )

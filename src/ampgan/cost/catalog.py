@@ -17,7 +17,7 @@ from importlib import resources
 from pathlib import Path
 
 from ampgan.errors import AmpganError
-from ampgan.files.jsonfile import refuse_unless_regular_file
+from ampgan.files.jsonfile import read_csv_text
 from ampgan.files.schema import table_number
 from ampgan.system.hardware import names_device
 
@@ -73,15 +73,7 @@ def load_catalog(path: Path | None = None) -> list[Instance]:
     if path is None:
         text, origin = resources.files("ampgan.cost").joinpath("prices.csv").read_text("utf-8"), "built-in catalog"
     else:
-        path = Path(path)
-        refuse_unless_regular_file(path, "the price catalog")
-        if not path.is_file():
-            raise AmpganError(f"no price catalog at {path}: give a CSV with columns {', '.join(REQUIRED_COLUMNS)}")
-        try:
-            # utf-8-sig: spreadsheet programs save "CSV UTF-8" with a byte-order mark.
-            text, origin = path.read_text("utf-8-sig"), str(path)
-        except UnicodeDecodeError:
-            raise AmpganError(f"{path} is not a text CSV file (not UTF-8): export the catalog as CSV") from None
+        text, origin = read_csv_text(path, "price catalog", REQUIRED_COLUMNS), str(path)
     reader = csv.DictReader(io.StringIO(text))
     missing = [c for c in REQUIRED_COLUMNS if c not in (reader.fieldnames or [])]
     if missing:

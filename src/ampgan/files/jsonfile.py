@@ -111,6 +111,20 @@ def refuse_unless_regular_file(path: Path, what: str) -> None:
         raise AmpganError(f"{what} {one_line(path)} is {kind}, not a regular file: give the file itself")
 
 
+def read_csv_text(path: Path, what: str, columns: tuple[str, ...]) -> str:
+    """A user's CSV file (`what`: 'price catalog') as text; one error line when it is not there, not a
+    regular file, or not UTF-8 text."""
+    path = Path(path)
+    refuse_unless_regular_file(path, f"the {what}")
+    if not path.is_file():
+        raise AmpganError(f"no {what} at {path}: give a CSV with columns {', '.join(columns)}")
+    try:
+        # utf-8-sig: spreadsheet programs save "CSV UTF-8" with a byte-order mark.
+        return path.read_text("utf-8-sig")
+    except UnicodeDecodeError:
+        raise AmpganError(f"{path} is not a text CSV file (not UTF-8): export the {what} as CSV") from None
+
+
 def read_json(path: Path, *, missing: str, damaged: str) -> Any:
     """The parsed document; `missing`/`damaged` are the user-facing sentences for either failure."""
     path = Path(path)

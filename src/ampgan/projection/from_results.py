@@ -27,6 +27,9 @@ class ProjectSpec:
     prices: Path | None = setting(
         None, "Your own price catalog CSV for the cost column (default: the built-in one).", True, "path"
     )
+    gpus: Path | None = setting(
+        None, "Your own GPU rows (a CSV in src/ampgan/system/gpus.csv's columns) added to ampgan's.", True, "path"
+    )
 
 
 def results_path(given: Path) -> Path:
@@ -50,28 +53,30 @@ def project_results(results: Path, spec: ProjectSpec, out: Path | None, overwrit
     from ampgan.projection.output import write_projection
     from ampgan.projection.tables import load_traced_step, op_tables_of
     from ampgan.runs.claim import claimed_folder
-    from ampgan.system.gpus import gpu_spec
+    from ampgan.system.gpus import gpu_spec, user_gpus
 
     path = results_path(results)
     document = load_traced_step(path) if path.name == "op_tables.json" else load_results(path)
-    gpus = [gpu_spec(name) for name in (spec.devices.split(",") if spec.devices else DEFAULT_DEVICES)]
-    sizes = list(spec.batch_sizes or document["spec"].get("batch_sizes") or [])
-    if not sizes:
-        raise AmpganError(f"{path} names no batch sizes: give --batch-sizes")
-    tables = op_tables_of(document, path, log=log)
-    catalog = load_catalog(spec.prices)
-    launch = launch_assumption(
-        measure_dispatch_seconds(), document.get("environment", {}).get("hardware_summary", "this machine")
-    )
-    projection = build_projection(
-        document,
-        tables,
-        gpus,
-        sizes,
-        launch,
-        catalog,
-        str(spec.prices) if spec.prices else "ampgan's built-in catalog (src/ampgan/cost/prices.csv)",
-    )
+    # The user's GPU rows are in the table while the GPUs are found and projected (measured_gpu reads it too).
+    with user_gpus(spec.gpus):
+        gpus = [gpu_spec(name) for name in (spec.devices.split(",") if spec.devices else DEFAULT_DEVICES)]
+        sizes = list(spec.batch_sizes or document["spec"].get("batch_sizes") or [])
+        if not sizes:
+            raise AmpganError(f"{path} names no batch sizes: give --batch-sizes")
+        tables = op_tables_of(document, path, log=log)
+        catalog = load_catalog(spec.prices)
+        launch = launch_assumption(
+            measure_dispatch_seconds(), document.get("environment", {}).get("hardware_summary", "this machine")
+        )
+        projection = build_projection(
+            document,
+            tables,
+            gpus,
+            sizes,
+            launch,
+            catalog,
+            str(spec.prices) if spec.prices else "ampgan's built-in catalog (src/ampgan/cost/prices.csv)",
+        )
     target = out or path.parent / "projection"
     # A projection stopped before its last file (killed, say) is replaced by the same command again.
     with claimed_folder(

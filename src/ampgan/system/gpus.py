@@ -10,12 +10,15 @@ accumulation) do not use. Each row names the datasheet and how it was checked.
 from __future__ import annotations
 
 import csv
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
+from pathlib import Path
 
 from ampgan import precisions
 from ampgan.errors import AmpganError
+from ampgan.files.jsonfile import read_csv_text
 from ampgan.files.schema import table_number
 
 
@@ -78,7 +81,7 @@ def gpu_table() -> dict[str, GpuSpec]:
 
 
 def parse_gpu_table(text: str, source: str = "src/ampgan/system/gpus.csv") -> dict[str, GpuSpec]:
-    """The rows of a table in gpus.csv's columns (benchmarks/validation/gpus.csv adds the GPUs it checks on).
+    """The rows of a table in gpus.csv's columns (a user's --gpus file; benchmarks/validation/gpus.csv's laptop parts).
     The table is input (edited by hand, saved by a spreadsheet): a column missing, or a cell that does not
     read as its column says, is one line naming the file, the line and the column (files/schema.py)."""
     reader = csv.DictReader(text.splitlines())
@@ -93,6 +96,9 @@ def parse_gpu_table(text: str, source: str = "src/ampgan/system/gpus.csv") -> di
         _row({c: (value or "").strip() for c, value in row.items() if c is not None}, f"{source} line {line}", rates)
         for line, row in enumerate(reader, start=2)
     ]
+    twice = sorted({spec.key for spec in specs if [s.key for s in specs].count(spec.key) > 1})
+    if twice:
+        raise AmpganError(f"{source} has the key {', '.join(twice)} on more than one row: give each GPU its own key")
     return {spec.key: spec for spec in specs}
 
 
@@ -133,14 +139,48 @@ def register(spec: GpuSpec) -> GpuSpec:
     return spec
 
 
+@contextmanager
+def user_gpus(path: Path | None):
+    """The rows of a user's file in gpus.csv's columns (--gpus FILE) added to the table for one command, and
+    taken out after it: a board the shipped table lacks, without editing the package. A row whose key or
+    name is a shipped row's is refused unless it is that row."""
+    rows = parse_gpu_table(read_csv_text(path, "GPU table", COLUMNS), str(path)) if path else {}
+    table = gpu_table()
+    # gpu_spec finds a row by its key or name, case and spacing aside: a user's "t4" would be the shipped T4
+    clashes = [
+        f"{mine.key!r} is ampgan's {theirs.key!r}"
+        for mine in rows.values()
+        for theirs in table.values()
+        if _spelled(mine.key, mine.name) & _spelled(theirs.key, theirs.name) and mine != theirs
+    ]
+    if clashes:
+        raise AmpganError(
+            f"{path}: {', '.join(clashes)} with other figures: give your row a key and name of its own, or leave it "
+            "out to use ampgan's"
+        )
+    added = rows.keys() - table.keys()  # a row identical to ampgan's stays ampgan's
+    table.update({key: rows[key] for key in added})
+    try:
+        yield
+    finally:
+        for key in added:
+            del table[key]
+
+
+def _spelled(*names: str) -> set[str]:
+    """Keys and names as gpu_spec compares them: "NVIDIA  h100 PCIe" -> "nvidia h100 pcie"."""
+    return {" ".join(name.lower().split()) for name in names}
+
+
 def gpu_spec(key: str) -> GpuSpec:
     """The row whose key, or whose name as nvidia-smi and torch print it ("Tesla T4", "NVIDIA H100 80GB HBM3"),
     is `key` (case and spacing aside: users paste nvidia-smi's name); one error line naming the fix otherwise."""
     table = gpu_table()
     for spec in table.values():
-        if " ".join(key.lower().split()) in (spec.key.lower(), " ".join(spec.name.lower().split())):
+        if _spelled(key) & _spelled(spec.key, spec.name):
             return spec
     raise AmpganError(
-        f"unknown GPU {key!r}: give a key ({', '.join(table)}) or the name nvidia-smi prints for one; a GPU not "
-        "listed is a row to add to src/ampgan/system/gpus.csv (its datasheet's dense rates, memory bandwidth, source)"
+        f"unknown GPU {key!r}: give a key ({', '.join(table)}) or the name nvidia-smi prints for one; for a GPU not "
+        "listed, give --gpus FILE.csv: a row in src/ampgan/system/gpus.csv's columns (its datasheet's dense rates, "
+        "memory bandwidth, source)"
     )

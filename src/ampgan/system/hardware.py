@@ -101,9 +101,14 @@ def name_tokens(text: str) -> list[str]:
 def names_device(key: str, device_name: str) -> bool:
     """Does a table's key ('A100-80GB', 'H100 PCIe', 'T4') name this device? Every token of the key must
     be a whole token of the device's name: 'L4' names 'NVIDIA L4', not 'NVIDIA L40S' (a substring match
-    gave the L40S the L4's peak and price, about 3x off)."""
-    tokens = set(name_tokens(device_name))
-    return all(token in tokens for token in name_tokens(key))
+    gave the L40S the L4's peak and price, about 3x off). Nor is a variant the board of its number unless the key
+    says so: 'RTX 4090' does not name 'NVIDIA GeForce RTX 4090 Laptop GPU' (a smaller chip), nor 'RTX 3080' an
+    'RTX 3080 Ti' (80 multiprocessors, not 68)."""
+    tokens, own = set(name_tokens(device_name)), name_tokens(key)
+    # a laptop's part ("Laptop GPU", "Max-Q": power-limited, often a smaller chip) or a bigger desktop one
+    return all(token in tokens for token in own) and not (
+        {"laptop", "mobile", "max", "ti", "super"} & tokens - set(own)
+    )
 
 
 def gpu_table_key(name: str) -> str | None:
