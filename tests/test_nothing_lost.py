@@ -47,7 +47,7 @@ def test_a_dataset_without_training_images_is_refused_before_training(tmp_path, 
         str(tmp_path / "a"),
         "--quiet",
     )
-    assert code == 2 and "holds no images" in err and err.count("\n") == 1 and not (tmp_path / "a").exists()
+    assert code == 2 and "holds 0 images of 28x28 pixels" in err and err.count("\n") == 1 and not (tmp_path / "a").exists()
     # One drawing per class: the test split takes it, the training split is empty.
     quickdraw = write_quickdraw(tmp_path / "qd", rows=1)
     code, _, err = run_cli(
