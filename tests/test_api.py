@@ -115,3 +115,25 @@ def test_a_signal_while_compare_decides_stops_it_at_once(tmp_path, monkeypatch):
         ampgan.compare("acgan", tmp_path / "c", settings=TINY | {"data.dataset": "synthetic"}, seeds=1)
     assert went_on == [] and signal.getsignal(signal.SIGINT) is signal.default_int_handler
     assert not (tmp_path / "c").exists() or not any((tmp_path / "c").glob("study.json"))
+
+
+def test_a_call_leaves_the_callers_thread_count_as_it_found_it(tmp_path, monkeypatch):
+    """The commands fit the thread count to the machine's load; from Python that must not outlive the call."""
+    import torch
+
+    import ampgan.speed.threads as threads
+
+    monkeypatch.setattr(threads, "thread_choice", lambda current, *rest: {"threads": 1, "reason": "fitted (test)"})
+    before = torch.get_num_threads()
+    torch.set_num_threads(3)
+    try:
+        settings = TINY | {"data.dataset": "synthetic", "budget.steps": 1, "budget.batch_size": 8}
+        settings |= {"compute.channels_last": False, "compute.compile": False}
+        ampgan.train("acgan", tmp_path / "run", settings=settings)
+        assert torch.get_num_threads() == 3
+        ampgan.bench(
+            "acgan", tmp_path / "bench", settings=settings, batch_sizes=[8], precisions=["fp32"], max_seconds=1
+        )
+        assert torch.get_num_threads() == 3
+    finally:
+        torch.set_num_threads(before)
