@@ -3,6 +3,7 @@ answer as data, each refusing a setting it does not have in one line."""
 
 import json
 import math
+import re
 
 import pytest
 
@@ -137,3 +138,20 @@ def test_a_call_leaves_the_callers_thread_count_as_it_found_it(tmp_path, monkeyp
         assert torch.get_num_threads() == 3
     finally:
         torch.set_num_threads(before)
+
+
+@pytest.mark.parametrize(
+    ("call", "named"),
+    [
+        (lambda out: ampgan.bench("acgan", out, batch_sizes="64"), "ampgan.bench: batch_sizes takes a list"),
+        (lambda out: ampgan.bench("acgan", out, precisions="fp32"), "ampgan.bench: precisions takes a list"),
+        (lambda out: ampgan.compare("acgan", out, precisions="fp32,bf16"), "ampgan.compare: precisions takes a list"),
+        (lambda out: ampgan.compare("acgan", out, seeds="2"), "ampgan.compare: seeds takes a number, not the string"),
+        (lambda out: ampgan.compare("acgan", out, bench={"batch_sizes": "8"}), "batch_sizes takes a list ([16, 64"),
+    ],
+)
+def test_a_string_for_a_list_or_a_number_is_one_line(tmp_path, call, named):
+    """Its letters were read as the items: 'fp32' as the precision 'f', '64' as the batch sizes 6 and 4."""
+    with pytest.raises(AmpganError, match=re.escape(named)):
+        call(tmp_path / "out")
+    assert not (tmp_path / "out").exists()
