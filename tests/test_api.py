@@ -3,6 +3,7 @@ answer as data, each refusing a setting it does not have in one line."""
 
 import json
 import math
+import re
 
 import pytest
 
@@ -94,3 +95,63 @@ def test_a_config_setting_that_does_not_exist_is_one_line(tmp_path):
         ampgan.train("acgan", tmp_path / "run", settings={"budget.stepz": 2})
     assert "budget.stepz" in str(refused.value) and "did you mean steps" in str(refused.value)
     assert not (tmp_path / "run").exists()
+
+
+def test_a_signal_while_compare_decides_stops_it_at_once(tmp_path, monkeypatch):
+    """Deciding measures for minutes on a busy machine: a Ctrl-C then stops the call at once (it waited for the
+    decisions' end: 46 to 524 s measured on a loaded 2-core machine), and nothing of the study is left."""
+    import signal
+
+    import ampgan.study.compare as compare
+
+    went_on = []
+
+    def deciding(*args, **kwargs):
+        signal.raise_signal(signal.SIGINT)
+        went_on.append(True)
+        raise AssertionError("the decisions went on measuring after the signal")
+
+    monkeypatch.setattr(compare, "plan_run", deciding)
+    with pytest.raises(KeyboardInterrupt):
+        ampgan.compare("acgan", tmp_path / "c", settings=TINY | {"data.dataset": "synthetic"}, seeds=1)
+    assert went_on == [] and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert not (tmp_path / "c").exists() or not any((tmp_path / "c").glob("study.json"))
+
+
+def test_a_call_leaves_the_callers_thread_count_as_it_found_it(tmp_path, monkeypatch):
+    """The commands fit the thread count to the machine's load; from Python that must not outlive the call."""
+    import torch
+
+    import ampgan.speed.threads as threads
+
+    monkeypatch.setattr(threads, "thread_choice", lambda current, *rest: {"threads": 1, "reason": "fitted (test)"})
+    before = torch.get_num_threads()
+    torch.set_num_threads(3)
+    try:
+        settings = TINY | {"data.dataset": "synthetic", "budget.steps": 1, "budget.batch_size": 8}
+        settings |= {"compute.channels_last": False, "compute.compile": False}
+        ampgan.train("acgan", tmp_path / "run", settings=settings)
+        assert torch.get_num_threads() == 3
+        ampgan.bench(
+            "acgan", tmp_path / "bench", settings=settings, batch_sizes=[8], precisions=["fp32"], max_seconds=1
+        )
+        assert torch.get_num_threads() == 3
+    finally:
+        torch.set_num_threads(before)
+
+
+@pytest.mark.parametrize(
+    ("call", "named"),
+    [
+        (lambda out: ampgan.bench("acgan", out, batch_sizes="64"), "ampgan.bench: batch_sizes takes a list"),
+        (lambda out: ampgan.bench("acgan", out, precisions="fp32"), "ampgan.bench: precisions takes a list"),
+        (lambda out: ampgan.compare("acgan", out, precisions="fp32,bf16"), "ampgan.compare: precisions takes a list"),
+        (lambda out: ampgan.compare("acgan", out, seeds="2"), "ampgan.compare: seeds takes a number, not the string"),
+        (lambda out: ampgan.compare("acgan", out, bench={"batch_sizes": "8"}), "batch_sizes takes a list ([16, 64"),
+    ],
+)
+def test_a_string_for_a_list_or_a_number_is_one_line(tmp_path, call, named):
+    """Its letters were read as the items: 'fp32' as the precision 'f', '64' as the batch sizes 6 and 4."""
+    with pytest.raises(AmpganError, match=re.escape(named)):
+        call(tmp_path / "out")
+    assert not (tmp_path / "out").exists()

@@ -1,9 +1,11 @@
 """CIFAR-10, Quick, Draw!, MNIST and image-folder loaders on real-format fixtures and real samples."""
 
+import gzip
 import http.server
 import json
 import os
 import shutil
+import struct
 import threading
 from pathlib import Path
 
@@ -11,7 +13,15 @@ import numpy as np
 import pytest
 import torch
 from conftest import run_cli
-from fixtures import CIFAR_CLASSES, cifar_batches, cifar_md5s, write_cifar_archive, write_image_folder, write_quickdraw
+from fixtures import (
+    CIFAR_CLASSES,
+    cifar_batches,
+    cifar_md5s,
+    write_cifar_archive,
+    write_image_folder,
+    write_mnist,
+    write_quickdraw,
+)
 
 import ampgan.data.cifar10 as cifar10
 from ampgan.data import DataConfig, load_dataset
@@ -174,6 +184,48 @@ def test_quickdraw_bad_input(tmp_path):
     np.save(folder / "cow.npy", np.zeros((5, 784), dtype=np.float32))
     with pytest.raises(AmpganError, match="cow.npy holds float32"):
         load_dataset(request(classes="cow"))
+
+
+def _damage_gzip(blob: bytes, where: str) -> bytes:
+    packed = bytearray(gzip.compress(blob))
+    if where == "deflate":  # inside the compressed data: zlib's own error, not gzip's
+        packed[40:80] = bytes(40)
+    elif where == "crc":
+        packed[-8:-4] = bytes(4)
+    else:
+        del packed[len(packed) // 2 :]
+    return bytes(packed)
+
+
+@pytest.mark.parametrize(
+    "images",
+    [
+        pytest.param(lambda raw: _damage_gzip(raw, "deflate"), id="deflate-data-damaged"),
+        pytest.param(lambda raw: _damage_gzip(raw, "crc"), id="crc-wrong"),
+        pytest.param(lambda raw: _damage_gzip(raw, "cut"), id="stream-cut"),
+        pytest.param(lambda raw: gzip.compress(struct.pack(">IIII", 0x803, 20, 0, 28)), id="zero-rows"),
+        pytest.param(lambda raw: gzip.compress(struct.pack(">IIII", 0x803, 20, 7, 112) + raw[16:]), id="not-square"),
+        pytest.param(lambda raw: gzip.compress(struct.pack(">IIII", 0x803, 0, 28, 28)), id="no-images"),
+    ],
+)
+def test_a_damaged_mnist_file_is_one_line(tmp_path, capsys, images):
+    folder = write_mnist(tmp_path / "mnist", count=20)
+    path = folder / "train-images-idx3-ubyte.gz"
+    path.write_bytes(images(gzip.decompress(path.read_bytes())))
+    code, _, err = run_cli(capsys, "data", "info", "mnist", "--data-dir", str(folder), "--image-size", "28")
+    assert code == 2 and err.startswith(f"error: {path} ") and err.count("\n") == 1, err
+
+
+@pytest.mark.parametrize(
+    "shape", ["(-5, 784)", "(10**30, 784)", "(1" + "0" * 30 + ", 784)", "(2.5, 784)", "(-1, -784)"]
+)
+def test_a_quickdraw_file_whose_header_lies_about_its_shape_is_one_line(tmp_path, capsys, shape):
+    folder = write_quickdraw(tmp_path / "qd", classes=("apple", "eye"))
+    header = f"{{'descr': '|u1', 'fortran_order': False, 'shape': {shape}, }}".ljust(117) + "\n"
+    path = folder / "apple.npy"
+    path.write_bytes(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode() + path.read_bytes()[128:])
+    code, _, err = run_cli(capsys, "data", "info", "quickdraw", "--data-dir", str(folder), "--classes", "apple,eye")
+    assert code == 2 and err.startswith(f"error: {path} is not a readable .npy file") and err.count("\n") == 1, err
 
 
 def test_quickdraw_download_url_encodes_spaces():

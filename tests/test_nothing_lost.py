@@ -47,7 +47,9 @@ def test_a_dataset_without_training_images_is_refused_before_training(tmp_path, 
         str(tmp_path / "a"),
         "--quiet",
     )
-    assert code == 2 and "holds no images" in err and err.count("\n") == 1 and not (tmp_path / "a").exists()
+    assert (
+        code == 2 and "holds 0 images of 28x28 pixels" in err and err.count("\n") == 1 and not (tmp_path / "a").exists()
+    )
     # One drawing per class: the test split takes it, the training split is empty.
     quickdraw = write_quickdraw(tmp_path / "qd", rows=1)
     code, _, err = run_cli(
@@ -335,3 +337,32 @@ def test_damaged_decision_json_line_in_the_middle_of_metrics_is_one_line(tmp_pat
 
         (run / "broken.jsonl").write_bytes(b'\xff\xfe\n{"step": 1}\n')
         read_jsonl(run / "broken.jsonl")
+
+
+TRAIN_TINY = ["train", "--dataset", "synthetic", "--image-size", "28", "--width", "8", "--batch-size", "8"]
+TRAIN_TINY += ["--steps", "1", "--no-compile", "--no-channels-last", "--quiet"]
+
+
+def test_a_folder_killed_before_it_held_anything_is_taken_by_the_same_command(tmp_path, capsys):
+    """SIGKILL after the claim, before any file: the folder holds only ampgan's marker, lock and manifest. The
+    same command took it for the user's files ('add --overwrite'), which --resume had just sent it to run."""
+    from ampgan.runs.claim import FolderClaim, FolderLock
+
+    def killed(path, kind):
+        claim = FolderClaim(path, False, kind)
+        (path / ".ampgan-written.jsonl").write_text("")
+        claim.lock.release()  # the process died: its lock went with it, its files stayed
+        return path
+
+    code, _, err = run_cli(capsys, *TRAIN_TINY, "--out", str(killed(tmp_path / "run", "run")))
+    assert code == 0 and (tmp_path / "run" / "config.json").is_file(), err
+    code, _, err = run_cli(capsys, *TRAIN_TINY, "--out", str(killed(tmp_path / "study", "study")))
+    assert code == 2 and "already holds files" in err  # another command's folder stays refused
+    folder = killed(tmp_path / "mine", "run")
+    (folder / "notes.txt").write_text("mine")
+    code, _, err = run_cli(capsys, *TRAIN_TINY, "--out", str(folder))
+    assert code == 2 and "already holds files" in err and (folder / "notes.txt").read_text() == "mine"
+    live = FolderLock(killed(tmp_path / "live", "run"), mention_leftovers=False)  # a command still running there
+    code, _, err = run_cli(capsys, *TRAIN_TINY, "--out", str(tmp_path / "live"))
+    live.release()
+    assert code == 2 and err.count("\n") == 1 and not (tmp_path / "live" / "config.json").exists(), err

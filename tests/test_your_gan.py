@@ -463,6 +463,29 @@ def test_a_notebook_function_is_known_to_its_process_only():
     assert model_name_for(tiny_gan).endswith("test_your_gan.py:tiny_gan")
 
 
+def test_a_function_of_the_running_script_is_taken_from_it_not_imported_again(tmp_path, monkeypatch):
+    """`python train.py` whose top level calls ampgan.train(build): the model named train.py:build is taken from
+    the running script; importing the file again ran its top level a second time (a nested training run)."""
+    import sys
+    import types
+
+    from ampgan.gan.registry import consent_to_import, model_name_for
+
+    script_file = tmp_path / "train.py"
+    script_file.write_text("open(__file__ + '.ran', 'a').write('ran')\n")
+    script = types.ModuleType("__main__")
+    script.__file__ = str(script_file)
+    script.tiny_gan = tiny_gan
+    exec(compile("def build(data, *, width=8):\n    return tiny_gan(data)\n", script_file, "exec"), vars(script))
+    monkeypatch.setitem(sys.modules, "__main__", script)
+    name = model_name_for(script.build)
+    assert name == f"{script_file.resolve()}:build"
+    consent_to_import(name)  # as ampgan.train does: the caller named it
+    assert resolve_model(name, {}).build(DataSpec(8, 1, 1)).z_dim == 8
+    assert not Path(f"{script_file}.ran").exists()  # the script's top level did not run again
+    assert model_name_for(tiny_gan).endswith("test_your_gan.py:tiny_gan")  # other files: imported as before
+
+
 def test_a_cycle_is_timed_by_its_kinds_of_step():
     data = DataSpec(8, 1, 1)
     base = tiny_gan(data)

@@ -26,10 +26,13 @@ continued from another one. A call given no `log` logs nothing: a function's ans
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import torch
 
 from ampgan.config import TrainConfig, build_config
 from ampgan.runs.claim import default_out
@@ -38,6 +41,22 @@ from ampgan.study.answer import Study, study_of
 from ampgan.training.precision import resolve_device
 
 
+def _keeps_torch_threads(command: Callable) -> Callable:
+    """The caller's torch thread count as it was, after the call: the commands fit it to this moment's load
+    (speed/threads.py), which in a notebook would outlive the call (2 threads became 1 for the cells after)."""
+
+    @functools.wraps(command)
+    def call(*args, **kwargs):
+        threads = torch.get_num_threads()
+        try:
+            return command(*args, **kwargs)
+        finally:
+            torch.set_num_threads(threads)
+
+    return call
+
+
+@_keeps_torch_threads
 def compare(
     model: str | Callable = "acgan",
     out: str | Path | None = None,
@@ -94,6 +113,7 @@ class Trained:
     config: TrainConfig = field(repr=False)  # as the run's config.json records it (memory format, compile chosen)
 
 
+@_keeps_torch_threads
 def train(
     model: str | Callable = "acgan",
     out: str | Path | None = None,
@@ -148,6 +168,7 @@ class Benched:
         return next((s for s in self.speedups if s["precision"] == precision and s["batch_size"] == batch_size), None)
 
 
+@_keeps_torch_threads
 def bench(
     model: str | Callable = "acgan",
     out: str | Path | None = None,

@@ -99,12 +99,21 @@ def with_settings(spec, values: dict, where: str, prefix: str = ""):
         outer, _, inner = name.partition(".")
         nested.setdefault(outer, {})[inner] = values[name]
     own = {name: value for name, value in values.items() if "." not in name}
-    replaced = {outer: dataclasses.replace(getattr(spec, outer), **as_tuples(given)) for outer, given in nested.items()}
-    return dataclasses.replace(spec, **as_tuples(own), **replaced)
+    replaced = {
+        outer: dataclasses.replace(getattr(spec, outer), **as_tuples(given, getattr(spec, outer), where))
+        for outer, given in nested.items()
+    }
+    return dataclasses.replace(spec, **as_tuples(own, spec, where), **replaced)
 
 
-def as_tuples(values: dict) -> dict:
-    """A list given for a tuple-valued setting (batch sizes, precisions), as a spec holds it."""
+def as_tuples(values: dict, spec=None, where: str = "") -> dict:
+    """A list given for a tuple-valued setting (batch sizes, precisions), as a spec holds it. A string given for a
+    list or a number is refused: its letters would be read as the items ('fp32' as precision 'f')."""
+    for name, value in values.items():
+        held = getattr(spec, name, None)
+        if isinstance(value, str) and isinstance(held, tuple | int) and not isinstance(held, bool):
+            kind = f"a list ({list(held)!r} by default)" if isinstance(held, tuple) else "a number"
+            raise AmpganError(f"{where}: {name} takes {kind}, not the string {value!r}")
     return {key: tuple(value) if isinstance(value, list) else value for key, value in values.items()}
 
 

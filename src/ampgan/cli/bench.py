@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from pathlib import Path
 
@@ -25,7 +26,7 @@ from ampgan.config import build_config
 from ampgan.errors import say, say_json
 from ampgan.precisions import NAMES as PRECISION_NAMES
 from ampgan.sections import with_settings
-from ampgan.training.distributed import join_process_group, world
+from ampgan.training.distributed import join_process_group, refuse_unless_ranks_agree, world
 from ampgan.training.interruption import Interrupted
 from ampgan.training.precision import resolve_device
 from ampgan.training.start import claimed_on_main_rank, reopened_on_main_rank
@@ -84,6 +85,7 @@ def command(ctx: click.Context, **options) -> None:
         "bench",
     )
     device = join_process_group(base.compute.device) or resolve_device(base.compute.device)
+    refuse_unless_ranks_agree(dataclasses.asdict(spec))
     check_bench(spec, device)
     out = options["out"] or default_out("bench")
     if options["sweeps"]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import gzip
 import math
 import struct
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -63,7 +64,7 @@ def _read_idx(path: Path, magic: int, header_ints: int, item_bytes: int = 1) -> 
                 left -= len(chunk)
             payload = b"".join(chunks)
             trailing = handle.read(1)
-    except (OSError, EOFError) as error:
+    except (OSError, EOFError, zlib.error) as error:  # zlib.error: a gzip stream damaged inside its data
         raise AmpganError(f"{path} is truncated or not gzip ({error}): fetch it again") from None
     if len(payload) != expected or trailing:
         raise AmpganError(
@@ -87,8 +88,11 @@ def load_mnist(data: DataConfig, split: str, seed: int) -> ImageDataset:
             f"{images_path} holds {count} images but {labels_path} {label_count} labels: one of them "
             "is from another set; fetch both again"
         )
-    if count == 0:
-        raise AmpganError(f"{images_path} holds no images: fetch the MNIST files again")
+    if count == 0 or rows == 0 or rows != cols:  # the models draw square images; resizing would stretch these
+        raise AmpganError(
+            f"{images_path} holds {count} images of {rows}x{cols} pixels, no square images to train on: "
+            "fetch the MNIST files again"
+        )
     images = torch.from_numpy(np.frombuffer(pixels, dtype=np.uint8).reshape(count, 1, rows, cols).copy())
     labels = torch.from_numpy(np.frombuffer(label_bytes, dtype=np.uint8).astype(np.int64))
     if len(labels) and int(labels.max()) > 9:

@@ -35,7 +35,7 @@ def class_url(name: str) -> str:
 def _open_bitmaps(path: Path) -> np.ndarray:
     try:
         array = np.load(path, mmap_mode="r", allow_pickle=False)
-    except (ValueError, OSError, EOFError) as error:
+    except (ValueError, OSError, EOFError, OverflowError) as error:  # Overflow: a header's negative or huge shape
         raise AmpganError(f"{path} is not a readable .npy file ({error}): fetch it again") from None
     if array.dtype != np.uint8 or array.ndim != 2 or array.shape[1] != 784:
         raise AmpganError(

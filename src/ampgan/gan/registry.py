@@ -229,6 +229,9 @@ def _import_file(path_text: str):
     if not path.is_file():
         raise AmpganError(f"no model file {path}: give path/to/file.py:FUNCTION (the path relative to here)")
     resolved = path.resolve()
+    script = sys.modules.get("__main__")
+    if getattr(script, "__file__", None) and Path(script.__file__).resolve() == resolved:
+        return script  # the running script (ampgan.train(build) in it): importing it again would rerun its top level
     # named by its path and its text: the same file edited since (in a notebook's process) is imported again; one
     # that cannot be read fails in exec_module below, in one line
     module_name = "ampgan_user_model_" + hashlib.sha256(f"{resolved}:{_sha256_of(resolved)}".encode()).hexdigest()[:12]

@@ -385,10 +385,13 @@ class FolderClaim:
         check_place(self.path, kind, data)
         settle_leftovers(self.path, overwrite)
         if self.path.is_dir() and any(self.path.iterdir()):
-            # A folder of this kind that a stopped command left unfinished is replaced by the same command
-            # again, as a finished one is by --overwrite (and by the same rule).
+            # A folder of this kind that a stopped command left unfinished, or holding only ampgan's bookkeeping (a
+            # command killed before it wrote anything), is replaced by the same command again, as a finished one
+            # is by --overwrite (and by the same rule).
+            bookkeeping_only = {entry.name for entry in self.path.iterdir()} <= {MARKER, LOCK, manifest.MANIFEST}
             overwrite = overwrite or (
-                unfinished is not None and marker_kind(self.path) == kind and unfinished(self.path)
+                marker_kind(self.path) == kind
+                and (bookkeeping_only or (unfinished is not None and unfinished(self.path)))
             )
             if not overwrite:
                 raise AmpganError(

@@ -10,7 +10,7 @@ from ampgan.errors import warn
 from ampgan.precisions import FP32
 from ampgan.speed.decision import decide_for_run
 from ampgan.speed.plan import Asked, plan_run
-from ampgan.training.distributed import world
+from ampgan.training.distributed import refuse_unless_ranks_agree, world
 from ampgan.training.loop import RunResult, run_training
 from ampgan.training.start import RunStart
 
@@ -20,6 +20,8 @@ def train_planned(starting, explicit: dict | None, show_progress: bool, log) -> 
     it resumed from). `explicit`: the config paths the user set, for a new run (its plan leaves those alone);
     None for a resumed one, which keeps the plan in its config.json."""
     with starting as start:
+        data = start.prepared.dataset.source.get("sha256")
+        refuse_unless_ranks_agree({"config": start.prepared.config.to_dict(), "data": data})  # before any collective
         if explicit is not None:
             start = planned(start, explicit, log)
         warn_if_not_faster(start, log)

@@ -79,13 +79,15 @@ def run_compare(spec: CompareSpec, out_dir: Path, show_progress: bool = True, lo
     progress = open_progress(out_dir, spec.to_document(spec.precisions))
     for name in ("runs", "bench", "projection", "cost", "doctor"):  # a subfolder linked out is never written into
         file_in(out_dir, name)
+    # Decided before the handlers that defer a signal to the next stage's end: deciding measures for minutes
+    # on a busy machine, and nothing of it is kept until it ends, so a signal then stops the study at once.
+    spec, decided = _decided(spec, progress, dataset, device, log)
     with stop_on_signals() as stop:
 
         def stop_here() -> None:
             if stop:
                 raise StudyInterrupted(stop.signum, out_dir, progress)
 
-        spec, decided = _decided(spec, progress, dataset, device, log)
         precisions = tuple(decided.precisions)
         if precisions == (FP32,) and not spec.precisions:
             return _no_faster_mode(spec, out_dir, device, dataset, decided.left_out, decided.decisions)

@@ -190,6 +190,26 @@ def gather_objects(value):
     return gathered
 
 
+def refuse_unless_ranks_agree(record: dict) -> None:
+    """One line on every rank when a rank runs other settings or data than rank 0: ranks started by hand with
+    other flags, a config file edited between launches or another data folder would otherwise train apart
+    under one run folder (other seeds, precisions or batches) or fail in DDP's traceback (other shapes)."""
+    per_rank = gather_objects(record)
+    for rank, other in enumerate(per_rank):
+        differing = _differences(per_rank[0], other)
+        if differing:
+            raise AmpganError(
+                f"rank {rank} runs other settings or data than rank 0 ({', '.join(differing[:3])}): start every "
+                "rank with the same command, config file and data"
+            )
+
+
+def _differences(first, mine, where: str = "") -> list[str]:
+    if not (isinstance(first, dict) and isinstance(mine, dict)):
+        return [] if first == mine else [where.rstrip(".")]
+    return [path for key in first | mine for path in _differences(first.get(key), mine.get(key), f"{where}{key}.")]
+
+
 _LOST_PEER_SIGNS = (
     "Connection reset by peer",
     "Connection closed by peer",
