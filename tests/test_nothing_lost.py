@@ -366,3 +366,34 @@ def test_a_folder_killed_before_it_held_anything_is_taken_by_the_same_command(tm
     code, _, err = run_cli(capsys, *TRAIN_TINY, "--out", str(tmp_path / "live"))
     live.release()
     assert code == 2 and err.count("\n") == 1 and not (tmp_path / "live" / "config.json").exists(), err
+
+
+def test_a_folder_shows_the_marker_only_once_its_writer_holds_the_lock(tmp_path, monkeypatch):
+    """A second command given the same --out takes a folder of bookkeeping alone (test above) only when no
+    live process holds its lock: so the first one locks before it marks. Marked first, a second command in
+    that gap moved the live command's folder aside (the lock's state is read at the moment the marker lands)."""
+    import fcntl
+
+    import ampgan.runs.claim as claim
+
+    held_when_marked = []
+    write_marker = claim._write_marker
+
+    def watched(path, kind):
+        if not (path / claim.LOCK).exists():
+            held_when_marked.append(False)
+            return write_marker(path, kind)
+        probe = os.open(path / claim.LOCK, os.O_RDWR)
+        try:
+            fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            held_when_marked.append(False)
+        except BlockingIOError:
+            held_when_marked.append(True)
+        finally:
+            os.close(probe)
+        write_marker(path, kind)
+
+    monkeypatch.setattr(claim, "_write_marker", watched)
+    folder = claim.FolderClaim(tmp_path / "run", False, "run")
+    folder.lock.release()
+    assert held_when_marked == [True]

@@ -403,11 +403,18 @@ class FolderClaim:
             os.replace(self.path, self.aside)
         try:
             self.path.mkdir(parents=True, exist_ok=True)
-            _write_marker(self.path, kind)
         except OSError as error:
             self._restore()
             raise AmpganError(f"cannot create --out {self.path} ({error.strerror}): choose a writable folder") from None
+        # Locked before the marker: a folder shows ampgan's marker only while (or after) its writer holds the lock,
+        # so a second command given the same --out never takes a marked folder as "killed before it held anything".
         self.lock = FolderLock(self.path, mention_leftovers=False)
+        try:
+            _write_marker(self.path, kind)
+        except OSError as error:
+            self.lock.release()
+            self._restore()
+            raise AmpganError(f"cannot create --out {self.path} ({error.strerror}): choose a writable folder") from None
 
     def finish(self) -> None:
         """The new contents stay: delete what ampgan wrote in the replaced folder, if any (anything else
