@@ -20,8 +20,7 @@ def train_planned(starting, explicit: dict | None, show_progress: bool, log) -> 
     it resumed from). `explicit`: the config paths the user set, for a new run (its plan leaves those alone);
     None for a resumed one, which keeps the plan in its config.json."""
     with starting as start:
-        data = start.prepared.dataset.source.get("sha256")
-        refuse_unless_ranks_agree({"config": start.prepared.config.to_dict(), "data": data})  # before any collective
+        refuse_unless_ranks_agree(_what_ranks_share(start))  # before any collective
         if explicit is not None:
             start = planned(start, explicit, log)
         warn_if_not_faster(start, log)
@@ -33,6 +32,16 @@ def train_planned(starting, explicit: dict | None, show_progress: bool, log) -> 
             refuse_spent_budget=True,
         )
     return result, start.checkpoint
+
+
+def _what_ranks_share(start: RunStart) -> dict:
+    """What every rank of one run must agree on: its config and its data's content. Where the content has a
+    digest, the places that name where the data lives are left out: nodes may keep the same images under other
+    local paths (a folder dataset's path, data.data_dir)."""
+    config, data = start.prepared.config.to_dict(), start.prepared.dataset.source.get("sha256")
+    if data is not None:
+        config["data"] |= {"dataset": config["data"]["dataset"].partition(":")[0], "data_dir": None}
+    return {"config": config, "data": data}
 
 
 def planned(start: RunStart, explicit: dict, log) -> RunStart:
