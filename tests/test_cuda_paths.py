@@ -43,6 +43,10 @@ REAL_NAMES = {
     "NVIDIA GeForce RTX 3080 Ti": None,
     "NVIDIA GeForce RTX 2080 SUPER": None,
     "NVIDIA GeForce RTX 2080 Ti": "RTX 2080 Ti",
+    "NVIDIA GeForce RTX 4090 D": None,  # the cut-down 4090 (114 multiprocessors, not 128)
+    "Tesla V100-PCIE-16GB": None,  # the 250 W card: the V100 row is the 300 W SXM2 board
+    "Tesla V100-PCIE-32GB": None,
+    "NVIDIA H100 NVL": "H100 NVL",  # its own row, not the SXM H100's
 }
 
 

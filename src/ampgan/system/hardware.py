@@ -103,11 +103,12 @@ def names_device(key: str, device_name: str) -> bool:
     be a whole token of the device's name: 'L4' names 'NVIDIA L4', not 'NVIDIA L40S' (a substring match
     gave the L40S the L4's peak and price, about 3x off). Nor is a variant the board of its number unless the key
     says so: 'RTX 4090' does not name 'NVIDIA GeForce RTX 4090 Laptop GPU' (a smaller chip), nor 'RTX 3080' an
-    'RTX 3080 Ti' (80 multiprocessors, not 68)."""
+    'RTX 3080 Ti' (80 multiprocessors, not 68), nor 'V100' a 'Tesla V100-PCIE-16GB' (250 W, not 300)."""
     tokens, own = set(name_tokens(device_name)), name_tokens(key)
-    # a laptop's part ("Laptop GPU", "Max-Q": power-limited, often a smaller chip) or a bigger desktop one
+    # a laptop's part ("Laptop GPU", "Max-Q": power-limited, often a smaller chip), a bigger desktop one, a
+    # cut-down one ("RTX 4090 D"), or the PCIe card of an SXM board (a lower power cap; its key says "PCIe")
     return all(token in tokens for token in own) and not (
-        {"laptop", "mobile", "max", "ti", "super"} & tokens - set(own)
+        {"laptop", "mobile", "max", "ti", "super", "d", "pcie"} & tokens - set(own)
     )
 
 
