@@ -203,3 +203,16 @@ def test_a_missing_or_unreadable_file_is_one_line(tmp_path, capsys):
     assert code == 2 and "not a text CSV file (not UTF-8): export the GPU table as CSV" in err
     code, _, err = run_cli(capsys, "cost", str(RESULTS), "--price-per-hour", "1", "--gpus", str(tmp_path))
     assert code == 2 and "is a folder, not a regular file" in err
+
+
+def test_a_user_files_rows_join_the_table_in_the_files_order(tmp_path):
+    """Lookups take the first row that names a board (gpu_of_instance, gpu_table_key's ties): the rows join in
+    the file's order, never a set's (which changes with the hash seed from one run to the next)."""
+    from ampgan.system.gpus import user_gpus
+
+    keys = [f"Board {letter}" for letter in "QWERTYUIOPAS"]
+    path = write_table(tmp_path / "mine.csv", [twin(key) for key in keys])
+    before = list(gpu_table())
+    with user_gpus(path):
+        assert list(gpu_table()) == before + keys
+    assert list(gpu_table()) == before

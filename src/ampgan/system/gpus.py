@@ -158,7 +158,8 @@ def user_gpus(path: Path | None):
             f"{path}: {', '.join(clashes)} with other figures: give your row a key and name of its own, or leave it "
             "out to use ampgan's"
         )
-    added = rows.keys() - table.keys()  # a row identical to ampgan's stays ampgan's
+    # in the file's order (lookups take the first row that names a board); a row identical to ampgan's stays ampgan's
+    added = [key for key in rows if key not in table]
     table.update({key: rows[key] for key in added})
     try:
         yield
