@@ -34,7 +34,25 @@ PREFLIGHT_BATCH = 8
 CPU = torch.device("cpu")
 # Operations that lose what they compute when their input is bf16/fp16 (an epsilon under the format's
 # resolution vanishes, a square of a small score flushes to zero, a log of a saturated sigmoid is -inf).
-_FRAGILE = {"sqrt", "rsqrt", "log", "log1p", "exp", "pow", "norm", "normalize", "var", "std", "mse_loss", "logsumexp"}
+_FRAGILE = {
+    "sqrt",
+    "rsqrt",
+    "log",
+    "log1p",
+    "log2",
+    "log10",
+    "exp",
+    "exp2",
+    "pow",
+    "square",
+    "norm",
+    "linalg_vector_norm",
+    "normalize",
+    "var",
+    "std",
+    "mse_loss",
+    "logsumexp",
+}
 _REFUSED = {"binary_cross_entropy"}  # autocast refuses it on CUDA: BCE on probabilities
 
 
@@ -131,11 +149,13 @@ def _real_step_under(name: str, prepared, stream) -> list[Finding]:
 
 
 def _own_precision(gan) -> list[Finding]:
-    """A model that casts its own weights: ampgan keeps fp32 master weights and lets autocast cast compute."""
+    """A model that casts its own weights: ampgan keeps fp32 master weights and lets autocast cast compute.
+    Buffers keep the dtype the model gave them (an fp64 running sum, a complex FFT filter): no optimizer
+    steps them, and a model cast with .half() shows in its parameters."""
     cast = [
         f"{prefix}.{name} ({tensor.dtype})"
         for prefix, network in (("G", gan.generator), ("D", gan.discriminator))
-        for name, tensor in [*network.named_parameters(), *network.named_buffers()]
+        for name, tensor in network.named_parameters()
         if tensor.is_floating_point() and tensor.dtype != torch.float32
     ]
     if not cast:
