@@ -50,15 +50,25 @@ USER_GANS = textwrap.dedent("""
     def patch_d(data):  # (B, C, H, W) -> (B, 1, H/4, W/4): one logit per patch
         return nn.Sequential(nn.Conv2d(data.channels, 8, 4, 2, 1), nn.LeakyReLU(0.2), nn.Conv2d(8, 1, 4, 2, 1))
 
+    def bce_d(ctx):
+        return ampgan.real_fake_loss(ctx.D(ctx.real), 1.0) + ampgan.real_fake_loss(ctx.D(ctx.fake), 0.0)
+
+    def bce_g(ctx):
+        return ampgan.real_fake_loss(ctx.D(ctx.fake), 1.0)
+
     def patches(data, *, loss="bce"):
-        if loss == "bce":
-            d_loss = lambda ctx: ampgan.real_fake_loss(ctx.D(ctx.real), 1.0) + ampgan.real_fake_loss(ctx.D(ctx.fake), 0)
-            g_loss = lambda ctx: ampgan.real_fake_loss(ctx.D(ctx.fake), 1.0)
-        else:
+        d_loss, g_loss = bce_d, bce_g
+        if loss == "hinge":
             d_loss = lambda ctx: ampgan.hinge_loss(ctx.D(ctx.real), "real") + ampgan.hinge_loss(ctx.D(ctx.fake), "fake")
             g_loss = lambda ctx: ampgan.hinge_loss(ctx.D(ctx.fake), "generator")
         return ampgan.GAN(generator=Modulated(data), discriminator=patch_d(data), z_dim=16, d_loss=d_loss,
                           g_loss=g_loss)
+
+    def sigmoid_g(data, *, image_range=(-1.0, 1.0)):  # a G that draws [0, 1]
+        shape = (data.channels, data.image_size, data.image_size)
+        G = nn.Sequential(nn.Linear(16, shape[0] * shape[1] * shape[2]), nn.Sigmoid(), nn.Unflatten(1, shape))
+        return ampgan.GAN(generator=G, discriminator=patch_d(data), z_dim=16, image_range=image_range,
+                          d_loss=bce_d, g_loss=bce_g)
 
     def squares_by_other_names(data):  # least squares, written as .square() and a vector norm
         def d_loss(ctx):
@@ -91,6 +101,13 @@ def test_squares_under_other_names_are_fragile_in_the_losses(models):
     """`.square()` and `torch.linalg.vector_norm` on fp16/bf16 scores flush small values as `pow` does."""
     fragile = _findings(models, "squares_by_other_names")[("warning", "fragile")]
     assert "square" in fragile and "linalg_vector_norm" in fragile
+
+
+def test_a_sigmoid_g_on_data_in_minus_one_to_one_is_named(models):
+    """Nothing of its output lies outside [-1, 1], yet D tells its fakes by never seeing a dark pixel."""
+    text = _findings(models, "sigmoid_g")[("warning", "range")]
+    assert "none of it in the lower half of the data range [-1, 1]" in text and "GAN.image_range" in text
+    assert _findings(models, "sigmoid_g", ["model.image_range=[0.0, 1.0]"]) == {}
 
 
 def test_a_5d_weight_is_left_as_it_is_under_channels_last_and_trains(models):

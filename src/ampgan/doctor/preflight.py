@@ -216,15 +216,16 @@ def _generator_output(gan, data) -> list[Finding]:
     low, high = gan.image_range
     slack = 1e-3 * (high - low)
     outside = ((images < low - slack) | (images > high + slack)).float().mean().item()
-    if outside > 0:
+    # Nothing outside, yet never below the middle: a sigmoid G (0 to 1) on data in [-1, 1].
+    if outside > 0 or images.min() >= (low + high) / 2:
         return [
             Finding(
                 "warning",
                 "range",
-                f"{outside:.0%} of G's output lies outside the data range [{low:g}, "
-                f"{high:g}] (G spans {images.min().item():.2f} to {images.max().item():.2f}): "
-                "D can tell fakes by their range; end G in tanh for [-1, 1] or sigmoid "
-                "for [0, 1] and set GAN.image_range to match",
+                f"G's output spans {images.min().item():.2f} to {images.max().item():.2f}, "
+                + (f"{outside:.0%} of it outside" if outside else "none of it in the lower half of")
+                + f" the data range [{low:g}, {high:g}]: D can tell fakes by their range; end G in tanh for "
+                "[-1, 1] or sigmoid for [0, 1] and set GAN.image_range to match",
             )
         ]
     return []
