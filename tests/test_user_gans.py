@@ -70,6 +70,32 @@ USER_GANS = textwrap.dedent("""
         return ampgan.GAN(generator=G, discriminator=patch_d(data), z_dim=16, image_range=image_range,
                           d_loss=bce_d, g_loss=bce_g)
 
+    class ClampGrad(torch.autograd.Function):  # a 'gradient clip layer': identity forward, clamped backward
+        @staticmethod
+        def forward(ctx, x):
+            return x.clone()
+
+        @staticmethod
+        def backward(ctx, grad):
+            return grad.clamp(-1, 1)
+
+    class ClampedD(nn.Module):
+        def __init__(self, data, how):
+            super().__init__()
+            self.how, self.c1, self.c2 = how, nn.Conv2d(data.channels, 8, 4, 2, 1), nn.Conv2d(8, 1, 4, 2, 1)
+
+        def forward(self, x):
+            h = self.c1(x)
+            if self.how == "function":
+                h = ClampGrad.apply(h)
+            elif self.how == "hook" and h.requires_grad:
+                h.register_hook(lambda grad: grad.clamp(-1, 1))
+            return self.c2(F.leaky_relu(h, 0.2))
+
+    def clamped_backward(data, *, how="function"):
+        return ampgan.GAN(generator=Modulated(data), discriminator=ClampedD(data, how), z_dim=16, d_loss=bce_d,
+                          g_loss=bce_g)
+
     def squares_by_other_names(data):  # least squares, written as .square() and a vector norm
         def d_loss(ctx):
             return (ctx.D(ctx.real) - 1).square().mean() + torch.linalg.vector_norm(ctx.D(ctx.fake)) / 4
@@ -101,6 +127,16 @@ def test_squares_under_other_names_are_fragile_in_the_losses(models):
     """`.square()` and `torch.linalg.vector_norm` on fp16/bf16 scores flush small values as `pow` does."""
     fragile = _findings(models, "squares_by_other_names")[("warning", "fragile")]
     assert "square" in fragile and "linalg_vector_norm" in fragile
+
+
+@pytest.mark.parametrize("how", ["function", "hook"])
+def test_a_backward_that_clamps_scaled_gradients_is_an_error(models, how):
+    """A custom backward (or a tensor hook) that clamps at +-1 leaves fp32's gradients alone and clips every
+    fp16 one, which arrives multiplied by the loss scale: D's first layer learns 1/65536 as fast, silently."""
+    text = _findings(models, "clamped_backward", [f"model.how={how}"])[("error", "scaling")]
+    assert ": the gradients of D.c1.weight, D.c1.bias under fp16 loss scaling, unscaled, are not fp32's" in text
+    assert "clamps or compares gradients" in text and "D.c2" not in text
+    assert _findings(models, "clamped_backward", ["model.how=plain"]) == {}
 
 
 def test_a_sigmoid_g_on_data_in_minus_one_to_one_is_named(models):
