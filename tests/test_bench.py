@@ -339,6 +339,21 @@ def test_an_op_trace_cycle_slower_than_foreseen_is_stopped_at_the_trace_deadline
     assert time.perf_counter() - started < 5
 
 
+def test_a_step_with_random_branches_settles_into_one_trace(monkeypatch):
+    """StyleGAN2's style mixing (a second mapping pass with probability 0.9, drawn from torch's global RNG) made
+    every traced cycle's operations differ, so its step was never traced (and the line blamed the loss scaler)."""
+    import ampgan.bench.ops as ops
+
+    def random_branches(timer, batch):
+        op = f"branch {int(torch.randint(2**30, ()))}"
+        return [ops.OpRecord(op=op, unit="memory", dtype="float32", alignment=1, flops=0.0, bytes=0.0, optimizer=False)]
+
+    monkeypatch.setattr(ops, "trace_cycle", random_branches)
+    before = torch.random.get_rng_state()
+    assert ops._settled_trace(None, (torch.zeros(8, 1), None), "fp32")[0].op.startswith("branch ")
+    assert torch.equal(torch.random.get_rng_state(), before)  # the run's own random state is left as it was
+
+
 def test_a_compiled_precisions_first_call_is_not_stopped_but_nothing_left_starts_no_compile(monkeypatch):
     """A compiled step's first call (its compile) is neither stopped at what is left of --max-seconds nor
     charged to it; a later call is. With nothing left, not even the compile is started."""

@@ -101,6 +101,22 @@ def test_decisions_are_cached_per_question_and_a_load_change_is_not(tmp_path):
     assert "load changed" in changed.note and not (tmp_path / "other" / "precision-decisions.json").exists()
 
 
+def test_a_step_that_fails_channels_last_runs_nchw_and_says_why_uncached(tmp_path):
+    """User code that NHWC weights break (BigGAN's orthogonal regulariser: weight.view(out, -1) on a conv
+    weight) stopped train, bench and compare while they only measured which format is faster."""
+    from ampgan.errors import AmpganError
+
+    def view_fails():
+        raise AmpganError("model m.py:gan: G's update, g_loss failed: RuntimeError: view size is not compatible")
+
+    cache = DecisionCache(tmp_path)
+    decision = decide_layout("fp32", 16, {"machine": "zen4"}, view_fails, cache)
+    assert decision.chosen == NCHW and not decision.channels_last and decision.verdict == "failed"
+    assert decision.describe().endswith("(the step failed channels-last: model m.py:gan: G's update, g_loss failed: "
+                                        "RuntimeError: view size is not compatible): nchw")  # fmt: skip
+    assert not (tmp_path / "precision-decisions.json").exists()  # fixed code is measured again next time
+
+
 def test_a_format_that_is_hopeless_in_a_round_is_slower():
     result = measure_rounds({NCHW: lambda: 0.1, CHANNELS_LAST: lambda: 0.9}, NCHW, StoppingRule(min_rounds=3))
     decision = layout_from_rounds(result, "fp32", 64)

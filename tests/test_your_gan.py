@@ -240,7 +240,8 @@ BAD_MODELS = textwrap.dedent("""
         ("raises", "raised RuntimeError: out of ideas (bad_models.py, line"),
         ("not_a_gan", "returned tuple, not an ampgan GAN"),
         ("small_images", "the generator returned (8, 3, 8, 8) for a batch of 8, not (B, C, H, W) = (8, 3, 32, 32)"),
-        ("three_logits", "real_fake_loss takes D's real/fake logits, one per image ((B,) or (B, 1)), got (8, 3)"),
+        ("three_logits", "real_fake_loss takes D's real/fake logits, one per image ((B,) or (B, 1)) or per patch"),
+        ("three_logits", "per patch ((B, 1, H, W)), got (8, 3): end D in a layer to one output channel"),
         # d_loss may be a list of terms; g_loss is one function (the step calls it once)
         (
             "g_loss_terms",

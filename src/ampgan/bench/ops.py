@@ -574,7 +574,8 @@ def _settled_trace(
         try:
             # A cycle slower than foreseen (tracing costs more than the warm-up it was foreseen from) is
             # stopped at the deadline rather than run past the trace's share of the budget.
-            with abandoned_after(None if deadline is None else deadline - started):
+            with abandoned_after(None if deadline is None else deadline - started), torch.random.fork_rng(devices=[]):
+                torch.manual_seed(0)  # every cycle takes the same random branches (StyleGAN2's style mixing, p 0.9)
                 records = trace_cycle(timer, batch)
         except CallTooLong:
             raise OverBudget(
@@ -588,7 +589,8 @@ def _settled_trace(
         previous = records
     raise AmpganError(
         f"the {precision} step did not settle into the same operations in {MAX_TRACE_ATTEMPTS} steps "
-        f"at batch {len(batch[0])} (the loss scaler kept skipping updates): its step is not traced"
+        f"at batch {len(batch[0])} (the loss scaler kept skipping updates, or the step branches on the values it "
+        "computes): its step is not traced"
     )
 
 

@@ -34,7 +34,25 @@ PREFLIGHT_BATCH = 8
 CPU = torch.device("cpu")
 # Operations that lose what they compute when their input is bf16/fp16 (an epsilon under the format's
 # resolution vanishes, a square of a small score flushes to zero, a log of a saturated sigmoid is -inf).
-_FRAGILE = {"sqrt", "rsqrt", "log", "log1p", "exp", "pow", "norm", "normalize", "var", "std", "mse_loss", "logsumexp"}
+_FRAGILE = {
+    "sqrt",
+    "rsqrt",
+    "log",
+    "log1p",
+    "log2",
+    "log10",
+    "exp",
+    "exp2",
+    "pow",
+    "square",
+    "norm",
+    "linalg_vector_norm",
+    "normalize",
+    "var",
+    "std",
+    "mse_loss",
+    "logsumexp",
+}
 _REFUSED = {"binary_cross_entropy"}  # autocast refuses it on CUDA: BCE on probabilities
 
 
@@ -131,11 +149,13 @@ def _real_step_under(name: str, prepared, stream) -> list[Finding]:
 
 
 def _own_precision(gan) -> list[Finding]:
-    """A model that casts its own weights: ampgan keeps fp32 master weights and lets autocast cast compute."""
+    """A model that casts its own weights: ampgan keeps fp32 master weights and lets autocast cast compute.
+    Buffers keep the dtype the model gave them (an fp64 running sum, a complex FFT filter): no optimizer
+    steps them, and a model cast with .half() shows in its parameters."""
     cast = [
         f"{prefix}.{name} ({tensor.dtype})"
         for prefix, network in (("G", gan.generator), ("D", gan.discriminator))
-        for name, tensor in [*network.named_parameters(), *network.named_buffers()]
+        for name, tensor in network.named_parameters()
         if tensor.is_floating_point() and tensor.dtype != torch.float32
     ]
     if not cast:
@@ -196,15 +216,16 @@ def _generator_output(gan, data) -> list[Finding]:
     low, high = gan.image_range
     slack = 1e-3 * (high - low)
     outside = ((images < low - slack) | (images > high + slack)).float().mean().item()
-    if outside > 0:
+    # Nothing outside, yet never below the middle: a sigmoid G (0 to 1) on data in [-1, 1].
+    if outside > 0 or images.min() >= (low + high) / 2:
         return [
             Finding(
                 "warning",
                 "range",
-                f"{outside:.0%} of G's output lies outside the data range [{low:g}, "
-                f"{high:g}] (G spans {images.min().item():.2f} to {images.max().item():.2f}): "
-                "D can tell fakes by their range; end G in tanh for [-1, 1] or sigmoid "
-                "for [0, 1] and set GAN.image_range to match",
+                f"G's output spans {images.min().item():.2f} to {images.max().item():.2f}, "
+                + (f"{outside:.0%} of it outside" if outside else "none of it in the lower half of")
+                + f" the data range [{low:g}, {high:g}]: D can tell fakes by their range; end G in tanh for "
+                "[-1, 1] or sigmoid for [0, 1] and set GAN.image_range to match",
             )
         ]
     return []
@@ -423,15 +444,16 @@ def _losses_under_loss_scaling(prepared, stream) -> list[Finding]:
     unscaled) is off by orders of magnitude and grows with the scale; one that is non-finite under fp16
     makes its update skip at every step. What the term did (read ctx.scale, passed input_gradients a
     summed scalar, called torch.autograd.grad itself) names the fix. The operations the losses run on
-    fp16 tensors that lose precision are named too."""
-    values, notes, fragile, plain_grad = {}, {}, set(), set()
+    fp16 tensors that lose precision are named too, and a term whose parameter gradients, unscaled, are not
+    fp32's (a custom backward or a gradient hook that clamps what arrives scaled)."""
+    values, notes, fragile, plain_grad, gradients = {}, {}, set(), set(), {}
     batch = stream.next_batch()
     for name, scale in ((FP32, None), (FP16, None), ("fp16 high", HIGHER_SCALE)):
         policy = build_policy(name.split()[0], CPU, loss_scale=scale)
         state = build_train_state(prepared.config, prepared.model, prepared.data, policy)
         with _OpsInLosses(state.gan) as ops:
             try:
-                values[name], term_notes = _loss_terms(state, policy, batch, ops)
+                values[name], term_notes, gradients[name] = _loss_terms(state, policy, batch, ops)
             except AmpganError as error:
                 return [Finding("error", "step", f"under {policy.describe()}: {error}")]
         if name == FP16:
@@ -444,6 +466,24 @@ def _losses_under_loss_scaling(prepared, stream) -> list[Finding]:
             term, fp32, values[FP16][term], values["fp16 high"].get(term), notes.get(term, set()), term in plain_grad
         )
     ]
+    for term, fp32 in gradients[FP32].items():
+        # Per parameter, against fp32's, where both are finite (an overflow is the scaler's to skip) and fp32's
+        # is not next to nothing (a bias before batch norm): right gradients differ by fp16's rounding only.
+        norms = {n: (float(gradients[FP16].get(term, fp32).get(n, g).norm()), float(g.norm())) for n, g in fp32.items()}
+        largest = max(norm for _, norm in norms.values())
+        changed = [n for n, (low, exact) in norms.items() if 0 <= low < math.inf and exact > 1e-3 * largest]
+        changed = [n for n in changed if not 0.5 < norms[n][0] / norms[n][1] < 2]
+        if changed:
+            findings.append(
+                Finding(
+                    "error",
+                    "scaling",
+                    f"{term}: the gradients of {_first_few(changed, 3)} under fp16 loss scaling, unscaled, are not "
+                    f"fp32's ({norms[changed[0]][0]:.3g} against {norms[changed[0]][1]:.3g}): code in the backward "
+                    "pass (a torch.autograd.Function's backward, a tensor hook) clamps or compares gradients, which "
+                    "arrive multiplied by the loss scale; make it scale-free or keep it out of the backward pass",
+                )
+            )
     if fragile:
         findings.append(
             Finding(
@@ -569,12 +609,18 @@ def _context(state, batch) -> LossContext:
     return context
 
 
-def _loss_terms(state, policy, batch, ops) -> tuple[dict[str, float], dict[str, set[str]]]:
+def _loss_terms(state, policy, batch, ops) -> tuple[dict[str, float], dict[str, set[str]], dict[str, torch.Tensor]]:
     """Every loss term's value on the same batch and noise, as the step's first D and G updates see them,
-    and what each did (LossContext.notes)."""
+    what each did (LossContext.notes) and the parameters' gradients it gives, unscaled."""
     gan = state.gan
     context = _context(state, batch)
-    values, notes = {}, {}
+    values, notes, gradients = {}, {}, {}
+    parameters = {
+        f"{prefix}.{n}": p
+        for prefix, network in (("G", state.generator), ("D", state.discriminator))
+        for n, p in network.named_parameters()
+        if p.requires_grad
+    }
     terms = [(f"d_loss term {i + 1}", term, state.scaler_d) for i, term in enumerate(gan.d_loss_terms)] + [
         ("g_loss", gan.g_loss, state.scaler_g)
     ]
@@ -599,7 +645,12 @@ def _loss_terms(state, policy, batch, ops) -> tuple[dict[str, float], dict[str, 
         loss, _ = as_loss(result, f"model {gan.name}: {name}")  # the step's own rule
         values[name] = float(loss.detach().float().reshape(-1)[0])
         notes[name] = set(context.notes)
-    return values, notes
+        if loss.requires_grad:
+            ops.term = ""  # ampgan's own autograd.grad, not the term's
+            scale = scaler.scale_tensor()
+            found = torch.autograd.grad(loss * scale, list(parameters.values()), allow_unused=True, retain_graph=True)
+            gradients[name] = {n: g.float() / scale for n, g in zip(parameters, found) if g is not None}
+    return values, notes, gradients
 
 
 def check_before_training(config: TrainConfig, dataset=None, log=say) -> list[Finding]:

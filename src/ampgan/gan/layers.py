@@ -141,11 +141,13 @@ def keep_in_fp32(module: nn.Module) -> None:
 
 
 def _one_score_per_image(logits, loss: str) -> torch.Tensor:
-    if not isinstance(logits, torch.Tensor) or not (logits.dim() == 1 or (logits.dim() == 2 and logits.shape[1] == 1)):
+    # One score per image, or a PatchGAN's one per patch ((B, 1, H, W): pix2pix, CycleGAN and pix2pixHD average
+    # the loss over the patches); a (B, K) output is a class head or features, not a real/fake score.
+    if not isinstance(logits, torch.Tensor) or not (logits.dim() == 1 or (logits.dim() >= 2 and logits.shape[1] == 1)):
         got = tuple(logits.shape) if isinstance(logits, torch.Tensor) else type(logits).__name__
         raise AmpganError(
-            f"{loss} takes D's real/fake logits, one per image ((B,) or (B, 1)), got {got}: "
-            "end D in a linear layer to one output (a tuple from D? pass its real/fake part)"
+            f"{loss} takes D's real/fake logits, one per image ((B,) or (B, 1)) or per patch ((B, 1, H, W)), "
+            f"got {got}: end D in a layer to one output channel (a tuple from D? pass its real/fake part)"
         )
     return logits.float()
 
@@ -153,7 +155,7 @@ def _one_score_per_image(logits, loss: str) -> torch.Tensor:
 def hinge_loss(scores: torch.Tensor, target: str) -> torch.Tensor:
     """The hinge loss of SNGAN, BigGAN and SAGAN, in fp32: D's loss on real scores (`target="real"`:
     mean relu(1 - D(x))) and on fakes (`"fake"`: mean relu(1 + D(G(z)))); G's loss (`"generator"`:
-    -mean D(G(z))). `scores`: one per image, (B,) or (B, 1)."""
+    -mean D(G(z))). `scores`: one per image, (B,) or (B, 1), or per patch, (B, 1, H, W)."""
     scores = _one_score_per_image(scores, "hinge_loss")
     if target not in tuple(_HINGE):  # compared, not hashed: any value gets the one-line error
         raise AmpganError(f"hinge_loss target must be 'real', 'fake' or 'generator', got {target!r}")
@@ -169,7 +171,8 @@ _HINGE = {
 
 def real_fake_loss(logits: torch.Tensor, target: float) -> torch.Tensor:
     """BCE-with-logits against a constant target (1 real, 0 fake; 0.9 with one-sided smoothing),
-    in fp32 whatever the compute dtype (the sigmoid's log-sum-exp). `logits`: one per image, (B,) or (B, 1)."""
+    in fp32 whatever the compute dtype (the sigmoid's log-sum-exp). `logits`: one per image, (B,) or (B, 1),
+    or per patch, (B, 1, H, W) (averaged)."""
     logits = _one_score_per_image(logits, "real_fake_loss")
     return F.binary_cross_entropy_with_logits(logits, torch.full_like(logits, target))
 

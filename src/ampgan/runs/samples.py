@@ -19,7 +19,8 @@ from ampgan.system.memory import is_out_of_memory
 # draw_inputs for training) trains, then fails at its first samples.
 NOISE_INPUT = (
     "samples, `ampgan generate` and evaluations call G on z of shape (N, z_dim) drawn from its z_distribution "
-    "(draw_inputs feeds only the training step)"
+    "(draw_inputs feeds only the training step): a G that takes a map or an image can be benched and projected "
+    "(ampgan bench, then ampgan project), not yet trained or compared (docs/your-gan.md, image-to-image GANs)"
 )
 
 

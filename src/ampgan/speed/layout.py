@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass
 
 import torch
 
+from ampgan.errors import AmpganError
 from ampgan.speed.ab import cached_or_measured, on_rank_zero, outcome_of
 from ampgan.speed.cache import DecisionCache, StoredDecision, decision_key
 from ampgan.speed.decision import DECISION_RULE, WARMUP_STEPS, duration_text, interval_text, machine_key
@@ -27,7 +28,7 @@ NCHW, CHANNELS_LAST = "nchw", "channels-last"
 
 @dataclass(frozen=True)
 class LayoutDecision(StoredDecision):
-    # verdict (StoredDecision): channels-last is faster | slower | no clear difference
+    # verdict (StoredDecision): channels-last is faster | slower | no clear difference | failed (the step raised)
     nchw_step_s: float | None
     channels_last_step_s: float | None
     interval: dict | None  # channels-last's speedup over NCHW (SpeedupInterval.to_dict())
@@ -76,7 +77,11 @@ def decide_layout(
             f"measuring channels-last against NCHW for {precision} at batch {batch_size} "
             "(once for this machine and model; the answer is cached) ..."
         )
-        result = measure()
+        try:
+            result = measure()
+        except AmpganError as error:  # user code that NHWC weights break (BigGAN's weight.view(out, -1)): NCHW
+            note = f"the step failed channels-last: {error}"
+            return LayoutDecision(precision, batch_size, "failed", None, None, None, 0, note=note), True  # not cached
         return layout_from_rounds(result, precision, batch_size), not result.machine_answer
 
     return cached_or_measured(cache, key, LayoutDecision.from_cache, measured)[0]

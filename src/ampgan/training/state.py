@@ -219,10 +219,12 @@ def build_train_state(
     device = policy.device
     torch.manual_seed(weights_seed(config.seed))
     gan = model.build(data)
-    # NHWC lets oneDNN/cuDNN pick their fastest convolution kernels without layout reorders.
-    layout = torch.channels_last if config.compute.channels_last else torch.preserve_format
     for network in (gan.generator, gan.discriminator):
-        network.to(device, memory_format=layout)
+        network.to(device)
+        if config.compute.channels_last:  # NHWC: oneDNN/cuDNN pick their fastest convolutions without reorders
+            # 4-D tensors only: Module.to(memory_format=channels_last) refuses a 5-D one (a Conv3d weight,
+            # StyleGAN2's (1, out, in, k, k) modulated weight), which has no NHWC form.
+            network._apply(lambda t: t.contiguous(memory_format=torch.channels_last) if t.dim() == 4 else t)
     attach_average(gan)  # after G is placed: the average lives where G does, never in an optimizer
     extra_optimizers, extra_scalers = {}, {}
     for update in gan.extra_updates:

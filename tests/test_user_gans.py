@@ -1,0 +1,178 @@
+"""Legal PyTorch that GANs users bring, and ampgan's built-ins do not have, taken as it is: a 5-D weight
+(StyleGAN2's modulated weight kept as (1, out, in, k, k), a Conv3d) under channels-last, buffers that are
+not fp32 (an fp64 running count, a complex FFT filter), a PatchGAN D scoring each patch (pix2pix,
+CycleGAN), squares taken under other names in the losses."""
+
+import textwrap
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import ampgan
+from ampgan.config import config_from_options
+from ampgan.data.synthetic import make_synthetic
+from ampgan.doctor.preflight import preflight
+from ampgan.errors import AmpganError
+from ampgan.training.precision import PrecisionPolicy
+from ampgan.training.state import build_train_state
+from ampgan.training.step import train_step
+
+USER_GANS = textwrap.dedent("""
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
+    import ampgan
+
+    class Modulated(nn.Module):
+        '''A G whose 3x3 convolution weight is stored 5-D, (1, out, in, 3, 3), modulated per image and run
+        as one grouped convolution (StyleGAN2's layout), with buffers in fp64 and complex64.'''
+        def __init__(self, data, width=8):
+            super().__init__()
+            self.width, self.size = width, data.image_size
+            self.fc = nn.Linear(16, width * data.image_size ** 2)
+            self.weight = nn.Parameter(torch.randn(1, width, width, 3, 3) / 6)
+            self.style = nn.Linear(16, width)
+            self.out = nn.Conv2d(width, data.channels, 1)
+            self.register_buffer("calls", torch.zeros((), dtype=torch.float64))
+            self.register_buffer("spectrum", torch.ones(data.image_size, data.image_size // 2 + 1,
+                                                        dtype=torch.complex64))
+
+        def forward(self, z):
+            b = z.shape[0]
+            x = self.fc(z).view(1, b * self.width, self.size, self.size)
+            weight = self.weight * self.style(z).view(b, 1, self.width, 1, 1)
+            x = F.conv2d(x, weight.reshape(-1, self.width, 3, 3), padding=1, groups=b)
+            x = self.out(x.view(b, self.width, self.size, self.size)).float()
+            self.calls += 1
+            return torch.tanh(torch.fft.irfft2(torch.fft.rfft2(x) * self.spectrum, s=x.shape[-2:]))
+
+    def patch_d(data):  # (B, C, H, W) -> (B, 1, H/4, W/4): one logit per patch
+        return nn.Sequential(nn.Conv2d(data.channels, 8, 4, 2, 1), nn.LeakyReLU(0.2), nn.Conv2d(8, 1, 4, 2, 1))
+
+    def bce_d(ctx):
+        return ampgan.real_fake_loss(ctx.D(ctx.real), 1.0) + ampgan.real_fake_loss(ctx.D(ctx.fake), 0.0)
+
+    def bce_g(ctx):
+        return ampgan.real_fake_loss(ctx.D(ctx.fake), 1.0)
+
+    def patches(data, *, loss="bce"):
+        d_loss, g_loss = bce_d, bce_g
+        if loss == "hinge":
+            d_loss = lambda ctx: ampgan.hinge_loss(ctx.D(ctx.real), "real") + ampgan.hinge_loss(ctx.D(ctx.fake), "fake")
+            g_loss = lambda ctx: ampgan.hinge_loss(ctx.D(ctx.fake), "generator")
+        return ampgan.GAN(generator=Modulated(data), discriminator=patch_d(data), z_dim=16, d_loss=d_loss,
+                          g_loss=g_loss)
+
+    def sigmoid_g(data, *, image_range=(-1.0, 1.0)):  # a G that draws [0, 1]
+        shape = (data.channels, data.image_size, data.image_size)
+        G = nn.Sequential(nn.Linear(16, shape[0] * shape[1] * shape[2]), nn.Sigmoid(), nn.Unflatten(1, shape))
+        return ampgan.GAN(generator=G, discriminator=patch_d(data), z_dim=16, image_range=image_range,
+                          d_loss=bce_d, g_loss=bce_g)
+
+    class ClampGrad(torch.autograd.Function):  # a 'gradient clip layer': identity forward, clamped backward
+        @staticmethod
+        def forward(ctx, x):
+            return x.clone()
+
+        @staticmethod
+        def backward(ctx, grad):
+            return grad.clamp(-1, 1)
+
+    class ClampedD(nn.Module):
+        def __init__(self, data, how):
+            super().__init__()
+            self.how, self.c1, self.c2 = how, nn.Conv2d(data.channels, 8, 4, 2, 1), nn.Conv2d(8, 1, 4, 2, 1)
+
+        def forward(self, x):
+            h = self.c1(x)
+            if self.how == "function":
+                h = ClampGrad.apply(h)
+            elif self.how == "hook" and h.requires_grad:
+                h.register_hook(lambda grad: grad.clamp(-1, 1))
+            return self.c2(F.leaky_relu(h, 0.2))
+
+    def clamped_backward(data, *, how="function"):
+        return ampgan.GAN(generator=Modulated(data), discriminator=ClampedD(data, how), z_dim=16, d_loss=bce_d,
+                          g_loss=bce_g)
+
+    def squares_by_other_names(data):  # least squares, written as .square() and a vector norm
+        def d_loss(ctx):
+            return (ctx.D(ctx.real) - 1).square().mean() + torch.linalg.vector_norm(ctx.D(ctx.fake)) / 4
+        return ampgan.GAN(generator=Modulated(data), discriminator=patch_d(data), z_dim=16, d_loss=d_loss,
+                          g_loss=lambda ctx: (ctx.D(ctx.fake) - 1).square().mean())
+""")
+
+
+@pytest.fixture
+def models(tmp_path):
+    path = tmp_path / "user_gans.py"
+    path.write_text(USER_GANS)
+    return path
+
+
+def _findings(models, function, sets=()):
+    config = config_from_options(model=f"{models}:{function}", dataset="synthetic", image_size=8, sets=sets)
+    return {(f.severity, f.check): f.text for f in preflight(config, make_synthetic(image_size=8, count=32))}
+
+
+@pytest.mark.parametrize("loss", ["bce", "hinge"])
+def test_preflight_takes_patch_scores_a_5d_weight_and_buffers_that_are_not_fp32(models, loss):
+    """Before: the fp64 and complex buffers were 'weights that are not fp32' (the model casting itself),
+    and a PatchGAN's (B, 1, H, W) scores were refused by real_fake_loss and hinge_loss."""
+    assert _findings(models, "patches", [f"model.loss={loss}"]) == {}
+
+
+def test_squares_under_other_names_are_fragile_in_the_losses(models):
+    """`.square()` and `torch.linalg.vector_norm` on fp16/bf16 scores flush small values as `pow` does."""
+    fragile = _findings(models, "squares_by_other_names")[("warning", "fragile")]
+    assert "square" in fragile and "linalg_vector_norm" in fragile
+
+
+@pytest.mark.parametrize("how", ["function", "hook"])
+def test_a_backward_that_clamps_scaled_gradients_is_an_error(models, how):
+    """A custom backward (or a tensor hook) that clamps at +-1 leaves fp32's gradients alone and clips every
+    fp16 one, which arrives multiplied by the loss scale: D's first layer learns 1/65536 as fast, silently."""
+    text = _findings(models, "clamped_backward", [f"model.how={how}"])[("error", "scaling")]
+    assert ": the gradients of D.c1.weight, D.c1.bias under fp16 loss scaling, unscaled, are not fp32's" in text
+    assert "clamps or compares gradients" in text and "D.c2" not in text
+    assert _findings(models, "clamped_backward", ["model.how=plain"]) == {}
+
+
+def test_a_sigmoid_g_on_data_in_minus_one_to_one_is_named(models):
+    """Nothing of its output lies outside [-1, 1], yet D tells its fakes by never seeing a dark pixel."""
+    text = _findings(models, "sigmoid_g")[("warning", "range")]
+    assert "none of it in the lower half of the data range [-1, 1]" in text and "GAN.image_range" in text
+    assert _findings(models, "sigmoid_g", ["model.image_range=[0.0, 1.0]"]) == {}
+
+
+def test_a_5d_weight_is_left_as_it_is_under_channels_last_and_trains(models):
+    """Module.to(memory_format=channels_last) raises on a 5-D tensor: train, bench and compare stopped with a
+    traceback whenever channels-last was measured or asked for."""
+    config = config_from_options(
+        model=f"{models}:patches", dataset="synthetic", image_size=8, batch_size=4, channels_last=True
+    )
+    recipe = ampgan.gan.resolve_model(config.model.name, config.model.options)
+    data = ampgan.DataSpec(image_size=8, channels=3, num_classes=2)
+    torch.manual_seed(0)
+    expected = recipe.build(data).generator.weight.detach().clone()
+    state = build_train_state(config, recipe, data, PrecisionPolicy("fp32", torch.device("cpu")))
+    generator, discriminator = state.gan.generator, state.gan.discriminator
+    assert torch.equal(generator.weight, expected) and generator.weight.is_contiguous()
+    assert discriminator[0].weight.is_contiguous(memory_format=torch.channels_last)
+    assert generator.calls.dtype == torch.float64 and generator.spectrum.dtype == torch.complex64
+    batch = (torch.rand(4, 3, 8, 8) * 2 - 1, torch.zeros(4, dtype=torch.long))
+    metrics = train_step(state, lambda: batch)
+    assert torch.isfinite(metrics["loss_d"]) and torch.isfinite(metrics["loss_g"])
+    assert not torch.equal(generator.weight, expected)
+
+
+def test_patch_scores_are_averaged_over_the_patches_and_a_class_head_is_still_refused():
+    scores = torch.randn(4, 1, 3, 3)
+    assert torch.allclose(
+        ampgan.real_fake_loss(scores, 1.0), F.binary_cross_entropy_with_logits(scores, torch.ones_like(scores))
+    )
+    assert torch.allclose(ampgan.hinge_loss(scores, "real"), F.relu(1 - scores).mean())
+    for wrong in (torch.randn(4, 3), torch.randn(4, 2, 3, 3)):
+        with pytest.raises(AmpganError, match="one per image"):
+            ampgan.real_fake_loss(wrong, 1.0)
