@@ -148,6 +148,11 @@ def test_a_call_leaves_the_callers_thread_count_as_it_found_it(tmp_path, monkeyp
         (lambda out: ampgan.compare("acgan", out, precisions="fp32,bf16"), "ampgan.compare: precisions takes a list"),
         (lambda out: ampgan.compare("acgan", out, seeds="2"), "ampgan.compare: seeds takes a number, not the string"),
         (lambda out: ampgan.compare("acgan", out, bench={"batch_sizes": "8"}), "batch_sizes takes a list ([16, 64"),
+        # decided by the declared type, not the default's: a float, a switch, a list whose default is None
+        (lambda out: ampgan.bench("acgan", out, max_seconds="5"), "ampgan.bench: max_seconds takes a number"),
+        (lambda out: ampgan.bench("acgan", out, trace_ops="no"), "ampgan.bench: trace_ops takes True or False"),
+        (lambda out: ampgan.bench("acgan", out, channels_last="bf16"), "ampgan.bench: channels_last takes a list"),
+        (lambda out: ampgan.compare("acgan", out, price_per_hour="1.5"), "price_per_hour takes a number, not the"),
     ],
 )
 def test_a_string_for_a_list_or_a_number_is_one_line(tmp_path, call, named):

@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import math
+import re
 from collections.abc import Iterator
 from typing import Any, ClassVar
 
@@ -108,13 +109,31 @@ def with_settings(spec, values: dict, where: str, prefix: str = ""):
 
 def as_tuples(values: dict, spec=None, where: str = "") -> dict:
     """A list given for a tuple-valued setting (batch sizes, precisions), as a spec holds it. A string given for a
-    list or a number is refused: its letters would be read as the items ('fp32' as precision 'f')."""
+    setting whose declared type takes no text (a list, a number, a switch) is refused: its letters would be read as
+    the items ('fp32' as precision 'f'), 'no' would switch on, '5' would fail deep inside as a number."""
+    declared = {field.name: str(field.type) for field in dataclasses.fields(spec)} if spec is not None else {}
     for name, value in values.items():
-        held = getattr(spec, name, None)
-        if isinstance(value, str) and isinstance(held, tuple | int) and not isinstance(held, bool):
-            kind = f"a list ({list(held)!r} by default)" if isinstance(held, tuple) else "a number"
+        types = _top_level_types(declared.get(name, "str"))
+        if isinstance(value, str) and not types & {"str", "Path", "Any"}:
+            held = getattr(spec, name, None)
+            kind = (
+                (f"a list ({list(held)!r} by default)" if isinstance(held, tuple) else "a list")
+                if "tuple" in types
+                else "True or False"
+                if "bool" in types
+                else "a number"
+                if types & {"int", "float"}
+                else " or ".join(sorted(types - {"None"}))
+            )
             raise AmpganError(f"{where}: {name} takes {kind}, not the string {value!r}")
     return {key: tuple(value) if isinstance(value, list) else value for key, value in values.items()}
+
+
+def _top_level_types(declared: str) -> set[str]:
+    """'tuple[str, ...] | None' -> {'tuple', 'None'}: the names a field's annotation joins with '|'."""
+    while "[" in declared:
+        declared = re.sub(r"\[[^\[\]]*\]", "", declared)
+    return {part.strip() for part in declared.split("|")}
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
