@@ -96,6 +96,12 @@ USER_GANS = textwrap.dedent("""
         return ampgan.GAN(generator=Modulated(data), discriminator=ClampedD(data, how), z_dim=16, d_loss=bce_d,
                           g_loss=bce_g)
 
+    OUTSIDE = nn.Parameter(torch.ones(()))
+
+    def term_outside_both_networks(data):  # a term whose gradient reaches no parameter of G or D
+        return ampgan.GAN(generator=Modulated(data), discriminator=patch_d(data), z_dim=16,
+                          d_loss=[bce_d, lambda ctx: (OUTSIDE * 0.0).sum()], g_loss=bce_g)
+
     def squares_by_other_names(data):  # least squares, written as .square() and a vector norm
         def d_loss(ctx):
             return (ctx.D(ctx.real) - 1).square().mean() + torch.linalg.vector_norm(ctx.D(ctx.fake)) / 4
@@ -137,6 +143,11 @@ def test_a_backward_that_clamps_scaled_gradients_is_an_error(models, how):
     assert ": the gradients of D.c1.weight, D.c1.bias under fp16 loss scaling, unscaled, are not fp32's" in text
     assert "clamps or compares gradients" in text and "D.c2" not in text
     assert _findings(models, "clamped_backward", ["model.how=plain"]) == {}
+
+
+def test_a_term_whose_gradient_reaches_neither_network_is_not_compared(models):
+    """Its gradients are no network's: nothing to compare (max() of nothing was a ValueError traceback)."""
+    assert _findings(models, "term_outside_both_networks") == {}
 
 
 def test_a_sigmoid_g_on_data_in_minus_one_to_one_is_named(models):

@@ -453,7 +453,7 @@ def _losses_under_loss_scaling(prepared, stream) -> list[Finding]:
         state = build_train_state(prepared.config, prepared.model, prepared.data, policy)
         with _OpsInLosses(state.gan) as ops:
             try:
-                values[name], term_notes, gradients[name] = _loss_terms(state, policy, batch, ops)
+                values[name], term_notes, gradients[name] = _loss_terms(state, policy, batch, ops, name != "fp16 high")
             except AmpganError as error:
                 return [Finding("error", "step", f"under {policy.describe()}: {error}")]
         if name == FP16:
@@ -469,8 +469,8 @@ def _losses_under_loss_scaling(prepared, stream) -> list[Finding]:
     for term, fp32 in gradients[FP32].items():
         # Per parameter, against fp32's, where both are finite (an overflow is the scaler's to skip) and fp32's
         # is not next to nothing (a bias before batch norm): right gradients differ by fp16's rounding only.
-        norms = {n: (float(gradients[FP16].get(term, fp32).get(n, g).norm()), float(g.norm())) for n, g in fp32.items()}
-        largest = max(norm for _, norm in norms.values())
+        norms = {n: (gradients[FP16].get(term, fp32).get(n, norm), norm) for n, norm in fp32.items()}
+        largest = max((norm for _, norm in norms.values()), default=0.0)
         changed = [n for n, (low, exact) in norms.items() if 0 <= low < math.inf and exact > 1e-3 * largest]
         changed = [n for n in changed if not 0.5 < norms[n][0] / norms[n][1] < 2]
         if changed:
@@ -609,28 +609,38 @@ def _context(state, batch) -> LossContext:
     return context
 
 
-def _loss_terms(state, policy, batch, ops) -> tuple[dict[str, float], dict[str, set[str]], dict[str, torch.Tensor]]:
+def _loss_terms(
+    state, policy, batch, ops, with_gradients: bool = True
+) -> tuple[dict[str, float], dict[str, set[str]], dict[str, dict[str, float]]]:
     """Every loss term's value on the same batch and noise, as the step's first D and G updates see them,
-    what each did (LossContext.notes) and the parameters' gradients it gives, unscaled."""
+    what each did (LossContext.notes) and (`with_gradients`) the norm of each parameter's gradient it gives,
+    unscaled, for the networks its update trains (D is frozen while G learns: its gradients there are no one's)."""
     gan = state.gan
     context = _context(state, batch)
     values, notes, gradients = {}, {}, {}
-    parameters = {
-        f"{prefix}.{n}": p
-        for prefix, network in (("G", state.generator), ("D", state.discriminator))
-        for n, p in network.named_parameters()
-        if p.requires_grad
-    }
-    terms = [(f"d_loss term {i + 1}", term, state.scaler_d) for i, term in enumerate(gan.d_loss_terms)] + [
-        ("g_loss", gan.g_loss, state.scaler_g)
+    networks = {"generator": ("G", state.generator), "discriminator": ("D", state.discriminator)}
+
+    def trained(*names: str) -> dict[str, torch.Tensor]:
+        return {
+            f"{prefix}.{n}": p
+            for prefix, network in (networks[name] for name in names)
+            for n, p in network.named_parameters()
+            if p.requires_grad
+        }
+
+    terms = [
+        (f"d_loss term {i + 1}", t, state.scaler_d, trained("discriminator")) for i, t in enumerate(gan.d_loss_terms)
     ]
+    terms += [("g_loss", gan.g_loss, state.scaler_g, trained("generator"))]
     for update in gan.extra_updates:
         loss = update.loss if isinstance(update.loss, (list, tuple)) else (update.loss,)
         scaler = state.extra_scalers.get(update.name) or (
             state.scaler_d if "discriminator" in update.networks else state.scaler_g
         )
-        terms += [(f"update {update.name!r} term {i + 1}", term, scaler) for i, term in enumerate(loss)]
-    for name, term, scaler in terms:
+        terms += [
+            (f"update {update.name!r} term {i + 1}", t, scaler, trained(*update.networks)) for i, t in enumerate(loss)
+        ]
+    for name, term, scaler, parameters in terms:
         context.scaler, context.notes, ops.term = scaler, [], name
         context.rng.manual_seed(2)
         try:
@@ -645,11 +655,11 @@ def _loss_terms(state, policy, batch, ops) -> tuple[dict[str, float], dict[str, 
         loss, _ = as_loss(result, f"model {gan.name}: {name}")  # the step's own rule
         values[name] = float(loss.detach().float().reshape(-1)[0])
         notes[name] = set(context.notes)
-        if loss.requires_grad:
+        if with_gradients and loss.requires_grad and parameters:
             ops.term = ""  # ampgan's own autograd.grad, not the term's
-            scale = scaler.scale_tensor()
-            found = torch.autograd.grad(loss * scale, list(parameters.values()), allow_unused=True, retain_graph=True)
-            gradients[name] = {n: g.float() / scale for n, g in zip(parameters, found) if g is not None}
+            scale = float(scaler.scale_tensor())
+            found = torch.autograd.grad(loss * scale, list(parameters.values()), allow_unused=True)
+            gradients[name] = {n: float(g.float().norm()) / scale for n, g in zip(parameters, found) if g is not None}
     return values, notes, gradients
 
 
