@@ -106,15 +106,37 @@ def test_a_step_that_fails_channels_last_runs_nchw_and_says_why_uncached(tmp_pat
     weight) stopped train, bench and compare while they only measured which format is faster."""
     from ampgan.errors import AmpganError
 
-    def view_fails():
-        raise AmpganError("model m.py:gan: G's update, g_loss failed: RuntimeError: view size is not compatible")
+    def timer(name):
+        def step():
+            if name == CHANNELS_LAST:
+                raise AmpganError(
+                    "model m.py:gan: G's update, g_loss failed: RuntimeError: view size is not compatible"
+                )
+            return 0.01
+
+        return step
 
     cache = DecisionCache(tmp_path)
-    decision = decide_layout("fp32", 16, {"machine": "zen4"}, view_fails, cache)
+    decision = decide_layout("fp32", 16, {"machine": "zen4"}, measure_layouts_with(timer), cache)
     assert decision.chosen == NCHW and not decision.channels_last and decision.verdict == "failed"
     assert decision.describe().endswith("(the step failed channels-last: model m.py:gan: G's update, g_loss failed: "
                                         "RuntimeError: view size is not compatible): nchw")  # fmt: skip
     assert not (tmp_path / "precision-decisions.json").exists()  # fixed code is measured again next time
+
+
+def test_a_step_that_fails_in_both_formats_is_the_users_error_not_a_layout_decision(tmp_path):
+    """An NCHW failure (a bug in the user's loss, a config error) fails the run in either format: it reaches
+    the user as it is, not as "the step failed channels-last" followed by a run that fails again later."""
+    from ampgan.errors import AmpganError
+
+    def timer(name):
+        def step():
+            raise AmpganError(f"model m.py:gan: g_loss failed: NameError ({name})")
+
+        return step
+
+    with pytest.raises(AmpganError, match=r"NameError \(nchw\)$"):
+        decide_layout("fp32", 16, {"machine": "zen4"}, measure_layouts_with(timer), DecisionCache(tmp_path))
 
 
 def test_a_format_that_is_hopeless_in_a_round_is_slower():

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-from ampgan.errors import AmpganError
+from ampgan.errors import AmpganError, first_words
 from ampgan.speed.ab import cached_or_measured, on_rank_zero, outcome_of
 from ampgan.speed.cache import DecisionCache, StoredDecision, decision_key
 from ampgan.speed.decision import DECISION_RULE, WARMUP_STEPS, duration_text, interval_text, machine_key
@@ -79,8 +79,8 @@ def decide_layout(
         )
         try:
             result = measure()
-        except AmpganError as error:  # user code that NHWC weights break (BigGAN's weight.view(out, -1)): NCHW
-            note = f"the step failed channels-last: {error}"
+        except ChannelsLastFailed as error:  # user code that NHWC weights break (BigGAN's weight.view(out, -1)): NCHW
+            note = f"the step failed channels-last: {first_words(str(error))}"
             return LayoutDecision(precision, batch_size, "failed", None, None, None, 0, note=note), True  # not cached
         return layout_from_rounds(result, precision, batch_size), not result.machine_answer
 
@@ -99,10 +99,31 @@ def measure_layouts_with(
     warm-up, then interleaved rounds until decided (rounds.py)."""
 
     def measure() -> RoundsResult:
-        timers = {name: make_timer(name) for name in (NCHW, CHANNELS_LAST)}
+        timers = {NCHW: make_timer(NCHW), CHANNELS_LAST: _failing_as_channels_last(lambda: make_timer(CHANNELS_LAST))}
         return warmed_up_rounds(timers, NCHW, rule, WARMUP_STEPS, seed, tie_capped=True)
 
     return measure
+
+
+class ChannelsLastFailed(AmpganError):
+    """The step that runs NCHW fails channels-last: the format is decided NCHW (an NCHW failure is the user's
+    to see, as it is: it would fail the run in either format)."""
+
+
+def _failing_as_channels_last(make: Callable[[], Callable[[], float]]) -> Callable[[], float]:
+    """The channels-last timer, its failures (building it, or any of its steps) raised as ChannelsLastFailed."""
+    try:
+        timer = make()
+    except AmpganError as error:
+        raise ChannelsLastFailed(str(error)) from None
+
+    def timed() -> float:
+        try:
+            return timer()
+        except AmpganError as error:
+            raise ChannelsLastFailed(str(error)) from None
+
+    return timed
 
 
 def measure_layouts_on_training_step(config, dataset, device: torch.device) -> Callable[[], RoundsResult]:
