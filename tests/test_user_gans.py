@@ -96,6 +96,16 @@ USER_GANS = textwrap.dedent("""
         return ampgan.GAN(generator=Modulated(data), discriminator=ClampedD(data, how), z_dim=16, d_loss=bce_d,
                           g_loss=bce_g)
 
+    def zero_initialised_out(data):  # tanh(0): every pixel at the middle of [-1, 1] before the first step
+        generator = Modulated(data)
+        nn.init.zeros_(generator.out.weight)
+        nn.init.zeros_(generator.out.bias)
+        return ampgan.GAN(generator=generator, discriminator=patch_d(data), z_dim=16, d_loss=bce_d, g_loss=bce_g)
+
+    def averaged(data):  # an EMA of a G with fp64 and complex buffers
+        return ampgan.GAN(generator=Modulated(data), discriminator=patch_d(data), z_dim=16, d_loss=bce_d,
+                          g_loss=bce_g, ema=ampgan.EMA(decay=0.9))
+
     OUTSIDE = nn.Parameter(torch.ones(()))
 
     def term_outside_both_networks(data):  # a term whose gradient reaches no parameter of G or D
@@ -143,6 +153,24 @@ def test_a_backward_that_clamps_scaled_gradients_is_an_error(models, how):
     assert ": the gradients of D.c1.weight, D.c1.bias under fp16 loss scaling, unscaled, are not fp32's" in text
     assert "clamps or compares gradients" in text and "D.c2" not in text
     assert _findings(models, "clamped_backward", ["model.how=plain"]) == {}
+
+
+def test_a_zero_initialised_g_at_the_middle_of_the_range_is_not_a_sigmoid_g(models):
+    """Every pixel exactly at the middle (a zero-initialised last layer under tanh) is not 'never below it'."""
+    assert _findings(models, "zero_initialised_out") == {}
+
+
+def test_the_average_of_g_keeps_its_buffers_dtypes(models):
+    """The EMA copy is fp32 in its parameters; an fp64 count stays fp64 (it was rounded to fp32 at each copy)."""
+    from ampgan.training.ema import attach_average
+
+    config = config_from_options(model=f"{models}:averaged", dataset="synthetic", image_size=8, channels_last=False)
+    recipe = ampgan.gan.resolve_model(config.model.name, config.model.options)
+    data = ampgan.DataSpec(image_size=8, channels=3, num_classes=2)
+    state = build_train_state(config, recipe, data, PrecisionPolicy("fp32", torch.device("cpu")))
+    attach_average(state.gan)
+    buffers = dict(state.gan.averaged_generator.named_buffers())
+    assert buffers["calls"].dtype == torch.float64 and buffers["spectrum"].dtype == torch.complex64
 
 
 def test_a_term_whose_gradient_reaches_neither_network_is_not_compared(models):

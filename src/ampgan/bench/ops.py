@@ -574,7 +574,9 @@ def _settled_trace(
         try:
             # A cycle slower than foreseen (tracing costs more than the warm-up it was foreseen from) is
             # stopped at the deadline rather than run past the trace's share of the budget.
-            with abandoned_after(None if deadline is None else deadline - started), torch.random.fork_rng(devices=[]):
+            # manual_seed reseeds every CUDA generator too: the fork puts the timer's GPU's state back as well
+            cuda = [timer.device] if timer.device.type == "cuda" else []
+            with abandoned_after(None if deadline is None else deadline - started), torch.random.fork_rng(devices=cuda):
                 torch.manual_seed(0)  # every cycle takes the same random branches (StyleGAN2's style mixing, p 0.9)
                 records = trace_cycle(timer, batch)
         except CallTooLong:

@@ -217,7 +217,7 @@ def _generator_output(gan, data) -> list[Finding]:
     slack = 1e-3 * (high - low)
     outside = ((images < low - slack) | (images > high + slack)).float().mean().item()
     # Nothing outside, yet never below the middle: a sigmoid G (0 to 1) on data in [-1, 1].
-    if outside > 0 or images.min() >= (low + high) / 2:
+    if outside > 0 or images.min() > (low + high) / 2:  # '>': a zero-initialised last layer sits at the middle
         return [
             Finding(
                 "warning",

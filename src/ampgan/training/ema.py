@@ -31,7 +31,7 @@ def attach_average(gan: GAN) -> None:
             f"model {gan.name}: GAN.ema needs a copy of the generator, and copy.deepcopy(generator) failed "
             f"({type(error).__name__}: {first_words(str(error), 200)}): make it copyable"
         ) from None
-    for tensor in list(average.parameters()) + list(average.buffers()):
+    for tensor in average.parameters():  # buffers keep their dtype (an fp64 count stays fp64: docs/your-gan.md)
         if tensor.is_floating_point():
             tensor.data = tensor.data.float()
     average.requires_grad_(False)
