@@ -335,7 +335,9 @@ def test_the_study_report_shows_the_projection_as_projected_and_refuses_a_damage
     h100 = table.table[-1]
     assert h100[5].index("over the default (TF32 convolutions)") < h100[5].index("over strict fp32")
     # Hopper has no published end-to-end rows in the composition's fit; Turing (the T4) has 71
-    assert h100[-1].startswith("NOT calibrated") and table.table[1][-1] == "calibrated"
+    # (the T4's kernels borrow Volta's model, as the note below the project table says)
+    assert h100[-1].startswith("NOT calibrated")
+    assert table.table[1][-1] == "calibrated on whole steps; kernels: another architecture's model"
     assert "off by" in table.paragraph and "band holds" in table.paragraph
     document = json.loads((tmp_path / "projection" / "projection.json").read_text())
     document["rows"][0]["batch_size"] = "many"
@@ -459,6 +461,42 @@ def test_an_op_table_traced_before_kernels_were_recorded_still_projects_and_says
     fp16 = next(r for r in rows if r["precision"] == "fp16")
     assert fp16["status"] == "ok" and "1 matrix ops without recorded shapes" in fp16["source"]
     assert fp16["speedup_low"] <= fp16["speedup"] <= fp16["speedup_high"] and fp16["calibrated"] is True
+
+
+def test_the_calibration_column_says_what_the_note_below_it_says_once_per_gpu():
+    """T4's band rests on Turing's published whole steps while its kernels borrow Volta's model: the column
+    said "calibrated" over a note saying "NO calibration for this architecture"; the note came once per row."""
+    from ampgan.projection.assumptions import launch_assumption
+    from ampgan.projection.document import project, table_text
+
+    def table(name, dtype, nbytes):
+        row = ["aten.mm", "matrix", dtype, 8, [0.0, 2e9], [0.0, nbytes], False, 3.0]
+        return OpTable(name, (OpRow.from_list(row),), (8, 16), "cpu")
+
+    tables = {"fp32": table("fp32", "float32", 8e6), "fp16": table("fp16", "float16", 4e6)}
+    gpus = [gpu_spec(name) for name in ("V100", "T4", "H100")]
+    rows = project(tables, gpus, [64, 2048], launch_assumption(5e-6, "test"))
+    fitted = {"name": "fitted", "low": 2.5, "high": 2.5, "unit": "factor", "source": "a fit"}
+    ranged = {"name": "ranged", "low": 1.0, "high": 3.0, "unit": "factor", "source": "a guess"}
+    document = {"model": "m", "traced_on": "cpu", "batches_costed": 1e6, "rows": rows, "measured_here": []}
+    text = table_text({**document, "assumptions": [fitted, ranged]})
+    cells = {}
+    for line in text.splitlines():
+        if line.startswith(("| V100 |", "| T4 |", "| H100 |")):
+            cells.setdefault(line.split(" | ")[0][2:], set()).add(line.split(" | ")[-1].rstrip(" |"))
+    assert cells == {
+        "V100": {"calibrated on whole steps"},
+        "T4": {"calibrated on whole steps; kernels: another architecture's model"},
+        "H100": {"NOT calibrated: band widened; kernels: another architecture's model"},
+    }
+    notes = [line for line in text.splitlines() if line.startswith("- ") and ": kernels: " in line]
+    assert [note.split(":")[0] for note in notes] == ["- H100", "- T4", "- V100"]  # 4 rows each, one note
+    t4 = notes[1]
+    assert "kernels: NO calibration for this architecture (capability 7.5): volta's" in t4
+    assert "whole steps: composition fitted end to end, band from turing" in t4
+    assert notes[2].startswith("- V100: kernels: calibrated on V100's architecture (volta")
+    assert "- fitted: 2.5 factor (a fit)" in text and "- ranged: 1-3 factor (a guess)" in text
+    assert {r["kernels_calibrated"] for r in rows if r["device"] == "T4" and r["status"] == "ok"} == {False}
 
 
 def test_a_transposed_convolution_is_recorded_as_the_ordinary_one_run_the_other_way():

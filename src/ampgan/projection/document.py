@@ -62,8 +62,9 @@ class Row:
     bytes_per_step: float | None = None
     calibration: str | None = None
     # Calibrated: the step's generation has published end-to-end rows the composition was fitted and checked
-    # on (its kernels may still borrow another architecture's model).
+    # on (its kernels may still borrow another architecture's model: kernels_calibrated says).
     calibrated: bool | None = None
+    kernels_calibrated: bool | None = None
     source: str | None = None
     # A lower bound: a row that does not fit cannot; one that fits may still not.
     memory_gib_at_least: float | None = None
@@ -172,9 +173,10 @@ def _calibration_note(gpu: GpuSpec) -> dict:
     return {
         "architecture": calibration.architecture,
         "own": own,
-        "note": f"calibrated on {gpu.key}'s architecture ({calibration.architecture}: {tables}); {measured}"
+        "note": f"kernels: calibrated on {gpu.key}'s architecture ({calibration.architecture}: {tables}); {measured}"
         if own
-        else f"NO calibration for this architecture (capability {gpu.cuda_capability[0]}.{gpu.cuda_capability[1]}): "
+        else f"kernels: NO calibration for this architecture (capability "
+        f"{gpu.cuda_capability[0]}.{gpu.cuda_capability[1]}): "
         f"{calibration.architecture}'s ({tables}) with this GPU's datasheet, band widened "
         f"x{UNCALIBRATED_WIDENING} each way; {measured}",
     }
@@ -246,8 +248,9 @@ def _kernel_view(step, estimate, table, table_note, batch_size, gpu, calibration
         "host_ms": step.parts["host_s"] * 1e3,
         "flops_per_step": table.flops_at(batch_size),
         "bytes_per_step": sum(r.bytes_at(batch_size) * r.weight for r in table.on_cuda()),
-        "calibration": f"{calibration['note']}; step composition fitted end to end, band from {step.note}",
+        "calibration": f"{calibration['note']}; whole steps: composition fitted end to end, band from {step.note}",
         "calibrated": step.calibrated,
+        "kernels_calibrated": calibration["own"],
         "source": f"kernel model ({calibration['architecture']} calibration) on the {gpu.key} datasheet row "
         f"({gpu.source}), composed into a step by the fit on published end-to-end training rows "
         f"(calibration/composition.json); {table_note}, traced on {table.device} at batch "
@@ -509,7 +512,7 @@ def table_text(document: dict) -> str:
             f"| {row['device']} | {row['batch_size']} | {row['precision']} | {ms} | "
             f"{speedup_text(row) if row['precision'] != BASELINE else '-'} | {row['bound']} | "
             f"{row['tensor_flops_share']:.0%} | {cost} | "
-            f"{'calibrated' if row.get('calibrated') else 'NOT calibrated: band widened'} |"
+            f"{calibration_cell(row)} |"
         )
     skipped = sorted(
         {f"{r['device']} {r['precision']}: {r['reason']}" for r in document["rows"] if r["status"] != "ok"}
@@ -527,9 +530,13 @@ def table_text(document: dict) -> str:
             "Does not fit in the GPU's memory (a lower bound on one step; the time is what it would take "
             "if it did): " + "; ".join(too_big) + ".",
         ]
-    notes = sorted({f"{r['device']}: {r['calibration']}" for r in document["rows"] if r.get("calibration")})
+    notes: dict[str, list[str]] = {}  # one line per GPU and basis, not one per row that repeats it
+    for r in document["rows"]:
+        base, _, spans = (r.get("calibration") or "").partition("; also spans x")
+        if base:
+            notes.setdefault(f"{r['device']}: {base}", []).append(spans)
     if notes:
-        lines += ["", "Calibration per GPU:"] + [f"- {note}" for note in notes]
+        lines += ["", "Calibration per GPU:"] + [f"- {note}{_widest(spans)}" for note, spans in sorted(notes.items())]
     lines += [
         "",
         "The model's error, measured on whole steps and kernels no fit saw (docs/projection.md):",
@@ -537,9 +544,30 @@ def table_text(document: dict) -> str:
         *_measured_lines(document),
         "",
         "Assumptions:",
-        *(f"- {a['name']}: {a['low']:g}-{a['high']:g} {a['unit']} ({a['source']})" for a in document["assumptions"]),
+        *(
+            f"- {a['name']}: {a['low']:g}"
+            + (f"-{a['high']:g}" if a["high"] != a["low"] else "")  # a fitted value
+            + f" {a['unit']} ({a['source']})"
+            for a in document["assumptions"]
+        ),
     ]
     return "\n".join(map(one_line, lines))  # a name holding a newline stays inside its row
+
+
+def _widest(spans: list[str]) -> str:
+    """Of a GPU's rows whose band also spans an unmeasured kernel term, the widest, and how many they are."""
+    found = [text for text in spans if text]
+    if not found:
+        return ""
+    widest = max(found, key=lambda text: abs(math.log(float(text.split(" ")[0]))))
+    return f"; in {len(found)} of its {len(spans)} rows also spans, at most, x{widest}"
+
+
+def calibration_cell(row: dict) -> str:
+    """What a row's band rests on, in the words of its note: whole steps of its GPU's generation (the band)
+    and, apart, the kernels, which may borrow another architecture's model."""
+    steps = "calibrated on whole steps" if row.get("calibrated") else "NOT calibrated: band widened"
+    return steps + ("" if row.get("kernels_calibrated", True) else "; kernels: another architecture's model")
 
 
 def _measured_lines(document: dict) -> list[str]:

@@ -25,6 +25,7 @@ CSV_COLUMNS = [
     "speedup_low",
     "speedup_high",
     "calibrated",
+    "kernels_calibrated",
     "bound",
     "tensor_flops_share",
     "fits",

@@ -340,7 +340,7 @@ def _projection_row(base: dict, best: dict) -> list[str]:
         f"{_money(base['cost']['mid'])} to {_money(best['cost']['mid'])}"
         if "cost" in base and "cost" in best
         else "no price",
-        "calibrated" if best.get("calibrated") else "NOT calibrated (band of generations without rows)",
+        projection.calibration_cell(best),
     ]
 
 
