@@ -579,3 +579,21 @@ def test_a_step_without_an_unmeasured_kernel_keeps_its_generation_s_band_and_pas
     assert composed_step(tiny, 2048, gpu_spec("P100"), "fp16").unmeasured_s == pytest.approx(
         composed_step(tiny, 2048, gpu_spec("P100"), "fp16").seconds
     )
+
+
+def test_the_projection_figure_labels_its_time_axis_inside_one_decade():
+    """4.7-6.1 ms on a log axis has no power of ten in it: the left panel showed no time at all."""
+    from ampgan.plotting import pyplot
+    from ampgan.projection.output import _times
+
+    rows = [
+        {"device": "T4", "status": "ok", "precision": name, "batch_size": batch, "ms_per_step": ms, "speedup": 0.8}
+        for name, batch, ms in (("fp32", 16, 4.9), ("fp32", 64, 5.2), ("fp16", 16, 5.9), ("fp16", 64, 6.1))
+    ]
+    figure, axes = pyplot().subplots()
+    _times(axes, rows, ["T4"], pyplot().get_cmap("tab10"))
+    labels = [label.get_text() for label in axes.get_yticklabels()]
+    pyplot().close(figure)
+    assert len(labels) >= 3 and all(float(label) > 0 for label in labels)
+    assert float(labels[0]) <= 4.9 * 1.15 and float(labels[-1]) >= 6.1 / 1.15
+    assert [line.get_label() for line in axes.get_lines()] == ["T4 fp32", "T4 fp16"]

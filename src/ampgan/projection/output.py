@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ampgan.bench.output import plain_log_ticks
 from ampgan.files.atomic import write_csv_atomically, write_json_atomically, write_text_atomically
 from ampgan.plotting import precision_colour, pyplot, save_figure
 from ampgan.precisions import FP32, in_order
@@ -68,7 +69,8 @@ def write_projection(document: dict, out: Path) -> str:
 
 def figure(document: dict, path: Path) -> Path | None:
     """Left: projected ms per step against batch size, per GPU, fp32 solid and the fastest mixed mode
-    dashed, the band shaded. Right: the projected speedup of each mode over fp32 at the largest batch."""
+    dashed, the mid of each band (the bands are in the table: too many overlap to shade legibly). Right: the
+    projected speedup of each mode over fp32 at the largest batch, with its band."""
     rows = [r for r in document["rows"] if r["status"] == "ok"]
     if not rows:
         return None
@@ -102,6 +104,10 @@ def _times(axes, rows: list[dict], devices: list[str], colours) -> None:
     )
     axes.set_xticks(sizes, [str(size) for size in sizes])
     axes.minorticks_off()
+    # a log axis inside one decade has no labelled tick: label plain values a reader can read a time off
+    ticks = plain_log_ticks(*(f([r["ms_per_step"] for r in rows]) for f in (min, max)))
+    axes.set_yticks(ticks, [f"{t:g}" for t in ticks])
+    axes.title.set_fontsize(9)  # the full title fits above its half of the figure
     axes.legend(fontsize=6, ncol=2)
 
 
