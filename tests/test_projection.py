@@ -310,6 +310,15 @@ def test_cost_on_a_gpu_instance_prices_projected_times_labelled_so(tiny_bench, t
     )
     assert {r["precision"] for r in document["rows"]} == {"fp32", "fp16"}  # a T4 has no bf16 or tf32
     assert "PROJECTED" in err and "PROJECTED" in out and "(projected)" in document["measured_on"]
+    # never "measured on" the GPU it was projected onto; the bench's stamp (model, versions) says what made it
+    assert "measured on Tesla T4" not in out and "PROJECTED onto Tesla T4, not measured; op tables traced on" in out
+    assert "model acgan (width 8" in out and "torch " in out and "ampgan " in out
+    # a projected cost carries its band (the time's, scaled), in the JSON and the table; a band is no 95% CI
+    for row in document["rows"]:
+        low, high = row["cost_band"]
+        assert low < row["cost"] < high
+        assert f"{row['cost']:,.2f} [{low:,.2f}-{high:,.2f}]" in out
+    assert "cost [band]" in out and "[95% CI]" not in out
 
 
 def test_the_study_report_shows_the_projection_as_projected_and_refuses_a_damaged_one(tiny_bench, tmp_path, capsys):
