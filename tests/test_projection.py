@@ -606,3 +606,12 @@ def test_the_projection_figure_labels_its_time_axis_inside_one_decade():
     assert len(labels) >= 3 and all(float(label) > 0 for label in labels)
     assert float(labels[0]) <= 4.9 * 1.15 and float(labels[-1]) >= 6.1 / 1.15
     assert [line.get_label() for line in axes.get_lines()] == ["T4 fp32", "T4 fp16"]
+
+
+def test_the_projection_figure_names_its_model_as_the_bench_does_not_as_a_dict():
+    from ampgan.projection.output import footer
+
+    document = {"model": "acgan", "model_options": {"width": 8}, "dataset": "digits", "traced_on": "cpu"}
+    text = footer(document | {"software": {"torch": "2.13.0", "ampgan": "0.1.0"}})
+    assert "| model acgan (width 8) on digits | op tables traced on cpu | torch 2.13.0, ampgan 0.1.0 |" in text
+    assert "{" not in text and "model dcgan on digits" in footer(document | {"model": "dcgan", "model_options": {}})

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ampgan.bench.output import plain_log_ticks
+from ampgan.bench.output import model_text, plain_log_ticks
 from ampgan.files.atomic import write_csv_atomically, write_json_atomically, write_text_atomically
 from ampgan.plotting import precision_colour, pyplot, save_figure
 from ampgan.precisions import FP32, in_order
@@ -49,9 +49,8 @@ def _csv_row(row: dict) -> dict:
 def footer(document: dict) -> str:
     software = document.get("software", {})
     return (
-        f"PROJECTED (DeepBench-calibrated kernels, step composed by an end-to-end fit), not measured | model "
-        f"{document['model']} "
-        f"{document.get('model_options') or ''} on {document.get('dataset')} | op tables traced on "
+        f"PROJECTED (DeepBench-calibrated kernels, step composed by an end-to-end fit), not measured | "
+        f"{model_text(document)} on {document.get('dataset')} | op tables traced on "  # not a dict's repr
         f"{document['traced_on']} | torch {software.get('torch', '?')}, ampgan {software.get('ampgan', '?')} | "
         "peaks and bandwidths: NVIDIA datasheets (src/ampgan/system/gpus.csv); band: cross-validated error"
     )
