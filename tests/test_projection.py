@@ -475,6 +475,7 @@ def test_an_op_table_traced_before_kernels_were_recorded_still_projects_and_says
 def test_the_calibration_column_says_what_the_note_below_it_says_once_per_gpu():
     """T4's band rests on Turing's published whole steps while its kernels borrow Volta's model: the column
     said "calibrated" over a note saying "NO calibration for this architecture"; the note came once per row."""
+    from ampgan.cost.catalog import load_catalog
     from ampgan.projection.assumptions import launch_assumption
     from ampgan.projection.document import project, table_text
 
@@ -484,7 +485,7 @@ def test_the_calibration_column_says_what_the_note_below_it_says_once_per_gpu():
 
     tables = {"fp32": table("fp32", "float32", 8e6), "fp16": table("fp16", "float16", 4e6)}
     gpus = [gpu_spec(name) for name in ("V100", "T4", "H100")]
-    rows = project(tables, gpus, [64, 2048], launch_assumption(5e-6, "test"))
+    rows = project(tables, gpus, [64, 2048], launch_assumption(5e-6, "test"), catalog=load_catalog())
     fitted = {"name": "fitted", "low": 2.5, "high": 2.5, "unit": "factor", "source": "a fit"}
     ranged = {"name": "ranged", "low": 1.0, "high": 3.0, "unit": "factor", "source": "a guess"}
     document = {"model": "m", "traced_on": "cpu", "batches_costed": 1e6, "rows": rows, "measured_here": []}
@@ -506,6 +507,13 @@ def test_the_calibration_column_says_what_the_note_below_it_says_once_per_gpu():
     assert notes[2].startswith("- V100: kernels: calibrated on V100's architecture (volta")
     assert "- fitted: 2.5 factor (a fit)" in text and "- ranged: 1-3 factor (a guess)" in text
     assert {r["kernels_calibrated"] for r in rows if r["device"] == "T4" and r["status"] == "ok"} == {False}
+    # a cost under 10 keeps its cents (0.75 was "1 [0-2]"); the batches written out, not "1e+06"
+    costs = [r["cost"] for r in rows if "cost" in r]
+    assert min(c["mid"] for c in costs) < 10 <= max(c["mid"] for c in costs)  # both kinds are tried
+    for cost in costs:
+        digits = 2 if cost["mid"] < 10 else 0
+        assert f"| {cost['mid']:.{digits}f} [{cost['fast']:.{digits}f}-{cost['slow']:.{digits}f}] |" in text
+    assert "cost of 1,000,000 batches at the cheapest catalog instance" in text and "1e+06" not in text
 
 
 def test_a_transposed_convolution_is_recorded_as_the_ordinary_one_run_the_other_way():

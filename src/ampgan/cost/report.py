@@ -103,10 +103,14 @@ def cost_rows(documents: list[dict], price_per_hour: float, batches: float | Non
                     "seconds_per_batch": seconds,
                     "hours": amount["hours"],
                     "cost": amount["cost"],
+                    # a projection's band: the cost scales with the time
+                    **(
+                        {"cost_band": [amount["cost"] * t / seconds for t in config["stats"]["band_s"]]}
+                        if "band_s" in config["stats"]
+                        else {}
+                    ),
                 }
             )
-            if "band_s" in config["stats"]:  # a projection's band: the cost scales with the time
-                rows[-1]["cost_band"] = [amount["cost"] * t / seconds for t in config["stats"]["band_s"]]
     baseline = {r["batch_size"]: r["cost"] for r in rows if r["precision"] == BASELINE}
     intervals = {(p["batch_size"], p["precision"]): p for d in documents for p in d.get("speedups", []) if "low" in p}
     for row in rows:
@@ -220,17 +224,12 @@ def _figure(document: dict, path: Path) -> None:
     width = 0.8 / len(precisions)
     figure, axes = pyplot().subplots(figsize=(7, 4.5), dpi=120)
     for index, precision in enumerate(precisions):
-        costs = {r["batch_size"]: r["cost"] for r in rows if r["precision"] == precision}
-        xs = [i + (index - (len(precisions) - 1) / 2) * width for i, b in enumerate(batch_sizes) if b in costs]
-        ys = [costs[b] for b in batch_sizes if b in costs]
-        bands = [
-            next(r.get("cost_band") for r in rows if r["precision"] == precision and r["batch_size"] == b)
-            for b in batch_sizes
-            if b in costs
-        ]
+        mine = [r for r in rows if r["precision"] == precision]  # by batch size: cost_rows sorts them
+        xs = [batch_sizes.index(r["batch_size"]) + (index - (len(precisions) - 1) / 2) * width for r in mine]
+        ys = [r["cost"] for r in mine]
         errors = (
-            [[y - band[0] for y, band in zip(ys, bands)], [band[1] - y for y, band in zip(ys, bands)]]
-            if all(bands)
+            [[r["cost"] - r["cost_band"][0] for r in mine], [r["cost_band"][1] - r["cost"] for r in mine]]
+            if all("cost_band" in r for r in mine)
             else None
         )
         bars = axes.bar(xs, ys, width, yerr=errors, capsize=3, label=precision, color=precision_colour(precision))
@@ -254,6 +253,8 @@ def origin_text(document: dict) -> str:
     with the bench's stamp (an older cost.json without one: its device and torch)."""
     device, versions = document["measured_on"], document["environment"].get("versions", {})
     stamp = document.get("stamp") or f"{device} | torch {versions.get('torch', '?')}"
-    if document["basis"].get("times_projected"):
-        return f"PROJECTED onto {device.removesuffix(' (projected)')}, not measured; op tables traced on {stamp}"
-    return f"measured on {stamp}"
+    return (
+        f"PROJECTED onto {device.removesuffix(' (projected)')}, not measured; op tables traced on {stamp}"
+        if document["basis"].get("times_projected")
+        else f"measured on {stamp}"
+    )

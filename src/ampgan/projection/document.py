@@ -494,7 +494,8 @@ def table_text(document: dict) -> str:
             f"**Projected, not measured** (a kernel model calibrated on measured GPU kernels, over the step's "
             f"operations, composed by a fit on published end-to-end training rows; model {document['model']}, "
             f"traced on {document['traced_on']}). ms per step and cost of "
-            f"{document['batches_costed']:.0e} batches, mid [band]. On a TF32 GPU the speedup is first over "
+            f"{document['batches_costed']:,.0f} batches at the cheapest catalog instance with that GPU "
+            "(projection.json names it and its price), mid [band]. On a TF32 GPU the speedup is first over "
             "PyTorch's default (convolutions in TF32, products in fp32), then over strict fp32."
         ),
         "",
@@ -503,7 +504,12 @@ def table_text(document: dict) -> str:
     ]
     ok = [row for row in document["rows"] if row["status"] == "ok"]
     for row in ok:
-        cost = _band(row["cost"]["fast"], row["cost"]["mid"], row["cost"]["slow"]) if "cost" in row else "no price"
+        # cents below 10 (0.75 printed as "1 [0-2]")
+        cost = (
+            _band(*map(row["cost"].get, ("fast", "mid", "slow")), 2 * (row["cost"]["mid"] < 10))
+            if "cost" in row
+            else "no price"
+        )
         ms = _band(row["ms_low"], row["ms_per_step"], row["ms_high"], 1)
         if "default_ms_per_step" in row:
             default = _band(row["default_ms_low"], row["default_ms_per_step"], row["default_ms_high"], 1)
@@ -531,10 +537,9 @@ def table_text(document: dict) -> str:
             "if it did): " + "; ".join(too_big) + ".",
         ]
     notes: dict[str, list[str]] = {}  # one line per GPU and basis, not one per row that repeats it
-    for r in document["rows"]:
-        base, _, spans = (r.get("calibration") or "").partition("; also spans x")
-        if base:
-            notes.setdefault(f"{r['device']}: {base}", []).append(spans)
+    for r in filter(lambda r: r.get("calibration"), document["rows"]):
+        base, _, spans = r["calibration"].partition("; also spans x")
+        notes.setdefault(f"{r['device']}: {base}", []).append(spans)
     if notes:
         lines += ["", "Calibration per GPU:"] + [f"- {note}{_widest(spans)}" for note, spans in sorted(notes.items())]
     lines += [
@@ -556,18 +561,16 @@ def table_text(document: dict) -> str:
 
 def _widest(spans: list[str]) -> str:
     """Of a GPU's rows whose band also spans an unmeasured kernel term, the widest, and how many they are."""
-    found = [text for text in spans if text]
-    if not found:
-        return ""
-    widest = max(found, key=lambda text: abs(math.log(float(text.split(" ")[0]))))
-    return f"; in {len(found)} of its {len(spans)} rows also spans, at most, x{widest}"
+    widest = max(filter(None, spans), key=lambda text: abs(math.log(float(text.split(" ")[0]))), default="")
+    return widest and f"; in {sum(map(bool, spans))} of its {len(spans)} rows also spans, at most, x{widest}"
 
 
 def calibration_cell(row: dict) -> str:
     """What a row's band rests on, in the words of its note: whole steps of its GPU's generation (the band)
     and, apart, the kernels, which may borrow another architecture's model."""
-    steps = "calibrated on whole steps" if row.get("calibrated") else "NOT calibrated: band widened"
-    return steps + ("" if row.get("kernels_calibrated", True) else "; kernels: another architecture's model")
+    return ("calibrated on whole steps" if row.get("calibrated") else "NOT calibrated: band widened") + (
+        "" if row.get("kernels_calibrated", True) else "; kernels: another architecture's model"
+    )
 
 
 def _measured_lines(document: dict) -> list[str]:
