@@ -180,24 +180,28 @@ def cost_table(document: dict) -> str:
     basis, currency = document["basis"], document["basis"]["currency"]
     unverified = "" if basis.get("verified", True) else " (unverified price)"
     # a projection's interval is its model's band (its error on whole steps), not a measurement's 95% CI
-    band, interval = (" [band]", " [band]") if basis.get("times_projected") else ("", " [95% CI]")
+    band = " [band]" if basis.get("times_projected") else ""
     lines = [
         f"cost of {_workload_text(document)} at {basis['price_per_hour']:.4g} {currency}/h per device{unverified}",
         f"{'batch':>6} {'precision':>9} {'s/batch':>9} {'hours':>10} {'cost' + band:>20} "
-        f"{'saving vs fp32' + interval:>28}",
+        f"{'saving vs fp32' + (band or ' [95% CI]'):>28}",
     ]
     for row in document["rows"]:
-        interval = (
-            f" [{row['saving_percent_low']:+.0f}% to {row['saving_percent_high']:+.0f}%]"  # "-11-1%" read as one number
-            if "saving_percent_low" in row
+        saving_text = (
+            f"{row['saving_vs_fp32']:,.2f} ({row['saving_percent']:.0f}%"
+            + (  # signed: "[-11-1%]" read as one number
+                f" [{row['saving_percent_low']:+.0f}% to {row['saving_percent_high']:+.0f}%]"
+                if "saving_percent_low" in row
+                else ""
+            )
+            + ")"
+            if "saving_vs_fp32" in row
             else ""
         )
-        saving_text = (
-            f"{row['saving_vs_fp32']:,.2f} ({row['saving_percent']:.0f}%{interval})" if "saving_vs_fp32" in row else ""
-        )
+        cost = f"{row['cost']:,.2f}" + (" [{:,.2f}-{:,.2f}]".format(*row["cost_band"]) if "cost_band" in row else "")
         lines.append(
             f"{row['batch_size']:>6} {row['precision']:>9} {row['seconds_per_batch']:>9.4f} "
-            f"{row['hours']:>10,.1f} {_cost_text(row):>20} {saving_text:>28}"
+            f"{row['hours']:>10,.1f} {cost:>20} {saving_text:>28}"
         )
     best = document["cheapest_per_sample"]
     lines += [
@@ -211,10 +215,6 @@ def cost_table(document: dict) -> str:
         lines.append(f"catalog: {document['catalog_source']}")
     lines.append(origin_text(document))
     return "\n".join(map(one_line, lines))  # a name holding a newline stays inside its row
-
-
-def _cost_text(row: dict) -> str:
-    return f"{row['cost']:,.2f}" + (" [{:,.2f}-{:,.2f}]".format(*row["cost_band"]) if "cost_band" in row else "")
 
 
 def _figure(document: dict, path: Path) -> None:
