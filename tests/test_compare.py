@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 from conftest import run_cli
+from PIL import Image
 
 from ampgan.quality.metrics import accuracy, frechet_distance, frechet_distance_of_gaussians, kernel_inception_distance
 
@@ -190,6 +191,13 @@ def test_generate_gives_the_class_and_the_same_images_for_the_same_seed(tiny_com
     assert np.array_equal(a["images"], b["images"]) and not np.array_equal(a["images"], c["images"])
     code, _, _ = run_cli(capsys, "generate", str(run), "--class", "2", "--n", "9", "--out", str(tmp_path / "g.png"))
     assert code == 0 and (tmp_path / "g.png").is_file()
+    # the grid, shared alone, says what made it (its PNG text; the pixels stay the images)
+    stamp = json.loads((run / "config.json").read_text())["stamp"]
+    said = Image.open(tmp_path / "g.png").info["Description"]
+    assert said.startswith("9 samples of class 'grating-2' from step ") and said.endswith(f" | {stamp}")
+    assert "bf16 | batch" in stamp and "model acgan" in stamp and "torch " in stamp
+    grids = sorted((run / "samples").glob("step-*.png"))
+    assert Image.open(grids[-1]).info["Description"] == f"{stamp} | step {int(grids[-1].stem[5:])}, fixed noise"
     code, _, err = run_cli(capsys, "generate", str(run), "--class", "zebra", "--out", str(tmp_path / "x.png"))
     assert code == 2 and "no class 'zebra'" in err
     code, _, err = run_cli(capsys, "generate", str(tmp_path), "--class", "0", "--out", str(tmp_path / "x.png"))

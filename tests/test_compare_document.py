@@ -204,3 +204,15 @@ def test_the_check_comes_from_the_records_and_passes_every_committed_study():
     for path in committed:
         data = json.loads(path.read_text())
         assert CompareDocument.checked(copy.deepcopy(data), str(path), "fix").to_dict() == data
+
+
+def test_the_studys_figures_say_their_data_and_model_beside_hardware_batch_and_versions():
+    """Figures 4-7 named the hardware, batch and versions, not the model or the data they show."""
+    from ampgan.study.report import figure_footer
+
+    data = copy.deepcopy(RACED)
+    data["spec"]["model_options"] = {"width": 8, "z_dim": 16}
+    document = CompareDocument.from_dict(data)
+    footer = figure_footer(document)
+    assert f" | {document.dataset.name}, model acgan (width 8, z_dim 16) | batch 8, fp32 NCHW, bf16 NCHW | " in footer
+    assert footer.startswith(document.environment.hardware_summary) and "torch 2.13" in footer and "ampgan " in footer

@@ -3,7 +3,7 @@ import json
 import pytest
 from conftest import run_cli
 
-from ampgan.bench.output import load_results
+from ampgan.bench.output import load_results, stamp_text
 from ampgan.cost.arithmetic import (
     cheapest_per_sample,
     cost_of_batches,
@@ -179,7 +179,8 @@ def test_results_without_step_memory_still_read(tmp_path):
 
 def test_cost_cli_writes_table_files_and_figure(tmp_path, capsys):
     results = tmp_path / "results.json"
-    results.write_text(json.dumps(bench_results()))
+    interval = {"batch_size": 2048, "precision": "fp16", "baseline": "fp32", "estimate": 1.7, "low": 1.6, "high": 1.8}
+    results.write_text(json.dumps({**bench_results(), "speedups": [interval]}))
     code, out, err = run_cli(capsys, "cost", str(results), "--instance", "g4dn.xlarge", "--out", str(tmp_path / "c"))
     assert code == 0, err
     document = json.loads((tmp_path / "c" / "cost.json").read_text())
@@ -189,7 +190,10 @@ def test_cost_cli_writes_table_files_and_figure(tmp_path, capsys):
     assert document["basis"]["projection"] is False and document["catalog_date"]
     assert (tmp_path / "c" / "cost.csv").read_text().startswith("batch_size,precision")
     assert (tmp_path / "c" / "fig3_cost.png").read_bytes()[:4] == b"\x89PNG"
-    assert "saving vs fp32" in out and "catalog: ampgan's built-in catalog" in out and "measured on Tesla T4" in out
+    assert "saving vs fp32 [95% CI]" in out and "catalog: ampgan's built-in catalog" in out
+    # measured: said so, with the bench's stamp (hardware, data, model, versions); no band, the CI as +-%
+    assert f"measured on {stamp_text(bench_results())}" in out and "cost_band" not in row
+    assert "(41% [+38% to +44%])" in out  # 1 - 1/1.6 and 1 - 1/1.8: "[38-44%]" read "-11-1%" as one number
     assert "(unverified price)" in out and "prices may be stale" in out  # g4dn.xlarge: a 2025-01 list price
 
 

@@ -310,6 +310,15 @@ def test_cost_on_a_gpu_instance_prices_projected_times_labelled_so(tiny_bench, t
     )
     assert {r["precision"] for r in document["rows"]} == {"fp32", "fp16"}  # a T4 has no bf16 or tf32
     assert "PROJECTED" in err and "PROJECTED" in out and "(projected)" in document["measured_on"]
+    # never "measured on" the GPU it was projected onto; the bench's stamp (model, versions) says what made it
+    assert "measured on Tesla T4" not in out and "PROJECTED onto Tesla T4, not measured; op tables traced on" in out
+    assert "model acgan (width 8" in out and "torch " in out and "ampgan " in out
+    # a projected cost carries its band (the time's, scaled), in the JSON and the table; a band is no 95% CI
+    for row in document["rows"]:
+        low, high = row["cost_band"]
+        assert low < row["cost"] < high
+        assert f"{row['cost']:,.2f} [{low:,.2f}-{high:,.2f}]" in out
+    assert "cost [band]" in out and "[95% CI]" not in out
 
 
 def test_the_study_report_shows_the_projection_as_projected_and_refuses_a_damaged_one(tiny_bench, tmp_path, capsys):
@@ -335,7 +344,9 @@ def test_the_study_report_shows_the_projection_as_projected_and_refuses_a_damage
     h100 = table.table[-1]
     assert h100[5].index("over the default (TF32 convolutions)") < h100[5].index("over strict fp32")
     # Hopper has no published end-to-end rows in the composition's fit; Turing (the T4) has 71
-    assert h100[-1].startswith("NOT calibrated") and table.table[1][-1] == "calibrated"
+    # (the T4's kernels borrow Volta's model, as the note below the project table says)
+    assert h100[-1].startswith("NOT calibrated")
+    assert table.table[1][-1] == "calibrated on whole steps; kernels: another architecture's model"
     assert "off by" in table.paragraph and "band holds" in table.paragraph
     document = json.loads((tmp_path / "projection" / "projection.json").read_text())
     document["rows"][0]["batch_size"] = "many"
@@ -461,6 +472,50 @@ def test_an_op_table_traced_before_kernels_were_recorded_still_projects_and_says
     assert fp16["speedup_low"] <= fp16["speedup"] <= fp16["speedup_high"] and fp16["calibrated"] is True
 
 
+def test_the_calibration_column_says_what_the_note_below_it_says_once_per_gpu():
+    """T4's band rests on Turing's published whole steps while its kernels borrow Volta's model: the column
+    said "calibrated" over a note saying "NO calibration for this architecture"; the note came once per row."""
+    from ampgan.cost.catalog import load_catalog
+    from ampgan.projection.assumptions import launch_assumption
+    from ampgan.projection.document import project, table_text
+
+    def table(name, dtype, nbytes):
+        row = ["aten.mm", "matrix", dtype, 8, [0.0, 2e9], [0.0, nbytes], False, 3.0]
+        return OpTable(name, (OpRow.from_list(row),), (8, 16), "cpu")
+
+    tables = {"fp32": table("fp32", "float32", 8e6), "fp16": table("fp16", "float16", 4e6)}
+    gpus = [gpu_spec(name) for name in ("V100", "T4", "H100")]
+    rows = project(tables, gpus, [64, 2048], launch_assumption(5e-6, "test"), catalog=load_catalog())
+    fitted = {"name": "fitted", "low": 2.5, "high": 2.5, "unit": "factor", "source": "a fit"}
+    ranged = {"name": "ranged", "low": 1.0, "high": 3.0, "unit": "factor", "source": "a guess"}
+    document = {"model": "m", "traced_on": "cpu", "batches_costed": 1e6, "rows": rows, "measured_here": []}
+    text = table_text({**document, "assumptions": [fitted, ranged]})
+    cells = {}
+    for line in text.splitlines():
+        if line.startswith(("| V100 |", "| T4 |", "| H100 |")):
+            cells.setdefault(line.split(" | ")[0][2:], set()).add(line.split(" | ")[-1].rstrip(" |"))
+    assert cells == {
+        "V100": {"calibrated on whole steps"},
+        "T4": {"calibrated on whole steps; kernels: another architecture's model"},
+        "H100": {"NOT calibrated: band widened; kernels: another architecture's model"},
+    }
+    notes = [line for line in text.splitlines() if line.startswith("- ") and ": kernels: " in line]
+    assert [note.split(":")[0] for note in notes] == ["- H100", "- T4", "- V100"]  # 4 rows each, one note
+    t4 = notes[1]
+    assert "kernels: NO calibration for this architecture (capability 7.5): volta's" in t4
+    assert "whole steps: composition fitted end to end, band from turing" in t4
+    assert notes[2].startswith("- V100: kernels: calibrated on V100's architecture (volta")
+    assert "- fitted: 2.5 factor (a fit)" in text and "- ranged: 1-3 factor (a guess)" in text
+    assert {r["kernels_calibrated"] for r in rows if r["device"] == "T4" and r["status"] == "ok"} == {False}
+    # a cost under 10 keeps its cents (0.75 was "1 [0-2]"); the batches written out, not "1e+06"
+    costs = [r["cost"] for r in rows if "cost" in r]
+    assert min(c["mid"] for c in costs) < 10 <= max(c["mid"] for c in costs)  # both kinds are tried
+    for cost in costs:
+        digits = 2 if cost["mid"] < 10 else 0
+        assert f"| {cost['mid']:.{digits}f} [{cost['fast']:.{digits}f}-{cost['slow']:.{digits}f}] |" in text
+    assert "cost of 1,000,000 batches at the cheapest catalog instance" in text and "1e+06" not in text
+
+
 def test_a_transposed_convolution_is_recorded_as_the_ordinary_one_run_the_other_way():
     generator = nn.ConvTranspose2d(64, 1, 4, stride=2, padding=1)  # (B, 64, 14, 14) -> (B, 1, 28, 28)
     z = torch.randn(8, 64, 14, 14, requires_grad=True)
@@ -541,3 +596,30 @@ def test_a_step_without_an_unmeasured_kernel_keeps_its_generation_s_band_and_pas
     assert composed_step(tiny, 2048, gpu_spec("P100"), "fp16").unmeasured_s == pytest.approx(
         composed_step(tiny, 2048, gpu_spec("P100"), "fp16").seconds
     )
+
+
+def test_the_projection_figure_labels_its_time_axis_inside_one_decade():
+    """4.7-6.1 ms on a log axis has no power of ten in it: the left panel showed no time at all."""
+    from ampgan.plotting import pyplot
+    from ampgan.projection.output import _times
+
+    rows = [
+        {"device": "T4", "status": "ok", "precision": name, "batch_size": batch, "ms_per_step": ms, "speedup": 0.8}
+        for name, batch, ms in (("fp32", 16, 4.9), ("fp32", 64, 5.2), ("fp16", 16, 5.9), ("fp16", 64, 6.1))
+    ]
+    figure, axes = pyplot().subplots()
+    _times(axes, rows, ["T4"], pyplot().get_cmap("tab10"))
+    labels = [label.get_text() for label in axes.get_yticklabels()]
+    pyplot().close(figure)
+    assert len(labels) >= 3 and all(float(label) > 0 for label in labels)
+    assert float(labels[0]) <= 4.9 * 1.15 and float(labels[-1]) >= 6.1 / 1.15
+    assert [line.get_label() for line in axes.get_lines()] == ["T4 fp32", "T4 fp16"]
+
+
+def test_the_projection_figure_names_its_model_as_the_bench_does_not_as_a_dict():
+    from ampgan.projection.output import footer
+
+    document = {"model": "acgan", "model_options": {"width": 8}, "dataset": "digits", "traced_on": "cpu"}
+    text = footer(document | {"software": {"torch": "2.13.0", "ampgan": "0.1.0"}})
+    assert "| model acgan (width 8) on digits | op tables traced on cpu | torch 2.13.0, ampgan 0.1.0 |" in text
+    assert "{" not in text and "model dcgan on digits" in footer(document | {"model": "dcgan", "model_options": {}})

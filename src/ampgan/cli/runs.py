@@ -75,8 +75,9 @@ def generate(run_dir, class_, n, seed, out, format_, overwrite) -> None:
             raise AmpganError(
                 f"model {run.gan.name} of {run_dir} is unconditional: it draws no class; leave out --class"
             )
-        write_class_samples(class_samples(run, 0, n, seed), -1, "", out)
-        say(f"wrote {out}: {n} samples from step {run.step} of {run_dir} ({run.gan.sampling_weights})")
+        what = f"{n} samples from step {run.step} of {run_dir} ({run.gan.sampling_weights})"
+        write_class_samples(class_samples(run, 0, n, seed), -1, "", out, f"{what} | {run.document.get('stamp')}")
+        say(f"wrote {out}: {what}")
         return
     if class_ is None:
         raise AmpganError(
@@ -84,11 +85,14 @@ def generate(run_dir, class_, n, seed, out, format_, overwrite) -> None:
             f"(one of {', '.join(run.class_names[:10])}{', ...' if len(run.class_names) > 10 else ''})"
         )
     label = class_index(run.class_names, class_)
-    write_class_samples(class_samples(run, label, n, seed), label, run.class_names[label], out)
-    say(
-        f"wrote {out}: {n} samples of class {run.class_names[label]!r} from step {run.step} of {run_dir} "
+    what = (
+        f"{n} samples of class {run.class_names[label]!r} from step {run.step} of {run_dir} "
         f"({run.gan.sampling_weights})"
     )
+    write_class_samples(
+        class_samples(run, label, n, seed), label, run.class_names[label], out, f"{what} | {run.document.get('stamp')}"
+    )
+    say(f"wrote {out}: {what}")
 
 
 @click.command("report")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from pathlib import Path
 
-from ampgan.bench.output import load_results
+from ampgan.bench.output import load_results, stamp_text
 from ampgan.cost.arithmetic import cheapest_per_sample, cost_of_batches, cost_of_samples, saving
 from ampgan.cost.catalog import Instance, staleness_warning
 from ampgan.errors import AmpganError, one_line
@@ -46,9 +46,9 @@ def price_basis(
         return {
             "price_per_hour": price_per_hour,
             "currency": "USD",
-            "label": "--price-per-hour",
+            "label": f"{price_per_hour:g} USD/h (--price-per-hour)",
             "projection": False,
-            "explanation": f"{price_per_hour:g}/h as given",
+            "explanation": f"{price_per_hour:g} USD/h as given",
         }
     # Without a price, an instance (each caller gives one of the two).
     projection = bool(projected) or not instance.matches_hardware(device)
@@ -75,6 +75,7 @@ def price_basis(
         "currency": instance.currency,
         "label": instance.label,
         "projection": projection,
+        "times_projected": bool(projected),
         "explanation": explanation,
         "instance": asdict(instance),
         "verified": instance.verified,
@@ -102,6 +103,12 @@ def cost_rows(documents: list[dict], price_per_hour: float, batches: float | Non
                     "seconds_per_batch": seconds,
                     "hours": amount["hours"],
                     "cost": amount["cost"],
+                    # a projection's band: the cost scales with the time
+                    **(
+                        {"cost_band": [amount["cost"] * t / seconds for t in config["stats"]["band_s"]]}
+                        if "band_s" in config["stats"]
+                        else {}
+                    ),
                 }
             )
     baseline = {r["batch_size"]: r["cost"] for r in rows if r["precision"] == BASELINE}
@@ -136,6 +143,7 @@ def build_cost_document(
         "format": "ampgan-cost/1",
         "measured_on": device,
         "environment": documents[0].get("environment", {}),
+        "stamp": stamp_text(documents[0]),  # hardware, data, model, versions, date: what every figure says
         "basis": basis,
         "catalog_date": catalog_date,
         "catalog_source": catalog_source,
@@ -171,22 +179,29 @@ def _workload_text(document: dict) -> str:
 def cost_table(document: dict) -> str:
     basis, currency = document["basis"], document["basis"]["currency"]
     unverified = "" if basis.get("verified", True) else " (unverified price)"
+    # a projection's interval is its model's band (its error on whole steps), not a measurement's 95% CI
+    band = " [band]" if basis.get("times_projected") else ""
     lines = [
         f"cost of {_workload_text(document)} at {basis['price_per_hour']:.4g} {currency}/h per device{unverified}",
-        f"{'batch':>6} {'precision':>9} {'s/batch':>9} {'hours':>10} {'cost':>12} {'saving vs fp32 [95% CI]':>28}",
+        f"{'batch':>6} {'precision':>9} {'s/batch':>9} {'hours':>10} {'cost' + band:>20} "
+        f"{'saving vs fp32' + (band or ' [95% CI]'):>28}",
     ]
     for row in document["rows"]:
-        interval = (
-            f" [{row['saving_percent_low']:.0f}-{row['saving_percent_high']:.0f}%]"
-            if "saving_percent_low" in row
+        saving_text = (
+            f"{row['saving_vs_fp32']:,.2f} ({row['saving_percent']:.0f}%"
+            + (  # signed: "[-11-1%]" read as one number
+                f" [{row['saving_percent_low']:+.0f}% to {row['saving_percent_high']:+.0f}%]"
+                if "saving_percent_low" in row
+                else ""
+            )
+            + ")"
+            if "saving_vs_fp32" in row
             else ""
         )
-        saving_text = (
-            f"{row['saving_vs_fp32']:,.2f} ({row['saving_percent']:.0f}%{interval})" if "saving_vs_fp32" in row else ""
-        )
+        cost = f"{row['cost']:,.2f}" + (" [{:,.2f}-{:,.2f}]".format(*row["cost_band"]) if "cost_band" in row else "")
         lines.append(
             f"{row['batch_size']:>6} {row['precision']:>9} {row['seconds_per_batch']:>9.4f} "
-            f"{row['hours']:>10,.1f} {row['cost']:>12,.2f} {saving_text:>28}"
+            f"{row['hours']:>10,.1f} {cost:>20} {saving_text:>28}"
         )
     best = document["cheapest_per_sample"]
     lines += [
@@ -198,9 +213,7 @@ def cost_table(document: dict) -> str:
         lines.append(f"warning: {basis['stale']}")
     if document.get("catalog_source"):
         lines.append(f"catalog: {document['catalog_source']}")
-    lines.append(
-        f"measured on {document['measured_on']} | torch {document['environment'].get('versions', {}).get('torch', '?')}"
-    )
+    lines.append(origin_text(document))
     return "\n".join(map(one_line, lines))  # a name holding a newline stays inside its row
 
 
@@ -211,20 +224,37 @@ def _figure(document: dict, path: Path) -> None:
     width = 0.8 / len(precisions)
     figure, axes = pyplot().subplots(figsize=(7, 4.5), dpi=120)
     for index, precision in enumerate(precisions):
-        costs = {r["batch_size"]: r["cost"] for r in rows if r["precision"] == precision}
-        xs = [i + (index - (len(precisions) - 1) / 2) * width for i, b in enumerate(batch_sizes) if b in costs]
-        ys = [costs[b] for b in batch_sizes if b in costs]
-        bars = axes.bar(xs, ys, width, label=precision, color=precision_colour(precision))
-        axes.bar_label(bars, labels=[f"{y:,.0f}" if y >= 10 else f"{y:.2f}" for y in ys], fontsize=7)
+        mine = [r for r in rows if r["precision"] == precision]  # by batch size: cost_rows sorts them
+        xs = [batch_sizes.index(r["batch_size"]) + (index - (len(precisions) - 1) / 2) * width for r in mine]
+        ys = [r["cost"] for r in mine]
+        errors = (
+            [[r["cost"] - r["cost_band"][0] for r in mine], [r["cost_band"][1] - r["cost"] for r in mine]]
+            if all("cost_band" in r for r in mine)
+            else None
+        )
+        bars = axes.bar(xs, ys, width, yerr=errors, capsize=3, label=precision, color=precision_colour(precision))
+        axes.bar_label(  # with a band, inside the bar: above it the label would float at the band's top
+            bars,
+            labels=[f"{y:,.0f}" if y >= 10 else f"{y:.2f}" for y in ys],
+            fontsize=7,
+            **({"label_type": "center", "bbox": {"fc": "white", "ec": "none", "pad": 1}} if errors else {}),
+        )
     axes.set_xticks(range(len(batch_sizes)), [str(b) for b in batch_sizes])
     axes.set(xlabel="batch size", ylabel=f"cost ({document['basis']['currency']})")
     projection = " (PROJECTION)" if document["basis"]["projection"] else ""
     axes.set_title(f"Cost of {_workload_text(document)} on {document['basis']['label']}{projection}", fontsize=10)
     axes.legend()
     axes.grid(True, axis="y", alpha=0.3)
-    save_figure(
-        figure,
-        path,
-        f"measured on {document['measured_on']} | torch "
-        f"{document['environment'].get('versions', {}).get('torch', '?')} | {document['basis']['explanation']}",
+    save_figure(figure, path, f"{origin_text(document)} | {document['basis']['explanation']}")
+
+
+def origin_text(document: dict) -> str:
+    """Where the times come from: measured on a machine, or PROJECTED onto a GPU (never "measured on" it),
+    with the bench's stamp (an older cost.json without one: its device and torch)."""
+    device, versions = document["measured_on"], document["environment"].get("versions", {})
+    stamp = document.get("stamp") or f"{device} | torch {versions.get('torch', '?')}"
+    return (
+        f"PROJECTED onto {device.removesuffix(' (projected)')}, not measured; op tables traced on {stamp}"
+        if document["basis"].get("times_projected")
+        else f"measured on {stamp}"
     )

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import torch
 from PIL import Image
+from PIL.PngImagePlugin import PngInfo
 
 from ampgan.files.atomic import write_atomically
 
@@ -34,6 +35,10 @@ def image_grid(images: np.ndarray, rows: int, padding: int = 2) -> np.ndarray:
     return grid
 
 
-def save_png(grid: np.ndarray, path: Path) -> None:
+def save_png(grid: np.ndarray, path: Path, description: str | None = None) -> None:
+    """`description` (what made the images: hardware, precision, batch, model, versions, step) goes into the
+    PNG's Description text, so a grid shared without its run folder still says it; the pixels stay the images."""
     image = Image.fromarray(grid[..., 0] if grid.shape[-1] == 1 else grid)
-    write_atomically(path, lambda stream: image.save(stream, format="PNG"))
+    info = PngInfo()
+    info.add_text("Description", description or "")
+    write_atomically(path, lambda stream: image.save(stream, format="PNG", pnginfo=info))

@@ -62,8 +62,9 @@ class Row:
     bytes_per_step: float | None = None
     calibration: str | None = None
     # Calibrated: the step's generation has published end-to-end rows the composition was fitted and checked
-    # on (its kernels may still borrow another architecture's model).
+    # on (its kernels may still borrow another architecture's model: kernels_calibrated says).
     calibrated: bool | None = None
+    kernels_calibrated: bool | None = None
     source: str | None = None
     # A lower bound: a row that does not fit cannot; one that fits may still not.
     memory_gib_at_least: float | None = None
@@ -172,9 +173,10 @@ def _calibration_note(gpu: GpuSpec) -> dict:
     return {
         "architecture": calibration.architecture,
         "own": own,
-        "note": f"calibrated on {gpu.key}'s architecture ({calibration.architecture}: {tables}); {measured}"
+        "note": f"kernels: calibrated on {gpu.key}'s architecture ({calibration.architecture}: {tables}); {measured}"
         if own
-        else f"NO calibration for this architecture (capability {gpu.cuda_capability[0]}.{gpu.cuda_capability[1]}): "
+        else f"kernels: NO calibration for this architecture (capability "
+        f"{gpu.cuda_capability[0]}.{gpu.cuda_capability[1]}): "
         f"{calibration.architecture}'s ({tables}) with this GPU's datasheet, band widened "
         f"x{UNCALIBRATED_WIDENING} each way; {measured}",
     }
@@ -246,8 +248,9 @@ def _kernel_view(step, estimate, table, table_note, batch_size, gpu, calibration
         "host_ms": step.parts["host_s"] * 1e3,
         "flops_per_step": table.flops_at(batch_size),
         "bytes_per_step": sum(r.bytes_at(batch_size) * r.weight for r in table.on_cuda()),
-        "calibration": f"{calibration['note']}; step composition fitted end to end, band from {step.note}",
+        "calibration": f"{calibration['note']}; whole steps: composition fitted end to end, band from {step.note}",
         "calibrated": step.calibrated,
+        "kernels_calibrated": calibration["own"],
         "source": f"kernel model ({calibration['architecture']} calibration) on the {gpu.key} datasheet row "
         f"({gpu.source}), composed into a step by the fit on published end-to-end training rows "
         f"(calibration/composition.json); {table_note}, traced on {table.device} at batch "
@@ -306,7 +309,7 @@ def as_bench_document(results: dict, tables: dict[str, OpTable], gpu: GpuSpec, l
             "batch_size": r.batch_size,
             "precision": r.precision,
             "status": "ok",
-            "stats": {"median_s": r.ms_per_step / 1e3},
+            "stats": {"median_s": r.ms_per_step / 1e3, "band_s": [r.ms_low / 1e3, r.ms_high / 1e3]},
         }
         for r in rows
     ]
@@ -491,7 +494,8 @@ def table_text(document: dict) -> str:
             f"**Projected, not measured** (a kernel model calibrated on measured GPU kernels, over the step's "
             f"operations, composed by a fit on published end-to-end training rows; model {document['model']}, "
             f"traced on {document['traced_on']}). ms per step and cost of "
-            f"{document['batches_costed']:.0e} batches, mid [band]. On a TF32 GPU the speedup is first over "
+            f"{document['batches_costed']:,.0f} batches at the cheapest catalog instance with that GPU "
+            "(projection.json names it and its price), mid [band]. On a TF32 GPU the speedup is first over "
             "PyTorch's default (convolutions in TF32, products in fp32), then over strict fp32."
         ),
         "",
@@ -500,7 +504,12 @@ def table_text(document: dict) -> str:
     ]
     ok = [row for row in document["rows"] if row["status"] == "ok"]
     for row in ok:
-        cost = _band(row["cost"]["fast"], row["cost"]["mid"], row["cost"]["slow"]) if "cost" in row else "no price"
+        # cents below 10 (0.75 printed as "1 [0-2]")
+        cost = (
+            _band(*map(row["cost"].get, ("fast", "mid", "slow")), 2 * (row["cost"]["mid"] < 10))
+            if "cost" in row
+            else "no price"
+        )
         ms = _band(row["ms_low"], row["ms_per_step"], row["ms_high"], 1)
         if "default_ms_per_step" in row:
             default = _band(row["default_ms_low"], row["default_ms_per_step"], row["default_ms_high"], 1)
@@ -509,7 +518,7 @@ def table_text(document: dict) -> str:
             f"| {row['device']} | {row['batch_size']} | {row['precision']} | {ms} | "
             f"{speedup_text(row) if row['precision'] != BASELINE else '-'} | {row['bound']} | "
             f"{row['tensor_flops_share']:.0%} | {cost} | "
-            f"{'calibrated' if row.get('calibrated') else 'NOT calibrated: band widened'} |"
+            f"{calibration_cell(row)} |"
         )
     skipped = sorted(
         {f"{r['device']} {r['precision']}: {r['reason']}" for r in document["rows"] if r["status"] != "ok"}
@@ -527,9 +536,12 @@ def table_text(document: dict) -> str:
             "Does not fit in the GPU's memory (a lower bound on one step; the time is what it would take "
             "if it did): " + "; ".join(too_big) + ".",
         ]
-    notes = sorted({f"{r['device']}: {r['calibration']}" for r in document["rows"] if r.get("calibration")})
+    notes: dict[str, list[str]] = {}  # one line per GPU and basis, not one per row that repeats it
+    for r in filter(lambda r: r.get("calibration"), document["rows"]):
+        base, _, spans = r["calibration"].partition("; also spans x")
+        notes.setdefault(f"{r['device']}: {base}", []).append(spans)
     if notes:
-        lines += ["", "Calibration per GPU:"] + [f"- {note}" for note in notes]
+        lines += ["", "Calibration per GPU:"] + [f"- {note}{_widest(spans)}" for note, spans in sorted(notes.items())]
     lines += [
         "",
         "The model's error, measured on whole steps and kernels no fit saw (docs/projection.md):",
@@ -537,9 +549,28 @@ def table_text(document: dict) -> str:
         *_measured_lines(document),
         "",
         "Assumptions:",
-        *(f"- {a['name']}: {a['low']:g}-{a['high']:g} {a['unit']} ({a['source']})" for a in document["assumptions"]),
+        *(
+            f"- {a['name']}: {a['low']:g}"
+            + (f"-{a['high']:g}" if a["high"] != a["low"] else "")  # a fitted value
+            + f" {a['unit']} ({a['source']})"
+            for a in document["assumptions"]
+        ),
     ]
     return "\n".join(map(one_line, lines))  # a name holding a newline stays inside its row
+
+
+def _widest(spans: list[str]) -> str:
+    """Of a GPU's rows whose band also spans an unmeasured kernel term, the widest, and how many they are."""
+    widest = max(filter(None, spans), key=lambda text: abs(math.log(float(text.split(" ")[0]))), default="")
+    return widest and f"; in {sum(map(bool, spans))} of its {len(spans)} rows also spans, at most, x{widest}"
+
+
+def calibration_cell(row: dict) -> str:
+    """What a row's band rests on, in the words of its note: whole steps of its GPU's generation (the band)
+    and, apart, the kernels, which may borrow another architecture's model."""
+    return ("calibrated on whole steps" if row.get("calibrated") else "NOT calibrated: band widened") + (
+        "" if row.get("kernels_calibrated", True) else "; kernels: another architecture's model"
+    )
 
 
 def _measured_lines(document: dict) -> list[str]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ampgan.bench.output import model_text, plain_log_ticks
 from ampgan.files.atomic import write_csv_atomically, write_json_atomically, write_text_atomically
 from ampgan.plotting import precision_colour, pyplot, save_figure
 from ampgan.precisions import FP32, in_order
@@ -25,6 +26,7 @@ CSV_COLUMNS = [
     "speedup_low",
     "speedup_high",
     "calibrated",
+    "kernels_calibrated",
     "bound",
     "tensor_flops_share",
     "fits",
@@ -47,9 +49,8 @@ def _csv_row(row: dict) -> dict:
 def footer(document: dict) -> str:
     software = document.get("software", {})
     return (
-        f"PROJECTED (DeepBench-calibrated kernels, step composed by an end-to-end fit), not measured | model "
-        f"{document['model']} "
-        f"{document.get('model_options') or ''} on {document.get('dataset')} | op tables traced on "
+        f"PROJECTED (DeepBench-calibrated kernels, step composed by an end-to-end fit), not measured | "
+        f"{model_text(document)} on {document.get('dataset')} | op tables traced on "  # not a dict's repr
         f"{document['traced_on']} | torch {software.get('torch', '?')}, ampgan {software.get('ampgan', '?')} | "
         "peaks and bandwidths: NVIDIA datasheets (src/ampgan/system/gpus.csv); band: cross-validated error"
     )
@@ -67,7 +68,8 @@ def write_projection(document: dict, out: Path) -> str:
 
 def figure(document: dict, path: Path) -> Path | None:
     """Left: projected ms per step against batch size, per GPU, fp32 solid and the fastest mixed mode
-    dashed, the band shaded. Right: the projected speedup of each mode over fp32 at the largest batch."""
+    dashed, the mid of each band (the bands are in the table: too many overlap to shade legibly). Right: the
+    projected speedup of each mode over fp32 at the largest batch, with its band."""
     rows = [r for r in document["rows"] if r["status"] == "ok"]
     if not rows:
         return None
@@ -97,10 +99,14 @@ def _times(axes, rows: list[dict], devices: list[str], colours) -> None:
         yscale="log",
         xlabel="batch size",
         ylabel="ms per step (projected, mid of the band)",
-        title="Projected time per batch (fp32 solid, fastest mixed mode dashed)",
     )
+    # at 9 points the full title fits above its half of the figure
+    axes.set_title("Projected time per batch (fp32 solid, fastest mixed mode dashed)", fontsize=9)
     axes.set_xticks(sizes, [str(size) for size in sizes])
     axes.minorticks_off()
+    # a log axis inside one decade has no labelled tick: label plain values a reader can read a time off
+    ticks = plain_log_ticks(*(f([r["ms_per_step"] for r in rows]) for f in (min, max)))
+    axes.set_yticks(ticks, [f"{t:g}" for t in ticks])
     axes.legend(fontsize=6, ncol=2)
 
 

@@ -148,7 +148,7 @@ class RunWriter:
         )
         path = self.run_dir / "samples" / f"step-{step:06d}.png"
         with self._stopping_cleanly_if_unwritable(path):
-            save_png(grid, path)
+            save_png(grid, path, f"{self.stamp} | step {step}, fixed noise")
         if self._tensorboard is not None:
             self._tensorboard.add_image("samples", grid, step, dataformats="HWC")
         return path

@@ -16,7 +16,7 @@ import jinja2
 import numpy as np
 from PIL import Image
 
-from ampgan.bench.output import load_results, speedup_text
+from ampgan.bench.output import load_results, model_text, speedup_text
 from ampgan.files.atomic import write_text_atomically
 from ampgan.files.jsonfile import read_json
 from ampgan.files.paths import file_in, inside, leads_out, left_out
@@ -220,12 +220,7 @@ def report_sections(document: CompareDocument, out_dir: Path) -> list[Section]:
     summary and the losses after them."""
     if not document.raced:
         return _no_faster_mode_sections(document, out_dir)
-    environment = document.environment
-    footer = (
-        f"{environment.hardware_summary} | batch {document.spec.batch_size}, "
-        f"{_setup_text(document.spec)} | "
-        f"torch {environment.versions['torch']}, ampgan {environment.versions['ampgan']} | {environment.date}"
-    )
+    footer = figure_footer(document)
     losses, scale = figure_losses(document, out_dir, footer)
     pictures = [
         ("Figure 4: samples after the same training time", figure_samples(document, out_dir, footer)),
@@ -340,7 +335,7 @@ def _projection_row(base: dict, best: dict) -> list[str]:
         f"{_money(base['cost']['mid'])} to {_money(best['cost']['mid'])}"
         if "cost" in base and "cost" in best
         else "no price",
-        "calibrated" if best.get("calibrated") else "NOT calibrated (band of generations without rows)",
+        projection.calibration_cell(best),
     ]
 
 
@@ -393,6 +388,17 @@ def _environment_lines(document: CompareDocument) -> list[str]:
             given=" (as given, or not measured for a run this short)",
         )
         + [f"left out {item['precision']}: {item['reason']}" for item in document.left_out]
+    )
+
+
+def figure_footer(document: CompareDocument) -> str:
+    """What made the study's figures: hardware, data, model, batch, each precision's setup, versions, date."""
+    environment, spec = document.environment, document.spec
+    return (
+        f"{environment.hardware_summary} | {document.dataset.name}, "
+        f"{model_text({'model': spec.model_name, 'model_options': spec.model_options})} | "
+        f"batch {spec.batch_size}, {_setup_text(spec)} | "
+        f"torch {environment.versions['torch']}, ampgan {environment.versions['ampgan']} | {environment.date}"
     )
 
 

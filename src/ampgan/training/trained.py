@@ -109,7 +109,7 @@ def class_samples(run: TrainedRun, label: int, count: int, seed: int) -> np.ndar
     return to_uint8(gan.to_unit_range(gan.generate(generator_net, z, labels).float()))
 
 
-def write_class_samples(images: np.ndarray, label: int, class_name: str, out: Path) -> None:
+def write_class_samples(images: np.ndarray, label: int, class_name: str, out: Path, description: str = "") -> None:
     """`out` ending in .npz: the images, labels and class name; otherwise a PNG grid (about square).
     A destination that refuses the write (a read-only or special filesystem, a full disk) is one error."""
     try:
@@ -118,6 +118,6 @@ def write_class_samples(images: np.ndarray, label: int, class_name: str, out: Pa
             np.savez(buffer, images=images, labels=np.full(len(images), label), class_name=np.array(class_name))
             write_atomically(out, lambda stream: stream.write(buffer.getvalue()))
         else:
-            save_png(image_grid(images, rows=max(1, int(np.sqrt(len(images))))), out)
+            save_png(image_grid(images, rows=max(1, int(np.sqrt(len(images))))), out, description)
     except OSError as error:
         raise AmpganError(f"cannot write --out {out} ({error.strerror or error}): choose a writable place") from None
