@@ -503,23 +503,7 @@ def table_text(document: dict) -> str:
         "|---|---:|---|---:|---|---|---:|---:|---|",
     ]
     ok = [row for row in document["rows"] if row["status"] == "ok"]
-    for row in ok:
-        # cents below 10 (0.75 printed as "1 [0-2]")
-        cost = (
-            _band(*map(row["cost"].get, ("fast", "mid", "slow")), 2 * (row["cost"]["mid"] < 10))
-            if "cost" in row
-            else "no price"
-        )
-        ms = _band(row["ms_low"], row["ms_per_step"], row["ms_high"], 1)
-        if "default_ms_per_step" in row:
-            default = _band(row["default_ms_low"], row["default_ms_per_step"], row["default_ms_high"], 1)
-            ms += f" (default, TF32 convolutions: {default})"
-        lines.append(
-            f"| {row['device']} | {row['batch_size']} | {row['precision']} | {ms} | "
-            f"{speedup_text(row) if row['precision'] != BASELINE else '-'} | {row['bound']} | "
-            f"{row['tensor_flops_share']:.0%} | {cost} | "
-            f"{calibration_cell(row)} |"
-        )
+    lines += map(_table_row, ok)
     skipped = sorted(
         {f"{r['device']} {r['precision']}: {r['reason']}" for r in document["rows"] if r["status"] != "ok"}
     )
@@ -557,6 +541,25 @@ def table_text(document: dict) -> str:
         ),
     ]
     return "\n".join(map(one_line, lines))  # a name holding a newline stays inside its row
+
+
+def _table_row(row: dict) -> str:
+    """One projected row of table_text's table."""
+    # cents below 10 (0.75 printed as "1 [0-2]")
+    cost = (
+        _band(*map(row["cost"].get, ("fast", "mid", "slow")), 2 * (row["cost"]["mid"] < 10))
+        if "cost" in row
+        else "no price"
+    )
+    ms = _band(row["ms_low"], row["ms_per_step"], row["ms_high"], 1)
+    if "default_ms_per_step" in row:
+        default = _band(row["default_ms_low"], row["default_ms_per_step"], row["default_ms_high"], 1)
+        ms += f" (default, TF32 convolutions: {default})"
+    return (
+        f"| {row['device']} | {row['batch_size']} | {row['precision']} | {ms} | "
+        f"{speedup_text(row) if row['precision'] != BASELINE else '-'} | {row['bound']} | "
+        f"{row['tensor_flops_share']:.0%} | {cost} | {calibration_cell(row)} |"
+    )
 
 
 def _widest(spans: list[str]) -> str:
