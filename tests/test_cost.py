@@ -253,3 +253,22 @@ def test_cost_files_beside_results_are_rewritten_only_in_ampgans_own_folder(tmp_
     code, _, err = run_cli(capsys, "cost", str(results), "--price-per-hour", "1")
     assert code == 0, err
     assert json.loads((tmp_path / "cost.json").read_text())["basis"]["price_per_hour"] == 1
+
+
+def test_cost_takes_a_bench_or_compare_folder_as_project_does(tmp_path, capsys):
+    """`project` took a bench folder; `cost` said 'is a folder, not a regular file: give the file itself'."""
+    from pathlib import Path
+
+    bench = (
+        Path(__file__).parents[1] / "benchmarks/results/projection-composed-acgan2019-cifar32-amd-zen4-2026-12-03/bench"
+    )
+    study = tmp_path / "study"
+    (study / "bench").mkdir(parents=True)
+    (study / "bench" / "results.json").write_bytes((bench / "results.json").read_bytes())
+    costs = []
+    for given in ([bench], [study], [study / "bench", study / "bench" / "results.json"]):
+        out = tmp_path / f"cost{len(costs)}"
+        code, _, err = run_cli(capsys, "cost", *map(str, given), "--price-per-hour", "1", "--out", str(out))
+        assert code == 0, err
+        costs.append(json.loads((out / "cost.json").read_text()))
+    assert costs[0]["rows"] == costs[1]["rows"] == costs[2]["rows"] and costs[0]["rows"]

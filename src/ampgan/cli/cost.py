@@ -11,6 +11,7 @@ from ampgan.cost.catalog import catalog_date, find_instance, load_catalog
 from ampgan.cost.report import build_cost_document, load_same_hardware, price_basis, write_cost
 from ampgan.cost.skypilot import CLOUDS, find_catalogs, load_skypilot
 from ampgan.errors import AmpganError, one_line, say
+from ampgan.projection.from_results import results_path
 from ampgan.runs.claim import claimed_folder, marker_kind
 from ampgan.system.gpus import gpu_table, user_gpus
 
@@ -96,7 +97,9 @@ def command(
     if batches is not None and samples is not None:
         raise AmpganError("give --batches or --samples, not both")
     batches = 1e6 if batches is None and samples is None else batches  # the study's 1M batches
-    documents, device = load_same_hardware(list(results))
+    # a bench or compare folder, as `project` takes it; a folder and its results.json given both are read once
+    results = list(dict.fromkeys(results_path(path) for path in results))
+    documents, device = load_same_hardware(results)
     chosen = find_instance(catalog, instance) if instance else None
     projected = None
     with user_gpus(gpus):  # read whenever given: a damaged file is said, not skipped
