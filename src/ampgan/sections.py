@@ -17,7 +17,6 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import math
-import re
 from collections.abc import Iterator
 from typing import Any, ClassVar
 
@@ -113,7 +112,7 @@ def as_tuples(values: dict, spec=None, where: str = "") -> dict:
     the items ('fp32' as precision 'f'), 'no' would switch on, '5' would fail deep inside as a number."""
     declared = {field.name: str(field.type) for field in dataclasses.fields(spec)} if spec is not None else {}
     for name, value in values.items():
-        types = _top_level_types(declared.get(name, "str"))
+        types = set(_annotation_names(declared.get(name, "str")))
         if isinstance(value, str) and types <= {"tuple", "int", "float", "bool", "None"}:  # a nested spec says its own
             held = getattr(spec, name, None)
             kind = (
@@ -127,11 +126,22 @@ def as_tuples(values: dict, spec=None, where: str = "") -> dict:
     return {key: tuple(value) if isinstance(value, list) else value for key, value in values.items()}
 
 
-def _top_level_types(declared: str) -> set[str]:
-    """'tuple[str, ...] | None' -> {'tuple', 'None'}: the names a field's annotation joins with '|'."""
-    while "[" in declared:
-        declared = re.sub(r"\[[^\[\]]*\]", "", declared)
-    return {part.strip() for part in declared.split("|")}
+def _annotation_names(annotation: str) -> list[str]:
+    """'tuple[str, ...] | None' -> ['tuple', 'None']: the names a field's annotation joins with '|' (no '|'
+    inside brackets in any spec or section)."""
+    return [part.strip().split("[")[0] for part in str(annotation).split("|")]
+
+
+def differences(first: Any, second: Any, prefix: str = "") -> list[tuple[str, Any, Any]]:
+    """Where two trees of settings (a config's or a spec's document) differ: (dotted path, first's value,
+    second's), in the order of sorted keys; a key one tree lacks reads there as None."""
+    if not (isinstance(first, dict) and isinstance(second, dict)):
+        return [] if first == second else [(prefix.rstrip("."), first, second)]
+    return [
+        found
+        for key in sorted(set(first) | set(second))
+        for found in differences(first.get(key), second.get(key), f"{prefix}{key}.")
+    ]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -142,7 +152,7 @@ class Section:
         for field in dataclasses.fields(self):
             value = getattr(self, field.name)
             # 'int | None' -> (int, NoneType): a section's annotations are written with _SIMPLE's names only.
-            allowed = tuple(_SIMPLE[part.strip().split("[")[0]] for part in str(field.type).split("|"))
+            allowed = tuple(_SIMPLE[name] for name in _annotation_names(field.type))
             # An int is taken for a float (and becomes one); a bool is taken only for a bool, never for a number.
             int_for_float = float in allowed and isinstance(value, int) and not isinstance(value, bool)
             if not (int_for_float or (bool in allowed if isinstance(value, bool) else isinstance(value, allowed))):

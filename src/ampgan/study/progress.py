@@ -24,6 +24,7 @@ from ampgan.files.atomic import write_json_atomically
 from ampgan.files.paths import read_json_in
 from ampgan.files.records import from_json, to_json
 from ampgan.files.schema import check_format
+from ampgan.sections import differences
 from ampgan.speed.plan import RunPlan
 from ampgan.study.spec import CompareSpec
 from ampgan.training.interruption import Interrupted
@@ -155,30 +156,19 @@ def open_progress(folder: Path, spec_document: dict) -> StudyProgress:
         except (AmpganError, KeyError, TypeError, ValueError):
             pass  # another version's record of another study: refused below
     if progress.identity != identity:
-        differing = _first_difference(progress.spec, spec_document)
-        if not differing:  # the same options under another identity: the file itself was changed
+        found = differences(progress.spec, spec_document)
+        if not found:  # the same options under another identity: the file itself was changed
             raise AmpganError(
                 f"{progress.path} records these very options under identity {progress.identity!r}, "
                 f"not {identity!r}: the file was edited or written by another ampgan version; "
                 "restore it, or start the study again with another --out (or --overwrite)"
             )
+        path, saved, given = found[0]
         raise AmpganError(
-            f"{folder} holds a study with other options ({differing}): resume it as it was with "
-            f"'ampgan compare --resume {folder}', or start this one with another --out (or --overwrite)"
+            f"{folder} holds a study with other options ({path} was {saved!r}, now {given!r}): resume it as it was "
+            f"with 'ampgan compare --resume {folder}', or start this one with another --out (or --overwrite)"
         )
     return progress
-
-
-def _first_difference(saved: dict, given: dict, prefix: str = "") -> str:
-    for key in sorted(set(saved) | set(given)):
-        a, b = saved.get(key), given.get(key)
-        if isinstance(a, dict) and isinstance(b, dict):
-            found = _first_difference(a, b, f"{prefix}{key}.")
-            if found:
-                return found
-        elif a != b:
-            return f"{prefix}{key} was {a!r}, now {b!r}"
-    return ""
 
 
 class StudyInterrupted(Interrupted):

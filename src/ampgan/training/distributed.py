@@ -20,6 +20,7 @@ import torch.distributed as dist
 
 from ampgan.env import env_value
 from ampgan.errors import AmpganError
+from ampgan.sections import differences
 from ampgan.system.cpu_tuning import cores
 
 # A rank that dies leaves the others blocked in a collective; this bounds the wait (torchrun
@@ -196,18 +197,12 @@ def refuse_unless_ranks_agree(record: dict) -> None:
     under one run folder (other seeds, precisions or batches) or fail in DDP's traceback (other shapes)."""
     per_rank = gather_objects(record)
     for rank, other in enumerate(per_rank):
-        differing = _differences(per_rank[0], other)
+        differing = [path for path, _, _ in differences(per_rank[0], other)]
         if differing:
             raise AmpganError(
                 f"rank {rank} runs other settings or data than rank 0 ({', '.join(differing[:3])}): start every "
                 "rank with the same command, config file and data"
             )
-
-
-def _differences(first, mine, where: str = "") -> list[str]:
-    if not (isinstance(first, dict) and isinstance(mine, dict)):
-        return [] if first == mine else [where.rstrip(".")]
-    return [path for key in first | mine for path in _differences(first.get(key), mine.get(key), f"{where}{key}.")]
 
 
 _LOST_PEER_SIGNS = (
