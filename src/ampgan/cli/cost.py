@@ -16,8 +16,16 @@ from ampgan.runs.claim import claimed_folder, marker_kind
 from ampgan.system.gpus import gpu_table, user_gpus
 
 
+def _results_files(ctx, param, paths: tuple[Path, ...]) -> tuple[Path, ...]:
+    """Each RESULTS path as `project` reads it: a bench or compare folder stands for its results.json (a folder
+    and its file given both are then read once, by each_once)."""
+    return each_once(ctx, param, tuple(map(results_path, paths)))
+
+
 @click.command("cost")
-@click.argument("results", nargs=-1, type=ShellPath(), callback=each_once)
+@click.argument(
+    "results", nargs=-1, type=ShellPath(), callback=lambda *given: each_once(*given[:2], results_files(given[2]))
+)
 @click.option(
     "--instance", default=None, help="An instance from the price catalog, e.g. g4dn.xlarge or aws/p4d.24xlarge."
 )
@@ -97,9 +105,7 @@ def command(
     if batches is not None and samples is not None:
         raise AmpganError("give --batches or --samples, not both")
     batches = 1e6 if batches is None and samples is None else batches  # the study's 1M batches
-    # a bench or compare folder, as `project` takes it; a folder and its results.json given both are read once
-    results = list(dict.fromkeys(results_path(path) for path in results))
-    documents, device = load_same_hardware(results)
+    documents, device = load_same_hardware(list(results))
     chosen = find_instance(catalog, instance) if instance else None
     projected = None
     with user_gpus(gpus):  # read whenever given: a damaged file is said, not skipped
