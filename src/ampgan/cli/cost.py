@@ -23,9 +23,7 @@ def _results_files(ctx, param, paths: tuple[Path, ...]) -> tuple[Path, ...]:
 
 
 @click.command("cost")
-@click.argument(
-    "results", nargs=-1, type=ShellPath(), callback=lambda *given: each_once(*given[:2], results_files(given[2]))
-)
+@click.argument("results", nargs=-1, type=ShellPath(), callback=_results_files)
 @click.option(
     "--instance", default=None, help="An instance from the price catalog, e.g. g4dn.xlarge or aws/p4d.24xlarge."
 )
