@@ -8,9 +8,11 @@ memory) and one training step traced at batch 8 and 16 in fp32 and in fp16 mixed
 intercept + slope x batch per operation as ampgan bench writes a GAN's. fp16: the forward and loss under
 CUDA autocast's casts (models/autocast.py: torch.autocast has no meta backend), the loss scaled, the
 backward, then the scaler's unscale-and-check pass over the fp32 gradients; a model DLE trains with apex O2
-(Workload.amp) runs its whole network in fp16 instead, with the master weights' passes. Both: the fused optimizer
-update CUDA runs (bench/ops.py FUSED_UPDATES). `--check NAME` re-traces one model and exits 1 when it no
-longer matches the cache (the test does this for a small one).
+(Workload.amp) runs its whole network in fp16 instead, with the master weights' passes. Both: the optimizer
+update the run stepped: the fused one CUDA runs (bench/ops.py FUSED_UPDATES), or where the script steps
+torch.optim before PyTorch 2.0 (or BERT's fp32 BertAdam), its per-parameter kernels (Workload.loops).
+`--check NAME` re-traces one model and exits 1 when it no longer matches the cache (the test does this for a
+small one).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
-from models import Workload, workload, workload_key  # noqa: E402
+from models import Loop, Workload, workload, workload_key  # noqa: E402
 from models.autocast import MetaAutocast  # noqa: E402
 
 from ampgan.bench.ops import TRACE_BATCH_SIZES, OpRecord, OpTable, affine_rows, fused_update, record_ops  # noqa: E402
@@ -67,10 +69,23 @@ def trace_step(
         per_weight = 12 if workload.amp == "O2" else 8
         moved = sum(p.grad.numel() * per_weight for p in model.parameters() if p.grad is not None)
         records.append(OpRecord(AMP_UNSCALE, "memory", "float32", 1, 0.0, float(moved), optimizer=False))
-    update = fused_update(optimizer)
-    if update is not None:
-        records.append(update)
+    loop = workload.loops[precision == FP16]
+    records.extend(loop_update(optimizer, loop) if loop else filter(None, [fused_update(optimizer)]))
     return records
+
+
+def loop_update(optimizer, loop: Loop) -> list[OpRecord]:
+    """A per-parameter update (models.Loop) as the kernels it launches, parameter by parameter. Recorded as
+    ordinary element-wise kernels, not as the optimizer's (OpTable.on_cuda drops those: they are the CPU's
+    foreach kernels that the fused update replaces), since on CUDA these are the very kernels that ran."""
+    return [
+        OpRecord(op, "memory", "float32", 1, 0.0, float(p.numel() * 4 * passes), optimizer=False)
+        for group in optimizer.param_groups
+        for p in group["params"]
+        if p.grad is not None
+        for op, passes, decayed_only in loop
+        if not decayed_only or p.dim() >= 2
+    ]
 
 
 def trace_workload(workload: Workload, precision: str) -> OpTable:

@@ -23,6 +23,54 @@ from . import hifigan, speech, text, vision
 F = nn.functional
 
 
+# The update a run stepped where its script does not step a fused (multi-tensor) one: torch.optim before
+# PyTorch 2.0 loops over the parameters in Python, a few element-wise kernels each (foreach was off unless
+# asked for; every validation row ran PyTorch 1.4-1.13), and DLE's BERT on SQuAD steps its own BertAdam
+# (optimization.py) in fp32 where its AMP run steps apex's FusedAdam (run_squad.py). Each kernel: its name,
+# its passes over the parameter's fp32 values (reads + writes), and whether it runs on every parameter or only
+# on the weight-decayed matrices (DLE leaves biases and norms undecayed: ConvNets' bn_weight_decay, SSD's
+# tencent_trick, BERT's no_decay). Left out, so the loops are a lower bound: gradient clipping's per-parameter
+# norms (Tacotron 2, WaveGlow, GNMT, Transformer-XL clip in both precisions) and zero_grad's zero_ kernels.
+Loop = tuple[tuple[str, int, bool], ...]
+ADAM = (  # torch.optim.Adam's _single_tensor_adam / its 1.4 loop, no weight decay
+    ("aten.mul_", 2, False),  # exp_avg.mul_(beta1)
+    ("aten.add_", 3, False),  # .add_(grad, alpha=1 - beta1)
+    ("aten.mul_", 2, False),  # exp_avg_sq.mul_(beta2)
+    ("aten.addcmul_", 4, False),  # .addcmul_(grad, grad, value=1 - beta2)
+    ("aten.sqrt", 2, False),  # denom = (exp_avg_sq.sqrt()
+    ("aten.div", 2, False),  # / sqrt(bias_correction2))
+    ("aten.add_", 2, False),  # .add_(eps)
+    ("aten.addcdiv_", 4, False),  # param.addcdiv_(exp_avg, denom, value=-step_size)
+)
+ADAM_DECAYED = (("aten.add", 3, False), *ADAM)  # weight_decay > 0: grad = grad.add(param, alpha=weight_decay)
+ADAMW = (("aten.mul_", 2, False), *ADAM)  # param.mul_(1 - lr * weight_decay), then Adam's
+SGD = (  # torch.optim.SGD with momentum, its weight decay on the decayed group
+    ("aten.add", 3, True),  # d_p = d_p.add(param, alpha=weight_decay)
+    ("aten.mul_", 2, False),  # buf.mul_(momentum)
+    ("aten.add_", 3, False),  # .add_(d_p, alpha=1 - dampening)
+    ("aten.add_", 3, False),  # param.add_(d_p, alpha=-lr)
+)
+BERT_ADAM = (  # DLE BERT's optimization.BertAdam.step, per parameter (its clipping, which changed, left out)
+    *ADAM[:4],  # next_m.mul_(b1).add_(1 - b1, grad); next_v.mul_(b2).addcmul_(1 - b2, grad, grad)
+    ("aten.sqrt", 2, False),  # update = next_m / (next_v.sqrt()
+    ("aten.add", 2, False),  # + e)
+    ("aten.div", 3, False),  # next_m / ...
+    ("aten.mul", 2, True),  # weight_decay * p.data
+    ("aten.add_", 3, True),  # update += ...
+    ("aten.mul", 2, False),  # update_with_lr = lr_scheduled * update
+    ("aten.neg", 2, False),  # -update_with_lr
+    ("aten.add_", 3, False),  # p.data.add_(...)
+)
+JIT_LAMB = (  # Transformer-XL's lamb.JITLamb: one TorchScript lamb_kernel per parameter, its element-wise
+    # chains fused on CUDA, the two norms (reductions) apart
+    ("jit.lamb_moments", 7, False),  # exp_avg, exp_avg_sq, adam_step from param, grad and both moments
+    ("aten.norm", 1, False),  # param.norm(p=2)
+    ("aten.norm", 1, False),  # adam_step.norm(p=2)
+    ("jit.lamb_trust_ratio", 0, False),  # the trust ratio's scalar arithmetic
+    ("jit.lamb_apply", 3, False),  # param - step_size * trust_ratio * adam_step
+)
+
+
 class Lamb(torch.optim.Optimizer):
     """LAMB's state and hyperparameters, for the op tracer: never stepped here (a meta step has no values).
     The tracer charges apex's fused LAMB update for it (bench/ops.py FUSED_UPDATES)."""
@@ -48,6 +96,8 @@ class Workload:
     # Micro-batches per optimizer step (gradient accumulation): the traced step runs them all, and its op
     # rows are divided by it, since the rows' batch and throughput are per micro-batch.
     accumulation: int = 1
+    # The per-parameter update each precision's run stepped (a Loop above), where not a fused one: fp32, mixed.
+    loops: tuple[Loop | None, Loop | None] = (None, None)
 
 
 def _meta(*shape, dtype=torch.float32):
@@ -103,8 +153,9 @@ def _txl(size: str, length: int) -> Workload:
         f"a {length}-token segment of WikiText-103 (with {length} tokens of memory)",
         "adaptive softmax cross entropy, LAMB (DLE's jitlamb); the adaptive input looked up in its head table "
         "and the tail clusters run on a fixed share of the tokens (text.AdaptiveSoftmax); apex O2 (train.py's "
-        "default --amp apex, --apex_amp_opt_level O2)",
+        "default --amp apex, --apex_amp_opt_level O2); JITLamb's per-parameter update in both",
         "O2",
+        loops=(JIT_LAMB, JIT_LAMB),
     )
 
 
@@ -119,8 +170,10 @@ def _gnmt(tokens: int) -> Workload:
         f"one WMT16 en-de sentence pair, {side} tokens a side (the rows' {tokens} tokens per pair)",
         "label-smoothed (0.1) cross entropy, Adam; attention computed for all target steps at once after the "
         "first decoder layer (GNMT v2's recurrent attention feeds each step's context to the next layers: the "
-        "same products); apex O2 (seq2seq/train/trainer.py: amp.initialize(opt_level='O2'))",
+        "same products); apex O2 (seq2seq/train/trainer.py: amp.initialize(opt_level='O2')); torch.optim.Adam's "
+        "per-parameter update in both",
         "O2",
+        loops=(ADAM, ADAM),
     )
 
 
@@ -132,7 +185,9 @@ def _tacotron2(frames: int) -> Workload:
         lambda model, batch: speech.tacotron2_loss(*model(batch[0], batch[1]), batch[1], batch[2]),
         _adam,
         f"one LJSpeech utterance ({TACOTRON_TEXT} symbols, {frames} mel frames)",
-        "mel MSE (before and after the postnet) + stop-token BCE, Adam; the decoder stepped once per frame",
+        "mel MSE (before and after the postnet) + stop-token BCE, Adam (weight decay 1e-6: train.py, "
+        "DGX1_tacotron2_*_train.sh; torch.optim's per-parameter update in both); the decoder stepped once per frame",
+        loops=(ADAM_DECAYED, ADAM_DECAYED),
     )
 
 
@@ -144,7 +199,9 @@ def _waveglow(samples: int) -> Workload:
         lambda model, batch: speech.waveglow_loss(*model(*batch)),
         _adam,
         f"one {samples}-sample LJSpeech segment",
-        "WaveGlow's negative log-likelihood, Adam; the 1x1 invertible convolutions' log-determinants left out",
+        "WaveGlow's negative log-likelihood, Adam (no weight decay; torch.optim's per-parameter update in both); "
+        "the 1x1 invertible convolutions' log-determinants left out",
+        loops=(ADAM, ADAM),
     )
 
 
@@ -162,9 +219,11 @@ def _hifigan(accumulation: int, fp32_grouped: bool) -> Workload:
         f"one {segment}-sample LJSpeech segment ({frames} mel frames in)",
         f"v1 generator, MPD (periods 2-11) and MSD (3 scales), each update's losses as train.py computes them "
         f"(mel L1 x 45 on an STFT, feature matching, least squares); AdamW (one for all weights: the same "
-        f"update as DLE's two); {accumulation} micro-batch(es) a step"
+        f"update as DLE's two; torch.optim.AdamW, train.py's default --optimizer adamw, its per-parameter update in "
+        f"both); {accumulation} micro-batch(es) a step"
         + ("; MSD's grouped convolutions in fp32 (--no_amp_grouped_conv)" if fp32_grouped else ""),
         accumulation=accumulation,
+        loops=(ADAMW, ADAMW),
     )
 
 
@@ -178,7 +237,9 @@ FIXED: dict[str, Workload] = {
             _classify,
             _sgd,
             "one 224x224x3 ImageNet image",
-            "cross entropy with label smoothing 0.1, SGD with momentum 0.875 (DLE resnet50v1.5)",
+            "cross entropy with label smoothing 0.1, SGD with momentum 0.875 (DLE resnet50v1.5; torch.optim.SGD's "
+            "per-parameter update in both, batch norms undecayed)",
+            loops=(SGD, SGD),
         ),
         Workload(
             "ssd300",
@@ -188,7 +249,9 @@ FIXED: dict[str, Workload] = {
             _sgd,
             "one 300x300x3 COCO image",
             "smooth L1 + cross entropy with hard negative mining over 8732 boxes, SGD with momentum (DLE SSD300 "
-            "v1.1, ResNet-50 backbone)",
+            "v1.1, ResNet-50 backbone; torch.optim.SGD's per-parameter update in both, biases and batch norms "
+            "undecayed: main.py's tencent_trick)",
+            loops=(SGD, SGD),
         ),
         Workload(
             "bert_base_squad",
@@ -197,9 +260,10 @@ FIXED: dict[str, Workload] = {
             _squad,
             _adam,
             f"one {BERT_LENGTH}-token SQuAD sequence",
-            "start/end cross entropy, Adam (DLE's BertAdam, fused); apex O2 (run_squad.py: "
-            "amp.initialize(opt_level='O2', keep_batchnorm_fp32=False))",
+            "start/end cross entropy; fp32: DLE's BertAdam, a per-parameter loop (optimization.py), AMP: apex's "
+            "FusedAdam and apex O2 (run_squad.py: amp.initialize(opt_level='O2', keep_batchnorm_fp32=False))",
             "O2",
+            loops=(BERT_ADAM, None),
         ),
         Workload(
             "bert_large_squad",
@@ -208,9 +272,10 @@ FIXED: dict[str, Workload] = {
             _squad,
             _adam,
             f"one {BERT_LENGTH}-token SQuAD sequence",
-            "start/end cross entropy, Adam (DLE's BertAdam, fused); apex O2 (run_squad.py: "
-            "amp.initialize(opt_level='O2', keep_batchnorm_fp32=False))",
+            "start/end cross entropy; fp32: DLE's BertAdam, a per-parameter loop (optimization.py), AMP: apex's "
+            "FusedAdam and apex O2 (run_squad.py: amp.initialize(opt_level='O2', keep_batchnorm_fp32=False))",
             "O2",
+            loops=(BERT_ADAM, None),
         ),
         Workload(
             "ncf",
@@ -219,7 +284,7 @@ FIXED: dict[str, Workload] = {
             lambda model, batch: F.binary_cross_entropy_with_logits(model(batch[0], batch[1]), batch[2]),
             _adam,
             "one (user, item) pair",
-            "binary cross entropy on logits, Adam (DLE NCF on MovieLens-20M)",
+            "binary cross entropy on logits, apex's FusedAdam in both (DLE NCF on MovieLens-20M, ncf.py)",
         ),
     )
 }

@@ -6,8 +6,12 @@ meta device traces in fp32 only. This mode applies CUDA autocast's fp16 policy a
 list run with their floating inputs cast to fp16, those on its fp32 list with them cast to fp32, the
 "promote" ones with every input at the widest floating type among them. The casts are ordinary `to()`
 calls, so the tracer records them, and autograd their casts back in the backward pass, as under CUDA
-autocast. What it leaves out: autocast's weight-cast cache (a weight used twice in one forward is cast
-twice here; a training step's forward uses each weight once in these models).
+autocast. Autocast's weight-cast cache as well (autocast_mode.cpp cached_cast: "Do what Apex does, and cache
+lower_precision_fp casts of fp32 model weights (leaves)": an fp32 leaf that requires grad, not a view, is cast
+to fp16 once per autocast region, cleared when the region exits), which matters where one forward reuses a
+weight: Tacotron 2's decoder runs its cells and layers once per mel frame (its AMP trace cast 125 GB of
+weights a step without it, a weight per frame). A weight-normed layer's weight is computed, not a leaf, and is
+cast at every use, as on CUDA.
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ LOWER = {
     torch.gru_cell,
     torch._VF.lstm,
     torch._VF.gru,
+    torch.ops.aten._thnn_fused_lstm_cell,  # what lstm_cell runs on CUDA (models/rnn.py); on the same list
     F.prelu,
 }
 FP32 = {
@@ -82,6 +87,18 @@ PROMOTE = {torch.cat, torch.stack, torch.addcmul, torch.addcdiv, torch.index_put
 
 
 _DISABLED = ContextVar("meta_autocast_disabled", default=False)
+_REGION_CACHE: ContextVar[dict | None] = ContextVar("meta_autocast_region", default=None)
+
+
+@contextmanager
+def region() -> Iterator[None]:
+    """One `with autocast(...)` block of a training script inside the traced step: its own weight-cast cache
+    (autocast clears the cache when a block exits; HiFi-GAN's train.py opens one per forward)."""
+    token = _REGION_CACHE.set({})
+    try:
+        yield
+    finally:
+        _REGION_CACHE.reset(token)
 
 
 @contextmanager
@@ -95,11 +112,17 @@ def autocast_disabled() -> Iterator[None]:
         _DISABLED.reset(token)
 
 
-def _cast(value, dtype: torch.dtype):
+def _cast(value, dtype: torch.dtype, cache: dict):
     if isinstance(value, torch.Tensor):
-        return value.to(dtype) if value.is_floating_point() and value.dtype != dtype else value
+        if not value.is_floating_point() or value.dtype == dtype:
+            return value
+        if dtype == torch.float16 and value.is_leaf and value.requires_grad and not value._is_view():
+            if id(value) not in cache:  # keyed by the tensor, as autocast keys its TensorImpl (kept alive here)
+                cache[id(value)] = (value, value.to(dtype))
+            return cache[id(value)][1]
+        return value.to(dtype)
     if isinstance(value, (list, tuple)):
-        return type(value)(_cast(v, dtype) for v in value)
+        return type(value)(_cast(v, dtype, cache) for v in value)
     return value
 
 
@@ -112,7 +135,12 @@ def _floats(value) -> list[torch.Tensor]:
 
 
 class MetaAutocast(TorchFunctionMode):
-    """CUDA autocast's fp16 policy on meta tensors (entered inside the forward and loss, as autocast is)."""
+    """CUDA autocast's fp16 policy on meta tensors (entered inside the forward and loss, as autocast is; one
+    instance is one autocast region, its weight casts cached for the region)."""
+
+    def __init__(self):
+        super().__init__()
+        self.cache: dict = {}
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -128,7 +156,9 @@ class MetaAutocast(TorchFunctionMode):
         else:
             dtype = None
         if dtype is not None:
-            args, kwargs = _cast(args, dtype), {k: _cast(v, dtype) for k, v in kwargs.items()}
+            cache = _REGION_CACHE.get()
+            cache = self.cache if cache is None else cache
+            args, kwargs = _cast(args, dtype, cache), {k: _cast(v, dtype, cache) for k, v in kwargs.items()}
         # The mode is off while its handler runs (torch pops it), so the function's own calls inside run
         # uncast, as autocast runs a function once under its dispatch key: an LSTM's gates stay in fp16.
         return func(*args, **kwargs)

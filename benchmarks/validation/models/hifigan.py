@@ -16,7 +16,7 @@ import torch
 from torch import nn
 from torch.nn.utils import spectral_norm
 
-from .autocast import autocast_disabled
+from .autocast import autocast_disabled, region
 
 F = nn.functional
 SLOPE = 0.1  # LRELU_SLOPE
@@ -236,20 +236,24 @@ def hifigan_step(model: HiFiGAN, batch: tuple, accumulation: int = 1) -> torch.T
     discriminators are frozen (common/utils.freeze), so their weight gradients are not computed."""
     mels, audio, target = batch  # (B, 80, 32), (B, 1, 8192), (B, 80, 32)
     losses, fakes = [], []
+    # each `with region()`: one of train.py's autocast blocks (a weight is cast once per block)
     for i in range(accumulation):
-        with torch.set_grad_enabled(i == accumulation - 1):
+        with torch.set_grad_enabled(i == accumulation - 1), region():
             fakes.append(model.generator(mels))
-        for d in (model.mpd, model.msd):
-            real, fake, _, _ = d(audio, fakes[-1].detach())
-            losses.append(_discriminator_loss(real, fake) / accumulation)
+        with region():
+            for d in (model.mpd, model.msd):
+                real, fake, _, _ = d(audio, fakes[-1].detach())
+                losses.append(_discriminator_loss(real, fake) / accumulation)
     _set_trainable(model.mpd, False)
     _set_trainable(model.msd, False)
     for i in range(accumulation):
-        fake = fakes[-1] if i == 0 else model.generator(mels)
+        with region():
+            fake = fakes[-1] if i == 0 else model.generator(mels)
         loss = F.l1_loss(target, model.mel(fake.float().squeeze(1))) * 45
-        for d in (model.mpd, model.msd):
-            _, fake_logits, real_maps, fake_maps = d(audio, fake)
-            loss = loss + _feature_loss(real_maps, fake_maps) + sum(torch.mean((1 - g) ** 2) for g in fake_logits)
+        with region():
+            for d in (model.mpd, model.msd):
+                _, fake_logits, real_maps, fake_maps = d(audio, fake)
+                loss = loss + _feature_loss(real_maps, fake_maps) + sum(torch.mean((1 - g) ** 2) for g in fake_logits)
         losses.append(loss / accumulation)
     _set_trainable(model.mpd, True)  # after the forwards: the graph already holds which weights need gradients
     _set_trainable(model.msd, True)

@@ -7,6 +7,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from . import rnn
+
 F = nn.functional
 
 
@@ -25,14 +27,14 @@ class Tacotron2(nn.Module):
         self.mels = mels
         self.embedding = nn.Embedding(symbols, 512)
         self.convolutions = nn.ModuleList(_conv_bn(512, 512, 5) for _ in range(3))
-        self.encoder = nn.LSTM(512, 256, batch_first=True, bidirectional=True)
+        self.encoder = rnn.CudnnLSTM(512, 256, batch_first=True, bidirectional=True)
         self.prenet = nn.ModuleList([nn.Linear(mels, 256, bias=False), nn.Linear(256, 256, bias=False)])
-        self.attention_rnn = nn.LSTMCell(256 + 512, 1024)
+        self.attention_rnn = rnn.CudaLSTMCell(256 + 512, 1024)
         self.query, self.memory = nn.Linear(1024, 128, bias=False), nn.Linear(512, 128, bias=False)
         self.location_conv = nn.Conv1d(2, 32, 31, padding=15, bias=False)
         self.location_dense = nn.Linear(32, 128, bias=False)
         self.energy = nn.Linear(128, 1, bias=False)
-        self.decoder_rnn = nn.LSTMCell(1024 + 512, 1024)
+        self.decoder_rnn = rnn.CudaLSTMCell(1024 + 512, 1024)
         self.projection, self.gate = nn.Linear(1024 + 512, mels), nn.Linear(1024 + 512, 1)
         channels = [mels, 512, 512, 512, 512, mels]
         self.postnet = nn.ModuleList(_conv_bn(a, b, 5) for a, b in zip(channels[:-1], channels[1:]))

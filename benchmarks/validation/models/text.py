@@ -10,6 +10,8 @@ import math
 import torch
 from torch import nn
 
+from . import rnn
+
 F = nn.functional
 
 
@@ -173,14 +175,14 @@ class GNMT(nn.Module):
     def __init__(self, vocab: int = 32320, hidden: int = 1024):
         super().__init__()
         self.embed_source, self.embed_target = nn.Embedding(vocab, hidden), nn.Embedding(vocab, hidden)
-        self.bidirectional = nn.LSTM(hidden, hidden, batch_first=True, bidirectional=True)  # (B, S, 2048)
+        self.bidirectional = rnn.CudnnLSTM(hidden, hidden, batch_first=True, bidirectional=True)  # (B, S, 2048)
         self.encoder = nn.ModuleList(
-            nn.LSTM(2 * hidden if i == 0 else hidden, hidden, batch_first=True) for i in range(3)
+            rnn.CudnnLSTM(2 * hidden if i == 0 else hidden, hidden, batch_first=True) for i in range(3)
         )
-        self.decoder_first = nn.LSTM(hidden, hidden, batch_first=True)
+        self.decoder_first = rnn.CudnnLSTM(hidden, hidden, batch_first=True)
         self.query, self.keys = nn.Linear(hidden, hidden, bias=False), nn.Linear(hidden, hidden, bias=False)
         self.energy = nn.Linear(hidden, 1, bias=False)
-        self.decoder = nn.ModuleList(nn.LSTM(2 * hidden, hidden, batch_first=True) for _ in range(3))
+        self.decoder = nn.ModuleList(rnn.CudnnLSTM(2 * hidden, hidden, batch_first=True) for _ in range(3))
         self.classifier = nn.Linear(hidden, vocab)
         self.dropout = nn.Dropout(0.2)
 
