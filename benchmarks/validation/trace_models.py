@@ -52,7 +52,9 @@ def trace_step(
 
     def step():
         if precision == FP16 and workload.amp == "O2":  # the network itself is fp16 (trace_workload)
-            (workload.loss(model, batch).float() * LOSS_SCALE).backward()
+            # apex O2 casts the floating inputs to fp16 (its patched forward); token ids stay as they are
+            half = tuple(t.half() if t.is_floating_point() else t for t in batch)
+            (workload.loss(model, half).float() * LOSS_SCALE).backward()
         elif precision == FP16:
             # CPU autocast on as well: no meta tensor goes through it, but nn.LSTM accepts an fp16 input to
             # fp32 weights only while some autocast is on (as CUDA autocast is on a GPU).
@@ -95,6 +97,9 @@ def trace_workload(workload: Workload, precision: str) -> OpTable:
     optimizer = workload.optimizer(list(model.parameters()))
     if precision == FP16 and workload.amp == "O2":
         model.half()  # the optimizer keeps its (fp32 master) update: bench/ops.fused_update charges 4-byte weights
+        for module in model.modules():  # batch norms stay fp32: apex O2's keep_batchnorm_fp32, DLE's network_to_half
+            if isinstance(module, torch.nn.modules.batchnorm._BatchNorm):
+                module.float()
     small, large = TRACE_BATCH_SIZES
     traces = [trace_step(workload, model, optimizer, size, precision) for size in (small, large)]
     rows = affine_rows(traces[0], traces[1], small, large)

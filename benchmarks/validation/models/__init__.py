@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 from torch import nn
@@ -73,7 +73,8 @@ JIT_LAMB = (  # Transformer-XL's lamb.JITLamb: one TorchScript lamb_kernel per p
 
 class Lamb(torch.optim.Optimizer):
     """LAMB's state and hyperparameters, for the op tracer: never stepped here (a meta step has no values).
-    The tracer charges apex's fused LAMB update for it (bench/ops.py FUSED_UPDATES)."""
+    Transformer-XL's runs step DLE's JITLamb, a per-weight loop (JIT_LAMB); without a loop the tracer would
+    charge apex's fused LAMB update (bench/ops.py FUSED_UPDATES)."""
 
     def __init__(self, params, lr: float = 1e-3):
         super().__init__(params, {"lr": lr})
@@ -300,6 +301,10 @@ MODELS = (*FIXED, *SIZED, "hifigan")
 
 
 NO_AMP_GROUPED = "--no_amp_grouped_conv"  # in a hifigan row's notes: its AMP run kept MSD's grouped convolutions fp32
+# In a row's notes: its mixed-precision run was a half-precision network with fp32 master weights, whatever the
+# model's script does today (Lambda's NCF runs passed apex's --opt_level O2; its ResNet-50 v0 runs --fp16 with
+# FP16_Optimizer): traced as O2 ("resnet50:O2"), not under autocast's casts.
+HALF_NETWORK = ("--opt_level O2", "half-precision network with fp32 master weights")
 
 
 def workload_key(row: dict) -> str | None:
@@ -310,7 +315,8 @@ def workload_key(row: dict) -> str | None:
         accumulation = max(1, hifigan.DLE_GLOBAL_BATCH // int(float(row["batch_amp"] or hifigan.DLE_GLOBAL_BATCH)))
         return f"hifigan:{accumulation}" + (":fp32-grouped" if NO_AMP_GROUPED in row["notes"] else "")
     if model in FIXED:
-        return model
+        half = FIXED[model].amp != "O2" and any(flag in row["notes"] for flag in HALF_NETWORK)
+        return f"{model}:O2" if half else model
     if model not in SIZED:
         return None
     if model == "gnmt":
@@ -324,4 +330,6 @@ def workload(key: str) -> Workload:
     if model == "hifigan":
         accumulation, _, grouped = length.partition(":")
         return _hifigan(int(accumulation), grouped == "fp32-grouped")
-    return FIXED[model] if model in FIXED else SIZED[model](int(length))
+    if model in FIXED:
+        return replace(FIXED[model], amp="O2") if length == "O2" else FIXED[model]
+    return SIZED[model](int(length))
