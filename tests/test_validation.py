@@ -540,3 +540,24 @@ def test_an_lstm_is_traced_as_cuda_runs_it_one_fused_cell_a_step():
 
     casts = [r for r in record_ops(steps) if r.op == "aten._to_copy"]
     assert len(casts) == 4 + 4  # the cell's four weights once (cached), its fp32 input (a view) at every step
+
+
+def test_a_row_is_traced_in_the_mixed_precision_mode_its_run_logged():
+    """Lambda's NCF runs passed apex's --opt_level O2 and its 2020 ResNet-50 runs --fp16 (FP16_Optimizer): a
+    half-precision network with fp32 master weights, not DLE's autocast; traced as O2 with the batch norms
+    fp32 (apex O2's keep_batchnorm_fp32, DLE's network_to_half) and the images cast to fp16 first."""
+    from models import workload, workload_key
+
+    row = {"model": "ncf", "input": "", "items_per_sample": "1", "batch_amp": "", "notes": ""}
+    assert workload_key(row) == "ncf" and workload("ncf").amp == "autocast"
+    o2 = {**row, "notes": "amp: run PyTorch_ncf_FP16 (--opt_level O2: apex, half-precision model ...)"}
+    assert workload_key(o2) == "ncf:O2" and workload("ncf:O2").amp == "O2"
+    fp16 = {**row, "model": "resnet50", "notes": "--fp16: half-precision network with fp32 master weights"}
+    assert workload_key(fp16) == "resnet50:O2"
+    bert = {**row, "model": "bert_base_squad", "notes": "--opt_level O2"}
+    assert workload_key(bert) == "bert_base_squad"  # already traced as O2
+    cached = trace_models.tables_of(trace_models.load_cache()["models"]["resnet50:O2"])["fp16"]
+    norms = {r.dtype for r in cached.rows if r.op == "aten.native_batch_norm"}
+    convolutions = {r.dtype for r in cached.rows if r.op == "aten.convolution"}
+    assert convolutions == {"float16"} and norms == {"float32"}  # fp16 convolutions, norms with fp32 weights
+    assert any(r.op == "aten._to_copy" for r in cached.rows)  # the images' cast
