@@ -72,6 +72,22 @@ def test_a_result_whose_stats_hold_only_the_median_and_quartiles_still_reads(tmp
     ]
 
 
+@pytest.mark.parametrize(
+    ("pair", "cell"),
+    [
+        ({"estimate": 1.8423, "low": 1.79, "high": 1.904, "rounds": 14}, "1.84x [1.79-1.90]"),
+        ({"median": 1.5, "rounds": 3}, "1.50x"),  # results written before intervals: the medians' ratio alone
+    ],
+)
+def test_the_tables_speedup_cell_shows_the_interval_when_the_result_has_one(pair, cell):
+    document = json.loads(_bench_documents()[0].read_text())
+    config = next(c for c in document["configs"] if c.get("stats") and c["precision"] != "fp32")
+    document["configs"] = [config]
+    document["speedups"] = [{"batch_size": config["batch_size"], "precision": config["precision"]} | pair]
+    row = table(document).splitlines()[1]
+    assert f" {cell}  " in row or row.endswith(f" {cell}")
+
+
 @dataclass(frozen=True)
 class Inner:
     name: str

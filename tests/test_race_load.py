@@ -473,6 +473,21 @@ def test_a_bench_measured_under_load_is_said_in_the_speed_line(under_load):
     assert ("measured while other processes crowded the cores" in line) is under_load
 
 
+@pytest.mark.parametrize(
+    ("note", "said"),
+    [
+        (None, "the bench has no bf16 speedup at batch 64."),
+        ("too_slow", "the bench has no bf16 speedup at batch 64 (it measured bf16: too_slow)."),
+    ],
+)
+def test_a_bench_without_the_speedup_says_why_in_the_speed_line(note, said):
+    from ampgan.study.document import RunSummary
+    from ampgan.study.verdict import _speed_line
+
+    run = RunSummary.from_dict({"run_dir": "runs/x", "steps": 10, "train_seconds": 1.0, "final": {}})
+    assert _speed_line(BF16, run, run, None, 64, "AMD EPYC", note) == f"On this AMD EPYC, {said}"
+
+
 def test_the_reports_speed_table_shows_the_runs_wall_clock_per_step():
     from ampgan.study.document import RunSummary
     from ampgan.study.report import _wall_step

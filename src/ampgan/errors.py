@@ -96,6 +96,15 @@ def warn(message: str) -> None:
     warnings.warn(message, AmpganWarning, stacklevel=2)
 
 
+def registered_once(table: dict, key: str, item, what: str):
+    """`table[key] = item` for a registry (precisions, metrics, GPUs): a key already there is a ValueError, since
+    a second registration under one name would silently replace the first."""
+    if key in table:
+        raise ValueError(f"{what} {key!r} is registered twice")
+    table[key] = item
+    return item
+
+
 class ConfigError(AmpganError):
     """A config field with a value it cannot take. `field` is its path in the config tree
     (`budget.batch_size`), so the command line can name the flag that set it."""

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ampgan.errors import AmpganError
+from ampgan.errors import AmpganError, registered_once
 
 
 @dataclass(frozen=True)
@@ -182,10 +182,7 @@ BASELINE = FP32
 
 def register(mode: Precision) -> Precision:
     """Adds a mode: the command line, the bench, the projection, tables and figures loop over PRECISIONS."""
-    if mode.name in PRECISIONS:
-        raise ValueError(f"precision {mode.name!r} is registered twice")
-    PRECISIONS[mode.name] = mode
-    return mode
+    return registered_once(PRECISIONS, mode.name, mode, "precision")
 
 
 def precision(name: str) -> Precision:

@@ -405,11 +405,10 @@ def _not_plotted(results: dict) -> list[str]:
 
 
 def _speedup_cell(pair: dict | None) -> str:
+    # '1.84x [1.79-1.90]'; results written before intervals have the estimate alone
     if pair is None:
         return ""
-    if "low" not in pair:
-        return f"{speedup_estimate(pair):.2f}x"
-    return f"{pair['estimate']:.2f}x [{pair['low']:.2f}-{pair['high']:.2f}]"
+    return f"{speedup_estimate(pair):.2f}x" + (f" [{pair['low']:.2f}-{pair['high']:.2f}]" if "low" in pair else "")
 
 
 def attainable_lines(results: dict) -> list[str]:

@@ -243,10 +243,9 @@ def _discriminator_ends(gan, stream) -> list[Finding]:
     real, labels = stream.next_batch()
     try:
         with torch.no_grad():
-            try:
-                gan.discriminator(real)
-            except Exception:  # noqa: BLE001 - D may take more than images (its losses say what); the step
-                pass  # below calls it as they do and reports a failure with its origin
+            gan.discriminator(real)
+    except Exception:  # noqa: BLE001 - D may take more than images (its losses say what); the step
+        pass  # below calls it as they do and reports a failure with its origin
     finally:
         for hook in hooks:
             hook.remove()

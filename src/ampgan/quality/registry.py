@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ampgan.errors import registered_once
 from ampgan.quality.metrics import frechet_distance
 
 
@@ -39,10 +40,7 @@ METRICS: dict[str, Metric] = {}
 
 
 def register(metric: Metric) -> Metric:
-    if metric.key in METRICS:
-        raise ValueError(f"metric {metric.key!r} is registered twice")
-    METRICS[metric.key] = metric
-    return metric
+    return registered_once(METRICS, metric.key, metric, "metric")
 
 
 EVALUATOR_ACCURACY = register(

@@ -401,18 +401,17 @@ class FolderClaim:
             FolderLock(self.path, mention_leftovers=False).release()  # refuses while a live process writes there
             self.aside = self.path.with_name(f".{self.path.name}.replaced-{os.getpid()}")
             os.replace(self.path, self.aside)
+        self.lock: FolderLock | None = None
         try:
             self.path.mkdir(parents=True, exist_ok=True)
-        except OSError as error:
-            self._restore()
-            raise AmpganError(f"cannot create --out {self.path} ({error.strerror}): choose a writable folder") from None
-        # Locked before the marker: a folder shows ampgan's marker only while (or after) its writer holds the lock,
-        # so a second command given the same --out never takes a marked folder as "killed before it held anything".
-        self.lock = FolderLock(self.path, mention_leftovers=False)
-        try:
+            # Locked before the marker: a folder shows ampgan's marker only while (or after) its writer holds the
+            # lock, so a second command given the same --out never takes a marked folder as "killed before it held
+            # anything".
+            self.lock = FolderLock(self.path, mention_leftovers=False)
             _write_marker(self.path, kind)
         except OSError as error:
-            self.lock.release()
+            if self.lock is not None:
+                self.lock.release()
             self._restore()
             raise AmpganError(f"cannot create --out {self.path} ({error.strerror}): choose a writable folder") from None
 

@@ -210,15 +210,6 @@ class RunWriter:
             )
         return f"{head} before it saved any training, so nothing of it is kept: {fix} and run the command again"
 
-    def summary(self, train_seconds: float) -> dict:
-        return {
-            "run_dir": str(self.run_dir) if self.run_dir is not None else None,
-            "steps": self.state.step,
-            "train_seconds": round(train_seconds, 2),
-            "last": self.last_record,
-            "stamp": self.stamp,
-        }
-
     def close(self) -> None:
         self._metrics.close()
         if self._tensorboard is not None:
@@ -241,8 +232,7 @@ class NullWriter:
         """What rank 0 writes, left unwritten."""
 
     save_samples = save_checkpoint = export_generator = close = _nothing
-    run_dir, stamp = None, ""
-    summary = RunWriter.summary  # the same record, of no folder and no stamp
+    stamp = ""
 
 
 def read_run_config(run_dir: Path) -> dict:

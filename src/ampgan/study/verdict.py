@@ -157,10 +157,10 @@ def _speed_line(
                 else "."
             )
         )
-    elif note:
-        text += f"the bench has no {precision} speedup at batch {batch} (it measured {precision}: {note})."
     else:
-        text += f"the bench has no {precision} speedup at batch {batch}."
+        text += f"the bench has no {precision} speedup at batch {batch}" + (
+            f" (it measured {precision}: {note})." if note else "."
+        )
     if race is not None and race.step_s:
         return text + _charged_text(precision, run, fp32_run, race)
     return text + _achieved_text(precision, run, fp32_run, pair)

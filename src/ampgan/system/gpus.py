@@ -17,7 +17,7 @@ from importlib import resources
 from pathlib import Path
 
 from ampgan import precisions
-from ampgan.errors import AmpganError
+from ampgan.errors import AmpganError, registered_once
 from ampgan.files.jsonfile import read_csv_text
 from ampgan.files.schema import table_number
 
@@ -133,10 +133,7 @@ def _row(row: dict[str, str], where: str, rates: list[str]) -> GpuSpec:
 def register(spec: GpuSpec) -> GpuSpec:
     """Adds a GPU to the table `project`, `cost` and the bench's % of peak read (a test's dummy, a board the
     CSV does not list yet)."""
-    if spec.key in gpu_table():
-        raise ValueError(f"GPU {spec.key!r} is registered twice")
-    gpu_table()[spec.key] = spec
-    return spec
+    return registered_once(gpu_table(), spec.key, spec, "GPU")
 
 
 @contextmanager
