@@ -1,3 +1,4 @@
+import csv
 import json
 
 import pytest
@@ -192,7 +193,11 @@ def test_cost_cli_writes_table_files_and_figure(tmp_path, capsys):
     assert (tmp_path / "c" / "fig3_cost.png").read_bytes()[:4] == b"\x89PNG"
     assert "saving vs fp32 [95% CI]" in out and "catalog: ampgan's built-in catalog" in out
     # measured: said so, with the bench's stamp (hardware, data, model, versions); no band, the CI as +-%
-    assert f"measured on {stamp_text(bench_results())}" in out and "cost_band" not in row
+    assert f"measured on {stamp_text(bench_results())}" in out and "cost_low" not in row
+    # the CSV's rows say it too (a CSV read alone), with their currency; a measured row has no band
+    written = list(csv.DictReader((tmp_path / "c" / "cost.csv").open()))
+    assert {r["times"] for r in written} == {f"measured on {stamp_text(bench_results())}"}
+    assert {(r["currency"], r["cost_low"], r["hours_high"]) for r in written} == {("USD", "", "")}
     assert "(41% [+38% to +44%])" in out  # 1 - 1/1.6 and 1 - 1/1.8: "[38-44%]" read "-11-1%" as one number
     assert "(unverified price)" in out and "prices may be stale" in out  # g4dn.xlarge: a 2025-01 list price
 

@@ -1,6 +1,7 @@
 """The projection onto GPUs this machine does not have: the kernel and step models against hand-computed
 cases, the op table of a real step, and `ampgan project` end to end with its failure modes."""
 
+import csv
 import json
 import math
 import re
@@ -313,12 +314,19 @@ def test_cost_on_a_gpu_instance_prices_projected_times_labelled_so(tiny_bench, t
     # never "measured on" the GPU it was projected onto; the bench's stamp (model, versions) says what made it
     assert "measured on Tesla T4" not in out and "PROJECTED onto Tesla T4, not measured; op tables traced on" in out
     assert "model acgan (width 8" in out and "torch " in out and "ampgan " in out
-    # a projected cost carries its band (the time's, scaled), in the JSON and the table; a band is no 95% CI
+    # a projected time, its hours and its cost carry their band (the time's, scaled), in the JSON, the CSV and
+    # the table; a band is no 95% CI; the CSV says in every row that its times are PROJECTED, and its currency
+    written = {(int(r["batch_size"]), r["precision"]): r for r in csv.DictReader((tmp_path / "cost.csv").open())}
     for row in document["rows"]:
-        low, high = row["cost_band"]
-        assert low < row["cost"] < high
-        assert f"{row['cost']:,.2f} [{low:,.2f}-{high:,.2f}]" in out
-    assert "cost [band]" in out and "[95% CI]" not in out
+        for key, spec in (("seconds_per_batch", ".4f"), ("hours", ",.1f"), ("cost", ",.2f")):
+            low, high = row[f"{key}_low"], row[f"{key}_high"]
+            assert low < row[key] < high and f"{row[key]:{spec}} [{low:{spec}}-{high:{spec}}]" in out
+            assert float(written[row["batch_size"], row["precision"]][f"{key}_high"]) == pytest.approx(high)
+        assert row["cost_high"] / row["cost"] == pytest.approx(row["seconds_per_batch_high"] / row["seconds_per_batch"])
+    assert {r["currency"] for r in written.values()} == {"USD"}
+    assert all(r["times"].startswith("PROJECTED onto Tesla T4, not measured") for r in written.values())
+    assert "cost USD [band]" in out and "s/batch [band]" in out and "[95% CI]" not in out
+    assert re.search(r"cheapest per sample: .* \(\S+ \[\S+-\S+\] USD per million samples, PROJECTED\)", out), out
 
 
 def test_the_study_report_shows_the_projection_as_projected_and_refuses_a_damaged_one(tiny_bench, tmp_path, capsys):
