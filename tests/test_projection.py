@@ -283,6 +283,13 @@ def test_project_writes_one_projected_row_per_gpu_precision_and_batch(tiny_bench
     # a batch this machine never ran costs more than one it did
     assert rows[("T4", "fp32", 4096)]["ms_per_step"] > rows[("T4", "fp32", 8)]["ms_per_step"]
     assert [m["projected"] for m in document["measured_here"]] == [False]
+    # the CSV read alone says each row is projected, and each cost's currency and instance (it had neither)
+    written = list(csv.DictReader((out / "projection.csv").open()))
+    assert len(written) == len(rows) and {r["projected"] for r in written} == {"True"}
+    assert {(r["currency"], r["instance"].split(" ")[0]) for r in written if r["status"] == "ok"} == {
+        (r["cost"]["currency"], r["instance"].split(" ")[0]) for r in rows.values() if r["status"] == "ok"
+    }
+    assert {r["currency"] for r in written if r["status"] == "ok"} == {"USD"}
     assert (out / "fig_projection.png").read_bytes()[:4] == b"\x89PNG"
     assert "Projected, not measured" in stdout and "Measured on this machine" in stdout
 
@@ -357,6 +364,16 @@ def test_the_study_report_shows_the_projection_as_projected_and_refuses_a_damage
     assert table.table[1][-1] == "calibrated on whole steps; kernels: another architecture's model"
     assert "off by" in table.paragraph and "band holds" in table.paragraph
     document = json.loads((tmp_path / "projection" / "projection.json").read_text())
+    # each projected time and cost carries its band, the cost its currency (the cell said "2.69 to 1.43")
+    rows = {(r["device"], r["precision"], r["batch_size"]): r for r in document["rows"] if r["status"] == "ok"}
+    for cells in table.table[1:]:
+        for row, cell in (
+            (rows[cells[0], "fp32", int(cells[1])], cells[2]),
+            (rows[cells[0], cells[3], int(cells[1])], cells[4]),
+        ):
+            assert cell == f"{row['ms_per_step']:.1f} [{row['ms_low']:.1f}-{row['ms_high']:.1f}]"
+        assert re.fullmatch(r"[\d,.]+ \[[\d,.]+-[\d,.]+\] to [\d,.]+ \[[\d,.]+-[\d,.]+\] USD", cells[7]), cells[7]
+    assert table.table[0][2] == "fp32 ms [band]" and "[band]" in table.table[0][7]
     document["rows"][0]["batch_size"] = "many"
     (tmp_path / "projection" / "projection.json").write_text(json.dumps(document))
     with pytest.raises(AmpganError, match="projection.json"):
@@ -520,7 +537,7 @@ def test_the_calibration_column_says_what_the_note_below_it_says_once_per_gpu():
     assert min(c["mid"] for c in costs) < 10 <= max(c["mid"] for c in costs)  # both kinds are tried
     for cost in costs:
         digits = 2 if cost["mid"] < 10 else 0
-        assert f"| {cost['mid']:.{digits}f} [{cost['fast']:.{digits}f}-{cost['slow']:.{digits}f}] |" in text
+        assert f"| {cost['mid']:.{digits}f} [{cost['fast']:.{digits}f}-{cost['slow']:.{digits}f}] USD |" in text
     assert "cost of 1,000,000 batches at the cheapest catalog instance" in text and "1e+06" not in text
 
 

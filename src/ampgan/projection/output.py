@@ -34,6 +34,9 @@ CSV_COLUMNS = [
     "cost_mid",
     "cost_low",
     "cost_high",
+    "currency",
+    "instance",
+    "projected",
     "reason",
     "source",
 ]
@@ -42,7 +45,8 @@ CSV_COLUMNS = [
 def _csv_row(row: dict) -> dict:
     out = {column: row.get(column, "") for column in CSV_COLUMNS}
     if "cost" in row:
-        out.update(cost_mid=row["cost"]["mid"], cost_low=row["cost"]["fast"], cost_high=row["cost"]["slow"])
+        cost = row["cost"]
+        out.update(cost_mid=cost["mid"], cost_low=cost["fast"], cost_high=cost["slow"], currency=cost["currency"])
     return out
 
 
