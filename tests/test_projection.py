@@ -623,13 +623,15 @@ def test_a_step_without_an_unmeasured_kernel_keeps_its_generation_s_band_and_pas
     )
 
 
-def test_the_projection_figure_labels_its_time_axis_inside_one_decade():
-    """4.7-6.1 ms on a log axis has no power of ten in it: the left panel showed no time at all."""
+def test_the_projection_figure_labels_its_time_axis_inside_one_decade_and_shades_each_band():
+    """4.7-6.1 ms on a log axis has no power of ten in it: the left panel showed no time at all. Each line is
+    drawn over its band (it drew the mid alone: a projected time without its band)."""
     from ampgan.plotting import pyplot
     from ampgan.projection.output import _times
 
     rows = [
         {"device": "T4", "status": "ok", "precision": name, "batch_size": batch, "ms_per_step": ms, "speedup": 0.8}
+        | {"ms_low": ms * 0.9, "ms_high": ms * 1.1}
         for name, batch, ms in (("fp32", 16, 4.9), ("fp32", 64, 5.2), ("fp16", 16, 5.9), ("fp16", 64, 6.1))
     ]
     figure, axes = pyplot().subplots()
@@ -637,8 +639,10 @@ def test_the_projection_figure_labels_its_time_axis_inside_one_decade():
     labels = [label.get_text() for label in axes.get_yticklabels()]
     pyplot().close(figure)
     assert len(labels) >= 3 and all(float(label) > 0 for label in labels)
-    assert float(labels[0]) <= 4.9 * 1.15 and float(labels[-1]) >= 6.1 / 1.15
+    assert float(labels[0]) <= 4.9 * 0.9 * 1.15 and float(labels[-1]) >= 6.1 * 1.1 / 1.15
     assert [line.get_label() for line in axes.get_lines()] == ["T4 fp32", "T4 fp16"]
+    bands = [collection.get_paths()[0].vertices[:, 1] for collection in axes.collections]
+    assert [f(b) for b in bands for f in (min, max)] == pytest.approx([4.9 * 0.9, 5.2 * 1.1, 5.9 * 0.9, 6.1 * 1.1])
 
 
 def test_the_projection_figure_names_its_model_as_the_bench_does_not_as_a_dict():
