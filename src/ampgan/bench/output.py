@@ -47,6 +47,7 @@ CSV_COLUMNS = [
     "processes",
     "scaling_efficiency",
     "reason",
+    "measured_on",
 ]
 
 
@@ -153,6 +154,8 @@ def csv_rows(results: dict) -> list[dict]:
                 "processes": config.get("processes", 1),
                 "scaling_efficiency": _round(config.get("scaling_efficiency"), 3),
                 "reason": config.get("reason", ""),
+                # each row says where and with what it was measured: a CSV read without its results.json
+                "measured_on": f"measured on {stamp_text(results)}",
             }
         )
     return rows
