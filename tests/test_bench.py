@@ -648,3 +648,20 @@ def test_each_results_csv_row_says_where_and_with_what_it_was_measured(tmp_path)
         and "model acgan" in rows[0]["measured_on"]
         and "torch " in rows[0]["measured_on"]
     )
+
+
+def test_a_figure_s_line_for_untimed_batches_gives_one_time_or_a_range():
+    """The report's Figure 1 said 'fp32 not timed at batch 256: too slow, one step took 7.56-7.56 s'."""
+    from ampgan.bench.output import _not_plotted
+
+    def results(*warmups):
+        configs = [
+            {"precision": "fp32", "batch_size": 256 * 2**i, "status": "too_slow", "warmup_s": [w]}
+            for i, w in enumerate(warmups)
+        ]
+        return {"spec": {"precisions": ["fp32"]}, "configs": configs}
+
+    assert _not_plotted(results(7.561)) == ["fp32 not timed at batch 256: too slow, one step took 7.56 s"]
+    assert _not_plotted(results(31.2, 7.561, 7.5612)) == [
+        "fp32 not timed at batch 256, 512, 1024: too slow, one step took 7.56-31.2 s"
+    ]
