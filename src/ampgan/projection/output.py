@@ -10,6 +10,7 @@ from ampgan.files.atomic import write_csv_atomically, write_json_atomically, wri
 from ampgan.plotting import precision_colour, pyplot, save_figure
 from ampgan.precisions import FP32, in_order
 from ampgan.projection.document import fastest_mixed, table_text
+from ampgan.system.gpus import gpu_table
 
 CSV_COLUMNS = [
     "device",
@@ -52,11 +53,15 @@ def _csv_row(row: dict) -> dict:
 
 def footer(document: dict) -> str:
     software = document.get("software", {})
+    # a user's own rows (--gpus FILE) are not NVIDIA's datasheets as ampgan ships them: the shipped file, unmerged
+    theirs = [d["key"] for d in document.get("devices", []) if d.get("key") not in gpu_table.__wrapped__()]
     return (
         f"PROJECTED (DeepBench-calibrated kernels, step composed by an end-to-end fit), not measured | "
         f"{model_text(document)} on {document.get('dataset')} | op tables traced on "  # not a dict's repr
         f"{document['traced_on']} | torch {software.get('torch', '?')}, ampgan {software.get('ampgan', '?')} | "
-        "peaks and bandwidths: NVIDIA datasheets (src/ampgan/system/gpus.csv); band: cross-validated error"
+        "peaks and bandwidths: NVIDIA datasheets (src/ampgan/system/gpus.csv)"
+        + (f"; {', '.join(theirs)}: the user's own rows (--gpus; sources in projection.json)" if theirs else "")
+        + "; band: cross-validated error"
     )
 
 
