@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from pathlib import Path
 
-from ampgan.bench.output import load_results, stamp_text
+from ampgan.bench.output import load_results, speedup_estimate, stamp_text
 from ampgan.cost.arithmetic import cheapest_per_sample, cost_of_batches, cost_of_samples, saving
 from ampgan.cost.catalog import Instance, staleness_warning
 from ampgan.errors import AmpganError, one_line
@@ -113,11 +113,14 @@ def cost_rows(documents: list[dict], price_per_hour: float, batches: float | Non
     intervals = {(p["batch_size"], p["precision"]): p for d in documents for p in d.get("speedups", []) if "low" in p}
     for row in rows:
         if row["precision"] != BASELINE and row["batch_size"] in baseline:
-            found = saving(baseline[row["batch_size"]], row["cost"])
-            row["saving_vs_fp32"], row["saving_percent"] = found["amount"], found["percent"]
             pair = intervals.get((row["batch_size"], row["precision"]))
+            # A speedup s saves 1 - 1/s of the cost: with an interval, the saving's point and interval both come
+            # from the bench's paired speedup (its speedup column); the two medians' ratio can lie outside that
+            # interval when the load changed ('-12% [-7% to +7%]' beside a bench's '1.00x [0.93-1.08]').
+            base = baseline[row["batch_size"]]
+            found = saving(base, base / speedup_estimate(pair) if pair else row["cost"])
+            row["saving_vs_fp32"], row["saving_percent"] = found["amount"], found["percent"]
             if pair:
-                # A speedup s saves 1 - 1/s of the cost: the speedup's interval maps onto the saving's.
                 row.update(
                     saving_percent_low=100.0 * (1 - 1 / pair["low"]), saving_percent_high=100.0 * (1 - 1 / pair["high"])
                 )
@@ -215,6 +218,15 @@ def cost_table(document: dict) -> str:
             f"{_banded(row, 'hours', ',.1f'):>{widths[1]}} {_banded(row, 'cost', ',.2f'):>20} {saving_text:>28}"
         )
     best = document["cheapest_per_sample"]
+    if any("saving_percent_low" in row for row in document["rows"]):
+        lines.append(
+            "saving vs fp32: 1 - 1/s of "
+            + (
+                "the projected speedup s, its band likewise"
+                if band
+                else "the bench's speedup s over paired rounds, its 95% CI likewise (a cost: its precision's median step)"
+            )
+        )
     lines += [
         f"cheapest per sample: {best['precision']} at batch {best['batch_size']} "
         f"({_banded(best, 'cost', '.3g', 1e6 * best['cost_per_sample'] / best['cost'])} {currency} per million "
