@@ -224,7 +224,7 @@ def cost_table(document: dict) -> str:
             + (
                 "the projected speedup s, its band likewise"
                 if band
-                else "the bench's speedup s over paired rounds, its 95% CI likewise (a cost: its precision's median step)"
+                else "the bench's speedup s over paired rounds, its 95% CI likewise (a cost: its median step)"
             )
         )
     lines += [
