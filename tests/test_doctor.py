@@ -201,3 +201,27 @@ def test_dynamic_scaling_names_each_loss_scaler_not_only_d(tmp_path):
         f"dynamic scaling settled at 32 for D, 64 for G, 16 for update 'classifier' (its own scaler) "
         f"({tmp_path}/metrics.jsonl)." in summary_lines(report)
     )
+
+
+def test_the_gradient_figure_keeps_its_legend_and_notes_off_the_histograms(monkeypatch, tmp_path):
+    """The legend sat inside the upper right, over the top of the scaled histogram, and the bf16 note at the
+    top left, where a histogram of larger gradients rises: both now stay off the bars, wherever they lie."""
+    import ampgan.doctor.run as doctor_run
+
+    captured = {}
+    monkeypatch.setattr(doctor_run, "save_figure", lambda figure, path, footer: captured.update(figure=figure))
+    for centre in (-30, -8, 10):  # gradients far left, in the middle, and large
+        counts = [0] * 281
+        counts[centre - HIST_LOW : centre - HIST_LOW + 5] = [1, 4, 9, 4, 1]
+        report = {"gradient_histogram": {"low_exponent": HIST_LOW, "counts": counts}, "loss_scale": {"exponent": 6}}
+        report |= {"steps": 1, "config": {"model": {"name": "m"}, "budget": {"batch_size": 8}}}
+        report["environment"] = {"hardware_summary": "cpu", "versions": {"torch": "2.13.0", "ampgan": "0.1.0"}}
+        doctor_run._gradient_figure(report, tmp_path / "g.png")
+        figure = captured["figure"]
+        axis = figure.axes[0]
+        figure.canvas.draw()
+        renderer = figure.canvas.get_renderer()
+        legend, frame = axis.get_legend().get_window_extent(renderer), axis.get_window_extent(renderer)
+        assert legend.x0 >= frame.x1  # beside the axis, not on it
+        assert not axis.texts and "bf16 covers 2^-133 .. 2^127" in axis.get_title()
+        doctor_run.pyplot().close(figure)

@@ -227,14 +227,15 @@ def _gradient_figure(report: dict, path: Path) -> None:
     occupied = exponents[counts > 0]
     low = min(occupied.min() if occupied.size else -40, -40)
     high = max(occupied.max() + scale_exponent if occupied.size else 20, 20)
-    axis.text(low, axis.get_ylim()[1] * 0.9, "bf16 covers 2^-133 .. 2^127: all of this", fontsize=8, color="#555")
     axis.set(
         xlim=(low - 2, high + 2),
         xlabel="log2 |gradient|",
         ylabel="fraction of gradient values",
-        title="Gradient magnitudes against the fp16 range",
+        # in the title, not on the bars (a text at the top left ran into the unscaled histogram)
+        title="Gradient magnitudes against the fp16 range\n(bf16 covers 2^-133 .. 2^127: all of this)",
     )
-    axis.legend(fontsize=7, loc="upper right")
+    # beside the axis, not on it: inside, it hid the top of the scaled histogram (wherever the gradients lie)
+    axis.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     save_figure(figure, path, _footer(report))
 
 
