@@ -108,7 +108,7 @@ def test_a_user_gpu_file_adds_a_board_project_projects_then_leaves_the_table_as_
     assert recorded["A10G"]["source"] == "my datasheet"  # the user's row is stated beside its numbers
     # the figure's footer no longer calls a user's row one of NVIDIA's datasheets as ampgan ships them
     text = footer(document)
-    assert "; A10G: the user's own rows (--gpus; sources in projection.json)" in text and "A10," not in text
+    assert "; A10G: the user's rows (--gpus or registered; sources in projection.json)" in text and "A10," not in text
     assert "the user's own rows" not in footer(
         document | {"devices": [d for d in document["devices"] if d["key"] == "A10"]}
     )

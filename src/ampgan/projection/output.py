@@ -60,7 +60,11 @@ def footer(document: dict) -> str:
         f"{model_text(document)} on {document.get('dataset')} | op tables traced on "  # not a dict's repr
         f"{document['traced_on']} | torch {software.get('torch', '?')}, ampgan {software.get('ampgan', '?')} | "
         "peaks and bandwidths: NVIDIA datasheets (src/ampgan/system/gpus.csv)"
-        + (f"; {', '.join(theirs)}: the user's own rows (--gpus; sources in projection.json)" if theirs else "")
+        + (
+            f"; {', '.join(theirs)}: the user's rows (--gpus or registered; sources in projection.json)"
+            if theirs
+            else ""
+        )
         + "; band: cross-validated error"
     )
 
