@@ -17,6 +17,7 @@ import ampgan.bench.measure as measure
 import ampgan.bench.twin as twin
 from ampgan.bench.deadline import warm_up
 from ampgan.bench.harness import run_bench
+from ampgan.bench.output import stamp_text
 from ampgan.bench.results import ConfigResult, speedups
 from ampgan.bench.spec import BenchSpec
 from ampgan.errors import AmpganError
@@ -70,6 +71,7 @@ def test_tiny_bench_writes_results_figures_and_table(tmp_path, capsys):
     with open(out / "results.csv") as handle:
         rows = list(csv.DictReader(handle))
     assert len(rows) == 4 and rows[1]["speedup_vs_baseline"] != "" and rows[1]["speedup_ci_low"] != ""
+    assert {row["measured_on"] for row in rows} == {f"measured on {stamp_text(results)}"}  # the CSV read alone
     for figure in ("fig1_time_per_batch.png", "fig2_time_per_1000_samples.png"):
         assert (out / figure).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "speedup" in stdout and "bf16" in stdout and "peaks:" in stdout
@@ -627,3 +629,39 @@ def test_a_precision_left_out_of_the_op_trace_for_time_names_the_max_seconds_tha
     assert "foresees 100.0 s per trace cycle" in reasons["fp32"]
     assert re.search(r"; --max-seconds 60[01] would fit", reasons["fp32"])  # 600 after the microseconds spent
     assert all("--max-seconds" in reason for reason in reasons.values()), reasons
+
+
+def test_each_results_csv_row_says_where_and_with_what_it_was_measured(tmp_path):
+    """results.csv read without its results.json named no machine, model or versions: each row says them now
+    (a committed bench's results, rendered again)."""
+    from ampgan.bench.output import load_results, render
+
+    committed = Path(__file__).resolve().parents[1] / "benchmarks/results/bench-intel-amx-2core-2026-11-30"
+    render(load_results(committed / "results.json"), tmp_path)
+    with open(tmp_path / "results.csv") as handle:
+        rows = list(csv.DictReader(handle))
+    assert len(rows) > 1 and {row["measured_on"] for row in rows} == {
+        f"measured on {stamp_text(load_results(committed / 'results.json'))}"
+    }
+    assert (
+        "Intel" in rows[0]["measured_on"]
+        and "model acgan" in rows[0]["measured_on"]
+        and "torch " in rows[0]["measured_on"]
+    )
+
+
+def test_a_figure_s_line_for_untimed_batches_gives_one_time_or_a_range():
+    """The report's Figure 1 said 'fp32 not timed at batch 256: too slow, one step took 7.56-7.56 s'."""
+    from ampgan.bench.output import _not_plotted
+
+    def results(*warmups):
+        configs = [
+            {"precision": "fp32", "batch_size": 256 * 2**i, "status": "too_slow", "warmup_s": [w]}
+            for i, w in enumerate(warmups)
+        ]
+        return {"spec": {"precisions": ["fp32"]}, "configs": configs}
+
+    assert _not_plotted(results(7.561)) == ["fp32 not timed at batch 256: too slow, one step took 7.56 s"]
+    assert _not_plotted(results(31.2, 7.561, 7.5612)) == [
+        "fp32 not timed at batch 256, 512, 1024: too slow, one step took 7.56-31.2 s"
+    ]

@@ -1,3 +1,4 @@
+import csv
 import json
 
 import pytest
@@ -186,13 +187,19 @@ def test_cost_cli_writes_table_files_and_figure(tmp_path, capsys):
     document = json.loads((tmp_path / "c" / "cost.json").read_text())
     row = next(r for r in document["rows"] if r["batch_size"] == 2048 and r["precision"] == "fp16")
     assert row["cost"] == pytest.approx(0.41 * 1e6 / 3600 * 0.526)
-    assert row["saving_percent"] == pytest.approx(100 * 0.29 / 0.70)
+    # the saving's point and its interval from one estimate, the bench's paired speedup (1 - 1/1.7)
+    assert row["saving_percent"] == pytest.approx(100 * (1 - 1 / 1.7))
+    assert row["saving_vs_fp32"] == pytest.approx(row["saving_percent"] / 100 * 0.70 * 1e6 / 3600 * 0.526)
     assert document["basis"]["projection"] is False and document["catalog_date"]
     assert (tmp_path / "c" / "cost.csv").read_text().startswith("batch_size,precision")
     assert (tmp_path / "c" / "fig3_cost.png").read_bytes()[:4] == b"\x89PNG"
     assert "saving vs fp32 [95% CI]" in out and "catalog: ampgan's built-in catalog" in out
     # measured: said so, with the bench's stamp (hardware, data, model, versions); no band, the CI as +-%
-    assert f"measured on {stamp_text(bench_results())}" in out and "cost_band" not in row
+    assert f"measured on {stamp_text(bench_results())}" in out and "cost_low" not in row
+    # the CSV's rows say it too (a CSV read alone), with their currency; a measured row has no band
+    written = list(csv.DictReader((tmp_path / "c" / "cost.csv").open()))
+    assert {r["times"] for r in written} == {f"measured on {stamp_text(bench_results())}"}
+    assert {(r["currency"], r["cost_low"], r["hours_high"]) for r in written} == {("USD", "", "")}
     assert "(41% [+38% to +44%])" in out  # 1 - 1/1.6 and 1 - 1/1.8: "[38-44%]" read "-11-1%" as one number
     assert "(unverified price)" in out and "prices may be stale" in out  # g4dn.xlarge: a 2025-01 list price
 
@@ -272,3 +279,22 @@ def test_cost_takes_a_bench_or_compare_folder_as_project_does(tmp_path, capsys):
         assert code == 0, err
         costs.append(json.loads((out / "cost.json").read_text()))
     assert costs[0]["rows"] == costs[1]["rows"] == costs[2]["rows"] and costs[0]["rows"]
+
+
+def test_a_saving_is_never_printed_outside_its_own_interval(tmp_path, capsys):
+    """Under a load change the bench's two medians (37.0 vs 41.4 ms) can disagree with its paired speedup
+    (1.00x [0.93-1.08]): the table said '-12% [-7% to +7%]', a point outside its interval. The point now comes
+    from the speedup the interval belongs to; without an interval, from the two costs."""
+    document = bench_results()
+    document["configs"][0]["stats"]["median_s"] = 0.0370  # fp32 at batch 64
+    document["configs"][1]["stats"]["median_s"] = 0.0414  # fp16: the medians say 12% dearer
+    interval = {"batch_size": 64, "precision": "fp16", "baseline": "fp32", "estimate": 1.0, "low": 0.93, "high": 1.08}
+    (tmp_path / "results.json").write_text(json.dumps({**document, "speedups": [interval]}))
+    code, out, err = run_cli(capsys, "cost", str(tmp_path / "results.json"), "--price-per-hour", "1")
+    assert code == 0, err
+    rows = {(r["batch_size"], r["precision"]): r for r in json.loads((tmp_path / "cost.json").read_text())["rows"]}
+    paired, plain = rows[(64, "fp16")], rows[(2048, "fp16")]
+    assert paired["saving_percent_low"] <= paired["saving_percent"] <= paired["saving_percent_high"]
+    assert paired["saving_percent"] == pytest.approx(0.0) and "(0% [-8% to +7%])" in out
+    assert plain["saving_percent"] == pytest.approx(100 * 0.29 / 0.70) and "saving_percent_low" not in plain
+    assert "saving vs fp32: 1 - 1/s of the bench's speedup s over paired rounds, its 95% CI likewise" in out

@@ -163,3 +163,65 @@ def test_doctor_command_writes_json_figures_and_summary(tmp_path, capsys):
     assert set(report["hardware"]["speedup_vs_fp32"]) == {"bf16", "fp16"}
     assert (out / "doctor_gradients.png").is_file() and (out / "doctor_layers.png").is_file()
     assert "fp16 loss scale: recommend 2^" in stdout and "try 16" in stdout
+
+
+def test_dynamic_scaling_names_each_loss_scaler_not_only_d(tmp_path):
+    """The study's AC-GAN has three loss scalers (D's, G's and its classifier update's, which trains both networks
+    with an optimizer of its own): the state names each, a run logs each, and the doctor says where each settled.
+    It said "settled at 16384 for D" alone, over a G whose scale it had measured and did not print."""
+    from conftest import tiny_config, tiny_state
+
+    from ampgan.doctor.run import _dynamic_fp16_run, summary_lines
+    from ampgan.training.loop import MetricWindow
+
+    state = tiny_state("fp16", model="acgan-2019", image_size=28, channels=1, num_classes=10)
+    scalers = state.loss_scalers()
+    assert list(scalers) == ["d", "g", "classifier"] and len({id(s) for s in scalers.values()}) == 3
+    classifier = state.extra_scalers["classifier"]
+    classifier.load_state_dict({**classifier.state_dict(), "scale": 2.0**15})  # as one overflow of its own leaves it
+    record = MetricWindow().flush(state)
+    assert (record["loss_scale_d"], record["loss_scale_g"], record["loss_scale_classifier"]) == (2.0**16,) * 2 + (
+        2.0**15,
+    )
+    # read back from a run's metrics: one history per scaler logged, each where it settled
+    scales = {"d": [64.0, 32.0, 32.0, 32.0], "g": [64.0] * 4, "classifier": [64.0, 64.0, 16.0, 16.0]}
+    lines = [{"step": i, "train_seconds": i, **{f"loss_scale_{k}": v[i] for k, v in scales.items()}} for i in range(4)]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    dynamic = _dynamic_fp16_run(tiny_config(precision="fp16"), None, 0, tmp_path)
+    assert {name: dynamic[name]["settled"] for name in scales} == {"d": 32.0, "g": 64.0, "classifier": 16.0}
+    assert dynamic["steps"] == 4
+    report = {
+        "loss_scale": {},
+        "flags": {},
+        "dynamic_scaling": dynamic,
+        "hardware": {"recommended_mode": "fp32"},
+        "alignment": [],
+    }
+    assert (
+        f"dynamic scaling settled at 32 for D, 64 for G, 16 for update 'classifier' (its own scaler) "
+        f"({tmp_path}/metrics.jsonl)." in summary_lines(report)
+    )
+
+
+def test_the_gradient_figure_keeps_its_legend_and_notes_off_the_histograms(monkeypatch, tmp_path):
+    """The legend sat inside the upper right, over the top of the scaled histogram, and the bf16 note at the
+    top left, where a histogram of larger gradients rises: both now stay off the bars, wherever they lie."""
+    import ampgan.doctor.run as doctor_run
+
+    captured = {}
+    monkeypatch.setattr(doctor_run, "save_figure", lambda figure, path, footer: captured.update(figure=figure))
+    for centre in (-30, -8, 10):  # gradients far left, in the middle, and large
+        counts = [0] * 281
+        counts[centre - HIST_LOW : centre - HIST_LOW + 5] = [1, 4, 9, 4, 1]
+        report = {"gradient_histogram": {"low_exponent": HIST_LOW, "counts": counts}, "loss_scale": {"exponent": 6}}
+        report |= {"steps": 1, "config": {"model": {"name": "m"}, "budget": {"batch_size": 8}}}
+        report["environment"] = {"hardware_summary": "cpu", "versions": {"torch": "2.13.0", "ampgan": "0.1.0"}}
+        doctor_run._gradient_figure(report, tmp_path / "g.png")
+        figure = captured["figure"]
+        axis = figure.axes[0]
+        figure.canvas.draw()
+        renderer = figure.canvas.get_renderer()
+        legend, frame = axis.get_legend().get_window_extent(renderer), axis.get_window_extent(renderer)
+        assert legend.x0 >= frame.x1  # beside the axis, not on it
+        assert not axis.texts and "bf16 covers 2^-133 .. 2^127" in axis.get_title()
+        doctor_run.pyplot().close(figure)

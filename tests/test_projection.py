@@ -1,6 +1,7 @@
 """The projection onto GPUs this machine does not have: the kernel and step models against hand-computed
 cases, the op table of a real step, and `ampgan project` end to end with its failure modes."""
 
+import csv
 import json
 import math
 import re
@@ -282,6 +283,13 @@ def test_project_writes_one_projected_row_per_gpu_precision_and_batch(tiny_bench
     # a batch this machine never ran costs more than one it did
     assert rows[("T4", "fp32", 4096)]["ms_per_step"] > rows[("T4", "fp32", 8)]["ms_per_step"]
     assert [m["projected"] for m in document["measured_here"]] == [False]
+    # the CSV read alone says each row is projected, and each cost's currency and instance (it had neither)
+    written = list(csv.DictReader((out / "projection.csv").open()))
+    assert len(written) == len(rows) and {r["projected"] for r in written} == {"True"}
+    assert {(r["currency"], r["instance"].split(" ")[0]) for r in written if r["status"] == "ok"} == {
+        (r["cost"]["currency"], r["instance"].split(" ")[0]) for r in rows.values() if r["status"] == "ok"
+    }
+    assert {r["currency"] for r in written if r["status"] == "ok"} == {"USD"}
     assert (out / "fig_projection.png").read_bytes()[:4] == b"\x89PNG"
     assert "Projected, not measured" in stdout and "Measured on this machine" in stdout
 
@@ -313,12 +321,19 @@ def test_cost_on_a_gpu_instance_prices_projected_times_labelled_so(tiny_bench, t
     # never "measured on" the GPU it was projected onto; the bench's stamp (model, versions) says what made it
     assert "measured on Tesla T4" not in out and "PROJECTED onto Tesla T4, not measured; op tables traced on" in out
     assert "model acgan (width 8" in out and "torch " in out and "ampgan " in out
-    # a projected cost carries its band (the time's, scaled), in the JSON and the table; a band is no 95% CI
+    # a projected time, its hours and its cost carry their band (the time's, scaled), in the JSON, the CSV and
+    # the table; a band is no 95% CI; the CSV says in every row that its times are PROJECTED, and its currency
+    written = {(int(r["batch_size"]), r["precision"]): r for r in csv.DictReader((tmp_path / "cost.csv").open())}
     for row in document["rows"]:
-        low, high = row["cost_band"]
-        assert low < row["cost"] < high
-        assert f"{row['cost']:,.2f} [{low:,.2f}-{high:,.2f}]" in out
-    assert "cost [band]" in out and "[95% CI]" not in out
+        for key, spec in (("seconds_per_batch", ".4f"), ("hours", ",.1f"), ("cost", ",.2f")):
+            low, high = row[f"{key}_low"], row[f"{key}_high"]
+            assert low < row[key] < high and f"{row[key]:{spec}} [{low:{spec}}-{high:{spec}}]" in out
+            assert float(written[row["batch_size"], row["precision"]][f"{key}_high"]) == pytest.approx(high)
+        assert row["cost_high"] / row["cost"] == pytest.approx(row["seconds_per_batch_high"] / row["seconds_per_batch"])
+    assert {r["currency"] for r in written.values()} == {"USD"}
+    assert all(r["times"].startswith("PROJECTED onto Tesla T4, not measured") for r in written.values())
+    assert "cost USD [band]" in out and "s/batch [band]" in out and "[95% CI]" not in out
+    assert re.search(r"cheapest per sample: .* \(\S+ \[\S+-\S+\] USD per million samples, PROJECTED\)", out), out
 
 
 def test_the_study_report_shows_the_projection_as_projected_and_refuses_a_damaged_one(tiny_bench, tmp_path, capsys):
@@ -349,6 +364,16 @@ def test_the_study_report_shows_the_projection_as_projected_and_refuses_a_damage
     assert table.table[1][-1] == "calibrated on whole steps; kernels: another architecture's model"
     assert "off by" in table.paragraph and "band holds" in table.paragraph
     document = json.loads((tmp_path / "projection" / "projection.json").read_text())
+    # each projected time and cost carries its band, the cost its currency (the cell said "2.69 to 1.43")
+    rows = {(r["device"], r["precision"], r["batch_size"]): r for r in document["rows"] if r["status"] == "ok"}
+    for cells in table.table[1:]:
+        for row, cell in (
+            (rows[cells[0], "fp32", int(cells[1])], cells[2]),
+            (rows[cells[0], cells[3], int(cells[1])], cells[4]),
+        ):
+            assert cell == f"{row['ms_per_step']:.1f} [{row['ms_low']:.1f}-{row['ms_high']:.1f}]"
+        assert re.fullmatch(r"[\d,.]+ \[[\d,.]+-[\d,.]+\] to [\d,.]+ \[[\d,.]+-[\d,.]+\] USD", cells[7]), cells[7]
+    assert table.table[0][2] == "fp32 ms [band]" and "[band]" in table.table[0][7]
     document["rows"][0]["batch_size"] = "many"
     (tmp_path / "projection" / "projection.json").write_text(json.dumps(document))
     with pytest.raises(AmpganError, match="projection.json"):
@@ -512,7 +537,7 @@ def test_the_calibration_column_says_what_the_note_below_it_says_once_per_gpu():
     assert min(c["mid"] for c in costs) < 10 <= max(c["mid"] for c in costs)  # both kinds are tried
     for cost in costs:
         digits = 2 if cost["mid"] < 10 else 0
-        assert f"| {cost['mid']:.{digits}f} [{cost['fast']:.{digits}f}-{cost['slow']:.{digits}f}] |" in text
+        assert f"| {cost['mid']:.{digits}f} [{cost['fast']:.{digits}f}-{cost['slow']:.{digits}f}] USD |" in text
     assert "cost of 1,000,000 batches at the cheapest catalog instance" in text and "1e+06" not in text
 
 
@@ -598,13 +623,15 @@ def test_a_step_without_an_unmeasured_kernel_keeps_its_generation_s_band_and_pas
     )
 
 
-def test_the_projection_figure_labels_its_time_axis_inside_one_decade():
-    """4.7-6.1 ms on a log axis has no power of ten in it: the left panel showed no time at all."""
+def test_the_projection_figure_labels_its_time_axis_inside_one_decade_and_shades_each_band():
+    """4.7-6.1 ms on a log axis has no power of ten in it: the left panel showed no time at all. Each line is
+    drawn over its band (it drew the mid alone: a projected time without its band)."""
     from ampgan.plotting import pyplot
     from ampgan.projection.output import _times
 
     rows = [
         {"device": "T4", "status": "ok", "precision": name, "batch_size": batch, "ms_per_step": ms, "speedup": 0.8}
+        | {"ms_low": ms * 0.9, "ms_high": ms * 1.1}
         for name, batch, ms in (("fp32", 16, 4.9), ("fp32", 64, 5.2), ("fp16", 16, 5.9), ("fp16", 64, 6.1))
     ]
     figure, axes = pyplot().subplots()
@@ -612,8 +639,10 @@ def test_the_projection_figure_labels_its_time_axis_inside_one_decade():
     labels = [label.get_text() for label in axes.get_yticklabels()]
     pyplot().close(figure)
     assert len(labels) >= 3 and all(float(label) > 0 for label in labels)
-    assert float(labels[0]) <= 4.9 * 1.15 and float(labels[-1]) >= 6.1 / 1.15
+    assert float(labels[0]) <= 4.9 * 0.9 * 1.15 and float(labels[-1]) >= 6.1 * 1.1 / 1.15
     assert [line.get_label() for line in axes.get_lines()] == ["T4 fp32", "T4 fp16"]
+    bands = [collection.get_paths()[0].vertices[:, 1] for collection in axes.collections]
+    assert [f(b) for b in bands for f in (min, max)] == pytest.approx([4.9 * 0.9, 5.2 * 1.1, 5.9 * 0.9, 6.1 * 1.1])
 
 
 def test_the_projection_figure_names_its_model_as_the_bench_does_not_as_a_dict():

@@ -15,6 +15,7 @@ import pytest
 from conftest import run_cli
 
 import ampgan
+from ampgan.projection.output import footer
 from ampgan.system.gpus import gpu_table
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -105,6 +106,12 @@ def test_a_user_gpu_file_adds_a_board_project_projects_then_leaves_the_table_as_
             assert row["status"] == "ok" and row["ms_per_step"] == rows[("A10", precision, batch)]["ms_per_step"]
     recorded = {d["key"]: d for d in document["devices"]}
     assert recorded["A10G"]["source"] == "my datasheet"  # the user's row is stated beside its numbers
+    # the figure's footer no longer calls a user's row one of NVIDIA's datasheets as ampgan ships them
+    text = footer(document)
+    assert "; A10G: the user's rows (--gpus or registered; sources in projection.json)" in text and "A10," not in text
+    assert "the user's own rows" not in footer(
+        document | {"devices": [d for d in document["devices"] if d["key"] == "A10"]}
+    )
     assert "A10G" in (out / "projection.csv").read_text() and "A10G" in stdout
     assert "A10G" not in gpu_table()  # for that command only
     code, _, err = run_cli(capsys, "project", str(RESULTS), "--devices", "A10G", "--out", str(tmp_path / "again"))

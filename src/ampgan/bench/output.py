@@ -47,6 +47,7 @@ CSV_COLUMNS = [
     "processes",
     "scaling_efficiency",
     "reason",
+    "measured_on",
 ]
 
 
@@ -153,6 +154,8 @@ def csv_rows(results: dict) -> list[dict]:
                 "processes": config.get("processes", 1),
                 "scaling_efficiency": _round(config.get("scaling_efficiency"), 3),
                 "reason": config.get("reason", ""),
+                # each row says where and with what it was measured: a CSV read without its results.json
+                "measured_on": f"measured on {stamp_text(results)}",
             }
         )
     return rows
@@ -393,10 +396,13 @@ def _not_plotted(results: dict) -> list[str]:
         if not missing:
             continue
         batches = ", ".join(str(c["batch_size"]) for c in missing)
-        slowest = [c["warmup_s"][0] for c in missing if c.get("warmup_s")]
+        # one value where they round alike ('7.56 s', not '7.56-7.56 s')
+        slowest = list(
+            dict.fromkeys(f"{t:.3g}" for t in sorted(c["warmup_s"][0] for c in missing if c.get("warmup_s")))
+        )
         why = {c["status"] for c in missing}
         detail = (
-            f"too slow, one step took {min(slowest):.3g}-{max(slowest):.3g} s"
+            f"too slow, one step took {'-'.join(slowest[:1] + slowest[1:][-1:])} s"
             if slowest and why == {"too_slow"}
             else ", ".join(sorted(why))
         )

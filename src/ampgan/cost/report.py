@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from pathlib import Path
 
-from ampgan.bench.output import load_results, stamp_text
+from ampgan.bench.output import load_results, speedup_estimate, stamp_text
 from ampgan.cost.arithmetic import cheapest_per_sample, cost_of_batches, cost_of_samples, saving
 from ampgan.cost.catalog import Instance, staleness_warning
 from ampgan.errors import AmpganError, one_line
@@ -103,23 +103,24 @@ def cost_rows(documents: list[dict], price_per_hour: float, batches: float | Non
                     "seconds_per_batch": seconds,
                     "hours": amount["hours"],
                     "cost": amount["cost"],
-                    # a projection's band: the cost scales with the time
-                    **(
-                        {"cost_band": [amount["cost"] * t / seconds for t in config["stats"]["band_s"]]}
-                        if "band_s" in config["stats"]
-                        else {}
-                    ),
                 }
             )
+            # a projection's band: its time's, and the hours and the cost scale with the time
+            for key in ("seconds_per_batch", "hours", "cost"):
+                for end, t in zip(("low", "high"), config["stats"].get("band_s", ()), strict=False):
+                    rows[-1][f"{key}_{end}"] = rows[-1][key] * t / seconds
     baseline = {r["batch_size"]: r["cost"] for r in rows if r["precision"] == BASELINE}
     intervals = {(p["batch_size"], p["precision"]): p for d in documents for p in d.get("speedups", []) if "low" in p}
     for row in rows:
         if row["precision"] != BASELINE and row["batch_size"] in baseline:
-            found = saving(baseline[row["batch_size"]], row["cost"])
-            row["saving_vs_fp32"], row["saving_percent"] = found["amount"], found["percent"]
             pair = intervals.get((row["batch_size"], row["precision"]))
+            # A speedup s saves 1 - 1/s of the cost: with an interval, the saving's point and interval both come
+            # from the bench's paired speedup (its speedup column); the two medians' ratio can lie outside that
+            # interval when the load changed ('-12% [-7% to +7%]' beside a bench's '1.00x [0.93-1.08]').
+            base = baseline[row["batch_size"]]
+            found = saving(base, base / speedup_estimate(pair) if pair else row["cost"])
+            row["saving_vs_fp32"], row["saving_percent"] = found["amount"], found["percent"]
             if pair:
-                # A speedup s saves 1 - 1/s of the cost: the speedup's interval maps onto the saving's.
                 row.update(
                     saving_percent_low=100.0 * (1 - 1 / pair["low"]), saving_percent_high=100.0 * (1 - 1 / pair["high"])
                 )
@@ -159,14 +160,27 @@ def write_cost(document: dict, out_dir: Path) -> str:
         "batch_size",
         "precision",
         "seconds_per_batch",
+        "seconds_per_batch_low",
+        "seconds_per_batch_high",
         "hours",
+        "hours_low",
+        "hours_high",
         "cost",
+        "cost_low",
+        "cost_high",
+        "currency",
         "saving_vs_fp32",
         "saving_percent",
         "saving_percent_low",
         "saving_percent_high",
+        "times",
     ]
-    write_csv_atomically(out_dir / "cost.csv", columns, document["rows"], extrasaction="ignore")
+    # each row says its currency and where its times come from (measured on a machine, or PROJECTED onto a
+    # GPU): a CSV read without its cost.json still says which; the _low/_high columns are a projection's band
+    extra = {"currency": document["basis"]["currency"], "times": origin_text(document)}
+    write_csv_atomically(
+        out_dir / "cost.csv", columns, [row | extra for row in document["rows"]], extrasaction="ignore"
+    )
     _figure(document, out_dir / "fig3_cost.png")
     return cost_table(document)
 
@@ -181,10 +195,11 @@ def cost_table(document: dict) -> str:
     unverified = "" if basis.get("verified", True) else " (unverified price)"
     # a projection's interval is its model's band (its error on whole steps), not a measurement's 95% CI
     band = " [band]" if basis.get("times_projected") else ""
+    widths = (24, 16) if band else (9, 10)  # a projection's s/batch and hours carry their band
     lines = [
         f"cost of {_workload_text(document)} at {basis['price_per_hour']:.4g} {currency}/h per device{unverified}",
-        f"{'batch':>6} {'precision':>9} {'s/batch':>9} {'hours':>10} {'cost' + band:>20} "
-        f"{'saving vs fp32' + (band or ' [95% CI]'):>28}",
+        f"{'batch':>6} {'precision':>9} {'s/batch' + band:>{widths[0]}} {'hours' + band:>{widths[1]}} "
+        f"{f'cost {currency}' + band:>20} {'saving vs fp32' + (band or ' [95% CI]'):>28}",
     ]
     for row in document["rows"]:
         saving_text = (
@@ -198,15 +213,24 @@ def cost_table(document: dict) -> str:
             if "saving_vs_fp32" in row
             else ""
         )
-        cost = f"{row['cost']:,.2f}" + (" [{:,.2f}-{:,.2f}]".format(*row["cost_band"]) if "cost_band" in row else "")
         lines.append(
-            f"{row['batch_size']:>6} {row['precision']:>9} {row['seconds_per_batch']:>9.4f} "
-            f"{row['hours']:>10,.1f} {cost:>20} {saving_text:>28}"
+            f"{row['batch_size']:>6} {row['precision']:>9} {_banded(row, 'seconds_per_batch', '.4f'):>{widths[0]}} "
+            f"{_banded(row, 'hours', ',.1f'):>{widths[1]}} {_banded(row, 'cost', ',.2f'):>20} {saving_text:>28}"
         )
     best = document["cheapest_per_sample"]
+    if any("saving_percent_low" in row for row in document["rows"]):
+        lines.append(
+            "saving vs fp32: 1 - 1/s of "
+            + (
+                "the projected speedup s, its band likewise"
+                if band
+                else "the bench's speedup s over paired rounds, its 95% CI likewise (a cost: its median step)"
+            )
+        )
     lines += [
         f"cheapest per sample: {best['precision']} at batch {best['batch_size']} "
-        f"({best['cost_per_sample'] * 1e6:.3g} {currency} per million samples)",
+        f"({_banded(best, 'cost', '.3g', 1e6 * best['cost_per_sample'] / best['cost'])} {currency} per million "
+        f"samples{', PROJECTED' if band else ''})",
         f"price: {basis['explanation']}",
     ]
     if basis.get("stale"):
@@ -215,6 +239,12 @@ def cost_table(document: dict) -> str:
         lines.append(f"catalog: {document['catalog_source']}")
     lines.append(origin_text(document))
     return "\n".join(map(one_line, lines))  # a name holding a newline stays inside its row
+
+
+def _banded(row: dict, key: str, spec: str, scale: float = 1.0) -> str:
+    """A row's value, and after it a projection's band: '0.72 [0.45-1.59]'."""
+    low, value, high = (row.get(name, 0.0) * scale for name in (f"{key}_low", key, f"{key}_high"))
+    return f"{value:{spec}}" + (f" [{low:{spec}}-{high:{spec}}]" if f"{key}_low" in row else "")
 
 
 def _figure(document: dict, path: Path) -> None:
@@ -228,8 +258,8 @@ def _figure(document: dict, path: Path) -> None:
         xs = [batch_sizes.index(r["batch_size"]) + (index - (len(precisions) - 1) / 2) * width for r in mine]
         ys = [r["cost"] for r in mine]
         errors = (
-            [[r["cost"] - r["cost_band"][0] for r in mine], [r["cost_band"][1] - r["cost"] for r in mine]]
-            if all("cost_band" in r for r in mine)
+            [[r["cost"] - r["cost_low"] for r in mine], [r["cost_high"] - r["cost"] for r in mine]]
+            if all("cost_low" in r for r in mine)
             else None
         )
         bars = axes.bar(xs, ys, width, yerr=errors, capsize=3, label=precision, color=precision_colour(precision))

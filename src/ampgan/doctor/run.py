@@ -102,29 +102,31 @@ def _stream(prepared, state, config) -> BatchStream:
 
 
 def _dynamic_fp16_run(config, prepared, steps: int, run_dir: Path | None) -> dict:
-    """Where GradScaler's dynamic scale settles in a real fp16 run: read from an fp16 run folder's
-    metrics, or measured over `steps` fresh fp16 steps (slow on CPUs without fp16 kernels)."""
+    """Where GradScaler's dynamic scale settles in a real fp16 run, for each loss scaler (D's, G's, and that of
+    each update with an optimizer of its own: TrainState.loss_scalers), by its name: read from an fp16 run
+    folder's metrics, or measured over `steps` fresh fp16 steps (slow on CPUs without fp16 kernels)."""
     if run_dir is not None and precisions.precision(config.precision.name).loss_scaling:
-        scales = [
-            m["loss_scale_d"]
-            for m in read_metrics(file_in(run_dir, "metrics.jsonl"))
-            if isinstance(m.get("loss_scale_d"), (int, float))
-        ]
-        return loss_scale_history(scales) | {"source": f"{run_dir}/metrics.jsonl", "steps": len(scales)}
+        records = read_metrics(file_in(run_dir, "metrics.jsonl"))
+        scales = {
+            key.removeprefix("loss_scale_"): [m[key] for m in records if isinstance(m.get(key), (int, float))]
+            for key in dict.fromkeys(k for m in records for k in m if k.startswith("loss_scale_"))
+        }
+        return {name: loss_scale_history(found) for name, found in scales.items()} | {
+            "source": f"{run_dir}/metrics.jsonl",
+            "steps": len(scales.get("d", ())),
+        }
     if steps <= 0:
         return {"source": "not measured (--fp16-steps 0)"}
     policy = PrecisionPolicy(precisions.FP16, prepared.policy.device)
     state = build_train_state(prepared.config, prepared.model, prepared.data, policy)
     stream = _stream(prepared, state, config)
-    scales_d, scales_g = [], []
+    scales = {name: [] for name in state.loss_scalers()}
     with policy.backend_settings():
         for _ in range(steps):
             train_step(state, stream.next_batch)
-            scales_d.append(state.scaler_d.scale())
-            scales_g.append(state.scaler_g.scale())
-    return {
-        "D": loss_scale_history(scales_d),
-        "G": loss_scale_history(scales_g),
+            for name, scaler in state.loss_scalers().items():
+                scales[name].append(scaler.scale())
+    return {name: loss_scale_history(found) for name, found in scales.items()} | {
         "source": f"{steps} fresh fp16 steps with dynamic scaling from 2^16",
         "steps": steps,
     }
@@ -155,9 +157,14 @@ def summary_lines(report: dict) -> list[str]:
             f"overflowing when scaled: {_percent(recommendation['scaled']['overflow'])}."
         )
     dynamic = report.get("dynamic_scaling", {})
-    settled = (dynamic.get("D") or dynamic).get("settled")
+    # each scaler apart: one per network, and one per update with an optimizer of its own (step.py)
+    settled = [
+        f"{history['settled']:g} for {_SCALER_NAMES.get(name, f'update {name!r} (its own scaler)')}"
+        for name, history in dynamic.items()
+        if isinstance(history, dict) and history.get("settled")
+    ]
     if settled:
-        lines.append(f"dynamic scaling settled at {settled:g} for D ({dynamic['source']}).")
+        lines.append(f"dynamic scaling settled at {', '.join(settled)} ({dynamic['source']}).")
     hardware = report["hardware"]
     lines += [
         *(f"training step vs fp32 here: {d['description']}" for d in hardware.get("decisions", {}).values()),
@@ -171,6 +178,9 @@ def summary_lines(report: dict) -> list[str]:
         if adjustable
         else "alignment: every choosable conv/linear dimension is a multiple of 8."
     ]
+
+
+_SCALER_NAMES = {"d": "D", "g": "G"}
 
 
 def _percent(fraction: float) -> str:
@@ -217,14 +227,15 @@ def _gradient_figure(report: dict, path: Path) -> None:
     occupied = exponents[counts > 0]
     low = min(occupied.min() if occupied.size else -40, -40)
     high = max(occupied.max() + scale_exponent if occupied.size else 20, 20)
-    axis.text(low, axis.get_ylim()[1] * 0.9, "bf16 covers 2^-133 .. 2^127: all of this", fontsize=8, color="#555")
     axis.set(
         xlim=(low - 2, high + 2),
         xlabel="log2 |gradient|",
         ylabel="fraction of gradient values",
-        title="Gradient magnitudes against the fp16 range",
+        # in the title, not on the bars (a text at the top left ran into the unscaled histogram)
+        title="Gradient magnitudes against the fp16 range\n(bf16 covers 2^-133 .. 2^127: all of this)",
     )
-    axis.legend(fontsize=7, loc="upper right")
+    # beside the axis, not on it: inside, it hid the top of the scaled histogram (wherever the gradients lie)
+    axis.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     save_figure(figure, path, _footer(report))
 
 

@@ -32,11 +32,13 @@ BATCHES_COSTED = 1e6  # the study's
 
 @dataclass(frozen=True)
 class Cost:
-    """The cost of the study's 1M batches at the band's fast end, its mid and its slow end."""
+    """The cost of the study's 1M batches at the band's fast end, its mid and its slow end, in its catalog's
+    currency (a projection written before it said one: USD, the only one the catalogs held then)."""
 
     fast: float
     mid: float
     slow: float
+    currency: str = "USD"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -283,7 +285,7 @@ def _priced(row: Row, instance: Instance | None) -> Row:
     )
     return replace(
         row,
-        cost=Cost(fast, mid, slow),
+        cost=Cost(fast, mid, slow, instance.currency),
         instance=f"{instance.label} ({instance.price_per_hour:g} {instance.currency}/h, {instance.date}, "
         f"{instance.source})",
     )
@@ -495,7 +497,8 @@ def table_text(document: dict) -> str:
             f"operations, composed by a fit on published end-to-end training rows; model {document['model']}, "
             f"traced on {document['traced_on']}). ms per step and cost of "
             f"{document['batches_costed']:,.0f} batches at the cheapest catalog instance with that GPU "
-            "(projection.json names it and its price), mid [band]. On a TF32 GPU the speedup is first over "
+            "(projection.json and projection.csv name it and its price), mid [band]. On a TF32 GPU the speedup "
+            "is first over "
             "PyTorch's default (convolutions in TF32, products in fp32), then over strict fp32."
         ),
         "",
@@ -548,6 +551,7 @@ def _table_row(row: dict) -> str:
     # cents below 10 (0.75 printed as "1 [0-2]")
     cost = (
         _band(*map(row["cost"].get, ("fast", "mid", "slow")), 2 * (row["cost"]["mid"] < 10))
+        + f" {row['cost'].get('currency', 'USD')}"
         if "cost" in row
         else "no price"
     )

@@ -10,6 +10,7 @@ from ampgan.files.atomic import write_csv_atomically, write_json_atomically, wri
 from ampgan.plotting import precision_colour, pyplot, save_figure
 from ampgan.precisions import FP32, in_order
 from ampgan.projection.document import fastest_mixed, table_text
+from ampgan.system.gpus import gpu_table
 
 CSV_COLUMNS = [
     "device",
@@ -34,6 +35,9 @@ CSV_COLUMNS = [
     "cost_mid",
     "cost_low",
     "cost_high",
+    "currency",
+    "instance",
+    "projected",
     "reason",
     "source",
 ]
@@ -42,17 +46,26 @@ CSV_COLUMNS = [
 def _csv_row(row: dict) -> dict:
     out = {column: row.get(column, "") for column in CSV_COLUMNS}
     if "cost" in row:
-        out.update(cost_mid=row["cost"]["mid"], cost_low=row["cost"]["fast"], cost_high=row["cost"]["slow"])
+        cost = row["cost"]
+        out.update(cost_mid=cost["mid"], cost_low=cost["fast"], cost_high=cost["slow"], currency=cost["currency"])
     return out
 
 
 def footer(document: dict) -> str:
     software = document.get("software", {})
+    # a user's own rows (--gpus FILE) are not NVIDIA's datasheets as ampgan ships them: the shipped file, unmerged
+    theirs = [d["key"] for d in document.get("devices", []) if d.get("key") not in gpu_table.__wrapped__()]
     return (
         f"PROJECTED (DeepBench-calibrated kernels, step composed by an end-to-end fit), not measured | "
         f"{model_text(document)} on {document.get('dataset')} | op tables traced on "  # not a dict's repr
         f"{document['traced_on']} | torch {software.get('torch', '?')}, ampgan {software.get('ampgan', '?')} | "
-        "peaks and bandwidths: NVIDIA datasheets (src/ampgan/system/gpus.csv); band: cross-validated error"
+        "peaks and bandwidths: NVIDIA datasheets (src/ampgan/system/gpus.csv)"
+        + (
+            f"; {', '.join(theirs)}: the user's rows (--gpus or registered; sources in projection.json)"
+            if theirs
+            else ""
+        )
+        + "; band: cross-validated error"
     )
 
 
@@ -68,7 +81,7 @@ def write_projection(document: dict, out: Path) -> str:
 
 def figure(document: dict, path: Path) -> Path | None:
     """Left: projected ms per step against batch size, per GPU, fp32 solid and the fastest mixed mode
-    dashed, the mid of each band (the bands are in the table: too many overlap to shade legibly). Right: the
+    dashed, each over its band, faintly shaded (the table gives each band's numbers). Right: the
     projected speedup of each mode over fp32 at the largest batch, with its band."""
     rows = [r for r in document["rows"] if r["status"] == "ok"]
     if not rows:
@@ -93,19 +106,28 @@ def _times(axes, rows: list[dict], devices: list[str], colours) -> None:
                 continue
             xs, ys = [r["batch_size"] for r in line], [r["ms_per_step"] for r in line]
             axes.plot(xs, ys, style, marker="o", markersize=3, color=colours(index % 10), label=f"{device} {name}")
+            # its band, faint: a projected time is never drawn without it
+            axes.fill_between(
+                xs,
+                [r["ms_low"] for r in line],
+                [r["ms_high"] for r in line],
+                color=colours(index % 10),
+                alpha=0.08,
+                linewidth=0,
+            )
     sizes = sorted({r["batch_size"] for r in rows})
     axes.set(
         xscale="log",
         yscale="log",
         xlabel="batch size",
-        ylabel="ms per step (projected, mid of the band)",
+        ylabel="ms per step (projected: mid, band shaded)",
     )
     # at 9 points the full title fits above its half of the figure
     axes.set_title("Projected time per batch (fp32 solid, fastest mixed mode dashed)", fontsize=9)
     axes.set_xticks(sizes, [str(size) for size in sizes])
     axes.minorticks_off()
     # a log axis inside one decade has no labelled tick: label plain values a reader can read a time off
-    ticks = plain_log_ticks(*(f([r["ms_per_step"] for r in rows]) for f in (min, max)))
+    ticks = plain_log_ticks(min(r["ms_low"] for r in rows), max(r["ms_high"] for r in rows))
     axes.set_yticks(ticks, [f"{t:g}" for t in ticks])
     axes.legend(fontsize=6, ncol=2)
 

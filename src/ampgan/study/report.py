@@ -312,35 +312,38 @@ def projection_sections(out_dir: Path) -> list[Section]:
 _PROJECTION_HEADER = [
     "GPU",
     "batch",
-    "fp32 ms",
+    "fp32 ms [band]",
     "fastest mixed mode",
-    "its ms",
+    "its ms [band]",
     "speedup [band]: over the TF32 default first",
     "bound",
-    "cost of 1M batches, fp32 to mixed",
+    "cost [band] of 1M batches, fp32 to mixed",
     "calibration",
 ]
 
 
 def _projection_row(base: dict, best: dict) -> list[str]:
-    """One GPU and batch size: fp32's projected row against the fastest mixed mode's."""
+    """One GPU and batch size: fp32's projected row against the fastest mixed mode's, each time and cost with
+    its band (a projected number is never shown without it)."""
     return [
         best["device"],
         str(best["batch_size"]),
-        f"{base['ms_per_step']:.1f}",
+        f"{base['ms_per_step']:.1f} [{base['ms_low']:.1f}-{base['ms_high']:.1f}]",
         best["precision"],
-        f"{best['ms_per_step']:.1f}",
+        f"{best['ms_per_step']:.1f} [{best['ms_low']:.1f}-{best['ms_high']:.1f}]",
         projection.speedup_text(best),
         best["bound"] + (" (does not fit)" if best.get("fits") is False else ""),
-        f"{_money(base['cost']['mid'])} to {_money(best['cost']['mid'])}"
+        f"{_money(base['cost'])} to {_money(best['cost'])} {best['cost'].get('currency', 'USD')}"
         if "cost" in base and "cost" in best
         else "no price",
         projection.calibration_cell(best),
     ]
 
 
-def _money(amount: float) -> str:
-    return f"{amount:,.0f}" if amount >= 10 else f"{amount:.2f}"
+def _money(cost: dict) -> str:
+    """A projected cost and its band, '2.69 [1.70-6.01]'; whole units from 10 up."""
+    digits = 0 if cost["mid"] >= 10 else 2
+    return f"{cost['mid']:,.{digits}f} [{cost['fast']:,.{digits}f}-{cost['slow']:,.{digits}f}]"
 
 
 def _machine_lines(document: CompareDocument) -> list[str]:

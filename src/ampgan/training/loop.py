@@ -100,7 +100,7 @@ class MetricWindow:
             else:
                 record[name] = round(total / self._counts[name], 5)
         if state.scaler_d.enabled:
-            record.update(loss_scale_d=state.scaler_d.scale(), loss_scale_g=state.scaler_g.scale())
+            record.update({f"loss_scale_{name}": scaler.scale() for name, scaler in state.loss_scalers().items()})
         self._sums, self._counts, self.count = {}, {}, 0
         return record
 

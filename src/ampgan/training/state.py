@@ -81,6 +81,11 @@ class TrainState:
                 wrapped
             )
 
+    def loss_scalers(self) -> dict[str, LossScaler]:
+        """Every loss scaler by the name metrics.jsonl logs it under (loss_scale_NAME): D's, G's, and that of
+        each update with an optimizer of its own (it trains both networks, so neither's scaler is its)."""
+        return {"d": self.scaler_d, "g": self.scaler_g, **self.extra_scalers}
+
     def state_dict(self) -> dict:
         saved = {
             "step": self.step,
