@@ -164,6 +164,7 @@ def test_each_built_in_family_takes_a_real_step_in_fp32_and_bf16(model, options)
 
 
 BAD_MODELS = textwrap.dedent("""
+    import math
     import torch
     from torch import nn
     import ampgan
@@ -187,6 +188,16 @@ BAD_MODELS = textwrap.dedent("""
     def small_images(data):
         G, D = nets(data, out_size=8)
         return ampgan.GAN(generator=G, discriminator=D, z_dim=8, d_loss=loss, g_loss=loss)
+
+    def not_images(data, shape=(12,)):  # a CTGAN's table rows; (1, 256): a WaveGAN's audio; (1, 4, 4, 4): voxels
+        G = nn.Sequential(nn.Linear(8, math.prod(shape)), nn.Unflatten(1, shape))
+        return ampgan.GAN(generator=G, discriminator=nets(data)[1], z_dim=8, d_loss=loss, g_loss=loss)
+
+    def audio(data):
+        return not_images(data, (1, 256))
+
+    def voxels(data):
+        return not_images(data, (1, 4, 4, 4))
 
     def three_logits(data):
         G, D = nets(data, d_out=3)
@@ -240,6 +251,12 @@ BAD_MODELS = textwrap.dedent("""
         ("raises", "raised RuntimeError: out of ideas (bad_models.py, line"),
         ("not_a_gan", "returned tuple, not an ampgan GAN"),
         ("small_images", "the generator returned (8, 3, 8, 8) for a batch of 8, not (B, C, H, W) = (8, 3, 32, 32)"),
+        ("small_images", "as the data is: make G's output match the data's shape"),
+        # G's output not images at all: what ampgan cannot study, said (its metrics and grids read images only)
+        ("not_images", "the generator returned (8, 12) for a batch of 8, not (B, C, H, W) = (8, 3, 32, 32)"),
+        ("not_images", "a GAN of 1-D signals, tables or voxels cannot be trained, scored or benched by it"),
+        ("audio", "returned (8, 1, 256) for a batch of 8, not (B, C, H, W) = (8, 3, 32, 32) as the data is: ampgan's"),
+        ("voxels", "returned (8, 1, 4, 4, 4) for a batch of 8, not (B, C, H, W) = (8, 3, 32, 32) as the data is: amp"),
         ("three_logits", "real_fake_loss takes D's real/fake logits, one per image ((B,) or (B, 1)) or per patch"),
         ("three_logits", "per patch ((B, 1, H, W)), got (8, 3): end D in a layer to one output channel"),
         # d_loss may be a list of terms; g_loss is one function (the step calls it once)
