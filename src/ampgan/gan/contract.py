@@ -63,6 +63,10 @@ class Adam:
     # Parameter groups: {name prefix: factor}, the learning rate of the parameters whose name (in their
     # network) starts with the prefix; the first matching prefix wins. StyleGAN2: {"mapping.": 0.01}.
     lr_multipliers: dict[str, float] = field(default_factory=dict)
+    # The learning rate's factor at each step (TTUR's decay, a warm-up): step -> factor, of the G updates finished
+    # before it. A function of ampgan's step count, not of the updates applied: an fp16 update skipped for
+    # overflow leaves the schedule where fp32's is (a scheduler stepped per applied update would fall behind).
+    lr_schedule: Callable[[int], float] | None = None
 
     @classmethod
     def lazy(cls, every: int, **settings) -> Adam:
