@@ -305,6 +305,22 @@ def test_a_bad_model_file_is_one_line_naming_it(function, expected, tmp_path, ca
     assert torch.is_grad_enabled() and torch.get_default_dtype() == torch.float32
 
 
+@pytest.mark.parametrize("function", ["audio", "small_images"])
+def test_a_bench_of_a_g_that_does_not_draw_the_data_s_shape_is_one_line_before_anything_is_measured(
+    function, tmp_path, capsys
+):
+    """It was the same error once per configuration and once per traced precision, then 'the bench measured no
+    configuration': 7 copies of one line for a WaveGAN-like G's audio."""
+    path = tmp_path / "bad_models.py"
+    path.write_text(BAD_MODELS)
+    code, out, err = run_cli(
+        capsys, "bench", "--model", f"{path}:{function}", "--dataset", "synthetic", "--batch-sizes", "4,8",
+        "--precisions", "fp32,bf16", "--max-seconds", "2", "--out", str(tmp_path / "bench"),
+    )  # fmt: skip
+    assert code == 2 and "Traceback" not in err, err[-2000:]
+    assert err.count("the generator returned") == 1 and "for a batch of 4" in err, err[-2000:]
+
+
 @pytest.mark.parametrize(
     ("source", "expected"),
     [
