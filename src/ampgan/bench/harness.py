@@ -42,11 +42,9 @@ def run_bench(
     (the speed decision's, when the precisions are chosen here); `dataset`: one already loaded
     (a comparison's), else loaded from the spec."""
     hardware = detect_hardware(device)
-    if dataset is None:
-        dataset = load_dataset(spec.base.data, seed=spec.seed)
-    # A G whose output is not the data's shape fails every configuration alike: one line, before anything runs.
+    dataset = dataset if dataset is not None else load_dataset(spec.base.data, seed=spec.seed)
     _, _, gan, data = resolve_config(spec.train_config(BASELINE, spec.batch_sizes[0]), dataset)
-    check_batch_shapes(gan, data, spec.batch_sizes[0])
+    check_batch_shapes(gan, data, spec.batch_sizes[0])  # a G not of the data's shape: one line, before anything runs
     spent = {}  # seconds per stage, printed beside the budget (output.time_spent_text)
     with _stage(spent, "decisions"):
         plan = _decisions(spec, dataset, device, log)
