@@ -356,6 +356,52 @@ def test_a_step_with_random_branches_settles_into_one_trace(monkeypatch):
     assert torch.equal(torch.random.get_rng_state(), before)  # the run's own random state is left as it was
 
 
+def test_counting_the_step_s_flops_is_spent_from_the_batch_size_s_budget_and_done_once(monkeypatch):
+    """Counting a step's FLOPs runs the whole cycle under a counter: a StyleGAN2-like cycle's counts, once per
+    precision, took 8 s of a 10 s bench outside its --max-seconds. They are counted once per batch size (the FLOPs
+    follow the shapes) and what counting takes comes out of what the measured rounds may spend."""
+    from types import SimpleNamespace
+
+    from ampgan.bench.deadline import TooSlowAhead
+    from ampgan.precisions import BF16, FP32
+
+    clock, counted, seen = SimpleNamespace(now=0.0), [], {}
+    monkeypatch.setattr(deadline, "time", SimpleNamespace(perf_counter=lambda: clock.now))
+    monkeypatch.setattr(measure, "time", SimpleNamespace(perf_counter=lambda: clock.now))
+
+    class Counted(measure.Contender):
+        def __init__(self, spec, precision, batch_size, dataset, device):
+            self.result, self.timer, self.steps = ConfigResult(batch_size=batch_size, precision=precision), None, 0
+
+        def timed_step(self):
+            self.steps += 1
+            clock.now += 0.1
+            return 0.1
+
+        def peak_memory_bytes(self):
+            return 0
+
+        def count_step_flops(self):
+            counted.append(self.result.precision)
+            clock.now += 3.0
+            return {"conv": 10}
+
+        def finish(self):
+            return self.result
+
+    monkeypatch.setattr(measure, "Contender", Counted)
+    monkeypatch.setattr(measure, "_time_interleaved", lambda spec, contenders, check, seconds: seen.update(s=seconds))
+    monkeypatch.setattr(measure, "release_memory", lambda device: None)
+    spec = BenchSpec(warmup=2, steps=2, max_seconds=10.0)
+    finished, _ = measure.measure_batch_size(
+        spec, (FP32, BF16), 16, None, torch.device("cpu"), lambda: None, TooSlowAhead(), {}
+    )
+    assert counted == [FP32] and [r.flops_by_kind for r in finished] == [{"conv": 10}] * 2
+    assert [r.flops_per_step for r in finished] == [10, 10]
+    warm_ups = sum(len(r.warmup_s) for r in finished)
+    assert seen["s"] == pytest.approx(10.0 - 0.1 * warm_ups - 3.0)
+
+
 def test_a_compiled_precisions_first_call_is_not_stopped_but_nothing_left_starts_no_compile(monkeypatch):
     """A compiled step's first call (its compile) is neither stopped at what is left of --max-seconds nor
     charged to it; a later call is. With nothing left, not even the compile is started."""

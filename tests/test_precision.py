@@ -5,6 +5,7 @@ import torch
 from conftest import CPU, step_on, tiny_batch, tiny_state
 
 from ampgan.errors import AmpganError
+from ampgan.precisions import FP16, FP32
 from ampgan.training.precision import build_policy
 from ampgan.training.step import train_step
 
@@ -82,3 +83,54 @@ def test_losses_are_computed_in_fp32_under_autocast(monkeypatch):
 def test_tf32_on_cpu_is_refused_with_a_clear_message():
     with pytest.raises(AmpganError, match="tf32 is a CUDA tensor-core mode"):
         build_policy("tf32", CPU)
+
+
+TTUR_GAN = """
+import ampgan
+from torch import nn
+
+
+def build(data, *, halving: int = 2):
+    pixels = data.channels * data.image_size**2
+    shape = (data.channels, data.image_size, data.image_size)
+    G = nn.Sequential(nn.Linear(8, pixels), nn.Tanh(), nn.Unflatten(1, shape))
+    D = nn.Sequential(nn.Flatten(), nn.Linear(pixels, 1))
+    return ampgan.GAN(
+        generator=G, discriminator=D, z_dim=8, d_steps=2,
+        d_loss=lambda ctx: ctx.D(ctx.fake).float().mean() - ctx.D(ctx.real).float().mean(),
+        g_loss=lambda ctx: -ctx.D(ctx.fake).float().mean(),
+        optimizer_g=ampgan.Adam(1e-4, (0.0, 0.9), lr_schedule=lambda step: 0.5 ** (step // halving)),
+        optimizer_d=ampgan.Adam(4e-4, (0.0, 0.9), lr_schedule=lambda step: 0.5 ** (step // halving)),
+    )
+"""
+
+
+def test_a_learning_rate_schedule_follows_the_step_count_in_every_precision_skipped_updates_too(tmp_path):
+    """TTUR (D at 4x G's rate) with a step decay: each network's rate at step N is its own x schedule(N) in fp32
+    and under fp16 scaling alike, an update skipped for overflow included (a scheduler stepped per applied update
+    would fall behind fp32's), and a run resumed from a checkpoint continues it."""
+    from conftest import step_on, tiny_batch
+
+    (tmp_path / "ttur.py").write_text(TTUR_GAN)
+    model = f"{tmp_path / 'ttur.py'}:build"
+    real, labels = tiny_batch()
+    rates = {}
+    for precision in (FP32, FP16):
+        state, seen = tiny_state(precision, model=model), []
+        for step in range(5):
+            handle = None
+            if precision == FP16 and step == 2:  # an overflow in D's gradient: D's update skipped
+                handle = state.discriminator[1].weight.register_hook(lambda grad: torch.full_like(grad, float("inf")))
+            metrics = train_step(state, step_on((real, labels)))
+            if handle is not None:
+                handle.remove()
+                assert metrics["skipped_d"].item() == 2.0  # both of the step's D updates
+            seen.append((state.optimizer_g.param_groups[0]["lr"], state.optimizer_d.param_groups[0]["lr"]))
+        rates[precision] = seen
+        resumed = tiny_state(precision, model=model)
+        resumed.load_state_dict(state.state_dict())
+        train_step(resumed, step_on((real, labels)))
+        assert resumed.optimizer_d.param_groups[0]["lr"] == pytest.approx(4e-4 * 0.5**2)  # step 5: 5 // 2 halvings
+    expected = [rate * 0.5 ** (step // 2) for step in range(5) for rate in (1e-4, 4e-4)]
+    assert [r for pair in rates[FP32] for r in pair] == pytest.approx(expected)
+    assert [r for pair in rates[FP16] for r in pair] == pytest.approx(expected)

@@ -14,6 +14,7 @@ from torch import nn
 
 from ampgan.bench.ops import OpRecord, OpRow, OpTable, affine_rows, record_ops
 from ampgan.errors import AmpganError
+from ampgan.precisions import FP32
 from ampgan.projection.composition import composed_speedup, composed_step, load_composition
 from ampgan.projection.kernel_model import (
     PATH_PARAMETERS,
@@ -652,3 +653,56 @@ def test_the_projection_figure_names_its_model_as_the_bench_does_not_as_a_dict()
     text = footer(document | {"software": {"torch": "2.13.0", "ampgan": "0.1.0"}})
     assert "| model acgan (width 8) on digits | op tables traced on cpu | torch 2.13.0, ampgan 0.1.0 |" in text
     assert "{" not in text and "model dcgan on digits" in footer(document | {"model": "dcgan", "model_options": {}})
+
+
+MIXING_GAN = """
+import torch
+
+from ampgan.precisions import FP32
+from torch import nn
+
+import ampgan
+
+
+def build(data, *, width=8):
+    pixels = data.channels * data.image_size**2
+    shape = (data.channels, data.image_size, data.image_size)
+    G = nn.Sequential(nn.Linear(16, pixels), nn.Unflatten(1, shape), nn.Tanh())
+    D = nn.Sequential(nn.Flatten(), nn.Linear(pixels, 1))
+
+    def g_loss(ctx):
+        fake = ctx.fake
+        for _ in range(2):  # a second pass of G at random, drawn with the step's generator (style mixing)
+            if torch.rand((), generator=ctx.rng, device=ctx.device) < 0.5:
+                fake = ctx.generate(ctx.draw()[0])
+        return ampgan.real_fake_loss(ctx.D(fake), 1.0)
+
+    return ampgan.GAN(
+        generator=G,
+        discriminator=D,
+        z_dim=16,
+        d_loss=lambda ctx: ampgan.real_fake_loss(ctx.D(ctx.real), 1.0) + ampgan.real_fake_loss(ctx.D(ctx.fake), 0.0),
+        g_loss=g_loss,
+    )
+"""
+
+
+def test_a_step_with_random_branches_drawn_with_the_step_generator_is_projected(tmp_path):
+    """Style mixing drawn with ctx.rng (as docs/your-gan.md asks) took other branches in each traced cycle and at
+    each trace batch (the draws before a branch are as many as the images), so the step was never projected."""
+    from conftest import tiny_config
+
+    from ampgan.bench.ops import trace_op_table
+    from ampgan.data import DataConfig, load_dataset
+    from ampgan.speed.step_timer import StepTimer
+
+    (tmp_path / "mixing.py").write_text(MIXING_GAN)
+    config = tiny_config(model=f"{tmp_path / 'mixing.py'}:build")
+    dataset = load_dataset(DataConfig(dataset="synthetic"), seed=0)
+
+    def timer(batch_size):
+        config_at = config.with_fields({"budget.batch_size": batch_size})
+        return StepTimer(config_at, dataset, torch.device("cpu"), data_parallel=False, across_ranks=False)
+
+    table = trace_op_table(timer, FP32)
+    assert table.flops_at(16) > table.flops_at(8) > 0

@@ -221,9 +221,52 @@ def test_steps_too_long_for_the_cap_keep_fewer_threads_unmeasured_after_the_warm
         assert sorted(steps) == [AS_IS, AS_IS, FEWER, FEWER]  # the two warm-up rounds only
         choice = thread_choice(2, 2, 3, None, False, lambda current, fewer: rounds)
         assert choice["threads"] == 1 and choice["measured"] is None
-        assert "not measured: a warmed-up step on each count took more than half" in choice["reason"]
+        assert "not measured: a step on each count is too long for the measurement's 10 s cap" in choice["reason"]
     else:
         assert len(steps) > 4 and rounds.rounds >= 2
+
+
+@pytest.mark.parametrize(("as_is_s", "fewer_s", "steps_run"), [(12.0, 1.0, 1), (6.0, 6.0, 2), (3.0, 4.0, 4)])
+def test_warm_up_steps_stop_once_they_have_spent_the_whole_cap(as_is_s, fewer_s, steps_run):
+    """A heavy GAN's warm-up steps (a StyleGAN2-like step with its lazy penalties, on a crowded 2-core machine) spent
+    41 s choosing the threads under a 10 s cap before the cap was looked at: the warm-up stops at the step that
+    spends it."""
+    from ampgan.speed.decision import WARMUP_STEPS
+    from ampgan.speed.rounds import warmed_up_rounds
+    from ampgan.speed.threads import THREADS_RULE
+
+    steps = []
+    timers = {AS_IS: lambda: steps.append(AS_IS) or as_is_s, FEWER: lambda: steps.append(FEWER) or fewer_s}
+    rounds = warmed_up_rounds(timers, AS_IS, THREADS_RULE, WARMUP_STEPS, 0, within_cap=True, load_probe=lambda: None)
+    assert rounds is None and len(steps) == steps_run
+
+
+def test_a_bench_budget_too_small_for_the_thread_measurement_leaves_it_unmeasured(monkeypatch):
+    """The thread count is one of the decisions before measuring: it takes its cap from their share of a bench's
+    --max-seconds like the others, or is not measured, said with the share (it ran outside it: 41 s of a 10 s
+    bench's 2.5 s share)."""
+    import torch
+    from conftest import tiny_config
+
+    import ampgan.speed.threads as threads
+    from ampgan.speed.plan import GIVEN, Asked, plan_run
+
+    monkeypatch.delenv("OMP_NUM_THREADS")
+    monkeypatch.delenv("MKL_NUM_THREADS", raising=False)
+    monkeypatch.setattr(cpu_tuning, "others_running", lambda samples=5: 3)
+    monkeypatch.setattr(cpu_tuning, "cores", lambda: 2)
+    monkeypatch.setattr(threads, "StepTimer", lambda *args, **kwargs: pytest.fail("measured outside its budget"))
+    config, lines = tiny_config(), []
+    before = torch.get_num_threads()
+    try:
+        for seconds in (2.5, 9.9):
+            torch.set_num_threads(2)
+            asked = Asked(lambda precision: config, GIVEN, (FP32,), (), (), decision_seconds=seconds)
+            found = plan_run(asked, None, torch.device("cpu"), lines.append)
+            assert found.threads["threads"] == 1 and found.threads["measured"] is None
+            assert f"more than the {seconds:.3g} s left of the decisions' share of the budget" in lines[-1]
+    finally:
+        torch.set_num_threads(before)
 
 
 @pytest.mark.parametrize(("given", "distributed"), [("OMP_NUM_THREADS", False), (None, True)])

@@ -164,6 +164,7 @@ def test_each_built_in_family_takes_a_real_step_in_fp32_and_bf16(model, options)
 
 
 BAD_MODELS = textwrap.dedent("""
+    import math
     import torch
     from torch import nn
     import ampgan
@@ -187,6 +188,16 @@ BAD_MODELS = textwrap.dedent("""
     def small_images(data):
         G, D = nets(data, out_size=8)
         return ampgan.GAN(generator=G, discriminator=D, z_dim=8, d_loss=loss, g_loss=loss)
+
+    def not_images(data, shape=(12,)):  # a CTGAN's table rows; (1, 256): a WaveGAN's audio; (1, 4, 4, 4): voxels
+        G = nn.Sequential(nn.Linear(8, math.prod(shape)), nn.Unflatten(1, shape))
+        return ampgan.GAN(generator=G, discriminator=nets(data)[1], z_dim=8, d_loss=loss, g_loss=loss)
+
+    def audio(data):
+        return not_images(data, (1, 256))
+
+    def voxels(data):
+        return not_images(data, (1, 4, 4, 4))
 
     def three_logits(data):
         G, D = nets(data, d_out=3)
@@ -240,6 +251,12 @@ BAD_MODELS = textwrap.dedent("""
         ("raises", "raised RuntimeError: out of ideas (bad_models.py, line"),
         ("not_a_gan", "returned tuple, not an ampgan GAN"),
         ("small_images", "the generator returned (8, 3, 8, 8) for a batch of 8, not (B, C, H, W) = (8, 3, 32, 32)"),
+        ("small_images", "as the data is: make G's output match the data's shape"),
+        # G's output not images at all: what ampgan cannot study, said (its metrics and grids read images only)
+        ("not_images", "the generator returned (8, 12) for a batch of 8, not (B, C, H, W) = (8, 3, 32, 32)"),
+        ("not_images", "a GAN of 1-D signals, tables or voxels cannot be trained, scored or benched by it"),
+        ("audio", "returned (8, 1, 256) for a batch of 8, not (B, C, H, W) = (8, 3, 32, 32) as the data is: ampgan's"),
+        ("voxels", "returned (8, 1, 4, 4, 4) for a batch of 8, not (B, C, H, W) = (8, 3, 32, 32) as the data is: amp"),
         ("three_logits", "real_fake_loss takes D's real/fake logits, one per image ((B,) or (B, 1)) or per patch"),
         ("three_logits", "per patch ((B, 1, H, W)), got (8, 3): end D in a layer to one output channel"),
         # d_loss may be a list of terms; g_loss is one function (the step calls it once)
@@ -286,6 +303,22 @@ def test_a_bad_model_file_is_one_line_naming_it(function, expected, tmp_path, ca
     assert len(lines) == 1 and expected in lines[0], err
     assert "Traceback" not in err and not (tmp_path / "run").exists()
     assert torch.is_grad_enabled() and torch.get_default_dtype() == torch.float32
+
+
+@pytest.mark.parametrize("function", ["audio", "small_images"])
+def test_a_bench_of_a_g_that_does_not_draw_the_data_s_shape_is_one_line_before_anything_is_measured(
+    function, tmp_path, capsys
+):
+    """It was the same error once per configuration and once per traced precision, then 'the bench measured no
+    configuration': 7 copies of one line for a WaveGAN-like G's audio."""
+    path = tmp_path / "bad_models.py"
+    path.write_text(BAD_MODELS)
+    code, out, err = run_cli(
+        capsys, "bench", "--model", f"{path}:{function}", "--dataset", "synthetic", "--batch-sizes", "4,8",
+        "--precisions", "fp32,bf16", "--max-seconds", "2", "--out", str(tmp_path / "bench"),
+    )  # fmt: skip
+    assert code == 2 and "Traceback" not in err, err[-2000:]
+    assert err.count("the generator returned") == 1 and "for a batch of 4" in err, err[-2000:]
 
 
 @pytest.mark.parametrize(
@@ -528,21 +561,24 @@ def test_compiling_a_gradient_penalty_is_one_line_not_a_traceback(tmp_path, caps
     assert "Traceback" not in err
 
 
-# An image-to-image GAN (pix2pixHD's shape): G translates a map that draw_inputs draws for the training step, so it
-# trains and benches, but cannot draw from the (N, z_dim) noise that samples, generate and evaluations give it.
+# An image-to-image GAN: G translates a map that draw_inputs draws from the real batch (`from_real`, pix2pix's
+# shape: the map is the images themselves, here their mean over channels) or from ctx.labels alone, which is None
+# outside the training step (`from_labels`: it cannot draw for samples, and G then fails on (N, z_dim) noise).
 IMAGE_TO_IMAGE = textwrap.dedent("""
     import torch
     from torch import nn
     import ampgan
 
-    def translator(data, *, map_channels: int = 2):
+    def translator(data, *, map_channels: int = 2, source: str = "from_real"):
         G = nn.Sequential(nn.Conv2d(map_channels, data.channels, 3, padding=1), nn.Tanh())  # (B, maps, H, W) in
         D = nn.Sequential(nn.Conv2d(data.channels, 4, 3, padding=1), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
                           nn.Linear(4, 1))
 
         def draw_inputs(ctx):
+            if source == "from_real":
+                return ctx.real.mean(1, keepdim=True).repeat(1, map_channels, 1, 1), None
             b, _, h, w = ctx.real.shape
-            return torch.rand(b, map_channels, h, w, generator=ctx.rng, device=ctx.device), None
+            return ctx.labels.float().view(-1, 1, 1, 1).expand(b, map_channels, h, w), None
 
         return ampgan.GAN(generator=G, discriminator=D, z_dim=map_channels, draw_inputs=draw_inputs,
                           d_loss=(lambda ctx: ampgan.real_fake_loss(ctx.D(ctx.real), 1.0),
@@ -551,13 +587,43 @@ IMAGE_TO_IMAGE = textwrap.dedent("""
 """)
 
 
+def test_an_image_to_image_g_draws_its_samples_and_evaluations_from_maps_of_real_images(tmp_path, capsys):
+    """Samples, `generate`, evaluations and preflight called G on (N, z_dim) noise: a G that translates a map
+    trained, then stopped at its first samples. They now translate what draw_inputs draws from real images."""
+    from ampgan.data import load_dataset
+    from ampgan.quality.evaluator import generate_evenly
+    from ampgan.training.trained import load_trained_run
+
+    path = tmp_path / "translator.py"
+    path.write_text(IMAGE_TO_IMAGE)
+    model = ("--model", f"{path}:translator", "--dataset", "synthetic", "--image-size", "8")
+    code, out, err = run_cli(
+        capsys, "train", *model, "--steps", "3", "--batch-size", "4", "--precision", "fp32", "--quiet",
+        "--set", "logging.sample_every=2", "--out", str(tmp_path / "run"),
+    )  # fmt: skip
+    assert code == 0, err[-2000:]
+    assert (tmp_path / "run" / "samples" / "step-000002.png").is_file()
+    config = config_from_options(model=f"{path}:translator", dataset="synthetic", image_size=8)
+    assert not [f for f in preflight(config) if f.severity == "error"]
+    code, out, err = run_cli(capsys, "generate", str(tmp_path / "run"), "--n", "4", "--out", str(tmp_path / "g.png"))
+    assert code == 0 and (tmp_path / "g.png").is_file(), err[-2000:]
+    # What G draws follows the real images it is given: other images, other samples; the same, the same.
+    run = load_trained_run(tmp_path / "run")
+    gan, images = run.gan, load_dataset(run.config.data).images
+    first, again, other = (
+        generate_evenly(gan, 1, 6, 0, "cpu", real=real)[0] for real in (images, images, 255 - images)
+    )
+    assert first.shape == (6, 3, 8, 8) and torch.equal(first, again) and not torch.equal(first, other)
+
+
 @pytest.mark.parametrize("when", ["at the end", "on the way"])
-def test_a_g_that_takes_draw_inputs_maps_not_noise_stops_in_one_line_at_its_samples_and_loses_no_step(
+def test_a_g_whose_inputs_cannot_be_drawn_outside_the_step_stops_in_one_line_at_its_samples_and_loses_no_step(
     tmp_path, capsys, when
 ):
     path = tmp_path / "translator.py"
     path.write_text(IMAGE_TO_IMAGE)
     model = ("--model", f"{path}:translator", "--dataset", "synthetic", "--image-size", "8")
+    model += ("--set", "model.source=from_labels")
     sample_every = "500" if when == "at the end" else "2"  # the run's last samples, or a grid due at step 2
     code, out, err = run_cli(
         capsys, "train", *model, "--steps", "3", "--batch-size", "4", "--precision", "fp32", "--quiet",
@@ -565,15 +631,17 @@ def test_a_g_that_takes_draw_inputs_maps_not_noise_stops_in_one_line_at_its_samp
     )  # fmt: skip
     assert code == 2, err[-2000:]
     assert "Traceback" not in err and "G failed drawing images" in err, err[-2000:]
-    assert "z of shape (N, z_dim)" in err and "draw_inputs feeds only the training step" in err
+    assert "z of shape (N, z_dim)" in err and "on what it draws from real images" in err
     from ampgan.runs.checkpoint import checkpoint_path
 
     # the checkpoint due with the failing samples is written before them
     assert checkpoint_path(tmp_path / "run", 3 if when == "at the end" else 2).is_file()
 
-    config = config_from_options(model=f"{path}:translator", dataset="synthetic", image_size=8)
+    config = config_from_options(
+        model=f"{path}:translator", dataset="synthetic", image_size=8, sets=("model.source=from_labels",)
+    )
     findings = {(f.severity, f.check): f.text for f in preflight(config)}
-    assert "draw_inputs feeds only the training step" in findings[("error", "generator")]
+    assert "on what it draws from real images" in findings[("error", "generator")]
 
 
 @pytest.mark.parametrize("sets", [["model.label_nc=3"], ["model.label_nc=0", "model.instance=0"]])

@@ -24,12 +24,15 @@ from ampgan.bench.op_tables import foreseen_cycles, trace_op_tables
 from ampgan.bench.results import ConfigResult, speedups
 from ampgan.bench.spec import BenchSpec
 from ampgan.data import load_dataset
+from ampgan.precisions import BASELINE
 from ampgan.speed.compile_time import measure_compile_times
 from ampgan.speed.plan import EVERY_USEFUL, Asked, RunPlan, plan_run
 from ampgan.system.environment import environment_stamp
 from ampgan.system.hardware import Hardware, detect_hardware, peak_tflops
 from ampgan.training.distributed import world
 from ampgan.training.interruption import stop_on_signals
+from ampgan.training.memory import check_batch_shapes
+from ampgan.training.prepared import resolve_config
 
 
 def run_bench(
@@ -39,8 +42,9 @@ def run_bench(
     (the speed decision's, when the precisions are chosen here); `dataset`: one already loaded
     (a comparison's), else loaded from the spec."""
     hardware = detect_hardware(device)
-    if dataset is None:
-        dataset = load_dataset(spec.base.data, seed=spec.seed)
+    dataset = dataset if dataset is not None else load_dataset(spec.base.data, seed=spec.seed)
+    _, _, gan, data = resolve_config(spec.train_config(BASELINE, spec.batch_sizes[0]), dataset)
+    check_batch_shapes(gan, data, spec.batch_sizes[0])  # a G not of the data's shape: one line, before anything runs
     spent = {}  # seconds per stage, printed beside the budget (output.time_spent_text)
     with _stage(spent, "decisions"):
         plan = _decisions(spec, dataset, device, log)

@@ -533,6 +533,9 @@ def trace_cycle(timer, batch: tuple[torch.Tensor, torch.Tensor]) -> list[OpRecor
     that step runs no optimizer, which is not the step a run spends its time in)."""
     records, skipped = [], False
     with timer.state.eager() as state:
+        # The step's noise generator seeded from torch's (seeded per cycle by _settled_trace): a branch drawn
+        # with ctx.rng (style mixing as docs/your-gan.md asks) is taken alike in each cycle of one seed.
+        state.rng.manual_seed(int(torch.randint(2**62, ())))
         for before, count in timer.step_kinds:
             state.step = before
             metrics = {}
@@ -545,6 +548,8 @@ def trace_cycle(timer, batch: tuple[torch.Tensor, torch.Tensor]) -> list[OpRecor
 # fp16's dynamic scale starts at 2^16 and halves at each overflow; the first update that is not skipped
 # also creates Adam's moments, so a trace is kept once two cycles in a row ran the same operations.
 MAX_TRACE_ATTEMPTS = 16
+# Seeds of the random branches tried before a step whose operations differ between the two batches is not projected.
+BRANCH_SEEDS = 4
 # A trace takes each batch size's operations once two cycles in a row agree: at least two cycles at the small
 # trace batch and two at the large one, each twice as long: six small-batch cycles in all.
 SMALL_CYCLES_PER_TRACE = 6
@@ -560,7 +565,7 @@ class OverBudget(AmpganError):
 
 
 def _settled_trace(
-    timer, batch, precision: str, deadline: float | None = None, first_cycle_s: float = 0.0
+    timer, batch, precision: str, deadline: float | None = None, first_cycle_s: float = 0.0, seed: int = 0
 ) -> list[OpRecord]:
     previous, last_cycle_s = None, first_cycle_s
     for _ in range(MAX_TRACE_ATTEMPTS):
@@ -578,7 +583,7 @@ def _settled_trace(
             device = getattr(timer, "device", None)  # (a test's stand-in step has none)
             cuda = [device] if device is not None and device.type == "cuda" else []
             with abandoned_after(None if deadline is None else deadline - started), torch.random.fork_rng(devices=cuda):
-                torch.manual_seed(0)  # every cycle takes the same random branches (StyleGAN2's style mixing, p 0.9)
+                torch.manual_seed(seed)  # every cycle takes the same random branches (StyleGAN2's style mixing, p 0.9)
                 records = trace_cycle(timer, batch)
         except CallTooLong:
             raise OverBudget(
@@ -611,14 +616,21 @@ def trace_op_table(
     timer = make_timer(large)
     real, labels = timer.resident_batch()
     # `first_cycle_s`: the first cycle's foreseen time at the small batch (twice it at the large one), so
-    # that no cycle starts that would end past `deadline`.
-    traces = [
-        _settled_trace(timer, (real[:size], labels[:size]), precision, deadline, first_cycle_s * size / small)
-        for size in (small, large)
-    ]
-    return OpTable(
-        precision=precision,
-        rows=tuple(affine_rows(traces[0], traces[1], small, large)),
-        traced_at=(small, large),
-        device=timer.device.type,
-    )
+    # that no cycle starts that would end past `deadline`. A step with random branches (style mixing) takes the
+    # same branches at both batches only by chance, the draws before a branch being as many as the images: each
+    # further seed traces both batches again, until a pair runs the same operations.
+    traces: dict[int, list] = {small: [], large: []}
+    for seed in range(BRANCH_SEEDS):
+        for size in (small, large):
+            sized = (real[:size], labels[:size])
+            traces[size].append(_settled_trace(timer, sized, precision, deadline, first_cycle_s * size / small, seed))
+        for pair in itertools.product(traces[small], traces[large]):
+            try:
+                rows = affine_rows(*pair, small, large)
+            except AmpganError as error:
+                failed = error
+                continue
+            return OpTable(precision=precision, rows=tuple(rows), traced_at=(small, large), device=timer.device.type)
+        if seed and all([r.op for r in found[-1]] == [r.op for r in found[0]] for found in traces.values()):
+            break  # the same operations whatever the seed: not random branches, no seed will match them
+    raise failed

@@ -84,7 +84,8 @@ def preflight(config: TrainConfig, dataset=None) -> list[Finding]:
     state = build_train_state(prepared.config, prepared.model, prepared.data, prepared.policy)
     gan, data = state.gan, prepared.data
     stream = BatchStream(prepared.dataset, PREFLIGHT_BATCH, CPU, config.seed, image_range=gan.image_range)
-    findings = _own_precision(gan) + _generator_output(gan, data) + _discriminator_ends(gan, stream)
+    findings = _own_precision(gan) + _generator_output(gan, data, prepared.dataset.images[:PREFLIGHT_BATCH])
+    findings += _discriminator_ends(gan, stream)
     if any(f.severity == "error" for f in findings):
         return findings
     witness = _GradientWitness(state)
@@ -171,9 +172,9 @@ def _own_precision(gan) -> list[Finding]:
     ]
 
 
-def _generator_output(gan, data) -> list[Finding]:
+def _generator_output(gan, data, real) -> list[Finding]:
     rng = torch.Generator().manual_seed(0)
-    z = gan.draw_z(PREFLIGHT_BATCH, rng)  # drawn before the labels, from the same generator
+    z = gan.inputs_for(PREFLIGHT_BATCH, rng, real)  # drawn before the labels, from the same generator
     labels = torch.randint(gan.num_classes, (PREFLIGHT_BATCH,), generator=rng) if gan.conditional else None
     with torch.no_grad():
         try:

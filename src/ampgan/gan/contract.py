@@ -31,6 +31,7 @@ import torch
 from torch import nn
 
 from ampgan.errors import AmpganError
+from ampgan.gan.context import LossContext
 from ampgan.gan.ema import EMA, G_OWN_WEIGHTS, check_ema
 from ampgan.gan.options import is_whole
 
@@ -62,6 +63,10 @@ class Adam:
     # Parameter groups: {name prefix: factor}, the learning rate of the parameters whose name (in their
     # network) starts with the prefix; the first matching prefix wins. StyleGAN2: {"mapping.": 0.01}.
     lr_multipliers: dict[str, float] = field(default_factory=dict)
+    # The learning rate's factor at each step (TTUR's decay, a warm-up): step -> factor, of the G updates finished
+    # before it. A function of ampgan's step count, not of the updates applied: an fp16 update skipped for
+    # overflow leaves the schedule where fp32's is (a scheduler stepped per applied update would fall behind).
+    lr_schedule: Callable[[int], float] | None = None
 
     @classmethod
     def lazy(cls, every: int, **settings) -> Adam:
@@ -186,6 +191,24 @@ class GAN:
         if self.z_distribution == "uniform":
             return torch.rand(count, self.z_dim, device=device, generator=rng).mul_(2).sub_(1)
         return torch.randn(count, self.z_dim, device=device, generator=rng)
+
+    def inputs_for(self, count: int, rng: torch.Generator, real: torch.Tensor | None = None) -> torch.Tensor:
+        """G's z outside the training step (samples, evaluations, preflight), on the CPU: (count, z_dim) noise; for
+        an image-to-image G (its draw_inputs draws a map, not (N, z_dim) noise) the maps draw_inputs makes of the
+        real images `real` (the data's uint8, cycled to `count`), so every precision translates the same ones."""
+        z = self.draw_z(count, rng)
+        if self.draw_inputs is None or real is None or not len(real):
+            return z
+        low, high = self.image_range
+        real = low + real[torch.arange(count) % len(real)].float() * ((high - low) / 255)  # as training feeds it
+        context = LossContext(
+            G=None, D=None, real=real, labels=None, step=0, rng=rng, gan=self, scaler=None, device=real.device
+        )
+        try:
+            drawn = self.draw_inputs(context)[0]
+        except Exception:  # noqa: BLE001 - a draw that needs the training step's context: G is tried on noise
+            return z
+        return drawn if drawn.dim() != 2 else z
 
     def generate(self, generator: Callable, z: torch.Tensor, labels: torch.Tensor | None) -> torch.Tensor:
         """G's images for (z, labels): the one place that knows G's signature."""

@@ -58,7 +58,10 @@ def evaluate_runs(run_dirs: list[Path], samples: int, seed: int, evaluator_cache
                 f"has {_names(evaluator.class_names)}: the file is damaged, or the data changed since "
                 "the run; scores against other classes would be wrong"
             )
-        images, labels = generate_evenly(run.gan, len(run.class_names), samples, evaluation_noise_seed(seed), "cpu")
+        seeded = evaluation_noise_seed(seed)
+        images, labels = generate_evenly(
+            run.gan, len(run.class_names), samples, seeded, "cpu", real=evaluator.held_out_images
+        )
         quality = quality_of_images(evaluator, images, labels)
         lock = FolderLock(run.run_dir)  # not while a training process still writes this run
         try:

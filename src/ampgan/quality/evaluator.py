@@ -314,13 +314,14 @@ def refuse_samples_that_cannot_fit(count: int, image_shape: tuple[int, int, int]
 
 
 def generate_evenly(
-    gan, num_classes: int, count: int, seed: int, device, autocast=None, batch_size: int = 500
+    gan, num_classes: int, count: int, seed: int, device, autocast=None, batch_size: int = 500, real=None
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """`count` samples of the GAN (gan/contract.py) from seeded noise (its own distribution), float images
     in [-1, 1] on the CPU (runs/samples.py drawn), with the classes they were drawn for in equal shares (None
-    for an unconditional GAN: its samples have no intended class)."""
+    for an unconditional GAN: its samples have no intended class). `real`: uint8 images an image-to-image G
+    translates (GAN.inputs_for: the evaluator's held-out set)."""
     labels = torch.arange(count) % num_classes if gan.conditional else None
-    z = gan.draw_z(count, torch.Generator().manual_seed(seed))
+    z = gan.inputs_for(count, torch.Generator().manual_seed(seed), real)
     return drawn(gan, z, labels, device, autocast, batch_size), labels
 
 

@@ -82,7 +82,10 @@ class RunWriter:
         with self._stopping_cleanly_if_unwritable(self.run_dir / "config.json"):
             write_json_atomically(self.run_dir / "config.json", document)
         self._metrics = open_for_append(self.run_dir / "metrics.jsonl")
-        self._noise = fixed_noise(state.gan, dataset.num_classes, config.logging.samples_per_class, config.seed)
+        per_class = config.logging.samples_per_class
+        self._noise = fixed_noise(
+            state.gan, dataset.num_classes, per_class, config.seed, dataset.images[: per_class**2]
+        )
         self._tensorboard = _open_tensorboard(self.run_dir) if config.logging.tensorboard else None
 
     def _config_document(self) -> dict:

@@ -18,20 +18,23 @@ from ampgan.system.memory import is_out_of_memory
 # What G is called on outside the training step: a G that takes something else (a label map to translate, drawn by
 # draw_inputs for training) trains, then fails at its first samples.
 NOISE_INPUT = (
-    "samples, `ampgan generate` and evaluations call G on z of shape (N, z_dim) drawn from its z_distribution "
-    "(draw_inputs feeds only the training step): a G that takes a map or an image can be benched and projected "
-    "(ampgan bench, then ampgan project), not yet trained or compared (docs/your-gan.md, image-to-image GANs)"
+    "samples, `ampgan generate` and evaluations call G on z of shape (N, z_dim) drawn from its z_distribution, or, "
+    "when draw_inputs returns another shape (a map, an image), on what it draws from real images "
+    "(docs/your-gan.md, image-to-image GANs)"
 )
 
 
-def fixed_noise(gan, num_classes: int, per_class: int, seed: int) -> tuple[torch.Tensor, torch.Tensor | None]:
+def fixed_noise(
+    gan, num_classes: int, per_class: int, seed: int, real: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Conditional GANs: (z (K*n, z_dim), labels (K*n,)), row k of the grid is class k and column j reuses
-    z_j. Unconditional: n*n distinct z (an n x n grid), no labels. `gan`: the GAN (gan/contract.py)."""
+    z_j. Unconditional: n*n distinct z (an n x n grid), no labels. `gan`: the GAN (gan/contract.py); `real`:
+    the data's uint8 images an image-to-image G's maps are drawn from (GAN.inputs_for)."""
     generator = torch.Generator().manual_seed(sample_grid_seed(seed))
     if not gan.conditional:
-        return gan.draw_z(per_class * per_class, generator), None
-    z_row = gan.draw_z(per_class, generator)  # one row's noise, the same in every class's row
-    return z_row.repeat(num_classes, 1), torch.arange(num_classes).repeat_interleave(per_class)
+        return gan.inputs_for(per_class * per_class, generator, real), None
+    z_row = gan.inputs_for(per_class, generator, real)  # one row's noise, the same in every class's row
+    return z_row.repeat(num_classes, *(1,) * (z_row.dim() - 1)), torch.arange(num_classes).repeat_interleave(per_class)
 
 
 def render_samples(gan, z: torch.Tensor, labels: torch.Tensor | None, rows: int, autocast) -> np.ndarray:

@@ -113,8 +113,8 @@ class RunPlan:
 def plan_run(asked: Asked, dataset, device: torch.device, log: Callable[[str], None] = lambda line: None) -> RunPlan:
     """The plan for what a command `asked`: each decision made by measuring is timed and said, with how to
     skip it."""
-    threads = fit_threads(asked.config_for(BASELINE), dataset, device, log)
     budget = _DecisionBudget(asked.decision_seconds, log)
+    threads = fit_threads(asked.config_for(BASELINE), dataset, device, log, budget)
     started = time.perf_counter()
     chosen, left_out, measured = _precisions(asked, dataset, device, log, budget)
     if not asked.precisions and asked.choose != GIVEN:
@@ -167,9 +167,12 @@ class _DecisionBudget:
         return True
 
     def why_not(self, what: str, cap_s: float) -> str:
+        return f"decisions: {what} not measured: {self.too_long(cap_s)}"
+
+    def too_long(self, cap_s: float) -> str:
         return (
-            f"decisions: {what} not measured: measuring takes up to {cap_s:.0f} s, more than the "
-            f"{max(self.left, 0):.3g} s left of the decisions' share of the budget ({self.seconds:.3g} s)"
+            f"measuring takes up to {cap_s:.0f} s, more than the {max(self.left, 0):.3g} s left of the decisions' "
+            f"share of the budget ({self.seconds:.3g} s)"
         )
 
     def layouts_that_fit(self, config_for, precisions, device) -> tuple[str, ...]:

@@ -157,9 +157,16 @@ def warmed_up_rounds(
     `tie_capped`: a decision between two ways of running one step, whose rule is capped_for the last warm-up
     round. `within_cap`: None, not measured, when the last warm-up round (kernels made) already took half the
     rule's cap: its measured rounds would run several times past it (a user's GAN with multi-second steps spent
-    60-116 s choosing its threads so, to overturn only the tie rule's choice)."""
+    60-116 s choosing its threads so, to overturn only the tie rule's choice); also None as soon as the warm-up
+    steps have spent the whole cap (a heavy GAN's first steps alone ran 41 s past a 10 s cap)."""
+    spent_s = 0.0
     for _ in range(warmup):
-        round_s = sum(timer() for timer in timers.values())
+        round_s = 0.0
+        for timer in timers.values():
+            round_s += timer()
+            if within_cap and spent_s + round_s > rule.max_seconds:
+                return None
+        spent_s += round_s
     if within_cap and round_s > rule.max_seconds / 2:
         return None
     return measure_rounds(timers, baseline, capped_for(rule, round_s) if tie_capped else rule, seed=seed, **measuring)

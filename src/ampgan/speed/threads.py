@@ -38,9 +38,9 @@ def thread_choice(
     measure: Callable[[int, int], object] | None,
 ) -> dict:
     """The thread count to run with and why, as a dict: {threads, before, others_running, cores, reason,
-    measured}. `measure(current, fewer)` -> a RoundsResult of AS_IS (baseline) against FEWER, or None when a
-    step is too long to measure within the cap; called only when the machine is oversubscribed (pure given
-    it: testable with injected rounds)."""
+    measured}. `measure(current, fewer)` -> a RoundsResult of AS_IS (baseline) against FEWER, None when a
+    step is too long to measure within the cap, or why it was not measured (a string); called only when the
+    machine is oversubscribed (pure given it: testable with injected rounds)."""
     found = {"threads": current, "before": current, "others_running": others, "cores": machine_cores, "measured": None}
     load = cpu_tuning.load_text(others, current, machine_cores)
     if given_by:
@@ -51,11 +51,11 @@ def thread_choice(
         return found | {"reason": f"{current} thread(s): {load}, the cores are free"}
     fewer = cpu_tuning.fitting_threads(machine_cores, others, current)
     rounds = measure(current, fewer)
-    if rounds is None:
+    if rounds is None or isinstance(rounds, str):  # a string: why it was not measured
+        why = rounds or f"a step on each count is too long for the measurement's {THREADS_RULE.max_seconds:g} s cap"
         return found | {
             "threads": fewer,
-            "reason": f"{fewer} thread(s): {load}; not measured: a warmed-up step on each count took more than "
-            f"half the measurement's {THREADS_RULE.max_seconds:g} s cap, and fewer threads leave the other "
+            "reason": f"{fewer} thread(s): {load}; not measured: {why}, and fewer threads leave the other "
             "processes their cores (fix the count with OMP_NUM_THREADS)",
         }
     outcome = outcome_of(rounds, FEWER)
@@ -72,14 +72,17 @@ def thread_choice(
     }
 
 
-def fit_threads(config, dataset, device: torch.device, log=lambda line: None) -> dict:
+def fit_threads(config, dataset, device: torch.device, log=lambda line: None, budget=None) -> dict:
     """Before the speed decisions: the threads that fit the machine now (thread_choice), applied to this
-    process and said in one line. Not a CPU run: nothing to fit."""
+    process and said in one line. Not a CPU run: nothing to fit. `budget`: the decisions' share of a command's
+    budget (speed/plan.py), from which this measurement takes its cap, or is not made."""
     if device.type != "cpu":
         return {"threads": None, "reason": "not a CPU run"}
     current = torch.get_num_threads()
 
     def measure(current: int, fewer: int):
+        if budget is not None and not budget.take(THREADS_RULE.max_seconds, cached=False):
+            return budget.too_long(THREADS_RULE.max_seconds)
         timer = StepTimer(
             config.with_fields({"precision.name": BASELINE, "precision.loss_scale": None}),
             dataset,

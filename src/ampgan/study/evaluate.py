@@ -58,6 +58,7 @@ class QualityTracker:
             seed=evaluation_noise_seed(self.seed),
             device=state.policy.device,
             autocast=self.autocast,
+            real=self.evaluator.held_out_images,
         )
         quality = quality_of_images(self.evaluator, images, labels)
         spent = time.perf_counter() - started

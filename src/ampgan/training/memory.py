@@ -87,9 +87,16 @@ def _trace_step_elements(gan: GAN, data: DataSpec, batch_size: int) -> int:
         wanted = (batch_size, data.channels, data.image_size, data.image_size)
         if not isinstance(fake, torch.Tensor) or tuple(fake.shape) != wanted:
             got = tuple(fake.shape) if isinstance(fake, torch.Tensor) else type(fake).__name__
+            # Audio (B, C, L), table rows (B, F), voxels (B, C, D, H, W): no data, metric or grid of ampgan reads them
+            fix = (
+                "make G's output match the data's shape"
+                if not isinstance(fake, torch.Tensor) or fake.dim() == 4
+                else "ampgan's datasets, quality metrics (an image classifier's features) and sample grids are images "
+                "only: a GAN of 1-D signals, tables or voxels cannot be trained, scored or benched by it"
+            )
             raise AmpganError(
                 f"model {gan.name}: the generator returned {got} for a batch of {batch_size}, not "
-                f"(B, C, H, W) = {wanted} as the data is: make G's output match the data's shape"
+                f"(B, C, H, W) = {wanted} as the data is: {fix}"
             )
         context.fake = fake.detach()
         for term in gan.d_loss_terms:

@@ -200,14 +200,19 @@ def make_adam(named_parameters, settings: Adam) -> torch.optim.Optimizer:
         scale = next((factor for prefix, factor in settings.lr_multipliers.items() if name.startswith(prefix)), 1.0)
         groups.setdefault(scale, []).append(parameter)
     device_type = named[0][1].device.type if named else "cpu"
-    return torch.optim.Adam(
-        [{"params": params, "lr": settings.lr * scale} for scale, params in groups.items()],
+    optimizer = torch.optim.Adam(
+        [
+            {"params": params, "lr": settings.lr * scale, "initial_lr": settings.lr * scale}
+            for scale, params in groups.items()
+        ],
         lr=settings.lr,
         betas=settings.betas,
         eps=settings.eps,
         weight_decay=settings.weight_decay,
         **adam_implementation(device_type),
     )
+    optimizer.lr_schedule = settings.lr_schedule  # applied by the step (training/step.py _scheduled)
+    return optimizer
 
 
 def build_train_state(

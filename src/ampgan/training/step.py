@@ -150,6 +150,17 @@ def _backward_terms(
     return total
 
 
+def _scheduled(state: TrainState) -> None:
+    """Each optimizer's learning rates at this step: its Adam's lr_schedule(step) times each group's own. The
+    groups keep their unscheduled rate as torch's schedulers do (`initial_lr`; a checkpoint without it: the rate
+    it holds)."""
+    for optimizer in (state.optimizer_g, state.optimizer_d, *state.extra_optimizers.values()):
+        if getattr(optimizer, "lr_schedule", None) is not None:
+            factor = float(optimizer.lr_schedule(state.step))
+            for group in optimizer.param_groups:
+                group["lr"] = group.setdefault("initial_lr", group["lr"]) * factor
+
+
 def train_step(state: TrainState, next_batch: Callable[[], Batch]) -> dict[str, torch.Tensor]:
     """One G update after the GAN's D updates, each D update on a batch from `next_batch()` ((B, C, H, W)
     images in the GAN's image_range, (B,) labels, on the device).
@@ -160,6 +171,7 @@ def train_step(state: TrainState, next_batch: Callable[[], Batch]) -> dict[str, 
     gan, policy = state.gan, state.policy
     metrics: dict[str, torch.Tensor] = {}
     model = f"model {gan.name or 'GAN'}:"
+    _scheduled(state)
 
     # (1) Update D: its loss terms on real and generated images, one backward pass each.
     context, fake, loss_d, skipped_d = _update_d(state, next_batch, metrics, model)

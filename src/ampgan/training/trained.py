@@ -11,6 +11,7 @@ import numpy as np
 import torch
 
 from ampgan.config import TrainConfig
+from ampgan.data import load_dataset
 from ampgan.errors import AmpganError
 from ampgan.files.atomic import write_atomically
 from ampgan.files.images import image_grid, save_png, to_uint8
@@ -104,7 +105,13 @@ def class_samples(run: TrainedRun, label: int, count: int, seed: int) -> np.ndar
         f"use --n {largest_count(bytes_each, device)} or fewer",
         device,
     )
-    z = gan.draw_z(count, torch.Generator().manual_seed(seed)).to(device)
+    # An image-to-image G translates maps drawn from the images of the class (GAN.inputs_for): the data is loaded
+    # for it alone (a blank image tells its draw apart from noise's, without the data).
+    real, blank = None, torch.zeros(1, *run.document["dataset"]["image_shape"], dtype=torch.uint8)
+    if gan.draw_inputs is not None and gan.inputs_for(1, torch.Generator(), blank).dim() != 2:
+        dataset = load_dataset(run.config.data, seed=run.config.seed)
+        real = dataset.images[dataset.labels == label] if gan.conditional else dataset.images
+    z = gan.inputs_for(count, torch.Generator().manual_seed(seed), real).to(device)
     labels = torch.full((count,), label, dtype=torch.long, device=device) if gan.conditional else None
     return to_uint8(gan.to_unit_range(gan.generate(generator_net, z, labels).float()))
 
