@@ -298,3 +298,26 @@ def test_a_saving_is_never_printed_outside_its_own_interval(tmp_path, capsys):
     assert paired["saving_percent"] == pytest.approx(0.0) and "(0% [-8% to +7%])" in out
     assert plain["saving_percent"] == pytest.approx(100 * 0.29 / 0.70) and "saving_percent_low" not in plain
     assert "saving vs fp32: 1 - 1/s of the bench's speedup s over paired rounds, its 95% CI likewise" in out
+
+
+def test_banded_cells_widen_their_columns_and_a_saving_says_what_it_comes_from(tmp_path, capsys):
+    """The study's T4 at 1M batches with a projection's band: '194.4 [116.7-427.8]' hours and '102.28
+    [61.37-225.01]' cost are wider than the plain table's columns, which pushed the batch-2048 rows out of line
+    with the header. And a saving from the bench's paired speedup need not equal the two costs' difference:
+    cost.csv says which figure each saving comes from."""
+    document = bench_results()
+    for config in document["configs"]:
+        config["stats"]["band_s"] = [config["stats"]["median_s"] * 0.6, config["stats"]["median_s"] * 2.2]
+    interval = {"batch_size": 64, "precision": "fp16", "baseline": "fp32", "estimate": 1.0, "low": 0.93, "high": 1.08}
+    (tmp_path / "results.json").write_text(json.dumps({**document, "speedups": [interval]}))
+    code, out, err = run_cli(capsys, "cost", str(tmp_path / "results.json"), "--price-per-hour", "0.526")
+    assert code == 0, err
+    table = out.splitlines()[1:6]  # the header and the four rows
+    assert "194.4 [116.7-427.8]" in out and "102.28 [61.37-225.01]" in out
+    assert len({len(line) for line in table}) == 1, table  # right-aligned columns: every line equally long
+    for line in table[1:]:  # each cell ends where its header ends
+        assert line.index(line.split()[1]) + len(line.split()[1]) == table[0].index("precision") + len("precision")
+    written = {(int(r["batch_size"]), r["precision"]): r for r in csv.DictReader((tmp_path / "cost.csv").open())}
+    assert written[64, "fp16"]["saving_from"] == "paired speedup 1.000x"
+    assert written[2048, "fp16"]["saving_from"] == "the two costs" and written[2048, "fp32"]["saving_from"] == ""
+    assert "so a saving need not equal the two costs' difference" in out

@@ -120,6 +120,8 @@ def cost_rows(documents: list[dict], price_per_hour: float, batches: float | Non
             base = baseline[row["batch_size"]]
             found = saving(base, base / speedup_estimate(pair) if pair else row["cost"])
             row["saving_vs_fp32"], row["saving_percent"] = found["amount"], found["percent"]
+            # which figure the saving comes from: a spreadsheet subtracting the cost columns is told why it differs
+            row["saving_from"] = f"paired speedup {speedup_estimate(pair):.3f}x" if pair else "the two costs"
             if pair:
                 row.update(
                     saving_percent_low=100.0 * (1 - 1 / pair["low"]), saving_percent_high=100.0 * (1 - 1 / pair["high"])
@@ -173,6 +175,7 @@ def write_cost(document: dict, out_dir: Path) -> str:
         "saving_percent",
         "saving_percent_low",
         "saving_percent_high",
+        "saving_from",
         "times",
     ]
     # each row says its currency and where its times come from (measured on a machine, or PROJECTED onto a
@@ -195,28 +198,23 @@ def cost_table(document: dict) -> str:
     unverified = "" if basis.get("verified", True) else " (unverified price)"
     # a projection's interval is its model's band (its error on whole steps), not a measurement's 95% CI
     band = " [band]" if basis.get("times_projected") else ""
-    widths = (24, 16) if band else (9, 10)  # a projection's s/batch and hours carry their band
-    lines = [
-        f"cost of {_workload_text(document)} at {basis['price_per_hour']:.4g} {currency}/h per device{unverified}",
-        f"{'batch':>6} {'precision':>9} {'s/batch' + band:>{widths[0]}} {'hours' + band:>{widths[1]}} "
-        f"{f'cost {currency}' + band:>20} {'saving vs fp32' + (band or ' [95% CI]'):>28}",
+    header = ("batch", "precision", "s/batch" + band, "hours" + band, f"cost {currency}" + band)
+    header += ("saving vs fp32" + (band or " [95% CI]"),)
+    cells = [header] + [
+        (
+            str(row["batch_size"]),
+            row["precision"],
+            _banded(row, "seconds_per_batch", ".4f"),
+            _banded(row, "hours", ",.1f"),
+            _banded(row, "cost", ",.2f"),
+            _saving_text(row),
+        )
+        for row in document["rows"]
     ]
-    for row in document["rows"]:
-        saving_text = (
-            f"{row['saving_vs_fp32']:,.2f} ({row['saving_percent']:.0f}%"
-            + (  # signed: "[-11-1%]" read as one number
-                f" [{row['saving_percent_low']:+.0f}% to {row['saving_percent_high']:+.0f}%]"
-                if "saving_percent_low" in row
-                else ""
-            )
-            + ")"
-            if "saving_vs_fp32" in row
-            else ""
-        )
-        lines.append(
-            f"{row['batch_size']:>6} {row['precision']:>9} {_banded(row, 'seconds_per_batch', '.4f'):>{widths[0]}} "
-            f"{_banded(row, 'hours', ',.1f'):>{widths[1]}} {_banded(row, 'cost', ',.2f'):>20} {saving_text:>28}"
-        )
+    # each column as wide as its longest cell (a band widens it), never narrower than the plain table's
+    widths = [max([minimum] + [len(line[column]) for line in cells]) for column, minimum in enumerate(_WIDTHS)]
+    lines = [f"cost of {_workload_text(document)} at {basis['price_per_hour']:.4g} {currency}/h per device{unverified}"]
+    lines += [" ".join(f"{cell:>{width}}" for cell, width in zip(line, widths, strict=True)) for line in cells]
     best = document["cheapest_per_sample"]
     if any("saving_percent_low" in row for row in document["rows"]):
         lines.append(
@@ -224,7 +222,8 @@ def cost_table(document: dict) -> str:
             + (
                 "the projected speedup s, its band likewise"
                 if band
-                else "the bench's speedup s over paired rounds, its 95% CI likewise (a cost: its median step)"
+                else "the bench's speedup s over paired rounds, its 95% CI likewise; each cost comes from its median "
+                "step, so a saving need not equal the two costs' difference (cost.csv: saving_from)"
             )
         )
     lines += [
@@ -239,6 +238,22 @@ def cost_table(document: dict) -> str:
         lines.append(f"catalog: {document['catalog_source']}")
     lines.append(origin_text(document))
     return "\n".join(map(one_line, lines))  # a name holding a newline stays inside its row
+
+
+_WIDTHS = (6, 9, 9, 10, 20, 28)  # batch, precision, s/batch, hours, cost, saving
+
+
+def _saving_text(row: dict) -> str:
+    """'0.80 (24% [+23% to +24%])': the saving, its percentage and its interval (signed: '[-11-1%]' reads as one
+    number); empty for the baseline."""
+    if "saving_vs_fp32" not in row:
+        return ""
+    interval = (
+        f" [{row['saving_percent_low']:+.0f}% to {row['saving_percent_high']:+.0f}%]"
+        if "saving_percent_low" in row
+        else ""
+    )
+    return f"{row['saving_vs_fp32']:,.2f} ({row['saving_percent']:.0f}%{interval})"
 
 
 def _banded(row: dict, key: str, spec: str, scale: float = 1.0) -> str:
