@@ -456,5 +456,16 @@ def test_a_log_whose_folder_is_gone_or_whose_disk_refuses_is_one_line(tmp_path, 
             patch.setattr(atomic.os, "write", refuse)
             log.write("lost\n")
         assert isinstance(refused.value, UnwritableFile) == (code != errno.EBADF), code
+        assert ("ulimit -f" in str(refused.value)) == (code == errno.EFBIG), refused.value
     log.close()
     assert (tmp_path / "metrics.jsonl").read_text() == "kept\n"
+    # A real file-size limit (`ulimit -f`; Python ignores SIGXFSZ, so the write fails with EFBIG): it is named.
+    code = (
+        "import resource, sys\nfrom ampgan.files.atomic import write_atomically\n"
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))\n"
+        "try:\n    write_atomically(sys.argv[1], lambda stream: stream.write(bytes(10_000)))\n"
+        "except OSError as error:\n    print(error)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code, tmp_path / "big.pt"], capture_output=True, text=True, timeout=60)
+    assert "(File too large): raise the file-size limit (ulimit -f)" in done.stdout, done.stdout + done.stderr
+    assert "every file written before is intact" in done.stdout and not list(tmp_path.glob("*big.pt*"))
