@@ -82,6 +82,9 @@ def test_from_re_renders_without_measuring(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(bench_module, "run_bench", lambda *a, **k: pytest.fail("measured again"))
     code, stdout, _ = run_cli(capsys, "bench", "--from", str(out / "results.json"))
     assert code == 0 and (out / "fig1_time_per_batch.png").exists() and "fp32" in stdout
+    (out / "fig1_time_per_batch.png").unlink()  # the folder, as project and cost take it
+    assert run_cli(capsys, "bench", "--from", str(out))[:2] == (0, stdout)
+    assert (out / "fig1_time_per_batch.png").exists()
 
 
 def test_from_a_bad_file_is_a_clear_error(tmp_path, capsys):
