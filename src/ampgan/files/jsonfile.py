@@ -133,8 +133,9 @@ def read_json(path: Path, *, missing: str, damaged: str) -> Any:
     if not path.is_file():
         # Not there yet while another ampgan still writes its folder (a report asked of a study that runs); this
         # process's own lock (a study resumed after its bench folder was deleted) is no other writer to wait for.
-        holders = (manifest.lock_holder(folder) for folder in path.parents[:2])
-        writer = next((pid for pid in holders if pid not in (None, str(os.getpid()))), None)
+        writer = next(
+            (pid for f in path.parents[:2] if (pid := manifest.lock_holder(f)) not in (None, str(os.getpid()))), None
+        )
         raise AmpganError(
             missing
             if writer is None

@@ -168,17 +168,11 @@ def _plain(value: float) -> str:
 
 
 def format_version(found: Any, expected: str) -> int | None:
-    """N of a format 'ampgan-KIND/N' of `expected`'s kind, else None (another kind, or not a format)."""
+    """N of a format 'ampgan-KIND/N' of `expected`'s kind, else None (another kind, or not a format): a higher N
+    than `expected`'s is a newer ampgan's, neither read as this one's nor replaced by it."""
     kind = expected.rpartition("/")[0] + "/"
     theirs = found.removeprefix(kind) if isinstance(found, str) and found.startswith(kind) else ""
     return int(theirs) if theirs.isdecimal() else None
-
-
-def written_by_newer(found: Any, expected: str) -> bool:
-    """Whether `found` is `expected`'s kind with a higher version: a newer ampgan's, to be neither read as this
-    one's nor replaced by it."""
-    theirs = format_version(found, expected)
-    return theirs is not None and theirs > format_version(expected, expected)
 
 
 def check_format(
@@ -193,12 +187,13 @@ def check_format(
     found = document.get("format") if isinstance(document, dict) else None
     if found == expected or found in readable:
         return document if shape is None else check_shape(document, shape, origin, fix)
-    if written_by_newer(found, expected):
+    theirs = format_version(found, expected)
+    if theirs is not None and theirs > format_version(expected, expected):
         raise AmpganError(
             f"{origin} was written by a newer ampgan (format {found}; this one reads {expected}): upgrade "
             "ampgan to read it (pip install -U ampgan)"
         )
-    if format_version(found, expected) is not None:
+    if theirs is not None:
         raise AmpganError(f"{origin} was written by an older ampgan (format {found}; this one reads {expected}): {fix}")
     raise AmpganError(
         f"{origin} is not {what} (its format is {_short(found) if found is not None else 'none'}, not {expected})"
