@@ -3,6 +3,7 @@
 import csv
 import json
 import re
+import shutil
 from dataclasses import replace
 from pathlib import Path
 
@@ -84,6 +85,9 @@ def test_from_re_renders_without_measuring(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(bench_module, "run_bench", lambda *a, **k: pytest.fail("measured again"))
     code, stdout, _ = run_cli(capsys, "bench", "--from", str(out / "results.json"))
     assert code == 0 and (out / "fig1_time_per_batch.png").exists() and "fp32" in stdout
+    (out / "fig1_time_per_batch.png").unlink()  # the folder, as project and cost take it
+    assert run_cli(capsys, "bench", "--from", str(out))[:2] == (0, stdout)
+    assert (out / "fig1_time_per_batch.png").exists()
 
 
 def test_from_a_bad_file_is_a_clear_error(tmp_path, capsys):
@@ -590,6 +594,14 @@ def test_a_study_whose_bench_failed_everywhere_stops_before_training_and_benches
     results = bench_once(spec, dataset, ("fp32",), torch.device("cpu"), lambda line: None, out, progress)
     # Measured again (too_slow on a loaded machine is an answer too: the study would train on).
     assert results["configs"][0]["status"] in ("ok", "too_slow") and progress.bench_done
+    # Read back on resume; deleted since (or its folder), one line: the runs race on its step times. A resume
+    # said 'is not written yet: ampgan process <its own pid> is writing', then 'run ampgan bench first'.
+    read_back = bench_once(spec, dataset, ("fp32",), torch.device("cpu"), lambda line: None, out, progress)
+    assert read_back == json.loads((out / "bench" / "results.json").read_text())
+    for gone in (out / "bench" / "results.json", out / "bench"):
+        shutil.rmtree(gone) if gone.is_dir() else gone.unlink()
+        with pytest.raises(AmpganError, match="results.json is gone since the study measured it.*--overwrite"):
+            bench_once(spec, dataset, ("fp32",), torch.device("cpu"), lambda line: None, out, progress)
 
 
 @pytest.mark.parametrize("failing_rank", [0, 1])

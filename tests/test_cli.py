@@ -159,6 +159,42 @@ def test_a_tilde_the_shell_left_alone_is_the_home_folder(tmp_path, capsys, monke
     assert (tmp_path / "home" / "grid.png").exists() and list((tmp_path / "elsewhere").iterdir()) == []
 
 
+def test_relative_paths_a_run_was_given_lead_to_the_same_files_from_another_folder(tmp_path, capsys, monkeypatch):
+    """--dataset folder:PATH, --data-dir and --model FILE.py:F given relative to the current folder are recorded
+    as the files they named, so a resume from another folder reads the same images and imports the same model
+    (recorded as given, they led to that folder's files or to none: 'image folder images does not exist')."""
+    from fixtures import write_image_folder, write_mnist
+
+    project, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
+    write_image_folder(project / "images", size=28)
+    write_mnist(project / "mnist")
+    (project / "gans").mkdir()
+    (project / "gans" / "mine.py").write_text(
+        "from ampgan.gan.models.acgan import acgan\n\n\ndef build(data, width=8, z_dim=16):\n"
+        "    return acgan(data, width=width, z_dim=z_dim)\n"
+    )
+    elsewhere.mkdir()
+    given = {
+        "folder": ["--dataset", "folder:images", "--model", "gans/../gans/mine.py:build"],
+        "mnist": ["--dataset", "mnist", "--data-dir", "./mnist"],
+        "set": ["--set", "data.dataset=folder:~/images", "--image-size", "28"],
+    }
+    monkeypatch.setenv("HOME", str(project))
+    for name, flags in given.items():
+        monkeypatch.chdir(project)
+        code, _, err = run_cli(capsys, "train", *TINY, *flags, "--steps", "1", "--out", f"run-{name}")
+        assert code == 0, err
+        monkeypatch.chdir(elsewhere)
+        code, _, err = run_cli(capsys, "train", "--resume", f"../project/run-{name}", "--steps", "2", "--trust-model")
+        assert code == 0 and (project / f"run-{name}" / "checkpoints" / "step-000002.pt").is_file(), err
+    recorded = {name: json.loads((project / f"run-{name}" / "config.json").read_text())["config"] for name in given}
+    assert recorded["folder"]["data"]["dataset"] == f"folder:{project / 'images'}"
+    assert recorded["folder"]["model"]["name"] == f"{project / 'gans' / 'mine.py'}:build"
+    assert recorded["mnist"]["data"]["data_dir"] == str(project / "mnist")
+    assert recorded["set"]["data"]["dataset"] == f"folder:{project / 'images'}"
+    assert list(elsewhere.iterdir()) == []
+
+
 def test_misaligned_width_warns_in_one_line(tmp_path, capsys):
     code, _, err = run_cli(capsys, "train", *TINY, "--width", "12", "--dry-run")
     assert code == 0

@@ -377,6 +377,29 @@ def test_out_of_memory_in_train_is_one_line(tmp_path, capsys, monkeypatch):
     assert "a training step at batch 8 ran out of memory on the cpu: try --batch-size 4" in err
 
 
+def test_out_of_memory_where_no_step_catches_it_is_one_line_not_the_models_fault(tmp_path, capsys, monkeypatch):
+    """Memory running out while planning (the timed steps that choose threads and formats) or while a model is
+    built (ulimit -v, a small machine) is one line naming memory, never a traceback or 'fix the model function'."""
+    from conftest import run_cli
+
+    import ampgan.speed.planned_run as planned_run
+
+    allocator = "[enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't allocate memory: you tried"
+    model = tmp_path / "big.py"
+    model.write_text(f"def build(data, width=8, z_dim=16):\n    raise RuntimeError({allocator!r})\n")
+    code, _, err = run_cli(capsys, "train", *RESUME_TINY, "--model", f"{model}:build", "--out", str(tmp_path / "a"))
+    assert code == 2 and err.count("\n") == 1 and "fix the model" not in err, err
+    assert err.startswith("error: ran out of memory ([enforce fail") and "--batch-size" in err, err
+    for raised in (MemoryError(), RuntimeError(allocator), torch.OutOfMemoryError("CUDA out of memory.")):
+        monkeypatch.setattr(planned_run, "plan_run", lambda *a, raised=raised, **k: (_ for _ in ()).throw(raised))
+        code, _, err = run_cli(capsys, "train", *RESUME_TINY, "--steps", "2", "--out", str(tmp_path / "b"))
+        assert code == 2 and err.count("\n") == 1 and "ran out of memory (" in err, err
+        assert not (tmp_path / "b").exists()
+    monkeypatch.setattr(planned_run, "plan_run", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("a bug")))
+    with pytest.raises(RuntimeError, match="a bug"):  # any other RuntimeError keeps its traceback
+        run_cli(capsys, "train", *RESUME_TINY, "--steps", "2", "--out", str(tmp_path / "c"))
+
+
 def test_a_failure_on_one_rank_is_every_ranks_result_before_any_collective(monkeypatch):
     from conftest import tiny_config
 

@@ -1,5 +1,6 @@
 """Never lose a user's files, never mix two runs: claiming, replacing and locking output folders."""
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -338,8 +339,8 @@ def test_unwritable_out_folders_are_one_line_each(tmp_path, capsys, monkeypatch)
 
 
 def test_a_write_into_a_held_folder_moved_or_deleted_meanwhile_never_makes_it_again(tmp_path):
-    """Moved, deleted, or its lock file gone: a write at the old name is refused in one line instead of making a
-    new folder there that holds the last few files without the ones that explain them."""
+    """Moved, deleted, or replaced by another folder of its name: a write at the old name is refused in one line
+    instead of making a new folder there that holds the last few files without the ones that explain them."""
     import shutil
 
     from ampgan.errors import UnwritableFile
@@ -347,7 +348,12 @@ def test_a_write_into_a_held_folder_moved_or_deleted_meanwhile_never_makes_it_ag
     def move(folder):
         folder.rename(folder.with_name("moved-" + folder.name))
 
-    for name, meddle in {"moved": move, "deleted": shutil.rmtree, "unlocked": lambda f: (f / LOCK).unlink()}.items():
+    def replace(folder):
+        move(folder)
+        (folder / "figures").mkdir(parents=True)
+        (folder / LOCK).write_text("0")
+
+    for name, meddle in {"moved": move, "deleted": shutil.rmtree, "replaced": replace}.items():
         out = tmp_path / name
         refused = f"{name} was moved or deleted while ampgan wrote in it\\): put the folder back where it was"
         with pytest.raises(UnwritableFile, match=refused):
@@ -355,11 +361,54 @@ def test_a_write_into_a_held_folder_moved_or_deleted_meanwhile_never_makes_it_ag
                 write_atomically(out / "results.json", lambda stream: stream.write(b"{}"))
                 meddle(out)
                 write_atomically(out / "figures" / "fig1.png", lambda stream: stream.write(b"png"))
-        assert not (out / "figures").exists(), name
+        assert not (out / "figures" / "fig1.png").exists(), name
     # Nothing held: a write makes its folders as before, outside a held folder and in one released.
     write_atomically(tmp_path / "moved" / "a" / "b.txt", lambda stream: stream.write(b"b"))
     write_atomically(tmp_path / "cache" / "c" / "d.txt", lambda stream: stream.write(b"d"))
     assert (tmp_path / "moved" / "a" / "b.txt").read_bytes() == b"b" and (tmp_path / "cache" / "c" / "d.txt").is_file()
+
+
+def test_a_held_folder_whose_lock_alone_is_deleted_takes_it_again_and_one_replaced_refuses(tmp_path):
+    """A lock deleted from a folder still in its place (a tidy-up of dot files) is not a moved folder: the write
+    goes on, and the lock is taken again, so a second ampgan is still kept out. One replaced by a folder, a link
+    or another process's lock is refused in one line naming it."""
+    import fcntl
+
+    from ampgan.errors import UnwritableFile
+    from ampgan.files.manifest import lock_holder
+
+    def unlink(lock):
+        lock.unlink()
+
+    def linked(lock):
+        lock.unlink()
+        lock.symlink_to(tmp_path / "elsewhere")
+
+    def taken(lock):
+        lock.unlink()
+        held = os.open(lock, os.O_RDWR | os.O_CREAT)
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return held
+
+    for name, meddle in {"unlinked": unlink, "folder": lambda lock: unlink(lock) or lock.mkdir()}.items():
+        out = tmp_path / name
+        with claimed_folder(out, overwrite=False, kind="bench"):
+            meddle(out / LOCK)
+            if name == "unlinked":
+                write_atomically(out / "results.json", lambda stream: stream.write(b"{}"))
+                assert (out / "results.json").is_file() and lock_holder(out) == str(os.getpid())  # held again
+            else:
+                with pytest.raises(UnwritableFile, match=f"{LOCK} was replaced while ampgan wrote here"):
+                    write_atomically(out / "results.json", lambda stream: stream.write(b"{}"))
+    for name, meddle in {"linked": linked, "taken": taken}.items():
+        out = tmp_path / name
+        with claimed_folder(out, overwrite=False, kind="bench"):
+            held = meddle(out / LOCK)
+            with pytest.raises(UnwritableFile, match=f"{LOCK} was replaced while ampgan wrote here"):
+                write_atomically(out / "results.json", lambda stream: stream.write(b"{}"))
+            assert not (tmp_path / "elsewhere").exists() and not (out / "results.json").exists()
+        if held is not None:
+            os.close(held)
 
 
 def test_a_run_folder_moved_mid_run_stops_the_run_and_resumes_where_it_went(tmp_path, capsys, monkeypatch):
@@ -407,5 +456,16 @@ def test_a_log_whose_folder_is_gone_or_whose_disk_refuses_is_one_line(tmp_path, 
             patch.setattr(atomic.os, "write", refuse)
             log.write("lost\n")
         assert isinstance(refused.value, UnwritableFile) == (code != errno.EBADF), code
+        assert ("ulimit -f" in str(refused.value)) == (code == errno.EFBIG), refused.value
     log.close()
     assert (tmp_path / "metrics.jsonl").read_text() == "kept\n"
+    # A real file-size limit (`ulimit -f`; Python ignores SIGXFSZ, so the write fails with EFBIG): it is named.
+    code = (
+        "import resource, sys\nfrom ampgan.files.atomic import write_atomically\n"
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))\n"
+        "try:\n    write_atomically(sys.argv[1], lambda stream: stream.write(bytes(10_000)))\n"
+        "except OSError as error:\n    print(error)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code, tmp_path / "big.pt"], capture_output=True, text=True, timeout=60)
+    assert "(File too large): raise the file-size limit (ulimit -f)" in done.stdout, done.stdout + done.stderr
+    assert "every file written before is intact" in done.stdout and not list(tmp_path.glob("*big.pt*"))

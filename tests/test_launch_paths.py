@@ -168,3 +168,41 @@ def test_python_m_ampgan_never_imports_the_current_folders_modules(tmp_path):
     )
     assert done.returncode == 0 and "model.name" in done.stdout, done.stderr[-2000:]
     assert _marks(folder) == []
+
+
+def test_a_deleted_current_folder_is_one_line_before_torch_loads_or_while_it_does(tmp_path, monkeypatch, capsys):
+    """In a deleted current folder torch cannot load (MKL ends the process: 'Cannot load libtorch_cpu.so') and
+    a path resolved while starting raises FileNotFoundError: the `ampgan` command, `python -m ampgan` and one
+    deleted while ampgan starts each say so in one line, exit 2."""
+    import ampgan.__main__ as entry
+
+    for command in (["ampgan"], [sys.executable, "-m", "ampgan"]):
+        done = subprocess.run(
+            ["sh", "-c", 'mkdir gone && cd gone && rmdir ../gone && exec "$@" train --steps 1', "sh", *command],
+            cwd=tmp_path,
+            env=os.environ | {"PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 2 and done.stderr.startswith("error: the current folder was deleted"), done.stderr
+        assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+    import ampgan.cli
+
+    real_getcwd = os.getcwd
+
+    def gone():
+        raise FileNotFoundError(2, "No such file or directory")
+
+    def starting(argv):  # torch's import (abspath) or --out's resolve() after the folder went
+        monkeypatch.setattr(os, "getcwd", gone)
+        os.getcwd()
+
+    monkeypatch.setattr(ampgan.cli, "main", starting)
+    with pytest.raises(SystemExit) as stopped:
+        entry.main(["train"])
+    assert stopped.value.code == 2 and "the current folder was deleted" in capsys.readouterr().err
+    monkeypatch.setattr(os, "getcwd", real_getcwd)
+    monkeypatch.setattr(ampgan.cli, "main", lambda argv: open(tmp_path / "no-such-file"))  # a folder still there
+    with pytest.raises(FileNotFoundError):
+        entry.main(["train"])

@@ -324,6 +324,32 @@ def test_a_cached_speed_decision_with_a_missing_or_mistyped_field_is_measured_ag
     assert decide(["bf16"], 64, key, measure, cache)["bf16"].verdict == "faster" and len(measured) == 5
 
 
+@pytest.mark.parametrize("version", ["2", "10", "0"])
+def test_a_cache_file_of_a_newer_ampgan_is_neither_read_nor_rewritten(tmp_path, version):
+    """An older ampgan sharing the cache folder with a newer one (two venvs, one ~/.cache) must not replace the
+    newer one's file by its own one-entry file; an older format's file (/0) is rebuilt, as a damaged one is."""
+    from ampgan.errors import AmpganWarning
+    from ampgan.speed.cache import DecisionCache
+    from ampgan.speed.history import SpeedupHistory
+
+    for cache, store in (
+        (DecisionCache(tmp_path), lambda c: c.put("key", {"chosen": "fp32"})),
+        (SpeedupHistory(tmp_path), lambda c: c.record("key", 1.5)),
+    ):
+        kind = cache.FORMAT.rpartition("/")[0]
+        cache.path.write_text(json.dumps({"format": f"{kind}/{version}", cache.PART: {"key": {"theirs": [1]}}}))
+        before = cache.path.read_bytes()
+        if version == "0":
+            store(cache)
+            assert json.loads(cache.path.read_text())["format"] == cache.FORMAT
+            continue
+        with pytest.warns(AmpganWarning, match=f"written by a newer ampgan \\(format {kind}/{version};") as said:
+            assert cache._read() == {}
+            store(cache)
+        assert "left as it is" in str(said[-1].message) and "AMPGAN_CACHE_DIR" in str(said[-1].message)
+        assert cache.path.read_bytes() == before
+
+
 def test_damaged_decision_json_line_in_the_middle_of_metrics_is_one_line(tmp_path, capsys):
     run = tmp_path / "run"
     assert run_cli(capsys, "train", *TINY, "--steps", "6", "--set", "logging.log_every=2", "--out", str(run))[0] == 0

@@ -643,15 +643,27 @@ def test_no_digit_check_in_the_source_lets_through_what_int_refuses():
 def test_a_file_not_yet_written_by_a_running_ampgan_says_so(capsys, tmp_path, command, folder):
     """It said "has no compare.json: give the --out folder of an 'ampgan compare' run" (or "run 'ampgan bench'
     first") of the very folder the other process was filling."""
-    from ampgan.runs.claim import FolderLock
+    import fcntl
+
+    from ampgan.runs.claim import LOCK, FolderLock
 
     study = tmp_path / "study"
     (tmp_path / folder).mkdir(parents=True)
+    held = os.open(tmp_path / folder / LOCK, os.O_RDWR | os.O_CREAT)  # as another process holds it: its pid
+    os.write(held, b"4242")
+    fcntl.flock(held, fcntl.LOCK_EX)
+    try:
+        code, _, err = run_cli(capsys, *command(study))
+    finally:
+        os.close(held)
+    _one_error_line(code, err, "is not written yet", "ampgan process 4242 is writing", "finished")
+    code, _, err = run_cli(capsys, *command(study))  # no process at work: the folder is simply not one
+    assert code == 2 and "is not written yet" not in err, err
+    # This process's own lock (a study resumed after its bench folder was deleted) is no writer to wait for: it
+    # said 'ampgan process <its own pid> is writing study/bench; run this again when it has finished'.
     lock = FolderLock(tmp_path / folder)
     try:
         code, _, err = run_cli(capsys, *command(study))
     finally:
         lock.release()
-    _one_error_line(code, err, "is not written yet", f"ampgan process {os.getpid()} is writing", "finished")
-    code, _, err = run_cli(capsys, *command(study))  # no process at work: the folder is simply not one
     assert code == 2 and "is not written yet" not in err, err

@@ -44,6 +44,9 @@ def main(argv: list[str] | None = None) -> None:
         from ampgan.cli import main as run
 
         run(argv)
+    except FileNotFoundError:
+        _check_environment()  # the current folder deleted while torch loaded or a path was resolved: one line
+        raise
     except KeyboardInterrupt as stop:
         # a signal while Python loaded the commands, or between a command's own handlers: nothing was saved.
         from ampgan.errors import signal_number
@@ -57,6 +60,9 @@ if __name__ == "__main__":
     # `python -m ampgan` puts the current folder first on the import path: a torch.py or click.py in a user's
     # project would stand in for the real one. Off it goes, as the `ampgan` command and every process ampgan
     # starts (system/processes.py: -P) have it; Python found ampgan itself there before this line could run.
-    if sys.path[0] == os.getcwd() and not sys.flags.safe_path:
-        del sys.path[0]
+    try:
+        if sys.path[0] == os.getcwd() and not sys.flags.safe_path:
+            del sys.path[0]
+    except FileNotFoundError:
+        pass  # the current folder was deleted: Python left it off the path, and main says so in one line
     main()

@@ -105,6 +105,14 @@ def env_value(name: str) -> Any:
 
 
 def check_environment() -> None:
-    """Every variable declared here that is set, checked before a command starts."""
+    """Every variable declared here that is set, checked before a command starts; and the current folder, which
+    torch needs to load (MKL's loader ends the process with 'Cannot load libtorch_cpu.so' in a deleted one)."""
+    try:
+        os.getcwd()
+    except FileNotFoundError:
+        raise AmpganError(
+            "the current folder was deleted while this shell (or ampgan, starting) was in it: cd to a folder that "
+            "exists, then run the command again"
+        ) from None
     for name in sorted(VARIABLES.keys() & os.environ.keys()):
         env_value(name)

@@ -126,10 +126,14 @@ IN_THE_WAY = {errno.EISDIR, errno.ENOTDIR, errno.EEXIST}
 
 def write_fix(error: OSError) -> str:
     """What to do about a write the filesystem refused: the path is taken, its folder is gone (moved or deleted
-    while ampgan wrote in it), or the disk or folder refused it."""
-    if error.errno == errno.ENOENT:
-        return "put the folder back where it was (what ampgan wrote went with it), or choose another place"
-    return "move what stands in its way" if error.errno in IN_THE_WAY else "free some space or choose a writable place"
+    while ampgan wrote in it), the file-size limit reached, or the disk or folder refused it."""
+    fixes = {
+        errno.ENOENT: "put the folder back where it was (what ampgan wrote went with it), or choose another place",
+        errno.EFBIG: "raise the file-size limit (ulimit -f) or choose a place whose filesystem takes larger files",
+    }
+    return fixes.get(error.errno) or (
+        "move what stands in its way" if error.errno in IN_THE_WAY else "free some space or choose a writable place"
+    )
 
 
 class UnwritableFile(AmpganError, OSError):

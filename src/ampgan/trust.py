@@ -30,7 +30,7 @@ class UntrustedModel(AmpganError):
 def consent_to_import(name: str) -> None:
     """The person running ampgan named this model (or ANY_MODEL): it may be imported in this process."""
     if isinstance(name, str) and name.strip():
-        _CONSENTED.add(name if name == ANY_MODEL else _consent_key(name))
+        _CONSENTED.add(name if name == ANY_MODEL else absolute_model_name(name))
 
 
 def consent_environment() -> dict[str, str]:
@@ -40,7 +40,7 @@ def consent_environment() -> dict[str, str]:
 
 def import_consented(name: str) -> bool:
     consented = _consented()
-    return ANY_MODEL in consented or _consent_key(name) in consented
+    return ANY_MODEL in consented or absolute_model_name(name) in consented
 
 
 def _consented() -> set[str]:
@@ -48,8 +48,9 @@ def _consented() -> set[str]:
     return _CONSENTED | {n for n in os.environ.get(MODEL_CONSENT_ENV, "").split("\n") if n}
 
 
-def _consent_key(name: str) -> str:
-    """One key per model however its file's path was written (relative, ./, absolute)."""
+def absolute_model_name(name: str) -> str:
+    """One name per model however its file's path was written (relative, ./, ~, absolute): the consent's key, and
+    what a config records, so a command run from another folder (a resume) finds the same file."""
     where, colon, function_name = name.rpartition(":")
     is_file = colon and (where.endswith(".py") or "/" in where)
     return f"{Path(where).expanduser().resolve()}:{function_name}" if is_file else name

@@ -16,7 +16,8 @@ import click
 from ampgan.cli import bench, compare, config, cost, data, doctor, preflight, project, runs, train
 from ampgan.cli.options import flag_of, moved_to_set
 from ampgan.env import check_environment
-from ampgan.errors import AmpganError, AmpganWarning, ConfigError, say, signal_number
+from ampgan.errors import AmpganError, AmpganWarning, ConfigError, first_words, say, signal_number
+from ampgan.system.memory import is_out_of_memory
 from ampgan.training.distributed import lost_contact_with_ranks, shutdown, world
 from ampgan.training.interruption import Interrupted
 from ampgan.training.launcher import finished_command
@@ -117,14 +118,23 @@ def _dispatch(argv: list[str]) -> None:
         line, code = f"error{_rank_prefix()}: {named} {error.problem}", EXIT_USAGE
     except AmpganError as error:
         line, code = f"error{_rank_prefix()}: {error}", getattr(error, "exit_code", EXIT_USAGE)
-    except RuntimeError as error:
+    except (RuntimeError, MemoryError) as error:
+        # Memory running out outside a step that says so (planning's timed steps, building a model): one line too.
         reason = lost_contact_with_ranks(error)
-        if reason is None:
+        if reason is None and not is_out_of_memory(error):
             raise  # a bug: its traceback is what a developer needs
         line, code = (
-            f"error{_rank_prefix()}: lost contact with another rank ({reason}); the launcher's line "
-            "below names the rank that failed",
-            1,
+            (
+                f"error{_rank_prefix()}: lost contact with another rank ({reason}); the launcher's line "
+                "below names the rank that failed",
+                1,
+            )
+            if reason is not None
+            else (
+                f"error{_rank_prefix()}: ran out of memory ({first_words(str(error)) or type(error).__name__}): "
+                "try a smaller --batch-size or model, or free memory (a limit set by ulimit -v counts too)",
+                EXIT_USAGE,
+            )
         )
     # One line on stderr and the exit code each problem has (above), never a traceback.
     say(line, err=True)

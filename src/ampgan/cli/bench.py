@@ -25,6 +25,7 @@ from ampgan.cli.options import (
 from ampgan.config import build_config
 from ampgan.errors import say, say_json
 from ampgan.precisions import NAMES as PRECISION_NAMES
+from ampgan.projection.from_results import results_path
 from ampgan.sections import with_settings
 from ampgan.training.distributed import join_process_group, refuse_unless_ranks_agree, world
 from ampgan.training.interruption import Interrupted
@@ -55,7 +56,8 @@ from ampgan.training.start import claimed_on_main_rank, reopened_on_main_rank
     "from_",
     type=ShellPath(),
     default=None,
-    help="Re-draw figures and table from an existing results.json; measures nothing.",
+    callback=lambda _ctx, _param, given: given and results_path(given),  # a bench folder too, as project takes
+    help="Re-draw figures and table from an existing results.json (or the bench folder); measures nothing.",
 )
 @click.option(
     "--json",

@@ -9,6 +9,7 @@ field and every model option can be set with --set.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,7 @@ from ampgan.files.jsonfile import (
     refuse_unless_regular_file,
 )
 from ampgan.sections import refuse_unknown, settings
-from ampgan.trust import consent_to_import
+from ampgan.trust import absolute_model_name, consent_to_import
 
 
 def option_changes(options: dict[str, Any]) -> dict[str, Any]:
@@ -121,13 +122,31 @@ def build_config(*layers: dict[str, Any], file: Path | None = None, base: TrainC
     """`base` (the defaults when None), then `file`, then each layer of {path: value} in order. A layer
     that names another model drops the options set for the previous one."""
     tree = (base or TrainConfig()).to_dict()
-    for layer in ([file_changes(file)] if file is not None else []) + list(layers):
+    for given in ([file_changes(file)] if file is not None else []) + list(layers):
+        layer = {
+            path: _ABSOLUTE[path](value) if path in _ABSOLUTE and isinstance(value, str) and value.strip() else value
+            for path, value in given.items()
+        }
         new_model = layer.get("model.name")
         if new_model is not None and new_model != tree["model"].get("name"):
             tree["model"] = {"name": new_model}
         for path, value in layer.items():
             set_path(tree, path, value)
     return TrainConfig.from_dict(tree)
+
+
+def _absolute(given: str) -> str:
+    return os.path.abspath(os.path.expanduser(given))
+
+
+# The settings that name a file or folder, made absolute where the user named them (a flag, --set, a config file),
+# so a later command run from another folder (train or compare --resume, evaluate, doctor --run) reads the same
+# files; as given, a relative path led to another folder's files or to none.
+_ABSOLUTE = {
+    "model.name": absolute_model_name,
+    "data.data_dir": _absolute,
+    "data.dataset": lambda name: f"folder:{_absolute(name[7:])}" if name.startswith("folder:") and name[7:] else name,
+}
 
 
 def config_from_options(base: TrainConfig | None = None, *, sets: Iterable[str] = (), **options) -> TrainConfig:

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import csv
 import errno
+import fcntl
 import hashlib
 import io
 import json
 import os
 import tempfile
 from collections.abc import Callable
+from contextlib import suppress
 from pathlib import Path
 from typing import IO, Any
 
@@ -28,8 +30,8 @@ from ampgan.files import manifest
 _REFUSALS = {errno.ENOSPC, errno.EROFS, errno.EACCES, errno.EPERM, errno.EDQUOT, errno.EFBIG, *IN_THE_WAY}
 
 # The folders this process holds for writing (runs/claim.py's FolderLock): each one's lock file -> the lock's open
-# descriptor. The lock file moves or goes with its folder, so a write checks the name still leads to it.
-HELD: dict[Path, int] = {}
+# descriptor and the folder's identity (stat) when claimed, so a write checks the folder's name still leads to it.
+HELD: dict[Path, tuple[int, os.stat_result]] = {}
 
 
 def write_atomically(path: Path, write: Callable[[IO[bytes]], Any]) -> None:
@@ -49,11 +51,9 @@ def write_atomically(path: Path, write: Callable[[IO[bytes]], Any]) -> None:
 def _write_atomically(path: Path, write: Callable[[IO[bytes]], Any]) -> None:
     # A folder moved or deleted while a command writes in it (a user tidying up mid-run) is not made again at
     # its old name by the mkdir below, holding the last few files without the ones that explain them.
-    for lock, fd in HELD.items():
-        if path.absolute().is_relative_to(lock.parent) and not _still_there(lock, fd):
-            raise UnwritableFile(
-                path, OSError(errno.ENOENT, f"{lock.parent} was moved or deleted while ampgan wrote in it")
-            )
+    for lock, (fd, folder) in HELD.items():
+        if path.absolute().is_relative_to(lock.parent):
+            _check_held(path, lock, fd, folder)
     path.parent.mkdir(parents=True, exist_ok=True)
     # mkstemp creates the file 0600 and never follows a link (O_EXCL); the final file gets the mode
     # an ordinary write would have given it, so a report can be served or shared.
@@ -75,12 +75,30 @@ def _write_atomically(path: Path, write: Callable[[IO[bytes]], Any]) -> None:
     manifest.record(path)
 
 
-def _still_there(lock: Path, fd: int) -> bool:
-    """Whether the lock's name still leads to the lock file this process holds open."""
+def _check_held(path: Path, lock: Path, fd: int, folder: os.stat_result) -> None:
+    """Refuse a write in a held folder moved or deleted meanwhile (its name leads elsewhere, or nowhere). Its lock
+    alone deleted or replaced (a tidy-up of dot files) is taken again, so no other ampgan takes the folder."""
     try:
-        return os.path.samestat(os.stat(lock), os.fstat(fd))
-    except FileNotFoundError:
-        return False
+        moved = not os.path.samestat(os.stat(lock.parent), folder)
+    except OSError:
+        moved = True
+    if moved:
+        raise UnwritableFile(
+            path, OSError(errno.ENOENT, f"{lock.parent} was moved or deleted while ampgan wrote in it")
+        )
+    with suppress(FileNotFoundError):
+        if os.path.samestat(os.lstat(lock), os.fstat(fd)):
+            return
+    try:
+        again = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        fcntl.flock(again, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        raise UnwritableFile(
+            path, OSError(errno.EEXIST, f"{lock} was replaced while ampgan wrote here; another process may write here")
+        ) from None
+    os.pwrite(again, str(os.getpid()).encode(), 0)
+    os.dup2(again, fd)  # the holder's descriptor now holds the new lock; the deleted one's flock goes with it
+    os.close(again)
 
 
 def write_json_atomically(path: Path, value: Any) -> None:

@@ -11,6 +11,7 @@ walks it)."""
 from __future__ import annotations
 
 import json
+import os
 import stat
 import tomllib
 from collections.abc import Callable
@@ -130,8 +131,11 @@ def read_json(path: Path, *, missing: str, damaged: str) -> Any:
     path = Path(path)
     refuse_unless_regular_file(path, "the document")
     if not path.is_file():
-        # Not there yet while another ampgan still writes its folder (a report asked of a study that runs).
-        writer = next((pid for folder in path.parents[:2] if (pid := manifest.lock_holder(folder)) is not None), None)
+        # Not there yet while another ampgan still writes its folder (a report asked of a study that runs); this
+        # process's own lock (a study resumed after its bench folder was deleted) is no other writer to wait for.
+        writer = next(
+            (pid for f in path.parents[:2] if (pid := manifest.lock_holder(f)) not in (None, str(os.getpid()))), None
+        )
         raise AmpganError(
             missing
             if writer is None

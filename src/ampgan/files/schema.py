@@ -167,6 +167,14 @@ def _plain(value: float) -> str:
     return str(int(value)) if value == int(value) else f"{value:g}"
 
 
+def format_version(found: Any, expected: str) -> int | None:
+    """N of a format 'ampgan-KIND/N' of `expected`'s kind, else None (another kind, or not a format): a higher N
+    than `expected`'s is a newer ampgan's, neither read as this one's nor replaced by it."""
+    kind = expected.rpartition("/")[0] + "/"
+    theirs = found.removeprefix(kind) if isinstance(found, str) and found.startswith(kind) else ""
+    return int(theirs) if theirs.isdecimal() else None
+
+
 def check_format(
     document: Any, expected: str, origin: str, what: str, fix: str, readable: tuple[str, ...] = (), shape=None
 ) -> Any:
@@ -179,14 +187,13 @@ def check_format(
     found = document.get("format") if isinstance(document, dict) else None
     if found == expected or found in readable:
         return document if shape is None else check_shape(document, shape, origin, fix)
-    kind, _, version = expected.rpartition("/")
-    theirs = found.removeprefix(kind + "/") if isinstance(found, str) and found.startswith(kind + "/") else ""
-    if theirs.isdecimal() and int(theirs) > int(version):
+    theirs = format_version(found, expected)
+    if theirs is not None and theirs > format_version(expected, expected):
         raise AmpganError(
             f"{origin} was written by a newer ampgan (format {found}; this one reads {expected}): upgrade "
             "ampgan to read it (pip install -U ampgan)"
         )
-    if theirs.isdecimal():
+    if theirs is not None:
         raise AmpganError(f"{origin} was written by an older ampgan (format {found}; this one reads {expected}): {fix}")
     raise AmpganError(
         f"{origin} is not {what} (its format is {_short(found) if found is not None else 'none'}, not {expected})"

@@ -38,6 +38,7 @@ from ampgan.gan.contract import BUILT_IN, GAN, DataSpec, check_gan
 from ampgan.gan.layers import keep_in_fp32
 from ampgan.gan.options import option_parameters, resolve_options
 from ampgan.sections import close_match_hint
+from ampgan.system.memory import is_out_of_memory
 from ampgan.trust import (  # noqa: F401 - the registry's readers import the rule from here too
     ANY_MODEL,
     MODEL_CONSENT_ENV,
@@ -103,6 +104,8 @@ class ModelRecipe:
         except (AmpganError, KeyboardInterrupt):
             raise
         except (Exception, SystemExit) as error:  # noqa: BLE001 - the user's code failing is one line naming it
+            if is_out_of_memory(error):
+                raise  # the machine's limit, not the model's fault: the command line says so
             raise AmpganError(
                 f"{origin} raised {type(error).__name__}: {_first_line(error)}{_where(error)}: fix the model function"
             ) from None

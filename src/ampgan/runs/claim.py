@@ -205,7 +205,8 @@ class FolderLock:
         os.ftruncate(self._fd, 0)
         os.pwrite(self._fd, str(os.getpid()).encode(), 0)
         self._held = path.absolute()
-        HELD[self._held] = self._fd  # a write in here checks the folder was not moved or deleted meanwhile
+        # A write in here checks the folder was not moved or deleted meanwhile.
+        HELD[self._held] = (self._fd, os.stat(self.folder))
 
     def release(self) -> None:
         """Unlock and close; a second call does nothing."""

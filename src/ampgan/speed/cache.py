@@ -18,7 +18,7 @@ from ampgan.files.atomic import write_json_atomically
 from ampgan.files.cache_dir import cache_dir
 from ampgan.files.jsonfile import read_cache_json
 from ampgan.files.records import shape_of
-from ampgan.files.schema import has_shape
+from ampgan.files.schema import format_version, has_shape
 
 _INTERVAL = {"estimate": (int, float), "low": (int, float), "high": (int, float), "rounds": int}
 
@@ -88,15 +88,24 @@ class CacheFile:
 
     def __init__(self, folder: Path | None = None):
         self.path = Path(folder or cache_dir()) / self.FILE_NAME
+        self.newer = False  # the file is a newer ampgan's: never rewritten by this one (its entries would go)
 
     def _read(self) -> dict:
         document = read_cache_json(self.path)
-        if not isinstance(document, dict) or document.get("format") != self.FORMAT:
-            return {}
-        part = document.get(self.PART)
+        found = document.get("format") if isinstance(document, dict) else None
+        self.newer = (format_version(found, self.FORMAT) or 0) > format_version(self.FORMAT, self.FORMAT)
+        if self.newer:
+            warn(
+                f"the {self.WHAT} {self.path} was written by a newer ampgan (format {found}; this one reads "
+                f"{self.FORMAT}): it is left as it is, unread, so {self.LOST}; upgrade ampgan, or set "
+                "AMPGAN_CACHE_DIR to a folder of this version's own"
+            )
+        part = document.get(self.PART) if found == self.FORMAT else None
         return part if isinstance(part, dict) else {}
 
     def _write(self, part: dict) -> None:
+        if self.newer:
+            return
         try:
             write_json_atomically(self.path, {"format": self.FORMAT, self.PART: part})
         except OSError as error:

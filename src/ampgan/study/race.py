@@ -35,7 +35,13 @@ def bench_once(spec: CompareSpec, dataset, precisions, device, log, out_dir: Pat
     """The bench of the study's step (or the one --bench gave), measured once: a resumed study reads it back.
     Interrupted, it is measured again on resume (a bench cut short compares too few rounds)."""
     if progress.bench_done:
-        return load_results(file_in(out_dir, "bench", "results.json"))
+        bench = file_in(out_dir, "bench", "results.json")
+        if not bench.exists():  # its races' clock: measured again, the runs already raced would be on another
+            raise AmpganError(
+                f"{one_line(bench)} is gone since the study measured it, and the study's runs race on its step "
+                "times: put it back, or run the study again with --overwrite"
+            )
+        return load_results(bench)
     if spec.bench_results is not None:
         results = load_results(spec.bench_results)
     else:

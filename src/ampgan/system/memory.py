@@ -17,9 +17,13 @@ from ampgan.errors import AmpganError
 
 def is_out_of_memory(error: BaseException) -> bool:
     """Whether `error` is the device's memory running out (CUDA's OutOfMemoryError, a CPU or MPS allocator's
-    RuntimeError), wherever it was raised: inside a user's network too."""
+    RuntimeError, Python's MemoryError), wherever it was raised: inside a user's network too."""
     text = str(error).lower()
-    return isinstance(error, torch.OutOfMemoryError) or "out of memory" in text or "can't allocate memory" in text
+    return (
+        isinstance(error, (torch.OutOfMemoryError, MemoryError))
+        or "out of memory" in text
+        or "can't allocate memory" in text
+    )
 
 
 def available_memory_bytes(device: torch.device | str = "cpu") -> int | None:
