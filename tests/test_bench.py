@@ -405,6 +405,20 @@ def test_counting_the_step_s_flops_is_spent_from_the_batch_size_s_budget_and_don
     warm_ups = sum(len(r.warmup_s) for r in finished)
     assert seen["s"] == pytest.approx(10.0 - 0.1 * warm_ups - 3.0)
 
+    # When what counting took leaves the rounds one round, the rows say why they carry no speedup interval
+    # (results.speedups drops a pair without one): they were 'ok' with 1 sample and no reason.
+    def one_round(spec, contenders, check, seconds):
+        for contender in contenders:
+            contender.result.samples_s = [0.1]
+
+    monkeypatch.setattr(measure, "_time_interleaved", one_round)
+    counted.clear()
+    finished, _ = measure.measure_batch_size(
+        spec, (FP32, BF16), 16, None, torch.device("cpu"), lambda: None, TooSlowAhead(), {}
+    )
+    assert all(r.status == "ok" and r.reason.startswith("1 measured round(s), no speedup interval") for r in finished)
+    assert "counting the step's FLOPs (3.0 s) spent --max-seconds 10; give more" in finished[0].reason
+
 
 def test_a_compiled_precisions_first_call_is_not_stopped_but_nothing_left_starts_no_compile(monkeypatch):
     """A compiled step's first call (its compile) is neither stopped at what is left of --max-seconds nor
