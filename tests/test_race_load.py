@@ -241,6 +241,36 @@ def test_warm_up_steps_stop_once_they_have_spent_the_whole_cap(as_is_s, fewer_s,
     assert rounds is None and len(steps) == steps_run
 
 
+@pytest.mark.parametrize("step_s", [2.4, 1.5, 0.5])
+def test_measured_rounds_after_the_warm_up_get_what_is_left_of_the_cap(step_s):
+    """Two 2.4 s steps a round: the warm-up spent 9.6 s of the 10 s cap and the measured rounds then had the
+    whole cap again (24 s in all); now they have what is left, so the whole runs at most one round past it."""
+    from ampgan.speed.decision import WARMUP_STEPS
+    from ampgan.speed.rounds import warmed_up_rounds
+    from ampgan.speed.threads import THREADS_RULE
+
+    spent = []
+    timers = {AS_IS: lambda: spent.append(step_s) or step_s, FEWER: lambda: spent.append(step_s) or step_s}
+    rounds = warmed_up_rounds(timers, AS_IS, THREADS_RULE, WARMUP_STEPS, 0, within_cap=True, load_probe=lambda: None)
+    assert rounds is not None and sum(spent) <= THREADS_RULE.max_seconds + 2 * step_s + 1e-9
+
+
+def test_the_thread_measurement_gives_back_what_it_did_not_spend_of_its_cap(monkeypatch):
+    """The thread count, measured first, reserved its whole 10 s cap: a 35 s share then had 25 s left, under the
+    precision decision's 30 s cap, which was skipped where it fitted before. What it did not spend is given back."""
+    from ampgan.speed.plan import _DecisionBudget
+
+    budget = _DecisionBudget(35.0, lambda line: None)
+    assert budget.take(10.0, cached=False) and budget.left == pytest.approx(25.0)
+    budget.refund(10.0 - 1.5)  # the measurement took 1.5 s
+    assert budget.left == pytest.approx(33.5) and budget.take(30.0, cached=False)
+    budget.refund(-2.0)  # one that ran past its cap takes nothing more back
+    assert budget.left == pytest.approx(3.5)
+    unlimited = _DecisionBudget(None, lambda line: None)
+    unlimited.refund(5.0)
+    assert unlimited.left is None
+
+
 def test_a_bench_budget_too_small_for_the_thread_measurement_leaves_it_unmeasured(monkeypatch):
     """The thread count is one of the decisions before measuring: it takes its cap from their share of a bench's
     --max-seconds like the others, or is not measured, said with the share (it ran outside it: 41 s of a 10 s

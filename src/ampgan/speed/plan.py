@@ -166,6 +166,12 @@ class _DecisionBudget:
         self.left -= cap_s
         return True
 
+    def refund(self, unspent_s: float) -> None:
+        """A measurement that ended before its cap gives back what it did not spend (the thread count's,
+        taken first, would otherwise keep the precision decision from fitting in a share it fits)."""
+        if self.left is not None:
+            self.left += max(unspent_s, 0.0)
+
     def why_not(self, what: str, cap_s: float) -> str:
         return f"decisions: {what} not measured: {self.too_long(cap_s)}"
 

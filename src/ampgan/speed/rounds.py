@@ -169,6 +169,9 @@ def warmed_up_rounds(
         spent_s += round_s
     if within_cap and round_s > rule.max_seconds / 2:
         return None
+    if within_cap:  # the warm-up spent part of the cap: the measured rounds get what is left of it, not all again
+        left = rule.max_seconds - spent_s
+        rule = replace(rule, max_seconds=left, min_seconds=min(rule.min_seconds, left))
     return measure_rounds(timers, baseline, capped_for(rule, round_s) if tie_capped else rule, seed=seed, **measuring)
 
 

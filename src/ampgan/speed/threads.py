@@ -13,6 +13,7 @@ OMP_NUM_THREADS is obeyed and only reported; under torchrun each rank keeps its 
 from __future__ import annotations
 
 import functools
+import time
 from collections.abc import Callable
 
 import torch
@@ -90,6 +91,7 @@ def fit_threads(config, dataset, device: torch.device, log=lambda line: None, bu
             data_parallel=False,
             across_ranks=False,
         )
+        started = time.perf_counter()
         try:
             return warmed_up_rounds(
                 {AS_IS: functools.partial(_step_at, current, timer), FEWER: functools.partial(_step_at, fewer, timer)},
@@ -102,6 +104,8 @@ def fit_threads(config, dataset, device: torch.device, log=lambda line: None, bu
             )
         finally:
             torch.set_num_threads(current)
+            if budget is not None:
+                budget.refund(THREADS_RULE.max_seconds - (time.perf_counter() - started))
 
     choice = thread_choice(
         current,
