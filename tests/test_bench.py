@@ -737,3 +737,18 @@ def test_a_figure_s_line_for_untimed_batches_gives_one_time_or_a_range():
     assert _not_plotted(results(31.2, 7.561, 7.5612)) == [
         "fp32 not timed at batch 256, 512, 1024: too slow, one step took 7.56-31.2 s"
     ]
+
+
+def test_a_batch_size_batch_norm_cannot_train_at_is_its_own_row_not_the_whole_bench(tmp_path, capsys):
+    """The check that a G draws the data's shape, made before anything is measured, also raises batch norm's
+    'cannot train at --batch-size 1': at the first batch size it stopped a bench whose batch 4 measures. It
+    is made at the largest; batch 1 is its own error row."""
+    out = tmp_path / "bench"
+    code, _, err = run_cli(
+        capsys, "bench", *TINY, "--batch-sizes", "1,4", "--precisions", "fp32", "--no-trace", "--out", str(out)
+    )
+    assert "Traceback" not in err and (out / "results.json").exists(), err  # measured, not stopped before
+    rows = {c["batch_size"]: c for c in json.loads((out / "results.json").read_text())["configs"]}
+    assert rows[1]["status"] == "error" and "needs at least 2 images per process" in rows[1]["reason"]
+    # batch 4 was run (on a crowded machine its steps may be foreseen past --max-seconds: too_slow, not error)
+    assert rows[4]["status"] in ("ok", "too_slow") and code == (0 if rows[4]["status"] == "ok" else 2), err
