@@ -199,6 +199,22 @@ BAD_MODELS = textwrap.dedent("""
     def voxels(data):
         return not_images(data, (1, 4, 4, 4))
 
+    def schedule_float(data):
+        G, D = nets(data)
+        return ampgan.GAN(generator=G, discriminator=D, z_dim=8, d_loss=loss, g_loss=loss,
+                          optimizer_g=ampgan.Adam(lr_schedule=0.5))
+
+    def schedule_text(data):
+        G, D = nets(data)
+        return ampgan.GAN(generator=G, discriminator=D, z_dim=8, d_loss=loss, g_loss=loss,
+                          optimizer_d=ampgan.Adam(lr_schedule=lambda step: "half"))
+
+    def flat_images(data):  # an MLP G's rows of an image's values, not reshaped
+        return not_images(data, (data.channels * data.image_size**2,))
+
+    def no_channel_axis(data):  # (B, H, W): the channel axis dropped
+        return not_images(data, (data.image_size, data.image_size))
+
     def three_logits(data):
         G, D = nets(data, d_out=3)
         return ampgan.GAN(generator=G, discriminator=D, z_dim=8, d_loss=loss, g_loss=loss)
@@ -257,6 +273,14 @@ BAD_MODELS = textwrap.dedent("""
         ("not_images", "a GAN of 1-D signals, tables or voxels cannot be trained, scored or benched by it"),
         ("audio", "returned (8, 1, 256) for a batch of 8, not (B, C, H, W) = (8, 3, 32, 32) as the data is: ampgan's"),
         ("voxels", "returned (8, 1, 4, 4, 4) for a batch of 8, not (B, C, H, W) = (8, 3, 32, 32) as the data is: amp"),
+        # a learning-rate schedule that is no function of the step: at load, not inside the first step
+        ("schedule_float", "GAN.optimizer_g.lr_schedule is float, not a function: give a function of the step"),
+        ("schedule_text", "GAN.optimizer_d.lr_schedule returned 'half' at step 0, not a factor of at least 0"),
+        # an image G's slip is told to reshape, not that ampgan cannot read its kind of data
+        ("flat_images", "returned (8, 3072) for a batch of 8, not (B, C, H, W) = (8, 3, 32, 32) as the data is: make"),
+        ("no_channel_axis", "returned (8, 32, 32) for a batch of 8, not (B, C, H, W) = (8, 3, 32, 32) as the data"),
+        ("no_channel_axis", "as the data is: make G's output match the data's shape"),
+        ("flat_images", "as the data is: make G's output match the data's shape"),
         ("three_logits", "real_fake_loss takes D's real/fake logits, one per image ((B,) or (B, 1)) or per patch"),
         ("three_logits", "per patch ((B, 1, H, W)), got (8, 3): end D in a layer to one output channel"),
         # d_loss may be a list of terms; g_loss is one function (the step calls it once)
@@ -614,6 +638,13 @@ def test_an_image_to_image_g_draws_its_samples_and_evaluations_from_maps_of_real
         generate_evenly(gan, 1, 6, 0, "cpu", real=real)[0] for real in (images, images, 255 - images)
     )
     assert first.shape == (6, 3, 8, 8) and torch.equal(first, again) and not torch.equal(first, other)
+    # The maps are drawn from the real images exactly as training feeds them (data.batches.scale_images): a
+    # scaling of its own left 111 of the 256 uint8 values a few ulps off in [-1, 1].
+    from ampgan.data.batches import scale_images
+
+    every_value = torch.arange(256, dtype=torch.uint8).view(4, 1, 8, 8).expand(4, 3, 8, 8).contiguous()
+    maps = gan.inputs_for(4, torch.Generator().manual_seed(0), every_value)
+    assert torch.equal(maps, scale_images(every_value, gan.image_range).mean(1, keepdim=True).repeat(1, 2, 1, 1))
 
 
 @pytest.mark.parametrize("when", ["at the end", "on the way"])

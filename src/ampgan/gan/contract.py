@@ -30,6 +30,7 @@ from dataclasses import dataclass, field, replace
 import torch
 from torch import nn
 
+from ampgan.data.batches import scale_images
 from ampgan.errors import AmpganError
 from ampgan.gan.context import LossContext
 from ampgan.gan.ema import EMA, G_OWN_WEIGHTS, check_ema
@@ -199,13 +200,9 @@ class GAN:
         z = self.draw_z(count, rng)
         if self.draw_inputs is None or real is None or not len(real):
             return z
-        low, high = self.image_range
-        real = low + real[torch.arange(count) % len(real)].float() * ((high - low) / 255)  # as training feeds it
-        context = LossContext(
-            G=None, D=None, real=real, labels=None, step=0, rng=rng, gan=self, scaler=None, device=real.device
-        )
+        real = scale_images(real[torch.arange(count) % len(real)], self.image_range)  # as training feeds it
         try:
-            drawn = self.draw_inputs(context)[0]
+            drawn = LossContext.for_batch(self, None, None, real, None, step=0, rng=rng, scaler=None).z
         except Exception:  # noqa: BLE001 - a draw that needs the training step's context: G is tried on noise
             return z
         return drawn if drawn.dim() != 2 else z
@@ -265,10 +262,30 @@ def check_gan(gan, origin: str) -> GAN:
             f"{origin}: a conditional GAN needs num_classes (the data's number of classes), got {gan.num_classes!r}"
         )
     _check_updates(gan.extra_updates, origin)
+    optimizers = [("GAN.optimizer_g", gan.optimizer_g), ("GAN.optimizer_d", gan.optimizer_d)]
+    optimizers += [(f"Update {u.name!r} optimizer", u.optimizer) for u in gan.extra_updates if u.optimizer is not None]
+    for where, optimizer in optimizers:
+        _check_schedule(getattr(optimizer, "lr_schedule", None), f"{origin}: {where}.lr_schedule")
     check_ema(gan.ema, origin)
     if gan.draw_inputs is not None:
         _check_callable(gan.draw_inputs, f"{origin}: GAN.draw_inputs")
     return gan
+
+
+def _check_schedule(schedule, where: str) -> None:
+    """A learning-rate schedule is step -> a factor of at least 0 (tried at step 0: a scheduler class or a
+    float failed inside the first training step with a bare TypeError)."""
+    if schedule is None:
+        return
+    fix = "give a function of the step returning the learning rate's factor, e.g. lambda step: 0.5 ** (step // 1000)"
+    if not callable(schedule):
+        raise AmpganError(f"{where} is {type(schedule).__name__}, not a function: {fix}")
+    try:
+        factor = schedule(0)
+    except Exception as error:  # noqa: BLE001 - the user's function: said in one line
+        raise AmpganError(f"{where} raised {type(error).__name__} at step 0 ({error}): {fix}") from None
+    if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not math.isfinite(factor) or factor < 0:
+        raise AmpganError(f"{where} returned {factor!r} at step 0, not a factor of at least 0: {fix}")
 
 
 def _check_callable(loss, where: str, or_list: str = "") -> None:

@@ -11,6 +11,7 @@ accepted may still not. The same trace refuses, in one line, a batch too small f
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -88,9 +89,13 @@ def _trace_step_elements(gan: GAN, data: DataSpec, batch_size: int) -> int:
         if not isinstance(fake, torch.Tensor) or tuple(fake.shape) != wanted:
             got = tuple(fake.shape) if isinstance(fake, torch.Tensor) else type(fake).__name__
             # Audio (B, C, L), table rows (B, F), voxels (B, C, D, H, W): no data, metric or grid of ampgan reads them
+            # An image G's slip (a channel axis dropped, an MLP's flat rows) is told to reshape, not that ampgan
+            # cannot read its kind of data: its samples hold an image's values or end in the image's (H, W).
+            image_like = not isinstance(fake, torch.Tensor) or fake.dim() == 4 or fake.dim() < 2
+            image_like = image_like or fake[0].numel() == math.prod(wanted[1:]) or tuple(fake.shape[-2:]) == wanted[2:]
             fix = (
                 "make G's output match the data's shape"
-                if not isinstance(fake, torch.Tensor) or fake.dim() == 4
+                if image_like
                 else "ampgan's datasets, quality metrics (an image classifier's features) and sample grids are images "
                 "only: a GAN of 1-D signals, tables or voxels cannot be trained, scored or benched by it"
             )
