@@ -187,6 +187,10 @@ def test_relative_paths_a_run_was_given_lead_to_the_same_files_from_another_fold
         monkeypatch.chdir(elsewhere)
         code, _, err = run_cli(capsys, "train", "--resume", f"../project/run-{name}", "--steps", "2", "--trust-model")
         assert code == 0 and (project / f"run-{name}" / "checkpoints" / "step-000002.pt").is_file(), err
+        # the run's own flags given again, as typed, from where they were typed: the same files, not a change
+        monkeypatch.chdir(project)
+        code, _, err = run_cli(capsys, "train", *TINY, *flags, "--resume", f"run-{name}", "--steps", "3")
+        assert code == 0 and (project / f"run-{name}" / "checkpoints" / "step-000003.pt").is_file(), err
     recorded = {name: json.loads((project / f"run-{name}" / "config.json").read_text())["config"] for name in given}
     assert recorded["folder"]["data"]["dataset"] == f"folder:{project / 'images'}"
     assert recorded["folder"]["model"]["name"] == f"{project / 'gans' / 'mine.py'}:build"

@@ -180,7 +180,9 @@ def test_a_deleted_current_folder_is_one_line_before_torch_loads_or_while_it_doe
         done = subprocess.run(
             ["sh", "-c", 'mkdir gone && cd gone && rmdir ../gone && exec "$@" train --steps 1', "sh", *command],
             cwd=tmp_path,
-            env=os.environ | {"PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"},
+            # an absolute PYTHONPATH: a relative one (the suite run as PYTHONPATH=src) cannot be resolved there
+            env=os.environ
+            | {"PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}", "PYTHONPATH": str(ROOT / "src")},
             capture_output=True,
             text=True,
             timeout=120,

@@ -182,6 +182,9 @@ BAD_MODELS = textwrap.dedent("""
     def raises(data):
         raise RuntimeError("out of ideas")
 
+    def says_memory(data):
+        raise ValueError("the buffer is out of memory slots")
+
     def not_a_gan(data):
         return nets(data)
 
@@ -265,6 +268,8 @@ BAD_MODELS = textwrap.dedent("""
     [
         ("missing", "has no function 'missing'"),
         ("raises", "raised RuntimeError: out of ideas (bad_models.py, line"),
+        # an error of the user's that mentions memory is not the machine's limit (it reached the CLI as a traceback)
+        ("says_memory", "raised ValueError: the buffer is out of memory slots (bad_models.py, line"),
         ("not_a_gan", "returned tuple, not an ampgan GAN"),
         ("small_images", "the generator returned (8, 3, 8, 8) for a batch of 8, not (B, C, H, W) = (8, 3, 32, 32)"),
         ("small_images", "as the data is: make G's output match the data's shape"),

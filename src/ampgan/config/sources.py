@@ -123,16 +123,21 @@ def build_config(*layers: dict[str, Any], file: Path | None = None, base: TrainC
     that names another model drops the options set for the previous one."""
     tree = (base or TrainConfig()).to_dict()
     for given in ([file_changes(file)] if file is not None else []) + list(layers):
-        layer = {
-            path: _ABSOLUTE[path](value) if path in _ABSOLUTE and isinstance(value, str) and value.strip() else value
-            for path, value in given.items()
-        }
+        layer = absolute_paths(given)
         new_model = layer.get("model.name")
         if new_model is not None and new_model != tree["model"].get("name"):
             tree["model"] = {"name": new_model}
         for path, value in layer.items():
             set_path(tree, path, value)
     return TrainConfig.from_dict(tree)
+
+
+def absolute_paths(layer: dict[str, Any]) -> dict[str, Any]:
+    """{config path: value} with the values that name a file or folder made absolute (_ABSOLUTE)."""
+    return {
+        path: _ABSOLUTE[path](value) if path in _ABSOLUTE and isinstance(value, str) and value.strip() else value
+        for path, value in layer.items()
+    }
 
 
 def _absolute(given: str) -> str:

@@ -18,11 +18,10 @@ from ampgan.errors import AmpganError
 def is_out_of_memory(error: BaseException) -> bool:
     """Whether `error` is the device's memory running out (CUDA's OutOfMemoryError, a CPU or MPS allocator's
     RuntimeError, Python's MemoryError), wherever it was raised: inside a user's network too."""
-    text = str(error).lower()
-    return (
-        isinstance(error, (torch.OutOfMemoryError, MemoryError))
-        or "out of memory" in text
-        or "can't allocate memory" in text
+    text = str(error).lower()  # read only on a RuntimeError: the allocators' type; a user's ValueError that mentions
+    # memory is the user's error, said as such (taken for the machine's limit, it reached the CLI as a traceback)
+    return isinstance(error, (torch.OutOfMemoryError, MemoryError)) or (
+        isinstance(error, RuntimeError) and ("out of memory" in text or "can't allocate memory" in text)
     )
 
 

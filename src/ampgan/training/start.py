@@ -17,6 +17,7 @@ from pathlib import Path
 import torch
 
 from ampgan.config import TrainConfig, config_from_document, safe_to_change
+from ampgan.config.sources import absolute_paths
 from ampgan.data import ImageDataset, load_dataset
 from ampgan.errors import AmpganError, ConfigError
 from ampgan.files.schema import has_shape
@@ -48,8 +49,10 @@ def resumed_config(run_dir: Path, changes: dict, option_names: dict[str, str]) -
         settle_leftovers(run_dir)
     config = saved_config(run_dir)
     applied = {}
-    for path, value in changes.items():
-        if value == config.get(path):
+    for path, value in absolute_paths(changes).items():
+        # the run's own paths given again, as typed then (a run made before paths were recorded absolute
+        # holds them relative): the same files from the folder resumed in
+        if value == config.get(path) or absolute_paths({path: config.get(path)})[path] == value:
             continue
         if not safe_to_change(path):
             option = option_names.get(path, f"--set {path}=")
