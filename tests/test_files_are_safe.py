@@ -469,3 +469,26 @@ def test_a_log_whose_folder_is_gone_or_whose_disk_refuses_is_one_line(tmp_path, 
     done = subprocess.run([sys.executable, "-c", code, tmp_path / "big.pt"], capture_output=True, text=True, timeout=60)
     assert "(File too large): raise the file-size limit (ulimit -f)" in done.stdout, done.stdout + done.stderr
     assert "every file written before is intact" in done.stdout and not list(tmp_path.glob("*big.pt*"))
+
+
+def test_a_folder_replaced_then_not_marked_comes_back_whole_in_one_line(tmp_path, capsys, monkeypatch):
+    """--overwrite sets the old folder aside, makes the new one and locks it; when marking it then fails (a disk
+    full at that moment), the new folder still held the lock file, so putting the old one back failed with a
+    raw OSError (ENOTEMPTY) and left it as .out.replaced-PID."""
+    import errno
+
+    import ampgan.runs.claim as claim
+
+    out = tmp_path / "run"
+    code, _, err = run_cli(capsys, "train", *TINY, "--steps", "1", "--out", str(out))
+    assert code == 0, err
+    before = sorted(p.relative_to(out).as_posix() for p in out.rglob("*"))
+
+    def full(path, kind):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(claim, "_write_marker", full)
+    code, _, err = run_cli(capsys, "train", *TINY, "--steps", "1", "--out", str(out), "--overwrite")
+    assert code == 2 and f"cannot create --out {out} (No space left on device)" in err and err.count("\n") == 1, err
+    assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*")) == before  # the old run, whole
+    assert [p.name for p in tmp_path.iterdir() if "replaced" in p.name] == []

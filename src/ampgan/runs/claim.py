@@ -202,8 +202,12 @@ class FolderLock:
                 f"{self.folder} is in use by another ampgan process (pid {holder}): wait for it to "
                 "finish, or choose another folder"
             ) from None
-        os.ftruncate(self._fd, 0)
-        os.pwrite(self._fd, str(os.getpid()).encode(), 0)
+        try:
+            os.ftruncate(self._fd, 0)
+            os.pwrite(self._fd, str(os.getpid()).encode(), 0)
+        except OSError:  # a full disk: the lock is not kept half-taken (its descriptor and flock leaked)
+            os.close(self._fd)
+            raise
         self._held = path.absolute()
         # A write in here checks the folder was not moved or deleted meanwhile.
         HELD[self._held] = (self._fd, os.stat(self.folder))
@@ -413,6 +417,8 @@ class FolderClaim:
         except OSError as error:
             if self.lock is not None:
                 self.lock.release()
+            if self.aside is not None:  # the new folder holds the lock it took: emptied, the old one goes back
+                remove_written(self.path)
             self._restore()
             raise AmpganError(f"cannot create --out {self.path} ({error.strerror}): choose a writable folder") from None
 
