@@ -440,3 +440,15 @@ def test_a_run_resumes_only_on_the_data_it_was_trained_on(tmp_path, capsys):
     del document["dataset"]["source"]["sha256"]
     (run / "config.json").write_text(json.dumps(document))
     assert check_checkpoint_belongs(load_checkpoint(checkpoint), checkpoint, run, config, lambda: other) is other
+
+
+def test_every_loss_scale_a_run_logs_is_watched_for_collapse():
+    """acgan-2019's classifier update has its own scaler, logged as loss_scale_classifier: the collapse rule
+    read D's and G's only, so a classifier scale under the limit went unreported."""
+    from ampgan.training.faults import FaultMonitor, FaultRules
+
+    monitor = FaultMonitor(uses_loss_scaling=True, rules=FaultRules(min_loss_scale=1.0))
+    record = {"step": 5, "loss_scale_d": 1024.0, "loss_scale_g": 2048.0, "skipped_d_total": 0, "skipped_g_total": 0}
+    assert monitor.check(record, 5, 0) is None
+    found = monitor.check(record | {"loss_scale_classifier": 0.25}, 5, 0)
+    assert found is not None and "collapsed (loss_scale_classifier = 0.25 < 1)" in found

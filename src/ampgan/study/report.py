@@ -156,8 +156,10 @@ def figure_losses(document: CompareDocument, out_dir: Path, footer: str) -> tupl
     figure, axis = plt.subplots(figsize=(7, 3.5), dpi=120)
     for precision, metrics in scaled.items():
         steps = [m["step"] for m in metrics]
-        axis.plot(steps, [m["loss_scale_d"] for m in metrics], label=f"{precision} scale D")
-        axis.plot(steps, [m["loss_scale_g"] for m in metrics], ls="--", label=f"{precision} scale G")
+        scales = [key for key in metrics[-1] if key.startswith("loss_scale_")]  # D's, G's and each extra update's
+        for key, style in zip(scales, ("-", "--", ":", "-.") * len(scales)):
+            name = key.removeprefix("loss_scale_")
+            axis.plot(steps, [m.get(key) for m in metrics], ls=style, label=f"{precision} scale {name.upper()}")
         axis.set_title(
             f"fp16 loss scale ({metrics[-1]['skipped_d_total'] + metrics[-1]['skipped_g_total']} skipped "
             "updates in all)"

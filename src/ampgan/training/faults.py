@@ -92,7 +92,7 @@ class FaultMonitor:
                         f"steps at the static loss scale {record['loss_scale_d']:g}: it overflows at every step; "
                         "give a lower --loss-scale, or 'dynamic'"
                     )
-        for name in ("loss_scale_d", "loss_scale_g"):
+        for name in (key for key in record if key.startswith("loss_scale_")):  # D's, G's and each extra update's
             if record[name] < self.rules.min_loss_scale:
                 return (
                     f"the fp16 loss scale collapsed ({name} = {record[name]:.3g} < {self.rules.min_loss_scale:.3g}) "
