@@ -158,8 +158,9 @@ def figure_losses(document: CompareDocument, out_dir: Path, footer: str) -> tupl
         steps = [m["step"] for m in metrics]
         scales = [key for key in metrics[-1] if key.startswith("loss_scale_")]  # D's, G's and each extra update's
         for key, style in zip(scales, ("-", "--", ":", "-.") * len(scales)):
-            name = key.removeprefix("loss_scale_")
-            axis.plot(steps, [m.get(key) for m in metrics], ls=style, label=f"{precision} scale {name.upper()}")
+            name = key.removeprefix("loss_scale_")  # D and G by their letters, an extra update by its name
+            name = name.upper() if len(name) == 1 else name
+            axis.plot(steps, [m.get(key) for m in metrics], ls=style, label=f"{precision} scale {name}")
         axis.set_title(
             f"fp16 loss scale ({metrics[-1]['skipped_d_total'] + metrics[-1]['skipped_g_total']} skipped "
             "updates in all)"
