@@ -416,6 +416,18 @@ def _band(low: float, mid: float, high: float, digits: int = 0) -> str:
     return f"{mid:.{digits}f} [{low:.{digits}f}-{high:.{digits}f}]"
 
 
+def ms_text(row: dict) -> str:
+    """A projected step's milliseconds and band, '12.3 [8.1-25.0]'."""
+    return _band(row["ms_low"], row["ms_per_step"], row["ms_high"], 1)
+
+
+def cost_text(cost: dict) -> str:
+    """A projected cost and its band, '2.69 [1.70-6.01]', '1,234 [800-2,900]': cents below 10 (0.75 printed as
+    '1 [0-2]' said nothing), whole units from 10 up."""
+    digits = 2 if cost["mid"] < 10 else 0
+    return f"{cost['mid']:,.{digits}f} [{cost['fast']:,.{digits}f}-{cost['slow']:,.{digits}f}]"
+
+
 def speedup_text(row: dict) -> str:
     """'2.10x [1.40-3.00] over the default (TF32 convolutions), 4.20x [..] over strict fp32' on a TF32 GPU,
     '2.10x [1.40-3.00] over fp32' elsewhere: PyTorch's default first, since a user who changes nothing runs it."""
@@ -548,14 +560,8 @@ def table_text(document: dict) -> str:
 
 def _table_row(row: dict) -> str:
     """One projected row of table_text's table."""
-    # cents below 10 (0.75 printed as "1 [0-2]")
-    cost = (
-        _band(*map(row["cost"].get, ("fast", "mid", "slow")), 2 * (row["cost"]["mid"] < 10))
-        + f" {row['cost'].get('currency', 'USD')}"
-        if "cost" in row
-        else "no price"
-    )
-    ms = _band(row["ms_low"], row["ms_per_step"], row["ms_high"], 1)
+    cost = f"{cost_text(row['cost'])} {row['cost'].get('currency', 'USD')}" if "cost" in row else "no price"
+    ms = ms_text(row)
     if "default_ms_per_step" in row:
         default = _band(row["default_ms_low"], row["default_ms_per_step"], row["default_ms_high"], 1)
         ms += f" (default, TF32 convolutions: {default})"

@@ -331,22 +331,17 @@ def _projection_row(base: dict, best: dict) -> list[str]:
     return [
         best["device"],
         str(best["batch_size"]),
-        f"{base['ms_per_step']:.1f} [{base['ms_low']:.1f}-{base['ms_high']:.1f}]",
+        projection.ms_text(base),
         best["precision"],
-        f"{best['ms_per_step']:.1f} [{best['ms_low']:.1f}-{best['ms_high']:.1f}]",
+        projection.ms_text(best),
         projection.speedup_text(best),
         best["bound"] + (" (does not fit)" if best.get("fits") is False else ""),
-        f"{_money(base['cost'])} to {_money(best['cost'])} {best['cost'].get('currency', 'USD')}"
+        f"{projection.cost_text(base['cost'])} to {projection.cost_text(best['cost'])} "
+        f"{best['cost'].get('currency', 'USD')}"
         if "cost" in base and "cost" in best
         else "no price",
         projection.calibration_cell(best),
     ]
-
-
-def _money(cost: dict) -> str:
-    """A projected cost and its band, '2.69 [1.70-6.01]'; whole units from 10 up."""
-    digits = 0 if cost["mid"] >= 10 else 2
-    return f"{cost['mid']:,.{digits}f} [{cost['fast']:,.{digits}f}-{cost['slow']:,.{digits}f}]"
 
 
 def _machine_lines(document: CompareDocument) -> list[str]:
