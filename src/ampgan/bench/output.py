@@ -396,14 +396,12 @@ def _not_plotted(results: dict) -> list[str]:
         if not missing:
             continue
         batches = ", ".join(str(c["batch_size"]) for c in missing)
-        # one value where they round alike ('7.56 s', not '7.56-7.56 s')
-        slowest = list(
-            dict.fromkeys(f"{t:.3g}" for t in sorted(c["warmup_s"][0] for c in missing if c.get("warmup_s")))
-        )
+        firsts = [c["warmup_s"][0] for c in missing if c.get("warmup_s")]
+        low, high = (f"{min(firsts):.3g}", f"{max(firsts):.3g}") if firsts else ("", "")
         why = {c["status"] for c in missing}
-        detail = (
-            f"too slow, one step took {'-'.join(slowest[:1] + slowest[1:][-1:])} s"
-            if slowest and why == {"too_slow"}
+        detail = (  # one value where they round alike ('7.56 s', not '7.56-7.56 s')
+            f"too slow, one step took {low if low == high else f'{low}-{high}'} s"
+            if firsts and why == {"too_slow"}
             else ", ".join(sorted(why))
         )
         lines.append(f"{precision} not timed at batch {batches}: {detail}")
