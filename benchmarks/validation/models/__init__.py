@@ -325,7 +325,7 @@ def workload_key(row: dict) -> str | None:
     """The traced step a row (rows.csv's columns) maps to ("tacotron2:571"), or None without a builder; with
     ":foreach" after it where the row ran PyTorch >= 2.0 and the model steps a torch.optim loop."""
     key = _plain_key(row)
-    if key is None or not torch_2(row["software"]):
+    if key is None or not torch_2(row.get("software", "")):  # no software named: the loop, as every rows.csv row
         return key
     return f"{key}:foreach" if any(loop in TORCH_OPTIM for loop in workload(key).loops) else key
 
