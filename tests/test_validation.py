@@ -421,7 +421,7 @@ def test_a_published_sustained_clock_is_used_before_the_power_rule():
 def test_the_t4_s_published_clock_reproduces_its_published_sustained_gemm_rate():
     """The two public T4 figures agree through the model: at the ~900 MHz an MLPerf submitter saw, a 4096^3 fp16
     product composed as ampgan composes matrix work runs near the ~24 TFLOPS NVIDIA's forum reports for it run
-    continuously (24.6 with the launch gap held to CUDA's, 2026-12-04: Turing's 16-bit products at x1.21 of the
+    continuously (25.4 with the launch gap held to CUDA's, 2026-12-04: Turing's 16-bit products at x1.21 of the
     kernel model): within 15%, and 24 inside Turing's shipped time band around it (the project's rule: a figure
     it was not fitted to falls in the band); the power rule's 83% clock would put it 1.4x higher still."""
     from ampgan.projection.composition import clock_factor
