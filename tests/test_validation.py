@@ -420,9 +420,10 @@ def test_a_published_sustained_clock_is_used_before_the_power_rule():
 
 def test_the_t4_s_published_clock_reproduces_its_published_sustained_gemm_rate():
     """The two public T4 figures agree through the model: at the ~900 MHz an MLPerf submitter saw, a 4096^3 fp16
-    product composed as ampgan composes matrix work runs at the ~24 TFLOPS NVIDIA's forum reports for it run
-    continuously (27.9 since the 2026-12-04 refit put 16-bit products at x1.07 of the kernel model, x1.20 before:
-    within 20%); the power rule's 83% clock would put it 1.45x higher still."""
+    product composed as ampgan composes matrix work runs near the ~24 TFLOPS NVIDIA's forum reports for it run
+    continuously (25.4 with the launch gap held to CUDA's, 2026-12-04: Turing's 16-bit products at x1.21 of the
+    kernel model): within 15%, and 24 inside Turing's shipped time band around it (the project's rule: a figure
+    it was not fitted to falls in the band); the power rule's 83% clock would put it 1.4x higher still."""
     from ampgan.projection.composition import clock_factor
     from ampgan.projection.kernel_model import calibration_for, features, peak_tflops, predict_seconds
     from ampgan.projection.kernels import Kernel
@@ -431,13 +432,49 @@ def test_the_t4_s_published_clock_reproduces_its_published_sustained_gemm_rate()
     calibration, _ = calibration_for(t4)
     kernel = features([Kernel("gemm", "gemm", m=4096, n=4096, k=4096)], t4.sms, "fp16")
     seconds = predict_seconds(kernel, calibration.paths["fp16"], calibration.shared, peak_tflops(t4, "fp16"), 320, 2)[0]
-    params = load_composition().params
+    shipped = load_composition()
+    params = shipped.params
     scale = math.exp(params["global"]["matrix_fp16"] + params["generations"]["turing"]["matrix_16"])
     composed = 2 * 4096**3 / (seconds[0] * scale) / 1e12  # at the full boost clock
     tflops = composed * clock_factor(t4, math.exp(params["global"]["watts_per_sm"]))
-    assert tflops == pytest.approx(24, rel=0.2)
+    assert tflops == pytest.approx(24, rel=0.15)
+    low, high = shipped.bands["turing"]["time"]  # log(measured / projected) time: a rate's band is its inverse
+    assert tflops * math.exp(-high) <= 24 <= tflops * math.exp(-low)
     rule = composed * min(1.0, t4.watts / (t4.sms * math.exp(params["global"]["watts_per_sm"]))) ** (1 / 3)
     assert rule > 1.4 * tflops and rule > 1.4 * 24
+
+
+def test_the_launch_gap_is_held_to_cuda_s_and_each_fold_starts_where_the_whole_fit_does(monkeypatch):
+    """The GPU-side gap per non-matrix kernel stays within assumptions.LAUNCH_GAP_S (2-6 us) however hard rows
+    push: Tacotron 2's per-frame decoder (host time no op trace holds) pulls it to the bound. And the
+    leave-one-model-out folds do not start from the whole fit (which would hand them its basin): validate()'s
+    prediction of a model is the fit without it, started from the priors as the whole fit is."""
+    from ampgan.projection.assumptions import LAUNCH_GAP_S
+
+    rows, _ = cf.load_rows(cf.ROWS)
+    for models in (("tacotron2", "ncf"), ("resnet50",)):
+        gap = math.exp(cf.fit([r for r in rows if r.model in models])["global"]["launch_gap_s"])
+        assert LAUNCH_GAP_S[0] * 0.999 <= gap <= LAUNCH_GAP_S[1] * 1.001, models
+    held = math.exp(cf.fit(rows)["global"]["launch_gap_s"])
+    assert held == pytest.approx(LAUNCH_GAP_S[1], rel=1e-3)  # at the bound: what Tacotron 2 wants lies beyond
+    assert held == pytest.approx(math.exp(load_composition().params["global"]["launch_gap_s"]), rel=1e-6)
+    monkeypatch.setattr(cf, "BOUNDS", {})
+    assert math.exp(cf.fit(rows)["global"]["launch_gap_s"]) > 5 * LAUNCH_GAP_S[1]  # unbounded: the 39 us basin
+    monkeypatch.undo()
+    some = [r for r in rows if r.model in ("ncf", "resnet50", "waveglow")]
+    starts = []
+    plain = cf.leave_one_out
+
+    def spy(rows_, by, start=None, term_prior=None):
+        starts.append(start)
+        return plain(rows_, by, start, term_prior)
+
+    monkeypatch.setattr(cf, "leave_one_out", spy)
+    records, _ = cf.validate(some)
+    assert starts == [None, None]  # the model folds and the generation folds alike
+    index = next(i for i, r in enumerate(some) if r.model == "waveglow")
+    alone = cf.Design.of([some[index]]).seconds(cf.fit([r for r in some if r.model != "waveglow"]))[0]
+    assert records[index]["projected_speedup"] == pytest.approx(cf.per_sample_ratio(alone, some[index].batch))
 
 
 def test_each_run_is_charged_the_update_its_script_stepped():
@@ -476,6 +513,58 @@ def test_each_run_is_charged_the_update_its_script_stepped():
     assert fused["fp32"] == [] and fused["fp16"][0].bytes == (4 * 7 * sum(w.numel() for w in weights), 0.0)
     negated = sum(r.weight for r in tables["fp32"].on_cuda() if r.op == "aten.neg")  # BertAdam's -update_with_lr
     assert negated == len(weights)
+
+
+@pytest.mark.parametrize(
+    "software, after",
+    [
+        ("PyTorch 1.13.0a0+d0d6b1f, CUDA 11.8.89 (results/4090_v1/sys_pytorch.txt)", False),
+        ("PyTorch 2.3.0a0+40ec155e58.nv24.03, CUDA 12.4.99 (results_v2/x)", True),
+        ("PyTorch 2.8.0a0+5228986c39.nv25.06, CUDA 12.9.86", True),
+        ("NGC pytorch:22.11-py3", False),  # 22.12 shipped 1.14.0a0 still
+        ("NGC pytorch:23.03-py3", True),
+        ("NGC pytorch:20.06-py3 or newer (README requirements)", False),
+        ("", False),
+    ],
+)
+def test_a_row_on_pytorch_2_steps_torch_optim_s_foreach_update_not_its_loop(software, after):
+    """From PyTorch 2.0 torch.optim takes its foreach form on CUDA: a row run there maps to a ":foreach" trace when
+    its model steps a torch.optim loop (ResNet-50's SGD, GNMT's Adam), never for a script's own loop (BERT's
+    BertAdam, Transformer-XL's JITLamb) nor a fused update (NCF)."""
+    from models import torch_2, workload, workload_key
+
+    assert torch_2(software) is after
+    base = {"input": "", "items_per_sample": "1", "batch_amp": "", "notes": "", "software": software}
+    keys = {m: workload_key({**base, "model": m}) for m in ("resnet50", "bert_large_squad", "ncf")}
+    keys["gnmt"] = workload_key({**base, "model": "gnmt", "items_per_sample": "48"})
+    keys["transformerxl_base"] = workload_key({**base, "model": "transformerxl_base", "input": "seq192"})
+    suffix = ":foreach" if after else ""
+    assert keys == {
+        "resnet50": f"resnet50{suffix}",
+        "bert_large_squad": "bert_large_squad",
+        "ncf": "ncf",
+        "gnmt": f"gnmt:48{suffix}",
+        "transformerxl_base": "transformerxl_base:192",
+    }
+    assert workload(keys["gnmt"]).foreach is after and workload(keys["gnmt"]).loops == workload("gnmt:48").loops
+
+
+def test_the_foreach_update_moves_the_loop_s_bytes_in_multi_tensor_launches():
+    """Each of the loop's kernels once over every parameter it touches (the decay only over matrices), split into
+    as many launches as 48 tensors or 320 x 65536 elements allow; the bytes are the loop's."""
+    from models import SGD
+
+    weights = [torch.nn.Parameter(torch.zeros(8, 8) if i < 50 else torch.zeros(8)) for i in range(53)]
+    for w in weights:
+        w.grad = torch.zeros_like(w)
+    optimizer = torch.optim.SGD(weights, lr=0.1, momentum=0.9)
+    looped, fused = trace_models.loop_update(optimizer, SGD), trace_models.foreach_update(optimizer, SGD)
+    assert sum(k.bytes for k in fused) == pytest.approx(sum(k.bytes for k in looped))
+    assert len(looped) == 50 * 4 + 3 * 3 and len(fused) == 2 + 2 * 3  # the decay: 50 matrices, 2 launches
+    assert [k.op for k in fused[:2]] == ["aten.add", "aten.add"] and not any(k.optimizer for k in fused)
+    big = torch.nn.Parameter(torch.zeros(3 * 320 * 65536 // 2))
+    big.grad = torch.zeros_like(big)
+    assert len(trace_models.foreach_update(torch.optim.SGD([big], lr=0.1, momentum=0.9), SGD[1:])) == 3 * 2
 
 
 def test_autocast_casts_a_weight_once_per_region_as_cuda_autocast_caches_it():

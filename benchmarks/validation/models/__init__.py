@@ -25,8 +25,9 @@ F = nn.functional
 
 # The update a run stepped where its script does not step a fused (multi-tensor) one: torch.optim before
 # PyTorch 2.0 loops over the parameters in Python, a few element-wise kernels each (foreach was off unless
-# asked for; every validation row ran PyTorch 1.4-1.13), and DLE's BERT on SQuAD steps its own BertAdam
-# (optimization.py) in fp32 where its AMP run steps apex's FusedAdam (run_squad.py). Each kernel: its name,
+# asked for; every rows.csv row ran PyTorch 1.4-1.13; from 2.0 on CUDA it takes its foreach form, the same
+# passes as multi-tensor kernels: TORCH_OPTIM, workload_key's ":foreach"), and DLE's BERT on SQuAD steps its
+# own BertAdam (optimization.py) in fp32 where its AMP run steps apex's FusedAdam (run_squad.py). Each kernel: its name,
 # its passes over the parameter's fp32 values (reads + writes), and whether it runs on every parameter or only
 # on the weight-decayed matrices (DLE leaves biases and norms undecayed: ConvNets' bn_weight_decay, SSD's
 # tencent_trick, BERT's no_decay). Left out, so the loops are a lower bound: gradient clipping's per-parameter
@@ -71,6 +72,9 @@ JIT_LAMB = (  # Transformer-XL's lamb.JITLamb: one TorchScript lamb_kernel per p
 )
 
 
+TORCH_OPTIM = (ADAM, ADAM_DECAYED, ADAMW, SGD)  # the loops torch.optim's own; BertAdam and JITLamb are the scripts'
+
+
 class Lamb(torch.optim.Optimizer):
     """LAMB's state and hyperparameters, for the op tracer: never stepped here (a meta step has no values).
     Transformer-XL's runs step DLE's JITLamb, a per-weight loop (JIT_LAMB); without a loop the tracer would
@@ -99,6 +103,8 @@ class Workload:
     accumulation: int = 1
     # The per-parameter update each precision's run stepped (a Loop above), where not a fused one: fp32, mixed.
     loops: tuple[Loop | None, Loop | None] = (None, None)
+    # torch.optim's loops run in their foreach form (PyTorch >= 2.0 on CUDA): trace_models.foreach_update.
+    foreach: bool = False
 
 
 def _meta(*shape, dtype=torch.float32):
@@ -307,8 +313,24 @@ NO_AMP_GROUPED = "--no_amp_grouped_conv"  # in a hifigan row's notes: its AMP ru
 HALF_NETWORK = ("--opt_level O2", "half-precision network with fp32 master weights")
 
 
+def torch_2(software: str) -> bool:
+    """Whether a row's software (rows.csv's column) is PyTorch 2.0 or later: named, or an NGC container from 23.xx
+    (22.12 shipped PyTorch 1.14.0a0, 23.03 the first 2.0)."""
+    named = re.search(r"PyTorch (\d+)\.", software)
+    ngc = re.search(r"pytorch:(\d+)\.(\d+)", software)
+    return int(named[1]) >= 2 if named else bool(ngc) and int(ngc[1]) >= 23
+
+
 def workload_key(row: dict) -> str | None:
-    """The traced step a row (rows.csv's columns) maps to ("tacotron2:571"), or None without a builder."""
+    """The traced step a row (rows.csv's columns) maps to ("tacotron2:571"), or None without a builder; with
+    ":foreach" after it where the row ran PyTorch >= 2.0 and the model steps a torch.optim loop."""
+    key = _plain_key(row)
+    if key is None or not torch_2(row.get("software", "")):  # no software named: the loop, as every rows.csv row
+        return key
+    return f"{key}:foreach" if any(loop in TORCH_OPTIM for loop in workload(key).loops) else key
+
+
+def _plain_key(row: dict) -> str | None:
     model, input_, items_per_sample = row["model"], row["input"], float(row["items_per_sample"] or 1)
     if model == "hifigan":
         # DLE's 1-GPU runs keep 128 examples a step (train_benchmark.sh): batch 32 accumulates 4 micro-batches
@@ -326,6 +348,8 @@ def workload_key(row: dict) -> str | None:
 
 
 def workload(key: str) -> Workload:
+    if key.endswith(":foreach"):
+        return replace(workload(key.removesuffix(":foreach")), foreach=True)
     model, _, length = key.partition(":")
     if model == "hifigan":
         accumulation, _, grouped = length.partition(":")
