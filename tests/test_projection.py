@@ -538,7 +538,7 @@ def test_the_calibration_column_says_what_the_note_below_it_says_once_per_gpu():
     assert min(c["mid"] for c in costs) < 10 <= max(c["mid"] for c in costs)  # both kinds are tried
     for cost in costs:
         digits = 2 if cost["mid"] < 10 else 0
-        assert f"| {cost['mid']:.{digits}f} [{cost['fast']:.{digits}f}-{cost['slow']:.{digits}f}] USD |" in text
+        assert f"| {cost['mid']:,.{digits}f} [{cost['fast']:,.{digits}f}-{cost['slow']:,.{digits}f}] USD |" in text
     assert "cost of 1,000,000 batches at the cheapest catalog instance" in text and "1e+06" not in text
 
 
