@@ -375,6 +375,15 @@ def test_the_study_report_shows_the_projection_as_projected_and_refuses_a_damage
             assert cell == f"{row['ms_per_step']:.1f} [{row['ms_low']:.1f}-{row['ms_high']:.1f}]"
         assert re.fullmatch(r"[\d,.]+ \[[\d,.]+-[\d,.]+\] to [\d,.]+ \[[\d,.]+-[\d,.]+\] USD", cells[7]), cells[7]
     assert table.table[0][2] == "fp32 ms [band]" and "[band]" in table.table[0][7]
+    # a projected figure without its band (an 'ok' row missing ms_low was a KeyError traceback), an 'ok' row
+    # without its step time, a speedup without its band's end: each one line naming the field
+    ok = next(i for i, r in enumerate(document["rows"]) if r["status"] == "ok" and "speedup" in r)
+    for key in ("ms_low", "ms_per_step", "speedup_high"):
+        damaged = json.loads(json.dumps(document))
+        del damaged["rows"][ok][key]
+        (tmp_path / "projection" / "projection.json").write_text(json.dumps(damaged))
+        with pytest.raises(AmpganError, match=rf"projection.json is damaged or foreign \(rows\[{ok}\]\.{key} is miss"):
+            projection_sections(tmp_path)
     document["rows"][0]["batch_size"] = "many"
     (tmp_path / "projection" / "projection.json").write_text(json.dumps(document))
     with pytest.raises(AmpganError, match="projection.json"):

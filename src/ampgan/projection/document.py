@@ -133,9 +133,27 @@ def as_written(value):
     return [as_written(item) for item in value] if isinstance(value, list) else value
 
 
+# A projected figure and the band it is never shown without: a row that has one and lacks the other is damaged
+# (the report read ms_low of an 'ok' row and ended in a KeyError traceback).
+_BANDS = {
+    "ms_per_step": ("ms_low", "ms_high"),
+    "speedup": ("speedup_low", "speedup_high"),
+    "default_ms_per_step": ("default_ms_low", "default_ms_high"),
+    "speedup_over_default": ("speedup_over_default_low", "speedup_over_default_high"),
+}
+
+
 def check_projection(document, origin: str, fix: str) -> dict:
-    """A projection.json read back, checked against the records above (one error line naming the field)."""
-    return check_shape(document, shape_of(Projection), origin, fix)
+    """A projection.json read back, checked against the records above (one error line naming the field), and
+    every projected row's figures against their bands: an 'ok' row has its step time, each figure its band."""
+    check_shape(document, shape_of(Projection), origin, fix)
+    for index, row in enumerate(document["rows"]):
+        wanted = ["ms_per_step"] if row["status"] == "ok" else []
+        wanted += [end for key, ends in _BANDS.items() if key in row for end in ends]
+        missing = next((key for key in wanted if not isinstance(row.get(key), (int, float))), None)
+        if missing is not None:
+            raise AmpganError(f"{origin} is damaged or foreign (rows[{index}].{missing} is missing): {fix}")
+    return document
 
 
 def table_for(precision: str, tables: dict[str, OpTable]) -> tuple[OpTable | None, str]:
