@@ -1,5 +1,6 @@
 """Never lose a user's files, never mix two runs: claiming, replacing and locking output folders."""
 
+import json
 import os
 import subprocess
 import sys
@@ -53,6 +54,12 @@ def test_overwrite_replaces_only_folders_ampgan_wrote(tmp_path, capsys):
     assert (run / MARKER).is_file()
     assert run_cli(capsys, "train", *TINY, "--steps", "3", "--out", str(run), "--overwrite")[0] == 0
     assert (run / "checkpoints" / "step-000003.pt").is_file() and not (run / "checkpoints" / "step-000002.pt").exists()
+    # a folder a newer ampgan marked (a higher marker format) is refused as a newer ampgan's, not as 'no marker'
+    marker = json.loads((run / MARKER).read_text())
+    (run / MARKER).write_text(json.dumps(marker | {"format": "ampgan-folder/3"}))
+    code, _, err = run_cli(capsys, "train", *TINY, "--steps", "1", "--out", str(run), "--overwrite")
+    assert code == 2 and "was made by a newer ampgan (its marker is ampgan-folder/3)" in err and "upgrade" in err
+    assert err.count("\n") == 1 and (run / "checkpoints" / "step-000003.pt").is_file()
     assert not list(tmp_path.glob(".run.replaced-*"))  # the old run is gone once the new one finished
 
 

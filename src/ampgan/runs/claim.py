@@ -37,6 +37,7 @@ from ampgan.errors import AmpganError, one_line, warn
 from ampgan.files import manifest
 from ampgan.files.atomic import HELD
 from ampgan.files.jsonfile import not_a_regular_file, parse_json
+from ampgan.files.schema import format_version
 
 MARKER = manifest.FOLDER_MARKER
 LOCK = manifest.LOCK
@@ -138,6 +139,17 @@ def marker_kind(folder: Path) -> str | None:
     return kind if kind in FOLDER_KINDS else None
 
 
+def _newer_marker(folder: Path) -> str | None:
+    """The format of a marker a newer ampgan wrote ('ampgan-folder/3'), else None."""
+    try:
+        document = parse_json((Path(folder) / MARKER).read_text(encoding="utf-8")[:100_000])
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+    found = document.get("format") if isinstance(document, dict) else None
+    version = format_version(found, MARKER_FORMAT)
+    return found if version is not None and version > format_version(MARKER_FORMAT, MARKER_FORMAT) else None
+
+
 # The document that tells a folder's kind when its marker names none (ampgan's first marker), in this order.
 _KIND_BY_DOCUMENT = (
     ("compare.json", "study"),
@@ -226,6 +238,12 @@ def check_replaceable(path: Path, kind: str | None = None) -> None:
     of that kind, no part of another ampgan folder, every file in it proven ampgan's (its manifest)."""
     shown = one_line(path)
     found = marker_kind(path)
+    newer = _newer_marker(path)
+    if found is None and newer:
+        raise AmpganError(
+            f"--out {shown} was made by a newer ampgan (its marker is {newer}): this one replaces only folders of "
+            f"its own format ({MARKER_FORMAT}); upgrade ampgan, or choose another --out"
+        )
     if found is None:
         raise AmpganError(
             f"--out {shown} holds files but no ampgan marker ({MARKER}): --overwrite replaces only "
