@@ -208,3 +208,23 @@ def test_a_deleted_current_folder_is_one_line_before_torch_loads_or_while_it_doe
     monkeypatch.setattr(ampgan.cli, "main", lambda argv: open(tmp_path / "no-such-file"))  # a folder still there
     with pytest.raises(FileNotFoundError):
         entry.main(["train"])
+
+
+def test_a_memory_limit_too_small_to_load_torch_is_one_line():
+    """Under `ulimit -v` too small for torch's libraries the loader fails inside torch's import ('failed to map
+    segment from shared object'): an ImportError traceback before any of ampgan's handlers existed."""
+    import resource
+
+    def limited():
+        resource.setrlimit(resource.RLIMIT_AS, (250 * 2**20, 250 * 2**20))
+
+    done = subprocess.run(
+        [sys.executable, "-m", "ampgan", "--help"],
+        env=os.environ | {"PYTHONPATH": str(ROOT / "src")},
+        preexec_fn=limited,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2 and done.stderr.startswith("error: torch could not be loaded"), done.stderr[-2000:]
+    assert "raise it (ulimit -v)" in done.stderr and done.stderr.count("\n") == 1 and "Traceback" not in done.stderr

@@ -35,14 +35,29 @@ def _check_environment() -> None:
         sys.exit(2)
 
 
+def _refuse_a_memory_limit_too_small_to_load(error: BaseException) -> None:
+    # Under a small `ulimit -v` the dynamic loader cannot map torch's libraries ("failed to map segment from
+    # shared object"): an ImportError traceback from inside torch, before any of ampgan's handlers exist.
+    text = str(error).lower()
+    if isinstance(error, MemoryError) or "failed to map segment" in text or "cannot allocate memory" in text:
+        sys.stderr.write(
+            f"error: torch could not be loaded: the process's memory limit is too small ({str(error)[:200]}); "
+            "raise it (ulimit -v) or run where more memory is available\n"
+        )
+        sys.exit(2)
+
+
 def main(argv: list[str] | None = None) -> None:
     for signum in (signal.SIGTERM, signal.SIGHUP):  # SIGHUP: the terminal was closed; under nohup it stays ignored
         if signal.getsignal(signum) is not signal.SIG_IGN:
             signal.signal(signum, _terminate)
     try:
         _check_environment()
-        from ampgan.cli import main as run
-
+        try:
+            from ampgan.cli import main as run
+        except (ImportError, OSError, MemoryError) as error:
+            _refuse_a_memory_limit_too_small_to_load(error)
+            raise
         run(argv)
     except FileNotFoundError:
         _check_environment()  # the current folder deleted while torch loaded or a path was resolved: one line
