@@ -241,10 +241,11 @@ def test_warm_up_steps_stop_once_they_have_spent_the_whole_cap(as_is_s, fewer_s,
     assert rounds is None and len(steps) == steps_run
 
 
-@pytest.mark.parametrize("step_s", [2.4, 1.5, 0.5])
-def test_measured_rounds_after_the_warm_up_get_what_is_left_of_the_cap(step_s):
+@pytest.mark.parametrize(("step_s", "measured"), [(2.4, False), (1.5, False), (1.2, True), (0.5, True)])
+def test_measured_rounds_after_the_warm_up_get_what_is_left_of_the_cap(step_s, measured):
     """Two 2.4 s steps a round: the warm-up spent 9.6 s of the 10 s cap and the measured rounds then had the
-    whole cap again (24 s in all); now they have what is left, so the whole runs at most one round past it."""
+    whole cap again (24 s in all). They now have what is left, and are not started unless two rounds fit there
+    (one round gives no interval): the whole runs at most one round past the cap."""
     from ampgan.speed.decision import WARMUP_STEPS
     from ampgan.speed.rounds import warmed_up_rounds
     from ampgan.speed.threads import THREADS_RULE
@@ -252,7 +253,11 @@ def test_measured_rounds_after_the_warm_up_get_what_is_left_of_the_cap(step_s):
     spent = []
     timers = {AS_IS: lambda: spent.append(step_s) or step_s, FEWER: lambda: spent.append(step_s) or step_s}
     rounds = warmed_up_rounds(timers, AS_IS, THREADS_RULE, WARMUP_STEPS, 0, within_cap=True, load_probe=lambda: None)
-    assert rounds is not None and sum(spent) <= THREADS_RULE.max_seconds + 2 * step_s + 1e-9
+    assert (rounds is not None) is measured and sum(spent) <= THREADS_RULE.max_seconds + 2 * step_s + 1e-9
+    if measured:
+        assert rounds.rounds >= 2
+    else:
+        assert len(spent) == 2 * WARMUP_STEPS  # the warm-up only
 
 
 def test_the_thread_measurement_gives_back_what_it_did_not_spend_of_its_cap(monkeypatch):

@@ -167,10 +167,13 @@ def warmed_up_rounds(
             if within_cap and spent_s + round_s > rule.max_seconds:
                 return None
         spent_s += round_s
-    if within_cap and round_s > rule.max_seconds / 2:
-        return None
-    if within_cap:  # the warm-up spent part of the cap: the measured rounds get what is left of it, not all again
+    if within_cap:
+        # The warm-up spent part of the cap: the measured rounds get what is left of it, not all of it again, and
+        # are not started unless two of them fit there (one round gives no interval: a 'measured' line that buys
+        # nothing).
         left = rule.max_seconds - spent_s
+        if 2 * round_s > left:
+            return None
         rule = replace(rule, max_seconds=left, min_seconds=min(rule.min_seconds, left))
     return measure_rounds(timers, baseline, capped_for(rule, round_s) if tie_capped else rule, seed=seed, **measuring)
 

@@ -84,6 +84,7 @@ def fit_threads(config, dataset, device: torch.device, log=lambda line: None, bu
     def measure(current: int, fewer: int):
         if budget is not None and not budget.take(THREADS_RULE.max_seconds, cached=False):
             return budget.too_long(THREADS_RULE.max_seconds)
+        started = time.perf_counter()  # building the step is spent from the share too
         timer = StepTimer(
             config.with_fields({"precision.name": BASELINE, "precision.loss_scale": None}),
             dataset,
@@ -91,7 +92,6 @@ def fit_threads(config, dataset, device: torch.device, log=lambda line: None, bu
             data_parallel=False,
             across_ranks=False,
         )
-        started = time.perf_counter()
         try:
             return warmed_up_rounds(
                 {AS_IS: functools.partial(_step_at, current, timer), FEWER: functools.partial(_step_at, fewer, timer)},
