@@ -13,6 +13,7 @@ from conftest import run_cli
 import ampgan
 from ampgan.config import config_from_options
 from ampgan.doctor.preflight import preflight
+from ampgan.errors import AmpganError
 from ampgan.gan import GAN, DataSpec, Update, resolve_model
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -779,3 +780,18 @@ def test_a_folders_second_model_file_keeps_its_helpers_its_own(tmp_path, monkeyp
     assert widths == [6, 4, 12]
     for name in ("helpers", "helpers2"):
         monkeypatch.delitem(sys.modules, name, raising=False)
+
+
+@pytest.mark.parametrize("factor", [0.5, 1, "numpy", "tensor"])
+def test_a_schedule_returning_any_number_the_step_reads_is_taken(factor):
+    """The step reads a schedule's factor with float(): a NumPy number or a 0-dim tensor (torch.cos of the step)
+    trained before the load check; the check takes them as the step does, and refuses text and switches."""
+    import numpy as np
+
+    from ampgan.gan.contract import _check_schedule
+
+    value = {"numpy": np.float32(0.5), "tensor": torch.tensor(0.5)}.get(factor, factor)
+    _check_schedule(lambda step: value, "model m: GAN.optimizer_g.lr_schedule")
+    for bad in (True, "0.5", float("nan"), -1.0, torch.tensor([0.5, 0.5])):
+        with pytest.raises(AmpganError, match="not a factor of at least 0"):
+            _check_schedule(lambda step, bad=bad: bad, "model m: GAN.optimizer_g.lr_schedule")

@@ -284,7 +284,11 @@ def _check_schedule(schedule, where: str) -> None:
         factor = schedule(0)
     except Exception as error:  # noqa: BLE001 - the user's function: said in one line
         raise AmpganError(f"{where} raised {type(error).__name__} at step 0 ({error}): {fix}") from None
-    if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not math.isfinite(factor) or factor < 0:
+    try:  # what the step reads it as (float()): a NumPy or 0-dim torch number too, not text or a switch
+        value = float(factor) if not isinstance(factor, (bool, str, bytes)) else math.nan
+    except (TypeError, ValueError):
+        value = math.nan
+    if not math.isfinite(value) or value < 0:
         raise AmpganError(f"{where} returned {factor!r} at step 0, not a factor of at least 0: {fix}")
 
 
