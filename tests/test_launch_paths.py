@@ -226,5 +226,7 @@ def test_a_memory_limit_too_small_to_load_torch_is_one_line():
         text=True,
         timeout=120,
     )
-    assert done.returncode == 2 and done.stderr.startswith("error: torch could not be loaded"), done.stderr[-2000:]
+    assert done.returncode == 2 and done.stderr.startswith(
+        "error: torch could not be loaded under this process's memory limit of 250 MiB"
+    ), done.stderr[-2000:]
     assert "raise it (ulimit -v)" in done.stderr and done.stderr.count("\n") == 1 and "Traceback" not in done.stderr

@@ -38,11 +38,16 @@ def _check_environment() -> None:
 def _refuse_a_memory_limit_too_small_to_load(error: BaseException) -> None:
     # Under a small `ulimit -v` the dynamic loader cannot map torch's libraries ("failed to map segment from
     # shared object"): an ImportError traceback from inside torch, before any of ampgan's handlers exist.
+    # The loader's message is the same for a folder mounted noexec: the limit is named only when one is set.
+    import resource
+
+    limit = resource.getrlimit(resource.RLIMIT_AS)[0]
     text = str(error).lower()
-    if isinstance(error, MemoryError) or "failed to map segment" in text or "cannot allocate memory" in text:
+    mapping = isinstance(error, MemoryError) or "failed to map segment" in text or "cannot allocate memory" in text
+    if mapping and limit != resource.RLIM_INFINITY:
         sys.stderr.write(
-            f"error: torch could not be loaded: the process's memory limit is too small ({str(error)[:200]}); "
-            "raise it (ulimit -v) or run where more memory is available\n"
+            f"error: torch could not be loaded under this process's memory limit of {limit / 2**20:,.0f} MiB "
+            f"({str(error)[:200]}): raise it (ulimit -v) or run where more memory is available\n"
         )
         sys.exit(2)
 
