@@ -161,10 +161,8 @@ def figure_losses(document: CompareDocument, out_dir: Path, footer: str) -> tupl
             name = key.removeprefix("loss_scale_")  # D and G by their letters, an extra update by its name
             name = name.upper() if len(name) == 1 else name
             axis.plot(steps, [m.get(key) for m in metrics], ls=style, label=f"{precision} scale {name}")
-        axis.set_title(
-            f"fp16 loss scale ({metrics[-1]['skipped_d_total'] + metrics[-1]['skipped_g_total']} skipped "
-            "updates in all)"
-        )
+        skipped = sum(v for k, v in metrics[-1].items() if k.startswith("skipped_") and k.endswith("_total"))
+        axis.set_title(f"fp16 loss scale ({skipped} skipped updates in all)")  # D's, G's and each extra update's
     axis.set(xlabel="step", ylabel="loss scale")
     axis.set_yscale("log", base=2)
     axis.legend(fontsize=8)
