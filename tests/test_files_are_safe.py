@@ -58,7 +58,7 @@ def test_overwrite_replaces_only_folders_ampgan_wrote(tmp_path, capsys):
     marker = json.loads((run / MARKER).read_text())
     (run / MARKER).write_text(json.dumps(marker | {"format": "ampgan-folder/3"}))
     code, _, err = run_cli(capsys, "train", *TINY, "--steps", "1", "--out", str(run), "--overwrite")
-    assert code == 2 and "was made by a newer ampgan (its marker is ampgan-folder/3)" in err and "upgrade" in err
+    assert code == 2 and "written by a newer ampgan (format ampgan-folder/3; this one reads" in err and "upgrade" in err
     assert err.count("\n") == 1 and (run / "checkpoints" / "step-000003.pt").is_file()
     assert not list(tmp_path.glob(".run.replaced-*"))  # the old run is gone once the new one finished
 

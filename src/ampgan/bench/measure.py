@@ -124,11 +124,12 @@ def measure_batch_size(
             finished.append(refused)
     rounds = _time_interleaved(spec, contenders, stop_check, seconds=allowance["left"] - allowance["counting"])
     finished += [c.finish() for c in contenders]
+    counted = f" and counting the step's FLOPs ({allowance['counting']:.1f} s)" if allowance["counting"] > 0 else ""
     for result in finished:  # a speedup needs 2 rounds: say why a row has none rather than drop its pair silently
-        if result.status == "ok" and len(result.samples_s) < 2 and not result.reason:
+        if len(precisions) > 1 and result.status == "ok" and len(result.samples_s) < 2 and not result.reason:
             result.reason = (
-                f"{len(result.samples_s)} measured round(s), no speedup interval: the warm-ups and counting the "
-                f"step's FLOPs ({allowance['counting']:.1f} s) spent --max-seconds {spec.max_seconds:g}; give more"
+                f"{len(result.samples_s)} measured round(s), no speedup interval: the warm-ups{counted} spent "
+                f"--max-seconds {spec.max_seconds:g}; give more"
             )
     contenders.clear()
     release_memory(device)

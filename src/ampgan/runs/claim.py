@@ -141,8 +141,11 @@ def marker_kind(folder: Path) -> str | None:
 
 def _newer_marker(folder: Path) -> str | None:
     """The format of a marker a newer ampgan wrote ('ampgan-folder/3'), else None."""
+    path = Path(folder) / MARKER
+    if path.is_symlink():  # as marker_kind: a link is no marker
+        return None
     try:
-        document = parse_json((Path(folder) / MARKER).read_text(encoding="utf-8")[:100_000])
+        document = parse_json(path.read_text(encoding="utf-8")[:100_000])
     except (OSError, UnicodeDecodeError, ValueError):
         return None
     found = document.get("format") if isinstance(document, dict) else None
@@ -241,8 +244,8 @@ def check_replaceable(path: Path, kind: str | None = None) -> None:
     newer = _newer_marker(path)
     if found is None and newer:
         raise AmpganError(
-            f"--out {shown} was made by a newer ampgan (its marker is {newer}): this one replaces only folders of "
-            f"its own format ({MARKER_FORMAT}); upgrade ampgan, or choose another --out"
+            f"--out {shown} was written by a newer ampgan (format {newer}; this one reads {MARKER_FORMAT}): "
+            "upgrade ampgan to replace it, or choose another --out"
         )
     if found is None:
         raise AmpganError(
