@@ -2,6 +2,8 @@
 as given, the settings it replaced are one error line naming their new path, and a study recorded before it
 was one (bench_batch_sizes, bench_seconds, bench_steps; `bench` the results reused) still reads and resumes."""
 
+import os
+import shutil
 from dataclasses import replace
 
 import pytest
@@ -148,3 +150,26 @@ def test_a_study_json_written_before_resumes_and_one_with_other_options_does_not
     StudyProgress(tmp_path / "c", "0" * 20, old).save()
     with pytest.raises(AmpganError, match="holds a study with other options|was edited"):
         open_progress(tmp_path / "c", now)
+
+
+@pytest.mark.parametrize("deleted", [None, "bench", "runs/fp32-seed0", "runs/bf16-seed0", "runs", "study.json"])
+def test_what_a_stopped_study_says_it_kept_is_what_is_still_on_disk(tmp_path, deleted):
+    """SIGTERM to a study whose bench/ (or a run's folder) was deleted under it: the message names it as gone,
+    never as kept, and points to what resuming will ask for."""
+    progress = StudyProgress(tmp_path, "i", {}, bench_done=True)
+    progress.mark_run("fp32-seed0", "done", {})
+    progress.mark_run("bf16-seed0", "started")
+    for name in ("bench/results.json", "runs/fp32-seed0/config.json", "runs/bf16-seed0/config.json"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("{}")
+    if deleted:
+        (shutil.rmtree if (tmp_path / deleted).is_dir() else os.remove)(tmp_path / deleted)
+    progress.decided = object()  # the speed decisions are kept in study.json itself
+    said = progress.describe()
+    stages = {"study.json": "the speed decisions", "bench": "the bench", "runs/fp32-seed0": "run fp32-seed0"}
+    stages |= {"runs/bf16-seed0": "run bf16-seed0"}
+    gone = [name for where, name in stages.items() if deleted and (where + "/").startswith(deleted + "/")]
+    kept, _, after = said.partition("; ")
+    assert [name for name in stages.values() if name in kept] == [name for name in stages.values() if name not in gone]
+    assert all(name in after for name in gone) and ("deleted since" in after) == bool(gone)
+    assert ("stopped at its last checkpoint" in kept) == ("run bf16-seed0" not in gone)

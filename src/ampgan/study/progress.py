@@ -93,12 +93,17 @@ class StudyProgress:
         self.save()
 
     def describe(self) -> str:
-        """'the speed decisions, the bench, run fp32-seed0 (and run bf16-seed0 in progress)'."""
-        parts = ["the speed decisions"] * bool(self.decided) + ["the bench"] * self.bench_done
-        parts += [f"run {key}" for key, entry in self.runs.items() if entry.get("status") == "done"]
-        started = [key for key, entry in self.runs.items() if entry.get("status") == "started"]
-        return (", ".join(parts) or "nothing yet") + (
-            f"; run {', '.join(started)} stopped at its last checkpoint" if started else ""
+        """'the speed decisions, the bench, run fp32-seed0; run bf16-seed0 stopped at its last checkpoint'. A stage
+        whose files were deleted after study.json recorded it is named as gone, never as kept."""
+        stages = {"the speed decisions": self.path} if self.decided else {}
+        stages |= {"the bench": self.folder / "bench" / "results.json"} if self.bench_done else {}
+        for key, entry in self.runs.items():
+            stages[f"run {key}" + " stopped at its last checkpoint" * (entry.get("status") != "done")] = (
+                self.folder / "runs" / key
+            )
+        gone = [name.split(" stopped")[0] for name, where in stages.items() if not where.exists()]
+        return (", ".join(name for name, where in stages.items() if where.exists()) or "nothing yet") + (
+            f"; {', '.join(gone)} deleted since (resume asks for it back, or --overwrite starts again)" if gone else ""
         )
 
 
