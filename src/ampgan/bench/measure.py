@@ -154,15 +154,14 @@ def _say_when_two_rounds_cannot_fit(spec: BenchSpec, batch_size: int, contenders
     from each contender's fastest warm-up call (a whole cycle, as a round's call is; the first also makes kernels)."""
     calls = [min(c.result.warmup_call_s) for c in contenders if c.result.status == "ok" and c.result.warmup_call_s]
     needed = 2 * sum(calls) * (2 if world().distributed else 1)  # under DDP each call has its local twin
-    if len(calls) < 2 or needed <= left:
-        return
-    used = spec.max_seconds - left
-    log(
-        f"batch {batch_size}: the 2 measured rounds a speedup needs take about {needed:.1f} s (one call of each "
-        f"precision, {sum(calls):.1f} s, from the warm-ups), more than the {max(left, 0):.1f} s that warm-ups and "
-        f"counting ({used:.1f} s) left of --max-seconds {spec.max_seconds:g}: measuring will run about "
-        f"{needed - max(left, 0):.0f} s past it (--max-seconds {used + needed:.0f} would keep it)"
-    )
+    if len(calls) >= 2 and needed > left:
+        log(
+            f"batch {batch_size}: the 2 measured rounds a speedup needs take about {needed:.1f} s (one call of each "
+            f"precision, {sum(calls):.1f} s, from the warm-ups), more than the {max(left, 0):.1f} s that warm-ups "
+            f"and counting ({spec.max_seconds - left:.1f} s) left of --max-seconds {spec.max_seconds:g}: measuring "
+            f"will run about {needed - max(left, 0):.0f} s past it (--max-seconds "
+            f"{spec.max_seconds - left + needed:.0f} would keep it)"
+        )
 
 
 def _warmed_up(
@@ -263,8 +262,14 @@ def _time_interleaved(
     )
     samplers = {c.result.precision: functools.partial(c.sample, twins.get(id(c))) for c in contenders}
     # The cap bounds the calls' whole cycles; the samples are one step's mean (speed/step_timer.py).
-    spent = lambda: sum(c.spent_s for c in contenders)  # noqa: E731 - read after every round
-    rounds = measure_rounds(samplers, baseline, rule, seed=spec.seed, stop_check=stop_check, spent=spent)
+    rounds = measure_rounds(
+        samplers,
+        baseline,
+        rule,
+        seed=spec.seed,
+        stop_check=stop_check,
+        spent=lambda: sum(c.spent_s for c in contenders),
+    )
     rounds.between_run_source = learned[1]
     if world().is_main and rounds.machine_answer:  # a crowded moment's spread is not this machine's
         for name, key in keys.items():

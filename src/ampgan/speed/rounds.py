@@ -13,7 +13,6 @@ during the rounds, the machine's load changed: the rounds are measured once more
 
 from __future__ import annotations
 
-import functools
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -193,12 +192,11 @@ def measure_rounds(
     where a call costs more than the time it returns (a cycle of lazy updates returns one step's mean); default:
     the sum of the returned times."""
     load_probe = load_probe or (lambda: cpu_tuning.others_running())
-    attempt = functools.partial(_attempt, stop_check=stop_check, load_probe=load_probe, spent=spent)
-    result = attempt(timers, baseline, rule, seed, budget=rule.max_seconds)
+    result = _attempt(timers, baseline, rule, seed, stop_check, rule.max_seconds, load_probe, spent)
     first_s = result.seconds
     if result.load_changed and result.stopped_by != "only a baseline" and first_s <= rule.max_seconds / 2:
         first_drift = result.drift
-        result = attempt(timers, baseline, rule, seed + 1, budget=rule.max_seconds - first_s)
+        result = _attempt(timers, baseline, rule, seed + 1, stop_check, rule.max_seconds - first_s, load_probe, spent)
         result.remeasured_after_drift = first_drift
         result.seconds += first_s
     return result
@@ -217,12 +215,10 @@ def _attempt(timers, baseline, rule, seed, stop_check, budget, load_probe, spent
     while True:
         order = list(active)
         order_source.shuffle(order)
-        before, returned = spent() if spent else 0.0, 0.0
+        before = spent() if spent else 0.0
         for name in order:
-            elapsed = timers[name]()
-            result.samples_s[name].append(elapsed)
-            returned += elapsed
-        result.last_round_s = spent() - before if spent else returned
+            result.samples_s[name].append(timers[name]())
+        result.last_round_s = spent() - before if spent else sum(result.samples_s[name][-1] for name in order)
         result.seconds += result.last_round_s
         seen = load_probe()
         if seen is not None:
