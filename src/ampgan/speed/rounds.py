@@ -218,7 +218,9 @@ def _attempt(timers, baseline, rule, seed, stop_check, budget, load_probe, spent
         before = spent() if spent else 0.0
         for name in order:
             result.samples_s[name].append(timers[name]())
-        result.last_round_s = spent() - before if spent else sum(result.samples_s[name][-1] for name in order)
+        # At least the times returned: a meter that does not move (a fake, a timer that keeps none) still ends.
+        returned = sum(result.samples_s[name][-1] for name in order)
+        result.last_round_s = max(spent() - before if spent else 0.0, returned)
         result.seconds += result.last_round_s
         seen = load_probe()
         if seen is not None:
