@@ -128,7 +128,7 @@ def test_speedups_carry_each_batch_sizes_interval():
     rounds = measure_rounds(
         {name: lambda name=name: next(times[name]) for name in times},
         "fp32",
-        StoppingRule(min_rounds=3, max_seconds=3.0),
+        StoppingRule(min_rounds=3, max_seconds=4.6),  # 3 rounds of 1.4-1.625 s fit, a fourth does not
     )
     (result,) = speedups([{"batch_size": 64, **rounds.to_dict()}])
     # Ratios 2, 2.5, 1.6 (see test_speed.test_speedup_interval_by_hand), with the between-run spread.
@@ -264,7 +264,8 @@ def test_decisions_that_do_not_fit_their_share_of_the_budget_take_their_defaults
     assert results["spec"]["precisions"] == ["fp32", "bf16", "fp16"] and results["spec"]["channels_last"] == []
     assert {c["precision"] for c in results["configs"]} == {"fp32", "bf16", "fp16"}
     (line,) = [line for line in err.splitlines() if line.startswith("bench: ")]
-    assert "s in all for the 2 s asked (--max-seconds 2 x 1 batch size(s)): decisions" in line
+    assert "s in all; --max-seconds 2 x 1 batch size(s) = 2 s of measuring, and shares of it on top" in line
+    assert re.search(r"decisions \d+\.\d s of its 0.5 s.*measuring \d+\.\d s of its 2 s.*op trace", line)
     assert "skip: --precisions, --channels-last/--no-channels-last, OMP_NUM_THREADS=N for the thread count" in line
     assert set(results["seconds"]) == {"decisions", "compile_times", "building", "measuring", "trace"}
 
@@ -757,3 +758,82 @@ def test_a_batch_size_batch_norm_cannot_train_at_is_its_own_row_not_the_whole_be
     assert rows[1]["status"] == "error" and "needs at least 2 images per process" in rows[1]["reason"]
     # batch 4 was run (on a crowded machine its steps may be foreseen past --max-seconds: too_slow, not error)
     assert rows[4]["status"] in ("ok", "too_slow") and code == (0 if rows[4]["status"] == "ok" else 2), err
+
+
+def _cycle_contenders(monkeypatch, call_s: dict, clock):
+    """Fake contenders whose call runs a 3-step cycle (call_s[precision] of wall time on `clock`) and returns one
+    step's mean, as StepTimer does for a lazily regularised GAN; the speedup history kept in memory."""
+    from types import SimpleNamespace
+
+    class Cycle(measure.Contender):
+        def __init__(self, spec, precision, batch_size, dataset, device):
+            self.result = ConfigResult(batch_size=batch_size, precision=precision)
+            self.timer = SimpleNamespace(last_call_s=0.0, data_parallel=False, config=None, skipped_steps=lambda: 0)
+            self.device, self.spent_s = device, 0.0
+
+        def timed_step(self):
+            clock.now += call_s[self.result.precision]
+            self.timer.last_call_s = call_s[self.result.precision]
+            return call_s[self.result.precision] / 3
+
+        def peak_memory_bytes(self):
+            return 0
+
+        def count_step_flops(self):
+            return {"conv": 10}
+
+    class History:
+        def between_run_sd(self, key):
+            return (0.015, "default")
+
+        def record(self, key, estimate):
+            pass
+
+    for module in (deadline, measure):
+        monkeypatch.setattr(module, "time", SimpleNamespace(perf_counter=lambda: clock.now))
+    monkeypatch.setattr(measure, "Contender", Cycle)
+    monkeypatch.setattr(measure, "SpeedupHistory", History)
+    monkeypatch.setattr(measure, "machine_key", lambda device, config: {})
+    monkeypatch.setattr(measure, "release_memory", lambda device: None)
+
+
+def test_a_batch_sizes_rounds_keep_to_its_max_seconds_counting_whole_cycles(monkeypatch):
+    """t-gan3: a StyleGAN2-like bench measured 69.2 s for --max-seconds 60. Each call runs the cycle's 3 kinds of
+    step and returns one step's mean; the rounds counted the means (a third of what they spent) and started a
+    round whenever the cap was not yet reached. Now the warm-ups and rounds together stay within --max-seconds."""
+    from types import SimpleNamespace
+
+    from ampgan.bench.deadline import TooSlowAhead
+    from ampgan.precisions import BF16, FP32
+
+    clock, lines = SimpleNamespace(now=0.0), []
+    _cycle_contenders(monkeypatch, {FP32: 0.9, BF16: 0.6}, clock)
+    spec = BenchSpec(warmup=2, steps=2, max_seconds=10.0, min_seconds=100.0)
+    finished, rounds = measure.measure_batch_size(
+        spec, (FP32, BF16), 16, None, torch.device("cpu"), lambda: None, TooSlowAhead(), {}, lines.append
+    )
+    assert clock.now <= 10.0 and clock.now > 10.0 - 1.5  # within the cap, less than a round short of it
+    assert rounds.rounds == 4 and rounds.seconds == pytest.approx(6.0)  # 4 rounds of 1.5 s after 3 s of warm-ups
+    assert finished[0].samples_s == [pytest.approx(0.3)] * 4  # each sample stays one step's mean
+    assert lines == []  # the two rounds fitted: nothing to say
+
+
+def test_a_bench_says_before_its_rounds_that_the_two_they_need_run_past_max_seconds(monkeypatch):
+    from types import SimpleNamespace
+
+    from ampgan.bench.deadline import TooSlowAhead
+    from ampgan.precisions import BF16, FP32
+
+    clock, lines = SimpleNamespace(now=0.0), []
+    _cycle_contenders(monkeypatch, {FP32: 2.0, BF16: 1.5}, clock)
+    spec = BenchSpec(warmup=2, steps=2, max_seconds=10.0)
+    finished, rounds = measure.measure_batch_size(
+        spec, (FP32, BF16), 16, None, torch.device("cpu"), lambda: None, TooSlowAhead(), {}, lines.append
+    )
+    # Warm-ups spent 7 s of 10; two rounds of 3.5 s need 7 s: said before, then run (a speedup needs two).
+    assert lines == [
+        "batch 16: the 2 measured rounds a speedup needs take about 7.0 s (one call of each precision, 3.5 s, from "
+        "the warm-ups), more than the 3.0 s that warm-ups and counting (7.0 s) left of --max-seconds 10: measuring "
+        "will run about 4 s past it (--max-seconds 14 would keep it)"
+    ]
+    assert rounds.rounds == 2 and clock.now == pytest.approx(14.0)

@@ -63,10 +63,11 @@ def run_bench(
     with stop_on_signals() as stop_request:
         with _stage(spent, "measuring"):
             results, measurements, incomplete = _measure(
-                spec, plan.precisions, dataset, device, on_config, stop_request, spent
+                spec, plan.precisions, dataset, device, on_config, stop_request, spent, log
             )
-        # What building the configurations took is model building, not measuring (said apart).
-        spent["measuring"] -= spent.get("building", 0.0)
+        # Building the configurations (model building) and --attainable's operations alone are not measuring:
+        # both are said apart, outside its share.
+        spent["measuring"] -= spent.get("building", 0.0) + spent.get("attainable", 0.0)
         # The op tables, inside the same guard: a signal now stops them (between precisions), never the
         # process, so what was measured is written.
         with _stage(spent, "trace"):
@@ -153,7 +154,7 @@ def _peaks(spec: BenchSpec, hardware: Hardware, precisions) -> dict:
 
 
 def _measure(
-    spec: BenchSpec, precisions, dataset, device, on_config, stop_request, spent: dict
+    spec: BenchSpec, precisions, dataset, device, on_config, stop_request, spent: dict, log
 ) -> tuple[list[ConfigResult], list[dict], dict | None]:
     """Batch size after batch size: every result, each batch size's rounds, and what a signal left
     unmeasured (None when nothing)."""
@@ -162,7 +163,7 @@ def _measure(
     for index, batch_size in enumerate(spec.batch_sizes):
         try:
             finished, rounds = measure_batch_size(
-                spec, precisions, batch_size, dataset, device, stop_check(stop_request), ahead, spent
+                spec, precisions, batch_size, dataset, device, stop_check(stop_request), ahead, spent, log
             )
         except StopRequested:
             # The batch size being measured has too few rounds to be compared: it is left out.

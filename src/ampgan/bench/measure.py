@@ -60,6 +60,7 @@ class Contender:
         self.timer = StepTimer(spec.train_config(precision, batch_size), dataset, device)
         self.result = ConfigResult(batch_size=batch_size, precision=precision, processes=world().size)
         self.device = device
+        self.spent_s = 0.0  # the measured rounds' calls, whole cycles (the timer returns one step's mean)
 
     def timed_step(self) -> float:
         return self.timer()
@@ -67,6 +68,7 @@ class Contender:
     def sample(self, twin: StepTimer | None = None) -> float:
         """One measured round's call: its time recorded (every rank's too under DDP, and then its twin's)."""
         elapsed = self.timed_step()
+        self.spent_s += self.timer.last_call_s
         self.result.samples_s.append(elapsed)
         if self.timer.data_parallel:
             self.result.per_rank_samples_s.append(self.timer.last_per_rank)
@@ -101,13 +103,22 @@ def _peak_rss_bytes() -> int:
 
 
 def measure_batch_size(
-    spec: BenchSpec, precisions, batch_size: int, dataset, device, stop_check, ahead: TooSlowAhead, spent: dict
+    spec: BenchSpec,
+    precisions,
+    batch_size: int,
+    dataset,
+    device,
+    stop_check,
+    ahead: TooSlowAhead,
+    spent: dict,
+    log=lambda line: None,
 ) -> tuple[list[ConfigResult], RoundsResult | None]:
     """Every precision at `batch_size`, in the order given: a result each, and the rounds of those timed.
     The batch size's --max-seconds is shared by its warm-ups and its measured rounds (building each
     configuration and a compiled step's compilation are not counted: both are said apart); `spent["building"]`
     gains the seconds spent building each configuration (its networks, optimizers and resident batch: model
-    building, which no measuring budget bounds). `ahead`: the precisions foreseen too slow, not run."""
+    building, which no measuring budget bounds). `ahead`: the precisions foreseen too slow, not run; `log`: the
+    line that says, before the rounds, that the two they need will not fit."""
     allowance = {"left": spec.max_seconds, "flops": None, "counting": 0.0}
     contenders, finished = [], []  # warmed up and timed in the rounds; results already final
     for precision in precisions:
@@ -122,7 +133,9 @@ def measure_batch_size(
             (contenders if isinstance(ready, Contender) else finished).append(ready)
         else:
             finished.append(refused)
-    rounds = _time_interleaved(spec, contenders, stop_check, seconds=allowance["left"] - allowance["counting"])
+    left = allowance["left"] - allowance["counting"]
+    _say_when_two_rounds_cannot_fit(spec, batch_size, contenders, left, log)
+    rounds = _time_interleaved(spec, contenders, stop_check, seconds=left)
     finished += [c.finish() for c in contenders]
     counted = f" and counting the step's FLOPs ({allowance['counting']:.1f} s)" if allowance["counting"] > 0 else ""
     for result in finished:  # a speedup needs 2 rounds: say why a row has none rather than drop its pair silently
@@ -135,6 +148,21 @@ def measure_batch_size(
     release_memory(device)
     finished.sort(key=lambda r: precisions.index(r.precision))
     return finished, rounds
+
+
+def _say_when_two_rounds_cannot_fit(spec: BenchSpec, batch_size: int, contenders: list, left: float, log) -> None:
+    """Said before the rounds start: the two a speedup needs run even past --max-seconds, and how far, foreseen
+    from each contender's fastest warm-up call (a whole cycle, as a round's call is; the first also makes kernels)."""
+    calls = [min(c.result.warmup_call_s) for c in contenders if c.result.status == "ok" and c.result.warmup_call_s]
+    needed = 2 * sum(calls) * (2 if world().distributed else 1)  # under DDP each call has its local twin
+    if len(calls) >= 2 and needed > left:
+        log(
+            f"batch {batch_size}: the 2 measured rounds a speedup needs take about {needed:.1f} s (one call of each "
+            f"precision, {sum(calls):.1f} s, from the warm-ups), more than the {max(left, 0):.1f} s that warm-ups "
+            f"and counting ({spec.max_seconds - left:.1f} s) left of --max-seconds {spec.max_seconds:g}: measuring "
+            f"will run about {needed - max(left, 0):.0f} s past it (--max-seconds "
+            f"{spec.max_seconds - left + needed:.0f} would keep it)"
+        )
 
 
 def _warmed_up(
@@ -166,7 +194,9 @@ def _warmed_up(
         contender.result.flops_per_step = sum(contender.result.flops_by_kind.values())
         allowance["counting"] += time.perf_counter() - counting
         if spec.attainable:  # what --attainable asks on top: each operation timed alone, outside the rounds' share
+            alone = time.perf_counter()
             contender.result.attainable = summarise(ops_alone(contender.timer))
+            spent["attainable"] = spent.get("attainable", 0.0) + time.perf_counter() - alone
         return contender
     except Exception as error:  # noqa: BLE001 - a failed configuration is a result, not a crash
         if world().distributed:
@@ -232,7 +262,15 @@ def _time_interleaved(
         between_run_sd=learned[0],
     )
     samplers = {c.result.precision: functools.partial(c.sample, twins.get(id(c))) for c in contenders}
-    rounds = measure_rounds(samplers, baseline, rule, seed=spec.seed, stop_check=stop_check)
+    # The cap bounds the calls' whole cycles; the samples are one step's mean (speed/step_timer.py).
+    rounds = measure_rounds(
+        samplers,
+        baseline,
+        rule,
+        seed=spec.seed,
+        stop_check=stop_check,
+        spent=lambda: sum(c.spent_s for c in contenders),
+    )
     rounds.between_run_source = learned[1]
     if world().is_main and rounds.machine_answer:  # a crowded moment's spread is not this machine's
         for name, key in keys.items():

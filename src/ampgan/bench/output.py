@@ -278,26 +278,36 @@ def compile_text(spec: dict) -> str:
 
 
 def time_spent_text(results: dict, total_s: float) -> str:
-    """Where a bench's wall time went, beside what it was asked to spend (--max-seconds x batch sizes) and
-    each stage's share of it; the rest is the overhead no budget bounds (imports, data, building the
-    model, writing results and figures)."""
+    """Where a bench's wall time went, each stage against its share: --max-seconds x batch sizes bounds measuring
+    (warm-ups, counting, rounds); the decisions before it and the op trace after it have shares of that on top;
+    the rest is the overhead no budget bounds (imports, data, building the model, writing results and figures)."""
     spec, spent = results["spec"], results.get("seconds", {})
     asked = spec["max_seconds"] * len(spec["batch_sizes"])
     building = spent.get("building", 0.0)  # each configuration's networks: part of the overhead
     overhead = max(total_s - sum(v for k, v in spent.items() if k != "building"), 0.0)
+    shares = {"decisions": spec.get("decision_share", 0), "measuring": 1.0, "trace": spec.get("trace_share", 0)}
+
+    def against(stage: str) -> str:
+        share, used = shares[stage] * asked, spent.get(stage, 0.0)
+        over = f", {used - share:.1f} s over" if used > share + 0.5 else ""  # a clock's half second is not over
+        return f"{used:.1f} s of its {share:.3g} s{over}"
+
     parts = [
         # the thread count is measured among the decisions on a crowded CPU (speed/threads.py): a user's GAN whose step
         # takes seconds spends minutes there, and only OMP_NUM_THREADS skips it
-        f"decisions {spent.get('decisions', 0):.1f} s (share: {spec.get('decision_share', 0):.0%}; skip: --precisions, "
-        "--channels-last/--no-channels-last, OMP_NUM_THREADS=N for the thread count)",
-        f"measuring {spent.get('measuring', 0):.1f} s",
-        f"op trace {spent.get('trace', 0):.1f} s (share: {spec.get('trace_share', 0):.0%}; skip: --no-trace)",
+        f"decisions {against('decisions')} (skip: --precisions, --channels-last/--no-channels-last, "
+        "OMP_NUM_THREADS=N for the thread count)",
+        f"measuring {against('measuring')} (warm-ups and rounds)",
+        f"op trace {against('trace')} (skip: --no-trace)",
     ]
     if spent.get("compile_times"):
         parts.append(f"compile times {spent['compile_times']:.1f} s (fresh processes; skip: no --compile)")
+    if spent.get("attainable"):
+        parts.append(f"operations alone {spent['attainable']:.1f} s (what --attainable adds, no share)")
     return (
-        f"bench: {total_s:.1f} s in all for the {asked:g} s asked (--max-seconds {spec['max_seconds']:g} x "
-        f"{len(spec['batch_sizes'])} batch size(s)): {', '.join(parts)}; overhead {overhead:.1f} s (imports, "
+        f"bench: {total_s:.1f} s in all; --max-seconds {spec['max_seconds']:g} x {len(spec['batch_sizes'])} batch "
+        f"size(s) = {asked:g} s of measuring, and shares of it on top for the decisions and the op trace "
+        f"({sum(shares.values()) * asked:.3g} s in all): {', '.join(parts)}; overhead {overhead:.1f} s (imports, "
         f"data, building each configuration's networks: {building:.1f} s, writing results and figures)"
     )
 

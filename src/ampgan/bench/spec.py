@@ -29,9 +29,10 @@ class BenchSpec:
     )
     max_seconds: float = setting(
         60.0,
-        "Cap on each batch size's warm-ups and measured rounds together (the speedup is then marked "
-        "unsettled); a configuration whose warm-up projects beyond it, or runs past what is left of it, is "
-        "recorded as too slow.",
+        "Cap on each batch size's warm-ups and measured rounds together (a round that would not fit is not "
+        "started; the speedup is then marked unsettled); the decisions before and the op trace after have shares "
+        "of it on top (docs/speed.md). A configuration whose warm-up projects beyond it, or runs past what is "
+        "left of it, is recorded as too slow.",
         True,
         "positive",
     )

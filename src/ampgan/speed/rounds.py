@@ -52,6 +52,7 @@ class RoundsResult:
     drift: float | None = None  # the baseline's change from the first to the last third of the rounds
     remeasured_after_drift: float | None = None  # the first attempt's drift, when it was measured again
     seconds: float = 0.0
+    last_round_s: float = 0.0  # what the last round spent: the next one is foreseen to cost as much
     between_run_sd: float = BETWEEN_RUN_SD  # what the intervals carry, and where it came from
     between_run_source: str = "default"
     # Other processes' runnable threads after each round (system/cpu_tuning.py; empty where /proc cannot tell),
@@ -185,25 +186,26 @@ def measure_rounds(
     seed: int = 0,
     stop_check: Callable[[], None] = lambda: None,
     load_probe: Callable[[], int | None] | None = None,
+    spent: Callable[[], float] | None = None,
 ) -> RoundsResult:
     """`timers`: contender -> a callable that runs one step and returns its seconds (warmed up
     already). `stop_check()` is called after every round (it raises to abandon the measurement);
     `load_probe()` after every round: other processes' runnable threads (None: unknown; default: read from
-    the machine, system/cpu_tuning.py)."""
+    the machine, system/cpu_tuning.py). `spent()`: the seconds the timers have spent so far, what the cap bounds,
+    where a call costs more than the time it returns (a cycle of lazy updates returns one step's mean); default:
+    the sum of the returned times."""
     load_probe = load_probe or (lambda: cpu_tuning.others_running())
-    result = _attempt(timers, baseline, rule, seed, stop_check, budget=rule.max_seconds, load_probe=load_probe)
-    spent = result.seconds
-    if result.load_changed and result.stopped_by != "only a baseline" and spent <= rule.max_seconds / 2:
+    result = _attempt(timers, baseline, rule, seed, stop_check, rule.max_seconds, load_probe, spent)
+    first_s = result.seconds
+    if result.load_changed and result.stopped_by != "only a baseline" and first_s <= rule.max_seconds / 2:
         first_drift = result.drift
-        result = _attempt(
-            timers, baseline, rule, seed + 1, stop_check, budget=rule.max_seconds - spent, load_probe=load_probe
-        )
+        result = _attempt(timers, baseline, rule, seed + 1, stop_check, rule.max_seconds - first_s, load_probe, spent)
         result.remeasured_after_drift = first_drift
-        result.seconds += spent
+        result.seconds += first_s
     return result
 
 
-def _attempt(timers, baseline, rule, seed, stop_check, budget, load_probe) -> RoundsResult:
+def _attempt(timers, baseline, rule, seed, stop_check, budget, load_probe, spent) -> RoundsResult:
     order_source = random.Random(seed)
     result = RoundsResult(
         baseline=baseline,
@@ -216,10 +218,13 @@ def _attempt(timers, baseline, rule, seed, stop_check, budget, load_probe) -> Ro
     while True:
         order = list(active)
         order_source.shuffle(order)
+        before = spent() if spent else 0.0
         for name in order:
-            elapsed = timers[name]()
-            result.samples_s[name].append(elapsed)
-            result.seconds += elapsed
+            result.samples_s[name].append(timers[name]())
+        # At least the times returned: a meter that does not move (a fake, a timer that keeps none) still ends.
+        returned = sum(result.samples_s[name][-1] for name in order)
+        result.last_round_s = max(spent() - before if spent else 0.0, returned)
+        result.seconds += result.last_round_s
         seen = load_probe()
         if seen is not None:
             result.others_running.append(seen)
@@ -258,14 +263,16 @@ def _update_intervals(result: RoundsResult, between_run_sd: float) -> None:
 def _why_stop(result: RoundsResult, active: list[str], rule: StoppingRule, budget: float) -> str:
     rounds = result.rounds
     candidates = [name for name in active if name != result.baseline]
-    if rounds >= max(2, rule.min_rounds) and result.seconds >= min(rule.min_seconds, budget):
+    # The next round is foreseen to cost what the last one did: one that would not fit the cap is not started.
+    full = result.seconds + result.last_round_s > budget
+    if rounds >= max(2, rule.min_rounds) and (result.seconds >= min(rule.min_seconds, budget) or full):
         if not candidates:
             return "only a baseline"
         if all(_answered(result.intervals[name], rule) for name in candidates):
             return rule.until
-    # At the cap with two rounds (or nothing to compare), or past twice the cap: even two rounds do not fit,
-    # stop with what there is.
-    at_cap = result.seconds >= budget and (rounds >= 2 or not candidates)
+    # With two rounds (or nothing to compare) and no room for another, or past twice the cap: even two rounds do
+    # not fit, stop with what there is (the bench says so before its rounds start: bench/measure.py).
+    at_cap = full and (rounds >= 2 or not candidates)
     return "time cap" if at_cap or result.seconds >= 2 * budget else ""
 
 

@@ -71,6 +71,9 @@ class StepTimer:
             ).next_batch()
         self.real, self.labels = batch
         self.last_per_rank: list[float] = []
+        # The last call's wall seconds, every step of its cycle (the slowest rank's): what a budget spends, where
+        # the returned figure is one step's mean (a StyleGAN2-like cycle's call ran 3 steps for 1 counted).
+        self.last_call_s = 0.0
         self.skipped: list[torch.Tensor] = []  # per-step flags, summed once at the end (no sync per step)
 
     def resident_batch(self) -> tuple[torch.Tensor, torch.Tensor]:
@@ -81,7 +84,7 @@ class StepTimer:
         self.policy.apply_backend_settings()  # TF32 is process-wide: set it for this precision
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
-        elapsed = 0.0
+        elapsed, called = 0.0, time.perf_counter()
         for before, count in self.step_kinds:
             self.state.step = before  # which extra updates are due depends on the step count only
             start = time.perf_counter()
@@ -91,9 +94,11 @@ class StepTimer:
             elapsed += (time.perf_counter() - start) * count
             self.skipped += [value for name, value in metrics.items() if name.startswith("skipped")]
         elapsed /= self.cycle_steps
-        if self.across_ranks:
-            self.last_per_rank = gather_objects(elapsed)  # after the clock: not part of the measured step
-            elapsed = max(self.last_per_rank)
+        self.last_call_s = time.perf_counter() - called
+        if self.across_ranks:  # after the clock: not part of the measured step
+            gathered = gather_objects((elapsed, self.last_call_s))
+            self.last_per_rank = [each for each, _ in gathered]
+            elapsed, self.last_call_s = max(self.last_per_rank), max(call for _, call in gathered)
         return elapsed
 
     def skipped_steps(self) -> int:
