@@ -172,30 +172,36 @@ def test_meta_autocast_casts_as_cuda_autocast_does():
     assert ("aten.addmm", "float16") in ops and ops.count(("aten._to_copy", "float32")) >= 3
 
 
-def test_a_model_trained_with_apex_o2_is_traced_in_fp16_throughout_with_master_weight_passes():
-    """DLE trains BERT, GNMT and Transformer-XL with apex O2: layer norm and softmax run in fp16 (autocast
-    would cast them to fp32), and the master weights cost a pass each way besides the update."""
+def _tiny_bert(amp: str, **settings):
+    """BERT-base's SQuAD workload (its loss, optimizer and update) on a one-layer, 16-wide BERT."""
     from models import FIXED, Workload
     from models.text import BertForQuestionAnswering
 
     bert = FIXED["bert_base_squad"]
+    return Workload(
+        "tiny",
+        lambda: BertForQuestionAnswering(1, 16, 2, vocab=64, positions=16),
+        lambda b: (
+            tuple(torch.zeros(b, 12, dtype=torch.long, device="meta") for _ in range(2))
+            + tuple(torch.zeros(b, dtype=torch.long, device="meta") for _ in range(2))
+        ),
+        bert.loss,
+        bert.optimizer,
+        "",
+        "",
+        amp,
+        **settings,
+    )
+
+
+def test_a_model_trained_with_apex_o2_is_traced_in_fp16_throughout_with_master_weight_passes():
+    """DLE trains BERT, GNMT and Transformer-XL with apex O2: layer norm and softmax run in fp16 (autocast
+    would cast them to fp32), and the master weights cost a pass each way besides the update."""
+    from models import FIXED
+
+    bert = FIXED["bert_base_squad"]
     assert bert.amp == "O2" and FIXED["resnet50"].amp == "autocast"
-    tiny = {
-        amp: Workload(
-            "tiny",
-            lambda: BertForQuestionAnswering(1, 16, 2, vocab=64, positions=16),
-            lambda b: (
-                tuple(torch.zeros(b, 12, dtype=torch.long, device="meta") for _ in range(2))
-                + tuple(torch.zeros(b, dtype=torch.long, device="meta") for _ in range(2))
-            ),
-            bert.loss,
-            bert.optimizer,
-            "",
-            "",
-            amp,
-        )
-        for amp in ("O2", "autocast")
-    }
+    tiny = {amp: _tiny_bert(amp) for amp in ("O2", "autocast")}
     tables = {amp: trace_models.trace_workload(w, "fp16") for amp, w in tiny.items()}
     forward = ("aten.native_layer_norm", "aten._softmax")
     norms = {amp: {r.dtype for r in t.rows if r.op in forward} for amp, t in tables.items()}
@@ -481,8 +487,7 @@ def test_each_run_is_charged_the_update_its_script_stepped():
     """torch.optim before PyTorch 2.0 loops over the parameters (every row ran 1.4-1.13), and DLE's BERT steps
     its own BertAdam in fp32 but apex's FusedAdam under AMP: the loop's kernels, parameter by parameter, the
     weight decay's only on the decayed matrices; a fused update where the script steps one."""
-    from models import ADAM, BERT_ADAM, FIXED, SGD, SIZED, Workload
-    from models.text import BertForQuestionAnswering
+    from models import ADAM, BERT_ADAM, FIXED, SGD, SIZED
 
     assert FIXED["bert_large_squad"].loops == (BERT_ADAM, None) and FIXED["ncf"].loops == (None, None)
     assert FIXED["resnet50"].loops == (SGD, SGD) and SIZED["waveglow"](8000).loops == (ADAM, ADAM)
@@ -492,21 +497,7 @@ def test_each_run_is_charged_the_update_its_script_stepped():
     assert [k.op for k in kernels[:12]] == [op for op, *_ in BERT_ADAM] and len(kernels) == 12 + 10
     assert sum(k.bytes for k in kernels) == 4 * (12 * 30 + 4 * 25)  # the bias skips the decay's 5 passes
     assert not any(k.optimizer for k in kernels)  # CUDA runs them: OpTable.on_cuda keeps them
-    bert = FIXED["bert_base_squad"]
-    tiny = Workload(
-        "tiny",
-        lambda: BertForQuestionAnswering(1, 16, 2, vocab=64, positions=16),
-        lambda b: (
-            tuple(torch.zeros(b, 12, dtype=torch.long, device="meta") for _ in range(2))
-            + tuple(torch.zeros(b, dtype=torch.long, device="meta") for _ in range(2))
-        ),
-        bert.loss,
-        bert.optimizer,
-        "",
-        "",
-        "O2",
-        loops=bert.loops,
-    )
+    tiny = _tiny_bert("O2", loops=FIXED["bert_base_squad"].loops)
     tables = {p: trace_models.trace_workload(tiny, p) for p in ("fp32", "fp16")}
     weights = list(tiny.build().parameters())
     fused = {p: [r for r in t.on_cuda() if r.op in FUSED_UPDATES] for p, t in tables.items()}
