@@ -168,11 +168,16 @@ def _plain(value: float) -> str:
 
 
 def format_version(found: Any, expected: str) -> int | None:
-    """N of a format 'ampgan-KIND/N' of `expected`'s kind, else None (another kind, or not a format): a higher N
-    than `expected`'s is a newer ampgan's, neither read as this one's nor replaced by it."""
+    """N of a format 'ampgan-KIND/N' of `expected`'s kind, else None (another kind, or not a format)."""
     kind = expected.rpartition("/")[0] + "/"
     theirs = found.removeprefix(kind) if isinstance(found, str) and found.startswith(kind) else ""
     return int(theirs) if theirs.isdecimal() else None
+
+
+def newer_format(found: Any, expected: str) -> bool:
+    """Whether `found` is `expected`'s kind at a higher N: a newer ampgan's, neither read as this one's nor replaced
+    by it."""
+    return (format_version(found, expected) or 0) > format_version(expected, expected)
 
 
 def check_format(
@@ -187,13 +192,12 @@ def check_format(
     found = document.get("format") if isinstance(document, dict) else None
     if found == expected or found in readable:
         return document if shape is None else check_shape(document, shape, origin, fix)
-    theirs = format_version(found, expected)
-    if theirs is not None and theirs > format_version(expected, expected):
+    if newer_format(found, expected):
         raise AmpganError(
             f"{origin} was written by a newer ampgan (format {found}; this one reads {expected}): upgrade "
             "ampgan to read it (pip install -U ampgan)"
         )
-    if theirs is not None:
+    if format_version(found, expected) is not None:
         raise AmpganError(f"{origin} was written by an older ampgan (format {found}; this one reads {expected}): {fix}")
     raise AmpganError(
         f"{origin} is not {what} (its format is {_short(found) if found is not None else 'none'}, not {expected})"

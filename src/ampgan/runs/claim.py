@@ -37,7 +37,7 @@ from ampgan.errors import AmpganError, one_line, warn
 from ampgan.files import manifest
 from ampgan.files.atomic import HELD
 from ampgan.files.jsonfile import not_a_regular_file, parse_json
-from ampgan.files.schema import format_version
+from ampgan.files.schema import newer_format
 
 MARKER = manifest.FOLDER_MARKER
 LOCK = manifest.LOCK
@@ -149,8 +149,7 @@ def _newer_marker(folder: Path) -> str | None:
     except (OSError, UnicodeDecodeError, ValueError):
         return None
     found = document.get("format") if isinstance(document, dict) else None
-    version = format_version(found, MARKER_FORMAT)
-    return found if version is not None and version > format_version(MARKER_FORMAT, MARKER_FORMAT) else None
+    return found if newer_format(found, MARKER_FORMAT) else None
 
 
 # The document that tells a folder's kind when its marker names none (ampgan's first marker), in this order.

@@ -18,7 +18,7 @@ from ampgan.files.atomic import write_json_atomically
 from ampgan.files.cache_dir import cache_dir
 from ampgan.files.jsonfile import read_cache_json
 from ampgan.files.records import shape_of
-from ampgan.files.schema import format_version, has_shape
+from ampgan.files.schema import has_shape, newer_format
 
 _INTERVAL = {"estimate": (int, float), "low": (int, float), "high": (int, float), "rounds": int}
 
@@ -93,7 +93,7 @@ class CacheFile:
     def _read(self) -> dict:
         document = read_cache_json(self.path)
         found = document.get("format") if isinstance(document, dict) else None
-        self.newer = (format_version(found, self.FORMAT) or 0) > format_version(self.FORMAT, self.FORMAT)
+        self.newer = newer_format(found, self.FORMAT)
         if self.newer:
             warn(
                 f"the {self.WHAT} {self.path} was written by a newer ampgan (format {found}; this one reads "
