@@ -434,9 +434,9 @@ def _band(low: float, mid: float, high: float, digits: int = 0) -> str:
     return f"{mid:.{digits}f} [{low:.{digits}f}-{high:.{digits}f}]"
 
 
-def ms_text(row: dict) -> str:
-    """A projected step's milliseconds and band, '12.3 [8.1-25.0]'."""
-    return _band(row["ms_low"], row["ms_per_step"], row["ms_high"], 1)
+def ms_text(row: dict, prefix: str = "") -> str:
+    """A projected step's milliseconds and band, '12.3 [8.1-25.0]' (`prefix` 'default_': PyTorch's default's)."""
+    return _band(row[f"{prefix}ms_low"], row[f"{prefix}ms_per_step"], row[f"{prefix}ms_high"], 1)
 
 
 def cost_text(cost: dict) -> str:
@@ -581,8 +581,7 @@ def _table_row(row: dict) -> str:
     cost = f"{cost_text(row['cost'])} {row['cost'].get('currency', 'USD')}" if "cost" in row else "no price"
     ms = ms_text(row)
     if "default_ms_per_step" in row:
-        default = _band(row["default_ms_low"], row["default_ms_per_step"], row["default_ms_high"], 1)
-        ms += f" (default, TF32 convolutions: {default})"
+        ms += f" (default, TF32 convolutions: {ms_text(row, 'default_')})"
     return (
         f"| {row['device']} | {row['batch_size']} | {row['precision']} | {ms} | "
         f"{speedup_text(row) if row['precision'] != BASELINE else '-'} | {row['bound']} | "

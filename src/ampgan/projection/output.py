@@ -10,7 +10,7 @@ from ampgan.files.atomic import write_csv_atomically, write_json_atomically, wri
 from ampgan.plotting import precision_colour, pyplot, save_figure
 from ampgan.precisions import FP32, in_order
 from ampgan.projection.document import fastest_mixed, table_text
-from ampgan.system.gpus import gpu_table
+from ampgan.system.gpus import shipped_gpus
 
 CSV_COLUMNS = [
     "device",
@@ -54,7 +54,7 @@ def _csv_row(row: dict) -> dict:
 def footer(document: dict) -> str:
     software = document.get("software", {})
     # a user's own rows (--gpus FILE) are not NVIDIA's datasheets as ampgan ships them: the shipped file, unmerged
-    theirs = [d["key"] for d in document.get("devices", []) if d.get("key") not in gpu_table.__wrapped__()]
+    theirs = [d["key"] for d in document.get("devices", []) if d.get("key") not in shipped_gpus()]
     return (
         f"PROJECTED (DeepBench-calibrated kernels, step composed by an end-to-end fit), not measured | "
         f"{model_text(document)} on {document.get('dataset')} | op tables traced on "  # not a dict's repr

@@ -93,16 +93,20 @@ class StudyProgress:
         self.save()
 
     def describe(self) -> str:
-        """'the speed decisions, the bench, run fp32-seed0; run bf16-seed0 stopped at its last checkpoint'. A stage
+        """'the speed decisions, the bench, run fp32-seed0, run bf16-seed0 stopped at its last checkpoint'. A stage
         whose files were deleted after study.json recorded it is named as gone, never as kept."""
-        stages = {"the speed decisions": self.path} if self.decided else {}
-        stages |= {"the bench": self.folder / "bench" / "results.json"} if self.bench_done else {}
-        for key, entry in self.runs.items():
-            stages[f"run {key}" + " stopped at its last checkpoint" * (entry.get("status") != "done")] = (
-                self.folder / "runs" / key
+        stages = [("the speed decisions", "", self.path)] * bool(self.decided)  # (name, how it is kept, where)
+        stages += [("the bench", "", self.folder / "bench" / "results.json")] * self.bench_done
+        stages += [
+            (
+                f"run {key}",
+                "" if entry.get("status") == "done" else " stopped at its last checkpoint",
+                self.folder / "runs" / key,
             )
-        gone = [name.split(" stopped")[0] for name, where in stages.items() if not where.exists()]
-        return (", ".join(name for name, where in stages.items() if where.exists()) or "nothing yet") + (
+            for key, entry in self.runs.items()
+        ]
+        gone = [name for name, _, where in stages if not where.exists()]
+        return (", ".join(name + how for name, how, where in stages if where.exists()) or "nothing yet") + (
             f"; {', '.join(gone)} deleted since (resume asks for it back, or --overwrite starts again)" if gone else ""
         )
 

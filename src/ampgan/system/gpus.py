@@ -76,7 +76,12 @@ COLUMNS = (
 
 @lru_cache(maxsize=1)
 def gpu_table() -> dict[str, GpuSpec]:
-    """Every row of gpus.csv by key, in the file's order."""
+    """Every row of gpus.csv by key, in the file's order, and those registered or given for a command (--gpus)."""
+    return shipped_gpus()
+
+
+def shipped_gpus() -> dict[str, GpuSpec]:
+    """gpus.csv as ampgan ships it, read afresh: without the rows registered or given for a command."""
     return parse_gpu_table(resources.files("ampgan.system").joinpath("gpus.csv").read_text(encoding="utf-8"))
 
 
