@@ -109,6 +109,7 @@ def test_rows_without_a_builder_a_gpu_or_a_batch_are_left_out_with_a_reason(tmp_
         {**good, "gpu": "Voodoo 5"},
         {**good, "batch_amp": ""},
         {**good, "model": "tacotron2", "input": "mel80x999"},  # a Tacotron 2 length nobody traced
+        {**good, "input": "3x128x128"},  # ResNet-50 at another size: its builder's 224 is not this step
     ]
     path = tmp_path / "rows.csv"
     with open(path, "w", newline="") as handle:
@@ -118,14 +119,17 @@ def test_rows_without_a_builder_a_gpu_or_a_batch_are_left_out_with_a_reason(tmp_
     rows, skipped = cf.load_rows(path)
     assert [r.model for r in rows] == ["resnet50"]
     assert [why.split(" (")[0].split(":")[0] for _, why in skipped] == [
-        "no builder for this model",
+        "no builder",
         "GPU Voodoo 5 not in a GPU table",
         "no batch size",
         "tacotron2",
+        "built for input 3x224x224, not this row's 3x128x128",
     ]
-    # each names its fix: where a GPU row goes, the command that traces the missing length
+    # each names its fix: the one place a model is added, where a GPU row goes, the command that traces a length
+    assert skipped[0][1].endswith("add a Workload for it to FIXED or SIZED in benchmarks/validation/models/__init__.py")
     assert "benchmarks/validation/gpus.csv" in skipped[1][1]
     assert skipped[3][1].endswith("run benchmarks/validation/trace_models.py --models tacotron2:999")
+    assert "a Workload for it goes in benchmarks/validation/models/__init__.py" in skipped[4][1]
 
 
 @pytest.mark.parametrize(
@@ -522,11 +526,12 @@ def test_a_row_on_pytorch_2_steps_torch_optim_s_foreach_update_not_its_loop(soft
     """From PyTorch 2.0 torch.optim takes its foreach form on CUDA: a row run there maps to a ":foreach" trace when
     its model steps a torch.optim loop (ResNet-50's SGD, GNMT's Adam), never for a script's own loop (BERT's
     BertAdam, Transformer-XL's JITLamb) nor a fused update (NCF)."""
-    from models import torch_2, workload, workload_key
+    from models import FIXED, torch_2, workload, workload_key
 
     assert torch_2(software) is after
     base = {"input": "", "items_per_sample": "1", "batch_amp": "", "notes": "", "software": software}
-    keys = {m: workload_key({**base, "model": m}) for m in ("resnet50", "bert_large_squad", "ncf")}
+    fixed = ("resnet50", "bert_large_squad", "ncf")
+    keys = {m: workload_key({**base, "model": m, "input": FIXED[m].input}) for m in fixed}
     keys["gnmt"] = workload_key({**base, "model": "gnmt", "items_per_sample": "48"})
     keys["transformerxl_base"] = workload_key({**base, "model": "transformerxl_base", "input": "seq192"})
     suffix = ":foreach" if after else ""
@@ -628,13 +633,14 @@ def test_a_row_is_traced_in_the_mixed_precision_mode_its_run_logged():
     fp32 (apex O2's keep_batchnorm_fp32, DLE's network_to_half) and the images cast to fp16 first."""
     from models import workload, workload_key
 
-    row = {"model": "ncf", "input": "", "items_per_sample": "1", "batch_amp": "", "notes": ""}
+    row = {"model": "ncf", "input": "user-item pair", "items_per_sample": "1", "batch_amp": "", "notes": ""}
     assert workload_key(row) == "ncf" and workload("ncf").amp == "autocast"
     o2 = {**row, "notes": "amp: run PyTorch_ncf_FP16 (--opt_level O2: apex, half-precision model ...)"}
     assert workload_key(o2) == "ncf:O2" and workload("ncf:O2").amp == "O2"
-    fp16 = {**row, "model": "resnet50", "notes": "--fp16: half-precision network with fp32 master weights"}
+    fp16 = {**row, "model": "resnet50", "input": "3x224x224"}
+    fp16["notes"] = "--fp16: half-precision network with fp32 master weights"
     assert workload_key(fp16) == "resnet50:O2"
-    bert = {**row, "model": "bert_base_squad", "notes": "--opt_level O2"}
+    bert = {**row, "model": "bert_base_squad", "input": "seq384", "notes": "--opt_level O2"}
     assert workload_key(bert) == "bert_base_squad"  # already traced as O2
     cached = trace_models.tables_of(trace_models.load_cache()["models"]["resnet50:O2"])["fp16"]
     norms = {r.dtype for r in cached.rows if r.op == "aten.native_batch_norm"}

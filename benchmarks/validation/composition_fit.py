@@ -22,7 +22,7 @@ HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
-from models import workload_key  # noqa: E402
+from models import unbuilt, workload_key  # noqa: E402
 from trace_models import load_cache, tables_of  # noqa: E402
 
 from ampgan.precisions import FP16, FP32, TF32  # noqa: E402
@@ -161,7 +161,7 @@ def load_rows(path: Path, cache: dict | None = None) -> tuple[list[Row], list[tu
         items = float(r["items_per_sample"] or 1)
         key = workload_key(r)
         if key is None:
-            skipped.append((r, "no builder for this model (benchmarks/validation/models)"))
+            skipped.append((r, unbuilt(r)))
             continue
         if key not in cache["models"]:
             skipped.append((r, f"{key} not traced: run benchmarks/validation/trace_models.py --models {key}"))

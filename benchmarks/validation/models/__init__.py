@@ -3,8 +3,9 @@ and optimizer NVIDIA DeepLearningExamples trains each with, and one training ste
 ampgan's op tracer (bench/ops.py) in fp32 and in fp16 mixed precision (CUDA autocast's casts, emulated on
 the meta device by autocast.py, and the loss scaler's passes).
 
-Adding a model: a builder below with its input shapes, loss and optimizer; `trace.py --rebuild` re-traces it
-into op_tables.json. torchvision is not used (its wheels pin another torch); every network is written here
+Adding a model: a Workload in FIXED below (or SIZED, when the row's input gives its length) with its network,
+input shapes, loss and optimizer; `trace_models.py --models KEY` traces it into op_tables.json (the README's
+"Adding a model"). torchvision is not used (its wheels pin another torch); every network is written here
 from its paper and DLE's README, its exotic parts replaced by ordinary modules of the same FLOPs and bytes
 (each builder's docstring says which).
 """
@@ -105,6 +106,9 @@ class Workload:
     loops: tuple[Loop | None, Loop | None] = (None, None)
     # torch.optim's loops run in their foreach form (PyTorch >= 2.0 on CUDA): trace_models.foreach_update.
     foreach: bool = False
+    # A FIXED model's one input, as a row's `input` column spells it ("3x224x224", "seq384"): a row with another
+    # is not this trace (a BERT run at 512 tokens is not SQuAD's at 384), so it is left out, saying so.
+    input: str = ""
 
 
 def _meta(*shape, dtype=torch.float32):
@@ -247,6 +251,7 @@ FIXED: dict[str, Workload] = {
             "cross entropy with label smoothing 0.1, SGD with momentum 0.875 (DLE resnet50v1.5; torch.optim.SGD's "
             "per-parameter update in both, batch norms undecayed)",
             loops=(SGD, SGD),
+            input="3x224x224",
         ),
         Workload(
             "ssd300",
@@ -259,6 +264,7 @@ FIXED: dict[str, Workload] = {
             "v1.1, ResNet-50 backbone; torch.optim.SGD's per-parameter update in both, biases and batch norms "
             "undecayed: main.py's tencent_trick)",
             loops=(SGD, SGD),
+            input="3x300x300",
         ),
         Workload(
             "bert_base_squad",
@@ -271,6 +277,7 @@ FIXED: dict[str, Workload] = {
             "FusedAdam and apex O2 (run_squad.py: amp.initialize(opt_level='O2', keep_batchnorm_fp32=False))",
             "O2",
             loops=(BERT_ADAM, None),
+            input=f"seq{BERT_LENGTH}",
         ),
         Workload(
             "bert_large_squad",
@@ -283,6 +290,7 @@ FIXED: dict[str, Workload] = {
             "FusedAdam and apex O2 (run_squad.py: amp.initialize(opt_level='O2', keep_batchnorm_fp32=False))",
             "O2",
             loops=(BERT_ADAM, None),
+            input=f"seq{BERT_LENGTH}",
         ),
         Workload(
             "ncf",
@@ -292,6 +300,7 @@ FIXED: dict[str, Workload] = {
             _adam,
             "one (user, item) pair",
             "binary cross entropy on logits, apex's FusedAdam in both (DLE NCF on MovieLens-20M, ncf.py)",
+            input="user-item pair",
         ),
     )
 }
@@ -337,6 +346,8 @@ def _plain_key(row: dict) -> str | None:
         accumulation = max(1, hifigan.DLE_GLOBAL_BATCH // int(float(row["batch_amp"] or hifigan.DLE_GLOBAL_BATCH)))
         return f"hifigan:{accumulation}" + (":fp32-grouped" if NO_AMP_GROUPED in row["notes"] else "")
     if model in FIXED:
+        if input_ != FIXED[model].input:
+            return None
         half = FIXED[model].amp != "O2" and any(flag in row["notes"] for flag in HALF_NETWORK)
         return f"{model}:O2" if half else model
     if model not in SIZED:
@@ -345,6 +356,23 @@ def _plain_key(row: dict) -> str | None:
         return f"gnmt:{int(items_per_sample)}"
     digits = re.findall(r"\d+", input_)
     return f"{model}:{digits[-1]}" if digits else None
+
+
+HERE_ADD = "benchmarks/validation/models/__init__.py"  # where a model is added: a Workload in FIXED or SIZED
+
+
+def unbuilt(row: dict) -> str:
+    """Why no traced step stands for a row that workload_key maps to none, and the one place a builder for it goes
+    (check.py prints it after the row's model)."""
+    model, input_ = row["model"], row["input"]
+    if model in FIXED:
+        return (
+            f"built for input {FIXED[model].input}, not this row's {input_}: a Workload for it goes in {HERE_ADD} "
+            "(FIXED, or SIZED to read the length from the row)"
+        )
+    if model in SIZED:
+        return f"reads its length from the row's input, and {input_!r} has no number: give it as rows.csv does"
+    return f"no builder: add a Workload for it to FIXED or SIZED in {HERE_ADD}"
 
 
 def workload(key: str) -> Workload:
