@@ -72,6 +72,12 @@ JIT_LAMB = (  # Transformer-XL's lamb.JITLamb: one TorchScript lamb_kernel per p
     ("jit.lamb_apply", 3, False),  # param - step_size * trust_ratio * adam_step
 )
 
+HF_ADAMW = (  # transformers.optimization.AdamW (the Trainer's "adamw_hf", its default in 2022) at weight decay 0
+    *ADAM[:5],  # the moments, denom = exp_avg_sq.sqrt()
+    ("aten.add_", 2, False),  # .add_(eps): the bias corrections are folded into step_size, no division
+    ("aten.addcdiv_", 4, False),  # p.addcdiv_(exp_avg, denom, value=-step_size)
+)
+
 
 TORCH_OPTIM = (ADAM, ADAM_DECAYED, ADAMW, SGD)  # the loops torch.optim's own; BertAdam and JITLamb are the scripts'
 
@@ -216,6 +222,22 @@ def _waveglow(samples: int) -> Workload:
     )
 
 
+def _bert_large_cls(length: int) -> Workload:
+    return Workload(
+        "bert_large_cls",
+        lambda: text.BertForSequenceClassification(24, 1024, 16),
+        lambda b: (_tokens(b, length), _tokens(b, length), _tokens(b)),
+        lambda model, batch: F.cross_entropy(model(batch[0], batch[1]), batch[2]),
+        _adam,
+        f"one {length}-token sequence",
+        "Hugging Face Trainer's sequence classification (bert-large-uncased): cross entropy over 2 labels, "
+        "transformers' AdamW (weight decay 0, the Trainer default; its per-parameter loop in both), fp16 as "
+        "Trainer(fp16=True) runs it: torch.cuda.amp autocast and GradScaler; the Trainer's gradient clipping "
+        "left out, as for the other models",
+        loops=(HF_ADAMW, HF_ADAMW),
+    )
+
+
 def _hifigan(accumulation: int, fp32_grouped: bool) -> Workload:
     def adamw(params):
         return torch.optim.AdamW(params, lr=3e-4, betas=(0.8, 0.99))
@@ -311,6 +333,7 @@ SIZED = {
     "waveglow": _waveglow,
     "transformerxl_base": lambda n: _txl("base", n),
     "transformerxl_large": lambda n: _txl("large", n),
+    "bert_large_cls": _bert_large_cls,
 }
 MODELS = (*FIXED, *SIZED, "hifigan")
 
