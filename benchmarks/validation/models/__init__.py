@@ -276,6 +276,18 @@ FIXED: dict[str, Workload] = {
             input="3x224x224",
         ),
         Workload(
+            "vgg16",
+            vision.VGG16,
+            lambda b: (_meta(b, 3, 224, 224), _tokens(b)),
+            lambda model, batch: F.cross_entropy(model(batch[0]), batch[1]),
+            lambda params: torch.optim.SGD(params, lr=0.01, momentum=0.9, weight_decay=1e-4),
+            "one 224x224x3 ImageNet image",
+            "cross entropy, SGD with momentum 0.9 (pytorch/examples imagenet/main.py, torchvision's vgg16; "
+            "torch.optim.SGD's per-parameter update in both, its weight decay charged on the weight matrices only)",
+            loops=(SGD, SGD),
+            input="3x224x224",
+        ),
+        Workload(
             "ssd300",
             vision.SSD300,
             lambda b: (_meta(b, 3, 300, 300), _meta(b, 4, 8732), _tokens(b, 8732)),
