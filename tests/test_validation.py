@@ -22,7 +22,7 @@ import composition_fit as cf  # noqa: E402
 import trace_models  # noqa: E402
 from models.autocast import MetaAutocast, region  # noqa: E402
 
-from ampgan.bench.ops import FUSED_UPDATES, fused_update, kernel_shapes, record_ops  # noqa: E402
+from ampgan.bench.ops import FUSED_ADAM, FUSED_UPDATES, fused_update, kernel_shapes, record_ops  # noqa: E402
 from ampgan.projection.composition import composed_step, load_composition  # noqa: E402
 from ampgan.system.gpus import gpu_spec  # noqa: E402
 
@@ -647,3 +647,19 @@ def test_a_row_is_traced_in_the_mixed_precision_mode_its_run_logged():
     convolutions = {r.dtype for r in cached.rows if r.op == "aten.convolution"}
     assert convolutions == {"float16"} and norms == {"float32"}  # fp16 convolutions, norms with fp32 weights
     assert any(r.op == "aten._to_copy" for r in cached.rows)  # the images' cast
+
+
+def test_a_row_that_timed_no_update_is_traced_without_one():
+    """A benchmark that times forward and backward only (ryujaehun/pytorch-gpu-benchmark: model.half(), no
+    optimizer step) is traced as that step: its fp16 side a half network, and neither side charged the update
+    or the scaler's pass it never ran; the rest of the step is the training step's, op for op."""
+    from models import workload, workload_key
+
+    row = {"model": "ncf", "input": "user-item pair", "items_per_sample": "1", "batch_amp": "", "software": ""}
+    row["notes"] = "amp: none: model.half() ...; the timed step is forward + loss + backward, no optimizer step"
+    assert workload_key(row) == "ncf:O2:noupdate" and workload("ncf:O2:noupdate").update is False
+    trained, timed = (trace_models.tables_of(trace_models.trace_document(k)) for k in ("ncf:O2", "ncf:O2:noupdate"))
+    for precision in ("fp32", "fp16"):
+        charged = [r for r in trained[precision].rows if r.op == FUSED_ADAM or r.op == trace_models.AMP_UNSCALE]
+        assert charged and not {r.op for r in charged} & {r.op for r in timed[precision].rows}
+        assert [r for r in trained[precision].rows if r not in charged] == list(timed[precision].rows)

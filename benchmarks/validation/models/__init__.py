@@ -112,6 +112,8 @@ class Workload:
     loops: tuple[Loop | None, Loop | None] = (None, None)
     # torch.optim's loops run in their foreach form (PyTorch >= 2.0 on CUDA): trace_models.foreach_update.
     foreach: bool = False
+    # False: the row timed forward and backward only (NO_UPDATE in its notes): no update, no scaler or master pass.
+    update: bool = True
     # A FIXED model's one input, as a row's `input` column spells it ("3x224x224", "seq384"): a row with another
     # is not this trace (a BERT run at 512 tokens is not SQuAD's at 384), so it is left out, saying so.
     input: str = ""
@@ -354,7 +356,10 @@ NO_AMP_GROUPED = "--no_amp_grouped_conv"  # in a hifigan row's notes: its AMP ru
 # In a row's notes: its mixed-precision run was a half-precision network with fp32 master weights, whatever the
 # model's script does today (Lambda's NCF runs passed apex's --opt_level O2; its ResNet-50 v0 runs --fp16 with
 # FP16_Optimizer): traced as O2 ("resnet50:O2"), not under autocast's casts.
-HALF_NETWORK = ("--opt_level O2", "half-precision network with fp32 master weights")
+HALF_NETWORK = ("--opt_level O2", "half-precision network with fp32 master weights", "model.half()")
+# In a row's notes: the step it timed ran no optimizer update (benchmark scripts that time forward and backward
+# only, ryujaehun/pytorch-gpu-benchmark's): traced ":noupdate", without the update's and the scaler's passes.
+NO_UPDATE = "no optimizer step"
 
 
 def torch_2(software: str) -> bool:
@@ -367,8 +372,11 @@ def torch_2(software: str) -> bool:
 
 def workload_key(row: dict) -> str | None:
     """The traced step a row (rows.csv's columns) maps to ("tacotron2:571"), or None without a builder; with
-    ":foreach" after it where the row ran PyTorch >= 2.0 and the model steps a torch.optim loop."""
+    ":noupdate" after it where the row timed no update (NO_UPDATE), else ":foreach" where the row ran PyTorch >= 2.0
+    and the model steps a torch.optim loop."""
     key = _plain_key(row)
+    if key is not None and NO_UPDATE in row["notes"]:
+        return f"{key}:noupdate"
     if key is None or not torch_2(row.get("software", "")):  # no software named: the loop, as every rows.csv row
         return key
     return f"{key}:foreach" if any(loop in TORCH_OPTIM for loop in workload(key).loops) else key
@@ -411,6 +419,8 @@ def unbuilt(row: dict) -> str:
 
 
 def workload(key: str) -> Workload:
+    if key.endswith(":noupdate"):
+        return replace(workload(key.removesuffix(":noupdate")), update=False)
     if key.endswith(":foreach"):
         return replace(workload(key.removesuffix(":foreach")), foreach=True)
     model, _, length = key.partition(":")
