@@ -1,13 +1,14 @@
-"""ryujaehun's rows time model.half() forward + backward with no optimizer step, while the resnet50 trace check.py
-projects them with carries DLE's step (autocast's casts, the scaler's pass, SGD's per-parameter loop). This
-re-projects those rows from the traces with what the source did not time removed, op by op, with the shipped
-composition: nothing is fitted, and check.py is not changed by it.
+"""ryujaehun's rows time model.half() forward + backward with no optimizer step. Before 2b9d252 check.py projected
+them with the builder's training step (autocast's casts, the scaler's pass, SGD's per-parameter loop); since, with
+MODEL:O2:noupdate (their notes say so). This projects each row three ways, op by op, with the shipped composition:
+nothing is fitted.
 
     PYTHONPATH=src python benchmarks/results/validation-unseen-rows-2-amd-zen4-2026-12-04/what_the_source_timed.py FILE.csv
 
-Variants: "as check.py" (the resnet50 trace); "no update" (SGD's loop kernels and GradScaler's unscale pass
+Variants: "training step" (the builder's trace, check.py before 2b9d252); "no update" (SGD's loop kernels and GradScaler's unscale pass
 dropped: memory rows whose bytes do not grow with the batch, of SGD's kernels, in fp32, and cuda.amp_unscale);
-"half network, no update" (the fp16 side from resnet50:O2, apex O2's fp16 network: no per-step weight casts).
+"half network, no update" (the fp16 side from MODEL:O2, apex O2's fp16 network with its batch norms fp32: no
+per-step weight casts; what check.py projects since 2b9d252, from MODEL:O2:noupdate).
 """
 
 import csv
@@ -18,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "validation"))
 import composition_fit as cf  # noqa: E402
-from trace_models import AMP_UNSCALE, load_cache, tables_of  # noqa: E402
+from trace_models import AMP_UNSCALE, load_cache, tables_of, trace_document  # noqa: E402
 
 from ampgan.precisions import FP16, FP32  # noqa: E402
 from ampgan.projection.composition import load_composition  # noqa: E402
@@ -36,7 +37,7 @@ def no_update(table):
 
 def rows_of(path: Path) -> list:
     with open(path, newline="") as handle:
-        raw = [r for r in csv.DictReader(handle) if r["model"] == "resnet50" and "model.half()" in r["notes"]]
+        raw = [r for r in csv.DictReader(handle) if "model.half()" in r["notes"]]
     with tempfile.NamedTemporaryFile("w", suffix=".csv", newline="", delete=False) as handle:
         writer = csv.DictWriter(handle, raw[0].keys())
         writer.writeheader()
@@ -44,9 +45,13 @@ def rows_of(path: Path) -> list:
     return cf.load_rows(Path(handle.name))[0]
 
 
+def traced(key: str) -> dict:
+    cached = load_cache()["models"]
+    return tables_of(cached[key] if key in cached else trace_document(key))  # MODEL:O2 where not cached
+
+
 def variant(row, fp16_key: str, drop: bool):
-    tables = tables_of(load_cache()["models"][fp16_key])
-    base, half = tables_of(load_cache()["models"]["resnet50"])[FP32], tables[FP16]
+    base, half = traced(row.model)[FP32], traced(fp16_key)[FP16]
     if drop:
         base, half = no_update(base), no_update(half)
     sides = ((base.on_cuda(), row.batch[0], row.baseline), (half.on_cuda(), row.batch[1], FP16))
@@ -57,17 +62,20 @@ def variant(row, fp16_key: str, drop: bool):
 def main() -> int:
     shipped = load_composition()
     bands = {"bands": shipped.bands, "uncalibrated_band": shipped.uncalibrated}
-    print(f"{'gpu':<12} {'variant':<24} {'measured':>8} {'projected':>9} {'band':>11} {'t32 err':>7} {'amp err':>7}")
+    print(
+        f"{'model':<9} {'gpu':<12} {'variant':<24} {'measured':>8} {'projected':>9} {'band':>11} {'t32 err':>7} {'amp err':>7}"
+    )
     for row in rows_of(Path(sys.argv[1])):
         for name, key, drop in (
-            ("as check.py", "resnet50", False),
-            ("no update", "resnet50", True),
-            ("half network, no update", "resnet50:O2", True),
+            ("training step", row.model, False),
+            ("no update", row.model, True),
+            ("half network, no update", f"{row.model}:O2", True),
+            ("check.py (" + row.key.partition(":")[2] + ")", None, None),
         ):
-            r = cf.held_out([variant(row, key, drop)], shipped.params, bands)[0]
+            r = cf.held_out([row if key is None else variant(row, key, drop)], shipped.params, bands)[0]
             t32, t16 = r["time_errors"]
             print(
-                f"{r['gpu']:<12} {name:<24} {r['measured_speedup']:>7.2f}x {r['projected_speedup']:>8.2f}x "
+                f"{r['model']:<9} {r['gpu']:<12} {name:<24} {r['measured_speedup']:>7.2f}x {r['projected_speedup']:>8.2f}x "
                 f"{r['band'][0]:>5.2f}-{r['band'][1]:<5.2f} {t32:>6.2f}x {t16:>6.2f}x"
             )
     return 0
