@@ -158,6 +158,41 @@ def test_check_refuses_a_missing_rows_file_in_one_line(tmp_path):
     assert result.returncode == 2 and "no rows file" in result.stderr and "Traceback" not in result.stderr
 
 
+@pytest.mark.parametrize(
+    "change, says",
+    [
+        ({"drop": "notes"}, "has no column notes: give rows.csv's header"),
+        ({"throughput_amp": "n/a"}, "line 2: throughput_amp is 'n/a', not a number above 0"),
+        ({"throughput_amp": "0"}, "line 2: throughput_amp is '0', not a number above 0"),
+        ({"batch_amp": "12.5"}, "line 2: batch_amp is '12.5', not a whole number above 0"),
+        ({"rows": 0}, "has a header and no rows"),
+        ({"model": "alexnet"}, "none of the 1 rows of"),  # each left out: the reasons, then the one error
+    ],
+)
+def test_check_refuses_a_rows_file_it_cannot_read_in_one_line(tmp_path, change, says):
+    """A user's rows file with a column missing, a throughput not a number or zero, a batch not whole, no rows,
+    or no row that can be projected: one line naming the file, the line and the column, exit 2 (before: a
+    KeyError, ValueError or ZeroDivisionError traceback, or a fractional batch silently truncated)."""
+    with open(VALIDATION / "rows.csv", newline="") as handle:
+        reader = csv.DictReader(handle)
+        row, fields = next(r for r in reader if r["model"] == "resnet50"), reader.fieldnames
+    fields = [f for f in fields if f != change.get("drop")]
+    row = {**row, **{k: v for k, v in change.items() if k in fields}}
+    path = tmp_path / "mine.csv"
+    with open(path, "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fields, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows([row] * change.get("rows", 1))
+    result = subprocess.run(
+        [sys.executable, str(VALIDATION / "check.py"), "--json", "--rows", str(path)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.count("\n") == 1 and says in result.stderr and str(path) in result.stderr
+
+
 def test_meta_autocast_casts_as_cuda_autocast_does():
     """Products to fp16 (their inputs cast, recorded as casts), layer norm and softmax back to fp32."""
     with torch.device("meta"):

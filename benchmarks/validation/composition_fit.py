@@ -149,6 +149,44 @@ def per_sample_ratio(seconds: tuple[float, float], batch: tuple[int, int]) -> fl
     return (seconds[0] / batch[0]) / (seconds[1] / batch[1])
 
 
+# The columns load_rows reads, and of them the numbers: an empty batch is a row left out ("no batch size"), an empty
+# items_per_sample is 1; any other cell of these must be a positive number, a batch a whole one.
+READ = ("model", "input", "gpu", "baseline", "software", "notes")
+NUMBERS = {
+    "batch_baseline": int,
+    "batch_amp": int,
+    "throughput_baseline": float,
+    "throughput_amp": float,
+    "items_per_sample": float,
+}
+
+
+def malformed(path: Path) -> str | None:
+    """What stops a rows file from being read in rows.csv's columns, in one line naming the fix, or None."""
+    with open(path, newline="", encoding="utf-8") as handle:
+        reader = csv.DictReader(handle)
+        raw, columns = list(reader), reader.fieldnames or []
+    missing = [c for c in (*READ, *NUMBERS) if c not in columns]
+    if missing:
+        columns_doc = "benchmarks/validation/README.md, Columns"
+        return f"{path} has no column {', '.join(missing)}: give rows.csv's header ({columns_doc})"
+    if not raw:
+        return f"{path} has a header and no rows"
+    for line, r in enumerate(raw, start=2):
+        for column, kind in NUMBERS.items():
+            cell = (r[column] or "").strip()
+            if not cell and not column.startswith("throughput"):
+                continue
+            try:
+                value = float(cell)
+            except ValueError:
+                value = -1.0
+            if not value > 0 or (kind is int and value != int(value)):
+                what = "a whole number above 0" if kind is int else "a number above 0"
+                return f"{path} line {line}: {column} is {cell!r}, not {what}"
+    return None
+
+
 def load_rows(path: Path, cache: dict | None = None) -> tuple[list[Row], list[tuple[dict, str]]]:
     """(the rows that can be projected, [(row, why not)] for the others)."""
     cache = cache if cache is not None else load_cache()
