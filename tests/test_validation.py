@@ -110,6 +110,7 @@ def test_rows_without_a_builder_a_gpu_or_a_batch_are_left_out_with_a_reason(tmp_
         {**good, "batch_amp": ""},
         {**good, "model": "tacotron2", "input": "mel80x999"},  # a Tacotron 2 length nobody traced
         {**good, "input": "3x128x128"},  # ResNet-50 at another size: its builder's 224 is not this step
+        {**good, "gpu": "V100", "baseline": "tf32"},  # a V100 has no TF32: its fp32 side ran fp32
     ]
     path = tmp_path / "rows.csv"
     with open(path, "w", newline="") as handle:
@@ -124,6 +125,7 @@ def test_rows_without_a_builder_a_gpu_or_a_batch_are_left_out_with_a_reason(tmp_
         "no batch size",
         "tacotron2",
         "built for input 3x224x224, not this row's 3x128x128",
+        "baseline tf32, which the V100 cannot run",
     ]
     # each names its fix: the one place a model is added, where a GPU row goes, the command that traces a length
     assert skipped[0][1].endswith("add a Workload for it to FIXED or SIZED in benchmarks/validation/models/__init__.py")
@@ -165,6 +167,7 @@ def test_check_refuses_a_missing_rows_file_in_one_line(tmp_path):
         ({"throughput_amp": "n/a"}, "line 2: throughput_amp is 'n/a', not a number above 0"),
         ({"throughput_amp": "0"}, "line 2: throughput_amp is '0', not a number above 0"),
         ({"batch_amp": "12.5"}, "line 2: batch_amp is '12.5', not a whole number above 0"),
+        ({"baseline": "FP32"}, "line 2: baseline is 'FP32', not fp32 or tf32"),  # was read as TF32, on a V100 too
         ({"rows": 0}, "has a header and no rows"),
         ({"model": "alexnet"}, "none of the 1 rows of"),  # each left out: the reasons, then the one error
     ],

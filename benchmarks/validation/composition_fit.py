@@ -173,6 +173,8 @@ def malformed(path: Path) -> str | None:
     if not raw:
         return f"{path} has a header and no rows"
     for line, r in enumerate(raw, start=2):
+        if r["baseline"] not in (FP32, TF32):  # anything else was read as TF32, on a V100 too
+            return f"{path} line {line}: baseline is {r['baseline']!r}, not {FP32} or {TF32} (what the fp32 side ran)"
         for column, kind in NUMBERS.items():
             cell = (r[column] or "").strip()
             if not cell and not column.startswith("throughput"):
@@ -220,6 +222,10 @@ def load_rows(path: Path, cache: dict | None = None) -> tuple[list[Row], list[tu
         batch = (int(float(r["batch_baseline"])), int(float(r["batch_amp"])))
         measured = tuple(b * items / float(t) for b, t in zip(batch, (r["throughput_baseline"], r["throughput_amp"])))
         gpu = table[r["gpu"]]
+        if baseline_precision(r) == TF32 and gpu.cannot_run(TF32):
+            why = f"baseline {TF32}, which the {r['gpu']} cannot run ({gpu.cannot_run(TF32)}): write {FP32}"
+            skipped.append((r, why))
+            continue
         if key not in tables:
             tables[key] = tables_of(cache["models"][key])
         baseline = baseline_precision(r)
