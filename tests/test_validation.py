@@ -22,7 +22,7 @@ import composition_fit as cf  # noqa: E402
 import trace_models  # noqa: E402
 from models.autocast import MetaAutocast, region  # noqa: E402
 
-from ampgan.bench.ops import FUSED_UPDATES, fused_update, kernel_shapes, record_ops  # noqa: E402
+from ampgan.bench.ops import FUSED_ADAM, FUSED_UPDATES, fused_update, kernel_shapes, record_ops  # noqa: E402
 from ampgan.projection.composition import composed_step, load_composition  # noqa: E402
 from ampgan.system.gpus import gpu_spec  # noqa: E402
 
@@ -109,6 +109,8 @@ def test_rows_without_a_builder_a_gpu_or_a_batch_are_left_out_with_a_reason(tmp_
         {**good, "gpu": "Voodoo 5"},
         {**good, "batch_amp": ""},
         {**good, "model": "tacotron2", "input": "mel80x999"},  # a Tacotron 2 length nobody traced
+        {**good, "input": "3x128x128"},  # ResNet-50 at another size: its builder's 224 is not this step
+        {**good, "gpu": "V100", "baseline": "tf32"},  # a V100 has no TF32: its fp32 side ran fp32
     ]
     path = tmp_path / "rows.csv"
     with open(path, "w", newline="") as handle:
@@ -118,14 +120,18 @@ def test_rows_without_a_builder_a_gpu_or_a_batch_are_left_out_with_a_reason(tmp_
     rows, skipped = cf.load_rows(path)
     assert [r.model for r in rows] == ["resnet50"]
     assert [why.split(" (")[0].split(":")[0] for _, why in skipped] == [
-        "no builder for this model",
+        "no builder",
         "GPU Voodoo 5 not in a GPU table",
         "no batch size",
         "tacotron2",
+        "built for input 3x224x224, not this row's 3x128x128",
+        "baseline tf32, which the V100 cannot run",
     ]
-    # each names its fix: where a GPU row goes, the command that traces the missing length
+    # each names its fix: the one place a model is added, where a GPU row goes, the command that traces a length
+    assert skipped[0][1].endswith("add a Workload for it to FIXED or SIZED in benchmarks/validation/models/__init__.py")
     assert "benchmarks/validation/gpus.csv" in skipped[1][1]
     assert skipped[3][1].endswith("run benchmarks/validation/trace_models.py --models tacotron2:999")
+    assert "a Workload for it goes in benchmarks/validation/models/__init__.py" in skipped[4][1]
 
 
 @pytest.mark.parametrize(
@@ -152,6 +158,42 @@ def test_check_refuses_a_missing_rows_file_in_one_line(tmp_path):
         cwd=ROOT,
     )
     assert result.returncode == 2 and "no rows file" in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    "change, says",
+    [
+        ({"drop": "notes"}, "has no column notes: give rows.csv's header"),
+        ({"throughput_amp": "n/a"}, "line 2: throughput_amp is 'n/a', not a number above 0"),
+        ({"throughput_amp": "0"}, "line 2: throughput_amp is '0', not a number above 0"),
+        ({"batch_amp": "12.5"}, "line 2: batch_amp is '12.5', not a whole number above 0"),
+        ({"baseline": "FP32"}, "line 2: baseline is 'FP32', not fp32 or tf32"),  # was read as TF32, on a V100 too
+        ({"rows": 0}, "has a header and no rows"),
+        ({"model": "alexnet"}, "none of the 1 rows of"),  # each left out: the reasons, then the one error
+    ],
+)
+def test_check_refuses_a_rows_file_it_cannot_read_in_one_line(tmp_path, change, says):
+    """A user's rows file with a column missing, a throughput not a number or zero, a batch not whole, no rows,
+    or no row that can be projected: one line naming the file, the line and the column, exit 2 (before: a
+    KeyError, ValueError or ZeroDivisionError traceback, or a fractional batch silently truncated)."""
+    with open(VALIDATION / "rows.csv", newline="") as handle:
+        reader = csv.DictReader(handle)
+        row, fields = next(r for r in reader if r["model"] == "resnet50"), reader.fieldnames
+    fields = [f for f in fields if f != change.get("drop")]
+    row = {**row, **{k: v for k, v in change.items() if k in fields}}
+    path = tmp_path / "mine.csv"
+    with open(path, "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fields, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows([row] * change.get("rows", 1))
+    result = subprocess.run(
+        [sys.executable, str(VALIDATION / "check.py"), "--json", "--rows", str(path)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.count("\n") == 1 and says in result.stderr and str(path) in result.stderr
 
 
 def test_meta_autocast_casts_as_cuda_autocast_does():
@@ -522,11 +564,12 @@ def test_a_row_on_pytorch_2_steps_torch_optim_s_foreach_update_not_its_loop(soft
     """From PyTorch 2.0 torch.optim takes its foreach form on CUDA: a row run there maps to a ":foreach" trace when
     its model steps a torch.optim loop (ResNet-50's SGD, GNMT's Adam), never for a script's own loop (BERT's
     BertAdam, Transformer-XL's JITLamb) nor a fused update (NCF)."""
-    from models import torch_2, workload, workload_key
+    from models import FIXED, torch_2, workload, workload_key
 
     assert torch_2(software) is after
     base = {"input": "", "items_per_sample": "1", "batch_amp": "", "notes": "", "software": software}
-    keys = {m: workload_key({**base, "model": m}) for m in ("resnet50", "bert_large_squad", "ncf")}
+    fixed = ("resnet50", "bert_large_squad", "ncf")
+    keys = {m: workload_key({**base, "model": m, "input": FIXED[m].input}) for m in fixed}
     keys["gnmt"] = workload_key({**base, "model": "gnmt", "items_per_sample": "48"})
     keys["transformerxl_base"] = workload_key({**base, "model": "transformerxl_base", "input": "seq192"})
     suffix = ":foreach" if after else ""
@@ -628,16 +671,33 @@ def test_a_row_is_traced_in_the_mixed_precision_mode_its_run_logged():
     fp32 (apex O2's keep_batchnorm_fp32, DLE's network_to_half) and the images cast to fp16 first."""
     from models import workload, workload_key
 
-    row = {"model": "ncf", "input": "", "items_per_sample": "1", "batch_amp": "", "notes": ""}
+    row = {"model": "ncf", "input": "user-item pair", "items_per_sample": "1", "batch_amp": "", "notes": ""}
     assert workload_key(row) == "ncf" and workload("ncf").amp == "autocast"
     o2 = {**row, "notes": "amp: run PyTorch_ncf_FP16 (--opt_level O2: apex, half-precision model ...)"}
     assert workload_key(o2) == "ncf:O2" and workload("ncf:O2").amp == "O2"
-    fp16 = {**row, "model": "resnet50", "notes": "--fp16: half-precision network with fp32 master weights"}
+    fp16 = {**row, "model": "resnet50", "input": "3x224x224"}
+    fp16["notes"] = "--fp16: half-precision network with fp32 master weights"
     assert workload_key(fp16) == "resnet50:O2"
-    bert = {**row, "model": "bert_base_squad", "notes": "--opt_level O2"}
+    bert = {**row, "model": "bert_base_squad", "input": "seq384", "notes": "--opt_level O2"}
     assert workload_key(bert) == "bert_base_squad"  # already traced as O2
     cached = trace_models.tables_of(trace_models.load_cache()["models"]["resnet50:O2"])["fp16"]
     norms = {r.dtype for r in cached.rows if r.op == "aten.native_batch_norm"}
     convolutions = {r.dtype for r in cached.rows if r.op == "aten.convolution"}
     assert convolutions == {"float16"} and norms == {"float32"}  # fp16 convolutions, norms with fp32 weights
     assert any(r.op == "aten._to_copy" for r in cached.rows)  # the images' cast
+
+
+def test_a_row_that_timed_no_update_is_traced_without_one():
+    """A benchmark that times forward and backward only (ryujaehun/pytorch-gpu-benchmark: model.half(), no
+    optimizer step) is traced as that step: its fp16 side a half network, and neither side charged the update
+    or the scaler's pass it never ran; the rest of the step is the training step's, op for op."""
+    from models import workload, workload_key
+
+    row = {"model": "ncf", "input": "user-item pair", "items_per_sample": "1", "batch_amp": "", "software": ""}
+    row["notes"] = "amp: none: model.half() ...; the timed step is forward + loss + backward, no optimizer step"
+    assert workload_key(row) == "ncf:O2:noupdate" and workload("ncf:O2:noupdate").update is False
+    trained, timed = (trace_models.tables_of(trace_models.trace_document(k)) for k in ("ncf:O2", "ncf:O2:noupdate"))
+    for precision in ("fp32", "fp16"):
+        charged = [r for r in trained[precision].rows if r.op == FUSED_ADAM or r.op == trace_models.AMP_UNSCALE]
+        assert charged and not {r.op for r in charged} & {r.op for r in timed[precision].rows}
+        assert [r for r in trained[precision].rows if r not in charged] == list(timed[precision].rows)

@@ -51,7 +51,15 @@ def main(argv=None) -> int:
     if args.rows is not None and not args.rows.is_file():
         print(f"error: no rows file at {args.rows}: give a CSV in rows.csv's columns", file=sys.stderr)
         return 2
+    problem = args.rows and cf.malformed(args.rows)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
     summary, records, skipped = evaluate(args.rows)
+    if not records:
+        _left_out(skipped)
+        print(f"error: none of the {len(skipped)} rows of {args.rows} could be projected (why: above)", file=sys.stderr)
+        return 2
     print(
         f"{'generation':<16} {'rows':>5} {'models':>6} {'speedup err':>11} {'p90':>6} {'band holds':>10} "
         f"{'band hi/lo':>10} {'time err':>8}"
@@ -64,14 +72,18 @@ def main(argv=None) -> int:
             f"{s['p90_speedup_error']:>5.2f}x {s['coverage']:>10.0%} {s['median_band_width']:>10.2f} "
             f"{s['median_time_error']:>7.2f}x"
         )
+    _left_out(skipped)
+    if args.json:
+        print(json.dumps(summary))
+    return 0
+
+
+def _left_out(skipped: list) -> None:
     reasons: dict[str, int] = {}
     for row, why in skipped:
         reasons[f"{row['model']}: {why}"] = reasons.get(f"{row['model']}: {why}", 0) + 1
     for why, count in sorted(reasons.items()):
         print(f"left out: {count} rows of {why}")
-    if args.json:
-        print(json.dumps(summary))
-    return 0
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
-from models import workload_key  # noqa: E402
+from models import unbuilt, workload_key  # noqa: E402
 from trace_models import load_cache, tables_of  # noqa: E402
 
 from ampgan.precisions import FP16, FP32, TF32  # noqa: E402
@@ -149,6 +149,46 @@ def per_sample_ratio(seconds: tuple[float, float], batch: tuple[int, int]) -> fl
     return (seconds[0] / batch[0]) / (seconds[1] / batch[1])
 
 
+# The columns load_rows reads, and of them the numbers: an empty batch is a row left out ("no batch size"), an empty
+# items_per_sample is 1; any other cell of these must be a positive number, a batch a whole one.
+READ = ("model", "input", "gpu", "baseline", "software", "notes")
+NUMBERS = {
+    "batch_baseline": int,
+    "batch_amp": int,
+    "throughput_baseline": float,
+    "throughput_amp": float,
+    "items_per_sample": float,
+}
+
+
+def malformed(path: Path) -> str | None:
+    """What stops a rows file from being read in rows.csv's columns, in one line naming the fix, or None."""
+    with open(path, newline="", encoding="utf-8") as handle:
+        reader = csv.DictReader(handle)
+        raw, columns = list(reader), reader.fieldnames or []
+    missing = [c for c in (*READ, *NUMBERS) if c not in columns]
+    if missing:
+        columns_doc = "benchmarks/validation/README.md, Columns"
+        return f"{path} has no column {', '.join(missing)}: give rows.csv's header ({columns_doc})"
+    if not raw:
+        return f"{path} has a header and no rows"
+    for line, r in enumerate(raw, start=2):
+        if r["baseline"] not in (FP32, TF32):  # anything else was read as TF32, on a V100 too
+            return f"{path} line {line}: baseline is {r['baseline']!r}, not {FP32} or {TF32} (what the fp32 side ran)"
+        for column, kind in NUMBERS.items():
+            cell = (r[column] or "").strip()
+            if not cell and not column.startswith("throughput"):
+                continue
+            try:
+                value = float(cell)
+            except ValueError:
+                value = -1.0
+            if not value > 0 or (kind is int and value != int(value)):
+                what = "a whole number above 0" if kind is int else "a number above 0"
+                return f"{path} line {line}: {column} is {cell!r}, not {what}"
+    return None
+
+
 def load_rows(path: Path, cache: dict | None = None) -> tuple[list[Row], list[tuple[dict, str]]]:
     """(the rows that can be projected, [(row, why not)] for the others)."""
     cache = cache if cache is not None else load_cache()
@@ -161,7 +201,7 @@ def load_rows(path: Path, cache: dict | None = None) -> tuple[list[Row], list[tu
         items = float(r["items_per_sample"] or 1)
         key = workload_key(r)
         if key is None:
-            skipped.append((r, "no builder for this model (benchmarks/validation/models)"))
+            skipped.append((r, unbuilt(r)))
             continue
         if key not in cache["models"]:
             skipped.append((r, f"{key} not traced: run benchmarks/validation/trace_models.py --models {key}"))
@@ -182,6 +222,10 @@ def load_rows(path: Path, cache: dict | None = None) -> tuple[list[Row], list[tu
         batch = (int(float(r["batch_baseline"])), int(float(r["batch_amp"])))
         measured = tuple(b * items / float(t) for b, t in zip(batch, (r["throughput_baseline"], r["throughput_amp"])))
         gpu = table[r["gpu"]]
+        if baseline_precision(r) == TF32 and gpu.cannot_run(TF32):
+            why = f"baseline {TF32}, which the {r['gpu']} cannot run ({gpu.cannot_run(TF32)}): write {FP32}"
+            skipped.append((r, why))
+            continue
         if key not in tables:
             tables[key] = tables_of(cache["models"][key])
         baseline = baseline_precision(r)

@@ -65,6 +65,8 @@ def trace_step(
             workload.loss(model, batch).backward()
 
     records = record_ops(step)
+    if not workload.update:  # the row timed forward and backward only
+        return records
     if precision == FP16:
         # autocast: read and write every fp32 gradient; apex O2: fp16 gradients to fp32 master gradients (2 + 4
         # bytes), and after the update the masters back into the fp16 network (4 + 2)

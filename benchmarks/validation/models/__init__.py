@@ -3,8 +3,9 @@ and optimizer NVIDIA DeepLearningExamples trains each with, and one training ste
 ampgan's op tracer (bench/ops.py) in fp32 and in fp16 mixed precision (CUDA autocast's casts, emulated on
 the meta device by autocast.py, and the loss scaler's passes).
 
-Adding a model: a builder below with its input shapes, loss and optimizer; `trace.py --rebuild` re-traces it
-into op_tables.json. torchvision is not used (its wheels pin another torch); every network is written here
+Adding a model: a Workload in FIXED below (or SIZED, when the row's input gives its length) with its network,
+input shapes, loss and optimizer; `trace_models.py --models KEY` traces it into op_tables.json (the README's
+"Adding a model"). torchvision is not used (its wheels pin another torch); every network is written here
 from its paper and DLE's README, its exotic parts replaced by ordinary modules of the same FLOPs and bytes
 (each builder's docstring says which).
 """
@@ -71,6 +72,12 @@ JIT_LAMB = (  # Transformer-XL's lamb.JITLamb: one TorchScript lamb_kernel per p
     ("jit.lamb_apply", 3, False),  # param - step_size * trust_ratio * adam_step
 )
 
+HF_ADAMW = (  # transformers.optimization.AdamW (the Trainer's "adamw_hf", its default in 2022) at weight decay 0
+    *ADAM[:5],  # the moments, denom = exp_avg_sq.sqrt()
+    ("aten.add_", 2, False),  # .add_(eps): the bias corrections are folded into step_size, no division
+    ("aten.addcdiv_", 4, False),  # p.addcdiv_(exp_avg, denom, value=-step_size)
+)
+
 
 TORCH_OPTIM = (ADAM, ADAM_DECAYED, ADAMW, SGD)  # the loops torch.optim's own; BertAdam and JITLamb are the scripts'
 
@@ -105,6 +112,11 @@ class Workload:
     loops: tuple[Loop | None, Loop | None] = (None, None)
     # torch.optim's loops run in their foreach form (PyTorch >= 2.0 on CUDA): trace_models.foreach_update.
     foreach: bool = False
+    # False: the row timed forward and backward only (NO_UPDATE in its notes): no update, no scaler or master pass.
+    update: bool = True
+    # A FIXED model's one input, as a row's `input` column spells it ("3x224x224", "seq384"): a row with another
+    # is not this trace (a BERT run at 512 tokens is not SQuAD's at 384), so it is left out, saying so.
+    input: str = ""
 
 
 def _meta(*shape, dtype=torch.float32):
@@ -212,6 +224,22 @@ def _waveglow(samples: int) -> Workload:
     )
 
 
+def _bert_large_cls(length: int) -> Workload:
+    return Workload(
+        "bert_large_cls",
+        lambda: text.BertForSequenceClassification(24, 1024, 16),
+        lambda b: (_tokens(b, length), _tokens(b, length), _tokens(b)),
+        lambda model, batch: F.cross_entropy(model(batch[0], batch[1]), batch[2]),
+        _adam,
+        f"one {length}-token sequence",
+        "Hugging Face Trainer's sequence classification (bert-large-uncased): cross entropy over 2 labels, "
+        "transformers' AdamW (weight decay 0, the Trainer default; its per-parameter loop in both), fp16 as "
+        "Trainer(fp16=True) runs it: torch.cuda.amp autocast and GradScaler; the Trainer's gradient clipping "
+        "left out, as for the other models",
+        loops=(HF_ADAMW, HF_ADAMW),
+    )
+
+
 def _hifigan(accumulation: int, fp32_grouped: bool) -> Workload:
     def adamw(params):
         return torch.optim.AdamW(params, lr=3e-4, betas=(0.8, 0.99))
@@ -247,6 +275,19 @@ FIXED: dict[str, Workload] = {
             "cross entropy with label smoothing 0.1, SGD with momentum 0.875 (DLE resnet50v1.5; torch.optim.SGD's "
             "per-parameter update in both, batch norms undecayed)",
             loops=(SGD, SGD),
+            input="3x224x224",
+        ),
+        Workload(
+            "vgg16",
+            vision.VGG16,
+            lambda b: (_meta(b, 3, 224, 224), _tokens(b)),
+            lambda model, batch: F.cross_entropy(model(batch[0]), batch[1]),
+            lambda params: torch.optim.SGD(params, lr=0.01, momentum=0.9, weight_decay=1e-4),
+            "one 224x224x3 ImageNet image",
+            "cross entropy, SGD with momentum 0.9 (pytorch/examples imagenet/main.py, torchvision's vgg16; "
+            "torch.optim.SGD's per-parameter update in both, its weight decay charged on the weight matrices only)",
+            loops=(SGD, SGD),
+            input="3x224x224",
         ),
         Workload(
             "ssd300",
@@ -259,6 +300,7 @@ FIXED: dict[str, Workload] = {
             "v1.1, ResNet-50 backbone; torch.optim.SGD's per-parameter update in both, biases and batch norms "
             "undecayed: main.py's tencent_trick)",
             loops=(SGD, SGD),
+            input="3x300x300",
         ),
         Workload(
             "bert_base_squad",
@@ -271,6 +313,7 @@ FIXED: dict[str, Workload] = {
             "FusedAdam and apex O2 (run_squad.py: amp.initialize(opt_level='O2', keep_batchnorm_fp32=False))",
             "O2",
             loops=(BERT_ADAM, None),
+            input=f"seq{BERT_LENGTH}",
         ),
         Workload(
             "bert_large_squad",
@@ -283,6 +326,7 @@ FIXED: dict[str, Workload] = {
             "FusedAdam and apex O2 (run_squad.py: amp.initialize(opt_level='O2', keep_batchnorm_fp32=False))",
             "O2",
             loops=(BERT_ADAM, None),
+            input=f"seq{BERT_LENGTH}",
         ),
         Workload(
             "ncf",
@@ -292,6 +336,7 @@ FIXED: dict[str, Workload] = {
             _adam,
             "one (user, item) pair",
             "binary cross entropy on logits, apex's FusedAdam in both (DLE NCF on MovieLens-20M, ncf.py)",
+            input="user-item pair",
         ),
     )
 }
@@ -302,6 +347,7 @@ SIZED = {
     "waveglow": _waveglow,
     "transformerxl_base": lambda n: _txl("base", n),
     "transformerxl_large": lambda n: _txl("large", n),
+    "bert_large_cls": _bert_large_cls,
 }
 MODELS = (*FIXED, *SIZED, "hifigan")
 
@@ -310,7 +356,10 @@ NO_AMP_GROUPED = "--no_amp_grouped_conv"  # in a hifigan row's notes: its AMP ru
 # In a row's notes: its mixed-precision run was a half-precision network with fp32 master weights, whatever the
 # model's script does today (Lambda's NCF runs passed apex's --opt_level O2; its ResNet-50 v0 runs --fp16 with
 # FP16_Optimizer): traced as O2 ("resnet50:O2"), not under autocast's casts.
-HALF_NETWORK = ("--opt_level O2", "half-precision network with fp32 master weights")
+HALF_NETWORK = ("--opt_level O2", "half-precision network with fp32 master weights", "model.half()")
+# In a row's notes: the step it timed ran no optimizer update (benchmark scripts that time forward and backward
+# only, ryujaehun/pytorch-gpu-benchmark's): traced ":noupdate", without the update's and the scaler's passes.
+NO_UPDATE = "no optimizer step"
 
 
 def torch_2(software: str) -> bool:
@@ -323,8 +372,11 @@ def torch_2(software: str) -> bool:
 
 def workload_key(row: dict) -> str | None:
     """The traced step a row (rows.csv's columns) maps to ("tacotron2:571"), or None without a builder; with
-    ":foreach" after it where the row ran PyTorch >= 2.0 and the model steps a torch.optim loop."""
+    ":noupdate" after it where the row timed no update (NO_UPDATE), else ":foreach" where the row ran PyTorch >= 2.0
+    and the model steps a torch.optim loop."""
     key = _plain_key(row)
+    if key is not None and NO_UPDATE in row["notes"]:
+        return f"{key}:noupdate"
     if key is None or not torch_2(row.get("software", "")):  # no software named: the loop, as every rows.csv row
         return key
     return f"{key}:foreach" if any(loop in TORCH_OPTIM for loop in workload(key).loops) else key
@@ -337,6 +389,8 @@ def _plain_key(row: dict) -> str | None:
         accumulation = max(1, hifigan.DLE_GLOBAL_BATCH // int(float(row["batch_amp"] or hifigan.DLE_GLOBAL_BATCH)))
         return f"hifigan:{accumulation}" + (":fp32-grouped" if NO_AMP_GROUPED in row["notes"] else "")
     if model in FIXED:
+        if input_ != FIXED[model].input:
+            return None
         half = FIXED[model].amp != "O2" and any(flag in row["notes"] for flag in HALF_NETWORK)
         return f"{model}:O2" if half else model
     if model not in SIZED:
@@ -347,7 +401,26 @@ def _plain_key(row: dict) -> str | None:
     return f"{model}:{digits[-1]}" if digits else None
 
 
+HERE_ADD = "benchmarks/validation/models/__init__.py"  # where a model is added: a Workload in FIXED or SIZED
+
+
+def unbuilt(row: dict) -> str:
+    """Why no traced step stands for a row that workload_key maps to none, and the one place a builder for it goes
+    (check.py prints it after the row's model)."""
+    model, input_ = row["model"], row["input"]
+    if model in FIXED:
+        return (
+            f"built for input {FIXED[model].input}, not this row's {input_}: a Workload for it goes in {HERE_ADD} "
+            "(FIXED, or SIZED to read the length from the row)"
+        )
+    if model in SIZED:
+        return f"reads its length from the row's input, and {input_!r} has no number: give it as rows.csv does"
+    return f"no builder: add a Workload for it to FIXED or SIZED in {HERE_ADD}"
+
+
 def workload(key: str) -> Workload:
+    if key.endswith(":noupdate"):
+        return replace(workload(key.removesuffix(":noupdate")), update=False)
     if key.endswith(":foreach"):
         return replace(workload(key.removesuffix(":foreach")), foreach=True)
     model, _, length = key.partition(":")

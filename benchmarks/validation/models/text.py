@@ -66,12 +66,29 @@ class BertForQuestionAnswering(nn.Module):
         self.qa = nn.Linear(hidden, 2)
 
     def forward(self, tokens, segments):
+        start, end = self.qa(self.encode(tokens, segments)).unbind(-1)  # (B, L) each
+        return start, end
+
+    def encode(self, tokens, segments):  # (B, L) ids -> (B, L, hidden)
         positions = torch.arange(tokens.shape[1], device=tokens.device)[None]
         x = self.norm(self.words(tokens) + self.positions(positions) + self.types(segments))
         for layer in self.layers:
             x = layer(x)
-        start, end = self.qa(x).unbind(-1)  # (B, L) each
-        return start, end
+        return x
+
+
+class BertForSequenceClassification(BertForQuestionAnswering):
+    """Hugging Face's BertForSequenceClassification: the same encoder (its vocabulary of 30522), then a tanh
+    pooler on the first token and a linear layer to the labels, in place of the start/end head."""
+
+    def __init__(self, layers: int, hidden: int, heads: int, labels: int = 2):
+        super().__init__(layers, hidden, heads, vocab=30522)
+        del self.qa
+        self.pooler, self.classifier = nn.Linear(hidden, hidden), nn.Linear(hidden, labels)
+
+    def forward(self, tokens, segments):
+        first = self.encode(tokens, segments)[:, 0]  # (B, hidden)
+        return self.classifier(torch.tanh(self.pooler(first)))  # (B, labels)
 
 
 class RelativeAttentionLayer(nn.Module):

@@ -1,6 +1,6 @@
 """ResNet-50 and SSD300 as NVIDIA DeepLearningExamples train them (PyTorch/Classification/ConvNets/resnet50v1.5,
 PyTorch/Detection/SSD), written from their papers and READMEs: layer counts, widths, strides and heads as
-there; built on the meta device for the projection, never trained."""
+there; torchvision's VGG-16 as its vgg.py builds it; built on the meta device for the projection, never trained."""
 
 from __future__ import annotations
 
@@ -52,6 +52,35 @@ class ResNet50(nn.Module):
     def forward(self, x):
         x = self.layer4(self.layer3(self.layer2(self.layer1(self.stem(x)))))
         return self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
+
+
+class VGG16(nn.Module):
+    """torchvision's vgg16 (configuration D, no batch norm): thirteen 3x3 convolutions in five blocks, each
+    block ending in a 2x2 max pool, then 25088 -> 4096 -> 4096 -> classes with ReLU and dropout."""
+
+    WIDTHS = ((64, 64), (128, 128), (256, 256, 256), (512, 512, 512), (512, 512, 512))
+
+    def __init__(self, classes: int = 1000):
+        super().__init__()
+        layers, channels = [], 3
+        for block in self.WIDTHS:
+            for width in block:
+                layers += [nn.Conv2d(channels, width, 3, padding=1), nn.ReLU(inplace=True)]
+                channels = width
+            layers.append(nn.MaxPool2d(2))
+        self.features = nn.Sequential(*layers)  # (B, 512, 7, 7) at 224x224
+        self.classifier = nn.Sequential(
+            nn.Linear(512 * 7 * 7, 4096),
+            nn.ReLU(True),
+            nn.Dropout(),
+            nn.Linear(4096, 4096),
+            nn.ReLU(True),
+            nn.Dropout(),
+            nn.Linear(4096, classes),
+        )
+
+    def forward(self, x):
+        return self.classifier(torch.flatten(F.adaptive_avg_pool2d(self.features(x), 7), 1))
 
 
 class SSD300(nn.Module):
