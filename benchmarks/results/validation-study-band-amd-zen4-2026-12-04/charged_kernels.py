@@ -3,9 +3,9 @@
     PYTHONPATH=src python benchmarks/results/validation-study-band-amd-zen4-2026-12-04/charged_kernels.py
 
 Runs ampgan's real training step (training/step.py: D's update, G's, the classifier's) of `acgan-2019` at
-32x32x3 (the study's timing shape) and of `r1` (a penalty on real images, at a step without it and one with it), in fp32 and bf16 (the fp16 step's
-stand-in), under the bench's op recorder (bench/ops.record_ops, as the projection's trace does), with a
-forward hook on every convolution of 1-4 image channels noting what autograd will need of it: a data gradient
+32x32x3 (the study's timing shape) and of `r1` (a penalty on real images; at a step without it and one with
+it), in fp32 and bf16 (the fp16 step's stand-in), under the bench's op recorder (bench/ops.record_ops, as the
+projection's trace does), with a forward hook on every convolution of 1-4 image channels noting what autograd will need of it: a data gradient
 when its input requires grad, a weight gradient when its weight does. Printed per layer: the passes the trace
 charged and the passes autograd needed. The trace reads autograd's own `output_mask`, so the two agree by
 construction; this checks it on the study's network rather than assuming it.

@@ -4,10 +4,11 @@ flat prior), leave one model out, after the padding: tried, not shipped.
     PYTHONPATH=src python benchmarks/results/validation-study-band-amd-zen4-2026-12-04/term_fit.py
 """
 
-import sys, json
+import json
+import sys
 
 sys.path.insert(0, "benchmarks/validation")
-import composition_fit as cf
+import composition_fit as cf  # noqa: E402
 
 rows, _ = cf.load_rows(cf.ROWS)
 records, bands = cf.validate(rows, cf.TERM_PRIOR)
