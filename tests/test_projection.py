@@ -116,7 +116,9 @@ def test_the_model_at_neutral_parameters_is_the_roofline_plus_a_launch():
     path[PATH_PARAMETERS.index("log_small_k")] = -30.0
     shared = np.array([math.log(1e-6), 0.0])
     big = Kernel("g", "gemm", m=1280, n=1024, k=4096)  # 80 tiles of 128x128: one full wave
-    seconds, compute, memory = predict_seconds(features([big], 80, "fp16"), path, shared, 100.0, 1000.0, 2)
+    seconds, compute, memory = predict_seconds(
+        features([big], 80, "fp16", tensor_cores=True), path, shared, 100.0, 1000.0, 2
+    )
     assert compute[0] == pytest.approx(2 * 1280 * 1024 * 4096 / 100e12)
     assert memory[0] == pytest.approx((1280 * 4096 + 4096 * 1024 + 1280 * 1024) * 2 / 1000e9)
     assert seconds[0] == pytest.approx(1e-6 + (compute[0] ** 4 + memory[0] ** 4) ** 0.25)
@@ -616,6 +618,26 @@ def test_a_16_bit_data_gradient_into_few_channels_no_calibration_measured_widens
     assert low == pytest.approx(other * math.exp(band[0])) and high == pytest.approx(mid * math.exp(band[1]))
     assert low < other < mid < high and fp16.high >= fp16.unmeasured_s
     assert "no calibration measured (a 1-4 channel data gradient)" in fp16.note  # the row says why it is wide
+
+
+def test_a_tensor_core_convolution_is_charged_its_channels_padded_to_the_path_s_alignment():
+    """DeepBench padded a 16-bit training kernel's channels to 8 before timing it (conv_bench.cu) and cuDNN pads
+    them for tensor cores: a 1-channel layer does 8 channels' work, a 3-channel one 8/3 of its own (TF32: 4/3).
+    Its tiny-channel term is what is left beyond that padding, fitted so (unpadded, the V100's 16-bit 1-4
+    channel kernels had absorbed the padding: e^-3, which the data gradient's band then took on top of its tile
+    waste). Off tensor cores (fp32, a P100's 16-bit) nothing is padded."""
+    one = Kernel("c1", "conv_fwd", batch=16, c=1, h=64, w=64, out_channels=30, r=3, s=3, pad_h=1, pad_w=1)
+    three = Kernel("c3", "conv_fwd", batch=16, c=3, h=64, w=64, out_channels=30, r=3, s=3, pad_h=1, pad_w=1)
+    plain = features([one, three], 80, "fp16", tensor_cores=False)
+    padded16 = features([one, three], 80, "fp16", tensor_cores=True)
+    padded32 = features([one, three], 80, "tf32", tensor_cores=True)
+    assert padded16.flops / plain.flops == pytest.approx([8 * 32 / 30, 8 / 3 * 32 / 30])  # c to 8, k 30 to 32
+    assert padded32.flops / plain.flops == pytest.approx([4 * 32 / 30, 4 / 3 * 32 / 30])
+    assert padded16.tiny_c[:, 0].tolist() == [1.0, 1.0] and padded16.misaligned_conv.sum() == 0  # still 1-4 channel
+    volta = load_calibration("volta").document
+    for term in ("tiny_c_fwd", "tiny_c_bwd_weight"):  # measured beyond the padding: e^-1.4 to e^-1.7, not e^-3
+        assert -2.0 < volta["parameters"]["fp16"][term] < -1.0
+    assert -2.0 < volta["unmeasured"]["fp16"]["tiny_c_bwd_data"] < -1.0
 
 
 def test_a_step_without_an_unmeasured_kernel_keeps_its_generation_s_band_and_pascal_measured_its_own():

@@ -100,7 +100,7 @@ def path_data(kernels: list[Kernel], log_ms: np.ndarray, precision: str, gpu: Gp
         gpu,
         [k.name for k in kernels],
         kernels,
-        features(kernels, gpu.sms, precision),
+        features(kernels, gpu.sms, precision, tensor_cores=gpu.tensor_cores and precision_mode(precision).tensor_cores),
         np.asarray(log_ms, dtype=float),
         peak_tflops(gpu, precision),
         precision_mode(precision).element_bytes,

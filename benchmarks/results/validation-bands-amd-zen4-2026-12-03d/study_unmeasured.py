@@ -41,7 +41,7 @@ for precision in (FP32, FP16):
     path = calibration.paths[precision].copy()
     seconds = [
         predict_seconds(
-            features(kernels, gpu.sms, precision),
+            features(kernels, gpu.sms, precision, tensor_cores=precision == FP16 and gpu.tensor_cores),
             path,
             calibration.shared,
             peak_tflops(gpu, precision),
@@ -54,7 +54,7 @@ for precision in (FP32, FP16):
             path[PATH_PARAMETERS.index(term)] = value
         seconds.append(
             predict_seconds(
-                features(kernels, gpu.sms, precision),
+                features(kernels, gpu.sms, precision, tensor_cores=precision == FP16 and gpu.tensor_cores),
                 path,
                 calibration.shared,
                 peak_tflops(gpu, precision),

@@ -25,7 +25,7 @@ calibration, _ = calibration_for(gpu)
 for precision in (FP32, FP16):
     kernels, weights, _ = row_kernels(list(tables[precision].on_cuda()), batch)
     seconds, _, _ = predict_seconds(
-        features(kernels, gpu.sms, precision),
+        features(kernels, gpu.sms, precision, tensor_cores=precision == FP16 and gpu.tensor_cores),
         calibration.paths[precision],
         calibration.shared,
         peak_tflops(gpu, precision),

@@ -95,7 +95,7 @@ def step_parts(
         for term, value in (terms or {}).get(name, {}).items():
             path[PATH_PARAMETERS.index(term)] = value
         seconds, _, _ = predict_seconds(
-            features(picked, gpu.sms, used if tensor else FP32),
+            features(picked, gpu.sms, used if tensor else FP32, tensor_cores=tensor),
             path,
             calibration.shared,
             peak_tflops(gpu, used),

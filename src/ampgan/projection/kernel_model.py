@@ -19,7 +19,7 @@ source in calibration/<architecture>.json. Pure numpy, vectorised over a table o
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from importlib import resources
 
@@ -97,14 +97,28 @@ def _tile_utilisation(m: int, n: int, k: int, sms: int) -> list[float]:
     return out
 
 
-def features(kernels: list[Kernel], sms: int, precision: str) -> Features:
+def padded(kernel: Kernel, align: int) -> Kernel:
+    """The convolution a tensor core runs: its channels padded to the path's alignment. Tensor cores take
+    channels in multiples of 8 (16 bit; 4 in TF32): cuDNN pads the tensors to call them (its "Tensor
+    Transformations"), and DeepBench's conv_bench padded every such 16-bit training kernel itself before timing
+    it (code/nvidia/conv_bench.cu, `pad_dim(padded_c, 8)`), so a 1-channel layer does 8 channels' work."""
+    return replace(
+        kernel, c=math.ceil(kernel.c / align) * align, out_channels=math.ceil(kernel.out_channels / align) * align
+    )
+
+
+def features(kernels: list[Kernel], sms: int, precision: str, *, tensor_cores: bool) -> Features:
+    """`tensor_cores`: the kernels run on tensor cores, so a convolution's work, tiles and bytes are those of its
+    padded problem (`padded`), and a 1-4 channel one's own term is what is left beyond that padding."""
     align = PRECISIONS[precision].alignment
     rows = []
     for kernel in kernels:
-        m, n, k = kernel.implicit_gemm()
         conv = kernel.op != GEMM
-        misaligned = any(d % align for d in kernel.channel_dims())
         tiny = conv and kernel.c <= TINY_CHANNELS
+        if conv and tensor_cores:
+            kernel = padded(kernel, align)
+        m, n, k = kernel.implicit_gemm()
+        misaligned = any(d % align for d in kernel.channel_dims())
         rows.append(
             (
                 kernel.flops(),

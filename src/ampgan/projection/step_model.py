@@ -132,7 +132,7 @@ def kernel_times(
         picked = [kernels[i] for i in indices]
         path = calibration.paths[path_of(used)]
         seconds, compute, memory = predict_seconds(
-            features(picked, gpu.sms, used),
+            features(picked, gpu.sms, used, tensor_cores=gpu.tensor_cores and precision_mode(used).tensor_cores),
             path,
             calibration.shared,
             peak_tflops(gpu, used),
