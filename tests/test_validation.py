@@ -124,14 +124,14 @@ def test_rows_without_a_builder_a_gpu_or_a_batch_are_left_out_with_a_reason(tmp_
         "GPU Voodoo 5 not in a GPU table",
         "no batch size",
         "tacotron2",
-        "built for input 3x224x224, not this row's 3x128x128",
+        "built for input '3x224x224', not this row's '3x128x128'",
         "baseline tf32, which the V100 cannot run",
     ]
     # each names its fix: the one place a model is added, where a GPU row goes, the command that traces a length
     assert skipped[0][1].endswith("add a Workload for it to FIXED or SIZED in benchmarks/validation/models/__init__.py")
     assert "benchmarks/validation/gpus.csv" in skipped[1][1]
     assert skipped[3][1].endswith("run benchmarks/validation/trace_models.py --models tacotron2:999")
-    assert "a Workload for it goes in benchmarks/validation/models/__init__.py" in skipped[4][1]
+    assert "a Workload for its input goes in benchmarks/validation/models/__init__.py" in skipped[4][1]
 
 
 @pytest.mark.parametrize(
@@ -169,6 +169,9 @@ def test_check_refuses_a_missing_rows_file_in_one_line(tmp_path):
         ({"batch_amp": "12.5"}, "line 2: batch_amp is '12.5', not a whole number above 0"),
         ({"baseline": "FP32"}, "line 2: baseline is 'FP32', not fp32 or tf32"),  # was read as TF32, on a V100 too
         ({"rows": 0}, "has a header and no rows"),
+        ({"batch_amp": "inf"}, "line 2: batch_amp is 'inf', not a whole number above 0"),  # was an OverflowError
+        ({"throughput_amp": "inf"}, "line 2: throughput_amp is 'inf', not a number above 0"),  # a 0 s step
+        ({"input": ""}, "line 2: input is empty: write what the step ran on"),
         ({"model": "alexnet"}, "none of the 1 rows of"),  # each left out: the reasons, then the one error
     ],
 )
@@ -194,6 +197,58 @@ def test_check_refuses_a_rows_file_it_cannot_read_in_one_line(tmp_path, change, 
     )
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert result.stderr.count("\n") == 1 and says in result.stderr and str(path) in result.stderr
+
+
+def _rows_file(path, rows, fields, encoding="utf-8"):
+    with open(path, "w", newline="", encoding=encoding) as handle:
+        writer = csv.DictWriter(handle, fields)
+        writer.writeheader()
+        writer.writerows(rows)
+    return path
+
+
+def test_a_row_s_input_is_its_numbers_in_any_order_and_every_fixed_builder_checks_it(tmp_path):
+    """224x224x3 is ResNet-50's 3x224x224 and NCF's input any case of its words (before: an exact text match left
+    them out, telling the user to write a model); HiFi-GAN's builder, fixed at 32 mel frames, checks its input
+    too (before: a 128-frame row was projected at 32 frames, silently)."""
+    with open(VALIDATION / "rows.csv", newline="") as handle:
+        reader = csv.DictReader(handle)
+        rows, fields = list(reader), reader.fieldnames
+    first = {m: next(r for r in rows if r["model"] == m) for m in ("resnet50", "ncf", "hifigan")}
+    variants = [
+        {**first["resnet50"], "input": "224x224x3"},
+        {**first["ncf"], "input": "User-Item  pair"},
+        first["hifigan"],
+        {**first["hifigan"], "input": "mel80x128"},
+    ]
+    projected, skipped = cf.load_rows(_rows_file(tmp_path / "rows.csv", variants, fields))
+    assert [r.model for r in projected] == ["resnet50", "ncf", "hifigan"]
+    assert [why for _, why in skipped] == [
+        "built for input 'mel80x32', not this row's 'mel80x128': if the row ran 'mel80x32', write it so; else a "
+        "Workload for its input goes in benchmarks/validation/models/__init__.py (FIXED, or SIZED to read the "
+        "length from the row)"
+    ]
+
+
+def test_every_reader_of_rows_refuses_what_check_refuses(tmp_path):
+    """load_rows, which the results folders' scripts call too, refuses a file check.py refuses (before: only
+    check.py looked, and per_row.py projected a baseline 'FP32' as TF32 or dropped the row without a word); a
+    spreadsheet's UTF-8 export with a byte-order mark is read (before: 'has no column model')."""
+    with open(VALIDATION / "rows.csv", newline="") as handle:
+        reader = csv.DictReader(handle)
+        row, fields = next(r for r in reader if r["model"] == "resnet50"), reader.fieldnames
+    with pytest.raises(cf.RowsError, match="line 2: baseline is 'FP32', not fp32 or tf32"):
+        cf.load_rows(_rows_file(tmp_path / "upper.csv", [{**row, "baseline": "FP32"}], fields))
+    with pytest.raises(cf.RowsError, match="baseline is 'bf16'"):
+        cf.baseline_precision({**row, "baseline": "bf16"})
+    projected, _ = cf.load_rows(_rows_file(tmp_path / "excel.csv", [row], fields, encoding="utf-8-sig"))
+    assert [r.model for r in projected] == ["resnet50"]
+
+
+def test_a_trace_without_its_update_says_so():
+    from models import workload
+
+    assert workload("vgg16:O2:noupdate").training.endswith("no optimizer step timed: update and scaler omitted")
 
 
 def test_meta_autocast_casts_as_cuda_autocast_does():

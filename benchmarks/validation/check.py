@@ -51,11 +51,11 @@ def main(argv=None) -> int:
     if args.rows is not None and not args.rows.is_file():
         print(f"error: no rows file at {args.rows}: give a CSV in rows.csv's columns", file=sys.stderr)
         return 2
-    problem = args.rows and cf.malformed(args.rows)
-    if problem:
-        print(f"error: {problem}", file=sys.stderr)
+    try:
+        summary, records, skipped = evaluate(args.rows)
+    except cf.RowsError as error:
+        print(f"error: {error}", file=sys.stderr)
         return 2
-    summary, records, skipped = evaluate(args.rows)
     if not records:
         _left_out(skipped)
         print(f"error: none of the {len(skipped)} rows of {args.rows} could be projected (why: above)", file=sys.stderr)

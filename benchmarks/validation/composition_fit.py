@@ -81,13 +81,19 @@ def gpus() -> dict[str, GpuSpec]:
     return table
 
 
+class RowsError(ValueError):
+    """A rows file that cannot be read in rows.csv's columns; its message is one line naming the fix."""
+
+
 def baseline_precision(row: dict) -> str:
     """What the row's fp32 column ran: strict fp32, or TF32 for convolutions and products alike. Lambda's
     later rows ran NVIDIA's container builds (PyTorch 1.13.0a0), whose containers set
     TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1, so their products ran TF32 too although PyTorch's own default had
     turned them to fp32; the rows show it: BERT-large on an A100 80GB takes 13.3 ms a sequence there
     (batch 64), DLE's TF32 run 16 ms, and strict fp32 products would take about 2.5x that."""
-    return FP32 if row["baseline"] == FP32 else TF32
+    if row["baseline"] not in (FP32, TF32):  # anything else was once read as TF32, on a V100 too
+        raise RowsError(f"baseline is {row['baseline']!r}, not {FP32} or {TF32} (what the fp32 side ran)")
+    return row["baseline"]
 
 
 @dataclass
@@ -163,7 +169,8 @@ NUMBERS = {
 
 def malformed(path: Path) -> str | None:
     """What stops a rows file from being read in rows.csv's columns, in one line naming the fix, or None."""
-    with open(path, newline="", encoding="utf-8") as handle:
+    # utf-8-sig: a spreadsheet's "CSV UTF-8" export starts with a byte-order mark, which would hide `model`
+    with open(path, newline="", encoding="utf-8-sig") as handle:
         reader = csv.DictReader(handle)
         raw, columns = list(reader), reader.fieldnames or []
     missing = [c for c in (*READ, *NUMBERS) if c not in columns]
@@ -173,8 +180,13 @@ def malformed(path: Path) -> str | None:
     if not raw:
         return f"{path} has a header and no rows"
     for line, r in enumerate(raw, start=2):
-        if r["baseline"] not in (FP32, TF32):  # anything else was read as TF32, on a V100 too
-            return f"{path} line {line}: baseline is {r['baseline']!r}, not {FP32} or {TF32} (what the fp32 side ran)"
+        if not (r["input"] or "").strip():
+            example = "as rows.csv does (3x224x224, seq384)"
+            return f"{path} line {line}: input is empty: write what the step ran on, {example}"
+        try:
+            baseline_precision(r)
+        except RowsError as error:
+            return f"{path} line {line}: {error}"
         for column, kind in NUMBERS.items():
             cell = (r[column] or "").strip()
             if not cell and not column.startswith("throughput"):
@@ -183,17 +195,21 @@ def malformed(path: Path) -> str | None:
                 value = float(cell)
             except ValueError:
                 value = -1.0
-            if not value > 0 or (kind is int and value != int(value)):
+            if not (value > 0 and math.isfinite(value)) or (kind is int and value != int(value)):
                 what = "a whole number above 0" if kind is int else "a number above 0"
                 return f"{path} line {line}: {column} is {cell!r}, not {what}"
     return None
 
 
 def load_rows(path: Path, cache: dict | None = None) -> tuple[list[Row], list[tuple[dict, str]]]:
-    """(the rows that can be projected, [(row, why not)] for the others)."""
+    """(the rows that can be projected, [(row, why not)] for the others); RowsError for a file that cannot be read
+    in rows.csv's columns (every script that reads rows reads them alike)."""
+    problem = malformed(path)
+    if problem:
+        raise RowsError(problem)
     cache = cache if cache is not None else load_cache()
     table = gpus()
-    with open(path, newline="", encoding="utf-8") as handle:
+    with open(path, newline="", encoding="utf-8-sig") as handle:
         raw = list(csv.DictReader(handle))
     rows, skipped = [], []
     tables: dict[str, dict] = {}

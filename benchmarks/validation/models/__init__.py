@@ -387,9 +387,11 @@ def _plain_key(row: dict) -> str | None:
     if model == "hifigan":
         # DLE's 1-GPU runs keep 128 examples a step (train_benchmark.sh): batch 32 accumulates 4 micro-batches
         accumulation = max(1, hifigan.DLE_GLOBAL_BATCH // int(float(row["batch_amp"] or hifigan.DLE_GLOBAL_BATCH)))
+        if not same_input(input_, HIFIGAN_INPUT):
+            return None
         return f"hifigan:{accumulation}" + (":fp32-grouped" if NO_AMP_GROUPED in row["notes"] else "")
     if model in FIXED:
-        if input_ != FIXED[model].input:
+        if not same_input(input_, FIXED[model].input):
             return None
         half = FIXED[model].amp != "O2" and any(flag in row["notes"] for flag in HALF_NETWORK)
         return f"{model}:O2" if half else model
@@ -402,16 +404,27 @@ def _plain_key(row: dict) -> str | None:
 
 
 HERE_ADD = "benchmarks/validation/models/__init__.py"  # where a model is added: a Workload in FIXED or SIZED
+HIFIGAN_INPUT = f"mel80x{hifigan.FRAMES}"  # its builder's segment: the mel frames one example feeds G
+
+
+def same_input(written: str, built: str) -> bool:
+    """Whether a row's `input` names the input a builder was made for: the same numbers in any order
+    (3x224x224, 224x224x3), or without numbers the same words ("user-item pair", any case)."""
+    numbers = [sorted(map(int, re.findall(r"\d+", text))) for text in (written, built)]
+    if numbers[1]:
+        return numbers[0] == numbers[1]
+    return " ".join(written.lower().split()) == " ".join(built.lower().split())
 
 
 def unbuilt(row: dict) -> str:
     """Why no traced step stands for a row that workload_key maps to none, and the one place a builder for it goes
     (check.py prints it after the row's model)."""
     model, input_ = row["model"], row["input"]
-    if model in FIXED:
+    built = HIFIGAN_INPUT if model == "hifigan" else FIXED[model].input if model in FIXED else None
+    if built is not None:
         return (
-            f"built for input {FIXED[model].input}, not this row's {input_}: a Workload for it goes in {HERE_ADD} "
-            "(FIXED, or SIZED to read the length from the row)"
+            f"built for input {built!r}, not this row's {input_!r}: if the row ran {built!r}, write it so; "
+            f"else a Workload for its input goes in {HERE_ADD} (FIXED, or SIZED to read the length from the row)"
         )
     if model in SIZED:
         return f"reads its length from the row's input, and {input_!r} has no number: give it as rows.csv does"
@@ -420,7 +433,9 @@ def unbuilt(row: dict) -> str:
 
 def workload(key: str) -> Workload:
     if key.endswith(":noupdate"):
-        return replace(workload(key.removesuffix(":noupdate")), update=False)
+        timed = workload(key.removesuffix(":noupdate"))
+        omitted = "no optimizer step timed: update and scaler omitted"
+        return replace(timed, update=False, training=f"{timed.training}; {omitted}")
     if key.endswith(":foreach"):
         return replace(workload(key.removesuffix(":foreach")), foreach=True)
     model, _, length = key.partition(":")
