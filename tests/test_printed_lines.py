@@ -159,23 +159,31 @@ def test_a_reader_that_went_away_neither_fails_nor_says_anything():
     assert (result.returncode, result.stderr) == (0, b"")
 
 
-@pytest.mark.parametrize("closed", [(2,), (0, 1, 2)], ids=["stderr", "all-three"])
-def test_a_run_with_its_standard_streams_closed_finishes_whole(tmp_path, closed):
+@pytest.mark.parametrize(
+    ("closed", "full"),
+    [((2,), ()), ((0, 1, 2), ()), ((), (2,)), ((), (1, 2))],
+    ids=["stderr-closed", "all-three-closed", "stderr-full", "stdout-and-stderr-full"],
+)
+def test_a_run_whose_standard_streams_are_closed_or_full_finishes_whole(tmp_path, closed, full):
     """`ampgan train ... 2>&-` (a cron line, a daemon): Python made sys.stderr None and the run died on its first
     use with exit 1 and no word, leaving a folder with an empty metrics.jsonl; the first file it opened took
-    fd 2, where torch's C++ warnings write. Now a closed stream is /dev/null and the run finishes whole."""
+    fd 2, where torch's C++ warnings write. `2>/dev/full` (a log on a full disk): the first warning's line ended
+    the run, exit 1, before its folder was written; `>/dev/full`: a traceback after the run. Now a closed
+    stream is /dev/null, one that refuses writes is given up, and the run finishes whole."""
     import subprocess
     import sys
 
     out = tmp_path / "run"
     args = ["train", "--dataset", "synthetic", "--steps", "2", "--batch-size", "8", "--device", "cpu"]
     args += ["--set", "model.width=8", "--set", "model.z_dim=16", "--no-channels-last", "--no-compile"]
-    result = subprocess.run(
-        [sys.executable, "-P", "-m", "ampgan", *args, "--out", str(out)],
-        preexec_fn=lambda: [os.close(fd) for fd in closed],
-        stdout=None if 1 in closed else subprocess.DEVNULL,
-        timeout=300,
-    )
+    with open("/dev/full", "w") as disk_full:
+        result = subprocess.run(
+            [sys.executable, "-P", "-m", "ampgan", *args, "--out", str(out)],
+            preexec_fn=lambda: [os.close(fd) for fd in closed],
+            stdout=disk_full if 1 in full else None if 1 in closed else subprocess.DEVNULL,
+            stderr=disk_full if 2 in full else None,
+            timeout=300,
+        )
     assert result.returncode == 0
     names = {path.name for path in out.iterdir()}
     assert {"checkpoints", "config.json", "generator.safetensors", "metrics.jsonl", "samples"} <= names
