@@ -17,7 +17,7 @@ from fixtures import write_image_folder
 
 from ampgan.errors import AmpganError
 from ampgan.files.manifest import MANIFEST
-from ampgan.runs.claim import MARKER, claimed_folder
+from ampgan.runs.claim import LOCK, MARKER, claimed_folder
 
 TINY = ("--dataset", "synthetic", "--width", "8", "--set", "model.z_dim=16", "--batch-size", "8", "--device", "cpu")
 
@@ -291,3 +291,26 @@ def test_an_aside_left_beside_a_new_folder_is_deleted_or_named(capsys, run, tmp_
     (aside / "samples" / "annotated.png").unlink()
     code, _, err = _train(capsys, run, "--overwrite")  # only ampgan's: deleted, with a line
     assert code == 0 and f"deleted {aside}" in err and not aside.exists(), err
+
+
+def test_evaluate_while_a_training_process_writes_the_run_is_refused_before_any_work(capsys, run, monkeypatch):
+    """`ampgan evaluate RUN` while `train` still wrote RUN scored the generator it found then (step 0), trained
+    its evaluator for minutes and, the training finished by then, wrote that as the run's final quality.json.
+    Now it is one line at once, before the evaluator, and the run is untouched."""
+    import ampgan.quality.assess as assess
+    from ampgan.runs.claim import FolderLock
+
+    trained_evaluator = assess.evaluator_for
+    monkeypatch.setattr(assess, "evaluator_for", lambda *a, **k: pytest.fail("the evaluator was trained"))
+    training = FolderLock(run)  # as a training process holds its run while it writes it
+    try:
+        before = {path.name: path.read_bytes() for path in run.iterdir() if path.is_file() and path.name != LOCK}
+        code, _, err = run_cli(capsys, "evaluate", str(run), "--samples", "4")
+        assert _one_line(code, err) and f"{run} is in use by another ampgan process (pid {os.getpid()})" in err, err
+        after = {path.name: path.read_bytes() for path in run.iterdir() if path.is_file() and path.name != LOCK}
+        assert after == before and "quality.json" not in after
+    finally:
+        training.release()
+    monkeypatch.setattr(assess, "evaluator_for", trained_evaluator)
+    code, _, err = run_cli(capsys, "evaluate", str(run), str(run), "--samples", "4")  # named twice: held once
+    assert code == 0, err
