@@ -314,3 +314,21 @@ def test_evaluate_while_a_training_process_writes_the_run_is_refused_before_any_
     monkeypatch.setattr(assess, "evaluator_for", trained_evaluator)
     code, _, err = run_cli(capsys, "evaluate", str(run), str(run), "--samples", "4")  # named twice: held once
     assert code == 0, err
+
+
+def test_report_while_a_study_writes_its_folder_is_refused_and_the_folder_untouched(capsys, originals, tmp_path):
+    """`ampgan report STUDY` while `compare --resume` still wrote STUDY rendered the files it found and wrote
+    report.html over the one the study was writing: whichever finished last won. Now it is one line."""
+    from ampgan.runs.claim import FolderLock
+
+    study = tmp_path / "study"
+    shutil.copytree(originals / "study", study, ignore=shutil.ignore_patterns("*.pt"))
+    (study / "report.html").write_text("the report the running study writes")
+    comparing = FolderLock(study)  # as a study holds its folder while it runs
+    try:
+        code, _, err = run_cli(capsys, "report", str(study))
+        assert _one_line(code, err) and f"{study} is in use by another ampgan process (pid {os.getpid()})" in err
+        assert (study / "report.html").read_text() == "the report the running study writes"
+    finally:
+        comparing.release()
+    assert run_cli(capsys, "report", str(study))[0] == 0 and (study / "report.html").stat().st_size > 1000
