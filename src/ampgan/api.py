@@ -22,6 +22,8 @@ The folder it writes is the one the command writes (compare.json, report.html, r
 function defined in a .py file is recorded as `path.py:NAME`, so the command line can train it again.
 A function defined in a notebook is known to this process only (`python:NAME`): its study cannot be
 continued from another one. A call given no `log` logs nothing: a function's answer is its return value.
+A call leaves the process as it found it: torch's thread count, backend switches and random generators, and
+pyplot's backend (a notebook's inline plots), whether it returns, raises or is interrupted.
 """
 
 from __future__ import annotations
