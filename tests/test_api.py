@@ -118,26 +118,52 @@ def test_a_signal_while_compare_decides_stops_it_at_once(tmp_path, monkeypatch):
     assert not (tmp_path / "c").exists() or not any((tmp_path / "c").glob("study.json"))
 
 
-def test_a_call_leaves_the_callers_thread_count_as_it_found_it(tmp_path, monkeypatch):
-    """The commands fit the thread count to the machine's load; from Python that must not outlive the call."""
+def test_a_call_leaves_the_callers_torch_and_plots_as_it_found_it(tmp_path, monkeypatch):
+    """The commands fit the thread count to the machine's load, set strict FP32 matrix products, seed the
+    weights with torch.manual_seed and draw figures: from Python (a notebook) none of it may outlive the call
+    (pyplot's backend was switched to Agg, process-wide: a notebook's inline plots stopped showing)."""
+    import matplotlib
+    import matplotlib.pyplot as plt
     import torch
 
+    import ampgan.speed.planned_run as planned_run
     import ampgan.speed.threads as threads
 
     monkeypatch.setattr(threads, "thread_choice", lambda current, *rest: {"threads": 1, "reason": "fitted (test)"})
-    before = torch.get_num_threads()
+    before, matmul = torch.get_num_threads(), torch.get_float32_matmul_precision()
+    expected = torch.rand(6, generator=torch.Generator().manual_seed(7))  # the caller's stream, uninterrupted
     torch.set_num_threads(3)
+    torch.set_float32_matmul_precision("medium")
+    torch.manual_seed(7)
+    backend = matplotlib.get_backend()
+    plt.switch_backend("svg")  # the caller's own, as a notebook's inline backend is
     try:
         settings = TINY | {"data.dataset": "synthetic", "budget.steps": 1, "budget.batch_size": 8}
         settings |= {"compute.channels_last": False, "compute.compile": False}
         ampgan.train("acgan", tmp_path / "run", settings=settings)
-        assert torch.get_num_threads() == 3
+        assert (torch.get_num_threads(), torch.get_float32_matmul_precision()) == (3, "medium")
+        assert torch.equal(torch.rand(2), expected[:2])
         ampgan.bench(
             "acgan", tmp_path / "bench", settings=settings, batch_sizes=[8], precisions=["fp32"], max_seconds=1
         )
-        assert torch.get_num_threads() == 3
+        assert (torch.get_num_threads(), torch.get_float32_matmul_precision()) == (3, "medium")
+        assert torch.equal(torch.rand(2), expected[2:4])
+        assert (tmp_path / "bench" / "fig1_time_per_batch.png").is_file()
+        assert matplotlib.get_backend() == "svg" and plt.get_fignums() == []
+
+        def interrupted_mid_run(*args, **kwargs):  # a Ctrl-C after the run set its switches and seeded
+            torch.set_float32_matmul_precision("highest")
+            torch.manual_seed(0)
+            raise KeyboardInterrupt
+
+        monkeypatch.setattr(planned_run, "run_training", interrupted_mid_run)
+        with pytest.raises(KeyboardInterrupt):
+            ampgan.train("acgan", tmp_path / "stopped", settings=settings)
+        assert torch.get_float32_matmul_precision() == "medium" and torch.equal(torch.rand(2), expected[4:6])
     finally:
+        plt.switch_backend(backend)
         torch.set_num_threads(before)
+        torch.set_float32_matmul_precision(matmul)
 
 
 @pytest.mark.parametrize(

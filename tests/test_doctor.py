@@ -224,4 +224,3 @@ def test_the_gradient_figure_keeps_its_legend_and_notes_off_the_histograms(monke
         legend, frame = axis.get_legend().get_window_extent(renderer), axis.get_window_extent(renderer)
         assert legend.x0 >= frame.x1  # beside the axis, not on it
         assert not axis.texts and "bf16 covers 2^-133 .. 2^127" in axis.get_title()
-        doctor_run.pyplot().close(figure)

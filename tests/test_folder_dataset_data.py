@@ -183,3 +183,36 @@ def test_an_image_stands_as_its_exif_orientation_says(tmp_path, orientation, tur
     seen = stored if turn is None else stored.transpose(turn)
     expected = np.asarray(seen.convert("L").resize((16, 16), Image.Resampling.BILINEAR, reducing_gap=None))
     assert np.abs(dataset.images[0, 0].numpy().astype(int) - expected.astype(int)).max() <= 8  # JPEG's own noise
+
+
+def test_what_pillow_warns_of_an_image_names_the_file_once_per_kind(tmp_path, monkeypatch):
+    """Pillow's decompression-bomb warning (a 12000x12000 scan) named no file: which image of thousands was
+    it? Now one line per kind names the first file and counts the rest, and nothing of Pillow's prints raw."""
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 150)  # 256 > 150 warns; 256 < 300 is no error
+    (tmp_path / "a").mkdir()
+    for name in ("big1.png", "big2.png"):
+        Image.new("L", (16, 16), 90).save(tmp_path / "a" / name)
+    Image.new("L", (8, 8), 90).save(tmp_path / "a" / "small.png")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        dataset = load_folder(str(tmp_path), image_size=8, channels=1)
+    assert len(dataset.images) == 3 and int(dataset.images[0].float().mean()) == 90  # used as decoded
+    assert [w.category for w in caught] == [AmpganWarning]
+    message = str(caught[0].message)
+    assert message.startswith("Pillow warned of 2 image(s) of folder:") and "(DecompressionBombWarning)" in message
+    assert f"e.g. {Path('a', 'big1.png')}: Image size (256 pixels) exceeds limit of 150 pixels" in message
+
+
+@pytest.mark.parametrize("target", ["gone.png", "loop.png", "../../elsewhere/gone.png"])
+def test_a_link_to_no_image_is_refused_by_name_not_left_out(tmp_path, target):
+    """A link whose image is gone (deleted, a drive not mounted) or that loops was left out without a word
+    (a class of 1,000 photos silently trained on 10)."""
+    (tmp_path / "a").mkdir()
+    Image.new("L", (8, 8), 90).save(tmp_path / "a" / "real.png")
+    (tmp_path / "a" / "loop.png").symlink_to(target)
+    with pytest.raises(AmpganError) as refused:
+        load_folder(str(tmp_path), image_size=8)
+    assert str(refused.value) == (
+        f"{tmp_path / 'a' / 'loop.png'} is a link to no image ({target} is missing, not a file, or a loop of "
+        "links): restore the image or remove the link"
+    )

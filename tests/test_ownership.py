@@ -17,7 +17,7 @@ from fixtures import write_image_folder
 
 from ampgan.errors import AmpganError
 from ampgan.files.manifest import MANIFEST
-from ampgan.runs.claim import MARKER, claimed_folder
+from ampgan.runs.claim import LOCK, MARKER, claimed_folder
 
 TINY = ("--dataset", "synthetic", "--width", "8", "--set", "model.z_dim=16", "--batch-size", "8", "--device", "cpu")
 
@@ -291,3 +291,44 @@ def test_an_aside_left_beside_a_new_folder_is_deleted_or_named(capsys, run, tmp_
     (aside / "samples" / "annotated.png").unlink()
     code, _, err = _train(capsys, run, "--overwrite")  # only ampgan's: deleted, with a line
     assert code == 0 and f"deleted {aside}" in err and not aside.exists(), err
+
+
+def test_evaluate_while_a_training_process_writes_the_run_is_refused_before_any_work(capsys, run, monkeypatch):
+    """`ampgan evaluate RUN` while `train` still wrote RUN scored the generator it found then (step 0), trained
+    its evaluator for minutes and, the training finished by then, wrote that as the run's final quality.json.
+    Now it is one line at once, before the evaluator, and the run is untouched."""
+    import ampgan.quality.assess as assess
+    from ampgan.runs.claim import FolderLock
+
+    trained_evaluator = assess.evaluator_for
+    monkeypatch.setattr(assess, "evaluator_for", lambda *a, **k: pytest.fail("the evaluator was trained"))
+    training = FolderLock(run)  # as a training process holds its run while it writes it
+    try:
+        before = {path.name: path.read_bytes() for path in run.iterdir() if path.is_file() and path.name != LOCK}
+        code, _, err = run_cli(capsys, "evaluate", str(run), "--samples", "4")
+        assert _one_line(code, err) and f"{run} is in use by another ampgan process (pid {os.getpid()})" in err, err
+        after = {path.name: path.read_bytes() for path in run.iterdir() if path.is_file() and path.name != LOCK}
+        assert after == before and "quality.json" not in after
+    finally:
+        training.release()
+    monkeypatch.setattr(assess, "evaluator_for", trained_evaluator)
+    code, _, err = run_cli(capsys, "evaluate", str(run), str(run), "--samples", "4")  # named twice: held once
+    assert code == 0, err
+
+
+def test_report_while_a_study_writes_its_folder_is_refused_and_the_folder_untouched(capsys, originals, tmp_path):
+    """`ampgan report STUDY` while `compare --resume` still wrote STUDY rendered the files it found and wrote
+    report.html over the one the study was writing: whichever finished last won. Now it is one line."""
+    from ampgan.runs.claim import FolderLock
+
+    study = tmp_path / "study"
+    shutil.copytree(originals / "study", study, ignore=shutil.ignore_patterns("*.pt"))
+    (study / "report.html").write_text("the report the running study writes")
+    comparing = FolderLock(study)  # as a study holds its folder while it runs
+    try:
+        code, _, err = run_cli(capsys, "report", str(study))
+        assert _one_line(code, err) and f"{study} is in use by another ampgan process (pid {os.getpid()})" in err
+        assert (study / "report.html").read_text() == "the report the running study writes"
+    finally:
+        comparing.release()
+    assert run_cli(capsys, "report", str(study))[0] == 0 and (study / "report.html").stat().st_size > 1000

@@ -7,6 +7,7 @@ import json
 import os
 from pathlib import Path
 
+import pytest
 from conftest import run_cli
 from fixtures import write_image_folder
 from PIL import Image
@@ -156,3 +157,34 @@ def test_a_reader_that_went_away_neither_fails_nor_says_anything():
     finally:
         os.close(write_end)
     assert (result.returncode, result.stderr) == (0, b"")
+
+
+@pytest.mark.parametrize(
+    ("closed", "full"),
+    [((2,), ()), ((0, 1, 2), ()), ((), (2,)), ((), (1, 2))],
+    ids=["stderr-closed", "all-three-closed", "stderr-full", "stdout-and-stderr-full"],
+)
+def test_a_run_whose_standard_streams_are_closed_or_full_finishes_whole(tmp_path, closed, full):
+    """`ampgan train ... 2>&-` (a cron line, a daemon): Python made sys.stderr None and the run died on its first
+    use with exit 1 and no word, leaving a folder with an empty metrics.jsonl; the first file it opened took
+    fd 2, where torch's C++ warnings write. `2>/dev/full` (a log on a full disk): the first warning's line ended
+    the run, exit 1, before its folder was written; `>/dev/full`: a traceback after the run. Now a closed
+    stream is /dev/null, one that refuses writes is given up, and the run finishes whole."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "run"
+    args = ["train", "--dataset", "synthetic", "--steps", "2", "--batch-size", "8", "--device", "cpu"]
+    args += ["--set", "model.width=8", "--set", "model.z_dim=16", "--no-channels-last", "--no-compile"]
+    with open("/dev/full", "w") as disk_full:
+        result = subprocess.run(
+            [sys.executable, "-P", "-m", "ampgan", *args, "--out", str(out)],
+            preexec_fn=lambda: [os.close(fd) for fd in closed],
+            stdout=disk_full if 1 in full else None if 1 in closed else subprocess.DEVNULL,
+            stderr=disk_full if 2 in full else None,
+            timeout=300,
+        )
+    assert result.returncode == 0
+    names = {path.name for path in out.iterdir()}
+    assert {"checkpoints", "config.json", "generator.safetensors", "metrics.jsonl", "samples"} <= names
+    assert [json.loads(line)["step"] for line in (out / "metrics.jsonl").read_text().splitlines()][-1] == 2

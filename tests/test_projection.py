@@ -658,7 +658,9 @@ def test_a_step_without_an_unmeasured_kernel_keeps_its_generation_s_band_and_pas
 def test_the_projection_figure_labels_its_time_axis_inside_one_decade_and_shades_each_band():
     """4.7-6.1 ms on a log axis has no power of ten in it: the left panel showed no time at all. Each line is
     drawn over its band (it drew the mid alone: a projected time without its band)."""
-    from ampgan.plotting import pyplot
+    from matplotlib import colormaps
+
+    from ampgan.plotting import subplots
     from ampgan.projection.output import _times
 
     rows = [
@@ -666,10 +668,9 @@ def test_the_projection_figure_labels_its_time_axis_inside_one_decade_and_shades
         | {"ms_low": ms * 0.9, "ms_high": ms * 1.1}
         for name, batch, ms in (("fp32", 16, 4.9), ("fp32", 64, 5.2), ("fp16", 16, 5.9), ("fp16", 64, 6.1))
     ]
-    figure, axes = pyplot().subplots()
-    _times(axes, rows, ["T4"], pyplot().get_cmap("tab10"))
+    figure, axes = subplots()
+    _times(axes, rows, ["T4"], colormaps["tab10"])
     labels = [label.get_text() for label in axes.get_yticklabels()]
-    pyplot().close(figure)
     assert len(labels) >= 3 and all(float(label) > 0 for label in labels)
     assert float(labels[0]) <= 4.9 * 0.9 * 1.15 and float(labels[-1]) >= 6.1 * 1.1 / 1.15
     assert [line.get_label() for line in axes.get_lines()] == ["T4 fp32", "T4 fp16"]

@@ -52,7 +52,24 @@ def _refuse_a_memory_limit_too_small_to_load(error: BaseException) -> None:
         sys.exit(2)
 
 
+def _closed_streams_to_devnull() -> None:
+    """A standard stream the shell closed (`2>&-`, `>&-`, a daemon's start) becomes /dev/null. Closed, Python
+    makes sys.stderr None (a run died on its first use, exit 1, its folder left with an empty metrics.jsonl),
+    and the first file ampgan opened took the number 2: whatever writes to fd 2 (torch's C++ warnings) would
+    have written into it."""
+    for fd, name, mode in ((0, "stdin", "r"), (1, "stdout", "w"), (2, "stderr", "w")):
+        try:
+            os.fstat(fd)
+        except OSError:  # closed: open /dev/null at that very number
+            null = os.open(os.devnull, os.O_RDWR)
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
+            setattr(sys, name, open(fd, mode, buffering=1 if mode == "w" else -1, closefd=False))
+
+
 def main(argv: list[str] | None = None) -> None:
+    _closed_streams_to_devnull()
     for signum in (signal.SIGTERM, signal.SIGHUP):  # SIGHUP: the terminal was closed; under nohup it stays ignored
         if signal.getsignal(signum) is not signal.SIG_IGN:
             signal.signal(signum, _terminate)

@@ -22,6 +22,8 @@ The folder it writes is the one the command writes (compare.json, report.html, r
 function defined in a .py file is recorded as `path.py:NAME`, so the command line can train it again.
 A function defined in a notebook is known to this process only (`python:NAME`): its study cannot be
 continued from another one. A call given no `log` logs nothing: a function's answer is its return value.
+A call leaves the process as it found it: torch's thread count, backend switches and random generators, and
+pyplot's backend (a notebook's inline plots), whether it returns, raises or is interrupted.
 """
 
 from __future__ import annotations
@@ -38,25 +40,31 @@ from ampgan.config import TrainConfig, build_config
 from ampgan.runs.claim import default_out
 from ampgan.sections import with_settings
 from ampgan.study.answer import Study, study_of
-from ampgan.training.precision import resolve_device
+from ampgan.training.precision import resolve_device, restore_backend_switches, snapshot_backend_switches
 
 
-def _keeps_torch_threads(command: Callable) -> Callable:
-    """The caller's torch thread count as it was, after the call: the commands fit it to this moment's load
-    (speed/threads.py), which in a notebook would outlive the call (2 threads became 1 for the cells after)."""
+def _leaves_torch_as_found(command: Callable) -> Callable:
+    """What the commands set for the whole process, put back as the caller had it after the call: in a notebook
+    it would outlive the call. The thread count (fitted to this moment's load, speed/threads.py: 2 threads
+    became 1 for the cells after), the backend switches (a run sets strict FP32 matrix products, and cuDNN's
+    autotuner on CUDA: a caller's `set_float32_matmul_precision("medium")` became "highest"), and torch's
+    random generators (a run seeds its weights with `torch.manual_seed`: the caller's stream restarted at the
+    run's seed)."""
 
     @functools.wraps(command)
     def call(*args, **kwargs):
-        threads = torch.get_num_threads()
+        threads, switches = torch.get_num_threads(), snapshot_backend_switches()
         try:
-            return command(*args, **kwargs)
+            with torch.random.fork_rng(devices=range(torch.cuda.device_count())):
+                return command(*args, **kwargs)
         finally:
             torch.set_num_threads(threads)
+            restore_backend_switches(switches)
 
     return call
 
 
-@_keeps_torch_threads
+@_leaves_torch_as_found
 def compare(
     model: str | Callable = "acgan",
     out: str | Path | None = None,
@@ -113,7 +121,7 @@ class Trained:
     config: TrainConfig = field(repr=False)  # as the run's config.json records it (memory format, compile chosen)
 
 
-@_keeps_torch_threads
+@_leaves_torch_as_found
 def train(
     model: str | Callable = "acgan",
     out: str | Path | None = None,
@@ -168,7 +176,7 @@ class Benched:
         return next((s for s in self.speedups if s["precision"] == precision and s["batch_size"] == batch_size), None)
 
 
-@_keeps_torch_threads
+@_leaves_torch_as_found
 def bench(
     model: str | Callable = "acgan",
     out: str | Path | None = None,

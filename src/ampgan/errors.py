@@ -44,15 +44,16 @@ def say(*lines: object, err: bool = False) -> None:
     for line in lines:
         try:
             click.echo(one_line(line), err=err)
-        except BrokenPipeError:
+        except OSError:  # BrokenPipeError among them
             _no_reader(sys.stderr if err else sys.stdout)
             return
 
 
 def _no_reader(stream) -> None:
-    """The reader of `stream` went away (`ampgan bench ... | head -1`): the command's work still finishes and its
-    files are written whole; what it would print, and the interpreter's last flush, go to /dev/null instead of
-    ending the command with exit 1 and no word."""
+    """The reader of `stream` went away (`ampgan bench ... | head -1`), or the stream refuses writes (`2>/dev/full`,
+    a log on a full disk: a warning's line ended a run before its folder was written): the command's work still
+    finishes and its files are written whole; what it would print, and the interpreter's last flush, go to
+    /dev/null instead of ending the command with exit 1 and no word."""
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, stream.fileno())
     os.close(devnull)

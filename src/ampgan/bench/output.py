@@ -17,7 +17,7 @@ from ampgan.files.atomic import write_csv_atomically, write_json_atomically
 from ampgan.files.jsonfile import read_json
 from ampgan.files.records import shape_of
 from ampgan.files.schema import POSITIVE, Between, OrNull, check_format
-from ampgan.plotting import precision_colour, pyplot, save_figure
+from ampgan.plotting import precision_colour, save_figure, subplots
 from ampgan.precisions import in_order
 
 CSV_COLUMNS = [
@@ -189,7 +189,7 @@ def _attainable_figure(results: dict, path: Path) -> None:
     sizes = sorted({r["batch_size"] for r in rows})
     names = in_order({r["precision"] for r in rows})
     pairs = {(s["batch_size"], s["precision"]): s for s in results["speedups"]}
-    figure, axes = pyplot().subplots(figsize=(7, 4.2), dpi=120)
+    figure, axes = subplots(figsize=(7, 4.2), dpi=120)
     width = 0.8 / (2 * len(names))
     for index, name in enumerate(names):
         for x, size in enumerate(sizes):
@@ -338,7 +338,7 @@ def plain_log_ticks(low: float, high: float) -> list[float]:
 
 
 def _figure(results: dict, path: Path, per_sample: bool) -> None:
-    figure, axes = pyplot().subplots(figsize=(7, 4.5), dpi=120)
+    figure, axes = subplots(figsize=(7, 4.5), dpi=120)
     speedups = {(s["batch_size"], s["precision"]): s for s in results["speedups"]}
     plotted: list[float] = []
     for precision in results["spec"]["precisions"]:

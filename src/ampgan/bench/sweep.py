@@ -24,7 +24,7 @@ from ampgan.files.atomic import write_json_atomically
 from ampgan.files.jsonfile import read_json
 from ampgan.files.paths import file_in, inside
 from ampgan.files.schema import RelativePath, check_format
-from ampgan.plotting import pyplot, save_figure
+from ampgan.plotting import save_figure, subplots
 from ampgan.precisions import BASELINE, in_order
 from ampgan.system.environment import environment_stamp
 from ampgan.training.prepared import prepare_run
@@ -257,7 +257,7 @@ def draw_maps(document: dict, out: Path) -> list[Path]:
         sizes = sorted({b for row in rows for b in row["cells"]})
         if not rows or not sizes:
             continue
-        figure, axes = pyplot().subplots(figsize=(1.6 + 1.5 * len(sizes), 1.2 + 0.75 * len(rows)), dpi=120)
+        figure, axes = subplots(figsize=(1.6 + 1.5 * len(sizes), 1.2 + 0.75 * len(rows)), dpi=120)
         values = [
             [
                 (row["cells"].get(b) or {}).get("speedup")

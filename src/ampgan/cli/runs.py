@@ -99,9 +99,16 @@ def generate(run_dir, class_, n, seed, out, format_, overwrite) -> None:
 @click.argument("out_dir", type=ShellPath())
 def report(out_dir) -> None:
     """Re-render report.md and report.html of a comparison from its files."""
+    from ampgan.runs.claim import FolderLock
+    from ampgan.study.document import load_compare
     from ampgan.study.report import render_report
 
-    md_path, html_path = render_report(out_dir)
+    load_compare(out_dir)  # a study's folder (checked, nothing written in it) before its lock is taken
+    lock = FolderLock(out_dir)  # not while `compare` still writes it: its report would be replaced by an older one
+    try:
+        md_path, html_path = render_report(out_dir)
+    finally:
+        lock.release()
     say(f"report: {html_path} (and {md_path.name})")
 
 

@@ -10,7 +10,7 @@ from ampgan.cost.arithmetic import cheapest_per_sample, cost_of_batches, cost_of
 from ampgan.cost.catalog import Instance, staleness_warning
 from ampgan.errors import AmpganError, one_line
 from ampgan.files.atomic import write_csv_atomically, write_json_atomically
-from ampgan.plotting import precision_colour, pyplot, save_figure
+from ampgan.plotting import precision_colour, save_figure, subplots
 from ampgan.precisions import BASELINE, in_order
 
 
@@ -267,7 +267,7 @@ def _figure(document: dict, path: Path) -> None:
     batch_sizes = sorted({r["batch_size"] for r in rows})
     precisions = in_order({r["precision"] for r in rows})
     width = 0.8 / len(precisions)
-    figure, axes = pyplot().subplots(figsize=(7, 4.5), dpi=120)
+    figure, axes = subplots(figsize=(7, 4.5), dpi=120)
     for index, precision in enumerate(precisions):
         mine = [r for r in rows if r["precision"] == precision]  # by batch size: cost_rows sorts them
         xs = [batch_sizes.index(r["batch_size"]) + (index - (len(precisions) - 1) / 2) * width for r in mine]

@@ -17,6 +17,8 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import os
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -73,14 +75,21 @@ def _image_files(folder: Path) -> list[Path]:
     for path in found:
         if path.name == FOLDER_MARKER:
             _refuse_an_output_folder(path.parent, folder.parent)
+    # A link that leads nowhere (its image deleted or on a drive not mounted, or a loop) is no file, but it is
+    # an image the user put there: refused by name rather than left out without a word.
     files = sorted(
         p
         for p in found
-        if p.is_file()
+        if (p.is_file() or p.is_symlink())
         and p.suffix.lower() in IMAGE_SUFFIXES
         and not any(part.startswith(".") for part in p.relative_to(folder).parts)
     )
     for path in files:
+        if not path.is_file():
+            raise AmpganError(
+                f"{one_line(path)} is a link to no image ({one_line(os.readlink(path))} is missing, not a file, "
+                "or a loop of links): restore the image or remove the link"
+            )
         _refuse_links_that_leave(path, folder.parent)
     if not files:
         raise AmpganError(
@@ -115,14 +124,19 @@ def _warn_about_what_is_not_read(root: Path, folders: list[Path]) -> None:
         )
 
 
-def _decode(path: Path, size: int, channels: int, flattened: list[Path]) -> np.ndarray:
+def _decode(path: Path, size: int, channels: int, flattened: list[Path], pillow_said: dict) -> np.ndarray:
+    """The image at `path` as uint8 (C, H, W); what Pillow warned of it is kept in `pillow_said` by kind, with the
+    file: Pillow's own warnings (a decompression bomb's, a corrupt EXIF's) never name the file."""
     try:
-        with Image.open(path) as image:
+        with warnings.catch_warnings(record=True) as caught, Image.open(path) as image:
+            warnings.simplefilter("always")
             # A camera's EXIF orientation says how the pixels stand: a phone's portrait photo is stored sideways.
             image = _to_8_bit(ImageOps.exif_transpose(image), path, channels, flattened)
             if image.size != (size, size):
                 image = image.resize((size, size), Image.Resampling.BILINEAR, reducing_gap=None)
             array = np.asarray(image, dtype=np.uint8)
+        for warning in caught:
+            pillow_said.setdefault(warning.category.__name__, []).append((path, str(warning.message)))
     except Image.DecompressionBombError:
         raise AmpganError(
             f"{one_line(path)} claims more pixels than any dataset image should (Pillow's "
@@ -196,12 +210,19 @@ def load_folder(
     images = np.empty((len(all_files), channels, size, size), dtype=np.uint8)
     labels = np.repeat(np.arange(len(folders), dtype=np.int64), counts)  # the files are in class order
     flattened: list[Path] = []
+    pillow_said: dict[str, list[tuple[Path, str]]] = {}
     for index, file in enumerate(all_files):
-        images[index] = _decode(file, size, channels, flattened)
+        images[index] = _decode(file, size, channels, flattened, pillow_said)
     if flattened:
         warn(
             f"{len(flattened)} image(s) of folder:{one_line(root)} have transparent pixels (e.g. "
             f"{one_line(flattened[0].relative_to(root))}): flattened onto white, the transparency is dropped"
+        )
+    for kind, said in pillow_said.items():  # one line per kind: a folder of 10,000 photos may share one fault
+        (first, message), files = said[0], len({path for path, _ in said})
+        warn(
+            f"Pillow warned of {files} image(s) of folder:{one_line(root)} ({kind}), e.g. "
+            f"{one_line(first.relative_to(root))}: {one_line(message).rstrip('.')}; used as Pillow decoded it"
         )
     if cache and _write_cache(cache_path, images, labels, fingerprint, class_names):
         source |= {"cache": str(cache_path), "cache_hit": False}

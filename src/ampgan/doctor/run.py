@@ -26,7 +26,7 @@ from ampgan.doctor.recorder import (
 from ampgan.files.atomic import write_json_atomically
 from ampgan.files.paths import file_in
 from ampgan.gan.alignment import misaligned_layers
-from ampgan.plotting import pyplot, save_figure
+from ampgan.plotting import save_figure, subplots
 from ampgan.runs.checkpoint import check_step_matches_name, latest_checkpoint, load_checkpoint, load_weights
 from ampgan.runs.run_folder import read_metrics
 from ampgan.system.environment import environment_stamp
@@ -209,7 +209,7 @@ def _gradient_figure(report: dict, path: Path) -> None:
     counts = np.asarray(report["gradient_histogram"]["counts"], dtype=float)
     exponents = np.arange(len(counts)) + report["gradient_histogram"]["low_exponent"]
     scale_exponent = report["loss_scale"].get("exponent", 0)
-    figure, axis = pyplot().subplots(figsize=(9, 4.5), dpi=120)
+    figure, axis = subplots(figsize=(9, 4.5), dpi=120)
     total = counts.sum() or 1
     axis.bar(exponents, counts / total, width=1.0, alpha=0.6, label="gradients (unscaled)", color="#1f77b4")
     axis.bar(
@@ -247,7 +247,7 @@ def _layer_heatmap(report: dict, path: Path) -> None:
     ]
     layers = report["layers"]
     matrix = np.array([[row.get(kind, {}).get(key, 0.0) for kind, key in columns] for row in layers])
-    figure, axis = pyplot().subplots(figsize=(12, 0.32 * len(layers) + 2.5), dpi=120)
+    figure, axis = subplots(figsize=(12, 0.32 * len(layers) + 2.5), dpi=120)
     image = axis.imshow(np.log10(matrix + 1e-7), aspect="auto", cmap="magma_r", vmin=-7, vmax=0)
     axis.set_yticks(range(len(layers)), [row["layer"] for row in layers], fontsize=7)
     axis.set_xticks(range(len(columns)), [f"{kind}\n{key}" for kind, key in columns], rotation=90, fontsize=6)

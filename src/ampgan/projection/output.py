@@ -7,7 +7,7 @@ from pathlib import Path
 
 from ampgan.bench.output import model_text, plain_log_ticks
 from ampgan.files.atomic import write_csv_atomically, write_json_atomically, write_text_atomically
-from ampgan.plotting import precision_colour, pyplot, save_figure
+from ampgan.plotting import precision_colour, save_figure, subplots
 from ampgan.precisions import FP32, in_order
 from ampgan.projection.document import fastest_mixed, table_text
 from ampgan.system.gpus import shipped_gpus
@@ -86,10 +86,11 @@ def figure(document: dict, path: Path) -> Path | None:
     rows = [r for r in document["rows"] if r["status"] == "ok"]
     if not rows:
         return None
-    plt = pyplot()
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.6))
+    from matplotlib import colormaps  # loaded by the figure's own import (plotting.subplots)
+
+    fig, (left, right) = subplots(1, 2, figsize=(11, 4.6))
     devices = list(dict.fromkeys(r["device"] for r in rows))
-    _times(left, rows, devices, plt.get_cmap("tab10"))
+    _times(left, rows, devices, colormaps["tab10"])
     _speedups(right, rows, devices)
     fig.suptitle(f"PROJECTED, not measured: {document['model']} on GPUs this machine does not have", fontsize=10)
     return save_figure(fig, path, footer(document))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,6 +43,18 @@ def evaluate_runs(run_dirs: list[Path], samples: int, seed: int, evaluator_cache
     """Every run's final generator against the evaluator of its dataset (trained once per dataset);
     writes RUN_DIR/quality.json with the metrics, the evaluator and the real-image floor."""
     loaded = [load_trained_run(run_dir) for run_dir in run_dirs]  # all readable before any work
+    # Held from here to the last quality.json: a run a training process still writes is refused now, not after
+    # minutes of evaluator training (its step-0 generator was scored and written as the final one once the
+    # run had finished), and no `train --resume` changes a run while it is scored.
+    with ExitStack() as held:
+        for folder in {run.run_dir.resolve(): run.run_dir for run in loaded}.values():  # a run named twice: once
+            held.callback(FolderLock(folder).release)
+        loaded = [load_trained_run(run.run_dir) for run in loaded]  # as they stand now that none can change
+        return _evaluated(loaded, samples, seed, evaluator_cache)
+
+
+def _evaluated(loaded: list, samples: int, seed: int, evaluator_cache: Path | None) -> list[RunQuality]:
+    """Each loaded run scored, its quality.json written (its folder held by the caller)."""
     for run in loaded:
         refuse_samples_that_cannot_fit(samples, tuple(run.document["dataset"]["image_shape"]), "--samples")
     # One evaluator per dataset (its data and seed), trained or loaded once.
@@ -63,19 +76,15 @@ def evaluate_runs(run_dirs: list[Path], samples: int, seed: int, evaluator_cache
             run.gan, len(run.class_names), samples, seeded, "cpu", real=evaluator.held_out_images
         )
         quality = quality_of_images(evaluator, images, labels)
-        lock = FolderLock(run.run_dir)  # not while a training process still writes this run
-        try:
-            write_json_atomically(
-                run.run_dir / "quality.json",
-                {
-                    "final": quality | {"step": run.step},
-                    "sampled_from": run.gan.sampling_weights,
-                    "evaluator": evaluator.info,
-                    "floor": reference_floor(evaluator, samples),
-                },
-            )
-        finally:
-            lock.release()
+        write_json_atomically(
+            run.run_dir / "quality.json",
+            {
+                "final": quality | {"step": run.step},
+                "sampled_from": run.gan.sampling_weights,
+                "evaluator": evaluator.info,
+                "floor": reference_floor(evaluator, samples),
+            },
+        )
         results.append(
             RunQuality(run.run_dir, config.precision.name, run.step, quality, evaluator, run.gan.sampling_weights)
         )

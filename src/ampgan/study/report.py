@@ -22,7 +22,7 @@ from ampgan.files.jsonfile import read_json
 from ampgan.files.paths import file_in, inside, leads_out, left_out
 from ampgan.files.schema import check_shape
 from ampgan.gan.ema import G_OWN_WEIGHTS
-from ampgan.plotting import precision_colour, pyplot, save_figure
+from ampgan.plotting import precision_colour, save_figure, subplots
 from ampgan.precisions import FP32
 from ampgan.projection import document as projection
 from ampgan.quality.registry import format_value, table_metrics
@@ -63,7 +63,7 @@ def _latest_grid(out_dir: Path, run_dir: Path) -> tuple[np.ndarray | None, str]:
 def figure_samples(document: CompareDocument, out_dir: Path, footer: str) -> Path:
     """Figure 4: each precision's final samples side by side (same noise, one row per class)."""
     runs = document.runs
-    figure, axes = pyplot().subplots(1, len(runs), figsize=(4.2 * len(runs), 5.2), dpi=120, squeeze=False)
+    figure, axes = subplots(1, len(runs), figsize=(4.2 * len(runs), 5.2), dpi=120, squeeze=False)
     for axis, (precision, run) in zip(axes[0], runs.items()):
         grid, problem = _latest_grid(out_dir, _run_folder(out_dir, run.run_dir))
         if grid is not None:
@@ -109,7 +109,7 @@ def figure_quality(document: CompareDocument, out_dir: Path, footer: str) -> Pat
         ("recall", "recall (share of real covered)"),
         ("frechet_distance", "Fréchet distance (evaluator features)"),
     ]
-    figure, axes = pyplot().subplots(1, 3, figsize=(13, 4), dpi=120)
+    figure, axes = subplots(1, 3, figsize=(13, 4), dpi=120)
     seeds = 1
     for axis, (metric, label) in zip(axes, panels):
         for precision in document.runs:
@@ -134,8 +134,7 @@ def figure_quality(document: CompareDocument, out_dir: Path, footer: str) -> Pat
 
 
 def figure_losses(document: CompareDocument, out_dir: Path, footer: str) -> tuple[Path, Path | None]:
-    plt = pyplot()
-    figure, axis = plt.subplots(figsize=(7, 4), dpi=120)
+    figure, axis = subplots(figsize=(7, 4), dpi=120)
     scaled = {}
     for precision, run in document.runs.items():
         metrics = [
@@ -153,7 +152,7 @@ def figure_losses(document: CompareDocument, out_dir: Path, footer: str) -> tupl
     losses = save_figure(figure, out_dir / "fig6_losses.png", footer)
     if not scaled:
         return losses, None
-    figure, axis = plt.subplots(figsize=(7, 3.5), dpi=120)
+    figure, axis = subplots(figsize=(7, 3.5), dpi=120)
     for precision, metrics in scaled.items():
         steps = [m["step"] for m in metrics]
         scales = [key for key in metrics[-1] if key.startswith("loss_scale_")]  # D's, G's and each extra update's
