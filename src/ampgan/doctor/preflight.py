@@ -341,33 +341,26 @@ class _GradientWitness:
 
 
 class _OpsInLosses(TorchFunctionMode):
-    """Records, during the step, the functions the loss code (outside G's and D's forward) runs on bf16/fp16
+    """Records, during the step, the functions the loss code (not G's or D's: any method of their modules, a
+    forward or what a loss calls itself, as path length calls G.mapping and G.synthesis) runs on bf16/fp16
     tensors that lose precision there, and the ones autocast refuses anywhere."""
 
     def __init__(self, gan):
         super().__init__()
-        self.depth = 0
+        self.networks = {id(module) for network in (gan.generator, gan.discriminator) for module in network.modules()}
         self.fragile: set[str] = set()
         self.refused: set[str] = set()
         self.term = ""  # the loss term running now (set by _loss_terms)
         self.plain_grad: set[str] = set()  # terms that called torch.autograd.grad themselves
-        self._hooks = [
-            hook
-            for network in (gan.generator, gan.discriminator)
-            for hook in (
-                network.register_forward_pre_hook(lambda *a: self._inside(1)),
-                network.register_forward_hook(lambda *a: self._inside(-1)),
-            )
-        ]
 
-    def _inside(self, entered: int) -> None:
-        """Into (1) or out of (-1) G's or D's forward: what runs at depth 0 is the loss code's own."""
-        self.depth += entered
-
-    def __exit__(self, *exc):
-        for hook in self._hooks:
-            hook.remove()
-        return super().__exit__(*exc)
+    def _in_networks(self) -> bool:
+        """Whether a caller is a method of one of G's or D's modules (its `self`): their code, not the loss's."""
+        frame = sys._getframe(2)
+        while frame is not None:
+            if id(frame.f_locals.get("self")) in self.networks:
+                return True
+            frame = frame.f_back
+        return False
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         name = getattr(func, "__name__", "")
@@ -375,11 +368,11 @@ class _OpsInLosses(TorchFunctionMode):
             self.plain_grad.add(self.term)
         if name in _REFUSED:
             self.refused.add(name)
-        elif name in _FRAGILE and (self.depth == 0 or name == "normalize"):
-            if any(
-                isinstance(a, torch.Tensor) and a.dtype in (torch.float16, torch.bfloat16)
-                for a in (*args, *(kwargs or {}).values())
-            ):
+        elif name in _FRAGILE and any(
+            isinstance(a, torch.Tensor) and a.dtype in (torch.float16, torch.bfloat16)
+            for a in (*args, *(kwargs or {}).values())
+        ):
+            if name == "normalize" or not self._in_networks():
                 self.fragile.add(name)
         return func(*args, **(kwargs or {}))
 
