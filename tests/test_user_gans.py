@@ -136,6 +136,18 @@ USER_GANS = textwrap.dedent("""
             return ctx.input_gradients(images * torch.randn_like(images), w).flatten(1).float().pow(2).sum(1).mean()
         return ampgan.GAN(generator=Styled(data), discriminator=patch_d(data), z_dim=16, d_loss=bce_d,
                           g_loss=bce_g, extra_updates=[ampgan.Update("pl", path_length, networks=("generator",))])
+
+    def pl_mean_in_a_closure(data):  # StyleGAN2's pl_mean ported as the loss object's state, here a closure's
+        kept = {}
+        def path_length(ctx):
+            w = ctx.G.mapping(ctx.draw()[0])
+            images = ctx.G.synthesis(w)
+            lengths = ctx.input_gradients(images * torch.randn_like(images), w).float().pow(2).sum(1).sqrt()
+            mean = kept.get("pl_mean", lengths.mean().detach())
+            kept["pl_mean"] = mean + 0.01 * (lengths.mean().detach() - mean)
+            return (lengths - mean).pow(2).mean()
+        return ampgan.GAN(generator=Styled(data), discriminator=patch_d(data), z_dim=16, d_loss=bce_d,
+                          g_loss=bce_g, extra_updates=[ampgan.Update("pl", path_length, networks=("generator",))])
 """)
 
 
@@ -168,6 +180,13 @@ def test_what_g_s_own_layers_compute_is_not_the_loss_s_even_when_a_loss_calls_th
     """Path length calls G.mapping and G.synthesis rather than G: their layers' squares were taken for the loss
     code's, and the warning told the user to cast D's output, which was not where they were."""
     assert ("warning", "fragile") not in _findings(models, "parts_of_g_in_a_loss")
+
+
+def test_state_a_loss_keeps_outside_g_and_d_is_named_as_lost_on_resume(models):
+    """A running mean kept in the loss's closure (or a loss object's attribute) is in no checkpoint: a resumed
+    run restarted it and went on silently other than the uninterrupted run. Constants in closures are not state."""
+    assert "(`kept`)" in _findings(models, "pl_mean_in_a_closure")[("warning", "outside")]
+    assert ("warning", "outside") not in _findings(models, "parts_of_g_in_a_loss")
 
 
 @pytest.mark.parametrize("how", ["function", "hook"])
