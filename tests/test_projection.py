@@ -177,6 +177,28 @@ def test_record_ops_counts_kernels_flops_and_bytes_and_skips_views():
     assert relu.unit == "memory" and relu.bytes == 4 * (32 + 32) and relu.flops == 0
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_fused_attention_traced_on_the_cpu_is_matrix_work_with_its_products(dtype):
+    """A transformer GAN's attention (nn.MultiheadAttention, F.scaled_dot_product_attention) runs the CPU's own
+    fused kernel, which torch's FLOP table lacks: it was a memory op of 0 FLOPs, dropped from the projection's
+    matrix work. It is the two products forward and five backward the CUDA kernel's formula counts."""
+    attention = nn.MultiheadAttention(32, 4, batch_first=True)
+    tokens = torch.randn(2, 16, 32, requires_grad=True)  # (B, N, C): 4 heads of 8
+
+    def run():
+        with torch.autocast("cpu", dtype=dtype, enabled=dtype != torch.float32):
+            out = attention(tokens, tokens, tokens, need_weights=False)[0]
+        out.float().sum().backward()
+
+    fused = {r.op: r for r in record_ops(run) if "attention" in r.op}
+    assert len(fused) == 2, list(fused)
+    per_product = 2 * (2 * 4) * 16 * 16 * 8  # 2 FLOPs x (batch x heads) x 16 x 16 x 8
+    for row in fused.values():
+        products = 5 if row.op.endswith("backward") else 2
+        assert row.unit == "matrix" and row.flops == products * per_product and len(row.kernels) == products
+        assert sum(2 * m * n * k for _, (m, n, k, *_) in row.kernels) == row.flops
+
+
 def test_the_step_cost_is_affine_in_the_batch_and_a_third_batch_checks_it():
     def conv_step(batch):
         conv = nn.Conv2d(8, 16, 3, padding=1)

@@ -64,6 +64,31 @@ def test_resume_is_bit_exact(tmp_path, capsys, precision):
     assert config["config"]["budget"]["steps"] == 12 and config["resumed"][0]["at_step"] == 6
 
 
+def test_a_resume_on_another_thread_count_continues_on_the_checkpoint_s_and_stays_bit_exact(
+    tmp_path, capsys, monkeypatch
+):
+    """ampgan fits a CPU run's threads to the load (speed/threads.py), and a float sum's order, so its last bits,
+    follows the thread count: a resume that started on whatever count its process got drifted from the
+    uninterrupted run. It runs on the count the checkpoint's steps ran on; a count the user fixed is kept, said."""
+    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        monkeypatch.delenv(name, raising=False)
+    straight, halves = tmp_path / "straight", tmp_path / "halves"
+    args = [*TINY, "--precision", "fp32", "--checkpoint-every", "4", "--no-compile", "--no-channels-last"]
+    torch.set_num_threads(1)
+    assert run_cli(capsys, "train", *args, "--steps", "8", "--out", str(straight))[0] == 0
+    assert run_cli(capsys, "train", *args, "--steps", "4", "--out", str(halves))[0] == 0
+    torch.set_num_threads(2)  # the resuming process starts on both cores
+    code, _, err = run_cli(capsys, "train", "--resume", str(halves), "--steps", "8", "--quiet")
+    assert code == 0, err
+    a, b = weights(straight, 8), weights(halves, 8)
+    assert all(torch.equal(a[k], b[k]) for k in a) and "thread" not in err
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")  # the user's count: obeyed, and the drift said
+    torch.set_num_threads(2)
+    code, _, err = run_cli(capsys, "train", "--resume", str(straight), "--steps", "12", "--quiet")
+    assert code == 0 and torch.get_num_threads() == 2, err
+    assert "the thread count (the checkpoint's steps ran on 1, OMP_NUM_THREADS fixes 2" in err
+
+
 def test_a_version_1_run_resumes_on_the_seed_scheme_it_started_with(tmp_path, capsys, monkeypatch):
     """Checkpoints of ampgan 0.1 (format 1, no seed scheme) continue drawing the data order they
     would have drawn: 6 steps + resume to 12 equals 12 straight, both on scheme 1, across epochs."""

@@ -117,6 +117,37 @@ USER_GANS = textwrap.dedent("""
             return (ctx.D(ctx.real) - 1).square().mean() + torch.linalg.vector_norm(ctx.D(ctx.fake)) / 4
         return ampgan.GAN(generator=Modulated(data), discriminator=patch_d(data), z_dim=16, d_loss=d_loss,
                           g_loss=lambda ctx: (ctx.D(ctx.fake) - 1).square().mean())
+
+    class Styled(nn.Module):  # StyleGAN2's split: a mapping network, and a synthesis method on w
+        def __init__(self, data):
+            super().__init__()
+            self.mapping, self.body = nn.Linear(16, 16), Modulated(data)
+
+        def synthesis(self, w):
+            return self.body(w / w.square().mean(1, keepdim=True).add(1e-8).sqrt())  # pixel norm, in G's layers
+
+        def forward(self, z):
+            return self.synthesis(self.mapping(z))
+
+    def parts_of_g_in_a_loss(data):  # path length calls G's parts itself, so G's forward never runs
+        def path_length(ctx):
+            w = ctx.G.mapping(ctx.draw()[0])
+            images = ctx.G.synthesis(w)
+            return ctx.input_gradients(images * torch.randn_like(images), w).flatten(1).float().pow(2).sum(1).mean()
+        return ampgan.GAN(generator=Styled(data), discriminator=patch_d(data), z_dim=16, d_loss=bce_d,
+                          g_loss=bce_g, extra_updates=[ampgan.Update("pl", path_length, networks=("generator",))])
+
+    def pl_mean_in_a_closure(data):  # StyleGAN2's pl_mean ported as the loss object's state, here a closure's
+        kept = {}
+        def path_length(ctx):
+            w = ctx.G.mapping(ctx.draw()[0])
+            images = ctx.G.synthesis(w)
+            lengths = ctx.input_gradients(images * torch.randn_like(images), w).float().pow(2).sum(1).sqrt()
+            mean = kept.get("pl_mean", lengths.mean().detach())
+            kept["pl_mean"] = mean + 0.01 * (lengths.mean().detach() - mean)
+            return (lengths - mean).pow(2).mean()
+        return ampgan.GAN(generator=Styled(data), discriminator=patch_d(data), z_dim=16, d_loss=bce_d,
+                          g_loss=bce_g, extra_updates=[ampgan.Update("pl", path_length, networks=("generator",))])
 """)
 
 
@@ -143,6 +174,19 @@ def test_squares_under_other_names_are_fragile_in_the_losses(models):
     """`.square()` and `torch.linalg.vector_norm` on fp16/bf16 scores flush small values as `pow` does."""
     fragile = _findings(models, "squares_by_other_names")[("warning", "fragile")]
     assert "square" in fragile and "linalg_vector_norm" in fragile
+
+
+def test_what_g_s_own_layers_compute_is_not_the_loss_s_even_when_a_loss_calls_them_directly(models):
+    """Path length calls G.mapping and G.synthesis rather than G: their layers' squares were taken for the loss
+    code's, and the warning told the user to cast D's output, which was not where they were."""
+    assert ("warning", "fragile") not in _findings(models, "parts_of_g_in_a_loss")
+
+
+def test_state_a_loss_keeps_outside_g_and_d_is_named_as_lost_on_resume(models):
+    """A running mean kept in the loss's closure (or a loss object's attribute) is in no checkpoint: a resumed
+    run restarted it and went on silently other than the uninterrupted run. Constants in closures are not state."""
+    assert "(`kept`)" in _findings(models, "pl_mean_in_a_closure")[("warning", "outside")]
+    assert ("warning", "outside") not in _findings(models, "parts_of_g_in_a_loss")
 
 
 @pytest.mark.parametrize("how", ["function", "hook"])

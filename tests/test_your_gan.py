@@ -15,6 +15,8 @@ from ampgan.config import config_from_options
 from ampgan.doctor.preflight import preflight
 from ampgan.errors import AmpganError
 from ampgan.gan import GAN, DataSpec, Update, resolve_model
+from ampgan.training.precision import PrecisionPolicy
+from ampgan.training.state import build_train_state
 
 ROOT = Path(__file__).resolve().parents[1]
 QUICK = [
@@ -795,3 +797,44 @@ def test_a_schedule_returning_any_number_the_step_reads_is_taken(factor):
     for bad in (True, "0.5", float("nan"), -1.0, torch.tensor([0.5, 0.5])):
         with pytest.raises(AmpganError, match="not a factor of at least 0"):
             _check_schedule(lambda step, bad=bad: bad, "model m: GAN.optimizer_g.lr_schedule")
+
+
+def test_a_g_built_with_numpy_s_or_python_s_random_starts_the_same_in_every_run_of_one_seed(tmp_path):
+    """ampgan seeded torch's generator for the weights but not numpy's or Python's, which it saves and
+    restores: a G built with np.random (a fixed permutation, a random mask) started elsewhere in each run,
+    so fp32 and bf16 did not race from the same start."""
+    (tmp_path / "drawn.py").write_text(
+        textwrap.dedent(
+            """
+            import random
+            import numpy as np
+            import torch
+            from torch import nn
+            import ampgan
+
+            class G(nn.Module):
+                def __init__(self, data):
+                    super().__init__()
+                    drawn = np.random.permutation(16).tolist() + [random.random()]
+                    self.register_buffer("drawn", torch.tensor(drawn))
+                    self.out = nn.Linear(8, data.channels * data.image_size**2)
+                    self.shape = (data.channels, data.image_size, data.image_size)
+
+                def forward(self, z):
+                    return torch.tanh(self.out(z)).view(-1, *self.shape)
+
+            def build(data):
+                D = nn.Sequential(nn.Flatten(), nn.Linear(data.channels * data.image_size**2, 1))
+                loss = lambda target: lambda ctx: ampgan.real_fake_loss(ctx.D(ctx.real if target else ctx.fake), target)
+                return ampgan.GAN(generator=G(data), discriminator=D, z_dim=8, d_loss=[loss(1.0), loss(0.0)],
+                                  g_loss=loss(1.0))
+            """
+        )
+    )
+    config = config_from_options(model=f"{tmp_path / 'drawn.py'}:build", dataset="synthetic", device="cpu")
+    recipe, data = resolve_model(config.model.name, config.model.options), DataSpec(8, 3, 4)
+    drawn = [
+        build_train_state(config, recipe, data, PrecisionPolicy(name, torch.device("cpu"))).gan.generator.drawn
+        for name in ("fp32", "bf16")
+    ]
+    assert torch.equal(drawn[0], drawn[1])

@@ -61,14 +61,23 @@ TRACE_BATCH_SIZES = (8, 16)
 # matrix products and convolutions matters for mixed precision: tensor cores and AMX reach a larger share of their
 # peak on large matrix products than on small convolutions.
 MATMUL_OPS = ("mm", "addmm", "bmm", "baddbmm", "matmul", "linear")
+_aten = torch.ops.aten
+# Fused attention (F.scaled_dot_product_attention, nn.MultiheadAttention) is two batched products forward and five
+# backward. The CPU runs kernels of its own, which torch's FLOP table lacks: each takes the formula of the CUDA flash
+# kernel with the same leading (query, key, value) or (grad_out, query, key, value) that a GPU runs instead.
+ATTENTION_FLOPS_AS = {
+    _aten._scaled_dot_product_flash_attention_for_cpu: _aten._scaled_dot_product_flash_attention,
+    _aten._scaled_dot_product_flash_attention_for_cpu_backward: _aten._scaled_dot_product_flash_attention_backward,
+}
+ATTENTION_OPS = {str(packet).rsplit(".", 1)[-1] for pair in ATTENTION_FLOPS_AS.items() for packet in pair}
 
 
 def kind_of(op_name: str) -> str:
-    """'aten.convolution_backward' -> 'convolution'; 'aten.addmm' -> 'matmul'; anything else 'other'."""
+    """'aten.convolution_backward' -> 'convolution'; 'aten.addmm' or fused attention -> 'matmul'; else 'other'."""
     name = op_name.rsplit(".", 1)[-1]
     if "convolution" in name:
         return "convolution"
-    if name in MATMUL_OPS:
+    if name in MATMUL_OPS or name in ATTENTION_OPS:
         return "matmul"
     return "other"
 
@@ -80,7 +89,7 @@ def flops_of(packet, args, kwargs, out) -> int:
     StyleGAN2 modulated convolution (groups = batch) then counts batch² FLOPs, which no affine op table
     can hold (its intercept went negative: a projection at large batch made the step's cost grow as the
     square of the batch). Each group's weight gradient is counted once, as its forward is."""
-    formula = flop_registry[packet]
+    formula = flop_registry[ATTENTION_FLOPS_AS.get(packet, packet)]
     if packet is not torch.ops.aten.convolution_backward or len(args) < 11 or args[9] == 1:
         return int(formula(*args, **kwargs, out_val=out))
     groups, mask = args[9], args[10]
@@ -199,6 +208,10 @@ def _matrix_dims(name: str, args) -> tuple[str, tuple[int, ...]]:
         return str(args[0].dtype).removeprefix("torch."), shape(2)[:2]
     if "convolution" in name:  # (input, weight, ...): out and in channels (either order when transposed)
         return str(args[0].dtype).removeprefix("torch."), shape(1)[:2]
+    if name in ATTENTION_OPS:  # (query, key, value, ...), backward (grad_out, query, key, value, ...)
+        first = 1 if name.endswith("backward") else 0
+        query, key, value = shape(first), shape(first + 1), shape(first + 2)
+        return str(args[first].dtype).removeprefix("torch."), (query[-2], key[-2], query[-1], value[-1])
     first = 1 if name in ("addmm", "baddbmm") else 0
     a, b = shape(first), shape(first + 1)
     dtype = args[first].dtype if isinstance(args[first], torch.Tensor) else torch.float32
@@ -233,6 +246,8 @@ def kernel_shapes(name: str, args) -> tuple:
         # rows stacked: the same tiles over the multiprocessors, the same FLOPs.
         a, b = tensors[-2], tensors[-1]
         return (("gemm", (a.shape[0] * a.shape[1], b.shape[2], a.shape[2], 0, 0)),) if a.dim() == b.dim() == 3 else ()
+    if name in ATTENTION_OPS:
+        return _attention_kernels(name.endswith("backward"), tensors)
     if name not in ("convolution", "convolution_backward"):
         return ()
     first = 1 if name == "convolution_backward" else 0
@@ -240,6 +255,20 @@ def kernel_shapes(name: str, args) -> tuple:
         # A 1-D convolution (audio, text) is cuDNN's 2-D one with a 1-high input and filter.
         return kernel_shapes(name, _as_2d_convolution(name, args))
     return convolution_kernels(name == "convolution_backward", args)
+
+
+def _attention_kernels(backward: bool, tensors: list[torch.Tensor]) -> tuple:
+    """Fused attention's products, each batched over (batch x heads) as bmm's are: scores = Q K^T and out = P V
+    forward; backward recomputes the scores, then dP = dO V^T, dV = P^T dO, dQ = dS K, dK = dS^T Q (torch's FLOP
+    formula counts these five)."""
+    query, key, value = tensors[1:4] if backward else tensors[:3]
+    if not query.dim() == key.dim() == value.dim() == 4:
+        return ()
+    rows, (s_q, d), (s_k, d_v) = query.shape[0] * query.shape[1], query.shape[2:], value.shape[2:]
+    forward = ((rows * s_q, s_k, d, 0, 1), (rows * s_q, d_v, s_k, 0, 0))
+    gradients = ((rows * s_q, s_k, d_v, 0, 1), (rows * s_k, d_v, s_q, 1, 0), (rows * s_q, d, s_k, 0, 0))
+    products = forward[:1] + gradients + ((rows * s_k, d, s_q, 1, 0),) if backward else forward
+    return tuple(("gemm", dims) for dims in products)
 
 
 def convolution_kernels(backward: bool, args) -> tuple:
@@ -329,7 +358,9 @@ class _OpRecorder(TorchDispatchMode):
                 unit=unit,
                 dtype=dtype,
                 alignment=alignment,
-                flops=float(flops_of(packet, args, kwargs, out)) if packet in flop_registry else 0.0,
+                flops=float(flops_of(packet, args, kwargs, out))
+                if ATTENTION_FLOPS_AS.get(packet, packet) in flop_registry
+                else 0.0,
                 bytes=float(_bytes_of(inputs + outputs)),
                 optimizer=self.in_optimizer > 0,
                 kernels=kernels,

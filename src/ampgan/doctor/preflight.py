@@ -23,6 +23,7 @@ from ampgan.config import TrainConfig
 from ampgan.data.batches import BatchStream
 from ampgan.errors import AmpganError, first_words, say
 from ampgan.gan.context import LossContext
+from ampgan.gan.contract import as_terms
 from ampgan.precisions import FP16, FP32, PRECISIONS
 from ampgan.runs.samples import NOISE_INPUT
 from ampgan.training.precision import build_policy
@@ -128,16 +129,18 @@ def _real_step_under(name: str, prepared, stream) -> list[Finding]:
     policy = build_policy(name, CPU)
     state = build_train_state(prepared.config, prepared.model, prepared.data, policy)
     state.step = state.gan.cycle_steps - 1
+    kept = _kept_by_losses(state.gan)
     try:
         metrics = train_step(state, stream.next_batch)
     except AmpganError as error:
         return [Finding("error", "step", f"under {policy.describe()}: {error}")]
+    outside = _state_outside(kept, state.gan) if name == FP32 else []
     if policy.mode.loss_scaling:  # a non-finite fp16 loss is skipped; _losses_under_loss_scaling judges it
-        return []
+        return outside
     bad = [n for n, value in metrics.items() if n.startswith("loss") and not torch.isfinite(value).all()]
     if not bad:
-        return []
-    return [
+        return outside
+    return outside + [
         Finding(
             "error",
             "finite",
@@ -341,33 +344,26 @@ class _GradientWitness:
 
 
 class _OpsInLosses(TorchFunctionMode):
-    """Records, during the step, the functions the loss code (outside G's and D's forward) runs on bf16/fp16
+    """Records, during the step, the functions the loss code (not G's or D's: any method of their modules, a
+    forward or what a loss calls itself, as path length calls G.mapping and G.synthesis) runs on bf16/fp16
     tensors that lose precision there, and the ones autocast refuses anywhere."""
 
     def __init__(self, gan):
         super().__init__()
-        self.depth = 0
+        self.networks = {id(module) for network in (gan.generator, gan.discriminator) for module in network.modules()}
         self.fragile: set[str] = set()
         self.refused: set[str] = set()
         self.term = ""  # the loss term running now (set by _loss_terms)
         self.plain_grad: set[str] = set()  # terms that called torch.autograd.grad themselves
-        self._hooks = [
-            hook
-            for network in (gan.generator, gan.discriminator)
-            for hook in (
-                network.register_forward_pre_hook(lambda *a: self._inside(1)),
-                network.register_forward_hook(lambda *a: self._inside(-1)),
-            )
-        ]
 
-    def _inside(self, entered: int) -> None:
-        """Into (1) or out of (-1) G's or D's forward: what runs at depth 0 is the loss code's own."""
-        self.depth += entered
-
-    def __exit__(self, *exc):
-        for hook in self._hooks:
-            hook.remove()
-        return super().__exit__(*exc)
+    def _in_networks(self) -> bool:
+        """Whether a caller is a method of one of G's or D's modules (its `self`): their code, not the loss's."""
+        frame = sys._getframe(2)
+        while frame is not None:
+            if id(frame.f_locals.get("self")) in self.networks:
+                return True
+            frame = frame.f_back
+        return False
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         name = getattr(func, "__name__", "")
@@ -375,11 +371,11 @@ class _OpsInLosses(TorchFunctionMode):
             self.plain_grad.add(self.term)
         if name in _REFUSED:
             self.refused.add(name)
-        elif name in _FRAGILE and (self.depth == 0 or name == "normalize"):
-            if any(
-                isinstance(a, torch.Tensor) and a.dtype in (torch.float16, torch.bfloat16)
-                for a in (*args, *(kwargs or {}).values())
-            ):
+        elif name in _FRAGILE and any(
+            isinstance(a, torch.Tensor) and a.dtype in (torch.float16, torch.bfloat16)
+            for a in (*args, *(kwargs or {}).values())
+        ):
+            if name == "normalize" or not self._in_networks():
                 self.fragile.add(name)
         return func(*args, **(kwargs or {}))
 
@@ -395,6 +391,63 @@ class _OpsInLosses(TorchFunctionMode):
                 "logits and use BCE-with-logits (ampgan.real_fake_loss)",
             )
         ]
+
+
+def _state_outside(kept: dict, gan) -> list[Finding]:
+    """A loss that keeps state between steps outside G and D (what `kept` held before the step changed)."""
+    changed = [key for key, value in kept.items() if not _same(value, _kept_by_losses(gan).get(key))]
+    if not changed:
+        return []
+    return [
+        Finding(
+            "warning",
+            "outside",
+            f"the losses keep state between steps outside G and D ({_first_few(changed, 3)}): a checkpoint holds the "
+            "networks, optimizers, scalers and RNGs, not it, so a resumed run differs from an uninterrupted one; keep "
+            "it in a buffer of G or D (G.register_buffer('pl_mean', torch.zeros(())))",
+        )
+    ]
+
+
+def _kept_by_losses(gan) -> dict:
+    """What each loss function holds between calls, outside G and D: its closure's values (a function) or its
+    attributes (a loss object, as StyleGAN2's keeps pl_mean), tensors cloned and containers copied, by name."""
+    functions = [*gan.d_loss_terms, gan.g_loss, *(f for u in gan.extra_updates for f in as_terms(u.loss))]
+    kept = {}
+    for function in functions:
+        code, cells = getattr(function, "__code__", None), getattr(function, "__closure__", None) or ()
+        held = dict(zip(code.co_freevars, cells)) if code is not None else dict(vars(function))
+        for name, value in held.items():
+            try:
+                value = value.cell_contents if code is not None else value
+            except ValueError:  # a cell not yet filled
+                continue
+            if not isinstance(value, nn.Module) and (copy := _copied(value)) is not None:
+                kept[f"`{name}`"] = copy
+    return kept
+
+
+def _copied(value):
+    """A tensor, number or container of them as it is now; None for anything else (functions, modules)."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().clone()
+    if isinstance(value, (int, float, bool)):
+        return value
+    if isinstance(value, dict):
+        return {key: _copied(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_copied(item) for item in value]
+    return None
+
+
+def _same(before, after) -> bool:
+    if isinstance(before, torch.Tensor) and isinstance(after, torch.Tensor):
+        return before.shape == after.shape and torch.equal(before, after)
+    if isinstance(before, dict) and isinstance(after, dict):
+        return before.keys() == after.keys() and all(_same(before[k], after[k]) for k in before)
+    if isinstance(before, list) and isinstance(after, list):
+        return len(before) == len(after) and all(_same(a, b) for a, b in zip(before, after))
+    return type(before) is type(after) and before == after
 
 
 def _first_few(names: list[str], count: int) -> str:

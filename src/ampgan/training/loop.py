@@ -143,6 +143,7 @@ class RunState:
                 "step_generator_device": device.type,
                 "rngs": [r["rng"] for r in per_rank],
                 "metrics_last_step": self.metrics_last_step,
+                "threads": torch.get_num_threads(),  # a CPU sum's order, so its last bits, follows it
             },
         }
 
@@ -178,10 +179,25 @@ class RunState:
             self.stream.load_state_dict(saved_ranks[ranks.rank])
         else:
             self.stream.start_epoch(max(r["epoch"] for r in saved_ranks) + 1)
+        not_restored += restore_threads(progress.get("threads"), device)
         self.window.skipped_total = dict(progress["skipped_total"])
         self.train_seconds = progress["train_seconds"]
         self.wall_seconds = progress.get("wall_seconds", self.train_seconds)  # checkpoints before charged steps
         return not_restored
+
+
+def restore_threads(saved, device: torch.device) -> list[str]:
+    """The thread count the checkpoint's steps ran on, taken back on the CPU: ampgan fits it to the load
+    (speed/threads.py), and a float sum's order, so the weights' last bits, follows it. A count the user fixed
+    (OMP_NUM_THREADS) is obeyed and, when it differs, said; under torchrun each rank keeps its share."""
+    if device.type != "cpu" or not isinstance(saved, int) or saved < 1 or saved == torch.get_num_threads():
+        return []
+    given = threads_given()
+    if given is None and not world().distributed:
+        torch.set_num_threads(saved)
+        return []
+    fixed_by = given or "torchrun"
+    return [f"the thread count (the checkpoint's steps ran on {saved}, {fixed_by} fixes {torch.get_num_threads()})"]
 
 
 def saved_rngs_for(saved: dict, rank: int, world_size: int) -> dict:

@@ -227,7 +227,11 @@ def build_train_state(
     every rank and in every precision), the noise generator on the seed and the rank (each rank draws
     its own fakes). The modules run plain; `wrap_modules` compiles and/or DDP-wraps them."""
     device = policy.device
+    # Every process generator a checkpoint saves starts from the seed: a model built (or a loss drawing) with
+    # numpy's or Python's generator starts, and runs, the same in each precision and each run of one seed.
     torch.manual_seed(weights_seed(config.seed))
+    np.random.seed(weights_seed(config.seed) % 2**32)
+    random.seed(weights_seed(config.seed))
     gan = model.build(data)
     for network in (gan.generator, gan.discriminator):
         network.to(device)
