@@ -3,8 +3,10 @@ answer as data, each refusing a setting it does not have in one line."""
 
 import json
 import math
+import random
 import re
 
+import numpy as np
 import pytest
 
 import ampgan
@@ -132,6 +134,11 @@ def test_a_call_leaves_the_callers_torch_and_plots_as_it_found_it(tmp_path, monk
     monkeypatch.setattr(threads, "thread_choice", lambda current, *rest: {"threads": 1, "reason": "fitted (test)"})
     before, matmul = torch.get_num_threads(), torch.get_float32_matmul_precision()
     expected = torch.rand(6, generator=torch.Generator().manual_seed(7))  # the caller's stream, uninterrupted
+    np.random.seed(7)
+    random.seed(7)
+    expected_numpy, expected_python = np.random.rand(2), [random.random() for _ in range(2)]
+    np.random.seed(7)
+    random.seed(7)
     torch.set_num_threads(3)
     torch.set_float32_matmul_precision("medium")
     torch.manual_seed(7)
@@ -143,6 +150,7 @@ def test_a_call_leaves_the_callers_torch_and_plots_as_it_found_it(tmp_path, monk
         ampgan.train("acgan", tmp_path / "run", settings=settings)
         assert (torch.get_num_threads(), torch.get_float32_matmul_precision()) == (3, "medium")
         assert torch.equal(torch.rand(2), expected[:2])
+        assert np.random.rand() == expected_numpy[0] and random.random() == expected_python[0]  # a run seeds them
         ampgan.bench(
             "acgan", tmp_path / "bench", settings=settings, batch_sizes=[8], precisions=["fp32"], max_seconds=1
         )

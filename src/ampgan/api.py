@@ -29,11 +29,13 @@ pyplot's backend (a notebook's inline plots), whether it returns, raises or is i
 from __future__ import annotations
 
 import functools
+import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy
 import torch
 
 from ampgan.config import TrainConfig, build_config
@@ -48,18 +50,21 @@ def _leaves_torch_as_found(command: Callable) -> Callable:
     it would outlive the call. The thread count (fitted to this moment's load, speed/threads.py: 2 threads
     became 1 for the cells after), the backend switches (a run sets strict FP32 matrix products, and cuDNN's
     autotuner on CUDA: a caller's `set_float32_matmul_precision("medium")` became "highest"), and torch's
-    random generators (a run seeds its weights with `torch.manual_seed`: the caller's stream restarted at the
-    run's seed)."""
+    random generators, numpy's and Python's among them (a run seeds them all from its seed, training/loop.py:
+    the caller's streams restarted at the run's seed)."""
 
     @functools.wraps(command)
     def call(*args, **kwargs):
         threads, switches = torch.get_num_threads(), snapshot_backend_switches()
+        streams = numpy.random.get_state(), random.getstate()
         try:
             with torch.random.fork_rng(devices=range(torch.cuda.device_count())):
                 return command(*args, **kwargs)
         finally:
             torch.set_num_threads(threads)
             restore_backend_switches(switches)
+            numpy.random.set_state(streams[0])
+            random.setstate(streams[1])
 
     return call
 
