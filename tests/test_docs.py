@@ -308,6 +308,30 @@ def test_the_python_api_example_runs_with_its_own_settings(tmp_path):
     assert run.steps == 1 and SETTINGS.get("data.dataset", "digits") == "digits"
 
 
+def test_the_python_api_example_prints_a_precision_the_bench_could_not_time():
+    """study.speedup[p] of a raced precision the bench left out (bf16 on a CPU without bf16 instructions) has no
+    estimate but its reason: the example said so, where it stopped in a TypeError after the whole study."""
+    from types import SimpleNamespace
+
+    sys.path.insert(0, str(ROOT / "examples"))
+    from python_api import answer
+
+    study = SimpleNamespace(
+        verdict=["On this machine ..."],
+        speedup={
+            "bf16": {"estimate": None, "reason": "more than 5x slower"},
+            "fp16": {"estimate": 1.5, "low": 1.25, "high": 1.75},
+        },
+        final={"bf16": {"frechet_distance": 12.345}},
+    )
+    assert answer(study) == [
+        "On this machine ...",
+        "bf16: no bench speedup (more than 5x slower)",
+        "fp16: 1.50x fp32's speed (95% CI 1.25-1.75)",
+        "bf16: Fréchet distance 12.35, coverage 0.00",
+    ]
+
+
 def test_doctor_runs_at_the_batch_its_help_shows(capsys, monkeypatch):
     """A command whose defaults differ from training's shows its own in --help: doctor's batch (32, shown as 64)."""
     from conftest import run_cli
