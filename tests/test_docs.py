@@ -278,6 +278,20 @@ def test_every_flag_the_docs_name_is_one_the_command_takes():
     assert not wrong, wrong
 
 
+def test_every_code_fence_in_the_docs_stands_alone_on_its_line():
+    """A closing fence followed by text (``` The interval: ...) does not close: the rest of the page renders as
+    code. Every line holding ``` is a fence and its language alone (indented inside a list item)."""
+    import re
+
+    wrong = [
+        f"{page.name}:{number}: {line.strip()[:60]}"
+        for page in [*_pages(), ROOT / "benchmarks" / "RESULTS.md"]
+        for number, line in enumerate(page.read_text().splitlines(), 1)
+        if "```" in line and not re.fullmatch(r" *```\w*", line)
+    ]
+    assert not wrong, wrong
+
+
 def test_every_repository_path_the_docs_name_exists():
     """`benchmarks/...`, `examples/...`, `tests/...`, `src/...` named in the README and docs/ (links are the test
     above) exist; a `<placeholder>` path is a pattern, left out."""
