@@ -364,3 +364,37 @@ def test_doctor_runs_at_the_batch_its_help_shows(capsys, monkeypatch):
     monkeypatch.setattr(preflight, "check_before_training", stop)
     code, _, err = run_cli(capsys, "doctor", "--dataset", "synthetic", "--device", "cpu")
     assert code == 2 and seen == [shown] == [32], err
+
+
+def test_every_python_block_in_the_docs_parses_and_names_ampgans_api_as_it_is():
+    """The snippets a user copies (README, docs/*.md): each is Python, and each `ampgan.NAME` (and `ctx.NAME` of a
+    loss's context) it uses exists, with the keywords it passes: a renamed or removed API left in the docs fails."""
+    import ast
+    import dataclasses
+    import inspect
+    import re
+
+    import ampgan
+    from ampgan.gan.contract import LossContext
+
+    context = {f.name for f in dataclasses.fields(LossContext)} | set(dir(LossContext))
+    wrong = []
+    for page in _pages():
+        for block in re.findall(r"^```python\n(.*?)^```", page.read_text(), re.S | re.M):
+            tree = ast.parse(block)  # a SyntaxError names the page's snippet
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+                    names = {"ampgan": set(dir(ampgan)) | set(ampgan.__all__), "ctx": context}.get(node.value.id)
+                    if names is not None and node.attr not in names:
+                        wrong.append(f"{page.name}: {node.value.id}.{node.attr}")
+                if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                    if isinstance(node.func.value, ast.Name) and node.func.value.id == "ampgan":
+                        called = getattr(ampgan, node.func.attr, None)
+                        accepted = inspect.signature(called).parameters if called else {}
+                        if not any(p.kind is p.VAR_KEYWORD for p in accepted.values()):
+                            wrong += [
+                                f"{page.name}: ampgan.{node.func.attr}({k.arg}=)"
+                                for k in node.keywords
+                                if k.arg not in accepted
+                            ]
+    assert not wrong, wrong
