@@ -215,3 +215,186 @@ def test_the_settings_page_is_written_by_the_generator(tmp_path, capsys):
     (tmp_path / "plain.md").write_text("no markers\n")
     code, _, err = run_cli(capsys, "config", "--write", str(tmp_path / "plain.md"))
     assert code == 2 and "has no settings markers" in err and err.count("\n") == 1
+
+
+def _pages():
+    return [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+
+def _flags_of_every_command() -> dict[str, set[str]]:
+    """{'train': {'--precision', ...}, 'data info': {...}, ...}: every option ampgan parses, by command."""
+    import click
+
+    from ampgan.cli import cli
+
+    found, todo = {}, [(name, command) for name, command in cli.commands.items()]
+    while todo:
+        name, command = todo.pop()
+        found[name] = {o for p in command.params for o in (*getattr(p, "opts", ()), *getattr(p, "secondary_opts", ()))}
+        found[name] |= {"-h", "--help"}
+        if isinstance(command, click.Group):
+            todo += [(f"{name} {sub}", each) for sub, each in command.commands.items()]
+    return found
+
+
+# Flags the docs name that are other programs' (torchrun, pip, pytest, the NVIDIA scripts docs/projection.md
+# quotes), and setting names docs/config.md names as what is NOT a flag. Checked below to be no ampgan option.
+_NOT_AMPGANS = {
+    "--nproc-per-node", "--nnodes", "--rdzv-backend", "--rdzv-endpoint", "--virtual-local-rank", "--index-url",
+    "--dist", "--no-loadscope-reorder", "--amp", "--opt_level", "--fp16", "--amp-run", "--no_amp_grouped_conv",
+    "--z-dim", "--log-every", "--eval-points",
+}  # fmt: skip
+
+
+def test_every_flag_the_docs_name_is_one_the_command_takes():
+    """A command line in the docs (`ampgan CMD ...`, fenced or inline, its indented continuation lines too) uses
+    only that command's options, and a flag named alone (`--lr` in a table) is an option of some command or a
+    benchmarks/ script's: a flag removed or renamed in the code and left in the docs fails here."""
+    import re
+
+    flags = _flags_of_every_command()
+    scripts = {
+        f for path in (ROOT / "benchmarks").rglob("*.py") for f in re.findall(r"\"(--[\w-]+)\"", path.read_text())
+    }
+    everyone = set().union(*flags.values()) | scripts
+    assert not _NOT_AMPGANS & set().union(*flags.values())
+    wrong = []
+    for page in _pages():
+        text = page.read_text()
+        fenced = re.compile(r"^```.*?^```", re.S | re.M)
+        lines = [line for block in fenced.findall(text) for line in block.splitlines()[1:-1]]
+        lines += re.findall(r"`([^`\n]+)`", fenced.sub("", text))
+        command = None
+        for line in lines:
+            called = re.search(r"ampgan (data \w+|\w+)", line)
+            if called and called.group(1) in flags:
+                command = called.group(1)
+            elif not line.startswith(" "):
+                command = None
+            for flag in re.findall(r"(?<![\w-])(--[a-z][\w-]*)", line.split(" # ")[0]):
+                ours = flags[command] if command and line.index(flag) > line.find("ampgan") else everyone
+                if flag not in ours | _NOT_AMPGANS and not flag.endswith("-"):  # `--no-` is a prefix
+                    wrong.append(f"{page.name}: {flag} in `{line.strip()[:70]}`")
+    assert not wrong, wrong
+
+
+def test_every_code_fence_in_the_docs_stands_alone_on_its_line():
+    """A closing fence followed by text (``` The interval: ...) does not close: the rest of the page renders as
+    code. Every line holding ``` is a fence and its language alone (indented inside a list item)."""
+    import re
+
+    wrong = [
+        f"{page.name}:{number}: {line.strip()[:60]}"
+        for page in [*_pages(), ROOT / "benchmarks" / "RESULTS.md"]
+        for number, line in enumerate(page.read_text().splitlines(), 1)
+        if "```" in line and not re.fullmatch(r" *```\w*", line)
+    ]
+    assert not wrong, wrong
+
+
+def test_every_repository_path_the_docs_name_exists():
+    """`benchmarks/...`, `examples/...`, `tests/...`, `src/...` named in the README and docs/ (links are the test
+    above) exist; a `<placeholder>` path is a pattern, left out."""
+    import re
+
+    missing = []
+    for page in [*_pages(), ROOT / "benchmarks" / "RESULTS.md"]:
+        text = page.read_text()
+        for path in re.findall(r"(?<![\w/.-])((?:benchmarks|examples|tests|src|docs)/[\w./<>-]*[\w/>])", text):
+            if "<" not in path and not (ROOT / path).exists() and not (page.parent / path).exists():
+                missing.append(f"{page.relative_to(ROOT)}: {path}")
+    assert not missing, missing
+
+
+def test_the_python_api_example_runs_with_its_own_settings(tmp_path):
+    """examples/python_api.py as docs/your-gan.md runs it: its model at its settings' data size (it refused the
+    digits' default 32 px in a ValueError); fewer steps and one precision here, the rest as the script has it."""
+    import ampgan
+
+    sys.path.insert(0, str(ROOT / "examples"))
+    from python_api import SETTINGS, tiny_dcgan
+
+    run = ampgan.train(
+        tiny_dcgan,
+        tmp_path / "run",
+        settings={**SETTINGS, "budget.steps": 1, "budget.batch_size": 8, "compute.device": "cpu"},
+    )
+    assert run.steps == 1 and SETTINGS.get("data.dataset", "digits") == "digits"
+
+
+def test_the_python_api_example_prints_a_precision_the_bench_could_not_time():
+    """study.speedup[p] of a raced precision the bench left out (bf16 on a CPU without bf16 instructions) has no
+    estimate but its reason: the example said so, where it stopped in a TypeError after the whole study."""
+    from types import SimpleNamespace
+
+    sys.path.insert(0, str(ROOT / "examples"))
+    from python_api import answer
+
+    study = SimpleNamespace(
+        verdict=["On this machine ..."],
+        speedup={
+            "bf16": {"estimate": None, "reason": "more than 5x slower"},
+            "fp16": {"estimate": 1.5, "low": 1.25, "high": 1.75},
+        },
+        final={"bf16": {"frechet_distance": 12.345}},
+    )
+    assert answer(study) == [
+        "On this machine ...",
+        "bf16: no bench speedup (more than 5x slower)",
+        "fp16: 1.50x fp32's speed (95% CI 1.25-1.75)",
+        "bf16: Fréchet distance 12.35, coverage 0.00",
+    ]
+
+
+def test_doctor_runs_at_the_batch_its_help_shows(capsys, monkeypatch):
+    """A command whose defaults differ from training's shows its own in --help: doctor's batch (32, shown as 64)."""
+    from conftest import run_cli
+
+    import ampgan.doctor.preflight as preflight
+    from ampgan.errors import AmpganError
+
+    code, out, _ = run_cli(capsys, "doctor", "--help")
+    shown = int(re.search(r"--batch-size INTEGER\s+Per process\. \[default: (\d+)\]", out).group(1))
+    seen = []
+
+    def stop(config, log):
+        seen.append(config.budget.batch_size)
+        raise AmpganError("stopped by the test")
+
+    monkeypatch.setattr(preflight, "check_before_training", stop)
+    code, _, err = run_cli(capsys, "doctor", "--dataset", "synthetic", "--device", "cpu")
+    assert code == 2 and seen == [shown] == [32], err
+
+
+def test_every_python_block_in_the_docs_parses_and_names_ampgans_api_as_it_is():
+    """The snippets a user copies (README, docs/*.md): each is Python, and each `ampgan.NAME` (and `ctx.NAME` of a
+    loss's context) it uses exists, with the keywords it passes: a renamed or removed API left in the docs fails."""
+    import ast
+    import dataclasses
+    import inspect
+    import re
+
+    import ampgan
+    from ampgan.gan.contract import LossContext
+
+    context = {f.name for f in dataclasses.fields(LossContext)} | set(dir(LossContext))
+    wrong = []
+    for page in _pages():
+        for block in re.findall(r"^```python\n(.*?)^```", page.read_text(), re.S | re.M):
+            tree = ast.parse(block)  # a SyntaxError names the page's snippet
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+                    names = {"ampgan": set(dir(ampgan)) | set(ampgan.__all__), "ctx": context}.get(node.value.id)
+                    if names is not None and node.attr not in names:
+                        wrong.append(f"{page.name}: {node.value.id}.{node.attr}")
+                if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                    if isinstance(node.func.value, ast.Name) and node.func.value.id == "ampgan":
+                        called = getattr(ampgan, node.func.attr, None)
+                        accepted = inspect.signature(called).parameters if called else {}
+                        if not any(p.kind is p.VAR_KEYWORD for p in accepted.values()):
+                            wrong += [
+                                f"{page.name}: ampgan.{node.func.attr}({k.arg}=)"
+                                for k in node.keywords
+                                if k.arg not in accepted
+                            ]
+    assert not wrong, wrong

@@ -16,13 +16,17 @@ from ampgan.cli.options import (
     out_options,
     spec_options,
 )
+from ampgan.config import TrainConfig
 from ampgan.errors import AmpganError, AmpganWarning, say
 
+# Doctor records every layer's values at a smaller batch than training's; its options are made from this spec,
+# so --help shows the batch it runs (it showed training's 64).
+_SPEC = TrainConfig().with_fields({"budget.batch_size": 32})
 _RUN_CHANGES = {"budget.batch_size", "compute.device", "seed"}
 
 
 @click.command("doctor")
-@spec_options(parts=(*DATA_AND_MODEL, "budget.batch_size", "compute.device", "seed"))
+@spec_options(_SPEC, parts=(*DATA_AND_MODEL, "budget.batch_size", "compute.device", "seed"))
 @click.option(
     "--run",
     "run_dir",
@@ -57,9 +61,9 @@ def command(ctx: click.Context, **options) -> None:
                 f"--run diagnoses that run's own model and data: drop {', '.join(foreign)} "
                 "(only --batch-size, --device and --seed may differ)"
             )
-        config = saved.with_fields({"budget.batch_size": 32} | changes)
+        config = saved.with_fields({"budget.batch_size": _SPEC.budget.batch_size} | changes)
     else:
-        config = config_from_cli(ctx, options, defaults={"budget.batch_size": 32})
+        config = config_from_cli(ctx, options, _SPEC)
     device = resolve_device(config.compute.device)
     fp16_steps = options["fp16_steps"] if options["fp16_steps"] is not None else (50 if device.type == "cuda" else 8)
     out = options["out"] or default_out("doctor")

@@ -295,10 +295,10 @@ def flag_of(path: str) -> str | None:
     return next((s.flag for s in settings(TrainConfig()) if s.path == path), None)
 
 
-def config_from_cli(ctx: click.Context, options: dict, defaults: dict | None = None) -> TrainConfig:
-    """The config a command runs: the defaults, the command's own (`defaults`, {path: value}), then what
-    the user gave (given_changes)."""
-    return build_config(dict(defaults or {}), given_changes(ctx, options))
+def config_from_cli(ctx: click.Context, options: dict, spec: TrainConfig | None = None) -> TrainConfig:
+    """The config a command runs: its spec (the one its options were made from, so --help shows the defaults
+    it runs with; TrainConfig() when None), then what the user gave (given_changes)."""
+    return build_config(given_changes(ctx, options), base=spec)
 
 
 def precisions_given(flag: bool | None, precisions=PRECISION_NAMES) -> tuple[str, ...] | None:
