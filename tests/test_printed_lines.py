@@ -169,7 +169,8 @@ def test_a_run_whose_standard_streams_are_closed_or_full_finishes_whole(tmp_path
     use with exit 1 and no word, leaving a folder with an empty metrics.jsonl; the first file it opened took
     fd 2, where torch's C++ warnings write. `2>/dev/full` (a log on a full disk): the first warning's line ended
     the run, exit 1, before its folder was written; `>/dev/full`: a traceback after the run. Now a closed
-    stream is /dev/null, one that refuses writes is given up, and the run finishes whole."""
+    stream is /dev/null, one that refuses writes is given up, and the run finishes whole; its exit says that
+    output was lost (a reviewer saw `>/dev/full` exit 0 with nothing said), one line where stderr still writes."""
     import subprocess
     import sys
 
@@ -184,7 +185,33 @@ def test_a_run_whose_standard_streams_are_closed_or_full_finishes_whole(tmp_path
             stderr=disk_full if 2 in full else None,
             timeout=300,
         )
-    assert result.returncode == 0
+    assert result.returncode == (2 if full else 0)
     names = {path.name for path in out.iterdir()}
     assert {"checkpoints", "config.json", "generator.safetensors", "metrics.jsonl", "samples"} <= names
     assert [json.loads(line)["step"] for line in (out / "metrics.jsonl").read_text().splitlines()][-1] == 2
+
+
+def test_output_a_full_disk_refused_is_an_error_and_a_closed_pipe_is_not(tmp_path):
+    """`ampgan train --dry-run > plan.txt` on a full disk printed nothing and exited 0 (its output is the answer);
+    a reader that went away (`| head -1`) read what it wanted: exit 0 still."""
+    import subprocess
+    import sys
+
+    args = [sys.executable, "-P", "-m", "ampgan", "train", "--dataset", "synthetic", "--batch-size", "8"]
+    args += ["--device", "cpu", "--set", "model.width=8", "--dry-run", "--out", str(tmp_path / "run")]
+    with open("/dev/full", "w") as disk_full:
+        full = subprocess.run(args, stdout=disk_full, stderr=subprocess.PIPE, text=True, timeout=300)
+    assert full.returncode == 2 and "Traceback" not in full.stderr
+    assert full.stderr.splitlines()[-1] == (
+        "error: the command's work is done and its files are whole, but stdout (No space left on device) "
+        "refused its output"
+    )
+    piped = subprocess.run(
+        f"{' '.join(args)} | head -c 1 >/dev/null; exit ${{PIPESTATUS[0]}}",
+        shell=True,
+        executable="/bin/bash",
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert piped.returncode == 0 and "Traceback" not in piped.stderr

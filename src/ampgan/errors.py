@@ -44,16 +44,27 @@ def say(*lines: object, err: bool = False) -> None:
     for line in lines:
         try:
             click.echo(one_line(line), err=err)
-        except OSError:  # BrokenPipeError among them
+        except BlockingIOError:  # EAGAIN: a passing state of a non-blocking pipe, not a reader gone
+            raise
+        except OSError as error:
+            name = "stderr" if err else "stdout"
             _no_reader(sys.stderr if err else sys.stdout)
+            if not isinstance(error, BrokenPipeError):  # `| head -1` read what it wanted: nothing was lost
+                LOST_OUTPUT.setdefault(name, error.strerror or type(error).__name__)
             return
+
+
+# The standard streams that refused a line (a full disk, an I/O error), with why: the command finishes its work,
+# and its exit then says the output is gone (a `--json > study.json` on a full disk is not a success).
+LOST_OUTPUT: dict[str, str] = {}
 
 
 def _no_reader(stream) -> None:
     """The reader of `stream` went away (`ampgan bench ... | head -1`), or the stream refuses writes (`2>/dev/full`,
     a log on a full disk: a warning's line ended a run before its folder was written): the command's work still
     finishes and its files are written whole; what it would print, and the interpreter's last flush, go to
-    /dev/null instead of ending the command with exit 1 and no word."""
+    /dev/null instead of ending the command with exit 1 and no word (a refusal other than a closed pipe is kept
+    in LOST_OUTPUT, for the command's exit to report)."""
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, stream.fileno())
     os.close(devnull)

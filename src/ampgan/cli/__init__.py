@@ -16,7 +16,7 @@ import click
 from ampgan.cli import bench, compare, config, cost, data, doctor, preflight, project, runs, train
 from ampgan.cli.options import flag_of, moved_to_set
 from ampgan.env import check_environment
-from ampgan.errors import AmpganError, AmpganWarning, ConfigError, first_words, say, signal_number
+from ampgan.errors import LOST_OUTPUT, AmpganError, AmpganWarning, ConfigError, first_words, say, signal_number
 from ampgan.system.memory import is_out_of_memory
 from ampgan.training.distributed import lost_contact_with_ranks, shutdown, world
 from ampgan.training.interruption import Interrupted
@@ -50,6 +50,10 @@ def main(argv: list[str] | None = None) -> None:
         finally:
             shutdown()
     finished_command()  # under --nproc: this rank's receipt that ampgan's command ran to its end
+    if LOST_OUTPUT:
+        lost = ", ".join(f"{name} ({why})" for name, why in LOST_OUTPUT.items())
+        say(f"error: the command's work is done and its files are whole, but {lost} refused its output", err=True)
+        sys.exit(EXIT_USAGE)
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
