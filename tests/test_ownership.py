@@ -316,6 +316,28 @@ def test_evaluate_while_a_training_process_writes_the_run_is_refused_before_any_
     assert code == 0, err
 
 
+def test_evaluate_of_a_study_s_run_holds_the_study_not_the_run(capsys, originals, tmp_path):
+    """A study's runs are trained under the study's lock, not their own: `evaluate STUDY/runs/RUN` during a race
+    scored what it found and wrote quality.json beside the race's (a reviewer's repro); and the lock it left in
+    RUN kept a later `compare --overwrite` from replacing the study ('holds runs/.../.ampgan-lock, which ampgan
+    did not write'). Now the study is held, once for all its runs."""
+    from ampgan.runs.claim import FolderLock, check_replaceable
+
+    study = tmp_path / "study"
+    shutil.copytree(originals / "study", study)
+    runs = sorted(path for path in (study / "runs").iterdir() if path.is_dir())
+    comparing = FolderLock(study)  # as a racing `compare` holds its folder
+    try:
+        code, _, err = run_cli(capsys, "evaluate", str(runs[0]), "--samples", "4")
+        assert _one_line(code, err) and f"{study} is in use by another ampgan process (pid {os.getpid()})" in err
+    finally:
+        comparing.release()
+    code, _, err = run_cli(capsys, "evaluate", *map(str, runs), "--samples", "4")  # two runs of one study: held once
+    assert code == 0, err
+    assert not any((run / LOCK).exists() for run in runs)
+    check_replaceable(study, "study")  # raises if anything in it is not ampgan's
+
+
 def test_report_while_a_study_writes_its_folder_is_refused_and_the_folder_untouched(capsys, originals, tmp_path):
     """`ampgan report STUDY` while `compare --resume` still wrote STUDY rendered the files it found and wrote
     report.html over the one the study was writing: whichever finished last won. Now it is one line."""

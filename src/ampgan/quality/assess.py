@@ -19,7 +19,7 @@ from ampgan.quality.evaluator import (
     reference_floor,
     refuse_samples_that_cannot_fit,
 )
-from ampgan.runs.claim import FolderLock
+from ampgan.runs.claim import FolderLock, owning_folder
 from ampgan.seeds import evaluation_noise_seed
 from ampgan.training.trained import load_trained_run
 
@@ -45,9 +45,11 @@ def evaluate_runs(run_dirs: list[Path], samples: int, seed: int, evaluator_cache
     loaded = [load_trained_run(run_dir) for run_dir in run_dirs]  # all readable before any work
     # Held from here to the last quality.json: a run a training process still writes is refused now, not after
     # minutes of evaluator training (its step-0 generator was scored and written as the final one once the
-    # run had finished), and no `train --resume` changes a run while it is scored.
+    # run had finished), and no `train --resume` changes a run while it is scored. A run inside a study is the
+    # study's: its lock is the one a racing `compare` holds (two runs of one study, or a run named twice: once).
     with ExitStack() as held:
-        for folder in {run.run_dir.resolve(): run.run_dir for run in loaded}.values():  # a run named twice: once
+        owners = {(owning_folder(run.run_dir) or run.run_dir).resolve() for run in loaded}
+        for folder in sorted(owners):
             held.callback(FolderLock(folder).release)
         loaded = [load_trained_run(run.run_dir) for run in loaded]  # as they stand now that none can change
         return _evaluated(loaded, samples, seed, evaluator_cache)

@@ -187,7 +187,7 @@ def remove_written(folder: Path) -> list[str]:
     return sorted(kept)
 
 
-def _owning_folder(path: Path) -> Path | None:
+def owning_folder(path: Path) -> Path | None:
     """The nearest folder above `path` that ampgan claimed (a study holding this run), if any."""
     return next((p for p in path.resolve().parents if (p / MARKER).is_file() and not (p / MARKER).is_symlink()), None)
 
@@ -256,7 +256,7 @@ def check_replaceable(path: Path, kind: str | None = None) -> None:
             f"--out {shown} is ampgan's {found} folder, not a {kind}: --overwrite replaces a folder only "
             f"with one of its own kind; choose another --out"
         )
-    owner = _owning_folder(path)
+    owner = owning_folder(path)
     if owner is not None and found not in _DERIVED_KINDS:
         raise AmpganError(
             f"--out {shown} is part of {one_line(owner)} (ampgan's {marker_kind(owner) or 'folder'}), "
@@ -311,7 +311,7 @@ def check_place(path: Path, kind: str, data: tuple[str | Path, ...] = ()) -> Non
                 f"--out {shown} {where} the dataset folder {one_line(root)}: what the {kind} writes would be "
                 "read as data (a run's sample grids as training images); choose a folder outside the dataset"
             )
-    owner = _owning_folder(path)
+    owner = owning_folder(path)
     if owner is None:
         return
     owner_kind = marker_kind(owner)
