@@ -3,6 +3,7 @@ answer as data, each refusing a setting it does not have in one line."""
 
 import json
 import math
+import os
 import random
 import re
 
@@ -130,6 +131,7 @@ def test_a_call_leaves_the_callers_torch_and_plots_as_it_found_it(tmp_path, monk
 
     import ampgan.speed.planned_run as planned_run
     import ampgan.speed.threads as threads
+    from ampgan.training.compile_cache import use_persistent_compile_cache
 
     monkeypatch.setattr(threads, "thread_choice", lambda current, *rest: {"threads": 1, "reason": "fitted (test)"})
     before, matmul = torch.get_num_threads(), torch.get_float32_matmul_precision()
@@ -159,15 +161,18 @@ def test_a_call_leaves_the_callers_torch_and_plots_as_it_found_it(tmp_path, monk
         assert (tmp_path / "bench" / "fig1_time_per_batch.png").is_file()
         assert matplotlib.get_backend() == "svg" and plt.get_fignums() == []
 
-        def interrupted_mid_run(*args, **kwargs):  # a Ctrl-C after the run set its switches and seeded
+        def interrupted_mid_run(*args, **kwargs):  # a Ctrl-C after the run set its switches, seeded and compiled
             torch.set_float32_matmul_precision("highest")
             torch.manual_seed(0)
+            use_persistent_compile_cache()
             raise KeyboardInterrupt
 
+        monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
         monkeypatch.setattr(planned_run, "run_training", interrupted_mid_run)
         with pytest.raises(KeyboardInterrupt):
             ampgan.train("acgan", tmp_path / "stopped", settings=settings)
         assert torch.get_float32_matmul_precision() == "medium" and torch.equal(torch.rand(2), expected[4:6])
+        assert "TORCHINDUCTOR_CACHE_DIR" not in os.environ  # the caller's own torch.compile caches where it did
     finally:
         plt.switch_backend(backend)
         torch.set_num_threads(before)

@@ -29,7 +29,9 @@ pyplot's backend (a notebook's inline plots), whether it returns, raises or is i
 from __future__ import annotations
 
 import functools
+import os
 import random
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,7 +44,25 @@ from ampgan.config import TrainConfig, build_config
 from ampgan.runs.claim import default_out
 from ampgan.sections import with_settings
 from ampgan.study.answer import Study, study_of
+from ampgan.training.compile_cache import ENV as COMPILE_CACHE_ENV
 from ampgan.training.precision import resolve_device, restore_backend_switches, snapshot_backend_switches
+
+# What a run sets in os.environ for the libraries it drives (training/compile_cache.py, training/precision.py).
+_SET_FOR_LIBRARIES = (COMPILE_CACHE_ENV, "CUBLAS_WORKSPACE_CONFIG")
+
+
+def _recompile_limits(values: dict | None = None) -> dict:
+    """dynamo's recompile limits as they are (values None), or set back to `values`; nothing when dynamo was
+    never imported (its import alone takes seconds)."""
+    if "torch._dynamo" not in sys.modules:
+        return {}
+    config = sys.modules["torch._dynamo"].config
+    names = [name for name in ("recompile_limit", "cache_size_limit") if hasattr(config, name)]
+    if values is None:
+        return {name: getattr(config, name) for name in names}
+    for name, value in values.items():
+        setattr(config, name, value)
+    return values
 
 
 def _leaves_torch_as_found(command: Callable) -> Callable:
@@ -51,12 +71,16 @@ def _leaves_torch_as_found(command: Callable) -> Callable:
     became 1 for the cells after), the backend switches (a run sets strict FP32 matrix products, and cuDNN's
     autotuner on CUDA: a caller's `set_float32_matmul_precision("medium")` became "highest"), and torch's
     random generators, numpy's and Python's among them (a run seeds them all from its seed, training/loop.py:
-    the caller's streams restarted at the run's seed)."""
+    the caller's streams restarted at the run's seed), the environment variables a run sets for the libraries it
+    drives (the caller's own torch.compile cached into ampgan's folder after a compiled call), and dynamo's
+    recompile limit (raised for a compiled step's variants; where the caller had loaded dynamo before)."""
 
     @functools.wraps(command)
     def call(*args, **kwargs):
         threads, switches = torch.get_num_threads(), snapshot_backend_switches()
         streams = numpy.random.get_state(), random.getstate()
+        variables = {name: os.environ.get(name) for name in _SET_FOR_LIBRARIES}
+        limits = _recompile_limits()
         try:
             with torch.random.fork_rng(devices=range(torch.cuda.device_count())):
                 return command(*args, **kwargs)
@@ -65,6 +89,9 @@ def _leaves_torch_as_found(command: Callable) -> Callable:
             restore_backend_switches(switches)
             numpy.random.set_state(streams[0])
             random.setstate(streams[1])
+            for name, value in variables.items():
+                os.environ.pop(name, None) if value is None else os.environ.__setitem__(name, value)
+            _recompile_limits(limits)
 
     return call
 
