@@ -186,6 +186,25 @@ def test_project_kernels_writes_each_kernel_per_gpu_and_precision_with_its_band(
     assert "PROJECTED" in stdout
 
 
+def test_project_kernels_bands_a_misaligned_16_bit_gemm_up_to_its_time_off_tensor_cores(tmp_path, capsys):
+    """k = 1530 and 1536 get the same mid (no measured GEMM says otherwise: DeepBench padded its own), but the
+    misaligned one's band reaches the GEMM off tensor cores, as cuBLAS before CUDA 11 ran it."""
+    table = tmp_path / "mine.csv"
+    table.write_text(f"{','.join(CALIBRATION_COLUMNS[:-2])}\nodd,gemm,4096,4096,1530,0,0{',' * 11}\n")
+    table.write_text(table.read_text() + f"even,gemm,4096,4096,1536,0,0{',' * 11}\n")
+    code, _, err = run_cli(
+        capsys, "project", "--kernels", str(table), "--devices", "V100", "--out", str(tmp_path / "o")
+    )
+    assert code == 0, err
+    with (tmp_path / "o" / "kernels.csv").open(encoding="utf-8") as stream:
+        rows = {(r["name"], r["precision"]): r for r in csv.DictReader(stream)}
+    odd, even = rows[("odd", "fp16")], rows[("even", "fp16")]
+    assert float(odd["ms"]) == pytest.approx(float(even["ms"]), rel=0.01)
+    off = float(odd["ms"]) * np.exp(-load_calibration("volta").document["unmeasured"]["fp16"]["misaligned_gemm"])
+    assert float(odd["ms_high"]) > off > 4 * float(even["ms_high"])
+    assert float(rows[("odd", "fp32")]["ms_high"]) < off * 1.5  # near fp32's own time: the value it stands for
+
+
 def test_project_kernels_refuses_a_bad_row_in_one_line_and_writes_nothing(tmp_path, capsys):
     table = tmp_path / "mine.csv"
     table.write_text("name,op,m,n,k\nfc,gemm,2048,1024,8192\nfc2,gemm,2048,,8192\n")

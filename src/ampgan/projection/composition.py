@@ -36,12 +36,12 @@ from ampgan.errors import AmpganError
 from ampgan.precisions import FP16, FP32, TF32
 from ampgan.precisions import precision as precision_mode
 from ampgan.projection.kernel_model import (
-    PATH_PARAMETERS,
     calibration_for,
     features,
     on_tensor_cores,
     peak_tflops,
     predict_seconds,
+    with_terms,
 )
 from ampgan.projection.step_model import DEFAULT, kernel_precision, row_kernels
 from ampgan.system.gpus import GpuSpec
@@ -87,7 +87,7 @@ def step_parts(
     misaligned) at their other value (fit.py's `unmeasured`) instead of the fit's 0, or at a value tried end
     to end (benchmarks/validation/composition_fit.py)."""
     rows = list(rows)
-    calibration, _ = calibration_for(gpu)
+    calibration = with_terms(calibration_for(gpu)[0], terms)
     kernels, weights, _ = row_kernels(rows, batch_size)
     matrix = dict.fromkeys(PATHS, 0.0)
     groups: dict[str, list[int]] = {}
@@ -99,12 +99,9 @@ def step_parts(
         # and cuDNN's compute type): the fp32 path, not DeepBench's cuDNN 6 pseudo-fp16 kernels.
         tensor = on_tensor_cores(gpu, used)
         name = FP16 if tensor else FP32
-        path = calibration.paths[name].copy()
-        for term, value in (terms or {}).get(name, {}).items():
-            path[PATH_PARAMETERS.index(term)] = value
         seconds, _, _ = predict_seconds(
             features(picked, gpu.sms, used if tensor else FP32, tensor_cores=tensor),
-            path,
+            calibration.paths[name],
             calibration.shared,
             peak_tflops(gpu, used),
             gpu.bandwidth_gbs,

@@ -207,6 +207,16 @@ class Calibration:
     document: dict  # the whole JSON, for provenance
 
 
+def with_terms(calibration: Calibration, terms: dict | None) -> Calibration:
+    """The calibration with some path terms at other values, {path: {term: value}}: its "unmeasured" ones
+    at their other value (benchmarks/calibration/fit.py), or values tried end to end."""
+    paths = {name: values.copy() for name, values in calibration.paths.items()}
+    for name, values in (terms or {}).items():
+        for term, value in values.items():
+            paths[name][PATH_PARAMETERS.index(term)] = value
+    return replace(calibration, paths=paths)
+
+
 def calibration_for(gpu: GpuSpec) -> tuple[Calibration, bool]:
     """(the calibration a GPU's kernels are projected with, whether it was fitted on this architecture)."""
     own = gpu.calibration  # gpus.csv names it; a GPU without one borrows the nearest: with tensor cores or not
