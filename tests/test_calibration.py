@@ -14,6 +14,7 @@ from conftest import run_cli
 from ampgan.errors import AmpganError
 from ampgan.projection.kernel_model import PATH_PARAMETERS, load_calibration, path_of
 from ampgan.projection.kernels import CALIBRATION_COLUMNS
+from ampgan.projection.step_model import kernel_times
 from ampgan.study.report import projection_sections
 from ampgan.system.gpus import gpu_spec
 
@@ -24,6 +25,7 @@ from kernel_fit import (  # noqa: E402
     cross_validated_log_residuals,
     fit,
     paired,
+    path_data,
     predict_ms,
     read_calibration,
     speedup_check,
@@ -184,6 +186,25 @@ def test_project_kernels_writes_each_kernel_per_gpu_and_precision_with_its_band(
     assert "PROJECTED" in stdout
 
 
+def test_project_kernels_bands_a_misaligned_16_bit_gemm_up_to_its_time_off_tensor_cores(tmp_path, capsys):
+    """k = 1530 and 1536 get the same mid (no measured GEMM says otherwise: DeepBench padded its own), but the
+    misaligned one's band reaches the GEMM off tensor cores, as cuBLAS before CUDA 11 ran it."""
+    table = tmp_path / "mine.csv"
+    table.write_text(f"{','.join(CALIBRATION_COLUMNS[:-2])}\nodd,gemm,4096,4096,1530,0,0{',' * 11}\n")
+    table.write_text(table.read_text() + f"even,gemm,4096,4096,1536,0,0{',' * 11}\n")
+    code, _, err = run_cli(
+        capsys, "project", "--kernels", str(table), "--devices", "V100", "--out", str(tmp_path / "o")
+    )
+    assert code == 0, err
+    with (tmp_path / "o" / "kernels.csv").open(encoding="utf-8") as stream:
+        rows = {(r["name"], r["precision"]): r for r in csv.DictReader(stream)}
+    odd, even = rows[("odd", "fp16")], rows[("even", "fp16")]
+    assert float(odd["ms"]) == pytest.approx(float(even["ms"]), rel=0.01)
+    off = float(odd["ms"]) * np.exp(-load_calibration("volta").document["unmeasured"]["fp16"]["misaligned_gemm"])
+    assert float(odd["ms_high"]) > off > 4 * float(even["ms_high"])
+    assert float(rows[("odd", "fp32")]["ms_high"]) < off * 1.5  # near fp32's own time: the value it stands for
+
+
 def test_project_kernels_refuses_a_bad_row_in_one_line_and_writes_nothing(tmp_path, capsys):
     table = tmp_path / "mine.csv"
     table.write_text("name,op,m,n,k\nfc,gemm,2048,1024,8192\nfc2,gemm,2048,,8192\n")
@@ -252,11 +273,13 @@ def test_the_gpu_sweep_writes_the_calibration_format_the_projection_reads(tmp_pa
     assert json.loads(table.with_suffix(".json").read_text()) == {"gpu": "test"}
 
 
-def test_the_unmeasured_terms_are_those_no_table_kernel_had_with_their_measured_siblings_mean(recomputed):
+def test_the_unmeasured_terms_are_those_no_table_kernel_had_with_their_other_value(recomputed):
     """calibration/<arch>.json's "unmeasured": a term no kernel of the tables carried stays at the fit's start
-    (0) and is named with the mean of its measured siblings (the other 1-4 channel passes; a misaligned
-    convolution's sibling is the misaligned GEMM), recomputed here from the tables' features."""
-    architecture, _, tables, paths, _, _, _ = recomputed
+    (0) and is named with another value: the mean of its measured siblings (the other 1-4 channel passes; a
+    misaligned convolution's sibling is the misaligned GEMM), or, for a 16-bit GEMM on tensor cores that no
+    table measured misaligned (DeepBench padded them), the GEMM at the fp32 path's efficiency and peak (cuBLAS
+    before CUDA 11 ran it without tensor cores). On tensor cores no convolution is misaligned (padded)."""
+    architecture, gpu, tables, paths, _, _, _ = recomputed
     siblings = (("tiny_c_fwd", "tiny_c_bwd_data", "tiny_c_bwd_weight"), ("misaligned_gemm", "misaligned_conv"))
     expected = {}
     for path, values in paths.items():
@@ -267,13 +290,37 @@ def test_the_unmeasured_terms_are_those_no_table_kernel_had_with_their_measured_
             "misaligned_gemm": sum(f.misaligned_gemm.sum() for f in carried),
             "misaligned_conv": sum(f.misaligned_conv.sum() for f in carried),
         }
+        tensor = path == "fp16" and gpu.tensor_cores
         for group in siblings:
+            group = tuple(t for t in group if not (tensor and t == "misaligned_conv"))
             measured = [values[PATH_PARAMETERS.index(t)] for t in group if seen[t] > 0]
             for term in (t for t in group if seen[t] == 0):
                 assert values[PATH_PARAMETERS.index(term)] == pytest.approx(0.0, abs=1e-9)  # never moved by the fit
-                expected.setdefault(path, {})[term] = pytest.approx(float(np.mean(measured)), abs=1e-6)
+                if measured:
+                    expected.setdefault(path, {})[term] = pytest.approx(float(np.mean(measured)), abs=1e-6)
+        if tensor:
+            off = np.log(gpu.peak_tflops["fp32"] / gpu.peak_tflops["fp16"]) + paths["fp32"][0] - paths["fp16"][0]
+            expected[path]["misaligned_gemm"] = pytest.approx(float(off), abs=1e-6)
     assert load_calibration(architecture).document["unmeasured"] == expected
-    # DeepBench has no convolution with channels off a multiple of 8 beyond 1-4, and V100's sheet no 1-4 channel
-    # data gradient (the P100's has): what a GAN's image gradient runs is unmeasured on tensor-core GPUs only.
-    tiny_data_gradient = {"tiny_c_bwd_data"} if architecture == "volta" else set()
-    assert all(set(v) == {"misaligned_conv"} | tiny_data_gradient for v in expected.values())
+    # DeepBench has no convolution with channels off a multiple of 8 beyond 1-4, no 16-bit GEMM timed misaligned
+    # on tensor cores, and V100's sheet no 1-4 channel data gradient (the P100's has).
+    want = {
+        "volta": {"fp32": {"tiny_c_bwd_data", "misaligned_conv"}, "fp16": {"tiny_c_bwd_data", "misaligned_gemm"}},
+        "pascal": {"fp32": {"misaligned_conv"}, "fp16": {"misaligned_conv"}},
+    }[architecture]
+    assert {path: set(terms) for path, terms in expected.items()} == want
+
+
+def test_a_deepbench_16_bit_row_is_fitted_as_deepbench_timed_it_and_projected_as_cublas_runs_it():
+    """A convolution gets the same time through the fit's path_data as through the projection (both pad it);
+    a GEMM off 8 in a leading dimension is fitted padded (gemm_bench.cu padded it before timing) but projected
+    unpadded and off tensor cores (cuBLAS pads nothing)."""
+    v100, volta = gpu_spec("V100"), load_calibration("volta")
+    rows = [m for m in read_calibration(CALIBRATION / "deepbench_v100.csv") if m.precision == "fp16"]
+    conv = next(m.kernel for m in rows if m.kernel.op == "conv_fwd" and m.kernel.c == 3)
+    gemm = next(m.kernel for m in rows if m.kernel.name == "gemm_1024x24000x1530_NN")
+    fitted = predict_ms(path_data([conv, gemm], np.zeros(2), "fp16", v100), volta.paths, volta.shared, v100)
+    projected = kernel_times([conv, gemm], v100, "fp16", volta, 1.0)
+    assert fitted[0] == pytest.approx(projected.seconds[0] * 1e3, rel=1e-9)
+    assert fitted[1] == pytest.approx(projected.seconds[1] * 1e3 * 1536 / 1530, rel=0.02)  # the padded k's work
+    assert projected.tensor.tolist() == [1.0, 0.0]

@@ -22,12 +22,14 @@ from ampgan.projection.kernel_model import (
     _tile_utilisation,
     calibration_for,
     features,
+    irregular,
     load_calibration,
+    padded,
     peak_tflops,
     predict_seconds,
 )
 from ampgan.projection.kernels import Kernel
-from ampgan.projection.step_model import speedup_band, step_estimate
+from ampgan.projection.step_model import kernel_times, speedup_band, step_estimate
 from ampgan.system.gpus import GpuSpec, gpu_spec, gpu_table
 
 pytestmark = pytest.mark.real_op_trace
@@ -639,7 +641,7 @@ def test_a_16_bit_data_gradient_into_few_channels_no_calibration_measured_widens
     other = fp32.unmeasured_s / fp16.unmeasured_s
     assert low == pytest.approx(other * math.exp(band[0])) and high == pytest.approx(mid * math.exp(band[1]))
     assert low < other < mid < high and fp16.high >= fp16.unmeasured_s
-    assert "no calibration measured (a 1-4 channel data gradient)" in fp16.note  # the row says why it is wide
+    assert "no calibration measured (a 1-4 channel data gradient, a 16-bit GEMM" in fp16.note  # says why it is wide
 
 
 def test_a_tensor_core_convolution_is_charged_its_channels_padded_to_the_path_s_alignment():
@@ -655,11 +657,64 @@ def test_a_tensor_core_convolution_is_charged_its_channels_padded_to_the_path_s_
     padded32 = features([one, three], 80, "tf32", tensor_cores=True)
     assert padded16.flops / plain.flops == pytest.approx([8 * 32 / 30, 8 / 3 * 32 / 30])  # c to 8, k 30 to 32
     assert padded32.flops / plain.flops == pytest.approx([4 * 32 / 30, 4 / 3 * 32 / 30])
-    assert padded16.tiny_c[:, 0].tolist() == [1.0, 1.0] and padded16.misaligned_conv.sum() == 0  # still 1-4 channel
+    assert padded16.tiny_c[:, 0].tolist() == [1.0, 1.0]  # still 1-4 channel: their term is beyond the padding
+    # a 12-channel layer is padded to 16 on tensor cores (no misaligned convolution there), not off them
+    twelve = Kernel("c12", "conv_fwd", batch=16, c=12, h=64, w=64, out_channels=32, r=3, s=3, pad_h=1, pad_w=1)
+    assert features([twelve], 80, "fp16", tensor_cores=True).misaligned_conv.tolist() == [0.0]
+    assert features([twelve], 80, "fp16", tensor_cores=False).misaligned_conv.tolist() == [1.0]
     volta = load_calibration("volta").document
     for term in ("tiny_c_fwd", "tiny_c_bwd_weight"):  # measured beyond the padding: e^-1.4 to e^-1.7, not e^-3
         assert -2.0 < volta["parameters"]["fp16"][term] < -1.0
     assert -2.0 < volta["unmeasured"]["fp16"]["tiny_c_bwd_data"] < -1.0
+
+
+def test_a_gemm_is_aligned_by_its_leading_dimensions_and_padded_so_as_deepbench_padded_its_own():
+    """cuBLAS's tensor-op rule (column-major) needs the leading dimensions aligned: m and k untransposed and TN,
+    m and n for NT, all three for TT; DeepBench's gemm_bench padded its 16-bit GEMMs by it before timing."""
+    shapes = {(False, False): (40, 8457, 1536), (True, False): (40, 8457, 1536), (False, True): (40, 8464, 1530)}
+    shapes[(True, True)] = (40, 8464, 1536)
+    for (a_t, b_t), want in shapes.items():
+        gemm = Kernel("g", "gemm", m=35, n=8457, k=1530, transpose_a=a_t, transpose_b=b_t)
+        grown = padded(gemm, 8)
+        assert (grown.m, grown.n, grown.k) == want and not irregular(grown, "fp16") and irregular(gemm, "fp16")
+    assert not irregular(Kernel("g", "gemm", m=1024, n=700, k=512), "fp16")  # off 8 only in n: no leading dim
+
+
+def test_a_tensor_core_step_counts_padded_convolutions_on_tensor_cores_and_misaligned_gemms_off_them():
+    """cuDNN pads a 3-channel convolution onto tensor cores (and the model times it so); cuBLAS does not pad a
+    GEMM whose leading dimension is off 8, so its FLOPs are not a tensor-core share."""
+    kernels = [
+        Kernel("aligned", "gemm", m=4096, n=4096, k=1536),
+        Kernel("k1530", "gemm", m=4096, n=4096, k=1530),
+        Kernel("rgb", "conv_fwd", batch=64, c=3, h=32, w=32, out_channels=64, r=3, s=3, pad_h=1, pad_w=1),
+    ]
+    v100 = gpu_spec("V100")
+    assert kernel_times(kernels, v100, "fp16", load_calibration("volta"), 1.0).tensor.tolist() == [1.0, 0.0, 1.0]
+    assert kernel_times(kernels, gpu_spec("P100"), "fp16", load_calibration("pascal"), 1.0).tensor.sum() == 0
+
+
+def test_a_16_bit_gemm_cublas_runs_misaligned_was_never_measured_and_the_band_spans_it_off_tensor_cores():
+    """DeepBench padded its misaligned 16-bit GEMMs before timing them, so none measured what cuBLAS does with
+    one (before CUDA 11: no tensor cores): the fit's 0 is unmeasured, and its other value is the GEMM at the
+    fp32 path's efficiency and peak. A Linear layer with an odd width gets a band that spans both."""
+    volta = load_calibration("volta").document
+    gemm = PATH_PARAMETERS.index("gemm")
+    v100 = gpu_spec("V100")
+    off = math.log(v100.peak_tflops["fp32"] / v100.peak_tflops["fp16"])
+    off += volta["parameters"]["fp32"]["gemm"] - volta["parameters"]["fp16"]["gemm"]
+    assert volta["unmeasured"]["fp16"]["misaligned_gemm"] == pytest.approx(off) and gemm == 0
+    assert "misaligned_conv" not in volta["unmeasured"]["fp16"]  # padded on tensor cores: dead there
+
+    def linear_step(width: int, batch: int) -> list[OpRecord]:
+        layer = nn.Linear(width, 4096)
+        x = torch.randn(batch, width, requires_grad=True)
+        return record_ops(lambda: layer(x).sum().backward())
+
+    odd = affine_rows(linear_step(1530, 8), linear_step(1530, 16), 8, 16)
+    fp16 = composed_step(odd, 2048, v100, "fp16")
+    assert fp16.unmeasured_s > 1.5 * fp16.seconds and fp16.high >= fp16.unmeasured_s
+    even = affine_rows(linear_step(1536, 8), linear_step(1536, 16), 8, 16)
+    assert composed_step(even, 2048, v100, "fp16").unmeasured_s == composed_step(even, 2048, v100, "fp16").seconds
 
 
 def test_a_step_without_an_unmeasured_kernel_keeps_its_generation_s_band_and_pascal_measured_its_own():

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -38,6 +39,7 @@ from ampgan.projection.kernel_model import (  # noqa: E402
     SHARED_PARAMETERS,
     SMALL_FLOPS,
     irregular,
+    on_tensor_cores,
     path_of,
 )
 from ampgan.system.gpus import gpu_spec  # noqa: E402
@@ -51,7 +53,7 @@ FITTED = {"volta": ("V100", ["deepbench_v100.csv"]), "pascal": ("P100", ["deepbe
 CASES = {
     "aligned convolutions": lambda k: k.op != "gemm" and not irregular(k, FP16),
     "1-channel convolutions": lambda k: k.op != "gemm" and k.c == 1,
-    "GEMMs not multiples of 8": lambda k: k.op == "gemm" and irregular(k, FP16),
+    "GEMMs with a leading dimension off 8": lambda k: k.op == "gemm" and irregular(k, FP16),
     "aligned GEMMs": lambda k: k.op == "gemm" and not irregular(k, FP16),
 }
 
@@ -84,13 +86,21 @@ def term_counts(features) -> dict[str, float]:
     }
 
 
-def unmeasured(tables: dict, paths: dict) -> dict:
+def off_tensor_cores(paths: dict, gpu) -> float:
+    """A tensor-core path's misaligned_gemm if the GEMM runs as an fp32 one (the fp32 path's efficiency at the
+    fp32 peak): cuBLAS before CUDA 11 ran a 16-bit GEMM with leading dimensions off 8 without tensor cores."""
+    gemm = PATH_PARAMETERS.index("gemm")
+    return float(math.log(gpu.peak_tflops[FP32] / gpu.peak_tflops[FP16]) + paths[FP32][gemm] - paths[FP16][gemm])
+
+
+def unmeasured(tables: dict, paths: dict, gpu) -> dict:
     """{path: {term: value}}: each path's terms that no kernel of the tables had, so the fit left them at its
-    start, 0 (the path's ordinary efficiency), with the mean of their measured siblings beside them. DeepBench
-    has no 1-4 channel data gradient (a network's first layer needs none) and no convolution with channels
-    off a multiple of 8 but the 1-4 channel ones; a GAN runs the first (D's input gradient, a transposed
-    convolution to RGB) and nothing measured says which value it takes: ampgan's band spans both
-    (projection/composition.py)."""
+    start, 0 (the path's ordinary efficiency), with another value beside them: their measured siblings'
+    mean. DeepBench has no 1-4 channel data gradient (a network's first layer needs none); a GAN runs one (D's
+    input gradient, a transposed convolution to RGB). On tensor cores a convolution is padded (no misaligned
+    one), and DeepBench padded its 16-bit GEMMs before timing them (kernel_fit.path_data), so no GEMM cuBLAS
+    runs misaligned was measured: its other value is `off_tensor_cores`. Nothing measured says which value
+    holds: ampgan's band spans both (projection/composition.py)."""
     out = {}
     for path, values in paths.items():
         seen: dict[str, float] = {}
@@ -98,10 +108,14 @@ def unmeasured(tables: dict, paths: dict) -> dict:
             if path_of(d.precision) == path:
                 for term, n in term_counts(d.features).items():
                     seen[term] = seen.get(term, 0.0) + n
+        tensor = on_tensor_cores(gpu, path)
         for group in SIBLINGS:
+            group = tuple(t for t in group if not (tensor and t == "misaligned_conv"))  # dead on tensor cores
             measured = [values[PATH_PARAMETERS.index(t)] for t in group if seen[t]]
             for term in (t for t in group if not seen[t] and measured):
                 out.setdefault(path, {})[term] = float(np.mean(measured))
+        if tensor and not seen["misaligned_gemm"]:
+            out.setdefault(path, {})["misaligned_gemm"] = off_tensor_cores(paths, gpu)
     return out
 
 
@@ -130,7 +144,7 @@ def calibrate(architecture: str) -> dict:
             **{p: dict(zip(PATH_PARAMETERS, map(float, v))) for p, v in paths.items()},
             "shared": dict(zip(SHARED_PARAMETERS, map(float, shared))),
         },
-        "unmeasured": unmeasured(tables, paths),
+        "unmeasured": unmeasured(tables, paths, gpu),
         "cross_validation": {
             "folds": FOLDS,
             "quantiles": list(BAND_QUANTILES),

@@ -29,11 +29,13 @@ from ampgan.projection.kernel_model import (
     class_candidates,
     features,
     kernel_class,
+    on_tensor_cores,
+    padded,
     path_of,
     peak_tflops,
     predict_seconds,
 )
-from ampgan.projection.kernels import Kernel, kernel_from_row, read_kernel_rows
+from ampgan.projection.kernels import GEMM, Kernel, kernel_from_row, read_kernel_rows
 from ampgan.system.gpus import GpuSpec
 
 # Of the cross-validated log residuals, per class and precision, conformally corrected: 11% of a class's
@@ -95,12 +97,19 @@ class PathData:
 
 
 def path_data(kernels: list[Kernel], log_ms: np.ndarray, precision: str, gpu: GpuSpec) -> PathData:
+    """On tensor cores every kernel is the one DeepBench timed: its GEMMs padded too (gemm_bench.cu, commit
+    30c5115, padded a 16-bit GEMM's leading dimensions to 8 before timing it, as `padded` does), so a GEMM
+    cuBLAS would run misaligned was never measured; ampgan's own steps leave GEMMs unpadded, as cuBLAS does."""
+    tensor = on_tensor_cores(gpu, precision)
+    timed = kernels  # a kernel keeps its class (its band is of kernels of its shape); its features are as timed
+    if tensor:  # (a convolution `features` pads itself, knowing a 1-4 channel one's own term)
+        timed = [padded(k, precision_mode(precision).alignment) if k.op == GEMM else k for k in kernels]
     return PathData(
         precision,
         gpu,
         [k.name for k in kernels],
         kernels,
-        features(kernels, gpu.sms, precision, tensor_cores=gpu.tensor_cores and precision_mode(precision).tensor_cores),
+        features(timed, gpu.sms, precision, tensor_cores=tensor),
         np.asarray(log_ms, dtype=float),
         peak_tflops(gpu, precision),
         precision_mode(precision).element_bytes,

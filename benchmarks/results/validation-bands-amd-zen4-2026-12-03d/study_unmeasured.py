@@ -18,7 +18,14 @@ from pathlib import Path
 from ampgan.precisions import FP16, FP32
 from ampgan.precisions import precision as precision_mode
 from ampgan.projection.composition import compose, load_composition, step_parts
-from ampgan.projection.kernel_model import PATH_PARAMETERS, calibration_for, features, peak_tflops, predict_seconds
+from ampgan.projection.kernel_model import (
+    PATH_PARAMETERS,
+    calibration_for,
+    features,
+    on_tensor_cores,
+    peak_tflops,
+    predict_seconds,
+)
 from ampgan.projection.step_model import row_kernels
 from ampgan.projection.tables import op_tables_of
 from ampgan.system.gpus import gpu_spec
@@ -41,7 +48,7 @@ for precision in (FP32, FP16):
     path = calibration.paths[precision].copy()
     seconds = [
         predict_seconds(
-            features(kernels, gpu.sms, precision, tensor_cores=precision == FP16 and gpu.tensor_cores),
+            features(kernels, gpu.sms, precision, tensor_cores=on_tensor_cores(gpu, precision)),
             path,
             calibration.shared,
             peak_tflops(gpu, precision),
@@ -54,7 +61,7 @@ for precision in (FP32, FP16):
             path[PATH_PARAMETERS.index(term)] = value
         seconds.append(
             predict_seconds(
-                features(kernels, gpu.sms, precision, tensor_cores=precision == FP16 and gpu.tensor_cores),
+                features(kernels, gpu.sms, precision, tensor_cores=on_tensor_cores(gpu, precision)),
                 path,
                 calibration.shared,
                 peak_tflops(gpu, precision),

@@ -16,7 +16,13 @@ import composition_fit as cf  # noqa: E402
 from trace_models import load_cache, tables_of  # noqa: E402
 
 from ampgan.precisions import FP16, FP32, precision as precision_mode  # noqa: E402
-from ampgan.projection.kernel_model import calibration_for, features, peak_tflops, predict_seconds  # noqa: E402
+from ampgan.projection.kernel_model import (  # noqa: E402
+    calibration_for,
+    features,
+    on_tensor_cores,
+    peak_tflops,
+    predict_seconds,
+)
 from ampgan.projection.step_model import row_kernels  # noqa: E402
 
 key, batch, gpu = sys.argv[1], float(sys.argv[2]), cf.gpus()[sys.argv[3]]
@@ -25,7 +31,7 @@ calibration, _ = calibration_for(gpu)
 for precision in (FP32, FP16):
     kernels, weights, _ = row_kernels(list(tables[precision].on_cuda()), batch)
     seconds, _, _ = predict_seconds(
-        features(kernels, gpu.sms, precision, tensor_cores=precision == FP16 and gpu.tensor_cores),
+        features(kernels, gpu.sms, precision, tensor_cores=on_tensor_cores(gpu, precision)),
         calibration.paths[precision],
         calibration.shared,
         peak_tflops(gpu, precision),

@@ -35,7 +35,14 @@ from ampgan.bench.ops import FUSED_UPDATES, OpRow
 from ampgan.errors import AmpganError
 from ampgan.precisions import FP16, FP32, TF32
 from ampgan.precisions import precision as precision_mode
-from ampgan.projection.kernel_model import PATH_PARAMETERS, calibration_for, features, peak_tflops, predict_seconds
+from ampgan.projection.kernel_model import (
+    calibration_for,
+    features,
+    on_tensor_cores,
+    peak_tflops,
+    predict_seconds,
+    with_terms,
+)
 from ampgan.projection.step_model import DEFAULT, kernel_precision, row_kernels
 from ampgan.system.gpus import GpuSpec
 
@@ -76,10 +83,11 @@ def step_parts(
 ) -> StepParts:
     """`precision`: fp32, tf32, fp16, bf16 or step_model.DEFAULT (TF32 convolutions, fp32 products).
     `terms`: kernel-model terms to use instead of the calibration's, {path: {term: value}}: those no
-    calibration kernel measured (its "unmeasured": a 1-4 channel data gradient) at their measured siblings'
-    value instead of the fit's 0, or at a value tried end to end (benchmarks/validation/composition_fit.py)."""
+    calibration kernel measured (its "unmeasured": a 1-4 channel data gradient, a 16-bit GEMM cuBLAS runs
+    misaligned) at their other value (fit.py's `unmeasured`) instead of the fit's 0, or at a value tried end
+    to end (benchmarks/validation/composition_fit.py)."""
     rows = list(rows)
-    calibration, _ = calibration_for(gpu)
+    calibration = with_terms(calibration_for(gpu)[0], terms)
     kernels, weights, _ = row_kernels(rows, batch_size)
     matrix = dict.fromkeys(PATHS, 0.0)
     groups: dict[str, list[int]] = {}
@@ -89,14 +97,11 @@ def step_parts(
         picked = [kernels[i] for i in indices]
         # Without tensor cores (Pascal) autocast's 16-bit products run fp32 arithmetic on 16-bit data (cuBLAS
         # and cuDNN's compute type): the fp32 path, not DeepBench's cuDNN 6 pseudo-fp16 kernels.
-        tensor = precision_mode(used).tensor_cores and gpu.tensor_cores
+        tensor = on_tensor_cores(gpu, used)
         name = FP16 if tensor else FP32
-        path = calibration.paths[name].copy()
-        for term, value in (terms or {}).get(name, {}).items():
-            path[PATH_PARAMETERS.index(term)] = value
         seconds, _, _ = predict_seconds(
             features(picked, gpu.sms, used if tensor else FP32, tensor_cores=tensor),
-            path,
+            calibration.paths[name],
             calibration.shared,
             peak_tflops(gpu, used),
             gpu.bandwidth_gbs,
@@ -196,7 +201,7 @@ class ComposedStep:
     high: float
     parts: dict[str, float]  # compose()'s seconds by part
     speedup_band: tuple[float, float]  # log factors on a speedup whose faster side is this step
-    unmeasured_s: float  # the step with the unmeasured kernel terms at their measured siblings' value
+    unmeasured_s: float  # the step with the unmeasured kernel terms at their other value
     calibrated: bool
     note: str
 
@@ -211,8 +216,9 @@ class ComposedStep:
 def composed_step(rows: Iterable[OpRow], batch_size: float, gpu: GpuSpec, precision: str) -> ComposedStep:
     """The step's time with the fitted composition and its band: the generation's leave-one-model-out
     errors, or, for a generation without rows, those of generations predicted without theirs, around both the
-    step and the step with the kernel terms no calibration measured at their measured siblings' value (a
-    GAN's 1-4 channel data gradients: nothing measured says which holds, so the band spans both). A 16-bit step
+    step and the step with the kernel terms no calibration measured at their other value (a GAN's 1-4 channel
+    data gradients at their measured siblings', a misaligned 16-bit GEMM off tensor cores: nothing measured
+    says which holds, so the band spans both). A 16-bit step
     on a GPU without tensor cores (Pascal) is never called calibrated: no P100 row was published, GP102's
     (GTX 1080 Ti) are another chip, so its band spans both its generation's errors and the uncalibrated ones."""
     composition = load_composition()
@@ -232,7 +238,7 @@ def composed_step(rows: Iterable[OpRow], batch_size: float, gpu: GpuSpec, precis
     if abs(math.log(other / seconds)) > 0.01:  # say why this step's band is wider than its generation's
         note = (
             f"{note}; also spans x{other / seconds:.2f} this step's time: a kernel term no calibration measured "
-            "(a 1-4 channel data gradient) at its measured siblings' value"
+            "(a 1-4 channel data gradient, a 16-bit GEMM cuBLAS runs misaligned) at its other value"
         )
     return ComposedStep(
         seconds,
@@ -249,7 +255,7 @@ def composed_step(rows: Iterable[OpRow], batch_size: float, gpu: GpuSpec, precis
 def composed_speedup(baseline: ComposedStep, faster: ComposedStep) -> tuple[float, float, float]:
     """(mid, low, high) per-sample speedup of `faster` over `baseline` at the same batch size: the band is
     the measured-over-projected speedup errors of the faster side's generation, around the mid and around
-    the speedup with the unmeasured kernel terms at their measured siblings' value."""
+    the speedup with the unmeasured kernel terms at their other value."""
     if faster is baseline:
         return 1.0, 1.0, 1.0
     mid = baseline.seconds / faster.seconds

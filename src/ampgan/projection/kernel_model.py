@@ -8,9 +8,11 @@
 smaller tiles paying `tile_exponent` for their lower reuse), the tiles spread over the GPU's
 multiprocessors in waves (split along K when there are too few), the best choice kept, as cuBLAS
 and cuDNN's heuristics pick one. The other terms are what the measurements show that a datasheet
-does not: a short reduction (K) costs its prologue, 16-bit kernels whose channels are not multiples
-of 8 take another code path, a 1-3 channel convolution runs a slow kernel (in fp16 slower than in
-fp32), strided data gradients and 3x3 filters (Winograd) differ. Each is one number per GPU
+does not: a short reduction (K) costs its prologue, a kernel whose channels (a GEMM's leading dimensions)
+are off the path's alignment takes another code path (on tensor cores a convolution is padded instead,
+`padded`; a GEMM cuBLAS runs so was never measured: DeepBench padded its own), a 1-3 channel convolution
+runs a slow kernel beyond its padding (in fp16 slower than in fp32), strided data gradients and 3x3
+filters (Winograd) differ. Each is one number per GPU
 architecture and unit path (fp32 on CUDA cores; 16 bit on tensor cores or, on a P100, converted to
 fp32), fitted by least squares on log time to measured kernels (kernel_fit.py) and shipped with its
 source in calibration/<architecture>.json. Pure numpy, vectorised over a table of kernels.
@@ -97,19 +99,37 @@ def _tile_utilisation(m: int, n: int, k: int, sms: int) -> list[float]:
     return out
 
 
+def on_tensor_cores(gpu: GpuSpec, precision: str) -> bool:
+    """Whether `precision`'s matrix kernels run on this GPU's tensor cores (16 bit or TF32 on a GPU that has
+    them; a P100 runs autocast's 16-bit products at its fp32 rate)."""
+    return gpu.tensor_cores and PRECISIONS[precision].tensor_cores
+
+
 def padded(kernel: Kernel, align: int) -> Kernel:
-    """The convolution a tensor core runs: its channels padded to the path's alignment. Tensor cores take
-    channels in multiples of 8 (16 bit; 4 in TF32): cuDNN pads the tensors to call them (its "Tensor
-    Transformations"), and DeepBench's conv_bench padded every such 16-bit training kernel itself before timing
-    it (code/nvidia/conv_bench.cu, `pad_dim(padded_c, 8)`), so a 1-channel layer does 8 channels' work."""
+    """The kernel with the dimensions tensor cores need aligned (`Kernel.channel_dims`) padded to `align`.
+    cuDNN pads a convolution's channels to call tensor cores (its "Tensor Transformations"), and DeepBench's
+    conv_bench padded every such 16-bit training kernel itself before timing it (code/nvidia/conv_bench.cu,
+    `pad_dim(padded_c, 8)` and `pad_dim(padded_k, 8)`: input and output channels), so a 1-channel layer does
+    8 channels' work. cuBLAS pads no GEMM; DeepBench's gemm_bench padded its 16-bit ones by the same rule
+    (benchmarks/calibration/kernel_fit.py times them so). 8 is the 16-bit alignment; TF32's 4 is the same
+    16 bytes per access, assumed: no TF32 kernel with channels off 4 was measured."""
+
+    def up(d: int) -> int:
+        return math.ceil(d / align) * align
+
+    if kernel.op != GEMM:
+        return replace(kernel, c=up(kernel.c), out_channels=up(kernel.out_channels))
+    # the leading dimensions only: n when B is transposed, k unless only B is
+    n_leads, k_leads = kernel.transpose_b, kernel.transpose_a or not kernel.transpose_b
     return replace(
-        kernel, c=math.ceil(kernel.c / align) * align, out_channels=math.ceil(kernel.out_channels / align) * align
+        kernel, m=up(kernel.m), n=up(kernel.n) if n_leads else kernel.n, k=up(kernel.k) if k_leads else kernel.k
     )
 
 
 def features(kernels: list[Kernel], sms: int, precision: str, *, tensor_cores: bool) -> Features:
     """`tensor_cores`: the kernels run on tensor cores, so a convolution's work, tiles and bytes are those of its
-    padded problem (`padded`), and a 1-4 channel one's own term is what is left beyond that padding."""
+    padded problem (`padded`), and a 1-4 channel one's own term is what is left beyond that padding: a
+    misaligned convolution is one off tensor cores only."""
     align = PRECISIONS[precision].alignment
     rows = []
     for kernel in kernels:
@@ -185,6 +205,16 @@ class Calibration:
     shared: np.ndarray  # SHARED_PARAMETERS values
     residuals: dict  # class -> precision -> {"low": q, "high": q} of log(measured / predicted), cross-validated
     document: dict  # the whole JSON, for provenance
+
+
+def with_terms(calibration: Calibration, terms: dict | None) -> Calibration:
+    """The calibration with some path terms at other values, {path: {term: value}}: its "unmeasured" ones
+    at their other value (benchmarks/calibration/fit.py), or values tried end to end."""
+    paths = {name: values.copy() for name, values in calibration.paths.items()}
+    for name, values in (terms or {}).items():
+        for term, value in values.items():
+            paths[name][PATH_PARAMETERS.index(term)] = value
+    return replace(calibration, paths=paths)
 
 
 def calibration_for(gpu: GpuSpec) -> tuple[Calibration, bool]:

@@ -5,8 +5,10 @@ op tables of a traced step all describe kernels this way:
 
     name,op,m,n,k,transpose_a,transpose_b,batch,c,h,w,out_channels,r,s,pad_h,pad_w,stride_h,stride_w
 
-op is gemm (A is m x k, B k x n) or conv_fwd | conv_bwd_data | conv_bwd_weight (input batch x c x h x w,
-filter out_channels x c x r x s: r its height). Every kernel is also an implicit GEMM (M x N x K), the
+op is gemm (cuBLAS's column-major call, as DeepBench names it: A is m x k, B k x n, transpose_a and
+transpose_b its op flags; an op table's row-major product becomes that call in step_model.kernel_of) or
+conv_fwd | conv_bwd_data | conv_bwd_weight (input batch x c x h x w, filter out_channels x c x r x s: r its
+height). Every kernel is also an implicit GEMM (M x N x K), the
 form cuBLAS and cuDNN tile onto the GPU's multiprocessors: that is where its efficiency comes from.
 """
 
@@ -86,8 +88,14 @@ class Kernel:
         )
 
     def channel_dims(self) -> tuple[int, ...]:
-        """The dimensions a library needs to be multiples of 8 (16 bit) or 4 (tf32) for tensor cores."""
-        return (self.m, self.n, self.k) if self.op == GEMM else (self.c, self.out_channels)
+        """The dimensions a library needs to be multiples of 8 (16 bit) or 4 (tf32) for tensor cores: a
+        convolution's channels; a GEMM's leading dimensions (cuBLAS's tensor-op restriction, column-major:
+        m and k untransposed, m and n for NT, all three for TT), the rule DeepBench's gemm_bench pads by."""
+        if self.op != GEMM:
+            return (self.c, self.out_channels)
+        if not self.transpose_b:
+            return (self.m, self.k)
+        return (self.m, self.n, self.k) if self.transpose_a else (self.m, self.n)
 
 
 # No GPU kernel has a dimension past int32's indexing (CUDA's grids and cuBLAS's sizes are int32): a larger

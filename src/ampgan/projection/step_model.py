@@ -37,6 +37,7 @@ from ampgan.projection.kernel_model import (
     features,
     irregular,
     kernel_class,
+    on_tensor_cores,
     path_of,
     peak_tflops,
     predict_seconds,
@@ -60,8 +61,10 @@ def kernel_precision(precision: str, kernel: Kernel) -> str:
 
 def kernel_of(kind: str, dims: tuple[int, ...], name: str) -> Kernel:
     if kind == GEMM:
+        # The trace's product is row-major, C (m x n) = A B; cuBLAS (column-major) computes C^T = B^T A^T, so
+        # the call it gets, and that the calibration's GEMMs (DeepBench's) name, has m and n, A and B swapped.
         m, n, k, ta, tb = dims
-        return Kernel(name, kind, m=m, n=n, k=k, transpose_a=bool(ta), transpose_b=bool(tb))
+        return Kernel(name, kind, m=n, n=m, k=k, transpose_a=bool(tb), transpose_b=bool(ta))
     fields = ("batch", "c", "h", "w", "out_channels", "r", "s", "pad_h", "pad_w", "stride_h", "stride_w")
     return Kernel(name, kind, **dict(zip(fields, dims)))
 
@@ -132,7 +135,7 @@ def kernel_times(
         picked = [kernels[i] for i in indices]
         path = calibration.paths[path_of(used)]
         seconds, compute, memory = predict_seconds(
-            features(picked, gpu.sms, used, tensor_cores=gpu.tensor_cores and precision_mode(used).tensor_cores),
+            features(picked, gpu.sms, used, tensor_cores=on_tensor_cores(gpu, used)),
             path,
             calibration.shared,
             peak_tflops(gpu, used),
@@ -149,7 +152,9 @@ def kernel_times(
                 out["speedup_low"][i] = entry["speedup"]["low"]
                 out["speedup_high"][i] = entry["speedup"]["high"]
                 out["varied"][i] = 1.0
-            out["tensor"][i] = float(path_of(used) != FP32 and gpu.tensor_cores and not irregular(kernel, used))
+            # cuDNN pads a convolution onto tensor cores; cuBLAS leaves a misaligned GEMM off them
+            misaligned_gemm = kernel.op == GEMM and irregular(kernel, used)
+            out["tensor"][i] = float(on_tensor_cores(gpu, used) and not misaligned_gemm)
     return KernelTimes(**out)
 
 
