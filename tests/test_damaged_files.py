@@ -198,6 +198,19 @@ def test_a_compare_json_the_report_cannot_draw_is_one_line(originals, tmp_path, 
     assert "compare.json is damaged or foreign " + expected in err, err
 
 
+def test_a_study_without_compare_json_names_resume_as_the_fix_and_resume_writes_it(originals, tmp_path, capsys):
+    """A study stopped before its end, or whose compare.json was deleted, has study.json: the report named the
+    wrong fix ("give the --out folder of an 'ampgan compare' run", which it is); resuming writes compare.json."""
+    folder = tmp_path / "copy"
+    shutil.copytree(originals / "study", folder)
+    (folder / "compare.json").unlink()
+    code, _, err = run_cli(capsys, "report", str(folder))
+    assert code == 2 and err.count("\n") == 1, err
+    assert f"{folder} has no compare.json: continue the study it holds with 'ampgan compare --resume {folder}'" in err
+    assert run_cli(capsys, "compare", "--resume", str(folder))[0] == 0
+    assert (folder / "compare.json").is_file() and run_cli(capsys, "report", str(folder))[0] == 0
+
+
 def test_a_damaged_quickdraw_manifest_is_one_line(tmp_path, capsys):
     from fixtures import write_quickdraw
 

@@ -20,6 +20,7 @@ from ampgan.files.records import Record, part, shape_of
 from ampgan.files.schema import Between, Number, OrNull, RelativePath, check_format, check_shape
 from ampgan.precisions import FP32
 from ampgan.quality.registry import EVALUATOR_ACCURACY, FRECHET_DISTANCE, METRICS, Metric
+from ampgan.study.progress import has_study
 
 FORMAT = "ampgan-compare/1"
 READABLE_FORMATS = (FORMAT,)
@@ -377,10 +378,13 @@ class CompareDocument(Record):
 
 def load_compare(out_dir: Path) -> CompareDocument:
     """The study's compare.json, validated; a missing, damaged or foreign one is one error line."""
+    # A study stopped before its end (or whose compare.json was deleted) has study.json: resuming it writes one.
+    stopped = f"continue the study it holds with 'ampgan compare --resume {out_dir}', which writes it"
     path, data = read_json_in(
         out_dir,
         "compare.json",
-        missing=f"{out_dir} has no compare.json: give the --out folder of an 'ampgan compare' run",
+        missing=f"{out_dir} has no compare.json: "
+        + (stopped if has_study(out_dir) else "give the --out folder of an 'ampgan compare' run"),
         fix="run 'ampgan compare' again",
     )
     return CompareDocument.checked(
