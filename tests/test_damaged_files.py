@@ -198,6 +198,45 @@ def test_a_compare_json_the_report_cannot_draw_is_one_line(originals, tmp_path, 
     assert "compare.json is damaged or foreign " + expected in err, err
 
 
+@pytest.mark.parametrize(
+    "relative, change, command, words",
+    [
+        ("study/compare.json", _set(("runs", "fp32", "steps"), -4), "report", "runs.fp32.steps should be a whole"),
+        ("study/compare.json", _set(("spec", "batch_size"), 0), "report", "spec.batch_size should be a whole"),
+        ("study/runs/fp32-seed0/quality.jsonl", _set(("step",), -3), "report", "step should be a whole number"),
+        ("study/runs/fp32-seed0/quality.jsonl", _set(("evaluator_accuracy",), 7.0), "report", "from 0 to 1, got 7.0"),
+        ("study/bench/results.json", _set(("configs", 0, "batch_size"), -8), "bench", "batch_size should be a whole"),
+        ("study/bench/results.json", _set(("configs", 0, "batch_size"), 8.5), "bench", "batch_size should be a whole"),
+    ],
+    ids=["negative steps", "batch 0", "negative step", "accuracy 7", "negative batch", "half a batch"],
+)
+def test_a_count_or_share_out_of_its_range_is_one_line(originals, tmp_path, capsys, relative, change, command, words):
+    """The damage fuzzer (benchmarks/damage_fuzz.py) found these read back as values: a report of "-4 steps" and an
+    accuracy of 7 with exit 0, a bench --from whose error bars ended in a ValueError traceback."""
+    folder = tmp_path / "copy"
+    shutil.copytree(originals, folder)
+    _json_damage(folder / relative, "wrong type", change, None)
+    arguments = (
+        ["report", str(folder / "study")] if command == "report" else ["bench", "--from", str(folder / relative)]
+    )
+    code, _, err = run_cli(capsys, *arguments)
+    assert code == 2 and err.startswith("error: ") and err.count("\n") == 1, err
+    assert relative.rsplit("/", 1)[-1] + " is damaged or foreign" in err and words in err, err
+
+
+def test_a_study_without_compare_json_names_resume_as_the_fix_and_resume_writes_it(originals, tmp_path, capsys):
+    """A study stopped before its end, or whose compare.json was deleted, has study.json: the report named the
+    wrong fix ("give the --out folder of an 'ampgan compare' run", which it is); resuming writes compare.json."""
+    folder = tmp_path / "copy"
+    shutil.copytree(originals / "study", folder)
+    (folder / "compare.json").unlink()
+    code, _, err = run_cli(capsys, "report", str(folder))
+    assert code == 2 and err.count("\n") == 1, err
+    assert f"{folder} has no compare.json: continue the study it holds with 'ampgan compare --resume {folder}'" in err
+    assert run_cli(capsys, "compare", "--resume", str(folder))[0] == 0
+    assert (folder / "compare.json").is_file() and run_cli(capsys, "report", str(folder))[0] == 0
+
+
 def test_a_damaged_quickdraw_manifest_is_one_line(tmp_path, capsys):
     from fixtures import write_quickdraw
 

@@ -161,6 +161,9 @@ def test_resume_refuses_changes_that_alter_the_run(tmp_path, capsys):
         (["--precision", "bf16"], "--precision bf16 differs from the run's fp32"),
         (["--steps", "4"], "already reached step 4 of --steps 4"),
         (["--out", str(tmp_path / "other")], "drop --out"),
+        # a path no run has: refused as a new run refuses it (it was an AttributeError traceback on resume)
+        (["--set", "checkpoint.every=2"], "checkpoint.every names no config section (did you mean checkpoints?)"),
+        (["--set", "checkpoints.nope=2"], "checkpoints.nope is not a field of checkpoints"),
     ]:
         code, _, err = run_cli(capsys, "train", "--resume", str(run), *args)
         assert code == 2 and message in err, err

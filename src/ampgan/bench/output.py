@@ -16,7 +16,7 @@ from ampgan.errors import one_line
 from ampgan.files.atomic import write_csv_atomically, write_json_atomically
 from ampgan.files.jsonfile import read_json
 from ampgan.files.records import shape_of
-from ampgan.files.schema import POSITIVE, Between, OrNull, check_format
+from ampgan.files.schema import BATCH_SIZE, COUNT, POSITIVE, Between, OrNull, check_format
 from ampgan.plotting import precision_colour, save_figure, subplots
 from ampgan.precisions import in_order
 
@@ -78,20 +78,20 @@ STATS_READ = {
 RESULTS_SHAPE = {
     "format": str,
     "environment": {"?hardware_summary": str, "?versions": dict, "?date": str},
-    "spec": {"precisions": [str], "?batch_sizes": [int]},
+    "spec": {"precisions": [str], "?batch_sizes": [BATCH_SIZE]},
     "hardware": {"name": str, "device_type": str, "?cpu_model": str},
     "peaks": {"*": {"tflops": (int, float, None), "source": str}},
     # a configuration's row: its record's fields (bench/results.py), with what follows from its timings
     "configs": [shape_of(ConfigResult) | {"status": str, "?stats": OrNull(STATS_READ)}],
     "speedups": [
         {
-            "batch_size": int,
+            "batch_size": BATCH_SIZE,
             "precision": str,
             "baseline": str,
             "?estimate": POSITIVE,
             "?low": POSITIVE,
             "?high": POSITIVE,
-            "?rounds": int,
+            "?rounds": COUNT,
         }
     ],
     "?left_out": [{"precision": str, "reason": str}],

@@ -6,12 +6,13 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from ampgan.bench.stats import achieved_fraction_of_peak, throughput, timing_stats
+from ampgan.files.schema import BATCH_SIZE
 from ampgan.system.memory import is_out_of_memory
 
 
 @dataclass
 class ConfigResult:
-    batch_size: int
+    batch_size: int = field(metadata={"shape": BATCH_SIZE})  # results.json read back: refused unless one
     precision: str
     status: str = "ok"  # ok | too_slow | oom | error
     reason: str = ""

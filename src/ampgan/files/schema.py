@@ -36,17 +36,18 @@ class OrNull:
 
 
 class Between:
-    """A shape: a finite number from `low` to `high` (a share, an accuracy); null too when `or_null`."""
+    """A shape: a finite number from `low` to `high` (a share, an accuracy); null too when `or_null`; an int
+    when `whole` (a count, a batch size)."""
 
-    def __init__(self, low: float, high: float, or_null: bool = False, says: str = ""):
-        self.low, self.high, self.or_null = low, high, or_null
-        self.says = says or f"a number from {low:g} to {high:g}"  # in the error line
+    def __init__(self, low: float, high: float, or_null: bool = False, says: str = "", whole: bool = False):
+        self.low, self.high, self.or_null, self.whole = low, high, or_null, whole
+        self.says = says or f"a {'whole ' if whole else ''}number from {low:g} to {high:g}"  # in the error line
 
     def holds(self, value: Any) -> bool:
         if value is None:
             return self.or_null
         return (
-            isinstance(value, (int, float))
+            isinstance(value, int if self.whole else (int, float))
             and not isinstance(value, bool)
             and math.isfinite(value)
             and self.low <= value <= self.high
@@ -56,6 +57,10 @@ class Between:
 # A time, a rate or a speedup: something is divided by it, and zero or a negative one would reach a cost table as
 # a ZeroDivisionError or a negative price.
 POSITIVE = Between(math.ulp(0.0), math.inf, says="a number above 0")
+# A count of steps or rounds, a batch size: a negative one reached a report as "-4 steps", a figure's error bars
+# as a ValueError traceback.
+COUNT = Between(0, math.inf, whole=True, says="a whole number of at least 0")
+BATCH_SIZE = Between(1, math.inf, whole=True, says="a whole number of at least 1")
 
 
 def is_relative_inside(text: Any) -> bool:

@@ -17,9 +17,10 @@ from typing import Any
 from ampgan.files.atomic import write_json_atomically
 from ampgan.files.paths import read_json_in
 from ampgan.files.records import Record, part, shape_of
-from ampgan.files.schema import Between, Number, OrNull, RelativePath, check_format, check_shape
+from ampgan.files.schema import BATCH_SIZE, COUNT, Between, Number, OrNull, RelativePath, check_format, check_shape
 from ampgan.precisions import FP32
 from ampgan.quality.registry import EVALUATOR_ACCURACY, FRECHET_DISTANCE, METRICS, Metric
+from ampgan.study.progress import has_study
 
 FORMAT = "ampgan-compare/1"
 READABLE_FORMATS = (FORMAT,)
@@ -54,7 +55,7 @@ class StudySpecRecord(Record):
     """The spec as the document records it (study/spec.py CompareSpec.to_document): the study's own
     settings, the shared config, and the fields a reader wants at hand."""
 
-    batch_size: int = part(default=0, required=True)
+    batch_size: int = part(default=0, required=True, shape=BATCH_SIZE)
     seed: int = 0
     seed_list: list[int] | None = None  # documents from before several seeds have `seed` alone
     precisions: list[str] = part(default=[])
@@ -124,7 +125,7 @@ class SeedRun(Record):
     """One precision's run at one seed."""
 
     run_dir: str = part(default="", required=True, shape=RelativePath)
-    steps: int = part(default=0, required=True)
+    steps: int = part(default=0, required=True, shape=COUNT)
     train_seconds: float = part(default=0.0, required=True, shape=Between(0.0, math.inf))
     seconds_per_step: float | None = part(omit_none=True)
     final: dict = part(
@@ -377,10 +378,13 @@ class CompareDocument(Record):
 
 def load_compare(out_dir: Path) -> CompareDocument:
     """The study's compare.json, validated; a missing, damaged or foreign one is one error line."""
+    # A study stopped before its end (or whose compare.json was deleted) has study.json: resuming it writes one.
+    stopped = f"continue the study it holds with 'ampgan compare --resume {out_dir}', which writes it"
     path, data = read_json_in(
         out_dir,
         "compare.json",
-        missing=f"{out_dir} has no compare.json: give the --out folder of an 'ampgan compare' run",
+        missing=f"{out_dir} has no compare.json: "
+        + (stopped if has_study(out_dir) else "give the --out folder of an 'ampgan compare' run"),
         fix="run 'ampgan compare' again",
     )
     return CompareDocument.checked(

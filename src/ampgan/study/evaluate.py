@@ -4,12 +4,14 @@ evaluated at regular points of its budget while it trains and once at its end.""
 from __future__ import annotations
 
 import json
+import math
 import time
 from pathlib import Path
 
 from ampgan.files.atomic import open_for_append, write_jsonl_atomically
 from ampgan.files.jsonfile import read_jsonl
 from ampgan.files.paths import file_in
+from ampgan.files.schema import COUNT, Between
 from ampgan.quality.evaluator import evaluator_for, generate_evenly, quality_of_images
 from ampgan.seeds import evaluation_noise_seed
 from ampgan.study.spec import CompareSpec
@@ -98,10 +100,11 @@ class QualityTracker:
             self._advance(point[self.clock])
 
 
+# What a curve's reader draws and interpolates: a step below 0, a time below 0 or an accuracy above 1 was drawn.
 _CURVE_POINT = {
-    "step": int,
-    "train_seconds": (int, float),
-    "?evaluator_accuracy": (int, float, None),
+    "step": COUNT,
+    "train_seconds": Between(0.0, math.inf),
+    "?evaluator_accuracy": Between(0.0, 1.0, or_null=True),
     "frechet_distance": (int, float),
 }
 

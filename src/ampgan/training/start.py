@@ -48,6 +48,9 @@ def resumed_config(run_dir: Path, changes: dict, option_names: dict[str, str]) -
     if os.environ.get("RANK", "0") == "0":  # one process puts back what a killed --overwrite set aside
         settle_leftovers(run_dir)
     config = saved_config(run_dir)
+    # A path or value no run could take is refused as a new run refuses it (set_path, each section's from_dict),
+    # before the comparison below reads the run's value at that path.
+    config.with_fields(changes)
     applied = {}
     for path, value in absolute_paths(changes).items():
         # the run's own paths given again, as typed then (a run made before paths were recorded absolute
