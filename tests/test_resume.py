@@ -170,6 +170,17 @@ def test_resume_refuses_changes_that_alter_the_run(tmp_path, capsys):
     assert (run / "metrics.jsonl").read_text() == before
 
 
+def test_resume_names_the_change_given_not_a_setting_the_run_holds(tmp_path, capsys):
+    """An fp16 run with a static loss scale resumed with --precision bf16 was told 'precision.loss_scale
+    (--loss-scale) applies to fp16 only, not bf16: drop it', a flag the user never gave (the whole changed config
+    was checked before the comparison): it is the change given that is refused."""
+    run = tmp_path / "run"
+    args = ["--precision", "fp16", "--set", "precision.loss_scale=128", "--steps", "1", "--out", str(run)]
+    assert run_cli(capsys, "train", *TINY, *args)[0] == 0
+    code, _, err = run_cli(capsys, "train", "--resume", str(run), "--precision", "bf16")
+    assert code == 2 and "--precision bf16 differs from the run's fp16" in err, err
+
+
 def _start_run(run_dir, steps=400, extra=(), **popen):
     command = [
         sys.executable,

@@ -48,9 +48,13 @@ def resumed_config(run_dir: Path, changes: dict, option_names: dict[str, str]) -
     if os.environ.get("RANK", "0") == "0":  # one process puts back what a killed --overwrite set aside
         settle_leftovers(run_dir)
     config = saved_config(run_dir)
-    # A path or value no run could take is refused as a new run refuses it (set_path, each section's from_dict),
-    # before the comparison below reads the run's value at that path.
-    config.with_fields(changes)
+    # A path no run has is refused as a new run refuses it (set_path, each section's from_dict), before the
+    # comparison below reads the run's value at that path; each alone, so that a value checked against the run's
+    # other fields (a loss scale with a precision) is named by the comparison, not by a flag the user never gave.
+    known = config.paths()
+    for path, value in changes.items():
+        if path not in known:
+            config.with_fields({path: value})
     applied = {}
     for path, value in absolute_paths(changes).items():
         # the run's own paths given again, as typed then (a run made before paths were recorded absolute
