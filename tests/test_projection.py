@@ -201,6 +201,38 @@ def test_fused_attention_traced_on_the_cpu_is_matrix_work_with_its_products(dtyp
         assert sum(2 * m * n * k for _, (m, n, k, *_) in row.kernels) == row.flops
 
 
+def test_cuda_s_other_fused_attention_kernels_and_a_cpu_lstm_are_matrix_work_with_their_products():
+    """CUDA's memory-efficient and cuDNN attention kernels (what SDPA picks where flash cannot run) were memory ops,
+    their FLOPs dropped from the matrix work; an nn.LSTM on the CPU (oneDNN's layer) was 0 FLOPs of memory work."""
+    aten, query = torch.ops.aten, torch.randn(2, 4, 16, 8, device="meta")  # (batch, heads, tokens, head size)
+    nothing = torch.empty(0, device="meta")
+
+    def attention():
+        out, lse, seed, offset = aten._scaled_dot_product_efficient_attention(query, query, query, None, True)
+        aten._scaled_dot_product_efficient_attention_backward(
+            out, query, query, query, nothing, out, lse, seed, offset, 0.0, [True, True, True, False]
+        )
+        out, lse, cum_q, cum_k, _, _, seed, offset, _ = aten._scaled_dot_product_cudnn_attention(
+            query, query, query, None, True
+        )
+        aten._scaled_dot_product_cudnn_attention_backward(
+            out, query, query, query, out, lse, seed, offset, nothing, cum_q, cum_k, 16, 16, 0.0, False
+        )
+
+    per_product = 2 * (2 * 4) * 16 * 16 * 8
+    for row in record_ops(attention):
+        products = 5 if row.op.endswith("backward") else 2
+        assert row.unit == "matrix" and row.flops == products * per_product and len(row.kernels) == products, row
+
+    lstm, steps = nn.LSTM(12, 20, batch_first=True), torch.randn(3, 5, 12)  # batch 3, 5 steps
+    rows = {r.op: r for r in record_ops(lambda: lstm(steps)[0].sum().backward()) if "rnn" in r.op}
+    forward = 2 * (3 * 5) * (4 * 20) * (12 + 20)  # the input's and the hidden state's products with the 4 gates
+    assert {op: (r.unit, r.flops) for op, r in rows.items()} == {
+        "aten.mkldnn_rnn_layer": ("matrix", forward),
+        "aten.mkldnn_rnn_layer_backward": ("matrix", 2 * forward),
+    }
+
+
 def test_the_step_cost_is_affine_in_the_batch_and_a_third_batch_checks_it():
     def conv_step(batch):
         conv = nn.Conv2d(8, 16, 3, padding=1)

@@ -89,6 +89,53 @@ def test_a_resume_on_another_thread_count_continues_on_the_checkpoint_s_and_stay
     assert "the thread count (the checkpoint's steps ran on 1, OMP_NUM_THREADS fixes 2" in err
 
 
+def test_a_resumed_thread_count_is_capped_kept_for_another_world_and_not_the_watch_s_ceiling(
+    tmp_path, capsys, monkeypatch
+):
+    """The checkpoint's count is taken back, but: the thread watch still goes back up to the count this run was
+    planned on (a checkpoint written while the watch had dropped to 1 thread must not pin the run to 1); a count
+    above the machine's cores is capped, said; another number of processes keeps its share; under torchrun the
+    message blames torchrun, not the OMP_NUM_THREADS it exports."""
+    import ampgan.training.loop as loop
+    from ampgan.system.cpu_tuning import ThreadWatch, cores
+
+    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        monkeypatch.delenv(name, raising=False)
+    watches = []
+    monkeypatch.setattr(loop, "ThreadWatch", lambda **kw: watches.append(ThreadWatch(**kw)) or watches[-1])
+    run = tmp_path / "run"
+    torch.set_num_threads(1)  # the watch had dropped to 1 when the checkpoint was written
+    assert run_cli(capsys, "train", *TINY, "--no-compile", "--steps", "2", "--out", str(run))[0] == 0
+    torch.set_num_threads(2)
+    code, _, err = run_cli(capsys, "train", "--resume", str(run), "--steps", "4", "--quiet")
+    assert code == 0 and torch.get_num_threads() == 1 and watches[-1].full == min(2, cores()), err
+
+    latest = latest_checkpoint(run)
+    payload = torch.load(latest, weights_only=True)
+    torch.save(payload | {"progress": payload["progress"] | {"threads": cores() + 14}}, latest)
+    record(latest)
+    torch.set_num_threads(1)
+    code, _, err = run_cli(capsys, "train", "--resume", str(run), "--steps", "6", "--quiet")
+    assert code == 0 and torch.get_num_threads() == cores(), err
+    assert f"the thread count (the checkpoint's steps ran on {cores() + 14}, this machine has {cores()} cores" in err
+
+    latest = latest_checkpoint(run)
+    payload = torch.load(latest, weights_only=True)
+    data = payload["progress"]["data"]
+    two_ranks = {"world_size": 2, "ranks": data["ranks"] * 2}
+    torch.save(payload | {"progress": payload["progress"] | {"threads": 1, "data": two_ranks}}, latest)
+    record(latest)
+    torch.set_num_threads(2)
+    code, _, err = run_cli(capsys, "train", "--resume", str(run), "--steps", "8", "--quiet")
+    assert code == 0 and torch.get_num_threads() == 2 and "another number of processes" in err, err
+    assert "thread count" not in err
+
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")  # as torchrun exports it
+    monkeypatch.setattr(loop, "world", lambda: type("W", (), {"distributed": True})())
+    said = loop.restore_threads(1, torch.device("cpu"))
+    assert said == ["the thread count (the checkpoint's steps ran on 1, torchrun's share of the cores fixes 2)"]
+
+
 def test_a_version_1_run_resumes_on_the_seed_scheme_it_started_with(tmp_path, capsys, monkeypatch):
     """Checkpoints of ampgan 0.1 (format 1, no seed scheme) continue drawing the data order they
     would have drawn: 6 steps + resume to 12 equals 12 straight, both on scheme 1, across epochs."""

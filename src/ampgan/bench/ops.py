@@ -69,7 +69,14 @@ ATTENTION_FLOPS_AS = {
     _aten._scaled_dot_product_flash_attention_for_cpu: _aten._scaled_dot_product_flash_attention,
     _aten._scaled_dot_product_flash_attention_for_cpu_backward: _aten._scaled_dot_product_flash_attention_backward,
 }
-ATTENTION_OPS = {str(packet).rsplit(".", 1)[-1] for pair in ATTENTION_FLOPS_AS.items() for packet in pair}
+# CUDA's other fused kernels, which torch's table has, take the same leading arguments as flash's.
+ATTENTION_OPS = {str(packet).rsplit(".", 1)[-1] for pair in ATTENTION_FLOPS_AS.items() for packet in pair} | {
+    f"_scaled_dot_product_{kind}_attention{end}" for kind in ("efficient", "cudnn") for end in ("", "_backward")
+}
+# An LSTM layer on the CPU (oneDNN), which torch's table lacks: (input, W_ih, W_hh, ...) in both directions. Its gate
+# products each step, (rows, input) x (input, 4 hidden) and (rows, hidden) x (hidden, 4 hidden), run once forward
+# and twice backward (the data's and the weights' gradients).
+RNN_PASSES = {"mkldnn_rnn_layer": 1, "mkldnn_rnn_layer_backward": 2}
 
 
 def kind_of(op_name: str) -> str:
@@ -77,7 +84,7 @@ def kind_of(op_name: str) -> str:
     name = op_name.rsplit(".", 1)[-1]
     if "convolution" in name:
         return "convolution"
-    if name in MATMUL_OPS or name in ATTENTION_OPS:
+    if name in MATMUL_OPS or name in ATTENTION_OPS or name in RNN_PASSES:
         return "matmul"
     return "other"
 
@@ -89,7 +96,14 @@ def flops_of(packet, args, kwargs, out) -> int:
     StyleGAN2 modulated convolution (groups = batch) then counts batch² FLOPs, which no affine op table
     can hold (its intercept went negative: a projection at large batch made the step's cost grow as the
     square of the batch). Each group's weight gradient is counted once, as its forward is."""
-    formula = flop_registry[ATTENTION_FLOPS_AS.get(packet, packet)]
+    name = str(packet).rsplit(".", 1)[-1]
+    if name in RNN_PASSES:
+        _, gates, inputs, hidden = _rnn_dims(name, args)
+        rows = args[0].numel() // inputs  # every time step's
+        return 2 * rows * gates * (inputs + hidden) * RNN_PASSES[name]
+    formula = flop_registry.get(ATTENTION_FLOPS_AS.get(packet, packet))
+    if formula is None:  # no formula: an operation with no matrix work to count
+        return 0
     if packet is not torch.ops.aten.convolution_backward or len(args) < 11 or args[9] == 1:
         return int(formula(*args, **kwargs, out_val=out))
     groups, mask = args[9], args[10]
@@ -208,6 +222,9 @@ def _matrix_dims(name: str, args) -> tuple[str, tuple[int, ...]]:
         return str(args[0].dtype).removeprefix("torch."), shape(2)[:2]
     if "convolution" in name:  # (input, weight, ...): out and in channels (either order when transposed)
         return str(args[0].dtype).removeprefix("torch."), shape(1)[:2]
+    if name in RNN_PASSES:
+        rows, gates, inputs, hidden = _rnn_dims(name, args)
+        return str(args[0].dtype).removeprefix("torch."), (rows, gates, inputs, hidden)
     if name in ATTENTION_OPS:  # (query, key, value, ...), backward (grad_out, query, key, value, ...)
         first = 1 if name.endswith("backward") else 0
         query, key, value = shape(first), shape(first + 1), shape(first + 2)
@@ -216,6 +233,15 @@ def _matrix_dims(name: str, args) -> tuple[str, tuple[int, ...]]:
     a, b = shape(first), shape(first + 1)
     dtype = args[first].dtype if isinstance(args[first], torch.Tensor) else torch.float32
     return str(dtype).removeprefix("torch."), tuple(a[-2:]) + tuple(b[-1:])
+
+
+def _rnn_dims(name: str, args) -> tuple[int, int, int, int]:
+    """An LSTM layer's gate products: (the batch's rows, 4 x hidden, input, hidden), its rows counted once per
+    time step (the batch: a step's product tiles over it alone)."""
+    data, w_ih, w_hh = args[0], args[1], args[2]
+    batch_first = args[14] if name == "mkldnn_rnn_layer" else args[21]
+    steps = data.shape[1 if batch_first else 0] if data.dim() == 3 else data.shape[0]
+    return data.numel() // data.shape[-1] // steps, w_ih.shape[0], w_ih.shape[1], w_hh.shape[1]
 
 
 # The kernels kernel_shapes records and how many dimensions each has.
@@ -358,9 +384,7 @@ class _OpRecorder(TorchDispatchMode):
                 unit=unit,
                 dtype=dtype,
                 alignment=alignment,
-                flops=float(flops_of(packet, args, kwargs, out))
-                if ATTENTION_FLOPS_AS.get(packet, packet) in flop_registry
-                else 0.0,
+                flops=float(flops_of(packet, args, kwargs, out)),
                 bytes=float(_bytes_of(inputs + outputs)),
                 optimizer=self.in_optimizer > 0,
                 kernels=kernels,

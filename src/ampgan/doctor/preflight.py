@@ -351,15 +351,19 @@ class _OpsInLosses(TorchFunctionMode):
     def __init__(self, gan):
         super().__init__()
         self.networks = {id(module) for network in (gan.generator, gan.discriminator) for module in network.modules()}
+        # The loss terms' own code: a term that is a method of D (d_loss=D.loss) has D as its `self`, and only
+        # what runs below its frame is network code.
+        self.terms = {getattr(term, "__code__", None) for term in _loss_functions(gan)}
         self.fragile: set[str] = set()
         self.refused: set[str] = set()
         self.term = ""  # the loss term running now (set by _loss_terms)
         self.plain_grad: set[str] = set()  # terms that called torch.autograd.grad themselves
 
     def _in_networks(self) -> bool:
-        """Whether a caller is a method of one of G's or D's modules (its `self`): their code, not the loss's."""
+        """Whether a caller below the running loss term is a method of one of G's or D's modules (its `self`):
+        their code, not the loss's."""
         frame = sys._getframe(2)
-        while frame is not None:
+        while frame is not None and frame.f_code not in self.terms:
             if id(frame.f_locals.get("self")) in self.networks:
                 return True
             frame = frame.f_back
@@ -394,49 +398,64 @@ class _OpsInLosses(TorchFunctionMode):
 
 
 def _state_outside(kept: dict, gan) -> list[Finding]:
-    """A loss that keeps state between steps outside G and D (what `kept` held before the step changed)."""
-    changed = [key for key, value in kept.items() if not _same(value, _kept_by_losses(gan).get(key))]
+    """A loss that keeps state between steps outside G and D (what `kept` held before the step changed). One
+    step cannot tell a memo of constants filled on the first call from state: a container that was empty is
+    named as what it may be."""
+    now = _kept_by_losses(gan)
+    changed = [key for key, value in kept.items() if not _same(value, now.get(key))]
     if not changed:
         return []
+    filled = all(isinstance(kept[key], (dict, list)) and not kept[key] for key in changed)
     return [
         Finding(
             "warning",
             "outside",
-            f"the losses keep state between steps outside G and D ({_first_few(changed, 3)}): a checkpoint holds the "
-            "networks, optimizers, scalers and RNGs, not it, so a resumed run differs from an uninterrupted one; keep "
-            "it in a buffer of G or D (G.register_buffer('pl_mean', torch.zeros(())))",
+            f"the losses {'may keep' if filled else 'keep'} state between steps outside G and D "
+            f"({_first_few(changed, 3)}{', empty until the first step filled it' if filled else ''}): a checkpoint "
+            "holds the networks, optimizers, scalers and RNGs, not it, so a resumed run differs from an "
+            "uninterrupted one; keep it in a buffer of G or D (G.register_buffer('pl_mean', torch.zeros(())))"
+            + ("; a memo of values that never change is harmless" if filled else ""),
         )
     ]
 
 
+def _loss_functions(gan) -> list:
+    return [*gan.d_loss_terms, gan.g_loss, *(f for u in gan.extra_updates for f in as_terms(u.loss))]
+
+
 def _kept_by_losses(gan) -> dict:
-    """What each loss function holds between calls, outside G and D: its closure's values (a function) or its
-    attributes (a loss object, as StyleGAN2's keeps pl_mean), tensors cloned and containers copied, by name."""
-    functions = [*gan.d_loss_terms, gan.g_loss, *(f for u in gan.extra_updates for f in as_terms(u.loss))]
+    """What each loss function holds between calls, outside G and D: its closure's values, its object's
+    attributes (a loss object, or the one a bound method belongs to, as StyleGAN2's loss.g_loss keeps pl_mean),
+    tensors cloned and containers copied, by name. G's and D's own parameters and buffers are in the checkpoint."""
+    networks = (gan.generator, gan.discriminator)
+    own = {t.data_ptr() for network in networks for t in (*network.parameters(), *network.buffers())}
     kept = {}
-    for function in functions:
+    for function in _loss_functions(gan):
         code, cells = getattr(function, "__code__", None), getattr(function, "__closure__", None) or ()
-        held = dict(zip(code.co_freevars, cells)) if code is not None else dict(vars(function))
-        for name, value in held.items():
+        owner = getattr(function, "__self__", None) if code is not None else function
+        held = {} if isinstance(owner, nn.Module) else dict(getattr(owner, "__dict__", {}))
+        for name, cell in zip(code.co_freevars if code is not None else (), cells):
             try:
-                value = value.cell_contents if code is not None else value
+                held[name] = cell.cell_contents
             except ValueError:  # a cell not yet filled
                 continue
-            if not isinstance(value, nn.Module) and (copy := _copied(value)) is not None:
+        for name, value in held.items():
+            if not isinstance(value, nn.Module) and (copy := _copied(value, own)) is not None:
                 kept[f"`{name}`"] = copy
     return kept
 
 
-def _copied(value):
-    """A tensor, number or container of them as it is now; None for anything else (functions, modules)."""
+def _copied(value, own: set):
+    """A tensor, number or container of them as it is now; None for anything else (functions, modules, a tensor
+    whose memory is one of `own`: a parameter of G or D a loss holds, as a weight penalty's `w = D[1].weight`)."""
     if isinstance(value, torch.Tensor):
-        return value.detach().clone()
+        return None if value.data_ptr() in own else value.detach().clone()
     if isinstance(value, (int, float, bool)):
         return value
     if isinstance(value, dict):
-        return {key: _copied(item) for key, item in value.items()}
+        return {key: _copied(item, own) for key, item in value.items()}
     if isinstance(value, list):
-        return [_copied(item) for item in value]
+        return [_copied(item, own) for item in value]
     return None
 
 

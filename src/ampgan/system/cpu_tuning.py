@@ -151,6 +151,7 @@ class ThreadWatch:
         get_threads=None,
         set_threads=None,
         machine_cores: int | None = None,
+        most: int | None = None,
     ):
         import torch
 
@@ -159,7 +160,9 @@ class ThreadWatch:
         self.get_threads = get_threads or torch.get_num_threads
         self.set_threads = set_threads or torch.set_num_threads
         self.cores = machine_cores or cores()
-        self.full = self.get_threads()  # what the run started with: the most it goes back to
+        # The most it goes back to: what the run was planned on (`most`: a resume's restored count may be one the
+        # watch had dropped to), else what it started with.
+        self.full = min(most or self.get_threads(), self.cores)
         self.fastest_s: float | None = None
         self.slow_in_a_row, self.since_check_s, self.slowdown_said = 0, 0.0, False
         self.trial: dict[int, list[float]] | None = None  # thread count -> its steps' seconds, while on trial

@@ -22,7 +22,7 @@ from ampgan.data.batches import BatchStream
 from ampgan.errors import AmpganError, say, warn
 from ampgan.runs.run_folder import NullWriter, RunWriter
 from ampgan.seeds import CURRENT_SCHEME, step_noise_seed
-from ampgan.system.cpu_tuning import ThreadWatch, keep_freed_memory_for_reuse, threads_given
+from ampgan.system.cpu_tuning import ThreadWatch, cores, keep_freed_memory_for_reuse, threads_given
 from ampgan.system.memory import is_out_of_memory
 from ampgan.training.distributed import any_rank, average_over_ranks, gather_objects, leave_without_peers, world
 from ampgan.training.faults import FaultMonitor, FaultRules, NumericFault
@@ -119,6 +119,9 @@ class RunState:
     metrics_last_step: int = 0
     seed_scheme: int = CURRENT_SCHEME
     thread_changes: list[str] = field(default_factory=list)  # what the thread watch changed, said in words
+    # The count the run was planned on, taken before a resume restores the checkpoint's: the thread watch's
+    # ceiling, so a checkpoint written while the watch had dropped to 1 thread can still go back up.
+    planned_threads: int = field(default_factory=torch.get_num_threads)
 
     def state_dict(self) -> dict:
         """Collective under torchrun: every rank contributes its data position, noise generator and RNGs."""
@@ -179,7 +182,8 @@ class RunState:
             self.stream.load_state_dict(saved_ranks[ranks.rank])
         else:
             self.stream.start_epoch(max(r["epoch"] for r in saved_ranks) + 1)
-        not_restored += restore_threads(progress.get("threads"), device)
+        if same_world:  # on another number of processes each has another share of the cores
+            not_restored += restore_threads(progress.get("threads"), device)
         self.window.skipped_total = dict(progress["skipped_total"])
         self.train_seconds = progress["train_seconds"]
         self.wall_seconds = progress.get("wall_seconds", self.train_seconds)  # checkpoints before charged steps
@@ -188,16 +192,19 @@ class RunState:
 
 def restore_threads(saved, device: torch.device) -> list[str]:
     """The thread count the checkpoint's steps ran on, taken back on the CPU: ampgan fits it to the load
-    (speed/threads.py), and a float sum's order, so the weights' last bits, follows it. A count the user fixed
-    (OMP_NUM_THREADS) is obeyed and, when it differs, said; under torchrun each rank keeps its share."""
-    if device.type != "cpu" or not isinstance(saved, int) or saved < 1 or saved == torch.get_num_threads():
+    (speed/threads.py), and a float sum's order, so the weights' last bits, follows it. Under torchrun each rank
+    keeps its share (torchrun exports OMP_NUM_THREADS, but distributed.py set the count); a count the user fixed
+    (OMP_NUM_THREADS) is obeyed; more than this machine's cores is capped to them. Each is said when it differs."""
+    running = torch.get_num_threads()
+    if device.type != "cpu" or not isinstance(saved, int) or saved < 1 or saved == running:
         return []
-    given = threads_given()
-    if given is None and not world().distributed:
-        torch.set_num_threads(saved)
+    fixed_by = "torchrun's share of the cores" if world().distributed else threads_given()
+    if fixed_by is not None:
+        return [f"the thread count (the checkpoint's steps ran on {saved}, {fixed_by} fixes {running})"]
+    torch.set_num_threads(min(saved, cores()))
+    if saved <= cores():
         return []
-    fixed_by = given or "torchrun"
-    return [f"the thread count (the checkpoint's steps ran on {saved}, {fixed_by} fixes {torch.get_num_threads()})"]
+    return [f"the thread count (the checkpoint's steps ran on {saved}, this machine has {cores()} cores: {cores()})"]
 
 
 def saved_rngs_for(saved: dict, rank: int, world_size: int) -> dict:
@@ -372,6 +379,7 @@ class _Loop:
             reference_s=step_charge_s,
             active=prepared.policy.device.type == "cpu" and not threads_given() and not world().distributed,
             say=lambda line: warn(f"threads: {line}") if world().is_main else None,
+            most=state.planned_threads,
         )
         state.thread_changes = self.threads.changes
         self.state, self.writer, self.run_dir, self.on_log = state, writer, run_dir, on_log
