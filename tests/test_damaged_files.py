@@ -207,8 +207,25 @@ def test_a_compare_json_the_report_cannot_draw_is_one_line(originals, tmp_path, 
         ("study/runs/fp32-seed0/quality.jsonl", _set(("evaluator_accuracy",), 7.0), "report", "from 0 to 1, got 7.0"),
         ("study/bench/results.json", _set(("configs", 0, "batch_size"), -8), "bench", "batch_size should be a whole"),
         ("study/bench/results.json", _set(("configs", 0, "batch_size"), 8.5), "bench", "batch_size should be a whole"),
+        ("study/bench/results.json", _set(("configs", 0, "batch_size"), 10**400), "bench", "from 1 to 2**31, got 1000"),
+        ("study/bench/results.json", _set(("configs", 0, "processes"), -2), "bench", "processes should be a whole"),
+        ("study/bench/results.json", _set(("configs", 0, "skipped_steps"), -1), "bench", "skipped_steps should be"),
+        ("study/bench/results.json", _set(("configs", 0, "flops_per_step"), -100), "bench", "flops_per_step should"),
+        ("study/bench/results.json", _set(("configs", 0, "images_per_s"), -5.0), "bench", "images_per_s should be"),
     ],
-    ids=["negative steps", "batch 0", "negative step", "accuracy 7", "negative batch", "half a batch"],
+    ids=[
+        "negative steps",
+        "batch 0",
+        "negative step",
+        "accuracy 7",
+        "negative batch",
+        "half a batch",
+        "a 400-digit batch",  # isfinite(10**400) raised OverflowError: a traceback
+        "negative processes",  # a multiplier of img/s: '-5.0 img/s' read back with exit 0 (review-fuzz)
+        "negative skipped steps",
+        "negative flops",
+        "negative img/s",
+    ],
 )
 def test_a_count_or_share_out_of_its_range_is_one_line(originals, tmp_path, capsys, relative, change, command, words):
     """The damage fuzzer (benchmarks/damage_fuzz.py) found these read back as values: a report of "-4 steps" and an

@@ -82,7 +82,7 @@ RESULTS_SHAPE = {
     "hardware": {"name": str, "device_type": str, "?cpu_model": str},
     "peaks": {"*": {"tflops": (int, float, None), "source": str}},
     # a configuration's row: its record's fields (bench/results.py), with what follows from its timings
-    "configs": [shape_of(ConfigResult) | {"status": str, "?stats": OrNull(STATS_READ)}],
+    "configs": [shape_of(ConfigResult) | {"status": str, "?stats": OrNull(STATS_READ), "?images_per_s": POSITIVE}],
     "speedups": [
         {
             "batch_size": BATCH_SIZE,

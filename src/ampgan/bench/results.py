@@ -6,8 +6,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from ampgan.bench.stats import achieved_fraction_of_peak, throughput, timing_stats
-from ampgan.files.schema import BATCH_SIZE
+from ampgan.files.schema import BATCH_SIZE, COUNT, Between
 from ampgan.system.memory import is_out_of_memory
+
+COUNT_OR_NULL = Between(0, COUNT.high, or_null=True, whole=True, says=f"{COUNT.says}, or null")
 
 
 @dataclass
@@ -19,14 +21,14 @@ class ConfigResult:
     samples_s: list[float] = field(default_factory=list)
     warmup_s: list[float] = field(default_factory=list)
     warmup_call_s: list[float] = field(default_factory=list)  # each warm-up call: one step of each kind of the cycle
-    flops_per_step: int | None = None
+    flops_per_step: int | None = field(default=None, metadata={"shape": COUNT_OR_NULL})
     flops_by_kind: dict[str, int] = field(default_factory=dict)  # convolution / matmul / other, per step
-    peak_memory_bytes: int | None = None
-    skipped_steps: int = 0
+    peak_memory_bytes: int | None = field(default=None, metadata={"shape": COUNT_OR_NULL})
+    skipped_steps: int = field(default=0, metadata={"shape": COUNT})
     # With several processes: samples_s holds the slowest rank's time of each round (it bounds the
     # wall clock); per_rank_samples_s every rank's; local_samples_s each rank's step without DDP,
     # timed alongside (the "1 process" reference for scaling efficiency).
-    processes: int = 1
+    processes: int = field(default=1, metadata={"shape": BATCH_SIZE})  # a multiplier of throughput: at least 1
     per_rank_samples_s: list[list[float]] = field(default_factory=list)
     local_samples_s: list[float] = field(default_factory=list)
     attainable: dict = field(default_factory=dict)  # the step's operations timed alone (bench/attainable.py)

@@ -49,7 +49,7 @@ class Between:
         return (
             isinstance(value, int if self.whole else (int, float))
             and not isinstance(value, bool)
-            and math.isfinite(value)
+            and (isinstance(value, int) or math.isfinite(value))  # isfinite(10**400) raises OverflowError
             and self.low <= value <= self.high
         )
 
@@ -59,8 +59,10 @@ class Between:
 POSITIVE = Between(math.ulp(0.0), math.inf, says="a number above 0")
 # A count of steps or rounds, a batch size: a negative one reached a report as "-4 steps", a figure's error bars
 # as a ValueError traceback.
-COUNT = Between(0, math.inf, whole=True, says="a whole number of at least 0")
-BATCH_SIZE = Between(1, math.inf, whole=True, says="a whole number of at least 1")
+# Bounded: a count beyond int64 or a batch beyond 2**31 is no run's, and a figure or tensor shape it reached
+# overflowed (a 400-digit batch size ended bench --from in matplotlib's OverflowError).
+COUNT = Between(0, 2**63 - 1, whole=True, says="a whole number from 0 to 2**63 - 1")
+BATCH_SIZE = Between(1, 2**31, whole=True, says="a whole number from 1 to 2**31")  # a number of processes too
 
 
 def is_relative_inside(text: Any) -> bool:
