@@ -384,3 +384,39 @@ def test_an_op_table_read_back_with_a_count_no_projection_can_use_is_refused(col
         row[column] = value
     with pytest.raises(ValueError, match=re.escape(words)):
         OpTable.from_dict(table)
+
+
+# A value that must be a registry's name, read back as another: "fp12" in a bench's results.json was costed and
+# resumed with exit 0, a row of its own. The record's description names the registry (files/schema.py OneOf).
+@pytest.mark.parametrize(
+    "relative, change, command, words",
+    [
+        ("bench", _set(("configs", 0, "precision"), "fp12"), "cost", "configs[0].precision should be a precision"),
+        ("bench", _every_speedup("baseline", "fp64"), "project", "baseline should be a precision: one of bf16"),
+        ("study/bench/results.json", _set(("spec", "precisions", 1), "fp12"), "resume", "spec.precisions[1]"),
+        ("study/compare.json", _set(("spec", "precisions", 1), "fp12"), "report", "spec.precisions[1] should be a"),
+        ("study/compare.json", _set(("headline", "metric"), "sharpness"), "report", "should be a metric: one of"),
+    ],
+    ids=["cost results.json", "project results.json", "resume results.json", "report precision", "report metric"],
+)
+def test_a_name_no_registry_has_is_one_line(originals, tmp_path, capsys, relative, change, command, words):
+    if relative == "bench":  # a bench with finished configurations: cost and project read every row
+        shutil.copytree(COMMITTED_BENCH, tmp_path / "bench")
+        path = tmp_path / "bench/results.json"
+    else:
+        shutil.copytree(originals, tmp_path / "copy")
+        path = tmp_path / "copy" / relative
+    document = json.loads(path.read_text())
+    change(document)
+    path.write_text(json.dumps(document))
+    arguments = {
+        "cost": ["cost", str(path), "--price-per-hour", "1", "--out", str(tmp_path / "out")],
+        "project": ["project", str(path), "--out", str(tmp_path / "out")],
+        "resume": ["compare", "--resume", str(tmp_path / "copy/study")],
+        "report": ["report", str(tmp_path / "copy/study")],
+    }[command]
+    code, _, err = run_cli(capsys, *arguments)
+    last = err.splitlines()[-1]  # compare --resume says what it continues first
+    assert code == 2 and last.startswith("error: ") and err.count("error") == 1 and "Traceback" not in err, err
+    assert f"{path.name} is damaged or foreign" in last and words in last and "got '" in last, err
+

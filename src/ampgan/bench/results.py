@@ -8,12 +8,13 @@ from dataclasses import asdict, dataclass, field
 from ampgan.bench.stats import achieved_fraction_of_peak, throughput, timing_stats
 from ampgan.files.schema import BATCH_SIZE
 from ampgan.system.memory import is_out_of_memory
+from ampgan.training.precision import PRECISION_NAME
 
 
 @dataclass
 class ConfigResult:
     batch_size: int = field(metadata={"shape": BATCH_SIZE})  # results.json read back: refused unless one
-    precision: str
+    precision: str = field(metadata={"shape": PRECISION_NAME})
     status: str = "ok"  # ok | too_slow | oom | error
     reason: str = ""
     samples_s: list[float] = field(default_factory=list)

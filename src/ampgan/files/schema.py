@@ -54,6 +54,26 @@ class Between:
         )
 
 
+class OneOf:
+    """A shape: a name of a registry (a precision, a metric, a GPU): `names` is the registry's live collection of
+    names, or a function returning it, so a name registered after import (a user's own precision) is one too. A
+    name nobody registered ("fp12" in a results.json) would otherwise reach a table as a row of its own, or a
+    lookup three calls later as a KeyError."""
+
+    def __init__(self, what: str, names):
+        self.what, self.names = what, names
+
+    def holds(self, value: Any) -> bool:
+        return isinstance(value, str) and value in self._names()
+
+    def _names(self):
+        return self.names() if callable(self.names) else self.names
+
+    @property
+    def says(self) -> str:
+        return f"{self.what}: one of {', '.join(sorted(self._names()))}"
+
+
 # A time, a rate or a speedup: something is divided by it, and zero or a negative one would reach a cost table as
 # a ZeroDivisionError or a negative price.
 POSITIVE = Between(math.ulp(0.0), math.inf, says="a number above 0")
@@ -109,7 +129,7 @@ def _check(value: Any, shape, where: str) -> None:
                 _check(value[name], inner, f"{where}.{name}" if where else name)
             elif not key.startswith("?"):
                 raise ShapeError(f"{where}.{name}" if where else name, "is missing")
-    elif isinstance(shape, Between):
+    elif isinstance(shape, (Between, OneOf)):
         if not shape.holds(value):
             raise ShapeError(where or "the document", f"should be {shape.says}, got {_short(value)}")
     elif shape is RelativePath:
