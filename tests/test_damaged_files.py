@@ -420,3 +420,38 @@ def test_a_name_no_registry_has_is_one_line(originals, tmp_path, capsys, relativ
     assert code == 2 and last.startswith("error: ") and err.count("error") == 1 and "Traceback" not in err, err
     assert f"{path.name} is damaged or foreign" in last and words in last and "got '" in last, err
 
+
+def _last_line_step(step):
+    def change(path):
+        lines = path.read_text().splitlines()
+        assert len(lines) >= 2, lines  # a step after another
+        record = json.loads(lines[-1])
+        record["step"] = step
+        path.write_text("\n".join([*lines[:-1], json.dumps(record)]) + "\n")
+
+    return change
+
+
+# A log read back is checked as the other documents are: metrics.jsonl's last step at -3, or before the step above
+# it, was resumed from with exit 0 (the fuzzer's "step -3"); quality.jsonl's curve was drawn backwards.
+@pytest.mark.parametrize(
+    "relative, step, words",
+    [
+        ("run/metrics.jsonl", -3, "step should be a whole number of at least 0, got -3"),
+        ("run/metrics.jsonl", 1, "is damaged (line 2: step 1 after 2): remove the damaged line"),
+        ("study/runs/fp32-seed0/quality.jsonl", 0, "step 0 after"),
+    ],
+    ids=["negative step", "metrics step going back", "quality step going back"],
+)
+def test_a_log_whose_steps_do_not_go_forward_is_one_line(originals, tmp_path, capsys, relative, step, words):
+    folder = tmp_path / "copy"
+    shutil.copytree(originals, folder)
+    _last_line_step(step)(folder / relative)
+    before = (folder / relative).read_bytes()
+    if relative.startswith("run/"):
+        code, _, err = run_cli(capsys, "train", "--resume", str(folder / "run"), "--steps", "8")
+    else:
+        code, _, err = run_cli(capsys, "report", str(folder / "study"))
+    assert code == 2 and err.startswith("error: ") and err.count("\n") == 1, err
+    assert relative.rsplit("/", 1)[-1] in err and words in err, err
+    assert (folder / relative).read_bytes() == before  # the log is left as it was, for the person to mend
