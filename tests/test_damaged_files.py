@@ -455,3 +455,36 @@ def test_a_log_whose_steps_do_not_go_forward_is_one_line(originals, tmp_path, ca
     assert code == 2 and err.startswith("error: ") and err.count("\n") == 1, err
     assert relative.rsplit("/", 1)[-1] in err and words in err, err
     assert (folder / relative).read_bytes() == before  # the log is left as it was, for the person to mend
+
+
+class _StoppedInItsCleanUp:
+    """A Ctrl-C that lands in a garbage collector's callback (the fuzzer's during report's figures): Python can only
+    print it as "Exception ignored" and go on."""
+
+    def __init__(self, signum):
+        self.signum = signum
+
+    def __del__(self):
+        raise KeyboardInterrupt(self.signum)
+
+
+@pytest.mark.parametrize("signum, code", [(2, 130), (15, 143)])
+def test_a_stop_python_ignores_still_ends_the_command_as_stopped(
+    originals, tmp_path, capsys, monkeypatch, signum, code
+):
+    import ampgan.study.report as report
+
+    folder = tmp_path / "study"
+    shutil.copytree(originals / "study", folder)
+    render = report.render_report
+
+    def interrupted_while_rendering(out_dir):
+        _StoppedInItsCleanUp(signum)  # dropped at once: its __del__ raises where nothing can catch it
+        return render(out_dir)
+
+    monkeypatch.setattr(report, "render_report", interrupted_while_rendering)
+    exit_code, out, err = run_cli(capsys, "report", str(folder))
+    name = "SIGINT" if signum == 2 else "SIGTERM"
+    assert exit_code == code and "Exception ignored" not in err and "Traceback" not in err, err
+    assert err == f"stopped: {name} received where it could not stop the command; it finished first\n", err
+    assert (folder / "report.html").is_file() and "report:" in out  # the report it finished is whole
