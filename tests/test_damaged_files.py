@@ -488,3 +488,21 @@ def test_a_stop_python_ignores_still_ends_the_command_as_stopped(
     assert exit_code == code and "Exception ignored" not in err and "Traceback" not in err, err
     assert err == f"stopped: {name} received where it could not stop the command; it finished first\n", err
     assert (folder / "report.html").is_file() and "report:" in out  # the report it finished is whole
+
+
+def test_a_failing_report_leaves_the_folder_s_bookkeeping_as_it_found_it(originals, tmp_path, capsys):
+    """report redraws its figures (the same bytes) before it reads the bench results it fails on: each write added
+    lines to the manifest, a temporary file's and the figure's again (the fuzzer's "lost")."""
+    from ampgan.files.manifest import MANIFEST
+
+    folder = tmp_path / "study"
+    shutil.copytree(originals / "study", folder)
+    assert run_cli(capsys, "report", str(folder))[0] == 0
+    before = {p: p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+    assert run_cli(capsys, "report", str(folder))[0] == 0  # a report drawn again is the same files, the same proof
+    assert {p: p.read_bytes() for p in folder.rglob("*") if p.is_file()} == before
+    _json_damage(folder / "bench/results.json", "wrong type", _set(("configs", 0, "batch_size"), -8), None)
+    manifest = (folder / MANIFEST).read_bytes()
+    code, _, err = run_cli(capsys, "report", str(folder))
+    assert code == 2 and "batch_size should be a whole" in err and err.count("\n") == 1, err
+    assert (folder / MANIFEST).read_bytes() == manifest
