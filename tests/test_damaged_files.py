@@ -506,3 +506,31 @@ def test_a_failing_report_leaves_the_folder_s_bookkeeping_as_it_found_it(origina
     code, _, err = run_cli(capsys, "report", str(folder))
     assert code == 2 and "batch_size should be a whole" in err and err.count("\n") == 1, err
     assert (folder / MANIFEST).read_bytes() == manifest
+
+
+def _rename_key(path_in_document, old, new):
+    def change(document):
+        for key in path_in_document:
+            document = document[key]
+        document[new] = document.pop(old)
+
+    return change
+
+
+@pytest.mark.parametrize(
+    "change, words",
+    [
+        (_rename_key(("runs",), "bf16", "fp12"), "runs.fp12 is named 'fp12', not a precision: one of bf16"),
+        (_rename_key(("seed_comparison",), "bf16", "fp12"), "seed_comparison.fp12 is named 'fp12', not a precision"),
+    ],
+    ids=["run", "seed comparison"],
+)
+def test_a_table_keyed_by_a_name_no_registry_has_is_one_line(originals, tmp_path, capsys, change, words):
+    folder = tmp_path / "study"
+    shutil.copytree(originals / "study", folder)
+    document = json.loads((folder / "compare.json").read_text())
+    change(document)
+    (folder / "compare.json").write_text(json.dumps(document))
+    code, _, err = run_cli(capsys, "report", str(folder))
+    assert code == 2 and err.startswith("error: ") and err.count("\n") == 1, err
+    assert "compare.json is damaged or foreign" in err and words in err, err

@@ -51,6 +51,11 @@ _RACED_SHAPE = {
 }
 
 
+def _by_precision(record) -> OrNull:
+    """A table of `record`s by precision, or null: a key no registry has ("fp12") is one line, not a row of its own."""
+    return OrNull({PRECISION_NAME: shape_of(record)})
+
+
 @dataclass(frozen=True, kw_only=True)
 class StudySpecRecord(Record):
     """The spec as the document records it (study/spec.py CompareSpec.to_document): the study's own
@@ -327,9 +332,9 @@ class CompareDocument(Record):
     left_out: list[dict] = part(default=[], shape=[{"precision": PRECISION_NAME, "reason": str}])
     # Each mode's speed against fp32 (no faster mode); the memory-format and compile decisions measured (none
     # when given).
-    decisions: dict[str, SpeedDecision] | None = part(omit_none=True)
-    layouts: dict[str, MeasuredChoice] | None = part(omit_none=True)
-    compile_decisions: dict[str, MeasuredChoice] | None = part(omit_none=True)
+    decisions: dict[str, SpeedDecision] | None = part(omit_none=True, shape=_by_precision(SpeedDecision))
+    layouts: dict[str, MeasuredChoice] | None = part(omit_none=True, shape=_by_precision(MeasuredChoice))
+    compile_decisions: dict[str, MeasuredChoice] | None = part(omit_none=True, shape=_by_precision(MeasuredChoice))
     dataset: DatasetRecord = part(required=True)
     evaluator: dict | None = part(omit_none=True, shape=OrNull({"held_out_accuracy": _SHARE, "?min_accuracy": _SHARE}))
     sampled_from: str | None = part(omit_none=True)  # G's own weights or its EMA (absent before GAN.ema)
@@ -341,10 +346,10 @@ class CompareDocument(Record):
     stored_headline: Metric | None = part(
         read=_headline, write=_headline_written, key="headline", omit_none=True, shape={"metric": METRIC_NAME}
     )
-    runs: dict[str, RunSummary] = part(default={}, required=True)
+    runs: dict[str, RunSummary] = part(default={}, required=True, shape={PRECISION_NAME: shape_of(RunSummary)})
     cost: CostSection | None = part(omit_none=True)
     projection: dict | None = part(omit_none=True)  # {"path", "line", ...} when projected, {"note"} when not
-    seed_comparison: dict[str, SeedComparison] | None = part(omit_none=True)
+    seed_comparison: dict[str, SeedComparison] | None = part(omit_none=True, shape=_by_precision(SeedComparison))
     race: RaceRecord | None = part(omit_none=True)
     verdict: list[str] | None = part(omit_none=True)
 
