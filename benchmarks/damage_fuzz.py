@@ -39,6 +39,7 @@ from pathlib import Path
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 TESTS = Path(__file__).resolve().parents[1] / "tests"
 sys.path.insert(0, str(TESTS))
+from ampgan.precisions import BF16, NAMES  # noqa: E402 - after the thread count, which torch reads once
 
 TINY = [
     "--dataset",
@@ -123,7 +124,7 @@ def start(argv, cwd: Path, cache: Path, log: Path, stop_at_bf16_step: int | None
             original = loop.train_step
 
             def stopping(state, batch):
-                if state.policy.name == "bf16" and state.step == stop_at_bf16_step:
+                if state.policy.name == BF16 and state.step == stop_at_bf16_step:
                     os.kill(os.getpid(), signal.SIGINT)
                 return original(state, batch)
 
@@ -340,7 +341,7 @@ def _json_damage(rng: random.Random, kind: str):
                 return False
             _edit(document, rng.choice(numbers), lambda t, k: t.__setitem__(k, -t[k]))
         elif kind == "unknown precision":
-            named = [w for w, v in leaves if w and v in ("fp32", "bf16", "fp16", "tf32")]
+            named = [w for w, v in leaves if w and v in NAMES]
             if not named:
                 return False
             _edit(document, rng.choice(named), lambda t, k: t.__setitem__(k, "fp12"))

@@ -401,3 +401,153 @@ def test_an_op_table_read_back_with_a_count_no_projection_can_use_is_refused(col
         row[column] = value
     with pytest.raises(ValueError, match=re.escape(words)):
         OpTable.from_dict(table)
+
+
+# A value that must be a registry's name, read back as another: "fp12" in a bench's results.json was costed and
+# resumed with exit 0, a row of its own. The record's description names the registry (files/schema.py OneOf).
+@pytest.mark.parametrize(
+    "relative, change, command, words",
+    [
+        ("bench", _set(("configs", 0, "precision"), "fp12"), "cost", "configs[0].precision should be a precision"),
+        ("bench", _every_speedup("baseline", "fp64"), "project", "baseline should be a precision: one of bf16"),
+        ("study/bench/results.json", _set(("spec", "precisions", 1), "fp12"), "resume", "spec.precisions[1]"),
+        ("study/compare.json", _set(("spec", "precisions", 1), "fp12"), "report", "spec.precisions[1] should be a"),
+        ("study/compare.json", _set(("headline", "metric"), "sharpness"), "report", "should be a metric: one of"),
+    ],
+    ids=["cost results.json", "project results.json", "resume results.json", "report precision", "report metric"],
+)
+def test_a_name_no_registry_has_is_one_line(originals, tmp_path, capsys, relative, change, command, words):
+    if relative == "bench":  # a bench with finished configurations: cost and project read every row
+        shutil.copytree(COMMITTED_BENCH, tmp_path / "bench")
+        path = tmp_path / "bench/results.json"
+    else:
+        shutil.copytree(originals, tmp_path / "copy")
+        path = tmp_path / "copy" / relative
+    document = json.loads(path.read_text())
+    change(document)
+    path.write_text(json.dumps(document))
+    arguments = {
+        "cost": ["cost", str(path), "--price-per-hour", "1", "--out", str(tmp_path / "out")],
+        "project": ["project", str(path), "--out", str(tmp_path / "out")],
+        "resume": ["compare", "--resume", str(tmp_path / "copy/study")],
+        "report": ["report", str(tmp_path / "copy/study")],
+    }[command]
+    code, _, err = run_cli(capsys, *arguments)
+    last = err.splitlines()[-1]  # compare --resume says what it continues first
+    assert code == 2 and last.startswith("error: ") and err.count("error") == 1 and "Traceback" not in err, err
+    assert f"{path.name} is damaged or foreign" in last and words in last and "got '" in last, err
+
+
+def _last_line_step(step):
+    def change(path):
+        lines = path.read_text().splitlines()
+        assert len(lines) >= 2, lines  # a step after another
+        record = json.loads(lines[-1])
+        record["step"] = step
+        path.write_text("\n".join([*lines[:-1], json.dumps(record)]) + "\n")
+
+    return change
+
+
+# A log read back is checked as the other documents are: metrics.jsonl's last step at -3, or before the step above
+# it, was resumed from with exit 0 (the fuzzer's "step -3"); quality.jsonl's curve was drawn backwards.
+@pytest.mark.parametrize(
+    "relative, step, words",
+    [
+        ("run/metrics.jsonl", -3, "step should be a whole number of at least 0, got -3"),
+        ("run/metrics.jsonl", 1, "is damaged (line 2: step 1 after 2): remove the damaged line"),
+        ("study/runs/fp32-seed0/quality.jsonl", 0, "step 0 after"),
+    ],
+    ids=["negative step", "metrics step going back", "quality step going back"],
+)
+def test_a_log_whose_steps_do_not_go_forward_is_one_line(originals, tmp_path, capsys, relative, step, words):
+    folder = tmp_path / "copy"
+    shutil.copytree(originals, folder)
+    _last_line_step(step)(folder / relative)
+    before = (folder / relative).read_bytes()
+    if relative.startswith("run/"):
+        code, _, err = run_cli(capsys, "train", "--resume", str(folder / "run"), "--steps", "8")
+    else:
+        code, _, err = run_cli(capsys, "report", str(folder / "study"))
+    assert code == 2 and err.startswith("error: ") and err.count("\n") == 1, err
+    assert relative.rsplit("/", 1)[-1] in err and words in err, err
+    assert (folder / relative).read_bytes() == before  # the log is left as it was, for the person to mend
+
+
+class _StoppedInItsCleanUp:
+    """A Ctrl-C that lands in a garbage collector's callback (the fuzzer's during report's figures): Python can only
+    print it as "Exception ignored" and go on."""
+
+    def __init__(self, signum):
+        self.signum = signum
+
+    def __del__(self):
+        raise KeyboardInterrupt(self.signum)
+
+
+@pytest.mark.parametrize("signum, code", [(2, 130), (15, 143)])
+def test_a_stop_python_ignores_still_ends_the_command_as_stopped(
+    originals, tmp_path, capsys, monkeypatch, signum, code
+):
+    import ampgan.study.report as report
+
+    folder = tmp_path / "study"
+    shutil.copytree(originals / "study", folder)
+    render = report.render_report
+
+    def interrupted_while_rendering(out_dir):
+        _StoppedInItsCleanUp(signum)  # dropped at once: its __del__ raises where nothing can catch it
+        return render(out_dir)
+
+    monkeypatch.setattr(report, "render_report", interrupted_while_rendering)
+    exit_code, out, err = run_cli(capsys, "report", str(folder))
+    name = "SIGINT" if signum == 2 else "SIGTERM"
+    assert exit_code == code and "Exception ignored" not in err and "Traceback" not in err, err
+    assert err == f"stopped: {name} received where it could not stop the command; it finished first\n", err
+    assert (folder / "report.html").is_file() and "report:" in out  # the report it finished is whole
+
+
+def test_a_failing_report_leaves_the_folder_s_bookkeeping_as_it_found_it(originals, tmp_path, capsys):
+    """report redraws its figures (the same bytes) before it reads the bench results it fails on: each write added
+    lines to the manifest, a temporary file's and the figure's again (the fuzzer's "lost")."""
+    from ampgan.files.manifest import MANIFEST
+
+    folder = tmp_path / "study"
+    shutil.copytree(originals / "study", folder)
+    assert run_cli(capsys, "report", str(folder))[0] == 0
+    before = {p: p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+    assert run_cli(capsys, "report", str(folder))[0] == 0  # a report drawn again is the same files, the same proof
+    assert {p: p.read_bytes() for p in folder.rglob("*") if p.is_file()} == before
+    _json_damage(folder / "bench/results.json", "wrong type", _set(("configs", 0, "batch_size"), -8), None)
+    manifest = (folder / MANIFEST).read_bytes()
+    code, _, err = run_cli(capsys, "report", str(folder))
+    assert code == 2 and "batch_size should be a whole" in err and err.count("\n") == 1, err
+    assert (folder / MANIFEST).read_bytes() == manifest
+
+
+def _rename_key(path_in_document, old, new):
+    def change(document):
+        for key in path_in_document:
+            document = document[key]
+        document[new] = document.pop(old)
+
+    return change
+
+
+@pytest.mark.parametrize(
+    "change, words",
+    [
+        (_rename_key(("runs",), "bf16", "fp12"), "runs.fp12 is named 'fp12', not a precision: one of bf16"),
+        (_rename_key(("seed_comparison",), "bf16", "fp12"), "seed_comparison.fp12 is named 'fp12', not a precision"),
+    ],
+    ids=["run", "seed comparison"],
+)
+def test_a_table_keyed_by_a_name_no_registry_has_is_one_line(originals, tmp_path, capsys, change, words):
+    folder = tmp_path / "study"
+    shutil.copytree(originals / "study", folder)
+    document = json.loads((folder / "compare.json").read_text())
+    change(document)
+    (folder / "compare.json").write_text(json.dumps(document))
+    code, _, err = run_cli(capsys, "report", str(folder))
+    assert code == 2 and err.startswith("error: ") and err.count("\n") == 1, err
+    assert "compare.json is damaged or foreign" in err and words in err, err

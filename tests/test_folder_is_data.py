@@ -288,7 +288,7 @@ def test_a_study_whose_document_points_outside_is_refused_by_report(capsys, tmp_
     for field, value, said in (
         ("train_seconds", float("nan"), "train_seconds should be a number from 0 to inf, got nan"),
         ("train_seconds", -3.0, "train_seconds should be a number from 0 to inf, got -3.0"),
-        ("steps", 1.5, "steps should be int, got 1.5"),
+        ("steps", 1.5, "steps should be a whole number of at least 0, got 1.5"),
     ):
         damaged = json.loads(json.dumps(document))
         damaged["runs"]["fp32"][field] = value

@@ -357,7 +357,7 @@ def test_damaged_decision_json_line_in_the_middle_of_metrics_is_one_line(tmp_pat
     lines[1] = json.dumps(json.loads(lines[1]) | {"step": "two"})
     (run / "metrics.jsonl").write_text("\n".join(lines) + "\n")
     code, _, err = run_cli(capsys, "train", "--resume", str(run), "--steps", "8")
-    assert code == 2 and "metrics.jsonl is damaged or foreign (step should be int" in err
+    assert code == 2 and "metrics.jsonl is damaged or foreign (step should be a whole number of at least 0" in err
     with pytest.raises(AmpganError, match="line 1 holds bytes that are not text"):
         from ampgan.files.jsonfile import read_jsonl
 

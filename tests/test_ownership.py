@@ -187,7 +187,7 @@ def test_a_newest_checkpoint_that_is_not_a_file_does_not_hide_the_good_one(capsy
     [
         (b"\xff\xfe\x80 binary junk\n", "holds bytes that are not text"),
         (b"\x00\x00\x00\x00", "is not a JSON record"),  # zeros a lost write can leave: text, never ampgan's
-        (b'{"step": 3, "train_seconds": 1.0}\nnot json\n', "is not a JSON record"),
+        (b'{"step": 5, "train_seconds": 9.0}\nnot json\n', "is not a JSON record"),
     ],
 )
 def test_a_damaged_metrics_log_is_refused_not_resumed(capsys, run, tail, said):

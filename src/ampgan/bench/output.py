@@ -19,6 +19,7 @@ from ampgan.files.records import shape_of
 from ampgan.files.schema import BATCH_SIZE, COUNT, POSITIVE, Between, OrNull, check_format
 from ampgan.plotting import precision_colour, save_figure, subplots
 from ampgan.precisions import in_order
+from ampgan.training.precision import PRECISION_NAME
 
 CSV_COLUMNS = [
     "batch_size",
@@ -78,7 +79,7 @@ STATS_READ = {
 RESULTS_SHAPE = {
     "format": str,
     "environment": {"?hardware_summary": str, "?versions": dict, "?date": str},
-    "spec": {"precisions": [str], "?batch_sizes": [BATCH_SIZE]},
+    "spec": {"precisions": [PRECISION_NAME], "?batch_sizes": [BATCH_SIZE]},
     "hardware": {"name": str, "device_type": str, "?cpu_model": str},
     "peaks": {"*": {"tflops": (int, float, None), "source": str}},
     # a configuration's row: its record's fields (bench/results.py), with what follows from its timings
@@ -86,15 +87,15 @@ RESULTS_SHAPE = {
     "speedups": [
         {
             "batch_size": BATCH_SIZE,
-            "precision": str,
-            "baseline": str,
+            "precision": PRECISION_NAME,
+            "baseline": PRECISION_NAME,
             "?estimate": POSITIVE,
             "?low": POSITIVE,
             "?high": POSITIVE,
             "?rounds": COUNT,
         }
     ],
-    "?left_out": [{"precision": str, "reason": str}],
+    "?left_out": [{"precision": PRECISION_NAME, "reason": str}],
     "?incomplete": (dict, None),
     # null when the model could not be traced on the meta device (op_tables.step_memory)
     "?step_memory": OrNull({"?parameters_bytes": (int, float), "?activation_bytes_per_sample": {"*": (int, float)}}),

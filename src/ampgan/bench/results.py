@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass, field
 from ampgan.bench.stats import achieved_fraction_of_peak, throughput, timing_stats
 from ampgan.files.schema import BATCH_SIZE, COUNT, Between
 from ampgan.system.memory import is_out_of_memory
+from ampgan.training.precision import PRECISION_NAME
 
 COUNT_OR_NULL = Between(0, COUNT.high, or_null=True, whole=True, says=f"{COUNT.says}, or null")
 
@@ -15,7 +16,7 @@ COUNT_OR_NULL = Between(0, COUNT.high, or_null=True, whole=True, says=f"{COUNT.s
 @dataclass
 class ConfigResult:
     batch_size: int = field(metadata={"shape": BATCH_SIZE})  # results.json read back: refused unless one
-    precision: str
+    precision: str = field(metadata={"shape": PRECISION_NAME})
     status: str = "ok"  # ok | too_slow | oom | error
     reason: str = ""
     samples_s: list[float] = field(default_factory=list)

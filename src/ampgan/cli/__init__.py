@@ -10,6 +10,7 @@ from __future__ import annotations
 import signal
 import sys
 import warnings
+from contextlib import contextmanager
 
 import click
 
@@ -94,12 +95,46 @@ def _nothing_saved(stop: KeyboardInterrupt) -> tuple[str, int]:
     return f"stopped{_rank_prefix()}: {signal.Signals(signum).name} {NOTHING_SAVED}", 128 + signum
 
 
+@contextmanager
+def _interrupts_python_ignores():
+    """The Ctrl-Cs (and SIGTERMs, raised as KeyboardInterrupt by ampgan/__main__.py) that Python cannot raise where
+    they land: inside a garbage collector's callback or a __del__, it prints "Exception ignored ...
+    KeyboardInterrupt" and the command goes on to exit 0. Each is kept, unprinted, for the command's end."""
+    ignored: list[KeyboardInterrupt] = []
+    previous = sys.unraisablehook
+
+    def keep(unraisable) -> None:
+        if isinstance(unraisable.exc_value, KeyboardInterrupt):
+            ignored.append(unraisable.exc_value)
+        else:
+            previous(unraisable)
+
+    sys.unraisablehook = keep
+    try:
+        yield ignored
+    finally:
+        sys.unraisablehook = previous
+
+
+def _finished_though_stopped(stop: KeyboardInterrupt) -> tuple[str, int]:
+    """A stop Python ignored: the command ran on to its end (every file ampgan writes is written whole), and
+    ends as a stop does, with the signal's exit code."""
+    signum = signal_number(stop)
+    name = signal.Signals(signum).name
+    return f"stopped{_rank_prefix()}: {name} received where it could not stop the command; it finished first", (
+        128 + signum
+    )
+
+
 def _dispatch(argv: list[str]) -> None:
     try:
         check_environment()  # every AMPGAN_* variable set, before any command reads one
         # obj: the command line as given, for `--nproc N` to relaunch the same command.
-        cli.main(args=argv, prog_name="ampgan", standalone_mode=False, obj={"argv": argv})
-        return
+        with _interrupts_python_ignores() as ignored:
+            cli.main(args=argv, prog_name="ampgan", standalone_mode=False, obj={"argv": argv})
+        if not ignored:
+            return
+        line, code = _finished_though_stopped(ignored[0])
     except click.exceptions.Abort as error:
         # click turns a Ctrl-C inside a command (a lazy import, loading data) into Abort: the same line as
         # one anywhere else; an Abort of its own (a prompt's end of input) is only that.

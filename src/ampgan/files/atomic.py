@@ -15,7 +15,7 @@ import hashlib
 import io
 import json
 import os
-import tempfile
+import secrets
 from collections.abc import Callable
 from contextlib import suppress
 from pathlib import Path
@@ -55,12 +55,7 @@ def _write_atomically(path: Path, write: Callable[[IO[bytes]], Any]) -> None:
         if path.absolute().is_relative_to(lock.parent):
             _check_held(path, lock, fd, folder)
     path.parent.mkdir(parents=True, exist_ok=True)
-    # mkstemp creates the file 0600 and never follows a link (O_EXCL); the final file gets the mode
-    # an ordinary write would have given it, so a report can be served or shared.
-    handle, temp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    umask = os.umask(0)  # read by setting it: the mode an ordinary open() gives is 0666 less the umask
-    os.umask(umask)
-    os.fchmod(handle, 0o666 & ~umask)
+    handle, temp_name = _temporary_beside(path)
     manifest.record_temporary(Path(temp_name))  # known as ampgan's even if this write is killed midway
     try:
         with os.fdopen(handle, "wb") as stream:
@@ -73,6 +68,20 @@ def _write_atomically(path: Path, write: Callable[[IO[bytes]], Any]) -> None:
         raise
     _fsync_directory(path.parent)
     manifest.record(path)
+
+
+def _temporary_beside(path: Path) -> tuple[int, str]:
+    """The temporary file a write of `path` fills, opened new (O_EXCL: never through a link) with the mode an
+    ordinary open() gives, so a report can be served or shared. Its name is the same at every write of `path`,
+    so the manifest records it once, not a line more per rewrite. Anything already at that name (one left by a
+    write killed midway, another writer's in flight, someone else's file) is left alone: a name is drawn."""
+    temp = path.parent / f".{path.name}.ampgan.tmp"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+    try:
+        return os.open(temp, flags, 0o666), str(temp)
+    except FileExistsError:
+        temp = path.parent / f".{path.name}.{secrets.token_hex(4)}.tmp"
+        return os.open(temp, flags, 0o666), str(temp)
 
 
 def _check_held(path: Path, lock: Path, fd: int, folder: os.stat_result) -> None:

@@ -167,14 +167,20 @@ def read_cache_json(path: Path) -> Any:
 
 
 def read_jsonl(
-    path: Path, said: Callable[[str], None] | None = None, shape: dict | None = None, fix: str = ""
+    path: Path,
+    said: Callable[[str], None] | None = None,
+    shape: dict | None = None,
+    fix: str = "",
+    rising: str | None = None,
 ) -> list[dict]:
     """The records of a JSON-lines log ampgan appends to ([] when it does not exist). Only a crash explains
     a bad line, and a crash cuts the last line short: no newline yet, and still plain text (ampgan writes
     ASCII JSON). Such a line is skipped (and `said`, when given: a resume drops it for good). Anything else
     (bytes that are not text, garbage after the last record, a line that is not a JSON object) means the
     file was damaged or edited: one error line naming the line, never a silent resume. With a `shape`, each
-    record is checked for it (files/schema.py: one error line naming the file, then `fix`)."""
+    record is checked for it (files/schema.py: one error line naming the file, then `fix`), and with `rising`
+    (a log's "step") that field never falls from one record to the next: a log of a run goes forward, and one
+    that went back was edited (a resume appended after it, a curve was drawn backwards)."""
     path = Path(path)
     if not path.is_file():
         return []
@@ -201,4 +207,8 @@ def read_jsonl(
                 f"after ampgan wrote it; restore it, or delete line {number} and the lines after it to resume"
             )
         records.append(check_shape(record, shape, str(path), fix) if shape is not None else record)
+        if rising and len(records) > 1 and records[-1][rising] < records[-2][rising]:
+            raise AmpganError(
+                f"{path} is damaged (line {number}: {rising} {records[-1][rising]} after {records[-2][rising]}): {fix}"
+            )
     return records

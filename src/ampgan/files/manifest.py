@@ -62,13 +62,17 @@ def record(path: Path, written: tuple[int, str] | None = None) -> None:
     """Note `path` (now complete) in the manifest of the ampgan folder it lies in; nothing outside one.
     `written`: its (size, sha256) when the writer already knows them (a log it appends to)."""
     root = manifest_root(path)
+    whole = written is None  # a log's appends are recorded each time: its bytes are new with every line
     if root is not None and (written := written or digest(path)) is not None:
-        _append(path, {"size": written[0], "sha256": written[1]}, root)
+        _append(path, {"size": written[0], "sha256": written[1]}, root, once=whole)
 
 
-def _append(path: Path, entry: dict, root: Path | None = None) -> None:
+def _append(path: Path, entry: dict, root: Path | None = None, once: bool = False) -> None:
+    """`once`: not when the manifest already holds the entry (a file written again with the same bytes, the
+    temporary name of a file written before), so a command that rewrites what it found, and then fails or
+    not, leaves the folder's bookkeeping as it found it."""
     root = root or manifest_root(path)
-    if root is None:
+    if root is None or (once and _written(entry) in entries(root).get(_relative(path, root), ())):
         return
     fd = os.open(root / MANIFEST, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW)
     try:
@@ -80,7 +84,7 @@ def _append(path: Path, entry: dict, root: Path | None = None) -> None:
 def record_temporary(path: Path) -> None:
     """Note the temporary file an atomic write is about to fill (its name is random): left by a write that
     was killed, it is still known as ampgan's, whatever it holds."""
-    _append(path, {"temporary": True})
+    _append(path, {"temporary": True}, once=True)
 
 
 def record_tree(folder: Path) -> None:
@@ -100,11 +104,15 @@ def entries(root: Path) -> dict[str, set[tuple[int, str]]]:
         for line in handle:
             try:
                 entry = json.loads(line)
-                written = _ANY if entry.get("temporary") is True else (int(entry["size"]), str(entry["sha256"]))
-                found.setdefault(entry["path"], set()).add(written)
+                found.setdefault(entry["path"], set()).add(_written(entry))
             except (ValueError, KeyError, TypeError, AttributeError):  # AttributeError: a line not a {...}
                 continue  # a line cut short by a crash (or damaged): what it described stays unproven
     return found
+
+
+def _written(entry: dict) -> tuple[int, str]:
+    """What a manifest line proves of its path: (size, sha256), or any content for a temporary file's."""
+    return _ANY if entry.get("temporary") is True else (int(entry["size"]), str(entry["sha256"]))
 
 
 def recorded(path: Path) -> bool | None:

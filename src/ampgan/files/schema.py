@@ -6,7 +6,8 @@ another version or not ampgan's at all. A reader states the shape it relies on a
 what to do, never a KeyError or TypeError three calls later.
 
 A shape is a type (or a tuple of types), a dict of field -> shape (a field named "?name" may be
-absent; the field "*" gives the shape of every value of a table), or a one-item list: a list whose
+absent; the field "*" gives the shape of every value of a table, a OneOf field that of every value of a table
+whose every key is one of its names), or a one-item list: a list whose
 items all have that shape. `None` in a tuple allows null. bool is never taken for a number, and a
 number is finite: NaN or infinity in a count, a time or a score would otherwise reach a table or a figure.
 `RelativePath` is a path inside the document's own folder (relative, no `..`, no control characters);
@@ -52,6 +53,26 @@ class Between:
             and (isinstance(value, int) or math.isfinite(value))  # isfinite(10**400) raises OverflowError
             and self.low <= value <= self.high
         )
+
+
+class OneOf:
+    """A shape: a name of a registry (a precision, a metric, a GPU): `names` is the registry's live collection of
+    names, or a function returning it, so a name registered after import (a user's own precision) is one too. A
+    name nobody registered ("fp12" in a results.json) would otherwise reach a table as a row of its own, or a
+    lookup three calls later as a KeyError."""
+
+    def __init__(self, what: str, names):
+        self.what, self.names = what, names
+
+    def holds(self, value: Any) -> bool:
+        return isinstance(value, str) and value in self._names()
+
+    def _names(self):
+        return self.names() if callable(self.names) else self.names
+
+    @property
+    def says(self) -> str:
+        return f"{self.what}: one of {', '.join(sorted(self._names()))}"
 
 
 # A time, a rate or a speedup: something is divided by it, and zero or a negative one would reach a cost table as
@@ -103,6 +124,9 @@ def _check(value: Any, shape, where: str) -> None:
         if not isinstance(value, dict):
             raise ShapeError(where or "the document", f"should be a table, got {type(value).__name__}")
         for key, inner in shape.items():
+            if isinstance(key, OneOf):  # every key a registry's name (compare.json's runs by precision)
+                _check_named(value, key, inner, where)
+                continue
             name = key.lstrip("?")
             if key == "*":
                 for item_name, item in value.items():
@@ -111,7 +135,7 @@ def _check(value: Any, shape, where: str) -> None:
                 _check(value[name], inner, f"{where}.{name}" if where else name)
             elif not key.startswith("?"):
                 raise ShapeError(f"{where}.{name}" if where else name, "is missing")
-    elif isinstance(shape, Between):
+    elif isinstance(shape, (Between, OneOf)):
         if not shape.holds(value):
             raise ShapeError(where or "the document", f"should be {shape.says}, got {_short(value)}")
     elif shape is RelativePath:
@@ -124,6 +148,14 @@ def _check(value: Any, shape, where: str) -> None:
             _check(item, shape[0], f"{where}[{index}]")
     elif not _matches(value, shape):
         raise ShapeError(where or "the document", f"should be {_type_names(shape)}, got {_short(value)}")
+
+
+def _check_named(table: dict, names: OneOf, shape, where: str) -> None:
+    for item_name, item in table.items():
+        inner = f"{where}.{item_name}" if where else str(item_name)
+        if not names.holds(item_name):
+            raise ShapeError(inner, f"is named {_short(item_name)}, not {names.says}")
+        _check(item, shape, inner)
 
 
 def _short(value: Any) -> str:

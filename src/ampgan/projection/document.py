@@ -24,6 +24,7 @@ from ampgan.projection.kernel_model import calibration_for, load_calibration
 from ampgan.projection.step_model import DEFAULT, UNCALIBRATED_WIDENING, step_estimate
 from ampgan.system.gpus import GpuSpec, gpu_table
 from ampgan.system.hardware import gpu_table_key
+from ampgan.training.precision import PRECISION_NAME
 
 FORMAT = "ampgan-projection/1"
 DEFAULT_DEVICES = ("T4", "P100", "V100", "A100", "L4", "H100", "H200")
@@ -47,7 +48,7 @@ class Row:
     None is not written: a row that was not projected has a reason instead of times)."""
 
     device: str
-    precision: str
+    precision: str = field(metadata={"shape": PRECISION_NAME})
     batch_size: int
     projected: bool
     status: str
@@ -90,7 +91,7 @@ class Measured:
     the projection for it: the check of the model against a measurement (nothing is scaled by it)."""
 
     device: str | None
-    precision: str
+    precision: str = field(metadata={"shape": PRECISION_NAME})
     batch_size: int
     projected: bool
     ms_per_step: float

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ampgan.errors import registered_once
+from ampgan.files.schema import OneOf
 from ampgan.quality.metrics import frechet_distance
 
 
@@ -37,6 +38,8 @@ class Metric:
 
 
 METRICS: dict[str, Metric] = {}
+# A metric's key in a document read back (compare.json's headline): a registered one.
+METRIC_NAME = OneOf("a metric", METRICS)
 
 
 def register(metric: Metric) -> Metric:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 import uuid
 from contextlib import contextmanager
 from pathlib import Path
@@ -31,7 +32,7 @@ from ampgan.files.images import save_png
 from ampgan.files.jsonfile import read_jsonl
 from ampgan.files.manifest import record_tree
 from ampgan.files.paths import file_in, read_json_in
-from ampgan.files.schema import check_shape
+from ampgan.files.schema import COUNT, Between, check_shape
 from ampgan.runs.checkpoint import checkpoint_path, list_checkpoints, prune_checkpoints, save_checkpoint
 from ampgan.runs.samples import fixed_noise, render_samples
 from ampgan.system.environment import environment_stamp, stamp_line
@@ -260,13 +261,15 @@ def read_run_config(run_dir: Path) -> dict:
     return document
 
 
-METRICS_RECORD = {"step": int, "train_seconds": (int, float)}
+# A step below 0 or a time below 0 was resumed from and appended to (the damage fuzzer's "step -3").
+METRICS_RECORD = {"step": COUNT, "train_seconds": Between(0.0, math.inf)}
 
 
 def read_metrics(path: Path, said=None) -> list[dict]:
     """metrics.jsonl's records, each checked for the fields every reader relies on (one error line for a
     damaged file; a last line cut short by a crash is skipped, and `said`)."""
-    return read_jsonl(path, said, METRICS_RECORD, "remove the damaged line, or resume from an earlier checkpoint")
+    fix = "remove the damaged line, or resume from an earlier checkpoint"
+    return read_jsonl(path, said, METRICS_RECORD, fix, rising="step")
 
 
 def truncate_metrics(path: Path, last_step: int) -> int:

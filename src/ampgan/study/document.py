@@ -19,8 +19,9 @@ from ampgan.files.paths import read_json_in
 from ampgan.files.records import Record, part, shape_of
 from ampgan.files.schema import BATCH_SIZE, COUNT, Between, Number, OrNull, RelativePath, check_format, check_shape
 from ampgan.precisions import FP32
-from ampgan.quality.registry import EVALUATOR_ACCURACY, FRECHET_DISTANCE, METRICS, Metric
+from ampgan.quality.registry import EVALUATOR_ACCURACY, FRECHET_DISTANCE, METRIC_NAME, METRICS, Metric
 from ampgan.study.progress import has_study
+from ampgan.training.precision import PRECISION_NAME
 
 FORMAT = "ampgan-compare/1"
 READABLE_FORMATS = (FORMAT,)
@@ -50,6 +51,11 @@ _RACED_SHAPE = {
 }
 
 
+def _by_precision(record) -> OrNull:
+    """A table of `record`s by precision, or null: a key no registry has ("fp12") is one line, not a row of its own."""
+    return OrNull({PRECISION_NAME: shape_of(record)})
+
+
 @dataclass(frozen=True, kw_only=True)
 class StudySpecRecord(Record):
     """The spec as the document records it (study/spec.py CompareSpec.to_document): the study's own
@@ -58,7 +64,7 @@ class StudySpecRecord(Record):
     batch_size: int = part(default=0, required=True, shape=BATCH_SIZE)
     seed: int = 0
     seed_list: list[int] | None = None  # documents from before several seeds have `seed` alone
-    precisions: list[str] = part(default=[])
+    precisions: list[str] = part(default=[], shape=[PRECISION_NAME])
     eval_samples: int | None = None
     eval_points: int | None = None
     model: str | None = None
@@ -323,12 +329,12 @@ class CompareDocument(Record):
     outcome: str | None = part(omit_none=True)  # absent: raced
     spec: StudySpecRecord = part(required=True)
     environment: Environment = part(required=True)
-    left_out: list[dict] = part(default=[], shape=[{"precision": str, "reason": str}])
+    left_out: list[dict] = part(default=[], shape=[{"precision": PRECISION_NAME, "reason": str}])
     # Each mode's speed against fp32 (no faster mode); the memory-format and compile decisions measured (none
     # when given).
-    decisions: dict[str, SpeedDecision] | None = part(omit_none=True)
-    layouts: dict[str, MeasuredChoice] | None = part(omit_none=True)
-    compile_decisions: dict[str, MeasuredChoice] | None = part(omit_none=True)
+    decisions: dict[str, SpeedDecision] | None = part(omit_none=True, shape=_by_precision(SpeedDecision))
+    layouts: dict[str, MeasuredChoice] | None = part(omit_none=True, shape=_by_precision(MeasuredChoice))
+    compile_decisions: dict[str, MeasuredChoice] | None = part(omit_none=True, shape=_by_precision(MeasuredChoice))
     dataset: DatasetRecord = part(required=True)
     evaluator: dict | None = part(omit_none=True, shape=OrNull({"held_out_accuracy": _SHARE, "?min_accuracy": _SHARE}))
     sampled_from: str | None = part(omit_none=True)  # G's own weights or its EMA (absent before GAN.ema)
@@ -338,12 +344,12 @@ class CompareDocument(Record):
     # Why a bench configuration has no speedup (left out as hopeless, too slow, failed): the verdict says so.
     bench_notes: dict | None = part(omit_none=True)
     stored_headline: Metric | None = part(
-        read=_headline, write=_headline_written, key="headline", omit_none=True, shape={"metric": str}
+        read=_headline, write=_headline_written, key="headline", omit_none=True, shape={"metric": METRIC_NAME}
     )
-    runs: dict[str, RunSummary] = part(default={}, required=True)
+    runs: dict[str, RunSummary] = part(default={}, required=True, shape={PRECISION_NAME: shape_of(RunSummary)})
     cost: CostSection | None = part(omit_none=True)
     projection: dict | None = part(omit_none=True)  # {"path", "line", ...} when projected, {"note"} when not
-    seed_comparison: dict[str, SeedComparison] | None = part(omit_none=True)
+    seed_comparison: dict[str, SeedComparison] | None = part(omit_none=True, shape=_by_precision(SeedComparison))
     race: RaceRecord | None = part(omit_none=True)
     verdict: list[str] | None = part(omit_none=True)
 

@@ -116,4 +116,5 @@ def read_quality_curve(path: Path) -> list[dict]:
         path,
         shape=_CURVE_POINT,
         fix="delete the run's folder to train it again, or start the study again with --overwrite",
+        rising="step",
     )

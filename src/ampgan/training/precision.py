@@ -22,7 +22,11 @@ import torch
 
 from ampgan.env import env_value
 from ampgan.errors import AmpganError
-from ampgan.precisions import Precision, precision
+from ampgan.files.schema import OneOf
+from ampgan.precisions import NAMES, Precision, precision
+
+# A precision's name in a document read back (results.json, compare.json, projection.json): a registered one.
+PRECISION_NAME = OneOf("a precision", NAMES)
 
 
 @dataclass(frozen=True)
