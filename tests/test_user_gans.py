@@ -134,6 +134,37 @@ USER_GANS = textwrap.dedent("""
         return ampgan.GAN(generator=Modulated(data), discriminator=patch_d(data), z_dim=16, d_loss=bce_d,
                           g_loss=PathLengthLoss().g_loss)
 
+    class PathLengthModule(nn.Module):  # the loss as an nn.Module of its own, pl_mean a buffer of it: no checkpoint's
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("pl_mean", torch.zeros(()))
+
+        def forward(self, ctx):
+            loss = bce_g(ctx)
+            self.pl_mean.lerp_(loss.detach(), 0.01)
+            return loss
+
+    def pl_mean_on_a_loss_module(data):
+        return ampgan.GAN(generator=Modulated(data), discriminator=patch_d(data), z_dim=16, d_loss=bce_d,
+                          g_loss=PathLengthModule())
+
+    class RunningD(nn.Sequential):  # D's own method keeping an unregistered running value: not in its state_dict
+        def loss(self, ctx):
+            real = ctx.D(ctx.real)
+            self.running = 0.9 * self.running + 0.1 * real.detach().mean()
+            return bce_d(ctx)
+
+    def running_on_d_unregistered(data):
+        D = RunningD(*patch_d(data))
+        D.running = torch.zeros(())  # a plain attribute, not register_buffer
+        return ampgan.GAN(generator=Modulated(data), discriminator=D, z_dim=16, d_loss=D.loss, g_loss=bce_g)
+
+    def penalty_on_a_view_of_d(data):  # a penalty on part of D's weight: a view at an offset is still D's
+        D = patch_d(data)
+        w = D[2].weight[0, 1:]
+        return ampgan.GAN(generator=Modulated(data), discriminator=D, z_dim=16,
+                          d_loss=lambda ctx: bce_d(ctx) + 1e-3 * w.pow(2).sum(), g_loss=bce_g)
+
     class ScoringD(nn.Sequential):  # least squares written as D's own method
         def loss(self, ctx):
             return (ctx.D(ctx.real) - 1).square().mean() + ctx.D(ctx.fake).square().mean()
@@ -233,6 +264,15 @@ def test_loss_state_is_found_on_a_loss_object_and_d_s_own_weight_or_a_memo_is_no
     said = _findings(models, "penalty_and_memo")[("warning", "outside")]
     assert said.startswith("the losses may keep state between steps outside G and D (`memo`, empty until the first")
     assert "`w`" not in said
+
+
+def test_state_on_a_loss_module_or_unregistered_on_d_is_found_and_a_view_of_d_s_weight_is_not(models):
+    """A loss written as an nn.Module (pl_mean its buffer) and an unregistered tensor D's loss method keeps were
+    skipped as 'a module's own' (only G's and D's registered state is in the checkpoint); a penalty on a view of D's
+    weight at an offset was called state (its data_ptr is not the weight's)."""
+    assert "(`pl_mean`)" in _findings(models, "pl_mean_on_a_loss_module")[("warning", "outside")]
+    assert "(`running`)" in _findings(models, "running_on_d_unregistered")[("warning", "outside")]
+    assert _findings(models, "penalty_on_a_view_of_d") == {}
 
 
 def test_squares_in_a_loss_written_as_a_method_of_d_are_the_loss_s(models):

@@ -428,12 +428,13 @@ def _kept_by_losses(gan) -> dict:
     attributes (a loss object, or the one a bound method belongs to, as StyleGAN2's loss.g_loss keeps pl_mean),
     tensors cloned and containers copied, by name. G's and D's own parameters and buffers are in the checkpoint."""
     networks = (gan.generator, gan.discriminator)
-    own = {t.data_ptr() for network in networks for t in (*network.parameters(), *network.buffers())}
+    own = {_storage(t) for network in networks for t in (*network.parameters(), *network.buffers())}
+    inside = {id(module) for network in networks for module in network.modules()}
     kept = {}
     for function in _loss_functions(gan):
         code, cells = getattr(function, "__code__", None), getattr(function, "__closure__", None) or ()
         owner = getattr(function, "__self__", None) if code is not None else function
-        held = {} if isinstance(owner, nn.Module) else dict(getattr(owner, "__dict__", {}))
+        held = _attributes(owner, id(owner) in inside)
         for name, cell in zip(code.co_freevars if code is not None else (), cells):
             try:
                 held[name] = cell.cell_contents
@@ -445,11 +446,28 @@ def _kept_by_losses(gan) -> dict:
     return kept
 
 
+def _attributes(owner, in_g_or_d: bool) -> dict:
+    """What a loss's object holds by name: a plain object's attributes; a module's plain (unregistered) ones, and,
+    unless it is G, D or one of their layers (whose registered state the checkpoint holds), its parameters and
+    buffers too (a loss written as an nn.Module keeping pl_mean in a buffer: not in any checkpoint)."""
+    if not isinstance(owner, nn.Module):
+        return dict(getattr(owner, "__dict__", {}))
+    held = {name: value for name, value in vars(owner).items() if not name.startswith("_") and name != "training"}
+    if not in_g_or_d:
+        held |= dict(owner.named_parameters()) | dict(owner.named_buffers())
+    return held
+
+
+def _storage(tensor: torch.Tensor) -> int:
+    """The memory a tensor lives in: a view of a weight at an offset (`D[2].weight[0, 1:]`) is the weight's."""
+    return tensor.untyped_storage().data_ptr()
+
+
 def _copied(value, own: set):
     """A tensor, number or container of them as it is now; None for anything else (functions, modules, a tensor
     whose memory is one of `own`: a parameter of G or D a loss holds, as a weight penalty's `w = D[1].weight`)."""
     if isinstance(value, torch.Tensor):
-        return None if value.data_ptr() in own else value.detach().clone()
+        return None if _storage(value) in own else value.detach().clone()
     if isinstance(value, (int, float, bool)):
         return value
     if isinstance(value, dict):
