@@ -372,6 +372,14 @@ def test_the_study_is_checked_at_its_own_shape_and_its_numbers_are_the_shipped_m
     committed = json.loads((STUDY_RESULTS / "study_check.json").read_text())
     assert json.loads(json.dumps(study_check.check())) == committed
     assert {(c["gpu"], c["batch"]) for c in committed} >= {("T4", 2048), ("V100", 2048), ("P100", 64)}
+    # docs/projection.md's study table shows the other-value column as study_check prints it, not hand-copied
+    other = {(c["gpu"], c["batch"]): c["at_other_value"] for c in committed}
+    table = (ROOT / "docs" / "projection.md").read_text().split("| GPU, batch | study |")[1].split("\n\n")[0]
+    t4 = other[("T4", 2048)]
+    assert f"| {t4['fp32_ms']:.0f} ms, {t4['fp16_ms']:.0f} ms, {t4['speedup']:.2f}x |" in table
+    cell = f"| {other[('T4', 64)]['speedup']:.2f}x / {other[('V100', 64)]['speedup']:.2f}x |"
+    assert cell in table
+    assert f"| {other[('V100', 2048)]['speedup']:.2f}x |" in table
 
 
 def test_rows_of_another_file_are_projected_with_the_shipped_fit_and_a_generation_without_rows_gets_the_wide_band(
