@@ -764,3 +764,28 @@ def test_a_row_that_timed_no_update_is_traced_without_one():
         charged = [r for r in trained[precision].rows if r.op == FUSED_ADAM or r.op == trace_models.AMP_UNSCALE]
         assert charged and not {r.op for r in charged} & {r.op for r in timed[precision].rows}
         assert [r for r in trained[precision].rows if r not in charged] == list(timed[precision].rows)
+
+
+def test_check_records_the_band_project_spans_beside_the_one_around_the_mid(tmp_path):
+    """check.py scores bands around the mid; `ampgan project` also spans the step with the unmeasured kernel
+    terms at their other value (Tacotron 2's 2-channel location convolution moves its V100 speedup): each record
+    carries that band too, the same band where nothing unmeasured runs."""
+    with open(VALIDATION / "rows.csv", newline="") as handle:
+        reader = csv.DictReader(handle)
+        v100 = [r for r in reader if r["gpu"] == "V100"]
+        # (the 566-frame Tacotron 2 rows are untraced: load_rows leaves them out)
+        picked = [
+            next(r for r in v100 if r["model"] == m and r["input"] != "mel80x566") for m in ("tacotron2", "resnet50")
+        ]
+        fields = reader.fieldnames
+    path = tmp_path / "two.csv"
+    with open(path, "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fields)
+        writer.writeheader()
+        writer.writerows(picked)
+    summary, records, _ = check.evaluate(path)
+    by_model = {r["model"]: r for r in records}
+    tacotron, resnet = by_model["tacotron2"], by_model["resnet50"]
+    assert tacotron["spanned_band"][0] < tacotron["band"][0] and tacotron["spanned_band"][1] == tacotron["band"][1]
+    assert resnet["spanned_band"] == resnet["band"]
+    assert list(check.spanned(records)["moved"]) == ["tacotron2 V100"] and tacotron["spanned_factor"] < 1
