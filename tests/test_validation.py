@@ -317,6 +317,10 @@ def test_one_d_dilated_convolutions_and_batched_products_get_kernel_shapes():
     assert conv == (("conv_fwd", (2, 8, 1, 100, 16, 1, 3, 0, 1, 1, 1)),)
     a, b = torch.empty(6, 32, 64, device="meta"), torch.empty(6, 64, 48, device="meta")
     assert kernel_shapes("bmm", (a, b)) == (("gemm", (6 * 32, 48, 64, 0, 0)),)
+    # attention's q @ k.transpose(1, 2): k's matrices are read transposed, recorded as mm records a weight.t()
+    q, k = torch.empty(6, 32, 64), torch.empty(6, 48, 64)
+    assert kernel_shapes("bmm", (q, k.transpose(1, 2))) == (("gemm", (6 * 32, 48, 64, 0, 1)),)
+    assert kernel_shapes("bmm", (q.transpose(1, 2), q)) == (("gemm", (6 * 64, 64, 32, 1, 0)),)
 
 
 def test_each_optimizer_is_charged_its_own_fused_update():
