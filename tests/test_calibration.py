@@ -319,8 +319,11 @@ def test_a_deepbench_16_bit_row_is_fitted_as_deepbench_timed_it_and_projected_as
     rows = [m for m in read_calibration(CALIBRATION / "deepbench_v100.csv") if m.precision == "fp16"]
     conv = next(m.kernel for m in rows if m.kernel.op == "conv_fwd" and m.kernel.c == 3)
     gemm = next(m.kernel for m in rows if m.kernel.name == "gemm_1024x24000x1530_NN")
-    fitted = predict_ms(path_data([conv, gemm], np.zeros(2), "fp16", v100), volta.paths, volta.shared, v100)
+    data = path_data([conv, gemm], np.zeros(2), "fp16", v100)
+    fitted = predict_ms(data, volta.paths, volta.shared, v100)
     projected = kernel_times([conv, gemm], v100, "fp16", volta, 1.0)
     assert fitted[0] == pytest.approx(projected.seconds[0] * 1e3, rel=1e-9)
-    assert fitted[1] == pytest.approx(projected.seconds[1] * 1e3 * 1536 / 1530, rel=0.02)  # the padded k's work
+    # fitted as timed: aligned (no misaligned term) and the padded k's work, exactly
+    assert data.features.misaligned_gemm.tolist() == [0.0, 0.0]
+    assert data.features.flops[1] / gemm.flops() == pytest.approx(1536 / 1530, rel=1e-9)
     assert projected.tensor.tolist() == [1.0, 0.0]

@@ -601,18 +601,25 @@ def test_a_linear_layer_is_gemm_rows_with_their_transposes():
     layer = torch.nn.Linear(24, 16)
     x = torch.randn(8, 24, requires_grad=True)
     rows = _rows_of(lambda: layer(x).sum().backward())
-    forward = rows[0]  # addmm(bias, x (8 x 24), W^T: W is stored (16, 24), so B is column-major)
+    # addmm(bias, x (8 x 24), W^T: W is stored (16, 24), so B is column-major) written as cuBLAS's call, as
+    # DeepBench's rows and a traced step's kernels are (kernels.cublas_call): C^T (16 x 8) = W x^T, A transposed
+    forward = rows[0]
     assert forward == {
         "op": "gemm",
-        "m": 8,
-        "n": 16,
+        "m": 16,
+        "n": 8,
         "k": 24,
-        "transpose_a": 0,
-        "transpose_b": 1,
+        "transpose_a": 1,
+        "transpose_b": 0,
         "batch": "",
         "precision": "fp32",
     }
-    assert {(r["m"], r["n"], r["k"]) for r in rows[1:]} == {(8, 24, 16), (16, 24, 8)}  # dX = dY W, dW = dY^T X
+    assert {(r["m"], r["n"], r["k"]) for r in rows[1:]} == {(24, 8, 16), (24, 16, 8)}  # dX = dY W, dW = dY^T X
+    # the same kernel the projection names for the traced step's forward product
+    from ampgan.projection.step_model import kernel_of
+
+    traced = kernel_of("gemm", (8, 16, 24, 0, 1), "addmm")
+    assert (traced.m, traced.n, traced.k, traced.transpose_a, traced.transpose_b) == (16, 8, 24, True, False)
 
 
 def test_a_transposed_convolution_is_the_data_gradient_of_the_direct_one():

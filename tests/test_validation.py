@@ -317,6 +317,10 @@ def test_one_d_dilated_convolutions_and_batched_products_get_kernel_shapes():
     assert conv == (("conv_fwd", (2, 8, 1, 100, 16, 1, 3, 0, 1, 1, 1)),)
     a, b = torch.empty(6, 32, 64, device="meta"), torch.empty(6, 64, 48, device="meta")
     assert kernel_shapes("bmm", (a, b)) == (("gemm", (6 * 32, 48, 64, 0, 0)),)
+    # attention's q @ k.transpose(1, 2): k's matrices are read transposed, recorded as mm records a weight.t()
+    q, k = torch.empty(6, 32, 64), torch.empty(6, 48, 64)
+    assert kernel_shapes("bmm", (q, k.transpose(1, 2))) == (("gemm", (6 * 32, 48, 64, 0, 1)),)
+    assert kernel_shapes("bmm", (q.transpose(1, 2), q)) == (("gemm", (6 * 64, 64, 32, 1, 0)),)
 
 
 def test_each_optimizer_is_charged_its_own_fused_update():
@@ -372,6 +376,14 @@ def test_the_study_is_checked_at_its_own_shape_and_its_numbers_are_the_shipped_m
     committed = json.loads((STUDY_RESULTS / "study_check.json").read_text())
     assert json.loads(json.dumps(study_check.check())) == committed
     assert {(c["gpu"], c["batch"]) for c in committed} >= {("T4", 2048), ("V100", 2048), ("P100", 64)}
+    # docs/projection.md's study table shows the other-value column as study_check prints it, not hand-copied
+    other = {(c["gpu"], c["batch"]): c["at_other_value"] for c in committed}
+    table = (ROOT / "docs" / "projection.md").read_text().split("| GPU, batch | study |")[1].split("\n\n")[0]
+    t4 = other[("T4", 2048)]
+    assert f"| {t4['fp32_ms']:.0f} ms, {t4['fp16_ms']:.0f} ms, {t4['speedup']:.2f}x |" in table
+    cell = f"| {other[('T4', 64)]['speedup']:.2f}x / {other[('V100', 64)]['speedup']:.2f}x |"
+    assert cell in table
+    assert f"| {other[('V100', 2048)]['speedup']:.2f}x |" in table
 
 
 def test_rows_of_another_file_are_projected_with_the_shipped_fit_and_a_generation_without_rows_gets_the_wide_band(
@@ -756,3 +768,28 @@ def test_a_row_that_timed_no_update_is_traced_without_one():
         charged = [r for r in trained[precision].rows if r.op == FUSED_ADAM or r.op == trace_models.AMP_UNSCALE]
         assert charged and not {r.op for r in charged} & {r.op for r in timed[precision].rows}
         assert [r for r in trained[precision].rows if r not in charged] == list(timed[precision].rows)
+
+
+def test_check_records_the_band_project_spans_beside_the_one_around_the_mid(tmp_path):
+    """check.py scores bands around the mid; `ampgan project` also spans the step with the unmeasured kernel
+    terms at their other value (Tacotron 2's 2-channel location convolution moves its V100 speedup): each record
+    carries that band too, the same band where nothing unmeasured runs."""
+    with open(VALIDATION / "rows.csv", newline="") as handle:
+        reader = csv.DictReader(handle)
+        v100 = [r for r in reader if r["gpu"] == "V100"]
+        # (the 566-frame Tacotron 2 rows are untraced: load_rows leaves them out)
+        picked = [
+            next(r for r in v100 if r["model"] == m and r["input"] != "mel80x566") for m in ("tacotron2", "resnet50")
+        ]
+        fields = reader.fieldnames
+    path = tmp_path / "two.csv"
+    with open(path, "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fields)
+        writer.writeheader()
+        writer.writerows(picked)
+    summary, records, _ = check.evaluate(path)
+    by_model = {r["model"]: r for r in records}
+    tacotron, resnet = by_model["tacotron2"], by_model["resnet50"]
+    assert tacotron["spanned_band"][0] < tacotron["band"][0] and tacotron["spanned_band"][1] == tacotron["band"][1]
+    assert resnet["spanned_band"] == resnet["band"]
+    assert list(check.spanned(records)["moved"]) == ["tacotron2 V100"] and tacotron["spanned_factor"] < 1

@@ -41,7 +41,7 @@ from ampgan.bench.ops import convolution_kernels
 from ampgan.files.atomic import write_csv_atomically, write_json_atomically
 from ampgan.precisions import BF16, FP16, FP32, TF32
 from ampgan.projection.kernels import CALIBRATION_COLUMNS as COLUMNS
-from ampgan.projection.kernels import CONV_FIELDS
+from ampgan.projection.kernels import CONV_FIELDS, cublas_call
 from ampgan.training.step import train_step
 
 _GEMMS = {"aten.mm": 0, "aten.addmm": 1, "aten.bmm": 0}  # index of operand A in the call's arguments
@@ -83,11 +83,8 @@ def _gemm_rows(name: str, func, args, kwargs, tf32: bool) -> list[KernelRow]:
     a, b = args[_GEMMS[name]], args[_GEMMS[name] + 1]
     fields = {
         "op": "gemm",
-        "m": a.shape[-2],
-        "n": b.shape[-1],
-        "k": a.shape[-1],
-        "transpose_a": _column_major(a),
-        "transpose_b": _column_major(b),
+        # row-major torch C = A B written as the cuBLAS call, as every GEMM row is (kernels.cublas_call)
+        **cublas_call(a.shape[-2], b.shape[-1], a.shape[-1], _column_major(a), _column_major(b)),
         "batch": a.shape[0] if len(a.shape) == 3 else "",
         "precision": precision_of(a.dtype, tf32),
     }

@@ -249,8 +249,9 @@ KERNEL_DIMS = {"gemm": 5, "conv_fwd": 11, "conv_bwd_data": 11, "conv_bwd_weight"
 
 
 def _is_transposed(matrix: torch.Tensor) -> bool:
-    """A 2-D operand stored column-major (a linear layer's weight.t()): cuBLAS reads it transposed."""
-    return matrix.dim() == 2 and matrix.stride(0) == 1 and matrix.stride(1) != 1
+    """A 2-D operand, or each matrix of a batched one, stored column-major (a linear layer's weight.t(),
+    attention's k.transpose(1, 2)): cuBLAS reads it transposed."""
+    return matrix.dim() in (2, 3) and matrix.stride(-2) == 1 and matrix.stride(-1) != 1
 
 
 def kernel_shapes(name: str, args) -> tuple:
@@ -271,7 +272,9 @@ def kernel_shapes(name: str, args) -> tuple:
         # A batched product (attention's scores and context) tiles like one product with its batches'
         # rows stacked: the same tiles over the multiprocessors, the same FLOPs.
         a, b = tensors[-2], tensors[-1]
-        return (("gemm", (a.shape[0] * a.shape[1], b.shape[2], a.shape[2], 0, 0)),) if a.dim() == b.dim() == 3 else ()
+        if a.dim() != 3 or b.dim() != 3:
+            return ()
+        return (("gemm", (a.shape[0] * a.shape[1], b.shape[2], a.shape[2], *map(int, map(_is_transposed, (a, b))))),)
     if name in ATTENTION_OPS:
         return _attention_kernels(name.endswith("backward"), tensors)
     if name not in ("convolution", "convolution_backward"):

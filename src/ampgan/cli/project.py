@@ -19,7 +19,9 @@ from ampgan.projection.from_results import ProjectSpec, project_results
     default=None,
     help="Instead of RESULTS: a CSV of kernels (name,op,m,n,k,transpose_a,transpose_b,batch,c,h,w,"
     "out_channels,r,s,pad_h,pad_w,stride_h,stride_w): writes OUT/kernels.csv with each one's "
-    "projected ms and band per GPU and precision.",
+    "projected ms and band per GPU and precision. A gemm row is cuBLAS's column-major call, as DeepBench "
+    "names it: PyTorch's y = x @ W.T with x (b x i) and W (o x i) is m=o, n=b, k=i, transpose_a=1, "
+    "transpose_b=0.",
 )
 @spec_options(ProjectSpec(), "project.", parts=(), with_set=False)
 @click.option(

@@ -213,6 +213,28 @@ class ComposedStep:
         return max(shares, key=shares.get)
 
 
+# What each unmeasured kernel term is, in a band note's words (fit.py's `unmeasured` ships these).
+TERM_WORDS = {
+    "tiny_c_fwd": "a 1-4 channel forward convolution",
+    "tiny_c_bwd_data": "a 1-4 channel data gradient",
+    "tiny_c_bwd_weight": "a 1-4 channel weight gradient",
+    "misaligned_gemm": "a 16-bit GEMM cuBLAS runs misaligned",
+    "misaligned_conv": "a convolution with channels off the alignment",
+}
+
+
+def _moved_terms(rows, batch_size, gpu, precision, siblings: dict, seconds: float, params: dict) -> list[str]:
+    """The unmeasured terms that move this step's time, each alone at its other value: the note names only
+    these (a step without a misaligned GEMM is not told about one)."""
+    moved = []
+    for path, terms in siblings.items():
+        for term, value in terms.items():
+            alone = compose(step_parts(rows, batch_size, gpu, precision, {path: {term: value}}), gpu, params)
+            if abs(math.log(alone["seconds"] / seconds)) > 1e-9 and TERM_WORDS[term] not in moved:
+                moved.append(TERM_WORDS[term])
+    return moved
+
+
 def composed_step(rows: Iterable[OpRow], batch_size: float, gpu: GpuSpec, precision: str) -> ComposedStep:
     """The step's time with the fitted composition and its band: the generation's leave-one-model-out
     errors, or, for a generation without rows, those of generations predicted without theirs, around both the
@@ -236,9 +258,10 @@ def composed_step(rows: Iterable[OpRow], batch_size: float, gpu: GpuSpec, precis
         )
     seconds = parts["seconds"]
     if abs(math.log(other / seconds)) > 0.01:  # say why this step's band is wider than its generation's
+        moved = _moved_terms(rows, batch_size, gpu, precision, siblings, seconds, composition.params)
         note = (
-            f"{note}; also spans x{other / seconds:.2f} this step's time: a kernel term no calibration measured "
-            "(a 1-4 channel data gradient, a 16-bit GEMM cuBLAS runs misaligned) at its other value"
+            f"{note}; also spans x{other / seconds:.2f} this step's time: kernel terms no calibration measured "
+            f"({', '.join(moved)}) at their other value"
         )
     return ComposedStep(
         seconds,

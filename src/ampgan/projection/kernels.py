@@ -6,7 +6,8 @@ op tables of a traced step all describe kernels this way:
     name,op,m,n,k,transpose_a,transpose_b,batch,c,h,w,out_channels,r,s,pad_h,pad_w,stride_h,stride_w
 
 op is gemm (cuBLAS's column-major call, as DeepBench names it: A is m x k, B k x n, transpose_a and
-transpose_b its op flags; an op table's row-major product becomes that call in step_model.kernel_of) or
+transpose_b its op flags; a row-major product, an op table's or the GPU sweep's, becomes that call by
+`cublas_call`) or
 conv_fwd | conv_bwd_data | conv_bwd_weight (input batch x c x h x w, filter out_channels x c x r x s: r its
 height). Every kernel is also an implicit GEMM (M x N x K), the
 form cuBLAS and cuDNN tile onto the GPU's multiprocessors: that is where its efficiency comes from.
@@ -29,6 +30,13 @@ GEMM_FLAGS = ("transpose_a", "transpose_b")
 CONV_FIELDS = ("batch", "c", "h", "w", "out_channels", "r", "s", "pad_h", "pad_w", "stride_h", "stride_w")
 COLUMNS = ("name", "op", *GEMM_FIELDS, *GEMM_FLAGS, *CONV_FIELDS)
 CALIBRATION_COLUMNS = (*COLUMNS, "precision", "ms")  # a measured table: each kernel's precision and time
+
+
+def cublas_call(m: int, n: int, k: int, transpose_a: bool, transpose_b: bool) -> dict:
+    """A row-major product C (m x n) = op(A) op(B) (transpose_x: X stored column-major) as the call column-major
+    cuBLAS gets, C^T = B^T A^T: m and n, A and B swapped. The one convention of a GEMM row (DeepBench's), for
+    a traced step (step_model.kernel_of) and the GPU sweep's table (calibration/step_kernels.py) alike."""
+    return {"m": n, "n": m, "k": k, "transpose_a": int(bool(transpose_b)), "transpose_b": int(bool(transpose_a))}
 
 
 @dataclass(frozen=True)

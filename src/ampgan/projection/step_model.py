@@ -42,7 +42,7 @@ from ampgan.projection.kernel_model import (
     peak_tflops,
     predict_seconds,
 )
-from ampgan.projection.kernels import GEMM, Kernel
+from ampgan.projection.kernels import GEMM, GEMM_FLAGS, Kernel, cublas_call
 from ampgan.projection.step_band import band_class, composition_factor
 from ampgan.system.gpus import GpuSpec
 
@@ -61,10 +61,8 @@ def kernel_precision(precision: str, kernel: Kernel) -> str:
 
 def kernel_of(kind: str, dims: tuple[int, ...], name: str) -> Kernel:
     if kind == GEMM:
-        # The trace's product is row-major, C (m x n) = A B; cuBLAS (column-major) computes C^T = B^T A^T, so
-        # the call it gets, and that the calibration's GEMMs (DeepBench's) name, has m and n, A and B swapped.
-        m, n, k, ta, tb = dims
-        return Kernel(name, kind, m=n, n=m, k=k, transpose_a=bool(tb), transpose_b=bool(ta))
+        call = cublas_call(*dims)  # the trace's product is row-major; a GEMM row is cuBLAS's call
+        return Kernel(name, kind, **{f: bool(v) if f in GEMM_FLAGS else v for f, v in call.items()})
     fields = ("batch", "c", "h", "w", "out_channels", "r", "s", "pad_h", "pad_w", "stride_h", "stride_w")
     return Kernel(name, kind, **dict(zip(fields, dims)))
 
