@@ -18,18 +18,15 @@ process: a rank abandoning a step inside a collective would leave the others wai
 
 from __future__ import annotations
 
-import signal
-import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 import torch
 
 from ampgan.bench.results import ConfigResult
 from ampgan.bench.spec import BenchSpec
+from ampgan.speed.step_timer import CallTooLong, abandoned_after
 from ampgan.system import cpu_tuning
-from ampgan.training.distributed import any_rank, world
+from ampgan.training.distributed import any_rank
 
 # The decisions before measuring (precisions, memory format) may take this share of the budget: one whose
 # answer is not cached and whose time cap does not fit takes its default and says so (speed/plan.py).
@@ -48,32 +45,6 @@ BETTER_AT_LARGER_BATCHES = 2.0
 def budget_s(spec: BenchSpec) -> float:
     """What the bench was asked to spend measuring: --max-seconds per batch size."""
     return spec.max_seconds * len(spec.batch_sizes)
-
-
-class CallTooLong(BaseException):
-    """Raised inside the abandoned call. A BaseException, as KeyboardInterrupt is, so that no `except
-    Exception` on the way (the step's one-line error for the user's code) takes it for the model's failure."""
-
-
-@contextmanager
-def abandoned_after(seconds: float | None) -> Iterator[None]:
-    """CallTooLong inside the block once `seconds` have passed (None, or where no alarm can stop it, off the main
-    thread or under torchrun: the block runs to its end)."""
-    alarm = hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
-    if seconds is None or seconds <= 0 or not alarm or world().distributed:
-        yield
-        return
-
-    def expire(signum, frame):
-        raise CallTooLong()
-
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 def warm_up(spec: BenchSpec, contender, stop_check=lambda: None, after_first=lambda: None, allowance=None) -> None:

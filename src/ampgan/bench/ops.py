@@ -37,8 +37,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 from torch.utils.flop_counter import flop_registry
 
-from ampgan.bench.deadline import CallTooLong, abandoned_after
 from ampgan.errors import AmpganError
+from ampgan.speed.step_timer import CallTooLong, abandoned_after
 from ampgan.training.step import train_step
 
 FORMAT = "ampgan-ops/1"

@@ -4,10 +4,11 @@ decision of speed/ab.py, shared with the memory format and compilation).
 The rule: a mode is *useful* when its real training step (the run's model, batch size and
 compile setting) is faster than fp32's beyond the measurement's uncertainty, that is when the
 95% interval of its speedup (the spread between runs included) lies above the minimum effect,
-1.02 (speed/intervals.py). It is *slower* when the interval lies below 1 (or
-when one of its steps took more than 5x fp32's, see rounds.py), and otherwise there is *no clear
-difference* -- not useful either. The verdict is printed with its numbers, and cached per
-machine, torch version, model shape, batch size and precision (cache.py), so it is paid once.
+1.02 (speed/intervals.py). It is *slower* when the interval lies below 1 (or when its fastest step in
+two rounds took more than 5x fp32's, see rounds.py, or each of its warm-up steps 20x), and otherwise there is
+*no clear difference* -- not useful either. One timed step is never a verdict. The verdict is printed with
+its numbers, and cached per machine, torch version, model shape, batch size and precision (cache.py), so it
+is paid once.
 
 Who uses it: `bench` leaves out modes that are slower at its first batch size (a mode that only
 breaks even there may still gain at larger batches, which is what the bench charts); `compare`
@@ -30,14 +31,19 @@ from ampgan.speed.ab import outcome_of
 from ampgan.speed.cache import DecisionCache, StoredDecision, decision_key
 from ampgan.speed.intervals import SpeedupInterval
 from ampgan.speed.rounds import UNTIL_DECIDED, RoundsResult, StoppingRule, warmed_up_rounds
-from ampgan.speed.step_timer import StepTimer
+from ampgan.speed.step_timer import CallTooLong, StepTimer, abandoned_after, stoppable
+from ampgan.system import cpu_tuning
 from ampgan.system.hardware import detect_hardware
 
 DECISION_RULE = StoppingRule(min_rounds=3, max_seconds=30.0, until=UNTIL_DECIDED)
 WARMUP_STEPS = 2
-# A first (warm-up) step this many times slower than fp32's first is hopeless at once: one-off costs
-# (kernel selection, allocation) never make such a gap, and more such steps would cost minutes.
+# A candidate whose warm-up steps (both: one is never a verdict) each took this many times fp32's warm step is
+# hopeless: one-off costs (kernel selection, allocation) never make such a gap, and more such steps cost minutes.
 HOPELESS_FIRST_STEP = 20.0
+# fp16 on a CPU without AMX-FP16 has no fast kernels in PyTorch (system/hardware.py: they convert to fp32): its
+# warm step ran 13-17x fp32's on a Zen 4 (acgan b64, DCGAN 64 px b16) and 75x on an AMX Xeon. The low end
+# foresees its first step where a call cannot be stopped (under torchrun): one past the cap is not started.
+FP16_ON_CPU_SLOWDOWN = 10.0
 
 
 def candidate_modes(device_type: str, cuda_capability: tuple[int, int] | None = None) -> tuple[list[str], list[dict]]:
@@ -93,25 +99,11 @@ def duration_text(seconds: float | None) -> str:
 
 
 def decisions_from_rounds(
-    result: RoundsResult, batch_size: int, hopeless_at_warmup: dict[str, tuple[float, float]]
+    result: RoundsResult, batch_size: int, left_out_at_warmup: dict[str, tuple[Decision, bool]]
 ) -> dict[str, Decision]:
-    """The verdict of every candidate measured in `result` (pure: testable with injected rounds).
-    `hopeless_at_warmup`: candidate -> (its first step's seconds, fp32's first step's seconds)."""
-    hopeless = {
-        name: Decision(
-            name,
-            batch_size,
-            "slower",
-            fp32_first,
-            first,
-            None,
-            0,
-            measured_on=datetime.date.today().isoformat(),
-            note=f"first steps: more than {HOPELESS_FIRST_STEP:g}x slower, left out at once",
-        )
-        for name, (first, fp32_first) in hopeless_at_warmup.items()
-    }
-    return hopeless | {
+    """The verdict of every candidate measured in `result` (pure: testable with injected rounds), and of those
+    `left_out_at_warmup` (candidate -> (its decision, whether it may be cached))."""
+    return {name: decision for name, (decision, _) in left_out_at_warmup.items()} | {
         name: Decision.from_outcome(name, batch_size, outcome_of(result, name))
         for name in result.samples_s
         if name != result.baseline
@@ -127,7 +119,7 @@ def interval_text(interval: dict | None) -> str:
     )
 
 
-Measure = Callable[[list[str]], tuple[RoundsResult, dict[str, tuple[float, float]]]]
+Measure = Callable[[list[str]], tuple[RoundsResult, dict[str, tuple[float | None, float, str, bool]]]]
 
 
 def decide(
@@ -147,14 +139,22 @@ def decide(
             f"measuring {', '.join(missing)} against fp32 on the real training step at batch {batch_size} "
             "(once for this machine and model; the answer is cached) ..."
         )
-        result, hopeless = measure(missing)
-        measured = decisions_from_rounds(result, batch_size, hopeless)
+        result, at_warmup = measure(missing)
+        left_out = {
+            name: (_left_out(name, batch_size, step_s, fp32_s, note), kept)
+            for name, (step_s, fp32_s, note, kept) in at_warmup.items()
+        }
+        measured = decisions_from_rounds(result, batch_size, left_out)
         for name in missing:
             decisions[name] = measured[name]
             # Kept as speed/ab.py keeps every answer: not when the machine's load changed meanwhile, nor when it
-            # was crowded (a decision taken under load is the moment's, not the machine's).
-            if cache and result.machine_answer:
+            # was crowded (a decision taken under load is the moment's, not the machine's); one left out at its
+            # warm-up, only when the machine was not crowded then and more than a foresight decided it.
+            if cache and result.machine_answer and left_out.get(name, (None, True))[1]:
                 cache.put(decision_key(**key_parts, batch_size=batch_size, precision=name), measured[name].to_dict())
+        for name, (decision, kept) in left_out.items():
+            if not kept:
+                log(f"  ({name}: {decision.note}; taken under load or foreseen, not measured: not cached)")
         if result.load_changed:
             log("  (the machine's load changed during this measurement: the decision is not cached)")
         elif result.under_load:
@@ -207,24 +207,77 @@ def machine_key(device: torch.device, config, deciding: str = "") -> dict:
 
 
 def measure_with(
-    make_timer: Callable[[str], Callable[[], float]], rule: StoppingRule = DECISION_RULE, seed: int = 0
+    make_timer: Callable[[str], Callable[[], float]],
+    rule: StoppingRule = DECISION_RULE,
+    seed: int = 0,
+    slowdown: Callable[[str], float] = lambda name: 1.0,
 ) -> Measure:
-    """`measure` for decide(): fp32 and the candidates, one timer each (`make_timer(precision)`), a
-    first step (a candidate more than 20x slower than fp32 there is left out at once), the rest of
-    the warm-up, then interleaved rounds until decided (rounds.py)."""
+    """`measure` for decide(): fp32 and the candidates, one timer each (`make_timer(precision)`); fp32 warmed up,
+    then each candidate's warm-up (_warm_up_candidate: `slowdown(name)`, its known slowdown against fp32 here),
+    then interleaved rounds until decided (rounds.py). Returns the rounds and, for each candidate left out at its
+    warm-up, (its step's seconds or None, fp32's, why, whether it may be cached)."""
 
-    def measure(names: list[str]) -> tuple[RoundsResult, dict[str, tuple[float, float]]]:
+    def measure(names: list[str]):
         timers = {name: make_timer(name) for name in [BASELINE, *names]}
-        first = {name: timer() for name, timer in timers.items()}
-        hopeless = {
-            name: (first[name], first[BASELINE])
-            for name in names
-            if first[name] > HOPELESS_FIRST_STEP * first[BASELINE]
-        }
-        timers = {name: timer for name, timer in timers.items() if name not in hopeless}
-        return warmed_up_rounds(timers, BASELINE, rule, WARMUP_STEPS - 1, seed), hopeless
+        fp32_s = [timers[BASELINE]() for _ in range(WARMUP_STEPS)][-1]
+        left_out = {}
+        for name in names:
+            verdict = _warm_up_candidate(name, timers[name], fp32_s, slowdown(name), rule.max_seconds)
+            if verdict is not None:
+                left_out[name] = verdict
+        timers = {name: timer for name, timer in timers.items() if name not in left_out}
+        return warmed_up_rounds(timers, BASELINE, rule, 0, seed), left_out
 
     return measure
+
+
+def _warm_up_candidate(name: str, timer, fp32_s: float, slowdown: float, cap: float):
+    """None when `name` is warmed up and goes on to the rounds; else (its step's seconds or None, fp32's, why it
+    is left out, whether that may be cached). Each call is stopped at the decision's cap `cap` where it can be
+    (speed/step_timer.py); where it cannot, one foreseen past the cap (its last call's time, or fp32's warm step
+    times `slowdown`) is not started. Hopeless only on every warm-up step: one step is never a verdict."""
+    calls: list[float] = []
+    for _ in range(WARMUP_STEPS):
+        foreseen = calls[-1] if calls else fp32_s * slowdown
+        if foreseen > cap and not stoppable():
+            known = (
+                f"its last step took {calls[-1]:.3g} s"
+                if calls
+                else f"fp32's step took {fp32_s:.3g} s and {name} runs at least {slowdown:g}x slower on this CPU"
+            )
+            return (
+                calls[-1] if calls else None,
+                fp32_s,
+                f"not run: {known}, so a step would pass the {cap:g} s cap and cannot be stopped here",
+                False,
+            )
+        try:
+            with abandoned_after(cap):
+                calls.append(timer())
+        except CallTooLong:
+            return cap, fp32_s, f"a warm-up step ran past the {cap:g} s cap and was stopped", _quiet()
+    if min(calls) <= HOPELESS_FIRST_STEP * fp32_s:
+        return None
+    seen = " and ".join(f"{call:.3g} s" for call in calls)
+    return min(calls), fp32_s, f"warm-up steps {seen}: each more than {HOPELESS_FIRST_STEP:g}x fp32's", _quiet()
+
+
+def _quiet() -> bool:
+    """Whether no other process crowds our threads now: a verdict from warm-up steps is the machine's only then."""
+    return not cpu_tuning.oversubscribed(torch.get_num_threads(), cpu_tuning.cores(), cpu_tuning.others_running())
+
+
+def _left_out(name: str, batch_size: int, step_s: float | None, fp32_s: float, note: str) -> Decision:
+    return Decision(
+        name, batch_size, "slower", fp32_s, step_s, None, 0, measured_on=datetime.date.today().isoformat(), note=note
+    )
+
+
+def known_slowdown(device: torch.device, name: str) -> float:
+    """How many times fp32's step `name`'s is known to take at least on this device (1: nothing known)."""
+    if device.type != "cpu" or PRECISIONS[name].compute_dtype != torch.float16:
+        return 1.0
+    return 1.0 if "amx_fp16" in detect_hardware(device).cpu_flags else FP16_ON_CPU_SLOWDOWN
 
 
 def measure_on_training_step(config, dataset, device: torch.device) -> Measure:
@@ -239,6 +292,7 @@ def measure_on_training_step(config, dataset, device: torch.device) -> Measure:
             across_ranks=False,
         ),
         seed=config.seed,
+        slowdown=lambda name: known_slowdown(device, name),
     )
 
 

@@ -35,8 +35,9 @@ class StoppingRule:
     # seconds would describe one such state, not the machine. Measure at least this long.
     min_seconds: float = 0.0
     until: str = UNTIL_SETTLED
-    # A candidate whose median step so far is this many times the baseline's is left out at once (after
-    # one round, that round): no shared machine's noise makes such a gap, and its steps would eat the cap.
+    # A candidate whose fastest step in two rounds or more is this many times the baseline's median is left
+    # out: its steps would eat the cap. Never on one round: one step of a bf16 that races fp32 at 1.4x took
+    # 6.9x fp32's on a loaded 2-core Zen 4 (41 ms against 6 ms), a neighbour's burst or a first call's cost.
     hopeless_factor: float = 5.0
     # The spread between runs that every interval carries (speed/intervals.py; speed/history.py learns it).
     between_run_sd: float = BETWEEN_RUN_SD
@@ -134,6 +135,7 @@ _SUMMARY = (
 # ties, and rounds that never settle a tie would otherwise run to the rule's cap every time.
 TIE_MAX_ROUNDS = 60
 TIE_MIN_SECONDS = 2.0
+HOPELESS_CONFIRMED_BY = 2  # rounds before a candidate may be left out as hopeless: one step is never a verdict
 CROWDED_SHARE = 4  # rounds under load, one in this many or more: the result is the moment's, not the machine's
 
 
@@ -231,14 +233,13 @@ def _attempt(timers, baseline, rule, seed, stop_check, budget, load_probe, spent
         stop_check()
         baseline_s = np.median(result.samples_s[baseline])
         for name in [name for name in active if name != baseline]:
-            # Medians over the rounds so far: after one round the round itself, later robust to one
-            # step that a neighbour's burst slowed 5x (seen: 1.69 s against 0.26 s after 46 good rounds).
-            candidate_s = np.median(result.samples_s[name])
-            if candidate_s > rule.hopeless_factor * baseline_s:
+            # Its fastest step, two at least: load slows a step, never speeds one, so one step that a neighbour's
+            # burst slowed 5x (seen: 1.69 s against 0.26 s after 46 good rounds) never leaves a candidate out.
+            samples = result.samples_s[name]
+            if len(samples) >= HOPELESS_CONFIRMED_BY and min(samples) > rule.hopeless_factor * baseline_s:
                 result.hopeless[name] = (
-                    f"its median step took {candidate_s:.3g} s against {baseline}'s "
-                    f"{baseline_s:.3g} s over {len(result.samples_s[name])} round(s): more "
-                    f"than {rule.hopeless_factor:g}x slower"
+                    f"its fastest of {len(samples)} steps took {min(samples):.3g} s against {baseline}'s median "
+                    f"{baseline_s:.3g} s: more than {rule.hopeless_factor:g}x slower"
                 )
                 active.remove(name)
         _update_intervals(result, rule.between_run_sd)

@@ -8,7 +8,11 @@ is the slowest rank's, the one that bounds the wall clock, and every rank's is k
 
 from __future__ import annotations
 
+import signal
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import torch
 
@@ -103,3 +107,35 @@ class StepTimer:
 
     def skipped_steps(self) -> int:
         return int(sum(flag.item() for flag in self.skipped))
+
+
+class CallTooLong(BaseException):
+    """Raised inside the abandoned call. A BaseException, as KeyboardInterrupt is, so that no `except
+    Exception` on the way (the step's one-line error for the user's code) takes it for the model's failure."""
+
+
+def stoppable() -> bool:
+    """Whether a step's call can be stopped midway here: by an alarm, in the main thread of a single process (a
+    rank abandoning a step inside a collective would leave the others waiting)."""
+    main_thread = threading.current_thread() is threading.main_thread()
+    return hasattr(signal, "setitimer") and main_thread and not world().distributed
+
+
+@contextmanager
+def abandoned_after(seconds: float | None) -> Iterator[None]:
+    """CallTooLong inside the block once `seconds` have passed (None, or where no alarm can stop it, off the main
+    thread or under torchrun: the block runs to its end)."""
+    if seconds is None or seconds <= 0 or not stoppable():
+        yield
+        return
+
+    def expire(signum, frame):
+        raise CallTooLong()
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
