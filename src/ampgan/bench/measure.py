@@ -26,6 +26,7 @@ from ampgan.speed.history import SpeedupHistory
 from ampgan.speed.intervals import BETWEEN_RUN_SD
 from ampgan.speed.rounds import UNTIL_SETTLED, RoundsResult, StoppingRule, measure_rounds
 from ampgan.speed.step_timer import StepTimer
+from ampgan.system.cpu_tuning import others_running
 from ampgan.system.memory import is_out_of_memory
 from ampgan.training.distributed import any_rank, gather_objects, leave_without_peers, world
 from ampgan.training.out_of_memory import out_of_memory_error, release_memory
@@ -263,13 +264,18 @@ def _time_interleaved(
     )
     samplers = {c.result.precision: functools.partial(c.sample, twins.get(id(c))) for c in contenders}
     # The cap bounds the calls' whole cycles; the samples are one step's mean (speed/step_timer.py).
+    spent = lambda: sum(c.spent_s for c in contenders)  # noqa: E731
+    load_probe = None  # measure_rounds reads the machine's load itself
+    if world().distributed:
+        # Every rank must stop at the same round and re-measure alike (a rank that stopped while another went on
+        # left it waiting in DDP's collective: 'Application timeout caused pair closure' under load): the cap's
+        # clock and the load the rounds judge are rank 0's, on every rank. The samples already agree (each is
+        # the slowest rank's step).
+        own_spent = spent
+        spent = lambda: gather_objects(own_spent())[0]  # noqa: E731
+        load_probe = lambda: gather_objects(others_running())[0]  # noqa: E731
     rounds = measure_rounds(
-        samplers,
-        baseline,
-        rule,
-        seed=spec.seed,
-        stop_check=stop_check,
-        spent=lambda: sum(c.spent_s for c in contenders),
+        samplers, baseline, rule, seed=spec.seed, stop_check=stop_check, spent=spent, load_probe=load_probe
     )
     rounds.between_run_source = learned[1]
     if world().is_main and rounds.machine_answer:  # a crowded moment's spread is not this machine's

@@ -75,7 +75,7 @@ def _temporary_beside(path: Path) -> tuple[int, str]:
     ordinary open() gives, so a report can be served or shared. Its name is the same at every write of `path`,
     so the manifest records it once, not a line more per rewrite. Anything already at that name (one left by a
     write killed midway, another writer's in flight, someone else's file) is left alone: a name is drawn."""
-    temp = path.parent / f".{path.name}.ampgan.tmp"
+    temp = path.parent / f".{path.name}.writing.tmp"
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
     try:
         return os.open(temp, flags, 0o666), str(temp)

@@ -82,7 +82,7 @@ POSITIVE = Between(math.ulp(0.0), math.inf, says="a number above 0")
 # as a ValueError traceback.
 # Bounded: a count beyond int64 or a batch beyond 2**31 is no run's, and a figure or tensor shape it reached
 # overflowed (a 400-digit batch size ended bench --from in matplotlib's OverflowError).
-COUNT = Between(0, 2**63 - 1, whole=True, says="a whole number from 0 to 2**63 - 1")
+COUNT = Between(0, 2**63 - 1, whole=True, says="a whole number of at least 0")  # int64: no count is beyond it
 BATCH_SIZE = Between(1, 2**31, whole=True, says="a whole number from 1 to 2**31")  # a number of processes too
 
 
