@@ -77,13 +77,18 @@ def _memory_format_makes_no_difference(request, monkeypatch):
 def _steps_not_traced_for_projection(request, monkeypatch):
     """A bench traces its step's operations in three precisions for `ampgan project` (a few seconds
     even for a tiny model); tests that do not project skip it. tests/test_projection.py traces for real."""
-    if "real_op_trace" in request.keywords:
-        return
+    # Every module that binds trace_op_tables by name is imported before any patch: one first imported while a
+    # test's patch was on would keep the stand-in for good, and a later real_op_trace test would project nothing
+    # (test_compare under `-m "not slow"`).
     import ampgan.bench.harness as harness
     import ampgan.bench.op_tables as op_tables
+    import ampgan.projection.tables as tables
+    import ampgan.study.project as project
 
-    monkeypatch.setattr(harness, "trace_op_tables", untraced_op_tables)  # a bench's
-    monkeypatch.setattr(op_tables, "trace_op_tables", untraced_op_tables)  # a study's projection without a bench
+    if "real_op_trace" in request.keywords:
+        return
+    for module in (harness, op_tables, tables, project):  # a bench's; a study's projection without a bench
+        monkeypatch.setattr(module, "trace_op_tables", untraced_op_tables)
 
 
 @pytest.fixture(autouse=True)
