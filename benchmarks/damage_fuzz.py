@@ -39,42 +39,11 @@ from pathlib import Path
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 TESTS = Path(__file__).resolve().parents[1] / "tests"
 sys.path.insert(0, str(TESTS))
+from fixtures import ORIGINALS_STUDY as STUDY  # noqa: E402 - the suite's originals, made the same way
+from fixtures import ORIGINALS_TINY as TINY  # noqa: E402
+
 from ampgan.precisions import BF16, NAMES  # noqa: E402 - after the thread count, which torch reads once
 
-TINY = [
-    "--dataset",
-    "synthetic",
-    "--width",
-    "8",
-    "--set",
-    "model.z_dim=16",
-    "--batch-size",
-    "8",
-    "--device",
-    "cpu",
-    "--quiet",
-    "--no-channels-last",
-    "--no-compile",
-]
-STUDY = [
-    *TINY,
-    "--precisions",
-    "fp32,bf16",
-    "--seeds",
-    "1",
-    "--set",
-    "compare.eval_points=2",
-    "--set",
-    "compare.eval_samples=20",
-    "--set",
-    "compare.bench.batch_sizes=8",
-    "--set",
-    "compare.bench.min_seconds=0.2",
-    "--set",
-    "compare.bench.max_seconds=0.6",
-    "--set",
-    "logging.log_every=2",
-]
 BENCH = [
     *TINY[:6],
     "--device",

@@ -17,6 +17,7 @@ from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
+from fixtures import ORIGINALS_STUDY, ORIGINALS_TINY  # noqa: E402, F401 - ORIGINALS_TINY: test_damaged_files imports it here
 from stand_ins import brief_evaluator_training, untraced_op_tables  # noqa: E402
 
 from ampgan.cli import main
@@ -331,24 +332,6 @@ def pytest_collection_modifyitems(config, items):
     items.sort(key=lambda item: -slow[item.path] / total[item.path])
 
 
-# The run and the study `originals` makes: tiny, on synthetic data, in eager NCHW (no decision to time).
-ORIGINALS_TINY = [
-    "--dataset",
-    "synthetic",
-    "--width",
-    "8",
-    "--set",
-    "model.z_dim=16",
-    "--batch-size",
-    "8",
-    "--device",
-    "cpu",
-    "--quiet",
-    "--no-channels-last",
-    "--no-compile",
-]
-
-
 @pytest.fixture(scope="session")
 def originals(tmp_path_factory):
     """A run folder and a finished comparison, made once per session; each test damages or links out a
@@ -362,28 +345,5 @@ def originals(tmp_path_factory):
             assert exit_.code in (0, None)
 
     call("train", *ORIGINALS_TINY, "--steps", "4", "--set", "logging.log_every=2", "--out", str(root / "run"))
-    call(
-        "compare",
-        *ORIGINALS_TINY,
-        "--steps",
-        "4",
-        "--precisions",
-        "fp32,bf16",
-        "--seeds",
-        "1",
-        "--set",
-        "compare.eval_points=2",
-        "--set",
-        "compare.eval_samples=20",
-        "--set",
-        "compare.bench.batch_sizes=8",
-        "--set",
-        "compare.bench.min_seconds=0.2",
-        "--set",
-        "compare.bench.max_seconds=0.6",
-        "--set",
-        "logging.log_every=2",
-        "--out",
-        str(root / "study"),
-    )
+    call("compare", *ORIGINALS_STUDY, "--steps", "4", "--out", str(root / "study"))
     return root

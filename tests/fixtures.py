@@ -11,6 +11,43 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
+# The run and the study the session's `originals` are made with (conftest.py), and the damage fuzzer's
+# (benchmarks/damage_fuzz.py): tiny, on synthetic data, in eager NCHW (no decision to time).
+ORIGINALS_TINY = [
+    "--dataset",
+    "synthetic",
+    "--width",
+    "8",
+    "--set",
+    "model.z_dim=16",
+    "--batch-size",
+    "8",
+    "--device",
+    "cpu",
+    "--quiet",
+    "--no-channels-last",
+    "--no-compile",
+]
+ORIGINALS_STUDY = [
+    *ORIGINALS_TINY,
+    "--precisions",
+    "fp32,bf16",
+    "--seeds",
+    "1",
+    "--set",
+    "compare.eval_points=2",
+    "--set",
+    "compare.eval_samples=20",
+    "--set",
+    "compare.bench.batch_sizes=8",
+    "--set",
+    "compare.bench.min_seconds=0.2",
+    "--set",
+    "compare.bench.max_seconds=0.6",
+    "--set",
+    "logging.log_every=2",
+]
+
 CIFAR_CLASSES = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
 
 
