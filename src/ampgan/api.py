@@ -65,7 +65,7 @@ def _recompile_limits(values: dict | None = None) -> dict:
     return values
 
 
-def _leaves_torch_as_found(command: Callable) -> Callable:
+def _leaves_the_process_as_found(command: Callable) -> Callable:
     """What the commands set for the whole process, put back as the caller had it after the call: in a notebook
     it would outlive the call. The thread count (fitted to this moment's load, speed/threads.py: 2 threads
     became 1 for the cells after), the backend switches (a run sets strict FP32 matrix products, and cuDNN's
@@ -96,7 +96,7 @@ def _leaves_torch_as_found(command: Callable) -> Callable:
     return call
 
 
-@_leaves_torch_as_found
+@_leaves_the_process_as_found
 def compare(
     model: str | Callable = "acgan",
     out: str | Path | None = None,
@@ -153,7 +153,7 @@ class Trained:
     config: TrainConfig = field(repr=False)  # as the run's config.json records it (memory format, compile chosen)
 
 
-@_leaves_torch_as_found
+@_leaves_the_process_as_found
 def train(
     model: str | Callable = "acgan",
     out: str | Path | None = None,
@@ -208,7 +208,7 @@ class Benched:
         return next((s for s in self.speedups if s["precision"] == precision and s["batch_size"] == batch_size), None)
 
 
-@_leaves_torch_as_found
+@_leaves_the_process_as_found
 def bench(
     model: str | Callable = "acgan",
     out: str | Path | None = None,
