@@ -638,8 +638,8 @@ def test_a_single_process_twin_out_of_memory_is_an_oom_row_on_every_rank(monkeyp
             raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
         return real_timer(config, dataset, device, data_parallel, batch, across_ranks)
 
-    # Rank 1's answers, in the order the harness asks: its fp32 twin (out of memory when it is the failing
-    # rank), its bf16 twin, the speedup history's spread.
+    # Rank 1's answers, in the order the twins ask: its fp32 twin (out of memory when it is the failing rank), its
+    # bf16 twin. (What the rounds take from rank 0, rank_zeros, is this process's own value here.)
     answers = iter([("oom", "CUDA out of memory. Tried to allocate 3.00 GiB") if failing_rank == 1 else None])
     gathered = []
 
@@ -649,7 +649,7 @@ def test_a_single_process_twin_out_of_memory_is_an_oom_row_on_every_rank(monkeyp
 
     for module in (measure, twin):
         monkeypatch.setattr(module, "StepTimer", timer)
-        monkeypatch.setattr(module, "gather_objects", gather)
+    monkeypatch.setattr(twin, "gather_objects", gather)
     for module in (bench_module, measure, twin):
         monkeypatch.setattr(module, "world", lambda: World(rank=0, size=2, local_rank=0, local_size=2))
     monkeypatch.setattr(measure, "agreed_local_trial", lambda *args: None)  # the trial step: its own test

@@ -120,8 +120,26 @@ def test_a_two_process_checkpoint_resumes_in_one_process_and_back(two_process_ru
     assert [r["at_step"] for r in json.loads((run / "config.json").read_text())["resumed"]] == [6, 10]
 
 
+# Rank 1's clock, as the bench's budget reads it, runs ten times fast: each rank's own clock differs (load,
+# counting, a slower core), and a rank whose allowance ran out alone stopped warming up or measuring while the
+# other stepped on into DDP's collective, both waiting there until killed (CI: 240 s). Every budget decision
+# must be taken on rank 0's clock.
+SKEWED_CLOCK = """
+import os, sys, time, types
+import ampgan.bench.deadline, ampgan.bench.measure
+from ampgan.cli import main
+if os.environ["RANK"] == "1":
+    start = time.perf_counter()
+    fast = types.SimpleNamespace(perf_counter=lambda: start + 10 * (time.perf_counter() - start))
+    ampgan.bench.deadline.time = ampgan.bench.measure.time = fast
+main(sys.argv[1:])
+"""
+
+
 def test_bench_under_two_processes_reports_per_rank_times_max_and_efficiency(tmp_path):
     out = tmp_path / "bench"
+    script = tmp_path / "skewed_clock.py"
+    script.write_text(SKEWED_CLOCK)
     result = torchrun(
         "bench",
         "--batch-sizes",
@@ -145,6 +163,8 @@ def test_bench_under_two_processes_reports_per_rank_times_max_and_efficiency(tmp
         "--no-channels-last",
         "--out",
         str(out),
+        script=script,
+        timeout=120,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.count("results:") == 1  # rank 0 alone reports

@@ -26,7 +26,7 @@ from ampgan.bench.results import ConfigResult
 from ampgan.bench.spec import BenchSpec
 from ampgan.speed.step_timer import CallTooLong, abandoned_after
 from ampgan.system import cpu_tuning
-from ampgan.training.distributed import any_rank
+from ampgan.training.distributed import any_rank, rank_zeros
 
 # The decisions before measuring (precisions, memory format) may take this share of the budget: one whose
 # answer is not cached and whose time cap does not fit takes its default and says so (speed/plan.py).
@@ -75,15 +75,21 @@ def warm_up(spec: BenchSpec, contender, stop_check=lambda: None, after_first=lam
         try:
             with abandoned_after(limit):
                 elapsed = contender.timed_step()  # per step, averaged over the cycle's kinds of step
-        except CallTooLong:
+        except BaseException as error:
+            if allowance is not None and not compiling:  # this rank's own clock: a failed call agrees nothing
+                allowance["left"] -= time.perf_counter() - started
+            if not isinstance(error, CallTooLong):  # (an alarm's: never under torchrun)
+                raise
             _abandoned(spec, contender, limit)  # an alarm was set: limit is a number
             return
-        finally:
-            if allowance is not None and not compiling:
-                allowance["left"] -= time.perf_counter() - started
         # What one measurement really costs: a call runs one step of each kind in the cycle (a lazy penalty's
         # too), so a model with lazy updates spends several steps' time per call, not one.
         call_s = time.perf_counter() - started
+        if allowance is not None and not compiling:
+            # Rank 0's clock on every rank: a rank whose allowance ran out alone would stop warming up while the
+            # others stepped on into DDP's collective, waiting there for ever. (Not on a failed call: its rank
+            # leaves the job alone, bench/measure.py.)
+            allowance["left"] -= rank_zeros(call_s)
         result.warmup_s.append(elapsed)
         result.warmup_call_s.append(call_s)
         if index == 0:
@@ -128,7 +134,9 @@ def _fits(spec: BenchSpec, result: ConfigResult, index: int, elapsed: float, cal
 def _mark_if_crowded(result: ConfigResult) -> None:
     """A too_slow verdict taken while other processes crowd the cores says so, and is the moment's answer only
     (no larger batch size is foreseen too slow from it)."""
-    threads, machine_cores, others = torch.get_num_threads(), cpu_tuning.cores(), cpu_tuning.others_running()
+    # Rank 0's load on every rank: whether a precision is foreseen too slow later must be alike on every rank.
+    others = rank_zeros(cpu_tuning.others_running())
+    threads, machine_cores = torch.get_num_threads(), cpu_tuning.cores()
     if cpu_tuning.oversubscribed(threads, machine_cores, others):
         result.under_load = cpu_tuning.load_text(others, threads, machine_cores)
         result.reason += f" (measured under load: {result.under_load}; a rerun on free cores may fit)"

@@ -28,7 +28,7 @@ from ampgan.speed.rounds import UNTIL_SETTLED, RoundsResult, StoppingRule, measu
 from ampgan.speed.step_timer import StepTimer
 from ampgan.system.cpu_tuning import others_running
 from ampgan.system.memory import is_out_of_memory
-from ampgan.training.distributed import any_rank, gather_objects, leave_without_peers, world
+from ampgan.training.distributed import any_rank, leave_without_peers, rank_zeros, world
 from ampgan.training.out_of_memory import out_of_memory_error, release_memory
 from ampgan.training.step import train_step
 
@@ -134,7 +134,8 @@ def measure_batch_size(
             (contenders if isinstance(ready, Contender) else finished).append(ready)
         else:
             finished.append(refused)
-    left = allowance["left"] - allowance["counting"]
+    # Rank 0's clock for every rank (they must time the same rounds): counting's seconds are each rank's own.
+    left = rank_zeros(allowance["left"] - allowance["counting"])
     _say_when_two_rounds_cannot_fit(spec, batch_size, contenders, left, log)
     rounds = _time_interleaved(spec, contenders, stop_check, seconds=left)
     finished += [c.finish() for c in contenders]
@@ -249,8 +250,7 @@ def _time_interleaved(
         if c.result.precision != baseline
     }
     learned = max((history.between_run_sd(key) for key in keys.values()), default=(BETWEEN_RUN_SD, "default"))
-    if world().distributed:  # rank 0's history for every rank: the ranks must stop at the same round
-        learned = gather_objects(learned)[0]
+    learned = rank_zeros(learned)  # rank 0's history for every rank: the ranks must stop at the same round
     # Under DDP each sample is two steps: the data-parallel one the rounds count, then the same step alone
     # on every rank (its local twin, for the scaling efficiency). The measured steps get half the seconds,
     # so that the two together keep to --max-seconds.
@@ -272,8 +272,8 @@ def _time_interleaved(
         # clock and the load the rounds judge are rank 0's, on every rank. The samples already agree (each is
         # the slowest rank's step).
         own_spent = spent
-        spent = lambda: gather_objects(own_spent())[0]  # noqa: E731
-        load_probe = lambda: gather_objects(others_running())[0]  # noqa: E731
+        spent = lambda: rank_zeros(own_spent())  # noqa: E731
+        load_probe = lambda: rank_zeros(others_running())  # noqa: E731
     rounds = measure_rounds(
         samplers, baseline, rule, seed=spec.seed, stop_check=stop_check, spent=spent, load_probe=load_probe
     )

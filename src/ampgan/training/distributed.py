@@ -191,6 +191,12 @@ def gather_objects(value):
     return gathered
 
 
+def rank_zeros(value):
+    """Rank 0's `value` on every rank: for what a rank reads from its own clock or machine (seconds spent, the
+    load) where it decides a branch with collectives inside, which every rank must take alike."""
+    return gather_objects(value)[0]
+
+
 def refuse_unless_ranks_agree(record: dict) -> None:
     """One line on every rank when a rank runs other settings or data than rank 0: ranks started by hand with
     other flags, a config file edited between launches or another data folder would otherwise train apart
