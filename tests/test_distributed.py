@@ -1,5 +1,6 @@
 """Data parallelism with torchrun: CPU, gloo, 2 processes, a small model."""
 
+import contextlib
 import json
 import os
 import shutil
@@ -8,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -44,9 +46,45 @@ TINY = [
 def torchrun(*args, timeout=240, script=None):
     target = [str(script)] if script else ["-m", "ampgan"]
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2", *target, *args]
-    return subprocess.run(
-        command, capture_output=True, text=True, timeout=timeout, env=os.environ | {"PYTHONUNBUFFERED": "1"}
-    )
+    with subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=os.environ | {"PYTHONUNBUFFERED": "1"},
+    ) as launch:
+        try:
+            stdout, stderr = launch.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            # The ranks run in sessions of their own: killing the launcher alone left both waiting in a collective
+            # (and holding its pipes) for the rest of the suite. SIGTERM is torchrun's to pass on to them.
+            launch.terminate()
+            try:
+                stdout, stderr = launch.communicate(timeout=60)
+            except subprocess.TimeoutExpired:
+                for pid in _descendants(launch.pid):
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGKILL)
+                launch.kill()
+                stdout, stderr = launch.communicate()
+            pytest.fail(f"torchrun {' '.join(args[:1])} ran past {timeout} s; its last output:\n{stderr[-3000:]}")
+    return subprocess.CompletedProcess(command, launch.returncode, stdout, stderr)
+
+
+def _descendants(pid: int) -> list[int]:
+    parents = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:  # gone meanwhile
+            continue
+        parents.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, queue = [], [pid]
+    while queue:
+        children = parents.get(queue.pop(), [])
+        found += children
+        queue += children
+    return found
 
 
 def test_shards_are_disjoint_and_cover_each_epoch():
