@@ -11,23 +11,12 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
+# A tiny run on synthetic data, as the CLI's tests start one.
+TINY_RUN = ["--dataset", "synthetic", "--width", "8", "--set", "model.z_dim=16", "--batch-size", "8", "--device", "cpu"]
+TINY_RUN += ["--quiet"]
 # The run and the study the session's `originals` are made with (conftest.py), and the damage fuzzer's
 # (benchmarks/damage_fuzz.py): tiny, on synthetic data, in eager NCHW (no decision to time).
-ORIGINALS_TINY = [
-    "--dataset",
-    "synthetic",
-    "--width",
-    "8",
-    "--set",
-    "model.z_dim=16",
-    "--batch-size",
-    "8",
-    "--device",
-    "cpu",
-    "--quiet",
-    "--no-channels-last",
-    "--no-compile",
-]
+ORIGINALS_TINY = [*TINY_RUN, "--no-channels-last", "--no-compile"]
 ORIGINALS_STUDY = [
     *ORIGINALS_TINY,
     "--precisions",

@@ -7,20 +7,9 @@ import sys
 import pytest
 import torch
 from conftest import run_cli, tiny_state
+from fixtures import TINY_RUN
 
-TINY = [
-    "--dataset",
-    "synthetic",
-    "--width",
-    "8",
-    "--set",
-    "model.z_dim=16",
-    "--batch-size",
-    "8",
-    "--device",
-    "cpu",
-    "--quiet",
-]
+TINY = TINY_RUN
 
 
 def test_train_writes_a_complete_run_folder(tmp_path, capsys):

@@ -9,6 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from fixtures import ORIGINALS_TINY
 
 from ampgan.cost.catalog import load_catalog
 from ampgan.errors import AmpganError
@@ -207,25 +208,7 @@ def test_each_rank_restores_its_own_rngs_and_another_world_takes_rank_0s():
     assert saved_rngs_for(older, 1, 2) is rngs[0]
 
 
-RESUME_TINY = [
-    "--dataset",
-    "synthetic",
-    "--width",
-    "8",
-    "--set",
-    "model.z_dim=16",
-    "--batch-size",
-    "8",
-    "--device",
-    "cpu",
-    "--quiet",
-    "--set",
-    "logging.log_every=2",
-    "--set",
-    "logging.sample_every=1000",
-    "--no-compile",
-    "--no-channels-last",
-]
+RESUME_TINY = [*ORIGINALS_TINY, "--set", "logging.log_every=2", "--set", "logging.sample_every=1000"]
 
 
 def test_a_run_saved_on_a_gpu_resumes_on_the_cpu_and_says_what_it_reseeded(tmp_path, capsys):

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 from conftest import run_cli
+from fixtures import ORIGINALS_TINY
 
 from ampgan.data.batches import BatchStream
 from ampgan.data.synthetic import make_synthetic
@@ -22,25 +23,7 @@ from ampgan.data.synthetic import make_synthetic
 pytestmark = pytest.mark.slow
 
 # Subprocesses do not get conftest's injected memory-format tie: they name the format (no timing).
-TINY = [
-    "--dataset",
-    "synthetic",
-    "--width",
-    "8",
-    "--set",
-    "model.z_dim=16",
-    "--batch-size",
-    "8",
-    "--device",
-    "cpu",
-    "--quiet",
-    "--set",
-    "logging.log_every=2",
-    "--set",
-    "logging.sample_every=1000",
-    "--no-channels-last",
-    "--no-compile",
-]
+TINY = [*ORIGINALS_TINY, "--set", "logging.log_every=2", "--set", "logging.sample_every=1000"]
 
 
 def torchrun(*args, timeout=240, script=None):

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 from conftest import run_cli
-from fixtures import write_quickdraw
+from fixtures import TINY_RUN, write_quickdraw
 
 from ampgan.cost.catalog import load_catalog
 from ampgan.data import DataConfig, load_dataset
@@ -18,19 +18,7 @@ from ampgan.errors import AmpganError
 from ampgan.files.atomic import write_atomically
 from ampgan.runs.claim import LOCK, MARKER, claimed_folder
 
-TINY = [
-    "--dataset",
-    "synthetic",
-    "--width",
-    "8",
-    "--set",
-    "model.z_dim=16",
-    "--batch-size",
-    "8",
-    "--device",
-    "cpu",
-    "--quiet",
-]
+TINY = TINY_RUN
 
 
 def test_an_empty_or_enclosing_out_is_refused_and_nothing_is_deleted(tmp_path, capsys, monkeypatch):

@@ -11,25 +11,11 @@ import struct
 import pytest
 import torch
 from conftest import run_cli
-from fixtures import write_mnist, write_quickdraw
+from fixtures import ORIGINALS_TINY, write_mnist, write_quickdraw
 
 from ampgan.errors import AmpganError
 
-TINY = [
-    "--dataset",
-    "synthetic",
-    "--width",
-    "8",
-    "--set",
-    "model.z_dim=16",
-    "--batch-size",
-    "8",
-    "--device",
-    "cpu",
-    "--quiet",
-    "--no-channels-last",
-    "--no-compile",
-]
+TINY = ORIGINALS_TINY
 
 
 def test_a_dataset_without_training_images_is_refused_before_training(tmp_path, capsys):

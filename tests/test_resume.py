@@ -11,6 +11,7 @@ import time
 import pytest
 import torch
 from conftest import run_cli
+from fixtures import TINY_RUN
 
 from ampgan.config import config_from_options
 from ampgan.errors import AmpganError
@@ -19,23 +20,7 @@ from ampgan.runs.checkpoint import FORMAT_VERSION, latest_checkpoint, list_check
 from ampgan.training.faults import FaultRules, NumericFault
 from ampgan.training.loop import prepare_run, run_training
 
-TINY = [
-    "--dataset",
-    "synthetic",
-    "--width",
-    "8",
-    "--set",
-    "model.z_dim=16",
-    "--batch-size",
-    "8",
-    "--device",
-    "cpu",
-    "--quiet",
-    "--set",
-    "logging.log_every=2",
-    "--set",
-    "logging.sample_every=1000",
-]
+TINY = [*TINY_RUN, "--set", "logging.log_every=2", "--set", "logging.sample_every=1000"]
 
 
 def weights(run_dir, step):

@@ -19,41 +19,12 @@ from pathlib import Path
 import pytest
 import torch
 from conftest import own_decision_cache
+from fixtures import ORIGINALS_TINY
 
-STUDY = [
-    "compare",
-    "--dataset",
-    "synthetic",
-    "--width",
-    "8",
-    "--set",
-    "model.z_dim=16",
-    "--batch-size",
-    "8",
-    "--steps",
-    "8",
-    "--precisions",
-    "fp32,bf16",
-    "--seeds",
-    "1",
-    "--set",
-    "compare.eval_points=2",
-    "--set",
-    "compare.eval_samples=20",
-    "--set",
-    "compare.bench.batch_sizes=8",
-    "--set",
-    "compare.bench.min_seconds=0.3",
-    "--set",
-    "compare.bench.max_seconds=0.9",
-    "--no-channels-last",
-    "--no-compile",
-    "--device",
-    "cpu",
-    "--quiet",
-    "--set",
-    "logging.log_every=2",
-]
+STUDY = ["compare", *ORIGINALS_TINY, "--steps", "8", "--precisions", "fp32,bf16", "--seeds", "1"]
+STUDY += ["--set", "compare.eval_points=2", "--set", "compare.eval_samples=20", "--set", "compare.bench.batch_sizes=8"]
+STUDY += ["--set", "compare.bench.min_seconds=0.3", "--set", "compare.bench.max_seconds=0.9"]
+STUDY += ["--set", "logging.log_every=2"]
 
 SERVER = textwrap.dedent("""
     import json, os, signal, sys
