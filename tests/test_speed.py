@@ -500,3 +500,20 @@ def test_a_warm_up_step_past_the_cap_is_stopped_there(monkeypatch):
         False,
     )
     assert "fp16" not in result.samples_s
+
+
+def test_no_fp32_rounds_when_every_candidate_is_left_out_at_its_warm_up():
+    # fp16 and bf16 both hopeless at their warm-up steps (over 20x fp32's): the rounds that follow would time fp32
+    # alone (three of them, the decision's minimum) and decide nothing.
+    calls = []
+
+    def make_timer(name):
+        def timed():
+            calls.append(name)
+            return {"fp32": 0.2, "bf16": 6.0, "fp16": 18.0}[name]
+
+        return timed
+
+    decisions = decide(["bf16", "fp16"], 64, {"machine": "cpu"}, measure_with(make_timer), None)
+    assert all(d.verdict == "slower" and d.rounds == 0 for d in decisions.values())
+    assert calls.count("fp32") == 2  # its warm-up steps only
