@@ -818,6 +818,38 @@ def test_a_batch_sizes_rounds_keep_to_its_max_seconds_counting_whole_cycles(monk
     assert lines == []  # the two rounds fitted: nothing to say
 
 
+def test_a_speedup_that_is_no_answer_is_not_learned_as_the_spread_between_runs(monkeypatch):
+    """Every bench adds its speedups to the between-run history (speed/history.py), whose spread widens later
+    intervals: an estimate from rounds that settled nothing (a band wider than 2x) is that run's own noise."""
+    from types import SimpleNamespace
+
+    from ampgan.bench.deadline import TooSlowAhead
+    from ampgan.precisions import BF16, FP32
+    from ampgan.speed.intervals import answers
+    from ampgan.system import cpu_tuning
+
+    clock, recorded = SimpleNamespace(now=0.0), []
+    _cycle_contenders(monkeypatch, {FP32: 0.9, BF16: 0.6}, clock)
+    plain, swing = measure.Contender.timed_step, iter([4.0, 0.25] * 20)
+    monkeypatch.setattr(
+        measure.Contender,
+        "timed_step",
+        lambda self: plain(self) * (next(swing) if self.result.precision == BF16 else 1),
+    )
+    monkeypatch.setattr(cpu_tuning, "others_running", lambda: 0)  # a quiet machine: the answer would be kept
+    history = SimpleNamespace(
+        between_run_sd=lambda key: (0.015, "default"), record=lambda *entry: recorded.append(entry)
+    )
+    monkeypatch.setattr(measure, "SpeedupHistory", lambda: history)
+    spec = BenchSpec(warmup=2, steps=2, max_seconds=10.0)
+    _, rounds = measure.measure_batch_size(
+        spec, (FP32, BF16), 16, None, torch.device("cpu"), lambda: None, TooSlowAhead(), {}, lambda line: None
+    )
+    interval = rounds.intervals[BF16]
+    assert rounds.machine_answer and not answers(interval.low, interval.high)
+    assert recorded == []
+
+
 def test_a_bench_says_before_its_rounds_that_the_two_they_need_run_past_max_seconds(monkeypatch):
     from types import SimpleNamespace
 

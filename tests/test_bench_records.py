@@ -77,6 +77,9 @@ def test_a_result_whose_stats_hold_only_the_median_and_quartiles_still_reads(tmp
     [
         ({"estimate": 1.8423, "low": 1.79, "high": 1.904, "rounds": 14}, "1.84x [1.79-1.90]"),
         ({"median": 1.5, "rounds": 3}, "1.50x"),  # results written before intervals: the medians' ratio alone
+        # two rounds under load: a band that decides nothing and spans 9500x is no answer, said so
+        ({"estimate": 1.0, "low": 0.01, "high": 95.0, "rounds": 2, "settled": False}, "unsettled"),
+        ({"estimate": 0.42, "low": 0.26, "high": 0.70, "rounds": 13, "settled": False}, "0.42x [0.26-0.70]"),  # slower
     ],
 )
 def test_the_tables_speedup_cell_shows_the_interval_when_the_result_has_one(pair, cell):
@@ -86,6 +89,7 @@ def test_the_tables_speedup_cell_shows_the_interval_when_the_result_has_one(pair
     document["speedups"] = [{"batch_size": config["batch_size"], "precision": config["precision"]} | pair]
     row = table(document).splitlines()[1]
     assert f" {cell}  " in row or row.endswith(f" {cell}")
+    assert ("more time measuring, or fewer other processes running, would settle it" in row) == (cell == "unsettled")
 
 
 @dataclass(frozen=True)

@@ -122,10 +122,10 @@ def test_compare_writes_every_file(tiny_compare):
             assert {"precision", "recall", "coverage", "confusion", "per_class", "flags"} <= set(quality["final"])
             assert (run / "generator.safetensors").is_file()
             assert summary["per_seed"][str(seed)]["steps"] == 12  # the same budget for all
-        interval = summary["final_interval"]["evaluator_accuracy"]
-        assert interval["n"] == 2 and interval["low"] <= summary["final"]["evaluator_accuracy"] <= interval["high"]
+        interval = summary["final_interval"]["evaluator_accuracy"]  # two seeds: no meaningful interval
+        assert interval["n"] == 2 and interval["low"] is None and interval["high"] is None
     paired = document["seed_comparison"]["bf16"]["evaluator_accuracy"]
-    assert paired["n"] == 2 and set(paired["per_seed"]) == {"0", "1"}
+    assert paired["n"] == 2 and set(paired["per_seed"]) == {"0", "1"} and paired["beyond_seed_spread"] is None
     race = document["race"]  # the race's clock, and every run's pace on the wall clock against the bench's
     assert set(race["pace"]["bf16"]) == {"0", "1"}
     for precision in ("fp32", "bf16"):
@@ -137,7 +137,8 @@ def test_compare_writes_every_file(tiny_compare):
     assert document["floor"]["evaluator_accuracy"] >= 0.5 and document["cost"]["basis"]["label"]
     report = (out / "report.md").read_text()
     assert "## Verdict" in report and "real images (floor)" in report and "torch" in report
-    assert "Paired by seed" in report and "confusion matrix" in report and "per class" in report
+    assert "Two seeds give no meaningful 95% interval" in report
+    assert "confusion matrix" in report and "per class" in report
     html = (out / "report.html").read_text()
     assert html.count("data:image/png;base64,") >= 6 and "<table>" in html
 

@@ -321,3 +321,16 @@ def test_banded_cells_widen_their_columns_and_a_saving_says_what_it_comes_from(t
     assert written[64, "fp16"]["saving_from"] == "paired speedup 1.000x"
     assert written[2048, "fp16"]["saving_from"] == "the two costs" and written[2048, "fp32"]["saving_from"] == ""
     assert "so a saving need not equal the two costs' difference" in out
+
+
+def test_a_saving_from_a_speedup_that_is_no_answer_says_unsettled(tmp_path, capsys):
+    """Two rounds under load gave a speedup of 1.00x [0.01-95]: a saving of -9900% to +99%, printed as a result.
+    Such a band is no answer (wider than 2x, deciding nothing): the saving says it is unsettled instead."""
+    wide = {"batch_size": 64, "precision": "fp16", "baseline": "fp32", "estimate": 1.0, "low": 0.01, "high": 95.0}
+    (tmp_path / "results.json").write_text(json.dumps({**bench_results(), "speedups": [wide]}))
+    code, out, err = run_cli(capsys, "cost", str(tmp_path / "results.json"), "--price-per-hour", "1")
+    assert code == 0, err
+    rows = {(r["batch_size"], r["precision"]): r for r in json.loads((tmp_path / "cost.json").read_text())["rows"]}
+    assert "saving_percent_low" not in rows[64, "fp16"] and rows[64, "fp16"]["saving_unsettled"]
+    (line,) = [line for line in out.splitlines() if line.split()[:2] == ["64", "fp16"]]
+    assert line.endswith(" unsettled") and "%" not in line

@@ -203,6 +203,28 @@ def test_dynamic_scaling_names_each_loss_scaler_not_only_d(tmp_path):
     )
 
 
+def test_the_doctors_advice_says_which_modes_are_unsettled_and_what_would_settle_them():
+    """A doctor on a loaded machine printed bf16 at 0.84x (95% CI 0.40-1.74, 13 rounds) and 'use fp32 here', as if
+    bf16 were known no faster: its band is no answer (speed/intervals.py), and the advice says so."""
+    from ampgan.doctor.run import summary_lines
+
+    wide = {"estimate": 0.84, "low": 0.40, "high": 1.74, "rounds": 13}
+    slower = {"estimate": 0.42, "low": 0.26, "high": 0.70, "rounds": 13}
+    decisions = {
+        name: {"interval": interval, "description": f"{name}: ..."}
+        for name, interval in (("bf16", wide), ("fp16", slower))
+    }
+    report = {
+        "loss_scale": {},
+        "flags": {},
+        "dynamic_scaling": {},
+        "hardware": {"recommended_mode": "fp32", "batch_size": 8, "decisions": decisions},
+        "alignment": [],
+    }
+    (advice,) = [line for line in summary_lines(report) if line.startswith("use fp32 here")]
+    assert advice.endswith("; bf16 unsettled: run ampgan doctor again with fewer other processes running.")
+
+
 def test_the_gradient_figure_keeps_its_legend_and_notes_off_the_histograms(monkeypatch, tmp_path):
     """The legend sat inside the upper right, over the top of the scaled histogram, and the bf16 note at the
     top left, where a histogram of larger gradients rises: both now stay off the bars, wherever they lie."""

@@ -93,3 +93,73 @@ def test_the_speed_line_says_slower_when_the_bench_measured_slower():
     assert _speed_relation({"estimate": 0.90, "low": 0.89, "high": 0.91}) == "slower than fp32's"
     assert _speed_relation({"estimate": 1.02, "low": 0.97, "high": 1.08}) == "not clearly different from fp32's"
     assert _speed_relation({"median": 1.3}) == "faster than fp32's"  # results from before intervals
+
+
+def _seed_run(seed: int, final: dict) -> dict:
+    return {
+        "run_dir": f"runs/bf16-seed{seed}",
+        "stamp": "s",
+        "steps": 100,
+        "train_seconds": 40.0,
+        "seconds_per_step": 0.4,
+        "eval_seconds_total": 2.0,
+        "final": final,
+    }
+
+
+def test_intervals_over_seeds_stay_inside_the_values_each_quantity_can_take():
+    # Fréchet distances 5, 50, 10: mean 21.7, t-interval 21.7 +- 61.3 reached -39.7. Accuracies 0.99, 0.80, 0.99:
+    # 0.927 +- 0.272 reached 1.198. Each interval is cut to its metric's values (the mean's coverage is kept).
+    finals = [(5.0, 0.99), (50.0, 0.80), (10.0, 0.99)]
+    summary = summarize_seeds(
+        {s: _seed_run(s, {"frechet_distance": f, "evaluator_accuracy": a}) for s, (f, a) in enumerate(finals)}
+    )
+    fid, accuracy = summary["final_interval"]["frechet_distance"], summary["final_interval"]["evaluator_accuracy"]
+    assert fid["low"] == 0.0 and fid["high"] == pytest.approx(21.667 + 61.27, abs=0.05)
+    assert accuracy["high"] == 1.0 and accuracy["low"] == pytest.approx(0.9267 - 0.2718, abs=1e-3)
+    # A paired difference of two shares lies within -1 and 1.
+    difference = paired_differences({"0": 0.99, "1": 0.10, "2": 0.99}, {"0": 0.0, "1": 0.05, "2": 0.01}, (0.0, 1.0))
+    assert difference["high"] == 1.0 and difference["low"] < 0
+
+
+def test_two_seeds_give_no_interval_and_the_verdict_shows_the_seeds_and_says_why():
+    from ampgan.study.document import CostSection, RunSummary, SeedComparison
+    from ampgan.study.verdict import _quality_line, _target_line, with_interval
+
+    # FIDs 12 and 30: t_{0.975,1} = 12.7 gave 21 +- 114.3, a band from -93 to 135.
+    assert mean_interval([12.0, 30.0], (0.0, math.inf)) == {"mean": 21.0, "low": None, "high": None, "n": 2}
+    runs = {
+        name: RunSummary.from_dict(
+            summarize_seeds({s: _seed_run(s, {"frechet_distance": v}) for s, v in enumerate(values)})
+        )
+        for name, values in (("bf16", (12.0, 30.0)), ("fp32", (20.0, 25.0)))
+    }
+    assert with_interval(runs["bf16"], "frechet_distance", 2) == "21.00 (seeds 12.00 and 30.00)"
+    from ampgan.quality.registry import FRECHET_DISTANCE
+
+    line = _quality_line("bf16", runs["bf16"], runs["fp32"], SeedComparison(), 2, {}, FRECHET_DISTANCE)
+    assert "Two seeds give no meaningful 95% interval" in line and "--seeds 3 or more" in line and "CI" not in line
+    ratio = paired_ratios({"0": 10.0, "1": 20.0}, {"0": 15.0, "1": 10.0})  # 1.5x sooner and 2x later
+    assert ratio["low"] is None and ratio["beyond_seed_spread"] is None
+    cost = CostSection.from_dict(
+        {
+            "to_target": {
+                "bf16": {"reached": 2, "seeds": 2, "seconds": 15.0, "by_first_evaluation": 0},
+                "fp32": {"reached": 2, "seeds": 2, "seconds": 12.5, "by_first_evaluation": 0},
+            }
+        }
+    )
+    target = _target_line("bf16", cost, SeedComparison.from_dict({"time_to_target_ratio": ratio}), 0.75, 2)
+    assert "In the two seeds where both reached it, bf16 was 1.50x and 0.50x sooner (two seeds give no" in target
+    assert "95% CI" not in target
+
+
+def test_an_interval_read_back_from_before_the_bounds_is_cut_when_shown():
+    from ampgan.study.document import Interval
+    from ampgan.study.verdict import interval_text
+
+    old = Interval.from_dict({"mean": 21.0, "low": -93.3, "high": 135.3, "n": 2})
+    assert interval_text("frechet_distance", old, 2) == "0.00 to 135.30"
+    assert interval_text("coverage", Interval.from_dict({"mean": 0.9, "low": 0.7, "high": 1.1, "n": 3})) == (
+        "0.700 to 1.000"
+    )

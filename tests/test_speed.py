@@ -10,9 +10,24 @@ import statistics
 import pytest
 
 from ampgan.speed.cache import DecisionCache
-from ampgan.speed.decision import candidate_modes, choose_for_comparison, decide, fastest_useful_mixed, measure_with
-from ampgan.speed.intervals import block_means, load_changed, reference_drift, speedup_interval, t_quantile_975
-from ampgan.speed.rounds import UNTIL_DECIDED, StoppingRule, measure_rounds
+from ampgan.speed.decision import (
+    candidate_modes,
+    choose_for_comparison,
+    decide,
+    decisions_from_rounds,
+    fastest_useful_mixed,
+    measure_with,
+)
+from ampgan.speed.intervals import (
+    answers,
+    block_means,
+    load_changed,
+    reference_drift,
+    speedup_band,
+    speedup_interval,
+    t_quantile_975,
+)
+from ampgan.speed.rounds import UNTIL_DECIDED, RoundsResult, StoppingRule, measure_rounds
 
 # ---------------------------------------------------------------- interval arithmetic
 
@@ -28,6 +43,31 @@ def test_speedup_interval_by_hand():
     # With the between-run spread (sd 0.015 in logs): half widths in quadrature, 1.96 x 0.015 = 0.0294
     widened = speedup_interval([1.0, 1.0, 1.0], [0.5, 0.4, 0.625])
     assert widened.low == pytest.approx(2 * math.exp(-math.hypot(0.55436, 0.0294)), rel=1e-4)
+
+
+def test_a_band_that_decides_nothing_and_spans_more_than_twice_is_said_to_be_unsettled():
+    # Two rounds under load (t_{0.975,1} = 12.7): a 0.5x and a 2x round give a band of about 0.01x-95x.
+    wide = speedup_interval([1.0, 1.0], [2.0, 0.5])
+    assert wide.low < 0.02 and wide.high > 50 and not answers(wide.low, wide.high)
+    assert wide.describe() == (
+        "speedup unsettled after 2 rounds (95% CI wider than 2x: more time measuring, or fewer other processes "
+        "running, would settle it)"
+    )
+    assert speedup_band(wide.estimate, wide.low, wide.high) == "unsettled"
+    # A wide band that decides (slower; faster), or one within 2x, is an answer and is shown.
+    assert answers(0.26, 0.70) and answers(1.1, 5.0) and answers(0.8, 1.5)
+    assert not answers(0.6, 1.3) and speedup_band(0.8, 0.6, 1.3) == "unsettled"
+    assert speedup_band(0.42, 0.26, 0.70) == "0.42x [0.26-0.70]"
+
+
+def test_a_decision_whose_band_is_no_answer_says_so_once():
+    result = RoundsResult("fp32", {"fp32": [1.0, 1.0], "bf16": [2.0, 0.5]}, stopped_by="time cap", seconds=36.0)
+    result.intervals["bf16"] = speedup_interval([1.0, 1.0], [2.0, 0.5])
+    line = decisions_from_rounds(result, 8, {})["bf16"].describe()
+    assert line == (
+        "bf16: 1.25 s per step vs fp32 1.00 s at batch 8, speedup unsettled after 2 rounds (95% CI wider than 2x: "
+        "more time measuring, or fewer other processes running, would settle it): no clear difference"
+    )
 
 
 def test_identical_rounds_still_carry_the_between_run_spread():
@@ -500,3 +540,20 @@ def test_a_warm_up_step_past_the_cap_is_stopped_there(monkeypatch):
         False,
     )
     assert "fp16" not in result.samples_s
+
+
+def test_no_fp32_rounds_when_every_candidate_is_left_out_at_its_warm_up():
+    # fp16 and bf16 both hopeless at their warm-up steps (over 20x fp32's): the rounds that follow would time fp32
+    # alone (three of them, the decision's minimum) and decide nothing.
+    calls = []
+
+    def make_timer(name):
+        def timed():
+            calls.append(name)
+            return {"fp32": 0.2, "bf16": 6.0, "fp16": 18.0}[name]
+
+        return timed
+
+    decisions = decide(["bf16", "fp16"], 64, {"machine": "cpu"}, measure_with(make_timer), None)
+    assert all(d.verdict == "slower" and d.rounds == 0 for d in decisions.values())
+    assert calls.count("fp32") == 2  # its warm-up steps only

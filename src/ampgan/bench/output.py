@@ -19,6 +19,7 @@ from ampgan.files.records import shape_of
 from ampgan.files.schema import BATCH_SIZE, COUNT, POSITIVE, Between, OrNull, check_format
 from ampgan.plotting import precision_colour, save_figure, subplots
 from ampgan.precisions import in_order
+from ampgan.speed.intervals import UNSETTLED, answers, speedup_band, unsettled_text
 from ampgan.training.precision import PRECISION_NAME
 
 CSV_COLUMNS = [
@@ -61,6 +62,8 @@ def speedup_text(pair: dict) -> str:
     """'1.84x (95% CI 1.79-1.90, 14 rounds)', with 'unsettled' inside when the interval is wider than +-5%."""
     if "low" not in pair:
         return f"{speedup_estimate(pair):.2f}x (median of {pair.get('rounds', '?')} rounds, no interval)"
+    if not answers(pair["low"], pair["high"]):
+        return unsettled_text(pair["rounds"])
     unsettled = "" if pair.get("settled", True) else ", unsettled"
     return f"{pair['estimate']:.2f}x (95% CI {pair['low']:.2f}-{pair['high']:.2f}, {pair['rounds']} rounds{unsettled})"
 
@@ -363,7 +366,7 @@ def _figure(results: dict, path: Path, per_sample: bool) -> None:
             pair = speedups.get((row["batch_size"], precision))
             if pair and "low" in pair:  # the speedup over the baseline, with its interval, beside the point
                 axes.annotate(
-                    f"{pair['estimate']:.2f}x [{pair['low']:.2f}-{pair['high']:.2f}]"
+                    speedup_band(pair["estimate"], pair["low"], pair["high"])
                     + ("" if pair.get("settled", True) else "?"),
                     (row["batch_size"], y),
                     textcoords="offset points",
@@ -423,7 +426,9 @@ def _speedup_cell(pair: dict | None) -> str:
     # '1.84x [1.79-1.90]'; results written before intervals have the estimate alone
     if pair is None:
         return ""
-    return f"{speedup_estimate(pair):.2f}x" + (f" [{pair['low']:.2f}-{pair['high']:.2f}]" if "low" in pair else "")
+    if "low" not in pair:
+        return f"{speedup_estimate(pair):.2f}x"
+    return speedup_band(pair["estimate"], pair["low"], pair["high"])
 
 
 def attainable_lines(results: dict) -> list[str]:
@@ -467,7 +472,10 @@ def _config_line(config: dict, pair: dict | None) -> str:
         else "",
         "noisy (IQR > 10% of median)" if stats.get("noisy") else "",
         f"{config['skipped_steps']} skipped steps" if config.get("skipped_steps") else "",
-        "" if flags.get("settled", True) else f"unsettled: CI wider than +-5% after {flags['rounds']} rounds",
+        ""
+        if flags.get("settled", True)
+        else f"unsettled: CI wider than +-5% after {flags['rounds']} rounds"
+        + ("" if answers(flags["low"], flags["high"]) else f" ({UNSETTLED}: a longer --max-seconds)"),
         "the machine's load changed during the measurement" if flags.get("load_changed") else "",
         "measured under load (other processes crowded the cores)" if flags.get("under_load") else "",
         config.get("reason") or "",

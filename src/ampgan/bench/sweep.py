@@ -26,6 +26,7 @@ from ampgan.files.paths import file_in, inside
 from ampgan.files.schema import RelativePath, check_format
 from ampgan.plotting import save_figure, subplots
 from ampgan.precisions import BASELINE, in_order
+from ampgan.speed.intervals import speedup_band
 from ampgan.system.environment import environment_stamp
 from ampgan.training.prepared import prepare_run
 
@@ -235,7 +236,7 @@ def _table_cell_text(item: dict) -> str:
     """A table cell: the speedup with its interval (or the medians' ratio of a precision left out, or why
     nothing was measured), the GFLOP per step, the achieved share of the attainable speedup."""
     text = (
-        f"{item['speedup']:.2f} [{item['low']:.2f}-{item['high']:.2f}]"
+        speedup_band(item["speedup"], item["low"], item["high"])
         if item.get("speedup")
         else f"~{item['median_ratio']:.2f} left out"
         if item.get("median_ratio")
@@ -294,7 +295,7 @@ def _map_cell_text(item: dict) -> tuple[str, str | None]:
     if item.get("speedup"):
         achieved = item.get("achieved_of_attainable")
         share = f"\n{achieved:.0%} of {item['attainable']:.2f}x" if achieved is not None else ""
-        return f"{item['speedup']:.2f}x\n[{item['low']:.2f}-{item['high']:.2f}]{flops}{share}", None
+        return speedup_band(item["speedup"], item["low"], item["high"], "\n") + flops + share, None
     if item.get("median_ratio"):
         attainable = f"\nattainable {item['attainable']:.2f}x" if item.get("attainable") else ""
         return f"~{item['median_ratio']:.2f}x\nleft out:\nfar slower{flops}{attainable}", None

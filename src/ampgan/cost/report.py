@@ -12,6 +12,7 @@ from ampgan.errors import AmpganError, one_line
 from ampgan.files.atomic import write_csv_atomically, write_json_atomically
 from ampgan.plotting import precision_colour, save_figure, subplots
 from ampgan.precisions import BASELINE, in_order
+from ampgan.speed.intervals import answers
 
 
 def measured_device(results: dict) -> str:
@@ -122,7 +123,11 @@ def cost_rows(documents: list[dict], price_per_hour: float, batches: float | Non
             row["saving_vs_fp32"], row["saving_percent"] = found["amount"], found["percent"]
             # which figure the saving comes from: a spreadsheet subtracting the cost columns is told why it differs
             row["saving_from"] = f"paired speedup {speedup_estimate(pair):.3f}x" if pair else "the two costs"
-            if pair:
+            # A speedup interval that is no answer (0.01x-95x from two rounds under load) would be a saving of
+            # -9900% to +99%: said to be unsettled instead (speed/intervals.py answers()).
+            if pair and not answers(pair["low"], pair["high"]):
+                row["saving_unsettled"] = True
+            elif pair:
                 row.update(
                     saving_percent_low=100.0 * (1 - 1 / pair["low"]), saving_percent_high=100.0 * (1 - 1 / pair["high"])
                 )
@@ -248,6 +253,8 @@ def _saving_text(row: dict) -> str:
     number); empty for the baseline."""
     if "saving_vs_fp32" not in row:
         return ""
+    if row.get("saving_unsettled"):
+        return "unsettled"
     interval = (
         f" [{row['saving_percent_low']:+.0f}% to {row['saving_percent_high']:+.0f}%]"
         if "saving_percent_low" in row

@@ -29,6 +29,7 @@ from ampgan.gan.alignment import misaligned_layers
 from ampgan.plotting import save_figure, subplots
 from ampgan.runs.checkpoint import check_step_matches_name, latest_checkpoint, load_checkpoint, load_weights
 from ampgan.runs.run_folder import read_metrics
+from ampgan.speed.intervals import answers
 from ampgan.system.environment import environment_stamp
 from ampgan.training.precision import PrecisionPolicy, restore_backend_switches, snapshot_backend_switches
 from ampgan.training.prepared import prepare_run
@@ -166,10 +167,23 @@ def summary_lines(report: dict) -> list[str]:
     if settled:
         lines.append(f"dynamic scaling settled at {', '.join(settled)} ({dynamic['source']}).")
     hardware = report["hardware"]
+    decisions = hardware.get("decisions", {})
+    # a mode whose speedup is unsettled (speed/intervals.py answers()) is not known to be slower: say so
+    unsettled = [
+        name
+        for name, d in decisions.items()
+        if d["interval"] and not answers(d["interval"]["low"], d["interval"]["high"])
+    ]
     lines += [
-        *(f"training step vs fp32 here: {d['description']}" for d in hardware.get("decisions", {}).values()),
+        *(f"training step vs fp32 here: {d['description']}" for d in decisions.values()),
         f"use {hardware['recommended_mode']} here (the fastest mode measured faster than fp32 at batch "
-        f"{hardware.get('batch_size', '?')}; fp32 when none is).",
+        f"{hardware.get('batch_size', '?')}; fp32 when none is)"
+        + (
+            f"; {' and '.join(unsettled)} unsettled: run ampgan doctor again with fewer other processes running"
+            if unsettled
+            else ""
+        )
+        + ".",
     ]
     adjustable = [a for a in report["alignment"] if not a["fixed_by_task"]]
     return lines + [

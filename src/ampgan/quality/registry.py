@@ -9,6 +9,7 @@ Adding a metric: one `register(Metric(...))` with its `compute`; docs/layout.md 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -27,6 +28,7 @@ class Metric:
     conditional_only: bool = False  # needs an intended class per sample (a conditional GAN)
     in_table: bool = True  # a column of the report's metrics table and of `ampgan evaluate`
     paired: bool = False  # compared between precisions seed by seed (study/over_seeds.py)
+    bounds: tuple[float, float] = (0.0, math.inf)  # the values it can take: its intervals stay inside them
     # (images (N, C, H, W) in [-1, 1], their evaluator features, the held-out real images' features) -> its
     # value, for generated samples and for real training images (the floor). None: quality/evaluator.py
     # computes it with the figures it shares work with (the k-NN radii, the class predictions).
@@ -37,6 +39,7 @@ class Metric:
         return value >= target if self.higher_is_better else value <= target
 
 
+SHARE = (0.0, 1.0)  # a fraction of samples or of the real images
 METRICS: dict[str, Metric] = {}
 # A metric's key in a document read back (compare.json's headline): a registered one.
 METRIC_NAME = OneOf("a metric", METRICS)
@@ -47,10 +50,18 @@ def register(metric: Metric) -> Metric:
 
 
 EVALUATOR_ACCURACY = register(
-    Metric("evaluator_accuracy", "evaluator acc.", "evaluator accuracy", True, conditional_only=True, paired=True)
+    Metric(
+        "evaluator_accuracy",
+        "evaluator acc.",
+        "evaluator accuracy",
+        True,
+        conditional_only=True,
+        paired=True,
+        bounds=SHARE,
+    )
 )
-RECALL = register(Metric("recall", "recall", "recall", True, paired=True))
-COVERAGE = register(Metric("coverage", "coverage", "coverage", True, paired=True))
+RECALL = register(Metric("recall", "recall", "recall", True, paired=True, bounds=SHARE))
+COVERAGE = register(Metric("coverage", "coverage", "coverage", True, paired=True, bounds=SHARE))
 FRECHET_DISTANCE = register(
     Metric(
         "frechet_distance",
@@ -62,8 +73,9 @@ FRECHET_DISTANCE = register(
         compute=lambda images, features, real_features: frechet_distance(features, real_features),
     )
 )
-KID = register(Metric("kid", "KID", "KID", False, digits=4))
-PRECISION = register(Metric("precision", "precision", "precision", True, in_table=False))
+# KID's unbiased estimate goes below 0 when the two sets match (quality/metrics.py): its values, and intervals, may.
+KID = register(Metric("kid", "KID", "KID", False, digits=4, bounds=(-math.inf, math.inf)))
+PRECISION = register(Metric("precision", "precision", "precision", True, in_table=False, bounds=SHARE))
 DENSITY = register(Metric("density", "density", "density", True, in_table=False))
 # A single number for an unconditional GAN only (a conditional one has one per class).
 DIVERSITY = register(Metric("diversity", "diversity", "diversity", True, in_table=False))

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ampgan.speed.cache import DecisionCache
+from ampgan.speed.intervals import answers
 from ampgan.speed.rounds import RoundsResult
 from ampgan.training.distributed import gather_objects, world
 
@@ -52,7 +53,9 @@ def outcome_of(result: RoundsResult, name: str) -> Outcome:
         notes.append("fewer than two rounds fit in the time cap")
     else:
         verdict = interval.verdict
-        if result.stopped_by == "time cap" and verdict == "no clear difference":
+        # an interval that is no answer says it is unsettled itself (intervals.py describe())
+        shown = answers(interval.low, interval.high)
+        if result.stopped_by == "time cap" and verdict == "no clear difference" and shown:
             notes.append(f"unsettled after {result.seconds:.0f} s")
     if result.load_changed:
         notes.append(f"the machine's load changed during the measurement ({result.baseline} {result.drift:+.0%})")

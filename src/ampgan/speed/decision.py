@@ -226,6 +226,8 @@ def measure_with(
             if verdict is not None:
                 left_out[name] = verdict
         timers = {name: timer for name, timer in timers.items() if name not in left_out}
+        if len(timers) == 1:  # every candidate left out: rounds of fp32 alone would decide nothing
+            return RoundsResult(BASELINE, {BASELINE: []}, stopped_by="only a baseline"), left_out
         return warmed_up_rounds(timers, BASELINE, rule, 0, seed), left_out
 
     return measure

@@ -32,6 +32,11 @@ MIN_EFFECT = 1.02
 # log speedup added to every interval's own, so that two runs' intervals cover each other's estimates.
 # From five back-to-back benches on a 2-core Zen 5 (issue 25): 0.8% at batch 64, 3.0% at batch 256.
 BETWEEN_RUN_SD = 0.015
+# An interval that decides nothing and spans more than this (high/low) is no answer: two rounds under load gave
+# 0.01x-95x (t_{0.975,1} = 12.7), which reads as a result and says nothing. Such a speedup is said to be
+# unsettled, with what would settle it, instead of printed as a band (answers()).
+MEANINGFUL_SPAN = 2.0
+UNSETTLED = "more time measuring, or fewer other processes running, would settle it"
 MAX_BLOCKS = 10
 DRIFT_LIMIT = 0.10  # the reference moving more than this between first and last third: load changed
 
@@ -115,6 +120,9 @@ class SpeedupInterval:
         return self.verdict != "no clear difference" or self.high <= MIN_EFFECT
 
     def describe(self) -> str:
+        """'1.70x (95% CI 1.62-1.79, 6 rounds)', or why there is no answer yet (answers())."""
+        if not answers(self.low, self.high):
+            return unsettled_text(self.rounds)
         return f"{self.estimate:.2f}x (95% CI {self.low:.2f}-{self.high:.2f}, {self.rounds} rounds)"
 
     def to_dict(self) -> dict:
@@ -123,6 +131,22 @@ class SpeedupInterval:
             "settled": self.settled,
             "verdict": self.verdict,
         }
+
+
+def answers(low: float, high: float) -> bool:
+    """Whether a speedup's 95% interval is an answer to show: it decides (faster, slower, or surely below
+    MIN_EFFECT), or it is at most MEANINGFUL_SPAN wide."""
+    return low > MIN_EFFECT or high <= MIN_EFFECT or high <= MEANINGFUL_SPAN * low
+
+
+def unsettled_text(rounds) -> str:
+    """What is printed for a speedup whose interval is no answer (answers()), instead of its band."""
+    return f"speedup unsettled after {rounds} rounds (95% CI wider than {MEANINGFUL_SPAN:g}x: {UNSETTLED})"
+
+
+def speedup_band(estimate: float, low: float, high: float, between: str = " ") -> str:
+    """A table's cell: '1.84x [1.79-1.90]', or 'unsettled' where the interval is no answer."""
+    return f"{estimate:.2f}x{between}[{low:.2f}-{high:.2f}]" if answers(low, high) else "unsettled"
 
 
 def speedup_interval(

@@ -111,7 +111,7 @@ class DatasetRecord(Record):
 class Interval(Record):
     """A mean over seeds with its 95% t-interval (study/over_seeds.py): of a final metric, of the paired
     differences of a metric between two precisions, or of the paired ratios of their times to the target.
-    `low`/`high` are None below two seeds."""
+    `low`/`high` are None below three seeds (two give no meaningful interval), and inside the quantity's values."""
 
     mean: float | None = None
     low: float | None = None
@@ -122,7 +122,7 @@ class Interval(Record):
 
     @property
     def known(self) -> bool:
-        """Two seeds or more: the interval has ends."""
+        """Three seeds or more: the interval has ends."""
         return self.low is not None and self.high is not None
 
 

@@ -3,8 +3,10 @@
 Every seed starts both precisions from the same weights, data order and noise, so the fair
 question is per seed: how much better (or sooner) did the mixed-precision run do than its fp32
 twin? The differences over seeds get a Student-t interval; when it excludes zero, the difference
-between precisions is larger than the seed-to-seed spread. With one seed nothing can be said,
-and the verdict says so.
+between precisions is larger than the seed-to-seed spread. Ratios (times to the target) get it on the log
+scale, so it stays above 0. Below three seeds no interval is given: with one nothing can be said, and with two
+t_{0.975,1} = 12.7 makes the band 12.7x as wide as the two seeds differ (a FID's went below 0, an "x sooner" spanned
+0.01x-95x), which says nothing; the verdict shows the seeds' own values and says so.
 """
 
 from __future__ import annotations
@@ -18,18 +20,21 @@ from ampgan.quality.registry import METRICS
 from ampgan.speed.intervals import t_quantile_975
 from ampgan.study.document import CostSection
 
+MIN_SEEDS_FOR_INTERVAL = 3
 
-def mean_interval(values) -> dict:
-    """{'mean', 'low', 'high', 'n'}: the mean and its 95% t-interval (low/high None below two values)."""
+
+def mean_interval(values, bounds: tuple[float, float] = (-math.inf, math.inf)) -> dict:
+    """{'mean', 'low', 'high', 'n'}: the mean and its 95% t-interval, cut to `bounds`, the values the quantity
+    can take (low/high None below MIN_SEEDS_FOR_INTERVAL values). Cutting keeps the coverage: the true mean lies
+    inside the bounds, so whenever the t-interval holds it, the cut one does too; and a band past a bound (an
+    accuracy above 1, a Fréchet distance below 0) is one no reader should see."""
     values = [float(v) for v in values]
     n = len(values)
-    if n == 0:
-        return {"mean": None, "low": None, "high": None, "n": 0}
-    mean = float(np.mean(values))
-    if n < 2:
-        return {"mean": mean, "low": None, "high": None, "n": 1}
+    mean = float(np.mean(values)) if values else None
+    if n < MIN_SEEDS_FOR_INTERVAL:
+        return {"mean": mean, "low": None, "high": None, "n": n}
     half = t_quantile_975(n - 1) * float(np.std(values, ddof=1)) / math.sqrt(n)
-    return {"mean": mean, "low": mean - half, "high": mean + half, "n": n}
+    return {"mean": mean, "low": max(mean - half, bounds[0]), "high": min(mean + half, bounds[1]), "n": n}
 
 
 def summarize_seeds(per_seed: dict[int, dict]) -> dict:
@@ -39,7 +44,7 @@ def summarize_seeds(per_seed: dict[int, dict]) -> dict:
     runs = [per_seed[seed] for seed in seeds]
     # every registered metric (quality/registry.py) gets a mean and an interval
     metrics = [m for m in METRICS if all(isinstance(run["final"].get(m), (int, float)) for run in runs)]
-    intervals = {m: mean_interval([run["final"][m] for run in runs]) for m in metrics}
+    intervals = {m: mean_interval([run["final"][m] for run in runs], METRICS[m].bounds) for m in metrics}
     return {
         "seeds": seeds,
         "per_seed": {str(seed): per_seed[seed] for seed in seeds},
@@ -55,11 +60,15 @@ def summarize_seeds(per_seed: dict[int, dict]) -> dict:
     }
 
 
-def paired_differences(candidate: dict[str, float], baseline: dict[str, float]) -> dict:
+def paired_differences(
+    candidate: dict[str, float], baseline: dict[str, float], bounds: tuple[float, float] = (-math.inf, math.inf)
+) -> dict:
     """candidate - baseline per seed (seeds present in both), with the mean's 95% interval and
-    whether the interval excludes 0 (None with fewer than two seeds)."""
+    whether the interval excludes 0 (None without an interval); `bounds`: the values of the quantity, so a
+    difference lies within their width either way (two accuracies differ by at most 1)."""
     seeds = sorted(set(candidate) & set(baseline), key=int)
-    result = mean_interval([candidate[s] - baseline[s] for s in seeds])
+    width = bounds[1] - bounds[0]
+    result = mean_interval([candidate[s] - baseline[s] for s in seeds], (-width, width))
     return result | {
         "per_seed": {s: candidate[s] - baseline[s] for s in seeds},
         "beyond_seed_spread": None if result["low"] is None else (result["low"] > 0 or result["high"] < 0),
@@ -91,7 +100,7 @@ def compare_seeds(document) -> dict:
             mine = {s: r.final[metric] for s, r in run.per_seed.items() if metric in r.final}
             theirs = {s: r.final[metric] for s, r in document.baseline.per_seed.items() if metric in r.final}
             if mine and theirs:
-                entry[metric] = paired_differences(mine, theirs)
+                entry[metric] = paired_differences(mine, theirs, METRICS[metric].bounds)
         comparison[precision] = entry | {
             "time_to_target_ratio": paired_ratios(
                 {s: (r or {}).get("seconds") for s, r in cost.reaching(precision).per_seed.items()},

@@ -27,6 +27,7 @@ from ampgan.precisions import FP32
 from ampgan.projection import document as projection
 from ampgan.quality.registry import format_value, table_metrics
 from ampgan.runs.run_folder import read_metrics
+from ampgan.speed.intervals import speedup_band
 from ampgan.study.document import CompareDocument, CostSection, RunSummary, StudySpecRecord, load_compare
 from ampgan.study.evaluate import read_quality_curve
 from ampgan.study.spec import budget_text
@@ -187,7 +188,7 @@ def _no_faster_mode_sections(document: CompareDocument, out_dir: Path) -> list[S
             name,
             _ms(decision.step_s),
             _ms(decision.fp32_step_s),
-            f"{bounds.estimate:.2f}x [{bounds.low:.2f}-{bounds.high:.2f}]" if (bounds := decision.interval) else "-",
+            speedup_band(bounds.estimate, bounds.low, bounds.high) if (bounds := decision.interval) else "-",
             "" if decision.rounds is None else str(decision.rounds),
             decision.verdict + (f" ({decision.note})" if decision.note else ""),
         ]

@@ -4,9 +4,11 @@ sure the speed numbers are."""
 
 from __future__ import annotations
 
+import math
+
 from ampgan.bench.output import speedup_estimate, speedup_text
 from ampgan.precisions import FP32
-from ampgan.quality.registry import EVALUATOR_ACCURACY
+from ampgan.quality.registry import EVALUATOR_ACCURACY, METRICS
 from ampgan.study.document import (
     CompareDocument,
     CostSection,
@@ -267,6 +269,8 @@ def _quality_line(
             "spread: run with --seeds 3 or more."
         )
     difference = comparison.differences.get(metric)
+    if seeds == 2:
+        return text + f". {_TWO_SEEDS.capitalize()} tell a difference from seed-to-seed spread."
     if difference is not None and difference.known:
         judged = (
             "larger than the seed-to-seed spread" if difference.beyond_seed_spread else "within the seed-to-seed spread"
@@ -309,8 +313,11 @@ def _target_line(
         )
         if mine.cost and theirs.cost:
             text += f", at {100 * mine.cost / theirs.cost:.0f}% of fp32's cost"
-    elif ratio.n == 1:
-        text += f". In the one seed where both reached it, {precision} was {ratio.mean:.2f}x sooner"
+    elif ratio.per_seed:
+        each = " and ".join(f"{value:.2f}x" for value in ratio.per_seed.values())
+        text += f". In the {_SEEDS[ratio.n]} where both reached it, {precision} was {each} sooner" + (
+            f" ({_TWO_SEEDS} say how much sooner)" if ratio.n == 2 else ""
+        )
     if all(run.reached and run.by_first_evaluation == run.reached for run in (mine, theirs)):
         text += (
             ". Every run was already past the target at its first evaluation after the start, so these "
@@ -321,23 +328,31 @@ def _target_line(
     return text + "."
 
 
+_TWO_SEEDS = (
+    "two seeds give no meaningful 95% interval (t with one degree of freedom stretches their distance 12.7x): "
+    "run with --seeds 3 or more to"
+)
+_SEEDS = {1: "one seed", 2: "two seeds"}
+
+
 def with_interval(run: RunSummary, metric: str, digits: int = 3, ci: str = "95% CI ") -> str:
-    """'0.912 [95% CI 0.897 to 0.989]': a final metric's mean over seeds and its interval ('-' without it)."""
+    """'0.912 [95% CI 0.897 to 0.989]': a final metric's mean over seeds and its interval; with two seeds, whose
+    interval would say nothing (study/over_seeds.py), '0.912 (seeds 0.897 and 0.927)'; '-' without a value."""
     interval = run.interval(metric)
     if interval:
         return f"{interval.mean:.{digits}f} [{ci}{interval_text(metric, interval, digits)}]"
     value = run.final.get(metric)
-    return "-" if value is None else f"{value:.{digits}f}"
-
-
-_FRACTIONS = {"evaluator_accuracy", "precision", "recall", "coverage"}
+    seeds = [seed_run.final[metric] for seed_run in run.seed_runs if metric in seed_run.final]
+    if value is None or len(seeds) < 2:
+        return "-" if value is None else f"{value:.{digits}f}"
+    return f"{value:.{digits}f} (seeds {' and '.join(f'{v:.{digits}f}' for v in seeds)})"
 
 
 def interval_text(metric: str, interval: Interval, digits: int = 3) -> str:
-    """'0.897 to 0.989'; a share's interval is cut to [0, 1], where the t-interval may overshoot."""
-    low, high = interval.low, interval.high
-    if metric in _FRACTIONS:
-        low, high = max(0.0, low), min(1.0, high)
+    """'0.897 to 0.989', cut to the metric's values (quality/registry.py bounds): a document written before
+    over_seeds cut its intervals may hold an accuracy's above 1 or a Fréchet distance's below 0."""
+    bounds = METRICS[metric].bounds if metric in METRICS else (-math.inf, math.inf)
+    low, high = max(interval.low, bounds[0]), min(interval.high, bounds[1])
     return f"{low:.{digits}f} to {high:.{digits}f}"
 
 
