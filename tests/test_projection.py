@@ -12,7 +12,7 @@ import torch
 from conftest import run_cli
 from torch import nn
 
-from ampgan.bench.ops import OpRecord, OpRow, OpTable, affine_rows, record_ops
+from ampgan.bench.ops import OpRecord, OpRow, OpTable, affine_rows, flops_of, kind_of, record_ops
 from ampgan.errors import AmpganError
 from ampgan.precisions import FP32
 from ampgan.projection.composition import composed_speedup, composed_step, load_composition
@@ -851,3 +851,27 @@ def test_a_step_with_random_branches_drawn_with_the_step_generator_is_projected(
 
     table = trace_op_table(timer, FP32)
     assert table.flops_at(16) > table.flops_at(8) > 0
+
+
+def test_cudnn_s_rnn_is_matrix_work_with_every_layer_s_and_direction_s_gate_products():
+    """aten._cudnn_rnn (nn.LSTM, nn.GRU on CUDA: every layer and direction in one call) had no FLOP formula: a step
+    traced on a CUDA machine projected an RNN's products as 0 FLOPs of memory work."""
+    aten, (steps, batch, inputs, hidden) = torch.ops.aten, (5, 3, 12, 20)
+    x, state = torch.randn(steps, batch, inputs, device="meta"), torch.randn(2 * 2, batch, hidden, device="meta")
+    # a 2-layer bidirectional LSTM: per layer and direction w_ih (4H, its input), w_hh (4H, H) and two biases
+    weights = [
+        torch.randn(*shape, device="meta")
+        for layer_input in (inputs, 2 * hidden)
+        for _ in range(2)
+        for shape in ((4 * hidden, layer_input), (4 * hidden, hidden), (4 * hidden,), (4 * hidden,))
+    ]
+    args = (x, weights, 4, None, state, state, 2, hidden, 0, 2, False, 0.0, True, True, [], None)
+    (row,) = [r for r in record_ops(lambda: aten._cudnn_rnn(*args)) if "rnn" in r.op]
+    per_direction = [2 * (steps * batch) * (4 * hidden) * (i + hidden) for i in (inputs, 2 * hidden)]
+    forward = 2 * sum(per_direction)
+    assert (row.op, row.unit, row.flops, row.alignment) == ("aten._cudnn_rnn", "matrix", forward, 1)  # batch 3
+    backward = (x, weights, 4, None, state, state, x, x, None, None, 2, hidden, 0, 2, False, 0.0, True, True, [])
+    packet = aten._cudnn_rnn_backward
+    for mask, passes in (([True, True, True, True], 2), ([True, False, False, False], 1), ([False] * 3 + [True], 1)):
+        assert flops_of(packet, (*backward, None, None, mask), {}, None) == passes * forward
+    assert kind_of("aten._cudnn_rnn_backward") == "matmul"
