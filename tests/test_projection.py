@@ -5,6 +5,7 @@ import csv
 import json
 import math
 import re
+from importlib.resources import files
 
 import numpy as np
 import pytest
@@ -25,12 +26,13 @@ from ampgan.projection.kernel_model import (
     irregular,
     load_calibration,
     padded,
+    pads_channels,
     peak_tflops,
     predict_seconds,
 )
 from ampgan.projection.kernels import Kernel
 from ampgan.projection.step_model import kernel_times, speedup_band, step_estimate
-from ampgan.system.gpus import GpuSpec, gpu_spec, gpu_table
+from ampgan.system.gpus import GpuSpec, gpu_spec, gpu_table, parse_gpu_table
 
 pytestmark = pytest.mark.real_op_trace
 
@@ -119,7 +121,7 @@ def test_the_model_at_neutral_parameters_is_the_roofline_plus_a_launch():
     shared = np.array([math.log(1e-6), 0.0])
     big = Kernel("g", "gemm", m=1280, n=1024, k=4096)  # 80 tiles of 128x128: one full wave
     seconds, compute, memory = predict_seconds(
-        features([big], 80, "fp16", tensor_cores=True), path, shared, 100.0, 1000.0, 2
+        features([big], 80, "fp16", pads_channels=True), path, shared, 100.0, 1000.0, 2
     )
     assert compute[0] == pytest.approx(2 * 1280 * 1024 * 4096 / 100e12)
     assert memory[0] == pytest.approx((1280 * 4096 + 4096 * 1024 + 1280 * 1024) * 2 / 1000e9)
@@ -676,6 +678,27 @@ def test_a_16_bit_data_gradient_into_few_channels_no_calibration_measured_widens
     assert "no calibration measured (a 1-4 channel data gradient) at their other value" in fp16.note  # why it is wide
 
 
+def test_whether_a_gpu_pads_a_convolution_s_channels_is_its_own_row_s():
+    """Channel padding was decided by the tensor cores alone: a GPU (or its library) that does not pad could not say
+    so. gpus.csv's pads_channels decides it, onto tensor cores only; a row without the column pads where it has them."""
+    header, t4 = (files("ampgan.system") / "gpus.csv").read_text("utf-8").splitlines()[:2]
+    plain_t4 = t4.replace("T4,Tesla T4", "T4-plain,Plain T4").replace(",0.57,1,http", ",0.57,0,http")
+    table = parse_gpu_table("\n".join([header, t4, plain_t4]))
+    padding, plain = table["T4"], table["T4-plain"]
+    assert [pads_channels(gpu, p) for gpu in (padding, plain) for p in ("fp16", FP32)] == [True, False, False, False]
+    assert all(gpu.pads_channels == gpu.tensor_cores for gpu in gpu_table().values())  # every shipped row says so
+    # on the padding T4 a 12-channel layer is the 16-channel one; on the other it is left misaligned
+    twelve = Kernel("c12", "conv_fwd", batch=16, c=12, h=64, w=64, out_channels=32, r=3, s=3, pad_h=1, pad_w=1)
+    sixteen = Kernel("c16", "conv_fwd", batch=16, c=16, h=64, w=64, out_channels=32, r=3, s=3, pad_h=1, pad_w=1)
+    volta = load_calibration("volta")
+    seconds = [kernel_times([k], g, "fp16", volta, 1.0).seconds[0] for k, g in ((twelve, padding), (sixteen, plain))]
+    assert seconds[0] == seconds[1] != kernel_times([twelve], plain, "fp16", volta, 1.0).seconds[0]
+    without = ",".join(c for c in header.split(",") if c != "pads_channels")
+    assert parse_gpu_table(f"{without}\n{t4.replace(',0.57,1,http', ',0.57,http')}")["T4"].pads_channels is None
+    with pytest.raises(AmpganError, match="^mine.csv line 2: pads_channels is 'yes', not a whole number: write a whole"):
+        parse_gpu_table(f"{header}\n{t4.replace(',0.57,1,http', ',0.57,yes,http')}", "mine.csv")
+
+
 def test_a_tensor_core_convolution_is_charged_its_channels_padded_to_the_path_s_alignment():
     """DeepBench padded a 16-bit training kernel's channels to 8 before timing it (conv_bench.cu) and cuDNN pads
     them for tensor cores: a 1-channel layer does 8 channels' work, a 3-channel one 8/3 of its own (TF32: 4/3).
@@ -684,16 +707,16 @@ def test_a_tensor_core_convolution_is_charged_its_channels_padded_to_the_path_s_
     waste). Off tensor cores (fp32, a P100's 16-bit) nothing is padded."""
     one = Kernel("c1", "conv_fwd", batch=16, c=1, h=64, w=64, out_channels=30, r=3, s=3, pad_h=1, pad_w=1)
     three = Kernel("c3", "conv_fwd", batch=16, c=3, h=64, w=64, out_channels=30, r=3, s=3, pad_h=1, pad_w=1)
-    plain = features([one, three], 80, "fp16", tensor_cores=False)
-    padded16 = features([one, three], 80, "fp16", tensor_cores=True)
-    padded32 = features([one, three], 80, "tf32", tensor_cores=True)
+    plain = features([one, three], 80, "fp16", pads_channels=False)
+    padded16 = features([one, three], 80, "fp16", pads_channels=True)
+    padded32 = features([one, three], 80, "tf32", pads_channels=True)
     assert padded16.flops / plain.flops == pytest.approx([8 * 32 / 30, 8 / 3 * 32 / 30])  # c to 8, k 30 to 32
     assert padded32.flops / plain.flops == pytest.approx([4 * 32 / 30, 4 / 3 * 32 / 30])
     assert padded16.tiny_c[:, 0].tolist() == [1.0, 1.0]  # still 1-4 channel: their term is beyond the padding
     # a 12-channel layer is padded to 16 on tensor cores (no misaligned convolution there), not off them
     twelve = Kernel("c12", "conv_fwd", batch=16, c=12, h=64, w=64, out_channels=32, r=3, s=3, pad_h=1, pad_w=1)
-    assert features([twelve], 80, "fp16", tensor_cores=True).misaligned_conv.tolist() == [0.0]
-    assert features([twelve], 80, "fp16", tensor_cores=False).misaligned_conv.tolist() == [1.0]
+    assert features([twelve], 80, "fp16", pads_channels=True).misaligned_conv.tolist() == [0.0]
+    assert features([twelve], 80, "fp16", pads_channels=False).misaligned_conv.tolist() == [1.0]
     volta = load_calibration("volta").document
     for term in ("tiny_c_fwd", "tiny_c_bwd_weight"):  # measured beyond the padding: e^-1.4 to e^-1.7, not e^-3
         assert -2.0 < volta["parameters"]["fp16"][term] < -1.0

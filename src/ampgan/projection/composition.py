@@ -39,6 +39,7 @@ from ampgan.projection.kernel_model import (
     calibration_for,
     features,
     on_tensor_cores,
+    pads_channels,
     peak_tflops,
     predict_seconds,
     with_terms,
@@ -100,7 +101,7 @@ def step_parts(
         tensor = on_tensor_cores(gpu, used)
         name = FP16 if tensor else FP32
         seconds, _, _ = predict_seconds(
-            features(picked, gpu.sms, used if tensor else FP32, tensor_cores=tensor),
+            features(picked, gpu.sms, used if tensor else FP32, pads_channels=pads_channels(gpu, used)),
             calibration.paths[name],
             calibration.shared,
             peak_tflops(gpu, used),

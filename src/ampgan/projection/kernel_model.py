@@ -105,6 +105,13 @@ def on_tensor_cores(gpu: GpuSpec, precision: str) -> bool:
     return gpu.tensor_cores and PRECISIONS[precision].tensor_cores
 
 
+def pads_channels(gpu: GpuSpec, precision: str) -> bool:
+    """Whether `precision`'s convolutions run on this GPU with their channels padded to the tensor cores' multiple:
+    the GPU's row says whether its libraries pad (GpuSpec.pads_channels), and only onto tensor cores."""
+    pads = gpu.tensor_cores if gpu.pads_channels is None else gpu.pads_channels
+    return pads and on_tensor_cores(gpu, precision)
+
+
 def padded(kernel: Kernel, align: int) -> Kernel:
     """The kernel with the dimensions tensor cores need aligned (`Kernel.channel_dims`) padded to `align`.
     cuDNN pads a convolution's channels to call tensor cores (its "Tensor Transformations"), and DeepBench's
@@ -126,16 +133,16 @@ def padded(kernel: Kernel, align: int) -> Kernel:
     )
 
 
-def features(kernels: list[Kernel], sms: int, precision: str, *, tensor_cores: bool) -> Features:
-    """`tensor_cores`: the kernels run on tensor cores, so a convolution's work, tiles and bytes are those of its
-    padded problem (`padded`), and a 1-4 channel one's own term is what is left beyond that padding: a
-    misaligned convolution is one off tensor cores only."""
+def features(kernels: list[Kernel], sms: int, precision: str, *, pads_channels: bool) -> Features:
+    """`pads_channels`: a convolution runs padded onto tensor cores (`pads_channels()`; DeepBench padded its own), so
+    its work, tiles and bytes are those of its padded problem (`padded`), and a 1-4 channel one's own term is what
+    is left beyond that padding: a misaligned convolution is one left unpadded."""
     align = PRECISIONS[precision].alignment
     rows = []
     for kernel in kernels:
         conv = kernel.op != GEMM
         tiny = conv and kernel.c <= TINY_CHANNELS
-        if conv and tensor_cores:
+        if conv and pads_channels:
             kernel = padded(kernel, align)
         m, n, k = kernel.implicit_gemm()
         misaligned = any(d % align for d in kernel.channel_dims())

@@ -38,6 +38,7 @@ from ampgan.projection.kernel_model import (
     irregular,
     kernel_class,
     on_tensor_cores,
+    pads_channels,
     path_of,
     peak_tflops,
     predict_seconds,
@@ -133,7 +134,7 @@ def kernel_times(
         picked = [kernels[i] for i in indices]
         path = calibration.paths[path_of(used)]
         seconds, compute, memory = predict_seconds(
-            features(picked, gpu.sms, used, tensor_cores=on_tensor_cores(gpu, used)),
+            features(picked, gpu.sms, used, pads_channels=pads_channels(gpu, used)),
             path,
             calibration.shared,
             peak_tflops(gpu, used),
