@@ -42,6 +42,7 @@ from ampgan.projection.kernel_model import (
     pads_channels,
     peak_tflops,
     predict_seconds,
+    unmeasured_terms,
     with_terms,
 )
 from ampgan.projection.step_model import DEFAULT, kernel_precision, row_kernels
@@ -246,7 +247,7 @@ def composed_step(rows: Iterable[OpRow], batch_size: float, gpu: GpuSpec, precis
     (GTX 1080 Ti) are another chip, so its band spans both its generation's errors and the uncalibrated ones."""
     composition = load_composition()
     rows = list(rows)
-    siblings = calibration_for(gpu)[0].document.get("unmeasured")
+    siblings = unmeasured_terms(gpu)
     parts = compose(step_parts(rows, batch_size, gpu, precision), gpu, composition.params)
     other = compose(step_parts(rows, batch_size, gpu, precision, siblings), gpu, composition.params)["seconds"]
     band, own, note = composition.band(gpu)
