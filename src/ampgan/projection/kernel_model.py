@@ -108,8 +108,7 @@ def on_tensor_cores(gpu: GpuSpec, precision: str) -> bool:
 def pads_channels(gpu: GpuSpec, precision: str) -> bool:
     """Whether `precision`'s convolutions run on this GPU with their channels padded to the tensor cores' multiple:
     the GPU's row says whether its libraries pad (GpuSpec.pads_channels), and only onto tensor cores."""
-    pads = gpu.tensor_cores if gpu.pads_channels is None else gpu.pads_channels
-    return pads and on_tensor_cores(gpu, precision)
+    return (gpu.tensor_cores if gpu.pads_channels is None else gpu.pads_channels) and on_tensor_cores(gpu, precision)
 
 
 def padded(kernel: Kernel, align: int) -> Kernel:
@@ -252,8 +251,9 @@ def unmeasured_terms(gpu: GpuSpec, cublas11: bool = True) -> dict:
     calibration = calibration_for(gpu)[0]
     terms = {path: dict(values) for path, values in calibration.document.get("unmeasured", {}).items()}
     if "misaligned_gemm" in terms.get(FP16, {}):
-        other = MISALIGNED_GEMM_CUBLAS11 if cublas11 else off_tensor_cores(calibration.paths, gpu)
-        terms[FP16]["misaligned_gemm"] = other
+        terms[FP16]["misaligned_gemm"] = (
+            MISALIGNED_GEMM_CUBLAS11 if cublas11 else off_tensor_cores(calibration.paths, gpu)
+        )
     return terms
 
 
