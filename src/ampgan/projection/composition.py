@@ -241,8 +241,8 @@ def composed_step(rows: Iterable[OpRow], batch_size: float, gpu: GpuSpec, precis
     """The step's time with the fitted composition and its band: the generation's leave-one-model-out
     errors, or, for a generation without rows, those of generations predicted without theirs, around both the
     step and the step with the kernel terms no calibration measured at their other value (a GAN's 1-4 channel
-    data gradients at their measured siblings', a misaligned 16-bit GEMM off tensor cores: nothing measured
-    says which holds, so the band spans both). A 16-bit step
+    data gradients at their measured siblings', a misaligned 16-bit GEMM at cuBLAS 11's align1 kernel's:
+    nothing measured says which holds, so the band spans both). A 16-bit step
     on a GPU without tensor cores (Pascal) is never called calibrated: no P100 row was published, GP102's
     (GTX 1080 Ti) are another chip, so its band spans both its generation's errors and the uncalibrated ones."""
     composition = load_composition()
