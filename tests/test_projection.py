@@ -5,6 +5,7 @@ import csv
 import json
 import math
 import re
+from importlib.resources import files
 
 import numpy as np
 import pytest
@@ -12,11 +13,12 @@ import torch
 from conftest import run_cli
 from torch import nn
 
-from ampgan.bench.ops import OpRecord, OpRow, OpTable, affine_rows, record_ops
+from ampgan.bench.ops import OpRecord, OpRow, OpTable, affine_rows, flops_of, kind_of, record_ops
 from ampgan.errors import AmpganError
 from ampgan.precisions import FP32
 from ampgan.projection.composition import composed_speedup, composed_step, load_composition
 from ampgan.projection.kernel_model import (
+    MISALIGNED_GEMM_CUBLAS11,
     PATH_PARAMETERS,
     TILES,
     _tile_utilisation,
@@ -25,12 +27,14 @@ from ampgan.projection.kernel_model import (
     irregular,
     load_calibration,
     padded,
+    pads_channels,
     peak_tflops,
     predict_seconds,
+    unmeasured_terms,
 )
 from ampgan.projection.kernels import Kernel
 from ampgan.projection.step_model import kernel_times, speedup_band, step_estimate
-from ampgan.system.gpus import GpuSpec, gpu_spec, gpu_table
+from ampgan.system.gpus import GpuSpec, gpu_spec, gpu_table, parse_gpu_table
 
 pytestmark = pytest.mark.real_op_trace
 
@@ -119,7 +123,7 @@ def test_the_model_at_neutral_parameters_is_the_roofline_plus_a_launch():
     shared = np.array([math.log(1e-6), 0.0])
     big = Kernel("g", "gemm", m=1280, n=1024, k=4096)  # 80 tiles of 128x128: one full wave
     seconds, compute, memory = predict_seconds(
-        features([big], 80, "fp16", tensor_cores=True), path, shared, 100.0, 1000.0, 2
+        features([big], 80, "fp16", pads_channels=True), path, shared, 100.0, 1000.0, 2
     )
     assert compute[0] == pytest.approx(2 * 1280 * 1024 * 4096 / 100e12)
     assert memory[0] == pytest.approx((1280 * 4096 + 4096 * 1024 + 1280 * 1024) * 2 / 1000e9)
@@ -676,6 +680,27 @@ def test_a_16_bit_data_gradient_into_few_channels_no_calibration_measured_widens
     assert "no calibration measured (a 1-4 channel data gradient) at their other value" in fp16.note  # why it is wide
 
 
+def test_whether_a_gpu_pads_a_convolution_s_channels_is_its_own_row_s():
+    """Channel padding was decided by the tensor cores alone: a GPU (or its library) that does not pad could not say
+    so. gpus.csv's pads_channels decides it, onto tensor cores only; a row without the column pads where it has them."""
+    header, t4 = (files("ampgan.system") / "gpus.csv").read_text("utf-8").splitlines()[:2]
+    plain_t4 = t4.replace("T4,Tesla T4", "T4-plain,Plain T4").replace(",0.57,1,http", ",0.57,0,http")
+    table = parse_gpu_table("\n".join([header, t4, plain_t4]))
+    padding, plain = table["T4"], table["T4-plain"]
+    assert [pads_channels(gpu, p) for gpu in (padding, plain) for p in ("fp16", FP32)] == [True, False, False, False]
+    assert all(gpu.pads_channels == gpu.tensor_cores for gpu in gpu_table().values())  # every shipped row says so
+    # on the padding T4 a 12-channel layer is the 16-channel one; on the other it is left misaligned
+    twelve = Kernel("c12", "conv_fwd", batch=16, c=12, h=64, w=64, out_channels=32, r=3, s=3, pad_h=1, pad_w=1)
+    sixteen = Kernel("c16", "conv_fwd", batch=16, c=16, h=64, w=64, out_channels=32, r=3, s=3, pad_h=1, pad_w=1)
+    volta = load_calibration("volta")
+    seconds = [kernel_times([k], g, "fp16", volta, 1.0).seconds[0] for k, g in ((twelve, padding), (sixteen, plain))]
+    assert seconds[0] == seconds[1] != kernel_times([twelve], plain, "fp16", volta, 1.0).seconds[0]
+    without = ",".join(c for c in header.split(",") if c != "pads_channels")
+    assert parse_gpu_table(f"{without}\n{t4.replace(',0.57,1,http', ',0.57,http')}")["T4"].pads_channels is None
+    with pytest.raises(AmpganError, match="^mine.csv line 2: pads_channels is 'yes', not a whole number: write"):
+        parse_gpu_table(f"{header}\n{t4.replace(',0.57,1,http', ',0.57,yes,http')}", "mine.csv")
+
+
 def test_a_tensor_core_convolution_is_charged_its_channels_padded_to_the_path_s_alignment():
     """DeepBench padded a 16-bit training kernel's channels to 8 before timing it (conv_bench.cu) and cuDNN pads
     them for tensor cores: a 1-channel layer does 8 channels' work, a 3-channel one 8/3 of its own (TF32: 4/3).
@@ -684,16 +709,16 @@ def test_a_tensor_core_convolution_is_charged_its_channels_padded_to_the_path_s_
     waste). Off tensor cores (fp32, a P100's 16-bit) nothing is padded."""
     one = Kernel("c1", "conv_fwd", batch=16, c=1, h=64, w=64, out_channels=30, r=3, s=3, pad_h=1, pad_w=1)
     three = Kernel("c3", "conv_fwd", batch=16, c=3, h=64, w=64, out_channels=30, r=3, s=3, pad_h=1, pad_w=1)
-    plain = features([one, three], 80, "fp16", tensor_cores=False)
-    padded16 = features([one, three], 80, "fp16", tensor_cores=True)
-    padded32 = features([one, three], 80, "tf32", tensor_cores=True)
+    plain = features([one, three], 80, "fp16", pads_channels=False)
+    padded16 = features([one, three], 80, "fp16", pads_channels=True)
+    padded32 = features([one, three], 80, "tf32", pads_channels=True)
     assert padded16.flops / plain.flops == pytest.approx([8 * 32 / 30, 8 / 3 * 32 / 30])  # c to 8, k 30 to 32
     assert padded32.flops / plain.flops == pytest.approx([4 * 32 / 30, 4 / 3 * 32 / 30])
     assert padded16.tiny_c[:, 0].tolist() == [1.0, 1.0]  # still 1-4 channel: their term is beyond the padding
     # a 12-channel layer is padded to 16 on tensor cores (no misaligned convolution there), not off them
     twelve = Kernel("c12", "conv_fwd", batch=16, c=12, h=64, w=64, out_channels=32, r=3, s=3, pad_h=1, pad_w=1)
-    assert features([twelve], 80, "fp16", tensor_cores=True).misaligned_conv.tolist() == [0.0]
-    assert features([twelve], 80, "fp16", tensor_cores=False).misaligned_conv.tolist() == [1.0]
+    assert features([twelve], 80, "fp16", pads_channels=True).misaligned_conv.tolist() == [0.0]
+    assert features([twelve], 80, "fp16", pads_channels=False).misaligned_conv.tolist() == [1.0]
     volta = load_calibration("volta").document
     for term in ("tiny_c_fwd", "tiny_c_bwd_weight"):  # measured beyond the padding: e^-1.4 to e^-1.7, not e^-3
         assert -2.0 < volta["parameters"]["fp16"][term] < -1.0
@@ -712,23 +737,28 @@ def test_a_gemm_is_aligned_by_its_leading_dimensions_and_padded_so_as_deepbench_
     assert not irregular(Kernel("g", "gemm", m=1024, n=700, k=512), "fp16")  # off 8 only in n: no leading dim
 
 
-def test_a_tensor_core_step_counts_padded_convolutions_on_tensor_cores_and_misaligned_gemms_off_them():
+def test_a_tensor_core_step_counts_padded_convolutions_and_misaligned_gemms_on_tensor_cores():
     """cuDNN pads a 3-channel convolution onto tensor cores (and the model times it so); cuBLAS does not pad a
-    GEMM whose leading dimension is off 8, so its FLOPs are not a tensor-core share."""
+    GEMM whose leading dimension is off 8, but from cuBLAS 11 runs it there with an align1 kernel (NVIDIA's Matrix
+    Multiplication guide; pytorch/pytorch#181718 names the tensorop align1 kernels), so its FLOPs are a tensor-core
+    share too (they were counted off them, as before cuBLAS 11)."""
     kernels = [
         Kernel("aligned", "gemm", m=4096, n=4096, k=1536),
         Kernel("k1530", "gemm", m=4096, n=4096, k=1530),
         Kernel("rgb", "conv_fwd", batch=64, c=3, h=32, w=32, out_channels=64, r=3, s=3, pad_h=1, pad_w=1),
     ]
     v100 = gpu_spec("V100")
-    assert kernel_times(kernels, v100, "fp16", load_calibration("volta"), 1.0).tensor.tolist() == [1.0, 0.0, 1.0]
+    assert kernel_times(kernels, v100, "fp16", load_calibration("volta"), 1.0).tensor.tolist() == [1.0, 1.0, 1.0]
     assert kernel_times(kernels, gpu_spec("P100"), "fp16", load_calibration("pascal"), 1.0).tensor.sum() == 0
 
 
-def test_a_16_bit_gemm_cublas_runs_misaligned_was_never_measured_and_the_band_spans_it_off_tensor_cores():
+def test_a_16_bit_gemm_cublas_runs_misaligned_was_never_measured_and_its_other_value_is_the_software_s():
     """DeepBench padded its misaligned 16-bit GEMMs before timing them, so none measured what cuBLAS does with
-    one (before CUDA 11: no tensor cores): the fit's 0 is unmeasured, and its other value is the GEMM at the
-    fp32 path's efficiency and peak. A Linear layer with an odd width gets a band that spans both."""
+    one: the fit's 0 is unmeasured. Before cuBLAS 11 it ran off tensor cores (the GEMM at the fp32 path's efficiency
+    and this GPU's fp32 peak); from cuBLAS 11, which every projection assumes, it stays on them with an align1
+    kernel, e^-0.35 at worst in published times beyond the model's own tiles (it had been off tensor cores for
+    every GPU, Ampere and Hopper too, at V100's 8:1 ratio). A Linear layer with an odd width gets a band that spans
+    both the fit's value and its software's other one, and counts on tensor cores."""
     volta = load_calibration("volta").document
     gemm = PATH_PARAMETERS.index("gemm")
     v100 = gpu_spec("V100")
@@ -736,6 +766,15 @@ def test_a_16_bit_gemm_cublas_runs_misaligned_was_never_measured_and_the_band_sp
     off += volta["parameters"]["fp32"]["gemm"] - volta["parameters"]["fp16"]["gemm"]
     assert volta["unmeasured"]["fp16"]["misaligned_gemm"] == pytest.approx(off) and gemm == 0
     assert "misaligned_conv" not in volta["unmeasured"]["fp16"]  # padded on tensor cores: dead there
+    # the calibration's own software (CUDA 10.1) ran it off tensor cores; each GPU's era and peaks decide it now
+    t4, a100 = gpu_spec("T4"), gpu_spec("A100")
+    assert unmeasured_terms(v100, cublas11=False)["fp16"]["misaligned_gemm"] == pytest.approx(off)
+    t4_off = off + math.log(t4.peak_tflops["fp32"] / t4.peak_tflops["fp16"] * v100.peak_tflops["fp16"] / 15.7)
+    assert unmeasured_terms(t4, cublas11=False)["fp16"]["misaligned_gemm"] == pytest.approx(t4_off)
+    for gpu in (v100, t4, a100):
+        terms = unmeasured_terms(gpu)
+        assert terms["fp16"]["misaligned_gemm"] == MISALIGNED_GEMM_CUBLAS11 == -0.35
+        assert terms["fp16"]["tiny_c_bwd_data"] == volta["unmeasured"]["fp16"]["tiny_c_bwd_data"]  # the others kept
 
     def linear_step(width: int, batch: int) -> list[OpRecord]:
         layer = nn.Linear(width, 4096)
@@ -744,7 +783,8 @@ def test_a_16_bit_gemm_cublas_runs_misaligned_was_never_measured_and_the_band_sp
 
     odd = affine_rows(linear_step(1530, 8), linear_step(1530, 16), 8, 16)
     fp16 = composed_step(odd, 2048, v100, "fp16")
-    assert fp16.unmeasured_s > 1.5 * fp16.seconds and fp16.high >= fp16.unmeasured_s
+    assert 1.1 * fp16.seconds < fp16.unmeasured_s < 1.42 * fp16.seconds and fp16.high >= fp16.unmeasured_s
+    assert step_estimate(odd, 2048, v100, "fp16", 1e-5).tensor_flops_share == 1.0  # cuBLAS 11 keeps it there
     # the note names the term that moved this step, not every term the calibration left unmeasured
     assert "(a 16-bit GEMM cuBLAS runs misaligned) at their other value" in fp16.note
     rgb = affine_rows(_to_rgb_step(3, 8), _to_rgb_step(3, 16), 8, 16)
@@ -851,3 +891,27 @@ def test_a_step_with_random_branches_drawn_with_the_step_generator_is_projected(
 
     table = trace_op_table(timer, FP32)
     assert table.flops_at(16) > table.flops_at(8) > 0
+
+
+def test_cudnn_s_rnn_is_matrix_work_with_every_layer_s_and_direction_s_gate_products():
+    """aten._cudnn_rnn (nn.LSTM, nn.GRU on CUDA: every layer and direction in one call) had no FLOP formula: a step
+    traced on a CUDA machine projected an RNN's products as 0 FLOPs of memory work."""
+    aten, (steps, batch, inputs, hidden) = torch.ops.aten, (5, 3, 12, 20)
+    x, state = torch.randn(steps, batch, inputs, device="meta"), torch.randn(2 * 2, batch, hidden, device="meta")
+    # a 2-layer bidirectional LSTM: per layer and direction w_ih (4H, its input), w_hh (4H, H) and two biases
+    weights = [
+        torch.randn(*shape, device="meta")
+        for layer_input in (inputs, 2 * hidden)
+        for _ in range(2)
+        for shape in ((4 * hidden, layer_input), (4 * hidden, hidden), (4 * hidden,), (4 * hidden,))
+    ]
+    args = (x, weights, 4, None, state, state, 2, hidden, 0, 2, False, 0.0, True, True, [], None)
+    (row,) = [r for r in record_ops(lambda: aten._cudnn_rnn(*args)) if "rnn" in r.op]
+    per_direction = [2 * (steps * batch) * (4 * hidden) * (i + hidden) for i in (inputs, 2 * hidden)]
+    forward = 2 * sum(per_direction)
+    assert (row.op, row.unit, row.flops, row.alignment) == ("aten._cudnn_rnn", "matrix", forward, 1)  # batch 3
+    backward = (x, weights, 4, None, state, state, x, x, None, None, 2, hidden, 0, 2, False, 0.0, True, True, [])
+    packet = aten._cudnn_rnn_backward
+    for mask, passes in (([True, True, True, True], 2), ([True, False, False, False], 1), ([False] * 3 + [True], 1)):
+        assert flops_of(packet, (*backward, None, None, mask), {}, None) == passes * forward
+    assert kind_of("aten._cudnn_rnn_backward") == "matmul"

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import datetime
 import json
-import math
 import sys
 from pathlib import Path
 
@@ -39,6 +38,7 @@ from ampgan.projection.kernel_model import (  # noqa: E402
     SHARED_PARAMETERS,
     SMALL_FLOPS,
     irregular,
+    off_tensor_cores,
     on_tensor_cores,
     path_of,
 )
@@ -86,13 +86,6 @@ def term_counts(features) -> dict[str, float]:
     }
 
 
-def off_tensor_cores(paths: dict, gpu) -> float:
-    """A tensor-core path's misaligned_gemm if the GEMM runs as an fp32 one (the fp32 path's efficiency at the
-    fp32 peak): cuBLAS before CUDA 11 ran a 16-bit GEMM with leading dimensions off 8 without tensor cores."""
-    gemm = PATH_PARAMETERS.index("gemm")
-    return float(math.log(gpu.peak_tflops[FP32] / gpu.peak_tflops[FP16]) + paths[FP32][gemm] - paths[FP16][gemm])
-
-
 def unmeasured(tables: dict, paths: dict, gpu) -> dict:
     """{path: {term: value}}: each path's terms that no kernel of the tables had, so the fit left them at its
     start, 0 (the path's ordinary efficiency), with another value beside them: their measured siblings'
@@ -115,6 +108,7 @@ def unmeasured(tables: dict, paths: dict, gpu) -> dict:
             for term in (t for t in group if not seen[t] and measured):
                 out.setdefault(path, {})[term] = float(np.mean(measured))
         if tensor and not seen["misaligned_gemm"]:
+            # as the calibration's own software ran it (CUDA 10.1): kernel_model.unmeasured_terms takes each GPU's era
             out.setdefault(path, {})["misaligned_gemm"] = off_tensor_cores(paths, gpu)
     return out
 

@@ -109,7 +109,7 @@ def path_data(kernels: list[Kernel], log_ms: np.ndarray, precision: str, gpu: Gp
         gpu,
         [k.name for k in kernels],
         kernels,
-        features(timed, gpu.sms, precision, tensor_cores=tensor),
+        features(timed, gpu.sms, precision, pads_channels=tensor),
         np.asarray(log_ms, dtype=float),
         peak_tflops(gpu, precision),
         precision_mode(precision).element_bytes,

@@ -29,7 +29,7 @@ if str(HERE) not in sys.path:
 import composition_fit as cf  # noqa: E402
 
 from ampgan.projection.composition import compose, load_composition, step_parts  # noqa: E402
-from ampgan.projection.kernel_model import calibration_for  # noqa: E402
+from ampgan.projection.kernel_model import unmeasured_terms  # noqa: E402
 
 
 def evaluate(rows_file: Path | None) -> tuple[dict, list[dict], list]:
@@ -64,7 +64,7 @@ def _span(record: dict, row: cf.Row, params: dict) -> None:
     """Add to `record` its band as `ampgan project` spans it (composition.composed_step): also around the
     speedup with the kernel terms no calibration measured at their other value, the factor that moves the
     speedup (spanned_factor, rounded to 3 places) taken with the shipped composition."""
-    terms = calibration_for(row.gpu)[0].document.get("unmeasured")
+    terms = unmeasured_terms(row.gpu, cublas11=cf.software_era(row) == "cuda11+")  # the row's own cuBLAS
     other = tuple(compose(step_parts(t, b, row.gpu, p, terms), row.gpu, params)["seconds"] for t, b, p in row.sides)
     mid = tuple(compose(parts, row.gpu, params)["seconds"] for parts in row.parts)
     factor = round(cf.per_sample_ratio(other, row.batch) / cf.per_sample_ratio(mid, row.batch), 3)

@@ -77,6 +77,11 @@ ATTENTION_OPS = {str(packet).rsplit(".", 1)[-1] for pair in ATTENTION_FLOPS_AS.i
 # products each step, (rows, input) x (input, 4 hidden) and (rows, hidden) x (hidden, 4 hidden), run once forward
 # and twice backward (the data's and the weights' gradients).
 RNN_PASSES = {"mkldnn_rnn_layer": 1, "mkldnn_rnn_layer_backward": 2}
+# cuDNN's RNN (nn.LSTM, nn.GRU, nn.RNN on CUDA), which torch's table lacks: _cudnn_rnn(input, weights, ...) and its
+# backward (input, weights, ..., output_mask at 21), all layers and directions in one call. Each 2-D weight (gates x
+# hidden by the layer's input, by hidden; a projection's) is one product with every time step's rows, run once
+# forward, and backward once for the gradients of data and state (output_mask's first three) and once for the weights'.
+CUDNN_RNN = ("_cudnn_rnn", "_cudnn_rnn_backward")
 
 
 def kind_of(op_name: str) -> str:
@@ -84,7 +89,7 @@ def kind_of(op_name: str) -> str:
     name = op_name.rsplit(".", 1)[-1]
     if "convolution" in name:
         return "convolution"
-    if name in MATMUL_OPS or name in ATTENTION_OPS or name in RNN_PASSES:
+    if name in MATMUL_OPS or name in ATTENTION_OPS or name in RNN_PASSES or name in CUDNN_RNN:
         return "matmul"
     return "other"
 
@@ -101,6 +106,11 @@ def flops_of(packet, args, kwargs, out) -> int:
         _, gates, inputs, hidden = _rnn_dims(name, args)
         rows = args[0].numel() // inputs  # every time step's
         return 2 * rows * gates * (inputs + hidden) * RNN_PASSES[name]
+    if name in CUDNN_RNN:
+        rows = args[0].numel() // args[0].shape[-1]  # every time step's (a packed sequence's too)
+        forward = sum(2 * rows * w.shape[0] * w.shape[1] for w in args[1] if w.dim() == 2)
+        mask = args[21] if name == "_cudnn_rnn_backward" else (True, False, False, False)
+        return forward * (any(mask[:3]) + bool(mask[3]))
     formula = flop_registry.get(ATTENTION_FLOPS_AS.get(packet, packet))
     if formula is None:  # no formula: an operation with no matrix work to count
         return 0
@@ -225,6 +235,8 @@ def _matrix_dims(name: str, args) -> tuple[str, tuple[int, ...]]:
     if name in RNN_PASSES:
         rows, gates, inputs, hidden = _rnn_dims(name, args)
         return str(args[0].dtype).removeprefix("torch."), (rows, gates, inputs, hidden)
+    if name in CUDNN_RNN:  # the batch (hx's rows) and every weight's sides
+        return str(args[0].dtype).removeprefix("torch."), (shape(4)[1], *(d for w in args[1] for d in w.shape))
     if name in ATTENTION_OPS:  # (query, key, value, ...), backward (grad_out, query, key, value, ...)
         first = 1 if name.endswith("backward") else 0
         query, key, value = shape(first), shape(first + 1), shape(first + 2)

@@ -39,8 +39,10 @@ from ampgan.projection.kernel_model import (
     calibration_for,
     features,
     on_tensor_cores,
+    pads_channels,
     peak_tflops,
     predict_seconds,
+    unmeasured_terms,
     with_terms,
 )
 from ampgan.projection.step_model import DEFAULT, kernel_precision, row_kernels
@@ -100,7 +102,7 @@ def step_parts(
         tensor = on_tensor_cores(gpu, used)
         name = FP16 if tensor else FP32
         seconds, _, _ = predict_seconds(
-            features(picked, gpu.sms, used if tensor else FP32, tensor_cores=tensor),
+            features(picked, gpu.sms, used if tensor else FP32, pads_channels=pads_channels(gpu, used)),
             calibration.paths[name],
             calibration.shared,
             peak_tflops(gpu, used),
@@ -239,13 +241,13 @@ def composed_step(rows: Iterable[OpRow], batch_size: float, gpu: GpuSpec, precis
     """The step's time with the fitted composition and its band: the generation's leave-one-model-out
     errors, or, for a generation without rows, those of generations predicted without theirs, around both the
     step and the step with the kernel terms no calibration measured at their other value (a GAN's 1-4 channel
-    data gradients at their measured siblings', a misaligned 16-bit GEMM off tensor cores: nothing measured
-    says which holds, so the band spans both). A 16-bit step
+    data gradients at their measured siblings', a misaligned 16-bit GEMM at cuBLAS 11's align1 kernel's:
+    nothing measured says which holds, so the band spans both). A 16-bit step
     on a GPU without tensor cores (Pascal) is never called calibrated: no P100 row was published, GP102's
     (GTX 1080 Ti) are another chip, so its band spans both its generation's errors and the uncalibrated ones."""
     composition = load_composition()
     rows = list(rows)
-    siblings = calibration_for(gpu)[0].document.get("unmeasured")
+    siblings = unmeasured_terms(gpu)
     parts = compose(step_parts(rows, batch_size, gpu, precision), gpu, composition.params)
     other = compose(step_parts(rows, batch_size, gpu, precision, siblings), gpu, composition.params)["seconds"]
     band, own, note = composition.band(gpu)

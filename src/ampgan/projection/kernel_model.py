@@ -105,6 +105,12 @@ def on_tensor_cores(gpu: GpuSpec, precision: str) -> bool:
     return gpu.tensor_cores and PRECISIONS[precision].tensor_cores
 
 
+def pads_channels(gpu: GpuSpec, precision: str) -> bool:
+    """Whether `precision`'s convolutions run on this GPU with their channels padded to the tensor cores' multiple:
+    the GPU's row says whether its libraries pad (GpuSpec.pads_channels), and only onto tensor cores."""
+    return (gpu.tensor_cores if gpu.pads_channels is None else gpu.pads_channels) and on_tensor_cores(gpu, precision)
+
+
 def padded(kernel: Kernel, align: int) -> Kernel:
     """The kernel with the dimensions tensor cores need aligned (`Kernel.channel_dims`) padded to `align`.
     cuDNN pads a convolution's channels to call tensor cores (its "Tensor Transformations"), and DeepBench's
@@ -126,16 +132,16 @@ def padded(kernel: Kernel, align: int) -> Kernel:
     )
 
 
-def features(kernels: list[Kernel], sms: int, precision: str, *, tensor_cores: bool) -> Features:
-    """`tensor_cores`: the kernels run on tensor cores, so a convolution's work, tiles and bytes are those of its
-    padded problem (`padded`), and a 1-4 channel one's own term is what is left beyond that padding: a
-    misaligned convolution is one off tensor cores only."""
+def features(kernels: list[Kernel], sms: int, precision: str, *, pads_channels: bool) -> Features:
+    """`pads_channels`: a convolution runs padded onto tensor cores (`pads_channels()`; DeepBench padded its own), so
+    its work, tiles and bytes are those of its padded problem (`padded`), and a 1-4 channel one's own term is what
+    is left beyond that padding: a misaligned convolution is one left unpadded."""
     align = PRECISIONS[precision].alignment
     rows = []
     for kernel in kernels:
         conv = kernel.op != GEMM
         tiny = conv and kernel.c <= TINY_CHANNELS
-        if conv and tensor_cores:
+        if conv and pads_channels:
             kernel = padded(kernel, align)
         m, n, k = kernel.implicit_gemm()
         misaligned = any(d % align for d in kernel.channel_dims())
@@ -215,6 +221,40 @@ def with_terms(calibration: Calibration, terms: dict | None) -> Calibration:
         for term, value in values.items():
             paths[name][PATH_PARAMETERS.index(term)] = value
     return replace(calibration, paths=paths)
+
+
+# The 16-bit GEMM with a leading dimension off 8 (cuBLAS's tensor-op rule, Kernel.channel_dims), which no calibration
+# kernel measured (DeepBench padded its own, benchmarks/calibration/kernel_fit.path_data): its other value is the
+# software's. Before cuBLAS 11.0 it ran off tensor cores (NVIDIA's "Matrix Multiplication Background User's Guide",
+# Tensor Core Requirements: alignment "is a requirement to use Tensor Cores" before cuBLAS 11.0; "starting with
+# cuBLAS 11.0.0 ... Tensor Cores may be used regardless"): `off_tensor_cores`. From cuBLAS 11 (every Ampere, Ada and
+# Hopper GPU needs it; PyTorch's wheels ship 11.8 or 12) it stays on them with an align1 kernel: published times
+# against aligned neighbours, less what the model's tiles and waves already charge, leave e^-0.35 (A100, CUDA
+# 11.6, fp16), e^+0.12 (A100, CUDA 11.7, fp16 and bf16) and e^-0.05 to e^+0.03 (RTX 4090, CUDA 12, bf16)
+# (pytorch/pytorch#83272 and #181718; benchmarks/results/misaligned-gemm-cublas11-2026-12-04/). The far end is the
+# worst of them; CUDA 11.6's bf16 e^-1.8 was a heuristic defect its own issue shows gone in 11.7.
+MISALIGNED_GEMM_CUBLAS11 = -0.35
+
+
+def off_tensor_cores(paths: dict[str, np.ndarray], gpu: GpuSpec) -> float:
+    """A tensor-core path's misaligned_gemm if the GEMM runs as an fp32 one, at this GPU's fp32 peak and the fp32
+    path's efficiency: as cuBLAS before 11.0 ran a 16-bit GEMM with leading dimensions off 8."""
+    gemm = PATH_PARAMETERS.index("gemm")
+    ratio = math.log(gpu.peak_tflops[FP32] / gpu.peak_tflops[FP16])
+    return float(ratio + paths[FP32][gemm] - paths[FP16][gemm])
+
+
+def unmeasured_terms(gpu: GpuSpec, cublas11: bool = True) -> dict:
+    """{path: {term: value}}: the terms no kernel of the GPU's calibration measured at their other value (its
+    "unmeasured", benchmarks/calibration/fit.py), the misaligned 16-bit GEMM's for the software: cuBLAS 11 or later
+    (`cublas11`: what a projection assumes; the validation's CUDA 10.2 rows ran earlier), else off tensor cores."""
+    calibration = calibration_for(gpu)[0]
+    terms = {path: dict(values) for path, values in calibration.document.get("unmeasured", {}).items()}
+    if "misaligned_gemm" in terms.get(FP16, {}):
+        terms[FP16]["misaligned_gemm"] = (
+            MISALIGNED_GEMM_CUBLAS11 if cublas11 else off_tensor_cores(calibration.paths, gpu)
+        )
+    return terms
 
 
 def calibration_for(gpu: GpuSpec) -> tuple[Calibration, bool]:

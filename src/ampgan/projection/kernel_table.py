@@ -16,7 +16,7 @@ from pathlib import Path
 from ampgan.errors import AmpganError
 from ampgan.files.atomic import write_csv_atomically
 from ampgan.precisions import NAMES
-from ampgan.projection.kernel_model import calibration_for, with_terms
+from ampgan.projection.kernel_model import calibration_for, unmeasured_terms, with_terms
 from ampgan.projection.kernels import Kernel, kernel_from_row, read_kernel_rows
 from ampgan.projection.step_model import UNCALIBRATED_WIDENING, kernel_times
 from ampgan.system.gpus import GpuSpec
@@ -49,7 +49,7 @@ def project_kernels(kernels: list[Kernel], gpus: list[GpuSpec]) -> list[dict]:
         for precision in [name for name in NAMES if gpu.cannot_run(name) is None]:
             widening = 1.0 if own else UNCALIBRATED_WIDENING
             timed = kernel_times(kernels, gpu, precision, calibration, widening)
-            unmeasured = with_terms(calibration, calibration.document.get("unmeasured"))
+            unmeasured = with_terms(calibration, unmeasured_terms(gpu))
             other = kernel_times(kernels, gpu, precision, unmeasured, widening).seconds / timed.seconds
             for i, kernel in enumerate(kernels):
                 launch = float(timed.seconds[i] - (timed.compute[i] ** 4 + timed.memory[i] ** 4) ** 0.25)

@@ -35,9 +35,9 @@ from ampgan.projection.kernel_model import (
     calibration_for,
     class_candidates,
     features,
-    irregular,
     kernel_class,
     on_tensor_cores,
+    pads_channels,
     path_of,
     peak_tflops,
     predict_seconds,
@@ -133,7 +133,7 @@ def kernel_times(
         picked = [kernels[i] for i in indices]
         path = calibration.paths[path_of(used)]
         seconds, compute, memory = predict_seconds(
-            features(picked, gpu.sms, used, tensor_cores=on_tensor_cores(gpu, used)),
+            features(picked, gpu.sms, used, pads_channels=pads_channels(gpu, used)),
             path,
             calibration.shared,
             peak_tflops(gpu, used),
@@ -141,6 +141,8 @@ def kernel_times(
             precision_mode(used).element_bytes,
         )
         out["seconds"][indices], out["compute"][indices], out["memory"][indices] = seconds, compute, memory
+        # cuDNN pads a convolution onto tensor cores; cuBLAS 11 on runs a misaligned GEMM there (an align1 kernel)
+        out["tensor"][indices] = float(on_tensor_cores(gpu, used))
         for i, kernel in zip(indices, picked):
             entry = _class_entry(calibration, kernel_class(kernel, FP16))
             band = entry[path_of(used)]
@@ -150,9 +152,6 @@ def kernel_times(
                 out["speedup_low"][i] = entry["speedup"]["low"]
                 out["speedup_high"][i] = entry["speedup"]["high"]
                 out["varied"][i] = 1.0
-            # cuDNN pads a convolution onto tensor cores; cuBLAS leaves a misaligned GEMM off them
-            misaligned_gemm = kernel.op == GEMM and irregular(kernel, used)
-            out["tensor"][i] = float(on_tensor_cores(gpu, used) and not misaligned_gemm)
     return KernelTimes(**out)
 
 

@@ -39,6 +39,11 @@ class GpuSpec:
     # ~900 of 1590 MHz), or 1 where the boost clock is already the one for its power (laptop parts); else None,
     # and the projection estimates it from `watts` (projection/composition.py clock_factor).
     clock_share: float | None = None
+    # Whether its convolution libraries pad channels off the tensor cores' multiple (8 in 16 bit, 4 in TF32) to run
+    # them there (cuDNN does on every NVIDIA GPU with tensor cores; projection/kernel_model.padded): gpus.csv's
+    # pads_channels, so a GPU or library that does not declares it on its row. None (a row without the column):
+    # where it has tensor cores.
+    pads_channels: bool | None = None
     source: str
     checked: str
 
@@ -131,6 +136,7 @@ def _row(row: dict[str, str], where: str, rates: list[str]) -> GpuSpec:
         # A 0 would read as "none" downstream (the power rule): an empty cell says that, a 0 is a typo.
         watts=number("watts", optional=True, least=1),
         clock_share=number("clock_share", optional=True, least=0.01, most=1),
+        pads_channels=None if not row.get("pads_channels") else bool(number("pads_channels", whole=True, most=1)),
         **{k: row[k] for k in ("key", "name", "fp16_units", "generation", "calibration", "source", "checked")},
     )
 
