@@ -5,7 +5,9 @@ from __future__ import annotations
 import io
 import json
 import os
+import struct
 import warnings
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -215,4 +217,126 @@ def test_a_link_to_no_image_is_refused_by_name_not_left_out(tmp_path, target):
     assert str(refused.value) == (
         f"{tmp_path / 'a' / 'loop.png'} is a link to no image ({target} is missing, not a file, or a loop of "
         "links): restore the image or remove the link"
+    )
+
+
+def _grey_tiff(path: Path, values: np.ndarray) -> None:
+    """A one-strip grey TIFF holding `values` as their dtype says (bits and sign), written by hand: Pillow
+    writes grey only as signed 32-bit or unsigned 16-bit."""
+    height, width = values.shape
+    tags = [(256, width), (257, height), (258, values.dtype.itemsize * 8), (259, 1), (262, 1)]
+    tags += [(273, 8 + 2 + 10 * 12 + 4), (277, 1), (278, height), (279, values.nbytes)]
+    tags += [(339, 2 if values.dtype.kind == "i" else 1)]  # SampleFormat: signed or unsigned integer
+    directory = struct.pack("<H", len(tags)) + b"".join(struct.pack("<HHII", tag, 4, 1, v) for tag, v in tags)
+    path.write_bytes(
+        b"II*\0" + struct.pack("<I", 8) + directory + b"\0\0\0\0" + values.astype(f"<{values.dtype.str[1:]}").tobytes()
+    )
+
+
+def _rgb_png_16_bit(path: Path, rgb: tuple[int, int, int]) -> None:
+    """An 8x8 PNG of one 16-bit-per-channel colour, written by hand (Pillow writes no 16-bit RGB)."""
+    rows = b"".join(b"\0" + np.array(rgb, ">u2").tobytes() * 8 for _ in range(8))
+    chunk = lambda kind, data: struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))  # noqa: E731
+    header = struct.pack(">IIBBBBB", 8, 8, 16, 2, 0, 0, 0)
+    path.write_bytes(
+        b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b"")
+    )
+
+
+ORANGE = (200, 100, 50)  # grey by ITU-R 601 luma: 124
+_UNIFORM = np.full((8, 8), 1, np.int64)
+
+
+def _palette(transparent: bool) -> Image.Image:
+    image = Image.new("P", (8, 8), 0)
+    image.putpalette(ORANGE)
+    if transparent:
+        image.info["transparency"] = 0
+    return image
+
+
+@pytest.mark.parametrize(
+    "write, rgb",
+    [
+        (lambda p: Image.new("1", (8, 8), 1).save(p / "x.png"), (255,) * 3),
+        (lambda p: Image.new("L", (8, 8), 124).save(p / "x.png"), (124,) * 3),
+        (lambda p: Image.new("LA", (8, 8), (124, 255)).save(p / "x.png"), (124,) * 3),
+        (lambda p: _palette(False).save(p / "x.png"), ORANGE),
+        (lambda p: _palette(True).save(p / "x.png"), (255,) * 3),  # transparent: white
+        (lambda p: Image.new("RGB", (8, 8), ORANGE).save(p / "x.png"), ORANGE),
+        (lambda p: Image.new("RGBA", (8, 8), (*ORANGE, 255)).save(p / "x.png"), ORANGE),
+        (lambda p: Image.new("RGB", (8, 8), ORANGE).convert("CMYK").save(p / "x.tif"), ORANGE),
+        (lambda p: Image.new("RGB", (8, 8), ORANGE).convert("CMYK").save(p / "x.jpg", quality=100), ORANGE),
+        (lambda p: Image.new("RGB", (8, 8), ORANGE).convert("YCbCr").save(p / "x.tif"), ORANGE),
+        (lambda p: Image.new("RGB", (8, 8), ORANGE).convert("LAB").save(p / "x.tif"), ORANGE),
+        (lambda p: _rgb_png_16_bit(p / "x.png", tuple(257 * c for c in ORANGE)), ORANGE),
+        (lambda p: Image.fromarray((_UNIFORM * 32768).astype(np.uint16)).save(p / "x.png"), (128,) * 3),
+        (lambda p: Image.fromarray((_UNIFORM * 32768).astype(np.uint16)).save(p / "x.tif"), (128,) * 3),
+        (
+            lambda p: Image.frombytes("I;16B", (8, 8), (_UNIFORM * 32768).astype(">u2").tobytes()).save(p / "x.tif"),
+            (128,) * 3,
+        ),
+        (lambda p: _grey_tiff(p / "x.tif", (_UNIFORM * 16384).astype(np.int16)), (128,) * 3),  # of 32767
+        (lambda p: Image.fromarray((_UNIFORM * 2**30).astype(np.int32), "I").save(p / "x.tif"), (128,) * 3),
+        (lambda p: _grey_tiff(p / "x.tif", (_UNIFORM * 3 * 2**30).astype(np.uint32)), (191,) * 3),
+    ],
+    ids=[
+        "1",
+        "L",
+        "LA",
+        "P",
+        "P transparent",
+        "RGB",
+        "RGBA",
+        "CMYK",
+        "CMYK JPEG",
+        "YCbCr",
+        "LAB",
+        "RGB 16-bit",
+        "I;16 PNG",
+        "I;16 TIFF",
+        "I;16B",
+        "int16",
+        "int32 (I)",
+        "uint32 (I)",
+    ],
+)
+def test_every_mode_is_read_by_its_range_into_grey_and_colour(tmp_path, write, rgb):
+    """The 32-bit integer grey of a TIFF (mode I) was scaled as if 16-bit; LAB could not be turned grey."""
+    (tmp_path / "a").mkdir()
+    write(tmp_path / "a")
+    colour, _ = _load(tmp_path, image_size=8, channels=3)
+    grey, _ = _load(tmp_path, image_size=8, channels=1)
+    assert np.abs(colour.images[0, :, 3, 3].numpy().astype(int) - rgb).max() <= 3  # JPEG and LAB round
+    luma = round(0.299 * rgb[0] + 0.587 * rgb[1] + 0.114 * rgb[2])
+    assert abs(int(grey.images[0, 0, 3, 3]) - luma) <= 3
+
+
+@pytest.mark.parametrize(
+    "values, said",
+    [
+        (_UNIFORM.astype(np.float32), "holds floating-point pixels (mode F), whose range an image does not state"),
+        (
+            (_UNIFORM * 65535).astype(np.int32),
+            "(signed 32-bit grey, mode I) holds pixel values 65535 to 65535, "
+            "which its range 0-2147483647 shows as black",
+        ),
+        (
+            (_UNIFORM * -5).astype(np.int16),
+            "(signed 16-bit grey, mode I) holds pixel values -5 to -5, which its range 0-32767 shows as no grey level",
+        ),
+    ],
+    ids=["F", "int32 holding 16 bits", "negative"],
+)
+def test_pixels_no_grey_level_stands_for_are_refused_naming_file_mode_and_fix(tmp_path, values, said):
+    (tmp_path / "a").mkdir()
+    if values.dtype == np.float32:
+        Image.fromarray(values, "F").save(tmp_path / "a" / "x.tif")
+    else:
+        _grey_tiff(tmp_path / "a" / "x.tif", values)
+    with pytest.raises(AmpganError) as refused:
+        load_folder(str(tmp_path), image_size=8)
+    assert str(refused.value).startswith(f"{tmp_path / 'a' / 'x.tif'} ") and said in str(refused.value)
+    assert str(refused.value).endswith("save it as an 8- or 16-bit image") or "white at 255 or 65535" in str(
+        refused.value
     )

@@ -1,7 +1,7 @@
 """`folder:PATH`: the user's own images, one sub-folder per class (PNG, JPEG, ...).
 
-Images are decoded with Pillow, converted to 1 or 3 channels by their real range (a 16-bit image is
-scaled, not clipped; transparency is flattened onto white and said so) and resized (bilinear,
+Images are decoded with Pillow, converted to 1 or 3 channels by their real range (integer grey by the
+bits its file declares, not clipped; transparency is flattened onto white and said so) and resized (bilinear,
 antialiased) to the model's size. A class's images may sit in nested folders inside its folder (as
 torchvision's ImageFolder reads them); files that are not images, and images outside any class
 folder, are counted in one warning, never dropped without a word.
@@ -131,7 +131,8 @@ def _decode(path: Path, size: int, channels: int, flattened: list[Path], pillow_
         with warnings.catch_warnings(record=True) as caught, Image.open(path) as image:
             warnings.simplefilter("always")
             # A camera's EXIF orientation says how the pixels stand: a phone's portrait photo is stored sideways.
-            image = _to_8_bit(ImageOps.exif_transpose(image), path, channels, flattened)
+            # A TIFF's tags (its bits per sample) are read from the file as opened: the upright copy has none.
+            image = _to_8_bit(ImageOps.exif_transpose(image), getattr(image, "tag_v2", {}), path, channels, flattened)
             if image.size != (size, size):
                 image = image.resize((size, size), Image.Resampling.BILINEAR, reducing_gap=None)
             array = np.asarray(image, dtype=np.uint8)
@@ -149,33 +150,45 @@ def _decode(path: Path, size: int, channels: int, flattened: list[Path], pillow_
     return array[None] if channels == 1 else array.transpose(2, 0, 1)  # (C, H, W)
 
 
-def _to_8_bit(image: Image.Image, path: Path, channels: int, flattened: list[Path]) -> Image.Image:
-    """`image` as 8-bit grey ("L") or RGB by its real range: 16-bit grey is scaled from 0-65535 (Pillow's
-    convert would clip it to white), transparency is flattened onto white (recorded in `flattened`)."""
-    if image.mode in ("I;16", "I;16L", "I;16B", "I;16N", "I"):
-        values = np.asarray(image, dtype=np.float64)
-        if values.min() < 0 or values.max() > 65535:
-            raise AmpganError(
-                f"{one_line(path)} holds 32-bit pixel values outside 0-65535: save it as an 8- or 16-bit image"
-            )
-        grey = Image.fromarray(np.round(values / 257.0).astype(np.uint8), mode="L")
-        return grey if channels == 1 else grey.convert("RGB")
-    if image.mode == "F":
+def _to_8_bit(image: Image.Image, tags: dict, path: Path, channels: int, flattened: list[Path]) -> Image.Image:
+    """`image` as 8-bit grey ("L") or RGB by its real range: integer grey is scaled from the range its file
+    declares in `tags` (Pillow's convert would clip 16 bits to white), transparency is flattened onto white
+    (recorded in `flattened`), and a colour space Pillow cannot turn grey (LAB) goes through RGB."""
+    if image.mode == "I" or image.mode.startswith("I;"):
+        image = _integer_grey_as_8_bit(image, tags, path)
+    elif image.mode == "F":
         raise AmpganError(
-            f"{one_line(path)} holds floating-point pixels, whose range an image does not state: save "
+            f"{one_line(path)} holds floating-point pixels (mode F), whose range an image does not state: save "
             "it as an 8- or 16-bit image"
         )
-    if (
-        image.mode in ("RGBA", "LA", "PA")
-        or (image.mode == "P" and "transparency" in image.info)
-        or (image.mode in ("L", "RGB") and "transparency" in image.info)
-    ):
+    if "A" in image.getbands() or "transparency" in image.info:
         rgba = image.convert("RGBA")
         if rgba.getextrema()[3][0] < 255:  # some pixel is not opaque
             flattened.append(path)
         white = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
         image = Image.alpha_composite(white, rgba)
+    if image.mode not in ("1", "L"):
+        image = image.convert("RGB")  # LAB, HSV, CMYK, YCbCr, P: colour as RGB first, then grey by its luma
     return image.convert("L" if channels == 1 else "RGB")
+
+
+def _integer_grey_as_8_bit(image: Image.Image, tags: dict, path: Path) -> Image.Image:
+    """Integer grey ("I", "I;16", ...) scaled to 0-255 from the range its file declares: a TIFF states its bits
+    per sample and their sign (Pillow holds 12-bit grey as "I;16", 16-bit signed and 32-bit as "I"); a PNG
+    (Pillow 9 opened 16-bit grey as "I") or any other holds at most 16 bits."""
+    bits, signed = tags.get(258, (16,))[0], tags.get(339, (1,))[0] == 2  # BitsPerSample, SampleFormat
+    highest = 2 ** (bits - signed) - 1
+    values = np.asarray(image).astype(np.int64 if signed else np.uint32)  # Pillow holds unsigned 32 bits as "I"
+    lowest, brightest = int(values.min()), int(values.max())
+    # Negative or past the range: no grey level; all under 1/510 of it: every pixel black (int32 holding 16 bits).
+    if lowest < 0 or brightest > highest or 0 < brightest < highest / 510:
+        raise AmpganError(
+            f"{one_line(path)} ({'signed ' if signed else ''}{bits}-bit grey, mode {image.mode}) holds pixel values "
+            f"{lowest} to {brightest}, which its range 0-{highest} shows as "
+            f"{'black' if lowest >= 0 and brightest <= highest else 'no grey level'}: save it as an unsigned 8- or "
+            "16-bit image, white at 255 or 65535"
+        )
+    return Image.fromarray(np.round(values * (255 / highest)).astype(np.uint8))
 
 
 def load_folder(
@@ -188,8 +201,8 @@ def load_folder(
     _warn_about_what_is_not_read(root, folders)
     all_files = [f for files in files_per_class for f in files]
     # The cache's key: the file list and the shape; "upright": decoded by EXIF orientation, which caches written
-    # before were not.
-    digest = hashlib.sha256(f"{size}:{channels}:upright".encode())
+    # before were not; "declared range": integer grey scaled by its file's bits (16- or 32-bit were taken as 16).
+    digest = hashlib.sha256(f"{size}:{channels}:upright:declared range".encode())
     for file in all_files:
         stat = file.stat()
         # A name that is not UTF-8 (surrogate-escaped by Python) hashes as the bytes it is.
