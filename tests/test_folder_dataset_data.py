@@ -7,12 +7,13 @@ import json
 import os
 import struct
 import warnings
+import zipfile
 import zlib
 from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import fill_the_disk
+from conftest import fill_the_disk, run_cli
 from PIL import Image
 
 from ampgan.data.folder import load_folder
@@ -340,3 +341,34 @@ def test_pixels_no_grey_level_stands_for_are_refused_naming_file_mode_and_fix(tm
     assert str(refused.value).endswith("save it as an 8- or 16-bit image") or "white at 255 or 65535" in str(
         refused.value
     )
+
+
+def test_what_macos_windows_and_a_nas_leave_in_an_unzipped_folder_is_skipped_and_counted_once(tmp_path, capsys):
+    """An archive zipped on macOS unzips a __MACOSX/ folder beside the classes (refused as a class without
+    images); AppleDouble ._NAME.png files, .DS_Store, Thumbs.db, desktop.ini and a Synology's @eaDir/ thumbnails
+    (real JPEGs, read as data before) are the system's, not the user's images."""
+    made = {
+        "__MACOSX/cats/._a.png": b"\0\5\26\7\0\2\0\0Mac OS X        ",  # AppleDouble header
+        "__MACOSX/._cats": b"\0\5\26\7\0\2\0\0Mac OS X        ",
+        "cats/.DS_Store": b"\0\0\0\1Bud1\0\0\x10\0",
+        "cats/._a.png": b"\0\5\26\7\0\2\0\0Mac OS X        ",
+        "dogs/Thumbs.db": b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1",
+        "dogs/desktop.ini": b"[.ShellClassInfo]\r\n",
+    }
+    archive = tmp_path / "pets.zip"
+    with zipfile.ZipFile(archive, "w") as zipped:
+        for name in ("cats/a.png", "dogs/b.png", "dogs/@eaDir/b.png/SYNOFILE_THUMB_M.jpg"):
+            image = io.BytesIO()
+            Image.new("RGB", (8, 8), (200, 100, 50)).save(image, "JPEG" if name.endswith(".jpg") else "PNG")
+            zipped.writestr(name, image.getvalue())
+        for name, content in made.items():
+            zipped.writestr(name, content)
+    zipfile.ZipFile(archive).extractall(tmp_path / "pets")
+    dataset, said = _load(tmp_path / "pets", image_size=8)
+    assert dataset.class_names == ("cats", "dogs") and dataset.counts_per_class() == [1, 1]
+    assert said == [
+        f"folder:{tmp_path / 'pets'} leaves out 7 file(s) hidden or made by macOS or Windows (e.g. "
+        f"{Path('__MACOSX', '._cats')}) (none of them is read)"
+    ]
+    code, out, err = run_cli(capsys, "data", "info", f"folder:{tmp_path / 'pets'}", "--image-size", "8")
+    assert code == 0 and "2 images" in out and err.count("\n") == 1 and "leaves out 7 file(s)" in err, err

@@ -3,8 +3,9 @@
 Images are decoded with Pillow, converted to 1 or 3 channels by their real range (integer grey by the
 bits its file declares, not clipped; transparency is flattened onto white and said so) and resized (bilinear,
 antialiased) to the model's size. A class's images may sit in nested folders inside its folder (as
-torchvision's ImageFolder reads them); files that are not images, and images outside any class
-folder, are counted in one warning, never dropped without a word.
+torchvision's ImageFolder reads them); files that are not images, images outside any class
+folder and what an operating system left (__MACOSX/, ._NAME, Thumbs.db) are counted in one warning, never
+dropped without a word.
 
 `data.cache` writes the decoded tensor as an .npz next to the data, keyed by a fingerprint of the file
 list (names, sizes, modification times) and checked against the folder it claims to be (count,
@@ -34,13 +35,30 @@ from ampgan.files.paths import leads_out
 
 IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff"}
 DEFAULT_SIZE = 32
+# What an operating system leaves in a folder, never the user's data: macOS's zip (__MACOSX/ of AppleDouble
+# ._NAME files, which end in .png too), Windows (Thumbs.db, desktop.ini, $RECYCLE.BIN/), a Synology NAS's
+# thumbnails (@eaDir/, real JPEGs); hidden names (.DS_Store) are skipped with them.
+SYSTEM_NAMES = {
+    "__macosx",
+    "thumbs.db",
+    "ehthumbs.db",
+    "desktop.ini",
+    "$recycle.bin",
+    "system volume information",
+    "@eadir",
+}
+
+
+def _made_by_the_system(path: Path, root: Path) -> bool:
+    """Whether `path` is hidden or is, or lies inside, what an operating system made (SYSTEM_NAMES)."""
+    return any(part.startswith(".") or part.lower() in SYSTEM_NAMES for part in path.relative_to(root).parts)
 
 
 def _class_folders(root: Path) -> list[Path]:
     if not root.is_dir():
         raise AmpganError(f"image folder {root} does not exist: give folder:PATH with one sub-folder per class")
     _refuse_an_output_folder(root, root)
-    folders = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+    folders = sorted(p for p in root.iterdir() if p.is_dir() and not _made_by_the_system(p, root))
     for folder in folders:
         _refuse_links_that_leave(folder, root)
         name_as_text(folder.name, f"the class folder of folder:{one_line(root)} named")
@@ -80,9 +98,7 @@ def _image_files(folder: Path) -> list[Path]:
     files = sorted(
         p
         for p in found
-        if (p.is_file() or p.is_symlink())
-        and p.suffix.lower() in IMAGE_SUFFIXES
-        and not any(part.startswith(".") for part in p.relative_to(folder).parts)
+        if (p.is_file() or p.is_symlink()) and p.suffix.lower() in IMAGE_SUFFIXES and not _made_by_the_system(p, folder)
     )
     for path in files:
         if not path.is_file():
@@ -100,14 +116,13 @@ def _image_files(folder: Path) -> list[Path]:
 
 
 def _warn_about_what_is_not_read(root: Path, folders: list[Path]) -> None:
-    """One warning naming what the dataset leaves out: images outside a class folder, other files."""
+    """One warning naming what the dataset leaves out: images outside a class folder, other files, and what
+    the operating system made (in a class folder, or beside them: the __MACOSX/ of an unzipped archive)."""
     loose = [p for p in root.iterdir() if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES]
-    other = [
-        p
-        for folder in folders
-        for p in folder.rglob("*")
-        if p.is_file() and p.suffix.lower() not in IMAGE_SUFFIXES and not p.name.startswith(".")
-    ]
+    system = [p for p in root.iterdir() if p.is_dir() and p.name.lower() in SYSTEM_NAMES]
+    inside = [p for folder in folders + system for p in folder.rglob("*") if p.is_file()]
+    made = sorted(p for p in inside if _made_by_the_system(p, root))
+    other = [p for p in inside if p.suffix.lower() not in IMAGE_SUFFIXES and not _made_by_the_system(p, root)]
     parts = []
     if loose:
         parts.append(
@@ -117,11 +132,13 @@ def _warn_about_what_is_not_read(root: Path, folders: list[Path]) -> None:
     if other:
         suffixes = sorted({p.suffix.lower() or p.name for p in other})[:5]
         parts.append(f"{len(other)} file(s) that are not images ({', '.join(map(one_line, suffixes))})")
-    if parts:
-        warn(
-            f"folder:{one_line(root)} leaves out " + " and ".join(parts) + ": move images into a class folder to "
-            "use them"
+    if made:
+        parts.append(
+            f"{len(made)} file(s) hidden or made by macOS or Windows (e.g. {one_line(made[0].relative_to(root))})"
         )
+    if parts:
+        advice = ": move images into a class folder to use them" if loose else " (none of them is read)"
+        warn(f"folder:{one_line(root)} leaves out " + " and ".join(parts) + advice)
 
 
 def _decode(path: Path, size: int, channels: int, flattened: list[Path], pillow_said: dict) -> np.ndarray:
