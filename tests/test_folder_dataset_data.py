@@ -372,3 +372,54 @@ def test_what_macos_windows_and_a_nas_leave_in_an_unzipped_folder_is_skipped_and
     ]
     code, out, err = run_cli(capsys, "data", "info", f"folder:{tmp_path / 'pets'}", "--image-size", "8")
     assert code == 0 and "2 images" in out and err.count("\n") == 1 and "leaves out 7 file(s)" in err, err
+
+
+def test_an_archive_given_as_the_folder_is_refused_saying_to_unpack_it(tmp_path, capsys):
+    """folder:pets.zip said 'image folder pets.zip does not exist', beside the file the user can see."""
+    with zipfile.ZipFile(tmp_path / "pets.zip", "w") as zipped:
+        zipped.writestr("cats/a.png", b"")
+    code, out, err = run_cli(capsys, "data", "info", f"folder:{tmp_path / 'pets.zip'}")
+    assert code == 2 and out == "" and err.count("\n") == 1, err
+    assert f"folder:{tmp_path / 'pets.zip'} is a file, not a folder of class folders" in err
+    assert "python -m zipfile -e FILE DIR" in err and "give folder:DIR" in err
+
+
+def test_every_image_that_cannot_be_read_is_named_in_one_line_with_its_reason(tmp_path, capsys):
+    """A truncated image in the middle of a folder, a zero-byte file: the first was named as '(OSError)' and the
+    rest found one read at a time."""
+    (tmp_path / "a").mkdir()
+    noise = np.random.default_rng(0).integers(0, 256, (64, 64, 3), np.uint8)
+    Image.fromarray(noise).save(tmp_path / "a" / "0-good.png")
+    Image.fromarray(noise).save(tmp_path / "a" / "1-cut.png")
+    (tmp_path / "a" / "1-cut.png").write_bytes((tmp_path / "a" / "1-cut.png").read_bytes()[:3000])
+    (tmp_path / "a" / "2-empty.jpg").write_bytes(b"")
+    for name in ("3.png", "4.png", "5.png"):
+        (tmp_path / "a" / name).write_bytes(b"<html>not found</html>")
+    with pytest.raises(AmpganError) as refused:
+        load_folder(str(tmp_path), image_size=8)
+    assert str(refused.value) == (
+        f"cannot read image {tmp_path / 'a' / '1-cut.png'} (OSError: image file is truncated): fix or remove the "
+        f"file; 4 more image(s) cannot be used either: {Path('a', '2-empty.jpg')}, {Path('a', '3.png')}, "
+        f"{Path('a', '4.png')}, ..."
+    )
+    for name in ("1-cut.png", "3.png", "4.png", "5.png"):
+        (tmp_path / "a" / name).unlink()
+    code, _, err = run_cli(capsys, "data", "info", f"folder:{tmp_path}")
+    assert code == 2 and err == (
+        f"error: cannot read image {tmp_path / 'a' / '2-empty.jpg'} (UnidentifiedImageError: not an image Pillow "
+        "can decode, 0 bytes): fix or remove the file\n"
+    )
+
+
+def test_an_image_of_several_frames_gives_its_first_and_says_so(tmp_path):
+    (tmp_path / "a").mkdir()
+    red, green = Image.new("RGB", (8, 8), (255, 0, 0)), Image.new("RGB", (8, 8), (0, 255, 0))
+    for suffix in (".gif", ".png", ".webp", ".tif"):  # animated GIF, APNG, animated WebP, a two-page TIFF
+        red.save(tmp_path / "a" / f"moving{suffix}", save_all=True, append_images=[green])
+    red.save(tmp_path / "a" / "still.png")
+    dataset, said = _load(tmp_path, image_size=8)
+    assert np.abs(dataset.images[:, :, 4, 4].numpy().astype(int) - [255, 0, 0]).max() <= 2  # red; WebP is lossy
+    assert said == [
+        f"4 image(s) of folder:{tmp_path} hold several frames (animated, multi-page, a JPEG's extra pictures) "
+        f"(e.g. {Path('a', 'moving.gif')}): the first frame is used"
+    ]

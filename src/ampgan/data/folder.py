@@ -49,12 +49,22 @@ SYSTEM_NAMES = {
 }
 
 
+# What decoding changed in an image, said once per folder: (what the images have, what was done).
+_TRANSPARENT = ("have transparent pixels", "flattened onto white, the transparency is dropped")
+_FRAMES = ("hold several frames (animated, multi-page, a JPEG's extra pictures)", "the first frame is used")
+
+
 def _made_by_the_system(path: Path, root: Path) -> bool:
     """Whether `path` is hidden or is, or lies inside, what an operating system made (SYSTEM_NAMES)."""
     return any(part.startswith(".") or part.lower() in SYSTEM_NAMES for part in path.relative_to(root).parts)
 
 
 def _class_folders(root: Path) -> list[Path]:
+    if root.is_file():  # an archive, most likely: a zip is unpacked by Python itself, on every system
+        raise AmpganError(
+            f"folder:{one_line(root)} is a file, not a folder of class folders: unpack it (an archive: python -m "
+            "zipfile -e FILE DIR, or tar -xf FILE -C DIR) and give folder:DIR"
+        )
     if not root.is_dir():
         raise AmpganError(f"image folder {root} does not exist: give folder:PATH with one sub-folder per class")
     _refuse_an_output_folder(root, root)
@@ -141,15 +151,18 @@ def _warn_about_what_is_not_read(root: Path, folders: list[Path]) -> None:
         warn(f"folder:{one_line(root)} leaves out " + " and ".join(parts) + advice)
 
 
-def _decode(path: Path, size: int, channels: int, flattened: list[Path], pillow_said: dict) -> np.ndarray:
-    """The image at `path` as uint8 (C, H, W); what Pillow warned of it is kept in `pillow_said` by kind, with the
-    file: Pillow's own warnings (a decompression bomb's, a corrupt EXIF's) never name the file."""
+def _decode(path: Path, size: int, channels: int, noted: dict, pillow_said: dict) -> np.ndarray:
+    """The image at `path` as uint8 (C, H, W); what decoding changed is kept in `noted` by kind, and what Pillow
+    warned of it in `pillow_said`, with the file: Pillow's own warnings (a decompression bomb's, a corrupt EXIF's)
+    never name the file."""
     try:
         with warnings.catch_warnings(record=True) as caught, Image.open(path) as image:
             warnings.simplefilter("always")
             # A camera's EXIF orientation says how the pixels stand: a phone's portrait photo is stored sideways.
             # A TIFF's tags (its bits per sample) are read from the file as opened: the upright copy has none.
-            image = _to_8_bit(ImageOps.exif_transpose(image), getattr(image, "tag_v2", {}), path, channels, flattened)
+            if getattr(image, "is_animated", False):
+                noted.setdefault(_FRAMES, []).append(path)
+            image = _to_8_bit(ImageOps.exif_transpose(image), getattr(image, "tag_v2", {}), path, channels, noted)
             if image.size != (size, size):
                 image = image.resize((size, size), Image.Resampling.BILINEAR, reducing_gap=None)
             array = np.asarray(image, dtype=np.uint8)
@@ -161,16 +174,18 @@ def _decode(path: Path, size: int, channels: int, flattened: list[Path], pillow_
             "decompression-bomb limit): fix or remove the file"
         ) from None
     except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as error:
+        unknown = isinstance(error, UnidentifiedImageError)  # its message repeats the path, not the reason
+        reason = f"not an image Pillow can decode, {path.stat().st_size} bytes" if unknown else f"{error}"
         raise AmpganError(
-            f"cannot read image {one_line(path)} ({type(error).__name__}): fix or remove the file"
+            f"cannot read image {one_line(path)} ({type(error).__name__}: {one_line(reason)}): fix or remove the file"
         ) from None
     return array[None] if channels == 1 else array.transpose(2, 0, 1)  # (C, H, W)
 
 
-def _to_8_bit(image: Image.Image, tags: dict, path: Path, channels: int, flattened: list[Path]) -> Image.Image:
+def _to_8_bit(image: Image.Image, tags: dict, path: Path, channels: int, noted: dict) -> Image.Image:
     """`image` as 8-bit grey ("L") or RGB by its real range: integer grey is scaled from the range its file
     declares in `tags` (Pillow's convert would clip 16 bits to white), transparency is flattened onto white
-    (recorded in `flattened`), and a colour space Pillow cannot turn grey (LAB) goes through RGB."""
+    (recorded in `noted`), and a colour space Pillow cannot turn grey (LAB) goes through RGB."""
     if image.mode == "I" or image.mode.startswith("I;"):
         image = _integer_grey_as_8_bit(image, tags, path)
     elif image.mode == "F":
@@ -181,7 +196,7 @@ def _to_8_bit(image: Image.Image, tags: dict, path: Path, channels: int, flatten
     if "A" in image.getbands() or "transparency" in image.info:
         rgba = image.convert("RGBA")
         if rgba.getextrema()[3][0] < 255:  # some pixel is not opaque
-            flattened.append(path)
+            noted.setdefault(_TRANSPARENT, []).append(path)
         white = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
         image = Image.alpha_composite(white, rgba)
     if image.mode not in ("1", "L"):
@@ -239,14 +254,22 @@ def load_folder(
     refuse_images_that_cannot_fit(len(all_files), channels, size)
     images = np.empty((len(all_files), channels, size, size), dtype=np.uint8)
     labels = np.repeat(np.arange(len(folders), dtype=np.int64), counts)  # the files are in class order
-    flattened: list[Path] = []
+    noted: dict[tuple[str, str], list[Path]] = {}
     pillow_said: dict[str, list[tuple[Path, str]]] = {}
+    refused: list[tuple[Path, str]] = []
     for index, file in enumerate(all_files):
-        images[index] = _decode(file, size, channels, flattened, pillow_said)
-    if flattened:
+        try:
+            images[index] = _decode(file, size, channels, noted, pillow_said)
+        except AmpganError as error:  # every image that cannot be used, at once: not one per hour-long read
+            refused.append((file, str(error)))
+    if refused:
+        others = ", ".join(one_line(path.relative_to(root)) for path, _ in refused[1:4])
+        more = f"; {len(refused) - 1} more image(s) cannot be used either: {others}" + ", ..." * (len(refused) > 4)
+        raise AmpganError(refused[0][1] + more * (len(refused) > 1))
+    for (what, done), files in noted.items():
         warn(
-            f"{len(flattened)} image(s) of folder:{one_line(root)} have transparent pixels (e.g. "
-            f"{one_line(flattened[0].relative_to(root))}): flattened onto white, the transparency is dropped"
+            f"{len(files)} image(s) of folder:{one_line(root)} {what} (e.g. {one_line(files[0].relative_to(root))}): "
+            f"{done}"
         )
     for kind, said in pillow_said.items():  # one line per kind: a folder of 10,000 photos may share one fault
         (first, message), files = said[0], len({path for path, _ in said})
