@@ -423,3 +423,23 @@ def test_an_image_of_several_frames_gives_its_first_and_says_so(tmp_path):
         f"4 image(s) of folder:{tmp_path} hold several frames (animated, multi-page, a JPEG's extra pictures) "
         f"(e.g. {Path('a', 'moving.gif')}): the first frame is used"
     ]
+
+
+def test_a_linked_folder_inside_a_class_is_said_not_followed_and_refused_when_it_leads_out(tmp_path):
+    """A folder linked into a class (a loop back up, a sibling class, a folder elsewhere) was passed over
+    without a word: a class of 1,000 linked photos trained on the 10 beside the link."""
+    data, elsewhere = tmp_path / "data", tmp_path / "elsewhere"
+    for folder in (data / "a", data / "b", elsewhere):
+        folder.mkdir(parents=True)
+        Image.new("L", (8, 8), 90).save(folder / "x.png")
+    (data / "a" / "loop").symlink_to("..")
+    (data / "a" / "sibling").symlink_to("../b")
+    dataset, said = _load(data, image_size=8)
+    assert dataset.counts_per_class() == [1, 1]
+    assert said == [
+        f"folder:{data} leaves out 2 linked folder(s), not followed (e.g. {Path('a', 'loop')}): move images into "
+        "a class folder to use them"
+    ]
+    (data / "b" / "photos").symlink_to(elsewhere)
+    with pytest.raises(AmpganError, match=f"^{data / 'b' / 'photos'} is a link to {elsewhere}, outside the dataset"):
+        load_folder(str(data), image_size=8)

@@ -103,6 +103,8 @@ def _image_files(folder: Path) -> list[Path]:
     for path in found:
         if path.name == FOLDER_MARKER:
             _refuse_an_output_folder(path.parent, folder.parent)
+        if path.is_symlink() and path.is_dir():  # not followed (rglob; it may loop), and refused when it leads out
+            _refuse_links_that_leave(path, folder.parent)
     # A link that leads nowhere (its image deleted or on a drive not mounted, or a loop) is no file, but it is
     # an image the user put there: refused by name rather than left out without a word.
     files = sorted(
@@ -130,7 +132,9 @@ def _warn_about_what_is_not_read(root: Path, folders: list[Path]) -> None:
     the operating system made (in a class folder, or beside them: the __MACOSX/ of an unzipped archive)."""
     loose = [p for p in root.iterdir() if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES]
     system = [p for p in root.iterdir() if p.is_dir() and p.name.lower() in SYSTEM_NAMES]
-    inside = [p for folder in folders + system for p in folder.rglob("*") if p.is_file()]
+    found = [p for folder in folders + system for p in folder.rglob("*")]
+    inside = [p for p in found if p.is_file()]
+    linked = [p for p in found if p.is_symlink() and p.is_dir() and not _made_by_the_system(p, root)]
     made = sorted(p for p in inside if _made_by_the_system(p, root))
     other = [p for p in inside if p.suffix.lower() not in IMAGE_SUFFIXES and not _made_by_the_system(p, root)]
     parts = []
@@ -142,12 +146,14 @@ def _warn_about_what_is_not_read(root: Path, folders: list[Path]) -> None:
     if other:
         suffixes = sorted({p.suffix.lower() or p.name for p in other})[:5]
         parts.append(f"{len(other)} file(s) that are not images ({', '.join(map(one_line, suffixes))})")
+    if linked:
+        parts.append(f"{len(linked)} linked folder(s), not followed (e.g. {one_line(linked[0].relative_to(root))})")
     if made:
         parts.append(
             f"{len(made)} file(s) hidden or made by macOS or Windows (e.g. {one_line(made[0].relative_to(root))})"
         )
     if parts:
-        advice = ": move images into a class folder to use them" if loose else " (none of them is read)"
+        advice = ": move images into a class folder to use them" if loose or linked else " (none of them is read)"
         warn(f"folder:{one_line(root)} leaves out " + " and ".join(parts) + advice)
 
 
