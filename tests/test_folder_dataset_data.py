@@ -443,3 +443,20 @@ def test_a_linked_folder_inside_a_class_is_said_not_followed_and_refused_when_it
     (data / "b" / "photos").symlink_to(elsewhere)
     with pytest.raises(AmpganError, match=f"^{data / 'b' / 'photos'} is a link to {elsewhere}, outside the dataset"):
         load_folder(str(data), image_size=8)
+
+
+def test_every_name_pillow_gives_a_format_is_an_image_in_any_case(tmp_path):
+    """.jfif (a browser's JPEG) and .pgm (the classic face sets) were left out as 'not images'."""
+    (tmp_path / "a").mkdir()
+    for name, format in [
+        ("x.JPG", "JPEG"),
+        ("y.PNG", "PNG"),
+        ("z.JPEG", "JPEG"),
+        ("w.jfif", "JPEG"),
+        ("v.pgm", "PPM"),
+        ("u.Tif", "TIFF"),
+    ]:
+        Image.new("L", (8, 8), 90).save(tmp_path / "a" / name, format)
+    Image.new("L", (8, 8), 90).save(tmp_path / "a" / "p.jpg", progressive=True)
+    dataset, said = _load(tmp_path, image_size=8, channels=1)
+    assert len(dataset) == 7 and said == [] and int(dataset.images.float().mean().round()) == 90

@@ -33,7 +33,10 @@ from ampgan.files.jsonfile import parse_json
 from ampgan.files.manifest import FOLDER_MARKER
 from ampgan.files.paths import leads_out
 
-IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff"}
+# Every name Pillow gives the formats a photo or a dataset comes in (.JPG, .jfif from a browser, .pgm of the
+# classic face sets, .avif where Pillow reads it): a file named otherwise is left out, and said.
+_FORMATS = ("AVIF", "BMP", "GIF", "JPEG", "PNG", "PPM", "TIFF", "WEBP")
+IMAGE_SUFFIXES = {suffix for suffix, name in Image.registered_extensions().items() if name in _FORMATS}
 DEFAULT_SIZE = 32
 # What an operating system leaves in a folder, never the user's data: macOS's zip (__MACOSX/ of AppleDouble
 # ._NAME files, which end in .png too), Windows (Thumbs.db, desktop.ini, $RECYCLE.BIN/), a Synology NAS's
