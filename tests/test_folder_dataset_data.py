@@ -434,11 +434,12 @@ def test_a_linked_folder_inside_a_class_is_said_not_followed_and_refused_when_it
         Image.new("L", (8, 8), 90).save(folder / "x.png")
     (data / "a" / "loop").symlink_to("..")
     (data / "a" / "sibling").symlink_to("../b")
+    (data / "a" / "itself").symlink_to("itself")
     dataset, said = _load(data, image_size=8)
     assert dataset.counts_per_class() == [1, 1]
     assert said == [
-        f"folder:{data} leaves out 2 linked folder(s), not followed (e.g. {Path('a', 'loop')}): move images into "
-        "a class folder to use them"
+        f"folder:{data} leaves out 3 link(s) to a folder or to nothing, not followed (e.g. {Path('a', 'itself')}): "
+        "move images into a class folder to use them"
     ]
     (data / "b" / "photos").symlink_to(elsewhere)
     with pytest.raises(AmpganError, match=f"^{data / 'b' / 'photos'} is a link to {elsewhere}, outside the dataset"):

@@ -124,8 +124,7 @@ def _image_files(folder: Path) -> list[Path]:
         _refuse_links_that_leave(path, folder.parent)
     if not files:
         raise AmpganError(
-            f"class folder {one_line(folder)} has no images ({', '.join(sorted(IMAGE_SUFFIXES))}): "
-            "add some or remove it"
+            f"class folder {one_line(folder)} has no images ({', '.join(_FORMATS)}): add some or remove it"
         )
     return files
 
@@ -137,7 +136,7 @@ def _warn_about_what_is_not_read(root: Path, folders: list[Path]) -> None:
     system = [p for p in root.iterdir() if p.is_dir() and p.name.lower() in SYSTEM_NAMES]
     found = [p for folder in folders + system for p in folder.rglob("*")]
     inside = [p for p in found if p.is_file()]
-    linked = [p for p in found if p.is_symlink() and p.is_dir() and not _made_by_the_system(p, root)]
+    linked = sorted(p for p in found if p.is_symlink() and not p.is_file() and not _made_by_the_system(p, root))
     made = sorted(p for p in inside if _made_by_the_system(p, root))
     other = [p for p in inside if p.suffix.lower() not in IMAGE_SUFFIXES and not _made_by_the_system(p, root)]
     parts = []
@@ -150,7 +149,10 @@ def _warn_about_what_is_not_read(root: Path, folders: list[Path]) -> None:
         suffixes = sorted({p.suffix.lower() or p.name for p in other})[:5]
         parts.append(f"{len(other)} file(s) that are not images ({', '.join(map(one_line, suffixes))})")
     if linked:
-        parts.append(f"{len(linked)} linked folder(s), not followed (e.g. {one_line(linked[0].relative_to(root))})")
+        parts.append(
+            f"{len(linked)} link(s) to a folder or to nothing, not followed (e.g. "
+            f"{one_line(linked[0].relative_to(root))})"
+        )
     if made:
         parts.append(
             f"{len(made)} file(s) hidden or made by macOS or Windows (e.g. {one_line(made[0].relative_to(root))})"
