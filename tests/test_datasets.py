@@ -186,6 +186,22 @@ def test_quickdraw_bad_input(tmp_path):
         load_dataset(request(classes="cow"))
 
 
+def test_quickdraw_as_the_user_downloaded_it(tmp_path):
+    """Google's bucket page names a download full_numpy_bitmap_<class>.npy (it was 'no class apple, did you
+    mean apple?'); the simplified ndjson holds strokes, and the refusal says so beside the file."""
+    folder = write_quickdraw(tmp_path / "qd", classes=("apple", "eye"))
+    (folder / "apple.npy").rename(folder / "full_numpy_bitmap_apple.npy")
+    dataset = load_dataset(DataConfig(dataset="quickdraw", data_dir=str(folder), classes="apple,eye"))
+    assert dataset.class_names == ("apple", "eye") and dataset.counts_per_class() == [45, 45]
+    (folder / "fish.ndjson").write_text('{"word": "fish", "drawing": [[[0, 255], [0, 255]]]}\n')
+    with pytest.raises(AmpganError) as refused:
+        load_dataset(DataConfig(dataset="quickdraw", data_dir=str(folder), classes="fish"))
+    assert str(refused.value) == (
+        f"no Quick, Draw! class 'fish' in {folder} (fish.ndjson there holds strokes, not the numpy_bitmap 28x28 "
+        "images ampgan reads): put fish.npy there, or add --download"
+    )
+
+
 def _damage_gzip(blob: bytes, where: str) -> bytes:
     packed = bytearray(gzip.compress(blob))
     if where == "deflate":  # inside the compressed data: zlib's own error, not gzip's
