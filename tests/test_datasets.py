@@ -186,6 +186,17 @@ def test_quickdraw_bad_input(tmp_path):
         load_dataset(request(classes="cow"))
 
 
+def test_mnist_as_a_mirror_names_it(tmp_path):
+    """Kaggle's MNIST, the one most users find, names its files train-images.idx3-ubyte, not gzipped."""
+    folder = write_mnist(tmp_path / "mnist", count=20)
+    for kind in ("images-idx3", "labels-idx1"):
+        gzipped = folder / f"train-{kind}-ubyte.gz"
+        (folder / f"train-{kind.replace('-idx', '.idx')}-ubyte").write_bytes(gzip.decompress(gzipped.read_bytes()))
+        gzipped.unlink()
+    dataset = load_dataset(DataConfig(dataset="mnist", data_dir=str(folder)))
+    assert dataset.images.shape == (20, 1, 28, 28) and dataset.counts_per_class() == [2] * 10
+
+
 def test_quickdraw_as_the_user_downloaded_it(tmp_path):
     """Google's bucket page names a download full_numpy_bitmap_<class>.npy (it was 'no class apple, did you
     mean apple?'); the simplified ndjson holds strokes, and the refusal says so beside the file."""
