@@ -169,10 +169,10 @@ def _decode(path: Path, size: int, channels: int, noted: dict, pillow_said: dict
     try:
         with warnings.catch_warnings(record=True) as caught, Image.open(path) as image:
             warnings.simplefilter("always")
+            if getattr(image, "is_animated", False):  # GIF, APNG, WebP, multi-page TIFF, a JPEG's MPO pictures
+                noted.setdefault(_FRAMES, []).append(path)
             # A camera's EXIF orientation says how the pixels stand: a phone's portrait photo is stored sideways.
             # A TIFF's tags (its bits per sample) are read from the file as opened: the upright copy has none.
-            if getattr(image, "is_animated", False):
-                noted.setdefault(_FRAMES, []).append(path)
             image = _to_8_bit(ImageOps.exif_transpose(image), getattr(image, "tag_v2", {}), path, channels, noted)
             if image.size != (size, size):
                 image = image.resize((size, size), Image.Resampling.BILINEAR, reducing_gap=None)
