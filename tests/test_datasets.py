@@ -186,6 +186,33 @@ def test_quickdraw_bad_input(tmp_path):
         load_dataset(request(classes="cow"))
 
 
+def test_mnist_as_a_mirror_names_it(tmp_path):
+    """Kaggle's MNIST, the one most users find, names its files train-images.idx3-ubyte, not gzipped."""
+    folder = write_mnist(tmp_path / "mnist", count=20)
+    for kind in ("images-idx3", "labels-idx1"):
+        gzipped = folder / f"train-{kind}-ubyte.gz"
+        (folder / f"train-{kind.replace('-idx', '.idx')}-ubyte").write_bytes(gzip.decompress(gzipped.read_bytes()))
+        gzipped.unlink()
+    dataset = load_dataset(DataConfig(dataset="mnist", data_dir=str(folder)))
+    assert dataset.images.shape == (20, 1, 28, 28) and dataset.counts_per_class() == [2] * 10
+
+
+def test_quickdraw_as_the_user_downloaded_it(tmp_path):
+    """Google's bucket page names a download full_numpy_bitmap_<class>.npy (it was 'no class apple, did you
+    mean apple?'); the simplified ndjson holds strokes, and the refusal says so beside the file."""
+    folder = write_quickdraw(tmp_path / "qd", classes=("apple", "eye"))
+    (folder / "apple.npy").rename(folder / "full_numpy_bitmap_apple.npy")
+    dataset = load_dataset(DataConfig(dataset="quickdraw", data_dir=str(folder), classes="apple,eye"))
+    assert dataset.class_names == ("apple", "eye") and dataset.counts_per_class() == [45, 45]
+    (folder / "fish.ndjson").write_text('{"word": "fish", "drawing": [[[0, 255], [0, 255]]]}\n')
+    with pytest.raises(AmpganError) as refused:
+        load_dataset(DataConfig(dataset="quickdraw", data_dir=str(folder), classes="fish"))
+    assert str(refused.value) == (
+        f"no Quick, Draw! class 'fish' in {folder} (fish.ndjson there holds strokes, not the numpy_bitmap 28x28 "
+        "images ampgan reads): put fish.npy there, or add --download"
+    )
+
+
 def _damage_gzip(blob: bytes, where: str) -> bytes:
     packed = bytearray(gzip.compress(blob))
     if where == "deflate":  # inside the compressed data: zlib's own error, not gzip's

@@ -5,12 +5,15 @@ from __future__ import annotations
 import io
 import json
 import os
+import struct
 import warnings
+import zipfile
+import zlib
 from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import fill_the_disk
+from conftest import fill_the_disk, run_cli
 from PIL import Image
 
 from ampgan.data.folder import load_folder
@@ -216,3 +219,245 @@ def test_a_link_to_no_image_is_refused_by_name_not_left_out(tmp_path, target):
         f"{tmp_path / 'a' / 'loop.png'} is a link to no image ({target} is missing, not a file, or a loop of "
         "links): restore the image or remove the link"
     )
+
+
+def _grey_tiff(path: Path, values: np.ndarray) -> None:
+    """A one-strip grey TIFF holding `values` as their dtype says (bits and sign), written by hand: Pillow
+    writes grey only as signed 32-bit or unsigned 16-bit."""
+    height, width = values.shape
+    tags = [(256, width), (257, height), (258, values.dtype.itemsize * 8), (259, 1), (262, 1)]
+    tags += [(273, 8 + 2 + 10 * 12 + 4), (277, 1), (278, height), (279, values.nbytes)]
+    tags += [(339, 2 if values.dtype.kind == "i" else 1)]  # SampleFormat: signed or unsigned integer
+    directory = struct.pack("<H", len(tags)) + b"".join(struct.pack("<HHII", tag, 4, 1, v) for tag, v in tags)
+    path.write_bytes(
+        b"II*\0" + struct.pack("<I", 8) + directory + b"\0\0\0\0" + values.astype(f"<{values.dtype.str[1:]}").tobytes()
+    )
+
+
+def _rgb_png_16_bit(path: Path, rgb: tuple[int, int, int]) -> None:
+    """An 8x8 PNG of one 16-bit-per-channel colour, written by hand (Pillow writes no 16-bit RGB)."""
+    rows = b"".join(b"\0" + np.array(rgb, ">u2").tobytes() * 8 for _ in range(8))
+    chunk = lambda kind, data: struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))  # noqa: E731
+    header = struct.pack(">IIBBBBB", 8, 8, 16, 2, 0, 0, 0)
+    path.write_bytes(
+        b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b"")
+    )
+
+
+ORANGE = (200, 100, 50)  # grey by ITU-R 601 luma: 124
+_UNIFORM = np.full((8, 8), 1, np.int64)
+
+
+def _palette(transparent: bool) -> Image.Image:
+    image = Image.new("P", (8, 8), 0)
+    image.putpalette(ORANGE)
+    if transparent:
+        image.info["transparency"] = 0
+    return image
+
+
+@pytest.mark.parametrize(
+    "write, rgb",
+    [
+        (lambda p: Image.new("1", (8, 8), 1).save(p / "x.png"), (255,) * 3),
+        (lambda p: Image.new("L", (8, 8), 124).save(p / "x.png"), (124,) * 3),
+        (lambda p: Image.new("LA", (8, 8), (124, 255)).save(p / "x.png"), (124,) * 3),
+        (lambda p: _palette(False).save(p / "x.png"), ORANGE),
+        (lambda p: _palette(True).save(p / "x.png"), (255,) * 3),  # transparent: white
+        (lambda p: Image.new("RGB", (8, 8), ORANGE).save(p / "x.png"), ORANGE),
+        (lambda p: Image.new("RGBA", (8, 8), (*ORANGE, 255)).save(p / "x.png"), ORANGE),
+        (lambda p: Image.new("RGB", (8, 8), ORANGE).convert("CMYK").save(p / "x.tif"), ORANGE),
+        (lambda p: Image.new("RGB", (8, 8), ORANGE).convert("CMYK").save(p / "x.jpg", quality=100), ORANGE),
+        (lambda p: Image.new("RGB", (8, 8), ORANGE).convert("YCbCr").save(p / "x.tif"), ORANGE),
+        (lambda p: Image.new("RGB", (8, 8), ORANGE).convert("LAB").save(p / "x.tif"), ORANGE),
+        (lambda p: _rgb_png_16_bit(p / "x.png", tuple(257 * c for c in ORANGE)), ORANGE),
+        (lambda p: Image.fromarray((_UNIFORM * 32768).astype(np.uint16)).save(p / "x.png"), (128,) * 3),
+        (lambda p: Image.fromarray((_UNIFORM * 32768).astype(np.uint16)).save(p / "x.tif"), (128,) * 3),
+        (
+            lambda p: Image.frombytes("I;16B", (8, 8), (_UNIFORM * 32768).astype(">u2").tobytes()).save(p / "x.tif"),
+            (128,) * 3,
+        ),
+        (lambda p: _grey_tiff(p / "x.tif", (_UNIFORM * 16384).astype(np.int16)), (128,) * 3),  # of 32767
+        (lambda p: Image.fromarray((_UNIFORM * 2**30).astype(np.int32), "I").save(p / "x.tif"), (128,) * 3),
+        (lambda p: _grey_tiff(p / "x.tif", (_UNIFORM * 3 * 2**30).astype(np.uint32)), (191,) * 3),
+    ],
+    ids=[
+        "1",
+        "L",
+        "LA",
+        "P",
+        "P transparent",
+        "RGB",
+        "RGBA",
+        "CMYK",
+        "CMYK JPEG",
+        "YCbCr",
+        "LAB",
+        "RGB 16-bit",
+        "I;16 PNG",
+        "I;16 TIFF",
+        "I;16B",
+        "int16",
+        "int32 (I)",
+        "uint32 (I)",
+    ],
+)
+def test_every_mode_is_read_by_its_range_into_grey_and_colour(tmp_path, write, rgb):
+    """The 32-bit integer grey of a TIFF (mode I) was scaled as if 16-bit; LAB could not be turned grey."""
+    (tmp_path / "a").mkdir()
+    write(tmp_path / "a")
+    colour, _ = _load(tmp_path, image_size=8, channels=3)
+    grey, _ = _load(tmp_path, image_size=8, channels=1)
+    assert np.abs(colour.images[0, :, 3, 3].numpy().astype(int) - rgb).max() <= 3  # JPEG and LAB round
+    luma = round(0.299 * rgb[0] + 0.587 * rgb[1] + 0.114 * rgb[2])
+    assert abs(int(grey.images[0, 0, 3, 3]) - luma) <= 3
+
+
+@pytest.mark.parametrize(
+    "values, said",
+    [
+        (_UNIFORM.astype(np.float32), "holds floating-point pixels (mode F), whose range an image does not state"),
+        (
+            (_UNIFORM * 65535).astype(np.int32),
+            "(signed 32-bit grey, mode I) holds pixel values 65535 to 65535, "
+            "which its range 0-2147483647 shows as black",
+        ),
+        (
+            (_UNIFORM * -5).astype(np.int16),
+            "(signed 16-bit grey, mode I) holds pixel values -5 to -5, which its range 0-32767 shows as no grey level",
+        ),
+    ],
+    ids=["F", "int32 holding 16 bits", "negative"],
+)
+def test_pixels_no_grey_level_stands_for_are_refused_naming_file_mode_and_fix(tmp_path, values, said):
+    (tmp_path / "a").mkdir()
+    if values.dtype == np.float32:
+        Image.fromarray(values, "F").save(tmp_path / "a" / "x.tif")
+    else:
+        _grey_tiff(tmp_path / "a" / "x.tif", values)
+    with pytest.raises(AmpganError) as refused:
+        load_folder(str(tmp_path), image_size=8)
+    assert str(refused.value).startswith(f"{tmp_path / 'a' / 'x.tif'} ") and said in str(refused.value)
+    assert str(refused.value).endswith("save it as an 8- or 16-bit image") or "white at 255 or 65535" in str(
+        refused.value
+    )
+
+
+def test_what_macos_windows_and_a_nas_leave_in_an_unzipped_folder_is_skipped_and_counted_once(tmp_path, capsys):
+    """An archive zipped on macOS unzips a __MACOSX/ folder beside the classes (refused as a class without
+    images); AppleDouble ._NAME.png files, .DS_Store, Thumbs.db, desktop.ini and a Synology's @eaDir/ thumbnails
+    (real JPEGs, read as data before) are the system's, not the user's images."""
+    made = {
+        "__MACOSX/cats/._a.png": b"\0\5\26\7\0\2\0\0Mac OS X        ",  # AppleDouble header
+        "__MACOSX/._cats": b"\0\5\26\7\0\2\0\0Mac OS X        ",
+        "cats/.DS_Store": b"\0\0\0\1Bud1\0\0\x10\0",
+        "cats/._a.png": b"\0\5\26\7\0\2\0\0Mac OS X        ",
+        "dogs/Thumbs.db": b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1",
+        "dogs/desktop.ini": b"[.ShellClassInfo]\r\n",
+    }
+    archive = tmp_path / "pets.zip"
+    with zipfile.ZipFile(archive, "w") as zipped:
+        for name in ("cats/a.png", "dogs/b.png", "dogs/@eaDir/b.png/SYNOFILE_THUMB_M.jpg"):
+            image = io.BytesIO()
+            Image.new("RGB", (8, 8), (200, 100, 50)).save(image, "JPEG" if name.endswith(".jpg") else "PNG")
+            zipped.writestr(name, image.getvalue())
+        for name, content in made.items():
+            zipped.writestr(name, content)
+    zipfile.ZipFile(archive).extractall(tmp_path / "pets")
+    dataset, said = _load(tmp_path / "pets", image_size=8)
+    assert dataset.class_names == ("cats", "dogs") and dataset.counts_per_class() == [1, 1]
+    assert said == [
+        f"folder:{tmp_path / 'pets'} leaves out 7 file(s) hidden or made by macOS or Windows (e.g. "
+        f"{Path('__MACOSX', '._cats')}) (none of them is read)"
+    ]
+    code, out, err = run_cli(capsys, "data", "info", f"folder:{tmp_path / 'pets'}", "--image-size", "8")
+    assert code == 0 and "2 images" in out and err.count("\n") == 1 and "leaves out 7 file(s)" in err, err
+
+
+def test_an_archive_given_as_the_folder_is_refused_saying_to_unpack_it(tmp_path, capsys):
+    """folder:pets.zip said 'image folder pets.zip does not exist', beside the file the user can see."""
+    with zipfile.ZipFile(tmp_path / "pets.zip", "w") as zipped:
+        zipped.writestr("cats/a.png", b"")
+    code, out, err = run_cli(capsys, "data", "info", f"folder:{tmp_path / 'pets.zip'}")
+    assert code == 2 and out == "" and err.count("\n") == 1, err
+    assert f"folder:{tmp_path / 'pets.zip'} is a file, not a folder of class folders" in err
+    assert "python -m zipfile -e FILE DIR" in err and "give folder:DIR" in err
+
+
+def test_every_image_that_cannot_be_read_is_named_in_one_line_with_its_reason(tmp_path, capsys):
+    """A truncated image in the middle of a folder, a zero-byte file: the first was named as '(OSError)' and the
+    rest found one read at a time."""
+    (tmp_path / "a").mkdir()
+    noise = np.random.default_rng(0).integers(0, 256, (64, 64, 3), np.uint8)
+    Image.fromarray(noise).save(tmp_path / "a" / "0-good.png")
+    Image.fromarray(noise).save(tmp_path / "a" / "1-cut.png")
+    (tmp_path / "a" / "1-cut.png").write_bytes((tmp_path / "a" / "1-cut.png").read_bytes()[:3000])
+    (tmp_path / "a" / "2-empty.jpg").write_bytes(b"")
+    for name in ("3.png", "4.png", "5.png"):
+        (tmp_path / "a" / name).write_bytes(b"<html>not found</html>")
+    with pytest.raises(AmpganError) as refused:
+        load_folder(str(tmp_path), image_size=8)
+    assert str(refused.value) == (
+        f"cannot read image {tmp_path / 'a' / '1-cut.png'} (OSError: image file is truncated): fix or remove the "
+        f"file; 4 more image(s) cannot be used either: {Path('a', '2-empty.jpg')}, {Path('a', '3.png')}, "
+        f"{Path('a', '4.png')}, ..."
+    )
+    for name in ("1-cut.png", "3.png", "4.png", "5.png"):
+        (tmp_path / "a" / name).unlink()
+    code, _, err = run_cli(capsys, "data", "info", f"folder:{tmp_path}")
+    assert code == 2 and err == (
+        f"error: cannot read image {tmp_path / 'a' / '2-empty.jpg'} (UnidentifiedImageError: not an image Pillow "
+        "can decode, 0 bytes): fix or remove the file\n"
+    )
+
+
+def test_an_image_of_several_frames_gives_its_first_and_says_so(tmp_path):
+    (tmp_path / "a").mkdir()
+    red, green = Image.new("RGB", (8, 8), (255, 0, 0)), Image.new("RGB", (8, 8), (0, 255, 0))
+    for suffix in (".gif", ".png", ".webp", ".tif"):  # animated GIF, APNG, animated WebP, a two-page TIFF
+        red.save(tmp_path / "a" / f"moving{suffix}", save_all=True, append_images=[green])
+    red.save(tmp_path / "a" / "still.png")
+    dataset, said = _load(tmp_path, image_size=8)
+    assert np.abs(dataset.images[:, :, 4, 4].numpy().astype(int) - [255, 0, 0]).max() <= 2  # red; WebP is lossy
+    assert said == [
+        f"4 image(s) of folder:{tmp_path} hold several frames (animated, multi-page, a JPEG's extra pictures) "
+        f"(e.g. {Path('a', 'moving.gif')}): the first frame is used"
+    ]
+
+
+def test_a_linked_folder_inside_a_class_is_said_not_followed_and_refused_when_it_leads_out(tmp_path):
+    """A folder linked into a class (a loop back up, a sibling class, a folder elsewhere) was passed over
+    without a word: a class of 1,000 linked photos trained on the 10 beside the link."""
+    data, elsewhere = tmp_path / "data", tmp_path / "elsewhere"
+    for folder in (data / "a", data / "b", elsewhere):
+        folder.mkdir(parents=True)
+        Image.new("L", (8, 8), 90).save(folder / "x.png")
+    (data / "a" / "loop").symlink_to("..")
+    (data / "a" / "sibling").symlink_to("../b")
+    (data / "a" / "itself").symlink_to("itself")
+    dataset, said = _load(data, image_size=8)
+    assert dataset.counts_per_class() == [1, 1]
+    assert said == [
+        f"folder:{data} leaves out 3 link(s) to a folder or to nothing, not followed (e.g. {Path('a', 'itself')}): "
+        "move images into a class folder to use them"
+    ]
+    (data / "b" / "photos").symlink_to(elsewhere)
+    with pytest.raises(AmpganError, match=f"^{data / 'b' / 'photos'} is a link to {elsewhere}, outside the dataset"):
+        load_folder(str(data), image_size=8)
+
+
+def test_every_name_pillow_gives_a_format_is_an_image_in_any_case(tmp_path):
+    """.jfif (a browser's JPEG) and .pgm (the classic face sets) were left out as 'not images'."""
+    (tmp_path / "a").mkdir()
+    for name, format in [
+        ("x.JPG", "JPEG"),
+        ("y.PNG", "PNG"),
+        ("z.JPEG", "JPEG"),
+        ("w.jfif", "JPEG"),
+        ("v.pgm", "PPM"),
+        ("u.Tif", "TIFF"),
+    ]:
+        Image.new("L", (8, 8), 90).save(tmp_path / "a" / name, format)
+    Image.new("L", (8, 8), 90).save(tmp_path / "a" / "p.jpg", progressive=True)
+    dataset, said = _load(tmp_path, image_size=8, channels=1)
+    assert len(dataset) == 7 and said == [] and int(dataset.images.float().mean().round()) == 90

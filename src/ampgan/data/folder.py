@@ -1,10 +1,11 @@
 """`folder:PATH`: the user's own images, one sub-folder per class (PNG, JPEG, ...).
 
-Images are decoded with Pillow, converted to 1 or 3 channels by their real range (a 16-bit image is
-scaled, not clipped; transparency is flattened onto white and said so) and resized (bilinear,
+Images are decoded with Pillow, converted to 1 or 3 channels by their real range (integer grey by the
+bits its file declares, not clipped; transparency is flattened onto white and said so) and resized (bilinear,
 antialiased) to the model's size. A class's images may sit in nested folders inside its folder (as
-torchvision's ImageFolder reads them); files that are not images, and images outside any class
-folder, are counted in one warning, never dropped without a word.
+torchvision's ImageFolder reads them); files that are not images, images outside any class
+folder and what an operating system left (__MACOSX/, ._NAME, Thumbs.db) are counted in one warning, never
+dropped without a word.
 
 `data.cache` writes the decoded tensor as an .npz next to the data, keyed by a fingerprint of the file
 list (names, sizes, modification times) and checked against the folder it claims to be (count,
@@ -32,15 +33,45 @@ from ampgan.files.jsonfile import parse_json
 from ampgan.files.manifest import FOLDER_MARKER
 from ampgan.files.paths import leads_out
 
-IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff"}
+# Every name Pillow gives the formats a photo or a dataset comes in (.JPG, .jfif from a browser, .pgm of the
+# classic face sets, .avif where Pillow reads it): a file named otherwise is left out, and said.
+_FORMATS = ("AVIF", "BMP", "GIF", "JPEG", "PNG", "PPM", "TIFF", "WEBP")
+IMAGE_SUFFIXES = {suffix for suffix, name in Image.registered_extensions().items() if name in _FORMATS}
 DEFAULT_SIZE = 32
+# What an operating system leaves in a folder, never the user's data: macOS's zip (__MACOSX/ of AppleDouble
+# ._NAME files, which end in .png too), Windows (Thumbs.db, desktop.ini, $RECYCLE.BIN/), a Synology NAS's
+# thumbnails (@eaDir/, real JPEGs); hidden names (.DS_Store) are skipped with them.
+SYSTEM_NAMES = {
+    "__macosx",
+    "thumbs.db",
+    "ehthumbs.db",
+    "desktop.ini",
+    "$recycle.bin",
+    "system volume information",
+    "@eadir",
+}
+
+
+# What decoding changed in an image, said once per folder: (what the images have, what was done).
+_TRANSPARENT = ("have transparent pixels", "flattened onto white, the transparency is dropped")
+_FRAMES = ("hold several frames (animated, multi-page, a JPEG's extra pictures)", "the first frame is used")
+
+
+def _made_by_the_system(path: Path, root: Path) -> bool:
+    """Whether `path` is hidden or is, or lies inside, what an operating system made (SYSTEM_NAMES)."""
+    return any(part.startswith(".") or part.lower() in SYSTEM_NAMES for part in path.relative_to(root).parts)
 
 
 def _class_folders(root: Path) -> list[Path]:
+    if root.is_file():  # an archive, most likely: a zip is unpacked by Python itself, on every system
+        raise AmpganError(
+            f"folder:{one_line(root)} is a file, not a folder of class folders: unpack it (an archive: python -m "
+            "zipfile -e FILE DIR, or tar -xf FILE -C DIR) and give folder:DIR"
+        )
     if not root.is_dir():
         raise AmpganError(f"image folder {root} does not exist: give folder:PATH with one sub-folder per class")
     _refuse_an_output_folder(root, root)
-    folders = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+    folders = sorted(p for p in root.iterdir() if p.is_dir() and not _made_by_the_system(p, root))
     for folder in folders:
         _refuse_links_that_leave(folder, root)
         name_as_text(folder.name, f"the class folder of folder:{one_line(root)} named")
@@ -75,14 +106,14 @@ def _image_files(folder: Path) -> list[Path]:
     for path in found:
         if path.name == FOLDER_MARKER:
             _refuse_an_output_folder(path.parent, folder.parent)
+        if path.is_symlink() and path.is_dir():  # not followed (rglob; it may loop), and refused when it leads out
+            _refuse_links_that_leave(path, folder.parent)
     # A link that leads nowhere (its image deleted or on a drive not mounted, or a loop) is no file, but it is
     # an image the user put there: refused by name rather than left out without a word.
     files = sorted(
         p
         for p in found
-        if (p.is_file() or p.is_symlink())
-        and p.suffix.lower() in IMAGE_SUFFIXES
-        and not any(part.startswith(".") for part in p.relative_to(folder).parts)
+        if (p.is_file() or p.is_symlink()) and p.suffix.lower() in IMAGE_SUFFIXES and not _made_by_the_system(p, folder)
     )
     for path in files:
         if not path.is_file():
@@ -93,21 +124,21 @@ def _image_files(folder: Path) -> list[Path]:
         _refuse_links_that_leave(path, folder.parent)
     if not files:
         raise AmpganError(
-            f"class folder {one_line(folder)} has no images ({', '.join(sorted(IMAGE_SUFFIXES))}): "
-            "add some or remove it"
+            f"class folder {one_line(folder)} has no images ({', '.join(_FORMATS)}): add some or remove it"
         )
     return files
 
 
 def _warn_about_what_is_not_read(root: Path, folders: list[Path]) -> None:
-    """One warning naming what the dataset leaves out: images outside a class folder, other files."""
+    """One warning naming what the dataset leaves out: images outside a class folder, other files, and what
+    the operating system made (in a class folder, or beside them: the __MACOSX/ of an unzipped archive)."""
     loose = [p for p in root.iterdir() if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES]
-    other = [
-        p
-        for folder in folders
-        for p in folder.rglob("*")
-        if p.is_file() and p.suffix.lower() not in IMAGE_SUFFIXES and not p.name.startswith(".")
-    ]
+    system = [p for p in root.iterdir() if p.is_dir() and p.name.lower() in SYSTEM_NAMES]
+    found = [p for folder in folders + system for p in folder.rglob("*")]
+    inside = [p for p in found if p.is_file()]
+    linked = sorted(p for p in found if p.is_symlink() and not p.is_file() and not _made_by_the_system(p, root))
+    made = sorted(p for p in inside if _made_by_the_system(p, root))
+    other = [p for p in inside if p.suffix.lower() not in IMAGE_SUFFIXES and not _made_by_the_system(p, root)]
     parts = []
     if loose:
         parts.append(
@@ -117,21 +148,32 @@ def _warn_about_what_is_not_read(root: Path, folders: list[Path]) -> None:
     if other:
         suffixes = sorted({p.suffix.lower() or p.name for p in other})[:5]
         parts.append(f"{len(other)} file(s) that are not images ({', '.join(map(one_line, suffixes))})")
-    if parts:
-        warn(
-            f"folder:{one_line(root)} leaves out " + " and ".join(parts) + ": move images into a class folder to "
-            "use them"
+    if linked:
+        parts.append(
+            f"{len(linked)} link(s) to a folder or to nothing, not followed (e.g. "
+            f"{one_line(linked[0].relative_to(root))})"
         )
+    if made:
+        parts.append(
+            f"{len(made)} file(s) hidden or made by macOS or Windows (e.g. {one_line(made[0].relative_to(root))})"
+        )
+    if parts:
+        advice = ": move images into a class folder to use them" if loose or linked else " (none of them is read)"
+        warn(f"folder:{one_line(root)} leaves out " + " and ".join(parts) + advice)
 
 
-def _decode(path: Path, size: int, channels: int, flattened: list[Path], pillow_said: dict) -> np.ndarray:
-    """The image at `path` as uint8 (C, H, W); what Pillow warned of it is kept in `pillow_said` by kind, with the
-    file: Pillow's own warnings (a decompression bomb's, a corrupt EXIF's) never name the file."""
+def _decode(path: Path, size: int, channels: int, noted: dict, pillow_said: dict) -> np.ndarray:
+    """The image at `path` as uint8 (C, H, W); what decoding changed is kept in `noted` by kind, and what Pillow
+    warned of it in `pillow_said`, with the file: Pillow's own warnings (a decompression bomb's, a corrupt EXIF's)
+    never name the file."""
     try:
         with warnings.catch_warnings(record=True) as caught, Image.open(path) as image:
             warnings.simplefilter("always")
+            if getattr(image, "is_animated", False):  # GIF, APNG, WebP, multi-page TIFF, a JPEG's MPO pictures
+                noted.setdefault(_FRAMES, []).append(path)
             # A camera's EXIF orientation says how the pixels stand: a phone's portrait photo is stored sideways.
-            image = _to_8_bit(ImageOps.exif_transpose(image), path, channels, flattened)
+            # A TIFF's tags (its bits per sample) are read from the file as opened: the upright copy has none.
+            image = _to_8_bit(ImageOps.exif_transpose(image), getattr(image, "tag_v2", {}), path, channels, noted)
             if image.size != (size, size):
                 image = image.resize((size, size), Image.Resampling.BILINEAR, reducing_gap=None)
             array = np.asarray(image, dtype=np.uint8)
@@ -143,39 +185,53 @@ def _decode(path: Path, size: int, channels: int, flattened: list[Path], pillow_
             "decompression-bomb limit): fix or remove the file"
         ) from None
     except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as error:
+        unknown = isinstance(error, UnidentifiedImageError)  # its message repeats the path, not the reason
+        reason = f"not an image Pillow can decode, {path.stat().st_size} bytes" if unknown else f"{error}"
         raise AmpganError(
-            f"cannot read image {one_line(path)} ({type(error).__name__}): fix or remove the file"
+            f"cannot read image {one_line(path)} ({type(error).__name__}: {one_line(reason)}): fix or remove the file"
         ) from None
     return array[None] if channels == 1 else array.transpose(2, 0, 1)  # (C, H, W)
 
 
-def _to_8_bit(image: Image.Image, path: Path, channels: int, flattened: list[Path]) -> Image.Image:
-    """`image` as 8-bit grey ("L") or RGB by its real range: 16-bit grey is scaled from 0-65535 (Pillow's
-    convert would clip it to white), transparency is flattened onto white (recorded in `flattened`)."""
-    if image.mode in ("I;16", "I;16L", "I;16B", "I;16N", "I"):
-        values = np.asarray(image, dtype=np.float64)
-        if values.min() < 0 or values.max() > 65535:
-            raise AmpganError(
-                f"{one_line(path)} holds 32-bit pixel values outside 0-65535: save it as an 8- or 16-bit image"
-            )
-        grey = Image.fromarray(np.round(values / 257.0).astype(np.uint8), mode="L")
-        return grey if channels == 1 else grey.convert("RGB")
-    if image.mode == "F":
+def _to_8_bit(image: Image.Image, tags: dict, path: Path, channels: int, noted: dict) -> Image.Image:
+    """`image` as 8-bit grey ("L") or RGB by its real range: integer grey is scaled from the range its file
+    declares in `tags` (Pillow's convert would clip 16 bits to white), transparency is flattened onto white
+    (recorded in `noted`), and a colour space Pillow cannot turn grey (LAB) goes through RGB."""
+    if image.mode == "I" or image.mode.startswith("I;"):
+        image = _integer_grey_as_8_bit(image, tags, path)
+    elif image.mode == "F":
         raise AmpganError(
-            f"{one_line(path)} holds floating-point pixels, whose range an image does not state: save "
+            f"{one_line(path)} holds floating-point pixels (mode F), whose range an image does not state: save "
             "it as an 8- or 16-bit image"
         )
-    if (
-        image.mode in ("RGBA", "LA", "PA")
-        or (image.mode == "P" and "transparency" in image.info)
-        or (image.mode in ("L", "RGB") and "transparency" in image.info)
-    ):
+    if "A" in image.getbands() or "transparency" in image.info:
         rgba = image.convert("RGBA")
         if rgba.getextrema()[3][0] < 255:  # some pixel is not opaque
-            flattened.append(path)
+            noted.setdefault(_TRANSPARENT, []).append(path)
         white = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
         image = Image.alpha_composite(white, rgba)
+    if image.mode not in ("1", "L"):
+        image = image.convert("RGB")  # LAB, HSV, CMYK, YCbCr, P: colour as RGB first, then grey by its luma
     return image.convert("L" if channels == 1 else "RGB")
+
+
+def _integer_grey_as_8_bit(image: Image.Image, tags: dict, path: Path) -> Image.Image:
+    """Integer grey ("I", "I;16", ...) scaled to 0-255 from the range its file declares: a TIFF states its bits
+    per sample and their sign (Pillow holds 12-bit grey as "I;16", 16-bit signed and 32-bit as "I"); a PNG
+    (Pillow 9 opened 16-bit grey as "I") or any other holds at most 16 bits."""
+    bits, signed = tags.get(258, (16,))[0], tags.get(339, (1,))[0] == 2  # BitsPerSample, SampleFormat
+    highest = 2 ** (bits - signed) - 1
+    values = np.asarray(image).astype(np.int64 if signed else np.uint32)  # Pillow holds unsigned 32 bits as "I"
+    lowest, brightest = int(values.min()), int(values.max())
+    # Negative or past the range: no grey level; all under 1/510 of it: every pixel black (int32 holding 16 bits).
+    if lowest < 0 or brightest > highest or 0 < brightest < highest / 510:
+        raise AmpganError(
+            f"{one_line(path)} ({'signed ' if signed else ''}{bits}-bit grey, mode {image.mode}) holds pixel values "
+            f"{lowest} to {brightest}, which its range 0-{highest} shows as "
+            f"{'black' if lowest >= 0 and brightest <= highest else 'no grey level'}: save it as an unsigned 8- or "
+            "16-bit image, white at 255 or 65535"
+        )
+    return Image.fromarray(np.round(values * (255 / highest)).astype(np.uint8))
 
 
 def load_folder(
@@ -188,8 +244,8 @@ def load_folder(
     _warn_about_what_is_not_read(root, folders)
     all_files = [f for files in files_per_class for f in files]
     # The cache's key: the file list and the shape; "upright": decoded by EXIF orientation, which caches written
-    # before were not.
-    digest = hashlib.sha256(f"{size}:{channels}:upright".encode())
+    # before were not; "declared range": integer grey scaled by its file's bits (16- or 32-bit were taken as 16).
+    digest = hashlib.sha256(f"{size}:{channels}:upright:declared range".encode())
     for file in all_files:
         stat = file.stat()
         # A name that is not UTF-8 (surrogate-escaped by Python) hashes as the bytes it is.
@@ -209,14 +265,22 @@ def load_folder(
     refuse_images_that_cannot_fit(len(all_files), channels, size)
     images = np.empty((len(all_files), channels, size, size), dtype=np.uint8)
     labels = np.repeat(np.arange(len(folders), dtype=np.int64), counts)  # the files are in class order
-    flattened: list[Path] = []
+    noted: dict[tuple[str, str], list[Path]] = {}
     pillow_said: dict[str, list[tuple[Path, str]]] = {}
+    refused: list[tuple[Path, str]] = []
     for index, file in enumerate(all_files):
-        images[index] = _decode(file, size, channels, flattened, pillow_said)
-    if flattened:
+        try:
+            images[index] = _decode(file, size, channels, noted, pillow_said)
+        except AmpganError as error:  # every image that cannot be used, at once: not one per hour-long read
+            refused.append((file, str(error)))
+    if refused:
+        others = ", ".join(one_line(path.relative_to(root)) for path, _ in refused[1:4])
+        more = f"; {len(refused) - 1} more image(s) cannot be used either: {others}" + ", ..." * (len(refused) > 4)
+        raise AmpganError(refused[0][1] + more * (len(refused) > 1))
+    for (what, done), files in noted.items():
         warn(
-            f"{len(flattened)} image(s) of folder:{one_line(root)} have transparent pixels (e.g. "
-            f"{one_line(flattened[0].relative_to(root))}): flattened onto white, the transparency is dropped"
+            f"{len(files)} image(s) of folder:{one_line(root)} {what} (e.g. {one_line(files[0].relative_to(root))}): "
+            f"{done}"
         )
     for kind, said in pillow_said.items():  # one line per kind: a folder of 10,000 photos may share one fault
         (first, message), files = said[0], len({path for path, _ in said})

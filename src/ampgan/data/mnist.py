@@ -24,7 +24,8 @@ PREFIX = {"train": "train", "test": "t10k"}
 
 
 def _find(root: Path, stem: str) -> Path:
-    for candidate in (root / f"{stem}.gz", root / stem):
+    # As MNIST ships them, or as a popular mirror (Kaggle's) names them: train-images.idx3-ubyte.
+    for candidate in (root / f"{stem}.gz", root / stem, root / stem.replace("-idx", ".idx")):
         if candidate.is_file():
             return candidate
     raise AmpganError(f"no {stem}(.gz) in {root}: put the MNIST IDX files there")

@@ -54,15 +54,19 @@ def load_quickdraw(data: DataConfig, split: str, seed: int) -> ImageDataset:
     root = require_data_dir(data.data_dir, "quickdraw", data.download)
     classes = tuple(data.class_list or STUDY_CLASSES)
     max_per_class = data.max_per_class or DEFAULT_MAX_PER_CLASS
-    paths = [root / f"{name}.npy" for name in classes]
+    # <class>.npy, or the name Google's bucket page gives a file it downloads (full_numpy_bitmap_<class>.npy).
+    names = [(f"{name}.npy", f"full_numpy_bitmap_{name}.npy") for name in classes]
+    paths = [next((root / n for n in both if (root / n).is_file()), root / both[0]) for both in names]
     for name, path in zip(classes, paths):
         if not path.is_file():
             if data.download:
                 download(class_url(name), path)
             else:
-                known = sorted({p.stem for p in root.glob("*.npy")} | set(STUDY_CLASSES))
+                known = sorted(({p.stem for p in root.glob("*.npy")} | set(STUDY_CLASSES)) - {name})
                 close = difflib.get_close_matches(name, known, n=3)
                 hint = f" (did you mean {', '.join(close)}?)" if close else ""
+                if (root / f"{name}.ndjson").is_file():  # the drawings as strokes, which ampgan does not draw
+                    hint = f" ({name}.ndjson there holds strokes, not the numpy_bitmap 28x28 images ampgan reads)"
                 raise AmpganError(
                     f"no Quick, Draw! class {name!r} in {root}{hint}: put {name}.npy there, or add --download"
                 )
