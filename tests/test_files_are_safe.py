@@ -63,6 +63,35 @@ def test_overwrite_replaces_only_folders_ampgan_wrote(tmp_path, capsys):
     assert not list(tmp_path.glob(".run.replaced-*"))  # the old run is gone once the new one finished
 
 
+def test_an_out_that_is_a_link_is_the_folder_it_leads_to(tmp_path, capsys):
+    """--out LINK (to scratch space, to another run): the run is made, or replaced by --overwrite, where the link
+    leads, and the link stays. --overwrite moved the link aside, emptied its folder through it and made the new run
+    in the link's place (the old folder left empty, the link as a '.NAME.replaced-PID' no command settles); a link
+    to a folder not made yet was 'cannot create --out (File exists)'. A loop of links is one line."""
+    run, link = tmp_path / "run", tmp_path / "link"
+    assert run_cli(capsys, "train", *TINY, "--steps", "2", "--out", str(run))[0] == 0
+    link.symlink_to("run", target_is_directory=True)
+    code, _, err = run_cli(capsys, "train", *TINY, "--steps", "1", "--out", str(link))
+    assert code == 2 and f"--out {link} already holds files" in err
+    assert run_cli(capsys, "train", *TINY, "--steps", "3", "--out", str(link), "--overwrite")[0] == 0
+    assert link.is_symlink() and os.readlink(link) == "run"
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["step-000000.pt", "step-000003.pt"]
+    assert (run / "generator.safetensors").is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link", "run"]  # nothing set aside is left
+    scratch = tmp_path / "scratch"
+    scratch.symlink_to("not-made-yet", target_is_directory=True)
+    assert run_cli(capsys, "train", *TINY, "--steps", "1", "--out", str(scratch))[0] == 0
+    assert (tmp_path / "not-made-yet" / "generator.safetensors").is_file() and scratch.is_symlink()
+    loop = tmp_path / "loop"
+    loop.symlink_to("loop")
+    for out in (loop, loop / "run"):
+        code, _, err = run_cli(capsys, "train", *TINY, "--steps", "1", "--out", str(out))
+        assert code == 2 and err == (
+            f"error: {out} leads through a loop of symbolic links (a link that leads back to itself): remove the "
+            "loop or give another path\n"
+        )
+
+
 def test_a_replacement_that_fails_before_training_puts_the_old_run_back(tmp_path):
     old = tmp_path / "run"
     with claimed_folder(old, overwrite=False, kind="run"):

@@ -399,7 +399,9 @@ class FolderClaim:
         unfinished: Callable[[Path], bool] | None = None,
         data: tuple[str | Path, ...] = (),
     ):
-        self.path = Path(path)
+        # An --out that is a link is the folder it leads to: made there when missing, replaced there by --overwrite
+        # (moving the link aside emptied its folder through it and made a new folder in the link's place).
+        self.path = Path(path).resolve() if Path(path).is_symlink() else Path(path)
         _refuse_dangerous(self.path)
         self.aside: Path | None = None
         if self.path.exists() and not self.path.is_dir():
@@ -420,7 +422,7 @@ class FolderClaim:
             )
             if not overwrite:
                 raise AmpganError(
-                    f"--out {self.path} already holds files: choose a new folder or add --overwrite to replace it"
+                    f"--out {one_line(path)} already holds files: choose a new folder or add --overwrite to replace it"
                 )
             check_replaceable(self.path, kind)
             FolderLock(self.path, mention_leftovers=False).release()  # refuses while a live process writes there
