@@ -92,6 +92,24 @@ def test_an_out_that_is_a_link_is_the_folder_it_leads_to(tmp_path, capsys):
         )
 
 
+def test_a_read_only_folder_reopened_names_the_folder_s_fix(tmp_path, capsys, read_only_view):
+    """A run on a read-only disk resumed or evaluated has no --out to choose, and no space frees a read-only disk:
+    the line said 'choose a writable --out' (reopening) or 'free some space' (any write refused read-only)."""
+    run = tmp_path / "run"
+    assert run_cli(capsys, "train", *TINY, "--steps", "1", "--out", str(run))[0] == 0
+    view = read_only_view(run)
+    for command in (["train", "--resume", str(view), "--steps", "2"], ["evaluate", str(view)]):
+        code, _, err = run_cli(capsys, *command)
+        assert (code, err) == (
+            2,
+            f"error: cannot write in {view} (Read-only file system): make the folder writable or choose a "
+            "writable place\n",
+        ), command
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["step-000000.pt", "step-000001.pt"]
+    with pytest.raises(AmpganError, match=r"\(Read-only file system\): make the folder writable or choose a writable"):
+        write_atomically(view / "cost.json", lambda stream: stream.write(b"{}"))
+
+
 def test_a_replacement_that_fails_before_training_puts_the_old_run_back(tmp_path):
     old = tmp_path / "run"
     with claimed_folder(old, overwrite=False, kind="run"):

@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
-from ampgan.errors import AmpganError, one_line, warn
+from ampgan.errors import AmpganError, one_line, warn, write_fix
 from ampgan.files import manifest
 from ampgan.files.atomic import HELD
 from ampgan.files.jsonfile import not_a_regular_file, parse_json
@@ -206,7 +206,8 @@ class FolderLock:
             self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
         except OSError as error:
             refuse_link(path)
-            raise AmpganError(f"cannot write in {self.folder} ({error.strerror}): choose a writable --out") from None
+            # Reopened (report, evaluate, a resume) there is no --out to choose: the fix is the folder's.
+            raise AmpganError(f"cannot write in {self.folder} ({error.strerror}): {write_fix(error)}") from None
         try:
             fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
