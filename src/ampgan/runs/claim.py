@@ -298,18 +298,19 @@ def _refuse_dangerous(path: Path) -> None:
             raise AmpganError(f"--out {one_line(path)} is {what}: give a new folder for the results")
 
 
-def check_place(path: Path, kind: str, data: tuple[str | Path, ...] = ()) -> None:
+def check_place(path: Path, kind: str, data: tuple[str | Path, ...] = (), given: str = "--out") -> None:
     """The ownership rule: one error line, before anything is written, unless `path` may become a folder
     of `kind`. A folder belongs to one thing: never inside (or around) a dataset folder the command reads
     (`data`), never inside another ampgan folder, except as a part that folder's kind is made of (a
-    projection of a bench; a part made by the command that holds its folder)."""
-    shown, resolved = one_line(path), Path(path).resolve()
+    projection of a bench; a part made by the command that holds its folder). `given`: the option that named
+    `path` (a folder resumed is no --out to choose again)."""
+    shown, resolved = f"{given} {one_line(path)}", Path(path).resolve()
     for root in data:
         images = Path(root).expanduser().resolve()
         if resolved == images or resolved.is_relative_to(images) or images.is_relative_to(resolved):
             where = "holds" if images != resolved and images.is_relative_to(resolved) else "is inside"
             raise AmpganError(
-                f"--out {shown} {where} the dataset folder {one_line(root)}: what the {kind} writes would be "
+                f"{shown} {where} the dataset folder {one_line(root)}: what the {kind} writes would be "
                 "read as data (a run's sample grids as training images); choose a folder outside the dataset"
             )
     owner = owning_folder(path)
@@ -326,9 +327,9 @@ def check_place(path: Path, kind: str, data: tuple[str | Path, ...] = ()) -> Non
     if part and (kind in _DERIVED_KINDS or manifest.lock_holder(owner) == str(os.getpid())):
         return
     raise AmpganError(
-        f"--out {shown} is inside {one_line(owner)}, ampgan's {owner_kind or 'output'} folder: a folder belongs "
-        "to one thing, and that one's files are written only by the command that made it; choose a "
-        "folder outside it"
+        f"{shown} is inside {one_line(owner)}, ampgan's {owner_kind or 'output'} folder: a folder belongs "
+        "to one thing, and that one's files are written only by the command that made it; "
+        + ("choose a folder outside it" if given == "--out" else "continue it with that command, or copy it out first")
     )
 
 

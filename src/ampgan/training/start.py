@@ -148,7 +148,8 @@ def resumed_run(config: TrainConfig, run_dir: Path, device: torch.device | None 
             stack.callback(FolderLock(run_dir, mention_leftovers=False).release)
         # Every check of the folder comes before the model is built: building a user's model imports
         # its code, which must not happen for a folder that is refused anyway.
-        check_place(run_dir, "run", config.data.folders_read)  # a run left inside its dataset by an older ampgan
+        # A run left inside its dataset by an older ampgan, or a study's run (its study's command continues it).
+        check_place(run_dir, "run", config.data.folders_read, given="--resume")
         checkpoint = latest_checkpoint(run_dir)
         # Loaded to the CPU: RNG states must be CPU tensors, and the optimizers move their state to
         # the parameters' device themselves (keeping Adam's step counters on the CPU).
