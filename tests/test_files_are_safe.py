@@ -2,6 +2,7 @@
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -546,3 +547,41 @@ def test_a_folder_replaced_then_not_marked_comes_back_whole_in_one_line(tmp_path
     assert code == 2 and f"cannot create --out {out} (No space left on device)" in err and err.count("\n") == 1, err
     assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*")) == before  # the old run, whole
     assert [p.name for p in tmp_path.iterdir() if "replaced" in p.name] == []
+
+
+def test_a_second_ctrl_c_while_an_overwrite_is_undone_leaves_the_old_run_to_come_back(tmp_path, capsys, monkeypatch):
+    """A Ctrl-C after --overwrite moved the old run aside puts it back; a second one while that is done left it
+    under .NAME.replaced-PID beside a new folder of bookkeeping alone, and the next command only named it ('ov is
+    not an ampgan run folder' to a resume). That new folder goes, the old run comes back, and resumes."""
+    from ampgan.runs.claim import FolderClaim
+    from ampgan.speed import planned_run
+
+    run = tmp_path / "ov"
+    assert run_cli(capsys, "train", *TINY, "--steps", "2", "--out", str(run))[0] == 0
+    first, undo = planned_run.planned, FolderClaim.abandon
+
+    def interrupted(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGINT)  # real signals: the first after the claim, before training
+        return first(*args, **kwargs)
+
+    def interrupted_again(claim):
+        os.kill(os.getpid(), signal.SIGINT)  # the second, while the first puts the old run back
+        return undo(claim)
+
+    monkeypatch.setattr(planned_run, "planned", interrupted)
+    monkeypatch.setattr(FolderClaim, "abandon", interrupted_again)
+    code, _, err = run_cli(capsys, "train", *TINY, "--steps", "4", "--out", str(run), "--overwrite")
+    assert code == 130, err
+    (aside,) = tmp_path.glob(".ov.replaced-*")
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    aside.rename(tmp_path / f".ov.replaced-{gone.pid}")  # as another process left it (this one's own are its own)
+    monkeypatch.undo()
+    code, _, err = run_cli(capsys, "train", "--resume", str(run), "--steps", "4", "--quiet")
+    assert code == 0 and "the old folder is back in place" in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ov"]
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == [
+        "step-000000.pt",
+        "step-000002.pt",
+        "step-000004.pt",
+    ]

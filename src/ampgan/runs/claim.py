@@ -371,6 +371,10 @@ def settle_leftovers(path: Path, overwrite: bool = False) -> None:
         if pid == os.getpid() or (_alive(pid) and (not path.exists() or manifest.lock_holder(path) is not None)):
             continue  # its command is still running (or is this one)
         shown, old = one_line(path), one_line(aside)
+        if _bookkeeping_only(path) and manifest.lock_holder(path) is None:
+            # The new folder of an --overwrite stopped before it wrote anything: a second Ctrl-C while the first
+            # was putting the old folder back, a kill in between. It goes, and the old one comes back.
+            remove_written(path)
         if not path.exists():
             os.replace(aside, path)
             warn(
@@ -386,6 +390,12 @@ def settle_leftovers(path: Path, overwrite: bool = False) -> None:
                 f"midway: nothing in it was deleted; take what you need from it and delete it"
                 + ("" if overwrite else ", or add --overwrite to delete what ampgan wrote there")
             )
+
+
+def _bookkeeping_only(path: Path) -> bool:
+    """`path` is a folder holding nothing but ampgan's marker, lock and manifest (its command stopped before it
+    wrote anything)."""
+    return path.is_dir() and {entry.name for entry in path.iterdir()} <= {MARKER, LOCK, manifest.MANIFEST}
 
 
 class FolderClaim:
@@ -417,10 +427,9 @@ class FolderClaim:
             # A folder of this kind that a stopped command left unfinished, or holding only ampgan's bookkeeping (a
             # command killed before it wrote anything), is replaced by the same command again, as a finished one
             # is by --overwrite (and by the same rule).
-            bookkeeping_only = {entry.name for entry in self.path.iterdir()} <= {MARKER, LOCK, manifest.MANIFEST}
             overwrite = overwrite or (
                 marker_kind(self.path) == kind
-                and (bookkeeping_only or (unfinished is not None and unfinished(self.path)))
+                and (_bookkeeping_only(self.path) or (unfinished is not None and unfinished(self.path)))
             )
             if not overwrite:
                 raise AmpganError(
