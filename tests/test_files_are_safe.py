@@ -549,10 +549,10 @@ def test_a_folder_replaced_then_not_marked_comes_back_whole_in_one_line(tmp_path
     assert [p.name for p in tmp_path.iterdir() if "replaced" in p.name] == []
 
 
-def test_a_second_ctrl_c_while_an_overwrite_is_undone_leaves_the_old_run_to_come_back(tmp_path, capsys, monkeypatch):
-    """A Ctrl-C after --overwrite moved the old run aside puts it back; a second one while that is done left it
+def test_a_second_ctrl_c_while_an_overwrite_is_undone_waits_for_the_old_run_to_be_back(tmp_path, capsys, monkeypatch):
+    """A Ctrl-C after --overwrite moved the old run aside puts it back; a second one while that was done left it
     under .NAME.replaced-PID beside a new folder of bookkeeping alone, and the next command only named it ('ov is
-    not an ampgan run folder' to a resume). That new folder goes, the old run comes back, and resumes."""
+    not an ampgan run folder' to a resume). The second now waits for the old run to be back, then stops."""
     from ampgan.runs.claim import FolderClaim
     from ampgan.speed import planned_run
 
@@ -571,12 +571,27 @@ def test_a_second_ctrl_c_while_an_overwrite_is_undone_leaves_the_old_run_to_come
     monkeypatch.setattr(planned_run, "planned", interrupted)
     monkeypatch.setattr(FolderClaim, "abandon", interrupted_again)
     code, _, err = run_cli(capsys, "train", *TINY, "--steps", "4", "--out", str(run), "--overwrite")
-    assert code == 130, err
-    (aside,) = tmp_path.glob(".ov.replaced-*")
+    assert (code, err.strip()) == (130, "stopped: SIGINT received before any work was saved")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ov"]
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["step-000000.pt", "step-000002.pt"]
+
+
+def test_an_overwrite_stopped_before_its_new_folder_held_anything_puts_the_old_run_back(tmp_path, capsys):
+    """Killed while it put the old run back (or between moving it aside and writing anything), an --overwrite
+    leaves the old run under .NAME.replaced-PID beside a new folder of ampgan's bookkeeping alone; the next command
+    only named it ('not an ampgan run folder' to a resume). That folder goes and the old run comes back."""
+    from ampgan.files import manifest
+    from ampgan.runs.claim import _write_marker
+
+    run = tmp_path / "ov"
+    assert run_cli(capsys, "train", *TINY, "--steps", "2", "--out", str(run))[0] == 0
     gone = subprocess.Popen(["true"])
     gone.wait()
-    aside.rename(tmp_path / f".ov.replaced-{gone.pid}")  # as another process left it (this one's own are its own)
-    monkeypatch.undo()
+    os.replace(run, tmp_path / f".ov.replaced-{gone.pid}")
+    run.mkdir()
+    _write_marker(run, "run")
+    manifest.start(run)
+    (run / LOCK).write_text(str(gone.pid))
     code, _, err = run_cli(capsys, "train", "--resume", str(run), "--steps", "4", "--quiet")
     assert code == 0 and "the old folder is back in place" in err, err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ov"]

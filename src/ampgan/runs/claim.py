@@ -29,6 +29,8 @@ import fcntl
 import fnmatch
 import json
 import os
+import signal
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -487,6 +489,26 @@ class FolderClaim:
 
 
 @contextmanager
+def _stops_held():
+    """Ctrl-C, SIGTERM and SIGHUP wait while a claim is undone or kept, then stop the command as they would have: a
+    second Ctrl-C while the first put the old folder back left it set aside (.NAME.replaced-PID)."""
+    held: list[int] = []
+    main = threading.current_thread() is threading.main_thread()  # handlers are the main thread's to set
+    previous = {
+        stop: signal.signal(stop, lambda signum, frame: held.append(signum))
+        for stop in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+        if main and signal.getsignal(stop) not in (signal.SIG_IGN, None)
+    }
+    try:
+        yield
+    finally:
+        for stop, handler in previous.items():
+            signal.signal(stop, handler)
+    if held:
+        raise KeyboardInterrupt(held[0])
+
+
+@contextmanager
 def claimed_folder(
     path: Path,
     overwrite: bool,
@@ -501,10 +523,11 @@ def claimed_folder(
     try:
         yield claim
     except BaseException:
-        if worth_keeping(claim.path):
-            claim.finish()
-        else:
-            claim.abandon()
+        with _stops_held():
+            if worth_keeping(claim.path):
+                claim.finish()
+            else:
+                claim.abandon()
         raise
     else:
         claim.finish()
