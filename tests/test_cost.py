@@ -17,7 +17,8 @@ from ampgan.cost.arithmetic import (
 )
 from ampgan.cost.catalog import REQUIRED_COLUMNS, find_instance, load_catalog
 from ampgan.errors import AmpganError
-from ampgan.runs.claim import _write_marker
+from ampgan.files.atomic import write_json_atomically
+from ampgan.runs.claim import _write_marker, claimed_folder
 
 
 def test_the_studys_arithmetic():
@@ -253,13 +254,31 @@ def test_cost_files_beside_results_are_rewritten_only_in_ampgans_own_folder(tmp_
     results.write_text(json.dumps(bench_results()))
     (tmp_path / name).write_text("someone else's")
     code, _, err = run_cli(capsys, "cost", str(results), "--price-per-hour", "1")
-    assert code == 2 and f"holds {name}, and is not a folder ampgan created" in err and err.count("\n") == 1
+    assert code == 2 and f"holds {name}, which ampgan did not write" in err and err.count("\n") == 1
     assert (tmp_path / name).read_text() == "someone else's"
     # The same folder once ampgan claimed it (a valid marker): its cost files are ampgan's to rewrite.
     _write_marker(tmp_path, "bench")
     code, _, err = run_cli(capsys, "cost", str(results), "--price-per-hour", "1")
     assert code == 0, err
     assert json.loads((tmp_path / "cost.json").read_text())["basis"]["price_per_hour"] == 1
+
+
+def test_cost_beside_a_study_s_bench_rewrites_its_own_files(tmp_path, capsys):
+    """A study's bench/ has no marker of its own: the first `cost STUDY/bench` wrote its files there (recorded in
+    the study's manifest), the second refused them as 'not a folder ampgan created'. Files ampgan's manifest
+    proves are its own are rewritten; one changed since is still refused."""
+    study = tmp_path / "study"
+    with claimed_folder(study, overwrite=False, kind="study"):
+        (study / "bench").mkdir()
+        write_json_atomically(study / "bench" / "results.json", bench_results())
+    for price in ("1", "2"):
+        code, _, err = run_cli(capsys, "cost", str(study / "bench"), "--price-per-hour", price)
+        assert code == 0, err
+        assert json.loads((study / "bench" / "cost.json").read_text())["basis"]["price_per_hour"] == float(price)
+    (study / "bench" / "cost.csv").write_text("edited")
+    code, _, err = run_cli(capsys, "cost", str(study / "bench"), "--price-per-hour", "3")
+    assert code == 2 and "holds cost.csv, which ampgan did not write (or which changed since)" in err
+    assert (study / "bench" / "cost.csv").read_text() == "edited"
 
 
 def test_cost_takes_a_bench_or_compare_folder_as_project_does(tmp_path, capsys):

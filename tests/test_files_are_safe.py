@@ -2,6 +2,7 @@
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -49,6 +50,53 @@ def test_overwrite_replaces_only_folders_ampgan_wrote(tmp_path, capsys):
     assert code == 2 and "written by a newer ampgan (format ampgan-folder/3; this one reads" in err and "upgrade" in err
     assert err.count("\n") == 1 and (run / "checkpoints" / "step-000003.pt").is_file()
     assert not list(tmp_path.glob(".run.replaced-*"))  # the old run is gone once the new one finished
+
+
+def test_an_out_that_is_a_link_is_the_folder_it_leads_to(tmp_path, capsys):
+    """--out LINK (to scratch space, to another run): the run is made, or replaced by --overwrite, where the link
+    leads, and the link stays. --overwrite moved the link aside, emptied its folder through it and made the new run
+    in the link's place (the old folder left empty, the link as a '.NAME.replaced-PID' no command settles); a link
+    to a folder not made yet was 'cannot create --out (File exists)'. A loop of links is one line."""
+    run, link = tmp_path / "run", tmp_path / "link"
+    assert run_cli(capsys, "train", *TINY, "--steps", "2", "--out", str(run))[0] == 0
+    link.symlink_to("run", target_is_directory=True)
+    code, _, err = run_cli(capsys, "train", *TINY, "--steps", "1", "--out", str(link))
+    assert code == 2 and f"--out {link} already holds files" in err
+    assert run_cli(capsys, "train", *TINY, "--steps", "3", "--out", str(link), "--overwrite")[0] == 0
+    assert link.is_symlink() and os.readlink(link) == "run"
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["step-000000.pt", "step-000003.pt"]
+    assert (run / "generator.safetensors").is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link", "run"]  # nothing set aside is left
+    scratch = tmp_path / "scratch"
+    scratch.symlink_to("not-made-yet", target_is_directory=True)
+    assert run_cli(capsys, "train", *TINY, "--steps", "1", "--out", str(scratch))[0] == 0
+    assert (tmp_path / "not-made-yet" / "generator.safetensors").is_file() and scratch.is_symlink()
+    loop = tmp_path / "loop"
+    loop.symlink_to("loop")
+    for out in (loop, loop / "run"):
+        code, _, err = run_cli(capsys, "train", *TINY, "--steps", "1", "--out", str(out))
+        assert code == 2 and err == (
+            f"error: {out} leads through a loop of symbolic links (a link that leads back to itself): remove the "
+            "loop or give another path\n"
+        )
+
+
+def test_a_read_only_folder_reopened_names_the_folder_s_fix(tmp_path, capsys, read_only_view):
+    """A run on a read-only disk resumed or evaluated has no --out to choose, and no space frees a read-only disk:
+    the line said 'choose a writable --out' (reopening) or 'free some space' (any write refused read-only)."""
+    run = tmp_path / "run"
+    assert run_cli(capsys, "train", *TINY, "--steps", "1", "--out", str(run))[0] == 0
+    view = read_only_view(run)
+    for command in (["train", "--resume", str(view), "--steps", "2"], ["evaluate", str(view)]):
+        code, _, err = run_cli(capsys, *command)
+        assert (code, err) == (
+            2,
+            f"error: cannot write in {view} (Read-only file system): make the folder writable or choose a "
+            "writable place\n",
+        ), command
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["step-000000.pt", "step-000001.pt"]
+    with pytest.raises(AmpganError, match=r"\(Read-only file system\): make the folder writable or choose a writable"):
+        write_atomically(view / "cost.json", lambda stream: stream.write(b"{}"))
 
 
 def test_a_replacement_that_fails_before_training_puts_the_old_run_back(tmp_path):
@@ -487,3 +535,56 @@ def test_a_folder_replaced_then_not_marked_comes_back_whole_in_one_line(tmp_path
     assert code == 2 and f"cannot create --out {out} (No space left on device)" in err and err.count("\n") == 1, err
     assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*")) == before  # the old run, whole
     assert [p.name for p in tmp_path.iterdir() if "replaced" in p.name] == []
+
+
+def test_a_second_ctrl_c_while_an_overwrite_is_undone_waits_for_the_old_run_to_be_back(tmp_path, capsys, monkeypatch):
+    """A Ctrl-C after --overwrite moved the old run aside puts it back; a second one while that was done left it
+    under .NAME.replaced-PID beside a new folder of bookkeeping alone, and the next command only named it ('ov is
+    not an ampgan run folder' to a resume). The second now waits for the old run to be back, then stops."""
+    from ampgan.runs.claim import FolderClaim
+    from ampgan.speed import planned_run
+
+    run = tmp_path / "ov"
+    assert run_cli(capsys, "train", *TINY, "--steps", "2", "--out", str(run))[0] == 0
+    first, undo = planned_run.planned, FolderClaim.abandon
+
+    def interrupted(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGINT)  # real signals: the first after the claim, before training
+        return first(*args, **kwargs)
+
+    def interrupted_again(claim):
+        os.kill(os.getpid(), signal.SIGINT)  # the second, while the first puts the old run back
+        return undo(claim)
+
+    monkeypatch.setattr(planned_run, "planned", interrupted)
+    monkeypatch.setattr(FolderClaim, "abandon", interrupted_again)
+    code, _, err = run_cli(capsys, "train", *TINY, "--steps", "4", "--out", str(run), "--overwrite")
+    assert (code, err.strip()) == (130, "stopped: SIGINT received before any work was saved")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ov"]
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["step-000000.pt", "step-000002.pt"]
+
+
+def test_an_overwrite_stopped_before_its_new_folder_held_anything_puts_the_old_run_back(tmp_path, capsys):
+    """Killed while it put the old run back (or between moving it aside and writing anything), an --overwrite
+    leaves the old run under .NAME.replaced-PID beside a new folder of ampgan's bookkeeping alone; the next command
+    only named it ('not an ampgan run folder' to a resume). That folder goes and the old run comes back."""
+    from ampgan.files import manifest
+    from ampgan.runs.claim import _write_marker
+
+    run = tmp_path / "ov"
+    assert run_cli(capsys, "train", *TINY, "--steps", "2", "--out", str(run))[0] == 0
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    os.replace(run, tmp_path / f".ov.replaced-{gone.pid}")
+    run.mkdir()
+    _write_marker(run, "run")
+    manifest.start(run)
+    (run / LOCK).write_text(str(gone.pid))
+    code, _, err = run_cli(capsys, "train", "--resume", str(run), "--steps", "4", "--quiet")
+    assert code == 0 and "the old folder is back in place" in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ov"]
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == [
+        "step-000000.pt",
+        "step-000002.pt",
+        "step-000004.pt",
+    ]

@@ -354,3 +354,17 @@ def test_report_while_a_study_writes_its_folder_is_refused_and_the_folder_untouc
     finally:
         comparing.release()
     assert run_cli(capsys, "report", str(study))[0] == 0 and (study / "report.html").stat().st_size > 1000
+
+
+def test_a_study_s_run_resumed_alone_names_its_study_s_command_not_another_out(capsys, run, tmp_path):
+    """`train --resume STUDY/runs/fp32-seed0` has no --out to choose: it said '--out ... choose a folder outside
+    it'. Its study's command continues it, or a copy taken out of the study resumes alone."""
+    study = tmp_path / "study"
+    with claimed_folder(study, overwrite=False, kind="study"):
+        pass
+    shutil.copytree(run, study / "runs" / "fp32-seed0")
+    code, _, err = run_cli(capsys, "train", "--resume", str(study / "runs" / "fp32-seed0"), "--steps", "6", "--quiet")
+    assert _one_line(code, err) and err.startswith(f"error: --resume {study / 'runs' / 'fp32-seed0'} is inside {study}")
+    assert err.endswith("continue it with that command, or copy it out first\n"), err
+    shutil.copytree(study / "runs" / "fp32-seed0", tmp_path / "copied")
+    assert run_cli(capsys, "train", "--resume", str(tmp_path / "copied"), "--steps", "6", "--quiet")[0] == 0

@@ -523,3 +523,36 @@ def test_every_loss_scale_a_run_logs_is_watched_for_collapse():
     assert monitor.check(record, 5, 0) is None
     found = monitor.check(record | {"loss_scale_classifier": 0.25}, 5, 0)
     assert found is not None and "collapsed (loss_scale_classifier = 0.25 < 1)" in found
+
+
+def test_a_run_stopped_at_its_last_step_is_resumed_to_write_its_final_files(tmp_path, capsys, monkeypatch):
+    """A Ctrl-C during the last step saves its checkpoint and names --resume, but the run's final files
+    (generator.safetensors, the last samples) come after it; a full disk there is the same. The resume the
+    line names writes them (it was refused: 'already reached step 4'), and only then is the run finished."""
+    import os
+
+    from safetensors import safe_open
+
+    import ampgan.training.loop as train_module
+
+    real_step = train_module.train_step
+
+    def last_step_interrupted(state, next_batch):
+        metrics = real_step(state, next_batch)
+        if state.step == 4:
+            os.kill(os.getpid(), signal.SIGINT)  # a real signal, to the handler the loop installed
+        return metrics
+
+    run = tmp_path / "run"
+    monkeypatch.setattr(train_module, "train_step", last_step_interrupted)
+    code, _, err = run_cli(capsys, "train", *TINY, "--steps", "4", "--out", str(run))
+    assert code == 130 and f"ampgan train --resume {run}" in err
+    assert not (run / "generator.safetensors").exists()
+    monkeypatch.setattr(train_module, "train_step", real_step)
+    code, _, err = run_cli(capsys, "train", "--resume", str(run), "--quiet")
+    assert code == 0, err
+    with safe_open(run / "generator.safetensors", "pt") as exported:
+        assert exported.metadata()["step"] == "4"
+    assert [p.name for p in list_checkpoints(run)][-1] == "step-000004.pt"
+    code, _, err = run_cli(capsys, "train", "--resume", str(run), "--quiet")
+    assert code == 2 and "already reached step 4 of --steps 4" in err

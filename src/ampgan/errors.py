@@ -142,6 +142,10 @@ def write_fix(error: OSError) -> str:
     fixes = {
         errno.ENOENT: "put the folder back where it was (what ampgan wrote went with it), or choose another place",
         errno.EFBIG: "raise the file-size limit (ulimit -f) or choose a place whose filesystem takes larger files",
+        # No space frees a read-only disk or another user's folder.
+        **dict.fromkeys(
+            (errno.EROFS, errno.EACCES, errno.EPERM), "make the folder writable or choose a writable place"
+        ),
     }
     return fixes.get(error.errno) or (
         "move what stands in its way" if error.errno in IN_THE_WAY else "free some space or choose a writable place"

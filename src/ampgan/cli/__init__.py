@@ -7,6 +7,7 @@ Every user-fixable problem becomes one `error:` line and exit code 2 (3 for a nu
 
 from __future__ import annotations
 
+import errno
 import signal
 import sys
 import warnings
@@ -17,7 +18,16 @@ import click
 from ampgan.cli import bench, compare, config, cost, data, doctor, preflight, project, runs, train
 from ampgan.cli.options import flag_of, moved_to_set
 from ampgan.env import check_environment
-from ampgan.errors import LOST_OUTPUT, AmpganError, AmpganWarning, ConfigError, first_words, say, signal_number
+from ampgan.errors import (
+    LOST_OUTPUT,
+    AmpganError,
+    AmpganWarning,
+    ConfigError,
+    first_words,
+    one_line,
+    say,
+    signal_number,
+)
 from ampgan.system.memory import is_out_of_memory
 from ampgan.training.distributed import lost_contact_with_ranks, shutdown, world
 from ampgan.training.interruption import Interrupted
@@ -157,24 +167,36 @@ def _dispatch(argv: list[str]) -> None:
         line, code = f"error{_rank_prefix()}: {named} {error.problem}", EXIT_USAGE
     except AmpganError as error:
         line, code = f"error{_rank_prefix()}: {error}", getattr(error, "exit_code", EXIT_USAGE)
-    except (RuntimeError, MemoryError) as error:
-        # Memory running out outside a step that says so (planning's timed steps, building a model): one line too.
-        reason = lost_contact_with_ranks(error)
-        if reason is None and not is_out_of_memory(error):
-            raise  # a bug: its traceback is what a developer needs
-        line, code = (
-            (
-                f"error{_rank_prefix()}: lost contact with another rank ({reason}); the launcher's line "
-                "below names the rank that failed",
-                1,
-            )
-            if reason is not None
-            else (
-                f"error{_rank_prefix()}: ran out of memory ({first_words(str(error)) or type(error).__name__}): "
-                "try a smaller --batch-size or model, or free memory (a limit set by ulimit -v counts too)",
-                EXIT_USAGE,
-            )
-        )
+    except (RuntimeError, MemoryError, OSError) as error:
+        line, code = _failure_line(error)
     # One line on stderr and the exit code each problem has (above), never a traceback.
     say(line, err=True)
     sys.exit(code)
+
+
+def _failure_line(error: BaseException) -> tuple[str, int]:
+    """Lost ranks, memory running out outside a step that says so (planning's timed steps, building a model), and
+    a path that is a loop of links (pathlib's resolve: RuntimeError 'Symlink loop from', ELOOP from 3.13 on) are
+    one line too; anything else is a bug, whose traceback is what a developer needs."""
+    reason, text = lost_contact_with_ranks(error), str(error)
+    looped = getattr(error, "errno", None) == errno.ELOOP or text.startswith("Symlink loop from ")
+    if looped:
+        where = getattr(error, "filename", None) or text.removeprefix("Symlink loop from ").strip("'")
+        return (
+            f"error: {one_line(where)} leads through a loop of symbolic links (a link that leads back to itself): "
+            "remove the loop or give another path",
+            EXIT_USAGE,
+        )
+    if reason is not None:
+        return (
+            f"error{_rank_prefix()}: lost contact with another rank ({reason}); the launcher's line below names the "
+            "rank that failed",
+            1,
+        )
+    if not is_out_of_memory(error):
+        raise error
+    return (
+        f"error{_rank_prefix()}: ran out of memory ({first_words(text) or type(error).__name__}): try a smaller "
+        "--batch-size or model, or free memory (a limit set by ulimit -v counts too)",
+        EXIT_USAGE,
+    )

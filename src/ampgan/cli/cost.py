@@ -11,6 +11,7 @@ from ampgan.cost.catalog import catalog_date, find_instance, load_catalog
 from ampgan.cost.report import build_cost_document, load_same_hardware, price_basis, write_cost
 from ampgan.cost.skypilot import CLOUDS, find_catalogs, load_skypilot
 from ampgan.errors import AmpganError, one_line, say
+from ampgan.files import manifest
 from ampgan.projection.from_results import results_path
 from ampgan.runs.claim import claimed_folder, marker_kind
 from ampgan.system.gpus import gpu_table, user_gpus
@@ -135,11 +136,17 @@ def _write(document: dict, out: Path | None, overwrite: bool, beside: Path) -> N
 
 def _refuse_foreign_cost_files(folder: Path) -> None:
     """Beside the results, the cost files are rewritten only in ampgan's own folder: a cost.json of
-    someone else's there is never replaced by surprise."""
-    present = [name for name in ("cost.json", "cost.csv", "fig3_cost.png") if (folder / name).exists()]
+    someone else's there is never replaced by surprise. Those its manifest shows ampgan wrote are its own (a study's
+    bench/ has no marker of its own: the second cost there refused the first one's files)."""
+    present = [
+        name
+        for name in ("cost.json", "cost.csv", "fig3_cost.png")
+        if (folder / name).exists() and manifest.recorded(folder / name) is not True
+    ]
     if present and marker_kind(folder) is None:  # not written by ampgan: no valid marker
         raise AmpganError(
-            f"{one_line(folder)} holds {present[0]}, and is not a folder ampgan created: give --out for the cost files"
+            f"{one_line(folder)} holds {present[0]}, which ampgan did not write (or which changed since): give --out "
+            "for the cost files"
         )
 
 

@@ -29,11 +29,13 @@ import fcntl
 import fnmatch
 import json
 import os
+import signal
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
-from ampgan.errors import AmpganError, one_line, warn
+from ampgan.errors import AmpganError, one_line, warn, write_fix
 from ampgan.files import manifest
 from ampgan.files.atomic import HELD
 from ampgan.files.jsonfile import not_a_regular_file, parse_json
@@ -206,7 +208,8 @@ class FolderLock:
             self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
         except OSError as error:
             refuse_link(path)
-            raise AmpganError(f"cannot write in {self.folder} ({error.strerror}): choose a writable --out") from None
+            # Reopened (report, evaluate, a resume) there is no --out to choose: the fix is the folder's.
+            raise AmpganError(f"cannot write in {self.folder} ({error.strerror}): {write_fix(error)}") from None
         try:
             fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -297,18 +300,19 @@ def _refuse_dangerous(path: Path) -> None:
             raise AmpganError(f"--out {one_line(path)} is {what}: give a new folder for the results")
 
 
-def check_place(path: Path, kind: str, data: tuple[str | Path, ...] = ()) -> None:
+def check_place(path: Path, kind: str, data: tuple[str | Path, ...] = (), given: str = "--out") -> None:
     """The ownership rule: one error line, before anything is written, unless `path` may become a folder
     of `kind`. A folder belongs to one thing: never inside (or around) a dataset folder the command reads
     (`data`), never inside another ampgan folder, except as a part that folder's kind is made of (a
-    projection of a bench; a part made by the command that holds its folder)."""
-    shown, resolved = one_line(path), Path(path).resolve()
+    projection of a bench; a part made by the command that holds its folder). `given`: the option that named
+    `path` (a folder resumed is no --out to choose again)."""
+    shown, resolved = f"{given} {one_line(path)}", Path(path).resolve()
     for root in data:
         images = Path(root).expanduser().resolve()
         if resolved == images or resolved.is_relative_to(images) or images.is_relative_to(resolved):
             where = "holds" if images != resolved and images.is_relative_to(resolved) else "is inside"
             raise AmpganError(
-                f"--out {shown} {where} the dataset folder {one_line(root)}: what the {kind} writes would be "
+                f"{shown} {where} the dataset folder {one_line(root)}: what the {kind} writes would be "
                 "read as data (a run's sample grids as training images); choose a folder outside the dataset"
             )
     owner = owning_folder(path)
@@ -325,9 +329,9 @@ def check_place(path: Path, kind: str, data: tuple[str | Path, ...] = ()) -> Non
     if part and (kind in _DERIVED_KINDS or manifest.lock_holder(owner) == str(os.getpid())):
         return
     raise AmpganError(
-        f"--out {shown} is inside {one_line(owner)}, ampgan's {owner_kind or 'output'} folder: a folder belongs "
-        "to one thing, and that one's files are written only by the command that made it; choose a "
-        "folder outside it"
+        f"{shown} is inside {one_line(owner)}, ampgan's {owner_kind or 'output'} folder: a folder belongs "
+        "to one thing, and that one's files are written only by the command that made it; "
+        + ("choose a folder outside it" if given == "--out" else "continue it with that command, or copy it out first")
     )
 
 
@@ -369,6 +373,10 @@ def settle_leftovers(path: Path, overwrite: bool = False) -> None:
         if pid == os.getpid() or (_alive(pid) and (not path.exists() or manifest.lock_holder(path) is not None)):
             continue  # its command is still running (or is this one)
         shown, old = one_line(path), one_line(aside)
+        if _bookkeeping_only(path) and manifest.lock_holder(path) is None:
+            # The new folder of an --overwrite stopped before it wrote anything: a second Ctrl-C while the first
+            # was putting the old folder back, a kill in between. It goes, and the old one comes back.
+            remove_written(path)
         if not path.exists():
             os.replace(aside, path)
             warn(
@@ -386,6 +394,12 @@ def settle_leftovers(path: Path, overwrite: bool = False) -> None:
             )
 
 
+def _bookkeeping_only(path: Path) -> bool:
+    """`path` is a folder holding nothing but ampgan's marker, lock and manifest (its command stopped before it
+    wrote anything)."""
+    return path.is_dir() and {entry.name for entry in path.iterdir()} <= {MARKER, LOCK, manifest.MANIFEST}
+
+
 class FolderClaim:
     """A claimed output folder: new or replaced, locked; `finish()` when the command has succeeded or
     its folder holds something worth keeping, `abandon()` otherwise (the old folder comes back).
@@ -399,7 +413,9 @@ class FolderClaim:
         unfinished: Callable[[Path], bool] | None = None,
         data: tuple[str | Path, ...] = (),
     ):
-        self.path = Path(path)
+        # An --out that is a link is the folder it leads to: made there when missing, replaced there by --overwrite
+        # (moving the link aside emptied its folder through it and made a new folder in the link's place).
+        self.path = Path(path).resolve() if Path(path).is_symlink() else Path(path)
         _refuse_dangerous(self.path)
         self.aside: Path | None = None
         if self.path.exists() and not self.path.is_dir():
@@ -413,14 +429,13 @@ class FolderClaim:
             # A folder of this kind that a stopped command left unfinished, or holding only ampgan's bookkeeping (a
             # command killed before it wrote anything), is replaced by the same command again, as a finished one
             # is by --overwrite (and by the same rule).
-            bookkeeping_only = {entry.name for entry in self.path.iterdir()} <= {MARKER, LOCK, manifest.MANIFEST}
             overwrite = overwrite or (
                 marker_kind(self.path) == kind
-                and (bookkeeping_only or (unfinished is not None and unfinished(self.path)))
+                and (_bookkeeping_only(self.path) or (unfinished is not None and unfinished(self.path)))
             )
             if not overwrite:
                 raise AmpganError(
-                    f"--out {self.path} already holds files: choose a new folder or add --overwrite to replace it"
+                    f"--out {one_line(path)} already holds files: choose a new folder or add --overwrite to replace it"
                 )
             check_replaceable(self.path, kind)
             FolderLock(self.path, mention_leftovers=False).release()  # refuses while a live process writes there
@@ -474,6 +489,26 @@ class FolderClaim:
 
 
 @contextmanager
+def _stops_held():
+    """Ctrl-C, SIGTERM and SIGHUP wait while a claim is undone or kept, then stop the command as they would have: a
+    second Ctrl-C while the first put the old folder back left it set aside (.NAME.replaced-PID)."""
+    held: list[int] = []
+    main = threading.current_thread() is threading.main_thread()  # handlers are the main thread's to set
+    previous = {
+        stop: signal.signal(stop, lambda signum, frame: held.append(signum))
+        for stop in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+        if main and signal.getsignal(stop) not in (signal.SIG_IGN, None)
+    }
+    try:
+        yield
+    finally:
+        for stop, handler in previous.items():
+            signal.signal(stop, handler)
+    if held:
+        raise KeyboardInterrupt(held[0])
+
+
+@contextmanager
 def claimed_folder(
     path: Path,
     overwrite: bool,
@@ -488,10 +523,11 @@ def claimed_folder(
     try:
         yield claim
     except BaseException:
-        if worth_keeping(claim.path):
-            claim.finish()
-        else:
-            claim.abandon()
+        with _stops_held():
+            if worth_keeping(claim.path):
+                claim.finish()
+            else:
+                claim.abandon()
         raise
     else:
         claim.finish()

@@ -18,6 +18,7 @@ import uuid
 from contextlib import contextmanager
 from pathlib import Path
 
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import save
 
 from ampgan.errors import AmpganError, warn, write_fix
@@ -29,7 +30,7 @@ from ampgan.files.atomic import (
     write_jsonl_atomically,
 )
 from ampgan.files.images import save_png
-from ampgan.files.jsonfile import read_jsonl
+from ampgan.files.jsonfile import not_a_regular_file, read_jsonl
 from ampgan.files.manifest import record_tree
 from ampgan.files.paths import file_in, read_json_in
 from ampgan.files.schema import COUNT, Between, check_shape
@@ -219,6 +220,20 @@ class RunWriter:
         if self._tensorboard is not None:
             self._tensorboard.close()
             record_tree(self.run_dir / "tensorboard")
+
+
+def finished_at(run_dir: Path, step: int) -> bool:
+    """Whether the run's final files are written for `step`: generator.safetensors, the last thing a run
+    writes, holds that step's generator. A run stopped at its last step (a signal, a full disk) is not
+    finished, and resuming it writes them."""
+    path = Path(run_dir) / "generator.safetensors"
+    if not_a_regular_file(path) is not None:  # a FIFO would block the read
+        return False
+    try:
+        with safe_open(path, "pt") as exported:  # its header alone
+            return (exported.metadata() or {}).get("step") == str(step)
+    except (OSError, SafetensorError):
+        return False
 
 
 class NullWriter:

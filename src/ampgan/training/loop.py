@@ -20,7 +20,7 @@ from tqdm.auto import tqdm
 from ampgan.config import TrainConfig
 from ampgan.data.batches import BatchStream
 from ampgan.errors import AmpganError, say, warn
-from ampgan.runs.run_folder import NullWriter, RunWriter
+from ampgan.runs.run_folder import NullWriter, RunWriter, finished_at
 from ampgan.seeds import CURRENT_SCHEME, step_noise_seed
 from ampgan.system.cpu_tuning import ThreadWatch, cores, keep_freed_memory_for_reuse, threads_given
 from ampgan.system.memory import is_out_of_memory
@@ -244,7 +244,7 @@ def build_run_state(
         # A resumed run whose budget is already spent would train nothing and exit 0: say so instead. Budgets
         # count the whole run (steps from 0, training time since its start), not this resumption.
         budget = Budget.of(config)
-        if refuse_spent_budget and budget.spent(train.step, state.train_seconds):
+        if refuse_spent_budget and budget.spent(train.step, state.train_seconds) and finished_at(run_dir, train.step):
             spent = (
                 f"{train.step} steps"
                 if budget.steps is not None and train.step >= budget.steps

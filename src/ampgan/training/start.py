@@ -23,7 +23,7 @@ from ampgan.errors import AmpganError, ConfigError
 from ampgan.files.schema import has_shape
 from ampgan.runs.checkpoint import check_step_matches_name, latest_checkpoint, list_checkpoints, load_checkpoint
 from ampgan.runs.claim import FolderLock, check_place, claimed_folder, settle_leftovers
-from ampgan.runs.run_folder import read_run_config
+from ampgan.runs.run_folder import finished_at, read_run_config
 from ampgan.training.distributed import any_rank, world
 from ampgan.training.prepared import PreparedRun, prepare_run
 
@@ -148,13 +148,20 @@ def resumed_run(config: TrainConfig, run_dir: Path, device: torch.device | None 
             stack.callback(FolderLock(run_dir, mention_leftovers=False).release)
         # Every check of the folder comes before the model is built: building a user's model imports
         # its code, which must not happen for a folder that is refused anyway.
-        check_place(run_dir, "run", config.data.folders_read)  # a run left inside its dataset by an older ampgan
+        # A run left inside its dataset by an older ampgan, or a study's run (its study's command continues it).
+        check_place(run_dir, "run", config.data.folders_read, given="--resume")
         checkpoint = latest_checkpoint(run_dir)
         # Loaded to the CPU: RNG states must be CPU tensors, and the optimizers move their state to
         # the parameters' device themselves (keeping Adam's step counters on the CPU).
         payload = load_checkpoint(checkpoint, map_location="cpu")
         steps = config.budget.steps
-        if steps is not None and payload["step"] >= steps and config.budget.time_budget_s is None:
+        # A run stopped at its last step (a signal, a full disk) is resumed to write its final files.
+        if (
+            steps is not None
+            and payload["step"] >= steps
+            and config.budget.time_budget_s is None
+            and finished_at(run_dir, payload["step"])
+        ):
             raise AmpganError(
                 f"{run_dir} already reached step {payload['step']} of --steps {steps}: "
                 "give a larger --steps to train further"
