@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from conftest import run_cli
 
+from ampgan.cli import NOTHING_HALF_WRITTEN
 from ampgan.errors import AmpganError, AmpganWarning
 from ampgan.files.jsonfile import (
     MAX_DEPTH,
@@ -413,7 +414,7 @@ def test_a_signal_while_loading_is_one_line_and_its_exit_code(tmp_path, module, 
         timeout=120,
     )
     assert done.returncode == code, done.stderr
-    assert done.stderr.splitlines()[-1] == f"stopped: {name} received before any work was saved", done.stderr
+    assert done.stderr.splitlines()[-1] == f"stopped: {name} {NOTHING_HALF_WRITTEN}", done.stderr
 
 
 @pytest.mark.parametrize("signum", [None, signal.SIGTERM])  # a Ctrl-C; a SIGTERM as ampgan/__main__.py raises it
@@ -431,10 +432,7 @@ def test_a_signal_after_the_out_folder_is_claimed_gives_the_folder_back(capsys, 
         capsys, "train", *TINY[:-2], "--no-channels-last", "--no-compile", "--out", str(tmp_path / "run")
     )
     name = signal.Signals(signum or signal.SIGINT).name
-    assert (
-        code == 128 + (signum or signal.SIGINT)
-        and err.splitlines()[-1] == f"stopped: {name} received before any work was saved"
-    )
+    assert code == 128 + (signum or signal.SIGINT) and err.splitlines()[-1] == f"stopped: {name} {NOTHING_HALF_WRITTEN}"
     assert not (tmp_path / "run").exists() and list(tmp_path.iterdir()) == []
 
 

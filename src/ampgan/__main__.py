@@ -10,9 +10,11 @@ import os
 import signal
 import sys
 
-# The line ampgan/cli prints for a Ctrl-C no stage was listening for (NOTHING_SAVED: not importable from there
+# The line ampgan/cli prints for a Ctrl-C no stage was listening for (NOTHING_HALF_WRITTEN: not importable from there
 # before the handler below exists), after the signal's name.
-INTERRUPTED_EARLY = "received before any work was saved"
+INTERRUPTED_EARLY = (
+    "received: no file was left half-written (each is written whole or not at all); run the command again to finish"
+)
 
 
 def _terminate(signum, frame) -> None:

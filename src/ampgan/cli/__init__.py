@@ -34,7 +34,10 @@ from ampgan.training.interruption import Interrupted
 from ampgan.training.launcher import finished_command
 
 EXIT_USAGE = 2
-NOTHING_SAVED = "received before any work was saved"  # ampgan/__main__.py says it too, before this loads
+# ampgan/__main__.py says it too, before this loads. True of every command: ampgan writes each file atomically.
+NOTHING_HALF_WRITTEN = (
+    "received: no file was left half-written (each is written whole or not at all); run the command again to finish"
+)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -102,7 +105,7 @@ def _nothing_saved(stop: KeyboardInterrupt) -> tuple[str, int]:
     """The line and exit code of a Ctrl-C, or a SIGTERM (ampgan/__main__.py raises it as KeyboardInterrupt(15)),
     that no stage was listening for."""
     signum = signal_number(stop)
-    return f"stopped{_rank_prefix()}: {signal.Signals(signum).name} {NOTHING_SAVED}", 128 + signum
+    return f"stopped{_rank_prefix()}: {signal.Signals(signum).name} {NOTHING_HALF_WRITTEN}", 128 + signum
 
 
 @contextmanager
