@@ -18,7 +18,7 @@ from ampgan.cost.arithmetic import (
 from ampgan.cost.catalog import REQUIRED_COLUMNS, find_instance, load_catalog
 from ampgan.errors import AmpganError
 from ampgan.files.atomic import write_json_atomically
-from ampgan.runs.claim import _write_marker, claimed_folder
+from ampgan.runs.claim import FolderLock, _write_marker, claimed_folder
 
 
 def test_the_studys_arithmetic():
@@ -278,6 +278,14 @@ def test_cost_beside_a_study_s_bench_rewrites_its_own_files(tmp_path, capsys):
     (study / "bench" / "cost.csv").write_text("edited")
     code, _, err = run_cli(capsys, "cost", str(study / "bench"), "--price-per-hour", "3")
     assert code == 2 and "holds cost.csv, which ampgan did not write (or which changed since)" in err
+    assert (study / "bench" / "cost.csv").read_text() == "edited"
+    # While another ampgan process holds the study (a compare --resume writing it), cost waits its turn.
+    holder = FolderLock(study, mention_leftovers=False)
+    try:
+        code, _, err = run_cli(capsys, "cost", str(study / "bench"), "--price-per-hour", "4")
+    finally:
+        holder.release()
+    assert code == 2 and "is in use by another ampgan process" in err and err.count("\n") == 1, err
     assert (study / "bench" / "cost.csv").read_text() == "edited"
 
 

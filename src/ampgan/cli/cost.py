@@ -13,7 +13,7 @@ from ampgan.cost.skypilot import CLOUDS, find_catalogs, load_skypilot
 from ampgan.errors import AmpganError, one_line, say
 from ampgan.files import manifest
 from ampgan.projection.from_results import results_path
-from ampgan.runs.claim import claimed_folder, marker_kind
+from ampgan.runs.claim import FolderLock, claimed_folder, marker_kind, owning_folder
 from ampgan.system.gpus import gpu_table, user_gpus
 
 
@@ -129,8 +129,16 @@ def _write(document: dict, out: Path | None, overwrite: bool, beside: Path) -> N
         with claimed_folder(out, overwrite, "cost", unfinished=lambda folder: not (folder / "fig3_cost.png").is_file()):
             say(*write_cost(document, out).splitlines())
     else:
-        _refuse_foreign_cost_files(beside)
-        say(*write_cost(document, beside).splitlines())
+        # Beside results in an ampgan folder (a bench's, a study's bench/), under that folder's lock: a compare
+        # --resume writing the same study meanwhile is refused here in one line, not raced.
+        holder = beside if marker_kind(beside) else owning_folder(beside)
+        lock = FolderLock(holder, mention_leftovers=False) if holder is not None else None
+        try:
+            _refuse_foreign_cost_files(beside)
+            say(*write_cost(document, beside).splitlines())
+        finally:
+            if lock is not None:
+                lock.release()
     say(f"cost: {(out or beside) / 'cost.json'}")
 
 
