@@ -434,8 +434,31 @@ def test_an_op_table_read_back_with_a_count_no_projection_can_use_is_refused(col
         ("study/bench/results.json", _set(("spec", "precisions", 1), "fp12"), "resume", "spec.precisions[1]"),
         ("study/compare.json", _set(("spec", "precisions", 1), "fp12"), "report", "spec.precisions[1] should be a"),
         ("study/compare.json", _set(("headline", "metric"), "sharpness"), "report", "should be a metric: one of"),
+        # A model or dataset name is checked too, and a user's own form of one passes (FILE.py:FUNCTION, folder:PATH)
+        ("bench", _set(("spec", "model"), "acgna"), "project", "spec.model should be a model: one of acgan,"),
+        ("bench", _set(("spec", "dataset"), "digitz"), "project", "spec.dataset should be a dataset: one of cifar10"),
+        ("study/compare.json", _set(("spec", "model"), "acgna"), "report", "or FILE.py:FUNCTION, got 'acgna'"),
+        ("study/compare.json", _set(("dataset", "name"), "digitz"), "report", "or folder:PATH, got 'digitz'"),
+        ("study/compare.json", _set(("cost", "target_metric"), "sharp"), "report", "cost.target_metric should be a m"),
+        ("study/compare.json", _set(("cost", "table"), [{"precision": "fp12"}]), "report", "cost.table[0].precision"),
+        ("run/config.json", _set(("precision",), "fp12"), "evaluate", "precision should be a precision"),
+        ("run/config.json", _set(("dataset", "name"), "digitz"), "evaluate", "dataset.name should be a dataset"),
     ],
-    ids=["cost results.json", "project results.json", "resume results.json", "report precision", "report metric"],
+    ids=[
+        "cost results.json",
+        "project results.json",
+        "resume results.json",
+        "report precision",
+        "report metric",
+        "project model",
+        "project dataset",
+        "report model",
+        "report dataset",
+        "report cost metric",
+        "report cost precision",
+        "evaluate precision",
+        "evaluate dataset",
+    ],
 )
 def test_a_name_no_registry_has_is_one_line(originals, tmp_path, capsys, relative, change, command, words):
     if relative == "bench":  # a bench with finished configurations: cost and project read every row
@@ -452,6 +475,7 @@ def test_a_name_no_registry_has_is_one_line(originals, tmp_path, capsys, relativ
         "project": ["project", str(path), "--out", str(tmp_path / "out")],
         "resume": ["compare", "--resume", str(tmp_path / "copy/study")],
         "report": ["report", str(tmp_path / "copy/study")],
+        "evaluate": ["evaluate", str(tmp_path / "copy/run"), "--samples", "20"],
     }[command]
     code, _, err = run_cli(capsys, *arguments)
     last = err.splitlines()[-1]  # compare --resume says what it continues first
