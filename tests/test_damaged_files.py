@@ -483,6 +483,30 @@ def test_a_name_no_registry_has_is_one_line(originals, tmp_path, capsys, relativ
     assert f"{path.name} is damaged or foreign" in last and words in last and "got '" in last, err
 
 
+# A model setting config.json records that the model refuses (an edited width, a misspelled name) was one line that
+# named a flag (--width) the person never gave, not the file (the damage fuzzer's "unnamed").
+@pytest.mark.parametrize(
+    "where, value, command, words",
+    [
+        (("width",), -8, "evaluate", "must be a whole number of at least 1, got -8"),
+        (("name",), "acgna", "generate", "'acgna' is not a built-in model (did you mean acgan?)"),
+    ],
+    ids=["width", "name"],
+)
+def test_a_model_setting_config_json_records_and_the_model_refuses_names_the_file(
+    originals, tmp_path, capsys, where, value, command, words
+):
+    shutil.copytree(originals / "run", tmp_path / "run")
+    path = tmp_path / "run/config.json"
+    document = json.loads(path.read_text())
+    _set(("config", "model", *where), value)(document)
+    path.write_text(json.dumps(document))
+    extra = ["--samples", "20"] if command == "evaluate" else ["--n", "4", "--out", str(tmp_path / "g.png")]
+    code, _, err = run_cli(capsys, command, str(tmp_path / "run"), *extra)
+    assert code == 2 and err.startswith("error: ") and err.count("\n") == 1, err
+    assert f"{path} is damaged or foreign (" in err and words in err and "restore the file" in err, err
+
+
 def _last_line_step(step):
     def change(path):
         lines = path.read_text().splitlines()

@@ -13,7 +13,7 @@ import torch
 from ampgan.config import TrainConfig
 from ampgan.data import load_dataset
 from ampgan.data.registry import DATASET_NAME
-from ampgan.errors import AmpganError
+from ampgan.errors import AmpganError, ConfigError
 from ampgan.files.atomic import write_atomically
 from ampgan.files.images import image_grid, save_png, to_uint8
 from ampgan.files.schema import check_shape
@@ -72,12 +72,16 @@ def load_trained_run(run_dir: Path, device: torch.device | str = "cpu") -> Train
     )
     config = saved_config(run_dir)
     data = _data_of(document, run_dir / "config.json")
-    recipe = resolve_model(config.model.name, config.model.options)
     checkpoint = latest_checkpoint(run_dir)
     payload = load_checkpoint(checkpoint, map_location="cpu")
     check_step_matches_name(payload, checkpoint)
-    with torch.random.fork_rng(devices=[]):
-        gan = recipe.build(data)
+    try:  # a model or option the model refuses came from the file, not from a flag the person gave
+        with torch.random.fork_rng(devices=[]):
+            gan = resolve_model(config.model.name, config.model.options).build(data)
+    except ConfigError as error:
+        raise AmpganError(
+            f"{run_dir / 'config.json'} is damaged or foreign ({error}): restore the file, or train the run again"
+        ) from None
     load_weights(gan.generator, payload["generator"], f"the checkpoint in {run_dir} (generator)")
     attach_average(gan)
     load_average(gan, payload, f"the checkpoint in {run_dir}")
