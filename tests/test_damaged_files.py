@@ -300,7 +300,8 @@ def test_everything_a_command_writes_is_in_its_folder_kind(originals):
         assert [f for f in files if not any(fnmatch.fnmatchcase(f, p) for p in patterns)] == []
 
 
-@pytest.mark.parametrize("damage", ["random bytes", "30000 x 30000 header"])
+# a FIFO in a grid's place: opening it blocked the report forever (the damage fuzzer's "fifo")
+@pytest.mark.parametrize("damage", ["random bytes", "30000 x 30000 header", "fifo"])
 def test_a_damaged_sample_grid_costs_its_panel_not_the_report(originals, tmp_path, capsys, damage):
     import zlib
 
@@ -311,6 +312,9 @@ def test_a_damaged_sample_grid_costs_its_panel_not_the_report(originals, tmp_pat
     for grid in grids:
         if damage == "random bytes":
             grid.write_bytes(os.urandom(3000))
+        elif damage == "fifo":
+            grid.unlink()
+            os.mkfifo(grid)
         else:  # a valid header claiming 9e8 pixels, almost no data
             header = struct.pack(">IIBBBBB", 30000, 30000, 8, 0, 0, 0, 0)
             chunk = b"IHDR" + header
@@ -592,3 +596,17 @@ def test_a_failing_report_leaves_the_folder_s_bookkeeping_as_it_found_it(origina
     code, _, err = run_cli(capsys, "report", str(folder))
     assert code == 2 and "batch_size should be a whole" in err and err.count("\n") == 1, err
     assert (folder / MANIFEST).read_bytes() == manifest
+
+
+def test_a_cache_or_log_that_is_not_a_regular_file_is_ignored_or_refused(tmp_path):
+    """A cache that is a FIFO blocked the command that read it forever (it is ignored, with a warning, and written
+    anew); a log that is a folder read as no records (train --resume went on from an empty log)."""
+    from ampgan.errors import AmpganError
+    from ampgan.files.jsonfile import read_cache_json, read_jsonl
+
+    os.mkfifo(tmp_path / "speedup-history.json")
+    with pytest.warns(UserWarning, match=r"is a FIFO \(named pipe\), not a regular file: ignoring it"):
+        assert read_cache_json(tmp_path / "speedup-history.json") is None
+    (tmp_path / "metrics.jsonl").mkdir()
+    with pytest.raises(AmpganError, match=r"the log .*metrics.jsonl is a folder, not a regular file"):
+        read_jsonl(tmp_path / "metrics.jsonl")

@@ -152,6 +152,10 @@ def read_cache_json(path: Path) -> Any:
     """A cache file's document, or None when there is none or it is damaged: a cache is ampgan's own and
     rebuildable, so a damaged one is one warning line and is written anew, never fatal."""
     path = Path(path)
+    kind = not_a_regular_file(path)
+    if kind is not None:  # a FIFO's read would block the command forever
+        warn(f"the cache {one_line(path)} is {kind}, not a regular file: ignoring it")
+        return None
     try:
         return parse_json(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -182,6 +186,7 @@ def read_jsonl(
     (a log's "step") that field never falls from one record to the next: a log of a run goes forward, and one
     that went back was edited (a resume appended after it, a curve was drawn backwards)."""
     path = Path(path)
+    refuse_unless_regular_file(path, "the log")  # a folder in its place was read as no records, and resumed
     if not path.is_file():
         return []
     lines = path.read_bytes().split(b"\n")  # a whole file ends in a newline: its last piece is empty
