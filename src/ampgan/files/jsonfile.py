@@ -186,7 +186,6 @@ def read_jsonl(
     (a log's "step") that field never falls from one record to the next: a log of a run goes forward, and one
     that went back was edited (a resume appended after it, a curve was drawn backwards)."""
     path = Path(path)
-    refuse_unless_regular_file(path, "the log")  # a folder in its place was read as no records, and resumed
     if not path.is_file():
         return []
     lines = path.read_bytes().split(b"\n")  # a whole file ends in a newline: its last piece is empty
