@@ -606,3 +606,16 @@ def test_a_cache_that_is_a_fifo_is_ignored(tmp_path):
     os.mkfifo(tmp_path / "speedup-history.json")
     with pytest.warns(UserWarning, match=r"is a FIFO \(named pipe\), not a regular file: ignoring it"):
         assert read_cache_json(tmp_path / "speedup-history.json") is None
+
+
+# The damage fuzzer's "fifo": a FIFO in place of an output folder's marker or lock blocked project --overwrite (and
+# every command that checks whose folder it writes into) forever, reading it.
+@pytest.mark.parametrize("name", [".ampgan-folder", ".ampgan-lock"])
+def test_a_fifo_in_place_of_a_folder_s_marker_or_lock_does_not_block_the_command(tmp_path, capsys, name):
+    results, out = str(COMMITTED_BENCH / "results.json"), tmp_path / "projection"
+    assert run_cli(capsys, "project", results, "--out", str(out))[0] == 0
+    (out / name).unlink(missing_ok=True)
+    os.mkfifo(out / name)
+    code, _, err = run_cli(capsys, "project", results, "--out", str(out), "--overwrite")
+    assert "Traceback" not in err and (code == 0 or code == 2 and err.startswith("error: ") and err.count("\n") == 1)
+    assert (out / "projection.json").is_file() or name in err, err
