@@ -619,3 +619,29 @@ def test_a_fifo_in_place_of_a_folder_s_marker_or_lock_does_not_block_the_command
     code, _, err = run_cli(capsys, "project", results, "--out", str(out), "--overwrite")
     assert "Traceback" not in err and (code == 0 or code == 2 and err.startswith("error: ") and err.count("\n") == 1)
     assert (out / "projection.json").is_file() or name in err, err
+
+
+def test_a_cached_evaluator_whose_description_is_out_of_range_is_trained_anew(tmp_path):
+    """The cached evaluator's description is copied into quality.json: a damaged figure in it (train_seconds -8.07
+    or "x": the damage fuzzer's checked "ok" found it written there) refuses the entry, with a warning."""
+    import hashlib
+    import io
+
+    from ampgan.quality.evaluator import Evaluator, _cached_evaluator
+
+    class Data:
+        def content_sha256(self):
+            return "data"
+
+    buffer = io.BytesIO()
+    torch.save(Evaluator(3, 10).state_dict(), buffer)
+    weights, info_path = tmp_path / "e.pt", tmp_path / "e.json"
+    weights.write_bytes(buffer.getvalue())
+    info = {"held_out_accuracy": 0.9, "epochs": 2, "train_images": 10, "held_out_images": 5, "train_seconds": 8.07}
+    info |= {"dataset_sha256": "data", "weights_sha256": hashlib.sha256(buffer.getvalue()).hexdigest()}
+    info_path.write_text(json.dumps(info))
+    assert _cached_evaluator(Evaluator(3, 10), weights, info_path, Data()) == info  # the undamaged entry is used
+    for damage in ({"train_seconds": -8.07}, {"train_seconds": "x"}, {"held_out_accuracy": 1.5}, {"epochs": -2}):
+        info_path.write_text(json.dumps(info | damage))
+        with pytest.warns(UserWarning, match="is not usable .its description is damaged"):
+            assert _cached_evaluator(Evaluator(3, 10), weights, info_path, Data()) is None, damage
