@@ -710,6 +710,12 @@ def _baseline(root: Path, artefact: str, command: list, timeout: float) -> dict:
     }
 
 
+def _first_difference(expected: str, found: str) -> str:
+    """The first line where a written file differs from the undamaged run's (masked): what to triage by."""
+    pairs = zip(expected.splitlines() + [""], found.splitlines() + [""])
+    return next((f"{a.strip()[:120]!r} -> {b.strip()[:120]!r}" for a, b in pairs if a != b), "")
+
+
 def _stats(folder: Path) -> dict[str, tuple[int, int]]:
     return {p.relative_to(folder).as_posix(): (p.lstat().st_ino, p.lstat().st_mtime_ns) for p in folder.rglob("*")}
 
@@ -746,6 +752,7 @@ def _record_case(root, results, baselines, slot, code, kind, target, damage_name
         "err": (err.strip().splitlines() or [""])[-1][:300] if outcome != "traceback" else err[-1500:],
         "lost": LAST_LOSS[:5] if outcome == "lost" else [],
         "differs": differs[:5],
+        "first_difference": _first_difference(baseline["written"][differs[0]], written[differs[0]]) if differs else "",
         "refused": refused[:3],
     }
     _keep(root, results, record)
