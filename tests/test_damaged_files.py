@@ -604,7 +604,7 @@ def test_a_cache_that_is_a_fifo_is_ignored(tmp_path):
     from ampgan.files.jsonfile import read_cache_json
 
     os.mkfifo(tmp_path / "speedup-history.json")
-    with pytest.warns(UserWarning, match=r"is a FIFO \(named pipe\), not a regular file: ignoring it"):
+    with pytest.warns(UserWarning, match=r"cannot be read \(a FIFO \(named pipe\), not a regular file\): ignoring it"):
         assert read_cache_json(tmp_path / "speedup-history.json") is None
 
 

@@ -154,7 +154,7 @@ def read_cache_json(path: Path) -> Any:
     path = Path(path)
     kind = not_a_regular_file(path)
     if kind is not None:  # a FIFO's read would block the command forever
-        warn(f"the cache {one_line(path)} is {kind}, not a regular file: ignoring it")
+        warn(f"the cache {one_line(path)} cannot be read ({kind}, not a regular file): ignoring it")
         return None
     try:
         return parse_json(path.read_text(encoding="utf-8"))
