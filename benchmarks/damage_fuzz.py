@@ -8,15 +8,22 @@ damages of each class it found (tests/test_damaged_files.py and the tests named 
     PYTHONPATH=src python benchmarks/damage_fuzz.py /tmp/fuzz [--seed 0] [--signals 60] [--only KIND]
 
 Commands run in processes forked from this one after it imported ampgan once (as tests/test_study_resume.py's
-server does): a fresh interpreter costs ~4 s a command here. Outcomes (one per command run):
-  ok            exit 0, and either nothing the command prints differs from the undamaged run's, or the damaged
-                file is named (a warning) in what it prints
+server does): a fresh interpreter costs ~4 s a command here. --jobs N runs N cases at once, each in its own case
+folder (the baselines first, one at a time). Outcomes (one per command run):
+  ok            exit 0; what it printed and every text file it wrote (digits, hex and paths masked) are the
+                undamaged run's, or the damaged file is named in a warning; every document it wrote reads back
+                through ampgan's own reader (OUTPUT_READERS); and the damaged file, unless the undamaged run
+                rewrites it too, is left as it was (a file the person may mend is not overwritten unsaid)
   one-line      exit 2, one `error:` line naming the damaged file (or its folder), no traceback
   unnamed       exit 2, one `error:` line, but the damaged file is not named
   traceback     'Traceback' in the output, or an exit code other than 0, 2 and a signal's
   hang          no exit within --timeout
-  silent        exit 0, nothing names the damaged file, and what it printed differs from the undamaged run's:
-                values that may come from the damaged file without saying so (triaged by hand: the table lists them)
+  silent        exit 0, nothing names the damaged file, and what it printed or a file it wrote differs from the
+                undamaged run's (the record's "differs" names them): values that may come from the damaged file
+                without saying so (triaged by hand: the table lists them); a file that differed between two
+                undamaged runs (a bench's timings under load) is not compared
+  bad output    exit 0, and a document it wrote does not read back (ampgan's reader refuses it, or not JSON)
+  rewrote       exit 0, and the damaged input was changed or removed unsaid where the undamaged run leaves it
   lost          a file other than the damaged one changed or vanished though the command failed, or vanished
                 though it succeeded
 """
@@ -365,6 +372,42 @@ def _directory(path):
     return True
 
 
+def _fifo(path):
+    path.unlink()
+    os.mkfifo(path)  # a reader that opens it blocks until something writes: a hang, unless refused
+    return True
+
+
+def _newer_format(path: Path) -> bool:
+    """The document's format one version on ('ampgan-bench/2', format_version 3): a newer ampgan's."""
+    document = _json_of(path)
+    if not isinstance(document, dict):
+        return False
+    found = document.get("format")
+    if isinstance(found, str) and re.fullmatch(r".*/\d+", found):
+        kind, _, number = found.rpartition("/")
+        document["format"] = f"{kind}/{int(number) + 1}"
+    elif isinstance(document.get("format_version"), int):
+        document["format_version"] += 1
+    else:
+        return False
+    _write_json(path, document)
+    return True
+
+
+def _symlink_outside(root: Path):
+    """The file moved outside the case folder, and a link to it left in its place (its bytes unchanged)."""
+
+    def damage(path: Path) -> bool:
+        outside = root / "outside" / hashlib.sha256(str(path).encode()).hexdigest()[:12]
+        outside.parent.mkdir(exist_ok=True)
+        shutil.move(path, outside)
+        path.symlink_to(outside)
+        return True
+
+    return damage
+
+
 def _mode_000(path):
     path.chmod(0)
     return True
@@ -408,6 +451,9 @@ def damages(rng: random.Random, root: Path) -> dict:
         "from another run": _other_run(root),
         "symlink /dev/zero": _symlink_zero,
         "directory": _directory,
+        "fifo": _fifo,
+        "newer format": _newer_format,
+        "symlink outside": _symlink_outside(root),
         "mode 000": _mode_000,
     }
 
@@ -468,7 +514,7 @@ def _superseded(relative: str, after: dict) -> bool:
 
 def _masked(text: str) -> str:
     """Output with timings masked: what differs after masking differs in kind, not in a clock's reading."""
-    return re.sub(r"\d+(\.\d+)?", "#", text)
+    return re.sub(r"\d+(\.\d+)?", "#", re.sub(r"\b[0-9a-f]{8,}\b", "#", text))
 
 
 def _copy_case(root: Path, case: Path, artefact: str) -> None:
@@ -488,12 +534,82 @@ def _chmod_and_retry(function, path, _):
     function(path)
 
 
+def _text_written(folder: Path, before: dict, after: dict) -> dict[str, str | None]:
+    """{relative path: its text masked (None: not text)} of each file a command wrote: new or changed."""
+    written = {}
+    for relative, digest in after.items():
+        if before.get(relative) != digest and not relative.endswith((".ampgan-lock", ".tmp")):
+            path = folder / relative
+            text = None
+            if path.suffix in TEXT_SUFFIXES:
+                try:
+                    text = _masked(path.read_text())
+                except (OSError, UnicodeDecodeError):
+                    text = "(unreadable)"
+            written[relative] = text
+    return written
+
+
+TEXT_SUFFIXES = (".json", ".jsonl", ".md", ".csv", ".txt")
+
+
+def _output_readers() -> dict:
+    """{file name: a function that reads it back as ampgan does, raising on a document it refuses}: what "ok" asks
+    of every document a command wrote."""
+    from ampgan.bench.output import load_results
+    from ampgan.projection.document import check_projection
+    from ampgan.runs.run_folder import read_metrics, read_run_config
+    from ampgan.study.document import load_compare
+    from ampgan.study.evaluate import read_quality_curve
+    from ampgan.study.progress import load_progress
+
+    return {
+        "results.json": load_results,
+        "compare.json": lambda path: load_compare(path.parent),
+        "projection.json": lambda path: check_projection(json.loads(path.read_text()), str(path), ""),
+        "config.json": lambda path: read_run_config(path.parent) if (path.parent / "checkpoints").exists() else None,
+        "metrics.jsonl": read_metrics,
+        "quality.jsonl": read_quality_curve,
+        "study.json": lambda path: load_progress(path.parent),
+    }
+
+
+def _refused_outputs(folder: Path, written) -> list[str]:
+    """The documents among `written` that do not read back: not strict JSON, or refused by ampgan's reader."""
+
+    def no_constant(name):
+        raise ValueError(f"{name} is not JSON")
+
+    readers, refused = _output_readers(), []
+    for relative in written:
+        path = folder / relative
+        try:
+            if path.suffix == ".json":
+                json.loads(path.read_text(), parse_constant=no_constant)
+            elif path.name in readers:  # a log with a reader; the manifest skips a damaged line by design
+                for line in path.read_text().splitlines():
+                    json.loads(line, parse_constant=no_constant)
+            if path.name in readers:
+                readers[path.name](path)
+        except Exception as error:  # noqa: BLE001 - any refusal is the finding
+            refused.append(f"{relative}: {str(error)[:150]}")
+    return refused
+
+
 def fuzz_files(
-    root: Path, rng: random.Random, seed: int, timeout: float, only: str | None, results: list, rerun=None
+    root: Path,
+    rng: random.Random,
+    seed: int,
+    timeout: float,
+    only: str | None,
+    results: list,
+    rerun=None,
+    jobs=1,
+    chosen=(),
 ) -> None:
     """Every kind's file damaged every way and read by every command that reads it; `rerun`: only the cases
     {(file, damage, command's first words)} of an earlier fuzz (the JSON damages draw from a generator seeded
-    by the case itself, so a case damages the same value whenever it runs)."""
+    by the case itself, so a case damages the same value whenever it runs). `jobs` cases run at once."""
     originals = root / "originals"
     groups = kinds(originals)
     # Breadth first: the first kind of each artefact, then the second of each...; a stopped study's files are of
@@ -505,11 +621,9 @@ def fuzz_files(
         order[name] = (artefact == "stopped", rank[artefact])
         rank[artefact] += 1
     groups = dict(sorted(groups.items(), key=lambda item: order[item[0]]))
-    table = damages(rng, root)
-    baselines: dict[tuple, str] = {}
-    removes: dict[tuple, set] = {}
-    opens: dict[tuple, set] = {}
-    case = root / "case"
+    table = {name: damage for name, damage in damages(rng, root).items() if not chosen or name in chosen}
+    baselines: dict[tuple, dict] = {}
+    pending = []  # (kind, target, damage name, command), in the order they run
     for kind, paths in groups.items():
         if (
             only
@@ -523,53 +637,125 @@ def fuzz_files(
         for command in ARTEFACTS[artefact]:
             key = (artefact, tuple(command))
             if key not in baselines:
-                _copy_case(root, case, artefact)
-                first = snapshot(case)
-                os.environ["FUZZ_OPENED"] = str(root / "opened")
-                code, out, err = run(command, case, case / "cache", root / "log", timeout)
-                del os.environ["FUZZ_OPENED"]
-                opens[key] = {
-                    Path(line).relative_to(case).as_posix()
-                    for line in (root / "opened").read_text().splitlines()
-                    if line.startswith(str(case) + "/")
-                }
-                # Run twice: an output that differs between two undamaged runs (a bench's words under load)
-                # cannot tell a silent change from a damage.
-                _copy_case(root, case, artefact)
-                code2, out2, err2 = run(command, case, case / "cache", root / "log", timeout)
-                stable = code == code2 == 0 and _masked(out + err) == _masked(out2 + err2)
-                baselines[key] = _masked(out + err) if stable else None
-                removes[key] = set(first) - set(snapshot(case))  # what it removes undamaged: not lost
-        for damage_name, damage in table.items():
+                baselines[key] = _baseline(root, artefact, command, timeout)
+        for damage_name in table:
             for command in ARTEFACTS[artefact]:
                 # A file the undamaged command never opened (Python's audit hook; safetensors opens in Rust)
                 # can matter only by being there: only its removal, or a folder in its place, is tried.
-                read = target in opens[(artefact, tuple(command))] or target.endswith(".safetensors")
+                read = target in baselines[(artefact, tuple(command))]["opens"] or target.endswith(".safetensors")
                 if not read and damage_name not in ("delete", "directory"):
                     continue
                 if rerun is not None and (target, damage_name, " ".join(command[:3])) not in rerun:
                     continue
-                rng.seed(f"{seed}|{target}|{damage_name}|{' '.join(command)}")
-                _copy_case(root, case, artefact)
-                if not damage(case / target):
-                    break  # this damage does not apply to this file (not JSON, nothing to change)
-                before = snapshot(case)
-                code, out, err = run(command, case, case / "cache", root / "log", timeout)
-                after = {k: v for k, v in snapshot(case).items()}
-                after.update({k: before[k] for k in removes[(artefact, tuple(command))] if k not in after})
-                named = [Path(target).name, Path(target).stem, Path(target).parent.name or target]
-                outcome = classify(code, out, err, named, baselines[(artefact, tuple(command))], before, after, target)
-                record = {
-                    "kind": kind,
-                    "file": target,
-                    "damage": damage_name,
-                    "command": " ".join(command[:3]),
-                    "outcome": outcome,
-                    "exit": code,
-                    "err": (err.strip().splitlines() or [""])[-1][:300] if outcome != "traceback" else err[-1500:],
-                    "lost": LAST_LOSS[:5] if outcome == "lost" else [],
-                }
-                _keep(root, results, record)
+                pending.append((kind, target, damage_name, command))
+    running: dict[int, tuple] = {}  # child -> (slot, case, began)
+    free = list(range(max(1, jobs)))
+    while pending or running:
+        while pending and free:
+            kind, target, damage_name, command = pending.pop(0)
+            slot = free.pop(0)
+            rng.seed(f"{seed}|{target}|{damage_name}|{' '.join(command)}")
+            case = root / f"case-{slot}"
+            artefact = kind.split(":", 1)[0]
+            _copy_case(root, case, artefact)
+            if not table[damage_name](case / target):
+                free.append(slot)  # this damage does not apply to this file (not JSON, nothing to change)
+                continue
+            before = snapshot(case)
+            child = start(command, case, case / "cache", root / f"log-{slot}")
+            running[child] = (slot, (kind, target, damage_name, command, before), time.monotonic())
+        for child, (slot, case_of, began) in list(running.items()):
+            done, status = os.waitpid(child, os.WNOHANG)
+            hung = not done and time.monotonic() - began > timeout
+            if hung:
+                os.kill(child, signal.SIGKILL)
+                os.waitpid(child, 0)
+            if done or hung:
+                del running[child]
+                code = None if hung else os.waitstatus_to_exitcode(status)
+                _record_case(root, results, baselines, slot, code, *case_of)
+                free.append(slot)
+        time.sleep(0.02)
+
+
+def _baseline(root: Path, artefact: str, command: list, timeout: float) -> dict:
+    """The undamaged command, run twice: which files it opens, what it removes, and what it prints and writes where
+    both runs agree (an output that differs between two undamaged runs, a bench's words under load, cannot tell a
+    silent change from a damage)."""
+    runs = []
+    for index in range(2):
+        case = root / "case-0"
+        _copy_case(root, case, artefact)
+        first, stats = snapshot(case), _stats(case)
+        if index == 0:
+            os.environ["FUZZ_OPENED"] = str(root / "opened")
+        code, out, err = run(command, case, case / "cache", root / "log-0", timeout)
+        os.environ.pop("FUZZ_OPENED", None)
+        after = snapshot(case)
+        # what it wrote, the same bytes again included (a figure redrawn): a new file, inode or time
+        touched = {k for k, v in _stats(case).items() if stats.get(k) != v}
+        runs.append((code, _masked(out + err), _text_written(case, first, after), set(first) - set(after), touched))
+    opens = {
+        Path(line).relative_to(root / "case-0").as_posix()
+        for line in (root / "opened").read_text().splitlines()
+        if line.startswith(str(root / "case-0") + "/")
+    }
+    (code, printed, written, removes, touched), (code2, printed2, written2, _, touched2) = runs
+    return {
+        "opens": opens,
+        "removes": removes,  # what it removes undamaged: not lost
+        "printed": printed if code == code2 == 0 and printed == printed2 else None,
+        "written": {k: v for k, v in written.items() if v is not None and written2.get(k) == v},
+        "writes": touched | touched2,
+    }
+
+
+def _first_difference(expected: str, found: str) -> str:
+    """The first line where a written file differs from the undamaged run's (masked): what to triage by."""
+    pairs = zip(expected.splitlines() + [""], found.splitlines() + [""])
+    return next((f"{a.strip()[:120]!r} -> {b.strip()[:120]!r}" for a, b in pairs if a != b), "")
+
+
+def _stats(folder: Path) -> dict[str, tuple[int, int]]:
+    return {p.relative_to(folder).as_posix(): (p.lstat().st_ino, p.lstat().st_mtime_ns) for p in folder.rglob("*")}
+
+
+def _record_case(root, results, baselines, slot, code, kind, target, damage_name, command, before) -> None:
+    case = root / f"case-{slot}"
+    artefact = kind.split(":", 1)[0]
+    baseline = baselines[(artefact, tuple(command))]
+    out, err = (Path(f"{root / f'log-{slot}'}{s}").read_text(errors="replace") for s in (".out", ".err"))
+    after = snapshot(case)
+    written = _text_written(case, before, after)
+    after.update({k: before[k] for k in baseline["removes"] if k not in after})
+    named = [Path(target).name, Path(target).stem, Path(target).parent.name or target]
+    outcome = classify(code, out, err, named, baseline["printed"], before, after, target)
+    differs, refused = [], []
+    if outcome in ("ok", "silent"):
+        differs = [k for k, text in baseline["written"].items() if k in written and written[k] != text]
+        refused = _refused_outputs(case, [k for k in written if k.endswith((".json", ".jsonl"))])
+        warned = any(line.startswith("warning:") and any(n in line for n in named[:2]) for line in err.splitlines())
+        changed = target in before and after.get(target) != before[target] and target not in baseline["writes"]
+        if refused:
+            outcome = "bad output"
+        elif changed and not warned:
+            outcome = "rewrote"
+        elif differs and not warned:
+            outcome = "silent"
+    record = {
+        "kind": kind,
+        "file": target,
+        "damage": damage_name,
+        "command": " ".join(command[:3]),
+        "outcome": outcome,
+        "exit": code,
+        "err": (err.strip().splitlines() or [""])[-1][:300] if outcome != "traceback" else err[-1500:],
+        "lost": LAST_LOSS[:5] if outcome == "lost" else [],
+        "differs": differs[:5],
+        "first_difference": _first_difference(baseline["written"][differs[0]], written[differs[0]]) if differs else "",
+        "refused": refused[:3],
+    }
+    _keep(root, results, record)
 
 
 # ------------------------------------------------------------------------------------------------ interrupts
@@ -695,6 +881,8 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=120)
     parser.add_argument("--only", help="damage only kinds whose name contains this")
     parser.add_argument("--no-files", action="store_true")
+    parser.add_argument("--damages", help="only these damages, comma-separated (e.g. 'fifo,newer format')")
+    parser.add_argument("--jobs", type=int, default=2, help="cases run at once (each in its own case folder)")
     parser.add_argument("--rerun", type=Path, help="a results.jsonl: run again its cases that were not ok or one-line")
     arguments = parser.parse_args()
     rng = random.Random(arguments.seed)
@@ -713,7 +901,10 @@ def main() -> None:
                     for r in earlier
                     if r["kind"] != "signal" and r["outcome"] not in ("ok", "one-line")
                 }
-            fuzz_files(root, rng, arguments.seed, arguments.timeout, arguments.only, results, rerun)
+            chosen = [name for name in (arguments.damages or "").split(",") if name]
+            fuzz_files(
+                root, rng, arguments.seed, arguments.timeout, arguments.only, results, rerun, arguments.jobs, chosen
+            )
         if arguments.signals:
             fuzz_signals(root, rng, arguments.signals, arguments.timeout, results)
     finally:

@@ -181,6 +181,10 @@ def test_a_cached_decision_with_a_field_of_another_type_is_measured_again(kind):
     assert kind.from_cache(stored) is not None and kind.from_cache(stored).cached
     for name, wrong in (("batch_size", "8"), ("rounds", True), ("verdict", None), ("interval", {"estimate": "1"})):
         assert kind.from_cache(stored | {name: wrong}) is None, name
+    # an edited entry's value out of range, or a name nobody registered, is measured again, not shown as a row
+    interval = stored["interval"]
+    for name, wrong in (("precision", "fp12"), ("batch_size", 0), ("interval", interval | {"low": -1.1})):
+        assert kind.from_cache(stored | {name: wrong}) is None, name
     assert kind.from_cache({k: v for k, v in stored.items() if k != "precision"}) is None
 
 

@@ -300,7 +300,8 @@ def test_everything_a_command_writes_is_in_its_folder_kind(originals):
         assert [f for f in files if not any(fnmatch.fnmatchcase(f, p) for p in patterns)] == []
 
 
-@pytest.mark.parametrize("damage", ["random bytes", "30000 x 30000 header"])
+# a FIFO in a grid's place: opening it blocked the report forever (the damage fuzzer's "fifo")
+@pytest.mark.parametrize("damage", ["random bytes", "30000 x 30000 header", "fifo"])
 def test_a_damaged_sample_grid_costs_its_panel_not_the_report(originals, tmp_path, capsys, damage):
     import zlib
 
@@ -311,6 +312,9 @@ def test_a_damaged_sample_grid_costs_its_panel_not_the_report(originals, tmp_pat
     for grid in grids:
         if damage == "random bytes":
             grid.write_bytes(os.urandom(3000))
+        elif damage == "fifo":
+            grid.unlink()
+            os.mkfifo(grid)
         else:  # a valid header claiming 9e8 pixels, almost no data
             header = struct.pack(">IIBBBBB", 30000, 30000, 8, 0, 0, 0, 0)
             chunk = b"IHDR" + header
@@ -434,8 +438,31 @@ def test_an_op_table_read_back_with_a_count_no_projection_can_use_is_refused(col
         ("study/bench/results.json", _set(("spec", "precisions", 1), "fp12"), "resume", "spec.precisions[1]"),
         ("study/compare.json", _set(("spec", "precisions", 1), "fp12"), "report", "spec.precisions[1] should be a"),
         ("study/compare.json", _set(("headline", "metric"), "sharpness"), "report", "should be a metric: one of"),
+        # A model or dataset name is checked too, and a user's own form of one passes (FILE.py:FUNCTION, folder:PATH)
+        ("bench", _set(("spec", "model"), "acgna"), "project", "spec.model should be a model: one of acgan,"),
+        ("bench", _set(("spec", "dataset"), "digitz"), "project", "spec.dataset should be a dataset: one of cifar10"),
+        ("study/compare.json", _set(("spec", "model"), "acgna"), "report", "or FILE.py:FUNCTION, got 'acgna'"),
+        ("study/compare.json", _set(("dataset", "name"), "digitz"), "report", "or folder:PATH, got 'digitz'"),
+        ("study/compare.json", _set(("cost", "target_metric"), "sharp"), "report", "cost.target_metric should be a m"),
+        ("study/compare.json", _set(("cost", "table"), [{"precision": "fp12"}]), "report", "cost.table[0].precision"),
+        ("run/config.json", _set(("precision",), "fp12"), "evaluate", "precision should be a precision"),
+        ("run/config.json", _set(("dataset", "name"), "digitz"), "evaluate", "dataset.name should be a dataset"),
     ],
-    ids=["cost results.json", "project results.json", "resume results.json", "report precision", "report metric"],
+    ids=[
+        "cost results.json",
+        "project results.json",
+        "resume results.json",
+        "report precision",
+        "report metric",
+        "project model",
+        "project dataset",
+        "report model",
+        "report dataset",
+        "report cost metric",
+        "report cost precision",
+        "evaluate precision",
+        "evaluate dataset",
+    ],
 )
 def test_a_name_no_registry_has_is_one_line(originals, tmp_path, capsys, relative, change, command, words):
     if relative == "bench":  # a bench with finished configurations: cost and project read every row
@@ -452,11 +479,36 @@ def test_a_name_no_registry_has_is_one_line(originals, tmp_path, capsys, relativ
         "project": ["project", str(path), "--out", str(tmp_path / "out")],
         "resume": ["compare", "--resume", str(tmp_path / "copy/study")],
         "report": ["report", str(tmp_path / "copy/study")],
+        "evaluate": ["evaluate", str(tmp_path / "copy/run"), "--samples", "20"],
     }[command]
     code, _, err = run_cli(capsys, *arguments)
     last = err.splitlines()[-1]  # compare --resume says what it continues first
     assert code == 2 and last.startswith("error: ") and err.count("error") == 1 and "Traceback" not in err, err
     assert f"{path.name} is damaged or foreign" in last and words in last and "got '" in last, err
+
+
+# A model setting config.json records that the model refuses (an edited width, a misspelled name) was one line that
+# named a flag (--width) the person never gave, not the file (the damage fuzzer's "unnamed").
+@pytest.mark.parametrize(
+    "where, value, command, words",
+    [
+        (("width",), -8, "evaluate", "must be a whole number of at least 1, got -8"),
+        (("name",), "acgna", "generate", "'acgna' is not a built-in model (did you mean acgan?)"),
+    ],
+    ids=["width", "name"],
+)
+def test_a_model_setting_config_json_records_and_the_model_refuses_names_the_file(
+    originals, tmp_path, capsys, where, value, command, words
+):
+    shutil.copytree(originals / "run", tmp_path / "run")
+    path = tmp_path / "run/config.json"
+    document = json.loads(path.read_text())
+    _set(("config", "model", *where), value)(document)
+    path.write_text(json.dumps(document))
+    extra = ["--samples", "20"] if command == "evaluate" else ["--n", "4", "--out", str(tmp_path / "g.png")]
+    code, _, err = run_cli(capsys, command, str(tmp_path / "run"), *extra)
+    assert code == 2 and err.startswith("error: ") and err.count("\n") == 1, err
+    assert f"{path} is damaged or foreign (" in err and words in err and "restore the file" in err, err
 
 
 def _last_line_step(step):
@@ -544,3 +596,52 @@ def test_a_failing_report_leaves_the_folder_s_bookkeeping_as_it_found_it(origina
     code, _, err = run_cli(capsys, "report", str(folder))
     assert code == 2 and "batch_size should be a whole" in err and err.count("\n") == 1, err
     assert (folder / MANIFEST).read_bytes() == manifest
+
+
+def test_a_cache_that_is_a_fifo_is_ignored(tmp_path):
+    """A cache that is a FIFO blocked the command that read it forever: it is ignored, with a warning, and written
+    anew."""
+    from ampgan.files.jsonfile import read_cache_json
+
+    os.mkfifo(tmp_path / "speedup-history.json")
+    with pytest.warns(UserWarning, match=r"cannot be read \(a FIFO \(named pipe\), not a regular file\): ignoring it"):
+        assert read_cache_json(tmp_path / "speedup-history.json") is None
+
+
+# The damage fuzzer's "fifo": a FIFO in place of an output folder's marker or lock blocked project --overwrite (and
+# every command that checks whose folder it writes into) forever, reading it.
+@pytest.mark.parametrize("name", [".ampgan-folder", ".ampgan-lock"])
+def test_a_fifo_in_place_of_a_folder_s_marker_or_lock_does_not_block_the_command(tmp_path, capsys, name):
+    results, out = str(COMMITTED_BENCH / "results.json"), tmp_path / "projection"
+    assert run_cli(capsys, "project", results, "--out", str(out))[0] == 0
+    (out / name).unlink(missing_ok=True)
+    os.mkfifo(out / name)
+    code, _, err = run_cli(capsys, "project", results, "--out", str(out), "--overwrite")
+    assert "Traceback" not in err and (code == 0 or code == 2 and err.startswith("error: ") and err.count("\n") == 1)
+    assert (out / "projection.json").is_file() or name in err, err
+
+
+def test_a_cached_evaluator_whose_description_is_out_of_range_is_trained_anew(tmp_path):
+    """The cached evaluator's description is copied into quality.json: a damaged figure in it (train_seconds -8.07
+    or "x": the damage fuzzer's checked "ok" found it written there) refuses the entry, with a warning."""
+    import hashlib
+    import io
+
+    from ampgan.quality.evaluator import Evaluator, _cached_evaluator
+
+    class Data:
+        def content_sha256(self):
+            return "data"
+
+    buffer = io.BytesIO()
+    torch.save(Evaluator(3, 10).state_dict(), buffer)
+    weights, info_path = tmp_path / "e.pt", tmp_path / "e.json"
+    weights.write_bytes(buffer.getvalue())
+    info = {"held_out_accuracy": 0.9, "epochs": 2, "train_images": 10, "held_out_images": 5, "train_seconds": 8.07}
+    info |= {"dataset_sha256": "data", "weights_sha256": hashlib.sha256(buffer.getvalue()).hexdigest()}
+    info_path.write_text(json.dumps(info))
+    assert _cached_evaluator(Evaluator(3, 10), weights, info_path, Data()) == info  # the undamaged entry is used
+    for damage in ({"train_seconds": -8.07}, {"train_seconds": "x"}, {"held_out_accuracy": 1.5}, {"epochs": -2}):
+        info_path.write_text(json.dumps(info | damage))
+        with pytest.warns(UserWarning, match="is not usable .its description is damaged"):
+            assert _cached_evaluator(Evaluator(3, 10), weights, info_path, Data()) is None, damage

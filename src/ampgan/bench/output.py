@@ -12,11 +12,13 @@ from pathlib import Path
 import numpy as np
 
 from ampgan.bench.results import ConfigResult
+from ampgan.data.registry import DATASET_NAME
 from ampgan.errors import one_line
 from ampgan.files.atomic import write_csv_atomically, write_json_atomically
 from ampgan.files.jsonfile import read_json
 from ampgan.files.records import shape_of
 from ampgan.files.schema import BATCH_SIZE, COUNT, POSITIVE, Between, OrNull, check_format
+from ampgan.gan.registry import MODEL_NAME
 from ampgan.plotting import precision_colour, save_figure, subplots
 from ampgan.precisions import in_order
 from ampgan.speed.intervals import UNSETTLED, answers, speedup_band, unsettled_text
@@ -82,7 +84,12 @@ STATS_READ = {
 RESULTS_SHAPE = {
     "format": str,
     "environment": {"?hardware_summary": str, "?versions": dict, "?date": str},
-    "spec": {"precisions": [PRECISION_NAME], "?batch_sizes": [BATCH_SIZE]},
+    "spec": {
+        "precisions": [PRECISION_NAME],
+        "?batch_sizes": [BATCH_SIZE],
+        "?model": MODEL_NAME,  # the step's model and data, as a projection names them
+        "?dataset": DATASET_NAME,
+    },
     "hardware": {"name": str, "device_type": str, "?cpu_model": str},
     "peaks": {"*": {"tflops": (int, float, None), "source": str}},
     # a configuration's row: its record's fields (bench/results.py), with what follows from its timings

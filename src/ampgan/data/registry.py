@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from ampgan.data.dataset import ImageDataset
 from ampgan.errors import AmpganError, ConfigError
+from ampgan.files.schema import OneOf
 from ampgan.sections import Section, setting
 
 Loader = Callable[["DataConfig", str, int], ImageDataset]  # (data section, split, seed)
@@ -115,6 +116,11 @@ _registered = registry_of("ampgan.data", _LOADERS)  # every dataset of the data 
 
 def dataset_names() -> list[str]:
     return sorted(_registered())
+
+
+# A dataset's name in a document read back (config.json, results.json, compare.json, projection.json): a registered
+# one, or a folder of the user's images.
+DATASET_NAME = OneOf("a dataset", dataset_names, (", or folder:PATH", lambda name: name.startswith("folder:")))
 
 
 def load_dataset(data: DataConfig, split: str = "train", seed: int = 0) -> ImageDataset:

@@ -152,6 +152,10 @@ def read_cache_json(path: Path) -> Any:
     """A cache file's document, or None when there is none or it is damaged: a cache is ampgan's own and
     rebuildable, so a damaged one is one warning line and is written anew, never fatal."""
     path = Path(path)
+    kind = not_a_regular_file(path)
+    if kind is not None:  # a FIFO's read would block the command forever
+        warn(f"the cache {one_line(path)} cannot be read ({kind}, not a regular file): ignoring it")
+        return None
     try:
         return parse_json(path.read_text(encoding="utf-8"))
     except FileNotFoundError:

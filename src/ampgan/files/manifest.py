@@ -184,7 +184,8 @@ def _is_regular(path: Path) -> bool:
 def lock_holder(folder: Path) -> str | None:
     """The pid written in `folder`'s lock while some live process holds it ("" if unreadable), else None."""
     try:
-        fd = os.open(Path(folder) / LOCK, os.O_RDONLY | os.O_NOFOLLOW)
+        # O_NONBLOCK: a FIFO in the lock's place would block the open until something wrote to it
+        fd = os.open(Path(folder) / LOCK, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
         return None
     try:
@@ -192,6 +193,8 @@ def lock_holder(folder: Path) -> str | None:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         return holder
+    except OSError:  # no file to read a pid from (a FIFO): no lock
+        return None
     else:
         fcntl.flock(fd, fcntl.LOCK_UN)
         return None

@@ -59,20 +59,21 @@ class OneOf:
     """A shape: a name of a registry (a precision, a metric, a GPU): `names` is the registry's live collection of
     names, or a function returning it, so a name registered after import (a user's own precision) is one too. A
     name nobody registered ("fp12" in a results.json) would otherwise reach a table as a row of its own, or a
-    lookup three calls later as a KeyError."""
+    lookup three calls later as a KeyError. `other`: (what it says, a test) of the form a user's own takes
+    where it needs no registering (a model as FILE.py:FUNCTION, a dataset as folder:PATH)."""
 
-    def __init__(self, what: str, names):
-        self.what, self.names = what, names
+    def __init__(self, what: str, names, other: tuple[str, Any] = ("", lambda name: False)):
+        self.what, self.names, self.other = what, names, other
 
     def holds(self, value: Any) -> bool:
-        return isinstance(value, str) and value in self._names()
+        return isinstance(value, str) and (value in self._names() or self.other[1](value))
 
     def _names(self):
         return self.names() if callable(self.names) else self.names
 
     @property
     def says(self) -> str:
-        return f"{self.what}: one of {', '.join(sorted(self._names()))}"
+        return f"{self.what}: one of {', '.join(sorted(self._names()))}{self.other[0]}"
 
 
 # A time, a rate or a speedup: something is divided by it, and zero or a negative one would reach a cost table as

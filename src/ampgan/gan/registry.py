@@ -34,6 +34,7 @@ import torch
 from ampgan.data.registry import registry_of
 from ampgan.errors import AmpganError, ConfigError, first_words, name_as_text
 from ampgan.files.jsonfile import refuse_unless_regular_file
+from ampgan.files.schema import OneOf
 from ampgan.gan.contract import BUILT_IN, GAN, DataSpec, check_gan
 from ampgan.gan.layers import keep_in_fp32
 from ampgan.gan.options import option_parameters, resolve_options
@@ -53,6 +54,11 @@ _built_in = registry_of("ampgan.gan.models", BUILT_IN)  # every model function o
 
 def model_names() -> list[str]:
     return list(_built_in())
+
+
+# A model's name in a document read back (results.json, compare.json, projection.json): a built-in one, or a user's
+# own as its run named it (FILE.py:FUNCTION, package.module:FUNCTION, python:NAME), which needs no registering.
+MODEL_NAME = OneOf("a model", model_names, (", or FILE.py:FUNCTION", lambda name: ":" in name))
 
 
 _IN_PROCESS: dict[str, tuple[Callable, str]] = {}  # "python:NAME" -> (model function, its source's digest)

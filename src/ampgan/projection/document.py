@@ -14,9 +14,11 @@ from dataclasses import dataclass, field, fields, is_dataclass, replace
 from ampgan.bench.ops import OpTable
 from ampgan.cost.arithmetic import cost_of_batches
 from ampgan.cost.catalog import Instance, cheapest_instance
+from ampgan.data.registry import DATASET_NAME
 from ampgan.errors import AmpganError, one_line
 from ampgan.files.records import shape_of, to_json
-from ampgan.files.schema import check_shape
+from ampgan.files.schema import OneOf, OrNull, check_shape
+from ampgan.gan.registry import MODEL_NAME
 from ampgan.precisions import BASELINE, FP16, FP32, NAMES, PRECISIONS, TF32, in_order
 from ampgan.projection.assumptions import BANDWIDTH_FRACTION, LAUNCH_GAP, Assumption
 from ampgan.projection.composition import ComposedStep, composed_speedup, composed_step, load_composition
@@ -109,9 +111,9 @@ class Projection:
     format: str
     what: str = ""
     calibration_error: list[str] | None = None  # projections before the step composition have none
-    model: str | None
+    model: str | None = field(metadata={"shape": OrNull(MODEL_NAME)})
     model_options: dict = field(default_factory=dict)
-    dataset: str | None = None
+    dataset: str | None = field(default=None, metadata={"shape": OrNull(DATASET_NAME)})
     traced_on: str | None
     software: dict = field(default_factory=dict)
     batches_costed: float = BATCHES_COSTED
@@ -148,6 +150,9 @@ def check_projection(document, origin: str, fix: str) -> dict:
     """A projection.json read back, checked against the records above (one error line naming the field), and
     every projected row's figures against their bands: an 'ok' row has its step time, each figure its band."""
     check_shape(document, shape_of(Projection), origin, fix)
+    # A row is of a GPU the document describes (a user's --gpus row included): another name has no datasheet here.
+    described = OneOf("a GPU of its devices", {str(device.get("key")) for device in document["devices"]})
+    check_shape(document, {"rows": [{"device": described}]}, origin, fix)
     for index, row in enumerate(document["rows"]):
         wanted = ["ms_per_step"] if row["status"] == "ok" else []
         wanted += [end for key, ends in _BANDS.items() if key in row for end in ends]

@@ -144,7 +144,7 @@ def marker_kind(folder: Path) -> str | None:
 def _newer_marker(folder: Path) -> str | None:
     """The format of a marker a newer ampgan wrote ('ampgan-folder/3'), else None."""
     path = Path(folder) / MARKER
-    if path.is_symlink():  # as marker_kind: a link is no marker
+    if path.is_symlink() or not path.is_file():  # as marker_kind: a link is no marker; a FIFO's read would block
         return None
     try:
         document = parse_json(path.read_text(encoding="utf-8")[:100_000])
@@ -203,6 +203,8 @@ class FolderLock:
             settle_leftovers(self.folder)
         path = self.folder / LOCK
         refuse_link(path)
+        if not_a_regular_file(path):  # a FIFO or folder there cannot hold a pid (ftruncate ended in a traceback)
+            raise AmpganError(f"{path} is {not_a_regular_file(path)}, not ampgan's lock file: remove it and run again")
         try:
             # O_NOFOLLOW: a link planted at this name would have ampgan truncate and write its target.
             self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)

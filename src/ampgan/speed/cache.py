@@ -10,7 +10,7 @@ any entry that lacks a field or has one of the wrong type (StoredDecision.from_c
 from __future__ import annotations
 
 import json
-from dataclasses import KW_ONLY, dataclass, fields
+from dataclasses import KW_ONLY, dataclass, field, fields
 from pathlib import Path
 
 from ampgan.errors import warn
@@ -18,9 +18,10 @@ from ampgan.files.atomic import write_json_atomically
 from ampgan.files.cache_dir import cache_dir
 from ampgan.files.jsonfile import read_cache_json
 from ampgan.files.records import shape_of
-from ampgan.files.schema import has_shape, newer_format
+from ampgan.files.schema import BATCH_SIZE, COUNT, POSITIVE, has_shape, newer_format
+from ampgan.training.precision import PRECISION_NAME
 
-_INTERVAL = {"estimate": (int, float), "low": (int, float), "high": (int, float), "rounds": int}
+_INTERVAL = {"estimate": POSITIVE, "low": POSITIVE, "high": POSITIVE, "rounds": COUNT}
 
 
 @dataclass(frozen=True)
@@ -28,8 +29,9 @@ class StoredDecision:
     """What every cached decision shares, and reads itself back with: a subclass's own fields (its two step
     times, its interval, its rounds) follow `verdict`; `note`, `measured_on` and `cached` are named."""
 
-    precision: str
-    batch_size: int
+    # A precision nobody registered, or a batch of 0, in an edited entry: measured again, never a row of its own.
+    precision: str = field(metadata={"shape": PRECISION_NAME})
+    batch_size: int = field(metadata={"shape": BATCH_SIZE})
     verdict: str
     _: KW_ONLY
     note: str = ""  # why measuring stopped early, or what disturbed it

@@ -14,10 +14,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from ampgan.data.registry import DATASET_NAME
 from ampgan.files.atomic import write_json_atomically
 from ampgan.files.paths import read_json_in
 from ampgan.files.records import Record, part, shape_of
 from ampgan.files.schema import BATCH_SIZE, COUNT, Between, Number, OrNull, RelativePath, check_format, check_shape
+from ampgan.gan.registry import MODEL_NAME
 from ampgan.precisions import FP32
 from ampgan.quality.registry import EVALUATOR_ACCURACY, FRECHET_DISTANCE, METRIC_NAME, METRICS, Metric
 from ampgan.study.progress import has_study
@@ -67,7 +69,8 @@ class StudySpecRecord(Record):
     precisions: list[str] = part(default=[], shape=[PRECISION_NAME])
     eval_samples: int | None = None
     eval_points: int | None = None
-    model: str | None = None
+    model: str | None = part(shape=OrNull(MODEL_NAME))
+    dataset: str | None = part(shape=OrNull(DATASET_NAME))
     model_options: dict = part(default={})
     time_budget_s: float | None = None
     steps: int | None = None
@@ -101,7 +104,7 @@ class Environment(Record):
 
 @dataclass(frozen=True, kw_only=True)
 class DatasetRecord(Record):
-    name: str = part(default="", required=True)
+    name: str = part(default="", required=True, shape=DATASET_NAME)
     class_names: list[str] = part(default=[], required=True)
     images: int | None = None
     source: Any = None
@@ -200,11 +203,11 @@ class CostSection(Record):
     basis: dict | None = None
     note: str | None = part(omit_none=True)
     target: float | None = None
-    target_metric: str | None = None
+    target_metric: str | None = part(shape=OrNull(METRIC_NAME))
     target_accuracy: float | None = None
-    to_target: dict[str, ToTarget | None] = part(default={})
+    to_target: dict[str, ToTarget | None] = part(default={}, shape={PRECISION_NAME: OrNull(shape_of(ToTarget))})
     budget: dict = part(default={})
-    table: list = part(default=[])
+    table: list = part(default=[], shape=[{"precision": PRECISION_NAME}])
     catalog_date: str | None = None
 
     def to_dict(self) -> dict:

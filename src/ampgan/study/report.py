@@ -18,7 +18,7 @@ from PIL import Image
 
 from ampgan.bench.output import load_results, model_text, speedup_text
 from ampgan.files.atomic import write_text_atomically
-from ampgan.files.jsonfile import read_json
+from ampgan.files.jsonfile import not_a_regular_file, read_json
 from ampgan.files.paths import file_in, inside, leads_out, left_out
 from ampgan.files.schema import check_shape
 from ampgan.gan.ema import G_OWN_WEIGHTS
@@ -52,6 +52,8 @@ def _latest_grid(out_dir: Path, run_dir: Path) -> tuple[np.ndarray | None, str]:
         return None, "no sample grid"
     if left_out(out_dir, grids[-1], "the report"):
         return None, "a link leading outside the study"
+    if not_a_regular_file(grids[-1]):  # a FIFO's open would block the report forever
+        return None, f"{grids[-1].name} is {not_a_regular_file(grids[-1])}"
     try:
         with Image.open(grids[-1]) as image:
             if image.width * image.height > MAX_GRID_PIXELS:

@@ -12,15 +12,18 @@ import torch
 
 from ampgan.config import TrainConfig
 from ampgan.data import load_dataset
-from ampgan.errors import AmpganError
+from ampgan.data.registry import DATASET_NAME
+from ampgan.errors import AmpganError, ConfigError
 from ampgan.files.atomic import write_atomically
 from ampgan.files.images import image_grid, save_png, to_uint8
+from ampgan.files.schema import check_shape
 from ampgan.gan.contract import GAN, DataSpec
 from ampgan.gan.registry import resolve_model
 from ampgan.runs.checkpoint import check_step_matches_name, latest_checkpoint, load_checkpoint, load_weights
 from ampgan.runs.run_folder import read_run_config
 from ampgan.system.memory import largest_count, refuse_unless_it_fits
 from ampgan.training.ema import attach_average, load_average
+from ampgan.training.precision import PRECISION_NAME
 from ampgan.training.start import saved_config
 
 
@@ -60,15 +63,25 @@ def load_trained_run(run_dir: Path, device: torch.device | str = "cpu") -> Train
     """The run's generator at its latest checkpoint, in eval mode. A run of a user's model imports its
     model file again (as training did)."""
     run_dir = Path(run_dir)
-    document = read_run_config(run_dir)
+    # The names it records beside its config are shown as the run's (evaluate's quality.json, a report's table).
+    document = check_shape(
+        read_run_config(run_dir),
+        {"?precision": PRECISION_NAME, "?dataset": {"?name": DATASET_NAME}},
+        str(run_dir / "config.json"),
+        "restore the file, or train the run again",
+    )
     config = saved_config(run_dir)
     data = _data_of(document, run_dir / "config.json")
-    recipe = resolve_model(config.model.name, config.model.options)
     checkpoint = latest_checkpoint(run_dir)
     payload = load_checkpoint(checkpoint, map_location="cpu")
     check_step_matches_name(payload, checkpoint)
-    with torch.random.fork_rng(devices=[]):
-        gan = recipe.build(data)
+    try:  # a model or option the model refuses came from the file, not from a flag the person gave
+        with torch.random.fork_rng(devices=[]):
+            gan = resolve_model(config.model.name, config.model.options).build(data)
+    except ConfigError as error:
+        raise AmpganError(
+            f"{run_dir / 'config.json'} is damaged or foreign ({error}): restore the file, or train the run again"
+        ) from None
     load_weights(gan.generator, payload["generator"], f"the checkpoint in {run_dir} (generator)")
     attach_average(gan)
     load_average(gan, payload, f"the checkpoint in {run_dir}")
