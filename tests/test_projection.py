@@ -582,7 +582,7 @@ def test_an_op_table_traced_before_kernels_were_recorded_still_projects_and_says
     )
     rows = project({"fp16": table, "fp32": fp32}, [gpu_spec("V100")], [64], launch_assumption(5e-6, "test"))
     fp16 = next(r for r in rows if r["precision"] == "fp16")
-    assert fp16["status"] == "ok" and "1 matrix ops without recorded shapes" in fp16["source"]
+    assert fp16["status"] == "ok" and "1 matrix ops whose kernels are not described" in fp16["source"]
     assert fp16["speedup_low"] <= fp16["speedup"] <= fp16["speedup_high"] and fp16["calibrated"] is True
 
 
