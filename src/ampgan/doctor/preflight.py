@@ -662,23 +662,33 @@ def _g_state_changed_by_d_loss(prepared, stream) -> list[Finding]:
         return []
     context, _ = _context(state, stream.next_batch())
     findings = []
+    runs = []  # G or any of its layers run by the term (a loss may call G's parts: G.synthesis)
+    for module in state.generator.modules():
+        module.register_forward_pre_hook(lambda *_: runs.append(1))  # on this throwaway state only
     for index, term in enumerate(state.gan.d_loss_terms, start=1):
         before = {name: buffer.clone() for name, buffer in state.generator.named_buffers()}
+        runs.clear()
         try:
             term(context)
         except Exception:  # noqa: BLE001 - a failing loss is the step's finding, not this one's
             continue
         moved = [n for n, b in state.generator.named_buffers() if n in before and not torch.equal(before[n], b)]
-        if moved:
-            findings.append(
-                Finding(
-                    "warning",
-                    "g-state",
-                    f"d_loss term {index} changes G's buffers ({_first_few(moved, 3)}): it runs G in training mode "
-                    "during D's update, so G's batch-norm statistics move twice per step and eval-mode samples use "
-                    "them; use ctx.fake (G's output for this step, already detached) instead of calling ctx.G",
-                )
+        if not moved:
+            continue
+        if runs:
+            text = (
+                "it runs G in training mode during D's update, so G's batch-norm statistics move twice per step and "
+                "eval-mode samples use them; use ctx.fake (G's output for this step, already detached) instead of "
+                "calling ctx.G"
             )
+        else:  # set by the loss itself (a ProGAN's fade-in): G drew this step's fakes before it ran
+            text = (
+                "the loss sets them itself, after G drew this step's fakes with their old value; set what G reads "
+                "for a step at the end of g_loss, for the next step (ctx.step + 1)"
+            )
+        findings.append(
+            Finding("warning", "g-state", f"d_loss term {index} changes G's buffers ({_first_few(moved, 3)}): {text}")
+        )
     return findings
 
 
