@@ -3,6 +3,7 @@
 import functools
 import json
 import random
+import shlex
 import signal
 import subprocess
 import sys
@@ -274,6 +275,41 @@ def test_sigterm_or_a_closed_terminal_saves_a_checkpoint_and_exits_128_plus_its_
     stopped_at = int(err.split("stopped after step ")[1].split()[0])
     assert load_checkpoint(latest_checkpoint(run))["step"] == stopped_at
     assert metric_lines(run)[-1]["step"] == stopped_at
+
+
+USER_GAN = """
+import ampgan
+from torch import nn
+
+def tiny(data, *, width=8, z_dim=16):
+    shape = (data.channels, data.image_size, data.image_size)
+    G = nn.Sequential(nn.Linear(z_dim, width), nn.ReLU(), nn.Linear(width, shape[0] * shape[1] * shape[2]), nn.Tanh(),
+                      nn.Unflatten(1, shape))
+    D = nn.Sequential(nn.Flatten(), nn.Linear(shape[0] * shape[1] * shape[2], 1))
+    d_loss = (lambda ctx: ampgan.real_fake_loss(D(ctx.real), 1.0), lambda ctx: ampgan.real_fake_loss(D(ctx.fake), 0.0))
+    return ampgan.GAN(generator=G, discriminator=D, z_dim=z_dim, d_loss=d_loss,
+                      g_loss=lambda ctx: ampgan.real_fake_loss(D(ctx.fake), 1.0))
+"""
+
+
+@pytest.mark.slow
+def test_a_user_gan_stopped_by_a_signal_is_told_a_resume_command_that_works(tmp_path, capsys):
+    """The hint was 'ampgan train --resume RUN', which for a model from the user's file stops at once: a resume
+    imports a file only when the person running it names the model (--model)."""
+    model, run = tmp_path / "mine.py", tmp_path / "run"
+    model.write_text(USER_GAN)
+    process = _start_run(run, extra=("--model", f"{model}:tiny"))
+    _wait_for_first_checkpoint(run, process)
+    time.sleep(0.3)
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 130, err
+    command = shlex.split(err.split("continue with: ")[1].splitlines()[0])
+    assert command == ["ampgan", "train", "--resume", str(run), "--model", f"{model}:tiny"]
+    target = load_checkpoint(latest_checkpoint(run))["step"] + 2
+    code, _, err = run_cli(capsys, *command[1:], "--steps", str(target), "--quiet")
+    assert code == 0, err
+    assert metric_lines(run)[-1]["step"] == target
 
 
 @pytest.mark.slow

@@ -84,6 +84,15 @@ MODELS = textwrap.dedent("""
                 fake = ctx.G(ctx.gan.draw_z(ctx.real.shape[0], ctx.rng))
             return ampgan.real_fake_loss(ctx.D(ctx.real), 1.0) + ampgan.real_fake_loss(ctx.D(fake), 0.0)
         return gan(data, d=[d], batch_norm=True)
+
+    def d_sets_g_progress(data):  # a ProGAN's fade-in set in D's loss: G drew the step's fakes before it
+        built = gan(data)
+        built.generator.register_buffer("progress", torch.zeros(()))
+        def d(ctx):
+            built.generator.progress.fill_(ctx.step + 1)
+            return d_loss(ctx)
+        built.d_loss = d
+        return built
 """)
 
 
@@ -133,6 +142,14 @@ def test_a_d_loss_that_runs_g_again_is_found_with_the_fix(models):
         text = _findings(models, function)[("warning", "g-state")]
         assert "num_batches_tracked" in text and "use ctx.fake" in text, function
     assert _findings(models, "batch_norm_clean") == {}
+
+
+def test_a_d_loss_that_sets_g_s_buffer_itself_gets_the_fix_that_fits(models):
+    """A ProGAN's fade-in alpha set in d_loss moved G's buffer without running G: the warning said it ran G and to
+    use ctx.fake, which it did. It now says G drew the fakes before the loss set it, and where to set it."""
+    text = _findings(models, "d_sets_g_progress")[("warning", "g-state")]
+    assert "changes G's buffers (progress): the loss sets them itself" in text and "ctx.step + 1" in text
+    assert "ctx.fake" not in text
 
 
 def test_unused_but_reduced_is_public_as_the_messages_say():

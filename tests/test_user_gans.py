@@ -209,6 +209,30 @@ USER_GANS = textwrap.dedent("""
             return (lengths - mean).pow(2).mean()
         return ampgan.GAN(generator=Styled(data), discriminator=patch_d(data), z_dim=16, d_loss=bce_d,
                           g_loss=bce_g, extra_updates=[ampgan.Update("pl", path_length, networks=("generator",))])
+
+    class ClampedG(nn.Module):  # the clamping backward inside G: only G's update reaches it
+        def __init__(self, data):
+            super().__init__()
+            shape = (data.channels, data.image_size, data.image_size)
+            self.fc, self.out = nn.Linear(16, 64), nn.Sequential(nn.Linear(64, shape[0] * shape[1] * shape[2]),
+                                                                nn.Tanh(), nn.Unflatten(1, shape))
+
+        def forward(self, z):
+            return self.out(ClampGrad.apply(self.fc(z)))
+
+    def clamped_in_g(data):
+        return ampgan.GAN(generator=ClampedG(data), discriminator=patch_d(data), z_dim=16, d_loss=bce_d,
+                          g_loss=bce_g)
+
+    def adaptive_weight(data):  # VQGAN's: the GAN term weighted by the ratio of gradient norms at G's last layer
+        G = Modulated(data)
+        def g_loss(ctx):
+            rec = (ctx.fake.float() - ctx.fake.detach().float().mean()).abs().mean()
+            gan = bce_g(ctx)
+            last = G.out.weight
+            ratio = ctx.input_gradients(rec, last).norm() / (ctx.input_gradients(gan, last).norm() + 1e-4)
+            return rec + ratio.detach() * gan
+        return ampgan.GAN(generator=G, discriminator=patch_d(data), z_dim=16, d_loss=bce_d, g_loss=g_loss)
 """)
 
 
@@ -284,10 +308,24 @@ def test_squares_in_a_loss_written_as_a_method_of_d_are_the_loss_s(models):
 def test_a_backward_that_clamps_scaled_gradients_is_an_error(models, how):
     """A custom backward (or a tensor hook) that clamps at +-1 leaves fp32's gradients alone and clips every
     fp16 one, which arrives multiplied by the loss scale: D's first layer learns 1/65536 as fast, silently."""
-    text = _findings(models, "clamped_backward", [f"model.how={how}"])[("error", "scaling")]
-    assert ": the gradients of D.c1.weight, D.c1.bias under fp16 loss scaling, unscaled, are not fp32's" in text
-    assert "clamps or compares gradients" in text and "D.c2" not in text
+    config = config_from_options(
+        model=f"{models}:clamped_backward", dataset="synthetic", image_size=8, sets=[f"model.how={how}"]
+    )
+    d_term, g_term = (f.text for f in preflight(config, make_synthetic(image_size=8, count=32)))
+    assert d_term.startswith("d_loss term 1: the gradients of D.c1.weight, D.c1.bias under fp16 loss scaling, unscaled")
+    assert "clamps or compares gradients" in d_term and "D.c2" not in d_term
+    # G's gradients pass through D's clamped backward as D's input gradients: G learns as slowly
+    assert g_term.startswith("g_loss: the gradients of G.")
     assert _findings(models, "clamped_backward", ["model.how=plain"]) == {}
+
+
+def test_preflight_gives_g_loss_the_fakes_with_g_s_graph_as_the_step_does(models):
+    """Preflight ran g_loss on detached fakes: a g_loss taking gradients of G's own weights (VQGAN's adaptive
+    weight) was refused ('g_loss failed: ... does not require grad') though it trains, and a backward in G that
+    clamps scaled gradients went unseen, G's gradients never being compared."""
+    assert _findings(models, "adaptive_weight") == {}
+    text = _findings(models, "clamped_in_g")[("error", "scaling")]
+    assert "g_loss: the gradients of G.fc.weight, G.fc.bias under fp16 loss scaling, unscaled, are not fp32's" in text
 
 
 def test_a_zero_initialised_g_at_the_middle_of_the_range_is_not_a_sigmoid_g(models):

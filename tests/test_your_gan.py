@@ -655,6 +655,67 @@ def test_an_image_to_image_g_draws_its_samples_and_evaluations_from_maps_of_real
     assert torch.equal(maps, scale_images(every_value, gan.image_range).mean(1, keepdim=True).repeat(1, 2, 1, 1))
 
 
+# InfoGAN's draw: z is (noise, a one-hot categorical code); this G refuses any other input, so it fails wherever
+# it is handed noise from z_distribution in place of the codes it trained on.
+CODES = textwrap.dedent("""
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
+    import ampgan
+
+    class CodedG(nn.Module):
+        def __init__(self, data):
+            super().__init__()
+            self.shape = (data.channels, data.image_size, data.image_size)
+            self.fc = nn.Linear(8, data.channels * data.image_size ** 2)
+
+        def forward(self, z):
+            code = z[:, 4:]
+            if not bool(((code == 0) | (code == 1)).all() and (code.sum(1) == 1).all()):
+                raise ValueError("the categorical code is not one-hot")
+            return torch.tanh(self.fc(z)).view(-1, *self.shape)
+
+    def infogan(data):
+        D = nn.Sequential(nn.Flatten(), nn.Linear(data.channels * data.image_size ** 2, 1))
+
+        def draw_inputs(ctx):
+            b = ctx.real.shape[0]
+            code = torch.randint(4, (b,), generator=ctx.rng, device=ctx.device)
+            noise = torch.randn(b, 4, generator=ctx.rng, device=ctx.device)
+            return torch.cat([noise, F.one_hot(code, 4).float()], 1), None
+
+        return ampgan.GAN(generator=CodedG(data), discriminator=D, z_dim=8, draw_inputs=draw_inputs,
+                          d_loss=(lambda ctx: ampgan.real_fake_loss(ctx.D(ctx.real), 1.0),
+                                  lambda ctx: ampgan.real_fake_loss(ctx.D(ctx.fake), 0.0)),
+                          g_loss=lambda ctx: ampgan.real_fake_loss(ctx.D(ctx.fake), 1.0))
+""")
+
+
+def test_an_unconditional_g_draws_its_samples_and_evaluations_from_the_codes_draw_inputs_draws(tmp_path, capsys):
+    """InfoGAN's G trains on a one-hot categorical code inside z; samples, `generate`, evaluations and preflight
+    gave it N(0, 1) noise in the code's place: inputs it never trained on, silently (here a G that checks stops)."""
+    from ampgan.data import load_dataset
+    from ampgan.quality.evaluator import generate_evenly
+    from ampgan.training.trained import load_trained_run
+
+    path = tmp_path / "infogan.py"
+    path.write_text(CODES)
+    model = ("--model", f"{path}:infogan", "--dataset", "synthetic", "--image-size", "8")
+    code, out, err = run_cli(
+        capsys, "train", *model, "--steps", "3", "--batch-size", "4", "--precision", "fp32", "--quiet",
+        "--set", "logging.sample_every=2", "--out", str(tmp_path / "run"),
+    )  # fmt: skip
+    assert code == 0, err[-2000:]
+    assert (tmp_path / "run" / "samples" / "step-000002.png").is_file()
+    config = config_from_options(model=f"{path}:infogan", dataset="synthetic", image_size=8)
+    assert not [f for f in preflight(config) if f.severity == "error"]
+    code, out, err = run_cli(capsys, "generate", str(tmp_path / "run"), "--n", "4", "--out", str(tmp_path / "g.png"))
+    assert code == 0 and (tmp_path / "g.png").is_file(), err[-2000:]
+    run = load_trained_run(tmp_path / "run")
+    images = load_dataset(run.config.data).images
+    assert generate_evenly(run.gan, 1, 6, 0, "cpu", real=images)[0].shape == (6, 3, 8, 8)
+
+
 @pytest.mark.parametrize("when", ["at the end", "on the way"])
 def test_a_g_whose_inputs_cannot_be_drawn_outside_the_step_stops_in_one_line_at_its_samples_and_loses_no_step(
     tmp_path, capsys, when

@@ -10,6 +10,7 @@ this module only keeps the consent, low enough that the config layer can record 
 from __future__ import annotations
 
 import os
+import shlex
 from pathlib import Path
 
 from ampgan.errors import AmpganError
@@ -54,3 +55,10 @@ def absolute_model_name(name: str) -> str:
     where, colon, function_name = name.rpartition(":")
     is_file = colon and (where.endswith(".py") or "/" in where)
     return f"{Path(where).expanduser().resolve()}:{function_name}" if is_file else name
+
+
+def resume_command(run_dir, model: str) -> str:
+    """The command that continues `run_dir`: with `--model` for a model that is not built in (a file's or a
+    module's function), which a resume imports only when the person running it names it again."""
+    command = f"ampgan train --resume {shlex.quote(str(run_dir))}"
+    return f"{command} --model {shlex.quote(model)}" if ":" in model else command

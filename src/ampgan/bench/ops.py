@@ -295,7 +295,40 @@ def kernel_shapes(name: str, args) -> tuple:
     if args[first].dim() == 3:
         # A 1-D convolution (audio, text) is cuDNN's 2-D one with a 1-high input and filter.
         return kernel_shapes(name, _as_2d_convolution(name, args))
+    if args[first].dim() == 5:
+        return _volume_convolution_kernels(name == "convolution_backward", args)
     return convolution_kernels(name == "convolution_backward", args)
+
+
+def _volume_convolution_kernels(backward: bool, args) -> tuple:
+    """A 3-D convolution (video, volumes) as the 2-D convolution passes with its implicit GEMMs: a 1x1 filter over
+    (N, in channels x filter volume, output depth x height, output width) maps to (out channels), so forward, data
+    and weight gradient each have its products and torch's FLOPs (the data gradient's columns, scattered back),
+    and PyTorch's default runs them in TF32 as cuDNN's 3-D convolutions are. Each is the ordinary convolution's; a
+    transposed one is the ordinary one run the other way. A grouped one: ()."""
+    first = 1 if backward else 0
+    data, weight = args[first], args[first + 1]
+    stride, padding, dilation, transposed, _, groups = args[first + 3 : first + 9]
+    if groups != 1:
+        return ()
+    kernel = weight.shape[2:]
+    # The ordinary convolution's output (a transposed convolution's input is the ordinary one's output), its out
+    # (K) and in (C) channels: weight (K, C, kd, kh, kw) in both cases.
+    if transposed:
+        out_shape = data.shape[2:]
+    elif backward:
+        out_shape = args[0].shape[2:]  # the output gradient
+    else:
+        out_shape = [(i + 2 * p - d * (k - 1) - 1) // s + 1 for i, s, p, d, k in
+                     zip(data.shape[2:], stride, padding, dilation, kernel)]  # fmt: skip
+    (channels_out, channels_in), volume = weight.shape[:2], math.prod(kernel)
+    shape = (data.shape[0], channels_in * volume, out_shape[0] * out_shape[1], out_shape[2], channels_out)
+    if not backward:
+        passes = ("conv_bwd_data",) if transposed else ("conv_fwd",)
+    else:
+        wanted = zip(("conv_fwd" if transposed else "conv_bwd_data", "conv_bwd_weight"), args[10][:2])
+        passes = tuple(kind for kind, mask in wanted if mask)
+    return tuple((kind, (*(int(d) for d in shape), 1, 1, 0, 0, 1, 1)) for kind in passes)
 
 
 def _attention_kernels(backward: bool, tensors: list[torch.Tensor]) -> tuple:

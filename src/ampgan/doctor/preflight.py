@@ -660,30 +660,42 @@ def _g_state_changed_by_d_loss(prepared, stream) -> list[Finding]:
     state = build_train_state(prepared.config, prepared.model, prepared.data, build_policy(FP32, CPU))
     if not any(True for _ in state.generator.buffers()):
         return []
-    context = _context(state, stream.next_batch())
+    context, _ = _context(state, stream.next_batch())
     findings = []
+    runs = []  # G or any of its layers run by the term (a loss may call G's parts: G.synthesis)
+    for module in state.generator.modules():
+        module.register_forward_pre_hook(lambda *_: runs.append(1))  # on this throwaway state only
     for index, term in enumerate(state.gan.d_loss_terms, start=1):
         before = {name: buffer.clone() for name, buffer in state.generator.named_buffers()}
+        runs.clear()
         try:
             term(context)
         except Exception:  # noqa: BLE001 - a failing loss is the step's finding, not this one's
             continue
         moved = [n for n, b in state.generator.named_buffers() if n in before and not torch.equal(before[n], b)]
-        if moved:
-            findings.append(
-                Finding(
-                    "warning",
-                    "g-state",
-                    f"d_loss term {index} changes G's buffers ({_first_few(moved, 3)}): it runs G in training mode "
-                    "during D's update, so G's batch-norm statistics move twice per step and eval-mode samples use "
-                    "them; use ctx.fake (G's output for this step, already detached) instead of calling ctx.G",
-                )
+        if not moved:
+            continue
+        if runs:
+            text = (
+                "it runs G in training mode during D's update, so G's batch-norm statistics move twice per step and "
+                "eval-mode samples use them; use ctx.fake (G's output for this step, already detached) instead of "
+                "calling ctx.G"
             )
+        else:  # set by the loss itself (a ProGAN's fade-in): G drew this step's fakes before it ran
+            text = (
+                "the loss sets them itself, after G drew this step's fakes with their old value; set what G reads "
+                "for a step at the end of g_loss, for the next step (ctx.step + 1)"
+            )
+        findings.append(
+            Finding("warning", "g-state", f"d_loss term {index} changes G's buffers ({_first_few(moved, 3)}): {text}")
+        )
     return findings
 
 
-def _context(state, batch) -> LossContext:
-    """The LossContext the step's first D update gives its loss terms: the same batch, noise and fakes."""
+def _context(state, batch) -> tuple[LossContext, torch.Tensor]:
+    """The LossContext the step's first D update gives its loss terms (the same batch and noise, the fakes
+    detached), and the fakes with G's graph, which G's update gets as the step gives them (a g_loss that takes
+    gradients of G's weights itself, VQGAN's adaptive weight, needs it; so does the check of G's gradients)."""
     torch.manual_seed(0)
     context = LossContext.for_batch(
         state.gan,
@@ -694,9 +706,10 @@ def _context(state, batch) -> LossContext:
         rng=torch.Generator().manual_seed(1),
         scaler=state.scaler_d,
     )
-    with torch.no_grad(), state.policy.autocast():
-        context.fake = state.gan.generate(state.generator, context.z, context.fake_labels).detach()
-    return context
+    with state.policy.autocast():
+        fake = state.gan.generate(state.generator, context.z, context.fake_labels)
+    context.fake = fake.detach()
+    return context, fake
 
 
 def _loss_terms(
@@ -706,7 +719,8 @@ def _loss_terms(
     what each did (LossContext.notes) and (`with_gradients`) the norm of each parameter's gradient it gives,
     unscaled, for the networks its update trains (D is frozen while G learns: its gradients there are no one's)."""
     gan = state.gan
-    context = _context(state, batch)
+    context, fake_with_graph = _context(state, batch)
+    detached = context.fake
     values, notes, gradients = {}, {}, {}
     networks = {"generator": ("G", state.generator), "discriminator": ("D", state.discriminator)}
 
@@ -719,19 +733,21 @@ def _loss_terms(
         }
 
     terms = [
-        (f"d_loss term {i + 1}", t, state.scaler_d, trained("discriminator")) for i, t in enumerate(gan.d_loss_terms)
+        (f"d_loss term {i + 1}", t, state.scaler_d, trained("discriminator"), detached)
+        for i, t in enumerate(gan.d_loss_terms)
     ]
-    terms += [("g_loss", gan.g_loss, state.scaler_g, trained("generator"))]
+    terms += [("g_loss", gan.g_loss, state.scaler_g, trained("generator"), fake_with_graph)]
     for update in gan.extra_updates:
         loss = update.loss if isinstance(update.loss, (list, tuple)) else (update.loss,)
         scaler = state.extra_scalers.get(update.name) or (
             state.scaler_d if "discriminator" in update.networks else state.scaler_g
         )
-        terms += [
-            (f"update {update.name!r} term {i + 1}", t, scaler, trained(*update.networks)) for i, t in enumerate(loss)
+        terms += [  # an extra update draws its own fakes (the step gives it none)
+            (f"update {update.name!r} term {i + 1}", t, scaler, trained(*update.networks), None)
+            for i, t in enumerate(loss)
         ]
-    for name, term, scaler, parameters in terms:
-        context.scaler, context.notes, ops.term = scaler, [], name
+    for name, term, scaler, parameters, fake in terms:
+        context.scaler, context.notes, context.fake, ops.term = scaler, [], fake, name
         context.rng.manual_seed(2)
         try:
             with policy.autocast():

@@ -196,7 +196,10 @@ class GAN:
     def inputs_for(self, count: int, rng: torch.Generator, real: torch.Tensor | None = None) -> torch.Tensor:
         """G's z outside the training step (samples, evaluations, preflight), on the CPU: (count, z_dim) noise; for
         an image-to-image G (its draw_inputs draws a map, not (N, z_dim) noise) the maps draw_inputs makes of the
-        real images `real` (the data's uint8, cycled to `count`), so every precision translates the same ones."""
+        real images `real` (the data's uint8, cycled to `count`), so every precision translates the same ones. An
+        unconditional G whose draw_inputs draws (N, z_dim) codes (InfoGAN's one-hot and uniform codes) gets them:
+        noise in their place is an input it never trained on. A conditional G's labels are the caller's, so its
+        z is noise from z_distribution."""
         z = self.draw_z(count, rng)
         if self.draw_inputs is None or real is None or not len(real):
             return z
@@ -205,7 +208,7 @@ class GAN:
             drawn = LossContext.for_batch(self, None, None, real, None, step=0, rng=rng, scaler=None).z
         except Exception:  # noqa: BLE001 - a draw that needs the training step's context: G is tried on noise
             return z
-        return drawn if drawn.dim() != 2 else z
+        return drawn if drawn.dim() != 2 or not self.conditional else z
 
     def generate(self, generator: Callable, z: torch.Tensor, labels: torch.Tensor | None) -> torch.Tensor:
         """G's images for (z, labels): the one place that knows G's signature."""

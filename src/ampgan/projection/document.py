@@ -259,7 +259,8 @@ def _kernel_view(step, estimate, table, table_note, batch_size, gpu, calibration
     """A projected row's time and band (from the composition fitted end to end: composition.py) and the
     kernels' own view: what bounds them, how much runs on tensor cores, what the projection rests on."""
     guessed = (
-        f"; {estimate.guessed_kernels} matrix ops without recorded shapes (an older trace) taken as square products"
+        f"; {estimate.guessed_kernels} matrix ops whose kernels are not described (a grouped convolution, an older "
+        "trace) taken as square products"
         if estimate.guessed_kernels
         else ""
     )

@@ -37,6 +37,7 @@ from ampgan.files.schema import COUNT, Between, check_shape
 from ampgan.runs.checkpoint import checkpoint_path, list_checkpoints, prune_checkpoints, save_checkpoint
 from ampgan.runs.samples import fixed_noise, render_samples
 from ampgan.system.environment import environment_stamp, stamp_line
+from ampgan.trust import resume_command
 
 # The subfolders a run writes into (and metrics.jsonl, appended to).
 WRITTEN_INTO = ("samples", "checkpoints", "tensorboard", "metrics.jsonl")
@@ -211,7 +212,7 @@ class RunWriter:
             return (
                 f"{head}. What it saved is intact: the last good checkpoint is "
                 f"{checkpoints[-1].relative_to(self.run_dir)}; {fix}, then continue with "
-                f"'ampgan train --resume {self.run_dir}'"
+                f"'{resume_command(self.run_dir, self.prepared.config.model.name)}'"
             )
         return f"{head} before it saved any training, so nothing of it is kept: {fix} and run the command again"
 

@@ -20,7 +20,7 @@ from ampgan.system.memory import is_out_of_memory
 NOISE_INPUT = (
     "samples, `ampgan generate` and evaluations call G on z of shape (N, z_dim) drawn from its z_distribution, or, "
     "when draw_inputs returns another shape (a map, an image), on what it draws from real images "
-    "(docs/your-gan.md, image-to-image GANs)"
+    "(docs/your-gan.md, image-to-image GANs); an unconditional G on the codes its draw_inputs draws"
 )
 
 

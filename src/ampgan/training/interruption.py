@@ -10,6 +10,8 @@ import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from ampgan.trust import resume_command
+
 
 class Interrupted(Exception):
     """A command stopped by a signal after saving what it had finished; the message says what."""
@@ -24,10 +26,10 @@ class Interrupted(Exception):
 
 
 class TrainingInterrupted(Interrupted):
-    def __init__(self, signum: int, step: int, run_dir: str):
+    def __init__(self, signum: int, step: int, run_dir: str, model: str):
         self.step, self.run_dir = step, run_dir
         super().__init__(
-            signum, f"stopped after step {step} and saved a checkpoint; continue with: ampgan train --resume {run_dir}"
+            signum, f"stopped after step {step} and saved a checkpoint; continue with: {resume_command(run_dir, model)}"
         )
 
 

@@ -410,7 +410,9 @@ class _Loop:
         if fresh:
             self.save_checkpoint()  # step 0: from here on a crash at any moment leaves a resumable run
         if any_rank([bool(stop_request)])[0]:  # asked to stop while the run was being set up
-            raise TrainingInterrupted(stop_request.signum or signal.SIGTERM, train.step, str(self.run_dir))
+            raise TrainingInterrupted(
+                stop_request.signum or signal.SIGTERM, train.step, str(self.run_dir), self.config.model.name
+            )
         finished = self.budget.spent(train.step, self.state.train_seconds)
         while not finished:
             finished = self.one_step(stop_request)
@@ -453,7 +455,9 @@ class _Loop:
         if train.step % config.logging.sample_every == 0:
             self.writer.save_samples(train.step)
         if stopping:
-            raise TrainingInterrupted(stop_request.signum or signal.SIGTERM, train.step, str(self.run_dir))
+            raise TrainingInterrupted(
+                stop_request.signum or signal.SIGTERM, train.step, str(self.run_dir), self.config.model.name
+            )
         return finished
 
     def log(self, started: float) -> None:

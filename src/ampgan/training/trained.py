@@ -119,8 +119,9 @@ def class_samples(run: TrainedRun, label: int, count: int, seed: int) -> np.ndar
         device,
     )
     # An image-to-image G translates maps drawn from the images of the class (GAN.inputs_for): the data is loaded
-    # for it alone (a blank image tells its draw apart from noise's, without the data).
-    real, blank = None, torch.zeros(1, *run.document["dataset"]["image_shape"], dtype=torch.uint8)
+    # for it alone (a blank image tells its draw apart from noise's, without the data, and is what a draw of codes
+    # that reads only the batch's size is given).
+    real = blank = torch.zeros(1, *run.document["dataset"]["image_shape"], dtype=torch.uint8)
     if gan.draw_inputs is not None and gan.inputs_for(1, torch.Generator(), blank).dim() != 2:
         dataset = load_dataset(run.config.data, seed=run.config.seed)
         real = dataset.images[dataset.labels == label] if gan.conditional else dataset.images
