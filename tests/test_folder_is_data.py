@@ -270,7 +270,7 @@ def test_a_study_whose_document_points_outside_is_refused_by_report(capsys, tmp_
         "format": "ampgan-compare/1",
         "outcome": "no faster mode",
         "spec": {"batch_size": 8},
-        "dataset": {"name": "x", "class_names": ["a"]},
+        "dataset": {"name": "synthetic", "class_names": ["a"]},
         "environment": {"hardware_summary": "h", "date": "d", "versions": {"torch": "t", "ampgan": "a", "python": "p"}},
         "runs": {
             "fp32": {
