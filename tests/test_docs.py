@@ -81,6 +81,7 @@ def test_the_recorded_answer_has_the_format_the_code_prints(tmp_path):
     else:  # a race: each line opens as one of the verdict's sentences does today (study/verdict.py)
         openings = (
             "On this MACHINE, ",
+            "Seed N ran off the bench's pace: ",
             "Final evaluator accuracy: ",
             "Final Fréchet distance ",
             "Target evaluator accuracy ",
