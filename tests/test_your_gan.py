@@ -619,6 +619,24 @@ IMAGE_TO_IMAGE = textwrap.dedent("""
 """)
 
 
+def _trains_samples_passes_preflight_and_generates(tmp_path, capsys, source: str, function: str) -> None:
+    """The user's file `source` (its GAN built by `function`) trains 3 steps with samples at step 2, passes
+    preflight without an error and `generate` draws from its run (tmp_path/run)."""
+    path = tmp_path / f"{function}.py"
+    path.write_text(source)
+    model = ("--model", f"{path}:{function}", "--dataset", "synthetic", "--image-size", "8")
+    code, out, err = run_cli(
+        capsys, "train", *model, "--steps", "3", "--batch-size", "4", "--precision", "fp32", "--quiet",
+        "--set", "logging.sample_every=2", "--out", str(tmp_path / "run"),
+    )  # fmt: skip
+    assert code == 0, err[-2000:]
+    assert (tmp_path / "run" / "samples" / "step-000002.png").is_file()
+    config = config_from_options(model=f"{path}:{function}", dataset="synthetic", image_size=8)
+    assert not [f for f in preflight(config) if f.severity == "error"]
+    code, out, err = run_cli(capsys, "generate", str(tmp_path / "run"), "--n", "4", "--out", str(tmp_path / "g.png"))
+    assert code == 0 and (tmp_path / "g.png").is_file(), err[-2000:]
+
+
 def test_an_image_to_image_g_draws_its_samples_and_evaluations_from_maps_of_real_images(tmp_path, capsys):
     """Samples, `generate`, evaluations and preflight called G on (N, z_dim) noise: a G that translates a map
     trained, then stopped at its first samples. They now translate what draw_inputs draws from real images."""
@@ -626,19 +644,7 @@ def test_an_image_to_image_g_draws_its_samples_and_evaluations_from_maps_of_real
     from ampgan.quality.evaluator import generate_evenly
     from ampgan.training.trained import load_trained_run
 
-    path = tmp_path / "translator.py"
-    path.write_text(IMAGE_TO_IMAGE)
-    model = ("--model", f"{path}:translator", "--dataset", "synthetic", "--image-size", "8")
-    code, out, err = run_cli(
-        capsys, "train", *model, "--steps", "3", "--batch-size", "4", "--precision", "fp32", "--quiet",
-        "--set", "logging.sample_every=2", "--out", str(tmp_path / "run"),
-    )  # fmt: skip
-    assert code == 0, err[-2000:]
-    assert (tmp_path / "run" / "samples" / "step-000002.png").is_file()
-    config = config_from_options(model=f"{path}:translator", dataset="synthetic", image_size=8)
-    assert not [f for f in preflight(config) if f.severity == "error"]
-    code, out, err = run_cli(capsys, "generate", str(tmp_path / "run"), "--n", "4", "--out", str(tmp_path / "g.png"))
-    assert code == 0 and (tmp_path / "g.png").is_file(), err[-2000:]
+    _trains_samples_passes_preflight_and_generates(tmp_path, capsys, IMAGE_TO_IMAGE, "translator")
     # What G draws follows the real images it is given: other images, other samples; the same, the same.
     run = load_trained_run(tmp_path / "run")
     gan, images = run.gan, load_dataset(run.config.data).images
@@ -698,19 +704,7 @@ def test_an_unconditional_g_draws_its_samples_and_evaluations_from_the_codes_dra
     from ampgan.quality.evaluator import generate_evenly
     from ampgan.training.trained import load_trained_run
 
-    path = tmp_path / "infogan.py"
-    path.write_text(CODES)
-    model = ("--model", f"{path}:infogan", "--dataset", "synthetic", "--image-size", "8")
-    code, out, err = run_cli(
-        capsys, "train", *model, "--steps", "3", "--batch-size", "4", "--precision", "fp32", "--quiet",
-        "--set", "logging.sample_every=2", "--out", str(tmp_path / "run"),
-    )  # fmt: skip
-    assert code == 0, err[-2000:]
-    assert (tmp_path / "run" / "samples" / "step-000002.png").is_file()
-    config = config_from_options(model=f"{path}:infogan", dataset="synthetic", image_size=8)
-    assert not [f for f in preflight(config) if f.severity == "error"]
-    code, out, err = run_cli(capsys, "generate", str(tmp_path / "run"), "--n", "4", "--out", str(tmp_path / "g.png"))
-    assert code == 0 and (tmp_path / "g.png").is_file(), err[-2000:]
+    _trains_samples_passes_preflight_and_generates(tmp_path, capsys, CODES, "infogan")
     run = load_trained_run(tmp_path / "run")
     images = load_dataset(run.config.data).images
     assert generate_evenly(run.gan, 1, 6, 0, "cpu", real=images)[0].shape == (6, 3, 8, 8)
