@@ -557,3 +557,27 @@ def test_no_fp32_rounds_when_every_candidate_is_left_out_at_its_warm_up():
     decisions = decide(["bf16", "fp16"], 64, {"machine": "cpu"}, measure_with(make_timer), None)
     assert all(d.verdict == "slower" and d.rounds == 0 for d in decisions.values())
     assert calls.count("fp32") == 2  # its warm-up steps only
+
+
+def test_a_speedup_that_decides_nothing_is_not_cached_and_is_measured_again(tmp_path):
+    """A band of 0.3x-3x from a quiet machine (no load seen, the baseline steady) answers nothing: kept, it was read
+    back on every later run, so doctor's 'run again' advice printed the same 'unsettled' for ever."""
+    fp32, bf16 = [0.2, 0.2, 0.2], [0.05, 0.8, 0.2]
+    interval = speedup_interval(fp32, bf16, 0.02)
+    assert not answers(interval.low, interval.high)
+    calls, lines = [], []
+
+    def measure(names):
+        calls.append(names)
+        rounds = RoundsResult("fp32", {"fp32": fp32, "bf16": bf16}, {"bf16": interval}, stopped_by="time cap")
+        return rounds, {}
+
+    cache = DecisionCache(tmp_path)
+    for _ in range(2):
+        decision = decide(["bf16"], 64, {"machine": "cpu"}, measure, cache, log=lines.append)["bf16"]
+        assert not decision.cached
+    assert calls == [["bf16"], ["bf16"]]
+    assert "  (bf16: its speedup is unsettled: not cached; measured again next time)" in lines
+    # One that answers is kept as before.
+    decide(["bf16"], 64, {"machine": "cpu"}, measure_with(machine({"fp32": 0.2, "bf16": 0.1})), cache)
+    assert decide(["bf16"], 64, {"machine": "cpu"}, measure, cache)["bf16"].cached and len(calls) == 2

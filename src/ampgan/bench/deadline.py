@@ -134,10 +134,10 @@ def _fits(spec: BenchSpec, result: ConfigResult, index: int, elapsed: float, cal
 def _mark_if_crowded(result: ConfigResult) -> None:
     """A too_slow verdict taken while other processes crowd the cores says so, and is the moment's answer only
     (no larger batch size is foreseen too slow from it)."""
-    # Rank 0's load on every rank: whether a precision is foreseen too slow later must be alike on every rank.
-    others = rank_zeros(cpu_tuning.others_running())
-    threads, machine_cores = torch.get_num_threads(), cpu_tuning.cores()
-    if cpu_tuning.oversubscribed(threads, machine_cores, others):
+    # Rank 0's verdict on every rank (each rank's threads, cores and load may differ): whether a precision is
+    # foreseen too slow later, a branch with a collective inside, must be alike on every rank.
+    threads, machine_cores, others = torch.get_num_threads(), cpu_tuning.cores(), cpu_tuning.others_running()
+    if rank_zeros(cpu_tuning.oversubscribed(threads, machine_cores, others)):
         result.under_load = cpu_tuning.load_text(others, threads, machine_cores)
         result.reason += f" (measured under load: {result.under_load}; a rerun on free cores may fit)"
 

@@ -23,7 +23,7 @@ from ampgan.precisions import FP32
 from ampgan.speed.cache import decision_key
 from ampgan.speed.decision import machine_key
 from ampgan.speed.history import SpeedupHistory
-from ampgan.speed.intervals import BETWEEN_RUN_SD, answers
+from ampgan.speed.intervals import BETWEEN_RUN_SD
 from ampgan.speed.rounds import UNTIL_SETTLED, RoundsResult, StoppingRule, measure_rounds
 from ampgan.speed.step_timer import StepTimer
 from ampgan.system.cpu_tuning import others_running
@@ -283,7 +283,7 @@ def _time_interleaved(
             interval = rounds.intervals.get(name)
             # an estimate whose interval is no answer (two rounds spanning 0.01x-95x) is the run's own noise: kept,
             # it would widen every later interval as if it were the spread between runs
-            if interval is not None and name not in rounds.hopeless and answers(interval.low, interval.high):
+            if interval is not None and name not in rounds.hopeless and rounds.answered(name):
                 history.record(key, interval.estimate)
     for contender in contenders:
         _keep_the_last_attempt(contender.result, rounds)

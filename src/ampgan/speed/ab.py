@@ -80,7 +80,8 @@ def cached_or_measured(
 ):
     """(decision, measured now?): `read(stored)` gives the cached decision (None when absent or not
     trusted); else `measure()` -> (decision, the moment's answer only?), kept in the cache unless the load
-    changed or the machine was crowded during the measurement (RoundsResult.machine_answer)."""
+    changed or the machine was crowded during the measurement (RoundsResult.machine_answer), or its band
+    decides nothing (RoundsResult.answered): the measurer says so in `moment_only`."""
     cached = read(cache.get(key) if cache else None)
     if cached is not None:
         return cached, False

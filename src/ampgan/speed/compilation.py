@@ -154,7 +154,10 @@ def decide_compile(
 
     def measured() -> tuple[CompileDecision, bool]:
         found = probe.measure()
-        return compile_from_measurement(found, precision, batch_size), not found.rounds.machine_answer
+        rounds = found.rounds
+        return compile_from_measurement(found, precision, batch_size), not (
+            rounds.machine_answer and rounds.answered(COMPILED)
+        )
 
     try:
         decision, _ = cached_or_measured(cache, key, lambda stored: None, measured)  # the cache was read above

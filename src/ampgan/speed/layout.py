@@ -82,7 +82,9 @@ def decide_layout(
         except ChannelsLastFailed as error:  # user code that NHWC weights break (BigGAN's weight.view(out, -1)): NCHW
             note = f"the step failed channels-last: {first_words(str(error))}"
             return LayoutDecision(precision, batch_size, "failed", None, None, None, 0, note=note), True  # not cached
-        return layout_from_rounds(result, precision, batch_size), not result.machine_answer
+        return layout_from_rounds(result, precision, batch_size), not (
+            result.machine_answer and result.answered(CHANNELS_LAST)
+        )
 
     return cached_or_measured(cache, key, LayoutDecision.from_cache, measured)[0]
 

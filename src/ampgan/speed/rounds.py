@@ -20,7 +20,14 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import torch
 
-from ampgan.speed.intervals import BETWEEN_RUN_SD, SpeedupInterval, load_changed, reference_drift, speedup_interval
+from ampgan.speed.intervals import (
+    BETWEEN_RUN_SD,
+    SpeedupInterval,
+    answers,
+    load_changed,
+    reference_drift,
+    speedup_interval,
+)
 from ampgan.system import cpu_tuning
 
 UNTIL_SETTLED = "settled"  # every speedup known to +-5%: what a benchmark table reports
@@ -93,6 +100,13 @@ class RoundsResult:
         """Whether the result may be kept as this machine's answer (cached): not when the load changed during
         the rounds or they ran crowded; then it answers for that moment only."""
         return not (self.load_changed or self.under_load)
+
+    def answered(self, name: str) -> bool:
+        """Whether `name`'s outcome is an answer worth keeping: left out as hopeless, or a speedup interval that
+        decides or is narrow enough (intervals.answers); not a band that says nothing (0.01x-95x), which kept
+        would be read back on every later run that asks, however quiet its machine."""
+        interval = self.intervals.get(name)
+        return name in self.hopeless or (interval is not None and answers(interval.low, interval.high))
 
     def load_note(self) -> str:
         """'measured under load: 3 other threads running beside 2 of ours on 2 cores in 9 of 10 rounds'."""
