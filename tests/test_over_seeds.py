@@ -163,3 +163,29 @@ def test_an_interval_read_back_from_before_the_bounds_is_cut_when_shown():
     assert interval_text("coverage", Interval.from_dict({"mean": 0.9, "low": 0.7, "high": 1.1, "n": 3})) == (
         "0.700 to 1.000"
     )
+
+
+def test_a_two_seed_interval_read_back_from_an_older_document_is_never_shown():
+    """compare.json written before two seeds lost their interval holds t-intervals (0.01x-95x sooner): `report`
+    reads it back without recomputing, and printed '95% CI' for them; a damaged one of 3 seeds without ends
+    was a KeyError traceback."""
+    from ampgan.study.document import CostSection, RunSummary, SeedComparison
+    from ampgan.study.verdict import _target_line, with_interval
+
+    cost = CostSection.from_dict(
+        {
+            "to_target": {
+                "bf16": {"reached": 2, "seeds": 2, "seconds": 15.0, "by_first_evaluation": 0},
+                "fp32": {"reached": 2, "seeds": 2, "seconds": 12.5, "by_first_evaluation": 0},
+            }
+        }
+    )
+    old = {"mean": 1.2, "low": 0.01, "high": 95.0, "n": 2, "per_seed": {"0": 1.5, "1": 0.96}}
+    target = _target_line("bf16", cost, SeedComparison.from_dict({"time_to_target_ratio": old}), 0.75, 2)
+    assert "95% CI" not in target and "1.50x and 0.96x sooner" in target
+    damaged = old | {"low": None, "high": None, "n": 3, "per_seed": {"0": 1.5, "1": 0.96, "2": 1.1}}
+    target = _target_line("bf16", cost, SeedComparison.from_dict({"time_to_target_ratio": damaged}), 0.75, 3)
+    assert "In the 3 seeds where both reached it" in target
+    summary = summarize_seeds({s: _seed_run(s, {"frechet_distance": v}) for s, v in enumerate((12.0, 30.0))})
+    summary["final_interval"]["frechet_distance"] |= {"low": -93.3, "high": 135.3}
+    assert with_interval(RunSummary.from_dict(summary), "frechet_distance", 2) == "21.00 (seeds 12.00 and 30.00)"

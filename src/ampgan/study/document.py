@@ -110,6 +110,11 @@ class DatasetRecord(Record):
     source: Any = None
 
 
+# Below this many seeds a mean over seeds has no interval: with two, t's one degree of freedom stretches their
+# distance 12.7x each way, a band that says nothing (study/over_seeds.py).
+MIN_SEEDS_FOR_INTERVAL = 3
+
+
 @dataclass(frozen=True, kw_only=True)
 class Interval(Record):
     """A mean over seeds with its 95% t-interval (study/over_seeds.py): of a final metric, of the paired
@@ -125,8 +130,9 @@ class Interval(Record):
 
     @property
     def known(self) -> bool:
-        """Three seeds or more: the interval has ends."""
-        return self.low is not None and self.high is not None
+        """Three seeds or more and the interval has ends: a document written before over_seeds stopped giving two
+        seeds an interval holds one (t = 12.7: 0.01x-95x), which no reader shows."""
+        return self.n >= MIN_SEEDS_FOR_INTERVAL and self.low is not None and self.high is not None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -18,9 +18,7 @@ import numpy as np
 from ampgan.precisions import FP32
 from ampgan.quality.registry import METRICS
 from ampgan.speed.intervals import t_quantile_975
-from ampgan.study.document import CostSection
-
-MIN_SEEDS_FOR_INTERVAL = 3
+from ampgan.study.document import MIN_SEEDS_FOR_INTERVAL, CostSection
 
 
 def mean_interval(values, bounds: tuple[float, float] = (-math.inf, math.inf)) -> dict:

@@ -315,8 +315,9 @@ def _target_line(
             text += f", at {100 * mine.cost / theirs.cost:.0f}% of fp32's cost"
     elif ratio.per_seed:
         each = " and ".join(f"{value:.2f}x" for value in ratio.per_seed.values())
-        text += f". In the {_SEEDS[ratio.n]} where both reached it, {precision} was {each} sooner" + (
-            f" ({_TWO_SEEDS} say how much sooner)" if ratio.n == 2 else ""
+        text += (
+            f". In the {_SEEDS.get(ratio.n, f'{ratio.n} seeds')} where both reached it, {precision} was {each} sooner"
+            + (f" ({_TWO_SEEDS} say how much sooner)" if ratio.n == 2 else "")
         )
     if all(run.reached and run.by_first_evaluation == run.reached for run in (mine, theirs)):
         text += (
