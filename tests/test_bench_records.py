@@ -192,3 +192,12 @@ def _filled(kind) -> dict:
     values = {"precision": "bf16", "batch_size": 8, "verdict": "faster", "rounds": 4, "note": "", "measured_on": ""}
     values["interval"] = {"estimate": 1.2, "low": 1.1, "high": 1.3, "rounds": 4}
     return values | {"cached": False}
+
+
+def test_a_figure_point_s_label_never_reads_unsettled_with_a_question_mark():
+    """'?' marks a band shown wider than +-5%; a band that is no answer reads 'unsettled' (it read 'unsettled?')."""
+    from ampgan.bench.output import point_label
+
+    assert point_label({"estimate": 1.84, "low": 1.79, "high": 1.90, "settled": True}) == "1.84x [1.79-1.90]"
+    assert point_label({"estimate": 1.5, "low": 1.2, "high": 1.9, "settled": False}) == "1.50x [1.20-1.90]?"
+    assert point_label({"estimate": 1.0, "low": 0.01, "high": 95.0, "settled": False}) == "unsettled"

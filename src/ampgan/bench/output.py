@@ -373,8 +373,7 @@ def _figure(results: dict, path: Path, per_sample: bool) -> None:
             pair = speedups.get((row["batch_size"], precision))
             if pair and "low" in pair:  # the speedup over the baseline, with its interval, beside the point
                 axes.annotate(
-                    speedup_band(pair["estimate"], pair["low"], pair["high"])
-                    + ("" if pair.get("settled", True) else "?"),
+                    point_label(pair),
                     (row["batch_size"], y),
                     textcoords="offset points",
                     xytext=(6, -10),
@@ -394,7 +393,8 @@ def _figure(results: dict, path: Path, per_sample: bool) -> None:
     axes.set(xlabel="batch size", ylabel="ms per 1000 samples" if per_sample else "ms per batch (D + G step)")
     axes.set_title(
         ("Time per 1000 samples" if per_sample else "Average time per batch")
-        + " (median, IQR bars)\nlabels: speedup vs fp32 [95% CI], ? = unsettled (CI wider than +-5%)",
+        + " (median, IQR bars)\nlabels: speedup vs fp32 [95% CI], ? = CI wider than +-5%,"
+        " unsettled = a CI deciding nothing, over 2x wide",
         fontsize=9,
     )
     axes.grid(True, which="both", alpha=0.3)
@@ -406,6 +406,15 @@ def _figure(results: dict, path: Path, per_sample: bool) -> None:
     if unplotted:
         axes.text(0.02, 0.98, "\n".join(unplotted), transform=axes.transAxes, va="top", fontsize=7, color="#555")
     save_figure(figure, path, stamp_text(results))
+
+
+def point_label(pair: dict) -> str:
+    """A figure point's speedup: '1.84x [1.79-1.90]', '?' after a band wider than +-5%, or 'unsettled' alone
+    where the band is no answer (speed/intervals.answers)."""
+    shown = answers(pair["low"], pair["high"])
+    return speedup_band(pair["estimate"], pair["low"], pair["high"]) + (
+        "?" if shown and not pair.get("settled", True) else ""
+    )
 
 
 def _not_plotted(results: dict) -> list[str]:
