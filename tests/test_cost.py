@@ -361,3 +361,6 @@ def test_a_saving_from_a_speedup_that_is_no_answer_says_unsettled(tmp_path, caps
     assert "saving_percent_low" not in rows[64, "fp16"] and rows[64, "fp16"]["saving_unsettled"]
     (line,) = [line for line in out.splitlines() if line.split()[:2] == ["64", "fp16"]]
     assert line.endswith(" unsettled") and "%" not in line
+    # A spreadsheet reading cost.csv alone is told too (its saving columns held a plain point value).
+    written = {(int(r["batch_size"]), r["precision"]): r for r in csv.DictReader((tmp_path / "cost.csv").open())}
+    assert written[64, "fp16"]["saving_unsettled"] == "True" and written[64, "fp32"]["saving_unsettled"] == ""

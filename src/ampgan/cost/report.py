@@ -181,6 +181,7 @@ def write_cost(document: dict, out_dir: Path) -> str:
         "saving_percent_low",
         "saving_percent_high",
         "saving_from",
+        "saving_unsettled",  # true where the table says 'unsettled': its speedup's band decides nothing
         "times",
     ]
     # each row says its currency and where its times come from (measured on a machine, or PROJECTED onto a
