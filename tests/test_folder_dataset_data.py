@@ -354,6 +354,9 @@ def test_what_macos_windows_and_a_nas_leave_in_an_unzipped_folder_is_skipped_and
         "cats/._a.png": b"\0\5\26\7\0\2\0\0Mac OS X        ",
         "dogs/Thumbs.db": b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1",
         "dogs/desktop.ini": b"[.ShellClassInfo]\r\n",
+        # beside the classes: named as the system's, not as an image to move into a class folder
+        ".DS_Store": b"\0\0\0\1Bud1\0\0\x10\0",
+        "._pets.png": b"\0\5\26\7\0\2\0\0Mac OS X        ",
     }
     archive = tmp_path / "pets.zip"
     with zipfile.ZipFile(archive, "w") as zipped:
@@ -367,11 +370,11 @@ def test_what_macos_windows_and_a_nas_leave_in_an_unzipped_folder_is_skipped_and
     dataset, said = _load(tmp_path / "pets", image_size=8)
     assert dataset.class_names == ("cats", "dogs") and dataset.counts_per_class() == [1, 1]
     assert said == [
-        f"folder:{tmp_path / 'pets'} leaves out 7 file(s) hidden or made by macOS or Windows (e.g. "
-        f"{Path('__MACOSX', '._cats')}) (none of them is read)"
+        f"folder:{tmp_path / 'pets'} leaves out 9 file(s) hidden or made by macOS or Windows (e.g. .DS_Store) "
+        "(none of them is read)"
     ]
     code, out, err = run_cli(capsys, "data", "info", f"folder:{tmp_path / 'pets'}", "--image-size", "8")
-    assert code == 0 and "2 images" in out and err.count("\n") == 1 and "leaves out 7 file(s)" in err, err
+    assert code == 0 and "2 images" in out and err.count("\n") == 1 and "leaves out 9 file(s)" in err, err
 
 
 def test_an_archive_given_as_the_folder_is_refused_saying_to_unpack_it(tmp_path, capsys):
@@ -439,7 +442,7 @@ def test_a_linked_folder_inside_a_class_is_said_not_followed_and_refused_when_it
     assert dataset.counts_per_class() == [1, 1]
     assert said == [
         f"folder:{data} leaves out 3 link(s) to a folder or to nothing, not followed (e.g. {Path('a', 'itself')}): "
-        "move images into a class folder to use them"
+        "copy what a link leads to into its class folder (links to folders are not followed)"
     ]
     (data / "b" / "photos").symlink_to(elsewhere)
     with pytest.raises(AmpganError, match=f"^{data / 'b' / 'photos'} is a link to {elsewhere}, outside the dataset"):

@@ -132,10 +132,12 @@ def _image_files(folder: Path) -> list[Path]:
 def _warn_about_what_is_not_read(root: Path, folders: list[Path]) -> None:
     """One warning naming what the dataset leaves out: images outside a class folder, other files, and what
     the operating system made (in a class folder, or beside them: the __MACOSX/ of an unzipped archive)."""
-    loose = [p for p in root.iterdir() if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES]
+    at_root = [p for p in root.iterdir() if p.is_file()]
+    loose = [p for p in at_root if p.suffix.lower() in IMAGE_SUFFIXES and not _made_by_the_system(p, root)]
     system = [p for p in root.iterdir() if p.is_dir() and p.name.lower() in SYSTEM_NAMES]
     found = [p for folder in folders + system for p in folder.rglob("*")]
-    inside = [p for p in found if p.is_file()]
+    # macOS's ._NAME.png beside the classes is its, not an image to move into one
+    inside = [p for p in found if p.is_file()] + [p for p in at_root if _made_by_the_system(p, root)]
     linked = sorted(p for p in found if p.is_symlink() and not p.is_file() and not _made_by_the_system(p, root))
     made = sorted(p for p in inside if _made_by_the_system(p, root))
     other = [p for p in inside if p.suffix.lower() not in IMAGE_SUFFIXES and not _made_by_the_system(p, root)]
@@ -158,8 +160,16 @@ def _warn_about_what_is_not_read(root: Path, folders: list[Path]) -> None:
             f"{len(made)} file(s) hidden or made by macOS or Windows (e.g. {one_line(made[0].relative_to(root))})"
         )
     if parts:
-        advice = ": move images into a class folder to use them" if loose or linked else " (none of them is read)"
-        warn(f"folder:{one_line(root)} leaves out " + " and ".join(parts) + advice)
+        advice = [
+            *(["move images into a class folder to use them"] if loose else []),
+            *(
+                ["copy what a link leads to into its class folder (links to folders are not followed)"]
+                if linked
+                else []
+            ),
+        ]
+        said = ": " + "; ".join(advice) if advice else " (none of them is read)"
+        warn(f"folder:{one_line(root)} leaves out " + " and ".join(parts) + said)
 
 
 def _decode(path: Path, size: int, channels: int, noted: dict, pillow_said: dict) -> np.ndarray:
