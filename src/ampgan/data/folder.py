@@ -136,8 +136,11 @@ def _warn_about_what_is_not_read(root: Path, folders: list[Path]) -> None:
     loose = [p for p in at_root if p.suffix.lower() in IMAGE_SUFFIXES and not _made_by_the_system(p, root)]
     system = [p for p in root.iterdir() if p.is_dir() and p.name.lower() in SYSTEM_NAMES]
     found = [p for folder in folders + system for p in folder.rglob("*")]
-    # macOS's ._NAME.png beside the classes is its, not an image to move into one
-    inside = [p for p in found if p.is_file()] + [p for p in at_root if _made_by_the_system(p, root)]
+    # macOS's ._NAME.png or a Thumbs.db beside the classes is the system's, not an image to move into one (other
+    # hidden files there, ampgan's own cache among them, are not the dataset's business)
+    inside = [p for p in found if p.is_file()] + [
+        p for p in at_root if p.name.startswith("._") or p.name.lower() in SYSTEM_NAMES | {".ds_store"}
+    ]
     linked = sorted(p for p in found if p.is_symlink() and not p.is_file() and not _made_by_the_system(p, root))
     made = sorted(p for p in inside if _made_by_the_system(p, root))
     other = [p for p in inside if p.suffix.lower() not in IMAGE_SUFFIXES and not _made_by_the_system(p, root)]
