@@ -430,3 +430,15 @@ def test_real_mnist_idx_loads_and_trains(tmp_path, capsys):
         str(tmp_path / "run"),
     )
     assert code == 2 and "no train-images-idx3-ubyte" in err  # the sample holds the test split only
+
+
+def test_quickdraw_s_hints_know_the_names_google_s_bucket_page_downloads(tmp_path):
+    """A near miss of a downloaded class was offered as 'full_numpy_bitmap_banana' (or nothing: 'bananas' is not a
+    study class), and the strokes hint looked for fish.ndjson only, not full_simplified_fish.ndjson."""
+    folder = write_quickdraw(tmp_path / "qd", classes=("apple", "eye"))
+    (folder / "apple.npy").rename(folder / "full_numpy_bitmap_banana.npy")
+    with pytest.raises(AmpganError, match=r"class 'bananas' .*\(did you mean banana\?\)"):
+        load_dataset(DataConfig(dataset="quickdraw", data_dir=str(folder), classes="bananas"))
+    (folder / "full_simplified_fish.ndjson").write_text('{"word": "fish", "drawing": [[[0, 255], [0, 255]]]}\n')
+    with pytest.raises(AmpganError, match=r"\(full_simplified_fish.ndjson there holds strokes, not the numpy_bitmap"):
+        load_dataset(DataConfig(dataset="quickdraw", data_dir=str(folder), classes="fish"))

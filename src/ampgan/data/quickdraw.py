@@ -62,11 +62,18 @@ def load_quickdraw(data: DataConfig, split: str, seed: int) -> ImageDataset:
             if data.download:
                 download(class_url(name), path)
             else:
-                known = sorted(({p.stem for p in root.glob("*.npy")} | set(STUDY_CLASSES)) - {name})
-                close = difflib.get_close_matches(name, known, n=3)
+                # the classes there by name (a downloaded file's prefix left out), then the study's
+                there = {p.stem.removeprefix("full_numpy_bitmap_") for p in root.glob("*.npy")}
+                close = difflib.get_close_matches(name, sorted(there - {name}), n=3) or difflib.get_close_matches(
+                    name, sorted(set(STUDY_CLASSES) - {name}), n=3
+                )
                 hint = f" (did you mean {', '.join(close)}?)" if close else ""
-                if (root / f"{name}.ndjson").is_file():  # the drawings as strokes, which ampgan does not draw
-                    hint = f" ({name}.ndjson there holds strokes, not the numpy_bitmap 28x28 images ampgan reads)"
+                # the drawings as strokes, which ampgan does not draw: <class>.ndjson, or the bucket page's
+                # full_simplified_<class>.ndjson / full_raw_<class>.ndjson
+                strokes = [f"{kind}{name}.ndjson" for kind in ("", "full_simplified_", "full_raw_")]
+                strokes = [found for found in strokes if (root / found).is_file()]
+                if strokes:
+                    hint = f" ({strokes[0]} there holds strokes, not the numpy_bitmap 28x28 images ampgan reads)"
                 raise AmpganError(
                     f"no Quick, Draw! class {name!r} in {root}{hint}: put {name}.npy there, or add --download"
                 )
