@@ -8,6 +8,9 @@ and composes it with the shipped composition (projection/composition.py), the 1-
 kernel term at the fit's 0 (what the projection's mid uses) and at its measured siblings' value (the
 calibration's "unmeasured": the mean of DeepBench's 1-4 channel forward and weight-gradient terms). Nothing is
 fitted; no GPU is involved.
+
+Its recorded output is of the commit that wrote it; since 2026-12-04 features() takes pads_channels= (it took
+tensor_cores=, the same decision before GPU rows declared it), so a rerun reads today's kernel model.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from ampgan.projection.kernel_model import (
     PATH_PARAMETERS,
     calibration_for,
     features,
-    on_tensor_cores,
+    pads_channels,
     peak_tflops,
     predict_seconds,
 )
@@ -48,7 +51,7 @@ for precision in (FP32, FP16):
     path = calibration.paths[precision].copy()
     seconds = [
         predict_seconds(
-            features(kernels, gpu.sms, precision, tensor_cores=on_tensor_cores(gpu, precision)),
+            features(kernels, gpu.sms, precision, pads_channels=pads_channels(gpu, precision)),
             path,
             calibration.shared,
             peak_tflops(gpu, precision),
@@ -61,7 +64,7 @@ for precision in (FP32, FP16):
             path[PATH_PARAMETERS.index(term)] = value
         seconds.append(
             predict_seconds(
-                features(kernels, gpu.sms, precision, tensor_cores=on_tensor_cores(gpu, precision)),
+                features(kernels, gpu.sms, precision, pads_channels=pads_channels(gpu, precision)),
                 path,
                 calibration.shared,
                 peak_tflops(gpu, precision),

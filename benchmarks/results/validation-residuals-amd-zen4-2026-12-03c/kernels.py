@@ -2,6 +2,9 @@
 kernel model alone, before the composition's fitted factors).
 
     python benchmarks/results/validation-residuals-amd-zen4-2026-12-03c/kernels.py MODEL_KEY BATCH GPU
+
+Its recorded output is of the commit that wrote it; since 2026-12-04 features() takes pads_channels= (it took
+tensor_cores=, the same decision before GPU rows declared it), so a rerun reads today's kernel model.
 """
 
 from __future__ import annotations
@@ -15,11 +18,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "validation"))
 import composition_fit as cf  # noqa: E402
 from trace_models import load_cache, tables_of  # noqa: E402
 
-from ampgan.precisions import FP16, FP32, precision as precision_mode  # noqa: E402
+from ampgan.precisions import FP16, FP32  # noqa: E402
+from ampgan.precisions import precision as precision_mode
 from ampgan.projection.kernel_model import (  # noqa: E402
     calibration_for,
     features,
-    on_tensor_cores,
+    pads_channels,
     peak_tflops,
     predict_seconds,
 )
@@ -31,7 +35,7 @@ calibration, _ = calibration_for(gpu)
 for precision in (FP32, FP16):
     kernels, weights, _ = row_kernels(list(tables[precision].on_cuda()), batch)
     seconds, _, _ = predict_seconds(
-        features(kernels, gpu.sms, precision, tensor_cores=on_tensor_cores(gpu, precision)),
+        features(kernels, gpu.sms, precision, pads_channels=pads_channels(gpu, precision)),
         calibration.paths[precision],
         calibration.shared,
         peak_tflops(gpu, precision),
