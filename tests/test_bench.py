@@ -195,12 +195,14 @@ def test_sigterm_keeps_the_finished_batch_sizes_marked_incomplete(tmp_path):
 
 
 def test_log_axes_get_plain_number_ticks_a_reader_can_read():
-    from ampgan.bench.output import plain_log_ticks
+    from ampgan.bench.output import plain_log_ticks, plain_tick_text
 
     assert plain_log_ticks(45, 720) == [50.0, 100.0, 200.0, 500.0]
     narrow = plain_log_ticks(2090, 3230)
     assert len(narrow) >= 3 and min(narrow) <= 2090 * 1.15 and max(narrow) >= 3230 / 1.15
     assert all(float(f"{t:g}") == t for t in narrow)  # printed as plain numbers
+    # a CPU's seconds-long steps per 1000 samples: '3e+06' stood beside '900000' on the axis
+    assert [plain_tick_text(t) for t in (0.5, 900.0, 900000.0, 3e6)] == ["0.5", "900", "900,000", "3,000,000"]
 
 
 def test_the_json_summary_carries_each_configurations_median_and_why_one_has_none():

@@ -334,6 +334,11 @@ def incomplete_text(incomplete: dict) -> str:
     return f"stopped by {incomplete['signal']}; finished batch sizes {finished}; not measured {missing}"
 
 
+def plain_tick_text(tick: float) -> str:
+    """A tick as a reader writes it: '3,000,000' and '900,000', never '3e+06' beside '900000'."""
+    return f"{tick:,.0f}" if tick >= 1000 else f"{tick:g}"
+
+
 def plain_log_ticks(low: float, high: float) -> list[float]:
     """At least three ticks covering [low, high] for a log axis labelled in plain numbers a reader
     can read a time off: 1-2-5 x 10^k, else every digit x 10^k, else evenly spaced round values."""
@@ -389,12 +394,12 @@ def _figure(results: dict, path: Path, per_sample: bool) -> None:
     axes.minorticks_off()
     if plotted:
         ticks = plain_log_ticks(min(plotted), max(plotted))
-        axes.set_yticks(ticks, [f"{t:g}" for t in ticks])
+        axes.set_yticks(ticks, [plain_tick_text(t) for t in ticks])
     axes.set(xlabel="batch size", ylabel="ms per 1000 samples" if per_sample else "ms per batch (D + G step)")
     axes.set_title(
         ("Time per 1000 samples" if per_sample else "Average time per batch")
-        + " (median, IQR bars)\nlabels: speedup vs fp32 [95% CI], ? = CI wider than +-5%,"
-        " unsettled = a CI deciding nothing, over 2x wide",
+        + " (median, IQR bars)\nlabels: speedup vs fp32 [95% CI], ? = CI wider than +-5%,\n"
+        "unsettled = a CI that decides nothing and spans over 2x",
         fontsize=9,
     )
     axes.grid(True, which="both", alpha=0.3)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ampgan.bench.output import model_text, plain_log_ticks
+from ampgan.bench.output import model_text, plain_log_ticks, plain_tick_text
 from ampgan.files.atomic import write_csv_atomically, write_json_atomically, write_text_atomically
 from ampgan.plotting import precision_colour, save_figure, subplots
 from ampgan.precisions import FP32, in_order
@@ -129,7 +129,7 @@ def _times(axes, rows: list[dict], devices: list[str], colours) -> None:
     axes.minorticks_off()
     # a log axis inside one decade has no labelled tick: label plain values a reader can read a time off
     ticks = plain_log_ticks(min(r["ms_low"] for r in rows), max(r["ms_high"] for r in rows))
-    axes.set_yticks(ticks, [f"{t:g}" for t in ticks])
+    axes.set_yticks(ticks, [plain_tick_text(t) for t in ticks])
     axes.legend(fontsize=6, ncol=2)
 
 
