@@ -26,7 +26,7 @@ from ampgan.bench.results import ConfigResult
 from ampgan.bench.spec import BenchSpec
 from ampgan.speed.step_timer import CallTooLong, abandoned_after
 from ampgan.system import cpu_tuning
-from ampgan.training.distributed import any_rank, rank_zeros
+from ampgan.training.distributed import any_rank, rank_zeros, world
 
 # The decisions before measuring (precisions, memory format) may take this share of the budget: one whose
 # answer is not cached and whose time cap does not fit takes its default and says so (speed/plan.py).
@@ -134,10 +134,12 @@ def _fits(spec: BenchSpec, result: ConfigResult, index: int, elapsed: float, cal
 def _mark_if_crowded(result: ConfigResult) -> None:
     """A too_slow verdict taken while other processes crowd the cores says so, and is the moment's answer only
     (no larger batch size is foreseen too slow from it)."""
-    # Rank 0's verdict on every rank (each rank's threads, cores and load may differ): whether a precision is
+    # Rank 0's threads, cores and load on every rank (each rank's may differ): whether a precision is
     # foreseen too slow later, a branch with a collective inside, must be alike on every rank.
-    threads, machine_cores, others = torch.get_num_threads(), cpu_tuning.cores(), cpu_tuning.others_running()
-    if rank_zeros(cpu_tuning.oversubscribed(threads, machine_cores, others)):
+    threads, machine_cores, others = rank_zeros(
+        (torch.get_num_threads(), cpu_tuning.cores(), cpu_tuning.others_running() if world().is_main else None)
+    )
+    if cpu_tuning.oversubscribed(threads, machine_cores, others):
         result.under_load = cpu_tuning.load_text(others, threads, machine_cores)
         result.reason += f" (measured under load: {result.under_load}; a rerun on free cores may fit)"
 

@@ -273,7 +273,7 @@ def _time_interleaved(
         # the slowest rank's step).
         own_spent = spent
         spent = lambda: rank_zeros(own_spent())  # noqa: E731
-        load_probe = lambda: rank_zeros(others_running())  # noqa: E731
+        load_probe = lambda: rank_zeros(others_running() if world().is_main else None)  # noqa: E731
     rounds = measure_rounds(
         samplers, baseline, rule, seed=spec.seed, stop_check=stop_check, spent=spent, load_probe=load_probe
     )
@@ -283,7 +283,7 @@ def _time_interleaved(
             interval = rounds.intervals.get(name)
             # an estimate whose interval is no answer (two rounds spanning 0.01x-95x) is the run's own noise: kept,
             # it would widen every later interval as if it were the spread between runs
-            if interval is not None and name not in rounds.hopeless and rounds.answered(name):
+            if name not in rounds.hopeless and rounds.answered(name):  # answered: it has an interval
                 history.record(key, interval.estimate)
     for contender in contenders:
         _keep_the_last_attempt(contender.result, rounds)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from ampgan.speed.cache import DecisionCache
 from ampgan.speed.intervals import answers
 from ampgan.speed.rounds import RoundsResult
-from ampgan.training.distributed import gather_objects, world
+from ampgan.training.distributed import rank_zeros, world
 
 
 @dataclass(frozen=True)
@@ -94,4 +94,4 @@ def cached_or_measured(
 def on_rank_zero(precisions, decide_one: Callable[[str], dict]) -> dict[str, dict]:
     """{precision: decide_one(precision)}, measured by rank 0 alone under torchrun; every rank gets rank 0's
     answers (a timing on a shared CPU would mix the ranks' load)."""
-    return gather_objects({name: decide_one(name) for name in precisions} if world().is_main else {})[0]
+    return rank_zeros({name: decide_one(name) for name in precisions} if world().is_main else {})

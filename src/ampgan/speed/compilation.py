@@ -154,10 +154,7 @@ def decide_compile(
 
     def measured() -> tuple[CompileDecision, bool]:
         found = probe.measure()
-        rounds = found.rounds
-        return compile_from_measurement(found, precision, batch_size), not (
-            rounds.machine_answer and rounds.answered(COMPILED)
-        )
+        return compile_from_measurement(found, precision, batch_size), not found.rounds.worth_keeping(COMPILED)
 
     try:
         decision, _ = cached_or_measured(cache, key, lambda stored: None, measured)  # the cache was read above

@@ -151,8 +151,8 @@ def decide(
             # was crowded (a decision taken under load is the moment's, not the machine's); one left out at its
             # warm-up, only when the machine was not crowded then and more than a foresight decided it.
             # Nor a measured band that decides nothing: the next run measures it again (what doctor advises).
-            kept = left_out[name][1] if name in left_out else result.answered(name)
-            if cache and result.machine_answer and kept:
+            kept = result.machine_answer and left_out[name][1] if name in left_out else result.worth_keeping(name)
+            if cache and kept:
                 cache.put(decision_key(**key_parts, batch_size=batch_size, precision=name), measured[name].to_dict())
             elif name not in left_out and not result.answered(name):
                 log(f"  ({name}: its speedup is unsettled: not cached; measured again next time)")

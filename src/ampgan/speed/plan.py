@@ -41,7 +41,7 @@ from ampgan.speed.decision import (
 )
 from ampgan.speed.layout import LAYOUT_RULE, cached_layout, channels_last_precisions
 from ampgan.speed.threads import fit_threads
-from ampgan.training.distributed import gather_objects, world
+from ampgan.training.distributed import rank_zeros, world
 
 
 @dataclass(frozen=True)
@@ -196,7 +196,7 @@ class _DecisionBudget:
                         self.why_not(f"the memory format of {name}", LAYOUT_RULE.max_seconds)
                         + f"; {name} runs NCHW (choose with --channels-last)"
                     )
-        return tuple(gather_objects(fitting)[0])
+        return tuple(rank_zeros(fitting))
 
 
 def _precisions(asked: Asked, dataset, device, log, budget: _DecisionBudget):
@@ -224,7 +224,7 @@ def _precisions(asked: Asked, dataset, device, log, budget: _DecisionBudget):
 def _chosen(choose: Choice, decisions: dict, cannot_run: list, unmeasured: list[str], log):
     """(the precisions to run, what was left out and why, the decisions as dicts) from rank 0's decisions;
     `unmeasured`: modes that run without a decision (its share of the budget did not fit one)."""
-    decisions, cannot_run, unmeasured = gather_objects((decisions, cannot_run, unmeasured))[0]  # rank 0's answer
+    decisions, cannot_run, unmeasured = rank_zeros((decisions, cannot_run, unmeasured))  # rank 0's answer
     for decision in decisions.values():
         log(f"  {decision.describe()}")
     chosen, left_out = choose.pick(decisions, cannot_run, unmeasured)

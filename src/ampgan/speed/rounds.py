@@ -108,6 +108,11 @@ class RoundsResult:
         interval = self.intervals.get(name)
         return name in self.hopeless or (interval is not None and answers(interval.low, interval.high))
 
+    def worth_keeping(self, name: str) -> bool:
+        """Whether `name`'s outcome may be cached as this machine's answer: the machine's (machine_answer) and an
+        answer (answered)."""
+        return self.machine_answer and self.answered(name)
+
     def load_note(self) -> str:
         """'measured under load: 3 other threads running beside 2 of ours on 2 cores in 9 of 10 rounds'."""
         if not self.under_load:

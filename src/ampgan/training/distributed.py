@@ -193,8 +193,13 @@ def gather_objects(value):
 
 def rank_zeros(value):
     """Rank 0's `value` on every rank: for what a rank reads from its own clock or machine (seconds spent, the
-    load) where it decides a branch with collectives inside, which every rank must take alike."""
-    return gather_objects(value)[0]
+    load) where it decides a branch with collectives inside, which every rank must take alike; and for what
+    rank 0 alone decided. One broadcast: the other ranks' values are never sent."""
+    if not world().distributed:
+        return value
+    carried = [value]
+    dist.broadcast_object_list(carried, src=0, group=_control_group)
+    return carried[0]
 
 
 def refuse_unless_ranks_agree(record: dict) -> None:
