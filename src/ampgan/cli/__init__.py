@@ -186,8 +186,8 @@ def _failure_line(error: BaseException) -> tuple[str, int]:
     if looped:
         where = getattr(error, "filename", None) or text.removeprefix("Symlink loop from ").strip("'")
         return (
-            f"error: {one_line(where)} leads through a loop of symbolic links (a link that leads back to itself): "
-            "remove the loop or give another path",
+            f"error{_rank_prefix()}: {one_line(where)} leads through a loop of symbolic links (a link that leads "
+            "back to itself): remove the loop or give another path",
             EXIT_USAGE,
         )
     if reason is not None:

@@ -223,7 +223,7 @@ def _to_8_bit(image: Image.Image, tags: dict, path: Path, channels: int, noted: 
             noted.setdefault(_TRANSPARENT, []).append(path)
         white = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
         image = Image.alpha_composite(white, rgba)
-    if image.mode not in ("1", "L"):
+    if image.mode not in ("1", "L", "RGB"):
         image = image.convert("RGB")  # LAB, HSV, CMYK, YCbCr, P: colour as RGB first, then grey by its luma
     return image.convert("L" if channels == 1 else "RGB")
 
