@@ -107,8 +107,9 @@ def on_tensor_cores(gpu: GpuSpec, precision: str) -> bool:
 
 def pads_channels(gpu: GpuSpec, precision: str) -> bool:
     """Whether `precision`'s convolutions run on this GPU with their channels padded to the tensor cores' multiple:
-    the GPU's row says whether its libraries pad (GpuSpec.pads_channels), and only onto tensor cores."""
-    return (gpu.tensor_cores if gpu.pads_channels is None else gpu.pads_channels) and on_tensor_cores(gpu, precision)
+    the GPU's row says whether its libraries pad (GpuSpec.pads_channels; unsaid: they do), and only onto tensor
+    cores."""
+    return gpu.pads_channels is not False and on_tensor_cores(gpu, precision)
 
 
 def padded(kernel: Kernel, align: int) -> Kernel:
