@@ -323,12 +323,16 @@ def _volume_convolution_kernels(backward: bool, args) -> tuple:
                      zip(data.shape[2:], stride, padding, dilation, kernel)]  # fmt: skip
     (channels_out, channels_in), volume = weight.shape[:2], math.prod(kernel)
     shape = (data.shape[0], channels_in * volume, out_shape[0] * out_shape[1], out_shape[2], channels_out)
-    if not backward:
-        passes = ("conv_bwd_data",) if transposed else ("conv_fwd",)
-    else:
-        wanted = zip(("conv_fwd" if transposed else "conv_bwd_data", "conv_bwd_weight"), args[10][:2])
-        passes = tuple(kind for kind, mask in wanted if mask)
+    forward, data_gradient = ("conv_bwd_data", "conv_fwd") if transposed else ("conv_fwd", "conv_bwd_data")
+    passes = _passes(backward, forward, data_gradient, args)
     return tuple((kind, (*(int(d) for d in shape), 1, 1, 0, 0, 1, 1)) for kind in passes)
+
+
+def _passes(backward: bool, forward: str, data_gradient: str, args) -> tuple[str, ...]:
+    """The passes a convolution runs: its forward; or the gradients its backward's output_mask (args[10]) asks for."""
+    if not backward:
+        return (forward,)
+    return tuple(kind for kind, wanted in zip((data_gradient, "conv_bwd_weight"), args[10][:2]) if wanted)
 
 
 def _attention_kernels(backward: bool, tensors: list[torch.Tensor]) -> tuple:
@@ -373,12 +377,7 @@ def convolution_kernels(backward: bool, args) -> tuple:
             width = (data.shape[3] - 1) * stride[1] - 2 * padding[1] + s + args[7][1]
             outer_shape = (data.shape[0], weight.shape[1], height, width)
         shape, forward, data_gradient = (*outer_shape, weight.shape[0], *common), "conv_bwd_data", "conv_fwd"
-    passes = (
-        (forward,)
-        if not backward
-        else tuple(kind for kind, wanted in zip((data_gradient, "conv_bwd_weight"), args[10][:2]) if wanted)
-    )
-    return tuple((kind, tuple(int(d) for d in shape)) for kind in passes)
+    return tuple((kind, tuple(int(d) for d in shape)) for kind in _passes(backward, forward, data_gradient, args))
 
 
 def _as_2d_convolution(name: str, args) -> tuple:
