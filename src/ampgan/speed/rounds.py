@@ -236,15 +236,18 @@ def _attempt(timers, baseline, rule, seed, stop_check, budget, load_probe, spent
         cores=cpu_tuning.cores(),
     )
     active = list(timers)
+    meter = spent or (lambda: 0.0)
+    after = meter()  # read once per round: under torchrun each reading is a collective
     while True:
         order = list(active)
         order_source.shuffle(order)
-        before = spent() if spent else 0.0
+        before = after
         for name in order:
             result.samples_s[name].append(timers[name]())
         # At least the times returned: a meter that does not move (a fake, a timer that keeps none) still ends.
         returned = sum(result.samples_s[name][-1] for name in order)
-        result.last_round_s = max(spent() - before if spent else 0.0, returned)
+        after = meter()
+        result.last_round_s = max(after - before, returned)
         result.seconds += result.last_round_s
         seen = load_probe()
         if seen is not None:
