@@ -13,6 +13,8 @@ Steps, in order of value per second (the first two alone answer the study's ques
   project-acgan-2019  the study's network projected onto this GPU beside what it measured (its op tables traced
                       here, on the GPU, when the bench has none)
   calibrate           every GEMM and convolution of the real step alone (CUDA events): a Hopper calibration table
+  e2e-rows            five validation models' whole training steps, strict fp32 / TF32 / AMP fp16, as rows.csv rows
+                      (benchmarks/validation/measure_rows.py): the projection checked end to end on this GPU
   cuda-tests          tests/test_on_gpu.py alone (the CPU tests have nothing to say on a GPU)
   train-sigterm       fp16 training stopped by SIGTERM once its first checkpoint exists
   train-resume        the same run resumed (--resume) for a few seconds more
@@ -56,7 +58,7 @@ SCRIPT = Path(__file__).resolve()
 # supervisor spells it here because it imports nothing of ampgan (a broken install still leaves its summary).
 PYTHON = [sys.executable, "-P"]
 AMPGAN = [*PYTHON, "-m", "ampgan"]
-TOTAL_LIMIT_S = 360  # the steps' limits together: 6 of the lent machine's 15 minutes (its start takes 1-2)
+TOTAL_LIMIT_S = 415  # the steps' limits together: 7 of the lent machine's 15 minutes (its start takes 1-2)
 MAX_DELIVERED_BYTES = 15 * 2**20  # one file back may be 16 MiB
 MAX_OUT_FILES = 8  # files back from $OUT
 DELIVERED = ("summary.json", "summary.txt", "sweep.tar.gz", "calibration-kernels.csv", "calibration-kernels.json")
@@ -91,6 +93,8 @@ class Sizes:
     compiled_batch: int
     compiled_precision: str
     compiled_seconds: float  # eager-against-compiled rounds after the compile
+    e2e_models: str  # validation models whose whole steps e2e-rows times (measure_rows.py's --models)
+    e2e_seconds: float  # its --seconds: per precision mode and round
     model_acgan: tuple[str, ...] = ()  # the default model's options (none: its defaults)
 
 
@@ -112,6 +116,8 @@ GPU = Sizes(
     compiled_batch=1024,
     compiled_precision="bf16",
     compiled_seconds=8.0,
+    e2e_models="resnet50:256,ssd300:128,vgg16:128,ncf:1048576,hifigan:128",
+    e2e_seconds=0.6,
 )
 # The rehearsal runs the real networks (acgan-2019 at 32x32x3, the default acgan) at batch 2, one warm-up, two
 # rounds or so, in fp32 and bf16 (tf32 is CUDA's; fp16's acgan-2019 step takes 4 s on a 2-core CPU), fp16 with
@@ -135,6 +141,8 @@ REHEARSAL = Sizes(
     compiled_batch=2,
     compiled_precision="bf16",
     compiled_seconds=1.0,
+    e2e_models="ncf:64",
+    e2e_seconds=0.05,
 )
 
 
@@ -289,6 +297,27 @@ def plan(work: Path, rehearse: bool = False, time_scale: float = 1.0) -> list[St
             45,
             "8 s start + 16 configurations x (0.4 s building + ~40 kernels x >=3 calls of <= 2 ms) = 24 s; x1.8",
             writes="calibration/kernels.csv",
+        )
+    )
+    steps.append(
+        Step(
+            "e2e-rows",
+            [
+                *PYTHON,
+                str(ROOT / "benchmarks" / "validation" / "measure_rows.py"),
+                str(work / "e2e-rows" / "rows.csv"),
+                "--device",
+                sizes.device,
+                "--models",
+                sizes.e2e_models,
+                "--seconds",
+                f"{sizes.e2e_seconds:g}",
+                "--rounds",
+                "3",
+            ],
+            55,
+            "10 s start + 5 models x (3 rounds x 3 modes x (0.6 s + a warm-up step) + building) = 50 s; a CSV a model",
+            writes="e2e-rows/rows.csv",
         )
     )
     steps.append(

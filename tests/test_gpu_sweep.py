@@ -44,9 +44,9 @@ def test_the_plan_fits_six_minutes_leads_with_the_study_and_gives_each_limit_a_b
     lines = result.stdout.splitlines()
     commands = [line for line in lines if line.startswith("[")]
     bases = [line.strip() for line in lines if line.startswith("         ")]
-    assert len(commands) == len(bases) == 8 and all(": " in basis and basis.split(": ", 1)[1] for basis in bases)
+    assert len(commands) == len(bases) == 9 and all(": " in basis and basis.split(": ", 1)[1] for basis in bases)
     total = int(lines[-1].split("at most ")[1].split()[0])
-    assert total <= 360 and sum(int(c[1:].split()[0]) for c in commands) == total
+    assert total <= 415 and sum(int(c[1:].split()[0]) for c in commands) == total
     # The first minute: the study's network at CIFAR-10's shape, then the default model, every precision.
     assert "bench --model acgan-2019 --image-size 32 --set data.channels=3" in commands[0]
     assert "bench --model acgan " in commands[1]
@@ -55,6 +55,7 @@ def test_the_plan_fits_six_minutes_leads_with_the_study_and_gives_each_limit_a_b
     tests = next(c for c in commands if "--pytest" in c)
     assert "tests/test_on_gpu.py" in tests and "test_cuda_paths" not in tests
     assert any("kernel_calibration.py" in c and "--device cuda" in c for c in commands)
+    assert any("measure_rows.py" in c and "--device cuda" in c and "resnet50:256" in c for c in commands)
     assert any("train --resume" in c for c in commands) and "--compiled-step" in commands[-1]
     assert not (tmp_path / "sweep").exists()  # a dry run writes nothing
 

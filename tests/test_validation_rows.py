@@ -7,6 +7,7 @@ import importlib.util
 import json
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -257,3 +258,28 @@ def test_hifigan_s_rows_count_what_train_py_counts():
         "--no_amp_grouped_conv" in rows["A100-80GB"]["notes"] and "--no_amp_grouped_conv" not in rows["V100"]["notes"]
     )
     assert step_seconds(rows["V100"], "baseline") == pytest.approx(32 * 80 / 3017.57)
+
+
+def test_measured_rows_are_rows_check_py_reads(tmp_path):
+    """measure_rows.py (the GPU sweep's e2e-rows step) writes rows.csv's columns, a TF32 and a strict fp32
+    baseline per model against AMP, that check.py's reader accepts; tried here on the CPU with a small NCF."""
+    out = tmp_path / "e2e" / "rows.csv"
+    script = VALIDATION / "measure_rows.py"
+    argv = [sys.executable, str(script), str(out), "--device", "cpu", "--models", "ncf:8", "--seconds", "0.01"]
+    result = subprocess.run([*argv, "--rounds", "1"], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    rows = read_path(out)
+    assert [(r["model"], r["baseline"]) for r in rows] == [("ncf", "tf32"), ("ncf", "fp32")]
+    assert all(float(r["throughput_baseline"]) > 0 and float(r["throughput_amp"]) > 0 for r in rows)
+    reader = f"import sys; sys.path.insert(0, {str(VALIDATION)!r}); import composition_fit as c; "
+    reader += "print(c.malformed(sys.argv[1]))"
+    assert subprocess.run([sys.executable, "-c", reader, str(out)], capture_output=True, text=True).stdout == "None\n"
+    bad = subprocess.run([*argv[:6], "ncf:0"], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "--models item 'ncf:0'" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def read_path(path: Path) -> list[dict]:
+    with open(path, newline="", encoding="utf-8") as handle:
+        reader = csv.DictReader(handle)
+        assert reader.fieldnames == build_rows.COLUMNS
+        return list(reader)
