@@ -1,4 +1,4 @@
-"""Everything a lent NVIDIA GPU should measure, in at most six minutes of commands, delivered after every step.
+"""Everything a lent NVIDIA GPU should measure, in at most seven minutes of commands, delivered after every step.
 
     PYTHONPATH=src python benchmarks/gpu_sweep.py WORK [--deliver DIR]   # on the GPU machine (DIR: $OUT when set)
     PYTHONPATH=src python benchmarks/gpu_sweep.py WORK --rehearse        # the same steps on this CPU, tiny

@@ -1,4 +1,4 @@
-"""benchmarks/gpu_sweep.py, the lent GPU's six minutes: its plan, its self-check against fake results (one test per
+"""benchmarks/gpu_sweep.py, the lent GPU's seven minutes: its plan, its self-check against fake results (one test per
 condition it must catch), its delivery under real SIGKILL and SIGTERM, and (slow) the whole sweep rehearsed on
 the CPU. The supervisor is driven here with stand-in steps (plain `python -c` children): what is tested is the
 supervisor, in milliseconds, not the steps."""
