@@ -574,7 +574,8 @@ def test_the_launch_gap_is_held_to_cuda_s_and_each_fold_starts_where_the_whole_f
     assert held == pytest.approx(LAUNCH_GAP_S[1], rel=1e-3)  # at the bound: what Tacotron 2 wants lies beyond
     assert held == pytest.approx(math.exp(load_composition().params["global"]["launch_gap_s"]), rel=1e-6)
     monkeypatch.setattr(cf, "BOUNDS", {})
-    assert math.exp(cf.fit(rows)["global"]["launch_gap_s"]) > 5 * LAUNCH_GAP_S[1]  # unbounded: the 39 us basin
+    # unbounded: the far basin (39 us with 11 models, 28 us since the four ConvNets joined)
+    assert math.exp(cf.fit(rows)["global"]["launch_gap_s"]) > 4 * LAUNCH_GAP_S[1]
     monkeypatch.undo()
     some = [r for r in rows if r.model in ("ncf", "resnet50", "waveglow")]
     starts = []

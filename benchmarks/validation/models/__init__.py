@@ -52,6 +52,16 @@ SGD = (  # torch.optim.SGD with momentum, its weight decay on the decayed group
     ("aten.add_", 3, False),  # .add_(d_p, alpha=1 - dampening)
     ("aten.add_", 3, False),  # param.add_(d_p, alpha=-lr)
 )
+RMSPROP = (  # torch.optim.RMSprop's _single_tensor_rmsprop / its 1.9 loop, momentum > 0, not centred
+    ("aten.add", 3, True),  # grad = grad.add(param, alpha=weight_decay): DLE leaves batch norms undecayed
+    ("aten.mul_", 2, False),  # square_avg.mul_(alpha)
+    ("aten.addcmul_", 4, False),  # .addcmul_(grad, grad, value=1 - alpha)
+    ("aten.sqrt", 2, False),  # avg = square_avg.sqrt()
+    ("aten.add_", 2, False),  # .add_(eps)
+    ("aten.mul_", 2, False),  # buf.mul_(momentum)
+    ("aten.addcdiv_", 4, False),  # .addcdiv_(grad, avg)
+    ("aten.add_", 3, False),  # param.add_(buf, alpha=-lr)
+)
 BERT_ADAM = (  # DLE BERT's optimization.BertAdam.step, per parameter (its clipping, which changed, left out)
     *ADAM[:4],  # next_m.mul_(b1).add_(1 - b1, grad); next_v.mul_(b2).addcmul_(1 - b2, grad, grad)
     ("aten.sqrt", 2, False),  # update = next_m / (next_v.sqrt()
@@ -79,7 +89,7 @@ HF_ADAMW = (  # transformers.optimization.AdamW (the Trainer's "adamw_hf", its d
 )
 
 
-TORCH_OPTIM = (ADAM, ADAM_DECAYED, ADAMW, SGD)  # the loops torch.optim's own; BertAdam and JITLamb are the scripts'
+TORCH_OPTIM = (ADAM, ADAM_DECAYED, ADAMW, SGD, RMSPROP)  # the loops torch.optim's own; BertAdam and JITLamb are the scripts'
 
 
 class Lamb(torch.optim.Optimizer):
@@ -129,6 +139,26 @@ def _tokens(*shape):
 
 def _sgd(params):
     return torch.optim.SGD(params, lr=0.1, momentum=0.875, weight_decay=3.0517578125e-05)
+
+
+def _rmsprop(params):  # DLE ConvNets' efficientnet_params: alpha 0.9, eps 0.01, momentum 0.9, weight decay 1e-5
+    return torch.optim.RMSprop(params, lr=0.08, alpha=0.9, eps=0.01, momentum=0.9, weight_decay=1e-5)
+
+
+def _convnet(name: str, build: Callable[[], nn.Module], size: int, optimizer, loop: Loop, trained: str) -> Workload:
+    """A DLE ConvNets classifier (main.py): cross entropy with label smoothing 0.1, the model's optimizer as
+    torch.optim's per-parameter loop (PyTorch < 2.0) in both precisions, batch norms undecayed."""
+    return Workload(
+        name,
+        build,
+        lambda b: (_meta(b, 3, size, size), _tokens(b)),
+        _classify,
+        optimizer,
+        f"one {size}x{size}x3 ImageNet image",
+        f"cross entropy with label smoothing 0.1 (its mixup of 0.2 left out, as for ResNet-50), {trained}",
+        loops=(loop, loop),
+        input=f"3x{size}x{size}",
+    )
 
 
 def _adam(params):
@@ -276,6 +306,38 @@ FIXED: dict[str, Workload] = {
             "per-parameter update in both, batch norms undecayed)",
             loops=(SGD, SGD),
             input="3x224x224",
+        ),
+        _convnet(
+            "resnext101_32x4d",
+            vision.ResNeXt101,
+            224,
+            lambda params: torch.optim.SGD(params, lr=1.024, momentum=0.875, weight_decay=6.103515625e-05),
+            SGD,
+            "SGD with momentum 0.875 (DLE resnext101-32x4d, resnet_params_1k)",
+        ),
+        _convnet(
+            "se_resnext101_32x4d",
+            lambda: vision.ResNeXt101(squeeze=16),
+            224,
+            lambda params: torch.optim.SGD(params, lr=1.024, momentum=0.875, weight_decay=6.103515625e-05),
+            SGD,
+            "SGD with momentum 0.875 (DLE se-resnext101-32x4d, resnet_params_1k)",
+        ),
+        _convnet(
+            "efficientnet_b0",
+            lambda: vision.EfficientNet(1.0, 1.0, 0.2, 1.0),
+            224,
+            _rmsprop,
+            RMSPROP,
+            "RMSprop with momentum 0.9 (DLE efficientnet-b0, efficientnet_params)",
+        ),
+        _convnet(
+            "efficientnet_b4",
+            lambda: vision.EfficientNet(1.4, 1.8, 0.4, 0.8),
+            380,
+            _rmsprop,
+            RMSPROP,
+            "RMSprop with momentum 0.9 (DLE efficientnet-b4, efficientnet_params)",
         ),
         Workload(
             "vgg16",
