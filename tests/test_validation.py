@@ -802,3 +802,27 @@ def test_check_records_the_band_project_spans_beside_the_one_around_the_mid(tmp_
     assert tacotron["spanned_band"][0] < tacotron["band"][0] and tacotron["spanned_band"][1] == tacotron["band"][1]
     assert resnet["spanned_band"] == resnet["band"]
     assert list(check.spanned(records)["moved"]) == ["tacotron2 V100"] and tacotron["spanned_factor"] < 1
+
+
+def test_the_convnets_are_built_to_their_published_sizes():
+    """ResNeXt-101 32x4d (44.18 M parameters), EfficientNet-B0 (5.29 M) and -B4 (19.34 M) as their papers and
+    DLE's checkpoints count them; SE-ResNeXt's 16-unit excitations add two small products a block (DLE's
+    common.py, not the paper's C/16); and each trace's first convolution reads the row's image size."""
+    from models import FIXED
+
+    sizes = {}
+    for name in ("resnext101_32x4d", "se_resnext101_32x4d", "efficientnet_b0", "efficientnet_b4"):
+        with torch.device("meta"):
+            sizes[name] = sum(p.numel() for p in FIXED[name].build().parameters())
+    assert round(sizes["resnext101_32x4d"] / 1e6, 2) == 44.18
+    assert round(sizes["efficientnet_b0"] / 1e6, 2) == 5.29
+    assert round(sizes["efficientnet_b4"] / 1e6, 2) == 19.34
+    blocks = 3 + 4 + 23 + 3
+    widths = [w * 2 for w, n in ((128, 3), (256, 4), (512, 23), (1024, 3)) for _ in range(n)]
+    assert sizes["se_resnext101_32x4d"] - sizes["resnext101_32x4d"] == sum(2 * 16 * c + 16 + c for c in widths)
+    assert len(widths) == blocks
+    cached = trace_models.load_cache()["models"]
+    for name, size in (("efficientnet_b0", 224), ("efficientnet_b4", 380), ("resnext101_32x4d", 224)):
+        rows = cached[name]["op_tables"]["fp32"]["rows"]
+        first = next(k for r in rows for k in r[8] if k[0] == "conv_fwd")
+        assert [round(a) for a, _ in first[1]][1:4] == [3, size, size], name

@@ -89,7 +89,8 @@ HF_ADAMW = (  # transformers.optimization.AdamW (the Trainer's "adamw_hf", its d
 )
 
 
-TORCH_OPTIM = (ADAM, ADAM_DECAYED, ADAMW, SGD, RMSPROP)  # the loops torch.optim's own; BertAdam and JITLamb are the scripts'
+# the loops torch.optim's own; BertAdam and JITLamb are the scripts'
+TORCH_OPTIM = (ADAM, ADAM_DECAYED, ADAMW, SGD, RMSPROP)
 
 
 class Lamb(torch.optim.Optimizer):

@@ -252,7 +252,8 @@ class EfficientNet(nn.Module):
         self.stem = nn.Sequential(nn.Conv2d(3, stem, 3, 2, 1, bias=False), nn.BatchNorm2d(stem), nn.SiLU())
         repeats = [int(math.ceil(r * depth)) for r in self.REPEAT]
         total, blocks, cin = sum(repeats), [], stem
-        for kernel, stride, repeat, expand, channels in zip(self.KERNEL, self.STRIDE, repeats, self.EXPAND, self.CHANNELS):
+        stages = zip(self.KERNEL, self.STRIDE, repeats, self.EXPAND, self.CHANNELS)
+        for kernel, stride, repeat, expand, channels in stages:
             cout = _scaled_width(channels, width)
             for i in range(repeat):
                 keep = 1.0 - (1.0 - survival) * len(blocks) / total
