@@ -201,3 +201,14 @@ def test_a_figure_point_s_label_never_reads_unsettled_with_a_question_mark():
     assert point_label({"estimate": 1.84, "low": 1.79, "high": 1.90, "settled": True}) == "1.84x [1.79-1.90]"
     assert point_label({"estimate": 1.5, "low": 1.2, "high": 1.9, "settled": False}) == "1.50x [1.20-1.90]?"
     assert point_label({"estimate": 1.0, "low": 0.01, "high": 95.0, "settled": False}) == "unsettled"
+
+
+def test_a_speedup_cut_short_by_its_time_says_so_without_the_word_for_no_answer():
+    """'unsettled' alone means an interval that answers nothing (wider than 2x); a usable interval whose rounds
+    ran out of time before +-5% says that, in other words."""
+    from ampgan.bench.output import speedup_text
+
+    cut = {"estimate": 1.64, "low": 1.48, "high": 1.81, "rounds": 47, "settled": False}
+    assert speedup_text(cut) == "1.64x (95% CI 1.48-1.81, 47 rounds, not settled to +-5%)"
+    assert speedup_text({**cut, "settled": True}) == "1.64x (95% CI 1.48-1.81, 47 rounds)"
+    assert "unsettled" in speedup_text({**cut, "low": 0.5, "high": 3.0})

@@ -61,12 +61,13 @@ def speedup_estimate(pair: dict) -> float:
 
 
 def speedup_text(pair: dict) -> str:
-    """'1.84x (95% CI 1.79-1.90, 14 rounds)', with 'unsettled' inside when the interval is wider than +-5%."""
+    """'1.84x (95% CI 1.79-1.90, 14 rounds)', with 'not settled to +-5%' inside when the rounds' time ran out first
+    ('unsettled' alone is the word for an interval that answers nothing: intervals.unsettled_text)."""
     if "low" not in pair:
         return f"{speedup_estimate(pair):.2f}x (median of {pair.get('rounds', '?')} rounds, no interval)"
     if not answers(pair["low"], pair["high"]):
         return unsettled_text(pair["rounds"])
-    unsettled = "" if pair.get("settled", True) else ", unsettled"
+    unsettled = "" if pair.get("settled", True) else ", not settled to +-5%"
     return f"{pair['estimate']:.2f}x (95% CI {pair['low']:.2f}-{pair['high']:.2f}, {pair['rounds']} rounds{unsettled})"
 
 
