@@ -442,3 +442,14 @@ def test_quickdraw_s_hints_know_the_names_google_s_bucket_page_downloads(tmp_pat
     (folder / "full_simplified_fish.ndjson").write_text('{"word": "fish", "drawing": [[[0, 255], [0, 255]]]}\n')
     with pytest.raises(AmpganError, match=r"\(full_simplified_fish.ndjson there holds strokes, not the numpy_bitmap"):
         load_dataset(DataConfig(dataset="quickdraw", data_dir=str(folder), classes="fish"))
+
+
+@pytest.mark.parametrize("dataset", ["digits", "synthetic", "mnist"])
+def test_a_split_no_dataset_has_is_refused_by_name_for_every_dataset(tmp_path, dataset):
+    """The splits are checked once, for every dataset: 'val' was refused by MNIST's loader and silently given
+    all of digits' images."""
+    write_mnist(tmp_path, split="test")
+    data = DataConfig(dataset=dataset, data_dir=str(tmp_path) if dataset == "mnist" else None)
+    with pytest.raises(AmpganError, match=r"^a dataset has the splits train and test, not 'val'$"):
+        load_dataset(data, "val")
+    assert len(load_dataset(data, "test")) > 0

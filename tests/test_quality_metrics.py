@@ -9,6 +9,7 @@ import pytest
 from ampgan.quality.metrics import (
     confusion_matrix,
     density_coverage,
+    diversity_ratio,
     intra_class_diversity,
     knn_radii,
     mean_pairwise_distance,
@@ -63,6 +64,15 @@ def test_diversity_is_relative_to_the_real_images_of_each_class():
     ratios = intra_class_diversity(fake, fake_labels, real, real_labels, num_classes=3)
     assert ratios == [0.0, 0.5, None]  # class 0 one image repeated; class 1 half as varied; class 2 no reals
     assert mean_pairwise_distance(np.array([[0.0], [3.0], [4.0]])) == pytest.approx((3 + 4 + 1) / 3)
+
+
+def test_the_diversity_ratio_of_an_unconditional_gan_is_none_where_it_cannot_be_had():
+    """One rule for a class's samples and an unconditional GAN's whole set (evaluator.unconditional_metrics)."""
+    real = np.array([[0.0], [2.0]])
+    assert diversity_ratio(np.array([[0.0], [1.0]]), real) == 0.5
+    assert diversity_ratio(np.array([[0.0]]), real) is None  # one sample: no pair
+    assert diversity_ratio(np.array([[0.0], [1.0]]), real[:1]) is None  # one real image
+    assert diversity_ratio(np.array([[0.0], [1.0]]), np.array([[3.0], [3.0]])) is None  # real images all alike
 
 
 def test_confusion_and_the_flags_it_raises():

@@ -92,8 +92,6 @@ def _members(folder: Path | None, archive: Path, names: list[str]) -> Iterator[t
 
 @register("cifar10", uses=("data_dir", "download"))
 def load_cifar10(data: DataConfig, split: str, seed: int) -> ImageDataset:
-    if split not in SPLITS:
-        raise AmpganError(f"CIFAR-10 has the splits train and test, not {split!r}")
     root = require_data_dir(data.data_dir, "cifar10", data.download)
     folder = root if root.name == FOLDER_NAME else root / FOLDER_NAME  # the extracted batches, if any
     folder, archive = folder if folder.is_dir() else None, root / ARCHIVE_NAME

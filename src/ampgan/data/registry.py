@@ -20,6 +20,9 @@ from ampgan.files.schema import OneOf
 from ampgan.sections import Section, setting
 
 Loader = Callable[["DataConfig", str, int], ImageDataset]  # (data section, split, seed)
+# The splits a loader is asked for (`ampgan data --split`): a dataset that ships none (digits, synthetic, a
+# folder) gives all its images for either.
+SPLITS = ("train", "test")
 
 
 CHANNEL_COUNTS = (1, 3)
@@ -128,6 +131,8 @@ def load_dataset(data: DataConfig, split: str = "train", seed: int = 0) -> Image
     `seed`: the run's (Quick, Draw!'s train/test split and the synthetic images depend on it)."""
     name = data.dataset
     loaders = _registered()
+    if split not in SPLITS:
+        raise AmpganError(f"a dataset has the splits {' and '.join(SPLITS)}, not {split!r}")
     if name.startswith("folder:"):
         from ampgan.data.folder import load_folder  # not at the top: Pillow costs 0.13 s of every command's start
 

@@ -36,9 +36,9 @@ from ampgan.quality.metrics import (
     class_shares,
     confusion_matrix,
     density_coverage,
+    diversity_ratio,
     intra_class_diversity,
     kernel_inception_distance,
-    mean_pairwise_distance,
     precision_recall,
     quality_flags,
     unconditional_flags,
@@ -359,8 +359,7 @@ def unconditional_metrics(
     features: np.ndarray, predicted: np.ndarray, real_features: np.ndarray, evaluator: TrainedEvaluator
 ) -> dict:
     """Precision/recall, density/coverage, diversity against real images, and the classes read."""
-    reference = mean_pairwise_distance(real_features) if len(real_features) > 1 else 0.0
-    diversity = mean_pairwise_distance(features) / reference if len(features) > 1 and reference > 0 else None
+    diversity = diversity_ratio(features, real_features)
     names = list(evaluator.class_names)
     shares = class_shares(predicted, len(names))
     return _manifold(features, real_features) | {

@@ -106,21 +106,20 @@ def mean_pairwise_distance(features: np.ndarray) -> float:
     return float(_pairwise_distances(features, features).sum() / (count * (count - 1)))
 
 
+def diversity_ratio(fake: np.ndarray, real: np.ndarray) -> float | None:
+    """Mean pairwise feature distance of the samples over that of the real images (1.0 = as varied as the
+    data, near 0 = one image repeated); None with fewer than two of either, or real images all alike."""
+    if len(fake) < 2 or len(real) < 2:
+        return None
+    reference = mean_pairwise_distance(real)
+    return mean_pairwise_distance(fake) / reference if reference > 0 else None
+
+
 def intra_class_diversity(
     fake: np.ndarray, fake_labels: np.ndarray, real: np.ndarray, real_labels: np.ndarray, num_classes: int
 ) -> list[float | None]:
-    """Per class: mean pairwise feature distance of its samples over that of its real images
-    (1.0 = as varied as the data, near 0 = one image repeated). None where a class has fewer than
-    two samples or two real images."""
-    ratios = []
-    for label in range(num_classes):
-        fakes, reals = fake[fake_labels == label], real[real_labels == label]
-        if len(fakes) < 2 or len(reals) < 2:
-            ratios.append(None)
-            continue
-        reference = mean_pairwise_distance(reals)
-        ratios.append(mean_pairwise_distance(fakes) / reference if reference > 0 else None)
-    return ratios
+    """Per class: the diversity_ratio of its samples against its real images."""
+    return [diversity_ratio(fake[fake_labels == label], real[real_labels == label]) for label in range(num_classes)]
 
 
 def confusion_matrix(intended: np.ndarray, predicted: np.ndarray, num_classes: int) -> np.ndarray:

@@ -44,32 +44,33 @@ def upsamplings(image_size: int) -> int:
 
 
 class Generator(nn.Module):
-    """(z, label) -> image in [-1, 1].
+    """(z, label) -> image in [-1, 1]; `conditional=False`: z -> image, DCGAN's G (dcgan, wgan-gp).
 
     For 32 px and width w: [z, embed(label)] -> linear -> (B, 4w, 4, 4) -> (B, 2w, 8, 8)
-    -> (B, w, 16, 16) -> (B, C, 32, 32). For 28 px the map starts at (B, 2w, 7, 7).
+    -> (B, w, 16, 16) -> (B, C, 32, 32). For 28 px the map starts at (B, 2w, 7, 7); 64 px has one more doubling.
     """
 
-    def __init__(self, data: DataSpec, z_dim: int, width: int):
+    def __init__(self, data: DataSpec, z_dim: int, width: int, *, conditional: bool = True):
         super().__init__()
         n_up, base = upsamplings(data.image_size), BASE_SIZE[data.image_size]
         start_channels = width * 2 ** (n_up - 1)
-        self.label_embedding = nn.Embedding(data.num_classes, z_dim)
+        # The label enters as a learned embedding concatenated to z (kept at PyTorch's N(0, 1)
+        # initialisation, as strong as the noise): multiplying z by it made the evaluator recognise
+        # the samples far less often.
+        self.label_embedding = nn.Embedding(data.num_classes, z_dim) if conditional else None
         self.project = nn.Sequential(
-            nn.Linear(2 * z_dim, start_channels * base**2, bias=False),
+            nn.Linear(2 * z_dim if conditional else z_dim, start_channels * base**2, bias=False),
             nn.BatchNorm1d(start_channels * base**2),
             nn.ReLU(inplace=True),
         )
         self._start = (start_channels, base, base)
         self.upsample = dcgan_upsampling(start_channels, data.channels, n_up)
-        # The label enters as a learned embedding concatenated to z (kept at PyTorch's N(0, 1)
-        # initialisation, as strong as the noise): multiplying z by it made the evaluator recognise
-        # the samples far less often.
         self.apply(init_dcgan_weights)
 
-    def forward(self, z: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        conditioned = torch.cat([z, self.label_embedding(labels)], dim=1)  # (B, 2 z_dim)
-        x = self.project(conditioned).view(-1, *self._start)  # (B, start_channels, base, base)
+    def forward(self, z: torch.Tensor, labels: torch.Tensor | None = None) -> torch.Tensor:
+        if self.label_embedding is not None:
+            z = torch.cat([z, self.label_embedding(labels)], dim=1)  # (B, 2 z_dim)
+        x = self.project(z).view(-1, *self._start)  # (B, start_channels, base, base)
         return self.upsample(x)  # (B, C, H, W)
 
 

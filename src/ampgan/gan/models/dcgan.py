@@ -12,28 +12,9 @@ import torch
 from torch import nn
 
 from ampgan.gan.contract import GAN, DataSpec, built_in
-from ampgan.gan.layers import NON_SATURATING, dcgan_downsampling, dcgan_upsampling, init_dcgan_weights
-from ampgan.gan.models.acgan import BASE_SIZE, upsamplings
+from ampgan.gan.layers import NON_SATURATING, dcgan_downsampling, init_dcgan_weights
+from ampgan.gan.models.acgan import BASE_SIZE, Generator, upsamplings
 from ampgan.gan.options import require_image_size, require_whole
-
-
-class Generator(nn.Module):
-    """z -> image in [-1, 1]: (B, z) -> (B, 4w, 4, 4) -> (B, 2w, 8, 8) -> (B, w, 16, 16) -> (B, C, 32, 32)
-    at 32 px (28 px starts at 7 x 7; 64 px has one more doubling). `norm=False` leaves batch norm out."""
-
-    def __init__(self, data: DataSpec, z_dim: int, width: int):
-        super().__init__()
-        n_up, base = upsamplings(data.image_size), BASE_SIZE[data.image_size]
-        channels = width * 2 ** (n_up - 1)
-        self._start = (channels, base, base)
-        self.project = nn.Sequential(
-            nn.Linear(z_dim, channels * base**2, bias=False), nn.BatchNorm1d(channels * base**2), nn.ReLU(inplace=True)
-        )
-        self.upsample = dcgan_upsampling(channels, data.channels, n_up)
-        self.apply(init_dcgan_weights)
-
-    def forward(self, z: torch.Tensor) -> torch.Tensor:
-        return self.upsample(self.project(z).view(-1, *self._start))  # (B, C, H, W)
 
 
 class Discriminator(nn.Module):
@@ -59,7 +40,7 @@ def dcgan(data: DataSpec, *, width: int = 32, z_dim: int = 128) -> GAN:
     require_whole(width=width, z_dim=z_dim)
 
     return GAN(
-        generator=Generator(data, z_dim, width),
+        generator=Generator(data, z_dim, width, conditional=False),
         discriminator=Discriminator(data, width),
         z_dim=z_dim,
         **NON_SATURATING,

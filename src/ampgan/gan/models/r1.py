@@ -23,12 +23,21 @@ from ampgan.gan.options import require_image_size, require_non_negative, require
 SKIP_SCALE = 1 / math.sqrt(2)
 
 
-class UpBlock(nn.Module):
-    """(B, c_in, s, s) -> (B, c_out, 2s, 2s): nearest upsampling, two 3x3 convolutions, a 1x1 skip."""
+class Residual(nn.Module):
+    """(body(x) + skip(x)) / sqrt(2): a residual block of either network."""
 
-    def __init__(self, c_in: int, c_out: int):
+    def __init__(self, body: nn.Module, skip: nn.Module):
         super().__init__()
-        self.body = nn.Sequential(
+        self.body, self.skip = body, skip
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return (self.body(x) + self.skip(x)) * SKIP_SCALE
+
+
+def up_block(c_in: int, c_out: int) -> Residual:
+    """(B, c_in, s, s) -> (B, c_out, 2s, 2s): nearest upsampling, two 3x3 convolutions, a 1x1 skip."""
+    return Residual(
+        nn.Sequential(
             nn.BatchNorm2d(c_in),
             nn.ReLU(),
             nn.Upsample(scale_factor=2),
@@ -36,30 +45,24 @@ class UpBlock(nn.Module):
             nn.BatchNorm2d(c_out),
             nn.ReLU(),
             nn.Conv2d(c_out, c_out, 3, padding=1),
-        )
-        self.skip = nn.Sequential(nn.Upsample(scale_factor=2), nn.Conv2d(c_in, c_out, 1))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return (self.body(x) + self.skip(x)) * SKIP_SCALE
+        ),
+        nn.Sequential(nn.Upsample(scale_factor=2), nn.Conv2d(c_in, c_out, 1)),
+    )
 
 
-class DownBlock(nn.Module):
+def down_block(c_in: int, c_out: int) -> Residual:
     """(B, c_in, s, s) -> (B, c_out, s/2, s/2): two 3x3 convolutions with leaky ReLU, average pooling,
     a 1x1 skip. No batch norm: the R1 penalty takes D's gradient per image."""
-
-    def __init__(self, c_in: int, c_out: int):
-        super().__init__()
-        self.body = nn.Sequential(
+    return Residual(
+        nn.Sequential(
             nn.LeakyReLU(0.2),
             nn.Conv2d(c_in, c_out, 3, padding=1),
             nn.LeakyReLU(0.2),
             nn.Conv2d(c_out, c_out, 3, padding=1),
             nn.AvgPool2d(2),
-        )
-        self.skip = nn.Sequential(nn.AvgPool2d(2), nn.Conv2d(c_in, c_out, 1))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return (self.body(x) + self.skip(x)) * SKIP_SCALE
+        ),
+        nn.Sequential(nn.AvgPool2d(2), nn.Conv2d(c_in, c_out, 1)),
+    )
 
 
 class Generator(nn.Module):
@@ -71,7 +74,7 @@ class Generator(nn.Module):
         channels = width * 2**n_up  # 28 px, width w: 4w at 7 x 7, 2w at 14 x 14, w at 28 x 28
         self._start = (channels, base, base)
         self.project = nn.Linear(z_dim, channels * base**2)
-        self.blocks = nn.Sequential(*(UpBlock(channels // 2**i, channels // 2 ** (i + 1)) for i in range(n_up)))
+        self.blocks = nn.Sequential(*(up_block(channels // 2**i, channels // 2 ** (i + 1)) for i in range(n_up)))
         self.to_image = nn.Sequential(
             nn.BatchNorm2d(width), nn.ReLU(), nn.Conv2d(width, data.channels, 3, padding=1), nn.Tanh()
         )
@@ -87,7 +90,7 @@ class Discriminator(nn.Module):
         super().__init__()
         n_down = upsamplings(data.image_size)
         self.stem = nn.Conv2d(data.channels, width, 3, padding=1)
-        self.blocks = nn.Sequential(*(DownBlock(width * 2**i, width * 2 ** (i + 1)) for i in range(n_down)))
+        self.blocks = nn.Sequential(*(down_block(width * 2**i, width * 2 ** (i + 1)) for i in range(n_down)))
         self.head = nn.Linear(width * 2**n_down * BASE_SIZE[data.image_size] ** 2, 1)
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:

@@ -12,8 +12,8 @@ from __future__ import annotations
 import torch
 
 from ampgan.gan.contract import GAN, Adam, DataSpec, built_in
-from ampgan.gan.models.acgan import BASE_SIZE
-from ampgan.gan.models.dcgan import Discriminator, Generator
+from ampgan.gan.models.acgan import BASE_SIZE, Generator
+from ampgan.gan.models.dcgan import Discriminator
 from ampgan.gan.options import require_image_size, require_non_negative, require_whole
 
 
@@ -49,7 +49,7 @@ def wgan_gp(
         return -context.D(context.fake).float().mean()
 
     return GAN(
-        generator=Generator(data, z_dim, width),
+        generator=Generator(data, z_dim, width, conditional=False),
         discriminator=Discriminator(data, width, batch_norm=False),
         z_dim=z_dim,
         d_loss=critic_loss,
