@@ -16,7 +16,7 @@ import ampgan.bench.deadline as deadline
 import ampgan.bench.harness as bench_module
 import ampgan.bench.measure as measure
 import ampgan.bench.twin as twin
-from ampgan.bench.deadline import warm_up
+from ampgan.bench.deadline import TooSlowAhead, warm_up
 from ampgan.bench.harness import run_bench
 from ampgan.bench.output import stamp_text
 from ampgan.bench.results import ConfigResult, speedups
@@ -328,11 +328,21 @@ def test_a_batch_sizes_warm_ups_share_its_max_seconds_with_its_rounds():
     assert first.result.status == "ok" and 0.7 < allowance["left"] < 0.8  # two calls spent
     slow, left_before = Contender(30), allowance["left"]
     warm_up(spec, slow, allowance=allowance)  # stopped at what was left, not at --max-seconds
-    assert slow.result.status == "too_slow" and f"ran past the {left_before:.3g} s left" in slow.result.reason
+    # Stopped at what the others left (its first call, which selects kernels): the budget ran out, which says
+    # nothing of its speed; not too slow, and no larger batch size is foreseen too slow from it.
+    assert slow.result.status == "out_of_time" and f"ran past the {left_before:.3g} s left" in slow.result.reason
+    assert slow.result.reason.startswith("not timed: its first warm-up call") and "give more" in slow.result.reason
+    ahead = TooSlowAhead()
+    ahead.learn([slow.result])
+    assert ahead.foreseen(spec, "fp32", 1024) is None
     assert allowance["left"] < 0.05
     late, allowance["left"] = Contender(0.1), 0.0
     warm_up(spec, late, allowance=allowance)
-    assert late.result.status == "too_slow" and "the warm-ups before it spent" in late.result.reason
+    assert late.result.status == "out_of_time" and "the warm-ups before it spent" in late.result.reason
+    # One call that ran the whole --max-seconds is a verdict on its speed, with or without others before it.
+    whole, allowance["left"] = Contender(30), spec.max_seconds
+    warm_up(spec, whole, allowance=allowance)
+    assert whole.result.status == "too_slow"
 
 
 def test_an_op_trace_cycle_slower_than_foreseen_is_stopped_at_the_trace_deadline(monkeypatch):
@@ -451,7 +461,7 @@ def test_a_compiled_precisions_first_call_is_not_stopped_but_nothing_left_starts
     assert allowance["left"] == pytest.approx(0.95)  # the compile not charged, the second call charged
     late, allowance["left"] = Contender(), 0.0
     warm_up(spec, late, allowance=allowance)
-    assert late.calls == 0 and late.result.status == "too_slow" and "spent" in late.result.reason
+    assert late.calls == 0 and late.result.status == "out_of_time" and "spent" in late.result.reason
     # Without a shared allowance (a decision's own timer): the compile is not judged against --max-seconds.
     alone = Contender()
     warm_up(spec, alone)
@@ -744,6 +754,12 @@ def test_a_figure_s_line_for_untimed_batches_gives_one_time_or_a_range():
     assert _not_plotted(results(7.561)) == ["fp32 not timed at batch 256: too slow, one step took 7.56 s"]
     assert _not_plotted(results(31.2, 7.561, 7.5612)) == [
         "fp32 not timed at batch 256, 512, 1024: too slow, one step took 7.56-31.2 s"
+    ]
+    # A configuration the budget ran out on has no step time to show (the README's answer read 'bf16 not timed
+    # at batch 256: too slow, one step took 15.5 s' of a first call, kernel selection, stopped on a loaded machine)
+    stopped = {"precision": "fp32", "batch_size": 256, "status": "out_of_time", "warmup_s": [15.5]}
+    assert _not_plotted({"spec": {"precisions": ["fp32"]}, "configs": [stopped]}) == [
+        "fp32 not timed at batch 256: out of time (give more --max-seconds)"
     ]
 
 

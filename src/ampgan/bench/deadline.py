@@ -146,24 +146,34 @@ def _mark_if_crowded(result: ConfigResult) -> None:
 
 def _abandoned(spec: BenchSpec, contender, limit: float | None) -> None:
     """A warm-up call stopped when it ran past what was left of the batch size's --max-seconds (`limit`
-    seconds), or not started because nothing was left (`limit` None): too slow. A stopped call's time is known
-    to be at least `limit`, so a larger batch size of this precision is foreseen too slow without running."""
-    contender.result.status = "too_slow"
+    seconds), or not started because nothing was left (`limit` None). Too slow only where one call ran the
+    whole --max-seconds (as _fits judges a first call): its time is known to be at least that, and a larger
+    batch size of this precision is foreseen too slow without running. Else out of time: the batch size's
+    budget ran out before the configuration was judged (a stopped call is one step, or a first call's kernel
+    selection; one slow step is no verdict), and nothing is foreseen from it."""
+    result = contender.result
+    result.status = "out_of_time"
     if limit is None:
-        contender.result.reason = (
-            f"not warmed up: the warm-ups before it spent this batch size's --max-seconds {spec.max_seconds:g} "
-            "(warm-ups and measured rounds share it)"
+        result.reason = (
+            f"not timed: the warm-ups before it spent this batch size's --max-seconds {spec.max_seconds:g} "
+            "(warm-ups and measured rounds share it); give more --max-seconds"
         )
         return
+    first = not result.warmup_s
     kinds = len(getattr(getattr(contender, "timer", None), "step_kinds", None) or [None])
-    if not contender.result.warmup_s:  # what is known of a step here: at least this
-        contender.result.warmup_call_s.append(limit)
-        contender.result.warmup_s.append(limit / kinds)
-    contender.result.reason = (
-        f"its warm-up call ran past the {limit:.3g} s left of --max-seconds {spec.max_seconds:g} for this batch "
-        "size (warm-ups and measured rounds share it) and was stopped there"
+    if first:  # what is known of a step here: at least this
+        result.warmup_call_s.append(limit)
+        result.warmup_s.append(limit / kinds)
+    call = "its first warm-up call (which selects its kernels)" if first else "a warm-up call"
+    result.reason = (
+        f"{call} ran past the {limit:.3g} s left of --max-seconds {spec.max_seconds:g} for this batch size "
+        "(warm-ups and measured rounds share it) and was stopped there"
     )
-    _mark_if_crowded(contender.result)
+    if limit >= spec.max_seconds:
+        result.status = "too_slow"
+    else:
+        result.reason = f"not timed: {result.reason}; give more --max-seconds"
+    _mark_if_crowded(result)
 
 
 class TooSlowAhead:

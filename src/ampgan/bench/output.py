@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ampgan.bench.results import ConfigResult
+from ampgan.bench.results import STATUS_WORDS, ConfigResult
 from ampgan.data.registry import DATASET_NAME
 from ampgan.errors import one_line
 from ampgan.files.atomic import write_csv_atomically, write_json_atomically
@@ -438,7 +438,8 @@ def _not_plotted(results: dict) -> list[str]:
         detail = (  # one value where they round alike ('7.56 s', not '7.56-7.56 s')
             f"too slow, one step took {low if low == high else f'{low}-{high}'} s"
             if firsts and why == {"too_slow"}
-            else ", ".join(sorted(why))
+            else ", ".join(sorted(STATUS_WORDS.get(status, status) for status in why))
+            + (" (give more --max-seconds)" if "out_of_time" in why else "")
         )
         lines.append(f"{precision} not timed at batch {batches}: {detail}")
     return lines

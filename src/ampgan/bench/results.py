@@ -13,11 +13,17 @@ from ampgan.training.precision import PRECISION_NAME
 COUNT_OR_NULL = Between(0, COUNT.high, or_null=True, whole=True, says=f"{COUNT.says}, or null")
 
 
+# Why a configuration has no timing, as tables and figures say it. too_slow: its steps were shown not to fit
+# --max-seconds; out_of_time: the batch size's --max-seconds ran out before it could be judged (a verdict on
+# the budget, not on its speed: a first call's kernel selection stopped at what was left is no step time).
+STATUS_WORDS = {"too_slow": "too slow", "out_of_time": "out of time", "oom": "out of memory", "error": "failed"}
+
+
 @dataclass
 class ConfigResult:
     batch_size: int = field(metadata={"shape": BATCH_SIZE})  # results.json read back: refused unless one
     precision: str = field(metadata={"shape": PRECISION_NAME})
-    status: str = "ok"  # ok | too_slow | oom | error
+    status: str = "ok"  # ok, or a key of STATUS_WORDS
     reason: str = ""
     samples_s: list[float] = field(default_factory=list)
     warmup_s: list[float] = field(default_factory=list)

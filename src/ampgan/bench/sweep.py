@@ -16,6 +16,7 @@ from pathlib import Path
 
 from ampgan.bench.harness import run_bench
 from ampgan.bench.output import load_results, write_results
+from ampgan.bench.results import STATUS_WORDS
 from ampgan.bench.spec import BenchSpec
 from ampgan.config import parse_set
 from ampgan.data import load_dataset
@@ -240,7 +241,7 @@ def _table_cell_text(item: dict) -> str:
         if item.get("speedup")
         else f"~{item['median_ratio']:.2f} left out"
         if item.get("median_ratio")
-        else {"too_slow": "too slow", "oom": "out of memory", "error": "failed"}.get(item.get("status"), "-")
+        else STATUS_WORDS.get(item.get("status"), "-")
     )
     flops = f" ({item['flops'] / 1e9:.3g})" if item.get("flops") else ""
     achieved, attainable = item.get("achieved_of_attainable"), item.get("attainable")
@@ -299,7 +300,8 @@ def _map_cell_text(item: dict) -> tuple[str, str | None]:
     if item.get("median_ratio"):
         attainable = f"\nattainable {item['attainable']:.2f}x" if item.get("attainable") else ""
         return f"~{item['median_ratio']:.2f}x\nleft out:\nfar slower{flops}{attainable}", None
-    why = {"too_slow": "too slow\nhere", "oom": "out of\nmemory"}.get(item.get("status"), "no speedup\nmeasured")
+    words = STATUS_WORDS.get(item.get("status"), "no speedup measured")
+    why = "too slow\nhere" if item.get("status") == "too_slow" else words.replace(" ", "\n", 1)
     return why + flops, "#555555"
 
 
