@@ -30,10 +30,9 @@ class BenchSpec:
     max_seconds: float = setting(
         60.0,
         "Cap on each batch size's warm-ups and measured rounds together (a round that would not fit is not "
-        "started; the speedup is then marked unsettled); the decisions before and the op trace after have shares "
-        "of it on top (docs/speed.md). A configuration whose warm-up projects beyond it, or runs past what is "
-        "left of it while it was judged, is recorded as too slow; one whose first call (kernel selection) ran past "
-        "what was left, or found nothing left, as out of time.",
+        "started; the speedup is then marked not settled to +-5%); the decisions before and the op trace after "
+        "have shares of it on top (docs/speed.md). A configuration shown not to fit it (its steps, or one call, "
+        "beyond it) is recorded as too slow; one it ran out on before it could be judged, as out of time.",
         True,
         "positive",
     )
