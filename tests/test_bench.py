@@ -887,3 +887,28 @@ def test_a_bench_says_before_its_rounds_that_the_two_they_need_run_past_max_seco
         "will run about 4 s past it (--max-seconds 14 would keep it)"
     ]
     assert rounds.rounds == 2 and clock.now == pytest.approx(14.0)
+
+
+def test_a_too_slow_verdicts_crowding_is_rank_zeros_on_every_rank(monkeypatch):
+    """Under torchrun each rank's threads, cores and load may differ, and whether a precision is later foreseen too
+    slow (a branch with a collective in it) must be alike everywhere: the verdict's crowding is rank 0's, whatever
+    this rank sees."""
+    from ampgan.bench import deadline
+
+    seen = []
+
+    def rank_zeros(value):  # rank 0 saw 2 threads on 2 cores with 3 others running; this rank, an idle machine
+        seen.append(value)
+        return (2, 2, 3)
+
+    monkeypatch.setattr(deadline, "rank_zeros", rank_zeros)
+    monkeypatch.setattr(deadline.cpu_tuning, "others_running", lambda: 0)
+    result = ConfigResult(batch_size=64, precision="bf16", reason="2 steps in a row took 9 s")
+    deadline._mark_if_crowded(result)
+    assert seen and len(seen[0]) == 3  # this rank's (threads, cores, others) were handed to rank_zeros
+    assert result.under_load == "3 other threads running beside 2 of ours on 2 cores"
+    assert "measured under load" in result.reason
+    monkeypatch.setattr(deadline, "rank_zeros", lambda value: (2, 2, 0))  # rank 0's cores were free
+    calm = ConfigResult(batch_size=64, precision="bf16", reason="2 steps in a row took 9 s")
+    deadline._mark_if_crowded(calm)
+    assert calm.under_load == "" and calm.reason == "2 steps in a row took 9 s"
