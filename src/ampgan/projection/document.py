@@ -208,23 +208,18 @@ def _calibration_note(gpu: GpuSpec) -> dict:
     }
 
 
-def project(
+def projected_rows(
     tables: dict[str, OpTable],
     gpus: list[GpuSpec],
     batch_sizes: list[int],
     launch: Assumption,
-    *,
     precisions: tuple[str, ...] = NAMES,
     catalog: list[Instance] | None = None,
     memory: dict | None = None,
-) -> list[dict]:
-    """One row per GPU x precision x batch size, as projection.json holds it: the projected ms per step with
-    its band, its bound, its speedup over strict fp32 and (on a TF32 GPU) over PyTorch's default, and the cost
+) -> list[Row]:
+    """One row per GPU x precision x batch size (projection.json holds each as_written): the projected ms per step
+    with its band, its bound, its speedup over strict fp32 and (on a TF32 GPU) over PyTorch's default, and the cost
     of the study's 1M batches. The model: projection/step_model.py."""
-    return [as_written(row) for row in projected_rows(tables, gpus, batch_sizes, launch, precisions, catalog, memory)]
-
-
-def projected_rows(tables, gpus, batch_sizes, launch, precisions=NAMES, catalog=None, memory=None) -> list[Row]:
     rows = []
     for gpu in gpus:
         instance = cheapest_instance(catalog, gpu.name)
