@@ -574,7 +574,7 @@ def test_results_measured_on_a_gpu_of_the_table_put_its_projection_beside_each_m
 
 def test_an_op_table_traced_before_kernels_were_recorded_still_projects_and_says_how():
     from ampgan.projection.assumptions import launch_assumption
-    from ampgan.projection.document import project
+    from ampgan.projection.document import as_written, projected_rows
 
     old = ["aten.mm", "matrix", "float16", 8, [0.0, 2e9], [0.0, 4e6], False, 3.0]  # 8 columns: no kernels
     table = OpTable("fp16", (OpRow.from_list(old),), (8, 16), "cpu")
@@ -584,7 +584,9 @@ def test_an_op_table_traced_before_kernels_were_recorded_still_projects_and_says
         (8, 16),
         "cpu",
     )
-    rows = project({"fp16": table, "fp32": fp32}, [gpu_spec("V100")], [64], launch_assumption(5e-6, "test"))
+    rows = as_written(
+        projected_rows({"fp16": table, "fp32": fp32}, [gpu_spec("V100")], [64], launch_assumption(5e-6, "test"))
+    )
     fp16 = next(r for r in rows if r["precision"] == "fp16")
     assert fp16["status"] == "ok" and "1 matrix ops whose kernels are not described" in fp16["source"]
     assert fp16["speedup_low"] <= fp16["speedup"] <= fp16["speedup_high"] and fp16["calibrated"] is True
@@ -595,7 +597,7 @@ def test_the_calibration_column_says_what_the_note_below_it_says_once_per_gpu():
     said "calibrated" over a note saying "NO calibration for this architecture"; the note came once per row."""
     from ampgan.cost.catalog import load_catalog
     from ampgan.projection.assumptions import launch_assumption
-    from ampgan.projection.document import project, table_text
+    from ampgan.projection.document import as_written, projected_rows, table_text
 
     def table(name, dtype, nbytes):
         row = ["aten.mm", "matrix", dtype, 8, [0.0, 2e9], [0.0, nbytes], False, 3.0]
@@ -603,7 +605,7 @@ def test_the_calibration_column_says_what_the_note_below_it_says_once_per_gpu():
 
     tables = {"fp32": table("fp32", "float32", 8e6), "fp16": table("fp16", "float16", 4e6)}
     gpus = [gpu_spec(name) for name in ("V100", "T4", "H100")]
-    rows = project(tables, gpus, [64, 2048], launch_assumption(5e-6, "test"), catalog=load_catalog())
+    rows = as_written(projected_rows(tables, gpus, [64, 2048], launch_assumption(5e-6, "test"), catalog=load_catalog()))
     fitted = {"name": "fitted", "low": 2.5, "high": 2.5, "unit": "factor", "source": "a fit"}
     ranged = {"name": "ranged", "low": 1.0, "high": 3.0, "unit": "factor", "source": "a guess"}
     document = {"model": "m", "traced_on": "cpu", "batches_costed": 1e6, "rows": rows, "measured_here": []}

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from ampgan.bench.ops import count_flops
+from ampgan.bench.ops import count_flops_by_kind
 from ampgan.bench.stats import achieved_fraction_of_peak, throughput, timing_stats
 
 
@@ -32,7 +32,11 @@ def test_flop_count_of_a_convolution_matches_its_formula():
     # Forward conv: 2 * N * C_out * H_out * W_out * C_in * k * k.
     conv = torch.nn.Conv2d(16, 32, 3, padding=1)
     x = torch.randn(4, 16, 8, 8)
-    assert count_flops(lambda: conv(x)) == 2 * 4 * 32 * 8 * 8 * 16 * 3 * 3
+    assert count_flops_by_kind(lambda: conv(x)) == {
+        "convolution": 2 * 4 * 32 * 8 * 8 * 16 * 3 * 3,
+        "matmul": 0,
+        "other": 0,
+    }
 
 
 def test_flop_count_of_a_linear_layer_forward_and_backward():
@@ -40,4 +44,8 @@ def test_flop_count_of_a_linear_layer_forward_and_backward():
     x = torch.randn(8, 64, requires_grad=True)
     forward = 2 * 8 * 64 * 32
     # Backward computes the input gradient and the weight gradient: two more matmuls of that size.
-    assert count_flops(lambda: linear(x).sum().backward()) == 3 * forward
+    assert count_flops_by_kind(lambda: linear(x).sum().backward()) == {
+        "convolution": 0,
+        "matmul": 3 * forward,
+        "other": 0,
+    }

@@ -10,16 +10,13 @@ precisions' compile times; then batch size after batch size, each within its --m
 from __future__ import annotations
 
 import signal
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import asdict, replace
 
 import torch
 
 from ampgan.bench.attainable import attainable_rows
 from ampgan.bench.deadline import DECISION_SHARE, TRACE_SHARE, TooSlowAhead, budget_s
-from ampgan.bench.measure import StopRequested, measure_batch_size, stop_check
+from ampgan.bench.measure import StopRequested, measure_batch_size, stage, stop_check
 from ampgan.bench.op_tables import foreseen_cycles, trace_op_tables
 from ampgan.bench.results import ConfigResult, speedups
 from ampgan.bench.spec import BenchSpec
@@ -54,14 +51,14 @@ def run_bench(
     dataset = dataset if dataset is not None else load_dataset(spec.base.data, seed=spec.seed)
     _refuse_a_g_not_of_the_data_s_shape(spec, dataset)
     spent = {}  # seconds per stage, printed beside the budget (output.time_spent_text)
-    with _stage(spent, "decisions"):
+    with stage(spent, "decisions"):
         plan = _decisions(spec, dataset, device, log)
     spec = replace(spec, channels_last=plan.channels_last)
-    with _stage(spent, "compile_times"):
+    with stage(spent, "compile_times"):
         compile_times = _compile_times(spec, plan.precisions)
     peaks = _peaks(spec, hardware, plan.precisions)
     with stop_on_signals() as stop_request:
-        with _stage(spent, "measuring"):
+        with stage(spent, "measuring"):
             results, measurements, incomplete = _measure(
                 spec, plan.precisions, dataset, device, on_config, stop_request, spent, log
             )
@@ -70,7 +67,7 @@ def run_bench(
         spent["measuring"] -= spent.get("building", 0.0) + spent.get("attainable", 0.0)
         # The op tables, inside the same guard: a signal now stops them (between precisions), never the
         # process, so what was measured is written.
-        with _stage(spent, "trace"):
+        with stage(spent, "trace"):
             tracing = incomplete is None and not stop_request and spec.trace_ops and world().is_main
             traced = (
                 trace_op_tables(
@@ -104,14 +101,6 @@ def run_bench(
         "seconds": {stage: round(value, 2) for stage, value in spent.items()},
         **traced,
     }
-
-
-@contextmanager
-def _stage(spent: dict, name: str) -> Iterator[None]:
-    """`spent[name]`: the seconds the block took."""
-    started = time.perf_counter()
-    yield
-    spent[name] = time.perf_counter() - started
 
 
 def _decisions(spec: BenchSpec, dataset, device: torch.device, log) -> RunPlan:

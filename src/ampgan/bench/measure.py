@@ -9,7 +9,8 @@ from __future__ import annotations
 import functools
 import resource
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import torch
 
@@ -31,6 +32,15 @@ from ampgan.system.memory import is_out_of_memory
 from ampgan.training.distributed import any_rank, leave_without_peers, rank_zeros, world
 from ampgan.training.out_of_memory import out_of_memory_error, release_memory
 from ampgan.training.step import train_step
+
+
+@contextmanager
+def stage(spent: dict, name: str) -> Iterator[None]:
+    """`spent[name]` grows by the seconds the block took (a stage of the bench, or one that recurs per
+    configuration: building, counting, --attainable's operations alone); a block that raises adds nothing."""
+    started = time.perf_counter()
+    yield
+    spent[name] = spent.get(name, 0.0) + time.perf_counter() - started
 
 
 class StopRequested(BaseException):
@@ -174,9 +184,8 @@ def _warmed_up(
     slow, out of memory, failed)."""
     contender = None
     try:
-        built = time.perf_counter()
-        contender = Contender(spec, precision, batch_size, dataset, device)
-        spent["building"] = spent.get("building", 0.0) + time.perf_counter() - built
+        with stage(spent, "building"):
+            contender = Contender(spec, precision, batch_size, dataset, device)
         warm_up(
             spec,
             contender,
@@ -190,15 +199,13 @@ def _warmed_up(
         # Counting is spent from the batch size's --max-seconds, out of its measured rounds' share (not the
         # warm-ups' of the precisions after it: a StyleGAN2-like cycle's counts took 8 s of a 10 s bench outside
         # it), and once: the FLOPs follow the shapes, alike in every precision.
-        counting = time.perf_counter()
-        allowance["flops"] = allowance["flops"] or contender.count_step_flops()
-        contender.result.flops_by_kind = dict(allowance["flops"])
-        contender.result.flops_per_step = sum(contender.result.flops_by_kind.values())
-        allowance["counting"] += time.perf_counter() - counting
+        with stage(allowance, "counting"):
+            allowance["flops"] = allowance["flops"] or contender.count_step_flops()
+            contender.result.flops_by_kind = dict(allowance["flops"])
+            contender.result.flops_per_step = sum(contender.result.flops_by_kind.values())
         if spec.attainable:  # what --attainable asks on top: each operation timed alone, outside the rounds' share
-            alone = time.perf_counter()
-            contender.result.attainable = summarise(ops_alone(contender.timer))
-            spent["attainable"] = spent.get("attainable", 0.0) + time.perf_counter() - alone
+            with stage(spent, "attainable"):
+                contender.result.attainable = summarise(ops_alone(contender.timer))
         return contender
     except Exception as error:  # noqa: BLE001 - a failed configuration is a result, not a crash
         if world().distributed:

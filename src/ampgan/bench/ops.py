@@ -494,11 +494,6 @@ def count_flops_by_kind(run: Callable[[], object]) -> dict[str, int]:
     return kinds
 
 
-def count_flops(run: Callable[[], object]) -> int:
-    """Total FLOPs of everything `run` computes (it runs once, for real)."""
-    return sum(count_flops_by_kind(run).values())
-
-
 def _kind(record: OpRecord) -> tuple:
     return record.op, record.unit, record.dtype, record.optimizer, record.weight
 

@@ -208,23 +208,18 @@ def _calibration_note(gpu: GpuSpec) -> dict:
     }
 
 
-def project(
+def projected_rows(
     tables: dict[str, OpTable],
     gpus: list[GpuSpec],
     batch_sizes: list[int],
     launch: Assumption,
-    *,
     precisions: tuple[str, ...] = NAMES,
     catalog: list[Instance] | None = None,
     memory: dict | None = None,
-) -> list[dict]:
-    """One row per GPU x precision x batch size, as projection.json holds it: the projected ms per step with
-    its band, its bound, its speedup over strict fp32 and (on a TF32 GPU) over PyTorch's default, and the cost
+) -> list[Row]:
+    """One row per GPU x precision x batch size (projection.json holds each as_written): the projected ms per step
+    with its band, its bound, its speedup over strict fp32 and (on a TF32 GPU) over PyTorch's default, and the cost
     of the study's 1M batches. The model: projection/step_model.py."""
-    return [as_written(row) for row in projected_rows(tables, gpus, batch_sizes, launch, precisions, catalog, memory)]
-
-
-def projected_rows(tables, gpus, batch_sizes, launch, precisions=NAMES, catalog=None, memory=None) -> list[Row]:
     rows = []
     for gpu in gpus:
         instance = cheapest_instance(catalog, gpu.name)
@@ -265,9 +260,7 @@ def _kernel_view(step, estimate, table, table_note, batch_size, gpu, calibration
         else ""
     )
     return {
-        "ms_per_step": step.seconds * 1e3,
-        "ms_low": step.low * 1e3,
-        "ms_high": step.high * 1e3,
+        **_band_fields("ms_per_step", (step.seconds * 1e3, step.low * 1e3, step.high * 1e3)),
         "bound": step.bound,
         "seconds_by_part": {k: v for k, v in step.parts.items() if k != "seconds"},
         "tensor_flops_share": estimate.tensor_flops_share,
@@ -290,14 +283,13 @@ def _speedups(step: ComposedStep, baseline: ComposedStep | None, default: Compos
     and every other row its speedup over that default."""
     out = _band_fields("speedup", composed_speedup(baseline, step)) if baseline is not None else {}
     if default is not None and is_fp32:
-        ms = (default.seconds * 1e3, default.low * 1e3, default.high * 1e3)
-        return out | dict(zip(("default_ms_per_step", "default_ms_low", "default_ms_high"), ms))
+        return out | _band_fields("default_ms_per_step", (default.seconds * 1e3, default.low * 1e3, default.high * 1e3))
     return out | (_band_fields("speedup_over_default", composed_speedup(default, step)) if default else {})
 
 
 def _band_fields(name: str, band: tuple) -> dict:
-    """(mid, low, high) as a row's NAME, NAME_low and NAME_high."""
-    return dict(zip((name, f"{name}_low", f"{name}_high"), band))
+    """(mid, low, high) as a row's NAME and the ends of its band, as _BANDS names them."""
+    return dict(zip((name, *_BANDS[name]), band))
 
 
 def _priced(row: Row, instance: Instance | None) -> Row:
