@@ -29,8 +29,6 @@ import fcntl
 import fnmatch
 import json
 import os
-import signal
-import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -40,6 +38,7 @@ from ampgan.files import manifest
 from ampgan.files.atomic import HELD
 from ampgan.files.jsonfile import not_a_regular_file, parse_json
 from ampgan.files.schema import newer_format
+from ampgan.files.signals import stop_on_signals
 
 MARKER = manifest.FOLDER_MARKER
 LOCK = manifest.LOCK
@@ -491,26 +490,6 @@ class FolderClaim:
 
 
 @contextmanager
-def _stops_held():
-    """Ctrl-C, SIGTERM and SIGHUP wait while a claim is undone or kept, then stop the command as they would have: a
-    second Ctrl-C while the first put the old folder back left it set aside (.NAME.replaced-PID)."""
-    held: list[int] = []
-    main = threading.current_thread() is threading.main_thread()  # handlers are the main thread's to set
-    previous = {
-        stop: signal.signal(stop, lambda signum, frame: held.append(signum))
-        for stop in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-        if main and signal.getsignal(stop) not in (signal.SIG_IGN, None)
-    }
-    try:
-        yield
-    finally:
-        for stop, handler in previous.items():
-            signal.signal(stop, handler)
-    if held:
-        raise KeyboardInterrupt(held[0])
-
-
-@contextmanager
 def claimed_folder(
     path: Path,
     overwrite: bool,
@@ -525,11 +504,15 @@ def claimed_folder(
     try:
         yield claim
     except BaseException:
-        with _stops_held():
+        # Ctrl-C, SIGTERM and SIGHUP wait while the claim is undone or kept, then stop the command as they would
+        # have: a second Ctrl-C while the first put the old folder back left it set aside (.NAME.replaced-PID).
+        with stop_on_signals() as held:
             if worth_keeping(claim.path):
                 claim.finish()
             else:
                 claim.abandon()
+        if held:
+            raise KeyboardInterrupt(held.signum)
         raise
     else:
         claim.finish()
