@@ -202,8 +202,8 @@ class FolderLock:
             settle_leftovers(self.folder)
         path = self.folder / LOCK
         refuse_link(path)
-        if not_a_regular_file(path):  # a FIFO or folder there cannot hold a pid (ftruncate ended in a traceback)
-            raise AmpganError(f"{path} is {not_a_regular_file(path)}, not ampgan's lock file: remove it and run again")
+        if kind := not_a_regular_file(path):  # a FIFO or folder there cannot hold a pid (ftruncate: a traceback)
+            raise AmpganError(f"{path} is {kind}, not ampgan's lock file: remove it and run again")
         try:
             # O_NOFOLLOW: a link planted at this name would have ampgan truncate and write its target.
             self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
