@@ -21,13 +21,13 @@ from ampgan.bench.op_tables import foreseen_cycles, trace_op_tables
 from ampgan.bench.results import ConfigResult, speedups
 from ampgan.bench.spec import BenchSpec
 from ampgan.data import load_dataset
+from ampgan.files.signals import stop_on_signals
 from ampgan.precisions import BASELINE
 from ampgan.speed.compile_time import measure_compile_times
 from ampgan.speed.plan import EVERY_USEFUL, Asked, RunPlan, plan_run
 from ampgan.system.environment import environment_stamp
 from ampgan.system.hardware import Hardware, detect_hardware, peak_tflops
 from ampgan.training.distributed import world
-from ampgan.training.interruption import stop_on_signals
 from ampgan.training.memory import check_batch_shapes
 from ampgan.training.prepared import resolve_config
 

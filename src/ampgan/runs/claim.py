@@ -29,8 +29,6 @@ import fcntl
 import fnmatch
 import json
 import os
-import signal
-import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -40,6 +38,7 @@ from ampgan.files import manifest
 from ampgan.files.atomic import HELD
 from ampgan.files.jsonfile import not_a_regular_file, parse_json
 from ampgan.files.schema import newer_format
+from ampgan.files.signals import stop_on_signals
 
 MARKER = manifest.FOLDER_MARKER
 LOCK = manifest.LOCK
@@ -203,8 +202,8 @@ class FolderLock:
             settle_leftovers(self.folder)
         path = self.folder / LOCK
         refuse_link(path)
-        if not_a_regular_file(path):  # a FIFO or folder there cannot hold a pid (ftruncate ended in a traceback)
-            raise AmpganError(f"{path} is {not_a_regular_file(path)}, not ampgan's lock file: remove it and run again")
+        if kind := not_a_regular_file(path):  # a FIFO or folder there cannot hold a pid (ftruncate: a traceback)
+            raise AmpganError(f"{path} is {kind}, not ampgan's lock file: remove it and run again")
         try:
             # O_NOFOLLOW: a link planted at this name would have ampgan truncate and write its target.
             self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
@@ -491,26 +490,6 @@ class FolderClaim:
 
 
 @contextmanager
-def _stops_held():
-    """Ctrl-C, SIGTERM and SIGHUP wait while a claim is undone or kept, then stop the command as they would have: a
-    second Ctrl-C while the first put the old folder back left it set aside (.NAME.replaced-PID)."""
-    held: list[int] = []
-    main = threading.current_thread() is threading.main_thread()  # handlers are the main thread's to set
-    previous = {
-        stop: signal.signal(stop, lambda signum, frame: held.append(signum))
-        for stop in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-        if main and signal.getsignal(stop) not in (signal.SIG_IGN, None)
-    }
-    try:
-        yield
-    finally:
-        for stop, handler in previous.items():
-            signal.signal(stop, handler)
-    if held:
-        raise KeyboardInterrupt(held[0])
-
-
-@contextmanager
 def claimed_folder(
     path: Path,
     overwrite: bool,
@@ -525,11 +504,15 @@ def claimed_folder(
     try:
         yield claim
     except BaseException:
-        with _stops_held():
+        # Ctrl-C, SIGTERM and SIGHUP wait while the claim is undone or kept, then stop the command as they would
+        # have: a second Ctrl-C while the first put the old folder back left it set aside (.NAME.replaced-PID).
+        with stop_on_signals() as held:
             if worth_keeping(claim.path):
                 claim.finish()
             else:
                 claim.abandon()
+        if held:
+            raise KeyboardInterrupt(held.signum)
         raise
     else:
         claim.finish()

@@ -33,6 +33,7 @@ from ampgan.doctor.preflight import check_before_training
 from ampgan.errors import AmpganError, first_words, say
 from ampgan.files.paths import file_in
 from ampgan.files.records import as_records
+from ampgan.files.signals import stop_on_signals
 from ampgan.precisions import FP32
 from ampgan.quality.evaluator import check_evaluable, reference_floor, refuse_samples_that_cannot_fit
 from ampgan.quality.headline import headline_for
@@ -66,7 +67,7 @@ from ampgan.study.race import (
 from ampgan.study.spec import CompareSpec
 from ampgan.study.verdict import no_faster_mode_verdict, stages_not_run, verdict
 from ampgan.system.environment import environment_stamp
-from ampgan.training.interruption import Interrupted, stop_on_signals
+from ampgan.training.interruption import Interrupted
 from ampgan.training.loop import prepare_run
 from ampgan.training.precision import resolve_device
 

@@ -10,13 +10,13 @@ from pathlib import Path
 
 from ampgan.doctor.run import diagnose_gan, write_doctor
 from ampgan.errors import AmpganWarning
+from ampgan.files.signals import stop_on_signals
 from ampgan.precisions import FP32
 from ampgan.runs.claim import FolderLock, claimed_folder
 from ampgan.study.compare import run_compare
 from ampgan.study.document import CompareDocument
 from ampgan.study.progress import StudyInterrupted, has_progress, load_progress
 from ampgan.study.report import render_report
-from ampgan.training.interruption import stop_on_signals
 from ampgan.training.precision import resolve_device
 
 

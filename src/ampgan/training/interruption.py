@@ -6,9 +6,6 @@ finished, marked incomplete."""
 from __future__ import annotations
 
 import signal
-import threading
-from contextlib import contextmanager
-from dataclasses import dataclass
 
 from ampgan.trust import resume_command
 
@@ -31,35 +28,3 @@ class TrainingInterrupted(Interrupted):
         super().__init__(
             signum, f"stopped after step {step} and saved a checkpoint; continue with: {resume_command(run_dir, model)}"
         )
-
-
-@dataclass
-class StopRequest:
-    """Set by the signal handler, read by the loop between steps."""
-
-    signum: int | None = None
-
-    def __bool__(self) -> bool:
-        return self.signum is not None
-
-
-@contextmanager
-def stop_on_signals():
-    """Within the block, SIGINT/SIGTERM/SIGHUP only set the request; the loop decides when to stop."""
-    request = StopRequest()
-    if threading.current_thread() is not threading.main_thread():
-        yield request  # signal handlers can only be installed from the main thread
-        return
-
-    def handle(signum, frame):
-        request.signum = signum
-
-    # SIGHUP: the terminal was closed, so save what is finished as for SIGTERM. A signal the process was started
-    # ignoring stays ignored (nohup's SIGHUP, a shell script's background job's SIGINT): the work goes on.
-    stops = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-    previous = {sig: signal.signal(sig, handle) for sig in stops if signal.getsignal(sig) is not signal.SIG_IGN}
-    try:
-        yield request
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)

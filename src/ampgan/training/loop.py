@@ -20,13 +20,14 @@ from tqdm.auto import tqdm
 from ampgan.config import TrainConfig
 from ampgan.data.batches import BatchStream
 from ampgan.errors import AmpganError, say, warn
+from ampgan.files.signals import stop_on_signals
 from ampgan.runs.run_folder import NullWriter, RunWriter, finished_at
 from ampgan.seeds import CURRENT_SCHEME, step_noise_seed
 from ampgan.system.cpu_tuning import ThreadWatch, cores, keep_freed_memory_for_reuse, threads_given
 from ampgan.system.memory import is_out_of_memory
 from ampgan.training.distributed import any_rank, average_over_ranks, gather_objects, leave_without_peers, world
 from ampgan.training.faults import FaultMonitor, FaultRules, NumericFault
-from ampgan.training.interruption import TrainingInterrupted, stop_on_signals
+from ampgan.training.interruption import TrainingInterrupted
 from ampgan.training.out_of_memory import out_of_memory_error
 from ampgan.training.prepared import PreparedRun, prepare_run
 from ampgan.training.state import (
