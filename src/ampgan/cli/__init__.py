@@ -101,11 +101,11 @@ def _usage_message(error: click.UsageError) -> str:
     return error.format_message()
 
 
-def _nothing_saved(stop: KeyboardInterrupt) -> tuple[str, int]:
+def _stopped(stop: KeyboardInterrupt, what: str = NOTHING_HALF_WRITTEN) -> tuple[str, int]:
     """The line and exit code of a Ctrl-C, or a SIGTERM (ampgan/__main__.py raises it as KeyboardInterrupt(15)),
-    that no stage was listening for."""
+    that no stage was listening for: the signal's name, then `what` (by default: nothing was being saved)."""
     signum = signal_number(stop)
-    return f"stopped{_rank_prefix()}: {signal.Signals(signum).name} {NOTHING_HALF_WRITTEN}", 128 + signum
+    return f"stopped{_rank_prefix()}: {signal.Signals(signum).name} {what}", 128 + signum
 
 
 @contextmanager
@@ -129,16 +129,6 @@ def _interrupts_python_ignores():
         sys.unraisablehook = previous
 
 
-def _finished_though_stopped(stop: KeyboardInterrupt) -> tuple[str, int]:
-    """A stop Python ignored: the command ran on to its end (every file ampgan writes is written whole), and
-    ends as a stop does, with the signal's exit code."""
-    signum = signal_number(stop)
-    name = signal.Signals(signum).name
-    return f"stopped{_rank_prefix()}: {name} received where it could not stop the command; it finished first", (
-        128 + signum
-    )
-
-
 def _dispatch(argv: list[str]) -> None:
     try:
         check_environment()  # every AMPGAN_* variable set, before any command reads one
@@ -147,12 +137,14 @@ def _dispatch(argv: list[str]) -> None:
             cli.main(args=argv, prog_name="ampgan", standalone_mode=False, obj={"argv": argv})
         if not ignored:
             return
-        line, code = _finished_though_stopped(ignored[0])
+        # A stop Python ignored: the command ran on to its end (every file ampgan writes is written whole), and
+        # ends as a stop does, with the signal's exit code.
+        line, code = _stopped(ignored[0], "received where it could not stop the command; it finished first")
     except click.exceptions.Abort as error:
         # click turns a Ctrl-C inside a command (a lazy import, loading data) into Abort: the same line as
         # one anywhere else; an Abort of its own (a prompt's end of input) is only that.
         interrupted = isinstance(error.__context__, KeyboardInterrupt)
-        line, code = _nothing_saved(error.__context__) if interrupted else ("aborted", 130)
+        line, code = _stopped(error.__context__) if interrupted else ("aborted", 130)
     except click.UsageError as error:
         name = error.ctx.command.name if error.ctx and error.ctx.command else "cli"
         hint = f" (see 'ampgan {name} --help')" if name != "cli" else " (see 'ampgan --help')"
@@ -163,7 +155,7 @@ def _dispatch(argv: list[str]) -> None:
         line, code = f"stopped{_rank_prefix()}: {stop}", stop.exit_code
     except KeyboardInterrupt as stop:
         # Ctrl-C where no stage was listening for it (loading data, say): nothing was being saved.
-        line, code = _nothing_saved(stop)
+        line, code = _stopped(stop)
     except ConfigError as error:
         flag = flag_of(error.field)
         named = f"{error.field} ({flag})" if flag else error.field

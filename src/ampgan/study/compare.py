@@ -55,7 +55,7 @@ from ampgan.study.document import (
 )
 from ampgan.study.evaluate import load_evaluator
 from ampgan.study.over_seeds import compare_seeds, summarize_seeds
-from ampgan.study.progress import StudyInterrupted, open_progress
+from ampgan.study.progress import StudyInterrupted, open_progress, or_note
 from ampgan.study.project import project_elsewhere
 from ampgan.study.race import (
     bench_once,
@@ -67,7 +67,6 @@ from ampgan.study.race import (
 from ampgan.study.spec import CompareSpec
 from ampgan.study.verdict import no_faster_mode_verdict, stages_not_run, verdict
 from ampgan.system.environment import environment_stamp
-from ampgan.training.interruption import Interrupted
 from ampgan.training.loop import prepare_run
 from ampgan.training.precision import resolve_device
 
@@ -204,7 +203,14 @@ def _after_the_runs(
     compare.json. The runs are finished: a stage that cannot run is reported in its section and the verdict,
     and never takes the study down with it."""
     document = document.with_fields(
-        cost=_stage_or_note("cost", lambda: cost_stage(document, bench_results, curves, out_dir)),
+        # A cost stage that cannot run is a section with no basis and a note saying why (the shape a cost without
+        # a price basis already has, which the report and the verdict read).
+        cost=or_note(
+            lambda: cost_stage(document, bench_results, curves, out_dir),
+            lambda error: CostSection(
+                basis=None, note=f"the cost stage could not run: {first_words(str(error)) or type(error).__name__}"
+            ),
+        ),
         projection=project_elsewhere(spec, dataset, bench_results, out_dir, device),
     )
     document = document.with_fields(seed_comparison=as_records(dict[str, SeedComparison], compare_seeds(document)))
@@ -231,19 +237,6 @@ def _dataset_record(spec: CompareSpec, dataset) -> DatasetRecord:
         class_names=list(dataset.class_names),
         source=dataset.source,
     )
-
-
-def _stage_or_note(stage: str, run) -> CostSection:
-    """The stage's result, or a section with no basis and a note saying why it could not run (the shape a
-    cost without a price basis already has, which the report and the verdict read)."""
-    try:
-        return run()
-    except (KeyboardInterrupt, Interrupted):
-        raise
-    except Exception as error:  # noqa: BLE001 - finished runs must not be lost to a later stage
-        return CostSection(
-            basis=None, note=f"the {stage} stage could not run: {first_words(str(error)) or type(error).__name__}"
-        )
 
 
 def _no_faster_mode(

@@ -189,3 +189,14 @@ class StudyInterrupted(Interrupted):
             f"the study is kept in {out_dir}: {progress.describe()}; continue with: "
             f"ampgan compare --resume {out_dir} (or the same command again)",
         )
+
+
+def or_note(stage, noted):
+    """`stage()`, or `noted(error)` when it fails: a stage after the runs must not lose them (a stop is still a
+    stop)."""
+    try:
+        return stage()
+    except (KeyboardInterrupt, Interrupted):
+        raise
+    except Exception as error:  # noqa: BLE001 - the finished runs must not be lost to a later stage
+        return noted(error)

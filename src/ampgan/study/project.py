@@ -15,10 +15,10 @@ from ampgan.projection.assumptions import launch_assumption, measure_dispatch_se
 from ampgan.projection.document import DEFAULT_DEVICES, build_projection, summary_line
 from ampgan.projection.output import write_projection
 from ampgan.projection.tables import TRACED_FORMAT
+from ampgan.study.progress import or_note
 from ampgan.study.spec import CompareSpec
 from ampgan.system.environment import environment_stamp
 from ampgan.system.gpus import gpu_spec
-from ampgan.training.interruption import Interrupted
 
 PROJECTED_BATCH_SIZES = (2048,)  # besides the study's own: the batch of the published study's T4 result
 
@@ -28,12 +28,10 @@ def project_elsewhere(spec: CompareSpec, dataset, bench_results: dict | None, ou
     at 2048 (the kernel model over the bench's op tables, or over a trace made here when there is no bench).
     {"path": ..} when written, {"note": why not} otherwise: a projection that fails costs the study
     nothing but its section."""
-    try:
-        return _project_elsewhere(spec, dataset, bench_results, out_dir, device)
-    except (KeyboardInterrupt, Interrupted):
-        raise
-    except Exception as error:  # noqa: BLE001 - the study's measured answer must not depend on it
-        return {"note": f"not projected: {type(error).__name__}: {first_words(str(error), 200)}"}
+    return or_note(
+        lambda: _project_elsewhere(spec, dataset, bench_results, out_dir, device),
+        lambda error: {"note": f"not projected: {type(error).__name__}: {first_words(str(error), 200)}"},
+    )
 
 
 def _project_elsewhere(spec: CompareSpec, dataset, bench_results: dict | None, out_dir: Path, device) -> dict:

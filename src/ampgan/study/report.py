@@ -232,10 +232,10 @@ def report_sections(document: CompareDocument, out_dir: Path) -> list[Section]:
         ("Figure 2: time per 1000 samples", out_dir / "bench" / "fig2_time_per_1000_samples.png"),
         ("Figure 3: cost of 1M batches", out_dir / "cost" / "fig3_cost.png"),
     ]
-    bench = out_dir / "bench" / "results.json"
-    speedups = load_results(bench)["speedups"] if _shown(out_dir, bench) else []
+    path = out_dir / "bench" / "results.json"
+    bench = load_results(path) if _shown(out_dir, path) else {"configs": [], "speedups": []}
     sections = [
-        Section("Verdict", lines=document.verdict or verdict(document, speedups)),
+        Section("Verdict", lines=document.verdict or verdict(document, bench["speedups"])),
         *(Section(title, figure=path) for title, path in pictures if _shown(out_dir, path)),
         Section(
             "Final metrics",
@@ -243,7 +243,7 @@ def report_sections(document: CompareDocument, out_dir: Path) -> list[Section]:
             paragraph=_price_note(document),
         ),
         Section(
-            "Speed: the bench against the budgeted runs", table=_speed_rows(document, out_dir), paragraph=_SPEED_NOTE
+            "Speed: the bench against the budgeted runs", table=_speed_rows(document, bench), paragraph=_SPEED_NOTE
         ),
         *projection_sections(out_dir),
         Section("Environment", lines=_environment_lines(document)),
@@ -495,10 +495,9 @@ _SPEED_NOTE = (
 )
 
 
-def _speed_rows(document: CompareDocument, out_dir: Path) -> list[list[str]]:
+def _speed_rows(document: CompareDocument, bench: dict) -> list[list[str]]:
+    # The bench's step and speedup at the study's batch size (`bench`: its results.json, or none) beside the runs'.
     batch = document.spec.batch_size
-    path = out_dir / "bench" / "results.json"
-    bench = load_results(path) if _shown(out_dir, path) else {"configs": [], "speedups": []}
     bench_ms = {
         c["precision"]: c["stats"]["median_s"] * 1e3
         for c in bench["configs"]
