@@ -247,6 +247,23 @@ BAD_MODELS = textwrap.dedent("""
         G, D = nets(data)
         return ampgan.GAN(generator=G.to("meta"), discriminator=D, z_dim=8, d_loss=loss, g_loss=loss)
 
+    def lazy(data):  # nn.LazyLinear: no shape until a first forward, which build did not run
+        G, _ = nets(data)
+        D = nn.Sequential(nn.Flatten(), nn.LazyLinear(1))
+        return ampgan.GAN(generator=G, discriminator=D, z_dim=8, d_loss=loss, g_loss=loss)
+
+    class ImageAndFeatures(nn.Module):  # a G returning (images, features), as some papers' code does
+        def __init__(self, data):
+            super().__init__()
+            self.net = nets(data)[0]
+
+        def forward(self, z):
+            return self.net(z), z
+
+    def tuple_g(data):
+        return ampgan.GAN(generator=ImageAndFeatures(data), discriminator=nets(data)[1], z_dim=8, d_loss=loss,
+                          g_loss=loss)
+
     def exits(data):
         raise SystemExit("giving up")
 
@@ -304,6 +321,11 @@ BAD_MODELS = textwrap.dedent("""
             "on_meta",
             "G.0.weight and 1 more tensor(s) are on the meta device (no values): build the networks on the CPU",
         ),
+        # lazy layers have no shape to count, cast, optimize or save (a traceback in the fingerprint before)
+        ("lazy", "GAN.discriminator's 1.weight (2 tensor(s)) is uninitialized (nn.LazyConv2d, nn.LazyLinear...)"),
+        ("lazy", "call the network once in the model function on a batch of its input's shape"),
+        # G's output must be the images alone (a traceback in train's first step before: 'tuple' has no detach)
+        ("tuple_g", "bad_models.py:tuple_g: G returned a tuple, not a (B, C, H, W) tensor: return the images alone"),
         # the user's code exiting is one line naming it, not a silent exit with the user's message
         ("exits", "raised SystemExit: giving up (bad_models.py, line"),
         ("exits_in_loss", "G's update, g_loss failed: SystemExit: 3"),
