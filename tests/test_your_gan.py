@@ -683,6 +683,22 @@ def test_an_image_to_image_g_draws_its_samples_and_evaluations_from_maps_of_real
     assert torch.equal(maps, scale_images(every_value, gan.image_range).mean(1, keepdim=True).repeat(1, 2, 1, 1))
 
 
+def test_generate_of_an_unconditional_image_to_image_g_translates_the_images_of_the_class_named(tmp_path, capsys):
+    """docs/your-gan.md: `generate` translates the class's images. An unconditional pix2pix's `generate --class 1`
+    was refused ('it draws no class'); it now translates class 1's images, and class 0's differ from them."""
+    import numpy as np
+
+    _trains_samples_passes_preflight_and_generates(tmp_path, capsys, IMAGE_TO_IMAGE, "translator")
+    drawn = {}
+    for label in ("0", "1"):
+        out = tmp_path / f"class{label}.npz"
+        args = ("generate", str(tmp_path / "run"), "--class", label, "--n", "4", "--out", str(out))
+        code, _, err = run_cli(capsys, *args)
+        assert code == 0, err[-2000:]
+        drawn[label] = np.load(out)["images"]
+    assert drawn["0"].shape == drawn["1"].shape and not np.array_equal(drawn["0"], drawn["1"])
+
+
 # InfoGAN's draw: z is (noise, a one-hot categorical code); this G refuses any other input, so it fails wherever
 # it is handed noise from z_distribution in place of the codes it trained on.
 CODES = textwrap.dedent("""
