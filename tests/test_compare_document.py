@@ -9,6 +9,7 @@ import pytest
 from ampgan.errors import AmpganError
 from ampgan.files.records import shape_of
 from ampgan.study.document import FORMAT, CompareDocument, load_compare
+from ampgan.study.report import figure_4_title
 
 _FINAL = {"evaluator_accuracy": 0.8, "frechet_distance": 3.5, "recall": 0.6, "flags": []}
 _SEED_RUN = {
@@ -216,3 +217,17 @@ def test_the_studys_figures_say_their_data_and_model_beside_hardware_batch_and_v
     footer = figure_footer(document)
     assert f" | {document.dataset.name}, model acgan (width 8, z_dim 16) | batch 8, fp32 NCHW, bf16 NCHW | " in footer
     assert footer.startswith(document.environment.hardware_summary) and "torch 2.13" in footer and "ampgan " in footer
+
+
+@pytest.mark.parametrize(
+    ("budget", "title"),
+    [
+        ({"time_budget_s": 40.0, "steps": None}, "Figure 4: samples after the same training time"),
+        # a race on steps: each precision trained for its own time (the report said 'the same training time')
+        ({"time_budget_s": None, "steps": 40}, "Figure 4: samples after the same number of steps"),
+    ],
+)
+def test_figure_4_is_titled_by_what_the_race_held_equal(budget, title):
+    data = copy.deepcopy(RACED)
+    data["spec"] |= budget
+    assert figure_4_title(CompareDocument.from_dict(data)) == title

@@ -18,6 +18,7 @@ from ampgan.doctor.recorder import (
     summarize_layers,
 )
 from ampgan.gan.alignment import misaligned_layers
+from ampgan.gan.contract import DataSpec
 
 
 @pytest.mark.parametrize(
@@ -246,3 +247,17 @@ def test_the_gradient_figure_keeps_its_legend_and_notes_off_the_histograms(monke
         legend, frame = axis.get_legend().get_window_extent(renderer), axis.get_window_extent(renderer)
         assert legend.x0 >= frame.x1  # beside the axis, not on it
         assert not axis.texts and "bf16 covers 2^-133 .. 2^127" in axis.get_title()
+
+
+def test_a_network_s_own_input_and_output_sizes_are_not_alignment_advice_but_its_widths_are():
+    """A pix2pix D reads the image pair (2C = 2 channels) and an SS-GAN D's head predicts 4 rotations: no
+    other layer makes or takes those sizes, so the data and the task fix them ('try 8' was wrong advice). A
+    width of 12 between two layers is the model's to choose and is still named."""
+    data = DataSpec(32, 1, 10, tuple("0123456789"))
+
+    def d(width):  # pair in, rotation head out
+        return nn.Sequential(nn.Conv2d(2, width, 3), nn.Conv2d(width, 16, 3), nn.Flatten(), nn.Linear(16, 4))
+
+    assert [a for a in misaligned_layers({"D": d(16)}, data) if not a["fixed_by_task"]] == []
+    named = [(a["layer"], a["dimension"]) for a in misaligned_layers({"D": d(12)}, data) if not a["fixed_by_task"]]
+    assert named == [("D.0", "out_channels"), ("D.1", "in_channels")]

@@ -3,6 +3,8 @@ each seed's pace against the bench, and decisions taken under load. Loads and ti
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
 import ampgan.system.cpu_tuning as cpu_tuning
@@ -16,7 +18,7 @@ from ampgan.speed.rounds import UNTIL_DECIDED, StoppingRule, measure_rounds
 from ampgan.speed.threads import AS_IS, FEWER, thread_choice
 from ampgan.study.document import RaceRecord
 from ampgan.study.race import BENCH_CLOCK, WALL_CLOCK, pace_of_seeds, race_clock
-from ampgan.study.verdict import _off_pace_lines
+from ampgan.study.verdict import _charged_text, _off_pace_lines
 from ampgan.system.cpu_tuning import ThreadWatch, _running_threads, fitting_threads, oversubscribed
 
 # --- the load seen ----------------------------------------------------------------------------------------
@@ -629,3 +631,18 @@ def test_a_resumed_study_runs_on_the_threads_it_decided(monkeypatch):
         assert torch.get_num_threads() == 1
     finally:
         torch.set_num_threads(before)
+
+
+@pytest.mark.parametrize(
+    ("steps", "said"),
+    [
+        # a race on time: more steps in the same training time
+        ((30, 48), " In the race it made 48 steps to fp32's 30 in the same training time, each step charged"),
+        # a race on steps (compare --steps 30): the same steps, bf16 in less training time, not 'the same time'
+        ((30, 30), " In the race both made 30 steps, bf16 in 690 ms of training to fp32's 750 ms, each step charged"),
+    ],
+)
+def test_the_race_line_says_the_same_steps_took_less_time_when_the_budget_was_steps(steps, said):
+    record = RaceRecord.from_dict({"clock": BENCH_CLOCK, "step_s": {FP32: 0.025, BF16: 0.023}, "pace": {}})
+    fp32_run, bf16_run = (SimpleNamespace(steps=n) for n in steps)
+    assert _charged_text(BF16, bf16_run, fp32_run, record).startswith(said)

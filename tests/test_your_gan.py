@@ -247,6 +247,23 @@ BAD_MODELS = textwrap.dedent("""
         G, D = nets(data)
         return ampgan.GAN(generator=G.to("meta"), discriminator=D, z_dim=8, d_loss=loss, g_loss=loss)
 
+    def lazy(data):  # nn.LazyLinear: no shape until a first forward, which build did not run
+        G, _ = nets(data)
+        D = nn.Sequential(nn.Flatten(), nn.LazyLinear(1))
+        return ampgan.GAN(generator=G, discriminator=D, z_dim=8, d_loss=loss, g_loss=loss)
+
+    class ImageAndFeatures(nn.Module):  # a G returning (images, features), as some papers' code does
+        def __init__(self, data):
+            super().__init__()
+            self.net = nets(data)[0]
+
+        def forward(self, z):
+            return self.net(z), z
+
+    def tuple_g(data):
+        return ampgan.GAN(generator=ImageAndFeatures(data), discriminator=nets(data)[1], z_dim=8, d_loss=loss,
+                          g_loss=loss)
+
     def exits(data):
         raise SystemExit("giving up")
 
@@ -304,6 +321,11 @@ BAD_MODELS = textwrap.dedent("""
             "on_meta",
             "G.0.weight and 1 more tensor(s) are on the meta device (no values): build the networks on the CPU",
         ),
+        # lazy layers have no shape to count, cast, optimize or save (a traceback in the fingerprint before)
+        ("lazy", "GAN.discriminator's 1.weight (2 tensor(s)) is uninitialized (nn.LazyConv2d, nn.LazyLinear...)"),
+        ("lazy", "call the network once in the model function on a batch of its input's shape"),
+        # G's output must be the images alone (a traceback in train's first step before: 'tuple' has no detach)
+        ("tuple_g", "bad_models.py:tuple_g: G returned a tuple, not a (B, C, H, W) tensor: return the images alone"),
         # the user's code exiting is one line naming it, not a silent exit with the user's message
         ("exits", "raised SystemExit: giving up (bad_models.py, line"),
         ("exits_in_loss", "G's update, g_loss failed: SystemExit: 3"),
@@ -659,6 +681,22 @@ def test_an_image_to_image_g_draws_its_samples_and_evaluations_from_maps_of_real
     every_value = torch.arange(256, dtype=torch.uint8).view(4, 1, 8, 8).expand(4, 3, 8, 8).contiguous()
     maps = gan.inputs_for(4, torch.Generator().manual_seed(0), every_value)
     assert torch.equal(maps, scale_images(every_value, gan.image_range).mean(1, keepdim=True).repeat(1, 2, 1, 1))
+
+
+def test_generate_of_an_unconditional_image_to_image_g_translates_the_images_of_the_class_named(tmp_path, capsys):
+    """docs/your-gan.md: `generate` translates the class's images. An unconditional pix2pix's `generate --class 1`
+    was refused ('it draws no class'); it now translates class 1's images, and class 0's differ from them."""
+    import numpy as np
+
+    _trains_samples_passes_preflight_and_generates(tmp_path, capsys, IMAGE_TO_IMAGE, "translator")
+    drawn = {}
+    for label in ("0", "1"):
+        out = tmp_path / f"class{label}.npz"
+        args = ("generate", str(tmp_path / "run"), "--class", label, "--n", "4", "--out", str(out))
+        code, _, err = run_cli(capsys, *args)
+        assert code == 0, err[-2000:]
+        drawn[label] = np.load(out)["images"]
+    assert drawn["0"].shape == drawn["1"].shape and not np.array_equal(drawn["0"], drawn["1"])
 
 
 # InfoGAN's draw: z is (noise, a one-hot categorical code); this G refuses any other input, so it fails wherever

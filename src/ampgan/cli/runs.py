@@ -66,17 +66,24 @@ def evaluate(run_dirs, samples, seed, evaluator_cache) -> None:
 def generate(run_dir, class_, n, seed, out, format_, overwrite) -> None:
     """Samples of a trained generator (of one class, for a conditional GAN); the same seed gives the same images."""
     from ampgan.runs.claim import output_file
-    from ampgan.training.trained import class_index, class_samples, load_trained_run, write_class_samples
+    from ampgan.training.trained import (
+        class_index,
+        class_samples,
+        load_trained_run,
+        translates_images,
+        write_class_samples,
+    )
 
     out = output_file(out, (f".{format_}",) if format_ else (".png", ".npz"), overwrite)
     run = load_trained_run(run_dir)
-    if not run.gan.conditional:
+    # An unconditional image-to-image G translates the images of the class named, if one is.
+    if not run.gan.conditional and not (class_ is not None and translates_images(run)):
         if class_ is not None:
             raise AmpganError(
                 f"model {run.gan.name} of {run_dir} is unconditional: it draws no class; leave out --class"
             )
         what = f"{n} samples from step {run.step} of {run_dir} ({run.gan.sampling_weights})"
-        write_class_samples(class_samples(run, 0, n, seed), -1, "", out, f"{what} | {run.document.get('stamp')}")
+        write_class_samples(class_samples(run, None, n, seed), -1, "", out, f"{what} | {run.document.get('stamp')}")
         say(f"wrote {out}: {what}")
         return
     if class_ is None:

@@ -182,6 +182,8 @@ def _generator_output(gan, data, real) -> list[Finding]:
     with torch.no_grad():
         try:
             images = gan.generate(gan.generator, z, labels)
+        except AmpganError as error:  # G's output is not one tensor: the line says what to return
+            return [Finding("error", "generator", str(error))]
         except Exception as error:  # noqa: BLE001 - the user's generator failing is one finding
             return [
                 Finding(
@@ -193,13 +195,12 @@ def _generator_output(gan, data, real) -> list[Finding]:
                 )
             ]
     wanted = (PREFLIGHT_BATCH, data.channels, data.image_size, data.image_size)
-    if not isinstance(images, torch.Tensor) or tuple(images.shape) != wanted:
-        got = tuple(images.shape) if isinstance(images, torch.Tensor) else type(images).__name__
+    if tuple(images.shape) != wanted:
         return [
             Finding(
                 "error",
                 "generator",
-                f"G returns {got}, the data is {wanted} (B, C, H, W): make G draw "
+                f"G returns {tuple(images.shape)}, the data is {wanted} (B, C, H, W): make G draw "
                 f"{data.channels}-channel {data.image_size} px images, or change "
                 "--image-size/--set data.channels=",
             )

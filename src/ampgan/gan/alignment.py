@@ -20,15 +20,19 @@ def misaligned_layers(networks: dict[str, nn.Module], data: DataSpec | None = No
     fixed_values = {1, 3} if data is None else {1, data.channels, data.num_classes}
     found = []
     for prefix, network in networks.items():
-        for name, module in network.named_modules():
-            dims = next((dims for kinds, dims in _DIMENSIONS if isinstance(module, kinds)), ())
-            for dim in dims:
+        layers = [(n, m, d) for n, m in network.named_modules() for k, d in _DIMENSIONS if isinstance(m, k)]
+        sizes = [{getattr(m, d[i]) for _, m, d in layers} for i in (0, 1)]  # (inputs, outputs) of its layers
+        for name, module, dims in layers:
+            for side, dim in enumerate(dims):
                 value = getattr(module, dim)
                 if value % 8:
+                    # No other layer produces this input or takes this output: the network's own input (a pix2pix D's
+                    # image pair, 2C) or output (a rotation head's 4 classes), set by the data or the task.
                     fixed = (
                         value in fixed_values
                         and ("channels" in dim or dim == "out_features")
                         or ("head" in name and dim == "out_features")
+                        or value not in sizes[1 - side]
                     )
                     found.append(
                         {

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field, replace
 
 import torch
 from torch import nn
+from torch.nn.parameter import is_lazy
 
 from ampgan.data.batches import scale_images
 from ampgan.errors import AmpganError
@@ -212,7 +213,12 @@ class GAN:
 
     def generate(self, generator: Callable, z: torch.Tensor, labels: torch.Tensor | None) -> torch.Tensor:
         """G's images for (z, labels): the one place that knows G's signature."""
-        return generator(z, labels) if self.conditional else generator(z)
+        images = generator(z, labels) if self.conditional else generator(z)
+        if not isinstance(images, torch.Tensor):  # a tuple or dict: nothing could train, sample or export it
+            raise AmpganError(
+                f"model {self.name}: G returned a {type(images).__name__}, not a (B, C, H, W) tensor: {ONE_TENSOR}"
+            )
+        return images
 
     def to_unit_range(self, images: torch.Tensor) -> torch.Tensor:
         """Images in `image_range` -> [-1, 1], the range evaluators, grids and PNGs read."""
@@ -220,6 +226,12 @@ class GAN:
         if (low, high) == (-1.0, 1.0):
             return images
         return (images - low) * (2.0 / (high - low)) - 1.0
+
+
+ONE_TENSOR = (
+    "return the images alone from G's forward; compute G's other outputs in the losses "
+    "(a method of G called on ctx.z) or keep them in a buffer of G"
+)
 
 
 def as_terms(loss) -> tuple[LossFunction, ...]:
@@ -312,6 +324,13 @@ def _check_networks(gan: GAN, origin: str) -> None:
             raise AmpganError(
                 f"{origin}: every parameter of GAN.{name} is frozen (requires_grad=False): nothing "
                 "would train; leave the layers that should learn trainable"
+            )
+        lazy = [n for n, t in network.state_dict(keep_vars=True).items() if is_lazy(t)]
+        if lazy:  # no shape yet: nothing ampgan could count, cast, give an optimizer or save
+            raise AmpganError(
+                f"{origin}: GAN.{name}'s {lazy[0]} ({len(lazy)} tensor(s)) is uninitialized (nn.LazyConv2d, "
+                "nn.LazyLinear...): call the network once in the model function on a batch of its input's shape "
+                "(e.g. D(torch.zeros(2, C, H, W))) so every layer has its shape before ampgan takes it"
             )
         names = [n for n, _ in network.named_parameters()]
         for prefix, factor in getattr(gan, which).lr_multipliers.items():

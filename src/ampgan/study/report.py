@@ -63,6 +63,12 @@ def _latest_grid(out_dir: Path, run_dir: Path) -> tuple[np.ndarray | None, str]:
         return None, f"{grids[-1].name} cannot be read ({type(error).__name__})"
 
 
+def figure_4_title(document: CompareDocument) -> str:
+    """A race on time shows the samples after the same training time; one on steps (--steps), after as many steps."""
+    same = "training time" if document.spec.time_budget_s is not None else "number of steps"
+    return f"Figure 4: samples after the same {same}"
+
+
 def figure_samples(document: CompareDocument, out_dir: Path, footer: str) -> Path:
     """Figure 4: each precision's final samples side by side (same noise, one row per class)."""
     runs = document.runs
@@ -87,7 +93,7 @@ def figure_samples(document: CompareDocument, out_dir: Path, footer: str) -> Pat
         )
         axis.axis("off")
     rows = "one row per class" if document.headline.higher_is_better else "unconditional: no class per row"
-    figure.suptitle(f"Figure 4: samples after the same training time (same noise, {rows})", fontsize=10)
+    figure.suptitle(f"{figure_4_title(document)} (same noise, {rows})", fontsize=10)
     return save_figure(figure, out_dir / "fig4_samples.png", footer)
 
 
@@ -226,7 +232,7 @@ def report_sections(document: CompareDocument, out_dir: Path) -> list[Section]:
     footer = figure_footer(document)
     losses, scale = figure_losses(document, out_dir, footer)
     pictures = [
-        ("Figure 4: samples after the same training time", figure_samples(document, out_dir, footer)),
+        (figure_4_title(document), figure_samples(document, out_dir, footer)),
         ("Quality vs training time", figure_quality(document, out_dir, footer)),
         ("Figure 1: time per batch vs batch size", out_dir / "bench" / "fig1_time_per_batch.png"),
         ("Figure 2: time per 1000 samples", out_dir / "bench" / "fig2_time_per_1000_samples.png"),

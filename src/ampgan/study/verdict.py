@@ -172,8 +172,12 @@ def _charged_text(precision: str, run: RunSummary, fp32_run: RunSummary, race: R
     """The race on the bench's clock: how many steps each made, and the wall clock's pace beside it."""
     charged = ", ".join(f"{name} {_duration(seconds)}" for name, seconds in race.step_s.items())
     wall = ", ".join(f"seed {seed} {pace.wall_speedup:.2f}x" for seed, pace in race.pace.get(precision, {}).items())
+    made = f"it made {run.steps} steps to fp32's {fp32_run.steps} in the same training time"
+    if run.steps == fp32_run.steps and {precision, FP32} <= set(race.step_s):  # a budget of steps (--steps)
+        took = (_duration(run.steps * race.step_s[name]) for name in (precision, FP32))
+        made = f"both made {run.steps} steps, {precision} in {next(took)} of training to fp32's {next(took)}"
     return (
-        f" In the race it made {run.steps} steps to fp32's {fp32_run.steps} in the same training time, each step "
+        f" In the race {made}, each step "
         f"charged its bench time ({charged}), so other work on the machine could not tilt it"
         + (f"; on the wall clock, kept as the check, it ran {wall} per step" if wall else "")
         + "."

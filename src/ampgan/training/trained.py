@@ -103,8 +103,15 @@ def class_index(class_names: list[str], wanted: str) -> int:
 
 
 @torch.no_grad()
-def class_samples(run: TrainedRun, label: int, count: int, seed: int) -> np.ndarray:
-    """uint8 (count, H, W, C) samples of one class (any class: an unconditional GAN ignores it); the
+def translates_images(run: TrainedRun) -> bool:
+    """An image-to-image G: its draw_inputs makes maps of real images (a blank image tells its draw apart from
+    noise's, and is what a draw of codes that reads only the batch's size is given)."""
+    blank = torch.zeros(1, *run.document["dataset"]["image_shape"], dtype=torch.uint8)
+    return run.gan.draw_inputs is not None and run.gan.inputs_for(1, torch.Generator(), blank).dim() != 2
+
+
+def class_samples(run: TrainedRun, label: int | None, count: int, seed: int) -> np.ndarray:
+    """uint8 (count, H, W, C) samples of one class (None: of the whole data, an unconditional GAN's); the
     same seed draws the same images."""
     gan = run.gan
     generator_net = gan.sampling_generator  # the EMA of G when the model declares one
@@ -119,12 +126,11 @@ def class_samples(run: TrainedRun, label: int, count: int, seed: int) -> np.ndar
         device,
     )
     # An image-to-image G translates maps drawn from the images of the class (GAN.inputs_for): the data is loaded
-    # for it alone (a blank image tells its draw apart from noise's, without the data, and is what a draw of codes
-    # that reads only the batch's size is given).
-    real = blank = torch.zeros(1, *run.document["dataset"]["image_shape"], dtype=torch.uint8)
-    if gan.draw_inputs is not None and gan.inputs_for(1, torch.Generator(), blank).dim() != 2:
+    # for it alone; a draw of codes that reads only the batch's size is given a blank image.
+    real = torch.zeros(1, *run.document["dataset"]["image_shape"], dtype=torch.uint8)
+    if translates_images(run):
         dataset = load_dataset(run.config.data, seed=run.config.seed)
-        real = dataset.images[dataset.labels == label] if gan.conditional else dataset.images
+        real = dataset.images if label is None else dataset.images[dataset.labels == label]
     z = gan.inputs_for(count, torch.Generator().manual_seed(seed), real).to(device)
     labels = torch.full((count,), label, dtype=torch.long, device=device) if gan.conditional else None
     return to_uint8(gan.to_unit_range(gan.generate(generator_net, z, labels).float()))
