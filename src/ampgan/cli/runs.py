@@ -44,7 +44,8 @@ def evaluate(run_dirs, samples, seed, evaluator_cache) -> None:
     "--class",
     "class_",
     default=None,
-    help="Class name or index (a conditional GAN needs it; an unconditional one draws no class).",
+    help="Class name or index: a conditional GAN draws that class (it needs one), an image-to-image G translates "
+    "that class's images; a G drawing from noise alone takes none.",
 )
 @click.option("--n", type=WholeNumber(), default=64, show_default=True)
 @seed_option
@@ -64,7 +65,8 @@ def evaluate(run_dirs, samples, seed, evaluator_cache) -> None:
 @click.option("--overwrite", is_flag=True, help="Replace --out if it exists.")
 @trust_model_option
 def generate(run_dir, class_, n, seed, out, format_, overwrite) -> None:
-    """Samples of a trained generator (of one class, for a conditional GAN); the same seed gives the same images."""
+    """Samples of a trained generator (of one class: a conditional GAN's drawn, an image-to-image G's translated);
+    the same seed gives the same images."""
     from ampgan.runs.claim import output_file
     from ampgan.training.trained import (
         class_index,
