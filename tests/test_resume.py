@@ -262,8 +262,10 @@ def test_kill_9_at_random_moments_always_leaves_a_resumable_run(tmp_path, capsys
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGHUP])
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1])
 def test_sigterm_or_a_closed_terminal_saves_a_checkpoint_and_exits_128_plus_its_number(tmp_path, stop):
+    """SIGQUIT (Ctrl-\\) dumped core and SIGUSR1 (a batch scheduler's warning before its time limit) ended the run at
+    once: every step since the last checkpoint was lost."""
     run = tmp_path / "run"
     process = _start_run(run)
     _wait_for_first_checkpoint(run, process)

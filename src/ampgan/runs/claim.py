@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
-from ampgan.errors import AmpganError, one_line, warn, write_fix
+from ampgan.errors import STOP_SIGNALS, AmpganError, one_line, warn, write_fix
 from ampgan.files import manifest
 from ampgan.files.atomic import HELD
 from ampgan.files.jsonfile import not_a_regular_file, parse_json
@@ -492,13 +492,14 @@ class FolderClaim:
 
 @contextmanager
 def _stops_held():
-    """Ctrl-C, SIGTERM and SIGHUP wait while a claim is undone or kept, then stop the command as they would have: a
-    second Ctrl-C while the first put the old folder back left it set aside (.NAME.replaced-PID)."""
+    """Ctrl-C, SIGTERM, SIGHUP and the other STOP_SIGNALS wait while a claim is undone or kept, then stop the
+    command as they would have: a second Ctrl-C while the first put the old folder back left it set aside
+    (.NAME.replaced-PID)."""
     held: list[int] = []
     main = threading.current_thread() is threading.main_thread()  # handlers are the main thread's to set
     previous = {
         stop: signal.signal(stop, lambda signum, frame: held.append(signum))
-        for stop in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+        for stop in STOP_SIGNALS
         if main and signal.getsignal(stop) not in (signal.SIG_IGN, None)
     }
     try:

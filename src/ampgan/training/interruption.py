@@ -1,4 +1,5 @@
-"""SIGINT/SIGTERM/SIGHUP: finish the current step, save what is finished, exit 130/143/129 saying what was kept.
+"""SIGINT/SIGTERM/SIGHUP and the other STOP_SIGNALS (errors.py): finish the current step, save what is finished,
+exit 128 + the signal's number (130, 143, 129, ...) saying what was kept.
 
 Training writes a checkpoint and prints a resume hint; a benchmark writes the batch sizes it
 finished, marked incomplete."""
@@ -10,6 +11,7 @@ import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from ampgan.errors import STOP_SIGNALS
 from ampgan.trust import resume_command
 
 
@@ -45,7 +47,7 @@ class StopRequest:
 
 @contextmanager
 def stop_on_signals():
-    """Within the block, SIGINT/SIGTERM/SIGHUP only set the request; the loop decides when to stop."""
+    """Within the block, the STOP_SIGNALS only set the request; the loop decides when to stop."""
     request = StopRequest()
     if threading.current_thread() is not threading.main_thread():
         yield request  # signal handlers can only be installed from the main thread
@@ -56,8 +58,7 @@ def stop_on_signals():
 
     # SIGHUP: the terminal was closed, so save what is finished as for SIGTERM. A signal the process was started
     # ignoring stays ignored (nohup's SIGHUP, a shell script's background job's SIGINT): the work goes on.
-    stops = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-    previous = {sig: signal.signal(sig, handle) for sig in stops if signal.getsignal(sig) is not signal.SIG_IGN}
+    previous = {sig: signal.signal(sig, handle) for sig in STOP_SIGNALS if signal.getsignal(sig) is not signal.SIG_IGN}
     try:
         yield request
     finally:
