@@ -358,6 +358,33 @@ def test_a_thread_count_it_cannot_take_is_refused_before_torch_loads(tmp_path):
     assert done.stdout == ""
 
 
+@pytest.mark.parametrize("umask", [0o777, 0o277])
+def test_a_umask_that_takes_the_owners_own_permission_is_refused_before_anything_is_made(tmp_path, umask):
+    """Under umask 0777 ampgan made --out as d--------- and then could not write in it (0277: read-only files):
+    a misleading 'choose a writable folder' for another user, and an empty folder left behind."""
+    import subprocess
+    import sys
+
+    from fixtures import TINY_RUN
+
+    environment = dict(
+        os.environ,
+        PYTHONPATH=str(Path(__file__).parents[1] / "src") + os.pathsep + os.environ.get("PYTHONPATH", ""),
+    )
+    run = tmp_path / "run"
+    done = subprocess.run(
+        [sys.executable, "-P", "-m", "ampgan", "train", "--out", str(run), "--steps", "2", *TINY_RUN],
+        cwd=tmp_path,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        preexec_fn=lambda: os.umask(umask),
+    )
+    _one_error_line(done.returncode, done.stderr, f"the umask {umask:04o}", "umask 022")
+    assert not run.exists()
+
+
 @pytest.mark.parametrize("value, expected", [("", False), ("0", False), ("off", False), ("1", True), ("Yes", True)])
 def test_a_switch_variable_reads_the_usual_spellings(monkeypatch, value, expected):
     from ampgan.env import env_value
