@@ -692,3 +692,21 @@ def test_a_file_not_yet_written_by_a_running_ampgan_says_so(capsys, tmp_path, co
     finally:
         lock.release()
     assert code == 2 and "is not written yet" not in err, err
+
+
+def test_a_seed_past_64_bits_is_one_line_wherever_it_is_given(tmp_path, capsys):
+    """torch seeds its generators with 64 bits: --seed 2**64 (train's flag, its --set, generate's) ended in an
+    OverflowError traceback, and a study's last seed (seed + seeds - 1) could pass the largest one."""
+    from fixtures import TINY_RUN
+
+    run, too_big, MAX_SEED = tmp_path / "run", str(2**64), 2**63 - 1  # noqa: N806 - ampgan.seeds' name = tmp_path / "run", str(2**64)
+    assert run_cli(capsys, "train", "--out", str(run), "--steps", "2", "--seed", str(MAX_SEED), *TINY_RUN)[0] == 0
+    for args in (
+        ["train", "--out", str(tmp_path / "a"), "--steps", "2", "--seed", too_big, *TINY_RUN],
+        ["train", "--out", str(tmp_path / "b"), "--steps", "2", "--set", f"seed={too_big}", *TINY_RUN],
+        ["generate", str(run), "--class", "0", "--n", "4", "--seed", too_big, "--out", str(tmp_path / "g.png")],
+        ["compare", "--out", str(tmp_path / "c"), "--seed", str(MAX_SEED), "--seeds", "2", *TINY_RUN],
+    ):
+        code, _, err = run_cli(capsys, *args)
+        _one_error_line(code, err, str(MAX_SEED))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
