@@ -454,6 +454,24 @@ def test_damaged_and_foreign_checkpoints_give_one_clear_line(tmp_path, capsys):
 
 
 @pytest.mark.parametrize(
+    "field, value",
+    [("train_seconds", -100.0), ("wall_seconds", "x"), ("metrics_last_step", -1), ("skipped_total", {"d": -3})],
+)
+def test_a_checkpoint_s_progress_the_loop_adds_to_is_checked_before_it_is_trusted(tmp_path, capsys, field, value):
+    """A negative time read 'trained 4 steps in -95.5 s (-0 img/s)'; a text one was a TypeError traceback."""
+    run = tmp_path / "run"
+    assert run_cli(capsys, "train", *TINY, "--steps", "2", "--out", str(run))[0] == 0
+    latest = latest_checkpoint(run)
+    payload = torch.load(latest, weights_only=True)
+    torch.save(payload | {"progress": payload["progress"] | {field: value}}, latest)
+    record(latest)  # as if ampgan had written it: the shape is what is checked
+    code, _, err = run_cli(capsys, "train", "--resume", str(run), "--steps", "4")
+    assert code == 2 and err.count("\n") == 1 and "Traceback" not in err, err
+    assert err.startswith(f"error: checkpoint {latest} is damaged or foreign (progress.{field}") and "at least 0" in err
+    assert latest_checkpoint(run) == latest  # nothing trained, nothing written
+
+
+@pytest.mark.parametrize(
     ("saved_as", "this_run"),
     [
         ({"fused": True, "foreach": False, "capturable": True}, {"foreach": True}),  # a GPU's checkpoint, a CPU run
