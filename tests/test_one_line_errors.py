@@ -710,3 +710,15 @@ def test_a_seed_past_64_bits_is_one_line_wherever_it_is_given(tmp_path, capsys):
         code, _, err = run_cli(capsys, *args)
         _one_error_line(code, err, str(MAX_SEED))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
+
+
+@pytest.mark.parametrize("option", ["--width=99999999999999999999999", "--set=model.z_dim=9223372036854775807"])
+def test_a_built_in_model_an_option_breaks_names_the_option_not_its_code(tmp_path, capsys, option):
+    """A width or noise size past int64 overflowed a tensor shape inside acgan: the line said 'fix the model
+    function', which is ampgan's own code; the fix is the option."""
+    from fixtures import TINY_RUN
+
+    code, _, err = run_cli(capsys, "train", "--out", str(tmp_path / "run"), "--steps", "2", *TINY_RUN, option)
+    line = _one_error_line(code, err, "model acgan raised", "check its options (width=")
+    assert option.rpartition("=")[2] in line and "fix the model function" not in line
+    assert not (tmp_path / "run").exists()
