@@ -275,6 +275,21 @@ def test_a_study_without_compare_json_names_resume_as_the_fix_and_resume_writes_
     assert (folder / "compare.json").is_file() and run_cli(capsys, "report", str(folder))[0] == 0
 
 
+@pytest.mark.parametrize("name", ["cm 1", "x;touch pwned"])
+def test_a_printed_command_reads_back_as_the_folder_it_names(originals, tmp_path, capsys, name):
+    """'continue ... with ampgan compare --resume /tmp/cm 1' gave the shell two arguments; a folder named
+    'x;touch pwned' gave it a second command. The command printed is quoted as the shell reads it."""
+    import shlex
+
+    folder = tmp_path / name
+    shutil.copytree(originals / "study", folder)
+    (folder / "compare.json").unlink()
+    code, _, err = run_cli(capsys, "report", str(folder))
+    assert code == 2 and err.count("\n") == 1, err
+    command = err.split("continue the study it holds with '", 1)[1].rsplit("', which writes it", 1)[0]
+    assert shlex.split(command) == ["ampgan", "compare", "--resume", str(folder)]
+
+
 def test_a_damaged_quickdraw_manifest_is_one_line(tmp_path, capsys):
     from fixtures import write_quickdraw
 

@@ -464,3 +464,37 @@ def test_every_name_pillow_gives_a_format_is_an_image_in_any_case(tmp_path):
     Image.new("L", (8, 8), 90).save(tmp_path / "a" / "p.jpg", progressive=True)
     dataset, said = _load(tmp_path, image_size=8, channels=1)
     assert len(dataset) == 7 and said == [] and int(dataset.images.float().mean().round()) == 90
+
+
+@pytest.mark.parametrize("make", ["fifo", "socket"])
+def test_a_fifo_or_socket_named_like_an_image_is_said_to_be_left_out(tmp_path, make):
+    """A FIFO (or socket) named x.png in a class folder is neither a file nor a folder: it was skipped without a
+    word, where a text file beside the images is counted."""
+    import socket
+
+    (tmp_path / "cats").mkdir()
+    Image.new("RGB", (8, 8), (10, 20, 30)).save(tmp_path / "cats" / "a.png")
+    odd = tmp_path / "cats" / "x.png"
+    if make == "fifo":
+        os.mkfifo(odd)
+    else:
+        server = socket.socket(socket.AF_UNIX)
+        server.bind(str(odd))
+        server.close()
+    dataset, said = _load(tmp_path, image_size=8)
+    assert len(dataset.images) == 1
+    (line,) = [line for line in said if "leaves out" in line]
+    assert "1 entr(ies) that are no file to read" in line and "cats/x.png" in line
+
+
+@pytest.mark.parametrize("size", [(16, 8), (8, 16)])
+def test_a_non_square_image_is_stretched_and_said(tmp_path, size):
+    """Wide or tall, an image is stretched to the model's square (not cropped): the docs say resized, and the
+    change of its proportions is said once per folder."""
+    (tmp_path / "a").mkdir()
+    Image.new("RGB", size, (200, 0, 0)).save(tmp_path / "a" / "wide.png")
+    Image.new("RGB", (8, 8), (0, 200, 0)).save(tmp_path / "a" / "square.png")
+    dataset, said = _load(tmp_path, image_size=8)
+    assert tuple(dataset.images.shape) == (2, 3, 8, 8)
+    (line,) = [line for line in said if "not square" in line]
+    assert line.startswith("1 image(s) of folder:") and "wide.png" in line and "stretched to a square" in line

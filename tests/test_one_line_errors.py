@@ -358,6 +358,33 @@ def test_a_thread_count_it_cannot_take_is_refused_before_torch_loads(tmp_path):
     assert done.stdout == ""
 
 
+@pytest.mark.parametrize("umask", [0o777, 0o277])
+def test_a_umask_that_takes_the_owners_own_permission_is_refused_before_anything_is_made(tmp_path, umask):
+    """Under umask 0777 ampgan made --out as d--------- and then could not write in it (0277: read-only files):
+    a misleading 'choose a writable folder' for another user, and an empty folder left behind."""
+    import subprocess
+    import sys
+
+    from fixtures import TINY_RUN
+
+    environment = dict(
+        os.environ,
+        PYTHONPATH=str(Path(__file__).parents[1] / "src") + os.pathsep + os.environ.get("PYTHONPATH", ""),
+    )
+    run = tmp_path / "run"
+    done = subprocess.run(
+        [sys.executable, "-P", "-m", "ampgan", "train", "--out", str(run), "--steps", "2", *TINY_RUN],
+        cwd=tmp_path,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        preexec_fn=lambda: os.umask(umask),
+    )
+    _one_error_line(done.returncode, done.stderr, f"the umask {umask:04o}", "umask 022")
+    assert not run.exists()
+
+
 @pytest.mark.parametrize("value, expected", [("", False), ("0", False), ("off", False), ("1", True), ("Yes", True)])
 def test_a_switch_variable_reads_the_usual_spellings(monkeypatch, value, expected):
     from ampgan.env import env_value
@@ -665,3 +692,33 @@ def test_a_file_not_yet_written_by_a_running_ampgan_says_so(capsys, tmp_path, co
     finally:
         lock.release()
     assert code == 2 and "is not written yet" not in err, err
+
+
+def test_a_seed_past_64_bits_is_one_line_wherever_it_is_given(tmp_path, capsys):
+    """torch seeds its generators with 64 bits: --seed 2**64 (train's flag, its --set, generate's) ended in an
+    OverflowError traceback, and a study's last seed (seed + seeds - 1) could pass the largest one."""
+    from fixtures import TINY_RUN
+
+    run, too_big, MAX_SEED = tmp_path / "run", str(2**64), 2**63 - 1  # noqa: N806 - ampgan.seeds' name = tmp_path / "run", str(2**64)
+    assert run_cli(capsys, "train", "--out", str(run), "--steps", "2", "--seed", str(MAX_SEED), *TINY_RUN)[0] == 0
+    for args in (
+        ["train", "--out", str(tmp_path / "a"), "--steps", "2", "--seed", too_big, *TINY_RUN],
+        ["train", "--out", str(tmp_path / "b"), "--steps", "2", "--set", f"seed={too_big}", *TINY_RUN],
+        ["generate", str(run), "--class", "0", "--n", "4", "--seed", too_big, "--out", str(tmp_path / "g.png")],
+        ["compare", "--out", str(tmp_path / "c"), "--seed", str(MAX_SEED), "--seeds", "2", *TINY_RUN],
+    ):
+        code, _, err = run_cli(capsys, *args)
+        _one_error_line(code, err, str(MAX_SEED))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
+
+
+@pytest.mark.parametrize("option", ["--width=99999999999999999999999", "--set=model.z_dim=9223372036854775807"])
+def test_a_built_in_model_an_option_breaks_names_the_option_not_its_code(tmp_path, capsys, option):
+    """A width or noise size past int64 overflowed a tensor shape inside acgan: the line said 'fix the model
+    function', which is ampgan's own code; the fix is the option."""
+    from fixtures import TINY_RUN
+
+    code, _, err = run_cli(capsys, "train", "--out", str(tmp_path / "run"), "--steps", "2", *TINY_RUN, option)
+    line = _one_error_line(code, err, "model acgan raised", "check its options (width=")
+    assert option.rpartition("=")[2] in line and "fix the model function" not in line
+    assert not (tmp_path / "run").exists()

@@ -368,3 +368,31 @@ def test_a_study_s_run_resumed_alone_names_its_study_s_command_not_another_out(c
     assert err.endswith("continue it with that command, or copy it out first\n"), err
     shutil.copytree(study / "runs" / "fp32-seed0", tmp_path / "copied")
     assert run_cli(capsys, "train", "--resume", str(tmp_path / "copied"), "--steps", "6", "--quiet")[0] == 0
+
+
+@pytest.mark.parametrize("in_the_way", ["a finished run", "a link to nowhere"])
+def test_a_command_given_no_out_never_lands_on_a_folder_of_the_same_second(tmp_path, capsys, monkeypatch, in_the_way):
+    """The default folder is named by the second: a second train started in it (a script's loop of seeds, a clock
+    set back) was refused with '--out runs/... already holds files', an --out it was never given."""
+    import datetime as dt
+    from types import SimpleNamespace
+
+    from fixtures import TINY_RUN
+
+    import ampgan.runs.claim as claim
+
+    frozen = dt.datetime(2026, 12, 4, 13, 30, 0)
+    monkeypatch.setattr(claim, "dt", SimpleNamespace(datetime=SimpleNamespace(now=lambda: frozen)))
+    monkeypatch.chdir(tmp_path)
+    first = tmp_path / "runs" / "synthetic-fp32-20261204-133000"
+    if in_the_way == "a link to nowhere":
+        first.parent.mkdir()
+        first.symlink_to(tmp_path / "gone")
+    else:
+        assert run_cli(capsys, "train", "--steps", "2", *TINY_RUN, "--precision", "fp32")[0] == 0
+    before = sorted(p.name for p in first.iterdir()) if first.is_dir() else None
+    for n in (2, 3):
+        code, out, err = run_cli(capsys, "train", "--steps", "2", *TINY_RUN, "--precision", "fp32")
+        assert code == 0, err
+        assert (tmp_path / "runs" / f"synthetic-fp32-20261204-133000-{n}" / "generator.safetensors").is_file()
+    assert (sorted(p.name for p in first.iterdir()) if first.is_dir() else None) == before

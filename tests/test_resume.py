@@ -262,8 +262,10 @@ def test_kill_9_at_random_moments_always_leaves_a_resumable_run(tmp_path, capsys
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGHUP])
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1])
 def test_sigterm_or_a_closed_terminal_saves_a_checkpoint_and_exits_128_plus_its_number(tmp_path, stop):
+    """SIGQUIT (Ctrl-\\) dumped core and SIGUSR1 (a batch scheduler's warning before its time limit) ended the run at
+    once: every step since the last checkpoint was lost."""
     run = tmp_path / "run"
     process = _start_run(run)
     _wait_for_first_checkpoint(run, process)
@@ -449,6 +451,24 @@ def test_damaged_and_foreign_checkpoints_give_one_clear_line(tmp_path, capsys):
 
     code, _, err = run_cli(capsys, "train", "--resume", str(tmp_path / "nothing"), "--steps", "8")
     assert code == 2 and "not an ampgan run folder" in err
+
+
+@pytest.mark.parametrize(
+    "field, value",
+    [("train_seconds", -100.0), ("wall_seconds", "x"), ("metrics_last_step", -1), ("skipped_total", {"d": -3})],
+)
+def test_a_checkpoint_s_progress_the_loop_adds_to_is_checked_before_it_is_trusted(tmp_path, capsys, field, value):
+    """A negative time read 'trained 4 steps in -95.5 s (-0 img/s)'; a text one was a TypeError traceback."""
+    run = tmp_path / "run"
+    assert run_cli(capsys, "train", *TINY, "--steps", "2", "--out", str(run))[0] == 0
+    latest = latest_checkpoint(run)
+    payload = torch.load(latest, weights_only=True)
+    torch.save(payload | {"progress": payload["progress"] | {field: value}}, latest)
+    record(latest)  # as if ampgan had written it: the shape is what is checked
+    code, _, err = run_cli(capsys, "train", "--resume", str(run), "--steps", "4")
+    assert code == 2 and err.count("\n") == 1 and "Traceback" not in err, err
+    assert err.startswith(f"error: checkpoint {latest} is damaged or foreign (progress.{field}") and "at least 0" in err
+    assert latest_checkpoint(run) == latest  # nothing trained, nothing written
 
 
 @pytest.mark.parametrize(

@@ -18,9 +18,9 @@ INTERRUPTED_EARLY = (
 
 
 def _terminate(signum, frame) -> None:
-    # SIGTERM (a scheduler's, `kill`'s) or SIGHUP (the terminal closed) where no stage listens for it unwinds as a
-    # Ctrl-C does, so a folder claimed for output is given back; its number rides along for the line and the exit
-    # code (143, 129).
+    # SIGTERM (a scheduler's, `kill`'s), SIGHUP (the terminal closed) or another of STOP_SIGNALS where no stage
+    # listens for it unwinds as a Ctrl-C does, so a folder claimed for output is given back; its number rides along
+    # for the line and the exit code (143, 129, ...).
     raise KeyboardInterrupt(signum)
 
 
@@ -72,10 +72,13 @@ def _closed_streams_to_devnull() -> None:
 
 def main(argv: list[str] | None = None) -> None:
     _closed_streams_to_devnull()
-    for signum in (signal.SIGTERM, signal.SIGHUP):  # SIGHUP: the terminal was closed; under nohup it stays ignored
-        if signal.getsignal(signum) is not signal.SIG_IGN:
-            signal.signal(signum, _terminate)
     try:
+        from ampgan.errors import STOP_SIGNALS  # a Ctrl-C while it loads is caught below
+
+        # SIGINT is Python's KeyboardInterrupt already; one ignored at start (nohup's SIGHUP) stays ignored.
+        for signum in STOP_SIGNALS[1:]:
+            if signal.getsignal(signum) is not signal.SIG_IGN:
+                signal.signal(signum, _terminate)
         _check_environment()
         try:
             from ampgan.cli import main as run

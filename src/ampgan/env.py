@@ -114,5 +114,12 @@ def check_environment() -> None:
             "the current folder was deleted while this shell (or ampgan, starting) was in it: cd to a folder that "
             "exists, then run the command again"
         ) from None
+    mask = os.umask(0o022)  # read back at once: Python reads a umask only by setting one
+    os.umask(mask)
+    if mask & 0o700:  # a folder ampgan made, ampgan could not then write in (it was left behind, empty)
+        raise AmpganError(
+            f"the umask {mask:04o} takes your own permission to read, write or enter the files and folders ampgan "
+            "makes: set one that leaves them to you (umask 022, or 077 to keep others out), then run it again"
+        )
     for name in sorted(VARIABLES.keys() & os.environ.keys()):
         env_value(name)

@@ -126,6 +126,21 @@ class ConfigError(AmpganError):
         super().__init__(f"{field} {problem}")
 
 
+# The signals that stop a command after it saved what it finished (exit 128 + the number): Ctrl-C, SIGTERM (a
+# scheduler's, `kill`'s), SIGHUP (the terminal closed), SIGQUIT (Ctrl-\\), SIGUSR1/SIGUSR2 (what a batch scheduler
+# sends before its time limit: SLURM's --signal) and SIGXCPU (a CPU-time limit reached). Python's default for the
+# last four ended the process at once, nothing saved since the last checkpoint, and SIGQUIT dumped core.
+STOP_SIGNALS = (
+    signal.SIGINT,
+    signal.SIGTERM,
+    signal.SIGHUP,
+    signal.SIGQUIT,
+    signal.SIGUSR1,
+    signal.SIGUSR2,
+    signal.SIGXCPU,
+)
+
+
 def signal_number(stop: KeyboardInterrupt) -> int:
     """The signal that stopped a command: ampgan/__main__.py raises SIGTERM as KeyboardInterrupt(15); any other
     KeyboardInterrupt (Ctrl-C, or one a library raised with a message) is SIGINT."""

@@ -16,6 +16,9 @@ from __future__ import annotations
 import hashlib
 
 CURRENT_SCHEME = 2  # scheme 1: ampgan 0.1's offsets, kept for the runs it started
+# The largest seed: torch seeds a generator with a 64-bit number (2**64 and up was an OverflowError traceback), and
+# a seed's offsets (the sample grid's, a study's next seeds) must stay below that.
+MAX_SEED = 2**63 - 1
 
 
 def _derive(purpose: str, *numbers: int) -> int:

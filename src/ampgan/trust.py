@@ -57,8 +57,14 @@ def absolute_model_name(name: str) -> str:
     return f"{Path(where).expanduser().resolve()}:{function_name}" if is_file else name
 
 
+def command_line(*words) -> str:
+    """`ampgan WORDS` as a shell reads it back: a printed command to copy must keep a folder named 'cm 1' one
+    argument (it was two) and a name with ';' or '$(...)' a name, never a command of its own."""
+    return " ".join(["ampgan", *(shlex.quote(str(word)) for word in words)])
+
+
 def resume_command(run_dir, model: str) -> str:
     """The command that continues `run_dir`: with `--model` for a model that is not built in (a file's or a
     module's function), which a resume imports only when the person running it names it again."""
-    command = f"ampgan train --resume {shlex.quote(str(run_dir))}"
+    command = command_line("train", "--resume", run_dir)
     return f"{command} --model {shlex.quote(model)}" if ":" in model else command

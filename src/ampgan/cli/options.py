@@ -22,6 +22,7 @@ from ampgan.errors import AmpganError
 from ampgan.precisions import NAMES as PRECISION_NAMES
 from ampgan.runs.claim import default_out as default_out  # the commands' default folders, named in one place
 from ampgan.sections import Setting, own_settings, refuse_unknown, settings
+from ampgan.seeds import MAX_SEED
 from ampgan.trust import ANY_MODEL, consent_to_import
 
 
@@ -66,6 +67,7 @@ def WholeNumber(minimum: int = 1) -> Number:  # noqa: N802 - reads like the othe
     return Number(lambda x: x >= minimum, f"must be at least {minimum}", whole=True)
 
 
+SEED = Number(lambda x: 0 <= x <= MAX_SEED, f"must be from 0 to {MAX_SEED}", whole=True)
 # A finite number > 0 (a price, a peak, a count, a number of seconds); a type holds no state, so one serves all.
 POSITIVE_NUMBER = Number(lambda x: math.isfinite(x) and x > 0, "must be positive and finite")
 
@@ -156,7 +158,7 @@ def _click_type(kind: str):
     """The click type of a setting's kind (sections.py setting); text takes any string."""
     return {
         "whole": WholeNumber(),
-        "whole0": WholeNumber(0),
+        "whole0": SEED,
         "whole2": WholeNumber(2),
         "whole4": WholeNumber(4),
         "positive": POSITIVE_NUMBER,
@@ -309,7 +311,7 @@ def precisions_given(flag: bool | None, precisions=PRECISION_NAMES) -> tuple[str
 
 # A seed that is not a run's config (the noise of `evaluate` and `generate`).
 seed_option = click.option(
-    "--seed", type=WholeNumber(0), default=0, show_default=True, help="Seeds the noise of the generated samples."
+    "--seed", type=SEED, default=0, show_default=True, help="Seeds the noise of the generated samples."
 )
 
 

@@ -24,6 +24,7 @@ from ampgan import precisions
 from ampgan.data.registry import DataConfig
 from ampgan.errors import ConfigError
 from ampgan.sections import Section, Setting, close_match_hint, setting
+from ampgan.seeds import MAX_SEED
 
 DEVICES = ("auto", "cpu", "cuda")
 
@@ -216,8 +217,8 @@ class TrainConfig:
         for name, section in SECTIONS.items():
             if not isinstance(getattr(self, name), section):
                 raise ConfigError(name, f"must be a {section.__name__}, got {type(getattr(self, name)).__name__}")
-        if not (isinstance(self.seed, int) and not isinstance(self.seed, bool) and self.seed >= 0):
-            raise ConfigError("seed", f"must be a whole number of at least 0, got {self.seed!r}")
+        if not (isinstance(self.seed, int) and not isinstance(self.seed, bool) and 0 <= self.seed <= MAX_SEED):
+            raise ConfigError("seed", f"must be a whole number of at least 0 and at most {MAX_SEED}, got {self.seed!r}")
 
     @property
     def budget_is_set(self) -> bool:

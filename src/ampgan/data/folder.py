@@ -2,10 +2,10 @@
 
 Images are decoded with Pillow, converted to 1 or 3 channels by their real range (integer grey by the
 bits its file declares, not clipped; transparency is flattened onto white and said so) and resized (bilinear,
-antialiased) to the model's size. A class's images may sit in nested folders inside its folder (as
-torchvision's ImageFolder reads them); files that are not images, images outside any class
-folder and what an operating system left (__MACOSX/, ._NAME, Thumbs.db) are counted in one warning, never
-dropped without a word.
+antialiased) to the model's size, a non-square image stretched to a square, and said so. A class's images may sit
+in nested folders inside its folder (as torchvision's ImageFolder reads them); files that are not images, images
+outside any class folder, FIFOs and sockets, and what an operating system left (__MACOSX/, ._NAME, Thumbs.db) are
+counted in one warning, never dropped without a word.
 
 `data.cache` writes the decoded tensor as an .npz next to the data, keyed by a fingerprint of the file
 list (names, sizes, modification times) and checked against the folder it claims to be (count,
@@ -55,6 +55,7 @@ SYSTEM_NAMES = {
 # What decoding changed in an image, said once per folder: (what the images have, what was done).
 _TRANSPARENT = ("have transparent pixels", "flattened onto white, the transparency is dropped")
 _FRAMES = ("hold several frames (animated, multi-page, a JPEG's extra pictures)", "the first frame is used")
+_STRETCHED = ("are not square", "each is stretched to a square, not cropped: crop them first to keep their proportions")
 
 
 def _made_by_the_system(path: Path, root: Path) -> bool:
@@ -142,6 +143,8 @@ def _warn_about_what_is_not_read(root: Path, folders: list[Path]) -> None:
         p for p in at_root if p.name.startswith("._") or p.name.lower() in SYSTEM_NAMES | {".ds_store"}
     ]
     linked = sorted(p for p in found if p.is_symlink() and not p.is_file() and not _made_by_the_system(p, root))
+    # A FIFO, socket or device named x.png is neither a file nor a folder: it was left out without a word.
+    special = sorted(p for p in found if not (p.is_file() or p.is_dir() or p.is_symlink()))
     made = sorted(p for p in inside if _made_by_the_system(p, root))
     other = [p for p in inside if p.suffix.lower() not in IMAGE_SUFFIXES and not _made_by_the_system(p, root)]
     parts = []
@@ -157,6 +160,11 @@ def _warn_about_what_is_not_read(root: Path, folders: list[Path]) -> None:
         parts.append(
             f"{len(linked)} link(s) to a folder or to nothing, not followed (e.g. "
             f"{one_line(linked[0].relative_to(root))})"
+        )
+    if special:
+        parts.append(
+            f"{len(special)} entr(ies) that are no file to read (a FIFO, socket or device, e.g. "
+            f"{one_line(special[0].relative_to(root))})"
         )
     if made:
         parts.append(
@@ -187,6 +195,8 @@ def _decode(path: Path, size: int, channels: int, noted: dict, pillow_said: dict
             # A camera's EXIF orientation says how the pixels stand: a phone's portrait photo is stored sideways.
             # A TIFF's tags (its bits per sample) are read from the file as opened: the upright copy has none.
             image = _to_8_bit(ImageOps.exif_transpose(image), getattr(image, "tag_v2", {}), path, channels, noted)
+            if image.width != image.height:
+                noted.setdefault(_STRETCHED, []).append(path)
             if image.size != (size, size):
                 image = image.resize((size, size), Image.Resampling.BILINEAR, reducing_gap=None)
             array = np.asarray(image, dtype=np.uint8)

@@ -112,8 +112,11 @@ class ModelRecipe:
         except (Exception, SystemExit) as error:  # noqa: BLE001 - the user's code failing is one line naming it
             if is_out_of_memory(error):
                 raise  # the machine's limit, not the model's fault: the command line says so
+            # A built-in model is not the user's to fix: its options are (a width of 10**23 overflowed a shape).
+            options = ", ".join(f"{name}={value!r}" for name, value in self.options.items())
+            fix = f"check its options ({options})" if self.name in _built_in() else "fix the model function"
             raise AmpganError(
-                f"{origin} raised {type(error).__name__}: {_first_line(error)}{_where(error)}: fix the model function"
+                f"{origin} raised {type(error).__name__}: {_first_line(error)}{_where(error)}: {fix}"
             ) from None
         gan = check_gan(gan, origin)
         networks = {"G": gan.generator, "D": gan.discriminator}

@@ -33,10 +33,11 @@ from ampgan.errors import AmpganError, one_line
 from ampgan.files import manifest
 from ampgan.files.atomic import write_atomically
 from ampgan.files.paths import file_in
-from ampgan.files.schema import check_shape
+from ampgan.files.schema import COUNT, Between, check_shape
 
 FORMAT_VERSION = 2
 # One process's RNG states (training/state.py capture_global_rngs); `device` since per-rank states.
+_SECONDS = Between(0.0, math.inf, says="a number of seconds of at least 0")
 _RNG = {"torch_cpu": torch.Tensor, "?device": str, "?torch_cuda": [torch.Tensor], "numpy": dict, "python": dict}
 # What resuming reads (training/state.py, training/loop.py): checked before any of it is trusted.
 _SHAPE = {
@@ -55,14 +56,16 @@ _SHAPE = {
     "?extra_scalers": dict,
     "?rng": _RNG,
     "?step_generator_device": str,
+    # Progress the loop adds to (a negative time read "trained 4 steps in -95.5 s", a text one was a TypeError).
     "?progress": {
-        "train_seconds": (int, float),
-        "skipped_total": {"*": int},
-        "data": {"world_size": int, "ranks": [{"epoch": int, "position": int}]},
+        "train_seconds": _SECONDS,
+        "?wall_seconds": _SECONDS,
+        "skipped_total": {"*": COUNT},
+        "data": {"world_size": int, "ranks": [{"epoch": COUNT, "position": COUNT}]},
         "?step_generators": [torch.Tensor],
         "?step_generator_device": str,
         "?rngs": [_RNG],
-        "?metrics_last_step": int,
+        "?metrics_last_step": COUNT,
     },
 }
 OLDEST_READABLE_VERSION = 1

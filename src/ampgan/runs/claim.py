@@ -70,8 +70,15 @@ _DOCTOR = ("doctor.json", "doctor_*.png")
 
 
 def default_out(kind: str) -> Path:
-    """The folder a command writes when it is given none: runs/KIND-<time>."""
-    return Path("runs") / f"{kind}-{dt.datetime.now():%Y%m%d-%H%M%S}"
+    """The folder a command writes when it is given none: runs/KIND-<time>, or runs/KIND-<time>-2, -3, ... when that
+    is taken. A second command started in the same second (a script's loop of seeds, a clock set back) was refused
+    with '--out ... already holds files' it was never given, and a second compare continued the first's study."""
+    path = base = Path("runs") / f"{kind}-{dt.datetime.now():%Y%m%d-%H%M%S}"
+    taken = 1
+    while os.path.lexists(path):  # a link to nowhere is taken too
+        taken += 1
+        path = base.with_name(f"{base.name}-{taken}")
+    return path
 
 
 def _under(folder: str, patterns: tuple[str, ...]) -> tuple[str, ...]:

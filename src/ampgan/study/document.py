@@ -24,6 +24,7 @@ from ampgan.precisions import FP32
 from ampgan.quality.registry import EVALUATOR_ACCURACY, FRECHET_DISTANCE, METRIC_NAME, METRICS, Metric
 from ampgan.study.progress import has_study
 from ampgan.training.precision import PRECISION_NAME
+from ampgan.trust import command_line
 
 FORMAT = "ampgan-compare/1"
 READABLE_FORMATS = (FORMAT,)
@@ -394,7 +395,7 @@ class CompareDocument(Record):
 def load_compare(out_dir: Path) -> CompareDocument:
     """The study's compare.json, validated; a missing, damaged or foreign one is one error line."""
     # A study stopped before its end (or whose compare.json was deleted) has study.json: resuming it writes one.
-    stopped = f"continue the study it holds with 'ampgan compare --resume {out_dir}', which writes it"
+    stopped = f"continue the study it holds with '{command_line('compare', '--resume', out_dir)}', which writes it"
     path, data = read_json_in(
         out_dir,
         "compare.json",
@@ -405,5 +406,5 @@ def load_compare(out_dir: Path) -> CompareDocument:
     return CompareDocument.checked(
         data,
         str(path),
-        f"continue the study with 'ampgan compare --resume {out_dir}' to write it anew, or run it again",
+        f"continue the study with '{command_line('compare', '--resume', out_dir)}' to write it anew, or run it again",
     )

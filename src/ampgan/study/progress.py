@@ -28,6 +28,7 @@ from ampgan.sections import differences
 from ampgan.speed.plan import RunPlan
 from ampgan.study.spec import CompareSpec
 from ampgan.training.interruption import Interrupted
+from ampgan.trust import command_line
 
 FILE_NAME = "study.json"
 FORMAT = "ampgan-study/1"
@@ -175,7 +176,8 @@ def open_progress(folder: Path, spec_document: dict) -> StudyProgress:
         path, saved, given = found[0]
         raise AmpganError(
             f"{folder} holds a study with other options ({path} was {saved!r}, now {given!r}): resume it as it was "
-            f"with 'ampgan compare --resume {folder}', or start this one with another --out (or --overwrite)"
+            f"with '{command_line('compare', '--resume', folder)}', or start this one with another --out "
+            "(or --overwrite)"
         )
     return progress
 
@@ -187,7 +189,7 @@ class StudyInterrupted(Interrupted):
         super().__init__(
             signum,
             f"the study is kept in {out_dir}: {progress.describe()}; continue with: "
-            f"ampgan compare --resume {out_dir} (or the same command again)",
+            f"{command_line('compare', '--resume', out_dir)} (or the same command again)",
         )
 
 

@@ -12,6 +12,7 @@ from ampgan.config import TrainConfig, build_config, config_from_document
 from ampgan.errors import AmpganError
 from ampgan.files.paths import recorded_place
 from ampgan.sections import as_tuples, setting, settings
+from ampgan.seeds import MAX_SEED
 
 # The comparison's own bench (`--set compare.bench.FIELD=VALUE`), shorter than `ampgan bench`'s default: it
 # has three batch sizes and two training runs to fit in a few minutes; its intervals say how settled it got.
@@ -101,6 +102,8 @@ class CompareSpec:
 
     @property
     def seed_list(self) -> list[int]:
+        if self.seed + self.seeds - 1 > MAX_SEED:  # checked here: the spec is built with seeds' default first
+            raise AmpganError(f"--seed {self.seed} with --seeds {self.seeds} passes the largest seed, {MAX_SEED}")
         return [self.seed + index for index in range(self.seeds)]
 
     def train_config(self, precision: str, seed: int | None = None) -> TrainConfig:

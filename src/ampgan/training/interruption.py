@@ -1,4 +1,5 @@
-"""SIGINT/SIGTERM/SIGHUP: finish the current step, save what is finished, exit 130/143/129 saying what was kept.
+"""SIGINT/SIGTERM/SIGHUP and the other STOP_SIGNALS (errors.py): finish the current step, save what is finished,
+exit 128 + the signal's number (130, 143, 129, ...) saying what was kept.
 
 Training writes a checkpoint and prints a resume hint; a benchmark writes the batch sizes it
 finished, marked incomplete."""
