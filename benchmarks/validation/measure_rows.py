@@ -10,8 +10,9 @@ timed in three modes, interleaved round by round so that a slow minute lands on 
 (TF32 off for convolutions and matrix products), TF32 (both on), and mixed precision as torch.cuda.amp runs it
 (autocast fp16, GradScaler, PyTorch's defaults otherwise: cuDNN's TF32 on, matmuls fp32). Two rows per model:
 TF32 against AMP and strict fp32 against AMP, each step the median of its rounds (CUDA-synchronised wall time
-of `--steps`-step runs after warm-up). The optimizer is the Workload's, as PyTorch >= 2.0 runs it (torch.optim's
-foreach loops; where the published run used a fused optimizer, fused=True).
+of runs of about `--seconds` each, after a warm-up step; AMP's loss scale settled first, with one scaler kept
+across rounds, and a row whose timed AMP steps overflowed marked suspect). The optimizer is the Workload's, as
+PyTorch >= 2.0 runs it (torch.optim's foreach loops; where the published run used a fused optimizer, fused=True).
 
 The inputs are random (uniform floats; 0/1 for integer inputs: valid labels, token ids and indices for every
 model here): a training step's time does not depend on its values, except where a loss skips work (SSD's hard
@@ -40,10 +41,16 @@ if str(HERE) not in sys.path:
 from build_rows import COLUMNS  # noqa: E402
 from models import workload, workload_key  # noqa: E402
 
+from ampgan.errors import AmpganError  # noqa: E402
+from ampgan.precisions import FP32, TF32  # noqa: E402
+from ampgan.system.gpus import gpu_spec  # noqa: E402
+
 # What each model is run at: the batch the published Hopper rows used where one fits a single step's
 # measurement in a few seconds (Lambda's H100 SXM5: ResNet-50 640/1280, SSD 256/448), else DLE's.
 DEFAULT_MODELS = "resnet50:256,ssd300:128,vgg16:128,ncf:1048576,hifigan:128"
-MODES = ("fp32", "tf32", "amp")
+AMP = "amp"  # torch.autocast fp16 with GradScaler (rows.csv's mixed-precision side)
+MODES = (FP32, TF32, AMP)
+SETTLE_STEPS = 20  # AMP steps at most, before timing, for the loss scale to stop falling
 AMP_DTYPE = {"cpu": torch.bfloat16}  # a CPU trial of the script only: fp16 there takes minutes a step
 SPECS = {  # model -> (task, input, unit, items per sample)
     "resnet50": ("classification", "3x224x224", "images/s", 1),
@@ -96,9 +103,9 @@ def set_tf32(on: bool) -> None:
 
 
 def mode_settings(mode: str) -> None:
-    if mode == "fp32":
+    if mode == FP32:
         set_tf32(False)
-    elif mode == "tf32":
+    elif mode == TF32:
         set_tf32(True)
     else:  # PyTorch's own defaults, as an AMP script runs: cuDNN TF32 on, matmuls fp32
         torch.backends.cuda.matmul.allow_tf32 = False
@@ -128,50 +135,72 @@ def synchronize(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def timed_steps(job, model, optimizer, inputs, mode: str, steps: int, device: str) -> float:
-    """Seconds per step of `steps` steps in `mode` (synchronised before and after)."""
+def timed_steps(job, model, optimizer, inputs, mode: str, steps: int, device: str, scaler) -> tuple[float, int]:
+    """Seconds per step of `steps` steps in `mode` (synchronised before and after), and how many of them the
+    loss scaler skipped (an overflow: no optimizer step, so a faster step than a real one). `scaler`: the
+    model's one GradScaler for AMP, kept across rounds, so its scale settles once rather than every round."""
     mode_settings(mode)
-    scaler = torch.amp.GradScaler(device, enabled=mode == "amp")
+    amp = mode == AMP
+    skipped = 0
 
     def step():
+        nonlocal skipped
         optimizer.zero_grad(set_to_none=True)
-        with torch.autocast(device, dtype=AMP_DTYPE.get(device, torch.float16), enabled=mode == "amp"):
+        with torch.autocast(device, dtype=AMP_DTYPE.get(device, torch.float16), enabled=amp):
             loss = job.loss(model, inputs)
+        if not amp:
+            loss.backward()
+            optimizer.step()
+            return
+        scale = scaler.get_scale()
         scaler.scale(loss.float()).backward()
         scaler.step(optimizer)
         scaler.update()
+        skipped += scaler.get_scale() < scale  # update() lowers the scale only after an overflow's skip
 
     step()  # a warm-up per mode and round: the first call after a switch picks its kernels
     synchronize(device)
+    skipped = 0
     start = time.perf_counter()
     for _ in range(steps):
         step()
     synchronize(device)
-    return (time.perf_counter() - start) / steps
+    return (time.perf_counter() - start) / steps, skipped
 
 
 def measure(name: str, batch: int, args) -> dict[str, float]:
     key, job, model, optimizer, inputs = build(name, batch, args.device)
+    scaler = torch.amp.GradScaler(args.device)
+    # AMP's scale settles first (from 2**16 it halves at each overflow, and an overflowed step updates nothing)
+    for _ in range(SETTLE_STEPS):
+        if timed_steps(job, model, optimizer, inputs, AMP, 1, args.device, scaler)[1] == 0:
+            break
+
+    def timed(mode, steps):
+        return timed_steps(job, model, optimizer, inputs, mode, steps, args.device, scaler)
+
     # one step per mode first, to size the runs: --seconds per mode and round, at least 3 steps
-    first = {mode: timed_steps(job, model, optimizer, inputs, mode, 1, args.device) for mode in MODES}
+    first = {mode: timed(mode, 1)[0] for mode in MODES}
     steps = {mode: max(3, int(args.seconds / max(first[mode], 1e-4))) for mode in MODES}
-    times = {mode: [] for mode in MODES}
+    times, skipped = {mode: [] for mode in MODES}, 0
     for _ in range(args.rounds):
         for mode in MODES:
-            times[mode].append(timed_steps(job, model, optimizer, inputs, mode, steps[mode], args.device))
+            seconds, overflowed = timed(mode, steps[mode])
+            times[mode].append(seconds)
+            skipped += overflowed
     # a step of k accumulated micro-batches: the rows' batch and throughput are per micro-batch (README, Columns)
     medians = {mode: statistics.median(values) / job.accumulation for mode, values in times.items()}
     spreads = {mode: max(values) / min(values) for mode, values in times.items()}
     print(
         f"{name} ({key}) batch {batch}: "
         + ", ".join(f"{m} {medians[m] * 1e3:.1f} ms (max/min {spreads[m]:.2f}, {steps[m]} steps)" for m in MODES)
-        + f"; amp over tf32 {medians['tf32'] / medians['amp']:.2f}x, over fp32 {medians['fp32'] / medians['amp']:.2f}x",
+        + f"; amp over tf32 {medians[TF32] / medians[AMP]:.2f}x, over fp32 {medians[FP32] / medians[AMP]:.2f}x",
         flush=True,
     )
-    del model, optimizer, inputs
-    if args.device.startswith("cuda"):
-        torch.cuda.empty_cache()
-    return medians
+    if skipped:
+        print(f"{name}: {skipped} AMP step(s) skipped by the loss scaler (overflow) while timed", flush=True)
+    medians["skipped"] = skipped
+    return medians  # the model's memory is free once this returns (the caller empties CUDA's cache)
 
 
 def write_rows(path: Path, rows: list[dict]) -> None:
@@ -200,6 +229,12 @@ def main(argv=None) -> int:
         print("error: no CUDA GPU here: these rows are a GPU's (or --device cpu to try the script)", file=sys.stderr)
         return 2
     gpu = torch.cuda.get_device_name() if on_gpu else "cpu (a trial of the script, not a row to check)"
+    try:  # the GPU table's key and generation, as rows.csv names them (check.py looks the key up there)
+        spec = gpu_spec(gpu)
+        key, generation = spec.key, spec.generation
+    except AmpganError:
+        key, generation = gpu, ""
+        print(f"{gpu} is not in src/ampgan/system/gpus.csv: add its row before check.py can project these", flush=True)
     software = f"PyTorch {torch.__version__}, CUDA {torch.version.cuda}, cuDNN {torch.backends.cudnn.version()}"
     print(f"{gpu}; {software}", flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -207,6 +242,8 @@ def main(argv=None) -> int:
     for name, batch in chosen:
         try:
             times = measure(name, batch, args)
+            if on_gpu:
+                torch.cuda.empty_cache()
         except Exception as error:  # one model's failure is printed; the others still run
             print(f"{name} batch {batch}: failed: {type(error).__name__}: {str(error)[:300]}", flush=True)
             failed.append(name)
@@ -216,21 +253,26 @@ def main(argv=None) -> int:
         base = row_for(name, batch, software)
         items = base["items_per_sample"]
         for baseline, meaning in (
-            ("tf32", "TF32 convolutions and matmuls (torch.backends.cudnn/cuda.matmul allow_tf32 = True)"),
-            ("fp32", "strict fp32 (allow_tf32 = False for convolutions and matmuls)"),
+            (TF32, "TF32 convolutions and matmuls (torch.backends.cudnn/cuda.matmul allow_tf32 = True)"),
+            (FP32, "strict fp32 (allow_tf32 = False for convolutions and matmuls)"),
         ):
             rows.append(
                 base
                 | {
-                    "gpu": "H200" if "H200" in gpu else gpu,
+                    "gpu": key,
                     "gpu_detail": gpu,
-                    "generation": "hopper" if on_gpu and torch.cuda.get_device_capability()[0] == 9 else "",
+                    "generation": generation,
                     "baseline": baseline,
                     "throughput_baseline": f"{batch * items / times[baseline]:.6g}",
-                    "throughput_amp": f"{batch * items / times['amp']:.6g}",
+                    "throughput_amp": f"{batch * items / times[AMP]:.6g}",
                     "fp32_meaning": meaning,
                     "notes": "amp: torch.autocast fp16 and GradScaler; measured by ampgan on a lent GPU, "
-                    f"median of {args.rounds} interleaved rounds",
+                    f"median of {args.rounds} interleaved rounds"
+                    + (
+                        f"; suspect: {times['skipped']} AMP steps skipped by the scaler while timed"
+                        if times["skipped"]
+                        else ""
+                    ),
                 }
             )
         write_rows(args.out, rows)

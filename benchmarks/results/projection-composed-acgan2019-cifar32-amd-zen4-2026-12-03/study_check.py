@@ -17,7 +17,7 @@ from pathlib import Path
 from ampgan.precisions import FP16, FP32
 from ampgan.projection.assumptions import launch_assumption
 from ampgan.projection.composition import composed_step
-from ampgan.projection.document import project, table_for
+from ampgan.projection.document import as_written, projected_rows, table_for
 from ampgan.projection.tables import op_tables_of
 from ampgan.system.gpus import gpu_spec
 
@@ -53,7 +53,7 @@ def rows() -> list[dict]:
     # fitted host cost, so a fixed 10 us keeps this script's numbers the same on any machine.
     launch = launch_assumption(10e-6, "a fixed 10 us (study_check.py)")
     gpus = [gpu_spec(k) for k in ("T4", "P100", "V100")]
-    return project(tables(), gpus, [64, 2048], launch, precisions=(FP32, FP16))
+    return [as_written(r) for r in projected_rows(tables(), gpus, [64, 2048], launch, (FP32, FP16))]
 
 
 def check() -> list[dict]:
