@@ -205,3 +205,19 @@ def test_the_biggan_example_declares_an_average_that_the_study_records():
     config = config_from_options(model=model, dataset="synthetic", image_size=8, sets=["model.width=8"])
     prepared = prepare_run(config, make_synthetic(image_size=8, count=32))
     assert prepared.sampling_weights == "the EMA of G (decay 0.999, from step 100)"
+
+
+def test_samples_are_drawn_without_a_gradient_graph(tmp_path, capsys):
+    """generate draws --n samples at once, their memory checked as images alone: G ran with autograd on built its
+    graph for all of them (an image-to-image helper took class_samples' no_grad for itself)."""
+    from fixtures import TINY_RUN
+
+    from ampgan.training.trained import class_samples
+
+    run_dir = tmp_path / "run"
+    assert run_cli(capsys, "train", *TINY_RUN, "--steps", "1", "--out", str(run_dir))[0] == 0
+    run = load_trained_run(run_dir)
+    seen = []
+    run.gan.sampling_generator.register_forward_hook(lambda module, args, out: seen.append(out.requires_grad))
+    images = class_samples(run, 0, 4, seed=0)
+    assert images.shape[0] == 4 and seen == [False]

@@ -110,6 +110,7 @@ def translates_images(run: TrainedRun) -> bool:
     return run.gan.draw_inputs is not None and run.gan.inputs_for(1, torch.Generator(), blank).dim() != 2
 
 
+@torch.no_grad()
 def class_samples(run: TrainedRun, label: int | None, count: int, seed: int) -> np.ndarray:
     """uint8 (count, H, W, C) samples of one class (None: of the whole data, an unconditional GAN's); the
     same seed draws the same images."""
