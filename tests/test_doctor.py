@@ -261,3 +261,8 @@ def test_a_network_s_own_input_and_output_sizes_are_not_alignment_advice_but_its
     assert [a for a in misaligned_layers({"D": d(16)}, data) if not a["fixed_by_task"]] == []
     named = [(a["layer"], a["dimension"]) for a in misaligned_layers({"D": d(12)}, data) if not a["fixed_by_task"]]
     assert named == [("D.0", "out_channels"), ("D.1", "in_channels")]
+    # DCGAN's z_dim of 100 into G's first layer is unmatched too, but the model's to choose: named, as before
+    g = nn.Sequential(nn.Linear(100, 16 * 4 * 4), nn.Unflatten(1, (16, 4, 4)), nn.ConvTranspose2d(16, 1, 3))
+    assert ("G.0", "in_features") in [
+        (a["layer"], a["dimension"]) for a in misaligned_layers({"G": g}, data) if not a["fixed_by_task"]
+    ]

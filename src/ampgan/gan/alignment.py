@@ -13,6 +13,9 @@ _DIMENSIONS = (
 )
 
 
+TASK_SET_BELOW = 8  # an unmatched size below this is a network's own input or output (see misaligned_layers)
+
+
 def misaligned_layers(networks: dict[str, nn.Module], data: DataSpec | None = None) -> list[dict]:
     """Every conv/linear dimension that is not a multiple of 8, with the layer and a suggestion.
     Dimensions fixed by the data (image channels) or the task (a real/fake head's 1 output, the class
@@ -26,13 +29,15 @@ def misaligned_layers(networks: dict[str, nn.Module], data: DataSpec | None = No
             for side, dim in enumerate(dims):
                 value = getattr(module, dim)
                 if value % 8:
-                    # No other layer produces this input or takes this output: the network's own input (a pix2pix D's
-                    # image pair, 2C) or output (a rotation head's 4 classes), set by the data or the task.
+                    # A few channels or classes no other layer produces or takes: the network's own input (a pix2pix
+                    # D's image pair, 2C) or output (a rotation head's 4 classes), set by the data or the task. A
+                    # larger unmatched size (z_dim 100 into G's first layer) is the model's to choose: still named.
                     fixed = (
                         value in fixed_values
                         and ("channels" in dim or dim == "out_features")
                         or ("head" in name and dim == "out_features")
-                        or value not in sizes[1 - side]
+                        or value < TASK_SET_BELOW
+                        and value not in sizes[1 - side]
                     )
                     found.append(
                         {
