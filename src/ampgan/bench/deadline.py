@@ -4,8 +4,9 @@ A batch size's --max-seconds is shared by its configurations' warm-ups and its m
 allowance, spent call by call); the decisions before measuring and the op tables after it take fixed
 shares of the whole. A configuration that cannot fit is recorded as too slow, by three rules: its warm-up
 foresees its steps beyond --max-seconds (confirmed on two steps after the first, which selects kernels),
-a warm-up call runs past what is left of the allowance and is stopped there, or a smaller batch size of
-the same precision was already too slow by far.
+one warm-up call runs the whole --max-seconds, or a smaller batch size of the same precision was already too
+slow by far. One whose call runs past what the others left of the allowance, or finds nothing left, is
+recorded as out of time: the budget ran out before it was judged, which says nothing of its speed.
 
 A call is stopped by an alarm (SIGALRM) that raises between Python operations, so a call is stopped
 within one ATen operation of its deadline: bf16 on a CPU without bf16 units can be 20x slower than fp32,
@@ -66,7 +67,7 @@ def warm_up(spec: BenchSpec, contender, stop_check=lambda: None, after_first=lam
         if allowance is None:  # the first call of a configuration not yet judged may take the whole budget
             limit = spec.max_seconds if index == 0 and not judged else None
         else:
-            # Nothing left: not even a compiling call is started (its compile would be spent on a too_slow row).
+            # Nothing left: not even a compiling call is started (its compile would be spent on an untimed row).
             if allowance["left"] <= 0:
                 _abandoned(spec, contender, None)
                 return

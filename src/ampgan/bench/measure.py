@@ -44,7 +44,7 @@ def stage(spent: dict, name: str) -> Iterator[None]:
 
 
 class StopRequested(BaseException):
-    """SIGINT/SIGTERM arrived: stop measuring, keep the batch sizes already finished. A BaseException, as
+    """One of the STOP_SIGNALS arrived: stop measuring, keep the batch sizes already finished. A BaseException, as
     KeyboardInterrupt is: no `except Exception` on its way (a configuration's failure) takes it for an error."""
 
 

@@ -399,7 +399,7 @@ def _figure(results: dict, path: Path, per_sample: bool) -> None:
     axes.set(xlabel="batch size", ylabel="ms per 1000 samples" if per_sample else "ms per batch (D + G step)")
     axes.set_title(
         ("Time per 1000 samples" if per_sample else "Average time per batch")
-        + " (median, IQR bars)\nlabels: speedup vs fp32 [95% CI], ? = CI wider than +-5%,\n"
+        + " (median, IQR bars)\nlabels: speedup vs fp32 [95% CI], ? = not settled to +-5%,\n"
         "unsettled = a CI that decides nothing and spans over 2x",
         fontsize=9,
     )
@@ -497,7 +497,7 @@ def _config_line(config: dict, pair: dict | None) -> str:
         f"{config['skipped_steps']} skipped steps" if config.get("skipped_steps") else "",
         ""
         if flags.get("settled", True)
-        else f"unsettled: CI wider than +-5% after {flags['rounds']} rounds"
+        else f"not settled to +-5% after {flags['rounds']} rounds"
         + ("" if answers(flags["low"], flags["high"]) else f" ({UNSETTLED}: a longer --max-seconds)"),
         "the machine's load changed during the measurement" if flags.get("load_changed") else "",
         "measured under load (other processes crowded the cores)" if flags.get("under_load") else "",

@@ -43,8 +43,8 @@ def bench_to_folder(spec: BenchSpec, out: Path, overwrite: bool, device: torch.d
 def measured_nothing(configs: list[dict]) -> str | None:
     """Why a bench is a failure, or None: no configuration measured and at least one failed (`error`: a
     broken step or harness; --compile's warm-up once failed on every configuration and the command exited
-    0). A bench whose rows are only too_slow or oom answers about this machine (give it more time, smaller
-    batches), and a study trains on without them (study/race.py): that alone is not a failure. Each row:
+    0). A bench whose rows are only too_slow, out_of_time or oom answers about this machine (give it more time,
+    smaller batches), and a study trains on without them (study/race.py): that alone is not a failure. Each row:
     status, reason, and `label` (else precision@batch_size) naming it in the line."""
     statuses = {c.get("status") for c in configs}
     if "ok" in statuses or "error" not in statuses:  # (no configuration at all: nothing failed either)

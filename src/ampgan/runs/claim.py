@@ -511,8 +511,9 @@ def claimed_folder(
     try:
         yield claim
     except BaseException:
-        # Ctrl-C, SIGTERM and SIGHUP wait while the claim is undone or kept, then stop the command as they would
-        # have: a second Ctrl-C while the first put the old folder back left it set aside (.NAME.replaced-PID).
+        # Ctrl-C, SIGTERM and the other STOP_SIGNALS wait while the claim is undone or kept, then stop the command
+        # as they would have: a second Ctrl-C while the first put the old folder back left it set aside
+        # (.NAME.replaced-PID).
         with stop_on_signals() as held:
             if worth_keeping(claim.path):
                 claim.finish()
