@@ -212,3 +212,13 @@ def test_a_speedup_cut_short_by_its_time_says_so_without_the_word_for_no_answer(
     assert speedup_text(cut) == "1.64x (95% CI 1.48-1.81, 47 rounds, not settled to +-5%)"
     assert speedup_text({**cut, "settled": True}) == "1.64x (95% CI 1.48-1.81, 47 rounds)"
     assert "unsettled" in speedup_text({**cut, "low": 0.5, "high": 3.0})
+
+
+def test_a_maps_cell_says_why_it_has_no_speedup_in_two_short_lines():
+    from ampgan.bench.sweep import _map_cell_text
+
+    assert _map_cell_text({"status": "too_slow"})[0] == "too slow\nhere"
+    assert _map_cell_text({"status": "out_of_time"})[0] == "out of\ntime"
+    assert _map_cell_text({"status": "oom"})[0] == "out of\nmemory"
+    assert _map_cell_text({"status": "error"})[0] == "failed"
+    assert _map_cell_text({})[0] == "no speedup\nmeasured"

@@ -300,8 +300,14 @@ def _map_cell_text(item: dict) -> tuple[str, str | None]:
     if item.get("median_ratio"):
         attainable = f"\nattainable {item['attainable']:.2f}x" if item.get("attainable") else ""
         return f"~{item['median_ratio']:.2f}x\nleft out:\nfar slower{flops}{attainable}", None
-    words = STATUS_WORDS.get(item.get("status"), "no speedup measured")
-    why = "too slow\nhere" if item.get("status") == "too_slow" else words.replace(" ", "\n", 1)
+    status = item.get("status")
+    why = (  # a map's cell is narrow: two short lines
+        "too slow\nhere"
+        if status == "too_slow"
+        else STATUS_WORDS[status].replace(" ", "\n", 1)
+        if status in STATUS_WORDS
+        else "no speedup\nmeasured"
+    )
     return why + flops, "#555555"
 
 
