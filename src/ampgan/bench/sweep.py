@@ -304,7 +304,7 @@ def _map_cell_text(item: dict) -> tuple[str, str | None]:
     why = (  # a map's cell is narrow: two short lines
         "too slow\nhere"
         if status == "too_slow"
-        else STATUS_WORDS[status].replace(" ", "\n", 1)
+        else "\n".join(STATUS_WORDS[status].rsplit(" ", 1))
         if status in STATUS_WORDS
         else "no speedup\nmeasured"
     )
