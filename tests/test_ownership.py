@@ -396,3 +396,25 @@ def test_a_command_given_no_out_never_lands_on_a_folder_of_the_same_second(tmp_p
         assert code == 0, err
         assert (tmp_path / "runs" / f"synthetic-fp32-20261204-133000-{n}" / "generator.safetensors").is_file()
     assert (sorted(p.name for p in first.iterdir()) if first.is_dir() else None) == before
+
+
+@pytest.mark.parametrize("command", ["train", "bench"])
+def test_every_rank_takes_rank_zeros_default_folder(tmp_path, capsys, monkeypatch, command):
+    """Under torchrun each rank names the default folder itself; one slower than rank 0 would find rank 0's folder
+    made and take '-2': the ranks would write apart. The name is rank 0's on every rank (here, rank 0 says one)."""
+    import pathlib
+
+    from fixtures import TINY_RUN
+
+    import ampgan.cli.bench
+    import ampgan.cli.train
+
+    chosen = tmp_path / "rank0-chose-this"
+    module = ampgan.cli.train if command == "train" else ampgan.cli.bench
+    monkeypatch.setattr(module, "rank_zeros", lambda value: chosen if isinstance(value, pathlib.Path) else value)
+    monkeypatch.chdir(tmp_path)
+    bench = ["--dataset", "synthetic", "--width", "8", "--batch-sizes", "8", "--precisions", "fp32", "--no-trace"]
+    options = ["--steps", "2", *TINY_RUN] if command == "train" else [*bench, "--steps", "2", "--device", "cpu"]
+    code, _, err = run_cli(capsys, command, *options)
+    assert code == 0, err
+    assert chosen.is_dir() and not (tmp_path / "runs").exists()

@@ -20,7 +20,7 @@ from ampgan.config import TrainConfig
 from ampgan.errors import AmpganError, say, say_json
 from ampgan.sections import settings
 from ampgan.speed.planned_run import train_planned
-from ampgan.training.distributed import join_process_group, world
+from ampgan.training.distributed import join_process_group, rank_zeros, world
 from ampgan.training.loop import DEFAULT_STEPS
 from ampgan.training.start import new_run, resumed_config, resumed_run
 
@@ -69,7 +69,8 @@ def command(ctx: click.Context, **options) -> None:
     else:
         config = config_from_cli(ctx, options)
     device = join_process_group(config.compute.device)  # under torchrun: this rank's device
-    out = resume_dir or options["out"] or default_out(f"{config.data.dataset}-{config.precision.name}")
+    # rank 0's default on every rank: a slower rank could find rank 0's folder made and take the next name
+    out = resume_dir or options["out"] or rank_zeros(default_out(f"{config.data.dataset}-{config.precision.name}"))
     if options["dry_run"]:
         _print_dry_run(config, out, resume_dir, device)
         return

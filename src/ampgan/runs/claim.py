@@ -72,7 +72,9 @@ _DOCTOR = ("doctor.json", "doctor_*.png")
 def default_out(kind: str) -> Path:
     """The folder a command writes when it is given none: runs/KIND-<time>, or runs/KIND-<time>-2, -3, ... when that
     is taken. A second command started in the same second (a script's loop of seeds, a clock set back) was refused
-    with '--out ... already holds files' it was never given, and a second compare continued the first's study."""
+    with '--out ... already holds files' it was never given, and a second compare continued the first's study. Two
+    started at the very same instant can still both pick one name: the folder's lock then refuses the later one in
+    one line. Under torchrun every rank takes rank 0's name (cli's rank_zeros), or a slow rank would take the next."""
     path = base = Path("runs") / f"{kind}-{dt.datetime.now():%Y%m%d-%H%M%S}"
     taken = 1
     while os.path.lexists(path):  # a link to nowhere is taken too
