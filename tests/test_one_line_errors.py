@@ -722,3 +722,20 @@ def test_a_built_in_model_an_option_breaks_names_the_option_not_its_code(tmp_pat
     line = _one_error_line(code, err, "model acgan raised", "check its options (width=")
     assert option.rpartition("=")[2] in line and "fix the model function" not in line
     assert not (tmp_path / "run").exists()
+
+
+def test_the_umask_is_read_without_being_changed(monkeypatch):
+    """The umask check read the mask by setting 022 for a moment (Python's only way), which a file another
+    thread made in between would take; on Linux it reads /proc/self/status."""
+    import ampgan.env as env
+
+    old = os.umask(0o027)
+    try:
+        set_to = []
+        real = os.umask
+        monkeypatch.setattr(env.os, "umask", lambda mask: set_to.append(mask) or real(mask))
+        assert env._umask() == 0o027
+        if Path("/proc/self/status").is_file():
+            assert set_to == []  # read, not set
+    finally:
+        os.umask(old)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from ampgan.errors import AmpganError, one_line
@@ -104,6 +105,20 @@ def env_value(name: str) -> Any:
         ) from None
 
 
+def _umask() -> int:
+    """The process's umask: Linux shows it in /proc/self/status; elsewhere Python reads it only by setting one and
+    putting it back (a file another thread makes in between would take the interim mask)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def check_environment() -> None:
     """Every variable declared here that is set, checked before a command starts; and the current folder, which
     torch needs to load (MKL's loader ends the process with 'Cannot load libtorch_cpu.so' in a deleted one)."""
@@ -114,8 +129,7 @@ def check_environment() -> None:
             "the current folder was deleted while this shell (or ampgan, starting) was in it: cd to a folder that "
             "exists, then run the command again"
         ) from None
-    mask = os.umask(0o022)  # read back at once: Python reads a umask only by setting one
-    os.umask(mask)
+    mask = _umask()
     if mask & 0o700:  # a folder ampgan made, ampgan could not then write in (it was left behind, empty)
         raise AmpganError(
             f"the umask {mask:04o} takes your own permission to read, write or enter the files and folders ampgan "
