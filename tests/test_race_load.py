@@ -634,15 +634,19 @@ def test_a_resumed_study_runs_on_the_threads_it_decided(monkeypatch):
 
 
 @pytest.mark.parametrize(
-    ("steps", "said"),
+    ("steps", "on_steps", "said"),
     [
         # a race on time: more steps in the same training time
-        ((30, 48), " In the race it made 48 steps to fp32's 30 in the same training time, each step charged"),
+        ((30, 48), False, " In the race it made 48 steps to fp32's 30 in the same training time, each step charged"),
+        # equal steps in a race on time are still the same training time
+        ((30, 30), False, " In the race it made 30 steps to fp32's 30 in the same training time"),
         # a race on steps (compare --steps 30): the same steps, bf16 in less training time, not 'the same time'
-        ((30, 30), " In the race both made 30 steps, bf16 in 690 ms of training to fp32's 750 ms, each step charged"),
+        ((30, 30), True, " In the race both made 30 steps, bf16 in 690 ms of training to fp32's 750 ms, each step"),
+        # a race on steps where a run stopped early: still not 'the same training time'
+        ((30, 20), True, " In the race bf16 made 20 steps and fp32 30 (a budget of steps: a run stopped before it)"),
     ],
 )
-def test_the_race_line_says_the_same_steps_took_less_time_when_the_budget_was_steps(steps, said):
+def test_the_race_line_says_the_same_steps_took_less_time_when_the_budget_was_steps(steps, on_steps, said):
     record = RaceRecord.from_dict({"clock": BENCH_CLOCK, "step_s": {FP32: 0.025, BF16: 0.023}, "pace": {}})
     fp32_run, bf16_run = (SimpleNamespace(steps=n) for n in steps)
-    assert _charged_text(BF16, bf16_run, fp32_run, record).startswith(said)
+    assert _charged_text(BF16, bf16_run, fp32_run, record, on_steps).startswith(said)

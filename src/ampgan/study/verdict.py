@@ -52,6 +52,7 @@ def verdict(document: CompareDocument, bench_speedups: list[dict]) -> list[str]:
                 document.environment.hardware,
                 (document.bench_notes or {}).get(f"{precision}@{batch}"),
                 document.race,
+                on_steps=not spec.time_budget_s,
             ),
             *_off_pace_lines(precision, document.race),
             _quality_line(
@@ -146,6 +147,7 @@ def _speed_line(
     hardware: str,
     note: str | None = None,
     race: RaceRecord | None = None,
+    on_steps: bool = False,
 ) -> str:
     text = f"On this {hardware}, "
     if pair:
@@ -164,18 +166,25 @@ def _speed_line(
             f" (it measured {precision}: {note})." if note else "."
         )
     if race is not None and race.step_s:
-        return text + _charged_text(precision, run, fp32_run, race)
+        return text + _charged_text(precision, run, fp32_run, race, on_steps)
     return text + _achieved_text(precision, run, fp32_run, pair)
 
 
-def _charged_text(precision: str, run: RunSummary, fp32_run: RunSummary, race: RaceRecord) -> str:
-    """The race on the bench's clock: how many steps each made, and the wall clock's pace beside it."""
+def _charged_text(precision: str, run: RunSummary, fp32_run: RunSummary, race: RaceRecord, on_steps: bool) -> str:
+    """The race on the bench's clock: how many steps each made (`on_steps`: a budget of steps, --steps, which each
+    run made in its own time), and the wall clock's pace beside it."""
     charged = ", ".join(f"{name} {_duration(seconds)}" for name, seconds in race.step_s.items())
     wall = ", ".join(f"seed {seed} {pace.wall_speedup:.2f}x" for seed, pace in race.pace.get(precision, {}).items())
     made = f"it made {run.steps} steps to fp32's {fp32_run.steps} in the same training time"
-    if run.steps == fp32_run.steps and {precision, FP32} <= set(race.step_s):  # a budget of steps (--steps)
-        took = (_duration(run.steps * race.step_s[name]) for name in (precision, FP32))
-        made = f"both made {run.steps} steps, {precision} in {next(took)} of training to fp32's {next(took)}"
+    if on_steps and {precision, FP32} <= set(race.step_s):
+        sides = ((run.steps, precision), (fp32_run.steps, FP32))
+        mine, theirs = (_duration(n * race.step_s[name]) for n, name in sides)
+        made = (
+            f"both made {run.steps} steps"
+            if run.steps == fp32_run.steps
+            else f"{precision} made {run.steps} steps "
+            f"and fp32 {fp32_run.steps} (a budget of steps: a run stopped before it)"
+        ) + f", {precision} in {mine} of training to fp32's {theirs}"
     return (
         f" In the race {made}, each step "
         f"charged its bench time ({charged}), so other work on the machine could not tilt it"
