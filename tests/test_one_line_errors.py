@@ -739,3 +739,30 @@ def test_the_umask_is_read_without_being_changed(monkeypatch):
             assert set_to == []  # read, not set
     finally:
         os.umask(old)
+
+
+def test_the_nproc_launcher_passes_every_stop_signal_on_to_its_ranks(monkeypatch):
+    """torch's agent handles TERM, INT, HUP and QUIT by default; a scheduler's SIGUSR1 it turned into SIGTERM for the
+    ranks (exit 143, not 128+10). The launch asks it to handle every one of ampgan's STOP_SIGNALS."""
+    import signal
+
+    import torch.distributed.launcher.api as launcher_api
+
+    from ampgan.errors import STOP_SIGNALS
+    from ampgan.training import launcher
+
+    if "signals_to_handle" not in launcher_api.LaunchConfig.__dataclass_fields__:
+        pytest.skip("this torch's launcher takes no signals_to_handle")
+    seen = []
+
+    def elastic_launch(config, entrypoint):
+        seen.append(config.signals_to_handle)
+        return lambda *arguments: None
+
+    monkeypatch.setattr(launcher_api, "elastic_launch", elastic_launch)
+    try:
+        launcher.launch_on_this_machine(2, ["train", "--steps", "1"])
+    except Exception:  # no receipts: the ranks did not run (the launch itself is what is checked here)
+        pass
+    assert seen and set(seen[0].split(",")) == {signal.Signals(s).name for s in STOP_SIGNALS}
+    assert {"SIGUSR1", "SIGQUIT"} <= set(seen[0].split(","))

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import tempfile
 import uuid
 from pathlib import Path
 
-from ampgan.errors import AmpganError, say
+from ampgan.errors import STOP_SIGNALS, AmpganError, say
 from ampgan.system.processes import python_command
 from ampgan.training.distributed import launched_by_torchrun
 
@@ -35,6 +36,11 @@ def launch_on_this_machine(nproc: int, argv: list[str], target: list[str] | None
 
     if launched_by_torchrun():
         raise AmpganError("--nproc is for launching on this machine; under torchrun use its --nproc-per-node instead")
+    # The agent passes on to the ranks only the signals it handles (torch's default: TERM, INT, HUP, QUIT); any other
+    # of ours (a scheduler's SIGUSR1 warning) it would turn into SIGTERM, and the ranks would exit 143, not 128+N.
+    signals = ",".join(signal.Signals(number).name for number in STOP_SIGNALS)
+    # (a torch whose LaunchConfig has no such field passes on its default four)
+    handled = {"signals_to_handle": signals} if "signals_to_handle" in LaunchConfig.__dataclass_fields__ else {}
     config = LaunchConfig(
         min_nodes=1,
         max_nodes=1,
@@ -43,6 +49,7 @@ def launch_on_this_machine(nproc: int, argv: list[str], target: list[str] | None
         rdzv_backend="c10d",
         rdzv_endpoint="localhost:0",
         max_restarts=0,
+        **handled,
     )
     # The agent's own log lines (worker start, its failure table) would bury the workers' messages;
     # the one line below says what failed.
