@@ -36,7 +36,7 @@ sweep = _load()
 # --- the plan ---------------------------------------------------------------------------------------------------
 
 
-def test_the_plan_fits_six_minutes_leads_with_the_study_and_gives_each_limit_a_basis(tmp_path):
+def test_the_plan_fits_seven_minutes_leads_with_the_study_and_gives_each_limit_a_basis(tmp_path):
     result = subprocess.run(
         [sys.executable, str(SWEEP), str(tmp_path / "sweep"), "--dry-run"], capture_output=True, text=True, timeout=60
     )

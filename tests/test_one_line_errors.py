@@ -699,7 +699,7 @@ def test_a_seed_past_64_bits_is_one_line_wherever_it_is_given(tmp_path, capsys):
     OverflowError traceback, and a study's last seed (seed + seeds - 1) could pass the largest one."""
     from fixtures import TINY_RUN
 
-    run, too_big, MAX_SEED = tmp_path / "run", str(2**64), 2**63 - 1  # noqa: N806 - ampgan.seeds' name = tmp_path / "run", str(2**64)
+    run, too_big, MAX_SEED = tmp_path / "run", str(2**64), 2**63 - 1  # noqa: N806 - ampgan.seeds' name
     assert run_cli(capsys, "train", "--out", str(run), "--steps", "2", "--seed", str(MAX_SEED), *TINY_RUN)[0] == 0
     for args in (
         ["train", "--out", str(tmp_path / "a"), "--steps", "2", "--seed", too_big, *TINY_RUN],
