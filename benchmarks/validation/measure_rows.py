@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import math
 import os
 import statistics
 import sys
@@ -138,13 +139,12 @@ def synchronize(device: str) -> None:
 def timed_steps(job, model, optimizer, inputs, mode: str, steps: int, device: str, scaler) -> tuple[float, int]:
     """Seconds per step of `steps` steps in `mode` (synchronised before and after), and how many of them the
     loss scaler skipped (an overflow: no optimizer step, so a faster step than a real one). `scaler`: the
-    model's one GradScaler for AMP, kept across rounds, so its scale settles once rather than every round."""
+    model's one GradScaler for AMP, kept across rounds, so its scale settles once rather than every round. Its
+    scale is read before and after the timed steps, never between them (each read waits for the GPU)."""
     mode_settings(mode)
     amp = mode == AMP
-    skipped = 0
 
     def step():
-        nonlocal skipped
         optimizer.zero_grad(set_to_none=True)
         with torch.autocast(device, dtype=AMP_DTYPE.get(device, torch.float16), enabled=amp):
             loss = job.loss(model, inputs)
@@ -152,20 +152,21 @@ def timed_steps(job, model, optimizer, inputs, mode: str, steps: int, device: st
             loss.backward()
             optimizer.step()
             return
-        scale = scaler.get_scale()
         scaler.scale(loss.float()).backward()
         scaler.step(optimizer)
         scaler.update()
-        skipped += scaler.get_scale() < scale  # update() lowers the scale only after an overflow's skip
 
     step()  # a warm-up per mode and round: the first call after a switch picks its kernels
     synchronize(device)
-    skipped = 0
+    before = scaler.get_scale() if amp else 0.0
     start = time.perf_counter()
     for _ in range(steps):
         step()
     synchronize(device)
-    return (time.perf_counter() - start) / steps, skipped
+    seconds = (time.perf_counter() - start) / steps
+    # each overflow halves the scale (it grows back only after 2000 clean steps, more than a round takes)
+    skipped = round(math.log2(before / scaler.get_scale())) if amp else 0
+    return seconds, max(0, skipped)
 
 
 def measure(name: str, batch: int, args) -> dict[str, float]:

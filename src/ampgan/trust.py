@@ -66,5 +66,4 @@ def command_line(*words) -> str:
 def resume_command(run_dir, model: str) -> str:
     """The command that continues `run_dir`: with `--model` for a model that is not built in (a file's or a
     module's function), which a resume imports only when the person running it names it again."""
-    command = command_line("train", "--resume", run_dir)
-    return f"{command} --model {shlex.quote(model)}" if ":" in model else command
+    return command_line("train", "--resume", run_dir, *(("--model", model) if ":" in model else ()))

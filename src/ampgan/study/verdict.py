@@ -52,7 +52,7 @@ def verdict(document: CompareDocument, bench_speedups: list[dict]) -> list[str]:
                 document.environment.hardware,
                 (document.bench_notes or {}).get(f"{precision}@{batch}"),
                 document.race,
-                on_steps=not spec.time_budget_s,
+                on_steps=spec.time_budget_s is None,  # a budget of steps, as Figure 4 tells it
             ),
             *_off_pace_lines(precision, document.race),
             _quality_line(
