@@ -202,6 +202,88 @@ def test_convnet_batches_follow_the_configs_anchors():
     assert found[("resnet50", "DGXA100", "TF32")] == 192
 
 
+def test_convnets_memory_format_is_read_with_the_line_that_sets_it():
+    text = "\n".join(
+        [
+            "models:",
+            "    resnet50: # {{{",
+            "        DGX1V: &RN50_DGX1V",
+            "            AMP:",
+            "                <<: *resnet_params_2k",
+            "                batch_size: 256",
+            "                memory_format: nhwc",
+            "            FP32:",
+            "                batch_size: 112",
+            "        DGX1V-16G:",
+            "            <<: *RN50_DGX1V",
+            "    # }}}",
+        ]
+    )
+    formats = build_rows.convnet_batches(text, "memory_format")
+    assert formats == {("resnet50", "DGX1V", "AMP"): "nhwc", ("resnet50", "DGX1V-16G", "AMP"): "nhwc"}
+    # an aliased platform cites its alias and the anchor's line (the precision's own anchors are not cited)
+    yml = build_rows.CONFIGS_YML
+    assert build_rows.yml_lines(text, "resnet50", "DGX1V-16G") == (
+        f"{yml}:11 `<<: *RN50_DGX1V`, {yml}:7 `memory_format: nhwc`"
+    )
+    with pytest.raises(SystemExit, match="no DGXA100 under resnet50"):
+        build_rows.yml_lines(text, "resnet50", "DGXA100")
+    with pytest.raises(SystemExit, match="no line matching"):
+        build_rows.cite(text, "channels_last", "configs.yml")
+
+
+CONV_MODELS = {
+    "resnet50",
+    "resnext101_32x4d",
+    "se_resnext101_32x4d",
+    "efficientnet_b0",
+    "efficientnet_b4",
+    "ssd300",
+    "efficientdet_d0",
+    "maskrcnn_r50_fpn",
+    "nnunet_2d",
+    "nnunet_3d",
+}
+
+
+def layout_of(row: dict) -> str | None:
+    said = re.findall(r"\blayout: (nchw|nhwc)/(nchw|nhwc) \(baseline/AMP\): [^;]+", row["notes"])
+    assert len(said) <= 1 and ("layout:" in row["notes"]) == bool(said), row["notes"]
+    return "/".join(said[0]) if said else None
+
+
+@pytest.mark.parametrize("name,rows", [("rows.csv", ROWS), ("heldout_ada_hopper.csv", HELD)])
+def test_every_row_of_a_convolutional_network_says_its_layout_and_why(name, rows):
+    """issue 43: which memory format each side ran, from the run's source (DLE's configs and scripts, Lambda's
+    logs and configs); a network without 2-D or 3-D convolutions says none."""
+    expected = {
+        ("DLE", "resnet50"): "nchw/nhwc",  # configs.yml: memory_format nhwc for AMP only
+        ("DLE", "resnext101_32x4d"): "nchw/nhwc",
+        ("DLE", "se_resnext101_32x4d"): "nchw/nhwc",
+        ("DLE", "efficientnet_b0"): "nchw/nhwc",
+        ("DLE", "efficientnet_b4"): "nchw/nhwc",
+        ("DLE", "ssd300"): "nhwc/nhwc",  # the README's command passes no --data-layout: channels_last default
+        ("DLE", "efficientdet_d0"): "nchw/nchw",
+        ("DLE", "nnunet_2d"): "nchw/nchw",
+        ("DLE", "nnunet_3d"): "nchw/nhwc",
+    }
+    for row in rows:
+        layout = layout_of(row)
+        where = f"{name}: {row['source']} {row['model']} on {row['gpu']}"
+        if row["model"] not in CONV_MODELS:
+            assert layout is None, where
+        elif row["source"] == "Lambda":
+            assert layout == "nchw/nchw", where  # no Lambda run passed a channels-last flag
+        elif row["model"] == "maskrcnn_r50_fpn":
+            assert layout == ("nchw/nhwc" if row["generation"] == "volta" else "nhwc/nhwc"), where
+        else:
+            assert layout == expected[(row["source"], row["model"])], where
+        if layout:  # the evidence: a source file and line, or the run's log
+            assert re.search(r"\.(py|yml|sh|md):\d+ `|results/\S+/PyTorch_|changelog|lambda/benchmark", row["notes"]), (
+                where
+            )
+
+
 def test_the_amp_flag_is_read_from_the_run_logs(tmp_path):
     repo = tmp_path / "lambda"
     run = repo / "pytorch" / "results" / "sys1" / "PyTorch_ncf_FP16"

@@ -181,9 +181,10 @@ def batches(cell: str) -> tuple[float, float]:
     return number(cell), number(cell)
 
 
-def convnet_batches(text: str) -> dict[tuple[str, str, str], int]:
-    """(model, platform, precision) -> batch_size from ConvNets' configs.yml, its '<<: *anchor' platforms
-    resolved (no YAML library: the file is a fixed 4-space layout of model / platform / precision)."""
+def convnet_batches(text: str, setting: str = "batch_size") -> dict[tuple[str, str, str], int | str]:
+    """(model, platform, precision) -> batch_size (or another `setting`, as written: memory_format) from ConvNets'
+    configs.yml, its '<<: *anchor' platforms resolved (no YAML library: the file is a fixed 4-space layout of
+    model / platform / precision)."""
     found, anchors, aliases = {}, {}, {}
     model = platform = prec = None
     for line in text.splitlines():
@@ -201,8 +202,9 @@ def convnet_batches(text: str) -> dict[tuple[str, str, str], int]:
             aliases[(model, platform)] = anchors.get(word[5:].strip())
         elif indent == 12 and model and word.endswith(":"):
             prec = word[:-1]
-        elif indent == 16 and word.startswith("batch_size:"):
-            found[(model, platform, prec)] = int(word.split(":")[1])
+        elif indent == 16 and word.startswith(f"{setting}:"):
+            value = word.split(":")[1].strip()
+            found[(model, platform, prec)] = int(value) if setting == "batch_size" else value
     for (model, platform), target in aliases.items():
         for (m, p, prec), batch in list(found.items()):
             if target and (m, p) == target:
@@ -215,6 +217,113 @@ NNUNET_NOTE = (
     "input: MSD Task01_BrainTumour (4 MRI modalities), the benchmark's default --task 01; patch from "
     "data_preprocessing/configs.py (01_2d 192x160, 01_3d 128x128x128)"
 )
+
+
+# Each row's memory layout (issue 43): NCHW, PyTorch's default, or channels-last (NHWC; NDHWC for a 3-D
+# network), baseline/AMP, with the source line that says so (cite() stops when it is gone). DeepBench's V100
+# and T4 sheets timed 16-bit convolutions NHWC and fp32 ones NCHW (conv_bench.cu at 30c5115, USE_TENSOR_CORES:
+# `format = CUDNN_TENSOR_NHWC` for half), P100's (cuDNN 6) all NCHW: benchmarks/calibration/README.md.
+CONVNETS_MAIN = "PyTorch/Classification/ConvNets/main.py"
+LAYOUTS = {  # model -> (baseline, AMP, [(path, the line's pattern)], why); ConvNets' come from configs.yml
+    "ssd300": (
+        "nhwc",
+        "nhwc",
+        [("PyTorch/Detection/SSD/main.py", r"'--data-layout', default=\"channels_last\"")],
+        "the README's training benchmark command passes no --data-layout, so both precisions ran main.py's default",
+    ),
+    "efficientdet_d0": (
+        "nchw",
+        "nchw",
+        [
+            ("PyTorch/Detection/Efficientdet/scripts/D0/train-benchmark_AMP_V100-32G.sh", r"--memory-format nchw"),
+            ("PyTorch/Detection/Efficientdet/scripts/D0/train-benchmark_FP32_V100-32G.sh", r"--memory-format nchw"),
+        ],
+        "the benchmark scripts the README names pass --memory-format nchw (A100's alike)",
+    ),
+    "maskrcnn_r50_fpn": (
+        "nhwc",
+        "nhwc",
+        [("PyTorch/Segmentation/MaskRCNN/pytorch/maskrcnn_benchmark/config/defaults.py", r"_C.NHWC = True")],
+        "NHWC is the default",
+    ),
+    "nnunet_2d": (
+        "nchw",
+        "nchw",
+        [("PyTorch/Segmentation/nnUNet/scripts/benchmark.py", r"if args.amp and args.dim == 3:")],
+        "scripts/benchmark.py sets --layout NDHWC only for 3-D AMP runs",
+    ),
+    "nnunet_3d": (
+        "nchw",
+        "nhwc",
+        [
+            ("PyTorch/Segmentation/nnUNet/scripts/benchmark.py", r"--layout NDHWC"),
+            ("PyTorch/Segmentation/nnUNet/utils/args.py", r'arg\("--layout", type=str, default="NCDHW"\)'),
+        ],
+        "AMP NDHWC (channels_last_3d), fp32/TF32 the NCDHW default",
+    ),
+}
+# Mask R-CNN's V100 fp32 row ran NCHW: the README says so under its V100 table.
+MASKRCNN_V100_FP32 = r"V100 32GB FP32 runs hybrid dataloader and NHWC are disabled `bash scripts/train_benchmark"
+
+
+def cite(text: str | None, pattern: str, path: str) -> str:
+    """'path:line `the line`' of the first line of `text` matching `pattern`; stops when none does."""
+    for number_, line in enumerate((text or "").splitlines(), start=1):
+        if re.search(pattern, line):
+            return f"{path}:{number_} `{line.strip()[:110]}`"
+    raise SystemExit(f"build_rows: no line matching {pattern!r} in {path}: check the row's layout in LAYOUTS")
+
+
+def yml_lines(text: str, model: str, platform: str) -> str:
+    """The configs.yml lines that give `model` on `platform` its memory_format: the platform's own, or its
+    '<<: *anchor' line and the anchor platform's (the model's first memory_format, where anchors are defined)."""
+    lines = list(enumerate(text.splitlines(), start=1))
+    start = next(i for i, (_, line) in enumerate(lines) if line.rstrip() == f"    {model}: # {{{{{{")
+    section = []
+    for number_, line in lines[start + 1 :]:
+        if line.startswith("    ") and not line.startswith("     ") and line.strip():
+            break  # the next model
+        section.append((number_, line))
+    own = [i for i, (_, line) in enumerate(section) if line.startswith(f"        {platform}:")]
+    if not own:
+        raise SystemExit(f"build_rows: no {platform} under {model} in {CONFIGS_YML}: fix the row's platform")
+    block = []
+    for number_, line in section[own[0] + 1 :]:
+        if line.startswith("        ") and not line.startswith("         "):
+            break
+        block.append((number_, line))
+    alias = "            <<: *"  # the platform's own alias of another platform (a precision's anchors sit deeper)
+    cited = [
+        f"{CONFIGS_YML}:{n} `{line.strip()}`" for n, line in block if "memory_format:" in line or line.startswith(alias)
+    ]
+    if not any("memory_format" in c for c in cited):
+        cited += [f"{CONFIGS_YML}:{n} `{line.strip()}`" for n, line in section if "memory_format:" in line][:1]
+    return ", ".join(cited)
+
+
+def dle_layout(gitdir: Path, commit: str, s: dict, generation: str, platform: str) -> str:
+    """The notes' `layout:` part of a DLE row: baseline/AMP and the source lines that say so ('' for a model
+    without 2-D or 3-D convolutions). `platform`: the row's in ConvNets' configs.yml."""
+    if s.get("yml"):
+        text = show(gitdir, commit, CONFIGS_YML)
+        formats = convnet_batches(text, "memory_format")
+        base_precision = "TF32" if generation == "ampere" else "FP32"
+        base, amp = (formats.get((s["yml"], platform, p), "nchw") for p in (base_precision, "AMP"))
+        where = yml_lines(text, s["yml"], platform)
+        default = cite(show(gitdir, commit, CONVNETS_MAIN), r'default="nchw"', CONVNETS_MAIN)
+        return (
+            f"layout: {base}/{amp} (baseline/AMP): configs.yml sets {s['yml']} {platform} AMP memory_format {amp} "
+            f"({where}), {base_precision} none: main.py's default ({default})"
+        )
+    if s["model"] not in LAYOUTS:
+        return ""
+    base, amp, lines, why = LAYOUTS[s["model"]]
+    cited = [cite(show(gitdir, commit, path), pattern, path) for path, pattern in lines]
+    if s["model"] == "maskrcnn_r50_fpn" and generation == "volta":
+        base = "nchw"
+        why += ", but the V100 fp32 run disabled it"
+        cited.append(cite(show(gitdir, commit, s["path"]), re.escape(MASKRCNN_V100_FP32), s["path"]))
+    return f"layout: {base}/{amp} (baseline/AMP): {why} ({', '.join(cited)})"
 
 
 # GPU systems of the README headings: (heading words, gpu key as src/ampgan/system/gpus.csv spells it, detail).
@@ -733,7 +842,8 @@ def dle_rows(gitdir: Path) -> list[dict]:
                 )
                 software = f"{guess} (the README's requirements; the results' text names no container)" if guess else ""
             software = software or "NGC container, version not stated"
-            notes = [s.get("note", "")]
+            platform = "DGXA100" if generation == "ampere" else ("DGX1V-32G" if "32" in detail[:4] else "DGX1V-16G")
+            notes = [s.get("note", ""), dle_layout(gitdir, commit, s, generation, platform)]
             if suspect:
                 notes.append("suspect: a 1-GPU throughput below half the per-GPU rate of the same table's 8-GPU row")
             out.append(
@@ -904,6 +1014,39 @@ AMP_V0 = {
 }
 
 
+# Lambda's layouts (issue 43): ResNet-50's logs print it (`memory_format : nchw`; NGC 20.01's script predates
+# the option and PyTorch 1.4 channels-last); SSD and Mask R-CNN print none.
+LAMBDA_LAYOUT = {
+    ("v1", "ssd"): "layout: nchw/nchw (baseline/AMP): the config passes no layout and the SSD of Lambda's "
+    "DeepLearningExamples fork (LambdaLabsML/DeepLearningExamples lambda/benchmark c1781a37, the v1 README's "
+    "checkout) has no --data-layout, no channels_last",
+    ("v0", "ssd"): "layout: nchw/nchw (baseline/AMP): the NGC container's bundled SSD (20.01-21.07) predates "
+    "DLE's switch to channels-last (SSD README changelog: November 2021), and the config passes no layout",
+    ("v0", "maskrcnn"): "layout: nchw/nchw (baseline/AMP): the NGC container's bundled Mask R-CNN (20.01-21.07) "
+    "predates DLE's native NHWC (MaskRCNN README changelog: May 2022)",
+}
+
+
+def logged_layout(gitdir: Path, commit: str, folder: str, runs: tuple[str, str]) -> str:
+    """`layout:` of a ResNet-50 row from its two runs' logs (baseline, AMP): what each says as `memory_format : X`,
+    or NCHW where a log names none (a script before --memory-format)."""
+    said = []
+    for run in runs:
+        listing = show(gitdir, commit, f"pytorch/results/{folder}/{run}") or ""
+        logs = [show(gitdir, commit, f"pytorch/results/{folder}/{run}/{n}") or "" for n in listing.split("\n")]
+        found = sorted({m for log in logs for m in re.findall(r"memory_format : (\w+)", log)})
+        said.append("/".join(found) if found else "")
+    formats = "/".join(f or "nchw" for f in said)
+    how = (
+        "each run's log says memory_format : " + " and ".join(f for f in said if f)
+        if all(said)
+        else "the logs name no memory_format (a script before --memory-format): PyTorch's default"
+        if not any(said)
+        else "memory_format as logged, PyTorch's default where a log names none"
+    )
+    return f"layout: {formats} (baseline/AMP): {how} (results/{folder}/{runs[0]}, {runs[1]})"
+
+
 SUSPECT_SLOW = "suspect: mixed precision below half the baseline's throughput (a failed or misconfigured run?)"
 
 
@@ -1005,6 +1148,9 @@ def lambda_rows(gitdir: Path, commit: str, script: str, version: str) -> tuple[l
                         for n in (
                             f"amp: {amp_runs[col]}",
                             note,
+                            logged_layout(gitdir, commit, folder, ("PyTorch_resnet50_FP32", run))
+                            if col == "resnet50"
+                            else LAMBDA_LAYOUT.get((version, col), ""),
                             SUSPECT_SLOW if float(values[1]) < 0.5 * float(values[0]) else "",
                             "throughput: mean of Lambda's runs (compile script), batch per GPU"
                             + (
