@@ -776,24 +776,33 @@ def test_a_g_whose_inputs_cannot_be_drawn_outside_the_step_stops_in_one_line_at_
     assert "on what it draws from real images" in findings[("error", "generator")]
 
 
-@pytest.mark.parametrize("sets", [["model.label_nc=3"], ["model.label_nc=0", "model.instance=0"]])
-def test_the_pix2pixhd_user_file_steps_in_every_precision_with_its_vgg_frozen(sets):
-    """benchmarks/validation/user_gans/pix2pixhd.py (issue 43's published-GAN check) at a tiny size: its label
-    map (or RGB input) from draw_inputs, two PatchGANs and the frozen VGG19 on D train in fp32, bf16 and fp16."""
+USER_GANS = ROOT / "benchmarks" / "validation" / "user_gans"
+TINY_USER_GANS = {  # each file at a size and width this CPU steps in seconds, and the frozen VGG19 each keeps on D
+    "pix2pixhd-labels": ("pix2pixhd.py:pix2pixhd", 16, ["model.label_nc=3", "model.ngf=4", "model.ndf=4",
+                                                         "model.downsample=2", "model.blocks=1"]),
+    "pix2pixhd-rgb": ("pix2pixhd.py:pix2pixhd", 16, ["model.label_nc=0", "model.instance=0", "model.ngf=4",
+                                                      "model.ndf=4", "model.downsample=2", "model.blocks=1"]),
+    "spade": ("spade.py:spade", 32, ["model.label_nc=3", "model.ngf=2", "model.ndf=4", "model.n_layers_d=2"]),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(TINY_USER_GANS))
+def test_the_user_gan_files_step_in_every_precision_with_their_vgg_frozen(name):
+    """benchmarks/validation/user_gans/ (issue 43's published-GAN check) at a tiny size: each file's label map (or RGB
+    input) from draw_inputs, its discriminators and the frozen VGG19 on D train in fp32, bf16 and fp16."""
     from ampgan.data.batches import BatchStream
     from ampgan.data.synthetic import make_synthetic
     from ampgan.training.precision import build_policy
     from ampgan.training.prepared import prepare_run
-    from ampgan.training.state import build_train_state
     from ampgan.training.step import train_step
 
-    model = str(ROOT / "benchmarks" / "validation" / "user_gans" / "pix2pixhd.py:pix2pixhd")
-    tiny = ["model.ngf=4", "model.ndf=4", "model.downsample=2", "model.blocks=1", *sets]
-    dataset = make_synthetic(image_size=16, count=16)
+    file, size, sets = TINY_USER_GANS[name]
+    dataset = make_synthetic(image_size=size, count=16)
     for precision in ("fp32", "bf16", "fp16"):
         config = config_from_options(
-            model=model, dataset="synthetic", image_size=16, precision=precision, batch_size=2, sets=tiny
-        )
+            model=str(USER_GANS / file), dataset="synthetic", image_size=size, precision=precision, batch_size=2,
+            sets=sets,
+        )  # fmt: skip
         prepared = prepare_run(config, dataset)
         state = build_train_state(
             prepared.config, prepared.model, prepared.data, build_policy(precision, torch.device("cpu"))
@@ -805,6 +814,27 @@ def test_the_pix2pixhd_user_file_steps_in_every_precision_with_its_vgg_frozen(se
         assert all(torch.isfinite(v) for name, v in metrics.items() if name.startswith("loss")), (precision, metrics)
         assert metrics["vgg"] > 0 and metrics["feat"] > 0
         assert all(torch.equal(p, vgg[name]) for name, p in state.gan.discriminator.vgg.named_parameters())
+
+
+@pytest.mark.parametrize("name", ["spade"])
+def test_the_user_gan_files_trace_for_the_projection(name):
+    """What `ampgan project` reads: each file's step traced at the bench's two batch sizes, its cost growing with
+    the batch, every convolution of G, D and the VGG19 counted."""
+    from ampgan.bench.ops import trace_op_table
+    from ampgan.data import DataConfig, load_dataset
+    from ampgan.speed.step_timer import StepTimer
+
+    file, size, sets = TINY_USER_GANS[name]
+    config = config_from_options(model=str(USER_GANS / file), dataset="synthetic", image_size=size, sets=sets)
+    dataset = load_dataset(DataConfig(dataset="synthetic", image_size=size), seed=0)
+
+    def timer(batch_size):
+        config_at = config.with_fields({"budget.batch_size": batch_size})
+        return StepTimer(config_at, dataset, torch.device("cpu"), data_parallel=False, across_ranks=False)
+
+    table = trace_op_table(timer, "fp32")
+    assert table.flops_at(16) > table.flops_at(8) > 0
+    assert sum(1 for row in table.rows if "convolution" in row.op) >= 20
 
 
 TWO_LAYER_GAN = textwrap.dedent("""
