@@ -125,9 +125,8 @@ def compare(
 
     bench = study_settings.pop("bench", {})  # compare's bench, as a dict: its settings over the study's defaults
     nested = {f"bench.{name}": value for name, value in bench.items()} if isinstance(bench, dict) else {"bench": bench}
-    spec = with_settings(
-        CompareSpec(base=compare_base(_with_model(model, settings))), study_settings | nested, "ampgan.compare"
-    )
+    base = compare_base(_with_model(model, settings))
+    spec = with_settings(CompareSpec(), study_settings | nested, "ampgan.compare", base=base)
     out = Path(out) if out is not None else default_out("compare")
     document, _, html = run_study(
         spec,
