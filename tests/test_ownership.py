@@ -179,7 +179,8 @@ def test_a_newest_checkpoint_that_is_not_a_file_does_not_hide_the_good_one(capsy
     else:
         newest.symlink_to(run / "checkpoints" / "step-000004.pt")
     code, _, err = run_cli(capsys, "train", "--resume", str(run), "--steps", "12", "--quiet")
-    assert _one_line(code, err) and f"is {kind}, not a checkpoint file" in err
+    named = {"a FIFO": "a FIFO (named pipe)"}.get(kind, kind)  # as every message names one (not_a_regular_file)
+    assert _one_line(code, err) and f"is {named}, not a checkpoint file" in err
     assert "resume from step-000004.pt" in err
 
 

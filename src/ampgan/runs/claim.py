@@ -35,7 +35,7 @@ from pathlib import Path
 
 from ampgan.errors import AmpganError, one_line, warn, write_fix
 from ampgan.files import manifest
-from ampgan.files.atomic import HELD
+from ampgan.files.atomic import HELD, refuse_link
 from ampgan.files.jsonfile import not_a_regular_file, parse_json
 from ampgan.files.schema import newer_format
 from ampgan.files.signals import stop_on_signals
@@ -125,15 +125,6 @@ FOLDER_KINDS: dict[str, tuple[str, ...]] = {
 }
 # Folders made wholly from their parent's files (a projection of a bench): replaceable inside it.
 _DERIVED_KINDS = {"projection"}
-
-
-def refuse_link(path: Path) -> None:
-    """ampgan's control files (lock, marker) are never opened through a symbolic link: one error line."""
-    if Path(path).is_symlink():
-        raise AmpganError(
-            f"{path} is a symbolic link: ampgan never opens its own control files through a link "
-            f"(it would write into whatever the link points to); remove the link, or use another folder"
-        )
 
 
 def _write_marker(folder: Path, kind: str) -> None:
