@@ -27,6 +27,7 @@ from __future__ import annotations
 import datetime as dt
 import fcntl
 import fnmatch
+import itertools
 import json
 import os
 from collections.abc import Callable, Iterator
@@ -80,20 +81,17 @@ def default_out(kind: str) -> Path:
     started in the same instant take two names: one that only chose it was refused by the other's lock. Made empty
     here, it is removed by release_unused_defaults when the command never wrote in it (--dry-run, bad input). Under
     torchrun only rank 0 names it (cli's rank_zeros), or a slow rank would take the next."""
-    path = base = Path("runs") / f"{kind}-{dt.datetime.now():%Y%m%d-%H%M%S}"
-    taken = 1
+    base = Path("runs") / f"{kind}-{dt.datetime.now():%Y%m%d-%H%M%S}"
     try:
         base.parent.mkdir(parents=True, exist_ok=True)
-        while True:
-            try:
+        for taken in itertools.count(1):
+            path = base if taken == 1 else base.with_name(f"{base.name}-{taken}")
+            with suppress(FileExistsError):
                 path.mkdir()
                 _DEFAULTS_MADE[path] = path.stat()
                 return path
-            except FileExistsError:
-                taken += 1
-                path = base.with_name(f"{base.name}-{taken}")
     except OSError:  # runs/ unwritable: the command's claim says so in its one line
-        return path
+        return base
 
 
 def release_unused_defaults() -> None:

@@ -120,9 +120,13 @@ def stoppable() -> bool:
     rank abandoning a step inside a collective would leave the others waiting), where the caller's program has no
     alarm of its own pending and a SIGALRM handler Python can put back (not None: set from C before it started)."""
     main_thread = threading.current_thread() is threading.main_thread()
-    if not hasattr(signal, "setitimer") or not main_thread or world().distributed:
-        return False
-    return signal.getitimer(signal.ITIMER_REAL)[0] == 0 and signal.getsignal(signal.SIGALRM) is not None
+    return (
+        hasattr(signal, "setitimer")
+        and main_thread
+        and not world().distributed
+        and signal.getitimer(signal.ITIMER_REAL)[0] == 0
+        and signal.getsignal(signal.SIGALRM) is not None
+    )
 
 
 @contextmanager
