@@ -76,13 +76,12 @@ def command(ctx: click.Context, **options) -> None:
         _study(spec, resume, options, reopen=True)
     else:
         spec = with_settings(
-            CompareSpec(
-                base=compare_base(given_changes(ctx, options, CompareSpec(), "compare.")),
-                channels_last=precisions_given(options["channels_last"]),
-                compile=precisions_given(options["compile"]),
-            ),
+            CompareSpec(),
             own_values(CompareSpec(), "compare.", options),
             "compare",
+            base=compare_base(given_changes(ctx, options, CompareSpec(), "compare.")),
+            channels_last=precisions_given(options["channels_last"]),
+            compile=precisions_given(options["compile"]),
         )
         out = options["out"] or default_out("compare")
         # The same command again on a folder it was interrupted in continues there (study.json says so).

@@ -72,14 +72,14 @@ def generate(run_dir, class_, n, seed, out, format_, overwrite) -> None:
         class_index,
         class_samples,
         load_trained_run,
-        translates_images,
         write_class_samples,
     )
 
     out = output_file(out, (f".{format_}",) if format_ else (".png", ".npz"), overwrite)
     run = load_trained_run(run_dir)
     # An unconditional image-to-image G translates the images of the class named, if one is.
-    if not run.gan.conditional and not (class_ is not None and translates_images(run)):
+    shape = run.document["dataset"]["image_shape"]
+    if not run.gan.conditional and not (class_ is not None and run.gan.translates(shape)):
         if class_ is not None:
             raise AmpganError(
                 f"model {run.gan.name} of {run_dir} is unconditional: it draws no class; leave out --class"

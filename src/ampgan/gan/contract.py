@@ -211,6 +211,13 @@ class GAN:
             return z
         return drawn if drawn.dim() != 2 or not self.conditional else z
 
+    @torch.no_grad()
+    def translates(self, image_shape: tuple[int, ...]) -> bool:
+        """An image-to-image G: its draw_inputs makes maps of real images (a blank image tells its draw apart from
+        noise's, and is what a draw of codes that reads only the batch's size is given)."""
+        blank = torch.zeros(1, *image_shape, dtype=torch.uint8)
+        return self.draw_inputs is not None and self.inputs_for(1, torch.Generator(), blank).dim() != 2
+
     def generate(self, generator: Callable, z: torch.Tensor, labels: torch.Tensor | None) -> torch.Tensor:
         """G's images for (z, labels): the one place that knows G's signature."""
         images = generator(z, labels) if self.conditional else generator(z)

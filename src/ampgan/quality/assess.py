@@ -77,7 +77,7 @@ def _evaluated(loaded: list, samples: int, seed: int, evaluator_cache: Path | No
         images, labels = generate_evenly(
             run.gan, len(run.class_names), samples, seeded, "cpu", real=evaluator.held_out_images
         )
-        quality = quality_of_images(evaluator, images, labels)
+        quality = quality_of_images(evaluator, images, labels, run.gan.translates(evaluator.held_out_images.shape[1:]))
         write_json_atomically(
             run.run_dir / "quality.json",
             {

@@ -103,14 +103,6 @@ def class_index(class_names: list[str], wanted: str) -> int:
 
 
 @torch.no_grad()
-def translates_images(run: TrainedRun) -> bool:
-    """An image-to-image G: its draw_inputs makes maps of real images (a blank image tells its draw apart from
-    noise's, and is what a draw of codes that reads only the batch's size is given)."""
-    blank = torch.zeros(1, *run.document["dataset"]["image_shape"], dtype=torch.uint8)
-    return run.gan.draw_inputs is not None and run.gan.inputs_for(1, torch.Generator(), blank).dim() != 2
-
-
-@torch.no_grad()
 def class_samples(run: TrainedRun, label: int | None, count: int, seed: int) -> np.ndarray:
     """uint8 (count, H, W, C) samples of one class (None: of the whole data, an unconditional GAN's); the
     same seed draws the same images."""
@@ -129,7 +121,7 @@ def class_samples(run: TrainedRun, label: int | None, count: int, seed: int) -> 
     # An image-to-image G translates maps drawn from the images of the class (GAN.inputs_for): the data is loaded
     # for it alone; a draw of codes that reads only the batch's size is given a blank image.
     real = torch.zeros(1, *run.document["dataset"]["image_shape"], dtype=torch.uint8)
-    if translates_images(run):
+    if gan.translates(run.document["dataset"]["image_shape"]):
         dataset = load_dataset(run.config.data, seed=run.config.seed)
         real = dataset.images if label is None else dataset.images[dataset.labels == label]
     z = gan.inputs_for(count, torch.Generator().manual_seed(seed), real).to(device)
