@@ -315,6 +315,14 @@ seed_option = click.option(
 )
 
 
+# Where a run's data is now, if it moved since it trained (evaluate, generate; train --resume takes the same flags):
+# read from there once it holds the same data (its content SHA-256).
+moved_data_options = compose(
+    click.option("--dataset", default=None, help="folder:PATH: where the run's image folder is now, if it moved."),
+    click.option("--data-dir", type=ShellPath(), default=None, help="Where the run's dataset files are now, if moved."),
+)
+
+
 def out_options(what: str):
     return compose(
         click.option("--out", type=ShellPath(), default=None, help=f"Output folder (default runs/{what}-<time>)."),
