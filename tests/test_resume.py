@@ -616,8 +616,8 @@ def test_a_run_stopped_at_its_last_step_is_resumed_to_write_its_final_files(tmp_
 
 @pytest.mark.parametrize("kind", ["folder", "mnist"])
 def test_a_run_whose_data_moved_is_resumed_evaluated_and_generated_from_its_new_place(tmp_path, capsys, kind):
-    """The dataset moved (the same files elsewhere): train --resume, evaluate and generate read it from the place
-    given (--dataset folder:PATH, --data-dir DIR) once it holds the run's data (its content SHA-256); gone, they
+    """The dataset moved (the same files elsewhere): train --resume, evaluate, generate, doctor --run read it from
+    the place given (--dataset folder:PATH, --data-dir DIR) once it holds the run's data (its SHA-256); gone, they
     say in one line which flag gives its new place; other data there is refused in one line, nothing written.
     (They refused the run: its data 'does not exist', and the flag that would name its new place 'differs from
     the run's'.)"""
@@ -633,7 +633,8 @@ def test_a_run_whose_data_moved_is_resumed_evaluated_and_generated_from_its_new_
     )
     if kind == "folder":
         write_image_folder(data, per_class=12, size=16)
-        where, flag, commands = ["--dataset", f"folder:{data}"], "--dataset", (resume, evaluate)
+        doctor = ["doctor", "--run", str(run), "--out", str(tmp_path / "doctor"), "--fp16-steps", "0"]
+        where, flag, commands = ["--dataset", f"folder:{data}"], "--dataset", (resume, evaluate, doctor)
     else:  # (its evaluator, on the fixture's noise, is evaluate's own affair: resumed only)
         write_mnist(data)
         where, flag, commands = ["--dataset", "mnist", "--data-dir", str(data)], "--data-dir", (resume,)
@@ -653,6 +654,7 @@ def test_a_run_whose_data_moved_is_resumed_evaluated_and_generated_from_its_new_
         code, _, err = run_cli(capsys, *command, *place(other))
         assert code == 2 and err.count("\n") == 1 and "holds other data than" in err, err
     assert not (run / "quality.json").exists() and latest_checkpoint(run).name == "step-000002.pt"
+    assert not (tmp_path / "doctor").exists()
     if kind == "folder":
         assert run_cli(capsys, *evaluate, *place(moved))[0] == 0
         assert json.loads((run / "quality.json").read_text())["final"]["step"] == 2

@@ -77,6 +77,11 @@ class DataConfig(Section):
         return (self.dataset.removeprefix("folder:"),) if self.dataset.startswith("folder:") else ()
 
     @property
+    def downloads(self) -> bool:
+        """The dataset fetches its files with --download (cifar10, quickdraw)."""
+        return self.dataset in _registered() and "download" in _registered()[self.dataset].uses
+
+    @property
     def class_list(self) -> tuple[str, ...] | None:
         if self.classes is None:
             return None

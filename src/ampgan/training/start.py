@@ -116,14 +116,7 @@ def run_data(recorded: dict, run_dir: Path, config: TrainConfig, load: Callable[
     user gave its new place), or one line: gone (the flag that gives its new place), or other data than the run's
     (its content SHA-256 differs). `load`: the loaded data (default: load_dataset)."""
     data = config.data
-    for place, flag in [(folder, "--dataset folder:PATH") for folder in data.folders_read] + [
-        (data.data_dir, "--data-dir DIR")
-    ]:
-        if place and not data.download and not Path(place).exists():
-            raise AmpganError(
-                f"{run_dir} was trained on the data in {place}, which is gone: give {flag} where it is now "
-                "(checked to be the same data)"
-            )
+    check_data_is_here(data, run_dir)
     dataset = load() if load else load_dataset(data, seed=config.seed)
     if has_shape(recorded, {"dataset": {"source": {"sha256": (str, dict)}}}) and (
         recorded["dataset"]["source"]["sha256"] != dataset.source["sha256"]
@@ -134,6 +127,18 @@ def run_data(recorded: dict, run_dir: Path, config: TrainConfig, load: Callable[
             "--data-dir DIR), or put it back as it was"
         )
     return dataset
+
+
+def check_data_is_here(data, whose: Path) -> None:
+    """One line naming the flag that gives the new place of `whose` data (a run's, a study's) when it is gone."""
+    for place, flag in [(folder, "--dataset folder:PATH") for folder in data.folders_read] + [
+        (data.data_dir, "--data-dir DIR")
+    ]:
+        if place and not data.download and not Path(place).exists():
+            raise AmpganError(
+                f"{whose} was trained on the data in {place}, which is gone: give {flag} where it is now "
+                "(checked to be the same data)" + ", or --download to fetch it again" * data.downloads
+            )
 
 
 @dataclass(frozen=True)
