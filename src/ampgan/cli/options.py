@@ -34,6 +34,8 @@ class ShellPath(click.Path):
         super().__init__(path_type=Path, **checks)
 
     def convert(self, value, param, ctx):
+        if value == "":  # '--data-dir=$DIR' with DIR unset: Path('') is the current folder, read or written as given
+            self.fail("is empty (an unset shell variable?): give the path", param, ctx)
         return super().convert(os.path.expanduser(value) if isinstance(value, str) else value, param, ctx)
 
 
