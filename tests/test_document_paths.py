@@ -188,3 +188,17 @@ def test_a_study_whose_data_folder_moved_resumes_from_its_new_place(tmp_path, ca
     assert code == 0, err
     assert json.loads((study / "study.json").read_text())["spec"]["config"]["data"]["dataset"] == f"folder:{moved}"
     assert run_cli(capsys, *resume)[0] == 0
+
+
+def test_projecting_old_bench_results_never_downloads_where_they_name(tmp_path):
+    """Bench results without op tables (an older ampgan's) are traced from the config they record: a config read
+    from a document, so its data.download is off (it downloaded into the data_dir the file named)."""
+    from ampgan.errors import AmpganError
+    from ampgan.projection.tables import op_tables_of
+
+    where = tmp_path / "named-by-the-file"
+    data = {"data.dataset": "quickdraw", "data.data_dir": str(where), "data.download": True}
+    config = TrainConfig().with_fields(data)
+    with pytest.raises(AmpganError, match="does not exist"):
+        op_tables_of({"spec": {"config": config.to_dict()}}, tmp_path / "results.json")
+    assert not where.exists()
