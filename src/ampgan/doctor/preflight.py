@@ -575,6 +575,21 @@ def _losses_under_loss_scaling(prepared, stream) -> list[Finding]:
                     "arrive multiplied by the loss scale; make it scale-free or keep it out of the backward pass",
                 )
             )
+        broken = [n for n, (low, exact) in norms.items() if math.isnan(low) and math.isfinite(exact)]
+        if broken and not any(f.text.startswith(term) for f in findings):  # a loss wrong under scaling is said
+            fine = [n for n, (low, _) in norms.items() if math.isfinite(low)]
+            findings.append(
+                Finding(
+                    "error",
+                    "fp16-nan",
+                    f"{term}: the gradients of {_first_few(broken, 3)} are inf or NaN under fp16 even without loss "
+                    f"scaling (finite in fp32{f'; those of {_first_few(fine, 2)} are finite' if fine else ''}): an "
+                    "operation on their path computes in fp16 what it cannot hold (an epsilon under fp16's 6e-8 "
+                    "vanishes: sqrt(var + 1e-8) of a zero variance, a minibatch-stddev; a value past 65504), so every "
+                    "fp16 update would be skipped until the loss scale collapses; compute it in fp32 (.float() "
+                    "before it, or its module in GAN.fp32_modules)",
+                )
+            )
     if fragile:
         findings.append(
             Finding(
@@ -765,8 +780,14 @@ def _loss_terms(
         if with_gradients and loss.requires_grad and parameters:
             ops.term = ""  # ampgan's own autograd.grad, not the term's
             scale = float(scaler.scale_tensor())
-            found = torch.autograd.grad(loss * scale, list(parameters.values()), allow_unused=True)
+            found = torch.autograd.grad(loss * scale, list(parameters.values()), allow_unused=True, retain_graph=True)
             gradients[name] = {n: float(g.float().norm()) / scale for n, g in zip(parameters, found) if g is not None}
+            if scale != 1 and not all(map(math.isfinite, gradients[name].values())):
+                # An overflow at the scale is the scaler's to skip (inf); one without scaling is the model's (NaN)
+                at_one = torch.autograd.grad(loss, list(parameters.values()), allow_unused=True)
+                for n, g in zip(parameters, at_one):
+                    if not math.isfinite(gradients[name].get(n, 0.0)):
+                        gradients[name][n] = math.inf if bool(g.isfinite().all()) else math.nan
     return values, notes, gradients
 
 
