@@ -359,3 +359,17 @@ def test_adam_parameter_groups_give_a_prefix_its_own_learning_rate():
         AmpganError, match="lr_multipliers names 'mapping.', which no parameter name of the generator starts with"
     ):
         check_gan(gan, "my_gan.py:build")
+
+
+def test_weight_tying_between_g_and_d_is_refused_naming_the_shared_parameter():
+    """BigGAN-style code sharing one class embedding between G and D was refused with a count alone ('share 1
+    parameter(s)'), leaving the user to find which of their modules was shared."""
+    from ampgan.errors import AmpganError
+    from ampgan.gan.contract import check_gan
+
+    embedding = nn.Embedding(10, 4)
+    generator, discriminator = nn.ModuleDict({"net": nn.Linear(4, 4)}), nn.ModuleDict({"head": nn.Linear(4, 1)})
+    generator.classes, discriminator.project = embedding, embedding
+    gan = ampgan.GAN(generator=generator, discriminator=discriminator, z_dim=4, d_loss=sum, g_loss=sum)
+    with pytest.raises(AmpganError, match=r"share 1 parameter\(s\) \(G.classes.weight is D.project.weight\)"):
+        check_gan(gan, "my_gan.py:build")

@@ -345,11 +345,13 @@ def _check_networks(gan: GAN, origin: str) -> None:
                 )
     if gan.generator is gan.discriminator:
         raise AmpganError(f"{origin}: the generator and the discriminator are the same module: give two networks")
-    shared = {id(p) for p in gan.generator.parameters()} & {id(p) for p in gan.discriminator.parameters()}
-    if shared:
+    in_d = {id(p): name for name, p in gan.discriminator.named_parameters()}
+    shared = [(name, in_d[id(p)]) for name, p in gan.generator.named_parameters() if id(p) in in_d]
+    if shared:  # weight tying (a class embedding both use): named, so the user finds the module they share
         raise AmpganError(
-            f"{origin}: the generator and the discriminator share {len(shared)} parameter(s): each "
-            "network needs its own (each has its own optimizer and loss scaler)"
+            f"{origin}: the generator and the discriminator share {len(shared)} parameter(s) (G.{shared[0][0]} is "
+            f"D.{shared[0][1]}): each network needs its own (each has its own optimizer and loss scaler); give one "
+            "network a copy of the shared module"
         )
     modules = [m for network in (gan.generator, gan.discriminator) for m in network.modules()]
     for module in gan.fp32_modules:
