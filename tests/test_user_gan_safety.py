@@ -373,3 +373,38 @@ def test_weight_tying_between_g_and_d_is_refused_naming_the_shared_parameter():
     gan = ampgan.GAN(generator=generator, discriminator=discriminator, z_dim=4, d_loss=sum, g_loss=sum)
     with pytest.raises(AmpganError, match=r"share 1 parameter\(s\) \(G.classes.weight is D.project.weight\)"):
         check_gan(gan, "my_gan.py:build")
+
+
+class PretrainedBackboneD(nn.Module):
+    """Projected GAN's D: a frozen feature network with batch norm whose statistics are pretrained, kept in eval
+    mode by D's train() override (stylegan2-ada's loop calls D.train() once, which is what makes it hold)."""
+
+    def __init__(self, channels: int):
+        super().__init__()
+        self.backbone = nn.Sequential(nn.Conv2d(channels, 8, 3, padding=1), nn.BatchNorm2d(8)).requires_grad_(False)
+        self.head = nn.Linear(8 * SIZE * SIZE, 1)
+
+    def train(self, mode: bool = True):
+        super().train(mode)
+        self.backbone.train(False)
+        return self
+
+    def forward(self, images):  # (B, C, 8, 8) -> (B,)
+        return self.head(self.backbone(images).flatten(1)).squeeze(1)
+
+
+def pretrained_backbone_gan(data: ampgan.DataSpec) -> ampgan.GAN:
+    gan = frozen_stem_gan(data)
+    gan.discriminator, gan.extra_updates = PretrainedBackboneD(data.channels), ()
+    return gan
+
+
+def test_a_network_s_train_override_is_called_so_a_frozen_backbone_s_statistics_stay_pretrained():
+    """ampgan relied on nn.Module's construction default (train mode) and never called train(): a D that keeps its
+    pretrained backbone in eval mode by overriding train() had the backbone's batch-norm statistics moved by every
+    forward pass, which the same file trained by its own loop never did."""
+    state, stream = _state(pretrained_backbone_gan, "fp32", make_synthetic(image_size=SIZE, count=32))
+    norm = state.discriminator.backbone[1]
+    assert not norm.training and state.discriminator.training
+    train_step(state, stream.next_batch)
+    assert torch.equal(norm.running_mean, torch.zeros(8)) and int(norm.num_batches_tracked) == 0
