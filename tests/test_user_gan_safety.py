@@ -408,3 +408,34 @@ def test_a_network_s_train_override_is_called_so_a_frozen_backbone_s_statistics_
     assert not norm.training and state.discriminator.training
     train_step(state, stream.next_batch)
     assert torch.equal(norm.running_mean, torch.zeros(8)) and int(norm.num_batches_tracked) == 0
+
+
+class InkConditionedG(nn.Module):
+    def __init__(self, data: ampgan.DataSpec):
+        super().__init__()
+        shape = (data.channels, data.image_size, data.image_size)
+        self.net = nn.Sequential(nn.Linear(9, shape[0] * shape[1] * shape[2]), nn.Tanh(), nn.Unflatten(1, shape))
+
+    def forward(self, z, ink):  # ink: (B,) a continuous condition
+        return self.net(torch.cat([z, ink.float()[:, None]], 1))
+
+
+def continuous_condition_gan(data: ampgan.DataSpec) -> ampgan.GAN:
+    gan = frozen_stem_gan(data)
+    gan.generator, gan.extra_updates, gan.conditional, gan.num_classes = InkConditionedG(data), (), True, 10
+    gan.draw_inputs = lambda ctx: (
+        torch.randn(ctx.batch_size, 8, generator=ctx.rng),
+        torch.rand(ctx.batch_size, generator=ctx.rng),  # ink in [0, 1)
+    )
+    return gan
+
+
+def test_a_conditional_gan_s_float_labels_are_refused_naming_z_as_the_place_for_a_continuous_condition():
+    """conditional=True with draw_inputs returning a continuous condition as the labels trained, and every sample
+    grid, generate and evaluation then fed G the class indices 0..9 as that condition, far outside what it
+    trained on: silent nonsense pictures."""
+    from ampgan.errors import AmpganError
+
+    state, stream = _state(continuous_condition_gan, "fp32", make_synthetic(image_size=SIZE, count=32))
+    with pytest.raises(AmpganError, match=r"draw_inputs returned torch.float32 labels, .*in z .*conditional=False"):
+        train_step(state, stream.next_batch)
