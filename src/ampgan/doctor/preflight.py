@@ -129,12 +129,12 @@ def _real_step_under(name: str, prepared, stream) -> list[Finding]:
     policy = build_policy(name, CPU)
     state = build_train_state(prepared.config, prepared.model, prepared.data, policy)
     state.step = state.gan.cycle_steps - 1
-    kept = _kept_by_losses(state.gan)
+    kept, unsaved = _kept_by_losses(state.gan), _not_saved(state.gan)
     try:
         metrics = train_step(state, stream.next_batch)
     except AmpganError as error:
         return [Finding("error", "step", f"under {policy.describe()}: {error}")]
-    outside = _state_outside(kept, state.gan) if name == FP32 else []
+    outside = _state_outside(kept, state.gan) + _unsaved_changed(unsaved, state.gan) if name == FP32 else []
     if policy.mode.loss_scaling:  # a non-finite fp16 loss is skipped; _losses_under_loss_scaling judges it
         return outside
     bad = [n for n, value in metrics.items() if n.startswith("loss") and not torch.isfinite(value).all()]
@@ -416,6 +416,33 @@ def _state_outside(kept: dict, gan) -> list[Finding]:
             "holds the networks, optimizers, scalers and RNGs, not it, so a resumed run differs from an "
             "uninterrupted one; keep it in a buffer of G or D (G.register_buffer('pl_mean', torch.zeros(())))"
             + ("; a memo of values that never change is harmless" if filled else ""),
+        )
+    ]
+
+
+def _not_saved(gan) -> dict[str, torch.Tensor]:
+    """G's and D's non-persistent buffers (register_buffer(..., persistent=False)), by name, as they are now: the
+    networks' state that no state_dict, so no checkpoint, holds."""
+    return {
+        f"{prefix}.{name}": buffer.detach().clone()
+        for prefix, network in (("G", gan.generator), ("D", gan.discriminator))
+        for name, buffer in network.named_buffers()
+        if name not in network.state_dict()
+    }
+
+
+def _unsaved_changed(before: dict[str, torch.Tensor], gan) -> list[Finding]:
+    """A non-persistent buffer the step changed (ADA's augmentation probability): a resumed run restarts it."""
+    changed = [name for name, value in _not_saved(gan).items() if not _same(before.get(name), value)]
+    if not changed:
+        return []
+    return [
+        Finding(
+            "warning",
+            "not-saved",
+            f"the step changes non-persistent buffers ({_first_few(changed, 3)}): no checkpoint holds them, so a "
+            "resumed run starts them again from their first value and differs from an uninterrupted one; register "
+            "them persistent (register_buffer(name, tensor), the default), unless each step recomputes them whole",
         )
     ]
 
