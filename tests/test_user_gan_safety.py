@@ -439,3 +439,22 @@ def test_a_conditional_gan_s_float_labels_are_refused_naming_z_as_the_place_for_
     state, stream = _state(continuous_condition_gan, "fp32", make_synthetic(image_size=SIZE, count=32))
     with pytest.raises(AmpganError, match=r"draw_inputs returned torch.float32 labels, .*in z .*conditional=False"):
         train_step(state, stream.next_batch)
+
+
+@pytest.mark.parametrize("where", ["optimizer_g", "optimizer_d", "update"])
+def test_a_torch_optimizer_in_place_of_ampgan_adam_is_one_line(where):
+    """optimizer_g=torch.optim.Adam (a user's own optimizer, as their loop had it) stopped with an AttributeError
+    traceback ('type object Adam has no attribute lr_multipliers'); one made over G's parameters likewise."""
+    from ampgan.errors import AmpganError
+    from ampgan.gan.contract import check_gan
+
+    gan = frozen_stem_gan(ampgan.DataSpec(SIZE, 3, 10))
+    made = torch.optim.Adam(gan.generator[2].parameters(), lr=1e-3)
+    if where == "update":
+        gan.extra_updates = [ampgan.Update("aux", gan.g_loss, ("generator",), optimizer=made)]
+        said = "Update 'aux' optimizer is torch.optim.adam.Adam, not ampgan.Adam"
+    else:
+        setattr(gan, where, torch.optim.Adam)
+        said = f"GAN.{where} is torch.optim.adam.Adam, not ampgan.Adam"
+    with pytest.raises(AmpganError, match=rf"my_gan.py:build: {said}: give its settings, ampgan.Adam\(lr=\.\.\."):
+        check_gan(gan, "my_gan.py:build")

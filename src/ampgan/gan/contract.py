@@ -246,6 +246,17 @@ def check_gan(gan, origin: str) -> GAN:
             f"{origin} returned {type(gan).__name__}, not an ampgan GAN: return "
             "ampgan.GAN(generator=..., discriminator=..., z_dim=..., d_loss=..., g_loss=...)"
         )
+    _check_updates(gan.extra_updates, origin)
+    optimizers = [("GAN.optimizer_g", gan.optimizer_g), ("GAN.optimizer_d", gan.optimizer_d)]
+    optimizers += [(f"Update {u.name!r} optimizer", u.optimizer) for u in gan.extra_updates if u.optimizer is not None]
+    for where, optimizer in optimizers:
+        if not isinstance(optimizer, Adam):  # torch.optim.Adam (its class or one made over G's parameters)
+            kind = optimizer if isinstance(optimizer, type) else type(optimizer)
+            raise AmpganError(
+                f"{origin}: {where} is {kind.__module__}.{kind.__qualname__}, not ampgan.Adam: "
+                "give its settings, ampgan.Adam(lr=..., betas=...), and ampgan makes the optimizer over the network's "
+                "trainable parameters (lr_multipliers for parameter groups, lr_schedule for a scheduler)"
+            )
     _check_networks(gan, origin)
     for name in ("z_dim", "d_steps"):
         if not is_whole(getattr(gan, name), 1):
@@ -276,11 +287,8 @@ def check_gan(gan, origin: str) -> GAN:
         raise AmpganError(
             f"{origin}: a conditional GAN needs num_classes (the data's number of classes), got {gan.num_classes!r}"
         )
-    _check_updates(gan.extra_updates, origin)
-    optimizers = [("GAN.optimizer_g", gan.optimizer_g), ("GAN.optimizer_d", gan.optimizer_d)]
-    optimizers += [(f"Update {u.name!r} optimizer", u.optimizer) for u in gan.extra_updates if u.optimizer is not None]
     for where, optimizer in optimizers:
-        _check_schedule(getattr(optimizer, "lr_schedule", None), f"{origin}: {where}.lr_schedule")
+        _check_schedule(optimizer.lr_schedule, f"{origin}: {where}.lr_schedule")
     check_ema(gan.ema, origin)
     if gan.draw_inputs is not None:
         _check_callable(gan.draw_inputs, f"{origin}: GAN.draw_inputs")
