@@ -289,3 +289,12 @@ def test_a_network_s_own_input_and_output_sizes_are_not_alignment_advice_but_its
     assert ("G.0", "in_features") in [
         (a["layer"], a["dimension"]) for a in misaligned_layers({"G": g}, data) if not a["fixed_by_task"]
     ]
+
+
+def test_a_scalar_condition_into_a_layer_is_not_alignment_advice_on_one_channel_data():
+    """A GAN conditioned on one continuous number embeds it with Linear(1, 16) in G and D. On 1-channel data G's
+    last layer makes 1 and D's head makes 1, so the 1 was 'matched' and named: 'G.embed in_features=1 (try 8)'."""
+    data = DataSpec(16, 1, 10, tuple("0123456789"))
+    g = nn.ModuleDict({"embed": nn.Linear(1, 16), "out": nn.Conv2d(16, 1, 3)})
+    d = nn.ModuleDict({"proj": nn.Linear(1, 16), "features": nn.Conv2d(1, 16, 3), "head": nn.Linear(16, 1)})
+    assert [a["layer"] for a in misaligned_layers({"G": g, "D": d}, data) if not a["fixed_by_task"]] == []

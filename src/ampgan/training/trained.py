@@ -23,7 +23,7 @@ from ampgan.runs.checkpoint import check_step_matches_name, latest_checkpoint, l
 from ampgan.runs.run_folder import read_run_config
 from ampgan.system.memory import largest_count, refuse_unless_it_fits
 from ampgan.training.ema import attach_average, load_average
-from ampgan.training.precision import PRECISION_NAME
+from ampgan.training.precision import PRECISION_DESCRIBED
 from ampgan.training.start import run_data, saved_config
 
 
@@ -68,7 +68,7 @@ def load_trained_run(run_dir: Path, device: torch.device | str = "cpu", moved: d
     # The names it records beside its config are shown as the run's (evaluate's quality.json, a report's table).
     document = check_shape(
         read_run_config(run_dir),
-        {"?precision": PRECISION_NAME, "?dataset": {"?name": DATASET_NAME}},
+        {"?precision": PRECISION_DESCRIBED, "?dataset": {"?name": DATASET_NAME}},
         str(run_dir / "config.json"),
         "restore the file, or train the run again",
     )
