@@ -202,3 +202,36 @@ def test_projecting_old_bench_results_never_downloads_where_they_name(tmp_path):
     with pytest.raises(AmpganError, match="does not exist"):
         op_tables_of({"spec": {"config": config.to_dict()}}, tmp_path / "results.json")
     assert not where.exists()
+
+
+def test_a_study_whose_model_file_moved_resumes_from_its_new_place(tmp_path, capsys):
+    """compare --resume of a study of a user's GAN file that moved: gone, one line naming --model PATH.py:F; the
+    new place given, the study resumes once the file there is the one its runs trained with (its SHA-256;
+    study.json records the move); an edited file, or another function, one line, the study untouched."""
+    from conftest import run_short_compare
+    from fixtures import ORIGINALS_TINY
+    from test_resume import USER_GAN
+
+    model, moved, edited, study = tmp_path / "gm", tmp_path / "gm2", tmp_path / "gm3", tmp_path / "study"
+    model.mkdir()
+    (model / "mine.py").write_text(USER_GAN)
+    assert run_short_compare(capsys, [*ORIGINALS_TINY, "--model", f"{model / 'mine.py'}:tiny"], study)[0] == 0
+    model.rename(moved)
+    shutil.copytree(moved, edited)
+    (edited / "mine.py").write_text(USER_GAN.replace("nn.ReLU()", "nn.LeakyReLU()"))
+    before = (study / "study.json").read_text()
+    resume = ["compare", "--resume", str(study), "--quiet"]
+    for given, said in (
+        (["--trust-model"], f"{model / 'mine.py'}, which is gone: give --model PATH.py:tiny where the file is now"),
+        (["--model", f"{edited / 'mine.py'}:tiny"], f"{edited / 'mine.py'} changed since"),
+        (["--model", f"{moved / 'mine.py'}:other"], f"drop --model {moved / 'mine.py'}:other"),
+    ):
+        code, _, err = run_cli(capsys, *resume, *given)
+        assert code == 2 and err.count("\n") == 1 and said in err, err
+        assert (study / "study.json").read_text() == before
+    code, _, err = run_cli(capsys, *resume, "--model", f"{moved / 'mine.py'}:tiny")
+    assert code == 0, err
+    assert (
+        json.loads((study / "study.json").read_text())["spec"]["config"]["model"]["name"] == f"{moved / 'mine.py'}:tiny"
+    )
+    assert run_cli(capsys, *resume, "--trust-model")[0] == 0

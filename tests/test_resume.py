@@ -667,3 +667,61 @@ def test_a_run_whose_data_moved_is_resumed_evaluated_and_generated_from_its_new_
     assert code == 0 and (tmp_path / "g.png").exists(), err
     if kind == "folder":
         assert run_cli(capsys, *evaluate)[0] == 0
+
+
+def test_a_run_whose_model_file_moved_is_resumed_from_its_new_place_and_an_edited_one_is_refused(tmp_path, capsys):
+    """The user's GAN file (and the helper module beside it) moved: train --resume, evaluate, generate and doctor
+    --run take --model NEWPATH.py:FUNCTION once that file's SHA-256 is the one config.json records, and the resumed
+    run ends bit-exact as an uninterrupted one; gone, one line naming --model; edited since (in place or at the new
+    place), one line naming both hashes, nothing written. (A moved file 'differs from the run's', generate and
+    evaluate had no --model, and an edited file silently continued the run's checkpoint with other code.)"""
+    import hashlib
+    import shutil
+
+    model, moved, edited = tmp_path / "gm", tmp_path / "gm2", tmp_path / "gm3"
+    model.mkdir()
+    (model / "tiny_parts.py").write_text("WIDTH_FACTOR = 1\n")
+    (model / "mine.py").write_text(
+        "from tiny_parts import WIDTH_FACTOR\n" + USER_GAN.replace("width)", "width * WIDTH_FACTOR)")
+    )
+    straight, run = tmp_path / "straight", tmp_path / "run"
+    args = [*TINY, "--model", f"{model / 'mine.py'}:tiny", "--checkpoint-every", "3"]
+    assert run_cli(capsys, "train", *args, "--steps", "6", "--out", str(straight))[0] == 0
+    assert run_cli(capsys, "train", *args, "--steps", "3", "--out", str(run))[0] == 0
+    model.rename(moved)
+    resume = ["train", "--resume", str(run), "--steps", "6", "--quiet"]
+    commands = (
+        resume,
+        ["generate", str(run), "--n", "4", "--out", str(tmp_path / "g.png")],
+        ["evaluate", str(run), "--samples", "20"],
+        ["doctor", "--run", str(run), "--out", str(tmp_path / "doctor"), "--fp16-steps", "0"],
+    )
+    state = lambda: {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(run.rglob("*")) if p.is_file()}  # noqa: E731
+    before = state()
+    shutil.copytree(moved, edited)
+    (edited / "mine.py").write_text((edited / "mine.py").read_text() + "# tuned\n")
+    for command in commands:
+        code, _, err = run_cli(capsys, *command, "--trust-model")
+        assert code == 2 and err.count("\n") == 1 and f"{model / 'mine.py'}, which is gone: give --model " in err, err
+        code, _, err = run_cli(capsys, *command, "--model", f"{edited / 'mine.py'}:tiny")
+        assert code == 2 and err.count("\n") == 1 and f"{edited / 'mine.py'} changed since {run}" in err, err
+    # the file edited where the run trained with it: the same one line, whose hashes are the run's and the file's
+    shutil.copytree(edited, model)
+    then = json.loads((run / "config.json").read_text())["model"]["source_sha256"]
+    now = hashlib.sha256((model / "mine.py").read_bytes()).hexdigest()
+    for command in commands:
+        code, _, err = run_cli(capsys, *command, "--trust-model")
+        assert code == 2 and err.count("\n") == 1 and f"(SHA-256 {then[:12]} then, {now[:12]} now)" in err, err
+    assert state() == before and not (tmp_path / "g.png").exists() and not (tmp_path / "doctor").exists()
+    code, _, err = run_cli(capsys, *resume, "--model", f"{moved / 'mine.py'}:tiny")
+    assert code == 0, err
+    a, b = weights(straight, 6), weights(run, 6)
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    recorded = json.loads((run / "config.json").read_text())
+    assert (
+        recorded["config"]["model"]["name"] == f"{moved / 'mine.py'}:tiny"
+        and recorded["model"]["source_sha256"] == then
+    )
+    # read back from where it now is, with no flag
+    code, _, err = run_cli(capsys, *commands[1], "--trust-model")
+    assert code == 0 and (tmp_path / "g.png").exists(), err

@@ -52,9 +52,14 @@ def _consented() -> set[str]:
 def absolute_model_name(name: str) -> str:
     """One name per model however its file's path was written (relative, ./, ~, absolute): the consent's key, and
     what a config records, so a command run from another folder (a resume) finds the same file."""
-    where, colon, function_name = name.rpartition(":")
-    is_file = colon and (where.endswith(".py") or "/" in where)
-    return f"{Path(where).expanduser().resolve()}:{function_name}" if is_file else name
+    where, function_name = model_file(name), name.rpartition(":")[2]
+    return f"{Path(where).expanduser().resolve()}:{function_name}" if where else name
+
+
+def model_file(name: str) -> str | None:
+    """The file of a model named path/to/file.py:FUNCTION, as written; None for a built-in or a module's."""
+    where, colon, _ = name.rpartition(":")
+    return where if colon and (where.endswith(".py") or "/" in where) else None
 
 
 def command_line(*words) -> str:

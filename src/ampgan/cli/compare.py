@@ -68,8 +68,9 @@ def command(ctx: click.Context, **options) -> None:
             ) from None
         if "model" in given and options["model"] == spec.base.model.name:
             given.remove("model")  # naming the study's own model: consent to import it (gan/registry.py)
-        moved = {f"data.{name}": str(options[name]) for name in ("dataset", "data_dir") if name in given}
-        given = [name for name in given if f"data.{name}" not in moved]  # where its data is now (with_its_data)
+        places = {"dataset": "data.dataset", "data_dir": "data.data_dir", "model": "model.name"}
+        moved = {places[name]: str(options[name]) for name in given if name in places}  # where its files are now
+        given = [name for name in given if name not in places]  # (with_its_data)
         if given:
             raise AmpganError(
                 f"--resume continues the study with the options it was started with: drop "

@@ -317,11 +317,17 @@ seed_option = click.option(
 )
 
 
-# Where a run's data is now, if it moved since it trained (evaluate, generate; train --resume takes the same flags):
-# read from there once it holds the same data (its content SHA-256).
-moved_data_options = compose(
+# Where a run's files are now, if they moved since it trained (evaluate, generate; train --resume, doctor --run and
+# compare --resume take the same flags): read from there once they are the run's (their SHA-256).
+moved_files_options = compose(
     click.option("--dataset", default=None, help="folder:PATH: where the run's image folder is now, if it moved."),
     click.option("--data-dir", type=ShellPath(), default=None, help="Where the run's dataset files are now, if moved."),
+    click.option(
+        "--model",
+        default=None,
+        callback=_consent_to_named_model,
+        help="PATH.py:FUNCTION: where the run's model file is now, if it moved (imported: you name it).",
+    ),
 )
 
 

@@ -4,6 +4,7 @@ config read back from a document may make ampgan do."""
 from __future__ import annotations
 
 from ampgan.config.tree import TrainConfig
+from ampgan.trust import model_file
 
 # Paths, or whole sections ending in ".*". Anything else would make the resumed run a different experiment.
 SAFE_TO_CHANGE_ON_RESUME = frozenset(
@@ -22,10 +23,15 @@ def safe_to_change(path: str) -> bool:
     return path in SAFE_TO_CHANGE_ON_RESUME or f"{path.partition('.')[0]}.*" in SAFE_TO_CHANGE_ON_RESUME
 
 
-def moves_data(path: str, old: object, new: object) -> bool:
-    """`new` at `path` is a new place for the run's data (a folder dataset's folder, a data_dir), not other data:
-    a run resumed or read back from there is the same experiment once the data there is checked to be the run's
-    (its content SHA-256, training/start.py run_data)."""
+def moves_files(path: str, old: object, new: object) -> bool:
+    """`new` at `path` is a new place for the run's files, not other ones: its data (a folder dataset's folder, a
+    data_dir) or its model's file (path.py:FUNCTION, the same function). A run resumed or read back from there is
+    the same experiment once they are checked to be the run's (training/start.py: the data's content SHA-256,
+    run_data; the model file's SHA-256, check_model_file)."""
+    if path == "model.name":
+        return all(isinstance(name, str) and model_file(name) for name in (old, new)) and (
+            old.rpartition(":")[2] == new.rpartition(":")[2]
+        )
     if path == "data.dataset":
         return all(isinstance(name, str) and name.startswith("folder:") for name in (old, new))
     return path == "data.data_dir" and old is not None and new is not None

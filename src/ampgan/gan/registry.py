@@ -47,6 +47,7 @@ from ampgan.trust import (  # noqa: F401 - the registry's readers import the rul
     consent_environment,
     consent_to_import,
     import_consented,
+    model_file,
 )
 
 _built_in = registry_of("ampgan.gan.models", BUILT_IN)  # every model function of gan/models/ by name
@@ -186,7 +187,7 @@ def _find_builder(name: str) -> tuple[Callable, Path | None]:
             f"and runs that code, which ampgan never does on a file's word; read the code, then name it "
             f"yourself with --model {shlex.quote(name)} (or pass --trust-model)"
         )
-    module = _import_file(where) if where.endswith(".py") or "/" in where else _import_module(where)
+    module = _import_file(where) if model_file(name) else _import_module(where)
     builder = getattr(module, function_name, None)
     if builder is None:
         available = sorted(

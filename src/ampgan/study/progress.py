@@ -18,7 +18,7 @@ import json
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from ampgan.config.resume import WRITES_WHERE_DATA_LIVES, moves_data
+from ampgan.config.resume import WRITES_WHERE_DATA_LIVES, moves_files
 from ampgan.config.sources import absolute_paths
 from ampgan.errors import AmpganError
 from ampgan.files.atomic import write_json_atomically
@@ -30,7 +30,7 @@ from ampgan.sections import differences
 from ampgan.speed.plan import RunPlan
 from ampgan.study.spec import CompareSpec
 from ampgan.training.interruption import Interrupted
-from ampgan.training.start import check_data_is_here, run_data, saved_config
+from ampgan.training.start import check_data_is_here, check_model_file, run_data, saved_config
 from ampgan.trust import command_line
 
 FILE_NAME = "study.json"
@@ -151,22 +151,26 @@ def load_progress(folder: Path) -> StudyProgress:
 
 
 def with_its_data(spec: CompareSpec, progress: StudyProgress, moved: dict) -> CompareSpec:
-    """The resumed study's spec, its data where `moved` ({config path: value}: --dataset folder:PATH, --data-dir
-    DIR) says it now is (recorded in study.json: the same study), checked to be the data its runs trained on
-    (one line when it is gone, or other data: a finished run would be compared with one trained on other data)."""
+    """The resumed study's spec, its data and model file where `moved` ({config path: value}: --dataset folder:PATH,
+    --data-dir DIR, --model PATH.py:F) says they now are (recorded in study.json: the same study), checked to be the
+    ones its runs trained with (one line when gone, other data or an edited file: a finished run would be compared
+    with one trained on other data or code)."""
     moved = absolute_paths(moved)
     for path, value in moved.items():
-        if not moves_data(path, spec.base.get(path), value):
+        if not moves_files(path, spec.base.get(path), value):
+            flag = "--model" if path == "model.name" else "--" + path[5:].replace("_", "-")
             raise AmpganError(
-                f"--resume continues the study on its own data ({spec.base.data.dataset}): drop "
-                f"--{path.partition('.')[2].replace('_', '-')} {value}"
+                f"--resume continues the study on its own data and model ({spec.base.data.dataset}, "
+                f"{spec.base.model.name}): drop {flag} {value}"
             )
     spec = replace(spec, base=spec.base.with_fields(moved))
     check_data_is_here(spec.base.data, progress.folder)
-    here = {path: spec.base.get(path) for path in ("data.dataset", "data.data_dir")}  # a finished run's says its old
+    here = {path: spec.base.get(path) for path in ("data.dataset", "data.data_dir", "model.name")}  # a run's: its old
     for config_file in sorted((progress.folder / "runs").glob("*/config.json"))[:1]:  # a run trained on its data
         run_dir = config_file.parent
-        run_data(read_run_config(run_dir), run_dir, saved_config(run_dir).with_fields(here))
+        recorded, its = read_run_config(run_dir), saved_config(run_dir).with_fields(here)
+        check_model_file(recorded, run_dir, its)
+        run_data(recorded, run_dir, its)
     if moved:
         progress.spec = spec.to_document(progress.spec["precisions"])
         progress.identity = study_identity(progress.spec)

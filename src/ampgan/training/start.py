@@ -16,9 +16,10 @@ from pathlib import Path
 
 import torch
 
-from ampgan.config import TrainConfig, config_from_document, moves_data, safe_to_change
+from ampgan.config import TrainConfig, config_from_document, moves_files, safe_to_change
 from ampgan.config.sources import absolute_paths
 from ampgan.data import ImageDataset, load_dataset
+from ampgan.data.files import file_digest
 from ampgan.errors import AmpganError, ConfigError
 from ampgan.files.schema import has_shape
 from ampgan.runs.checkpoint import check_step_matches_name, latest_checkpoint, list_checkpoints, load_checkpoint
@@ -26,6 +27,7 @@ from ampgan.runs.claim import FolderLock, check_place, claimed_folder, settle_le
 from ampgan.runs.run_folder import finished_at, read_run_config
 from ampgan.training.distributed import any_rank, world
 from ampgan.training.prepared import PreparedRun, prepare_run
+from ampgan.trust import model_file
 
 
 def saved_config(run_dir: Path) -> TrainConfig:
@@ -61,7 +63,7 @@ def resumed_config(run_dir: Path, changes: dict, option_names: dict[str, str]) -
         # holds them relative): the same files from the folder resumed in
         if value == config.get(path) or absolute_paths({path: config.get(path)})[path] == value:
             continue
-        if not safe_to_change(path) and not moves_data(path, config.get(path), value):
+        if not safe_to_change(path) and not moves_files(path, config.get(path), value):
             option = option_names.get(path, f"--set {path}=")
             raise AmpganError(
                 f"{option} {value} differs from the run's {config.get(path)} and would make "
@@ -94,12 +96,17 @@ def check_checkpoint_belongs(
         raise AmpganError(
             f"{checkpoint} holds no readable config: it is damaged or foreign; remove it to resume from the one before"
         ) from None
-    checked = has_shape(recorded, {"dataset": {"source": {"sha256": (str, dict)}}})  # moved data: run_data checks it
+    # moved files: run_data and check_model_file check them against what config.json records
+    checked = {
+        "data": has_shape(recorded, {"dataset": {"source": {"sha256": (str, dict)}}}),
+        "model": has_shape(recorded, {"model": {"source_sha256": str}}),
+    }
+    check_model_file(recorded, run_dir, config)
     for path, value in config.paths().items():
         if (
             saved.get(path) != value
             and not safe_to_change(path)
-            and not (checked and moves_data(path, saved.get(path), value))
+            and not (moves_files(path, saved.get(path), value) and checked[path.partition(".")[0]])
         ):
             raise AmpganError(
                 f"{checkpoint} was trained with {path} = {saved.get(path)!r}, but {run_dir}/config.json "
@@ -127,6 +134,29 @@ def run_data(recorded: dict, run_dir: Path, config: TrainConfig, load: Callable[
             "--data-dir DIR), or put it back as it was"
         )
     return dataset
+
+
+def check_model_file(recorded: dict, run_dir: Path, config: TrainConfig) -> None:
+    """Before it is imported: the run's model file (path.py:FUNCTION) is where `config` says it is now (moved: the
+    user gave its new place) and is the file the run trained with (the SHA-256 `recorded`, its config.json, keeps),
+    or one line: gone (the flag that gives its new place), or edited since. Only that file is checked: not the
+    modules it imports, a built-in model or a package's module."""
+    name = config.model.name
+    where, function = model_file(name), name.rpartition(":")[2]
+    if where is None:
+        return
+    if not Path(where).expanduser().is_file():
+        raise AmpganError(
+            f"{run_dir} was trained with the model in {where}, which is gone: give --model PATH.py:{function} "
+            "where the file is now (checked to be the same file)"
+        )
+    then = recorded["model"]["source_sha256"] if has_shape(recorded, {"model": {"source_sha256": str}}) else ""
+    now = file_digest(Path(where).expanduser())
+    if then and now != then:
+        raise AmpganError(
+            f"{where} changed since {run_dir} was trained with it (SHA-256 {then[:12]} then, {now[:12]} now): "
+            "its checkpoints belong to the code as it was; restore the file, or start a new run with --out"
+        )
 
 
 def check_data_is_here(data, whose: Path) -> None:
