@@ -83,11 +83,13 @@ def default_out(kind: str) -> Path:
     torchrun only rank 0 names it (cli's rank_zeros), or a slow rank would take the next."""
     base = Path("runs") / f"{kind}-{dt.datetime.now():%Y%m%d-%H%M%S}"
     try:
-        base.parent.mkdir(parents=True, exist_ok=True)
+        if not base.parent.exists():  # a runs/ made here goes too when left empty (nothing left in the cwd)
+            base.parent.mkdir(parents=True, exist_ok=True)
+            _DEFAULTS_MADE[base.parent] = base.parent.stat()
         for taken in itertools.count(1):
             path = base if taken == 1 else base.with_name(f"{base.name}-{taken}")
             with suppress(FileExistsError):
-                path.mkdir()
+                path.mkdir(parents=True)  # parents: another command's release may have removed an empty runs/
                 _DEFAULTS_MADE[path] = path.stat()
                 return path
     except OSError:  # runs/ unwritable: the command's claim says so in its one line
@@ -95,9 +97,9 @@ def default_out(kind: str) -> Path:
 
 
 def release_unused_defaults() -> None:
-    """Remove the default folders this process made and never wrote in (an empty folder only: rmdir refuses any
-    other, and the folder's identity is checked, so one made since under the same name is not taken)."""
-    for path, made in _DEFAULTS_MADE.items():
+    """Remove the default folders (and runs/) this process made and never wrote in (an empty folder only: rmdir
+    refuses any other, and the folder's identity is checked, so one made since under the same name is not taken)."""
+    for path, made in reversed(_DEFAULTS_MADE.items()):  # a folder before the runs/ it was made in
         with suppress(OSError):
             if os.path.samestat(os.lstat(path), made):
                 path.rmdir()
