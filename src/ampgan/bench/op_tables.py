@@ -7,8 +7,19 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
+from unittest.mock import patch
 
 import torch
+from torch._subclasses.fake_tensor import (
+    DataDependentOutputException,
+    DynamicOutputShapeException,
+    FakeTensorMode,
+    UnsupportedOperatorException,
+    is_fake,
+)
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from ampgan.bench.deadline import TRACE_SHARE, budget_s
 from ampgan.bench.ops import SMALL_CYCLES_PER_TRACE, TRACE_BATCH_SIZES, OverBudget, trace_op_table
@@ -19,6 +30,13 @@ from ampgan.precisions import FP32, PRECISIONS
 from ampgan.speed.step_timer import StepTimer
 from ampgan.training.memory import estimate_step_memory
 from ampgan.training.prepared import resolve_config
+
+# What the meta device cannot follow, by the exception FakeTensorMode raises.
+_META_LIMITS = {
+    DataDependentOutputException: "reads a tensor's value (.item(), float(), a Python branch on a tensor)",
+    DynamicOutputShapeException: "makes a tensor whose shape depends on values",
+    UnsupportedOperatorException: "has no meta kernel",
+}
 
 
 def foreseen_cycles(results: list[ConfigResult]) -> dict[str, float]:
@@ -126,18 +144,74 @@ def _left_out(asked: bool, deadline: float, budget: float, foreseen: float | Non
 
 
 def _traced(spec: BenchSpec, name: str, dataset, device, deadline: float, foreseen: float | None) -> dict:
-    return trace_op_table(
-        lambda batch_size: StepTimer(
-            spec.train_config(name, batch_size).with_fields({"compute.compile": False}),
-            dataset,
-            device,
-            data_parallel=False,
-            across_ranks=False,
-        ),
-        name,
-        deadline=deadline,
-        first_cycle_s=foreseen or 0.0,
-    ).to_dict()
+    """One precision's op table; on the meta device (`ampgan bench --trace-only`), the CPU's step traced by
+    on_meta without running it."""
+    with on_meta() if device.type == "meta" else nullcontext():
+        table = trace_op_table(
+            lambda batch_size: StepTimer(
+                spec.train_config(name, batch_size).with_fields({"compute.compile": False}),
+                dataset,
+                torch.device("cpu") if device.type == "meta" else device,
+                data_parallel=False,
+                across_ranks=False,
+            ),
+            name,
+            deadline=deadline,
+            first_cycle_s=foreseen or 0.0,
+        ).to_dict()
+    return table | {"device": device.type}
+
+
+@contextmanager
+def on_meta() -> Iterator[None]:
+    """The step inside runs on meta tensors that carry the CPU device (FakeTensorMode): the very code, CPU
+    autocast's casts and every operation's shapes and dtypes of the CPU trace, no values and no arithmetic.
+    GradScaler's check for inf/NaN reads a value (.item()): each update steps, as a traced cycle that is kept
+    does. What needs a value or has no meta kernel is one line naming the operation and the fix."""
+    with (
+        FakeTensorMode(allow_non_fake_inputs=True),
+        _BatchNormStatistics(),
+        patch.object(torch.amp.GradScaler, "_maybe_opt_step", lambda _, optimizer, _state: optimizer.step()),
+        patch.object(torch.Tensor, "__deepcopy__", _deepcopy),
+    ):
+        try:
+            yield
+        except Exception as error:  # noqa: BLE001 - translated when the meta device is the cause, else as it was
+            cause = error
+            while cause is not None and not isinstance(cause, tuple(_META_LIMITS)):
+                cause = cause.__cause__ or cause.__context__
+            if cause is None:
+                raise
+            op = str(getattr(cause, "func", cause)).removesuffix(".default")
+            why = next(what for kind, what in _META_LIMITS.items() if isinstance(cause, kind))
+            where = f" (in {str(error).split(' failed: ')[0]})" if isinstance(error, AmpganError) else ""
+            raise AmpganError(
+                f"the step cannot be traced on the meta device: {op} {why}{where}; "
+                "bench it with the real trace instead (ampgan bench without --trace-only)"
+            ) from None
+
+
+_tensor_deepcopy = torch.Tensor.__deepcopy__
+
+
+def _deepcopy(tensor: torch.Tensor, memo: dict) -> torch.Tensor:
+    """A fake tensor's copy (an EMA's copy of G's batch-norm buffers) is its clone: copying its storage fails
+    (torch 2.13: "set the storage of a tensor on device meta to a storage on ... cpu")."""
+    if not is_fake(tensor):
+        return _tensor_deepcopy(tensor, memo)
+    return memo.setdefault(id(tensor), tensor.detach().clone().requires_grad_(tensor.requires_grad))
+
+
+class _BatchNormStatistics(TorchDispatchMode):
+    """Batch norm's saved mean and inverse deviation in fp32, as the CPU (and cuDNN) keep them for a 16-bit input,
+    where the meta kernel gives them the input's dtype (torch 2.13): the bytes of the operation and of its backward
+    are then the CPU trace's."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if func is torch.ops.aten.native_batch_norm.default:
+            return (out[0], *(t.float() for t in out[1:]))
+        return out
 
 
 def step_memory(spec: BenchSpec, dataset) -> dict | None:
