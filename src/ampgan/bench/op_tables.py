@@ -28,6 +28,7 @@ from ampgan.bench.spec import BenchSpec
 from ampgan.errors import AmpganError
 from ampgan.precisions import FP32, PRECISIONS
 from ampgan.speed.step_timer import StepTimer
+from ampgan.training import prepared
 from ampgan.training.memory import estimate_step_memory
 from ampgan.training.prepared import resolve_config
 
@@ -173,6 +174,8 @@ def on_meta() -> Iterator[None]:
         _BatchNormStatistics(),
         patch.object(torch.amp.GradScaler, "_maybe_opt_step", lambda _, optimizer, _state: optimizer.step()),
         patch.object(torch.Tensor, "__deepcopy__", _deepcopy),
+        # A run's memory checks (its step, its sample grid): a meta trace allocates neither.
+        patch.multiple(prepared, refuse_what_cannot_fit=_fits, refuse_unless_it_fits=_fits),
     ):
         try:
             yield
@@ -192,6 +195,10 @@ def on_meta() -> Iterator[None]:
 
 
 _tensor_deepcopy = torch.Tensor.__deepcopy__
+
+
+def _fits(*_) -> None:
+    return None
 
 
 def _deepcopy(tensor: torch.Tensor, memo: dict) -> torch.Tensor:
