@@ -30,7 +30,10 @@ def test_a_step_traced_on_the_meta_device_is_the_cpu_trace_s_op_table(model, pre
     for device in ("meta", "cpu"):
         # The asked precision only: the bench is "asked to stop" before the others.
         stop = iter([False])
-        traced = trace_op_tables(spec, dataset, torch.device(device), stop_check=lambda: next(stop, True))
+        lines = []
+        traced = trace_op_tables(spec, dataset, torch.device(device), lines.append, lambda: next(stop, True))
+        # --trace-only runs nothing else: the whole budget is its trace's, where a bench's trace has half of it.
+        assert f"at most {'100' if device == 'meta' else '50'}% of the bench's --max-seconds" in lines[0]
         tables[device] = traced["op_tables"][precision]
     assert sorted(traced["op_tables"]) == [precision]
     assert tables["meta"]["device"] == "meta" and tables["cpu"]["device"] == "cpu"

@@ -67,7 +67,8 @@ def trace_op_tables(
     left out (a signal arrived)."""
     cycle_s = cycle_s or {}
     tables, failed = {}, []
-    budget = TRACE_SHARE * budget_s(spec)
+    share = 1.0 if device.type == "meta" else TRACE_SHARE  # --trace-only runs nothing else: all of it is the trace's
+    budget = share * budget_s(spec)
     started = time.perf_counter()
     deadline = started + budget
     traced = [name for name, mode in PRECISIONS.items() if mode.traced]
@@ -75,13 +76,13 @@ def trace_op_tables(
     for name in (*asked, *(p for p in traced if p not in asked)):
         # A precision the bench did not run is foreseen as slow as the slowest it did.
         foreseen = cycle_s.get(name, max(cycle_s.values(), default=None))
-        fits = _what_fits(spec, time.perf_counter() - started, foreseen, name in asked)
+        fits = _what_fits(spec, share, time.perf_counter() - started, foreseen, name in asked)
         reason = _left_out(name in asked, deadline, budget, foreseen, stop_check, fits)
         if reason is None:
             try:
                 tables[name] = _traced(spec, name, dataset, device, deadline, foreseen)
             except OverBudget as error:  # measured, not foreseen: what it had spent and still needed at the least
-                least = _max_seconds_for(spec, time.perf_counter() - started + error.more_s)
+                least = _max_seconds_for(spec, share, time.perf_counter() - started + error.more_s)
                 reason = f"{error}; --max-seconds {least} at the least"
             except AmpganError as error:
                 reason = str(error)
@@ -95,7 +96,7 @@ def trace_op_tables(
             failed.append({"precision": name, "reason": reason})
     spent = time.perf_counter() - started
     log(
-        f"op tables: {', '.join(tables) or 'none'} traced in {spent:.1f} s (their share: at most {TRACE_SHARE:.0%} of "
+        f"op tables: {', '.join(tables) or 'none'} traced in {spent:.1f} s (their share: at most {share:.0%} of "
         f"the bench's --max-seconds x batch sizes = {budget:.0f} s; skip them with --no-trace)"
     )
     if failed:
@@ -108,7 +109,7 @@ def trace_op_tables(
     }
 
 
-def _what_fits(spec: BenchSpec, spent: float, foreseen: float | None, asked: bool) -> str:
+def _what_fits(spec: BenchSpec, share: float, spent: float, foreseen: float | None, asked: bool) -> str:
     """What would trace a precision left out for time: the --max-seconds whose trace share holds its trace
     (SMALL_CYCLES_PER_TRACE cycles as foreseen) after the `spent` seconds the traces before it took; one that
     --precisions does not name also needs half the share left when it starts. A user's GAN at its real size
@@ -118,12 +119,12 @@ def _what_fits(spec: BenchSpec, spent: float, foreseen: float | None, asked: boo
     needed = spent + SMALL_CYCLES_PER_TRACE * foreseen
     if not asked:
         needed = max(needed, 2 * spent)
-    return f"--max-seconds {_max_seconds_for(spec, needed)} would fit its trace (as foreseen from its warm-up)"
+    return f"--max-seconds {_max_seconds_for(spec, share, needed)} would fit its trace (as foreseen from its warm-up)"
 
 
-def _max_seconds_for(spec: BenchSpec, trace_s: float) -> int:
-    """The --max-seconds whose trace share (TRACE_SHARE of it per batch size) holds `trace_s` seconds of tracing."""
-    return math.ceil(trace_s / (TRACE_SHARE * len(spec.batch_sizes)))
+def _max_seconds_for(spec: BenchSpec, share: float, trace_s: float) -> int:
+    """The --max-seconds whose trace share (`share` of it per batch size) holds `trace_s` seconds of tracing."""
+    return math.ceil(trace_s / (share * len(spec.batch_sizes)))
 
 
 def _left_out(asked: bool, deadline: float, budget: float, foreseen: float | None, stop_check, fits: str) -> str | None:
