@@ -199,3 +199,40 @@ def test_a_string_for_a_list_or_a_number_is_one_line(tmp_path, call, named):
     with pytest.raises(AmpganError, match=re.escape(named)):
         call(tmp_path / "out")
     assert not (tmp_path / "out").exists()
+
+
+# A program that uses ampgan: faulthandler's handlers for SIGUSR1 and SIGALRM are set from C, so Python's record
+# (signal.getsignal) still says SIG_DFL; after the calls each signal must reach faulthandler, which writes the
+# threads' stacks and lets the program go on.
+_PROGRAM_WITH_C_HANDLERS = """
+import faulthandler, os, signal, sys
+import ampgan
+from ampgan.speed.step_timer import abandoned_after
+log = open(sys.argv[1] + "/stacks.txt", "w")
+for sig in (signal.SIGUSR1, signal.SIGALRM):
+    faulthandler.register(sig, file=log, chain=False)
+before = [signal.getsignal(sig) for sig in (signal.SIGUSR1, signal.SIGALRM)]
+settings = {"model.width": 8, "model.z_dim": 16, "compute.device": "cpu", "data.dataset": "synthetic",
+            "budget.batch_size": 8, "budget.steps": 1}
+ampgan.train("acgan", sys.argv[1] + "/run", settings=settings)
+with abandoned_after(60):  # the alarm that stops a bench's or a decision's step past its cap
+    pass
+os.kill(os.getpid(), signal.SIGUSR1)
+os.kill(os.getpid(), signal.SIGALRM)
+print(before == [signal.getsignal(sig) for sig in (signal.SIGUSR1, signal.SIGALRM)])
+"""
+
+
+def test_a_call_gives_back_the_signal_handlers_a_library_set_from_c(tmp_path):
+    """A call held the stop signals (and the step's alarm) and put back what signal.getsignal had said, SIG_DFL
+    for a handler set from C (faulthandler.register, another library's): the caller's next SIGUSR1 ended its
+    process (exit -10) instead of reaching its handler. Now the OS's own handler is put back too."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1] / "src")}
+    program = [sys.executable, "-c", _PROGRAM_WITH_C_HANDLERS, str(tmp_path)]
+    done = subprocess.run(program, capture_output=True, text=True, timeout=300, env=env)
+    assert (done.returncode, done.stdout) == (0, "True\n"), done.stderr
+    assert (tmp_path / "stacks.txt").read_text().count("Current thread") == 2  # one dump per signal

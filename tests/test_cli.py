@@ -71,6 +71,12 @@ def test_fp16_run_logs_the_loss_scale_and_skipped_steps(tmp_path, capsys):
     # A static 128 neither grows nor shrinks; these tiny networks' gradients never overflow at it.
     assert record["loss_scale_d"] == record["loss_scale_g"] == 128.0
     assert record["skipped_d_total"] == record["skipped_g_total"] == 0
+    # its config.json records "fp16 (loss scale static 128)": generate read it as no precision ("damaged or foreign")
+    assert json.loads((run / "config.json").read_text())["precision"] == "fp16 (loss scale static 128)"
+    code, out, err = run_cli(
+        capsys, "generate", str(run), "--class", "1", "--n", "4", "--out", str(tmp_path / "four.png")
+    )
+    assert code == 0 and (tmp_path / "four.png").is_file(), err
 
 
 def test_samples_use_the_same_noise_for_every_precision(tmp_path, capsys):

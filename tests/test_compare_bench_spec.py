@@ -173,3 +173,17 @@ def test_what_a_stopped_study_says_it_kept_is_what_is_still_on_disk(tmp_path, de
     assert [name for name in stages.values() if name in kept] == [name for name in stages.values() if name not in gone]
     assert all(name in after for name in gone) and ("deleted since" in after) == bool(gone)
     assert ("stopped at its last checkpoint" in kept) == ("run bf16-seed0" not in gone)
+
+
+def test_seeds_past_the_largest_are_refused_as_the_spec_is_built():
+    """A study's seeds run --seed, --seed + 1, ...: the spec refuses a last one past MAX_SEED when it is built (it
+    was checked only when seed_list was first read, which run_study read early for that alone), and checks the
+    seed against the count of seeds given, never against the default count it had before the settings."""
+    from ampgan.seeds import MAX_SEED
+    from ampgan.study.spec import compare_base
+
+    with pytest.raises(AmpganError) as refused:
+        CompareSpec(base=compare_base({"seed": MAX_SEED - 1}), seeds=3)
+    assert str(refused.value) == f"--seed {MAX_SEED - 1} with --seeds 3 passes the largest seed, {MAX_SEED}"
+    spec = with_settings(CompareSpec(), {"seeds": 1}, "ampgan.compare", base=compare_base({"seed": MAX_SEED}))
+    assert spec.seed_list == [MAX_SEED]

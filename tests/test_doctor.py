@@ -120,6 +120,28 @@ def test_loss_scale_recommendation_by_hand():
     assert fractions_at_scale(histogram, 14)["overflow"] == pytest.approx(0.6)
 
 
+def test_the_fixed_and_the_dynamic_loss_scale_each_say_what_they_are():
+    """'fp16 loss scale: recommend 2^12 = 4096' beside 'dynamic scaling settled at 65536 for D' read as two answers
+    to one question, one of them wrong: each line now says which scale it is and how it was found."""
+    from ampgan.doctor.run import summary_lines
+
+    histogram = [0] * 281
+    histogram[-20 - HIST_LOW], histogram[-30 - HIST_LOW], histogram[2 - HIST_LOW] = 3, 1, 6
+    dynamic = {"d": {"settled": 65536.0}, "g": {"settled": 16384.0}, "source": "8 fresh fp16 steps from 2^16"}
+    report = {"loss_scale": recommend_loss_scale(histogram), "steps": 5, "flags": {}, "dynamic_scaling": dynamic}
+    report |= {"hardware": {"recommended_mode": "fp32"}, "alignment": []}
+    lines = [line for line in summary_lines(report) if line.startswith("fp16 loss scale")]
+    assert lines == [
+        "fp16 loss scale, fixed (--loss-scale 4096): 2^12 = 4096, the largest power of 2 that keeps the largest "
+        "gradient of 5 fp32 steps (~2^2, every network's) 2x below fp16's overflow; scaled by it, gradients flushed "
+        "to zero 10.000% -> 0%, subnormal 30.000% -> 10.000%, overflowing 0%.",
+        "fp16 loss scale, dynamic (the default): GradScaler settled at 65536 for D, 16384 for G (8 fresh fp16 steps "
+        "from 2^16), the scale those steps ran at without overflowing (it halves at each overflow and doubles only "
+        "after 2000 steps without one); it keeps no headroom and is each network's own, so it need not match the "
+        "fixed scale.",
+    ]
+
+
 def test_misaligned_dimensions_are_found_and_aligned_ones_are_not():
     model = nn.Sequential(nn.Conv2d(3, 12, 3), nn.Conv2d(12, 16, 3), nn.Flatten(), nn.Linear(16, 32), nn.Linear(32, 10))
     found = {(f["layer"], f["dimension"]): f for f in misaligned_layers({"M": model})}
@@ -163,7 +185,7 @@ def test_doctor_command_writes_json_figures_and_summary(tmp_path, capsys):
     assert any(a["value"] == 12 for a in report["alignment"])  # width 12 is not a multiple of 8
     assert set(report["hardware"]["speedup_vs_fp32"]) == {"bf16", "fp16"}
     assert (out / "doctor_gradients.png").is_file() and (out / "doctor_layers.png").is_file()
-    assert "fp16 loss scale: recommend 2^" in stdout and "try 16" in stdout
+    assert "fp16 loss scale, fixed (--loss-scale " in stdout and "try 16" in stdout
 
 
 def test_dynamic_scaling_names_each_loss_scaler_not_only_d(tmp_path):
@@ -199,8 +221,9 @@ def test_dynamic_scaling_names_each_loss_scaler_not_only_d(tmp_path):
         "alignment": [],
     }
     assert (
-        f"dynamic scaling settled at 32 for D, 64 for G, 16 for update 'classifier' (its own scaler) "
-        f"({tmp_path}/metrics.jsonl)." in summary_lines(report)
+        f"fp16 loss scale, dynamic (the default): GradScaler settled at 32 for D, 64 for G, 16 for update "
+        f"'classifier' (its own scaler) ({tmp_path}/metrics.jsonl), the scale those steps ran at"
+        in " ".join(summary_lines(report))
     )
 
 
@@ -266,3 +289,12 @@ def test_a_network_s_own_input_and_output_sizes_are_not_alignment_advice_but_its
     assert ("G.0", "in_features") in [
         (a["layer"], a["dimension"]) for a in misaligned_layers({"G": g}, data) if not a["fixed_by_task"]
     ]
+
+
+def test_a_scalar_condition_into_a_layer_is_not_alignment_advice_on_one_channel_data():
+    """A GAN conditioned on one continuous number embeds it with Linear(1, 16) in G and D. On 1-channel data G's
+    last layer makes 1 and D's head makes 1, so the 1 was 'matched' and named: 'G.embed in_features=1 (try 8)'."""
+    data = DataSpec(16, 1, 10, tuple("0123456789"))
+    g = nn.ModuleDict({"embed": nn.Linear(1, 16), "out": nn.Conv2d(16, 1, 3)})
+    d = nn.ModuleDict({"proj": nn.Linear(1, 16), "features": nn.Conv2d(1, 16, 3), "head": nn.Linear(16, 1)})
+    assert [a["layer"] for a in misaligned_layers({"G": g, "D": d}, data) if not a["fixed_by_task"]] == []

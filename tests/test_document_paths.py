@@ -157,3 +157,48 @@ def test_a_resumed_run_never_downloads_into_the_folder_its_config_names(tmp_path
     code, _, err = run_cli(capsys, "train", "--resume", str(run), "--steps", "2", "--quiet")
     assert code == 2 and len(err.strip().splitlines()) == 1 and "--download" in err, err
     assert not data.exists()
+
+
+def test_a_study_whose_data_folder_moved_resumes_from_its_new_place(tmp_path, capsys):
+    """compare --resume of a study whose image folder moved: gone, one line naming --dataset folder:PATH; the new
+    place given, the study resumes there once it holds the data its runs trained on (study.json records the move,
+    so the next resume needs no flag); other data there, or another dataset, one line, the study untouched. (It
+    said 'image folder ... does not exist', and refused the flag that named its new place: 'drop --dataset'.)"""
+    from conftest import run_short_compare
+    from fixtures import ORIGINALS_TINY
+    from PIL import Image
+
+    data, study = write_image_folder(tmp_path / "data", per_class=12, size=16), tmp_path / "study"
+    assert run_short_compare(capsys, [*ORIGINALS_TINY[2:], "--dataset", f"folder:{data}"], study)[0] == 0
+    moved, other = tmp_path / "moved", tmp_path / "other"
+    data.rename(moved)
+    shutil.copytree(moved, other)
+    Image.new("RGB", (16, 16), (250, 0, 0)).save(other / "dogs" / "img0.png")
+    before = (study / "study.json").read_text()
+    resume = ["compare", "--resume", str(study), "--quiet"]
+    for given, said in (
+        ([], f"{data}, which is gone: give --dataset folder:PATH where it is now"),
+        (["--dataset", f"folder:{other}"], "holds other data than"),
+        (["--dataset", "digits"], "drop --dataset digits"),
+    ):
+        code, _, err = run_cli(capsys, *resume, *given)
+        assert code == 2 and err.count("\n") == 1 and said in err, err
+        assert (study / "study.json").read_text() == before
+    code, _, err = run_cli(capsys, *resume, "--dataset", f"folder:{moved}")
+    assert code == 0, err
+    assert json.loads((study / "study.json").read_text())["spec"]["config"]["data"]["dataset"] == f"folder:{moved}"
+    assert run_cli(capsys, *resume)[0] == 0
+
+
+def test_projecting_old_bench_results_never_downloads_where_they_name(tmp_path):
+    """Bench results without op tables (an older ampgan's) are traced from the config they record: a config read
+    from a document, so its data.download is off (it downloaded into the data_dir the file named)."""
+    from ampgan.errors import AmpganError
+    from ampgan.projection.tables import op_tables_of
+
+    where = tmp_path / "named-by-the-file"
+    data = {"data.dataset": "quickdraw", "data.data_dir": str(where), "data.download": True}
+    config = TrainConfig().with_fields(data)
+    with pytest.raises(AmpganError, match="does not exist"):
+        op_tables_of({"spec": {"config": config.to_dict()}}, tmp_path / "results.json")
+    assert not where.exists()

@@ -592,3 +592,32 @@ def test_an_overwrite_stopped_before_its_new_folder_held_anything_puts_the_old_r
         "step-000002.pt",
         "step-000004.pt",
     ]
+
+
+def test_a_link_and_a_fifo_are_named_in_the_same_words_wherever_ampgan_meets_one(tmp_path):
+    """A link in place of a log said 'ampgan never writes through links in its own folders', one in place of the
+    lock 'never opens its own control files through a link (...)'; a FIFO for a checkpoint was 'a FIFO', for any
+    other file 'a FIFO (named pipe)'. One sentence for each, said by one helper."""
+    from ampgan.files.atomic import open_for_append
+    from ampgan.files.jsonfile import not_a_regular_file
+    from ampgan.runs.checkpoint import damage
+    from ampgan.runs.claim import FolderLock
+
+    (tmp_path / "elsewhere").write_text("")
+    for name in ("metrics.jsonl", ".ampgan-lock"):
+        (tmp_path / name).symlink_to(tmp_path / "elsewhere")
+    said = []
+    for opening in (lambda: open_for_append(tmp_path / "metrics.jsonl"), lambda: FolderLock(tmp_path, False)):
+        with pytest.raises(AmpganError) as refused:
+            opening()
+        said.append(str(refused.value))
+    assert said == [
+        f"{tmp_path / name} is a symbolic link: ampgan never writes through a link in its own folders (it would "
+        "write into whatever the link points to); remove the link, or use another folder"
+        for name in ("metrics.jsonl", ".ampgan-lock")
+    ]
+    os.mkfifo(tmp_path / "step-000002.pt")
+    assert not_a_regular_file(tmp_path / "step-000002.pt") == "a FIFO (named pipe)"
+    assert damage(tmp_path / "step-000002.pt") == "is a FIFO (named pipe), not a checkpoint file"
+    assert damage(tmp_path / "metrics.jsonl") == "is a symbolic link, not a checkpoint file"
+    assert (tmp_path / "elsewhere").read_text() == ""

@@ -498,3 +498,17 @@ def test_a_non_square_image_is_stretched_and_said(tmp_path, size):
     assert tuple(dataset.images.shape) == (2, 3, 8, 8)
     (line,) = [line for line in said if "not square" in line]
     assert line.startswith("1 image(s) of folder:") and "wide.png" in line and "stretched to a square" in line
+
+
+def test_folder_with_no_path_is_refused_not_the_current_folder_read(tmp_path, capsys, monkeypatch):
+    """'--dataset folder:$DATA' with DATA unset reads 'folder:': it named the current folder, whose class folders
+    (a project's runs/, data/) were read as training data. One line naming the fix; nothing written."""
+    from fixtures import write_image_folder
+
+    write_image_folder(tmp_path / "project", size=16)
+    monkeypatch.chdir(tmp_path / "project")
+    before = sorted(p.name for p in Path.cwd().rglob("*"))
+    for command in (["train", "--dataset", "folder:", "--dry-run"], ["data", "info", "folder:"]):
+        code, out, err = run_cli(capsys, *command)
+        assert code == 2 and err.count("\n") == 1 and "is empty" in err and "folder:PATH" in err, err
+    assert sorted(p.name for p in Path.cwd().rglob("*")) == before

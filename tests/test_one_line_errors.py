@@ -766,3 +766,27 @@ def test_the_nproc_launcher_passes_every_stop_signal_on_to_its_ranks(monkeypatch
         pass
     assert seen and set(seen[0].split(",")) == {signal.Signals(s).name for s in STOP_SIGNALS}
     assert {"SIGUSR1", "SIGQUIT"} <= set(seen[0].split(","))
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["evaluate", "{run}", "--samples", "4", "--evaluator-cache="],  # trained its evaluator into the current folder
+        ["train", "--dataset", "quickdraw", "--data-dir=", "--download", "--dry-run"],  # read (or fetched into) it
+        ["train", "--dataset", "mnist", "--set", "data.data_dir=", "--dry-run"],
+        ["generate", "{run}", "--out="],
+        ["report", ""],
+        ["train", "--model=:build", "--dry-run"],  # 'importing  failed: ValueError: Empty module name'
+    ],
+)
+def test_an_empty_path_is_refused_not_taken_for_the_current_folder(tiny_run, tmp_path, capsys, monkeypatch, command):
+    """'--evaluator-cache=$CACHE' or '--data-dir=$DIR' with the variable unset gave '', which names the current
+    folder: ampgan wrote its evaluator, or looked for and downloaded data, there. One line, nothing written."""
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run_cli(capsys, *[word.format(run=tiny_run) for word in command])
+    assert (
+        code == 2
+        and err.count("\n") == 1
+        and any(s in err for s in ("is empty", "needs --data-dir DIR", "names no file"))
+    ), err
+    assert os.listdir(tmp_path) == []

@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from conftest import run_cli
@@ -178,7 +179,8 @@ def test_a_newest_checkpoint_that_is_not_a_file_does_not_hide_the_good_one(capsy
     else:
         newest.symlink_to(run / "checkpoints" / "step-000004.pt")
     code, _, err = run_cli(capsys, "train", "--resume", str(run), "--steps", "12", "--quiet")
-    assert _one_line(code, err) and f"is {kind}, not a checkpoint file" in err
+    named = {"a FIFO": "a FIFO (named pipe)"}.get(kind, kind)  # as every message names one (not_a_regular_file)
+    assert _one_line(code, err) and f"is {named}, not a checkpoint file" in err
     assert "resume from step-000004.pt" in err
 
 
@@ -398,6 +400,40 @@ def test_a_command_given_no_out_never_lands_on_a_folder_of_the_same_second(tmp_p
     assert (sorted(p.name for p in first.iterdir()) if first.is_dir() else None) == before
 
 
+def test_two_commands_in_the_same_instant_take_two_default_folders(tmp_path, capsys, monkeypatch):
+    """Another command named its default folder in this very second and had not made it yet (it loads its data):
+    this one took the same name, wrote there, and the other was refused ('already holds files', an --out it was
+    never given). The name is taken by making its folder; one made and never written in is removed at the end."""
+    import datetime as dt
+    from types import SimpleNamespace
+
+    from fixtures import TINY_RUN
+
+    import ampgan.runs.claim as claim
+
+    frozen = dt.datetime(2026, 12, 4, 13, 30, 0)
+    monkeypatch.setattr(claim, "dt", SimpleNamespace(datetime=SimpleNamespace(now=lambda: frozen)))
+    monkeypatch.chdir(tmp_path)
+    other_command = (  # the other command's choice, in its own process, before it claims the folder
+        "import datetime as dt, types, ampgan.runs.claim as claim; "
+        "claim.dt = types.SimpleNamespace(datetime=types.SimpleNamespace(now=lambda: dt.datetime(2026, 12, 4, 13, 30)))"
+        "; print(claim.default_out('synthetic-fp32'))"
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1] / "src")}
+    done = subprocess.run([sys.executable, "-c", other_command], capture_output=True, text=True, env=env)
+    other = done.stdout.strip()
+    assert other == "runs/synthetic-fp32-20261204-133000"
+    code, _, err = run_cli(capsys, "train", "--steps", "2", *TINY_RUN, "--precision", "fp32")
+    assert code == 0, err
+    assert (tmp_path / "runs" / "synthetic-fp32-20261204-133000-2" / "generator.safetensors").is_file()
+    assert not any((tmp_path / other).iterdir())
+    code, _, err = run_cli(capsys, "train", "--steps", "2", *TINY_RUN, "--precision", "fp32", "--out", str(other))
+    assert code == 0, err  # the other command writes where it chose
+    code, _, err = run_cli(capsys, "train", "--steps", "2", *TINY_RUN, "--dry-run")
+    made = sorted(p.name for p in (tmp_path / "runs").iterdir())
+    assert code == 0 and made == ["synthetic-fp32-20261204-133000", "synthetic-fp32-20261204-133000-2"]
+
+
 @pytest.mark.parametrize("command", ["train", "bench"])
 def test_every_rank_takes_rank_zeros_default_folder(tmp_path, capsys, monkeypatch, command):
     """Under torchrun each rank names the default folder itself; one slower than rank 0 would find rank 0's folder
@@ -417,4 +453,4 @@ def test_every_rank_takes_rank_zeros_default_folder(tmp_path, capsys, monkeypatc
     options = ["--steps", "2", *TINY_RUN] if command == "train" else [*bench, "--steps", "2", "--device", "cpu"]
     code, _, err = run_cli(capsys, command, *options)
     assert code == 0, err
-    assert chosen.is_dir() and not (tmp_path / "runs").exists()
+    assert chosen.is_dir() and not any((tmp_path / "runs").glob("*"))  # the folder this rank made was left empty

@@ -612,3 +612,58 @@ def test_a_run_stopped_at_its_last_step_is_resumed_to_write_its_final_files(tmp_
     assert [p.name for p in list_checkpoints(run)][-1] == "step-000004.pt"
     code, _, err = run_cli(capsys, "train", "--resume", str(run), "--quiet")
     assert code == 2 and "already reached step 4 of --steps 4" in err
+
+
+@pytest.mark.parametrize("kind", ["folder", "mnist"])
+def test_a_run_whose_data_moved_is_resumed_evaluated_and_generated_from_its_new_place(tmp_path, capsys, kind):
+    """The dataset moved (the same files elsewhere): train --resume, evaluate, generate, doctor --run read it from
+    the place given (--dataset folder:PATH, --data-dir DIR) once it holds the run's data (its SHA-256); gone, they
+    say in one line which flag gives its new place; other data there is refused in one line, nothing written.
+    (They refused the run: its data 'does not exist', and the flag that would name its new place 'differs from
+    the run's'.)"""
+    import shutil
+
+    from fixtures import ORIGINALS_TINY, write_image_folder, write_mnist
+    from PIL import Image
+
+    data, run = tmp_path / "data", tmp_path / "run"
+    resume, evaluate = (
+        ["train", "--resume", str(run), "--steps", "3"],
+        ["evaluate", str(run), "--samples", "20"],
+    )
+    if kind == "folder":
+        write_image_folder(data, per_class=12, size=16)
+        doctor = ["doctor", "--run", str(run), "--out", str(tmp_path / "doctor"), "--fp16-steps", "0"]
+        where, flag, commands = ["--dataset", f"folder:{data}"], "--dataset", (resume, evaluate, doctor)
+    else:  # (its evaluator, on the fixture's noise, is evaluate's own affair: resumed only)
+        write_mnist(data)
+        where, flag, commands = ["--dataset", "mnist", "--data-dir", str(data)], "--data-dir", (resume,)
+    options = [*ORIGINALS_TINY[2:], *where, "--steps", "2", "--checkpoint-every", "1", "--out", str(run)]
+    assert run_cli(capsys, "train", *options)[0] == 0
+    moved, other = tmp_path / "moved", tmp_path / "other"
+    data.rename(moved)
+    shutil.copytree(moved, other)
+    if kind == "folder":
+        Image.new("RGB", (16, 16), (250, 0, 0)).save(other / "dogs" / "img0.png")
+    else:
+        write_mnist(other, seed=1)
+    place = (lambda folder: [flag, f"folder:{folder}"]) if kind == "folder" else (lambda folder: [flag, str(folder)])
+    for command in commands:
+        code, _, err = run_cli(capsys, *command)
+        assert code == 2 and err.count("\n") == 1 and f"{data}, which is gone: give {flag} " in err, err
+        code, _, err = run_cli(capsys, *command, *place(other))
+        assert code == 2 and err.count("\n") == 1 and "holds other data than" in err, err
+    assert not (run / "quality.json").exists() and latest_checkpoint(run).name == "step-000002.pt"
+    assert not (tmp_path / "doctor").exists()
+    if kind == "folder":
+        assert run_cli(capsys, *evaluate, *place(moved))[0] == 0
+        assert json.loads((run / "quality.json").read_text())["final"]["step"] == 2
+    code, _, err = run_cli(capsys, *resume, "--quiet", *place(moved))
+    assert code == 0 and latest_checkpoint(run).name == "step-000003.pt", err
+    recorded = json.loads((run / "config.json").read_text())["config"]["data"]
+    assert str(moved) in (recorded["dataset"].removeprefix("folder:"), recorded["data_dir"])
+    # the run reads its data where it now is from there on, with no flag
+    code, _, err = run_cli(capsys, "generate", str(run), "--class", "0", "--n", "4", "--out", str(tmp_path / "g.png"))
+    assert code == 0 and (tmp_path / "g.png").exists(), err
+    if kind == "folder":
+        assert run_cli(capsys, *evaluate)[0] == 0

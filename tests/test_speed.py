@@ -542,6 +542,27 @@ def test_a_warm_up_step_past_the_cap_is_stopped_there(monkeypatch):
     assert "fp16" not in result.samples_s
 
 
+def test_the_callers_own_alarm_is_left_pending_and_the_step_not_stopped_by_it():
+    """A program with its own alarm pending (signal.alarm, setitimer) lost it: the cap's alarm replaced it and was
+    cancelled after the step. Where the caller's alarm is pending, no cap's alarm is set."""
+    import signal
+    import time
+
+    from ampgan.speed.step_timer import abandoned_after, stoppable
+
+    rang = []
+    previous = signal.signal(signal.SIGALRM, lambda signum, frame: rang.append(signum))
+    signal.setitimer(signal.ITIMER_REAL, 600)
+    try:
+        assert not stoppable()
+        with abandoned_after(0.001):
+            time.sleep(0.05)  # ran to its end: no CallTooLong
+        assert signal.getitimer(signal.ITIMER_REAL)[0] > 0 and rang == []
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
 def test_no_fp32_rounds_when_every_candidate_is_left_out_at_its_warm_up():
     # fp16 and bf16 both hopeless at their warm-up steps (over 20x fp32's): the rounds that follow would time fp32
     # alone (three of them, the decision's minimum) and decide nothing.

@@ -359,3 +359,102 @@ def test_adam_parameter_groups_give_a_prefix_its_own_learning_rate():
         AmpganError, match="lr_multipliers names 'mapping.', which no parameter name of the generator starts with"
     ):
         check_gan(gan, "my_gan.py:build")
+
+
+def test_weight_tying_between_g_and_d_is_refused_naming_the_shared_parameter():
+    """BigGAN-style code sharing one class embedding between G and D was refused with a count alone ('share 1
+    parameter(s)'), leaving the user to find which of their modules was shared."""
+    from ampgan.errors import AmpganError
+    from ampgan.gan.contract import check_gan
+
+    embedding = nn.Embedding(10, 4)
+    generator, discriminator = nn.ModuleDict({"net": nn.Linear(4, 4)}), nn.ModuleDict({"head": nn.Linear(4, 1)})
+    generator.classes, discriminator.project = embedding, embedding
+    gan = ampgan.GAN(generator=generator, discriminator=discriminator, z_dim=4, d_loss=sum, g_loss=sum)
+    with pytest.raises(AmpganError, match=r"share 1 parameter\(s\) \(G.classes.weight is D.project.weight\)"):
+        check_gan(gan, "my_gan.py:build")
+
+
+class PretrainedBackboneD(nn.Module):
+    """Projected GAN's D: a frozen feature network with batch norm whose statistics are pretrained, kept in eval
+    mode by D's train() override (stylegan2-ada's loop calls D.train() once, which is what makes it hold)."""
+
+    def __init__(self, channels: int):
+        super().__init__()
+        self.backbone = nn.Sequential(nn.Conv2d(channels, 8, 3, padding=1), nn.BatchNorm2d(8)).requires_grad_(False)
+        self.head = nn.Linear(8 * SIZE * SIZE, 1)
+
+    def train(self, mode: bool = True):
+        super().train(mode)
+        self.backbone.train(False)
+        return self
+
+    def forward(self, images):  # (B, C, 8, 8) -> (B,)
+        return self.head(self.backbone(images).flatten(1)).squeeze(1)
+
+
+def pretrained_backbone_gan(data: ampgan.DataSpec) -> ampgan.GAN:
+    gan = frozen_stem_gan(data)
+    gan.discriminator, gan.extra_updates = PretrainedBackboneD(data.channels), ()
+    return gan
+
+
+def test_a_network_s_train_override_is_called_so_a_frozen_backbone_s_statistics_stay_pretrained():
+    """ampgan relied on nn.Module's construction default (train mode) and never called train(): a D that keeps its
+    pretrained backbone in eval mode by overriding train() had the backbone's batch-norm statistics moved by every
+    forward pass, which the same file trained by its own loop never did."""
+    state, stream = _state(pretrained_backbone_gan, "fp32", make_synthetic(image_size=SIZE, count=32))
+    norm = state.discriminator.backbone[1]
+    assert not norm.training and state.discriminator.training
+    train_step(state, stream.next_batch)
+    assert torch.equal(norm.running_mean, torch.zeros(8)) and int(norm.num_batches_tracked) == 0
+
+
+class InkConditionedG(nn.Module):
+    def __init__(self, data: ampgan.DataSpec):
+        super().__init__()
+        shape = (data.channels, data.image_size, data.image_size)
+        self.net = nn.Sequential(nn.Linear(9, shape[0] * shape[1] * shape[2]), nn.Tanh(), nn.Unflatten(1, shape))
+
+    def forward(self, z, ink):  # ink: (B,) a continuous condition
+        return self.net(torch.cat([z, ink.float()[:, None]], 1))
+
+
+def continuous_condition_gan(data: ampgan.DataSpec) -> ampgan.GAN:
+    gan = frozen_stem_gan(data)
+    gan.generator, gan.extra_updates, gan.conditional, gan.num_classes = InkConditionedG(data), (), True, 10
+    gan.draw_inputs = lambda ctx: (
+        torch.randn(ctx.batch_size, 8, generator=ctx.rng),
+        torch.rand(ctx.batch_size, generator=ctx.rng),  # ink in [0, 1)
+    )
+    return gan
+
+
+def test_a_conditional_gan_s_float_labels_are_refused_naming_z_as_the_place_for_a_continuous_condition():
+    """conditional=True with draw_inputs returning a continuous condition as the labels trained, and every sample
+    grid, generate and evaluation then fed G the class indices 0..9 as that condition, far outside what it
+    trained on: silent nonsense pictures."""
+    from ampgan.errors import AmpganError
+
+    state, stream = _state(continuous_condition_gan, "fp32", make_synthetic(image_size=SIZE, count=32))
+    with pytest.raises(AmpganError, match=r"draw_inputs returned torch.float32 labels, .*in z .*conditional=False"):
+        train_step(state, stream.next_batch)
+
+
+@pytest.mark.parametrize("where", ["optimizer_g", "optimizer_d", "update"])
+def test_a_torch_optimizer_in_place_of_ampgan_adam_is_one_line(where):
+    """optimizer_g=torch.optim.Adam (a user's own optimizer, as their loop had it) stopped with an AttributeError
+    traceback ('type object Adam has no attribute lr_multipliers'); one made over G's parameters likewise."""
+    from ampgan.errors import AmpganError
+    from ampgan.gan.contract import check_gan
+
+    gan = frozen_stem_gan(ampgan.DataSpec(SIZE, 3, 10))
+    made = torch.optim.Adam(gan.generator[2].parameters(), lr=1e-3)
+    if where == "update":
+        gan.extra_updates = [ampgan.Update("aux", gan.g_loss, ("generator",), optimizer=made)]
+        said = "Update 'aux' optimizer is torch.optim.adam.Adam, not ampgan.Adam"
+    else:
+        setattr(gan, where, torch.optim.Adam)
+        said = f"GAN.{where} is torch.optim.adam.Adam, not ampgan.Adam"
+    with pytest.raises(AmpganError, match=rf"my_gan.py:build: {said}: give its settings, ampgan.Adam\(lr=\.\.\."):
+        check_gan(gan, "my_gan.py:build")

@@ -233,6 +233,36 @@ USER_GANS = textwrap.dedent("""
             ratio = ctx.input_gradients(rec, last).norm() / (ctx.input_gradients(gan, last).norm() + 1e-4)
             return rec + ratio.detach() * gan
         return ampgan.GAN(generator=G, discriminator=patch_d(data), z_dim=16, d_loss=bce_d, g_loss=g_loss)
+
+    class StddevD(nn.Module):  # StyleGAN2's minibatch stddev on zero-padded features: a variance of exactly 0
+        def __init__(self, data, in_fp32):
+            super().__init__()
+            self.in_fp32, self.c1, self.c2 = in_fp32, nn.Conv2d(data.channels, 8, 4, 2, 1), nn.Conv2d(9, 1, 4, 2, 1)
+
+        def forward(self, x):
+            x = torch.cat([torch.full_like(x[:, :, :4], -1.0), x[:, :, 4:]], 2)  # a blank top, as digits have
+            h = self.c1(x)  # (B, 8, H/2, W/2): its top rows are the same in every image
+            y = h.float() if self.in_fp32 else h
+            std = (y - y.mean(0)).pow(2).mean(0).add(1e-8).sqrt().mean()  # 1e-8 is 0 in fp16
+            return self.c2(torch.cat([h, std.to(h.dtype).expand(h.shape[0], 1, *h.shape[2:])], 1))
+
+    class CountingD(nn.Sequential):  # ADA's running statistics, one kept out of the state_dict
+        def __init__(self, data, persistent):
+            super().__init__(*patch_d(data))
+            self.register_buffer("seen", torch.zeros(()), persistent=persistent)
+            self.register_buffer("kernel", torch.ones(3), persistent=False)  # a constant: nothing to save
+
+        def forward(self, x):
+            self.seen += x.shape[0]
+            return super().forward(x)
+
+    def non_persistent_state(data, *, persistent=False):
+        return ampgan.GAN(generator=Modulated(data), discriminator=CountingD(data, persistent), z_dim=16,
+                          d_loss=bce_d, g_loss=bce_g)
+
+    def minibatch_stddev(data, *, in_fp32=False):
+        return ampgan.GAN(generator=Modulated(data), discriminator=StddevD(data, in_fp32), z_dim=16,
+                          d_loss=bce_d, g_loss=bce_g)
 """)
 
 
@@ -388,3 +418,35 @@ def test_patch_scores_are_averaged_over_the_patches_and_a_class_head_is_still_re
     for wrong in (torch.randn(4, 3), torch.randn(4, 2, 3, 3)):
         with pytest.raises(AmpganError, match="one per image"):
             ampgan.real_fake_loss(wrong, 1.0)
+
+
+def test_gradients_inf_or_nan_under_fp16_without_scaling_are_an_error_naming_what_they_reach(models):
+    """A minibatch stddev's sqrt(var + 1e-8) in fp16 (1e-8 rounds to 0) has an infinite derivative where the
+    variance is 0: every fp16 gradient upstream of it is NaN at any loss scale. Preflight said nothing (a
+    non-finite fp16 gradient was taken for an overflow the scaler skips), and fp16 training skipped every update
+    until the scale collapsed, told 'overflow at any scale ... lower the learning rate'."""
+    found = _findings(models, "minibatch_stddev")
+    assert found[("error", "fp16-nan")].startswith(
+        "d_loss term 1: the gradients of D.c1.weight, D.c1.bias are inf or NaN under fp16 even without loss scaling"
+    )
+    assert "D.c2" not in found[("error", "fp16-nan")].split("(finite")[0]
+    assert _findings(models, "minibatch_stddev", ["model.in_fp32=true"]) == {}
+
+
+def test_a_collapsed_loss_scale_is_said_as_gradients_non_finite_unscaled_not_as_a_learning_rate():
+    from ampgan.training.faults import FaultMonitor
+
+    record = {"step": 30, "loss_scale_d": 3e-5, "loss_scale_g": 1.0, "skipped_d_total": 30, "skipped_g_total": 0}
+    found = FaultMonitor(uses_loss_scaling=True).check(record, 30, 30)
+    assert "inf or NaN at any scale, even unscaled" in found and "ampgan preflight" in found
+    assert "learning rate" not in found
+
+
+def test_a_non_persistent_buffer_the_step_changes_is_named_as_lost_on_resume(models):
+    """ADA's running sign statistic kept with register_buffer(..., persistent=False): no checkpoint holds it, a
+    resumed run restarted it from zero and trained on other augmentations than the uninterrupted run (52 of 79
+    tensors differed at step 200), and preflight said nothing. A constant non-persistent buffer is not state."""
+    said = _findings(models, "non_persistent_state")[("warning", "not-saved")]
+    assert said.startswith("the step changes non-persistent buffers (D.seen): no checkpoint holds them")
+    assert "kernel" not in said
+    assert _findings(models, "non_persistent_state", ["model.persistent=true"]) == {}

@@ -961,3 +961,26 @@ def test_a_g_built_with_numpy_s_or_python_s_random_starts_the_same_in_every_run_
         for name in ("fp32", "bf16")
     ]
     assert torch.equal(drawn[0], drawn[1])
+
+
+def test_an_image_to_image_gs_flags_say_its_translations_lose_a_class_not_that_it_drops_one(tmp_path, capsys):
+    """An image-to-image G's evaluated images are its translations of the held-out images, every class among
+    them: 'classes dropped (drawn under a quarter as often as in the data)' said it never drew them. Its flags now
+    say the translations lost them; a G of noise still drops a class."""
+    import numpy as np
+
+    from ampgan.quality.metrics import unconditional_flags
+
+    shares, real_shares = np.array([0.02, 0.98]), np.array([0.5, 0.5])
+    assert unconditional_flags(None, shares, real_shares, ["cats", "dogs"]) == [
+        "1 of 2 classes dropped (drawn under a quarter as often as in the data): cats (2% of the samples, 50% of real)"
+    ]
+    assert unconditional_flags(0.1, shares, real_shares, ["cats", "dogs"], translated=True) == [
+        "diversity 10% of real (collapsed: the translations are nearly one image)",
+        "1 of 2 classes lost in translation (read in the translations under a quarter as often as in the data): "
+        "cats (2% of the translations, 50% of real)",
+    ]
+    _trains_samples_passes_preflight_and_generates(tmp_path, capsys, IMAGE_TO_IMAGE, "translator")
+    code, _, err = run_cli(capsys, "evaluate", str(tmp_path / "run"), "--samples", "40")
+    flags = json.loads((tmp_path / "run" / "quality.json").read_text())["final"]["flags"]
+    assert code == 0 and flags and all("translation" in flag for flag in flags), (err, flags)

@@ -41,7 +41,7 @@ import numpy
 import torch
 
 from ampgan.config import TrainConfig, build_config
-from ampgan.runs.claim import default_out
+from ampgan.runs.claim import default_out, release_unused_defaults
 from ampgan.sections import with_settings
 from ampgan.study.answer import Study, study_of
 from ampgan.training.compile_cache import ENV as COMPILE_CACHE_ENV
@@ -85,6 +85,7 @@ def _leaves_the_process_as_found(command: Callable) -> Callable:
             with torch.random.fork_rng(devices=range(torch.cuda.device_count())):
                 return command(*args, **kwargs)
         finally:
+            release_unused_defaults()  # a default folder the call made and never wrote in (it failed first)
             torch.set_num_threads(threads)
             restore_backend_switches(switches)
             numpy.random.set_state(streams[0])
@@ -124,9 +125,8 @@ def compare(
 
     bench = study_settings.pop("bench", {})  # compare's bench, as a dict: its settings over the study's defaults
     nested = {f"bench.{name}": value for name, value in bench.items()} if isinstance(bench, dict) else {"bench": bench}
-    spec = with_settings(
-        CompareSpec(base=compare_base(_with_model(model, settings))), study_settings | nested, "ampgan.compare"
-    )
+    base = compare_base(_with_model(model, settings))
+    spec = with_settings(CompareSpec(), study_settings | nested, "ampgan.compare", base=base)
     out = Path(out) if out is not None else default_out("compare")
     document, _, html = run_study(
         spec,

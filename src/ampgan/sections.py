@@ -78,10 +78,11 @@ def refuse_unknown(where: str, name: str, known, moved: str | None = None, also:
     raise AmpganError(f"{where} has no setting {name!r}{why}; its settings are {', '.join(sorted(known))}{also}")
 
 
-def with_settings(spec, values: dict, where: str, prefix: str = ""):
+def with_settings(spec, values: dict, where: str, prefix: str = "", **fields):
     """`spec` (a command's spec) with `values` set: {'seeds': 2, 'bench.warmup': 1} (its own settings and fields,
     a nested spec's by FIELD.SETTING), as the command line's flags and `--set` and the Python API give them;
-    an unknown name is one error line (`where` names the caller)."""
+    an unknown name is one error line (`where` names the caller). `fields` (a study's base config) are set in the
+    same step, so the spec checks itself once, whole (a base's seed against a default count of seeds is no check)."""
     moved = getattr(spec, "MOVED", {})
     known = set(own_settings(spec, prefix)) | {f.name for f in dataclasses.fields(spec)} - {"base"}
     # A config tree field given by its bare name (`batch_size=8`) belongs in settings= under its path: say so too.
@@ -103,7 +104,7 @@ def with_settings(spec, values: dict, where: str, prefix: str = ""):
         outer: dataclasses.replace(getattr(spec, outer), **as_tuples(given, getattr(spec, outer), where))
         for outer, given in nested.items()
     }
-    return dataclasses.replace(spec, **as_tuples(own, spec, where), **replaced)
+    return dataclasses.replace(spec, **as_tuples(own, spec, where), **replaced, **fields)
 
 
 def as_tuples(values: dict, spec=None, where: str = "") -> dict:

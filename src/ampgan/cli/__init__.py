@@ -28,6 +28,7 @@ from ampgan.errors import (
     say,
     signal_number,
 )
+from ampgan.runs.claim import release_unused_defaults
 from ampgan.system.memory import is_out_of_memory
 from ampgan.training.distributed import lost_contact_with_ranks, shutdown, world
 from ampgan.training.interruption import Interrupted
@@ -62,6 +63,7 @@ def main(argv: list[str] | None = None) -> None:
         try:
             _dispatch(argv)
         finally:
+            release_unused_defaults()
             shutdown()
     finished_command()  # under --nproc: this rank's receipt that ampgan's command ran to its end
     if LOST_OUTPUT:

@@ -102,7 +102,8 @@ def command(ctx: click.Context, **options) -> None:
     device = join_process_group(base.compute.device) or resolve_device(base.compute.device)
     refuse_unless_ranks_agree(dataclasses.asdict(spec))
     check_bench(spec, device)
-    out = options["out"] or rank_zeros(default_out("bench"))  # rank 0's: another rank could take the next name
+    # rank 0's default on every rank (made by rank 0 alone): a slower rank would find it made and take the next name
+    out = options["out"] or rank_zeros(default_out("bench") if world().is_main else None)
     if options["sweeps"]:
         _sweep(spec, options, out, device)
         return

@@ -50,7 +50,7 @@ from ampgan.study.spec import DEFAULT_BUDGET_S, CompareSpec, compare_base
 )
 @click.pass_context
 def command(ctx: click.Context, **options) -> None:
-    from ampgan.study.progress import has_study, load_progress
+    from ampgan.study.progress import has_study, load_progress, with_its_data
 
     resume = options["resume"]
     if resume is not None:
@@ -68,21 +68,22 @@ def command(ctx: click.Context, **options) -> None:
             ) from None
         if "model" in given and options["model"] == spec.base.model.name:
             given.remove("model")  # naming the study's own model: consent to import it (gan/registry.py)
+        moved = {f"data.{name}": str(options[name]) for name in ("dataset", "data_dir") if name in given}
+        given = [name for name in given if f"data.{name}" not in moved]  # where its data is now (with_its_data)
         if given:
             raise AmpganError(
                 f"--resume continues the study with the options it was started with: drop "
                 f"{', '.join('--' + name.replace('_', '-') for name in given)}"
             )
-        _study(spec, resume, options, reopen=True)
+        _study(with_its_data(spec, progress, moved), resume, options, reopen=True)
     else:
         spec = with_settings(
-            CompareSpec(
-                base=compare_base(given_changes(ctx, options, CompareSpec(), "compare.")),
-                channels_last=precisions_given(options["channels_last"]),
-                compile=precisions_given(options["compile"]),
-            ),
+            CompareSpec(),
             own_values(CompareSpec(), "compare.", options),
             "compare",
+            base=compare_base(given_changes(ctx, options, CompareSpec(), "compare.")),
+            channels_last=precisions_given(options["channels_last"]),
+            compile=precisions_given(options["compile"]),
         )
         out = options["out"] or default_out("compare")
         # The same command again on a folder it was interrupted in continues there (study.json says so).

@@ -45,23 +45,29 @@ _RUN_CHANGES = {"budget.batch_size", "compute.device", "seed"}
 @click.pass_context
 def command(ctx: click.Context, **options) -> None:
     """Will this GAN train in fp16 or bf16? Ranges per layer, a loss scale, alignment, hardware."""
+    from ampgan.config import moves_data
+    from ampgan.config.sources import absolute_paths
     from ampgan.doctor.run import diagnose_gan, write_doctor
     from ampgan.runs.claim import claimed_folder
+    from ampgan.runs.run_folder import read_run_config
     from ampgan.training.precision import resolve_device
-    from ampgan.training.start import saved_config
+    from ampgan.training.start import run_data, saved_config
 
     if options["run_dir"] is not None:
-        changes = given_changes(ctx, options)
+        changes = absolute_paths(given_changes(ctx, options))
         saved = saved_config(options["run_dir"])
         if changes.get("model.name") == saved.model.name:
             del changes["model.name"]  # naming the run's own model: consent to import it (gan/registry.py)
-        foreign = sorted(set(changes) - _RUN_CHANGES)
+        moved = {path: value for path, value in changes.items() if moves_data(path, saved.get(path), value)}
+        foreign = sorted(set(changes) - _RUN_CHANGES - set(moved))
         if foreign:
             raise AmpganError(
                 f"--run diagnoses that run's own model and data: drop {', '.join(foreign)} "
                 "(only --batch-size, --device and --seed may differ)"
             )
         config = saved.with_fields({"budget.batch_size": _SPEC.budget.batch_size} | changes)
+        # its data where it is now (--dataset folder:PATH, --data-dir DIR): gone or other data is one line
+        run_data(read_run_config(options["run_dir"]), options["run_dir"], saved.with_fields(moved))
     else:
         config = config_from_cli(ctx, options, _SPEC)
     device = resolve_device(config.compute.device)

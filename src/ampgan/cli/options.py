@@ -34,6 +34,8 @@ class ShellPath(click.Path):
         super().__init__(path_type=Path, **checks)
 
     def convert(self, value, param, ctx):
+        if value == "":  # '--data-dir=$DIR' with DIR unset: Path('') is the current folder, read or written as given
+            self.fail("is empty (an unset shell variable?): give the path", param, ctx)
         return super().convert(os.path.expanduser(value) if isinstance(value, str) else value, param, ctx)
 
 
@@ -312,6 +314,14 @@ def precisions_given(flag: bool | None, precisions=PRECISION_NAMES) -> tuple[str
 # A seed that is not a run's config (the noise of `evaluate` and `generate`).
 seed_option = click.option(
     "--seed", type=SEED, default=0, show_default=True, help="Seeds the noise of the generated samples."
+)
+
+
+# Where a run's data is now, if it moved since it trained (evaluate, generate; train --resume takes the same flags):
+# read from there once it holds the same data (its content SHA-256).
+moved_data_options = compose(
+    click.option("--dataset", default=None, help="folder:PATH: where the run's image folder is now, if it moved."),
+    click.option("--data-dir", type=ShellPath(), default=None, help="Where the run's dataset files are now, if moved."),
 )
 
 

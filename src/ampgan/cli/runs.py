@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from ampgan.cli.options import ShellPath, WholeNumber, each_once, seed_option, trust_model_option
+from ampgan.cli.options import ShellPath, WholeNumber, each_once, moved_data_options, seed_option, trust_model_option
 from ampgan.errors import AmpganError, say
 
 
@@ -19,13 +19,16 @@ from ampgan.errors import AmpganError, say
 )
 @seed_option
 @click.option("--evaluator-cache", type=ShellPath(), default=None)
+@moved_data_options
 @trust_model_option
-def evaluate(run_dirs, samples, seed, evaluator_cache) -> None:
+def evaluate(run_dirs, samples, seed, evaluator_cache, dataset, data_dir) -> None:
     """Quality of trained generators: evaluator accuracy, Fréchet distance, KID -> quality.json."""
     from ampgan.quality.assess import evaluate_runs
     from ampgan.quality.registry import format_value, table_metrics
 
-    results = evaluate_runs(list(run_dirs), samples, seed, evaluator_cache)
+    results = evaluate_runs(
+        list(run_dirs), samples, seed, evaluator_cache, {"data.dataset": dataset, "data.data_dir": data_dir}
+    )
     shown = table_metrics(conditional=any("evaluator_accuracy" in item.quality for item in results))
     width = {m.key: max(9, len(m.label)) for m in shown}
     say(f"{'run':<40} {'precision':>9} {'step':>7} " + " ".join(f"{m.label:>{width[m.key]}}" for m in shown))
@@ -63,8 +66,9 @@ def evaluate(run_dirs, samples, seed, evaluator_cache) -> None:
     help="Checked against --out's ending, which decides the format when this is not given.",
 )
 @click.option("--overwrite", is_flag=True, help="Replace --out if it exists.")
+@moved_data_options
 @trust_model_option
-def generate(run_dir, class_, n, seed, out, format_, overwrite) -> None:
+def generate(run_dir, class_, n, seed, out, format_, overwrite, dataset, data_dir) -> None:
     """Samples of a trained generator (of one class: a conditional GAN's drawn, an image-to-image G's translated);
     the same seed gives the same images."""
     from ampgan.runs.claim import output_file
@@ -72,14 +76,14 @@ def generate(run_dir, class_, n, seed, out, format_, overwrite) -> None:
         class_index,
         class_samples,
         load_trained_run,
-        translates_images,
         write_class_samples,
     )
 
     out = output_file(out, (f".{format_}",) if format_ else (".png", ".npz"), overwrite)
-    run = load_trained_run(run_dir)
+    run = load_trained_run(run_dir, moved={"data.dataset": dataset, "data.data_dir": data_dir})
     # An unconditional image-to-image G translates the images of the class named, if one is.
-    if not run.gan.conditional and not (class_ is not None and translates_images(run)):
+    shape = run.document["dataset"]["image_shape"]
+    if not run.gan.conditional and not (class_ is not None and run.gan.translates(shape)):
         if class_ is not None:
             raise AmpganError(
                 f"model {run.gan.name} of {run_dir} is unconditional: it draws no class; leave out --class"

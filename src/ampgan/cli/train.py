@@ -69,8 +69,9 @@ def command(ctx: click.Context, **options) -> None:
     else:
         config = config_from_cli(ctx, options)
     device = join_process_group(config.compute.device)  # under torchrun: this rank's device
-    # rank 0's default on every rank: a slower rank could find rank 0's folder made and take the next name
-    out = resume_dir or options["out"] or rank_zeros(default_out(f"{config.data.dataset}-{config.precision.name}"))
+    # rank 0's default on every rank (made by rank 0 alone): a slower rank would find it made and take the next name
+    kind = f"{config.data.dataset}-{config.precision.name}"
+    out = resume_dir or options["out"] or rank_zeros(default_out(kind) if world().is_main else None)
     if options["dry_run"]:
         _print_dry_run(config, out, resume_dir, device)
         return

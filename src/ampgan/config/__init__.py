@@ -1,7 +1,7 @@
 """The configuration: one tree of sections (tree.py), built from defaults, a config file, flags and
 `--set section.field=value` (sources.py), validated field by field, written to every run folder."""
 
-from ampgan.config.resume import SAFE_TO_CHANGE_ON_RESUME, config_from_document, safe_to_change
+from ampgan.config.resume import SAFE_TO_CHANGE_ON_RESUME, config_from_document, moves_data, safe_to_change
 from ampgan.config.sources import build_config, config_from_options, parse_set, read_config_file
 from ampgan.config.tree import (
     SECTIONS,
@@ -32,6 +32,7 @@ __all__ = [
     "config_from_document",
     "build_config",
     "config_from_options",
+    "moves_data",
     "parse_duration",
     "parse_loss_scale",
     "parse_set",

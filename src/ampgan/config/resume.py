@@ -22,6 +22,15 @@ def safe_to_change(path: str) -> bool:
     return path in SAFE_TO_CHANGE_ON_RESUME or f"{path.partition('.')[0]}.*" in SAFE_TO_CHANGE_ON_RESUME
 
 
+def moves_data(path: str, old: object, new: object) -> bool:
+    """`new` at `path` is a new place for the run's data (a folder dataset's folder, a data_dir), not other data:
+    a run resumed or read back from there is the same experiment once the data there is checked to be the run's
+    (its content SHA-256, training/start.py run_data)."""
+    if path == "data.dataset":
+        return all(isinstance(name, str) and name.startswith("folder:") for name in (old, new))
+    return path == "data.data_dir" and old is not None and new is not None
+
+
 # The switches by which a config makes ampgan write where its data lives: a download into data.data_dir, the
 # folder dataset's cache beside its images. A document (a run's config.json, a study's spec) names where data
 # is read; it never makes ampgan write there: in a config read from one they are off, and the command that

@@ -24,7 +24,7 @@ def file_digest(path: Path, algorithm: str = "sha256") -> str:
 
 
 def require_data_dir(data_dir: str | None, dataset: str, download: bool) -> Path:
-    if data_dir is None:
+    if not data_dir:  # None, or "" (--data-dir=$DIR with DIR unset: the current folder, where --download wrote)
         raise AmpganError(f"{dataset} needs --data-dir DIR (where its files are, or where --download should put them)")
     path = Path(data_dir).expanduser()
     if not path.exists():

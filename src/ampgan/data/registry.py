@@ -53,7 +53,7 @@ class DataConfig(Section):
     cache: bool = setting(False, "folder:PATH: keep a verified .npz cache next to the images.", kind="flag")
 
     def check(self) -> None:
-        if not self.dataset.strip():
+        if not self.dataset.removeprefix("folder:").strip():  # 'folder:$DATA' with DATA unset read the current folder
             raise ConfigError(self.path("dataset"), "is empty: name a dataset such as digits, or folder:PATH")
         if self.channels is not None and self.channels not in CHANNEL_COUNTS:
             raise ConfigError(self.path("channels"), f"must be 1 or 3, got {self.channels}")
@@ -75,6 +75,11 @@ class DataConfig(Section):
         """The dataset folder the images are read from (folder:PATH): no command writes into it or around it
         (runs/claim.py check_place), or its own files would be read as data."""
         return (self.dataset.removeprefix("folder:"),) if self.dataset.startswith("folder:") else ()
+
+    @property
+    def downloads(self) -> bool:
+        """The dataset fetches its files with --download (cifar10, quickdraw)."""
+        return self.dataset in _registered() and "download" in _registered()[self.dataset].uses
 
     @property
     def class_list(self) -> tuple[str, ...] | None:

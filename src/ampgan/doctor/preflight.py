@@ -129,12 +129,12 @@ def _real_step_under(name: str, prepared, stream) -> list[Finding]:
     policy = build_policy(name, CPU)
     state = build_train_state(prepared.config, prepared.model, prepared.data, policy)
     state.step = state.gan.cycle_steps - 1
-    kept = _kept_by_losses(state.gan)
+    kept, unsaved = _kept_by_losses(state.gan), _not_saved(state.gan)
     try:
         metrics = train_step(state, stream.next_batch)
     except AmpganError as error:
         return [Finding("error", "step", f"under {policy.describe()}: {error}")]
-    outside = _state_outside(kept, state.gan) if name == FP32 else []
+    outside = _state_outside(kept, state.gan) + _unsaved_changed(unsaved, state.gan) if name == FP32 else []
     if policy.mode.loss_scaling:  # a non-finite fp16 loss is skipped; _losses_under_loss_scaling judges it
         return outside
     bad = [n for n, value in metrics.items() if n.startswith("loss") and not torch.isfinite(value).all()]
@@ -420,6 +420,33 @@ def _state_outside(kept: dict, gan) -> list[Finding]:
     ]
 
 
+def _not_saved(gan) -> dict[str, torch.Tensor]:
+    """G's and D's non-persistent buffers (register_buffer(..., persistent=False)), by name, as they are now: the
+    networks' state that no state_dict, so no checkpoint, holds."""
+    return {
+        f"{prefix}.{name}": buffer.detach().clone()
+        for prefix, network in (("G", gan.generator), ("D", gan.discriminator))
+        for name, buffer in network.named_buffers()
+        if name not in network.state_dict()
+    }
+
+
+def _unsaved_changed(before: dict[str, torch.Tensor], gan) -> list[Finding]:
+    """A non-persistent buffer the step changed (ADA's augmentation probability): a resumed run restarts it."""
+    changed = [name for name, value in _not_saved(gan).items() if not _same(before.get(name), value)]
+    if not changed:
+        return []
+    return [
+        Finding(
+            "warning",
+            "not-saved",
+            f"the step changes non-persistent buffers ({_first_few(changed, 3)}): no checkpoint holds them, so a "
+            "resumed run starts them again from their first value and differs from an uninterrupted one; register "
+            "them persistent (register_buffer(name, tensor), the default), unless each step recomputes them whole",
+        )
+    ]
+
+
 def _loss_functions(gan) -> list:
     return [*gan.d_loss_terms, gan.g_loss, *(f for u in gan.extra_updates for f in as_terms(u.loss))]
 
@@ -573,6 +600,21 @@ def _losses_under_loss_scaling(prepared, stream) -> list[Finding]:
                     f"fp32's ({norms[changed[0]][0]:.3g} against {norms[changed[0]][1]:.3g}): code in the backward "
                     "pass (a torch.autograd.Function's backward, a tensor hook) clamps or compares gradients, which "
                     "arrive multiplied by the loss scale; make it scale-free or keep it out of the backward pass",
+                )
+            )
+        broken = [n for n, (low, exact) in norms.items() if math.isnan(low) and math.isfinite(exact)]
+        if broken and not any(f.text.startswith(term) for f in findings):  # a loss wrong under scaling is said
+            fine = [n for n, (low, _) in norms.items() if math.isfinite(low)]
+            findings.append(
+                Finding(
+                    "error",
+                    "fp16-nan",
+                    f"{term}: the gradients of {_first_few(broken, 3)} are inf or NaN under fp16 even without loss "
+                    f"scaling (finite in fp32{f'; those of {_first_few(fine, 2)} are finite' if fine else ''}): an "
+                    "operation on their path computes in fp16 what it cannot hold (an epsilon under fp16's 6e-8 "
+                    "vanishes: sqrt(var + 1e-8) of a zero variance, a minibatch-stddev; a value past 65504), so every "
+                    "fp16 update would be skipped until the loss scale collapses; compute it in fp32 (.float() "
+                    "before it, or its module in GAN.fp32_modules)",
                 )
             )
     if fragile:
@@ -765,8 +807,14 @@ def _loss_terms(
         if with_gradients and loss.requires_grad and parameters:
             ops.term = ""  # ampgan's own autograd.grad, not the term's
             scale = float(scaler.scale_tensor())
-            found = torch.autograd.grad(loss * scale, list(parameters.values()), allow_unused=True)
+            found = torch.autograd.grad(loss * scale, list(parameters.values()), allow_unused=True, retain_graph=True)
             gradients[name] = {n: float(g.float().norm()) / scale for n, g in zip(parameters, found) if g is not None}
+            if scale != 1 and not all(map(math.isfinite, gradients[name].values())):
+                # An overflow at the scale is the scaler's to skip (inf); one without scaling is the model's (NaN)
+                at_one = torch.autograd.grad(loss, list(parameters.values()), allow_unused=True)
+                for n, g in zip(parameters, at_one):
+                    if not math.isfinite(gradients[name].get(n, 0.0)):
+                        gradients[name][n] = math.inf if bool(g.isfinite().all()) else math.nan
     return values, notes, gradients
 
 

@@ -146,16 +146,17 @@ def summary_lines(report: dict) -> list[str]:
             lines.append(f"{fmt}: OVERFLOW in {len(overflow)} place(s): {'; '.join(overflow[:4])}")
         if flush:
             lines.append(f"{fmt}: values flush to zero in {len(flush)} place(s) (unscaled): {'; '.join(flush[:4])}")
+    # Two numbers for one knob, each said for what it is: a user read 'recommend 8192' beside 'settled at 65536' as
+    # a contradiction.
     if "scale" in recommendation and "unscaled" in recommendation:
+        scaled, unscaled = recommendation["scaled"], recommendation["unscaled"]
         lines.append(
-            f"fp16 loss scale: recommend 2^{recommendation['exponent']} = {recommendation['scale']:g} (largest "
-            f"gradient "
-            f"~2^{recommendation['largest_gradient_log2']}); gradients flushed to zero: "
-            f"{_percent(recommendation['unscaled']['flush_to_zero'])} unscaled, "
-            f"{_percent(recommendation['scaled']['flush_to_zero'])} scaled; subnormal: "
-            f"{_percent(recommendation['unscaled']['subnormal'])} -> "
-            f"{_percent(recommendation['scaled']['subnormal'])}; "
-            f"overflowing when scaled: {_percent(recommendation['scaled']['overflow'])}."
+            f"fp16 loss scale, fixed (--loss-scale {recommendation['scale']:g}): 2^{recommendation['exponent']} = "
+            f"{recommendation['scale']:g}, the largest power of 2 that keeps the largest gradient of {report['steps']} "
+            f"fp32 steps (~2^{recommendation['largest_gradient_log2']}, every network's) 2x below fp16's overflow; "
+            f"scaled by it, gradients flushed to zero {_percent(unscaled['flush_to_zero'])} -> "
+            f"{_percent(scaled['flush_to_zero'])}, subnormal {_percent(unscaled['subnormal'])} -> "
+            f"{_percent(scaled['subnormal'])}, overflowing {_percent(scaled['overflow'])}."
         )
     dynamic = report.get("dynamic_scaling", {})
     # each scaler apart: one per network, and one per update with an optimizer of its own (step.py)
@@ -165,7 +166,12 @@ def summary_lines(report: dict) -> list[str]:
         if isinstance(history, dict) and history.get("settled")
     ]
     if settled:
-        lines.append(f"dynamic scaling settled at {', '.join(settled)} ({dynamic['source']}).")
+        lines.append(
+            f"fp16 loss scale, dynamic (the default): GradScaler settled at {', '.join(settled)} ({dynamic['source']}),"
+            " the scale those steps ran at without overflowing (it halves at each overflow and doubles only after "
+            "2000 steps without one); it keeps no headroom and is each network's own, so it need not match the fixed "
+            "scale."
+        )
     hardware = report["hardware"]
     decisions = hardware.get("decisions", {})
     # a mode whose speedup is unsettled (speed/intervals.py answers()) is not known to be slower: say so

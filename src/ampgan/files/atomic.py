@@ -138,12 +138,18 @@ def open_for_append(path: Path) -> AppendLog:
     try:
         fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o666)
     except OSError as error:
-        if Path(path).is_symlink():
-            raise AmpganError(
-                f"{path} is a symbolic link: ampgan never writes through links in its own folders; remove the link"
-            ) from None
+        refuse_link(path)
         _refused(path, error)
     return AppendLog(Path(path), fd)
+
+
+def refuse_link(path: Path) -> None:
+    """ampgan never opens a file of its own folders (a log, its lock, its marker) through a symbolic link: one line."""
+    if Path(path).is_symlink():
+        raise AmpganError(
+            f"{path} is a symbolic link: ampgan never writes through a link in its own folders (it would write into "
+            "whatever the link points to); remove the link, or use another folder"
+        )
 
 
 def _refused(path: Path, error: OSError):

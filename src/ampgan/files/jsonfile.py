@@ -86,23 +86,25 @@ def parse_toml(text: str) -> dict:
         raise DamagedDocument(str(error).splitlines()[0]) from None
 
 
-def not_a_regular_file(path: Path) -> str | None:
-    """What `path` is when it exists but is not a regular file ('a FIFO', 'a folder', ...), else None.
+def not_a_regular_file(path: Path, follow_links: bool = True) -> str | None:
+    """What `path` is when it exists but is not a regular file ('a FIFO (named pipe)', 'a folder', and with
+    `follow_links` False 'a symbolic link'), else None: every message names a kind in these words.
     Path.is_file() is False for all of them, and calling one "missing" sends the user looking for the
     wrong problem; opening a FIFO would block until something writes to it."""
     try:
-        mode = Path(path).stat().st_mode
+        mode = (os.stat if follow_links else os.lstat)(path).st_mode
     except OSError:
         return None
     kinds = (
         (stat.S_ISREG, None),
+        (stat.S_ISLNK, "a symbolic link"),
         (stat.S_ISDIR, "a folder"),
         (stat.S_ISFIFO, "a FIFO (named pipe)"),
         (stat.S_ISSOCK, "a socket"),
         (stat.S_ISCHR, "a character device"),
         (stat.S_ISBLK, "a block device"),
     )
-    return next((kind for test, kind in kinds if test(mode)), "not a regular file")
+    return next((kind for test, kind in kinds if test(mode)), "a special file")
 
 
 def refuse_unless_regular_file(path: Path, what: str) -> None:

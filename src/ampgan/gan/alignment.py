@@ -33,7 +33,8 @@ def misaligned_layers(networks: dict[str, nn.Module], data: DataSpec | None = No
                     # D's image pair, 2C) or output (a rotation head's 4 classes), set by the data or the task. A
                     # larger unmatched size (z_dim 100 into G's first layer) is the model's to choose: still named.
                     fixed = (
-                        value in fixed_values
+                        value == 1  # one number in or out (a score, a continuous condition): nothing to pad
+                        or value in fixed_values
                         and ("channels" in dim or dim == "out_features")
                         or ("head" in name and dim == "out_features")
                         or value < TASK_SET_BELOW

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+from ampgan.errors import AmpganError
+
 
 @dataclass(kw_only=True)
 class LossContext:
@@ -92,7 +94,14 @@ class LossContext:
 def draw_inputs(gan, context: LossContext, batch_size: int) -> tuple[torch.Tensor, torch.Tensor | None]:
     """The GAN's own draw_inputs when it has one, else z from its distribution and uniform labels."""
     if gan.draw_inputs is not None:
-        return gan.draw_inputs(context)
+        z, labels = gan.draw_inputs(context)
+        if gan.conditional and labels is not None and labels.is_floating_point():  # samples would draw 0..N-1
+            raise AmpganError(
+                f"model {gan.name}: draw_inputs returned {labels.dtype} labels, but a conditional GAN's labels are "
+                "class indices (samples, generate and the study draw 0..num_classes-1): pass a continuous condition "
+                "in z (return (torch.cat([z, c[:, None]], 1), None)) with conditional=False"
+            )
+        return z, labels
     z = gan.draw_z(batch_size, context.rng, context.device)
     labels = (
         torch.randint(gan.num_classes, (batch_size,), device=context.device, generator=context.rng)

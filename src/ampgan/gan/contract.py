@@ -211,6 +211,13 @@ class GAN:
             return z
         return drawn if drawn.dim() != 2 or not self.conditional else z
 
+    @torch.no_grad()
+    def translates(self, image_shape: tuple[int, ...]) -> bool:
+        """An image-to-image G: its draw_inputs makes maps of real images (a blank image tells its draw apart from
+        noise's, and is what a draw of codes that reads only the batch's size is given)."""
+        blank = torch.zeros(1, *image_shape, dtype=torch.uint8)
+        return self.draw_inputs is not None and self.inputs_for(1, torch.Generator(), blank).dim() != 2
+
     def generate(self, generator: Callable, z: torch.Tensor, labels: torch.Tensor | None) -> torch.Tensor:
         """G's images for (z, labels): the one place that knows G's signature."""
         images = generator(z, labels) if self.conditional else generator(z)
@@ -246,6 +253,17 @@ def check_gan(gan, origin: str) -> GAN:
             f"{origin} returned {type(gan).__name__}, not an ampgan GAN: return "
             "ampgan.GAN(generator=..., discriminator=..., z_dim=..., d_loss=..., g_loss=...)"
         )
+    _check_updates(gan.extra_updates, origin)
+    optimizers = [("GAN.optimizer_g", gan.optimizer_g), ("GAN.optimizer_d", gan.optimizer_d)]
+    optimizers += [(f"Update {u.name!r} optimizer", u.optimizer) for u in gan.extra_updates if u.optimizer is not None]
+    for where, optimizer in optimizers:
+        if not isinstance(optimizer, Adam):  # torch.optim.Adam (its class or one made over G's parameters)
+            kind = optimizer if isinstance(optimizer, type) else type(optimizer)
+            raise AmpganError(
+                f"{origin}: {where} is {kind.__module__}.{kind.__qualname__}, not ampgan.Adam: "
+                "give its settings, ampgan.Adam(lr=..., betas=...), and ampgan makes the optimizer over the network's "
+                "trainable parameters (lr_multipliers for parameter groups, lr_schedule for a scheduler)"
+            )
     _check_networks(gan, origin)
     for name in ("z_dim", "d_steps"):
         if not is_whole(getattr(gan, name), 1):
@@ -276,11 +294,8 @@ def check_gan(gan, origin: str) -> GAN:
         raise AmpganError(
             f"{origin}: a conditional GAN needs num_classes (the data's number of classes), got {gan.num_classes!r}"
         )
-    _check_updates(gan.extra_updates, origin)
-    optimizers = [("GAN.optimizer_g", gan.optimizer_g), ("GAN.optimizer_d", gan.optimizer_d)]
-    optimizers += [(f"Update {u.name!r} optimizer", u.optimizer) for u in gan.extra_updates if u.optimizer is not None]
     for where, optimizer in optimizers:
-        _check_schedule(getattr(optimizer, "lr_schedule", None), f"{origin}: {where}.lr_schedule")
+        _check_schedule(optimizer.lr_schedule, f"{origin}: {where}.lr_schedule")
     check_ema(gan.ema, origin)
     if gan.draw_inputs is not None:
         _check_callable(gan.draw_inputs, f"{origin}: GAN.draw_inputs")
@@ -345,11 +360,13 @@ def _check_networks(gan: GAN, origin: str) -> None:
                 )
     if gan.generator is gan.discriminator:
         raise AmpganError(f"{origin}: the generator and the discriminator are the same module: give two networks")
-    shared = {id(p) for p in gan.generator.parameters()} & {id(p) for p in gan.discriminator.parameters()}
-    if shared:
+    in_d = {id(p): name for name, p in gan.discriminator.named_parameters()}
+    shared = [(name, in_d[id(p)]) for name, p in gan.generator.named_parameters() if id(p) in in_d]
+    if shared:  # weight tying (a class embedding both use): named, so the user finds the module they share
         raise AmpganError(
-            f"{origin}: the generator and the discriminator share {len(shared)} parameter(s): each "
-            "network needs its own (each has its own optimizer and loss scaler)"
+            f"{origin}: the generator and the discriminator share {len(shared)} parameter(s) (G.{shared[0][0]} is "
+            f"D.{shared[0][1]}): each network needs its own (each has its own optimizer and loss scaler); give one "
+            "network a copy of the shared module"
         )
     modules = [m for network in (gan.generator, gan.discriminator) for m in network.modules()]
     for module in gan.fp32_modules:

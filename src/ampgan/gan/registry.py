@@ -178,6 +178,8 @@ def _find_builder(name: str) -> tuple[Callable, Path | None]:
     where, _, function_name = name.rpartition(":")
     if not function_name.isidentifier():
         raise ConfigError("model.name", f"{name!r}: {function_name!r} after the colon is not a function name")
+    if not where.strip():  # '--model $FILE:build' with FILE unset
+        raise ConfigError("model.name", f"{name!r} names no file or module before the colon: give path/to/file.py:F")
     if not import_consented(name):  # one line, before any import, for a model (not built in) nobody named
         raise UntrustedModel(
             f"model {name} is not built in and was named by a file, not by you: building it imports "

@@ -10,7 +10,7 @@ import torch
 from ampgan.bench.op_tables import trace_op_tables
 from ampgan.bench.ops import OpTable
 from ampgan.bench.spec import BenchSpec
-from ampgan.config import TrainConfig
+from ampgan.config import config_from_document
 from ampgan.data import load_dataset
 from ampgan.errors import AmpganError, ConfigError
 from ampgan.files.jsonfile import read_json
@@ -58,7 +58,7 @@ def op_tables_of(results: dict, path: Path, log=lambda line: None) -> dict[str, 
 
 def _trace_from_config(results: dict, path: Path, log) -> dict:
     try:
-        config = TrainConfig.from_dict(results["spec"]["config"])
+        config = config_from_document(results["spec"]["config"])  # never downloads where the file says
     except (KeyError, TypeError, ConfigError) as error:
         raise AmpganError(
             f"{path} has neither op tables nor a config to trace them from ({error}): re-run 'ampgan bench'"

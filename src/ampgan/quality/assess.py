@@ -21,6 +21,7 @@ from ampgan.quality.evaluator import (
 )
 from ampgan.runs.claim import FolderLock, owning_folder
 from ampgan.seeds import evaluation_noise_seed
+from ampgan.training.start import run_data
 from ampgan.training.trained import load_trained_run
 
 
@@ -39,10 +40,13 @@ def _names(names) -> str:
     return f"[{shown}]"
 
 
-def evaluate_runs(run_dirs: list[Path], samples: int, seed: int, evaluator_cache: Path | None) -> list[RunQuality]:
+def evaluate_runs(
+    run_dirs: list[Path], samples: int, seed: int, evaluator_cache: Path | None, moved: dict | None = None
+) -> list[RunQuality]:
     """Every run's final generator against the evaluator of its dataset (trained once per dataset);
-    writes RUN_DIR/quality.json with the metrics, the evaluator and the real-image floor."""
-    loaded = [load_trained_run(run_dir) for run_dir in run_dirs]  # all readable before any work
+    writes RUN_DIR/quality.json with the metrics, the evaluator and the real-image floor. `moved`: where the
+    runs' data is now (load_trained_run)."""
+    loaded = [load_trained_run(run_dir, moved=moved) for run_dir in run_dirs]  # all readable before any work
     # Held from here to the last quality.json: a run a training process still writes is refused now, not after
     # minutes of evaluator training (its step-0 generator was scored and written as the final one once the
     # run had finished), and no `train --resume` changes a run while it is scored. A run inside a study is the
@@ -51,7 +55,9 @@ def evaluate_runs(run_dirs: list[Path], samples: int, seed: int, evaluator_cache
         owners = {(owning_folder(run.run_dir) or run.run_dir).resolve() for run in loaded}
         for folder in sorted(owners):
             held.callback(FolderLock(folder).release)
-        loaded = [load_trained_run(run.run_dir) for run in loaded]  # as they stand now that none can change
+        loaded = [
+            load_trained_run(run.run_dir, moved=moved) for run in loaded
+        ]  # as they stand now that none can change
         return _evaluated(loaded, samples, seed, evaluator_cache)
 
 
@@ -59,13 +65,15 @@ def _evaluated(loaded: list, samples: int, seed: int, evaluator_cache: Path | No
     """Each loaded run scored, its quality.json written (its folder held by the caller)."""
     for run in loaded:
         refuse_samples_that_cannot_fit(samples, tuple(run.document["dataset"]["image_shape"]), "--samples")
-    # One evaluator per dataset (its data and seed), trained or loaded once.
+    # One evaluator per dataset (its data and seed), trained or loaded once; each run's data checked to be its own.
+    data_of = functools.cache(lambda data, data_seed: load_dataset(data, seed=data_seed))
     evaluator_of = functools.cache(
-        lambda data, data_seed: evaluator_for(load_dataset(data, seed=data_seed), cache_dir=evaluator_cache, seed=seed)
+        lambda data, data_seed: evaluator_for(data_of(data, data_seed), cache_dir=evaluator_cache, seed=seed)
     )
     results = []
     for run in loaded:
         config = run.config
+        run_data(run.document, run.run_dir, config, lambda: data_of(config.data, config.seed))
         evaluator = evaluator_of(config.data, config.seed)
         if tuple(run.class_names) != evaluator.class_names:
             raise AmpganError(
@@ -77,7 +85,7 @@ def _evaluated(loaded: list, samples: int, seed: int, evaluator_cache: Path | No
         images, labels = generate_evenly(
             run.gan, len(run.class_names), samples, seeded, "cpu", real=evaluator.held_out_images
         )
-        quality = quality_of_images(evaluator, images, labels)
+        quality = quality_of_images(evaluator, images, labels, run.gan.translates(evaluator.held_out_images.shape[1:]))
         write_json_atomically(
             run.run_dir / "quality.json",
             {

@@ -329,18 +329,21 @@ def generate_evenly(
     return drawn(gan, z, labels, device, autocast, batch_size), labels
 
 
-def quality_of_images(evaluator: TrainedEvaluator, images: torch.Tensor, intended: torch.Tensor | None) -> dict:
+def quality_of_images(
+    evaluator: TrainedEvaluator, images: torch.Tensor, intended: torch.Tensor | None, translated: bool = False
+) -> dict:
     """Every quality figure of generated images against the held-out real set: Fréchet distance, KID,
     precision/recall and density/coverage; for a conditional GAN (`intended`: the classes the images
     were drawn for) the evaluator's accuracy on them, the same per class, each class's diversity, the
     confusion matrix and its flags; for an unconditional one (`intended` None) the overall diversity,
-    the share of each class the evaluator reads, and flags for collapse and dropped modes."""
+    the share of each class the evaluator reads, and flags for collapse and dropped modes (`translated`: the
+    images are an image-to-image G's translations of the held-out images, and the flags say so)."""
     features, predicted = _features_and_predictions(evaluator.network, images)
     real_features = evaluator.held_out_features
     kid, kid_std = kernel_inception_distance(features, real_features)
     quality = computed(images, features, real_features) | {"kid": kid, "kid_std": kid_std, "samples": len(images)}
     if intended is None:
-        return quality | unconditional_metrics(features, predicted, real_features, evaluator)
+        return quality | unconditional_metrics(features, predicted, real_features, evaluator, translated)
     return (
         {"evaluator_accuracy": accuracy(predicted, intended.numpy())}
         | quality
@@ -356,7 +359,11 @@ def quality_of_images(evaluator: TrainedEvaluator, images: torch.Tensor, intende
 
 
 def unconditional_metrics(
-    features: np.ndarray, predicted: np.ndarray, real_features: np.ndarray, evaluator: TrainedEvaluator
+    features: np.ndarray,
+    predicted: np.ndarray,
+    real_features: np.ndarray,
+    evaluator: TrainedEvaluator,
+    translated: bool = False,
 ) -> dict:
     """Precision/recall, density/coverage, diversity against real images, and the classes read."""
     diversity = diversity_ratio(features, real_features)
@@ -366,7 +373,7 @@ def unconditional_metrics(
         "diversity": diversity,
         "class_shares": [round(float(s), 4) for s in shares],
         "flags": unconditional_flags(
-            diversity, shares, class_shares(evaluator.held_out_labels.numpy(), len(names)), names
+            diversity, shares, class_shares(evaluator.held_out_labels.numpy(), len(names)), names, translated
         ),
     }
 

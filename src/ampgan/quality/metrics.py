@@ -162,22 +162,29 @@ def class_shares(predicted: np.ndarray, num_classes: int) -> np.ndarray:
 
 
 def unconditional_flags(
-    diversity: float | None, shares: np.ndarray, real_shares: np.ndarray, class_names: list[str]
+    diversity: float | None,
+    shares: np.ndarray,
+    real_shares: np.ndarray,
+    class_names: list[str],
+    translated: bool = False,
 ) -> list[str]:
     """Plain-language warnings for a GAN that draws no intended class: collapse, and modes it drops
-    (classes the evaluator finds far less often in its samples than in the data)."""
+    (classes the evaluator finds far less often in its samples than in the data). An image-to-image G's samples
+    are translations of held-out images (`translated`): a class found far less often is one its translations
+    lose (they no longer look like it), not one it never draws."""
+    samples = "the translations" if translated else "the samples"
     flags = []
     if diversity is not None and diversity < COLLAPSE_BELOW:
-        flags.append(f"diversity {diversity:.0%} of real (collapsed: the samples are nearly one image)")
+        flags.append(f"diversity {diversity:.0%} of real (collapsed: {samples} are nearly one image)")
     dropped = [
-        f"{class_names[label]} ({share:.0%} of the samples, {real_share:.0%} of real)"
+        f"{class_names[label]} ({share:.0%} of {samples}, {real_share:.0%} of real)"
         for label, (share, real_share) in enumerate(zip(shares, real_shares))
         if real_share > 0 and share < DROPPED_BELOW * real_share
     ]
     if dropped:
         shown = ", ".join(dropped[:4]) + (f" and {len(dropped) - 4} more" if len(dropped) > 4 else "")
+        lost = "lost in translation (read in the translations" if translated else "dropped (drawn"
         flags.append(
-            f"{len(dropped)} of {len(class_names)} classes dropped (drawn under a quarter as often as in "
-            f"the data): {shown}"
+            f"{len(dropped)} of {len(class_names)} classes {lost} under a quarter as often as in the data): {shown}"
         )
     return flags

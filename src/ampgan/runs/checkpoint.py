@@ -23,7 +23,6 @@ from __future__ import annotations
 import math
 import os
 import re
-import stat
 import zipfile
 from pathlib import Path
 
@@ -32,6 +31,7 @@ import torch
 from ampgan.errors import AmpganError, one_line
 from ampgan.files import manifest
 from ampgan.files.atomic import write_atomically
+from ampgan.files.jsonfile import not_a_regular_file
 from ampgan.files.paths import file_in
 from ampgan.files.schema import COUNT, Between, check_shape
 
@@ -105,13 +105,10 @@ def save_checkpoint(path: Path, payload: dict) -> None:
 
 def damage(path: Path) -> str | None:
     """Why `path` is not a checkpoint as ampgan wrote it, or None when it proves it is."""
-    try:
-        mode = os.lstat(path).st_mode
-    except FileNotFoundError:
+    if not os.path.lexists(path):
         return "is missing"
-    if not stat.S_ISREG(mode):
-        kinds = ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISDIR, "a folder"))
-        return f"is {next((name for test, name in kinds if test(mode)), 'a special file')}, not a checkpoint file"
+    if kind := not_a_regular_file(path, follow_links=False):
+        return f"is {kind}, not a checkpoint file"
     proven = manifest.recorded(path)
     if proven is True:
         return None

@@ -27,6 +27,7 @@ from __future__ import annotations
 import datetime as dt
 import fcntl
 import fnmatch
+import itertools
 import json
 import os
 from collections.abc import Callable, Iterator
@@ -35,7 +36,7 @@ from pathlib import Path
 
 from ampgan.errors import AmpganError, one_line, warn, write_fix
 from ampgan.files import manifest
-from ampgan.files.atomic import HELD
+from ampgan.files.atomic import HELD, refuse_link
 from ampgan.files.jsonfile import not_a_regular_file, parse_json
 from ampgan.files.schema import newer_format
 from ampgan.files.signals import stop_on_signals
@@ -69,18 +70,38 @@ _PROJECTION = (
 _DOCTOR = ("doctor.json", "doctor_*.png")
 
 
+_DEFAULTS_MADE: dict[Path, os.stat_result] = {}  # default folders made by default_out, not yet known to be used
+
+
 def default_out(kind: str) -> Path:
     """The folder a command writes when it is given none: runs/KIND-<time>, or runs/KIND-<time>-2, -3, ... when that
     is taken. A second command started in the same second (a script's loop of seeds, a clock set back) was refused
-    with '--out ... already holds files' it was never given, and a second compare continued the first's study. Two
-    started at the very same instant can still both pick one name: the folder's lock then refuses the later one in
-    one line. Under torchrun every rank takes rank 0's name (cli's rank_zeros), or a slow rank would take the next."""
-    path = base = Path("runs") / f"{kind}-{dt.datetime.now():%Y%m%d-%H%M%S}"
-    taken = 1
-    while os.path.lexists(path):  # a link to nowhere is taken too
-        taken += 1
-        path = base.with_name(f"{base.name}-{taken}")
-    return path
+    with '--out ... already holds files' it was never given, and a second compare continued the first's study. The
+    name is taken by making its folder (mkdir fails on a name that exists, a link to nowhere too), so two commands
+    started in the same instant take two names: one that only chose it was refused by the other's lock. Made empty
+    here, it is removed by release_unused_defaults when the command never wrote in it (--dry-run, bad input). Under
+    torchrun only rank 0 names it (cli's rank_zeros), or a slow rank would take the next."""
+    base = Path("runs") / f"{kind}-{dt.datetime.now():%Y%m%d-%H%M%S}"
+    try:
+        base.parent.mkdir(parents=True, exist_ok=True)
+        for taken in itertools.count(1):
+            path = base if taken == 1 else base.with_name(f"{base.name}-{taken}")
+            with suppress(FileExistsError):
+                path.mkdir()
+                _DEFAULTS_MADE[path] = path.stat()
+                return path
+    except OSError:  # runs/ unwritable: the command's claim says so in its one line
+        return base
+
+
+def release_unused_defaults() -> None:
+    """Remove the default folders this process made and never wrote in (an empty folder only: rmdir refuses any
+    other, and the folder's identity is checked, so one made since under the same name is not taken)."""
+    for path, made in _DEFAULTS_MADE.items():
+        with suppress(OSError):
+            if os.path.samestat(os.lstat(path), made):
+                path.rmdir()
+    _DEFAULTS_MADE.clear()
 
 
 def _under(folder: str, patterns: tuple[str, ...]) -> tuple[str, ...]:
@@ -102,15 +123,6 @@ FOLDER_KINDS: dict[str, tuple[str, ...]] = {
 }
 # Folders made wholly from their parent's files (a projection of a bench): replaceable inside it.
 _DERIVED_KINDS = {"projection"}
-
-
-def refuse_link(path: Path) -> None:
-    """ampgan's control files (lock, marker) are never opened through a symbolic link: one error line."""
-    if Path(path).is_symlink():
-        raise AmpganError(
-            f"{path} is a symbolic link: ampgan never opens its own control files through a link "
-            f"(it would write into whatever the link points to); remove the link, or use another folder"
-        )
 
 
 def _write_marker(folder: Path, kind: str) -> None:

@@ -18,6 +18,7 @@ import torch
 
 from ampgan.config import TrainConfig
 from ampgan.data.batches import BatchStream
+from ampgan.files.signals import handlers_kept
 from ampgan.system.cpu_tuning import keep_freed_memory_for_reuse
 from ampgan.training.distributed import gather_objects, world
 from ampgan.training.precision import build_policy
@@ -116,9 +117,16 @@ class CallTooLong(BaseException):
 
 def stoppable() -> bool:
     """Whether a step's call can be stopped midway here: by an alarm, in the main thread of a single process (a
-    rank abandoning a step inside a collective would leave the others waiting)."""
+    rank abandoning a step inside a collective would leave the others waiting), where the caller's program has no
+    alarm of its own pending and a SIGALRM handler Python can put back (not None: set from C before it started)."""
     main_thread = threading.current_thread() is threading.main_thread()
-    return hasattr(signal, "setitimer") and main_thread and not world().distributed
+    return (
+        hasattr(signal, "setitimer")
+        and main_thread
+        and not world().distributed
+        and signal.getitimer(signal.ITIMER_REAL)[0] == 0
+        and signal.getsignal(signal.SIGALRM) is not None
+    )
 
 
 @contextmanager
@@ -132,10 +140,10 @@ def abandoned_after(seconds: float | None) -> Iterator[None]:
     def expire(signum, frame):
         raise CallTooLong()
 
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+    with handlers_kept([signal.SIGALRM]):
+        signal.signal(signal.SIGALRM, expire)
+        signal.setitimer(signal.ITIMER_REAL, seconds)
+        try:
+            yield
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)

@@ -62,7 +62,8 @@ class QualityTracker:
             autocast=self.autocast,
             real=self.evaluator.held_out_images,
         )
-        quality = quality_of_images(self.evaluator, images, labels)
+        translated = state.gan.translates(self.evaluator.held_out_images.shape[1:])
+        quality = quality_of_images(self.evaluator, images, labels, translated)
         spent = time.perf_counter() - started
         self.eval_seconds += spent
         point = {

@@ -15,19 +15,22 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from ampgan.config.resume import WRITES_WHERE_DATA_LIVES
+from ampgan.config.resume import WRITES_WHERE_DATA_LIVES, moves_data
+from ampgan.config.sources import absolute_paths
 from ampgan.errors import AmpganError
 from ampgan.files.atomic import write_json_atomically
 from ampgan.files.paths import read_json_in
 from ampgan.files.records import from_json, to_json
 from ampgan.files.schema import check_format
+from ampgan.runs.run_folder import read_run_config
 from ampgan.sections import differences
 from ampgan.speed.plan import RunPlan
 from ampgan.study.spec import CompareSpec
 from ampgan.training.interruption import Interrupted
+from ampgan.training.start import check_data_is_here, run_data, saved_config
 from ampgan.trust import command_line
 
 FILE_NAME = "study.json"
@@ -145,6 +148,30 @@ def load_progress(folder: Path) -> StudyProgress:
         document["bench_done"],
         document["runs"],
     )
+
+
+def with_its_data(spec: CompareSpec, progress: StudyProgress, moved: dict) -> CompareSpec:
+    """The resumed study's spec, its data where `moved` ({config path: value}: --dataset folder:PATH, --data-dir
+    DIR) says it now is (recorded in study.json: the same study), checked to be the data its runs trained on
+    (one line when it is gone, or other data: a finished run would be compared with one trained on other data)."""
+    moved = absolute_paths(moved)
+    for path, value in moved.items():
+        if not moves_data(path, spec.base.get(path), value):
+            raise AmpganError(
+                f"--resume continues the study on its own data ({spec.base.data.dataset}): drop "
+                f"--{path.partition('.')[2].replace('_', '-')} {value}"
+            )
+    spec = replace(spec, base=spec.base.with_fields(moved))
+    check_data_is_here(spec.base.data, progress.folder)
+    here = {path: spec.base.get(path) for path in ("data.dataset", "data.data_dir")}  # a finished run's says its old
+    for config_file in sorted((progress.folder / "runs").glob("*/config.json"))[:1]:  # a run trained on its data
+        run_dir = config_file.parent
+        run_data(read_run_config(run_dir), run_dir, saved_config(run_dir).with_fields(here))
+    if moved:
+        progress.spec = spec.to_document(progress.spec["precisions"])
+        progress.identity = study_identity(progress.spec)
+        progress.save()
+    return spec
 
 
 def open_progress(folder: Path, spec_document: dict) -> StudyProgress:

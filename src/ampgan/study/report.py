@@ -638,6 +638,5 @@ def _shares_section(precision: str, run: RunSummary, finals: list[dict], names: 
         folded=True,
         paragraph=("Flags: " + "; ".join(run.flags))
         if run.flags
-        else "No collapse (diversity below 25% of real) and no dropped mode (a class under a quarter of its "
-        "real share).",
+        else "No collapse (diversity below 25% of real) and no class read under a quarter as often as its real share.",
     )

@@ -25,7 +25,7 @@ def run_study(
 ) -> tuple[CompareDocument, Path, Path]:
     """(compare.json's document, report.md, report.html). A new folder is claimed; one with an
     interrupted study is locked and reopened. Whatever stops it, a folder that holds finished work is kept."""
-    out, _ = Path(out), spec.seed_list  # seeds past the largest are refused before the folder is claimed
+    out = Path(out)
     with ExitStack() as stack:
         if reopen:
             log(f"continuing the study in {out} ...")

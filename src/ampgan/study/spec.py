@@ -87,6 +87,8 @@ class CompareSpec:
                 f"compare's bench is its settings (bench.batch_sizes, ...), not {self.bench!r}: reuse bench "
                 "results with bench_results=PATH"
             )
+        if self.seed + self.seeds - 1 > MAX_SEED:  # built whole (with_settings' base=): the seed given, not a default
+            raise AmpganError(f"--seed {self.seed} with --seeds {self.seeds} passes the largest seed, {MAX_SEED}")
 
     @property
     def seed(self) -> int:
@@ -102,8 +104,6 @@ class CompareSpec:
 
     @property
     def seed_list(self) -> list[int]:
-        if self.seed + self.seeds - 1 > MAX_SEED:  # checked here: the spec is built with seeds' default first
-            raise AmpganError(f"--seed {self.seed} with --seeds {self.seeds} passes the largest seed, {MAX_SEED}")
         return [self.seed + index for index in range(self.seeds)]
 
     def train_config(self, precision: str, seed: int | None = None) -> TrainConfig:

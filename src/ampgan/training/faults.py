@@ -96,8 +96,10 @@ class FaultMonitor:
             if record[name] < self.rules.min_loss_scale:
                 return (
                     f"the fp16 loss scale collapsed ({name} = {record[name]:.3g} < {self.rules.min_loss_scale:.3g}) "
-                    f"by step {record['step']}: gradients overflow at any scale; use bf16 or fp32, or lower "
-                    f"the learning rate (--set optim.lr_g=... --set optim.lr_d=...)"
+                    f"by step {record['step']}: its gradients are inf or NaN at any scale, even unscaled, so an "
+                    "operation computes in fp16 what fp16 cannot hold (an epsilon under its 6e-8 as in sqrt(var + "
+                    "1e-8), a value past 65504; 'ampgan preflight --model ...' names the parameters it reaches): "
+                    "use bf16 or fp32, or compute that part in fp32 (.float(), GAN.fp32_modules)"
                 )
         self._windows.append((steps_in_window, skipped_in_window))
         while sum(s for s, _ in self._windows) - self._windows[0][0] >= self.rules.window_steps:

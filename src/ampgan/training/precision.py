@@ -27,6 +27,12 @@ from ampgan.precisions import NAMES, Precision, precision
 
 # A precision's name in a document read back (results.json, compare.json, projection.json): a registered one.
 PRECISION_NAME = OneOf("a precision", NAMES)
+# A run's config.json records its precision as described (PrecisionPolicy.describe): fp16 with its loss scale.
+PRECISION_DESCRIBED = OneOf(
+    "a precision",
+    NAMES,
+    (" (fp16 as 'fp16 (loss scale dynamic)')", lambda v: v.endswith(")") and v.split(" (loss scale ")[0] in NAMES),
+)
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from ampgan.config import TrainConfig, config_from_document, safe_to_change
+from ampgan.config import TrainConfig, config_from_document, moves_data, safe_to_change
 from ampgan.config.sources import absolute_paths
 from ampgan.data import ImageDataset, load_dataset
 from ampgan.errors import AmpganError, ConfigError
@@ -61,7 +61,7 @@ def resumed_config(run_dir: Path, changes: dict, option_names: dict[str, str]) -
         # holds them relative): the same files from the folder resumed in
         if value == config.get(path) or absolute_paths({path: config.get(path)})[path] == value:
             continue
-        if not safe_to_change(path):
+        if not safe_to_change(path) and not moves_data(path, config.get(path), value):
             option = option_names.get(path, f"--set {path}=")
             raise AmpganError(
                 f"{option} {value} differs from the run's {config.get(path)} and would make "
@@ -94,24 +94,51 @@ def check_checkpoint_belongs(
         raise AmpganError(
             f"{checkpoint} holds no readable config: it is damaged or foreign; remove it to resume from the one before"
         ) from None
+    checked = has_shape(recorded, {"dataset": {"source": {"sha256": (str, dict)}}})  # moved data: run_data checks it
     for path, value in config.paths().items():
-        if not safe_to_change(path) and saved.get(path) != value:
+        if (
+            saved.get(path) != value
+            and not safe_to_change(path)
+            and not (checked and moves_data(path, saved.get(path), value))
+        ):
             raise AmpganError(
                 f"{checkpoint} was trained with {path} = {saved.get(path)!r}, but {run_dir}/config.json "
                 f"says {value!r}: config.json was edited, or the checkpoint comes from another run; "
                 "restore config.json, or start a new run"
             )
-    dataset = load_data()
+    dataset = run_data(recorded, run_dir, config, load_data)
+    check_step_matches_name(payload, checkpoint)  # last: whose run and which experiment are the clearer reasons
+    return dataset
+
+
+def run_data(recorded: dict, run_dir: Path, config: TrainConfig, load: Callable[[], ImageDataset] | None = None):
+    """The data `run_dir` trained on (`recorded`: its config.json), read where `config` says it is now (moved: the
+    user gave its new place), or one line: gone (the flag that gives its new place), or other data than the run's
+    (its content SHA-256 differs). `load`: the loaded data (default: load_dataset)."""
+    data = config.data
+    check_data_is_here(data, run_dir)
+    dataset = load() if load else load_dataset(data, seed=config.seed)
     if has_shape(recorded, {"dataset": {"source": {"sha256": (str, dict)}}}) and (
         recorded["dataset"]["source"]["sha256"] != dataset.source["sha256"]
     ):
         raise AmpganError(
-            f"{config.data.dataset} holds other data than {run_dir} was trained on (images added, removed or "
-            "edited since it started): resuming would train on other data; put the data back as it was, or "
-            "start a new run"
+            f"{data.data_dir or data.dataset} holds other data than {run_dir} was trained on (images added, removed "
+            "or edited since, or another dataset): give the place of the run's own data (--dataset folder:PATH, "
+            "--data-dir DIR), or put it back as it was"
         )
-    check_step_matches_name(payload, checkpoint)  # last: whose run and which experiment are the clearer reasons
     return dataset
+
+
+def check_data_is_here(data, whose: Path) -> None:
+    """One line naming the flag that gives the new place of `whose` data (a run's, a study's) when it is gone."""
+    for place, flag in [(folder, "--dataset folder:PATH") for folder in data.folders_read] + [
+        (data.data_dir, "--data-dir DIR")
+    ]:
+        if place and not data.download and not Path(place).exists():
+            raise AmpganError(
+                f"{whose} was trained on the data in {place}, which is gone: give {flag} where it is now "
+                "(checked to be the same data)" + ", or --download to fetch it again" * data.downloads
+            )
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ampgan.config import TrainConfig
-from ampgan.data import load_dataset
+from ampgan.config import TrainConfig, moves_data
+from ampgan.config.sources import absolute_paths
 from ampgan.data.registry import DATASET_NAME
 from ampgan.errors import AmpganError, ConfigError
 from ampgan.files.atomic import write_atomically
@@ -23,8 +23,8 @@ from ampgan.runs.checkpoint import check_step_matches_name, latest_checkpoint, l
 from ampgan.runs.run_folder import read_run_config
 from ampgan.system.memory import largest_count, refuse_unless_it_fits
 from ampgan.training.ema import attach_average, load_average
-from ampgan.training.precision import PRECISION_NAME
-from ampgan.training.start import saved_config
+from ampgan.training.precision import PRECISION_DESCRIBED
+from ampgan.training.start import run_data, saved_config
 
 
 @dataclass
@@ -59,18 +59,29 @@ def _data_of(document: dict, path: Path) -> DataSpec:
     return DataSpec(image_size=shape[1], channels=shape[0], num_classes=len(names), class_names=tuple(names))
 
 
-def load_trained_run(run_dir: Path, device: torch.device | str = "cpu") -> TrainedRun:
+def load_trained_run(run_dir: Path, device: torch.device | str = "cpu", moved: dict | None = None) -> TrainedRun:
     """The run's generator at its latest checkpoint, in eval mode. A run of a user's model imports its
-    model file again (as training did)."""
+    model file again (as training did). `moved`: {config path: value} where the run's data is now (--dataset
+    folder:PATH, --data-dir DIR), each applied where it names a new place for the run's data (config.moves_data;
+    run_data checks that it holds the run's data); None values are not given."""
     run_dir = Path(run_dir)
     # The names it records beside its config are shown as the run's (evaluate's quality.json, a report's table).
     document = check_shape(
         read_run_config(run_dir),
-        {"?precision": PRECISION_NAME, "?dataset": {"?name": DATASET_NAME}},
+        {"?precision": PRECISION_DESCRIBED, "?dataset": {"?name": DATASET_NAME}},
         str(run_dir / "config.json"),
         "restore the file, or train the run again",
     )
     config = saved_config(run_dir)
+    given = {path: str(value) for path, value in (moved or {}).items() if value is not None}
+    given = absolute_paths(given)
+    for path, value in given.items():
+        if not moves_data(path, config.get(path), value):
+            raise AmpganError(
+                f"--{path.partition('.')[2].replace('_', '-')} {value}: {run_dir} was trained on "
+                f"{config.get(path) or config.data.dataset}, no folder or data dir to move: drop it"
+            )
+    config = config.with_fields(given)
     data = _data_of(document, run_dir / "config.json")
     checkpoint = latest_checkpoint(run_dir)
     payload = load_checkpoint(checkpoint, map_location="cpu")
@@ -103,14 +114,6 @@ def class_index(class_names: list[str], wanted: str) -> int:
 
 
 @torch.no_grad()
-def translates_images(run: TrainedRun) -> bool:
-    """An image-to-image G: its draw_inputs makes maps of real images (a blank image tells its draw apart from
-    noise's, and is what a draw of codes that reads only the batch's size is given)."""
-    blank = torch.zeros(1, *run.document["dataset"]["image_shape"], dtype=torch.uint8)
-    return run.gan.draw_inputs is not None and run.gan.inputs_for(1, torch.Generator(), blank).dim() != 2
-
-
-@torch.no_grad()
 def class_samples(run: TrainedRun, label: int | None, count: int, seed: int) -> np.ndarray:
     """uint8 (count, H, W, C) samples of one class (None: of the whole data, an unconditional GAN's); the
     same seed draws the same images."""
@@ -129,8 +132,8 @@ def class_samples(run: TrainedRun, label: int | None, count: int, seed: int) -> 
     # An image-to-image G translates maps drawn from the images of the class (GAN.inputs_for): the data is loaded
     # for it alone; a draw of codes that reads only the batch's size is given a blank image.
     real = torch.zeros(1, *run.document["dataset"]["image_shape"], dtype=torch.uint8)
-    if translates_images(run):
-        dataset = load_dataset(run.config.data, seed=run.config.seed)
+    if gan.translates(run.document["dataset"]["image_shape"]):
+        dataset = run_data(run.document, run.run_dir, run.config)
         real = dataset.images if label is None else dataset.images[dataset.labels == label]
     z = gan.inputs_for(count, torch.Generator().manual_seed(seed), real).to(device)
     labels = torch.full((count,), label, dtype=torch.long, device=device) if gan.conditional else None
