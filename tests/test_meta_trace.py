@@ -3,6 +3,7 @@ tables the CPU trace gives, read by `ampgan project` as a bench's; a step the me
 
 from __future__ import annotations
 
+import contextlib
 import json
 import textwrap
 
@@ -10,7 +11,8 @@ import pytest
 import torch
 from conftest import run_cli
 
-from ampgan.bench.op_tables import trace_op_tables
+from ampgan.bench.op_tables import on_meta, trace_op_tables
+from ampgan.bench.ops import record_ops
 from ampgan.bench.spec import BenchSpec
 from ampgan.config import build_config
 from ampgan.data.synthetic import make_synthetic
@@ -38,6 +40,22 @@ def test_a_step_traced_on_the_meta_device_is_the_cpu_trace_s_op_table(model, pre
     assert sorted(traced["op_tables"]) == [precision]
     assert tables["meta"]["device"] == "meta" and tables["cpu"]["device"] == "cpu"
     assert tables["meta"]["rows"] == tables["cpu"]["rows"]  # operations, dtypes, FLOPs, bytes, kernels, shares
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_batch_and_instance_norm_keep_the_cpu_s_statistics_dtype_on_the_meta_device(dtype):
+    # The CPU saves a 16-bit input's statistics in fp32 beside fp32 weights or running statistics, in the input's
+    # dtype without them (an instance norm); the meta kernel always in the input's.
+    def run():
+        x = torch.randn(2, 8, 4, 4, dtype=dtype)
+        for norm in (torch.nn.BatchNorm2d(8), torch.nn.InstanceNorm2d(8), torch.nn.InstanceNorm2d(8, affine=True)):
+            norm(x.requires_grad_()).float().sum().backward()
+
+    recorded = {}
+    for device in ("cpu", "meta"):
+        with on_meta() if device == "meta" else contextlib.nullcontext():
+            recorded[device] = [(r.op, r.dtype, r.bytes) for r in record_ops(run)]
+    assert recorded["meta"] == recorded["cpu"]
 
 
 USER_GAN = textwrap.dedent("""

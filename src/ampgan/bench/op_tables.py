@@ -211,13 +211,17 @@ def _deepcopy(tensor: torch.Tensor, memo: dict) -> torch.Tensor:
 
 
 class _BatchNormStatistics(TorchDispatchMode):
-    """Batch norm's saved mean and inverse deviation in fp32, as the CPU (and cuDNN) keep them for a 16-bit input,
-    where the meta kernel gives them the input's dtype (torch 2.13): the bytes of the operation and of its backward
-    are then the CPU trace's."""
+    """Batch norm's saved mean and inverse deviation in fp32, as the CPU keeps them for a 16-bit input with fp32
+    weights or running statistics, where the meta kernel gives them the input's dtype (torch 2.13): the bytes of
+    the operation and of its backward are then the CPU trace's."""
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
-        if func is torch.ops.aten.native_batch_norm.default:
+        # (input, weight, bias, running_mean, running_var, ...): fp32 beside a 16-bit input; an instance norm
+        # without either keeps them in the input's dtype on the CPU too
+        if func is torch.ops.aten.native_batch_norm.default and any(
+            isinstance(t, torch.Tensor) and t.dtype == torch.float32 for t in args[1:5]
+        ):
             return (out[0], *(t.float() for t in out[1:]))
         return out
 
