@@ -699,11 +699,13 @@ def test_a_precision_left_out_of_the_op_trace_for_time_names_the_max_seconds_tha
 
     spec = BenchSpec(base=tiny_config(), batch_sizes=(4, 8), precisions=("fp32",), max_seconds=10)
     # asked for, nothing traced before it: 6 cycles of 100 s in a share of max_seconds x 2 sizes x 0.5
-    assert op_tables._what_fits(spec, 0.0, 100.0, True).startswith("--max-seconds 600 would fit its trace")
+    assert op_tables._what_fits(spec, op_tables.TRACE_SHARE, 0.0, 100.0, True).startswith(
+        "--max-seconds 600 would fit its trace"
+    )
     # not asked for: it also needs half the share left when it starts (400 s spent -> a share of 800 s)
-    assert op_tables._what_fits(spec, 400.0, 10.0, False).startswith("--max-seconds 800 ")
-    assert op_tables._what_fits(spec, 400.0, 100.0, False).startswith("--max-seconds 1000 ")
-    assert op_tables._what_fits(spec, 0.0, None, True) == "give a larger --max-seconds"
+    assert op_tables._what_fits(spec, op_tables.TRACE_SHARE, 400.0, 10.0, False).startswith("--max-seconds 800 ")
+    assert op_tables._what_fits(spec, op_tables.TRACE_SHARE, 400.0, 100.0, False).startswith("--max-seconds 1000 ")
+    assert op_tables._what_fits(spec, op_tables.TRACE_SHARE, 0.0, None, True) == "give a larger --max-seconds"
 
     def stopped(spec, name, dataset, device, deadline, foreseen):
         raise OverBudget(f"not traced: another {name} cycle at batch 8 (100.0 s) would run past", more_s=100.0)

@@ -7,8 +7,19 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
+from unittest.mock import patch
 
 import torch
+from torch._subclasses.fake_tensor import (
+    DataDependentOutputException,
+    DynamicOutputShapeException,
+    FakeTensorMode,
+    UnsupportedOperatorException,
+    is_fake,
+)
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from ampgan.bench.deadline import TRACE_SHARE, budget_s
 from ampgan.bench.ops import SMALL_CYCLES_PER_TRACE, TRACE_BATCH_SIZES, OverBudget, trace_op_table
@@ -17,8 +28,16 @@ from ampgan.bench.spec import BenchSpec
 from ampgan.errors import AmpganError
 from ampgan.precisions import FP32, PRECISIONS
 from ampgan.speed.step_timer import StepTimer
+from ampgan.training import prepared
 from ampgan.training.memory import estimate_step_memory
 from ampgan.training.prepared import resolve_config
+
+# What the meta device cannot follow, by the exception FakeTensorMode raises.
+_META_LIMITS = {
+    DataDependentOutputException: "reads a tensor's value (.item(), float(), a Python branch on a tensor)",
+    DynamicOutputShapeException: "makes a tensor whose shape depends on values",
+    UnsupportedOperatorException: "has no meta kernel",
+}
 
 
 def foreseen_cycles(results: list[ConfigResult]) -> dict[str, float]:
@@ -48,7 +67,8 @@ def trace_op_tables(
     left out (a signal arrived)."""
     cycle_s = cycle_s or {}
     tables, failed = {}, []
-    budget = TRACE_SHARE * budget_s(spec)
+    share = 1.0 if device.type == "meta" else TRACE_SHARE  # --trace-only runs nothing else: all of it is the trace's
+    budget = share * budget_s(spec)
     started = time.perf_counter()
     deadline = started + budget
     traced = [name for name, mode in PRECISIONS.items() if mode.traced]
@@ -56,13 +76,13 @@ def trace_op_tables(
     for name in (*asked, *(p for p in traced if p not in asked)):
         # A precision the bench did not run is foreseen as slow as the slowest it did.
         foreseen = cycle_s.get(name, max(cycle_s.values(), default=None))
-        fits = _what_fits(spec, time.perf_counter() - started, foreseen, name in asked)
+        fits = _what_fits(spec, share, time.perf_counter() - started, foreseen, name in asked)
         reason = _left_out(name in asked, deadline, budget, foreseen, stop_check, fits)
         if reason is None:
             try:
                 tables[name] = _traced(spec, name, dataset, device, deadline, foreseen)
             except OverBudget as error:  # measured, not foreseen: what it had spent and still needed at the least
-                least = _max_seconds_for(spec, time.perf_counter() - started + error.more_s)
+                least = _max_seconds_for(spec, share, time.perf_counter() - started + error.more_s)
                 reason = f"{error}; --max-seconds {least} at the least"
             except AmpganError as error:
                 reason = str(error)
@@ -76,7 +96,7 @@ def trace_op_tables(
             failed.append({"precision": name, "reason": reason})
     spent = time.perf_counter() - started
     log(
-        f"op tables: {', '.join(tables) or 'none'} traced in {spent:.1f} s (their share: at most {TRACE_SHARE:.0%} of "
+        f"op tables: {', '.join(tables) or 'none'} traced in {spent:.1f} s (their share: at most {share:.0%} of "
         f"the bench's --max-seconds x batch sizes = {budget:.0f} s; skip them with --no-trace)"
     )
     if failed:
@@ -89,7 +109,7 @@ def trace_op_tables(
     }
 
 
-def _what_fits(spec: BenchSpec, spent: float, foreseen: float | None, asked: bool) -> str:
+def _what_fits(spec: BenchSpec, share: float, spent: float, foreseen: float | None, asked: bool) -> str:
     """What would trace a precision left out for time: the --max-seconds whose trace share holds its trace
     (SMALL_CYCLES_PER_TRACE cycles as foreseen) after the `spent` seconds the traces before it took; one that
     --precisions does not name also needs half the share left when it starts. A user's GAN at its real size
@@ -99,12 +119,12 @@ def _what_fits(spec: BenchSpec, spent: float, foreseen: float | None, asked: boo
     needed = spent + SMALL_CYCLES_PER_TRACE * foreseen
     if not asked:
         needed = max(needed, 2 * spent)
-    return f"--max-seconds {_max_seconds_for(spec, needed)} would fit its trace (as foreseen from its warm-up)"
+    return f"--max-seconds {_max_seconds_for(spec, share, needed)} would fit its trace (as foreseen from its warm-up)"
 
 
-def _max_seconds_for(spec: BenchSpec, trace_s: float) -> int:
-    """The --max-seconds whose trace share (TRACE_SHARE of it per batch size) holds `trace_s` seconds of tracing."""
-    return math.ceil(trace_s / (TRACE_SHARE * len(spec.batch_sizes)))
+def _max_seconds_for(spec: BenchSpec, share: float, trace_s: float) -> int:
+    """The --max-seconds whose trace share (`share` of it per batch size) holds `trace_s` seconds of tracing."""
+    return math.ceil(trace_s / (share * len(spec.batch_sizes)))
 
 
 def _left_out(asked: bool, deadline: float, budget: float, foreseen: float | None, stop_check, fits: str) -> str | None:
@@ -126,18 +146,84 @@ def _left_out(asked: bool, deadline: float, budget: float, foreseen: float | Non
 
 
 def _traced(spec: BenchSpec, name: str, dataset, device, deadline: float, foreseen: float | None) -> dict:
-    return trace_op_table(
-        lambda batch_size: StepTimer(
-            spec.train_config(name, batch_size).with_fields({"compute.compile": False}),
-            dataset,
-            device,
-            data_parallel=False,
-            across_ranks=False,
-        ),
-        name,
-        deadline=deadline,
-        first_cycle_s=foreseen or 0.0,
-    ).to_dict()
+    """One precision's op table; on the meta device (`ampgan bench --trace-only`), the CPU's step traced by
+    on_meta without running it."""
+    with on_meta() if device.type == "meta" else nullcontext():
+        table = trace_op_table(
+            lambda batch_size: StepTimer(
+                spec.train_config(name, batch_size).with_fields({"compute.compile": False}),
+                dataset,
+                torch.device("cpu") if device.type == "meta" else device,
+                data_parallel=False,
+                across_ranks=False,
+            ),
+            name,
+            deadline=deadline,
+            first_cycle_s=foreseen or 0.0,
+        ).to_dict()
+    return table | {"device": device.type}
+
+
+@contextmanager
+def on_meta() -> Iterator[None]:
+    """The step inside runs on meta tensors that carry the CPU device (FakeTensorMode): the very code, CPU
+    autocast's casts and every operation's shapes and dtypes of the CPU trace, no values and no arithmetic.
+    GradScaler's check for inf/NaN reads a value (.item()): each update steps, as a traced cycle that is kept
+    does. What needs a value or has no meta kernel is one line naming the operation and the fix."""
+    with (
+        FakeTensorMode(allow_non_fake_inputs=True),
+        _BatchNormStatistics(),
+        patch.object(torch.amp.GradScaler, "_maybe_opt_step", lambda _, optimizer, _state: optimizer.step()),
+        patch.object(torch.Tensor, "__deepcopy__", _deepcopy),
+        # A run's memory checks (its step, its sample grid): a meta trace allocates neither.
+        patch.multiple(prepared, refuse_what_cannot_fit=_fits, refuse_unless_it_fits=_fits),
+    ):
+        try:
+            yield
+        except Exception as error:  # noqa: BLE001 - translated when the meta device is the cause, else as it was
+            cause = error
+            while cause is not None and not isinstance(cause, tuple(_META_LIMITS)):
+                cause = cause.__cause__ or cause.__context__
+            if cause is None:
+                raise
+            op = str(getattr(cause, "func", cause)).removesuffix(".default")
+            why = next(what for kind, what in _META_LIMITS.items() if isinstance(cause, kind))
+            where = f" (in {str(error).split(' failed: ')[0]})" if isinstance(error, AmpganError) else ""
+            raise AmpganError(
+                f"the step cannot be traced on the meta device: {op} {why}{where}; "
+                "bench it with the real trace instead (ampgan bench without --trace-only)"
+            ) from None
+
+
+_tensor_deepcopy = torch.Tensor.__deepcopy__
+
+
+def _fits(*_) -> None:
+    return None
+
+
+def _deepcopy(tensor: torch.Tensor, memo: dict) -> torch.Tensor:
+    """A fake tensor's copy (an EMA's copy of G's batch-norm buffers) is its clone: copying its storage fails
+    (torch 2.13: "set the storage of a tensor on device meta to a storage on ... cpu")."""
+    if not is_fake(tensor):
+        return _tensor_deepcopy(tensor, memo)
+    return memo.setdefault(id(tensor), tensor.detach().clone().requires_grad_(tensor.requires_grad))
+
+
+class _BatchNormStatistics(TorchDispatchMode):
+    """Batch norm's saved mean and inverse deviation in fp32, as the CPU keeps them for a 16-bit input with fp32
+    weights or running statistics, where the meta kernel gives them the input's dtype (torch 2.13): the bytes of
+    the operation and of its backward are then the CPU trace's."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        # (input, weight, bias, running_mean, running_var, ...): fp32 beside a 16-bit input; an instance norm
+        # without either keeps them in the input's dtype on the CPU too
+        if func is torch.ops.aten.native_batch_norm.default and any(
+            isinstance(t, torch.Tensor) and t.dtype == torch.float32 for t in args[1:5]
+        ):
+            return (out[0], *(t.float() for t in out[1:]))
+        return out
 
 
 def step_memory(spec: BenchSpec, dataset) -> dict | None:

@@ -32,6 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import torch
+from torch._subclasses.fake_tensor import is_fake, unset_fake_temporarily
 from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
@@ -632,13 +633,15 @@ def trace_cycle(timer, batch: tuple[torch.Tensor, torch.Tensor]) -> list[OpRecor
     with timer.state.eager() as state:
         # The step's noise generator seeded from torch's (seeded per cycle by _settled_trace): a branch drawn
         # with ctx.rng (style mixing as docs/your-gan.md asks) is taken alike in each cycle of one seed.
-        state.rng.manual_seed(int(torch.randint(2**62, ())))
+        with unset_fake_temporarily():  # (a meta trace's tensors hold no values: this one is drawn for real)
+            state.rng.manual_seed(int(torch.randint(2**62, ())))
         for before, count in timer.step_kinds:
             state.step = before
             metrics = {}
             ran = record_ops(lambda: metrics.update(train_step(state, lambda: batch)))  # runs here, once
             records += [replace(record, weight=count / timer.cycle_steps) for record in ran]
-            skipped |= any(bool(v) for name, v in metrics.items() if name.startswith("skipped"))
+            # A meta trace's flags hold no value: its scaler never skips (bench/op_tables.py on_meta).
+            skipped |= any(not is_fake(v) and bool(v) for name, v in metrics.items() if name.startswith("skipped"))
     return None if skipped else records
 
 

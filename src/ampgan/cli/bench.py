@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 import click
+import torch
 
 from ampgan import STARTED_AT
 from ampgan.bench.output import incomplete_text, load_results, render, table, time_spent_text
@@ -23,7 +24,7 @@ from ampgan.cli.options import (
     spec_options,
 )
 from ampgan.config import build_config
-from ampgan.errors import say, say_json
+from ampgan.errors import AmpganError, say, say_json
 from ampgan.precisions import NAMES as PRECISION_NAMES
 from ampgan.projection.from_results import results_path
 from ampgan.sections import with_settings
@@ -49,6 +50,13 @@ from ampgan.training.start import claimed_on_main_rank, reopened_on_main_rank
     "no_trace",
     is_flag=True,
     help="Do not trace the step's operations for 'ampgan project' (otherwise at most half the budget).",
+)
+@click.option(
+    "--trace-only",
+    "trace_only",
+    is_flag=True,
+    help="Trace one step per precision on the meta device at the asked image size, neither run nor timed (seconds, "
+    "where the CPU step can take hours): OUT/op_tables.json for 'ampgan project OUT' (docs/projection.md).",
 )
 @out_options("bench")
 @click.option(
@@ -86,6 +94,11 @@ def command(ctx: click.Context, **options) -> None:
         own_values(BenchSpec(), "bench.", options),
         "bench",
     )
+    if options["trace_only"]:
+        if options["sweeps"] or options["no_trace"]:
+            raise AmpganError("--trace-only traces one step and runs nothing: give it without --sweep and --no-trace")
+        _trace_only(spec, options["out"] or default_out("bench"), options["overwrite"], options["as_json"])
+        return
     device = join_process_group(base.compute.device) or resolve_device(base.compute.device)
     refuse_unless_ranks_agree(dataclasses.asdict(spec))
     check_bench(spec, device)
@@ -103,6 +116,67 @@ def command(ctx: click.Context, **options) -> None:
         say(*table(results).splitlines(), f"results: {out / 'results.json'}")
     say(time_spent_text(results, time.perf_counter() - STARTED_AT), err=True)
     _raise_if_stopped(results, f"what finished is in {out / 'results.json'}, marked incomplete")
+
+
+def _trace_only(spec: BenchSpec, out: Path, overwrite: bool, as_json: bool) -> None:
+    """The step's op tables traced on the meta device (bench/op_tables.py on_meta) into OUT/op_tables.json, the
+    traced-step document `ampgan project` reads; no configuration is run or timed. The data only gives shapes: a
+    synthetic dataset is made with the trace's batch of images."""
+    from ampgan.bench.op_tables import trace_op_tables
+    from ampgan.bench.ops import TRACE_BATCH_SIZES
+    from ampgan.data import load_dataset
+    from ampgan.data.synthetic import make_synthetic
+    from ampgan.files.atomic import write_json_atomically
+    from ampgan.projection.tables import TRACED_FORMAT, TRACED_ON_META
+    from ampgan.runs.claim import claimed_folder
+    from ampgan.system.environment import environment_stamp
+
+    data = spec.base.data
+    if data.dataset == "synthetic":
+        dataset = make_synthetic(
+            count=max(TRACE_BATCH_SIZES), channels=data.channels or 3, image_size=data.image_size or 32, seed=spec.seed
+        )
+    else:
+        dataset = load_dataset(data, seed=spec.seed)
+    started = time.perf_counter()
+    traced = trace_op_tables(spec, dataset, torch.device("meta"))
+    seconds = time.perf_counter() - started
+    if not traced["op_tables"]:  # every precision for the same reason (the meta device's limit): said once
+        reasons = {f["reason"] for f in traced["op_tables_failed"]}
+        raise AmpganError(
+            "; ".join(
+                reasons
+                if len(reasons) == 1
+                else (f"{f['precision']}: {f['reason']}" for f in traced["op_tables_failed"])
+            )
+        )
+    environment = environment_stamp(torch.device("cpu"))
+    environment["hardware_summary"] = f"{TRACED_ON_META} on {environment['hardware_summary']}"
+    document = {
+        "format": TRACED_FORMAT,
+        "spec": spec.to_dict() | {"traced_only": True},
+        "environment": environment,
+        "configs": [],
+        **traced,
+    }
+    with claimed_folder(out, overwrite, "bench", data=data.folders_read):
+        write_json_atomically(out / "op_tables.json", document)
+    if as_json:
+        say_json(
+            {
+                "op_tables": str(out / "op_tables.json"),
+                "traced": list(traced["op_tables"]),
+                "failed": traced["op_tables_failed"],
+                "seconds": round(seconds, 1),
+                "what": TRACED_ON_META,
+            }
+        )
+        return
+    say(
+        f"op tables of {', '.join(traced['op_tables'])} in {seconds:.1f} s, on {TRACED_ON_META}",
+        *(f"  not traced: {f['precision']}: {f['reason']}" for f in traced["op_tables_failed"]),
+        f"traced step: {out / 'op_tables.json'}; project it: ampgan project {out} --batch-sizes ... (PROJECTED)",
+    )
 
 
 def _sweep(spec, options: dict, out: Path, device) -> None:

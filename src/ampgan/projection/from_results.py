@@ -36,7 +36,12 @@ def results_path(given: Path) -> Path:
     """The results a path names: a results.json or op_tables.json, or a bench or compare folder holding one."""
     path = Path(given)
     if path.is_dir():
-        candidates = (path / "results.json", path / "bench" / "results.json", path / "projection" / "op_tables.json")
+        candidates = (
+            path / "results.json",
+            path / "bench" / "results.json",
+            path / "op_tables.json",  # ampgan bench --trace-only's
+            path / "projection" / "op_tables.json",
+        )
         path = next((p for p in candidates if p.is_file()), path / "results.json")
     return path
 

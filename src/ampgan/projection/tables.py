@@ -17,6 +17,8 @@ from ampgan.files.jsonfile import read_json
 from ampgan.files.schema import check_format
 
 TRACED_FORMAT = "ampgan-traced-step/1"
+# What a traced step's figures rest on when `ampgan bench --trace-only` traced it: said beside each of them.
+TRACED_ON_META = "the meta device (the step traced, neither run nor timed)"
 _TRACED = {"format": str, "spec": {"model": str, "batch_sizes": [int]}, "environment": dict, "op_tables": dict}
 
 

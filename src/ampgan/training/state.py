@@ -234,9 +234,11 @@ def build_train_state(
     random.seed(weights_seed(config.seed))
     gan = model.build(data)
     for network in (gan.generator, gan.discriminator):
+        if any(t.device != device for t in (*network.parameters(), *network.buffers())):
+            network.to(device)  # (a meta trace's weights cannot be moved, and are where they need to be)
         # train() called, not assumed from construction: a network that overrides it (Projected GAN's D keeps its
         # frozen, pretrained backbone in eval mode) is asked as a training loop asks it (stylegan2-ada: .train())
-        network.to(device).train()
+        network.train()
         if config.compute.channels_last:  # NHWC: oneDNN/cuDNN pick their fastest convolutions without reorders
             # 4-D tensors only: Module.to(memory_format=channels_last) refuses a 5-D one (a Conv3d weight,
             # StyleGAN2's (1, out, in, k, k) modulated weight), which has no NHWC form.
