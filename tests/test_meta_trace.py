@@ -63,9 +63,11 @@ USER_GAN = textwrap.dedent("""
     from torch import nn
     import ampgan
 
-    def patch_gan(data, *, item_in_loss=False):
+    def patch_gan(data, *, item_in_loss=False, trunc_init=False):
         generator = nn.Sequential(nn.Linear(16, data.channels * data.image_size ** 2), nn.Tanh(),
                                   nn.Unflatten(1, (data.channels, data.image_size, data.image_size)))
+        if trunc_init:  # rejection sampling: reads the drawn values (the study's AC-GAN initializes so)
+            nn.init.trunc_normal_(generator[0].weight, std=0.02, a=-0.04, b=0.04)
         discriminator = nn.Sequential(nn.Conv2d(data.channels, 8, 4, 2, 1), nn.BatchNorm2d(8), nn.LeakyReLU(0.2),
                                       nn.Conv2d(8, 1, 4, 2, 1))
 
@@ -129,3 +131,15 @@ def test_a_loss_that_reads_a_value_is_refused_in_one_line_naming_the_op_and_the_
     assert "D update" in line or "d_loss" in line
     assert line.endswith("bench it with the real trace instead (ampgan bench without --trace-only)")
     assert "Traceback" not in err and not out.exists()  # nothing written that could not be projected
+
+
+def test_weights_initialized_by_reading_values_are_made_before_the_meta_trace(user_gan, tmp_path, capsys):
+    """trunc_normal_ draws until its values lie in [a, b]: building the GAN inside the fake mode stopped the trace of
+    the study's own AC-GAN as 'reads a tensor's value'. The weights are made with values, then made fake."""
+    out = tmp_path / "traced"
+    code, _, err = run_cli(
+        capsys, "bench", "--trace-only", "--model", user_gan, "--set", "model.trunc_init=true",
+        "--image-size", "32", "--precisions", "fp32", "--out", str(out),
+    )  # fmt: skip
+    assert code == 0, err
+    assert json.loads((out / "op_tables.json").read_text())["op_tables"]["fp32"]["device"] == "meta"

@@ -18,6 +18,7 @@ from torch._subclasses.fake_tensor import (
     FakeTensorMode,
     UnsupportedOperatorException,
     is_fake,
+    unset_fake_temporarily,
 )
 from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -26,6 +27,7 @@ from ampgan.bench.ops import SMALL_CYCLES_PER_TRACE, TRACE_BATCH_SIZES, OverBudg
 from ampgan.bench.results import ConfigResult
 from ampgan.bench.spec import BenchSpec
 from ampgan.errors import AmpganError
+from ampgan.gan.registry import ModelRecipe
 from ampgan.precisions import FP32, PRECISIONS
 from ampgan.speed.step_timer import StepTimer
 from ampgan.training import prepared
@@ -170,8 +172,10 @@ def on_meta() -> Iterator[None]:
     autocast's casts and every operation's shapes and dtypes of the CPU trace, no values and no arithmetic.
     GradScaler's check for inf/NaN reads a value (.item()): each update steps, as a traced cycle that is kept
     does. What needs a value or has no meta kernel is one line naming the operation and the fix."""
+    mode = FakeTensorMode(allow_non_fake_inputs=True)
     with (
-        FakeTensorMode(allow_non_fake_inputs=True),
+        mode,
+        patch.object(ModelRecipe, "build", _weights_made_then_faked(mode)),
         _BatchNormStatistics(),
         patch.object(torch.amp.GradScaler, "_maybe_opt_step", lambda _, optimizer, _state: optimizer.step()),
         patch.object(torch.Tensor, "__deepcopy__", _deepcopy),
@@ -196,6 +200,21 @@ def on_meta() -> Iterator[None]:
 
 
 _tensor_deepcopy = torch.Tensor.__deepcopy__
+_build = ModelRecipe.build
+
+
+def _weights_made_then_faked(mode: FakeTensorMode):
+    """The GAN built with real weights, then its networks' tensors made fake: an initialization may read values
+    (trunc_normal_'s rejection sampling, a built-in study model's), which the step it traces never needs."""
+
+    def build(recipe: ModelRecipe, data):
+        with unset_fake_temporarily():
+            gan = _build(recipe, data)
+        for network in (gan.generator, gan.discriminator):
+            network._apply(mode.from_tensor)
+        return gan
+
+    return build
 
 
 def _fits(*_) -> None:
