@@ -111,7 +111,7 @@ class MappingNetwork(nn.Module):
 
 
 class SynthesisBlock(nn.Module):
-    def __init__(self, cin, cout, resolution, w_dim, clamp):
+    def __init__(self, cin, cout, resolution, w_dim, clamp, image_channels=3):
         super().__init__()
         self.resolution = resolution
         if resolution == 4:
@@ -120,7 +120,7 @@ class SynthesisBlock(nn.Module):
         else:
             self.conv0 = ModulatedConv(cin, cout, w_dim, up=True, clamp=clamp)
         self.conv1 = ModulatedConv(cout, cout, w_dim, clamp=clamp)
-        self.torgb = ModulatedConv(cout, 3, w_dim, kernel=1, demodulate=False, activate=False, clamp=clamp)
+        self.torgb = ModulatedConv(cout, image_channels, w_dim, kernel=1, demodulate=False, activate=False, clamp=clamp)
 
     def forward(self, x, img, w):
         if self.conv0 is None:
@@ -135,12 +135,12 @@ class SynthesisBlock(nn.Module):
 
 
 class Generator(nn.Module):
-    def __init__(self, resolution, z_dim, w_dim, map_layers, base, cmax, clamp):
+    def __init__(self, resolution, z_dim, w_dim, map_layers, base, cmax, clamp, image_channels=3):
         super().__init__()
         self.mapping = MappingNetwork(z_dim, w_dim, map_layers)
         resolutions = [2**i for i in range(2, int(math.log2(resolution)) + 1)]
         self.blocks = nn.ModuleList(
-            SynthesisBlock(channels_at(r // 2, base, cmax), channels_at(r, base, cmax), r, w_dim, clamp)
+            SynthesisBlock(channels_at(r // 2, base, cmax), channels_at(r, base, cmax), r, w_dim, clamp, image_channels)
             for r in resolutions
         )
 
@@ -157,10 +157,10 @@ class Generator(nn.Module):
 class DiscriminatorBlock(nn.Module):
     """Residual: fromRGB (first block only), 3x3 conv, blur + 3x3 conv stride 2, 1x1 skip with blur stride 2."""
 
-    def __init__(self, cin, cout, resolution, first, clamp):
+    def __init__(self, cin, cout, resolution, first, clamp, image_channels=3):
         super().__init__()
         self.resolution, self.clamp = resolution, clamp
-        self.fromrgb = nn.Conv2d(3, cin, 1) if first else None
+        self.fromrgb = nn.Conv2d(image_channels, cin, 1) if first else None
         self.conv0 = nn.Conv2d(cin, cin, 3, padding=1)
         self.blur = Blur(cin, (2, 2, 2, 2))
         self.conv1 = nn.Conv2d(cin, cout, 3, stride=2)
@@ -199,11 +199,13 @@ class Epilogue(nn.Module):
 
 
 class Discriminator(nn.Module):
-    def __init__(self, resolution, base, cmax, clamp):
+    def __init__(self, resolution, base, cmax, clamp, image_channels=3):
         super().__init__()
         resolutions = [2**i for i in range(int(math.log2(resolution)), 2, -1)]
         self.blocks = nn.ModuleList(
-            DiscriminatorBlock(channels_at(r, base, cmax), channels_at(r // 2, base, cmax), r, r == resolution, clamp)
+            DiscriminatorBlock(
+                channels_at(r, base, cmax), channels_at(r // 2, base, cmax), r, r == resolution, clamp, image_channels
+            )
             for r in resolutions
         )
         self.epilogue = Epilogue(channels_at(4, base, cmax))
@@ -229,8 +231,8 @@ def stylegan2(
     """Config F (`--cfg=stylegan2` of stylegan2-ada-pytorch) by default; `channel_base=16384, map_layers=2` is
     `--cfg=paper256`'s network."""
     clamp = conv_clamp or None
-    G = Generator(data.image_size, 512, 512, map_layers, channel_base, channel_max, clamp)
-    D = Discriminator(data.image_size, channel_base, channel_max, clamp)
+    G = Generator(data.image_size, 512, 512, map_layers, channel_base, channel_max, clamp, data.channels)
+    D = Discriminator(data.image_size, channel_base, channel_max, clamp, data.channels)
     # StyleGAN2-ADA: fp16 at the num_fp16_res highest resolutions, fp16_resolution = max(2 ** (log2(res) + 1 -
     # num_fp16_res), 8); everything below it (and the mapping network, D's epilogue) computes in fp32.
     # num_fp16_res above the number of blocks: every layer under autocast (ampgan's plain AMP, no floor at 8x8).
@@ -254,10 +256,9 @@ def stylegan2(
         grad = ctx.input_gradients(ctx.D(real), real)
         return (r1_gamma / 2) * grad.flatten(1).square().sum(1).mean()
 
-    pl_mean = torch.zeros(())
+    G.register_buffer("pl_mean", torch.zeros(()))  # in G's state, so a checkpoint keeps it
 
     def path_length(ctx):  # half the batch (pl_batch_shrink 2), pl_decay 0.01
-        nonlocal pl_mean
         gen = ctx.G.module if hasattr(ctx.G, "module") else ctx.G
         z = ctx.z[: max(ctx.z.shape[0] // 2, 1)]
         w = gen.mapping(z)
@@ -265,8 +266,8 @@ def stylegan2(
         y = torch.randn(img.shape, device=img.device, generator=ctx.rng) / math.sqrt(img.shape[2] * img.shape[3])
         grad = ctx.input_gradients(img * y, w)
         lengths = grad.square().sum(1).sqrt()
-        pl_mean = pl_mean.to(lengths.device) + 0.01 * (lengths.mean().detach() - pl_mean.to(lengths.device))
-        return pl_weight * (lengths - pl_mean).square().mean()
+        gen.pl_mean.lerp_(lengths.mean().detach().to(gen.pl_mean.dtype), 0.01)
+        return pl_weight * (lengths - gen.pl_mean).square().mean()
 
     updates = [ampgan.Update("r1", r1, networks=("discriminator",), every=16, scale_by_interval=True)]
     if pl_weight:
