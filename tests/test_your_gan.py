@@ -984,3 +984,43 @@ def test_an_image_to_image_gs_flags_say_its_translations_lose_a_class_not_that_i
     code, _, err = run_cli(capsys, "evaluate", str(tmp_path / "run"), "--samples", "40")
     flags = json.loads((tmp_path / "run" / "quality.json").read_text())["final"]["flags"]
     assert code == 0 and flags and all("translation" in flag for flag in flags), (err, flags)
+
+
+@pytest.mark.real_op_trace  # the step traced for real, on the meta device
+def test_stylegan2_computes_in_16_bits_only_at_its_highest_resolutions_on_the_meta_trace():
+    """benchmarks/validation/user_gans/stylegan2.py (issue 43's check against StyleGAN2-ADA's published mixed-precision
+    speedup) at 16x16: its fp32_modules are the mapping network, D's epilogue and the blocks below the fp16 resolution
+    (num_fp16_res=1: every block but the 16x16 ones), and the fp16 step traced on the meta device computes both
+    fp16 and fp32 matrix work. Only the meta trace: a CPU trace of it runs a whole 16-step lazy-R1 cycle."""
+    from ampgan.bench.op_tables import trace_op_tables
+    from ampgan.bench.spec import BenchSpec
+    from ampgan.data.synthetic import make_synthetic
+    from ampgan.gan.registry import resolve_model
+    from ampgan.trust import consent_to_import
+
+    name = str(USER_GANS / "stylegan2.py:stylegan2")
+    consent_to_import(name)  # as the command line does: the caller named it
+    sets = ["model.channel_base=64", "model.channel_max=16", "model.map_layers=2"]
+    for num_fp16_res, fp32_resolutions in ((1, {4, 8}), (2, {4}), (3, {4})):  # never below 8x8, as NVlabs
+        config = config_from_options(model=name, dataset="synthetic", image_size=16,
+                                     sets=[*sets, f"model.num_fp16_res={num_fp16_res}"])  # fmt: skip
+        recipe = resolve_model(config.model.name, config.model.options)
+        gan = recipe.build(ampgan.DataSpec(image_size=16, channels=3, num_classes=1))
+        islands = {id(m) for m in gan.fp32_modules}
+        assert id(gan.generator.mapping) in islands and id(gan.discriminator.epilogue) in islands
+        for blocks in (gan.generator.blocks, gan.discriminator.blocks):
+            present = {b.resolution for b in blocks}  # D's last block is at 8x8 (its epilogue at 4x4)
+            assert {b.resolution for b in blocks if id(b) in islands} == fp32_resolutions & present
+    plain = config_from_options(model=name, dataset="synthetic", image_size=16, sets=[*sets, "model.num_fp16_res=99"])
+    assert resolve_model(plain.model.name, plain.model.options).build(ampgan.DataSpec(16, 3, 1)).fp32_modules == []
+
+    config = config_from_options(model=name, dataset="synthetic", image_size=16, sets=[*sets, "model.num_fp16_res=1"])
+    stop = iter([False])
+    traced = trace_op_tables(BenchSpec(base=config, precisions=("fp16",)), make_synthetic(count=16, image_size=16),
+                             torch.device("meta"), lambda line: None, lambda: next(stop, True))  # fmt: skip
+    assert "fp16" in traced["op_tables"], traced["op_tables_failed"]
+    table = traced["op_tables"]["fp16"]
+    rows = [dict(zip(table["columns"], row)) for row in table["rows"]]
+    flops = {dtype: sum(r["flops"][1] * r["weight"] for r in rows if r["unit"] == "matrix" and r["dtype"] == dtype)
+             for dtype in ("float16", "float32")}  # fmt: skip
+    assert flops["float16"] > 0 and flops["float32"] > 0, flops
