@@ -129,7 +129,7 @@ def _real_step_under(name: str, prepared, stream) -> list[Finding]:
     policy = build_policy(name, CPU)
     state = build_train_state(prepared.config, prepared.model, prepared.data, policy)
     state.step = state.gan.cycle_steps - 1
-    kept, unsaved = _kept_by_losses(state.gan), _not_saved(state.gan)
+    kept, unsaved = _kept_by_losses(state.gan), _not_saved(state.gan) if name == FP32 else {}
     try:
         metrics = train_step(state, stream.next_batch)
     except AmpganError as error:
@@ -423,11 +423,13 @@ def _state_outside(kept: dict, gan) -> list[Finding]:
 def _not_saved(gan) -> dict[str, torch.Tensor]:
     """G's and D's non-persistent buffers (register_buffer(..., persistent=False)), by name, as they are now: the
     networks' state that no state_dict, so no checkpoint, holds."""
+    networks = {"G": gan.generator, "D": gan.discriminator}
+    saved = {prefix: network.state_dict().keys() for prefix, network in networks.items()}
     return {
         f"{prefix}.{name}": buffer.detach().clone()
-        for prefix, network in (("G", gan.generator), ("D", gan.discriminator))
+        for prefix, network in networks.items()
         for name, buffer in network.named_buffers()
-        if name not in network.state_dict()
+        if name not in saved[prefix]
     }
 
 
