@@ -68,11 +68,11 @@ def command(ctx: click.Context, **options) -> None:
         config = saved.with_fields({"budget.batch_size": _SPEC.budget.batch_size} | changes)
         # its files where they are now (--dataset folder:PATH, --data-dir DIR, --model PATH.py:F): gone, other data
         # or an edited model file is one line
-        recorded, here = read_run_config(options["run_dir"]), saved.with_fields(moved)
-        check_model_file(recorded, options["run_dir"], here)
-        run_data(recorded, options["run_dir"], here)
+        recorded = read_run_config(options["run_dir"])
+        check_model_file(recorded, options["run_dir"], config)
+        dataset = run_data(recorded, options["run_dir"], config)  # checked, and loaded once for the preflight
     else:
-        config = config_from_cli(ctx, options, _SPEC)
+        config, dataset = config_from_cli(ctx, options, _SPEC), None
     device = resolve_device(config.compute.device)
     fp16_steps = options["fp16_steps"] if options["fp16_steps"] is not None else (50 if device.type == "cuda" else 8)
     out = options["out"] or default_out("doctor")
@@ -80,7 +80,7 @@ def command(ctx: click.Context, **options) -> None:
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", AmpganWarning)
-        findings = check_before_training(config, log=say)  # what cannot work stops here, exit 2
+        findings = check_before_training(config, dataset, log=say)  # what cannot work stops here, exit 2
     with claimed_folder(out, options["overwrite"], "doctor", data=config.data.folders_read), warnings.catch_warnings():
         warnings.simplefilter("ignore", AmpganWarning)  # fp16-on-CPU speed is part of the report itself
         report = diagnose_gan(config, options["record_steps"], fp16_steps, options["run_dir"])
