@@ -127,7 +127,7 @@ def _trace_only(spec: BenchSpec, out: Path, overwrite: bool, as_json: bool) -> N
     from ampgan.data import load_dataset
     from ampgan.data.synthetic import make_synthetic
     from ampgan.files.atomic import write_json_atomically
-    from ampgan.projection.tables import TRACED_FORMAT, TRACED_ON_META
+    from ampgan.projection.tables import TRACED_ON_META, traced_step
     from ampgan.runs.claim import claimed_folder
     from ampgan.system.environment import environment_stamp
 
@@ -152,13 +152,7 @@ def _trace_only(spec: BenchSpec, out: Path, overwrite: bool, as_json: bool) -> N
         )
     environment = environment_stamp(torch.device("cpu"))
     environment["hardware_summary"] = f"{TRACED_ON_META} on {environment['hardware_summary']}"
-    document = {
-        "format": TRACED_FORMAT,
-        "spec": spec.to_dict() | {"traced_only": True},
-        "environment": environment,
-        "configs": [],
-        **traced,
-    }
+    document = traced_step(spec.to_dict() | {"traced_only": True}, environment, traced)
     with claimed_folder(out, overwrite, "bench", data=data.folders_read):
         write_json_atomically(out / "op_tables.json", document)
     if as_json:

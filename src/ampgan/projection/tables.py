@@ -22,6 +22,12 @@ TRACED_ON_META = "the meta device (the step traced, neither run nor timed)"
 _TRACED = {"format": str, "spec": {"model": str, "batch_sizes": [int]}, "environment": dict, "op_tables": dict}
 
 
+def traced_step(spec: dict, environment: dict, traced: dict) -> dict:
+    """The document of a step traced without a bench's timings (a study that ran none, `bench --trace-only`): what
+    load_traced_step and `ampgan project` read."""
+    return {"format": TRACED_FORMAT, "spec": spec, "environment": environment, "configs": [], **traced}
+
+
 def load_traced_step(path: Path) -> dict:
     """A study's projection/op_tables.json (the step traced when no bench ran), checked."""
     document = read_json(

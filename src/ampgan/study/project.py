@@ -14,7 +14,7 @@ from ampgan.files.atomic import write_json_atomically
 from ampgan.projection.assumptions import launch_assumption, measure_dispatch_seconds
 from ampgan.projection.document import DEFAULT_DEVICES, build_projection, summary_line
 from ampgan.projection.output import write_projection
-from ampgan.projection.tables import TRACED_FORMAT
+from ampgan.projection.tables import traced_step
 from ampgan.study.progress import or_note
 from ampgan.study.spec import CompareSpec
 from ampgan.system.environment import environment_stamp
@@ -38,18 +38,16 @@ def _project_elsewhere(spec: CompareSpec, dataset, bench_results: dict | None, o
     environment = environment_stamp(device)
     if bench_results is None:
         traced = trace_op_tables(BenchSpec(base=spec.base), dataset, device)
-        bench_results = {
-            "format": TRACED_FORMAT,
-            "spec": {
+        bench_results = traced_step(
+            {
                 "model": spec.base.model.name,
                 "model_options": dict(spec.base.model.options),
                 "dataset": spec.base.data.dataset,
                 "batch_sizes": [spec.batch_size],
             },
-            "environment": environment,
-            "configs": [],
-            **traced,
-        }
+            environment,
+            traced,
+        )
         if traced.get("op_tables"):  # what `ampgan project` reads for other GPUs and batch sizes
             write_json_atomically(out_dir / "projection" / "op_tables.json", bench_results)
     stored = bench_results.get("op_tables") or {}
