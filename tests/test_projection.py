@@ -15,8 +15,8 @@ from torch import nn
 
 from ampgan.bench.ops import OpRecord, OpRow, OpTable, affine_rows, flops_of, kind_of, record_ops
 from ampgan.errors import AmpganError
-from ampgan.precisions import FP32
-from ampgan.projection.composition import composed_speedup, composed_step, load_composition
+from ampgan.precisions import FP32, TF32
+from ampgan.projection.composition import composed_speedup, composed_step, load_composition, step_parts
 from ampgan.projection.kernel_model import (
     MISALIGNED_GEMM_CUBLAS11,
     PATH_PARAMETERS,
@@ -680,13 +680,23 @@ def test_every_committed_projection_reads_with_the_records_and_a_damaged_one_is_
             check_projection(damaged, "projection.json", "fix")
 
 
-def _to_rgb_step(out_channels: int, batch: int) -> list[OpRecord]:
+def _in(precision: str, step) -> list[OpRecord]:
+    """`step`'s operations traced as the bench traces a mode's: under autocast for a 16-bit one."""
+    with torch.autocast("cpu", dtype=torch.float16, enabled=precision == "fp16"):
+        return record_ops(step)
+
+
+def _to_rgb_step(out_channels: int, batch: int, precision: str = "fp16") -> list[OpRecord]:
     """A generator's last layer and the gradient back through it: a transposed convolution to `out_channels`
     is the data gradient of an ordinary convolution from that many channels."""
     layer = nn.ConvTranspose2d(64, out_channels, 4, stride=2, padding=1)
     torch.manual_seed(0)
     z = torch.randn(batch, 64, 8, 8, requires_grad=True)
-    return record_ops(lambda: layer(z).sum().backward())
+    return _in(precision, lambda: layer(z).sum().backward())
+
+
+def _to_rgb_rows(out_channels: int, precision: str) -> list[OpRow]:
+    return affine_rows(_to_rgb_step(out_channels, 8, precision), _to_rgb_step(out_channels, 16, precision), 8, 16)
 
 
 @pytest.mark.parametrize("out_channels", [1, 3, 4])
@@ -695,10 +705,9 @@ def test_a_16_bit_data_gradient_into_few_channels_no_calibration_measured_widens
 ):
     """DeepBench has no 1-4 channel data gradient, so the fit left its term at 0; the calibration names it
     with its measured siblings' value, and the projection's band spans the speedup at both."""
-    rows = affine_rows(_to_rgb_step(out_channels, 8), _to_rgb_step(out_channels, 16), 8, 16)
     v100 = gpu_spec("V100")
     assert load_calibration("volta").document["unmeasured"]["fp16"]["tiny_c_bwd_data"] < -1  # slow when 16-bit
-    fp32, fp16 = (composed_step(rows, 2048, v100, p) for p in ("fp32", "fp16"))
+    fp32, fp16 = (composed_step(_to_rgb_rows(out_channels, p), 2048, v100, p) for p in ("fp32", "fp16"))
     assert fp16.unmeasured_s > 2 * fp16.seconds  # the siblings' value makes the 16-bit kernel far slower
     mid, low, high = composed_speedup(fp32, fp16)
     band = load_composition().bands["volta"]["speedup"]
@@ -706,6 +715,53 @@ def test_a_16_bit_data_gradient_into_few_channels_no_calibration_measured_widens
     assert low == pytest.approx(other * math.exp(band[0])) and high == pytest.approx(mid * math.exp(band[1]))
     assert low < other < mid < high and fp16.high >= fp16.unmeasured_s
     assert "no calibration measured (a 1-4 channel data gradient) at their other value" in fp16.note  # why it is wide
+
+
+class _KeptFp32(nn.Module):
+    """Two equal convolutions, the second kept in fp32 under autocast, as StyleGAN2-ADA keeps its low-resolution
+    blocks (its fp32 layers)."""
+
+    def __init__(self, keep: bool):
+        super().__init__()
+        self.keep = keep
+        self.mixed, self.kept = nn.Conv2d(64, 64, 3, padding=1), nn.Conv2d(64, 64, 3, padding=1)
+
+    def forward(self, x):
+        y = self.mixed(x)
+        if not self.keep:
+            return self.kept(y)
+        with torch.autocast("cpu", enabled=False):
+            return self.kept(y.float())
+
+
+def _kept_fp32_rows(precision: str, keep: bool = True) -> list[OpRow]:
+    def traced(batch):
+        model = _KeptFp32(keep)  # a fresh one each time: no gradient to accumulate into
+        x = torch.randn(batch, 64, 16, 16, requires_grad=True)
+        return _in(precision, lambda: model(x).sum().backward())
+
+    return affine_rows(traced(8), traced(16), 8, 16)
+
+
+def test_an_op_a_model_keeps_in_fp32_under_a_16_bit_mode_is_costed_in_fp32_off_tensor_cores():
+    """Every matrix op of a 16-bit step was costed as 16-bit, whatever dtype the trace saw it compute in: a layer the
+    model keeps in fp32 was projected on tensor cores and the step called 100% tensor-core work. It runs as the
+    mode's fp32 ops do: strict fp32 under ampgan's modes, which switch TF32 off; a published harness's fp32 side
+    (TF32 where it was on) in the validation."""
+    rows = _kept_fp32_rows("fp16")
+    computed = [r.dtype for r in rows if r.unit == "matrix"]
+    assert "float16" in computed and "float32" in computed  # the trace saw both
+    a100, v100 = gpu_spec("A100"), gpu_spec("V100")
+    estimate = step_estimate(rows, 256, v100, "fp16", 1e-5)
+    assert estimate.tensor_flops_share == pytest.approx(0.5, abs=0.02)  # half the FLOPs, the fp32 layer's, off them
+    all_fp32, all_16 = (step_estimate(_kept_fp32_rows(p, keep=False), 256, v100, p, 1e-5) for p in ("fp32", "fp16"))
+    assert all_fp32.tensor_flops_share == 0.0
+    # the fp32 layer costs what it costs in an fp32 step: the mixed step lies between the two, near their mean
+    assert all_16.gpu_s < estimate.gpu_s < all_fp32.gpu_s
+    parts = {ops: step_parts(rows, 256, a100, "fp16", fp32_ops=ops).matrix_s for ops in (FP32, TF32)}
+    assert parts[FP32]["fp32"] > 0 and parts[FP32]["tf32"] == 0  # ampgan's modes: strict fp32
+    assert parts[TF32]["tf32"] > 0 and parts[TF32]["fp32"] == 0  # a harness that left TF32 on
+    assert parts[FP32]["fp16"] == parts[TF32]["fp16"] > 0  # the autocast layer's kernels, the same either way
 
 
 def test_whether_a_gpu_pads_a_convolution_s_channels_is_its_own_row_s():
@@ -807,7 +863,7 @@ def test_a_16_bit_gemm_cublas_runs_misaligned_was_never_measured_and_its_other_v
     def linear_step(width: int, batch: int) -> list[OpRecord]:
         layer = nn.Linear(width, 4096)
         x = torch.randn(batch, width, requires_grad=True)
-        return record_ops(lambda: layer(x).sum().backward())
+        return _in("fp16", lambda: layer(x).sum().backward())
 
     odd = affine_rows(linear_step(1530, 8), linear_step(1530, 16), 8, 16)
     fp16 = composed_step(odd, 2048, v100, "fp16")
@@ -815,22 +871,25 @@ def test_a_16_bit_gemm_cublas_runs_misaligned_was_never_measured_and_its_other_v
     assert step_estimate(odd, 2048, v100, "fp16", 1e-5).tensor_flops_share == 1.0  # cuBLAS 11 keeps it there
     # the note names the term that moved this step, not every term the calibration left unmeasured
     assert "(a 16-bit GEMM cuBLAS runs misaligned) at their other value" in fp16.note
-    rgb = affine_rows(_to_rgb_step(3, 8), _to_rgb_step(3, 16), 8, 16)
-    assert "(a 1-4 channel data gradient) at their other value" in composed_step(rgb, 2048, v100, "fp16").note
+    assert (
+        "(a 1-4 channel data gradient) at their other value"
+        in composed_step(_to_rgb_rows(3, "fp16"), 2048, v100, "fp16").note
+    )
     even = affine_rows(linear_step(1536, 8), linear_step(1536, 16), 8, 16)
     assert composed_step(even, 2048, v100, "fp16").unmeasured_s == composed_step(even, 2048, v100, "fp16").seconds
 
 
 def test_a_step_without_an_unmeasured_kernel_keeps_its_generation_s_band_and_pascal_measured_its_own():
-    aligned = affine_rows(_to_rgb_step(8, 8), _to_rgb_step(8, 16), 8, 16)  # 8 channels: no tiny term
-    fp32, fp16 = (composed_step(aligned, 2048, gpu_spec("V100"), p) for p in ("fp32", "fp16"))
+    fp32, fp16 = (
+        composed_step(_to_rgb_rows(8, p), 2048, gpu_spec("V100"), p) for p in ("fp32", "fp16")
+    )  # no tiny term
     assert fp16.unmeasured_s == fp16.seconds and fp32.unmeasured_s == fp32.seconds
     assert "no calibration measured" not in fp16.note
     mid, low, high = composed_speedup(fp32, fp16)
     band = load_composition().bands["volta"]["speedup"]
     assert (low, high) == pytest.approx((mid * math.exp(band[0]), mid * math.exp(band[1])))
     assert "tiny_c_bwd_data" not in load_calibration("pascal").document["unmeasured"]["fp32"]  # the P100's has it
-    tiny = affine_rows(_to_rgb_step(3, 8), _to_rgb_step(3, 16), 8, 16)
+    tiny = _to_rgb_rows(3, "fp16")
     assert composed_step(tiny, 2048, gpu_spec("P100"), "fp16").unmeasured_s == pytest.approx(
         composed_step(tiny, 2048, gpu_spec("P100"), "fp16").seconds
     )

@@ -65,7 +65,9 @@ def _span(record: dict, row: cf.Row, params: dict) -> None:
     speedup with the kernel terms no calibration measured at their other value, the factor that moves the
     speedup (spanned_factor, rounded to 3 places) taken with the shipped composition."""
     terms = unmeasured_terms(row.gpu, cublas11=cf.software_era(row) == "cuda11+")  # the row's own cuBLAS
-    other = tuple(compose(step_parts(t, b, row.gpu, p, terms), row.gpu, params)["seconds"] for t, b, p in row.sides)
+    other = tuple(
+        compose(step_parts(t, b, row.gpu, p, terms, row.baseline), row.gpu, params)["seconds"] for t, b, p in row.sides
+    )
     mid = tuple(compose(parts, row.gpu, params)["seconds"] for parts in row.parts)
     factor = round(cf.per_sample_ratio(other, row.batch) / cf.per_sample_ratio(mid, row.batch), 3)
     record["spanned_factor"] = factor

@@ -113,7 +113,7 @@ class Row:
     def term_s(self) -> np.ndarray:
         """(2, paths, TERM_GRID): the seconds the term's kernels add to each side's matrix paths, term at each grid
         value; timed when first read (only a fit of the term, or a prediction with one, reads it)."""
-        return np.stack([term_grid(t, b, self.gpu, p) for t, b, p in self.sides])
+        return np.stack([term_grid(t, b, self.gpu, p, self.baseline) for t, b, p in self.sides])
 
     def parts_at(self, term: float) -> tuple:
         """Each side's parts with the kernel term at `term` (the kernels it scales re-timed)."""
@@ -136,7 +136,7 @@ def term_seconds(term_s: np.ndarray, term: float) -> np.ndarray:
     )
 
 
-def term_grid(table, batch: int, gpu: GpuSpec, precision: str) -> np.ndarray:
+def term_grid(table, batch: int, gpu: GpuSpec, precision: str, fp32_ops: str) -> np.ndarray:
     """(paths, TERM_GRID) seconds the term adds to one side's matrix paths at each grid value: the op rows
     that launch a 1-4 channel data gradient re-timed with the term there against its calibration value."""
     architecture, path, name = TERM
@@ -144,9 +144,9 @@ def term_grid(table, batch: int, gpu: GpuSpec, precision: str) -> np.ndarray:
     tiny = [r for r in table if own and any(k == "conv_bwd_data" and d[1][0] <= TINY_CHANNELS for k, d in r.kernels)]
     out = np.zeros((len(PATHS), len(TERM_GRID)))
     if tiny:
-        base = step_parts(tiny, batch, gpu, precision).matrix_s
+        base = step_parts(tiny, batch, gpu, precision, fp32_ops=fp32_ops).matrix_s
         for j, value in enumerate(TERM_GRID):
-            moved = step_parts(tiny, batch, gpu, precision, {path: {name: float(value)}}).matrix_s
+            moved = step_parts(tiny, batch, gpu, precision, {path: {name: float(value)}}, fp32_ops).matrix_s
             out[:, j] = [moved[k] - base[k] for k in PATHS]
     return out
 
@@ -246,7 +246,8 @@ def load_rows(path: Path, cache: dict | None = None) -> tuple[list[Row], list[tu
             tables[key] = tables_of(cache["models"][key])
         baseline = baseline_precision(r)
         sides = ((tables[key][FP32].on_cuda(), batch[0], baseline), (tables[key][FP16].on_cuda(), batch[1], FP16))
-        parts = tuple(step_parts(t, b, gpu, p) for t, b, p in sides)
+        # The AMP side's ops that stayed fp32 ran as the harness's fp32 side did (TF32 where it was on).
+        parts = tuple(step_parts(t, b, gpu, p, fp32_ops=baseline) for t, b, p in sides)
         rows.append(Row(r["model"], key, gpu, gpu.generation, baseline, batch, measured, r, parts, sides))
     return rows, skipped
 

@@ -81,20 +81,27 @@ class StepParts:
 
 
 def step_parts(
-    rows: Iterable[OpRow], batch_size: float, gpu: GpuSpec, precision: str, terms: dict | None = None
+    rows: Iterable[OpRow],
+    batch_size: float,
+    gpu: GpuSpec,
+    precision: str,
+    terms: dict | None = None,
+    fp32_ops: str = FP32,
 ) -> StepParts:
     """`precision`: fp32, tf32, fp16, bf16 or step_model.DEFAULT (TF32 convolutions, fp32 products).
     `terms`: kernel-model terms to use instead of the calibration's, {path: {term: value}}: those no
     calibration kernel measured (its "unmeasured": a 1-4 channel data gradient, a 16-bit GEMM cuBLAS runs
     misaligned) at their other value (fit.py's `unmeasured`) instead of the fit's 0, or at a value tried end
-    to end (benchmarks/validation/composition_fit.py)."""
+    to end (benchmarks/validation/composition_fit.py). `fp32_ops`: what an op that stays fp32 under a 16-bit
+    mode runs as (step_model.kernel_precision)."""
     rows = list(rows)
     calibration = with_terms(calibration_for(gpu)[0], terms)
-    kernels, weights, _ = row_kernels(rows, batch_size)
+    shaped = row_kernels(rows, batch_size)
+    kernels, weights = shaped.kernels, shaped.weights
     matrix = dict.fromkeys(PATHS, 0.0)
     groups: dict[str, list[int]] = {}
     for i, kernel in enumerate(kernels):
-        groups.setdefault(kernel_precision(precision, kernel), []).append(i)
+        groups.setdefault(kernel_precision(precision, kernel, shaped.computes[i], fp32_ops), []).append(i)
     for used, indices in groups.items():
         picked = [kernels[i] for i in indices]
         # Without tensor cores (Pascal) autocast's 16-bit products run fp32 arithmetic on 16-bit data (cuBLAS

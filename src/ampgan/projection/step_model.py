@@ -53,7 +53,13 @@ UNCALIBRATED_WIDENING = 1.27
 DEFAULT = "default"  # PyTorch's default on TF32 GPUs: convolutions in TF32 (cudnn.allow_tf32), products in fp32
 
 
-def kernel_precision(precision: str, kernel: Kernel) -> str:
+def kernel_precision(precision: str, kernel: Kernel, computes: str = "", fp32_ops: str = FP32) -> str:
+    """The precision one matrix kernel runs in. `computes`: the dtype its traced op computed in; an op that
+    stayed fp32 under a 16-bit mode (autocast's fp32 list, a layer the model keeps in fp32) runs as the
+    mode's fp32 operations do, `fp32_ops`: strict fp32 under ampgan's 16-bit modes, which switch TF32 off
+    (precisions.py); what the harness's fp32 side ran for a published measurement."""
+    if computes == "float32" and precision not in (DEFAULT, FP32, TF32):
+        precision = fp32_ops
     if precision == DEFAULT:
         return TF32 if kernel.op != GEMM else FP32
     return precision
@@ -74,23 +80,31 @@ def equivalent_gemm(row: OpRow, batch_size: float, name: str) -> Kernel:
     return Kernel(name, GEMM, m=side, n=side, k=side)
 
 
-def row_kernels(rows: Iterable[OpRow], batch_size: float) -> tuple[list[Kernel], list[float], int]:
-    """The step's matrix kernels at a batch size, their weights, and how many came from FLOPs alone."""
-    kernels, weights, guessed = [], [], 0
+@dataclass(frozen=True)
+class RowKernels:
+    """A step's matrix kernels at a batch size: each kernel's weight and the dtype its op computed in, and
+    how many kernels came from FLOPs alone."""
+
+    kernels: list[Kernel]
+    weights: list[float]
+    computes: list[str]
+    guessed: int
+
+
+def row_kernels(rows: Iterable[OpRow], batch_size: float) -> RowKernels:
+    kernels, weights, computes, guessed = [], [], [], 0
     for index, row in enumerate(rows):
         if row.unit != "matrix" or row.flops_at(batch_size) <= 0:
             continue
-        shaped = row.kernels_at(batch_size)
+        name, shaped = f"{row.op}#{index}", row.kernels_at(batch_size)
+        made = [kernel_of(kind, dims, name) for kind, dims in shaped if min(dims[:4] if kind != GEMM else dims[:3]) > 0]
         if not shaped:
             guessed += 1
-            kernels.append(equivalent_gemm(row, batch_size, f"{row.op}#{index}"))
-            weights.append(row.weight)
-            continue
-        for kind, dims in shaped:
-            if min(dims[:4] if kind != GEMM else dims[:3]) > 0:
-                kernels.append(kernel_of(kind, dims, f"{row.op}#{index}"))
-                weights.append(row.weight)
-    return kernels, weights, guessed
+            made = [equivalent_gemm(row, batch_size, name)]
+        kernels += made
+        weights += [row.weight] * len(made)
+        computes += [row.dtype] * len(made)
+    return RowKernels(kernels, weights, computes, guessed)
 
 
 @dataclass(frozen=True)
@@ -109,7 +123,12 @@ class KernelTimes:
 
 
 def kernel_times(
-    kernels: list[Kernel], gpu: GpuSpec, precision: str, calibration: Calibration, widening: float
+    kernels: list[Kernel],
+    gpu: GpuSpec,
+    precision: str,
+    calibration: Calibration,
+    widening: float,
+    computes: list[str] | None = None,
 ) -> KernelTimes:
     n = len(kernels)
     out = {
@@ -128,7 +147,7 @@ def kernel_times(
     }
     by_precision: dict[str, list[int]] = {}
     for i, kernel in enumerate(kernels):
-        by_precision.setdefault(kernel_precision(precision, kernel), []).append(i)
+        by_precision.setdefault(kernel_precision(precision, kernel, computes[i] if computes else ""), []).append(i)
     for used, indices in by_precision.items():
         picked = [kernels[i] for i in indices]
         path = calibration.paths[path_of(used)]
@@ -188,9 +207,9 @@ def step_estimate(
     rows = list(rows)
     calibration, own = calibration_for(gpu)
     widening = 1.0 if own else UNCALIBRATED_WIDENING
-    kernels, weights, guessed = row_kernels(rows, batch_size)
-    w = np.asarray(weights, dtype=float)
-    timed = kernel_times(kernels, gpu, precision, calibration, widening)
+    shaped = row_kernels(rows, batch_size)
+    kernels, w = shaped.kernels, np.asarray(shaped.weights, dtype=float)
+    timed = kernel_times(kernels, gpu, precision, calibration, widening, shaped.computes)
     matrix = timed.seconds * w
     # The step's speedup band: each kernel's class band scaled by how its errors add up over this step's kernels
     # (step_band.py: measured correlations, then the multiple that holds DeepBench's pseudo-steps, at least 1),
@@ -238,7 +257,7 @@ def step_estimate(
         matrix_seconds=matrix,
         matrix_log_speedup_band=step_speedup_band,
         other_s=other["mid"],
-        guessed_kernels=guessed,
+        guessed_kernels=shaped.guessed,
     )
 
 
