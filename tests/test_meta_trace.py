@@ -143,3 +143,19 @@ def test_weights_initialized_by_reading_values_are_made_before_the_meta_trace(us
     )  # fmt: skip
     assert code == 0, err
     assert json.loads((out / "op_tables.json").read_text())["op_tables"]["fp32"]["device"] == "meta"
+
+
+def test_the_python_api_traces_on_the_meta_device_as_the_command_does_and_projects_it(user_gan, tmp_path):
+    import ampgan
+
+    benched = ampgan.bench(
+        user_gan, tmp_path / "traced", trace_only=True, settings={"data.image_size": 64}, batch_sizes=[4, 64],
+        precisions=["fp32", "fp16"],
+    )  # fmt: skip
+    assert benched.device == "meta" and benched.configs == [] and benched.speedups == []
+    document = json.loads(benched.results.read_text())
+    assert benched.results.name == "op_tables.json" and {"fp16", "fp32"} <= set(document["op_tables"])
+    assert all(table["device"] == "meta" for table in document["op_tables"].values())
+    projected = ampgan.project(benched.results, devices="T4", batch_sizes=[64])
+    row = projected.row("T4", "fp16", 64)
+    assert row["status"] == "ok" and row["projected"] is True and row["ms_low"] < row["ms_per_step"] < row["ms_high"]

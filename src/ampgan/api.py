@@ -216,18 +216,27 @@ def bench(
     settings: dict[str, Any] | None = None,
     overwrite: bool = False,
     log: Callable[[str], None] | None = None,
+    trace_only: bool = False,
     **bench_settings,
 ) -> Benched:
     """Time per batch against batch size for each precision, as `ampgan bench` measures it (synthetic data
     unless `settings` name a dataset). `bench_settings`: the bench's own, the fields of bench.spec.BenchSpec
     with the command's defaults (`batch_sizes=[64, 256]`, `precisions=["fp32", "bf16"]`, `steps`,
     `max_seconds`, `min_seconds`, ...; `ampgan config --list`), and `compile` / `channels_last` (the
-    precisions to compile or run channels-last) and `trace_ops`; an unknown one is one error line."""
+    precisions to compile or run channels-last) and `trace_ops`; an unknown one is one error line.
+    `trace_only`: as `ampgan bench --trace-only`, the step traced on the meta device at its size, neither run
+    nor timed: `results` is then the traced step (op_tables.json) that `ampgan.project` reads, device "meta",
+    and no configs or speedups."""
     from ampgan.bench.spec import BenchSpec
     from ampgan.bench.to_folder import bench_summary, bench_to_folder, check_bench
+    from ampgan.projection.tables import trace_to_folder
 
     base = build_config({"data.dataset": "synthetic"}, _with_model(model, settings))
     spec = with_settings(BenchSpec(base=base), bench_settings, "ampgan.bench")
+    if trace_only:
+        out = Path(out) if out is not None else default_out("bench")
+        traced = trace_to_folder(spec, out, overwrite)
+        return Benched(out_dir=out, results=Path(traced["op_tables"]), device="meta", configs=[], speedups=[])
     device = resolve_device(base.compute.device)
     check_bench(spec, device)
     out = Path(out) if out is not None else default_out("bench")

@@ -7,7 +7,6 @@ import time
 from pathlib import Path
 
 import click
-import torch
 
 from ampgan import STARTED_AT
 from ampgan.bench.output import incomplete_text, load_results, render, table, time_spent_text
@@ -119,56 +118,15 @@ def command(ctx: click.Context, **options) -> None:
 
 
 def _trace_only(spec: BenchSpec, out: Path, overwrite: bool, as_json: bool) -> None:
-    """The step's op tables traced on the meta device (bench/op_tables.py on_meta) into OUT/op_tables.json, the
-    traced-step document `ampgan project` reads; no configuration is run or timed. The data only gives shapes: a
-    synthetic dataset is made with the trace's batch of images."""
-    from ampgan.bench.op_tables import trace_op_tables
-    from ampgan.bench.ops import TRACE_BATCH_SIZES
-    from ampgan.data import load_dataset
-    from ampgan.data.synthetic import make_synthetic
-    from ampgan.files.atomic import write_json_atomically
-    from ampgan.projection.tables import TRACED_ON_META, traced_step
-    from ampgan.runs.claim import claimed_folder
-    from ampgan.system.environment import environment_stamp
+    from ampgan.projection.tables import TRACED_ON_META, trace_to_folder
 
-    data = spec.base.data
-    if data.dataset == "synthetic":
-        dataset = make_synthetic(
-            count=max(TRACE_BATCH_SIZES), channels=data.channels or 3, image_size=data.image_size or 32, seed=spec.seed
-        )
-    else:
-        dataset = load_dataset(data, seed=spec.seed)
-    started = time.perf_counter()
-    traced = trace_op_tables(spec, dataset, torch.device("meta"))
-    seconds = time.perf_counter() - started
-    if not traced["op_tables"]:  # every precision for the same reason (the meta device's limit): said once
-        reasons = {f["reason"] for f in traced["op_tables_failed"]}
-        raise AmpganError(
-            "; ".join(
-                reasons
-                if len(reasons) == 1
-                else (f"{f['precision']}: {f['reason']}" for f in traced["op_tables_failed"])
-            )
-        )
-    environment = environment_stamp(torch.device("cpu"))
-    environment["hardware_summary"] = f"{TRACED_ON_META} on {environment['hardware_summary']}"
-    document = traced_step(spec.to_dict() | {"traced_only": True}, environment, traced)
-    with claimed_folder(out, overwrite, "bench", data=data.folders_read):
-        write_json_atomically(out / "op_tables.json", document)
+    traced = trace_to_folder(spec, out, overwrite)
     if as_json:
-        say_json(
-            {
-                "op_tables": str(out / "op_tables.json"),
-                "traced": list(traced["op_tables"]),
-                "failed": traced["op_tables_failed"],
-                "seconds": round(seconds, 1),
-                "what": TRACED_ON_META,
-            }
-        )
+        say_json(traced)
         return
     say(
-        f"op tables of {', '.join(traced['op_tables'])} in {seconds:.1f} s, on {TRACED_ON_META}",
-        *(f"  not traced: {f['precision']}: {f['reason']}" for f in traced["op_tables_failed"]),
+        f"op tables of {', '.join(traced['traced'])} in {traced['seconds']:.1f} s, on {TRACED_ON_META}",
+        *(f"  not traced: {f['precision']}: {f['reason']}" for f in traced["failed"]),
         f"traced step: {out / 'op_tables.json'}; project it: ampgan project {out} --batch-sizes ... (PROJECTED)",
     )
 

@@ -3,18 +3,23 @@ the results' own config when the results predate them."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import torch
 
 from ampgan.bench.op_tables import trace_op_tables
-from ampgan.bench.ops import OpTable
+from ampgan.bench.ops import TRACE_BATCH_SIZES, OpTable
 from ampgan.bench.spec import BenchSpec
 from ampgan.config import config_from_document
 from ampgan.data import load_dataset
+from ampgan.data.synthetic import make_synthetic
 from ampgan.errors import AmpganError, ConfigError
+from ampgan.files.atomic import write_json_atomically
 from ampgan.files.jsonfile import read_json
 from ampgan.files.schema import check_format
+from ampgan.runs.claim import claimed_folder
+from ampgan.system.environment import environment_stamp
 
 TRACED_FORMAT = "ampgan-traced-step/1"
 # What a traced step's figures rest on when `ampgan bench --trace-only` traced it: said beside each of them.
@@ -26,6 +31,41 @@ def traced_step(spec: dict, environment: dict, traced: dict) -> dict:
     """The document of a step traced without a bench's timings (a study that ran none, `bench --trace-only`): what
     load_traced_step and `ampgan project` read."""
     return {"format": TRACED_FORMAT, "spec": spec, "environment": environment, "configs": [], **traced}
+
+
+def trace_to_folder(spec: BenchSpec, out: Path, overwrite: bool) -> dict:
+    """The step's op tables traced on the meta device (bench/op_tables.py) into OUT/op_tables.json, the traced-step
+    document `ampgan project` reads, as `ampgan bench --trace-only` and `ampgan.bench(trace_only=True)` make it; no
+    configuration is run or timed. The data only gives shapes: a synthetic dataset is made with the trace's batch
+    of images. Returns {op_tables: its path, traced: the precisions, failed: [{precision, reason}], seconds, what}."""
+    data = spec.base.data
+    if data.dataset == "synthetic":
+        dataset = make_synthetic(
+            count=max(TRACE_BATCH_SIZES), channels=data.channels or 3, image_size=data.image_size or 32, seed=spec.seed
+        )
+    else:
+        dataset = load_dataset(data, seed=spec.seed)
+    started = time.perf_counter()
+    traced = trace_op_tables(spec, dataset, torch.device("meta"))
+    seconds = time.perf_counter() - started
+    failed = traced["op_tables_failed"]
+    if not traced["op_tables"]:  # every precision for the same reason (the meta device's limit): said once
+        reasons = {f["reason"] for f in failed}
+        raise AmpganError(
+            "; ".join(reasons if len(reasons) == 1 else (f"{f['precision']}: {f['reason']}" for f in failed))
+        )
+    environment = environment_stamp(torch.device("cpu"))
+    environment["hardware_summary"] = f"{TRACED_ON_META} on {environment['hardware_summary']}"
+    document = traced_step(spec.to_dict() | {"traced_only": True}, environment, traced)
+    with claimed_folder(out, overwrite, "bench", data=data.folders_read):
+        write_json_atomically(out / "op_tables.json", document)
+    return {
+        "op_tables": str(out / "op_tables.json"),
+        "traced": list(traced["op_tables"]),
+        "failed": failed,
+        "seconds": round(seconds, 1),
+        "what": TRACED_ON_META,
+    }
 
 
 def load_traced_step(path: Path) -> dict:
