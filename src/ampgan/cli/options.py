@@ -294,11 +294,6 @@ _SOURCES = compose(
 DATA_AND_MODEL = ("data.", "model.")
 
 
-def flag_of(path: str) -> str | None:
-    """The flag that sets a config path ('budget.batch_size' -> '--batch-size'), if one does."""
-    return next((s.flag for s in settings(TrainConfig()) if s.path == path), None)
-
-
 def config_from_cli(ctx: click.Context, options: dict, spec: TrainConfig | None = None) -> TrainConfig:
     """The config a command runs: its spec (the one its options were made from, so --help shows the defaults
     it runs with; TrainConfig() when None), then what the user gave (given_changes)."""

@@ -18,7 +18,6 @@ from ampgan.cli.options import (
 )
 from ampgan.config import TrainConfig
 from ampgan.errors import AmpganError, say, say_json
-from ampgan.sections import settings
 from ampgan.speed.planned_run import train_planned
 from ampgan.training.distributed import join_process_group, rank_zeros, world
 from ampgan.training.loop import DEFAULT_STEPS
@@ -65,7 +64,7 @@ def command(ctx: click.Context, **options) -> None:
     if resume_dir is not None:
         if options["out"] is not None and Path(options["out"]) != resume_dir:
             raise AmpganError("--resume continues the run in its own folder: drop --out")
-        config = resumed_config(resume_dir, explicit, {s.path: s.flag for s in settings(TrainConfig()) if s.flag})
+        config = resumed_config(resume_dir, explicit)
     else:
         config = config_from_cli(ctx, options)
     device = join_process_group(config.compute.device)  # under torchrun: this rank's device
