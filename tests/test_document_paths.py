@@ -235,3 +235,31 @@ def test_a_study_whose_model_file_moved_resumes_from_its_new_place(tmp_path, cap
         json.loads((study / "study.json").read_text())["spec"]["config"]["model"]["name"] == f"{moved / 'mine.py'}:tiny"
     )
     assert run_cli(capsys, *resume, "--trust-model")[0] == 0
+
+
+def test_a_study_whose_first_run_folder_is_not_at_its_seed_resumes_on_the_data_it_loaded(tmp_path, capsys, monkeypatch):
+    """compare --resume checks the study's data against a run's recorded SHA-256 on the data as the study loads
+    it (its seed), and loads it once (run_study takes it; it was loaded twice): with seeds 9 and 10 the first run
+    folder by name is bf16-seed10, and the synthetic images seed 10 draws were taken for other data than the runs
+    trained on ('holds other data than': a finished study could not be resumed)."""
+    from fixtures import ORIGINALS_TINY
+
+    study = tmp_path / "study"
+    budget = ["--time-budget", "1s", "--set", "compare.eval_points=1", "--set", "compare.eval_samples=20"]
+    bench = ["--set", "compare.bench.batch_sizes=8", "--set", "compare.bench.min_seconds=0.3"]
+    bench += ["--set", "compare.bench.max_seconds=0.9"]
+    study_args = [*ORIGINALS_TINY, "--precisions", "fp32,bf16", "--seed", "9", "--seeds", "2", *budget, *bench]
+    code, _, err = run_cli(capsys, "compare", *study_args, "--out", str(study))
+    assert code == 0, err
+    assert sorted(p.name for p in (study / "runs").iterdir())[0] == "bf16-seed10"
+    before = json.loads((study / "study.json").read_text())
+    import ampgan.study.compare
+    import ampgan.training.start
+
+    loads = []
+    for module in (ampgan.study.compare, ampgan.training.start):
+        real = module.load_dataset
+        monkeypatch.setattr(module, "load_dataset", lambda *a, real=real, **k: loads.append(a) or real(*a, **k))
+    code, _, err = run_cli(capsys, "compare", "--resume", str(study), "--quiet")
+    assert code == 0, err
+    assert json.loads((study / "study.json").read_text()) == before and len(loads) == 1

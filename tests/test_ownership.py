@@ -442,12 +442,12 @@ def test_every_rank_takes_rank_zeros_default_folder(tmp_path, capsys, monkeypatc
 
     from fixtures import TINY_RUN
 
-    import ampgan.cli.bench
-    import ampgan.cli.train
+    import ampgan.cli.options
 
-    chosen = tmp_path / "rank0-chose-this"
-    module = ampgan.cli.train if command == "train" else ampgan.cli.bench
-    monkeypatch.setattr(module, "rank_zeros", lambda value: chosen if isinstance(value, pathlib.Path) else value)
+    chosen = tmp_path / "rank0-chose-this"  # (both commands take it from cli.options.default_out)
+    monkeypatch.setattr(
+        ampgan.cli.options, "rank_zeros", lambda value: chosen if isinstance(value, pathlib.Path) else value
+    )
     monkeypatch.chdir(tmp_path)
     bench = ["--dataset", "synthetic", "--width", "8", "--batch-sizes", "8", "--precisions", "fp32", "--no-trace"]
     options = ["--steps", "2", *TINY_RUN] if command == "train" else [*bench, "--steps", "2", "--device", "cpu"]

@@ -558,7 +558,7 @@ def test_a_run_resumes_only_on_the_data_it_was_trained_on(tmp_path, capsys):
     from ampgan.data import load_dataset
     from ampgan.training.start import check_checkpoint_belongs, resumed_config
 
-    config, checkpoint = resumed_config(run, {}, {}), latest_checkpoint(run)
+    config, checkpoint = resumed_config(run, {}), latest_checkpoint(run)
     other = load_dataset(config.data)
     other.source["sha256"] = "0" * 64
     with pytest.raises(AmpganError, match="holds other data than"):
@@ -725,3 +725,74 @@ def test_a_run_whose_model_file_moved_is_resumed_from_its_new_place_and_an_edite
     # read back from where it now is, with no flag
     code, _, err = run_cli(capsys, *commands[1], "--trust-model")
     assert code == 0 and (tmp_path / "g.png").exists(), err
+
+
+def test_every_command_that_reads_a_run_back_answers_a_move_alike(tmp_path, capsys):
+    """train --resume, evaluate, generate, doctor --run and compare --resume decide a move in one place
+    (training/start.moved_files): moved data or a moved GAN file whose run's config.json records no SHA-256 of it
+    (edited: every ampgan records both) cannot be checked to be the run's, and each command refuses it in the same
+    one line naming the flag (train --resume refused it as 'config.json was edited', the others took it unchecked);
+    a moved GAN file edited since, and moved data that differs, are refused by each in one line naming the flag; a
+    flag that names no new place (another dataset) is the same line in each. Nothing is written."""
+    import hashlib
+    import shutil
+
+    from conftest import run_short_compare
+    from fixtures import write_image_folder
+    from PIL import Image
+
+    data, model, run, study = tmp_path / "data", tmp_path / "gm", tmp_path / "run", tmp_path / "study"
+    write_image_folder(data, per_class=12, size=16)
+    model.mkdir()
+    (model / "mine.py").write_text(USER_GAN)
+    places = ["--dataset", f"folder:{data}", "--model", f"{model / 'mine.py'}:tiny"]
+    tiny = [*TINY[2:], *places, "--no-channels-last", "--no-compile"]
+    assert run_cli(capsys, "train", *tiny, "--steps", "2", "--checkpoint-every", "1", "--out", str(run))[0] == 0
+    assert run_short_compare(capsys, tiny, study)[0] == 0
+    moved, other, edited = tmp_path / "data2", tmp_path / "other", tmp_path / "gm3"
+    data.rename(moved)
+    model.rename(tmp_path / "gm2")
+    shutil.copytree(moved, other)
+    Image.new("RGB", (16, 16), (250, 0, 0)).save(other / "dogs" / "img0.png")
+    shutil.copytree(tmp_path / "gm2", edited)
+    (edited / "mine.py").write_text(USER_GAN + "# tuned\n")
+    here = ["--dataset", f"folder:{moved}", "--model", f"{tmp_path / 'gm2' / 'mine.py'}:tiny"]
+    commands = {
+        "train": ["train", "--resume", str(run), "--steps", "3", "--quiet"],
+        "evaluate": ["evaluate", str(run), "--samples", "20"],
+        "generate": ["generate", str(run), "--n", "4", "--out", str(tmp_path / "g.png")],
+        "doctor": ["doctor", "--run", str(run), "--out", str(tmp_path / "doctor"), "--fp16-steps", "0"],
+        "compare": ["compare", "--resume", str(study), "--quiet"],
+    }
+    configs = [run / "config.json", *sorted((study / "runs").glob("*/config.json"))]
+    originals = {path: path.read_text() for path in configs}
+
+    def files() -> dict:
+        held = [*run.rglob("*"), *study.rglob("*")]
+        return {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in held if p.is_file()}
+
+    def refused_alike(given: list[str], *said: str, commands=commands) -> None:
+        before = files()
+        for name, command in commands.items():
+            code, _, err = run_cli(capsys, *command, *given)
+            assert code == 2 and err.count("\n") == 1 and all(part in err for part in said), (name, err)
+        assert files() == before and not (tmp_path / "g.png").exists() and not (tmp_path / "doctor").exists()
+
+    for drop, flag in (("dataset.source.sha256", "--dataset"), ("model.source_sha256", "--model")):
+        for path in configs:
+            document = json.loads(originals[path])
+            section, *middle, key = drop.split(".")
+            del functools.reduce(dict.__getitem__, middle, document[section])[key]
+            path.write_text(json.dumps(document))
+        value = here[here.index(flag) + 1]
+        refused_alike(here, f"{flag} {value}: ", "config.json records no SHA-256 of ")
+    for path, text in originals.items():
+        path.write_text(text)
+    edited_model = ["--dataset", f"folder:{moved}", "--model", f"{edited / 'mine.py'}:tiny"]
+    refused_alike(edited_model, f"{edited / 'mine.py'} changed since ", "give --model PATH.py:tiny where it is kept")
+    # generate reads no data for a GAN that draws codes: only the commands that read it check it
+    reads_data = {name: command for name, command in commands.items() if name != "generate"}
+    refused_alike([*here[2:], "--dataset", f"folder:{other}"], "holds other data than", commands=reads_data)
+    refused_alike([*here[2:], "--dataset", "digits"], "--dataset digits is no new place of", "drop --dataset digits")
+    code, _, err = run_cli(capsys, *commands["train"], *here)
+    assert code == 0 and latest_checkpoint(run).name == "step-000003.pt", err

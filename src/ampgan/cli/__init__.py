@@ -16,7 +16,8 @@ from contextlib import contextmanager
 import click
 
 from ampgan.cli import bench, compare, config, cost, data, doctor, preflight, project, runs, train
-from ampgan.cli.options import flag_of, moved_to_set
+from ampgan.cli.options import moved_to_set
+from ampgan.config import flag_of
 from ampgan.env import check_environment
 from ampgan.errors import (
     LOST_OUTPUT,

@@ -27,7 +27,7 @@ from ampgan.errors import AmpganError, say, say_json
 from ampgan.precisions import NAMES as PRECISION_NAMES
 from ampgan.projection.from_results import results_path
 from ampgan.sections import with_settings
-from ampgan.training.distributed import join_process_group, rank_zeros, refuse_unless_ranks_agree, world
+from ampgan.training.distributed import join_process_group, refuse_unless_ranks_agree, world
 from ampgan.training.interruption import Interrupted
 from ampgan.training.precision import resolve_device
 from ampgan.training.start import claimed_on_main_rank, reopened_on_main_rank
@@ -101,8 +101,7 @@ def command(ctx: click.Context, **options) -> None:
     device = join_process_group(base.compute.device) or resolve_device(base.compute.device)
     refuse_unless_ranks_agree(dataclasses.asdict(spec))
     check_bench(spec, device)
-    # rank 0's default on every rank (made by rank 0 alone): a slower rank would find it made and take the next name
-    out = options["out"] or rank_zeros(default_out("bench") if world().is_main else None)
+    out = options["out"] or default_out("bench")
     if options["sweeps"]:
         _sweep(spec, options, out, device)
         return

@@ -66,17 +66,17 @@ def command(ctx: click.Context, **options) -> None:
             raise AmpganError(
                 f"{progress.path} is damaged or foreign (its spec: {error}): start the study again with --overwrite"
             ) from None
-        if "model" in given and options["model"] == spec.base.model.name:
-            given.remove("model")  # naming the study's own model: consent to import it (gan/registry.py)
         places = {"dataset": "data.dataset", "data_dir": "data.data_dir", "model": "model.name"}
-        moved = {places[name]: str(options[name]) for name in given if name in places}  # where its files are now
+        # where its files are now (the study's own model named again: consent to import it, gan/registry.py)
+        moved = {places[name]: str(options[name]) for name in given if name in places}
         given = [name for name in given if name not in places]  # (with_its_data)
         if given:
             raise AmpganError(
                 f"--resume continues the study with the options it was started with: drop "
                 f"{', '.join('--' + name.replace('_', '-') for name in given)}"
             )
-        _study(with_its_data(spec, progress, moved), resume, options, reopen=True)
+        spec, dataset = with_its_data(spec, progress, moved)
+        _study(spec, resume, options, reopen=True, dataset=dataset)
     else:
         spec = with_settings(
             CompareSpec(),
@@ -94,7 +94,7 @@ def command(ctx: click.Context, **options) -> None:
 _RESUME_MAY_GIVE = {"resume", "quiet", "with_doctor", "as_json"}
 
 
-def _study(spec, out: Path, options: dict, reopen: bool) -> None:
+def _study(spec, out: Path, options: dict, reopen: bool, dataset=None) -> None:
     from ampgan.study.session import run_study
 
     document, md_path, html_path = run_study(
@@ -105,6 +105,7 @@ def _study(spec, out: Path, options: dict, reopen: bool) -> None:
         show_progress=not options["quiet"],
         log=lambda line: say(line, err=True),
         with_doctor=options["with_doctor"],
+        dataset=dataset,
     )
     if options.get("as_json"):
         from ampgan.study.answer import study_of

@@ -45,31 +45,30 @@ _RUN_CHANGES = {"budget.batch_size", "compute.device", "seed"}
 @click.pass_context
 def command(ctx: click.Context, **options) -> None:
     """Will this GAN train in fp16 or bf16? Ranges per layer, a loss scale, alignment, hardware."""
-    from ampgan.config import moves_files
     from ampgan.config.sources import absolute_paths
     from ampgan.doctor.run import diagnose_gan, write_doctor
     from ampgan.runs.claim import claimed_folder
     from ampgan.runs.run_folder import read_run_config
     from ampgan.training.precision import resolve_device
-    from ampgan.training.start import check_model_file, run_data, saved_config
+    from ampgan.training.start import RECORDED, moved_files, run_data, saved_config
 
     if options["run_dir"] is not None:
         changes = absolute_paths(given_changes(ctx, options))
         saved = saved_config(options["run_dir"])
-        if changes.get("model.name") == saved.model.name:
-            del changes["model.name"]  # naming the run's own model: consent to import it (gan/registry.py)
-        moved = {path: value for path, value in changes.items() if moves_files(path, saved.get(path), value)}
+        # where its files are now (the run's own model named again: consent to import it, gan/registry.py)
+        moved = {path: value for path, value in changes.items() if path in RECORDED}
         foreign = sorted(set(changes) - _RUN_CHANGES - set(moved))
         if foreign:
             raise AmpganError(
                 f"--run diagnoses that run's own model and data: drop {', '.join(foreign)} "
                 "(only --batch-size, --device and --seed may differ)"
             )
-        config = saved.with_fields({"budget.batch_size": _SPEC.budget.batch_size} | changes)
         # its files where they are now (--dataset folder:PATH, --data-dir DIR, --model PATH.py:F): gone, other data
         # or an edited model file is one line
         recorded = read_run_config(options["run_dir"])
-        check_model_file(recorded, options["run_dir"], config)
+        config = moved_files(options["run_dir"], saved, moved, recorded).with_fields(
+            {"budget.batch_size": _SPEC.budget.batch_size} | changes
+        )
         dataset = run_data(recorded, options["run_dir"], config)  # checked, and loaded once for the preflight
     else:
         config, dataset = config_from_cli(ctx, options, _SPEC), None

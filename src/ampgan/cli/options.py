@@ -20,9 +20,10 @@ from ampgan.config.tree import DEVICES
 from ampgan.config.values import parse_steps_or_duration, positive_duration
 from ampgan.errors import AmpganError
 from ampgan.precisions import NAMES as PRECISION_NAMES
-from ampgan.runs.claim import default_out as default_out  # the commands' default folders, named in one place
+from ampgan.runs import claim
 from ampgan.sections import Setting, own_settings, refuse_unknown, settings
 from ampgan.seeds import MAX_SEED
+from ampgan.training.distributed import rank_zeros, world
 from ampgan.trust import ANY_MODEL, consent_to_import
 
 
@@ -294,11 +295,6 @@ _SOURCES = compose(
 DATA_AND_MODEL = ("data.", "model.")
 
 
-def flag_of(path: str) -> str | None:
-    """The flag that sets a config path ('budget.batch_size' -> '--batch-size'), if one does."""
-    return next((s.flag for s in settings(TrainConfig()) if s.path == path), None)
-
-
 def config_from_cli(ctx: click.Context, options: dict, spec: TrainConfig | None = None) -> TrainConfig:
     """The config a command runs: its spec (the one its options were made from, so --help shows the defaults
     it runs with; TrainConfig() when None), then what the user gave (given_changes)."""
@@ -329,6 +325,12 @@ moved_files_options = compose(
         help="PATH.py:FUNCTION: where the run's model file is now, if it moved (imported: you name it).",
     ),
 )
+
+
+def default_out(kind: str) -> Path:
+    """The commands' default folder (runs.claim.default_out), named by rank 0 alone and the same on every rank under
+    torchrun: a slower rank would find rank 0's made and take the next name."""
+    return rank_zeros(claim.default_out(kind) if world().is_main else None)
 
 
 def out_options(what: str):

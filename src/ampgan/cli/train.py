@@ -18,9 +18,8 @@ from ampgan.cli.options import (
 )
 from ampgan.config import TrainConfig
 from ampgan.errors import AmpganError, say, say_json
-from ampgan.sections import settings
 from ampgan.speed.planned_run import train_planned
-from ampgan.training.distributed import join_process_group, rank_zeros, world
+from ampgan.training.distributed import join_process_group, world
 from ampgan.training.loop import DEFAULT_STEPS
 from ampgan.training.start import new_run, resumed_config, resumed_run
 
@@ -65,13 +64,11 @@ def command(ctx: click.Context, **options) -> None:
     if resume_dir is not None:
         if options["out"] is not None and Path(options["out"]) != resume_dir:
             raise AmpganError("--resume continues the run in its own folder: drop --out")
-        config = resumed_config(resume_dir, explicit, {s.path: s.flag for s in settings(TrainConfig()) if s.flag})
+        config = resumed_config(resume_dir, explicit)
     else:
         config = config_from_cli(ctx, options)
     device = join_process_group(config.compute.device)  # under torchrun: this rank's device
-    # rank 0's default on every rank (made by rank 0 alone): a slower rank would find it made and take the next name
-    kind = f"{config.data.dataset}-{config.precision.name}"
-    out = resume_dir or options["out"] or rank_zeros(default_out(kind) if world().is_main else None)
+    out = resume_dir or options["out"] or default_out(f"{config.data.dataset}-{config.precision.name}")
     if options["dry_run"]:
         _print_dry_run(config, out, resume_dir, device)
         return

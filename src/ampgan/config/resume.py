@@ -4,6 +4,7 @@ config read back from a document may make ampgan do."""
 from __future__ import annotations
 
 from ampgan.config.tree import TrainConfig
+from ampgan.sections import settings
 from ampgan.trust import model_file
 
 # Paths, or whole sections ending in ".*". Anything else would make the resumed run a different experiment.
@@ -35,6 +36,11 @@ def moves_files(path: str, old: object, new: object) -> bool:
     if path == "data.dataset":
         return all(isinstance(name, str) and name.startswith("folder:") for name in (old, new))
     return path == "data.data_dir" and old is not None and new is not None
+
+
+def flag_of(path: str) -> str | None:
+    """The flag that sets a config path ('budget.batch_size' -> '--batch-size'), if one does."""
+    return next((s.flag for s in settings(TrainConfig()) if s.path == path), None)
 
 
 # The switches by which a config makes ampgan write where its data lives: a download into data.data_dir, the

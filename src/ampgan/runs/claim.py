@@ -80,7 +80,7 @@ def default_out(kind: str) -> Path:
     name is taken by making its folder (mkdir fails on a name that exists, a link to nowhere too), so two commands
     started in the same instant take two names: one that only chose it was refused by the other's lock. Made empty
     here, it is removed by release_unused_defaults when the command never wrote in it (--dry-run, bad input). Under
-    torchrun only rank 0 names it (cli's rank_zeros), or a slow rank would take the next."""
+    torchrun only rank 0 names it (cli.options.default_out), or a slow rank would take the next."""
     base = Path("runs") / f"{kind}-{dt.datetime.now():%Y%m%d-%H%M%S}"
     try:
         if not base.parent.exists():  # a runs/ made here goes too when left empty (nothing left in the cwd)

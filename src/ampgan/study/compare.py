@@ -71,11 +71,12 @@ from ampgan.training.loop import prepare_run
 from ampgan.training.precision import resolve_device
 
 
-def run_compare(spec: CompareSpec, out_dir: Path, show_progress: bool = True, log=say) -> CompareDocument:
+def run_compare(spec: CompareSpec, out_dir: Path, show_progress: bool = True, log=say, dataset=None) -> CompareDocument:
     """The study, resumed where its study.json says it stopped (a new one when the folder has none).
-    Interrupted by SIGINT/SIGTERM, it keeps what finished and raises StudyInterrupted."""
+    Interrupted by SIGINT/SIGTERM, it keeps what finished and raises StudyInterrupted. `dataset`: its data, when
+    loaded already (None: loaded here)."""
     device = resolve_device(spec.base.compute.device)
-    dataset, first = _refuse_before_measuring(spec, log)
+    dataset, first = _refuse_before_measuring(spec, log, dataset)
     progress = open_progress(out_dir, spec.to_document(spec.precisions))
     for name in ("runs", "bench", "projection", "cost", "doctor"):  # a subfolder linked out is never written into
         file_in(out_dir, name)
@@ -178,12 +179,12 @@ def _raced_document(spec, device, dataset, decided: RunPlan, first, evaluator, b
     )
 
 
-def _refuse_before_measuring(spec: CompareSpec, log):
+def _refuse_before_measuring(spec: CompareSpec, log, dataset=None):
     """(the dataset, fp32's prepared run) once every option is valid, the data can be judged and the GAN passes
     preflight: a study that cannot finish is refused before anything is measured or trained."""
     if spec.precisions and FP32 not in spec.precisions:
         raise AmpganError("a comparison needs fp32 as its baseline: add it to --precisions")
-    dataset = load_dataset(spec.base.data, seed=spec.seed)
+    dataset = load_dataset(spec.base.data, seed=spec.seed) if dataset is None else dataset
     first = prepare_run(spec.train_config(FP32), dataset)  # validates the options before any measuring
     if spec.target_accuracy is not None and not first.conditional:
         raise AmpganError(

@@ -18,8 +18,8 @@ import json
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from ampgan.config.resume import WRITES_WHERE_DATA_LIVES, moves_files
-from ampgan.config.sources import absolute_paths
+from ampgan.config.resume import WRITES_WHERE_DATA_LIVES
+from ampgan.data import ImageDataset
 from ampgan.errors import AmpganError
 from ampgan.files.atomic import write_json_atomically
 from ampgan.files.paths import read_json_in
@@ -30,7 +30,7 @@ from ampgan.sections import differences
 from ampgan.speed.plan import RunPlan
 from ampgan.study.spec import CompareSpec
 from ampgan.training.interruption import Interrupted
-from ampgan.training.start import check_data_is_here, check_model_file, run_data, saved_config
+from ampgan.training.start import check_data_is_here, moved_files, run_data
 from ampgan.trust import command_line
 
 FILE_NAME = "study.json"
@@ -150,32 +150,22 @@ def load_progress(folder: Path) -> StudyProgress:
     )
 
 
-def with_its_data(spec: CompareSpec, progress: StudyProgress, moved: dict) -> CompareSpec:
+def with_its_data(spec: CompareSpec, progress: StudyProgress, moved: dict) -> tuple[CompareSpec, ImageDataset | None]:
     """The resumed study's spec, its data and model file where `moved` ({config path: value}: --dataset folder:PATH,
     --data-dir DIR, --model PATH.py:F) says they now are (recorded in study.json: the same study), checked to be the
-    ones its runs trained with (one line when gone, other data or an edited file: a finished run would be compared
-    with one trained on other data or code)."""
-    moved = absolute_paths(moved)
-    for path, value in moved.items():
-        if not moves_files(path, spec.base.get(path), value):
-            flag = "--model" if path == "model.name" else "--" + path[5:].replace("_", "-")
-            raise AmpganError(
-                f"--resume continues the study on its own data and model ({spec.base.data.dataset}, "
-                f"{spec.base.model.name}): drop {flag} {value}"
-            )
-    spec = replace(spec, base=spec.base.with_fields(moved))
-    check_data_is_here(spec.base.data, progress.folder)
-    here = {path: spec.base.get(path) for path in ("data.dataset", "data.data_dir", "model.name")}  # a run's: its old
-    for config_file in sorted((progress.folder / "runs").glob("*/config.json"))[:1]:  # a run trained on its data
-        run_dir = config_file.parent
-        recorded, its = read_run_config(run_dir), saved_config(run_dir).with_fields(here)
-        check_model_file(recorded, run_dir, its)
-        run_data(recorded, run_dir, its)
-    if moved:
-        progress.spec = spec.to_document(progress.spec["precisions"])
+    ones its runs trained with (training/start.moved_files; one line when gone, other data or an edited file: a
+    finished run would be compared with one trained on other data or code), and the data as the study loads it
+    (loaded once: run_study takes it; None when no run trained yet)."""
+    runs = sorted((progress.folder / "runs").glob("*/config.json"))[:1]  # a run trained on the study's data
+    recorded = read_run_config(runs[0].parent) if runs else None
+    there = replace(spec, base=moved_files(runs[0].parent if runs else progress.folder, spec.base, moved, recorded))
+    check_data_is_here(there.base.data, progress.folder)
+    dataset = run_data(recorded, runs[0].parent, there.base) if runs else None
+    if there != spec:  # moved
+        progress.spec = there.to_document(progress.spec["precisions"])
         progress.identity = study_identity(progress.spec)
         progress.save()
-    return spec
+    return there, dataset
 
 
 def open_progress(folder: Path, spec_document: dict) -> StudyProgress:

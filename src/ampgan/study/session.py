@@ -21,10 +21,19 @@ from ampgan.training.precision import resolve_device
 
 
 def run_study(
-    spec, out: Path, *, overwrite: bool, reopen: bool, show_progress: bool, log, with_doctor: bool = False
+    spec,
+    out: Path,
+    *,
+    overwrite: bool,
+    reopen: bool,
+    show_progress: bool,
+    log,
+    with_doctor: bool = False,
+    dataset=None,
 ) -> tuple[CompareDocument, Path, Path]:
     """(compare.json's document, report.md, report.html). A new folder is claimed; one with an
-    interrupted study is locked and reopened. Whatever stops it, a folder that holds finished work is kept."""
+    interrupted study is locked and reopened. Whatever stops it, a folder that holds finished work is kept.
+    `dataset`: the study's data, when its command loaded it already (compare --resume: with_its_data)."""
     out = Path(out)
     with ExitStack() as stack:
         if reopen:
@@ -34,7 +43,7 @@ def run_study(
             stack.enter_context(
                 claimed_folder(out, overwrite, "study", worth_keeping=has_progress, data=spec.base.data.folders_read)
             )
-        document = run_compare(spec, out, show_progress=show_progress, log=log)
+        document = run_compare(spec, out, show_progress=show_progress, log=log, dataset=dataset)
         with stop_on_signals() as stop:  # the last stages: finished, then stopped if a signal came meanwhile
             if with_doctor:
                 _add_doctor(spec, out, log)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from ampgan.config import TrainConfig, config_from_document, moves_files, safe_to_change
+from ampgan.config import TrainConfig, config_from_document, flag_of, moves_files, safe_to_change
 from ampgan.config.sources import absolute_paths
 from ampgan.data import ImageDataset, load_dataset
 from ampgan.data.files import file_digest
@@ -42,11 +42,11 @@ def saved_config(run_dir: Path) -> TrainConfig:
         ) from None
 
 
-def resumed_config(run_dir: Path, changes: dict, option_names: dict[str, str]) -> TrainConfig:
-    """The run's own config, with only the changes that are safe to make on resume applied.
+def resumed_config(run_dir: Path, changes: dict) -> TrainConfig:
+    """The run's own config, with only the changes that are safe to make on resume applied, and its files where
+    the user says they moved (moved_files).
 
-    `changes`: {config path: value} the user set explicitly; `option_names`: path -> the flag that sets
-    it (for the message that refuses a change)."""
+    `changes`: {config path: value} the user set explicitly."""
     if os.environ.get("RANK", "0") == "0":  # one process puts back what a killed --overwrite set aside
         settle_leftovers(run_dir)
     config = saved_config(run_dir)
@@ -63,8 +63,8 @@ def resumed_config(run_dir: Path, changes: dict, option_names: dict[str, str]) -
         # holds them relative): the same files from the folder resumed in
         if value == config.get(path) or absolute_paths({path: config.get(path)})[path] == value:
             continue
-        if not safe_to_change(path) and not moves_files(path, config.get(path), value):
-            option = option_names.get(path, f"--set {path}=")
+        if not safe_to_change(path) and path not in RECORDED:  # where its files are now: moved_files
+            option = flag_of(path) or f"--set {path}="
             raise AmpganError(
                 f"{option} {value} differs from the run's {config.get(path)} and would make "
                 f"the resumed run a different experiment: drop it, or start a new run with --out"
@@ -72,7 +72,8 @@ def resumed_config(run_dir: Path, changes: dict, option_names: dict[str, str]) -
         applied[path] = value
     if "budget.time_budget_s" in changes and "budget.steps" not in changes:
         applied["budget.steps"] = None  # a new budget given as time alone replaces the run's step budget
-    return config.with_fields(applied)
+    moved = {path: applied.pop(path) for path in list(applied) if path in RECORDED}
+    return moved_files(run_dir, config, moved, read_run_config(run_dir)).with_fields(applied)
 
 
 def check_checkpoint_belongs(
@@ -96,17 +97,13 @@ def check_checkpoint_belongs(
         raise AmpganError(
             f"{checkpoint} holds no readable config: it is damaged or foreign; remove it to resume from the one before"
         ) from None
-    # moved files: run_data and check_model_file check them against what config.json records
-    checked = {
-        "data": has_shape(recorded, {"dataset": {"source": {"sha256": (str, dict)}}}),
-        "model": has_shape(recorded, {"model": {"source_sha256": str}}),
-    }
+    # moved files (moved_files): run_data and check_model_file check them against what config.json records
     check_model_file(recorded, run_dir, config)
     for path, value in config.paths().items():
         if (
             saved.get(path) != value
             and not safe_to_change(path)
-            and not (moves_files(path, saved.get(path), value) and checked[path.partition(".")[0]])
+            and not (moves_files(path, saved.get(path), value) and has_shape(recorded, RECORDED[path]))
         ):
             raise AmpganError(
                 f"{checkpoint} was trained with {path} = {saved.get(path)!r}, but {run_dir}/config.json "
@@ -118,6 +115,39 @@ def check_checkpoint_belongs(
     return dataset
 
 
+# What a run's config.json records of the files it can be told moved (config.moves_files), by the paths that name
+# them: the data's content SHA-256 (or its files', a downloaded dataset's), the model file's SHA-256 (gan/registry).
+_DATA_HASH = {"dataset": {"source": {"sha256": (str, dict)}}}
+RECORDED = {"data.dataset": _DATA_HASH, "data.data_dir": _DATA_HASH, "model.name": {"model": {"source_sha256": str}}}
+
+
+def moved_files(whose: Path, config: TrainConfig, moved: dict, recorded: dict | None) -> TrainConfig:
+    """`config` (`whose`: a run's, a study's) with its files where `moved` ({config path: value}: --dataset
+    folder:PATH, --data-dir DIR, --model PATH.py:FUNCTION) says they now are, for every command that reads a run
+    back (train --resume, evaluate, generate, doctor --run, compare --resume). Each must be a new place of the run's
+    own files (config.moves_files) whose SHA-256 `recorded` (the config.json of a run trained on them; None: no run
+    yet, nothing to check) keeps, or it could never be checked to be them: one line naming the flag. The model file
+    is checked here, before it is imported (check_model_file); the data where it is loaded (run_data)."""
+    moved = {path: value for path, value in absolute_paths(moved).items() if value != config.get(path)}  # (not its own)
+    for path, value in moved.items():
+        flag, old = flag_of(path), config.get(path)
+        if not moves_files(path, old, value):
+            raise AmpganError(
+                f"{whose} was trained with {old or config.data.dataset}, and {flag} {value} is no new place of its "
+                f"model file, image folder or data dir (another dataset or function): drop {flag} {value}"
+            )
+        if recorded is not None and not has_shape(recorded, RECORDED[path]):
+            raise AmpganError(
+                f"{flag} {value}: {whose}/config.json records no SHA-256 of {old} (every ampgan records it: the file "
+                f"was edited), so no new place can be checked to hold what it trained with: put it back at {old}, or "
+                "start a new run"
+            )
+    config = config.with_fields(moved)
+    if recorded is not None:
+        check_model_file(recorded, whose, config)
+    return config
+
+
 def run_data(recorded: dict, run_dir: Path, config: TrainConfig, load: Callable[[], ImageDataset] | None = None):
     """The data `run_dir` trained on (`recorded`: its config.json), read where `config` says it is now (moved: the
     user gave its new place), or one line: gone (the flag that gives its new place), or other data than the run's
@@ -125,9 +155,7 @@ def run_data(recorded: dict, run_dir: Path, config: TrainConfig, load: Callable[
     data = config.data
     check_data_is_here(data, run_dir)
     dataset = load() if load else load_dataset(data, seed=config.seed)
-    if has_shape(recorded, {"dataset": {"source": {"sha256": (str, dict)}}}) and (
-        recorded["dataset"]["source"]["sha256"] != dataset.source["sha256"]
-    ):
+    if has_shape(recorded, _DATA_HASH) and (recorded["dataset"]["source"]["sha256"] != dataset.source["sha256"]):
         raise AmpganError(
             f"{data.data_dir or data.dataset} holds other data than {run_dir} was trained on (images added, removed "
             "or edited since, or another dataset): give the place of the run's own data (--dataset folder:PATH, "
@@ -150,12 +178,13 @@ def check_model_file(recorded: dict, run_dir: Path, config: TrainConfig) -> None
             f"{run_dir} was trained with the model in {where}, which is gone: give --model PATH.py:{function} "
             "where the file is now (checked to be the same file)"
         )
-    then = recorded["model"]["source_sha256"] if has_shape(recorded, {"model": {"source_sha256": str}}) else ""
+    then = recorded["model"]["source_sha256"] if has_shape(recorded, RECORDED["model.name"]) else ""
     now = file_digest(Path(where).expanduser())
     if then and now != then:
         raise AmpganError(
             f"{where} changed since {run_dir} was trained with it (SHA-256 {then[:12]} then, {now[:12]} now): "
-            "its checkpoints belong to the code as it was; restore the file, or start a new run with --out"
+            f"its checkpoints belong to the code as it was; restore the file (or give --model PATH.py:{function} where "
+            "it is kept as it was), or start a new run with --out"
         )
 
 

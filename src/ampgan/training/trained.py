@@ -10,8 +10,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ampgan.config import TrainConfig, moves_files
-from ampgan.config.sources import absolute_paths
+from ampgan.config import TrainConfig
 from ampgan.data.registry import DATASET_NAME
 from ampgan.errors import AmpganError, ConfigError
 from ampgan.files.atomic import write_atomically
@@ -24,7 +23,7 @@ from ampgan.runs.run_folder import read_run_config
 from ampgan.system.memory import largest_count, refuse_unless_it_fits
 from ampgan.training.ema import attach_average, load_average
 from ampgan.training.precision import PRECISION_DESCRIBED
-from ampgan.training.start import check_model_file, run_data, saved_config
+from ampgan.training.start import moved_files, run_data, saved_config
 
 
 @dataclass
@@ -62,8 +61,7 @@ def _data_of(document: dict, path: Path) -> DataSpec:
 def load_trained_run(run_dir: Path, device: torch.device | str = "cpu", moved: dict | None = None) -> TrainedRun:
     """The run's generator at its latest checkpoint, in eval mode. A run of a user's model imports its
     model file again (as training did). `moved`: {config path: value} where the run's files are now (--dataset
-    folder:PATH, --data-dir DIR, --model PATH.py:FUNCTION), each applied where it names a new place for them
-    (config.moves_files; run_data and check_model_file check that they are the run's); None values are not given."""
+    folder:PATH, --data-dir DIR, --model PATH.py:FUNCTION; start.moved_files); None values are not given."""
     run_dir = Path(run_dir)
     # The names it records beside its config are shown as the run's (evaluate's quality.json, a report's table).
     document = check_shape(
@@ -72,18 +70,8 @@ def load_trained_run(run_dir: Path, device: torch.device | str = "cpu", moved: d
         str(run_dir / "config.json"),
         "restore the file, or train the run again",
     )
-    config = saved_config(run_dir)
     given = {path: str(value) for path, value in (moved or {}).items() if value is not None}
-    given = absolute_paths(given)
-    for path, value in given.items():
-        if not moves_files(path, config.get(path), value):
-            flag = "model" if path == "model.name" else path.partition(".")[2].replace("_", "-")
-            raise AmpganError(
-                f"--{flag} {value}: {run_dir} was trained with {config.get(path) or config.data.dataset}, no "
-                "model file, folder or data dir to move (or another function): drop it"
-            )
-    config = config.with_fields(given)
-    check_model_file(document, run_dir, config)  # before its code is imported
+    config = moved_files(run_dir, saved_config(run_dir), given, document)  # its model file checked before import
     data = _data_of(document, run_dir / "config.json")
     checkpoint = latest_checkpoint(run_dir)
     payload = load_checkpoint(checkpoint, map_location="cpu")
