@@ -401,9 +401,11 @@ class _OpsInLosses(TorchFunctionMode):
 def _state_outside(kept: dict, gan) -> list[Finding]:
     """A loss that keeps state between steps outside G and D (what `kept` held before the step changed). One
     step cannot tell a memo of constants filled on the first call from state: a container that was empty is
-    named as what it may be."""
+    named as what it may be. A copy of G the losses hold (a user's own average of G, which g_loss moves toward G
+    before G's first update changes it) is state whether or not the step changed it."""
     now = _kept_by_losses(gan)
-    changed = [key for key, value in kept.items() if not _same(value, now.get(key))]
+    names = (dict(gan.generator.named_parameters()) | dict(gan.generator.named_buffers())).keys()
+    changed = [key for key, value in kept.items() if not _same(value, now.get(key)) or _copy_of(names, value)]
     if not changed:
         return []
     filled = all(isinstance(kept[key], (dict, list)) and not kept[key] for key in changed)
@@ -414,10 +416,19 @@ def _state_outside(kept: dict, gan) -> list[Finding]:
             f"the losses {'may keep' if filled else 'keep'} state between steps outside G and D "
             f"({_first_few(changed, 3)}{', empty until the first step filled it' if filled else ''}): a checkpoint "
             "holds the networks, optimizers, scalers and RNGs, not it, so a resumed run differs from an "
-            "uninterrupted one; keep it in a buffer of G or D (G.register_buffer('pl_mean', torch.zeros(())))"
+            "uninterrupted one; keep it in a buffer of G or D (G.register_buffer('pl_mean', torch.zeros(()))), "
+            "an average of G's weights as GAN(ema=ampgan.EMA(decay))"
             + ("; a memo of values that never change is harmless" if filled else ""),
         )
     ]
+
+
+def _copy_of(names, value) -> bool:
+    """Whether a kept value is (or holds) a module's copy with these parameter and buffer names and values of its
+    own (G itself, whose tensors the checkpoint holds, is kept as None values)."""
+    if isinstance(value, list):
+        return any(_copy_of(names, item) for item in value)
+    return isinstance(value, dict) and value.keys() == names and None not in value.values()
 
 
 def _not_saved(gan) -> dict[str, torch.Tensor]:
@@ -471,7 +482,7 @@ def _kept_by_losses(gan) -> dict:
             except ValueError:  # a cell not yet filled
                 continue
         for name, value in held.items():
-            if not isinstance(value, nn.Module) and (copy := _copied(value, own)) is not None:
+            if (copy := _copied(value, own)) is not None:
                 kept[f"`{name}`"] = copy
     return kept
 
@@ -494,15 +505,18 @@ def _storage(tensor: torch.Tensor) -> int:
 
 
 def _copied(value, own: set):
-    """A tensor, number or container of them as it is now; None for anything else (functions, modules, a tensor
-    whose memory is one of `own`: a parameter of G or D a loss holds, as a weight penalty's `w = D[1].weight`)."""
+    """A tensor, number, module (its parameters and buffers: a user's own average of G, updated in g_loss) or
+    container of them as it is now; None for anything else (functions, a tensor whose memory is one of `own`: a
+    parameter of G or D a loss holds, as a weight penalty's `w = D[1].weight`, or a layer of G or D)."""
+    if isinstance(value, nn.Module):
+        value = dict(value.named_parameters()) | dict(value.named_buffers())
     if isinstance(value, torch.Tensor):
         return None if _storage(value) in own else value.detach().clone()
     if isinstance(value, (int, float, bool)):
         return value
     if isinstance(value, dict):
         return {key: _copied(item, own) for key, item in value.items()}
-    if isinstance(value, list):
+    if isinstance(value, (list, tuple)):
         return [_copied(item, own) for item in value]
     return None
 
