@@ -164,6 +164,22 @@ USER_GANS = textwrap.dedent("""
             return bce_g(ctx)
         return ampgan.GAN(generator=G, discriminator=patch_d(data), z_dim=16, d_loss=bce_d, g_loss=g_loss)
 
+    class HeadD(nn.Module):  # a user's way to keep D's head in fp32: .float() on its input (autocast undoes it)
+        def __init__(self, data, island=False):
+            super().__init__()
+            self.body, self.head, self.island = patch_d(data), nn.Linear(data.image_size ** 2 // 16, 1), island
+            self.head2 = nn.Linear(1, 1)
+        def forward(self, x):
+            return self.head2(self.head(self.body(x).flatten(1).float()))
+
+    def float_before_a_layer(data, *, island=False):  # island: the head in fp32_modules, and D's input cast
+        D = HeadD(data)
+        fake = lambda ctx: ctx.fake.float() if island else ctx.fake
+        return ampgan.GAN(generator=Modulated(data), discriminator=D, z_dim=16, fp32_modules=[D.head] if island else (),
+                          d_loss=[lambda ctx: ampgan.real_fake_loss(ctx.D(ctx.real), 1.0),
+                                  lambda ctx: ampgan.real_fake_loss(ctx.D(fake(ctx)), 0.0)],
+                          g_loss=lambda ctx: ampgan.real_fake_loss(ctx.D(fake(ctx)), 1.0))
+
     def frozen_net_in_a_closure(data):  # a fixed feature network and G itself in a closure: constants, not state
         G, features = Modulated(data), patch_d(data).requires_grad_(False)
         def g_loss(ctx):
@@ -359,6 +375,15 @@ def test_a_module_a_loss_closure_holds_is_state_and_a_copy_of_g_is_named_before_
     said = _findings(models, "ema_of_g_in_a_closure")[("warning", "outside")]
     assert "(`ema`)" in said and "GAN(ema=ampgan.EMA(decay))" in said
     assert ("warning", "outside") not in _findings(models, "frozen_net_in_a_closure")
+
+
+def test_a_float_before_a_layer_is_said_not_to_keep_it_in_fp32_and_fp32_modules_is_the_fix(models):
+    """`self.head(x.float())` looks like an fp32 layer and computes in bf16 under autocast all the same (the user's
+    file read as fp32 islands that were not there). Listed in fp32_modules it is fp32, and a cast of D's own input
+    in the loss is no such attempt: neither is named."""
+    said = _findings(models, "float_before_a_layer")[("warning", "float")]
+    assert said.startswith("D.head take(s) an input cast to fp32 (.float())") and "fp32_modules" in said
+    assert ("warning", "float") not in _findings(models, "float_before_a_layer", ["model.island=true"])
 
 
 def test_squares_in_a_loss_written_as_a_method_of_d_are_the_loss_s(models):

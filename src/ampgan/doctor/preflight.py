@@ -24,7 +24,7 @@ from ampgan.data.batches import BatchStream
 from ampgan.errors import AmpganError, first_words, say
 from ampgan.gan.context import LossContext
 from ampgan.gan.contract import as_terms
-from ampgan.precisions import FP16, FP32, PRECISIONS
+from ampgan.precisions import BF16, FP16, FP32, PRECISIONS
 from ampgan.runs.samples import NOISE_INPUT
 from ampgan.training.precision import build_policy
 from ampgan.training.prepared import prepare_run
@@ -130,11 +130,14 @@ def _real_step_under(name: str, prepared, stream) -> list[Finding]:
     state = build_train_state(prepared.config, prepared.model, prepared.data, policy)
     state.step = state.gan.cycle_steps - 1
     kept, unsaved = _kept_by_losses(state.gan), _not_saved(state.gan) if name == FP32 else {}
+    casts = _FloatBeforeLayers(state.gan) if name == BF16 else None  # one 16-bit mode says it
     try:
         metrics = train_step(state, stream.next_batch)
     except AmpganError as error:
         return [Finding("error", "step", f"under {policy.describe()}: {error}")]
-    outside = _state_outside(kept, state.gan) + _unsaved_changed(unsaved, state.gan) if name == FP32 else []
+    finally:
+        cast = casts.remove() if casts else []
+    outside = _state_outside(kept, state.gan) + _unsaved_changed(unsaved, state.gan) if name == FP32 else cast
     if policy.mode.loss_scaling:  # a non-finite fp16 loss is skipped; _losses_under_loss_scaling judges it
         return outside
     bad = [n for n, value in metrics.items() if n.startswith("loss") and not torch.isfinite(value).all()]
@@ -150,6 +153,61 @@ def _real_step_under(name: str, prepared, stream) -> list[Finding]:
             "(ampgan.real_fake_loss, hinge_loss) and keep eps terms out of low-precision tensors",
         )
     ]
+
+
+class _FloatBeforeLayers:
+    """G's and D's linear and convolution layers called under autocast on an input their network's code made fp32
+    (`self.head(x.float())`, a user's way to keep a layer in fp32): autocast casts it back, so the layer computes
+    in 16 bit all the same. A network's own input cast by the loss (`D(ctx.fake.float())`) keeps nothing in fp32
+    and is not named."""
+
+    VIEWS = {"ViewBackward0", "UnsafeViewBackward0", "ReshapeAliasBackward0", "PermuteBackward0", "TransposeBackward0"}
+
+    def __init__(self, gan):
+        self.cast: list[str] = []
+        self.inputs: list[torch.Tensor] = []  # G's and D's own inputs: a cast of one is the loss's
+        networks = (("G", gan.generator), ("D", gan.discriminator))
+        self.hooks = [network.register_forward_pre_hook(self._entry) for _, network in networks]
+        # fp32_modules: autocast is switched off in their forward, after a pre-hook runs
+        islands = {
+            id(m) for _, n in networks for top in n.modules() if getattr(top, "_ampgan_fp32", 0) for m in top.modules()
+        }
+        for prefix, network in networks:
+            for name, layer in network.named_modules():
+                if isinstance(layer, (nn.Linear, nn.modules.conv._ConvNd)) and id(layer) not in islands:
+                    self.hooks.append(layer.register_forward_pre_hook(self._layer(f"{prefix}.{name}")))
+
+    def _entry(self, module, args) -> None:
+        self.inputs += [a for a in args if isinstance(a, torch.Tensor)]
+
+    def _layer(self, name: str):
+        def hook(module, args) -> None:
+            x = args[0] if args else None
+            if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or not torch.is_autocast_enabled("cpu"):
+                return
+            step = x.grad_fn
+            while step is not None and type(step).__name__ in self.VIEWS:
+                step = step.next_functions[0][0]
+            own = any(x is given for given in self.inputs)
+            if step is not None and type(step).__name__ == "ToCopyBackward0" and not own and name not in self.cast:
+                self.cast.append(name)
+
+        return hook
+
+    def remove(self) -> list[Finding]:
+        for hook in self.hooks:
+            hook.remove()
+        if not self.cast:
+            return []
+        return [
+            Finding(
+                "warning",
+                "float",
+                f"{_first_few(self.cast, 3)} take(s) an input cast to fp32 (.float()), which does not keep a layer "
+                "in fp32: autocast casts it back and the layer computes in bf16 or fp16 all the same; to keep it in "
+                "fp32, list it in GAN(fp32_modules=[...])",
+            )
+        ]
 
 
 def _own_precision(gan) -> list[Finding]:
