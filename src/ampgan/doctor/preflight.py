@@ -24,6 +24,7 @@ from ampgan.data.batches import BatchStream
 from ampgan.errors import AmpganError, first_words, say
 from ampgan.gan.context import LossContext
 from ampgan.gan.contract import as_terms
+from ampgan.gan.layers import in_fp32_modules
 from ampgan.precisions import BF16, FP16, FP32, PRECISIONS
 from ampgan.runs.samples import NOISE_INPUT
 from ampgan.training.precision import build_policy
@@ -168,10 +169,7 @@ class _FloatBeforeLayers:
         self.inputs: list[torch.Tensor] = []  # G's and D's own inputs: a cast of one is the loss's
         networks = (("G", gan.generator), ("D", gan.discriminator))
         self.hooks = [network.register_forward_pre_hook(self._entry) for _, network in networks]
-        # fp32_modules: autocast is switched off in their forward, after a pre-hook runs
-        islands = {
-            id(m) for _, n in networks for top in n.modules() if getattr(top, "_ampgan_fp32", 0) for m in top.modules()
-        }
+        islands = in_fp32_modules(gan.generator, gan.discriminator)  # autocast is off in them after a pre-hook runs
         for prefix, network in networks:
             for name, layer in network.named_modules():
                 if isinstance(layer, (nn.Linear, nn.modules.conv._ConvNd)) and id(layer) not in islands:
