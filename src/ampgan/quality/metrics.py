@@ -137,7 +137,8 @@ PERMUTED_ABOVE = 0.5  # a class drawn as one other class in more than half of it
 def quality_flags(diversity: list[float | None], confusion: np.ndarray, class_names: list[str]) -> list[str]:
     """Plain-language warnings: collapsed classes and classes drawn as another class."""
     flags = [
-        f"class {class_names[label]}: diversity {ratio:.0%} of real (collapsed: to the evaluator its samples are nearly one image)"
+        f"class {class_names[label]}: diversity {ratio:.0%} of real "
+        "(collapsed: to the evaluator its samples are nearly one image)"
         for label, ratio in enumerate(diversity)
         if ratio is not None and ratio < COLLAPSE_BELOW
     ]
