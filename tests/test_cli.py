@@ -120,6 +120,16 @@ def test_bad_input_is_one_line_and_exit_code_2(tmp_path, capsys, args, message):
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.parametrize(
+    "args, hint",
+    [(["data", "info", "--dataset", "x"], "ampgan data info --help"), (["train", "--bogus"], "ampgan train --help")],
+)
+def test_a_usage_error_points_to_the_help_of_the_command_as_typed(capsys, args, hint):
+    """`ampgan data info --dataset x` pointed to 'ampgan info --help', a command that does not exist."""
+    code, _, err = run_cli(capsys, *args)
+    assert code == 2 and err.rstrip().endswith(f"(see '{hint}')") and err.count("\n") == 1, err
+
+
 def test_an_existing_run_folder_is_never_touched_without_overwrite(tmp_path, capsys):
     run = tmp_path / "run"
     run.mkdir()

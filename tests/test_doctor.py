@@ -107,6 +107,24 @@ def test_huge_activations_and_tiny_gradients_are_flagged_and_the_scale_rescues_t
     assert fractions_at_scale(tiny_grads, recommendation["exponent"])["flush_to_zero"] == 0.0  # all rescued
 
 
+def test_a_layer_in_fp32_modules_is_not_judged_by_fp16_s_range():
+    """A GAN's fp32_modules compute in fp32 in every precision: the doctor flagged their tiny gradients as flushing to
+    zero in fp16 (StyleGAN2-ADA's fp32 low-resolution blocks), a range they never run in."""
+    from ampgan.gan.layers import keep_in_fp32
+
+    torch.manual_seed(0)
+    model = HugeAndTiny()
+    keep_in_fp32(model.tiny)
+    recorder = LayerRecorder({"M": model})
+    (model(torch.randn(64, 8).abs() + 0.5).sum() * 1e-9).backward()
+    recorder.after_backward()
+    recorder.close()
+    assert list(recorder.records) == ["M.huge"]
+    assert not any(
+        item.startswith("M.tiny") for items in flagged(summarize_layers(recorder.records)).values() for item in items
+    )
+
+
 def test_loss_scale_recommendation_by_hand():
     histogram = [0] * 281
     histogram[-20 - HIST_LOW] = 3  # values in [2^-20, 2^-19): fp16 subnormals

@@ -1002,3 +1002,14 @@ def test_cudnn_s_rnn_is_matrix_work_with_every_layer_s_and_direction_s_gate_prod
     for mask, passes in (([True, True, True, True], 2), ([True, False, False, False], 1), ([False] * 3 + [True], 1)):
         assert flops_of(packet, (*backward, None, None, mask), {}, None) == passes * forward
     assert kind_of("aten._cudnn_rnn_backward") == "matmul"
+
+
+def test_the_projection_table_names_the_software_the_step_was_traced_with():
+    """projection.md and `ampgan project`'s printed table named the model and the machine that traced the step,
+    not the torch that traced it (its figure and projection.json did): a table read alone lacked its versions."""
+    from ampgan.projection.document import table_text
+
+    document = {"model": "m.py:build", "traced_on": "the meta device on AMD EPYC", "batches_costed": 1e6, "rows": []}
+    software = {"torch": "2.13.0+cpu", "ampgan": "0.1.0", "python": "3.11.7"}
+    first = table_text({**document, "assumptions": [], "measured_here": [], "software": software}).splitlines()[0]
+    assert "model m.py:build, traced on the meta device on AMD EPYC with torch 2.13.0+cpu, ampgan 0.1.0)" in first

@@ -82,6 +82,6 @@ def test_confusion_and_the_flags_it_raises():
     assert counts.tolist() == [[3, 1, 0], [0, 1, 3], [0, 0, 2]]
     flags = quality_flags([0.9, 0.02, None], counts, ["zero", "one", "two"])
     assert flags == [
-        "class one: diversity 2% of real (collapsed: its samples are nearly one image)",
+        "class one: diversity 2% of real (collapsed: to the evaluator its samples are nearly one image)",
         "class one: drawn as two in 75% of its samples",
     ]

@@ -458,3 +458,17 @@ def test_a_torch_optimizer_in_place_of_ampgan_adam_is_one_line(where):
         said = f"GAN.{where} is torch.optim.adam.Adam, not ampgan.Adam"
     with pytest.raises(AmpganError, match=rf"my_gan.py:build: {said}: give its settings, ampgan.Adam\(lr=\.\.\."):
         check_gan(gan, "my_gan.py:build")
+
+
+@pytest.mark.parametrize("kind", [torch.optim.RAdam, torch.optim.SGD])
+def test_an_optimizer_other_than_adam_is_said_to_be_unavailable_not_taken_as_adam_s_settings(kind):
+    """optimizer_g=torch.optim.RAdam was told to 'give its settings, ampgan.Adam(...)', as if RAdam's settings made
+    an RAdam: ampgan's step runs Adam for every network, and the line now says so."""
+    from ampgan.errors import AmpganError
+    from ampgan.gan.contract import check_gan
+
+    gan = frozen_stem_gan(ampgan.DataSpec(SIZE, 3, 10))
+    gan.optimizer_d = kind
+    said = f"GAN.optimizer_d is torch.optim.{kind.__module__.rsplit('.', 1)[1]}.{kind.__name__}, not ampgan.Adam: "
+    with pytest.raises(AmpganError, match=rf"{said}ampgan's step runs Adam only, not {kind.__name__}: give its"):
+        check_gan(gan, "my_gan.py:build")

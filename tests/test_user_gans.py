@@ -19,6 +19,7 @@ from ampgan.training.state import build_train_state
 from ampgan.training.step import train_step
 
 USER_GANS = textwrap.dedent("""
+    import copy
     import torch
     import torch.nn.functional as F
     from torch import nn
@@ -147,6 +148,43 @@ USER_GANS = textwrap.dedent("""
     def pl_mean_on_a_loss_module(data):
         return ampgan.GAN(generator=Modulated(data), discriminator=patch_d(data), z_dim=16, d_loss=bce_d,
                           g_loss=PathLengthModule())
+
+    def module_in_a_closure(data):  # the loss module held by a closure (not given as the loss itself)
+        running = PathLengthModule()
+        return ampgan.GAN(generator=Modulated(data), discriminator=patch_d(data), z_dim=16, d_loss=bce_d,
+                          g_loss=lambda ctx: running(ctx))
+
+    def ema_of_g_in_a_closure(data):  # the user's own average of G, moved toward G in g_loss, before G's update
+        G = Modulated(data)
+        ema = [copy.deepcopy(G).requires_grad_(False)]
+        def g_loss(ctx):
+            with torch.no_grad():
+                for kept, p in zip(ema[0].parameters(), G.parameters()):
+                    kept.lerp_(p, 0.001)
+            return bce_g(ctx)
+        return ampgan.GAN(generator=G, discriminator=patch_d(data), z_dim=16, d_loss=bce_d, g_loss=g_loss)
+
+    class HeadD(nn.Module):  # a user's way to keep D's head in fp32: .float() on its input (autocast undoes it)
+        def __init__(self, data, island=False):
+            super().__init__()
+            self.body, self.head, self.island = patch_d(data), nn.Linear(data.image_size ** 2 // 16, 1), island
+            self.head2 = nn.Linear(1, 1)
+        def forward(self, x):
+            return self.head2(self.head(self.body(x).flatten(1).float()))
+
+    def float_before_a_layer(data, *, island=False):  # island: the head in fp32_modules, and D's input cast
+        D = HeadD(data)
+        fake = lambda ctx: ctx.fake.float() if island else ctx.fake
+        return ampgan.GAN(generator=Modulated(data), discriminator=D, z_dim=16, fp32_modules=[D.head] if island else (),
+                          d_loss=[lambda ctx: ampgan.real_fake_loss(ctx.D(ctx.real), 1.0),
+                                  lambda ctx: ampgan.real_fake_loss(ctx.D(fake(ctx)), 0.0)],
+                          g_loss=lambda ctx: ampgan.real_fake_loss(ctx.D(fake(ctx)), 1.0))
+
+    def frozen_net_in_a_closure(data):  # a fixed feature network and G itself in a closure: constants, not state
+        G, features = Modulated(data), patch_d(data).requires_grad_(False)
+        def g_loss(ctx):
+            return bce_g(ctx) + 0.1 * features(ctx.fake).float().mean().abs() + 0 * G.out.weight.sum()
+        return ampgan.GAN(generator=G, discriminator=patch_d(data), z_dim=16, d_loss=bce_d, g_loss=g_loss)
 
     class RunningD(nn.Sequential):  # D's own method keeping an unregistered running value: not in its state_dict
         def loss(self, ctx):
@@ -327,6 +365,25 @@ def test_state_on_a_loss_module_or_unregistered_on_d_is_found_and_a_view_of_d_s_
     assert "(`pl_mean`)" in _findings(models, "pl_mean_on_a_loss_module")[("warning", "outside")]
     assert "(`running`)" in _findings(models, "running_on_d_unregistered")[("warning", "outside")]
     assert _findings(models, "penalty_on_a_view_of_d") == {}
+
+
+def test_a_module_a_loss_closure_holds_is_state_and_a_copy_of_g_is_named_before_it_moves(models):
+    """A module in a loss's closure was skipped whole: its running buffer, and a user's own average of G (kept
+    beside the networks, which one step cannot move: g_loss runs before G's first update), were in no checkpoint,
+    unsaid. A frozen feature network and G itself in a closure are not state."""
+    assert "(`running`)" in _findings(models, "module_in_a_closure")[("warning", "outside")]
+    said = _findings(models, "ema_of_g_in_a_closure")[("warning", "outside")]
+    assert "(`ema`)" in said and "GAN(ema=ampgan.EMA(decay))" in said
+    assert ("warning", "outside") not in _findings(models, "frozen_net_in_a_closure")
+
+
+def test_a_float_before_a_layer_is_said_not_to_keep_it_in_fp32_and_fp32_modules_is_the_fix(models):
+    """`self.head(x.float())` looks like an fp32 layer and computes in bf16 under autocast all the same (the user's
+    file read as fp32 islands that were not there). Listed in fp32_modules it is fp32, and a cast of D's own input
+    in the loss is no such attempt: neither is named."""
+    said = _findings(models, "float_before_a_layer")[("warning", "float")]
+    assert said.startswith("D.head take(s) an input cast to fp32 (.float())") and "fp32_modules" in said
+    assert ("warning", "float") not in _findings(models, "float_before_a_layer", ["model.island=true"])
 
 
 def test_squares_in_a_loss_written_as_a_method_of_d_are_the_loss_s(models):

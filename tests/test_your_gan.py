@@ -976,7 +976,7 @@ def test_an_image_to_image_gs_flags_say_its_translations_lose_a_class_not_that_i
         "1 of 2 classes dropped (drawn under a quarter as often as in the data): cats (2% of the samples, 50% of real)"
     ]
     assert unconditional_flags(0.1, shares, real_shares, ["cats", "dogs"], translated=True) == [
-        "diversity 10% of real (collapsed: the translations are nearly one image)",
+        "diversity 10% of real (collapsed: to the evaluator the translations are nearly one image)",
         "1 of 2 classes lost in translation (read in the translations under a quarter as often as in the data): "
         "cats (2% of the translations, 50% of real)",
     ]

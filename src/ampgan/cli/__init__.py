@@ -149,8 +149,8 @@ def _dispatch(argv: list[str]) -> None:
         interrupted = isinstance(error.__context__, KeyboardInterrupt)
         line, code = _stopped(error.__context__) if interrupted else ("aborted", 130)
     except click.UsageError as error:
-        name = error.ctx.command.name if error.ctx and error.ctx.command else "cli"
-        hint = f" (see 'ampgan {name} --help')" if name != "cli" else " (see 'ampgan --help')"
+        # the command's whole path: a subcommand's own name alone ('ampgan info') is no command
+        hint = f" (see '{error.ctx.command_path if error.ctx else 'ampgan'} --help')"
         line, code = f"error: {_usage_message(error)}{hint}", EXIT_USAGE
     except click.ClickException as error:
         line, code = f"error: {error.format_message()}", error.exit_code

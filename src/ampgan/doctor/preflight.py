@@ -24,7 +24,8 @@ from ampgan.data.batches import BatchStream
 from ampgan.errors import AmpganError, first_words, say
 from ampgan.gan.context import LossContext
 from ampgan.gan.contract import as_terms
-from ampgan.precisions import FP16, FP32, PRECISIONS
+from ampgan.gan.layers import in_fp32_modules
+from ampgan.precisions import BF16, FP16, FP32, PRECISIONS
 from ampgan.runs.samples import NOISE_INPUT
 from ampgan.training.precision import build_policy
 from ampgan.training.prepared import prepare_run
@@ -130,11 +131,14 @@ def _real_step_under(name: str, prepared, stream) -> list[Finding]:
     state = build_train_state(prepared.config, prepared.model, prepared.data, policy)
     state.step = state.gan.cycle_steps - 1
     kept, unsaved = _kept_by_losses(state.gan), _not_saved(state.gan) if name == FP32 else {}
+    casts = _FloatBeforeLayers(state.gan) if name == BF16 else None  # one 16-bit mode says it
     try:
         metrics = train_step(state, stream.next_batch)
     except AmpganError as error:
         return [Finding("error", "step", f"under {policy.describe()}: {error}")]
-    outside = _state_outside(kept, state.gan) + _unsaved_changed(unsaved, state.gan) if name == FP32 else []
+    finally:
+        cast = casts.remove() if casts else []
+    outside = _state_outside(kept, state.gan) + _unsaved_changed(unsaved, state.gan) if name == FP32 else cast
     if policy.mode.loss_scaling:  # a non-finite fp16 loss is skipped; _losses_under_loss_scaling judges it
         return outside
     bad = [n for n, value in metrics.items() if n.startswith("loss") and not torch.isfinite(value).all()]
@@ -150,6 +154,58 @@ def _real_step_under(name: str, prepared, stream) -> list[Finding]:
             "(ampgan.real_fake_loss, hinge_loss) and keep eps terms out of low-precision tensors",
         )
     ]
+
+
+class _FloatBeforeLayers:
+    """G's and D's linear and convolution layers called under autocast on an input their network's code made fp32
+    (`self.head(x.float())`, a user's way to keep a layer in fp32): autocast casts it back, so the layer computes
+    in 16 bit all the same. A network's own input cast by the loss (`D(ctx.fake.float())`) keeps nothing in fp32
+    and is not named."""
+
+    VIEWS = {"ViewBackward0", "UnsafeViewBackward0", "ReshapeAliasBackward0", "PermuteBackward0", "TransposeBackward0"}
+
+    def __init__(self, gan):
+        self.cast: list[str] = []
+        self.inputs: list[torch.Tensor] = []  # G's and D's own inputs: a cast of one is the loss's
+        networks = (("G", gan.generator), ("D", gan.discriminator))
+        self.hooks = [network.register_forward_pre_hook(self._entry) for _, network in networks]
+        islands = in_fp32_modules(gan.generator, gan.discriminator)  # autocast is off in them after a pre-hook runs
+        for prefix, network in networks:
+            for name, layer in network.named_modules():
+                if isinstance(layer, (nn.Linear, nn.modules.conv._ConvNd)) and id(layer) not in islands:
+                    self.hooks.append(layer.register_forward_pre_hook(self._layer(f"{prefix}.{name}")))
+
+    def _entry(self, module, args) -> None:
+        self.inputs += [a for a in args if isinstance(a, torch.Tensor)]
+
+    def _layer(self, name: str):
+        def hook(module, args) -> None:
+            x = args[0] if args else None
+            if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or not torch.is_autocast_enabled("cpu"):
+                return
+            step = x.grad_fn
+            while step is not None and type(step).__name__ in self.VIEWS:
+                step = step.next_functions[0][0]
+            own = any(x is given for given in self.inputs)
+            if step is not None and type(step).__name__ == "ToCopyBackward0" and not own and name not in self.cast:
+                self.cast.append(name)
+
+        return hook
+
+    def remove(self) -> list[Finding]:
+        for hook in self.hooks:
+            hook.remove()
+        if not self.cast:
+            return []
+        return [
+            Finding(
+                "warning",
+                "float",
+                f"{_first_few(self.cast, 3)} take(s) an input cast to fp32 (.float()), which does not keep a layer "
+                "in fp32: autocast casts it back and the layer computes in bf16 or fp16 all the same; to keep it in "
+                "fp32, list it in GAN(fp32_modules=[...])",
+            )
+        ]
 
 
 def _own_precision(gan) -> list[Finding]:
@@ -401,9 +457,11 @@ class _OpsInLosses(TorchFunctionMode):
 def _state_outside(kept: dict, gan) -> list[Finding]:
     """A loss that keeps state between steps outside G and D (what `kept` held before the step changed). One
     step cannot tell a memo of constants filled on the first call from state: a container that was empty is
-    named as what it may be."""
+    named as what it may be. A copy of G the losses hold (a user's own average of G, which g_loss moves toward G
+    before G's first update changes it) is state whether or not the step changed it."""
     now = _kept_by_losses(gan)
-    changed = [key for key, value in kept.items() if not _same(value, now.get(key))]
+    names = (dict(gan.generator.named_parameters()) | dict(gan.generator.named_buffers())).keys()
+    changed = [key for key, value in kept.items() if not _same(value, now.get(key)) or _copy_of(names, value)]
     if not changed:
         return []
     filled = all(isinstance(kept[key], (dict, list)) and not kept[key] for key in changed)
@@ -414,10 +472,19 @@ def _state_outside(kept: dict, gan) -> list[Finding]:
             f"the losses {'may keep' if filled else 'keep'} state between steps outside G and D "
             f"({_first_few(changed, 3)}{', empty until the first step filled it' if filled else ''}): a checkpoint "
             "holds the networks, optimizers, scalers and RNGs, not it, so a resumed run differs from an "
-            "uninterrupted one; keep it in a buffer of G or D (G.register_buffer('pl_mean', torch.zeros(())))"
+            "uninterrupted one; keep it in a buffer of G or D (G.register_buffer('pl_mean', torch.zeros(()))), "
+            "an average of G's weights as GAN(ema=ampgan.EMA(decay))"
             + ("; a memo of values that never change is harmless" if filled else ""),
         )
     ]
+
+
+def _copy_of(names, value) -> bool:
+    """Whether a kept value is (or holds) a module's copy with these parameter and buffer names and values of its
+    own (G itself, whose tensors the checkpoint holds, is kept as None values)."""
+    if isinstance(value, list):
+        return any(_copy_of(names, item) for item in value)
+    return isinstance(value, dict) and value.keys() == names and None not in value.values()
 
 
 def _not_saved(gan) -> dict[str, torch.Tensor]:
@@ -471,7 +538,7 @@ def _kept_by_losses(gan) -> dict:
             except ValueError:  # a cell not yet filled
                 continue
         for name, value in held.items():
-            if not isinstance(value, nn.Module) and (copy := _copied(value, own)) is not None:
+            if (copy := _copied(value, own)) is not None:
                 kept[f"`{name}`"] = copy
     return kept
 
@@ -494,15 +561,18 @@ def _storage(tensor: torch.Tensor) -> int:
 
 
 def _copied(value, own: set):
-    """A tensor, number or container of them as it is now; None for anything else (functions, modules, a tensor
-    whose memory is one of `own`: a parameter of G or D a loss holds, as a weight penalty's `w = D[1].weight`)."""
+    """A tensor, number, module (its parameters and buffers: a user's own average of G, updated in g_loss) or
+    container of them as it is now; None for anything else (functions, a tensor whose memory is one of `own`: a
+    parameter of G or D a loss holds, as a weight penalty's `w = D[1].weight`, or a layer of G or D)."""
+    if isinstance(value, nn.Module):
+        value = dict(value.named_parameters()) | dict(value.named_buffers())
     if isinstance(value, torch.Tensor):
         return None if _storage(value) in own else value.detach().clone()
     if isinstance(value, (int, float, bool)):
         return value
     if isinstance(value, dict):
         return {key: _copied(item, own) for key, item in value.items()}
-    if isinstance(value, list):
+    if isinstance(value, (list, tuple)):
         return [_copied(item, own) for item in value]
     return None
 

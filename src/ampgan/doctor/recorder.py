@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import torch
 
 from ampgan.doctor.ranges import FORMATS, classify, log2_histogram
+from ampgan.gan.layers import in_fp32_modules
 from ampgan.precisions import FP16, FP32
 from ampgan.speed.decision import decide_for_run
 
@@ -59,15 +60,17 @@ class LayerRecord:
 
 
 class LayerRecorder:
-    """Forward/backward hooks on every leaf layer that has parameters (conv, linear, norm, embedding)."""
+    """Forward/backward hooks on every leaf layer that has parameters (conv, linear, norm, embedding), but those in
+    GAN.fp32_modules: they compute in fp32 in every precision, so fp16's and bf16's ranges are not theirs."""
 
     def __init__(self, networks: dict[str, torch.nn.Module]):
         self.records: dict[str, LayerRecord] = {}
         self._handles = []
         self._parameters = []
+        in_fp32 = in_fp32_modules(*networks.values())
         for prefix, network in networks.items():
             for name, module in network.named_modules():
-                if list(module.children()) or not list(module.parameters(recurse=False)):
+                if list(module.children()) or not list(module.parameters(recurse=False)) or id(module) in in_fp32:
                     continue
                 record = self.records.setdefault(f"{prefix}.{name}", LayerRecord(f"{prefix}.{name}"))
                 self._handles.append(module.register_forward_hook(self._on_forward(record)))

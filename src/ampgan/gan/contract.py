@@ -259,8 +259,10 @@ def check_gan(gan, origin: str) -> GAN:
     for where, optimizer in optimizers:
         if not isinstance(optimizer, Adam):  # torch.optim.Adam (its class or one made over G's parameters)
             kind = optimizer if isinstance(optimizer, type) else type(optimizer)
+            # torch's Adam maps onto ampgan.Adam; any other (RAdam, SGD, the user's own) would be swapped for Adam
+            other = "" if kind.__name__ == "Adam" else f"ampgan's step runs Adam only, not {kind.__qualname__}: "
             raise AmpganError(
-                f"{origin}: {where} is {kind.__module__}.{kind.__qualname__}, not ampgan.Adam: "
+                f"{origin}: {where} is {kind.__module__}.{kind.__qualname__}, not ampgan.Adam: {other}"
                 "give its settings, ampgan.Adam(lr=..., betas=...), and ampgan makes the optimizer over the network's "
                 "trainable parameters (lr_multipliers for parameter groups, lr_schedule for a scheduler)"
             )

@@ -140,6 +140,13 @@ def keep_in_fp32(module: nn.Module) -> None:
     module._ampgan_fp32 = True
 
 
+def in_fp32_modules(*networks: nn.Module) -> set[int]:
+    """The ids of the modules that compute in fp32 whatever the precision: GAN.fp32_modules (keep_in_fp32) and the
+    layers inside them."""
+    kept = (top for network in networks for top in network.modules() if getattr(top, "_ampgan_fp32", False))
+    return {id(module) for top in kept for module in top.modules()}
+
+
 def _one_score_per_image(logits, loss: str) -> torch.Tensor:
     # One score per image, or a PatchGAN's one per patch ((B, 1, H, W): pix2pix, CycleGAN and pix2pixHD average
     # the loss over the patches); a (B, K) output is a class head or features, not a real/fake score.

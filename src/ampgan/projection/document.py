@@ -518,13 +518,19 @@ def calibration_error_lines() -> list[str]:
     return lines
 
 
+def software_text(document: dict) -> str:
+    """The software a projection's step was traced with, as its table and figure say it."""
+    software = document.get("software", {})
+    return f"torch {software.get('torch', '?')}, ampgan {software.get('ampgan', '?')}"
+
+
 def table_text(document: dict) -> str:
     """The projection as a Markdown table, measured rows of this machine after it."""
     lines = [
         (
             f"**Projected, not measured** (a kernel model calibrated on measured GPU kernels, over the step's "
             f"operations, composed by a fit on published end-to-end training rows; model {document['model']}, "
-            f"traced on {document['traced_on']}). ms per step and cost of "
+            f"traced on {document['traced_on']} with {software_text(document)}). ms per step and cost of "
             f"{document['batches_costed']:,.0f} batches at the cheapest catalog instance with that GPU "
             "(projection.json and projection.csv name it and its price), mid [band]. On a TF32 GPU the speedup "
             "is first over "

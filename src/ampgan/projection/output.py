@@ -9,7 +9,7 @@ from ampgan.bench.output import model_text, plain_log_ticks, plain_tick_text
 from ampgan.files.atomic import write_csv_atomically, write_json_atomically, write_text_atomically
 from ampgan.plotting import precision_colour, save_figure, subplots
 from ampgan.precisions import FP32, in_order
-from ampgan.projection.document import fastest_mixed, table_text
+from ampgan.projection.document import fastest_mixed, software_text, table_text
 from ampgan.system.gpus import shipped_gpus
 
 CSV_COLUMNS = [
@@ -52,13 +52,12 @@ def _csv_row(row: dict) -> dict:
 
 
 def footer(document: dict) -> str:
-    software = document.get("software", {})
     # a user's own rows (--gpus FILE) are not NVIDIA's datasheets as ampgan ships them: the shipped file, unmerged
     theirs = [d["key"] for d in document.get("devices", []) if d.get("key") not in shipped_gpus()]
     return (
         f"PROJECTED (DeepBench-calibrated kernels, step composed by an end-to-end fit), not measured | "
         f"{model_text(document)} on {document.get('dataset')} | op tables traced on "  # not a dict's repr
-        f"{document['traced_on']} | torch {software.get('torch', '?')}, ampgan {software.get('ampgan', '?')} | "
+        f"{document['traced_on']} | {software_text(document)} | "
         "peaks and bandwidths: NVIDIA datasheets (src/ampgan/system/gpus.csv)"
         + (
             f"; {', '.join(theirs)}: the user's rows (--gpus or registered; sources in projection.json)"

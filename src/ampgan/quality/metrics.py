@@ -137,7 +137,8 @@ PERMUTED_ABOVE = 0.5  # a class drawn as one other class in more than half of it
 def quality_flags(diversity: list[float | None], confusion: np.ndarray, class_names: list[str]) -> list[str]:
     """Plain-language warnings: collapsed classes and classes drawn as another class."""
     flags = [
-        f"class {class_names[label]}: diversity {ratio:.0%} of real (collapsed: its samples are nearly one image)"
+        f"class {class_names[label]}: diversity {ratio:.0%} of real "
+        "(collapsed: to the evaluator its samples are nearly one image)"
         for label, ratio in enumerate(diversity)
         if ratio is not None and ratio < COLLAPSE_BELOW
     ]
@@ -175,7 +176,7 @@ def unconditional_flags(
     samples = "the translations" if translated else "the samples"
     flags = []
     if diversity is not None and diversity < COLLAPSE_BELOW:
-        flags.append(f"diversity {diversity:.0%} of real (collapsed: {samples} are nearly one image)")
+        flags.append(f"diversity {diversity:.0%} of real (collapsed: to the evaluator {samples} are nearly one image)")
     dropped = [
         f"{class_names[label]} ({share:.0%} of {samples}, {real_share:.0%} of real)"
         for label, (share, real_share) in enumerate(zip(shares, real_shares))
