@@ -159,3 +159,32 @@ def test_the_python_api_traces_on_the_meta_device_as_the_command_does_and_projec
     projected = ampgan.project(benched.results, devices="T4", batch_sizes=[64])
     row = projected.row("T4", "fp16", 64)
     assert row["status"] == "ok" and row["projected"] is True and row["ms_low"] < row["ms_per_step"] < row["ms_high"]
+
+
+def test_a_trace_only_bench_refuses_what_cannot_be_traced_before_tracing_and_leaves_a_taken_folder_alone(
+    user_gan, tmp_path, monkeypatch
+):
+    import ampgan
+    import ampgan.projection.tables as tables
+    from ampgan.errors import AmpganError
+
+    def never(*args, **kwargs):
+        raise AssertionError("traced before refusing")
+
+    monkeypatch.setattr(tables, "trace_op_tables", never)
+
+    taken = tmp_path / "taken"
+    taken.mkdir()
+    (taken / "mine.txt").write_text("kept")
+    for settings, refused in (
+        ({"precisions": ["fp33"]}, "fp33"),
+        ({"batch_sizes": [0]}, "batch"),
+        ({"trace_ops": False}, "--no-trace"),
+    ):
+        with pytest.raises(AmpganError, match=refused):
+            ampgan.bench(user_gan, tmp_path / "new", trace_only=True, **settings)
+        assert not (tmp_path / "new").exists()
+    # a folder that holds something else is refused before the trace, not after it
+    with pytest.raises(AmpganError, match="already holds files"):
+        ampgan.bench(user_gan, taken, trace_only=True)
+    assert [p.name for p in taken.iterdir()] == ["mine.txt"]

@@ -764,6 +764,21 @@ def test_an_op_a_model_keeps_in_fp32_under_a_16_bit_mode_is_costed_in_fp32_off_t
     assert parts[FP32]["fp16"] == parts[TF32]["fp16"] > 0  # the autocast layer's kernels, the same either way
 
 
+def test_pytorch_s_default_runs_a_grouped_convolution_in_tf32_as_every_other_convolution():
+    """A grouped convolution has no kernel shapes (its cost is a stand-in product of its FLOPs): it was costed as
+    PyTorch's default costs products, in fp32, where cuDNN runs every convolution in TF32 by default."""
+
+    def traced(batch):
+        layer = nn.Conv2d(64, 64, 3, padding=1, groups=8)  # a fresh one each time: no gradient to accumulate into
+        x = torch.randn(batch, 64, 16, 16, requires_grad=True)
+        return record_ops(lambda: layer(x).sum().backward())
+
+    rows = affine_rows(traced(8), traced(16), 8, 16)
+    assert any(r.unit == "matrix" and not r.kernels for r in rows)  # the stand-in product
+    parts = step_parts(rows, 256, gpu_spec("A100"), "default").matrix_s
+    assert parts["tf32"] > 0 and parts["fp32"] == 0
+
+
 def test_whether_a_gpu_pads_a_convolution_s_channels_is_its_own_row_s():
     """Channel padding was decided by the tensor cores alone: a GPU (or its library) that does not pad could not say
     so. gpus.csv's pads_channels decides it, onto tensor cores only; a row without the column pads where it has them."""

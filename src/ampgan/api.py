@@ -195,10 +195,10 @@ def train(
 @dataclass(frozen=True)
 class Benched:
     """What `ampgan.bench` measured: its folder and each configuration's and speedup's numbers (the
-    summary `ampgan bench --json` prints)."""
+    summary `ampgan bench --json` prints); with `trace_only`, the traced step alone."""
 
     out_dir: Path
-    results: Path  # results.json
+    results: Path  # results.json; op_tables.json, the traced step, with trace_only
     device: str | None
     configs: list[dict]  # {batch_size, precision, status, median_ms, [reason]} per configuration
     speedups: list[dict]  # {batch_size, precision, baseline, estimate, low, high, verdict} per pair
@@ -226,7 +226,7 @@ def bench(
     precisions to compile or run channels-last) and `trace_ops`; an unknown one is one error line.
     `trace_only`: as `ampgan bench --trace-only`, the step traced on the meta device at its size, neither run
     nor timed: `results` is then the traced step (op_tables.json) that `ampgan.project` reads, device "meta",
-    and no configs or speedups."""
+    no configs or speedups, and a precision that could not be traced is said to `log`, with why."""
     from ampgan.bench.spec import BenchSpec
     from ampgan.bench.to_folder import bench_summary, bench_to_folder, check_bench
     from ampgan.projection.tables import trace_to_folder
@@ -236,6 +236,8 @@ def bench(
     if trace_only:
         out = Path(out) if out is not None else default_out("bench")
         traced = trace_to_folder(spec, out, overwrite)
+        for failed in traced["failed"]:
+            (log or (lambda line: None))(f"not traced: {failed['precision']}: {failed['reason']}")
         return Benched(out_dir=out, results=Path(traced["op_tables"]), device="meta", configs=[], speedups=[])
     device = resolve_device(base.compute.device)
     check_bench(spec, device)

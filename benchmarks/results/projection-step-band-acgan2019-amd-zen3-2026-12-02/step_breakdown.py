@@ -56,7 +56,8 @@ def matrix_by_group(table: OpTable, batch: int, device: str, precision: str) -> 
     """{group: (seconds, TFLOP/s)} of the step's matrix kernels."""
     gpu = gpu_spec(device)
     calibration, _ = calibration_for(gpu)
-    kernels, weights, _ = row_kernels(table.on_cuda(), batch)
+    shaped = row_kernels(table.on_cuda(), batch)
+    kernels, weights = shaped.kernels, shaped.weights
     seconds = kernel_times(kernels, gpu, precision, calibration, 1.0).seconds * np.asarray(weights)
     flops = np.array([k.flops() for k in kernels]) * np.asarray(weights)
     out = {}

@@ -45,7 +45,8 @@ print("| kernel (op, c -> k, input, filter/stride; or M x N x K) | runs | fp32 m
 print("|---|---:|---:|---:|---:|")
 gpu = gpu_spec("V100")
 calibration, _ = calibration_for(gpu)
-kernels, weights, _ = row_kernels(steps[FP16], 2048)
+shaped = row_kernels(steps[FP16], 2048)
+kernels, weights = shaped.kernels, shaped.weights
 rows = {}
 for precision in (FP32, FP16):
     path = calibration.paths[precision].copy()

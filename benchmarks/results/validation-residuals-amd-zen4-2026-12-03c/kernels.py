@@ -33,7 +33,8 @@ key, batch, gpu = sys.argv[1], float(sys.argv[2]), cf.gpus()[sys.argv[3]]
 tables = tables_of(load_cache()["models"][key])
 calibration, _ = calibration_for(gpu)
 for precision in (FP32, FP16):
-    kernels, weights, _ = row_kernels(list(tables[precision].on_cuda()), batch)
+    shaped = row_kernels(list(tables[precision].on_cuda()), batch)
+    kernels, weights = shaped.kernels, shaped.weights
     seconds, _, _ = predict_seconds(
         features(kernels, gpu.sms, precision, pads_channels=pads_channels(gpu, precision)),
         calibration.paths[precision],

@@ -45,7 +45,7 @@ from ampgan.projection.kernel_model import (
     unmeasured_terms,
     with_terms,
 )
-from ampgan.projection.step_model import DEFAULT, kernel_precision, row_kernels
+from ampgan.projection.step_model import DEFAULT, row_kernels
 from ampgan.system.gpus import GpuSpec
 
 PATHS = (FP32, TF32, FP16)  # bf16 composes as fp16: the same tensor-core path and bytes
@@ -100,8 +100,8 @@ def step_parts(
     kernels, weights = shaped.kernels, shaped.weights
     matrix = dict.fromkeys(PATHS, 0.0)
     groups: dict[str, list[int]] = {}
-    for i, kernel in enumerate(kernels):
-        groups.setdefault(kernel_precision(precision, kernel, shaped.computes[i], fp32_ops), []).append(i)
+    for i, used in enumerate(shaped.precisions(precision, fp32_ops)):
+        groups.setdefault(used, []).append(i)
     for used, indices in groups.items():
         picked = [kernels[i] for i in indices]
         # Without tensor cores (Pascal) autocast's 16-bit products run fp32 arithmetic on 16-bit data (cuBLAS

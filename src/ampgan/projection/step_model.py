@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ampgan.bench.ops import OpRow
+from ampgan.bench.ops import OpRow, kind_of
 from ampgan.precisions import FP16, FP32, TF32
 from ampgan.precisions import precision as precision_mode
 from ampgan.projection.assumptions import BANDWIDTH_FRACTION, LAUNCH_GAP_S
@@ -53,15 +53,16 @@ UNCALIBRATED_WIDENING = 1.27
 DEFAULT = "default"  # PyTorch's default on TF32 GPUs: convolutions in TF32 (cudnn.allow_tf32), products in fp32
 
 
-def kernel_precision(precision: str, kernel: Kernel, computes: str = "", fp32_ops: str = FP32) -> str:
-    """The precision one matrix kernel runs in. `computes`: the dtype its traced op computed in; an op that
-    stayed fp32 under a 16-bit mode (autocast's fp32 list, a layer the model keeps in fp32) runs as the
-    mode's fp32 operations do, `fp32_ops`: strict fp32 under ampgan's 16-bit modes, which switch TF32 off
-    (precisions.py); what the harness's fp32 side ran for a published measurement."""
+def kernel_precision(precision: str, convolution: bool, computes: str = "", fp32_ops: str = FP32) -> str:
+    """The precision one matrix kernel runs in. `convolution`: its op is one (PyTorch's default runs those in
+    TF32, products in fp32). `computes`: the dtype its traced op computed in; an op that stayed fp32 under a
+    16-bit mode (autocast's fp32 list, a layer the model keeps in fp32) runs as the mode's fp32 operations do,
+    `fp32_ops`: strict fp32 under ampgan's 16-bit modes, which switch TF32 off (precisions.py); what the
+    harness's fp32 side ran for a published measurement."""
     if computes == "float32" and precision not in (DEFAULT, FP32, TF32):
         precision = fp32_ops
     if precision == DEFAULT:
-        return TF32 if kernel.op != GEMM else FP32
+        return TF32 if convolution else FP32
     return precision
 
 
@@ -82,17 +83,22 @@ def equivalent_gemm(row: OpRow, batch_size: float, name: str) -> Kernel:
 
 @dataclass(frozen=True)
 class RowKernels:
-    """A step's matrix kernels at a batch size: each kernel's weight and the dtype its op computed in, and
-    how many kernels came from FLOPs alone."""
+    """A step's matrix kernels at a batch size: each kernel's weight, the dtype its op computed in and whether
+    its op is a convolution (a grouped one's stand-in product too), and how many kernels came from FLOPs alone."""
 
     kernels: list[Kernel]
     weights: list[float]
     computes: list[str]
+    convolution: list[bool]
     guessed: int
+
+    def precisions(self, precision: str, fp32_ops: str = FP32) -> list[str]:
+        """The precision each kernel runs in under `precision` (kernel_precision)."""
+        return [kernel_precision(precision, *both, fp32_ops) for both in zip(self.convolution, self.computes)]
 
 
 def row_kernels(rows: Iterable[OpRow], batch_size: float) -> RowKernels:
-    kernels, weights, computes, guessed = [], [], [], 0
+    kernels, weights, computes, convolution, guessed = [], [], [], [], 0
     for index, row in enumerate(rows):
         if row.unit != "matrix" or row.flops_at(batch_size) <= 0:
             continue
@@ -104,7 +110,8 @@ def row_kernels(rows: Iterable[OpRow], batch_size: float) -> RowKernels:
         kernels += made
         weights += [row.weight] * len(made)
         computes += [row.dtype] * len(made)
-    return RowKernels(kernels, weights, computes, guessed)
+        convolution += [kind_of(row.op) == "convolution"] * len(made)
+    return RowKernels(kernels, weights, computes, convolution, guessed)
 
 
 @dataclass(frozen=True)
@@ -128,8 +135,10 @@ def kernel_times(
     precision: str,
     calibration: Calibration,
     widening: float,
-    computes: list[str] | None = None,
+    runs_in: list[str] | None = None,
 ) -> KernelTimes:
+    """`runs_in`: the precision each kernel runs in (RowKernels.precisions), else `precision`'s for each (PyTorch's
+    default: TF32 convolutions, fp32 products)."""
     n = len(kernels)
     out = {
         name: np.zeros(n)
@@ -146,8 +155,9 @@ def kernel_times(
         )
     }
     by_precision: dict[str, list[int]] = {}
-    for i, kernel in enumerate(kernels):
-        by_precision.setdefault(kernel_precision(precision, kernel, computes[i] if computes else ""), []).append(i)
+    runs_in = runs_in or [kernel_precision(precision, kernel.op != GEMM) for kernel in kernels]
+    for i, used in enumerate(runs_in):
+        by_precision.setdefault(used, []).append(i)
     for used, indices in by_precision.items():
         picked = [kernels[i] for i in indices]
         path = calibration.paths[path_of(used)]
@@ -209,7 +219,7 @@ def step_estimate(
     widening = 1.0 if own else UNCALIBRATED_WIDENING
     shaped = row_kernels(rows, batch_size)
     kernels, w = shaped.kernels, np.asarray(shaped.weights, dtype=float)
-    timed = kernel_times(kernels, gpu, precision, calibration, widening, shaped.computes)
+    timed = kernel_times(kernels, gpu, precision, calibration, widening, shaped.precisions(precision))
     matrix = timed.seconds * w
     # The step's speedup band: each kernel's class band scaled by how its errors add up over this step's kernels
     # (step_band.py: measured correlations, then the multiple that holds DeepBench's pseudo-steps, at least 1),

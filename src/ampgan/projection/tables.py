@@ -18,6 +18,7 @@ from ampgan.errors import AmpganError, ConfigError
 from ampgan.files.atomic import write_json_atomically
 from ampgan.files.jsonfile import read_json
 from ampgan.files.schema import check_format
+from ampgan.precisions import FP32
 from ampgan.runs.claim import claimed_folder
 from ampgan.system.environment import environment_stamp
 
@@ -38,26 +39,34 @@ def trace_to_folder(spec: BenchSpec, out: Path, overwrite: bool) -> dict:
     document `ampgan project` reads, as `ampgan bench --trace-only` and `ampgan.bench(trace_only=True)` make it; no
     configuration is run or timed. The data only gives shapes: a synthetic dataset is made with the trace's batch
     of images. Returns {op_tables: its path, traced: the precisions, failed: [{precision, reason}], seconds, what}."""
+    if not spec.trace_ops:
+        raise AmpganError("a trace-only bench is its trace: give it without switching the trace off (--no-trace)")
+    for name in spec.precisions or (FP32,):  # an unknown mode or a batch size the model refuses: before any trace
+        for size in spec.batch_sizes:
+            spec.train_config(name, size)
     data = spec.base.data
-    if data.dataset == "synthetic":
-        dataset = make_synthetic(
-            count=max(TRACE_BATCH_SIZES), channels=data.channels or 3, image_size=data.image_size or 32, seed=spec.seed
-        )
-    else:
-        dataset = load_dataset(data, seed=spec.seed)
-    started = time.perf_counter()
-    traced = trace_op_tables(spec, dataset, torch.device("meta"))
-    seconds = time.perf_counter() - started
-    failed = traced["op_tables_failed"]
-    if not traced["op_tables"]:  # every precision for the same reason (the meta device's limit): said once
-        reasons = {f["reason"] for f in failed}
-        raise AmpganError(
-            "; ".join(reasons if len(reasons) == 1 else (f"{f['precision']}: {f['reason']}" for f in failed))
-        )
-    environment = environment_stamp(torch.device("cpu"))
-    environment["hardware_summary"] = f"{TRACED_ON_META} on {environment['hardware_summary']}"
-    document = traced_step(spec.to_dict() | {"traced_only": True}, environment, traced)
-    with claimed_folder(out, overwrite, "bench", data=data.folders_read):
+    with claimed_folder(out, overwrite, "bench", data=data.folders_read):  # claimed first: refused before the trace
+        if data.dataset == "synthetic":
+            dataset = make_synthetic(
+                count=max(TRACE_BATCH_SIZES),
+                channels=data.channels or 3,
+                image_size=data.image_size or 32,
+                seed=spec.seed,
+            )
+        else:
+            dataset = load_dataset(data, seed=spec.seed)
+        started = time.perf_counter()
+        traced = trace_op_tables(spec, dataset, torch.device("meta"))
+        seconds = time.perf_counter() - started
+        failed = traced["op_tables_failed"]
+        if not traced["op_tables"]:  # every precision for the same reason (the meta device's limit): said once
+            reasons = {f["reason"] for f in failed}
+            raise AmpganError(
+                "; ".join(reasons if len(reasons) == 1 else (f"{f['precision']}: {f['reason']}" for f in failed))
+            )
+        environment = environment_stamp(torch.device("cpu"))
+        environment["hardware_summary"] = f"{TRACED_ON_META} on {environment['hardware_summary']}"
+        document = traced_step(spec.to_dict() | {"traced_only": True}, environment, traced)
         write_json_atomically(out / "op_tables.json", document)
     return {
         "op_tables": str(out / "op_tables.json"),
