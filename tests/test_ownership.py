@@ -225,6 +225,25 @@ def test_no_output_inside_or_around_the_dataset(capsys, tmp_path, where):
     assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before  # nothing written
 
 
+@pytest.mark.parametrize("command", ["generate", "data grid"])
+def test_no_single_file_output_inside_the_dataset(capsys, tmp_path, command):
+    """generate's and data grid's --out (one file) inside the folder:PATH dataset they read: an image there is
+    a training image from then on (the run no longer resumes on its data). Refused, nothing written."""
+    data = write_image_folder(tmp_path / "images", per_class=2, size=8)
+    out = data / "cats" / "x.png"
+    if command == "generate":
+        run = tmp_path / "run"
+        args = ("--dataset", f"folder:{data}", "--image-size", "28", *TINY[2:], "--quiet", "--steps", "1")
+        assert run_cli(capsys, "train", *args, "--out", str(run))[0] == 0
+        argv = ("generate", str(run), "--n", "2", "--class", "0", "--out", str(out))
+    else:
+        argv = ("data", "grid", f"folder:{data}/../images", "--per-class", "1", "--out", str(out))
+    before = sorted(data.rglob("*"))
+    code, _, err = run_cli(capsys, *argv)
+    assert _one_line(code, err) and "is inside the dataset folder" in err and "choose a folder outside" in err, err
+    assert sorted(data.rglob("*")) == before
+
+
 def test_a_run_found_inside_a_dataset_is_never_read_as_images(capsys, run, tmp_path):
     """A run an older ampgan left inside its dataset (or a study copied into one): refused when the images
     are read, and on resume, before its grids become training images."""
