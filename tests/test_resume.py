@@ -725,3 +725,29 @@ def test_a_run_whose_model_file_moved_is_resumed_from_its_new_place_and_an_edite
     # read back from where it now is, with no flag
     code, _, err = run_cli(capsys, *commands[1], "--trust-model")
     assert code == 0 and (tmp_path / "g.png").exists(), err
+
+
+@pytest.mark.parametrize("replacing", [False, True])
+def test_a_new_run_stopped_at_step_0_names_no_resume_and_leaves_no_folder(tmp_path, capsys, monkeypatch, replacing):
+    """A real Ctrl-C while a new run saved its step-0 checkpoint: the folder is given back (nothing trained; an
+    --overwrite puts the old run back), so the line must not say "saved a checkpoint; continue with --resume RUN"
+    (it did, and that command then found no run)."""
+    import os
+
+    import ampgan.training.loop as train_module
+
+    run = tmp_path / "run"
+    if replacing:
+        assert run_cli(capsys, "train", *TINY, "--steps", "2", "--out", str(run))[0] == 0
+    before = {p.relative_to(run): p.read_bytes() for p in run.rglob("*") if p.is_file() and p.name != ".ampgan-lock"}
+    real_save = train_module._Loop.save_checkpoint
+
+    def saved_then_stopped(self):
+        real_save(self)
+        os.kill(os.getpid(), signal.SIGINT)  # a real signal, to the handler the loop installed
+
+    monkeypatch.setattr(train_module._Loop, "save_checkpoint", saved_then_stopped)
+    code, _, err = run_cli(capsys, "train", *TINY, "--steps", "4", "--out", str(run), *["--overwrite"] * replacing)
+    assert code == 130 and "--resume" not in err and "run the command again" in err, err
+    after = {p.relative_to(run): p.read_bytes() for p in run.rglob("*") if p.is_file() and p.name != ".ampgan-lock"}
+    assert after == before and sorted(p.name for p in tmp_path.iterdir()) == (["run"] if replacing else [])
