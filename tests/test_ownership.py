@@ -244,6 +244,21 @@ def test_no_single_file_output_inside_the_dataset(capsys, tmp_path, command):
     assert sorted(data.rglob("*")) == before
 
 
+@pytest.mark.parametrize("command", ["generate", "data grid"])
+def test_no_single_file_output_inside_an_ampgan_folder(capsys, run, command):
+    """generate's and data grid's --out inside a run folder (or any ampgan folder) was written and recorded in its
+    manifest as ampgan's, so the folder's --overwrite then deleted the person's images without a word."""
+    out = run / "samples" / "for-the-paper.png"
+    argv = {
+        "generate": ("generate", str(run), "--n", "2", "--class", "0", "--out", str(out)),
+        "data grid": ("data", "grid", "synthetic", "--per-class", "1", "--out", str(out)),
+    }[command]
+    before = sorted(run.rglob("*"))
+    code, _, err = run_cli(capsys, *argv)
+    assert _one_line(code, err) and f"is inside {run}, ampgan's run folder" in err, err
+    assert sorted(run.rglob("*")) == before
+
+
 def test_a_run_found_inside_a_dataset_is_never_read_as_images(capsys, run, tmp_path):
     """A run an older ampgan left inside its dataset (or a study copied into one): refused when the images
     are read, and on resume, before its grids become training images."""

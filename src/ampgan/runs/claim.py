@@ -559,6 +559,11 @@ def output_file(path: Path, suffixes: tuple[str, ...], overwrite: bool) -> Path:
         raise AmpganError(f"--out {path} is a folder: give a file name such as {path / ('samples' + suffixes[0])}")
     if path.suffix.lower() not in suffixes:
         raise AmpganError(f"--out {path}: give a file name ending in {' or '.join(suffixes)}")
+    if (owner := owning_folder(path)) is not None:  # recorded there as ampgan's: its --overwrite deleted it unsaid
+        raise AmpganError(
+            f"--out {one_line(path)} is inside {one_line(owner)}, ampgan's {marker_kind(owner) or 'output'} folder: "
+            "a folder belongs to one thing, and its --overwrite would delete this file; choose a place outside it"
+        )
     if path.exists() and not overwrite:
         raise AmpganError(f"--out {path} already exists: choose another name or add --overwrite to replace it")
     try:
