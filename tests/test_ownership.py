@@ -368,9 +368,13 @@ def test_evaluate_of_a_study_s_run_holds_the_study_not_the_run(capsys, originals
         assert _one_line(code, err) and f"{study} is in use by another ampgan process (pid {os.getpid()})" in err
     finally:
         comparing.release()
+    records = [(run / "quality.json").read_bytes() for run in runs]
     code, _, err = run_cli(capsys, "evaluate", *map(str, runs), "--samples", "4")  # two runs of one study: held once
     assert code == 0, err
     assert not any((run / LOCK).exists() for run in runs)
+    # The study's own record of each run (its curve, its evaluations) was replaced by evaluate's: kept, and said.
+    assert [(run / "quality.json").read_bytes() for run in runs] == records
+    assert sum(f"is a run of {study}: its quality.json" in line for line in err.splitlines()) == len(runs), err
     check_replaceable(study, "study")  # raises if anything in it is not ampgan's
 
 
