@@ -218,6 +218,7 @@ ARTEFACTS = {
         ["report", "study"],
         ["compare", "--resume", "study"],
         ["evaluate", "study/runs/fp32-seed0", "--samples", "20"],
+        ["generate", "study/runs/bf16-seed0", "--n", "4", "--class", "0", "--out", "g.png"],
     ],
     "stopped": [["compare", "--resume", "stopped"], ["report", "stopped"]],
     "bench": [
@@ -232,7 +233,8 @@ ARTEFACTS = {
         ["evaluate", "run", "--samples", "20"],
     ],
     "images": [
-        ["train", *TINY, "--dataset", "folder:images", "--set", "data.cache=true", "--steps", "2", "--out", "f2"]
+        ["train", *TINY, "--dataset", "folder:images", "--set", "data.cache=true", "--steps", "2", "--out", "f2"],
+        ["data", "info", "folder:images", "--cache"],  # the cache read (and rebuilt) outside a run
     ],
 }
 # What a case needs beside the artefact it damages (the bench for project/cost; the run for the cache).

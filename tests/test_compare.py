@@ -220,7 +220,8 @@ def test_safetensors_export_loads_without_ampgan(tiny_compare):
 @pytest.mark.slow
 def test_evaluate_writes_quality_json(tiny_compare, capsys, tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    run = tiny_compare / "runs" / "fp32-seed0"
+    run = tmp_path / "run"  # copied out of its study: a study's run keeps the study's own quality.json
+    shutil.copytree(tiny_compare / "runs" / "fp32-seed0", run)
     code, out, err = run_cli(capsys, "evaluate", str(run), "--samples", "50")
     assert code == 0, err
     quality = json.loads((run / "quality.json").read_text())

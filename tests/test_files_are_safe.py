@@ -621,3 +621,20 @@ def test_a_link_and_a_fifo_are_named_in_the_same_words_wherever_ampgan_meets_one
     assert damage(tmp_path / "step-000002.pt") == "is a FIFO (named pipe), not a checkpoint file"
     assert damage(tmp_path / "metrics.jsonl") == "is a symbolic link, not a checkpoint file"
     assert (tmp_path / "elsewhere").read_text() == ""
+
+
+def test_a_stop_while_the_first_write_is_being_noted_gives_the_folder_back(tmp_path, monkeypatch):
+    """Ctrl-C (or SIGTERM) landing just after a write's temporary file was opened, before the manifest noted it
+    (a real signal found it at a new study's first study.json): the temporary file went unproven, the folder was
+    kept ("it holds .study.json.writing.tmp, which ampgan did not write") and refused even with --overwrite."""
+    import ampgan.files.manifest as manifest
+
+    def stopped(path):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(manifest, "record_temporary", stopped)
+    out = tmp_path / "study"
+    with pytest.raises(KeyboardInterrupt):
+        with claimed_folder(out, overwrite=False, kind="study"):
+            write_atomically(out / "study.json", lambda stream: stream.write(b"{}"))
+    assert not out.exists() and os.listdir(tmp_path) == []  # given back whole: nothing left behind

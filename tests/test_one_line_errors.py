@@ -790,3 +790,19 @@ def test_an_empty_path_is_refused_not_taken_for_the_current_folder(tiny_run, tmp
         and any(s in err for s in ("is empty", "needs --data-dir DIR", "names no file"))
     ), err
     assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("cost", "results.json", "--price-per-hour", "1e308", "--out", "cost"),
+        ("compare", "--dataset", "synthetic", "--set", "compare.price_per_hour=1e308", "--out", "study"),
+    ],
+)
+def test_an_hourly_price_past_the_catalogs_bound_is_one_line(capsys, tmp_path, monkeypatch, args):
+    """A price of 1e308 per hour was taken as "positive and finite": the cost it priced ran to infinity, and
+    cost.json and a study's compare.json were written with Infinity and NaN in them (not JSON)."""
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run_cli(capsys, *args)
+    assert _one_error_line(code, err, "price_per_hour" if args[0] == "compare" else "--price-per-hour", "at most")
+    assert os.listdir(tmp_path) == []

@@ -225,6 +225,40 @@ def test_no_output_inside_or_around_the_dataset(capsys, tmp_path, where):
     assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before  # nothing written
 
 
+@pytest.mark.parametrize("command", ["generate", "data grid"])
+def test_no_single_file_output_inside_the_dataset(capsys, tmp_path, command):
+    """generate's and data grid's --out (one file) inside the folder:PATH dataset they read: an image there is
+    a training image from then on (the run no longer resumes on its data). Refused, nothing written."""
+    data = write_image_folder(tmp_path / "images", per_class=2, size=8)
+    out = data / "cats" / "x.png"
+    if command == "generate":
+        run = tmp_path / "run"
+        args = ("--dataset", f"folder:{data}", "--image-size", "28", *TINY[2:], "--quiet", "--steps", "1")
+        assert run_cli(capsys, "train", *args, "--out", str(run))[0] == 0
+        argv = ("generate", str(run), "--n", "2", "--class", "0", "--out", str(out))
+    else:
+        argv = ("data", "grid", f"folder:{data}/../images", "--per-class", "1", "--out", str(out))
+    before = sorted(data.rglob("*"))
+    code, _, err = run_cli(capsys, *argv)
+    assert _one_line(code, err) and "is inside the dataset folder" in err and "choose a folder outside" in err, err
+    assert sorted(data.rglob("*")) == before
+
+
+@pytest.mark.parametrize("command", ["generate", "data grid"])
+def test_no_single_file_output_inside_an_ampgan_folder(capsys, run, command):
+    """generate's and data grid's --out inside a run folder (or any ampgan folder) was written and recorded in its
+    manifest as ampgan's, so the folder's --overwrite then deleted the person's images without a word."""
+    out = run / "samples" / "for-the-paper.png"
+    argv = {
+        "generate": ("generate", str(run), "--n", "2", "--class", "0", "--out", str(out)),
+        "data grid": ("data", "grid", "synthetic", "--per-class", "1", "--out", str(out)),
+    }[command]
+    before = sorted(run.rglob("*"))
+    code, _, err = run_cli(capsys, *argv)
+    assert _one_line(code, err) and f"is inside {run}, ampgan's run folder" in err, err
+    assert sorted(run.rglob("*")) == before
+
+
 def test_a_run_found_inside_a_dataset_is_never_read_as_images(capsys, run, tmp_path):
     """A run an older ampgan left inside its dataset (or a study copied into one): refused when the images
     are read, and on resume, before its grids become training images."""
@@ -334,9 +368,13 @@ def test_evaluate_of_a_study_s_run_holds_the_study_not_the_run(capsys, originals
         assert _one_line(code, err) and f"{study} is in use by another ampgan process (pid {os.getpid()})" in err
     finally:
         comparing.release()
+    records = [(run / "quality.json").read_bytes() for run in runs]
     code, _, err = run_cli(capsys, "evaluate", *map(str, runs), "--samples", "4")  # two runs of one study: held once
     assert code == 0, err
     assert not any((run / LOCK).exists() for run in runs)
+    # The study's own record of each run (its curve, its evaluations) was replaced by evaluate's: kept, and said.
+    assert [(run / "quality.json").read_bytes() for run in runs] == records
+    assert sum(f"is a run of {study}: its quality.json" in line for line in err.splitlines()) == len(runs), err
     check_replaceable(study, "study")  # raises if anything in it is not ampgan's
 
 

@@ -796,3 +796,29 @@ def test_every_command_that_reads_a_run_back_answers_a_move_alike(tmp_path, caps
     refused_alike([*here[2:], "--dataset", "digits"], "--dataset digits is no new place of", "drop --dataset digits")
     code, _, err = run_cli(capsys, *commands["train"], *here)
     assert code == 0 and latest_checkpoint(run).name == "step-000003.pt", err
+
+
+@pytest.mark.parametrize("replacing", [False, True])
+def test_a_new_run_stopped_at_step_0_names_no_resume_and_leaves_no_folder(tmp_path, capsys, monkeypatch, replacing):
+    """A real Ctrl-C while a new run saved its step-0 checkpoint: the folder is given back (nothing trained; an
+    --overwrite puts the old run back), so the line must not say "saved a checkpoint; continue with --resume RUN"
+    (it did, and that command then found no run)."""
+    import os
+
+    import ampgan.training.loop as train_module
+
+    run = tmp_path / "run"
+    if replacing:
+        assert run_cli(capsys, "train", *TINY, "--steps", "2", "--out", str(run))[0] == 0
+    before = {p.relative_to(run): p.read_bytes() for p in run.rglob("*") if p.is_file() and p.name != ".ampgan-lock"}
+    real_save = train_module._Loop.save_checkpoint
+
+    def saved_then_stopped(self):
+        real_save(self)
+        os.kill(os.getpid(), signal.SIGINT)  # a real signal, to the handler the loop installed
+
+    monkeypatch.setattr(train_module._Loop, "save_checkpoint", saved_then_stopped)
+    code, _, err = run_cli(capsys, "train", *TINY, "--steps", "4", "--out", str(run), *["--overwrite"] * replacing)
+    assert code == 130 and "--resume" not in err and "run the command again" in err, err
+    after = {p.relative_to(run): p.read_bytes() for p in run.rglob("*") if p.is_file() and p.name != ".ampgan-lock"}
+    assert after == before and sorted(p.name for p in tmp_path.iterdir()) == (["run"] if replacing else [])

@@ -147,3 +147,28 @@ def test_an_interrupted_sweep_continues_with_the_same_command_and_keeps_its_cell
     (out / "sweep.json").write_text(json.dumps(document))
     code, _, err = run_cli(capsys, *command)
     assert code == 2 and "should be a path inside its folder" in err
+
+
+@pytest.mark.parametrize("damage", ["another cell's", "other batch sizes", "cut short"])
+def test_a_sweep_cell_whose_results_are_not_its_own_is_benched_again_and_said(tmp_path, capsys, damage):
+    """A finished cell was kept whenever its results.json loaded: another cell's results copied over it (width 8's
+    as width 4's) or results of other batch sizes went into the speedup map as that cell's, and a damaged one was
+    measured again and replaced without a word."""
+    out = tmp_path / "sweep"
+    command = ("bench", *TINY, "--batch-sizes", "4", "--precisions", "fp32", "--sweep", "model.width=4,8")
+    assert run_cli(capsys, *command, "--out", str(out))[0] == 0
+    cell = out / "cells" / "model.width=4" / "results.json"
+    other = out / "cells" / "model.width=8" / "results.json"
+    if damage == "another cell's":
+        cell.write_bytes(other.read_bytes())
+    elif damage == "other batch sizes":
+        cell.write_text(cell.read_text().replace('"batch_sizes": [', '"batch_sizes": [16, '))
+    else:
+        cell.write_bytes(cell.read_bytes()[:500])
+    kept = other.read_bytes()
+    code, _, err = run_cli(capsys, *command, "--out", str(out))
+    assert code == 0, err
+    said = [line for line in err.splitlines() if line.startswith("warning:") and "benched again" in line]
+    assert len(said) == 1 and str(cell) in said[0], err
+    assert "model.width=8 (finished before, kept)" in err and other.read_bytes() == kept
+    assert json.loads(cell.read_text())["spec"]["model_options"]["width"] == 4

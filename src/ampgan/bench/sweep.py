@@ -20,7 +20,7 @@ from ampgan.bench.results import STATUS_WORDS
 from ampgan.bench.spec import BenchSpec
 from ampgan.config import parse_set
 from ampgan.data import load_dataset
-from ampgan.errors import AmpganError, ConfigError, one_line
+from ampgan.errors import AmpganError, ConfigError, one_line, warn
 from ampgan.files.atomic import write_json_atomically
 from ampgan.files.jsonfile import read_json
 from ampgan.files.paths import file_in, inside
@@ -79,7 +79,7 @@ def run_sweep(
         "spec": spec.to_dict(),
         "cells": [],
     }
-    finished = _finished_cells(previous, out)
+    finished = _finished_cells(previous, out, spec)
     datasets = {}  # one load per data setting the cells share
     for values in cells(axes):
         label = cell_label(values)
@@ -150,20 +150,41 @@ def read_sweep(out: Path, spec: BenchSpec, axes: dict[str, list]) -> dict:
     return document
 
 
-def _finished_cells(previous: dict | None, out: Path) -> dict[str, dict]:
+def _finished_cells(previous: dict | None, out: Path, spec: BenchSpec) -> dict[str, dict]:
     """{label: cell} of the previous document's cells that finished: refused by the model, or benched
-    with readable results. A cell whose results are missing or damaged is benched again."""
+    with readable results of that very cell. A cell whose results are missing, damaged or another's (another
+    cell's copied over it, other batch sizes) is benched again, said in a warning when they were there."""
     kept = {}
     for cell in (previous or {}).get("cells", []):
         if cell["status"] == "error":
             kept[cell["label"]] = cell
         elif cell["status"] == "ok" and cell.get("results"):
+            path = inside(out, cell["results"], out / "sweep.json")
             try:
-                load_results(inside(out, cell["results"], out / "sweep.json"))
-            except AmpganError:
+                wrong = _not_of(load_results(path)["spec"], cell["values"], spec)
+                wrong = wrong and f"{one_line(path)}: {wrong}"
+            except AmpganError as error:
+                if not path.exists() and not path.is_symlink():
+                    continue
+                wrong = str(error)
+            if wrong:
+                warn(f"{wrong[:300]}; {one_line(cell['label'])} is benched again, replacing that file")
                 continue
             kept[cell["label"]] = cell
     return kept
+
+
+def _not_of(found: dict, values: dict, spec: BenchSpec) -> str | None:
+    """Why bench results (their spec) are not those of the cell `values` of this sweep, or None."""
+    for path, value in values.items():
+        recorded = found.get("config")
+        for key in path.split("."):
+            recorded = recorded.get(key) if isinstance(recorded, dict) else None
+        if recorded != value:
+            return f"its {path} is {recorded!r}, not this cell's {value!r} (another cell's results)"
+    if found.get("batch_sizes") != list(spec.batch_sizes):
+        return f"its batch sizes are {found.get('batch_sizes')!r}, not the sweep's {list(spec.batch_sizes)!r}"
+    return None
 
 
 def load_cells(document: dict, out: Path) -> list[tuple[dict, dict | None]]:

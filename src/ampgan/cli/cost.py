@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from ampgan.cli.options import POSITIVE_NUMBER, ShellPath, each_once
+from ampgan.cli.options import POSITIVE_NUMBER, PRICE, ShellPath, each_once
 from ampgan.cost.catalog import catalog_date, find_instance, load_catalog
 from ampgan.cost.report import build_cost_document, load_same_hardware, price_basis, write_cost
 from ampgan.cost.skypilot import CLOUDS, find_catalogs, load_skypilot
@@ -28,9 +28,7 @@ def _results_files(ctx, param, paths: tuple[Path, ...]) -> tuple[Path, ...]:
 @click.option(
     "--instance", default=None, help="An instance from the price catalog, e.g. g4dn.xlarge or aws/p4d.24xlarge."
 )
-@click.option(
-    "--price-per-hour", type=POSITIVE_NUMBER, default=None, help="A one-off hourly price for the measured device."
-)
+@click.option("--price-per-hour", type=PRICE, default=None, help="A one-off hourly price for the measured device.")
 @click.option(
     "--batches", type=POSITIVE_NUMBER, default=None, help="Cost this many batches (default 1e6, the study's)."
 )

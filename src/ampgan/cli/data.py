@@ -75,9 +75,10 @@ def grid(out, overwrite, per_class, **options) -> None:
     """Save a grid of real images, one row per class."""
     from ampgan.data.grid import class_rows_grid
     from ampgan.files.images import save_png
-    from ampgan.runs.claim import output_file
+    from ampgan.runs.claim import output_file, outside_data
 
     out = output_file(out, (".png",), overwrite)  # checked before the data is read; never replaced by surprise
+    outside_data(out, DataConfig(dataset=options["dataset"]).folders_read, "data grid")
     dataset = _load(options)
     save_png(class_rows_grid(dataset, per_class, options["seed"] or 0), out)
     say(f"wrote {out}: {dataset.num_classes} classes x {per_class} images ({', '.join(dataset.class_names)})")

@@ -18,6 +18,7 @@ from ampgan.config import TrainConfig, build_config, parse_loss_scale, parse_set
 from ampgan.config.sources import file_changes, option_changes, parse_value
 from ampgan.config.tree import DEVICES
 from ampgan.config.values import parse_steps_or_duration, positive_duration
+from ampgan.cost.catalog import MOST_PER_HOUR
 from ampgan.errors import AmpganError
 from ampgan.precisions import NAMES as PRECISION_NAMES
 from ampgan.runs import claim
@@ -73,6 +74,8 @@ def WholeNumber(minimum: int = 1) -> Number:  # noqa: N802 - reads like the othe
 SEED = Number(lambda x: 0 <= x <= MAX_SEED, f"must be from 0 to {MAX_SEED}", whole=True)
 # A finite number > 0 (a price, a peak, a count, a number of seconds); a type holds no state, so one serves all.
 POSITIVE_NUMBER = Number(lambda x: math.isfinite(x) and x > 0, "must be positive and finite")
+# An hourly price: past the catalog's bound the cost of a study's training ran to infinity (written as Infinity).
+PRICE = Number(lambda x: 0 < x <= MOST_PER_HOUR, f"must be positive and at most {MOST_PER_HOUR:,.0f} (per hour)")
 
 
 class Parsed(click.ParamType):
@@ -165,6 +168,7 @@ def _click_type(kind: str):
         "whole2": WholeNumber(2),
         "whole4": WholeNumber(4),
         "positive": POSITIVE_NUMBER,
+        "price": PRICE,
         "nonnegative": Number(lambda x: math.isfinite(x) and x >= 0, "must be 0 or more"),
         "fraction": Number(lambda x: 0 < x <= 1, "is a fraction in (0, 1]"),
         "duration": Parsed(positive_duration, "duration"),  # 90s, 7m, 1h30m or plain seconds -> seconds (> 0)

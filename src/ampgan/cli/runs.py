@@ -75,7 +75,7 @@ def evaluate(run_dirs, samples, seed, evaluator_cache, dataset, data_dir, model)
 def generate(run_dir, class_, n, seed, out, format_, overwrite, dataset, data_dir, model) -> None:
     """Samples of a trained generator (of one class: a conditional GAN's drawn, an image-to-image G's translated);
     the same seed gives the same images."""
-    from ampgan.runs.claim import output_file
+    from ampgan.runs.claim import output_file, outside_data
     from ampgan.training.trained import (
         class_index,
         class_samples,
@@ -85,6 +85,7 @@ def generate(run_dir, class_, n, seed, out, format_, overwrite, dataset, data_di
 
     out = output_file(out, (f".{format_}",) if format_ else (".png", ".npz"), overwrite)
     run = load_trained_run(run_dir, moved={"data.dataset": dataset, "data.data_dir": data_dir, "model.name": model})
+    outside_data(out, run.config.data.folders_read, "generate")  # an image there would be read as training data
     # An unconditional image-to-image G translates the images of the class named, if one is.
     shape = run.document["dataset"]["image_shape"]
     if not run.gan.conditional and not (class_ is not None and run.gan.translates(shape)):

@@ -56,9 +56,11 @@ def _write_atomically(path: Path, write: Callable[[IO[bytes]], Any]) -> None:
             _check_held(path, lock, fd, folder)
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temp_name = _temporary_beside(path)
-    manifest.record_temporary(Path(temp_name))  # known as ampgan's even if this write is killed midway
     try:
         with os.fdopen(handle, "wb") as stream:
+            # Known as ampgan's even if this write is killed midway; a Ctrl-C before it is noted removes it (below),
+            # or it stayed unproven: the folder a first write made could not be given back or --overwritten.
+            manifest.record_temporary(Path(temp_name))
             write(stream)
             stream.flush()
             os.fsync(stream.fileno())

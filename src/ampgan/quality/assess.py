@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ampgan.data import load_dataset
-from ampgan.errors import AmpganError
+from ampgan.errors import AmpganError, one_line, warn
 from ampgan.files.atomic import write_json_atomically
 from ampgan.gan.ema import G_OWN_WEIGHTS
 from ampgan.quality.evaluator import (
@@ -44,8 +44,8 @@ def evaluate_runs(
     run_dirs: list[Path], samples: int, seed: int, evaluator_cache: Path | None, moved: dict | None = None
 ) -> list[RunQuality]:
     """Every run's final generator against the evaluator of its dataset (trained once per dataset);
-    writes RUN_DIR/quality.json with the metrics, the evaluator and the real-image floor. `moved`: where the
-    runs' data is now (load_trained_run)."""
+    writes RUN_DIR/quality.json with the metrics, the evaluator and the real-image floor (not in a study's run,
+    whose quality.json is the study's). `moved`: where the runs' data is now (load_trained_run)."""
     loaded = [load_trained_run(run_dir, moved=moved) for run_dir in run_dirs]  # all readable before any work
     # Held from here to the last quality.json: a run a training process still writes is refused now, not after
     # minutes of evaluator training (its step-0 generator was scored and written as the final one once the
@@ -86,15 +86,22 @@ def _evaluated(loaded: list, samples: int, seed: int, evaluator_cache: Path | No
             run.gan, len(run.class_names), samples, seeded, "cpu", real=evaluator.held_out_images
         )
         quality = quality_of_images(evaluator, images, labels, run.gan.translates(evaluator.held_out_images.shape[1:]))
-        write_json_atomically(
-            run.run_dir / "quality.json",
-            {
-                "final": quality | {"step": run.step},
-                "sampled_from": run.gan.sampling_weights,
-                "evaluator": evaluator.info,
-                "floor": reference_floor(evaluator, samples),
-            },
-        )
+        if (study := owning_folder(run.run_dir)) is not None:
+            # The study's own record of the run (its curve, its evaluations' settings) is the study's to write.
+            warn(
+                f"{one_line(run.run_dir)} is a run of {one_line(study)}: its quality.json, that folder's record of "
+                "the run, is kept; these scores are printed, not written (copy the run out to keep its own)"
+            )
+        else:
+            write_json_atomically(
+                run.run_dir / "quality.json",
+                {
+                    "final": quality | {"step": run.step},
+                    "sampled_from": run.gan.sampling_weights,
+                    "evaluator": evaluator.info,
+                    "floor": reference_floor(evaluator, samples),
+                },
+            )
         results.append(
             RunQuality(run.run_dir, config.precision.name, run.step, quality, evaluator, run.gan.sampling_weights)
         )

@@ -331,14 +331,7 @@ def check_place(path: Path, kind: str, data: tuple[str | Path, ...] = (), given:
     projection of a bench; a part made by the command that holds its folder). `given`: the option that named
     `path` (a folder resumed is no --out to choose again)."""
     shown, resolved = f"{given} {one_line(path)}", Path(path).resolve()
-    for root in data:
-        images = Path(root).expanduser().resolve()
-        if resolved == images or resolved.is_relative_to(images) or images.is_relative_to(resolved):
-            where = "holds" if images != resolved and images.is_relative_to(resolved) else "is inside"
-            raise AmpganError(
-                f"{shown} {where} the dataset folder {one_line(root)}: what the {kind} writes would be "
-                "read as data (a run's sample grids as training images); choose a folder outside the dataset"
-            )
+    outside_data(path, data, f"the {kind}", given)
     owner = owning_folder(path)
     if owner is None:
         return
@@ -357,6 +350,20 @@ def check_place(path: Path, kind: str, data: tuple[str | Path, ...] = (), given:
         "to one thing, and that one's files are written only by the command that made it; "
         + ("choose a folder outside it" if given == "--out" else "continue it with that command, or copy it out first")
     )
+
+
+def outside_data(path: Path, data: tuple[str | Path, ...], what: str, given: str = "--out") -> None:
+    """One error line when `path` (a folder or a file a command writes) is inside, is or holds a dataset folder
+    the command reads (`data`): what `what` writes there would be read as data."""
+    resolved = Path(path).resolve()
+    for root in data:
+        images = Path(root).expanduser().resolve()
+        if resolved == images or resolved.is_relative_to(images) or images.is_relative_to(resolved):
+            where = "holds" if images != resolved and images.is_relative_to(resolved) else "is inside"
+            raise AmpganError(
+                f"{given} {one_line(path)} {where} the dataset folder {one_line(root)}: what {what} writes would "
+                "be read as data (a run's sample grids as training images); choose a folder outside the dataset"
+            )
 
 
 def _asides(path: Path) -> list[tuple[Path, int]]:
@@ -552,6 +559,11 @@ def output_file(path: Path, suffixes: tuple[str, ...], overwrite: bool) -> Path:
         raise AmpganError(f"--out {path} is a folder: give a file name such as {path / ('samples' + suffixes[0])}")
     if path.suffix.lower() not in suffixes:
         raise AmpganError(f"--out {path}: give a file name ending in {' or '.join(suffixes)}")
+    if (owner := owning_folder(path)) is not None:  # recorded there as ampgan's: its --overwrite deleted it unsaid
+        raise AmpganError(
+            f"--out {one_line(path)} is inside {one_line(owner)}, ampgan's {marker_kind(owner) or 'output'} folder: "
+            "a folder belongs to one thing, and its --overwrite would delete this file; choose a place outside it"
+        )
     if path.exists() and not overwrite:
         raise AmpganError(f"--out {path} already exists: choose another name or add --overwrite to replace it")
     try:

@@ -63,7 +63,7 @@ class CompareSpec:
     # The bench of the study's step: every setting of `ampgan bench` but its base and precisions (the study's).
     bench: BenchSpec = setting(COMPARE_BENCH, "The study's bench.", skip=("base", "precisions"))
     instance: str | None = setting(None, "Price the runs on this catalog instance.", True)
-    price_per_hour: float | None = setting(None, "Price the runs at this hourly price.", kind="positive")
+    price_per_hour: float | None = setting(None, "Price the runs at this hourly price.", kind="price")
     target_accuracy: float | None = setting(None, "Quality target (default: 80% of the best final).", kind="fraction")
     evaluator_cache: Path | None = None
     # The precisions trained (and benched) channels-last; None: measured per precision at the

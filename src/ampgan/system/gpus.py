@@ -126,10 +126,11 @@ def _row(row: dict[str, str], where: str, rates: list[str]) -> GpuSpec:
     major, _, minor = row["cuda_capability"].partition(".")
     return GpuSpec(
         peak_tflops={name: number(f"{name}_tflops", optional=True) for name in rates},
-        bandwidth_gbs=number("bandwidth_gbs"),
-        memory_gib=number("memory_gib"),
+        # A 0 is a typo, and a division by zero in the projection (bandwidth: its memory-bound time).
+        bandwidth_gbs=number("bandwidth_gbs", least=1),
+        memory_gib=number("memory_gib", least=1),
         cuda_capability=(
-            table_number(major, where, "cuda_capability", whole=True, most=99),
+            table_number(major, where, "cuda_capability", whole=True, least=1, most=99),
             table_number(minor or "0", where, "cuda_capability's minor", whole=True, most=99),
         ),
         sms=number("sms", whole=True, least=1),

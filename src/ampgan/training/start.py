@@ -26,6 +26,7 @@ from ampgan.runs.checkpoint import check_step_matches_name, latest_checkpoint, l
 from ampgan.runs.claim import FolderLock, check_place, claimed_folder, settle_leftovers
 from ampgan.runs.run_folder import finished_at, read_run_config
 from ampgan.training.distributed import any_rank, world
+from ampgan.training.interruption import TrainingInterrupted
 from ampgan.training.prepared import PreparedRun, prepare_run
 from ampgan.trust import model_file
 
@@ -222,7 +223,13 @@ def new_run(config: TrainConfig, run_dir: Path, overwrite: bool, device: torch.d
     with claimed_on_main_rank(
         run_dir, overwrite, prepared.policy.device, "run", worth_keeping=has_progress, data=config.data.folders_read
     ):
-        yield RunStart(prepared=prepared, run_dir=Path(run_dir))
+        try:
+            yield RunStart(prepared=prepared, run_dir=Path(run_dir))
+        except TrainingInterrupted as stopped:
+            if has_progress(run_dir):
+                raise
+            # Stopped at step 0: the folder is given back, so there is no run to --resume (as its line said).
+            raise KeyboardInterrupt(stopped.signum) from None
 
 
 @contextmanager
