@@ -890,11 +890,13 @@ def _loss_terms(
     return values, notes, gradients
 
 
-def check_before_training(config: TrainConfig, dataset=None, log=say) -> list[Finding]:
-    """Preflight as a gate: every finding logged as one line; stops (AmpganError, exit 2) on an error."""
+def check_before_training(config: TrainConfig, dataset=None, log=say, said=("error", "warning")) -> list[Finding]:
+    """Preflight as a gate: each finding of a severity in `said` logged as one line (a caller that prints the
+    warnings itself, as the doctor's summary does, says errors only); stops (AmpganError, exit 2) on an error."""
     findings = preflight(config, dataset)
     for finding in findings:
-        log(f"preflight: {finding.line()}")
+        if finding.severity in said:
+            log(f"preflight: {finding.line()}")
     errors = [finding for finding in findings if finding.severity == "error"]
     if errors:
         raise AmpganError(
