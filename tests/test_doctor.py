@@ -12,6 +12,7 @@ from ampgan.doctor.ranges import BF16, FP16, classify
 from ampgan.doctor.recorder import (
     HIST_LOW,
     LayerRecorder,
+    computed_in_fp32,
     flagged,
     fractions_at_scale,
     gradient_histogram,
@@ -116,8 +117,12 @@ def test_a_layer_in_fp32_modules_is_not_judged_by_fp16_s_range():
     torch.manual_seed(0)
     model = HugeAndTiny()
     keep_in_fp32(model.tiny)
-    recorder = LayerRecorder({"M": model})
-    (model(torch.randn(64, 8).abs() + 0.5).sum() * 1e-9).backward()
+    x = torch.randn(64, 8).abs() + 0.5
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        in_fp32 = computed_in_fp32({"M": model}, lambda: model(x))
+    assert in_fp32 == {"M.tiny"}  # seen computing in fp32: the layer kept there, not the one after it
+    recorder = LayerRecorder({"M": model}, {"fp16": in_fp32, "bf16": in_fp32})
+    (model(x).sum() * 1e-9).backward()
     recorder.after_backward()
     recorder.close()
     assert list(recorder.records) == ["M.huge"]
@@ -368,7 +373,17 @@ USER_GANS = textwrap.dedent("""
 """)
 
 
-def _doctor(capsys, tmp_path, function, *extra):
+def _doctor(capsys, tmp_path, monkeypatch, function, *extra):
+    """`ampgan doctor` on a user GAN of USER_GANS, its precision advice on an injected machine (the real decision
+    times bf16 and fp16 for as long as a loaded machine takes; tests/test_speed.py covers it)."""
+    import ampgan.speed.decision as decision
+
+    steps = {"fp32": 0.01, "bf16": 0.02, "fp16": 0.02}
+    monkeypatch.setattr(
+        decision,
+        "measure_on_training_step",
+        lambda config, dataset, device: decision.measure_with(lambda name: lambda: steps[name]),
+    )
     (tmp_path / "gans.py").write_text(USER_GANS)
     out = tmp_path / f"doctor-{function}"
     code, stdout, err = run_cli(
@@ -396,10 +411,23 @@ def _doctor(capsys, tmp_path, function, *extra):
     return stdout, json.loads((out / "doctor.json").read_text())
 
 
-def test_each_preflight_warning_is_said_once_in_the_doctors_summary(tmp_path, capsys):
+def test_each_preflight_warning_is_said_once_in_the_doctors_summary(tmp_path, capsys, monkeypatch):
     """The doctor printed each preflight warning twice: as preflight ran, and again in its summary."""
-    stdout, report = _doctor(capsys, tmp_path, "sigmoid_g")
+    stdout, report = _doctor(capsys, tmp_path, monkeypatch, "sigmoid_g")
     assert [f["check"] for f in report["preflight"]] == ["range"]
     said = [line for line in stdout.splitlines() if "G's output spans" in line]
     assert len(said) == 1 and said[0].startswith("- preflight: warning: G's output spans"), stdout
     assert said[0].removeprefix("- ") in report["summary_lines"]
+
+
+def test_a_layer_the_model_keeps_in_fp32_itself_is_not_judged_by_fp16_s_range(tmp_path, capsys, monkeypatch):
+    """A head the user keeps in fp32 in their own autocast(enabled=False) region computes in fp32 in every precision,
+    as a GAN.fp32_modules layer does: the doctor flagged its weights of 1e-9 as flushing to zero in fp16. What runs
+    decides: the same head without the region, and the layer before it in either, are still flagged."""
+    _, report = _doctor(capsys, tmp_path, monkeypatch, "fp32_head")
+    flushed = report["flags"]["fp16_flush_to_zero"]
+    assert any(item.startswith("D.body.1 (weights") for item in flushed), flushed
+    assert not any(item.startswith("D.head") for item in flushed), flushed
+    assert "D.head" not in {row["layer"] for row in report["layers"]}  # fp32 under fp16 and bf16 alike
+    _, report = _doctor(capsys, tmp_path, monkeypatch, "plain_head")
+    assert any(item.startswith("D.head (weights") for item in report["flags"]["fp16_flush_to_zero"])
