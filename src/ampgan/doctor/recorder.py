@@ -74,7 +74,9 @@ def computed_in_fp32(networks: dict[str, torch.nn.Module], run: Callable[[], obj
     embedding, a norm on CUDA). That format's range is not theirs. Decided from what runs, not from declarations."""
     dtypes = defaultdict(set)
     handles = [
-        module.register_forward_hook(lambda m, args, out, name=name: dtypes[name].add(_tensor(out).dtype))
+        module.register_forward_hook(
+            lambda m, args, out, name=name: dtypes[name].add(getattr(_tensor(out), "dtype", None))
+        )
         for name, module in layers(networks)
     ]
     try:
