@@ -358,7 +358,7 @@ def test_doctor_runs_at_the_batch_its_help_shows(capsys, monkeypatch):
     shown = int(re.search(r"--batch-size INTEGER\s+Per process\. \[default: (\d+)\]", out).group(1))
     seen = []
 
-    def stop(config, dataset=None, log=None):
+    def stop(config, dataset=None, log=None, said=None):
         seen.append(config.budget.batch_size)
         raise AmpganError("stopped by the test")
 

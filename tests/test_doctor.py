@@ -1,6 +1,7 @@
 """`ampgan doctor`: range arithmetic, flagged layers, the loss-scale recommendation, alignment."""
 
 import json
+import textwrap
 
 import pytest
 import torch
@@ -11,6 +12,7 @@ from ampgan.doctor.ranges import BF16, FP16, classify
 from ampgan.doctor.recorder import (
     HIST_LOW,
     LayerRecorder,
+    computed_in_fp32,
     flagged,
     fractions_at_scale,
     gradient_histogram,
@@ -115,8 +117,12 @@ def test_a_layer_in_fp32_modules_is_not_judged_by_fp16_s_range():
     torch.manual_seed(0)
     model = HugeAndTiny()
     keep_in_fp32(model.tiny)
-    recorder = LayerRecorder({"M": model})
-    (model(torch.randn(64, 8).abs() + 0.5).sum() * 1e-9).backward()
+    x = torch.randn(64, 8).abs() + 0.5
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        in_fp32 = computed_in_fp32({"M": model}, lambda: model(x))
+    assert in_fp32 == {"M.tiny"}  # seen computing in fp32: the layer kept there, not the one after it
+    recorder = LayerRecorder({"M": model}, {"fp16": in_fp32, "bf16": in_fp32})
+    (model(x).sum() * 1e-9).backward()
     recorder.after_backward()
     recorder.close()
     assert list(recorder.records) == ["M.huge"]
@@ -316,3 +322,112 @@ def test_a_scalar_condition_into_a_layer_is_not_alignment_advice_on_one_channel_
     g = nn.ModuleDict({"embed": nn.Linear(1, 16), "out": nn.Conv2d(16, 1, 3)})
     d = nn.ModuleDict({"proj": nn.Linear(1, 16), "features": nn.Conv2d(1, 16, 3), "head": nn.Linear(16, 1)})
     assert [a["layer"] for a in misaligned_layers({"G": g, "D": d}, data) if not a["fixed_by_task"]] == []
+
+
+USER_GANS = textwrap.dedent("""
+    import torch
+    from torch import nn
+    import ampgan
+
+    class D(nn.Module):
+        def __init__(self, pixels, fp32_head=False):
+            super().__init__()
+            self.body = nn.Sequential(nn.Flatten(), nn.Linear(pixels, 16))
+            self.head = nn.Linear(16, 1)
+            self.fp32_head = fp32_head
+            with torch.no_grad():  # weights of 1e-9 (body's first row, half the head's): zero in fp16
+                self.body[1].weight[0].fill_(1e-9)
+                self.head.weight[0, :8].fill_(1e-9)
+
+        def forward(self, x):
+            h = self.body(x)
+            if not self.fp32_head:
+                return self.head(h).flatten()
+            with torch.autocast(h.device.type, enabled=False):  # the user's own fp32 region
+                return self.head(h.float()).flatten()
+
+    def nets(data, sigmoid=False, fp32_head=False):
+        pixels = data.channels * data.image_size ** 2
+        G = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, pixels), nn.Sigmoid() if sigmoid else nn.Tanh(),
+                          nn.Unflatten(1, (data.channels, data.image_size, data.image_size)))
+        return G, D(pixels, fp32_head)
+
+    def d_loss(ctx):
+        return ampgan.real_fake_loss(ctx.D(ctx.real), 1.0) + ampgan.real_fake_loss(ctx.D(ctx.fake), 0.0)
+
+    def g_loss(ctx):
+        return ampgan.real_fake_loss(ctx.D(ctx.fake), 1.0)
+
+    def gan(data, **options):
+        G, D = nets(data, **options)
+        return ampgan.GAN(generator=G, discriminator=D, z_dim=16, d_loss=d_loss, g_loss=g_loss)
+
+    def sigmoid_g(data):  # G's range is not the data's: a preflight warning
+        return gan(data, sigmoid=True)
+
+    def fp32_head(data):
+        return gan(data, fp32_head=True)
+
+    def plain_head(data):
+        return gan(data)
+""")
+
+
+def _doctor(capsys, tmp_path, monkeypatch, function, *extra):
+    """`ampgan doctor` on a user GAN of USER_GANS, its precision advice on an injected machine (the real decision
+    times bf16 and fp16 for as long as a loaded machine takes; tests/test_speed.py covers it)."""
+    import ampgan.speed.decision as decision
+
+    steps = {"fp32": 0.01, "bf16": 0.02, "fp16": 0.02}
+    monkeypatch.setattr(
+        decision,
+        "measure_on_training_step",
+        lambda config, dataset, device: decision.measure_with(lambda name: lambda: steps[name]),
+    )
+    (tmp_path / "gans.py").write_text(USER_GANS)
+    out = tmp_path / f"doctor-{function}"
+    code, stdout, err = run_cli(
+        capsys,
+        "doctor",
+        "--model",
+        f"{tmp_path / 'gans.py'}:{function}",
+        "--dataset",
+        "synthetic",
+        "--image-size",
+        "8",
+        "--batch-size",
+        "8",
+        "--steps",
+        "1",
+        "--fp16-steps",
+        "0",
+        "--device",
+        "cpu",
+        "--out",
+        str(out),
+        *extra,
+    )
+    assert code == 0, err
+    return stdout, json.loads((out / "doctor.json").read_text())
+
+
+def test_each_preflight_warning_is_said_once_in_the_doctors_summary(tmp_path, capsys, monkeypatch):
+    """The doctor printed each preflight warning twice: as preflight ran, and again in its summary."""
+    stdout, report = _doctor(capsys, tmp_path, monkeypatch, "sigmoid_g")
+    assert [f["check"] for f in report["preflight"]] == ["range"]
+    said = [line for line in stdout.splitlines() if "G's output spans" in line]
+    assert len(said) == 1 and said[0].startswith("- preflight: warning: G's output spans"), stdout
+    assert said[0].removeprefix("- ") in report["summary_lines"]
+
+
+def test_a_layer_the_model_keeps_in_fp32_itself_is_not_judged_by_fp16_s_range(tmp_path, capsys, monkeypatch):
+    """A head the user keeps in fp32 in their own autocast(enabled=False) region computes in fp32 in every precision,
+    as a GAN.fp32_modules layer does: the doctor flagged its weights of 1e-9 as flushing to zero in fp16. What runs
+    decides: the same head without the region, and the layer before it in either, are still flagged."""
+    _, report = _doctor(capsys, tmp_path, monkeypatch, "fp32_head")
+    flushed = report["flags"]["fp16_flush_to_zero"]
+    assert any(item.startswith("D.body.1 (weights") for item in flushed), flushed
+    assert not any(item.startswith("D.head") for item in flushed), flushed
+    assert "D.head" not in {row["layer"] for row in report["layers"]}  # fp32 under fp16 and bf16 alike
+    _, report = _doctor(capsys, tmp_path, monkeypatch, "plain_head")
+    assert any(item.startswith("D.head (weights") for item in report["flags"]["fp16_flush_to_zero"])

@@ -244,3 +244,73 @@ def test_a_long_library_message_is_cut_between_words():
     assert cut.endswith(" ...") and len(cut) <= 46 and all(w in ("word", "...") for w in cut.split())
     assert first_words("short one\nsecond") == "short one"
     assert first_words("x" * 500, 10) == "x" * 10 + " ..."
+
+
+LAZY_MODELS = textwrap.dedent("""
+    import torch
+    from torch import nn
+    import ampgan
+
+    def lazy(data, penalty, every=16):
+        pixels = data.channels * data.image_size ** 2
+        G = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, pixels), nn.Tanh(),
+                          nn.Unflatten(1, (data.channels, data.image_size, data.image_size)))
+        D = nn.Sequential(nn.Flatten(), nn.Linear(pixels, 16), nn.LeakyReLU(0.2), nn.Linear(16, 1), nn.Flatten(0))
+        return ampgan.GAN(
+            generator=G, discriminator=D, z_dim=16,
+            d_loss=[lambda ctx: ampgan.real_fake_loss(ctx.D(ctx.real), 1.0),
+                    lambda ctx: ampgan.real_fake_loss(ctx.D(ctx.fake), 0.0)],
+            g_loss=lambda ctx: ampgan.real_fake_loss(ctx.D(ctx.fake), 1.0),
+            extra_updates=[ampgan.Update("reg", penalty, every=every)] if every else [],
+        )
+
+    def part_of_d(ctx):  # D runs whole (under DDP each parameter then needs a gradient), the loss uses its first layer
+        ctx.D(ctx.real)
+        return ctx.D[1](ctx.real.flatten(1)).float().square().mean()
+
+    def probabilities(ctx):  # BCE on probabilities: refused by autocast on CUDA
+        scores = torch.sigmoid(ctx.D(ctx.real).float())
+        return nn.functional.binary_cross_entropy(scores, torch.ones_like(scores))
+
+    def unused_every_16(data):
+        return lazy(data, part_of_d)
+
+    def bce_every_4(data):
+        return lazy(data, probabilities, every=4)
+
+    def no_lazy(data):
+        return lazy(data, None, every=0)
+""")
+
+
+@pytest.mark.parametrize(
+    "function, expected",
+    [
+        ("unused_every_16", "2 parameter(s) get no gradient in a backward pass of update 'reg' (D.3.bias, D.3.weight)"),
+        ("bce_every_4", "computes binary_cross_entropy (BCE on probabilities), which autocast refuses on CUDA"),
+    ],
+)
+def test_a_periodic_update_is_checked_as_the_first_step_is(function, expected, tmp_path, capsys, monkeypatch):
+    """Preflight watched one step, in which no update due every 4 or 16 steps runs (a lazy R1, a path length): what
+    the first step's checks find in a loss (a parameter DDP waits for in vain, BCE on probabilities) went unsaid for
+    them. The watched step runs again as the cycle's last, where every periodic update runs; a GAN without one runs
+    no more steps than before (preflight's steps counted)."""
+    import ampgan.doctor.preflight as preflight_module
+
+    steps = []
+    real_step = preflight_module.train_step
+    monkeypatch.setattr(preflight_module, "train_step", lambda state, batch: steps.append(1) or real_step(state, batch))
+    path = tmp_path / "lazy.py"
+    path.write_text(LAZY_MODELS)
+    code, out, err = run_cli(
+        capsys, "preflight", "--model", f"{path}:{function}", "--dataset", "synthetic", "--image-size", "8"
+    )
+    assert code == 0, err
+    assert expected in out and "1 warning(s), nothing that stops training" in out, out
+    assert len(steps) == 5  # the watched step twice (the second as the cycle's last), then fp32, bf16, fp16 once
+    steps.clear()
+    code, out, err = run_cli(
+        capsys, "preflight", "--model", f"{path}:no_lazy", "--dataset", "synthetic", "--image-size", "8"
+    )
+    assert code == 0 and "nothing found" in out, out + err
+    assert len(steps) == 4

@@ -79,7 +79,8 @@ def command(ctx: click.Context, **options) -> None:
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", AmpganWarning)
-        findings = check_before_training(config, dataset, log=say)  # what cannot work stops here, exit 2
+        # what cannot work stops here (exit 2), its errors said; the warnings are said once, in the summary
+        findings = check_before_training(config, dataset, log=say, said=("error",))
     with claimed_folder(out, options["overwrite"], "doctor", data=config.data.folders_read), warnings.catch_warnings():
         warnings.simplefilter("ignore", AmpganWarning)  # fp16-on-CPU speed is part of the report itself
         report = diagnose_gan(config, options["record_steps"], fp16_steps, options["run_dir"])

@@ -30,7 +30,7 @@ from ampgan.runs.samples import NOISE_INPUT
 from ampgan.training.precision import build_policy
 from ampgan.training.prepared import prepare_run
 from ampgan.training.state import build_train_state
-from ampgan.training.step import as_loss, train_step
+from ampgan.training.step import _extra_update, as_loss, train_step
 
 PREFLIGHT_BATCH = 8
 CPU = torch.device("cpu")
@@ -94,17 +94,21 @@ def preflight(config: TrainConfig, dataset=None) -> list[Finding]:
     try:
         with _OpsInLosses(gan) as ops:
             metrics = train_step(state, stream.next_batch)
+            if gan.cycle_steps > 1 and not _not_finite(metrics):
+                # watched again as the cycle's last step, where every periodic update runs (a lazy R1 every 16 steps
+                # runs in no first step): one more step for a GAN that has them, none for one that has not
+                state.step = gan.cycle_steps - 1
+                metrics = train_step(state, stream.next_batch)
     except AmpganError as error:
         return findings + [Finding("error", "step", str(error))]
     finally:
         witness.remove()
-    bad = [name for name, value in metrics.items() if name.startswith("loss") and not torch.isfinite(value).all()]
-    if bad:
+    if bad := _not_finite(metrics):
         findings.append(
             Finding(
                 "error",
                 "finite",
-                f"the first fp32 step's {', '.join(bad)} is not finite: the losses "
+                f"fp32 step {state.step}'s {', '.join(bad)} is not finite: the losses "
                 "or the initialisation are broken before any precision enters",
             )
         )
@@ -141,7 +145,7 @@ def _real_step_under(name: str, prepared, stream) -> list[Finding]:
     outside = _state_outside(kept, state.gan) + _unsaved_changed(unsaved, state.gan) if name == FP32 else cast
     if policy.mode.loss_scaling:  # a non-finite fp16 loss is skipped; _losses_under_loss_scaling judges it
         return outside
-    bad = [n for n, value in metrics.items() if n.startswith("loss") and not torch.isfinite(value).all()]
+    bad = _not_finite(metrics)
     if not bad:
         return outside
     return outside + [
@@ -154,6 +158,19 @@ def _real_step_under(name: str, prepared, stream) -> list[Finding]:
             "(ampgan.real_fake_loss, hinge_loss) and keep eps terms out of low-precision tensors",
         )
     ]
+
+
+def _update_running() -> str | None:
+    """'update NAME' while the step's extra update NAME runs (among the callers), else None."""
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_code is not _extra_update.__code__:
+        frame = frame.f_back
+    return None if frame is None else f"update {frame.f_locals['update'].name!r}"
+
+
+def _not_finite(metrics: dict[str, torch.Tensor]) -> list[str]:
+    """The step's losses (loss_d, loss_g, loss_<update>) that are NaN or inf, by name."""
+    return [name for name, value in metrics.items() if name.startswith("loss") and not torch.isfinite(value).all()]
 
 
 class _FloatBeforeLayers:
@@ -373,8 +390,8 @@ class _GradientWitness:
             if trainable and loss.requires_grad:
                 grads = torch.autograd.grad(loss, [p for _, p in trainable], allow_unused=True, retain_graph=True)
                 unused = {name for (name, _), g in zip(trainable, grads) if g is None}
-                if unused:
-                    self.missing.setdefault(label, set()).update(unused)
+                if unused:  # an update on D's or G's own optimizer and scaler (a lazy R1) is named as itself
+                    self.missing.setdefault(_update_running() or label, set()).update(unused)
             original(loss)
 
         scaler.backward = backward
@@ -890,11 +907,13 @@ def _loss_terms(
     return values, notes, gradients
 
 
-def check_before_training(config: TrainConfig, dataset=None, log=say) -> list[Finding]:
-    """Preflight as a gate: every finding logged as one line; stops (AmpganError, exit 2) on an error."""
+def check_before_training(config: TrainConfig, dataset=None, log=say, said=("error", "warning")) -> list[Finding]:
+    """Preflight as a gate: each finding of a severity in `said` logged as one line (a caller that prints the
+    warnings itself, as the doctor's summary does, says errors only); stops (AmpganError, exit 2) on an error."""
     findings = preflight(config, dataset)
     for finding in findings:
-        log(f"preflight: {finding.line()}")
+        if finding.severity in said:
+            log(f"preflight: {finding.line()}")
     errors = [finding for finding in findings if finding.severity == "error"]
     if errors:
         raise AmpganError(

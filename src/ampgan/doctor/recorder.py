@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import torch
 
 from ampgan.doctor.ranges import FORMATS, classify, log2_histogram
-from ampgan.gan.layers import in_fp32_modules
 from ampgan.precisions import FP16, FP32
 from ampgan.speed.decision import decide_for_run
 
@@ -34,6 +34,7 @@ def _zeros_histogram() -> list[int]:
 @dataclass
 class LayerRecord:
     name: str
+    formats: dict = field(default_factory=lambda: dict(FORMATS))  # the 16-bit formats it computes in: its checks
     counts: dict = field(default_factory=lambda: defaultdict(lambda: defaultdict(int)))  # kind -> fmt.key -> n
     histograms: dict = field(default_factory=lambda: defaultdict(_zeros_histogram))  # kind -> log2 counts
     max_abs: dict = field(default_factory=lambda: defaultdict(float))
@@ -41,9 +42,9 @@ class LayerRecord:
     def add(self, kind: str, tensor: torch.Tensor) -> None:
         if tensor is None or not tensor.is_floating_point() or tensor.numel() == 0:
             return
-        for fmt_name, fmt in FORMATS.items():
+        for index, (fmt_name, fmt) in enumerate(self.formats.items()):
             for key, value in classify(tensor, fmt).items():
-                if key in ("values", "zeros") and fmt_name != FP16:
+                if key in ("values", "zeros") and index:
                     continue  # counted once
                 self.counts[kind][key if key in ("values", "zeros") else f"{fmt_name}_{key}"] += value
         histogram, _ = log2_histogram(tensor, HIST_LOW, HIST_HIGH)
@@ -59,29 +60,60 @@ class LayerRecord:
         return {key: value / counts["values"] for key, value in counts.items() if key not in ("values", "zeros")}
 
 
-class LayerRecorder:
-    """Forward/backward hooks on every leaf layer that has parameters (conv, linear, norm, embedding), but those in
-    GAN.fp32_modules: they compute in fp32 in every precision, so fp16's and bf16's ranges are not theirs."""
+def layers(networks: dict[str, torch.nn.Module]) -> Iterator[tuple[str, torch.nn.Module]]:
+    """Every leaf layer that has parameters (conv, linear, norm, embedding), named 'G.body.1'."""
+    for prefix, network in networks.items():
+        for name, module in network.named_modules():
+            if not list(module.children()) and list(module.parameters(recurse=False)):
+                yield f"{prefix}.{name}", module
 
-    def __init__(self, networks: dict[str, torch.nn.Module]):
+
+def computed_in_fp32(networks: dict[str, torch.nn.Module], run: Callable[[], object]) -> set[str]:
+    """The layers whose every output in `run()` (a step under a 16-bit mode's autocast) is fp32, whatever kept them
+    there: GAN.fp32_modules, the model's own autocast(enabled=False) region, an op autocast runs in fp32 (an
+    embedding, a norm on CUDA). That format's range is not theirs. Decided from what runs, not from declarations."""
+    dtypes = defaultdict(set)
+    handles = [
+        module.register_forward_hook(
+            lambda m, args, out, name=name: dtypes[name].add(getattr(_tensor(out), "dtype", None))
+        )
+        for name, module in layers(networks)
+    ]
+    try:
+        run()
+    finally:
+        for handle in handles:
+            handle.remove()
+    return {name for name, seen in dtypes.items() if seen == {torch.float32}}
+
+
+def _tensor(output) -> torch.Tensor:
+    return output if isinstance(output, torch.Tensor) else output[0]
+
+
+class LayerRecorder:
+    """Forward/backward hooks on every leaf layer that has parameters, each judged by the 16-bit formats it computes
+    in: `in_fp32` names, per format, the layers that compute in fp32 under it (computed_in_fp32); a layer in fp32
+    under every format is not recorded."""
+
+    def __init__(self, networks: dict[str, torch.nn.Module], in_fp32: dict[str, set[str]] | None = None):
         self.records: dict[str, LayerRecord] = {}
         self._handles = []
         self._parameters = []
-        in_fp32 = in_fp32_modules(*networks.values())
-        for prefix, network in networks.items():
-            for name, module in network.named_modules():
-                if list(module.children()) or not list(module.parameters(recurse=False)) or id(module) in in_fp32:
-                    continue
-                record = self.records.setdefault(f"{prefix}.{name}", LayerRecord(f"{prefix}.{name}"))
-                self._handles.append(module.register_forward_hook(self._on_forward(record)))
-                self._parameters += [(record, p) for p in module.parameters(recurse=False)]
+        for name, module in layers(networks):
+            formats = {fmt: found for fmt, found in FORMATS.items() if name not in (in_fp32 or {}).get(fmt, ())}
+            if not formats:
+                continue
+            record = self.records.setdefault(name, LayerRecord(name, formats))
+            self._handles.append(module.register_forward_hook(self._on_forward(record)))
+            self._parameters += [(record, p) for p in module.parameters(recurse=False)]
 
     @staticmethod
     def _on_forward(record: LayerRecord):
         # A tensor hook on the output (not a module backward hook): it sees the gradient of the
         # layer's output and tolerates the in-place activations that follow the layer.
         def hook(module, inputs, output):
-            output = output if isinstance(output, torch.Tensor) else output[0]
+            output = _tensor(output)
             record.add("activations", output)
             if output.requires_grad:
                 output.register_hook(lambda grad: record.add("activation_grads", grad))
@@ -104,11 +136,12 @@ class LayerRecorder:
 
 
 def gradient_histogram(records: dict[str, LayerRecord]) -> list[int]:
+    """The gradients of the layers that compute in fp16 (the fp16 loss scale's), on a log2 axis."""
     gradients = [
         record.histograms[kind]
         for record in records.values()
         for kind in ("activation_grads", "weight_grads")
-        if kind in record.histograms
+        if kind in record.histograms and FP16 in record.formats
     ]
     return [sum(bucket) for bucket in zip(_zeros_histogram(), *gradients)]
 

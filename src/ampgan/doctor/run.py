@@ -10,11 +10,13 @@ import numpy as np
 import ampgan.precisions as precisions
 from ampgan.config import TrainConfig
 from ampgan.data.batches import BatchStream
-from ampgan.doctor.ranges import BF16, FP16
+from ampgan.doctor.preflight import PREFLIGHT_BATCH
+from ampgan.doctor.ranges import BF16, FORMATS, FP16
 from ampgan.doctor.recorder import (
     HIST_LOW,
     KINDS,
     LayerRecorder,
+    computed_in_fp32,
     flagged,
     fractions_at_scale,
     gradient_histogram,
@@ -29,6 +31,7 @@ from ampgan.gan.alignment import misaligned_layers
 from ampgan.plotting import save_figure, subplots
 from ampgan.runs.checkpoint import check_step_matches_name, latest_checkpoint, load_checkpoint, load_weights
 from ampgan.runs.run_folder import read_metrics
+from ampgan.speed.decision import candidates_for
 from ampgan.speed.intervals import answers
 from ampgan.system.environment import environment_stamp
 from ampgan.training.precision import PrecisionPolicy, restore_backend_switches, snapshot_backend_switches
@@ -47,12 +50,13 @@ def diagnose_gan(config: TrainConfig, steps: int, fp16_steps: int, run_dir: Path
         config = prepared.config.with_fields(
             {"precision.name": config.precision.name, "precision.loss_scale": config.precision.loss_scale}
         )
+        in_fp32 = _computed_in_fp32(prepared)  # before the state the doctor records is seeded
         state = build_train_state(prepared.config, prepared.model, prepared.data, prepared.policy)
         if run_dir is not None:
             _load_run_weights(state, run_dir)
         networks = {"G": state.generator, "D": state.discriminator}
         stream = _stream(prepared, state, config)
-        recorder = LayerRecorder(networks)
+        recorder = LayerRecorder(networks, in_fp32)
         # Strict FP32 (no TF32 in cuBLAS or cuDNN) for the reference steps, the caller's switches back after.
         with prepared.policy.backend_settings():
             try:
@@ -82,6 +86,25 @@ def diagnose_gan(config: TrainConfig, steps: int, fp16_steps: int, run_dir: Path
         return report | {"summary_lines": summary_lines(report)}
     finally:
         restore_backend_switches(saved)
+
+
+def _computed_in_fp32(prepared) -> dict[str, set[str]]:
+    """For each 16-bit mode this device runs, the layers that computed in fp32 in a training step under it
+    (recorder.computed_in_fp32): one step per mode on a fresh state, at preflight's batch (a dtype does not depend
+    on the batch; fp16 on a CPU is slow)."""
+    runs_here, _ = candidates_for(prepared.policy.device)
+    found = {}
+    for name in (name for name in FORMATS if name in runs_here):
+        policy = PrecisionPolicy(name, prepared.policy.device)
+        state = build_train_state(prepared.config, prepared.model, prepared.data, policy)
+        stream = BatchStream(
+            prepared.dataset, PREFLIGHT_BATCH, policy.device, prepared.config.seed, image_range=state.gan.image_range
+        )
+        with policy.backend_settings():
+            found[name] = computed_in_fp32(
+                {"G": state.generator, "D": state.discriminator}, lambda: train_step(state, stream.next_batch)
+            )
+    return found
 
 
 def _load_run_weights(state, run_dir: Path) -> None:
