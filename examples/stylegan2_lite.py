@@ -116,9 +116,11 @@ def stylegan2_lite(
 
     def r1(ctx):
         real = ctx.real.detach().float().requires_grad_(True)
-        gradients = ctx.input_gradients(ctx.D(real), real)  # fp32, unscaled
+        scores = ctx.D(real)
+        gradients = ctx.input_gradients(scores, real)  # fp32, unscaled
         penalty = gradients.flatten(1).pow(2).sum(1).mean()
-        return r1_gamma / 2 * penalty, {"r1_penalty": penalty.detach()}
+        # D's last bias moves no input gradient: an exact zero gives it one, or DDP stops (NVlabs: real_logits * 0)
+        return r1_gamma / 2 * penalty + ampgan.unused_but_reduced(scores), {"r1_penalty": penalty.detach()}
 
     def path_length(ctx):
         z, _ = ctx.draw(max(1, ctx.batch_size // 2))

@@ -375,3 +375,16 @@ def test_each_cpu_rank_gets_its_share_of_the_cores_it_may_run_on(monkeypatch, al
         assert torch.get_num_threads() == threads
     finally:
         torch.set_num_threads(before)
+
+
+def test_a_lazy_r1_step_trains_under_two_processes(tmp_path):
+    """R1's input gradient moves no gradient into D's last bias; DDP (without find_unused_parameters) stopped the
+    built-in r1 at its first R1 step ('D.head.bias ... got no gradient'). Its exact zero on the scores gives one."""
+    run = tmp_path / "run"
+    result = torchrun(
+        "train", "--model", "r1", *TINY, "--set", "model.r1_every=2", "--steps", "4", "--out", str(run)
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    steps = [json.loads(line)["step"] for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert steps[-1] == 4 and any("loss_r1" in json.loads(line) or "r1_penalty" in line for line in
+                                  (run / "metrics.jsonl").read_text().splitlines())  # fmt: skip

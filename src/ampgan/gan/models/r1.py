@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ampgan.gan.contract import GAN, DataSpec, Update, built_in
-from ampgan.gan.layers import NON_SATURATING
+from ampgan.gan.layers import NON_SATURATING, unused_but_reduced
 from ampgan.gan.models.acgan import BASE_SIZE, upsamplings
 from ampgan.gan.options import require_image_size, require_non_negative, require_whole
 
@@ -99,10 +99,13 @@ class Discriminator(nn.Module):
 
 
 def r1_penalty(context) -> torch.Tensor:
-    """gamma/2 E[||d D(x) / dx||^2] on real images, in fp32 (the weight is applied by the caller)."""
+    """gamma/2 E[||d D(x) / dx||^2] on real images, in fp32 (the weight is applied by the caller). D's last bias
+    moves no input gradient: the scores' exact zero gives it one, or DDP stops at the first R1 step (NVlabs'
+    StyleGAN2 adds `real_logits * 0` for the same reason; Adam then steps it on its momentum, as there)."""
     real = context.real.detach().float().requires_grad_(True)
-    gradients = context.input_gradients(context.D(real), real)  # fp32, unscaled
-    return gradients.flatten(1).pow(2).sum(1).mean()
+    scores = context.D(real)
+    gradients = context.input_gradients(scores, real)  # fp32, unscaled
+    return gradients.flatten(1).pow(2).sum(1).mean() + unused_but_reduced(scores)
 
 
 @built_in("r1")
