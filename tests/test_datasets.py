@@ -187,6 +187,18 @@ def test_a_download_killed_midway_leaves_nothing_once_another_is_done_there(tmp_
         server.close()
 
 
+def test_a_download_the_disk_refuses_is_one_line_about_the_disk(tmp_path, read_only_view):
+    """It said 'cannot download URL (Read-only file system ...): no network?'."""
+    (tmp_path / "data").mkdir()
+    view, server = read_only_view(tmp_path / "data"), _ArchiveServer(b"x" * 10)
+    try:
+        with pytest.raises(AmpganError, match=r"^cannot write .*apple\.npy.*\(Read-only file system\)") as refused:
+            download(server.url, view / "apple.npy")
+        assert "no network" not in str(refused.value)
+    finally:
+        server.close()
+
+
 def test_quickdraw_loads_splits_deterministically_and_keeps_a_manifest(tmp_path):
     folder = write_quickdraw(tmp_path / "qd")
     request = DataConfig(dataset="quickdraw", data_dir=str(folder), classes="apple,eye,fish", max_per_class=40)
