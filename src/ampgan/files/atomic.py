@@ -56,7 +56,8 @@ def _this_machine() -> str:
 # `.NAME.writing.tmp`, which names no writer: judged by age alone.
 _MACHINE, _TOKEN = _this_machine(), secrets.token_hex(4)
 _TEMPORARY = re.compile(
-    r"\..+?(?:\.(?P<machine>[0-9a-f]{8})\.(?P<pid>[1-9][0-9]{0,8})\.(?P<token>[0-9a-f]{8})(?:\.[0-9a-f]{8})?)?\.writing\.tmp",
+    r"\..+?(?:\.(?P<machine>[0-9a-f]{8})\.(?P<pid>[1-9][0-9]{0,8})\.(?P<token>[0-9a-f]{8})(?:\.[0-9a-f]{8})?)?"
+    r"\.writing\.tmp",
     re.DOTALL,
 )
 # Past this age untouched, a temporary file whose writer cannot be asked (another machine's) is taken as left
