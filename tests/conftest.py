@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 
 # Under pytest-xdist each worker has a core: one thread for it and for every process a test starts
 # (torchrun, the CLI, the GPU sweep's rehearsal). Two threads per process on a 2-core machine already
@@ -318,6 +320,19 @@ def fill_the_disk(disk) -> None:
                 handle.write(b"\0" * 65536)
     except OSError:
         pass
+
+
+def writer_in_flight(path: Path) -> subprocess.Popen:
+    """Another ampgan process midway through an atomic write of `path`: its temporary file is written and flushed,
+    the process sleeps before the rename (kill it with SIGKILL as a crash would, or let it live)."""
+    script = (
+        "import sys, time\nfrom pathlib import Path\nfrom ampgan.files.atomic import write_atomically\n"
+        "def write(stream):\n    stream.write(b'half'); stream.flush(); print('writing', flush=True); time.sleep(600)\n"
+        "write_atomically(Path(sys.argv[1]), write)\n"
+    )
+    child = subprocess.Popen([sys.executable, "-c", script, str(path)], stdout=subprocess.PIPE, text=True)
+    assert child.stdout.readline() == "writing\n"
+    return child
 
 
 def pytest_collection_modifyitems(config, items):

@@ -5,8 +5,12 @@ import http.server
 import json
 import os
 import shutil
+import signal
 import struct
+import subprocess
+import sys
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +29,7 @@ from fixtures import (
 
 import ampgan.data.cifar10 as cifar10
 from ampgan.data import DataConfig, load_dataset
+from ampgan.data.files import download
 from ampgan.errors import AmpganError
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -114,16 +119,20 @@ class _ArchiveServer:
                 self.send_header("Content-Length", str(len(payload)))
                 self.end_headers()
                 self.wfile.write(payload if outer.cut_after is None else payload[: outer.cut_after])
+                self.wfile.flush()
+                outer.stalls.wait()  # set: the connection stays open, the rest never comes (until close)
 
             def log_message(self, *args):
                 pass
 
-        self.cut_after = cut_after
+        self.cut_after, self.stalls = cut_after, threading.Event()
+        self.stalls.set()
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/cifar-10-python.tar.gz"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def close(self):
+        self.stalls.set()
         self.server.shutdown()
         self.server.server_close()
 
@@ -149,7 +158,43 @@ def test_cifar10_download(cifar_fixture, tmp_path, monkeypatch, variant):
             with pytest.raises(AmpganError, match=message):
                 load_dataset(DataConfig(dataset="cifar10", data_dir=str(target), download=True))
             assert not (target / "cifar-10-python.tar.gz").exists()  # never a half file under the final name
-            assert not list(target.glob("*.part"))
+            assert os.listdir(target) == []  # nor its temporary file
+    finally:
+        server.close()
+
+
+def test_a_download_killed_midway_leaves_nothing_once_another_is_done_there(tmp_path):
+    """kill -9 while Quick, Draw!'s apple.npy downloaded left `apple.npy.part` in the user's data folder for good
+    unless apple was downloaded again (a run with other classes, or the file put there by hand, kept it)."""
+    server = _ArchiveServer(b"x" * 4096, cut_after=100)
+    server.stalls.clear()
+    script = "import sys\nfrom pathlib import Path\nfrom ampgan.data.files import download\n"
+    script += "download(sys.argv[1], Path(sys.argv[2]))"
+    killed = subprocess.Popen([sys.executable, "-c", script, server.url, str(tmp_path / "apple.npy")])
+    try:
+        while not os.listdir(tmp_path):  # its temporary file, made as the download starts
+            assert killed.poll() is None
+            time.sleep(0.05)
+        os.kill(killed.pid, signal.SIGKILL)
+        killed.wait()
+        server.cut_after = None
+        server.stalls.set()
+        download(server.url, tmp_path / "eye.npy")
+        assert os.listdir(tmp_path) == ["eye.npy"] and (tmp_path / "eye.npy").read_bytes() == b"x" * 4096
+    finally:
+        killed.kill()
+        killed.wait()
+        server.close()
+
+
+def test_a_download_the_disk_refuses_is_one_line_about_the_disk(tmp_path, read_only_view):
+    """It said 'cannot download URL (Read-only file system ...): no network?'."""
+    (tmp_path / "data").mkdir()
+    view, server = read_only_view(tmp_path / "data"), _ArchiveServer(b"x" * 10)
+    try:
+        with pytest.raises(AmpganError, match=r"^cannot write .*apple\.npy.*\(Read-only file system\)") as refused:
+            download(server.url, view / "apple.npy")
+        assert "no network" not in str(refused.value)
     finally:
         server.close()
 

@@ -6,11 +6,12 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 
 import numpy as np
 import pytest
 import torch
-from conftest import run_cli
+from conftest import run_cli, writer_in_flight
 from fixtures import TINY_RUN, write_quickdraw
 
 from ampgan.cli import NOTHING_HALF_WRITTEN
@@ -638,3 +639,33 @@ def test_a_stop_while_the_first_write_is_being_noted_gives_the_folder_back(tmp_p
         with claimed_folder(out, overwrite=False, kind="study"):
             write_atomically(out / "study.json", lambda stream: stream.write(b"{}"))
     assert not out.exists() and os.listdir(tmp_path) == []  # given back whole: nothing left behind
+
+
+def test_a_temporary_file_of_a_writer_killed_midway_goes_at_the_next_write_there_and_a_live_one_s_stays(tmp_path):
+    """kill -9 during a write left its `.NAME....writing.tmp` for good (tens of MB for a dataset cache, in the user's
+    dataset folder). Its name says who wrote it: the next write in its folder removes it once its writer is gone (this
+    machine's process no more, another machine's or an older ampgan's untouched for a day), never a live writer's,
+    nor any file not named as ampgan names them."""
+    from ampgan.files.atomic import STALE_SECONDS
+
+    killed, alive = writer_in_flight(tmp_path / "cache.npz"), writer_in_flight(tmp_path / "results.json")
+    try:
+        os.kill(killed.pid, signal.SIGKILL)
+        killed.wait()  # reaped: its pid is free (a zombie's is still taken)
+        [dead] = tmp_path.glob(".cache.npz.*.writing.tmp")
+        [live] = tmp_path.glob(".results.json.*.writing.tmp")
+        assert f".{killed.pid}." in dead.name and dead.read_bytes() == b"half"
+        elsewhere = [".a.json.00000000.77.0123abcd.writing.tmp", ".b.json.writing.tmp"]  # another machine's, older
+        long_ago = [".f.json.00000000.77.0123abcd.writing.tmp", ".g.json.writing.tmp"]  # the same, untouched a day
+        foreign = ["users.writing.tmp", ".c.json.x1.tmp", ".d.json.00000000.77.0123abcd.tmp"]  # not ampgan's names
+        for name in elsewhere + long_ago + foreign:
+            (tmp_path / name).write_bytes(b"x")
+            if name not in elsewhere:
+                os.utime(tmp_path / name, (0, time.time() - STALE_SECONDS - 60))
+        (tmp_path / ".e.json.writing.tmp").mkdir()  # not a file
+        write_atomically(tmp_path / "other.json", lambda stream: stream.write(b"{}"))
+        left = {live.name, "other.json", ".e.json.writing.tmp", *elsewhere, *foreign}
+        assert set(os.listdir(tmp_path)) == left
+    finally:
+        alive.kill()
+        alive.wait()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import signal
 import struct
 import warnings
 import zipfile
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import fill_the_disk, run_cli
+from conftest import fill_the_disk, run_cli, writer_in_flight
 from PIL import Image
 
 from ampgan.data.folder import load_folder
@@ -512,3 +513,18 @@ def test_folder_with_no_path_is_refused_not_the_current_folder_read(tmp_path, ca
         code, out, err = run_cli(capsys, *command)
         assert code == 2 and err.count("\n") == 1 and "is empty" in err and "folder:PATH" in err, err
     assert sorted(p.name for p in Path.cwd().rglob("*")) == before
+
+
+def test_a_cache_write_killed_midway_leaves_nothing_in_the_dataset_folder_once_the_cache_is_read(tmp_path):
+    """kill -9 while a process rewrote the cache left its tens of MB as `..ampgan-cache-*.npz....writing.tmp` in the
+    user's dataset folder for good: the next load, which only reads the cache, removes it."""
+    (tmp_path / "a").mkdir()
+    Image.new("RGB", (8, 8)).save(tmp_path / "a" / "x.png")
+    first, _ = _load(tmp_path, image_size=8, cache=True)
+    killed = writer_in_flight(Path(first.source["cache"]))
+    os.kill(killed.pid, signal.SIGKILL)
+    killed.wait()
+    assert len(list(tmp_path.glob(".*.writing.tmp"))) == 1
+    again, said = _load(tmp_path, image_size=8, cache=True)
+    assert again.source["cache_hit"] and not said
+    assert sorted(path.name for path in tmp_path.iterdir()) == [Path(first.source["cache"]).name, "a"]

@@ -10,7 +10,7 @@ import struct
 
 import pytest
 import torch
-from conftest import run_cli
+from conftest import run_cli, writer_in_flight
 from fixtures import ORIGINALS_TINY, write_mnist, write_quickdraw
 
 from ampgan.errors import AmpganError
@@ -170,6 +170,26 @@ def test_a_cached_evaluator_whose_weights_were_replaced_is_trained_anew(tmp_path
     weights.write_bytes(b"garbage")
     with pytest.warns(Warning, match="not usable"):
         evaluator_for(dataset, cache_dir=tmp_path, epochs=1)
+
+
+def test_an_evaluator_entry_whose_writer_was_killed_leaves_nothing_once_the_cache_is_read(tmp_path, monkeypatch):
+    """kill -9 while another process wrote an evaluator entry left its `.KEY.pt....writing.tmp` in the cache for
+    good: the next evaluation that finds the entry (and only reads it) removes it."""
+    from ampgan.data.synthetic import make_synthetic
+    from ampgan.quality import evaluator as evaluator_module
+    from ampgan.quality.evaluator import evaluator_for
+
+    monkeypatch.setattr(evaluator_module, "MIN_TRAINING_STEPS", 10)  # the cache's behaviour, not its accuracy
+    dataset = make_synthetic(count=160, num_classes=4, channels=3, image_size=32, seed=0)
+    # min_accuracy 0: ten steps' accuracy varies from run to run, and may fall short of the usual threshold
+    first = evaluator_for(dataset, cache_dir=tmp_path, epochs=1, min_accuracy=0.0)
+    entry = sorted(os.listdir(tmp_path))
+    killed = writer_in_flight(tmp_path / os.path.basename(first.info["cache"]))
+    os.kill(killed.pid, signal.SIGKILL)
+    killed.wait()
+    assert len(os.listdir(tmp_path)) == 3
+    again = evaluator_for(dataset, cache_dir=tmp_path, epochs=1, min_accuracy=0.0)
+    assert again.info == first.info and sorted(os.listdir(tmp_path)) == entry
 
 
 def test_an_evaluation_refuses_a_run_whose_class_list_disagrees_with_its_data(tmp_path, capsys):

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import hashlib
-import os
-import shutil
 import urllib.error
 import urllib.request
 from pathlib import Path
 
-from ampgan.errors import AmpganError
-from ampgan.files.atomic import write_json_atomically
+from ampgan.errors import AmpganError, UnwritableFile
+from ampgan.files.atomic import write_atomically, write_json_atomically
 from ampgan.files.cache_dir import cache_dir
 from ampgan.files.jsonfile import parse_json
 from ampgan.files.schema import has_shape
@@ -40,37 +38,37 @@ def require_data_dir(data_dir: str | None, dataset: str, download: bool) -> Path
 
 
 def download(url: str, target: Path, *, expected_md5: str | None = None, timeout: float = 60.0) -> Path:
-    """Fetch `url` into `target`: streamed into `target.part`, checked (length, MD5), then renamed.
-
-    Any failure removes the partial file, so the final name only ever holds a complete download.
-    """
-    partial = target.with_name(target.name + ".part")
+    """Fetch `url` into `target`: streamed into a temporary file beside it, checked (length, MD5), then renamed
+    (files/atomic.py), so the final name only ever holds a complete download; a failure removes the temporary
+    file, and one left by a download killed midway goes at the next write there."""
     manual = f"download {url} by hand and put it at {target}"
-    try:
-        with urllib.request.urlopen(url, timeout=timeout) as response, open(partial, "wb") as out:
-            expected_length = response.headers.get("Content-Length")
-            shutil.copyfileobj(response, out, 1 << 20)
-            received = out.tell()
-            out.flush()
-            os.fsync(out.fileno())
-        if expected_length is not None and received != int(expected_length):
+
+    def fetch(out) -> None:
+        with urllib.request.urlopen(url, timeout=timeout) as response:
+            expected_length, md5 = response.headers.get("Content-Length"), hashlib.md5()
+            while chunk := response.read(1 << 20):
+                out.write(chunk)
+                md5.update(chunk)
+        if expected_length is not None and out.tell() != int(expected_length):
             raise AmpganError(
-                f"the download of {url} broke off after {received} of {expected_length} bytes: try again, or {manual}"
+                f"the download of {url} broke off after {out.tell()} of {expected_length} bytes: try again, or {manual}"
             )
-        if expected_md5 is not None and (found := file_digest(partial, "md5")) != expected_md5:
+        if expected_md5 is not None and (found := md5.hexdigest()) != expected_md5:
             raise AmpganError(
                 f"the download of {url} has MD5 {found}, expected {expected_md5}: "
                 f"the server sent something else; {manual}"
             )
-        os.replace(partial, target)
+
+    try:
+        write_atomically(target, fetch)
         return target
+    except UnwritableFile:
+        raise  # the disk refused it (full, read-only): its own one line, not "no network?"
     except urllib.error.HTTPError as error:
         raise AmpganError(f"cannot download {url} (HTTP {error.code}): check the name, or {manual}") from None
     except (urllib.error.URLError, OSError, ValueError) as error:
         reason = getattr(error, "reason", error)
         raise AmpganError(f"cannot download {url} ({reason}): no network? {manual[0].upper() + manual[1:]}") from None
-    finally:
-        partial.unlink(missing_ok=True)  # nothing left after a complete download (renamed), the rest after a failure
 
 
 def verify_with_manifest(data_dir: Path, files: list[Path]) -> tuple[dict[str, str], str]:

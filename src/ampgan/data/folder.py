@@ -28,7 +28,7 @@ from PIL import Image, ImageOps, UnidentifiedImageError
 
 from ampgan.data.dataset import ImageDataset, refuse_images_that_cannot_fit
 from ampgan.errors import AmpganError, name_as_text, one_line, warn
-from ampgan.files.atomic import write_atomically
+from ampgan.files.atomic import remove_dead_temporaries, write_atomically
 from ampgan.files.jsonfile import parse_json
 from ampgan.files.manifest import FOLDER_MARKER
 from ampgan.files.paths import leads_out
@@ -350,6 +350,7 @@ def _read_cache(
 ) -> tuple[torch.Tensor, torch.Tensor] | None:
     """The cached tensors when they are this folder's, else None (the folder changed: re-read it). A
     cache that is damaged or holds anything but this folder's images is rebuilt, with one warning."""
+    remove_dead_temporaries(path.parent)  # a cache write killed midway left its temporary file here
     try:
         with np.load(path, allow_pickle=False) as archive:
             meta = parse_json(archive["meta"].tobytes().decode())

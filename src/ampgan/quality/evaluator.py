@@ -27,7 +27,7 @@ from torch import nn
 
 from ampgan.data import ImageDataset
 from ampgan.errors import AmpganError, one_line, warn
-from ampgan.files.atomic import write_atomically, write_json_atomically
+from ampgan.files.atomic import remove_dead_temporaries, write_atomically, write_json_atomically
 from ampgan.files.cache_dir import cache_dir as ampgan_cache_dir
 from ampgan.files.jsonfile import parse_json
 from ampgan.files.schema import COUNT, Between, has_shape
@@ -231,6 +231,7 @@ def _cached_evaluator(network: Evaluator, weights_path: Path, info_path: Path, d
     there is none, or the entry does not hold what it claims: weights of another digest (replaced, cut
     short or damaged), info of another dataset or of the wrong shape. The cache is ampgan's own and
     rebuildable: a bad entry is replaced, with a warning line, never trusted and never fatal."""
+    remove_dead_temporaries(weights_path.parent)  # an entry's write killed midway left its temporary file
     if not (weights_path.is_file() and info_path.is_file()):
         return None
     try:
