@@ -161,7 +161,10 @@ def test_a_cached_evaluator_whose_weights_were_replaced_is_trained_anew(tmp_path
     monkeypatch.setattr(evaluator_module, "MIN_TRAINING_STEPS", 10)  # the cache's behaviour, not its accuracy
 
     dataset = make_synthetic(count=160, num_classes=4, channels=3, image_size=32, seed=0)
+    torch.manual_seed(123)
+    callers = torch.random.get_rng_state()
     first = evaluator_for(dataset, cache_dir=tmp_path, epochs=1)
+    assert torch.equal(torch.random.get_rng_state(), callers)  # the caller's random state is left as it was
     weights = next(tmp_path.glob("*.pt"))
     torch.save(Evaluator(3, 4).state_dict(), weights)  # the right shape, the wrong weights
     with pytest.warns(Warning, match="its weights are not the ones it was saved with"):
