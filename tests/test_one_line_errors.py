@@ -806,3 +806,39 @@ def test_an_hourly_price_past_the_catalogs_bound_is_one_line(capsys, tmp_path, m
     code, _, err = run_cli(capsys, *args)
     assert _one_error_line(code, err, "price_per_hour" if args[0] == "compare" else "--price-per-hour", "at most")
     assert os.listdir(tmp_path) == []
+
+
+# A command's own setting, given out of its kind's range: (the command line's args, the API's function and
+# keywords). Each check lived in the command line's types alone: the Python API took 1e308 per hour, 0 seeds,
+# a target of 150%, a NaN time cap or batch size 0 into the run.
+_SPEC_RANGES = [
+    (("compare", "--set", "compare.price_per_hour=1e308"), "compare", {"price_per_hour": 1e308}),
+    (("compare", "--set", "compare.target_accuracy=1.5"), "compare", {"target_accuracy": 1.5}),
+    (("compare", "--seeds", "0"), "compare", {"seeds": 0}),
+    (("compare", "--set", "compare.eval_samples=1"), "compare", {"eval_samples": 1}),
+    (("compare", "--set", "compare.bench.min_seconds=-1"), "compare", {"bench": {"min_seconds": -1.0}}),
+    (("bench", "--steps", "1"), "bench", {"steps": 1}),
+    (("bench", "--max-seconds", "nan"), "bench", {"max_seconds": float("nan")}),
+    (("bench", "--batch-sizes", "0,8"), "bench", {"batch_sizes": [0, 8]}),
+    (("bench", "--set", "bench.peak_tflops=inf"), "bench", {"peak_tflops": float("inf")}),
+    (("project", "results.json", "--batch-sizes", "0"), "project", {"batch_sizes": [0]}),
+]
+
+
+@pytest.mark.parametrize("args, function, keywords", _SPEC_RANGES, ids=[" ".join(a[-2:]) for a, _, _ in _SPEC_RANGES])
+def test_a_commands_own_setting_is_refused_alike_by_the_command_line_and_the_api(
+    capsys, tmp_path, monkeypatch, args, function, keywords
+):
+    import ampgan
+    from ampgan.errors import ConfigError
+
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run_cli(capsys, *args, *(() if function == "project" else ("--dataset", "synthetic")), "--out", "o")
+    line = _one_error_line(code, err, "must be")
+    call = getattr(ampgan, function)
+    given = ("results.json",) if function == "project" else ("acgan",)
+    settings = {} if function == "project" else {"settings": {"data.dataset": "synthetic"}}
+    with pytest.raises(ConfigError) as raised:
+        call(*given, "o", **settings, **keywords)
+    assert line == f"error: {raised.value}"
+    assert os.listdir(tmp_path) == []

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, fields
 
 from ampgan.config import TrainConfig
 from ampgan.data import DataConfig
-from ampgan.sections import setting
+from ampgan.sections import check_kinds, setting
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -65,6 +65,11 @@ class BenchSpec:
         True,
         "flag",
     )
+
+    NAME = "bench"  # its settings' paths: bench.steps (compare's bench: compare.bench.steps)
+
+    def __post_init__(self) -> None:
+        check_kinds(self)
 
     @property
     def seed(self) -> int:

@@ -76,6 +76,9 @@ SEED = Number(lambda x: 0 <= x <= MAX_SEED, f"must be from 0 to {MAX_SEED}", who
 POSITIVE_NUMBER = Number(lambda x: math.isfinite(x) and x > 0, "must be positive and finite")
 # An hourly price: past the catalog's bound the cost of a study's training ran to infinity (written as Infinity).
 PRICE = Number(lambda x: 0 < x <= MOST_PER_HOUR, f"must be positive and at most {MOST_PER_HOUR:,.0f} (per hour)")
+# A setting's number read from its flag or `--set`: its range is checked where it is declared (sections.py RANGES),
+# so the command line and the Python API refuse it with the same line.
+READ_WHOLE, READ_NUMBER = Number(lambda x: True, "", whole=True), Number(lambda x: True, "")
 
 
 class Parsed(click.ParamType):
@@ -94,14 +97,11 @@ class Parsed(click.ParamType):
 
 
 def _whole_numbers(text: str) -> tuple[int, ...]:
-    """'16,64,256' -> (16, 64, 256): batch sizes, each at least 1."""
+    """'16,64,256' -> (16, 64, 256): batch sizes (each at least 1: sections.py RANGES)."""
     try:
-        values = tuple(int(part) for part in text.split(",") if part.strip())
+        return tuple(int(part) for part in text.split(",") if part.strip())
     except ValueError:
         raise AmpganError(f"takes whole numbers separated by commas, e.g. 16,64,256; got {text!r}") from None
-    if not values or min(values) < 1:
-        raise AmpganError(f"needs at least one value, each at least 1; got {text!r}")
-    return values
 
 
 def _precisions(text: str) -> tuple[str, ...]:
@@ -163,14 +163,8 @@ trust_model_option = click.option(
 def _click_type(kind: str):
     """The click type of a setting's kind (sections.py setting); text takes any string."""
     return {
-        "whole": WholeNumber(),
-        "whole0": SEED,
-        "whole2": WholeNumber(2),
-        "whole4": WholeNumber(4),
-        "positive": POSITIVE_NUMBER,
-        "price": PRICE,
-        "nonnegative": Number(lambda x: math.isfinite(x) and x >= 0, "must be 0 or more"),
-        "fraction": Number(lambda x: 0 < x <= 1, "is a fraction in (0, 1]"),
+        **dict.fromkeys(("whole", "whole0", "whole2", "whole4"), READ_WHOLE),
+        **dict.fromkeys(("positive", "nonnegative", "fraction"), READ_NUMBER),
         "duration": Parsed(positive_duration, "duration"),  # 90s, 7m, 1h30m or plain seconds -> seconds (> 0)
         "loss_scale": Parsed(parse_loss_scale, "scale"),  # 'dynamic' -> None (GradScaler decides), or a number
         "steps_or_duration": Parsed(parse_steps_or_duration, "steps|duration"),  # ('steps', 500), ('seconds', 600.0)
