@@ -842,3 +842,15 @@ def test_a_commands_own_setting_is_refused_alike_by_the_command_line_and_the_api
         call(*given, "o", **settings, **keywords)
     assert line == f"error: {raised.value}"
     assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("read_only, why", [(True, "(read-only file system)"), (False, "(permission denied)")])
+def test_a_single_file_out_on_a_read_only_filesystem_says_so(capsys, tmp_path, monkeypatch, read_only, why):
+    """A folder on a read-only mount was said to be 'permission denied': a chmod does not help there. (A read-only
+    mount needs root to make; os.access and os.statvfs answer as they do on one.)"""
+    monkeypatch.setattr(os, "access", lambda path, mode, **kw: False)
+    monkeypatch.setattr(os, "statvfs", lambda path: type("Vfs", (), {"f_flag": os.ST_RDONLY if read_only else 0}))
+    out = tmp_path / "grid.png"
+    code, _, err = run_cli(capsys, "data", "grid", "synthetic", "--per-class", "1", "--out", str(out))
+    assert _one_error_line(code, err, f"cannot write in {tmp_path} {why}")
+    assert not out.exists()
