@@ -246,6 +246,29 @@ def test_a_signal_during_the_op_trace_stops_it_and_keeps_every_measurement(monke
     assert results["configs"][0]["status"] == "ok" and results["configs"][0]["samples_s"]
 
 
+def test_a_precision_the_bench_was_not_asked_for_is_no_failure_of_its_trace(tmp_path, capsys, monkeypatch):
+    """`ampgan project` of a bench of fp32 alone whose trace failed listed bf16 and fp16 (traced only for the
+    projection, left out for time) as failures beside fp32's own: 'fp16: not traced: --precisions left it out'."""
+    from ampgan.bench.output import write_results
+
+    left_out = "not traced: --precisions left it out and under half the trace's share of the budget was left for it"
+
+    def trace(spec, dataset, device, log=None, stop_check=None, cycle_s=None):
+        failed = [{"precision": "fp32", "reason": "RuntimeError: no kernel"}]
+        return {
+            "op_tables": {},
+            "op_tables_failed": failed + [{"precision": p, "reason": left_out} for p in ("bf16", "fp16")],
+        }
+
+    monkeypatch.setattr(bench_module, "trace_op_tables", trace)
+    spec = BenchSpec(
+        base=tiny_config(), batch_sizes=(4,), precisions=("fp32",), warmup=1, steps=2, min_seconds=0, channels_last=()
+    )
+    write_results(run_bench(spec, torch.device("cpu")), tmp_path / "bench")
+    code, _, err = run_cli(capsys, "project", str(tmp_path / "bench"), "--devices", "T4")
+    assert code == 2 and "(tracing failed: fp32: RuntimeError: no kernel)" in err and err.count("\n") == 1, err
+
+
 def test_decisions_that_do_not_fit_their_share_of_the_budget_take_their_defaults(tmp_path, capsys, monkeypatch):
     from conftest import own_decision_cache
 
