@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, fields
 
 from ampgan.config import TrainConfig
 from ampgan.data import DataConfig
+from ampgan.precisions import precision
 from ampgan.sections import check_kinds, setting
 
 
@@ -70,6 +71,8 @@ class BenchSpec:
 
     def __post_init__(self) -> None:
         check_kinds(self)
+        for name in self.precisions:  # an unknown one: one line naming the modes, from the API as from --precisions
+            precision(name)
 
     @property
     def seed(self) -> int:
