@@ -143,7 +143,7 @@ def test_bad_bench_options_are_one_line_errors(tmp_path, capsys):
         (["--batch-sizes", "16,x"], "--batch-sizes takes whole numbers"),
         (["--precisions", "fp32,fp9"], "unknown precision 'fp9'"),
         (["--precisions", "tf32"], "tf32 is a CUDA tensor-core mode"),
-        (["--steps", "1"], "bench.steps must be a whole number of at least 2, got 1"),
+        (["--steps", "1"], "bench.steps (--steps) must be a whole number of at least 2, got 1"),
         (["--set", "bench.min_seconds=-1"], "bench.min_seconds must be 0 or more (and finite), got -1.0"),
         (["--min-seconds", "1"], "--min-seconds is no option: write --set bench.min_seconds=VALUE"),
     ]:

@@ -1,8 +1,10 @@
 """The command line made from the declarations: each command's options, `--set` paths and their checks come
-from its spec's settings (sections.py `setting`, walked by `settings`); the click types that validate values.
+from its spec's settings (sections.py `setting`, walked by `settings`); the click types that read values.
 
-A bad value fails in its type, before the command runs, and reads as one line:
-`error: --steps must be at least 1, got 0`.
+A setting's text that is no value of its kind fails in its type (`error: --steps must be a whole number, got 'x'`);
+a value out of its kind's range fails where the setting is declared (sections.py RANGES), as the Python API's does,
+and reads as one line naming it and its flag: `error: budget.steps (--steps) must be a whole number of at least 1,
+got 0`. Options of one command alone (cost's, generate's) validate in their types.
 """
 
 from __future__ import annotations
@@ -14,16 +16,19 @@ from pathlib import Path
 
 import click
 
-from ampgan.config import TrainConfig, build_config, parse_loss_scale, parse_set
+from ampgan.bench.spec import BenchSpec
+from ampgan.config import TrainConfig, build_config, flag_of, parse_loss_scale, parse_set
 from ampgan.config.sources import file_changes, option_changes, parse_value
 from ampgan.config.tree import DEVICES
 from ampgan.config.values import parse_steps_or_duration, positive_duration
 from ampgan.cost.catalog import MOST_PER_HOUR
 from ampgan.errors import AmpganError
 from ampgan.precisions import NAMES as PRECISION_NAMES
+from ampgan.projection.from_results import ProjectSpec
 from ampgan.runs import claim
 from ampgan.sections import Setting, own_settings, refuse_unknown, settings
 from ampgan.seeds import MAX_SEED
+from ampgan.study.spec import CompareSpec
 from ampgan.training.distributed import rank_zeros, world
 from ampgan.trust import ANY_MODEL, consent_to_import
 
@@ -218,6 +223,13 @@ def spec_options(spec=None, prefix: str = "", parts: tuple[str, ...] = ("",), wi
         return compose(*map(_option, shown), *([_SOURCES] if with_set else []))(function)
 
     return apply
+
+
+def setting_flag(path: str) -> str | None:
+    """The flag that sets a setting's path: a config field's ('budget.batch_size' -> '--batch-size') or a command's
+    own ('bench.steps' -> '--steps'; compare's bench, 'compare.bench.steps', has none: `--set` reaches it)."""
+    own = (s for spec in (BenchSpec(), CompareSpec(), ProjectSpec()) for s in settings(spec, f"{spec.NAME}."))
+    return flag_of(path) or next((s.flag for s in own if s.path == path), None)
 
 
 def moved_to_set(command: click.Command | None, option: str) -> str | None:
