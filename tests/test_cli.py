@@ -106,7 +106,7 @@ def test_dry_run_prints_the_resolved_config_and_writes_nothing(tmp_path, capsys)
     [
         (["--precision", "fp8"], "error: --precision 'fp8' is not one of 'fp32', 'tf32', 'bf16', 'fp16'"),
         (["--dataset", "digitz"], "error: unknown dataset 'digitz' (did you mean 'digits'?)"),
-        (["--batch-size", "0"], "error: --batch-size must be at least 1, got 0"),
+        (["--batch-size", "0"], "error: budget.batch_size (--batch-size) must be a whole number of at least 1, got 0"),
         (["--precision", "tf32"], "error: tf32 is a CUDA tensor-core mode"),
         (["--time-budget", "soon"], "error: --time-budget cannot read the duration 'soon'"),
         (["--batch-size", "many"], "error: --batch-size must be a whole number, got 'many'"),

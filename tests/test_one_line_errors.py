@@ -806,3 +806,54 @@ def test_an_hourly_price_past_the_catalogs_bound_is_one_line(capsys, tmp_path, m
     code, _, err = run_cli(capsys, *args)
     assert _one_error_line(code, err, "price_per_hour" if args[0] == "compare" else "--price-per-hour", "at most")
     assert os.listdir(tmp_path) == []
+
+
+# A command's own setting, given out of its kind's range: (the command line's args, the API's function and
+# keywords). Each check lived in the command line's types alone: the Python API took 1e308 per hour, 0 seeds,
+# a target of 150%, a NaN time cap or batch size 0 into the run, and said of precision 'fp8' that a comparison
+# needs fp32.
+_SPEC_RANGES = [
+    (("compare", "--set", "compare.price_per_hour=1e308"), "compare", {"price_per_hour": 1e308}),
+    (("compare", "--set", "compare.target_accuracy=1.5"), "compare", {"target_accuracy": 1.5}),
+    (("compare", "--seeds", "0"), "compare", {"seeds": 0}),
+    (("compare", "--set", "compare.eval_samples=1"), "compare", {"eval_samples": 1}),
+    (("compare", "--set", "compare.bench.min_seconds=-1"), "compare", {"bench": {"min_seconds": -1.0}}),
+    (("bench", "--steps", "1"), "bench", {"steps": 1}),
+    (("bench", "--max-seconds", "nan"), "bench", {"max_seconds": float("nan")}),
+    (("bench", "--batch-sizes", "0,8"), "bench", {"batch_sizes": [0, 8]}),
+    (("bench", "--set", "bench.peak_tflops=inf"), "bench", {"peak_tflops": float("inf")}),
+    (("project", "results.json", "--batch-sizes", "0"), "project", {"batch_sizes": [0]}),
+    (("compare", "--precisions", "fp32,fp8"), "compare", {"precisions": ["fp32", "fp8"]}),
+    (("bench", "--precisions", "fp9"), "bench", {"precisions": ["fp9"]}),
+]
+
+
+@pytest.mark.parametrize("args, function, keywords", _SPEC_RANGES, ids=[" ".join(a[-2:]) for a, _, _ in _SPEC_RANGES])
+def test_a_commands_own_setting_is_refused_alike_by_the_command_line_and_the_api(
+    capsys, tmp_path, monkeypatch, args, function, keywords
+):
+    import ampgan
+
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run_cli(capsys, *args, *(() if function == "project" else ("--dataset", "synthetic")), "--out", "o")
+    line = _one_error_line(code, err)
+    call = getattr(ampgan, function)
+    given = ("results.json",) if function == "project" else ("acgan",)
+    settings = {} if function == "project" else {"settings": {"data.dataset": "synthetic"}}
+    with pytest.raises(AmpganError) as raised:
+        call(*given, "o", **settings, **keywords)
+    # The same line; the command line's names the flag typed too: 'bench.steps (--steps) must be ...'.
+    assert line.replace(f" ({args[-2]})", "") == f"error: {raised.value}"
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("read_only, why", [(True, "(read-only file system)"), (False, "(permission denied)")])
+def test_a_single_file_out_on_a_read_only_filesystem_says_so(capsys, tmp_path, monkeypatch, read_only, why):
+    """A folder on a read-only mount was said to be 'permission denied': a chmod does not help there. (A read-only
+    mount needs root to make; os.access and os.statvfs answer as they do on one.)"""
+    monkeypatch.setattr(os, "access", lambda path, mode, **kw: False)
+    monkeypatch.setattr(os, "statvfs", lambda path: type("Vfs", (), {"f_flag": os.ST_RDONLY if read_only else 0}))
+    out = tmp_path / "grid.png"
+    code, _, err = run_cli(capsys, "data", "grid", "synthetic", "--per-class", "1", "--out", str(out))
+    assert _one_error_line(code, err, f"cannot write in {tmp_path} {why}")
+    assert not out.exists()

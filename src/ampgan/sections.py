@@ -4,8 +4,9 @@ A section knows its name in the config tree (`data`, `budget`, ...), so every pr
 by its path (`budget.batch_size must be a whole number of at least 1, got 0`), whoever set it: a
 command-line flag, `--set`, a config file or a Python caller. The field's annotation decides which
 types it takes (JSON and TOML bring ints where floats are meant: those become floats; a bool is never
-taken for a number), its kind (`setting`) the range (whole, whole4, positive, duration); a section's `check()`
-adds the rest.
+taken for a number), its kind (`setting`) the range (RANGES: whole, whole4, positive, duration, ...); a section's
+`check()` adds the rest. A command's own spec (BenchSpec, CompareSpec, ProjectSpec) checks its kinds the same way
+(check_kinds), so the command line and the Python API refuse a value with the same line.
 
 Every setting is declared once, on its field (`setting(default, help, flag=...)`): in a section, and in a
 command's own spec (bench/spec.py BenchSpec, study/spec.py CompareSpec). `settings()` walks a spec and
@@ -25,12 +26,63 @@ from ampgan.errors import AmpganError, ConfigError
 _SIMPLE = {"int": int, "float": float, "bool": bool, "str": str, "dict": dict, "None": type(None)}
 
 
-def setting(default, help: str, flag: bool | str = False, kind: str = "text", skip: tuple[str, ...] = ()):
+def setting(
+    default,
+    help: str,
+    flag: bool | str = False,
+    kind: str = "text",
+    skip: tuple[str, ...] = (),
+    most: float | None = None,
+):
     """A field declared with all there is to know of it: its default (the only one), its help, its flag
     (True: --field-name; a text: that option; False: reached as `--set PATH=VALUE` only) and the kind of
-    value a flag or `--set` takes (cli/options.py: whole, positive, duration, int_list, switch, ...). A field
-    that is a nested spec (compare's bench) names the fields its owner sets itself in `skip`."""
-    return dataclasses.field(default=default, metadata={"help": help, "flag": flag, "kind": kind, "skip": skip})
+    value a flag or `--set` takes (cli/options.py: whole, positive, duration, int_list, switch, ...; RANGES the
+    range of each, with `most` its largest value). A field that is a nested spec (compare's bench) names the
+    fields its owner sets itself in `skip`."""
+    declared = {"help": help, "flag": flag, "kind": kind, "skip": skip, "most": most}
+    return dataclasses.field(default=default, metadata=declared)
+
+
+def _whole(least: int):
+    return (
+        lambda x: isinstance(x, int) and not isinstance(x, bool) and x >= least,
+        f"must be a whole number of at least {least}",
+    )
+
+
+def _number(accepts, requirement: str):
+    return lambda x: isinstance(x, (int, float)) and not isinstance(x, bool) and accepts(x), requirement
+
+
+_POSITIVE = _number(lambda x: math.isfinite(x) and x > 0, "must be a positive, finite number")
+# The range each kind of number takes: (accepts the value, what it must be). Checked where the setting is declared
+# (check_kinds), whoever gave the value; the command line's types only read the text as a number.
+RANGES = {
+    "whole": _whole(1),
+    **{f"whole{least}": _whole(least) for least in (0, 2, 4)},
+    "positive": _POSITIVE,
+    "duration": _POSITIVE,
+    "nonnegative": _number(lambda x: math.isfinite(x) and x >= 0, "must be 0 or more (and finite)"),
+    "fraction": _number(lambda x: 0 < x <= 1, "must be a fraction in (0, 1]"),
+    "int_list": (
+        lambda x: isinstance(x, tuple) and len(x) > 0 and all(map(_whole(1)[0], x)),
+        "must be one or more whole numbers, each at least 1",
+    ),
+}
+
+
+def check_kinds(spec) -> None:
+    """Each field of `spec` (a section or a command's spec) in the range its kind names (RANGES, up to its `most`),
+    else one ConfigError naming it by its path under the spec's NAME. None is the default's own (a field that may not
+    be None is refused by its type)."""
+    for field in dataclasses.fields(spec):
+        value, kind, most = getattr(spec, field.name), field.metadata.get("kind"), field.metadata.get("most")
+        if kind not in RANGES or (value is None and "None" in _annotation_names(field.type)):
+            continue
+        accepts, requirement = RANGES[kind]
+        if not accepts(value) or (most is not None and value > most):
+            bound = f" and at most {most:,.0f}" if most is not None else ""
+            raise ConfigError(_path(spec.NAME, field.name), f"{requirement}{bound}, got {value!r}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,11 +152,18 @@ def with_settings(spec, values: dict, where: str, prefix: str = "", **fields):
         outer, _, inner = name.partition(".")
         nested.setdefault(outer, {})[inner] = values[name]
     own = {name: value for name, value in values.items() if "." not in name}
-    replaced = {
-        outer: dataclasses.replace(getattr(spec, outer), **as_tuples(given, getattr(spec, outer), where))
-        for outer, given in nested.items()
-    }
+    try:
+        replaced = {
+            outer: dataclasses.replace(getattr(spec, outer), **as_tuples(given, getattr(spec, outer), where))
+            for outer, given in nested.items()
+        }
+    except ConfigError as error:  # a nested spec names its field by its own path: here it is its owner's field's
+        raise ConfigError(f"{spec.NAME}.{error.field}", error.problem) from None
     return dataclasses.replace(spec, **as_tuples(own, spec, where), **replaced, **fields)
+
+
+def _path(name: str, field_name: str) -> str:
+    return f"{name}.{field_name}" if name else field_name
 
 
 def as_tuples(values: dict, spec=None, where: str = "") -> dict:
@@ -161,12 +220,7 @@ class Section:
                 raise ConfigError(self.path(field.name), f"takes {wanted}, got {value!r}")
             if int_for_float:
                 object.__setattr__(self, field.name, float(value))
-        for field in dataclasses.fields(self):  # the range its kind names: whole4 is a whole number >= 4
-            kind = field.metadata.get("kind", "")
-            if kind.startswith("whole"):
-                self.whole(field.name, int(kind[5:] or "1"), optional=True)
-            elif kind in ("positive", "duration"):
-                self.positive(field.name, optional=True)
+        check_kinds(self)
         self.check()
 
     def check(self) -> None:
@@ -174,7 +228,7 @@ class Section:
 
     @classmethod
     def path(cls, field_name: str) -> str:
-        return f"{cls.NAME}.{field_name}" if cls.NAME else field_name
+        return _path(cls.NAME, field_name)
 
     @classmethod
     def field_names(cls) -> tuple[str, ...]:

@@ -111,6 +111,17 @@ def trace_op_tables(
     }
 
 
+def untraced(document: dict) -> str:
+    """Why a bench's (or a traced step's) document has op tables missing: 'PRECISION: REASON; ...' of the precisions
+    it was asked for (its spec's; none named: all of them). One it traced only for a projection, left out for time,
+    is no failure of what the user asked."""
+    asked = (document.get("spec") or {}).get("precisions") or None
+    failed = document.get("op_tables_failed") or []
+    return "; ".join(
+        f"{f.get('precision')}: {f.get('reason')}" for f in failed if not asked or f.get("precision") in asked
+    )
+
+
 def _what_fits(spec: BenchSpec, share: float, spent: float, foreseen: float | None, asked: bool) -> str:
     """What would trace a precision left out for time: the --max-seconds whose trace share holds its trace
     (SMALL_CYCLES_PER_TRACE cycles as foreseen) after the `spent` seconds the traces before it took; one that

@@ -7,7 +7,8 @@ from dataclasses import dataclass, field, fields
 
 from ampgan.config import TrainConfig
 from ampgan.data import DataConfig
-from ampgan.sections import setting
+from ampgan.precisions import precision
+from ampgan.sections import check_kinds, setting
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -65,6 +66,13 @@ class BenchSpec:
         True,
         "flag",
     )
+
+    NAME = "bench"  # its settings' paths: bench.steps (compare's bench: compare.bench.steps)
+
+    def __post_init__(self) -> None:
+        check_kinds(self)
+        for name in self.precisions:  # an unknown one: one line naming the modes, from the API as from --precisions
+            precision(name)
 
     @property
     def seed(self) -> int:

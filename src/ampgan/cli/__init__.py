@@ -16,8 +16,7 @@ from contextlib import contextmanager
 import click
 
 from ampgan.cli import bench, compare, config, cost, data, doctor, preflight, project, runs, train
-from ampgan.cli.options import moved_to_set
-from ampgan.config import flag_of
+from ampgan.cli.options import moved_to_set, setting_flag
 from ampgan.env import check_environment
 from ampgan.errors import (
     LOST_OUTPUT,
@@ -160,7 +159,7 @@ def _dispatch(argv: list[str]) -> None:
         # Ctrl-C where no stage was listening for it (loading data, say): nothing was being saved.
         line, code = _stopped(stop)
     except ConfigError as error:
-        flag = flag_of(error.field)
+        flag = setting_flag(error.field)
         named = f"{error.field} ({flag})" if flag else error.field
         line, code = f"error{_rank_prefix()}: {named} {error.problem}", EXIT_USAGE
     except AmpganError as error:

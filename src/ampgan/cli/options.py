@@ -1,8 +1,10 @@
 """The command line made from the declarations: each command's options, `--set` paths and their checks come
-from its spec's settings (sections.py `setting`, walked by `settings`); the click types that validate values.
+from its spec's settings (sections.py `setting`, walked by `settings`); the click types that read values.
 
-A bad value fails in its type, before the command runs, and reads as one line:
-`error: --steps must be at least 1, got 0`.
+A setting's text that is no value of its kind fails in its type (`error: --steps must be a whole number, got 'x'`);
+a value out of its kind's range fails where the setting is declared (sections.py RANGES), as the Python API's does,
+and reads as one line naming it and its flag: `error: budget.steps (--steps) must be a whole number of at least 1,
+got 0`. Options of one command alone (cost's, generate's) validate in their types.
 """
 
 from __future__ import annotations
@@ -14,16 +16,19 @@ from pathlib import Path
 
 import click
 
-from ampgan.config import TrainConfig, build_config, parse_loss_scale, parse_set
+from ampgan.bench.spec import BenchSpec
+from ampgan.config import TrainConfig, build_config, flag_of, parse_loss_scale, parse_set
 from ampgan.config.sources import file_changes, option_changes, parse_value
 from ampgan.config.tree import DEVICES
 from ampgan.config.values import parse_steps_or_duration, positive_duration
 from ampgan.cost.catalog import MOST_PER_HOUR
 from ampgan.errors import AmpganError
 from ampgan.precisions import NAMES as PRECISION_NAMES
+from ampgan.projection.from_results import ProjectSpec
 from ampgan.runs import claim
 from ampgan.sections import Setting, own_settings, refuse_unknown, settings
 from ampgan.seeds import MAX_SEED
+from ampgan.study.spec import CompareSpec
 from ampgan.training.distributed import rank_zeros, world
 from ampgan.trust import ANY_MODEL, consent_to_import
 
@@ -76,6 +81,9 @@ SEED = Number(lambda x: 0 <= x <= MAX_SEED, f"must be from 0 to {MAX_SEED}", who
 POSITIVE_NUMBER = Number(lambda x: math.isfinite(x) and x > 0, "must be positive and finite")
 # An hourly price: past the catalog's bound the cost of a study's training ran to infinity (written as Infinity).
 PRICE = Number(lambda x: 0 < x <= MOST_PER_HOUR, f"must be positive and at most {MOST_PER_HOUR:,.0f} (per hour)")
+# A setting's number read from its flag or `--set`: its range is checked where it is declared (sections.py RANGES),
+# so the command line and the Python API refuse it with the same line.
+READ_WHOLE, READ_NUMBER = Number(lambda x: True, "", whole=True), Number(lambda x: True, "")
 
 
 class Parsed(click.ParamType):
@@ -94,23 +102,18 @@ class Parsed(click.ParamType):
 
 
 def _whole_numbers(text: str) -> tuple[int, ...]:
-    """'16,64,256' -> (16, 64, 256): batch sizes, each at least 1."""
+    """'16,64,256' -> (16, 64, 256): batch sizes (each at least 1: sections.py RANGES)."""
     try:
-        values = tuple(int(part) for part in text.split(",") if part.strip())
+        return tuple(int(part) for part in text.split(",") if part.strip())
     except ValueError:
         raise AmpganError(f"takes whole numbers separated by commas, e.g. 16,64,256; got {text!r}") from None
-    if not values or min(values) < 1:
-        raise AmpganError(f"needs at least one value, each at least 1; got {text!r}")
-    return values
 
 
 def _precisions(text: str) -> tuple[str, ...]:
-    """'fp32,bf16' -> ('fp32', 'bf16'), each a precision's name."""
+    """'fp32,bf16' -> ('fp32', 'bf16') (each a precision's name: the spec checks it, as the Python API's)."""
     names = tuple(part.strip() for part in text.split(",") if part.strip())
-    unknown = [name for name in names if name not in PRECISION_NAMES]
-    if not names or unknown:
-        wrong = f"has unknown precision {unknown[0]!r}: choose from" if unknown else "needs at least one of"
-        raise AmpganError(f"{wrong} {', '.join(PRECISION_NAMES)}")
+    if not names:
+        raise AmpganError(f"needs at least one of {', '.join(PRECISION_NAMES)}")
     return names
 
 
@@ -163,14 +166,8 @@ trust_model_option = click.option(
 def _click_type(kind: str):
     """The click type of a setting's kind (sections.py setting); text takes any string."""
     return {
-        "whole": WholeNumber(),
-        "whole0": SEED,
-        "whole2": WholeNumber(2),
-        "whole4": WholeNumber(4),
-        "positive": POSITIVE_NUMBER,
-        "price": PRICE,
-        "nonnegative": Number(lambda x: math.isfinite(x) and x >= 0, "must be 0 or more"),
-        "fraction": Number(lambda x: 0 < x <= 1, "is a fraction in (0, 1]"),
+        **dict.fromkeys(("whole", "whole0", "whole2", "whole4"), READ_WHOLE),
+        **dict.fromkeys(("positive", "nonnegative", "fraction"), READ_NUMBER),
         "duration": Parsed(positive_duration, "duration"),  # 90s, 7m, 1h30m or plain seconds -> seconds (> 0)
         "loss_scale": Parsed(parse_loss_scale, "scale"),  # 'dynamic' -> None (GradScaler decides), or a number
         "steps_or_duration": Parsed(parse_steps_or_duration, "steps|duration"),  # ('steps', 500), ('seconds', 600.0)
@@ -226,6 +223,13 @@ def spec_options(spec=None, prefix: str = "", parts: tuple[str, ...] = ("",), wi
         return compose(*map(_option, shown), *([_SOURCES] if with_set else []))(function)
 
     return apply
+
+
+def setting_flag(path: str) -> str | None:
+    """The flag that sets a setting's path: a config field's ('budget.batch_size' -> '--batch-size') or a command's
+    own ('bench.steps' -> '--steps'; compare's bench, 'compare.bench.steps', has none: `--set` reaches it)."""
+    own = (s for spec in (BenchSpec(), CompareSpec(), ProjectSpec()) for s in settings(spec, f"{spec.NAME}."))
+    return flag_of(path) or next((s.flag for s in own if s.path == path), None)
 
 
 def moved_to_set(command: click.Command | None, option: str) -> str | None:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ampgan.errors import AmpganError
-from ampgan.sections import setting
+from ampgan.sections import check_kinds, setting
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -30,6 +30,11 @@ class ProjectSpec:
     gpus: Path | None = setting(
         None, "Your own GPU rows (a CSV in src/ampgan/system/gpus.csv's columns) added to ampgan's.", True, "path"
     )
+
+    NAME = "project"  # its settings' paths: project.batch_sizes
+
+    def __post_init__(self) -> None:
+        check_kinds(self)
 
 
 def results_path(given: Path) -> Path:

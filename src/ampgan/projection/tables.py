@@ -8,7 +8,7 @@ from pathlib import Path
 
 import torch
 
-from ampgan.bench.op_tables import trace_op_tables
+from ampgan.bench.op_tables import trace_op_tables, untraced
 from ampgan.bench.ops import TRACE_BATCH_SIZES, OpTable
 from ampgan.bench.spec import BenchSpec
 from ampgan.config import config_from_document
@@ -100,8 +100,8 @@ def op_tables_of(results: dict, path: Path, log=lambda line: None) -> dict[str, 
     if not isinstance(stored, dict):
         raise AmpganError(f"{path}: op_tables is not a mapping: re-run 'ampgan bench'")
     if not stored:
-        failed = "; ".join(f"{f.get('precision')}: {f.get('reason')}" for f in results.get("op_tables_failed") or [])
-        raise AmpganError(f"{path} has no op tables to project from (tracing failed: {failed or 'no reason recorded'})")
+        why = untraced(results) or "no reason recorded"
+        raise AmpganError(f"{path} has no op tables to project from (tracing failed: {why})")
     tables = {}
     for name, table in stored.items():
         try:

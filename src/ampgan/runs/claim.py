@@ -573,5 +573,7 @@ def output_file(path: Path, suffixes: tuple[str, ...], overwrite: bool) -> Path:
             f"cannot create the folder of --out {path} ({error.strerror}): choose a writable place"
         ) from None
     if not os.access(path.parent, os.W_OK):
-        raise AmpganError(f"cannot write in {path.parent} (permission denied): choose a writable --out")
+        # access() refuses a read-only mount as it refuses a folder not the user's: say which (no chmod helps the first)
+        why = "read-only file system" if os.statvfs(path.parent).f_flag & os.ST_RDONLY else "permission denied"
+        raise AmpganError(f"cannot write in {path.parent} ({why}): choose a writable --out")
     return path

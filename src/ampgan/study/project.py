@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ampgan.bench.op_tables import trace_op_tables
+from ampgan.bench.op_tables import trace_op_tables, untraced
 from ampgan.bench.ops import OpTable
 from ampgan.bench.spec import BenchSpec
 from ampgan.cost.catalog import load_catalog
@@ -52,8 +52,9 @@ def _project_elsewhere(spec: CompareSpec, dataset, bench_results: dict | None, o
             write_json_atomically(out_dir / "projection" / "op_tables.json", bench_results)
     stored = bench_results.get("op_tables") or {}
     if not stored:
-        reasons = "; ".join(f"{f['precision']}: {f['reason']}" for f in bench_results.get("op_tables_failed") or [])
-        return {"note": f"not projected: no op table of the step ({reasons or 'the bench predates them'})"}
+        return {
+            "note": f"not projected: no op table of the step ({untraced(bench_results) or 'the bench predates them'})"
+        }
     try:
         tables = {name: OpTable.from_dict(table) for name, table in stored.items()}
     except ValueError as error:

@@ -9,9 +9,11 @@ from pathlib import Path
 
 from ampgan.bench.spec import BenchSpec
 from ampgan.config import TrainConfig, build_config, config_from_document
+from ampgan.cost.catalog import MOST_PER_HOUR
 from ampgan.errors import AmpganError
 from ampgan.files.paths import recorded_place
-from ampgan.sections import as_tuples, setting, settings
+from ampgan.precisions import precision
+from ampgan.sections import as_tuples, check_kinds, setting, settings
 from ampgan.seeds import MAX_SEED
 
 # The comparison's own bench (`--set compare.bench.FIELD=VALUE`), shorter than `ampgan bench`'s default: it
@@ -63,7 +65,9 @@ class CompareSpec:
     # The bench of the study's step: every setting of `ampgan bench` but its base and precisions (the study's).
     bench: BenchSpec = setting(COMPARE_BENCH, "The study's bench.", skip=("base", "precisions"))
     instance: str | None = setting(None, "Price the runs on this catalog instance.", True)
-    price_per_hour: float | None = setting(None, "Price the runs at this hourly price.", kind="price")
+    price_per_hour: float | None = setting(
+        None, "Price the runs at this hourly price.", kind="positive", most=MOST_PER_HOUR
+    )
     target_accuracy: float | None = setting(None, "Quality target (default: 80% of the best final).", kind="fraction")
     evaluator_cache: Path | None = None
     # The precisions trained (and benched) channels-last; None: measured per precision at the
@@ -73,6 +77,7 @@ class CompareSpec:
     # where compiling pays for itself over the time budget on this machine (speed/compilation.py).
     compile: tuple[str, ...] | None = None
 
+    NAME = "compare"  # its settings' paths: compare.seeds
     # Settings that moved: {old name: its path now}; given, each is one error line naming the new one.
     MOVED = {
         "bench": "bench_results",
@@ -87,6 +92,9 @@ class CompareSpec:
                 f"compare's bench is its settings (bench.batch_sizes, ...), not {self.bench!r}: reuse bench "
                 "results with bench_results=PATH"
             )
+        check_kinds(self)
+        for name in self.precisions:  # an unknown one: one line naming the modes, from the API as from --precisions
+            precision(name)
         if self.seed + self.seeds - 1 > MAX_SEED:  # built whole (with_settings' base=): the seed given, not a default
             raise AmpganError(f"--seed {self.seed} with --seeds {self.seeds} passes the largest seed, {MAX_SEED}")
 
