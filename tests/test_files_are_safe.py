@@ -644,8 +644,8 @@ def test_a_stop_while_the_first_write_is_being_noted_gives_the_folder_back(tmp_p
 def test_a_temporary_file_of_a_writer_killed_midway_goes_at_the_next_write_there_and_a_live_one_s_stays(tmp_path):
     """kill -9 during a write left its `.NAME....writing.tmp` for good (tens of MB for a dataset cache, in the user's
     dataset folder). Its name says who wrote it: the next write in its folder removes it once its writer is gone (this
-    machine's process no more, another machine's or an older ampgan's untouched for a day), never a live writer's,
-    nor any file not named as ampgan names them."""
+    machine's process no more, another machine's untouched for a day), never a live writer's, nor any file not named
+    as ampgan names its writers' (an older ampgan's `.NAME.writing.tmp` names none: a name is no proof)."""
     from ampgan.files.atomic import STALE_SECONDS
 
     killed, alive = writer_in_flight(tmp_path / "cache.npz"), writer_in_flight(tmp_path / "results.json")
@@ -664,7 +664,7 @@ def test_a_temporary_file_of_a_writer_killed_midway_goes_at_the_next_write_there
                 os.utime(tmp_path / name, (0, time.time() - STALE_SECONDS - 60))
         (tmp_path / ".e.json.writing.tmp").mkdir()  # not a file
         write_atomically(tmp_path / "other.json", lambda stream: stream.write(b"{}"))
-        left = {live.name, "other.json", ".e.json.writing.tmp", *elsewhere, *foreign}
+        left = {live.name, "other.json", ".e.json.writing.tmp", ".g.json.writing.tmp", *elsewhere, *foreign}
         assert set(os.listdir(tmp_path)) == left
     finally:
         alive.kill()

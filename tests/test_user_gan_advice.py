@@ -314,3 +314,18 @@ def test_a_periodic_update_is_checked_as_the_first_step_is(function, expected, t
     )
     assert code == 0 and "nothing found" in out, out + err
     assert len(steps) == 4
+
+
+def test_the_zero_that_touches_unused_outputs_stays_zero_when_an_fp16_score_overflowed():
+    """0 x inf is NaN: a score past fp16's 65504 made the whole R1 loss NaN (its penalty finite), and eight such
+    applications in a row stop a run whose updates were applied. Its gradient still reaches every output."""
+    import torch
+
+    import ampgan
+
+    scores = torch.tensor([1.0, float("inf"), -float("inf"), float("nan")], dtype=torch.float16, requires_grad=True)
+    head = torch.tensor([2.0], requires_grad=True)
+    zero = ampgan.unused_but_reduced(scores, head)
+    assert zero.item() == 0.0
+    zero.backward()
+    assert scores.grad is not None and head.grad is not None and torch.isfinite(head.grad).all()

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ampgan.errors import AmpganError, registered_once
+from ampgan.errors import AmpganError, ConfigError, registered_once
 
 
 @dataclass(frozen=True)
@@ -191,6 +191,13 @@ def precision(name: str) -> Precision:
         return PRECISIONS[name]
     except (KeyError, TypeError):
         raise AmpganError(f"unknown precision {name!r}: choose one of {', '.join(NAMES)}") from None
+
+
+def check_names(names, path: str) -> None:
+    """Each of `names` a mode, else one ConfigError naming the setting at `path` (the command line names its flag)."""
+    for name in names:
+        if not isinstance(name, str) or name not in PRECISIONS:
+            raise ConfigError(path, f"has unknown precision {name!r}: choose one of {', '.join(NAMES)}")
 
 
 def colour(name: str) -> str | None:

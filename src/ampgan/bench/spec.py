@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, fields
 
 from ampgan.config import TrainConfig
 from ampgan.data import DataConfig
-from ampgan.precisions import precision
+from ampgan.precisions import check_names
 from ampgan.sections import check_kinds, setting
 
 
@@ -71,8 +71,7 @@ class BenchSpec:
 
     def __post_init__(self) -> None:
         check_kinds(self)
-        for name in self.precisions:  # an unknown one: one line naming the modes, from the API as from --precisions
-            precision(name)
+        check_names(self.precisions, f"{self.NAME}.precisions")  # one line, from the API as from --precisions
 
     @property
     def seed(self) -> int:

@@ -53,7 +53,7 @@ def _this_machine() -> str:
 
 # A temporary file's name carries its writer: `.NAME.MACHINE.PID.TOKEN[.DRAWN].writing.tmp`, TOKEN drawn once per
 # process so that a later process given the same pid (a container restarted) is told apart. Older ampgans wrote
-# `.NAME.writing.tmp`, which names no writer: judged by age alone.
+# `.NAME.writing.tmp`, which names no writer: a name is no proof that ampgan wrote it, so it is left alone.
 _MACHINE, _TOKEN = _this_machine(), secrets.token_hex(4)
 _TEMPORARY = re.compile(
     r"\..+?(?:\.(?P<machine>[0-9a-f]{8})\.(?P<pid>[1-9][0-9]{0,8})\.(?P<token>[0-9a-f]{8})(?:\.[0-9a-f]{8})?)?"
@@ -67,9 +67,9 @@ STALE_SECONDS = 24 * 3600
 
 def remove_dead_temporaries(folder: Path) -> None:
     """Remove the temporary files of atomic writes in `folder` whose writer is gone: one of this machine whose
-    process is no more, or one untouched for STALE_SECONDS (another machine's, or of an older ampgan). A live
-    writer's, anywhere, is left alone, as is anything not named as ampgan names them. (A listing per write: 5 ms in
-    a folder of 10,000 files.)"""
+    process is no more, or another machine's untouched for STALE_SECONDS. A live writer's, anywhere, is left alone,
+    as is anything not named as ampgan names its writers' (an older ampgan's `.NAME.writing.tmp` too). (A listing
+    per write: 5 ms in a folder of 10,000 files.)"""
     with suppress(OSError), os.scandir(folder) as entries:
         for entry in entries:
             if (named := _TEMPORARY.fullmatch(entry.name)) is None:
@@ -81,6 +81,8 @@ def remove_dead_temporaries(folder: Path) -> None:
 
 
 def _writer_gone(named: re.Match, age: float) -> bool:
+    if named["machine"] is None:
+        return False
     if named["machine"] != _MACHINE:
         return age > STALE_SECONDS
     if int(named["pid"]) == os.getpid():

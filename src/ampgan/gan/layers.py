@@ -224,5 +224,6 @@ def class_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
 def unused_but_reduced(*outputs: torch.Tensor) -> torch.Tensor:
     """An exact zero that touches `outputs`: DDP expects every parameter of a wrapped network to get a
     gradient in each backward pass, and a head a loss does not use gets one from this (zero, so the
-    update is unchanged) without find_unused_parameters."""
-    return sum((0.0 * output.float().sum() for output in outputs[1:]), 0.0 * outputs[0].float().sum())
+    update is unchanged) without find_unused_parameters. An output that overflowed (an fp16 score past 65504) counts
+    as 0: zero times inf is NaN, which would fail a step whose own loss is finite."""
+    return sum(0.0 * torch.nan_to_num(output.float(), 0.0, 0.0, 0.0).sum() for output in outputs)

@@ -41,7 +41,7 @@ def trace_to_folder(spec: BenchSpec, out: Path, overwrite: bool) -> dict:
     of images. Returns {op_tables: its path, traced: the precisions, failed: [{precision, reason}], seconds, what}."""
     if not spec.trace_ops:
         raise AmpganError("a trace-only bench is its trace: give it without switching the trace off (--no-trace)")
-    for name in spec.precisions or (FP32,):  # an unknown mode or a batch size the model refuses: before any trace
+    for name in spec.precisions or (FP32,):  # a batch size the model refuses: before any trace
         for size in spec.batch_sizes:
             spec.train_config(name, size)
     data = spec.base.data

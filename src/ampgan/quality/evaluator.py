@@ -160,8 +160,8 @@ def evaluator_for(
     # Its first weights and its training from `seed` alone: the network was made from whatever the process's
     # random state was (a cache's retrained evaluator differed from the first: 0.72 against 0.91 held out), and
     # the training reseeded the caller's random state.
-    with torch.random.fork_rng(devices=[device.index or 0] if device.type == "cuda" else []):
-        torch.manual_seed(seed)
+    with torch.random.fork_rng(devices=[]):  # the CPU's generator only: the network is made there, its batches drawn
+        torch.random.default_generator.manual_seed(seed)
         network = Evaluator(dataset.channels, dataset.num_classes)
         info = _cached_evaluator(network, weights_path, info_path, dataset) or _train_and_keep(
             network, dataset, (train_idx, held_idx), epochs, seed, device, min_accuracy, weights_path

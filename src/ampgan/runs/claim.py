@@ -36,7 +36,7 @@ from pathlib import Path
 
 from ampgan.errors import AmpganError, one_line, warn, write_fix
 from ampgan.files import manifest
-from ampgan.files.atomic import HELD, refuse_link
+from ampgan.files.atomic import HELD, refuse_link, remove_dead_temporaries
 from ampgan.files.jsonfile import not_a_regular_file, parse_json
 from ampgan.files.schema import newer_format
 from ampgan.files.signals import stop_on_signals
@@ -191,7 +191,10 @@ _KIND_BY_DOCUMENT = (
 
 def unproven_entries(folder: Path) -> list[str]:
     """The paths under `folder` (relative, sorted) that ampgan cannot show it wrote (files/manifest.py):
-    files, links and special files alike (a link is never followed)."""
+    files, links and special files alike (a link is never followed). A dead writer's temporary file goes first:
+    a kill between its creation and its note left it unproven, and the folder refused even with --overwrite."""
+    for place, _, _ in os.walk(folder, followlinks=False):
+        remove_dead_temporaries(Path(place))
     return manifest.unproven(folder, (MARKER, LOCK))
 
 

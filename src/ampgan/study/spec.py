@@ -12,7 +12,7 @@ from ampgan.config import TrainConfig, build_config, config_from_document
 from ampgan.cost.catalog import MOST_PER_HOUR
 from ampgan.errors import AmpganError
 from ampgan.files.paths import recorded_place
-from ampgan.precisions import precision
+from ampgan.precisions import check_names
 from ampgan.sections import as_tuples, check_kinds, setting, settings
 from ampgan.seeds import MAX_SEED
 
@@ -93,8 +93,7 @@ class CompareSpec:
                 "results with bench_results=PATH"
             )
         check_kinds(self)
-        for name in self.precisions:  # an unknown one: one line naming the modes, from the API as from --precisions
-            precision(name)
+        check_names(self.precisions, f"{self.NAME}.precisions")  # one line, from the API as from --precisions
         if self.seed + self.seeds - 1 > MAX_SEED:  # built whole (with_settings' base=): the seed given, not a default
             raise AmpganError(f"--seed {self.seed} with --seeds {self.seeds} passes the largest seed, {MAX_SEED}")
 
